@@ -1,0 +1,1 @@
+"""The bundled inference engine: paged KV cache, automatic prefix caching, continuous batching."""

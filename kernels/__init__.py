@@ -1,0 +1,1 @@
+"""Triton GPU kernels (paged decode, extend attention, KV store) with torch references."""

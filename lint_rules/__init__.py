@@ -1,0 +1,1 @@
+"""`promptcache lint`: static analysis of Python code for what silently breaks prompt caching."""

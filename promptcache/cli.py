@@ -1,0 +1,58 @@
+"""The ``promptcache`` command line: a click group whose subcommands load on demand.
+
+Each subcommand lives in its own module under ``promptcache/commands/`` and is named in
+``COMMANDS`` below. Those modules import only click at the top; heavy libraries (torch, starlette,
+libcst) are imported inside the command callbacks, so ``promptcache --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from promptcache import __version__
+from promptcache.errors import PromptCacheError
+
+#: subcommand name -> "module:attribute" of its click command. Listed only once it works.
+COMMANDS: dict[str, str] = {}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when the subcommand is needed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module_name, attr = COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{COMMANDS[cmd_name]} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Turn our own errors into a one-line message and exit status 2, never a traceback."""
+        try:
+            return super().invoke(ctx)
+        except PromptCacheError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="promptcache")
+def cli() -> None:
+    """Make LLM prompt caching work and pay off.
+
+    Lint code for cache breakers, fingerprint prompts, price cache usage, run a logging proxy in
+    front of vendor APIs, and serve a local engine with automatic prefix caching.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``promptcache``)."""
+    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="promptcache")

@@ -1,0 +1,1 @@
+"""One module per ``promptcache`` subcommand; each imports only click at module level."""

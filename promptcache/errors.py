@@ -1,0 +1,135 @@
+"""Every error promptcache raises on purpose, in one tree.
+
+Catch ``PromptCacheError`` to handle anything of ours in one clause. Each class says in its
+docstring when it is raised; each instance's message says what to change.
+
+::
+
+    PromptCacheError
+    ├── ConfigError (also ValueError)        bad option, config file or argument value
+    ├── PromptError                          building or rendering a prompt
+    │   ├── CanonicalizationError (also ValueError)   value with no canonical JSON form
+    │   ├── LayerOrderError                  frozen content added after session/dynamic content
+    │   └── BreakpointLimitError             more than 4 cache breakpoints asked for
+    │       (alias: TooManyBreakpoints)
+    ├── PricingError
+    │   └── UnknownModelPriceError (also KeyError)   no price row and no user-supplied rates
+    ├── UsageParseError (also ValueError)    a vendor usage payload we cannot read
+    ├── LintError
+    │   ├── UnknownRuleError                 a rule id in config or a suppression does not exist
+    │   └── FixConflictError                 two autofixes overlap
+    ├── ProxyError
+    │   ├── UpstreamError                    the upstream failed (wraps httpx.TransportError)
+    │   └── StoreError                       the SQLite log failed (wraps sqlite3.Error)
+    └── EngineError
+        ├── InvalidRequestError (also ValueError)   -> HTTP 400 from the engine server
+        ├── ModelLoadError                   checkpoint missing, unreadable or unsupported
+        └── OutOfBlocksError                 internal: the scheduler preempts, users never see it
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BreakpointLimitError",
+    "CanonicalizationError",
+    "ConfigError",
+    "EngineError",
+    "FixConflictError",
+    "InvalidRequestError",
+    "LayerOrderError",
+    "LintError",
+    "ModelLoadError",
+    "OutOfBlocksError",
+    "PricingError",
+    "PromptCacheError",
+    "PromptError",
+    "ProxyError",
+    "StoreError",
+    "TooManyBreakpoints",
+    "UnknownModelPriceError",
+    "UnknownRuleError",
+    "UpstreamError",
+    "UsageParseError",
+]
+
+
+class PromptCacheError(Exception):
+    """Base class of every error promptcache raises on purpose."""
+
+
+class ConfigError(PromptCacheError, ValueError):
+    """An option, argument or config file value is invalid; the message names it and the fix."""
+
+
+class PromptError(PromptCacheError):
+    """A prompt cannot be built or rendered as asked."""
+
+
+class CanonicalizationError(PromptError, ValueError):
+    """A value has no canonical JSON form (NaN, Infinity, a non-string key, an unknown type)."""
+
+
+class LayerOrderError(PromptError):
+    """Frozen content was added after session or dynamic content, which would move the prefix."""
+
+
+class BreakpointLimitError(PromptError):
+    """More cache breakpoints were asked for than the vendor accepts (4 for Anthropic/Bedrock)."""
+
+
+TooManyBreakpoints = BreakpointLimitError
+
+
+class PricingError(PromptCacheError):
+    """A cost cannot be computed."""
+
+
+class UnknownModelPriceError(PricingError, KeyError):
+    """No price row matches the model and no rates were supplied. Never priced as 0."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class UsageParseError(PromptCacheError, ValueError):
+    """A vendor usage payload is missing required fields or has values of the wrong type."""
+
+
+class LintError(PromptCacheError):
+    """`promptcache lint` cannot run as configured."""
+
+
+class UnknownRuleError(LintError):
+    """A rule id in config or in a `# promptcache: ignore[...]` comment does not exist."""
+
+
+class FixConflictError(LintError):
+    """Two autofix edits overlap; neither is applied."""
+
+
+class ProxyError(PromptCacheError):
+    """The proxy failed for a reason that is not the client's mistake."""
+
+
+class UpstreamError(ProxyError):
+    """The upstream API timed out, refused the connection or broke the stream."""
+
+
+class StoreError(ProxyError):
+    """The SQLite request log could not be opened, migrated or written."""
+
+
+class EngineError(PromptCacheError):
+    """The bundled inference engine failed."""
+
+
+class InvalidRequestError(EngineError, ValueError):
+    """A generation request is invalid (too long, bad sampling values); the server answers 400."""
+
+
+class ModelLoadError(EngineError):
+    """A checkpoint is missing, unreadable, or of an unsupported architecture."""
+
+
+class OutOfBlocksError(EngineError):
+    """The KV block pool is exhausted. Internal: the scheduler preempts and never lets it escape."""

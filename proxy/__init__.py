@@ -1,0 +1,1 @@
+"""Local proxy in front of vendor APIs or the bundled engine; logs cache usage to SQLite."""
