@@ -24,6 +24,7 @@ docstring when it is raised; each instance's message says what to change.
     └── EngineError
         ├── InvalidRequestError (also ValueError)   -> HTTP 400 from the engine server
         ├── ModelLoadError                   checkpoint missing, unreadable or unsupported
+        ├── KernelInputError (also ValueError)   kernel given a bad tensor shape/dtype/device
         └── OutOfBlocksError                 internal: the scheduler preempts, users never see it
 """
 
@@ -36,6 +37,7 @@ __all__ = [
     "EngineError",
     "FixConflictError",
     "InvalidRequestError",
+    "KernelInputError",
     "LayerOrderError",
     "LintError",
     "ModelLoadError",
@@ -129,6 +131,14 @@ class InvalidRequestError(EngineError, ValueError):
 
 class ModelLoadError(EngineError):
     """A checkpoint is missing, unreadable, or of an unsupported architecture."""
+
+
+class KernelInputError(EngineError, ValueError):
+    """A kernel wrapper in promptcache.kernels got a tensor of the wrong shape, dtype or device.
+
+    Raised before anything is launched; the message names the argument, what it got and what it
+    needs. A programming error in the caller (the engine), never the end user's request.
+    """
 
 
 class OutOfBlocksError(EngineError):
