@@ -10,8 +10,10 @@ docstring when it is raised; each instance's message says what to change.
     ├── PromptError                          building or rendering a prompt
     │   ├── CanonicalizationError (also ValueError)   value with no canonical JSON form
     │   ├── LayerOrderError                  frozen content added after session/dynamic content
-    │   └── BreakpointLimitError             more than 4 cache breakpoints asked for
-    │       (alias: TooManyBreakpoints)
+    │   ├── BreakpointLimitError             more than 4 cache breakpoints asked for
+    │   │   (alias: TooManyBreakpoints)
+    │   ├── BreakpointTTLOrderError (also ValueError)  a 1h breakpoint after a 5m one
+    │   └── RequestShapeError (also ValueError)   body is not a request of the named API
     ├── PricingError
     │   └── UnknownModelPriceError (also KeyError)   no price row and no user-supplied rates
     ├── UsageParseError (also ValueError)    a vendor usage payload we cannot read
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 __all__ = [
     "BreakpointLimitError",
+    "BreakpointTTLOrderError",
     "CanonicalizationError",
     "ConfigError",
     "EngineError",
@@ -46,6 +49,7 @@ __all__ = [
     "PromptCacheError",
     "PromptError",
     "ProxyError",
+    "RequestShapeError",
     "StoreError",
     "TooManyBreakpoints",
     "UnknownModelPriceError",
@@ -80,6 +84,14 @@ class BreakpointLimitError(PromptError):
 
 
 TooManyBreakpoints = BreakpointLimitError
+
+
+class BreakpointTTLOrderError(PromptError, ValueError):
+    """A 1h cache breakpoint would follow a 5m one; vendors require longer TTLs first (else 400)."""
+
+
+class RequestShapeError(PromptError, ValueError):
+    """A request body does not have the shape of the vendor API it was given as (or detected as)."""
 
 
 class PricingError(PromptCacheError):
