@@ -1,0 +1,163 @@
+"""Engine configuration: one validated dataclass shared by the runner, scheduler and server.
+
+`EngineConfig` holds what the user chooses (model path, memory budget, batching limits, cache
+policy). Values the engine derives at start-up (the number of KV blocks that fit the byte budget,
+the model's end-of-sequence ids) are passed to the scheduler explicitly, not written back here.
+
+Every bad value raises `promptcache.errors.ConfigError` naming the field and the fix; nothing is
+checked with `assert`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from promptcache.errors import ConfigError
+
+__all__ = [
+    "ATTENTION_BACKENDS",
+    "DTYPES",
+    "KV_CACHE_DTYPES",
+    "EngineConfig",
+    "PreemptionMode",
+]
+
+PreemptionMode = Literal["recompute", "swap"]
+"""How the scheduler frees KV blocks when the pool runs out: drop and recompute, or copy to CPU."""
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+"""Model weight/activation dtypes. "auto" = the checkpoint's torch_dtype (float32 on CPU)."""
+
+KV_CACHE_DTYPES = ("auto", "int8", "fp8")
+"""KV pool element types. "auto" = the model dtype; int8/fp8 store per-kv-head scaled values."""
+
+ATTENTION_BACKENDS = ("torch", "triton")
+"""Names accepted by `promptcache.engine.attention.get_backend`."""
+
+_MIB = 1024 * 1024
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    """Everything the engine needs to know before it loads a model.
+
+    Attributes:
+        model: local checkpoint directory (or hub id, resolved by the loader).
+        dtype: weight/activation dtype, one of `DTYPES`.
+        device: torch device string, e.g. "cpu", "cuda", "cuda:1".
+        seed: global seed for weight-free randomness (per-request seeds live in SamplingParams).
+        max_model_len: longest sequence (prompt + output) in tokens; None = the checkpoint's
+            `max_position_embeddings` (filled in by the engine at load time).
+        block_size: tokens per KV block (default 16, as vLLM).
+        kv_cache_bytes: byte budget for the whole KV pool (all layers, K and V); the runner
+            derives the number of blocks from it. Ignored when `num_blocks` is set.
+        num_blocks: fixed number of KV blocks, overriding `kv_cache_bytes` (tests use tiny pools).
+        kv_cache_dtype: KV pool element type, one of `KV_CACHE_DTYPES`.
+        max_num_seqs: most sequences in one step's batch (running sequences at once).
+        max_num_batched_tokens: token budget per step: the sum of new tokens (prefill chunks +
+            one per decode) scheduled in one forward pass.
+        enable_chunked_prefill: split long prompts over several steps to fit the token budget.
+            When False, a prompt is scheduled whole, so `max_num_batched_tokens` must be at
+            least `max_model_len`.
+        enable_prefix_caching: reuse full KV blocks whose chained hash matches (vLLM-style APC).
+        preemption_mode: "recompute" (free the blocks, recompute later; cached prefixes make
+            that cheap) or "swap" (copy the blocks to a CPU pool of `num_cpu_blocks`).
+        num_cpu_blocks: size of the CPU swap pool in blocks; must be > 0 for "swap".
+        cache_aware_scheduling: admit the waiting request with the longest cached prefix first
+            (SGLang's longest-prefix-match); False = first come, first served.
+        fairness_max_wait_steps: a waiting request older than this many steps is admitted in
+            arrival order before any cache-aware pick, so no request starves.
+        attention_backend: one of `ATTENTION_BACKENDS`.
+
+    Raises:
+        ConfigError: on any invalid value (message names the field and what to change).
+    """
+
+    model: str = ""
+    dtype: str = "auto"
+    device: str = "cpu"
+    seed: int = 0
+    max_model_len: int | None = None
+    block_size: int = 16
+    kv_cache_bytes: int = 256 * _MIB
+    num_blocks: int | None = None
+    kv_cache_dtype: str = "auto"
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    preemption_mode: PreemptionMode = "recompute"
+    num_cpu_blocks: int = 0
+    cache_aware_scheduling: bool = True
+    fairness_max_wait_steps: int = 32
+    attention_backend: str = "torch"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field; call again after changing fields (e.g. filling `max_model_len`).
+
+        Raises:
+            ConfigError: the first invalid field, with the accepted range.
+        """
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        _check_choice("preemption_mode", self.preemption_mode, get_args(PreemptionMode))
+        if not isinstance(self.model, str):
+            raise ConfigError(f"model must be a path string, got {type(self.model).__name__}")
+        if not isinstance(self.device, str) or not self.device:
+            raise ConfigError("device must be a non-empty torch device string such as 'cpu'")
+        _check_int("seed", self.seed, minimum=0)
+        _check_int("block_size", self.block_size, minimum=1)
+        _check_int("kv_cache_bytes", self.kv_cache_bytes, minimum=1)
+        _check_int("max_num_seqs", self.max_num_seqs, minimum=1)
+        _check_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=1)
+        _check_int("num_cpu_blocks", self.num_cpu_blocks, minimum=0)
+        _check_int("fairness_max_wait_steps", self.fairness_max_wait_steps, minimum=0)
+        if self.max_model_len is not None:
+            _check_int("max_model_len", self.max_model_len, minimum=2)
+        if self.num_blocks is not None:
+            _check_int("num_blocks", self.num_blocks, minimum=1)
+        for name in ("enable_chunked_prefill", "enable_prefix_caching", "cache_aware_scheduling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false")
+        if self.preemption_mode == "swap" and self.num_cpu_blocks == 0:
+            raise ConfigError(
+                "preemption_mode='swap' needs a CPU pool: set num_cpu_blocks > 0 "
+                "or use preemption_mode='recompute'"
+            )
+        if (
+            not self.enable_chunked_prefill
+            and self.max_model_len is not None
+            and self.max_num_batched_tokens < self.max_model_len
+        ):
+            raise ConfigError(
+                f"max_num_batched_tokens={self.max_num_batched_tokens} is below "
+                f"max_model_len={self.max_model_len} with chunked prefill off, so a long prompt "
+                "could never be scheduled: raise max_num_batched_tokens or enable chunked prefill"
+            )
+
+    def max_blocks_per_seq(self) -> int:
+        """Blocks needed by one sequence of `max_model_len` tokens (block-table width).
+
+        Raises:
+            ConfigError: if `max_model_len` is still None (the engine fills it at load time).
+        """
+        if self.max_model_len is None:
+            raise ConfigError("max_model_len is not set yet; set it or load the model first")
+        return -(-self.max_model_len // self.block_size)
+
+
+def _check_int(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
