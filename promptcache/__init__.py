@@ -9,4 +9,26 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from promptcache.pricing import (
+    CostBreakdown,
+    ModelPrice,
+    PriceTable,
+    cost,
+    load_price_table,
+    lookup_price,
+)
+from promptcache.usage import Usage, UsageAccumulator, parse_usage, stream_accumulator
+
+__all__ = [
+    "CostBreakdown",
+    "ModelPrice",
+    "PriceTable",
+    "Usage",
+    "UsageAccumulator",
+    "__version__",
+    "cost",
+    "load_price_table",
+    "lookup_price",
+    "parse_usage",
+    "stream_accumulator",
+]

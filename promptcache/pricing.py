@@ -1,0 +1,478 @@
+"""Dated price table and ``cost(usage, model)`` in exact decimal USD.
+
+All rates are USD per million tokens. The bundled table is ``promptcache/data/prices.toml``: one
+row per model with input, output, cache-read, 5-minute and 1-hour cache-write rates, plus the
+source URL and the date the row was checked (2026-11-30 for the bundled rows). Users override
+rows with their own TOML file in the same format (:func:`load_price_table`) or pass a
+:class:`ModelPrice` directly. An unknown model is an error, never a silent 0.
+
+Cost formula (https://platform.claude.com/docs/en/about-claude/pricing, checked 2026-11-30)::
+
+    cost = uncached_input x input + cache_read x cache_read_rate
+         + cache_write_5m x write_5m_rate + cache_write_1h x write_1h_rate
+         + cache_write_unknown x write_5m_rate + output x output_rate
+    cost_without_cache = total_input x input + output x output
+    savings = cost_without_cache - cost        (negative when writes are not re-read)
+
+Model-name matching, in order (the first hit wins):
+
+1. the exact name or an ``aliases`` entry (case-insensitive);
+2. the name with, cumulatively: a path prefix removed (``models/gemini-2.5-pro``), a Bedrock
+   cross-region prefix removed (``us.``, ``eu.``, ``apac.``, ``global.``, ...), a ``-vN:M`` /
+   ``:N`` version suffix removed, a Vertex ``@...`` suffix removed, a dated-snapshot suffix
+   removed (``-20250929``, ``-2024-08-06``) and a ``-latest`` suffix removed. So
+   ``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5`` and
+   ``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` -> ``anthropic.claude-sonnet-4-5``;
+3. for a Bedrock ``<provider>.<model>`` id with no row, the row of ``<model>`` (with a warning).
+
+Names are never matched by a bare prefix: ``gpt-4o-mini`` never falls back to ``gpt-4o``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+from promptcache.errors import ConfigError, UnknownModelPriceError
+from promptcache.usage import Usage
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "COST_TERMS",
+    "CostBreakdown",
+    "FamilyMultipliers",
+    "ModelPrice",
+    "PriceTable",
+    "cost",
+    "default_price_table",
+    "load_price_table",
+    "lookup_price",
+]
+
+#: The priced terms of a :class:`CostBreakdown`, in display order.
+COST_TERMS: Final = (
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "cache_write_unknown",
+    "output",
+)
+_RATE_KEYS: Final = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+_CACHE_KEYS: Final = ("cache_read", "cache_write_5m", "cache_write_1h")
+_MILLION: Final = Decimal(1_000_000)
+
+
+def _decimal(value: object, what: str) -> Decimal:
+    """A rate as an exact Decimal; floats go through ``str`` so 0.3 stays 0.3."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise ConfigError(f"{what} must be a number or a numeric string, got {value!r}")
+    try:
+        result = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    except InvalidOperation:
+        raise ConfigError(f"{what} must be a number, got {value!r}") from None
+    if not result.is_finite() or result < 0:
+        raise ConfigError(f"{what} must be a finite number >= 0, got {value!r}")
+    return result
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """One model's list rates, USD per million tokens (Decimal; ints, floats and strings given
+    here are converted exactly).
+
+    Attributes:
+        model: the table key (canonical model name).
+        input, output: base input and output rates.
+        cache_read: cache hit / refresh rate.
+        cache_write_5m: 5-minute cache-write rate (also used for writes of unreported TTL).
+        cache_write_1h: 1-hour cache-write rate.
+        source_url: where the rates come from.
+        checked: ISO date the rates were last compared with ``source_url``.
+        family: the ``[families.*]`` entry whose multipliers the cache rates follow.
+        aliases: other names that mean exactly this model.
+        tier_max_input_tokens: the rates hold up to this many input tokens per request (the
+            vendor bills a higher tier above it); ``None`` when untiered.
+        exception: why the cache ratios differ from the family's multipliers, if they do.
+        note: free text for readers.
+
+    Raises:
+        ConfigError: a rate is negative, not finite or not a number.
+    """
+
+    model: str
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write_5m: Decimal
+    cache_write_1h: Decimal
+    source_url: str = ""
+    checked: str = ""
+    family: str = ""
+    aliases: tuple[str, ...] = ()
+    tier_max_input_tokens: int | None = None
+    exception: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        for key in _RATE_KEYS:
+            object.__setattr__(self, key, _decimal(getattr(self, key), f"{self.model}.{key}"))
+
+    def rate(self, term: str) -> Decimal:
+        """The USD/MTok rate that applies to a :data:`COST_TERMS` entry."""
+        return {
+            "uncached_input": self.input,
+            "cache_read": self.cache_read,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "cache_write_unknown": self.cache_write_5m,
+            "output": self.output,
+        }[term]
+
+
+@dataclass(frozen=True)
+class FamilyMultipliers:
+    """A vendor family's documented cache multipliers relative to the base input rate."""
+
+    name: str
+    cache_read: Decimal
+    cache_write_5m: Decimal
+    cache_write_1h: Decimal
+    source_url: str = ""
+    checked: str = ""
+    note: str = ""
+
+
+_REGION_PREFIX = re.compile(r"^(?:us|eu|apac|ap|jp|au|ca|us-gov|global)\.(?=[a-z0-9-]+\.)")
+_VERSION_SUFFIX = re.compile(r"(?:-v\d+(?::\d+)?|:\d+)$")
+_VERTEX_SUFFIX = re.compile(r"@[\w.-]+$")
+_DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+_LATEST_SUFFIX = re.compile(r"-latest$")
+
+
+def _name_candidates(model: str) -> list[str]:
+    """The exact name, then each cumulative normalisation step described in the module doc."""
+    name = model.strip().lower()
+    candidates = [name]
+    for step in (
+        lambda s: s.rsplit("/", 1)[-1],
+        lambda s: _REGION_PREFIX.sub("", s),
+        lambda s: _VERSION_SUFFIX.sub("", s),
+        lambda s: _VERTEX_SUFFIX.sub("", s),
+        lambda s: _DATE_SUFFIX.sub("", s),
+        lambda s: _LATEST_SUFFIX.sub("", s),
+    ):
+        name = step(name)
+        if name != candidates[-1]:
+            candidates.append(name)
+    return candidates
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Model rows and family multipliers; look rows up with :meth:`lookup`.
+
+    Build one with :func:`default_price_table` or :func:`load_price_table`; combine a user file
+    with the bundled table through :meth:`with_fallback`.
+    """
+
+    models: Mapping[str, ModelPrice]
+    families: Mapping[str, FamilyMultipliers] = field(default_factory=dict)
+    _index: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for key, row in self.models.items():
+            self._index[key.lower()] = key
+            for alias in row.aliases:
+                self._index.setdefault(alias.lower(), key)
+
+    def with_fallback(self, other: PriceTable) -> PriceTable:
+        """A table whose rows and families are this table's, then ``other``'s for the rest."""
+        return PriceTable(
+            models={**other.models, **self.models}, families={**other.families, **self.families}
+        )
+
+    def match(self, model: str) -> tuple[ModelPrice, str | None]:
+        """The row for ``model`` and a warning when a fallback row was used (see module doc).
+
+        Raises:
+            UnknownModelPriceError: no row matches; the message names close matches and how to
+                supply rates.
+        """
+        candidates = _name_candidates(model)
+        for name in candidates:
+            if name in self._index:
+                return self.models[self._index[name]], None
+        provider, dot, rest = candidates[-1].partition(".")
+        if dot and rest in self._index:
+            row = self.models[self._index[rest]]
+            return row, (
+                f"no {provider} price row for {model!r}; priced with the {row.model!r} row "
+                f"({row.source_url}); pass rates if the {provider} list price differs"
+            )
+        close = difflib.get_close_matches(candidates[-1], sorted(self._index), n=3, cutoff=0.6)
+        hint = f" Close matches: {', '.join(close)}." if close else ""
+        raise UnknownModelPriceError(
+            f"no price for model {model!r}.{hint} Pass rates=ModelPrice(...) to cost(), or "
+            f'--rates FILE with a [models."{candidates[-1]}"] row (input, output, cache_read, '
+            "cache_write_5m, cache_write_1h in USD per million tokens) to `promptcache cost`."
+        )
+
+    def lookup(self, model: str) -> ModelPrice:
+        """The row for ``model`` (see :meth:`match`). Raises UnknownModelPriceError."""
+        return self.match(model)[0]
+
+
+def _parse_table(data: Mapping[str, Any], source: str) -> PriceTable:
+    families: dict[str, FamilyMultipliers] = {}
+    raw_families = data.get("families", {})
+    if not isinstance(raw_families, Mapping):
+        raise ConfigError(f"{source}: [families] must be a table")
+    for name, spec in raw_families.items():
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"{source}: [families.{name}] must be a table")
+        missing = [k for k in _CACHE_KEYS if k not in spec]
+        if missing:
+            raise ConfigError(f"{source}: [families.{name}] is missing {', '.join(missing)}")
+        where = f"{source}: families.{name}"
+        families[name] = FamilyMultipliers(
+            name=name,
+            cache_read=_decimal(spec["cache_read"], f"{where}.cache_read"),
+            cache_write_5m=_decimal(spec["cache_write_5m"], f"{where}.cache_write_5m"),
+            cache_write_1h=_decimal(spec["cache_write_1h"], f"{where}.cache_write_1h"),
+            source_url=str(spec.get("source_url", "")),
+            checked=str(spec.get("checked", "")),
+            note=str(spec.get("note", "")),
+        )
+    raw_models = data.get("models", {})
+    if not isinstance(raw_models, Mapping):
+        raise ConfigError(f"{source}: [models] must be a table")
+    models = {name: _parse_row(name, spec, families, source) for name, spec in raw_models.items()}
+    return PriceTable(models=models, families=families)
+
+
+def _parse_row(
+    name: str, spec: object, families: Mapping[str, FamilyMultipliers], source: str
+) -> ModelPrice:
+    where = f'{source}: [models."{name}"]'
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    missing = [k for k in ("input", "output") if k not in spec]
+    if missing:
+        raise ConfigError(f"{where} is missing {', '.join(missing)} (USD per million tokens)")
+    family_name = str(spec.get("family", ""))
+    family = families.get(family_name) or _bundled_families().get(family_name)
+    rates = {k: _decimal(spec[k], f"{where}.{k}") for k in _RATE_KEYS if k in spec}
+    for key in _CACHE_KEYS:
+        if key not in rates:
+            if family is None:
+                raise ConfigError(
+                    f"{where} has no {key}: give it, or name a family (e.g. "
+                    f'family = "anthropic") to derive it from the family\'s multipliers'
+                )
+            rates[key] = rates["input"] * getattr(family, key)
+    tier = spec.get("tier_max_input_tokens")
+    if tier is not None and (isinstance(tier, bool) or not isinstance(tier, int) or tier <= 0):
+        raise ConfigError(f"{where}.tier_max_input_tokens must be a positive integer")
+    aliases = spec.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(f"{where}.aliases must be a list of strings")
+    return ModelPrice(
+        model=name,
+        input=rates["input"],
+        output=rates["output"],
+        cache_read=rates["cache_read"],
+        cache_write_5m=rates["cache_write_5m"],
+        cache_write_1h=rates["cache_write_1h"],
+        source_url=str(spec.get("source_url", "")),
+        checked=str(spec.get("checked", "")),
+        family=family_name,
+        aliases=tuple(aliases),
+        tier_max_input_tokens=tier,
+        exception=str(spec.get("exception", "")),
+        note=str(spec.get("note", "")),
+    )
+
+
+def load_price_table(path: str | Path) -> PriceTable:
+    """Read a price table from a TOML file in the bundled format (see ``data/prices.toml``).
+
+    Rows that name a bundled family (``family = "anthropic"``) may leave cache rates out; they
+    are derived from the family multipliers. Combine with the bundled rows through
+    ``load_price_table(p).with_fallback(default_price_table())``.
+
+    Raises:
+        ConfigError: the file is missing, is not valid TOML, or a row is malformed; the
+            message names the file and the row.
+    """
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read price table {file}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"price table {file} is not valid TOML: {exc}") from None
+    return _parse_table(data, str(file))
+
+
+@functools.cache
+def _bundled_data() -> dict[str, Any]:
+    text = resources.files("promptcache").joinpath("data/prices.toml").read_text("utf-8")
+    return tomllib.loads(text)
+
+
+@functools.cache
+def _bundled_families() -> dict[str, FamilyMultipliers]:
+    return dict(_parse_table({"families": _bundled_data().get("families", {})}, "").families)
+
+
+@functools.cache
+def default_price_table() -> PriceTable:
+    """The bundled table (``promptcache/data/prices.toml``), parsed once per process."""
+    return _parse_table(_bundled_data(), "promptcache/data/prices.toml")
+
+
+def lookup_price(model: str, table: PriceTable | None = None) -> ModelPrice:
+    """The price row for ``model`` in ``table`` (default: the bundled table).
+
+    Raises:
+        UnknownModelPriceError: no row matches; the message names close matches and how to
+            pass rates.
+    """
+    return (table or default_price_table()).lookup(model)
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    """The cost of one :class:`~promptcache.usage.Usage` at one model's rates (exact USD).
+
+    Attributes:
+        model: the model name asked for.
+        price: the :class:`ModelPrice` row used.
+        usage: the usage priced.
+        terms: USD per :data:`COST_TERMS` entry.
+        total_usd: the sum of ``terms``.
+        cost_without_cache_usd: every input token at the input rate, plus output.
+        savings_usd: ``cost_without_cache_usd - total_usd``; negative when cache writes were
+            paid for and not yet read back.
+        warnings: the usage's warnings plus pricing caveats (fallback row, tier exceeded).
+    """
+
+    model: str
+    price: ModelPrice
+    usage: Usage
+    terms: dict[str, Decimal]
+    total_usd: Decimal
+    cost_without_cache_usd: Decimal
+    savings_usd: Decimal
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def term_tokens(self) -> dict[str, int]:
+        """Tokens per :data:`COST_TERMS` entry."""
+        u = self.usage
+        return {
+            "uncached_input": u.uncached_input_tokens,
+            "cache_read": u.cache_read_tokens,
+            "cache_write_5m": u.cache_write_5m_tokens,
+            "cache_write_1h": u.cache_write_1h_tokens,
+            "cache_write_unknown": u.cache_write_unknown_tokens,
+            "output": u.output_tokens,
+        }
+
+    @property
+    def savings_fraction(self) -> float:
+        """``savings_usd / cost_without_cache_usd`` (0.0 when nothing was spent)."""
+        if not self.cost_without_cache_usd:
+            return 0.0
+        return float(self.savings_usd / self.cost_without_cache_usd)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; USD amounts as decimal strings so no precision is lost."""
+        tokens = self.term_tokens
+        return {
+            "model": self.model,
+            "price_row": self.price.model,
+            "source_url": self.price.source_url,
+            "checked": self.price.checked,
+            "terms": {
+                term: {
+                    "tokens": tokens[term],
+                    "rate_usd_per_mtok": str(self.price.rate(term)),
+                    "usd": str(self.terms[term]),
+                }
+                for term in COST_TERMS
+            },
+            "total_usd": str(self.total_usd),
+            "cost_without_cache_usd": str(self.cost_without_cache_usd),
+            "savings_usd": str(self.savings_usd),
+            "hit_rate": self.usage.hit_rate,
+            "warnings": list(self.warnings),
+        }
+
+
+def cost(
+    usage: Usage, model: str, *, rates: ModelPrice | None = None, table: PriceTable | None = None
+) -> CostBreakdown:
+    """Price ``usage`` for ``model`` in exact decimal USD with a per-term breakdown.
+
+    Args:
+        usage: normalised token counts (see :mod:`promptcache.usage`).
+        model: the model name as sent to or returned by the vendor; dated snapshots and Bedrock
+            ids are matched as described in the module docstring.
+        rates: use these rates instead of looking ``model`` up.
+        table: look ``model`` up here instead of the bundled table.
+
+    Returns:
+        A :class:`CostBreakdown`.
+
+    Raises:
+        UnknownModelPriceError: ``rates`` is None and no row matches ``model``.
+    """
+    warnings = list(usage.warnings)
+    if rates is None:
+        rates, fallback = (table or default_price_table()).match(model)
+        if fallback:
+            warnings.append(fallback)
+    tokens = {
+        "uncached_input": usage.uncached_input_tokens,
+        "cache_read": usage.cache_read_tokens,
+        "cache_write_5m": usage.cache_write_5m_tokens,
+        "cache_write_1h": usage.cache_write_1h_tokens,
+        "cache_write_unknown": usage.cache_write_unknown_tokens,
+        "output": usage.output_tokens,
+    }
+    terms = {term: tokens[term] * rates.rate(term) / _MILLION for term in COST_TERMS}
+    total = sum(terms.values(), Decimal(0))
+    without = (
+        usage.total_input_tokens * rates.input + usage.output_tokens * rates.output
+    ) / _MILLION
+    tier = rates.tier_max_input_tokens
+    if tier is not None and usage.total_input_tokens > tier:
+        warnings.append(
+            f"{usage.total_input_tokens} input tokens exceed the {tier}-token tier of the "
+            f"{rates.model!r} row; the vendor bills a higher rate above it, so this is an "
+            "underestimate"
+        )
+    return CostBreakdown(
+        model=model,
+        price=rates,
+        usage=usage,
+        terms=terms,
+        total_usd=total,
+        cost_without_cache_usd=without,
+        savings_usd=without - total,
+        warnings=tuple(warnings),
+    )

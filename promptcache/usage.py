@@ -1,0 +1,686 @@
+"""Normalise vendor token-usage payloads into one :class:`Usage` with non-overlapping buckets.
+
+Vendors disagree on whether cache tokens sit *beside* or *inside* the input count, on where TTL
+splits live, and on how streams report usage. Every vendor field name lives in this module only;
+everything downstream (pricing, proxy, reports) reads :class:`Usage`.
+
+Buckets (all counts in tokens, never negative, no token in two buckets)::
+
+    total_input_tokens = uncached_input_tokens + cache_read_tokens
+                       + cache_write_5m_tokens + cache_write_1h_tokens + cache_write_unknown_tokens
+
+``output_tokens`` includes ``reasoning_tokens`` (reasoning is billed as output everywhere);
+``reasoning_tokens`` is informational.
+
+Vendor rules (all checked 2026-11-30):
+
+- Anthropic Messages, https://platform.claude.com/docs/en/build-with-claude/prompt-caching :
+  ``input_tokens`` counts only tokens after the last cache breakpoint, so cache read/creation
+  tokens sit *beside* it. Writes are split by TTL in ``cache_creation.ephemeral_5m_input_tokens``
+  / ``ephemeral_1h_input_tokens``; when that split is absent the flat
+  ``cache_creation_input_tokens`` lands in ``cache_write_unknown_tokens`` with a warning. Stream
+  usage (``message_start`` then ``message_delta``) is cumulative: latest non-null per field.
+- OpenAI Chat Completions / legacy Completions,
+  https://developers.openai.com/api/docs/guides/prompt-caching : ``prompt_tokens`` *includes*
+  ``prompt_tokens_details.cached_tokens`` and ``cache_write_tokens`` (GPT-5.6+; OpenAI does not
+  report a TTL split, so writes land in ``cache_write_unknown_tokens`` without a warning).
+  Reasoning in ``completion_tokens_details.reasoning_tokens``. DeepSeek's
+  ``prompt_cache_hit_tokens`` is read when ``cached_tokens`` is absent
+  (https://api-docs.deepseek.com/guides/kv_cache). Streams: the last chunk with ``usage``.
+- OpenAI Responses: ``input_tokens`` *includes* ``input_tokens_details.cached_tokens``; reasoning
+  in ``output_tokens_details.reasoning_tokens``; streams carry usage in ``response.completed``.
+- Gemini, https://ai.google.dev/gemini-api/docs/caching : ``promptTokenCount`` *includes*
+  ``cachedContentTokenCount``; no write field (creation is billed as input);
+  ``thoughtsTokenCount`` is billed as output and is *not* in ``candidatesTokenCount``;
+  ``toolUsePromptTokenCount`` is extra input. Streams: the last chunk's ``usageMetadata``.
+  camelCase (REST) and snake_case (Python SDK ``model_dump``) keys are both accepted.
+- Bedrock Converse, https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html and
+  https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html :
+  ``inputTokens`` *excludes* ``cacheReadInputTokens`` and ``cacheWriteInputTokens``; writes split
+  by TTL in ``cacheDetails: [{"inputTokens": n, "ttl": "5m"|"1h"}]``. Streams: the final
+  ``metadata`` event.
+
+Inconsistent payloads never raise: a bucket that would go negative is clamped to 0 and the
+``warnings`` tuple says what happened; ``raw`` keeps the vendor's usage object untouched. Payloads
+that are not usage at all (not an object, a count that is not an integer, the vendor's required
+count missing) raise :class:`~promptcache.errors.UsageParseError`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+from promptcache.errors import ConfigError, UsageParseError
+
+__all__ = [
+    "VENDOR_APIS",
+    "Usage",
+    "UsageAccumulator",
+    "VendorApi",
+    "detect_api",
+    "parse_usage",
+    "stream_accumulator",
+]
+
+VendorApi = Literal[
+    "anthropic",
+    "openai_chat",
+    "openai_responses",
+    "openai_completions",
+    "gemini",
+    "bedrock_converse",
+]
+
+#: Every ``api`` / ``vendor`` name this module understands.
+VENDOR_APIS: Final[tuple[str, ...]] = (
+    "anthropic",
+    "openai_chat",
+    "openai_responses",
+    "openai_completions",
+    "gemini",
+    "bedrock_converse",
+)
+
+
+def _check_api(api: str) -> None:
+    if api not in VENDOR_APIS:
+        raise ConfigError(f"unknown api {api!r}: use one of {', '.join(VENDOR_APIS)}")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one request, split into non-overlapping priced buckets (units: tokens).
+
+    Build it with a ``from_<vendor>`` parser, :func:`parse_usage` or :func:`stream_accumulator`
+    rather than by hand. Equality and hashing ignore ``raw`` (a stream and a non-stream response
+    with the same counts compare equal).
+
+    Attributes:
+        vendor: which wire format the counts came from, one of :data:`VENDOR_APIS`.
+        uncached_input_tokens: input tokens billed at the normal input rate.
+        cache_read_tokens: input tokens served from the prompt cache.
+        cache_write_5m_tokens: input tokens written to the cache with a 5-minute TTL.
+        cache_write_1h_tokens: input tokens written to the cache with a 1-hour TTL.
+        cache_write_unknown_tokens: cache writes whose TTL the vendor did not report
+            (priced at the 5-minute write rate).
+        output_tokens: generated tokens, reasoning included.
+        reasoning_tokens: the part of ``output_tokens`` spent on hidden reasoning (0 if unknown).
+        raw: the vendor's usage object as received (merged, for streams).
+        warnings: human-readable notes about inconsistent or incomplete vendor data.
+
+    Raises:
+        UsageParseError: a count is negative or not an ``int``, or ``vendor`` is unknown.
+    """
+
+    vendor: str
+    uncached_input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    cache_write_unknown_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.vendor not in VENDOR_APIS:
+            raise UsageParseError(
+                f"unknown vendor {self.vendor!r}: use one of {', '.join(VENDOR_APIS)}"
+            )
+        for name in _COUNT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageParseError(f"Usage.{name} must be an int >= 0, got {value!r}")
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """All cache-write tokens (5m + 1h + unknown TTL)."""
+        return (
+            self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+            + self.cache_write_unknown_tokens
+        )
+
+    @property
+    def total_input_tokens(self) -> int:
+        """Every input token the vendor processed: uncached + cache read + all cache writes."""
+        return self.uncached_input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def hit_rate(self) -> float:
+        """``cache_read_tokens / total_input_tokens`` in [0, 1]; 0.0 when there was no input."""
+        total = self.total_input_tokens
+        return self.cache_read_tokens / total if total else 0.0
+
+    # -- non-streaming parsers -------------------------------------------------------------
+
+    @classmethod
+    def from_anthropic(cls, usage: Mapping[str, Any]) -> Usage:
+        """Parse an Anthropic Messages ``usage`` object (cache tokens beside ``input_tokens``).
+
+        Also fits Claude on Bedrock InvokeModel and Vertex, which return the same object.
+        Anthropic does not report thinking tokens apart from ``output_tokens``, so
+        ``reasoning_tokens`` is 0.
+
+        Raises:
+            UsageParseError: not an object, ``input_tokens`` missing, or a count not an integer.
+        """
+        r = _Reader("anthropic", usage)
+        uncached = r.count("input_tokens", required=True)
+        read = r.count("cache_read_input_tokens")
+        flat = r.optional("cache_creation_input_tokens")
+        split_5m = r.optional("cache_creation.ephemeral_5m_input_tokens")
+        split_1h = r.optional("cache_creation.ephemeral_1h_input_tokens")
+        w5, w1h, unknown = _split_writes(r, flat, split_5m, split_1h, "cache_creation_input_tokens")
+        return r.build(
+            uncached_input_tokens=uncached,
+            cache_read_tokens=read,
+            cache_write_5m_tokens=w5,
+            cache_write_1h_tokens=w1h,
+            cache_write_unknown_tokens=unknown,
+            output_tokens=r.count("output_tokens"),
+        )
+
+    @classmethod
+    def from_openai_chat(cls, usage: Mapping[str, Any]) -> Usage:
+        """Parse an OpenAI Chat Completions ``usage`` object (cache tokens inside the prompt).
+
+        ``uncached = prompt_tokens - cached_tokens - cache_write_tokens``. DeepSeek's
+        ``prompt_cache_hit_tokens`` stands in for ``cached_tokens`` when that is absent.
+
+        Raises:
+            UsageParseError: not an object, ``prompt_tokens`` missing, or a count not an integer.
+        """
+        return _parse_openai_style(usage, "openai_chat")
+
+    @classmethod
+    def from_openai_completions(cls, usage: Mapping[str, Any]) -> Usage:
+        """Parse a legacy OpenAI Completions ``usage`` object (same shape as Chat's).
+
+        Raises:
+            UsageParseError: as :meth:`from_openai_chat`.
+        """
+        return _parse_openai_style(usage, "openai_completions")
+
+    @classmethod
+    def from_openai_responses(cls, usage: Mapping[str, Any]) -> Usage:
+        """Parse an OpenAI Responses ``usage`` object (``input_tokens`` includes cached tokens).
+
+        Raises:
+            UsageParseError: not an object, ``input_tokens`` missing, or a count not an integer.
+        """
+        r = _Reader("openai_responses", usage)
+        total = r.count("input_tokens", required=True)
+        read = r.count("input_tokens_details.cached_tokens")
+        write = r.count("input_tokens_details.cache_write_tokens", "cache_write_tokens")
+        uncached = r.remainder(total, read + write, "input_tokens", "cached + cache_write tokens")
+        return r.build(
+            uncached_input_tokens=uncached,
+            cache_read_tokens=read,
+            cache_write_unknown_tokens=write,
+            output_tokens=r.count("output_tokens"),
+            reasoning_tokens=r.count("output_tokens_details.reasoning_tokens"),
+        )
+
+    @classmethod
+    def from_gemini(cls, usage_metadata: Mapping[str, Any]) -> Usage:
+        """Parse a Gemini ``usageMetadata`` object (``promptTokenCount`` includes cached tokens).
+
+        Gemini omits zero counts from its JSON, so every field is optional, but at least one
+        known count must be present. ``output_tokens = candidatesTokenCount +
+        thoughtsTokenCount``; ``toolUsePromptTokenCount`` is added to the uncached input.
+
+        Raises:
+            UsageParseError: not an object, no known count present, or a count not an integer.
+        """
+        r = _Reader("gemini", usage_metadata)
+        known = (
+            ("promptTokenCount", "prompt_token_count"),
+            ("candidatesTokenCount", "candidates_token_count"),
+            ("totalTokenCount", "total_token_count"),
+            ("cachedContentTokenCount", "cached_content_token_count"),
+        )
+        if all(r.optional(*names) is None for names in known):
+            raise UsageParseError(
+                "gemini usageMetadata has none of promptTokenCount, candidatesTokenCount, "
+                "totalTokenCount, cachedContentTokenCount; pass the response's usageMetadata"
+            )
+        prompt = r.count("promptTokenCount", "prompt_token_count")
+        read = r.count("cachedContentTokenCount", "cached_content_token_count")
+        tool_use = r.count("toolUsePromptTokenCount", "tool_use_prompt_token_count")
+        thoughts = r.count("thoughtsTokenCount", "thoughts_token_count")
+        candidates = r.count("candidatesTokenCount", "candidates_token_count")
+        uncached = r.remainder(prompt, read, "promptTokenCount", "cachedContentTokenCount")
+        return r.build(
+            uncached_input_tokens=uncached + tool_use,
+            cache_read_tokens=read,
+            output_tokens=candidates + thoughts,
+            reasoning_tokens=thoughts,
+        )
+
+    @classmethod
+    def from_bedrock_converse(cls, usage: Mapping[str, Any]) -> Usage:
+        """Parse a Bedrock Converse ``usage`` object (cache tokens beside ``inputTokens``).
+
+        Raises:
+            UsageParseError: not an object, ``inputTokens`` missing, a count not an integer, or
+                a ``cacheDetails`` entry without an integer ``inputTokens``.
+        """
+        r = _Reader("bedrock_converse", usage)
+        uncached = r.count("inputTokens", required=True)
+        read = r.count("cacheReadInputTokens")
+        flat = r.optional("cacheWriteInputTokens")
+        split_5m, split_1h = _bedrock_cache_details(r)
+        w5, w1h, unknown = _split_writes(r, flat, split_5m, split_1h, "cacheWriteInputTokens")
+        return r.build(
+            uncached_input_tokens=uncached,
+            cache_read_tokens=read,
+            cache_write_5m_tokens=w5,
+            cache_write_1h_tokens=w1h,
+            cache_write_unknown_tokens=unknown,
+            output_tokens=r.count("outputTokens"),
+        )
+
+
+_COUNT_FIELDS: Final = (
+    "uncached_input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_write_unknown_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
+
+
+class _Reader:
+    """Reads counts out of one vendor usage object, collecting warnings as it goes."""
+
+    def __init__(self, vendor: str, payload: object) -> None:
+        if not isinstance(payload, Mapping):
+            raise UsageParseError(
+                f"{vendor} usage must be a JSON object, got {type(payload).__name__}; "
+                "pass the response's usage object or use parse_usage() on the whole body"
+            )
+        self.vendor = vendor
+        self.payload = payload
+        self.warnings: list[str] = []
+
+    def optional(self, *paths: str) -> int | None:
+        """The first present, non-null count among dotted ``paths``; negatives clamp to 0."""
+        for path in paths:
+            node: object = self.payload
+            for key in path.split("."):
+                if not isinstance(node, Mapping):
+                    if node is None:
+                        break
+                    raise UsageParseError(
+                        f"{self.vendor} usage: expected an object above {path!r}, "
+                        f"got {type(node).__name__}"
+                    )
+                node = node.get(key)
+            else:
+                if node is None:
+                    continue
+                return self._as_count(path, node)
+        return None
+
+    def count(self, *paths: str, required: bool = False) -> int:
+        """Like :meth:`optional` but 0 when absent, or an error when ``required``."""
+        value = self.optional(*paths)
+        if value is None:
+            if required:
+                raise UsageParseError(
+                    f"{self.vendor} usage has no {paths[0]!r}: this does not look like a "
+                    f"{self.vendor} usage object (check the --api / api argument)"
+                )
+            return 0
+        return value
+
+    def _as_count(self, path: str, value: object) -> int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageParseError(
+                f"{self.vendor} usage field {path!r} must be an integer token count, got {value!r}"
+            )
+        if value < 0:
+            self.warnings.append(f"{path} was negative ({value}); counted as 0")
+            return 0
+        return value
+
+    def remainder(self, total: int, part: int, total_name: str, part_name: str) -> int:
+        """``total - part`` clamped at 0, with a warning when the vendor's numbers disagree."""
+        if part > total:
+            self.warnings.append(
+                f"{part_name} ({part}) exceed {total_name} ({total}); uncached input counted as 0"
+            )
+            return 0
+        return total - part
+
+    def build(self, **counts: int) -> Usage:
+        return Usage(
+            vendor=self.vendor,
+            raw=copy.deepcopy(dict(self.payload)),
+            warnings=tuple(self.warnings),
+            **counts,
+        )
+
+
+def _split_writes(
+    r: _Reader, flat: int | None, split_5m: int | None, split_1h: int | None, flat_name: str
+) -> tuple[int, int, int]:
+    """Reconcile a flat cache-write total with an optional TTL split -> (5m, 1h, unknown)."""
+    if split_5m is None and split_1h is None:
+        if flat:
+            r.warnings.append(
+                f"{flat_name}={flat} has no TTL split; counted as cache_write_unknown_tokens "
+                "and priced at the 5-minute write rate"
+            )
+        return 0, 0, flat or 0
+    w5, w1h = split_5m or 0, split_1h or 0
+    if flat is None or flat == w5 + w1h:
+        return w5, w1h, 0
+    if flat > w5 + w1h:
+        r.warnings.append(
+            f"{flat_name}={flat} exceeds its TTL split ({w5} + {w1h}); "
+            f"the remaining {flat - w5 - w1h} counted as cache_write_unknown_tokens"
+        )
+        return w5, w1h, flat - w5 - w1h
+    r.warnings.append(
+        f"{flat_name}={flat} is less than its TTL split ({w5} + {w1h}); the split was used"
+    )
+    return w5, w1h, 0
+
+
+def _bedrock_cache_details(r: _Reader) -> tuple[int | None, int | None]:
+    details = r.payload.get("cacheDetails")
+    if details is None:
+        return None, None
+    if not isinstance(details, list):
+        raise UsageParseError(
+            f"bedrock_converse usage field 'cacheDetails' must be a list, got {details!r}"
+        )
+    totals: dict[str, int] = {}
+    for i, entry in enumerate(details):
+        if not isinstance(entry, Mapping):
+            raise UsageParseError(f"bedrock_converse cacheDetails[{i}] must be an object")
+        tokens = r._as_count(f"cacheDetails[{i}].inputTokens", entry.get("inputTokens"))
+        ttl = entry.get("ttl")
+        if ttl not in ("5m", "1h"):
+            r.warnings.append(
+                f"cacheDetails[{i}] has unknown ttl {ttl!r}; its {tokens} tokens counted as "
+                "cache_write_unknown_tokens"
+            )
+            ttl = "unknown"
+        totals[str(ttl)] = totals.get(str(ttl), 0) + tokens
+    if not totals:  # an empty list: "no cache creation occurred"
+        return None, None
+    # Unknown-TTL entries are left out of the split so _split_writes assigns them to "unknown".
+    return totals.get("5m", 0), totals.get("1h", 0)
+
+
+def _parse_openai_style(usage: Mapping[str, Any], vendor: str) -> Usage:
+    r = _Reader(vendor, usage)
+    total = r.count("prompt_tokens", required=True)
+    read = r.optional("prompt_tokens_details.cached_tokens")
+    if read is None:
+        hit = r.optional("prompt_cache_hit_tokens")  # DeepSeek
+        miss = r.optional("prompt_cache_miss_tokens")
+        if hit is not None and miss is not None and hit + miss != total:
+            r.warnings.append(
+                f"prompt_cache_hit_tokens + prompt_cache_miss_tokens ({hit} + {miss}) "
+                f"!= prompt_tokens ({total})"
+            )
+        read = hit or 0
+    write = r.count("prompt_tokens_details.cache_write_tokens", "cache_write_tokens")
+    uncached = r.remainder(total, read + write, "prompt_tokens", "cached + cache_write tokens")
+    return r.build(
+        uncached_input_tokens=uncached,
+        cache_read_tokens=read,
+        cache_write_unknown_tokens=write,
+        output_tokens=r.count("completion_tokens"),
+        reasoning_tokens=r.count("completion_tokens_details.reasoning_tokens"),
+    )
+
+
+_PARSERS: Final = {
+    "anthropic": Usage.from_anthropic,
+    "openai_chat": Usage.from_openai_chat,
+    "openai_completions": Usage.from_openai_completions,
+    "openai_responses": Usage.from_openai_responses,
+    "gemini": Usage.from_gemini,
+    "bedrock_converse": Usage.from_bedrock_converse,
+}
+
+
+def _usage_object(api: str, body: Mapping[str, Any]) -> object:
+    if api == "gemini":
+        found = body.get("usageMetadata")
+        return found if found is not None else body.get("usage_metadata")
+    return body.get("usage")
+
+
+def parse_usage(api: str, response_json: Mapping[str, Any]) -> Usage | None:
+    """Find and parse the usage object inside a whole non-streaming response body.
+
+    Args:
+        api: one of :data:`VENDOR_APIS`.
+        response_json: the decoded response body (``usage`` for most vendors,
+            ``usageMetadata`` for Gemini).
+
+    Returns:
+        The :class:`Usage`, or ``None`` when the body carries no usage (an error body, or a
+        Chat Completions response from a server that does not report usage).
+
+    Raises:
+        ConfigError: ``api`` is not one of :data:`VENDOR_APIS`.
+        UsageParseError: the body is not an object, or its usage object is malformed.
+    """
+    _check_api(api)
+    if not isinstance(response_json, Mapping):
+        raise UsageParseError(
+            f"{api} response body must be a JSON object, got {type(response_json).__name__}"
+        )
+    found = _usage_object(api, response_json)
+    if found is None:
+        return None
+    if not isinstance(found, Mapping):
+        raise UsageParseError(f"{api} response usage must be a JSON object, got {found!r}")
+    return _PARSERS[api](found)
+
+
+# -- API auto-detection ---------------------------------------------------------------------
+
+_BODY_MARKERS: Final = {
+    "message": "anthropic",  # Anthropic: "type": "message"
+    "chat.completion": "openai_chat",  # OpenAI: "object": ...
+    "chat.completion.chunk": "openai_chat",
+    "text_completion": "openai_completions",
+    "response": "openai_responses",
+}
+
+
+def detect_api(payload: Mapping[str, Any]) -> str:
+    """Guess which vendor API produced ``payload`` (a whole response body or a bare usage object).
+
+    Whole bodies are recognised by ``type: "message"`` (Anthropic), ``object`` (OpenAI Chat,
+    Completions, Responses), ``usageMetadata`` (Gemini) or ``output.message`` / ``metrics``
+    (Bedrock Converse). Bare usage objects are recognised by their field names. A bare
+    ``{"input_tokens", "output_tokens"}`` object is ambiguous between Anthropic (cache tokens
+    beside the input) and OpenAI Responses (cache tokens inside), and is refused. Chat and
+    legacy Completions usage objects have one shape; a bare one is reported as ``openai_chat``
+    (both parse to the same buckets).
+
+    Raises:
+        UsageParseError: the payload matches no vendor, or more than one with different
+            meanings; the message says to pass ``api`` explicitly.
+    """
+    if not isinstance(payload, Mapping):
+        raise UsageParseError(f"expected a JSON object, got {type(payload).__name__}")
+    for key in ("type", "object"):
+        marker = payload.get(key)
+        if isinstance(marker, str) and marker in _BODY_MARKERS and "usage" in payload:
+            return _BODY_MARKERS[marker]
+    if "usageMetadata" in payload or "usage_metadata" in payload:
+        return "gemini"
+    usage = payload.get("usage")
+    if (
+        isinstance(usage, Mapping)
+        and ("metrics" in payload or "output" in payload)
+        and "inputTokens" in usage
+    ):
+        return "bedrock_converse"
+    if isinstance(usage, Mapping):
+        return _detect_bare(usage)
+    return _detect_bare(payload)
+
+
+def _detect_bare(usage: Mapping[str, Any]) -> str:
+    keys = set(usage)
+    if keys & {"promptTokenCount", "prompt_token_count", "cachedContentTokenCount"}:
+        return "gemini"
+    if "inputTokens" in keys:
+        return "bedrock_converse"
+    if "prompt_tokens" in keys:
+        return "openai_chat"
+    if "input_tokens" in keys:
+        anthropic = keys & {
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+            "cache_creation",
+            "server_tool_use",
+            "service_tier",
+        }
+        responses = keys & {"input_tokens_details", "output_tokens_details", "total_tokens"}
+        if anthropic and not responses:
+            return "anthropic"
+        if responses and not anthropic:
+            return "openai_responses"
+        raise UsageParseError(
+            "usage object is ambiguous: 'input_tokens' is used by both Anthropic (cache tokens "
+            "counted beside it) and OpenAI Responses (cache tokens inside it); pass the api "
+            "explicitly (--api anthropic or --api openai_responses)"
+        )
+    raise UsageParseError(
+        "cannot tell which vendor this usage comes from (no prompt_tokens, input_tokens, "
+        "inputTokens or promptTokenCount); pass the api explicitly, one of "
+        + ", ".join(VENDOR_APIS)
+    )
+
+
+# -- streaming ------------------------------------------------------------------------------
+
+
+class UsageAccumulator(Protocol):
+    """Collects usage from a vendor's stream events; one instance per response stream."""
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Take one parsed SSE ``data:`` JSON object (or Bedrock stream event); others' usage
+        is ignored. Raises UsageParseError if ``event`` is not an object."""
+
+    def result(self) -> Usage | None:
+        """The usage seen so far, or ``None`` if no event carried usage."""
+
+
+def _merge_latest(into: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """Per field, keep the latest non-null value; nested objects merge the same way."""
+    for key, value in update.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge_latest(into[key], value)
+        else:
+            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else value
+
+
+def _require_event(api: str, event: object) -> Mapping[str, Any]:
+    if not isinstance(event, Mapping):
+        raise UsageParseError(
+            f"{api} stream event must be a JSON object (the parsed SSE data), "
+            f"got {type(event).__name__}"
+        )
+    return event
+
+
+class _AnthropicAccumulator:
+    """``message_start.message.usage`` then cumulative ``message_delta.usage``; never summed."""
+
+    def __init__(self) -> None:
+        self._merged: dict[str, Any] | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        event = _require_event("anthropic", event)
+        kind = event.get("type")
+        usage: object = None
+        if kind == "message_start":
+            message = event.get("message")
+            usage = message.get("usage") if isinstance(message, Mapping) else None
+        elif kind == "message_delta":
+            usage = event.get("usage")
+        if usage is None:
+            return
+        if not isinstance(usage, Mapping):
+            raise UsageParseError(f"anthropic {kind} usage must be an object, got {usage!r}")
+        if self._merged is None:
+            self._merged = {}
+        _merge_latest(self._merged, usage)
+
+    def result(self) -> Usage | None:
+        return None if self._merged is None else Usage.from_anthropic(self._merged)
+
+
+class _LatestObjectAccumulator:
+    """Keeps the last non-null usage object found in the stream (OpenAI, Gemini, Bedrock)."""
+
+    def __init__(self, api: str) -> None:
+        self._api = api
+        self._latest: Mapping[str, Any] | None = None
+
+    def _extract(self, event: Mapping[str, Any]) -> object:
+        if self._api in ("openai_chat", "openai_completions"):
+            return event.get("usage")
+        if self._api == "openai_responses":
+            response = event.get("response")  # response.completed / .incomplete / .failed
+            return response.get("usage") if isinstance(response, Mapping) else None
+        if self._api == "gemini":
+            return _usage_object("gemini", event)
+        # Bedrock ConverseStream: {"metadata": {"usage": ...}} as boto3 yields it, or the bare
+        # metadata payload {"usage": ..., "metrics": ...} as decoded from the event stream.
+        metadata = event.get("metadata")
+        if isinstance(metadata, Mapping):
+            return metadata.get("usage")
+        return event.get("usage") if "metrics" in event else None
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        event = _require_event(self._api, event)
+        found = self._extract(event)
+        if found is None:
+            return
+        if not isinstance(found, Mapping):
+            raise UsageParseError(f"{self._api} stream usage must be an object, got {found!r}")
+        self._latest = found
+
+    def result(self) -> Usage | None:
+        return None if self._latest is None else _PARSERS[self._api](self._latest)
+
+
+def stream_accumulator(api: str) -> UsageAccumulator:
+    """A fresh accumulator for one streamed response of ``api``.
+
+    Feed it every parsed SSE ``data:`` JSON object in order (skip ``[DONE]``); call
+    ``result()`` at the end. Anthropic usage is merged field by field (latest non-null wins,
+    never summed); the other vendors report a complete usage object, so the last one wins.
+    The result equals the non-streaming parse of the same counts.
+
+    Raises:
+        ConfigError: ``api`` is not one of :data:`VENDOR_APIS`.
+    """
+    _check_api(api)
+    if api == "anthropic":
+        return _AnthropicAccumulator()
+    return _LatestObjectAccumulator(api)
