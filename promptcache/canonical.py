@@ -1,0 +1,201 @@
+"""Canonical JSON and frozen-text normalisation: the byte-stable forms a cached prefix needs.
+
+A vendor prompt cache matches an exact prefix of the rendered request, so the same logical prompt
+must serialise to the same bytes every time. Two things break that in practice:
+
+* JSON whose key order depends on how a dict was built (tool schemas assembled from several
+  places, languages that randomise map order: see "Tool-use JSON: keep key order stable" in
+  https://platform.claude.com/docs/en/build-with-claude/prompt-caching , checked 2026-11-30);
+* text that differs only in invisible ways (CRLF from a Windows checkout, trailing spaces added by
+  an editor).
+
+``canonical_json`` fixes the first; ``normalize_text`` the second. Both are pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from promptcache.errors import CanonicalizationError
+
+__all__ = [
+    "canonical_json",
+    "canonical_json_bytes",
+    "canonical_tool_schema",
+    "normalize_text",
+    "sort_keys_deep",
+]
+
+#: JSON Schema keywords whose array value is a set (order carries no meaning), sorted by
+#: ``canonical_tool_schema``. ``enum`` and ``prefixItems`` are NOT here: their order can matter.
+_SET_VALUED_SCHEMA_KEYS = frozenset({"required"})
+
+
+def _path_str(path: tuple[str | int, ...]) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _plain(obj: object, path: tuple[str | int, ...]) -> Any:
+    """Return ``obj`` as plain dict/list/str/int/float/bool/None, keys sorted, or raise.
+
+    ``bool`` is checked before ``int`` (it subclasses int); subclasses of str/int/float (enums,
+    numpy scalars that subclass float) are converted to the base type so that their custom
+    ``__repr__`` cannot leak into the output.
+    """
+    if obj is None or obj is True or obj is False:
+        return obj
+    if isinstance(obj, str):
+        return str.__str__(obj)  # the plain value, even for str-mixin enums
+    if isinstance(obj, int):
+        return int.__int__(obj)
+    if isinstance(obj, float):
+        value = float.__float__(obj)
+        if not math.isfinite(value):
+            raise CanonicalizationError(
+                f"{_path_str(path)} is {value!r}, which JSON cannot represent; "
+                "replace it with a finite number, null or a string"
+            )
+        return value
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for key in obj:
+            if not isinstance(key, str):
+                raise CanonicalizationError(
+                    f"{_path_str(path)} has a key of type {type(key).__name__} ({key!r}); "
+                    "JSON object keys must be strings: convert the key with str() yourself so "
+                    "the conversion is explicit"
+                )
+        for key in sorted(obj):
+            out[str.__str__(key)] = _plain(obj[key], (*path, key))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_plain(item, (*path, i)) for i, item in enumerate(obj)]
+    kind = type(obj).__name__
+    hint = (
+        "sets have no order: pass sorted(...) as a list"
+        if isinstance(obj, (set, frozenset))
+        else "bytes have no JSON form: decode or base64-encode them first"
+        if isinstance(obj, (bytes, bytearray))
+        else "convert it to a dict, list, str, int, float, bool or None first"
+    )
+    raise CanonicalizationError(f"{_path_str(path)} has type {kind}, which is not JSON; {hint}")
+
+
+def sort_keys_deep(obj: object) -> Any:
+    """Return a plain copy of ``obj`` with every mapping's keys in sorted (code-point) order.
+
+    Use this to build request bodies that libraries will later serialise in insertion order (the
+    ``anthropic`` and ``openai`` clients do): the wire bytes then no longer depend on how the dicts
+    were assembled. Tuples become lists.
+
+    Raises:
+        CanonicalizationError: NaN or +/-Infinity, a non-``str`` mapping key, or a value that is
+            not a mapping, list, tuple, str, int, float, bool or None. The message gives the JSON
+            path (``$.tools[0].input_schema``) and what to change.
+    """
+    return _plain(obj, ())
+
+
+def canonical_json(obj: object) -> str:
+    """Serialise ``obj`` to its one canonical JSON text.
+
+    Rules: keys sorted at every depth; separators ``","`` and ``":"`` with no whitespace;
+    ``ensure_ascii=False`` (non-ASCII text stays as UTF-8 characters, never ``\\uXXXX``); floats
+    use Python's shortest round-trip ``repr`` (``0.1`` -> ``0.1``, ``1.0`` -> ``1.0``), which is
+    stable across platforms; tuples are lists. ``canonical_json(json.loads(canonical_json(x)))``
+    equals ``canonical_json(x)`` (idempotent), and two mappings equal as dicts give equal text
+    whatever their key order.
+
+    Returns:
+        The canonical text (``str``). Encode with UTF-8 for bytes (``canonical_json_bytes``).
+
+    Raises:
+        CanonicalizationError: as for ``sort_keys_deep``; also for strings holding lone UTF-16
+            surrogates, which have no UTF-8 encoding.
+    """
+    text = json.dumps(_plain(obj, ()), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalizationError(
+            f"a string contains a lone surrogate ({text[exc.start : exc.end]!r} at character "
+            f"{exc.start} of the JSON text) that UTF-8 cannot encode; fix the text's decoding"
+        ) from None
+    return text
+
+
+def canonical_json_bytes(obj: object) -> bytes:
+    """``canonical_json(obj)`` encoded as UTF-8: the bytes that fingerprints hash."""
+    return canonical_json(obj).encode("utf-8")
+
+
+def canonical_tool_schema(tool: Mapping[str, Any], *, normalize: bool = True) -> dict[str, Any]:
+    """Return a tool definition in canonical form, ready to send (any vendor's tool shape).
+
+    * keys are sorted at every depth (so the client library serialises it byte-identically);
+    * arrays under the JSON Schema keyword ``required`` are sorted (the keyword names a set);
+      every other array keeps its order (``enum``, ``prefixItems`` and ``anyOf`` may be ordered);
+    * with ``normalize=True`` (default) every string stored under a ``description`` key is passed
+      through ``normalize_text`` (CRLF -> LF, trailing whitespace stripped per line).
+
+    Tool definitions are the first thing in the Anthropic cache key (tools -> system ->
+    messages), so any byte change here invalidates the whole cache; see
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30).
+
+    Raises:
+        CanonicalizationError: ``tool`` contains a value with no canonical JSON form, or a
+            ``required`` array holding something other than strings.
+    """
+    plain = _plain(tool, ())
+    if not isinstance(plain, dict):  # pragma: no cover - _plain keeps mappings as dicts
+        raise CanonicalizationError("a tool definition must be a JSON object")
+    result: dict[str, Any] = _canonical_schema_node(plain, normalize, ("tool",))
+    return result
+
+
+def _canonical_schema_node(node: Any, normalize: bool, path: tuple[str | int, ...]) -> Any:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():  # already sorted by _plain
+            if key in _SET_VALUED_SCHEMA_KEYS and isinstance(value, list):
+                if not all(isinstance(item, str) for item in value):
+                    raise CanonicalizationError(
+                        f"{_path_str((*path, key))} must list property names (strings)"
+                    )
+                out[key] = sorted(value)
+            elif key == "description" and isinstance(value, str) and normalize:
+                out[key] = normalize_text(value)
+            else:
+                out[key] = _canonical_schema_node(value, normalize, (*path, key))
+        return out
+    if isinstance(node, list):
+        return [_canonical_schema_node(item, normalize, (*path, i)) for i, item in enumerate(node)]
+    return node
+
+
+def normalize_text(text: str) -> str:
+    """Normalise frozen prompt text so invisible differences cannot break the cache.
+
+    * line endings: ``\\r\\n`` and lone ``\\r`` become ``\\n``;
+    * whitespace at the end of every line is stripped (spaces, tabs and other Unicode
+      whitespace; the newline itself stays);
+    * nothing else changes: leading indentation, blank lines and a final newline are kept.
+
+    The function is idempotent. ``PromptBuilder`` applies it to frozen-layer text by default
+    (``PromptBuilder(normalize_frozen=False)`` switches it off); session and dynamic text are sent
+    as given.
+
+    Args:
+        text: any ``str``.
+
+    Returns:
+        The normalised text.
+    """
+    unified = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(line.rstrip() for line in unified.split("\n"))

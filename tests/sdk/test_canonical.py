@@ -1,0 +1,143 @@
+"""canonical_json / canonical_tool_schema / normalize_text: exact outputs, errors and properties."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptcache.canonical import (
+    canonical_json,
+    canonical_json_bytes,
+    canonical_tool_schema,
+    normalize_text,
+    sort_keys_deep,
+)
+from promptcache.errors import CanonicalizationError
+
+# JSON values without NaN/Infinity; text excludes lone surrogates (no UTF-8 form).
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+    max_leaves=20,
+)
+
+
+def _shuffled(value: Any, data: st.DataObject) -> Any:
+    """The same JSON value with every mapping's insertion order permuted."""
+    if isinstance(value, dict):
+        keys = data.draw(st.permutations(list(value)))
+        return {k: _shuffled(value[k], data) for k in keys}
+    if isinstance(value, list):
+        return [_shuffled(v, data) for v in value]
+    return value
+
+
+def test_exact_output() -> None:
+    value = {"b": [1, 2.5, (3, True, None)], "a": {"z": "é✓", "y": -0.0, "x": 1e100}}
+    assert canonical_json(value) == '{"a":{"x":1e+100,"y":-0.0,"z":"é✓"},"b":[1,2.5,[3,true,null]]}'
+    assert canonical_json_bytes({"k": "é"}) == '{"k":"é"}'.encode()
+
+
+def test_float_repr_is_shortest_round_trip() -> None:
+    assert canonical_json([0.1, 1.0, 1 / 3, 123456789.0]) == (
+        "[0.1,1.0,0.3333333333333333,123456789.0]"
+    )
+
+
+def test_subclasses_lose_their_repr() -> None:
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Name(str, enum.Enum):
+        A = "a"
+
+    assert canonical_json({"c": Color.RED, "n": Name.A}) == '{"c":1,"n":"a"}'
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"a": float("nan")}, r"\$\.a is nan"),
+        ({"a": [1, float("inf")]}, r"\$\.a\[1\] is inf"),
+        ({"a": {1: "x"}}, r"\$\.a has a key of type int"),
+        ({"a": {"b", "c"}}, r"type set.*sorted"),
+        ({"a": b"raw"}, r"type bytes.*base64"),
+        ({"a": object()}, r"\$\.a has type object"),
+        ({"a": "\ud800"}, r"lone surrogate"),
+    ],
+)
+def test_rejects_values_without_a_canonical_form(value: object, message: str) -> None:
+    with pytest.raises(CanonicalizationError, match=message):
+        canonical_json(value)
+
+
+def test_canonicalization_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        canonical_json(float("-inf"))
+
+
+def test_sort_keys_deep_builds_insertion_ordered_dicts() -> None:
+    out = sort_keys_deep({"b": {"d": 1, "c": 2}, "a": (1,)})
+    assert list(out) == ["a", "b"] and list(out["b"]) == ["c", "d"] and out["a"] == [1]
+    assert json.dumps(out, separators=(",", ":")) == canonical_json(out)
+
+
+def test_tool_schema_sorts_required_and_normalizes_descriptions() -> None:
+    tool = {
+        "name": "query",
+        "input_schema": {
+            "type": "object",
+            "required": ["sql", "limit"],
+            "properties": {
+                "sql": {"type": "string", "description": "SQL text  \r\nOne statement."},
+                "limit": {"type": "integer", "enum": [100, 10]},
+            },
+        },
+        "description": "Run SQL.\t",
+    }
+    out = canonical_tool_schema(tool)
+    assert list(out) == ["description", "input_schema", "name"]
+    assert out["description"] == "Run SQL."
+    assert out["input_schema"]["required"] == ["limit", "sql"]
+    assert out["input_schema"]["properties"]["sql"]["description"] == "SQL text\nOne statement."
+    assert out["input_schema"]["properties"]["limit"]["enum"] == [100, 10]  # order kept
+    raw = canonical_tool_schema(tool, normalize=False)
+    assert raw["description"] == "Run SQL.\t"
+
+
+def test_tool_schema_rejects_non_string_required() -> None:
+    with pytest.raises(CanonicalizationError, match=r"required must list property names"):
+        canonical_tool_schema({"input_schema": {"required": [1]}})
+
+
+def test_normalize_text() -> None:
+    assert normalize_text("a \t\r\n  b  \rc\u00a0\n\n") == "a\n  b\nc\n\n"
+    assert normalize_text("") == ""
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=json_values, data=st.data())
+def test_invariant_under_key_permutation_and_idempotent(value: Any, data: st.DataObject) -> None:
+    text = canonical_json(value)
+    assert canonical_json(_shuffled(value, data)) == text
+    assert canonical_json(json.loads(text)) == text
+    assert json.loads(text) == value
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("ab \t\r\n\u00a0"), max_size=30))
+def test_normalize_text_is_idempotent_and_clean(text: str) -> None:
+    once = normalize_text(text)
+    assert normalize_text(once) == once
+    assert "\r" not in once
+    assert all(line == line.rstrip() for line in once.split("\n"))

@@ -1,0 +1,292 @@
+"""fingerprint_request / first_divergence / detect_api across every supported API."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptcache.canonical import canonical_json
+from promptcache.errors import CanonicalizationError, RequestShapeError
+from promptcache.fingerprint import (
+    EMPTY_PREFIX_HASH,
+    RequestFingerprint,
+    detect_api,
+    fingerprint_request,
+    first_divergence,
+)
+
+RULES = "Rule 1: never log secrets.\nRule 2: prefer small functions.\n" * 20
+
+ANTHROPIC: dict[str, Any] = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 512,
+    "tools": [
+        {"name": "run_sql", "description": "Run SQL", "input_schema": {"type": "object"}},
+        {
+            "name": "read_file",
+            "description": "Read a file",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral", "ttl": "1h"},
+        },
+    ],
+    "system": [
+        {"type": "text", "text": "You are a coding assistant."},
+        {"type": "text", "text": RULES, "cache_control": {"type": "ephemeral"}},
+    ],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Why is my query slow?"}]},
+    ],
+}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_anthropic_segments_hashes_and_chain() -> None:
+    fp = fingerprint_request(ANTHROPIC, "anthropic")
+    assert [s.path for s in fp.segments] == [
+        "tools[0]",
+        "tools[1]",
+        "system[0]",
+        "system[1]",
+        "messages[0]",
+    ]
+    assert [s.kind for s in fp.segments] == ["tools", "tools", "system", "system", "messages"]
+    # hashes are over canonical JSON with cache_control removed
+    tool1 = dict(ANTHROPIC["tools"][1])
+    del tool1["cache_control"]
+    assert fp.segments[1].text == canonical_json(tool1)
+    assert fp.segments[1].sha256 == _sha(canonical_json(tool1))
+    assert fp.segments[1].num_chars == len(canonical_json(tool1))
+    prev = EMPTY_PREFIX_HASH
+    for seg, chained in zip(fp.segments, fp.chained, strict=False):
+        prev = hashlib.sha256(bytes.fromhex(prev) + bytes.fromhex(seg.sha256)).hexdigest()
+        assert chained == prev
+    assert fp.prefix_hash == fp.chained[-1]
+    assert fp.model == "claude-sonnet-4-5" and fp.api == "anthropic"
+    assert [(b.path, b.ttl, b.segment_index) for b in fp.breakpoints] == [
+        ("tools[1]", "1h", 1),
+        ("system[1]", "5m", 3),
+    ]
+    assert 300 < fp.approx_prefix_tokens < 600
+
+
+def test_moving_a_breakpoint_changes_no_hash() -> None:
+    moved = copy.deepcopy(ANTHROPIC)
+    del moved["system"][1]["cache_control"]
+    moved["messages"][0]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    a, b = fingerprint_request(ANTHROPIC, "anthropic"), fingerprint_request(moved, "anthropic")
+    assert a.chained == b.chained
+    assert [bp.path for bp in b.breakpoints] == ["tools[1]", "messages[0].content[0]"]
+    assert first_divergence(a, b) is None
+
+
+def test_anthropic_string_system_and_automatic_caching() -> None:
+    body = {
+        "model": "m",
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "hi"}],
+        "cache_control": {"type": "ephemeral"},
+    }
+    fp = fingerprint_request(body, "anthropic")
+    assert [s.path for s in fp.segments] == ["system", "messages[0]"]
+    assert fp.segments[0].text == '"Be brief."'
+    assert [(b.path, b.segment_index) for b in fp.breakpoints] == [("cache_control", 1)]
+
+
+def test_divergence_names_path_offset_and_excerpts() -> None:
+    changed = copy.deepcopy(ANTHROPIC)
+    changed["system"][1]["text"] = RULES.replace("Rule 2: prefer", "Rule 2: avoid", 1)
+    d = first_divergence(
+        fingerprint_request(ANTHROPIC, "anthropic"), fingerprint_request(changed, "anthropic")
+    )
+    assert d is not None
+    assert (d.index, d.change, d.segment_path, d.path) == (
+        3,
+        "changed",
+        "system[1]",
+        "system[1].text",
+    )
+    assert d.field_offset == RULES.index("prefer")
+    text = fingerprint_request(ANTHROPIC, "anthropic").segments[3].text
+    assert d.offset == text.index("prefer")
+    assert "prefer" in d.before and "avoid" in d.after
+    assert "system[1].text changed at char" in d.describe()
+
+
+def test_divergence_added_removed_and_equal() -> None:
+    short = fingerprint_request(ANTHROPIC, "anthropic")
+    longer_body = copy.deepcopy(ANTHROPIC)
+    longer_body["messages"].append({"role": "assistant", "content": "Missing index."})
+    longer = fingerprint_request(longer_body, "anthropic")
+    added = first_divergence(short, longer)
+    assert added is not None and (added.change, added.index, added.path) == (
+        "added",
+        5,
+        "messages[1]",
+    )
+    removed = first_divergence(longer, short)
+    assert removed is not None and removed.change == "removed" and removed.before
+    assert first_divergence(short, fingerprint_request(copy.deepcopy(ANTHROPIC))) is None
+
+
+def test_divergence_inside_nested_lists_and_missing_keys() -> None:
+    a = {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}], "system": "s"}
+    b = copy.deepcopy(a)
+    b["messages"][0]["content"].append({"type": "text", "text": "y"})
+    d = first_divergence(fingerprint_request(a, "anthropic"), fingerprint_request(b, "anthropic"))
+    assert d is not None and d.path == "messages[0].content[1]" and d.field_offset is None
+    c = copy.deepcopy(a)
+    c["messages"][0]["name"] = "bob"
+    d = first_divergence(fingerprint_request(a, "anthropic"), fingerprint_request(c, "anthropic"))
+    assert d is not None and d.path == "messages[0].name"
+
+
+def test_openai_chat() -> None:
+    body = {
+        "model": "gpt-5",
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}},
+        "messages": [
+            {"role": "developer", "content": "rules"},
+            {"role": "user", "content": "q"},
+        ],
+    }
+    fp = fingerprint_request(body, "openai_chat")
+    assert [(s.path, s.kind) for s in fp.segments] == [
+        ("tools[0]", "tools"),
+        ("response_format", "tools"),
+        ("messages[0]", "system"),
+        ("messages[1]", "messages"),
+    ]
+    assert detect_api(body) == "openai_chat"
+
+
+def test_openai_responses_and_completions() -> None:
+    body = {
+        "model": "gpt-5",
+        "instructions": "rules",
+        "input": [{"role": "user", "content": "q"}],
+        "tools": [{"type": "function", "name": "f", "parameters": {}}],
+        "text": {"format": {"type": "json_schema", "name": "x", "schema": {}}},
+        "previous_response_id": "resp_1",
+    }
+    fp = fingerprint_request(body)
+    assert fp.api == "openai_responses"
+    assert [s.path for s in fp.segments] == [
+        "tools[0]",
+        "text.format",
+        "instructions",
+        "previous_response_id",
+        "input[0]",
+    ]
+    assert [s.path for s in fingerprint_request({"input": "hello"}).segments] == ["input"]
+    comp = fingerprint_request({"model": "gpt-3.5-turbo-instruct", "prompt": "Say hi"})
+    assert comp.api == "openai_completions" and [s.path for s in comp.segments] == ["prompt"]
+
+
+def test_gemini() -> None:
+    body = {
+        "systemInstruction": {"parts": [{"text": "rules"}]},
+        "tools": [{"functionDeclarations": [{"name": "f"}]}],
+        "contents": [{"role": "user", "parts": [{"text": "q"}]}],
+    }
+    fp = fingerprint_request(body)
+    assert fp.api == "gemini" and fp.model is None
+    assert [s.path for s in fp.segments] == ["tools[0]", "systemInstruction", "contents[0]"]
+    assert fp.breakpoints == []
+
+
+def test_bedrock_cache_points_are_breakpoints_not_segments() -> None:
+    body = {
+        "modelId": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "toolConfig": {
+            "tools": [{"toolSpec": {"name": "f"}}, {"cachePoint": {"type": "default", "ttl": "1h"}}]
+        },
+        "system": [{"text": "rules"}, {"cachePoint": {"type": "default"}}],
+        "messages": [
+            {"role": "user", "content": [{"text": "q"}, {"cachePoint": {"type": "default"}}]}
+        ],
+    }
+    fp = fingerprint_request(body)
+    assert fp.api == "bedrock_converse" and fp.model == body["modelId"]
+    assert [s.path for s in fp.segments] == ["toolConfig.tools[0]", "system[0]", "messages[0]"]
+    assert json.loads(fp.segments[2].text) == {"content": [{"text": "q"}], "role": "user"}
+    assert [(b.path, b.ttl, b.segment_index) for b in fp.breakpoints] == [
+        ("toolConfig.tools[1]", "1h", 0),
+        ("system[1]", "5m", 1),
+        ("messages[0].content[1]", "5m", 2),
+    ]
+
+
+def test_round_trip_through_dict() -> None:
+    fp = fingerprint_request(ANTHROPIC, "anthropic")
+    assert RequestFingerprint.from_dict(json.loads(json.dumps(fp.to_dict()))) == fp
+
+
+@pytest.mark.parametrize(
+    ("body", "api", "message"),
+    [
+        ({"messages": "hi"}, "anthropic", r"`messages` must be a list, got str"),
+        ({"model": "x"}, "anthropic", r"found no prompt content"),
+        ({"contents": []}, "anthropic", r"looks like gemini"),
+        ({"messages": []}, "cohere", r"unknown api 'cohere'"),
+        ({"foo": 1}, "auto", r"cannot tell which API.*keys: foo"),
+        ([1, 2], "auto", r"must be a JSON object"),
+    ],
+)
+def test_shape_errors(body: Any, api: str, message: str) -> None:
+    with pytest.raises(RequestShapeError, match=message):
+        fingerprint_request(body, api)
+
+
+def test_nan_in_body_is_a_canonicalization_error() -> None:
+    with pytest.raises(CanonicalizationError, match=r"\$\.temperature|is nan"):
+        fingerprint_request(
+            {"messages": [{"role": "user", "content": float("nan")}]}, "openai_chat"
+        )
+
+
+@pytest.mark.parametrize(
+    ("body", "api"),
+    [
+        ({"system": "s", "messages": []}, "anthropic"),
+        ({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}, "anthropic"),
+        ({"messages": [{"role": "user", "content": [{"text": "x"}]}]}, "bedrock_converse"),
+        ({"messages": [{"role": "user", "content": "x"}]}, "openai_chat"),
+        ({"prompt": "x"}, "openai_completions"),
+    ],
+)
+def test_detect_api(body: dict[str, Any], api: str) -> None:
+    assert detect_api(body) == api
+
+
+_content = st.text(max_size=8)
+_messages = st.lists(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": _content}),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(a=_messages, b=_messages)
+def test_fingerprint_changes_iff_content_does(a: list[Any], b: list[Any]) -> None:
+    fa = fingerprint_request({"system": "s", "messages": a}, "anthropic")
+    fb = fingerprint_request({"system": "s", "messages": b}, "anthropic")
+    assert (fa.prefix_hash == fb.prefix_hash) == (a == b)
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        assert (fa.segments[i + 1].sha256 == fb.segments[i + 1].sha256) == (x == y)
+    d = first_divergence(fa, fb)
+    assert (d is None) == (a == b)
+    if d is not None:
+        pairs = enumerate(zip(a, b, strict=False))
+        common = next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+        assert d.index == common + 1

@@ -1,0 +1,84 @@
+"""PrefixGuard with a real JSON file and a real SQLite database."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptcache.errors import ConfigError
+from promptcache.guard import PrefixGuard
+
+
+def _body(system_text: str, question: str, *, breakpoint: bool = True) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": system_text}
+    if breakpoint:
+        block["cache_control"] = {"type": "ephemeral"}
+    return {
+        "model": "claude-sonnet-4-5",
+        "system": [{"type": "text", "text": "You are helpful."}, block],
+        "messages": [{"role": "user", "content": question}],
+    }
+
+
+@pytest.mark.parametrize("name", ["guard.json", "guard.db", "guard.sqlite3"])
+def test_reports_first_change_in_cached_prefix(tmp_path: Path, name: str) -> None:
+    guard = PrefixGuard(tmp_path / name)
+    assert guard.last() is None
+    assert guard.check(_body("Today is Monday. Rules.", "q1")) is None  # first sight
+    assert guard.check(_body("Today is Monday. Rules.", "q2")) is None  # after the breakpoint
+    d = guard.check(_body("Today is Tuesday. Rules.", "q3"))
+    assert d is not None
+    assert (d.segment_path, d.path, d.field_offset) == ("system[1]", "system[1].text", 9)
+    assert "Monday" in d.before and "Tuesday" in d.after
+    stored = guard.last()
+    assert stored is not None and "Tuesday" in stored.segments[1].text
+    # a second guard on the same store sees the same state (it is on disk)
+    assert PrefixGuard(tmp_path / name).last() == stored
+
+
+def test_scope_all_and_no_breakpoints(tmp_path: Path) -> None:
+    every = PrefixGuard(tmp_path / "all.json", scope="all")
+    every.check(_body("Rules.", "q1"))
+    d = every.check(_body("Rules.", "q2"))
+    assert d is not None and d.path == "messages[0].content"
+    auto = PrefixGuard(tmp_path / "auto.json")  # no breakpoints: everything is cached prefix
+    auto.check(_body("Rules.", "q1", breakpoint=False))
+    assert auto.check(_body("Rules.", "q2", breakpoint=False)) is not None
+
+
+def test_appended_history_is_not_reported_and_keys_are_separate(tmp_path: Path) -> None:
+    guard = PrefixGuard(tmp_path / "g.db")
+    body = _body("Rules.", "q1")
+    guard.check(body, key="tenant-a")
+    longer = copy.deepcopy(body)
+    longer["messages"] += [
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+    ]
+    assert guard.check(longer, key="tenant-a") is None
+    assert guard.check(_body("Other rules.", "q"), key="tenant-b") is None
+    first = guard.last("tenant-a")
+    assert first is not None and len(first.segments) == 5
+
+
+def test_bad_paths_and_corrupt_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"must end in \.json"):
+        PrefixGuard(tmp_path / "guard.txt")
+    with pytest.raises(ConfigError, match=r"scope must be"):
+        PrefixGuard(tmp_path / "g.json", scope="some")  # type: ignore[arg-type]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"cannot read PrefixGuard file"):
+        PrefixGuard(bad).check(_body("x", "y"))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ConfigError, match=r"is not a PrefixGuard file"):
+        PrefixGuard(other).last()
+    not_db = tmp_path / "not.db"
+    not_db.write_text("this is not sqlite" * 100)
+    with pytest.raises(ConfigError, match=r"cannot read PrefixGuard database"):
+        PrefixGuard(not_db).last()
