@@ -67,10 +67,13 @@ class Sequence:
         finish_reason: None while unfinished.
         stop_reason: the stop token id or stop string that ended it, if any.
         arrival_step: scheduler step at which it was added (fairness bound).
+        arrival_order: position in the scheduler's arrival order (lower = higher priority);
+            forked samples keep their parent's, so they rank with their request.
         num_preemptions: times it was preempted (recompute or swap).
     """
 
     __slots__ = (
+        "arrival_order",
         "arrival_step",
         "block_hashes",
         "block_table",
@@ -115,6 +118,7 @@ class Sequence:
         self.finish_reason: FinishReason | None = None
         self.stop_reason: int | str | None = None
         self.arrival_step = 0
+        self.arrival_order = 0
         self.num_preemptions = 0
 
     def __repr__(self) -> str:
@@ -200,4 +204,5 @@ class Sequence:
         child.block_hashes = list(self.block_hashes)
         child.needs_fork = False
         child.arrival_step = self.arrival_step
+        child.arrival_order = self.arrival_order
         return child

@@ -1,0 +1,527 @@
+"""Paged KV block pool bookkeeping with automatic prefix caching (pure Python, no torch).
+
+The model runner owns the KV tensors ([num_blocks, block_size, num_kv_heads, head_dim] per layer);
+this module only decides which block ids each sequence uses. Design after vLLM's automatic prefix
+caching (https://docs.vllm.ai/en/latest/design/prefix_caching.html, checked 2026-11-30):
+
+- A *full* block's hash is ``H(parent block hash, the block's token ids, extra keys)``; the extra
+  keys of block 0 carry the optional cache salt, so tenants with different salts never share.
+  Partial blocks are never cached. A prefix match stops one token short of the sequence, so the
+  last prompt token is always recomputed (its logits are needed to sample).
+- A block is registered in the hash table only after the model has computed it
+  (`mark_computed`), so a hit never reads K/V that are still being written.
+- Blocks are reference counted. A block whose count drops to 0 enters the free queue but keeps
+  its hash: it can still be hit until it is evicted. The free queue is LRU (an OrderedDict,
+  O(1) removal on a hit); a released sequence's blocks enter it tail-first, so the end of a
+  hash chain is evicted before its start, and blocks without a hash go to the front.
+- Allocation pops the queue's front, evicting that block's hash.
+- `fork` shares every block of a sequence with a new sample; the first write into a shared
+  block copies it (copy-on-write, returned as (src, dst) pairs for the runner).
+- Optional swap: a CPU pool of block ids; `swap_out` / `swap_in` return (src, dst) pairs.
+
+Invariants (checked by `check_integrity`):
+  free blocks + used blocks == num_blocks; a block is in the free queue iff its ref_count is 0;
+  each ref_count equals the number of running block tables holding the block; every entry of
+  the hash table points at a block carrying that hash.
+
+Concurrency: not thread-safe; the scheduler calls it from one thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from promptcache.errors import OutOfBlocksError
+
+from .sequence import Sequence, SequenceStatus
+
+__all__ = [
+    "NONE_HASH",
+    "Block",
+    "BlockManager",
+    "PrefixMatch",
+    "compute_slot_mapping",
+    "hash_block_tokens",
+]
+
+
+def _digest(digest: bytes) -> int:
+    return int.from_bytes(digest[:16], "little")
+
+
+NONE_HASH: int = _digest(hashlib.sha256(b"promptcache/prefix-cache/v1").digest())
+"""Parent hash of block 0 (fixed, so hashes are stable across processes)."""
+
+
+def hash_block_tokens(
+    parent_hash: int, token_ids: Iterable[int], extra_keys: tuple[str, ...] = ()
+) -> int:
+    """Chained hash of one full block: 128 bits of SHA-256.
+
+    Args:
+        parent_hash: hash of the previous block, or `NONE_HASH` for block 0.
+        token_ids: the block's token ids (non-negative ints below 2**63).
+        extra_keys: strings that must also match for a hit (the cache salt for block 0).
+
+    Returns:
+        A non-negative int below 2**128. Equal inputs give equal hashes in every process.
+    """
+    tokens = array("q", token_ids)
+    h = hashlib.sha256()
+    h.update(parent_hash.to_bytes(16, "little"))
+    h.update(len(tokens).to_bytes(4, "little"))
+    h.update(tokens.tobytes())
+    for key in extra_keys:
+        raw = key.encode("utf-8")
+        h.update(b"\x00key" + len(raw).to_bytes(4, "little") + raw)
+    return _digest(h.digest())
+
+
+def compute_slot_mapping(
+    block_table: list[int], block_size: int, start: int, end: int
+) -> list[int]:
+    """KV slots for token positions [start, end): ``block_id * block_size + offset``.
+
+    Raises:
+        IndexError: if `block_table` does not cover position `end - 1`.
+    """
+    return [
+        block_table[pos // block_size] * block_size + pos % block_size for pos in range(start, end)
+    ]
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    """One KV block's metadata. `token_ids` and `parent_hash` back the hash-collision guard."""
+
+    block_id: int
+    ref_count: int = 0
+    block_hash: int | None = None
+    parent_hash: int | None = None
+    token_ids: tuple[int, ...] = ()
+
+    def clear_hash(self) -> None:
+        """Forget the cached content (the block is being reused or the cache reset)."""
+        self.block_hash = None
+        self.parent_hash = None
+        self.token_ids = ()
+
+
+class PrefixMatch(NamedTuple):
+    """Result of `BlockManager.match_prefix`; valid only until the manager's next mutation.
+
+    Attributes:
+        block_ids: cached blocks covering the sequence's first `num_cached_tokens` tokens.
+        num_cached_tokens: tokens served from the cache (a multiple of block_size).
+        num_free_hits: how many of `block_ids` sit in the free queue (ref_count 0); taking
+            them shrinks the pool of blocks available for new allocations.
+        version: the manager's mutation counter when the match was made.
+    """
+
+    block_ids: list[int]
+    num_cached_tokens: int
+    num_free_hits: int
+    version: int
+
+
+class BlockManager:
+    """Allocates KV block ids to sequences, with prefix caching, copy-on-write and swap.
+
+    Args:
+        num_blocks: blocks in the device KV pool (>= 1).
+        block_size: tokens per block (>= 1).
+        enable_prefix_caching: hash and reuse full blocks.
+        num_cpu_blocks: blocks in the CPU swap pool (0 = no swap).
+
+    Methods that change state say so; every other method only reads. Methods that need free
+    blocks raise `OutOfBlocksError` *without changing anything* when the pool is short; the
+    scheduler catches it and preempts (the error never reaches users).
+    """
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        *,
+        enable_prefix_caching: bool = True,
+        num_cpu_blocks: int = 0,
+    ) -> None:
+        if num_blocks < 1 or block_size < 1 or num_cpu_blocks < 0:
+            raise ValueError(
+                f"need num_blocks >= 1, block_size >= 1, num_cpu_blocks >= 0; got "
+                f"{num_blocks}, {block_size}, {num_cpu_blocks}"
+            )
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.num_cpu_blocks = num_cpu_blocks
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        # LRU free queue: first key = next to evict. Values unused (OrderedDict as linked list).
+        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self._cached: dict[int, int] = {}  # block hash -> block id
+        self._cpu_free: list[int] = list(range(num_cpu_blocks - 1, -1, -1))
+        self._version = 0
+        self.prefix_cache_queries_tokens = 0
+        self.prefix_cache_hits_tokens = 0
+
+    # Queries ---------------------------------------------------------------------------------
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks with ref_count 0 (cached-but-unused ones included: they are evictable)."""
+        return len(self._free)
+
+    @property
+    def num_used_blocks(self) -> int:
+        """Blocks referenced by at least one sequence."""
+        return self.num_blocks - len(self._free)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of the pool referenced by sequences, 0..1."""
+        return self.num_used_blocks / self.num_blocks
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Blocks currently findable by hash (in use or in the free queue)."""
+        return len(self._cached)
+
+    @property
+    def num_free_cpu_blocks(self) -> int:
+        """Free blocks in the CPU swap pool."""
+        return len(self._cpu_free)
+
+    def free_block_ids(self) -> list[int]:
+        """Free queue in eviction order (first = evicted next). For tests and debugging."""
+        return list(self._free)
+
+    def block_hashes(self, seq: Sequence) -> list[int]:
+        """Chained hashes of every full block of `seq.token_ids`.
+
+        Memoised in `seq.block_hashes` (extended, never rewritten, as tokens only grow); no
+        other state changes.
+        """
+        hashes = seq.block_hashes
+        bs = self.block_size
+        for i in range(len(hashes), seq.num_tokens // bs):
+            parent = hashes[i - 1] if i else NONE_HASH
+            extra = (seq.cache_salt,) if i == 0 and seq.cache_salt is not None else ()
+            hashes.append(hash_block_tokens(parent, seq.token_ids[i * bs : (i + 1) * bs], extra))
+        return hashes
+
+    def match_prefix(self, seq: Sequence) -> PrefixMatch:
+        """Longest run of cached full blocks at the start of `seq`, leaving >= 1 token to compute.
+
+        Changes nothing (except memoising block hashes). The result is valid until the next
+        mutating call; `allocate` recomputes a stale one.
+        """
+        if not self.enable_prefix_caching:
+            return PrefixMatch([], 0, 0, self._version)
+        max_blocks = (seq.num_tokens - 1) // self.block_size
+        hashes = self.block_hashes(seq)
+        block_ids: list[int] = []
+        num_free_hits = 0
+        for i in range(max_blocks):
+            block_id = self._cached.get(hashes[i])
+            if block_id is None:
+                break
+            block = self.blocks[block_id]
+            # Collision guard: the stored tokens and parent must match too.
+            start = i * self.block_size
+            parent = hashes[i - 1] if i else NONE_HASH
+            if block.parent_hash != parent or block.token_ids != tuple(
+                seq.token_ids[start : start + self.block_size]
+            ):
+                break
+            block_ids.append(block_id)
+            num_free_hits += block.ref_count == 0
+        return PrefixMatch(
+            block_ids, len(block_ids) * self.block_size, num_free_hits, self._version
+        )
+
+    def can_allocate(self, seq: Sequence, match: PrefixMatch, num_new_tokens: int) -> bool:
+        """Whether `allocate(seq, match, num_new_tokens)` would succeed now. Changes nothing."""
+        if match.version != self._version:
+            match = self.match_prefix(seq)
+        needed = self._blocks_for(match.num_cached_tokens + num_new_tokens) - len(match.block_ids)
+        return needed <= len(self._free) - match.num_free_hits
+
+    def can_append_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """Whether `append_slots(seq, num_new_tokens)` would succeed now. Changes nothing."""
+        return self._append_cost(seq, num_new_tokens) <= len(self._free)
+
+    # Mutations -------------------------------------------------------------------------------
+
+    def allocate(self, seq: Sequence, match: PrefixMatch, num_new_tokens: int) -> None:
+        """Give a sequence with no blocks its cached prefix plus room for `num_new_tokens`.
+
+        Changes state: takes a reference on each hit block (removing it from the free queue),
+        pops blocks for positions [num_cached, num_cached + num_new_tokens), sets
+        `seq.block_table` and `seq.num_computed_tokens` (= cached tokens), sets
+        `seq.num_cached_tokens` on first admission, and counts prefix-cache query/hit tokens.
+
+        Raises:
+            OutOfBlocksError: not enough free blocks (nothing changed).
+            ValueError: `seq` already holds blocks.
+        """
+        if seq.block_table:
+            raise ValueError(f"allocate() needs a sequence without blocks, got {seq!r}")
+        if match.version != self._version:
+            match = self.match_prefix(seq)
+        num_tokens = match.num_cached_tokens + num_new_tokens
+        needed = self._blocks_for(num_tokens) - len(match.block_ids)
+        available = len(self._free) - match.num_free_hits
+        if needed > available:
+            raise OutOfBlocksError(
+                f"need {needed} free KV blocks for {num_new_tokens} new tokens, have {available}"
+            )
+        for block_id in match.block_ids:
+            self._take(block_id)
+        seq.block_table = list(match.block_ids) + [self._pop_free() for _ in range(needed)]
+        seq.num_computed_tokens = match.num_cached_tokens
+        if seq.num_preemptions == 0:
+            seq.num_cached_tokens = match.num_cached_tokens
+        if self.enable_prefix_caching:
+            self.prefix_cache_queries_tokens += seq.num_tokens
+            self.prefix_cache_hits_tokens += match.num_cached_tokens
+        self._version += 1
+
+    def append_slots(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]]:
+        """Make room for positions [num_computed, num_computed + num_new_tokens) of a running seq.
+
+        Changes state: appends blocks to `seq.block_table`; a shared block about to be written
+        is replaced by a private copy (its reference moves to the new block).
+
+        Returns:
+            Copy-on-write pairs (src_block_id, dst_block_id) the runner must copy before the
+            forward pass.
+
+        Raises:
+            OutOfBlocksError: not enough free blocks (nothing changed).
+        """
+        cost = self._append_cost(seq, num_new_tokens)
+        available = len(self._free)
+        if cost > available:
+            raise OutOfBlocksError(
+                f"need {cost} free KV blocks for {num_new_tokens} new tokens, have {available}"
+            )
+        copies: list[tuple[int, int]] = []
+        table = seq.block_table
+        first = seq.num_computed_tokens // self.block_size
+        last = self._blocks_for(seq.num_computed_tokens + num_new_tokens)
+        for i in range(first, min(last, len(table))):
+            src = self.blocks[table[i]]
+            if src.ref_count > 1:
+                dst = self._pop_free()
+                src.ref_count -= 1
+                table[i] = dst
+                copies.append((src.block_id, dst))
+        table.extend(self._pop_free() for _ in range(last - len(table)))
+        self._version += 1
+        return copies
+
+    def mark_computed(self, seq: Sequence, num_tokens: int) -> None:
+        """Record that the model computed `num_tokens` more tokens of `seq` (after a step).
+
+        Changes state: advances `seq.num_computed_tokens` and registers the hash of every block
+        that became full and computed, unless another block already holds that content.
+
+        Raises:
+            ValueError: if that would pass the tokens known or the blocks held.
+        """
+        before = seq.num_computed_tokens
+        after = before + num_tokens
+        if after > seq.num_tokens or self._blocks_for(after) > len(seq.block_table):
+            raise ValueError(f"cannot mark {num_tokens} tokens computed for {seq!r}")
+        seq.num_computed_tokens = after
+        if self.enable_prefix_caching:
+            self._register(seq, before // self.block_size, after // self.block_size)
+
+    def free(self, seq: Sequence) -> None:
+        """Drop `seq`'s references (device blocks; CPU blocks if it is SWAPPED).
+
+        Changes state: clears `seq.block_table`. Device blocks reaching ref_count 0 join the
+        free queue tail-first and keep their hash; blocks without a hash go to the front.
+        """
+        if seq.status is SequenceStatus.SWAPPED:
+            self._cpu_free.extend(reversed(seq.block_table))
+        else:
+            for block_id in reversed(seq.block_table):
+                self._release(block_id)
+        seq.block_table = []
+        self._version += 1
+
+    def fork(self, parent: Sequence, sample_index: int) -> Sequence:
+        """A new sample of `parent` sharing all its blocks (copy-on-write on the first write).
+
+        Changes state: increments the ref_count of every block in the parent's table.
+        """
+        child = parent.fork(sample_index)
+        for block_id in child.block_table:
+            self.blocks[block_id].ref_count += 1
+        self._version += 1
+        return child
+
+    def can_swap_out(self, seq: Sequence) -> bool:
+        """Whether the CPU pool can take all of `seq`'s blocks. Changes nothing."""
+        return len(seq.block_table) <= len(self._cpu_free)
+
+    def swap_out(self, seq: Sequence) -> list[tuple[int, int]]:
+        """Move `seq`'s blocks to the CPU pool (the caller marks it SWAPPED).
+
+        Changes state: releases the device blocks (they keep their hash) and sets
+        `seq.block_table` to CPU block ids.
+
+        Returns:
+            (device_block_id, cpu_block_id) pairs the runner must copy before anything else
+            in the step, since the device blocks may be reused in the same step.
+
+        Raises:
+            OutOfBlocksError: the CPU pool is too small (nothing changed).
+        """
+        if not self.can_swap_out(seq):
+            raise OutOfBlocksError(
+                f"need {len(seq.block_table)} CPU blocks to swap out, have {len(self._cpu_free)}"
+            )
+        mapping = [(block_id, self._cpu_free.pop()) for block_id in seq.block_table]
+        for block_id in reversed(seq.block_table):
+            self._release(block_id)
+        seq.block_table = [cpu for _, cpu in mapping]
+        self._version += 1
+        return mapping
+
+    def can_swap_in(self, seq: Sequence, num_new_tokens: int = 1) -> bool:
+        """Whether `seq` can come back and then grow by `num_new_tokens`. Changes nothing."""
+        blocks = max(
+            len(seq.block_table), self._blocks_for(seq.num_computed_tokens + num_new_tokens)
+        )
+        return blocks <= len(self._free)
+
+    def swap_in(self, seq: Sequence) -> list[tuple[int, int]]:
+        """Move a SWAPPED `seq` back into fresh device blocks (the caller marks it RUNNING).
+
+        Changes state: frees its CPU blocks, sets `seq.block_table` to device block ids and
+        re-registers hashes of its full computed blocks.
+
+        Returns:
+            (cpu_block_id, device_block_id) pairs the runner copies before the forward pass.
+
+        Raises:
+            OutOfBlocksError: not enough free device blocks (nothing changed).
+        """
+        if len(seq.block_table) > len(self._free):
+            raise OutOfBlocksError(
+                f"need {len(seq.block_table)} KV blocks to swap in, have {len(self._free)}"
+            )
+        mapping = [(cpu, self._pop_free()) for cpu in seq.block_table]
+        self._cpu_free.extend(reversed(seq.block_table))
+        seq.block_table = [dst for _, dst in mapping]
+        if self.enable_prefix_caching:
+            self._register(seq, 0, seq.num_computed_tokens // self.block_size)
+        self._version += 1
+        return mapping
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached hash (blocks in use keep their data but can no longer be hit)."""
+        for block in self.blocks:
+            block.clear_hash()
+        self._cached.clear()
+        self._version += 1
+
+    def check_integrity(self, seqs: Iterable[Sequence]) -> None:
+        """Verify the invariants against every live sequence (running, waiting, swapped).
+
+        Changes nothing. Raises AssertionError naming the offending block or sequence (a bug,
+        never a user error; explicit raise, so it works under ``python -O``).
+        """
+        refs = [0] * self.num_blocks
+        cpu_used: list[int] = []
+        for seq in seqs:
+            if seq.status is SequenceStatus.SWAPPED:
+                cpu_used.extend(seq.block_table)
+                continue
+            if seq.status is not SequenceStatus.RUNNING and seq.block_table:
+                raise AssertionError(f"{seq.status.name} sequence holds blocks: {seq!r}")
+            if self._blocks_for(seq.num_computed_tokens) > len(seq.block_table):
+                raise AssertionError(f"computed tokens not covered by blocks: {seq!r}")
+            for block_id in seq.block_table:
+                refs[block_id] += 1
+        for block in self.blocks:
+            if block.ref_count != refs[block.block_id]:
+                raise AssertionError(
+                    f"block {block.block_id}: ref_count {block.ref_count} but "
+                    f"{refs[block.block_id]} block-table references"
+                )
+            if (block.ref_count == 0) != (block.block_id in self._free):
+                raise AssertionError(
+                    f"block {block.block_id}: ref_count {block.ref_count}, "
+                    f"in free queue: {block.block_id in self._free}"
+                )
+        if len(self._free) + sum(r > 0 for r in refs) != self.num_blocks:
+            raise AssertionError("free + used blocks != num_blocks")
+        for block_hash, block_id in self._cached.items():
+            if self.blocks[block_id].block_hash != block_hash:
+                raise AssertionError(f"hash table entry for block {block_id} is stale")
+        hashed = sum(b.block_hash is not None for b in self.blocks)
+        if hashed != len(self._cached):
+            raise AssertionError(f"{hashed} hashed blocks but {len(self._cached)} table entries")
+        all_cpu = cpu_used + self._cpu_free
+        if sorted(all_cpu) != list(range(self.num_cpu_blocks)):
+            raise AssertionError(f"CPU pool leaked or double-used: {sorted(all_cpu)}")
+
+    # Internals -------------------------------------------------------------------------------
+
+    def _blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def _append_cost(self, seq: Sequence, num_new_tokens: int) -> int:
+        table = seq.block_table
+        first = seq.num_computed_tokens // self.block_size
+        last = self._blocks_for(seq.num_computed_tokens + num_new_tokens)
+        shared = sum(
+            self.blocks[table[i]].ref_count > 1 for i in range(first, min(last, len(table)))
+        )
+        return max(0, last - len(table)) + shared
+
+    def _pop_free(self) -> int:
+        """Take the least recently freed block, evicting its cached hash."""
+        block_id, _ = self._free.popitem(last=False)
+        block = self.blocks[block_id]
+        if block.block_hash is not None:
+            if self._cached.get(block.block_hash) == block_id:
+                del self._cached[block.block_hash]
+            block.clear_hash()
+        block.ref_count = 1
+        return block_id
+
+    def _take(self, block_id: int) -> None:
+        """Take a reference on a cache hit (O(1) removal from the free queue if it was free)."""
+        block = self.blocks[block_id]
+        if block.ref_count == 0:
+            del self._free[block_id]
+        block.ref_count += 1
+
+    def _release(self, block_id: int) -> None:
+        block = self.blocks[block_id]
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            self._free[block_id] = None  # tail: evicted last
+            if block.block_hash is None:
+                self._free.move_to_end(block_id, last=False)  # nothing worth keeping: evict first
+
+    def _register(self, seq: Sequence, first_block: int, end_block: int) -> None:
+        hashes = self.block_hashes(seq)
+        bs = self.block_size
+        for i in range(first_block, end_block):
+            block = self.blocks[seq.block_table[i]]
+            if block.block_hash is not None or hashes[i] in self._cached:
+                continue  # already cached (a hit), or the same content lives in another block
+            block.block_hash = hashes[i]
+            block.parent_hash = hashes[i - 1] if i else NONE_HASH
+            block.token_ids = tuple(seq.token_ids[i * bs : (i + 1) * bs])
+            self._cached[hashes[i]] = block.block_id
