@@ -1,0 +1,287 @@
+"""Price table sanity (documented multipliers), model-name matching and cost arithmetic."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptcache.errors import ConfigError, PricingError, UnknownModelPriceError
+from promptcache.pricing import (
+    COST_TERMS,
+    ModelPrice,
+    cost,
+    default_price_table,
+    load_price_table,
+    lookup_price,
+)
+from promptcache.usage import Usage
+
+TABLE = default_price_table()
+ROWS = sorted(TABLE.models)
+
+# Multipliers as documented in shared/reference/vendor-caching.md (checked 2026-11-30).
+DOCUMENTED = {
+    "anthropic": ("0.1", "1.25", "2"),
+    "openai-gpt5": ("0.1", "1", "1"),
+    "openai-gpt5-6": ("0.1", "1.25", "1.25"),
+    "openai-gpt4-1": ("0.25", "1", "1"),
+    "openai-gpt4o": ("0.5", "1", "1"),
+    "gemini": ("0.1", "1", "1"),
+    "amazon-nova": ("0.25", "1", "1"),
+}
+
+
+def test_families_match_documented_multipliers() -> None:
+    assert set(TABLE.families) == set(DOCUMENTED)
+    for name, (read, w5, w1h) in DOCUMENTED.items():
+        family = TABLE.families[name]
+        assert (family.cache_read, family.cache_write_5m, family.cache_write_1h) == (
+            Decimal(read),
+            Decimal(w5),
+            Decimal(w1h),
+        ), name
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_row_ratios_follow_family_unless_annotated(name: str) -> None:
+    row = TABLE.models[name]
+    family = TABLE.families[row.family]
+    ratios = (
+        row.cache_read / row.input,
+        row.cache_write_5m / row.input,
+        row.cache_write_1h / row.input,
+    )
+    documented = (family.cache_read, family.cache_write_5m, family.cache_write_1h)
+    if row.exception:  # an annotation must explain a real deviation, not a stale one
+        assert ratios != documented, f"{name}: exception annotated but ratios match the family"
+    else:
+        assert ratios == documented, f"{name}: ratios {ratios} != family {documented}"
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_rows_are_sourced_and_dated(name: str) -> None:
+    row = TABLE.models[name]
+    assert row.source_url.startswith("https://")
+    assert row.checked == "2026-11-30"
+    assert row.output > 0 and row.input > 0
+
+
+@pytest.mark.parametrize(
+    ("model", "row"),
+    [
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("Claude-Sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("claude-3-7-sonnet-latest", "claude-3-7-sonnet"),
+        ("claude-sonnet-4-0", "claude-sonnet-4"),
+        ("claude-opus-4-20250514", "claude-opus-4"),
+        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+        ("gpt-4o-2024-08-06", "gpt-4o"),
+        ("gpt-4o-2024-05-13", "gpt-4o-2024-05-13"),  # exact row beats snapshot stripping
+        ("gpt-5.6-terra-2026-09-15", "gpt-5.6-terra"),
+        ("models/gemini-2.5-flash", "gemini-2.5-flash"),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic.claude-sonnet-4-5"),
+        ("global.anthropic.claude-haiku-4-5-20251001-v1:0", "anthropic.claude-haiku-4-5"),
+        ("amazon.nova-pro-v1:0", "amazon.nova-pro"),
+    ],
+)
+def test_model_name_matching(model: str, row: str) -> None:
+    price, warning = TABLE.match(model)
+    assert price.model == row
+    assert warning is None
+
+
+def test_bedrock_id_without_row_falls_back_to_vendor_row_with_warning() -> None:
+    price, warning = TABLE.match("us.anthropic.claude-sonnet-4-6-v1:0")
+    assert price.model == "claude-sonnet-4-6"
+    assert warning is not None and "anthropic" in warning
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini-transcribe", "claude-sonet-4-5", "llama-3-70b"])
+def test_unknown_model_is_an_error_never_zero(model: str) -> None:
+    with pytest.raises(UnknownModelPriceError) as info:
+        cost(Usage(vendor="openai_chat", uncached_input_tokens=10), model)
+    message = str(info.value)
+    assert repr(model) in message and "rates=" in message and "--rates" in message
+    assert isinstance(info.value, PricingError) and isinstance(info.value, KeyError)
+
+
+def test_unknown_model_names_close_matches() -> None:
+    with pytest.raises(UnknownModelPriceError, match="claude-sonnet-4-5"):
+        lookup_price("claude-sonet-4-5")
+
+
+def test_cost_arithmetic_per_term() -> None:
+    usage = Usage(
+        vendor="anthropic",
+        uncached_input_tokens=1000,
+        cache_read_tokens=10000,
+        cache_write_5m_tokens=2000,
+        cache_write_1h_tokens=500,
+        cache_write_unknown_tokens=300,
+        output_tokens=400,
+    )
+    result = cost(usage, "claude-sonnet-4-5-20250929")
+    assert result.terms == {
+        "uncached_input": Decimal("0.003"),
+        "cache_read": Decimal("0.003"),
+        "cache_write_5m": Decimal("0.0075"),
+        "cache_write_1h": Decimal("0.003"),
+        "cache_write_unknown": Decimal("0.001125"),
+        "output": Decimal("0.006"),
+    }
+    assert list(result.terms) == list(COST_TERMS)
+    assert result.total_usd == Decimal("0.023625")
+    assert result.cost_without_cache_usd == Decimal("0.0474")
+    assert result.savings_usd == Decimal("0.023775")
+    assert result.price.model == "claude-sonnet-4-5"
+
+
+def test_savings_negative_when_writes_are_not_read_back() -> None:
+    usage = Usage(vendor="anthropic", cache_write_1h_tokens=10_000)
+    result = cost(usage, "claude-haiku-4-5")
+    assert result.total_usd == Decimal("0.02")
+    assert result.cost_without_cache_usd == Decimal("0.01")
+    assert result.savings_usd == Decimal("-0.01")
+
+
+def test_user_rates_price_an_unknown_model() -> None:
+    rates = ModelPrice(
+        model="my-llm",
+        input=1,  # type: ignore[arg-type]  # ints, floats and strings are converted exactly
+        output=0.3,  # type: ignore[arg-type]
+        cache_read="0.1",  # type: ignore[arg-type]
+        cache_write_5m=Decimal("1.25"),
+        cache_write_1h=Decimal("2"),
+    )
+    assert rates.output == Decimal("0.3")
+    result = cost(Usage(vendor="openai_chat", cache_read_tokens=1_000_000), "my-llm", rates=rates)
+    assert result.total_usd == Decimal("0.1")
+
+
+def test_bad_user_rates_are_rejected() -> None:
+    with pytest.raises(ConfigError):
+        ModelPrice(
+            model="x",
+            input=Decimal(-1),
+            output=Decimal(1),
+            cache_read=Decimal(0),
+            cache_write_5m=Decimal(0),
+            cache_write_1h=Decimal(0),
+        )
+    with pytest.raises(ConfigError):
+        ModelPrice(
+            model="x",
+            input=Decimal("NaN"),
+            output=Decimal(1),
+            cache_read=Decimal(0),
+            cache_write_5m=Decimal(0),
+            cache_write_1h=Decimal(0),
+        )
+
+
+def test_tier_overflow_warns_underestimate() -> None:
+    big = Usage(vendor="gemini", uncached_input_tokens=250_000)
+    assert any("underestimate" in w for w in cost(big, "gemini-2.5-pro").warnings)
+    small = Usage(vendor="gemini", uncached_input_tokens=150_000)
+    assert cost(small, "gemini-2.5-pro").warnings == ()
+
+
+def test_usage_warnings_are_carried_into_the_breakdown() -> None:
+    usage = Usage.from_anthropic({"input_tokens": 1, "cache_creation_input_tokens": 5})
+    result = cost(usage, "claude-opus-4-5")
+    assert result.warnings == usage.warnings
+    assert result.terms["cache_write_unknown"] == Decimal(5) * Decimal("6.25") / 1_000_000
+
+
+def test_to_dict_is_json_ready_and_lossless() -> None:
+    usage = Usage(vendor="openai_chat", uncached_input_tokens=7, cache_read_tokens=3)
+    data = json.loads(json.dumps(cost(usage, "gpt-5").to_dict()))
+    assert Decimal(data["total_usd"]) == cost(usage, "gpt-5").total_usd
+    assert data["terms"]["cache_read"] == {
+        "tokens": 3,
+        "rate_usd_per_mtok": "0.125",
+        "usd": str(Decimal(3) * Decimal("0.125") / 1_000_000),
+    }
+
+
+# -- user price files ---------------------------------------------------------------------------
+
+
+def test_user_file_overrides_and_derives_cache_rates(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text(
+        '[models."my-claude-finetune"]\nfamily = "anthropic"\ninput = 4\noutput = "20"\n'
+        '[models."claude-sonnet-4-5"]\ninput = "2"\noutput = "9"\ncache_read = "0.2"\n'
+        'cache_write_5m = "2.5"\ncache_write_1h = "4"\nsource_url = "https://example.com/deal"\n',
+        encoding="utf-8",
+    )
+    table = load_price_table(path).with_fallback(default_price_table())
+    derived = table.lookup("my-claude-finetune")
+    assert (derived.cache_read, derived.cache_write_5m, derived.cache_write_1h) == (
+        Decimal("0.4"),
+        Decimal("5.00"),
+        Decimal("8"),
+    )
+    assert table.lookup("claude-sonnet-4-5-20250929").input == Decimal(2)  # user row wins
+    assert table.lookup("gpt-5").input == Decimal("1.25")  # bundled rows still there
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[models.x\n", "not valid TOML"),
+        ('[models.x]\noutput = "1"\n', "missing input"),
+        ('[models.x]\ninput = "1"\noutput = "1"\n', "no cache_read"),
+        ('[models.x]\nfamily = "anthropic"\ninput = "-1"\noutput = "1"\n', ">= 0"),
+        ('[models.x]\nfamily = "anthropic"\ninput = "abc"\noutput = "1"\n', "number"),
+        ('[models.x]\nfamily = "anthropic"\ninput = 1\noutput = 1\naliases = "y"\n', "aliases"),
+        ("[families.f]\ncache_read = 0.1\n", "missing cache_write_5m"),
+    ],
+)
+def test_malformed_user_file_raises_config_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=match) as info:
+        load_price_table(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_user_file_raises_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_price_table(tmp_path / "nope.toml")
+
+
+# -- properties -----------------------------------------------------------------------------
+
+tokens = st.integers(min_value=0, max_value=10_000_000)
+
+
+@given(
+    st.sampled_from(ROWS),
+    st.tuples(tokens, tokens, tokens, tokens, tokens, tokens),
+)
+def test_total_is_sum_of_terms_and_savings_identity(name: str, counts: tuple[int, ...]) -> None:
+    uncached, read, w5, w1h, unknown, output = counts
+    usage = Usage(
+        vendor="anthropic",
+        uncached_input_tokens=uncached,
+        cache_read_tokens=read,
+        cache_write_5m_tokens=w5,
+        cache_write_1h_tokens=w1h,
+        cache_write_unknown_tokens=unknown,
+        output_tokens=output,
+    )
+    result = cost(usage, name)
+    assert result.total_usd == sum(result.terms.values())
+    assert result.savings_usd == result.cost_without_cache_usd - result.total_usd
+    if read == w5 == w1h == unknown == 0:
+        assert result.savings_usd == 0
+    if w5 == w1h == unknown == 0:  # reads never cost more than plain input
+        assert result.savings_usd >= 0
