@@ -1,0 +1,173 @@
+"""Find a checkpoint (local directory or Hugging Face Hub id) and load its weights.
+
+Supported: ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``MistralForCausalLM`` directories with
+``config.json`` and either one ``*.safetensors`` file or several listed in
+``model.safetensors.index.json``; weights stored in fp32, bf16 or fp16 and cast to the dtype asked
+for. Tied embeddings load from whichever of ``embed_tokens`` / ``lm_head`` the checkpoint stores.
+A Hub id is downloaded with ``huggingface_hub.snapshot_download`` (or read from its local cache);
+without network and without a cached copy the user gets a ``ModelLoadError`` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from promptcache.errors import ModelLoadError
+
+from .attention.base import AttentionBackend
+from .model_config import ModelConfig
+from .models.llama import LlamaForCausalLM
+
+__all__ = ["iter_safetensors", "load_model", "resolve_model_path", "torch_dtype"]
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_FILES = ["*.json", "*.safetensors", "*.jinja", "tokenizer.model"]
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def torch_dtype(name: str, config: ModelConfig) -> torch.dtype:
+    """Map "auto" (the checkpoint's dtype) / "float32" / "bfloat16" / "float16" to a torch dtype.
+
+    Raises:
+        ModelLoadError: an unknown name.
+    """
+    key = config.torch_dtype if name == "auto" else name
+    if key not in _DTYPES:
+        raise ModelLoadError(f"dtype={name!r} is not supported; use auto, {', '.join(_DTYPES)}")
+    return _DTYPES[key]
+
+
+def resolve_model_path(model: str | Path) -> Path:
+    """Return a local checkpoint directory for a path or a Hugging Face Hub id.
+
+    A string that names an existing directory is used as is. A string shaped like ``org/name``
+    that is not a local path is fetched with ``huggingface_hub`` (config, tokenizer and
+    safetensors files only; the local Hub cache is tried first).
+
+    Raises:
+        ModelLoadError: the directory does not exist, or the Hub id cannot be fetched (offline,
+            unknown repository, gated model).
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    text = str(model)
+    if path.exists():
+        raise ModelLoadError(f"model {text!r} is a file; pass the checkpoint's directory")
+    if not _HUB_ID.match(text):
+        raise ModelLoadError(
+            f"model directory {text!r} does not exist; pass a directory with config.json and "
+            "*.safetensors, or a Hugging Face Hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+        )
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:  # pragma: no cover - huggingface_hub ships with transformers
+        raise ModelLoadError(
+            f"{text!r} is not a local directory and huggingface_hub is not installed"
+        ) from exc
+    try:
+        return Path(snapshot_download(text, allow_patterns=_HUB_FILES, local_files_only=True))
+    except Exception:  # not cached: fall through to a download
+        pass
+    try:
+        return Path(snapshot_download(text, allow_patterns=_HUB_FILES))
+    except Exception as exc:  # huggingface_hub raises many unrelated types
+        raise ModelLoadError(
+            f"cannot fetch {text!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
+            "Offline? Download it where there is network (`hf download {text}`) and pass "
+            "the local directory instead."
+        ) from exc
+
+
+def _safetensors_files(model_dir: Path) -> list[Path]:
+    """Every weight file of the checkpoint, from the index if there is one."""
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (OSError, KeyError, json.JSONDecodeError) as exc:
+            raise ModelLoadError(f"cannot read {index}: {exc}") from exc
+        files = [model_dir / name for name in sorted(set(weight_map.values()))]
+        absent = [f.name for f in files if not f.is_file()]
+        if absent:
+            raise ModelLoadError(f"{index} lists shard(s) that are missing: {', '.join(absent)}")
+        return files
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        hint = (
+            " (only .bin weights found; convert them to safetensors)"
+            if any(model_dir.glob("*.bin"))
+            else ""
+        )
+        raise ModelLoadError(f"no *.safetensors weights in {model_dir}{hint}")
+    return files
+
+
+def iter_safetensors(model_dir: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(hf_name, tensor)`` for every tensor of every weight file, one at a time.
+
+    Raises:
+        ModelLoadError: no weights, a listed shard is missing, or a file is not safetensors.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    for file in _safetensors_files(model_dir):
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                    yield name, f.get_tensor(name)
+        except (SafetensorError, OSError) as exc:
+            raise ModelLoadError(f"cannot read {file}: {exc}") from exc
+
+
+def load_model(
+    model_dir: str | Path,
+    backend: AttentionBackend,
+    dtype: str = "auto",
+    max_positions: int | None = None,
+    device: str | torch.device = "cpu",
+) -> tuple[LlamaForCausalLM, ModelConfig]:
+    """Build the model for ``model_dir`` and fill it with the checkpoint's weights.
+
+    Args:
+        model_dir: a local checkpoint directory (see ``resolve_model_path`` for Hub ids).
+        backend: the attention backend every layer will call.
+        dtype: "auto" (the checkpoint's ``torch_dtype``), "float32", "bfloat16" or "float16".
+        max_positions: RoPE table length in tokens; default ``max_position_embeddings``.
+        device: where the weights live.
+
+    Returns:
+        ``(model in eval mode, its ModelConfig)``.
+
+    Raises:
+        ModelLoadError: missing directory/config/weights, unsupported architecture, or weights
+            that do not fit the config.
+    """
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise ModelLoadError(f"model directory {str(model_dir)!r} does not exist")
+    config = ModelConfig.from_pretrained(model_dir)
+    target = torch_dtype(dtype, config)
+    if backend is not None and not backend.supports_sliding_window:
+        windows = [w for w in config.sliding_windows if w is not None]
+        if windows and (max_positions or config.max_position_embeddings) > min(windows):
+            raise ModelLoadError(
+                f"this model uses a {min(windows)}-token sliding window, which the "
+                f"{backend.name!r} attention backend does not implement; use the torch backend "
+                f"or a max_model_len <= {min(windows)}"
+            )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config, backend, max_positions or config.max_position_embeddings)
+    model.to_empty(device=device)
+    model.to(target)
+    model.tie_weights()
+    model.rotary.init_tables()
+    model.rotary.to(device)
+    with torch.no_grad():
+        model.load_weights(iter_safetensors(model_dir))
+    return model.eval(), config

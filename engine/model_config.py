@@ -1,0 +1,229 @@
+"""The model's shape, read from a Hugging Face ``config.json`` (torch-free).
+
+``ModelConfig`` is everything the engine needs to know about a checkpoint before loading a single
+weight: layer count, heads, head size, RoPE settings, sliding windows and special token ids. It is
+torch-free so the CLI (``promptcache engine kv-size``) and the scheduler side can size a KV cache
+without importing torch.
+
+Both config dialects are read: transformers 4.x (``rope_theta`` + ``rope_scaling``) and
+transformers 5.x (``rope_parameters`` holding ``rope_theta`` and ``rope_type``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptcache.errors import ModelLoadError
+
+__all__ = ["DTYPE_BYTES", "SUPPORTED_ARCHITECTURES", "ModelConfig"]
+
+#: Architectures the loader understands, as written in config.json's ``architectures`` list.
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
+
+#: RoPE variants implemented in ``models/llama.py`` (``rope_type`` in config.json).
+SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3")
+
+#: Bytes per element of the dtype names used in config.json and ``--kv-cache-dtype``.
+DTYPE_BYTES = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "int8": 1,
+    "fp8": 1,
+    "float8_e4m3fn": 1,
+}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and settings of a Llama-family decoder-only model.
+
+    Attributes:
+        architecture: one of ``SUPPORTED_ARCHITECTURES``.
+        vocab_size: rows of the embedding and the LM head.
+        hidden_size: model width (residual stream size).
+        intermediate_size: width of the SwiGLU MLP.
+        num_hidden_layers: decoder layers.
+        num_attention_heads: query heads.
+        num_key_value_heads: KV heads (== query heads: MHA; 1: MQA; otherwise GQA).
+        head_dim: size of one head (``head_dim`` in config.json, else hidden / heads).
+        rms_norm_eps: epsilon of every RMSNorm.
+        max_position_embeddings: positions the model was trained for (tokens).
+        rope_theta: RoPE base.
+        rope_scaling: the ``rope_type`` and its parameters, or None for plain RoPE.
+        tie_word_embeddings: the LM head shares the input embedding matrix.
+        qkv_bias / o_bias / mlp_bias: which projections carry a bias (Qwen2: qkv only).
+        sliding_windows: per layer, the attention window in tokens (None = full attention).
+        torch_dtype: the checkpoint's dtype name ("float32", "bfloat16", "float16").
+        bos_token_id: the BOS id or None.
+        eos_token_ids: every id that ends generation per config.json (may be empty).
+    """
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    max_position_embeddings: int
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    tie_word_embeddings: bool
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    sliding_windows: tuple[int | None, ...]
+    torch_dtype: str
+    bos_token_id: int | None
+    eos_token_ids: tuple[int, ...]
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str | Path) -> ModelConfig:
+        """Read ``<model_dir>/config.json``.
+
+        Raises:
+            ModelLoadError: the file is missing or not JSON, the architecture or RoPE type is not
+                supported, or a required field is missing.
+        """
+        path = Path(model_dir) / "config.json"
+        if not path.is_file():
+            raise ModelLoadError(
+                f"{path} not found: pass a directory holding a Hugging Face checkpoint "
+                "(config.json, *.safetensors, tokenizer.json)"
+            )
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ModelLoadError(f"cannot read {path}: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ModelLoadError(f"{path} must hold a JSON object")
+        return cls.from_dict(raw, source=str(path))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str = "config.json") -> ModelConfig:
+        """Build from a parsed config.json dict (see ``from_pretrained`` for errors)."""
+        archs = raw.get("architectures") or []
+        arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
+        if arch is None:
+            raise ModelLoadError(
+                f"{source}: architecture {archs or raw.get('model_type')!r} is not supported; "
+                f"the engine runs {', '.join(SUPPORTED_ARCHITECTURES)}"
+            )
+
+        def need(key: str) -> Any:
+            if raw.get(key) is None:
+                raise ModelLoadError(f"{source}: required field {key!r} is missing")
+            return raw[key]
+
+        hidden = int(need("hidden_size"))
+        num_heads = int(need("num_attention_heads"))
+        num_layers = int(need("num_hidden_layers"))
+        num_kv_heads = int(raw.get("num_key_value_heads") or num_heads)
+        if num_heads % num_kv_heads:
+            raise ModelLoadError(
+                f"{source}: num_attention_heads={num_heads} is not a multiple of "
+                f"num_key_value_heads={num_kv_heads}"
+            )
+        act = raw.get("hidden_act", "silu")
+        if act != "silu":
+            raise ModelLoadError(f"{source}: hidden_act={act!r} is not supported (only 'silu')")
+
+        rope_theta, rope_scaling = _read_rope(raw, source)
+        is_qwen2 = arch == "Qwen2ForCausalLM"
+        is_llama = arch == "LlamaForCausalLM"
+        attention_bias = bool(raw.get("attention_bias", False)) and is_llama
+
+        eos = raw.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
+        dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "float32")
+        if dtype not in ("float32", "bfloat16", "float16"):
+            raise ModelLoadError(f"{source}: dtype {dtype!r} is not supported")
+        return cls(
+            architecture=arch,
+            vocab_size=int(need("vocab_size")),
+            hidden_size=hidden,
+            intermediate_size=int(need("intermediate_size")),
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            num_key_value_heads=num_kv_heads,
+            head_dim=int(raw.get("head_dim") or hidden // num_heads),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            qkv_bias=is_qwen2 or attention_bias,
+            o_bias=attention_bias,
+            mlp_bias=bool(raw.get("mlp_bias", False)) and is_llama,
+            sliding_windows=_read_sliding_windows(raw, arch, num_layers),
+            torch_dtype=dtype,
+            bos_token_id=None if raw.get("bos_token_id") is None else int(raw["bos_token_id"]),
+            eos_token_ids=tuple(int(i) for i in eos_ids),
+        )
+
+    def kv_bytes_per_token(self, kv_cache_dtype: str = "auto") -> int:
+        """KV cache bytes one token takes over all layers: 2 x layers x kv_heads x head_dim x bytes.
+
+        ``kv_cache_dtype`` is "auto" (the checkpoint dtype), a float dtype name, "int8" or "fp8".
+        Per-head scales of quantised caches are a few bytes per layer and are not counted.
+        """
+        name = self.torch_dtype if kv_cache_dtype == "auto" else kv_cache_dtype
+        if name not in DTYPE_BYTES:
+            raise ModelLoadError(f"unknown KV cache dtype {kv_cache_dtype!r}")
+        elem = DTYPE_BYTES[name]
+        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * elem
+
+
+def _read_rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
+    """Return (rope_theta, scaling dict with a ``rope_type`` key or None) for either dialect."""
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and "rope_theta" in params:  # transformers 5.x
+        theta = float(params["rope_theta"])
+        scaling: dict[str, Any] | None = dict(params)
+    else:  # transformers 4.x
+        theta = float(raw.get("rope_theta", 10000.0))
+        scaling = dict(raw["rope_scaling"]) if raw.get("rope_scaling") else None
+    if scaling is None:
+        return theta, None
+    rope_type = scaling.pop("rope_type", None) or scaling.pop("type", None) or "default"
+    scaling.pop("type", None)
+    scaling.pop("rope_theta", None)
+    if rope_type not in SUPPORTED_ROPE_TYPES:
+        raise ModelLoadError(
+            f"{source}: rope_type {rope_type!r} is not supported; "
+            f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
+        )
+    if float(scaling.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise ModelLoadError(f"{source}: partial_rotary_factor != 1 is not supported")
+    if rope_type == "default":
+        return theta, None
+    if "factor" not in scaling:
+        raise ModelLoadError(f"{source}: rope_type {rope_type!r} needs a 'factor'")
+    return theta, {"rope_type": rope_type, **scaling}
+
+
+def _read_sliding_windows(
+    raw: dict[str, Any], arch: str, num_layers: int
+) -> tuple[int | None, ...]:
+    """Per-layer attention window, following each architecture's transformers semantics.
+
+    Mistral: ``sliding_window`` (if set) applies to every layer. Qwen2: only when
+    ``use_sliding_window`` is true, and then to layers marked "sliding_attention" in
+    ``layer_types`` (or, in old configs, layers >= ``max_window_layers``). Llama: never.
+    """
+    window = raw.get("sliding_window")
+    if arch == "MistralForCausalLM":
+        return tuple([int(window) if window else None] * num_layers)
+    if arch == "Qwen2ForCausalLM" and raw.get("use_sliding_window") and window:
+        layer_types = raw.get("layer_types")
+        if isinstance(layer_types, list) and len(layer_types) == num_layers:
+            return tuple(int(window) if t == "sliding_attention" else None for t in layer_types)
+        first = int(raw.get("max_window_layers", 0))
+        return tuple(int(window) if i >= first else None for i in range(num_layers))
+    return tuple([None] * num_layers)
