@@ -1,0 +1,237 @@
+"""TTL advisor: should a cached prefix use no cache, a 5-minute or a 1-hour TTL?
+
+Given the start times of the requests that share one prefix and the prefix size, replay the
+requests against each option and price the prefix tokens only (the rest of each request costs
+the same under every option):
+
+- ``none``: every request pays the prefix at the input rate.
+- ``5m``: a miss writes the prefix at the 5-minute write rate; the entry lives 300 s from the
+  start of the request and every hit refreshes it for free (Anthropic: "refreshed free on each
+  hit"). A hit pays the cache-read rate.
+- ``1h``: a miss writes at the 1-hour write rate; the entry lives 3,600 s from the write. Hits
+  are assumed *not* to extend it, which is conservative: it never overstates the 1-hour option.
+
+A request that starts exactly when an entry expires is a miss. The option with the lowest cost
+wins; ties go to the simpler option (none, then 5m, then 1h). Rules from
+https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30); the
+choice between TTLs exists on Anthropic and Bedrock, for other vendors the figures only
+illustrate what a write premium would cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Final, Literal
+
+from promptcache.errors import ConfigError
+from promptcache.pricing import ModelPrice, PriceTable, default_price_table
+
+__all__ = ["TTLAdvice", "TTLOption", "advise_ttl"]
+
+TTLChoice = Literal["none", "5m", "1h"]
+_LIFETIME_S: Final = {"5m": 300.0, "1h": 3600.0}
+_MILLION: Final = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class TTLOption:
+    """The simulated prefix cost of one option.
+
+    Attributes:
+        ttl: ``"none"``, ``"5m"`` or ``"1h"``.
+        num_writes: requests that wrote the prefix (for ``none``: requests that paid full input).
+        num_reads: requests that read the prefix from the cache.
+        write_rate: USD per million tokens paid by each write (the input rate for ``none``).
+        read_rate: USD per million tokens paid by each read.
+        cost_usd: total prefix cost over all requests (exact Decimal).
+    """
+
+    ttl: TTLChoice
+    num_writes: int
+    num_reads: int
+    write_rate: Decimal
+    read_rate: Decimal
+    cost_usd: Decimal
+
+
+@dataclass(frozen=True)
+class TTLAdvice:
+    """The recommendation and the arithmetic behind it; :meth:`explain` renders it as text.
+
+    Attributes:
+        recommendation: the cheapest option (ties: none, then 5m, then 1h).
+        options: every simulated option, keyed by TTL.
+        prefix_tokens: tokens in the shared prefix.
+        num_requests: requests replayed.
+        span_s: seconds from the first to the last request.
+        price: the rates used (USD per million tokens).
+        note: why the recommendation was forced, if it was (prefix below the minimum).
+    """
+
+    recommendation: TTLChoice
+    options: dict[str, TTLOption]
+    prefix_tokens: int
+    num_requests: int
+    span_s: float
+    price: ModelPrice
+    note: str = ""
+
+    @property
+    def savings_usd(self) -> Decimal:
+        """How much the recommendation saves against no caching (0 when it is ``none``)."""
+        return self.options["none"].cost_usd - self.options[self.recommendation].cost_usd
+
+    def explain(self) -> str:
+        """A multi-line, human-readable account of the simulation and the break-even points."""
+        p = self.price
+        lines = [
+            f"TTL advice for {p.model}: prefix of {self.prefix_tokens:,} tokens, "
+            f"{self.num_requests} requests over {_duration(self.span_s)}",
+            f"  rates (USD per million tokens): input {p.input}, cache read {p.cache_read}, "
+            f"5m write {p.cache_write_5m}, 1h write {p.cache_write_1h}",
+        ]
+        size = f"{self.prefix_tokens:,} tokens"
+        for option in self.options.values():
+            label = "uncached" if option.ttl == "none" else "writes"
+            arithmetic = f"{option.num_writes} {label} x {size} x ${option.write_rate}/MTok"
+            if option.ttl != "none":
+                arithmetic += f" + {option.num_reads} reads x {size} x ${option.read_rate}/MTok"
+            lines.append(f"  {option.ttl + ':':<5} {arithmetic} = ${_usd(option.cost_usd)}")
+        for ttl in ("5m", "1h"):
+            needed = _break_even_reads(p, ttl)
+            if needed is None:
+                lines.append(f"  break-even {ttl}: reads are not cheaper than input; never pays")
+            else:
+                lines.append(
+                    f"  break-even {ttl}: a write costs ${_premium(p, ttl)}/MTok over input and a "
+                    f"read saves ${p.input - p.cache_read}/MTok, so a write pays off after "
+                    f"{needed:.2f} reads ({max(1, math.ceil(needed))} before the entry expires)"
+                )
+        best = self.options[self.recommendation]
+        verdict = f"  recommendation: {self.recommendation} (${_usd(best.cost_usd)}"
+        if self.recommendation != "none":
+            verdict += f", saves ${_usd(self.savings_usd)} against no caching"
+        lines.append(verdict + ")")
+        if self.note:
+            lines.append(f"  note: {self.note}")
+        return "\n".join(lines)
+
+
+def _usd(value: Decimal) -> str:
+    return f"{value:.6f}"
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s"
+
+
+def _premium(p: ModelPrice, ttl: str) -> Decimal:
+    write = p.cache_write_5m if ttl == "5m" else p.cache_write_1h
+    return write - p.input
+
+
+def _break_even_reads(p: ModelPrice, ttl: str) -> float | None:
+    """Reads needed per write for the cache to beat paying input every time (None: never)."""
+    saving_per_read = p.input - p.cache_read
+    if saving_per_read <= 0:
+        return None
+    return max(0.0, float(_premium(p, ttl) / saving_per_read))
+
+
+def _simulate(times: Sequence[float], ttl: Literal["5m", "1h"]) -> tuple[int, int]:
+    lifetime = _LIFETIME_S[ttl]
+    writes = reads = 0
+    expires_at = -math.inf
+    for t in times:
+        if t < expires_at:
+            reads += 1
+            if ttl == "5m":
+                expires_at = t + lifetime
+        else:
+            writes += 1
+            expires_at = t + lifetime
+    return writes, reads
+
+
+def advise_ttl(
+    timestamps: Sequence[float],
+    prefix_tokens: int,
+    model: str | None = None,
+    *,
+    rates: ModelPrice | None = None,
+    table: PriceTable | None = None,
+    min_cacheable_tokens: int | None = None,
+) -> TTLAdvice:
+    """Recommend ``none``, ``5m`` or ``1h`` for a prefix by simulated cost.
+
+    Args:
+        timestamps: request start times in seconds (any epoch; order does not matter).
+        prefix_tokens: tokens in the prefix the requests share.
+        model: model name to look up in the price table (ignored when ``rates`` is given).
+        rates: explicit rates (USD per million tokens) instead of a lookup.
+        table: price table to look ``model`` up in (default: the bundled one).
+        min_cacheable_tokens: the model's minimum cacheable prefix; below it the vendor does not
+            cache at all, so the advice is ``none``.
+
+    Returns:
+        A :class:`TTLAdvice` whose ``options`` hold the arithmetic for every TTL.
+
+    Raises:
+        ConfigError: no timestamps, a non-finite timestamp, a negative prefix size, or neither
+            ``model`` nor ``rates``.
+        UnknownModelPriceError: ``model`` has no price row and no ``rates`` were given.
+    """
+    if not timestamps:
+        raise ConfigError("advise_ttl needs at least one request timestamp (seconds)")
+    if any(not math.isfinite(t) for t in timestamps):
+        raise ConfigError("request timestamps must be finite numbers of seconds")
+    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
+        raise ConfigError(f"prefix_tokens must be an int >= 0, got {prefix_tokens!r}")
+    if rates is None:
+        if model is None:
+            raise ConfigError("advise_ttl needs a model name or explicit rates")
+        rates = (table or default_price_table()).lookup(model)
+    times = sorted(float(t) for t in timestamps)
+    per_token = Decimal(prefix_tokens) / _MILLION
+    options: dict[str, TTLOption] = {
+        "none": TTLOption(
+            "none",
+            len(times),
+            0,
+            rates.input,
+            rates.cache_read,
+            len(times) * per_token * rates.input,
+        )
+    }
+    cached: tuple[tuple[Literal["5m", "1h"], Decimal], ...] = (
+        ("5m", rates.cache_write_5m),
+        ("1h", rates.cache_write_1h),
+    )
+    for ttl, write_rate in cached:
+        writes, reads = _simulate(times, ttl)
+        total = per_token * (writes * write_rate + reads * rates.cache_read)
+        options[ttl] = TTLOption(ttl, writes, reads, write_rate, rates.cache_read, total)
+    note = ""
+    if min_cacheable_tokens is not None and prefix_tokens < min_cacheable_tokens:
+        recommendation: TTLChoice = "none"
+        note = (
+            f"the prefix ({prefix_tokens:,} tokens) is below the model's minimum cacheable "
+            f"prefix ({min_cacheable_tokens:,}); the vendor would not cache it"
+        )
+    else:
+        choices: tuple[TTLChoice, ...] = ("none", "5m", "1h")
+        recommendation = min(choices, key=lambda k: options[k].cost_usd)
+    return TTLAdvice(
+        recommendation=recommendation,
+        options=options,
+        prefix_tokens=prefix_tokens,
+        num_requests=len(times),
+        span_s=times[-1] - times[0],
+        price=rates,
+        note=note,
+    )

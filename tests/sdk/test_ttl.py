@@ -1,0 +1,116 @@
+"""TTL advisor: simulated cache lifetimes, break-even arithmetic and the recommendation."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptcache.errors import ConfigError, UnknownModelPriceError
+from promptcache.pricing import ModelPrice
+from promptcache.ttl import advise_ttl
+
+SONNET = "claude-sonnet-4-5"  # input 3, read 0.30, 5m write 3.75, 1h write 6 (USD/MTok)
+
+
+def test_sparse_requests_recommend_no_cache() -> None:
+    advice = advise_ttl([0, 4000, 8000], 10_000, SONNET)
+    assert advice.recommendation == "none"
+    assert advice.options["none"].cost_usd == Decimal("0.09")  # 3 x 10k x $3/MTok
+    assert advice.options["5m"].cost_usd == Decimal("0.1125")  # 3 writes x 10k x $3.75/MTok
+    assert advice.options["1h"].cost_usd == Decimal("0.18")
+    assert advice.savings_usd == 0
+
+
+def test_five_minute_entry_is_refreshed_by_each_hit() -> None:
+    # Gaps of 4 minutes: each hit refreshes the 5m entry, so one write serves all 10 requests.
+    advice = advise_ttl([i * 240 for i in range(10)], 10_000, SONNET)
+    five = advice.options["5m"]
+    assert (five.num_writes, five.num_reads) == (1, 9)
+    assert five.cost_usd == Decimal("0.0375") + 9 * Decimal("0.003")
+    assert advice.recommendation == "5m"
+
+
+def test_one_hour_entry_is_not_extended_by_hits() -> None:
+    # Every 10 minutes for 2 hours: 5m always misses; 1h writes at 0 s, 3600 s and 7200 s.
+    advice = advise_ttl([i * 600 for i in range(13)], 10_000, SONNET)
+    assert (advice.options["5m"].num_writes, advice.options["5m"].num_reads) == (13, 0)
+    assert (advice.options["1h"].num_writes, advice.options["1h"].num_reads) == (3, 10)
+    assert advice.recommendation == "1h"
+    assert advice.options["1h"].cost_usd == 3 * Decimal("0.06") + 10 * Decimal("0.003")
+
+
+def test_request_at_exact_expiry_is_a_miss() -> None:
+    advice = advise_ttl([0, 300], 1000, SONNET)
+    assert advice.options["5m"].num_writes == 2
+
+
+def test_timestamps_need_not_be_sorted() -> None:
+    a = advise_ttl([0, 100, 200, 5000], 2048, SONNET)
+    b = advise_ttl([5000, 200, 0, 100], 2048, SONNET)
+    assert a == b
+
+
+def test_below_minimum_prefix_forces_none_with_note() -> None:
+    advice = advise_ttl([i * 10 for i in range(50)], 800, SONNET, min_cacheable_tokens=1024)
+    assert advice.recommendation == "none"
+    assert "minimum" in advice.note and "minimum" in advice.explain()
+
+
+def test_explain_shows_the_arithmetic() -> None:
+    text = advise_ttl([i * 240 for i in range(10)], 10_000, SONNET).explain()
+    assert "1 writes x 10,000 tokens x $3.75/MTok + 9 reads x 10,000 tokens x $0.30/MTok" in text
+    assert "= $0.064500" in text
+    assert "pays off after 0.28 reads" in text  # (3.75 - 3) / (3 - 0.30)
+    assert "pays off after 1.11 reads" in text  # (6 - 3) / (3 - 0.30)
+    assert "recommendation: 5m" in text
+
+
+def test_explicit_rates_and_no_read_discount() -> None:
+    flat = ModelPrice(
+        model="flat",
+        input=Decimal(1),
+        output=Decimal(1),
+        cache_read=Decimal(1),
+        cache_write_5m=Decimal(1),
+        cache_write_1h=Decimal(1),
+    )
+    advice = advise_ttl([0, 1, 2], 1000, rates=flat)
+    assert advice.recommendation == "none"  # ties go to the simpler option
+    assert "never pays" in advice.explain()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"timestamps": [], "prefix_tokens": 10, "model": SONNET}, ConfigError),
+        ({"timestamps": [float("nan")], "prefix_tokens": 10, "model": SONNET}, ConfigError),
+        ({"timestamps": [0.0], "prefix_tokens": -1, "model": SONNET}, ConfigError),
+        ({"timestamps": [0.0], "prefix_tokens": 10}, ConfigError),
+        (
+            {"timestamps": [0.0], "prefix_tokens": 10, "model": "no-such-model"},
+            UnknownModelPriceError,
+        ),
+    ],
+)
+def test_bad_input(kwargs: dict[str, object], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        advise_ttl(**kwargs)  # type: ignore[arg-type]
+
+
+@given(
+    st.lists(st.floats(min_value=0, max_value=20_000, allow_nan=False), min_size=1, max_size=60),
+    st.integers(min_value=0, max_value=200_000),
+)
+def test_simulation_invariants(times: list[float], prefix: int) -> None:
+    advice = advise_ttl(times, prefix, SONNET)
+    for option in advice.options.values():
+        assert option.num_writes + option.num_reads == len(times)
+        assert option.num_writes >= 1
+    none = advice.options["none"]
+    assert none.num_reads == 0
+    assert none.cost_usd == len(times) * Decimal(prefix) * Decimal(3) / 1_000_000
+    best = advice.options[advice.recommendation].cost_usd
+    assert all(best <= option.cost_usd for option in advice.options.values())
