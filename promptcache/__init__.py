@@ -14,19 +14,26 @@ from promptcache.pricing import (
     ModelPrice,
     PriceTable,
     cost,
+    default_price_table,
     load_price_table,
     lookup_price,
 )
-from promptcache.usage import Usage, UsageAccumulator, parse_usage, stream_accumulator
+from promptcache.ttl import TTLAdvice, TTLOption, advise_ttl
+from promptcache.usage import Usage, UsageAccumulator, detect_api, parse_usage, stream_accumulator
 
 __all__ = [
     "CostBreakdown",
     "ModelPrice",
     "PriceTable",
+    "TTLAdvice",
+    "TTLOption",
     "Usage",
     "UsageAccumulator",
     "__version__",
+    "advise_ttl",
     "cost",
+    "default_price_table",
+    "detect_api",
     "load_price_table",
     "lookup_price",
     "parse_usage",

@@ -16,7 +16,9 @@ from promptcache import __version__
 from promptcache.errors import PromptCacheError
 
 #: subcommand name -> "module:attribute" of its click command. Listed only once it works.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "cost": "promptcache.commands.cost:cost_command",
+}
 
 
 class LazyGroup(click.Group):

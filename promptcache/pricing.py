@@ -354,6 +354,11 @@ def lookup_price(model: str, table: PriceTable | None = None) -> ModelPrice:
     return (table or default_price_table()).lookup(model)
 
 
+def _plain(value: Decimal) -> str:
+    """Exact decimal text without exponent or trailing zeros (``0.00`` -> ``0``)."""
+    return format(value.normalize(), "f")
+
+
 @dataclass(frozen=True)
 class CostBreakdown:
     """The cost of one :class:`~promptcache.usage.Usage` at one model's rates (exact USD).
@@ -410,14 +415,14 @@ class CostBreakdown:
             "terms": {
                 term: {
                     "tokens": tokens[term],
-                    "rate_usd_per_mtok": str(self.price.rate(term)),
-                    "usd": str(self.terms[term]),
+                    "rate_usd_per_mtok": _plain(self.price.rate(term)),
+                    "usd": _plain(self.terms[term]),
                 }
                 for term in COST_TERMS
             },
-            "total_usd": str(self.total_usd),
-            "cost_without_cache_usd": str(self.cost_without_cache_usd),
-            "savings_usd": str(self.savings_usd),
+            "total_usd": _plain(self.total_usd),
+            "cost_without_cache_usd": _plain(self.cost_without_cache_usd),
+            "savings_usd": _plain(self.savings_usd),
             "hit_rate": self.usage.hit_rate,
             "warnings": list(self.warnings),
         }

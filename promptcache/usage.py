@@ -159,6 +159,17 @@ class Usage:
     # -- non-streaming parsers -------------------------------------------------------------
 
     @classmethod
+    def from_api(cls, api: str, usage: Mapping[str, Any]) -> Usage:
+        """Parse a bare usage object of ``api`` (one of :data:`VENDOR_APIS`).
+
+        Raises:
+            ConfigError: ``api`` is unknown.
+            UsageParseError: as the vendor's ``from_*`` parser.
+        """
+        _check_api(api)
+        return _PARSERS[api](usage)
+
+    @classmethod
     def from_anthropic(cls, usage: Mapping[str, Any]) -> Usage:
         """Parse an Anthropic Messages ``usage`` object (cache tokens beside ``input_tokens``).
 

@@ -207,8 +207,9 @@ def test_to_dict_is_json_ready_and_lossless() -> None:
     assert data["terms"]["cache_read"] == {
         "tokens": 3,
         "rate_usd_per_mtok": "0.125",
-        "usd": str(Decimal(3) * Decimal("0.125") / 1_000_000),
+        "usd": "0.000000375",
     }
+    assert data["terms"]["cache_write_1h"]["usd"] == "0"
 
 
 # -- user price files ---------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""``promptcache cost``: price a vendor usage object (or a whole response body) for a model."""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+import click
+
+#: Same names as promptcache.usage.VENDOR_APIS (kept here so --help imports nothing else;
+#: tests/cli/test_cost.py checks they agree).
+API_CHOICES = (
+    "anthropic",
+    "openai_chat",
+    "openai_responses",
+    "openai_completions",
+    "gemini",
+    "bedrock_converse",
+)
+_CONTAINERS = ("usage", "usageMetadata", "usage_metadata")
+
+
+@click.command(name="cost")
+@click.argument("usage_json", metavar="USAGE_JSON|-", type=click.File("r", encoding="utf-8"))
+@click.option("--model", "-m", required=True, help="Model name, e.g. claude-sonnet-4-5-20250929.")
+@click.option(
+    "--api",
+    type=click.Choice(API_CHOICES),
+    default=None,
+    help="Wire format of the input; detected from the JSON when omitted.",
+)
+@click.option(
+    "--rates",
+    "rates_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="TOML price file (bundled format); its rows take precedence over the bundled table.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+def cost_command(
+    usage_json: IO[str], model: str, api: str | None, rates_file: str | None, output_format: str
+) -> None:
+    """Price a usage object or a whole response body: per-term cost, cost without cache, savings.
+
+    Accepts the vendor's bare usage object (Anthropic/OpenAI `usage`, Gemini `usageMetadata`,
+    Bedrock `usage`) or a whole non-streaming response body. Rates are USD per million tokens
+    from the bundled, dated price table, or from --rates.
+
+    \b
+    Example:
+        promptcache cost response.json --model claude-sonnet-4-5
+        echo '{"prompt_tokens": 2006, "completion_tokens": 300,
+               "prompt_tokens_details": {"cached_tokens": 1920}}' \\
+          | promptcache cost - --model gpt-4o --format json
+    """
+    from promptcache.pricing import cost, default_price_table, load_price_table
+    from promptcache.usage import Usage, detect_api, parse_usage
+
+    try:
+        payload = json.load(usage_json)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="USAGE_JSON") from None
+    if not isinstance(payload, dict):
+        raise click.BadParameter(
+            f"expected a JSON object, got {type(payload).__name__}", param_hint="USAGE_JSON"
+        )
+    api = api or detect_api(payload)
+    if any(key in payload for key in _CONTAINERS):
+        usage = parse_usage(api, payload)
+        if usage is None:
+            raise click.BadParameter(
+                f"the response body has no {api} usage object (check --api; a streamed Chat "
+                "request without stream_options.include_usage, or an error body, has none)",
+                param_hint="USAGE_JSON",
+            )
+    else:
+        usage = Usage.from_api(api, payload)
+    table = default_price_table()
+    if rates_file is not None:
+        table = load_price_table(rates_file).with_fallback(table)
+    breakdown = cost(usage, model, table=table)
+    for warning in breakdown.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if output_format == "json":
+        click.echo(json.dumps({"api": api, **breakdown.to_dict()}, indent=2))
+    else:
+        _print_table(breakdown.to_dict(), api)
+
+
+def _print_table(data: dict[str, Any], api: str) -> None:
+    from decimal import Decimal
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{data['model']} ({api}), price row {data['price_row']!r}")
+    table.add_column("term")
+    table.add_column("tokens", justify="right")
+    table.add_column("USD / MTok", justify="right")
+    table.add_column("USD", justify="right")
+    for term, row in data["terms"].items():
+        table.add_row(term, f"{row['tokens']:,}", row["rate_usd_per_mtok"], _usd(row["usd"]))
+    table.add_section()
+    table.add_row("total", "", "", _usd(data["total_usd"]), style="bold")
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(table)
+    without = Decimal(data["cost_without_cache_usd"])
+    savings = Decimal(data["savings_usd"])
+    share = f" ({savings / without:.1%} of the uncached cost)" if without else ""
+    console.print(f"cost without cache: ${_usd(data['cost_without_cache_usd'])}")
+    console.print(f"savings:            ${_usd(data['savings_usd'])}{share}")
+    console.print(f"cache hit rate:     {data['hit_rate']:.1%}")
+    console.print(f"rates from {data['source_url'] or 'user rates'} (checked {data['checked']})")
+
+
+def _usd(value: str) -> str:
+    from decimal import Decimal
+
+    return f"{Decimal(value):.6f}"

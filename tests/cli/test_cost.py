@@ -1,0 +1,144 @@
+"""`promptcache cost`: bare usage or whole bodies, auto-detection, rates files, clean errors."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from promptcache.cli import COMMANDS, cli
+from promptcache.commands.cost import API_CHOICES
+from promptcache.usage import VENDOR_APIS
+
+VENDORS = Path(__file__).resolve().parents[1] / "data" / "vendors"
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["cost", *args], input=stdin)
+    assert "Traceback" not in result.output + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_registered_and_choices_match_usage_module() -> None:
+    assert COMMANDS["cost"] == "promptcache.commands.cost:cost_command"
+    assert API_CHOICES == VENDOR_APIS
+
+
+def test_whole_body_table_output() -> None:
+    path = VENDORS / "anthropic" / "cache_read_and_write_5m.json"
+    code, out, err = run(str(path), "--model", "claude-haiku-4-5-20251001")
+    assert code == 0, err
+    for term in ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output"):
+        assert term in out
+    assert "10,240" in out and "0.006216" in out  # cache read tokens, total USD
+    assert "cost without cache: $0.014920" in out
+    assert "savings:            $0.008704" in out
+    assert err == ""
+
+
+@pytest.mark.parametrize(
+    ("api", "case", "model"),
+    [
+        ("openai_chat", "cached", "gpt-4o-2024-08-06"),
+        ("openai_responses", "reasoning", "gpt-5-2025-08-07"),
+        ("gemini", "implicit_cache_thinking", "gemini-2.5-flash"),
+        ("bedrock_converse", "cache_write_1h", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        ("openai_completions", "cached", "gpt-4o"),
+    ],
+)
+def test_json_output_detects_api_from_body(api: str, case: str, model: str) -> None:
+    code, out, err = run(str(VENDORS / api / f"{case}.json"), "--model", model, "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["api"] == api
+    total = sum(Decimal(term["usd"]) for term in data["terms"].values())
+    assert Decimal(data["total_usd"]) == total
+    assert Decimal(data["savings_usd"]) == Decimal(data["cost_without_cache_usd"]) - total
+
+
+def test_bare_usage_from_stdin() -> None:
+    usage = {
+        "prompt_tokens": 2006,
+        "completion_tokens": 300,
+        "prompt_tokens_details": {"cached_tokens": 1920},
+    }
+    code, out, _ = run("-", "--model", "gpt-4o", "--format", "json", stdin=json.dumps(usage))
+    assert code == 0
+    data = json.loads(out)
+    assert data["terms"]["cache_read"]["tokens"] == 1920
+    assert data["terms"]["uncached_input"]["tokens"] == 86
+
+
+def test_ambiguous_usage_needs_api() -> None:
+    usage = json.dumps({"input_tokens": 1000, "output_tokens": 10})
+    code, _, err = run("-", "--model", "claude-sonnet-4-5", stdin=usage)
+    assert code == 2 and err.startswith("error: ") and "--api" in err
+    code, out, _ = run(
+        "-", "-m", "claude-sonnet-4-5", "--api", "anthropic", "--format", "json", stdin=usage
+    )
+    assert code == 0 and json.loads(out)["total_usd"] == "0.00315"
+
+
+def test_negative_savings_and_warning_on_stderr() -> None:
+    path = VENDORS / "anthropic" / "no_ttl_split.json"
+    code, out, err = run(str(path), "--model", "claude-3-7-sonnet-20250219", "--format", "json")
+    assert code == 0
+    assert Decimal(json.loads(out)["savings_usd"]) < 0
+    assert err.startswith("warning: ") and "TTL split" in err
+
+
+def test_rates_file_prices_unknown_model(tmp_path: Path) -> None:
+    rates = tmp_path / "rates.toml"
+    rates.write_text(
+        '[models."acme-1"]\nfamily = "anthropic"\ninput = 2\noutput = 8\n', encoding="utf-8"
+    )
+    usage = json.dumps(
+        {"input_tokens": 0, "cache_read_input_tokens": 1_000_000, "output_tokens": 0}
+    )
+    code, out, err = run(
+        "-",
+        "-m",
+        "acme-1",
+        "--api",
+        "anthropic",
+        "--rates",
+        str(rates),
+        "--format",
+        "json",
+        stdin=usage,
+    )
+    assert code == 0, err
+    assert json.loads(out)["total_usd"] == "0.2"
+
+
+def test_unknown_model_is_a_clean_error() -> None:
+    path = VENDORS / "openai_chat" / "cached.json"
+    code, out, err = run(str(path), "--model", "gpt-4o-turbo-x")
+    assert code == 2 and out == ""
+    assert err.startswith("error: no price for model 'gpt-4o-turbo-x'") and "--rates" in err
+
+
+@pytest.mark.parametrize(
+    ("stdin", "args", "message"),
+    [
+        ("{not json", [], "not valid JSON"),
+        ("[1, 2]", [], "expected a JSON object"),
+        ('{"usage": null, "type": "message"}', ["--api", "anthropic"], "no anthropic usage"),
+        ('{"usage": {"input_tokens": 1}}', ["--api", "gemini"], "no gemini usage"),
+        ('{"input_tokens": "many"}', ["--api", "anthropic"], "integer token count"),
+    ],
+)
+def test_bad_input_is_a_clean_error(stdin: str, args: list[str], message: str) -> None:
+    code, _, err = run("-", "-m", "claude-sonnet-4-5", *args, stdin=stdin)
+    assert code == 2
+    assert message in err
+
+
+def test_rates_file_errors_are_clean(tmp_path: Path) -> None:
+    rates = tmp_path / "rates.toml"
+    rates.write_text("[models.x\n", encoding="utf-8")
+    code, _, err = run("-", "-m", "x", "--rates", str(rates), stdin='{"prompt_tokens": 1}')
+    assert code == 2 and "not valid TOML" in err
