@@ -1,0 +1,543 @@
+"""Continuous batching: which sequences run in the next forward pass, and with how many tokens.
+
+Pure Python (no torch). One step is::
+
+    batch = scheduler.schedule()                 # plan; allocates KV blocks
+    ...runner: swap out, copy, swap in, forward, sample for entries with `samples`...
+    scheduler.postprocess(batch, sampled_ids)    # advance, append, stop, free
+
+Policy, in order, within a token budget of `max_num_batched_tokens` and `max_num_seqs`:
+
+1. Decode first: running sequences with one token to compute, oldest request first.
+2. Then running sequences in the middle of a (chunked) prefill.
+3. Then swapped-out sequences, if the step preempted nothing.
+4. Then waiting sequences, if the step preempted nothing and nothing is still swapped: preempted
+   and overdue requests (waiting more than `fairness_max_wait_steps` steps) in arrival order,
+   then, with cache-aware scheduling, the longest cached prefix first (SGLang's
+   longest-prefix-match, https://arxiv.org/abs/2312.07104, checked 2026-11-30). Admission
+   stops at the first request that does not fit, so a large request is not overtaken forever.
+
+When the pool runs out, the lowest-priority running sequence not yet scheduled in this step is
+preempted (the newest request first; possibly the one asking): by recompute (blocks freed; their
+hashes stay cached, so the recompute is mostly prefix-cache hits) or by swap to the CPU pool.
+`OutOfBlocksError` never leaves this module. Progress is guaranteed: the oldest running
+sequence can always take every block of a lower-priority one, and `add` rejects a request that
+could not fit the whole pool on its own.
+
+Not thread-safe: call `add`, `abort`, `schedule` and `postprocess` from one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from promptcache.errors import ConfigError, InvalidRequestError, OutOfBlocksError
+
+from .block_manager import BlockManager, compute_slot_mapping
+from .config import EngineConfig
+from .sequence import FinishReason, Sequence, SequenceStatus
+
+__all__ = ["ScheduledBatch", "ScheduledSeq", "Scheduler", "SchedulerStats", "StopChecker"]
+
+StopChecker = Callable[[Sequence], bool]
+"""Called after each appended token; True finishes the sequence with reason "stop" (the
+engine uses it for stop strings on its incrementally detokenised text)."""
+
+
+@dataclass(slots=True)
+class ScheduledSeq:
+    """One sequence's share of a step.
+
+    Attributes:
+        seq: the sequence (read `token_ids`, `block_table`, `params`; do not mutate).
+        num_scheduled_tokens: new tokens computed this step (a prefill chunk, or 1 to decode).
+        num_cached_tokens: tokens whose K/V are already in the pool before this step (prefix
+            hits + earlier chunks + earlier steps). This is the attention metadata's
+            `num_cached_tokens`; it is NOT `seq.num_cached_tokens` (prefix hits at admission).
+        is_prefill: False only for a plain decode (one new token, past the prompt).
+        samples: True when this step reaches the end of `seq.token_ids`, so the runner samples
+            one token from the last position's logits.
+    """
+
+    seq: Sequence
+    num_scheduled_tokens: int
+    num_cached_tokens: int
+    is_prefill: bool
+    samples: bool
+
+    @property
+    def context_len(self) -> int:
+        """Tokens in the KV cache after this step (attention `context_lens`)."""
+        return self.num_cached_tokens + self.num_scheduled_tokens
+
+    def token_ids(self) -> list[int]:
+        """Input token ids for this step, `[num_scheduled_tokens]`."""
+        return self.seq.token_ids[self.num_cached_tokens : self.context_len]
+
+    def positions(self) -> range:
+        """Token positions of the inputs (RoPE positions)."""
+        return range(self.num_cached_tokens, self.context_len)
+
+    def slot_mapping(self, block_size: int) -> list[int]:
+        """KV slots (block_id * block_size + offset) where this step's K/V are stored."""
+        return compute_slot_mapping(
+            self.seq.block_table, block_size, self.num_cached_tokens, self.context_len
+        )
+
+
+@dataclass(slots=True)
+class ScheduledBatch:
+    """The plan for one forward pass. Valid until `postprocess` (or the next `schedule`).
+
+    The runner must apply, in this order and before the forward pass:
+    `blocks_to_swap_out` (device -> CPU), `blocks_to_copy` (device -> device, copy-on-write),
+    `blocks_to_swap_in` (CPU -> device); each a list of (src_block_id, dst_block_id).
+    Device blocks released by a swap-out may be reused later in the same step, hence first.
+
+    Attributes:
+        seqs: decode entries first, then prefill entries (each group oldest request first).
+        preempted: sequences preempted while planning this step (for logging and stats).
+        step: the scheduler's step counter for this batch.
+        block_size: tokens per KV block.
+    """
+
+    seqs: list[ScheduledSeq] = field(default_factory=list)
+    blocks_to_swap_out: list[tuple[int, int]] = field(default_factory=list)
+    blocks_to_copy: list[tuple[int, int]] = field(default_factory=list)
+    blocks_to_swap_in: list[tuple[int, int]] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    step: int = 0
+    block_size: int = 16
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing runs this step (the runner may skip the forward pass)."""
+        return not self.seqs
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        """Total new tokens in the forward pass (<= max_num_batched_tokens)."""
+        return sum(s.num_scheduled_tokens for s in self.seqs)
+
+    @property
+    def phase(self) -> Literal["prefill", "decode"]:
+        """ "decode" when every entry is a plain decode, else "prefill" (mixed batches too)."""
+        return "prefill" if any(s.is_prefill for s in self.seqs) else "decode"
+
+    @property
+    def is_prefill(self) -> bool:
+        """True unless every entry is a plain decode."""
+        return self.phase == "prefill"
+
+    @property
+    def is_decode(self) -> bool:
+        """True when every entry is a plain decode."""
+        return self.phase == "decode"
+
+    @property
+    def decode_seqs(self) -> list[ScheduledSeq]:
+        """Plain decode entries."""
+        return [s for s in self.seqs if not s.is_prefill]
+
+    @property
+    def prefill_seqs(self) -> list[ScheduledSeq]:
+        """Prefill entries (whole prompts, chunks, recomputes after preemption)."""
+        return [s for s in self.seqs if s.is_prefill]
+
+    @property
+    def sampled_seqs(self) -> list[ScheduledSeq]:
+        """Entries that sample a token, in batch order (`postprocess` expects ids in this order)."""
+        return [s for s in self.seqs if s.samples]
+
+    def slot_mapping(self) -> list[int]:
+        """All entries' slots concatenated in batch order, `[num_scheduled_tokens]`."""
+        return [slot for s in self.seqs for slot in s.slot_mapping(self.block_size)]
+
+
+@dataclass(slots=True, frozen=True)
+class SchedulerStats:
+    """A snapshot of queue lengths and KV-cache counters (tokens and blocks)."""
+
+    num_running: int
+    num_waiting: int
+    num_swapped: int
+    num_free_blocks: int
+    num_total_blocks: int
+    kv_usage: float
+    prefix_cache_queries_tokens: int
+    prefix_cache_hits_tokens: int
+    num_preemptions: int
+
+
+class Scheduler:
+    """Plans each step's batch and owns the `BlockManager`.
+
+    Args:
+        config: validated config; `max_model_len` must be set (the engine fills it at load).
+        num_blocks: device KV blocks the runner allocated (from `kv_cache_bytes` or
+            `config.num_blocks`).
+        eos_token_ids: the model's end-of-sequence ids (finish with "stop" unless ignore_eos).
+
+    Raises:
+        ConfigError: `max_model_len` unset or `num_blocks` < 1.
+    """
+
+    def __init__(
+        self, config: EngineConfig, num_blocks: int, eos_token_ids: Iterable[int] = ()
+    ) -> None:
+        config.validate()
+        if config.max_model_len is None:
+            raise ConfigError("max_model_len must be set before the scheduler is built")
+        if num_blocks < 1:
+            raise ConfigError(f"the KV pool needs at least 1 block, got {num_blocks}")
+        self.config = config
+        self.max_model_len: int = config.max_model_len
+        self.eos_token_ids = frozenset(eos_token_ids)
+        num_cpu_blocks = config.num_cpu_blocks if config.preemption_mode == "swap" else 0
+        self.block_manager = BlockManager(
+            num_blocks,
+            config.block_size,
+            enable_prefix_caching=config.enable_prefix_caching,
+            num_cpu_blocks=num_cpu_blocks,
+        )
+        self.waiting: list[Sequence] = []
+        self.running: list[Sequence] = []
+        self.swapped: list[Sequence] = []
+        self.num_preemptions = 0
+        self._requests: dict[str, list[Sequence]] = {}
+        self._step = 0
+        self._arrivals = 0
+        self._budget = 0  # tokens left in the step being planned
+        self._scheduled: set[int] = set()  # seq_ids given an entry in the step being planned
+
+    # Requests --------------------------------------------------------------------------------
+
+    def add(self, seq: Sequence) -> None:
+        """Queue a new request (one Sequence; `params.n > 1` is forked later).
+
+        Raises:
+            InvalidRequestError: empty prompt, prompt leaving no room under max_model_len,
+                `n` above max_num_seqs, a request that could not fit the whole KV pool, or a
+                request id already in flight.
+        """
+        cfg = self.config
+        num_prompt = seq.num_prompt_tokens
+        if seq.status is not SequenceStatus.WAITING or seq.num_tokens != num_prompt:
+            raise InvalidRequestError(f"sequence {seq.seq_id} was already scheduled once")
+        if num_prompt == 0:
+            raise InvalidRequestError("the prompt is empty: send at least one token")
+        if num_prompt >= self.max_model_len:
+            raise InvalidRequestError(
+                f"the prompt has {num_prompt} tokens but max_model_len is {self.max_model_len}; "
+                "shorten the prompt so at least one output token fits"
+            )
+        if seq.params.n > cfg.max_num_seqs:
+            raise InvalidRequestError(
+                f"n={seq.params.n} exceeds max_num_seqs={cfg.max_num_seqs}; lower n"
+            )
+        max_len = min(num_prompt + seq.params.max_tokens, self.max_model_len)
+        bm = self.block_manager
+        needed = -(-max_len // bm.block_size)
+        if needed > bm.num_blocks:
+            raise InvalidRequestError(
+                f"the request may reach {max_len} tokens = {needed} KV blocks, but the pool has "
+                f"{bm.num_blocks}: lower max_tokens or shorten the prompt (or give the engine a "
+                "larger kv_cache_bytes)"
+            )
+        if seq.request_id in self._requests:
+            raise InvalidRequestError(f"request id {seq.request_id!r} is already in flight")
+        seq.arrival_step = self._step
+        seq.arrival_order = self._arrivals
+        self._arrivals += 1
+        self._requests[seq.request_id] = [seq]
+        self.waiting.append(seq)
+
+    def abort(self, request_id: str) -> list[Sequence]:
+        """Finish every sequence of `request_id` with reason "abort" and free its blocks now.
+
+        Returns the aborted sequences (empty if the id is unknown or already finished). The
+        blocks are released immediately, so abort between steps, or after the runner has built
+        its inputs from the current batch; `postprocess` then skips the aborted sequences.
+        """
+        seqs = self._requests.pop(request_id, [])
+        aborted = [s for s in seqs if not s.is_finished]
+        for seq in aborted:
+            self._finish(seq, "abort", forget=False)
+        return aborted
+
+    def get_sequences(self, request_id: str) -> list[Sequence]:
+        """Unfinished sequences of a request (one per sample once forked); [] if unknown."""
+        return [s for s in self._requests.get(request_id, []) if not s.is_finished]
+
+    def has_unfinished(self) -> bool:
+        """True while any sequence is waiting, running or swapped."""
+        return bool(self.waiting or self.running or self.swapped)
+
+    def stats(self) -> SchedulerStats:
+        """Counters for metrics and tests. Changes nothing."""
+        bm = self.block_manager
+        return SchedulerStats(
+            num_running=len(self.running),
+            num_waiting=len(self.waiting),
+            num_swapped=len(self.swapped),
+            num_free_blocks=bm.num_free_blocks,
+            num_total_blocks=bm.num_blocks,
+            kv_usage=bm.usage,
+            prefix_cache_queries_tokens=bm.prefix_cache_queries_tokens,
+            prefix_cache_hits_tokens=bm.prefix_cache_hits_tokens,
+            num_preemptions=self.num_preemptions,
+        )
+
+    def check_integrity(self) -> None:
+        """Block-manager invariants over every live sequence (AssertionError if broken)."""
+        self.block_manager.check_integrity([*self.running, *self.waiting, *self.swapped])
+
+    # One step --------------------------------------------------------------------------------
+
+    def schedule(self) -> ScheduledBatch:
+        """Plan the next forward pass.
+
+        Changes state: allocates blocks, moves sequences between queues, forks `n > 1`
+        requests whose prompt is computed up to its last token, preempts when blocks run out.
+        Does not advance `num_computed_tokens` (that happens in `postprocess`).
+        """
+        self._step += 1
+        batch = ScheduledBatch(step=self._step, block_size=self.block_manager.block_size)
+        self._budget = self.config.max_num_batched_tokens
+        self._scheduled = set()
+        for seq in [s for s in self.running if self._at_fork_point(s)]:
+            self._fork(seq)
+        by_priority = sorted(self.running, key=_priority)
+        decodes = [s for s in by_priority if s.num_uncomputed_tokens == 1 and not s.is_prefill]
+        others = [s for s in by_priority if s.num_uncomputed_tokens != 1 or s.is_prefill]
+        for seq in decodes + others:
+            if self._budget == 0:
+                break
+            if seq.status is SequenceStatus.RUNNING:  # not preempted earlier in this step
+                self._schedule_running(seq, batch)
+        if not batch.preempted:
+            self._schedule_swapped(batch)
+            if not self.swapped:
+                self._schedule_waiting(batch)
+        batch.seqs.sort(key=lambda s: (s.is_prefill, _priority(s.seq)))
+        return batch
+
+    def postprocess(
+        self,
+        batch: ScheduledBatch,
+        sampled_token_ids: Iterable[int],
+        stop_checker: StopChecker | None = None,
+    ) -> list[Sequence]:
+        """Apply a finished forward pass.
+
+        Args:
+            batch: the batch returned by the last `schedule()`.
+            sampled_token_ids: one token id per entry of `batch.sampled_seqs`, in that order.
+            stop_checker: optional extra stop test (stop strings), see `StopChecker`.
+
+        Changes state: advances each sequence's computed tokens (registering newly full blocks
+        in the prefix cache), appends sampled tokens, finishes sequences on EOS (unless
+        ignore_eos), a stop token id, the stop checker, max_tokens or max_model_len, and frees
+        their blocks. Sequences aborted since `schedule()` are skipped.
+
+        Returns:
+            Sequences that received a token this step (finished ones included), batch order.
+
+        Raises:
+            ValueError: the number of token ids differs from `len(batch.sampled_seqs)`.
+        """
+        token_ids = list(sampled_token_ids)
+        if len(token_ids) != len(batch.sampled_seqs):
+            raise ValueError(
+                f"got {len(token_ids)} sampled token ids for {len(batch.sampled_seqs)} sampling "
+                "entries; pass one id per batch.sampled_seqs entry"
+            )
+        tokens = iter(token_ids)
+        progressed: list[Sequence] = []
+        for entry in batch.seqs:
+            token_id = next(tokens) if entry.samples else None
+            seq = entry.seq
+            if seq.status is not SequenceStatus.RUNNING:
+                continue  # aborted after schedule()
+            if seq.num_computed_tokens != entry.num_cached_tokens:
+                raise ValueError(f"batch of step {batch.step} was already applied to {seq!r}")
+            self.block_manager.mark_computed(seq, entry.num_scheduled_tokens)
+            if token_id is None:
+                continue
+            seq.append_token(token_id)
+            reason = self._stop_reason(seq, token_id, stop_checker)
+            if reason is not None:
+                self._finish(seq, reason)
+            progressed.append(seq)
+        return progressed
+
+    # Internals -------------------------------------------------------------------------------
+
+    def _at_fork_point(self, seq: Sequence) -> bool:
+        return seq.needs_fork and seq.num_computed_tokens == seq.num_prompt_tokens - 1
+
+    def _target_tokens(self, seq: Sequence) -> int:
+        """Tokens to have computed before the next sample (n > 1 parents stop one short)."""
+        return seq.num_prompt_tokens - 1 if seq.needs_fork else seq.num_tokens
+
+    def _fork(self, parent: Sequence) -> list[Sequence]:
+        children = [self.block_manager.fork(parent, i) for i in range(1, parent.params.n)]
+        parent.needs_fork = False
+        self.running.extend(children)
+        self._requests[parent.request_id].extend(children)
+        return [parent, *children]
+
+    def _chunk(self, seq: Sequence, num_computed: int) -> int:
+        """New tokens for `seq` this step under the remaining budget (0 = does not fit)."""
+        remaining = self._target_tokens(seq) - num_computed
+        if remaining <= self._budget:
+            return remaining
+        return self._budget if self.config.enable_chunked_prefill else 0
+
+    def _entry(self, seq: Sequence, num_new: int) -> ScheduledSeq:
+        start = seq.num_computed_tokens
+        is_decode = num_new == 1 and start >= seq.num_prompt_tokens
+        return ScheduledSeq(
+            seq=seq,
+            num_scheduled_tokens=num_new,
+            num_cached_tokens=start,
+            is_prefill=not is_decode,
+            samples=start + num_new == seq.num_tokens and not seq.needs_fork,
+        )
+
+    def _schedule_running(self, seq: Sequence, batch: ScheduledBatch) -> None:
+        num_new = self._chunk(seq, seq.num_computed_tokens)
+        if num_new == 0:
+            return
+        while True:
+            try:
+                batch.blocks_to_copy.extend(self.block_manager.append_slots(seq, num_new))
+                break
+            except OutOfBlocksError:
+                victim = max(
+                    (s for s in self.running if s.seq_id not in self._scheduled), key=_priority
+                )
+                self._preempt(victim, batch)
+                if victim is seq:
+                    return
+        self._add_entry(seq, num_new, batch)
+
+    def _add_entry(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> None:
+        batch.seqs.append(self._entry(seq, num_new))
+        self._scheduled.add(seq.seq_id)
+        self._budget -= num_new
+
+    def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
+        bm = self.block_manager
+        self.running.remove(seq)
+        if self.config.preemption_mode == "swap" and bm.can_swap_out(seq):
+            batch.blocks_to_swap_out.extend(bm.swap_out(seq))
+            seq.status = SequenceStatus.SWAPPED
+            self.swapped.append(seq)
+        else:
+            bm.free(seq)
+            seq.num_computed_tokens = 0
+            seq.status = SequenceStatus.WAITING
+            self.waiting.insert(0, seq)
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        batch.preempted.append(seq)
+
+    def _schedule_swapped(self, batch: ScheduledBatch) -> None:
+        bm = self.block_manager
+        for seq in sorted(self.swapped, key=_priority):
+            if self._budget == 0 or len(self.running) >= self.config.max_num_seqs:
+                return
+            num_new = self._chunk(seq, seq.num_computed_tokens)
+            at_fork_point = self._at_fork_point(seq)
+            if (num_new == 0 and not at_fork_point) or not bm.can_swap_in(seq, max(num_new, 1)):
+                return
+            batch.blocks_to_swap_in.extend(bm.swap_in(seq))
+            self.swapped.remove(seq)
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            if at_fork_point:
+                self._start_samples(seq, batch)
+            else:
+                batch.blocks_to_copy.extend(bm.append_slots(seq, num_new))
+                self._add_entry(seq, num_new, batch)
+
+    def _admission_order(self) -> list[Sequence]:
+        """Preempted and overdue requests in queue order, then the rest (cache-aware or FCFS)."""
+        cfg = self.config
+        if not (cfg.cache_aware_scheduling and cfg.enable_prefix_caching):
+            return sorted(self.waiting, key=lambda s: (s.num_preemptions == 0, _priority(s)))
+        urgent: list[Sequence] = []
+        rest: list[Sequence] = []
+        for seq in self.waiting:
+            overdue = self._step - seq.arrival_step > cfg.fairness_max_wait_steps
+            (urgent if seq.num_preemptions or overdue else rest).append(seq)
+        urgent.sort(key=lambda s: (s.num_preemptions == 0, _priority(s)))
+        bm = self.block_manager
+        rest.sort(key=lambda s: (-bm.match_prefix(s).num_cached_tokens, _priority(s)))
+        return urgent + rest
+
+    def _schedule_waiting(self, batch: ScheduledBatch) -> None:
+        bm = self.block_manager
+        for seq in self._admission_order():
+            width = seq.params.n if seq.needs_fork else 1
+            if self._budget == 0 or len(self.running) + width > self.config.max_num_seqs:
+                return
+            match = bm.match_prefix(seq)
+            num_new = self._chunk(seq, match.num_cached_tokens)
+            at_fork_point = seq.needs_fork and match.num_cached_tokens == seq.num_prompt_tokens - 1
+            if (num_new == 0 and not at_fork_point) or not bm.can_allocate(seq, match, num_new):
+                return
+            bm.allocate(seq, match, num_new)
+            self.waiting.remove(seq)
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            if num_new:
+                self._add_entry(seq, num_new, batch)
+            else:  # prompt cached up to its last token: fork now
+                self._start_samples(seq, batch)
+
+    def _start_samples(self, parent: Sequence, batch: ScheduledBatch) -> None:
+        """Fork a RUNNING parent at its fork point and schedule the samples that fit as is.
+
+        Used outside the running pass, so it never preempts: samples that do not fit this step
+        run in the next one.
+        """
+        for sample in self._fork(parent):
+            if self._budget == 0 or not self.block_manager.can_append_slots(sample, 1):
+                return
+            self._schedule_running(sample, batch)
+
+    def _stop_reason(
+        self, seq: Sequence, token_id: int, stop_checker: StopChecker | None
+    ) -> FinishReason | None:
+        params = seq.params
+        if not params.ignore_eos and token_id in self.eos_token_ids:
+            seq.stop_reason = token_id
+            return "stop"
+        if token_id in params.stop_token_id_set:
+            seq.stop_reason = token_id
+            return "stop"
+        if stop_checker is not None and stop_checker(seq):
+            return "stop"
+        if seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= self.max_model_len:
+            return "length"
+        return None
+
+    def _finish(self, seq: Sequence, reason: FinishReason, *, forget: bool = True) -> None:
+        for queue in (self.running, self.waiting, self.swapped):
+            if seq in queue:
+                queue.remove(seq)
+                break
+        self.block_manager.free(seq)
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = reason
+        if forget and not self.get_sequences(seq.request_id):
+            self._requests.pop(seq.request_id, None)
+
+
+def _priority(seq: Sequence) -> tuple[int, int]:
+    """Sort key: older requests first, then sample index (lower = more important)."""
+    return (seq.arrival_order, seq.sample_index)
