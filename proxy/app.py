@@ -1,0 +1,121 @@
+"""``build_app(config)``: the proxy's starlette app, routes and lifecycle only.
+
+The app serves each vendor route in ``vendors.ROUTES`` with a ``ProxyEndpoint``; anything else
+gets a vendor-shaped 404 (or 405) that lists the supported routes. ``app.state`` carries:
+
+- ``config``: the ``ProxyConfig``;
+- ``store``: the ``RequestStore`` (``None`` with recording off);
+- ``record_hooks``: the list of ``Callable[[RequestRecord], None]`` called on each finished
+  record before it is queued for writing; append to it to observe traffic;
+- ``proxy``: the shared ``ProxyState``.
+
+The log file is opened and migrated here (so a bad ``--db`` fails before the server starts);
+the writer thread starts with the app's lifespan and is drained and stopped when it ends.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .config import ProxyConfig
+from .forward import UpstreamPool
+from .handler import ProxyEndpoint, ProxyState, RecordHook
+from .middleware import AuthMiddleware
+from .store import RequestStore
+from .vendors import ROUTES, SUPPORTED_ROUTES, Dialect, dialect_for_path, error_body
+
+__all__ = ["build_app"]
+
+
+def build_app(config: ProxyConfig) -> Starlette:
+    """The proxy as an ASGI app (serve it with uvicorn; see ``serve.serve``).
+
+    Raises:
+        StoreError: ``config.db_path`` cannot be opened or migrated.
+    """
+    store = None
+    if config.db_path is not None:
+        store = RequestStore(
+            config.db_path,
+            flush_interval_s=config.flush_interval_s,
+            batch_rows=config.batch_rows,
+            queue_rows=config.queue_rows,
+        )
+    hooks: list[RecordHook] = []
+    pool = UpstreamPool(config.upstreams)
+    state = ProxyState(
+        config=config,
+        pool=pool,
+        store=store,
+        record_hooks=hooks,
+        salt=store.salt if store is not None else secrets.token_bytes(16),
+    )
+    default_dialect = _default_dialect(config)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if store is not None:
+            store.start()
+        try:
+            yield
+        finally:
+            await pool.aclose()
+            if store is not None:
+                await anyio.to_thread.run_sync(store.close)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, HTTPException):  # registered for HTTPException only
+            raise exc
+        path = request.url.path
+        if exc.status_code == 404:
+            message = f"no route {request.method} {path}; the proxy serves " + ", ".join(
+                SUPPORTED_ROUTES
+            )
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{request.method} is not allowed on {path}; use {allowed}"
+        else:
+            message = exc.detail
+        body = error_body(dialect_for_path(path, default_dialect), exc.status_code, message)
+        return Response(
+            body, status_code=exc.status_code, media_type="application/json", headers=exc.headers
+        )
+
+    middleware = []
+    if config.auth_token:
+        middleware.append(
+            Middleware(AuthMiddleware, token=config.auth_token, default_dialect=default_dialect)
+        )
+    app = Starlette(
+        routes=[
+            Route(spec.path, ProxyEndpoint(spec, state), methods=list(spec.methods))
+            for spec in ROUTES
+        ],
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.store = store
+    app.state.record_hooks = hooks
+    app.state.proxy = state
+    return app
+
+
+def _default_dialect(config: ProxyConfig) -> Dialect:
+    vendor = config.upstreams[config.default_upstream].vendor
+    if vendor == "anthropic":
+        return "anthropic"
+    if vendor == "gemini":
+        return "gemini"
+    return "openai"

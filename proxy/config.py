@@ -1,0 +1,330 @@
+"""Proxy settings: the upstreams, how a request picks one, and the limits.
+
+An upstream is named either by one of the built-in names (``anthropic``, ``openai``, ``gemini``,
+``engine``) or by a base URL (``http://10.0.0.5:8000``, an OpenAI-compatible server such as vLLM or
+SGLang). Several upstreams can be routed by request path prefix or by model name prefix from a
+TOML file::
+
+    default_upstream = "anthropic"
+
+    [upstreams.local]
+    url = "http://127.0.0.1:8000"      # our engine, vLLM, SGLang...
+    vendor = "engine"                  # recorded in the `vendor` column
+    read_timeout_s = 120
+
+    [[routes]]
+    model_prefix = "local/"
+    upstream = "local"
+
+    [[routes]]
+    path_prefix = "/v1/chat/"
+    upstream = "openai"
+
+Rules are tried in file order; the first whose every given condition matches wins, else
+``default_upstream``. The built-in names need no ``[upstreams.*]`` table.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from promptcache.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+#: The built-in upstream names: name -> (base URL, vendor column value).
+KNOWN_UPSTREAMS: dict[str, tuple[str, str]] = {
+    "anthropic": ("https://api.anthropic.com", "anthropic"),
+    "openai": ("https://api.openai.com", "openai"),
+    "gemini": ("https://generativelanguage.googleapis.com", "gemini"),
+    "engine": ("http://127.0.0.1:8000", "engine"),
+}
+
+#: Values accepted for an upstream's ``vendor`` (the `vendor` column of the log).
+VENDORS = ("anthropic", "openai", "gemini", "engine", "openai_compatible")
+
+#: Default limit on a request body: 32 MiB.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+#: Header a client sends the proxy's own token in when ``--auth-token`` is set; never forwarded.
+AUTH_HEADER = "x-promptcache-auth"
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    """One upstream API and how to talk to it.
+
+    Attributes:
+        name: name used in routing rules and in the `upstream` column.
+        url: base URL without the ``/v1`` part (a path prefix such as ``/openai`` is kept).
+        vendor: one of ``VENDORS``; recorded per request.
+        connect_timeout_s: seconds to open a connection (refused or slower -> 502 / 504).
+        read_timeout_s: seconds to wait for each chunk of the response (slower -> 504); long,
+            because a non-streaming generation may think for minutes.
+        write_timeout_s: seconds to send each chunk of the request body.
+        pool_timeout_s: seconds to wait for a free pooled connection.
+        max_connections: pooled connections kept open to this upstream at most.
+    """
+
+    name: str
+    url: str
+    vendor: str
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 600.0
+    write_timeout_s: float = 60.0
+    pool_timeout_s: float = 30.0
+    max_connections: int = 512
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether the upstream lives on this machine (then proxy env variables are ignored)."""
+        host = urlsplit(self.url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    """Send requests whose path starts with ``path_prefix`` and/or whose model starts with
+    ``model_prefix`` to ``upstream``. A rule with neither condition is rejected."""
+
+    upstream: str
+    path_prefix: str | None = None
+    model_prefix: str | None = None
+
+    def matches(self, path: str, model: str | None) -> bool:
+        """True when every condition given in the rule holds for this request."""
+        if self.path_prefix is not None and not path.startswith(self.path_prefix):
+            return False
+        return self.model_prefix is None or (
+            model is not None and model.startswith(self.model_prefix)
+        )
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """Everything ``build_app`` needs.
+
+    Attributes:
+        upstreams: upstream name -> settings; at least one.
+        default_upstream: name used when no rule matches.
+        rules: routing rules, tried in order.
+        db_path: SQLite log file; ``None`` turns recording off (pure forwarding).
+        store_bodies: also store request and response bodies, credentials redacted.
+        max_body_bytes: request bodies larger than this get 413 (bytes).
+        auth_token: when set, clients must send it in ``AUTH_HEADER``.
+        flush_interval_s: the log writer commits at least this often (seconds).
+        batch_rows: the log writer commits as soon as this many rows wait.
+        queue_rows: rows allowed to wait for the writer; beyond that rows are dropped and counted
+            (forwarding never waits on the disk).
+    """
+
+    upstreams: Mapping[str, UpstreamConfig]
+    default_upstream: str
+    rules: tuple[RouteRule, ...] = ()
+    db_path: Path | None = Path("promptcache.db")
+    store_bodies: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    auth_token: str | None = None
+    flush_interval_s: float = 0.5
+    batch_rows: int = 500
+    queue_rows: int = 20_000
+
+    def __post_init__(self) -> None:
+        if self.default_upstream not in self.upstreams:
+            raise ConfigError(
+                f"default upstream {self.default_upstream!r} is not defined; "
+                f"defined upstreams: {', '.join(sorted(self.upstreams)) or 'none'}"
+            )
+        for rule in self.rules:
+            if rule.upstream not in self.upstreams:
+                raise ConfigError(
+                    f"a route rule names upstream {rule.upstream!r}, which is not defined; "
+                    f"add an [upstreams.{rule.upstream}] table or use one of "
+                    f"{', '.join(sorted(self.upstreams))}"
+                )
+        if self.max_body_bytes < 1:
+            raise ConfigError(f"max_body_bytes must be at least 1, got {self.max_body_bytes}")
+        if not 0 < self.flush_interval_s <= 1.0:
+            raise ConfigError(
+                f"flush_interval_s must be in (0, 1] seconds, got {self.flush_interval_s}"
+            )
+
+    def select_upstream(self, path: str, model: str | None) -> UpstreamConfig:
+        """The upstream a request for ``path`` with ``model`` goes to (first matching rule)."""
+        for rule in self.rules:
+            if rule.matches(path, model):
+                return self.upstreams[rule.upstream]
+        return self.upstreams[self.default_upstream]
+
+
+def upstream_from_spec(spec: str, name: str | None = None) -> UpstreamConfig:
+    """An upstream from a built-in name or a base URL (``--upstream``).
+
+    Raises:
+        ConfigError: ``spec`` is neither a built-in name nor an http(s) URL.
+    """
+    if spec in KNOWN_UPSTREAMS:
+        url, vendor = KNOWN_UPSTREAMS[spec]
+        return UpstreamConfig(name=name or spec, url=url, vendor=vendor)
+    return UpstreamConfig(name=name or "custom", url=_check_url(spec), vendor="openai_compatible")
+
+
+def config_for_upstream(upstream: str | UpstreamConfig, **overrides: Any) -> ProxyConfig:
+    """A config with one upstream (a built-in name, a URL or a ready ``UpstreamConfig``).
+
+    Args:
+        upstream: what ``--upstream`` names.
+        **overrides: other ``ProxyConfig`` fields.
+    """
+    if isinstance(upstream, str):
+        upstream = upstream_from_spec(upstream)
+    return ProxyConfig(
+        upstreams={upstream.name: upstream}, default_upstream=upstream.name, **overrides
+    )
+
+
+def _check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"upstream {url!r} is neither one of {', '.join(KNOWN_UPSTREAMS)} nor an http(s) URL; "
+            "give e.g. --upstream openai or --upstream http://127.0.0.1:8000"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(f"upstream URL {url!r} must not have a query or fragment")
+    if parts.path.rstrip("/").endswith("/v1"):
+        raise ConfigError(
+            f"upstream URL {url!r} ends in /v1; give the base URL without it "
+            "(the proxy forwards the client's full path, /v1/... included)"
+        )
+    return url.rstrip("/")
+
+
+def load_config_file(
+    path: Path, *, default: UpstreamConfig | None = None, **overrides: Any
+) -> ProxyConfig:
+    """Read upstreams and routing rules from a TOML file (format in the module docstring).
+
+    Args:
+        path: the TOML file.
+        default: the upstream given with ``--upstream``; it replaces the file's
+            ``default_upstream``.
+        **overrides: other ``ProxyConfig`` fields (db_path, store_bodies...), from the CLI.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, unknown keys, or a rule naming no upstream.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read proxy config {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"proxy config {path} is not valid TOML: {exc}") from exc
+    return config_from_dict(data, source=str(path), default=default, **overrides)
+
+
+_UPSTREAM_KEYS = {f for f in UpstreamConfig.__dataclass_fields__ if f != "name"}
+_RULE_KEYS = set(RouteRule.__dataclass_fields__)
+
+
+def config_from_dict(
+    data: Mapping[str, Any],
+    *,
+    source: str,
+    default: UpstreamConfig | None = None,
+    **overrides: Any,
+) -> ProxyConfig:
+    """Build a ``ProxyConfig`` from parsed TOML (see ``load_config_file``)."""
+    unknown = set(data) - {"default_upstream", "upstreams", "routes"}
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown top-level keys {sorted(unknown)}; "
+            "allowed: default_upstream, upstreams, routes"
+        )
+    upstreams: dict[str, UpstreamConfig] = {
+        name: upstream_from_spec(name) for name in KNOWN_UPSTREAMS
+    }
+    for name, table in dict(data.get("upstreams", {})).items():
+        upstreams[name] = _upstream_from_table(name, table, source)
+    rules = []
+    for i, table in enumerate(data.get("routes", [])):
+        bad = set(table) - _RULE_KEYS
+        if bad or "upstream" not in table:
+            raise ConfigError(
+                f"{source}: routes[{i}] needs `upstream` and may have path_prefix, model_prefix; "
+                f"unknown keys: {sorted(bad)}"
+            )
+        if "path_prefix" not in table and "model_prefix" not in table:
+            raise ConfigError(f"{source}: routes[{i}] needs path_prefix or model_prefix")
+        if not all(isinstance(value, str) for value in table.values()):
+            raise ConfigError(f"{source}: routes[{i}] values must be strings")
+        rules.append(RouteRule(**table))
+    if default is not None:
+        upstreams[default.name] = default
+        default_name = default.name
+    elif "default_upstream" in data:
+        default_name = str(data["default_upstream"])
+    else:
+        raise ConfigError(
+            f"{source}: set default_upstream (used when no route matches) or --upstream"
+        )
+    return ProxyConfig(
+        upstreams=upstreams, default_upstream=default_name, rules=tuple(rules), **overrides
+    )
+
+
+def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> UpstreamConfig:
+    bad = set(table) - _UPSTREAM_KEYS
+    if bad:
+        raise ConfigError(
+            f"{source}: [upstreams.{name}] has unknown keys {sorted(bad)}; "
+            f"allowed: {', '.join(sorted(_UPSTREAM_KEYS))}"
+        )
+    known = KNOWN_UPSTREAMS.get(name)
+    url = table.get("url", known[0] if known else None)
+    if url is None:
+        raise ConfigError(f"{source}: [upstreams.{name}] needs a url")
+    vendor = table.get("vendor", known[1] if known else "openai_compatible")
+    if vendor not in VENDORS:
+        raise ConfigError(
+            f"{source}: [upstreams.{name}] vendor {vendor!r} is not one of {', '.join(VENDORS)}"
+        )
+    rest = {k: v for k, v in table.items() if k not in ("url", "vendor")}
+    return UpstreamConfig(name=name, url=_check_url(url), vendor=vendor, **rest)
+
+
+def check_bind(host: str, auth_token: str | None, insecure_no_auth: bool) -> None:
+    """Refuse to listen beyond this machine without a token (or an explicit opt-out).
+
+    Raises:
+        ConfigError: ``host`` is not a loopback address, no ``auth_token`` is given and
+            ``insecure_no_auth`` is false.
+    """
+    if auth_token or insecure_no_auth:
+        return
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise ConfigError(
+        f"--host {host} would let other machines use your API keys through this proxy; "
+        f"pass --auth-token TOKEN (clients then send it in the {AUTH_HEADER} header) "
+        "or --insecure-no-auth if the network is trusted"
+    )

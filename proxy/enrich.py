@@ -1,0 +1,97 @@
+"""Fill a ``RequestRecord`` from the request and response bodies, through the SDK.
+
+Runs after the response has gone out, so none of it adds to the client's latency:
+
+- ``describe_prompt``: per-segment and chained prefix hashes, breakpoints and approximate prefix
+  tokens (``promptcache.fingerprint``);
+- ``apply_usage``: the normalised usage buckets (``promptcache.usage``), our cost and the cost
+  without cache (``promptcache.pricing``), a vendor-reported cost, and Anthropic's own cache miss
+  reason when the client asked for cache diagnostics.
+
+Nothing here raises on odd vendor data: the record keeps what could be read, and the reason
+the rest could not is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from promptcache.errors import PromptCacheError, UnknownModelPriceError
+from promptcache.fingerprint import fingerprint_request
+from promptcache.pricing import cost
+from promptcache.usage import Usage
+
+from .record import RequestRecord
+
+__all__ = ["apply_usage", "describe_prompt", "vendor_miss_reason"]
+
+logger = logging.getLogger("promptcache.proxy")
+
+
+def describe_prompt(record: RequestRecord, body: Mapping[str, Any], api: str) -> None:
+    """Set the prefix columns (``segment_hashes``, ``prefix_hash``...) and ``record.fingerprint``.
+
+    A body the SDK cannot split (wrong container types, NaN) leaves them NULL, logged at INFO:
+    the vendor will usually reject such a request too.
+    """
+    try:
+        fingerprint = fingerprint_request(body, api)
+    except PromptCacheError as exc:
+        logger.info("request %s: no prefix fingerprint: %s", record.id, exc)
+        return
+    record.fingerprint = fingerprint
+    record.segment_hashes = json.dumps(
+        [
+            {"path": s.path, "kind": s.kind, "sha256": s.sha256, "num_chars": s.num_chars}
+            for s in fingerprint.segments
+        ]
+    )
+    record.prefix_hash = fingerprint.prefix_hash
+    record.first_segment_hash = fingerprint.segments[0].sha256 if fingerprint.segments else None
+    record.approx_prefix_tokens = fingerprint.approx_prefix_tokens
+    record.breakpoints = json.dumps(
+        [{"path": b.path, "ttl": b.ttl} for b in fingerprint.breakpoints]
+    )
+
+
+def apply_usage(record: RequestRecord, usage: Usage) -> None:
+    """Set the usage and cost columns from ``usage`` priced at ``record.model``.
+
+    Cost columns stay NULL when the model has no price row (never a silent 0).
+    """
+    record.set_usage_columns(usage)
+    vendor_cost = usage.raw.get("cost")  # OpenRouter-style usage.cost, in USD
+    if isinstance(vendor_cost, (int, float, str)) and not isinstance(vendor_cost, bool):
+        with contextlib.suppress(InvalidOperation):
+            record.vendor_cost_usd = str(Decimal(str(vendor_cost)))
+    if record.model is None:
+        return
+    try:
+        breakdown = cost(usage, record.model)
+    except UnknownModelPriceError:
+        return
+    record.cost = breakdown
+    record.cost_usd = str(breakdown.total_usd)
+    record.cost_without_cache_usd = str(breakdown.cost_without_cache_usd)
+
+
+def vendor_miss_reason(message: Mapping[str, Any]) -> str | None:
+    """Anthropic's ``diagnostics.cache_miss_reason.type`` in a Messages response, if present.
+
+    Present when the request carried ``diagnostics: {"previous_message_id": ...}``; in a stream
+    it rides on ``message_start.message``. One of ``model_changed``, ``system_changed``,
+    ``tools_changed``, ``messages_changed``, ``previous_message_not_found``, ``unavailable``.
+    https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics (checked 2026-11-30)
+    """
+    diagnostics = message.get("diagnostics")
+    if not isinstance(diagnostics, Mapping):
+        return None
+    reason = diagnostics.get("cache_miss_reason")
+    if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
+        return str(reason["type"])
+    return None

@@ -1,0 +1,178 @@
+"""Talking to the upstreams: one pooled ``httpx.AsyncClient`` per upstream, headers in and out.
+
+Request bodies go out as the exact bytes the client sent (no re-serialisation: ``cache_control``,
+TTLs and key order reach the upstream untouched). Headers pass through except:
+
+- hop-by-hop headers (RFC 9110 section 7.6.1) and ``host`` / ``content-length`` (httpx sets them
+  for the upstream connection);
+- the proxy's own ``x-promptcache-auth`` header;
+- ``accept-encoding``, sent as ``identity``: the proxy reads usage out of the response bytes it
+  relays, and asking for them uncompressed means the client still gets exactly the upstream's bytes.
+
+httpx's transport errors are translated here, at the boundary, into ``UpstreamTimeoutError`` (the
+client gets 504) and ``UpstreamUnreachableError`` (502), both ``promptcache.errors.UpstreamError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+
+import httpx
+
+from promptcache.errors import UpstreamError
+
+from .config import AUTH_HEADER, UpstreamConfig
+
+__all__ = [
+    "UpstreamPool",
+    "UpstreamTimeoutError",
+    "UpstreamUnreachableError",
+    "request_headers",
+    "response_headers",
+]
+
+#: RFC 9110 7.6.1 hop-by-hop headers, plus proxy-* ones; never forwarded in either direction.
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+_DROP_REQUEST = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The upstream did not connect, answer or send the next chunk in time (-> 504)."""
+
+
+class UpstreamUnreachableError(UpstreamError):
+    """The upstream refused the connection, was not found, or broke the protocol (-> 502)."""
+
+
+def request_headers(
+    headers: Iterable[tuple[bytes, bytes]], auth_header: bytes = AUTH_HEADER.encode()
+) -> list[tuple[bytes, bytes]]:
+    """The client's headers as they go to the upstream (see the module docstring).
+
+    Args:
+        headers: ASGI header pairs (lower-case names), duplicates kept in order.
+        auth_header: the proxy's own auth header name, removed.
+    """
+    out = [(k, v) for k, v in headers if k not in _DROP_REQUEST and k != auth_header]
+    out.append((b"accept-encoding", b"identity"))
+    return out
+
+
+def response_headers(
+    headers: Sequence[tuple[bytes, bytes]], *, keep_length: bool
+) -> list[tuple[bytes, bytes]]:
+    """The upstream's response headers as they go to the client.
+
+    Args:
+        headers: raw header pairs from httpx (``response.headers.raw``).
+        keep_length: False when the proxy changes the body (drops a chunk), so the length is
+            dropped and the server frames the body itself.
+    """
+    drop = HOP_BY_HOP if keep_length else HOP_BY_HOP | {b"content-length"}
+    return [(k.lower(), v) for k, v in headers if k.lower() not in drop]
+
+
+class UpstreamPool:
+    """One ``httpx.AsyncClient`` per upstream, created on first use, closed by ``aclose``.
+
+    Each client keeps up to ``max_connections`` keep-alive connections and uses the upstream's
+    connect / read / write / pool timeouts. Proxy environment variables (HTTPS_PROXY...) apply to
+    remote upstreams only, never to loopback ones.
+    """
+
+    def __init__(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
+        self._upstreams = dict(upstreams)
+        self._clients: dict[str, httpx.AsyncClient] = {}
+
+    def client(self, upstream: UpstreamConfig) -> httpx.AsyncClient:
+        """The pooled client for ``upstream``."""
+        client = self._clients.get(upstream.name)
+        if client is None:
+            client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=upstream.connect_timeout_s,
+                    read=upstream.read_timeout_s,
+                    write=upstream.write_timeout_s,
+                    pool=upstream.pool_timeout_s,
+                ),
+                limits=httpx.Limits(
+                    max_connections=upstream.max_connections,
+                    max_keepalive_connections=upstream.max_connections,
+                    keepalive_expiry=30.0,
+                ),
+                follow_redirects=False,
+                trust_env=not upstream.is_loopback,
+                cookies=_no_cookies(),
+            )
+            self._clients[upstream.name] = client
+        return client
+
+    async def open(
+        self,
+        upstream: UpstreamConfig,
+        method: str,
+        raw_path: bytes,
+        query_string: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> httpx.Response:
+        """Send a request and return the response with its body not yet read (``stream=True``).
+
+        The caller must ``aclose()`` the response.
+
+        Raises:
+            UpstreamTimeoutError: connect, write, pool or first-read timeout.
+            UpstreamUnreachableError: refused, DNS failure, protocol error.
+        """
+        url = upstream.url + raw_path.decode("latin-1")
+        if query_string:
+            url += "?" + query_string.decode("latin-1")
+        client = self.client(upstream)
+        # httpx.Request, not client.build_request: no client default headers (User-Agent...) or
+        # cookies are added to what the client sent.
+        request = httpx.Request(method, url, headers=headers, content=body)
+        try:
+            return await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
+        except httpx.TransportError as exc:
+            raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
+
+    async def aclose(self) -> None:
+        """Close every client and its pooled connections."""
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+def _no_cookies() -> httpx.Cookies:
+    """A cookie jar that keeps nothing: one client's Set-Cookie must never reach another client."""
+    return httpx.Cookies(CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])))
+
+
+def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError) -> str:
+    """A one-line description of a transport failure, naming the upstream and its URL."""
+    kind = {
+        httpx.ConnectTimeout: "did not accept a connection in time",
+        httpx.ReadTimeout: "did not answer in time",
+        httpx.WriteTimeout: "did not take the request body in time",
+        httpx.PoolTimeout: "had no free pooled connection in time",
+        httpx.ConnectError: "refused the connection or could not be reached",
+        httpx.RemoteProtocolError: "broke the HTTP protocol",
+        httpx.ReadError: "dropped the connection",
+    }.get(type(exc), "failed")
+    detail = str(exc) or type(exc).__name__
+    return f"upstream {upstream.name} ({upstream.url}) {kind}: {detail}"

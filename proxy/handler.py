@@ -1,0 +1,434 @@
+"""``ProxyEndpoint``: forward one request to its upstream and record what happened.
+
+One instance serves one vendor route (a pure ASGI app mounted by ``app.build_app``). Per request:
+
+1. read the body (over ``max_body_bytes`` -> 413) and parse it (not JSON -> the vendor's 400);
+2. pick the upstream (``ProxyConfig.select_upstream``) and open the upstream request with the
+   client's exact body bytes (refused -> 502, timeout -> 504, both vendor-shaped);
+3. relay the response chunk by chunk as it arrives, teeing SSE events into the SDK's usage
+   accumulator; a task watches for the client going away and then cancels the relay, which closes
+   the upstream request;
+4. after the last byte went out, fill the ``RequestRecord`` (usage, cost, prefix hashes), run the
+   record hooks and hand the row to the background writer.
+
+With recording off (no ``--db`` and no hooks) steps 4 and the usage tee are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from starlette.types import Receive, Scope, Send
+
+from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
+
+from .config import ProxyConfig, UpstreamConfig
+from .enrich import apply_usage, describe_prompt, vendor_miss_reason
+from .forward import (
+    UpstreamPool,
+    UpstreamTimeoutError,
+    UpstreamUnreachableError,
+    describe_transport_error,
+    request_headers,
+    response_headers,
+)
+from .record import RequestRecord
+from .redact import client_secrets, key_fingerprint, redact_text
+from .sse import ServerSentEvent, SSEDecoder
+from .store import RequestStore
+from .stream_options import inject_include_usage, is_injected_usage_chunk, needs_include_usage
+from .vendors import GEMINI_ACTIONS, SUPPORTED_ROUTES, RouteSpec, error_body, error_message_of
+
+__all__ = ["REQUEST_ID_HEADER", "ProxyEndpoint", "ProxyState", "RecordHook"]
+
+logger = logging.getLogger("promptcache.proxy")
+
+#: Response header carrying the request's id (the ``id`` column of the log).
+REQUEST_ID_HEADER = b"x-promptcache-request-id"
+
+#: A record hook: called once per request with the finished record; must be fast, must not raise.
+RecordHook = Callable[[RequestRecord], None]
+
+
+@dataclass
+class ProxyState:
+    """What every endpoint shares: settings, upstream clients, the log and the record hooks."""
+
+    config: ProxyConfig
+    pool: UpstreamPool
+    store: RequestStore | None
+    record_hooks: list[RecordHook]
+    salt: bytes
+
+    @property
+    def recording(self) -> bool:
+        """Whether requests are recorded at all (a log file or at least one hook)."""
+        return self.store is not None or bool(self.record_hooks)
+
+
+class _BodyTooLargeError(Exception):
+    pass
+
+
+class _ClientGoneError(Exception):
+    pass
+
+
+@dataclass
+class _Exchange:
+    """Working state of one request."""
+
+    record: RequestRecord | None
+    started: float  # perf_counter() at arrival
+    secrets: list[str] = field(default_factory=list)
+    request_body: bytes = b""
+    parsed: dict[str, Any] | None = None
+    usage_api: str | None = None
+    accumulator: UsageAccumulator | None = None
+    strip_usage_chunk: bool = False
+    response_copy: bytearray | None = None
+    copy_truncated: bool = False
+    first_byte: float | None = None
+    finished: bool = False
+    disconnected: bool = False
+    miss_reason: str | None = None
+
+
+class ProxyEndpoint:
+    """The ASGI app behind one vendor route (see the module docstring)."""
+
+    def __init__(self, spec: RouteSpec, state: ProxyState) -> None:
+        self.spec = spec
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        state = self.state
+        record = None
+        secrets: list[str] = []
+        if state.recording:
+            secrets = client_secrets(scope["headers"], scope["query_string"])
+            record = RequestRecord(
+                id=uuid.uuid4().hex,
+                started_at=time.time(),
+                route=scope["path"],
+                api=self.spec.api,
+                key_fingerprint=key_fingerprint(secrets, state.salt),
+            )
+        ex = _Exchange(record=record, started=started, secrets=secrets)
+        try:
+            await self._handle(ex, scope, receive, send)
+        finally:
+            if record is not None:
+                self._finish(ex, record)
+
+    # -- request side ---------------------------------------------------------------------
+
+    async def _handle(self, ex: _Exchange, scope: Scope, receive: Receive, send: Send) -> None:
+        config = self.state.config
+        try:
+            body = await _read_body(receive, scope["headers"], config.max_body_bytes)
+        except _BodyTooLargeError:
+            message = (
+                f"request body is larger than the proxy's limit of {config.max_body_bytes} bytes; "
+                "send less, or restart the proxy with a larger --max-body-bytes"
+            )
+            await self._reject(ex, send, 413, message)
+            return
+        except _ClientGoneError:
+            ex.disconnected = True
+            return
+        ex.request_body = body
+
+        model: str | None = None
+        streaming = False
+        ex.usage_api = self.spec.api if self.spec.records_usage else None
+        if self.spec.api == "gemini":
+            model, _, action = str(scope["path_params"]["target"]).rpartition(":")
+            if not model or action not in GEMINI_ACTIONS:
+                message = (
+                    f"unknown Gemini method in {scope['path']!r}; the proxy serves "
+                    + ", ".join(SUPPORTED_ROUTES)
+                )
+                await self._reject(ex, send, 404, message)
+                return
+            streaming = action == "streamGenerateContent"
+            if action == "countTokens":
+                ex.usage_api = None
+        if self.spec.json_body:
+            try:
+                parsed = json.loads(body)
+            except ValueError as exc:
+                await self._reject(ex, send, 400, f"request body is not valid JSON: {exc}")
+                return
+            if not isinstance(parsed, dict):
+                message = f"request body must be a JSON object, got a JSON {type(parsed).__name__}"
+                await self._reject(ex, send, 400, message)
+                return
+            ex.parsed = parsed
+            if model is None and isinstance(parsed.get("model"), str):
+                model = parsed["model"]
+            streaming = streaming or parsed.get("stream") is True
+
+        upstream = config.select_upstream(scope["path"], model)
+        if ex.record is not None:
+            ex.record.model = model
+            ex.record.stream = int(streaming)
+            ex.record.upstream = upstream.name
+            ex.record.vendor = upstream.vendor
+            if self.spec.api == "openai_chat" and ex.parsed and needs_include_usage(ex.parsed):
+                edited = inject_include_usage(body, ex.parsed)
+                if edited is not None:
+                    body = edited
+                    ex.strip_usage_chunk = True
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_watch_disconnect, receive, ex, task_group.cancel_scope)
+            try:
+                await self._forward(ex, scope, send, upstream, body)
+            finally:
+                ex.finished = True
+                task_group.cancel_scope.cancel()
+
+    async def _forward(
+        self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
+    ) -> None:
+        try:
+            response = await self.state.pool.open(
+                upstream,
+                scope["method"],
+                scope.get("raw_path") or scope["path"].encode(),
+                scope["query_string"],
+                request_headers(scope["headers"]),
+                body,
+            )
+        except UpstreamTimeoutError as exc:
+            await self._reject(ex, send, 504, str(exc))
+            return
+        except UpstreamUnreachableError as exc:
+            await self._reject(ex, send, 502, str(exc))
+            return
+        try:
+            await self._relay(ex, send, upstream, response)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    # -- response side --------------------------------------------------------------------
+
+    async def _relay(
+        self, ex: _Exchange, send: Send, upstream: UpstreamConfig, response: httpx.Response
+    ) -> None:
+        record = ex.record
+        status = response.status_code
+        is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
+        decoder: SSEDecoder | None = None
+        if record is not None:
+            record.status = status
+            if is_sse:
+                record.stream = 1
+                decoder = SSEDecoder()
+                if ex.usage_api is not None and status < 400:
+                    ex.accumulator = stream_accumulator(ex.usage_api)
+            if not is_sse or self.state.config.store_bodies:
+                ex.response_copy = bytearray()
+        ex.strip_usage_chunk = ex.strip_usage_chunk and is_sse and status < 400
+        headers = response_headers(response.headers.raw, keep_length=not ex.strip_usage_chunk)
+        if record is not None:
+            headers.append((REQUEST_ID_HEADER, record.id.encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+
+        copy_limit = self.state.config.max_body_bytes
+        try:
+            async for chunk in response.aiter_raw():
+                if ex.first_byte is None:
+                    ex.first_byte = time.perf_counter()
+                if ex.response_copy is not None and not ex.copy_truncated:
+                    if len(ex.response_copy) + len(chunk) > copy_limit:
+                        ex.copy_truncated = True
+                    else:
+                        ex.response_copy += chunk
+                if decoder is not None:
+                    events = decoder.feed(chunk)
+                    if ex.strip_usage_chunk:
+                        chunk = self._take_events(ex, events, strip=True)
+                    elif events:
+                        self._take_events(ex, events, strip=False)
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.TransportError as exc:
+            message = describe_transport_error(upstream, exc) + " (mid-response)"
+            if record is not None:
+                record.error = message
+            at_boundary = decoder is not None and (ex.strip_usage_chunk or decoder.buffered == 0)
+            if is_sse and at_boundary:
+                # A clean SSE boundary: end the stream with the vendor's own error event.
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": self._sse_error(message),
+                        "more_body": True,
+                    }
+                )
+            else:
+                # Mid-event or mid-JSON: close the connection so the client sees a broken stream
+                # instead of a silently truncated body.
+                return
+        else:
+            if decoder is not None:
+                tail = decoder.close()
+                if tail and ex.strip_usage_chunk:
+                    await send({"type": "http.response.body", "body": tail, "more_body": True})
+        ex.finished = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _take_events(self, ex: _Exchange, events: list[ServerSentEvent], *, strip: bool) -> bytes:
+        """Feed events' JSON to the accumulator; with ``strip``, return the bytes to forward."""
+        kept: list[bytes] = []
+        for event in events:
+            data = event.data
+            if data.startswith("{"):
+                try:
+                    payload = json.loads(data)
+                except ValueError:
+                    payload = None
+                if isinstance(payload, dict):
+                    if ex.accumulator is not None:
+                        try:
+                            ex.accumulator.feed(payload)
+                        except Exception as exc:  # odd vendor data must not break the relay
+                            logger.warning("usage event not understood: %s", exc)
+                            ex.accumulator = None
+                    if payload.get("type") == "message_start":
+                        message = payload.get("message")
+                        if isinstance(message, dict):
+                            ex.miss_reason = vendor_miss_reason(message)
+                    if strip and is_injected_usage_chunk(payload):
+                        continue
+            if strip:
+                kept.append(event.raw)
+        return b"".join(kept)
+
+    def _sse_error(self, message: str) -> bytes:
+        body = error_body(self.spec.dialect, 502, message).decode()
+        if self.spec.dialect == "anthropic":
+            return f"event: error\ndata: {body}\n\n".encode()
+        return f"data: {body}\n\n".encode()
+
+    async def _reject(self, ex: _Exchange, send: Send, status: int, message: str) -> None:
+        """Answer with a vendor-shaped error produced by the proxy itself."""
+        if ex.record is not None:
+            ex.record.status = status
+            ex.record.error = message
+        body = error_body(self.spec.dialect, status, message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if ex.record is not None:
+            headers.append((REQUEST_ID_HEADER, ex.record.id.encode()))
+        ex.finished = True
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    # -- the record -----------------------------------------------------------------------
+
+    def _finish(self, ex: _Exchange, record: RequestRecord) -> None:
+        """Complete the record, run the hooks and queue the row. Never raises."""
+        ended = time.perf_counter()
+        record.latency_ms = (ended - ex.started) * 1000.0
+        record.ended_at = record.started_at + (ended - ex.started)
+        if ex.first_byte is not None:
+            record.ttft_ms = (ex.first_byte - ex.started) * 1000.0
+            record.first_byte_at = record.started_at + (ex.first_byte - ex.started)
+        if ex.disconnected and record.error is None:
+            record.error = "client disconnected before the response was complete"
+        record.request_json = ex.parsed
+        try:
+            self._read_response(ex, record)
+            if ex.parsed is not None and self.spec.api is not None:
+                describe_prompt(record, ex.parsed, self.spec.api)
+        except Exception:
+            logger.exception("request %s: could not read usage or prefix", record.id)
+        record.vendor_miss_reason = ex.miss_reason
+        if self.state.config.store_bodies:
+            secrets = [*ex.secrets, *filter(None, [self.state.config.auth_token])]
+            record.request_body = redact_text(ex.request_body.decode("utf-8", "replace"), secrets)
+            if ex.response_copy is not None:
+                text = ex.response_copy.decode("utf-8", "replace")
+                record.response_body = redact_text(text, secrets)
+        for hook in self.state.record_hooks:
+            try:
+                hook(record)
+            except Exception:
+                logger.exception("record hook %r failed on request %s", hook, record.id)
+        if self.state.store is not None:
+            self.state.store.submit(record.as_row())
+
+    def _read_response(self, ex: _Exchange, record: RequestRecord) -> None:
+        """Usage (from the stream or the JSON body) and the upstream's error message."""
+        status = record.status or 0
+        body = ex.response_copy
+        if status >= 400 and record.error is None and body is not None:
+            detail = error_message_of(bytes(body)) or bytes(body[:200]).decode("utf-8", "replace")
+            record.error = f"upstream answered {status}: {detail}"
+        usage = None
+        if ex.accumulator is not None:
+            usage = ex.accumulator.result()
+        elif ex.usage_api and body and not ex.copy_truncated and status < 400:
+            payload = json.loads(body)
+            if isinstance(payload, dict):
+                usage = parse_usage(ex.usage_api, payload)
+                ex.miss_reason = ex.miss_reason or vendor_miss_reason(payload)
+            elif isinstance(payload, list):  # Gemini streamGenerateContent without alt=sse
+                accumulator = stream_accumulator(ex.usage_api)
+                for item in payload:
+                    if isinstance(item, dict):
+                        accumulator.feed(item)
+                usage = accumulator.result()
+        if usage is not None:
+            apply_usage(record, usage)
+
+
+async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:
+    """The whole request body, refusing more than ``limit`` bytes before reading them if it can."""
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                if int(value) > limit:
+                    raise _BodyTooLargeError
+            except ValueError:
+                pass
+            break
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGoneError
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLargeError
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _watch_disconnect(receive: Receive, ex: _Exchange, scope: anyio.CancelScope) -> None:
+    """Cancel the exchange if the client disconnects before the response is complete."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+    if not ex.finished:
+        ex.disconnected = True
+        scope.cancel()

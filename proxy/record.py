@@ -1,0 +1,113 @@
+"""``RequestRecord``: everything the proxy learns about one request, one row of ``requests``.
+
+The proxy fills a record while it forwards a request, then passes it to each callable in
+``app.state.record_hooks`` (the cache-break explainer, the Prometheus metrics) and finally to the
+background writer. Column attributes map 1:1 onto the ``requests`` table (proxy/store.py); the
+parsed ``fingerprint``, ``usage`` and ``cost`` objects ride along for hooks and are not stored as
+such. Times are unix seconds (``time.time()``), durations milliseconds, money USD as
+``Decimal`` text, token counts ``int``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from promptcache.fingerprint import RequestFingerprint
+    from promptcache.pricing import CostBreakdown
+    from promptcache.usage import Usage
+
+__all__ = ["COLUMN_NAMES", "RequestRecord"]
+
+
+def _column(default: Any = None) -> Any:
+    return field(default=default, metadata={"column": True})
+
+
+@dataclass
+class RequestRecord:
+    """One proxied request. Column fields are documented in docs/proxy.md ("The log")."""
+
+    # identity and timing
+    id: str = _column()
+    started_at: float = _column()
+    first_byte_at: float | None = _column()
+    ended_at: float | None = _column()
+    ttft_ms: float | None = _column()
+    latency_ms: float | None = _column()
+    # what was called
+    vendor: str | None = _column()
+    api: str | None = _column()
+    route: str | None = _column()
+    upstream: str | None = _column()
+    model: str | None = _column()
+    key_fingerprint: str | None = _column()
+    status: int | None = _column()
+    error: str | None = _column()
+    stream: int = _column(0)
+    # usage, normalised (NULL when the response carried none)
+    uncached_input_tokens: int | None = _column()
+    cache_read_tokens: int | None = _column()
+    cache_write_5m_tokens: int | None = _column()
+    cache_write_1h_tokens: int | None = _column()
+    cache_write_unknown_tokens: int | None = _column()
+    output_tokens: int | None = _column()
+    reasoning_tokens: int | None = _column()
+    total_input_tokens: int | None = _column()
+    usage_json: str | None = _column()
+    usage_warnings: str | None = _column()
+    # money (Decimal as text; NULL when the model has no price)
+    vendor_cost_usd: str | None = _column()
+    cost_usd: str | None = _column()
+    cost_without_cache_usd: str | None = _column()
+    # prefix
+    segment_hashes: str | None = _column()
+    prefix_hash: str | None = _column()
+    first_segment_hash: str | None = _column()
+    approx_prefix_tokens: int | None = _column()
+    breakpoints: str | None = _column()
+    # filled by the cache-break explainer hook (proxy/breaks.py)
+    break_reason: str | None = _column()
+    break_segment: str | None = _column()
+    break_offset: int | None = _column()
+    break_excerpt: str | None = _column()
+    previous_request_id: str | None = _column()
+    expected_hit: int | None = _column()
+    unexpected_miss: int | None = _column()
+    vendor_miss_reason: str | None = _column()
+    # bodies, only with --store-bodies (credentials redacted)
+    request_body: str | None = _column()
+    response_body: str | None = _column()
+
+    # not stored: parsed objects for hooks
+    fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)
+    usage: Usage | None = field(default=None, repr=False, compare=False)
+    cost: CostBreakdown | None = field(default=None, repr=False, compare=False)
+    request_json: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def as_row(self) -> dict[str, Any]:
+        """The column values, keyed by column name, ready for ``Table.insert_all``."""
+        return {name: getattr(self, name) for name in COLUMN_NAMES}
+
+    def set_usage_columns(self, usage: Usage) -> None:
+        """Copy a normalised ``Usage`` into the usage columns (and keep the object)."""
+        self.usage = usage
+        self.uncached_input_tokens = usage.uncached_input_tokens
+        self.cache_read_tokens = usage.cache_read_tokens
+        self.cache_write_5m_tokens = usage.cache_write_5m_tokens
+        self.cache_write_1h_tokens = usage.cache_write_1h_tokens
+        self.cache_write_unknown_tokens = usage.cache_write_unknown_tokens
+        self.output_tokens = usage.output_tokens
+        self.reasoning_tokens = usage.reasoning_tokens
+        self.total_input_tokens = usage.total_input_tokens
+        self.usage_json = json.dumps(usage.raw, ensure_ascii=False, sort_keys=True)
+        self.usage_warnings = json.dumps(list(usage.warnings), ensure_ascii=False)
+
+
+#: The stored columns, in table order.
+COLUMN_NAMES: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(RequestRecord) if f.metadata.get("column")
+)

@@ -1,0 +1,41 @@
+"""Run the proxy under uvicorn (what ``promptcache proxy`` calls)."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from .app import build_app
+from .config import ProxyConfig, check_bind
+
+__all__ = ["serve"]
+
+
+def serve(
+    config: ProxyConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    insecure_no_auth: bool = False,
+    log_level: str = "info",
+    access_log: bool = False,
+) -> None:
+    """Serve ``config`` on ``host:port`` until interrupted; a clean stop writes every row.
+
+    uvicorn's own ``server`` and ``date`` headers are off, so the upstream's pass through alone.
+
+    Raises:
+        ConfigError: a non-loopback ``host`` without ``config.auth_token`` or ``insecure_no_auth``.
+        StoreError: the log file cannot be opened.
+    """
+    check_bind(host, config.auth_token, insecure_no_auth)
+    app = build_app(config)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=30,
+    )
