@@ -1,1 +1,66 @@
-"""The bundled inference engine: paged KV cache, automatic prefix caching, continuous batching."""
+"""The bundled inference engine: paged KV cache, automatic prefix caching, continuous batching.
+
+Public names are loaded on first use (PEP 562), so ``import promptcache.engine`` stays cheap
+and imports no torch; ``from promptcache.engine import LLM`` loads the model stack.
+
+Quick start::
+
+    from promptcache.engine import LLM, SamplingParams
+
+    llm = LLM(model="path/to/checkpoint")
+    [out] = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=32))
+
+See docs/engine.md for the design.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import EngineConfig
+    from .llm import LLM
+    from .llm_engine import LLMEngine
+    from .model_config import ModelConfig
+    from .outputs import EngineStats, RequestOutput
+    from .sampler import TokenLogprobs
+    from .sampling_params import SamplingParams
+    from .tokenizer import Tokenizer
+
+__all__ = [
+    "LLM",
+    "EngineConfig",
+    "EngineStats",
+    "LLMEngine",
+    "ModelConfig",
+    "RequestOutput",
+    "SamplingParams",
+    "TokenLogprobs",
+    "Tokenizer",
+]
+
+_WHERE = {
+    "LLM": ".llm",
+    "EngineConfig": ".config",
+    "EngineStats": ".outputs",
+    "LLMEngine": ".llm_engine",
+    "ModelConfig": ".model_config",
+    "RequestOutput": ".outputs",
+    "SamplingParams": ".sampling_params",
+    "TokenLogprobs": ".sampler",
+    "Tokenizer": ".tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

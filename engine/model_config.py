@@ -18,7 +18,7 @@ from typing import Any
 
 from promptcache.errors import ModelLoadError
 
-__all__ = ["DTYPE_BYTES", "SUPPORTED_ARCHITECTURES", "ModelConfig"]
+__all__ = ["DTYPE_BYTES", "SUPPORTED_ARCHITECTURES", "ModelConfig", "read_generation_eos_ids"]
 
 #: Architectures the loader understands, as written in config.json's ``architectures`` list.
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -227,3 +227,22 @@ def _read_sliding_windows(
         first = int(raw.get("max_window_layers", 0))
         return tuple(int(window) if i >= first else None for i in range(num_layers))
     return tuple([None] * num_layers)
+
+
+def read_generation_eos_ids(model_dir: str | Path) -> tuple[int, ...]:
+    """EOS ids from ``generation_config.json`` (what transformers' ``generate`` stops on).
+
+    Instruct checkpoints often list extra end-of-turn ids there (Llama 3: ``<|eot_id|>``).
+    Returns () when the file is absent or has no ``eos_token_id``.
+    """
+    path = Path(model_dir) / "generation_config.json"
+    if not path.is_file():
+        return ()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc}") from exc
+    eos = raw.get("eos_token_id") if isinstance(raw, dict) else None
+    if isinstance(eos, list):
+        return tuple(int(i) for i in eos)
+    return () if eos is None else (int(eos),)

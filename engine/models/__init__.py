@@ -1,0 +1,1 @@
+"""Model definitions (Llama, Qwen2 and Mistral share models/llama.py) and RoPE."""

@@ -1,0 +1,284 @@
+"""Owns the model and the paged KV pool; turns a scheduled batch into sampled tokens.
+
+Per step (``execute``):
+
+1. copy blocks the scheduler asked to move: swap-out (device -> CPU pool), copy-on-write
+   (device -> device), swap-in (CPU pool -> device), in that order;
+2. pack the new tokens of every scheduled sequence into ``input_ids`` / ``positions`` and build
+   one ``AttnMetadata`` (slot mapping, padded block tables, context lengths, ``cu_seqlens_q``);
+3. run the model (attention writes the new K/V into the pool as it goes);
+4. take the hidden state of the last scheduled token of each sequence that completes its
+   tokens this step, compute logits for those rows only, and sample.
+
+KV pool: ``num_layers`` pairs of ``[num_blocks, block_size, num_kv_heads, head_dim]`` tensors,
+allocated once. ``num_blocks`` is ``EngineConfig.num_blocks`` if set, else
+``kv_cache_bytes // bytes_per_block`` with ``bytes_per_block = 2 * layers * block_size *
+kv_heads * head_dim * element_bytes``. An int8 / fp8 pool also holds per-layer, per-KV-head fp32
+scales, calibrated once at start-up (see ``calibrate_kv_scales``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from promptcache.errors import ConfigError
+
+from .attention import get_backend
+from .attention.base import AttnMetadata, KVCacheLayer
+from .config import EngineConfig
+from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
+from .loader import load_model
+from .sampler import Sampler, SampleRequest, SamplerOutput
+
+if TYPE_CHECKING:
+    from .scheduler import ScheduledBatch
+
+__all__ = ["ModelRunner"]
+
+#: Tokens of the start-up calibration pass for quantised KV caches.
+CALIBRATION_TOKENS = 256
+
+
+class ModelRunner:
+    """Loads the model, allocates the KV pool, and executes scheduled batches.
+
+    Args:
+        config: engine configuration; ``max_model_len`` must already be set.
+        model_dir: local checkpoint directory.
+        calibration_token_ids: prompt for the KV-scale calibration pass of an int8 / fp8 pool
+            (natural text works best); default: a fixed pseudo-random token sequence.
+
+    Raises:
+        ModelLoadError: the checkpoint cannot be loaded.
+        ConfigError: the byte budget holds no block, or an unknown backend / dtype.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        model_dir: str | Path,
+        calibration_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        if config.max_model_len is None:
+            raise ConfigError("max_model_len must be set before the model runner is built")
+        self.config = config
+        self.device = torch.device(config.device)
+        self.backend = get_backend(config.attention_backend)
+        self.model, self.model_config = load_model(
+            model_dir,
+            self.backend,
+            dtype=config.dtype,
+            max_positions=config.max_model_len,
+            device=self.device,
+        )
+        self.dtype = self.model.embed_tokens.weight.dtype
+        self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
+        self.block_size = config.block_size
+        mc = self.model_config
+        elem = torch.empty((), dtype=self.kv_dtype).element_size()
+        self.bytes_per_block = (
+            2 * mc.num_hidden_layers * self.block_size * mc.num_key_value_heads * mc.head_dim * elem
+        )
+        self.num_blocks = config.num_blocks or config.kv_cache_bytes // self.bytes_per_block
+        if self.num_blocks < 1:
+            raise ConfigError(
+                f"kv_cache_bytes={config.kv_cache_bytes} holds no KV block of "
+                f"{self.bytes_per_block} bytes; raise kv_cache_bytes or lower block_size"
+            )
+        self.kv_caches = self._allocate(self.num_blocks, self.device)
+        self.cpu_kv_caches = (
+            self._allocate(config.num_cpu_blocks, torch.device("cpu"))
+            if config.num_cpu_blocks
+            else []
+        )
+        self.sampler = Sampler(config.seed)
+        if is_quantized(self.kv_dtype):
+            self.calibrate_kv_scales(calibration_token_ids)
+
+    # KV pool --------------------------------------------------------------------------------
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes allocated for the device KV pool (K and V, all layers)."""
+        return self.num_blocks * self.bytes_per_block
+
+    def _allocate(self, num_blocks: int, device: torch.device) -> list[KVCacheLayer]:
+        mc = self.model_config
+        shape = (num_blocks, self.block_size, mc.num_key_value_heads, mc.head_dim)
+        return [
+            KVCacheLayer(
+                torch.zeros(shape, dtype=self.kv_dtype, device=device),
+                torch.zeros(shape, dtype=self.kv_dtype, device=device),
+            )
+            for _ in range(mc.num_hidden_layers)
+        ]
+
+    @torch.inference_mode()
+    def calibrate_kv_scales(self, token_ids: Sequence[int] | None = None) -> None:
+        """Set per-layer, per-KV-head scales of a quantised pool from one unquantised pass.
+
+        Runs ``token_ids`` (at most ``CALIBRATION_TOKENS``, default pseudo-random ids) through the
+        model with a scratch pool in the model dtype, takes each head's largest |K| and |V| and
+        turns them into scales with ``kv_quant.scales_from_amax`` (which adds headroom). Scales
+        are fixed afterwards, so every cached block keeps one meaning for the engine's lifetime.
+        """
+        mc = self.model_config
+        limit = min(CALIBRATION_TOKENS, self.config.max_model_len or CALIBRATION_TOKENS)
+        ids = list(token_ids or [])[:limit]
+        if len(ids) < 2:
+            gen = torch.Generator().manual_seed(0)
+            ids = torch.randint(0, mc.vocab_size, (limit,), generator=gen).tolist()
+        n = len(ids)
+        num_blocks = math.ceil(n / self.block_size)
+        shape = (num_blocks, self.block_size, mc.num_key_value_heads, mc.head_dim)
+        scratch = [
+            KVCacheLayer(
+                torch.zeros(shape, dtype=self.dtype, device=self.device),
+                torch.zeros(shape, dtype=self.dtype, device=self.device),
+            )
+            for _ in range(mc.num_hidden_layers)
+        ]
+        meta = self._metadata(
+            phase="prefill",
+            slot_mapping=list(range(n)),
+            block_tables=[list(range(num_blocks))],
+            context_lens=[n],
+            new_lens=[n],
+        )
+        positions = torch.arange(n, device=self.device)
+        self.model(torch.tensor(ids, device=self.device), positions, scratch, meta)
+        for layer, tmp in zip(self.kv_caches, scratch, strict=True):
+            k_amax = tmp.k_cache.flatten(0, 1)[:n].abs().float().amax(dim=(0, 2))
+            v_amax = tmp.v_cache.flatten(0, 1)[:n].abs().float().amax(dim=(0, 2))
+            layer.k_scale = scales_from_amax(k_amax, self.kv_dtype)
+            layer.v_scale = scales_from_amax(v_amax, self.kv_dtype)
+        for cpu_layer, layer in zip(self.cpu_kv_caches, self.kv_caches, strict=False):
+            cpu_layer.k_scale, cpu_layer.v_scale = layer.k_scale, layer.v_scale
+
+    def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy device blocks to the CPU pool: ``pairs`` of (device block, CPU block)."""
+        self._copy(self.kv_caches, self.cpu_kv_caches, pairs)
+
+    def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy CPU-pool blocks back to the device: ``pairs`` of (CPU block, device block)."""
+        self._copy(self.cpu_kv_caches, self.kv_caches, pairs)
+
+    def copy_blocks(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy-on-write inside the device pool: ``pairs`` of (source block, destination)."""
+        self._copy(self.kv_caches, self.kv_caches, pairs)
+
+    @staticmethod
+    def _copy(
+        src: list[KVCacheLayer], dst: list[KVCacheLayer], pairs: Sequence[tuple[int, int]]
+    ) -> None:
+        if not pairs:
+            return
+        if not src or not dst:
+            raise ConfigError("swapping needs a CPU pool: set num_cpu_blocks > 0")
+        device_src = src[0].k_cache.device
+        device_dst = dst[0].k_cache.device
+        src_ids = torch.tensor([s for s, _ in pairs], device=device_src)
+        dst_ids = torch.tensor([d for _, d in pairs], device=device_dst)
+        for s, d in zip(src, dst, strict=True):
+            d.k_cache[dst_ids] = s.k_cache[src_ids].to(device_dst)
+            d.v_cache[dst_ids] = s.v_cache[src_ids].to(device_dst)
+
+    # One step -------------------------------------------------------------------------------
+
+    def _metadata(
+        self,
+        phase: str,
+        slot_mapping: Sequence[int],
+        block_tables: Sequence[Sequence[int]],
+        context_lens: Sequence[int],
+        new_lens: Sequence[int],
+    ) -> AttnMetadata:
+        """Build ``AttnMetadata`` tensors on the device from per-sequence Python lists."""
+        dev = self.device
+        width = max((len(t) for t in block_tables), default=0)
+        tables = torch.full((len(block_tables), max(width, 1)), -1, dtype=torch.int32)
+        for i, table in enumerate(block_tables):
+            tables[i, : len(table)] = torch.tensor(table, dtype=torch.int32)
+        cu = [0]
+        for n in new_lens:
+            cu.append(cu[-1] + n)
+        return AttnMetadata(
+            phase="decode" if phase == "decode" else "prefill",
+            slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=dev),
+            block_tables=tables.to(dev),
+            context_lens=torch.tensor(context_lens, dtype=torch.int32, device=dev),
+            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev),
+            num_cached_tokens=torch.tensor(
+                [c - n for c, n in zip(context_lens, new_lens, strict=True)],
+                dtype=torch.int32,
+                device=dev,
+            ),
+            max_seqlen_q=max(new_lens, default=0),
+            max_seqlen_k=max(context_lens, default=0),
+        )
+
+    @torch.inference_mode()
+    def execute(
+        self,
+        batch: ScheduledBatch,
+        generators: Mapping[int, torch.Generator] | None = None,
+    ) -> SamplerOutput:
+        """Run one scheduled batch.
+
+        Args:
+            batch: the scheduler's ``ScheduledBatch``.
+            generators: per ``seq_id`` RNGs for seeded requests.
+
+        Returns:
+            One sampled token (and logprobs) per entry with ``samples`` set, in batch order.
+        """
+        self.swap_out(batch.blocks_to_swap_out)
+        self.copy_blocks(batch.blocks_to_copy)
+        self.swap_in(batch.blocks_to_swap_in)
+        entries = batch.seqs
+        if not entries:
+            return SamplerOutput([], [])
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        new_lens: list[int] = []
+        for entry in entries:
+            input_ids += entry.token_ids()
+            positions += entry.positions()
+            slots += entry.slot_mapping(self.block_size)
+            new_lens.append(entry.num_scheduled_tokens)
+        meta = self._metadata(
+            phase="decode" if all(n == 1 for n in new_lens) else "prefill",
+            slot_mapping=slots,
+            block_tables=[entry.seq.block_table for entry in entries],
+            context_lens=[entry.context_len for entry in entries],
+            new_lens=new_lens,
+        )
+        hidden = self.model(
+            torch.tensor(input_ids, dtype=torch.int64, device=self.device),
+            torch.tensor(positions, dtype=torch.int64, device=self.device),
+            self.kv_caches,
+            meta,
+        )
+        last_rows = meta.cu_seqlens_q[1:].long() - 1
+        sampling = [i for i, entry in enumerate(entries) if entry.samples]
+        if not sampling:
+            return SamplerOutput([], [])
+        rows = last_rows[torch.tensor(sampling, device=self.device)]
+        logits = self.model.compute_logits(hidden[rows])
+        gens = generators or {}
+        requests = [
+            SampleRequest(
+                params=entries[i].seq.params,
+                token_ids=entries[i].seq.token_ids,
+                num_prompt_tokens=entries[i].seq.num_prompt_tokens,
+                generator=gens.get(entries[i].seq.seq_id),
+            )
+            for i in sampling
+        ]
+        return self.sampler(logits, requests)
