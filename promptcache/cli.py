@@ -18,6 +18,8 @@ from promptcache.errors import PromptCacheError
 #: subcommand name -> "module:attribute" of its click command. Listed only once it works.
 COMMANDS: dict[str, str] = {
     "cost": "promptcache.commands.cost:cost_command",
+    "proxy": "promptcache.commands.proxy:proxy",
+    "report": "promptcache.commands.report:report_command",
 }
 
 

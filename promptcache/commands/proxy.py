@@ -1,0 +1,128 @@
+"""``promptcache proxy``: run the logging proxy in front of a vendor API or the local engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@click.command(name="proxy")
+@click.option(
+    "--upstream",
+    metavar="NAME|URL",
+    help="anthropic, openai, gemini, engine (http://127.0.0.1:8000) or a base URL of an "
+    "OpenAI-compatible server. With --config, replaces its default_upstream.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML file with several upstreams routed by path or model prefix (see docs/proxy.md).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=8787, show_default=True, type=click.IntRange(1, 65535), help="Port."
+)
+@click.option(
+    "--db",
+    default="promptcache.db",
+    show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite file the requests are recorded in (created if missing).",
+)
+@click.option("--no-log", is_flag=True, help="Record nothing: forward only.")
+@click.option(
+    "--auth-token",
+    envvar="PROMPTCACHE_PROXY_AUTH_TOKEN",
+    help="Require this token in the x-promptcache-auth header (stripped before forwarding). "
+    "Needed to listen on a non-loopback --host. Env: PROMPTCACHE_PROXY_AUTH_TOKEN.",
+)
+@click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Allow a non-loopback --host without --auth-token (trusted networks only).",
+)
+@click.option(
+    "--store-bodies",
+    is_flag=True,
+    help="Also store request and response bodies (API keys and bearer tokens redacted).",
+)
+@click.option(
+    "--max-body-bytes",
+    default=DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Larger request bodies get HTTP 413.",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="Server log level; debug also prints one access-log line per request.",
+)
+def proxy(
+    upstream: str | None,
+    config_file: Path | None,
+    host: str,
+    port: int,
+    db: Path,
+    no_log: bool,
+    auth_token: str | None,
+    insecure_no_auth: bool,
+    store_bodies: bool,
+    max_body_bytes: int,
+    log_level: str,
+) -> None:
+    """Run a local proxy that records every request's cache usage, cost and prefix hashes.
+
+    Point a client's base URL at the proxy; requests are forwarded byte for byte (streams chunk
+    by chunk) and recorded in the SQLite --db file. API keys are never stored.
+
+    \b
+    Example:
+        promptcache proxy --upstream anthropic --port 8787
+        export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+        promptcache proxy --upstream openai   # OpenAI(base_url="http://127.0.0.1:8787/v1")
+        promptcache proxy --upstream http://127.0.0.1:8000 --db engine.db
+        promptcache proxy --config upstreams.toml --host 0.0.0.0 --auth-token "$TOKEN"
+    """
+    from promptcache.proxy.config import (
+        check_bind,
+        config_for_upstream,
+        load_config_file,
+        upstream_from_spec,
+    )
+    from promptcache.proxy.serve import serve
+
+    check_bind(host, auth_token, insecure_no_auth)
+    settings = {
+        "db_path": None if no_log else db,
+        "store_bodies": store_bodies,
+        "max_body_bytes": max_body_bytes,
+        "auth_token": auth_token,
+    }
+    if config_file is not None:
+        default = upstream_from_spec(upstream) if upstream is not None else None
+        config = load_config_file(config_file, default=default, **settings)
+    elif upstream is not None:
+        config = config_for_upstream(upstream, **settings)
+    else:
+        raise click.UsageError("give --upstream NAME|URL or --config FILE")
+    click.echo(
+        f"promptcache proxy on http://{host}:{port} -> "
+        f"{config.upstreams[config.default_upstream].url}"
+        + ("" if no_log else f", recording to {db}"),
+        err=True,
+    )
+    serve(
+        config,
+        host=host,
+        port=port,
+        insecure_no_auth=insecure_no_auth,
+        log_level=log_level,
+        access_log=log_level == "debug",
+    )
