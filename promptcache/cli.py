@@ -19,7 +19,6 @@ from promptcache.errors import PromptCacheError
 COMMANDS: dict[str, str] = {
     "cost": "promptcache.commands.cost:cost_command",
     "proxy": "promptcache.commands.proxy:proxy",
-    "report": "promptcache.commands.report:report_command",
 }
 
 
