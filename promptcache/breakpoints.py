@@ -1,0 +1,171 @@
+"""Cache breakpoint planning for Anthropic ``cache_control`` and Bedrock ``cachePoint`` markers.
+
+``plan_breakpoints`` takes the breakpoints a prompt asks for, in prefix order (tools -> system ->
+messages), and enforces the vendor rules (checked 2026-11-30 against
+https://platform.claude.com/docs/en/build-with-claude/prompt-caching and
+https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
+
+* at most 4 breakpoints per request; asking for more raises ``BreakpointLimitError`` (the API
+  would answer 400 "A maximum of 4 blocks with cache_control may be provided");
+* ``ttl`` is ``"5m"`` or ``"1h"``, and a 1h breakpoint may not follow a 5m one (else 400):
+  ``BreakpointTTLOrderError`` names both and the fix. promptcache raises rather than reorders,
+  because silently promoting a 5m breakpoint to 1h doubles its write price (1.25x -> 2x);
+* a breakpoint whose cumulative prefix is below the model's minimum cacheable length would write
+  nothing: it is dropped and a warning saying so is returned, never silently. Minimums come from
+  ``promptcache.minimums``; token counts are ``cl100k_base`` approximations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from promptcache.errors import BreakpointLimitError, BreakpointTTLOrderError, ConfigError
+from promptcache.minimums import ModelMinimums, default_model_minimums
+
+__all__ = [
+    "AUTO_LOCATIONS",
+    "MAX_BREAKPOINTS",
+    "BreakpointPlan",
+    "Layer",
+    "PlannedBreakpoint",
+    "Ttl",
+    "check_ttl",
+    "plan_breakpoints",
+]
+
+Ttl = Literal["5m", "1h"]
+Layer = Literal["tools", "system", "messages"]
+
+#: Where ``PromptBuilder`` places breakpoints automatically, in prefix order: after the last tool,
+#: after the last frozen system block, after the last session block, on the newest history message.
+AUTO_LOCATIONS: tuple[str, ...] = ("tools", "frozen", "session", "history")
+#: Anthropic and Bedrock accept at most this many breakpoints per request.
+MAX_BREAKPOINTS = 4
+
+
+def check_ttl(value: object, where: str) -> Ttl:
+    """Return ``value`` if it is ``"5m"`` or ``"1h"``.
+
+    Raises:
+        ConfigError: any other value; the message names ``where``.
+    """
+    if value == "5m":
+        return "5m"
+    if value == "1h":
+        return "1h"
+    raise ConfigError(f"{where}: ttl must be '5m' or '1h', got {value!r}")
+
+
+@dataclass(frozen=True)
+class PlannedBreakpoint:
+    """A breakpoint at one block of the rendered request.
+
+    Attributes:
+        label: ``"tools"``, ``"frozen"``, ``"session"``, ``"history"`` or ``"marker"`` (placed by
+            ``PromptBuilder.cache_breakpoint``).
+        layer: ``"tools"``, ``"system"`` or ``"messages"``: which request list holds the block.
+        index: index of the marked tool, system block or message in that list.
+        ttl: ``"5m"`` or ``"1h"``.
+        prefix_tokens: approximate cumulative prefix, in tokens, up to and including the block.
+    """
+
+    label: str
+    layer: Layer
+    index: int
+    ttl: Ttl
+    prefix_tokens: int
+
+    @property
+    def where(self) -> str:
+        """``"system[1] (frozen)"``: for messages."""
+        return f"{self.layer}[{self.index}] ({self.label})"
+
+
+@dataclass(frozen=True)
+class BreakpointPlan:
+    """The breakpoints to render and the warnings about the ones dropped.
+
+    Attributes:
+        kept: breakpoints to render, in prefix order.
+        warnings: one sentence per dropped breakpoint or unchecked minimum.
+        min_tokens: the minimum applied, or None when unknown for the model.
+    """
+
+    kept: tuple[PlannedBreakpoint, ...]
+    warnings: tuple[str, ...]
+    min_tokens: int | None
+
+
+def plan_breakpoints(
+    requested: Sequence[PlannedBreakpoint],
+    *,
+    model: str,
+    vendor: Literal["anthropic", "bedrock"],
+    minimums: ModelMinimums | None = None,
+    min_prefix_tokens: int | None = None,
+) -> BreakpointPlan:
+    """Check the requested breakpoints against the vendor rules; drop the ones too short.
+
+    Args:
+        requested: breakpoints in prefix order (tools, then system, then messages).
+        model: the model id; selects the minimum from ``minimums``.
+        vendor: ``"anthropic"`` or ``"bedrock"`` (Bedrock models may not cache tools).
+        minimums: the table to use; the bundled one when None.
+        min_prefix_tokens: use this minimum (tokens) instead of the table's.
+
+    Returns:
+        A ``BreakpointPlan``.
+
+    Raises:
+        BreakpointLimitError: more than ``MAX_BREAKPOINTS`` requested.
+        BreakpointTTLOrderError: a 1h breakpoint after a 5m one.
+    """
+    if len(requested) > MAX_BREAKPOINTS:
+        listed = ", ".join(bp.where for bp in requested)
+        raise BreakpointLimitError(
+            f"{len(requested)} cache breakpoints requested ({listed}); the vendor accepts at most "
+            f"{MAX_BREAKPOINTS}: drop a cache_breakpoint() marker or leave a location out of "
+            "PromptBuilder(breakpoints=...)"
+        )
+    last_5m: PlannedBreakpoint | None = None
+    for bp in requested:
+        if bp.ttl == "5m" and last_5m is None:
+            last_5m = bp
+        elif bp.ttl == "1h" and last_5m is not None:
+            raise BreakpointTTLOrderError(
+                f"breakpoint {bp.where} has ttl '1h' but comes after {last_5m.where} with ttl "
+                "'5m'; longer TTLs must come first in the prefix (the API answers 400): set "
+                f"{last_5m.label!r} to '1h' too, or {bp.label!r} to '5m'"
+            )
+    table = minimums or default_model_minimums()
+    row = table.lookup(model)
+    warnings: list[str] = []
+    if min_prefix_tokens is not None:
+        minimum: int | None = min_prefix_tokens
+        source = f"{min_prefix_tokens} tokens (min_prefix_tokens)"
+    elif row is not None:
+        minimum, source = row.min_tokens, row.describe()
+    else:
+        minimum, source = None, ""
+        warnings.append(
+            f"no minimum cacheable prefix is known for model {model!r}: breakpoints were not "
+            "checked against one; add a row to model_minimums.toml or pass min_prefix_tokens"
+        )
+    kept: list[PlannedBreakpoint] = []
+    for bp in requested:
+        if vendor == "bedrock" and bp.layer == "tools" and row is not None and not row.tool_caching:
+            warnings.append(
+                f"skipped cache breakpoint at {bp.where}: {row.name} cannot cache tool "
+                f"definitions ({row.source_url}, checked {row.checked})"
+            )
+        elif minimum is not None and bp.prefix_tokens < minimum:
+            warnings.append(
+                f"skipped cache breakpoint at {bp.where}: cumulative prefix is about "
+                f"{bp.prefix_tokens} tokens, below the minimum of {source} for {model}; "
+                "nothing would be cached there"
+            )
+        else:
+            kept.append(bp)
+    return BreakpointPlan(tuple(kept), tuple(warnings), minimum)

@@ -1,0 +1,94 @@
+"""Checks and small pieces the vendor renderers share."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from promptcache.errors import ConfigError
+from promptcache.minimums import default_model_minimums
+
+if TYPE_CHECKING:
+    from promptcache.prompt import PromptBuilder
+
+
+def require_model(builder: PromptBuilder, renderer: str) -> str:
+    """The builder's model id.
+
+    Raises:
+        ConfigError: no model was set.
+    """
+    if not builder.model:
+        raise ConfigError(f"{renderer}() needs a model: PromptBuilder(model=...)")
+    return builder.model
+
+
+def require_content(builder: PromptBuilder, renderer: str) -> None:
+    """Raise ``ConfigError`` when there is neither history nor dynamic content to send."""
+    if not builder.history and not builder.dynamic_blocks:
+        raise ConfigError(
+            f"{renderer}(): nothing to answer: add a dynamic() question or a history message"
+        )
+
+
+def positive_int(value: object, name: str) -> int:
+    """``value`` if it is an int >= 1, else ``ConfigError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def automatic_cache_warnings(builder: PromptBuilder, vendor: str) -> list[str]:
+    """Warn when the whole prompt is below the model's minimum for automatic caching.
+
+    OpenAI and Gemini cache automatically from a minimum prompt length on (1024 tokens for
+    OpenAI, https://developers.openai.com/api/docs/guides/prompt-caching ; 2048-4096 for Gemini,
+    https://ai.google.dev/gemini-api/docs/caching ; checked 2026-11-30). Models missing from the
+    table get no warning: OpenAI-compatible servers use arbitrary model names.
+    """
+    total = sum(builder.approx_tokens().values())
+    if builder.min_prefix_tokens is not None:
+        minimum, source = builder.min_prefix_tokens, "min_prefix_tokens"
+    else:
+        table = builder.minimums or default_model_minimums()
+        row = table.lookup(builder.model) if builder.model else None
+        if row is None:
+            return []
+        minimum, source = row.min_tokens, row.describe()
+    if total >= minimum:
+        return []
+    return [
+        f"the whole prompt is about {total} tokens, below the {vendor} minimum of {source}; "
+        "nothing will be cached"
+    ]
+
+
+def retention_param(retention: str | None) -> dict[str, str]:
+    """``{"prompt_cache_retention": ...}`` for OpenAI, or ``{}``.
+
+    Raises:
+        ConfigError: a value other than ``"in_memory"`` or ``"24h"``
+            (https://developers.openai.com/api/docs/guides/prompt-caching , checked 2026-11-30).
+    """
+    if retention is None:
+        return {}
+    if retention not in ("in_memory", "24h"):
+        raise ConfigError(f"retention must be 'in_memory' or '24h', got {retention!r}")
+    return {"prompt_cache_retention": retention}
+
+
+def cache_key_param(builder: PromptBuilder, include: bool, renderer: str) -> dict[str, str]:
+    """``{"prompt_cache_key": builder.cache_key}`` when ``include``, else ``{}``.
+
+    Raises:
+        ConfigError: ``include`` is True but the builder has no ``cache_key``. promptcache never
+            invents one: a random key per request spreads requests over cache shards.
+    """
+    if not include:
+        return {}
+    if builder.cache_key is None:
+        raise ConfigError(
+            f"{renderer}() was asked for a prompt_cache_key but the builder has none: pass a "
+            "stable tenant or conversation id as PromptBuilder(cache_key=...), or call "
+            f"{renderer}(include_cache_key=False)"
+        )
+    return {"prompt_cache_key": builder.cache_key}

@@ -1,0 +1,187 @@
+"""Automatic breakpoint placement, the 4-breakpoint limit, TTL order and model minimums."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from promptcache.breakpoints import PlannedBreakpoint, plan_breakpoints
+from promptcache.errors import (
+    BreakpointLimitError,
+    BreakpointTTLOrderError,
+    ConfigError,
+    TooManyBreakpoints,
+)
+from promptcache.minimums import default_model_minimums, load_model_minimums
+from promptcache.prompt import PromptBuilder
+from promptcache.tokens import count_tokens
+
+
+def _marks(rendered: dict) -> list[str]:  # type: ignore[type-arg]
+    """Paths of the blocks carrying cache_control in an Anthropic rendering."""
+    out = [f"tools[{i}]" for i, t in enumerate(rendered.get("tools", [])) if "cache_control" in t]
+    out += [
+        f"system[{i}]" for i, b in enumerate(rendered.get("system", [])) if "cache_control" in b
+    ]
+    for i, message in enumerate(rendered["messages"]):
+        out += [
+            f"messages[{i}].content[{j}]"
+            for j, block in enumerate(message["content"])
+            if "cache_control" in block
+        ]
+    return out
+
+
+def test_automatic_placement(builder: PromptBuilder) -> None:
+    rendered = builder.to_anthropic()
+    # tools alone (~60 tokens) are below Sonnet 4.5's 1024 minimum: skipped, with a warning
+    assert _marks(rendered) == ["system[1]", "system[2]", "messages[1].content[0]"]
+    assert [bp.label for bp in rendered.breakpoints] == ["frozen", "session", "history"]
+    (warning,) = rendered.warnings
+    assert warning.startswith("skipped cache breakpoint at tools[0] (tools): cumulative prefix")
+    assert "1024 tokens (Claude Sonnet 4.5; https://platform.claude.com" in warning
+    assert "checked 2026-11-30" in warning
+    prefix = [bp.prefix_tokens for bp in rendered.breakpoints]
+    assert prefix == sorted(prefix) and prefix[0] > 1024
+    # the dynamic question is never marked
+    assert "cache_control" not in rendered["messages"][-1]["content"][0]
+
+
+def test_all_four_when_large_enough(builder: PromptBuilder) -> None:
+    b = builder.fork()
+    b.min_prefix_tokens = 10
+    rendered = b.to_anthropic()
+    assert _marks(rendered) == ["tools[0]", "system[1]", "system[2]", "messages[1].content[0]"]
+    assert rendered.warnings == ()
+
+
+def test_fifth_breakpoint_raises(builder: PromptBuilder) -> None:
+    b = PromptBuilder("claude-sonnet-4-5").tool("t", "d", {"type": "object"}).system("Role.")
+    b.cache_breakpoint().rules("Rules.").session("s").add_user("u").dynamic("q")
+    with pytest.raises(
+        TooManyBreakpoints, match=r"5 cache breakpoints requested .*system\[0\] \(marker\)"
+    ):
+        b.to_anthropic()
+    assert TooManyBreakpoints is BreakpointLimitError
+    fewer = PromptBuilder("claude-sonnet-4-5", breakpoints=("frozen", "session", "history"))
+    fewer.tool("t", "d", {"type": "object"}).system("Role.").cache_breakpoint().rules("R.")
+    fewer.session("s").add_user("u").dynamic("q")
+    fewer.min_prefix_tokens = 1
+    assert _marks(fewer.to_anthropic()) == [
+        "system[0]",
+        "system[1]",
+        "system[2]",
+        "messages[0].content[0]",
+    ]
+
+
+def test_marker_ttl_and_dedupe_with_auto_location() -> None:
+    b = PromptBuilder("claude-sonnet-4-5", ttl={"tools": "1h", "frozen": "1h"}, min_prefix_tokens=1)
+    b.tool("t", "d", {"type": "object"}).cache_breakpoint()  # same block as the "tools" location
+    b.system("Role.").dynamic("q")
+    rendered = b.to_anthropic()
+    assert [(bp.label, bp.ttl) for bp in rendered.breakpoints] == [
+        ("tools", "1h"),
+        ("frozen", "1h"),
+    ]
+    assert rendered["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert rendered["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+def test_ttl_order_1h_after_5m_raises() -> None:
+    b = PromptBuilder("claude-sonnet-4-5", ttl={"session": "1h"}, min_prefix_tokens=1)
+    b.system("Role.").session("s").dynamic("q")
+    with pytest.raises(
+        BreakpointTTLOrderError,
+        match=r"system\[1\] \(session\) has ttl '1h' but comes after system\[0\] \(frozen\) "
+        r"with ttl '5m'.*set 'frozen' to '1h' too",
+    ):
+        b.to_anthropic()
+    ok = PromptBuilder("claude-sonnet-4-5", ttl={"frozen": "1h"}, min_prefix_tokens=1)
+    ok.system("Role.").session("s").dynamic("q")
+    assert [bp.ttl for bp in ok.to_anthropic().breakpoints] == ["1h", "5m"]
+    with pytest.raises(ConfigError, match=r"ttl must be '5m' or '1h'"):
+        PromptBuilder().system("x").cache_breakpoint(ttl="2h")
+
+
+def test_unknown_model_is_not_checked_but_warned() -> None:
+    b = PromptBuilder("claude-3-haiku-20240307").system("Role.").dynamic("q")
+    rendered = b.to_anthropic()
+    assert _marks(rendered) == ["system[0]"]
+    assert rendered.warnings == (
+        "no minimum cacheable prefix is known for model 'claude-3-haiku-20240307': breakpoints "
+        "were not checked against one; add a row to model_minimums.toml or pass "
+        "min_prefix_tokens",
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "minimum"),
+    [
+        ("claude-opus-5", 512),
+        ("claude-opus-4-8", 1024),
+        ("claude-opus-4-7", 4096),  # docs disagree (2048/4096): conservative
+        ("claude-opus-4-6", 4096),
+        ("claude-opus-4-5-20251101", 4096),
+        ("claude-opus-4-1-20250805", 1024),
+        ("claude-opus-4-20250514", 1024),
+        ("claude-sonnet-4-6", 2048),  # docs disagree (1024/2048): conservative
+        ("claude-sonnet-4-5-20250929", 1024),
+        ("claude-sonnet-4-20250514", 1024),
+        ("claude-3-7-sonnet-20250219", 1024),
+        ("claude-haiku-4-5", 4096),
+        ("claude-3-5-haiku-20241022", 2048),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", 1024),
+        ("amazon.nova-pro-v1:0", 1000),
+        ("gpt-5", 1024),
+        ("gemini-2.5-flash", 2048),
+        ("gemini-2.5-pro", 4096),
+        ("gemini-3-pro-preview", 4096),
+    ],
+)
+def test_bundled_minimums(model: str, minimum: int) -> None:
+    row = default_model_minimums().lookup(model)
+    assert row is not None and row.min_tokens == minimum
+    assert row.checked == "2026-11-30" and row.source_url.startswith("https://")
+
+
+def test_minimum_overrides(tmp_path: Path) -> None:
+    table = default_model_minimums().with_override("claude-sonnet-4-5", 50)
+    row = table.lookup("claude-sonnet-4-5")
+    assert row is not None and row.min_tokens == 50 and row.source_url == "user override"
+    own = tmp_path / "mins.toml"
+    own.write_text(
+        '[[models]]\nname = "Mine"\nvendor = "user"\npatterns = ["my-*"]\nmin_tokens = 7\n'
+        'source_url = "local"\nchecked = "2026-11-30"\n'
+    )
+    loaded = load_model_minimums(own)
+    assert loaded.lookup("my-model") is not None and loaded.lookup("gpt-5") is None
+    b = PromptBuilder("my-model", minimums=loaded).system("Role.").dynamic("q")
+    assert b.to_anthropic().breakpoints == ()  # 2 tokens < 7
+    role = "You are a careful senior reviewer of Python code."
+    b = PromptBuilder("my-model", minimums=loaded).system(role).dynamic("q")
+    assert b.to_anthropic().breakpoints[0].prefix_tokens == count_tokens(role) >= 7
+    own.write_text('[[models]]\nname = "x"\n')
+    with pytest.raises(ConfigError, match=r"lacks vendor, patterns, min_tokens"):
+        load_model_minimums(own)
+    own.write_text("not toml [")
+    with pytest.raises(ConfigError, match=r"is not valid TOML"):
+        load_model_minimums(own)
+    with pytest.raises(ConfigError, match=r"cannot read model minimums file"):
+        load_model_minimums(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match=r"min_tokens must be a positive integer"):
+        table.with_override("m", 0)
+
+
+def test_bedrock_nova_cannot_cache_tools() -> None:
+    requested = [
+        PlannedBreakpoint("tools", "tools", 0, "5m", 2000),
+        PlannedBreakpoint("frozen", "system", 0, "5m", 3000),
+    ]
+    plan = plan_breakpoints(requested, model="us.amazon.nova-pro-v1:0", vendor="bedrock")
+    assert [bp.label for bp in plan.kept] == ["frozen"]
+    assert plan.min_tokens == 1000
+    assert plan.warnings[0].startswith("skipped cache breakpoint at tools[0] (tools): Amazon Nova")
+    same_on_anthropic = plan_breakpoints(requested, model="claude-sonnet-4-5", vendor="anthropic")
+    assert len(same_on_anthropic.kept) == 2
