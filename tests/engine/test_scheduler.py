@@ -15,6 +15,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from promptcache.engine.config import EngineConfig
 from promptcache.engine.sampling_params import SamplingParams
@@ -192,6 +194,36 @@ def test_preemption_under_tiny_pool_finishes_everything(mode: str) -> None:
     assert (swaps > 0) == (mode == "swap")
     assert tiny.block_manager.num_free_blocks == 7
     assert tiny.block_manager.num_free_cpu_blocks == tiny.block_manager.num_cpu_blocks
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 10_000),
+    num_blocks=st.integers(9, 14),
+    budget=st.integers(1, 16),
+    max_num_seqs=st.integers(2, 5),
+    mode=st.sampled_from(["recompute", "swap"]),
+    cache_aware=st.booleans(),
+)
+def test_random_tight_configs_finish_with_reference_tokens(
+    seed: int, num_blocks: int, budget: int, max_num_seqs: int, mode: str, cache_aware: bool
+) -> None:
+    roomy = make_scheduler(num_blocks=256, max_num_batched_tokens=64)
+    random_workload(roomy, seed=seed, num_requests=8)
+    expected, _ = drain(roomy)
+    tight = make_scheduler(
+        num_blocks=num_blocks,
+        max_num_batched_tokens=budget,
+        max_num_seqs=max_num_seqs,
+        preemption_mode=mode,
+        num_cpu_blocks=4,
+        cache_aware_scheduling=cache_aware,
+        fairness_max_wait_steps=2,
+    )
+    random_workload(tight, seed=seed, num_requests=8)
+    finished, _ = drain(tight)
+    assert finished == expected
+    assert tight.block_manager.num_free_blocks == num_blocks
 
 
 def test_preemption_picks_the_newest_request() -> None:
