@@ -18,6 +18,7 @@ from promptcache.errors import PromptCacheError
 #: subcommand name -> "module:attribute" of its click command. Listed only once it works.
 COMMANDS: dict[str, str] = {
     "cost": "promptcache.commands.cost:cost_command",
+    "hash": "promptcache.commands.hash:hash_command",
     "proxy": "promptcache.commands.proxy:proxy",
 }
 

@@ -237,8 +237,8 @@ def detect_api(body: Mapping[str, Any]) -> str:
     if guess is None:
         raise RequestShapeError(
             "cannot tell which API this request body is for (no messages, input, contents or "
-            f"prompt field; keys: {', '.join(sorted(map(str, body))) or 'none'}); name the API "
-            f"explicitly, one of: {', '.join(APIS)}"
+            f"prompt field; keys: {', '.join(sorted(map(str, body))) or 'none'}); pass the API "
+            f"explicitly (api=... or --api), one of: {', '.join(APIS)}"
         )
     return guess
 

@@ -1,0 +1,67 @@
+"""`promptcache hash`: table and JSON output, stdin, api detection and clean errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from promptcache.cli import cli
+from promptcache.commands.hash import API_CHOICES
+from promptcache.fingerprint import fingerprint_request
+from promptcache.segments import APIS
+
+BODY = {
+    "model": "claude-sonnet-4-5",
+    "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
+    "system": [
+        {"type": "text", "text": "Rules", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ],
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+def test_api_choices_match_the_sdk() -> None:
+    assert set(API_CHOICES) == {"auto", *APIS}
+
+
+def test_table_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(BODY))
+    result = CliRunner().invoke(cli, ["hash", str(path)])
+    assert result.exit_code == 0, result.output
+    fp = fingerprint_request(BODY, "anthropic")
+    for segment, chained in zip(fp.segments, fp.chained, strict=True):
+        assert segment.path in result.output
+        assert segment.sha256[:12] in result.output and chained[:12] in result.output
+    assert "anthropic request, model claude-sonnet-4-5" in result.output
+    assert "1h" in result.output
+    assert f"prefix hash: {fp.prefix_hash}" in result.output
+
+
+def test_json_from_stdin_with_explicit_api() -> None:
+    result = CliRunner().invoke(
+        cli, ["hash", "-", "--api", "anthropic", "--format", "json"], input=json.dumps(BODY)
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    fp = fingerprint_request(BODY, "anthropic")
+    assert data["prefix_hash"] == fp.prefix_hash and data["chained"] == fp.chained
+    assert [s["sha256"] for s in data["segments"]] == [s.sha256 for s in fp.segments]
+    assert "text" not in data["segments"][0]
+    assert data["breakpoints"] == [{"path": "system[0]", "ttl": "1h", "segment_index": 1}]
+
+
+def test_bad_json_and_unknown_shape_are_clean_errors() -> None:
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["hash", "-"], input="{nope")
+    assert bad.exit_code == 2 and "not valid JSON" in bad.output and "Traceback" not in bad.output
+    arr = runner.invoke(cli, ["hash", "-"], input="[1, 2]")
+    assert arr.exit_code == 2 and "expected a JSON object" in arr.output
+    unknown = runner.invoke(cli, ["hash", "-"], input='{"foo": 1}')
+    assert unknown.exit_code == 2
+    assert "error: cannot tell which API" in unknown.output and "--api" in unknown.output
+    wrong = runner.invoke(cli, ["hash", "-", "--api", "openai_completions"], input=json.dumps(BODY))
+    assert wrong.exit_code == 2 and "looks like anthropic" in wrong.output
+    assert unknown.exception is None or isinstance(unknown.exception, SystemExit)
