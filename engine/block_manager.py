@@ -244,6 +244,23 @@ class BlockManager:
             block_ids, len(block_ids) * self.block_size, num_free_hits, self._version
         )
 
+    def cached_prefix_tokens(self, seq: Sequence) -> int:
+        """Tokens `match_prefix` would serve, from hash lookups alone (no collision guard).
+
+        For ranking waiting requests each step: cheaper than `match_prefix`, and equal to it
+        unless two different blocks collide in 128 bits. Changes nothing but the hash memo.
+        """
+        if not self.enable_prefix_caching:
+            return 0
+        hashes = self.block_hashes(seq)
+        cached = self._cached
+        num_blocks = 0
+        for block_hash in hashes[: (seq.num_tokens - 1) // self.block_size]:
+            if block_hash not in cached:
+                break
+            num_blocks += 1
+        return num_blocks * self.block_size
+
     def can_allocate(self, seq: Sequence, match: PrefixMatch, num_new_tokens: int) -> bool:
         """Whether `allocate(seq, match, num_new_tokens)` would succeed now. Changes nothing."""
         if match.version != self._version:

@@ -260,6 +260,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
     def admit(self, prefix: list[int], tail: list[int], salt: str | None, chunk: int) -> None:
         seq = make_seq(prefix + tail, salt=salt)
         match = self.bm.match_prefix(seq)
+        assert self.bm.cached_prefix_tokens(seq) == match.num_cached_tokens
         chunk = min(chunk, seq.num_tokens - match.num_cached_tokens)
         try:
             self.bm.allocate(seq, match, chunk)
