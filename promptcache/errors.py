@@ -25,6 +25,7 @@ docstring when it is raised; each instance's message says what to change.
     │   └── StoreError                       the SQLite log failed (wraps sqlite3.Error)
     └── EngineError
         ├── InvalidRequestError (also ValueError)   -> HTTP 400 from the engine server
+        │   └── RequestFieldError            one named request field is missing or invalid
         ├── ModelLoadError                   checkpoint missing, unreadable or unsupported
         ├── KernelInputError (also ValueError)   kernel given a bad tensor shape/dtype/device
         └── OutOfBlocksError                 internal: the scheduler preempts, users never see it
@@ -49,6 +50,7 @@ __all__ = [
     "PromptCacheError",
     "PromptError",
     "ProxyError",
+    "RequestFieldError",
     "RequestShapeError",
     "StoreError",
     "TooManyBreakpoints",
@@ -139,6 +141,20 @@ class EngineError(PromptCacheError):
 
 class InvalidRequestError(EngineError, ValueError):
     """A generation request is invalid (too long, bad sampling values); the server answers 400."""
+
+
+class RequestFieldError(InvalidRequestError):
+    """One field of an engine-server request is missing, of the wrong type or out of range.
+
+    ``param`` names the field as the client sent it ("temperature", "messages[1].content") and
+    ``code`` is a short machine-readable reason ("invalid_type", "context_length_exceeded") or
+    None; the server copies both into the OpenAI error body's ``param`` and ``code``.
+    """
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
 
 
 class ModelLoadError(EngineError):
