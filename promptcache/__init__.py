@@ -9,6 +9,18 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from promptcache.canonical import canonical_json, canonical_tool_schema, normalize_text
+from promptcache.conversation import Conversation
+from promptcache.fingerprint import (
+    Breakpoint,
+    Divergence,
+    RequestFingerprint,
+    Segment,
+    fingerprint_request,
+    first_divergence,
+)
+from promptcache.guard import PrefixGuard
+from promptcache.minimums import ModelMinimums, default_model_minimums, load_model_minimums
 from promptcache.pricing import (
     CostBreakdown,
     ModelPrice,
@@ -18,24 +30,45 @@ from promptcache.pricing import (
     load_price_table,
     lookup_price,
 )
+from promptcache.prompt import PromptBuilder, RenderedRequest, ToolSpec, Turn
+from promptcache.tokens import count_tokens
 from promptcache.ttl import TTLAdvice, TTLOption, advise_ttl
 from promptcache.usage import Usage, UsageAccumulator, detect_api, parse_usage, stream_accumulator
 
 __all__ = [
+    "Breakpoint",
+    "Conversation",
     "CostBreakdown",
+    "Divergence",
+    "ModelMinimums",
     "ModelPrice",
+    "PrefixGuard",
     "PriceTable",
+    "PromptBuilder",
+    "RenderedRequest",
+    "RequestFingerprint",
+    "Segment",
     "TTLAdvice",
     "TTLOption",
+    "ToolSpec",
+    "Turn",
     "Usage",
     "UsageAccumulator",
     "__version__",
     "advise_ttl",
+    "canonical_json",
+    "canonical_tool_schema",
     "cost",
+    "count_tokens",
+    "default_model_minimums",
     "default_price_table",
     "detect_api",
+    "fingerprint_request",
+    "first_divergence",
+    "load_model_minimums",
     "load_price_table",
     "lookup_price",
+    "normalize_text",
     "parse_usage",
     "stream_accumulator",
 ]

@@ -23,3 +23,17 @@ def test_exported_objects_come_from_their_defining_module() -> None:
         module_name = getattr(obj, "__module__", None)
         if module_name and module_name.startswith("promptcache."):
             assert getattr(importlib.import_module(module_name), name, obj) is obj, name
+
+
+def test_import_loads_no_optional_or_heavy_library() -> None:
+    # Encoders, SQLite helpers, rich and vendor clients load on first use, not on import.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, promptcache\n"
+        "heavy = ['tiktoken', 'tokenizers', 'sqlite_utils', 'rich', 'anthropic', 'openai', 'torch']\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
