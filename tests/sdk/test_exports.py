@@ -32,7 +32,7 @@ def test_import_loads_no_optional_or_heavy_library() -> None:
 
     code = (
         "import sys, promptcache\n"
-        "heavy = ['tiktoken', 'tokenizers', 'sqlite_utils', 'rich', 'anthropic', 'openai', 'torch']\n"
+        "heavy = ['tiktoken', 'tokenizers', 'sqlite_utils', 'rich', 'anthropic', 'openai']\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
