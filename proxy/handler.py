@@ -284,9 +284,11 @@ class ProxyEndpoint:
                 return
         else:
             if decoder is not None:
-                tail = decoder.close()
-                if tail and ex.strip_usage_chunk:
-                    await send({"type": "http.response.body", "body": tail, "more_body": True})
+                events, tail = decoder.close()
+                rest = self._take_events(ex, events, strip=ex.strip_usage_chunk)
+                rest += tail if ex.strip_usage_chunk else b""
+                if rest:
+                    await send({"type": "http.response.body", "body": rest, "more_body": True})
         ex.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

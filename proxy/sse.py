@@ -54,7 +54,7 @@ class SSEDecoder:
         for chunk in chunks:
             for event in decoder.feed(chunk):
                 handle(event)
-        leftover = decoder.close()   # bytes of an unfinished event, never dispatched
+        last, leftover = decoder.close()  # leftover: an unfinished event, never dispatched
     """
 
     def __init__(self) -> None:
@@ -82,15 +82,16 @@ class SSEDecoder:
                 self._scan = len(_BOM)
         return self._parse(final=False)
 
-    def close(self) -> bytes:
-        """End of stream: returns the bytes of an unfinished event (discarded, per the spec)."""
+    def close(self) -> tuple[list[ServerSentEvent], bytes]:
+        """End of stream: the events a held-back final CR completes, and the bytes of an
+        unfinished event (never dispatched, per the spec)."""
         self._start_of_stream = False
-        self._parse(final=True)
+        events = self._parse(final=True)
         rest = bytes(self._buf)
         self._buf.clear()
         self._scan = 0
         self._data = []
-        return rest
+        return events, rest
 
     def _parse(self, *, final: bool) -> list[ServerSentEvent]:
         buf = self._buf
@@ -103,7 +104,7 @@ class SSEDecoder:
             if match is None:
                 break
             eol = match.start()
-            if buf[eol] == 0x0D and match.end() == end and not final:
+            if match.end() == end and match.end() - eol == 1 and buf[eol] == 0x0D and not final:
                 break  # a CR at the end of the chunk may be the first half of CRLF
             line = buf[pos:eol]
             pos = match.end()

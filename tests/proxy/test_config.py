@@ -1,0 +1,139 @@
+"""Upstream names, the TOML routing file, and the bind guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from promptcache.errors import ConfigError
+from promptcache.proxy.config import (
+    ProxyConfig,
+    check_bind,
+    config_for_upstream,
+    load_config_file,
+    upstream_from_spec,
+)
+
+
+def test_builtin_names_and_urls() -> None:
+    assert upstream_from_spec("anthropic").url == "https://api.anthropic.com"
+    assert upstream_from_spec("openai").vendor == "openai"
+    assert upstream_from_spec("gemini").url == "https://generativelanguage.googleapis.com"
+    engine = upstream_from_spec("engine")
+    assert (engine.url, engine.vendor, engine.is_loopback) == (
+        "http://127.0.0.1:8000",
+        "engine",
+        True,
+    )
+    custom = upstream_from_spec("http://10.1.2.3:8000/")
+    assert (custom.url, custom.vendor, custom.is_loopback) == (
+        "http://10.1.2.3:8000",
+        "openai_compatible",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "fix"),
+    [
+        ("antropic", "--upstream openai"),
+        ("ftp://host", "http(s) URL"),
+        ("http://host:8000/v1", "without it"),
+        ("http://host:8000?x=1", "query"),
+    ],
+)
+def test_bad_upstreams_say_what_to_change(spec: str, fix: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        upstream_from_spec(spec)
+    assert fix in str(info.value)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "proxy.toml"
+    path.write_text(text)
+    return path
+
+
+def test_config_file_routes_by_model_then_path_then_default(tmp_path: Path) -> None:
+    config = load_config_file(
+        write(
+            tmp_path,
+            """
+default_upstream = "anthropic"
+
+[upstreams.local]
+url = "http://127.0.0.1:9000"
+vendor = "engine"
+read_timeout_s = 30
+
+[[routes]]
+model_prefix = "local/"
+upstream = "local"
+
+[[routes]]
+path_prefix = "/v1/chat/"
+model_prefix = "gpt-"
+upstream = "openai"
+""",
+        ),
+        db_path=None,
+    )
+    assert config.upstreams["local"].read_timeout_s == 30
+    assert config.select_upstream("/v1/chat/completions", "local/llama").name == "local"
+    assert config.select_upstream("/v1/chat/completions", "gpt-4o").name == "openai"
+    assert config.select_upstream("/v1/responses", "gpt-4o").name == "anthropic"
+    assert config.select_upstream("/v1/messages", None).name == "anthropic"
+    assert config.db_path is None
+
+
+def test_cli_upstream_replaces_the_file_default(tmp_path: Path) -> None:
+    path = write(tmp_path, 'default_upstream = "anthropic"\n')
+    config = load_config_file(path, default=upstream_from_spec("http://127.0.0.1:7000"))
+    assert config.select_upstream("/v1/messages", None).url == "http://127.0.0.1:7000"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("default_upstream = 'nowhere'\n", "default upstream 'nowhere' is not defined"),
+        ("[[routes]]\nupstream = 'openai'\n", "needs path_prefix or model_prefix"),
+        (
+            "default_upstream = 'openai'\n[[routes]]\nmodel_prefix = 'x'\nupstream = 'gone'\n",
+            "names upstream 'gone'",
+        ),
+        (
+            "default_upstream = 'openai'\n[upstreams.x]\nurl = 'http://h'\nspeed = 3\n",
+            "unknown keys",
+        ),
+        ("default_upstream = 'openai'\n[upstreams.x]\nvendor = 'engine'\n", "needs a url"),
+        ("colour = 'blue'\n", "unknown top-level keys"),
+        ("default_upstream = [\n", "not valid TOML"),
+        ("[upstreams.local]\nurl = 'http://h'\n", "set default_upstream"),
+    ],
+)
+def test_bad_config_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config_file(write(tmp_path, text))
+    assert message in str(info.value)
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="max_body_bytes"):
+        config_for_upstream("openai", max_body_bytes=0)
+    with pytest.raises(ConfigError, match="flush_interval_s"):
+        config_for_upstream("openai", flush_interval_s=2.0)
+    assert isinstance(config_for_upstream("engine"), ProxyConfig)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_loopback_binds_need_no_token(host: str) -> None:
+    check_bind(host, None, False)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5", "::", "myhost.example"])
+def test_other_binds_need_a_token_or_an_explicit_opt_out(host: str) -> None:
+    with pytest.raises(ConfigError, match="--auth-token"):
+        check_bind(host, None, False)
+    check_bind(host, "token", False)
+    check_bind(host, None, True)

@@ -1,0 +1,199 @@
+"""The request log: migrations, WAL, batched background writes, locks and crashes (real files)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from promptcache.errors import StoreError
+from promptcache.proxy.record import COLUMN_NAMES, RequestRecord
+from promptcache.proxy.store import SCHEMA_VERSION, RequestStore, open_log
+
+
+def row(**fields: object) -> dict[str, object]:
+    record = RequestRecord(id=uuid.uuid4().hex, started_at=time.time())
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return record.as_row()
+
+
+def count(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_fresh_file_is_migrated_in_wal_mode_with_the_shared_schema(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    open_log(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    versions = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert versions == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(requests)")]
+    assert columns == list(COLUMN_NAMES)
+    indexes = {r[1] for r in conn.execute("PRAGMA index_list(requests)")}
+    assert {
+        "idx_requests_started_at",
+        "idx_requests_family",
+        "idx_requests_model",
+        "idx_requests_route",
+    } <= indexes
+    family = [r[2] for r in conn.execute("PRAGMA index_info(idx_requests_family)")]
+    assert family == ["key_fingerprint", "model", "first_segment_hash", "started_at"]
+    conn.close()
+    open_log(path).close()  # reopening applies nothing twice
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+def test_salt_is_random_per_file_and_stable_across_opens(tmp_path: Path) -> None:
+    first = RequestStore(tmp_path / "a.db").salt
+    assert RequestStore(tmp_path / "a.db").salt == first
+    assert RequestStore(tmp_path / "b.db").salt != first
+    assert len(first) == 16
+
+
+def test_newer_schema_and_non_sqlite_files_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    open_log(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_version VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this promptcache"):
+        open_log(path)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="cannot open the request log"):
+        RequestStore(junk)
+
+
+def test_close_writes_every_submitted_row(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = RequestStore(path, flush_interval_s=1.0, batch_rows=64)
+    store.start()
+    for i in range(1000):
+        assert store.submit(row(model=f"m{i % 3}", status=200))
+    store.close()
+    assert count(path) == 1000
+    assert store.written_rows == 1000
+    with pytest.raises(StoreError, match="closed"):
+        store.submit(row())
+
+
+def test_rows_reach_disk_within_the_flush_interval_without_a_flush_call(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = RequestStore(path, flush_interval_s=0.2, batch_rows=10_000)
+    store.start()
+    try:
+        store.submit(row())
+        deadline = time.monotonic() + 10
+        while count(path) == 0:
+            assert time.monotonic() < deadline, "row never committed by the timer"
+            time.sleep(0.02)
+    finally:
+        store.close()
+
+
+def test_a_reader_holding_a_read_transaction_does_not_block_writes(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = RequestStore(path, flush_interval_s=0.05)
+    store.start()
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0
+        for _ in range(50):
+            store.submit(row())
+        assert store.flush(timeout_s=10), "writer blocked by a reader"
+        assert reader.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0  # snapshot
+        assert count(path) == 50
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+        store.close()
+
+
+def test_another_writer_holding_the_lock_delays_rows_but_loses_none(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = RequestStore(path, flush_interval_s=0.05)
+    store.start()
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        for _ in range(20):
+            assert store.submit(row())  # never blocks
+        assert time.monotonic() - started < 1.0
+        release = threading.Timer(0.5, blocker.execute, args=("COMMIT",))
+        release.start()
+        assert store.flush(timeout_s=20)
+        release.join()
+        assert count(path) == 20
+    finally:
+        blocker.close()
+        store.close()
+
+
+def test_a_full_queue_drops_and_counts_rows_instead_of_blocking(tmp_path: Path) -> None:
+    store = RequestStore(tmp_path / "log.db", queue_rows=5)  # writer not started
+    results = [store.submit(row()) for _ in range(8)]
+    assert results == [True] * 5 + [False] * 3
+    assert store.dropped_rows == 3
+    assert store.queue_size() == 5
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time, uuid
+    from promptcache.proxy.record import RequestRecord
+    from promptcache.proxy.store import RequestStore
+    store = RequestStore(sys.argv[1], flush_interval_s=0.5)
+    store.start()
+    i = 0
+    while True:
+        now = time.time()
+        i += 1
+        store.submit(RequestRecord(id=uuid.uuid4().hex, started_at=now, status=i).as_row())
+        if i == 50:
+            print("ready", flush=True)
+        time.sleep(0.002)
+    """
+)
+
+
+def test_kill_9_loses_at_most_the_last_second_of_rows(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(1.5)
+        killed_at = time.time()
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT status, started_at FROM requests ORDER BY status").fetchall()
+    conn.close()
+    sequence = [seq for seq, _ in rows]
+    assert sequence == list(range(1, len(rows) + 1)), "a committed batch has a hole"
+    # the newest surviving row was submitted less than a second before the kill
+    assert rows[-1][1] >= killed_at - 1.0

@@ -1,0 +1,268 @@
+"""A mock vendor upstream speaking the Anthropic, OpenAI and Gemini wire formats (tests only).
+
+It replays the recorded bodies in ``tests/data/vendors/<api>/<case>.json`` (non-streaming) and
+``<case>.sse`` (streaming, byte for byte), so the cache usage fields are exactly as documented.
+Requests choose what they get with headers, which the official clients can send as
+``extra_headers`` and which the proxy forwards like any other header:
+
+- ``x-mock-case``: the recorded case (file stem); defaults per API below.
+- ``x-mock-chunk``: stream the bytes in pieces of this many bytes (default: one event a chunk).
+- ``x-mock-delay-ms``: sleep between chunks.
+- ``x-mock-fault``: ``status-<code>`` (a vendor-shaped error with that status), ``slow`` (answer
+  after 3 s), ``hang`` (send the first event, then comments every 20 ms until the client goes
+  away), ``cut`` (send half of the stream, then drop the connection).
+
+Like OpenAI, a chat stream carries the usage chunk (and ``"usage": null`` on every chunk) only
+when the request asked for ``stream_options.include_usage``. Every request is kept in
+``requests`` (method, path, query, headers, exact body bytes) for assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "vendors"
+
+DEFAULT_CASES = {
+    "anthropic": "cache_read_and_write_5m",
+    "openai_chat": "cached",
+    "openai_responses": "cached",
+    "openai_completions": "cached",
+    "gemini": "implicit_cache_thinking",
+}
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n")
+_USAGE_NULL = re.compile(rb',"usage":null')
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """What the upstream saw."""
+
+    method: str
+    path: str
+    query: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (lower-case), or None."""
+        return next((v for k, v in self.headers if k == name), None)
+
+    def header_names(self) -> set[str]:
+        """Lower-case names of all headers received."""
+        return {k for k, _ in self.headers}
+
+
+def split_events(raw: bytes) -> list[bytes]:
+    """A recorded ``.sse`` file cut into its events, each with its blank line."""
+    events, start = [], 0
+    for match in _EVENT_END.finditer(raw):
+        events.append(raw[start : match.end()])
+        start = match.end()
+    if start < len(raw):
+        events.append(raw[start:])
+    return events
+
+
+def recorded(api: str, case: str, suffix: str) -> bytes:
+    """The bytes of a recorded vendor body."""
+    return (DATA / api / f"{case}.{suffix}").read_bytes()
+
+
+def without_usage(stream: bytes) -> bytes:
+    """An OpenAI chat stream as sent when the request did not ask for usage."""
+    kept = []
+    for event in split_events(stream):
+        data = event.strip()[len(b"data: ") :]
+        if data.startswith(b"{"):
+            chunk = json.loads(data)
+            if chunk.get("choices") == [] and chunk.get("usage"):
+                continue
+        kept.append(_USAGE_NULL.sub(b"", event))
+    return b"".join(kept)
+
+
+class MockUpstream:
+    """The ASGI app; serve it with ``servers.ServerThread``."""
+
+    def __init__(self) -> None:
+        self.requests: list[ReceivedRequest] = []
+        self.disconnects = 0
+        self.disconnected = threading.Event()
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        """Forget recorded requests and disconnects."""
+        with self._lock:
+            self.requests.clear()
+            self.disconnects = 0
+            self.disconnected.clear()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        request = ReceivedRequest(
+            scope["method"], scope["path"], scope["query_string"].decode(), headers, body
+        )
+        with self._lock:
+            self.requests.append(request)
+        try:
+            await self._route(request, receive, send)
+        except asyncio.CancelledError:
+            self._note_disconnect()
+            raise
+
+    def _note_disconnect(self) -> None:
+        with self._lock:
+            self.disconnects += 1
+        self.disconnected.set()
+
+    async def _route(self, request: ReceivedRequest, receive: Receive, send: Send) -> None:
+        path = request.path
+        if path == "/v1/models" and request.method == "GET":
+            models = {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}
+            await _json(send, 200, models)
+            return
+        if path == "/v1/messages/count_tokens":
+            await _json(send, 200, {"input_tokens": 2095})
+            return
+        api = {
+            "/v1/messages": "anthropic",
+            "/v1/chat/completions": "openai_chat",
+            "/v1/responses": "openai_responses",
+            "/v1/completions": "openai_completions",
+        }.get(path)
+        gemini_stream = False
+        if path.startswith("/v1beta/models/"):
+            action = path.rsplit(":", 1)[-1]
+            if action == "countTokens":
+                await _json(send, 200, {"totalTokens": 31})
+                return
+            api, gemini_stream = "gemini", action == "streamGenerateContent"
+        if api is None:
+            await _json(send, 404, {"error": "mock upstream has no route " + path})
+            return
+        body: dict[str, Any] = json.loads(request.body)
+        fault = request.header("x-mock-fault") or ""
+        if fault.startswith("status-"):
+            status = int(fault.removeprefix("status-"))
+            await _json(send, status, _vendor_error(api, status))
+            return
+        if fault == "slow":
+            await asyncio.sleep(3)
+        case = request.header("x-mock-case") or DEFAULT_CASES[api]
+        if api == "gemini" and gemini_stream and "alt=sse" not in request.query:
+            chunks = [
+                json.loads(e.strip()[len(b"data: ") :])
+                for e in split_events(recorded(api, case, "sse"))
+            ]
+            await _json(send, 200, chunks)
+            return
+        if not (gemini_stream or body.get("stream") is True):
+            await _send(send, 200, "application/json", [recorded(api, case, "json")])
+            return
+        stream = recorded(api, case, "sse")
+        if api == "openai_chat" and not (body.get("stream_options") or {}).get("include_usage"):
+            stream = without_usage(stream)
+        size = int(request.header("x-mock-chunk") or 0)
+        if size:
+            pieces = [stream[i : i + size] for i in range(0, len(stream), size)]
+        else:
+            pieces = split_events(stream)
+        delay = int(request.header("x-mock-delay-ms") or 0) / 1000
+        if fault == "hang":
+            await self._hang(send, pieces[0], receive)
+            return
+        if fault == "cut":
+            await _send(send, 200, "text/event-stream", pieces[: len(pieces) // 2], finish=False)
+            return
+        await _send(send, 200, "text/event-stream; charset=utf-8", pieces, delay=delay)
+
+    async def _hang(self, send: Send, first: bytes, receive: Receive) -> None:
+        """Send one event, then keep-alive comments until the client disconnects."""
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        await send({"type": "http.response.body", "body": first, "more_body": True})
+
+        async def comments() -> None:
+            while True:
+                await asyncio.sleep(0.02)
+                await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+
+        task = asyncio.ensure_future(comments())
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        finally:
+            task.cancel()
+        self._note_disconnect()
+
+
+def _vendor_error(api: str, status: int) -> dict[str, Any]:
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    if api == "gemini":
+        return {
+            "error": {
+                "code": status,
+                "message": "The model is overloaded.",
+                "status": "UNAVAILABLE",
+            }
+        }
+    return {
+        "error": {
+            "message": "The server had an error",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+
+
+async def _json(send: Send, status: int, payload: Any) -> None:
+    await _send(send, status, "application/json", [json.dumps(payload).encode()])
+
+
+async def _send(
+    send: Send,
+    status: int,
+    content_type: str,
+    pieces: list[bytes],
+    *,
+    delay: float = 0.0,
+    finish: bool = True,
+) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"x-upstream", b"mock")]
+    if content_type == "application/json":
+        headers.append((b"content-length", str(sum(map(len, pieces))).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    for piece in pieces:
+        if delay:
+            await asyncio.sleep(delay)
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    if finish:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
