@@ -149,7 +149,8 @@ def check_scales(
     dims = "[num_kv_heads]"
     ks = check_tensor("k_scale", k_scale, shape=[num_kv_heads], dtypes=[torch.float32], dims=dims)
     vs = check_tensor("v_scale", v_scale, shape=[num_kv_heads], dtypes=[torch.float32], dims=dims)
-    if ks.device.type == "cpu" and not (bool((ks > 0).all()) and bool((vs > 0).all())):
+    both = torch.cat([ks, vs])
+    if both.device.type == "cpu" and not bool(((both > 0) & torch.isfinite(both)).all()):
         raise KernelInputError("k_scale and v_scale must be positive and finite")
     return ks, vs
 

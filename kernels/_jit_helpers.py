@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-def, untyped-decorator"
+# (@triton.jit functions take Triton tensors and constexprs, which have no useful static types.)
 # Triton compiles `if` on constexprs statically; keep the `X == tl.dtype` order and if/else blocks.
 # ruff: noqa: SIM108, SIM300
 """Small ``@triton.jit`` helpers shared by the kernels: rounding, quantisation and the dot product.
@@ -55,15 +57,18 @@ def round_to_fp8_e4m3(x):
 
     The spacing of e4m3 values around ``x`` is 2**(e - 3) for ``x`` in [2**e, 2**(e + 1)) with
     e >= -6, and 2**-9 below (subnormals), so rounding ``x / spacing`` to an integer and scaling
-    back is exact. The result is float32 holding a value that e4m3fn represents exactly, so the
-    cast that follows is lossless on every backend.
+    back is exact. Rounding the magnitude and restoring the sign bit afterwards keeps -0.0 for
+    negative values that round to zero, as ``torch``'s conversion does. The result is float32
+    holding a value that e4m3fn represents exactly, so the cast that follows is lossless on every
+    backend.
     """
-    x = tl.minimum(tl.maximum(x, -448.0), 448.0)
-    biased_exp = (x.to(tl.int32, bitcast=True) >> 23) & 0xFF
-    biased_exp = tl.maximum(biased_exp, 127 - 6)
+    bits = x.to(tl.int32, bitcast=True)
+    magnitude = tl.minimum(tl.abs(x), 448.0)
+    biased_exp = tl.maximum((magnitude.to(tl.int32, bitcast=True) >> 23) & 0xFF, 127 - 6)
     spacing = ((biased_exp - 3) << 23).to(tl.float32, bitcast=True)
     inv_spacing = ((254 - (biased_exp - 3)) << 23).to(tl.float32, bitcast=True)
-    return round_half_even(x * inv_spacing) * spacing
+    rounded = round_half_even(magnitude * inv_spacing) * spacing
+    return tl.where(bits < 0, -rounded, rounded)  # keeps the sign of zero, as torch does
 
 
 @triton.jit

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-def, untyped-decorator"
+# (@triton.jit functions take Triton tensors and constexprs, which have no useful static types.)
 """``extend_attention``: new tokens attend to their paged prefix and causally to each other.
 
 Used for prefill, chunked prefill and prefill after a prefix-cache hit. Sequence ``i`` has

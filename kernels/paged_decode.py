@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-def, untyped-decorator"
+# (@triton.jit functions take Triton tensors and constexprs, which have no useful static types.)
 """``paged_decode_attention``: one new query token per sequence against its paged KV cache.
 
 Flash-decoding with split-KV, in two kernels:

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-def, untyped-decorator"
+# (@triton.jit functions take Triton tensors and constexprs, which have no useful static types.)
 """``store_kv``: write the new tokens' keys and values into their paged-cache slots.
 
 One program per new token writes all its kv heads. ``slot_mapping[i] = block_id * block_size +
