@@ -99,6 +99,7 @@ class _Exchange:
     first_byte: float | None = None
     finished: bool = False
     disconnected: bool = False
+    stream_complete: bool = False  # the stream's terminal event was relayed
     miss_reason: str | None = None
 
 
@@ -297,7 +298,9 @@ class ProxyEndpoint:
         kept: list[bytes] = []
         for event in events:
             data = event.data
-            if data.startswith("{"):
+            if data == "[DONE]":
+                ex.stream_complete = True
+            elif data.startswith("{"):
                 try:
                     payload = json.loads(data)
                 except ValueError:
@@ -309,10 +312,13 @@ class ProxyEndpoint:
                         except Exception as exc:  # odd vendor data must not break the relay
                             logger.warning("usage event not understood: %s", exc)
                             ex.accumulator = None
-                    if payload.get("type") == "message_start":
+                    kind = payload.get("type")
+                    if kind == "message_start":
                         message = payload.get("message")
                         if isinstance(message, dict):
                             ex.miss_reason = vendor_miss_reason(message)
+                    elif kind in _TERMINAL_EVENTS or _gemini_finished(payload):
+                        ex.stream_complete = True
                     if strip and is_injected_usage_chunk(payload):
                         continue
             if strip:
@@ -351,7 +357,7 @@ class ProxyEndpoint:
         if ex.first_byte is not None:
             record.ttft_ms = (ex.first_byte - ex.started) * 1000.0
             record.first_byte_at = record.started_at + (ex.first_byte - ex.started)
-        if ex.disconnected and record.error is None:
+        if ex.disconnected and record.error is None and not ex.stream_complete:
             record.error = "client disconnected before the response was complete"
         record.request_json = ex.parsed
         try:
@@ -398,6 +404,20 @@ class ProxyEndpoint:
                 usage = accumulator.result()
         if usage is not None:
             apply_usage(record, usage)
+
+
+#: Stream events after which nothing the client needs follows (OpenAI chat ends with [DONE]).
+_TERMINAL_EVENTS = frozenset(
+    {"message_stop", "response.completed", "response.incomplete", "response.failed"}
+)
+
+
+def _gemini_finished(chunk: dict[str, Any]) -> bool:
+    """A Gemini chunk whose candidate carries ``finishReason`` (the last one of a stream)."""
+    candidates = chunk.get("candidates")
+    return isinstance(candidates, list) and any(
+        isinstance(c, dict) and c.get("finishReason") for c in candidates
+    )
 
 
 async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:
