@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -169,14 +170,14 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
     segments: list[Segment] = []
     chained: list[str] = []
     prev = EMPTY_PREFIX_HASH
-    text_parts: list[str] = []
+    num_tokens = 0
     for raw in raw_segments:
         text = canonical_json(raw.value)
         sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
         segments.append(Segment(raw.path, raw.kind, sha, len(text), text))
         prev = _chain(prev, sha)
         chained.append(prev)
-        text_parts.append(text if raw.kind == "tools" else "\n".join(_prompt_strings(raw.value)))
+        num_tokens += _segment_tokens(sha, raw.kind, raw.value, text)
     model = body.get("modelId" if api == "bedrock_converse" else "model")
     return RequestFingerprint(
         api=api,
@@ -185,8 +186,30 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
         chained=chained,
         prefix_hash=prev,
         breakpoints=[Breakpoint(b.path, b.ttl, b.segment_index) for b in raw_breakpoints],
-        approx_prefix_tokens=count_tokens("\n".join(text_parts)) if text_parts else 0,
+        approx_prefix_tokens=num_tokens,
     )
+
+
+def _segment_tokens(sha: str, kind: str, value: Any, text: str) -> int:
+    """Approximate tokens of one segment, memoised by its hash.
+
+    A proxy fingerprints every request, and the frozen segments repeat from one request to the
+    next; tokenizing only unseen segments keeps a warm call close to the cost of hashing.
+    """
+    cached = _TOKENS_BY_SHA.get(sha)
+    if cached is None:
+        counted = text if kind == "tools" else "\n".join(_prompt_strings(value))
+        cached = count_tokens(counted)
+        with _TOKENS_LOCK:
+            if len(_TOKENS_BY_SHA) >= _TOKENS_CACHE_SIZE:
+                del _TOKENS_BY_SHA[next(iter(_TOKENS_BY_SHA))]  # drop the oldest entry
+            _TOKENS_BY_SHA[sha] = cached
+    return cached
+
+
+_TOKENS_BY_SHA: dict[str, int] = {}
+_TOKENS_CACHE_SIZE = 4096
+_TOKENS_LOCK = threading.Lock()
 
 
 def _prompt_strings(value: Any) -> list[str]:

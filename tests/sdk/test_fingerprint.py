@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from promptcache import fingerprint
 from promptcache.canonical import canonical_json
 from promptcache.errors import CanonicalizationError, RequestShapeError
 from promptcache.fingerprint import (
@@ -20,6 +21,7 @@ from promptcache.fingerprint import (
     fingerprint_request,
     first_divergence,
 )
+from promptcache.tokens import count_tokens
 
 RULES = "Rule 1: never log secrets.\nRule 2: prefer small functions.\n" * 20
 
@@ -290,3 +292,15 @@ def test_fingerprint_changes_iff_content_does(a: list[Any], b: list[Any]) -> Non
         pairs = enumerate(zip(a, b, strict=False))
         common = next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
         assert d.index == common + 1
+
+
+def test_approx_tokens_count_prompt_text_and_are_memoised() -> None:
+    body = {
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi there"}]}],
+    }
+    fingerprint._TOKENS_BY_SHA.clear()
+    first = fingerprint_request(body, "anthropic")
+    assert first.approx_prefix_tokens == count_tokens("Be brief.") + count_tokens("hi there")
+    assert len(fingerprint._TOKENS_BY_SHA) == 2
+    assert fingerprint_request(body, "anthropic").approx_prefix_tokens == first.approx_prefix_tokens
