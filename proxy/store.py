@@ -302,28 +302,39 @@ class RequestStore:
         """Insert ``rows`` in one transaction; on success clears ``rows``.
 
         A lock held elsewhere longer than ``BUSY_TIMEOUT_S`` leaves the rows pending for the next
-        round (or retries now, on the final flush); any other SQLite error drops the batch
-        with an error log, so one bad row cannot wedge the writer.
+        round (or retries now, on the final flush). Any other SQLite error (a constraint or
+        trigger failing, a full disk) retries the rows one by one, so only the rows that fail
+        are lost: each is logged with its id and counted in ``failed_rows``.
         """
         attempts = 0
         while True:
             try:
-                with db.atomic():
-                    db.table("requests").insert_all(rows, batch_size=len(rows))
+                _insert(db, rows)
             except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) or "busy" in str(exc):
-                    attempts += 1
-                    logger.warning("request log is locked by another writer (%s); retrying", exc)
-                    if final and attempts < 12:
-                        continue
-                    return
-                logger.error("request log write failed, %d rows lost: %s", len(rows), exc)
-            except sqlite3.Error as exc:
-                logger.error("request log write failed, %d rows lost: %s", len(rows), exc)
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    break
+                attempts += 1
+                logger.warning("request log is locked by another writer (%s); retrying", exc)
+                if final and attempts < 12:
+                    continue
+                return
+            except sqlite3.Error:
+                break
             else:
                 self.written_rows += len(rows)
                 rows.clear()
                 return
-            self.failed_rows += len(rows)
-            rows.clear()
-            return
+        for row in rows:
+            try:
+                _insert(db, [row])
+            except sqlite3.Error as exc:
+                self.failed_rows += 1
+                logger.error("request log: row %s could not be written: %s", row.get("id"), exc)
+            else:
+                self.written_rows += 1
+        rows.clear()
+
+
+def _insert(db: Database, rows: list[dict[str, Any]]) -> None:
+    with db.atomic():
+        db.table("requests").insert_all(rows, batch_size=len(rows))
