@@ -197,3 +197,22 @@ def test_kill_9_loses_at_most_the_last_second_of_rows(tmp_path: Path) -> None:
     assert sequence == list(range(1, len(rows) + 1)), "a committed batch has a hole"
     # the newest surviving row was submitted less than a second before the kill
     assert rows[-1][1] >= killed_at - 1.0
+
+
+def test_a_row_that_fails_loses_only_itself_not_its_batch(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    open_log(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TRIGGER reject_bad BEFORE INSERT ON requests WHEN NEW.model = 'bad' "
+        "BEGIN SELECT RAISE(ABORT, 'bad row'); END"
+    )
+    conn.commit()
+    conn.close()
+    store = RequestStore(path, flush_interval_s=0.05)
+    store.start()
+    for i in range(10):
+        store.submit(row(model="bad" if i == 4 else "good"))
+    store.close()
+    assert count(path) == 9
+    assert (store.written_rows, store.failed_rows) == (9, 1)
