@@ -23,12 +23,13 @@ docstring when it is raised; each instance's message says what to change.
     ├── ProxyError
     │   ├── UpstreamError                    the upstream failed (wraps httpx.TransportError)
     │   └── StoreError                       the SQLite log failed (wraps sqlite3.Error)
-    └── EngineError
-        ├── InvalidRequestError (also ValueError)   -> HTTP 400 from the engine server
-        │   └── RequestFieldError            one named request field is missing or invalid
-        ├── ModelLoadError                   checkpoint missing, unreadable or unsupported
-        ├── KernelInputError (also ValueError)   kernel given a bad tensor shape/dtype/device
-        └── OutOfBlocksError                 internal: the scheduler preempts, users never see it
+    ├── EngineError
+    │   ├── InvalidRequestError (also ValueError)   -> HTTP 400 from the engine server
+    │   │   └── RequestFieldError            one named request field is missing or invalid
+    │   ├── ModelLoadError                   checkpoint missing, unreadable or unsupported
+    │   ├── KernelInputError (also ValueError)   kernel given a bad tensor shape/dtype/device
+    │   └── OutOfBlocksError                 internal: the scheduler preempts, users never see it
+    └── DemoError                            `promptcache demo`: a child server or a step failed
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "BreakpointTTLOrderError",
     "CanonicalizationError",
     "ConfigError",
+    "DemoError",
     "EngineError",
     "FixConflictError",
     "InvalidRequestError",
@@ -171,3 +173,8 @@ class KernelInputError(EngineError, ValueError):
 
 class OutOfBlocksError(EngineError):
     """The KV block pool is exhausted. Internal: the scheduler preempts and never lets it escape."""
+
+
+class DemoError(PromptCacheError):
+    """``promptcache demo`` cannot go on: a server it started exited or never became healthy,
+    or a step of the workload failed. The message names the step and the log file to read."""
