@@ -7,23 +7,46 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_wheel_has_one_top_level_name(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
     )
-    (wheel,) = tmp_path.glob("promptcache-*.whl")
+    (wheel,) = out.glob("promptcache-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+        return set(zf.namelist())
+
+
+def test_wheel_has_one_top_level_name(wheel_names: set[str]) -> None:
+    top = {n.split("/")[0] for n in wheel_names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"promptcache"}
     for sub in ("lint_rules", "proxy", "engine", "kernels"):
-        assert f"promptcache/{sub}/__init__.py" in names
-    assert "promptcache/py.typed" in names
+        assert f"promptcache/{sub}/__init__.py" in wheel_names
+    assert "promptcache/py.typed" in wheel_names
+
+
+def test_wheel_ships_data_tables(wheel_names: set[str]) -> None:
+    """Price and model-minimum tables are package data: a wheel without them cannot price."""
+    assert "promptcache/data/prices.toml" in wheel_names
+    assert "promptcache/data/model_minimums.toml" in wheel_names
 
 
 def test_editable_install_maps_every_folder() -> None:
