@@ -1,0 +1,248 @@
+"""The proxy is invisible on the wire: exact bytes both ways, headers through, keys never stored."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+from conftest import RunningProxy, read_rows
+from servers import ServerThread
+from upstreams import MockUpstream, recorded, without_usage
+
+from promptcache.proxy.config import RouteRule, UpstreamConfig
+
+ANTHROPIC_KEY = "sk-ant-api03-forwarding-test-0123456789"
+OPENAI_KEY = "sk-proj-forwarding-test-0123456789abcd"
+GOOGLE_KEY = "AIzaSyForwardingTest-0123456789abcdefgh"
+
+# Odd whitespace, non-sorted keys, escapes and non-ASCII, a 1h TTL: all must arrive untouched.
+ANTHROPIC_BODY = (
+    b'{ "model":"claude-haiku-4-5",  "max_tokens" : 64,\n'
+    b'  "system": [{"type": "text", "text": "Caf\\u00e9 rules \xe2\x98\x95",'
+    b' "cache_control": {"ttl": "1h", "type": "ephemeral"}}],\n'
+    b'  "messages": [{"role":"user","content":"hi"}], "stream": false }'
+)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_request_body_and_response_bytes_are_forwarded_exactly(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    reply = httpx.post(
+        proxy.url + "/v1/messages",
+        content=ANTHROPIC_BODY,
+        headers={"x-api-key": ANTHROPIC_KEY, "content-type": "application/json"},
+    )
+    assert reply.status_code == 200
+    assert sha(mock_upstream.requests[0].body) == sha(ANTHROPIC_BODY)
+    assert reply.content == recorded("anthropic", "cache_read_and_write_5m", "json")
+    streamed = ANTHROPIC_BODY.replace(b'"stream": false', b'"stream": true')
+    with httpx.stream(
+        "POST",
+        proxy.url + "/v1/messages",
+        content=streamed,
+        headers={"x-api-key": ANTHROPIC_KEY, "x-mock-chunk": "7"},  # split mid-line, mid-CRLF
+    ) as response:
+        body = b"".join(response.iter_raw())
+    assert sha(mock_upstream.requests[1].body) == sha(streamed)
+    assert body == recorded("anthropic", "cache_read_and_write_5m", "sse")
+    rows = proxy.rows(2)
+    assert rows[0]["id"] == reply.headers["x-promptcache-request-id"]
+    assert rows[1]["id"] == response.headers["x-promptcache-request-id"]
+    assert [r["cache_write_5m_tokens"] for r in rows] == [2048, 2048]
+
+
+def test_headers_pass_through_except_hop_by_hop_and_the_proxys_own(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy(auth_token="proxy-secret-token")
+    with anthropic.Anthropic(
+        base_url=proxy.url,
+        api_key=ANTHROPIC_KEY,
+        max_retries=0,
+        default_headers={
+            "x-promptcache-auth": "proxy-secret-token",
+            "anthropic-beta": "extended-cache-ttl-2025-04-11",
+            "keep-alive": "timeout=5",
+            "proxy-authorization": "Basic c2VjcmV0",
+        },
+    ) as client:
+        client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=16,
+            messages=[{"role": "user", "content": "hi"}],
+        )
+    seen = mock_upstream.requests[0]
+    # the vendor credential goes through (this client version sends it as a bearer token)
+    assert ANTHROPIC_KEY in (seen.header("x-api-key") or seen.header("authorization") or "")
+    assert seen.header("anthropic-version")
+    assert seen.header("anthropic-beta") == "extended-cache-ttl-2025-04-11"
+    assert seen.header("accept-encoding") == "identity"
+    assert seen.header("host") == mock_upstream_host(proxy)
+    names = seen.header_names()
+    assert not names & {"x-promptcache-auth", "keep-alive", "proxy-authorization"}
+    assert proxy.row()["status"] == 200
+
+
+def mock_upstream_host(proxy: RunningProxy) -> str:
+    url = proxy.app.state.config.upstreams["anthropic"].url
+    return str(httpx.URL(url).netloc.decode())
+
+
+def test_upstream_response_headers_reach_the_client(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy()
+    reply = httpx.get(proxy.url + "/v1/models", headers={"authorization": f"Bearer {OPENAI_KEY}"})
+    assert reply.status_code == 200
+    assert reply.headers["x-upstream"] == "mock"
+    assert reply.json()["data"][0]["id"] == "gpt-4o"
+    row = proxy.row()
+    assert (row["route"], row["api"], row["model"], row["uncached_input_tokens"]) == (
+        "/v1/models",
+        None,
+        None,
+        None,
+    )
+
+
+def test_count_tokens_is_forwarded_and_logged_without_usage(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy()
+    with anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0) as client:
+        counted = client.messages.count_tokens(
+            model="claude-haiku-4-5", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert counted.input_tokens == 2095
+    row = proxy.row()
+    assert row["route"] == "/v1/messages/count_tokens"
+    assert row["output_tokens"] is None and row["prefix_hash"]
+
+
+def test_api_keys_never_reach_the_log_file(
+    start_proxy: Callable[..., RunningProxy], tmp_path: Path
+) -> None:
+    proxy = start_proxy(store_bodies=True)
+    with anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0) as client:
+        client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=16,
+            messages=[{"role": "user", "content": f"debug: my key is {OPENAI_KEY}"}],
+        )
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0) as client:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    gemini = httpx.post(
+        f"{proxy.url}/v1beta/models/gemini-2.5-flash:generateContent?key={GOOGLE_KEY}",
+        json={"contents": [{"parts": [{"text": "hi"}]}]},
+    )
+    assert gemini.status_code == 200
+    rows = proxy.rows(3)
+    proxy.server.stop()  # drain and checkpoint, then read every byte on disk
+    assert all(r["key_fingerprint"] for r in rows)
+    assert len({r["key_fingerprint"] for r in rows}) == 3
+    assert "[REDACTED]" in rows[0]["request_body"]
+    assert rows[0]["response_body"].startswith("{")
+    blob = b"".join(p.read_bytes() for p in tmp_path.glob(proxy.db_path.name + "*"))
+    for key in (ANTHROPIC_KEY, OPENAI_KEY, GOOGLE_KEY):
+        assert key.encode() not in blob
+
+
+def test_bodies_are_not_stored_by_default(start_proxy: Callable[..., RunningProxy]) -> None:
+    proxy = start_proxy()
+    httpx.post(proxy.url + "/v1/messages", content=ANTHROPIC_BODY)
+    row = proxy.row()
+    assert row["request_body"] is None and row["response_body"] is None
+
+
+def test_openai_stream_gets_usage_injected_and_the_extra_chunk_stripped(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "x"}]}'
+    with httpx.stream("POST", proxy.url + "/v1/chat/completions", content=sent) as response:
+        received = b"".join(response.iter_raw())
+    upstream_saw = mock_upstream.requests[0].body
+    assert upstream_saw == b'{"stream_options":{"include_usage":true},' + sent[1:]
+    full = recorded("openai_chat", "cached", "sse")
+    usage_chunk = next(e for e in full.split(b"\n\n") if b'"choices":[]' in e) + b"\n\n"
+    assert received == full.replace(usage_chunk, b"")
+    assert "content-length" not in response.headers
+    assert proxy.row()["cache_read_tokens"] == 1920
+
+
+def test_recording_off_is_pure_forwarding(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream, tmp_path: Path
+) -> None:
+    proxy = start_proxy(db_path=None)
+    proxy.app.state.record_hooks.clear()  # no log file and no hooks: nothing to record for
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": []}'
+    with httpx.stream("POST", proxy.url + "/v1/chat/completions", content=sent) as response:
+        received = b"".join(response.iter_raw())
+    assert mock_upstream.requests[0].body == sent  # nothing injected
+    assert received == without_usage(recorded("openai_chat", "cached", "sse"))
+    assert "x-promptcache-request-id" not in response.headers
+    assert not list(tmp_path.glob("*.db"))
+
+
+def test_model_prefix_rules_pick_the_upstream(
+    start_proxy: Callable[..., RunningProxy], mock_server: ServerThread
+) -> None:
+    engine = UpstreamConfig(name="engine", url=mock_server.url, vendor="engine")
+    proxy = start_proxy(
+        upstreams={"engine": engine}, rules=(RouteRule("engine", model_prefix="local/"),)
+    )
+    body = {"model": "local/tinystories", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(proxy.url + "/v1/chat/completions", json=body).status_code == 200
+    body["model"] = "gpt-4o"
+    assert httpx.post(proxy.url + "/v1/chat/completions", json=body).status_code == 200
+    rows = proxy.rows(2)
+    assert [(r["upstream"], r["vendor"]) for r in rows] == [
+        ("engine", "engine"),
+        ("openai", "openai"),
+    ]
+
+
+def test_a_reader_holding_the_log_never_blocks_forwarding(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy()
+    httpx.post(proxy.url + "/v1/messages", content=ANTHROPIC_BODY)
+    proxy.rows(1)
+    reader = sqlite3.connect(proxy.db_path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM requests").fetchone()  # holds a read snapshot
+        with httpx.Client(base_url=proxy.url) as client:
+            for _ in range(20):
+                assert client.post("/v1/messages", content=ANTHROPIC_BODY).status_code == 200
+        assert len(proxy.rows(21)) == 21  # written while the reader still holds its snapshot
+        assert reader.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+    assert len(read_rows(proxy.db_path)) == 21
+
+
+def test_gemini_query_string_reaches_the_upstream(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    url = f"{proxy.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=k123"
+    with httpx.stream("POST", url, json={"contents": []}) as response:
+        received = b"".join(response.iter_raw())
+    assert mock_upstream.requests[0].query == "alt=sse&key=k123"
+    assert received == recorded("gemini", "implicit_cache_thinking", "sse")
+    row = proxy.row()
+    assert json.loads(row["usage_json"])["cachedContentTokenCount"] == 11264
+    assert row["route"] == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
