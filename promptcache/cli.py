@@ -19,7 +19,9 @@ from promptcache.errors import PromptCacheError
 COMMANDS: dict[str, str] = {
     "cost": "promptcache.commands.cost:cost_command",
     "hash": "promptcache.commands.hash:hash_command",
+    "lint": "promptcache.commands.lint:lint",
     "proxy": "promptcache.commands.proxy:proxy",
+    "rules": "promptcache.commands.rules:rules",
 }
 
 

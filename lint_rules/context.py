@@ -1,0 +1,82 @@
+"""What a rule's ``check(ctx)`` gets: the parsed module, its taint events and helpers."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ._base import Diagnostic, Fix, Location, Related, Severity, TextEdit
+from .config import LintConfig
+from .events import PrefixEntry, SinkCall
+from .facts import Fact
+
+
+@dataclass
+class ModuleContext:
+    """One module under analysis.
+
+    ``entries``/``sinks`` come from ``taint.Analyzer``; ``lines`` are the source lines (for
+    byte-column conversion). Rules build diagnostics through ``diagnostic()``.
+    """
+
+    path: str
+    source: str
+    tree: ast.Module
+    config: LintConfig
+    entries: list[PrefixEntry] = field(default_factory=list)
+    sinks: list[SinkCall] = field(default_factory=list)
+
+    def location(self, node: ast.AST) -> Location:
+        line: int = getattr(node, "lineno", 1)
+        col: int = getattr(node, "col_offset", 0)
+        end_line: int = getattr(node, "end_lineno", None) or line
+        end_col: int = getattr(node, "end_col_offset", None) or col
+        return Location(self.path, line, col, end_line, end_col)
+
+    def at(self, line: int, col: int) -> Location:
+        return Location(self.path, line, col, line, col)
+
+    def origin(self, fact: Fact, message: str = "") -> Related:
+        return Related(self.at(fact.line, fact.col), message or f"{fact.detail} is born here")
+
+    def diagnostic(
+        self,
+        code: str,
+        message: str,
+        node: ast.AST,
+        severity: Severity,
+        related: tuple[Related, ...] = (),
+        fix: Fix | None = None,
+    ) -> Diagnostic:
+        return Diagnostic(code, message, self.location(node), severity, related, fix)
+
+    def facts_in_prefix(
+        self,
+        wanted: Callable[[Fact, PrefixEntry], bool],
+        regions: frozenset[str] = frozenset({"tools", "system", "messages", "frozen", "session"}),
+    ) -> Iterator[tuple[PrefixEntry, Fact]]:
+        """Each wanted fact once, at the earliest place it enters a prefix region.
+
+        "Earliest" is by source position, so a time formatted into ``system_prompt = ...`` is
+        reported at that line rather than again where ``system_prompt`` is passed on.
+        """
+        best: dict[tuple[object, ...], tuple[PrefixEntry, Fact]] = {}
+        for entry in self.entries:
+            if entry.region not in regions:
+                continue
+            for fact in entry.value.facts:
+                if not wanted(fact, entry):
+                    continue
+                key = (fact.kind, fact.line, fact.col, fact.detail)
+                old = best.get(key)
+                if old is None or _pos(entry.node) < _pos(old[0].node):
+                    best[key] = (entry, fact)
+        yield from sorted(best.values(), key=lambda pair: (_pos(pair[0].node), pair[1].line))
+
+    def edits_fix(self, title: str, *edits: TextEdit) -> Fix:
+        return Fix(title, tuple(sorted(edits)))
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))

@@ -1,0 +1,88 @@
+"""What the taint engine reports to the rules: prefix entries and recognised LLM calls.
+
+The engine walks a module once and records
+
+- a ``PrefixEntry`` each time a value enters a cached-prefix region (tools, system, earlier
+  messages, the SDK's frozen or session layer, a message dict with a system role, the return
+  value of a function that builds the system prompt, ...);
+- a ``SinkCall`` for each recognised vendor call, with its cache blocks in prefix order
+  (tools -> system -> messages), the values of its cache-relevant parameters and the loops
+  around it.
+
+Rules read these instead of walking the tree again.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .facts import Value
+
+#: regions that are part of the cached prefix
+PREFIX_REGIONS = frozenset({"tools", "system", "messages", "frozen", "session"})
+
+
+@dataclass(frozen=True)
+class PrefixEntry:
+    """A value that enters a cached-prefix region at ``node``.
+
+    ``region``: "tools", "system", "messages" (a message before the newest one), "frozen" or
+    "session" (SDK layers). ``sink``: a short label of the sink (``messages.create(system=)``).
+    ``once``: recorded where code runs once (module level outside loops, ``__init__``).
+    ``parts``: for text built from pieces (f-string, ``+``, ``join``), each piece in order as
+    (node, varies per call, length in characters when constant).
+    """
+
+    region: str
+    value: Value
+    node: ast.AST
+    sink: str
+    once: bool
+    parts: tuple[tuple[ast.AST, bool, int | None], ...] = ()
+
+
+@dataclass
+class Block:
+    """One element of a request's prefix, in order: a tool, a system block or a message.
+
+    ``breakpoint`` is the ``cache_control``/``cachePoint`` dict literal that marks this block
+    (``bp_node`` locates it); ``ttl_node`` is the ``"ttl"`` value expression when present.
+    ``length`` is the text length in characters when statically known, else None;
+    ``non_ascii`` how many of those characters are not ASCII. ``tail``: part of the newest
+    message (written to the cache now, read on the next turn).
+    """
+
+    region: str
+    node: ast.AST
+    value: Value
+    length: int | None
+    breakpoint: ast.Dict | None = None
+    bp_node: ast.AST | None = None
+    ttl_node: ast.expr | None = None
+    non_ascii: int = 0
+    tail: bool = False
+
+
+@dataclass
+class SinkCall:
+    """A recognised LLM API call (or SDK render) and what the rules need to know about it.
+
+    ``blocks``: the prefix in order; ``complete`` is false when some part of the prefix is not
+    a literal (then sizes and breakpoint counts are lower bounds). ``params``: the keyword
+    arguments that select cache behaviour (model, tool_choice, thinking, reasoning_effort,
+    reasoning, prompt_cache_key, cache_control) as (expression, value). ``messages``: the
+    expression passed as the conversation history. ``loops``: enclosing loop statements in the
+    same function, outermost first; ``function``: the enclosing function or None.
+    """
+
+    node: ast.Call
+    api: str
+    label: str
+    blocks: list[Block] = field(default_factory=list)
+    complete: bool = True
+    params: dict[str, tuple[ast.expr, Value]] = field(default_factory=dict)
+    messages: ast.expr | None = None
+    loops: tuple[ast.stmt, ...] = ()
+    function: ast.AST | None = None
+    once: bool = False

@@ -1,0 +1,311 @@
+"""Expression evaluation for the taint engine (mixed into ``taint.Analyzer``)."""
+
+from __future__ import annotations
+
+import ast
+
+from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
+from .frames import EngineState, merge
+
+
+class ExprsMixin(EngineState):
+    """``eval()`` and one ``expr_<NodeType>`` method per expression node type."""
+
+    def flatten(self, node: ast.expr, depth: int = 0) -> list[tuple[ast.AST, Value]]:
+        """The pieces of text built by f-strings, ``+`` and ``sep.join([...])``, in order."""
+        if depth > 3:
+            return [(node, self.eval(node))]
+        if isinstance(node, ast.JoinedStr):
+            out: list[tuple[ast.AST, Value]] = []
+            for piece in node.values:
+                if isinstance(piece, ast.FormattedValue):
+                    inner = piece.value
+                    target = self.frame.defs.get(inner.id) if isinstance(inner, ast.Name) else None
+                    if isinstance(target, (ast.JoinedStr, ast.BinOp)):
+                        out.extend(self.flatten(target, depth + 1))
+                    else:
+                        out.append((inner, self.formatted(piece)))
+                else:
+                    out.append((piece, self.eval(piece)))
+            return out
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.flatten(node.left, depth + 1) + self.flatten(node.right, depth + 1)
+        if isinstance(node, ast.Name):
+            target = self.frame.defs.get(node.id)
+            if isinstance(target, (ast.JoinedStr, ast.BinOp)) and node.id in self.frame.env:
+                return self.flatten(target, depth + 1)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "join"
+            and len(node.args) == 1
+            and isinstance(node.args[0], (ast.List, ast.Tuple))
+        ):
+            out = []
+            for elt in node.args[0].elts:
+                out.extend(self.flatten(elt, depth + 1))
+            return out
+        return [(node, self.eval(node))]
+
+    # ------------------------------------------------------------------ expressions
+
+    def eval(self, node: ast.expr) -> Value:
+        handler = getattr(self, f"expr_{type(node).__name__}", None)
+        if handler is None:
+            return CLEAN
+        result: Value = handler(node)
+        return result
+
+    def expr_Constant(self, node: ast.Constant) -> Value:
+        if isinstance(node.value, str):
+            return Value(shape=Shape.STR, const=node.value)
+        if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return Value(shape=Shape.NUM)
+        return CLEAN
+
+    def expr_Name(self, node: ast.Name) -> Value:
+        return self.lookup(node.id)
+
+    def expr_Attribute(self, node: ast.Attribute) -> Value:
+        frame = self.frame
+        if (
+            isinstance(node.value, ast.Name)
+            and node.value.id == frame.self_name
+            and frame.cls is not None
+        ):
+            return frame.cls.attrs.get(node.attr, CLEAN)
+        qual = self.qualify(node)
+        if qual is not None:
+            return self.attribute_source(node, qual)
+        base = self.eval(node.value)
+        return self.attribute_of(base, node)
+
+    def expr_Subscript(self, node: ast.Subscript) -> Value:
+        base = self.eval(node.value)
+        self.eval(node.slice)
+        if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):
+            return Value(base.facts)
+        if isinstance(node.slice, ast.Slice):
+            return base
+        return Value(base.facts, name_key=base.name_key) if base.facts else CLEAN
+
+    def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                parts.append(self.formatted(part))
+            else:
+                parts.append(self.eval(part))
+        return concat(*parts)
+
+    def formatted(self, part: ast.FormattedValue) -> Value:
+        value = self.eval(part.value)
+        spec = part.format_spec
+        if isinstance(spec, ast.JoinedStr) and all(
+            isinstance(v, ast.Constant) for v in spec.values
+        ):
+            text = "".join(str(v.value) for v in spec.values if isinstance(v, ast.Constant))
+            if value.shape in (Shape.DATETIME, Shape.DATE) or any(
+                f.kind is Kind.TIME for f in value.facts
+            ):
+                return self.regranulate(value, text)
+        return self.stringify(value, part)
+
+    def expr_BinOp(self, node: ast.BinOp) -> Value:
+        left = self.eval(node.left)
+        right = self.eval(node.right)
+        if isinstance(node.op, ast.Add):
+            if left.shape is Shape.STR or right.shape is Shape.STR:
+                return concat(left, right)
+            if left.shape is Shape.LIST or right.shape is Shape.LIST:
+                return Value(
+                    left.facts | right.facts,
+                    Shape.LIST,
+                    elem_str=left.elem_str and right.elem_str,
+                    name_key=left.name_key or right.name_key,
+                )
+            return join(left, right)
+        if isinstance(node.op, ast.Mult) and Shape.STR in (left.shape, right.shape):
+            text = left.const if left.shape is Shape.STR else right.const
+            count = node.right if left.shape is Shape.STR else node.left
+            if text is not None and isinstance(count, ast.Constant) and type(count.value) is int:
+                return Value(left.facts | right.facts, Shape.STR, text * min(count.value, 10**5))
+            return Value(left.facts | right.facts, Shape.STR)
+        if isinstance(node.op, ast.Mod) and left.shape is Shape.STR:
+            args = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+            values = [left] + [self.stringify(self.eval(a), a) for a in args]
+            return Value(join(*values).facts, Shape.STR)
+        if isinstance(node.op, (ast.BitOr, ast.Sub, ast.BitAnd, ast.BitXor)) and (
+            left.shape is Shape.SET or right.shape is Shape.SET
+        ):
+            return Value(
+                left.facts | right.facts,
+                Shape.SET,
+                elem_str=left.elem_str and right.elem_str,
+                ref=left.ref or right.ref,
+            )
+        if isinstance(node.op, ast.BitOr) and Shape.DICT in (left.shape, right.shape):
+            return Value(left.facts | right.facts, Shape.DICT)
+        return join(left, right)
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Value:
+        return join(*(self.eval(v) for v in node.values))
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        return self.eval(node.operand)
+
+    def expr_Compare(self, node: ast.Compare) -> Value:
+        self.eval(node.left)
+        for comparator in node.comparators:
+            self.eval(comparator)
+        return CLEAN
+
+    def expr_IfExp(self, node: ast.IfExp) -> Value:
+        self.eval(node.test)
+        body = self.eval(node.body)
+        orelse = self.eval(node.orelse)
+        value = merge(body, orelse)
+        if self.runtime_test(node.test) and not (
+            body.const is not None and body.const == orelse.const
+        ):
+            value = value.with_facts(
+                value.facts | {self.fact(Kind.VARIES, node, "a conditional expression")}
+            )
+        return value
+
+    def expr_Await(self, node: ast.Await) -> Value:
+        return self.eval(node.value)
+
+    def expr_Starred(self, node: ast.Starred) -> Value:
+        return self.eval(node.value)
+
+    def expr_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.assign(node.target, value, node.value)
+        return value
+
+    def expr_List(self, node: ast.List | ast.Tuple) -> Value:
+        values = [self.eval(e) for e in node.elts]
+        facts: frozenset[Fact] = frozenset()
+        for v in values:
+            if v.facts:
+                facts |= v.facts
+        elem_str = bool(values) and all(v.shape is Shape.STR for v in values)
+        name_key = ""
+        if node.elts and all(
+            isinstance(e, ast.Dict)
+            and any(isinstance(k, ast.Constant) and k.value == "name" for k in e.keys)
+            for e in node.elts
+        ):
+            name_key = "item"
+        literal = all(v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal" for v in values)
+        return Value(
+            facts,
+            Shape.LIST,
+            elem_str=elem_str,
+            name_key=name_key,
+            ref="literal" if literal and not facts else None,
+        )
+
+    expr_Tuple = expr_List
+
+    def expr_Set(self, node: ast.Set) -> Value:
+        values = [self.eval(e) for e in node.elts]
+        return Value(
+            join(*values).facts if values else frozenset(),
+            Shape.SET,
+            elem_str=all(v.shape is Shape.STR for v in values),
+            ref=(node.lineno, node.col_offset, "a set literal"),
+        )
+
+    def expr_Dict(self, node: ast.Dict) -> Value:
+        facts: frozenset[Fact] = frozenset()
+        literal = True
+        role = None
+        content: ast.expr | None = None
+        for key, item in zip(node.keys, node.values, strict=True):
+            if key is None:
+                literal = False
+                v = self.eval(item)
+            else:
+                if not isinstance(key, ast.Constant):
+                    literal = False
+                    self.eval(key)
+                elif key.value == "role" and isinstance(item, ast.Constant):
+                    role = item.value
+                elif key.value == "content":
+                    content = item
+                v = self.eval(item)
+                if not (v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal"):
+                    literal = False
+            if v.facts:
+                facts |= v.facts
+        if role in ("system", "developer") and content is not None:
+            self.record_message_content(content, f'{{"role": "{role}"}} message')
+        return Value(facts, Shape.DICT, ref="literal" if literal and not facts else None)
+
+    def expr_ListComp(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> Value:
+        facts, saved = self.comprehension(node.generators)
+        try:
+            element = self.eval(node.elt)
+        finally:
+            self.frame.env = saved
+        name_key = ""
+        if isinstance(node.elt, ast.Dict) and any(
+            isinstance(k, ast.Constant) and k.value == "name" for k in node.elt.keys
+        ):
+            name_key = "item"
+        elif element.name_key == "elem":
+            name_key = "attr"
+        shape = Shape.SET if isinstance(node, ast.SetComp) else Shape.LIST
+        return Value(
+            element.facts | facts,
+            shape,
+            elem_str=element.shape is Shape.STR,
+            name_key=name_key,
+            ref=(node.lineno, node.col_offset, "a set comprehension")
+            if shape is Shape.SET
+            else None,
+        )
+
+    expr_GeneratorExp = expr_ListComp
+    expr_SetComp = expr_ListComp
+
+    def expr_DictComp(self, node: ast.DictComp) -> Value:
+        facts, saved = self.comprehension(node.generators)
+        try:
+            key = self.eval(node.key)
+            value = self.eval(node.value)
+        finally:
+            self.frame.env = saved
+        return Value(key.facts | value.facts | facts, Shape.DICT)
+
+    def comprehension(
+        self, generators: list[ast.comprehension]
+    ) -> tuple[frozenset[Fact], dict[str, Value]]:
+        """Bind comprehension targets in a scratch scope.
+
+        Returns the order and filter facts of the generators, and the saved environment.
+        """
+        saved = self.frame.env
+        self.frame.env = dict(saved)
+        facts: set[Fact] = set()
+        for gen in generators:
+            iterable = self.eval(gen.iter)
+            unordered = self.iteration_fact(iterable, gen.iter)
+            if unordered is not None:
+                facts.add(unordered)
+            element = self.element_of(iterable)
+            self.assign(gen.target, element, None)
+            for cond in gen.ifs:
+                self.eval(cond)
+                own = frozenset(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
+                if self.runtime_test(cond, own):
+                    facts.add(self.fact(Kind.VARIES, cond, "a filter in a comprehension"))
+        return frozenset(facts), saved
+
+    def expr_Lambda(self, node: ast.Lambda) -> Value:
+        return CLEAN
+
+    def expr_Call(self, node: ast.Call) -> Value:
+        return self.eval_call(node)

@@ -1,0 +1,154 @@
+"""Abstract values of the taint engine: what the linter knows about an expression's value.
+
+A ``Value`` is a set of ``Fact`` objects (where volatile or order-unstable data came from) plus a
+coarse ``Shape`` (a set, a dict, a string, ...) and, when known, the constant string it holds.
+Values are immutable and shared; combining two values unions their facts.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+
+class Kind(enum.Enum):
+    """The taint classes of the issue, plus the bookkeeping kinds the engine needs."""
+
+    TIME = "time"  # datetime.now(), time.time(), ... (granularity "subday" or "day")
+    UNIQUE = "unique"  # uuid4(), secrets.*, random.*, os.urandom, id(), hash(str)
+    UNORDERED = "unordered"  # the result of iterating a set, os.listdir, glob, as_completed
+    ENV = "environment"  # cwd, hostname, user name, os.environ, temp dir
+    JSON_UNSORTED = "json"  # json.dumps without sort_keys=True, yaml.dump(sort_keys=False)
+    REPR = "repr"  # str()/repr()/f-string of a dict, a set or an object with the default repr
+    TOOLS_UNSTABLE = "tools"  # MCP list_tools(), entry points: order set by someone else
+    VARIES = "varies"  # chosen per request: a conditional, a filtered comprehension
+    PARAM = "param"  # the value of the enclosing function's parameter (for summaries)
+    LOOP = "loop"  # a loop variable inside a function (per-iteration value)
+
+
+#: Kinds whose facts stop mattering when the value is computed once (at import or per session).
+PINNABLE = frozenset({Kind.TIME, Kind.UNIQUE, Kind.VARIES, Kind.LOOP})
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One reason a value is volatile, with the place it was born.
+
+    ``line``/``col`` locate the birth (1-based line, 0-based column). ``detail`` is the source
+    as written (``datetime.now()``). ``granularity`` is "subday" or "day" for TIME facts.
+    ``pinned`` is true when the value was computed once (module level, ``__init__``, cached).
+    ``param`` is the parameter index for PARAM facts. ``fix`` carries what an autofix needs
+    (a tuple of ints and strings, see the rule modules), ``site`` a second location
+    (line, col), e.g. where a set was created when the fact marks the loop that iterates it.
+    """
+
+    kind: Kind
+    line: int
+    col: int
+    detail: str
+    granularity: str = ""
+    pinned: bool = False
+    param: int = -1
+    fix: tuple[int | str | bool, ...] = ()
+    site: tuple[int, int] = (0, 0)
+
+    @property
+    def volatile(self) -> bool:
+        """True for a per-request TIME/UNIQUE/VARIES fact that was not pinned."""
+        return self.kind in (Kind.TIME, Kind.UNIQUE, Kind.VARIES) and not self.pinned
+
+
+class Shape(enum.Enum):
+    """What kind of object a value is, as far as the linter can tell."""
+
+    UNKNOWN = "unknown"
+    STR = "str"
+    NUM = "num"
+    DICT = "dict"
+    SET = "set"  # iterating it gives an unstable order
+    UNORDERED_LIST = "unordered list"  # os.listdir(), glob.glob(): a list in filesystem order
+    LIST = "list"
+    DATETIME = "datetime"
+    DATE = "date"
+    OBJECT = "object"  # instance of a same-module class with the default repr (has 0x address)
+    RNG = "rng"  # an unseeded random.Random()
+    BUILDER = "builder"  # promptcache.PromptBuilder
+    FUNC = "function"  # a nested function; ``const`` holds its summary key
+    TOOL_RESULT = "tool result"  # what MCP list_tools() returns (has .tools)
+
+
+@dataclass(frozen=True)
+class Value:
+    """What the linter knows about one expression's value.
+
+    ``const``: the string value when statically known. ``elem_str``: the elements of this
+    collection are strings or paths (so ``sorted()`` is safe). ``name_key``: how to read a tool's
+    name from an element ("attr" for ``tool.name``, "item" for ``tool["name"]``).
+    """
+
+    facts: frozenset[Fact] = frozenset()
+    shape: Shape = Shape.UNKNOWN
+    const: str | None = None
+    elem_str: bool = False
+    name_key: str = ""
+    ref: object = None
+
+    def with_facts(self, facts: frozenset[Fact]) -> Value:
+        return replace(self, facts=facts)
+
+    def having(self, shape: Shape, **kwargs: object) -> Value:
+        return Value(self.facts, shape, **kwargs)  # type: ignore[arg-type]
+
+    def kinds(self) -> set[Kind]:
+        return {f.kind for f in self.facts}
+
+    def without(self, *kinds: Kind) -> Value:
+        if not self.facts:
+            return self
+        return replace(self, facts=frozenset(f for f in self.facts if f.kind not in kinds))
+
+    def pinned(self) -> Value:
+        """The value as computed once: per-request facts become pinned."""
+        if not self.facts or all(f.pinned or f.kind not in PINNABLE for f in self.facts):
+            return self
+        return replace(
+            self,
+            facts=frozenset(
+                replace(f, pinned=True) if f.kind in PINNABLE else f for f in self.facts
+            ),
+        )
+
+    @property
+    def dynamic(self) -> bool:
+        """Varies per call: depends on a parameter, a loop variable or a volatile source."""
+        return any(f.volatile or f.kind in (Kind.PARAM, Kind.LOOP) for f in self.facts)
+
+
+CLEAN = Value()
+STR = Value(shape=Shape.STR)
+
+
+def join(*values: Value) -> Value:
+    """Union of facts; the shape and constant are lost unless only one value is given."""
+    if len(values) == 1:
+        return values[0]
+    facts: frozenset[Fact] = frozenset()
+    for v in values:
+        if v.facts:
+            facts = facts | v.facts
+    return Value(facts)
+
+
+def concat(*values: Value) -> Value:
+    """The value of string concatenation: union of facts, constant when every part is."""
+    facts: frozenset[Fact] = frozenset()
+    parts: list[str] | None = []
+    for v in values:
+        if v.facts:
+            facts = facts | v.facts
+        if parts is not None:
+            if v.const is None:
+                parts = None
+            else:
+                parts.append(v.const)
+    return Value(facts, Shape.STR, "".join(parts) if parts is not None else None)

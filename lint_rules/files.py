@@ -1,0 +1,106 @@
+"""Which files ``promptcache lint PATH...`` looks at: Python files, minus excludes and .gitignore.
+
+Files named on the command line are always linted. Inside folders, hidden folders and the usual
+build, cache and virtualenv folders are skipped (ruff's default list), then the config's
+``exclude`` patterns (gitignore syntax, relative to the config file's folder), then whatever
+``.gitignore`` files between the repository root and each file ignore.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from .config import LintConfig
+
+SKIP_DIRS = frozenset(
+    {
+        "__pycache__",
+        "__pypackages__",
+        "_build",
+        "buck-out",
+        "build",
+        "dist",
+        "node_modules",
+        "site-packages",
+        "venv",
+    }
+)
+
+
+def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _git_root(start: Path) -> Path | None:
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _read_gitignore(folder: Path) -> pathspec.PathSpec[Any] | None:
+    path = folder / ".gitignore"
+    if not path.is_file():
+        return None
+    try:
+        return _spec(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    except (OSError, ValueError):
+        return None
+
+
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> bool:
+    for base, spec in specs:
+        try:
+            rel = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if spec.match_file(rel + "/" if is_dir else rel):
+            return True
+    return False
+
+
+def discover(paths: list[Path], config: LintConfig) -> list[Path]:
+    """Python files under ``paths`` (files given directly are kept), sorted, without repeats."""
+    exclude = [(config.root.resolve(), _spec(list(config.exclude)))] if config.exclude else []
+    found: dict[Path, None] = {}
+    for given in paths:
+        top = given.resolve()
+        if top.is_file():
+            found[top] = None
+            continue
+        initial = list(exclude)
+        if config.respect_gitignore:
+            root = _git_root(top)
+            if root is not None:
+                chain = [top, *top.parents]
+                for folder in reversed(chain[1 : chain.index(root) + 1]):
+                    spec = _read_gitignore(folder)
+                    if spec is not None:
+                        initial.append((folder, spec))
+        inherited: dict[Path, list[tuple[Path, pathspec.PathSpec[Any]]]] = {top: initial}
+        for dirpath, dirnames, filenames in os.walk(top):
+            folder = Path(dirpath)
+            specs = inherited.pop(folder, initial)
+            if config.respect_gitignore and ".gitignore" in filenames:
+                spec = _read_gitignore(folder)
+                if spec is not None:
+                    specs = [*specs, (folder, spec)]
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if not d.startswith(".")
+                and d not in SKIP_DIRS
+                and not _ignored(folder / d, True, specs)
+            )
+            for child in dirnames:
+                inherited[folder / child] = specs
+            for name in filenames:
+                if name.endswith((".py", ".pyi")):
+                    path = folder / name
+                    if not specs or not _ignored(path, False, specs):
+                        found[path] = None
+    return sorted(found)

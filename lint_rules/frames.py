@@ -1,0 +1,125 @@
+"""State of the taint engine: function summaries, class info, evaluation frames.
+
+``EngineState`` declares (for type checkers only) what the engine's mixins (``exprs``,
+``calls``, ``regions``) use of ``taint.Analyzer``, which implements all of it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .facts import CLEAN, Fact, Shape, Value
+
+if TYPE_CHECKING:
+    from .events import SinkCall
+    from .facts import Kind
+    from .sinks import SinkSpec
+
+INIT_METHODS = frozenset(
+    {"__init__", "__post_init__", "__enter__", "__aenter__", "setup", "model_post_init"}
+)
+
+
+@dataclass
+class Summary:
+    """What a same-module function does with its inputs, computed once.
+
+    ``ret``: the joined value of its return statements (PARAM facts stand for arguments);
+    ``returns``: each return expression and its value; ``param_sinks``: parameter index ->
+    (region, label) of the prefix regions that parameter reaches inside the function.
+    """
+
+    params: list[str]
+    ret: Value = CLEAN
+    returns: list[tuple[ast.expr, Value]] = field(default_factory=list)
+    param_sinks: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    builder: bool = False
+
+
+@dataclass
+class ClassInfo:
+    """A class defined in the module: its methods and what its instance attributes hold."""
+
+    node: ast.ClassDef
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    attrs: dict[str, Value] = field(default_factory=dict)
+    attr_defs: dict[str, ast.expr] = field(default_factory=dict)
+    default_repr: bool = False
+
+
+@dataclass
+class Frame:
+    """Evaluation state of one function body (or of the module body)."""
+
+    env: dict[str, Value]
+    defs: dict[str, ast.expr]
+    func: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    cls: ClassInfo | None = None
+    self_name: str | None = None
+    pinned: bool = False
+    loops: list[ast.stmt] = field(default_factory=list)
+    mutation_facts: list[frozenset[Fact]] = field(default_factory=list)
+    summary: Summary | None = None
+    params: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def once(self) -> bool:
+        """Code here runs once (module level outside loops, ``__init__``, a cached function)."""
+        return self.pinned and not self.loops
+
+
+def merge(a: Value, b: Value) -> Value:
+    """Join two values of the same variable from different paths, keeping a common shape."""
+    if a is b:
+        return a
+    shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
+    return Value(
+        a.facts | b.facts,
+        shape,
+        a.const if a.const == b.const else None,
+        a.elem_str and b.elem_str,
+        a.name_key if a.name_key == b.name_key else "",
+        a.ref if a.ref == b.ref else None,
+    )
+
+
+class EngineState:
+    """What the mixins of ``taint.Analyzer`` rely on (declarations for type checkers only)."""
+
+    if TYPE_CHECKING:
+        imports: dict[str, str]
+        functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+        classes: dict[str, ClassInfo]
+        extra_sinks: tuple[SinkSpec, ...]
+        frame: Frame
+        module_frame: Frame
+
+        def eval(self, node: ast.expr) -> Value: ...
+        def fact(self, kind: Kind, node: ast.AST, detail: str, **kwargs: object) -> Fact: ...
+        def record(self, region: str, value: Value, node: ast.AST, label: str) -> None: ...
+        def add_sink(self, sink: SinkCall) -> None: ...
+        def runtime_test(self, test: ast.expr, own: frozenset[str] = frozenset()) -> bool: ...
+        def summary(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> Summary: ...
+        def mark_builder(
+            self, func: ast.FunctionDef | ast.AsyncFunctionDef, label: str
+        ) -> None: ...
+        def lookup(self, name: str) -> Value: ...
+        def qualify(self, node: ast.expr) -> str | None: ...
+        def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None: ...
+        def with_mutation_facts(self, value: Value) -> Value: ...
+        def eval_call(self, node: ast.Call) -> Value: ...
+        def handle_sink(self, spec: SinkSpec, node: ast.Call) -> Value: ...
+        def attribute_source(self, node: ast.Attribute, qual: str) -> Value: ...
+        def attribute_of(self, base: Value, node: ast.Attribute) -> Value: ...
+        def regranulate(self, value: Value, fmt: str | None) -> Value: ...
+        def stringify(self, value: Value, node: ast.AST) -> Value: ...
+        def iteration_fact(self, iterable: Value, node: ast.expr) -> Fact | None: ...
+        def element_of(self, iterable: Value) -> Value: ...
+        def record_message_content(self, content: ast.expr, label: str) -> None: ...
+        def formatted(self, part: ast.FormattedValue) -> Value: ...
+        def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]: ...
+        def walk_region(
+            self, kind: str, expr: ast.expr, sink: SinkCall | None, label: str
+        ) -> None: ...

@@ -1,0 +1,142 @@
+"""Render lint results as text (ruff-like), JSON or GitHub workflow annotations.
+
+Columns in every output are 1-based character columns (diagnostics store 0-based UTF-8 byte
+columns, as ``ast`` reports them; the runner keeps each flagged line's text to convert).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ._base import Diagnostic, Location, Severity
+from .registry import RULES
+from .runner import FileResult
+
+
+def char_column(line_text: str | None, byte_col: int) -> int:
+    """1-based character column of a 0-based UTF-8 byte offset within ``line_text``."""
+    if not line_text:
+        return byte_col + 1
+    prefix = line_text.encode("utf-8")[:byte_col]
+    return len(prefix.decode("utf-8", errors="ignore")) + 1
+
+
+def _col(result: FileResult, location: Location, end: bool = False) -> int:
+    line = location.end_line if end else location.line
+    return char_column(result.lines.get(line), location.end_col if end else location.col)
+
+
+def _all(results: Sequence[FileResult]) -> list[tuple[FileResult, Diagnostic]]:
+    return [(r, d) for r in results for d in r.diagnostics]
+
+
+def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
+    """``path:line:col: PC001 message [origin: path:line]`` per finding, then a summary line."""
+    out = []
+    pairs = _all(results)
+    for result, d in pairs:
+        origins = [r for r in d.related if "born" in r.message or "here" in r.message]
+        suffix = ""
+        if origins:
+            first = origins[0].location
+            suffix = f" [origin: {first.path}:{first.line}]"
+        fixable = " [*]" if d.fix is not None and show_fixes else ""
+        out.append(
+            f"{d.location.path}:{d.location.line}:{_col(result, d.location)}: "
+            f"{d.code}{fixable} {d.message}{suffix}"
+        )
+    counts = {s: sum(1 for _, d in pairs if d.severity is s) for s in Severity}
+    fixable_count = sum(1 for _, d in pairs if d.fix is not None)
+    files = len(results)
+    if pairs:
+        summary = (
+            f"Found {len(pairs)} finding{'s' if len(pairs) != 1 else ''} in {files} "
+            f"file{'s' if files != 1 else ''} ({counts[Severity.ERROR]} error, "
+            f"{counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)."
+        )
+        if fixable_count and show_fixes:
+            summary += f" {fixable_count} fixable with --fix."
+    else:
+        summary = f"All checks passed ({files} file{'s' if files != 1 else ''})."
+    out.append(summary)
+    return "\n".join(out) + "\n"
+
+
+def _loc_json(result: FileResult, location: Location) -> dict[str, object]:
+    return {
+        "row": location.line,
+        "column": _col(result, location),
+        "end_row": location.end_line or location.line,
+        "end_column": _col(result, location, end=True)
+        if location.end_line
+        else _col(result, location),
+    }
+
+
+def render_json(results: Sequence[FileResult]) -> str:
+    """A JSON array, one object per finding (stable keys, 1-based rows and columns)."""
+    items = []
+    for result, d in _all(results):
+        rule = RULES.get(d.code)
+        items.append(
+            {
+                "code": d.code,
+                "name": rule.name if rule else "",
+                "severity": str(d.severity),
+                "message": d.message,
+                "filename": d.location.path,
+                "location": _loc_json(result, d.location),
+                "related": [
+                    {
+                        "filename": r.location.path,
+                        "row": r.location.line,
+                        "column": char_column(result.lines.get(r.location.line), r.location.col),
+                        "message": r.message,
+                    }
+                    for r in d.related
+                ],
+                "fix": None
+                if d.fix is None
+                else {
+                    "title": d.fix.title,
+                    "edits": [
+                        {
+                            "row": e.line,
+                            "column": char_column(result.lines.get(e.line), e.col),
+                            "end_row": e.end_line,
+                            "end_column": char_column(result.lines.get(e.end_line), e.end_col),
+                            "content": e.text,
+                        }
+                        for e in d.fix.edits
+                    ],
+                },
+            }
+        )
+    return json.dumps(items, indent=2, sort_keys=True) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def render_github(results: Sequence[FileResult]) -> str:
+    """GitHub Actions workflow commands (``::error file=...::message``), one per finding."""
+    out = []
+    for result, d in _all(results):
+        rule = RULES.get(d.code)
+        title = f"{d.code} {rule.name}" if rule else d.code
+        loc = d.location
+        props = (
+            f"file={_escape_property(loc.path)},line={loc.line},col={_col(result, loc)},"
+            f"endLine={loc.end_line or loc.line},title={_escape_property(title)}"
+        )
+        out.append(f"::{_LEVELS[d.severity]} {props}::{_escape_data(d.message)}")
+    return "\n".join(out) + ("\n" if out else "")

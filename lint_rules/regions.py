@@ -1,0 +1,373 @@
+"""Sink arguments -> prefix regions and cache blocks, for the taint engine.
+
+``RegionsMixin.handle_sink`` evaluates a recognised LLM call: each argument named in the sink's
+spec is walked structurally (list and dict literals, names bound to them in the same scope or at
+module level) into ``Block`` objects in prefix order and ``PrefixEntry`` records; every other
+argument is evaluated normally (``metadata=``, ``user=``, ``extra_headers=`` are not prefix).
+
+The newest message (the last element of a literal message list) is the tail: its content is not
+recorded as prefix, though its blocks still count for breakpoints and TTLs.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .events import Block, SinkCall
+from .facts import CLEAN, Value
+from .frames import EngineState
+from .sinks import SinkSpec
+
+if TYPE_CHECKING:
+    from .frames import Frame
+
+_REGION_RANK = {"tools": 0, "system": 1, "messages": 2}
+
+
+def dict_get(node: ast.AST, key: str) -> ast.expr | None:
+    """The value under a constant key in a dict literal, or None."""
+    if not isinstance(node, ast.Dict):
+        return None
+    for k, v in zip(node.keys, node.values, strict=True):
+        if isinstance(k, ast.Constant) and k.value == key:
+            return v
+    return None
+
+
+def dict_key_node(node: ast.Dict, key: str) -> ast.expr | None:
+    for k in node.keys:
+        if isinstance(k, ast.Constant) and k.value == key:
+            return k
+    return None
+
+
+def literal_length(node: ast.AST) -> tuple[int, int] | None:
+    """(characters, non-ASCII characters) of a literal's JSON form, or None if not literal."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return len(text), sum(1 for ch in text if ord(ch) > 127)
+
+
+class RegionsMixin(EngineState):
+    """Structural walk of sink arguments (mixed into ``taint.Analyzer``)."""
+
+    def handle_sink(self, spec: SinkSpec, node: ast.Call) -> Value:
+        sink = SinkCall(node, spec.api, spec.label)
+        for index, arg in enumerate(node.args):
+            kind = spec.positional.get(index)
+            if kind is not None and not isinstance(arg, ast.Starred):
+                self.walk_region(kind, arg, sink, f"{spec.label}()")
+            else:
+                self.eval(arg)
+                if isinstance(arg, ast.Starred):
+                    sink.complete = False
+        for kw in node.keywords:
+            if kw.arg is None:
+                self.eval(kw.value)
+                sink.complete = False
+                continue
+            kind = spec.regions.get(kw.arg)
+            if kind is not None:
+                self.walk_region(kind, kw.value, sink, f"{spec.label}({kw.arg}=)")
+            elif kw.arg in spec.params:
+                sink.params[kw.arg] = (kw.value, self.eval(kw.value))
+            else:
+                self.eval(kw.value)
+            if kw.arg == spec.messages_kw:
+                sink.messages = kw.value
+        extra_body = sink.params.get("extra_body")
+        if extra_body is not None:
+            key = dict_get(self.deref(extra_body[0])[0], "prompt_cache_key")
+            if key is not None:
+                sink.params["prompt_cache_key"] = (key, self.eval(key))
+        sink.blocks.sort(key=lambda b: _REGION_RANK.get(b.region, 3))
+        self.add_sink(sink)
+        return CLEAN
+
+    # ------------------------------------------------------------------ helpers
+
+    @contextmanager
+    def in_frame(self, frame: Frame) -> Iterator[None]:
+        saved = self.frame
+        self.frame = frame
+        try:
+            yield
+        finally:
+            self.frame = saved
+
+    def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]:
+        """Follow names to the literal last assigned to them; returns (node, frame to eval in)."""
+        frame = self.frame
+        for _ in range(4):
+            if isinstance(node, ast.Name):
+                target = frame.defs.get(node.id)
+                if target is None and node.id not in frame.env:
+                    target = self.module_frame.defs.get(node.id)
+                    if target is not None:
+                        frame = self.module_frame
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == frame.self_name
+                and frame.cls is not None
+            ):
+                target = frame.cls.attr_defs.get(node.attr)
+                if target is not None:
+                    # instance attributes are evaluated where they are read (their value is
+                    # already in cls.attrs); structure comes from the assignment
+                    return target, frame
+            else:
+                return node, frame
+            if target is None:
+                return node, frame
+            node = target
+        return node, frame
+
+    def _value(self, node: ast.expr, frame: Frame) -> Value:
+        if frame is self.frame:
+            return self.eval(node)
+        with self.in_frame(frame):
+            return self.eval(node)
+
+    def _block(self, region: str, node: ast.AST, value: Value) -> Block:
+        length = non_ascii = None
+        if value.const is not None:
+            length = len(value.const)
+            non_ascii = sum(1 for ch in value.const if ord(ch) > 127)
+        elif isinstance(node, ast.Dict):
+            measured = literal_length(node)
+            if measured is not None:
+                length, non_ascii = measured
+        block = Block(region, node, value, length, non_ascii=non_ascii or 0)
+        if isinstance(node, ast.Dict):
+            self._breakpoint(block, node, "cache_control")
+        return block
+
+    def _breakpoint(self, block: Block, holder: ast.Dict, key: str) -> None:
+        value = dict_get(holder, key)
+        if value is None:
+            return
+        block.bp_node = dict_key_node(holder, key)
+        if isinstance(value, ast.Dict):
+            block.breakpoint = value
+            block.ttl_node = dict_get(value, "ttl")
+        else:
+            block.breakpoint = ast.Dict(keys=[], values=[])
+
+    def _text_node(self, node: ast.expr) -> ast.expr:
+        text = dict_get(node, "text")
+        return text if text is not None else node
+
+    # ------------------------------------------------------------------ regions
+
+    def walk_region(self, kind: str, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        handler = getattr(self, f"region_{kind}")
+        handler(expr, sink, label)
+
+    def region_tools(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            blocks: list[Block] = []
+            for elt in node.elts:
+                if isinstance(elt, ast.Starred):
+                    value = self._value(elt, frame)
+                    self.record("tools", value, elt, label)
+                    if sink is not None:
+                        sink.complete = False
+                    continue
+                if dict_get(elt, "cachePoint") is not None and blocks:
+                    self._breakpoint(blocks[-1], elt, "cachePoint")  # type: ignore[arg-type]
+                    continue
+                value = self._value(elt, frame)
+                self.record("tools", value, elt, label)
+                blocks.append(self._block("tools", elt, value))
+            if sink is not None:
+                sink.blocks.extend(blocks)
+            return
+        value = self.eval(expr)
+        self.record("tools", value, expr, label)
+        if sink is not None:
+            sink.blocks.append(Block("tools", expr, value, None))
+            sink.complete = False
+
+    def region_system(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        if (
+            isinstance(node, ast.Name)
+            and node.id in self.functions
+            and node.id not in (self.frame.env)
+        ):
+            self.mark_builder(self.functions[node.id], label)
+            return
+        if isinstance(node, (ast.List, ast.Tuple)):
+            blocks: list[Block] = []
+            for elt in node.elts:
+                if isinstance(elt, ast.Starred):
+                    self.record("system", self._value(elt, frame), elt, label)
+                    if sink is not None:
+                        sink.complete = False
+                    continue
+                if dict_get(elt, "cachePoint") is not None and blocks:
+                    self._breakpoint(blocks[-1], elt, "cachePoint")  # type: ignore[arg-type]
+                    continue
+                text = self._text_node(elt)
+                value = self._value(text, frame)
+                self.record("system", value, text, label)
+                block = self._block("system", elt, value)
+                blocks.append(block)
+            if sink is not None:
+                sink.blocks.extend(blocks)
+            return
+        value = self.eval(expr)
+        where: ast.expr = expr
+        if frame is self.frame and isinstance(node, (ast.JoinedStr, ast.BinOp, ast.Call)):
+            where = node
+        self.record("system", value, where, label)
+        if sink is not None:
+            sink.blocks.append(self._block("system", node, value))
+
+    def region_text(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        self.region_system(expr, sink, label)
+
+    def region_messages(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        elements: list[ast.expr] = []
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            self._value(node.left, frame)
+            if sink is not None:
+                sink.complete = False
+                sink.blocks.append(Block("messages", node.left, CLEAN, None))
+            right, frame = (node.right, frame)
+            if isinstance(right, (ast.List, ast.Tuple)):
+                elements = list(right.elts)
+            else:
+                self._value(right, frame)
+                return
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            elements = list(node.elts)
+        else:
+            self.eval(expr)
+            if sink is not None:
+                sink.complete = False
+                sink.blocks.append(Block("messages", expr, CLEAN, None))
+            return
+        for index, elt in enumerate(elements):
+            tail = index == len(elements) - 1
+            if isinstance(elt, ast.Starred) or not isinstance(elt, ast.Dict):
+                value = self._value(elt, frame)
+                if sink is not None:
+                    sink.complete = False
+                    sink.blocks.append(Block("messages", elt, CLEAN, None))
+                if not tail and not isinstance(elt, ast.Starred):
+                    self.record("messages", value, elt, label)
+                continue
+            role = dict_get(elt, "role")
+            role_name = role.value if isinstance(role, ast.Constant) else None
+            region = "system" if role_name in ("system", "developer") else "messages"
+            content = dict_get(elt, "content")
+            for key, item in zip(elt.keys, elt.values, strict=True):
+                if item is not content and item is not role:
+                    self._value(item, frame)
+                    if key is None and sink is not None:
+                        sink.complete = False
+            if content is None:
+                continue
+            pieces = content.elts if isinstance(content, (ast.List, ast.Tuple)) else [content]
+            previous: Block | None = None
+            for piece in pieces:
+                if isinstance(piece, ast.Dict) and dict_get(piece, "cachePoint") is not None:
+                    if previous is not None:
+                        self._breakpoint(previous, piece, "cachePoint")
+                    continue
+                text = self._text_node(piece) if isinstance(piece, ast.Dict) else piece
+                value = self._value(text, frame)
+                if not tail or region == "system":
+                    self.record(region, value, text, label)
+                if sink is not None:
+                    block = self._block("messages", piece, value)
+                    block.tail = tail
+                    if block.length is None and not isinstance(piece, ast.Dict):
+                        sink.complete = sink.complete and value.const is not None
+                    sink.blocks.append(block)
+                    previous = block
+
+    def region_bedrock_tools(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        tools = dict_get(node, "tools")
+        if isinstance(node, ast.Dict) and tools is not None:
+            for item in node.values:
+                if item is not tools:
+                    self._value(item, frame)
+            if frame is self.frame:
+                self.region_tools(tools, sink, label)
+            else:
+                with self.in_frame(frame):
+                    self.region_tools(tools, sink, label)
+            return
+        self.region_tools(expr, sink, label)
+
+    def region_json_body(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        if (
+            isinstance(node, ast.Call)
+            and self.qualify(node.func) == "json.dumps"
+            and node.args
+            and frame is self.frame
+        ):
+            node, frame = self.deref(node.args[0])
+        if not isinstance(node, ast.Dict) or frame is not self.frame:
+            self.eval(expr)
+            if sink is not None:
+                sink.complete = False
+            return
+        regions = {"system": "system", "messages": "messages", "tools": "tools"}
+        for key, item in zip(node.keys, node.values, strict=True):
+            name = key.value if isinstance(key, ast.Constant) else None
+            if isinstance(name, str) and name in regions:
+                self.walk_region(regions[name], item, sink, f"{label} {name}")
+            else:
+                self.eval(item)
+
+    def region_gemini_config(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        if isinstance(node, ast.Dict) and frame is self.frame:
+            regions = {
+                "system_instruction": "system",
+                "tools": "tools",
+                "contents": "cache_contents",
+            }
+            for key, item in zip(node.keys, node.values, strict=True):
+                name = key.value if isinstance(key, ast.Constant) else None
+                if isinstance(name, str) and name in regions:
+                    self.walk_region(regions[name], item, sink, f"{label} {name}")
+                else:
+                    self.eval(item)
+            return
+        self.eval(expr)
+
+    def region_cache_contents(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        self.record("messages", self.eval(expr), expr, label)
+
+    def region_lc_messages(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        node, frame = self.deref(expr)
+        if not isinstance(node, (ast.List, ast.Tuple)) or frame is not self.frame:
+            self.eval(expr)
+            return
+        for index, elt in enumerate(node.elts):
+            tail = index == len(node.elts) - 1
+            if isinstance(elt, ast.Tuple) and len(elt.elts) == 2:
+                role, text = elt.elts
+                value = self.eval(text)
+                if isinstance(role, ast.Constant) and role.value == "system":
+                    self.record("system", value, text, label)
+                elif not tail:
+                    self.record("messages", value, text, label)
+            else:
+                self.eval(elt)

@@ -1,0 +1,72 @@
+"""Time value in the cached prefix.
+
+Severity: error
+Fix: none
+
+## What it does
+Follows values of the current time (`datetime.now()`, `utcnow()`, `today()`, `date.today()`,
+`time.time()`, `time.strftime(fmt)` without a time, arrow, pendulum, django `timezone.now()`,
+pandas `Timestamp.now()`) through assignments, f-strings, `+`, `%`, `.format`, `join`, `dedent`
+and same-module function calls, and reports where one enters the cached prefix: tools, the
+system prompt, a message before the newest one, the SDK's frozen or session layer, a
+`{"role": "system"}` message, or a function that builds the system prompt.
+
+The granularity comes from the format string: text that changes within a day (`%H:%M`,
+`isoformat()`) is an error, a date (`%Y-%m-%d`, `date.today()`) a warning, a month or a year
+is not reported.
+
+## Why is this bad?
+Prompt caches match an exact prefix. A timestamp near the start of the system prompt makes
+every request's prefix new: each request pays a cache write (1.25x the input price at
+Anthropic) and never reads (0.1x). "A change at one level invalidates that level and all later
+ones" (Anthropic prompt caching docs).
+
+## Known problems
+Time used only in the newest user message, in the SDK's dynamic layer, in `metadata=`, headers
+or logging is not in the prefix and is not reported. A value computed once at import, in
+`__init__` or in a `functools.cache` function is pinned and is not reported either.
+
+## Example
+```python
+def answer(question):
+    system = f"Current time: {datetime.now():%H:%M}\n" + INSTRUCTIONS
+    return client.messages.create(model=MODEL, system=system, messages=[...])
+```
+
+## Use instead
+```python
+def answer(question):
+    now = f"Current time: {datetime.now():%H:%M}"
+    return client.messages.create(
+        model=MODEL,
+        system=INSTRUCTIONS,
+        messages=[{"role": "user", "content": f"{now}\n\n{question}"}],
+    )
+```
+
+## References
+- https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
+- https://developers.openai.com/api/docs/guides/prompt-caching (checked 2026-11-30)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .._base import Diagnostic, Severity
+from ..context import ModuleContext
+from ..facts import Kind
+
+
+def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.TIME and not f.pinned):
+        subday = fact.granularity == "subday"
+        when = "every request" if subday else "every day"
+        yield ctx.diagnostic(
+            "PC001",
+            f"time value `{fact.detail}` enters the cached prefix ({entry.sink}); it changes "
+            f"{when}, so the prefix never matches: move it after the cached part",
+            entry.node,
+            Severity.ERROR if subday else Severity.WARNING,
+            (ctx.origin(fact),),
+        )

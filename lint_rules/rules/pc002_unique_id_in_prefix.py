@@ -1,0 +1,62 @@
+"""Unique or random id in the cached prefix.
+
+Severity: error
+Fix: none
+
+## What it does
+Follows per-call unique or random values into the cached prefix: `uuid1/4/6/7()`,
+`secrets.*`, module-level `random.*` and an unseeded `random.Random()`, `os.urandom`,
+`os.getpid()`, `id()`, `hash()` of a str or bytes (randomised per process by PYTHONHASHSEED),
+ULID and nanoid generators.
+
+## Why is this bad?
+A request id or nonce in the system prompt makes every prefix unique, so the cache is written
+on every request and never read. OpenAI routes requests by a hash of the first ~256 tokens, so
+a unique value there also spreads requests over machines.
+
+## Known problems
+`uuid5`/`uuid3` of constants, a seeded `random.Random(42)` and ids computed once per session
+(in `__init__`) or at import are stable and not reported. Ids in `metadata=`, `user=`,
+`extra_headers=` or the newest user message are outside the prefix and not reported.
+
+## Example
+```python
+def ask(question):
+    request_id = uuid.uuid4().hex
+    system = f"<meta>request {request_id}</meta>\n{RULES}"
+    return client.messages.create(model=MODEL, system=system, messages=[...])
+```
+
+## Use instead
+```python
+def ask(question):
+    request_id = uuid.uuid4().hex
+    return client.messages.create(
+        model=MODEL, system=RULES, messages=[...], metadata={"user_id": request_id}
+    )
+```
+
+## References
+- https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
+- https://developers.openai.com/api/docs/guides/prompt-caching (checked 2026-11-30)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .._base import Diagnostic, Severity
+from ..context import ModuleContext
+from ..facts import Kind
+
+
+def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.UNIQUE and not f.pinned):
+        yield ctx.diagnostic(
+            "PC002",
+            f"unique value `{fact.detail}` enters the cached prefix ({entry.sink}); every "
+            "request gets a new prefix: pass ids in metadata or the newest message instead",
+            entry.node,
+            Severity.ERROR,
+            (ctx.origin(fact),),
+        )

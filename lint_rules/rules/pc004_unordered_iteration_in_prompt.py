@@ -1,0 +1,70 @@
+"""Unordered iteration feeding prompt text or tools.
+
+Severity: error
+Fix: sometimes
+
+## What it does
+Reports text or tool lists built by iterating something whose order is not stable: a set or
+frozenset (literal, `set(...)`, comprehension), `os.listdir`, `os.scandir`, `os.walk`,
+`glob.glob`, `Path.iterdir/glob/rglob`, `as_completed`, when the result enters the cached
+prefix. Iteration inside `sorted(...)` is fine and not reported.
+
+## Why is this bad?
+The iteration order of a set of strings depends on the per-process hash seed, and directory
+listings come in filesystem order. Two workers, or one worker after a restart, then build
+different prompt bytes from the same data and never share a cached prefix.
+
+## Example
+```python
+tags = {"billing", "refunds", "shipping"}
+system = "You handle: " + ", ".join(tags)
+```
+
+## Use instead
+```python
+tags = {"billing", "refunds", "shipping"}
+system = "You handle: " + ", ".join(sorted(tags))
+```
+
+## Fix safety
+The fix wraps the iterated expression in `sorted(...)`. It is offered only when the elements
+are known to be strings or paths (so they compare), and is safe then.
+
+## References
+- https://docs.python.org/3/reference/datamodel.html#object.__hash__ (hash randomisation)
+- https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .._base import Diagnostic, Fix, Related, Severity, TextEdit
+from ..context import ModuleContext
+from ..facts import Kind
+
+
+def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.UNORDERED):
+        line, col, end_line, end_col, orderable = fact.fix
+        fix = None
+        if orderable:
+            fix = Fix(
+                "iterate in sorted order: sorted(...)",
+                (
+                    TextEdit(int(line), int(col), int(line), int(col), "sorted("),
+                    TextEdit(int(end_line), int(end_col), int(end_line), int(end_col), ")"),
+                ),
+            )
+        related = [ctx.origin(fact, "iterated here in an unstable order")]
+        if fact.site != (0, 0) and fact.site != (fact.line, fact.col):
+            related.append(Related(ctx.at(*fact.site), f"{fact.detail} is created here"))
+        yield ctx.diagnostic(
+            "PC004",
+            f"iteration over {fact.detail} feeds the cached prefix ({entry.sink}); its order "
+            "differs between processes: iterate sorted(...)",
+            entry.node,
+            Severity.ERROR,
+            tuple(related),
+            fix,
+        )

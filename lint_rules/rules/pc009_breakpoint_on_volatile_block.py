@@ -1,0 +1,75 @@
+"""Breakpoint on a volatile block while an earlier stable block has none.
+
+Severity: error
+Fix: none
+
+## What it does
+Reports a `cache_control` (or `cachePoint`) breakpoint on a tool, system block or earlier
+message whose text changes every request (a time or unique value), when a stable block before
+it, after the previous breakpoint, carries no breakpoint.
+
+## Why is this bad?
+"A breakpoint on a block that changes every request never hits: put it on the last stable
+block" (Anthropic prompt caching docs). The request pays a cache write at 1.25x every time and
+never reads it, so it costs more than no caching; the stable part before it is never cached.
+
+## Known problems
+The newest message is exempt: marking it is how a conversation caches incrementally.
+
+## Example
+```python
+system=[
+    {"type": "text", "text": RULES},
+    {"type": "text", "text": f"Now: {datetime.now()}", "cache_control": {"type": "ephemeral"}},
+]
+```
+
+## Use instead
+```python
+system=[
+    {"type": "text", "text": RULES, "cache_control": {"type": "ephemeral"}},
+    {"type": "text", "text": f"Now: {datetime.now()}"},
+]
+```
+
+## References
+- https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .._base import Diagnostic, Related, Severity
+from ..context import ModuleContext
+from ..facts import Kind
+from ._shared import BREAKPOINT_APIS
+
+
+def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    for sink in ctx.sinks:
+        if sink.api not in BREAKPOINT_APIS:
+            continue
+        stable = None
+        for block in sink.blocks:
+            volatile = [
+                f for f in block.value.facts if f.volatile and f.kind in (Kind.TIME, Kind.UNIQUE)
+            ]
+            if block.bp_node is not None:
+                if volatile and not block.tail and stable is not None:
+                    origin = min(volatile, key=lambda f: (f.line, f.col))
+                    yield ctx.diagnostic(
+                        "PC009",
+                        f"breakpoint on a block that changes every request (`{origin.detail}`): "
+                        "it is written each time and never read; put it on the stable block "
+                        f"before it (line {getattr(stable.node, 'lineno', 0)})",
+                        block.bp_node,
+                        Severity.ERROR,
+                        (
+                            ctx.origin(origin),
+                            Related(ctx.location(stable.node), "stable block without breakpoint"),
+                        ),
+                    )
+                stable = None
+            elif not volatile and not block.tail:
+                stable = block

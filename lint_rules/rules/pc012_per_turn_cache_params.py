@@ -1,0 +1,61 @@
+"""tool_choice, thinking or effort varies per turn.
+
+Severity: warning
+Fix: none
+
+## What it does
+Reports `tool_choice`, `thinking`, `reasoning_effort`, `reasoning` and `output_config` arguments
+whose value is chosen per request inside the calling function (a conditional, an `if` on the
+turn number, a random choice).
+
+## Why is this bad?
+At Anthropic, "`tool_choice` ... and thinking parameters invalidate messages": a turn whose
+`tool_choice` or thinking budget differs from the previous turn re-reads only tools and system
+from the cache and pays full price for the whole conversation history.
+
+## Example
+```python
+for turn, question in enumerate(questions):
+    choice = {"type": "any"} if turn == 0 else {"type": "auto"}
+    client.messages.create(model=MODEL, tool_choice=choice, messages=history)
+```
+
+## Use instead
+```python
+for question in questions:
+    client.messages.create(model=MODEL, tool_choice={"type": "auto"}, messages=history)
+```
+
+## References
+- https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .._base import Diagnostic, Severity
+from ..context import ModuleContext
+from ..facts import Kind
+
+_PARAMS = ("tool_choice", "thinking", "reasoning_effort", "reasoning", "output_config")
+_KINDS = (Kind.VARIES, Kind.UNIQUE, Kind.TIME)
+
+
+def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    for sink in ctx.sinks:
+        for key in _PARAMS:
+            param = sink.params.get(key)
+            if param is None:
+                continue
+            facts = [f for f in param[1].facts if f.kind in _KINDS and not f.pinned]
+            if facts:
+                origin = min(facts, key=lambda f: (f.line, f.col))
+                yield ctx.diagnostic(
+                    "PC012",
+                    f"`{key}` of {sink.label} changes between turns ({origin.detail}); a "
+                    "change invalidates the cached messages: keep it fixed per conversation",
+                    param[0],
+                    Severity.WARNING,
+                    (ctx.origin(origin, f"{key} is chosen here"),),
+                )

@@ -1,0 +1,178 @@
+"""Earlier history rewritten in a call loop.
+
+Severity: warning
+Fix: none
+
+## What it does
+For a message list passed to an LLM call inside a loop (or kept in `self.<attr>` by a chat
+object whose methods are called turn after turn), reports statements that change messages
+before the newest one: `pop(0)` or `pop(i)`, `del history[0]`, `insert(i, ...)` before the end,
+`remove(...)`, a sliding window `history = history[-20:]`, and assignments to `history[i]` for
+an earlier `i`.
+
+## Why is this bad?
+The cached prefix ends where the history first differs from the previous request. Dropping the
+oldest message on every turn shifts everything after it, so every turn re-sends the whole
+window uncached (a sliding window caches nothing past the system prompt). Appending, and editing
+only the newest message, keep the prefix.
+
+## Known problems
+Rewrites that happen rarely on purpose (compacting the history into a summary every 50 turns)
+are reported too; suppress the line with `# promptcache: ignore[PC016]` or use the SDK's
+`Conversation.compact()`.
+
+## Example
+```python
+while True:
+    history.append({"role": "user", "content": input()})
+    if len(history) > 20:
+        history.pop(0)
+    reply = client.messages.create(model=MODEL, system=SYSTEM, messages=history)
+```
+
+## Use instead
+```python
+while True:
+    history.append({"role": "user", "content": input()})
+    reply = client.messages.create(model=MODEL, system=SYSTEM, messages=history)
+```
+
+## References
+- https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from .._base import Diagnostic, Related, Severity
+from ..context import ModuleContext
+from ..taint import INIT_METHODS
+
+Target = tuple[str, str]
+
+
+def _target(node: ast.expr) -> Target | None:
+    if isinstance(node, ast.Name):
+        return ("name", node.id)
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        return ("self", node.attr)
+    return None
+
+
+def _newest(index: ast.expr, target: Target) -> bool:
+    """``-1`` or ``len(history) - 1``: the newest message."""
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        return isinstance(index.operand, ast.Constant) and index.operand.value == 1
+    if isinstance(index, ast.BinOp) and isinstance(index.op, ast.Sub):
+        left = index.left
+        return (
+            isinstance(left, ast.Call)
+            and isinstance(left.func, ast.Name)
+            and left.func.id == "len"
+            and bool(left.args)
+            and _target(left.args[0]) == target
+        )
+    return False
+
+
+def _rewrite(node: ast.AST, target: Target) -> str | None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if _target(node.func.value) != target:
+            return None
+        method = node.func.attr
+        if method == "pop" and node.args and not _newest(node.args[0], target):
+            return "pop() of an earlier message"
+        if method == "insert" and node.args:
+            first = node.args[0]
+            at_end = (
+                isinstance(first, ast.Call)
+                and isinstance(first.func, ast.Name)
+                and first.func.id == "len"
+            )
+            if not at_end:
+                return "insert() before the newest message"
+        if method == "remove":
+            return "remove() of a message"
+        return None
+    if isinstance(node, ast.Delete):
+        for item in node.targets:
+            if (
+                isinstance(item, ast.Subscript)
+                and _target(item.value) == target
+                and not _newest(item.slice, target)
+            ):
+                return "del of earlier messages"
+        return None
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for item in targets:
+            if _target(item) == target:
+                for sub in ast.walk(node.value):
+                    if (
+                        isinstance(sub, ast.Subscript)
+                        and isinstance(sub.slice, ast.Slice)
+                        and sub.slice.lower is not None
+                        and _target(sub.value) == target
+                    ):
+                        return "a sliding window that drops the oldest messages"
+                continue
+            inner = item
+            while isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Subscript):
+                inner = inner.value
+            if isinstance(inner, ast.Subscript) and _target(inner.value) == target:
+                if isinstance(inner.slice, ast.Slice):
+                    return "a slice assignment over the history"
+                if not _newest(inner.slice, target):
+                    return "an edit of an earlier message"
+    return None
+
+
+def _scopes(ctx: ModuleContext, sink_function: ast.AST | None, target: Target) -> list[ast.AST]:
+    if target[0] != "self" or sink_function is None:
+        return []
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.ClassDef) and sink_function in node.body:
+            return [
+                method
+                for method in node.body
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and method.name not in INIT_METHODS
+            ]
+    return []
+
+
+def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    seen: set[tuple[int, int]] = set()
+    for sink in ctx.sinks:
+        if sink.messages is None:
+            continue
+        target = _target(sink.messages)
+        if target is None:
+            continue
+        scopes: list[ast.AST] = [sink.loops[0]] if sink.loops else []
+        if not scopes:
+            scopes = _scopes(ctx, sink.function, target)
+        for scope in scopes:
+            for node in ast.walk(scope):
+                why = _rewrite(node, target)
+                if why is None:
+                    continue
+                key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield ctx.diagnostic(
+                    "PC016",
+                    f"{why} in `{target[1]}`, which is re-sent to {sink.label} every turn; "
+                    "the cache misses from the first changed message on: append only, or "
+                    "compact rarely",
+                    node,
+                    Severity.WARNING,
+                    (Related(ctx.location(sink.node), "the history is sent here"),),
+                )

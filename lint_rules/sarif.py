@@ -1,0 +1,138 @@
+"""SARIF 2.1.0 output: every rule in ``tool.driver.rules``, origins as ``relatedLocations``.
+
+Checked against the OASIS SARIF 2.1.0 JSON schema in the test suite. Columns are 1-based
+character columns; file URIs are relative, forward-slash paths (``uriBaseId`` "%SRCROOT%").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import PurePath
+from typing import Any
+from urllib.parse import quote
+
+from promptcache import __version__
+
+from ._base import Location, Severity
+from .output import char_column
+from .registry import RULES
+from .runner import FileResult
+
+SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+_LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _uri(path: str) -> str:
+    return quote(PurePath(path).as_posix())
+
+
+def _region(result: FileResult, loc: Location) -> dict[str, int]:
+    region = {
+        "startLine": loc.line,
+        "startColumn": char_column(result.lines.get(loc.line), loc.col),
+    }
+    if loc.end_line:
+        region["endLine"] = loc.end_line
+        region["endColumn"] = char_column(result.lines.get(loc.end_line), loc.end_col)
+    return region
+
+
+def _physical(result: FileResult, loc: Location) -> dict[str, object]:
+    return {
+        "artifactLocation": {"uri": _uri(loc.path), "uriBaseId": "%SRCROOT%"},
+        "region": _region(result, loc),
+    }
+
+
+def rule_descriptors() -> list[dict[str, Any]]:
+    """``reportingDescriptor`` objects for every rule, in code order."""
+    descriptors = []
+    for rule in RULES.values():
+        why = rule.sections.get("Why is this bad?", "")
+        markdown = "\n\n".join(f"## {title}\n{text}" for title, text in rule.sections.items())
+        descriptors.append(
+            {
+                "id": rule.code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.summary},
+                "fullDescription": {"text": rule.sections.get("What it does", rule.summary)},
+                "help": {"text": why or rule.summary, "markdown": markdown},
+                "defaultConfiguration": {"level": _LEVELS[rule.severity]},
+                "properties": {"fix": rule.fix.value, "tags": ["prompt-caching"]},
+            }
+        )
+    return descriptors
+
+
+def render_sarif(results: Sequence[FileResult]) -> str:
+    """One SARIF 2.1.0 log with a single run."""
+    index = {code: i for i, code in enumerate(RULES)}
+    sarif_results = []
+    for result in results:
+        for d in result.diagnostics:
+            item: dict[str, object] = {
+                "ruleId": d.code,
+                "ruleIndex": index.get(d.code, 0),
+                "level": _LEVELS[d.severity],
+                "message": {"text": d.message},
+                "locations": [{"physicalLocation": _physical(result, d.location)}],
+            }
+            if d.related:
+                item["relatedLocations"] = [
+                    {
+                        "id": number,
+                        "physicalLocation": _physical(result, r.location),
+                        "message": {"text": r.message},
+                    }
+                    for number, r in enumerate(d.related)
+                ]
+            if d.fix is not None:
+                item["fixes"] = [
+                    {
+                        "description": {"text": d.fix.title},
+                        "artifactChanges": [
+                            {
+                                "artifactLocation": {"uri": _uri(d.location.path)},
+                                "replacements": [
+                                    {
+                                        "deletedRegion": _region(
+                                            result,
+                                            Location(
+                                                d.location.path,
+                                                e.line,
+                                                e.col,
+                                                e.end_line,
+                                                e.end_col,
+                                            ),
+                                        ),
+                                        "insertedContent": {"text": e.text},
+                                    }
+                                    for e in d.fix.edits
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            sarif_results.append(item)
+    log = {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "promptcache-lint",
+                        "semanticVersion": __version__,
+                        "version": __version__,
+                        "rules": rule_descriptors(),
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": sarif_results,
+            }
+        ],
+    }
+    return json.dumps(log, indent=2, sort_keys=True) + "\n"

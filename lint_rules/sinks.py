@@ -1,0 +1,305 @@
+"""LLM call sites ("sinks") recognised by exact call chains, and how their arguments map to regions.
+
+A chain is matched on its trailing attribute names (``*.messages.create`` matches
+``client.messages.create`` and ``self.llm.beta.messages.create``) or on the fully qualified name
+after import resolution (``litellm.completion``). Never on substrings: pcdlint's history shows
+what substring matching catches (``update_messages``, ``message_create_view``). Each vendor call
+also needs one of its required keywords (or a ``**kwargs`` splat), so an unrelated
+``self.messages.create(text)`` in an ORM does not count. ``count_tokens`` is never a sink.
+
+Region kinds:
+``tools`` a list of tool definitions; ``system`` a string or a list of text blocks; ``messages``
+a message list whose last element is the newest (tail) message; ``text`` plain prefix text;
+``gemini_config`` a ``GenerateContentConfig(...)`` or dict with system_instruction/tools;
+``bedrock_tools`` a ``toolConfig`` dict; ``json_body`` an ``invoke_model`` body;
+``lc_messages`` LangChain ``(role, text)`` tuples; ``cache_contents`` contents cached as a whole.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+_BUILDER_NAME = re.compile(
+    r"(^|_)(system_?prompts?|system_?messages?|system_?instructions?|sys_?prompt)($|_)"
+)
+
+
+def is_system_prompt_name(name: str) -> bool:
+    """True for names like ``build_system_prompt``, ``SYSTEM_PROMPT``, ``system_message``."""
+    return bool(_BUILDER_NAME.search(name.lower()))
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """How one API is called: match rule, required keywords, and argument regions.
+
+    ``suffixes``: trailing attribute chains that match (``("messages", "create")``).
+    ``qualnames``: fully qualified names that match after import resolution.
+    ``guard``: the call must pass one of these keywords or a ``**`` splat.
+    ``regions``: keyword -> region kind; ``positional``: argument index -> region kind.
+    ``params``: keywords recorded for parameter rules (model, tool_choice, ...).
+    """
+
+    api: str
+    label: str
+    suffixes: tuple[tuple[str, ...], ...] = ()
+    qualnames: frozenset[str] = frozenset()
+    guard: tuple[str, ...] = ()
+    regions: dict[str, str] = field(default_factory=dict)
+    positional: dict[int, str] = field(default_factory=dict)
+    params: tuple[str, ...] = ()
+    messages_kw: str = ""
+
+
+_ANTHROPIC_PARAMS = ("model", "tool_choice", "thinking", "cache_control", "output_config")
+_OPENAI_PARAMS = (
+    "model",
+    "tool_choice",
+    "reasoning_effort",
+    "reasoning",
+    "prompt_cache_key",
+    "extra_body",
+)
+
+SPECS: tuple[SinkSpec, ...] = (
+    SinkSpec(
+        "anthropic",
+        "messages.create",
+        suffixes=(("messages", "create"), ("messages", "stream")),
+        guard=("messages", "system", "model"),
+        regions={"tools": "tools", "system": "system", "messages": "messages"},
+        params=_ANTHROPIC_PARAMS,
+        messages_kw="messages",
+    ),
+    SinkSpec(
+        "openai.chat",
+        "chat.completions.create",
+        suffixes=(
+            ("chat", "completions", "create"),
+            ("chat", "completions", "parse"),
+            ("chat", "completions", "stream"),
+        ),
+        guard=("messages", "model"),
+        regions={"tools": "tools", "messages": "messages", "response_format": "tools"},
+        params=_OPENAI_PARAMS,
+        messages_kw="messages",
+    ),
+    SinkSpec(
+        "openai.responses",
+        "responses.create",
+        suffixes=(("responses", "create"), ("responses", "parse"), ("responses", "stream")),
+        guard=("input", "instructions", "model"),
+        regions={"instructions": "system", "tools": "tools", "input": "messages"},
+        params=_OPENAI_PARAMS,
+        messages_kw="input",
+    ),
+    SinkSpec(
+        "bedrock",
+        "converse",
+        suffixes=(("converse",), ("converse_stream",)),
+        guard=("modelId", "messages"),
+        regions={"system": "system", "toolConfig": "bedrock_tools", "messages": "messages"},
+        params=("modelId",),
+        messages_kw="messages",
+    ),
+    SinkSpec(
+        "bedrock.invoke",
+        "invoke_model",
+        suffixes=(("invoke_model",), ("invoke_model_with_response_stream",)),
+        guard=("modelId", "body"),
+        regions={"body": "json_body"},
+        params=("modelId",),
+    ),
+    SinkSpec(
+        "gemini",
+        "models.generate_content",
+        suffixes=(("models", "generate_content"), ("models", "generate_content_stream")),
+        guard=("contents", "model", "config"),
+        regions={"config": "gemini_config", "contents": "messages"},
+        params=("model",),
+        messages_kw="contents",
+    ),
+    SinkSpec(
+        "gemini.config",
+        "GenerateContentConfig",
+        qualnames=frozenset(
+            {
+                "google.genai.types.GenerateContentConfig",
+                "google.genai.types.CreateCachedContentConfig",
+            }
+        ),
+        regions={"system_instruction": "system", "tools": "tools", "contents": "cache_contents"},
+    ),
+    SinkSpec(
+        "gemini.legacy",
+        "GenerativeModel",
+        qualnames=frozenset({"google.generativeai.GenerativeModel"}),
+        regions={"system_instruction": "system", "tools": "tools"},
+        params=("model_name",),
+    ),
+    SinkSpec(
+        "gemini.caches",
+        "caches.create",
+        suffixes=(("caches", "create"),),
+        guard=("config", "model"),
+        regions={"config": "gemini_config"},
+        params=("model",),
+    ),
+    SinkSpec(
+        "litellm",
+        "litellm.completion",
+        qualnames=frozenset({"litellm.completion", "litellm.acompletion"}),
+        regions={"tools": "tools", "messages": "messages", "system": "system"},
+        params=(*_OPENAI_PARAMS, "cache_control"),
+        messages_kw="messages",
+    ),
+    SinkSpec(
+        "langchain",
+        "SystemMessage",
+        qualnames=frozenset(
+            {
+                "langchain_core.messages.SystemMessage",
+                "langchain.schema.SystemMessage",
+                "langchain.schema.messages.SystemMessage",
+                "langchain_core.messages.system.SystemMessage",
+                "langchain.messages.SystemMessage",
+                "langchain_core.prompts.SystemMessagePromptTemplate.from_template",
+                "langchain.prompts.SystemMessagePromptTemplate.from_template",
+            }
+        ),
+        regions={"content": "system", "template": "system"},
+        positional={0: "system"},
+    ),
+    SinkSpec(
+        "langchain.prompt",
+        "ChatPromptTemplate.from_messages",
+        qualnames=frozenset(
+            {
+                "langchain_core.prompts.ChatPromptTemplate.from_messages",
+                "langchain.prompts.ChatPromptTemplate.from_messages",
+                "langchain_core.prompts.chat.ChatPromptTemplate.from_messages",
+            }
+        ),
+        regions={"messages": "lc_messages"},
+        positional={0: "lc_messages"},
+    ),
+    SinkSpec(
+        "langchain.tools",
+        "bind_tools",
+        suffixes=(("bind_tools",),),
+        regions={"tools": "tools"},
+        positional={0: "tools"},
+        params=("tool_choice",),
+    ),
+    SinkSpec(
+        "agent",
+        "Agent",
+        qualnames=frozenset({"pydantic_ai.Agent", "pydantic_ai.agent.Agent", "agents.Agent"}),
+        regions={"system_prompt": "system", "instructions": "system", "tools": "tools"},
+        params=("model",),
+    ),
+)
+
+#: methods whose name says "count tokens": never sinks, even on a matching chain
+NOT_SINKS = frozenset({"count_tokens"})
+
+
+def call_chain(func: ast.expr) -> tuple[str, ...]:
+    """Attribute names of a call target, root first: ``a.b.c`` -> ("a", "b", "c")."""
+    parts: list[str] = []
+    node = func
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    else:
+        parts.append("<expr>")
+    parts.reverse()
+    return tuple(parts)
+
+
+def _has_kw(call: ast.Call, names: tuple[str, ...]) -> bool:
+    return any(kw.arg is None or kw.arg in names for kw in call.keywords)
+
+
+def match(
+    call: ast.Call,
+    chain: tuple[str, ...],
+    qualname: str | None,
+    extra: tuple[SinkSpec, ...] = (),
+) -> SinkSpec | None:
+    """The spec of the API this call is, or None."""
+    if chain[-1] in NOT_SINKS:
+        return None
+    for spec in (*extra, *SPECS):
+        hit = False
+        if qualname and qualname in spec.qualnames:
+            hit = True
+        else:
+            for suffix in spec.suffixes:
+                n = len(suffix)
+                if len(chain) > n and chain[-n:] == suffix:
+                    hit = True
+                    break
+        if hit and (not spec.guard or _has_kw(call, spec.guard)):
+            return spec
+    return None
+
+
+def spec_from_config(entry: dict[str, object]) -> SinkSpec:
+    """Build a user sink from ``[[tool.promptcache.lint.sinks]]``.
+
+    Keys: ``call`` (qualified name such as ``myapp.llm.ask``, or ``*.ask``/``*.llm.ask`` for a
+    trailing attribute chain), and any of ``system``, ``tools``, ``messages``, ``text`` mapping to
+    a keyword name (str) or positional index (int), or a list of them; ``model`` names the
+    model keyword. Raises ``ValueError`` with the fix on anything else.
+    """
+    allowed = {"call", "system", "tools", "messages", "text", "model"}
+    unknown = set(entry) - allowed
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {sorted(unknown)} in a sinks entry; allowed: {sorted(allowed)}"
+        )
+    call = entry.get("call")
+    if not isinstance(call, str) or not call.strip("*."):
+        raise ValueError('each sinks entry needs call = "package.module.function" or "*.method"')
+    regions: dict[str, str] = {}
+    positional: dict[int, str] = {}
+    for region in ("system", "tools", "messages", "text"):
+        raw = entry.get(region)
+        if raw is None:
+            continue
+        items = raw if isinstance(raw, list) else [raw]
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, (str, int)):
+                raise ValueError(
+                    f"sinks entry {call!r}: {region} must be a keyword name or an argument index"
+                )
+            if isinstance(item, int):
+                positional[item] = "system" if region == "text" else region
+            else:
+                regions[item] = "system" if region == "text" else region
+    model = entry.get("model")
+    params = (model,) if isinstance(model, str) else ()
+    if call.startswith("*."):
+        return SinkSpec(
+            "custom",
+            call[2:],
+            suffixes=(tuple(call[2:].split(".")),),
+            regions=regions,
+            positional=positional,
+            params=params,
+            messages_kw=next((k for k, v in regions.items() if v == "messages"), ""),
+        )
+    return SinkSpec(
+        "custom",
+        call,
+        qualnames=frozenset({call}),
+        regions=regions,
+        positional=positional,
+        params=params,
+        messages_kw=next((k for k, v in regions.items() if v == "messages"), ""),
+    )

@@ -1,0 +1,227 @@
+"""Where volatile values are born: exact, fully qualified call names, resolved through imports.
+
+Matching is on the qualified name (``datetime.datetime.now`` whether the code wrote
+``datetime.now()`` after ``from datetime import datetime`` or ``dt.datetime.now()`` after
+``import datetime as dt``), never on substrings: a method called ``now`` on an unknown object is
+not a time source.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .facts import Kind, Shape
+
+#: qualified call -> (kind, granularity or "", shape of the result)
+CALL_SOURCES: dict[str, tuple[Kind, str, Shape]] = {}
+
+
+def _add(kind: Kind, granularity: str, shape: Shape, *names: str) -> None:
+    for name in names:
+        CALL_SOURCES[name] = (kind, granularity, shape)
+
+
+_add(
+    Kind.TIME,
+    "subday",
+    Shape.DATETIME,
+    "datetime.datetime.now",
+    "datetime.datetime.utcnow",
+    "datetime.datetime.today",
+    "arrow.now",
+    "arrow.utcnow",
+    "pendulum.now",
+    "django.utils.timezone.now",
+    "django.utils.timezone.localtime",
+    "pandas.Timestamp.now",
+    "pandas.Timestamp.utcnow",
+    "pandas.Timestamp.today",
+)
+_add(Kind.TIME, "day", Shape.DATE, "datetime.date.today", "pendulum.today")
+_add(
+    Kind.TIME,
+    "subday",
+    Shape.NUM,
+    "time.time",
+    "time.time_ns",
+    "time.monotonic",
+    "time.monotonic_ns",
+    "time.perf_counter",
+    "time.perf_counter_ns",
+)
+#: time.localtime()/gmtime()/ctime()/asctime() are sources only when called without a time.
+NO_ARG_TIME_SOURCES = frozenset({"time.localtime", "time.gmtime", "time.ctime", "time.asctime"})
+
+_add(
+    Kind.UNIQUE,
+    "",
+    Shape.UNKNOWN,
+    "uuid.uuid1",
+    "uuid.uuid4",
+    "uuid.uuid6",
+    "uuid.uuid7",
+    "uuid6.uuid6",
+    "uuid6.uuid7",
+    "uuid_utils.uuid4",
+    "uuid_utils.uuid7",
+    "os.urandom",
+    "os.getpid",
+    "ulid.new",
+    "ulid.ULID",
+    "ulid.ulid",
+    "ulid.generate",
+    "nanoid.generate",
+    "shortuuid.uuid",
+    "shortuuid.random",
+    "cuid.cuid",
+    "builtins.id",
+)
+_RANDOM_FUNCS = [
+    "random",
+    "randint",
+    "randrange",
+    "choice",
+    "choices",
+    "sample",
+    "uniform",
+    "gauss",
+    "getrandbits",
+    "randbytes",
+    "triangular",
+    "betavariate",
+    "expovariate",
+    "normalvariate",
+    "lognormvariate",
+    "shuffle",
+]
+_add(Kind.UNIQUE, "", Shape.UNKNOWN, *(f"random.{f}" for f in _RANDOM_FUNCS))
+_add(
+    Kind.UNIQUE,
+    "",
+    Shape.UNKNOWN,
+    *(
+        f"secrets.{f}"
+        for f in ["token_hex", "token_bytes", "token_urlsafe", "choice", "randbelow", "randbits"]
+    ),
+)
+_add(
+    Kind.UNIQUE,
+    "",
+    Shape.UNKNOWN,
+    *(f"numpy.random.{f}" for f in ["rand", "randn", "randint", "random", "choice", "permutation"]),
+)
+
+_add(
+    Kind.ENV,
+    "",
+    Shape.STR,
+    "os.getcwd",
+    "os.getcwdb",
+    "os.getenv",
+    "os.getlogin",
+    "os.uname",
+    "os.path.expanduser",
+    "pathlib.Path.cwd",
+    "pathlib.Path.home",
+    "socket.gethostname",
+    "socket.getfqdn",
+    "platform.node",
+    "platform.platform",
+    "platform.uname",
+    "getpass.getuser",
+    "tempfile.gettempdir",
+    "tempfile.mkdtemp",
+    "tempfile.mkstemp",
+    "os.environ.get",
+    "os.environ.copy",
+)
+#: attribute reads (not calls) that are environment values: ``os.environ["HOME"]``
+ENV_ATTRS = frozenset({"os.environ", "os.environb", "sys.argv"})
+
+#: qualified calls whose result is a collection in an unstable order
+UNORDERED_SOURCES: dict[str, bool] = {
+    # name -> whether the elements are orderable (str or Path), so sorted() is a safe fix
+    "os.listdir": True,
+    "os.scandir": False,
+    "os.walk": False,
+    "glob.glob": True,
+    "glob.iglob": True,
+    "asyncio.as_completed": False,
+    "concurrent.futures.as_completed": False,
+}
+#: methods of pathlib.Path whose result is in filesystem order (matched by method name on a
+#: receiver that is a ``Path(...)`` call or a name bound to one)
+UNORDERED_PATH_METHODS = frozenset({"iterdir", "glob", "rglob"})
+
+#: producers of tool lists whose order someone else controls (PC005)
+TOOL_PRODUCERS_METHODS = frozenset({"list_tools"})
+TOOL_PRODUCERS: frozenset[str] = frozenset(
+    {
+        "langchain_mcp_adapters.tools.load_mcp_tools",
+        "importlib.metadata.entry_points",
+        "importlib_metadata.entry_points",
+        "pkg_resources.iter_entry_points",
+        "pkgutil.iter_modules",
+    }
+)
+
+#: calls that turn a value into one with a stable order (drop UNORDERED / TOOLS_UNSTABLE)
+SORTERS = frozenset({"builtins.sorted"})
+#: calls whose result carries none of the argument's facts
+SANITIZERS = frozenset(
+    {
+        "builtins.len",
+        "builtins.bool",
+        "builtins.isinstance",
+        "builtins.issubclass",
+        "builtins.callable",
+        "builtins.type",
+        "builtins.print",
+        "builtins.hasattr",
+        "builtins.min",
+        "builtins.max",
+        "builtins.any",
+        "builtins.all",
+        "builtins.sum",
+        "builtins.frozenset",
+        "builtins.set",
+        "promptcache.canonical_json",
+        "promptcache.canonical.canonical_json",
+    }
+)
+
+# strftime directives: any of these makes the text change within a day
+_SUBDAY = set("HIMSfpXcTRrklsz")
+_DAY = set("djaAwuxDFe")
+_DIRECTIVE = re.compile(r"%[-_0^#]?([a-zA-Z%])")
+
+
+def format_granularity(fmt: str) -> str:
+    """Granularity of ``strftime(fmt)`` output: "subday", "day", or "" (a month or coarser).
+
+    >>> [format_granularity(f) for f in ("%Y-%m-%d %H:%M", "%A %d %B", "%Y")]
+    ['subday', 'day', '']
+    """
+    found = set(_DIRECTIVE.findall(fmt))
+    if found & _SUBDAY:
+        return "subday"
+    if found & _DAY:
+        return "day"
+    return ""
+
+
+#: attributes of a datetime whose value changes less than daily (or per day)
+DATETIME_ATTR_GRANULARITY = {
+    "year": "",
+    "month": "",
+    "day": "day",
+    "weekday": "day",
+    "isoweekday": "day",
+    "date": "day",
+    "hour": "subday",
+    "minute": "subday",
+    "second": "subday",
+    "microsecond": "subday",
+    "timestamp": "subday",
+    "time": "subday",
+}

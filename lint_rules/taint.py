@@ -1,0 +1,548 @@
+"""The taint engine: follows volatile values through one module to the cached prefix.
+
+Scope: one module at a time (intra-module), flow-sensitive within a function body, no
+fixed point over loops. It follows assignments (names, tuples, instance attributes
+``self.x``), f-strings, ``+``, ``%``, ``.format``, ``str.join``, ``textwrap.dedent``,
+``string.Template``, container literals and comprehensions, and the return values of functions
+and methods defined in the same module (through per-function summaries, computed once).
+
+Per-request vs once: a source evaluated at module level outside loops, in a class body, in
+``__init__``-like methods or in a ``functools.cache`` function is *pinned* (computed once per
+process or session); its TIME/UNIQUE facts then no longer count as volatile.
+
+Modules with classes are walked twice: the first walk collects what ``self.<attr>`` holds, the
+second records events. Everything the rules need is returned as ``PrefixEntry`` and
+``SinkCall`` lists (see ``events.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+
+from .calls import CallsMixin
+from .events import PrefixEntry, SinkCall
+from .exprs import ExprsMixin
+from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
+from .frames import INIT_METHODS, ClassInfo, Frame, Summary, merge
+from .regions import RegionsMixin
+from .sinks import SinkSpec, is_system_prompt_name
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+CACHE_DECORATORS = frozenset({"cache", "lru_cache", "cached_property", "cached"})
+_BUILDER_DOC = re.compile(
+    r"\b(build|return|render|construct|create|assemble|generate|make|compose)s?\b[^.]{0,80}"
+    r"\bsystem[ -](prompt|message|instructions?)\b",
+    re.IGNORECASE,
+)
+
+
+def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
+    names = []
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if isinstance(target, ast.Attribute):
+            names.append(target.attr)
+        elif isinstance(target, ast.Name):
+            names.append(target.id)
+    return names
+
+
+class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
+    """Walk one parsed module and collect ``PrefixEntry`` and ``SinkCall`` events.
+
+    ``extra_sinks`` are user wrappers from config. Use ``run()`` once per instance.
+    """
+
+    def __init__(self, tree: ast.Module, extra_sinks: tuple[SinkSpec, ...] = ()) -> None:
+        self.tree = tree
+        self.extra_sinks = extra_sinks
+        self.imports: dict[str, str] = {}
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.method_class: dict[ast.AST, ClassInfo] = {}
+        self.summaries: dict[ast.AST, Summary] = {}
+        self.in_progress: set[ast.AST] = set()
+        self.entries: list[PrefixEntry] = []
+        self.sinks: list[SinkCall] = []
+        self.recording = True
+        self.module_frame = Frame(env={}, defs={}, pinned=True)
+        self.frame = self.module_frame
+        self.closures: dict[ast.AST, Frame] = {}
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> tuple[list[PrefixEntry], list[SinkCall]]:
+        """Analyse the module; returns (prefix entries, sink calls)."""
+        self._collect(self.tree.body)
+        has_attrs = any(c.methods for c in self.classes.values())
+        passes = 2 if has_attrs else 1
+        for number in range(passes):
+            self.recording = number == passes - 1
+            self.entries, self.sinks, self.summaries = [], [], {}
+            self.module_frame = Frame(env={}, defs={}, pinned=True)
+            self.frame = self.module_frame
+            self.exec_block(self.tree.body)
+            for func in self.functions.values():
+                self.summary(func)
+            for info in self.classes.values():
+                for method in info.methods.values():
+                    self.summary(method)
+        return self.entries, self.sinks
+
+    def _collect(self, body: list[ast.stmt]) -> None:
+        """Imports, functions and classes at module level (also inside if/try blocks)."""
+        for stmt in body:
+            if isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if alias.asname:
+                        self.imports[alias.asname] = alias.name
+                    else:
+                        root = alias.name.split(".")[0]
+                        self.imports[root] = root
+            elif isinstance(stmt, ast.ImportFrom):
+                if stmt.level or not stmt.module:
+                    continue
+                for alias in stmt.names:
+                    self.imports[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
+                methods = {
+                    s.name: s
+                    for s in stmt.body
+                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                }
+                info = ClassInfo(stmt, methods)
+                info.default_repr = (
+                    not stmt.decorator_list
+                    and not stmt.keywords
+                    and all(isinstance(b, ast.Name) and b.id == "object" for b in stmt.bases)
+                    and not ({"__repr__", "__str__", "__format__"} & set(methods))
+                )
+                self.classes[stmt.name] = info
+                for method in methods.values():
+                    self.method_class[method] = info
+            elif isinstance(stmt, ast.If):
+                self._collect(stmt.body)
+                self._collect(stmt.orelse)
+            elif isinstance(stmt, ast.Try):
+                self._collect(stmt.body)
+                for handler in stmt.handlers:
+                    self._collect(handler.body)
+                self._collect(stmt.orelse)
+
+    # ------------------------------------------------------------------ facts and events
+
+    def fact(self, kind: Kind, node: ast.AST, detail: str, **kwargs: object) -> Fact:
+        """A new fact born at ``node`` in the current frame (pinned where code runs once)."""
+        return Fact(
+            kind,
+            getattr(node, "lineno", 0),
+            getattr(node, "col_offset", 0),
+            detail,
+            pinned=self.frame.once,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    def record(self, region: str, value: Value, node: ast.AST, label: str) -> None:
+        """A value enters a prefix region (or the tail, which is not recorded)."""
+        summary = self.frame.summary
+        if summary is not None and value.facts:
+            key = id(self.frame.func)
+            for f in value.facts:
+                if f.kind is Kind.PARAM and f.fix == (key,):
+                    sinks = summary.param_sinks.setdefault(f.param, [])
+                    if (region, label) not in sinks:
+                        sinks.append((region, label))
+        if self.recording and value.facts:
+            parts: tuple[tuple[ast.AST, bool, int | None], ...] = ()
+            if region in ("system", "frozen", "session") and isinstance(
+                node, (ast.JoinedStr, ast.BinOp, ast.Call)
+            ):
+                parts = tuple(
+                    (n, v.dynamic, len(v.const) if v.const is not None else None)
+                    for n, v in self.flatten(node)
+                )
+            self.entries.append(PrefixEntry(region, value, node, label, self.frame.once, parts))
+
+    def add_sink(self, sink: SinkCall) -> None:
+        if self.recording:
+            sink.loops = tuple(self.frame.loops)
+            sink.function = self.frame.func
+            sink.once = self.frame.once
+            self.sinks.append(sink)
+
+    def runtime_test(self, test: ast.expr, own: frozenset[str] = frozenset()) -> bool:
+        """True when a condition can differ between requests (not in code that runs once).
+
+        ``own``: names bound by the enclosing comprehension, which do not count.
+        """
+        if self.frame.pinned:
+            return False
+        frame = self.frame
+        for node in ast.walk(test):
+            if isinstance(node, ast.Name) and node.id not in own:
+                if node.id in frame.env or node.id in frame.params:
+                    return True
+            elif isinstance(node, ast.Call):
+                root = node.func
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if not (isinstance(root, ast.Name) and root.id in own):
+                    return True
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == frame.self_name
+            ):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ functions
+
+    def summary(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> Summary:
+        """The function's summary, computing it on first use (recursion yields a blank one)."""
+        done = self.summaries.get(func)
+        if done is not None:
+            return done
+        info = self.method_class.get(func)
+        decorators = _decorator_names(func)
+        is_static = "staticmethod" in decorators
+        args = [*func.args.posonlyargs, *func.args.args]
+        self_name = None
+        if info is not None and not is_static and args:
+            self_name = args[0].arg
+            args = args[1:]
+        names = [a.arg for a in args] + [a.arg for a in func.args.kwonlyargs]
+        if func in self.in_progress:
+            return Summary(names)
+        self.in_progress.add(func)
+        parent = self.closures.get(func)
+        env = dict(parent.env) if parent is not None else {}
+        defs = dict(parent.defs) if parent is not None else {}
+        summary = Summary(names)
+        pinned = (info is not None and func.name in INIT_METHODS) or bool(
+            CACHE_DECORATORS & set(decorators)
+        )
+        frame = Frame(env, defs, func, info, self_name, pinned, summary=summary)
+        for index, name in enumerate(names):
+            frame.params[name] = index
+            env[name] = Value(
+                frozenset(
+                    {
+                        Fact(
+                            Kind.PARAM,
+                            func.lineno,
+                            func.col_offset,
+                            name,
+                            param=index,
+                            fix=(id(func),),
+                        )
+                    }
+                )
+            )
+        for extra in (func.args.vararg, func.args.kwarg):
+            if extra is not None:
+                env[extra.arg] = CLEAN
+        doc = ast.get_docstring(func, clean=False) or ""
+        summary.builder = (
+            is_system_prompt_name(func.name)
+            or bool(_BUILDER_DOC.search(doc.split("\n\n")[0]))
+            or bool({"system_prompt", "instructions"} & set(decorators))
+        )
+        saved = self.frame
+        self.frame = frame
+        try:
+            self.exec_block(func.body)
+        finally:
+            self.frame = saved
+            self.in_progress.discard(func)
+        if summary.returns:
+            summary.ret = join(*(v for _, v in summary.returns))
+            if len(summary.returns) == 1:
+                summary.ret = summary.returns[0][1]
+        self.summaries[func] = summary
+        return summary
+
+    def mark_builder(self, func: ast.FunctionDef | ast.AsyncFunctionDef, label: str) -> None:
+        """A function passed as ``instructions=`` builds the system prompt: record its returns."""
+        summary = self.summary(func)
+        if summary.builder:
+            return
+        saved = self.frame
+        self.frame = Frame({}, {}, func, self.method_class.get(func), None, False)
+        try:
+            for node, value in summary.returns:
+                self.record("system", value, node, label)
+        finally:
+            self.frame = saved
+
+    # ------------------------------------------------------------------ names
+
+    def lookup(self, name: str) -> Value:
+        frame = self.frame
+        value = frame.env.get(name)
+        if value is not None:
+            return value
+        value = self.module_frame.env.get(name)
+        if value is not None:
+            return value.pinned()
+        return CLEAN
+
+    def qualify(self, node: ast.expr) -> str | None:
+        """Fully qualified dotted name of ``node`` through imports, or None."""
+        if isinstance(node, ast.Name):
+            name = node.id
+            if name in self.imports:
+                return self.imports[name]
+            if (
+                name in BUILTIN_NAMES
+                and name not in self.frame.env
+                and name not in self.module_frame.env
+                and name not in self.functions
+            ):
+                return f"builtins.{name}"
+            return None
+        if isinstance(node, ast.Attribute):
+            base = self.qualify(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    # ------------------------------------------------------------------ statements
+
+    def exec_block(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.exec_stmt(stmt)
+
+    def exec_stmt(self, stmt: ast.stmt) -> None:
+        handler = getattr(self, f"stmt_{type(stmt).__name__}", None)
+        if handler is not None:
+            handler(stmt)
+
+    def stmt_Expr(self, stmt: ast.Expr) -> None:
+        self.eval(stmt.value)
+
+    def stmt_Assign(self, stmt: ast.Assign) -> None:
+        value = self.eval(stmt.value)
+        for target in stmt.targets:
+            self.assign(target, value, stmt.value)
+
+    def stmt_AnnAssign(self, stmt: ast.AnnAssign) -> None:
+        if stmt.value is not None:
+            self.assign(stmt.target, self.eval(stmt.value), stmt.value)
+
+    def stmt_AugAssign(self, stmt: ast.AugAssign) -> None:
+        value = self.eval(stmt.value)
+        old = self.eval(stmt.target) if not isinstance(stmt.target, ast.Subscript) else CLEAN
+        new = concat(old, value) if isinstance(stmt.op, ast.Add) else join(old, value)
+        if old.shape in (Shape.LIST, Shape.SET, Shape.DICT):
+            new = Value(new.facts, old.shape, elem_str=old.elem_str, name_key=old.name_key)
+        new = self.with_mutation_facts(new)
+        if isinstance(stmt.target, ast.Name):
+            self.frame.env[stmt.target.id] = new
+            self.frame.defs.pop(stmt.target.id, None)
+        else:
+            self.assign(stmt.target, new, None)
+
+    def with_mutation_facts(self, value: Value) -> Value:
+        """Add the facts of enclosing unordered loops and per-request conditions."""
+        if not self.frame.mutation_facts:
+            return value
+        facts = value.facts
+        for extra in self.frame.mutation_facts:
+            facts = facts | extra
+        return value.with_facts(facts)
+
+    def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None:
+        frame = self.frame
+        if isinstance(target, ast.Name):
+            frame.env[target.id] = value
+            if expr is not None:
+                frame.defs[target.id] = expr
+            else:
+                frame.defs.pop(target.id, None)
+            if is_system_prompt_name(target.id) and expr is not None:
+                self.record("system", value, expr, f"{target.id} =")
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            element = Value(value.facts) if value.facts else CLEAN
+            if isinstance(expr, (ast.Tuple, ast.List)) and len(expr.elts) == len(target.elts):
+                for sub_target, sub_expr in zip(target.elts, expr.elts, strict=True):
+                    self.assign(sub_target, self.eval(sub_expr), sub_expr)
+                return
+            for sub in target.elts:
+                self.assign(sub.value if isinstance(sub, ast.Starred) else sub, element, None)
+        elif isinstance(target, ast.Attribute):
+            if (
+                isinstance(target.value, ast.Name)
+                and target.value.id == frame.self_name
+                and frame.cls is not None
+            ):
+                old = frame.cls.attrs.get(target.attr)
+                frame.cls.attrs[target.attr] = value if old is None else merge(old, value)
+                if expr is not None and target.attr not in frame.cls.attr_defs:
+                    frame.cls.attr_defs[target.attr] = expr
+            if is_system_prompt_name(target.attr) and expr is not None:
+                self.record("system", value, expr, f"{target.attr} =")
+        elif isinstance(target, ast.Subscript):
+            # d["k"] = v / lst[i] = v: the container now holds v
+            base = target.value
+            if isinstance(base, ast.Name) and value.facts:
+                old = self.lookup(base.id)
+                frame.env[base.id] = self.with_mutation_facts(
+                    Value(
+                        old.facts | value.facts,
+                        old.shape,
+                        old.const,
+                        old.elem_str,
+                        old.name_key,
+                        old.ref,
+                    )
+                )
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, value, None)
+
+    def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if self.frame is self.module_frame:
+            return  # module-level functions are summarised on demand
+        self.closures[stmt] = Frame(dict(self.frame.env), dict(self.frame.defs))
+        self.method_class.pop(stmt, None)
+        self.frame.env[stmt.name] = Value(shape=Shape.FUNC, ref=stmt)
+        self.summary(stmt)
+
+    stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def stmt_ClassDef(self, stmt: ast.ClassDef) -> None:
+        info = self.classes.get(stmt.name)
+        if info is None or info.node is not stmt or self.frame is not self.module_frame:
+            return
+        saved = self.frame
+        self.frame = Frame({}, {}, None, info, None, pinned=True)
+        try:
+            for sub in stmt.body:
+                if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    value_node = sub.value
+                    if value_node is None:
+                        continue
+                    value = self.eval(value_node)
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    for target in targets:
+                        if isinstance(target, ast.Name):
+                            info.attrs[target.id] = value
+                            info.attr_defs[target.id] = value_node
+                            if is_system_prompt_name(target.id):
+                                self.record("system", value, value_node, f"{target.id} =")
+        finally:
+            self.frame = saved
+
+    def stmt_Return(self, stmt: ast.Return) -> None:
+        if stmt.value is None or self.frame.summary is None:
+            return
+        value = self.eval(stmt.value)
+        summary = self.frame.summary
+        summary.returns.append((stmt.value, value))
+        if summary.builder and self.frame.func is not None:
+            self.record("system", value, stmt.value, f"{self.frame.func.name}() return")
+
+    def _loop(self, stmt: ast.stmt, body: list[ast.stmt], extra: frozenset[Fact]) -> None:
+        frame = self.frame
+        frame.loops.append(stmt)
+        if extra:
+            frame.mutation_facts.append(extra)
+        try:
+            self.exec_block(body)
+        finally:
+            frame.loops.pop()
+            if extra:
+                frame.mutation_facts.pop()
+
+    def stmt_For(self, stmt: ast.For | ast.AsyncFor) -> None:
+        iterable = self.eval(stmt.iter)
+        unordered = self.iteration_fact(iterable, stmt.iter)
+        element = self.element_of(iterable)
+        if not self.frame.pinned:
+            element = Value(
+                element.facts | {self.fact(Kind.LOOP, stmt.target, "loop variable")},
+                element.shape,
+                element.const,
+                element.elem_str,
+                element.name_key,
+            )
+        self.assign(stmt.target, element, None)
+        self._loop(stmt, stmt.body, frozenset({unordered}) if unordered else frozenset())
+        self.exec_block(stmt.orelse)
+
+    stmt_AsyncFor = stmt_For
+
+    def stmt_While(self, stmt: ast.While) -> None:
+        self.eval(stmt.test)
+        self._loop(stmt, stmt.body, frozenset())
+        self.exec_block(stmt.orelse)
+
+    def stmt_If(self, stmt: ast.If) -> None:
+        self.eval(stmt.test)
+        frame = self.frame
+        runtime = self.runtime_test(stmt.test)
+        extra = (
+            frozenset({self.fact(Kind.VARIES, stmt, f"chosen by the `if` at line {stmt.lineno}")})
+            if runtime
+            else frozenset()
+        )
+        before = dict(frame.env)
+        if extra:
+            frame.mutation_facts.append(extra)
+        try:
+            self.exec_block(stmt.body)
+            after_body = frame.env
+            frame.env = dict(before)
+            self.exec_block(stmt.orelse)
+        finally:
+            if extra:
+                frame.mutation_facts.pop()
+        after_else = frame.env
+        merged = dict(after_else)
+        for name, value in after_body.items():
+            other = after_else.get(name)
+            if other is value:
+                continue
+            if other is None:
+                merged[name] = value
+                continue
+            joined = merge(value, other)
+            if runtime and value.const != other.const:
+                joined = joined.with_facts(joined.facts | extra)
+            merged[name] = joined
+        frame.env = merged
+
+    def stmt_With(self, stmt: ast.With | ast.AsyncWith) -> None:
+        for item in stmt.items:
+            value = self.eval(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, value, None)
+        self.exec_block(stmt.body)
+
+    stmt_AsyncWith = stmt_With
+
+    def stmt_Try(self, stmt: ast.Try) -> None:
+        self.exec_block(stmt.body)
+        for handler in stmt.handlers:
+            self.exec_block(handler.body)
+        self.exec_block(stmt.orelse)
+        self.exec_block(stmt.finalbody)
+
+    stmt_TryStar = stmt_Try
+
+    def stmt_Match(self, stmt: ast.Match) -> None:
+        self.eval(stmt.subject)
+        for case in stmt.cases:
+            self.exec_block(case.body)
+
+    def stmt_Import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        if self.frame is not self.module_frame:
+            self._collect([stmt])
+
+    stmt_ImportFrom = stmt_Import
+
+
+__all__ = ["INIT_METHODS", "Analyzer", "ClassInfo", "Frame", "Summary"]

@@ -1,0 +1,155 @@
+"""``promptcache lint``: find code that silently breaks prompt caching (for CI and pre-commit)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+FORMATS = ("text", "json", "sarif", "github")
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+def _codes(value: str | None) -> list[str]:
+    return [c.strip().upper() for c in (value or "").split(",") if c.strip()]
+
+
+@click.command(name="lint")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format: ruff-like text, JSON, SARIF 2.1.0 or GitHub annotations.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding is at least this severe ('never': always exit 0).",
+)
+@click.option("--select", help="Comma-separated rule codes to run (overrides the config).")
+@click.option("--ignore", help="Comma-separated rule codes to skip (added to the config).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="pyproject.toml to read [tool.promptcache.lint] from (default: the nearest one).",
+)
+@click.option("--fix", is_flag=True, help="Apply the safe autofixes (PC003, PC004, PC005, PC014).")
+@click.option("--diff", is_flag=True, help="Print the autofixes as a patch; write nothing.")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    help="Worker processes (default: one per CPU; small runs stay in one process).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to this file instead of stdout.",
+)
+def lint(
+    paths: tuple[Path, ...],
+    output_format: str,
+    fail_on: str,
+    select: str | None,
+    ignore: str | None,
+    config_path: Path | None,
+    fix: bool,
+    diff: bool,
+    jobs: int | None,
+    output: Path | None,
+) -> None:
+    """Lint Python files for code that breaks LLM prompt caching.
+
+    Exit status: 0 clean, 1 findings at or above --fail-on, 2 usage or config error.
+    Settings come from [tool.promptcache.lint] in pyproject.toml; silence one line with
+    `# promptcache: ignore[PC001]`.
+
+    \b
+    Example:
+        promptcache lint src/
+        promptcache lint . --format sarif -o promptcache.sarif
+        promptcache lint app.py --diff
+    """
+    from dataclasses import replace
+
+    from promptcache.errors import UnknownRuleError
+    from promptcache.lint_rules import config as lint_config
+    from promptcache.lint_rules import output as render
+    from promptcache.lint_rules.registry import KNOWN_CODES, get_rule
+    from promptcache.lint_rules.runner import lint_paths
+
+    found = config_path or lint_config.find_pyproject(Path.cwd())
+    config = lint_config.load_config(found, KNOWN_CODES)
+    if select is not None:
+        config = replace(config, select=frozenset(get_rule(c).code for c in _codes(select)))
+    if ignore is not None:
+        config = replace(config, ignore=config.ignore | {get_rule(c).code for c in _codes(ignore)})
+    targets = list(paths) or [Path(".")]
+    results = lint_paths(targets, config, jobs)
+    errors = [e for r in results for e in r.errors]
+    if errors:
+        raise UnknownRuleError("bad suppression comment(s):\n  " + "\n  ".join(errors))
+    if fix or diff:
+        results = _apply_fixes(results, config, write=fix, show_diff=diff)
+        if diff and not fix:
+            return
+    if output_format == "sarif":
+        from promptcache.lint_rules.sarif import render_sarif
+
+        text = render_sarif(results)
+    elif output_format == "json":
+        text = render.render_json(results)
+    elif output_format == "github":
+        text = render.render_github(results)
+    else:
+        text = render.render_text(results)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+    if fail_on != "never":
+        from promptcache.lint_rules import Severity
+
+        threshold = Severity.parse(fail_on)
+        if any(d.severity >= threshold for r in results for d in r.diagnostics):
+            sys.exit(1)
+
+
+def _apply_fixes(results: list[Any], config: Any, write: bool, show_diff: bool) -> list[Any]:
+    """Fix (or diff) every file with fixable findings; returns the results after fixing."""
+    from promptcache.lint_rules.fix import fix_source, unified_diff
+    from promptcache.lint_rules.runner import lint_source
+
+    updated = []
+    changed = 0
+    for result in results:
+        if not any(d.fix is not None for d in result.diagnostics):
+            updated.append(result)
+            continue
+        path = Path(result.path)
+        before = path.read_text(encoding="utf-8")
+        after, count = fix_source(before, result.path, config)
+        if after == before:
+            updated.append(result)
+            continue
+        changed += 1
+        if show_diff:
+            click.echo(unified_diff(before, after, result.path), nl=False)
+        if write:
+            path.write_text(after, encoding="utf-8")
+            click.echo(f"fixed {count} finding(s) in {result.path}", err=True)
+            updated.append(lint_source(after, result.path, config))
+        else:
+            updated.append(result)
+    if show_diff and not write and changed:
+        sys.exit(1)
+    return updated
