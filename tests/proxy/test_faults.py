@@ -1,0 +1,293 @@
+"""Faults and bad input: vendor-shaped errors with the right status, and every one logged."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2  # the official clients' transport: they let its errors through
+import openai
+import pytest
+from conftest import RunningProxy
+from upstreams import MockUpstream
+
+from promptcache.proxy.config import UpstreamConfig
+from promptcache.proxy.record import RequestRecord
+from promptcache.usage import Usage
+
+ANTHROPIC_KEY = "sk-ant-api03-faults-test-0123456789"
+OPENAI_KEY = "sk-proj-faults-test-0123456789abcdef"
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def assert_shape(dialect: str, body: dict[str, Any], status: int) -> str:
+    """Check a vendor error body's shape; returns its message."""
+    if dialect == "anthropic":
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+        return str(body["error"]["message"])
+    if dialect == "openai":
+        assert set(body["error"]) == {"message", "type", "param", "code"}
+        return str(body["error"]["message"])
+    assert body["error"]["code"] == status and isinstance(body["error"]["status"], str)
+    return str(body["error"]["message"])
+
+
+ROUTES = [
+    ("anthropic", "/v1/messages"),
+    ("openai", "/v1/chat/completions"),
+    ("openai", "/v1/responses"),
+    ("gemini", "/v1beta/models/gemini-2.5-flash:generateContent"),
+]
+
+
+@pytest.mark.parametrize(("dialect", "path"), ROUTES)
+def test_malformed_json_gets_the_vendors_400_and_is_logged(
+    start_proxy: Callable[..., RunningProxy], dialect: str, path: str
+) -> None:
+    proxy = start_proxy()
+    reply = httpx.post(proxy.url + path, content=b'{"model": "x", "messages": [')
+    assert reply.status_code == 400
+    assert "not valid JSON" in assert_shape(dialect, reply.json(), 400)
+    not_object = httpx.post(proxy.url + path, content=b'["a list"]')
+    assert not_object.status_code == 400
+    assert "must be a JSON object" in assert_shape(dialect, not_object.json(), 400)
+    rows = proxy.rows(2)
+    assert [r["status"] for r in rows] == [400, 400]
+    assert "not valid JSON" in rows[0]["error"]
+    assert rows[0]["route"] == path
+
+
+def test_anthropic_shape_is_what_the_official_client_expects(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy(max_body_bytes=2000)
+    with (
+        anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0) as client,
+        pytest.raises(anthropic.APIStatusError) as info,
+    ):
+        client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "x" * 5000}],
+        )
+    assert info.value.status_code == 413
+    assert info.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert proxy.row()["status"] == 413
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_bodies_over_the_limit_get_413(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream, chunked: bool
+) -> None:
+    proxy = start_proxy(max_body_bytes=1000)
+    body = b'{"model": "gpt-4o", "messages": [], "pad": "' + b"x" * 2000 + b'"}'
+
+    def pieces() -> Iterator[bytes]:
+        yield from (body[i : i + 100] for i in range(0, len(body), 100))
+
+    reply = httpx.post(
+        proxy.url + "/v1/chat/completions", content=pieces() if chunked else body, timeout=10
+    )
+    assert reply.status_code == 413
+    assert "--max-body-bytes" in assert_shape("openai", reply.json(), 413)
+    assert mock_upstream.requests == []
+    row = proxy.row()
+    assert row["status"] == 413 and "limit of 1000 bytes" in row["error"]
+
+
+def test_unknown_routes_get_404_naming_the_supported_ones(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy()
+    reply = httpx.post(proxy.url + "/v2/chat", json={})
+    assert reply.status_code == 404
+    message = assert_shape("openai", reply.json(), 404)
+    assert "POST /v1/messages" in message and "POST /v1/chat/completions" in message
+    gemini = httpx.post(proxy.url + "/v1beta/models/gemini-2.5-flash:explode", json={})
+    assert gemini.status_code == 404
+    assert "generateContent" in assert_shape("gemini", gemini.json(), 404)
+    wrong_method = httpx.post(proxy.url + "/v1/models", json={})
+    assert wrong_method.status_code == 405
+    assert "GET" in assert_shape("openai", wrong_method.json(), 405)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "dialect"),
+    [
+        ("/v1/messages", 529, "anthropic"),
+        ("/v1/chat/completions", 503, "openai"),
+        ("/v1beta/models/gemini-2.5-pro:generateContent", 500, "gemini"),
+    ],
+)
+def test_upstream_5xx_passes_through_and_is_logged(
+    start_proxy: Callable[..., RunningProxy], path: str, status: int, dialect: str
+) -> None:
+    proxy = start_proxy()
+    reply = httpx.post(
+        proxy.url + path,
+        json={"model": "m", "messages": [], "contents": []},
+        headers={"x-mock-fault": f"status-{status}"},
+    )
+    assert reply.status_code == status
+    message = assert_shape(dialect, reply.json(), status)
+    assert reply.headers["x-upstream"] == "mock"  # the upstream's own answer, untouched
+    row = proxy.row()
+    assert row["status"] == status
+    assert row["error"] == f"upstream answered {status}: {message}"
+
+
+def test_refused_connection_gives_502_in_each_vendor_shape(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    down = closed_port_url()
+    proxy = start_proxy(
+        upstreams={
+            name: UpstreamConfig(name=name, url=down, vendor=name)
+            for name in ("anthropic", "openai", "gemini")
+        }
+    )
+    with (
+        anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0) as client,
+        pytest.raises(anthropic.APIStatusError) as a_info,
+    ):
+        client.messages.create(
+            model="claude-haiku-4-5", max_tokens=8, messages=[{"role": "user", "content": "x"}]
+        )
+    assert a_info.value.status_code == 502
+    with (
+        openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0) as client,
+        pytest.raises(openai.APIStatusError) as o_info,
+    ):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert o_info.value.status_code == 502
+    gemini = httpx.post(proxy.url + ROUTES[3][1], json={"contents": []})
+    assert gemini.status_code == 502
+    assert "refused" in assert_shape("gemini", gemini.json(), 502)
+    rows = proxy.rows(3)
+    assert [r["status"] for r in rows] == [502, 502, 502]
+    assert all(down in r["error"] for r in rows)
+
+
+def test_upstream_timeout_gives_504(
+    start_proxy: Callable[..., RunningProxy], mock_server: Any
+) -> None:
+    slow = UpstreamConfig(
+        name="anthropic", url=mock_server.url, vendor="anthropic", read_timeout_s=0.3
+    )
+    proxy = start_proxy(upstreams={"anthropic": slow})
+    reply = httpx.post(
+        proxy.url + "/v1/messages",
+        json={"model": "claude-haiku-4-5", "messages": []},
+        headers={"x-mock-fault": "slow"},
+        timeout=10,
+    )
+    assert reply.status_code == 504
+    assert assert_shape("anthropic", reply.json(), 504).startswith("upstream anthropic")
+    assert reply.json()["error"]["type"] == "timeout_error"
+    row = proxy.row()
+    assert row["status"] == 504 and "did not answer in time" in row["error"]
+
+
+def test_client_disconnect_closes_the_upstream_and_keeps_partial_usage(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    with anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0) as client:
+        stream = client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "x"}],
+            stream=True,
+            extra_headers={"x-mock-fault": "hang"},
+        )
+        first = next(iter(stream))
+        assert first.type == "message_start"
+        stream.close()  # the client goes away mid-stream
+    assert mock_upstream.disconnected.wait(10), "the proxy kept the upstream request open"
+    row = proxy.row()
+    assert row["error"] == "client disconnected before the response was complete"
+    assert row["status"] == 200 and row["stream"] == 1
+    # message_start's counts were recorded: input and cache fields, output so far
+    assert (row["uncached_input_tokens"], row["cache_read_tokens"]) == (1532, 10240)
+    assert row["cache_write_5m_tokens"] == 2048
+    assert row["output_tokens"] == 3  # message_start's count; the final 220 never came
+
+
+@pytest.mark.parametrize("chunk", ["", "7"])
+def test_upstream_dropping_mid_stream_is_logged_and_not_hidden(
+    start_proxy: Callable[..., RunningProxy], chunk: str
+) -> None:
+    proxy = start_proxy()
+    headers = {"x-mock-fault": "cut", "x-mock-chunk": chunk} if chunk else {"x-mock-fault": "cut"}
+    with (
+        anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0) as client,
+        pytest.raises((anthropic.APIError, httpx2.HTTPError)) as info,
+        client.messages.stream(
+            model="claude-haiku-4-5",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "x"}],
+            extra_headers=headers,
+        ) as stream,
+    ):
+        for _ in stream:
+            pass
+    if not chunk:
+        # cut at an event boundary: the proxy ends the stream with Anthropic's error event
+        assert isinstance(info.value, anthropic.APIError)
+        assert "mid-response" in str(info.value)
+    row = proxy.row()
+    assert "broke the HTTP protocol" in row["error"] or "dropped" in row["error"]
+    assert row["cache_read_tokens"] == 10240  # message_start arrived before the cut
+
+
+def test_auth_token_is_required_when_set(start_proxy: Callable[..., RunningProxy]) -> None:
+    proxy = start_proxy(auth_token="s3cret-token")
+    missing = httpx.post(proxy.url + "/v1/messages", json={"model": "m", "messages": []})
+    assert missing.status_code == 401
+    assert "missing" in assert_shape("anthropic", missing.json(), 401)
+    wrong = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json={"model": "m", "messages": []},
+        headers={"x-promptcache-auth": "guess"},
+    )
+    assert wrong.status_code == 401
+    assert "wrong" in assert_shape("openai", wrong.json(), 401)
+    ok = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": []},
+        headers={"x-promptcache-auth": "s3cret-token"},
+    )
+    assert ok.status_code == 200
+    assert len(proxy.rows(1)) == 1  # refused requests are not recorded
+
+
+def test_hooks_see_parsed_objects_and_a_failing_hook_breaks_nothing(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy()
+    seen: list[RequestRecord] = []
+
+    def broken(record: RequestRecord) -> None:
+        raise RuntimeError("hook bug")
+
+    proxy.app.state.record_hooks[:0] = [broken, seen.append]
+    with openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0) as client:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    row = proxy.row()
+    assert len(seen) == 1 and seen[0].id == row["id"]
+    assert isinstance(seen[0].usage, Usage) and seen[0].usage.cache_read_tokens == 1920
+    assert seen[0].fingerprint is not None and seen[0].fingerprint.prefix_hash == row["prefix_hash"]
+    assert seen[0].request_json == {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "x"}],
+    }
