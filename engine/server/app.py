@@ -1,0 +1,309 @@
+"""The OpenAI-compatible HTTP app (Starlette) in front of one ``LLMEngine``.
+
+Routes::
+
+    POST /v1/completions        text completions, streamed (SSE) or not
+    POST /v1/chat/completions   chat completions (the model's chat template), streamed or not
+    GET  /v1/models             the served model name(s);  GET /v1/models/{id}
+    GET  /health                200 while the engine thread runs, else 503
+    GET  /metrics               Prometheus exposition (see metrics.py)
+
+Every client mistake (malformed JSON, wrong types, out-of-range sampling values, unknown model,
+prompt too long) is answered 400 with OpenAI's error body ``{"error": {"message", "type":
+"invalid_request_error", "param", "code"}}``; unknown paths 404 and wrong methods 405 in the
+same shape. A request whose client disconnects is aborted at once, which frees its KV blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from promptcache.errors import ConfigError, EngineError, InvalidRequestError, RequestFieldError
+
+from ..chat_template import compile_template
+from .async_engine import AsyncEngine, RequestStream
+from .metrics import CONTENT_TYPE, EngineMetrics
+from .protocol import ServingContext, parse_chat_request, parse_completion_request
+from .responses import TokenTexts
+from .serving import ResponseMeta, chat_body, chat_events, completion_body, completion_events
+from .sse import EventStreamResponse
+
+if TYPE_CHECKING:
+    from ..llm_engine import LLMEngine
+
+__all__ = ["MAX_BODY_BYTES", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+#: Larger request bodies get HTTP 413.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+T = TypeVar("T")
+
+#: Answer for a client that disconnected before its answer was ready (nobody reads it; 499 is
+#: nginx's "client closed request", so access logs tell it apart).
+_CLIENT_GONE = Response(status_code=499)
+
+
+@dataclass
+class _State:
+    engine: AsyncEngine
+    metrics: EngineMetrics
+    ctx: ServingContext
+    texts: TokenTexts
+    created: int
+
+
+def create_app(
+    engine: LLMEngine,
+    *,
+    served_model_names: Sequence[str] | None = None,
+    chat_template: str | None = None,
+) -> Starlette:
+    """Build the app; its lifespan starts and stops the engine thread.
+
+    Args:
+        engine: a loaded engine; the app's thread owns it from start-up on.
+        served_model_names: names clients send as ``model``; default: the engine's model path.
+            The first one is listed first by ``/v1/models``.
+        chat_template: Jinja source that replaces (or supplies) the model's chat template.
+
+    Raises:
+        ConfigError: no model name, or a chat template that does not compile.
+    """
+    names = tuple(served_model_names or (engine.config.model,))
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError("served_model_names must be non-empty strings")
+    if chat_template is not None:
+        try:
+            compile_template(chat_template)
+        except Exception as exc:
+            raise ConfigError(f"the chat template does not compile: {exc}") from exc
+        engine.tokenizer.chat_templates["default"] = chat_template
+    async_engine = AsyncEngine(engine)
+    metrics = EngineMetrics(async_engine.stats, lambda: async_engine.num_requests_in_flight)
+    async_engine.metrics = metrics
+    max_model_len = engine.config.max_model_len
+    if max_model_len is None:  # LLMEngine always fills it in
+        raise ConfigError("the engine has no max_model_len")
+    state = _State(
+        engine=async_engine,
+        metrics=metrics,
+        ctx=ServingContext(
+            model_names=names,
+            tokenizer=engine.tokenizer,
+            max_model_len=max_model_len,
+            vocab_size=engine.model_config.vocab_size,
+        ),
+        texts=TokenTexts(engine.tokenizer),
+        created=int(time.time()),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async_engine.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(async_engine.stop)
+
+    app = Starlette(
+        routes=[
+            Route("/v1/completions", _completions, methods=["POST"]),
+            Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+            Route("/v1/models", _models, methods=["GET"]),
+            Route("/v1/models/{model:path}", _model, methods=["GET"]),
+            Route("/health", _health, methods=["GET"]),
+            Route("/metrics", _metrics, methods=["GET"]),
+        ],
+        exception_handlers={
+            InvalidRequestError: _invalid_request,
+            EngineError: _engine_error,
+            HTTPException: _http_error,
+        },
+        lifespan=lifespan,
+    )
+    app.state.server = state
+    return app
+
+
+def _state(request: Request) -> _State:
+    state: _State = request.app.state.server
+    return state
+
+
+# Generation -------------------------------------------------------------------------------------
+
+
+async def _completions(request: Request) -> Response:
+    state = _state(request)
+    req = parse_completion_request(await _json_body(request), state.ctx)
+    meta = ResponseMeta(f"cmpl-{uuid.uuid4().hex}", int(time.time()), req.model)
+    stream = await state.engine.add_request(
+        req.prompts, req.params, cache_salt=req.cache_salt, request_id=meta.request_id
+    )
+    if req.stream:
+        return EventStreamResponse(
+            completion_events(req, stream, meta, state.texts), on_close=stream.abort
+        )
+    body = await _unless_disconnected(
+        request, stream, completion_body(req, stream, meta, state.texts)
+    )
+    return _CLIENT_GONE if body is None else JSONResponse(body)
+
+
+async def _chat_completions(request: Request) -> Response:
+    state = _state(request)
+    req = parse_chat_request(await _json_body(request), state.ctx)
+    meta = ResponseMeta(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model)
+    stream = await state.engine.add_request(
+        [req.prompt], req.params, cache_salt=req.cache_salt, request_id=meta.request_id
+    )
+    if req.stream:
+        return EventStreamResponse(
+            chat_events(req, stream, meta, state.texts), on_close=stream.abort
+        )
+    body = await _unless_disconnected(request, stream, chat_body(req, stream, meta, state.texts))
+    return _CLIENT_GONE if body is None else JSONResponse(body)
+
+
+async def _json_body(request: Request) -> Any:
+    """The parsed JSON body; malformed JSON or an oversized body is the client's error."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RequestFieldError(
+            f"We could not parse the JSON body of your request ({exc}). Send a JSON object "
+            "with Content-Type: application/json.",
+            code="invalid_json",
+        ) from exc
+
+
+async def _unless_disconnected(
+    request: Request, stream: RequestStream, work: Awaitable[T]
+) -> T | None:
+    """Await ``work``; if the client disconnects first, abort the engine request, return None.
+
+    Starlette does not cancel a plain (non-streaming) handler when its client goes away, so
+    without this a closed connection would keep generating and hold its KV blocks.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        return None
+    finally:
+        watcher.cancel()
+        stream.abort()  # no-op once finished
+
+
+async def _disconnected(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+# Models, health, metrics ------------------------------------------------------------------------
+
+
+def _model_card(state: _State, name: str) -> dict[str, Any]:
+    return {
+        "id": name,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "promptcache",
+        "max_model_len": state.ctx.max_model_len,
+    }
+
+
+async def _models(request: Request) -> Response:
+    state = _state(request)
+    return JSONResponse(
+        {"object": "list", "data": [_model_card(state, n) for n in state.ctx.model_names]}
+    )
+
+
+async def _model(request: Request) -> Response:
+    state = _state(request)
+    name = request.path_params["model"]
+    if name not in state.ctx.model_names:
+        return _error(
+            404,
+            f"The model {name!r} does not exist",
+            param="model",
+            code="model_not_found",
+        )
+    return JSONResponse(_model_card(state, name))
+
+
+async def _health(request: Request) -> Response:
+    if _state(request).engine.is_alive:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "engine stopped"}, status_code=503)
+
+
+async def _metrics(request: Request) -> Response:
+    return Response(_state(request).metrics.render(), media_type=CONTENT_TYPE)
+
+
+# Errors -------------------------------------------------------------------------------------------
+
+
+def _error(
+    status: int,
+    message: str,
+    *,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
+    """OpenAI's error body (https://platform.openai.com/docs/guides/error-codes, checked
+    2026-11-30)."""
+    return JSONResponse(
+        {"error": {"message": message, "type": type_, "param": param, "code": code}},
+        status_code=status,
+    )
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    param = exc.param if isinstance(exc, RequestFieldError) else None
+    code = exc.code if isinstance(exc, RequestFieldError) else None
+    return _error(400, str(exc), param=param, code=code)
+
+
+async def _engine_error(request: Request, exc: Exception) -> Response:
+    logger.warning("engine error on %s: %s", request.url.path, exc)
+    return _error(503, str(exc), type_="server_error")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, HTTPException):  # registered for HTTPException only
+        raise exc
+    message = exc.detail if exc.status_code == 413 else f"{exc.detail}: {request.url.path}"
+    response = _error(exc.status_code, message)
+    response.headers.update(exc.headers or {})
+    return response

@@ -1,0 +1,220 @@
+"""OpenAI response bodies: completions, chat completions, their stream chunks, usage, logprobs.
+
+Shapes follow the OpenAI API reference for ``text_completion``, ``chat.completion`` and
+``chat.completion.chunk`` objects (https://platform.openai.com/docs/api-reference/chat/object,
+https://platform.openai.com/docs/api-reference/completions/object, checked 2026-11-30): every
+field the official ``openai`` client models is present, ``usage`` always carries
+``prompt_tokens_details.cached_tokens`` (0 when nothing was cached), as OpenAI does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..sampler import TokenLogprobs
+from ..tokenizer import Tokenizer
+
+__all__ = [
+    "TokenTexts",
+    "chat_choice",
+    "chat_chunk",
+    "chat_logprobs",
+    "chat_response",
+    "completion_choice",
+    "completion_chunk",
+    "completion_logprobs",
+    "completion_response",
+    "usage",
+]
+
+#: Tokens of left context used to decode one token's text (enough for byte-level merges and
+#: SentencePiece's leading-space marker).
+_CONTEXT_TOKENS = 4
+
+Json = dict[str, Any]
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> Json:
+    """The ``usage`` object; ``cached_tokens`` are prompt tokens served by the prefix cache."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
+
+
+# Completions ------------------------------------------------------------------------------------
+
+
+def completion_choice(
+    index: int, text: str, finish_reason: str | None, logprobs: Json | None = None
+) -> Json:
+    """One entry of a ``text_completion``'s ``choices`` (also used by stream chunks)."""
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def completion_response(
+    request_id: str, created: int, model: str, choices: list[Json], usage_obj: Json
+) -> Json:
+    """A whole ``text_completion`` object (non-streaming answer)."""
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "usage": usage_obj,
+        "system_fingerprint": None,
+    }
+
+
+def completion_chunk(
+    request_id: str,
+    created: int,
+    model: str,
+    choices: list[Json],
+    *,
+    include_usage: bool,
+    usage_obj: Json | None = None,
+) -> Json:
+    """One streamed ``text_completion`` event; ``usage`` is null except on the usage chunk."""
+    chunk: Json = {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "system_fingerprint": None,
+    }
+    if include_usage:
+        chunk["usage"] = usage_obj
+    return chunk
+
+
+# Chat ---------------------------------------------------------------------------------------------
+
+
+def chat_choice(
+    index: int, content: str, finish_reason: str | None, logprobs: Json | None = None
+) -> Json:
+    """One entry of a ``chat.completion``'s ``choices``."""
+    return {
+        "index": index,
+        "message": {"role": "assistant", "content": content, "refusal": None},
+        "logprobs": logprobs,
+        "finish_reason": finish_reason,
+    }
+
+
+def chat_response(
+    request_id: str, created: int, model: str, choices: list[Json], usage_obj: Json
+) -> Json:
+    """A whole ``chat.completion`` object (non-streaming answer)."""
+    return {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "usage": usage_obj,
+        "system_fingerprint": None,
+    }
+
+
+def chat_chunk(
+    request_id: str,
+    created: int,
+    model: str,
+    choices: list[Json],
+    *,
+    include_usage: bool,
+    usage_obj: Json | None = None,
+) -> Json:
+    """One ``chat.completion.chunk`` event. A choice is ``{"index", "delta", "logprobs",
+    "finish_reason"}``; the first delta of a choice carries ``role``."""
+    chunk: Json = {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "system_fingerprint": None,
+    }
+    if include_usage:
+        chunk["usage"] = usage_obj
+    return chunk
+
+
+# Logprobs -----------------------------------------------------------------------------------------
+
+
+class TokenTexts:
+    """Text of single tokens as they read in context (for logprobs).
+
+    A token decoded on its own can lose its leading space (SentencePiece) or be half a UTF-8
+    character, so a token's text is ``decode(context + [token]) - decode(context)`` with a few
+    tokens of left context; special tokens are shown (e.g. ``</s>``).
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def text(self, context: Sequence[int], token_id: int) -> str:
+        """The text ``token_id`` adds after ``context`` (ids before it)."""
+        window = list(context[-_CONTEXT_TOKENS:])
+        decode = self._tokenizer.decode
+        before = decode(window, skip_special_tokens=False)
+        full = decode([*window, token_id], skip_special_tokens=False)
+        if full.startswith(before):
+            return full[len(before) :]
+        return decode([token_id], skip_special_tokens=False)
+
+
+def chat_logprobs(
+    texts: TokenTexts, context: Sequence[int], entries: Sequence[TokenLogprobs]
+) -> Json:
+    """The chat ``logprobs`` object for ``entries`` (one per output token, in order).
+
+    ``context`` is every token id before the first entry's token (prompt + earlier output).
+    """
+    ids = list(context)
+    content: list[Json] = []
+    for entry in entries:
+        token = texts.text(ids, entry.token_id)
+        content.append(
+            {
+                **_chat_token(token, entry.logprob),
+                "top_logprobs": [_chat_token(texts.text(ids, tid), lp) for tid, lp in entry.top],
+            }
+        )
+        ids.append(entry.token_id)
+    return {"content": content, "refusal": None}
+
+
+def _chat_token(token: str, logprob: float) -> Json:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+
+def completion_logprobs(
+    texts: TokenTexts,
+    context: Sequence[int],
+    entries: Sequence[TokenLogprobs],
+    text_offset: int = 0,
+) -> Json:
+    """The legacy completions ``logprobs`` object: parallel lists ``tokens``,
+    ``token_logprobs``, ``top_logprobs`` (token text -> logprob) and ``text_offset``
+    (character offset of each token in the choice text, starting at ``text_offset``)."""
+    ids = list(context)
+    out: Json = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    offset = text_offset
+    for entry in entries:
+        token = texts.text(ids, entry.token_id)
+        out["tokens"].append(token)
+        out["token_logprobs"].append(entry.logprob)
+        out["top_logprobs"].append({texts.text(ids, tid): lp for tid, lp in entry.top})
+        out["text_offset"].append(offset)
+        offset += len(token)
+        ids.append(entry.token_id)
+    return out

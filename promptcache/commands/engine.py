@@ -1,0 +1,368 @@
+"""``promptcache engine``: serve the bundled engine over an OpenAI-compatible API; size KV caches.
+
+Only click and the standard library are imported here; torch, starlette and the engine load
+inside the ``serve`` callback. ``kv-size`` reads nothing but config.json (no torch).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
+
+KV_DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "k": 1024,
+    "m": 1024**2,
+    "g": 1024**3,
+    "t": 1024**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+class ByteSize(click.ParamType):  # type: ignore[type-arg]
+    """A byte count: ``268435456``, ``256MiB``, ``1.5GiB``, ``4GB`` (decimal), ``512M`` (=MiB)."""
+
+    name = "BYTES"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        match = _SIZE.match(str(value).replace("_", ""))
+        unit = match.group(2).lower() if match else ""
+        if match is None or unit not in _UNITS:
+            self.fail(
+                f"{value!r} is not a size; write bytes (268435456) or a number with a unit "
+                "(256MiB, 1.5GiB, 4GB, 512M)",
+                param,
+                ctx,
+            )
+        return int(float(match.group(1)) * _UNITS[unit])
+
+
+BYTES = ByteSize()
+
+
+@click.group(name="engine")
+def engine_group() -> None:
+    """Run the bundled engine (paged KV cache, prefix caching) behind an OpenAI API.
+
+    \b
+    Example:
+        promptcache engine serve --model ../shared/models/tinystories-656k --port 8000
+        promptcache engine kv-size --model ./Qwen2.5-0.5B --tokens 4096 --budget 2GiB
+    """
+
+
+@engine_group.command(name="serve")
+@click.option("--model", required=True, metavar="PATH|HUB_ID", help="Checkpoint dir or hub id.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--served-model-name",
+    "served_model_names",
+    multiple=True,
+    help="Name clients send as `model` (repeatable); default: the --model value.",
+)
+@click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="auto", show_default=True)
+@click.option(
+    "--kv-cache-bytes",
+    type=BYTES,
+    default=DEFAULT_KV_CACHE_BYTES,
+    show_default="256MiB",
+    help="Byte budget of the KV pool (all layers, K and V).",
+)
+@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option(
+    "--max-model-len",
+    type=click.IntRange(min=2),
+    help="Longest prompt + output in tokens; default: the model's max_position_embeddings.",
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(min=1),
+    default=2048,
+    show_default=True,
+    help="Token budget of one step (prefill chunks + decodes).",
+)
+@click.option(
+    "--attention-backend",
+    type=click.Choice(["torch", "triton"]),
+    default="torch",
+    show_default=True,
+)
+@click.option(
+    "--kv-cache-dtype",
+    type=click.Choice(["auto", "int8", "fp8"]),
+    default="auto",
+    show_default=True,
+    help="Store the KV cache quantised with per-head scales (auto = the model dtype).",
+)
+@click.option(
+    "--swap-space",
+    type=BYTES,
+    default=0,
+    help="CPU memory for swapped-out KV blocks; > 0 preempts by swapping instead of recompute.",
+)
+@click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=True, show_default=True)
+@click.option(
+    "--chat-template",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Jinja chat template file, for models without one (or to replace theirs).",
+)
+@click.option("--device", default="cpu", show_default=True, help="torch device, e.g. cuda.")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+def serve(
+    model: str,
+    host: str,
+    port: int,
+    served_model_names: tuple[str, ...],
+    dtype: str,
+    kv_cache_bytes: int,
+    block_size: int,
+    max_num_seqs: int,
+    max_model_len: int | None,
+    max_num_batched_tokens: int,
+    attention_backend: str,
+    kv_cache_dtype: str,
+    swap_space: int,
+    enable_prefix_caching: bool,
+    chat_template: Path | None,
+    device: str,
+    log_level: str,
+) -> None:
+    """Serve a model with an OpenAI-compatible API (/v1/chat/completions, /v1/completions).
+
+    Usage reports prompt_tokens_details.cached_tokens from the engine's prefix cache; /metrics
+    exposes Prometheus series, /health the liveness.
+
+    \b
+    Example:
+        promptcache engine serve --model ../shared/models/tinystories-656k --port 8000
+        promptcache engine serve --model Qwen/Qwen2.5-0.5B-Instruct --kv-cache-bytes 2GiB \\
+            --kv-cache-dtype int8 --served-model-name qwen
+        # then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
+    """
+    from promptcache.engine import LLMEngine, ModelConfig
+    from promptcache.engine.loader import resolve_model_path
+    from promptcache.engine.server import create_app
+    from promptcache.engine.server import serve as run_server
+
+    num_cpu_blocks = 0
+    if swap_space:
+        model_config = ModelConfig.from_pretrained(resolve_model_path(model))
+        kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
+        per_block = model_config.kv_bytes_per_token(kv_name) * block_size
+        num_cpu_blocks = swap_space // per_block
+        if num_cpu_blocks == 0:
+            raise click.BadParameter(
+                f"holds no KV block of {per_block} bytes; raise it or leave it out",
+                param_hint="--swap-space",
+            )
+    engine = LLMEngine.from_pretrained(
+        model,
+        dtype=dtype,
+        device=device,
+        kv_cache_bytes=kv_cache_bytes,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
+        attention_backend=attention_backend,
+        kv_cache_dtype=kv_cache_dtype,
+        enable_prefix_caching=enable_prefix_caching,
+        preemption_mode="swap" if num_cpu_blocks else "recompute",
+        num_cpu_blocks=num_cpu_blocks,
+    )
+    template = chat_template.read_text(encoding="utf-8") if chat_template else None
+    app = create_app(
+        engine, served_model_names=served_model_names or [model], chat_template=template
+    )
+    stats = engine.stats()
+    click.echo(
+        f"promptcache engine: {model} on http://{host}:{port}/v1 "
+        f"({stats.num_total_blocks} KV blocks of {block_size} tokens, "
+        f"{stats.kv_cache_bytes / 2**20:.1f} MiB, max_model_len {engine.config.max_model_len})",
+        err=True,
+    )
+    run_server(app, host=host, port=port, log_level=log_level)
+
+
+# kv-size ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KVSize:
+    """KV cache arithmetic for one model (all sizes in bytes, lengths in tokens).
+
+    ``bytes_per_token = 2 (K and V) x layers x kv_heads x head_dim x bytes_per_element``; the
+    engine allocates whole blocks of ``block_size`` tokens, so a budget holds
+    ``budget // (bytes_per_token x block_size)`` blocks. Per-head scales of an int8/fp8 cache
+    (a few bytes per layer) are not counted.
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    kv_dtype: str
+    bytes_per_element: int
+    bytes_per_token: int
+    tokens: int
+    batch: int
+    bytes_per_request: int
+    bytes_per_batch: int
+    budget: int
+    block_size: int
+    budget_blocks: int
+    budget_tokens: int
+    budget_requests: int
+
+
+def kv_size(
+    model_config: Any, *, tokens: int, batch: int, kv_dtype: str, budget: int, block_size: int
+) -> KVSize:
+    """Compute ``KVSize`` from a ``promptcache.engine.ModelConfig``."""
+    name = model_config.torch_dtype if kv_dtype == "auto" else kv_dtype
+    elem = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "fp8": 1}[name]
+    per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads
+    per_token *= model_config.head_dim * elem
+    blocks = budget // (per_token * block_size)
+    return KVSize(
+        layers=model_config.num_hidden_layers,
+        kv_heads=model_config.num_key_value_heads,
+        head_dim=model_config.head_dim,
+        kv_dtype=name,
+        bytes_per_element=elem,
+        bytes_per_token=per_token,
+        tokens=tokens,
+        batch=batch,
+        bytes_per_request=per_token * tokens,
+        bytes_per_batch=per_token * tokens * batch,
+        budget=budget,
+        block_size=block_size,
+        budget_blocks=blocks,
+        budget_tokens=blocks * block_size,
+        budget_requests=blocks // -(-tokens // block_size),
+    )
+
+
+def _human(n: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n:,} B ({n / size:.2f} {unit})"
+    return f"{n:,} B"
+
+
+@engine_group.command(name="kv-size")
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Checkpoint directory (or its config.json).",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1),
+    help="Tokens per request (prompt + output); default: max_position_embeddings.",
+)
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPE_CHOICES), default="auto")
+@click.option(
+    "--budget",
+    type=BYTES,
+    default=DEFAULT_KV_CACHE_BYTES,
+    show_default="256MiB",
+    help="KV byte budget to fill (the serve --kv-cache-bytes).",
+)
+@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+def kv_size_command(
+    model: Path,
+    tokens: int | None,
+    batch: int,
+    kv_cache_dtype: str,
+    budget: int,
+    block_size: int,
+    as_json: bool,
+) -> None:
+    """Print KV cache bytes per token, per request and per batch, and what a budget holds.
+
+    Reads only config.json: bytes per token = 2 x layers x kv_heads x head_dim x bytes per
+    element (auto = the checkpoint dtype; int8 and fp8 take 1 byte).
+
+    \b
+    Example:
+        promptcache engine kv-size --model ../shared/models/tinystories-656k
+        promptcache engine kv-size --model ./llama --tokens 8192 --batch 16 --kv-cache-dtype fp8
+        promptcache engine kv-size --model ./llama/config.json --budget 24GiB --json
+    """
+    from promptcache.engine.model_config import ModelConfig
+
+    if model.is_file():
+        try:
+            raw = json.loads(model.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {model}: {exc}", param_hint="--model") from exc
+        if not isinstance(raw, dict):
+            raise click.BadParameter(f"{model} must hold a JSON object", param_hint="--model")
+        config = ModelConfig.from_dict(raw, source=str(model))
+    else:
+        config = ModelConfig.from_pretrained(model)
+    size = kv_size(
+        config,
+        tokens=tokens or config.max_position_embeddings,
+        batch=batch,
+        kv_dtype=kv_cache_dtype,
+        budget=budget,
+        block_size=block_size,
+    )
+    if as_json:
+        click.echo(json.dumps(asdict(size), indent=2))
+        return
+    s = size
+    rows = [
+        ("model", f"{model} ({config.architecture})"),
+        ("shape", f"{s.layers} layers x {s.kv_heads} KV heads x head_dim {s.head_dim}"),
+        ("KV dtype", f"{s.kv_dtype} ({s.bytes_per_element} bytes per element)"),
+        (
+            "per token",
+            f"2 x {s.layers} x {s.kv_heads} x {s.head_dim} x {s.bytes_per_element} = "
+            f"{_human(s.bytes_per_token)}",
+        ),
+        ("per request", f"{s.tokens:,} tokens = {_human(s.bytes_per_request)}"),
+        ("per batch", f"{s.batch} x {s.tokens:,} tokens = {_human(s.bytes_per_batch)}"),
+        (
+            "budget",
+            f"{_human(s.budget)} holds {s.budget_blocks:,} blocks of {s.block_size} tokens "
+            f"= {s.budget_tokens:,} tokens = {s.budget_requests:,} requests of "
+            f"{s.tokens:,} tokens",
+        ),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        click.echo(f"{key:<{width}}  {value}")
