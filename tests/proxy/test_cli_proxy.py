@@ -1,0 +1,95 @@
+"""`promptcache proxy`: refuses unsafe or incomplete settings, serves, and drains on Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from conftest import read_rows
+from servers import ServerThread
+
+from promptcache.cli import cli
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "0.0.0.0", "--upstream", "openai"], "--auth-token"),
+        ([], "give --upstream NAME|URL or --config FILE"),
+        (["--upstream", "antropic"], "is neither one of anthropic"),
+    ],
+)
+def test_bad_settings_exit_2_with_a_message(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["proxy", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_config_file_is_reported(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text("[[routes]]\nupstream = 'openai'\n")
+    result = CliRunner().invoke(cli, ["proxy", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "routes[0] needs path_prefix or model_prefix" in result.output
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serves_and_a_clean_stop_writes_every_row(
+    tmp_path: Path, mock_server: ServerThread
+) -> None:
+    port, db = free_port(), tmp_path / "cli.db"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from promptcache.cli import main; main()",
+            "proxy",
+            "--upstream",
+            mock_server.url,
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+            "--log-level",
+            "warning",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/nothing-here", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "proxy did not start"
+                time.sleep(0.1)
+        for _ in range(5):
+            reply = httpx.post(
+                url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": []}
+            )
+            assert reply.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert f"promptcache proxy on {url} -> {mock_server.url}" in stderr
+    rows = read_rows(db)
+    assert len(rows) == 5  # flush interval is 0.5 s; a clean stop drained the rest
+    assert {r["vendor"] for r in rows} == {"openai_compatible"}
+    assert {r["cache_read_tokens"] for r in rows} == {1920}
