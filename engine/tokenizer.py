@@ -7,9 +7,9 @@ named templates, or a ``chat_template.jinja`` file beside it, which transformers
 One compatibility step mirrors transformers 5: a ``LlamaTokenizer``-class tokenizer (Llama 2,
 Mistral, TinyLlama, the tinystories test model) is rebuilt by transformers with a ``Metaspace``
 pre-tokenizer instead of the ``tokenizer.json`` normaliser, which changes how leading spaces and
-special-token strings inside text encode. We apply the same pipeline so token ids match
-``AutoTokenizer``. Known difference: a character with no vocabulary entry and no byte-fallback
-token encodes as ``<unk>`` here; transformers 5 silently drops it.
+special-token strings inside text encode, and builds the BPE model without an unknown token
+(a character with no vocabulary entry and no byte-fallback token is dropped, not mapped to
+``<unk>``). We apply the same pipeline so token ids match ``AutoTokenizer`` exactly.
 """
 
 from __future__ import annotations
@@ -215,6 +215,9 @@ def _llama_pipeline(backend: Any, legacy: bool) -> None:
     """The Metaspace pipeline transformers 5 gives ``LlamaTokenizer`` (tokenization_llama.py)."""
     from tokenizers import decoders, pre_tokenizers
 
+    backend.model.byte_fallback = True
+    backend.model.fuse_unk = True
+    backend.model.unk_token = None
     backend.normalizer = None
     backend.pre_tokenizer = pre_tokenizers.Metaspace(
         replacement="▁", prepend_scheme="always" if legacy else "first", split=False
