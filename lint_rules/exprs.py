@@ -295,6 +295,7 @@ class ExprsMixin(EngineState):
             unordered = self.iteration_fact(iterable, gen.iter)
             if unordered is not None:
                 facts.add(unordered)
+            facts.update(f for f in iterable.facts if f.kind is Kind.TOOLS_UNSTABLE)
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
             for cond in gen.ifs:

@@ -136,6 +136,17 @@ class RegionsMixin(EngineState):
         with self.in_frame(frame):
             return self.eval(node)
 
+    def _enter(self, region: str, node: ast.expr, frame: Frame, label: str) -> Value:
+        """Evaluate ``node`` in ``frame`` (where it was written) and record it in ``region``."""
+        if frame is self.frame:
+            value = self.eval(node)
+            self.record(region, value, node, label)
+            return value
+        with self.in_frame(frame):
+            value = self.eval(node)
+            self.record(region, value, node, label)
+        return value
+
     def _block(self, region: str, node: ast.AST, value: Value) -> Block:
         length = non_ascii = None
         if value.const is not None:
@@ -177,19 +188,19 @@ class RegionsMixin(EngineState):
             blocks: list[Block] = []
             for elt in node.elts:
                 if isinstance(elt, ast.Starred):
-                    value = self._value(elt, frame)
-                    self.record("tools", value, elt, label)
+                    self._enter("tools", elt, frame, label)
                     if sink is not None:
                         sink.complete = False
                     continue
                 if dict_get(elt, "cachePoint") is not None and blocks:
                     self._breakpoint(blocks[-1], elt, "cachePoint")  # type: ignore[arg-type]
                     continue
-                value = self._value(elt, frame)
-                self.record("tools", value, elt, label)
+                value = self._enter("tools", elt, frame, label)
                 blocks.append(self._block("tools", elt, value))
             if sink is not None:
                 sink.blocks.extend(blocks)
+            if node is not expr:  # later appends and edits to the named list
+                self.record("tools", self.eval(expr), expr, label)
             return
         value = self.eval(expr)
         self.record("tools", value, expr, label)
@@ -210,7 +221,7 @@ class RegionsMixin(EngineState):
             blocks: list[Block] = []
             for elt in node.elts:
                 if isinstance(elt, ast.Starred):
-                    self.record("system", self._value(elt, frame), elt, label)
+                    self._enter("system", elt, frame, label)
                     if sink is not None:
                         sink.complete = False
                     continue
@@ -218,18 +229,20 @@ class RegionsMixin(EngineState):
                     self._breakpoint(blocks[-1], elt, "cachePoint")  # type: ignore[arg-type]
                     continue
                 text = self._text_node(elt)
-                value = self._value(text, frame)
-                self.record("system", value, text, label)
+                value = self._enter("system", text, frame, label)
                 block = self._block("system", elt, value)
                 blocks.append(block)
             if sink is not None:
                 sink.blocks.extend(blocks)
+            if node is not expr:  # later appends and edits to the named list
+                self.record("system", self.eval(expr), expr, label)
             return
-        value = self.eval(expr)
-        where: ast.expr = expr
-        if frame is self.frame and isinstance(node, (ast.JoinedStr, ast.BinOp, ast.Call)):
-            where = node
-        self.record("system", value, where, label)
+        if frame is not self.frame:
+            value = self._enter("system", node, frame, label)
+        else:
+            value = self.eval(expr)
+            where = node if isinstance(node, (ast.JoinedStr, ast.BinOp, ast.Call)) else expr
+            self.record("system", value, where, label)
         if sink is not None:
             sink.blocks.append(self._block("system", node, value))
 

@@ -470,7 +470,10 @@ class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
                 element.name_key,
             )
         self.assign(stmt.target, element, None)
-        self._loop(stmt, stmt.body, frozenset({unordered}) if unordered else frozenset())
+        order = {f for f in iterable.facts if f.kind is Kind.TOOLS_UNSTABLE}
+        if unordered is not None:
+            order.add(unordered)
+        self._loop(stmt, stmt.body, frozenset(order))
         self.exec_block(stmt.orelse)
 
     stmt_AsyncFor = stmt_For

@@ -66,6 +66,19 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     if "cache_control" not in ctx.source and "cachePoint" not in ctx.source:
         return
     sink_nodes = {id(s.node) for s in ctx.sinks}
+    for comp in ast.walk(ctx.tree):
+        if isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and not any(
+            _bounded(gen.iter) for gen in comp.generators
+        ):
+            mark = next((n for n in ast.walk(comp.elt) if _is_mark(n)), None)
+            if mark is not None and not any(gen.ifs for gen in comp.generators):
+                yield ctx.diagnostic(
+                    "PC007",
+                    "a cache breakpoint is added to every element of an unbounded "
+                    "comprehension; past 4 the API answers HTTP 400: mark only the last one",
+                    mark,
+                    Severity.ERROR,
+                )
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or _bounded(loop.iter):
             continue

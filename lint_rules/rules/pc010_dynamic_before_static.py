@@ -77,6 +77,15 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                 (b.length or 0 for b in system[index + 1 :] if not b.value.dynamic), default=0
             )
             node = block.node
+            if isinstance(node, ast.Dict):
+                node = next(
+                    (
+                        v
+                        for k, v in zip(node.keys, node.values, strict=True)
+                        if isinstance(k, ast.Constant) and k.value == "text"
+                    ),
+                    node,
+                )
             key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
             if longest >= LONG_STATIC_CHARS and key not in seen:
                 seen.add(key)
