@@ -117,7 +117,7 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path: Path) -> No
     (tmp_path / "config.json").write_text(
         json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"})
     )
-    with pytest.raises(ModelLoadError, match="GPT2LMHeadModel.*LlamaForCausalLM"):
+    with pytest.raises(ModelLoadError, match=r"GPT2LMHeadModel.*LlamaForCausalLM"):
         load_model(tmp_path, get_backend("torch"))
 
 
@@ -143,7 +143,7 @@ def test_weight_problems_name_the_tensor(tmp_path: Path) -> None:
     tensors = load_file(str(extra / "model.safetensors"))
     tensors["model.layers.0.self_attn.q_norm.weight"] = torch.ones(16)
     save_file(tensors, str(extra / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(ModelLoadError, match="q_norm.weight' has no place"):
+    with pytest.raises(ModelLoadError, match=r"q_norm\.weight' has no place"):
         load_model(extra, get_backend("torch"))
 
     wrong = tmp_path / "wrong"
@@ -157,7 +157,7 @@ def test_weight_problems_name_the_tensor(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     shutil.copy(model_dir / "config.json", empty / "config.json")
-    with pytest.raises(ModelLoadError, match="no \\*.safetensors"):
+    with pytest.raises(ModelLoadError, match=r"no \*\.safetensors"):
         load_model(empty, get_backend("torch"))
 
 

@@ -58,7 +58,7 @@ def test_encode_and_decode_match_transformers(tinystories_dir: Path) -> None:
         for special in (True, False):
             ids = ours.encode(text, add_special_tokens=special)
             assert ids == theirs.encode(text, add_special_tokens=special), text
-        ids = theirs.encode(text) + [5, 6, 7, 2]
+        ids = [*theirs.encode(text), 5, 6, 7, 2]
         assert ours.decode(ids) == theirs.decode(ids, skip_special_tokens=True), text
         assert ours.decode(ids, skip_special_tokens=False) == theirs.decode(ids), text
     assert ours.bos_token_id == theirs.bos_token_id == 1
