@@ -74,15 +74,20 @@ class LintConfig:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above ``start`` that has a [tool.promptcache.lint]."""
+    """The nearest pyproject.toml at or above ``start`` that has a [tool.promptcache.lint].
+
+    Raises ``ConfigError`` for a pyproject.toml on the way that is not valid TOML.
+    """
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else list(start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot read {candidate}: {exc}") from exc
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{candidate} is not valid TOML: {exc}") from exc
             if "lint" in data.get("tool", {}).get("promptcache", {}):
                 return candidate
     return None

@@ -75,11 +75,26 @@ def _comments(source: str) -> Counter[str]:
     return Counter(t.string for t in tokens if t.type == tokenize.COMMENT)
 
 
+def check_rewrite(before: str, after: str, path: str) -> None:
+    """Raise ``FixConflictError`` unless ``after`` parses (ast and libcst) and keeps every
+    comment of ``before``."""
+    import libcst
+
+    try:
+        compile(after, path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
+        libcst.parse_module(after)
+    except (SyntaxError, ValueError, libcst.ParserSyntaxError) as exc:
+        raise FixConflictError(
+            f"{path}: the autofix produced code that does not parse ({exc}); nothing was "
+            "written: please report this with the file"
+        ) from exc
+    if _comments(after) != _comments(before):
+        raise FixConflictError(f"{path}: the autofix would drop a comment; nothing was written")
+
+
 def fix_source(source: str, path: str, config: LintConfig) -> tuple[str, int]:
     """Return (fixed source, number of fixes applied). Raises ``FixConflictError`` when the
     rewritten file does not parse or loses a comment (nothing should then be written)."""
-    import libcst
-
     applied = 0
     current = source
     for _ in range(MAX_ROUNDS):
@@ -88,16 +103,7 @@ def fix_source(source: str, path: str, config: LintConfig) -> tuple[str, int]:
         if not edits:
             break
         candidate = apply_edits(current, edits)
-        try:
-            compile(candidate, path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
-            libcst.parse_module(candidate)
-        except (SyntaxError, libcst.ParserSyntaxError) as exc:
-            raise FixConflictError(
-                f"{path}: the autofix produced code that does not parse ({exc}); nothing was "
-                "written: please report this with the file"
-            ) from exc
-        if _comments(candidate) != _comments(current):
-            raise FixConflictError(f"{path}: the autofix would drop a comment; nothing written")
+        check_rewrite(current, candidate, path)
         applied += sum(
             1 for d in result.diagnostics if d.fix is not None and d.fix.edits[0] in edits
         )

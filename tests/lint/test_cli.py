@@ -1,0 +1,193 @@
+"""`promptcache lint` and `promptcache rules` end to end: exit codes, config, suppressions,
+file discovery, fixes, output formats (SARIF validated against the OASIS 2.1.0 schema)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner, Result
+
+from promptcache.cli import cli
+from promptcache.lint_rules import LintConfig, lint_paths
+from promptcache.lint_rules.registry import RULES
+
+DATA = Path(__file__).parent / "data"
+BAD = (
+    "import datetime\nimport anthropic\nclient = anthropic.Anthropic()\n"
+    "def ask(q):\n"
+    "    now = datetime.datetime.now()\n"
+    "    return client.messages.create(model='m', system=f'Now {now}', messages=[q])\n"
+)
+WARN_ONLY = (
+    "import datetime\nimport anthropic\nclient = anthropic.Anthropic()\n"
+    "def ask(q):\n"
+    "    return client.messages.create(\n"
+    "        model='m', system=f'Day {datetime.date.today()}', messages=[q])\n"
+)
+FIXABLE = (
+    "import json\nimport anthropic\nclient = anthropic.Anthropic()\n"
+    "def ask(q, profile):\n"
+    "    return client.messages.create(model='m', system=json.dumps(profile), messages=[q])\n"
+)
+CLEAN = "import anthropic\nclient = anthropic.Anthropic()\nSYSTEM = 'Be brief.'\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["lint", *args], catch_exceptions=False)
+
+
+def test_exit_codes_follow_fail_on(project: Path) -> None:
+    (project / "clean.py").write_text(CLEAN)
+    (project / "warn.py").write_text(WARN_ONLY)
+    assert run("clean.py").exit_code == 0
+    assert "All checks passed" in run("clean.py").output
+    assert run("warn.py").exit_code == 0
+    assert run("warn.py", "--fail-on", "warning").exit_code == 1
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py")
+    assert result.exit_code == 1
+    assert "bad.py:6:" in result.output and "PC001" in result.output
+    assert "[origin: bad.py:5]" in result.output
+    assert run("bad.py", "--fail-on", "never").exit_code == 0
+
+
+def test_unparsable_file_is_pc000_and_the_run_goes_on(project: Path) -> None:
+    (project / "broken.py").write_text("def f(:\n    pass\n")
+    (project / "bad.py").write_text(BAD)
+    result = run(".")
+    assert result.exit_code == 1
+    assert "broken.py:1:" in result.output and "PC000" in result.output
+    assert "bad.py:6:" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_config_select_ignore_and_errors(project: Path) -> None:
+    (project / "bad.py").write_text(BAD)
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nignore = ["PC001"]\n')
+    assert run("bad.py").exit_code == 0
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nselect = ["PC999"]\n')
+    result = run("bad.py")
+    assert result.exit_code == 2 and "unknown rule code(s) PC999" in result.output
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nselct = ["PC001"]\n')
+    result = run("bad.py")
+    assert result.exit_code == 2 and "unknown key(s) selct" in result.output
+    (project / "pyproject.toml").write_text("[tool.promptcache.lint\n")
+    assert run("bad.py").exit_code == 2
+    (project / "pyproject.toml").unlink()
+    assert run("bad.py", "--select", "PC002").exit_code == 0
+    assert run("bad.py", "--select", "PC01").exit_code == 2
+
+
+def test_per_file_ignores_exclude_and_gitignore(project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / ".gitignore").write_text("generated/\n")
+    for folder in ("generated", "scripts", "vendor", "src"):
+        (project / folder).mkdir()
+        (project / folder / "app.py").write_text(BAD)
+    (project / "pyproject.toml").write_text(
+        "[tool.promptcache.lint]\n"
+        'exclude = ["vendor/"]\n'
+        '[tool.promptcache.lint.per-file-ignores]\n"scripts/*.py" = ["PC001"]\n'
+    )
+    result = run(".")
+    assert result.exit_code == 1
+    assert "src/app.py:6:" in result.output
+    for skipped in ("generated/", "vendor/", "scripts/"):
+        assert skipped not in result.output
+
+
+def test_suppression_comments(project: Path) -> None:
+    trailing = BAD.replace("messages=[q])", "messages=[q])  # promptcache: ignore[PC001]")
+    (project / "a.py").write_text(trailing)
+    assert run("a.py").exit_code == 0
+    above = BAD.replace(
+        "    return client", "    # promptcache: ignore[PC001, PC002]\n    return client"
+    )
+    (project / "b.py").write_text(above)
+    assert run("b.py").exit_code == 0
+    (project / "c.py").write_text("# promptcache: ignore-file[PC001]\n" + BAD)
+    assert run("c.py").exit_code == 0
+    (project / "d.py").write_text(
+        BAD.replace("messages=[q])", "messages=[q])  # promptcache: ignore[PC002]")
+    )
+    assert run("d.py").exit_code == 1
+    (project / "e.py").write_text("x = 1  # promptcache: ignore[PC404]\n")
+    result = run("e.py")
+    assert result.exit_code == 2 and "PC404" in result.output
+
+
+def test_fix_and_diff(project: Path) -> None:
+    (project / "app.py").write_text(FIXABLE)
+    result = run("app.py", "--diff")
+    assert result.exit_code == 1
+    assert (
+        "+    return client.messages.create(model='m', system=json.dumps(profile, sort_keys=True)"
+        in result.output
+    )
+    assert (project / "app.py").read_text() == FIXABLE
+    result = run("app.py", "--fix", "--fail-on", "warning")
+    assert result.exit_code == 0, result.output
+    assert "sort_keys=True" in (project / "app.py").read_text()
+    assert run("app.py", "--diff").exit_code == 0
+
+
+def test_json_and_github_formats(project: Path) -> None:
+    (project / "bad.py").write_text(BAD)
+    items = json.loads(run("bad.py", "--format", "json").output)
+    assert [(i["code"], i["location"]["row"], i["name"]) for i in items] == [
+        ("PC001", 6, "time-in-prefix")
+    ]
+    assert items[0]["related"][0]["row"] == 5
+    github = run("bad.py", "--format", "github").output
+    assert github.startswith("::error file=bad.py,line=6,col=")
+    assert "title=PC001 time-in-prefix::" in github
+
+
+def test_sarif_is_valid_sarif_2_1_0(project: Path) -> None:
+    (project / "bad.py").write_text(BAD)
+    (project / "fixable.py").write_text(FIXABLE)
+    result = run(".", "--format", "sarif", "--output", "out.sarif")
+    assert result.exit_code == 1
+    log = json.loads((project / "out.sarif").read_text())
+    schema = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(log)
+    run_ = log["runs"][0]
+    assert [r["id"] for r in run_["tool"]["driver"]["rules"]] == list(RULES)
+    by_rule = {r["ruleId"]: r for r in run_["results"]}
+    assert by_rule["PC001"]["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 5
+    assert by_rule["PC003"]["fixes"][0]["artifactChanges"][0]["replacements"]
+
+
+def test_parallel_run_matches_serial(tmp_path: Path) -> None:
+    for index in range(60):
+        (tmp_path / f"m{index:02}.py").write_text(BAD if index % 3 == 0 else CLEAN)
+    config = LintConfig(root=tmp_path)
+    serial = lint_paths([tmp_path], config, jobs=1)
+    parallel = lint_paths([tmp_path], config, jobs=2)
+    assert [r.diagnostics for r in parallel] == [r.diagnostics for r in serial]
+    assert sum(len(r.diagnostics) for r in serial) == 20
+
+
+def test_rules_command() -> None:
+    runner = CliRunner()
+    listing = runner.invoke(cli, ["rules"])
+    assert listing.exit_code == 0
+    for code in RULES:
+        assert code in listing.output
+    explain = runner.invoke(cli, ["rules", "pc001"])
+    assert explain.exit_code == 0
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+        assert heading in explain.output
+    assert "checked 2026-11-30" in explain.output
+    assert runner.invoke(cli, ["rules", "PC999"]).exit_code == 2
+    payload = json.loads(runner.invoke(cli, ["rules", "--json"]).output)
+    assert [p["code"] for p in payload] == list(RULES)

@@ -1,0 +1,60 @@
+"""Autofixes: expected output per fixture, idempotence, byte columns, comment preservation."""
+
+from __future__ import annotations
+
+import pytest
+from lint_markers import FIXTURES, fixture_config
+
+from promptcache.errors import FixConflictError
+from promptcache.lint_rules import LintConfig, TextEdit, lint_source
+from promptcache.lint_rules.fix import apply_edits, check_rewrite, fix_source
+
+FIXABLE = ["PC003", "PC004", "PC005", "PC014"]
+
+
+@pytest.mark.parametrize("code", FIXABLE)
+def test_fix_matches_expected_and_is_idempotent(code: str) -> None:
+    path = FIXTURES / f"{code}.py"
+    source = path.read_text(encoding="utf-8")
+    config = fixture_config(path, source)
+    fixed, count = fix_source(source, str(path), config)
+    assert count > 0
+    assert fixed == (FIXTURES / f"{code}.fixed.py").read_text(encoding="utf-8")
+    again, count_again = fix_source(fixed, str(path), config)
+    assert (again, count_again) == (fixed, 0)
+    remaining = lint_source(fixed, str(path), config).diagnostics
+    assert all(d.fix is None for d in remaining), remaining
+
+
+def test_apply_edits_uses_utf8_byte_columns() -> None:
+    source = 'x = "é"; y = ", ".join(s)\n'
+    col = source.encode().index(b"s)")
+    edits = [TextEdit(1, col, 1, col, "sorted("), TextEdit(1, col + 1, 1, col + 1, ")")]
+    assert apply_edits(source, edits) == 'x = "é"; y = ", ".join(sorted(s))\n'
+
+
+def test_fix_keeps_comments_and_formatting() -> None:
+    source = (
+        "import json\n"
+        "import anthropic\n"
+        "client = anthropic.Anthropic()\n"
+        "def ask(q, data):\n"
+        "    # the profile, as JSON\n"
+        "    text = json.dumps(  # keep this comment\n"
+        "        data,\n"
+        "    )\n"
+        "    return client.messages.create(model='m', system=text, messages=[q])\n"
+    )
+    fixed, count = fix_source(source, "app.py", LintConfig())
+    assert count == 1
+    assert "# keep this comment" in fixed and "# the profile, as JSON" in fixed
+    assert "        data, sort_keys=True,\n" in fixed
+
+
+def test_rewrite_check_refuses_broken_code_and_lost_comments() -> None:
+    before = "x = f(a)  # why\n"
+    check_rewrite(before, "x = f(sorted(a))  # why\n", "ok.py")
+    with pytest.raises(FixConflictError, match="does not parse"):
+        check_rewrite(before, "x = f(sorted(a)  # why\n", "bad.py")
+    with pytest.raises(FixConflictError, match="drop a comment"):
+        check_rewrite(before, "x = f(sorted(a))\n", "lost.py")
