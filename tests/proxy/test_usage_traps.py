@@ -101,8 +101,13 @@ BUCKETS = (
     "output_tokens",
     "reasoning_tokens",
 )
-#: Columns that differ between two requests by design.
-PER_REQUEST = {"id", "started_at", "first_byte_at", "ended_at", "ttft_ms", "latency_ms", "stream"}
+#: Columns that differ between two requests by design: identity, timing, and the cache-break
+#: columns, which compare each request with the one before it.
+PER_REQUEST = {
+    *("id", "started_at", "first_byte_at", "ended_at", "ttft_ms", "latency_ms", "stream"),
+    *("break_reason", "break_segment", "break_offset", "break_excerpt", "previous_request_id"),
+    *("expected_hit", "unexpected_miss"),
+}
 
 
 def call_anthropic(url: str, case: Case, stream: bool, **extra: Any) -> None:
