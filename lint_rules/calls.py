@@ -10,6 +10,7 @@ import ast
 import textwrap
 
 from . import sinks
+from .events import SinkCall
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
 from .frames import EngineState
 from .sources import (
@@ -57,19 +58,19 @@ _PASS_THROUGH = {
     "itertools.islice",
 }
 _BUILDER_QUALS = frozenset({"promptcache.PromptBuilder", "promptcache.prompt.PromptBuilder"})
-#: SDK layer methods -> region ("" = the tail: not part of the cached prefix)
+#: ``promptcache.PromptBuilder`` methods -> region ("" = the tail, not part of the cached prefix):
+#: frozen layer (system, rules, knowledge, example, tool), session layer, then the dynamic layer
+#: and the append-only history, which render last.
 BUILDER_METHODS = {
-    "frozen": "frozen",
-    "add_frozen": "frozen",
     "system": "frozen",
-    "add_system": "frozen",
-    "add_tool": "tools",
-    "add_tools": "tools",
-    "tools": "tools",
+    "rules": "frozen",
+    "knowledge": "frozen",
+    "example": "frozen",
+    "tool": "tools",
     "session": "session",
-    "add_session": "session",
     "dynamic": "",
-    "add_dynamic": "",
+    "add_user": "",
+    "add_assistant": "",
 }
 
 
@@ -318,10 +319,15 @@ class CallsMixin(EngineState):
             fact = self.fact(Kind.TOOLS_UNSTABLE, node, source_text(node))
             return Value(frozenset({fact}), Shape.LIST, name_key="elem")
         if qual in _BUILDER_QUALS:
+            sink = SinkCall(node, "promptcache", "PromptBuilder")
             for kw in node.keywords:
-                region = BUILDER_METHODS.get(kw.arg or "")
-                if region:
-                    self.record(region, kwargs[kw.arg], kw.value, f"PromptBuilder({kw.arg}=)")
+                if kw.arg == "cache_key":
+                    sink.params["prompt_cache_key"] = (kw.value, kwargs[kw.arg])
+                elif kw.arg == "model":
+                    sink.params["model"] = (kw.value, kwargs[kw.arg])
+            if node.args:
+                sink.params["model"] = (node.args[0], first)
+            self.add_sink(sink)
             return Value(shape=Shape.BUILDER)
         if qual in ("pathlib.Path", "pathlib.PurePath"):
             return Value(join(*args).facts, ref="path") if args else Value(ref="path")

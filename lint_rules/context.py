@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ._base import Diagnostic, Fix, Location, Related, Severity, TextEdit
 from .config import LintConfig
@@ -68,10 +68,15 @@ class ModuleContext:
             for fact in entry.value.facts:
                 if not wanted(fact, entry):
                     continue
+                where = entry
+                for node, _, _, facts in entry.parts:
+                    if fact in facts:  # the piece of the text that carries it
+                        where = replace(entry, node=node)
+                        break
                 key = (fact.kind, fact.line, fact.col, fact.detail)
                 old = best.get(key)
-                if old is None or _pos(entry.node) < _pos(old[0].node):
-                    best[key] = (entry, fact)
+                if old is None or _pos(where.node) < _pos(old[0].node):
+                    best[key] = (where, fact)
         yield from sorted(best.values(), key=lambda pair: (_pos(pair[0].node), pair[1].line))
 
     def edits_fix(self, title: str, *edits: TextEdit) -> Fix:

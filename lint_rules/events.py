@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .facts import Value
+from .facts import Fact, Value
 
 #: regions that are part of the cached prefix
 PREFIX_REGIONS = frozenset({"tools", "system", "messages", "frozen", "session"})
@@ -31,7 +31,7 @@ class PrefixEntry:
     "session" (SDK layers). ``sink``: a short label of the sink (``messages.create(system=)``).
     ``once``: recorded where code runs once (module level outside loops, ``__init__``).
     ``parts``: for text built from pieces (f-string, ``+``, ``join``), each piece in order as
-    (node, varies per call, length in characters when constant).
+    (node, varies per call, length in characters when constant, the piece's facts).
     """
 
     region: str
@@ -39,7 +39,7 @@ class PrefixEntry:
     node: ast.AST
     sink: str
     once: bool
-    parts: tuple[tuple[ast.AST, bool, int | None], ...] = ()
+    parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
 
 
 @dataclass

@@ -157,12 +157,12 @@ class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
                     if (region, label) not in sinks:
                         sinks.append((region, label))
         if self.recording and value.facts:
-            parts: tuple[tuple[ast.AST, bool, int | None], ...] = ()
+            parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
             if region in ("system", "frozen", "session") and isinstance(
                 node, (ast.JoinedStr, ast.BinOp, ast.Call)
             ):
                 parts = tuple(
-                    (n, v.dynamic, len(v.const) if v.const is not None else None)
+                    (n, v.dynamic, len(v.const) if v.const is not None else None, v.facts)
                     for n, v in self.flatten(node)
                 )
             self.entries.append(PrefixEntry(region, value, node, label, self.frame.once, parts))

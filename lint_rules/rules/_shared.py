@@ -7,6 +7,8 @@ BREAKPOINT_APIS = frozenset(
     {"anthropic", "bedrock", "bedrock.invoke", "litellm", "custom.anthropic", "custom.bedrock"}
 )
 #: APIs that take an OpenAI ``prompt_cache_key``
-CACHE_KEY_APIS = frozenset({"openai.chat", "openai.responses", "litellm", "custom.openai"})
+CACHE_KEY_APIS = frozenset(
+    {"openai.chat", "openai.responses", "litellm", "custom.openai", "promptcache"}
+)
 #: a static part this long (characters, about 512 tokens) is worth caching on its own
 LONG_STATIC_CHARS = 2048

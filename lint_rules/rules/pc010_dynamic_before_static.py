@@ -56,10 +56,10 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry in ctx.entries:
         if entry.once or not entry.parts or entry.region not in ("system", "frozen", "session"):
             continue
-        for index, (node, dynamic, _) in enumerate(entry.parts):
+        for index, (node, dynamic, _, _) in enumerate(entry.parts):
             if not dynamic:
                 continue
-            longest = max((n or 0 for _, d, n in entry.parts[index + 1 :] if not d), default=0)
+            longest = max((n or 0 for _, d, n, _ in entry.parts[index + 1 :] if not d), default=0)
             if longest >= LONG_STATIC_CHARS:
                 key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
                 if key not in seen:
