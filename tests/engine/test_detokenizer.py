@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -60,18 +61,19 @@ def test_stop_string_spanning_tokens_cuts_the_text(tokenizer: Tokenizer) -> None
     output = tokenizer.encode(" upon a time. The end. Bye", add_special_tokens=False)
     detok = IncrementalDetokenizer(tokenizer, prompt, stop_strings=["e end", "zzz"])
     shown: list[str] = []
-    matched = None
+    matched, completed_at = None, -1
     for i, token in enumerate(output):
         matched = detok.add_tokens([token])
         shown.append(detok.visible_text(finished=matched is not None))
         if matched:
+            completed_at = i
             break
     assert matched == "e end"
     assert detok.text == " upon a time. Th"
-    assert tokenizer.decode(output[: i + 1]).endswith("end")  # completed by a later token
-    assert not tokenizer.decode(output[:i]).endswith("e end")
+    assert tokenizer.decode(output[: completed_at + 1]).endswith("end")  # completed by a later token
+    assert not tokenizer.decode(output[:completed_at]).endswith("e end")
     # Streaming never shows something it later takes back.
-    for earlier, later in zip(shown, shown[1:], strict=False):
+    for earlier, later in itertools.pairwise(shown):
         assert later.startswith(earlier)
 
 
@@ -108,7 +110,7 @@ def test_streamed_outputs_only_grow(tinystories_dir: Path) -> None:
             final = out
     assert final is not None and final.finished and final.finish_reason == "length"
     assert new_ids == final.output_token_ids
-    for earlier, later in zip(texts, texts[1:], strict=False):
+    for earlier, later in itertools.pairwise(texts):
         assert later.startswith(earlier)
     # While running, len("never-appears") - 1 = 12 characters are held back.
     assert len(texts[-2]) <= len(final.text) - 12
