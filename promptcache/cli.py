@@ -18,6 +18,7 @@ from promptcache.errors import PromptCacheError
 #: subcommand name -> "module:attribute" of its click command. Listed only once it works.
 COMMANDS: dict[str, str] = {
     "cost": "promptcache.commands.cost:cost_command",
+    "demo": "promptcache.commands.demo:demo",
     "engine": "promptcache.commands.engine:engine_group",
     "hash": "promptcache.commands.hash:hash_command",
     "lint": "promptcache.commands.lint:lint",

@@ -70,7 +70,8 @@ def test_stop_string_spanning_tokens_cuts_the_text(tokenizer: Tokenizer) -> None
             break
     assert matched == "e end"
     assert detok.text == " upon a time. Th"
-    assert tokenizer.decode(output[: completed_at + 1]).endswith("end")  # completed by a later token
+    # The match needed more than one token: "e end" was not complete one token earlier.
+    assert tokenizer.decode(output[: completed_at + 1]).endswith("end")
     assert not tokenizer.decode(output[:completed_at]).endswith("e end")
     # Streaming never shows something it later takes back.
     for earlier, later in itertools.pairwise(shown):
