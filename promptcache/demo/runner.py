@@ -1,0 +1,414 @@
+"""The demo's steps, in order: lint, start the servers, replay the workload twice, report.
+
+:func:`run_demo` is what ``promptcache demo`` calls. It prints progress and the final summary to
+a rich ``Console`` and writes, under the output folder: ``summary.json`` (every number shown),
+``naive.db`` and ``layered.db`` (the request logs of the two proxies, one per app),
+``report-naive.html`` and ``report-layered.html`` (``promptcache report --format html`` of each
+log), ``engine.log``, ``proxy-naive.log``, ``proxy-layered.log``, ``lint.txt`` and
+``processes.json`` (pids of the servers while they run).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from promptcache.errors import ConfigError, DemoError
+
+from .model import ModelChoice, has_chat_template, resolve_model
+from .processes import ChildProcesses, free_port
+from .summary import (
+    BreakExample,
+    BreakSummary,
+    LintFinding,
+    VariantSummary,
+    render_summary,
+    summarize_variant,
+)
+from .workload import RequestResult, UserPlan, plan_workload, run_variant
+
+__all__ = ["CHAT_TEMPLATE", "DemoOptions", "DemoResult", "run_demo"]
+
+#: Plain-text chat template for base models that ship none (tinystories-656k): one
+#: ``role: content`` line per message, then ``assistant:`` for the answer.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{{ message['role'] }}: "
+    "{{ message['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+)
+VARIANTS = (("naive", "naive_app.py"), ("layered", "layered_app.py"))
+_CLI = "from promptcache.cli import main; main()"
+#: Distinct change offsets shown per break reason.
+BREAK_EXAMPLES = 2
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``promptcache demo`` was asked for.
+
+    Attributes:
+        model: ``--model`` (path or Hub id) or None for the default search.
+        users: concurrent simulated users (>= 1).
+        requests_per_user: requests each user sends per variant (>= 1).
+        output_dir: folder for the reports, logs and ``summary.json``.
+        max_tokens: answer length limit per request, in tokens.
+        price_model: model whose published rates price the token counts.
+        startup_timeout_s: how long each server may take to become healthy.
+    """
+
+    model: str | None
+    users: int = 3
+    requests_per_user: int = 20
+    output_dir: Path = Path("promptcache-demo")
+    max_tokens: int = 16
+    price_model: str = "gpt-5"
+    startup_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Both variants' summaries, the model used, and the path of ``summary.json``."""
+
+    model: ModelChoice
+    naive: VariantSummary
+    layered: VariantSummary
+    summary_path: Path
+
+
+def repo_root() -> Path:
+    """The repository holding this package (the demo's apps live in its ``examples/``)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _load_app(path: Path, name: str) -> ModuleType:
+    """Import an example app from its file (``examples/`` is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"promptcache_demo_{name}_app", path)
+    if spec is None or spec.loader is None:
+        raise DemoError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+# -- step 1: lint -------------------------------------------------------------------------------
+
+
+def lint_apps(paths: dict[str, Path], output_dir: Path) -> dict[str, list[LintFinding]]:
+    """Run ``promptcache lint --format json`` on the apps; findings per variant name.
+
+    Raises:
+        DemoError: the linter failed (exit status 2) or printed something that is not JSON.
+    """
+    args = [sys.executable, "-c", _CLI, "lint", "--format", "json", *map(str, paths.values())]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    (output_dir / "lint.txt").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    if proc.returncode not in (0, 1):
+        raise DemoError(f"`promptcache lint` failed (status {proc.returncode}): {proc.stderr}")
+    try:
+        items = json.loads(proc.stdout or "[]")
+    except json.JSONDecodeError as exc:
+        raise DemoError(f"`promptcache lint --format json` printed no JSON: {exc}") from exc
+    by_file = {Path(p).resolve(): name for name, p in paths.items()}
+    found: dict[str, list[LintFinding]] = {name: [] for name in paths}
+    for item in items:
+        name = by_file.get(Path(item["filename"]).resolve())
+        if name is None:
+            continue
+        related = item.get("related") or []
+        found[name].append(
+            LintFinding(
+                path=_relative(paths[name]),
+                line=int(item["location"]["row"]),
+                code=str(item["code"]),
+                message=str(item["message"]),
+                origin_line=int(related[0]["row"]) if related else None,
+            )
+        )
+    return found
+
+
+# -- step 2: servers ----------------------------------------------------------------------------
+
+
+def start_servers(
+    children: ChildProcesses, model: ModelChoice, output_dir: Path, timeout_s: float
+) -> tuple[str, dict[str, str]]:
+    """Start the engine and, in front of it, one proxy per variant (each logs to its own
+    ``<variant>.db``, so each report covers one app); return (engine URL, proxy URL by variant).
+    """
+    engine_port = free_port()
+    engine_args = [
+        "engine", "serve", "--model", str(model.path), "--port", str(engine_port),
+        "--served-model-name", model.name, "--log-level", "warning",
+    ]  # fmt: skip
+    if not has_chat_template(model.path):
+        template = output_dir / "chat_template.jinja"
+        template.write_text(CHAT_TEMPLATE, encoding="utf-8")
+        engine_args += ["--chat-template", str(template)]
+    engine_url = f"http://127.0.0.1:{engine_port}"
+    engine = children.start("engine", engine_args)
+    proxies = {}
+    for name, _ in VARIANTS:
+        port = free_port()
+        db = log_path(output_dir, name)
+        for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            stale.unlink(missing_ok=True)  # a previous run's log would mix into the report
+        args = [
+            "proxy", "--upstream", engine_url, "--port", str(port), "--db", str(db),
+            "--store-bodies", "--log-level", "warning",
+        ]  # fmt: skip
+        proxies[name] = (children.start(f"proxy-{name}", args), f"http://127.0.0.1:{port}")
+    children.wait_healthy(engine, f"{engine_url}/health", timeout_s=timeout_s)
+    for child, url in proxies.values():
+        children.wait_healthy(child, f"{url}/healthz", timeout_s=timeout_s)
+    (output_dir / "processes.json").write_text(
+        json.dumps({c.name: c.pid for c in children.children}), encoding="utf-8"
+    )
+    return engine_url, {name: url for name, (_, url) in proxies.items()}
+
+
+def log_path(output_dir: Path, variant: str) -> Path:
+    """The SQLite log of the proxy in front of ``variant``'s traffic."""
+    return output_dir / f"{variant}.db"
+
+
+def warm_up(engine_url: str, model: str) -> None:
+    """One tiny request straight to the engine (not logged by the proxy): the first forward
+    pass pays one-off costs that would otherwise land on the first measured request."""
+    body = {"model": model, "prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}
+    try:
+        response = httpx.post(f"{engine_url}/v1/completions", json=body, timeout=60.0)
+    except httpx.HTTPError as exc:
+        raise DemoError(f"warm-up request to the engine failed: {exc}") from exc
+    if response.status_code != 200:
+        raise DemoError(
+            f"warm-up request to the engine failed: {response.status_code} {response.text}"
+        )
+
+
+# -- step 3: workload ---------------------------------------------------------------------------
+
+
+def replay(
+    name: str,
+    app: ModuleType,
+    proxy_url: str,
+    model: str,
+    plans: list[UserPlan],
+    *,
+    max_tokens: int,
+    progress: Progress,
+) -> tuple[list[RequestResult], float]:
+    """Run the workload through one app; returns (results, wall-clock seconds)."""
+    from openai import OpenAI
+
+    total = sum(p.num_requests for p in plans)
+    task = progress.add_task(f"{name:8} app", total=total, rate="")
+    tokens = {"prompt": 0, "cached": 0}
+    lock = threading.Lock()
+
+    def on_result(result: RequestResult) -> None:
+        with lock:
+            tokens["prompt"] += result.prompt_tokens
+            tokens["cached"] += result.cached_tokens
+            rate = tokens["cached"] / tokens["prompt"] if tokens["prompt"] else 0.0
+        progress.update(task, advance=1, rate=f"hit rate {rate:6.1%}")
+
+    client = OpenAI(
+        base_url=f"{proxy_url}/v1", api_key=f"sk-demo-{name}-app", max_retries=0, timeout=60.0
+    )
+    start = time.perf_counter()
+    try:
+        results = run_variant(app, client, model, plans, max_tokens=max_tokens, on_result=on_result)
+    finally:
+        client.close()
+    return results, time.perf_counter() - start
+
+
+# -- step 4: the proxy's view -------------------------------------------------------------------
+
+
+def wait_for_log(db: Path, expected_rows: int, timeout_s: float = 15.0) -> None:
+    """Wait until the proxy's background writer has flushed ``expected_rows`` rows to ``db``.
+
+    Raises:
+        DemoError: fewer rows after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
+                rows = conn.execute("SELECT count(*) FROM requests").fetchone()[0]
+        except sqlite3.Error:
+            rows = 0
+        if rows >= expected_rows:
+            return
+        if time.monotonic() > deadline:
+            raise DemoError(
+                f"the proxy logged {rows} of {expected_rows} requests to {db} within "
+                f"{timeout_s:.0f} s; see its proxy-*.log"
+            )
+        time.sleep(0.2)
+
+
+def proxy_report(db: Path, html_path: Path) -> list[BreakSummary]:
+    """Write ``promptcache report --format html`` of the log; return its break reasons.
+
+    The log holds one variant of this run only, so the report's window is simply the last day.
+    """
+    from promptcache.proxy.report import build_report
+    from promptcache.proxy.report_html import render_html
+
+    now = time.time()
+    report = build_report(db, since=now - 86400, until=now + 1, group_by=None, now=now)
+    html_path.write_text(render_html(report), encoding="utf-8")
+    breaks = []
+    with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
+        for reason in report.break_reasons:
+            rows = conn.execute(
+                "SELECT break_offset, COUNT(*), MAX(break_excerpt) FROM requests "
+                "WHERE break_reason = ? AND break_segment IS ? "
+                "GROUP BY break_offset ORDER BY COUNT(*) DESC, break_offset LIMIT ?",
+                (reason.reason, reason.top_segment, BREAK_EXAMPLES),
+            ).fetchall()
+            breaks.append(
+                BreakSummary(
+                    reason=reason.reason,
+                    requests=reason.breaks,
+                    tokens_lost=reason.tokens_lost,
+                    segment=reason.top_segment,
+                    examples=tuple(BreakExample(o, n, e) for o, n, e in rows if o is not None),
+                )
+            )
+    return breaks
+
+
+# -- the whole demo -----------------------------------------------------------------------------
+
+
+def run_demo(options: DemoOptions, console: Console) -> DemoResult:
+    """Run every step; print progress and the summary to ``console``.
+
+    Raises:
+        ConfigError: no usable model, bad options, or the example apps are missing.
+        DemoError: a server failed to start or a request failed (messages name the log file).
+    """
+    if options.users < 1 or options.requests_per_user < 1:
+        raise ConfigError("--users and --requests-per-user must be at least 1")
+    root = repo_root()
+    apps = {name: root / "examples" / file for name, file in VARIANTS}
+    missing = [str(p) for p in apps.values() if not p.is_file()]
+    if missing:
+        raise ConfigError(
+            f"the demo's example apps are missing ({', '.join(missing)}); run the demo from a "
+            "clone of the promptcache repository (`make demo`)"
+        )
+    out = options.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    model = resolve_model(options.model, repo_root=root)
+    plans = plan_workload(options.users, options.requests_per_user)
+    console.rule("[bold]promptcache demo")
+    console.print(
+        f"StoryTime, a bedtime-story chat app, written twice: [bold]naive[/bold] and "
+        f"[bold]layered[/bold].\nModel: {model.name} ({model.path}, chosen by {model.source}), "
+        f"served by the bundled engine behind the logging proxy.\nWorkload: {options.users} "
+        f"parents at once, {options.requests_per_user} requests each, stories of 4 turns, "
+        f"answers up to {options.max_tokens} tokens.\n"
+    )
+
+    console.print("[bold]1. Lint both apps[/bold] (promptcache lint)")
+    findings = lint_apps(apps, out)
+    for name, path in apps.items():
+        if not findings[name]:
+            console.print(f"   {_relative(path)}: no findings")
+        for f in findings[name]:
+            short = f.message.split(";")[0]
+            origin = f", value born at line {f.origin_line}" if f.origin_line else ""
+            console.print(f"   {f.path}:{f.line}: [red]{f.code}[/red] {escape(short)}{origin}")
+
+    summaries: dict[str, VariantSummary] = {}
+    with ChildProcesses(out) as children:
+        console.print("\n[bold]2. Start the engine and one logging proxy per app[/bold]")
+        with console.status("starting (loading the model)..."):
+            engine_url, proxies = start_servers(children, model, out, options.startup_timeout_s)
+            warm_up(engine_url, model.name)
+        console.print(f"   engine: {engine_url}  (promptcache engine serve)")
+        for name, url in proxies.items():
+            shown = _relative(log_path(out, name))
+            console.print(f"   proxy for the {name} app: {url} -> engine, log {shown}")
+
+        console.print(
+            "\n[bold]3. Replay the same workload through each app[/bold] "
+            "(openai client -> proxy -> engine)"
+        )
+        runs: dict[str, tuple[list[RequestResult], float]] = {}
+        columns = (
+            TextColumn("   {task.description}"),
+            BarColumn(bar_width=30),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console) as progress:
+            for name, _ in VARIANTS:
+                app = _load_app(apps[name], name)
+                runs[name] = replay(
+                    name, app, proxies[name], model.name, plans,
+                    max_tokens=options.max_tokens, progress=progress,
+                )  # fmt: skip
+
+        console.print("\n[bold]4. Read the proxies' logs[/bold] (promptcache report)")
+        for name, (results, wall_s) in runs.items():
+            db = log_path(out, name)
+            wait_for_log(db, len(results))
+            html = out / f"report-{name}.html"
+            breaks = proxy_report(db, html)
+            summaries[name] = summarize_variant(
+                name,
+                _relative(apps[name]),
+                results,
+                users=options.users,
+                wall_s=wall_s,
+                price_model=options.price_model,
+                breaks=breaks,
+                report_path=_relative(html),
+                lint=findings[name],
+            )
+            console.print(f"   wrote {_relative(html)}")
+    # The servers are stopped here; what is left is printing.
+    console.print()
+    render_summary(console, summaries["naive"], summaries["layered"])
+    summary_path = out / "summary.json"
+    summary_path.write_text(
+        json.dumps(
+            {
+                "model": {"name": model.name, "path": str(model.path), "source": model.source},
+                "users": options.users,
+                "requests_per_user": options.requests_per_user,
+                "variants": {k: v.to_dict() for k, v in summaries.items()},
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    return DemoResult(model, summaries["naive"], summaries["layered"], summary_path)
