@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "hash": "promptcache.commands.hash:hash_command",
     "lint": "promptcache.commands.lint:lint",
     "proxy": "promptcache.commands.proxy:proxy",
+    "report": "promptcache.commands.report:report_command",
     "rules": "promptcache.commands.rules:rules",
 }
 

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import breaks, metrics
 from .config import ProxyConfig
 from .forward import UpstreamPool
 from .handler import ProxyEndpoint, ProxyState, RecordHook
@@ -109,6 +110,8 @@ def build_app(config: ProxyConfig) -> Starlette:
     app.state.store = store
     app.state.record_hooks = hooks
     app.state.proxy = state
+    breaks.install(app, clock=config.clock)  # runs first: fills the break columns
+    metrics.install(app)  # GET /metrics, GET /healthz
     return app
 
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import ipaddress
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,8 @@ class ProxyConfig:
         batch_rows: the log writer commits as soon as this many rows wait.
         queue_rows: rows allowed to wait for the writer; beyond that rows are dropped and counted
             (forwarding never waits on the disk).
+        clock: wall clock for ``started_at`` (unix seconds); tests pass a fake one to simulate
+            gaps longer than a cache TTL without sleeping.
     """
 
     upstreams: Mapping[str, UpstreamConfig]
@@ -142,6 +145,7 @@ class ProxyConfig:
     flush_interval_s: float = 0.5
     batch_rows: int = 500
     queue_rows: int = 20_000
+    clock: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         if self.default_upstream not in self.upstreams:

@@ -119,7 +119,7 @@ class ProxyEndpoint:
             secrets = client_secrets(scope["headers"], scope["query_string"])
             record = RequestRecord(
                 id=uuid.uuid4().hex,
-                started_at=time.time(),
+                started_at=state.config.clock(),
                 route=scope["path"],
                 api=self.spec.api,
                 key_fingerprint=key_fingerprint(secrets, state.salt),

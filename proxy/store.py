@@ -33,6 +33,8 @@ from sqlite_utils import Database
 
 from promptcache.errors import StoreError
 
+from .rollup import add_report_rollups
+
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
 
 logger = logging.getLogger("promptcache.proxy.store")
@@ -106,7 +108,7 @@ def _v1_requests(db: Database) -> None:
 
 
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1_requests,)
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1_requests, add_report_rollups)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,201 @@
+"""How long ``promptcache report`` takes on a large proxy log (target: 1M rows in under 5 s).
+
+Generates ``--rows`` synthetic requests (default 1,000,000) into a real SQLite file created by the
+proxy's own migrations (so the indexes are the real ones), then times, as medians over
+``--repeats`` runs in this one process:
+
+- ``build_report`` (every aggregate, no grouping) and with ``--group-by model`` / ``day``;
+- each renderer (table, JSON, CSV, HTML) on the built report;
+- a baseline measured in the same run: the same totals computed in a Python loop over
+  ``SELECT * ...`` (what "aggregate in SQL" avoids).
+
+The traffic: 2,000 prefix families over 40 API keys and 4 models, 7 days, a request every
+~0.6 s; about 12% of requests are cache breaks with a reason, 3% errors, costs priced with the
+bundled price table. Deterministic (seeded).
+
+Usage::
+
+    .venv/bin/python benchmarks/report_speed.py            # 1M rows, ~1 min to generate
+    .venv/bin/python benchmarks/report_speed.py --rows 100000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from promptcache.pricing import lookup_price
+from promptcache.proxy.record import COLUMN_NAMES
+from promptcache.proxy.report import build_report
+from promptcache.proxy.report_html import render_html
+from promptcache.proxy.report_render import render_csv, render_json, render_table
+from promptcache.proxy.store import open_log
+
+MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "gpt-5", "gemini-2.5-flash")
+VENDOR = {"claude-sonnet-4-5": "anthropic", "claude-haiku-4-5": "anthropic", "gpt-5": "openai",
+          "gemini-2.5-flash": "gemini"}  # fmt: skip
+ROUTE = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions",
+         "gemini": "/v1beta/models/gemini-2.5-flash:generateContent"}  # fmt: skip
+REASONS = ("system_changed", "tools_reordered", "tools_changed", "history_rewritten",
+           "messages_changed", "ttl_expired", "model_changed")  # fmt: skip
+SPAN_S = 7 * 86400
+
+
+def generate(path: Path, rows: int, seed: int = 7) -> float:
+    """Write ``rows`` synthetic requests into a fresh log at ``path``; returns the last start."""
+    rng = random.Random(seed)
+    db = open_log(path)
+    conn = db.conn
+    rates = {m: lookup_price(m) for m in MODELS}
+    families = []
+    for f in range(2000):
+        model = MODELS[f % len(MODELS)]
+        families.append(
+            {
+                "key": f"{f % 40:016x}",
+                "model": model,
+                "first": uuid.UUID(int=rng.getrandbits(128)).hex * 2,
+                "prefix": rng.choice((1200, 3000, 8000, 20000)),
+                "last_id": None,
+            }
+        )
+    start = time.time() - SPAN_S
+    placeholders = ", ".join("?" for _ in COLUMN_NAMES)
+    insert = f"INSERT INTO requests ({', '.join(COLUMN_NAMES)}) VALUES ({placeholders})"
+    batch = []
+    t = start
+    for i in range(rows):
+        t += rng.expovariate(rows / SPAN_S)
+        fam = families[int(rng.paretovariate(1.2)) % len(families)]
+        model, vendor = fam["model"], VENDOR[fam["model"]]
+        row = dict.fromkeys(COLUMN_NAMES)
+        rid = f"{i:032x}"
+        row.update(id=rid, started_at=t, vendor=vendor, api="anthropic", route=ROUTE[vendor],
+                   upstream=vendor, model=model, key_fingerprint=fam["key"], stream=i % 2,
+                   first_segment_hash=fam["first"], approx_prefix_tokens=fam["prefix"])  # fmt: skip
+        if rng.random() < 0.03:
+            row.update(status=529 if i % 2 else 0, error="upstream overloaded")
+            batch.append(tuple(row[c] for c in COLUMN_NAMES))
+            continue
+        broke = fam["last_id"] is None or rng.random() < 0.12
+        prefix, tail = fam["prefix"], rng.randint(50, 2000)
+        read, write = (0, prefix) if broke else (prefix, rng.choice((0, 0, 0, tail)))
+        uncached = tail if write == 0 or broke else 0
+        one_hour = fam["prefix"] == 20000 and vendor == "anthropic"
+        w5, w1 = (0, write) if one_hour else (write, 0)
+        out = rng.randint(20, 800)
+        price = rates[model]
+        cost = (uncached * price.input + read * price.cache_read + w5 * price.cache_write_5m
+                + w1 * price.cache_write_1h + out * price.output) / 1_000_000  # fmt: skip
+        without = ((uncached + read + write) * price.input + out * price.output) / 1_000_000
+        ttft = rng.lognormvariate(5.2 if read else 6.3, 0.4)
+        row.update(
+            status=200, first_byte_at=t + ttft / 1000, ended_at=t + ttft / 1000 + 2.0,
+            ttft_ms=ttft, latency_ms=ttft + 2000.0, uncached_input_tokens=uncached,
+            cache_read_tokens=read, cache_write_5m_tokens=w5, cache_write_1h_tokens=w1,
+            cache_write_unknown_tokens=0, output_tokens=out, reasoning_tokens=0,
+            total_input_tokens=uncached + read + write, cost_usd=str(cost),
+            cost_without_cache_usd=str(without), previous_request_id=fam["last_id"],
+            breakpoints=json.dumps([{"path": "system[0]", "ttl": "1h" if one_hour else "5m"}]),
+            expected_hit=int(not broke), unexpected_miss=0,
+        )  # fmt: skip
+        if broke and fam["last_id"] is not None:
+            reason = rng.choice(REASONS)
+            row.update(break_reason=reason, break_segment={
+                "system_changed": "system[0].text", "tools_reordered": "tools[0].name",
+                "tools_changed": "tools[2].input_schema", "history_rewritten": "messages[1]",
+                "messages_changed": "messages[5].content"}.get(reason),
+                break_offset=rng.randint(0, 5000))  # fmt: skip
+        elif broke:
+            row.update(break_reason="new_prefix")
+        fam["last_id"] = rid
+        batch.append(tuple(row[c] for c in COLUMN_NAMES))
+        if len(batch) >= 50_000:
+            with conn:
+                conn.executemany(insert, batch)
+            batch.clear()
+    with conn:
+        conn.executemany(insert, batch)
+    conn.execute("ANALYZE")
+    db.close()
+    return t
+
+
+def python_loop_totals(path: Path, since: float, until: float) -> dict[str, float]:
+    """Baseline: the summary totals computed row by row in Python."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    totals = {"requests": 0.0, "read": 0.0, "input": 0.0, "cost": 0.0, "without": 0.0}
+    sql = "SELECT * FROM requests WHERE started_at >= ? AND started_at < ?"
+    cursor = conn.execute(sql, (since, until))
+    names = [d[0] for d in cursor.description]
+    for values in cursor:
+        row = dict(zip(names, values, strict=True))
+        totals["requests"] += 1
+        totals["read"] += row["cache_read_tokens"] or 0
+        totals["input"] += row["total_input_tokens"] or 0
+        totals["cost"] += float(row["cost_usd"] or 0)
+        totals["without"] += float(row["cost_without_cache_usd"] or 0)
+    conn.close()
+    return totals
+
+
+def median_s(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--db", type=Path, default=None, help="keep the generated log here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.db or Path(tmp) / "bench.db"
+        if path.exists():
+            path.unlink()
+        t0 = time.perf_counter()
+        last = generate(path, args.rows)
+        print(f"generated {args.rows:,} rows in {time.perf_counter() - t0:.1f} s "
+              f"({path.stat().st_size / 2**20:.0f} MiB)")  # fmt: skip
+        since, until = last - SPAN_S - 1, last + 1
+        report = build_report(path, since=since, until=until)
+        results = {
+            "build_report": median_s(lambda: build_report(path, since=since, until=until),
+                                     args.repeats),
+            "build_report --group-by model": median_s(
+                lambda: build_report(path, since=since, until=until, group_by="model"),
+                args.repeats),
+            "build_report --group-by day": median_s(
+                lambda: build_report(path, since=since, until=until, group_by="day"),
+                args.repeats),
+            "render table": median_s(lambda: render_table(report), args.repeats),
+            "render json": median_s(lambda: render_json(report), args.repeats),
+            "render csv": median_s(lambda: render_csv(report), args.repeats),
+            "render html": median_s(lambda: render_html(report), args.repeats),
+            "baseline: totals in a Python loop": median_s(
+                lambda: python_loop_totals(path, since, until), args.repeats),
+        }  # fmt: skip
+        base = results["baseline: totals in a Python loop"]
+        print(f"{'step':<36} {'median s':>9} {'vs baseline':>12}")
+        for name, seconds in results.items():
+            print(f"{name:<36} {seconds:>9.3f} {seconds / base:>11.2f}x")
+        print(f"requests {report.total.requests:,}, token hit rate "
+              f"{report.total.token_hit_rate:.1%}, breaks {report.total.breaks:,}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""``promptcache report``: hit rate, cost, savings and cache breaks from the proxy's log."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
+    _ParamType = click.ParamType[float, Any]
+else:
+    _ParamType = click.ParamType
+
+#: Same values as promptcache.proxy.report.GROUP_BY_CHOICES (tests/proxy/test_report_cli.py
+#: checks they agree; kept here so --help imports nothing heavy).
+GROUP_BY = ("model", "route", "key", "day", "hour")
+FORMATS = ("table", "json", "csv", "html")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+class TimeBound(_ParamType):
+    """A point in time: a duration back from now (``90m``, ``24h``, ``7d``), an ISO 8601 date
+    or date-time (UTC unless it carries an offset), or unix seconds. Converts to unix seconds."""
+
+    name = "TIME"
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = now
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value)
+        now = self.now if self.now is not None else time.time()
+        match = _DURATION.match(text)
+        if match:
+            return now - float(match.group(1)) * _UNITS[match.group(2)]
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            self.fail(
+                f"{text!r} is not a time: use a duration back from now (30m, 24h, 7d), an ISO "
+                "date or date-time (2026-11-30, 2026-11-30T12:00), or unix seconds",
+                param,
+                ctx,
+            )
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=timezone.utc)
+        return parsed.timestamp()
+
+
+@click.command(name="report")
+@click.option(
+    "--db",
+    default="promptcache.db",
+    show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The proxy's SQLite log.",
+)
+@click.option(
+    "--since",
+    default="24h",
+    show_default=True,
+    type=TimeBound(),
+    help="Start of the window: 24h / 7d back from now, an ISO date-time, or unix seconds.",
+)
+@click.option("--until", default=None, type=TimeBound(), help="End of the window (default: now).")
+@click.option(
+    "--group-by", type=click.Choice(GROUP_BY), default=None, help="Add a table per group."
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="html is one self-contained file with charts.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write to this file instead of stdout.",
+)
+@click.option(
+    "--fail-under-hit-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Exit 1 when the token-weighted hit rate is below this (0..1), for CI or cron.",
+)
+@click.option(
+    "--fail-over-cost",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Exit 1 when the window's cost in USD is above this.",
+)
+def report_command(
+    db: Path,
+    since: float,
+    until: float | None,
+    group_by: str | None,
+    output_format: str,
+    output: Path | None,
+    fail_under_hit_rate: float | None,
+    fail_over_cost: float | None,
+) -> None:
+    """Report hit rate, cost, savings, cache breaks and advice from the proxy's log.
+
+    Token- and request-weighted hit rate, input tokens by bucket, cost and cost without cache,
+    net savings (write premium included), wasted writes, top cache-break reasons with tokens
+    and dollars lost, TTFT for hits vs misses, TTL advice per prefix family, recommendations.
+    With --fail-under-hit-rate / --fail-over-cost the report is still printed, then the
+    command exits 1 if a threshold is crossed.
+
+    \b
+    Example:
+        promptcache report --db promptcache.db --since 24h --group-by model
+        promptcache report --since 7d --format html --output report.html
+        promptcache report --since 1h --fail-under-hit-rate 0.6 --fail-over-cost 25
+    """
+    from promptcache.proxy.report import build_report
+    from promptcache.proxy.report_html import render_html
+    from promptcache.proxy.report_render import render_csv, render_json, render_table
+
+    now = time.time()
+    result = build_report(
+        db, since=since, until=until if until is not None else now, group_by=group_by, now=now
+    )
+    if output_format == "json":
+        text = render_json(result)
+    elif output_format == "csv":
+        text = render_csv(result)
+    elif output_format == "html":
+        text = render_html(result)
+    else:
+        color = output is None and sys.stdout.isatty()
+        text = render_table(result, color=color)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+    failures = []
+    rate = result.total.token_hit_rate
+    if fail_under_hit_rate is not None and (rate or 0.0) < fail_under_hit_rate:
+        shown = "n/a (no input tokens)" if rate is None else f"{rate:.1%}"
+        failures.append(f"hit rate {shown} is under {fail_under_hit_rate:.1%}")
+    if fail_over_cost is not None and result.total.cost_usd > fail_over_cost:
+        failures.append(f"cost ${result.total.cost_usd:,.4f} is over ${fail_over_cost:,.4f}")
+    if failures:
+        click.echo("alert: " + "; ".join(failures), err=True)
+        raise SystemExit(1)

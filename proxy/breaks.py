@@ -1,0 +1,548 @@
+"""Cache-break explanation: why did this request not read the previous one's cached prefix?
+
+For each successful request the explainer finds the *previous request in the same prefix family*
+and records, in the ``break_*`` columns of its row, the first diverging segment, a reason code,
+the character offset and (only when bodies are stored) a short redacted excerpt.
+
+Prefix family = same ``key_fingerprint``, ``model`` and ``first_segment_hash``. When a request
+opens a new family, two fallbacks still find its predecessor so that the usual breakers are named
+instead of hidden as ``new_prefix``:
+
+1. the latest request with the same key and first segment but another model -> ``model_changed``;
+2. the latest request with the same key and model, if it is *related*: it shares at least one
+   segment hash, or its first changed segment keeps at least :data:`RELATED_MIN_COMMON_CHARS`
+   characters in common (a timestamp in ``system[0]``, a reordered tool list).
+
+Reason codes (:data:`BREAK_REASONS`), first match wins:
+
+=====================  ========================================================================
+``below_minimum``      approx. prompt tokens < the model's minimum cacheable prefix
+                       (``promptcache.minimums``) and the vendor reported no cache read or write
+``breakpoint_missing`` Anthropic/Bedrock request without any ``cache_control``/``cachePoint``
+                       and no cache activity (those APIs cache nothing unasked)
+``new_prefix``         no predecessor (first request of a family)
+``model_changed``      predecessor found through fallback 1
+``tools_reordered``    first change in a tool, and the set of tool hashes is unchanged
+``tools_changed``      first change in a tool definition (or ``response_format``)
+``system_changed``     first change in a system block / system or developer message
+``messages_changed``   one message edited in place; the old messages after it are unchanged
+``history_rewritten``  messages dropped, inserted, reordered or truncated
+``ttl_expired``        same cached prefix, but the gap since the predecessor > its TTL
+=====================  ========================================================================
+
+A change after the predecessor's last breakpoint (Anthropic/Bedrock) is not a break: nothing was
+cached there. Appended segments (history growing) are never breaks.
+
+TTL of the predecessor's cache entry: 5 min (the vendors' default), 1 h when any of its
+breakpoints says ``"ttl": "1h"``, 30 min for OpenAI's explicit ``prompt_cache_breakpoint``;
+none for the engine upstream (LRU eviction). Anthropic counts lifetime from the start of the
+request (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, checked 2026-11-30).
+
+Cross-check: a request with no break (same prefix, within the TTL, predecessor's first byte
+already back so its write had landed) is ``expected_hit``; if the vendor then reports 0 cache-read
+tokens it is flagged ``unexpected_miss``. Anthropic's own ``cache_miss_reason`` is stored beside
+ours by the proxy (``vendor_miss_reason``).
+
+State: one snapshot (fingerprint with segment texts) per family in an LRU bounded by families
+and by retained characters; :meth:`BreakExplainer.load` rebuilds it from the log on start. A
+snapshot rebuilt without a stored body has hashes only: breaks are still found and classified,
+but ``break_offset`` / ``break_excerpt`` stay NULL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from promptcache.errors import PromptCacheError
+from promptcache.fingerprint import (
+    Breakpoint,
+    RequestFingerprint,
+    Segment,
+    fingerprint_request,
+    first_divergence,
+)
+from promptcache.minimums import ModelMinimums, default_model_minimums
+
+from .redact import redact_text
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from .record import RequestRecord
+
+__all__ = [
+    "BREAK_REASONS",
+    "BreakExplainer",
+    "BreakExplanation",
+    "PrefixSnapshot",
+    "classify_change",
+    "install",
+]
+
+logger = logging.getLogger(__name__)
+
+BREAK_REASONS: Final[tuple[str, ...]] = (
+    "tools_changed",
+    "tools_reordered",
+    "system_changed",
+    "model_changed",
+    "history_rewritten",
+    "messages_changed",
+    "ttl_expired",
+    "below_minimum",
+    "breakpoint_missing",
+    "new_prefix",
+)
+
+#: APIs that cache only at explicit breakpoints (Anthropic ``cache_control``, Bedrock
+#: ``cachePoint``); the others cache automatically from token 0.
+EXPLICIT_BREAKPOINT_APIS: Final = frozenset({"anthropic", "bedrock_converse"})
+DEFAULT_TTL_S: Final = 300.0
+TTL_SECONDS: Final[dict[str | None, float]] = {"5m": 300.0, "1h": 3600.0, None: 1800.0}
+#: A changed first segment still counts as "the same prompt, edited" with this much in common.
+RELATED_MIN_COMMON_CHARS: Final = 32
+#: Characters kept on each side of a change in ``break_excerpt``.
+EXCERPT_CHARS: Final = 30
+
+FamilyKey = tuple[str | None, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class PrefixSnapshot:
+    """What the explainer remembers of one request to compare the next one against.
+
+    Attributes:
+        request_id: the row's id.
+        started_at: unix seconds.
+        ready_at: unix seconds from which its cache write is readable (first byte, else end).
+        vendor: the ``vendor`` column (``engine`` has no TTL).
+        fingerprint: its segments; texts are empty when ``has_text`` is False.
+        has_text: whether segment texts are known (offsets and excerpts need them).
+    """
+
+    request_id: str
+    started_at: float
+    ready_at: float
+    vendor: str | None
+    key_fingerprint: str | None
+    fingerprint: RequestFingerprint
+    has_text: bool
+
+    @property
+    def model(self) -> str | None:
+        return self.fingerprint.model
+
+    @property
+    def family(self) -> FamilyKey:
+        segments = self.fingerprint.segments
+        return (self.key_fingerprint, self.model, segments[0].sha256 if segments else None)
+
+    @property
+    def ttl_s(self) -> float | None:
+        """Lifetime in seconds of this request's cache entry (None: no TTL, engine upstream)."""
+        if self.vendor == "engine":
+            return None
+        ttls = [TTL_SECONDS.get(bp.ttl, DEFAULT_TTL_S) for bp in self.fingerprint.breakpoints]
+        return max(ttls, default=DEFAULT_TTL_S)
+
+    @property
+    def cached_extent(self) -> int:
+        """Index of the last segment its cache entry covers (-1: nothing cached)."""
+        fp = self.fingerprint
+        if fp.api in EXPLICIT_BREAKPOINT_APIS:
+            return max((bp.segment_index for bp in fp.breakpoints), default=-1)
+        return len(fp.segments) - 1
+
+    @property
+    def num_chars(self) -> int:
+        return sum(len(seg.text) for seg in self.fingerprint.segments)
+
+
+@dataclass(frozen=True)
+class BreakExplanation:
+    """The break columns of one request (None where not applicable).
+
+    Attributes:
+        reason: a :data:`BREAK_REASONS` code, or None when the request kept the cached prefix.
+        segment: JSON path of the first change (``system[0].text``, ``tools[2]``).
+        offset: character offset of the first differing character in that segment's canonical
+            JSON text (``promptcache.fingerprint.first_divergence``).
+        excerpt: ``"-<before>\\n+<after>"``, redacted; only when bodies are stored.
+        previous_request_id: the predecessor compared against.
+        expected_hit: same prefix within the TTL after the predecessor's write landed.
+        gap_s: seconds since the predecessor started.
+    """
+
+    reason: str | None
+    segment: str | None = None
+    offset: int | None = None
+    excerpt: str | None = None
+    previous_request_id: str | None = None
+    expected_hit: bool = False
+    gap_s: float | None = None
+
+
+def _tool_hashes(fp: RequestFingerprint) -> list[str]:
+    return [seg.sha256 for seg in fp.segments if seg.kind == "tools"]
+
+
+def _first_change_by_hash(old: RequestFingerprint, new: RequestFingerprint) -> int | None:
+    """Index of the first segment that differs or is missing in ``new`` (None: ``new`` extends
+    ``old``). Hash-only: works on snapshots rebuilt without texts."""
+    for index, seg in enumerate(old.segments):
+        if index >= len(new.segments) or new.segments[index].sha256 != seg.sha256:
+            return index
+    return None
+
+
+def classify_change(old: RequestFingerprint, new: RequestFingerprint, index: int) -> str:
+    """Reason code for a prefix whose first change is at segment ``index`` of ``old``.
+
+    Args:
+        old, new: fingerprints of the predecessor and the request.
+        index: first index where ``new`` no longer carries ``old``'s segment.
+
+    Returns:
+        ``tools_reordered``, ``tools_changed``, ``system_changed``, ``messages_changed`` or
+        ``history_rewritten`` (see the module docstring).
+    """
+    kind = old.segments[index].kind
+    if kind == "tools":
+        old_tools, new_tools = _tool_hashes(old), _tool_hashes(new)
+        if old_tools != new_tools and Counter(old_tools) == Counter(new_tools):
+            return "tools_reordered"
+        return "tools_changed"
+    if kind == "system":
+        return "system_changed"
+    if index >= len(new.segments):
+        return "history_rewritten"
+    rest_old = [s.sha256 for s in old.segments[index + 1 :]]
+    rest_new = [s.sha256 for s in new.segments[index + 1 : len(old.segments)]]
+    return "messages_changed" if rest_old == rest_new else "history_rewritten"
+
+
+def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:
+    """Whether ``new`` looks like an edit of ``old`` (see the module docstring, fallback 2)."""
+    if {s.sha256 for s in old.fingerprint.segments} & {s.sha256 for s in new.segments}:
+        return True
+    if not old.has_text or not old.fingerprint.segments or not new.segments:
+        return False
+    divergence = first_divergence(old.fingerprint, new)
+    return divergence is not None and divergence.offset >= RELATED_MIN_COMMON_CHARS
+
+
+def _excerpt(before: str, after: str) -> str:
+    return redact_text(f"-{before}\n+{after}")
+
+
+class _Lru(OrderedDict[Any, Any]):
+    def touch(self, key: Any, value: Any, limit: int) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > limit:
+            self.popitem(last=False)
+
+
+class BreakExplainer:
+    """Explains cache breaks request by request; call it as a proxy record hook.
+
+    Args:
+        max_families: prefix families remembered (LRU); older ones count as ``new_prefix``.
+        max_text_chars: segment-text characters retained over all families (LRU eviction).
+        minimums: the minimum-cacheable-prefix table (default: the SDK's bundled one).
+
+    Thread-safe. :meth:`explain` is pure with respect to the record (returns the columns);
+    calling the instance fills the record's ``break_*`` columns and never raises.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_families: int = 10_000,
+        max_text_chars: int = 50_000_000,
+        minimums: ModelMinimums | None = None,
+    ) -> None:
+        self.max_families = max_families
+        self.max_text_chars = max_text_chars
+        self.minimums = minimums if minimums is not None else default_model_minimums()
+        self._families: _Lru = _Lru()  # FamilyKey -> PrefixSnapshot
+        self._by_first: _Lru = _Lru()  # (key, first segment) -> FamilyKey (model switches)
+        self._by_model: _Lru = _Lru()  # (key, model) -> FamilyKey (edited first segment)
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._families)
+
+    # ----------------------------------------------------------------------------------- state
+    def remember(self, snap: PrefixSnapshot) -> None:
+        """Make ``snap`` the latest of its family (unless a later one is already known)."""
+        with self._lock:
+            self._remember(snap)
+
+    def _remember(self, snap: PrefixSnapshot) -> None:
+        family = snap.family
+        old = self._families.get(family)
+        if old is not None:
+            if old.started_at > snap.started_at:  # an earlier request finished late
+                return
+            self._chars -= old.num_chars
+        self._families[family] = snap
+        self._families.move_to_end(family)
+        self._chars += snap.num_chars
+        key, model, first = family
+        self._by_first.touch((key, first), family, self.max_families)
+        self._by_model.touch((key, model), family, self.max_families)
+        while len(self._families) > 1 and (
+            self._chars > self.max_text_chars or len(self._families) > self.max_families
+        ):
+            _, evicted = self._families.popitem(last=False)
+            self._chars -= evicted.num_chars
+
+    def _lookup(self, key: str | None, fp: RequestFingerprint) -> tuple[PrefixSnapshot | None, str]:
+        first = fp.segments[0].sha256 if fp.segments else None
+        snap = self._families.get((key, fp.model, first))
+        if snap is not None:
+            return snap, "family"
+        other = self._families.get(self._by_first.get((key, first)))
+        if other is not None and other.model != fp.model:
+            return other, "model"
+        latest = self._families.get(self._by_model.get((key, fp.model)))
+        if latest is not None and _related(latest, fp):
+            return latest, "edited"
+        return None, "none"
+
+    # ----------------------------------------------------------------------------- explaining
+    def explain(
+        self,
+        snap: PrefixSnapshot,
+        *,
+        cache_read_tokens: int | None,
+        cache_write_tokens: int | None,
+        with_excerpt: bool,
+    ) -> BreakExplanation:
+        """Explain one request against its predecessor, then remember it.
+
+        Args:
+            snap: the request (``has_text`` should be True for offsets and excerpts).
+            cache_read_tokens, cache_write_tokens: the vendor's usage (None when unknown).
+            with_excerpt: fill ``excerpt`` (only when bodies are stored).
+        """
+        with self._lock:
+            previous, via = self._lookup(snap.key_fingerprint, snap.fingerprint)
+            result = self._explain(
+                snap, previous, via, cache_read_tokens, cache_write_tokens, with_excerpt
+            )
+            self._remember(snap)
+        return result
+
+    def _explain(
+        self,
+        snap: PrefixSnapshot,
+        previous: PrefixSnapshot | None,
+        via: str,
+        read: int | None,
+        write: int | None,
+        with_excerpt: bool,
+    ) -> BreakExplanation:
+        fp = snap.fingerprint
+        no_cache_activity = read is not None and not read and not write
+        prev_id = previous.request_id if previous else None
+        gap = snap.started_at - previous.started_at if previous else None
+        minimum = self._minimum_tokens(fp.model, snap.vendor)
+        if no_cache_activity and minimum is not None and fp.approx_prefix_tokens < minimum:
+            return BreakExplanation("below_minimum", previous_request_id=prev_id, gap_s=gap)
+        if no_cache_activity and fp.api in EXPLICIT_BREAKPOINT_APIS and not fp.breakpoints:
+            return BreakExplanation("breakpoint_missing", previous_request_id=prev_id, gap_s=gap)
+        if previous is None:
+            return BreakExplanation("new_prefix")
+        if via == "model":
+            return BreakExplanation("model_changed", previous_request_id=prev_id, gap_s=gap)
+        old = previous.fingerprint
+        index = _first_change_by_hash(old, fp)
+        if index is not None and index <= previous.cached_extent:
+            segment: str | None = (
+                fp.segments[index].path if index < len(fp.segments) else old.segments[index].path
+            )
+            offset = excerpt = None
+            if previous.has_text and snap.has_text:
+                divergence = first_divergence(old, fp)
+                if divergence is not None:
+                    segment, offset = divergence.path, divergence.offset
+                    if with_excerpt:
+                        excerpt = _excerpt(divergence.before, divergence.after)
+            return BreakExplanation(
+                classify_change(old, fp, index), segment, offset, excerpt, prev_id, False, gap
+            )
+        ttl = previous.ttl_s
+        if ttl is not None and gap is not None and gap > ttl:
+            return BreakExplanation("ttl_expired", previous_request_id=prev_id, gap_s=gap)
+        expected = previous.cached_extent >= 0 and previous.ready_at <= snap.started_at
+        return BreakExplanation(None, previous_request_id=prev_id, expected_hit=expected, gap_s=gap)
+
+    def _minimum_tokens(self, model: str | None, vendor: str | None) -> int | None:
+        """The model's minimum cacheable prefix; None when unknown or for the engine (which
+        caches whole KV blocks of any prompt)."""
+        if model is None or vendor == "engine":
+            return None
+        row = self.minimums.lookup(model)
+        return row.min_tokens if row is not None else None
+
+    def __call__(self, record: RequestRecord) -> None:
+        """Record hook: fill ``record``'s break columns. Logs and swallows any error."""
+        try:
+            self._fill(record)
+        except Exception:  # a hook must never break forwarding or logging
+            logger.exception("cache-break explainer failed for request %s", record.id)
+
+    def _fill(self, record: RequestRecord) -> None:
+        fp = record.fingerprint
+        if fp is None or record.status is None or not 200 <= record.status < 300:
+            return
+        snap = PrefixSnapshot(
+            request_id=record.id,
+            started_at=record.started_at,
+            ready_at=record.first_byte_at or record.ended_at or record.started_at,
+            vendor=record.vendor,
+            key_fingerprint=record.key_fingerprint,
+            fingerprint=fp,
+            has_text=True,
+        )
+        write = None
+        if record.total_input_tokens is not None:
+            write = sum(
+                x or 0
+                for x in (
+                    record.cache_write_5m_tokens,
+                    record.cache_write_1h_tokens,
+                    record.cache_write_unknown_tokens,
+                )
+            )
+        result = self.explain(
+            snap,
+            cache_read_tokens=record.cache_read_tokens,
+            cache_write_tokens=write,
+            with_excerpt=record.request_body is not None,
+        )
+        record.break_reason = result.reason
+        record.break_segment = result.segment
+        record.break_offset = result.offset
+        record.break_excerpt = result.excerpt
+        record.previous_request_id = result.previous_request_id
+        record.expected_hit = int(result.expected_hit)
+        record.unexpected_miss = int(
+            result.expected_hit
+            and record.cache_read_tokens is not None
+            and record.cache_read_tokens == 0
+        )
+
+    # ------------------------------------------------------------------------------ rebuilding
+    def load(self, db_path: str | Path, *, since: float) -> int:
+        """Rebuild the per-family state from the log: the latest successful request per family
+        started at or after ``since`` (unix s), newest ``max_families`` families. Returns how many.
+
+        Segment texts come from the stored body when there is one (``--store-bodies``) and its
+        hashes match; otherwise the snapshot has hashes only.
+        """
+        conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                """
+                SELECT id, started_at, COALESCE(first_byte_at, ended_at, started_at), vendor, api,
+                       model, key_fingerprint, segment_hashes, breakpoints, approx_prefix_tokens,
+                       request_body
+                FROM (SELECT *, ROW_NUMBER() OVER (
+                        PARTITION BY key_fingerprint, model, first_segment_hash
+                        ORDER BY started_at DESC) AS rn
+                      FROM requests
+                      WHERE started_at >= ? AND first_segment_hash IS NOT NULL
+                        AND status >= 200 AND status < 300 AND segment_hashes IS NOT NULL)
+                WHERE rn = 1 ORDER BY started_at DESC LIMIT ?
+                """,
+                (since, self.max_families),
+            ).fetchall()
+        finally:
+            conn.close()
+        for row in reversed(rows):
+            snap = _snapshot_from_row(row)
+            if snap is not None:
+                self.remember(snap)
+        return len(self._families)
+
+
+def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
+    (rid, started, ready, vendor, api, model, key, seg_json, bp_json, tokens, body) = row
+    try:
+        stored = json.loads(seg_json)
+        texts: dict[str, str] = {}
+        if body:
+            parsed = fingerprint_request(json.loads(body), api or "auto")
+            texts = {s.sha256: s.text for s in parsed.segments}
+        segments = [
+            Segment(
+                s["path"], s["kind"], s["sha256"], int(s["num_chars"]), texts.get(s["sha256"], "")
+            )
+            for s in stored
+        ]
+        paths = [s.path for s in segments]
+        breakpoints = [_breakpoint(bp, paths) for bp in json.loads(bp_json or "[]")]
+    except (ValueError, KeyError, TypeError, PromptCacheError) as exc:  # skip one bad row
+        logger.warning("skipping request %s while rebuilding break state: %s", rid, exc)
+        return None
+    fp = RequestFingerprint(
+        api=api or "",
+        model=model,
+        segments=segments,
+        chained=[],
+        prefix_hash="",
+        breakpoints=breakpoints,
+        approx_prefix_tokens=int(tokens or 0),
+    )
+    has_text = bool(segments) and all(s.sha256 in texts for s in stored)
+    return PrefixSnapshot(rid, started, ready, vendor, key, fp, has_text)
+
+
+def _breakpoint(data: dict[str, Any], paths: list[str]) -> Breakpoint:
+    """A stored breakpoint; its segment index is recomputed from its path when not stored."""
+    if "segment_index" in data:
+        return Breakpoint(data["path"], data.get("ttl"), int(data["segment_index"]))
+    path = data["path"]
+    index = len(paths) - 1 if path == "cache_control" else -1
+    for i, seg_path in enumerate(paths):
+        if path == seg_path or path.startswith((seg_path + ".", seg_path + "[")):
+            index = i
+    return Breakpoint(path, data.get("ttl"), index)
+
+
+#: How far back :func:`install` rebuilds state from the log (longest TTL we know, plus margin).
+REBUILD_WINDOW_S: Final = 2 * 3600.0
+
+
+def install(app: Starlette, *, clock: Callable[[], float] | None = None) -> BreakExplainer:
+    """Run a :class:`BreakExplainer` first among ``app.state.record_hooks`` (before metrics).
+
+    Rebuilds its state from ``app.state.store.path`` when the app has a store with a log file.
+    Keeps the instance on ``app.state.breaks``.
+    """
+    explainer = BreakExplainer()
+    store = getattr(app.state, "store", None)
+    path = getattr(store, "path", None)
+    if path is not None and Path(path).is_file():
+        now = (clock or time.time)()
+        explainer.load(path, since=now - REBUILD_WINDOW_S)
+    hooks = getattr(app.state, "record_hooks", None)
+    if hooks is None:
+        hooks = []
+        app.state.record_hooks = hooks
+    hooks.insert(0, explainer)
+    app.state.breaks = explainer
+    return explainer

@@ -1,0 +1,206 @@
+"""Prometheus metrics for the proxy: ``GET /metrics`` and ``GET /healthz``.
+
+Every app gets its own :class:`prometheus_client.CollectorRegistry`, so two proxies in one process
+(tests, embedding) never share or double-register series. :func:`install` adds the two routes and
+appends :class:`ProxyMetrics` to ``app.state.record_hooks``; the break explainer
+(:mod:`.breaks`) must run before it so the ``reason`` label is known, which
+:func:`.breaks.install` guarantees by inserting itself first.
+
+Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus style):
+
+==========================================  =========  =====================================
+``promptcache_requests_total``              counter    every recorded request (+ ``status``)
+``promptcache_input_tokens_total``          counter    uncached input tokens
+``promptcache_cache_read_tokens_total``     counter    input tokens read from the cache
+``promptcache_cache_write_tokens_total``    counter    written to the cache (+ ``ttl``)
+``promptcache_output_tokens_total``         counter    output tokens (reasoning included)
+``promptcache_cost_usd_total``              counter    our computed cost, USD
+``promptcache_cost_without_cache_usd_total`` counter   the same traffic priced with no cache
+``promptcache_cache_breaks_total``          counter    cache breaks (+ ``reason``)
+``promptcache_unexpected_misses_total``     counter    same prefix within the TTL, 0 cache reads
+``promptcache_upstream_errors_total``       counter    status >= 500 or transport error
+``promptcache_request_latency_seconds``     histogram  request start to last byte
+``promptcache_ttft_seconds``                histogram  request start to first body byte
+==========================================  =========  =====================================
+
+``model`` comes from the client's request body, so its label values are capped
+(:data:`MAX_MODEL_LABELS`); later new models are counted under ``model="other"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+__all__ = ["MAX_MODEL_LABELS", "ProxyMetrics", "install"]
+
+logger = logging.getLogger(__name__)
+
+#: Distinct ``model`` label values kept before new ones fold into ``"other"`` (bounds cardinality).
+MAX_MODEL_LABELS = 200
+
+#: Latency buckets in seconds: 5 ms to 5 min (LLM calls are long; streams longer still).
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: TTFT buckets in seconds: a prefix cache hit mostly shows here.
+TTFT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32)
+
+_WRITE_BUCKETS = (
+    ("5m", "cache_write_5m_tokens"),
+    ("1h", "cache_write_1h_tokens"),
+    ("unknown", "cache_write_unknown_tokens"),
+)
+
+
+class ProxyMetrics:
+    """The proxy's Prometheus series in their own registry; calling it records one request.
+
+    Args:
+        registry: where the series live; a fresh :class:`CollectorRegistry` when omitted.
+
+    Calling the instance with a ``RequestRecord`` (see ``record.py``) updates every series. It
+    never raises (a broken record is logged and skipped), as record hooks must not.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        labels = ["vendor", "model"]
+
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, [*labels, *extra], registry=self.registry)
+
+        self.requests = counter("promptcache_requests", "Requests recorded.", ("status",))
+        self.input_tokens = counter(
+            "promptcache_input_tokens", "Uncached input tokens (not read from or written to cache)."
+        )
+        self.cache_read_tokens = counter(
+            "promptcache_cache_read_tokens", "Input tokens read from the prompt cache."
+        )
+        self.cache_write_tokens = counter(
+            "promptcache_cache_write_tokens", "Input tokens written to the prompt cache.", ("ttl",)
+        )
+        self.output_tokens = counter("promptcache_output_tokens", "Output tokens.")
+        self.cost_usd = counter(
+            "promptcache_cost_usd", "Computed cost in USD (priced models only)."
+        )
+        self.cost_without_cache_usd = counter(
+            "promptcache_cost_without_cache_usd",
+            "Cost in USD had every input token been billed at the uncached input rate.",
+        )
+        self.cache_breaks = counter(
+            "promptcache_cache_breaks", "Cache breaks by reason (see proxy/breaks.py).", ("reason",)
+        )
+        self.unexpected_misses = counter(
+            "promptcache_unexpected_misses",
+            "Requests that should have hit (same prefix within the TTL) but read 0 cached tokens.",
+        )
+        self.upstream_errors = counter(
+            "promptcache_upstream_errors",
+            "Upstream failures: HTTP status >= 500 or a transport error (status 0).",
+            ("status",),
+        )
+        self.latency = Histogram(
+            "promptcache_request_latency_seconds",
+            "Time from request start to the last response byte.",
+            labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.ttft = Histogram(
+            "promptcache_ttft_seconds",
+            "Time from request start to the first response body byte.",
+            labels,
+            buckets=TTFT_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._models: set[str] = set()
+
+    def _model_label(self, model: str | None) -> str:
+        name = model or "unknown"
+        if name in self._models:
+            return name
+        if len(self._models) >= MAX_MODEL_LABELS:
+            return "other"
+        self._models.add(name)
+        return name
+
+    def __call__(self, record: Any) -> None:
+        """Record one request (a ``RequestRecord``); logs and swallows any error."""
+        try:
+            self._observe(record)
+        except Exception:  # a hook must never break forwarding or logging
+            logger.exception("metrics hook failed for request %s", getattr(record, "id", "?"))
+
+    def _observe(self, record: Any) -> None:
+        vendor = record.vendor or "unknown"
+        model = self._model_label(record.model)
+        status = int(record.status or 0)
+        self.requests.labels(vendor, model, str(status)).inc()
+        if status == 0 or status >= 500:
+            self.upstream_errors.labels(vendor, model, str(status)).inc()
+        if record.uncached_input_tokens is not None:
+            self.input_tokens.labels(vendor, model).inc(record.uncached_input_tokens)
+            self.cache_read_tokens.labels(vendor, model).inc(record.cache_read_tokens or 0)
+            for ttl, field in _WRITE_BUCKETS:
+                tokens = getattr(record, field) or 0
+                if tokens:
+                    self.cache_write_tokens.labels(vendor, model, ttl).inc(tokens)
+            self.output_tokens.labels(vendor, model).inc(record.output_tokens or 0)
+        if record.cost_usd is not None:
+            self.cost_usd.labels(vendor, model).inc(float(record.cost_usd))
+        if record.cost_without_cache_usd is not None:
+            self.cost_without_cache_usd.labels(vendor, model).inc(
+                float(record.cost_without_cache_usd)
+            )
+        if record.break_reason is not None:
+            self.cache_breaks.labels(vendor, model, record.break_reason).inc()
+        if record.unexpected_miss:
+            self.unexpected_misses.labels(vendor, model).inc()
+        if record.latency_ms is not None:
+            self.latency.labels(vendor, model).observe(record.latency_ms / 1000.0)
+        if record.ttft_ms is not None:
+            self.ttft.labels(vendor, model).observe(record.ttft_ms / 1000.0)
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format 0.0.4 (what ``GET /metrics`` returns)."""
+        return bytes(generate_latest(self.registry))
+
+
+def install(app: Starlette) -> ProxyMetrics:
+    """Add ``GET /metrics`` and ``GET /healthz`` to ``app`` and record every request.
+
+    Appends the hook to ``app.state.record_hooks`` (created if missing) and keeps the instance on
+    ``app.state.metrics``. ``/healthz`` answers ``{"status": "ok"}`` with 200 while the app serves;
+    it adds ``"writer_queue"`` when the store exposes a ``queue_size()``.
+
+    Returns:
+        the :class:`ProxyMetrics` now attached to ``app``.
+    """
+    metrics = ProxyMetrics()
+    hooks = getattr(app.state, "record_hooks", None)
+    if hooks is None:
+        hooks = []
+        app.state.record_hooks = hooks
+    hooks.append(metrics)
+    app.state.metrics = metrics
+
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(request: Request) -> Response:
+        body: dict[str, Any] = {"status": "ok"}
+        queue_size = getattr(getattr(app.state, "store", None), "queue_size", None)
+        if callable(queue_size):
+            body["writer_queue"] = queue_size()
+        return JSONResponse(body)
+
+    # Routes go first so a catch-all proxy route added earlier cannot shadow them.
+    app.router.routes.insert(0, Route("/metrics", metrics_endpoint, methods=["GET"]))
+    app.router.routes.insert(1, Route("/healthz", healthz, methods=["GET"]))
+    return metrics

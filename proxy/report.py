@@ -1,0 +1,399 @@
+"""``promptcache report``: what caching saved, where and why the cache broke, and what to do next.
+
+:func:`build_report` opens the proxy's SQLite log read-only, runs the aggregates in
+:mod:`.report_queries` (all in SQL) and assembles a :class:`Report`; the renderers in
+:mod:`.report_render` and :mod:`.report_html` turn it into a table, JSON, CSV or one HTML file.
+
+Money (USD, floats rounded for display only):
+
+- ``cost_usd`` / ``cost_without_cache_usd`` are the per-request figures the proxy stored (the SDK's
+  :func:`promptcache.pricing.cost`), summed; requests of unpriced models are counted apart.
+- ``net_savings_usd`` = cost without cache - cost: cache-write premiums are already inside
+  ``cost_usd``, so this goes negative when writes are never read back.
+- Dollars lost to a break = tokens lost x (input rate - cache-read rate) of the model.
+- Wasted-write dollars = the write premium over plain input (write rate - input rate) of writes
+  nobody read within their TTL.
+
+Recommendations follow the standard escalation: a low hit rate points at prefix stability first
+(naming the top breaking segment); only then TTL (a high hit rate with gaps just past the TTL points
+at a longer TTL, from :mod:`promptcache.ttl`), wasted writes, unexpected misses; for the engine
+upstream, KV-pool pressure points at prefix-caching settings, then swap space, then KV quantisation.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from promptcache.errors import ConfigError, StoreError, UnknownModelPriceError
+from promptcache.pricing import ModelPrice, lookup_price
+
+from . import report_queries as q
+from .report_advice import Recommendation, TtlAdvice, advise_families, recommend
+from .rollup import ROLLUP_TABLES
+from .store import open_log
+
+__all__ = [
+    "GROUP_BY_CHOICES",
+    "BreakReasonSummary",
+    "Report",
+    "Summary",
+    "TimelinePoint",
+    "TtftSummary",
+    "WastedWrites",
+    "build_report",
+    "connect_log",
+]
+
+#: Values accepted by ``--group-by``.
+GROUP_BY_CHOICES: tuple[str, ...] = tuple(q.GROUP_BY_SQL)
+
+#: Example request ids listed per break reason.
+EXAMPLES_PER_REASON = 3
+#: Prefix families the TTL advisor looks at (the busiest by input tokens).
+TTL_FAMILIES = 10
+_MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Traffic, cache use and money of one group (or of everything, ``group=None``).
+
+    Hit rates are fractions in [0, 1] (None without input tokens); tokens are counts; money USD.
+    """
+
+    group: str | None
+    requests: int
+    requests_with_usage: int
+    hit_requests: int
+    token_hit_rate: float | None
+    request_hit_rate: float | None
+    uncached_input_tokens: int
+    cache_read_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    cache_write_unknown_tokens: int
+    output_tokens: int
+    total_input_tokens: int
+    cost_usd: float
+    cost_without_cache_usd: float
+    net_savings_usd: float
+    unpriced_requests: int
+    errors: int
+    breaks: int
+    unexpected_misses: int
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """All cache-write tokens, every TTL."""
+        writes = (self.cache_write_5m_tokens, self.cache_write_1h_tokens)
+        return sum(writes) + self.cache_write_unknown_tokens
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    """One time bucket for the charts: start (unix s), token-weighted hit rate, spend (USD)."""
+
+    start: float
+    requests: int
+    hit_rate: float | None
+    cost_usd: float
+    cost_without_cache_usd: float
+
+
+@dataclass(frozen=True)
+class BreakReasonSummary:
+    """All breaks of one reason in the window.
+
+    Attributes:
+        reason: a ``breaks.BREAK_REASONS`` code.
+        breaks: how many requests were explained by it.
+        tokens_lost: input tokens a stable prefix would have served from cache.
+        usd_lost: those tokens x (input - cache read) rate, priced models only.
+        top_segment: the segment path that broke most often for this reason (None for reasons
+            without a segment, such as ``ttl_expired``), with ``top_segment_breaks`` its count.
+        example_ids: request ids with the most tokens lost.
+    """
+
+    reason: str
+    breaks: int
+    tokens_lost: int
+    usd_lost: float
+    top_segment: str | None
+    top_segment_breaks: int
+    example_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WastedWrites:
+    """Cache writes never read within their TTL: tokens, requests, and the premium paid (USD)."""
+
+    tokens: int
+    requests: int
+    premium_usd: float
+
+
+@dataclass(frozen=True)
+class TtftSummary:
+    """TTFT percentiles (ms) of successful requests with (``hit``) or without cache reads."""
+
+    hit: bool
+    requests: int
+    p50_ms: float
+    p95_ms: float
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything ``promptcache report`` shows, for one time window ``[since, until)`` (unix s)."""
+
+    db: str
+    since: float
+    until: float
+    group_by: str | None
+    generated_at: float
+    total: Summary
+    groups: tuple[Summary, ...]
+    bucket_s: int
+    timeline: tuple[TimelinePoint, ...]
+    break_reasons: tuple[BreakReasonSummary, ...]
+    wasted_writes: WastedWrites
+    ttft: tuple[TtftSummary, ...]
+    ttl_advice: tuple[TtlAdvice, ...]
+    recommendations: tuple[Recommendation, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (what ``--format json`` prints)."""
+        data = asdict(self)
+        data["total"]["cache_write_tokens"] = self.total.cache_write_tokens
+        for item, summary in zip(data["groups"], self.groups, strict=True):
+            item["cache_write_tokens"] = summary.cache_write_tokens
+        return data
+
+
+def connect_log(db_path: str | Path) -> sqlite3.Connection:
+    """Open the proxy's log read-only (a log of an older schema is first migrated in place,
+    as the proxy itself would on start, which also fills the report rollups).
+
+    Raises:
+        ConfigError: the file does not exist or is not a promptcache proxy log.
+        StoreError: an older log could not be migrated.
+    """
+    path = Path(db_path)
+    if not path.is_file():
+        raise ConfigError(
+            f"no proxy log at {path}: start `promptcache proxy --db {path}` first, or pass "
+            "--db with the path of an existing log"
+        )
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{path} is not a SQLite database ({exc}); pass --db") from exc
+    if "requests" not in tables or "schema_version" not in tables:
+        conn.close()
+        raise ConfigError(f"{path} has no promptcache `requests` table; pass the proxy's --db")
+    if not set(ROLLUP_TABLES) <= tables:
+        conn.close()
+        open_log(path).close()  # migrate: adds and backfills the rollups
+        conn = sqlite3.connect(uri, uri=True)
+    return conn
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    return part / whole if whole else None
+
+
+def _summary(row: q.GroupRow) -> Summary:
+    token_rate = _ratio(row.cache_read_tokens, row.total_input_tokens)
+    request_rate = _ratio(row.hit_ratio_sum, row.requests_with_input)
+    return Summary(
+        group=row.group,
+        requests=row.requests,
+        requests_with_usage=row.requests_with_usage,
+        hit_requests=row.hit_requests,
+        token_hit_rate=token_rate,
+        request_hit_rate=request_rate,
+        uncached_input_tokens=row.uncached_input_tokens,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_write_5m_tokens=row.cache_write_5m_tokens,
+        cache_write_1h_tokens=row.cache_write_1h_tokens,
+        cache_write_unknown_tokens=row.cache_write_unknown_tokens,
+        output_tokens=row.output_tokens,
+        total_input_tokens=row.total_input_tokens,
+        cost_usd=row.cost_usd,
+        cost_without_cache_usd=row.cost_without_cache_usd,
+        net_savings_usd=row.cost_without_cache_usd - row.cost_usd,
+        unpriced_requests=row.unpriced_requests,
+        errors=row.errors,
+        breaks=row.breaks,
+        unexpected_misses=row.unexpected_misses,
+    )
+
+
+def _add(rows: list[q.GroupRow]) -> q.GroupRow:
+    """Sum additive group rows into one total row."""
+    names = [f for f in q.GroupRow.__dataclass_fields__ if f != "group"]
+    return q.GroupRow(None, *(sum(getattr(r, name) for r in rows) for name in names))
+
+
+class _Prices:
+    """Price rows per model, looked up once; None for models without a price."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str | None, ModelPrice | None] = {}
+
+    def get(self, model: str | None) -> ModelPrice | None:
+        if model not in self._rows:
+            try:
+                self._rows[model] = lookup_price(model) if model else None
+            except UnknownModelPriceError:
+                self._rows[model] = None
+        return self._rows[model]
+
+
+def _bucket_seconds(hours: int) -> int:
+    """Chart bucket: hours up to 3 days, days up to 120 days, weeks beyond."""
+    if hours <= 3 * 24:
+        return 3600
+    if hours <= 120 * 24:
+        return 86400
+    return 7 * 86400
+
+
+def _break_reasons(
+    conn: sqlite3.Connection, h0: int, h1: int, prices: _Prices
+) -> tuple[BreakReasonSummary, ...]:
+    per_reason: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"breaks": 0, "tokens": 0, "usd": Decimal(0), "segments": defaultdict(int)}
+    )
+    for row in q.break_groups(conn, h0, h1):
+        item = per_reason[row.reason]
+        item["breaks"] += row.breaks
+        item["tokens"] += row.tokens_lost
+        price = prices.get(row.model)
+        if price is not None:
+            item["usd"] += row.tokens_lost * (price.input - price.cache_read) / _MILLION
+        if row.segment is not None:
+            item["segments"][row.segment] += row.breaks
+    out = []
+    for reason, item in per_reason.items():
+        segments: dict[str, int] = item["segments"]
+        top = max(segments.items(), key=lambda kv: (kv[1], kv[0]), default=(None, 0))
+        out.append(
+            BreakReasonSummary(
+                reason=reason,
+                breaks=item["breaks"],
+                tokens_lost=item["tokens"],
+                usd_lost=float(item["usd"]),
+                top_segment=top[0],
+                top_segment_breaks=top[1],
+                example_ids=tuple(q.break_examples(conn, h0, h1, reason, EXAMPLES_PER_REASON)),
+            )
+        )
+    out.sort(key=lambda b: (-b.usd_lost, -b.tokens_lost, -b.breaks, b.reason))
+    return tuple(out)
+
+
+def _wasted(
+    conn: sqlite3.Connection, h0: int, h1: int, now: float, prices: _Prices
+) -> WastedWrites:
+    tokens = requests = 0
+    premium = Decimal(0)
+    for row in q.wasted_writes(conn, h0, h1, now=now):
+        tokens += row.wasted_5m_tokens + row.wasted_1h_tokens + row.wasted_unknown_tokens
+        requests += row.wasted_requests
+        price = prices.get(row.model)
+        if price is not None:
+            premium += (
+                row.wasted_5m_tokens * (price.cache_write_5m - price.input)
+                + row.wasted_1h_tokens * (price.cache_write_1h - price.input)
+                + row.wasted_unknown_tokens * (price.cache_write_5m - price.input)
+            ) / _MILLION
+    return WastedWrites(tokens=tokens, requests=requests, premium_usd=float(premium))
+
+
+def build_report(
+    db_path: str | Path,
+    *,
+    since: float,
+    until: float,
+    group_by: str | None = None,
+    now: float | None = None,
+) -> Report:
+    """Aggregate the proxy log over ``[since, until)`` (unix seconds) into a :class:`Report`.
+
+    The window is widened to whole UTC hours (``since`` rounded down, ``until`` up): the
+    hourly rollups (:mod:`.rollup`) answer in milliseconds whatever the log's size. The
+    report's ``since``/``until`` are the widened bounds.
+
+    Args:
+        db_path: the proxy's SQLite file (opened read-only; never changed).
+        since, until: the window; requests are selected by ``started_at``.
+        group_by: one of :data:`GROUP_BY_CHOICES`, or None for totals only.
+        now: the current time (default: the wall clock); decides which cache writes are
+            still within their TTL, and is stamped on the report.
+
+    Raises:
+        ConfigError: bad window or ``group_by``, or ``db_path`` is not a proxy log.
+    """
+    if group_by is not None and group_by not in q.GROUP_BY_SQL:
+        raise ConfigError(
+            f"unknown --group-by {group_by!r}; use one of: {', '.join(GROUP_BY_CHOICES)}"
+        )
+    if until <= since:
+        raise ConfigError("--until must be later than --since")
+    now = time.time() if now is None else now
+    h0, h1 = math.floor(since / 3600), math.ceil(until / 3600)
+    conn = connect_log(db_path)
+    try:
+        prices = _Prices()
+        rows = q.group_totals(conn, h0, h1, group_by)
+        total = _summary(_add(rows))
+        groups = tuple(_summary(r) for r in rows) if group_by else ()
+        bucket_s = _bucket_seconds(h1 - h0)
+        points = tuple(
+            TimelinePoint(
+                start=float(t.bucket_start),
+                requests=t.requests,
+                hit_rate=_ratio(t.cache_read_tokens, t.total_input_tokens),
+                cost_usd=t.cost_usd,
+                cost_without_cache_usd=t.cost_without_cache_usd,
+            )
+            for t in q.timeline(conn, h0, h1, bucket_s)
+        )
+        reasons = _break_reasons(conn, h0, h1, prices)
+        wasted = _wasted(conn, h0, h1, now, prices)
+        ttft = tuple(
+            TtftSummary(r.hit, r.requests, r.p50_ms, r.p95_ms)
+            for r in q.ttft_percentiles(conn, h0, h1)
+        )
+        advice = tuple(advise_families(conn, h0, h1, prices.get, limit=TTL_FAMILIES))
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
+    finally:
+        conn.close()
+    return Report(
+        db=str(db_path),
+        since=h0 * 3600.0,
+        until=h1 * 3600.0,
+        group_by=group_by,
+        generated_at=now,
+        total=total,
+        groups=groups,
+        bucket_s=bucket_s,
+        timeline=points,
+        break_reasons=reasons,
+        wasted_writes=wasted,
+        ttft=ttft,
+        ttl_advice=advice,
+        recommendations=tuple(recommend(total, reasons, wasted, advice)),
+    )

@@ -1,0 +1,302 @@
+"""The advice part of ``promptcache report``: TTL per prefix family, then recommendations.
+
+The TTL advisor replays each busy family's request start times through
+:func:`promptcache.ttl.advise_ttl` (no cache / 5-minute / 1-hour TTL priced on the family's
+typical cached prefix). Only Anthropic-vendor families get TTL advice: the choice of TTL exists
+there (and on Bedrock), not at OpenAI or Gemini, and the engine has no TTL at all.
+
+:func:`recommend` then writes the recommendations in the standard escalation order:
+
+1. a low token-weighted hit rate (< :data:`LOW_HIT_RATE`) points at prefix stability first,
+   naming the top breaking segment and its fix;
+2. TTL: families whose cheapest TTL differs from the one in use (a high hit rate with gaps just
+   past the TTL), and TTL expiries in general;
+3. cache writes nobody read (the write premium wasted);
+4. unexpected misses (same prefix within the TTL, nothing read);
+5. engine upstream: KV-pool pressure -> prefix-caching settings, then swap space, then KV
+   quantisation (from the engine's own stats; see :class:`EngineKvStats`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Final
+
+from promptcache.errors import UnknownModelPriceError
+from promptcache.minimums import default_model_minimums
+from promptcache.pricing import ModelPrice
+from promptcache.ttl import advise_ttl
+
+from . import report_queries as q
+
+if TYPE_CHECKING:
+    from .report import BreakReasonSummary, Summary, WastedWrites
+
+__all__ = [
+    "LOW_HIT_RATE",
+    "EngineKvStats",
+    "Recommendation",
+    "TtlAdvice",
+    "advise_families",
+    "recommend",
+]
+
+#: Below this token-weighted hit rate, prefix stability is the first thing to fix.
+LOW_HIT_RATE: Final = 0.5
+#: KV-pool use (fraction of blocks) from which the engine is under memory pressure.
+HIGH_KV_USAGE: Final = 0.9
+#: A prefix family needs this many requests before its TTL advice becomes a recommendation.
+MIN_TTL_REQUESTS: Final = 3
+#: Vendors whose API lets the client pick the TTL.
+TTL_CHOICE_VENDORS: Final = frozenset({"anthropic"})
+
+#: What to do about each break reason (the fix, in one sentence).
+FIXES: Final[dict[str, str]] = {
+    "system_changed": "move per-request values (dates, times, ids, user names) out of the "
+    "system prompt into the last user message, after the last cache breakpoint",
+    "tools_reordered": "send tools in a fixed order (for example sorted by name)",
+    "tools_changed": "build tool definitions once (sorted keys, no per-request values) and "
+    "keep them byte-identical between requests",
+    "messages_changed": "append to the conversation instead of editing earlier messages",
+    "history_rewritten": "truncate or summarise history rarely and in large steps (at fixed "
+    "turn counts) instead of on every turn",
+    "model_changed": "each model has its own cache: keep a conversation on one model",
+    "breakpoint_missing": "add `cache_control` to the last block that stays the same "
+    "between requests (the system prompt or the last tool)",
+    "below_minimum": "the stable prefix is shorter than the model's minimum cacheable "
+    "length, so nothing is cached: put more of the stable content first or skip caching",
+}
+_CONTENT_REASONS: Final = frozenset(FIXES)
+
+
+@dataclass(frozen=True)
+class TtlAdvice:
+    """TTL advice for one prefix family (money over the report window, USD).
+
+    Attributes:
+        key_fingerprint, model, first_segment_hash: the family.
+        requests: requests replayed.
+        prefix_tokens: the typical cached prefix priced.
+        current: the TTL in use now (``none``, ``5m`` or ``1h``, from its cache writes).
+        recommended: the cheapest TTL per :func:`promptcache.ttl.advise_ttl`.
+        current_cost_usd, recommended_cost_usd: simulated prefix cost of each.
+        savings_usd: ``current_cost_usd - recommended_cost_usd`` (>= 0).
+        note: the advisor's note (prefix below the model's minimum), or "".
+    """
+
+    key_fingerprint: str | None
+    model: str | None
+    first_segment_hash: str
+    requests: int
+    prefix_tokens: int
+    current: str
+    recommended: str
+    current_cost_usd: float
+    recommended_cost_usd: float
+    savings_usd: float
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        """Short family name for tables: ``key 1a2b3c4d / model / prefix 9f3c1e2a``."""
+        key = (self.key_fingerprint or "-")[:8]
+        return f"key {key} / {self.model or '-'} / prefix {self.first_segment_hash[:8]}"
+
+
+def advise_families(
+    conn: sqlite3.Connection,
+    h0: int,
+    h1: int,
+    price_of: Callable[[str | None], ModelPrice | None],
+    *,
+    limit: int,
+) -> list[TtlAdvice]:
+    """TTL advice for the ``limit`` busiest Anthropic families in UTC hours ``[h0, h1)``."""
+    minimums = default_model_minimums()
+    out = []
+    for family in q.busiest_families(conn, h0, h1, limit):
+        price = price_of(family.model)
+        if family.vendor not in TTL_CHOICE_VENDORS or price is None or family.model is None:
+            continue
+        times = q.family_start_times(conn, family, h0, h1)
+        row = minimums.lookup(family.model)
+        try:
+            advice = advise_ttl(
+                times,
+                family.prefix_tokens,
+                rates=price,
+                min_cacheable_tokens=row.min_tokens if row else None,
+            )
+        except UnknownModelPriceError:  # pragma: no cover - rates are given
+            continue
+        if family.cache_write_1h_tokens:
+            current = "1h"
+        elif family.cache_write_5m_tokens:
+            current = "5m"
+        else:
+            current = "none"
+        now_cost = advice.options[current].cost_usd
+        best_cost = advice.options[advice.recommendation].cost_usd
+        out.append(
+            TtlAdvice(
+                key_fingerprint=family.key_fingerprint,
+                model=family.model,
+                first_segment_hash=family.first_segment_hash,
+                requests=family.requests,
+                prefix_tokens=family.prefix_tokens,
+                current=current,
+                recommended=advice.recommendation,
+                current_cost_usd=float(now_cost),
+                recommended_cost_usd=float(best_cost),
+                savings_usd=float(max(now_cost - best_cost, Decimal(0))),
+                note=advice.note,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class EngineKvStats:
+    """The engine upstream's KV-pool state (from its stats endpoint), for the engine advice.
+
+    Attributes:
+        kv_usage: fraction of KV blocks in use, 0..1.
+        num_preemptions: sequences preempted for lack of blocks since start.
+        enable_prefix_caching: whether automatic prefix caching is on.
+        swap_space_bytes: CPU swap space for preempted KV (0 when off), or None if unknown.
+        kv_cache_dtype: e.g. ``"auto"``, ``"int8"``, ``"fp8"``.
+    """
+
+    kv_usage: float
+    num_preemptions: int
+    enable_prefix_caching: bool
+    swap_space_bytes: int | None
+    kv_cache_dtype: str
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One recommendation: ``kind`` (a stable code for scripts) and the sentence to show."""
+
+    kind: str
+    message: str
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
+    content = [r for r in reasons if r.reason in _CONTENT_REASONS and r.breaks]
+    head = f"Token-weighted hit rate is {_pct(total.token_hit_rate)}: make the prefix stable first."
+    if content:
+        top = content[0]
+        where = f"`{top.top_segment}`" if top.top_segment else "the prefix"
+        example = f"; e.g. request {top.example_ids[0]}" if top.example_ids else ""
+        return Recommendation(
+            "prefix_stability",
+            f"{head} Top breaker: {where} ({top.reason}, {_n(top.breaks, 'break')}, "
+            f"{top.tokens_lost:,} tokens and ${top.usd_lost:.4f} lost{example}). "
+            f"Fix: {FIXES[top.reason]}.",
+        )
+    if total.unexpected_misses:
+        return Recommendation(
+            "prefix_stability",
+            f"{head} No prefix change explains it, but {total.unexpected_misses} requests sent "
+            "an unchanged prefix within the TTL and read nothing: send one request and wait "
+            "for its first token before fanning out parallel requests on the same prefix.",
+        )
+    return Recommendation(
+        "prefix_stability",
+        f"{head} Most traffic opens new prefixes; caching pays only when the same prefix "
+        "repeats within the TTL, so share one frozen prefix (tools, system) across requests.",
+    )
+
+
+def _engine(kv: EngineKvStats) -> Recommendation | None:
+    if kv.kv_usage < HIGH_KV_USAGE and not kv.num_preemptions:
+        return None
+    state = f"KV pool {kv.kv_usage:.0%} full, {kv.num_preemptions} preemptions"
+    if not kv.enable_prefix_caching:
+        step = "turn on prefix caching (enable_prefix_caching) so shared prefixes share blocks"
+    elif not kv.swap_space_bytes:
+        step = "give preempted sequences CPU swap space instead of recomputing them"
+    elif kv.kv_cache_dtype in ("auto", "float16", "bfloat16", "float32"):
+        step = "quantise the KV cache (kv_cache_dtype int8 or fp8) to fit twice the blocks"
+    else:
+        step = "the pool is already quantised and swapping: add memory or lower max_num_seqs"
+    return Recommendation("engine_kv", f"Engine upstream: {state}; next step: {step}.")
+
+
+def recommend(
+    total: Summary,
+    reasons: Sequence[BreakReasonSummary],
+    wasted: WastedWrites,
+    ttl_advice: Sequence[TtlAdvice],
+    engine: EngineKvStats | None = None,
+) -> list[Recommendation]:
+    """Recommendations in escalation order (see the module docstring); empty when all is well."""
+    if not total.total_input_tokens:
+        return [Recommendation("no_data", "No requests with token usage in this window.")]
+    out: list[Recommendation] = []
+    if total.token_hit_rate is not None and total.token_hit_rate < LOW_HIT_RATE:
+        rec = _stability(total, reasons)
+        if rec is not None:
+            out.append(rec)
+    for advice in ttl_advice:
+        if (
+            advice.recommended != advice.current
+            and advice.savings_usd > 0
+            and advice.requests >= MIN_TTL_REQUESTS
+        ):
+            out.append(
+                Recommendation(
+                    "ttl",
+                    f"Prefix family {advice.label}: switch the TTL from {advice.current} to "
+                    f"{advice.recommended}; over this window it would cost "
+                    f"${advice.recommended_cost_usd:.4f} instead of "
+                    f"${advice.current_cost_usd:.4f} for its {advice.prefix_tokens:,}-token "
+                    f"prefix ({_n(advice.requests, 'request')}).",
+                )
+            )
+    expired = next((r for r in reasons if r.reason == "ttl_expired"), None)
+    if expired is not None and not any(r.kind == "ttl" for r in out):
+        out.append(
+            Recommendation(
+                "ttl",
+                f"{expired.breaks} requests came after their prefix's TTL ran out "
+                f"({expired.tokens_lost:,} tokens re-processed): where the vendor allows it use "
+                "a 1-hour TTL for prefixes reused every few minutes to an hour.",
+            )
+        )
+    if wasted.tokens:
+        out.append(
+            Recommendation(
+                "wasted_writes",
+                f"{_n(wasted.requests, 'cache write')} ({wasted.tokens:,} tokens, "
+                f"${wasted.premium_usd:.4f} write premium) were never read within their TTL"
+                + (" and caching cost more than it saved" if total.net_savings_usd < 0 else "")
+                + ": put breakpoints only on content that repeats, not on one-off prompts.",
+            )
+        )
+    if total.unexpected_misses and not any(r.kind == "prefix_stability" for r in out):
+        out.append(
+            Recommendation(
+                "unexpected_miss",
+                f"{total.unexpected_misses} requests sent an unchanged prefix within the TTL but "
+                "read nothing from the cache: check for parallel requests sent before the first "
+                "write finished, and compare with the vendor's miss reason.",
+            )
+        )
+    if engine is not None:
+        rec = _engine(engine)
+        if rec is not None:
+            out.append(rec)
+    return out

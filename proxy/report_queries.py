@@ -1,0 +1,358 @@
+"""The SQL behind ``promptcache report``; every aggregate is computed by SQLite.
+
+Most figures come from the hourly rollups that triggers keep beside ``requests``
+(:mod:`.rollup`), so their cost grows with hours x groups, not with requests. Only four things
+touch ``requests`` itself, each through an index: TTFT percentiles (a partial index in
+(hit, ttft) order), example ids per break reason (a partial index on break rows), start times of
+the busiest prefix families (the family index) and writes still waiting for their TTL to run out.
+
+Windows are whole UTC hours: ``h0`` and ``h1`` are hour numbers (unix seconds // 3600) and a
+window is ``[h0, h1)``. Functions return short lists of plain rows.
+
+Definitions (shared with :mod:`.rollup`):
+
+- *token-weighted hit rate* = sum(cache_read_tokens) / sum(total_input_tokens);
+- *request-weighted hit rate* = mean over requests with input of cache_read / total_input;
+- *wasted write tokens* = write tokens - read-back tokens - tokens still *pending* (written less
+  than one TTL before ``now`` by a request whose family has had no later request yet).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "GROUP_BY_SQL",
+    "BreakGroupRow",
+    "FamilyRow",
+    "GroupRow",
+    "TimelineRow",
+    "TtftRow",
+    "WasteRow",
+    "break_examples",
+    "break_groups",
+    "busiest_families",
+    "family_start_times",
+    "group_totals",
+    "timeline",
+    "ttft_percentiles",
+    "wasted_writes",
+]
+
+
+def _none(column: str) -> str:
+    return f"CASE WHEN {column} = '' THEN '(none)' ELSE {column} END"
+
+
+#: ``--group-by`` value -> the SQL expression over ``report_hourly`` a row is grouped under.
+GROUP_BY_SQL: Final[dict[str, str]] = {
+    "model": _none("model"),
+    "route": _none("route"),
+    "key": _none("key_fingerprint"),
+    "day": "strftime('%Y-%m-%d', hour * 3600, 'unixepoch')",
+    "hour": "strftime('%Y-%m-%d %H:00', hour * 3600, 'unixepoch')",
+}
+
+_HOURS = "hour >= :h0 AND hour < :h1"
+_ROWS = "started_at >= :h0 * 3600 AND started_at < :h1 * 3600"
+
+
+def _window(h0: int, h1: int, **extra: object) -> dict[str, object]:
+    return {"h0": h0, "h1": h1, **extra}
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """Additive sums over one group (``group`` None: all rows). Tokens are counts, money USD."""
+
+    group: str | None
+    requests: int
+    requests_with_usage: int
+    requests_with_input: int
+    hit_requests: int
+    hit_ratio_sum: float
+    uncached_input_tokens: int
+    cache_read_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    cache_write_unknown_tokens: int
+    output_tokens: int
+    total_input_tokens: int
+    cost_usd: float
+    cost_without_cache_usd: float
+    unpriced_requests: int
+    errors: int
+    breaks: int
+    unexpected_misses: int
+
+
+_SUMS = ", ".join(
+    f"COALESCE(SUM({c}), 0)"
+    for c in (
+        "requests",
+        "requests_with_usage",
+        "requests_with_input",
+        "hit_requests",
+        "hit_ratio_sum",
+        "uncached_input_tokens",
+        "cache_read_tokens",
+        "cache_write_5m_tokens",
+        "cache_write_1h_tokens",
+        "cache_write_unknown_tokens",
+        "output_tokens",
+        "total_input_tokens",
+        "cost_usd",
+        "cost_without_cache_usd",
+        "unpriced_requests",
+        "errors",
+        "breaks",
+        "unexpected_misses",
+    )
+)
+
+
+def group_totals(
+    conn: sqlite3.Connection, h0: int, h1: int, group_by: str | None
+) -> list[GroupRow]:
+    """Sums per ``--group-by`` group, or one row (``group=None``) when ``group_by`` is None.
+
+    Groups are ordered by request count, largest first; ``day``/``hour`` groups by time.
+    """
+    if group_by is None:
+        row = conn.execute(f"SELECT {_SUMS} FROM report_hourly WHERE {_HOURS}", _window(h0, h1))
+        return [GroupRow(None, *row.fetchone())]
+    order = "grp" if group_by in ("day", "hour") else "2 DESC, grp"
+    sql = f"""
+        SELECT {GROUP_BY_SQL[group_by]} AS grp, {_SUMS} FROM report_hourly
+        WHERE {_HOURS} GROUP BY grp ORDER BY {order}
+    """
+    return [GroupRow(*row) for row in conn.execute(sql, _window(h0, h1))]
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One chart bucket: start (unix s, UTC-aligned), requests, tokens, USD."""
+
+    bucket_start: int
+    requests: int
+    cache_read_tokens: int
+    total_input_tokens: int
+    cost_usd: float
+    cost_without_cache_usd: float
+
+
+def timeline(conn: sqlite3.Connection, h0: int, h1: int, bucket_s: int) -> list[TimelineRow]:
+    """Per ``bucket_s``-second bucket (a multiple of 3600), oldest first; empty ones omitted."""
+    sql = f"""
+        SELECT (hour * 3600 / :bucket) * :bucket AS b, SUM(requests), SUM(cache_read_tokens),
+          SUM(total_input_tokens), SUM(cost_usd), SUM(cost_without_cache_usd)
+        FROM report_hourly WHERE {_HOURS} GROUP BY b ORDER BY b
+    """
+    return [TimelineRow(*row) for row in conn.execute(sql, _window(h0, h1, bucket=bucket_s))]
+
+
+@dataclass(frozen=True)
+class WasteRow:
+    """Per model: cache-write tokens by TTL bucket never read back, and the requests that wrote
+    them (rows whose writes were read back in part count as read)."""
+
+    model: str | None
+    wasted_5m_tokens: int
+    wasted_1h_tokens: int
+    wasted_unknown_tokens: int
+    wasted_requests: int
+
+
+def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> list[WasteRow]:
+    """Write tokens never read back within their TTL, per model (see the module docstring).
+
+    ``now`` (unix s) decides which writes are still pending: those younger than their TTL whose
+    family has no later request yet.
+    """
+    written = conn.execute(
+        f"""
+        SELECT model, SUM(cache_write_5m_tokens) - SUM(read_back_5m_tokens),
+          SUM(cache_write_1h_tokens) - SUM(read_back_1h_tokens),
+          SUM(cache_write_unknown_tokens) - SUM(read_back_unknown_tokens),
+          SUM(write_requests) - SUM(read_back_requests)
+        FROM report_hourly WHERE {_HOURS} AND vendor != 'engine' GROUP BY model
+        """,
+        _window(h0, h1),
+    ).fetchall()
+    pending = {
+        row[0]: row[1:]
+        for row in conn.execute(
+            """
+            SELECT COALESCE(x.model, ''),
+              TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_5m_tokens END),
+              TOTAL(CASE WHEN x.started_at + 3600 > :now THEN x.cache_write_1h_tokens END),
+              TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_unknown_tokens END),
+              COUNT(*)
+            FROM requests AS x
+            WHERE x.started_at >= :h0 * 3600 AND x.started_at < :h1 * 3600
+              AND x.started_at + 3600 > :now
+              AND COALESCE(x.vendor, '') != 'engine'
+              AND COALESCE(x.cache_write_5m_tokens, 0) + COALESCE(x.cache_write_1h_tokens, 0)
+                  + COALESCE(x.cache_write_unknown_tokens, 0) > 0
+              AND NOT EXISTS (
+                SELECT 1 FROM requests AS y
+                WHERE y.key_fingerprint IS x.key_fingerprint AND y.model IS x.model
+                  AND y.first_segment_hash IS x.first_segment_hash AND y.started_at > x.started_at)
+            GROUP BY 1
+            """,
+            _window(h0, h1, now=now),
+        )
+    }
+    out = []
+    for model, w5, w1, wu, n in written:
+        p5, p1, pu, pn = pending.get(model, (0, 0, 0, 0))
+        row = WasteRow(
+            model=model or None,
+            wasted_5m_tokens=max(0, int(w5 - p5)),
+            wasted_1h_tokens=max(0, int(w1 - p1)),
+            wasted_unknown_tokens=max(0, int(wu - pu)),
+            wasted_requests=max(0, int(n - pn)),
+        )
+        if row.wasted_5m_tokens or row.wasted_1h_tokens or row.wasted_unknown_tokens:
+            out.append(row)
+    return out
+
+
+@dataclass(frozen=True)
+class BreakGroupRow:
+    """Cache breaks of one (reason, model, segment) and the input tokens they lost."""
+
+    reason: str
+    model: str | None
+    segment: str | None
+    breaks: int
+    tokens_lost: int
+
+
+def break_groups(conn: sqlite3.Connection, h0: int, h1: int) -> list[BreakGroupRow]:
+    """Breaks per (reason, model, segment) in the window."""
+    sql = f"""
+        SELECT reason, model, segment, SUM(breaks), SUM(tokens_lost) FROM report_breaks_hourly
+        WHERE {_HOURS} GROUP BY reason, model, segment HAVING SUM(breaks) > 0
+    """
+    return [
+        BreakGroupRow(reason, model or None, segment or None, breaks, lost)
+        for reason, model, segment, breaks, lost in conn.execute(sql, _window(h0, h1))
+    ]
+
+
+def break_examples(
+    conn: sqlite3.Connection, h0: int, h1: int, reason: str, limit: int
+) -> list[str]:
+    """The ids of the latest ``limit`` requests that broke for ``reason`` in the window."""
+    sql = f"""
+        SELECT id FROM requests INDEXED BY idx_requests_break_reason
+        WHERE break_reason = :reason AND {_ROWS} ORDER BY started_at DESC LIMIT :limit
+    """
+    return [row[0] for row in conn.execute(sql, _window(h0, h1, reason=reason, limit=limit))]
+
+
+@dataclass(frozen=True)
+class TtftRow:
+    """Nearest-rank TTFT percentiles (ms) of successful requests that did / did not hit."""
+
+    hit: bool
+    requests: int
+    p50_ms: float
+    p95_ms: float
+
+
+def _rank(n: int, percent: int) -> int:
+    """Nearest-rank position (1-based) of the ``percent``-th percentile among ``n`` values."""
+    return max(1, -(-n * percent // 100))
+
+
+def ttft_percentiles(conn: sqlite3.Connection, h0: int, h1: int) -> list[TtftRow]:
+    """TTFT p50 / p95 for cache hits (cache_read_tokens > 0) and misses (== 0), status 2xx-3xx.
+
+    Counts come from the rollup; each value is found by walking ``idx_requests_ttft`` in
+    (class, ttft) order once.
+    """
+    counts = conn.execute(
+        f"SELECT TOTAL(ttft_hit_requests), TOTAL(ttft_miss_requests) FROM report_hourly "
+        f"WHERE {_HOURS}",
+        _window(h0, h1),
+    ).fetchone()
+    sql = f"""
+        SELECT rn, ttft_ms FROM (
+          SELECT ttft_ms, ROW_NUMBER() OVER (ORDER BY ttft_ms) AS rn
+          FROM requests INDEXED BY idx_requests_ttft
+          WHERE (cache_read_tokens > 0) = :hit AND ttft_ms IS NOT NULL
+            AND cache_read_tokens IS NOT NULL AND status >= 200 AND status < 400 AND {_ROWS})
+        WHERE rn = :k50 OR rn = :k95
+    """
+    out = []
+    for hit, n in ((True, int(counts[0])), (False, int(counts[1]))):
+        if not n:
+            continue
+        k50, k95 = _rank(n, 50), _rank(n, 95)
+        values = dict(conn.execute(sql, _window(h0, h1, hit=int(hit), k50=k50, k95=k95)))
+        if k50 in values and k95 in values:
+            out.append(TtftRow(hit, n, values[k50], values[k95]))
+    return out
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    """One prefix family's traffic in the window (the TTL advisor's input).
+
+    Attributes:
+        key_fingerprint, model, first_segment_hash: the family (None for a NULL key/model).
+        vendor: its upstream vendor.
+        requests: requests with usage.
+        prefix_tokens: the typical cached prefix: mean cache read + write tokens of requests
+            that used the cache, else the smallest approximate prefix.
+        cache_write_5m_tokens, cache_write_1h_tokens: writes by TTL (unknown-TTL writes count
+            as 5m): which TTL the family uses now.
+        input_tokens: total input tokens (the ranking key).
+    """
+
+    key_fingerprint: str | None
+    model: str | None
+    first_segment_hash: str
+    vendor: str | None
+    requests: int
+    prefix_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    input_tokens: int
+
+
+def busiest_families(conn: sqlite3.Connection, h0: int, h1: int, limit: int) -> list[FamilyRow]:
+    """The ``limit`` prefix families with the most input tokens in the window."""
+    sql = f"""
+        SELECT key_fingerprint, model, first_segment_hash, MAX(vendor), SUM(requests),
+          CAST(COALESCE(CAST(SUM(cached_prefix_tokens) AS REAL) / NULLIF(SUM(cached_requests), 0),
+                        MIN(min_prefix_tokens), 0) AS INTEGER),
+          SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(input_tokens) AS input
+        FROM report_family_hourly WHERE {_HOURS}
+        GROUP BY key_fingerprint, model, first_segment_hash
+        ORDER BY input DESC, first_segment_hash LIMIT :limit
+    """
+    return [
+        FamilyRow(key or None, model or None, first, vendor or None, *rest)
+        for key, model, first, vendor, *rest in conn.execute(sql, _window(h0, h1, limit=limit))
+    ]
+
+
+def family_start_times(
+    conn: sqlite3.Connection, family: FamilyRow, h0: int, h1: int
+) -> list[float]:
+    """Start times (unix s, ascending) of one family's requests in the window (family index)."""
+    sql = f"""
+        SELECT started_at FROM requests
+        WHERE key_fingerprint IS :key AND model IS :model AND first_segment_hash = :first
+          AND total_input_tokens IS NOT NULL AND {_ROWS}
+        ORDER BY started_at
+    """
+    params = _window(
+        h0, h1, key=family.key_fingerprint, model=family.model, first=family.first_segment_hash
+    )
+    return [row[0] for row in conn.execute(sql, params)]

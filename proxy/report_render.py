@@ -1,0 +1,180 @@
+"""Text renderings of a :class:`~.report.Report`: a rich table, JSON and CSV.
+
+The HTML rendering lives in :mod:`.report_html`. Rates print as percentages, tokens with
+thousands separators, money in USD with 4 decimals (JSON keeps full float precision).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime, timezone
+
+from rich.console import Console
+from rich.table import Table
+
+from .report import Report, Summary
+
+__all__ = ["CSV_COLUMNS", "pct", "render_csv", "render_json", "render_table", "summary_rows", "usd"]
+
+
+def _time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def usd(value: float) -> str:
+    return f"-${-value:,.4f}" if value < 0 else f"${value:,.4f}"
+
+
+def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
+    wasted = report.wasted_writes
+    return [
+        ("Requests", f"{s.requests:,} ({s.requests_with_usage:,} with usage, {s.errors:,} errors)"),
+        ("Hit rate, token-weighted", pct(s.token_hit_rate)),
+        ("Hit rate, request-weighted", pct(s.request_hit_rate)),
+        ("Requests with a cache hit", f"{s.hit_requests:,}"),
+        ("Input tokens, uncached", f"{s.uncached_input_tokens:,}"),
+        ("Input tokens, cache read", f"{s.cache_read_tokens:,}"),
+        ("Input tokens, cache write 5m", f"{s.cache_write_5m_tokens:,}"),
+        ("Input tokens, cache write 1h", f"{s.cache_write_1h_tokens:,}"),
+        ("Input tokens, cache write (TTL unknown)", f"{s.cache_write_unknown_tokens:,}"),
+        ("Output tokens", f"{s.output_tokens:,}"),
+        ("Cost", usd(s.cost_usd)),
+        ("Cost without cache", usd(s.cost_without_cache_usd)),
+        ("Net savings (write premium included)", usd(s.net_savings_usd)),
+        (
+            "Wasted writes (never read within TTL)",
+            f"{wasted.tokens:,} tokens in {wasted.requests:,} requests, "
+            f"{usd(wasted.premium_usd)} premium",
+        ),
+        ("Unpriced requests (not in cost)", f"{s.unpriced_requests:,}"),
+        ("Cache breaks", f"{s.breaks:,}"),
+        ("Unexpected misses", f"{s.unexpected_misses:,}"),
+    ]
+
+
+def render_table(report: Report, *, width: int = 120, color: bool = False) -> str:
+    """The report as rich tables, returned as text (ANSI colours only when ``color``)."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, no_color=not color)
+    console.print(
+        f"[bold]promptcache report[/bold]  {_time(report.since)} -> {_time(report.until)}  "
+        f"({report.db})"
+    )
+    summary = Table(title="Summary", show_header=False, title_justify="left")
+    summary.add_column("metric")
+    summary.add_column("value", justify="right")
+    for name, value in summary_rows(report.total, report):
+        summary.add_row(name, value)
+    console.print(summary)
+
+    if report.groups:
+        groups = Table(title=f"By {report.group_by}", title_justify="left")
+        for name in (
+            "group",
+            "requests",
+            "hit rate tok",
+            "hit rate req",
+            "input tokens",
+            "cache read",
+            "cache write",
+            "cost",
+            "no-cache cost",
+            "savings",
+            "breaks",
+        ):
+            groups.add_column(name, justify="left" if name == "group" else "right")
+        for g in report.groups:
+            groups.add_row(
+                g.group or "-", f"{g.requests:,}", pct(g.token_hit_rate),
+                pct(g.request_hit_rate), f"{g.total_input_tokens:,}",
+                f"{g.cache_read_tokens:,}", f"{g.cache_write_tokens:,}", usd(g.cost_usd),
+                usd(g.cost_without_cache_usd), usd(g.net_savings_usd), f"{g.breaks:,}",
+            )  # fmt: skip
+        console.print(groups)
+
+    breaks = Table(title="Cache breaks by reason", title_justify="left")
+    for name in ("reason", "breaks", "tokens lost", "$ lost", "top segment", "examples"):
+        breaks.add_column(
+            name, justify="right" if name in ("breaks", "tokens lost", "$ lost") else "left"
+        )
+    for b in report.break_reasons:
+        breaks.add_row(
+            b.reason, f"{b.breaks:,}", f"{b.tokens_lost:,}", usd(b.usd_lost),
+            f"{b.top_segment} ({b.top_segment_breaks})" if b.top_segment else "-",
+            "\n".join(b.example_ids),
+        )  # fmt: skip
+    console.print(breaks if report.break_reasons else "No cache breaks recorded.")
+
+    ttft = Table(title="TTFT (ms), successful requests", title_justify="left")
+    for name in ("requests", "count", "p50", "p95"):
+        ttft.add_column(name, justify="left" if name == "requests" else "right")
+    for t in report.ttft:
+        label = "cache hit" if t.hit else "cache miss"
+        ttft.add_row(label, f"{t.requests:,}", f"{t.p50_ms:,.1f}", f"{t.p95_ms:,.1f}")
+    console.print(ttft if report.ttft else "No TTFT measurements.")
+
+    if report.ttl_advice:
+        ttl = Table(title="TTL advisor (busiest prefix families)", title_justify="left")
+        for name in ("family", "requests", "prefix tokens", "now", "best", "saves"):
+            ttl.add_column(name, justify="left" if name in ("family", "now", "best") else "right")
+        for a in report.ttl_advice:
+            ttl.add_row(
+                a.label, f"{a.requests:,}", f"{a.prefix_tokens:,}", a.current, a.recommended,
+                usd(a.savings_usd),
+            )  # fmt: skip
+        console.print(ttl)
+
+    console.print("[bold]Recommendations[/bold]")
+    if not report.recommendations:
+        console.print("  none: caching works as intended in this window.")
+    for i, rec in enumerate(report.recommendations, 1):
+        console.print(f"  {i}. {rec.message}", soft_wrap=False)
+    return buffer.getvalue()
+
+
+def render_json(report: Report) -> str:
+    """The report as indented JSON (every field of :meth:`Report.to_dict`)."""
+    return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
+
+
+#: Columns of ``--format csv``: one row per group, then a ``(total)`` row.
+CSV_COLUMNS: tuple[str, ...] = (
+    "group",
+    "requests",
+    "requests_with_usage",
+    "hit_requests",
+    "token_hit_rate",
+    "request_hit_rate",
+    "uncached_input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_write_unknown_tokens",
+    "output_tokens",
+    "total_input_tokens",
+    "cost_usd",
+    "cost_without_cache_usd",
+    "net_savings_usd",
+    "unpriced_requests",
+    "errors",
+    "breaks",
+    "unexpected_misses",
+)
+
+
+def render_csv(report: Report) -> str:
+    """One CSV row per ``--group-by`` group plus a ``(total)`` row; header :data:`CSV_COLUMNS`."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in (*report.groups, report.total):
+        values = [getattr(s, column) for column in CSV_COLUMNS]
+        values[0] = "(total)" if s is report.total else s.group
+        writer.writerow("" if v is None else v for v in values)
+    return buffer.getvalue()

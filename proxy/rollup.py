@@ -1,0 +1,290 @@
+"""Hourly rollups of the request log, kept by SQLite triggers, so reports stay fast at any size.
+
+``promptcache report`` must answer in seconds on logs of millions of rows. Summing a million wide
+rows (each carries JSON usage and segment hashes) takes SQLite several seconds, and every
+``GROUP BY`` sorts them. So the log keeps, next to ``requests``, small additive tables updated
+inside the insert's own transaction by ``AFTER INSERT`` triggers (nothing to run, nothing to
+forget, and a ``sqlite3`` shell inserting rows keeps them right too):
+
+``report_hourly``         per (UTC hour, model, route, key_fingerprint, vendor): request counts,
+                          the usage buckets, cost and cost without cache, breaks, unexpected
+                          misses, TTFT counts, cache-write tokens and the write tokens *read back*
+                          (the family's next request read the cache within the write's TTL).
+``report_breaks_hourly``  per (hour, reason, model, segment): breaks and tokens lost.
+``report_family_hourly``  per (hour, key_fingerprint, model, first_segment_hash): the TTL
+                          advisor's ranking inputs.
+
+NULL text keys are stored as ``''`` (SQLite treats NULLs as distinct in a UNIQUE key). Deleting
+rows from ``requests`` subtracts them from ``report_hourly``/``report_breaks_hourly`` (trigger),
+but read-back credit given to other rows is not taken back.
+
+Definitions (shared with ``breaks.py`` and ``report.py``):
+
+- a write's TTL is 1 h for ``cache_write_1h_tokens``, 5 min for 5m and unknown-TTL writes; the
+  engine upstream has no TTL;
+- a write is *read back* when the next request of its family (the one whose
+  ``previous_request_id`` names it) had no cache break, read > 0 cached tokens and started
+  within the TTL;
+- *tokens lost* by a break = input the request did not read from cache, capped at what its
+  predecessor had in cache (reads + writes).
+
+Also added here: a partial expression index for exact TTFT percentiles of hits vs misses and a
+partial index for example requests per break reason.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlite_utils import Database
+
+__all__ = ["ROLLUP_TABLES", "add_report_rollups"]
+
+ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
+
+_HOURLY_SUMS: Final = (
+    "requests",
+    "requests_with_usage",
+    "requests_with_input",
+    "hit_requests",
+    "hit_ratio_sum",
+    "uncached_input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_write_unknown_tokens",
+    "output_tokens",
+    "total_input_tokens",
+    "cost_usd",
+    "cost_without_cache_usd",
+    "unpriced_requests",
+    "errors",
+    "breaks",
+    "unexpected_misses",
+    "ttft_hit_requests",
+    "ttft_miss_requests",
+    "write_requests",
+)
+_READ_BACK: Final = (
+    "read_back_requests",
+    "read_back_5m_tokens",
+    "read_back_1h_tokens",
+    "read_back_unknown_tokens",
+)
+
+#: One request's contribution to each ``_HOURLY_SUMS`` column, over ``{r}`` (NEW or a table).
+_HOURLY_VALUES: Final = """
+    1,
+    {r}.total_input_tokens IS NOT NULL,
+    COALESCE({r}.total_input_tokens, 0) > 0,
+    COALESCE({r}.cache_read_tokens, 0) > 0,
+    CASE WHEN {r}.total_input_tokens > 0
+         THEN CAST({r}.cache_read_tokens AS REAL) / {r}.total_input_tokens ELSE 0.0 END,
+    COALESCE({r}.uncached_input_tokens, 0),
+    COALESCE({r}.cache_read_tokens, 0),
+    COALESCE({r}.cache_write_5m_tokens, 0),
+    COALESCE({r}.cache_write_1h_tokens, 0),
+    COALESCE({r}.cache_write_unknown_tokens, 0),
+    COALESCE({r}.output_tokens, 0),
+    COALESCE({r}.total_input_tokens, 0),
+    COALESCE(CAST({r}.cost_usd AS REAL), 0.0),
+    COALESCE(CAST({r}.cost_without_cache_usd AS REAL), 0.0),
+    {r}.cost_usd IS NULL AND {r}.total_input_tokens IS NOT NULL,
+    {r}.status IS NULL OR {r}.status = 0 OR {r}.status >= 400 OR {r}.error IS NOT NULL,
+    {r}.break_reason IS NOT NULL,
+    COALESCE({r}.unexpected_miss, 0) = 1,
+    COALESCE({r}.ttft_ms IS NOT NULL AND {r}.status >= 200 AND {r}.status < 400
+        AND {r}.cache_read_tokens > 0, 0),
+    COALESCE({r}.ttft_ms IS NOT NULL AND {r}.status >= 200 AND {r}.status < 400
+        AND {r}.cache_read_tokens = 0, 0),
+    COALESCE({r}.cache_write_5m_tokens, 0) + COALESCE({r}.cache_write_1h_tokens, 0)
+        + COALESCE({r}.cache_write_unknown_tokens, 0) > 0
+"""
+
+_HOURLY_KEY: Final = """
+    CAST({r}.started_at / 3600 AS INTEGER) AS hour, COALESCE({r}.model, '') AS model,
+    COALESCE({r}.route, '') AS route, COALESCE({r}.key_fingerprint, '') AS key_fingerprint,
+    COALESCE({r}.vendor, '') AS vendor
+"""
+
+#: Tokens a break lost (see the module docstring); ``{r}`` the request, ``p`` its predecessor.
+_TOKENS_LOST: Final = """
+    MAX(0, MIN(COALESCE({r}.total_input_tokens, 0) - COALESCE({r}.cache_read_tokens, 0),
+               COALESCE(p.cache_read_tokens, 0) + COALESCE(p.cache_write_5m_tokens, 0)
+               + COALESCE(p.cache_write_1h_tokens, 0) + COALESCE(p.cache_write_unknown_tokens, 0)))
+"""
+
+#: ``(5m, 1h, unknown)`` write tokens of predecessor ``p`` that request ``{r}`` read back.
+_READ_BACK_VALUES: Final = """
+    CASE WHEN p.vendor = 'engine' OR {r}.started_at - p.started_at <= 300
+         THEN COALESCE(p.cache_write_5m_tokens, 0) ELSE 0 END AS w5,
+    CASE WHEN p.vendor = 'engine' OR {r}.started_at - p.started_at <= 3600
+         THEN COALESCE(p.cache_write_1h_tokens, 0) ELSE 0 END AS w1,
+    CASE WHEN p.vendor = 'engine' OR {r}.started_at - p.started_at <= 300
+         THEN COALESCE(p.cache_write_unknown_tokens, 0) ELSE 0 END AS wu
+"""
+
+#: A request whose predecessor's write it may have read: no break, something read.
+_READS_PREDECESSOR: Final = (
+    "{r}.previous_request_id IS NOT NULL AND {r}.break_reason IS NULL AND {r}.cache_read_tokens > 0"
+)
+
+
+def _ddl() -> list[str]:
+    real = ("hit_ratio_sum", "cost_usd", "cost_without_cache_usd")
+    sums = ",\n".join(
+        f"{c} {'REAL' if c in real else 'INTEGER'} NOT NULL DEFAULT 0"
+        for c in (*_HOURLY_SUMS, *_READ_BACK)
+    )
+    return [
+        f"""CREATE TABLE report_hourly (
+            hour INTEGER NOT NULL, model TEXT NOT NULL, route TEXT NOT NULL,
+            key_fingerprint TEXT NOT NULL, vendor TEXT NOT NULL,
+            {sums},
+            PRIMARY KEY (hour, model, route, key_fingerprint, vendor))""",
+        """CREATE TABLE report_breaks_hourly (
+            hour INTEGER NOT NULL, reason TEXT NOT NULL, model TEXT NOT NULL,
+            segment TEXT NOT NULL, breaks INTEGER NOT NULL DEFAULT 0,
+            tokens_lost INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (hour, reason, model, segment))""",
+        """CREATE TABLE report_family_hourly (
+            hour INTEGER NOT NULL, key_fingerprint TEXT NOT NULL, model TEXT NOT NULL,
+            first_segment_hash TEXT NOT NULL, vendor TEXT NOT NULL,
+            requests INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_5m_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_prefix_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_requests INTEGER NOT NULL DEFAULT 0,
+            min_prefix_tokens INTEGER,
+            PRIMARY KEY (hour, key_fingerprint, model, first_segment_hash))""",
+        # exact TTFT percentiles: walk one class (hit / miss) in ttft order, filter on time
+        """CREATE INDEX idx_requests_ttft ON requests
+            (cache_read_tokens > 0, ttft_ms, started_at)
+            WHERE ttft_ms IS NOT NULL AND cache_read_tokens IS NOT NULL
+              AND status >= 200 AND status < 400""",
+        """CREATE INDEX idx_requests_break_reason ON requests (break_reason, started_at)
+            WHERE break_reason IS NOT NULL""",
+    ]
+
+
+def _hourly_upsert(values_from: str, sign: str = "+") -> str:
+    columns = ", ".join(_HOURLY_SUMS)
+    updates = ", ".join(f"{c} = {c} {sign} excluded.{c}" for c in _HOURLY_SUMS)
+    return f"""INSERT INTO report_hourly (hour, model, route, key_fingerprint, vendor, {columns})
+        {values_from}
+        ON CONFLICT (hour, model, route, key_fingerprint, vendor) DO UPDATE SET {updates}"""
+
+
+def _triggers() -> list[str]:
+    n = "NEW"
+    hourly = _hourly_upsert(
+        f"SELECT {_HOURLY_KEY.format(r=n)}, {_HOURLY_VALUES.format(r=n)} WHERE true"
+    )
+    breaks = f"""INSERT INTO report_breaks_hourly
+          (hour, reason, model, segment, breaks, tokens_lost)
+        SELECT CAST(NEW.started_at / 3600 AS INTEGER), NEW.break_reason, COALESCE(NEW.model, ''),
+               COALESCE(NEW.break_segment, ''), 1, {_TOKENS_LOST.format(r=n)}
+        FROM (SELECT 1) LEFT JOIN requests AS p ON p.id = NEW.previous_request_id
+        WHERE NEW.break_reason IS NOT NULL
+        ON CONFLICT (hour, reason, model, segment) DO UPDATE SET
+          breaks = breaks + 1, tokens_lost = tokens_lost + excluded.tokens_lost"""
+    read_back = f"""UPDATE report_hourly SET
+          read_back_requests = read_back_requests + (rb.w5 + rb.w1 + rb.wu > 0),
+          read_back_5m_tokens = read_back_5m_tokens + rb.w5,
+          read_back_1h_tokens = read_back_1h_tokens + rb.w1,
+          read_back_unknown_tokens = read_back_unknown_tokens + rb.wu
+        FROM (SELECT {_HOURLY_KEY.format(r="p")}, {_READ_BACK_VALUES.format(r=n)}
+              FROM requests AS p WHERE p.id = NEW.previous_request_id) AS rb
+        WHERE {_READS_PREDECESSOR.format(r=n)}
+          AND report_hourly.hour = rb.hour AND report_hourly.model = rb.model
+          AND report_hourly.route = rb.route
+          AND report_hourly.key_fingerprint = rb.key_fingerprint
+          AND report_hourly.vendor = rb.vendor"""
+    family = """INSERT INTO report_family_hourly (hour, key_fingerprint, model,
+          first_segment_hash, vendor, requests, input_tokens, cache_write_5m_tokens,
+          cache_write_1h_tokens, cached_prefix_tokens, cached_requests, min_prefix_tokens)
+        SELECT CAST(NEW.started_at / 3600 AS INTEGER), COALESCE(NEW.key_fingerprint, ''),
+          COALESCE(NEW.model, ''), NEW.first_segment_hash, COALESCE(NEW.vendor, ''), 1,
+          NEW.total_input_tokens,
+          COALESCE(NEW.cache_write_5m_tokens, 0) + COALESCE(NEW.cache_write_unknown_tokens, 0),
+          COALESCE(NEW.cache_write_1h_tokens, 0),
+          COALESCE(NEW.cache_read_tokens, 0) + COALESCE(NEW.cache_write_5m_tokens, 0)
+            + COALESCE(NEW.cache_write_1h_tokens, 0) + COALESCE(NEW.cache_write_unknown_tokens, 0),
+          COALESCE(NEW.cache_read_tokens, 0) + COALESCE(NEW.cache_write_5m_tokens, 0)
+            + COALESCE(NEW.cache_write_1h_tokens, 0)
+            + COALESCE(NEW.cache_write_unknown_tokens, 0) > 0,
+          NEW.approx_prefix_tokens
+        WHERE NEW.first_segment_hash IS NOT NULL AND NEW.total_input_tokens IS NOT NULL
+        ON CONFLICT (hour, key_fingerprint, model, first_segment_hash) DO UPDATE SET
+          requests = requests + 1, input_tokens = input_tokens + excluded.input_tokens,
+          cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+          cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+          cached_prefix_tokens = cached_prefix_tokens + excluded.cached_prefix_tokens,
+          cached_requests = cached_requests + excluded.cached_requests,
+          min_prefix_tokens = MIN(COALESCE(min_prefix_tokens, excluded.min_prefix_tokens),
+                                  COALESCE(excluded.min_prefix_tokens, min_prefix_tokens))"""
+    o = "OLD"
+    unhourly = _hourly_upsert(
+        f"SELECT {_HOURLY_KEY.format(r=o)}, {_HOURLY_VALUES.format(r=o)} WHERE true", sign="-"
+    )
+    unbreak = """UPDATE report_breaks_hourly SET breaks = breaks - 1
+        WHERE OLD.break_reason IS NOT NULL AND hour = CAST(OLD.started_at / 3600 AS INTEGER)
+          AND reason = OLD.break_reason AND model = COALESCE(OLD.model, '')
+          AND segment = COALESCE(OLD.break_segment, '')"""
+    return [
+        f"CREATE TRIGGER report_rollup_insert AFTER INSERT ON requests BEGIN\n"
+        f"{hourly};\n{breaks};\n{read_back};\n{family};\nEND",
+        f"CREATE TRIGGER report_rollup_delete AFTER DELETE ON requests BEGIN\n"
+        f"{unhourly};\n{unbreak};\nEND",
+    ]
+
+
+def _backfill() -> list[str]:
+    r = "r"
+    return [
+        _hourly_upsert(
+            f"SELECT {_HOURLY_KEY.format(r=r)}, {_HOURLY_VALUES.format(r=r)} FROM requests AS r"
+            " WHERE true"
+        ),
+        f"""INSERT INTO report_breaks_hourly (hour, reason, model, segment, breaks, tokens_lost)
+            SELECT CAST(r.started_at / 3600 AS INTEGER), r.break_reason, COALESCE(r.model, ''),
+                   COALESCE(r.break_segment, ''), COUNT(*), SUM({_TOKENS_LOST.format(r=r)})
+            FROM requests AS r LEFT JOIN requests AS p ON p.id = r.previous_request_id
+            WHERE r.break_reason IS NOT NULL GROUP BY 1, 2, 3, 4""",
+        f"""UPDATE report_hourly SET
+              read_back_requests = rb.n, read_back_5m_tokens = rb.w5,
+              read_back_1h_tokens = rb.w1, read_back_unknown_tokens = rb.wu
+            FROM (SELECT hour, model, route, key_fingerprint, vendor,
+                    SUM(w5 + w1 + wu > 0) AS n, SUM(w5) AS w5, SUM(w1) AS w1, SUM(wu) AS wu
+                  FROM (SELECT {_HOURLY_KEY.format(r="p")}, {_READ_BACK_VALUES.format(r=r)}
+                        FROM requests AS r JOIN requests AS p ON p.id = r.previous_request_id
+                        WHERE {_READS_PREDECESSOR.format(r=r)}) AS x
+                  GROUP BY 1, 2, 3, 4, 5) AS rb
+            WHERE report_hourly.hour = rb.hour AND report_hourly.model = rb.model
+              AND report_hourly.route = rb.route
+              AND report_hourly.key_fingerprint = rb.key_fingerprint
+              AND report_hourly.vendor = rb.vendor""",
+        """INSERT INTO report_family_hourly (hour, key_fingerprint, model, first_segment_hash,
+              vendor, requests, input_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+              cached_prefix_tokens, cached_requests, min_prefix_tokens)
+            SELECT CAST(started_at / 3600 AS INTEGER), COALESCE(key_fingerprint, ''),
+              COALESCE(model, ''), first_segment_hash, MAX(COALESCE(vendor, '')), COUNT(*),
+              SUM(total_input_tokens),
+              TOTAL(cache_write_5m_tokens) + TOTAL(cache_write_unknown_tokens),
+              TOTAL(cache_write_1h_tokens),
+              TOTAL(cache_read_tokens) + TOTAL(cache_write_5m_tokens)
+                + TOTAL(cache_write_1h_tokens) + TOTAL(cache_write_unknown_tokens),
+              SUM(COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_5m_tokens, 0)
+                  + COALESCE(cache_write_1h_tokens, 0)
+                  + COALESCE(cache_write_unknown_tokens, 0) > 0),
+              MIN(approx_prefix_tokens)
+            FROM requests WHERE first_segment_hash IS NOT NULL AND total_input_tokens IS NOT NULL
+            GROUP BY 1, 2, 3, 4""",
+    ]
+
+
+def add_report_rollups(db: Database) -> None:
+    """Schema step: create the rollup tables, indexes and triggers, and fill them from the rows
+    already logged. Runs inside the migration's transaction (``store.migrate``)."""
+    for statement in (*_ddl(), *_triggers(), *_backfill()):
+        db.execute(statement)
