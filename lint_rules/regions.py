@@ -172,6 +172,14 @@ class RegionsMixin(EngineState):
         else:
             block.breakpoint = ast.Dict(keys=[], values=[])
 
+    def _structure(self, node: ast.expr, frame: Frame) -> ast.expr:
+        """The dict literal a list element names (``tools=[LOOKUP_TOOL]``), for breakpoints."""
+        if not isinstance(node, ast.Name):
+            return node
+        with self.in_frame(frame):
+            target, _ = self.deref(node)
+        return target if isinstance(target, ast.Dict) else node
+
     def _text_node(self, node: ast.expr) -> ast.expr:
         text = dict_get(node, "text")
         return text if text is not None else node
@@ -196,7 +204,7 @@ class RegionsMixin(EngineState):
                     self._breakpoint(blocks[-1], elt, "cachePoint")  # type: ignore[arg-type]
                     continue
                 value = self._enter("tools", elt, frame, label)
-                blocks.append(self._block("tools", elt, value))
+                blocks.append(self._block("tools", self._structure(elt, frame), value))
             if sink is not None:
                 sink.blocks.extend(blocks)
             if node is not expr:  # later appends and edits to the named list
@@ -230,7 +238,7 @@ class RegionsMixin(EngineState):
                     continue
                 text = self._text_node(elt)
                 value = self._enter("system", text, frame, label)
-                block = self._block("system", elt, value)
+                block = self._block("system", self._structure(elt, frame), value)
                 blocks.append(block)
             if sink is not None:
                 sink.blocks.extend(blocks)
