@@ -143,7 +143,7 @@ class ModelRunner:
             )
             for _ in range(mc.num_hidden_layers)
         ]
-        meta = self._metadata(
+        meta = self.build_metadata(
             phase="prefill",
             slot_mapping=list(range(n)),
             block_tables=[list(range(num_blocks))],
@@ -190,7 +190,7 @@ class ModelRunner:
 
     # One step -------------------------------------------------------------------------------
 
-    def _metadata(
+    def build_metadata(
         self,
         phase: str,
         slot_mapping: Sequence[int],
@@ -198,7 +198,15 @@ class ModelRunner:
         context_lens: Sequence[int],
         new_lens: Sequence[int],
     ) -> AttnMetadata:
-        """Build ``AttnMetadata`` tensors on the device from per-sequence Python lists."""
+        """Build ``AttnMetadata`` on the runner's device from per-sequence Python lists.
+
+        Args:
+            phase: "decode" or "prefill".
+            slot_mapping: one slot per new token, all sequences packed in order.
+            block_tables: each sequence's block ids (padded with -1 into a tensor here).
+            context_lens: cached + new tokens per sequence after this step.
+            new_lens: new tokens per sequence (their sum is ``len(slot_mapping)``).
+        """
         dev = self.device
         width = max((len(t) for t in block_tables), default=0)
         tables = torch.full((len(block_tables), max(width, 1)), -1, dtype=torch.int32)
@@ -252,7 +260,7 @@ class ModelRunner:
             positions += entry.positions()
             slots += entry.slot_mapping(self.block_size)
             new_lens.append(entry.num_scheduled_tokens)
-        meta = self._metadata(
+        meta = self.build_metadata(
             phase="decode" if all(n == 1 for n in new_lens) else "prefill",
             slot_mapping=slots,
             block_tables=[entry.seq.block_table for entry in entries],
