@@ -190,13 +190,18 @@ async def _json_body(request: Request) -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RequestFieldError(
             f"We could not parse the JSON body of your request ({exc}). Send a JSON object "
             "with Content-Type: application/json.",
             code="invalid_json",
         ) from exc
+
+
+def _reject_constant(name: str) -> None:
+    """NaN, Infinity and -Infinity are not JSON (RFC 8259), though Python would accept them."""
+    raise ValueError(f"{name} is not a valid JSON value")
 
 
 async def _unless_disconnected(

@@ -40,7 +40,8 @@ CHAT_TEMPLATE = (
 #: ~60 tokens: long enough to fill several KV blocks, so a repeat hits the prefix cache.
 LONG_PROMPT = (
     "Once upon a time, there was a little girl named Lily. She liked to play outside in the "
-    "park with her friends. One day, she found a big red ball under a tree and she"
+    "park with her friends. One day, she found a big red ball under a tree. She picked it up "
+    "and ran to show her mom, who smiled and said they could play with it after lunch, and she"
 )
 
 

@@ -84,7 +84,7 @@ def test_chat_text_equals_python_api_streamed_or_not(client: openai.OpenAI, refe
 
 
 def test_repeated_prompt_reports_cached_tokens(client: openai.OpenAI) -> None:
-    prompt = LONG_PROMPT + " ran home."  # unique to this test: the first call is cold
+    prompt = "Ben's turn. " + LONG_PROMPT  # a first block no other test sends: cold first call
     first = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=4, temperature=0)
     second = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=4, temperature=0)
     assert first.usage is not None and second.usage is not None

@@ -1,0 +1,133 @@
+"""``promptcache engine kv-size`` arithmetic (checked by hand) and ``engine serve`` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from click.testing import CliRunner
+from conftest import TINYSTORIES
+
+from promptcache.cli import cli
+from promptcache.commands.engine import BYTES
+
+# tinystories-656k: 2 layers, 4 KV heads, head_dim 128 / 8 heads = 16, float32 (4 bytes):
+# 2 (K and V) x 2 x 4 x 16 x 4 = 1,024 bytes per token.
+PER_TOKEN_FP32 = 2 * 2 * 4 * 16 * 4
+
+
+def _kv_size(*args: str) -> dict[str, int | str]:
+    result = CliRunner().invoke(
+        cli, ["engine", "kv-size", "--model", str(TINYSTORIES), "--json", *args]
+    )
+    assert result.exit_code == 0, result.output
+    data: dict[str, int | str] = json.loads(result.output)
+    return data
+
+
+def test_kv_size_defaults_to_the_checkpoint_dtype_and_context() -> None:
+    size = _kv_size()
+    assert PER_TOKEN_FP32 == 1024
+    assert size["bytes_per_token"] == 1024
+    assert size["kv_dtype"] == "float32"
+    assert size["tokens"] == 512  # max_position_embeddings
+    assert size["bytes_per_request"] == 512 * 1024 == 524_288
+    # 256 MiB / (1,024 B x 16 tokens) = 16,384 blocks = 262,144 tokens = 512 requests of 512.
+    assert size["budget_blocks"] == 16_384
+    assert size["budget_tokens"] == 262_144
+    assert size["budget_requests"] == 512
+
+
+def test_kv_size_quantised_batch_and_budget() -> None:
+    size = _kv_size(
+        "--kv-cache-dtype", "int8", "--tokens", "100", "--batch", "8", "--budget", "1MiB"
+    )
+    assert size["bytes_per_token"] == 2 * 2 * 4 * 16 * 1 == 256
+    assert size["bytes_per_request"] == 25_600
+    assert size["bytes_per_batch"] == 204_800
+    # 1,048,576 B / (256 B x 16) = 256 blocks = 4,096 tokens; 100 tokens need 7 blocks -> 36.
+    assert size["budget_blocks"] == 256
+    assert size["budget_tokens"] == 4_096
+    assert size["budget_requests"] == 256 // 7 == 36
+    bf16 = _kv_size("--kv-cache-dtype", "bfloat16", "--budget", "4GB", "--block-size", "32")
+    assert bf16["bytes_per_token"] == 512
+    assert bf16["budget_blocks"] == 4_000_000_000 // (512 * 32) == 244_140
+
+
+def test_kv_size_table_shows_the_formula_and_reads_a_config_file() -> None:
+    result = CliRunner().invoke(
+        cli, ["engine", "kv-size", "--model", str(TINYSTORIES / "config.json"), "--tokens", "64"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "2 x 2 x 4 x 16 x 4 = 1,024 B" in result.output
+    assert "64 tokens = 65,536 B (64.00 KiB)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("268435456", 268_435_456), ("256MiB", 256 * 2**20), ("1.5GiB", 3 * 2**29), ("4GB", 4e9),
+     ("512M", 512 * 2**20), ("1_000", 1000), ("8 KiB", 8192)],
+)  # fmt: skip
+def test_byte_sizes(text: str, expected: float) -> None:
+    assert BYTES.convert(text, None, None) == expected
+
+
+def test_bad_options_are_usage_errors_without_traceback(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad_size = runner.invoke(
+        cli, ["engine", "kv-size", "--model", str(TINYSTORIES), "--budget", "lots"]
+    )
+    assert bad_size.exit_code == 2 and "is not a size" in bad_size.output
+    not_a_model = tmp_path / "config.json"
+    not_a_model.write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    unsupported = runner.invoke(cli, ["engine", "kv-size", "--model", str(not_a_model)])
+    assert unsupported.exit_code == 2
+    assert "error:" in unsupported.output and "not supported" in unsupported.output
+    assert "Traceback" not in unsupported.output
+
+
+def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
+    template = tmp_path / "chat.jinja"
+    template.write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [
+        str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
+        "--model", str(TINYSTORIES), "--port", str(port), "--served-model-name", "tiny",
+        "--kv-cache-bytes", "4MiB", "--kv-cache-dtype", "int8", "--swap-space", "1MiB",
+        "--chat-template", str(template), "--log-level", "warning",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+        reply = client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
+        )
+        assert reply.usage is not None and reply.usage.completion_tokens == 4
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        # 4 MiB / (256 B per int8 token x 16) = 1,024 blocks of 4 KiB.
+        assert "promptcache_engine_kv_cache_bytes 4.194304e+06" in metrics
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "1024 KV blocks of 16 tokens" in err
