@@ -1,0 +1,137 @@
+"""The torch reference backend against a float64 attention written out by hand.
+
+Ragged batches over a shuffled paged pool: cached prefixes of 0, 1, block_size - 1, block_size,
+block_size + 1 and several blocks; GQA ratios 1, 2 and 4; prefill and decode phases; sliding
+windows; int8 / fp8 pools.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from promptcache.engine.attention import get_backend
+from promptcache.engine.attention.base import AttnMetadata
+from promptcache.engine.kv_quant import scales_from_amax
+from promptcache.errors import ConfigError
+
+BLOCK = 4
+HEAD_DIM = 16
+
+
+def reference(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cached: int, window: int | None
+) -> torch.Tensor:
+    """float64 attention of ``q [n, H, D]`` over ``keys/values [cached + n, KV, D]``."""
+    n, heads = q.shape[0], q.shape[1]
+    group = heads // keys.shape[1]
+    k = keys.double().repeat_interleave(group, dim=1)
+    v = values.double().repeat_interleave(group, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q.double(), k) / math.sqrt(q.shape[-1])
+    qpos = torch.arange(cached, cached + n)[:, None]
+    kpos = torch.arange(cached + n)[None, :]
+    allowed = kpos <= qpos
+    if window is not None:
+        allowed &= kpos > qpos - window
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
+
+
+def run_case(
+    cached_lens: list[int],
+    new_lens: list[int],
+    heads: int,
+    kv_heads: int,
+    window: int | None = None,
+    kv_dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(sum(cached_lens) * 31 + sum(new_lens) + heads)
+    total = [c + n for c, n in zip(cached_lens, new_lens, strict=True)]
+    need = [-(-t // BLOCK) for t in total]
+    num_blocks = sum(need) + 3
+    order = torch.randperm(num_blocks, generator=gen).tolist()  # shuffled, non-contiguous
+    tables, start = [], 0
+    for n in need:
+        tables.append(order[start : start + n])
+        start += n
+    keys = [torch.randn(t, kv_heads, HEAD_DIM, generator=gen) for t in total]
+    values = [torch.randn(t, kv_heads, HEAD_DIM, generator=gen) for t in total]
+    q = torch.randn(sum(new_lens), heads, HEAD_DIM, generator=gen)
+    k_cache = torch.zeros(num_blocks, BLOCK, kv_heads, HEAD_DIM, dtype=kv_dtype)
+    v_cache = torch.zeros_like(k_cache)
+    k_scale = v_scale = None
+    if kv_dtype != torch.float32:
+        k_scale = scales_from_amax(torch.cat(keys).abs().amax(dim=(0, 2)), kv_dtype)
+        v_scale = scales_from_amax(torch.cat(values).abs().amax(dim=(0, 2)), kv_dtype)
+
+    def slot(i: int, pos: int) -> int:
+        return tables[i][pos // BLOCK] * BLOCK + pos % BLOCK
+
+    backend = get_backend("torch")
+    # Write the cached prefixes through the backend's own store path (a prefill with no queries
+    # would be odd, so use the store helper directly).
+    from promptcache.engine.attention.torch_ref import store_kv
+
+    for i, c in enumerate(cached_lens):
+        slots = torch.tensor([slot(i, p) for p in range(c)], dtype=torch.int64)
+        store_kv(keys[i][:c], values[i][:c], k_cache, v_cache, slots, k_scale, v_scale)
+    new_k = torch.cat([keys[i][c:] for i, c in enumerate(cached_lens)])
+    new_v = torch.cat([values[i][c:] for i, c in enumerate(cached_lens)])
+    width = max(need)
+    meta = AttnMetadata(
+        phase="decode" if all(n == 1 for n in new_lens) else "prefill",
+        slot_mapping=torch.tensor(
+            [slot(i, p) for i, c in enumerate(cached_lens) for p in range(c, total[i])]
+        ),
+        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
+        context_lens=torch.tensor(total, dtype=torch.int32),
+        cu_seqlens_q=torch.tensor(
+            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
+        ),
+        num_cached_tokens=torch.tensor(cached_lens, dtype=torch.int32),
+        max_seqlen_q=max(new_lens),
+        max_seqlen_k=max(total),
+    )
+    out = backend.forward(
+        q, new_k, new_v, k_cache, v_cache, meta, HEAD_DIM**-0.5, k_scale, v_scale, window
+    )
+    expected = []
+    start = 0
+    for i, (c, n) in enumerate(zip(cached_lens, new_lens, strict=True)):
+        expected.append(reference(q[start : start + n], keys[i], values[i], c, window))
+        start += n
+    return out, torch.cat(expected)
+
+
+PREFIXES = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 2]
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (4, 2), (8, 2)])
+def test_prefill_over_paged_prefixes(heads: int, kv_heads: int) -> None:
+    out, expected = run_case(PREFIXES, [5, 3, 1, 7, 2, 4], heads, kv_heads)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 1), (8, 2)])
+def test_decode_batch(heads: int, kv_heads: int) -> None:
+    out, expected = run_case([p + 1 for p in PREFIXES], [1] * len(PREFIXES), heads, kv_heads)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("new_lens", [[6, 2, 9], [1, 1, 1]])
+def test_sliding_window(new_lens: list[int]) -> None:
+    out, expected = run_case([0, 5, 11], new_lens, 4, 2, window=3)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("kv_dtype", "bound"), [(torch.int8, 0.05), (torch.float8_e4m3fn, 0.15)])
+def test_quantised_pool_error(kv_dtype: torch.dtype, bound: float) -> None:
+    out, expected = run_case(PREFIXES, [5, 3, 1, 7, 2, 4], 4, 2, kv_dtype=kv_dtype)
+    assert float((out.double() - expected).abs().max()) < bound
+
+
+def test_unknown_backend_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="attention_backend='flash' is unknown"):
+        get_backend("flash")
