@@ -6,8 +6,8 @@ proxy's own migrations (so the indexes are the real ones), then times, as median
 
 - ``build_report`` (every aggregate, no grouping) and with ``--group-by model`` / ``day``;
 - each renderer (table, JSON, CSV, HTML) on the built report;
-- a baseline measured in the same run: the same totals computed in a Python loop over
-  ``SELECT * ...`` (what "aggregate in SQL" avoids).
+- a baseline measured in the same run (once: it is slow): the same totals computed in a Python
+  loop over ``SELECT * ...`` (what "aggregate in SQL" avoids).
 
 The traffic: 2,000 prefix families over 40 API keys and 4 models, 7 days, a request every
 ~0.6 s; about 12% of requests are cache breaks with a reason, 3% errors, costs priced with the
@@ -15,8 +15,10 @@ bundled price table. Deterministic (seeded).
 
 Usage::
 
-    .venv/bin/python benchmarks/report_speed.py            # 1M rows, ~1 min to generate
+    .venv/bin/python benchmarks/report_speed.py            # 1M rows, ~3 min to generate (triggers on)
     .venv/bin/python benchmarks/report_speed.py --rows 100000 --repeats 3
+    .venv/bin/python benchmarks/report_speed.py --db /tmp/1m.db          # keep the log...
+    .venv/bin/python benchmarks/report_speed.py --db /tmp/1m.db --reuse  # ...and time it again
 """
 
 from __future__ import annotations
@@ -128,6 +130,16 @@ def generate(path: Path, rows: int, seed: int = 7) -> float:
     return t
 
 
+def _last_start(path: Path) -> float:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        return float(conn.execute("SELECT MAX(started_at) FROM requests").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def python_loop_totals(path: Path, since: float, until: float) -> dict[str, float]:
     """Baseline: the summary totals computed row by row in Python."""
     import sqlite3
@@ -162,15 +174,23 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--db", type=Path, default=None, help="keep the generated log here")
+    parser.add_argument(
+        "--reuse", action="store_true", help="time an existing --db instead of generating one"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or Path(tmp) / "bench.db"
-        if path.exists():
-            path.unlink()
-        t0 = time.perf_counter()
-        last = generate(path, args.rows)
-        print(f"generated {args.rows:,} rows in {time.perf_counter() - t0:.1f} s "
-              f"({path.stat().st_size / 2**20:.0f} MiB)")  # fmt: skip
+        if args.reuse and path.exists():
+            last = _last_start(path)
+            print(f"reusing {path} ({path.stat().st_size / 2**20:.0f} MiB)")
+        else:
+            path.unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            last = generate(path, args.rows)
+            print(
+                f"generated {args.rows:,} rows in {time.perf_counter() - t0:.1f} s "
+                f"({path.stat().st_size / 2**20:.0f} MiB)"
+            )
         since, until = last - SPAN_S - 1, last + 1
         report = build_report(path, since=since, until=until)
         results = {
@@ -187,7 +207,7 @@ def main() -> None:
             "render csv": median_s(lambda: render_csv(report), args.repeats),
             "render html": median_s(lambda: render_html(report), args.repeats),
             "baseline: totals in a Python loop": median_s(
-                lambda: python_loop_totals(path, since, until), args.repeats),
+                lambda: python_loop_totals(path, since, until), 1),
         }  # fmt: skip
         base = results["baseline: totals in a Python loop"]
         print(f"{'step':<36} {'median s':>9} {'vs baseline':>12}")

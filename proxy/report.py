@@ -26,7 +26,7 @@ import math
 import sqlite3
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,13 @@ from promptcache.errors import ConfigError, StoreError, UnknownModelPriceError
 from promptcache.pricing import ModelPrice, lookup_price
 
 from . import report_queries as q
-from .report_advice import Recommendation, TtlAdvice, advise_families, recommend
+from .report_advice import (
+    EngineKvStats,
+    Recommendation,
+    TtlAdvice,
+    advise_families,
+    recommend,
+)
 from .rollup import ROLLUP_TABLES
 from .store import open_log
 
@@ -167,7 +173,7 @@ class Report:
     ttft: tuple[TtftSummary, ...]
     ttl_advice: tuple[TtlAdvice, ...]
     recommendations: tuple[Recommendation, ...]
-    notes: tuple[str, ...] = field(default=())
+    engine: EngineKvStats | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints)."""
@@ -328,6 +334,7 @@ def build_report(
     until: float,
     group_by: str | None = None,
     now: float | None = None,
+    engine: EngineKvStats | None = None,
 ) -> Report:
     """Aggregate the proxy log over ``[since, until)`` (unix seconds) into a :class:`Report`.
 
@@ -341,6 +348,7 @@ def build_report(
         group_by: one of :data:`GROUP_BY_CHOICES`, or None for totals only.
         now: the current time (default: the wall clock); decides which cache writes are
             still within their TTL, and is stamped on the report.
+        engine: the engine upstream's KV-pool state, for the engine recommendations.
 
     Raises:
         ConfigError: bad window or ``group_by``, or ``db_path`` is not a proxy log.
@@ -395,5 +403,6 @@ def build_report(
         wasted_writes=wasted,
         ttft=ttft,
         ttl_advice=advice,
-        recommendations=tuple(recommend(total, reasons, wasted, advice)),
+        recommendations=tuple(recommend(total, reasons, wasted, advice, engine)),
+        engine=engine,
     )

@@ -13,8 +13,10 @@ there (and on Bedrock), not at OpenAI or Gemini, and the engine has no TTL at al
    past the TTL), and TTL expiries in general;
 3. cache writes nobody read (the write premium wasted);
 4. unexpected misses (same prefix within the TTL, nothing read);
-5. engine upstream: KV-pool pressure -> prefix-caching settings, then swap space, then KV
-   quantisation (from the engine's own stats; see :class:`EngineKvStats`).
+5. engine upstream: KV-pool pressure (usage >= :data:`HIGH_KV_USAGE` or preemptions) -> prefix
+   caching when its hit rate is low, else swap space when nothing is swapped, else KV
+   quantisation; read from the engine's ``/metrics`` (``--engine-metrics``, see
+   :class:`EngineKvStats`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
-from promptcache.errors import UnknownModelPriceError
+from prometheus_client.parser import text_string_to_metric_families
+
+from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.minimums import default_model_minimums
 from promptcache.pricing import ModelPrice
 from promptcache.ttl import advise_ttl
@@ -48,6 +52,8 @@ __all__ = [
 LOW_HIT_RATE: Final = 0.5
 #: KV-pool use (fraction of blocks) from which the engine is under memory pressure.
 HIGH_KV_USAGE: Final = 0.9
+#: Below this engine prefix-cache hit rate, prefix caching is the first engine setting to fix.
+LOW_ENGINE_PREFIX_HIT_RATE: Final = 0.1
 #: A prefix family needs this many requests before its TTL advice becomes a recommendation.
 MIN_TTL_REQUESTS: Final = 3
 #: Vendors whose API lets the client pick the TTL.
@@ -160,21 +166,50 @@ def advise_families(
 
 @dataclass(frozen=True)
 class EngineKvStats:
-    """The engine upstream's KV-pool state (from its stats endpoint), for the engine advice.
+    """The engine upstream's KV-pool state, read from its ``GET /metrics``.
 
     Attributes:
-        kv_usage: fraction of KV blocks in use, 0..1.
-        num_preemptions: sequences preempted for lack of blocks since start.
-        enable_prefix_caching: whether automatic prefix caching is on.
-        swap_space_bytes: CPU swap space for preempted KV (0 when off), or None if unknown.
-        kv_cache_dtype: e.g. ``"auto"``, ``"int8"``, ``"fp8"``.
+        kv_usage: fraction of device KV blocks in use, 0..1.
+        num_preemptions: sequences preempted for lack of KV blocks since the engine started.
+        num_swapped: sequences swapped out to CPU at scrape time (0 when swap is off).
+        prefix_cache_hit_rate: prefix-cache hit tokens / looked-up tokens since start, or None
+            before any lookup.
     """
 
     kv_usage: float
     num_preemptions: int
-    enable_prefix_caching: bool
-    swap_space_bytes: int | None
-    kv_cache_dtype: str
+    num_swapped: int
+    prefix_cache_hit_rate: float | None
+
+    @classmethod
+    def from_prometheus(cls, text: str) -> EngineKvStats:
+        """Parse the engine server's Prometheus exposition (``promptcache_engine_*`` series).
+
+        Raises:
+            ConfigError: ``text`` is not Prometheus text or lacks the KV usage gauge.
+        """
+        try:
+            values = {
+                sample.name: sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+            }
+        except ValueError as exc:
+            raise ConfigError(f"--engine-metrics: not Prometheus text ({exc})") from None
+        prefix = "promptcache_engine_"
+        if f"{prefix}kv_cache_usage_ratio" not in values:
+            raise ConfigError(
+                "--engine-metrics: no promptcache_engine_kv_cache_usage_ratio series; point it "
+                "at the engine server's /metrics (promptcache engine serve)"
+            )
+        queries = values.get(f"{prefix}prefix_cache_queries_tokens_total", 0.0)
+        hits = values.get(f"{prefix}prefix_cache_hits_tokens_total", 0.0)
+        return cls(
+            kv_usage=values[f"{prefix}kv_cache_usage_ratio"],
+            num_preemptions=int(values.get(f"{prefix}preemptions_total", 0)),
+            num_swapped=int(values.get(f"{prefix}swapped_sequences", 0)),
+            prefix_cache_hit_rate=hits / queries if queries else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -221,17 +256,20 @@ def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recomme
 
 
 def _engine(kv: EngineKvStats) -> Recommendation | None:
+    """Engine escalation: prefix caching, then swap space, then KV quantisation."""
     if kv.kv_usage < HIGH_KV_USAGE and not kv.num_preemptions:
         return None
-    state = f"KV pool {kv.kv_usage:.0%} full, {kv.num_preemptions} preemptions"
-    if not kv.enable_prefix_caching:
-        step = "turn on prefix caching (enable_prefix_caching) so shared prefixes share blocks"
-    elif not kv.swap_space_bytes:
-        step = "give preempted sequences CPU swap space instead of recomputing them"
-    elif kv.kv_cache_dtype in ("auto", "float16", "bfloat16", "float32"):
-        step = "quantise the KV cache (kv_cache_dtype int8 or fp8) to fit twice the blocks"
+    state = f"KV pool {kv.kv_usage:.0%} full, {_n(kv.num_preemptions, 'preemption')}"
+    rate = kv.prefix_cache_hit_rate
+    if rate is None or rate < LOW_ENGINE_PREFIX_HIT_RATE:
+        step = (
+            f"prefix caching first (hit rate {_pct(rate)}): keep --enable-prefix-caching on and "
+            "give requests a shared, stable prefix so they share KV blocks"
+        )
+    elif not kv.num_swapped:
+        step = "add CPU swap space (--swap-space) so preempted sequences are not recomputed"
     else:
-        step = "the pool is already quantised and swapping: add memory or lower max_num_seqs"
+        step = "quantise the KV cache (--kv-cache-dtype int8 or fp8) to fit about twice the blocks"
     return Recommendation("engine_kv", f"Engine upstream: {state}; next step: {step}.")
 
 

@@ -192,7 +192,7 @@ def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> 
               COUNT(*)
             FROM requests AS x
             WHERE x.started_at >= :h0 * 3600 AND x.started_at < :h1 * 3600
-              AND x.started_at + 3600 > :now
+              AND x.started_at > :now - 3600
               AND COALESCE(x.vendor, '') != 'engine'
               AND COALESCE(x.cache_write_5m_tokens, 0) + COALESCE(x.cache_write_1h_tokens, 0)
                   + COALESCE(x.cache_write_unknown_tokens, 0) > 0
@@ -272,8 +272,8 @@ def _rank(n: int, percent: int) -> int:
 def ttft_percentiles(conn: sqlite3.Connection, h0: int, h1: int) -> list[TtftRow]:
     """TTFT p50 / p95 for cache hits (cache_read_tokens > 0) and misses (== 0), status 2xx-3xx.
 
-    Counts come from the rollup; each value is found by walking ``idx_requests_ttft`` in
-    (class, ttft) order once.
+    Counts come from the rollup; each percentile walks ``idx_requests_ttft`` in (class, ttft)
+    order up to its rank.
     """
     counts = conn.execute(
         f"SELECT TOTAL(ttft_hit_requests), TOTAL(ttft_miss_requests) FROM report_hourly "
@@ -281,21 +281,23 @@ def ttft_percentiles(conn: sqlite3.Connection, h0: int, h1: int) -> list[TtftRow
         _window(h0, h1),
     ).fetchone()
     sql = f"""
-        SELECT rn, ttft_ms FROM (
-          SELECT ttft_ms, ROW_NUMBER() OVER (ORDER BY ttft_ms) AS rn
-          FROM requests INDEXED BY idx_requests_ttft
-          WHERE (cache_read_tokens > 0) = :hit AND ttft_ms IS NOT NULL
-            AND cache_read_tokens IS NOT NULL AND status >= 200 AND status < 400 AND {_ROWS})
-        WHERE rn = :k50 OR rn = :k95
+        SELECT ttft_ms FROM requests INDEXED BY idx_requests_ttft
+        WHERE (cache_read_tokens > 0) = :hit AND ttft_ms IS NOT NULL
+          AND cache_read_tokens IS NOT NULL AND status >= 200 AND status < 400 AND {_ROWS}
+        ORDER BY ttft_ms LIMIT 1 OFFSET :skip
     """
     out = []
     for hit, n in ((True, int(counts[0])), (False, int(counts[1]))):
         if not n:
             continue
-        k50, k95 = _rank(n, 50), _rank(n, 95)
-        values = dict(conn.execute(sql, _window(h0, h1, hit=int(hit), k50=k50, k95=k95)))
-        if k50 in values and k95 in values:
-            out.append(TtftRow(hit, n, values[k50], values[k95]))
+        values: list[float] = []
+        for percent in (50, 95):
+            params = _window(h0, h1, hit=int(hit), skip=_rank(n, percent) - 1)
+            row = conn.execute(sql, params).fetchone()
+            if row is not None:
+                values.append(float(row[0]))
+        if len(values) == 2:  # a row deleted since the rollup count leaves a gap: skip
+            out.append(TtftRow(hit, n, values[0], values[1]))
     return out
 
 
@@ -345,11 +347,13 @@ def busiest_families(conn: sqlite3.Connection, h0: int, h1: int, limit: int) -> 
 def family_start_times(
     conn: sqlite3.Connection, family: FamilyRow, h0: int, h1: int
 ) -> list[float]:
-    """Start times (unix s, ascending) of one family's requests in the window (family index)."""
+    """Start times (unix s, ascending) of one family's requests in the window, read from the
+    family index alone (so failed requests are included: they are few and cost the same under
+    every TTL option)."""
     sql = f"""
         SELECT started_at FROM requests
         WHERE key_fingerprint IS :key AND model IS :model AND first_segment_hash = :first
-          AND total_input_tokens IS NOT NULL AND {_ROWS}
+          AND {_ROWS}
         ORDER BY started_at
     """
     params = _window(

@@ -107,6 +107,12 @@ class TimeBound(_ParamType):
     default=None,
     help="Exit 1 when the window's cost in USD is above this.",
 )
+@click.option(
+    "--engine-metrics",
+    metavar="URL|FILE",
+    default=None,
+    help="The engine server's /metrics (URL, or a saved copy) for the KV-pool advice.",
+)
 def report_command(
     db: Path,
     since: float,
@@ -116,6 +122,7 @@ def report_command(
     output: Path | None,
     fail_under_hit_rate: float | None,
     fail_over_cost: float | None,
+    engine_metrics: str | None,
 ) -> None:
     """Report hit rate, cost, savings, cache breaks and advice from the proxy's log.
 
@@ -130,14 +137,24 @@ def report_command(
         promptcache report --db promptcache.db --since 24h --group-by model
         promptcache report --since 7d --format html --output report.html
         promptcache report --since 1h --fail-under-hit-rate 0.6 --fail-over-cost 25
+        promptcache report --engine-metrics http://127.0.0.1:8000/metrics
     """
     from promptcache.proxy.report import build_report
+    from promptcache.proxy.report_advice import EngineKvStats
     from promptcache.proxy.report_html import render_html
     from promptcache.proxy.report_render import render_csv, render_json, render_table
 
+    engine = None
+    if engine_metrics is not None:
+        engine = EngineKvStats.from_prometheus(_read_metrics(engine_metrics))
     now = time.time()
     result = build_report(
-        db, since=since, until=until if until is not None else now, group_by=group_by, now=now
+        db,
+        since=since,
+        until=until if until is not None else now,
+        group_by=group_by,
+        now=now,
+        engine=engine,
     )
     if output_format == "json":
         text = render_json(result)
@@ -164,3 +181,24 @@ def report_command(
     if failures:
         click.echo("alert: " + "; ".join(failures), err=True)
         raise SystemExit(1)
+
+
+def _read_metrics(source: str) -> str:
+    """The text of a Prometheus exposition at a URL or in a file."""
+    if source.startswith(("http://", "https://")):
+        import httpx
+
+        try:
+            response = httpx.get(source, timeout=10.0)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise click.BadParameter(
+                f"cannot read {source}: {exc}", param_hint="--engine-metrics"
+            ) from None
+        return response.text
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {source}: {exc.strerror}", param_hint="--engine-metrics"
+        ) from None
