@@ -92,7 +92,7 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def _load_app(path: Path, name: str) -> ModuleType:
+def load_app(path: Path, name: str) -> ModuleType:
     """Import an example app from its file (``examples/`` is not a package)."""
     spec = importlib.util.spec_from_file_location(f"promptcache_demo_{name}_app", path)
     if spec is None or spec.loader is None:
@@ -371,7 +371,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         )
         with Progress(*columns, console=console) as progress:
             for name, _ in VARIANTS:
-                app = _load_app(apps[name], name)
+                app = load_app(apps[name], name)
                 runs[name] = replay(
                     name, app, proxies[name], model.name, plans,
                     max_tokens=options.max_tokens, progress=progress,

@@ -9,9 +9,9 @@ trimmed at the front would change the prefix of every later request (a cache bre
 Users run concurrently, one thread each, through one ``openai.OpenAI`` client per variant. Both
 variants get exactly the same users, questions and order, so their numbers compare.
 
-Sizes (tinystories tokenizer, the demo's plain chat template): system prompt about 270 tokens,
-a turn about 40, at most three earlier turns, the question and up to ``max_tokens`` of answer:
-about 470 tokens at the fourth turn, under the 512-token context.
+Sizes (tinystories tokenizer, the demo's plain chat template): the largest request, at a fourth
+turn with three earlier answers of ``max_tokens`` = 16 and room for its own answer, is about 450
+tokens, under the 512-token context (``tests/demo/test_demo_parts.py`` checks it).
 """
 
 from __future__ import annotations

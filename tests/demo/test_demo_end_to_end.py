@@ -1,0 +1,194 @@
+"""`promptcache demo`, shortened, end to end on the real tinystories checkpoint.
+
+Runs the real command in a subprocess (engine server, two proxies, openai client, linter,
+reports), then checks its claims against the engine's own usage numbers and the proxies' logs,
+and that no server it started outlives it: after a normal end, after Ctrl-C, after SIGTERM and
+after SIGKILL of the demo itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / ".." / "shared" / "models" / "tinystories-656k"
+CLI = "from promptcache.cli import main; main()"
+
+
+def demo_command(out: Path, users: int, requests: int) -> list[str]:
+    assert (MODEL / "config.json").is_file(), f"test checkpoint missing: {MODEL}"
+    return [
+        sys.executable, "-c", CLI, "demo", "--model", str(MODEL), "--users", str(users),
+        "--requests-per-user", str(requests), "--output-dir", str(out),
+    ]  # fmt: skip
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def expected_lint_lines() -> dict[str, int]:
+    """Lines in examples/naive_app.py's ``build_system_prompt``: where ``now`` and
+    ``request_id`` are born, and the f-string that puts them into the system prompt (the line
+    each finding points at)."""
+    tree = ast.parse((ROOT / "examples" / "naive_app.py").read_text())
+    func = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and n.name == "build_system_prompt"
+    )
+    lines: dict[str, int] = {}
+    for node in func.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            lines[node.targets[0].id] = node.lineno
+        if isinstance(node, ast.Return):
+            for part in ast.walk(node):
+                names = {
+                    v.value.id
+                    for v in getattr(part, "values", [])
+                    if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
+                }
+                if isinstance(part, ast.JoinedStr) and {"now", "request_id"} <= names:
+                    lines["enters_prompt"] = part.lineno
+    return lines
+
+
+@pytest.fixture(scope="module")
+def demo_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("demo")
+    proc = subprocess.run(
+        demo_command(out, users=3, requests=8),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    return out, proc
+
+
+def test_demo_succeeds_and_stops_its_servers(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    pids = json.loads((out / "processes.json").read_text())
+    assert set(pids) == {"engine", "proxy-naive", "proxy-layered"}
+    assert wait_gone(list(pids.values()), timeout_s=1.0) == []
+
+
+def test_hit_rates_come_from_the_engines_usage(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    for name, variant in summary["variants"].items():
+        assert variant["requests"] == 3 * 8
+        # The proxy logged the engine's own usage; the demo's totals must equal it.
+        with sqlite3.connect(out / f"{name}.db") as conn:
+            rows, total, read = conn.execute(
+                "SELECT count(*), sum(total_input_tokens), sum(cache_read_tokens) FROM requests"
+            ).fetchone()
+        assert (rows, total, read) == (
+            variant["requests"],
+            variant["prompt_tokens"],
+            variant["cached_tokens"],
+        )
+        assert variant["hit_rate"] == pytest.approx(read / total)
+    assert summary["variants"]["layered"]["hit_rate"] > 0.6
+    assert summary["variants"]["naive"]["hit_rate"] < 0.1
+    naive, layered = summary["variants"]["naive"], summary["variants"]["layered"]
+    assert float(layered["cost_usd"]) < float(layered["cost_without_cache_usd"])
+    assert float(layered["cost_usd"]) < float(naive["cost_usd"])
+
+
+def test_report_names_the_system_prompt_as_the_break(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    naive = json.loads((out / "summary.json").read_text())["variants"]["naive"]
+    top = naive["breaks"][0]
+    # messages[0] is the system message of the OpenAI chat request: where the timestamp lives.
+    assert top["reason"] == "system_changed"
+    assert top["segment"].startswith("messages[0]")
+    assert top["requests"] >= naive["requests"] - 2
+    excerpts = "".join(e["excerpt"] or "" for e in top["examples"])
+    assert "Current time: " in excerpts or "Request id: " in excerpts
+    html = (out / "report-naive.html").read_text()
+    assert "system_changed" in html and "messages[0]" in html
+    assert "Why the naive app's cache broke" in proc.stdout
+    assert "system_changed in messages[0]" in proc.stdout
+
+
+def test_lint_flags_the_naive_app_only(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    lines = expected_lint_lines()
+    found = {(f["code"], f["line"], f["origin_line"]) for f in summary["variants"]["naive"]["lint"]}
+    assert found == {
+        ("PC001", lines["enters_prompt"], lines["now"]),
+        ("PC002", lines["enters_prompt"], lines["request_id"]),
+    }
+    assert summary["variants"]["layered"]["lint"] == []
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "sigkill"]
+)
+def test_no_server_outlives_an_interrupted_demo(tmp_path: Path, signum: int) -> None:
+    pids_file = tmp_path / "processes.json"
+    with subprocess.Popen(
+        demo_command(tmp_path, users=3, requests=200),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            deadline = time.monotonic() + 120
+            while not pids_file.exists():
+                assert proc.poll() is None, f"demo exited early: {proc.communicate()[1]}"
+                assert time.monotonic() < deadline, "servers never became healthy"
+                time.sleep(0.1)
+            pids = list(json.loads(pids_file.read_text()).values())
+            assert all(alive(p) for p in pids)
+            time.sleep(1.0)  # let the workload start
+            os.kill(proc.pid, signum)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode != 0
+    assert wait_gone(pids) == [], f"children still alive after {signal.Signals(signum).name}"
+    assert "Traceback" not in stderr

@@ -1,0 +1,111 @@
+"""The demo's parts without servers: workload plan, model choice, child-process failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from promptcache.demo.model import has_chat_template, resolve_model
+from promptcache.demo.processes import ChildProcesses, free_port
+from promptcache.demo.runner import CHAT_TEMPLATE, load_app
+from promptcache.demo.workload import STORY_ARCS, plan_workload
+from promptcache.errors import ConfigError, DemoError
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / ".." / "shared" / "models" / "tinystories-656k"
+
+
+def test_plan_gives_every_user_the_asked_number_of_requests_in_arcs_of_four() -> None:
+    plans = plan_workload(users=3, requests_per_user=10)
+    assert [p.num_requests for p in plans] == [10, 10, 10]
+    assert [len(c) for c in plans[0].conversations] == [4, 4, 2]
+    assert len({p.child[0] for p in plans}) == 3
+    # Concurrent users start different stories.
+    assert len({p.conversations[0][0] for p in plans}) == 3
+    assert plans[0].conversations[0][0] == STORY_ARCS[0][0].format(name=plans[0].child[0])
+
+
+def test_plan_names_stay_unique_past_the_list_of_children() -> None:
+    plans = plan_workload(users=20, requests_per_user=1)
+    assert len({p.child[0] for p in plans}) == 20
+
+
+@pytest.mark.parametrize("app_name", ["naive_app", "layered_app"])
+def test_longest_request_fits_the_models_context(app_name: str) -> None:
+    """The largest request of the workload (system prompt, three earlier turns with maximal
+    answers, the question, room for the answer) stays under tinystories' 512 tokens, rendered
+    and tokenised as the engine server does."""
+    from promptcache.engine.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(MODEL)
+    tokenizer.chat_templates["default"] = CHAT_TEMPLATE
+    app = load_app(ROOT / "examples" / f"{app_name}.py", app_name)
+    max_tokens, slack = 16, 4  # a re-tokenised answer may take a few more tokens
+    longest = 0
+    for plan in plan_workload(users=8, requests_per_user=24):
+        story = app.StoryTime(None, "tinystories-656k", app.Child(*plan.child))
+        for arc in plan.conversations:
+            story.new_story()
+            for turn, question in enumerate(arc):
+                if app_name == "naive_app":
+                    system = app.build_system_prompt(story.child)
+                    messages = [{"role": "system", "content": system}, *story.history]
+                    messages.append({"role": "user", "content": question})
+                    story.history += [messages[-1], {"role": "assistant", "content": "."}]
+                else:
+                    params = story.conversation.fork().dynamic(question).to_openai_chat()
+                    messages = params["messages"]
+                    story.conversation.add_user(question).add_assistant(".")
+                text = tokenizer.apply_chat_template(messages)
+                n = len(tokenizer.encode(text, add_special_tokens=False))
+                longest = max(longest, n + turn * (max_tokens + slack) + max_tokens)
+    assert longest < 512, longest
+
+
+def test_explicit_model_directory(tmp_path: Path) -> None:
+    choice = resolve_model(str(MODEL), repo_root=tmp_path, environ={})
+    assert choice.path == MODEL.resolve()
+    assert choice.name == "tinystories-656k"
+    assert choice.source == "--model"
+
+
+def test_environment_variable_comes_after_the_option(tmp_path: Path) -> None:
+    env = {"PROMPTCACHE_MODEL": str(MODEL)}
+    assert resolve_model(None, repo_root=tmp_path, environ=env).source == "$PROMPTCACHE_MODEL"
+    with pytest.raises(ConfigError, match="--model"):
+        resolve_model(str(tmp_path / "nope"), repo_root=tmp_path, environ=env)
+
+
+def test_bundled_checkpoint_beside_the_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    models = tmp_path / "shared" / "models" / "tinystories-656k"
+    models.mkdir(parents=True)
+    repo.mkdir()
+    (models / "config.json").write_text("{}")
+    choice = resolve_model(None, repo_root=repo, cwd=repo, environ={}, allow_download=False)
+    assert choice.path == models.resolve()
+
+
+def test_a_directory_that_is_not_a_checkpoint_says_how_to_give_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config\.json") as info:
+        resolve_model(str(tmp_path), repo_root=tmp_path, environ={})
+    assert "PROMPTCACHE_MODEL" in str(info.value)
+
+
+def test_chat_template_detection(tmp_path: Path) -> None:
+    assert not has_chat_template(MODEL)  # the demo then passes its own plain template
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ x }}"}))
+    assert has_chat_template(tmp_path)
+
+
+def test_a_child_that_exits_before_it_is_healthy_is_reported_with_its_log(tmp_path: Path) -> None:
+    with ChildProcesses(tmp_path) as children:
+        child = children.start("short-lived", ["--version"])
+        url = f"http://127.0.0.1:{free_port()}/health"
+        with pytest.raises(DemoError, match="exited with status 0") as info:
+            children.wait_healthy(child, url, timeout_s=60)
+    assert "promptcache, version" in str(info.value)
+    assert str(child.log_path) in str(info.value)
+    assert children.children == []
