@@ -181,6 +181,15 @@ class Tokenizer:
             f"{', '.join(sorted(self.chat_templates))}"
         )
 
+    def set_chat_template(self, source: str, name: str = "default") -> None:
+        """Install (or replace) a chat template, e.g. for vLLM-style ``--chat-template``.
+
+        Raises:
+            ModelLoadError: the template does not compile (the message shows Jinja's error).
+        """
+        compile_template(source)
+        self.chat_templates[name] = source
+
     def apply_chat_template(
         self,
         messages: Sequence[Mapping[str, Any]],

@@ -118,9 +118,19 @@ def test_template_errors_become_invalid_request_errors(tiny_checkpoint: Any) -> 
         Tokenizer.from_pretrained(model_dir).apply_chat_template([])
 
 
-def test_model_without_chat_template_says_so(tinystories_dir: Path) -> None:
+def test_model_without_chat_template_says_so_until_one_is_set(tinystories_dir: Path) -> None:
+    tokenizer = Tokenizer.from_pretrained(tinystories_dir)
     with pytest.raises(InvalidRequestError, match="no chat template"):
-        Tokenizer.from_pretrained(tinystories_dir).apply_chat_template(CONVERSATIONS[0])
+        tokenizer.apply_chat_template(CONVERSATIONS[0])
+    tokenizer.set_chat_template(
+        "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}"
+    )
+    assert tokenizer.apply_chat_template(CONVERSATIONS[0]) == (
+        "<|start_story|>user: Hi there!\nassistant:"
+    )
+    with pytest.raises(ModelLoadError, match="does not compile"):
+        tokenizer.set_chat_template("{% if %}")
 
 
 def test_broken_template_or_missing_tokenizer_fails_at_load(
