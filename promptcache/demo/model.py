@@ -93,7 +93,9 @@ def _explicit(value: str, source: str, *, allow_download: bool) -> ModelChoice:
     if path.is_dir():
         return _choice(path, source)
     if _HUB_ID.match(value) and not path.exists():
-        found = _from_hub(value, f"{source} (Hugging Face Hub)", allow_download=allow_download)
+        found = _from_hub(
+            value, f"{source}, from the Hugging Face Hub", allow_download=allow_download
+        )
         if found is not None:
             return found
         raise ConfigError(
@@ -133,8 +135,10 @@ def resolve_model(
     for base in (repo_root, cwd if cwd is not None else Path.cwd()):
         candidate = base / BUNDLED_RELATIVE
         if (candidate / "config.json").is_file():
-            return _choice(candidate, f"{BUNDLED_RELATIVE} (beside {base})")
-    found = _from_hub(DEFAULT_HUB_ID, "Hugging Face Hub", allow_download=allow_download)
+            return _choice(candidate, "the test checkpoint in ../shared/models")
+    found = _from_hub(
+        DEFAULT_HUB_ID, "the default, from the Hugging Face Hub", allow_download=allow_download
+    )
     if found is not None:
         return found
     raise ConfigError("no model found; " + HOW_TO_GIVE_A_MODEL)

@@ -71,7 +71,7 @@ class DemoOptions:
     model: str | None
     users: int = 3
     requests_per_user: int = 20
-    output_dir: Path = Path("promptcache-demo")
+    output_dir: Path = Path("out") / "demo"
     max_tokens: int = 16
     price_model: str = "gpt-5"
     startup_timeout_s: float = 120.0
@@ -329,11 +329,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     plans = plan_workload(options.users, options.requests_per_user)
     console.rule("[bold]promptcache demo")
     console.print(
-        f"StoryTime, a bedtime-story chat app, written twice: [bold]naive[/bold] and "
-        f"[bold]layered[/bold].\nModel: {model.name} ({model.path}, chosen by {model.source}), "
-        f"served by the bundled engine behind the logging proxy.\nWorkload: {options.users} "
-        f"parents at once, {options.requests_per_user} requests each, stories of 4 turns, "
-        f"answers up to {options.max_tokens} tokens.\n"
+        "StoryTime, a bedtime-story chat app, written twice: [bold]naive[/bold] "
+        "(examples/naive_app.py) and [bold]layered[/bold] (examples/layered_app.py).\n"
+        f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine.\n"
+        f"Workload, the same for both apps: {options.users} parents at once, "
+        f"{options.requests_per_user} requests each, stories of 4 turns, answers of up to "
+        f"{options.max_tokens} tokens.\n"
     )
 
     console.print("[bold]1. Lint both apps[/bold] (promptcache lint)")

@@ -267,9 +267,13 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
         f"{_usd(layered.cost_usd)} instead of {_usd(layered.cost_without_cache_usd)}; the naive "
         f"app pays {_usd(naive.cost_usd)} for the same work."
     )
+    if price.cache_write_5m > price.input:
+        lines.append(
+            f"  ({naive.price_model} also bills cache writes, at "
+            f"{price.cache_write_5m / price.input:.2f}x input; this engine, like OpenAI, reports "
+            "none, so that premium is not included.)"
+        )
     reports = [v.report_path for v in (naive, layered) if v.report_path]
     if reports:
-        lines.append(
-            "- Full reports (hit rate over time, break reasons, advice): " + ", ".join(reports)
-        )
+        lines.append("- Open the reports (charts, break reasons, advice): " + ", ".join(reports))
     return "\n".join(lines)
