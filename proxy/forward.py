@@ -15,9 +15,12 @@ client gets 504) and ``UpstreamUnreachableError`` (502), both ``promptcache.erro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
+import anyio
 import httpx
 
 from promptcache.errors import UpstreamError
@@ -85,42 +88,48 @@ def response_headers(
     return [(k.lower(), v) for k, v in headers if k.lower() not in drop]
 
 
-class UpstreamPool:
-    """One ``httpx.AsyncClient`` per upstream, created on first use, closed by ``aclose``.
+#: Keep-alive connections per ``httpx.AsyncClient``. On every request, httpcore 1.0's pool
+#: checks each of a client's connections (one ``poll`` per idle one) and counts them in a loop
+#: quadratic in their number; at 128 connections that is milliseconds of CPU per request. Several
+#: small clients per upstream keep the cost flat at any concurrency.
+SHARD_CONNECTIONS = 16
 
-    Each client keeps up to ``max_connections`` keep-alive connections and uses the upstream's
+
+@dataclass
+class _Shard:
+    client: httpx.AsyncClient
+    in_flight: int = 0
+
+
+class UpstreamPool:
+    """Pooled ``httpx.AsyncClient`` s per upstream, created on demand, closed by ``aclose``.
+
+    An upstream gets up to ``max_connections / SHARD_CONNECTIONS`` clients of
+    ``SHARD_CONNECTIONS`` keep-alive connections each; a request goes to the client with the fewest
+    requests in flight (the first one, while traffic is light, so connections are reused), and a
+    new client is added only when every existing one is full. Clients use the upstream's
     connect / read / write / pool timeouts. Proxy environment variables (HTTPS_PROXY...) apply to
     remote upstreams only, never to loopback ones.
     """
 
     def __init__(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
         self._upstreams = dict(upstreams)
-        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._shards: dict[str, list[_Shard]] = {}
 
-    def client(self, upstream: UpstreamConfig) -> httpx.AsyncClient:
-        """The pooled client for ``upstream``."""
-        client = self._clients.get(upstream.name)
-        if client is None:
-            client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=upstream.connect_timeout_s,
-                    read=upstream.read_timeout_s,
-                    write=upstream.write_timeout_s,
-                    pool=upstream.pool_timeout_s,
-                ),
-                limits=httpx.Limits(
-                    max_connections=upstream.max_connections,
-                    max_keepalive_connections=upstream.max_connections,
-                    keepalive_expiry=30.0,
-                ),
-                follow_redirects=False,
-                trust_env=not upstream.is_loopback,
-                cookies=_no_cookies(),
-            )
-            self._clients[upstream.name] = client
-        return client
+    def _shard(self, upstream: UpstreamConfig) -> _Shard:
+        shards = self._shards.setdefault(upstream.name, [])
+        best = min(shards, key=lambda shard: shard.in_flight, default=None)
+        if best is not None and (
+            best.in_flight < SHARD_CONNECTIONS
+            or len(shards) * SHARD_CONNECTIONS >= upstream.max_connections
+        ):
+            return best
+        shard = _Shard(_new_client(upstream, min(SHARD_CONNECTIONS, upstream.max_connections)))
+        shards.append(shard)
+        return shard
 
-    async def open(
+    @asynccontextmanager
+    async def stream(
         self,
         upstream: UpstreamConfig,
         method: str,
@@ -128,34 +137,63 @@ class UpstreamPool:
         query_string: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-    ) -> httpx.Response:
-        """Send a request and return the response with its body not yet read (``stream=True``).
+    ) -> AsyncIterator[httpx.Response]:
+        """Send a request; yields the response with its body not yet read, closes it after.
 
-        The caller must ``aclose()`` the response.
+        Leaving the block early (the client went away) closes the upstream connection.
 
         Raises:
-            UpstreamTimeoutError: connect, write, pool or first-read timeout.
-            UpstreamUnreachableError: refused, DNS failure, protocol error.
+            UpstreamTimeoutError: connect, write, pool or first-read timeout (on entering).
+            UpstreamUnreachableError: refused, DNS failure, protocol error (on entering).
         """
         url = upstream.url + raw_path.decode("latin-1")
         if query_string:
             url += "?" + query_string.decode("latin-1")
-        client = self.client(upstream)
         # httpx.Request, not client.build_request: no client default headers (User-Agent...) or
         # cookies are added to what the client sent.
         request = httpx.Request(method, url, headers=headers, content=body)
+        shard = self._shard(upstream)
+        shard.in_flight += 1
         try:
-            return await client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
-        except httpx.TransportError as exc:
-            raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
+            try:
+                response = await shard.client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
+            except httpx.TransportError as exc:
+                raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
+            try:
+                yield response
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+        finally:
+            shard.in_flight -= 1
 
     async def aclose(self) -> None:
         """Close every client and its pooled connections."""
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
+        for shards in self._shards.values():
+            for shard in shards:
+                await shard.client.aclose()
+        self._shards.clear()
+
+
+def _new_client(upstream: UpstreamConfig, connections: int) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(
+            connect=upstream.connect_timeout_s,
+            read=upstream.read_timeout_s,
+            write=upstream.write_timeout_s,
+            pool=upstream.pool_timeout_s,
+        ),
+        limits=httpx.Limits(
+            max_connections=connections,
+            max_keepalive_connections=connections,
+            keepalive_expiry=30.0,
+        ),
+        follow_redirects=False,
+        trust_env=not upstream.is_loopback,
+        cookies=_no_cookies(),
+    )
 
 
 def _no_cookies() -> httpx.Cookies:

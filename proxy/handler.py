@@ -203,25 +203,19 @@ class ProxyEndpoint:
         self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
     ) -> None:
         try:
-            response = await self.state.pool.open(
+            async with self.state.pool.stream(
                 upstream,
                 scope["method"],
                 scope.get("raw_path") or scope["path"].encode(),
                 scope["query_string"],
                 request_headers(scope["headers"]),
                 body,
-            )
+            ) as response:
+                await self._relay(ex, send, upstream, response)
         except UpstreamTimeoutError as exc:
             await self._reject(ex, send, 504, str(exc))
-            return
         except UpstreamUnreachableError as exc:
             await self._reject(ex, send, 502, str(exc))
-            return
-        try:
-            await self._relay(ex, send, upstream, response)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
 
     # -- response side --------------------------------------------------------------------
 
