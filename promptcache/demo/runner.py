@@ -324,7 +324,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
             "clone of the promptcache repository (`make demo`)"
         )
     out = options.output_dir
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create --output-dir {out} ({exc}); pass a writable folder"
+        ) from exc
     model = resolve_model(options.model, repo_root=root)
     plans = plan_workload(options.users, options.requests_per_user)
     console.rule("[bold]promptcache demo")

@@ -263,7 +263,7 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
     ratio = price.cache_read / price.input if price.input else Decimal(0)
     lines.append(
         f"- Money: at {naive.price_model}'s rates (cached input costs {ratio:.0%} of normal input; "
-        f"{price.source_url}), the layered app's prompts cost "
+        f"{price.source_url}), the layered app's requests cost "
         f"{_usd(layered.cost_usd)} instead of {_usd(layered.cost_without_cache_usd)}; the naive "
         f"app pays {_usd(naive.cost_usd)} for the same work."
     )
