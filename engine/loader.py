@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from promptcache.errors import ModelLoadError
+from promptcache.errors import ConfigError, ModelLoadError
 
 from .attention.base import AttentionBackend
 from .model_config import ModelConfig
@@ -147,16 +147,17 @@ def load_model(
     Raises:
         ModelLoadError: missing directory/config/weights, unsupported architecture, or weights
             that do not fit the config.
+        ConfigError: a sliding-window model on a backend without window support.
     """
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise ModelLoadError(f"model directory {str(model_dir)!r} does not exist")
     config = ModelConfig.from_pretrained(model_dir)
     target = torch_dtype(dtype, config)
-    if backend is not None and not backend.supports_sliding_window:
+    if not backend.supports_sliding_window:
         windows = [w for w in config.sliding_windows if w is not None]
         if windows and (max_positions or config.max_position_embeddings) > min(windows):
-            raise ModelLoadError(
+            raise ConfigError(
                 f"this model uses a {min(windows)}-token sliding window, which the "
                 f"{backend.name!r} attention backend does not implement; use the torch backend "
                 f"or a max_model_len <= {min(windows)}"

@@ -16,7 +16,7 @@ from promptcache.engine.attention import get_backend
 from promptcache.engine.attention.base import AttnMetadata, KVCacheLayer
 from promptcache.engine.loader import load_model, resolve_model_path
 from promptcache.engine.model_config import ModelConfig
-from promptcache.errors import ModelLoadError
+from promptcache.errors import ConfigError, ModelLoadError
 
 PROMPT = [1, 80, 669, 388, 1844, 144, 614, 752, 284, 67, 1200, 5]
 
@@ -171,3 +171,16 @@ def test_hub_id_offline_without_cache_is_a_clear_error(
     monkeypatch.chdir(tmp_path)  # "org/name" must not resolve as a local path
     with pytest.raises(ModelLoadError, match="cannot fetch 'promptcache-tests/absent-model'"):
         resolve_model_path("promptcache-tests/absent-model")
+
+
+def test_sliding_window_needs_a_backend_that_masks_it(tiny_checkpoint: Any) -> None:
+    from promptcache.engine.attention.torch_ref import TorchAttentionBackend
+
+    class NoWindowBackend(TorchAttentionBackend):
+        supports_sliding_window = False
+
+    model_dir = tiny_checkpoint("mistral")  # sliding_window=8
+    with pytest.raises(ConfigError, match="8-token sliding window"):
+        load_model(model_dir, NoWindowBackend())
+    model, _ = load_model(model_dir, NoWindowBackend(), max_positions=8)  # window never binds
+    assert model.config.sliding_windows == (8, 8)
