@@ -9,9 +9,10 @@ opens a new family, two fallbacks still find its predecessor so that the usual b
 instead of hidden as ``new_prefix``:
 
 1. the latest request with the same key and first segment but another model -> ``model_changed``;
-2. the latest request with the same key and model, if it is *related*: it shares at least one
-   segment hash, or its first changed segment keeps at least :data:`RELATED_MIN_COMMON_CHARS`
-   characters in common (a timestamp in ``system[0]``, a reordered tool list).
+2. the latest request with the same key and model, if it is *related*: segments making up at
+   least half of its characters reappear unchanged (a reordered tool list), or its first changed
+   segment keeps at least :data:`RELATED_MIN_COMMON_CHARS` characters in common (a timestamp at
+   the end of ``system[0]``).
 
 Reason codes (:data:`BREAK_REASONS`), first match wins:
 
@@ -232,7 +233,10 @@ def classify_change(old: RequestFingerprint, new: RequestFingerprint, index: int
 
 def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:
     """Whether ``new`` looks like an edit of ``old`` (see the module docstring, fallback 2)."""
-    if {s.sha256 for s in old.fingerprint.segments} & {s.sha256 for s in new.segments}:
+    kept = {s.sha256 for s in new.segments}
+    total = sum(s.num_chars for s in old.fingerprint.segments)
+    shared = sum(s.num_chars for s in old.fingerprint.segments if s.sha256 in kept)
+    if total and shared * 2 >= total:
         return True
     if not old.has_text or not old.fingerprint.segments or not new.segments:
         return False
@@ -507,7 +511,7 @@ def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
         breakpoints=breakpoints,
         approx_prefix_tokens=int(tokens or 0),
     )
-    has_text = bool(segments) and all(s.sha256 in texts for s in stored)
+    has_text = bool(segments) and all(s["sha256"] in texts for s in stored)
     return PrefixSnapshot(rid, started, ready, vendor, key, fp, has_text)
 
 

@@ -216,7 +216,8 @@ def _triggers() -> list[str]:
           NEW.approx_prefix_tokens
         WHERE NEW.first_segment_hash IS NOT NULL AND NEW.total_input_tokens IS NOT NULL
         ON CONFLICT (hour, key_fingerprint, model, first_segment_hash) DO UPDATE SET
-          requests = requests + 1, input_tokens = input_tokens + excluded.input_tokens,
+          vendor = MAX(vendor, excluded.vendor), requests = requests + 1,
+          input_tokens = input_tokens + excluded.input_tokens,
           cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
           cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
           cached_prefix_tokens = cached_prefix_tokens + excluded.cached_prefix_tokens,

@@ -1,0 +1,278 @@
+"""The cache-break explainer on real fingerprints: reasons, fallbacks, TTLs, bounds, rebuild.
+
+Each test feeds ``BreakExplainer.explain`` request fingerprints made by the SDK from vendor
+bodies; the end-to-end path through a live proxy is in test_breaks_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptcache.fingerprint import fingerprint_request
+from promptcache.proxy.breaks import (
+    BreakExplainer,
+    BreakExplanation,
+    PrefixSnapshot,
+    classify_change,
+)
+from promptcache.proxy.enrich import describe_prompt
+from promptcache.proxy.record import RequestRecord
+from promptcache.proxy.store import RequestStore
+
+LONG = "You are the billing assistant of Acme Anvils; answer from the manual only. " * 80
+MODEL = "claude-sonnet-4-5"
+
+
+def tool(name: str, description: str = "Look up an order.") -> dict[str, Any]:
+    return {"name": name, "description": description, "input_schema": {"type": "object"}}
+
+
+def body(
+    *,
+    system: str = LONG,
+    tools: list[dict[str, Any]] | None = None,
+    messages: list[str] = ("hello",),  # type: ignore[assignment]
+    model: str = MODEL,
+    ttl: str | None = None,
+    breakpoint: bool = True,
+) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": system}
+    if breakpoint:
+        block["cache_control"] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    msgs: list[dict[str, Any]] = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": text}
+        for i, text in enumerate(messages)
+    ]
+    out: dict[str, Any] = {"model": model, "system": [block], "messages": msgs}
+    if tools is not None:
+        out["tools"] = tools
+    if breakpoint:
+        out["cache_control"] = {"type": "ephemeral"}  # automatic caching: last block too
+    return out
+
+
+class Driver:
+    """Feeds requests to one explainer with a settable clock."""
+
+    def __init__(self, explainer: BreakExplainer | None = None, *, vendor: str = "anthropic"):
+        self.explainer = explainer if explainer is not None else BreakExplainer()
+        self.vendor = vendor
+        self.count = 0
+
+    def send(
+        self,
+        request: dict[str, Any],
+        at: float,
+        *,
+        read: int | None = 100,
+        write: int | None = 0,
+        key: str = "k1",
+        api: str = "anthropic",
+        ready_after: float = 0.5,
+        excerpt: bool = False,
+    ) -> BreakExplanation:
+        self.count += 1
+        snap = PrefixSnapshot(
+            request_id=f"r{self.count}",
+            started_at=at,
+            ready_at=at + ready_after,
+            vendor=self.vendor,
+            key_fingerprint=key,
+            fingerprint=fingerprint_request(request, api),
+            has_text=True,
+        )
+        return self.explainer.explain(
+            snap, cache_read_tokens=read, cache_write_tokens=write, with_excerpt=excerpt
+        )
+
+
+def test_growing_history_is_not_a_break() -> None:
+    d = Driver()
+    assert d.send(body(), 0).reason == "new_prefix"
+    grown = d.send(body(messages=["hello", "hi!", "more"]), 10)
+    assert grown == BreakExplanation(None, previous_request_id="r1", expected_hit=True, gap_s=10)
+
+
+def test_timestamp_in_the_first_segment_is_found_through_the_edit_fallback() -> None:
+    # no tools: system[0] is the first segment, so the family (key, model, first) is new
+    d = Driver()
+    d.send(body(system=LONG + "Now: 09:00"), 0)
+    result = d.send(body(system=LONG + "Now: 09:05"), 10)
+    assert result.reason == "system_changed"
+    assert result.segment == "system[0].text"
+    old = json.dumps({"text": LONG + "Now: 09:00", "type": "text"}, separators=(",", ":"))
+    assert result.offset == old.index("09:00") + len("09:0")
+    assert result.previous_request_id == "r1"
+
+
+def test_an_unrelated_prompt_is_a_new_prefix_not_a_change() -> None:
+    d = Driver()
+    d.send(body(system=LONG), 0)
+    other = "Translate the user's text into French, keeping the formatting. " * 60
+    assert d.send(body(system=other), 5).reason == "new_prefix"
+
+
+def test_reordered_and_changed_tools() -> None:
+    a, b, c = tool("a"), tool("b"), tool("c")
+    d = Driver()
+    d.send(body(tools=[a, b, c]), 0)
+    assert d.send(body(tools=[b, a, c]), 10).reason == "tools_reordered"
+    changed = d.send(body(tools=[b, a, tool("c", "Look up a parcel.")]), 20)
+    assert (changed.reason, changed.segment) == ("tools_changed", "tools[2].description")
+
+
+def test_model_switch_is_model_changed_and_switching_back_hits() -> None:
+    d = Driver()
+    d.send(body(), 0)
+    assert d.send(body(model="claude-opus-4-1"), 10).reason == "model_changed"
+    back = d.send(body(), 20)
+    assert back.reason is None and back.previous_request_id == "r1" and back.expected_hit
+
+
+def test_messages_edited_in_place_vs_history_rewritten() -> None:
+    d = Driver()
+    d.send(body(messages=["q1", "a1", "q2"]), 0)
+    edited = d.send(body(messages=["q1 (edited)", "a1", "q2"]), 10)
+    assert (edited.reason, edited.segment) == ("messages_changed", "messages[0].content")
+    dropped = d.send(body(messages=["a1", "q2", "a2", "q3"]), 20)
+    assert dropped.reason == "history_rewritten"
+    truncated = d.send(body(messages=["a1"]), 30)
+    assert (truncated.reason, truncated.segment) == ("history_rewritten", "messages[1]")
+
+
+def test_a_change_after_the_last_breakpoint_is_not_a_break() -> None:
+    d = Driver()
+    request = body(messages=["q1"])
+    del request["cache_control"]  # only the system block is cached
+    d.send(request, 0)
+    request["messages"][0]["content"] = "a different question"
+    result = d.send(request, 10)
+    assert result.reason is None and result.expected_hit
+
+
+@pytest.mark.parametrize(
+    ("ttl", "gap", "expired"),
+    [(None, 299, False), (None, 301, True), ("1h", 3000, False), ("1h", 3601, True)],
+)
+def test_ttl_expiry_follows_the_breakpoint_ttl(ttl: str | None, gap: float, expired: bool) -> None:
+    d = Driver()
+    d.send(body(ttl=ttl), 0)
+    result = d.send(body(ttl=ttl), gap)
+    assert result.reason == ("ttl_expired" if expired else None)
+    assert result.gap_s == gap
+
+
+def test_engine_upstream_has_no_ttl() -> None:
+    d = Driver(vendor="engine")
+    chat = {"model": "tiny", "messages": [{"role": "system", "content": LONG}]}
+    d.send(chat, 0, api="openai_chat")
+    assert d.send(chat, 7200, api="openai_chat").reason is None
+
+
+def test_below_minimum_and_missing_breakpoint_need_zero_cache_activity() -> None:
+    d = Driver()
+    short = body(system="Be brief.")
+    assert d.send(short, 0, read=0, write=0).reason == "below_minimum"
+    # the vendor did cache it, so our minimum must be wrong: no below_minimum
+    assert d.send(short, 10, read=50, write=0).reason is None
+    no_marker = body(breakpoint=False)
+    assert d.send(no_marker, 20, read=0, write=0).reason == "breakpoint_missing"
+    # OpenAI caches without markers: a missing breakpoint is not a reason there
+    chat = {"model": "gpt-4o", "messages": [{"role": "system", "content": LONG}]}
+    assert d.send(chat, 30, read=0, write=0, api="openai_chat").reason == "new_prefix"
+
+
+def test_a_predecessor_still_in_flight_is_not_an_expected_hit() -> None:
+    d = Driver()
+    d.send(body(), 0, ready_after=5.0)  # first byte only at t=5
+    parallel = d.send(body(), 1)
+    assert parallel.reason is None and not parallel.expected_hit
+
+
+def test_a_late_finisher_does_not_replace_a_newer_snapshot() -> None:
+    d = Driver()
+    d.send(body(messages=["q1", "a1", "q2"]), 10)
+    d.send(body(messages=["q1"]), 5)  # started earlier, finished later
+    assert d.send(body(messages=["q1", "a1", "q2", "a2"]), 20).previous_request_id == "r1"
+
+
+def test_excerpts_only_when_asked_and_redacted() -> None:
+    d = Driver()
+    key = "sk-ant-api03-" + "x" * 30
+    d.send(body(system=LONG + "token A"), 0)
+    result = d.send(body(system=LONG + f"token {key}"), 10, excerpt=True)
+    assert result.excerpt is not None and key not in result.excerpt
+    assert "[REDACTED]" in result.excerpt and result.excerpt.startswith("-")
+    assert d.send(body(system=LONG + "token B"), 20).excerpt is None
+
+
+def test_state_is_bounded_by_families_and_by_characters() -> None:
+    d = Driver(BreakExplainer(max_families=2))
+    for i in range(3):
+        d.send(body(system=f"Prompt number {i}. " + LONG), i, key=f"k{i}")
+    assert len(d.explainer) == 2
+    assert d.send(body(system="Prompt number 0. " + LONG), 10, key="k0").reason == "new_prefix"
+    small = Driver(BreakExplainer(max_text_chars=len(LONG) * 3))
+    for i in range(4):
+        small.send(body(system=f"Prompt number {i}. " + LONG), i, key=f"k{i}")
+    assert len(small.explainer) <= 3
+
+
+def test_classify_change_directly() -> None:
+    a, b = tool("a"), tool("b")
+    old = fingerprint_request(body(tools=[a, b]), "anthropic")
+    assert classify_change(old, fingerprint_request(body(tools=[b, a]), "anthropic"), 0) == (
+        "tools_reordered"
+    )
+    assert classify_change(old, fingerprint_request(body(tools=[a]), "anthropic"), 1) == (
+        "tools_changed"
+    )
+
+
+def _record(request: dict[str, Any], rid: str, at: float, *, stored: bool) -> RequestRecord:
+    record = RequestRecord(
+        id=rid, started_at=at, first_byte_at=at + 0.2, vendor="anthropic", api="anthropic",
+        route="/v1/messages", model=MODEL, key_fingerprint="k1", status=200, stream=0,
+        cache_read_tokens=0, cache_write_5m_tokens=2000, cache_write_1h_tokens=0,
+        cache_write_unknown_tokens=0, uncached_input_tokens=10, output_tokens=5,
+        reasoning_tokens=0, total_input_tokens=2010,
+    )  # fmt: skip
+    describe_prompt(record, request, "anthropic")
+    if stored:
+        record.request_body = json.dumps(request)
+    return record
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_state_is_rebuilt_from_the_log(tmp_path: Path, stored: bool) -> None:
+    store = RequestStore(tmp_path / "log.db")
+    store.start()
+    first = BreakExplainer()
+    tools = [tool("a"), tool("b")]  # the family is found by its first segment, tools[0]
+    record = _record(body(system=LONG + "Now: 09:00", tools=tools), "r1", 1000.0, stored=stored)
+    first(record)
+    store.submit(record.as_row())
+    store.close()
+
+    second = BreakExplainer()
+    assert second.load(tmp_path / "log.db", since=0) == 1
+    after = _record(body(system=LONG + "Now: 09:05", tools=tools), "r2", 1010.0, stored=stored)
+    second(after)
+    assert (after.break_reason, after.previous_request_id) == ("system_changed", "r1")
+    if stored:  # texts come back from the stored body: offsets and excerpts too
+        assert after.break_segment == "system[0].text" and after.break_offset is not None
+        assert after.break_excerpt is not None
+    else:  # hashes only: the segment, not the character
+        assert after.break_segment == "system[0]" and after.break_offset is None
+
+
+def test_the_hook_ignores_failed_requests() -> None:
+    explainer = BreakExplainer()
+    record = _record(body(), "r1", 0.0, stored=False)
+    record.status = 529
+    explainer(record)
+    assert record.break_reason is None and len(explainer) == 0

@@ -1,0 +1,361 @@
+"""The report over hand-built logs: rollups vs the raw rows, windows, waste, advice, errors.
+
+Rows go into real SQLite logs created by the proxy's own migrations; the triggers keep the
+rollups. The live-proxy path (and the CLI) is covered in test_breaks_e2e.py.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlite_utils import Database
+
+from promptcache.errors import ConfigError
+from promptcache.proxy.record import COLUMN_NAMES
+from promptcache.proxy.report import build_report
+from promptcache.proxy.report_advice import (
+    EngineKvStats,
+    Recommendation,
+    recommend,
+)
+from promptcache.proxy.rollup import ROLLUP_TABLES
+from promptcache.proxy.store import MIGRATIONS, migrate, open_log
+
+T0 = 1_764_493_200.0  # 2025-11-30 09:00 UTC
+
+
+def row(rid: str, at: float, **values: Any) -> dict[str, Any]:
+    """A successful request row with the given columns (the rest NULL)."""
+    out = dict.fromkeys(COLUMN_NAMES)
+    out.update(id=rid, started_at=at, stream=0, status=200, vendor="anthropic", api="anthropic")
+    out.update(values)
+    return out
+
+
+def usage(read: int = 0, w5: int = 0, w1: int = 0, wu: int = 0, uncached: int = 10) -> dict:
+    return {
+        "uncached_input_tokens": uncached,
+        "cache_read_tokens": read,
+        "cache_write_5m_tokens": w5,
+        "cache_write_1h_tokens": w1,
+        "cache_write_unknown_tokens": wu,
+        "output_tokens": 5,
+        "reasoning_tokens": 0,
+        "total_input_tokens": uncached + read + w5 + w1 + wu,
+    }
+
+
+def write_log(path: Path, rows: list[dict[str, Any]]) -> Path:
+    db = open_log(path)
+    with db.conn:
+        db.table("requests").insert_all(rows)
+    db.close()
+    return path
+
+
+# ---------------------------------------------------------------- rollups = the raw rows
+
+
+_nullable_int = st.one_of(st.none(), st.integers(0, 5000))
+_rows = st.lists(
+    st.fixed_dictionaries(
+        {
+            "hour": st.integers(0, 3),
+            "second": st.floats(0, 3599, allow_nan=False),
+            "model": st.sampled_from([None, "claude-sonnet-4-5", "gpt-4o"]),
+            "route": st.sampled_from([None, "/v1/messages"]),
+            "vendor": st.sampled_from(["anthropic", "engine", None]),
+            "status": st.sampled_from([200, 200, 200, 400, 529, 0, None]),
+            "read": _nullable_int,
+            "w5": st.integers(0, 3000),
+            "w1": st.integers(0, 3000),
+            "ttft": st.one_of(st.none(), st.floats(1, 5000, allow_nan=False)),
+            "reason": st.sampled_from([None, None, "system_changed", "ttl_expired"]),
+            "prev": st.one_of(st.none(), st.integers(0, 30)),
+            "cost": st.one_of(st.none(), st.decimals(0, 5, places=6).map(str)),
+            "unexpected": st.sampled_from([None, 0, 1]),
+        }
+    ),
+    max_size=30,
+)
+
+
+def _hypothesis_rows(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for i, s in enumerate(specs):
+        values: dict[str, Any] = {
+            "model": s["model"], "route": s["route"], "vendor": s["vendor"],
+            "status": s["status"], "ttft_ms": s["ttft"], "break_reason": s["reason"],
+            "break_segment": "system[0]" if s["reason"] == "system_changed" else None,
+            "cost_usd": s["cost"], "unexpected_miss": s["unexpected"],
+            "first_segment_hash": "f", "key_fingerprint": "k",
+            "previous_request_id": f"r{s['prev']}" if s["prev"] is not None else None,
+        }  # fmt: skip
+        if s["read"] is not None:  # usage present
+            values.update(usage(read=s["read"], w5=s["w5"], w1=s["w1"]))
+        rows.append(row(f"r{i}", T0 + s["hour"] * 3600 + s["second"], **values))
+    return rows
+
+
+def _reference(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, float]]:
+    """report_hourly's additive columns worked out in plain Python."""
+    out: dict[tuple[Any, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for r in rows:
+        key = (int(r["started_at"] // 3600), r["model"] or "", r["route"] or "", "k",
+               r["vendor"] or "")  # fmt: skip
+        acc = out[key]
+        total = r["total_input_tokens"]
+        status = r["status"]
+        acc["requests"] += 1
+        acc["requests_with_usage"] += total is not None
+        acc["cache_read_tokens"] += r["cache_read_tokens"] or 0
+        acc["total_input_tokens"] += total or 0
+        acc["hit_ratio_sum"] += (r["cache_read_tokens"] / total) if total else 0.0
+        acc["cost_usd"] += float(r["cost_usd"] or 0)
+        acc["unpriced_requests"] += r["cost_usd"] is None and total is not None
+        acc["errors"] += status is None or status == 0 or status >= 400
+        acc["breaks"] += r["break_reason"] is not None
+        acc["unexpected_misses"] += r["unexpected_miss"] == 1
+        ok = status is not None and 200 <= status < 400 and r["ttft_ms"] is not None
+        acc["ttft_hit_requests"] += ok and (r["cache_read_tokens"] or 0) > 0
+        acc["ttft_miss_requests"] += ok and r["cache_read_tokens"] == 0
+    return {k: dict(v) for k, v in out.items()}
+
+
+def _rounded(value: Any) -> Any:
+    """Floats rounded to 6 places, recursively (sums of floats depend on their order)."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_rounded(v) for v in value)
+    return value
+
+
+def _rollup(db: Database, columns: list[str]) -> dict[tuple[Any, ...], dict[str, float]]:
+    keys = "hour, model, route, key_fingerprint, vendor"
+    sql = f"SELECT {keys}, requests, {', '.join(columns)} FROM report_hourly"
+    return {
+        tuple(r[:5]): dict(zip(columns, r[6:], strict=True))
+        for r in db.execute(sql).fetchall()
+        if r[5]  # a group emptied by deletes keeps a row of zeros
+    }
+
+
+def _v1_log() -> Database:
+    """An in-memory log at schema version 1 (before the rollups existed)."""
+    db = Database(memory=True)
+    db.conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+    MIGRATIONS[0](db)
+    db.conn.execute("INSERT INTO schema_version VALUES (1, 0)")
+    db.conn.commit()
+    return db
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_rows, st.data())
+def test_rollups_equal_the_rows_whether_kept_by_triggers_or_backfilled(
+    specs: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    rows = _hypothesis_rows(specs)
+    live = Database(memory=True)
+    migrate(live)  # rollups first, then rows: the triggers keep them
+    live.table("requests").insert_all(rows)
+    late = _v1_log()  # rows first, then the migration: the backfill fills them
+    late.table("requests").insert_all(rows)
+    migrate(late)
+    for table, order in [
+        ("report_hourly", "hour, model, route, key_fingerprint, vendor"),
+        ("report_breaks_hourly", "hour, reason, model, segment"),
+        ("report_family_hourly", "hour, key_fingerprint, model, first_segment_hash"),
+    ]:
+        sql = f"SELECT * FROM {table} ORDER BY {order}"
+        assert _rounded(live.execute(sql).fetchall()) == _rounded(late.execute(sql).fetchall())
+
+    columns = [
+        "requests_with_usage", "cache_read_tokens", "total_input_tokens", "hit_ratio_sum",
+        "cost_usd", "unpriced_requests", "errors", "breaks", "unexpected_misses",
+        "ttft_hit_requests", "ttft_miss_requests",
+    ]  # fmt: skip
+    expected = {k: {c: v.get(c, 0) for c in columns} for k, v in _reference(rows).items()}
+    assert _rounded(_rollup(live, columns)) == _rounded(expected)
+
+    doomed = data.draw(st.sets(st.sampled_from([r["id"] for r in rows]))) if rows else set()
+    with live.conn:
+        for rid in doomed:
+            live.conn.execute("DELETE FROM requests WHERE id = ?", (rid,))
+    remaining = [r for r in rows if r["id"] not in doomed]
+    expected = {k: {c: v.get(c, 0) for c in columns} for k, v in _reference(remaining).items()}
+    assert _rounded(_rollup(live, columns)) == _rounded(expected)
+
+
+# ---------------------------------------------------------------- windows, groups, waste
+
+
+def test_window_is_whole_hours_and_groups_split_it(tmp_path: Path) -> None:
+    log = write_log(
+        tmp_path / "log.db",
+        [
+            row("a", T0 + 10, model="m1", route="/v1/messages", **usage(read=90)),
+            row("b", T0 + 3605, model="m2", route="/v1/chat/completions", **usage(w5=90)),
+            row("c", T0 + 7205, model="m1", **usage()),
+        ],
+    )  # fmt: skip
+    report = build_report(log, since=T0 + 1800, until=T0 + 3601, now=T0 + 99999)
+    # [09:30, 10:00:01) widens to [09:00, 11:00): rows a and b
+    assert (report.since, report.until) == (T0, T0 + 7200)
+    assert report.total.requests == 2 and report.total.cache_read_tokens == 90
+    by_model = build_report(log, since=T0, until=T0 + 3 * 3600, group_by="model", now=T0 + 99999)
+    assert [(g.group, g.requests) for g in by_model.groups] == [("m1", 2), ("m2", 1)]
+    by_hour = build_report(log, since=T0, until=T0 + 3 * 3600, group_by="hour", now=T0 + 99999)
+    assert [g.group for g in by_hour.groups] == [
+        "2025-11-30 09:00",
+        "2025-11-30 10:00",
+        "2025-11-30 11:00",
+    ]
+    by_route = build_report(log, since=T0, until=T0 + 3 * 3600, group_by="route", now=T0 + 99999)
+    assert {g.group for g in by_route.groups} == {"/v1/messages", "/v1/chat/completions", "(none)"}
+    assert [p.hit_rate for p in by_hour.timeline] == [
+        pytest.approx(90 / 100),
+        pytest.approx(0.0),
+        pytest.approx(0.0),
+    ]
+
+
+def test_writes_still_within_their_ttl_are_not_wasted_yet(tmp_path: Path) -> None:
+    family = {"key_fingerprint": "k", "model": "claude-sonnet-4-5", "first_segment_hash": "f"}
+    log = write_log(
+        tmp_path / "log.db",
+        [
+            row("w1", T0, **family, **usage(w5=1000)),
+            row("r1", T0 + 60, **family, previous_request_id="w1", **usage(read=1000)),
+            row("w2", T0 + 120, **family, previous_request_id="r1", **usage(w1=500)),
+        ],
+    )
+    # at T0 + 200: w1 was read back; w2's 1h write has no successor and is still live
+    fresh = build_report(log, since=T0, until=T0 + 3600, now=T0 + 200)
+    assert fresh.wasted_writes.tokens == 0
+    # two hours later nobody has read it: wasted, and its premium is priced (1h: 6 - 3 $/MTok)
+    later = build_report(log, since=T0, until=T0 + 3600, now=T0 + 7200)
+    assert (later.wasted_writes.tokens, later.wasted_writes.requests) == (500, 1)
+    assert later.wasted_writes.premium_usd == pytest.approx(500 * 3 / 1e6)
+
+
+def test_ttft_percentiles_are_nearest_rank(tmp_path: Path) -> None:
+    rows = [
+        row(f"h{i}", T0 + i, ttft_ms=float(v), **usage(read=5))
+        for i, v in enumerate(range(10, 110, 10))
+    ]
+    rows += [
+        row(f"m{i}", T0 + 50 + i, ttft_ms=float(v), **usage())
+        for i, v in enumerate([300, 100, 200])
+    ]
+    rows.append(row("err", T0 + 90, ttft_ms=1.0, status=500, **usage(read=5)))  # not counted
+    report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
+    hit, miss = report.ttft
+    assert (hit.hit, hit.requests, hit.p50_ms, hit.p95_ms) == (True, 10, 50.0, 100.0)
+    assert (miss.hit, miss.requests, miss.p50_ms, miss.p95_ms) == (False, 3, 200.0, 300.0)
+
+
+def test_busy_family_gets_ttl_advice(tmp_path: Path) -> None:
+    family = {"key_fingerprint": "k", "model": "claude-sonnet-4-5", "first_segment_hash": "f"}
+    # a request every 10 minutes: each 5m write expires before the next request
+    rows = [row(f"r{i}", T0 + i * 600, **family, **usage(w5=20000)) for i in range(6)]
+    report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
+    (advice,) = report.ttl_advice
+    assert (advice.current, advice.recommended, advice.requests) == ("5m", "1h", 6)
+    assert advice.prefix_tokens == 20000
+    # 5m: 6 writes x 20k x $3.75/MTok; 1h: 1 write x $6 + 5 reads x $0.30
+    assert advice.current_cost_usd == pytest.approx(6 * 20000 * 3.75 / 1e6)
+    assert advice.recommended_cost_usd == pytest.approx((20000 * 6 + 5 * 20000 * 0.3) / 1e6)
+    assert any(r.kind == "ttl" and "from 5m to 1h" in r.message for r in report.recommendations)
+
+
+# ---------------------------------------------------------------- recommendations
+
+
+def test_engine_kv_advice_escalates(tmp_path: Path) -> None:
+    from promptcache.engine.outputs import EngineStats
+    from promptcache.engine.server.metrics import EngineMetrics
+
+    def stats(kv: float, hits: int, preempted: int, swapped: int) -> EngineKvStats:
+        snapshot = EngineStats(
+            num_running=4, num_waiting=2, num_swapped=swapped, kv_usage=kv, num_free_blocks=1,
+            num_total_blocks=100, kv_cache_bytes=1 << 20, prefix_cache_queries_tokens=1000,
+            prefix_cache_hits_tokens=hits, num_preemptions=preempted, num_prompt_tokens=1000,
+            num_generated_tokens=10,
+        )  # fmt: skip
+        text = EngineMetrics(lambda: snapshot, lambda: 0).render().decode()
+        return EngineKvStats.from_prometheus(text)
+
+    log = write_log(tmp_path / "log.db", [row("a", T0, vendor="engine", **usage(read=90))])
+
+    def engine_advice(kv: EngineKvStats) -> list[str]:
+        report = build_report(log, since=T0, until=T0 + 3600, engine=kv)
+        return [r.message for r in report.recommendations if r.kind == "engine_kv"]
+
+    assert engine_advice(stats(0.5, 600, 0, 0)) == []
+    assert "prefix caching first" in engine_advice(stats(0.97, 20, 3, 0))[0]
+    assert "--swap-space" in engine_advice(stats(0.97, 600, 3, 0))[0]
+    assert "--kv-cache-dtype" in engine_advice(stats(0.97, 600, 3, 2))[0]
+    with pytest.raises(ConfigError, match="kv_cache_usage_ratio"):
+        EngineKvStats.from_prometheus("# nothing here\n")
+
+
+def test_high_hit_rate_skips_the_stability_advice(tmp_path: Path) -> None:
+    rows = [row(f"r{i}", T0 + i, model="claude-sonnet-4-5", **usage(read=900)) for i in range(5)]
+    rows.append(row("b", T0 + 10, model="claude-sonnet-4-5", break_reason="system_changed",
+                    break_segment="system[0].text", **usage(w5=900)))  # fmt: skip
+    report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
+    assert report.total.token_hit_rate is not None and report.total.token_hit_rate > 0.5
+    assert all(r.kind != "prefix_stability" for r in report.recommendations)
+
+
+def test_no_traffic_says_so() -> None:
+    from promptcache.proxy.report import Summary, WastedWrites
+
+    empty = Summary(None, *([0] * 3), None, None, *([0] * 7), 0.0, 0.0, 0.0, 0, 0, 0, 0)
+    assert recommend(empty, (), WastedWrites(0, 0, 0.0), ()) == [
+        Recommendation("no_data", "No requests with token usage in this window.")
+    ]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_logs_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no proxy log"):
+        build_report(tmp_path / "missing.db", since=0, until=1)
+    (tmp_path / "text.db").write_text("not a database at all, just some text " * 50)
+    with pytest.raises(ConfigError, match="not a SQLite database"):
+        build_report(tmp_path / "text.db", since=0, until=1)
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.close()
+    with pytest.raises(ConfigError, match="no promptcache `requests` table"):
+        build_report(tmp_path / "other.db", since=0, until=1)
+    log = write_log(tmp_path / "log.db", [])
+    with pytest.raises(ConfigError, match="--until must be later"):
+        build_report(log, since=10, until=10)
+    with pytest.raises(ConfigError, match="--group-by"):
+        build_report(log, since=0, until=10, group_by="color")
+
+
+def test_an_old_log_is_migrated_before_reporting(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = Database(path)
+    db.conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+    MIGRATIONS[0](db)
+    db.conn.execute("INSERT INTO schema_version VALUES (1, 0)")
+    db.table("requests").insert(row("a", T0, **usage(read=90)))
+    db.conn.commit()
+    db.close()
+    report = build_report(path, since=T0, until=T0 + 3600)
+    assert report.total.cache_read_tokens == 90
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
+    assert set(ROLLUP_TABLES) <= tables

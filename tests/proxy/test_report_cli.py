@@ -1,0 +1,69 @@
+"""`promptcache report` as a command: time bounds, errors without tracebacks, output files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from promptcache.cli import cli
+from promptcache.commands.report import GROUP_BY, TimeBound
+from promptcache.proxy.report import GROUP_BY_CHOICES
+from promptcache.proxy.store import open_log
+
+NOW = 1_764_500_000.0
+
+
+def test_group_by_choices_agree_with_the_report() -> None:
+    assert GROUP_BY == GROUP_BY_CHOICES
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("24h", NOW - 86400),
+        ("90m", NOW - 5400),
+        ("7d", NOW - 7 * 86400),
+        ("1.5h", NOW - 5400),
+        ("1764493200", 1764493200.0),
+        ("2025-11-30", 1764460800.0),
+        ("2025-11-30T09:00", 1764493200.0),
+        ("2025-11-30T10:00+01:00", 1764493200.0),
+        ("2025-11-30T09:00:00Z", 1764493200.0),
+    ],
+)
+def test_time_bounds(text: str, expected: float) -> None:
+    assert TimeBound(now=NOW).convert(text, None, None) == pytest.approx(expected)
+
+
+def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["report", "--db", str(tmp_path / "nope.db")])
+    assert missing.exit_code == 2
+    assert "error: no proxy log at" in missing.output and "Traceback" not in missing.output
+    bad_time = runner.invoke(cli, ["report", "--since", "yesterday-ish"])
+    assert bad_time.exit_code == 2 and "is not a time" in bad_time.output
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    bad_metrics = runner.invoke(
+        cli, ["report", "--db", str(log), "--engine-metrics", str(tmp_path / "none.txt")]
+    )
+    assert bad_metrics.exit_code == 2 and "--engine-metrics" in bad_metrics.output
+
+
+def test_output_file_and_empty_log(tmp_path: Path) -> None:
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        cli, ["report", "--db", str(log), "--format", "json", "--output", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["total"]["requests"] == 0
+    assert [r["kind"] for r in data["recommendations"]] == ["no_data"]
+    # no input tokens: the hit-rate alarm fires rather than passing silently
+    alarm = CliRunner().invoke(cli, ["report", "--db", str(log), "--fail-under-hit-rate", "0.5"])
+    assert alarm.exit_code == 1 and "n/a (no input tokens)" in alarm.output
