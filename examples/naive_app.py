@@ -72,7 +72,7 @@ class Reply:
 
 def build_system_prompt(child: Child) -> str:
     """The system prompt for one request: time and request id first, then the style guide."""
-    now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    now = datetime.now().strftime("%H:%M:%S")
     request_id = uuid.uuid4().hex[:12]
     return (
         f"Current time: {now}. Request id: {request_id}.\n"
