@@ -197,17 +197,19 @@ def hf_greedy(model_dir: Path, prompt_ids: list[list[int]], max_new_tokens: int)
     outs = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # see _one_torch_thread; this also runs in module-scoped fixtures
-    with torch.no_grad():
-        for ids in prompt_ids:
-            out = model.generate(
-                torch.tensor([ids]),
-                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                pad_token_id=0,
-            )
-            outs.append(out[0, len(ids) :].tolist())
-    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for ids in prompt_ids:
+                out = model.generate(
+                    torch.tensor([ids]),
+                    attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=0,
+                )
+                outs.append(out[0, len(ids) :].tolist())
+    finally:
+        torch.set_num_threads(threads)
     return outs
 
 
