@@ -24,7 +24,8 @@ Definitions (shared with ``breaks.py`` and ``report.py``):
   engine upstream has no TTL;
 - a write is *read back* when the next request of its family (the one whose
   ``previous_request_id`` names it) had no cache break, read > 0 cached tokens and started
-  within the TTL;
+  within the TTL (the predecessor's row is always written first: the hook links a request to
+  one that has already finished, and the writer's queue is first in, first out);
 - *tokens lost* by a break = input the request did not read from cache, capped at what its
   predecessor had in cache (reads + writes).
 
