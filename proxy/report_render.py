@@ -75,34 +75,25 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
 
     if report.groups:
         groups = Table(title=f"By {report.group_by}", title_justify="left")
-        for name in (
-            "group",
-            "requests",
-            "hit rate tok",
-            "hit rate req",
-            "input tokens",
-            "cache read",
-            "cache write",
-            "cost",
-            "no-cache cost",
-            "savings",
-            "breaks",
-        ):
-            groups.add_column(name, justify="left" if name == "group" else "right")
+        groups.add_column(report.group_by or "group", overflow="fold", min_width=18)
+        for name in ("requests", "hit rate tok", "hit rate req", "cache read", "cache write",
+                     "cost", "savings", "breaks"):  # fmt: skip
+            groups.add_column(name, justify="right")
         for g in report.groups:
             groups.add_row(
                 g.group or "-", f"{g.requests:,}", pct(g.token_hit_rate),
-                pct(g.request_hit_rate), f"{g.total_input_tokens:,}",
-                f"{g.cache_read_tokens:,}", f"{g.cache_write_tokens:,}", usd(g.cost_usd),
-                usd(g.cost_without_cache_usd), usd(g.net_savings_usd), f"{g.breaks:,}",
+                pct(g.request_hit_rate), f"{g.cache_read_tokens:,}",
+                f"{g.cache_write_tokens:,}", usd(g.cost_usd), usd(g.net_savings_usd),
+                f"{g.breaks:,}",
             )  # fmt: skip
         console.print(groups)
 
     breaks = Table(title="Cache breaks by reason", title_justify="left")
-    for name in ("reason", "breaks", "tokens lost", "$ lost", "top segment", "examples"):
-        breaks.add_column(
-            name, justify="right" if name in ("breaks", "tokens lost", "$ lost") else "left"
-        )
+    breaks.add_column("reason")
+    for name in ("breaks", "tokens lost", "$ lost"):
+        breaks.add_column(name, justify="right")
+    breaks.add_column("top segment", overflow="fold")
+    breaks.add_column("example request ids", no_wrap=True, min_width=32)
     for b in report.break_reasons:
         breaks.add_row(
             b.reason, f"{b.breaks:,}", f"{b.tokens_lost:,}", usd(b.usd_lost),
