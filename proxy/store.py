@@ -1,9 +1,9 @@
 """The request log: a SQLite file (WAL mode) written by one background thread.
 
 Forwarding never touches the disk. The request path hands a finished row to ``RequestStore.submit``,
-which only puts it on a bounded queue; a writer thread takes rows off the queue and inserts them in
-batches, one transaction per batch, committing at least every ``flush_interval_s`` (at most 1 s) or
-as soon as ``batch_rows`` rows wait. So a ``kill -9`` loses at most the rows of the last interval,
+which only appends it to a bounded in-memory queue; a writer thread wakes at least every
+``flush_interval_s`` (at most 1 s), or as soon as ``batch_rows`` rows wait, and inserts what is
+queued with one prepared statement per batch, one transaction per batch. So a ``kill -9`` loses at most the rows of the last interval,
 and ``close()`` (a clean shutdown) writes every row it was given.
 
 WAL mode lets readers (``promptcache report``, a ``sqlite3`` shell) read while the writer writes;
@@ -20,11 +20,11 @@ The schema is versioned: ``MIGRATIONS`` lists numbered steps, applied in order i
 from __future__ import annotations
 
 import logging
-import queue
 import secrets
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -170,22 +170,22 @@ def migrate(db: Database) -> int:
             raise
 
 
-_STOP = object()
-
-
 class RequestStore:
     """Batched, off-thread writer of ``requests`` rows.
 
     Args:
         path: the SQLite file; created and migrated on construction.
-        flush_interval_s: a queued row is committed within this many seconds (0 < x <= 1).
-        batch_rows: commit as soon as this many rows wait.
+        flush_interval_s: a submitted row is committed within this many seconds (0 < x <= 1).
+        batch_rows: commit as soon as this many rows wait (and at most this many per transaction).
         queue_rows: rows that may wait for the writer; more are dropped (``dropped_rows``).
 
     Raises:
         StoreError: the file cannot be opened or migrated.
 
     Call ``start()`` before ``submit()``; ``close()`` writes everything submitted and stops.
+    ``submit`` is meant for one thread (the server's event loop); it only appends to a deque, so it
+    costs about a microsecond and never wakes the writer unless a batch is full. Rows are dicts
+    keyed by column name, all with the keys of ``RequestRecord.as_row()``.
     """
 
     def __init__(
@@ -199,6 +199,7 @@ class RequestStore:
         self.path = Path(path)
         self.flush_interval_s = flush_interval_s
         self.batch_rows = batch_rows
+        self.queue_rows = queue_rows
         db = open_log(self.path)
         try:
             row = db.execute("SELECT value FROM proxy_settings WHERE key = 'key_salt'").fetchone()
@@ -206,7 +207,12 @@ class RequestStore:
             db.close()
         #: per-database random salt for key fingerprints (bytes)
         self.salt: bytes = bytes.fromhex(row[0])
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_rows)
+        self._rows: deque[dict[str, Any]] = deque()
+        self._wake = threading.Event()
+        self._progress = threading.Condition()
+        self._accepted = 0  # rows taken by submit()
+        self._handled = 0  # rows committed or given up on, in submission order
+        self._stopping = False
         self._thread = threading.Thread(
             target=self._run, name="promptcache-log-writer", daemon=True
         )
@@ -215,41 +221,53 @@ class RequestStore:
         self.written_rows = 0
         #: rows dropped because the queue was full
         self.dropped_rows = 0
-        #: rows lost to a write error other than a lock timeout (logged)
+        #: rows SQLite refused (constraint, trigger, full disk...), each logged with its id
         self.failed_rows = 0
 
     def queue_size(self) -> int:
-        """Rows (and flush requests) waiting for the writer thread right now."""
-        return self._queue.qsize()
+        """Rows waiting for the writer thread right now."""
+        return len(self._rows)
 
     def start(self) -> None:
         """Start the writer thread."""
         self._thread.start()
 
     def submit(self, row: dict[str, Any]) -> bool:
-        """Queue one row; never blocks. Returns False (and counts it) if the queue is full."""
+        """Queue one row; never blocks. Returns False (and counts it) if the queue is full.
+
+        Raises:
+            StoreError: the store is closed.
+        """
         if self._closed:
             raise StoreError("the request log is closed; rows can no longer be submitted")
-        try:
-            self._queue.put_nowait(row)
-        except queue.Full:
+        if len(self._rows) >= self.queue_rows:
             self.dropped_rows += 1
             if self.dropped_rows == 1 or self.dropped_rows % 1000 == 0:
                 logger.warning(
                     "request log queue full (%d rows waiting): dropped %d rows so far; "
                     "is the disk of %s stalled?",
-                    self._queue.maxsize,
+                    self.queue_rows,
                     self.dropped_rows,
                     self.path,
                 )
             return False
+        self._rows.append(row)
+        self._accepted += 1
+        if len(self._rows) >= self.batch_rows:
+            self._wake.set()
         return True
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Block until every row submitted before this call is committed; False on timeout."""
-        done = threading.Event()
-        self._queue.put(done, timeout=timeout_s)
-        return done.wait(timeout_s)
+        target = self._accepted
+        self._wake.set()
+        with self._progress:
+            return (
+                self._progress.wait_for(
+                    lambda: self._handled >= target or not self._thread.is_alive(), timeout_s
+                )
+                and self._handled >= target
+            )
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Write every queued row, then stop the writer thread (idempotent)."""
@@ -257,7 +275,8 @@ class RequestStore:
             return
         self._closed = True
         if self._thread.is_alive():
-            self._queue.put(_STOP)
+            self._stopping = True
+            self._wake.set()
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 logger.error("request log writer did not finish within %.0f s", timeout_s)
@@ -265,48 +284,37 @@ class RequestStore:
     def _run(self) -> None:
         db = open_log(self.path)
         pending: list[dict[str, Any]] = []
-        waiters: list[threading.Event] = []
-        deadline = 0.0
-        stop = False
         try:
-            while not stop:
-                timeout = max(0.0, deadline - time.monotonic()) if pending else None
-                try:
-                    item = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    item = None
-                while item is not None:
-                    if item is _STOP:
-                        stop = True
-                    elif isinstance(item, threading.Event):
-                        waiters.append(item)
-                    else:
-                        if not pending:
-                            deadline = time.monotonic() + self.flush_interval_s
-                        pending.append(item)
-                        if len(pending) >= self.batch_rows:
-                            break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        item = None
-                due = time.monotonic() >= deadline or len(pending) >= self.batch_rows
-                if pending and (due or waiters or stop):
-                    self._write(db, pending, final=stop)
-                if not pending:
-                    for waiter in waiters:
-                        waiter.set()
-                    waiters.clear()
+            while True:
+                self._wake.wait(self.flush_interval_s)
+                self._wake.clear()
+                stopping = self._stopping
+                while True:
+                    if not pending:
+                        while self._rows and len(pending) < self.batch_rows:
+                            pending.append(self._rows.popleft())
+                    if not pending:
+                        break
+                    count = len(pending)
+                    if not self._write(db, pending, final=stopping):
+                        break  # locked elsewhere: keep the rows, try again next round
+                    with self._progress:
+                        self._handled += count
+                        self._progress.notify_all()
+                if stopping and not self._rows and not pending:
+                    return
         finally:
             db.close()
+            with self._progress:
+                self._progress.notify_all()
 
-    def _write(self, db: Database, rows: list[dict[str, Any]], *, final: bool) -> None:
-        """Insert ``rows`` in one transaction; on success clears ``rows``.
+    def _write(self, db: Database, rows: list[dict[str, Any]], *, final: bool) -> bool:
+        """Insert ``rows`` in one transaction and clear the list; False if the file stayed locked.
 
         A lock held elsewhere longer than ``BUSY_TIMEOUT_S`` leaves the rows pending for the next
-        round (or retries now, on the final flush). Any other SQLite error (a constraint or
-        trigger failing, a full disk) retries the rows one by one, so only the rows that fail
-        are lost: each is logged with its id and counted in ``failed_rows``.
+        round (retried a few times at once on the final flush). Any other SQLite error (a
+        constraint or trigger failing, a full disk) retries the rows one by one, so only the rows
+        that fail are lost: each is logged with its id and counted in ``failed_rows``.
         """
         attempts = 0
         while True:
@@ -317,15 +325,17 @@ class RequestStore:
                     break
                 attempts += 1
                 logger.warning("request log is locked by another writer (%s); retrying", exc)
-                if final and attempts < 12:
+                if final and attempts < 4:
                     continue
-                return
+                if not final:
+                    return False
+                break
             except sqlite3.Error:
                 break
             else:
                 self.written_rows += len(rows)
                 rows.clear()
-                return
+                return True
         for row in rows:
             try:
                 _insert(db, [row])
@@ -335,8 +345,13 @@ class RequestStore:
             else:
                 self.written_rows += 1
         rows.clear()
+        return True
 
 
 def _insert(db: Database, rows: list[dict[str, Any]]) -> None:
-    with db.atomic():
-        db.table("requests").insert_all(rows, batch_size=len(rows))
+    """One transaction, one prepared statement: ``executemany`` binds rows in C, so the writer
+    holds the GIL (and delays the event loop) far less than a per-row Python insert would."""
+    columns = list(rows[0])
+    sql = f"INSERT INTO requests ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    with db.conn:
+        db.conn.executemany(sql, [tuple(row.get(c) for c in columns) for row in rows])
