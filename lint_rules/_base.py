@@ -76,10 +76,12 @@ class Location:
 
 @dataclass(frozen=True)
 class Related:
-    """A secondary location of a finding, e.g. the line where a volatile value was born."""
+    """A secondary location of a finding. ``origin``: this is where the volatile value was born
+    (text output shows the first origin as ``[origin: path:line]``)."""
 
     location: Location
     message: str
+    origin: bool = False
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,9 @@ class ModuleContext:
         return Location(self.path, line, col, line, col)
 
     def origin(self, fact: Fact, message: str = "") -> Related:
-        return Related(self.at(fact.line, fact.col), message or f"{fact.detail} is born here")
+        return Related(
+            self.at(fact.line, fact.col), message or f"{fact.detail} is born here", origin=True
+        )
 
     def diagnostic(
         self,

@@ -1,6 +1,7 @@
 """Which files ``promptcache lint PATH...`` looks at: Python files, minus excludes and .gitignore.
 
-Files named on the command line are always linted. Inside folders, hidden folders and the usual
+Files and folders named on the command line are always linted: neither ``exclude`` nor a
+parent's .gitignore hides a path you name (``force_exclude`` restores ``exclude`` for them). Inside folders, hidden folders and the usual
 build, cache and virtualenv folders are skipped (ruff's default list), then the config's
 ``exclude`` patterns (gitignore syntax, relative to the config file's folder), then whatever
 ``.gitignore`` files between the repository root and each file ignore.
@@ -63,24 +64,35 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec
     return False
 
 
-def discover(paths: list[Path], config: LintConfig) -> list[Path]:
-    """Python files under ``paths`` (files given directly are kept), sorted, without repeats."""
+def discover(paths: list[Path], config: LintConfig, force_exclude: bool = False) -> list[Path]:
+    """Python files under ``paths``, sorted, without repeats.
+
+    Files given directly are kept, unless ``force_exclude`` (as pre-commit passes every staged
+    file): then the config's ``exclude`` applies to them too.
+    """
     exclude = [(config.root.resolve(), _spec(list(config.exclude)))] if config.exclude else []
     found: dict[Path, None] = {}
     for given in paths:
         top = given.resolve()
         if top.is_file():
-            found[top] = None
+            if not (force_exclude and exclude and _ignored(top, False, exclude)):
+                found[top] = None
             continue
-        initial = list(exclude)
+        # a folder named on the command line is linted even if excluded (unless force_exclude)
+        named_excluded = bool(exclude) and _ignored(top, True, exclude) and not force_exclude
+        initial = [] if named_excluded else list(exclude)
         if config.respect_gitignore:
             root = _git_root(top)
             if root is not None:
                 chain = [top, *top.parents]
+                parents = []
                 for folder in reversed(chain[1 : chain.index(root) + 1]):
                     spec = _read_gitignore(folder)
                     if spec is not None:
-                        initial.append((folder, spec))
+                        parents.append((folder, spec))
+                # a folder named on the command line is linted even if a parent ignores it
+                if not _ignored(top, True, parents):
+                    initial.extend(parents)
         inherited: dict[Path, list[tuple[Path, pathspec.PathSpec[Any]]]] = {top: initial}
         for dirpath, dirnames, filenames in os.walk(top):
             folder = Path(dirpath)

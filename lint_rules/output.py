@@ -36,7 +36,7 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
     out = []
     pairs = _all(results)
     for result, d in pairs:
-        origins = [r for r in d.related if "born" in r.message or "here" in r.message]
+        origins = [r for r in d.related if r.origin]
         suffix = ""
         if origins:
             first = origins[0].location

@@ -8,9 +8,9 @@ there are few (starting processes costs more than it saves below a few dozen fil
 from __future__ import annotations
 
 import ast
+import itertools
 import os
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib.util import decode_source
@@ -29,11 +29,59 @@ from .taint import Analyzer
 
 #: below this many files, lint in this process
 SERIAL_LIMIT = 48
-#: a module with none of these words cannot contain a sink: skip the (costly) analysis
-_TRIGGER = re.compile(
-    rb"messages|system|tools|prompt|completion|converse|invoke_model|generate_content|"
-    rb"cache_control|cachePoint|PromptBuilder|Agent|instructions|SystemMessage|caches"
+#: A module containing none of these byte strings has no sink, no system-prompt builder and no
+#: breakpoint, so no rule can fire: it is parsed (for PC000) but not analysed. Plain substring
+#: tests (memmem) are several times faster than one alternation regex over the same words.
+TRIGGERS: tuple[bytes, ...] = (
+    b"'system'",
+    b'"system"',
+    b"'developer'",
+    b'"developer"',
+    b"system_prompt",
+    b"system_message",
+    b"system_instruction",
+    b"SYSTEM_PROMPT",
+    b"SYSTEM_MESSAGE",
+    b"SystemMessage",
+    b"system prompt",
+    b"System prompt",
+    b"sys_prompt",
+    b".create(",
+    b".stream(",
+    b".parse(",
+    b"converse",
+    b"invoke_model",
+    b"generate_content",
+    b"GenerateContentConfig",
+    b"CreateCachedContentConfig",
+    b"GenerativeModel",
+    b"completion(",
+    b"from_messages",
+    b"bind_tools",
+    b"Agent(",
+    b"PromptBuilder",
+    b"cache_control",
+    b"cachePoint",
+    b"prompt_cache_key",
 )
+
+
+def _triggered(raw: bytes, config: LintConfig) -> bool:
+    if any(word in raw for word in TRIGGERS):
+        return True
+    return any(s.label.rsplit(".", 1)[-1].encode() in raw for s in config.sinks)
+
+
+def _segments(raw: bytes) -> Callable[[ast.AST], bytes]:
+    """The source bytes of a node's lines (cheap: line offsets are computed once)."""
+    starts = [0, *itertools.accumulate(map(len, raw.splitlines(keepends=True)))]
+
+    def segment(node: ast.AST) -> bytes:
+        first = getattr(node, "lineno", 1) - 1
+        last = getattr(node, "end_lineno", None) or len(starts) - 1
+        return raw[starts[min(first, len(starts) - 1)] : starts[min(last, len(starts) - 1)]]
+
+    return segment
 
 
 @dataclass(frozen=True)
@@ -77,10 +125,10 @@ def lint_source(
     except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
         return FileResult(path, (from_error(path, exc),) if "PC000" in codes else ())
     diagnostics: list[Diagnostic] = []
-    if _TRIGGER.search(raw) or any(
-        s.label.rsplit(".", 1)[-1].encode() in raw for s in config.sinks
-    ):
-        entries, sinks = Analyzer(tree, config.sinks).run()
+    if _triggered(raw, config):
+        entries, sinks = Analyzer(
+            tree, config.sinks, _segments(raw), lambda text: _triggered(text, config)
+        ).run()
         ctx = ModuleContext(path, text, tree, config, entries, sinks)
         for code in sorted(codes):
             check = CHECKS.get(code)
@@ -121,11 +169,14 @@ def _display(path: Path) -> str:
 
 
 def lint_paths(
-    paths: Iterable[Path], config: LintConfig, jobs: int | None = None
+    paths: Iterable[Path],
+    config: LintConfig,
+    jobs: int | None = None,
+    force_exclude: bool = False,
 ) -> list[FileResult]:
     """Discover and lint files; results in path order. ``jobs``: worker processes (default:
-    the CPU count; 1 = serial)."""
-    files = [_display(p) for p in discover(list(paths), config)]
+    the CPU count; 1 = serial). ``force_exclude``: apply ``exclude`` to files named directly."""
+    files = [_display(p) for p in discover(list(paths), config, force_exclude)]
     workers = jobs or os.cpu_count() or 1
     if workers <= 1 or len(files) < SERIAL_LIMIT:
         return [lint_file(f, config) for f in files]

@@ -225,6 +225,10 @@ def _has_kw(call: ast.Call, names: tuple[str, ...]) -> bool:
     return any(kw.arg is None or kw.arg in names for kw in call.keywords)
 
 
+_LAST_NAMES = frozenset(suffix[-1] for spec in SPECS for suffix in spec.suffixes)
+_QUALNAMES = frozenset(name for spec in SPECS for name in spec.qualnames)
+
+
 def match(
     call: ast.Call,
     chain: tuple[str, ...],
@@ -232,6 +236,8 @@ def match(
     extra: tuple[SinkSpec, ...] = (),
 ) -> SinkSpec | None:
     """The spec of the API this call is, or None."""
+    if not extra and chain[-1] not in _LAST_NAMES and qualname not in _QUALNAMES:
+        return None
     if chain[-1] in NOT_SINKS:
         return None
     for spec in (*extra, *SPECS):

@@ -10,8 +10,9 @@ Per-request vs once: a source evaluated at module level outside loops, in a clas
 ``__init__``-like methods or in a ``functools.cache`` function is *pinned* (computed once per
 process or session); its TIME/UNIQUE facts then no longer count as volatile.
 
-Modules with classes are walked twice: the first walk collects what ``self.<attr>`` holds, the
-second records events. Everything the rules need is returned as ``PrefixEntry`` and
+Functions whose source has none of the trigger words (``relevant``) are analysed only when a
+relevant function calls them. ``__init__``-like methods are analysed before the other methods of
+their class, so what ``self.<attr>`` holds is known when the methods read it. Everything the rules need is returned as ``PrefixEntry`` and
 ``SinkCall`` lists (see ``events.py``).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Callable
 
 from .calls import CallsMixin
 from .events import PrefixEntry, SinkCall
@@ -55,9 +57,18 @@ class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
     ``extra_sinks`` are user wrappers from config. Use ``run()`` once per instance.
     """
 
-    def __init__(self, tree: ast.Module, extra_sinks: tuple[SinkSpec, ...] = ()) -> None:
+    def __init__(
+        self,
+        tree: ast.Module,
+        extra_sinks: tuple[SinkSpec, ...] = (),
+        segment: Callable[[ast.AST], bytes] | None = None,
+        triggered: Callable[[bytes], bool] | None = None,
+    ) -> None:
         self.tree = tree
         self.extra_sinks = extra_sinks
+        self.segment = segment
+        self.triggered = triggered
+        self.relevant: Callable[[ast.AST], bool] = lambda node: True
         self.imports: dict[str, str] = {}
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ClassInfo] = {}
@@ -74,22 +85,50 @@ class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
     # ------------------------------------------------------------------ driver
 
     def run(self) -> tuple[list[PrefixEntry], list[SinkCall]]:
-        """Analyse the module; returns (prefix entries, sink calls)."""
+        """Analyse the module; returns (prefix entries, sink calls).
+
+        Order: the module body (class bodies included), then for each class with a relevant
+        method its ``__init__``-like methods (so instance attributes are known), then every
+        relevant function and method. Other functions are analysed only when something calls
+        them (their summary is computed on demand).
+        """
         self._collect(self.tree.body)
-        has_attrs = any(c.methods for c in self.classes.values())
-        passes = 2 if has_attrs else 1
-        for number in range(passes):
-            self.recording = number == passes - 1
-            self.entries, self.sinks, self.summaries = [], [], {}
-            self.module_frame = Frame(env={}, defs={}, pinned=True)
-            self.frame = self.module_frame
-            self.exec_block(self.tree.body)
-            for func in self.functions.values():
+        self._close_relevance()
+        self.exec_block(self.tree.body)
+        for info in self.classes.values():
+            methods = list(info.methods.values())
+            if any(self.relevant(m) for m in methods):
+                for method in methods:
+                    if method.name in INIT_METHODS:
+                        self.summary(method)
+        for func in self.functions.values():
+            if self.relevant(func):
                 self.summary(func)
-            for info in self.classes.values():
-                for method in info.methods.values():
+        for info in self.classes.values():
+            for method in info.methods.values():
+                if self.relevant(method):
                     self.summary(method)
         return self.entries, self.sinks
+
+    def _close_relevance(self) -> None:
+        """Functions that call a relevant function are relevant too (a volatile argument can
+        flow into its sink), to a fixed point."""
+        segment, triggered = self.segment, self.triggered
+        if segment is None or triggered is None:
+            return
+        functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = list(self.functions.values())
+        for info in self.classes.values():
+            functions.extend(info.methods.values())
+        texts = {f: segment(f) for f in functions}
+        flags = {f: triggered(text) for f, text in texts.items()}
+        changed = any(flags.values()) and not all(flags.values())
+        while changed:
+            changed = False
+            calls = [f"{f.name}(".encode() for f, on in flags.items() if on]
+            for func, on in flags.items():
+                if not on and any(call in texts[func] for call in calls):
+                    flags[func] = changed = True
+        self.relevant = lambda node: flags.get(node, True)  # type: ignore[call-overload]
 
     def _collect(self, body: list[ast.stmt]) -> None:
         """Imports, functions and classes at module level (also inside if/try blocks)."""

@@ -58,7 +58,9 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             )
         related = [ctx.origin(fact, "iterated here in an unstable order")]
         if fact.site != (0, 0) and fact.site != (fact.line, fact.col):
-            related.append(Related(ctx.at(*fact.site), f"{fact.detail} is created here"))
+            related.append(
+                Related(ctx.at(*fact.site), f"{fact.detail} is created here", origin=True)
+            )
         yield ctx.diagnostic(
             "PC004",
             f"iteration over {fact.detail} feeds the cached prefix ({entry.sink}); its order "

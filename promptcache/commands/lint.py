@@ -41,6 +41,11 @@ def _codes(value: str | None) -> list[str]:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="pyproject.toml to read [tool.promptcache.lint] from (default: the nearest one).",
 )
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply the config's exclude to files named on the command line (for pre-commit).",
+)
 @click.option("--fix", is_flag=True, help="Apply the safe autofixes (PC003, PC004, PC005, PC014).")
 @click.option("--diff", is_flag=True, help="Print the autofixes as a patch; write nothing.")
 @click.option(
@@ -62,6 +67,7 @@ def lint(
     select: str | None,
     ignore: str | None,
     config_path: Path | None,
+    force_exclude: bool,
     fix: bool,
     diff: bool,
     jobs: int | None,
@@ -94,7 +100,7 @@ def lint(
     if ignore is not None:
         config = replace(config, ignore=config.ignore | {get_rule(c).code for c in _codes(ignore)})
     targets = list(paths) or [Path(".")]
-    results = lint_paths(targets, config, jobs)
+    results = lint_paths(targets, config, jobs, force_exclude)
     errors = [e for r in results for e in r.errors]
     if errors:
         raise UnknownRuleError("bad suppression comment(s):\n  " + "\n  ".join(errors))

@@ -103,6 +103,9 @@ def test_per_file_ignores_exclude_and_gitignore(project: Path) -> None:
     assert "src/app.py:6:" in result.output
     for skipped in ("generated/", "vendor/", "scripts/"):
         assert skipped not in result.output
+    # a file named directly is linted, unless --force-exclude (what pre-commit passes)
+    assert run("vendor/app.py").exit_code == 1
+    assert run("vendor/app.py", "--force-exclude").exit_code == 0
 
 
 def test_suppression_comments(project: Path) -> None:

@@ -1,0 +1,41 @@
+"""Rule metadata: one module per rule, docstring sections, and docs/lint.md kept in step."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from promptcache.errors import UnknownRuleError
+from promptcache.lint_rules import RULES, get_rule
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "lint.md"
+SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "References")
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_rule_docstring_has_ruff_sections(code: str) -> None:
+    rule = RULES[code]
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+    assert not rule.name.startswith(("no-", "disallow", "banned"))
+    for section in SECTIONS:
+        assert rule.sections.get(section), f"{code} lacks '## {section}'"
+    if code != "PC000":
+        assert "checked 2026-11-30" in rule.sections["References"]
+    if rule.fix.value != "none":
+        assert rule.sections.get("Fix safety"), f"{code} offers a fix but no '## Fix safety'"
+
+
+def test_docs_rule_table_matches_the_registry() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (PC\d{3}) \| `([a-z0-9-]+)` \| (\w+) \| (\w+) \| (.+) \|$", text, re.M)
+    assert [(c, n, s, f, summary) for c, n, s, f, summary in rows] == [
+        (r.code, r.name, str(r.severity), r.fix.value, r.summary) for r in RULES.values()
+    ]
+
+
+def test_get_rule_rejects_unknown_codes() -> None:
+    assert get_rule(" pc004 ").code == "PC004"
+    with pytest.raises(UnknownRuleError, match="known rules: PC000"):
+        get_rule("PC4")
