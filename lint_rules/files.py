@@ -1,10 +1,11 @@
 """Which files ``promptcache lint PATH...`` looks at: Python files, minus excludes and .gitignore.
 
 Files and folders named on the command line are always linted: neither ``exclude`` nor a
-parent's .gitignore hides a path you name (``force_exclude`` restores ``exclude`` for them). Inside folders, hidden folders and the usual
-build, cache and virtualenv folders are skipped (ruff's default list), then the config's
-``exclude`` patterns (gitignore syntax, relative to the config file's folder), then whatever
-``.gitignore`` files between the repository root and each file ignore.
+parent's .gitignore hides a path you name (``force_exclude`` restores ``exclude`` for them).
+Inside folders, hidden folders and the usual build, cache and virtualenv folders are skipped
+(ruff's default list), then the config's ``exclude`` patterns (gitignore syntax, relative to the
+config file's folder), then whatever ``.gitignore`` files between the repository root and each
+file ignore.
 """
 
 from __future__ import annotations

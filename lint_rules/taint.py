@@ -12,8 +12,8 @@ process or session); its TIME/UNIQUE facts then no longer count as volatile.
 
 Functions whose source has none of the trigger words (``relevant``) are analysed only when a
 relevant function calls them. ``__init__``-like methods are analysed before the other methods of
-their class, so what ``self.<attr>`` holds is known when the methods read it. Everything the rules need is returned as ``PrefixEntry`` and
-``SinkCall`` lists (see ``events.py``).
+their class, so what ``self.<attr>`` holds is known when the methods read it. Everything the
+rules need is returned as ``PrefixEntry`` and ``SinkCall`` lists (see ``events.py``).
 """
 
 from __future__ import annotations
