@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 from . import breaks, metrics
 from .config import ProxyConfig
+from .enrich import warm_up
 from .forward import UpstreamPool
 from .handler import ProxyEndpoint, ProxyState, RecordHook
 from .middleware import AuthMiddleware
@@ -65,6 +66,8 @@ def build_app(config: ProxyConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if state.recording:
+            await anyio.to_thread.run_sync(warm_up)
         if store is not None:
             store.start()
         try:

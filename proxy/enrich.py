@@ -23,12 +23,12 @@ from typing import Any
 
 from promptcache.errors import PromptCacheError, UnknownModelPriceError
 from promptcache.fingerprint import fingerprint_request
-from promptcache.pricing import cost
+from promptcache.pricing import cost, default_price_table
 from promptcache.usage import Usage
 
 from .record import RequestRecord
 
-__all__ = ["apply_usage", "describe_prompt", "vendor_miss_reason"]
+__all__ = ["apply_usage", "describe_prompt", "vendor_miss_reason", "warm_up"]
 
 logger = logging.getLogger("promptcache.proxy")
 
@@ -95,3 +95,13 @@ def vendor_miss_reason(message: Mapping[str, Any]) -> str | None:
     if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
         return str(reason["type"])
     return None
+
+
+def warm_up() -> None:
+    """Load the tokenizer (``approx_prefix_tokens``) and the price table now.
+
+    Both load on first use and take about a second of CPU together; called once at startup so
+    the first request does not stall the event loop for every other request in flight.
+    """
+    fingerprint_request({"messages": [{"role": "user", "content": "warm up"}]}, "openai_chat")
+    default_price_table()

@@ -15,6 +15,7 @@ client gets 504) and ``UpstreamUnreachableError`` (502), both ``promptcache.erro
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ class UpstreamPool:
     def __init__(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
         self._upstreams = dict(upstreams)
         self._shards: dict[str, list[_Shard]] = {}
+        # Loading the CA bundle takes ~0.1 s of CPU; do it once here, not per client on the
+        # event loop when load grows (httpx builds a context even for http:// clients).
+        self._ssl_context = httpx.create_ssl_context()
 
     def _shard(self, upstream: UpstreamConfig) -> _Shard:
         shards = self._shards.setdefault(upstream.name, [])
@@ -124,7 +128,8 @@ class UpstreamPool:
             or len(shards) * SHARD_CONNECTIONS >= upstream.max_connections
         ):
             return best
-        shard = _Shard(_new_client(upstream, min(SHARD_CONNECTIONS, upstream.max_connections)))
+        connections = min(SHARD_CONNECTIONS, upstream.max_connections)
+        shard = _Shard(_new_client(upstream, connections, self._ssl_context))
         shards.append(shard)
         return shard
 
@@ -177,8 +182,11 @@ class UpstreamPool:
         self._shards.clear()
 
 
-def _new_client(upstream: UpstreamConfig, connections: int) -> httpx.AsyncClient:
+def _new_client(
+    upstream: UpstreamConfig, connections: int, ssl_context: ssl.SSLContext
+) -> httpx.AsyncClient:
     return httpx.AsyncClient(
+        verify=ssl_context,
         timeout=httpx.Timeout(
             connect=upstream.connect_timeout_s,
             read=upstream.read_timeout_s,

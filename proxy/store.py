@@ -3,8 +3,8 @@
 Forwarding never touches the disk. The request path hands a finished row to ``RequestStore.submit``,
 which only appends it to a bounded in-memory queue; a writer thread wakes at least every
 ``flush_interval_s`` (at most 1 s), or as soon as ``batch_rows`` rows wait, and inserts what is
-queued with one prepared statement per batch, one transaction per batch. So a ``kill -9`` loses at most the rows of the last interval,
-and ``close()`` (a clean shutdown) writes every row it was given.
+queued with one prepared statement and one transaction per batch. So a ``kill -9`` loses at most
+the rows of the last interval, and ``close()`` (a clean shutdown) writes every row it was given.
 
 WAL mode lets readers (``promptcache report``, a ``sqlite3`` shell) read while the writer writes;
 a reader that holds a transaction open for minutes only keeps the WAL file from being
