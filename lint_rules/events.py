@@ -50,7 +50,8 @@ class Block:
     (``bp_node`` locates it); ``ttl_node`` is the ``"ttl"`` value expression when present.
     ``length`` is the text length in characters when statically known, else None;
     ``non_ascii`` how many of those characters are not ASCII. ``tail``: part of the newest
-    message (written to the cache now, read on the next turn).
+    message (written to the cache now, read on the next turn). ``opaque``: a part of the
+    request that is not a literal (a history variable, ``*tools``): its blocks are unknown.
     """
 
     region: str
@@ -62,6 +63,7 @@ class Block:
     ttl_node: ast.expr | None = None
     non_ascii: int = 0
     tail: bool = False
+    opaque: bool = False
 
 
 @dataclass

@@ -26,6 +26,22 @@ if TYPE_CHECKING:
     from .frames import Frame
 
 _REGION_RANK = {"tools": 0, "system": 1, "messages": 2}
+#: APIs whose cache covers only what precedes an explicit breakpoint
+_EXPLICIT_BREAKPOINTS = frozenset({"anthropic", "bedrock", "custom.anthropic", "custom.bedrock"})
+
+
+def _span(node: ast.AST) -> tuple[int, int, int, int]:
+    return (
+        getattr(node, "lineno", 0),
+        getattr(node, "col_offset", 0),
+        getattr(node, "end_lineno", 0) or 0,
+        getattr(node, "end_col_offset", 0) or 0,
+    )
+
+
+def _inside(node: ast.AST, span: tuple[int, int, int, int]) -> bool:
+    line, col, end_line, end_col = _span(node)
+    return (span[0], span[1]) <= (line, col) and (end_line, end_col) <= (span[2], span[3])
 
 
 def dict_get(node: ast.AST, key: str) -> ast.expr | None:
@@ -60,6 +76,7 @@ class RegionsMixin(EngineState):
 
     def handle_sink(self, spec: SinkSpec, node: ast.Call) -> Value:
         sink = SinkCall(node, spec.api, spec.label)
+        first_entry = len(self.entries)
         for index, arg in enumerate(node.args):
             kind = spec.positional.get(index)
             if kind is not None and not isinstance(arg, ast.Starred):
@@ -88,8 +105,25 @@ class RegionsMixin(EngineState):
             if key is not None:
                 sink.params["prompt_cache_key"] = (key, self.eval(key))
         sink.blocks.sort(key=lambda b: _REGION_RANK.get(b.region, 3))
+        if spec.api in _EXPLICIT_BREAKPOINTS and "cache_control" not in sink.params:
+            self._drop_uncached(sink, first_entry)
         self.add_sink(sink)
         return CLEAN
+
+    def _drop_uncached(self, sink: SinkCall, first_entry: int) -> None:
+        """With explicit breakpoints, blocks after the last one are not cached: what enters
+        them is not in the cached prefix. Applied only when every later block is a literal
+        (an opaque history could hold a later breakpoint)."""
+        marks = [i for i, b in enumerate(sink.blocks) if b.bp_node is not None]
+        if not marks:
+            return
+        after = sink.blocks[marks[-1] + 1 :]
+        if not after or any(b.opaque for b in after):
+            return
+        spans = [_span(b.node) for b in after]
+        self.entries[first_entry:] = [
+            e for e in self.entries[first_entry:] if not any(_inside(e.node, s) for s in spans)
+        ]
 
     # ------------------------------------------------------------------ helpers
 
@@ -213,7 +247,7 @@ class RegionsMixin(EngineState):
         value = self.eval(expr)
         self.record("tools", value, expr, label)
         if sink is not None:
-            sink.blocks.append(Block("tools", expr, value, None))
+            sink.blocks.append(Block("tools", expr, value, None, opaque=True))
             sink.complete = False
 
     def region_system(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
@@ -264,7 +298,7 @@ class RegionsMixin(EngineState):
             self._value(node.left, frame)
             if sink is not None:
                 sink.complete = False
-                sink.blocks.append(Block("messages", node.left, CLEAN, None))
+                sink.blocks.append(Block("messages", node.left, CLEAN, None, opaque=True))
             right, frame = (node.right, frame)
             if isinstance(right, (ast.List, ast.Tuple)):
                 elements = list(right.elts)
@@ -277,7 +311,7 @@ class RegionsMixin(EngineState):
             self.eval(expr)
             if sink is not None:
                 sink.complete = False
-                sink.blocks.append(Block("messages", expr, CLEAN, None))
+                sink.blocks.append(Block("messages", expr, CLEAN, None, opaque=True))
             return
         for index, elt in enumerate(elements):
             tail = index == len(elements) - 1
@@ -285,7 +319,7 @@ class RegionsMixin(EngineState):
                 value = self._value(elt, frame)
                 if sink is not None:
                     sink.complete = False
-                    sink.blocks.append(Block("messages", elt, CLEAN, None))
+                    sink.blocks.append(Block("messages", elt, CLEAN, None, opaque=True))
                 if not tail and not isinstance(elt, ast.Starred):
                     self.record("messages", value, elt, label)
                 continue
