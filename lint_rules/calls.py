@@ -433,8 +433,24 @@ class CallsMixin(EngineState):
                 return Value(join(receiver, *args, *kwargs.values()).facts, Shape.STR, const)
             if method in ("split", "splitlines"):
                 return Value(receiver.facts, Shape.LIST, elem_str=True)
-        if method in _MUTATORS and isinstance(func.value, ast.Name):
-            name = func.value.id
+        target = func.value
+        frame = self.frame
+        if (
+            method in _MUTATORS
+            and isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == frame.self_name
+            and frame.cls is not None
+        ):
+            old = frame.cls.attrs.get(target.attr, CLEAN)
+            added = join(*args, *kwargs.values())
+            shape = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
+            frame.cls.attrs[target.attr] = self.with_mutation_facts(
+                Value(old.facts | added.facts, shape, None, old.elem_str, old.name_key, old.ref)
+            )
+            return CLEAN
+        if method in _MUTATORS and isinstance(target, ast.Name):
+            name = target.id
             old = self.lookup(name)
             added = join(*args, *kwargs.values())
             if method == "add" or old.shape is Shape.SET:

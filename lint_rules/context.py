@@ -85,5 +85,14 @@ class ModuleContext:
         return Fix(title, tuple(sorted(edits)))
 
 
+def born_in(fact: Fact, function: ast.AST | None) -> bool:
+    """True when ``fact`` was born inside ``function``'s lines (the code of one request)."""
+    if function is None:
+        return False
+    start = getattr(function, "lineno", 0)
+    end = getattr(function, "end_lineno", None) or start
+    return start <= fact.line <= end
+
+
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))

@@ -32,6 +32,7 @@ class PrefixEntry:
     ``once``: recorded where code runs once (module level outside loops, ``__init__``).
     ``parts``: for text built from pieces (f-string, ``+``, ``join``), each piece in order as
     (node, varies per call, length in characters when constant, the piece's facts).
+    ``function``: the function whose body records the entry (None at module level).
     """
 
     region: str
@@ -40,6 +41,7 @@ class PrefixEntry:
     sink: str
     once: bool
     parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
+    function: ast.AST | None = None
 
 
 @dataclass

@@ -12,7 +12,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.util import decode_source
 from pathlib import Path
 
@@ -63,6 +63,7 @@ TRIGGERS: tuple[bytes, ...] = (
     b"cache_control",
     b"cachePoint",
     b"prompt_cache_key",
+    b"list_tools",
 )
 
 
@@ -136,7 +137,7 @@ def lint_source(
                 diagnostics.extend(check(ctx))
     suppressions = parse_suppressions(text, KNOWN_CODES)
     kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
-    kept = sorted(set(kept), key=lambda d: (d.sort_key, d.message))
+    kept = _merge_duplicates(kept)
     errors = tuple(f"{path}:{e}" for e in suppressions.errors)
     lines: dict[int, str] = {}
     if kept:
@@ -150,6 +151,20 @@ def lint_source(
                 if 0 < number <= len(all_lines):
                     lines[number] = all_lines[number - 1]
     return FileResult(path, tuple(kept), errors, lines)
+
+
+def _merge_duplicates(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """One finding per (code, place, message); the origins of duplicates are combined."""
+    merged: dict[tuple[object, ...], Diagnostic] = {}
+    for d in sorted(diagnostics, key=lambda d: (d.sort_key, d.message)):
+        key = (d.code, d.location, d.message)
+        first = merged.get(key)
+        if first is None:
+            merged[key] = d
+        else:
+            extra = tuple(r for r in d.related if r not in first.related)
+            merged[key] = replace(first, related=first.related + extra)
+    return list(merged.values())
 
 
 def lint_file(path: str, config: LintConfig) -> FileResult:

@@ -204,7 +204,9 @@ class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
                     (n, v.dynamic, len(v.const) if v.const is not None else None, v.facts)
                     for n, v in self.flatten(node)
                 )
-            self.entries.append(PrefixEntry(region, value, node, label, self.frame.once, parts))
+            self.entries.append(
+                PrefixEntry(region, value, node, label, self.frame.once, parts, self.frame.func)
+            )
 
     def add_sink(self, sink: SinkCall) -> None:
         if self.recording:

@@ -40,13 +40,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
-from ..context import ModuleContext
+from ..context import ModuleContext, born_in
 from ..facts import Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(
-        lambda f, e: f.kind is Kind.VARIES and not f.pinned, frozenset({"tools"})
+        lambda f, e: f.kind is Kind.VARIES and not f.pinned and born_in(f, e.function),
+        frozenset({"tools"}),
     ):
         yield ctx.diagnostic(
             "PC006",

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
-from ..context import ModuleContext
+from ..context import ModuleContext, born_in
 from ..facts import Kind
 
 _KINDS = (Kind.VARIES, Kind.UNIQUE, Kind.TIME)
@@ -48,7 +48,11 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             param = sink.params.get(key)
             if param is None:
                 continue
-            facts = [f for f in param[1].facts if f.kind in _KINDS and not f.pinned]
+            facts = [
+                f
+                for f in param[1].facts
+                if f.kind in _KINDS and not f.pinned and born_in(f, sink.function)
+            ]
             if facts:
                 origin = min(facts, key=lambda f: (f.line, f.col))
                 yield ctx.diagnostic(
