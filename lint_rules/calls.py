@@ -453,6 +453,7 @@ class CallsMixin(EngineState):
             name = target.id
             old = self.lookup(name)
             added = join(*args, *kwargs.values())
+            shape: Shape
             if method == "add" or old.shape is Shape.SET:
                 shape = old.shape
             else:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .facts import CLEAN, Fact, Shape, Value
 
 if TYPE_CHECKING:
-    from .events import SinkCall
+    from .events import PrefixEntry, SinkCall
     from .facts import Kind
     from .sinks import SinkSpec
 
@@ -95,6 +95,7 @@ class EngineState:
         extra_sinks: tuple[SinkSpec, ...]
         frame: Frame
         module_frame: Frame
+        entries: list[PrefixEntry]
 
         def eval(self, node: ast.expr) -> Value: ...
         def fact(self, kind: Kind, node: ast.AST, detail: str, **kwargs: object) -> Fact: ...
