@@ -444,16 +444,15 @@ class CallsMixin(EngineState):
         ):
             old = frame.cls.attrs.get(target.attr, CLEAN)
             added = join(*args, *kwargs.values())
-            shape = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
+            kept = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
             frame.cls.attrs[target.attr] = self.with_mutation_facts(
-                Value(old.facts | added.facts, shape, None, old.elem_str, old.name_key, old.ref)
+                Value(old.facts | added.facts, kept, None, old.elem_str, old.name_key, old.ref)
             )
             return CLEAN
         if method in _MUTATORS and isinstance(target, ast.Name):
             name = target.id
             old = self.lookup(name)
             added = join(*args, *kwargs.values())
-            shape: Shape
             if method == "add" or old.shape is Shape.SET:
                 shape = old.shape
             else:
