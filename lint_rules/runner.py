@@ -123,18 +123,22 @@ def lint_source(
     try:
         tree = ast.parse(raw, filename=path)
         text = source if isinstance(source, str) else decode_source(raw)
-    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
         return FileResult(path, (from_error(path, exc),) if "PC000" in codes else ())
     diagnostics: list[Diagnostic] = []
     if _triggered(raw, config):
-        entries, sinks = Analyzer(
-            tree, config.sinks, _segments(raw), lambda text: _triggered(text, config)
-        ).run()
-        ctx = ModuleContext(path, text, tree, config, entries, sinks)
-        for code in sorted(codes):
-            check = CHECKS.get(code)
-            if check is not None:
-                diagnostics.extend(check(ctx))
+        try:
+            entries, sinks = Analyzer(
+                tree, config.sinks, _segments(raw), lambda text: _triggered(text, config)
+            ).run()
+            ctx = ModuleContext(path, text, tree, config, entries, sinks)
+            for code in sorted(codes):
+                check = CHECKS.get(code)
+                if check is not None:
+                    diagnostics.extend(check(ctx))
+        except RecursionError:
+            # code nested deeper than the analysis can follow: say so, lint the other files
+            diagnostics = [_not_analysed(path, "it nests deeper than the analysis can follow")]
     suppressions = parse_suppressions(text, KNOWN_CODES)
     kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
     kept = _merge_duplicates(kept)
@@ -151,6 +155,11 @@ def lint_source(
                 if 0 < number <= len(all_lines):
                     lines[number] = all_lines[number - 1]
     return FileResult(path, tuple(kept), errors, lines)
+
+
+def _not_analysed(path: str, why: str) -> Diagnostic:
+    diagnostic = from_error(path, ValueError(f"cannot analyse this file: {why}"))
+    return replace(diagnostic, message=f"cannot analyse this file: {why}")
 
 
 def _merge_duplicates(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

@@ -36,7 +36,7 @@ def from_error(path: str, exc: Exception) -> Diagnostic:
     """The PC000 diagnostic for ``exc`` (SyntaxError, ValueError or UnicodeDecodeError)."""
     line = getattr(exc, "lineno", None) or 1
     col = max((getattr(exc, "offset", None) or 1) - 1, 0)
-    reason = getattr(exc, "msg", None) or str(exc)
+    reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
     return Diagnostic(
         "PC000",
         f"cannot parse this file: {reason}",

@@ -1,0 +1,47 @@
+"""Odd input never stops the linter: it becomes a PC000 finding or is linted normally."""
+
+from __future__ import annotations
+
+import pytest
+
+from promptcache.lint_rules import lint_source
+
+HEADER = "import anthropic\nclient = anthropic.Anthropic()\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (b"def f(:\n", "cannot parse this file: invalid syntax"),
+        (b"x = 1\x00\n", "cannot parse this file"),
+        (b"x = '\xff'\n", "cannot parse this file"),
+        (("x = " + "(" * 300 + ")" * 300 + "\n").encode(), "cannot parse this file"),
+        (
+            (HEADER + "SYSTEM_PROMPT = " + " + ".join(['"a"'] * 900) + "\n").encode(),
+            "cannot analyse this file: it nests deeper than the analysis can follow",
+        ),
+    ],
+    ids=["syntax", "null-byte", "bad-utf8", "too-deep-to-parse", "too-deep-to-analyse"],
+)
+def test_bad_input_is_pc000(source: bytes, message: str) -> None:
+    (diagnostic,) = lint_source(source, "odd.py").diagnostics
+    assert diagnostic.code == "PC000"
+    assert diagnostic.message.startswith(message)
+
+
+def test_encodings_and_empty_files_lint_normally() -> None:
+    latin = b"# -*- coding: latin-1 -*-\n" + HEADER.encode() + b"NAME = '\xe9'\n"
+    assert lint_source(latin, "latin.py").diagnostics == ()
+    assert lint_source(b"\xef\xbb\xbf" + HEADER.encode(), "bom.py").diagnostics == ()
+    assert lint_source(b"", "empty.py").diagnostics == ()
+
+
+def test_columns_are_utf8_bytes() -> None:
+    source = HEADER + (
+        "import time\n"
+        "def ask(q):\n"
+        "    return client.messages.create(model='m', system=f'é {time.time()}', messages=[q])\n"
+    )
+    (diagnostic,) = lint_source(source, "utf8.py").diagnostics
+    line = source.splitlines()[diagnostic.location.line - 1]
+    assert line.encode()[diagnostic.location.col :].startswith(b"time.time()")
