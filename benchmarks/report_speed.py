@@ -6,6 +6,8 @@ proxy's own migrations (so the indexes are the real ones), then times, as median
 
 - ``build_report`` (every aggregate, no grouping) and with ``--group-by model`` / ``day``;
 - each renderer (table, JSON, CSV, HTML) on the built report;
+- the log writer's insert rate with and without the rollup triggers (30,000 of the rows,
+  batches of 500 as the proxy's writer does), the price paid off the request path;
 - a baseline measured in the same run (once: it is slow): the same totals computed in a Python
   loop over ``SELECT * ...`` (what "aggregate in SQL" avoids).
 
@@ -15,7 +17,7 @@ bundled price table. Deterministic (seeded).
 
 Usage::
 
-    .venv/bin/python benchmarks/report_speed.py            # 1M rows, ~3 min to generate (triggers on)
+    .venv/bin/python benchmarks/report_speed.py            # 1M rows: ~3 min to generate
     .venv/bin/python benchmarks/report_speed.py --rows 100000 --repeats 3
     .venv/bin/python benchmarks/report_speed.py --db /tmp/1m.db          # keep the log...
     .venv/bin/python benchmarks/report_speed.py --db /tmp/1m.db --reuse  # ...and time it again
@@ -160,6 +162,46 @@ def python_loop_totals(path: Path, since: float, until: float) -> dict[str, floa
     return totals
 
 
+def writer_throughput(source: Path, rows: int, repeats: int) -> dict[str, float]:
+    """Rows/s the proxy's writer can insert (batches of 500, WAL) with and without the rollup
+    triggers: schema version 1 (no rollups) vs the current schema."""
+    import sqlite3
+
+    from sqlite_utils import Database
+
+    from promptcache.proxy.store import MIGRATIONS, migrate
+
+    names = ", ".join(COLUMN_NAMES)
+    data = (
+        sqlite3.connect(source)
+        .execute(f"SELECT {names} FROM requests ORDER BY started_at LIMIT ?", (rows,))
+        .fetchall()
+    )
+    insert = f"INSERT INTO requests ({names}) VALUES ({', '.join('?' for _ in COLUMN_NAMES)})"
+    out: dict[str, list[float]] = {"without rollup triggers": [], "with rollup triggers": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            for label in out:
+                path = Path(tmp) / f"{i}-{len(label)}.db"
+                db = Database(sqlite3.connect(path))
+                db.enable_wal()
+                db.conn.execute(
+                    "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)"
+                )
+                MIGRATIONS[0](db)
+                db.conn.execute("INSERT INTO schema_version VALUES (1, 0)")
+                db.conn.commit()
+                if label == "with rollup triggers":
+                    migrate(db)
+                t0 = time.perf_counter()
+                for start in range(0, len(data), 500):
+                    with db.conn:
+                        db.conn.executemany(insert, data[start : start + 500])
+                out[label].append(len(data) / (time.perf_counter() - t0))
+                db.close()
+    return {label: statistics.median(values) for label, values in out.items()}
+
+
 def median_s(fn: Callable[[], object], repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -213,6 +255,8 @@ def main() -> None:
         print(f"{'step':<36} {'median s':>9} {'vs baseline':>12}")
         for name, seconds in results.items():
             print(f"{name:<36} {seconds:>9.3f} {seconds / base:>11.2f}x")
+        for label, rate in writer_throughput(path, 30_000, args.repeats).items():
+            print(f"writer, {label:<28} {rate:>9,.0f} rows/s")
         print(f"requests {report.total.requests:,}, token hit rate "
               f"{report.total.token_hit_rate:.1%}, breaks {report.total.breaks:,}")  # fmt: skip
 

@@ -102,11 +102,15 @@ _HOURLY_VALUES: Final = """
         + COALESCE({r}.cache_write_unknown_tokens, 0) > 0
 """
 
-_HOURLY_KEY: Final = """
-    CAST({r}.started_at / 3600 AS INTEGER) AS hour, COALESCE({r}.model, '') AS model,
-    COALESCE({r}.route, '') AS route, COALESCE({r}.key_fingerprint, '') AS key_fingerprint,
-    COALESCE({r}.vendor, '') AS vendor
-"""
+_HOURLY_KEY_PARTS: Final = (
+    ("hour", "CAST({r}.started_at / 3600 AS INTEGER)"),
+    ("model", "COALESCE({r}.model, '')"),
+    ("route", "COALESCE({r}.route, '')"),
+    ("key_fingerprint", "COALESCE({r}.key_fingerprint, '')"),
+    ("vendor", "COALESCE({r}.vendor, '')"),
+)
+#: The ``report_hourly`` key of a request ``{r}``, as aliased SELECT columns.
+_HOURLY_KEY: Final = ", ".join(f"{expr} AS {name}" for name, expr in _HOURLY_KEY_PARTS)
 
 #: Tokens a break lost (see the module docstring); ``{r}`` the request, ``p`` its predecessor.
 _TOKENS_LOST: Final = """
@@ -178,9 +182,8 @@ def _hourly_upsert(values_from: str, sign: str = "+") -> str:
 
 def _triggers() -> list[str]:
     n = "NEW"
-    hourly = _hourly_upsert(
-        f"SELECT {_HOURLY_KEY.format(r=n)}, {_HOURLY_VALUES.format(r=n)} WHERE true"
-    )
+    key = ", ".join(expr.format(r=n) for _, expr in _HOURLY_KEY_PARTS)
+    hourly = _hourly_upsert(f"VALUES ({key}, {_HOURLY_VALUES.format(r=n)})")
     breaks = f"""INSERT INTO report_breaks_hourly
           (hour, reason, model, segment, breaks, tokens_lost)
         SELECT CAST(NEW.started_at / 3600 AS INTEGER), NEW.break_reason, COALESCE(NEW.model, ''),
@@ -234,8 +237,15 @@ def _triggers() -> list[str]:
           AND reason = OLD.break_reason AND model = COALESCE(OLD.model, '')
           AND segment = COALESCE(OLD.break_segment, '')"""
     return [
-        f"CREATE TRIGGER report_rollup_insert AFTER INSERT ON requests BEGIN\n"
-        f"{hourly};\n{breaks};\n{read_back};\n{family};\nEND",
+        f"CREATE TRIGGER report_rollup_insert AFTER INSERT ON requests BEGIN\n{hourly};\nEND",
+        # the others run only for the rows they concern (WHEN skips the whole body)
+        "CREATE TRIGGER report_rollup_break AFTER INSERT ON requests"
+        f" WHEN NEW.break_reason IS NOT NULL BEGIN\n{breaks};\nEND",
+        "CREATE TRIGGER report_rollup_read_back AFTER INSERT ON requests"
+        f" WHEN {_READS_PREDECESSOR.format(r=n)} BEGIN\n{read_back};\nEND",
+        "CREATE TRIGGER report_rollup_family AFTER INSERT ON requests"
+        " WHEN NEW.first_segment_hash IS NOT NULL AND NEW.total_input_tokens IS NOT NULL"
+        f" BEGIN\n{family};\nEND",
         f"CREATE TRIGGER report_rollup_delete AFTER DELETE ON requests BEGIN\n"
         f"{unhourly};\n{unbreak};\nEND",
     ]
