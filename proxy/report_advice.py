@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from promptcache.errors import ConfigError, UnknownModelPriceError
+from promptcache.errors import ConfigError
 from promptcache.minimums import default_model_minimums
 from promptcache.pricing import ModelPrice
 from promptcache.ttl import advise_ttl
@@ -128,16 +128,15 @@ def advise_families(
         if family.vendor not in TTL_CHOICE_VENDORS or price is None or family.model is None:
             continue
         times = q.family_start_times(conn, family, h0, h1)
-        row = minimums.lookup(family.model)
-        try:
-            advice = advise_ttl(
-                times,
-                family.prefix_tokens,
-                rates=price,
-                min_cacheable_tokens=row.min_tokens if row else None,
-            )
-        except UnknownModelPriceError:  # pragma: no cover - rates are given
+        if not times:  # its rows were deleted after the rollup counted them
             continue
+        row = minimums.lookup(family.model)
+        advice = advise_ttl(
+            times,
+            family.prefix_tokens,
+            rates=price,
+            min_cacheable_tokens=row.min_tokens if row else None,
+        )
         if family.cache_write_1h_tokens:
             current = "1h"
         elif family.cache_write_5m_tokens:
