@@ -116,17 +116,25 @@ def _codes_for(path: str, config: LintConfig) -> frozenset[str]:
 def lint_source(
     source: str | bytes, path: str = "<string>", config: LintConfig | None = None
 ) -> FileResult:
-    """Lint one module's source. Never raises for bad input: unparsable code gives PC000."""
+    """Lint one module's source. Never raises for bad input: unparsable code gives PC000.
+
+    A module without any trigger word (``TRIGGERS``: sink names, ``"system"``, breakpoints, ...)
+    cannot produce a finding and is not even parsed; so PC000 is reported only for files that
+    could hold one (other tools report syntax errors everywhere).
+    """
     config = config or LintConfig()
-    codes = _codes_for(path, config)
     raw = source.encode("utf-8") if isinstance(source, str) else source
+    triggered = _triggered(raw, config)
+    if not triggered and b"promptcache:" not in raw:
+        return FileResult(path)
+    codes = _codes_for(path, config)
     try:
         tree = ast.parse(raw, filename=path)
         text = source if isinstance(source, str) else decode_source(raw)
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
         return FileResult(path, (from_error(path, exc),) if "PC000" in codes else ())
     diagnostics: list[Diagnostic] = []
-    if _triggered(raw, config):
+    if triggered:
         try:
             entries, sinks = Analyzer(
                 tree, config.sinks, _segments(raw), lambda text: _triggered(text, config)

@@ -61,7 +61,7 @@ def test_exit_codes_follow_fail_on(project: Path) -> None:
 
 
 def test_unparsable_file_is_pc000_and_the_run_goes_on(project: Path) -> None:
-    (project / "broken.py").write_text("def f(:\n    pass\n")
+    (project / "broken.py").write_text("def ask(:\n    client.messages.create()\n")
     (project / "bad.py").write_text(BAD)
     result = run(".")
     assert result.exit_code == 1

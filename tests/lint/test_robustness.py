@@ -12,10 +12,13 @@ HEADER = "import anthropic\nclient = anthropic.Anthropic()\n"
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        (b"def f(:\n", "cannot parse this file: invalid syntax"),
-        (b"x = 1\x00\n", "cannot parse this file"),
-        (b"x = '\xff'\n", "cannot parse this file"),
-        (("x = " + "(" * 300 + ")" * 300 + "\n").encode(), "cannot parse this file"),
+        (b"client.messages.create(\ndef f(:\n", "cannot parse this file: "),
+        (b"client.messages.create()\x00\n", "cannot parse this file"),
+        (b"client.messages.create('\xff')\n", "cannot parse this file"),
+        (
+            ("x = " + "(" * 300 + ")" * 300 + "\nclient.messages.create()\n").encode(),
+            "cannot parse",
+        ),
         (
             (HEADER + "SYSTEM_PROMPT = " + " + ".join(['"a"'] * 900) + "\n").encode(),
             "cannot analyse this file: it nests deeper than the analysis can follow",
@@ -27,6 +30,11 @@ def test_bad_input_is_pc000(source: bytes, message: str) -> None:
     (diagnostic,) = lint_source(source, "odd.py").diagnostics
     assert diagnostic.code == "PC000"
     assert diagnostic.message.startswith(message)
+
+
+def test_files_without_trigger_words_are_skipped_unparsed() -> None:
+    # nothing in it could reach a prompt: it is not even parsed, so no PC000 either
+    assert lint_source(b"def f(:\n", "plain.py").diagnostics == ()
 
 
 def test_encodings_and_empty_files_lint_normally() -> None:
