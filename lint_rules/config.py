@@ -186,6 +186,7 @@ def parse_table(
                 s.positional,
                 s.params,
                 s.messages_kw,
+                s.root_ok,
             )
             for s in sinks
         ),

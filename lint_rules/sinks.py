@@ -40,6 +40,8 @@ class SinkSpec:
     ``guard``: the call must pass one of these keywords or a ``**`` splat.
     ``regions``: keyword -> region kind; ``positional``: argument index -> region kind.
     ``params``: keywords recorded for parameter rules (model, tool_choice, ...).
+    ``root_ok``: a suffix may start at the chain's root name (``provider.complete`` matches
+    ``*.provider.complete``); vendor specs need a receiver before it.
     """
 
     api: str
@@ -51,6 +53,7 @@ class SinkSpec:
     positional: dict[int, str] = field(default_factory=dict)
     params: tuple[str, ...] = ()
     messages_kw: str = ""
+    root_ok: bool = False
 
 
 _ANTHROPIC_PARAMS = ("model", "tool_choice", "thinking", "cache_control", "output_config")
@@ -247,7 +250,7 @@ def match(
         else:
             for suffix in spec.suffixes:
                 n = len(suffix)
-                if len(chain) > n and chain[-n:] == suffix:
+                if (len(chain) > n or spec.root_ok) and chain[-n:] == suffix:
                     hit = True
                     break
         if hit and (not spec.guard or _has_kw(call, spec.guard)):
@@ -299,6 +302,7 @@ def spec_from_config(entry: dict[str, object]) -> SinkSpec:
             positional=positional,
             params=params,
             messages_kw=next((k for k, v in regions.items() if v == "messages"), ""),
+            root_ok=True,
         )
     return SinkSpec(
         "custom",
