@@ -34,7 +34,6 @@ from starlette.routing import Route
 
 from promptcache.errors import ConfigError, EngineError, InvalidRequestError, RequestFieldError
 
-from ..chat_template import compile_template
 from .async_engine import AsyncEngine, RequestStream
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .protocol import ServingContext, parse_chat_request, parse_completion_request
@@ -83,17 +82,14 @@ def create_app(
         chat_template: Jinja source that replaces (or supplies) the model's chat template.
 
     Raises:
-        ConfigError: no model name, or a chat template that does not compile.
+        ConfigError: an empty model name.
+        ModelLoadError: the chat template does not compile.
     """
     names = tuple(served_model_names or (engine.config.model,))
     if not names or not all(isinstance(n, str) and n for n in names):
         raise ConfigError("served_model_names must be non-empty strings")
     if chat_template is not None:
-        try:
-            compile_template(chat_template)
-        except Exception as exc:
-            raise ConfigError(f"the chat template does not compile: {exc}") from exc
-        engine.tokenizer.chat_templates["default"] = chat_template
+        engine.tokenizer.set_chat_template(chat_template)
     async_engine = AsyncEngine(engine)
     metrics = EngineMetrics(async_engine.stats, lambda: async_engine.num_requests_in_flight)
     async_engine.metrics = metrics

@@ -127,10 +127,16 @@ def engine_group() -> None:
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=True, show_default=True)
 @click.option(
     "--chat-template",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Jinja chat template file, for models without one (or to replace theirs).",
+    metavar="FILE|JINJA",
+    help="Chat template (a .jinja file or the template text) for models without one, or to "
+    "replace theirs.",
 )
 @click.option("--device", default="cpu", show_default=True, help="torch device, e.g. cuda.")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="torch CPU threads (default: torch's choice; 1 is fastest on a busy shared machine).",
+)
 @click.option(
     "--log-level",
     default="info",
@@ -152,8 +158,9 @@ def serve(
     kv_cache_dtype: str,
     swap_space: int,
     enable_prefix_caching: bool,
-    chat_template: Path | None,
+    chat_template: str | None,
     device: str,
+    threads: int | None,
     log_level: str,
 ) -> None:
     """Serve a model with an OpenAI-compatible API (/v1/chat/completions, /v1/completions).
@@ -168,10 +175,16 @@ def serve(
             --kv-cache-dtype int8 --served-model-name qwen
         # then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
     """
+    template = _read_chat_template(chat_template)
+    import torch
+
     from promptcache.engine import LLMEngine, ModelConfig
     from promptcache.engine.loader import resolve_model_path
     from promptcache.engine.server import create_app
     from promptcache.engine.server import serve as run_server
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     num_cpu_blocks = 0
     if swap_space:
@@ -199,7 +212,6 @@ def serve(
         preemption_mode="swap" if num_cpu_blocks else "recompute",
         num_cpu_blocks=num_cpu_blocks,
     )
-    template = chat_template.read_text(encoding="utf-8") if chat_template else None
     app = create_app(
         engine, served_model_names=served_model_names or [model], chat_template=template
     )
@@ -211,6 +223,20 @@ def serve(
         err=True,
     )
     run_server(app, host=host, port=port, log_level=log_level)
+
+
+def _read_chat_template(value: str | None) -> str | None:
+    """The template text of ``--chat-template``: a file's contents, or the value itself."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    if "{{" in value or "{%" in value:
+        return value
+    raise click.BadParameter(
+        f"{value!r} is neither a file nor Jinja template text", param_hint="--chat-template"
+    )
 
 
 # kv-size ------------------------------------------------------------------------------------------

@@ -94,6 +94,14 @@ def test_bad_options_are_usage_errors_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in unsupported.output
 
 
+def test_serve_rejects_a_chat_template_that_is_neither_file_nor_jinja() -> None:
+    result = CliRunner().invoke(
+        cli, ["engine", "serve", "--model", str(TINYSTORIES), "--chat-template", "chat.jinja"]
+    )
+    assert result.exit_code == 2
+    assert "neither a file nor Jinja template text" in result.output
+
+
 def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
     template = tmp_path / "chat.jinja"
     template.write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
@@ -104,7 +112,7 @@ def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
         str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
         "--model", str(TINYSTORIES), "--port", str(port), "--served-model-name", "tiny",
         "--kv-cache-bytes", "4MiB", "--kv-cache-dtype", "int8", "--swap-space", "1MiB",
-        "--chat-template", str(template), "--log-level", "warning",
+        "--chat-template", str(template), "--log-level", "warning", "--threads", "1",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
