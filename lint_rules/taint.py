@@ -28,6 +28,7 @@ from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
 from .frames import INIT_METHODS, ClassInfo, Frame, Summary, merge
+from .library import LibraryMixin
 from .regions import RegionsMixin
 from .sinks import SinkSpec, is_system_prompt_name
 
@@ -51,7 +52,7 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
-class Analyzer(ExprsMixin, CallsMixin, RegionsMixin):
+class Analyzer(ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin):
     """Walk one parsed module and collect ``PrefixEntry`` and ``SinkCall`` events.
 
     ``extra_sinks`` are user wrappers from config. Use ``run()`` once per instance.

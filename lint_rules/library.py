@@ -1,0 +1,237 @@
+"""Calls to known library functions for the taint engine: the sources of ``sources.py``,
+builtins (``sorted``, ``set``, ``str``, ``hash``, ...), ``json.dumps``, ``yaml.dump``,
+``textwrap.dedent``, ``string.Template``, ``random.Random`` and ``PromptBuilder(...)``.
+
+``LibraryMixin`` is mixed into ``taint.Analyzer`` (state declared on ``frames.EngineState``).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from .events import SinkCall
+from .facts import CLEAN, Kind, Shape, Value, join
+from .frames import EngineState
+from .sources import (
+    CALL_SOURCES,
+    NO_ARG_TIME_SOURCES,
+    SANITIZERS,
+    TOOL_PRODUCERS,
+    UNORDERED_SOURCES,
+    format_granularity,
+)
+
+_PASS_THROUGH = {
+    "builtins.enumerate",
+    "builtins.reversed",
+    "builtins.iter",
+    "builtins.zip",
+    "builtins.map",
+    "builtins.filter",
+    "itertools.chain",
+    "itertools.islice",
+}
+_BUILDER_QUALS = frozenset({"promptcache.PromptBuilder", "promptcache.prompt.PromptBuilder"})
+
+
+def source_text(node: ast.AST) -> str:
+    """Short source form of a call for messages: ``datetime.now()``."""
+    if isinstance(node, ast.Call):
+        return f"{source_text(node.func)}()"
+    if isinstance(node, ast.Attribute):
+        return f"{source_text(node.value)}.{node.attr}"
+    if isinstance(node, ast.Name):
+        return node.id
+    return "<expr>"
+
+
+def span(node: ast.AST) -> tuple[int, int, int, int]:
+    """(line, col, end line, end col) of a node, ``ast`` conventions."""
+    return (
+        getattr(node, "lineno", 0),
+        getattr(node, "col_offset", 0),
+        getattr(node, "end_lineno", 0) or 0,
+        getattr(node, "end_col_offset", 0) or 0,
+    )
+
+
+class LibraryMixin(EngineState):
+    """``qualified_call``: the value of a call whose target resolves to a known import."""
+
+    def qualified_call(
+        self,
+        qual: str,
+        node: ast.Call,
+        args: list[Value],
+        kwargs: dict[str | None, Value],
+    ) -> Value | None:
+        first = args[0] if args else CLEAN
+        source = CALL_SOURCES.get(qual)
+        if source is not None:
+            kind, granularity, shape = source
+            if qual == "random.shuffle" and node.args and isinstance(node.args[0], ast.Name):
+                name = node.args[0].id
+                old = self.lookup(name)
+                self.frame.env[name] = old.with_facts(
+                    old.facts | {self.fact(kind, node, source_text(node))}
+                )
+                return CLEAN
+            if qual == "os.getenv" or qual == "os.environ.get":
+                shape = Shape.STR
+            fact = self.fact(kind, node, source_text(node), granularity=granularity)
+            return Value(
+                frozenset({fact}) | join(*args).facts if args else frozenset({fact}), shape
+            )
+        if qual in NO_ARG_TIME_SOURCES:
+            if node.args:
+                return join(*args)
+            return Value(
+                frozenset({self.fact(Kind.TIME, node, source_text(node), granularity="subday")}),
+                Shape.STR,
+            )
+        if qual == "time.strftime":
+            if len(node.args) == 1:
+                fmt = first.const
+                grain = format_granularity(fmt) if fmt is not None else "subday"
+                if not grain:
+                    return Value(first.facts, Shape.STR)
+                fact = self.fact(Kind.TIME, node, source_text(node), granularity=grain)
+                return Value(first.facts | {fact}, Shape.STR)
+            return self.regranulate(join(*args[1:]), first.const)
+        if qual in ("random.Random", "random.SystemRandom", "numpy.random.default_rng"):
+            if qual == "random.SystemRandom" or (not node.args and not node.keywords):
+                return Value(shape=Shape.RNG, ref=source_text(node))
+            return CLEAN
+        if qual == "builtins.hash":
+            if first.shape is Shape.STR:
+                return Value(
+                    frozenset({self.fact(Kind.UNIQUE, node, "hash() of a str")}) | first.facts
+                )
+            return Value(first.facts)
+        if qual == "builtins.sorted":
+            value = first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            return Value(value.facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
+        if qual in ("builtins.set", "builtins.frozenset"):
+            return Value(
+                first.without(Kind.UNORDERED).facts,
+                Shape.SET,
+                elem_str=first.elem_str,
+                ref=(node.lineno, node.col_offset, f"{qual[9:]}()"),
+            )
+        if qual in ("builtins.list", "builtins.tuple"):
+            if not node.args:
+                return Value(shape=Shape.LIST)
+            unordered = self.iteration_fact(first, node.args[0])
+            facts = first.facts | {unordered} if unordered else first.facts
+            return Value(facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
+        if qual == "builtins.dict":
+            role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
+            content = next((kw.value for kw in node.keywords if kw.arg == "content"), None)
+            if (
+                isinstance(role, ast.Constant)
+                and role.value in ("system", "developer")
+                and content is not None
+            ):
+                self.record_message_content(content, f"dict(role={role.value!r})")
+            return Value(join(*args, *kwargs.values()).facts, Shape.DICT)
+        if qual in ("builtins.str", "builtins.repr"):
+            if not node.args:
+                return Value(shape=Shape.STR, const="")
+            return self.stringify(first, node)
+        if qual == "builtins.format":
+            spec = args[1].const if len(args) > 1 else None
+            if spec is not None and (
+                first.shape in (Shape.DATETIME, Shape.DATE)
+                or any(f.kind is Kind.TIME for f in first.facts)
+            ):
+                return self.regranulate(first, spec)
+            return self.stringify(first, node)
+        if qual in _PASS_THROUGH:
+            for value in args:
+                if value.shape in (Shape.SET, Shape.UNORDERED_LIST):
+                    return Value(
+                        join(*args).facts, value.shape, elem_str=value.elem_str, ref=value.ref
+                    )
+            return Value(join(*args).facts, Shape.LIST) if args else CLEAN
+        if qual in SANITIZERS:
+            return CLEAN
+        if qual == "json.dumps":
+            return self.json_dumps(node, first)
+        if qual in ("yaml.dump", "yaml.safe_dump"):
+            for kw in node.keywords:
+                if (
+                    kw.arg == "sort_keys"
+                    and isinstance(kw.value, ast.Constant)
+                    and kw.value.value is False
+                ):
+                    fix = ("replace", *span(kw.value), "True")
+                    fact = self.fact(
+                        Kind.JSON_UNSORTED,
+                        node,
+                        f"{source_text(node)} with sort_keys=False",
+                        fix=fix,
+                    )
+                    return Value(first.facts | {fact}, Shape.STR)
+            return Value(first.facts, Shape.STR)
+        if qual in ("textwrap.dedent", "inspect.cleandoc"):
+            const = first.const
+            if const is not None:
+                const = textwrap.dedent(const) if qual == "textwrap.dedent" else const.strip()
+            return Value(first.facts, Shape.STR, const)
+        if qual == "string.Template":
+            return Value(first.facts, Shape.STR, first.const)
+        if qual in UNORDERED_SOURCES:
+            return Value(
+                join(*args).facts,
+                Shape.UNORDERED_LIST,
+                elem_str=UNORDERED_SOURCES[qual],
+                ref=(node.lineno, node.col_offset, source_text(node)),
+            )
+        if qual in TOOL_PRODUCERS:
+            fact = self.fact(Kind.TOOLS_UNSTABLE, node, source_text(node))
+            return Value(frozenset({fact}), Shape.LIST, name_key="elem")
+        if qual in _BUILDER_QUALS:
+            sink = SinkCall(node, "promptcache", "PromptBuilder")
+            for kw in node.keywords:
+                if kw.arg == "cache_key":
+                    sink.params["prompt_cache_key"] = (kw.value, kwargs[kw.arg])
+                elif kw.arg == "model":
+                    sink.params["model"] = (kw.value, kwargs[kw.arg])
+            if node.args:
+                sink.params["model"] = (node.args[0], first)
+            self.add_sink(sink)
+            return Value(shape=Shape.BUILDER)
+        if qual in ("pathlib.Path", "pathlib.PurePath"):
+            return Value(join(*args).facts, ref="path") if args else Value(ref="path")
+        if qual in ("asyncio.gather",):
+            return Value(join(*args).facts, Shape.LIST) if args else CLEAN
+        return None
+
+    def json_dumps(self, node: ast.Call, first: Value) -> Value:
+        """``json.dumps``: JSON_UNSORTED unless sort_keys=True or the value's order is fixed."""
+        sort_keys: ast.keyword | None = None
+        for kw in node.keywords:
+            if kw.arg is None:
+                return Value(first.facts, Shape.STR)
+            if kw.arg == "sort_keys":
+                sort_keys = kw
+        if sort_keys is not None and not (
+            isinstance(sort_keys.value, ast.Constant) and sort_keys.value.value is False
+        ):
+            cleaned = first.without(Kind.REPR, Kind.JSON_UNSORTED)
+            if first.shape is Shape.DICT:
+                cleaned = cleaned.without(Kind.UNORDERED)
+            return Value(cleaned.facts, Shape.STR)
+        if first.shape in (Shape.STR, Shape.NUM) or first.ref == "literal" or not node.args:
+            return Value(first.facts, Shape.STR)
+        if sort_keys is not None:
+            fix: tuple[int | str | bool, ...] = ("replace", *span(sort_keys.value), "True")
+        else:
+            last = node.args[-1] if not node.keywords else node.keywords[-1].value
+            assert last.end_lineno is not None and last.end_col_offset is not None
+            fix = ("insert", last.end_lineno, last.end_col_offset, ", sort_keys=True")
+        fact = self.fact(
+            Kind.JSON_UNSORTED, node, f"{source_text(node)} without sort_keys", fix=fix
+        )
+        return Value(first.facts | {fact}, Shape.STR)
