@@ -26,11 +26,12 @@ from collections.abc import Callable
 from .calls import CallsMixin
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
-from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
-from .frames import INIT_METHODS, ClassInfo, Frame, Summary, merge
+from .facts import CLEAN, Fact, Kind, Value, join
+from .frames import INIT_METHODS, ClassInfo, Frame, Summary
 from .library import LibraryMixin
 from .regions import RegionsMixin
 from .sinks import SinkSpec, is_system_prompt_name
+from .statements import StatementsMixin
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 CACHE_DECORATORS = frozenset({"cache", "lru_cache", "cached_property", "cached"})
@@ -52,7 +53,7 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
-class Analyzer(ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin):
+class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin):
     """Walk one parsed module and collect ``PrefixEntry`` and ``SinkCall`` events.
 
     ``extra_sinks`` are user wrappers from config. Use ``run()`` once per instance.
@@ -351,243 +352,6 @@ class Analyzer(ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin):
             base = self.qualify(node.value)
             return f"{base}.{node.attr}" if base else None
         return None
-
-    # ------------------------------------------------------------------ statements
-
-    def exec_block(self, body: list[ast.stmt]) -> None:
-        for stmt in body:
-            self.exec_stmt(stmt)
-
-    def exec_stmt(self, stmt: ast.stmt) -> None:
-        handler = getattr(self, f"stmt_{type(stmt).__name__}", None)
-        if handler is not None:
-            handler(stmt)
-
-    def stmt_Expr(self, stmt: ast.Expr) -> None:
-        self.eval(stmt.value)
-
-    def stmt_Assign(self, stmt: ast.Assign) -> None:
-        value = self.eval(stmt.value)
-        for target in stmt.targets:
-            self.assign(target, value, stmt.value)
-
-    def stmt_AnnAssign(self, stmt: ast.AnnAssign) -> None:
-        if stmt.value is not None:
-            self.assign(stmt.target, self.eval(stmt.value), stmt.value)
-
-    def stmt_AugAssign(self, stmt: ast.AugAssign) -> None:
-        value = self.eval(stmt.value)
-        old = self.eval(stmt.target) if not isinstance(stmt.target, ast.Subscript) else CLEAN
-        new = concat(old, value) if isinstance(stmt.op, ast.Add) else join(old, value)
-        if old.shape in (Shape.LIST, Shape.SET, Shape.DICT):
-            new = Value(new.facts, old.shape, elem_str=old.elem_str, name_key=old.name_key)
-        new = self.with_mutation_facts(new)
-        if isinstance(stmt.target, ast.Name):
-            self.frame.env[stmt.target.id] = new
-            self.frame.defs.pop(stmt.target.id, None)
-        else:
-            self.assign(stmt.target, new, None)
-
-    def with_mutation_facts(self, value: Value) -> Value:
-        """Add the facts of enclosing unordered loops and per-request conditions."""
-        if not self.frame.mutation_facts:
-            return value
-        facts = value.facts
-        for extra in self.frame.mutation_facts:
-            facts = facts | extra
-        return value.with_facts(facts)
-
-    def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None:
-        frame = self.frame
-        if isinstance(target, ast.Name):
-            frame.env[target.id] = value
-            if expr is not None:
-                frame.defs[target.id] = expr
-            else:
-                frame.defs.pop(target.id, None)
-            if is_system_prompt_name(target.id) and expr is not None:
-                self.record("system", value, expr, f"{target.id} =")
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            element = Value(value.facts) if value.facts else CLEAN
-            if isinstance(expr, (ast.Tuple, ast.List)) and len(expr.elts) == len(target.elts):
-                for sub_target, sub_expr in zip(target.elts, expr.elts, strict=True):
-                    self.assign(sub_target, self.eval(sub_expr), sub_expr)
-                return
-            for sub in target.elts:
-                self.assign(sub.value if isinstance(sub, ast.Starred) else sub, element, None)
-        elif isinstance(target, ast.Attribute):
-            if (
-                isinstance(target.value, ast.Name)
-                and target.value.id == frame.self_name
-                and frame.cls is not None
-            ):
-                old = frame.cls.attrs.get(target.attr)
-                frame.cls.attrs[target.attr] = value if old is None else merge(old, value)
-                if expr is not None and target.attr not in frame.cls.attr_defs:
-                    frame.cls.attr_defs[target.attr] = expr
-            if is_system_prompt_name(target.attr) and expr is not None:
-                self.record("system", value, expr, f"{target.attr} =")
-        elif isinstance(target, ast.Subscript):
-            # d["k"] = v / lst[i] = v: the container now holds v
-            base = target.value
-            if isinstance(base, ast.Name) and value.facts:
-                old = self.lookup(base.id)
-                frame.env[base.id] = self.with_mutation_facts(
-                    Value(
-                        old.facts | value.facts,
-                        old.shape,
-                        old.const,
-                        old.elem_str,
-                        old.name_key,
-                        old.ref,
-                    )
-                )
-        elif isinstance(target, ast.Starred):
-            self.assign(target.value, value, None)
-
-    def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if self.frame is self.module_frame:
-            return  # module-level functions are summarised on demand
-        self.closures[stmt] = Frame(dict(self.frame.env), dict(self.frame.defs))
-        self.method_class.pop(stmt, None)
-        self.frame.env[stmt.name] = Value(shape=Shape.FUNC, ref=stmt)
-        self.summary(stmt)
-
-    stmt_AsyncFunctionDef = stmt_FunctionDef
-
-    def stmt_ClassDef(self, stmt: ast.ClassDef) -> None:
-        info = self.classes.get(stmt.name)
-        if info is None or info.node is not stmt or self.frame is not self.module_frame:
-            return
-        saved = self.frame
-        self.frame = Frame({}, {}, None, info, None, pinned=True)
-        try:
-            for sub in stmt.body:
-                if isinstance(sub, (ast.Assign, ast.AnnAssign)):
-                    value_node = sub.value
-                    if value_node is None:
-                        continue
-                    value = self.eval(value_node)
-                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-                    for target in targets:
-                        if isinstance(target, ast.Name):
-                            info.attrs[target.id] = value
-                            info.attr_defs[target.id] = value_node
-                            if is_system_prompt_name(target.id):
-                                self.record("system", value, value_node, f"{target.id} =")
-        finally:
-            self.frame = saved
-
-    def stmt_Return(self, stmt: ast.Return) -> None:
-        if stmt.value is None or self.frame.summary is None:
-            return
-        value = self.eval(stmt.value)
-        summary = self.frame.summary
-        summary.returns.append((stmt.value, value))
-        if summary.builder and self.frame.func is not None:
-            self.record("system", value, stmt.value, f"{self.frame.func.name}() return")
-
-    def _loop(self, stmt: ast.stmt, body: list[ast.stmt], extra: frozenset[Fact]) -> None:
-        frame = self.frame
-        frame.loops.append(stmt)
-        if extra:
-            frame.mutation_facts.append(extra)
-        try:
-            self.exec_block(body)
-        finally:
-            frame.loops.pop()
-            if extra:
-                frame.mutation_facts.pop()
-
-    def stmt_For(self, stmt: ast.For | ast.AsyncFor) -> None:
-        iterable = self.eval(stmt.iter)
-        unordered = self.iteration_fact(iterable, stmt.iter)
-        element = self.element_of(iterable)
-        if not self.frame.pinned:
-            element = Value(
-                element.facts | {self.fact(Kind.LOOP, stmt.target, "loop variable")},
-                element.shape,
-                element.const,
-                element.elem_str,
-                element.name_key,
-            )
-        self.assign(stmt.target, element, None)
-        order = {f for f in iterable.facts if f.kind is Kind.TOOLS_UNSTABLE}
-        if unordered is not None:
-            order.add(unordered)
-        self._loop(stmt, stmt.body, frozenset(order))
-        self.exec_block(stmt.orelse)
-
-    stmt_AsyncFor = stmt_For
-
-    def stmt_While(self, stmt: ast.While) -> None:
-        self.eval(stmt.test)
-        self._loop(stmt, stmt.body, frozenset())
-        self.exec_block(stmt.orelse)
-
-    def stmt_If(self, stmt: ast.If) -> None:
-        self.eval(stmt.test)
-        frame = self.frame
-        runtime = self.runtime_test(stmt.test)
-        extra = (
-            frozenset({self.fact(Kind.VARIES, stmt, f"chosen by the `if` at line {stmt.lineno}")})
-            if runtime
-            else frozenset()
-        )
-        before = dict(frame.env)
-        if extra:
-            frame.mutation_facts.append(extra)
-        try:
-            self.exec_block(stmt.body)
-            after_body = frame.env
-            frame.env = dict(before)
-            self.exec_block(stmt.orelse)
-        finally:
-            if extra:
-                frame.mutation_facts.pop()
-        after_else = frame.env
-        merged = dict(after_else)
-        for name, value in after_body.items():
-            other = after_else.get(name)
-            if other is value:
-                continue
-            if other is None:
-                merged[name] = value
-                continue
-            joined = merge(value, other)
-            if runtime and value.const != other.const:
-                joined = joined.with_facts(joined.facts | extra)
-            merged[name] = joined
-        frame.env = merged
-
-    def stmt_With(self, stmt: ast.With | ast.AsyncWith) -> None:
-        for item in stmt.items:
-            value = self.eval(item.context_expr)
-            if item.optional_vars is not None:
-                self.assign(item.optional_vars, value, None)
-        self.exec_block(stmt.body)
-
-    stmt_AsyncWith = stmt_With
-
-    def stmt_Try(self, stmt: ast.Try) -> None:
-        self.exec_block(stmt.body)
-        for handler in stmt.handlers:
-            self.exec_block(handler.body)
-        self.exec_block(stmt.orelse)
-        self.exec_block(stmt.finalbody)
-
-    stmt_TryStar = stmt_Try
-
-    def stmt_Match(self, stmt: ast.Match) -> None:
-        self.eval(stmt.subject)
-        for case in stmt.cases:
-            self.exec_block(case.body)
-
-    def stmt_Import(self, stmt: ast.Import | ast.ImportFrom) -> None:
-        if self.frame is not self.module_frame:
-            self._collect([stmt])
-
-    stmt_ImportFrom = stmt_Import
 
 
 __all__ = ["INIT_METHODS", "Analyzer", "ClassInfo", "Frame", "Summary"]
