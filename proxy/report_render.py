@@ -160,12 +160,17 @@ CSV_COLUMNS: tuple[str, ...] = (
 
 
 def render_csv(report: Report) -> str:
-    """One CSV row per ``--group-by`` group plus a ``(total)`` row; header :data:`CSV_COLUMNS`."""
+    """One CSV row per ``--group-by`` group plus a ``(total)`` row; header :data:`CSV_COLUMNS`.
+
+    Rates and USD are rounded to 6 decimals; empty cells mean "not applicable" (no input).
+    """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for s in (*report.groups, report.total):
         values = [getattr(s, column) for column in CSV_COLUMNS]
         values[0] = "(total)" if s is report.total else s.group
-        writer.writerow("" if v is None else v for v in values)
+        writer.writerow(
+            "" if v is None else round(v, 6) if isinstance(v, float) else v for v in values
+        )
     return buffer.getvalue()
