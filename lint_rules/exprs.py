@@ -204,7 +204,7 @@ class ExprsMixin(EngineState):
             Shape.LIST,
             elem_str=elem_str,
             name_key=name_key,
-            ref="literal" if literal and not facts else None,
+            ref="literal" if literal else None,
         )
 
     expr_Tuple = expr_List
@@ -242,7 +242,8 @@ class ExprsMixin(EngineState):
                 facts |= v.facts
         if role in ("system", "developer") and content is not None:
             self.record_message_content(content, f'{{"role": "{role}"}} message')
-        return Value(facts, Shape.DICT, ref="literal" if literal and not facts else None)
+        # constant keys and scalar values: the key order and the repr are fixed by the source
+        return Value(facts, Shape.DICT, ref="literal" if literal else None)
 
     def expr_ListComp(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> Value:
         facts, saved = self.comprehension(node.generators)

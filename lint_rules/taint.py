@@ -26,7 +26,7 @@ from collections.abc import Callable
 from .calls import CallsMixin
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
-from .facts import CLEAN, Fact, Kind, Value, join
+from .facts import CLEAN, Fact, Kind, Shape, Value, join
 from .frames import INIT_METHODS, ClassInfo, Frame, Summary
 from .library import LibraryMixin
 from .regions import RegionsMixin
@@ -40,6 +40,32 @@ _BUILDER_DOC = re.compile(
     r"\bsystem[ -](prompt|message|instructions?)\b",
     re.IGNORECASE,
 )
+
+
+_ANNOTATION_SHAPES = {
+    "str": Shape.STR,
+    "int": Shape.NUM,
+    "float": Shape.NUM,
+    "dict": Shape.DICT,
+    "Dict": Shape.DICT,
+    "Mapping": Shape.DICT,
+    "set": Shape.SET,
+    "frozenset": Shape.SET,
+    "Set": Shape.SET,
+    "list": Shape.LIST,
+    "List": Shape.LIST,
+}
+
+
+def _annotated_shape(annotation: ast.expr | None) -> Shape:
+    """The shape a parameter annotation promises (``str``, ``dict[str, int]``, ...)."""
+    if isinstance(annotation, ast.Subscript):
+        annotation = annotation.value
+    if isinstance(annotation, ast.Attribute):
+        return _ANNOTATION_SHAPES.get(annotation.attr, Shape.UNKNOWN)
+    if isinstance(annotation, ast.Name):
+        return _ANNOTATION_SHAPES.get(annotation.id, Shape.UNKNOWN)
+    return Shape.UNKNOWN
 
 
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
@@ -270,22 +296,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             CACHE_DECORATORS & set(decorators)
         )
         frame = Frame(env, defs, func, info, self_name, pinned, summary=summary)
+        annotations = {a.arg: a.annotation for a in [*args, *func.args.kwonlyargs]}
         for index, name in enumerate(names):
             frame.params[name] = index
-            env[name] = Value(
-                frozenset(
-                    {
-                        Fact(
-                            Kind.PARAM,
-                            func.lineno,
-                            func.col_offset,
-                            name,
-                            param=index,
-                            fix=(id(func),),
-                        )
-                    }
-                )
+            fact = Fact(
+                Kind.PARAM, func.lineno, func.col_offset, name, param=index, fix=(id(func),)
             )
+            env[name] = Value(frozenset({fact}), _annotated_shape(annotations.get(name)))
         for extra in (func.args.vararg, func.args.kwarg):
             if extra is not None:
                 env[extra.arg] = CLEAN
