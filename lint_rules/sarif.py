@@ -34,7 +34,7 @@ def _region(result: FileResult, loc: Location) -> dict[str, int]:
         "startLine": loc.line,
         "startColumn": char_column(result.lines.get(loc.line), loc.col),
     }
-    if loc.end_line:
+    if loc.end_line and (loc.end_line, loc.end_col) != (loc.line, loc.col):
         region["endLine"] = loc.end_line
         region["endColumn"] = char_column(result.lines.get(loc.end_line), loc.end_col)
     return region

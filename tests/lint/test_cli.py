@@ -194,3 +194,14 @@ def test_rules_command() -> None:
     assert runner.invoke(cli, ["rules", "PC999"]).exit_code == 2
     payload = json.loads(runner.invoke(cli, ["rules", "--json"]).output)
     assert [p["code"] for p in payload] == list(RULES)
+
+
+def test_sarif_results_snapshot() -> None:
+    """The results part of the SARIF log, pinned (rule metadata is checked above)."""
+    from promptcache.lint_rules import lint_source
+    from promptcache.lint_rules.sarif import render_sarif
+
+    results = [lint_source(BAD, "app/bad.py"), lint_source(FIXABLE, "app/fixable.py")]
+    got = json.loads(render_sarif(results))["runs"][0]["results"]
+    want = json.loads((DATA / "results.sarif.json").read_text(encoding="utf-8"))
+    assert got == want
