@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint-self typecheck clean
+.PHONY: demo test browser clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -15,11 +15,20 @@ $(STAMP): pyproject.toml setup.py
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/sdk_quickstart.py
+	$(VENV)/bin/promptcache demo
 
-test: $(STAMP)
+# The HTML report test loads the report in headless Chromium (Debian's package).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "Chromium is needed by tests/proxy/test_report_html.py: install it (apt-get install chromium) or set PROMPTCACHE_SKIP_BROWSER=1" >&2; \
+	    [ "$$PROMPTCACHE_SKIP_BROWSER" = 1 ]; }
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/promptcache lint .
+	$(PY) benchmarks/kernels_gpu.py --check-only
 	$(PY) -m pytest
 
 clean:
