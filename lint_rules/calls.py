@@ -79,6 +79,16 @@ class CallsMixin(EngineState):
             ):
                 return self.apply_summary(frame.cls.methods[func.attr], node)
             receiver = self.eval(func.value)
+        if isinstance(func, ast.Name):
+            local = frame.env.get(func.id)
+            if (
+                local is not None
+                and local.shape is Shape.FUNC
+                and isinstance(local.ref, (ast.FunctionDef, ast.AsyncFunctionDef))
+            ):
+                return self.apply_summary(local.ref, node)
+            if local is None and func.id in self.functions:
+                return self.apply_summary(self.functions[func.id], node)
         args = [self.eval(a) for a in node.args]
         kwargs: dict[str | None, Value] = {}
         for kw in node.keywords:
@@ -90,17 +100,8 @@ class CallsMixin(EngineState):
             result = self.qualified_call(qual, node, args, kwargs)
             if result is not None:
                 return self.pin_if_once(result)
-        if isinstance(func, ast.Name):
-            local = frame.env.get(func.id)
-            if (
-                local is not None
-                and local.shape is Shape.FUNC
-                and isinstance(local.ref, (ast.FunctionDef, ast.AsyncFunctionDef))
-            ):
-                return self.apply_summary(local.ref, node)
-            if local is None and func.id in self.functions:
-                return self.apply_summary(self.functions[func.id], node)
-            if local is None and func.id in self.classes:
+        if isinstance(func, ast.Name) and func.id not in frame.env:
+            if func.id in self.classes:
                 info = self.classes[func.id]
                 return Value(
                     join(*args, *kwargs.values()).facts,
