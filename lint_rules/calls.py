@@ -100,14 +100,13 @@ class CallsMixin(EngineState):
             result = self.qualified_call(qual, node, args, kwargs)
             if result is not None:
                 return self.pin_if_once(result)
-        if isinstance(func, ast.Name) and func.id not in frame.env:
-            if func.id in self.classes:
-                info = self.classes[func.id]
-                return Value(
-                    join(*args, *kwargs.values()).facts,
-                    Shape.OBJECT if info.default_repr else Shape.UNKNOWN,
-                    ref=info,
-                )
+        if isinstance(func, ast.Name) and func.id not in frame.env and func.id in self.classes:
+            info = self.classes[func.id]
+            return Value(
+                join(*args, *kwargs.values()).facts,
+                Shape.OBJECT if info.default_repr else Shape.UNKNOWN,
+                ref=info,
+            )
         if isinstance(func, ast.Attribute) and receiver is not None:
             result = self.method_call(receiver, func, node, args, kwargs)
             if result is not None:
