@@ -21,7 +21,7 @@ _CONTAINERS = ("usage", "usageMetadata", "usage_metadata")
 
 
 @click.command(name="cost")
-@click.argument("usage_json", metavar="USAGE_JSON|-", type=click.File("r", encoding="utf-8"))
+@click.argument("usage_json", metavar="USAGE_JSON|-", type=click.File("r", encoding="utf-8-sig"))
 @click.option("--model", "-m", required=True, help="Model name, e.g. claude-sonnet-4-5-20250929.")
 @click.option(
     "--api",
@@ -67,6 +67,11 @@ def cost_command(
         payload = json.load(usage_json)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="USAGE_JSON") from None
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the JSON as UTF-8",
+            param_hint="USAGE_JSON",
+        ) from None
     if not isinstance(payload, dict):
         raise click.BadParameter(
             f"expected a JSON object, got {type(payload).__name__}", param_hint="USAGE_JSON"

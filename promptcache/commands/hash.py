@@ -22,7 +22,7 @@ _SHORT = 12
 
 
 @click.command(name="hash")
-@click.argument("request_json", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+@click.argument("request_json", metavar="FILE|-", type=click.File("r", encoding="utf-8-sig"))
 @click.option(
     "--api",
     type=click.Choice(API_CHOICES),
@@ -55,6 +55,11 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
         body = json.load(request_json)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="FILE") from None
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the JSON as UTF-8",
+            param_hint="FILE",
+        ) from None
     if not isinstance(body, dict):
         raise click.BadParameter(
             f"expected a JSON object (a request body), got {type(body).__name__}",
