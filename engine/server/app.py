@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -35,6 +36,7 @@ from starlette.routing import Route
 from promptcache.errors import ConfigError, EngineError, InvalidRequestError, RequestFieldError
 
 from .async_engine import AsyncEngine, RequestStream
+from .auth import BearerAuth
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .protocol import ServingContext, parse_chat_request, parse_completion_request
 from .responses import TokenTexts
@@ -72,6 +74,7 @@ def create_app(
     *,
     served_model_names: Sequence[str] | None = None,
     chat_template: str | None = None,
+    api_key: str | None = None,
 ) -> Starlette:
     """Build the app; its lifespan starts and stops the engine thread.
 
@@ -80,6 +83,7 @@ def create_app(
         served_model_names: names clients send as ``model``; default: the engine's model path.
             The first one is listed first by ``/v1/models``.
         chat_template: Jinja source that replaces (or supplies) the model's chat template.
+        api_key: if set, ``/v1`` requests must send ``Authorization: Bearer <api_key>``.
 
     Raises:
         ConfigError: an empty model name.
@@ -131,6 +135,7 @@ def create_app(
             EngineError: _engine_error,
             HTTPException: _http_error,
         },
+        middleware=[Middleware(BearerAuth, api_key=api_key)] if api_key else [],
         lifespan=lifespan,
     )
     app.state.server = state

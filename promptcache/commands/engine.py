@@ -131,6 +131,17 @@ def engine_group() -> None:
     help="Chat template (a .jinja file or the template text) for models without one, or to "
     "replace theirs.",
 )
+@click.option(
+    "--api-key",
+    envvar="PROMPTCACHE_ENGINE_API_KEY",
+    help="Require this key as the clients' api_key (Authorization: Bearer). Needed to listen "
+    "on a non-loopback --host. Env: PROMPTCACHE_ENGINE_API_KEY.",
+)
+@click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Allow a non-loopback --host without --api-key (trusted networks only).",
+)
 @click.option("--device", default="cpu", show_default=True, help="torch device, e.g. cuda.")
 @click.option(
     "--threads",
@@ -159,6 +170,8 @@ def serve(
     swap_space: int,
     enable_prefix_caching: bool,
     chat_template: str | None,
+    api_key: str | None,
+    insecure_no_auth: bool,
     device: str,
     threads: int | None,
     log_level: str,
@@ -175,6 +188,9 @@ def serve(
             --kv-cache-dtype int8 --served-model-name qwen
         # then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
     """
+    from promptcache.engine.server.auth import check_bind
+
+    check_bind(host, api_key, insecure_no_auth)
     template = _read_chat_template(chat_template)
     import torch
 
@@ -213,7 +229,10 @@ def serve(
         num_cpu_blocks=num_cpu_blocks,
     )
     app = create_app(
-        engine, served_model_names=served_model_names or [model], chat_template=template
+        engine,
+        served_model_names=served_model_names or [model],
+        chat_template=template,
+        api_key=api_key,
     )
     stats = engine.stats()
     click.echo(
