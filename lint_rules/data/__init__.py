@@ -1,0 +1,1 @@
+"""Data files of the linter (the dated model-minimum table)."""
