@@ -4,9 +4,16 @@ For each successful request the explainer finds the *previous request in the sam
 and records, in the ``break_*`` columns of its row, the first diverging segment, a reason code,
 the character offset and (only when bodies are stored) a short redacted excerpt.
 
-Prefix family = same ``key_fingerprint``, ``model`` and ``first_segment_hash``. When a request
-opens a new family, two fallbacks still find its predecessor so that the usual breakers are named
-instead of hidden as ``new_prefix``:
+Prefix family = same ``key_fingerprint``, OpenAI ``prompt_cache_key`` (when the request sends one:
+OpenAI routes caches by a prefix hash combined with it,
+https://developers.openai.com/api/docs/guides/prompt-caching, checked 2026-11-30), ``model`` and
+``first_segment_hash``. Several users of one app share a family (same key, same frozen system
+prompt), and the cache serves any earlier prefix that is still live, not just the last request's:
+so the explainer keeps up to :data:`SNAPSHOTS_PER_FAMILY` recent snapshots per family and compares
+a request with the one sharing its *longest cached prefix* (the latest of equals). A request that
+extends an earlier live prefix is not a break, whoever went just before. When a request opens a
+new family, two fallbacks still find its predecessor so that the usual breakers are named instead
+of hidden as ``new_prefix``:
 
 1. the latest request with the same key and first segment but another model -> ``model_changed``;
 2. the latest request with the same key and model, if it is *related*: segments making up at
@@ -44,8 +51,9 @@ already back so its write had landed) is ``expected_hit``; if the vendor then re
 tokens it is flagged ``unexpected_miss``. Anthropic's own ``cache_miss_reason`` is stored beside
 ours by the proxy (``vendor_miss_reason``).
 
-State: one snapshot (fingerprint with segment texts) per family in an LRU bounded by families
-and by retained characters; :meth:`BreakExplainer.load` rebuilds it from the log on start. A
+State: up to :data:`SNAPSHOTS_PER_FAMILY` snapshots (fingerprints with segment texts) per family,
+a snapshot dropped once a later one extends its cached prefix, in an LRU bounded by families and
+by retained characters; :meth:`BreakExplainer.load` rebuilds it from the log on start. A
 snapshot rebuilt without a stored body has hashes only: breaks are still found and classified,
 but ``break_offset`` / ``break_excerpt`` stay NULL.
 """
@@ -87,6 +95,7 @@ __all__ = [
     "PrefixSnapshot",
     "classify_change",
     "install",
+    "routing_key",
 ]
 
 logger = logging.getLogger(__name__)
@@ -113,8 +122,13 @@ TTL_SECONDS: Final[dict[str | None, float]] = {"5m": 300.0, "1h": 3600.0, None: 
 RELATED_MIN_COMMON_CHARS: Final = 32
 #: Characters kept on each side of a change in ``break_excerpt``.
 EXCERPT_CHARS: Final = 30
+#: Recent snapshots kept per prefix family (distinct live prefixes, e.g. concurrent sessions).
+SNAPSHOTS_PER_FAMILY: Final = 32
 
-FamilyKey = tuple[str | None, str | None, str | None]
+#: (key fingerprint, prompt_cache_key): whose cache entries a request can read.
+CacheScope = tuple[str | None, str | None]
+#: (cache scope, model, first segment hash).
+FamilyKey = tuple[CacheScope, str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,7 @@ class PrefixSnapshot:
         vendor: the ``vendor`` column (``engine`` has no TTL).
         fingerprint: its segments; texts are empty when ``has_text`` is False.
         has_text: whether segment texts are known (offsets and excerpts need them).
+        routing_key: OpenAI's ``prompt_cache_key``, when the request sent one.
     """
 
     request_id: str
@@ -137,15 +152,20 @@ class PrefixSnapshot:
     key_fingerprint: str | None
     fingerprint: RequestFingerprint
     has_text: bool
+    routing_key: str | None = None
 
     @property
     def model(self) -> str | None:
         return self.fingerprint.model
 
     @property
+    def scope(self) -> CacheScope:
+        return (self.key_fingerprint, self.routing_key)
+
+    @property
     def family(self) -> FamilyKey:
         segments = self.fingerprint.segments
-        return (self.key_fingerprint, self.model, segments[0].sha256 if segments else None)
+        return (self.scope, self.model, segments[0].sha256 if segments else None)
 
     @property
     def ttl_s(self) -> float | None:
@@ -166,6 +186,24 @@ class PrefixSnapshot:
     @property
     def num_chars(self) -> int:
         return sum(len(seg.text) for seg in self.fingerprint.segments)
+
+    def shared_prefix_chars(self, new: RequestFingerprint) -> int:
+        """Characters of the segments that ``new`` repeats from the start of this snapshot's
+        cached prefix (by hash; 0 when even the first segment differs)."""
+        shared = 0
+        segments = self.fingerprint.segments[: self.cached_extent + 1]
+        for old_seg, new_seg in zip(segments, new.segments, strict=False):
+            if old_seg.sha256 != new_seg.sha256:
+                break
+            shared += old_seg.num_chars
+        return shared
+
+    def extended_by(self, later: PrefixSnapshot) -> bool:
+        """Whether ``later`` carries this snapshot's whole cached prefix and caches at least as
+        far, so that comparing with ``later`` is always as good."""
+        if later.cached_extent < self.cached_extent:
+            return False
+        return _first_change_by_hash(self.fingerprint, later.fingerprint) is None
 
 
 @dataclass(frozen=True)
@@ -248,6 +286,12 @@ def _excerpt(before: str, after: str) -> str:
     return redact_text(f"-{before}\n+{after}")
 
 
+def routing_key(body: Any) -> str | None:
+    """OpenAI's ``prompt_cache_key`` from a parsed request body (None when absent or not text)."""
+    value = body.get("prompt_cache_key") if isinstance(body, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 class _Lru(OrderedDict[Any, Any]):
     def touch(self, key: Any, value: Any, limit: int) -> None:
         self[key] = value
@@ -278,9 +322,10 @@ class BreakExplainer:
         self.max_families = max_families
         self.max_text_chars = max_text_chars
         self.minimums = minimums if minimums is not None else default_model_minimums()
-        self._families: _Lru = _Lru()  # FamilyKey -> PrefixSnapshot
-        self._by_first: _Lru = _Lru()  # (key, first segment) -> FamilyKey (model switches)
-        self._by_model: _Lru = _Lru()  # (key, model) -> FamilyKey (edited first segment)
+        # FamilyKey -> list[PrefixSnapshot], oldest first, at most SNAPSHOTS_PER_FAMILY
+        self._families: _Lru = _Lru()
+        self._by_first: _Lru = _Lru()  # (scope, first segment) -> FamilyKey (model switches)
+        self._by_model: _Lru = _Lru()  # (scope, model) -> FamilyKey (edited first segment)
         self._chars = 0
         self._lock = threading.Lock()
 
@@ -289,38 +334,46 @@ class BreakExplainer:
 
     # ----------------------------------------------------------------------------------- state
     def remember(self, snap: PrefixSnapshot) -> None:
-        """Make ``snap`` the latest of its family (unless a later one is already known)."""
+        """Add ``snap`` to its family's recent snapshots (dropping those it extends)."""
         with self._lock:
             self._remember(snap)
 
     def _remember(self, snap: PrefixSnapshot) -> None:
         family = snap.family
-        old = self._families.get(family)
-        if old is not None:
-            if old.started_at > snap.started_at:  # an earlier request finished late
-                return
-            self._chars -= old.num_chars
-        self._families[family] = snap
+        snaps: list[PrefixSnapshot] = self._families.get(family) or []
+        if any(s.started_at > snap.started_at and snap.extended_by(s) for s in snaps):
+            return  # an earlier request finished late: a later one already covers it
+        kept = [s for s in snaps if not s.extended_by(snap)]
+        kept.append(snap)
+        kept.sort(key=lambda s: s.started_at)
+        kept = kept[-SNAPSHOTS_PER_FAMILY:]
+        self._chars += sum(s.num_chars for s in kept) - sum(s.num_chars for s in snaps)
+        self._families[family] = kept
         self._families.move_to_end(family)
-        self._chars += snap.num_chars
-        key, model, first = family
-        self._by_first.touch((key, first), family, self.max_families)
-        self._by_model.touch((key, model), family, self.max_families)
+        scope, model, first = family
+        self._by_first.touch((scope, first), family, self.max_families)
+        self._by_model.touch((scope, model), family, self.max_families)
         while len(self._families) > 1 and (
             self._chars > self.max_text_chars or len(self._families) > self.max_families
         ):
             _, evicted = self._families.popitem(last=False)
-            self._chars -= evicted.num_chars
+            self._chars -= sum(s.num_chars for s in evicted)
 
-    def _lookup(self, key: str | None, fp: RequestFingerprint) -> tuple[PrefixSnapshot | None, str]:
+    def _latest(self, family: FamilyKey | None) -> PrefixSnapshot | None:
+        snaps = self._families.get(family)
+        return snaps[-1] if snaps else None
+
+    def _lookup(
+        self, scope: CacheScope, fp: RequestFingerprint
+    ) -> tuple[PrefixSnapshot | None, str]:
         first = fp.segments[0].sha256 if fp.segments else None
-        snap = self._families.get((key, fp.model, first))
-        if snap is not None:
-            return snap, "family"
-        other = self._families.get(self._by_first.get((key, first)))
+        snaps: list[PrefixSnapshot] | None = self._families.get((scope, fp.model, first))
+        if snaps:  # the longest cached prefix this request repeats; the latest of equals
+            return max(snaps, key=lambda s: (s.shared_prefix_chars(fp), s.started_at)), "family"
+        other = self._latest(self._by_first.get((scope, first)))
         if other is not None and other.model != fp.model:
             return other, "model"
-        latest = self._families.get(self._by_model.get((key, fp.model)))
+        latest = self._latest(self._by_model.get((scope, fp.model)))
         if latest is not None and _related(latest, fp):
             return latest, "edited"
         return None, "none"
@@ -342,7 +395,7 @@ class BreakExplainer:
             with_excerpt: fill ``excerpt`` (only when bodies are stored).
         """
         with self._lock:
-            previous, via = self._lookup(snap.key_fingerprint, snap.fingerprint)
+            previous, via = self._lookup(snap.scope, snap.fingerprint)
             result = self._explain(
                 snap, previous, via, cache_read_tokens, cache_write_tokens, with_excerpt
             )
@@ -420,6 +473,7 @@ class BreakExplainer:
             key_fingerprint=record.key_fingerprint,
             fingerprint=fp,
             has_text=True,
+            routing_key=routing_key(record.request_json),
         )
         write = None
         if record.total_input_tokens is not None:
@@ -451,11 +505,13 @@ class BreakExplainer:
 
     # ------------------------------------------------------------------------------ rebuilding
     def load(self, db_path: str | Path, *, since: float) -> int:
-        """Rebuild the per-family state from the log: the latest successful request per family
-        started at or after ``since`` (unix s), newest ``max_families`` families. Returns how many.
+        """Rebuild the per-family state from the log: the latest :data:`SNAPSHOTS_PER_FAMILY`
+        successful requests per family started at or after ``since`` (unix s), at most
+        ``max_families`` x that many rows, newest first. Returns how many families it holds.
 
-        Segment texts come from the stored body when there is one (``--store-bodies``) and its
-        hashes match; otherwise the snapshot has hashes only.
+        Segment texts and ``prompt_cache_key`` come from the stored body when there is one
+        (``--store-bodies``) and its hashes match; otherwise the snapshot has hashes only and no
+        routing key (the first request of such a session after a restart is a ``new_prefix``).
         """
         conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -470,9 +526,9 @@ class BreakExplainer:
                       FROM requests
                       WHERE started_at >= ? AND first_segment_hash IS NOT NULL
                         AND status >= 200 AND status < 300 AND segment_hashes IS NOT NULL)
-                WHERE rn = 1 ORDER BY started_at DESC LIMIT ?
+                WHERE rn <= ? ORDER BY started_at DESC LIMIT ?
                 """,
-                (since, self.max_families),
+                (since, SNAPSHOTS_PER_FAMILY, self.max_families * SNAPSHOTS_PER_FAMILY),
             ).fetchall()
         finally:
             conn.close()
@@ -488,8 +544,11 @@ def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
     try:
         stored = json.loads(seg_json)
         texts: dict[str, str] = {}
+        key_for_routing = None
         if body:
-            parsed = fingerprint_request(json.loads(body), api or "auto")
+            request = json.loads(body)
+            key_for_routing = routing_key(request)
+            parsed = fingerprint_request(request, api or "auto")
             texts = {s.sha256: s.text for s in parsed.segments}
         segments = [
             Segment(
@@ -512,7 +571,7 @@ def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
         approx_prefix_tokens=int(tokens or 0),
     )
     has_text = bool(segments) and all(s["sha256"] in texts for s in stored)
-    return PrefixSnapshot(rid, started, ready, vendor, key, fp, has_text)
+    return PrefixSnapshot(rid, started, ready, vendor, key, fp, has_text, key_for_routing)
 
 
 def _breakpoint(data: dict[str, Any], paths: list[str]) -> Breakpoint:
