@@ -39,7 +39,8 @@ class Conversation:
             "Summary of the conversation so far". Set by ``compact``.
 
     Raises:
-        ConfigError: a threshold is not a positive int, or ``summary`` is empty.
+        ConfigError: ``base`` is not a PromptBuilder, a threshold is not a positive int, or
+            ``summary`` is empty.
     """
 
     def __init__(
@@ -50,6 +51,11 @@ class Conversation:
         max_history_tokens: int = DEFAULT_MAX_HISTORY_TOKENS,
         summary: str | None = None,
     ) -> None:
+        if not isinstance(base, PromptBuilder):
+            raise ConfigError(
+                "Conversation(base) needs a PromptBuilder with the frozen and session layers, "
+                f"got {type(base).__name__}"
+            )
         for name, value in (("max_turns", max_turns), ("max_history_tokens", max_history_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")

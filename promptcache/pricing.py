@@ -41,7 +41,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from promptcache.errors import ConfigError, UnknownModelPriceError
+from promptcache.errors import ConfigError, UnknownModelPriceError, UsageParseError
 from promptcache.usage import Usage
 
 if sys.version_info >= (3, 11):
@@ -208,9 +208,12 @@ class PriceTable:
         """The row for ``model`` and a warning when a fallback row was used (see module doc).
 
         Raises:
+            ConfigError: ``model`` is not a str.
             UnknownModelPriceError: no row matches; the message names close matches and how to
                 supply rates.
         """
+        if not isinstance(model, str):
+            raise ConfigError(f"model must be a model name (str), got {type(model).__name__}")
         candidates = _name_candidates(model)
         for name in candidates:
             if name in self._index:
@@ -274,6 +277,11 @@ def _parse_row(
         raise ConfigError(f"{where} is missing {', '.join(missing)} (USD per million tokens)")
     family_name = str(spec.get("family", ""))
     family = families.get(family_name) or _bundled_families().get(family_name)
+    if family_name and family is None:
+        known = sorted({*families, *_bundled_families()})
+        raise ConfigError(
+            f"{where} names unknown family {family_name!r}; use one of {', '.join(known)}"
+        )
     rates = {k: _decimal(spec[k], f"{where}.{k}") for k in _RATE_KEYS if k in spec}
     for key in _CACHE_KEYS:
         if key not in rates:
@@ -444,8 +452,16 @@ def cost(
         A :class:`CostBreakdown`.
 
     Raises:
+        UsageParseError: ``usage`` is not a :class:`~promptcache.usage.Usage` (e.g. the vendor's
+            raw usage dict: parse it first).
+        ConfigError: ``model`` is not a str.
         UnknownModelPriceError: ``rates`` is None and no row matches ``model``.
     """
+    if not isinstance(usage, Usage):
+        raise UsageParseError(
+            f"cost() needs a promptcache.Usage, got {type(usage).__name__}; parse the vendor's "
+            "usage first: Usage.from_api(api, usage_dict) or parse_usage(api, response_body)"
+        )
     warnings = list(usage.warnings)
     if rates is None:
         rates, fallback = (table or default_price_table()).match(model)

@@ -139,7 +139,8 @@ class PromptBuilder:
         minimums: a model-minimum table to use instead of the bundled one.
 
     Raises:
-        ConfigError: unknown breakpoint location, bad TTL, or a bad ``cache_key``.
+        ConfigError: a ``model`` that is not a str, unknown breakpoint location, bad TTL, or a
+            bad ``cache_key``.
     """
 
     def __init__(
@@ -158,7 +159,9 @@ class PromptBuilder:
             raise ConfigError(
                 f"breakpoints must be a sequence of {AUTO_LOCATIONS}, got {breakpoints!r}"
             )
-        if isinstance(ttl, str):
+        if model is not None and not isinstance(model, str):
+            raise ConfigError(f"model must be a model name (str), got {type(model).__name__}")
+        if isinstance(ttl, str) or not isinstance(ttl, Mapping):
             ttls = {loc: check_ttl(ttl, "PromptBuilder(ttl=...)") for loc in AUTO_LOCATIONS}
         else:
             bad = [loc for loc in ttl if loc not in AUTO_LOCATIONS]

@@ -21,6 +21,7 @@ illustrate what a write premium would cost.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -182,12 +183,18 @@ def advise_ttl(
         A :class:`TTLAdvice` whose ``options`` hold the arithmetic for every TTL.
 
     Raises:
-        ConfigError: no timestamps, a non-finite timestamp, a negative prefix size, or neither
-            ``model`` nor ``rates``.
+        ConfigError: no timestamps, a timestamp that is not a finite number (e.g. a
+            ``datetime``), a negative prefix size, or neither ``model`` nor ``rates``.
         UnknownModelPriceError: ``model`` has no price row and no ``rates`` were given.
     """
     if not timestamps:
         raise ConfigError("advise_ttl needs at least one request timestamp (seconds)")
+    for t in timestamps:
+        if isinstance(t, bool) or not isinstance(t, numbers.Real):
+            raise ConfigError(
+                f"request timestamps must be numbers of seconds, got {type(t).__name__} {t!r}; "
+                "convert datetimes with .timestamp()"
+            )
     if any(not math.isfinite(t) for t in timestamps):
         raise ConfigError("request timestamps must be finite numbers of seconds")
     if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:

@@ -1,0 +1,60 @@
+"""Plausible misuse of the SDK raises typed errors whose message says what to change.
+
+Each case here used to escape as an AttributeError/TypeError from deep inside the SDK.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from promptcache import Conversation, PromptBuilder, Usage, advise_ttl, cost, load_price_table
+from promptcache.errors import ConfigError, UsageParseError
+
+ANTHROPIC_USAGE = {"input_tokens": 1000, "output_tokens": 100}
+
+
+def test_advise_ttl_rejects_datetimes_with_a_hint() -> None:
+    stamps = [datetime(2026, 11, 30, 12, m, tzinfo=timezone.utc) for m in (0, 2, 4)]
+    with pytest.raises(ConfigError, match=r"timestamp\(\)"):
+        advise_ttl(stamps, 10_000, "claude-sonnet-4-5")  # type: ignore[arg-type]
+
+
+def test_advise_ttl_rejects_string_timestamps() -> None:
+    with pytest.raises(ConfigError, match="seconds"):
+        advise_ttl(["0", "60"], 10_000, "claude-sonnet-4-5")  # type: ignore[list-item]
+
+
+def test_cost_of_a_raw_usage_dict_says_how_to_parse_it() -> None:
+    with pytest.raises(UsageParseError, match=r"Usage\.from_api"):
+        cost(ANTHROPIC_USAGE, "claude-sonnet-4-5")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("model", [None, 5])
+def test_cost_needs_a_model_name(model: object) -> None:
+    with pytest.raises(ConfigError, match="model"):
+        cost(Usage.from_anthropic(ANTHROPIC_USAGE), model)  # type: ignore[arg-type]
+
+
+def test_builder_model_must_be_a_string() -> None:
+    with pytest.raises(ConfigError, match="model"):
+        PromptBuilder(5)  # type: ignore[arg-type]
+
+
+def test_builder_ttl_none_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="ttl"):
+        PromptBuilder("claude-sonnet-4-5", ttl=None)  # type: ignore[arg-type]
+
+
+def test_conversation_needs_a_builder() -> None:
+    with pytest.raises(ConfigError, match="PromptBuilder"):
+        Conversation("You are helpful.")  # type: ignore[arg-type]
+
+
+def test_price_file_with_unknown_family_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text('[models."acme-1"]\nfamily = "antropic"\ninput = "2"\noutput = "8"\n')
+    with pytest.raises(ConfigError, match=r"unknown family 'antropic'.*anthropic"):
+        load_price_table(path)
