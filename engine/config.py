@@ -36,6 +36,7 @@ ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""
 
 _MIB = 1024 * 1024
+_MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes at most 64 bits
 
 
 @dataclass(slots=True)
@@ -111,6 +112,8 @@ class EngineConfig:
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError("device must be a non-empty torch device string such as 'cpu'")
         _check_int("seed", self.seed, minimum=0)
+        if self.seed > _MAX_SEED:
+            raise ConfigError(f"seed must be <= {_MAX_SEED} (an int64), got {self.seed}")
         _check_int("block_size", self.block_size, minimum=1)
         _check_int("kv_cache_bytes", self.kv_cache_bytes, minimum=1)
         _check_int("max_num_seqs", self.max_num_seqs, minimum=1)

@@ -111,7 +111,7 @@ def _as_prompt_list(prompts: Prompt | Sequence[Prompt]) -> list[Prompt]:
             if isinstance(p, str):
                 out.append(p)
             elif isinstance(p, (list, tuple)):
-                out.append([int(t) for t in p])
+                out.append(list(p))  # add_request checks every item is an int id
             else:
                 raise InvalidRequestError(f"a prompt must be a string or token ids, got {p!r}")
         return out

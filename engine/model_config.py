@@ -23,6 +23,14 @@ __all__ = ["DTYPE_BYTES", "SUPPORTED_ARCHITECTURES", "ModelConfig", "read_genera
 #: Architectures the loader understands, as written in config.json's ``architectures`` list.
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
 
+#: ``model_type`` -> architecture, for a config.json without ``architectures`` (transformers'
+#: AutoModelForCausalLM resolves such configs the same way).
+_ARCH_BY_MODEL_TYPE = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "mistral": "MistralForCausalLM",
+}
+
 #: RoPE variants implemented in ``models/llama.py`` (``rope_type`` in config.json).
 SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3")
 
@@ -110,6 +118,8 @@ class ModelConfig:
         """Build from a parsed config.json dict (see ``from_pretrained`` for errors)."""
         archs = raw.get("architectures") or []
         arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
+        if not archs:
+            arch = _ARCH_BY_MODEL_TYPE.get(str(raw.get("model_type")))
         if arch is None:
             raise ModelLoadError(
                 f"{source}: architecture {archs or raw.get('model_type')!r} is not supported; "

@@ -67,7 +67,7 @@ class ModelRunner:
         if config.max_model_len is None:
             raise ConfigError("max_model_len must be set before the model runner is built")
         self.config = config
-        self.device = torch.device(config.device)
+        self.device = _usable_device(config.device)
         self.backend = get_backend(config.attention_backend)
         self.model, self.model_config = load_model(
             model_dir,
@@ -290,3 +290,21 @@ class ModelRunner:
             for i in sampling
         ]
         return self.sampler(logits, requests)
+
+
+def _usable_device(name: str) -> torch.device:
+    """Parse ``name`` ("cpu", "cuda", "cuda:1") and check a tensor can be placed there.
+
+    Raises:
+        ConfigError: the string is not a torch device, or this machine / torch build lacks it
+            (torch itself raises RuntimeError or AssertionError, deep inside the model load).
+    """
+    try:
+        device = torch.device(name)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, ValueError) as exc:
+        raise ConfigError(
+            f"device={name!r} cannot be used here ({exc}); pass device='cpu', or 'cuda' / "
+            "'cuda:<index>' on a machine with a CUDA build of torch and that GPU"
+        ) from exc
+    return device

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 
 from promptcache.errors import InvalidRequestError
 
-__all__ = ["MAX_LOGPROBS", "SamplingParams"]
+__all__ = ["MAX_LOGPROBS", "MAX_SEED", "SamplingParams"]
 
 MAX_LOGPROBS = 20
 """Most top-N logprobs one request may ask for (OpenAI's `top_logprobs` limit is 20)."""
+
+MAX_SEED = 2**63 - 1
+"""Largest per-request seed: an int64, so ``seed + sample_index`` stays a valid torch seed."""
 
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy, as vLLM does
 
@@ -41,7 +44,8 @@ class SamplingParams:
         presence_penalty: in [-2, 2]; subtracted once from the logit of every token that
             appeared in the output so far (OpenAI semantics).
         frequency_penalty: in [-2, 2]; subtracted once per occurrence in the output so far.
-        seed: per-request random seed (>= 0) for reproducible sampling; None = engine RNG.
+        seed: per-request random seed in [0, MAX_SEED] for reproducible sampling; None = engine
+            RNG.
         stop: stop strings; generation ends when the decoded output contains one (the engine
             truncates the text before it). A single string is accepted.
         stop_token_ids: generation ends when one of these token ids is sampled (kept in output).
@@ -87,7 +91,7 @@ class SamplingParams:
         _float_field("presence_penalty", self.presence_penalty, low=-2.0, high=2.0)
         _float_field("frequency_penalty", self.frequency_penalty, low=-2.0, high=2.0)
         if self.seed is not None:
-            _int_field("seed", self.seed, minimum=0)
+            _int_field("seed", self.seed, minimum=0, maximum=MAX_SEED)
         if self.logprobs is not None:
             _int_field("logprobs", self.logprobs, minimum=0)
             if self.logprobs > MAX_LOGPROBS:
@@ -114,12 +118,16 @@ class SamplingParams:
         )
 
 
-def _int_field(name: str, value: object, *, minimum: int, hint: str = "") -> None:
+def _int_field(
+    name: str, value: object, *, minimum: int, maximum: int | None = None, hint: str = ""
+) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequestError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         extra = f" ({hint})" if hint else ""
         raise InvalidRequestError(f"{name} must be >= {minimum}, got {value}{extra}")
+    if maximum is not None and value > maximum:
+        raise InvalidRequestError(f"{name} must be <= {maximum}, got {value}")
 
 
 def _float_field(
