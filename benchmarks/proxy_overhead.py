@@ -2,8 +2,8 @@
 
 Targets, all on 127.0.0.1, each a separate process (uvicorn, one worker):
 
-- ``direct``: the fast mock upstream itself (an OpenAI-compatible chat endpoint written as a bare
-  ASGI app: a JSON completion, or a 12-event SSE stream, with cache usage);
+- ``direct``: the fast mock upstream itself (an OpenAI-compatible chat endpoint, starlette under
+  uvicorn: a JSON completion, or a 12-event SSE stream, with cache usage);
 - ``proxy``: ``promptcache.proxy`` in front of it, recording to SQLite (the default);
 - ``proxy-no-db``: the same without the SQLite log (``--no-log``: record hooks such as the
   metrics and cache-break explainer still run);
@@ -39,10 +39,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 # -- the fast upstream -------------------------------------------------------------------------
 
@@ -88,40 +93,25 @@ _USAGE_EVENT = _chunk({}, usage=_USAGE, choices=False)
 _DONE = b"data: [DONE]\n\n"
 
 
-async def fast_upstream(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
-    """Bare-ASGI OpenAI-compatible chat endpoint: no framework, no sleeps."""
-    if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    stream = b'"stream": true' in body or b'"stream":true' in body
-    if not stream:
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", b"%d" % len(_COMPLETION)),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": _COMPLETION})
-        return
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"text/event-stream")],
-        }
-    )
-    for event in _EVENTS:
-        await send({"type": "http.response.body", "body": event, "more_body": True})
-    if b'"include_usage":true' in body or b'"include_usage": true' in body:
-        await send({"type": "http.response.body", "body": _USAGE_EVENT, "more_body": True})
-    await send({"type": "http.response.body", "body": _DONE, "more_body": False})
+async def _chat(request: Request) -> Response:
+    """The mock's one route: a JSON completion, or a 12-event SSE stream."""
+    body = await request.body()
+    if b'"stream": true' not in body and b'"stream":true' not in body:
+        return Response(_COMPLETION, media_type="application/json")
+    usage = b'"include_usage":true' in body or b'"include_usage": true' in body
+
+    async def events() -> AsyncIterator[bytes]:
+        for event in _EVENTS:
+            yield event
+        if usage:
+            yield _USAGE_EVENT
+        yield _DONE
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+#: The fast upstream: starlette under uvicorn, no sleeps.
+fast_upstream = Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST", "GET"])])
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -144,7 +134,7 @@ import sys, uvicorn
 sys.path.insert(0, sys.argv[2])
 from proxy_overhead import fast_upstream
 uvicorn.run(fast_upstream, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
-            access_log=False, lifespan="on")
+            access_log=False)
 """
 
 
@@ -162,7 +152,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            httpx.get(url + "/ready", timeout=1)
+            httpx.get(url + "/v1/chat/completions", timeout=1)
             return
         except httpx.TransportError:
             if proc.poll() is not None or time.monotonic() > deadline:
