@@ -55,9 +55,9 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 
 T = TypeVar("T")
 
-#: Answer for a client that disconnected before its answer was ready (nobody reads it; 499 is
+#: Status for a client that disconnected before its answer was ready (nobody reads it; 499 is
 #: nginx's "client closed request", so access logs tell it apart).
-_CLIENT_GONE = Response(status_code=499)
+CLIENT_CLOSED_REQUEST = 499
 
 
 @dataclass
@@ -164,7 +164,7 @@ async def _completions(request: Request) -> Response:
     body = await _unless_disconnected(
         request, stream, completion_body(req, stream, meta, state.texts)
     )
-    return _CLIENT_GONE if body is None else JSONResponse(body)
+    return Response(status_code=CLIENT_CLOSED_REQUEST) if body is None else JSONResponse(body)
 
 
 async def _chat_completions(request: Request) -> Response:
@@ -179,17 +179,23 @@ async def _chat_completions(request: Request) -> Response:
             chat_events(req, stream, meta, state.texts), on_close=stream.abort
         )
     body = await _unless_disconnected(request, stream, chat_body(req, stream, meta, state.texts))
-    return _CLIENT_GONE if body is None else JSONResponse(body)
+    return Response(status_code=CLIENT_CLOSED_REQUEST) if body is None else JSONResponse(body)
 
 
 async def _json_body(request: Request) -> Any:
     """The parsed JSON body; malformed JSON or an oversized body is the client's error."""
+    too_large = HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # a chunked body without a length is capped too
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError

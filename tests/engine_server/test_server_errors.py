@@ -176,3 +176,13 @@ def test_random_field_values_never_cause_a_500(
     assert response.status_code in (200, 400), response.text
     if response.status_code == 400:
         assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_oversized_body_is_a_413_even_without_content_length(server: Server) -> None:
+    def chunks() -> Any:
+        for _ in range(33):
+            yield b" " * 2**20  # 33 MiB of whitespace, streamed (chunked transfer encoding)
+
+    response = httpx.post(f"{server.v1}/completions", content=chunks(), timeout=60)
+    assert response.status_code == 413
+    assert response.json()["error"]["type"] == "invalid_request_error"
