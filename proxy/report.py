@@ -10,7 +10,9 @@ Money (USD, floats rounded for display only):
   :func:`promptcache.pricing.cost`), summed; requests of unpriced models are counted apart.
 - ``net_savings_usd`` = cost without cache - cost: cache-write premiums are already inside
   ``cost_usd``, so this goes negative when writes are never read back.
-- Dollars lost to a break = tokens lost x (input rate - cache-read rate) of the model.
+- Dollars lost to a break = what the lost tokens cost minus what reading them from cache would
+  have: tokens lost x (input rate - cache-read rate), plus, for the lost tokens the request paid
+  as cache writes, (write rate - input rate) per 5m and 1h write token (:mod:`.rollup`).
 - Wasted-write dollars = the write premium over plain input (write rate - input rate) of writes
   nobody read within their TTL.
 
@@ -120,8 +122,9 @@ class BreakReasonSummary:
     Attributes:
         reason: a ``breaks.BREAK_REASONS`` code.
         breaks: how many requests were explained by it.
-        tokens_lost: input tokens a stable prefix would have served from cache.
-        usd_lost: those tokens x (input - cache read) rate, priced models only.
+        tokens_lost: input tokens a stable prefix would have served from cache (:mod:`.rollup`).
+        usd_lost: what those tokens cost minus what reading them would have cost (input or
+            write rate - cache-read rate), USD, priced models only.
         top_segment: the segment path that broke most often for this reason (None for reasons
             without a segment, such as ``ttl_expired``), with ``top_segment_breaks`` its count.
         example_ids: request ids with the most tokens lost.
@@ -287,7 +290,11 @@ def _break_reasons(
         item["tokens"] += row.tokens_lost
         price = prices.get(row.model)
         if price is not None:
-            item["usd"] += row.tokens_lost * (price.input - price.cache_read) / _MILLION
+            item["usd"] += (
+                row.tokens_lost * (price.input - price.cache_read)
+                + row.tokens_lost_write_5m * (price.cache_write_5m - price.input)
+                + row.tokens_lost_write_1h * (price.cache_write_1h - price.input)
+            ) / _MILLION
         if row.segment is not None:
             item["segments"][row.segment] += row.breaks
     out = []

@@ -222,24 +222,34 @@ def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> 
 
 @dataclass(frozen=True)
 class BreakGroupRow:
-    """Cache breaks of one (reason, model, segment) and the input tokens they lost."""
+    """Cache breaks of one (reason, model, segment) and the input tokens they lost.
+
+    ``tokens_lost_write_5m`` / ``tokens_lost_write_1h``: how many of ``tokens_lost`` the requests
+    paid as 5-minute (or TTL-unknown) / 1-hour cache writes; the rest were plain input.
+    """
 
     reason: str
     model: str | None
     segment: str | None
     breaks: int
     tokens_lost: int
+    tokens_lost_write_5m: int = 0
+    tokens_lost_write_1h: int = 0
 
 
 def break_groups(conn: sqlite3.Connection, h0: int, h1: int) -> list[BreakGroupRow]:
     """Breaks per (reason, model, segment) in the window."""
     sql = f"""
-        SELECT reason, model, segment, SUM(breaks), SUM(tokens_lost) FROM report_breaks_hourly
+        SELECT reason, model, segment, SUM(breaks), SUM(tokens_lost),
+               SUM(tokens_lost_write_5m), SUM(tokens_lost_write_1h)
+        FROM report_breaks_hourly
         WHERE {_HOURS} GROUP BY reason, model, segment HAVING SUM(breaks) > 0
     """
     return [
-        BreakGroupRow(reason, model or None, segment or None, breaks, lost)
-        for reason, model, segment, breaks, lost in conn.execute(sql, _window(h0, h1))
+        BreakGroupRow(reason, model or None, segment or None, breaks, lost, lost_5m, lost_1h)
+        for reason, model, segment, breaks, lost, lost_5m, lost_1h in conn.execute(
+            sql, _window(h0, h1)
+        )
     ]
 
 

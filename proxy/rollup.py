@@ -10,7 +10,8 @@ forget, and a ``sqlite3`` shell inserting rows keeps them right too):
                           the usage buckets, cost and cost without cache, breaks, unexpected
                           misses, TTFT counts, cache-write tokens and the write tokens *read back*
                           (the family's next request read the cache within the write's TTL).
-``report_breaks_hourly``  per (hour, reason, model, segment): breaks and tokens lost.
+``report_breaks_hourly``  per (hour, reason, model, segment): breaks, tokens lost, and how many
+                          of those the request paid as 5m (or TTL-unknown) and as 1h writes.
 ``report_family_hourly``  per (hour, key_fingerprint, model, first_segment_hash): the TTL
                           advisor's ranking inputs.
 
@@ -26,11 +27,22 @@ Definitions (shared with ``breaks.py`` and ``report.py``):
   ``previous_request_id`` names it) had no cache break, read > 0 cached tokens and started
   within the TTL (the predecessor's row is always written first: the hook links a request to
   one that has already finished, and the writer's queue is first in, first out);
-- *tokens lost* by a break = input the request did not read from cache, capped at what its
-  predecessor had in cache (reads + writes).
+- *tokens lost* by a break = the input a stable prefix would have served from cache but the
+  request had to prefill again: its input not read from cache (uncached + writes), capped at what
+  its predecessor (``previous_request_id``) had in cache. That is the predecessor's reads +
+  writes where the API reports writes (Anthropic, Bedrock, an OpenAI request with
+  ``prompt_cache_breakpoint``, any row with write tokens), and its whole input where caching is
+  automatic and no write is reported (OpenAI, Gemini, the engine upstream: every prompt token it
+  prefilled is in cache afterwards);
+- of those, the first ones are billed as the request's own writes (the lost tokens are the front
+  of the prompt, and 1h breakpoints come before 5m ones): ``MIN(lost, 1h writes)`` as 1h writes,
+  then ``MIN(the rest, 5m + TTL-unknown writes)`` as 5m writes, the rest as plain input. The
+  report prices them at (that rate - cache-read rate).
 
-Also added here: a partial expression index for exact TTFT percentiles of hits vs misses and a
-partial index for example requests per break reason.
+Schema step 3 (:func:`rebuild_break_rollup`) rebuilds ``report_breaks_hourly`` with these
+definitions for logs created before them. Also added here: a partial expression index for
+exact TTFT percentiles of hits vs misses and a partial index for example requests per break
+reason.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from typing import Final
 
 from sqlite_utils import Database
 
-__all__ = ["ROLLUP_TABLES", "add_report_rollups"]
+__all__ = ["ROLLUP_TABLES", "add_report_rollups", "rebuild_break_rollup"]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
 
@@ -112,12 +124,26 @@ _HOURLY_KEY_PARTS: Final = (
 #: The ``report_hourly`` key of a request ``{r}``, as aliased SELECT columns.
 _HOURLY_KEY: Final = ", ".join(f"{expr} AS {name}" for name, expr in _HOURLY_KEY_PARTS)
 
-#: Tokens a break lost (see the module docstring); ``{r}`` the request, ``p`` its predecessor.
-_TOKENS_LOST: Final = """
-    MAX(0, MIN(COALESCE({r}.total_input_tokens, 0) - COALESCE({r}.cache_read_tokens, 0),
-               COALESCE(p.cache_read_tokens, 0) + COALESCE(p.cache_write_5m_tokens, 0)
-               + COALESCE(p.cache_write_1h_tokens, 0) + COALESCE(p.cache_write_unknown_tokens, 0)))
+_P_WRITES: Final = """(COALESCE(p.cache_write_5m_tokens, 0) + COALESCE(p.cache_write_1h_tokens, 0)
+    + COALESCE(p.cache_write_unknown_tokens, 0))"""
+
+#: Tokens a break lost (see the module docstring); ``{r}`` the request, ``p`` its predecessor
+#: (all NULL when there is none: then 0).
+_TOKENS_LOST: Final = f"""
+    MAX(0, MIN(COALESCE({{r}}.total_input_tokens, 0) - COALESCE({{r}}.cache_read_tokens, 0),
+               CASE WHEN p.api IN ('anthropic', 'bedrock_converse')
+                         OR COALESCE(p.breakpoints, '[]') <> '[]' OR {_P_WRITES} > 0
+                    THEN COALESCE(p.cache_read_tokens, 0) + {_P_WRITES}
+                    ELSE COALESCE(p.total_input_tokens, 0) END))
 """
+
+#: One break's ``(lost, w1, w5)`` inputs over request ``{r}`` joined to predecessor ``p``.
+_LOSS_INPUTS: Final = """{lost} AS lost, COALESCE({r}.cache_write_1h_tokens, 0) AS w1,
+    COALESCE({r}.cache_write_5m_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0) AS w5"""
+#: ``tokens_lost, tokens_lost_write_1h, tokens_lost_write_5m`` from ``_LOSS_INPUTS``.
+_LOSS_SPLIT: Final = (
+    "lost AS lost_all, MIN(lost, w1) AS lost_1h, MIN(lost - MIN(lost, w1), w5) AS lost_5m"
+)
 
 #: ``(5m, 1h, unknown)`` write tokens of predecessor ``p`` that request ``{r}`` read back.
 _READ_BACK_VALUES: Final = """
@@ -151,6 +177,8 @@ def _ddl() -> list[str]:
             hour INTEGER NOT NULL, reason TEXT NOT NULL, model TEXT NOT NULL,
             segment TEXT NOT NULL, breaks INTEGER NOT NULL DEFAULT 0,
             tokens_lost INTEGER NOT NULL DEFAULT 0,
+            tokens_lost_write_5m INTEGER NOT NULL DEFAULT 0,
+            tokens_lost_write_1h INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (hour, reason, model, segment))""",
         """CREATE TABLE report_family_hourly (
             hour INTEGER NOT NULL, key_fingerprint TEXT NOT NULL, model TEXT NOT NULL,
@@ -180,18 +208,50 @@ def _hourly_upsert(values_from: str, sign: str = "+") -> str:
         ON CONFLICT (hour, model, route, key_fingerprint, vendor) DO UPDATE SET {updates}"""
 
 
+def _break_trigger_body() -> str:
+    loss = _LOSS_INPUTS.format(lost=_TOKENS_LOST.format(r="NEW"), r="NEW")
+    return f"""INSERT INTO report_breaks_hourly (hour, reason, model, segment, breaks,
+          tokens_lost, tokens_lost_write_1h, tokens_lost_write_5m)
+        SELECT CAST(NEW.started_at / 3600 AS INTEGER), NEW.break_reason, COALESCE(NEW.model, ''),
+               COALESCE(NEW.break_segment, ''), 1, {_LOSS_SPLIT}
+        FROM (SELECT {loss}
+              FROM (SELECT 1) LEFT JOIN requests AS p ON p.id = NEW.previous_request_id)
+        WHERE NEW.break_reason IS NOT NULL
+        ON CONFLICT (hour, reason, model, segment) DO UPDATE SET
+          breaks = breaks + 1, tokens_lost = tokens_lost + excluded.tokens_lost,
+          tokens_lost_write_1h = tokens_lost_write_1h + excluded.tokens_lost_write_1h,
+          tokens_lost_write_5m = tokens_lost_write_5m + excluded.tokens_lost_write_5m"""
+
+
+_BREAK_TRIGGER: Final = "report_rollup_break"
+
+
+def _break_trigger() -> str:
+    return (
+        f"CREATE TRIGGER {_BREAK_TRIGGER} AFTER INSERT ON requests"
+        f" WHEN NEW.break_reason IS NOT NULL BEGIN\n{_break_trigger_body()};\nEND"
+    )
+
+
+def _break_backfill() -> str:
+    loss = _LOSS_INPUTS.format(lost=_TOKENS_LOST.format(r="r"), r="r")
+    return f"""INSERT INTO report_breaks_hourly (hour, reason, model, segment, breaks,
+              tokens_lost, tokens_lost_write_1h, tokens_lost_write_5m)
+            SELECT hour, reason, model, segment, COUNT(*), SUM(lost_all), SUM(lost_1h),
+                   SUM(lost_5m)
+            FROM (SELECT hour, reason, model, segment, {_LOSS_SPLIT}
+                  FROM (SELECT CAST(r.started_at / 3600 AS INTEGER) AS hour,
+                          r.break_reason AS reason, COALESCE(r.model, '') AS model,
+                          COALESCE(r.break_segment, '') AS segment, {loss}
+                        FROM requests AS r LEFT JOIN requests AS p ON p.id = r.previous_request_id
+                        WHERE r.break_reason IS NOT NULL))
+            GROUP BY 1, 2, 3, 4"""
+
+
 def _triggers() -> list[str]:
     n = "NEW"
     key = ", ".join(expr.format(r=n) for _, expr in _HOURLY_KEY_PARTS)
     hourly = _hourly_upsert(f"VALUES ({key}, {_HOURLY_VALUES.format(r=n)})")
-    breaks = f"""INSERT INTO report_breaks_hourly
-          (hour, reason, model, segment, breaks, tokens_lost)
-        SELECT CAST(NEW.started_at / 3600 AS INTEGER), NEW.break_reason, COALESCE(NEW.model, ''),
-               COALESCE(NEW.break_segment, ''), 1, {_TOKENS_LOST.format(r=n)}
-        FROM (SELECT 1) LEFT JOIN requests AS p ON p.id = NEW.previous_request_id
-        WHERE NEW.break_reason IS NOT NULL
-        ON CONFLICT (hour, reason, model, segment) DO UPDATE SET
-          breaks = breaks + 1, tokens_lost = tokens_lost + excluded.tokens_lost"""
     read_back = f"""UPDATE report_hourly SET
           read_back_requests = read_back_requests + (rb.w5 + rb.w1 + rb.wu > 0),
           read_back_5m_tokens = read_back_5m_tokens + rb.w5,
@@ -239,8 +299,7 @@ def _triggers() -> list[str]:
     return [
         f"CREATE TRIGGER report_rollup_insert AFTER INSERT ON requests BEGIN\n{hourly};\nEND",
         # the others run only for the rows they concern (WHEN skips the whole body)
-        "CREATE TRIGGER report_rollup_break AFTER INSERT ON requests"
-        f" WHEN NEW.break_reason IS NOT NULL BEGIN\n{breaks};\nEND",
+        _break_trigger(),
         "CREATE TRIGGER report_rollup_read_back AFTER INSERT ON requests"
         f" WHEN {_READS_PREDECESSOR.format(r=n)} BEGIN\n{read_back};\nEND",
         "CREATE TRIGGER report_rollup_family AFTER INSERT ON requests"
@@ -258,11 +317,7 @@ def _backfill() -> list[str]:
             f"SELECT {_HOURLY_KEY.format(r=r)}, {_HOURLY_VALUES.format(r=r)} FROM requests AS r"
             " WHERE true"
         ),
-        f"""INSERT INTO report_breaks_hourly (hour, reason, model, segment, breaks, tokens_lost)
-            SELECT CAST(r.started_at / 3600 AS INTEGER), r.break_reason, COALESCE(r.model, ''),
-                   COALESCE(r.break_segment, ''), COUNT(*), SUM({_TOKENS_LOST.format(r=r)})
-            FROM requests AS r LEFT JOIN requests AS p ON p.id = r.previous_request_id
-            WHERE r.break_reason IS NOT NULL GROUP BY 1, 2, 3, 4""",
+        _break_backfill(),
         f"""UPDATE report_hourly SET
               read_back_requests = rb.n, read_back_5m_tokens = rb.w5,
               read_back_1h_tokens = rb.w1, read_back_unknown_tokens = rb.wu
@@ -299,4 +354,15 @@ def add_report_rollups(db: Database) -> None:
     """Schema step: create the rollup tables, indexes and triggers, and fill them from the rows
     already logged. Runs inside the migration's transaction (``store.migrate``)."""
     for statement in (*_ddl(), *_triggers(), *_backfill()):
+        db.execute(statement)
+
+
+def rebuild_break_rollup(db: Database) -> None:
+    """Schema step 3: rebuild ``report_breaks_hourly`` (and its trigger) with the tokens-lost
+    definition of the module docstring: the predecessor's whole input for automatic caching, and
+    the lost tokens the request paid as writes. Refills it from the rows already logged."""
+    db.execute(f"DROP TRIGGER IF EXISTS {_BREAK_TRIGGER}")
+    db.execute("DROP TABLE IF EXISTS report_breaks_hourly")
+    ddl = next(d for d in _ddl() if d.startswith("CREATE TABLE report_breaks_hourly"))
+    for statement in (ddl, _break_trigger(), _break_backfill()):
         db.execute(statement)

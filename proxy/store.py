@@ -33,7 +33,7 @@ from sqlite_utils import Database
 
 from promptcache.errors import StoreError
 
-from .rollup import add_report_rollups
+from .rollup import add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
 
@@ -108,7 +108,11 @@ def _v1_requests(db: Database) -> None:
 
 
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1_requests, add_report_rollups)
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (
+    _v1_requests,
+    add_report_rollups,
+    rebuild_break_rollup,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -263,17 +263,21 @@ def test_report_numbers_match_the_hand_computed_ones(logged: Any) -> None:
         "ttl_expired": 1,
         "history_rewritten": 1,
     }
-    # tokens lost = min(input not read, what the predecessor had cached)
+    # tokens lost = min(input not read, what the predecessor had cached: its reads + writes)
     after_hit = min(miss_input, 10240 + 2048)  # step 3 follows the hit of step 2
     after_miss = min(miss_input, 4096)
     assert reasons["system_changed"].tokens_lost == after_hit
     assert reasons["tools_reordered"].tokens_lost == after_miss
     assert reasons["new_prefix"].tokens_lost == 0
+    # every miss wrote 4,096 tokens (TTL unknown: the 5m rate); lost tokens it paid as writes
+    # cost (write - read), the rest (input - read)
+    p_in, p_read, p_w5, _ = PRICE[SONNET]
+    written = min(after_hit, 4096)
     assert reasons["system_changed"].usd_lost == pytest.approx(
-        float(after_hit * (PRICE[SONNET][0] - PRICE[SONNET][1]) / 1_000_000)
+        float((written * (p_w5 - p_read) + (after_hit - written) * (p_in - p_read)) / 1_000_000)
     )
     assert reasons["ttl_expired"].usd_lost == pytest.approx(
-        float(after_miss * (PRICE[OPUS][0] - PRICE[OPUS][1]) / 1_000_000)
+        float(after_miss * (PRICE[OPUS][2] - PRICE[OPUS][1]) / 1_000_000)
     )
     assert reasons["system_changed"].top_segment == "system[0].text"
     assert reasons["tools_reordered"].example_ids == (logged[1][3]["id"],)

@@ -363,3 +363,59 @@ def test_an_old_log_is_migrated_before_reporting(tmp_path: Path) -> None:
     assert report.total.cache_read_tokens == 90
     tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
     assert set(ROLLUP_TABLES) <= tables
+
+
+# ---------------------------------------------------------------- tokens and dollars lost
+
+
+def _break_pair(
+    vendor: str, api: str, model: str, prev: dict[str, int], this: dict[str, int]
+) -> list[dict[str, Any]]:
+    """A predecessor and a request that broke its prefix (``system_changed``)."""
+    family = {"vendor": vendor, "api": api, "model": model, "key_fingerprint": "k"}
+    return [
+        row("p", T0 + 10, **family, **usage(**prev)),
+        row("r", T0 + 20, **family, **usage(**this), break_reason="system_changed",
+            break_segment="messages[0].content", previous_request_id="p"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("vendor", "api"), [("openai", "openai_chat"), ("engine", "openai_completions")]
+)
+def test_tokens_lost_without_write_buckets_is_the_predecessors_whole_input(
+    tmp_path: Path, vendor: str, api: str
+) -> None:
+    # automatic caching: the predecessor's whole prompt (5,000 tokens) was in cache; the broken
+    # request read nothing and prefilled all of its 6,000 again; 5,000 of them were lost
+    rows = _break_pair(
+        vendor, api, "gpt-4o", {"read": 4000, "uncached": 1000}, {"read": 0, "uncached": 6000}
+    )
+    report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
+    (lost,) = report.break_reasons
+    assert lost.tokens_lost == 5000
+    assert lost.usd_lost == pytest.approx(5000 * (2.50 - 1.25) / 1e6)  # gpt-4o input - read
+    # capped by what the request did not read: a partial hit of 3,500 leaves 1,500 lost
+    rows = _break_pair(
+        vendor, api, "gpt-4o", {"read": 4000, "uncached": 1000}, {"read": 3500, "uncached": 1500}
+    )
+    report = build_report(write_log(tmp_path / "partial.db", rows), since=T0, until=T0 + 3600)
+    assert report.break_reasons[0].tokens_lost == 1500
+
+
+def test_tokens_lost_with_write_buckets_prices_rewritten_tokens_at_the_write_rate(
+    tmp_path: Path,
+) -> None:
+    # the predecessor had 3,500 tokens in cache (read 2,000 + wrote 1,500); the broken request
+    # wrote 3,000 (1h) + 1,000 (5m) and sent 10 uncached: 3,500 lost, of which the first 3,000
+    # were written at the 1h rate and 500 at the 5m rate instead of being read
+    rows = _break_pair(
+        "anthropic", "anthropic", "claude-sonnet-4-5",
+        {"read": 2000, "w5": 1500}, {"w1": 3000, "w5": 1000, "uncached": 10},
+    )  # fmt: skip
+    report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
+    (lost,) = report.break_reasons
+    assert lost.tokens_lost == 3500
+    # sonnet 4.5: input 3, read 0.30, write 5m 3.75, write 1h 6 (USD per million tokens)
+    expected = 3000 * (6 - 0.30) + 500 * (3.75 - 0.30)
+    assert lost.usd_lost == pytest.approx(expected / 1e6)
