@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from promptcache.errors import CanonicalizationError
 
@@ -41,6 +41,11 @@ def _path_str(path: tuple[str | int, ...]) -> str:
     return out
 
 
+#: Deepest nesting ``_plain`` accepts: far beyond any real request or JSON Schema, and well inside
+#: Python's recursion limit; deeper (or cyclic) input raises CanonicalizationError.
+MAX_DEPTH: Final = 200
+
+
 def _plain(obj: object, path: tuple[str | int, ...]) -> Any:
     """Return ``obj`` as plain dict/list/str/int/float/bool/None, keys sorted, or raise.
 
@@ -62,6 +67,11 @@ def _plain(obj: object, path: tuple[str | int, ...]) -> Any:
                 "replace it with a finite number, null or a string"
             )
         return value
+    if isinstance(obj, (Mapping, list, tuple)) and len(path) >= MAX_DEPTH:
+        raise CanonicalizationError(
+            f"{_path_str(path[:6])}... is nested more than {MAX_DEPTH} levels deep (or contains "
+            "a cycle); flatten it: no vendor accepts such a request"
+        )
     if isinstance(obj, Mapping):
         out: dict[str, Any] = {}
         for key in obj:
@@ -95,8 +105,9 @@ def sort_keys_deep(obj: object) -> Any:
     were assembled. Tuples become lists.
 
     Raises:
-        CanonicalizationError: NaN or +/-Infinity, a non-``str`` mapping key, or a value that is
-            not a mapping, list, tuple, str, int, float, bool or None. The message gives the JSON
+        CanonicalizationError: NaN or +/-Infinity, a non-``str`` mapping key, a value that is
+            not a mapping, list, tuple, str, int, float, bool or None, or nesting deeper than
+            ``MAX_DEPTH`` (200) levels, which includes cycles. The message gives the JSON
             path (``$.tools[0].input_schema``) and what to change.
     """
     return _plain(obj, ())

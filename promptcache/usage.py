@@ -374,9 +374,16 @@ class _Reader:
         return total - part
 
     def build(self, **counts: int) -> Usage:
+        try:
+            raw = copy.deepcopy(dict(self.payload))
+        except RecursionError:
+            raise UsageParseError(
+                f"{self.vendor} usage object is nested too deeply (or contains a cycle) to keep "
+                "as raw; pass the vendor's usage object as received"
+            ) from None
         return Usage(
             vendor=self.vendor,
-            raw=copy.deepcopy(dict(self.payload)),
+            raw=raw,
             warnings=tuple(self.warnings),
             **counts,
         )

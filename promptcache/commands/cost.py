@@ -67,6 +67,10 @@ def cost_command(
         payload = json.load(usage_json)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="USAGE_JSON") from None
+    except RecursionError:
+        raise click.BadParameter(
+            "JSON nested too deeply to read; no vendor accepts such a body", param_hint="USAGE_JSON"
+        ) from None
     except UnicodeDecodeError as exc:
         raise click.BadParameter(
             f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the JSON as UTF-8",

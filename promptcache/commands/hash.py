@@ -55,6 +55,10 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
         body = json.load(request_json)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="FILE") from None
+    except RecursionError:
+        raise click.BadParameter(
+            "JSON nested too deeply to read; no vendor accepts such a body", param_hint="FILE"
+        ) from None
     except UnicodeDecodeError as exc:
         raise click.BadParameter(
             f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the JSON as UTF-8",

@@ -58,3 +58,26 @@ def test_price_file_with_unknown_family_names_it(tmp_path: Path) -> None:
     path.write_text('[models."acme-1"]\nfamily = "antropic"\ninput = "2"\noutput = "8"\n')
     with pytest.raises(ConfigError, match=r"unknown family 'antropic'.*anthropic"):
         load_price_table(path)
+
+
+def test_canonical_json_too_deep_or_cyclic_is_a_canonicalization_error() -> None:
+    from promptcache import canonical_json
+    from promptcache.errors import CanonicalizationError
+
+    deep: list[object] = []
+    for _ in range(1000):
+        deep = [deep]
+    with pytest.raises(CanonicalizationError, match="levels"):
+        canonical_json({"a": deep})
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    with pytest.raises(CanonicalizationError, match="cycle"):
+        canonical_json(cyclic)
+
+
+def test_deeply_nested_raw_usage_is_a_usage_parse_error() -> None:
+    deep: list[object] = []
+    for _ in range(1000):
+        deep = [deep]
+    with pytest.raises(UsageParseError, match="nested"):
+        Usage.from_openai_chat({"prompt_tokens": 1, "completion_tokens": 1, "x": deep})
