@@ -7,6 +7,7 @@ are checked only for CPU tensors: reading them from a GPU would force a device s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -179,6 +180,17 @@ def check_block_tables(
             f"block_tables holds block id {int(ids.min())}..{int(ids.max())} within {what}; "
             f"valid ids are 0..{num_blocks - 1}"
         )
+
+
+def check_softmax_scale(scale: object) -> float:
+    """``scale`` is a positive, finite Python number (a tensor would be read as a pointer)."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise KernelInputError(
+            f"scale must be a Python float such as head_dim ** -0.5, got {type(scale).__name__}"
+        )
+    if not math.isfinite(scale) or scale <= 0:
+        raise KernelInputError(f"scale must be positive and finite, got {scale}")
+    return float(scale)
 
 
 def next_power_of_2(n: int) -> int:

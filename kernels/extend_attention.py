@@ -30,6 +30,7 @@ from ._checks import (
     check_cache_pair,
     check_device,
     check_scales,
+    check_softmax_scale,
     check_tensor,
     is_interpreted,
     next_power_of_2,
@@ -229,6 +230,11 @@ def extend_attention(
     prefix_lens = check_tensor("prefix_lens", prefix_lens, shape=[num_seqs],
                                dtypes=[torch.int32], dims="[num_seqs]")  # fmt: skip
     k_scale, v_scale = check_scales(k_cache, k_scale, v_scale, num_kv_heads, q.dtype)
+    scale = check_softmax_scale(scale)
+    if max_seqlen_q is not None and (
+        isinstance(max_seqlen_q, bool) or not isinstance(max_seqlen_q, int) or max_seqlen_q < 0
+    ):
+        raise KernelInputError(f"max_seqlen_q must be an int >= 0 or None, got {max_seqlen_q!r}")
     if out is None:
         out = torch.empty_like(q)
     out = check_tensor("out", out, shape=list(q.shape), dtypes=[q.dtype],
@@ -244,6 +250,13 @@ def extend_attention(
                 f"{cu_seqlens_q.tolist()}"
             )
         check_block_tables(block_tables, prefix_lens, block_size, num_blocks, "prefix_lens")
+        longest = int(counts.max()) if num_seqs else 0
+        if max_seqlen_q is not None and max_seqlen_q < longest:
+            # The grid would not cover the longest sequence; its last rows of out stay unwritten.
+            raise KernelInputError(
+                f"max_seqlen_q={max_seqlen_q} is below the longest sequence's {longest} new "
+                "tokens in cu_seqlens_q; pass the true maximum, or None to compute it"
+            )
     if max_seqlen_q is None:
         max_seqlen_q = int((cu_seqlens_q[1:] - cu_seqlens_q[:-1]).max()) if num_seqs else 0
     if num_seqs == 0 or num_tokens == 0 or max_seqlen_q <= 0:

@@ -40,6 +40,7 @@ from ._checks import (
     check_cache_pair,
     check_device,
     check_scales,
+    check_softmax_scale,
     check_tensor,
     is_interpreted,
     next_power_of_2,
@@ -291,6 +292,9 @@ def paged_decode_attention(
     seq_lens = check_tensor("seq_lens", seq_lens, shape=[num_seqs], dtypes=[torch.int32],
                             dims="[num_seqs]")  # fmt: skip
     k_scale, v_scale = check_scales(k_cache, k_scale, v_scale, num_kv_heads, q.dtype)
+    scale = check_softmax_scale(scale)
+    if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)):
+        raise KernelInputError(f"num_splits must be an int or None, got {num_splits!r}")
     if out is None:
         out = torch.empty_like(q)
     out = check_tensor("out", out, shape=list(q.shape), dtypes=[q.dtype],
