@@ -108,6 +108,7 @@ def create_app(
             tokenizer=engine.tokenizer,
             max_model_len=max_model_len,
             vocab_size=engine.model_config.vocab_size,
+            max_num_seqs=engine.config.max_num_seqs,
         ),
         texts=TokenTexts(engine.tokenizer),
         created=int(time.time()),

@@ -55,12 +55,19 @@ class ServingContext:
         tokenizer: the model's tokenizer (and chat template).
         max_model_len: longest sequence, prompt + output, in tokens.
         vocab_size: token ids must lie in ``[0, vocab_size)``.
+        max_num_seqs: the engine's batch limit, which also caps ``n``.
     """
 
     model_names: tuple[str, ...]
     tokenizer: Tokenizer
     max_model_len: int
     vocab_size: int
+    max_num_seqs: int = MAX_N
+
+    @property
+    def max_n(self) -> int:
+        """Most samples one request may ask for (``n`` forks must fit one batch)."""
+        return min(MAX_N, self.max_num_seqs)
 
 
 @dataclass(frozen=True)
@@ -127,8 +134,8 @@ def parse_completion_request(body: object, ctx: ServingContext) -> CompletionReq
     logprobs = fields.integer("logprobs", None, low=0, high=MAX_LOGPROBS)
     if echo and logprobs is not None:
         raise _unsupported("echo", "echo together with logprobs (prompt logprobs) is not supported")
-    best_of = fields.integer("best_of", None, low=1, high=MAX_N)
-    n = fields.integer("n", 1, low=1, high=MAX_N)
+    best_of = fields.integer("best_of", None, low=1, high=ctx.max_n)
+    n = fields.integer("n", 1, low=1, high=ctx.max_n)
     if best_of is not None and best_of != n:
         raise _unsupported("best_of", "best_of different from n is not supported")
     max_tokens = fields.integer("max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS, low=1)
@@ -193,7 +200,7 @@ def parse_chat_request(body: object, ctx: ServingContext) -> ChatRequest:
     stream, include_usage = _stream_flags(fields)
     params = _sampling_params(
         fields,
-        n=fields.integer("n", 1, low=1, high=MAX_N),
+        n=fields.integer("n", 1, low=1, high=ctx.max_n),
         max_tokens=max_tokens if max_tokens is not None else ctx.max_model_len - len(prompt),
         logprobs=(top or 0) if want_logprobs else None,
         max_tokens_param=key,

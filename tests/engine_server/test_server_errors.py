@@ -52,6 +52,9 @@ BAD_REQUESTS = [
     ("/completions", {"logprobs": 50}, "logprobs", "invalid_value"),
     ("/chat/completions", {"top_logprobs": 3}, "top_logprobs", "invalid_value"),
     ("/completions", {"seed": -1}, "seed", "invalid_value"),
+    ("/completions", {"seed": 2**70}, "seed", "invalid_value"),
+    ("/completions", {"n": 129}, "n", "invalid_value"),
+    ("/completions", {"n": 100}, "n", "invalid_value"),  # above max_num_seqs (64)
     ("/completions", {"top_k": -2}, "top_k", "invalid_value"),
     ("/completions", {"stop": [""]}, "stop", "invalid_value"),
     ("/completions", {"temperature": "hot"}, "temperature", "invalid_type"),
@@ -149,6 +152,7 @@ JSON_VALUES = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-3, 600)
+    | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
