@@ -131,14 +131,19 @@ def test_stream_include_usage_sends_a_last_usage_chunk(client: openai.OpenAI) ->
     assert all(c.usage is None for c in without)
 
 
-def test_n_samples_match_python_api_and_count_the_prompt_once(
-    client: openai.OpenAI, reference: LLM
+def test_n_samples_match_python_api_and_share_one_prefill(
+    client: openai.OpenAI, reference: LLM, server: Server
 ) -> None:
     params = SamplingParams(n=3, temperature=0.9, seed=11, max_tokens=12)
     expected = reference.generate(LONG_PROMPT, params)
+    queries = "promptcache_engine_prefix_cache_queries_tokens_total"
+    before = server.wait_idle()[queries]
     reply = client.completions.create(
         model=MODEL_NAME, prompt=LONG_PROMPT, n=3, temperature=0.9, seed=11, max_tokens=12
     )
+    # One sequence was admitted (its prompt looked up once), then forked into 3 samples that
+    # share its blocks: three separate requests would have looked the prompt up three times.
+    assert server.wait_idle()[queries] - before == expected[0].num_prompt_tokens
     assert [c.index for c in reply.choices] == [0, 1, 2]
     assert [c.text for c in reply.choices] == [e.text for e in expected]
     assert len({c.text for c in reply.choices}) > 1  # seed + sample index: samples differ
