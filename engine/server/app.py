@@ -100,6 +100,10 @@ def create_app(
     max_model_len = engine.config.max_model_len
     if max_model_len is None:  # LLMEngine always fills it in
         raise ConfigError("the engine has no max_model_len")
+    # A sequence can never outgrow the KV pool either: with a pool smaller than max_model_len,
+    # prompts and default max_tokens are sized to the pool, so they are not rejected later.
+    stats = engine.stats()
+    max_model_len = min(max_model_len, stats.num_total_blocks * engine.config.block_size)
     state = _State(
         engine=async_engine,
         metrics=metrics,

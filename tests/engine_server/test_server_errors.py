@@ -190,3 +190,22 @@ def test_oversized_body_is_a_413_even_without_content_length(server: Server) -> 
     response = httpx.post(f"{server.v1}/completions", content=chunks(), timeout=60)
     assert response.status_code == 413
     assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_pool_smaller_than_max_model_len_caps_prompts_and_default_max_tokens() -> None:
+    engine = load_engine(num_blocks=8)  # 128 tokens of KV, max_model_len 512
+    with LiveServer(
+        create_app(engine, served_model_names=["small"], chat_template="{{ 'x' }}")
+    ) as live:
+        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0)
+        assert client.models.retrieve("small").max_model_len == 128  # type: ignore[attr-defined]
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 128"):
+            client.completions.create(model="small", prompt="word " * 200, max_tokens=1)
+        reply = client.chat.completions.create(
+            model="small",
+            messages=[{"role": "user", "content": "Hi"}],
+            extra_body={"ignore_eos": True},
+        )
+        assert reply.usage is not None
+        assert reply.usage.prompt_tokens + reply.usage.completion_tokens == 128
+        assert reply.choices[0].finish_reason == "length"
