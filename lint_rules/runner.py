@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import itertools
 import os
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -29,8 +30,10 @@ from .taint import Analyzer
 
 #: below this many files, lint in this process
 SERIAL_LIMIT = 48
+#: what parsing or compiling a module may raise for bad input (never a linter bug)
+_PARSE_ERRORS = (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError)
 #: A module containing none of these byte strings has no sink, no system-prompt builder and no
-#: breakpoint, so no rule can fire: it is parsed (for PC000) but not analysed. Plain substring
+#: breakpoint, so no rule can fire: it is compiled (for PC000) but not analysed. Plain substring
 #: tests (memmem) are several times faster than one alternation regex over the same words.
 TRIGGERS: tuple[bytes, ...] = (
     b"'system'",
@@ -103,14 +106,21 @@ class FileResult:
 def _codes_for(path: str, config: LintConfig) -> frozenset[str]:
     codes = config.enabled(KNOWN_CODES)
     if config.per_file_ignores:
-        try:
-            rel = Path(path).resolve().relative_to(config.root.resolve()).as_posix()
-        except ValueError:
-            rel = Path(path).as_posix()
+        rel = _relative_to_root(path, config.root)
         for pattern, ignored in config.per_file_ignores:
             if pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel):
                 codes = codes - ignored
     return codes
+
+
+def _relative_to_root(path: str, root: Path) -> str:
+    """``path`` relative to the config's folder, as named (a symlink is not its target)."""
+    for resolve in (os.path.abspath, os.path.realpath):
+        try:
+            return Path(resolve(path)).relative_to(resolve(root)).as_posix()
+        except ValueError:
+            continue
+    return Path(path).as_posix()
 
 
 def lint_source(
@@ -119,19 +129,23 @@ def lint_source(
     """Lint one module's source. Never raises for bad input: unparsable code gives PC000.
 
     A module without any trigger word (``TRIGGERS``: sink names, ``"system"``, breakpoints, ...)
-    cannot produce a finding and is not even parsed; so PC000 is reported only for files that
-    could hold one (other tools report syntax errors everywhere).
+    cannot produce any other finding: it is only compiled (cheaper than building the tree), so
+    a syntax error in it is still PC000.
     """
     config = config or LintConfig()
     raw = source.encode("utf-8") if isinstance(source, str) else source
     triggered = _triggered(raw, config)
     if not triggered and b"promptcache:" not in raw:
-        return FileResult(path)
+        # no rule can fire, but a file that does not parse is still PC000: compiling to
+        # bytecode checks the syntax about 1.6x faster than building the Python-level tree
+        return _syntax_only(raw, path, config)
     codes = _codes_for(path, config)
     try:
-        tree = ast.parse(raw, filename=path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings are about the linted file
+            tree = ast.parse(raw, filename=path)
         text = source if isinstance(source, str) else decode_source(raw)
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
+    except _PARSE_ERRORS as exc:
         return FileResult(path, (from_error(path, exc),) if "PC000" in codes else ())
     diagnostics: list[Diagnostic] = []
     if triggered:
@@ -163,6 +177,18 @@ def lint_source(
                 if 0 < number <= len(all_lines):
                     lines[number] = all_lines[number - 1]
     return FileResult(path, tuple(kept), errors, lines)
+
+
+def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
+    """PC000 if ``raw`` does not compile, else nothing (for files no other rule can flag)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(raw, path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except _PARSE_ERRORS as exc:
+        if "PC000" in _codes_for(path, config):
+            return FileResult(path, (from_error(path, exc),))
+    return FileResult(path)
 
 
 def _not_analysed(path: str, why: str) -> Diagnostic:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from promptcache.lint_rules import lint_source
+from promptcache.lint_rules.config import parse_table
+from promptcache.lint_rules.registry import KNOWN_CODES
 
 HEADER = "import anthropic\nclient = anthropic.Anthropic()\n"
 
@@ -32,9 +36,31 @@ def test_bad_input_is_pc000(source: bytes, message: str) -> None:
     assert diagnostic.message.startswith(message)
 
 
-def test_files_without_trigger_words_are_skipped_unparsed() -> None:
-    # nothing in it could reach a prompt: it is not even parsed, so no PC000 either
-    assert lint_source(b"def f(:\n", "plain.py").diagnostics == ()
+@pytest.mark.parametrize(
+    "source",
+    [b"def f(:\n", b"x = 1\x00\n", b"NAME = '\xff'\n", b"def f():\n  return 1\n    x = 2\n"],
+    ids=["syntax", "null-byte", "bad-utf8", "indentation"],
+)
+def test_files_without_trigger_words_still_report_pc000(source: bytes) -> None:
+    # nothing in it could reach a prompt, but a file that does not parse is always PC000
+    (diagnostic,) = lint_source(source, "plain.py").diagnostics
+    assert diagnostic.code == "PC000"
+    assert diagnostic.message.startswith("cannot parse this file")
+
+
+def test_pc000_of_untriggered_files_obeys_select() -> None:
+    config = parse_table({"select": ["PC001"]}, Path("."), KNOWN_CODES)
+    assert lint_source(b"def f(:\n", "plain.py", config).diagnostics == ()
+
+
+def test_syntax_warnings_are_not_printed_or_fatal(capsys: pytest.CaptureFixture[str]) -> None:
+    # pytest turns warnings into errors: an invalid escape must not become PC000 or stderr noise
+    for source in (
+        b"PATTERN = '\\d+'\nok = PATTERN is 'x'\n",
+        HEADER.encode() + b"SYSTEM_PROMPT = '\\d+'\n",
+    ):
+        assert lint_source(source, "escapes.py").diagnostics == ()
+    assert capsys.readouterr().err == ""
 
 
 def test_encodings_and_empty_files_lint_normally() -> None:
