@@ -77,7 +77,7 @@ def discover(paths: list[Path], config: LintConfig, force_exclude: bool = False)
         top = given.resolve()
         if top.is_file():
             if not (force_exclude and exclude and _ignored(top, False, exclude)):
-                found[top] = None
+                found[Path(os.path.abspath(given))] = None  # as named, even if a symlink
             continue
         # a folder named on the command line is linted even if excluded (unless force_exclude)
         named_excluded = bool(exclude) and _ignored(top, True, exclude) and not force_exclude

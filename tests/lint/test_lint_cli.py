@@ -108,6 +108,18 @@ def test_per_file_ignores_exclude_and_gitignore(project: Path) -> None:
     assert run("vendor/app.py", "--force-exclude").exit_code == 0
 
 
+def test_per_file_ignores_match_the_path_of_a_symlink_not_its_target(project: Path) -> None:
+    (project / "src").mkdir()
+    (project / "scripts").mkdir()
+    (project / "src" / "app.py").write_text(BAD)
+    (project / "scripts" / "app.py").symlink_to(project / "src" / "app.py")
+    (project / "pyproject.toml").write_text(
+        '[tool.promptcache.lint.per-file-ignores]\n"scripts/*.py" = ["PC001"]\n'
+    )
+    assert run("scripts").exit_code == 0
+    assert run("src").exit_code == 1
+
+
 def test_suppression_comments(project: Path) -> None:
     trailing = BAD.replace("messages=[q])", "messages=[q])  # promptcache: ignore[PC001]")
     (project / "a.py").write_text(trailing)
