@@ -67,6 +67,8 @@ class ProxyState:
     store: RequestStore | None
     record_hooks: list[RecordHook]
     salt: bytes
+    #: upstreams that answered 400/422 to an injected ``stream_options``: never injected again
+    no_usage_injection: set[str] = field(default_factory=set)
 
     @property
     def recording(self) -> bool:
@@ -185,7 +187,12 @@ class ProxyEndpoint:
             ex.record.stream = int(streaming)
             ex.record.upstream = upstream.name
             ex.record.vendor = upstream.vendor
-            if self.spec.api == "openai_chat" and ex.parsed and needs_include_usage(ex.parsed):
+            if (
+                self.spec.api == "openai_chat"
+                and ex.parsed
+                and needs_include_usage(ex.parsed)
+                and upstream.name not in self.state.no_usage_injection
+            ):
                 edited = inject_include_usage(body, ex.parsed)
                 if edited is not None:
                     body = edited
@@ -203,15 +210,30 @@ class ProxyEndpoint:
         self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
     ) -> None:
         try:
-            async with self.state.pool.stream(
-                upstream,
-                scope["method"],
-                scope.get("raw_path") or scope["path"].encode(),
-                scope["query_string"],
-                request_headers(scope["headers"]),
-                body,
-            ) as response:
-                await self._relay(ex, send, upstream, response)
+            while True:
+                async with self.state.pool.stream(
+                    upstream,
+                    scope["method"],
+                    scope.get("raw_path") or scope["path"].encode(),
+                    scope["query_string"],
+                    request_headers(scope["headers"]),
+                    body,
+                ) as response:
+                    if ex.strip_usage_chunk and response.status_code in (400, 422):
+                        # An OpenAI-compatible server that rejects the stream_options we added:
+                        # resend the client's own bytes, and stop adding it for this upstream.
+                        logger.warning(
+                            "upstream %s refused stream_options.include_usage (HTTP %d); "
+                            "its chat streams will be forwarded without it, and without usage",
+                            upstream.name,
+                            response.status_code,
+                        )
+                        self.state.no_usage_injection.add(upstream.name)
+                        ex.strip_usage_chunk = False
+                        body = ex.request_body
+                        continue
+                    await self._relay(ex, send, upstream, response)
+                    return
         except UpstreamTimeoutError as exc:
             await self._reject(ex, send, 504, str(exc))
         except UpstreamUnreachableError as exc:

@@ -246,3 +246,24 @@ def test_gemini_query_string_reaches_the_upstream(
     row = proxy.row()
     assert json.loads(row["usage_json"])["cachedContentTokenCount"] == 11264
     assert row["route"] == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+
+
+def test_an_upstream_refusing_the_injected_stream_options_gets_the_original_request(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    sent = b'{"model": "local", "stream": true, "messages": [{"role": "user", "content": "x"}]}'
+    headers = {"x-mock-fault": "no-stream-options"}
+    for _ in range(2):
+        with httpx.stream(
+            "POST", proxy.url + "/v1/chat/completions", content=sent, headers=headers
+        ) as response:
+            received = b"".join(response.iter_raw())
+        assert response.status_code == 200
+        assert received == without_usage(recorded("openai_chat", "cached", "sse"))
+    bodies = [r.body for r in mock_upstream.requests]
+    # first request: injected, refused, resent as sent; second: not injected any more
+    assert bodies == [b'{"stream_options":{"include_usage":true},' + sent[1:], sent, sent]
+    rows = proxy.rows(2)
+    outcome = [(r["status"], r["error"], r["cache_read_tokens"]) for r in rows]
+    assert outcome == [(200, None, None)] * 2

@@ -10,7 +10,8 @@ Requests choose what they get with headers, which the official clients can send 
 - ``x-mock-delay-ms``: sleep between chunks.
 - ``x-mock-fault``: ``status-<code>`` (a vendor-shaped error with that status), ``slow`` (answer
   after 3 s), ``hang`` (send the first event, then comments every 20 ms until the client goes
-  away), ``cut`` (send half of the stream, then drop the connection).
+  away), ``cut`` (send half of the stream, then drop the connection), ``no-stream-options``
+  (400 for a body with ``stream_options``, as some OpenAI-compatible servers do).
 
 Like OpenAI, a chat stream carries the usage chunk (and ``"usage": null`` on every chunk) only
 when the request asked for ``stream_options.include_usage``. Every request is kept in
@@ -169,6 +170,9 @@ class MockUpstream:
             return
         if fault == "slow":
             await asyncio.sleep(3)
+        if fault == "no-stream-options" and "stream_options" in body:
+            await _json(send, 400, {"detail": "Extra inputs are not permitted: stream_options"})
+            return
         case = request.header("x-mock-case") or DEFAULT_CASES[api]
         if api == "gemini" and gemini_stream and "alt=sse" not in request.query:
             chunks = [
