@@ -401,9 +401,12 @@ class ProxyEndpoint:
         """Usage (from the stream or the JSON body) and the upstream's error message."""
         status = record.status or 0
         body = ex.response_copy
-        if status >= 400 and record.error is None and body is not None:
-            detail = error_message_of(bytes(body)) or bytes(body[:200]).decode("utf-8", "replace")
-            record.error = f"upstream answered {status}: {detail}"
+        if status >= 400 and record.error is None:
+            detail = None
+            if body:
+                raw = bytes(body)
+                detail = error_message_of(raw) or raw[:200].decode("utf-8", "replace")
+            record.error = f"upstream answered {status}" + (f": {detail}" if detail else "")
         usage = None
         if ex.accumulator is not None:
             usage = ex.accumulator.result()
