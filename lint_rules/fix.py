@@ -12,6 +12,7 @@ import difflib
 import io
 import tokenize
 from collections import Counter
+from pathlib import Path
 
 from promptcache.errors import FixConflictError
 
@@ -113,6 +114,18 @@ def fix_source(source: str, path: str, config: LintConfig) -> tuple[str, int]:
             f"{path}: autofixes did not settle after {MAX_ROUNDS} rounds; nothing was written"
         )
     return current, applied
+
+
+def read_source(path: Path) -> tuple[str, str]:
+    """A module's text and encoding (its coding cookie or BOM, else UTF-8), line endings kept
+    as they are, so that writing ``text.encode(encoding)`` back changes only what was fixed.
+
+    Raises ``SyntaxError`` for an unknown coding cookie, ``UnicodeDecodeError`` for bytes the
+    encoding cannot decode and ``OSError`` when the file cannot be read.
+    """
+    raw = path.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return raw.decode(encoding), encoding
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

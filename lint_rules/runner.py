@@ -143,7 +143,8 @@ def lint_source(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings are about the linted file
-            tree = ast.parse(raw, filename=path)
+            # text is parsed as text: its coding cookie no longer describes these bytes
+            tree = ast.parse(source if isinstance(source, str) else raw, filename=path)
         text = source if isinstance(source, str) else decode_source(raw)
     except _PARSE_ERRORS as exc:
         return FileResult(path, (from_error(path, exc),) if "PC000" in codes else ())

@@ -132,7 +132,7 @@ def lint(
 
 def _apply_fixes(results: list[Any], config: Any, write: bool, show_diff: bool) -> list[Any]:
     """Fix (or diff) every file with fixable findings; returns the results after fixing."""
-    from promptcache.lint_rules.fix import fix_source, unified_diff
+    from promptcache.lint_rules.fix import fix_source, read_source, unified_diff
     from promptcache.lint_rules.runner import lint_source
 
     updated = []
@@ -142,7 +142,7 @@ def _apply_fixes(results: list[Any], config: Any, write: bool, show_diff: bool) 
             updated.append(result)
             continue
         path = Path(result.path)
-        before = path.read_text(encoding="utf-8")
+        before, encoding = read_source(path)  # it parsed, so it reads and decodes
         after, count = fix_source(before, result.path, config)
         if after == before:
             updated.append(result)
@@ -151,7 +151,7 @@ def _apply_fixes(results: list[Any], config: Any, write: bool, show_diff: bool) 
         if show_diff:
             click.echo(unified_diff(before, after, result.path), nl=False)
         if write:
-            path.write_text(after, encoding="utf-8")
+            path.write_bytes(after.encode(encoding))
             click.echo(f"fixed {count} finding(s) in {result.path}", err=True)
             updated.append(lint_source(after, result.path, config))
         else:

@@ -155,6 +155,19 @@ def test_fix_and_diff(project: Path) -> None:
     assert run("app.py", "--diff").exit_code == 0
 
 
+def test_fix_keeps_the_file_encoding_and_line_endings(project: Path) -> None:
+    latin = b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + FIXABLE.encode()
+    crlf = FIXABLE.replace("\n", "\r\n").encode()
+    bom = b"\xef\xbb\xbf" + FIXABLE.replace("[q])\n", "[q])  # \u00e9\n").encode()
+    for name, raw in (("latin.py", latin), ("crlf.py", crlf), ("bom.py", bom)):
+        (project / name).write_bytes(raw)
+        diff = run(name, "--diff")
+        assert diff.exit_code == 1 and "sort_keys=True" in diff.output, name
+        assert run(name, "--fix").exit_code == 0, name
+        fixed = (project / name).read_bytes()
+        assert fixed == raw.replace(b"json.dumps(profile)", b"json.dumps(profile, sort_keys=True)")
+
+
 def test_json_and_github_formats(project: Path) -> None:
     (project / "bad.py").write_text(BAD)
     items = json.loads(run("bad.py", "--format", "json").output)
