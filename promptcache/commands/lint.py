@@ -119,7 +119,13 @@ def lint(
     else:
         text = render.render_text(results)
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise click.BadParameter(
+                f"cannot write {output}: {why}", param_hint="'--output'"
+            ) from exc
     else:
         click.echo(text, nl=False)
     if fail_on != "never":

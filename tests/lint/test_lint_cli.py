@@ -168,6 +168,12 @@ def test_fix_keeps_the_file_encoding_and_line_endings(project: Path) -> None:
         assert fixed == raw.replace(b"json.dumps(profile)", b"json.dumps(profile, sort_keys=True)")
 
 
+def test_output_to_a_missing_folder_is_a_usage_error(project: Path) -> None:
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py", "--output", str(project / "no" / "such" / "out.sarif"))
+    assert result.exit_code == 2 and "out.sarif" in result.output
+
+
 def test_json_and_github_formats(project: Path) -> None:
     (project / "bad.py").write_text(BAD)
     items = json.loads(run("bad.py", "--format", "json").output)
