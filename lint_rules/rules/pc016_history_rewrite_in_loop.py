@@ -8,7 +8,9 @@ For a message list passed to an LLM call inside a loop (or kept in `self.<attr>`
 object whose methods are called turn after turn), reports statements that change messages
 before the newest one: `pop(0)` or `pop(i)`, `del history[0]`, `insert(i, ...)` before the end,
 `remove(...)`, a sliding window `history = history[-20:]`, and assignments to `history[i]` for
-an earlier `i`.
+an earlier `i`. In a function that is handed the whole history as a parameter (called once
+per turn), only a window that keeps the newest messages, `history = history[-20:]`, is
+reported: a fixed cut such as `messages[1:]` drops the same message every turn.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -133,6 +135,29 @@ def _rewrite(node: ast.AST, target: Target) -> str | None:
     return None
 
 
+def _is_parameter(function: ast.AST, target: Target) -> bool:
+    if target[0] != "name" or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = function.args
+    return any(a.arg == target[1] for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
+
+
+def _window(node: ast.AST, target: Target) -> str | None:
+    """``history = history[-N:]``: keeps the newest N messages, dropping the oldest."""
+    if not isinstance(node, ast.Assign) or not any(_target(t) == target for t in node.targets):
+        return None
+    for sub in ast.walk(node.value):
+        if (
+            isinstance(sub, ast.Subscript)
+            and isinstance(sub.slice, ast.Slice)
+            and isinstance(sub.slice.lower, ast.UnaryOp)
+            and isinstance(sub.slice.lower.op, ast.USub)
+            and _target(sub.value) == target
+        ):
+            return "a sliding window that drops the oldest messages"
+    return None
+
+
 def _scopes(ctx: ModuleContext, sink_function: ast.AST | None, target: Target) -> list[ast.AST]:
     if target[0] != "self" or sink_function is None:
         return []
@@ -156,11 +181,16 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         if target is None:
             continue
         scopes: list[ast.AST] = [sink.loops[0]] if sink.loops else []
+        rewrite = _rewrite
         if not scopes:
             scopes = _scopes(ctx, sink.function, target)
+        if not scopes and sink.function is not None and _is_parameter(sink.function, target):
+            # a per-turn function handed the whole history: only a window that keeps the last
+            # N messages moves every turn (a fixed cut such as messages[1:] does not)
+            scopes, rewrite = [sink.function], _window
         for scope in scopes:
             for node in ast.walk(scope):
-                why = _rewrite(node, target)
+                why = rewrite(node, target)
                 if why is None:
                     continue
                 key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
