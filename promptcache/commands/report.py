@@ -22,6 +22,9 @@ GROUP_BY = ("model", "route", "key", "day", "hour")
 FORMATS = ("table", "json", "csv", "html")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+#: Unix seconds of 0001-01-01 and 9999-12-31 (datetime's range), the widest window accepted.
+_FIRST_S = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
+_LAST_S = datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp()
 
 
 class TimeBound(_ParamType):
@@ -37,14 +40,15 @@ class TimeBound(_ParamType):
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
         if isinstance(value, (int, float)):
-            return float(value)
+            return self._in_calendar(float(value), str(value), param, ctx)
         text = str(value)
         now = self.now if self.now is not None else time.time()
         match = _DURATION.match(text)
         if match:
-            return now - float(match.group(1)) * _UNITS[match.group(2)]
+            back = float(match.group(1)) * _UNITS[match.group(2)]
+            return self._in_calendar(now - back, text, param, ctx)
         try:
-            return float(text)
+            return self._in_calendar(float(text), text, param, ctx)
         except ValueError:
             pass
         try:
@@ -59,6 +63,21 @@ class TimeBound(_ParamType):
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)
         return parsed.timestamp()
+
+    def _in_calendar(
+        self, seconds: float, text: str, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """``seconds`` if it is a finite unix time between years 1 and 9999 (what the report
+        can print as a date); else a usage error. ``nan`` and ``inf`` parse as floats, and a
+        huge duration (``99999999d``) lands before year 1."""
+        if not _FIRST_S <= seconds <= _LAST_S:  # also false for NaN
+            self.fail(
+                f"{text!r} is outside the calendar: give a time between years 1 and 9999 "
+                "(a duration such as 7d, an ISO date, or unix seconds)",
+                param,
+                ctx,
+            )
+        return seconds
 
 
 @click.command(name="report")
@@ -166,7 +185,12 @@ def report_command(
         color = output is None and sys.stdout.isatty()
         text = render_table(result, color=color)
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot write {output}: {exc.strerror}", param_hint="--output"
+            ) from None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=False)

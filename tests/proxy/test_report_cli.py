@@ -67,3 +67,25 @@ def test_output_file_and_empty_log(tmp_path: Path) -> None:
     # no input tokens: the hit-rate alarm fires rather than passing silently
     alarm = CliRunner().invoke(cli, ["report", "--db", str(log), "--fail-under-hit-rate", "0.5"])
     assert alarm.exit_code == 1 and "n/a (no input tokens)" in alarm.output
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "99999999d", "1e300"])
+def test_time_bounds_outside_the_calendar_are_usage_errors(tmp_path: Path, text: str) -> None:
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    result = CliRunner().invoke(cli, ["report", "--db", str(log), "--since", text])
+    assert result.exit_code == 2, result.output
+    assert "--since" in result.output and "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_output_into_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    target = tmp_path / "no" / "such" / "r.html"
+    result = CliRunner().invoke(
+        cli, ["report", "--db", str(log), "--format", "html", "--output", str(target)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--output" in result.output and str(target) in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
