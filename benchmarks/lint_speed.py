@@ -5,7 +5,7 @@ anthropic from this virtualenv's site-packages, about 8,000 files) and reports, 
 ``--repeats`` runs in this one process:
 
 - the baseline measured in the same run: reading and ``ast.parse``-ing every file serially (a
-  linter cannot be faster than parsing, and promptcache parses every file to report PC000);
+  linter that reports every syntax error as PC000 must at least compile every file);
 - ``lint_paths(jobs=1)`` (serial) and ``lint_paths(jobs=N)`` (worker processes);
 - files per second of wall-clock time, files per CPU-second (all processes), and the ratio to
   the parse baseline;
