@@ -45,7 +45,7 @@ from .report_advice import (
     recommend,
 )
 from .rollup import ROLLUP_TABLES
-from .store import open_log
+from .store import SCHEMA_VERSION, open_log
 
 __all__ = [
     "GROUP_BY_CHOICES",
@@ -193,7 +193,8 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
 
     Raises:
         ConfigError: the file does not exist or is not a promptcache proxy log.
-        StoreError: an older log could not be migrated.
+        StoreError: an older log could not be migrated, or the log is newer than this
+            promptcache.
     """
     path = Path(db_path)
     if not path.is_file():
@@ -210,9 +211,16 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
     if "requests" not in tables or "schema_version" not in tables:
         conn.close()
         raise ConfigError(f"{path} has no promptcache `requests` table; pass the proxy's --db")
-    if not set(ROLLUP_TABLES) <= tables:
+    version = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
         conn.close()
-        open_log(path).close()  # migrate: adds and backfills the rollups
+        raise StoreError(
+            f"the request log {path} has schema version {version}, newer than this promptcache "
+            f"({SCHEMA_VERSION}); upgrade promptcache to report on it"
+        )
+    if version < SCHEMA_VERSION or not set(ROLLUP_TABLES) <= tables:
+        conn.close()
+        open_log(path).close()  # migrate: adds, rebuilds and backfills the rollups
         conn = sqlite3.connect(uri, uri=True)
     return conn
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,31 @@ def test_output_into_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "--output" in result.output and str(target) in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_log_from_a_newer_promptcache_is_refused(tmp_path: Path) -> None:
+    from promptcache.proxy.store import SCHEMA_VERSION
+
+    log = tmp_path / "log.db"
+    db = open_log(log)
+    db.execute("INSERT INTO schema_version VALUES (?, 0)", [SCHEMA_VERSION + 1])
+    db.conn.commit()
+    db.close()
+    result = CliRunner().invoke(cli, ["report", "--db", str(log)])
+    assert result.exit_code == 2, result.output
+    assert "newer than this promptcache" in result.output
+
+
+def test_a_log_one_step_behind_is_migrated_before_reading(tmp_path: Path) -> None:
+    from promptcache.proxy.store import SCHEMA_VERSION
+
+    log = tmp_path / "log.db"
+    db = open_log(log)
+    db.execute("DELETE FROM schema_version WHERE version = ?", [SCHEMA_VERSION])
+    db.conn.commit()
+    db.close()
+    result = CliRunner().invoke(cli, ["report", "--db", str(log), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    with closing(sqlite3.connect(log)) as conn:  # not open_log: that would migrate it too
+        versions = [row[0] for row in conn.execute("SELECT version FROM schema_version")]
+    assert max(versions) == SCHEMA_VERSION and versions.count(SCHEMA_VERSION) == 1
