@@ -7,6 +7,8 @@ from typing import IO, Any
 
 import click
 
+from promptcache.commands._json_input import read_json_object
+
 #: Same names as promptcache.usage.VENDOR_APIS (kept here so --help imports nothing else;
 #: tests/cli/test_cost.py checks they agree).
 API_CHOICES = (
@@ -63,23 +65,9 @@ def cost_command(
     from promptcache.pricing import cost, default_price_table, load_price_table
     from promptcache.usage import Usage, detect_api, parse_usage
 
-    try:
-        payload = json.load(usage_json)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="USAGE_JSON") from None
-    except RecursionError:
-        raise click.BadParameter(
-            "JSON nested too deeply to read; no vendor accepts such a body", param_hint="USAGE_JSON"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise click.BadParameter(
-            f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the JSON as UTF-8",
-            param_hint="USAGE_JSON",
-        ) from None
-    if not isinstance(payload, dict):
-        raise click.BadParameter(
-            f"expected a JSON object, got {type(payload).__name__}", param_hint="USAGE_JSON"
-        )
+    payload = read_json_object(
+        usage_json, param_hint="USAGE_JSON", what="a usage object or a response body"
+    )
     api = api or detect_api(payload)
     if any(key in payload for key in _CONTAINERS):
         usage = parse_usage(api, payload)

@@ -7,6 +7,8 @@ from typing import IO, Any
 
 import click
 
+from promptcache.commands._json_input import read_json_object
+
 #: Same names as promptcache.segments.APIS (kept here so --help imports nothing else;
 #: tests/cli/test_hash.py checks they agree).
 API_CHOICES = (
@@ -51,24 +53,7 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
     """
     from promptcache.fingerprint import fingerprint_request
 
-    try:
-        body = json.load(request_json)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="FILE") from None
-    except RecursionError:
-        raise click.BadParameter(
-            "JSON nested too deeply to read; no vendor accepts such a body", param_hint="FILE"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise click.BadParameter(
-            f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the JSON as UTF-8",
-            param_hint="FILE",
-        ) from None
-    if not isinstance(body, dict):
-        raise click.BadParameter(
-            f"expected a JSON object (a request body), got {type(body).__name__}",
-            param_hint="FILE",
-        )
+    body = read_json_object(request_json, param_hint="FILE", what="a request body")
     fp = fingerprint_request(body, api)
     if output_format == "json":
         data: dict[str, Any] = fp.to_dict()
