@@ -4,11 +4,19 @@
 each sequence's whole context back from the pool through its block table, and calls
 ``torch.nn.functional.scaled_dot_product_attention`` with a mask that lets new token ``j`` of a
 sequence with ``c`` cached tokens see keys ``0 .. c + j`` (optionally only the last
-``sliding_window`` of them). A decode batch is gathered into one padded tensor and attended in a
-single SDPA call; a prefill batch loops over its sequences (their query lengths differ).
+``sliding_window`` of them).
+
+A decode batch is sorted by context length and split into buckets of similar length; each bucket
+is gathered into one tensor padded to its own longest context and attended in one SDPA call, so
+little of the gather and SDPA work is padding. A prefill batch loops over its sequences (their
+query lengths differ); a sequence without a cached prefix attends to its new keys directly with
+``is_causal`` (no gather, no mask). Gather indices, bucket order and masks depend only on the
+batch layout: they are built on the first layer's call and reused by the others.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -86,11 +94,53 @@ def _allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, sliding_window: int | Non
     return mask
 
 
+@dataclass
+class _DecodeBucket:
+    """Decode rows of similar context length, attended in one padded SDPA call.
+
+    Attributes:
+        rows: ``[B]`` int64 row indices into the batch.
+        blocks: ``[B * num_blocks]`` int64 pool block ids, row-major (pads read block 0, masked).
+        max_len: longest context of the bucket, in tokens (keys are cut to this length).
+        mask: ``[B, 1, 1, max_len]`` bool, or None when every row sees every key.
+    """
+
+    rows: torch.Tensor
+    blocks: torch.Tensor
+    max_len: int
+    mask: torch.Tensor | None
+
+
+@dataclass
+class _PrefillSeq:
+    """One sequence of a prefill batch: its rows, context and what it may attend to."""
+
+    start: int
+    end: int
+    cached: int
+    blocks: torch.Tensor  # [ceil(ctx_len / block_size)] int64
+    mask: torch.Tensor | None  # [n, ctx_len] bool; None = plain causal over the new tokens only
+
+
 class TorchAttentionBackend(AttentionBackend):
-    """Gather-by-block-table + SDPA. Supports every pool dtype and sliding windows."""
+    """Gather-by-block-table + SDPA. Supports every pool dtype and sliding windows.
+
+    Everything that depends only on the batch layout (bucket order, gather indices, masks) is
+    computed once per ``AttnMetadata`` and sliding window and reused by every layer: the model
+    calls ``forward`` once per layer with the same metadata object.
+    """
 
     name = "torch"
     supports_sliding_window = True
+
+    #: A decode bucket grows while a row's context is at most this factor x the bucket's
+    #: shortest context plus ``BUCKET_SLACK`` tokens (rows sorted by length).
+    BUCKET_RATIO = 1.2
+    BUCKET_SLACK = 16
+
+    def __init__(self) -> None:
+        self._plan_meta: AttnMetadata | None = None
+        self._plans: dict[tuple[int | None, int], list[_DecodeBucket] | list[_PrefillSeq]] = {}
 
     def forward(
         self,
@@ -107,26 +157,32 @@ class TorchAttentionBackend(AttentionBackend):
     ) -> torch.Tensor:
         """See ``AttentionBackend.forward``."""
         store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
+        quantized = k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype)
         if meta.is_decode:
             return self._decode(q, k_cache, v_cache, meta, scale, k_scale, v_scale, sliding_window)
         out = torch.empty_like(q)
-        cu = meta.cu_seqlens_q.tolist()
-        cached = meta.num_cached_tokens.tolist()
-        for i in range(meta.num_seqs):
-            start, end = cu[i], cu[i + 1]
-            if start == end:
-                continue
-            ctx_len = cached[i] + (end - start)
-            keys = gather_kv(k_cache, meta.block_tables[i], ctx_len, q.dtype, k_scale)
-            values = gather_kv(v_cache, meta.block_tables[i], ctx_len, q.dtype, v_scale)
-            q_pos = torch.arange(cached[i], ctx_len, device=q.device)
-            k_pos = torch.arange(ctx_len, device=q.device)
-            mask = _allowed(q_pos, k_pos, sliding_window)
+        # Without a cached prefix the keys are exactly the new k / v (the pool holds a plain
+        # copy unless it is quantised), so the gather is skipped.
+        fresh_kv = not quantized and k_cache.dtype == q.dtype
+        block_size = k_cache.shape[1]
+        for seq in self._prefill_plan(meta, sliding_window, block_size):
+            start, end = seq.start, seq.end
+            if seq.cached == 0 and fresh_kv:
+                keys, values = k[start:end], v[start:end]
+            else:
+                ctx_len = seq.cached + (end - start)
+                keys = _gather(
+                    k_cache, seq.blocks, ctx_len, q.dtype, k_scale if quantized else None
+                )
+                values = _gather(
+                    v_cache, seq.blocks, ctx_len, q.dtype, v_scale if quantized else None
+                )
             o = F.scaled_dot_product_attention(
                 q[start:end].transpose(0, 1),  # [num_heads, n, head_dim]
                 keys.transpose(0, 1),  # [num_kv_heads, ctx_len, head_dim]
                 values.transpose(0, 1),
-                attn_mask=mask,
+                attn_mask=seq.mask,
+                is_causal=seq.mask is None,
                 scale=scale,
                 enable_gqa=True,
             )
@@ -144,27 +200,112 @@ class TorchAttentionBackend(AttentionBackend):
         v_scale: torch.Tensor | None,
         sliding_window: int | None,
     ) -> torch.Tensor:
-        """One query per sequence: pad every context to ``max_seqlen_k`` and mask the padding."""
-        block_size = k_cache.shape[1]
-        max_len = meta.max_seqlen_k
-        num_blocks = -(-max_len // block_size)
-        tables = meta.block_tables[:, :num_blocks].long().clamp(min=0)  # pads read block 0, masked
-        keys = k_cache[tables].flatten(1, 2)[:, :max_len]  # [num_seqs, max_len, kv_heads, hd]
-        values = v_cache[tables].flatten(1, 2)[:, :max_len]
-        if k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype):
-            keys = dequantize(keys, k_scale, q.dtype)
-            values = dequantize(values, v_scale, q.dtype)
-        else:
-            keys, values = keys.to(q.dtype), values.to(q.dtype)
-        k_pos = torch.arange(max_len, device=q.device)
-        q_pos = (meta.context_lens.long() - 1).unsqueeze(-1)  # [num_seqs, 1]
-        mask = _allowed(q_pos, k_pos.expand(q_pos.shape[0], -1), sliding_window)
-        o = F.scaled_dot_product_attention(
-            q.unsqueeze(2),  # [num_seqs, num_heads, 1, head_dim]
-            keys.transpose(1, 2),  # [num_seqs, kv_heads, max_len, head_dim]
-            values.transpose(1, 2),
-            attn_mask=mask.unsqueeze(1),  # [num_seqs, 1, 1, max_len]
-            scale=scale,
-            enable_gqa=True,
-        )
-        return o.squeeze(2)
+        """One query per sequence, rows bucketed by context length.
+
+        Each bucket gathers its rows' blocks padded to the bucket's longest context (not the
+        batch's) and runs one SDPA call; results are scattered back to the batch order.
+        """
+        block_size, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
+        out = torch.empty_like(q)
+        for bucket in self._decode_plan(meta, sliding_window, block_size):
+            num_rows = bucket.rows.shape[0]
+            padded = bucket.blocks.shape[0] // num_rows * block_size
+            shape = (num_rows, padded, num_kv_heads, head_dim)
+            # index_select on the block dim copies whole blocks; several times faster than
+            # advanced indexing with a 2-D table on CPU.
+            keys = k_cache.index_select(0, bucket.blocks).view(shape)[:, : bucket.max_len]
+            values = v_cache.index_select(0, bucket.blocks).view(shape)[:, : bucket.max_len]
+            if k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype):
+                keys = dequantize(keys, k_scale, q.dtype)
+                values = dequantize(values, v_scale, q.dtype)
+            else:
+                keys, values = keys.to(q.dtype), values.to(q.dtype)
+            o = F.scaled_dot_product_attention(
+                q.index_select(0, bucket.rows).unsqueeze(2),  # [B, num_heads, 1, head_dim]
+                keys.transpose(1, 2),  # [B, kv_heads, max_len, head_dim]
+                values.transpose(1, 2),
+                attn_mask=bucket.mask,
+                scale=scale,
+                enable_gqa=True,
+            )
+            out.index_copy_(0, bucket.rows, o.squeeze(2))
+        return out
+
+    # Per-batch plans (built once, shared by all layers) --------------------------------------
+
+    def _cached_plan(
+        self, meta: AttnMetadata, sliding_window: int | None, block_size: int
+    ) -> list[_DecodeBucket] | list[_PrefillSeq] | None:
+        if meta is not self._plan_meta:
+            self._plan_meta, self._plans = meta, {}
+        return self._plans.get((sliding_window, block_size))
+
+    def _decode_plan(
+        self, meta: AttnMetadata, sliding_window: int | None, block_size: int
+    ) -> list[_DecodeBucket]:
+        plan = self._cached_plan(meta, sliding_window, block_size)
+        if plan is not None:
+            return plan  # type: ignore[return-value]
+        lens = meta.context_lens.tolist()
+        order = sorted(range(len(lens)), key=lens.__getitem__)
+        tables = meta.block_tables.long().clamp(min=0)  # -1 pads read block 0, masked below
+        device = meta.context_lens.device
+        buckets: list[_DecodeBucket] = []
+        first = 0
+        while first < len(order):
+            last = first + 1
+            limit = self.BUCKET_RATIO * lens[order[first]] + self.BUCKET_SLACK
+            while last < len(order) and lens[order[last]] <= limit:
+                last += 1
+            rows = torch.tensor(order[first:last], dtype=torch.int64, device=device)
+            bucket_lens = [lens[i] for i in order[first:last]]
+            max_len = max(bucket_lens)
+            num_blocks = -(-max_len // block_size)
+            mask = None
+            if sliding_window is not None or min(bucket_lens) != max_len:
+                q_pos = torch.tensor(bucket_lens, device=device).unsqueeze(-1) - 1  # [B, 1]
+                k_pos = torch.arange(max_len, device=device).expand(len(bucket_lens), -1)
+                mask = _allowed(q_pos, k_pos, sliding_window)[:, None]  # [B, 1, 1, max_len]
+            blocks = tables.index_select(0, rows)[:, :num_blocks].flatten()
+            buckets.append(_DecodeBucket(rows, blocks, max_len, mask))
+            first = last
+        self._plans[(sliding_window, block_size)] = buckets
+        return buckets
+
+    def _prefill_plan(
+        self, meta: AttnMetadata, sliding_window: int | None, block_size: int
+    ) -> list[_PrefillSeq]:
+        plan = self._cached_plan(meta, sliding_window, block_size)
+        if plan is not None:
+            return plan  # type: ignore[return-value]
+        cu = meta.cu_seqlens_q.tolist()
+        cached = meta.num_cached_tokens.tolist()
+        device = meta.cu_seqlens_q.device
+        seqs: list[_PrefillSeq] = []
+        for i in range(meta.num_seqs):
+            start, end = cu[i], cu[i + 1]
+            if start == end:
+                continue
+            ctx_len = cached[i] + (end - start)
+            blocks = meta.block_tables[i, : -(-ctx_len // block_size)].long()
+            mask = None
+            if cached[i] > 0 or sliding_window is not None:
+                q_pos = torch.arange(cached[i], ctx_len, device=device)
+                mask = _allowed(q_pos, torch.arange(ctx_len, device=device), sliding_window)
+            seqs.append(_PrefillSeq(start, end, cached[i], blocks, mask))
+        self._plans[(sliding_window, block_size)] = seqs
+        return seqs
+
+
+def _gather(
+    cache: torch.Tensor,
+    blocks: torch.Tensor,
+    num_tokens: int,
+    out_dtype: torch.dtype,
+    scale: torch.Tensor | None,
+) -> torch.Tensor:
+    """``gather_kv`` with the block ids already cut and cast: ``[num_tokens, kv_heads, hd]``."""
+    kv = cache.index_select(0, blocks).flatten(0, 1)[:num_tokens]
+    if scale is not None:
+        return dequantize(kv, scale, out_dtype)
+    return kv.to(out_dtype)
