@@ -27,6 +27,7 @@ Rules are tried in file order; the first whose every given condition matches win
 from __future__ import annotations
 
 import ipaddress
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -202,8 +203,12 @@ def config_for_upstream(upstream: str | UpstreamConfig, **overrides: Any) -> Pro
 
 
 def _check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:  # "http://[bad": an unclosed IPv6 bracket, a non-numeric port...
+        hostname = None
+    if hostname is None or parts.scheme not in ("http", "https"):
         raise ConfigError(
             f"upstream {url!r} is neither one of {', '.join(KNOWN_UPSTREAMS)} nor an http(s) URL; "
             "give e.g. --upstream openai or --upstream http://127.0.0.1:8000"
@@ -262,10 +267,20 @@ def config_from_dict(
     upstreams: dict[str, UpstreamConfig] = {
         name: upstream_from_spec(name) for name in KNOWN_UPSTREAMS
     }
-    for name, table in dict(data.get("upstreams", {})).items():
+    tables = data.get("upstreams", {})
+    if not isinstance(tables, Mapping) or not all(
+        isinstance(table, Mapping) for table in tables.values()
+    ):
+        raise ConfigError(f"{source}: `upstreams` must hold [upstreams.NAME] tables")
+    for name, table in tables.items():
         upstreams[name] = _upstream_from_table(name, table, source)
+    route_tables = data.get("routes", [])
+    if not isinstance(route_tables, list) or not all(
+        isinstance(table, Mapping) for table in route_tables
+    ):
+        raise ConfigError(f"{source}: `routes` must be a list of [[routes]] tables")
     rules = []
-    for i, table in enumerate(data.get("routes", [])):
+    for i, table in enumerate(route_tables):
         bad = set(table) - _RULE_KEYS
         if bad or "upstream" not in table:
             raise ConfigError(
@@ -281,7 +296,9 @@ def config_from_dict(
         upstreams[default.name] = default
         default_name = default.name
     elif "default_upstream" in data:
-        default_name = str(data["default_upstream"])
+        default_name = data["default_upstream"]
+        if not isinstance(default_name, str):
+            raise ConfigError(f"{source}: default_upstream must be an upstream's name (a string)")
     else:
         raise ConfigError(
             f"{source}: set default_upstream (used when no route matches) or --upstream"
@@ -302,12 +319,24 @@ def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> Up
     url = table.get("url", known[0] if known else None)
     if url is None:
         raise ConfigError(f"{source}: [upstreams.{name}] needs a url")
+    if not isinstance(url, str):
+        raise ConfigError(f"{source}: [upstreams.{name}] url must be a string, got {url!r}")
     vendor = table.get("vendor", known[1] if known else "openai_compatible")
     if vendor not in VENDORS:
         raise ConfigError(
             f"{source}: [upstreams.{name}] vendor {vendor!r} is not one of {', '.join(VENDORS)}"
         )
     rest = {k: v for k, v in table.items() if k not in ("url", "vendor")}
+    for key, value in rest.items():
+        if key == "max_connections":
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            wanted = "a whole number >= 1"
+        else:  # the *_timeout_s settings
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and 0 < value < math.inf
+            wanted = "a finite number of seconds > 0"
+        if not ok:
+            raise ConfigError(f"{source}: [upstreams.{name}] {key} must be {wanted}, got {value!r}")
     return UpstreamConfig(name=name, url=_check_url(url), vendor=vendor, **rest)
 
 

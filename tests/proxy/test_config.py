@@ -137,3 +137,37 @@ def test_other_binds_need_a_token_or_an_explicit_opt_out(host: str) -> None:
         check_bind(host, None, False)
     check_bind(host, "token", False)
     check_bind(host, None, True)
+
+
+_OPENAI = "default_upstream = 'openai'\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_OPENAI + "[upstreams.x]\nurl = 5\n", "url must be a string"),
+        (_OPENAI + "[upstreams.x]\nurl = 'http://[bad'\n", "http(s) URL"),
+        (_OPENAI + "[upstreams.openai]\nread_timeout_s = -1\n", "read_timeout_s"),
+        (_OPENAI + "[upstreams.openai]\nconnect_timeout_s = 'fast'\n", "connect_timeout_s"),
+        (_OPENAI + "[upstreams.openai]\npool_timeout_s = inf\n", "pool_timeout_s"),
+        (_OPENAI + "[upstreams.openai]\nmax_connections = 0\n", "max_connections"),
+        (_OPENAI + "[upstreams.openai]\nmax_connections = 2.5\n", "max_connections"),
+        (_OPENAI + "[upstreams.openai]\nvendor = 7\n", "vendor"),
+        (_OPENAI + "upstreams = 'x'\n", "[upstreams.NAME] tables"),
+        (_OPENAI + "upstreams = {x = 5}\n", "[upstreams.NAME] tables"),
+        (_OPENAI + "routes = 'x'\n", "[[routes]] tables"),
+        (_OPENAI + "routes = [1]\n", "[[routes]] tables"),
+        ("default_upstream = 3\n", "default_upstream must be"),
+    ],
+)
+def test_wrong_types_in_config_files_name_the_problem(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config_file(write(tmp_path, text))
+    assert message in str(info.value)
+
+
+def test_an_unparsable_upstream_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="http"):
+        upstream_from_spec("http://[bad")
