@@ -18,6 +18,7 @@ from __future__ import annotations
 import select
 import socket
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -99,13 +100,22 @@ def response_headers(
 #: small clients per upstream keep the cost flat at any concurrency.
 SHARD_CONNECTIONS = 8
 
+#: Request bytes held back to go out in one ``send`` with what follows (see ``_Stream``).
+COALESCE_BYTES = 64 * 1024
+
 #: Seconds an idle pooled connection is kept open.
 KEEPALIVE_EXPIRY_S = 30.0
+
+
+#: Upstream URLs kept parsed (per upstream and path); the cache is emptied when full.
+URL_CACHE_SIZE = 1024
 
 
 @dataclass
 class _Shard:
     client: httpx.AsyncClient
+    #: the client's transport when requests may skip the client (no environment proxy applies)
+    transport: httpx.AsyncHTTPTransport | None
     in_flight: int = 0
 
 
@@ -126,6 +136,12 @@ class UpstreamPool:
         # Loading the CA bundle takes ~0.1 s of CPU; do it once here, not per client on the
         # event loop when load grows (httpx builds a context even for http:// clients).
         self._ssl_context = httpx.create_ssl_context()
+        self._urls: dict[tuple[str, bytes], httpx.URL] = {}
+        self._bases: dict[str, httpx.URL] = {}
+        self._timeout_dicts: dict[str, dict[str, float | None]] = {}
+        # HTTP(S)_PROXY and friends: requests to a remote upstream then go through the client,
+        # which routes them to the proxy.
+        self._env_proxies = bool(urllib.request.getproxies())
 
     def _shard(self, upstream: UpstreamConfig) -> _Shard:
         shards = self._shards.setdefault(upstream.name, [])
@@ -136,9 +152,32 @@ class UpstreamPool:
         ):
             return best
         connections = min(SHARD_CONNECTIONS, upstream.max_connections)
-        shard = _Shard(_new_client(upstream, connections, self._ssl_context))
+        transport = _transport(connections, self._ssl_context)
+        client = _new_client(upstream, transport, self._ssl_context)
+        direct = upstream.is_loopback or not self._env_proxies
+        shard = _Shard(client, transport if direct else None)
         shards.append(shard)
         return shard
+
+    def _url(self, upstream: UpstreamConfig, raw_path: bytes, query_string: bytes) -> httpx.URL:
+        """The upstream URL for a request path; parsed once per upstream and path.
+
+        URLs with a query string are not cached: it may carry an API key (Gemini's ``key=``).
+        """
+        key = (upstream.name, raw_path)
+        if not query_string and (url := self._urls.get(key)) is not None:
+            return url
+        base = self._bases.get(upstream.name)
+        if base is None:
+            base = self._bases[upstream.name] = httpx.URL(upstream.url)
+        target = base.raw_path.rstrip(b"/") + raw_path
+        url = base.copy_with(raw_path=target + b"?" + query_string if query_string else target)
+        if query_string:
+            return url
+        if len(self._urls) >= URL_CACHE_SIZE:
+            self._urls.clear()
+        self._urls[key] = url
+        return url
 
     @asynccontextmanager
     async def stream(
@@ -158,17 +197,25 @@ class UpstreamPool:
             UpstreamTimeoutError: connect, write, pool or first-read timeout (on entering).
             UpstreamUnreachableError: refused, DNS failure, protocol error (on entering).
         """
-        url = upstream.url + raw_path.decode("latin-1")
-        if query_string:
-            url += "?" + query_string.decode("latin-1")
         # httpx.Request, not client.build_request: no client default headers (User-Agent...) or
         # cookies are added to what the client sent.
-        request = httpx.Request(method, url, headers=headers, content=body)
+        request = httpx.Request(
+            method,
+            self._url(upstream, raw_path, query_string),
+            headers=headers,
+            content=body,
+            extensions={"timeout": self._timeouts(upstream)},
+        )
         shard = self._shard(upstream)
         shard.in_flight += 1
         try:
             try:
-                response = await shard.client.send(request, stream=True)
+                if shard.transport is not None:
+                    # Straight to the transport: the client layer would only add cookie
+                    # bookkeeping, auth and redirect hooks the proxy has turned off anyway.
+                    response = await shard.transport.handle_async_request(request)
+                else:
+                    response = await shard.client.send(request, stream=True)
             except httpx.TimeoutException as exc:
                 raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
             except httpx.TransportError as exc:
@@ -181,6 +228,12 @@ class UpstreamPool:
         finally:
             shard.in_flight -= 1
 
+    def _timeouts(self, upstream: UpstreamConfig) -> dict[str, float | None]:
+        timeouts = self._timeout_dicts.get(upstream.name)
+        if timeouts is None:
+            timeouts = self._timeout_dicts[upstream.name] = _timeout(upstream).as_dict()
+        return timeouts
+
     async def aclose(self) -> None:
         """Close every client and its pooled connections."""
         for shards in self._shards.values():
@@ -190,24 +243,47 @@ class UpstreamPool:
 
 
 class _Stream(httpcore.AsyncNetworkStream):
-    """An httpcore network stream whose ``is_readable`` check is one ``poll``.
+    """An httpcore network stream with a cheap ``is_readable`` check and coalesced writes.
 
     httpcore asks every idle pooled connection ``get_extra_info("is_readable")`` on each request;
     its anyio stream answers by rebuilding anyio's whole attribute table (a ``getpeername`` call
     and a dict of lambdas, about 15 us). The socket is looked up once here instead.
+
+    httpcore writes a request's head and its body separately: two ``send`` system calls and, with
+    ``TCP_NODELAY``, two TCP segments. Writes are held here (up to ``COALESCE_BYTES``) and sent
+    together just before the next read, which for HTTP/1.1 comes right after the request is
+    written; the bytes on the wire are the same.
     """
 
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self._stream = stream
         self._socket: socket.socket | None = stream.get_extra_info("socket")
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._write_timeout: float | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:
+            await self._flush()
         return await self._stream.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
+        if not buffer:
+            return
+        self._pending.append(buffer)
+        self._pending_bytes += len(buffer)
+        self._write_timeout = timeout
+        if self._pending_bytes >= COALESCE_BYTES:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending = []
+        self._pending_bytes = 0
+        await self._stream.write(data, self._write_timeout)
 
     async def aclose(self) -> None:
+        self._pending = []
         await self._stream.aclose()
 
     async def start_tls(
@@ -291,23 +367,22 @@ def _transport(connections: int, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTP
     return transport
 
 
+def _timeout(upstream: UpstreamConfig) -> httpx.Timeout:
+    return httpx.Timeout(
+        connect=upstream.connect_timeout_s,
+        read=upstream.read_timeout_s,
+        write=upstream.write_timeout_s,
+        pool=upstream.pool_timeout_s,
+    )
+
+
 def _new_client(
-    upstream: UpstreamConfig, connections: int, ssl_context: ssl.SSLContext
+    upstream: UpstreamConfig, transport: httpx.AsyncHTTPTransport, ssl_context: ssl.SSLContext
 ) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        transport=_transport(connections, ssl_context),
+        transport=transport,  # its pool sets the connection limits
         verify=ssl_context,
-        timeout=httpx.Timeout(
-            connect=upstream.connect_timeout_s,
-            read=upstream.read_timeout_s,
-            write=upstream.write_timeout_s,
-            pool=upstream.pool_timeout_s,
-        ),
-        limits=httpx.Limits(
-            max_connections=connections,
-            max_keepalive_connections=connections,
-            keepalive_expiry=KEEPALIVE_EXPIRY_S,
-        ),
+        timeout=_timeout(upstream),
         follow_redirects=False,
         trust_env=not upstream.is_loopback,
         cookies=_no_cookies(),
