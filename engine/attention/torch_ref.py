@@ -220,15 +220,17 @@ class TorchAttentionBackend(AttentionBackend):
                 values = dequantize(values, v_scale, q.dtype)
             else:
                 keys, values = keys.to(q.dtype), values.to(q.dtype)
+            # GQA as a longer query: the heads sharing a KV head become that head's query rows
+            # ([B, kv_heads, group, head_dim]); every row may see the same keys, so the mask
+            # broadcasts. On CPU this beats enable_gqa, which expands K and V per query head.
             o = F.scaled_dot_product_attention(
-                q.index_select(0, bucket.rows).unsqueeze(2),  # [B, num_heads, 1, head_dim]
+                q.index_select(0, bucket.rows).view(num_rows, num_kv_heads, -1, head_dim),
                 keys.transpose(1, 2),  # [B, kv_heads, max_len, head_dim]
                 values.transpose(1, 2),
                 attn_mask=bucket.mask,
                 scale=scale,
-                enable_gqa=True,
             )
-            out.index_copy_(0, bucket.rows, o.squeeze(2))
+            out.index_copy_(0, bucket.rows, o.reshape(num_rows, -1, head_dim))
         return out
 
     # Per-batch plans (built once, shared by all layers) --------------------------------------
