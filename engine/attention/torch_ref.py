@@ -164,7 +164,8 @@ class TorchAttentionBackend(AttentionBackend):
         # Without a cached prefix the keys are exactly the new k / v (the pool holds a plain
         # copy unless it is quantised), so the gather is skipped.
         fresh_kv = not quantized and k_cache.dtype == q.dtype
-        block_size = k_cache.shape[1]
+        block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+        group = q.shape[1] // num_kv_heads
         for seq in self._prefill_plan(meta, sliding_window, block_size):
             start, end = seq.start, seq.end
             if seq.cached == 0 and fresh_kv:
@@ -177,16 +178,18 @@ class TorchAttentionBackend(AttentionBackend):
                 values = _gather(
                     v_cache, seq.blocks, ctx_len, q.dtype, v_scale if quantized else None
                 )
+            # GQA through a broadcast view: [kv_heads, group, ctx_len, head_dim] without a copy
+            # (on CPU, enable_gqa is about 2.5x slower here).
+            shape = (num_kv_heads, group, keys.shape[0], keys.shape[2])
             o = F.scaled_dot_product_attention(
-                q[start:end].transpose(0, 1),  # [num_heads, n, head_dim]
-                keys.transpose(0, 1),  # [num_kv_heads, ctx_len, head_dim]
-                values.transpose(0, 1),
+                q[start:end].transpose(0, 1).unflatten(0, (num_kv_heads, group)),
+                keys.transpose(0, 1).unsqueeze(1).expand(shape),
+                values.transpose(0, 1).unsqueeze(1).expand(shape),
                 attn_mask=seq.mask,
                 is_causal=seq.mask is None,
                 scale=scale,
-                enable_gqa=True,
             )
-            out[start:end] = o.transpose(0, 1)
+            out[start:end] = o.flatten(0, 1).transpose(0, 1)
         return out
 
     def _decode(
