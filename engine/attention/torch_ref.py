@@ -182,7 +182,7 @@ class TorchAttentionBackend(AttentionBackend):
             # (on CPU, enable_gqa is about 2.5x slower here).
             shape = (num_kv_heads, group, keys.shape[0], keys.shape[2])
             o = F.scaled_dot_product_attention(
-                q[start:end].transpose(0, 1).unflatten(0, (num_kv_heads, group)),
+                q[start:end].transpose(0, 1).view(num_kv_heads, group, end - start, -1),
                 keys.transpose(0, 1).unsqueeze(1).expand(shape),
                 values.transpose(0, 1).unsqueeze(1).expand(shape),
                 attn_mask=seq.mask,
