@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -122,11 +123,12 @@ from pathlib import Path
 from promptcache.proxy.app import build_app
 from promptcache.proxy.config import config_for_upstream
 upstream, port, mode, db = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+http, loop = sys.argv[5], sys.argv[6]
 app = build_app(config_for_upstream(upstream, db_path=Path(db) if mode == "proxy" else None))
 if mode == "proxy-bare":
     app.state.record_hooks.clear()
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-            server_header=False, date_header=False)
+            server_header=False, date_header=False, http=http, loop=loop)
 """
 
 _UPSTREAM = """
@@ -134,8 +136,17 @@ import sys, uvicorn
 sys.path.insert(0, sys.argv[2])
 from proxy_overhead import fast_upstream
 uvicorn.run(fast_upstream, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
-            access_log=False)
+            access_log=False, http=sys.argv[3], loop=sys.argv[4])
 """
+
+
+def resolved(setting: str, fast: str) -> str:
+    """What uvicorn's ``auto`` picks: the C implementation when it is installed."""
+    if setting != "auto":
+        return setting
+    if importlib.util.find_spec(fast) is not None:
+        return fast
+    return "h11" if fast == "httptools" else "asyncio"
 
 
 def free_port() -> int:
@@ -321,16 +332,29 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="load per cell and repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 128])
+    parser.add_argument(
+        "--http",
+        choices=["auto", "h11", "httptools"],
+        default="auto",
+        help="uvicorn HTTP parser of every server (auto: httptools when installed)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=["auto", "asyncio", "uvloop"],
+        default="auto",
+        help="uvicorn event loop of every server (auto: uvloop when installed)",
+    )
     args = parser.parse_args()
 
     here = str(Path(__file__).resolve().parent)
     tmp = Path(tempfile.mkdtemp(prefix="proxy-bench-"))
     up_port = free_port()
     upstream_url = f"http://127.0.0.1:{up_port}"
-    targets = [Target("direct", upstream_url, start(_UPSTREAM, str(up_port), here))]
+    server = (args.http, args.loop)  # the same uvicorn settings for the upstream and the proxies
+    targets = [Target("direct", upstream_url, start(_UPSTREAM, str(up_port), here, *server))]
     for mode in ("proxy", "proxy-no-db", "proxy-bare"):
         port = free_port()
-        proc = start(_PROXY, upstream_url, str(port), mode, str(tmp / "bench.db"))
+        proc = start(_PROXY, upstream_url, str(port), mode, str(tmp / "bench.db"), *server)
         targets.append(Target(mode, f"http://127.0.0.1:{port}", proc))
     litellm = importlib.util.find_spec("litellm") is not None
     try:
@@ -339,7 +363,9 @@ def main() -> None:
         print(
             f"# proxy overhead: Python {platform.python_version()}, {os.cpu_count()} CPUs, "
             f"load average {os.getloadavg()[0]:.1f} at start; {args.seconds:g} s x "
-            f"{args.repeats} repeats per cell, medians"
+            f"{args.repeats} repeats per cell, medians; every server on uvicorn "
+            f"{uvicorn.__version__} http={resolved(args.http, 'httptools')} "
+            f"loop={resolved(args.loop, 'uvloop')}"
         )
         if not litellm:
             print("# LiteLLM: not installed (pip install 'litellm[proxy]'), not measured")
