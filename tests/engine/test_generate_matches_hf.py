@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch  # noqa: F401 - loaded up front so the engine fixtures pin it to one thread
-from conftest import hf_greedy
+from engine_support import hf_greedy
 
 from promptcache.engine import LLM, RequestOutput, SamplingParams
 

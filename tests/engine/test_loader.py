@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import build_tiny_checkpoint
+from engine_support import build_tiny_checkpoint
 from safetensors.torch import load_file, save_file
 
 from promptcache.engine.attention import get_backend

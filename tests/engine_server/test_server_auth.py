@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 from click.testing import CliRunner
-from conftest import TINYSTORIES, LiveServer, load_engine
+from server_support import TINYSTORIES, LiveServer, load_engine
 
 from promptcache.cli import cli
 from promptcache.engine.server import create_app

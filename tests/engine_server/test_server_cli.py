@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 from click.testing import CliRunner
-from conftest import TINYSTORIES
+from server_support import TINYSTORIES
 
 from promptcache.cli import cli
 from promptcache.commands.engine import BYTES

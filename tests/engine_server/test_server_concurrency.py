@@ -8,7 +8,7 @@ import json
 import httpx
 import openai
 import pytest
-from conftest import LONG_PROMPT, MODEL_NAME, NUM_BLOCKS, Server
+from server_support import LONG_PROMPT, MODEL_NAME, NUM_BLOCKS, Server
 
 from promptcache.engine import LLM, SamplingParams
 

@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import LiveServer, Server, load_engine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from server_support import LiveServer, Server, load_engine
 
 from promptcache.engine.server import create_app
 

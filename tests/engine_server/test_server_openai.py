@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from conftest import BLOCK_SIZE, LONG_PROMPT, MODEL_NAME, Server
+from server_support import BLOCK_SIZE, LONG_PROMPT, MODEL_NAME, Server
 
 from promptcache.engine import LLM, SamplingParams
 

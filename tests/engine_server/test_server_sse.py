@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from conftest import LiveServer
+from server_support import LiveServer
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
