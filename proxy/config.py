@@ -11,6 +11,7 @@ TOML file::
     url = "http://127.0.0.1:8000"      # our engine, vLLM, SGLang...
     vendor = "engine"                  # recorded in the `vendor` column
     read_timeout_s = 120
+    price_as = "gpt-5"                 # price its unpriced models at gpt-5's rates
 
     [[routes]]
     model_prefix = "local/"
@@ -22,10 +23,17 @@ TOML file::
 
 Rules are tried in file order; the first whose every given condition matches wins, else
 ``default_upstream``. The built-in names need no ``[upstreams.*]`` table.
+
+``price_as`` names a model of the price table (``promptcache.pricing``) whose rates price the
+requests to that upstream whose own model has no price row (a self-hosted model such as
+``tinystories-656k``); models with a price row keep their own rates. ``--price-as`` sets it on
+every upstream that has none (``with_price_as``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import ipaddress
 import math
 import sys
@@ -36,7 +44,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from promptcache.errors import ConfigError
+from promptcache.errors import ConfigError, UnknownModelPriceError
+from promptcache.pricing import default_price_table, lookup_price
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,6 +84,12 @@ class UpstreamConfig:
         write_timeout_s: seconds to send each chunk of the request body.
         pool_timeout_s: seconds to wait for a free pooled connection.
         max_connections: pooled connections kept open to this upstream at most.
+        price_as: a price-table model whose rates price this upstream's requests for models
+            without a price row (recorded in the `priced_as` column); None leaves them unpriced.
+
+    Raises:
+        ConfigError: ``price_as`` is not a model of the bundled price table (the message names
+            close matches).
     """
 
     name: str
@@ -85,6 +100,11 @@ class UpstreamConfig:
     write_timeout_s: float = 60.0
     pool_timeout_s: float = 30.0
     max_connections: int = 512
+    price_as: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.price_as is not None:
+            check_price_as(self.price_as, f"upstream {self.name!r}")
 
     @property
     def is_loopback(self) -> bool:
@@ -168,12 +188,49 @@ class ProxyConfig:
                 f"flush_interval_s must be in (0, 1] seconds, got {self.flush_interval_s}"
             )
 
+    def with_price_as(self, model: str | None) -> ProxyConfig:
+        """This config with ``price_as=model`` on every upstream that sets none (``--price-as``).
+
+        Raises:
+            ConfigError: ``model`` has no row in the price table.
+        """
+        if model is None:
+            return self
+        check_price_as(model, "--price-as")
+        upstreams = {
+            name: u if u.price_as is not None else dataclasses.replace(u, price_as=model)
+            for name, u in self.upstreams.items()
+        }
+        return dataclasses.replace(self, upstreams=upstreams)
+
     def select_upstream(self, path: str, model: str | None) -> UpstreamConfig:
         """The upstream a request for ``path`` with ``model`` goes to (first matching rule)."""
         for rule in self.rules:
             if rule.matches(path, model):
                 return self.upstreams[rule.upstream]
         return self.upstreams[self.default_upstream]
+
+
+def check_price_as(model: object, what: str) -> str:
+    """``model`` if the bundled price table has a row for it (``price_as`` / ``--price-as``).
+
+    Raises:
+        ConfigError: ``model`` is not a string or has no price row; the message lists close
+            matches.
+    """
+    if not isinstance(model, str) or not model:
+        raise ConfigError(f"{what}: price_as must be a model name (a string), got {model!r}")
+    try:
+        lookup_price(model)
+    except UnknownModelPriceError as exc:
+        names = sorted(default_price_table().models)
+        close = difflib.get_close_matches(model.lower(), names, n=3, cutoff=0.5)
+        hint = f"close matches: {', '.join(close)}" if close else f"e.g. {', '.join(names[:3])}"
+        raise ConfigError(
+            f"{what}: price_as {model!r} has no row in the price table; give a priced model "
+            f"({hint})"
+        ) from exc
+    return model
 
 
 def upstream_from_spec(spec: str, name: str | None = None) -> UpstreamConfig:
@@ -328,6 +385,9 @@ def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> Up
         )
     rest = {k: v for k, v in table.items() if k not in ("url", "vendor")}
     for key, value in rest.items():
+        if key == "price_as":
+            check_price_as(value, f"{source}: [upstreams.{name}]")
+            continue
         if key == "max_connections":
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
             wanted = "a whole number >= 1"

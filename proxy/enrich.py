@@ -59,10 +59,12 @@ def describe_prompt(record: RequestRecord, body: Mapping[str, Any], api: str) ->
     )
 
 
-def apply_usage(record: RequestRecord, usage: Usage) -> None:
+def apply_usage(record: RequestRecord, usage: Usage, price_as: str | None = None) -> None:
     """Set the usage and cost columns from ``usage`` priced at ``record.model``.
 
-    Cost columns stay NULL when the model has no price row (never a silent 0).
+    A model without a price row is priced at ``price_as``'s rates (the upstream's ``price_as``
+    setting, already checked against the price table) and ``record.priced_as`` names it; with
+    no ``price_as`` its cost columns stay NULL (never a silent 0).
     """
     record.set_usage_columns(usage)
     vendor_cost = usage.raw.get("cost")  # OpenRouter-style usage.cost, in USD
@@ -74,7 +76,10 @@ def apply_usage(record: RequestRecord, usage: Usage) -> None:
     try:
         breakdown = cost(usage, record.model)
     except UnknownModelPriceError:
-        return
+        if price_as is None:
+            return
+        breakdown = cost(usage, price_as)
+        record.priced_as = price_as
     record.cost = breakdown
     record.cost_usd = str(breakdown.total_usd)
     record.cost_without_cache_usd = str(breakdown.cost_without_cache_usd)

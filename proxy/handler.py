@@ -422,7 +422,8 @@ class ProxyEndpoint:
                         accumulator.feed(item)
                 usage = accumulator.result()
         if usage is not None:
-            apply_usage(record, usage)
+            upstream = self.state.config.upstreams.get(record.upstream or "")
+            apply_usage(record, usage, upstream.price_as if upstream else None)
 
 
 #: Stream events after which nothing the client needs follows (OpenAI chat ends with [DONE]).

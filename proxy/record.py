@@ -63,6 +63,8 @@ class RequestRecord:
     vendor_cost_usd: str | None = _column()
     cost_usd: str | None = _column()
     cost_without_cache_usd: str | None = _column()
+    # the price-table model whose rates priced a model without its own row (upstream price_as)
+    priced_as: str | None = _column()
     # prefix
     segment_hashes: str | None = _column()
     prefix_hash: str | None = _column()

@@ -8,6 +8,8 @@ Money (USD, floats rounded for display only):
 
 - ``cost_usd`` / ``cost_without_cache_usd`` are the per-request figures the proxy stored (the SDK's
   :func:`promptcache.pricing.cost`), summed; requests of unpriced models are counted apart.
+  Models without a price row that an upstream's ``price_as`` priced at another model's rates
+  are in the cost and listed in ``Report.priced_as`` (table footnote, JSON field, HTML note).
 - ``net_savings_usd`` = cost without cache - cost: cache-write premiums are already inside
   ``cost_usd``, so this goes negative when writes are never read back.
 - Dollars lost to a break = what the lost tokens cost minus what reading them from cache would
@@ -28,6 +30,7 @@ import math
 import sqlite3
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -50,6 +53,7 @@ from .store import SCHEMA_VERSION, open_log
 __all__ = [
     "GROUP_BY_CHOICES",
     "BreakReasonSummary",
+    "PricedAs",
     "Report",
     "Summary",
     "TimelinePoint",
@@ -102,6 +106,16 @@ class Summary:
         """All cache-write tokens, every TTL."""
         writes = (self.cache_write_5m_tokens, self.cache_write_1h_tokens)
         return sum(writes) + self.cache_write_unknown_tokens
+
+
+@dataclass(frozen=True)
+class PricedAs:
+    """Requests for ``model``, which has no price row, that the proxy priced at ``priced_as``'s
+    rates (the upstream's ``price_as`` setting); their cost is in every cost figure."""
+
+    model: str | None
+    priced_as: str
+    requests: int
 
 
 @dataclass(frozen=True)
@@ -177,6 +191,7 @@ class Report:
     ttl_advice: tuple[TtlAdvice, ...]
     recommendations: tuple[Recommendation, ...]
     engine: EngineKvStats | None = None
+    priced_as: tuple[PricedAs, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints)."""
@@ -263,17 +278,20 @@ def _add(rows: list[q.GroupRow]) -> q.GroupRow:
 
 
 class _Prices:
-    """Price rows per model, looked up once; None for models without a price."""
+    """Price rows per model, looked up once; a model without a row gets the row of the model
+    the proxy priced it as (``priced_as``: model -> price-table model), else None."""
 
-    def __init__(self) -> None:
+    def __init__(self, priced_as: Mapping[str | None, str] | None = None) -> None:
         self._rows: dict[str | None, ModelPrice | None] = {}
+        self._priced_as = dict(priced_as or {})
 
     def get(self, model: str | None) -> ModelPrice | None:
         if model not in self._rows:
             try:
                 self._rows[model] = lookup_price(model) if model else None
             except UnknownModelPriceError:
-                self._rows[model] = None
+                stand_in = self._priced_as.get(model)
+                self._rows[model] = lookup_price(stand_in) if stand_in else None
         return self._rows[model]
 
 
@@ -378,7 +396,11 @@ def build_report(
     h0, h1 = math.floor(since / 3600), math.ceil(until / 3600)
     conn = connect_log(db_path)
     try:
-        prices = _Prices()
+        priced_as = tuple(
+            PricedAs(r.model, r.priced_as, r.requests) for r in q.priced_as(conn, h0, h1)
+        )
+        # most requests first: a model priced as several models takes the commonest one
+        prices = _Prices({p.model: p.priced_as for p in reversed(priced_as)})
         rows = q.group_totals(conn, h0, h1, group_by)
         total = _summary(_add(rows))
         groups = tuple(_summary(r) for r in rows) if group_by else ()
@@ -420,4 +442,5 @@ def build_report(
         ttl_advice=advice,
         recommendations=tuple(recommend(total, reasons, wasted, advice, engine)),
         engine=engine,
+        priced_as=priced_as,
     )

@@ -18,7 +18,7 @@ from jinja2 import Environment
 from markupsafe import Markup, escape
 
 from .report import Report
-from .report_render import pct, summary_rows, usd
+from .report_render import pct, priced_as_notes, summary_rows, usd
 
 __all__ = ["render_html"]
 
@@ -132,7 +132,8 @@ svg.chart .line { fill: none; stroke-width: 2; }
 <table id="summary">{% for name, value in summary %}
 <tr><th>{{ name }}</th><td class="n">{{ value }}</td></tr>{% endfor %}
 </table>
-<h2>Hit rate over time (token-weighted)</h2>
+{% for note in priced_as_notes %}<p class="note priced-as">* {{ note }}</p>
+{% endfor %}<h2>Hit rate over time (token-weighted)</h2>
 {{ hit_chart }}
 <h2>Spend over time</h2>
 <p class="legend"><span style="color:#16a34a">&#9632; cost</span>
@@ -191,6 +192,7 @@ def render_html(report: Report) -> str:
         since=datetime.fromtimestamp(report.since, tz=timezone.utc).strftime(fmt),
         until=datetime.fromtimestamp(report.until, tz=timezone.utc).strftime(fmt),
         summary=summary_rows(report.total, report),
+        priced_as_notes=priced_as_notes(report),
         hit_chart=hit_chart,
         spend_chart=spend_chart,
         pct=pct,

@@ -28,6 +28,7 @@ __all__ = [
     "BreakGroupRow",
     "FamilyRow",
     "GroupRow",
+    "PricedAsRow",
     "TimelineRow",
     "TtftRow",
     "WasteRow",
@@ -36,6 +37,7 @@ __all__ = [
     "busiest_families",
     "family_start_times",
     "group_totals",
+    "priced_as",
     "timeline",
     "ttft_percentiles",
     "wasted_writes",
@@ -251,6 +253,26 @@ def break_groups(conn: sqlite3.Connection, h0: int, h1: int) -> list[BreakGroupR
             sql, _window(h0, h1)
         )
     ]
+
+
+@dataclass(frozen=True)
+class PricedAsRow:
+    """Requests for ``model`` (no price row of its own) priced at ``priced_as``'s rates."""
+
+    model: str | None
+    priced_as: str
+    requests: int
+
+
+def priced_as(conn: sqlite3.Connection, h0: int, h1: int) -> list[PricedAsRow]:
+    """Which unpriced models the proxy priced at another model's rates (upstream ``price_as``),
+    most requests first; read through the partial index ``idx_requests_priced_as``."""
+    sql = f"""
+        SELECT model, priced_as, COUNT(*) FROM requests INDEXED BY idx_requests_priced_as
+        WHERE priced_as IS NOT NULL AND {_ROWS}
+        GROUP BY model, priced_as ORDER BY COUNT(*) DESC, model
+    """
+    return [PricedAsRow(m, p, n) for m, p, n in conn.execute(sql, _window(h0, h1))]
 
 
 def break_examples(

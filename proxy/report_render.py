@@ -16,7 +16,16 @@ from rich.table import Table
 
 from .report import Report, Summary
 
-__all__ = ["CSV_COLUMNS", "pct", "render_csv", "render_json", "render_table", "summary_rows", "usd"]
+__all__ = [
+    "CSV_COLUMNS",
+    "pct",
+    "priced_as_notes",
+    "render_csv",
+    "render_json",
+    "render_table",
+    "summary_rows",
+    "usd",
+]
 
 
 def _time(ts: float) -> str:
@@ -58,6 +67,15 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
     ]
 
 
+def priced_as_notes(report: Report) -> list[str]:
+    """One line per model the proxy priced at another model's rates (``price_as``)."""
+    return [
+        f"{p.requests:,} requests for {p.model or '(no model)'} (no price row) are priced at "
+        f"{p.priced_as}'s rates (proxy price_as)"
+        for p in report.priced_as
+    ]
+
+
 def render_table(report: Report, *, width: int = 120, color: bool = False) -> str:
     """The report as rich tables, returned as text (ANSI colours only when ``color``)."""
     buffer = io.StringIO()
@@ -72,6 +90,8 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     for name, value in summary_rows(report.total, report):
         summary.add_row(name, value)
     console.print(summary)
+    for note in priced_as_notes(report):
+        console.print(f"  * {note}", soft_wrap=False)
 
     if report.groups:
         groups = Table(title=f"By {report.group_by}", title_justify="left")

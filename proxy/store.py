@@ -107,11 +107,22 @@ def _v1_requests(db: Database) -> None:
     db.table("proxy_settings").insert({"key": "key_salt", "value": secrets.token_hex(16)})
 
 
+def _v4_priced_as(db: Database) -> None:
+    """Add ``requests.priced_as`` (NULL on older rows: they were priced at their own model's
+    rates or not at all) and a partial index for the report's "priced as" note."""
+    db.table("requests").add_column("priced_as", str)
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS idx_requests_priced_as"
+        " ON requests (started_at, model, priced_as) WHERE priced_as IS NOT NULL"
+    )
+
+
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_requests,
     add_report_rollups,
     rebuild_break_rollup,
+    _v4_priced_as,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

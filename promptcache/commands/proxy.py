@@ -58,6 +58,12 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     help="Larger request bodies get HTTP 413.",
 )
 @click.option(
+    "--price-as",
+    metavar="MODEL",
+    help="Price requests for models without a price row (a self-hosted model) at MODEL's "
+    "rates, e.g. gpt-5; applies to every upstream without its own price_as.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -75,6 +81,7 @@ def proxy(
     insecure_no_auth: bool,
     store_bodies: bool,
     max_body_bytes: int,
+    price_as: str | None,
     log_level: str,
 ) -> None:
     """Run a local proxy that records every request's cache usage, cost and prefix hashes.
@@ -87,7 +94,7 @@ def proxy(
         promptcache proxy --upstream anthropic --port 8787
         export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
         promptcache proxy --upstream openai   # OpenAI(base_url="http://127.0.0.1:8787/v1")
-        promptcache proxy --upstream http://127.0.0.1:8000 --db engine.db
+        promptcache proxy --upstream http://127.0.0.1:8000 --db engine.db --price-as gpt-5
         promptcache proxy --config upstreams.toml --host 0.0.0.0 --auth-token "$TOKEN"
     """
     from promptcache.proxy.config import (
@@ -112,6 +119,7 @@ def proxy(
         config = config_for_upstream(upstream, **settings)
     else:
         raise click.UsageError("give --upstream NAME|URL or --config FILE")
+    config = config.with_price_as(price_as)
     click.echo(
         f"promptcache proxy on http://{host}:{port} -> "
         f"{config.upstreams[config.default_upstream].url}"
