@@ -151,10 +151,17 @@ def lint_apps(paths: dict[str, Path], output_dir: Path) -> dict[str, list[LintFi
 
 
 def start_servers(
-    children: ChildProcesses, model: ModelChoice, output_dir: Path, timeout_s: float
+    children: ChildProcesses,
+    model: ModelChoice,
+    output_dir: Path,
+    timeout_s: float,
+    price_as: str,
 ) -> tuple[str, dict[str, str]]:
     """Start the engine and, in front of it, one proxy per variant (each logs to its own
     ``<variant>.db``, so each report covers one app); return (engine URL, proxy URL by variant).
+
+    The proxies run with ``--price-as price_as``: the engine's model has no price row, so its
+    logged requests are priced at ``price_as``'s rates and the HTML reports show costs.
     """
     engine_port = free_port()
     engine_args = [
@@ -175,7 +182,7 @@ def start_servers(
             stale.unlink(missing_ok=True)  # a previous run's log would mix into the report
         args = [
             "proxy", "--upstream", engine_url, "--port", str(port), "--db", str(db),
-            "--store-bodies", "--log-level", "warning",
+            "--store-bodies", "--log-level", "warning", "--price-as", price_as,
         ]  # fmt: skip
         proxies[name] = (children.start(f"proxy-{name}", args), f"http://127.0.0.1:{port}")
     children.wait_healthy(engine, f"{engine_url}/health", timeout_s=timeout_s)
@@ -356,7 +363,9 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     with ChildProcesses(out) as children:
         console.print("\n[bold]2. Start the engine and one logging proxy per app[/bold]")
         with console.status("starting (loading the model)..."):
-            engine_url, proxies = start_servers(children, model, out, options.startup_timeout_s)
+            engine_url, proxies = start_servers(
+                children, model, out, options.startup_timeout_s, options.price_model
+            )
             warm_up(engine_url, model.name)
         console.print(f"   engine: {engine_url}  (promptcache engine serve)")
         for name, url in proxies.items():

@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,19 @@ def test_hit_rates_come_from_the_engines_usage(
             variant["cached_tokens"],
         )
         assert variant["hit_rate"] == pytest.approx(read / total)
+        # The proxies ran with --price-as gpt-5 (the demo's default): every row is priced at
+        # gpt-5's rates, and the demo's money (client-side usage) equals the proxy's.
+        with sqlite3.connect(out / f"{name}.db") as conn:
+            priced = conn.execute(
+                "SELECT priced_as, cost_usd, cost_without_cache_usd FROM requests"
+            )
+            rows_priced = priced.fetchall()
+        assert {p for p, _, _ in rows_priced} == {variant["price_model"]} == {"gpt-5"}
+        assert sum(Decimal(c) for _, c, _ in rows_priced) == Decimal(variant["cost_usd"])
+        without = sum(Decimal(w) for _, _, w in rows_priced)
+        assert without == Decimal(variant["cost_without_cache_usd"])
+        html = (out / f"report-{name}.html").read_text()
+        assert "priced at gpt-5&#39;s rates" in html
     assert summary["variants"]["layered"]["hit_rate"] > 0.6
     assert summary["variants"]["naive"]["hit_rate"] < 0.1
     naive, layered = summary["variants"]["naive"], summary["variants"]["layered"]
