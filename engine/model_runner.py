@@ -19,6 +19,7 @@ scales, calibrated once at start-up (see ``calibrate_kv_scales``).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -267,18 +268,25 @@ class ModelRunner:
             context_lens=[entry.context_len for entry in entries],
             new_lens=new_lens,
         )
+        sampling = [i for i, entry in enumerate(entries) if entry.samples]
+        ends = list(itertools.accumulate(new_lens))
+        rows = [ends[i] - 1 for i in sampling]
+        # Only the sampled rows' hidden states are needed (no prompt logprobs are computed):
+        # the model cuts its last layer's o_proj / MLP and the final norm to those rows.
         hidden = self.model(
             torch.tensor(input_ids, dtype=torch.int64, device=self.device),
             torch.tensor(positions, dtype=torch.int64, device=self.device),
             self.kv_caches,
             meta,
+            output_rows=(
+                None
+                if len(rows) == len(input_ids)
+                else torch.tensor(rows, dtype=torch.int64, device=self.device)
+            ),
         )
-        last_rows = meta.cu_seqlens_q[1:].long() - 1
-        sampling = [i for i, entry in enumerate(entries) if entry.samples]
         if not sampling:
             return SamplerOutput([], [])
-        rows = last_rows[torch.tensor(sampling, device=self.device)]
-        logits = self.model.compute_logits(hidden[rows])
+        logits = self.model.compute_logits(hidden)
         gens = generators or {}
         requests = [
             SampleRequest(

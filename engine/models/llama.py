@@ -78,8 +78,13 @@ class Attention(nn.Module):
         hidden: torch.Tensor,
         kv: KVCacheLayer,
         meta: AttnMetadata,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``hidden [num_tokens, hidden]`` -> ``[num_tokens, hidden]``; writes the KV pool."""
+        """``hidden [num_tokens, hidden]`` -> ``[num_tokens, hidden]``; writes the KV pool.
+
+        With ``rows`` (``[R]`` int64 token indices) the K/V of every token are still stored, but
+        only those rows go through ``o_proj`` and the result is ``[R, hidden]``.
+        """
         n = hidden.shape[0]
         q, k, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(n, self.num_heads, self.head_dim)
@@ -99,7 +104,10 @@ class Attention(nn.Module):
             kv.v_scale,
             sliding_window=self.sliding_window,
         )
-        result: torch.Tensor = self.o_proj(out.reshape(n, self.q_size))
+        out = out.reshape(n, self.q_size)
+        if rows is not None:
+            out = out.index_select(0, rows)
+        result: torch.Tensor = self.o_proj(out)
         return result
 
 
@@ -145,9 +153,17 @@ class DecoderLayer(nn.Module):
         hidden: torch.Tensor,
         kv: KVCacheLayer,
         meta: AttnMetadata,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``[num_tokens, hidden]`` -> ``[num_tokens, hidden]``."""
-        hidden = hidden + self.self_attn(positions, self.input_layernorm(hidden), kv, meta)
+        """``[num_tokens, hidden]`` -> ``[num_tokens, hidden]``, or ``[R, hidden]`` for ``rows``.
+
+        ``rows`` (``[R]`` int64 token indices) keeps only those tokens after attention: every
+        token's K/V are written, but the residual, ``o_proj`` and MLP run on ``R`` rows.
+        """
+        attn = self.self_attn(positions, self.input_layernorm(hidden), kv, meta, rows)
+        if rows is not None:
+            hidden = hidden.index_select(0, rows)
+        hidden = hidden + attn
         result: torch.Tensor = hidden + self.mlp(self.post_attention_layernorm(hidden))
         return result
 
@@ -194,6 +210,7 @@ class LlamaForCausalLM(nn.Module):
         positions: torch.Tensor,
         kv_caches: list[KVCacheLayer],
         meta: AttnMetadata,
+        output_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run the decoder over the batch's new tokens.
 
@@ -202,13 +219,20 @@ class LlamaForCausalLM(nn.Module):
             positions: ``[num_tokens]`` int64 absolute positions.
             kv_caches: one ``KVCacheLayer`` per layer; new K/V are written into them.
             meta: batch layout for attention.
+            output_rows: ``[R]`` int64 token indices whose hidden states are wanted (e.g. the
+                last token of each sampling sequence), or None for all. Every token's K/V are
+                still written in every layer; only the last layer's ``o_proj`` and MLP and the
+                final norm are cut to these rows (a prefill of S tokens that samples once
+                saves about 1/num_layers of its linear-layer work).
 
         Returns:
-            Final hidden states ``[num_tokens, hidden_size]`` in the model dtype.
+            Final hidden states ``[num_tokens, hidden_size]`` (``[R, hidden_size]`` with
+            ``output_rows``) in the model dtype.
         """
         hidden: torch.Tensor = self.embed_tokens(input_ids)
-        for layer, kv in zip(self.layers, kv_caches, strict=True):
-            hidden = layer(positions, hidden, kv, meta)
+        last = len(self.layers) - 1
+        for i, (layer, kv) in enumerate(zip(self.layers, kv_caches, strict=True)):
+            hidden = layer(positions, hidden, kv, meta, output_rows if i == last else None)
         result: torch.Tensor = self.norm(hidden)
         return result
 
