@@ -10,7 +10,9 @@ A decode batch is sorted by context length and split into buckets of similar len
 is gathered into one tensor padded to its own longest context and attended in one SDPA call, so
 little of the gather and SDPA work is padding. A prefill batch loops over its sequences (their
 query lengths differ); a sequence without a cached prefix attends to its new keys directly with
-``is_causal`` (no gather, no mask). Gather indices, bucket order and masks depend only on the
+``is_causal`` (no gather, no mask); in fp32 on CPU, a sequence whose cached prefix sits in
+consecutive blocks attends to the prefix in place and to its new keys causally, and the two parts
+are merged by log-sum-exp (no gather, no mask either). Gather indices, bucket order and masks depend only on the
 batch layout: they are built on the first layer's call and reused by the others.
 """
 
@@ -119,6 +121,9 @@ class _PrefillSeq:
     end: int
     cached: int
     blocks: torch.Tensor  # [ceil(ctx_len / block_size)] int64
+    # First pool block of the cached prefix when the prefix's blocks are consecutive ids (and
+    # no sliding window): the prefix is then read in place, see ``_split_attention``.
+    prefix_block: int | None
     mask: torch.Tensor | None  # [n, ctx_len] bool; None = plain causal over the new tokens only
 
 
@@ -164,12 +169,26 @@ class TorchAttentionBackend(AttentionBackend):
         # Without a cached prefix the keys are exactly the new k / v (the pool holds a plain
         # copy unless it is quantised), so the gather is skipped.
         fresh_kv = not quantized and k_cache.dtype == q.dtype
+        # fp32 only: the two-part merge rounds each part once more, too coarse in bf16 / fp16.
+        split_ok = q.device.type == "cpu" and q.dtype == torch.float32
         block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
         group = q.shape[1] // num_kv_heads
         for seq in self._prefill_plan(meta, sliding_window, block_size):
             start, end = seq.start, seq.end
             if seq.cached == 0 and fresh_kv:
                 keys, values = k[start:end], v[start:end]
+            elif seq.prefix_block is not None and fresh_kv and split_ok:
+                first = seq.prefix_block
+                last = first + -(-seq.cached // block_size)
+                out[start:end] = _split_attention(
+                    q[start:end],
+                    k_cache[first:last].flatten(0, 1)[: seq.cached],
+                    v_cache[first:last].flatten(0, 1)[: seq.cached],
+                    k[start:end],
+                    v[start:end],
+                    scale,
+                )
+                continue
             else:
                 ctx_len = seq.cached + (end - start)
                 keys = _gather(
@@ -293,11 +312,16 @@ class TorchAttentionBackend(AttentionBackend):
                 continue
             ctx_len = cached[i] + (end - start)
             blocks = meta.block_tables[i, : -(-ctx_len // block_size)].long()
+            prefix_ids = blocks[: -(-cached[i] // block_size)].tolist()
+            consecutive = bool(prefix_ids) and prefix_ids == list(
+                range(prefix_ids[0], prefix_ids[0] + len(prefix_ids))
+            )
+            prefix_block = prefix_ids[0] if consecutive and sliding_window is None else None
             mask = None
             if cached[i] > 0 or sliding_window is not None:
                 q_pos = torch.arange(cached[i], ctx_len, device=device)
                 mask = _allowed(q_pos, torch.arange(ctx_len, device=device), sliding_window)
-            seqs.append(_PrefillSeq(start, end, cached[i], blocks, mask))
+            seqs.append(_PrefillSeq(start, end, cached[i], blocks, prefix_block, mask))
         self._plans[(sliding_window, block_size)] = seqs
         return seqs
 
@@ -314,3 +338,56 @@ def _gather(
     if scale is not None:
         return dequantize(kv, scale, out_dtype)
     return kv.to(out_dtype)
+
+
+def _split_attention(
+    q: torch.Tensor,
+    prefix_k: torch.Tensor,
+    prefix_v: torch.Tensor,
+    new_k: torch.Tensor,
+    new_v: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Causal attention of ``n`` new tokens over a cached prefix plus themselves, without a gather.
+
+    Equal to one masked SDPA over the concatenated keys, computed as two unmasked / causal flash
+    attention calls merged by their log-sum-exp: the prefix part reads the pool in place (a view
+    of consecutive blocks) and the new part reads the fresh K/V, so neither K/V copy nor mask is
+    built. CPU and fp32 only: it uses the CPU flash kernel, which returns the log-sum-exp, and
+    each part's output is rounded before the merge (about 1e-7 relative in fp32).
+
+    Args:
+        q: ``[n, heads, head_dim]``.
+        prefix_k, prefix_v: ``[cached, kv_heads, head_dim]``, every query sees every key.
+        new_k, new_v: ``[n, kv_heads, head_dim]``, new token ``j`` sees new keys ``0 .. j``.
+        scale: softmax scale.
+
+    Returns:
+        ``[n, heads, head_dim]`` in ``q.dtype``.
+    """
+    n, num_heads, head_dim = q.shape
+    num_kv_heads = prefix_k.shape[1]
+    group = num_heads // num_kv_heads
+    qh = q.transpose(0, 1).view(num_kv_heads, group, n, head_dim)
+
+    def part(keys: torch.Tensor, values: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...]:
+        # GQA through a broadcast view, as in ``forward``.
+        shape = (num_kv_heads, group, keys.shape[0], head_dim)
+        result: tuple[torch.Tensor, ...] = (
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                qh,
+                keys.transpose(0, 1).unsqueeze(1).expand(shape),
+                values.transpose(0, 1).unsqueeze(1).expand(shape),
+                is_causal=causal,
+                scale=scale,
+            )
+        )
+        return result[0], result[1]  # out [kv_heads, group, n, head_dim], lse [kv_heads, group, n]
+
+    out_prefix, lse_prefix = part(prefix_k, prefix_v, causal=False)
+    out_new, lse_new = part(new_k, new_v, causal=True)
+    # softmax over both key sets = weighted mean of the two parts, weights exp(lse) normalised:
+    # the prefix part's weight is sigmoid(lse_prefix - lse_new).
+    weight = torch.sigmoid(lse_prefix - lse_new).unsqueeze(-1)
+    merged = torch.lerp(out_new, out_prefix, weight.to(out_new.dtype))
+    return merged.flatten(0, 1).transpose(0, 1)
