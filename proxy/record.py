@@ -63,8 +63,6 @@ class RequestRecord:
     vendor_cost_usd: str | None = _column()
     cost_usd: str | None = _column()
     cost_without_cache_usd: str | None = _column()
-    # the price-table model whose rates priced a model without its own row (upstream price_as)
-    priced_as: str | None = _column()
     # prefix
     segment_hashes: str | None = _column()
     prefix_hash: str | None = _column()
@@ -83,6 +81,9 @@ class RequestRecord:
     # bodies, only with --store-bodies (credentials redacted)
     request_body: str | None = _column()
     response_body: str | None = _column()
+    # the price-table model whose rates priced a model without its own row (upstream price_as);
+    # last because schema step 4 appends it to older logs
+    priced_as: str | None = _column()
 
     # not stored: parsed objects for hooks
     fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)

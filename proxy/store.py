@@ -109,8 +109,9 @@ def _v1_requests(db: Database) -> None:
 
 def _v4_priced_as(db: Database) -> None:
     """Add ``requests.priced_as`` (NULL on older rows: they were priced at their own model's
-    rates or not at all) and a partial index for the report's "priced as" note."""
-    db.table("requests").add_column("priced_as", str)
+    rates or not at all) and a partial index for the report's "priced as" note. Idempotent."""
+    if "priced_as" not in db.table("requests").columns_dict:
+        db.table("requests").add_column("priced_as", str)
     db.execute(
         "CREATE INDEX IF NOT EXISTS idx_requests_priced_as"
         " ON requests (started_at, model, priced_as) WHERE priced_as IS NOT NULL"
