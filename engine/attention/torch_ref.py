@@ -12,8 +12,9 @@ little of the gather and SDPA work is padding. A prefill batch loops over its se
 query lengths differ); a sequence without a cached prefix attends to its new keys directly with
 ``is_causal`` (no gather, no mask); in fp32 on CPU, a sequence whose cached prefix sits in
 consecutive blocks attends to the prefix in place and to its new keys causally, and the two parts
-are merged by log-sum-exp (no gather, no mask either). Gather indices, bucket order and masks depend only on the
-batch layout: they are built on the first layer's call and reused by the others.
+are merged by log-sum-exp (no gather, no mask either). Gather indices, bucket order and masks
+depend only on the batch layout: they are built on the first layer's call and reused by the
+others.
 """
 
 from __future__ import annotations
@@ -43,22 +44,24 @@ def store_kv(
     Slots of -1 are skipped. For an int8 / fp8 pool, ``k_scale`` / ``v_scale`` ``[num_kv_heads]``
     are required and the values are quantised on the way in.
     """
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep]
-    if slots.numel() == 0:
+    if bool((slot_mapping < 0).any()):
+        keep = slot_mapping >= 0
+        slot_mapping, k, v = slot_mapping[keep], k[keep], v[keep]
+    if slot_mapping.numel() == 0:
         return
-    k, v = k[keep], v[keep]
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     flat_k = k_cache.view(-1, num_kv_heads, head_dim)
     flat_v = v_cache.view(-1, num_kv_heads, head_dim)
     if is_quantized(k_cache.dtype):
         if k_scale is None or v_scale is None:
             raise ValueError("a quantised KV cache needs k_scale and v_scale")
-        flat_k[slots] = quantize(k, k_scale, k_cache.dtype)
-        flat_v[slots] = quantize(v, v_scale, v_cache.dtype)
+        # (index_copy_ has no float8 kernel on CPU)
+        flat_k[slot_mapping] = quantize(k, k_scale, k_cache.dtype)
+        flat_v[slot_mapping] = quantize(v, v_scale, v_cache.dtype)
     else:
-        flat_k[slots] = k.to(k_cache.dtype)
-        flat_v[slots] = v.to(v_cache.dtype)
+        # index_copy_ on the slot dim: cheaper than advanced-index assignment on CPU.
+        flat_k.index_copy_(0, slot_mapping, k.to(k_cache.dtype))
+        flat_v.index_copy_(0, slot_mapping, v.to(v_cache.dtype))
 
 
 def gather_kv(

@@ -86,12 +86,13 @@ class Attention(nn.Module):
         only those rows go through ``o_proj`` and the result is ``[R, hidden]``.
         """
         n = hidden.shape[0]
-        q, k, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.view(n, self.num_heads, self.head_dim)
-        k = k.view(n, self.num_kv_heads, self.head_dim)
-        v = v.view(n, self.num_kv_heads, self.head_dim)
-        cos, sin = self.rotary(positions, q.dtype)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        qkv = self.qkv_proj(hidden)
+        cos, sin = self.rotary(positions, qkv.dtype)
+        # q and k are adjacent in the fused projection: rotate them as one [n, heads + kv_heads,
+        # head_dim] tensor (half the elementwise calls of rotating each).
+        qk = apply_rotary(qkv[:, : self.q_size + self.kv_size].view(n, -1, self.head_dim), cos, sin)
+        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
+        v = qkv[:, self.q_size + self.kv_size :].view(n, self.num_kv_heads, self.head_dim)
         out = self.backend.forward(
             q,
             k,
