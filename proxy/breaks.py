@@ -125,6 +125,9 @@ EXCERPT_CHARS: Final = 30
 #: Recent snapshots kept per prefix family (distinct live prefixes, e.g. concurrent sessions).
 SNAPSHOTS_PER_FAMILY: Final = 32
 
+#: Models whose minimum cacheable prefix is kept looked up (distinct model ids seen).
+MAX_MINIMUM_CACHE: Final = 1024
+
 #: (key fingerprint, prompt_cache_key): whose cache entries a request can read.
 CacheScope = tuple[str | None, str | None]
 #: (cache scope, model, first segment hash).
@@ -328,6 +331,9 @@ class BreakExplainer:
         self._by_model: _Lru = _Lru()  # (scope, model) -> FamilyKey (edited first segment)
         self._chars = 0
         self._lock = threading.Lock()
+        # model -> min_tokens: the table is immutable and scanning its fnmatch patterns costs
+        # about 25 us per request; bounded by MAX_MINIMUM_CACHE (emptied when full)
+        self._min_tokens: dict[str, int | None] = {}
 
     def __len__(self) -> int:
         return len(self._families)
@@ -451,8 +457,16 @@ class BreakExplainer:
         caches whole KV blocks of any prompt)."""
         if model is None or vendor == "engine":
             return None
+        try:
+            return self._min_tokens[model]
+        except KeyError:
+            pass
         row = self.minimums.lookup(model)
-        return row.min_tokens if row is not None else None
+        minimum = row.min_tokens if row is not None else None
+        if len(self._min_tokens) >= MAX_MINIMUM_CACHE:
+            self._min_tokens.clear()
+        self._min_tokens[model] = minimum
+        return minimum
 
     def __call__(self, record: RequestRecord) -> None:
         """Record hook: fill ``record``'s break columns. Logs and swallows any error."""
