@@ -29,6 +29,10 @@ from .base import AttentionBackend, AttnMetadata
 
 __all__ = ["TorchAttentionBackend", "gather_kv", "store_kv"]
 
+# The prefix/new split below needs the CPU flash kernel's log-sum-exp output. It is a private
+# aten op (present in torch 2.2+); without it every prefill takes the gather path.
+_HAS_CPU_FLASH = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+
 
 def store_kv(
     k: torch.Tensor,
@@ -173,7 +177,7 @@ class TorchAttentionBackend(AttentionBackend):
         # copy unless it is quantised), so the gather is skipped.
         fresh_kv = not quantized and k_cache.dtype == q.dtype
         # fp32 only: the two-part merge rounds each part once more, too coarse in bf16 / fp16.
-        split_ok = q.device.type == "cpu" and q.dtype == torch.float32
+        split_ok = _HAS_CPU_FLASH and q.device.type == "cpu" and q.dtype == torch.float32
         block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
         group = q.shape[1] // num_kv_heads
         for seq in self._prefill_plan(meta, sliding_window, block_size):
