@@ -8,8 +8,9 @@ https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
 * at most 4 breakpoints per request; asking for more raises ``BreakpointLimitError`` (the API
   would answer 400 "A maximum of 4 blocks with cache_control may be provided");
 * ``ttl`` is ``"5m"`` or ``"1h"``, and a 1h breakpoint may not follow a 5m one (else 400):
-  ``BreakpointTTLOrderError`` names both and the fix. promptcache raises rather than reorders,
-  because silently promoting a 5m breakpoint to 1h doubles its write price (1.25x -> 2x);
+  ``BreakpointTTLOrderError`` names both and the fix. The order is checked on the breakpoints
+  kept after the minimum below (a skipped one is never sent). promptcache raises rather than
+  reorders, because silently promoting a 5m breakpoint to 1h doubles its write price (1.25x -> 2x);
 * a breakpoint whose cumulative prefix is below the model's minimum cacheable length would write
   nothing: it is dropped and a warning saying so is returned, never silently. Minimums come from
   ``promptcache.minimums``; token counts are ``cl100k_base`` approximations.
@@ -120,7 +121,8 @@ def plan_breakpoints(
 
     Raises:
         BreakpointLimitError: more than ``MAX_BREAKPOINTS`` requested.
-        BreakpointTTLOrderError: a 1h breakpoint after a 5m one.
+        BreakpointTTLOrderError: a kept 1h breakpoint after a kept 5m one (skipped ones,
+            never sent, do not count).
     """
     if len(requested) > MAX_BREAKPOINTS:
         listed = ", ".join(bp.where for bp in requested)
@@ -129,16 +131,6 @@ def plan_breakpoints(
             f"{MAX_BREAKPOINTS}: drop a cache_breakpoint() marker or leave a location out of "
             "PromptBuilder(breakpoints=...)"
         )
-    last_5m: PlannedBreakpoint | None = None
-    for bp in requested:
-        if bp.ttl == "5m" and last_5m is None:
-            last_5m = bp
-        elif bp.ttl == "1h" and last_5m is not None:
-            raise BreakpointTTLOrderError(
-                f"breakpoint {bp.where} has ttl '1h' but comes after {last_5m.where} with ttl "
-                "'5m'; longer TTLs must come first in the prefix (the API answers 400): set "
-                f"{last_5m.label!r} to '1h' too, or {bp.label!r} to '5m'"
-            )
     table = minimums or default_model_minimums()
     row = table.lookup(model)
     warnings: list[str] = []
@@ -168,4 +160,15 @@ def plan_breakpoints(
             )
         else:
             kept.append(bp)
+    # Only the breakpoints actually sent can break the order: a skipped 5m one is never seen.
+    last_5m: PlannedBreakpoint | None = None
+    for bp in kept:
+        if bp.ttl == "5m" and last_5m is None:
+            last_5m = bp
+        elif bp.ttl == "1h" and last_5m is not None:
+            raise BreakpointTTLOrderError(
+                f"breakpoint {bp.where} has ttl '1h' but comes after {last_5m.where} with ttl "
+                "'5m'; longer TTLs must come first in the prefix (the API answers 400): set "
+                f"{last_5m.label!r} to '1h' too, or {bp.label!r} to '5m'"
+            )
     return BreakpointPlan(tuple(kept), tuple(warnings), minimum)

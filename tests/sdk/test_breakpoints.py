@@ -105,6 +105,44 @@ def test_ttl_order_1h_after_5m_raises() -> None:
         PromptBuilder().system("x").cache_breakpoint(ttl="2h")
 
 
+def test_ttl_order_ignores_skipped_5m_breakpoint() -> None:
+    # tools alone are below Sonnet 4.5's 1024-token minimum: their 5m breakpoint is skipped and
+    # never sent, so a 1h frozen breakpoint after it is fine (it used to raise regardless)
+    builder = PromptBuilder("claude-sonnet-4-5", ttl={"frozen": "1h"})
+    builder.tool("run_sql", "Run a read-only SQL query.", {"type": "object"})
+    builder.system("You are a senior Python reviewer.")
+    builder.rules("\n".join(f"{i}. Module {i} needs type hints and tests." for i in range(150)))
+    builder.session("The user is Ada.").add_user("Hi").add_assistant("Hello").dynamic("Why?")
+    anthropic = builder.to_anthropic()
+    assert [(bp.label, bp.ttl) for bp in anthropic.breakpoints] == [
+        ("frozen", "1h"),
+        ("session", "5m"),
+        ("history", "5m"),
+    ]
+    assert "cache_control" not in anthropic["tools"][0]
+    assert anthropic["system"][1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert anthropic["system"][2]["cache_control"] == {"type": "ephemeral"}
+    (warning,) = anthropic.warnings
+    assert warning.startswith("skipped cache breakpoint at tools[0] (tools): cumulative prefix")
+    builder.model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    bedrock = builder.to_bedrock_converse()
+    point_1h = {"cachePoint": {"type": "default", "ttl": "1h"}}
+    assert [b for b in bedrock["toolConfig"]["tools"] if "cachePoint" in b] == []
+    assert [b for b in bedrock["system"] if "cachePoint" in b] == [
+        point_1h,
+        {"cachePoint": {"type": "default"}},
+    ]
+    assert [bp.ttl for bp in bedrock.breakpoints] == ["1h", "5m", "5m"]
+    assert bedrock.warnings[0].startswith("skipped cache breakpoint at tools[0] (tools): ")
+    # once the 5m tools breakpoint is placed (minimum lowered), the order is wrong again
+    builder.min_prefix_tokens = 10
+    with pytest.raises(
+        BreakpointTTLOrderError,
+        match=r"system\[1\] \(frozen\) has ttl '1h' but comes after tools\[0\] \(tools\)",
+    ):
+        builder.to_anthropic()
+
+
 def test_unknown_model_is_not_checked_but_warned() -> None:
     b = PromptBuilder("claude-3-haiku-20240307").system("Role.").dynamic("q")
     rendered = b.to_anthropic()
