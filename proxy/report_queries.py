@@ -20,7 +20,7 @@ Definitions (shared with :mod:`.rollup`):
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Final
 
 __all__ = [
@@ -90,29 +90,9 @@ class GroupRow:
     unexpected_misses: int
 
 
-_SUMS = ", ".join(
-    f"COALESCE(SUM({c}), 0)"
-    for c in (
-        "requests",
-        "requests_with_usage",
-        "requests_with_input",
-        "hit_requests",
-        "hit_ratio_sum",
-        "uncached_input_tokens",
-        "cache_read_tokens",
-        "cache_write_5m_tokens",
-        "cache_write_1h_tokens",
-        "cache_write_unknown_tokens",
-        "output_tokens",
-        "total_input_tokens",
-        "cost_usd",
-        "cost_without_cache_usd",
-        "unpriced_requests",
-        "errors",
-        "breaks",
-        "unexpected_misses",
-    )
-)
+# The hourly rollup columns summed for a GroupRow, in its field order (after ``group``): the
+# dataclass is the one list of them, so the SELECT and the row cannot drift apart.
+_SUMS = ", ".join(f"COALESCE(SUM({f.name}), 0)" for f in fields(GroupRow)[1:])
 
 
 def group_totals(
