@@ -171,4 +171,6 @@ def load_model(
     model.rotary.to(device)
     with torch.no_grad():
         model.load_weights(iter_safetensors(model_dir))
+    if torch.device(device).type == "cpu":
+        model.use_column_major_weights()
     return model.eval(), config
