@@ -97,8 +97,10 @@ def response_headers(
 #: Keep-alive connections per ``httpx.AsyncClient``. On every request, httpcore 1.0's pool
 #: checks each of a client's connections (one ``poll`` per idle one) and counts them in a loop
 #: quadratic in their number; at 128 connections that is milliseconds of CPU per request. Several
-#: small clients per upstream keep the cost flat at any concurrency.
-SHARD_CONNECTIONS = 8
+#: small clients per upstream keep the cost flat at any concurrency. Two is the measured best:
+#: at 32 concurrent requests the proxy spends 0.86 ms of CPU per request with 2 (0.85 with 1,
+#: 1.10 with 8) and serves 1.3x the requests/s it did with 8 (``benchmarks/proxy_overhead.py``).
+SHARD_CONNECTIONS = 2
 
 #: Request bytes held back to go out in one ``send`` with what follows (see ``_Stream``).
 COALESCE_BYTES = 64 * 1024

@@ -95,6 +95,38 @@ def test_close_writes_every_submitted_row(tmp_path: Path) -> None:
         store.submit(row())
 
 
+@pytest.mark.parametrize("batch", [1, 3, 64, 85, 500])
+def test_every_value_is_stored_exactly_whatever_the_batch_size(
+    tmp_path: Path, batch: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Batches are cut into multi-row statements of 64, 16, 4 and 1 rows: every split must put
+    # each value, of each type, in its own row and column.
+    path = tmp_path / "log.db"
+    store = RequestStore(path, flush_interval_s=1.0, batch_rows=batch)
+    store.start()
+    sent = [
+        row(
+            model=f"m{i}",
+            status=200 + i,
+            latency_ms=i + 0.1 + 1e-9,
+            cost_usd=f"0.{i:06d}",
+            error=None if i % 2 else "upstream answered 500: é\n",
+            stream=i % 2,
+        )
+        for i in range(batch + 2)
+    ]
+    for r in sent:
+        assert store.submit(r)
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    stored = {r["id"]: dict(r) for r in conn.execute("SELECT * FROM requests")}
+    conn.close()
+    assert stored == {r["id"]: r for r in sent}
+    # ... through the batched statements, not the row-by-row fallback for failed batches
+    assert "one by one" not in caplog.text
+
+
 def test_rows_reach_disk_within_the_flush_interval_without_a_flush_call(tmp_path: Path) -> None:
     path = tmp_path / "log.db"
     store = RequestStore(path, flush_interval_s=0.2, batch_rows=10_000)
