@@ -44,7 +44,7 @@ from .record import RequestRecord
 from .redact import client_secrets, key_fingerprint, redact_text
 from .sse import ServerSentEvent, SSEDecoder
 from .store import RequestStore
-from .stream_options import inject_include_usage, is_injected_usage_chunk, needs_include_usage
+from .stream_options import drop_injected_usage_chunk, inject_include_usage, needs_include_usage
 from .vendors import GEMINI_ACTIONS, SUPPORTED_ROUTES, RouteSpec, error_body, error_message_of
 
 __all__ = ["REQUEST_ID_HEADER", "ProxyEndpoint", "ProxyState", "RecordHook"]
@@ -103,6 +103,8 @@ class _Exchange:
     disconnected: bool = False
     stream_complete: bool = False  # the stream's terminal event was relayed
     miss_reason: str | None = None
+    #: relayed SSE events not yet fed to the accumulator, with their JSON where already parsed
+    unread: list[tuple[ServerSentEvent, Any]] = field(default_factory=list)
 
 
 class ProxyEndpoint:
@@ -275,12 +277,14 @@ class ProxyEndpoint:
                         ex.response_copy += chunk
                 if decoder is not None:
                     events = decoder.feed(chunk)
+                    parsed: dict[int, Any] = {}
                     if ex.strip_usage_chunk:
-                        chunk = self._take_events(ex, events, strip=True)
-                    elif events:
-                        self._take_events(ex, events, strip=False)
+                        chunk, parsed = drop_injected_usage_chunk(events)
+                    ex.unread += [(e, parsed.get(i, _UNPARSED)) for i, e in enumerate(events)]
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if len(ex.unread) >= OBSERVE_BATCH_EVENTS:
+                    self._observe(ex)
         except httpx.TransportError as exc:
             message = describe_transport_error(upstream, exc) + " (mid-response)"
             if record is not None:
@@ -302,44 +306,52 @@ class ProxyEndpoint:
         else:
             if decoder is not None:
                 events, tail = decoder.close()
-                rest = self._take_events(ex, events, strip=ex.strip_usage_chunk)
-                rest += tail if ex.strip_usage_chunk else b""
+                rest, parsed = b"", {}
+                if ex.strip_usage_chunk:
+                    rest, parsed = drop_injected_usage_chunk(events)
+                    rest += tail
+                ex.unread += [(e, parsed.get(i, _UNPARSED)) for i, e in enumerate(events)]
                 if rest:
                     await send({"type": "http.response.body", "body": rest, "more_body": True})
         ex.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _take_events(self, ex: _Exchange, events: list[ServerSentEvent], *, strip: bool) -> bytes:
-        """Feed events' JSON to the accumulator; with ``strip``, return the bytes to forward."""
-        kept: list[bytes] = []
-        for event in events:
+    def _observe(self, ex: _Exchange) -> None:
+        """Feed ``ex.unread`` events' JSON to the usage accumulator (in stream order) and note
+        the stream's end and the vendor's miss reason; empties ``ex.unread``.
+
+        The relay only queues events: they are read here in batches of ``OBSERVE_BATCH_EVENTS``
+        and once the response is over, so a stream's last byte reaches the client without
+        waiting for the JSON of every event before it (and memory stays bounded on long streams).
+        """
+        unread, ex.unread = ex.unread, []
+        for event, payload in unread:
             data = event.data
             if data == "[DONE]":
                 ex.stream_complete = True
-            elif data.startswith("{"):
+                continue
+            if not data.startswith("{"):
+                continue
+            if payload is _UNPARSED:
                 try:
                     payload = json.loads(data)
                 except ValueError:
-                    payload = None
-                if isinstance(payload, dict):
-                    if ex.accumulator is not None:
-                        try:
-                            ex.accumulator.feed(payload)
-                        except Exception as exc:  # odd vendor data must not break the relay
-                            logger.warning("usage event not understood: %s", exc)
-                            ex.accumulator = None
-                    kind = payload.get("type")
-                    if kind == "message_start":
-                        message = payload.get("message")
-                        if isinstance(message, dict):
-                            ex.miss_reason = vendor_miss_reason(message)
-                    elif kind in _TERMINAL_EVENTS or _gemini_finished(payload):
-                        ex.stream_complete = True
-                    if strip and is_injected_usage_chunk(payload):
-                        continue
-            if strip:
-                kept.append(event.raw)
-        return b"".join(kept)
+                    continue
+            if not isinstance(payload, dict):
+                continue
+            if ex.accumulator is not None:
+                try:
+                    ex.accumulator.feed(payload)
+                except Exception as exc:  # odd vendor data must not break the relay
+                    logger.warning("usage event not understood: %s", exc)
+                    ex.accumulator = None
+            kind = payload.get("type")
+            if kind == "message_start":
+                message = payload.get("message")
+                if isinstance(message, dict):
+                    ex.miss_reason = vendor_miss_reason(message)
+            elif kind in _TERMINAL_EVENTS or _gemini_finished(payload):
+                ex.stream_complete = True
 
     def _sse_error(self, message: str) -> bytes:
         body = error_body(self.spec.dialect, 502, message).decode()
@@ -373,6 +385,10 @@ class ProxyEndpoint:
         if ex.first_byte is not None:
             record.ttft_ms = (ex.first_byte - ex.started) * 1000.0
             record.first_byte_at = record.started_at + (ex.first_byte - ex.started)
+        try:
+            self._observe(ex)  # the stream events the relay queued
+        except Exception:
+            logger.exception("request %s: could not read the stream's events", record.id)
         if ex.disconnected and record.error is None and not ex.stream_complete:
             record.error = "client disconnected before the response was complete"
         record.request_json = ex.parsed
@@ -425,6 +441,12 @@ class ProxyEndpoint:
             upstream = self.state.config.upstreams.get(record.upstream or "")
             apply_usage(record, usage, upstream.price_as if upstream else None)
 
+
+#: Relayed SSE events queued before the relay stops to read their JSON (see ``_observe``).
+OBSERVE_BATCH_EVENTS = 64
+
+#: ``_Exchange.unread`` payload of an event whose JSON has not been parsed yet.
+_UNPARSED: Any = object()
 
 #: Stream events after which nothing the client needs follows (OpenAI chat ends with [DONE]).
 _TERMINAL_EVENTS = frozenset(

@@ -14,11 +14,22 @@ inserted or replaced JSON member stays byte-identical (messages, tools, key orde
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["inject_include_usage", "is_injected_usage_chunk", "needs_include_usage"]
+from .sse import ServerSentEvent
+
+__all__ = [
+    "drop_injected_usage_chunk",
+    "inject_include_usage",
+    "is_injected_usage_chunk",
+    "needs_include_usage",
+]
 
 _DECODER = json.JSONDecoder()
+#: ``"choices": []`` with any JSON whitespace: only an event containing it can be the usage chunk.
+_EMPTY_CHOICES = re.compile(r'"choices"\s*:\s*\[\s*\]')
 _WHITESPACE = " \t\n\r"
 
 
@@ -35,6 +46,35 @@ def needs_include_usage(body: dict[str, Any]) -> bool:
 def is_injected_usage_chunk(chunk: dict[str, Any]) -> bool:
     """True for the extra usage-only chunk (``choices: []`` and a usage object)."""
     return chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict)
+
+
+def drop_injected_usage_chunk(
+    events: Sequence[ServerSentEvent],
+) -> tuple[bytes, dict[int, Any]]:
+    """The bytes of ``events`` to forward to the client, without the injected usage chunk.
+
+    Only an event whose data contains ``"choices": []`` is parsed here (the usage chunk is the
+    one chunk with empty choices); every other event is passed through unparsed, so the relay
+    can send it before spending time on its JSON. (A usage chunk spelling the key with JSON
+    escapes, ``"\\u0063hoices"``, would not be recognised and would reach the client.)
+
+    Returns:
+        ``(raw bytes of the kept events, {event index: parsed JSON}``) for the events parsed
+        here, so the caller need not parse them again.
+    """
+    kept: list[bytes] = []
+    parsed: dict[int, Any] = {}
+    for index, event in enumerate(events):
+        if event.data.startswith("{") and _EMPTY_CHOICES.search(event.data):
+            try:
+                payload = json.loads(event.data)
+            except ValueError:
+                payload = None
+            parsed[index] = payload
+            if isinstance(payload, dict) and is_injected_usage_chunk(payload):
+                continue
+        kept.append(event.raw)
+    return b"".join(kept), parsed
 
 
 def inject_include_usage(raw: bytes, body: dict[str, Any]) -> bytes | None:

@@ -13,7 +13,7 @@ import httpx
 import openai
 from conftest import RunningProxy, read_rows
 from servers import ServerThread
-from upstreams import MockUpstream, recorded, without_usage
+from upstreams import MockUpstream, recorded, split_events, without_usage
 
 from promptcache.proxy.config import RouteRule, UpstreamConfig
 
@@ -179,6 +179,23 @@ def test_openai_stream_gets_usage_injected_and_the_extra_chunk_stripped(
     assert received == full.replace(usage_chunk, b"")
     assert "content-length" not in response.headers
     assert proxy.row()["cache_read_tokens"] == 1920
+
+
+def test_a_long_stream_is_relayed_whole_and_its_usage_read(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # 300 events: the relay reads queued events in batches while the stream goes on.
+    proxy = start_proxy()
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "x"}]}'
+    url = proxy.url + "/v1/chat/completions"
+    with httpx.stream("POST", url, content=sent, headers={"x-mock-repeat": "300"}) as response:
+        received = b"".join(response.iter_raw())
+    # what the upstream sent (usage was injected), less its usage chunk
+    full = split_events(recorded("openai_chat", "cached", "sse"))
+    events = [e for e in full if b'"choices":[]' not in e]
+    assert received == b"".join([events[0], *[events[1]] * 300, *events[1:]])
+    row = proxy.row()
+    assert (row["cache_read_tokens"], row["error"]) == (1920, None)
 
 
 def test_recording_off_is_pure_forwarding(

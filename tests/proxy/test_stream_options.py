@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from promptcache.proxy.sse import SSEDecoder
 from promptcache.proxy.stream_options import (
+    drop_injected_usage_chunk,
     inject_include_usage,
     is_injected_usage_chunk,
     needs_include_usage,
@@ -81,6 +83,19 @@ def test_usage_chunk_detection() -> None:
     assert is_injected_usage_chunk({"choices": [], "usage": {"prompt_tokens": 3}})
     assert not is_injected_usage_chunk({"choices": [], "usage": None})  # Azure filter chunk
     assert not is_injected_usage_chunk({"choices": [{"delta": {}}], "usage": None})
+
+
+def test_only_the_usage_chunk_is_dropped_and_only_empty_choices_are_parsed_early() -> None:
+    content = b'data: {"choices":[{"delta":{"content":"say \\"choices\\": []"}}],"usage":null}\n\n'
+    azure_filter = b'data: {"choices": [], "usage": null, "prompt_filter_results": []}\n\n'
+    usage = b'data: {"id":"c1","choices" : [ ],"usage":{"prompt_tokens":3}}\n\n'
+    done = b"data: [DONE]\n\n"
+    events = SSEDecoder().feed(content + azure_filter + usage + done)
+    forwarded, parsed = drop_injected_usage_chunk(events)
+    assert forwarded == content + azure_filter + done
+    # the content chunk (whose text only quotes the key) waits to be parsed after the send
+    assert sorted(parsed) == [1, 2]
+    assert parsed[2] == {"id": "c1", "choices": [], "usage": {"prompt_tokens": 3}}
 
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)

@@ -8,6 +8,7 @@ Requests choose what they get with headers, which the official clients can send 
 - ``x-mock-case``: the recorded case (file stem); defaults per API below.
 - ``x-mock-chunk``: stream the bytes in pieces of this many bytes (default: one event a chunk).
 - ``x-mock-delay-ms``: sleep between chunks.
+- ``x-mock-repeat``: send the stream's second event (the first delta) this many extra times.
 - ``x-mock-fault``: ``status-<code>`` (a vendor-shaped error with that status), ``slow`` (answer
   after 3 s), ``hang`` (send the first event, then comments every 20 ms until the client goes
   away), ``cut`` (send half of the stream, then drop the connection), ``no-stream-options``
@@ -187,6 +188,10 @@ class MockUpstream:
         stream = recorded(api, case, "sse")
         if api == "openai_chat" and not (body.get("stream_options") or {}).get("include_usage"):
             stream = without_usage(stream)
+        repeat = int(request.header("x-mock-repeat") or 0)
+        if repeat:
+            events = split_events(stream)
+            stream = b"".join([events[0], *[events[1]] * repeat, *events[1:]])
         size = int(request.header("x-mock-chunk") or 0)
         if size:
             pieces = [stream[i : i + size] for i in range(0, len(stream), size)]
