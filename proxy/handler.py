@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ from .forward import (
     request_headers,
     response_headers,
 )
-from .record import RequestRecord
+from .record import RequestRecord, new_request_id
 from .redact import client_secrets, key_fingerprint, redact_text
 from .sse import ServerSentEvent, SSEDecoder
 from .store import RequestStore
@@ -122,7 +121,7 @@ class ProxyEndpoint:
         if state.recording:
             secrets = client_secrets(scope["headers"], scope["query_string"])
             record = RequestRecord(
-                id=uuid.uuid4().hex,
+                id=new_request_id(),
                 started_at=state.config.clock(),
                 route=scope["path"],
                 api=self.spec.api,
