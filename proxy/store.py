@@ -312,8 +312,17 @@ class RequestStore:
                     if not pending:
                         break
                     count = len(pending)
-                    if not self._write(db, pending, final=stopping):
-                        break  # locked elsewhere: keep the rows, try again next round
+                    try:
+                        if not self._write(db, pending, final=stopping):
+                            break  # locked elsewhere: keep the rows, try again next round
+                    except Exception:  # the writer must outlive any one batch
+                        self.failed_rows += len(pending)
+                        logger.exception(
+                            "request log: %d rows lost (ids %s...)",
+                            len(pending),
+                            ", ".join(str(r.get("id")) for r in pending[:3]),
+                        )
+                        pending.clear()
                     with self._progress:
                         self._handled += count
                         self._progress.notify_all()
@@ -328,12 +337,15 @@ class RequestStore:
         """Insert ``rows`` in one transaction and clear the list; False if the file stayed locked.
 
         A lock held elsewhere longer than ``BUSY_TIMEOUT_S`` leaves the rows pending for the next
-        round (retried a few times at once on the final flush). Any other SQLite error (a
-        constraint or trigger failing, a full disk) retries the rows one by one, so only the rows
-        that fail are lost: each is logged with its id and counted in ``failed_rows``.
+        round (retried a few times at once on the final flush). Any other failure (a constraint or
+        trigger failing, a full disk, a value SQLite cannot bind) retries the rows one by one, so
+        only the rows that fail are lost: each is logged with its id and counted in
+        ``failed_rows``. A row whose values cannot be bound as they are (a string with a lone
+        surrogate, which is valid JSON but not UTF-8; an integer beyond 64 bits) is stored with
+        those values made storable (``_storable``) rather than lost.
         """
         attempts = 0
-        failure: sqlite3.Error
+        failure: Exception
         while True:
             try:
                 _insert(db, rows)
@@ -348,7 +360,7 @@ class RequestStore:
                 if not final:
                     return False
                 break
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, ValueError, OverflowError) as exc:
                 failure = exc
                 break
             else:
@@ -362,14 +374,38 @@ class RequestStore:
         )
         for row in rows:
             try:
-                _insert(db, [row])
-            except sqlite3.Error as exc:
+                try:
+                    _insert(db, [row])
+                except (ValueError, OverflowError) as exc:
+                    logger.warning(
+                        "request log: row %s has values SQLite cannot store as they are (%s); "
+                        "storing them escaped",
+                        row.get("id"),
+                        exc,
+                    )
+                    _insert(db, [_storable(row)])
+            except (sqlite3.Error, ValueError, OverflowError) as exc:
                 self.failed_rows += 1
                 logger.error("request log: row %s could not be written: %s", row.get("id"), exc)
             else:
                 self.written_rows += 1
         rows.clear()
         return True
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every value SQLite can bind: text that is not valid UTF-8 (lone surrogates,
+    which ``json.loads`` accepts) gets backslash escapes (``\\ud800``), and integers outside
+    SQLite's signed 64-bit range are bound as their decimal text (which an INTEGER column
+    stores as REAL)."""
+    fixed: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, str):
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+            value = str(value)
+        fixed[key] = value
+    return fixed
 
 
 #: Rows per multi-row INSERT statement (fewer if SQLite allows fewer bound variables).

@@ -67,6 +67,23 @@ def test_malformed_json_gets_the_vendors_400_and_is_logged(
     assert rows[0]["route"] == path
 
 
+def test_a_request_sqlite_cannot_store_as_sent_is_logged_and_logging_goes_on(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # Valid JSON with a lone surrogate in the model name: forwarded as sent, logged escaped.
+    proxy = start_proxy()
+    odd = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        content=b'{"model": "gpt-4o\\ud800", "messages": [{"role": "user", "content": "x"}]}',
+    )
+    assert odd.status_code == 200
+    normal = b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}'
+    assert httpx.post(proxy.url + "/v1/chat/completions", content=normal).status_code == 200
+    rows = proxy.rows(2)
+    assert [r["model"] for r in rows] == ["gpt-4o\\ud800", "gpt-4o"]
+    assert all(r["cache_read_tokens"] == 1920 for r in rows)
+
+
 def test_anthropic_shape_is_what_the_official_client_expects(
     start_proxy: Callable[..., RunningProxy],
 ) -> None:

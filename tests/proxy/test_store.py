@@ -248,3 +248,28 @@ def test_a_row_that_fails_loses_only_itself_not_its_batch(tmp_path: Path) -> Non
     store.close()
     assert count(path) == 9
     assert (store.written_rows, store.failed_rows) == (9, 1)
+
+
+def test_values_sqlite_cannot_bind_are_stored_escaped_and_the_writer_lives_on(
+    tmp_path: Path,
+) -> None:
+    # json.loads accepts a lone surrogate ("\ud800") and any integer; SQLite binds neither.
+    path = tmp_path / "log.db"
+    store = RequestStore(path, flush_interval_s=0.05)
+    store.start()
+    bad = [row(model="gpt-\ud800"), row(model="m", output_tokens=2**64)]
+    store.submit(row(model="before"))
+    for r in bad:
+        store.submit(r)
+    assert store.flush(10)
+    store.submit(row(model="after"))  # the writer thread is still there
+    store.close()
+    conn = sqlite3.connect(path)
+    stored = dict(conn.execute("SELECT id, model FROM requests").fetchall())
+    tokens = conn.execute(
+        "SELECT output_tokens FROM requests WHERE id = ?", (bad[1]["id"],)
+    ).fetchone()[0]
+    conn.close()
+    assert sorted(stored.values()) == ["after", "before", "gpt-\\ud800", "m"]
+    assert tokens == float(2**64)  # decimal text, which an INTEGER column keeps as REAL
+    assert (store.written_rows, store.failed_rows) == (4, 0)
