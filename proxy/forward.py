@@ -1,4 +1,4 @@
-"""Talking to the upstreams: one pooled ``httpx.AsyncClient`` per upstream, headers in and out.
+"""Talking to the upstreams: pooled ``httpx.AsyncClient`` s per upstream, headers in and out.
 
 Request bodies go out as the exact bytes the client sent (no re-serialisation: ``cache_control``,
 TTLs and key order reach the upstream untouched). Headers pass through except:
@@ -15,13 +15,14 @@ client gets 504) and ``UpstreamUnreachableError`` (502), both ``promptcache.erro
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -118,23 +119,38 @@ class _Shard:
     client: httpx.AsyncClient
     #: the client's transport when requests may skip the client (no environment proxy applies)
     transport: httpx.AsyncHTTPTransport | None
+    #: the client's pool size (``SHARD_CONNECTIONS``, or what is left of ``max_connections``)
+    capacity: int
     in_flight: int = 0
+
+
+@dataclass
+class _Upstream:
+    """One upstream's clients and its admission gate."""
+
+    #: one permit per allowed connection; a request holds one from before it picks a client
+    #: until its response is closed, so it waits for the first connection freed on any client
+    slots: asyncio.Semaphore
+    shards: list[_Shard] = field(default_factory=list)
+    capacity: int = 0  # sum of the shards' capacities
 
 
 class UpstreamPool:
     """Pooled ``httpx.AsyncClient`` s per upstream, created on demand, closed by ``aclose``.
 
-    An upstream gets up to ``max_connections / SHARD_CONNECTIONS`` clients of
-    ``SHARD_CONNECTIONS`` keep-alive connections each; a request goes to the client with the fewest
-    requests in flight (the first one, while traffic is light, so connections are reused), and a
-    new client is added only when every existing one is full. Clients use the upstream's
-    connect / read / write / pool timeouts. Proxy environment variables (HTTPS_PROXY...) apply to
-    remote upstreams only, never to loopback ones.
+    An upstream gets clients of ``SHARD_CONNECTIONS`` keep-alive connections each (the last one
+    smaller if ``max_connections`` is not a multiple), never more than ``max_connections``
+    connections in all. A request first takes one of ``max_connections`` permits, waiting up to
+    the upstream's pool timeout for one (so a waiting request gets the first connection freed on
+    any client), then goes to the client with the most free connections (the first one while
+    traffic is light, so connections are reused); a client is added only when every existing one
+    is full. Clients use the upstream's connect / read / write timeouts. Proxy environment
+    variables (HTTPS_PROXY...) apply to remote upstreams only, never to loopback ones.
     """
 
     def __init__(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
         self._upstreams = dict(upstreams)
-        self._shards: dict[str, list[_Shard]] = {}
+        self._states: dict[str, _Upstream] = {}
         # Loading the CA bundle takes ~0.1 s of CPU; do it once here, not per client on the
         # event loop when load grows (httpx builds a context even for http:// clients).
         self._ssl_context = httpx.create_ssl_context()
@@ -145,21 +161,45 @@ class UpstreamPool:
         # which routes them to the proxy.
         self._env_proxies = bool(urllib.request.getproxies())
 
-    def _shard(self, upstream: UpstreamConfig) -> _Shard:
-        shards = self._shards.setdefault(upstream.name, [])
-        best = min(shards, key=lambda shard: shard.in_flight, default=None)
-        if best is not None and (
-            best.in_flight < SHARD_CONNECTIONS
-            or len(shards) * SHARD_CONNECTIONS >= upstream.max_connections
-        ):
+    def _state(self, upstream: UpstreamConfig) -> _Upstream:
+        state = self._states.get(upstream.name)
+        if state is None:
+            state = self._states[upstream.name] = _Upstream(
+                asyncio.Semaphore(upstream.max_connections)
+            )
+        return state
+
+    def _shard(self, upstream: UpstreamConfig, state: _Upstream) -> _Shard:
+        """The client for a request that holds a permit (so some client has, or can get, room)."""
+        best = max(state.shards, key=lambda shard: shard.capacity - shard.in_flight, default=None)
+        if best is not None and best.in_flight < best.capacity:
             return best
-        connections = min(SHARD_CONNECTIONS, upstream.max_connections)
+        connections = min(SHARD_CONNECTIONS, upstream.max_connections - state.capacity)
         transport = _transport(connections, self._ssl_context)
         client = _new_client(upstream, transport, self._ssl_context)
         direct = upstream.is_loopback or not self._env_proxies
-        shard = _Shard(client, transport if direct else None)
-        shards.append(shard)
+        shard = _Shard(client, transport if direct else None, connections)
+        state.shards.append(shard)
+        state.capacity += connections
         return shard
+
+    async def _admit(self, upstream: UpstreamConfig, state: _Upstream) -> None:
+        """Take a connection permit, waiting at most the upstream's pool timeout.
+
+        Raises:
+            UpstreamTimeoutError: all ``max_connections`` stayed busy for the pool timeout.
+        """
+        if not state.slots.locked():
+            await state.slots.acquire()  # free: returns without suspending
+            return
+        try:
+            await asyncio.wait_for(state.slots.acquire(), upstream.pool_timeout_s)
+        except asyncio.TimeoutError:  # TimeoutError on 3.11+, its own class on 3.10
+            raise UpstreamTimeoutError(
+                f"upstream {upstream.name} ({upstream.url}) had no free pooled connection in "
+                f"time: all {upstream.max_connections} connections stayed busy for "
+                f"{upstream.pool_timeout_s:g} s (raise max_connections or pool_timeout_s)"
+            ) from None
 
     def _url(self, upstream: UpstreamConfig, raw_path: bytes, query_string: bytes) -> httpx.URL:
         """The upstream URL for a request path; parsed once per upstream and path.
@@ -208,27 +248,32 @@ class UpstreamPool:
             content=body,
             extensions={"timeout": self._timeouts(upstream)},
         )
-        shard = self._shard(upstream)
-        shard.in_flight += 1
+        state = self._state(upstream)
+        await self._admit(upstream, state)
         try:
+            shard = self._shard(upstream, state)
+            shard.in_flight += 1
             try:
-                if shard.transport is not None:
-                    # Straight to the transport: the client layer would only add cookie
-                    # bookkeeping, auth and redirect hooks the proxy has turned off anyway.
-                    response = await shard.transport.handle_async_request(request)
-                else:
-                    response = await shard.client.send(request, stream=True)
-            except httpx.TimeoutException as exc:
-                raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
-            except httpx.TransportError as exc:
-                raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
-            try:
-                yield response
+                try:
+                    if shard.transport is not None:
+                        # Straight to the transport: the client layer would only add cookie
+                        # bookkeeping, auth and redirect hooks the proxy has turned off anyway.
+                        response = await shard.transport.handle_async_request(request)
+                    else:
+                        response = await shard.client.send(request, stream=True)
+                except httpx.TimeoutException as exc:
+                    raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
+                except httpx.TransportError as exc:
+                    raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
+                try:
+                    yield response
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await response.aclose()
             finally:
-                with anyio.CancelScope(shield=True):
-                    await response.aclose()
+                shard.in_flight -= 1
         finally:
-            shard.in_flight -= 1
+            state.slots.release()
 
     def _timeouts(self, upstream: UpstreamConfig) -> dict[str, float | None]:
         timeouts = self._timeout_dicts.get(upstream.name)
@@ -238,10 +283,10 @@ class UpstreamPool:
 
     async def aclose(self) -> None:
         """Close every client and its pooled connections."""
-        for shards in self._shards.values():
-            for shard in shards:
+        for state in self._states.values():
+            for shard in state.shards:
                 await shard.client.aclose()
-        self._shards.clear()
+        self._states.clear()
 
 
 class _Stream(httpcore.AsyncNetworkStream):

@@ -100,14 +100,18 @@ class MockUpstream:
         self.requests: list[ReceivedRequest] = []
         self.disconnects = 0
         self.disconnected = threading.Event()
+        #: requests being answered now, and the most at any one time since ``reset``
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self._lock = threading.Lock()
 
     def reset(self) -> None:
-        """Forget recorded requests and disconnects."""
+        """Forget recorded requests, disconnects and the in-flight peak."""
         with self._lock:
             self.requests.clear()
             self.disconnects = 0
             self.disconnected.clear()
+            self.peak_in_flight = self.in_flight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -127,11 +131,16 @@ class MockUpstream:
         )
         with self._lock:
             self.requests.append(request)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             await self._route(request, receive, send)
         except asyncio.CancelledError:
             self._note_disconnect()
             raise
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     def _note_disconnect(self) -> None:
         with self._lock:
