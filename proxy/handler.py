@@ -43,7 +43,12 @@ from .record import RequestRecord, new_request_id
 from .redact import client_secrets, key_fingerprint, redact_text
 from .sse import ServerSentEvent, SSEDecoder
 from .store import RequestStore
-from .stream_options import drop_injected_usage_chunk, inject_include_usage, needs_include_usage
+from .stream_options import (
+    INJECTABLE_APIS,
+    drop_injected_usage_chunk,
+    inject_include_usage,
+    needs_include_usage,
+)
 from .vendors import GEMINI_ACTIONS, SUPPORTED_ROUTES, RouteSpec, error_body, error_message_of
 
 __all__ = ["REQUEST_ID_HEADER", "ProxyEndpoint", "ProxyState", "RecordHook"]
@@ -189,7 +194,7 @@ class ProxyEndpoint:
             ex.record.upstream = upstream.name
             ex.record.vendor = upstream.vendor
             if (
-                self.spec.api == "openai_chat"
+                self.spec.api in INJECTABLE_APIS
                 and ex.parsed
                 and needs_include_usage(ex.parsed)
                 and upstream.name not in self.state.no_usage_injection

@@ -1,11 +1,13 @@
-"""OpenAI chat streams without usage: ask for it upstream, hide the answer from the client.
+"""OpenAI streams without usage: ask for it upstream, hide the answer from the client.
 
-Chat Completions streams report usage only when the request sets
+Chat Completions and (legacy) Completions streams report usage only when the request sets
 ``stream_options: {"include_usage": true}``; the usage then arrives in one extra last chunk with
 ``choices: []`` before ``data: [DONE]``, and every other chunk carries ``"usage": null``
-(https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options, checked
-2026-11-30). So that every request is recorded with its usage, the proxy sets the flag on streams
-that lack it and drops that one extra chunk before the client sees it.
+(https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options and
+https://platform.openai.com/docs/api-reference/completions/create#completions-create-stream_options,
+checked 2026-11-30; the official ``openai`` client sends the same ``stream_options`` object on
+both). So that every request is recorded with its usage, the proxy sets the flag on streams that
+lack it and drops that one extra chunk before the client sees it.
 
 The edit is a splice into the original bytes, never a re-serialisation: everything except the
 inserted or replaced JSON member stays byte-identical (messages, tools, key order, whitespace).
@@ -21,11 +23,15 @@ from typing import Any
 from .sse import ServerSentEvent
 
 __all__ = [
+    "INJECTABLE_APIS",
     "drop_injected_usage_chunk",
     "inject_include_usage",
     "is_injected_usage_chunk",
     "needs_include_usage",
 ]
+
+#: Wire formats (SDK names) whose streams get ``include_usage`` added when they lack it.
+INJECTABLE_APIS = frozenset({"openai_chat", "openai_completions"})
 
 _DECODER = json.JSONDecoder()
 #: ``"choices": []`` with any JSON whitespace: only an event containing it can be the usage chunk.

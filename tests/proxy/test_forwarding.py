@@ -11,6 +11,7 @@ from pathlib import Path
 import anthropic
 import httpx
 import openai
+import pytest
 from conftest import RunningProxy, read_rows
 from servers import ServerThread
 from upstreams import MockUpstream, recorded, split_events, without_usage
@@ -165,20 +166,41 @@ def test_bodies_are_not_stored_by_default(start_proxy: Callable[..., RunningProx
     assert row["request_body"] is None and row["response_body"] is None
 
 
+@pytest.mark.parametrize(
+    ("path", "api", "sent", "cache_read"),
+    [
+        (
+            "/v1/chat/completions",
+            "openai_chat",
+            b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "x"}]}',
+            1920,
+        ),
+        (
+            "/v1/completions",
+            "openai_completions",
+            b'{"model": "gpt-3.5-turbo-instruct", "stream": true, "prompt": "Once"}',
+            1024,
+        ),
+    ],
+)
 def test_openai_stream_gets_usage_injected_and_the_extra_chunk_stripped(
-    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+    start_proxy: Callable[..., RunningProxy],
+    mock_upstream: MockUpstream,
+    path: str,
+    api: str,
+    sent: bytes,
+    cache_read: int,
 ) -> None:
     proxy = start_proxy()
-    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "x"}]}'
-    with httpx.stream("POST", proxy.url + "/v1/chat/completions", content=sent) as response:
+    with httpx.stream("POST", proxy.url + path, content=sent) as response:
         received = b"".join(response.iter_raw())
     upstream_saw = mock_upstream.requests[0].body
     assert upstream_saw == b'{"stream_options":{"include_usage":true},' + sent[1:]
-    full = recorded("openai_chat", "cached", "sse")
+    full = recorded(api, "cached", "sse")
     usage_chunk = next(e for e in full.split(b"\n\n") if b'"choices":[]' in e) + b"\n\n"
     assert received == full.replace(usage_chunk, b"")
     assert "content-length" not in response.headers
-    assert proxy.row()["cache_read_tokens"] == 1920
+    assert proxy.row()["cache_read_tokens"] == cache_read
 
 
 def test_a_long_stream_is_relayed_whole_and_its_usage_read(

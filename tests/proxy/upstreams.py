@@ -14,9 +14,9 @@ Requests choose what they get with headers, which the official clients can send 
   away), ``cut`` (send half of the stream, then drop the connection), ``no-stream-options``
   (400 for a body with ``stream_options``, as some OpenAI-compatible servers do).
 
-Like OpenAI, a chat stream carries the usage chunk (and ``"usage": null`` on every chunk) only
-when the request asked for ``stream_options.include_usage``. Every request is kept in
-``requests`` (method, path, query, headers, exact body bytes) for assertions.
+Like OpenAI, a chat or completions stream carries the usage chunk (and ``"usage": null`` on
+every chunk) only when the request asked for ``stream_options.include_usage``. Every request is
+kept in ``requests`` (method, path, query, headers, exact body bytes) for assertions.
 """
 
 from __future__ import annotations
@@ -195,7 +195,9 @@ class MockUpstream:
             await _send(send, 200, "application/json", [recorded(api, case, "json")])
             return
         stream = recorded(api, case, "sse")
-        if api == "openai_chat" and not (body.get("stream_options") or {}).get("include_usage"):
+        if api in ("openai_chat", "openai_completions") and not (
+            body.get("stream_options") or {}
+        ).get("include_usage"):
             stream = without_usage(stream)
         repeat = int(request.header("x-mock-repeat") or 0)
         if repeat:
