@@ -56,6 +56,7 @@ from typing import Any, Final, Literal, Protocol
 from promptcache.errors import ConfigError, UsageParseError
 
 __all__ = [
+    "MAX_TOKEN_COUNT",
     "VENDOR_APIS",
     "Usage",
     "UsageAccumulator",
@@ -83,6 +84,11 @@ VENDOR_APIS: Final[tuple[str, ...]] = (
     "gemini",
     "bedrock_converse",
 )
+
+#: Largest token count accepted in a usage field (2**40, about 1.1e12). No request comes near
+#: it (context windows are at most millions of tokens); a bigger number is corrupt data, and
+#: summing a few of them would overflow the signed 64-bit integers SQLite and reports add with.
+MAX_TOKEN_COUNT: Final[int] = 2**40
 
 
 def _check_api(api: str) -> None:
@@ -362,6 +368,11 @@ class _Reader:
         if value < 0:
             self.warnings.append(f"{path} was negative ({value}); counted as 0")
             return 0
+        if value > MAX_TOKEN_COUNT:
+            raise UsageParseError(
+                f"{self.vendor} usage field {path!r} is {value} tokens, more than any request "
+                f"can hold (the limit is {MAX_TOKEN_COUNT}); this is not a token count"
+            )
         return value
 
     def remainder(self, total: int, part: int, total_name: str, part_name: str) -> int:

@@ -39,6 +39,10 @@ from .vendors import ROUTES, SUPPORTED_ROUTES, Dialect, dialect_for_path, error_
 __all__ = ["build_app"]
 
 
+#: Seconds the shutdown waits for requests still finishing before it closes the log.
+DRAIN_S = 5.0
+
+
 def build_app(config: ProxyConfig) -> Starlette:
     """The proxy as an ASGI app (serve it with uvicorn; see ``serve.serve``).
 
@@ -73,6 +77,11 @@ def build_app(config: ProxyConfig) -> Starlette:
         try:
             yield
         finally:
+            # Requests cancelled at the end of uvicorn's grace period are still unwinding: let
+            # them hand their rows to the log before it closes.
+            with anyio.move_on_after(DRAIN_S):
+                while state.in_flight:
+                    await anyio.sleep(0.01)
             await pool.aclose()
             if store is not None:
                 await anyio.to_thread.run_sync(store.close)

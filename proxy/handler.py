@@ -27,6 +27,7 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
+from promptcache.errors import StoreError
 from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
 
 from .config import ProxyConfig, UpstreamConfig
@@ -73,6 +74,8 @@ class ProxyState:
     salt: bytes
     #: upstreams that answered 400/422 to an injected ``stream_options``: never injected again
     no_usage_injection: set[str] = field(default_factory=set)
+    #: requests between arrival and their record's hand-off (shutdown waits for them)
+    in_flight: int = 0
 
     @property
     def recording(self) -> bool:
@@ -133,11 +136,15 @@ class ProxyEndpoint:
                 key_fingerprint=key_fingerprint(secrets, state.salt),
             )
         ex = _Exchange(record=record, started=started, secrets=secrets)
+        state.in_flight += 1
         try:
             await self._handle(ex, scope, receive, send)
         finally:
-            if record is not None:
-                self._finish(ex, record)
+            try:
+                if record is not None:
+                    self._finish(ex, record)
+            finally:
+                state.in_flight -= 1
 
     # -- request side ---------------------------------------------------------------------
 
@@ -395,6 +402,8 @@ class ProxyEndpoint:
             logger.exception("request %s: could not read the stream's events", record.id)
         if ex.disconnected and record.error is None and not ex.stream_complete:
             record.error = "client disconnected before the response was complete"
+        elif record.status is None and record.error is None:
+            record.error = "cancelled before a response started (e.g. the proxy shutting down)"
         record.request_json = ex.parsed
         try:
             self._read_response(ex, record)
@@ -415,7 +424,10 @@ class ProxyEndpoint:
             except Exception:
                 logger.exception("record hook %r failed on request %s", hook, record.id)
         if self.state.store is not None:
-            self.state.store.submit(record.as_row())
+            try:
+                self.state.store.submit(record.as_row())
+            except StoreError:  # closed: the server is past its shutdown grace period
+                logger.warning("request %s ended after the log was closed; not recorded", record.id)
 
     def _read_response(self, ex: _Exchange, record: RequestRecord) -> None:
         """Usage (from the stream or the JSON body) and the upstream's error message."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
-from conftest import RunningProxy
+from conftest import RunningProxy, mock_config, read_rows
 from servers import ServerThread
 from upstreams import MockUpstream
 
+from promptcache.proxy.app import build_app
 from promptcache.proxy.config import UpstreamConfig
 
 BODY = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "x"}]}'
@@ -66,3 +68,42 @@ def test_a_waiting_request_takes_the_first_connection_freed_on_any_client(
     assert [status for status, _ in results] == [200] * 5
     assert results[4][1] < 1.5
     assert mock_upstream.peak_in_flight == 4
+
+
+def test_requests_still_waiting_at_shutdown_are_logged(
+    tmp_path: Path, mock_server: ServerThread, mock_upstream: MockUpstream
+) -> None:
+    # One stream holds the only connection; two requests wait for it when the proxy stops. The
+    # server cancels all three after its grace period; their rows must still reach the log.
+    db_path = tmp_path / "log.db"
+    upstreams = openai_upstream(mock_server.url, max_connections=1, pool_timeout_s=30)
+    app = build_app(mock_config(mock_server.url, db_path, upstreams=upstreams))
+    server = ServerThread(app, graceful_shutdown_s=0.5).__enter__()
+    outcomes: list[str] = []
+
+    def call() -> None:
+        try:
+            with httpx.stream(
+                "POST",
+                server.url + "/v1/chat/completions",
+                content=BODY,
+                headers={"x-mock-fault": "hang"},
+                timeout=30,
+            ) as response:
+                for _ in response.iter_raw():
+                    pass
+            outcomes.append(str(response.status_code))
+        except httpx.HTTPError as exc:
+            outcomes.append(type(exc).__name__)
+
+    with ThreadPoolExecutor(3) as pool:
+        for _ in range(3):
+            pool.submit(call)
+            time.sleep(0.2)
+        server.stop()
+    assert len(outcomes) == 3
+    rows = read_rows(db_path)
+    assert len(rows) == 3
+    waiting = [r for r in rows if r["status"] is None]
+    assert len(waiting) == 2
+    assert all("cancelled before a response started" in r["error"] for r in waiting)

@@ -409,6 +409,14 @@ def test_negative_counts_clamp_with_warning() -> None:
     assert "negative" in u.warnings[0]
 
 
+def test_absurd_counts_are_rejected_not_stored() -> None:
+    # 2**64 cannot be stored in SQLite and a few 2**62 overflow a SUM over the log
+    with pytest.raises(UsageParseError, match="more than any request can hold"):
+        Usage.from_anthropic({"input_tokens": 2**64, "output_tokens": 3})
+    limit = Usage.from_anthropic({"input_tokens": 2**40, "output_tokens": 3})
+    assert limit.uncached_input_tokens == 2**40
+
+
 def test_parse_usage_errors() -> None:
     with pytest.raises(ConfigError, match="unknown api"):
         parse_usage("openai", {"usage": {}})
