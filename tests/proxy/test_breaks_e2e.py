@@ -127,9 +127,11 @@ def logged(
     clock = FakeClock()
     db_path = tmp_path_factory.mktemp("breaks") / "log.db"
     app = build_app(mock_config(mock_server.url, db_path, clock=clock))
-    with ServerThread(app) as server:
+    with (
+        ServerThread(app) as server,
+        anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0) as client,
+    ):
         proxy = RunningProxy(server.url, db_path, app, server)
-        client = anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0)
         for step in STEPS:
             clock.now = T0 + step.at
             kwargs: dict[str, Any] = {
