@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 
 from ._base import Diagnostic, Fix, Location, Related, Severity, TextEdit
 from .config import LintConfig
 from .events import PrefixEntry, SinkCall
-from .facts import Fact
+from .facts import Fact, Kind, Value
 
 
 @dataclass
@@ -92,6 +92,15 @@ def born_in(fact: Fact, function: ast.AST | None) -> bool:
     start = getattr(function, "lineno", 0)
     end = getattr(function, "end_lineno", None) or start
     return start <= fact.line <= end
+
+
+def first_fact_born_in(
+    value: Value, function: ast.AST | None, kinds: Collection[Kind]
+) -> Fact | None:
+    """The earliest-born unpinned fact of ``value`` among ``kinds`` that was born inside
+    ``function`` (so it changes from one request to the next), or None."""
+    facts = [f for f in value.facts if f.kind in kinds and not f.pinned and born_in(f, function)]
+    return min(facts, key=lambda f: (f.line, f.col)) if facts else None
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
-from ..context import ModuleContext, born_in
+from ..context import ModuleContext, first_fact_born_in
 from ..facts import Kind
 
 _PARAMS = ("tool_choice", "thinking", "reasoning_effort", "reasoning", "output_config")
@@ -48,13 +48,8 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             param = sink.params.get(key)
             if param is None:
                 continue
-            facts = [
-                f
-                for f in param[1].facts
-                if f.kind in _KINDS and not f.pinned and born_in(f, sink.function)
-            ]
-            if facts:
-                origin = min(facts, key=lambda f: (f.line, f.col))
+            origin = first_fact_born_in(param[1], sink.function, _KINDS)
+            if origin is not None:
                 yield ctx.diagnostic(
                     "PC012",
                     f"`{key}` of {sink.label} changes between turns ({origin.detail}); a "
