@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import ipaddress
 import math
 import sys
 import time
@@ -45,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promptcache.errors import ConfigError, UnknownModelPriceError
+from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
 if sys.version_info >= (3, 11):
@@ -109,13 +109,7 @@ class UpstreamConfig:
     @property
     def is_loopback(self) -> bool:
         """Whether the upstream lives on this machine (then proxy env variables are ignored)."""
-        host = urlsplit(self.url).hostname or ""
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(urlsplit(self.url).hostname or "")
 
 
 @dataclass(frozen=True)
@@ -407,15 +401,8 @@ def check_bind(host: str, auth_token: str | None, insecure_no_auth: bool) -> Non
         ConfigError: ``host`` is not a loopback address, no ``auth_token`` is given and
             ``insecure_no_auth`` is false.
     """
-    if auth_token or insecure_no_auth:
+    if auth_token or insecure_no_auth or is_loopback_host(host):
         return
-    if host == "localhost":
-        return
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    except ValueError:
-        pass
     raise ConfigError(
         f"--host {host} would let other machines use your API keys through this proxy; "
         f"pass --auth-token TOKEN (clients then send it in the {AUTH_HEADER} header) "

@@ -8,12 +8,12 @@ open (probes and scrapers). Plain ASGI middleware, so streaming responses pass t
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from promptcache.errors import ConfigError
+from promptcache.hosts import is_loopback_host
 
 __all__ = ["BearerAuth", "check_bind"]
 
@@ -64,13 +64,8 @@ def check_bind(host: str, api_key: str | None, insecure_no_auth: bool) -> None:
         ConfigError: ``host`` is not a loopback address, no ``api_key`` is given and
             ``insecure_no_auth`` is false.
     """
-    if api_key or insecure_no_auth or host == "localhost":
+    if api_key or insecure_no_auth or is_loopback_host(host):
         return
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    except ValueError:
-        pass
     raise ConfigError(
         f"--host {host} would let any machine that reaches it use this model; pass --api-key "
         "KEY (clients send it as their api_key) or --insecure-no-auth on a trusted network"
