@@ -34,8 +34,8 @@ import anthropic
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import RunningProxy, mock_config
 from prometheus_client.parser import text_string_to_metric_families
+from proxy_support import RunningProxy, mock_config
 from servers import ServerThread
 
 from promptcache.canonical import canonical_json

@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import RunningProxy
+from proxy_support import RunningProxy
 
 KEY = "sk-proj-sessions-test-0123456789abcdef"
 SYSTEM = "You are Storytime, a bedtime-story teller for children. Keep it gentle. " * 40

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import read_rows
+from proxy_support import read_rows
 from servers import ServerThread
 
 from promptcache.cli import cli

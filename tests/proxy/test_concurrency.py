@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import anthropic
 import openai
-from conftest import RunningProxy
+from proxy_support import RunningProxy
 
 STREAMS = 100
 

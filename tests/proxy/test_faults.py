@@ -11,7 +11,7 @@ import httpx
 import httpx2  # the official clients' transport: they let its errors through
 import openai
 import pytest
-from conftest import RunningProxy
+from proxy_support import RunningProxy
 from upstreams import MockUpstream
 
 from promptcache.proxy.config import UpstreamConfig

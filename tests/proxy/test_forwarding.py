@@ -12,7 +12,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from conftest import RunningProxy, read_rows
+from proxy_support import RunningProxy, read_rows
 from servers import ServerThread
 from upstreams import MockUpstream, recorded, split_events, without_usage
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from conftest import RunningProxy, mock_config, read_rows
+from proxy_support import RunningProxy, mock_config, read_rows
 from servers import ServerThread
 from upstreams import MockUpstream
 

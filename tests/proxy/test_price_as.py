@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import RunningProxy
+from proxy_support import RunningProxy
 from sqlite_utils import Database
 
 from promptcache.cli import cli

@@ -16,7 +16,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from conftest import RunningProxy
+from proxy_support import RunningProxy
 
 ANTHROPIC_KEY = "sk-ant-api03-test-key-0123456789abcdef"
 OPENAI_KEY = "sk-proj-test-key-0123456789abcdefgh"
