@@ -25,7 +25,10 @@ Reason codes (:data:`BREAK_REASONS`), first match wins:
 
 =====================  ========================================================================
 ``below_minimum``      approx. prompt tokens < the model's minimum cacheable prefix
-                       (``promptcache.minimums``) and the vendor reported no cache read or write
+                       (``promptcache.minimums``; for the engine and other self-hosted
+                       upstreams without a table row, one KV block plus the recomputed last
+                       token, :data:`ENGINE_MIN_TOKENS`) and the vendor reported no cache read
+                       or write
 ``breakpoint_missing`` Anthropic/Bedrock request without any ``cache_control``/``cachePoint``
                        and no cache activity (those APIs cache nothing unasked)
 ``new_prefix``         no predecessor (first request of a family)
@@ -124,6 +127,15 @@ RELATED_MIN_COMMON_CHARS: Final = 32
 EXCERPT_CHARS: Final = 30
 #: Recent snapshots kept per prefix family (distinct live prefixes, e.g. concurrent sessions).
 SNAPSHOTS_PER_FAMILY: Final = 32
+
+#: Self-hosted engines (ours, vLLM) cache whole KV blocks only and always recompute the last
+#: prompt token, so a prompt of at most one block (16 tokens, both engines' default
+#: ``--block-size``) never reads the cache
+#: (https://docs.vllm.ai/en/latest/design/prefix_caching.html, checked 2026-11-30).
+ENGINE_BLOCK_TOKENS: Final = 16
+ENGINE_MIN_TOKENS: Final = ENGINE_BLOCK_TOKENS + 1
+#: Vendors served by a self-hosted engine (see ``proxy.config.VENDORS``).
+SELF_HOSTED_VENDORS: Final = frozenset({"engine", "openai_compatible"})
 
 #: Models whose minimum cacheable prefix is kept looked up (distinct model ids seen).
 MAX_MINIMUM_CACHE: Final = 1024
@@ -453,19 +465,23 @@ class BreakExplainer:
         return BreakExplanation(None, previous_request_id=prev_id, expected_hit=expected, gap_s=gap)
 
     def _minimum_tokens(self, model: str | None, vendor: str | None) -> int | None:
-        """The model's minimum cacheable prefix; None when unknown or for the engine (which
-        caches whole KV blocks of any prompt)."""
-        if model is None or vendor == "engine":
-            return None
-        try:
-            return self._min_tokens[model]
-        except KeyError:
-            pass
-        row = self.minimums.lookup(model)
-        minimum = row.min_tokens if row is not None else None
-        if len(self._min_tokens) >= MAX_MINIMUM_CACHE:
-            self._min_tokens.clear()
-        self._min_tokens[model] = minimum
+        """The minimum cacheable prefix in tokens: the engine's :data:`ENGINE_MIN_TOKENS`, else
+        the model's table row; for another self-hosted upstream, the row if the model has one,
+        else :data:`ENGINE_MIN_TOKENS`; None when unknown."""
+        if vendor == "engine":
+            return ENGINE_MIN_TOKENS
+        if model is None:
+            minimum = None
+        elif model in self._min_tokens:
+            minimum = self._min_tokens[model]
+        else:
+            row = self.minimums.lookup(model)
+            minimum = row.min_tokens if row is not None else None
+            if len(self._min_tokens) >= MAX_MINIMUM_CACHE:
+                self._min_tokens.clear()
+            self._min_tokens[model] = minimum
+        if minimum is None and vendor in SELF_HOSTED_VENDORS:
+            return ENGINE_MIN_TOKENS
         return minimum
 
     def __call__(self, record: RequestRecord) -> None:

@@ -173,6 +173,27 @@ def test_engine_upstream_has_no_ttl() -> None:
     assert d.send(chat, 7200, api="openai_chat").reason is None
 
 
+@pytest.mark.parametrize("vendor", ["engine", "openai_compatible"])
+def test_a_prompt_within_one_kv_block_is_below_the_engine_minimum(vendor: str) -> None:
+    # A self-hosted engine caches whole 16-token blocks and recomputes the last token: a repeated
+    # ten-token prompt reads nothing and is not an unexpected miss.
+    d = Driver(vendor=vendor)
+    short = {"model": "tiny", "messages": [{"role": "user", "content": "Tell me a story."}]}
+    d.send(short, 0, read=0, api="openai_chat")
+    again = d.send(short, 1, read=0, api="openai_chat")
+    assert again.reason == "below_minimum" and not again.expected_hit
+    # past one block, a repeat with no cache read is the engine's fault: an expected hit
+    long = {"model": "tiny", "messages": [{"role": "system", "content": LONG}]}
+    d.send(long, 2, read=0, api="openai_chat")
+    assert d.send(long, 3, read=0, api="openai_chat").expected_hit
+
+
+def test_a_self_hosted_upstream_uses_the_table_row_of_a_known_model() -> None:
+    d = Driver(vendor="openai_compatible")
+    chat = {"model": "gpt-4o", "messages": [{"role": "system", "content": "Be brief. " * 40}]}
+    assert d.send(chat, 0, read=0, api="openai_chat").reason == "below_minimum"  # < 1,024
+
+
 def test_below_minimum_and_missing_breakpoint_need_zero_cache_activity() -> None:
     d = Driver()
     short = body(system="Be brief.")
