@@ -176,6 +176,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "errors",
     "breaks",
     "unexpected_misses",
+    "priced_as",
 )
 
 
@@ -183,13 +184,24 @@ def render_csv(report: Report) -> str:
     """One CSV row per ``--group-by`` group plus a ``(total)`` row; header :data:`CSV_COLUMNS`.
 
     Rates and USD are rounded to 6 decimals; empty cells mean "not applicable" (no input).
+    ``priced_as`` names the stand-in price rows behind the costs (the proxy's ``price_as``), as
+    ``model=stand-in`` joined by ``; ``: every pair on the ``(total)`` row, the group's own
+    pair on ``--group-by model`` rows, empty otherwise.
     """
+    stand_ins = {p.model: p.priced_as for p in report.priced_as}
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for s in (*report.groups, report.total):
-        values = [getattr(s, column) for column in CSV_COLUMNS]
-        values[0] = "(total)" if s is report.total else s.group
+        values = [getattr(s, column) for column in CSV_COLUMNS[:-1]]
+        if s is report.total:
+            values[0] = "(total)"
+            pairs = list(stand_ins.items())
+        else:
+            values[0] = s.group
+            by_model = report.group_by == "model" and s.group in stand_ins
+            pairs = [(s.group, stand_ins[s.group])] if by_model else []
+        values.append("; ".join(f"{model or '(no model)'}={rates}" for model, rates in pairs))
         writer.writerow(
             "" if v is None else round(v, 6) if isinstance(v, float) else v for v in values
         )

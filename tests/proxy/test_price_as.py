@@ -6,6 +6,8 @@ real CLI; plus a log written by schema version 3 migrated in place.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sqlite3
 import subprocess
@@ -82,6 +84,14 @@ def test_unpriced_model_is_priced_as_the_named_model_and_priced_models_keep_thei
     assert json.loads(result.output)["priced_as"] == [
         {"model": ENGINE_MODEL, "priced_as": "gpt-5", "requests": 1}
     ]
+    result = runner.invoke(
+        cli, ["report", "--db", str(proxy.db_path), "--format", "csv", "--group-by", "model"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = {row["group"]: row for row in csv.DictReader(io.StringIO(result.output))}
+    assert rows[ENGINE_MODEL]["priced_as"] == f"{ENGINE_MODEL}=gpt-5"
+    assert rows["gpt-4o"]["priced_as"] == ""
+    assert rows["(total)"]["priced_as"] == f"{ENGINE_MODEL}=gpt-5"
 
 
 def test_without_price_as_an_unpriced_model_stays_unpriced(
