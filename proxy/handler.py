@@ -109,6 +109,7 @@ class _Exchange:
     finished: bool = False
     disconnected: bool = False
     stream_complete: bool = False  # the stream's terminal event was relayed
+    body_sent: bool = False  # the response's last body message went to the client
     miss_reason: str | None = None
     #: relayed SSE events not yet fed to the accumulator, with their JSON where already parsed
     unread: list[tuple[ServerSentEvent, Any]] = field(default_factory=list)
@@ -326,6 +327,7 @@ class ProxyEndpoint:
                     await send({"type": "http.response.body", "body": rest, "more_body": True})
         ex.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        ex.body_sent = True
 
     def _observe(self, ex: _Exchange) -> None:
         """Feed ``ex.unread`` events' JSON to the usage accumulator (in stream order) and note
@@ -385,6 +387,7 @@ class ProxyEndpoint:
         ex.finished = True
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
+        ex.body_sent = True
 
     # -- the record -----------------------------------------------------------------------
 
@@ -404,6 +407,11 @@ class ProxyEndpoint:
             record.error = "client disconnected before the response was complete"
         elif record.status is None and record.error is None:
             record.error = "cancelled before a response started (e.g. the proxy shutting down)"
+        elif not ex.body_sent and record.error is None:
+            record.error = (
+                "cancelled mid-response (e.g. the proxy shutting down): the client got part of "
+                "the body"
+            )
         record.request_json = ex.parsed
         try:
             self._read_response(ex, record)

@@ -74,7 +74,8 @@ def test_requests_still_waiting_at_shutdown_are_logged(
     tmp_path: Path, mock_server: ServerThread, mock_upstream: MockUpstream
 ) -> None:
     # One stream holds the only connection; two requests wait for it when the proxy stops. The
-    # server cancels all three after its grace period; their rows must still reach the log.
+    # server cancels all three after its grace period; their rows must still reach the log,
+    # each saying how far it got.
     db_path = tmp_path / "log.db"
     upstreams = openai_upstream(mock_server.url, max_connections=1, pool_timeout_s=30)
     app = build_app(mock_config(mock_server.url, db_path, upstreams=upstreams))
@@ -107,3 +108,5 @@ def test_requests_still_waiting_at_shutdown_are_logged(
     waiting = [r for r in rows if r["status"] is None]
     assert len(waiting) == 2
     assert all("cancelled before a response started" in r["error"] for r in waiting)
+    [cut] = [r for r in rows if r["status"] is not None]
+    assert cut["status"] == 200 and cut["error"].startswith("cancelled mid-response")
