@@ -17,13 +17,17 @@ from dataclasses import dataclass, field
 
 from promptcache.errors import InvalidRequestError
 
-__all__ = ["MAX_LOGPROBS", "MAX_SEED", "SamplingParams"]
+__all__ = ["MAX_LOGPROBS", "MAX_SEED", "MAX_TOP_K", "SamplingParams"]
 
 MAX_LOGPROBS = 20
 """Most top-N logprobs one request may ask for (OpenAI's `top_logprobs` limit is 20)."""
 
 MAX_SEED = 2**63 - 1
 """Largest per-request seed: an int64, so ``seed + sample_index`` stays a valid torch seed."""
+
+MAX_TOP_K = 2**31 - 1
+"""Largest ``top_k`` accepted (an int32; any value >= the vocabulary size already means "keep
+every token"). Bounded so that no request can overflow the sampler's int64 tensors."""
 
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy, as vLLM does
 
@@ -36,7 +40,7 @@ class SamplingParams:
         n: number of independent samples for the prompt. Samples share the prompt's KV blocks
             (copy-on-write) and are reported with `Sequence.sample_index` 0..n-1.
         temperature: softmax temperature >= 0; 0 = greedy (argmax, deterministic).
-        top_k: keep the k most likely tokens; 0 or -1 = off.
+        top_k: keep the k most likely tokens; 0 or -1 = off; at most MAX_TOP_K.
         top_p: keep the smallest set whose probability mass reaches top_p; in (0, 1], 1 = off.
         min_p: drop tokens whose probability is below min_p * p(most likely); in [0, 1], 0 = off.
         repetition_penalty: > 0; 1 = off. Logits of tokens seen in prompt or output are divided
@@ -81,7 +85,9 @@ class SamplingParams:
         _int_field("max_tokens", self.max_tokens, minimum=1)
         if self.top_k == -1 and not isinstance(self.top_k, bool):
             self.top_k = 0  # vLLM's spelling of "off"
-        _int_field("top_k", self.top_k, minimum=0, hint="use 0 or -1 to disable top-k")
+        _int_field(
+            "top_k", self.top_k, minimum=0, maximum=MAX_TOP_K, hint="use 0 or -1 to disable top-k"
+        )
         _float_field("temperature", self.temperature, low=0.0, high=None)
         _float_field("top_p", self.top_p, low=0.0, high=1.0, low_open=True)
         _float_field("min_p", self.min_p, low=0.0, high=1.0)

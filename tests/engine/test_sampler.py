@@ -9,6 +9,7 @@ import torch
 
 from promptcache.engine import LLM, SamplingParams
 from promptcache.engine.sampler import Sampler, SampleRequest, apply_penalties, filter_logits
+from promptcache.engine.sampling_params import MAX_TOP_K
 
 VOCAB = 64
 FILTER_CASES = [  # (temperature, top_k, top_p, min_p)
@@ -81,6 +82,19 @@ def test_sampling_draws_from_the_filtered_distribution() -> None:
     counts = torch.bincount(torch.tensor(draws), minlength=VOCAB).float() / len(draws)
     assert set(draws) <= set(torch.nonzero(expected > 0).flatten().tolist())
     assert (counts - expected).abs().max() < 0.03
+
+
+def test_a_top_k_beyond_the_vocabulary_keeps_every_token() -> None:
+    # the largest accepted top_k must not overflow the sampler's tensors (it once failed the
+    # whole engine step) and must draw exactly what top_k off draws
+    logits = fixed_logits(1, seed=4)
+
+    def draw(top_k: int) -> int:
+        params = SamplingParams(temperature=1.0, top_k=top_k, top_p=0.99)
+        gen = torch.Generator().manual_seed(5)
+        return Sampler(seed=0)(logits, [SampleRequest(params, [1], 1, gen)]).token_ids[0]
+
+    assert draw(MAX_TOP_K) == draw(0)
 
 
 def test_seeded_rows_do_not_depend_on_the_rest_of_the_batch() -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from promptcache.engine.config import EngineConfig
-from promptcache.engine.sampling_params import MAX_LOGPROBS, SamplingParams
+from promptcache.engine.sampling_params import MAX_LOGPROBS, MAX_TOP_K, SamplingParams
 from promptcache.errors import ConfigError, InvalidRequestError
 
 
@@ -37,6 +37,7 @@ def test_temperature_zero_is_greedy() -> None:
         ({"temperature": math.nan}, "temperature must be a finite number"),
         ({"temperature": "hot"}, "temperature must be a number"),
         ({"top_k": -2}, "use 0 or -1 to disable top-k"),
+        ({"top_k": 2**63}, f"top_k must be <= {MAX_TOP_K}"),
         ({"top_p": 0.0}, r"top_p must be in \(0.0, 1.0\]"),
         ({"top_p": 1.5}, "top_p must be in"),
         ({"min_p": 1.1}, r"min_p must be in \[0.0, 1.0\]"),
