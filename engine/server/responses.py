@@ -162,14 +162,22 @@ class TokenTexts:
         self._tokenizer = tokenizer
 
     def text(self, context: Sequence[int], token_id: int) -> str:
-        """The text ``token_id`` adds after ``context`` (ids before it)."""
+        """The text ``token_id`` adds after ``context`` (ids before it), special tokens shown."""
+        return self._added(context, token_id, skip_special_tokens=False)
+
+    def output_chars(self, context: Sequence[int], token_id: int) -> int:
+        """Characters ``token_id`` adds to the output text, which leaves special tokens out
+        (0 for an EOS kept by ``ignore_eos``)."""
+        return len(self._added(context, token_id, skip_special_tokens=True))
+
+    def _added(self, context: Sequence[int], token_id: int, skip_special_tokens: bool) -> str:
         window = list(context[-_CONTEXT_TOKENS:])
         decode = self._tokenizer.decode
-        before = decode(window, skip_special_tokens=False)
-        full = decode([*window, token_id], skip_special_tokens=False)
+        before = decode(window, skip_special_tokens=skip_special_tokens)
+        full = decode([*window, token_id], skip_special_tokens=skip_special_tokens)
         if full.startswith(before):
             return full[len(before) :]
-        return decode([token_id], skip_special_tokens=False)
+        return decode([token_id], skip_special_tokens=skip_special_tokens)
 
 
 def chat_logprobs(
@@ -202,19 +210,24 @@ def completion_logprobs(
     context: Sequence[int],
     entries: Sequence[TokenLogprobs],
     text_offset: int = 0,
-) -> Json:
-    """The legacy completions ``logprobs`` object: parallel lists ``tokens``,
-    ``token_logprobs``, ``top_logprobs`` (token text -> logprob) and ``text_offset``
-    (character offset of each token in the choice text, starting at ``text_offset``)."""
+) -> tuple[Json, int]:
+    """The legacy completions ``logprobs`` object, and the text offset after its last token.
+
+    The object has parallel lists ``tokens``, ``token_logprobs``, ``top_logprobs`` (token text
+    -> logprob) and ``text_offset``: where each token starts in the choice text, counting from
+    ``text_offset`` (the characters the tokens before ``entries`` produced). Offsets count only
+    what a token adds to the output text, so a special token shown in ``tokens`` moves none; a
+    stream passes the returned offset to its next chunk, which gives the same offsets as the
+    non-streamed response.
+    """
     ids = list(context)
     out: Json = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     offset = text_offset
     for entry in entries:
-        token = texts.text(ids, entry.token_id)
-        out["tokens"].append(token)
+        out["tokens"].append(texts.text(ids, entry.token_id))
         out["token_logprobs"].append(entry.logprob)
         out["top_logprobs"].append({texts.text(ids, tid): lp for tid, lp in entry.top})
         out["text_offset"].append(offset)
-        offset += len(token)
+        offset += texts.output_chars(ids, entry.token_id)
         ids.append(entry.token_id)
-    return out
+    return out, offset

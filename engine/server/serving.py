@@ -91,7 +91,7 @@ async def completion_body(
             out = finals[(p, i)]
             lp = None
             if req.params.logprobs is not None and out.logprobs is not None:
-                lp = completion_logprobs(texts, prompt, out.logprobs)
+                lp, _ = completion_logprobs(texts, prompt, out.logprobs)
             text = (req.prompt_texts[p] if req.echo else "") + out.text
             choices.append(completion_choice(p * n + i, text, _finish_reason(out), lp))
     return completion_response(meta.request_id, meta.created, meta.model, choices, tally.as_json())
@@ -105,6 +105,7 @@ async def completion_events(
     tally = _Usage([len(p) for p in req.prompts])
     sent_chars: dict[tuple[int, int], int] = {}
     sent_lps: dict[tuple[int, int], int] = {}
+    lp_offsets: dict[tuple[int, int], int] = {}  # text offset after the logprobs already sent
 
     def event(choices: list[Json], usage_obj: Json | None = None) -> bytes:
         return encode_event(
@@ -138,7 +139,9 @@ async def completion_events(
             if req.params.logprobs is not None and out.logprobs is not None:
                 first = sent_lps.get(key, 0)
                 context = req.prompts[p] + out.output_token_ids[:first]
-                lp = completion_logprobs(texts, context, out.logprobs[first:], text_offset=start)
+                lp, lp_offsets[key] = completion_logprobs(
+                    texts, context, out.logprobs[first:], text_offset=lp_offsets.get(key, 0)
+                )
                 sent_lps[key] = len(out.logprobs)
             finish = _finish_reason(out)
             if delta or finish or (lp and lp["tokens"]):
