@@ -3,6 +3,10 @@
 The official clients send ``Authorization: Bearer <api_key>``; with a key configured, a request
 to ``/v1/...`` without the right one gets OpenAI's 401 body. ``/health`` and ``/metrics`` stay
 open (probes and scrapers). Plain ASGI middleware, so streaming responses pass through untouched.
+
+The header is parsed as RFC 7235 / RFC 6750 say: the scheme ``Bearer`` in any letter case, one
+or more spaces, then the token. A key must be something a client can send in that header
+(``validate_api_key``), so an empty or whitespace-only token can never match.
 """
 
 from __future__ import annotations
@@ -15,22 +19,75 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from promptcache.errors import ConfigError
 from promptcache.hosts import is_loopback_host
 
-__all__ = ["BearerAuth", "check_bind"]
+__all__ = ["BearerAuth", "bearer_token", "check_bind", "validate_api_key"]
+
+
+def validate_api_key(api_key: str) -> str:
+    """Check that ``api_key`` is a key clients can send as ``Authorization: Bearer <key>``.
+
+    A key must be non-empty printable ASCII without leading or trailing whitespace: HTTP strips
+    the whitespace around a header value, so such a key could never match, and a blank key would
+    protect nothing. The error message never repeats the key.
+
+    Returns:
+        ``api_key`` unchanged.
+
+    Raises:
+        ConfigError: the key is empty, whitespace only, has leading/trailing whitespace, or holds
+            a character outside printable ASCII.
+    """
+    if not isinstance(api_key, str):
+        raise ConfigError(f"--api-key must be a string, got {type(api_key).__name__}")
+    if not api_key.strip():
+        raise ConfigError(
+            "--api-key must not be empty or whitespace only: pass a real key (for example the "
+            "output of `openssl rand -hex 32`), or leave --api-key out on a loopback host"
+        )
+    if api_key != api_key.strip():
+        raise ConfigError(
+            "--api-key must not start or end with whitespace: HTTP drops it from the "
+            "Authorization header, so no client could send this key; remove the whitespace"
+        )
+    bad = next((i for i, ch in enumerate(api_key) if not " " <= ch <= "~"), None)
+    if bad is not None:
+        raise ConfigError(
+            f"--api-key may hold only printable ASCII characters, but character {bad} is not; "
+            "HTTP clients cannot send it in the Authorization header"
+        )
+    return api_key
+
+
+def bearer_token(authorization: bytes) -> bytes | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, or None.
+
+    The scheme is case-insensitive and may be followed by several spaces or tabs (RFC 7235
+    section 2.1); surrounding whitespace is ignored. None when the scheme is not ``Bearer`` or
+    the token is empty.
+    """
+    parts = authorization.split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != b"bearer":
+        return None
+    token = parts[1].strip()
+    return token or None
 
 
 class BearerAuth:
-    """Reject ``/v1`` requests whose ``Authorization`` header is not ``Bearer <api_key>``."""
+    """Reject ``/v1`` requests whose ``Authorization`` header is not ``Bearer <api_key>``.
+
+    Raises:
+        ConfigError: at construction, an ``api_key`` that ``validate_api_key`` refuses.
+    """
 
     def __init__(self, app: ASGIApp, api_key: str) -> None:
         self.app = app
-        self._expected = f"Bearer {api_key}".encode()
+        self._expected = validate_api_key(api_key).encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1"):
             await self.app(scope, receive, send)
             return
-        given = dict(scope["headers"]).get(b"authorization", b"")
-        if hmac.compare_digest(given, self._expected):
+        token = bearer_token(dict(scope["headers"]).get(b"authorization", b""))
+        if token is not None and hmac.compare_digest(token, self._expected):
             await self.app(scope, receive, send)
             return
         body = json.dumps(
@@ -51,6 +108,7 @@ class BearerAuth:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),  # RFC 7235: a 401 names the scheme
                 ],
             }
         )
@@ -58,12 +116,15 @@ class BearerAuth:
 
 
 def check_bind(host: str, api_key: str | None, insecure_no_auth: bool) -> None:
-    """Refuse to serve beyond this machine without an API key (or an explicit opt-out).
+    """Refuse to serve beyond this machine without an API key (or an explicit opt-out), and
+    refuse an API key no client could send (``validate_api_key``).
 
     Raises:
-        ConfigError: ``host`` is not a loopback address, no ``api_key`` is given and
-            ``insecure_no_auth`` is false.
+        ConfigError: ``api_key`` is given but invalid (empty, whitespace only...), or ``host`` is
+            not a loopback address, no ``api_key`` is given and ``insecure_no_auth`` is false.
     """
+    if api_key is not None:
+        validate_api_key(api_key)
     if api_key or insecure_no_auth or is_loopback_host(host):
         return
     raise ConfigError(

@@ -12,11 +12,22 @@ and /completions/create, checked 2026-11-30). vLLM's extra sampling fields are a
 https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html, checked 2026-11-30); the
 official ``openai`` client sends them through ``extra_body``. Unknown fields are ignored, as vLLM
 does, so newer clients keep working; fields that would change the output in a way we do not
-implement (``logit_bias``, ``tools``, ``suffix``, ``response_format`` other than text) are rejected.
+implement are rejected unless they carry their no-op value (``unsupported.UNSUPPORTED_FIELDS``).
+
+Validation rules shared by every field:
+
+- Integer fields accept JSON integers and integral numbers such as ``2.0`` or ``1e2`` (JSON has
+  one number type; vLLM's pydantic models accept them too). ``2.5`` is ``invalid_type``. Every
+  integer field has an upper bound (at most ``MAX_INT`` = 2**31 - 1, ``seed`` 2**63 - 1), so no
+  value can overflow a torch integer later; token ids must lie in the vocabulary.
+- Text that reaches the tokenizer or the engine (prompts, message fields, ``stop``,
+  ``cache_salt``) must be valid Unicode: a JSON escape of a lone UTF-16 surrogate such as
+  ``"\\ud800"`` is ``invalid_value``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,10 +35,12 @@ from typing import Any
 
 from promptcache.errors import InvalidRequestError, RequestFieldError
 
-from ..sampling_params import MAX_LOGPROBS, SamplingParams
+from ..sampling_params import MAX_LOGPROBS, MAX_SEED, SamplingParams
 from ..tokenizer import Tokenizer
+from .unsupported import unsupported_field_error
 
 __all__ = [
+    "MAX_INT",
     "MAX_N",
     "ChatRequest",
     "CompletionRequest",
@@ -36,14 +49,22 @@ __all__ = [
     "parse_completion_request",
 ]
 
+logger = logging.getLogger(__name__)
+
 #: Most samples per prompt one request may ask for (OpenAI's limit for ``n`` is 128).
 MAX_N = 128
 #: Most prompts in one ``/v1/completions`` batch (``prompt`` given as a list).
 MAX_PROMPTS = 256
-#: Default ``max_tokens`` of ``/v1/completions`` (the OpenAI default).
+#: Default ``max_tokens`` of ``/v1/completions`` (the OpenAI default), lowered to the room the
+#: prompt leaves under ``max_model_len`` when the client does not send ``max_tokens``.
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 #: Chat message roles the server passes to the chat template.
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+#: Largest value of an integer request field (``max_tokens``, ``top_k``...): int32's maximum,
+#: so a value can never overflow the int32/int64 tensors the sampler builds from it.
+MAX_INT = 2**31 - 1
+#: Deepest nesting of arrays/objects inside one chat message (real messages use 3 or 4 levels).
+MAX_MESSAGE_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -119,17 +140,23 @@ def parse_completion_request(body: object, ctx: ServingContext) -> CompletionReq
     """Validate and tokenise a ``/v1/completions`` body.
 
     ``prompt`` may be a string, a list of strings, a list of token ids, or a list of lists of
-    token ids. ``max_tokens`` defaults to 16.
+    token ids. ``max_tokens`` defaults to 16, or to the room the shortest prompt leaves under
+    ``max_model_len`` when that is less (a longer prompt of a batch stops at ``max_model_len``
+    with ``finish_reason`` "length"). Only an explicit ``max_tokens`` that does not fit is an
+    error.
 
     Raises:
-        RequestFieldError: a missing, mistyped or out-of-range field; an unknown model; a
-            prompt of ``max_model_len`` tokens or more (code ``context_length_exceeded``).
+        RequestFieldError: a missing, mistyped or out-of-range field; an unknown model; an
+            unsupported field (``UNSUPPORTED_FIELDS``); a prompt of ``max_model_len`` tokens or
+            more, or one that with an explicit ``max_tokens`` overruns it (code
+            ``context_length_exceeded``).
     """
     fields = _Fields(body)
     model = _model(fields, ctx)
+    unsupported = unsupported_field_error(fields.body, "completions")
+    if unsupported is not None:
+        raise unsupported
     texts, prompts = _completion_prompts(fields.require("prompt"), ctx)
-    if fields.get("suffix") is not None:
-        raise _unsupported("suffix", "suffix (insert mode) is not supported")
     echo = fields.boolean("echo", False)
     logprobs = fields.integer("logprobs", None, low=0, high=MAX_LOGPROBS)
     if echo and logprobs is not None:
@@ -138,11 +165,14 @@ def parse_completion_request(body: object, ctx: ServingContext) -> CompletionReq
     n = fields.integer("n", 1, low=1, high=ctx.max_n)
     if best_of is not None and best_of != n:
         raise _unsupported("best_of", "best_of different from n is not supported")
-    max_tokens = fields.integer("max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS, low=1)
+    max_tokens = fields.integer("max_tokens", None, low=1, high=MAX_INT)
     for ids in prompts:
         _check_length(len(ids), max_tokens, prompt_param="prompt", param="max_tokens", ctx=ctx)
+    if max_tokens is None:
+        room = ctx.max_model_len - min(len(ids) for ids in prompts)
+        max_tokens = min(COMPLETIONS_DEFAULT_MAX_TOKENS, room)
     stream, include_usage = _stream_flags(fields)
-    params = _sampling_params(fields, n=n, max_tokens=max_tokens, logprobs=logprobs)
+    params = _sampling_params(fields, ctx, n=n, max_tokens=max_tokens, logprobs=logprobs)
     return CompletionRequest(
         model=model,
         prompts=prompts,
@@ -151,7 +181,7 @@ def parse_completion_request(body: object, ctx: ServingContext) -> CompletionReq
         stream=stream,
         include_usage=include_usage,
         echo=echo,
-        cache_salt=fields.string("cache_salt", None),
+        cache_salt=_cache_salt(fields),
     )
 
 
@@ -163,33 +193,27 @@ def parse_chat_request(body: object, ctx: ServingContext) -> ChatRequest:
 
     Raises:
         RequestFieldError: as ``parse_completion_request``, plus malformed ``messages``, a model
-            without a chat template, or a template that rejects the conversation.
+            without a chat template, or a template that rejects the conversation or fails to
+            render it (``param`` "messages", the template's error in the message).
     """
     fields = _Fields(body)
     model = _model(fields, ctx)
+    unsupported = unsupported_field_error(fields.body, "chat")
+    if unsupported is not None:
+        raise unsupported
     messages = _messages(fields.require("messages"))
-    if fields.get("tools"):
-        raise _unsupported("tools", "tool calling is not supported by this server")
-    response_format = fields.get("response_format")
-    if response_format is not None and (
-        not isinstance(response_format, Mapping) or response_format.get("type") != "text"
-    ):
-        raise _unsupported("response_format", "only response_format {'type': 'text'} is supported")
     add_generation_prompt = fields.boolean("add_generation_prompt", True)
-    try:
-        text = ctx.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt
-        )
-    except InvalidRequestError as exc:
-        raise RequestFieldError(str(exc), param="messages", code="invalid_value") from exc
+    text = _render_chat(ctx.tokenizer, messages, add_generation_prompt)
     prompt = ctx.tokenizer.encode(text, add_special_tokens=False)
     if not prompt:
         raise RequestFieldError(
             "the rendered conversation is empty", param="messages", code="invalid_value"
         )
-    key = "max_completion_tokens" if fields.get("max_completion_tokens") is not None else None
-    key = key or "max_tokens"
-    max_tokens = fields.integer(key, None, low=1)
+    # max_completion_tokens replaces the deprecated max_tokens; both are checked when sent.
+    legacy = fields.integer("max_tokens", None, low=1, high=MAX_INT)
+    newer = fields.integer("max_completion_tokens", None, low=1, high=MAX_INT)
+    key = "max_completion_tokens" if newer is not None else "max_tokens"
+    max_tokens = newer if newer is not None else legacy
     _check_length(len(prompt), max_tokens, prompt_param="messages", param=key, ctx=ctx)
     want_logprobs = fields.boolean("logprobs", False)
     top = fields.integer("top_logprobs", None, low=0, high=MAX_LOGPROBS)
@@ -200,6 +224,7 @@ def parse_chat_request(body: object, ctx: ServingContext) -> ChatRequest:
     stream, include_usage = _stream_flags(fields)
     params = _sampling_params(
         fields,
+        ctx,
         n=fields.integer("n", 1, low=1, high=ctx.max_n),
         max_tokens=max_tokens if max_tokens is not None else ctx.max_model_len - len(prompt),
         logprobs=(top or 0) if want_logprobs else None,
@@ -211,8 +236,29 @@ def parse_chat_request(body: object, ctx: ServingContext) -> ChatRequest:
         params=params,
         stream=stream,
         include_usage=include_usage,
-        cache_salt=fields.string("cache_salt", None),
+        cache_salt=_cache_salt(fields),
     )
+
+
+def _render_chat(
+    tokenizer: Tokenizer, messages: list[dict[str, Any]], add_generation_prompt: bool
+) -> str:
+    """The conversation rendered by the chat template; any template failure is a 400."""
+    try:
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)
+    except InvalidRequestError as exc:  # no template, or the template's raise_exception(...)
+        raise RequestFieldError(str(exc), param="messages", code="invalid_value") from exc
+    except MemoryError:
+        raise
+    except Exception as exc:  # a template bug these messages hit, e.g. str + int
+        logger.warning("the chat template failed to render a request's messages: %r", exc)
+        raise RequestFieldError(
+            f"the model's chat template failed to render these messages: "
+            f"{type(exc).__name__}: {exc}. Change the messages, or fix the server's chat "
+            "template (--chat-template).",
+            param="messages",
+            code="invalid_value",
+        ) from exc
 
 
 # Fields -----------------------------------------------------------------------------------------
@@ -242,20 +288,11 @@ class _Fields:
             )
         return value
 
-    def integer(self, name: str, default: Any, *, low: int, high: int | None = None) -> Any:
+    def integer(self, name: str, default: Any, *, low: int, high: int, hint: str = "") -> Any:
         value = self.body.get(name)
         if value is None:
             return default
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _wrong_type(name, "an integer", value)
-        if value < low or (high is not None and value > high):
-            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise RequestFieldError(
-                f"{name} must be {bound}, got {value}", param=name, code="invalid_value"
-            )
-        return value
+        return _integer(value, name, low=low, high=high, hint=hint)
 
     def number(self, name: str, default: float) -> float:
         value = self.body.get(name)
@@ -284,6 +321,63 @@ class _Fields:
         if not isinstance(value, str):
             raise _wrong_type(name, "a string", value)
         return value
+
+
+def _as_int(value: object) -> int | None:
+    """``value`` as an int when it is a JSON integer or an integral number (2.0), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _show_number(value: float) -> str:
+    """A number for an error message, never hundreds of digits long."""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else "a number too large for JSON doubles"
+    digits = str(abs(value))
+    return str(value) if len(digits) <= 20 else f"a {len(digits)}-digit number"
+
+
+def _integer(value: object, param: str, *, low: int, high: int, hint: str = "") -> int:
+    """``value`` checked to be an integer (2.0 counts as 2) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _wrong_type(param, "an integer", value)
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        raise RequestFieldError(
+            f"{param} must be an integer, got {value!r}", param=param, code="invalid_type"
+        )
+    if not (isinstance(value, int) or math.isfinite(value)) or not low <= value <= high:
+        extra = f" ({hint})" if hint else ""
+        raise RequestFieldError(
+            f"{param} must be an integer between {low} and {high}, got "
+            f"{_show_number(value)}{extra}",
+            param=param,
+            code="invalid_value",
+        )
+    return int(value)
+
+
+def _check_text(text: str, param: str) -> str:
+    """``text`` unchanged if it is valid Unicode (no lone UTF-16 surrogate), else a 400.
+
+    JSON can spell a lone surrogate (``"\\ud800"``) that no UTF-8 text contains; the tokenizer
+    and the prefix-cache hash cannot take it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestFieldError(
+            f"{param} must be valid Unicode text, but character {exc.start} is a lone UTF-16 "
+            f"surrogate (\\u{ord(text[exc.start]):04x}); send surrogates only as high-low pairs "
+            "(or the character itself, UTF-8 encoded)",
+            param=param,
+            code="invalid_value",
+        ) from None
+    return text
 
 
 def _json_type(value: object) -> str:
@@ -322,6 +416,20 @@ def _model(fields: _Fields, ctx: ServingContext) -> str:
             code="model_not_found",
         )
     return model
+
+
+def _cache_salt(fields: _Fields) -> str | None:
+    salt = fields.string("cache_salt", None)
+    if salt is None:
+        return None
+    if not salt:
+        raise RequestFieldError(
+            "cache_salt must be a non-empty string; leave it out to share the prefix cache with "
+            "every request that sends none",
+            param="cache_salt",
+            code="invalid_value",
+        )
+    return _check_text(salt, "cache_salt")
 
 
 def _stream_flags(fields: _Fields) -> tuple[bool, bool]:
@@ -388,6 +496,7 @@ _PARAM_NAMES = {
 
 def _sampling_params(
     fields: _Fields,
+    ctx: ServingContext,
     *,
     n: int,
     max_tokens: int,
@@ -395,25 +504,13 @@ def _sampling_params(
     max_tokens_param: str = "max_tokens",
 ) -> SamplingParams:
     """Read the sampling fields shared by both endpoints and build ``SamplingParams``."""
-    if fields.get("logit_bias"):
-        raise _unsupported("logit_bias", "logit_bias is not supported")
-    stop = fields.get("stop")
-    if stop is not None and not isinstance(stop, (str, list)):
-        raise _wrong_type("stop", "a string or an array of strings", stop)
-    if isinstance(stop, list) and not all(isinstance(s, str) for s in stop):
-        raise _wrong_type("stop", "a string or an array of strings", stop)
     stop_token_ids = fields.get("stop_token_ids")
-    if stop_token_ids is not None and not (
-        isinstance(stop_token_ids, list)
-        and all(isinstance(t, int) and not isinstance(t, bool) for t in stop_token_ids)
-    ):
-        raise _wrong_type("stop_token_ids", "an array of integers", stop_token_ids)
-    seed = fields.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise _wrong_type("seed", "an integer", seed)
-    top_k = fields.get("top_k")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)):
-        raise _wrong_type("top_k", "an integer", top_k)
+    if stop_token_ids is not None:
+        stop_token_ids = _token_ids(stop_token_ids, "stop_token_ids", ctx, allow_empty=True)
+    top_k = fields.integer("top_k", 0, low=-1, high=MAX_INT, hint="0 or -1 turns top-k off")
+    seed = fields.integer("seed", None, low=0, high=MAX_SEED)
+    stop = _stop(fields)
+    ignore_eos = fields.boolean("ignore_eos", False)
     values = {
         "temperature": fields.number("temperature", 1.0),
         "top_p": fields.number("top_p", 1.0),
@@ -422,13 +519,12 @@ def _sampling_params(
         "presence_penalty": fields.number("presence_penalty", 0.0),
         "frequency_penalty": fields.number("frequency_penalty", 0.0),
     }
-    ignore_eos = fields.boolean("ignore_eos", False)
-    try:
+    try:  # the ranges of the float fields are checked here
         return SamplingParams(
             n=n,
-            top_k=0 if top_k is None else top_k,
+            top_k=top_k,
             seed=seed,
-            stop=stop or None,
+            stop=stop,
             stop_token_ids=stop_token_ids,
             max_tokens=max_tokens,
             ignore_eos=ignore_eos,
@@ -443,18 +539,66 @@ def _sampling_params(
         raise RequestFieldError(str(exc), param=param, code="invalid_value") from exc
 
 
+def _stop(fields: _Fields) -> list[str] | None:
+    """``stop`` as a list of non-empty, valid strings (a single string is one stop string)."""
+    stop = fields.get("stop")
+    if stop is None:
+        return None
+    items = [stop] if isinstance(stop, str) else stop
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise _wrong_type("stop", "a string or an array of strings", stop)
+    for item in items:
+        if not item:
+            raise RequestFieldError(
+                'stop strings must not be empty ("" would match before any output); leave stop '
+                "out, or send [], for no stop strings",
+                param="stop",
+                code="invalid_value",
+            )
+        _check_text(item, "stop")
+    return items or None
+
+
 # Prompts ------------------------------------------------------------------------------------------
 
 
+def _token_ids(
+    value: object, param: str, ctx: ServingContext, *, allow_empty: bool = False
+) -> list[int]:
+    """A JSON array of token ids, each an integer in ``[0, vocab_size)``."""
+    if not isinstance(value, list):
+        raise _wrong_type(param, "an array of token ids", value)
+    ids: list[int] = []
+    for i, item in enumerate(value):
+        token = _as_int(item)
+        if token is None:
+            raise RequestFieldError(
+                f"{param}[{i}] must be an integer token id, got {_json_type(item)}",
+                param=param,
+                code="invalid_type",
+            )
+        if not 0 <= token < ctx.vocab_size:
+            raise RequestFieldError(
+                f"{param}[{i}] is {_show_number(token)}, outside the vocabulary "
+                f"[0, {ctx.vocab_size})",
+                param=param,
+                code="invalid_value",
+            )
+        ids.append(token)
+    if not ids and not allow_empty:
+        raise RequestFieldError(
+            "the prompt is empty: send at least one token", param=param, code="invalid_value"
+        )
+    return ids
+
+
 def _is_token_list(value: object) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(t, int) and not isinstance(t, bool) for t in value
-    )
+    return isinstance(value, list) and all(_as_int(t) is not None for t in value)
 
 
 def _completion_prompts(prompt: object, ctx: ServingContext) -> tuple[list[str], list[list[int]]]:
     """(prompt texts, prompt token ids) for every form ``prompt`` may take."""
-    items: list[str | list[int]]
+    items: list[str | list[Any]]
     if isinstance(prompt, str):
         items = [prompt]
     elif isinstance(prompt, list) and _is_token_list(prompt):
@@ -473,22 +617,17 @@ def _completion_prompts(prompt: object, ctx: ServingContext) -> tuple[list[str],
             param="prompt",
             code="invalid_value",
         )
+    batch = isinstance(prompt, list) and not _is_token_list(prompt)
     texts: list[str] = []
     token_lists: list[list[int]] = []
-    for item in items:
+    for i, item in enumerate(items):
+        where = f"prompt[{i}]" if batch else "prompt"
         if isinstance(item, str):
-            ids = ctx.tokenizer.encode(item)
+            ids = ctx.tokenizer.encode(_check_text(item, where))
             text = item
         else:
-            bad = [t for t in item if not 0 <= t < ctx.vocab_size]
-            if bad:
-                raise RequestFieldError(
-                    f"prompt token id(s) {bad[:5]} are outside the vocabulary "
-                    f"[0, {ctx.vocab_size})",
-                    param="prompt",
-                    code="invalid_value",
-                )
-            ids, text = list(item), ctx.tokenizer.decode(item)
+            ids = _token_ids(item, "prompt", ctx)
+            text = ctx.tokenizer.decode(ids)
         if not ids:
             raise RequestFieldError(
                 "the prompt is empty: send at least one token", param="prompt", code="invalid_value"
@@ -529,8 +668,34 @@ def _messages(value: object) -> list[dict[str, Any]]:
                 param=f"{where}.content",
                 code="missing_required_parameter",
             )
+        _check_message_values(message, where)
         out.append({**message, "content": content})
     return out
+
+
+def _check_message_values(message: Mapping[str, Any], where: str) -> None:
+    """Every string in a message (keys too) is valid Unicode; nesting is at most
+    ``MAX_MESSAGE_DEPTH`` deep. The whole message reaches the chat template, which recurses
+    into it."""
+    queue: list[tuple[object, str, int]] = [(message, where, 0)]
+    for value, path, depth in queue:  # breadth first; the list grows while it is read
+        if isinstance(value, str):
+            _check_text(value, path)
+            continue
+        if not isinstance(value, (Mapping, list)):
+            continue
+        if depth >= MAX_MESSAGE_DEPTH:
+            raise RequestFieldError(
+                f"{where} is nested more than {MAX_MESSAGE_DEPTH} levels deep",
+                param=where,
+                code="invalid_value",
+            )
+        if isinstance(value, list):
+            queue.extend((v, f"{path}[{j}]", depth + 1) for j, v in enumerate(value))
+            continue
+        for key, item in value.items():
+            _check_text(key, path)
+            queue.append((item, f"{path}.{key}", depth + 1))
 
 
 def _text_parts(parts: Sequence[object], where: str) -> str:

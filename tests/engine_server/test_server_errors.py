@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,15 +15,31 @@ from hypothesis import strategies as st
 from server_support import LiveServer, Server, load_engine
 
 from promptcache.engine.server import create_app
+from promptcache.engine.server.protocol import MAX_MESSAGE_DEPTH
+from promptcache.engine.server.unsupported import UNSUPPORTED_FIELDS
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "engine-server.md"
 
 CHAT = [{"role": "user", "content": "Hi"}]
 OK_COMPLETION: dict[str, Any] = {"model": "tiny", "prompt": "Hi", "max_tokens": 2}
 OK_CHAT: dict[str, Any] = {"model": "tiny", "messages": CHAT, "max_tokens": 2}
 
 
-def _post(server: Server, path: str, body: Any = None, content: bytes | None = None) -> Any:
-    response = httpx.post(f"{server.v1}{path}", json=body, content=content, timeout=30)
-    return response
+def _post(server: Server, path: str, body: Any) -> httpx.Response:
+    """POST ``body`` as JSON; ASCII escapes, so lone surrogates ("\\ud800") can be sent too."""
+    return httpx.post(
+        f"{server.v1}{path}",
+        content=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
 
 
 def _assert_openai_error(response: httpx.Response, status: int, param: str | None) -> dict:
@@ -80,6 +99,70 @@ BAD_REQUESTS = [
      "messages[0].content[0]", "invalid_value"),
     ("/chat/completions", {"logit_bias": {"5": 10}}, "logit_bias", "unsupported_parameter"),
     ("/chat/completions", {"tools": [{"type": "function"}]}, "tools", "unsupported_parameter"),
+    # Text the tokenizer or the engine would get must be valid Unicode (no lone surrogate).
+    ("/completions", {"prompt": "\ud800"}, "prompt", "invalid_value"),
+    ("/completions", {"prompt": ["ok", "a\udfffb"]}, "prompt[1]", "invalid_value"),
+    ("/chat/completions", {"messages": [{"role": "user", "content": "\ud800"}]},
+     "messages[0].content", "invalid_value"),
+    ("/chat/completions",
+     {"messages": [{"role": "user", "content": [{"type": "text", "text": "\ud800"}]}]},
+     "messages[0].content[0].text", "invalid_value"),
+    ("/chat/completions", {"messages": [{"role": "user", "content": "x", "name": "\udc00"}]},
+     "messages[0].name", "invalid_value"),
+    ("/completions", {"stop": "\ud800"}, "stop", "invalid_value"),
+    ("/completions", {"cache_salt": "\ud800"}, "cache_salt", "invalid_value"),
+    # Deep nesting inside a message (the template would recurse into it).
+    ("/chat/completions",
+     {"messages": [{"role": "user", "content": "x", "extra": _nested(MAX_MESSAGE_DEPTH + 5)}]},
+     "messages[0]", "invalid_value"),
+    # Empty stop strings and salts are rejected in every spelling.
+    ("/completions", {"stop": ""}, "stop", "invalid_value"),
+    ("/chat/completions", {"stop": ["a", ""]}, "stop", "invalid_value"),
+    ("/completions", {"cache_salt": ""}, "cache_salt", "invalid_value"),
+    # Integer fields: integral numbers only, and every one bounded.
+    ("/completions", {"max_tokens": 2.5}, "max_tokens", "invalid_type"),
+    ("/completions", {"n": 2.5}, "n", "invalid_type"),
+    ("/completions", {"top_k": 3.5}, "top_k", "invalid_type"),
+    ("/completions", {"seed": 1.5}, "seed", "invalid_type"),
+    ("/completions", {"logprobs": 0.5}, "logprobs", "invalid_type"),
+    ("/completions", {"max_tokens": 1e300}, "max_tokens", "invalid_value"),
+    ("/completions", {"max_tokens": 10**30}, "max_tokens", "invalid_value"),
+    ("/chat/completions", {"max_completion_tokens": 1e300}, "max_completion_tokens",
+     "invalid_value"),
+    ("/chat/completions", {"max_tokens": 2**63}, "max_tokens", "invalid_value"),
+    ("/completions", {"top_k": 2**63}, "top_k", "invalid_value"),
+    ("/completions", {"top_k": 10**30}, "top_k", "invalid_value"),
+    ("/completions", {"top_k": 2**31}, "top_k", "invalid_value"),
+    ("/completions", {"n": 2**63}, "n", "invalid_value"),
+    ("/completions", {"best_of": 2**63}, "best_of", "invalid_value"),
+    ("/completions", {"logprobs": 2**63}, "logprobs", "invalid_value"),
+    ("/chat/completions", {"logprobs": True, "top_logprobs": 2**63}, "top_logprobs",
+     "invalid_value"),
+    ("/completions", {"stop_token_ids": [2**63]}, "stop_token_ids", "invalid_value"),
+    ("/completions", {"stop_token_ids": [99999]}, "stop_token_ids", "invalid_value"),
+    ("/completions", {"stop_token_ids": [-1]}, "stop_token_ids", "invalid_value"),
+    ("/completions", {"stop_token_ids": [1.5]}, "stop_token_ids", "invalid_type"),
+    ("/completions", {"prompt": [2**63]}, "prompt", "invalid_value"),
+    ("/completions", {"prompt": [[5, 10**30]]}, "prompt", "invalid_value"),
+    # Output-changing features the server does not implement (UNSUPPORTED_FIELDS).
+    ("/chat/completions", {"functions": [{"name": "f", "parameters": {}}]}, "functions",
+     "unsupported_parameter"),
+    ("/chat/completions", {"function_call": {"name": "f"}}, "function_call",
+     "unsupported_parameter"),
+    ("/chat/completions", {"tool_choice": "required"}, "tool_choice", "unsupported_parameter"),
+    ("/chat/completions", {"modalities": ["audio"]}, "modalities", "unsupported_parameter"),
+    ("/chat/completions", {"modalities": ["text", "audio"]}, "modalities",
+     "unsupported_parameter"),
+    ("/completions", {"guided_json": {"type": "object"}}, "guided_json", "unsupported_parameter"),
+    ("/chat/completions", {"guided_choice": ["yes", "no"]}, "guided_choice",
+     "unsupported_parameter"),
+    ("/chat/completions", {"guided_regex": "[a-z]+"}, "guided_regex", "unsupported_parameter"),
+    ("/completions", {"min_tokens": 3}, "min_tokens", "unsupported_parameter"),
+    ("/chat/completions", {"prompt_logprobs": 1}, "prompt_logprobs", "unsupported_parameter"),
+    ("/completions", {"include_stop_str_in_output": True}, "include_stop_str_in_output",
+     "unsupported_parameter"),
+    ("/completions", {"response_format": {"type": "json_object"}}, "response_format",
+     "unsupported_parameter"),
 ]  # fmt: skip
 
 
@@ -115,6 +198,9 @@ def test_openai_client_raises_bad_request(client: openai.OpenAI) -> None:
         b'"text"',
         b'{"model": "tiny", "prompt": "Hi", "temperature": NaN}',
         b'{"model": "tiny", "prompt": "Hi", "max_tokens": Infinity}',
+        # An ignored field nested 3000 levels deep: the decoder's recursion limit, not a 500.
+        b'{"model": "tiny", "prompt": "Hi", "foo": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b'{"model": "tiny", "prompt": "Hi", "foo": ' + b'{"a":' * 3000 + b"1" + b"}" * 3001,
     ],
 )
 def test_malformed_json_or_non_object_body_is_a_400(server: Server, content: bytes) -> None:
@@ -160,7 +246,8 @@ JSON_VALUES = st.recursive(
 )
 FIELDS = ["prompt", "messages", "max_tokens", "temperature", "top_p", "n", "stop", "stream",
           "stream_options", "logprobs", "top_logprobs", "seed", "presence_penalty", "echo",
-          "top_k", "min_p", "stop_token_ids", "ignore_eos", "model"]  # fmt: skip
+          "top_k", "min_p", "stop_token_ids", "ignore_eos", "model", "cache_salt", "best_of",
+          "max_completion_tokens", "min_tokens", "tool_choice", "modalities"]  # fmt: skip
 
 
 @settings(
@@ -209,3 +296,125 @@ def test_a_pool_smaller_than_max_model_len_caps_prompts_and_default_max_tokens()
         assert reply.usage is not None
         assert reply.usage.prompt_tokens + reply.usage.completion_tokens == 128
         assert reply.choices[0].finish_reason == "length"
+
+
+def test_a_huge_number_is_named_briefly_not_echoed_digit_by_digit(server: Server) -> None:
+    for value, shown in ((1e300, "1e+300"), (10**300, "301-digit")):
+        body = {**OK_COMPLETION, "max_tokens": value}
+        message = _assert_openai_error(_post(server, "/completions", body), 400, "max_tokens")[
+            "message"
+        ]
+        assert shown in message and "2147483647" in message
+        assert len(message) < 200, message
+
+
+def test_integral_numbers_are_integers_in_every_integer_field(server: Server) -> None:
+    """2.0 means 2 for every integer field alike (as vLLM's pydantic models read it)."""
+    body = {
+        "model": "tiny",
+        "prompt": [[1.0, 450.0, 92.0]],
+        "max_tokens": 3.0,
+        "n": 2.0,
+        "best_of": 2.0,
+        "top_k": 3.0,
+        "seed": 7.0,
+        "logprobs": 1.0,
+        "stop_token_ids": [2.0],
+        "ignore_eos": True,
+    }
+    response = _post(server, "/completions", body)
+    assert response.status_code == 200, response.text
+    reply = response.json()
+    assert len(reply["choices"]) == 2
+    assert reply["usage"] == {**reply["usage"], "prompt_tokens": 3, "completion_tokens": 6}
+    chat = {**OK_CHAT, "max_completion_tokens": 2.0, "logprobs": True, "top_logprobs": 1.0}
+    response = _post(server, "/chat/completions", chat)
+    assert response.status_code == 200, response.text
+    assert response.json()["usage"]["completion_tokens"] <= 2
+
+
+def _a_value_that_is_not_a_no_op(allowed: str) -> Any:
+    return {"false": True, "0": 5}.get(allowed, {"type": "json_object"})
+
+
+@pytest.mark.parametrize("entry", UNSUPPORTED_FIELDS, ids=lambda e: e.name)
+def test_every_unsupported_field_is_a_400_naming_it(server: Server, entry: Any) -> None:
+    for endpoint in entry.endpoints:
+        path, ok = (
+            ("/chat/completions", OK_CHAT)
+            if endpoint == "chat"
+            else ("/completions", OK_COMPLETION)
+        )
+        body = {**ok, entry.name: _a_value_that_is_not_a_no_op(entry.allowed)}
+        error = _assert_openai_error(_post(server, path, body), 400, entry.name)
+        assert error["code"] == "unsupported_parameter"
+        assert (
+            error["message"].startswith(f"{entry.name}: ") and "not supported" in error["message"]
+        )
+
+
+def test_no_op_values_of_unsupported_fields_are_accepted(server: Server) -> None:
+    shared = {
+        "response_format": {"type": "text"},
+        "logit_bias": {},
+        "min_tokens": 0,
+        "include_stop_str_in_output": False,
+        "use_beam_search": False,
+        "bad_words": [],
+        "guided_json": None,
+        "stop": [],
+    }
+    chat = {
+        **OK_CHAT,
+        **shared,
+        "tools": [],
+        "tool_choice": "none",
+        "functions": [],
+        "function_call": "auto",
+        "modalities": ["text"],
+        "echo": False,
+        "continue_final_message": False,
+        "chat_template_kwargs": {},
+        "documents": [],
+    }
+    assert _post(server, "/chat/completions", chat).status_code == 200
+    assert _post(server, "/completions", {**OK_COMPLETION, **shared}).status_code == 200
+
+
+def test_the_docs_list_every_unsupported_field() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.split("### Unsupported fields", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(\w+)`", section, flags=re.MULTILINE))
+    documented |= set(re.findall(r"`(guided_\w+|structural_tag|structured_outputs)`", section))
+    assert documented == {entry.name for entry in UNSUPPORTED_FIELDS}
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+     "application/xml", "json"],
+)  # fmt: skip
+def test_a_body_that_is_not_declared_json_is_a_415(server: Server, content_type: str) -> None:
+    response = httpx.post(
+        f"{server.v1}/completions",
+        content=json.dumps(OK_COMPLETION).encode(),
+        headers={"content-type": content_type},
+    )
+    error = _assert_openai_error(response, 415, None)
+    assert error["code"] == "unsupported_media_type"
+    assert "application/json" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "application/json", "application/json; charset=utf-8", "Application/JSON",
+     "application/vnd.api+json"],
+)  # fmt: skip
+def test_json_and_a_missing_content_type_are_accepted(
+    server: Server, content_type: str | None
+) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = httpx.post(
+        f"{server.v1}/chat/completions", content=json.dumps(OK_CHAT).encode(), headers=headers
+    )
+    assert response.status_code == 200, response.text
