@@ -10,6 +10,7 @@ checked with `assert`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -36,6 +37,9 @@ ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""
 
 _MIB = 1024 * 1024
+_DEVICE = re.compile(r"^(cpu|cuda)(:\d+)?$")
+"""Devices the engine runs on. Others torch knows ("meta", "mps", "xpu"...) are refused up
+front: "meta" holds no data, and the engine's kernels and tests cover only CPU and CUDA."""
 _MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes at most 64 bits
 
 
@@ -46,11 +50,11 @@ class EngineConfig:
     Attributes:
         model: local checkpoint directory (or hub id, resolved by the loader).
         dtype: weight/activation dtype, one of `DTYPES`.
-        device: torch device string, e.g. "cpu", "cuda", "cuda:1".
+        device: "cpu", "cuda" or "cuda:<index>" (other torch devices are refused).
         seed: global seed for weight-free randomness (per-request seeds live in SamplingParams).
         max_model_len: longest sequence (prompt + output) in tokens; None = the checkpoint's
             `max_position_embeddings` (filled in by the engine at load time).
-        block_size: tokens per KV block (default 16, as vLLM).
+        block_size: tokens per KV block (default 16, as vLLM); at most `max_model_len`.
         kv_cache_bytes: byte budget for the whole KV pool (all layers, K and V); the runner
             derives the number of blocks from it. Ignored when `num_blocks` is set.
         num_blocks: fixed number of KV blocks, overriding `kv_cache_bytes` (tests use tiny pools).
@@ -109,8 +113,11 @@ class EngineConfig:
         _check_choice("preemption_mode", self.preemption_mode, get_args(PreemptionMode))
         if not isinstance(self.model, str):
             raise ConfigError(f"model must be a path string, got {type(self.model).__name__}")
-        if not isinstance(self.device, str) or not self.device:
-            raise ConfigError("device must be a non-empty torch device string such as 'cpu'")
+        if not isinstance(self.device, str) or not _DEVICE.match(self.device):
+            raise ConfigError(
+                f"device must be 'cpu', 'cuda' or 'cuda:<index>' (the engine runs on CPUs and "
+                f"CUDA GPUs only), got {self.device!r}"
+            )
         _check_int("seed", self.seed, minimum=0)
         if self.seed > _MAX_SEED:
             raise ConfigError(f"seed must be <= {_MAX_SEED} (an int64), got {self.seed}")
@@ -122,6 +129,14 @@ class EngineConfig:
         _check_int("fairness_max_wait_steps", self.fairness_max_wait_steps, minimum=0)
         if self.max_model_len is not None:
             _check_int("max_model_len", self.max_model_len, minimum=2)
+            if self.block_size > self.max_model_len:
+                raise ConfigError(
+                    f"block_size={self.block_size} is larger than max_model_len="
+                    f"{self.max_model_len}: no sequence could ever fill a block, so the prefix "
+                    "cache would never hit and most of each block would be wasted; lower "
+                    f"block_size to {self.max_model_len} or less (--block-size), or raise "
+                    "max_model_len"
+                )
         if self.num_blocks is not None:
             _check_int("num_blocks", self.num_blocks, minimum=1)
         for name in ("enable_chunked_prefill", "enable_prefix_caching", "cache_aware_scheduling"):

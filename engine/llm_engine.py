@@ -96,6 +96,12 @@ class LLMEngine:
             eos.add(self.tokenizer.eos_token_id)
         self.eos_token_ids = frozenset(eos)
         self.scheduler = Scheduler(config, self.runner.num_blocks, self.eos_token_ids)
+        #: ``config.max_model_len`` capped by the KV pool's size in tokens: one sequence can
+        #: never outgrow the pool, so this is the longest sequence the engine can ever finish
+        #: (what the server enforces and reports as ``max_model_len``).
+        self.effective_max_model_len = min(
+            config.max_model_len, self.runner.num_blocks * config.block_size
+        )
         self._states: dict[int, _SeqState] = {}
         self._num_prompt_tokens = 0
         self._num_generated_tokens = 0

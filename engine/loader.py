@@ -79,7 +79,7 @@ def resolve_model_path(model: str | Path) -> Path:
     except Exception as exc:  # huggingface_hub raises many unrelated types
         raise ModelLoadError(
             f"cannot fetch {text!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
-            "Offline? Download it where there is network (`hf download {text}`) and pass "
+            f"Offline? Download it where there is network (`hf download {text}`) and pass "
             "the local directory instead."
         ) from exc
 

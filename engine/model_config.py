@@ -12,6 +12,7 @@ transformers 5.x (``rope_parameters`` holding ``rope_theta`` and ``rope_type``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ class ModelConfig:
             )
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8
             raise ModelLoadError(f"cannot read {path}: {exc}") from exc
         if not isinstance(raw, dict):
             raise ModelLoadError(f"{path} must hold a JSON object")
@@ -115,31 +116,29 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "config.json") -> ModelConfig:
-        """Build from a parsed config.json dict (see ``from_pretrained`` for errors)."""
-        archs = raw.get("architectures") or []
-        arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
-        if not archs:
-            arch = _ARCH_BY_MODEL_TYPE.get(str(raw.get("model_type")))
-        if arch is None:
-            raise ModelLoadError(
-                f"{source}: architecture {archs or raw.get('model_type')!r} is not supported; "
-                f"the engine runs {', '.join(SUPPORTED_ARCHITECTURES)}"
-            )
+        """Build from a parsed config.json dict (see ``from_pretrained`` for errors).
 
-        def need(key: str) -> Any:
-            if raw.get(key) is None:
-                raise ModelLoadError(f"{source}: required field {key!r} is missing")
-            return raw[key]
-
-        hidden = int(need("hidden_size"))
-        num_heads = int(need("num_attention_heads"))
-        num_layers = int(need("num_hidden_layers"))
-        num_kv_heads = int(raw.get("num_key_value_heads") or num_heads)
+        Every shape field must be a positive integer (``num_hidden_layers``,
+        ``num_attention_heads``, ``num_key_value_heads``, ``hidden_size``, ``intermediate_size``,
+        ``vocab_size``, ``head_dim``, ``max_position_embeddings``); a bad value raises
+        ``ModelLoadError`` naming the field, the value and ``source``.
+        """
+        arch = _read_architecture(raw, source)
+        hidden = _positive_int(raw, "hidden_size", source)
+        num_heads = _positive_int(raw, "num_attention_heads", source)
+        num_layers = _positive_int(raw, "num_hidden_layers", source)
+        num_kv_heads = _positive_int(raw, "num_key_value_heads", source, default=num_heads)
         if num_heads % num_kv_heads:
             raise ModelLoadError(
                 f"{source}: num_attention_heads={num_heads} is not a multiple of "
                 f"num_key_value_heads={num_kv_heads}"
             )
+        if raw.get("head_dim") is None and hidden % num_heads:
+            raise ModelLoadError(
+                f"{source}: hidden_size={hidden} is not a multiple of "
+                f"num_attention_heads={num_heads}, and there is no head_dim to say the head size"
+            )
+        head_dim = _positive_int(raw, "head_dim", source, default=hidden // num_heads)
         act = raw.get("hidden_act", "silu")
         if act != "silu":
             raise ModelLoadError(f"{source}: hidden_act={act!r} is not supported (only 'silu')")
@@ -149,32 +148,32 @@ class ModelConfig:
         is_llama = arch == "LlamaForCausalLM"
         attention_bias = bool(raw.get("attention_bias", False)) and is_llama
 
-        eos = raw.get("eos_token_id")
-        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
         dtype = str(raw.get("torch_dtype") or raw.get("dtype") or "float32")
         if dtype not in ("float32", "bfloat16", "float16"):
             raise ModelLoadError(f"{source}: dtype {dtype!r} is not supported")
         return cls(
             architecture=arch,
-            vocab_size=int(need("vocab_size")),
+            vocab_size=_positive_int(raw, "vocab_size", source),
             hidden_size=hidden,
-            intermediate_size=int(need("intermediate_size")),
+            intermediate_size=_positive_int(raw, "intermediate_size", source),
             num_hidden_layers=num_layers,
             num_attention_heads=num_heads,
             num_key_value_heads=num_kv_heads,
-            head_dim=int(raw.get("head_dim") or hidden // num_heads),
-            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-            max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
+            head_dim=head_dim,
+            rms_norm_eps=_number(_get(raw, "rms_norm_eps", 1e-6), "rms_norm_eps", source),
+            max_position_embeddings=_positive_int(
+                raw, "max_position_embeddings", source, default=2048
+            ),
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
             qkv_bias=is_qwen2 or attention_bias,
             o_bias=attention_bias,
             mlp_bias=bool(raw.get("mlp_bias", False)) and is_llama,
-            sliding_windows=_read_sliding_windows(raw, arch, num_layers),
+            sliding_windows=_read_sliding_windows(raw, arch, num_layers, source),
             torch_dtype=dtype,
-            bos_token_id=None if raw.get("bos_token_id") is None else int(raw["bos_token_id"]),
-            eos_token_ids=tuple(int(i) for i in eos_ids),
+            bos_token_id=_bos_token_id(raw, source),
+            eos_token_ids=_token_ids(raw.get("eos_token_id"), "eos_token_id", source),
         )
 
     def kv_bytes_per_token(self, kv_cache_dtype: str = "auto") -> int:
@@ -190,15 +189,100 @@ class ModelConfig:
         return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * elem
 
 
+def _read_architecture(raw: dict[str, Any], source: str) -> str:
+    """The supported class named in ``architectures`` (a list, or a lone string), else the one
+    ``model_type`` implies when ``architectures`` is absent or empty."""
+    archs = raw.get("architectures")
+    if isinstance(archs, str):  # a lone name instead of a one-item list
+        archs = [archs] if archs else []
+    if archs is None:
+        archs = []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ModelLoadError(
+            f"{source}: architectures must be a list of class names such as "
+            f'["LlamaForCausalLM"], got {archs!r}'
+        )
+    arch: str | None
+    if archs:
+        arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
+        shown: object = archs
+    else:
+        model_type = raw.get("model_type")
+        arch = _ARCH_BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
+        shown = model_type
+    if arch is None:
+        raise ModelLoadError(
+            f"{source}: architecture {shown!r} is not supported; "
+            f"the engine runs {', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    return arch
+
+
+def _get(raw: dict[str, Any], key: str, default: object) -> object:
+    """``raw[key]``, or ``default`` when the key is absent or null."""
+    value = raw.get(key)
+    return default if value is None else value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive_int(raw: dict[str, Any], key: str, source: str, default: int | None = None) -> int:
+    """``raw[key]`` as an integer >= 1; ``default`` when absent or null (None: required)."""
+    value = raw.get(key)
+    if value is None:
+        if default is None:
+            raise ModelLoadError(f"{source}: required field {key!r} is missing")
+        return default
+    if not _is_int(value) or value < 1:
+        raise ModelLoadError(f"{source}: {key} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _number(value: object, key: str, source: str, *, positive: bool = False) -> float:
+    """A finite JSON number (``positive``: also > 0) as a float."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        if math.isfinite(number) and (number > 0 or not positive):
+            return number
+    kind = "a positive number" if positive else "a number"
+    raise ModelLoadError(f"{source}: {key} must be {kind}, got {value!r}")
+
+
+def _token_ids(value: object, key: str, source: str) -> tuple[int, ...]:
+    """A token id or a list of them (None: none) as a tuple of non-negative ints."""
+    if value is None:
+        return ()
+    items: list[object] = value if isinstance(value, list) else [value]
+    ids = tuple(i for i in items if isinstance(i, int) and not isinstance(i, bool) and i >= 0)
+    if len(ids) != len(items):
+        raise ModelLoadError(
+            f"{source}: {key} must be a token id (an integer >= 0) or a list of them, got {value!r}"
+        )
+    return ids
+
+
+def _bos_token_id(raw: dict[str, Any], source: str) -> int | None:
+    """``bos_token_id``: one id (or, in a few configs, a list whose first id is used), or None."""
+    ids = _token_ids(raw.get("bos_token_id"), "bos_token_id", source)
+    return ids[0] if ids else None
+
+
 def _read_rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
     """Return (rope_theta, scaling dict with a ``rope_type`` key or None) for either dialect."""
     params = raw.get("rope_parameters")
     if isinstance(params, dict) and "rope_theta" in params:  # transformers 5.x
-        theta = float(params["rope_theta"])
+        theta = _number(params["rope_theta"], "rope_parameters.rope_theta", source, positive=True)
         scaling: dict[str, Any] | None = dict(params)
     else:  # transformers 4.x
-        theta = float(raw.get("rope_theta", 10000.0))
-        scaling = dict(raw["rope_scaling"]) if raw.get("rope_scaling") else None
+        theta = _number(_get(raw, "rope_theta", 10000.0), "rope_theta", source, positive=True)
+        rope_scaling = raw.get("rope_scaling")
+        if rope_scaling and not isinstance(rope_scaling, dict):
+            raise ModelLoadError(
+                f"{source}: rope_scaling must be an object or null, got {rope_scaling!r}"
+            )
+        scaling = dict(rope_scaling) if rope_scaling else None
     if scaling is None:
         return theta, None
     rope_type = scaling.pop("rope_type", None) or scaling.pop("type", None) or "default"
@@ -209,17 +293,19 @@ def _read_rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] 
             f"{source}: rope_type {rope_type!r} is not supported; "
             f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
         )
-    if float(scaling.get("partial_rotary_factor", 1.0)) != 1.0:
+    partial = scaling.get("partial_rotary_factor", 1.0)
+    if _number(partial, "partial_rotary_factor", source) != 1.0:
         raise ModelLoadError(f"{source}: partial_rotary_factor != 1 is not supported")
     if rope_type == "default":
         return theta, None
     if "factor" not in scaling:
         raise ModelLoadError(f"{source}: rope_type {rope_type!r} needs a 'factor'")
+    _number(scaling["factor"], "rope scaling factor", source, positive=True)
     return theta, {"rope_type": rope_type, **scaling}
 
 
 def _read_sliding_windows(
-    raw: dict[str, Any], arch: str, num_layers: int
+    raw: dict[str, Any], arch: str, num_layers: int, source: str
 ) -> tuple[int | None, ...]:
     """Per-layer attention window, following each architecture's transformers semantics.
 
@@ -227,15 +313,22 @@ def _read_sliding_windows(
     ``use_sliding_window`` is true, and then to layers marked "sliding_attention" in
     ``layer_types`` (or, in old configs, layers >= ``max_window_layers``). Llama: never.
     """
-    window = raw.get("sliding_window")
+    if not raw.get("sliding_window"):
+        return tuple([None] * num_layers)
     if arch == "MistralForCausalLM":
-        return tuple([int(window) if window else None] * num_layers)
-    if arch == "Qwen2ForCausalLM" and raw.get("use_sliding_window") and window:
+        window = _positive_int(raw, "sliding_window", source)
+        return tuple([window] * num_layers)
+    if arch == "Qwen2ForCausalLM" and raw.get("use_sliding_window"):
+        window = _positive_int(raw, "sliding_window", source)
         layer_types = raw.get("layer_types")
         if isinstance(layer_types, list) and len(layer_types) == num_layers:
-            return tuple(int(window) if t == "sliding_attention" else None for t in layer_types)
-        first = int(raw.get("max_window_layers", 0))
-        return tuple(int(window) if i >= first else None for i in range(num_layers))
+            return tuple(window if t == "sliding_attention" else None for t in layer_types)
+        first = raw.get("max_window_layers") or 0
+        if not _is_int(first) or first < 0:
+            raise ModelLoadError(
+                f"{source}: max_window_layers must be an integer >= 0, got {first!r}"
+            )
+        return tuple(window if i >= first else None for i in range(num_layers))
     return tuple([None] * num_layers)
 
 
@@ -250,9 +343,7 @@ def read_generation_eos_ids(model_dir: str | Path) -> tuple[int, ...]:
         return ()
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8
         raise ModelLoadError(f"cannot read {path}: {exc}") from exc
     eos = raw.get("eos_token_id") if isinstance(raw, dict) else None
-    if isinstance(eos, list):
-        return tuple(int(i) for i in eos)
-    return () if eos is None else (int(eos),)
+    return _token_ids(eos, "eos_token_id", str(path))

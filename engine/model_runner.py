@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from .scheduler import ScheduledBatch
 
 __all__ = ["ModelRunner"]
+
+_ENFORCE_PREFIX = re.compile(r"^\[enforce fail at [^\]]*\]\s*(\S+ == \S+\.\s*)?")
 
 #: Tokens of the start-up calibration pass for quantised KV caches.
 CALIBRATION_TOKENS = 256
@@ -70,6 +74,14 @@ class ModelRunner:
         self.config = config
         self.device = _usable_device(config.device)
         self.backend = get_backend(config.attention_backend)
+        _check_backend_runs_on(config.attention_backend, self.device)
+        if config.num_blocks is None:  # the pool takes at most kv_cache_bytes
+            _check_fits_memory(
+                config.kv_cache_bytes,
+                self.device,
+                "the KV cache",
+                "kv_cache_bytes (--kv-cache-bytes)",
+            )
         self.model, self.model_config = load_model(
             model_dir,
             self.backend,
@@ -91,9 +103,16 @@ class ModelRunner:
                 f"kv_cache_bytes={config.kv_cache_bytes} holds no KV block of "
                 f"{self.bytes_per_block} bytes; raise kv_cache_bytes or lower block_size"
             )
-        self.kv_caches = self._allocate(self.num_blocks, self.device)
+        self.kv_caches = self._allocate(
+            self.num_blocks, self.device, "the KV cache", "kv_cache_bytes (--kv-cache-bytes)"
+        )
         self.cpu_kv_caches = (
-            self._allocate(config.num_cpu_blocks, torch.device("cpu"))
+            self._allocate(
+                config.num_cpu_blocks,
+                torch.device("cpu"),
+                "the CPU swap pool",
+                "num_cpu_blocks (--swap-space)",
+            )
             if config.num_cpu_blocks
             else []
         )
@@ -108,16 +127,35 @@ class ModelRunner:
         """Bytes allocated for the device KV pool (K and V, all layers)."""
         return self.num_blocks * self.bytes_per_block
 
-    def _allocate(self, num_blocks: int, device: torch.device) -> list[KVCacheLayer]:
+    def _allocate(
+        self, num_blocks: int, device: torch.device, what: str, setting: str
+    ) -> list[KVCacheLayer]:
+        """``num_blocks`` zeroed blocks per layer for K and V on ``device``.
+
+        Raises:
+            ConfigError: the pool is larger than the device's memory, or the allocator refused
+                it; the message names ``what`` and the ``setting`` to lower.
+        """
         mc = self.model_config
+        nbytes = num_blocks * self.bytes_per_block
+        _check_fits_memory(nbytes, device, what, setting)
         shape = (num_blocks, self.block_size, mc.num_key_value_heads, mc.head_dim)
-        return [
-            KVCacheLayer(
-                torch.zeros(shape, dtype=self.kv_dtype, device=device),
-                torch.zeros(shape, dtype=self.kv_dtype, device=device),
-            )
-            for _ in range(mc.num_hidden_layers)
-        ]
+        try:
+            return [
+                KVCacheLayer(
+                    torch.zeros(shape, dtype=self.kv_dtype, device=device),
+                    torch.zeros(shape, dtype=self.kv_dtype, device=device),
+                )
+                for _ in range(mc.num_hidden_layers)
+            ]
+        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            lines = str(exc).strip().splitlines() or [type(exc).__name__]
+            # torch prefixes its C++ check ("[enforce fail at alloc_cpu.cpp:127] err == 0. ").
+            reason = _ENFORCE_PREFIX.sub("", lines[0])
+            raise ConfigError(
+                f"could not allocate {nbytes:,} bytes ({_gib(nbytes)}) for {what} on {device} "
+                f"({reason}); lower {setting}"
+            ) from None
 
     @torch.inference_mode()
     def calibrate_kv_scales(self, token_ids: Sequence[int] | None = None) -> None:
@@ -300,6 +338,60 @@ class ModelRunner:
         return self.sampler(logits, requests)
 
 
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def _device_memory(device: torch.device) -> int | None:
+    """Total memory of ``device`` in bytes (physical RAM for the CPU), or None if unknown."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[1])
+        if device.type == "cpu":
+            return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, RuntimeError, ValueError):  # no sysconf / no CUDA context
+        return None
+    return None
+
+
+def _check_fits_memory(nbytes: int, device: torch.device, what: str, setting: str) -> None:
+    """Refuse a pool larger than the device's total memory before trying to allocate it.
+
+    Raises:
+        ConfigError: naming the sizes and the ``setting`` to lower.
+    """
+    total = _device_memory(device)
+    if total is not None and nbytes > total:
+        raise ConfigError(
+            f"{what} would take {nbytes:,} bytes ({_gib(nbytes)}), more than the "
+            f"{_gib(total)} of memory on {device}; lower {setting}"
+        )
+
+
+def _check_backend_runs_on(backend: str, device: torch.device) -> None:
+    """The ``triton`` backend's kernels need CUDA tensors, or the Triton interpreter on a CPU.
+
+    The interpreter is switched on by ``TRITON_INTERPRET=1`` before ``promptcache.kernels`` is
+    imported (the test suite does this); whether it is on is read from a compiled kernel, so
+    the check agrees with what the kernels will do.
+
+    Raises:
+        ConfigError: ``backend='triton'`` on a CPU without the interpreter.
+    """
+    if backend != "triton" or device.type != "cpu":
+        return
+    from promptcache.kernels._checks import is_interpreted
+    from promptcache.kernels.store_kv import _store_kv_kernel
+
+    if not is_interpreted(_store_kv_kernel):
+        raise ConfigError(
+            "attention_backend='triton' runs its kernels on CUDA, and device='cpu' was chosen: "
+            "use attention_backend='torch' (--attention-backend torch) on a CPU, or "
+            "device='cuda' (--device cuda) on a GPU; to run the Triton kernels on the CPU "
+            "(slowly, for tests) set TRITON_INTERPRET=1 in the environment"
+        )
+
+
 def _usable_device(name: str) -> torch.device:
     """Parse ``name`` ("cpu", "cuda", "cuda:1") and check a tensor can be placed there.
 
@@ -311,8 +403,9 @@ def _usable_device(name: str) -> torch.device:
         device = torch.device(name)
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError, ValueError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(
-            f"device={name!r} cannot be used here ({exc}); pass device='cpu', or 'cuda' / "
+            f"device={name!r} cannot be used here ({reason}); pass device='cpu', or 'cuda' / "
             "'cuda:<index>' on a machine with a CUDA build of torch and that GPU"
         ) from exc
     return device

@@ -10,8 +10,10 @@ Routes::
 
 Every client mistake (malformed JSON, wrong types, out-of-range sampling values, unknown model,
 prompt too long) is answered 400 with OpenAI's error body ``{"error": {"message", "type":
-"invalid_request_error", "param", "code"}}``; unknown paths 404 and wrong methods 405 in the
-same shape. A request whose client disconnects is aborted at once, which frees its KV blocks.
+"invalid_request_error", "param", "code"}}``; unknown paths 404, wrong methods 405 and bodies
+that are not JSON 415 in the same shape. Anything unexpected is logged with its traceback and
+answered 500 in the same shape (``type`` "server_error"), on a connection that stays open. A
+request whose client disconnects is aborted at once, which frees its KV blocks.
 """
 
 from __future__ import annotations
@@ -29,14 +31,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from promptcache.errors import ConfigError, EngineError, InvalidRequestError, RequestFieldError
 
 from .async_engine import AsyncEngine, RequestStream
-from .auth import BearerAuth
+from .auth import BearerAuth, validate_api_key
 from .metrics import CONTENT_TYPE, EngineMetrics
 from .protocol import ServingContext, parse_chat_request, parse_completion_request
 from .responses import TokenTexts
@@ -46,7 +49,7 @@ from .sse import EventStreamResponse
 if TYPE_CHECKING:
     from ..llm_engine import LLMEngine
 
-__all__ = ["MAX_BODY_BYTES", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "create_app", "is_json_media_type"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,24 +89,22 @@ def create_app(
         api_key: if set, ``/v1`` requests must send ``Authorization: Bearer <api_key>``.
 
     Raises:
-        ConfigError: an empty model name.
+        ConfigError: an empty model name, or an API key that no client could send
+            (``validate_api_key``).
         ModelLoadError: the chat template does not compile.
     """
     names = tuple(served_model_names or (engine.config.model,))
     if not names or not all(isinstance(n, str) and n for n in names):
         raise ConfigError("served_model_names must be non-empty strings")
+    if api_key is not None:
+        validate_api_key(api_key)
     if chat_template is not None:
         engine.tokenizer.set_chat_template(chat_template)
     async_engine = AsyncEngine(engine)
     metrics = EngineMetrics(async_engine.stats, lambda: async_engine.num_requests_in_flight)
     async_engine.metrics = metrics
-    max_model_len = engine.config.max_model_len
-    if max_model_len is None:  # LLMEngine always fills it in
-        raise ConfigError("the engine has no max_model_len")
-    # A sequence can never outgrow the KV pool either: with a pool smaller than max_model_len,
-    # prompts and default max_tokens are sized to the pool, so they are not rejected later.
-    stats = engine.stats()
-    max_model_len = min(max_model_len, stats.num_total_blocks * engine.config.block_size)
+    # Capped by the KV pool too: prompts and default max_tokens are sized to what can finish.
+    max_model_len = engine.effective_max_model_len
     state = _State(
         engine=async_engine,
         metrics=metrics,
@@ -140,7 +141,10 @@ def create_app(
             EngineError: _engine_error,
             HTTPException: _http_error,
         },
-        middleware=[Middleware(BearerAuth, api_key=api_key)] if api_key else [],
+        middleware=[
+            Middleware(_CatchAll),
+            *([Middleware(BearerAuth, api_key=api_key)] if api_key is not None else []),
+        ],
         lifespan=lifespan,
     )
     app.state.server = state
@@ -187,8 +191,32 @@ async def _chat_completions(request: Request) -> Response:
     return Response(status_code=CLIENT_CLOSED_REQUEST) if body is None else JSONResponse(body)
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """True if a request with this ``Content-Type`` header may carry the JSON body.
+
+    Accepted: no header (or an empty one), ``application/json`` and any ``application/*+json``
+    type (RFC 6839), in any letter case and with any parameters (``; charset=utf-8``). Everything
+    else (``text/plain``, ``application/x-www-form-urlencoded``, what ``curl -d`` sends by
+    default...) is refused, as vLLM refuses anything but ``application/json``.
+    """
+    if content_type is None or not content_type.strip():
+        return True
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
 async def _json_body(request: Request) -> Any:
-    """The parsed JSON body; malformed JSON or an oversized body is the client's error."""
+    """The parsed JSON body; a non-JSON content type, malformed or too deeply nested JSON, or an
+    oversized body is the client's error."""
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        raise HTTPException(
+            415,
+            f"Content-Type {content_type!r} is not supported: send the body as JSON with "
+            "Content-Type: application/json (curl: -H 'Content-Type: application/json').",
+        )
     too_large = HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -209,6 +237,12 @@ async def _json_body(request: Request) -> Any:
             "with Content-Type: application/json.",
             code="invalid_json",
         ) from exc
+    except RecursionError:  # the decoder recurses once per nesting level
+        raise RequestFieldError(
+            "We could not parse the JSON body of your request: its arrays/objects are nested "
+            "too deeply. Send a JSON object nested at most a few hundred levels deep.",
+            code="invalid_json",
+        ) from None
 
 
 def _reject_constant(name: str) -> None:
@@ -301,9 +335,16 @@ def _error(
     """OpenAI's error body (https://platform.openai.com/docs/guides/error-codes, checked
     2026-11-30)."""
     return JSONResponse(
-        {"error": {"message": message, "type": type_, "param": param, "code": code}},
+        {"error": {"message": _utf8(message), "type": type_, "param": _utf8(param), "code": code}},
         status_code=status,
     )
+
+
+def _utf8(text: str | None) -> str | None:
+    """``text`` with any lone surrogate escaped, so the JSON body can always be UTF-8 encoded."""
+    if text is None:
+        return None
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 async def _invalid_request(request: Request, exc: Exception) -> Response:
@@ -320,7 +361,63 @@ async def _engine_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, HTTPException):  # registered for HTTPException only
         raise exc
-    message = exc.detail if exc.status_code == 413 else f"{exc.detail}: {request.url.path}"
-    response = _error(exc.status_code, message)
+    # 413 and 415 carry our own full messages; Starlette's 404 / 405 just "Not Found"...
+    own = exc.status_code in (413, 415)
+    message = exc.detail if own else f"{exc.detail}: {request.url.path}"
+    code = "unsupported_media_type" if exc.status_code == 415 else None
+    response = _error(exc.status_code, message, code=code)
     response.headers.update(exc.headers or {})
     return response
+
+
+class _CatchAll:
+    """Answer any exception a handler did not expect with OpenAI's 500 body, and log it.
+
+    Starlette's own last resort answers plain-text "Internal Server Error" and re-raises, so
+    uvicorn logs the error a second time and closes the keep-alive connection. This middleware
+    sits inside it: the client gets ``{"error": {..., "type": "server_error"}}`` with an error id
+    and no traceback, the log gets the traceback under the same id, and the connection stays
+    open. An exception after the response has started (mid-stream) cannot be answered any more
+    and is re-raised for uvicorn to log; a client that disconnected while sending its body is
+    not an error.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracked)
+        except ClientDisconnect:
+            if not started:  # nobody reads it; keeps uvicorn from logging a missing response
+                await Response(status_code=CLIENT_CLOSED_REQUEST)(scope, receive, send)
+        except Exception as exc:
+            if started:
+                raise
+            error_id = uuid.uuid4().hex[:16]
+            logger.error(
+                "unexpected error %s answering %s %s",
+                error_id,
+                scope.get("method"),
+                scope.get("path"),
+                exc_info=exc,
+            )
+            response = _error(
+                500,
+                f"The server had an error while processing your request (error id {error_id}; "
+                "the server log has the details). Retry, or report the error id to the "
+                "server's operator.",
+                type_="server_error",
+            )
+            await response(scope, receive, send)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
+__all__ = ["ByteSize", "KVSize", "blocks_in_budget", "engine_group", "kv_size"]
 
 KV_DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
@@ -36,6 +37,8 @@ _UNITS = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
+MAX_BYTES = 2**63 - 1  # sizes become torch int64 tensor sizes
+MAX_THREADS = 1024  # --threads: torch takes an int32; more threads than this never helps
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -56,7 +59,10 @@ class ByteSize(click.ParamType):  # type: ignore[type-arg]
                 param,
                 ctx,
             )
-        return int(float(match.group(1)) * _UNITS[unit])
+        size = int(Decimal(match.group(1)) * _UNITS[unit])
+        if size > MAX_BYTES:
+            self.fail(f"{value!r} is more bytes than any machine has (at most 8 EiB)", param, ctx)
+        return size
 
 
 BYTES = ByteSize()
@@ -89,7 +95,7 @@ def engine_group() -> None:
     type=BYTES,
     default=DEFAULT_KV_CACHE_BYTES,
     show_default="256MiB",
-    help="Byte budget of the KV pool (all layers, K and V).",
+    help="Byte budget of the KV pool (all layers, K and V); must hold at least one block.",
 )
 @click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=64, show_default=True)
@@ -142,11 +148,17 @@ def engine_group() -> None:
     is_flag=True,
     help="Allow a non-loopback --host without --api-key (trusted networks only).",
 )
-@click.option("--device", default="cpu", show_default=True, help="torch device, e.g. cuda.")
+@click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="cpu, cuda or cuda:<index> (the engine runs on CPUs and CUDA GPUs).",
+)
 @click.option(
     "--threads",
-    type=click.IntRange(min=1),
-    help="torch CPU threads (default: torch's choice; 1 is fastest on a busy shared machine).",
+    type=click.IntRange(1, MAX_THREADS),
+    help="torch CPU threads, 1 to 1024 (default: torch's choice; 1 is fastest on a busy "
+    "shared machine).",
 )
 @click.option(
     "--log-level",
@@ -194,27 +206,14 @@ def serve(
     template = _read_chat_template(chat_template)
     import torch
 
-    from promptcache.engine import LLMEngine, ModelConfig
+    from promptcache.engine import EngineConfig, LLMEngine, ModelConfig
     from promptcache.engine.loader import resolve_model_path
     from promptcache.engine.server import create_app
     from promptcache.engine.server import serve as run_server
 
-    if threads is not None:
-        torch.set_num_threads(threads)
-
-    num_cpu_blocks = 0
-    if swap_space:
-        model_config = ModelConfig.from_pretrained(resolve_model_path(model))
-        kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
-        per_block = model_config.kv_bytes_per_token(kv_name) * block_size
-        num_cpu_blocks = swap_space // per_block
-        if num_cpu_blocks == 0:
-            raise click.BadParameter(
-                f"holds no KV block of {per_block} bytes; raise it or leave it out",
-                param_hint="--swap-space",
-            )
-    engine = LLMEngine.from_pretrained(
-        model,
+    # Every setting is checked before anything is loaded (device, block size, ...).
+    config = EngineConfig(
+        model=model,
         dtype=dtype,
         device=device,
         kv_cache_bytes=kv_cache_bytes,
@@ -225,23 +224,65 @@ def serve(
         attention_backend=attention_backend,
         kv_cache_dtype=kv_cache_dtype,
         enable_prefix_caching=enable_prefix_caching,
-        preemption_mode="swap" if num_cpu_blocks else "recompute",
-        num_cpu_blocks=num_cpu_blocks,
     )
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+    model_dir = resolve_model_path(model)
+    model_config = ModelConfig.from_pretrained(model_dir)
+    kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
+    per_block = model_config.kv_bytes_per_token(kv_name) * block_size
+    blocks_in_budget(kv_cache_bytes, per_block, block_size, "--kv-cache-bytes")
+    num_cpu_blocks = (
+        blocks_in_budget(swap_space, per_block, block_size, "--swap-space") if swap_space else 0
+    )
+    config.model = str(model_dir)
+    config.preemption_mode = "swap" if num_cpu_blocks else "recompute"
+    config.num_cpu_blocks = num_cpu_blocks
+    config.validate()
+    engine = LLMEngine(config)
     app = create_app(
         engine,
-        served_model_names=served_model_names or [model],
+        # A name given twice is listed once (first occurrence keeps its place).
+        served_model_names=list(dict.fromkeys(served_model_names)) or [model],
         chat_template=template,
         api_key=api_key,
     )
     stats = engine.stats()
+    pool = stats.kv_cache_bytes
+    pool_text = f"{pool / 2**20:.1f} MiB" if pool >= 2**20 else f"{pool / 2**10:.1f} KiB"
+    # max_model_len as the server enforces it: the engine's, capped by the KV pool's tokens.
     click.echo(
-        f"promptcache engine: {model} on http://{host}:{port}/v1 "
-        f"({stats.num_total_blocks} KV blocks of {block_size} tokens, "
-        f"{stats.kv_cache_bytes / 2**20:.1f} MiB, max_model_len {engine.config.max_model_len})",
+        f"promptcache engine: {model} on {_base_url(host, port)} "
+        f"({stats.num_total_blocks} KV blocks of {block_size} tokens, {pool_text}, "
+        f"max_model_len {engine.effective_max_model_len})",
         err=True,
     )
     run_server(app, host=host, port=port, log_level=log_level)
+
+
+def _base_url(host: str, port: int) -> str:
+    """``http://HOST:PORT/v1``, with an IPv6 literal in brackets (RFC 3986: ``[::1]``)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}/v1"
+
+
+def blocks_in_budget(budget: int, bytes_per_block: int, block_size: int, option: str) -> int:
+    """How many whole KV blocks ``budget`` bytes hold; the same check for ``serve
+    --kv-cache-bytes`` / ``--swap-space`` and ``kv-size --budget``.
+
+    Raises:
+        click.BadParameter: the budget holds no block (the engine would refuse to start).
+    """
+    blocks = budget // bytes_per_block
+    if blocks < 1:
+        raise click.BadParameter(
+            f"{_human(budget)} holds no KV block ({block_size} tokens = {bytes_per_block:,} B "
+            f"for this model); give at least {bytes_per_block:,} bytes",
+            param_hint=option,
+        )
+    return blocks
 
 
 def _read_chat_template(value: str | None) -> str | None:
@@ -342,7 +383,7 @@ def _human(n: int) -> str:
     type=BYTES,
     default=DEFAULT_KV_CACHE_BYTES,
     show_default="256MiB",
-    help="KV byte budget to fill (the serve --kv-cache-bytes).",
+    help="KV byte budget to fill (the serve --kv-cache-bytes); must hold at least one block.",
 )
 @click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
@@ -371,13 +412,25 @@ def kv_size_command(
     if model.is_file():
         try:
             raw = json.loads(model.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise click.BadParameter(
+                f"{model} is not a config.json (it is not text); pass the checkpoint directory "
+                "(the one holding config.json) or its config.json",
+                param_hint="--model",
+            ) from None
         except (OSError, json.JSONDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {model}: {exc}", param_hint="--model") from exc
+            raise click.BadParameter(
+                f"cannot read {model} as a config.json ({exc}); pass the checkpoint directory "
+                "(the one holding config.json) or its config.json",
+                param_hint="--model",
+            ) from exc
         if not isinstance(raw, dict):
             raise click.BadParameter(f"{model} must hold a JSON object", param_hint="--model")
         config = ModelConfig.from_dict(raw, source=str(model))
     else:
         config = ModelConfig.from_pretrained(model)
+    per_block = config.kv_bytes_per_token(kv_cache_dtype) * block_size
+    blocks_in_budget(budget, per_block, block_size, "--budget")
     size = kv_size(
         config,
         tokens=tokens or config.max_position_embeddings,

@@ -1,0 +1,316 @@
+"""``promptcache engine serve`` / ``kv-size`` start-up checks a new user hits.
+
+Bad settings end in one clear line and exit status 2, never a traceback and never a server that
+answers every request with an error. These tests drive the real CLI (click's CliRunner, or a
+subprocess where the environment must differ) against the real tinystories checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch  # noqa: F401 (loaded up front so the autouse fixture restores its threads)
+from click.testing import CliRunner, Result
+
+from promptcache.cli import cli
+from promptcache.engine import EngineConfig
+from promptcache.errors import ConfigError
+
+PROMPTCACHE = Path(sys.executable).with_name("promptcache")
+
+
+def _invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["engine", *args])
+
+
+def _assert_clean_error(result: Result, *needles: str) -> str:
+    """Exit 2 with a message holding every needle, and no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in result.output, result.output
+    return result.output
+
+
+def _serve(model: Path, *args: str) -> Result:
+    return _invoke("serve", "--model", str(model), "--threads", "1", *args)
+
+
+def _run_cli(
+    *args: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PROMPTCACHE), "engine", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def _env_without(*names: str) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
+# 1. Settings that could never serve ----------------------------------------------------------
+
+
+def test_triton_backend_on_a_cpu_is_refused_unless_the_interpreter_is_on(
+    tinystories_dir: Path,
+) -> None:
+    env = _env_without("TRITON_INTERPRET")
+    args = ("serve", "--model", str(tinystories_dir), "--threads", "1")
+    refused = _run_cli(*args, "--attention-backend", "triton", env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "attention_backend='triton' runs its kernels on CUDA" in refused.stderr
+    assert "--attention-backend torch" in refused.stderr
+    assert "TRITON_INTERPRET=1" in refused.stderr
+    # Under the interpreter (as the test suite runs it) the backend passes this check: start-up
+    # goes on to the next one, here an impossible KV pool, checked right after it.
+    interpreted = _run_cli(
+        *args, "--attention-backend", "triton", "--kv-cache-bytes", "1024TiB",
+        env={**env, "TRITON_INTERPRET": "1"},
+    )  # fmt: skip
+    assert interpreted.returncode == 2, interpreted.stderr
+    assert "triton" not in interpreted.stderr
+    assert "the KV cache would take" in interpreted.stderr
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "cuda:x", "CPU"])
+def test_devices_the_engine_cannot_run_on_are_refused(tinystories_dir: Path, device: str) -> None:
+    result = _serve(tinystories_dir, "--device", device)
+    _assert_clean_error(result, "error: device must be 'cpu', 'cuda' or 'cuda:<index>'", device)
+    with pytest.raises(ConfigError, match="device must be"):
+        EngineConfig(device=device)
+    EngineConfig(device="cuda:1")  # a valid spelling; whether the GPU exists is checked at load
+
+
+# 2. Tracebacks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "what"),
+    [("--kv-cache-bytes", "the KV cache"), ("--swap-space", "the CPU swap pool")],
+)
+def test_a_pool_larger_than_the_machine_is_a_one_line_error(
+    tinystories_dir: Path, option: str, what: str
+) -> None:
+    result = _serve(tinystories_dir, option, "1024TiB")
+    _assert_clean_error(result, f"error: {what} would take 1,125,899,906,842,624 bytes", option)
+    for absurd in ("99999999999999TiB", "9" * 400):
+        too_big = _serve(tinystories_dir, option, absurd)
+        _assert_clean_error(too_big, "more bytes than any machine has", option)
+
+
+def _physical_memory() -> int:
+    return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+@pytest.mark.parametrize(
+    ("option", "what"),
+    [("--kv-cache-bytes", "the KV cache"), ("--swap-space", "the CPU swap pool")],
+)
+def test_an_allocation_the_allocator_refuses_is_a_one_line_error(
+    tinystories_dir: Path, option: str, what: str
+) -> None:
+    # 4 GiB fits this machine's RAM, so only the allocator can refuse it: the child caps its
+    # address space at 512 MiB above what it uses once torch and the engine are imported, and
+    # each of the pool's 4 tensors (K and V of 2 layers) takes 1 GiB.
+    if _physical_memory() < 8 * 2**30:
+        pytest.skip("needs 8 GiB of RAM, so that a 4 GiB pool passes the up-front size check")
+    code = (
+        "import resource, sys\n"
+        "import torch, torch._dynamo, uvicorn, starlette\n"
+        "import promptcache.engine.server, promptcache.engine.llm_engine\n"
+        "from promptcache.cli import main\n"
+        "used = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (used + 2**29, used + 2**29))\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["engine", "serve", "--model", str(tinystories_dir), "--threads", "1"]
+    args += ["--kv-cache-bytes", "1MiB", option, "4GiB"]  # the swap pool's case: a small KV pool
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "enforce fail" not in proc.stderr
+    assert f"could not allocate 4,294,967,296 bytes (4.0 GiB) for {what} on cpu" in proc.stderr
+    assert f"({option})" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("threads", ["0", "1025", "99999999999"])
+def test_threads_out_of_range_is_a_usage_error(tinystories_dir: Path, threads: str) -> None:
+    result = _invoke("serve", "--model", str(tinystories_dir), "--threads", threads)
+    _assert_clean_error(result, "--threads", "1<=x<=1024")
+
+
+def test_kv_size_on_a_weights_file_says_to_pass_the_checkpoint(tinystories_dir: Path) -> None:
+    result = _invoke("kv-size", "--model", str(tinystories_dir / "model.safetensors"))
+    _assert_clean_error(result, "is not a config.json", "pass the checkpoint directory")
+
+
+@pytest.fixture
+def checkpoint_copy(tinystories_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(tinystories_dir, tmp_path / "ckpt"))
+
+
+def _edit_config(model_dir: Path, **changes: Any) -> Path:
+    path = model_dir / "config.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw.update(changes)
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    return path
+
+
+_POSITIVE = "must be a positive integer, got"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"num_attention_heads": 0}, f"num_attention_heads {_POSITIVE} 0"),
+        ({"num_attention_heads": "abc"}, f"num_attention_heads {_POSITIVE} 'abc'"),
+        ({"num_hidden_layers": {}}, f"num_hidden_layers {_POSITIVE} {{}}"),
+        ({"num_hidden_layers": -2}, f"num_hidden_layers {_POSITIVE} -2"),
+        ({"num_key_value_heads": 0}, f"num_key_value_heads {_POSITIVE} 0"),
+        ({"hidden_size": True}, f"hidden_size {_POSITIVE} True"),
+        ({"intermediate_size": -1}, f"intermediate_size {_POSITIVE} -1"),
+        ({"vocab_size": 1.5}, f"vocab_size {_POSITIVE} 1.5"),
+        ({"head_dim": 0}, f"head_dim {_POSITIVE} 0"),
+        ({"max_position_embeddings": 0}, f"max_position_embeddings {_POSITIVE} 0"),
+        ({"hidden_size": 100}, "hidden_size=100 is not a multiple of num_attention_heads=8"),
+        ({"rms_norm_eps": "abc"}, "rms_norm_eps must be a number, got 'abc'"),
+        ({"rope_theta": "abc"}, "rope_theta must be a positive number, got 'abc'"),
+        ({"rope_scaling": "linear"}, "rope_scaling must be an object or null, got 'linear'"),
+        ({"eos_token_id": "x"}, "eos_token_id must be a token id"),
+        ({"bos_token_id": -1}, "bos_token_id must be a token id"),
+        ({"architectures": 5}, "architectures must be a list of class names"),
+        ({"architectures": "GPT2LMHeadModel"}, "architecture ['GPT2LMHeadModel'] is not supported"),
+    ],
+)
+def test_malformed_config_values_name_the_field_value_and_file(
+    checkpoint_copy: Path, changes: dict[str, Any], message: str
+) -> None:
+    config = _edit_config(checkpoint_copy, **changes)
+    for command in ("kv-size", "serve"):
+        result = _invoke(command, "--model", str(checkpoint_copy))
+        _assert_clean_error(result, f"error: {config}: {message}")
+
+
+def test_a_lone_architecture_string_is_read_as_a_one_item_list(checkpoint_copy: Path) -> None:
+    _edit_config(checkpoint_copy, architectures="LlamaForCausalLM")
+    result = _invoke("kv-size", "--model", str(checkpoint_copy))
+    assert result.exit_code == 0, result.output
+    assert "(LlamaForCausalLM)" in result.output
+
+
+# 3. The offline message -----------------------------------------------------------------------
+
+
+def test_offline_hub_error_names_the_model_to_download(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # "org/name" must not resolve as a local path
+    result = _invoke("serve", "--model", "promptcache-tests/absent-model")
+    output = _assert_clean_error(result, "`hf download promptcache-tests/absent-model`")
+    assert "{text}" not in output
+
+
+# 4-6, 9. The banner, /v1/models and SIGTERM ---------------------------------------------------
+
+
+def _ipv6_loopback_port() -> int:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+            port: int = sock.getsockname()[1]
+            return port
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+
+
+def test_banner_shows_the_enforced_max_model_len_and_a_bracketed_ipv6_url(
+    tinystories_dir: Path,
+) -> None:
+    port = _ipv6_loopback_port()
+    command = [
+        str(PROMPTCACHE), "engine", "serve", "--model", str(tinystories_dir), "--threads", "1",
+        "--host", "::1", "--port", str(port), "--kv-cache-bytes", "16KiB",
+        "--served-model-name", "a", "--served-model-name", "a", "--served-model-name", "b",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    base = f"http://[::1]:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.2)
+        models = httpx.get(f"{base}/v1/models").json()["data"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    # 16 KiB / (1,024 B per token x 16) = 1 block = 16 tokens: what the server enforces.
+    assert [m["id"] for m in models] == ["a", "b"]
+    assert {m["max_model_len"] for m in models} == {16}
+    banner = next(line for line in err.splitlines() if line.startswith("promptcache engine:"))
+    assert f"on http://[::1]:{port}/v1 " in banner
+    assert "(1 KV blocks of 16 tokens, 16.0 KiB, max_model_len 16)" in banner
+    # SIGTERM shuts down cleanly; uvicorn then re-raises the signal (see docs/engine-server.md).
+    assert "Application shutdown complete" in err and "Traceback" not in err
+    assert proc.returncode in (0, -signal.SIGTERM)
+
+
+# 7. Block size --------------------------------------------------------------------------------
+
+
+def test_a_block_larger_than_max_model_len_is_refused(tinystories_dir: Path) -> None:
+    result = _serve(tinystories_dir, "--block-size", "100000")
+    _assert_clean_error(
+        result, "block_size=100000 is larger than max_model_len=512", "block_size to 512 or less"
+    )
+    explicit = _serve(tinystories_dir, "--max-model-len", "64", "--block-size", "128")
+    _assert_clean_error(explicit, "block_size=128 is larger than max_model_len=64")
+    with pytest.raises(ConfigError, match="block_size=16 is larger than max_model_len=8"):
+        EngineConfig(max_model_len=8)
+    assert EngineConfig(max_model_len=16, block_size=16).max_blocks_per_seq() == 1
+
+
+# 8. kv-size --budget validated as serve --kv-cache-bytes --------------------------------------
+
+
+@pytest.mark.parametrize("budget", ["0", "1", "0.1", "16383"])
+def test_kv_size_refuses_a_budget_serve_refuses(tinystories_dir: Path, budget: str) -> None:
+    # tinystories: 1,024 B per token, so one 16-token block takes 16,384 B.
+    kv_size = _invoke("kv-size", "--model", str(tinystories_dir), "--budget", budget)
+    _assert_clean_error(kv_size, "--budget", "holds no KV block", "give at least 16,384 bytes")
+    serve = _serve(tinystories_dir, "--kv-cache-bytes", budget)
+    assert serve.exit_code == 2 and "Traceback" not in serve.output
+    assert "holds no KV block" in serve.output or "kv_cache_bytes must be >= 1" in serve.output
+    exact = _invoke("kv-size", "--model", str(tinystories_dir), "--budget", "16384", "--json")
+    assert exact.exit_code == 0 and json.loads(exact.output)["budget_blocks"] == 1
