@@ -16,6 +16,7 @@ from ..sampler import TokenLogprobs
 from ..tokenizer import Tokenizer
 
 __all__ = [
+    "MIN_LOGPROB",
     "TokenTexts",
     "chat_choice",
     "chat_chunk",
@@ -25,6 +26,7 @@ __all__ = [
     "completion_chunk",
     "completion_logprobs",
     "completion_response",
+    "json_logprob",
     "usage",
 ]
 
@@ -202,7 +204,18 @@ def chat_logprobs(
 
 
 def _chat_token(token: str, logprob: float) -> Json:
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+    return {"token": token, "logprob": json_logprob(logprob), "bytes": list(token.encode("utf-8"))}
+
+
+#: Stands for a logprob JSON cannot carry (-inf, or NaN from a model that overflowed), as vLLM
+#: does: JSON has no -Infinity / NaN, and a strict encoder would fail the whole response.
+MIN_LOGPROB = -9999.0
+
+
+def json_logprob(logprob: float) -> float:
+    """``logprob`` ready for JSON: finite values unchanged (floored at ``MIN_LOGPROB``), -inf and
+    NaN as ``MIN_LOGPROB``."""
+    return logprob if logprob >= MIN_LOGPROB else MIN_LOGPROB
 
 
 def completion_logprobs(
@@ -225,8 +238,9 @@ def completion_logprobs(
     offset = text_offset
     for entry in entries:
         out["tokens"].append(texts.text(ids, entry.token_id))
-        out["token_logprobs"].append(entry.logprob)
-        out["top_logprobs"].append({texts.text(ids, tid): lp for tid, lp in entry.top})
+        out["token_logprobs"].append(json_logprob(entry.logprob))
+        top = {texts.text(ids, tid): json_logprob(lp) for tid, lp in entry.top}
+        out["top_logprobs"].append(top)
         out["text_offset"].append(offset)
         offset += texts.output_chars(ids, entry.token_id)
         ids.append(entry.token_id)
