@@ -342,12 +342,23 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.1f} GiB"
 
 
-def _device_memory(device: torch.device) -> int | None:
-    """Total memory of ``device`` in bytes (physical RAM for the CPU), or None if unknown."""
+def _available_memory(device: torch.device) -> int | None:
+    """Bytes ``device`` can still give: free GPU memory, or the CPU's ``MemAvailable``
+    (/proc/meminfo; physical RAM where that file is missing). None if unknown.
+
+    Read at each check, so memory already taken (the weights, a KV pool allocated before the
+    swap pool) is not counted twice as free."""
     try:
         if device.type == "cuda":
-            return int(torch.cuda.mem_get_info(device)[1])
+            return int(torch.cuda.mem_get_info(device)[0])
         if device.type == "cpu":
+            try:
+                with open("/proc/meminfo", encoding="ascii") as meminfo:
+                    for line in meminfo:
+                        if line.startswith("MemAvailable:"):
+                            return int(line.split()[1]) * 1024  # the file counts kB
+            except OSError:
+                pass
             return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, OSError, RuntimeError, ValueError):  # no sysconf / no CUDA context
         return None
@@ -355,16 +366,17 @@ def _device_memory(device: torch.device) -> int | None:
 
 
 def _check_fits_memory(nbytes: int, device: torch.device, what: str, setting: str) -> None:
-    """Refuse a pool larger than the device's total memory before trying to allocate it.
+    """Refuse a pool larger than the memory ``device`` has available, before allocating it (an
+    allocation the OS overcommits gets the process killed later, with no message).
 
     Raises:
         ConfigError: naming the sizes and the ``setting`` to lower.
     """
-    total = _device_memory(device)
-    if total is not None and nbytes > total:
+    available = _available_memory(device)
+    if available is not None and nbytes > available:
         raise ConfigError(
             f"{what} would take {nbytes:,} bytes ({_gib(nbytes)}), more than the "
-            f"{_gib(total)} of memory on {device}; lower {setting}"
+            f"{_gib(available)} of memory available on {device}; lower {setting}"
         )
 
 
