@@ -50,6 +50,10 @@ def _absent_or_false(value: Any) -> bool:
     return value is None or value is False
 
 
+def _absent_or_true(value: Any) -> bool:
+    return value is None or value is True
+
+
 def _absent_or_empty_list(value: Any) -> bool:
     return value is None or (isinstance(value, list) and not value)
 
@@ -279,6 +283,56 @@ UNSUPPORTED_FIELDS: tuple[UnsupportedField, ...] = (
         allowed="null",
         instead="leave it out",
         is_noop=_absent,
+    ),
+    UnsupportedField(
+        name="skip_special_tokens",
+        endpoints=_BOTH,
+        feature="special tokens in the output text",
+        allowed="true",
+        instead="leave it out; logprobs shows every token, special ones included",
+        is_noop=_absent_or_true,
+    ),
+    UnsupportedField(
+        name="spaces_between_special_tokens",
+        endpoints=_BOTH,
+        feature="changing the spacing of special tokens in the text",
+        allowed="true",
+        instead="leave it out",
+        is_noop=_absent_or_true,
+    ),
+    # vLLM's defaults, which this server always applies: chat templates add the special tokens
+    # themselves, a completions prompt gets the tokenizer's (BOS).
+    UnsupportedField(
+        name="add_special_tokens",
+        endpoints=("chat",),
+        feature="adding the tokenizer's special tokens to a rendered chat",
+        allowed="false",
+        instead="leave it out, or send the text with the tokens you want to /v1/completions",
+        is_noop=_absent_or_false,
+    ),
+    UnsupportedField(
+        name="add_special_tokens",
+        endpoints=("completions",),
+        feature="a prompt without the tokenizer's special tokens",
+        allowed="true",
+        instead="leave it out, or send the prompt as token ids",
+        is_noop=_absent_or_true,
+    ),
+    UnsupportedField(
+        name="return_tokens_as_token_ids",
+        endpoints=_BOTH,
+        feature="logprob tokens as token ids",
+        allowed="false",
+        instead="leave it out",
+        is_noop=_absent_or_false,
+    ),
+    UnsupportedField(
+        name="logits_processors",
+        endpoints=_BOTH,
+        feature="custom logits processors",
+        allowed="null or []",
+        instead="leave it out",
+        is_noop=_absent_or_empty_list,
     ),
 )
 

@@ -363,6 +363,10 @@ def test_no_op_values_of_unsupported_fields_are_accepted(server: Server) -> None
         "bad_words": [],
         "guided_json": None,
         "stop": [],
+        "skip_special_tokens": True,
+        "spaces_between_special_tokens": True,
+        "return_tokens_as_token_ids": False,
+        "logits_processors": [],
     }
     chat = {
         **OK_CHAT,
@@ -376,9 +380,11 @@ def test_no_op_values_of_unsupported_fields_are_accepted(server: Server) -> None
         "continue_final_message": False,
         "chat_template_kwargs": {},
         "documents": [],
+        "add_special_tokens": False,
     }
     assert _post(server, "/chat/completions", chat).status_code == 200
-    assert _post(server, "/completions", {**OK_COMPLETION, **shared}).status_code == 200
+    completion = {**OK_COMPLETION, **shared, "add_special_tokens": True}
+    assert _post(server, "/completions", completion).status_code == 200
 
 
 def test_the_docs_list_every_unsupported_field() -> None:
