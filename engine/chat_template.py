@@ -101,13 +101,28 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-@lru_cache(maxsize=16)
-def compile_template(source: str) -> jinja2.Template:
+def compile_template(source: str, origin: str | None = None) -> jinja2.Template:
     """Compile a chat template in transformers' sandboxed environment (cached by source).
 
+    ``origin`` names where the template came from (a file, ``--chat-template``) in the error.
+
     Raises:
-        ModelLoadError: the template has a Jinja syntax error.
+        ModelLoadError: the template does not compile: a Jinja syntax error, or any error Jinja
+            raises while compiling (e.g. constant-folding ``{{ 10 ** 5000 }}`` raises ValueError
+            at the integer digits limit).
     """
+    try:
+        return _compile(source)
+    except Exception as exc:  # jinja2 lets the errors of constant folding and codegen escape
+        where = f"{origin}: " if origin else ""
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise ModelLoadError(
+            f"{where}the chat template does not compile ({detail}); fix the template"
+        ) from exc
+
+
+@lru_cache(maxsize=16)
+def _compile(source: str) -> jinja2.Template:
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True,
         lstrip_blocks=True,
@@ -118,10 +133,7 @@ def compile_template(source: str) -> jinja2.Template:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
-    try:
-        return env.from_string(source)
-    except jinja2.exceptions.TemplateSyntaxError as exc:
-        raise ModelLoadError(f"the chat template does not compile: {exc}") from exc
+    return env.from_string(source)
 
 
 def _plain(value: Any) -> Any:

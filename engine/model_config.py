@@ -19,7 +19,15 @@ from typing import Any
 
 from promptcache.errors import ModelLoadError
 
-__all__ = ["DTYPE_BYTES", "SUPPORTED_ARCHITECTURES", "ModelConfig", "read_generation_eos_ids"]
+__all__ = [
+    "DTYPE_BYTES",
+    "MAX_RMS_NORM_EPS",
+    "MAX_ROPE_FACTOR",
+    "SHAPE_LIMITS",
+    "SUPPORTED_ARCHITECTURES",
+    "ModelConfig",
+    "read_generation_eos_ids",
+]
 
 #: Architectures the loader understands, as written in config.json's ``architectures`` list.
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -34,6 +42,42 @@ _ARCH_BY_MODEL_TYPE = {
 
 #: RoPE variants implemented in ``models/llama.py`` (``rope_type`` in config.json).
 SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3")
+
+#: Largest value accepted for each integer shape field of config.json, checked before anything is
+#: sized or allocated (``[None] * num_hidden_layers``, RoPE tables, the KV pool). Each is far above
+#: every released checkpoint (the largest seen: 126 layers and 128 query heads in Llama 3.1 405B,
+#: width 16384, MLP width 53248, head_dim 256, a 262144-token vocabulary in Gemma 3 and 10,485,760
+#: positions in Llama 4 Scout), so only a typo or a corrupt file reaches them; without them a
+#: value such as 10**30 ends in an OverflowError or MemoryError, and 10**9 in gigabytes allocated
+#: for nothing.
+SHAPE_LIMITS = {
+    "num_hidden_layers": 1024,
+    "num_attention_heads": 1024,
+    "num_key_value_heads": 1024,
+    "head_dim": 16384,
+    "hidden_size": 2**17,  # 131072
+    "intermediate_size": 2**20,  # 1048576
+    "vocab_size": 2**24,  # 16777216
+    "max_position_embeddings": 2**26,  # 67108864
+    "sliding_window": 2**26,
+    "original_max_position_embeddings": 2**26,
+}
+
+#: Largest RoPE scaling ``factor`` (and llama3 ``low_freq_factor`` / ``high_freq_factor``)
+#: accepted; released checkpoints use 2 to 64. Also keeps ``max_position_embeddings x factor``
+#: a modest integer.
+MAX_ROPE_FACTOR = 1024.0
+
+#: ``rms_norm_eps`` must lie in (0, MAX_RMS_NORM_EPS): 0 or less divides by zero or takes the
+#: square root of a negative number (NaN logits); real checkpoints use 1e-6 to 1e-5.
+MAX_RMS_NORM_EPS = 1.0
+
+#: Parameters each scaled rope_type needs in ``rope_scaling`` / ``rope_parameters``.
+_ROPE_REQUIRED_KEYS = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 #: Bytes per element of the dtype names used in config.json and ``--kv-cache-dtype``.
 DTYPE_BYTES = {
@@ -118,9 +162,11 @@ class ModelConfig:
     def from_dict(cls, raw: dict[str, Any], source: str = "config.json") -> ModelConfig:
         """Build from a parsed config.json dict (see ``from_pretrained`` for errors).
 
-        Every shape field must be a positive integer (``num_hidden_layers``,
-        ``num_attention_heads``, ``num_key_value_heads``, ``hidden_size``, ``intermediate_size``,
-        ``vocab_size``, ``head_dim``, ``max_position_embeddings``); a bad value raises
+        Every shape field must be a positive integer at most its ``SHAPE_LIMITS`` entry
+        (``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``, ``hidden_size``,
+        ``intermediate_size``, ``vocab_size``, ``head_dim``, ``max_position_embeddings``),
+        ``rms_norm_eps`` a number in (0, 1), and ``rope_scaling`` a supported ``rope_type`` with
+        its parameters (finite, ``factor`` from 1 to ``MAX_ROPE_FACTOR``); a bad value raises
         ``ModelLoadError`` naming the field, the value and ``source``.
         """
         arch = _read_architecture(raw, source)
@@ -139,6 +185,11 @@ class ModelConfig:
                 f"num_attention_heads={num_heads}, and there is no head_dim to say the head size"
             )
         head_dim = _positive_int(raw, "head_dim", source, default=hidden // num_heads)
+        if head_dim > SHAPE_LIMITS["head_dim"]:  # the default hidden_size / num_attention_heads
+            raise ModelLoadError(
+                f"{source}: hidden_size / num_attention_heads = {head_dim} is a head size above "
+                f"{SHAPE_LIMITS['head_dim']}; check hidden_size and num_attention_heads"
+            )
         act = raw.get("hidden_act", "silu")
         if act != "silu":
             raise ModelLoadError(f"{source}: hidden_act={act!r} is not supported (only 'silu')")
@@ -160,7 +211,7 @@ class ModelConfig:
             num_attention_heads=num_heads,
             num_key_value_heads=num_kv_heads,
             head_dim=head_dim,
-            rms_norm_eps=_number(_get(raw, "rms_norm_eps", 1e-6), "rms_norm_eps", source),
+            rms_norm_eps=_rms_norm_eps(raw, source),
             max_position_embeddings=_positive_int(
                 raw, "max_position_embeddings", source, default=2048
             ),
@@ -228,26 +279,59 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _positive_int(raw: dict[str, Any], key: str, source: str, default: int | None = None) -> int:
-    """``raw[key]`` as an integer >= 1; ``default`` when absent or null (None: required)."""
+def _positive_int(
+    raw: dict[str, Any],
+    key: str,
+    source: str,
+    default: int | None = None,
+    *,
+    name: str | None = None,
+) -> int:
+    """``raw[key]`` as an integer from 1 to ``SHAPE_LIMITS[key]``; ``default`` when absent or null
+    (None: required). ``name`` is the field as the message shows it (default: ``key``)."""
+    name = name or key
     value = raw.get(key)
     if value is None:
         if default is None:
-            raise ModelLoadError(f"{source}: required field {key!r} is missing")
+            raise ModelLoadError(f"{source}: required field {name!r} is missing")
         return default
-    if not _is_int(value) or value < 1:
-        raise ModelLoadError(f"{source}: {key} must be a positive integer, got {value!r}")
+    maximum = SHAPE_LIMITS[key]
+    if not _is_int(value) or not 1 <= value <= maximum:
+        raise ModelLoadError(
+            f"{source}: {name} must be a positive integer at most {maximum}, got {_show(value)}"
+        )
     return int(value)
+
+
+def _show(value: object) -> str:
+    """``repr(value)``, cut to 80 characters (a 4000-digit integer stays a one-line message)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _rms_norm_eps(raw: dict[str, Any], source: str) -> float:
+    """``rms_norm_eps``: a finite number in (0, MAX_RMS_NORM_EPS); 1e-6 when absent."""
+    value = _get(raw, "rms_norm_eps", 1e-6)
+    # No integer lies in (0, 1), so only a float can pass (NaN fails both comparisons).
+    if isinstance(value, float) and 0 < value < MAX_RMS_NORM_EPS:
+        return value
+    raise ModelLoadError(
+        f"{source}: rms_norm_eps must be a number above 0 and below {MAX_RMS_NORM_EPS:g} "
+        f"(checkpoints use 1e-6 or 1e-5), got {_show(value)}"
+    )
 
 
 def _number(value: object, key: str, source: str, *, positive: bool = False) -> float:
     """A finite JSON number (``positive``: also > 0) as a float."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range (10**400)
+            number = math.inf
         if math.isfinite(number) and (number > 0 or not positive):
             return number
     kind = "a positive number" if positive else "a number"
-    raise ModelLoadError(f"{source}: {key} must be {kind}, got {value!r}")
+    raise ModelLoadError(f"{source}: {key} must be {kind}, got {_show(value)}")
 
 
 def _token_ids(value: object, key: str, source: str) -> tuple[int, ...]:
@@ -298,10 +382,50 @@ def _read_rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] 
         raise ModelLoadError(f"{source}: partial_rotary_factor != 1 is not supported")
     if rope_type == "default":
         return theta, None
-    if "factor" not in scaling:
-        raise ModelLoadError(f"{source}: rope_type {rope_type!r} needs a 'factor'")
-    _number(scaling["factor"], "rope scaling factor", source, positive=True)
+    _check_rope_parameters(rope_type, scaling, source)
     return theta, {"rope_type": rope_type, **scaling}
+
+
+def _check_rope_parameters(rope_type: str, scaling: dict[str, Any], source: str) -> None:
+    """Refuse a scaled rope_type whose parameters are missing, not finite or out of range, so
+    that ``kv-size`` and ``serve`` both report it before the RoPE tables are built."""
+    missing = [key for key in _ROPE_REQUIRED_KEYS[rope_type] if scaling.get(key) is None]
+    if missing:
+        raise ModelLoadError(
+            f"{source}: rope_type {rope_type!r} needs {', '.join(map(repr, missing))} in "
+            "rope_scaling; add them (see the model card) or remove rope_scaling"
+        )
+
+    def factor(key: str, minimum: float) -> float:
+        """``scaling[key]`` as a float in [minimum, MAX_ROPE_FACTOR] (minimum 0: exclusive)."""
+        value = scaling[key]
+        number = math.nan
+        if _is_int(value) and abs(value) <= MAX_ROPE_FACTOR:  # float(10**400) would overflow
+            number = float(value)
+        elif isinstance(value, float):
+            number = value
+        if number <= MAX_ROPE_FACTOR and (number >= minimum if minimum else number > 0):
+            return number  # NaN fails every comparison
+        low = f"from {minimum:g}" if minimum else "above 0 and"
+        raise ModelLoadError(
+            f"{source}: rope_scaling {key} must be a number {low} up to {MAX_ROPE_FACTOR:g}, "
+            f"got {_show(value)}"
+        )
+
+    factor("factor", 1.0)
+    if rope_type == "llama3":
+        low, high = factor("low_freq_factor", 0.0), factor("high_freq_factor", 0.0)
+        if high <= low:
+            raise ModelLoadError(
+                f"{source}: rope_scaling high_freq_factor ({high:g}) must be larger than "
+                f"low_freq_factor ({low:g})"
+            )
+        _positive_int(
+            scaling,
+            "original_max_position_embeddings",
+            source,
+            name="rope_scaling original_max_position_embeddings",
+        )
 
 
 def _read_sliding_windows(

@@ -52,9 +52,31 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(
+            f"cannot read {path}: it is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8"
+        ) from exc
+    except (OSError, ValueError) as exc:  # ValueError: not JSON
         raise ModelLoadError(f"cannot read {path}: {exc}") from exc
     return data if isinstance(data, dict) else {}
+
+
+def _read_text(path: Path) -> str:
+    """A UTF-8 text file (a chat template).
+
+    Raises:
+        ModelLoadError: the file cannot be read or is not UTF-8 (names the file).
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(
+            f"cannot read {path}: it is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 class Tokenizer:
@@ -107,9 +129,10 @@ class Tokenizer:
         if config.get("tokenizer_class") in _LLAMA_CLASSES:
             _llama_pipeline(backend, legacy=bool(config.get("legacy", True)))
         _set_post_processor(backend, config, special)
-        templates = _read_chat_templates(model_dir, config)
-        for source in templates.values():
-            compile_template(source)  # fail at load time, not on the first request
+        origins: dict[str, Path] = {}
+        templates = _read_chat_templates(model_dir, config, origins)
+        for name, source in templates.items():
+            compile_template(source, str(origins[name]))  # fail at load, not on a request
         return cls(backend, special, templates)
 
     # Vocabulary -------------------------------------------------------------------------------
@@ -181,13 +204,17 @@ class Tokenizer:
             f"{', '.join(sorted(self.chat_templates))}"
         )
 
-    def set_chat_template(self, source: str, name: str = "default") -> None:
+    def set_chat_template(
+        self, source: str, name: str = "default", origin: str | None = None
+    ) -> None:
         """Install (or replace) a chat template, e.g. for vLLM-style ``--chat-template``.
+
+        ``origin`` names where ``source`` came from in the error message.
 
         Raises:
             ModelLoadError: the template does not compile (the message shows Jinja's error).
         """
-        compile_template(source)
+        compile_template(source, origin)
         self.chat_templates[name] = source
 
     def apply_chat_template(
@@ -269,24 +296,38 @@ def _set_post_processor(backend: Any, config: Mapping[str, Any], special: dict[s
     )
 
 
-def _read_chat_templates(model_dir: Path, config: Mapping[str, Any]) -> dict[str, str]:
-    """Template name -> source, from tokenizer_config.json and chat_template*.jinja files."""
+def _read_chat_templates(
+    model_dir: Path, config: Mapping[str, Any], origins: dict[str, Path] | None = None
+) -> dict[str, str]:
+    """Template name -> source, from tokenizer_config.json and chat_template*.jinja files;
+    ``origins`` (if given) receives template name -> the file it came from.
+
+    Raises:
+        ModelLoadError: a template file cannot be read or is not UTF-8.
+    """
     templates: dict[str, str] = {}
+    where: dict[str, Path] = {} if origins is None else origins
     raw = config.get("chat_template")
     if isinstance(raw, str):
         templates["default"] = raw
+        where["default"] = model_dir / "tokenizer_config.json"
     elif isinstance(raw, list):
         for item in raw:
             if isinstance(item, Mapping) and isinstance(item.get("template"), str):
                 templates[str(item.get("name", "default"))] = str(item["template"])
+                where[str(item.get("name", "default"))] = model_dir / "tokenizer_config.json"
     jinja = model_dir / "chat_template.jinja"
     if jinja.is_file():
-        templates["default"] = jinja.read_text(encoding="utf-8")
+        templates["default"] = _read_text(jinja)
+        where["default"] = jinja
     extra = model_dir / "additional_chat_templates"
     if extra.is_dir():
         for file in sorted(extra.glob("*.jinja")):
-            templates[file.stem] = file.read_text(encoding="utf-8")
-    legacy = _read_json(model_dir / "chat_template.json").get("chat_template")
+            templates[file.stem] = _read_text(file)
+            where[file.stem] = file
+    legacy_path = model_dir / "chat_template.json"
+    legacy = _read_json(legacy_path).get("chat_template")
     if isinstance(legacy, str) and "default" not in templates:
         templates["default"] = legacy
+        where["default"] = legacy_path
     return templates

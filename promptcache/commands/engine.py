@@ -254,11 +254,16 @@ def serve(
     # max_model_len as the server enforces it: the engine's, capped by the KV pool's tokens.
     click.echo(
         f"promptcache engine: {model} on {_base_url(host, port)} "
-        f"({stats.num_total_blocks} KV blocks of {block_size} tokens, {pool_text}, "
-        f"max_model_len {engine.effective_max_model_len})",
+        f"({_plural(stats.num_total_blocks, 'KV block')} of {_plural(block_size, 'token')}, "
+        f"{pool_text}, max_model_len {engine.effective_max_model_len})",
         err=True,
     )
     run_server(app, host=host, port=port, log_level=log_level)
+
+
+def _plural(count: int, noun: str) -> str:
+    """``1 KV block``, ``2 KV blocks``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _base_url(host: str, port: int) -> str:
@@ -286,17 +291,42 @@ def blocks_in_budget(budget: int, bytes_per_block: int, block_size: int, option:
 
 
 def _read_chat_template(value: str | None) -> str | None:
-    """The template text of ``--chat-template``: a file's contents, or the value itself."""
+    """The template text of ``--chat-template``: a file's contents, or the value itself.
+
+    The template is compiled here, before the model loads, so a file that is not UTF-8 or a
+    template that does not compile is a one-line usage error naming the file.
+    """
     if value is None:
         return None
     path = Path(value).expanduser()
     if path.is_file():
-        return path.read_text(encoding="utf-8")
-    if "{{" in value or "{%" in value:
-        return value
-    raise click.BadParameter(
-        f"{value!r} is neither a file nor Jinja template text", param_hint="--chat-template"
-    )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise click.BadParameter(
+                f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save the "
+                "template as UTF-8",
+                param_hint="--chat-template",
+            ) from None
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {path}: {exc.strerror or exc}", param_hint="--chat-template"
+            ) from None
+        origin: str | None = str(path)
+    elif "{{" in value or "{%" in value:
+        text, origin = value, None
+    else:
+        raise click.BadParameter(
+            f"{value!r} is neither a file nor Jinja template text", param_hint="--chat-template"
+        )
+    from promptcache.engine.chat_template import compile_template
+    from promptcache.errors import ModelLoadError
+
+    try:
+        compile_template(text, origin)
+    except ModelLoadError as exc:
+        raise click.BadParameter(str(exc), param_hint="--chat-template") from None
+    return text
 
 
 # kv-size ------------------------------------------------------------------------------------------
@@ -407,6 +437,7 @@ def kv_size_command(
         promptcache engine kv-size --model ./llama --tokens 8192 --batch 16 --kv-cache-dtype fp8
         promptcache engine kv-size --model ./llama/config.json --budget 24GiB --json
     """
+    from promptcache.engine.config import EngineConfig
     from promptcache.engine.model_config import ModelConfig
 
     if model.is_file():
@@ -429,6 +460,11 @@ def kv_size_command(
         config = ModelConfig.from_dict(raw, source=str(model))
     else:
         config = ModelConfig.from_pretrained(model)
+    # serve's rule: no block larger than max_model_len (serve's default: max_position_embeddings;
+    # a request of --tokens needs at least that many).
+    EngineConfig(
+        block_size=block_size, max_model_len=max(config.max_position_embeddings, tokens or 0, 2)
+    )
     per_block = config.kv_bytes_per_token(kv_cache_dtype) * block_size
     blocks_in_budget(budget, per_block, block_size, "--budget")
     size = kv_size(

@@ -25,6 +25,7 @@ from click.testing import CliRunner, Result
 
 from promptcache.cli import cli
 from promptcache.engine import EngineConfig
+from promptcache.engine.model_config import SHAPE_LIMITS
 from promptcache.errors import ConfigError
 
 PROMPTCACHE = Path(sys.executable).with_name("promptcache")
@@ -182,24 +183,25 @@ def _edit_config(model_dir: Path, **changes: Any) -> Path:
     return path
 
 
-_POSITIVE = "must be a positive integer, got"
+def _positive(field: str) -> str:
+    return f"{field} must be a positive integer at most {SHAPE_LIMITS[field]}, got"
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"num_attention_heads": 0}, f"num_attention_heads {_POSITIVE} 0"),
-        ({"num_attention_heads": "abc"}, f"num_attention_heads {_POSITIVE} 'abc'"),
-        ({"num_hidden_layers": {}}, f"num_hidden_layers {_POSITIVE} {{}}"),
-        ({"num_hidden_layers": -2}, f"num_hidden_layers {_POSITIVE} -2"),
-        ({"num_key_value_heads": 0}, f"num_key_value_heads {_POSITIVE} 0"),
-        ({"hidden_size": True}, f"hidden_size {_POSITIVE} True"),
-        ({"intermediate_size": -1}, f"intermediate_size {_POSITIVE} -1"),
-        ({"vocab_size": 1.5}, f"vocab_size {_POSITIVE} 1.5"),
-        ({"head_dim": 0}, f"head_dim {_POSITIVE} 0"),
-        ({"max_position_embeddings": 0}, f"max_position_embeddings {_POSITIVE} 0"),
+        ({"num_attention_heads": 0}, f"{_positive('num_attention_heads')} 0"),
+        ({"num_attention_heads": "abc"}, f"{_positive('num_attention_heads')} 'abc'"),
+        ({"num_hidden_layers": {}}, f"{_positive('num_hidden_layers')} {{}}"),
+        ({"num_hidden_layers": -2}, f"{_positive('num_hidden_layers')} -2"),
+        ({"num_key_value_heads": 0}, f"{_positive('num_key_value_heads')} 0"),
+        ({"hidden_size": True}, f"{_positive('hidden_size')} True"),
+        ({"intermediate_size": -1}, f"{_positive('intermediate_size')} -1"),
+        ({"vocab_size": 1.5}, f"{_positive('vocab_size')} 1.5"),
+        ({"head_dim": 0}, f"{_positive('head_dim')} 0"),
+        ({"max_position_embeddings": 0}, f"{_positive('max_position_embeddings')} 0"),
         ({"hidden_size": 100}, "hidden_size=100 is not a multiple of num_attention_heads=8"),
-        ({"rms_norm_eps": "abc"}, "rms_norm_eps must be a number, got 'abc'"),
+        ({"rms_norm_eps": "abc"}, "rms_norm_eps must be a number above 0 and below 1"),
         ({"rope_theta": "abc"}, "rope_theta must be a positive number, got 'abc'"),
         ({"rope_scaling": "linear"}, "rope_scaling must be an object or null, got 'linear'"),
         ({"eos_token_id": "x"}, "eos_token_id must be a token id"),
@@ -285,7 +287,7 @@ def test_banner_shows_the_enforced_max_model_len_and_a_bracketed_ipv6_url(
     assert {m["max_model_len"] for m in models} == {16}
     banner = next(line for line in err.splitlines() if line.startswith("promptcache engine:"))
     assert f"on http://[::1]:{port}/v1 " in banner
-    assert "(1 KV blocks of 16 tokens, 16.0 KiB, max_model_len 16)" in banner
+    assert "(1 KV block of 16 tokens, 16.0 KiB, max_model_len 16)" in banner
     # SIGTERM shuts down cleanly; uvicorn then re-raises the signal (see docs/engine-server.md).
     assert "Application shutdown complete" in err and "Traceback" not in err
     assert proc.returncode in (0, -signal.SIGTERM)
@@ -319,3 +321,220 @@ def test_kv_size_refuses_a_budget_serve_refuses(tinystories_dir: Path, budget: s
     assert "holds no KV block" in serve.output or "kv_cache_bytes must be >= 1" in serve.output
     exact = _invoke("kv-size", "--model", str(tinystories_dir), "--budget", "16384", "--json")
     assert exact.exit_code == 0 and json.loads(exact.output)["budget_blocks"] == 1
+
+
+# 10. Absurd shapes, RoPE parameters and eps in config.json ------------------------------------
+
+
+def _both_commands_refuse(model_dir: Path, *needles: str) -> None:
+    """kv-size and serve report the same one-line error (serve before loading any weight)."""
+    for command in ("kv-size", "serve"):
+        result = _invoke(command, "--model", str(model_dir))
+        _assert_clean_error(result, *needles)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("num_hidden_layers", 10**29),  # was an OverflowError from [None] * num_layers
+        ("num_hidden_layers", 10**12),  # was a MemoryError
+        ("num_hidden_layers", 10**9),  # was ~8 GB allocated for a list of Nones
+        *[(field, limit + 1) for field, limit in SHAPE_LIMITS.items()],
+    ],
+)
+def test_shape_fields_above_their_limit_are_refused_before_any_allocation(
+    checkpoint_copy: Path, field: str, value: int
+) -> None:
+    changes: dict[str, Any] = {field: value}
+    if field == "sliding_window":
+        changes["architectures"] = ["MistralForCausalLM"]
+    if field == "original_max_position_embeddings":
+        changes = {
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                field: value,
+            }
+        }
+    config = _edit_config(checkpoint_copy, **changes)
+    _both_commands_refuse(
+        checkpoint_copy, f"error: {config}: ", "must be a positive integer at most", str(value)
+    )
+
+
+def test_shape_fields_at_their_limit_are_accepted(checkpoint_copy: Path) -> None:
+    _edit_config(checkpoint_copy, num_hidden_layers=SHAPE_LIMITS["num_hidden_layers"])
+    result = _invoke("kv-size", "--model", str(checkpoint_copy), "--budget", "1GiB")
+    assert result.exit_code == 0, result.output
+    assert "1024 layers" in result.output
+
+
+_LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+
+
+@pytest.mark.parametrize(
+    ("rope", "message"),
+    [
+        (
+            {"rope_type": "llama3", "factor": 8},  # was a KeyError in serve
+            "rope_type 'llama3' needs 'low_freq_factor', 'high_freq_factor', "
+            "'original_max_position_embeddings' in rope_scaling",
+        ),
+        (
+            {**_LLAMA3, "high_freq_factor": None},
+            "rope_type 'llama3' needs 'high_freq_factor'",
+        ),
+        (
+            {"rope_type": "linear", "factor": 1e308},  # was an OverflowError in serve
+            "rope_scaling factor must be a number from 1 up to 1024, got 1e+308",
+        ),
+        ({"rope_type": "linear", "factor": 10**400}, "rope_scaling factor must be a number"),
+        (
+            {"rope_type": "dynamic", "factor": float("nan")},
+            "rope_scaling factor must be a number from 1 up",
+        ),
+        (
+            {"rope_type": "dynamic", "factor": float("inf")},
+            "rope_scaling factor must be a number from 1 up",
+        ),
+        (
+            {"rope_type": "linear", "factor": 0},
+            "rope_scaling factor must be a number from 1 up to 1024",
+        ),
+        (
+            {"rope_type": "linear", "factor": "2"},
+            "rope_scaling factor must be a number from 1 up to 1024",
+        ),
+        ({"rope_type": "linear"}, "rope_type 'linear' needs 'factor'"),
+        (
+            {**_LLAMA3, "low_freq_factor": -1.0},
+            "rope_scaling low_freq_factor must be a number above 0 and up to 1024, got -1.0",
+        ),
+        (
+            {**_LLAMA3, "high_freq_factor": 1.0},
+            "rope_scaling high_freq_factor (1) must be larger than low_freq_factor (1)",
+        ),
+        (
+            {**_LLAMA3, "original_max_position_embeddings": 0},
+            "rope_scaling original_max_position_embeddings must be a positive integer at most",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 4.0},
+            "rope_type 'yarn' is not supported; supported: default, linear, dynamic, llama3",
+        ),
+    ],
+)
+def test_bad_rope_scaling_is_the_same_clean_error_in_kv_size_and_serve(
+    checkpoint_copy: Path, rope: dict[str, Any], message: str
+) -> None:
+    config = _edit_config(checkpoint_copy, rope_scaling=rope)
+    _both_commands_refuse(checkpoint_copy, f"error: {config}: {message}")
+
+
+def test_bad_rope_parameters_in_the_transformers_5_dialect_are_refused(
+    checkpoint_copy: Path,
+) -> None:
+    config = _edit_config(
+        checkpoint_copy, rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8}
+    )
+    _both_commands_refuse(checkpoint_copy, f"error: {config}: rope_type 'llama3' needs")
+
+
+def test_complete_llama3_rope_scaling_is_accepted(checkpoint_copy: Path) -> None:
+    _edit_config(checkpoint_copy, rope_scaling=_LLAMA3)
+    result = _invoke("kv-size", "--model", str(checkpoint_copy))
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("eps", [-1, 0, 0.0, 1, 5.0, float("nan"), float("inf"), 10**400])
+def test_rms_norm_eps_must_be_a_small_positive_number(checkpoint_copy: Path, eps: Any) -> None:
+    config = _edit_config(checkpoint_copy, rms_norm_eps=eps)
+    _both_commands_refuse(
+        checkpoint_copy, f"error: {config}: rms_norm_eps must be a number above 0 and below 1"
+    )
+
+
+# 11. Chat templates that are not UTF-8 or do not compile --------------------------------------
+
+_NOT_UTF8 = b'{{ "caf\xe9" }}'
+_HUGE_CONSTANT = "{{ 10 ** 5000 }}"  # jinja constant-folds it; codegen hits the digits limit
+
+
+def test_a_chat_template_file_that_is_not_utf8_is_a_usage_error(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    template = tmp_path / "t.jinja"
+    template.write_bytes(_NOT_UTF8)
+    result = _serve(tinystories_dir, "--chat-template", str(template))
+    _assert_clean_error(result, "--chat-template", f"{template} is not UTF-8 text")
+
+
+def test_a_chat_template_that_fails_to_compile_is_a_usage_error(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    inline = _serve(tinystories_dir, "--chat-template", _HUGE_CONSTANT)
+    _assert_clean_error(inline, "--chat-template", "the chat template does not compile")
+    template = tmp_path / "t.jinja"
+    template.write_text(_HUGE_CONSTANT, encoding="utf-8")
+    from_file = _serve(tinystories_dir, "--chat-template", str(template))
+    _assert_clean_error(from_file, f"{template}: the chat template does not compile")
+    syntax = _serve(tinystories_dir, "--chat-template", "{% if %}")
+    _assert_clean_error(syntax, "--chat-template", "the chat template does not compile")
+
+
+def _tokenizer_config(model_dir: Path) -> Path:
+    return model_dir / "tokenizer_config.json"
+
+
+def test_a_model_chat_template_jinja_that_is_not_utf8_names_the_file(
+    checkpoint_copy: Path,
+) -> None:
+    (checkpoint_copy / "chat_template.jinja").write_bytes(_NOT_UTF8)
+    result = _serve(checkpoint_copy)
+    _assert_clean_error(result, f"cannot read {checkpoint_copy / 'chat_template.jinja'}", "UTF-8")
+
+
+def test_a_tokenizer_config_that_is_not_utf8_names_the_file(checkpoint_copy: Path) -> None:
+    path = _tokenizer_config(checkpoint_copy)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["chat_template"] = "PLACEHOLDER"
+    path.write_bytes(json.dumps(raw).encode().replace(b"PLACEHOLDER", _NOT_UTF8))
+    result = _serve(checkpoint_copy)
+    _assert_clean_error(result, f"cannot read {path}: it is not UTF-8 text")
+
+
+def test_a_tokenizer_config_template_that_fails_to_compile_names_the_file(
+    checkpoint_copy: Path,
+) -> None:
+    path = _tokenizer_config(checkpoint_copy)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["chat_template"] = _HUGE_CONSTANT
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    result = _serve(checkpoint_copy)
+    _assert_clean_error(result, f"error: {path}: the chat template does not compile")
+
+
+# 12. kv-size applies serve's block-size rule --------------------------------------------------
+
+
+def test_kv_size_refuses_a_block_larger_than_max_model_len_as_serve_does(
+    tinystories_dir: Path,
+) -> None:
+    message = "block_size=100000 is larger than max_model_len=512"
+    kv_size = _invoke("kv-size", "--model", str(tinystories_dir), "--block-size", "100000")
+    _assert_clean_error(kv_size, message, "block_size to 512 or less")
+    serve = _serve(tinystories_dir, "--block-size", "100000")
+    _assert_clean_error(serve, message)
+    largest = _invoke("kv-size", "--model", str(tinystories_dir), "--block-size", "512")
+    assert largest.exit_code == 0, largest.output
+    # A request longer than max_position_embeddings needs a longer max_model_len anyway.
+    long = ("--tokens", "4096", "--block-size", "1024", "--budget", "1GiB")
+    assert _invoke("kv-size", "--model", str(tinystories_dir), *long).exit_code == 0
