@@ -169,8 +169,10 @@ def test_hub_id_offline_without_cache_is_a_clear_error(
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.chdir(tmp_path)  # "org/name" must not resolve as a local path
-    with pytest.raises(ModelLoadError, match="cannot fetch 'promptcache-tests/absent-model'"):
+    expected = "cannot fetch 'promptcache-tests/absent-model'"
+    with pytest.raises(ModelLoadError, match=expected) as info:
         resolve_model_path("promptcache-tests/absent-model")
+    assert "`hf download promptcache-tests/absent-model`" in str(info.value)  # not "{text}"
 
 
 def test_sliding_window_needs_a_backend_that_masks_it(tiny_checkpoint: Any) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -114,19 +117,7 @@ def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
         "--kv-cache-bytes", "4MiB", "--kv-cache-dtype", "int8", "--swap-space", "1MiB",
         "--chat-template", str(template), "--log-level", "warning", "--threads", "1",
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.2)
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
         reply = client.chat.completions.create(
             model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
@@ -135,7 +126,70 @@ def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         # 4 MiB / (256 B per int8 token x 16) = 1,024 blocks of 4 KiB.
         assert "promptcache_engine_kv_cache_bytes 4.194304e+06" in metrics
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=30)
+    err = served.stderr
     assert "1024 KV blocks of 16 tokens" in err
+
+
+class _Served:
+    """What a ``_serving`` block leaves behind: the server's stderr and exit status."""
+
+    stderr = ""
+    returncode: int | None = None
+
+
+@contextmanager
+def _serving(command: list[str], base_url: str) -> Iterator[_Served]:
+    """Run ``promptcache engine serve`` (``command``) until ``base_url``/health answers, yield,
+    then stop it with SIGTERM and keep its stderr and exit status."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    served = _Served()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.2)
+        yield served
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, served.stderr = proc.communicate(timeout=30)
+        served.returncode = proc.returncode
+
+
+def _ipv6_loopback_port() -> int:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+            port: int = sock.getsockname()[1]
+            return port
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+
+
+def test_banner_shows_the_enforced_max_model_len_and_a_bracketed_ipv6_url() -> None:
+    port = _ipv6_loopback_port()
+    command = [
+        str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
+        "--model", str(TINYSTORIES), "--threads", "1", "--host", "::1", "--port", str(port),
+        "--kv-cache-bytes", "16KiB",
+        "--served-model-name", "a", "--served-model-name", "a", "--served-model-name", "b",
+    ]  # fmt: skip
+    with _serving(command, f"http://[::1]:{port}") as served:
+        models = httpx.get(f"http://[::1]:{port}/v1/models").json()["data"]
+    # 16 KiB / (1,024 B per token x 16) = 1 block = 16 tokens: what the server enforces.
+    assert [m["id"] for m in models] == ["a", "b"]
+    assert {m["max_model_len"] for m in models} == {16}
+    banner = next(
+        line for line in served.stderr.splitlines() if line.startswith("promptcache engine:")
+    )
+    assert f"on http://[::1]:{port}/v1 " in banner
+    assert "(1 KV block of 16 tokens, 16.0 KiB, max_model_len 16)" in banner
+    # SIGTERM shuts down cleanly; uvicorn then re-raises the signal (see docs/engine-server.md).
+    assert "Application shutdown complete" in served.stderr and "Traceback" not in served.stderr
+    assert served.returncode in (0, -signal.SIGTERM)
