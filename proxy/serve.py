@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uvicorn
+from promptcache.listen import listen_socket, run_uvicorn
 
 from .app import build_app
 from .config import ProxyConfig, check_bind
@@ -27,13 +27,20 @@ def serve(
     0.05-0.25 ms (docs/benchmarks.md). Without them it runs on h11 and asyncio, slower.
 
     Raises:
-        ConfigError: a non-loopback ``host`` without ``config.auth_token`` or ``insecure_no_auth``.
+        ConfigError: a non-loopback ``host`` without ``config.auth_token`` or ``insecure_no_auth``,
+            or an address that cannot be bound (in use, not this machine's...).
         StoreError: the log file cannot be opened.
     """
     check_bind(host, config.auth_token, insecure_no_auth)
-    app = build_app(config)
-    uvicorn.run(
+    sock = listen_socket(host, port)  # before the log opens: a port in use fails in one line
+    try:
+        app = build_app(config)
+    except BaseException:
+        sock.close()
+        raise
+    run_uvicorn(
         app,
+        sock,
         host=host,
         port=port,
         log_level=log_level,

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import socket
+
 from starlette.applications import Starlette
+
+from promptcache.listen import listen_socket, run_uvicorn
 
 __all__ = ["serve"]
 
 
 def serve(
-    app: Starlette, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info"
+    app: Starlette,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``app`` until interrupted (Ctrl-C stops the engine thread cleanly).
 
     One uvicorn worker only: the engine, its KV pool and its prefix cache live in this process.
-    """
-    import uvicorn
+    ``sock``: a socket already bound to ``host:port`` (``promptcache.listen.listen_socket``, as
+    ``promptcache engine serve`` binds before loading the model); None binds here.
 
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    Raises:
+        ConfigError: ``host:port`` cannot be bound (``listen_socket``).
+    """
+    sock = sock if sock is not None else listen_socket(host, port)
+    run_uvicorn(app, sock, host=host, port=port, log_level=log_level)

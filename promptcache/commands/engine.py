@@ -204,61 +204,68 @@ def serve(
 
     check_bind(host, api_key, insecure_no_auth)
     template = _read_chat_template(chat_template)
-    import torch
+    from promptcache.listen import listen_socket
 
-    from promptcache.engine import EngineConfig, LLMEngine, ModelConfig
-    from promptcache.engine.loader import resolve_model_path
-    from promptcache.engine.server import create_app
-    from promptcache.engine.server import serve as run_server
+    # Bound before the model loads: a port in use fails at once, in one line.
+    sock = listen_socket(host, port)
+    try:
+        import torch
 
-    # Every setting is checked before anything is loaded (device, block size, ...).
-    config = EngineConfig(
-        model=model,
-        dtype=dtype,
-        device=device,
-        kv_cache_bytes=kv_cache_bytes,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
-        max_num_batched_tokens=max_num_batched_tokens,
-        attention_backend=attention_backend,
-        kv_cache_dtype=kv_cache_dtype,
-        enable_prefix_caching=enable_prefix_caching,
-    )
-    if threads is not None:
-        torch.set_num_threads(threads)
+        from promptcache.engine import EngineConfig, LLMEngine, ModelConfig
+        from promptcache.engine.loader import resolve_model_path
+        from promptcache.engine.server import create_app
+        from promptcache.engine.server import serve as run_server
 
-    model_dir = resolve_model_path(model)
-    model_config = ModelConfig.from_pretrained(model_dir)
-    kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
-    per_block = model_config.kv_bytes_per_token(kv_name) * block_size
-    blocks_in_budget(kv_cache_bytes, per_block, block_size, "--kv-cache-bytes")
-    num_cpu_blocks = (
-        blocks_in_budget(swap_space, per_block, block_size, "--swap-space") if swap_space else 0
-    )
-    config.model = str(model_dir)
-    config.preemption_mode = "swap" if num_cpu_blocks else "recompute"
-    config.num_cpu_blocks = num_cpu_blocks
-    config.validate()
-    engine = LLMEngine(config)
-    app = create_app(
-        engine,
-        # A name given twice is listed once (first occurrence keeps its place).
-        served_model_names=list(dict.fromkeys(served_model_names)) or [model],
-        chat_template=template,
-        api_key=api_key,
-    )
-    stats = engine.stats()
-    pool = stats.kv_cache_bytes
-    pool_text = f"{pool / 2**20:.1f} MiB" if pool >= 2**20 else f"{pool / 2**10:.1f} KiB"
-    # max_model_len as the server enforces it: the engine's, capped by the KV pool's tokens.
-    click.echo(
-        f"promptcache engine: {model} on {_base_url(host, port)} "
-        f"({_plural(stats.num_total_blocks, 'KV block')} of {_plural(block_size, 'token')}, "
-        f"{pool_text}, max_model_len {engine.effective_max_model_len})",
-        err=True,
-    )
-    run_server(app, host=host, port=port, log_level=log_level)
+        # Every setting is checked before anything is loaded (device, block size, ...).
+        config = EngineConfig(
+            model=model,
+            dtype=dtype,
+            device=device,
+            kv_cache_bytes=kv_cache_bytes,
+            block_size=block_size,
+            max_num_seqs=max_num_seqs,
+            max_model_len=max_model_len,
+            max_num_batched_tokens=max_num_batched_tokens,
+            attention_backend=attention_backend,
+            kv_cache_dtype=kv_cache_dtype,
+            enable_prefix_caching=enable_prefix_caching,
+        )
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+        model_dir = resolve_model_path(model)
+        model_config = ModelConfig.from_pretrained(model_dir)
+        kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
+        per_block = model_config.kv_bytes_per_token(kv_name) * block_size
+        blocks_in_budget(kv_cache_bytes, per_block, block_size, "--kv-cache-bytes")
+        num_cpu_blocks = (
+            blocks_in_budget(swap_space, per_block, block_size, "--swap-space") if swap_space else 0
+        )
+        config.model = str(model_dir)
+        config.preemption_mode = "swap" if num_cpu_blocks else "recompute"
+        config.num_cpu_blocks = num_cpu_blocks
+        config.validate()
+        engine = LLMEngine(config)
+        app = create_app(
+            engine,
+            # A name given twice is listed once (first occurrence keeps its place).
+            served_model_names=list(dict.fromkeys(served_model_names)) or [model],
+            chat_template=template,
+            api_key=api_key,
+        )
+        stats = engine.stats()
+        pool = stats.kv_cache_bytes
+        pool_text = f"{pool / 2**20:.1f} MiB" if pool >= 2**20 else f"{pool / 2**10:.1f} KiB"
+        # max_model_len as the server enforces it: the engine's, capped by the KV pool's tokens.
+        click.echo(
+            f"promptcache engine: {model} on {_base_url(host, port)} "
+            f"({_plural(stats.num_total_blocks, 'KV block')} of {_plural(block_size, 'token')}, "
+            f"{pool_text}, max_model_len {engine.effective_max_model_len})",
+            err=True,
+        )
+        run_server(app, host=host, port=port, log_level=log_level, sock=sock)
+    finally:
+        sock.close()  # the server closes it too; this covers a failure before it starts
 
 
 def _plural(count: int, noun: str) -> str:

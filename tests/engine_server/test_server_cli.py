@@ -105,6 +105,19 @@ def test_serve_rejects_a_chat_template_that_is_neither_file_nor_jinja() -> None:
     assert "neither a file nor Jinja template text" in result.output
 
 
+def test_serve_reports_a_port_in_use_before_loading_the_model() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        result = CliRunner().invoke(
+            cli, ["engine", "serve", "--model", str(TINYSTORIES), "--port", port]
+        )
+    assert result.exit_code == 2, result.output
+    assert f"cannot listen on 127.0.0.1:{port}: the address is already in use" in result.output
+    assert "Traceback" not in result.output and "promptcache engine:" not in result.output
+
+
 def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
     template = tmp_path / "chat.jinja"
     template.write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")

@@ -41,6 +41,21 @@ def test_bad_config_file_is_reported(tmp_path: Path) -> None:
     assert "routes[0] needs path_prefix or model_prefix" in result.output
 
 
+def test_a_port_in_use_is_one_line_before_the_log_opens(tmp_path: Path) -> None:
+    db_path = tmp_path / "log.db"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        result = CliRunner().invoke(
+            cli, ["proxy", "--upstream", "openai", "--port", port, "--db", str(db_path)]
+        )
+    assert result.exit_code == 2, result.output
+    assert f"cannot listen on 127.0.0.1:{port}: the address is already in use" in result.output
+    assert "Traceback" not in result.output
+    assert not db_path.exists()  # bound first, so nothing was created
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
