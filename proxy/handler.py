@@ -223,6 +223,7 @@ class ProxyEndpoint:
     async def _forward(
         self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
     ) -> None:
+        refused: int | None = None  # status of a 400/422 to the body with stream_options added
         try:
             while True:
                 async with self.state.pool.stream(
@@ -234,18 +235,23 @@ class ProxyEndpoint:
                     body,
                 ) as response:
                     if ex.strip_usage_chunk and response.status_code in (400, 422):
-                        # An OpenAI-compatible server that rejects the stream_options we added:
-                        # resend the client's own bytes, and stop adding it for this upstream.
+                        # Maybe an OpenAI-compatible server that refuses the stream_options we
+                        # added: resend the client's own bytes once, and decide by the outcome.
+                        refused = response.status_code
+                        ex.strip_usage_chunk = False
+                        body = ex.request_body
+                        continue
+                    if refused is not None and response.status_code < 400:
+                        # Only the added field was refused: stop adding it for this upstream.
+                        # (If the client's own bytes fail too, the 400 was about them: the client
+                        # gets that answer, and other requests keep their usage.)
                         logger.warning(
                             "upstream %s refused stream_options.include_usage (HTTP %d); "
                             "its chat streams will be forwarded without it, and without usage",
                             upstream.name,
-                            response.status_code,
+                            refused,
                         )
                         self.state.no_usage_injection.add(upstream.name)
-                        ex.strip_usage_chunk = False
-                        body = ex.request_body
-                        continue
                     await self._relay(ex, send, upstream, response)
                     return
         except UpstreamTimeoutError as exc:

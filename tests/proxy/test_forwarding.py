@@ -287,6 +287,28 @@ def test_gemini_query_string_reaches_the_upstream(
     assert row["route"] == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
 
 
+def test_an_unrelated_400_to_a_stream_keeps_usage_injection_for_later_requests(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    # A 400 about the client's own request (here: every body) must not switch include_usage
+    # injection off for the upstream: the next streams are still logged with their usage.
+    proxy = start_proxy()
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "x"}]}'
+    url = proxy.url + "/v1/chat/completions"
+    bad = httpx.post(url, content=sent, headers={"x-mock-fault": "status-400"})
+    assert bad.status_code == 400
+    with httpx.stream("POST", url, content=sent) as response:
+        response.read()
+    assert response.status_code == 200
+    bodies = [r.body for r in mock_upstream.requests]
+    injected = b'{"stream_options":{"include_usage":true},' + sent[1:]
+    # the 400: tried with the injected field, then with the client's bytes; then injected again
+    assert bodies == [injected, sent, injected]
+    first, second = proxy.rows(2)
+    assert first["status"] == 400
+    assert second["status"] == 200 and second["total_input_tokens"] is not None
+
+
 def test_an_upstream_refusing_the_injected_stream_options_gets_the_original_request(
     start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
 ) -> None:
