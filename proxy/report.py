@@ -27,6 +27,7 @@ upstream, KV-pool pressure points at prefix-caching settings, then swap space, t
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import time
 from collections import defaultdict
@@ -219,8 +220,17 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
         )
     uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        try:
+            conn, tables = _open_read_only(uri)
+        except sqlite3.OperationalError:
+            if os.access(path.parent, os.W_OK):
+                raise
+            # A WAL-mode log in a folder we cannot write (a read-only mount, another user's
+            # directory): SQLite cannot create the -shm file a read-only open needs. Read the
+            # file as it is on disk (https://www.sqlite.org/uri.html#uriimmutable, checked
+            # 2026-11-30); a proxy still writing there would not be seen.
+            uri += "&immutable=1"
+            conn, tables = _open_read_only(uri)
     except sqlite3.DatabaseError as exc:
         raise ConfigError(f"{path} is not a SQLite database ({exc}); pass --db") from exc
     if "requests" not in tables or "schema_version" not in tables:
@@ -235,9 +245,25 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
         )
     if version < SCHEMA_VERSION or not set(ROLLUP_TABLES) <= tables:
         conn.close()
+        if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+            raise ConfigError(
+                f"{path} is a log of an older promptcache (schema {version}); it is upgraded in "
+                "place on first use, which needs write access to it and its folder: copy it "
+                "somewhere writable and pass that copy as --db"
+            )
         open_log(path).close()  # migrate: adds, rebuilds and backfills the rollups
         conn = sqlite3.connect(uri, uri=True)
     return conn
+
+
+def _open_read_only(uri: str) -> tuple[sqlite3.Connection, set[str]]:
+    """A connection to ``uri`` and the names in its ``sqlite_master`` (closed if reading fails)."""
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        return conn, {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _ratio(part: float, whole: float) -> float | None:

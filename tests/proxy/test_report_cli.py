@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
-from contextlib import closing
+import subprocess
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -119,3 +123,46 @@ def test_a_log_one_step_behind_is_migrated_before_reading(tmp_path: Path) -> Non
     with closing(sqlite3.connect(log)) as conn:  # not open_log: that would migrate it too
         versions = [row[0] for row in conn.execute("SELECT version FROM schema_version")]
     assert max(versions) == SCHEMA_VERSION and versions.count(SCHEMA_VERSION) == 1
+
+
+@contextmanager
+def _tmpfs(folder: Path) -> Iterator[Path]:
+    """A small tmpfs mounted on ``folder`` (skips where mounting is not allowed)."""
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a read-only file system")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace')}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_log_on_a_read_only_mount_is_read_and_an_old_one_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    # A WAL-mode log where SQLite cannot create its -shm file: an analyst reading a service's
+    # log from a read-only mount or someone else's folder.
+    from promptcache.proxy.store import SCHEMA_VERSION
+
+    current, old = tmp_path / "log.db", tmp_path / "old.db"
+    open_log(current).close()
+    db = open_log(old)
+    db.execute("DELETE FROM schema_version WHERE version = ?", [SCHEMA_VERSION])
+    db.conn.commit()
+    db.close()
+    with _tmpfs(tmp_path / "ro") as folder:
+        shutil.copy(current, folder / "log.db")
+        shutil.copy(old, folder / "old.db")
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        runner = CliRunner()
+        result = runner.invoke(cli, ["report", "--db", str(folder / "log.db"), "--format", "json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["total"]["requests"] == 0
+        stale = runner.invoke(cli, ["report", "--db", str(folder / "old.db")])
+    assert stale.exit_code == 2
+    assert "copy it somewhere writable" in stale.output and "Traceback" not in stale.output
