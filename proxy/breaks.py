@@ -42,7 +42,9 @@ Reason codes (:data:`BREAK_REASONS`), first match wins:
 =====================  ========================================================================
 
 A change after the predecessor's last breakpoint (Anthropic/Bedrock) is not a break: nothing was
-cached there. Appended segments (history growing) are never breaks.
+cached there. Appended segments (history growing) are never breaks, and neither is a request
+that differs from its predecessor only in the last message, with as many segments: the new
+question of a stateless app, or the first turn of another session sharing the system prompt.
 
 TTL of the predecessor's cache entry: 5 min (the vendors' default), 1 h when any of its
 breakpoints says ``"ttl": "1h"``, 30 min for OpenAI's explicit ``prompt_cache_breakpoint``;
@@ -284,6 +286,14 @@ def classify_change(old: RequestFingerprint, new: RequestFingerprint, index: int
     return "messages_changed" if rest_old == rest_new else "history_rewritten"
 
 
+def _tail_replaced(old: RequestFingerprint, new: RequestFingerprint, index: int) -> bool:
+    """Whether the only change is a new last message in place of the old last message: the
+    dynamic tail of a stateless app (same system prompt, a new question each time), or the
+    first turn of another session. Not a break: everything before it is still read."""
+    last = len(old.segments) - 1
+    return index == last == len(new.segments) - 1 and old.segments[index].kind == "messages"
+
+
 def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:
     """Whether ``new`` looks like an edit of ``old`` (see the module docstring, fallback 2)."""
     kept = {s.sha256 for s in new.segments}
@@ -444,7 +454,11 @@ class BreakExplainer:
             return BreakExplanation("model_changed", previous_request_id=prev_id, gap_s=gap)
         old = previous.fingerprint
         index = _first_change_by_hash(old, fp)
-        if index is not None and index <= previous.cached_extent:
+        if (
+            index is not None
+            and index <= previous.cached_extent
+            and not _tail_replaced(old, fp, index)
+        ):
             segment: str | None = (
                 fp.segments[index].path if index < len(fp.segments) else old.segments[index].path
             )

@@ -144,6 +144,19 @@ def test_messages_edited_in_place_vs_history_rewritten() -> None:
     assert (truncated.reason, truncated.segment) == ("history_rewritten", "messages[1]")
 
 
+def test_a_new_last_question_is_the_tail_not_a_break() -> None:
+    # A stateless app: the same system prompt, a different single question each time.
+    d = Driver()
+    d.send(body(messages=["What is 2 + 2?"]), 0)
+    for at, question in ((10, "Name a prime."), (20, "Spell cat.")):
+        result = d.send(body(messages=[question]), at)
+        assert result.reason is None and result.expected_hit
+    # but editing that message inside a longer history is still a break
+    d.send(body(messages=["q1"]), 30)
+    rewritten = d.send(body(messages=["q1 (edited)", "a1", "q2"]), 40)
+    assert rewritten.reason == "messages_changed"
+
+
 def test_a_change_after_the_last_breakpoint_is_not_a_break() -> None:
     d = Driver()
     request = body(messages=["q1"])
