@@ -23,9 +23,12 @@ A bad key, value or rule code raises ``ConfigError`` (or ``UnknownRuleError``) n
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pathspec
 
 from promptcache.errors import ConfigError, UnknownRuleError
 
@@ -73,23 +76,53 @@ class LintConfig:
         return chosen - self.ignore
 
 
+def _read_toml(path: Path) -> dict[str, object]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+
+
+def _kind(value: object) -> str:
+    """How TOML spells the type of ``value``, for error messages."""
+    if isinstance(value, list):
+        return "an array of tables" if value and isinstance(value[0], dict) else "an array"
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def lint_table(data: dict[str, object], path: Path) -> dict[str, object] | None:
+    """``[tool.promptcache.lint]`` out of a parsed pyproject.toml; None when it is absent.
+
+    Raises ``ConfigError`` naming the file and the key when ``tool``, ``tool.promptcache`` or
+    ``tool.promptcache.lint`` is there but is not a table (then we cannot tell what it holds).
+    """
+    table = data
+    key = ""
+    for part in ("tool", "promptcache", "lint"):
+        if part not in table:
+            return None
+        value = table[part]
+        key = f"{key}.{part}" if key else part
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: {key} must be a table ([{key}]), not {_kind(value)}")
+        table = value
+    return table
+
+
 def find_pyproject(start: Path) -> Path | None:
     """The nearest pyproject.toml at or above ``start`` that has a [tool.promptcache.lint].
 
-    Raises ``ConfigError`` for a pyproject.toml on the way that is not valid TOML.
+    Raises ``ConfigError`` for a pyproject.toml on the way that is not valid TOML, or whose
+    ``tool``, ``tool.promptcache`` or ``tool.promptcache.lint`` is not a table.
     """
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else list(start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"cannot read {candidate}: {exc}") from exc
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{candidate} is not valid TOML: {exc}") from exc
-            if "lint" in data.get("tool", {}).get("promptcache", {}):
-                return candidate
+        if candidate.is_file() and lint_table(_read_toml(candidate), candidate) is not None:
+            return candidate
     return None
 
 
@@ -101,14 +134,21 @@ def load_config(path: Path | None, known_codes: frozenset[str]) -> LintConfig:
     """
     if path is None:
         return LintConfig()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
-    table = data.get("tool", {}).get("promptcache", {}).get("lint", {})
+    table = lint_table(_read_toml(path), path) or {}
     return parse_table(table, path.parent, known_codes, str(path))
+
+
+def _pattern(pattern: str, key: str, where: str) -> str:
+    """``pattern`` if pathspec compiles it as a gitignore pattern, else ``ConfigError``."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except (re.error, ValueError) as exc:
+        why = exc.msg if isinstance(exc, re.error) else "not a valid gitignore pattern"
+        raise ConfigError(
+            f"{where}: bad pattern {pattern!r} in {key}: {why} "
+            '(patterns use gitignore syntax, e.g. "build/" or "scripts/*.py")'
+        ) from exc
+    return pattern
 
 
 def _codes(value: object, key: str, where: str, known: frozenset[str]) -> frozenset[str]:
@@ -139,11 +179,16 @@ def parse_table(
     exclude = table.get("exclude", [])
     if not isinstance(exclude, list) or not all(isinstance(v, str) for v in exclude):
         raise ConfigError(f'{where}: exclude must be a list of path patterns, e.g. ["build/"]')
+    for pattern in exclude:
+        _pattern(pattern, "exclude", where)
     per_file_raw = table.get("per-file-ignores", {})
     if not isinstance(per_file_raw, dict):
         raise ConfigError(f"{where}: per-file-ignores must be a table of pattern = [codes]")
     per_file = tuple(
-        (pattern, _codes(codes, f"per-file-ignores[{pattern!r}]", where, known))
+        (
+            _pattern(pattern, "per-file-ignores", where),
+            _codes(codes, f"per-file-ignores[{pattern!r}]", where, known),
+        )
         for pattern, codes in per_file_raw.items()
     )
     gitignore = table.get("respect-gitignore", True)

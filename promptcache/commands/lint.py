@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +52,9 @@ def _codes(value: str | None) -> list[str]:
     help="Apply the config's exclude to files named on the command line (for pre-commit).",
 )
 @click.option("--fix", is_flag=True, help="Apply the safe autofixes (PC003, PC004, PC005, PC014).")
-@click.option("--diff", is_flag=True, help="Print the autofixes as a patch; write nothing.")
+@click.option(
+    "--diff", is_flag=True, help="Print the autofixes as a patch; write nothing (even with --fix)."
+)
 @click.option(
     "--jobs",
     "-j",
@@ -104,10 +111,14 @@ def lint(
     errors = [e for r in results for e in r.errors]
     if errors:
         raise UnknownRuleError("bad suppression comment(s):\n  " + "\n  ".join(errors))
-    if fix or diff:
-        results = _apply_fixes(results, config, write=fix, show_diff=diff)
-        if diff and not fix:
-            return
+    if not results:
+        click.echo("warning: No Python files found under the given path(s)", err=True)
+    unwritten = 0
+    if diff:  # --diff never writes, with or without --fix (as ruff)
+        _apply_fixes(results, config, write=False, show_diff=True)
+        return
+    if fix:
+        results, unwritten = _apply_fixes(results, config, write=True, show_diff=False)
     if output_format == "sarif":
         from promptcache.lint_rules.sarif import render_sarif
 
@@ -128,6 +139,8 @@ def lint(
             ) from exc
     else:
         click.echo(text, nl=False)
+    if unwritten:
+        sys.exit(2)
     if fail_on != "never":
         from promptcache.lint_rules import Severity
 
@@ -136,13 +149,43 @@ def lint(
             sys.exit(1)
 
 
-def _apply_fixes(results: list[Any], config: Any, write: bool, show_diff: bool) -> list[Any]:
-    """Fix (or diff) every file with fixable findings; returns the results after fixing."""
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Replace the file ``path`` names (the target, if a symlink) with ``data``, keeping its mode.
+
+    The bytes go to a temporary file in the same folder that then replaces the original, so a
+    failure part-way (disk full, a file size limit) leaves the original untouched. Raises
+    ``OSError``, also for a file that is not writable (replacing would ignore its mode).
+    """
+    target = path.resolve()
+    if not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _apply_fixes(
+    results: list[Any], config: Any, write: bool, show_diff: bool
+) -> tuple[list[Any], int]:
+    """Fix (or diff) every file with fixable findings.
+
+    Returns the results after fixing and how many files could not be written (each reported as
+    ``error: cannot write FILE: reason`` on stderr; the other files are still fixed).
+    """
     from promptcache.lint_rules.fix import fix_source, read_source, unified_diff
     from promptcache.lint_rules.runner import lint_source
 
     updated = []
     changed = 0
+    unwritten = 0
     for result in results:
         if not any(d.fix is not None for d in result.diagnostics):
             updated.append(result)
@@ -157,11 +200,18 @@ def _apply_fixes(results: list[Any], config: Any, write: bool, show_diff: bool) 
         if show_diff:
             click.echo(unified_diff(before, after, result.path), nl=False)
         if write:
-            path.write_bytes(after.encode(encoding))
+            try:
+                _write_atomically(path, after.encode(encoding))
+            except OSError as exc:
+                unwritten += 1
+                why = exc.strerror or str(exc)
+                click.echo(f"error: cannot write {result.path}: {why}", err=True)
+                updated.append(result)
+                continue
             click.echo(f"fixed {count} finding(s) in {result.path}", err=True)
             updated.append(lint_source(after, result.path, config))
         else:
             updated.append(result)
     if show_diff and not write and changed:
         sys.exit(1)
-    return updated
+    return updated, unwritten

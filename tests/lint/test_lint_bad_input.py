@@ -1,0 +1,150 @@
+"""`promptcache lint` answers bad input (config shapes, unwritable files, odd paths) with one
+line naming what to change and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from promptcache.cli import cli
+
+FIXABLE = (
+    "import json\nimport anthropic\nclient = anthropic.Anthropic()\n"
+    "def ask(q, profile):\n"
+    "    return client.messages.create(model='m', system=json.dumps(profile), messages=[q])\n"
+)
+BAD = (
+    "import datetime\nimport anthropic\nclient = anthropic.Anthropic()\n"
+    "def ask(q):\n"
+    "    now = datetime.datetime.now()\n"
+    "    return client.messages.create(model='m', system=f'Now {now}', messages=[q])\n"
+)
+FIXED = FIXABLE.replace("json.dumps(profile)", "json.dumps(profile, sort_keys=True)")
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text("x = 1\n")
+    return tmp_path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["lint", *args], catch_exceptions=False)
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("[tool.promptcache]\nlint = 5\n", "tool.promptcache.lint must be a table"),
+        ('[tool.promptcache]\nlint = "x"\n', "tool.promptcache.lint must be a table"),
+        ("[[tool.promptcache.lint]]\nselect = []\n", "not an array of tables"),
+        ("[tool]\npromptcache = 5\n", "tool.promptcache must be a table"),
+        ("tool = 5\n", "tool must be a table ([tool]), not an integer"),
+        ('[tool.promptcache.lint]\nexclude = ["[z-a]"]\n', "bad pattern '[z-a]' in exclude"),
+        ('[tool.promptcache.lint]\nexclude = ["a\\\\"]\n', "bad pattern 'a\\\\' in exclude"),
+        (
+            '[tool.promptcache.lint.per-file-ignores]\n"[z-a]" = ["PC001"]\n',
+            "bad pattern '[z-a]' in per-file-ignores",
+        ),
+    ],
+)
+def test_bad_config_shapes_are_one_line_errors(project: Path, toml: str, expected: str) -> None:
+    (project / "pyproject.toml").write_text(toml)
+    for args in ((".",), (".", "--config", "pyproject.toml")):
+        line = one_error_line(run(*args))
+        assert expected in line and "pyproject.toml" in line, line
+        assert "unknown key" not in line
+
+
+def run_limited(cwd: Path, *args: str, max_file_bytes: int) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child whose files cannot grow past ``max_file_bytes`` (works as root)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    return subprocess.run(
+        [sys.executable, "-c", "from promptcache.cli import main; main()", "lint", *args],
+        cwd=cwd,
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_fix_that_cannot_be_written_is_an_error_and_never_truncates(tmp_path: Path) -> None:
+    big = FIXABLE + "# " + "padding " * 200 + "\n"
+    (tmp_path / "big.py").write_text(big)
+    (tmp_path / "small.py").write_text(FIXABLE)
+    result = run_limited(tmp_path, "big.py", "small.py", "--fix", max_file_bytes=1024)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "error: cannot write big.py: File too large" in result.stderr.splitlines()
+    assert (tmp_path / "big.py").read_text() == big  # untouched, not cut short
+    assert (tmp_path / "small.py").read_text() == FIXED  # the run went on
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.py", "small.py"]  # no temp files
+
+
+@pytest.mark.skipif(AS_ROOT or sys.platform == "win32", reason="root may write read-only files")
+def test_fix_of_a_read_only_file_or_folder_is_an_error(project: Path) -> None:
+    (project / "ro.py").write_text(FIXABLE)
+    (project / "ro.py").chmod(0o444)
+    line = one_error_line(run("ro.py", "--fix"))
+    assert line == "error: cannot write ro.py: Permission denied"
+    assert (project / "ro.py").read_text() == FIXABLE
+    (project / "sub").mkdir()
+    (project / "sub" / "app.py").write_text(FIXABLE)
+    (project / "sub").chmod(0o555)
+    try:
+        line = one_error_line(run("sub/app.py", "--fix"))
+    finally:
+        (project / "sub").chmod(0o755)
+    assert line.startswith("error: cannot write sub/app.py: ")
+    assert (project / "sub" / "app.py").read_text() == FIXABLE
+
+
+def test_fix_keeps_the_file_mode_and_writes_through_symlinks(project: Path) -> None:
+    (project / "app.py").write_text(FIXABLE)
+    (project / "app.py").chmod(0o640)
+    (project / "link.py").symlink_to(project / "app.py")
+    assert run("link.py", "--fix").exit_code == 0
+    assert (project / "link.py").is_symlink()
+    assert (project / "app.py").read_text() == FIXED
+    assert (project / "app.py").stat().st_mode & 0o777 == 0o640
+
+
+def test_diff_never_writes_even_with_fix(project: Path) -> None:
+    (project / "app.py").write_text(FIXABLE)
+    result = run("app.py", "--fix", "--diff")
+    assert result.exit_code == 1
+    assert "sort_keys=True" in result.stdout
+    assert (project / "app.py").read_text() == FIXABLE
+
+
+def test_nothing_to_lint_warns_and_named_files_are_linted_as_given(project: Path) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "readme.txt").write_text(BAD)
+    result = run("docs")
+    assert result.exit_code == 0
+    assert "warning: No Python files found under the given path(s)" in result.stderr
+    result = run("docs/readme.txt")  # named explicitly: linted whatever its extension (as ruff)
+    assert result.exit_code == 1 and "PC001" in result.stdout
+    assert "No Python files" not in result.stderr
