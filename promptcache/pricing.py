@@ -322,8 +322,8 @@ def load_price_table(path: str | Path) -> PriceTable:
     ``load_price_table(p).with_fallback(default_price_table())``.
 
     Raises:
-        ConfigError: the file is missing, is not valid TOML, or a row is malformed; the
-            message names the file and the row.
+        ConfigError: the file is missing, is not UTF-8 text, is not valid TOML, or a row is
+            malformed; the message names the file and the row.
     """
     file = Path(path)
     try:
@@ -332,6 +332,11 @@ def load_price_table(path: str | Path) -> PriceTable:
         raise ConfigError(f"cannot read price table {file}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"price table {file} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"price table {file} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8"
+        ) from None
     return _parse_table(data, str(file))
 
 

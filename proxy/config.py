@@ -35,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -46,6 +48,8 @@ from urllib.parse import urlsplit
 from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
+
+from .redact import MIN_SECRET_CHARS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -107,6 +111,11 @@ class UpstreamConfig:
             check_price_as(self.price_as, f"upstream {self.name!r}")
 
     @property
+    def display_url(self) -> str:
+        """``url`` as shown in messages, the log and the banner: credentials masked."""
+        return mask_userinfo(self.url)
+
+    @property
     def is_loopback(self) -> bool:
         """Whether the upstream lives on this machine (then proxy env variables are ignored)."""
         return is_loopback_host(urlsplit(self.url).hostname or "")
@@ -141,7 +150,8 @@ class ProxyConfig:
         db_path: SQLite log file; ``None`` turns recording off (pure forwarding).
         store_bodies: also store request and response bodies, credentials redacted.
         max_body_bytes: request bodies larger than this get 413 (bytes).
-        auth_token: when set, clients must send it in ``AUTH_HEADER``.
+        auth_token: when set, clients must send it in ``AUTH_HEADER``; at least
+            ``MIN_SECRET_CHARS`` characters, so it can be redacted from stored bodies.
         flush_interval_s: the log writer commits at least this often (seconds).
         batch_rows: the log writer commits as soon as this many rows wait.
         queue_rows: rows allowed to wait for the writer; beyond that rows are dropped and counted
@@ -177,6 +187,13 @@ class ProxyConfig:
                 )
         if self.max_body_bytes < 1:
             raise ConfigError(f"max_body_bytes must be at least 1, got {self.max_body_bytes}")
+        if self.auth_token and len(self.auth_token) < MIN_SECRET_CHARS:
+            # redact_text skips exact secrets this short, so --store-bodies would keep it
+            raise ConfigError(
+                f"--auth-token is {len(self.auth_token)} characters; use at least "
+                f"{MIN_SECRET_CHARS} (shorter ones cannot be redacted from stored bodies), "
+                'e.g. --auth-token "$(openssl rand -hex 32)"'
+            )
         if not 0 < self.flush_interval_s <= 1.0:
             raise ConfigError(
                 f"flush_interval_s must be in (0, 1] seconds, got {self.flush_interval_s}"
@@ -253,22 +270,43 @@ def config_for_upstream(upstream: str | UpstreamConfig, **overrides: Any) -> Pro
     )
 
 
+#: ``scheme://user:password@`` in a URL, or in text quoting one (an httpx error message).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@")
+
+
+def mask_userinfo(text: str) -> str:
+    """``text`` with the ``user:password@`` part of every URL in it replaced by ``***@``: how
+    an upstream URL is shown (messages, the log's `error` column, the start-up banner); the
+    request itself still goes to the URL as configured."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
 def _check_url(url: str) -> str:
+    shown = mask_userinfo(url)
     try:
         parts = urlsplit(url)
         hostname = parts.hostname
-    except ValueError:  # "http://[bad": an unclosed IPv6 bracket, a non-numeric port...
+    except ValueError:  # "http://[bad": an unclosed IPv6 bracket...
         hostname = None
     if hostname is None or parts.scheme not in ("http", "https"):
         raise ConfigError(
-            f"upstream {url!r} is neither one of {', '.join(KNOWN_UPSTREAMS)} nor an http(s) URL; "
-            "give e.g. --upstream openai or --upstream http://127.0.0.1:8000"
+            f"upstream {shown!r} is neither one of {', '.join(KNOWN_UPSTREAMS)} nor an http(s) "
+            "URL; give e.g. --upstream openai or --upstream http://127.0.0.1:8000"
+        )
+    try:
+        port = parts.port
+    except ValueError:  # out of range, or not a number
+        port = 0
+    if port == 0:
+        raise ConfigError(
+            f"upstream URL {shown!r} has an invalid port; give a port from 1 to 65535 "
+            "(e.g. http://127.0.0.1:8000) or none for the scheme's default"
         )
     if parts.query or parts.fragment:
-        raise ConfigError(f"upstream URL {url!r} must not have a query or fragment")
+        raise ConfigError(f"upstream URL {shown!r} must not have a query or fragment")
     if parts.path.rstrip("/").endswith("/v1"):
         raise ConfigError(
-            f"upstream URL {url!r} ends in /v1; give the base URL without it "
+            f"upstream URL {shown!r} ends in /v1; give the base URL without it "
             "(the proxy forwards the client's full path, /v1/... included)"
         )
     return url.rstrip("/")
@@ -286,7 +324,8 @@ def load_config_file(
         **overrides: other ``ProxyConfig`` fields (db_path, store_bodies...), from the CLI.
 
     Raises:
-        ConfigError: unreadable file, bad TOML, unknown keys, or a rule naming no upstream.
+        ConfigError: unreadable file, not UTF-8, bad TOML, unknown keys, or a rule naming no
+            upstream.
     """
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -294,6 +333,11 @@ def load_config_file(
         raise ConfigError(f"cannot read proxy config {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"proxy config {path} is not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"proxy config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8"
+        ) from None
     return config_from_dict(data, source=str(path), default=default, **overrides)
 
 
@@ -392,6 +436,25 @@ def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> Up
         if not ok:
             raise ConfigError(f"{source}: [upstreams.{name}] {key} must be {wanted}, got {value!r}")
     return UpstreamConfig(name=name, url=_check_url(url), vendor=vendor, **rest)
+
+
+def check_host(host: str) -> None:
+    """Refuse a ``--host`` that is neither an address nor a name this machine resolves (checked
+    before ``check_bind``: a typo is not a security problem, so it gets its own message).
+
+    Raises:
+        ConfigError: ``host`` does not resolve; the message says what to give instead.
+    """
+    if is_loopback_host(host):
+        return
+    try:
+        socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:  # gaierror; an over-long label; a NUL
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"--host {host!r} is an unknown host ({reason}); use an IP address (127.0.0.1, "
+            "0.0.0.0, one of this machine's) or a name this machine resolves"
+        ) from None
 
 
 def check_bind(host: str, auth_token: str | None, insecure_no_auth: bool) -> None:

@@ -32,7 +32,7 @@ import httpx
 
 from promptcache.errors import UpstreamError
 
-from .config import AUTH_HEADER, UpstreamConfig
+from .config import AUTH_HEADER, UpstreamConfig, mask_userinfo
 
 __all__ = [
     "UpstreamPool",
@@ -196,8 +196,8 @@ class UpstreamPool:
             await asyncio.wait_for(state.slots.acquire(), upstream.pool_timeout_s)
         except asyncio.TimeoutError:  # TimeoutError on 3.11+, its own class on 3.10
             raise UpstreamTimeoutError(
-                f"upstream {upstream.name} ({upstream.url}) had no free pooled connection in "
-                f"time: all {upstream.max_connections} connections stayed busy for "
+                f"upstream {upstream.name} ({upstream.display_url}) had no free pooled "
+                f"connection in time: all {upstream.max_connections} connections stayed busy for "
                 f"{upstream.pool_timeout_s:g} s (raise max_connections or pool_timeout_s)"
             ) from None
 
@@ -452,5 +452,5 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
         httpx.RemoteProtocolError: "broke the HTTP protocol",
         httpx.ReadError: "dropped the connection",
     }.get(type(exc), "failed")
-    detail = str(exc) or type(exc).__name__
-    return f"upstream {upstream.name} ({upstream.url}) {kind}: {detail}"
+    detail = mask_userinfo(str(exc)) or type(exc).__name__
+    return f"upstream {upstream.name} ({upstream.display_url}) {kind}: {detail}"

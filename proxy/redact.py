@@ -16,9 +16,13 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import parse_qsl
 
-__all__ = ["REDACTED", "client_secrets", "key_fingerprint", "redact_text"]
+__all__ = ["MIN_SECRET_CHARS", "REDACTED", "client_secrets", "key_fingerprint", "redact_text"]
 
 REDACTED = "[REDACTED]"
+
+#: Exact secrets shorter than this are not searched for in stored bodies (a short value would
+#: redact ordinary words); so the proxy refuses an ``--auth-token`` shorter than this.
+MIN_SECRET_CHARS = 8
 
 #: Headers that carry a client's vendor credential.
 _KEY_HEADERS = (b"x-api-key", b"authorization", b"x-goog-api-key", b"api-key")
@@ -80,10 +84,11 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     Args:
         text: a request or response body (JSON or SSE) decoded as UTF-8.
         secrets: exact values to remove wherever they occur (the request's keys, the proxy's
-            auth token); values shorter than 8 characters are ignored to keep text readable.
+            auth token); values shorter than ``MIN_SECRET_CHARS`` are ignored to keep text
+            readable (the proxy refuses an auth token that short).
     """
     for secret in sorted(set(secrets), key=len, reverse=True):
-        if len(secret) >= 8:
+        if len(secret) >= MIN_SECRET_CHARS:
             text = text.replace(secret, REDACTED)
     text = _JSON_CREDENTIAL.sub(lambda m: f'{m.group(1)}"{REDACTED}"', text)
     return _PATTERNS.sub(REDACTED, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -99,12 +100,14 @@ def proxy(
     """
     from promptcache.proxy.config import (
         check_bind,
+        check_host,
         config_for_upstream,
         load_config_file,
         upstream_from_spec,
     )
     from promptcache.proxy.serve import serve
 
+    check_host(host)  # an unknown --host is a typo, not a reason to ask for --auth-token
     check_bind(host, auth_token, insecure_no_auth)
     settings = {
         "db_path": None if no_log else db,
@@ -120,9 +123,11 @@ def proxy(
     else:
         raise click.UsageError("give --upstream NAME|URL or --config FILE")
     config = config.with_price_as(price_as)
+    if not no_log:
+        _check_db(db)  # so a bad --db is the only line printed, not one after the banner
     click.echo(
         f"promptcache proxy on http://{host}:{port} -> "
-        f"{config.upstreams[config.default_upstream].url}"
+        f"{config.upstreams[config.default_upstream].display_url}"
         + ("" if no_log else f", recording to {db}"),
         err=True,
     )
@@ -134,3 +139,47 @@ def proxy(
         log_level=log_level,
         access_log=log_level == "debug",
     )
+
+
+#: The first 16 bytes of every SQLite 3 database file.
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_db(db: Path) -> None:
+    """Refuse a --db the log could not be opened at, without creating anything (the port is
+    bound first, so a port in use leaves no file behind): a missing or read-only folder, a
+    folder given as the file, or an existing file that is not SQLite.
+
+    Raises:
+        click.BadParameter: the message says what to change.
+    """
+    folder = db.parent
+    if not folder.is_dir():
+        raise click.BadParameter(
+            f"cannot create the request log {db}: folder {folder} does not exist; create it or "
+            "pick another --db",
+            param_hint="--db",
+        )
+    if not db.exists():
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise click.BadParameter(
+                f"cannot create the request log {db}: folder {folder} is not writable; pick "
+                "another --db",
+                param_hint="--db",
+            )
+        return
+    if db.is_dir():
+        raise click.BadParameter(f"{db} is a folder; give a file name", param_hint="--db")
+    try:
+        with db.open("rb") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read the request log {db}: {exc.strerror}", param_hint="--db"
+        ) from None
+    if header and header != _SQLITE_HEADER:
+        raise click.BadParameter(
+            f"{db} is not a SQLite file (so not a promptcache request log); pick another --db "
+            "or move that file away",
+            param_hint="--db",
+        )

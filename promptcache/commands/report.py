@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
@@ -80,6 +81,22 @@ class TimeBound(_ParamType):
         return seconds
 
 
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (which float() accepts, and
+    with which a threshold could never fire or would always fire)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            wanted = (
+                f"a number from {self.min:g} to {self.max:g}"
+                if self.min is not None and self.max is not None
+                else f"a number >= {self.min:g}"
+            )
+            self.fail(f"{value!r} is not a finite number; give {wanted}", param, ctx)
+        return number
+
+
 @click.command(name="report")
 @click.option(
     "--db",
@@ -116,13 +133,13 @@ class TimeBound(_ParamType):
 )
 @click.option(
     "--fail-under-hit-rate",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=None,
     help="Exit 1 when the token-weighted hit rate is below this (0..1), for CI or cron.",
 )
 @click.option(
     "--fail-over-cost",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloatRange(min=0.0),
     default=None,
     help="Exit 1 when the window's cost in USD is above this.",
 )

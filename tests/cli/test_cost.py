@@ -142,3 +142,12 @@ def test_rates_file_errors_are_clean(tmp_path: Path) -> None:
     rates.write_text("[models.x\n", encoding="utf-8")
     code, _, err = run("-", "-m", "x", "--rates", str(rates), stdin='{"prompt_tokens": 1}')
     assert code == 2 and "not valid TOML" in err
+
+
+def test_a_rates_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    rates = tmp_path / "c.toml"
+    rates.write_bytes(b"\xff\xfe")
+    code, _, err = run("-", "-m", "gpt-4o", "--rates", str(rates), stdin='{"prompt_tokens": 1}')
+    assert code == 2
+    assert f"price table {rates} is not UTF-8 text" in err
+    assert len(err.strip().splitlines()) == 1

@@ -24,6 +24,13 @@ from promptcache.cli import cli
         (["--host", "0.0.0.0", "--upstream", "openai"], "--auth-token"),
         ([], "give --upstream NAME|URL or --config FILE"),
         (["--upstream", "antropic"], "is neither one of anthropic"),
+        (["--upstream", "openai", "--auth-token", "tok123"], "openssl rand -hex 32"),
+        (["--upstream", "http://user:pw@127.0.0.1:99999"], "invalid port"),
+        (["--host", "not a host", "--upstream", "openai"], "is an unknown host"),
+        (
+            ["--host", "not a host", "--upstream", "openai", "--auth-token", "0123456789abcdef"],
+            "is an unknown host",
+        ),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(args: list[str], message: str) -> None:
@@ -31,6 +38,50 @@ def test_bad_settings_exit_2_with_a_message(args: list[str], message: str) -> No
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+    assert "user:pw" not in result.output
+    if "not a host" in args:  # a typo, not a reason to ask for a token
+        assert "API keys" not in result.output
+    assert "promptcache proxy on" not in result.output  # refused before the banner
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_bytes(b"\xff\xfe")
+    result = CliRunner().invoke(cli, ["proxy", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "c.toml is not UTF-8 text" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("db", "message"),
+    [
+        ("missing/dir/x.db", "does not exist; create it or pick another --db"),
+        ("notsqlite.db", "notsqlite.db is not a SQLite file"),
+    ],
+)
+def test_a_bad_db_is_refused_before_the_banner(tmp_path: Path, db: str, message: str) -> None:
+    (tmp_path / "notsqlite.db").write_text("just some text, not a database\n")
+    args = ["proxy", "--upstream", "openai", "--port", str(free_port()), "--db", str(tmp_path / db)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "promptcache proxy on" not in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_banner_masks_credentials_in_the_upstream_url(tmp_path: Path) -> None:
+    with socket.socket() as busy:  # the banner prints, then binding fails: no server started
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        result = CliRunner().invoke(
+            cli,
+            ["proxy", "--upstream", "http://user:pw@127.0.0.1:8000", "--port", port, "--no-log"],
+        )
+    assert result.exit_code == 2, result.output
+    assert "-> http://***@127.0.0.1:8000" in result.output
+    assert "user:pw" not in result.output
 
 
 def test_bad_config_file_is_reported(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from promptcache.errors import ConfigError
 from promptcache.proxy.config import (
     ProxyConfig,
     check_bind,
+    check_host,
     config_for_upstream,
     load_config_file,
     upstream_from_spec,
@@ -171,3 +172,49 @@ def test_wrong_types_in_config_files_name_the_problem(
 def test_an_unparsable_upstream_url_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="http"):
         upstream_from_spec("http://[bad")
+
+
+def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin.toml"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match=r"latin\.toml is not UTF-8 text"):
+        load_config_file(path)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:99999", "http://127.0.0.1:0", "http://h:abc", "https://h:-1"]
+)
+def test_an_upstream_port_outside_1_to_65535_is_refused_at_once(url: str) -> None:
+    with pytest.raises(ConfigError, match="invalid port; give a port from 1 to 65535"):
+        upstream_from_spec(url)
+
+
+def test_credentials_in_an_upstream_url_are_masked_wherever_it_is_shown(tmp_path: Path) -> None:
+    upstream = upstream_from_spec("http://user:pw@127.0.0.1:8000/base")
+    assert upstream.url == "http://user:pw@127.0.0.1:8000/base"  # the request still uses them
+    assert upstream.display_url == "http://***@127.0.0.1:8000/base"
+    for bad in ("http://user:pw@127.0.0.1:99999", "http://user:pw@h/v1", "http://user:pw@h?x=1"):
+        with pytest.raises(ConfigError) as info:
+            upstream_from_spec(bad)
+        assert "user:pw" not in str(info.value) and "***@" in str(info.value)
+    text = "default_upstream = 'x'\n[upstreams.x]\nurl = 'https://k:p@ss@h:70000'\n"
+    with pytest.raises(ConfigError) as info:
+        load_config_file(write(tmp_path, text))
+    assert "k:p" not in str(info.value) and "ss@" not in str(info.value)
+
+
+def test_an_auth_token_too_short_to_redact_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"at least 8.*openssl rand -hex 32"):
+        config_for_upstream("openai", auth_token="tok123")
+    assert config_for_upstream("openai", auth_token="tok12345").auth_token == "tok12345"
+
+
+@pytest.mark.parametrize("host", ["not a host", "bad..name", "a" * 70])
+def test_an_unknown_host_is_named_as_such(host: str) -> None:
+    with pytest.raises(ConfigError, match="is an unknown host"):
+        check_host(host)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "0.0.0.0", "[::]"])
+def test_addresses_are_known_hosts(host: str) -> None:
+    check_host(host)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Callable
 
+import httpx
+from proxy_support import RunningProxy
+
+from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.redact import REDACTED, client_secrets, key_fingerprint, redact_text
 
 ANTHROPIC_KEY = "sk-ant-api03-" + "A1b2C3d4" * 10
@@ -56,3 +62,20 @@ def test_redaction_removes_keys_tokens_and_credential_fields() -> None:
 def test_redaction_leaves_ordinary_text_alone() -> None:
     text = "task-scheduler-for-desk-booking runs on disk-sk-volumes; short sk-12"
     assert redact_text(text, ["short"]) == text
+
+
+def test_credentials_in_the_upstream_url_reach_neither_the_client_nor_the_log(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: connections are refused
+    down = UpstreamConfig(
+        name="openai", url=f"http://user:s3cretpw@127.0.0.1:{port}", vendor="openai"
+    )
+    proxy = start_proxy(upstreams={"openai": down})
+    reply = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "gpt-4o"})
+    assert reply.status_code == 502
+    assert "s3cretpw" not in reply.text and f"http://***@127.0.0.1:{port}" in reply.text
+    error = proxy.row()["error"]
+    assert "s3cretpw" not in error and f"http://***@127.0.0.1:{port}" in error

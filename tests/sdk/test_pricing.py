@@ -215,6 +215,13 @@ def test_to_dict_is_json_ready_and_lossless() -> None:
 # -- user price files ---------------------------------------------------------------------------
 
 
+def test_a_user_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('[models."caf\u00e9"]\ninput = 1\n'.encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"price table .*latin1\.toml is not UTF-8 text"):
+        load_price_table(path)
+
+
 def test_user_file_overrides_and_derives_cache_rates(tmp_path: Path) -> None:
     path = tmp_path / "prices.toml"
     path.write_text(
