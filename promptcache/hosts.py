@@ -1,11 +1,14 @@
-"""Whether a host name or address stays on this machine (shared by the proxy and the engine
-server, which refuse to listen beyond it without a token)."""
+"""Host checks shared by the proxy and the engine server: whether a host stays on this machine
+(they refuse to listen beyond it without a token) and whether it names anything at all."""
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 
-__all__ = ["is_loopback_host"]
+from .errors import ConfigError
+
+__all__ = ["check_host", "is_loopback_host"]
 
 
 def is_loopback_host(host: str) -> bool:
@@ -17,3 +20,22 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_host(host: str) -> None:
+    """Refuse a ``--host`` that is neither an address nor a name this machine resolves (checked
+    before the token check: a typo is not a security problem, so it gets its own message).
+
+    Raises:
+        ConfigError: ``host`` does not resolve; the message says what to give instead.
+    """
+    if is_loopback_host(host):
+        return
+    try:
+        socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:  # gaierror; an over-long label; a NUL
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"--host {host!r} is an unknown host ({reason}); use an IP address (127.0.0.1, "
+            "0.0.0.0, one of this machine's) or a name this machine resolves"
+        ) from None

@@ -36,7 +36,6 @@ import dataclasses
 import difflib
 import math
 import re
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -436,25 +435,6 @@ def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> Up
         if not ok:
             raise ConfigError(f"{source}: [upstreams.{name}] {key} must be {wanted}, got {value!r}")
     return UpstreamConfig(name=name, url=_check_url(url), vendor=vendor, **rest)
-
-
-def check_host(host: str) -> None:
-    """Refuse a ``--host`` that is neither an address nor a name this machine resolves (checked
-    before ``check_bind``: a typo is not a security problem, so it gets its own message).
-
-    Raises:
-        ConfigError: ``host`` does not resolve; the message says what to give instead.
-    """
-    if is_loopback_host(host):
-        return
-    try:
-        socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError, ValueError) as exc:  # gaierror; an over-long label; a NUL
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(
-            f"--host {host!r} is an unknown host ({reason}); use an IP address (127.0.0.1, "
-            "0.0.0.0, one of this machine's) or a name this machine resolves"
-        ) from None
 
 
 def check_bind(host: str, auth_token: str | None, insecure_no_auth: bool) -> None:

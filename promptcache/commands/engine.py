@@ -201,7 +201,9 @@ def serve(
         # then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
     """
     from promptcache.engine.server.auth import check_bind
+    from promptcache.hosts import check_host
 
+    check_host(host)  # an unknown --host is a typo, not a reason to ask for --api-key
     check_bind(host, api_key, insecure_no_auth)
     template = _read_chat_template(chat_template)
     from promptcache.listen import listen_socket

@@ -98,9 +98,9 @@ def proxy(
         promptcache proxy --upstream http://127.0.0.1:8000 --db engine.db --price-as gpt-5
         promptcache proxy --config upstreams.toml --host 0.0.0.0 --auth-token "$TOKEN"
     """
+    from promptcache.hosts import check_host
     from promptcache.proxy.config import (
         check_bind,
-        check_host,
         config_for_upstream,
         load_config_file,
         upstream_from_spec,

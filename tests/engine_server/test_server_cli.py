@@ -118,6 +118,14 @@ def test_serve_reports_a_port_in_use_before_loading_the_model() -> None:
     assert "Traceback" not in result.output and "promptcache engine:" not in result.output
 
 
+def test_serve_calls_an_unknown_host_unknown_not_insecure() -> None:
+    result = CliRunner().invoke(
+        cli, ["engine", "serve", "--model", str(TINYSTORIES), "--host", "not a host"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "is an unknown host" in result.output and "--api-key" not in result.output
+
+
 def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
     template = tmp_path / "chat.jinja"
     template.write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")

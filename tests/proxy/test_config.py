@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from promptcache.errors import ConfigError
+from promptcache.hosts import check_host
 from promptcache.proxy.config import (
     ProxyConfig,
     check_bind,
-    check_host,
     config_for_upstream,
     load_config_file,
     upstream_from_spec,
