@@ -8,10 +8,11 @@ are in ``library.py``.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from . import sinks
-from .facts import CLEAN, Fact, Kind, Shape, Value, join
-from .frames import EngineState
+from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
+from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table
 from .library import source_text, span
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
@@ -71,24 +72,26 @@ class CallsMixin(EngineState):
         frame = self.frame
         receiver: Value | None = None
         if isinstance(func, ast.Attribute) and qual is None:
-            if (
-                isinstance(func.value, ast.Name)
-                and func.value.id == frame.self_name
-                and frame.cls is not None
-                and func.attr in frame.cls.methods
-            ):
-                return self.apply_summary(frame.cls.methods[func.attr], node)
             receiver = self.eval(func.value)
+            target = self.method_of(receiver, func.attr)
+            if target is not None:
+                return self.call_bound(Bound(target, receiver, func.value), node)
         if isinstance(func, ast.Name):
             local = frame.env.get(func.id)
-            if (
-                local is not None
-                and local.shape is Shape.FUNC
-                and isinstance(local.ref, (ast.FunctionDef, ast.AsyncFunctionDef))
-            ):
-                return self.apply_summary(local.ref, node)
+            if local is not None and local.shape is Shape.FUNC:
+                return self.call_value(local, node)
             if local is None and func.id in self.functions:
                 return self.apply_summary(self.functions[func.id], node)
+        elif not isinstance(func, ast.Attribute):
+            callee = self.eval(func)
+            if callee.shape is Shape.FUNC:
+                return self.call_value(callee, node)
+        if qual is not None and not (isinstance(func, ast.Name) and func.id in frame.env):
+            found = self.external(qual)
+            if isinstance(found, Summary):
+                return self.call_bound(Bound(found), node)
+            if isinstance(found, ExternalClass):
+                return self.construct(found, node)
         args = [self.eval(a) for a in node.args]
         kwargs: dict[str | None, Value] = {}
         for kw in node.keywords:
@@ -100,20 +103,17 @@ class CallsMixin(EngineState):
             result = self.qualified_call(qual, node, args, kwargs)
             if result is not None:
                 return self.pin_if_once(result)
+            if any(v.facts for v in (*args, *kwargs.values())):
+                self.external(qual, carries=True)
         if isinstance(func, ast.Name) and func.id not in frame.env and func.id in self.classes:
-            info = self.classes[func.id]
-            return Value(
-                join(*args, *kwargs.values()).facts,
-                Shape.OBJECT if info.default_repr else Shape.UNKNOWN,
-                ref=info,
-            )
+            return self.construct(self.classes[func.id], node, args, kwargs)
         if isinstance(func, ast.Attribute) and receiver is not None:
             result = self.method_call(receiver, func, node, args, kwargs)
             if result is not None:
                 return result
         parts = [*args, *kwargs.values()]
         if receiver is not None:
-            parts.append(receiver)
+            parts.append(receiver.without(Kind.PARAM) if receiver.ref is not None else receiver)
         if not parts:
             return CLEAN
         joined = join(*parts)
@@ -122,39 +122,139 @@ class CallsMixin(EngineState):
     def pin_if_once(self, value: Value) -> Value:
         return value.pinned() if self.frame.once else value
 
-    # ------------------------------------------------------------------ same-module functions
+    # ------------------------------------------------------------------ project functions
+
+    def method_of(self, receiver: Value, name: str) -> object:
+        """The method ``name`` of the project class ``receiver`` is an instance of (an AST node
+        or an external summary), or None."""
+        cls = receiver.ref
+        if isinstance(cls, ClassInfo):
+            return cls.find_method(name)
+        if isinstance(cls, ExternalClass):
+            return cls.methods.get(name)
+        return None
+
+    def construct(
+        self,
+        cls: ClassInfo | ExternalClass,
+        node: ast.Call,
+        args: list[Value] | None = None,
+        kwargs: dict[str | None, Value] | None = None,
+    ) -> Value:
+        """An instance of a project class: it holds what its ``__init__`` stores into
+        ``self`` (with this call's arguments), and its methods resolve through ``ref``."""
+        init = self.method_of(Value(ref=cls), "__init__")
+        default_repr = cls.default_repr
+        if init is None:
+            if args is None:
+                args = [self.eval(a) for a in node.args]
+                kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords}
+            parts = [*args, *(kwargs or {}).values()]
+            facts = join(*parts).facts if parts else frozenset()
+            return Value(facts, Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls)
+        instance = Value(shape=Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls)
+        stored = self.call_bound(Bound(init, instance, None), node, stores_only=True)
+        return Value(stored.facts, instance.shape, ref=cls)
+
+    def call_value(self, callee: Value, node: ast.Call) -> Value:
+        """Call a callable value (a nested function, a bound method, a table of them)."""
+        ref = callee.ref.targets if isinstance(callee.ref, Table) else callee.ref
+        targets = ref if isinstance(ref, tuple) else (ref,)
+        results = []
+        for target in targets:
+            if isinstance(target, Bound):
+                results.append(self.call_bound(target, node))
+            elif isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                results.append(self.apply_summary(target, node))
+        if not results:
+            return CLEAN
+        return results[0] if len(results) == 1 else join(*results)
 
     def apply_summary(self, func: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.Call) -> Value:
         """The value of calling a same-module function; arguments flow through its summary."""
-        summary = self.summary(func)
-        arg_values: dict[int, tuple[Value, ast.expr]] = {}
+        return self.call_bound(Bound(func), node)
+
+    def call_bound(self, bound: Bound, node: ast.Call, stores_only: bool = False) -> Value:
+        """Apply a summary at a call: PARAM facts of its return value become the arguments'
+        facts (``SELF`` the receiver's), arguments reaching a sink inside are recorded here,
+        and what it stores into an argument or the receiver is added to that object.
+
+        With ``stores_only`` the value returned is what was stored into the receiver (for a
+        constructor call)."""
+        target = bound.target
+        if isinstance(target, Summary):
+            summary = target
+        elif isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            summary = self.summary(target)
+        else:
+            return CLEAN
+        positional_offset = 0
+        arg_values: dict[int, tuple[Value, ast.expr | None]] = {}
         extra: list[Value] = []
         for index, arg in enumerate(node.args):
             value = self.eval(arg)
             if isinstance(arg, ast.Starred):
                 extra.append(value)
             else:
-                arg_values[index] = (value, arg)
+                arg_values[index + positional_offset] = (value, arg)
         for kw in node.keywords:
             value = self.eval(kw.value)
             if kw.arg is not None and kw.arg in summary.params:
                 arg_values[summary.params.index(kw.arg)] = (value, kw.value)
             else:
                 extra.append(value)
-        facts: set[Fact] = set()
-        for f in summary.ret.facts:
-            if f.kind is Kind.PARAM:
-                if f.param in arg_values:
-                    facts |= arg_values[f.param][0].facts
-            else:
-                facts.add(f)
+        receiver = bound.receiver
+        if receiver is not None:
+            arg_values[SELF] = (receiver, bound.receiver_expr)
+        step = f"returned by {summary.name}" if summary.name else ""
+
+        def substitute(facts: frozenset[Fact], carry: bool) -> frozenset[Fact]:
+            out: set[Fact] = set()
+            for f in facts:
+                if f.kind is Kind.PARAM and f.fix == (summary.key,):
+                    if f.param in arg_values:
+                        out |= arg_values[f.param][0].facts
+                elif carry and step and f.kind is not Kind.PARAM:
+                    out.add(f.passed_on(step))
+                else:
+                    out.add(f)
+            return frozenset(out)
+
         for index, targets in summary.param_sinks.items():
             if index in arg_values:
-                value, arg = arg_values[index]
-                for region, label in targets:
-                    self.record(region, value, arg, f"{func.name}() -> {label}")
+                value, where = arg_values[index]
+                if where is not None:
+                    for region, label in targets:
+                        self.record(region, value, where, f"{summary.name}() -> {label}")
+        stored_self: frozenset[Fact] = frozenset()
+        for index, facts in summary.stores.items():
+            added = substitute(facts, carry=True)
+            if not added:
+                continue
+            if index == SELF and bound.receiver_expr is None:
+                stored_self |= added
+                continue
+            holder = arg_values.get(index, (CLEAN, None))[1]
+            if holder is not None:
+                self.mutate(holder, Value(added))
+        if stores_only:
+            return Value(stored_self)
         ret = summary.ret
-        result = Value(frozenset(facts), ret.shape, ret.const, ret.elem_str, ret.name_key, ret.ref)
+        elts = None
+        if ret.elts is not None:
+            elts = tuple(
+                Value(substitute(e.facts, True), e.shape, e.const, e.elem_str, e.name_key, e.ref)
+                for e in ret.elts
+            )
+        result = Value(
+            substitute(ret.facts, carry=True),
+            ret.shape,
+            ret.const,
+            ret.elem_str,
+            ret.name_key,
+            ret.ref,
+            elts,
+        )
         return self.pin_if_once(result)
 
     # ------------------------------------------------------------------ methods
@@ -228,20 +328,12 @@ class CallsMixin(EngineState):
             if method in ("split", "splitlines"):
                 return Value(receiver.facts, Shape.LIST, elem_str=True)
         target = func.value
-        frame = self.frame
         if (
             method in _MUTATORS
-            and isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id == frame.self_name
-            and frame.cls is not None
+            and isinstance(target, (ast.Attribute, ast.Subscript))
+            and not isinstance(target, ast.Name)
         ):
-            old = frame.cls.attrs.get(target.attr, CLEAN)
-            added = join(*args, *kwargs.values())
-            kept = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
-            frame.cls.attrs[target.attr] = self.with_mutation_facts(
-                Value(old.facts | added.facts, kept, None, old.elem_str, old.name_key, old.ref)
-            )
+            self.mutate(target, join(*args, *kwargs.values()))
             return CLEAN
         if method in _MUTATORS and isinstance(target, ast.Name):
             name = target.id
@@ -264,6 +356,7 @@ class CallsMixin(EngineState):
                 name_key = ""
             new = Value(old.facts | added.facts, shape, None, elem_str, name_key, old.ref)
             self.frame.env[name] = self.with_mutation_facts(new)
+            self.note_store(target, self.with_mutation_facts(added))
             return CLEAN
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)
@@ -279,6 +372,9 @@ class CallsMixin(EngineState):
 
     def attribute_of(self, base: Value, node: ast.Attribute) -> Value:
         attr = node.attr
+        method = self.method_of(base, attr)
+        if method is not None:
+            return Value(shape=Shape.FUNC, ref=Bound(method, base, node.value))
         if base.shape is Shape.TOOL_RESULT and attr == "tools":
             return Value(base.facts, Shape.LIST, name_key="elem")
         if base.shape in (Shape.DATETIME, Shape.DATE) or any(
@@ -307,7 +403,7 @@ class CallsMixin(EngineState):
                 if not new:
                     continue
                 if new != f.granularity:
-                    f = Fact(f.kind, f.line, f.col, f.detail, new, f.pinned)
+                    f = replace(f, granularity=new)
             facts.add(f)
         return Value(frozenset(facts), Shape.STR)
 

@@ -38,9 +38,13 @@ class ModuleContext:
         return Location(self.path, line, col, line, col)
 
     def origin(self, fact: Fact, message: str = "") -> Related:
-        return Related(
-            self.at(fact.line, fact.col), message or f"{fact.detail} is born here", origin=True
-        )
+        """Where ``fact`` was born (in this file or another), with the functions that passed
+        it on: "datetime.now() is born here, returned by Clock.now_text"."""
+        where = Location(fact.path or self.path, fact.line, fact.col, fact.line, fact.col)
+        text = message or f"{fact.detail} is born here"
+        if fact.via:
+            text += ", " + ", ".join(fact.via)
+        return Related(where, text, origin=True)
 
     def diagnostic(
         self,
@@ -75,7 +79,9 @@ class ModuleContext:
                     if fact in facts:  # the piece of the text that carries it
                         where = replace(entry, node=node)
                         break
-                key = (fact.kind, fact.line, fact.col, fact.detail)
+                # a fact returned by a helper is reported in each function it reaches
+                where_from = id(entry.function) if fact.via or fact.path else 0
+                key = (fact.kind, fact.path, fact.line, fact.col, fact.detail, where_from)
                 old = best.get(key)
                 if old is None or _pos(where.node) < _pos(old[0].node):
                     best[key] = (where, fact)
@@ -87,7 +93,7 @@ class ModuleContext:
 
 def born_in(fact: Fact, function: ast.AST | None) -> bool:
     """True when ``fact`` was born inside ``function``'s lines (the code of one request)."""
-    if function is None:
+    if function is None or fact.path:
         return False
     start = getattr(function, "lineno", 0)
     end = getattr(function, "end_lineno", None) or start

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
-from .frames import EngineState, merge
+from .frames import Bound, EngineState, Table, merge
 
 
 class ExprsMixin(EngineState):
@@ -73,7 +73,18 @@ class ExprsMixin(EngineState):
             and node.value.id == frame.self_name
             and frame.cls is not None
         ):
-            return frame.cls.attrs.get(node.attr, CLEAN)
+            value = frame.cls.attrs.get(node.attr)
+            if value is None:
+                method = frame.cls.find_method(node.attr)
+                if method is not None:
+                    receiver = self.lookup(node.value.id)
+                    return Value(shape=Shape.FUNC, ref=Bound(method, receiver, node.value))
+                return CLEAN
+            # what the receiver holds (a SELF fact in a summary: the caller's object) too
+            holder = frame.env.get(node.value.id)
+            if holder is not None and holder.facts:
+                return value.with_facts(value.facts | holder.facts)
+            return value
         qual = self.qualify(node)
         if qual is not None:
             return self.attribute_source(node, qual)
@@ -83,11 +94,22 @@ class ExprsMixin(EngineState):
     def expr_Subscript(self, node: ast.Subscript) -> Value:
         base = self.eval(node.value)
         self.eval(node.slice)
-        if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):
-            return Value(base.facts)
+        if isinstance(base.ref, Table):
+            return Value(shape=Shape.FUNC, ref=base.ref.targets)
+        if (
+            base.elts is not None
+            and isinstance(node.slice, ast.Constant)
+            and type(node.slice.value) is int
+            and -len(base.elts) <= node.slice.value < len(base.elts)
+        ):
+            return base.elts[node.slice.value]
         if isinstance(node.slice, ast.Slice):
             return base
-        return Value(base.facts, name_key=base.name_key) if base.facts else CLEAN
+        # one element: the container's order is not the element's
+        facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+        if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):
+            return Value(facts)
+        return Value(facts, name_key=base.name_key) if facts else CLEAN
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:
         parts = []
@@ -173,6 +195,23 @@ class ExprsMixin(EngineState):
             )
         return value
 
+    def expr_Yield(self, node: ast.Yield | ast.YieldFrom) -> Value:
+        """``yield X`` is a return for the caller that iterates the generator; the value
+        sent back in is unknown."""
+        if node.value is None:
+            return CLEAN
+        value = self.eval(node.value)
+        summary = self.frame.summary
+        if summary is not None:
+            if isinstance(node, ast.YieldFrom):
+                value = self.element_of(value)
+            summary.returns.append((node.value, value))
+            if summary.builder and self.frame.func is not None:
+                self.record("system", value, node.value, f"{self.frame.func.name}() yield")
+        return CLEAN
+
+    expr_YieldFrom = expr_Yield
+
     def expr_Await(self, node: ast.Await) -> Value:
         return self.eval(node.value)
 
@@ -199,12 +238,18 @@ class ExprsMixin(EngineState):
         ):
             name_key = "item"
         literal = all(v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal" for v in values)
+        callables = [v.ref for v in values if v.shape is Shape.FUNC]
+        ref: object = "literal" if literal else None
+        if callables:
+            ref = Table(tuple(callables))
+        starred = any(isinstance(e, ast.Starred) for e in node.elts)
         return Value(
             facts,
             Shape.LIST,
             elem_str=elem_str,
             name_key=name_key,
-            ref="literal" if literal else None,
+            ref=ref,
+            elts=tuple(values) if isinstance(node, ast.Tuple) and not starred else None,
         )
 
     expr_Tuple = expr_List
@@ -223,6 +268,7 @@ class ExprsMixin(EngineState):
         literal = True
         role = None
         content: ast.expr | None = None
+        callables: list[object] = []
         for key, item in zip(node.keys, node.values, strict=True):
             if key is None:
                 literal = False
@@ -238,10 +284,14 @@ class ExprsMixin(EngineState):
                 v = self.eval(item)
                 if not (v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal"):
                     literal = False
+                if v.shape is Shape.FUNC:
+                    callables.extend(v.ref if isinstance(v.ref, tuple) else (v.ref,))
             if v.facts:
                 facts |= v.facts
         if role in ("system", "developer") and content is not None:
             self.record_message_content(content, f'{{"role": "{role}"}} message')
+        if callables:
+            return Value(facts, Shape.DICT, ref=Table(tuple(callables)))
         # constant keys and scalar values: the key order and the repr are fixed by the source
         return Value(facts, Shape.DICT, ref="literal" if literal else None)
 
@@ -296,7 +346,10 @@ class ExprsMixin(EngineState):
             unordered = self.iteration_fact(iterable, gen.iter)
             if unordered is not None:
                 facts.add(unordered)
-            facts.update(f for f in iterable.facts if f.kind is Kind.TOOLS_UNSTABLE)
+            # a list that already holds an unstable order keeps it through the iteration
+            facts.update(
+                f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)
+            )
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
             for cond in gen.ifs:

@@ -26,6 +26,9 @@ class Kind(enum.Enum):
     LOOP = "loop"  # a loop variable inside a function (per-iteration value)
 
 
+#: ``Fact.param`` of the receiver (``self``) of a method, in summaries
+SELF = -1
+
 #: Kinds whose facts stop mattering when the value is computed once (at import or per session).
 PINNABLE = frozenset({Kind.TIME, Kind.UNIQUE, Kind.VARIES, Kind.LOOP})
 
@@ -37,9 +40,12 @@ class Fact:
     ``line``/``col`` locate the birth (1-based line, 0-based column). ``detail`` is the source
     as written (``datetime.now()``). ``granularity`` is "subday" or "day" for TIME facts.
     ``pinned`` is true when the value was computed once (module level, ``__init__``, cached).
-    ``param`` is the parameter index for PARAM facts. ``fix`` carries what an autofix needs
-    (a tuple of ints and strings, see the rule modules), ``site`` a second location
-    (line, col), e.g. where a set was created when the fact marks the loop that iterates it.
+    ``param`` is the parameter index for PARAM facts (``SELF`` for the receiver of a method).
+    ``fix`` carries what an autofix needs (a tuple of ints and strings, see the rule modules),
+    ``site`` a second location (line, col), e.g. where a set was created when the fact marks the
+    loop that iterates it. ``path`` is the file it was born in when that is not the file being
+    linted ("" for the same file); ``via`` the functions that passed it on, innermost first
+    (``("returned by Clock.now_text",)``), for the finding's message.
     """
 
     kind: Kind
@@ -51,6 +57,15 @@ class Fact:
     param: int = -1
     fix: tuple[int | str | bool, ...] = ()
     site: tuple[int, int] = (0, 0)
+    path: str = ""
+    via: tuple[str, ...] = ()
+
+    def passed_on(self, step: str) -> Fact:
+        """The same fact, carried one step further (``step``: "returned by f"); at most 4
+        steps are kept, so recursive chains stay bounded."""
+        if len(self.via) >= 4 or step in self.via:
+            return self
+        return replace(self, via=(*self.via, step))
 
     @property
     def volatile(self) -> bool:
@@ -83,7 +98,9 @@ class Value:
 
     ``const``: the string value when statically known. ``elem_str``: the elements of this
     collection are strings or paths (so ``sorted()`` is safe). ``name_key``: how to read a tool's
-    name from an element ("attr" for ``tool.name``, "item" for ``tool["name"]``).
+    name from an element ("attr" for ``tool.name``, "item" for ``tool["name"]``). ``ref``: what
+    the value is when the shape says (a class, a callable, where a set was made). ``elts``: the
+    values of a tuple's elements, when known, so that facts do not spread across them.
     """
 
     facts: frozenset[Fact] = frozenset()
@@ -92,6 +109,7 @@ class Value:
     elem_str: bool = False
     name_key: str = ""
     ref: object = None
+    elts: tuple[Value, ...] | None = None
 
     def with_facts(self, facts: frozenset[Fact]) -> Value:
         return replace(self, facts=facts)
@@ -120,8 +138,12 @@ class Value:
 
     @property
     def dynamic(self) -> bool:
-        """Varies per call: depends on a parameter, a loop variable or a volatile source."""
-        return any(f.volatile or f.kind in (Kind.PARAM, Kind.LOOP) for f in self.facts)
+        """Varies per call: depends on a parameter, a loop variable or a volatile source (the
+        receiver ``self`` alone does not count)."""
+        return any(
+            f.volatile or f.kind is Kind.LOOP or (f.kind is Kind.PARAM and f.param != SELF)
+            for f in self.facts
+        )
 
 
 CLEAN = Value()

@@ -24,11 +24,16 @@ INIT_METHODS = frozenset(
 
 @dataclass
 class Summary:
-    """What a same-module function does with its inputs, computed once.
+    """What a function does with its inputs, computed once per analysis.
 
-    ``ret``: the joined value of its return statements (PARAM facts stand for arguments);
-    ``returns``: each return expression and its value; ``param_sinks``: parameter index ->
-    (region, label) of the prefix regions that parameter reaches inside the function.
+    ``ret``: the joined value of its return statements and ``yield`` expressions (PARAM facts
+    stand for arguments, ``facts.SELF`` for the receiver); ``returns``: each returned or yielded
+    expression and its value (empty for a summary read from another module); ``param_sinks``:
+    parameter index -> (region, label) of the prefix regions that parameter reaches inside the
+    function; ``stores``: target parameter index (``SELF`` = the receiver) -> the facts the
+    function stores into that object (``self.x = ...``, ``lst.append(...)``, ``d[k] = ...``),
+    PARAM facts again standing for arguments. ``name`` is how a finding names the function
+    (``Clock.now_text``); ``key`` identifies its PARAM facts (``Fact.fix == (key,)``).
     """
 
     params: list[str]
@@ -36,9 +41,43 @@ class Summary:
     returns: list[tuple[ast.expr, Value]] = field(default_factory=list)
     param_sinks: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     builder: bool = False
+    stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
+    name: str = ""
+    key: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
+class ExternalClass:
+    """A class defined in another module of the program, known through its exported summary.
+
+    ``qualname``: ``app.tools.Registry``; ``methods``: method name -> summary (``__init__``
+    included); ``default_repr``: its instances print their memory address.
+    """
+
+    qualname: str
+    methods: dict[str, Summary] = field(hash=False, compare=False)
+    default_repr: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """What a dict or list literal of callables holds (``{"now": self.now_text}``), so that
+    ``table[key]()`` calls them."""
+
+    targets: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A callable value: a function or method (``target``: an AST node or an external
+    summary) and, for a bound method, the receiver's value and expression."""
+
+    target: object
+    receiver: Value | None = field(default=None, compare=False)
+    receiver_expr: ast.expr | None = field(default=None, compare=False)
+
+
+@dataclass(eq=False)
 class ClassInfo:
     """A class defined in the module: its methods and what its instance attributes hold."""
 
@@ -47,6 +86,22 @@ class ClassInfo:
     attrs: dict[str, Value] = field(default_factory=dict)
     attr_defs: dict[str, ast.expr] = field(default_factory=dict)
     default_repr: bool = False
+    bases: list[ClassInfo] = field(default_factory=list)
+
+    def find_method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The method ``name`` of this class or of a same-module base class (MRO depth-first)."""
+        seen: set[int] = set()
+        todo = [self]
+        while todo:
+            info = todo.pop(0)
+            if id(info) in seen:
+                continue
+            seen.add(id(info))
+            method = info.methods.get(name)
+            if method is not None:
+                return method
+            todo.extend(info.bases)
+        return None
 
 
 @dataclass
@@ -63,6 +118,9 @@ class Frame:
     mutation_facts: list[frozenset[Fact]] = field(default_factory=list)
     summary: Summary | None = None
     params: dict[str, int] = field(default_factory=dict)
+    #: name -> constant key -> the subscript assignment that set it (``kwargs["k"] = v``),
+    #: for dicts later splatted into a sink with ``**``
+    dict_keys: dict[str, dict[str, ast.Subscript]] = field(default_factory=dict)
 
     @property
     def once(self) -> bool:
@@ -114,6 +172,12 @@ class EngineState:
         def qualify(self, node: ast.expr) -> str | None: ...
         def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None: ...
         def with_mutation_facts(self, value: Value) -> Value: ...
+        def mutate(self, holder: ast.expr, added: Value) -> None: ...
+        def note_store(self, holder: ast.Name, added: Value) -> None: ...
+        def external(self, qual: str, carries: bool = False) -> object: ...
+
+        externals: object
+
         def eval_call(self, node: ast.Call) -> Value: ...
         def qualified_call(
             self, qual: str, node: ast.Call, args: list[Value], kwargs: dict[str | None, Value]

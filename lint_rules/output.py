@@ -40,7 +40,8 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
         suffix = ""
         if origins:
             first = origins[0].location
-            suffix = f" [origin: {first.path}:{first.line}]"
+            chain = origins[0].message.partition(" is born here")[2]
+            suffix = f" [origin: {first.path}:{first.line}{chain}]"
         fixable = " [*]" if d.fix is not None and show_fixes else ""
         out.append(
             f"{d.location.path}:{d.location.line}:{_col(result, d.location)}: "

@@ -85,20 +85,16 @@ class RegionsMixin(EngineState):
                 self.eval(arg)
                 if isinstance(arg, ast.Starred):
                     sink.complete = False
-        for kw in node.keywords:
-            if kw.arg is None:
-                self.eval(kw.value)
-                sink.complete = False
-                continue
-            kind = spec.regions.get(kw.arg)
+        for name, value_node in self._keywords(node, sink):
+            kind = spec.regions.get(name)
             if kind is not None:
-                self.walk_region(kind, kw.value, sink, f"{spec.label}({kw.arg}=)")
-            elif kw.arg in spec.params:
-                sink.params[kw.arg] = (kw.value, self.eval(kw.value))
+                self.walk_region(kind, value_node, sink, f"{spec.label}({name}=)")
+            elif name in spec.params:
+                sink.params[name] = (value_node, self.eval(value_node))
             else:
-                self.eval(kw.value)
-            if kw.arg == spec.messages_kw:
-                sink.messages = kw.value
+                self.eval(value_node)
+            if name == spec.messages_kw:
+                sink.messages = value_node
         extra_body = sink.params.get("extra_body")
         if extra_body is not None:
             key = dict_get(self.deref(extra_body[0])[0], "prompt_cache_key")
@@ -109,6 +105,43 @@ class RegionsMixin(EngineState):
             self._drop_uncached(sink, first_entry)
         self.add_sink(sink)
         return CLEAN
+
+    def _keywords(self, node: ast.Call, sink: SinkCall) -> Iterator[tuple[str, ast.expr]]:
+        """The call's keyword arguments, with ``**kwargs`` splats of a dict built in the same
+        scope mapped onto keywords: its literal's constant keys, then ``kwargs["k"] = v``
+        assignments after it. Any other splat makes the request incomplete."""
+        for kw in node.keywords:
+            if kw.arg is not None:
+                yield kw.arg, kw.value
+                continue
+            literal, frame = self.deref(kw.value)
+            later = (
+                self.frame.dict_keys.get(kw.value.id, {}) if isinstance(kw.value, ast.Name) else {}
+            )
+            if not isinstance(literal, ast.Dict) or frame is not self.frame:
+                self.eval(kw.value)
+                sink.complete = False
+                continue
+            for key, item in zip(literal.keys, literal.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    if key.value not in later:
+                        yield key.value, item
+                else:
+                    if item is not None:
+                        self.eval(item)
+                    sink.complete = False
+            for key_name, assignment in later.items():
+                value = self._assigned_value(assignment)
+                if value is not None:
+                    yield key_name, value
+
+    def _assigned_value(self, target: ast.Subscript) -> ast.expr | None:
+        """The right-hand side of the assignment whose target is ``target``."""
+        func = self.frame.func
+        for stmt in ast.walk(func) if func is not None else ():
+            if isinstance(stmt, ast.Assign) and target in stmt.targets:
+                return stmt.value
+        return None
 
     def _drop_uncached(self, sink: SinkCall, first_entry: int) -> None:
         """With explicit breakpoints, blocks after the last one are not cached: what enters

@@ -11,15 +11,18 @@ import ast
 import itertools
 import os
 import warnings
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from importlib.util import decode_source
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
 from ._base import Diagnostic
+from .analysis.cache import diagnostic_to_json, digest
+from .analysis.exports import load_externals
+from .analysis.program import Task, lint_program
 from .config import LintConfig
 from .context import ModuleContext
 from .files import discover
@@ -28,8 +31,6 @@ from .rules.pc000_unparsable_file import from_error
 from .suppress import parse_suppressions
 from .taint import Analyzer
 
-#: below this many files, lint in this process
-SERIAL_LIMIT = 48
 #: what parsing or compiling a module may raise for bad input (never a linter bug)
 _PARSE_ERRORS = (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError)
 #: A module containing none of these byte strings has no sink, no system-prompt builder and no
@@ -126,19 +127,40 @@ def _relative_to_root(path: str, root: Path) -> str:
 def lint_source(
     source: str | bytes, path: str = "<string>", config: LintConfig | None = None
 ) -> FileResult:
-    """Lint one module's source. Never raises for bad input: unparsable code gives PC000.
+    """Lint one module's source on its own. Never raises for bad input: unparsable code gives
+    PC000.
 
     A module without any trigger word (``TRIGGERS``: sink names, ``"system"``, breakpoints, ...)
     cannot produce any other finding: it is only compiled (cheaper than building the tree), so
-    a syntax error in it is still PC000.
+    a syntax error in it is still PC000. ``lint_paths`` lints files as one program instead.
     """
-    config = config or LintConfig()
+    return analyse_source(source, path, config or LintConfig())[0]
+
+
+def analyse_source(
+    source: str | bytes,
+    path: str,
+    config: LintConfig,
+    module: str = "",
+    is_package: bool = False,
+    externals: dict[str, Any] | None = None,
+    requests: Collection[str] = (),
+    force: bool = False,
+) -> tuple[FileResult, dict[str, Any], dict[str, bool], bool]:
+    """Lint one module as part of a program; returns (result, exports, wanted, triggered).
+
+    ``module``/``is_package``: its dotted name (for relative imports); ``externals``: what
+    other modules export, as the program driver's blobs; ``requests``: symbols to export
+    whether or not a rule needed them; ``force``: analyse even without a trigger word.
+    ``exports`` and ``wanted`` are described in ``analysis.program``.
+    """
     raw = source.encode("utf-8") if isinstance(source, str) else source
     triggered = _triggered(raw, config)
-    if not triggered and b"promptcache:" not in raw:
+    run_engine = triggered or force or bool(requests)
+    if not run_engine and b"promptcache:" not in raw:
         # no rule can fire, but a file that does not parse is still PC000: compiling to
         # bytecode checks the syntax about 1.6x faster than building the Python-level tree
-        return _syntax_only(raw, path, config)
+        return _syntax_only(raw, path, config), {}, {}, False
     codes = _codes_for(path, config)
     try:
         with warnings.catch_warnings():
@@ -147,13 +169,29 @@ def lint_source(
             tree = ast.parse(source if isinstance(source, str) else raw, filename=path)
         text = source if isinstance(source, str) else decode_source(raw)
     except _PARSE_ERRORS as exc:
-        return FileResult(path, (from_error(path, exc),) if "PC000" in codes else ())
+        return (
+            FileResult(path, (from_error(path, exc),) if "PC000" in codes else ()),
+            {},
+            {},
+            triggered,
+        )
     diagnostics: list[Diagnostic] = []
-    if triggered:
+    exports: dict[str, Any] = {}
+    wanted: dict[str, bool] = {}
+    if run_engine:
         try:
-            entries, sinks = Analyzer(
-                tree, config.sinks, _segments(raw), lambda text: _triggered(text, config)
-            ).run()
+            analyzer = Analyzer(
+                tree,
+                config.sinks,
+                _segments(raw),
+                lambda text: _triggered(text, config),
+                module,
+                is_package,
+                load_externals(externals) if externals else None,
+            )
+            entries, sinks = analyzer.run()
+            exports = analyzer.export(requests, path)
+            wanted = analyzer.wanted
             ctx = ModuleContext(path, text, tree, config, entries, sinks)
             for code in sorted(codes):
                 check = CHECKS.get(code)
@@ -170,14 +208,59 @@ def lint_source(
     if kept:
         all_lines = text.splitlines()
         for d in kept:
-            wanted = [d.location.line, d.location.end_line]
-            wanted += [r.location.line for r in d.related]
+            wanted_lines = [d.location.line, d.location.end_line]
+            wanted_lines += [r.location.line for r in d.related if r.location.path == path]
             if d.fix is not None:
-                wanted += [n for e in d.fix.edits for n in (e.line, e.end_line)]
-            for number in wanted:
+                wanted_lines += [n for e in d.fix.edits for n in (e.line, e.end_line)]
+            for number in wanted_lines:
                 if 0 < number <= len(all_lines):
                     lines[number] = all_lines[number - 1]
-    return FileResult(path, tuple(kept), errors, lines)
+    return FileResult(path, tuple(kept), errors, lines), exports, wanted, triggered
+
+
+def analyse_file(task: Task, config: LintConfig, raw: bytes | None = None) -> dict[str, Any]:
+    """Run one of the program driver's tasks; the output is plain JSON data (cacheable)."""
+    content = ""
+    if raw is None:
+        try:
+            raw = Path(task.path).read_bytes()
+        except OSError as exc:
+            result = FileResult(task.path, (from_error(task.path, exc),))
+            return _output(result, {}, {}, False, task.force, "unreadable")
+    content = digest(raw)
+    result, exports, wanted, triggered = analyse_source(
+        raw,
+        task.path,
+        config,
+        task.module,
+        task.is_package,
+        task.externals,
+        task.requests,
+        task.force,
+    )
+    return _output(result, exports, wanted, triggered, task.force, content)
+
+
+def _output(
+    result: FileResult,
+    exports: dict[str, Any],
+    wanted: dict[str, bool],
+    triggered: bool,
+    forced: bool,
+    content: str,
+) -> dict[str, Any]:
+    return {
+        "result": {
+            "diagnostics": [diagnostic_to_json(d) for d in result.diagnostics],
+            "errors": list(result.errors),
+            "lines": {str(k): v for k, v in result.lines.items()},
+        },
+        "exports": exports,
+        "wanted": wanted,
+        "triggered": triggered,
+        "forced": forced,
+        "content": content,
+    }
 
 
 def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
@@ -232,13 +315,15 @@ def lint_paths(
     config: LintConfig,
     jobs: int | None = None,
     force_exclude: bool = False,
+    cache_dir: Path | None = None,
 ) -> list[FileResult]:
-    """Discover and lint files; results in path order. ``jobs``: worker processes (default:
-    the CPU count; 1 = serial). ``force_exclude``: apply ``exclude`` to files named directly."""
+    """Discover files and lint them as one program; results in path order.
+
+    ``jobs``: worker processes (default: the CPU count; 1 = serial). ``force_exclude``: apply
+    ``exclude`` to files named directly. ``cache_dir``: where cached results live (None: no
+    cache). Values are followed across the files' functions, methods and modules (see
+    ``analysis.program``).
+    """
     files = [_display(p) for p in discover(list(paths), config, force_exclude)]
-    workers = jobs or os.cpu_count() or 1
-    if workers <= 1 or len(files) < SERIAL_LIMIT:
-        return [lint_file(f, config) for f in files]
-    chunk = max(1, min(64, len(files) // (workers * 8)))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lint_file, files, [config] * len(files), chunksize=chunk))
+    results, _ = lint_program(files, config, jobs, cache_dir)
+    return results

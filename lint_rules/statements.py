@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 
-from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
+from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, concat, join
 from .frames import EngineState, Frame, merge
-from .sinks import is_system_prompt_name
+
+#: fact kinds a summary's ``stores`` keep (loop-variable bookkeeping is local to a body)
+STORED_KINDS = frozenset(Kind) - {Kind.LOOP}
 
 
 class StatementsMixin(EngineState):
@@ -64,18 +66,23 @@ class StatementsMixin(EngineState):
         frame = self.frame
         if isinstance(target, ast.Name):
             frame.env[target.id] = value
+            frame.dict_keys.pop(target.id, None)
             if expr is not None:
                 frame.defs[target.id] = expr
             else:
                 frame.defs.pop(target.id, None)
-            if is_system_prompt_name(target.id) and expr is not None:
-                self.record("system", value, expr, f"{target.id} =")
         elif isinstance(target, (ast.Tuple, ast.List)):
-            element = Value(value.facts) if value.facts else CLEAN
             if isinstance(expr, (ast.Tuple, ast.List)) and len(expr.elts) == len(target.elts):
                 for sub_target, sub_expr in zip(target.elts, expr.elts, strict=True):
                     self.assign(sub_target, self.eval(sub_expr), sub_expr)
                 return
+            starred = any(isinstance(sub, ast.Starred) for sub in target.elts)
+            if value.elts is not None and len(value.elts) == len(target.elts) and not starred:
+                # a tuple whose elements are known: each target gets its own element
+                for sub, element in zip(target.elts, value.elts, strict=True):
+                    self.assign(sub, element, None)
+                return
+            element = Value(value.facts) if value.facts else CLEAN
             for sub in target.elts:
                 self.assign(sub.value if isinstance(sub, ast.Starred) else sub, element, None)
         elif isinstance(target, ast.Attribute):
@@ -85,28 +92,71 @@ class StatementsMixin(EngineState):
                 and frame.cls is not None
             ):
                 old = frame.cls.attrs.get(target.attr)
-                frame.cls.attrs[target.attr] = value if old is None else merge(old, value)
+                kept = value.without(Kind.PARAM) if value.facts else value
+                frame.cls.attrs[target.attr] = kept if old is None else merge(old, kept)
                 if expr is not None and target.attr not in frame.cls.attr_defs:
                     frame.cls.attr_defs[target.attr] = expr
-            if is_system_prompt_name(target.attr) and expr is not None:
-                self.record("system", value, expr, f"{target.attr} =")
+                self.note_store(target.value, value)
+            elif isinstance(target.value, ast.Name):
+                self.mutate(target.value, value)
         elif isinstance(target, ast.Subscript):
             # d["k"] = v / lst[i] = v: the container now holds v
             base = target.value
-            if isinstance(base, ast.Name) and value.facts:
-                old = self.lookup(base.id)
-                frame.env[base.id] = self.with_mutation_facts(
-                    Value(
-                        old.facts | value.facts,
-                        old.shape,
-                        old.const,
-                        old.elem_str,
-                        old.name_key,
-                        old.ref,
-                    )
-                )
+            if isinstance(base, ast.Name) and isinstance(target.slice, ast.Constant):
+                key = target.slice.value
+                if isinstance(key, str) and (base.id in frame.defs or base.id in frame.dict_keys):
+                    frame.dict_keys.setdefault(base.id, {})[key] = target
+            if value.facts:
+                self.mutate(base, value)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, None)
+
+    def mutate(self, holder: ast.expr, added: Value) -> None:
+        """``holder`` (a name, ``self``, ``self.x`` or ``self.x[k]``) now also holds ``added``:
+        its value gains the facts (and the loop and condition facts around this statement),
+        and the function's summary notes a store into a parameter or the receiver."""
+        if not added.facts and not self.frame.mutation_facts:
+            return
+        frame = self.frame
+        added = self.with_mutation_facts(added)
+        while isinstance(holder, ast.Subscript):
+            holder = holder.value
+        if isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name):
+            if holder.value.id == frame.self_name and frame.cls is not None:
+                old = frame.cls.attrs.get(holder.attr, CLEAN)
+                kept = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
+                frame.cls.attrs[holder.attr] = Value(
+                    old.facts | added.without(Kind.PARAM).facts,
+                    kept,
+                    None,
+                    old.elem_str,
+                    old.name_key,
+                    old.ref,
+                )
+                self.note_store(holder.value, added)
+            return
+        if isinstance(holder, ast.Name):
+            old = self.lookup(holder.id)
+            frame.env[holder.id] = Value(
+                old.facts | added.facts, old.shape, None, old.elem_str, old.name_key, old.ref
+            )
+            self.note_store(holder, added)
+
+    def note_store(self, holder: ast.Name, added: Value) -> None:
+        """Record in the summary that ``added`` is stored into a parameter or the receiver."""
+        frame = self.frame
+        summary = frame.summary
+        if summary is None or not added.facts:
+            return
+        if holder.id == frame.self_name:
+            index = SELF
+        elif holder.id in frame.params:
+            index = frame.params[holder.id]
+        else:
+            return
+        facts = frozenset(f for f in added.facts if f.kind in STORED_KINDS)
+        if facts:
+            summary.stores[index] = summary.stores.get(index, frozenset()) | facts
 
     def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if self.frame is self.module_frame:
@@ -136,8 +186,6 @@ class StatementsMixin(EngineState):
                         if isinstance(target, ast.Name):
                             info.attrs[target.id] = value
                             info.attr_defs[target.id] = value_node
-                            if is_system_prompt_name(target.id):
-                                self.record("system", value, value_node, f"{target.id} =")
         finally:
             self.frame = saved
 
@@ -175,7 +223,7 @@ class StatementsMixin(EngineState):
                 element.name_key,
             )
         self.assign(stmt.target, element, None)
-        order = {f for f in iterable.facts if f.kind is Kind.TOOLS_UNSTABLE}
+        order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
         if unordered is not None:
             order.add(unordered)
         self._loop(stmt, stmt.body, frozenset(order))

@@ -20,27 +20,64 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+from typing import Any
 
+from .analysis.exports import exportable_value, summary_to_json, value_to_json
 from .calls import CallsMixin
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
-from .facts import CLEAN, Fact, Kind, Shape, Value, join
-from .frames import INIT_METHODS, ClassInfo, Frame, Summary
+from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
+from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary
 from .library import LibraryMixin
 from .regions import RegionsMixin
-from .sinks import SinkSpec, is_system_prompt_name
+from .sinks import SinkSpec
 from .statements import StatementsMixin
 
 BUILTIN_NAMES = frozenset(dir(builtins))
+#: what another module of the program exports under a qualified name: a function's summary,
+#: a class, or a module-level value
+External = Summary | ExternalClass | Value
 CACHE_DECORATORS = frozenset({"cache", "lru_cache", "cached_property", "cached"})
-_BUILDER_DOC = re.compile(
-    r"\b(build|return|render|construct|create|assemble|generate|make|compose)s?\b[^.]{0,80}"
-    r"\bsystem[ -](prompt|message|instructions?)\b",
-    re.IGNORECASE,
-)
 
+
+#: words of identifiers that name per-request or per-turn state (a condition on them can change
+#: between the requests of one session)
+_PER_REQUEST_WORDS = frozenset(
+    {
+        "question",
+        "query",
+        "prompt",
+        "message",
+        "messages",
+        "msg",
+        "msgs",
+        "history",
+        "input",
+        "inputs",
+        "text",
+        "content",
+        "turn",
+        "turns",
+        "step",
+        "steps",
+        "attempt",
+        "attempts",
+        "retry",
+        "retries",
+        "iteration",
+        "round",
+        "request",
+        "req",
+        "conversation",
+        "utterance",
+        "tokens",
+        "usage",
+        "reply",
+        "response",
+    }
+)
 
 _ANNOTATION_SHAPES = {
     "str": Shape.STR,
@@ -91,8 +128,17 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         extra_sinks: tuple[SinkSpec, ...] = (),
         segment: Callable[[ast.AST], bytes] | None = None,
         triggered: Callable[[bytes], bool] | None = None,
+        module: str = "",
+        is_package: bool = False,
+        externals: Mapping[str, External] | None = None,
     ) -> None:
         self.tree = tree
+        self.module = module
+        self.is_package = is_package
+        self.externals: Mapping[str, External] = externals or {}
+        #: qualified names this module uses that may be defined elsewhere in the program ->
+        #: whether a value with facts was passed to them (what the program driver resolves)
+        self.wanted: dict[str, bool] = {}
         self.extra_sinks = extra_sinks
         self.segment = segment
         self.triggered = triggered
@@ -123,6 +169,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         self._collect(self.tree.body)
         self._close_relevance()
         self.exec_block(self.tree.body)
+        self._prepass_classes()
         for info in self.classes.values():
             methods = list(info.methods.values())
             if any(self.relevant(m) for m in methods):
@@ -137,6 +184,72 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if self.relevant(method):
                     self.summary(method)
         return self.entries, self.sinks
+
+    def _prepass_classes(self) -> None:
+        """What instance attributes hold is known only once every method that stores into
+        them has run (``connect()`` fills ``self.tools``, ``all_tools()`` returns it). So the
+        methods of classes with a relevant method run once first, recording nothing; their
+        summaries are then dropped and recomputed with the attributes complete."""
+        classes = [
+            info
+            for info in self.classes.values()
+            if any(self.relevant(m) for m in info.methods.values())
+        ]
+        if not classes:
+            return
+        before = set(self.summaries)
+        self.recording = False
+        try:
+            for info in classes:
+                methods = sorted(info.methods.values(), key=lambda m: m.name not in INIT_METHODS)
+                for method in methods:
+                    self.summary(method)
+        finally:
+            self.recording = True
+        for key in set(self.summaries) - before:
+            del self.summaries[key]
+
+    def export(self, requests: Collection[str], path: str) -> dict[str, Any]:
+        """This module's exports for the program driver (see ``analysis.exports``): the
+        symbols in ``requests``, every function or method whose arguments reach a sink, and the
+        names its imports bind."""
+        functions: dict[str, Any] = {}
+        classes: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        missing: list[str] = []
+        wanted_classes = set()
+        for name, func in self.functions.items():
+            summary = self.summaries.get(func)
+            if name in requests or (summary is not None and summary.param_sinks):
+                functions[name] = summary_to_json(self.summary(func), path)
+        for name, info in self.classes.items():
+            if name in requests or any(
+                (s := self.summaries.get(m)) is not None and s.param_sinks
+                for m in info.methods.values()
+            ):
+                wanted_classes.add(name)
+        for name in sorted(wanted_classes):
+            info = self.classes[name]
+            methods = sorted(info.methods.items(), key=lambda kv: kv[0] not in INIT_METHODS)
+            classes[name] = {
+                "methods": {m: summary_to_json(self.summary(f), path) for m, f in methods},
+                "default_repr": info.default_repr,
+            }
+        for name in requests:
+            if name in functions or name in classes:
+                continue
+            value = self.module_frame.env.get(name)
+            if value is not None and exportable_value(value):
+                values[name] = value_to_json(value.pinned(), path, lambda key: False)
+            elif name not in self.imports:
+                missing.append(name)
+        out: dict[str, Any] = {"aliases": dict(self.imports)}
+        for key, table in (("functions", functions), ("classes", classes), ("values", values)):
+            if table:
+                out[key] = table
+        if missing:
+            out["missing"] = sorted(missing)
+        return out
 
     def _close_relevance(self) -> None:
         """Functions that call a relevant function are relevant too (a volatile argument can
@@ -169,10 +282,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                         root = alias.name.split(".")[0]
                         self.imports[root] = root
             elif isinstance(stmt, ast.ImportFrom):
-                if stmt.level or not stmt.module:
+                base = self.absolute_module(stmt.module, stmt.level)
+                if base is None:
                     continue
                 for alias in stmt.names:
-                    self.imports[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+                    if alias.name != "*":
+                        self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
@@ -182,6 +297,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
                 }
                 info = ClassInfo(stmt, methods)
+                for base_node in stmt.bases:
+                    local = (
+                        self.classes.get(base_node.id) if isinstance(base_node, ast.Name) else None
+                    )
+                    if local is not None:
+                        info.bases.append(local)
                 info.default_repr = (
                     not stmt.decorator_list
                     and not stmt.keywords
@@ -199,6 +320,31 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 for handler in stmt.handlers:
                     self._collect(handler.body)
                 self._collect(stmt.orelse)
+
+    def absolute_module(self, module: str | None, level: int) -> str | None:
+        """The absolute name of ``from <level dots><module> import ...`` in this module, or
+        None when it climbs above the top-level package (or this module's name is unknown)."""
+        if not level:
+            return module
+        if not self.module:
+            return None
+        parts = self.module.split(".")
+        if not self.is_package:
+            parts = parts[:-1]
+        if level - 1 > len(parts) or (level - 1 == len(parts) and not module):
+            return None
+        parts = parts[: len(parts) - (level - 1)]
+        if module:
+            parts.append(module)
+        return ".".join(parts) if parts else None
+
+    def external(self, qual: str, carries: bool = False) -> External | None:
+        """What another module exports under ``qual`` (None if unknown yet); notes the use,
+        so the program driver can supply it on the next pass."""
+        if qual.startswith("builtins."):
+            return None
+        self.wanted[qual] = self.wanted.get(qual, False) or carries
+        return self.externals.get(qual)
 
     # ------------------------------------------------------------------ facts and events
 
@@ -244,35 +390,42 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             self.sinks.append(sink)
 
     def runtime_test(self, test: ast.expr, own: frozenset[str] = frozenset()) -> bool:
-        """True when a condition can differ between requests (not in code that runs once).
+        """True when a condition can change between requests of one session.
 
-        ``own``: names bound by the enclosing comprehension, which do not count.
+        Evidence is required: the condition's value carries a volatile fact (time,
+        randomness, a value chosen per request), or it reads per-turn state, a name or
+        attribute such as ``question``, ``len(messages)``, ``turn``, ``attempt``.
+        Configuration flags, environment, constructor arguments and ``x if x else None``
+        sentinels are not evidence. ``own``: names bound by the enclosing comprehension, which
+        do not count. Code that runs once never varies.
         """
         if self.frame.pinned:
             return False
-        frame = self.frame
         for node in ast.walk(test):
+            name = None
             if isinstance(node, ast.Name) and node.id not in own:
-                if node.id in frame.env or node.id in frame.params:
-                    return True
-            elif isinstance(node, ast.Call):
-                root = node.func
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if not (isinstance(root, ast.Name) and root.id in own):
-                    return True
-            elif (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == frame.self_name
-            ):
+                name = node.id
+            elif isinstance(node, ast.Attribute):
+                name = node.attr
+            if name is not None and _PER_REQUEST_WORDS & set(name.lower().split("_")):
                 return True
-        return False
+        saved = self.recording
+        self.recording = False
+        try:
+            value = self.eval(test)
+        finally:
+            self.recording = saved
+        return any(f.volatile for f in value.facts)
 
     # ------------------------------------------------------------------ functions
 
     def summary(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> Summary:
-        """The function's summary, computing it on first use (recursion yields a blank one)."""
+        """The function's summary, computing it on first use (recursion yields a blank one).
+
+        Parameters are bound to PARAM facts (``fix == (id(func),)``) and the receiver of a
+        method to a ``SELF`` fact, so the summary says which arguments reach the return value,
+        a sink, or the objects the function stores into.
+        """
         done = self.summaries.get(func)
         if done is not None:
             return done
@@ -285,13 +438,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             self_name = args[0].arg
             args = args[1:]
         names = [a.arg for a in args] + [a.arg for a in func.args.kwonlyargs]
+        label = f"{info.node.name}.{func.name}" if info is not None else func.name
         if func in self.in_progress:
-            return Summary(names)
+            return Summary(names, name=label, key=id(func))
         self.in_progress.add(func)
         parent = self.closures.get(func)
         env = dict(parent.env) if parent is not None else {}
         defs = dict(parent.defs) if parent is not None else {}
-        summary = Summary(names)
+        summary = Summary(names, name=label, key=id(func))
         pinned = (info is not None and func.name in INIT_METHODS) or bool(
             CACHE_DECORATORS & set(decorators)
         )
@@ -302,16 +456,23 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             fact = Fact(
                 Kind.PARAM, func.lineno, func.col_offset, name, param=index, fix=(id(func),)
             )
-            env[name] = Value(frozenset({fact}), _annotated_shape(annotations.get(name)))
+            annotation = annotations.get(name)
+            env[name] = Value(
+                frozenset({fact}),
+                _annotated_shape(annotation),
+                ref=self.annotated_class(annotation),
+            )
+        if self_name is not None:
+            fact = Fact(
+                Kind.PARAM, func.lineno, func.col_offset, self_name, param=SELF, fix=(id(func),)
+            )
+            env[self_name] = Value(frozenset({fact}), ref=info)
         for extra in (func.args.vararg, func.args.kwarg):
             if extra is not None:
                 env[extra.arg] = CLEAN
-        doc = ast.get_docstring(func, clean=False) or ""
-        summary.builder = (
-            is_system_prompt_name(func.name)
-            or bool(_BUILDER_DOC.search(doc.split("\n\n")[0]))
-            or bool({"system_prompt", "instructions"} & set(decorators))
-        )
+        # a decorator that registers the function as the system prompt (pydantic-ai's
+        # @agent.system_prompt / @agent.instructions): what it returns is system text
+        summary.builder = bool({"system_prompt", "instructions"} & set(decorators))
         saved = self.frame
         self.frame = frame
         try:
@@ -320,11 +481,49 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             self.frame = saved
             self.in_progress.discard(func)
         if summary.returns:
-            summary.ret = join(*(v for _, v in summary.returns))
-            if len(summary.returns) == 1:
-                summary.ret = summary.returns[0][1]
+            values = [v for _, v in summary.returns]
+            summary.ret = values[0] if len(values) == 1 else join(*values)
+            sizes = {len(v.elts) if v.elts is not None else -1 for v in values}
+            if len(values) > 1 and len(sizes) == 1 and -1 not in sizes:
+                summary.ret = replace(
+                    summary.ret,
+                    elts=tuple(
+                        join(*(v.elts[i] for v in values if v.elts)) for i in range(sizes.pop())
+                    ),
+                )
         self.summaries[func] = summary
         return summary
+
+    def annotated_class(self, annotation: ast.expr | None) -> object:
+        """The project class a parameter annotation names (``clock: Clock``, ``Clock | None``,
+        ``Optional[Clock]``), as a ``ClassInfo`` or ``ExternalClass``; else None."""
+        if annotation is None:
+            return None
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            return self.annotated_class(annotation.left) or self.annotated_class(annotation.right)
+        if isinstance(annotation, ast.Subscript) and isinstance(
+            annotation.value, (ast.Name, ast.Attribute)
+        ):
+            if self.qualify(annotation.value) in ("typing.Optional", "typing.Union"):
+                inner = annotation.slice
+                items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+                return next((c for c in map(self.annotated_class, items) if c is not None), None)
+            return None
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(annotation, ast.Name) and annotation.id in self.classes:
+            return self.classes[annotation.id]
+        qual = (
+            self.qualify(annotation) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
+        )
+        if qual is not None:
+            found = self.external(qual)
+            if isinstance(found, ExternalClass):
+                return found
+        return None
 
     def mark_builder(self, func: ast.FunctionDef | ast.AsyncFunctionDef, label: str) -> None:
         """A function passed as ``instructions=`` builds the system prompt: record its returns."""
@@ -349,6 +548,15 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         value = self.module_frame.env.get(name)
         if value is not None:
             return value.pinned()
+        if name in self.functions:
+            return Value(shape=Shape.FUNC, ref=self.functions[name])
+        qual = self.imports.get(name)
+        if qual is not None:
+            found = self.external(qual)
+            if isinstance(found, Value):
+                return found.pinned()
+            if isinstance(found, Summary):
+                return Value(shape=Shape.FUNC, ref=Bound(found))
         return CLEAN
 
     def qualify(self, node: ast.expr) -> str | None:

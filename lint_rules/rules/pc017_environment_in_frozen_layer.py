@@ -43,7 +43,10 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(
         lambda f, e: (
             f.kind is Kind.ENV
-            and (e.region == "frozen" or (e.once and e.region in ("system", "tools")))
+            and (
+                e.region == "frozen"
+                or (e.region in ("system", "tools") and (e.once or f.pinned))
+            )
         )
     ):
         yield ctx.diagnostic(

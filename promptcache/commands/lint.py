@@ -62,6 +62,18 @@ def _codes(value: str | None) -> list[str]:
     help="Worker processes (default: one per CPU; small runs stay in one process).",
 )
 @click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Analyse every file afresh; neither read nor write the cache.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="PROMPTCACHE_CACHE_DIR",
+    help="Where cached results live (default: .promptcache_cache beside pyproject.toml; "
+    "env PROMPTCACHE_CACHE_DIR).",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -78,6 +90,8 @@ def lint(
     fix: bool,
     diff: bool,
     jobs: int | None,
+    no_cache: bool,
+    cache_dir: Path | None,
     output: Path | None,
 ) -> None:
     """Lint Python files for code that breaks LLM prompt caching.
@@ -107,7 +121,10 @@ def lint(
     if ignore is not None:
         config = replace(config, ignore=config.ignore | {get_rule(c).code for c in _codes(ignore)})
     targets = list(paths) or [Path(".")]
-    results = lint_paths(targets, config, jobs, force_exclude)
+    from promptcache.lint_rules.analysis.cache import DEFAULT_DIR
+
+    cache = None if no_cache else (cache_dir or config.root / DEFAULT_DIR)
+    results = lint_paths(targets, config, jobs, force_exclude, cache)
     errors = [e for r in results for e in r.errors]
     if errors:
         raise UnknownRuleError("bad suppression comment(s):\n  " + "\n  ".join(errors))
@@ -119,6 +136,8 @@ def lint(
         return
     if fix:
         results, unwritten = _apply_fixes(results, config, write=True, show_diff=False)
+        # what is left, as one program again: a fix in one module can change another's findings
+        results = lint_paths(targets, config, jobs, force_exclude, cache)
     if output_format == "sarif":
         from promptcache.lint_rules.sarif import render_sarif
 
@@ -209,7 +228,7 @@ def _apply_fixes(
                 updated.append(result)
                 continue
             click.echo(f"fixed {count} finding(s) in {result.path}", err=True)
-            updated.append(lint_source(after, result.path, config))
+            updated.append(lint_source(after, result.path, config))  # until the re-run
         else:
             updated.append(result)
     if show_diff and not write and changed:

@@ -21,10 +21,11 @@ EXPECTED = {
     ("openai_chat.py", 21, "PC001"),  # time in the system message
     ("openai_chat.py", 28, "PC013"),  # prompt_cache_key=str(uuid.uuid4())
     ("support_bot.py", 29, "PC008"),  # a breakpoint on one short tool
-    ("support_bot.py", 38, "PC001"),  # Current time: {now}
-    ("support_bot.py", 38, "PC002"),  # Request id: {request_id}
-    ("support_bot.py", 39, "PC003"),  # json.dumps(customer)
-    ("support_bot.py", 40, "PC004"),  # ", ".join(PRODUCTS), a set
+    # build_system_prompt() returns these, and they reach system= at line 53
+    ("support_bot.py", 53, "PC001"),  # Current time: {now}
+    ("support_bot.py", 53, "PC002"),  # Request id: {request_id}
+    ("support_bot.py", 53, "PC003"),  # json.dumps(customer)
+    ("support_bot.py", 53, "PC004"),  # ", ".join(PRODUCTS), a set
     ("support_bot.py", 54, "PC014"),  # 1h after the tool's 5m breakpoint
 }
 FIXABLE = {"PC003", "PC004", "PC005", "PC014"}

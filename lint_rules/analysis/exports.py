@@ -1,0 +1,211 @@
+"""A module's summaries as JSON (what other modules of the program see), and back.
+
+Exported per symbol of the module (``"func"``, ``"Class"``, ``"NAME"``):
+
+- ``functions``: a function's ``Summary``: which parameters reach its return value (PARAM
+  facts), which facts it creates there, which parameters reach a sink inside it, what it stores
+  into its arguments or receiver;
+- ``classes``: each method's summary (``__init__`` included) and whether instances have the
+  default repr;
+- ``values``: a module-level value with facts or an unordered shape (``SKILLS = {...}``);
+- ``aliases``: what the module's imports bind (``from .context import current_context`` in a
+  package ``__init__``), so a name re-exported by a package resolves to its definition.
+
+Facts keep the file they were born in (``Fact.path``) and the functions that passed them on
+(``Fact.via``); autofix data stays behind (a fix edits the file the fact was born in, which is
+not the file a finding in another module reports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..facts import Fact, Kind, Shape, Value
+from ..frames import ClassInfo, ExternalClass, Summary
+
+JSON = dict[str, Any]
+#: value shapes worth exporting for a module-level value even without facts
+_EXPORTED_SHAPES = frozenset({Shape.SET, Shape.UNORDERED_LIST, Shape.TOOL_RESULT})
+
+
+def fact_to_json(fact: Fact, path: str) -> list[Any]:
+    param_key = fact.kind is Kind.PARAM
+    return [
+        fact.kind.value,
+        fact.line,
+        fact.col,
+        fact.detail,
+        fact.granularity,
+        fact.pinned,
+        fact.param,
+        "" if param_key else (fact.path or path),
+        list(fact.via),
+    ]
+
+
+def fact_from_json(item: list[Any], key: int) -> Fact:
+    kind = Kind(item[0])
+    return Fact(
+        kind,
+        item[1],
+        item[2],
+        item[3],
+        item[4],
+        item[5],
+        item[6],
+        (key,) if kind is Kind.PARAM else (),
+        path=item[7],
+        via=tuple(item[8]),
+    )
+
+
+def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
+    """``own(key)``: whether a PARAM fact belongs to the function being exported (others, of
+    an enclosing scope, mean nothing elsewhere and are dropped)."""
+    facts = [
+        fact_to_json(f, path)
+        for f in sorted(value.facts, key=_fact_order)
+        if f.kind is not Kind.PARAM or own(_key(f))
+    ]
+    out: JSON = {"facts": facts, "shape": value.shape.value}
+    if value.const is not None and len(value.const) <= 2000:
+        out["const"] = value.const
+    if value.elem_str:
+        out["elem_str"] = True
+    if value.name_key:
+        out["name_key"] = value.name_key
+    if value.ref == "literal":
+        out["ref"] = "literal"
+    elif isinstance(value.ref, (ClassInfo, ExternalClass)):
+        out["class"] = _class_name(value.ref)
+    if value.elts is not None:
+        out["elts"] = [value_to_json(e, path, own) for e in value.elts]
+    return out
+
+
+def value_from_json(data: JSON, key: int, classes: Callable[[str], object]) -> Value:
+    ref: object = data.get("ref")
+    if "class" in data:
+        ref = classes(data["class"])
+    elts = data.get("elts")
+    return Value(
+        frozenset(fact_from_json(f, key) for f in data["facts"]),
+        Shape(data["shape"]),
+        data.get("const"),
+        data.get("elem_str", False),
+        data.get("name_key", ""),
+        ref,
+        tuple(value_from_json(e, key, classes) for e in elts) if elts is not None else None,
+    )
+
+
+def summary_to_json(summary: Summary, path: str) -> JSON:
+    def own(key: int) -> bool:
+        return key == summary.key
+
+    return {
+        "name": summary.name,
+        "params": summary.params,
+        "ret": value_to_json(summary.ret, path, own),
+        "param_sinks": {str(i): [list(t) for t in ts] for i, ts in summary.param_sinks.items()},
+        "stores": {
+            str(i): [
+                fact_to_json(f, path)
+                for f in sorted(facts, key=_fact_order)
+                if f.kind is not Kind.PARAM or own(_key(f))
+            ]
+            for i, facts in summary.stores.items()
+        },
+        "builder": summary.builder,
+    }
+
+
+def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
+    summary = Summary(list(data["params"]), name=data["name"], builder=data["builder"])
+    key = summary.key = id(summary)
+    summary.ret = value_from_json(data["ret"], key, classes)
+    summary.param_sinks = {
+        int(i): [(r, label) for r, label in ts] for i, ts in data["param_sinks"].items()
+    }
+    summary.stores = {
+        int(i): frozenset(fact_from_json(f, key) for f in facts)
+        for i, facts in data["stores"].items()
+    }
+    return summary
+
+
+def interesting(data: JSON) -> bool:
+    """Whether an exported symbol can change a caller's findings beyond the default for an
+    unknown callee (its result carries its arguments' facts)."""
+    if "methods" in data:
+        return any(interesting(m) for m in data["methods"].values()) or data["default_repr"]
+    if "params" in data:
+        ret = data["ret"]
+        return bool(
+            any(f[0] != Kind.PARAM.value for f in ret["facts"])
+            or ret["shape"]
+            in (Shape.SET.value, Shape.UNORDERED_LIST.value, Shape.TOOL_RESULT.value)
+            or "class" in ret
+            or data["param_sinks"]
+            or data["stores"]
+            or data["builder"]
+        )
+    return True
+
+
+def _class_name(cls: ClassInfo | ExternalClass) -> str:
+    if isinstance(cls, ExternalClass):
+        return cls.qualname
+    return f"@{cls.node.name}"  # a class of the exporting module, qualified by the driver
+
+
+def _key(f: Fact) -> int:
+    """The function a PARAM fact belongs to (``Fact.fix == (key,)``)."""
+    return f.fix[0] if f.fix and isinstance(f.fix[0], int) else 0
+
+
+def _fact_order(f: Fact) -> tuple[Any, ...]:
+    return (f.kind.value, f.path, f.line, f.col, f.detail, f.param)
+
+
+def exportable_value(value: Value) -> bool:
+    return bool(value.without(Kind.PARAM, Kind.LOOP).facts) or value.shape in _EXPORTED_SHAPES
+
+
+def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass | Value]:
+    """The ``externals`` of an analysis, from the driver's blobs (qualified name -> export)."""
+    loaded: dict[str, Summary | ExternalClass | Value] = {}
+
+    def classes_in(module: str) -> Callable[[str], object]:
+        def find(name: str) -> object:
+            qual = f"{module}.{name[1:]}" if name.startswith("@") else name
+            return load(qual)
+
+        return find
+
+    def load(qual: str) -> Summary | ExternalClass | Value | None:
+        if qual in loaded:
+            return loaded[qual]
+        blob = blobs.get(qual)
+        if blob is None:
+            return None
+        kind, data, module = blob["kind"], blob["data"], blob["module"]
+        find = classes_in(module)
+        if kind == "class":
+            cls = ExternalClass(f"{module}.{blob['name']}", {}, data["default_repr"])
+            loaded[qual] = cls
+            for name, method in data["methods"].items():
+                cls.methods[name] = summary_from_json(method, find)
+            return cls
+        if kind == "function":
+            loaded[qual] = summary_from_json(data, find)
+        elif kind == "value":
+            loaded[qual] = value_from_json(data, 0, find)
+        else:
+            return None
+        return loaded[qual]
+
+    for qual in blobs:
+        load(qual)
+    return loaded

@@ -1,0 +1,350 @@
+"""The program driver: per-file analyses iterated to a fixpoint over the modules of one run.
+
+Round 0 analyses every file alone (in worker processes when there are many). Each analysis
+reports what the file *wants* from other modules (the qualified names it calls, reads or
+annotates with) and *exports* (its aliases, and the summaries asked of it or that reach a sink).
+Then, until nothing changes (at most ``MAX_ROUNDS``):
+
+1. each wanted name is resolved through ``ModuleIndex`` and package re-exports to the defining
+   file; a symbol not yet exported there becomes a request to that file;
+2. a file is analysed again when it has new requests, or when the summaries it would see
+   differ from those it was last analysed with. Only summaries that can change its findings
+   are passed (``exports.interesting``), or any known summary of a function it passed a value
+   with facts to;
+3. files that no rule could flag on their own (no trigger word) are analysed once they call a
+   function whose summary reaches a sink.
+
+Every analysis is looked up in the cache first (``cache.LintCache``), keyed by the file's
+content hash and a digest of its inputs, so a warm run re-analyses only what changed and what
+sees a changed summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import LintConfig
+from .cache import LintCache, diagnostic_from_json, diagnostic_to_json, digest
+from .exports import interesting
+from .modules import ModuleIndex
+
+#: fixpoint rounds after the first (a chain of calls across N modules needs about N)
+MAX_ROUNDS = 8
+#: below this many analyses in a round, run them in this process
+SERIAL_LIMIT = 48
+#: alias hops followed when resolving a re-exported name
+_ALIAS_DEPTH = 6
+
+
+@dataclass
+class Task:
+    """One analysis to run: the file, its module name, what it sees and what it must export."""
+
+    path: str
+    module: str
+    is_package: bool
+    externals: dict[str, Any]
+    requests: tuple[str, ...]
+    force: bool
+
+
+@dataclass
+class FileState:
+    """The latest analysis of one file and what the driver derived from it."""
+
+    module: str
+    is_package: bool
+    content: str = ""
+    output: dict[str, Any] = field(default_factory=dict)
+    inputs: str = ""
+    externals: dict[str, Any] = field(default_factory=dict)
+    requests: frozenset[str] = frozenset()
+    force: bool = False
+
+
+def linter_fingerprint() -> str:
+    """The promptcache version plus a hash of the linter's own source, so that a cache written
+    by another build of the linter is never read."""
+    from promptcache import __version__
+
+    folder = Path(__file__).resolve().parent.parent
+    h = hashlib.blake2b(digest_size=8)
+    for path in sorted(folder.rglob("*.py")) + sorted(folder.rglob("*.toml")):
+        h.update(path.relative_to(folder).as_posix().encode())
+        h.update(path.read_bytes())
+    return f"{__version__}-{h.hexdigest()}"
+
+
+def config_digest(config: LintConfig) -> str:
+    data = {
+        "select": sorted(config.select),
+        "ignore": sorted(config.ignore),
+        "per_file_ignores": sorted((p, sorted(c)) for p, c in config.per_file_ignores),
+        "default_vendor": config.default_vendor,
+        "model_minimums": list(config.model_minimums),
+        "sinks": sorted(repr(s) for s in config.sinks),
+        "root": str(config.root),
+    }
+    return digest(json.dumps(data, sort_keys=True).encode())
+
+
+def _inputs_digest(config_key: str, task: Task) -> str:
+    blob = json.dumps(
+        [config_key, task.externals, sorted(task.requests), task.force, task.module],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return digest(blob.encode())
+
+
+_WORKER_CONFIG: LintConfig | None = None
+
+
+def _init_worker(config: LintConfig) -> None:
+    global _WORKER_CONFIG
+    _WORKER_CONFIG = config
+
+
+def _run_task(task: Task, raw: bytes | None = None) -> dict[str, Any]:
+    from ..runner import analyse_file
+
+    config = _WORKER_CONFIG
+    assert config is not None
+    return analyse_file(task, config, raw)
+
+
+@dataclass
+class Program:
+    """One run over ``files``: drives the analyses, returns each file's ``FileResult``."""
+
+    files: list[str]
+    config: LintConfig
+    jobs: int
+    cache: LintCache | None = None
+    rounds: int = 0
+    analysed: int = 0
+    _pool: Executor | None = None
+
+    def run(self) -> list[Any]:
+        from ..runner import FileResult
+
+        index = ModuleIndex.build(self.files, self.config.root)
+        config_key = config_digest(self.config)
+        states = {f: FileState(*index.names[f]) for f in self.files}
+        try:
+            self._round(
+                states, [(f, self._task(f, states[f], {}, ())) for f in self.files], config_key
+            )
+            for _ in range(MAX_ROUNDS):
+                todo = self._plan(states, index)
+                if not todo:
+                    break
+                self.rounds += 1
+                self._round(states, todo, config_key)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+            if self.cache is not None:
+                self.cache.flush()
+        results = []
+        for f in self.files:
+            out = states[f].output["result"]
+            results.append(
+                FileResult(
+                    f,
+                    tuple(diagnostic_from_json(d) for d in out["diagnostics"]),
+                    tuple(out["errors"]),
+                    {int(k): v for k, v in out["lines"].items()},
+                )
+            )
+        return results
+
+    def _task(
+        self, path: str, state: FileState, externals: dict[str, Any], requests: Iterable[str]
+    ) -> Task:
+        return Task(
+            path, state.module, state.is_package, externals, tuple(sorted(requests)), state.force
+        )
+
+    # ------------------------------------------------------------------ rounds
+
+    def _round(
+        self, states: dict[str, FileState], todo: list[tuple[str, Task]], config_key: str
+    ) -> None:
+        pending: list[tuple[str, Task, str, str]] = []
+        for path, task in todo:
+            state = states[path]
+            inputs = _inputs_digest(config_key, task)
+            if not state.content:
+                try:
+                    state.content = digest(Path(path).read_bytes())
+                except OSError:
+                    state.content = "unreadable"
+            cached = None
+            if self.cache is not None and state.content != "unreadable":
+                cached = self.cache.get(path, state.content, inputs)
+            if cached is not None:
+                self._accept(state, task, inputs, cached)
+            else:
+                pending.append((path, task, inputs, state.content))
+        outputs = self._execute([task for _, task, _, _ in pending])
+        for (path, task, inputs, content), output in zip(pending, outputs, strict=True):
+            self.analysed += 1
+            if output.get("content"):
+                content = states[path].content = output["content"]
+            self._accept(states[path], task, inputs, output)
+            if self.cache is not None and content != "unreadable":
+                self.cache.put(path, content, inputs, output)
+
+    def _accept(self, state: FileState, task: Task, inputs: str, output: dict[str, Any]) -> None:
+        state.output = output
+        state.inputs = inputs
+        state.externals = task.externals
+        state.requests = frozenset(task.requests)
+
+    def _execute(self, tasks: list[Task]) -> list[dict[str, Any]]:
+        if not tasks:
+            return []
+        workers = self.jobs or os.cpu_count() or 1
+        if workers <= 1 or len(tasks) < SERIAL_LIMIT:
+            _init_worker(self.config)
+            return [_run_task(t) for t in tasks]
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers, initializer=_init_worker, initargs=(self.config,)
+            )
+        chunk = max(1, min(64, len(tasks) // (workers * 8)))
+        return list(self._pool.map(_run_task, tasks, chunksize=chunk))
+
+    # ------------------------------------------------------------------ planning
+
+    def _plan(self, states: dict[str, FileState], index: ModuleIndex) -> list[tuple[str, Task]]:
+        requests: dict[str, set[str]] = {f: set(s.requests) for f, s in states.items()}
+        externals: dict[str, dict[str, Any]] = {}
+        for path, state in states.items():
+            seen: dict[str, Any] = {}
+            for qual, carries in state.output.get("wanted", {}).items():
+                found = self._resolve(qual, path, states, index)
+                if found is None:
+                    continue
+                file, symbol = found
+                blob = self._lookup(states[file], symbol)
+                if blob is None:
+                    requests[file].add(symbol.split(".")[0])
+                elif carries or interesting(blob["data"]):
+                    seen[qual] = blob
+                    for cls in _class_refs(blob):
+                        ref = self._resolve(cls, path, states, index)
+                        if ref is not None:
+                            more = self._lookup(states[ref[0]], ref[1])
+                            if more is not None:
+                                seen[cls] = more
+            externals[path] = seen
+        sink_names = self._sink_functions(states)
+        todo = []
+        for path, state in states.items():
+            if not state.force and not state.output.get("triggered") and sink_names:
+                try:
+                    raw = Path(path).read_bytes()
+                except OSError:
+                    raw = b""
+                if any(name in raw for name in sink_names):
+                    state.force = True
+            task = self._task(path, state, externals[path], requests[path])
+            changed = (
+                task.externals != state.externals
+                or frozenset(task.requests) != state.requests
+                or task.force != bool(state.output.get("forced"))
+            )
+            if changed:
+                todo.append((path, task))
+        return todo
+
+    def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
+        """``name(`` for each exported function whose arguments reach a sink."""
+        names: set[bytes] = set()
+        for state in states.values():
+            exports = state.output.get("exports", {})
+            for name, data in exports.get("functions", {}).items():
+                if data["param_sinks"]:
+                    names.add(f"{name}(".encode())
+            for cls in exports.get("classes", {}).values():
+                for name, data in cls["methods"].items():
+                    if data["param_sinks"]:
+                        names.add(f".{name}(".encode())
+        return names
+
+    def _resolve(
+        self, qual: str, importer: str, states: dict[str, FileState], index: ModuleIndex
+    ) -> tuple[str, str] | None:
+        for _ in range(_ALIAS_DEPTH):
+            found = index.split(qual, importer)
+            if found is None:
+                return None
+            file, symbol = found
+            head, _, rest = symbol.partition(".")
+            aliases = states[file].output.get("exports", {}).get("aliases", {})
+            target = aliases.get(head)
+            if target is None or target == qual:
+                return found
+            qual = f"{target}.{rest}" if rest else target
+            importer = file
+        return None
+
+    def _lookup(self, state: FileState, symbol: str) -> dict[str, Any] | None:
+        exports = state.output.get("exports", {})
+        head, _, rest = symbol.partition(".")
+        if head in exports.get("functions", {}) and not rest:
+            return {"kind": "function", "data": exports["functions"][head], "module": state.module}
+        if head in exports.get("classes", {}):
+            cls = exports["classes"][head]
+            if rest:
+                method = cls["methods"].get(rest)
+                if method is None:
+                    return None
+                return {"kind": "function", "data": method, "module": state.module}
+            return {"kind": "class", "data": cls, "module": state.module, "name": head}
+        if head in exports.get("values", {}) and not rest:
+            return {"kind": "value", "data": exports["values"][head], "module": state.module}
+        if head in exports.get("missing", ()):
+            return {"kind": "none", "data": {}, "module": state.module}
+        return None
+
+
+def _class_refs(blob: dict[str, Any]) -> list[str]:
+    """Qualified names of the classes an exported value or return value refers to."""
+    module = blob["module"]
+    out = []
+
+    def visit(value: dict[str, Any]) -> None:
+        name = value.get("class")
+        if isinstance(name, str):
+            out.append(f"{module}.{name[1:]}" if name.startswith("@") else name)
+        for e in value.get("elts") or ():
+            visit(e)
+
+    data = blob["data"]
+    if blob["kind"] == "function":
+        visit(data["ret"])
+    elif blob["kind"] == "value":
+        visit(data)
+    return out
+
+
+def lint_program(
+    files: list[str], config: LintConfig, jobs: int | None, cache_dir: Path | None
+) -> tuple[list[Any], Program]:
+    """Lint ``files`` as one program; returns (results in file order, the driver's stats)."""
+    cache = LintCache.open(cache_dir, linter_fingerprint()) if cache_dir is not None else None
+    program = Program(files, config, jobs or 0, cache)
+    return program.run(), program
+
+
+__all__ = ["MAX_ROUNDS", "Program", "Task", "diagnostic_to_json", "lint_program"]

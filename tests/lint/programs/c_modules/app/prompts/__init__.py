@@ -1,0 +1,3 @@
+from .context import current_context, stable_rules
+
+__all__ = ["current_context", "stable_rules"]
