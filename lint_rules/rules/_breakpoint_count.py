@@ -226,10 +226,10 @@ def iter_size(
     if isinstance(node.func, ast.Name) and not node.keywords:
         name = node.func.id
         if name == "range" and 1 <= len(node.args) <= 3:
-            values = [const_int(a, chain) for a in node.args]
-            if any(v is None for v in values) or values[-1] == 0:
+            ints = [const_int(a, chain) for a in node.args]
+            if any(v is None for v in ints) or ints[2:] == [0]:
                 return None
-            return len(range(*(v or 0 for v in values)))
+            return len(range(*(v or 0 for v in ints)))
         if name in ("enumerate", "reversed", "list", "sorted", "tuple") and node.args:
             return iter_size(node.args[0], chain, module, cls, depth)
         if name == "zip" and node.args:
