@@ -402,7 +402,7 @@ class Module:
         return helper
 
 
-def _single(value: ast.expr, scope: Scope, func: ast.AST) -> bool:
+def _single(value: ast.expr, scope: Scope, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """True when ``value`` is one index or element, not a collection."""
     if isinstance(value, ast.Constant):
         return value.value is None or type(value.value) is int
@@ -415,36 +415,47 @@ def _single(value: ast.expr, scope: Scope, func: ast.AST) -> bool:
     return False
 
 
-def _int_name(name: str, scope: Scope, func: ast.AST) -> bool:
+def _int_name(
+    name: str,
+    scope: Scope,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    seen: frozenset[str] = frozenset(),
+) -> bool:
     """True when every binding of ``name`` in ``func`` gives it an int (``i = 0``,
-    ``for i in range(...)``, ``for i, _ in enumerate(...)``, ``i = len(...)``)."""
-    int_targets: set[int] = set()
-    for node in ast.walk(func):
+    ``for i in range(...)``, ``for i, _ in enumerate(...)``, ``i = len(...)``, ``i = j``)."""
+    seen = seen | {name}
+
+    def intlike(value: ast.expr) -> bool:
+        if isinstance(value, ast.Name) and value.id not in seen:
+            return _int_name(value.id, scope, func, seen)
+        return _intlike(value)
+
+    ints: set[int] = set()  # the Name nodes bound to an int
+    for node in own_nodes(func.body):
         if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call):
             it = node.iter
             if isinstance(it.func, ast.Name) and it.func.id == "range":
-                int_targets.add(id(node.target))
+                ints.add(id(node.target))
             elif (
                 isinstance(it.func, ast.Name)
                 and it.func.id == "enumerate"
                 and isinstance(node.target, ast.Tuple)
                 and node.target.elts
             ):
-                int_targets.add(id(node.target.elts[0]))
-    values = scope.names.get(name, [])
+                ints.add(id(node.target.elts[0]))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            mine = [t for t in targets if isinstance(t, ast.Name) and t.id == name]
+            if mine and intlike(node.value):
+                ints.update(id(t) for t in mine)
     stores = [
         n
-        for n in ast.walk(func)
+        for n in own_nodes(func.body)
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
     ]
-    if not values or len(stores) != len(values):
+    if name in scope.params or len(stores) != len(scope.names.get(name, [])):
         return False  # a parameter, or bound by something other than a plain name store
-    for store, value in zip(stores, values, strict=False):
-        if id(store) in int_targets:
-            continue
-        if value is None or not _intlike(value):
-            return False
-    return True
+    return bool(stores) and all(id(store) in ints for store in stores)
 
 
 def _intlike(value: ast.expr) -> bool:
