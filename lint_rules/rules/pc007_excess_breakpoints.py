@@ -5,8 +5,12 @@ Fix: none
 
 ## What it does
 Counts `cache_control` blocks (and Bedrock `cachePoint` blocks) in one request, the top-level
-automatic `cache_control` included, and reports a fifth. Also reports a `for` loop over a
-collection of unbounded length (all messages, all tools) that adds a breakpoint per element.
+automatic `cache_control` included, and reports a fifth. Also reports a `for` loop or a
+comprehension that adds a breakpoint per element: over a collection of unbounded length (all
+messages, all tools), or over a constant slice or `range` of more than 4 elements
+(`messages[-5:]` places 5). A breakpoint is added by a `["cache_control"] = ...` assignment, a
+block dict or keyword with that key, or a call to a same-module function (or a `self.` method)
+that sets one on its argument or returns a block that carries one, followed two calls deep.
 
 ## Why is this bad?
 Anthropic and Bedrock accept at most 4 breakpoints per request; a fifth is an HTTP 400 ("A
@@ -14,9 +18,22 @@ maximum of 4 blocks with cache_control may be provided. Found 5."). A loop that 
 message works in a short test and fails once the conversation grows.
 
 ## Known problems
-Loops over a capped slice (`messages[-2:]`, `messages[:3]`), over `range(n)` with n <= 4, with a
-`break`, or that mark only under a test on the index or `len(...)` are not reported; nor is a
-turn loop that calls the API and marks only the newest message.
+Sizes are known for literal and constant slices (`[-n:]`, `[:n]`, `[-5:-1]`, `[i:i + 4]`,
+`[-8::2]`), `range(...)`, list and tuple literals, `+` of those, and a name bound once to one of
+them. A slice bound is read from a literal or a simple constant name: a single assignment in
+the function, a module constant (`Final` included), or a parameter taken at its default
+(`limit=4` is bounded even if a caller passes 10); a name assigned twice is not constant. A
+loop over a same-module function that returns one index or element (an int, a subscript such
+as `messages[-1]["content"]`, a name bound only to ints) counts as one element, so the blocks
+of that element are not counted.
+
+Not counted as a breakpoint: copying another block's marker (`tool["cache_control"]`,
+`.get("cache_control")`) and anything under `if "cache_control" in block` (it mirrors a marker
+already there). Not reported: loops with a `break`, marks only under a test on the index, on
+`len(...)` or on `-1`, a turn loop that calls the API (it marks only the newest message),
+comprehensions with an `if` or with both bounded and unbounded generators, helpers three calls
+deep or in other modules, and breakpoints from several loops or statements that only together
+exceed 4.
 
 ## Example
 ```python
@@ -42,9 +59,20 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
 from ..context import ModuleContext
+from ._breakpoint_count import (
+    MAX_BREAKPOINTS,
+    Module,
+    Scope,
+    function_scope,
+    iter_size,
+    marks_in,
+    module_scope,
+    value_marks,
+)
 from ._shared import BREAKPOINT_APIS
 
-_KEYS = ("cache_control", "cachePoint")
+_LOOPS = (ast.For, ast.AsyncFor)
+_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
@@ -55,48 +83,99 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         auto = sink.params.get("cache_control")
         if auto is not None:
             marks.append(auto[0])
-        if len(marks) > 4:
+        if len(marks) > MAX_BREAKPOINTS:
             yield ctx.diagnostic(
                 "PC007",
                 f"{len(marks)} cache breakpoints in one {sink.label} request; the API accepts "
                 "at most 4 and answers HTTP 400",
-                marks[4],
+                marks[MAX_BREAKPOINTS],
                 Severity.ERROR,
             )
     if "cache_control" not in ctx.source and "cachePoint" not in ctx.source:
         return
+    module = Module(ctx.tree)
     sink_nodes = {id(s.node) for s in ctx.sinks}
-    for comp in ast.walk(ctx.tree):
-        if isinstance(comp, (ast.ListComp, ast.GeneratorExp)) and not any(
-            _bounded(gen.iter) for gen in comp.generators
-        ):
-            mark = next((n for n in ast.walk(comp.elt) if _is_mark(n)), None)
-            if mark is not None and not any(gen.ifs for gen in comp.generators):
-                yield ctx.diagnostic(
-                    "PC007",
-                    "a cache breakpoint is added to every element of an unbounded "
-                    "comprehension; past 4 the API answers HTTP 400: mark only the last one",
-                    mark,
-                    Severity.ERROR,
-                )
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or _bounded(loop.iter):
+    for node, chain, cls in _walk(ctx.tree, [module_scope(ctx.tree)], None):
+        if isinstance(node, _COMPS):
+            yield from _check_comprehension(ctx, node, chain, cls, module)
             continue
-        if any(isinstance(n, ast.Break) for n in _own_nodes(loop.body)):
+        size = iter_size(node.iter, chain, module, cls)
+        if size is not None and size <= MAX_BREAKPOINTS:
             continue
-        index_names = _index_names(loop)
-        mark = _unguarded_mark(loop.body, index_names)
-        if mark is None:
+        if any(isinstance(n, ast.Break) for n in _own_nodes(node.body)):
             continue
-        if any(id(n) in sink_nodes for n in ast.walk(loop)):
+        found = next(marks_in(node.body, _index_names(node), module, cls, guard=_guard), None)
+        if found is None:
+            continue
+        if any(id(n) in sink_nodes for n in ast.walk(node)):
             continue  # a turn loop that calls the API: marks the newest message only
-        yield ctx.diagnostic(
-            "PC007",
-            "a cache breakpoint is added for every element of an unbounded loop; past 4 the "
-            "API answers HTTP 400: mark only the last blocks (e.g. messages[-2:])",
-            mark,
-            Severity.ERROR,
+        mark, how = found
+        yield ctx.diagnostic("PC007", _message(size, node.iter, how), mark, Severity.ERROR)
+
+
+def _message(size: int | None, iterable: ast.expr | None, how: str) -> str:
+    what = f"`{_short(iterable)}`" if iterable is not None else "this comprehension"
+    if size is None:
+        return (
+            f"one cache breakpoint per element of {what} ({how}), whose length is not known "
+            "statically; past 4 the API answers HTTP 400: mark only the last blocks (e.g. "
+            "messages[-2:])"
         )
+    return (
+        f"{size} cache breakpoints, one per element of {what} ({how}); a request accepts at "
+        "most 4 and answers HTTP 400 to a fifth"
+    )
+
+
+def _check_comprehension(
+    ctx: ModuleContext,
+    comp: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+    chain: list[Scope],
+    cls: ast.ClassDef | None,
+    module: Module,
+) -> Iterator[Diagnostic]:
+    if any(gen.ifs for gen in comp.generators):
+        return
+    sizes = [iter_size(gen.iter, chain, module, cls) for gen in comp.generators]
+    known = [s for s in sizes if s is not None]
+    if known and len(known) < len(sizes):
+        return  # partly bounded: how many is not known statically
+    total = 1
+    for size in known:
+        total *= size
+    if known and total <= MAX_BREAKPOINTS:
+        return
+    elts = [comp.key, comp.value] if isinstance(comp, ast.DictComp) else [comp.elt]
+    found = next((m for elt in elts for m in value_marks(elt, module, cls)), None)
+    if found is None:
+        return
+    mark, how = found
+    iterable = comp.generators[0].iter if len(comp.generators) == 1 else None
+    yield ctx.diagnostic(
+        "PC007", _message(total if known else None, iterable, how), mark, Severity.ERROR
+    )
+
+
+def _walk(
+    node: ast.AST, chain: list[Scope], cls: ast.ClassDef | None
+) -> Iterator[tuple[ast.For | ast.AsyncFor | ast.ListComp, list[Scope], ast.ClassDef | None]]:
+    """Loops and comprehensions with the scopes visible there (innermost first) and the
+    class whose methods ``self.name(...)`` calls."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _walk(child, [function_scope(child), *chain], cls)
+            continue
+        if isinstance(child, ast.ClassDef):
+            yield from _walk(child, chain, child)
+            continue
+        if isinstance(child, (*_LOOPS, *_COMPS)):
+            yield child, chain, cls  # type: ignore[misc]
+        yield from _walk(child, chain, cls)
+
+
+def _short(node: ast.expr) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
@@ -110,29 +189,6 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
                 child, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
             ):
                 stack.append(child)
-
-
-def _bounded(node: ast.expr) -> bool:
-    """True when iterating ``node`` yields at most 4 elements."""
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-        lower, upper = node.slice.lower, node.slice.upper
-        low = _const_int(lower)
-        up = _const_int(upper)
-        if lower is not None and low is not None and low < 0 and (upper is None or up == -1):
-            return -low <= 4 + 1
-        if (lower is None or low == 0) and up is not None and up >= 0:
-            return up <= 4
-        return False
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return len(node.elts) <= 4
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        if node.func.id == "range" and node.args:
-            return all(_const_int(a) is not None for a in node.args) and (
-                len(range(*(_const_int(a) or 0 for a in node.args[:3]))) <= 4
-            )
-        if node.func.id in ("enumerate", "reversed", "list", "sorted", "zip") and node.args:
-            return any(_bounded(a) for a in node.args)
-    return False
 
 
 def _const_int(node: ast.expr | None) -> int | None:
@@ -169,16 +225,6 @@ def _index_names(loop: ast.For | ast.AsyncFor) -> set[str]:
     return set()
 
 
-def _is_mark(node: ast.AST) -> bool:
-    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-        return isinstance(node.slice, ast.Constant) and node.slice.value in _KEYS
-    if isinstance(node, ast.Dict):
-        return any(isinstance(k, ast.Constant) and k.value in _KEYS for k in node.keys)
-    if isinstance(node, ast.keyword):
-        return node.arg in _KEYS
-    return False
-
-
 def _guard(test: ast.expr, index_names: set[str]) -> bool:
     for node in ast.walk(test):
         if isinstance(node, ast.Name) and (node.id in index_names or node.id == "len"):
@@ -186,23 +232,3 @@ def _guard(test: ast.expr, index_names: set[str]) -> bool:
         if _const_int(node) == -1 if isinstance(node, ast.expr) else False:
             return True
     return False
-
-
-def _unguarded_mark(body: list[ast.stmt], index_names: set[str]) -> ast.AST | None:
-    for stmt in body:
-        if isinstance(stmt, ast.If):
-            if not _guard(stmt.test, index_names):
-                found = _unguarded_mark(stmt.body, index_names) or _unguarded_mark(
-                    stmt.orelse, index_names
-                )
-                if found is not None:
-                    return found
-            continue
-        if isinstance(
-            stmt, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
-        ):
-            continue
-        for node in ast.walk(stmt):
-            if _is_mark(node):
-                return node
-    return None

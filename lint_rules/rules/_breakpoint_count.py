@@ -1,0 +1,593 @@
+"""What PC007 needs to count breakpoints statically (not a rule: the registry skips ``_`` modules).
+
+- ``Scope``: int values of simple constant names (a single assignment in the function, a
+  parameter's default, a module constant, ``Final`` included);
+- ``iter_size``: how many elements a ``for`` iterable yields, when statically known;
+- ``Module``: same-module functions that set ``cache_control`` on an argument, return a block
+  that carries one, or return a single index/element, followed one or two calls deep.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+KEYS = ("cache_control", "cachePoint")
+MAX_BREAKPOINTS = 4
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+#: how deep calls into same-module helpers are followed (loop -> helper -> helper)
+_DEPTH = 2
+
+
+def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Nodes of a body, not descending into nested functions, lambdas or classes."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+        elif isinstance(node, (*_FUNCS, ast.ClassDef)):
+            stack.extend(node.decorator_list)
+
+
+# ----------------------------------------------------------------------------- constants
+
+
+@dataclass
+class Scope:
+    """Names bound in one function (or the module): name -> the values bound to it.
+
+    A value of None is a binding whose value is not a plain expression (a loop target, an
+    import, ``+=``, ``global``); a name is constant only when it has exactly one binding.
+    """
+
+    names: dict[str, list[ast.expr | None]] = field(default_factory=dict)
+    params: set[str] = field(default_factory=set)
+
+    def bind(self, name: str, value: ast.expr | None) -> None:
+        self.names.setdefault(name, []).append(value)
+
+
+def function_scope(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> Scope:
+    scope = Scope()
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += list(args.defaults)
+    scope.params = {a.arg for a in (*positional, *args.kwonlyargs)}
+    for arg, default in zip(positional, defaults, strict=True):
+        scope.bind(arg.arg, default)  # a parameter is taken at its default
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        scope.bind(arg.arg, kw_default)
+    for extra in (args.vararg, args.kwarg):
+        if extra is not None:
+            scope.bind(extra.arg, None)
+    body: list[ast.stmt] = func.body if isinstance(func.body, list) else [ast.Return(func.body)]
+    _bind_body(scope, body)
+    return scope
+
+
+def module_scope(tree: ast.Module) -> Scope:
+    scope = Scope()
+    _bind_body(scope, tree.body)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):  # written from a function: not a constant
+            for name in node.names:
+                scope.bind(name, None)
+    return scope
+
+
+def _bind_body(scope: Scope, body: list[ast.stmt]) -> None:
+    valued: set[int] = set()
+    for node in own_nodes(body):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    scope.bind(target.id, node.value)
+                    valued.add(id(target))
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.value is not None
+        ):
+            scope.bind(node.target.id, node.value)
+            valued.add(id(node.target))
+    for node in own_nodes(body):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            if id(node) not in valued:
+                scope.bind(node.id, None)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                scope.bind(name, None)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                scope.bind((alias.asname or alias.name).split(".")[0], None)
+        elif isinstance(
+            node, (*_FUNCS, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+        ):
+            if node.name:  # def, class, except ... as name, case ... as name
+                scope.bind(node.name, None)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            scope.bind(node.rest, None)
+
+
+def const_int(node: ast.expr | None, chain: list[Scope], depth: int = 0) -> int | None:
+    """The int value of ``node`` when it is a literal or a simple constant name, else None."""
+    if node is None or depth > 8:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = const_int(node.operand, chain, depth + 1)
+        if value is None:
+            return None
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left = const_int(node.left, chain, depth + 1)
+        right = const_int(node.right, chain, depth + 1)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Add):
+            return left + right
+        return left - right if isinstance(node.op, ast.Sub) else left * right
+    if isinstance(node, ast.Name):
+        for index, scope in enumerate(chain):
+            values = scope.names.get(node.id)
+            if values is not None:
+                if len(values) != 1:
+                    return None
+                return const_int(values[0], chain[index:], depth + 1)
+    return None
+
+
+# ----------------------------------------------------------------------------- sizes
+
+
+def slice_size(node: ast.Subscript, chain: list[Scope]) -> int | None:
+    """At most how many elements ``node`` (a slice) takes, or None when not bounded."""
+    sl = node.slice
+    if not isinstance(sl, ast.Slice):
+        return None
+    step = 1 if sl.step is None else const_int(sl.step, chain)
+    if step is None or step < 1:
+        return None
+    low = const_int(sl.lower, chain)
+    up = const_int(sl.upper, chain)
+    bounds: list[int] = []
+    if low is not None and low < 0:
+        bounds.append(-low)  # the last -low elements at most
+    if up is not None and up >= 0:
+        bounds.append(up - low if low is not None and low >= 0 else up)
+    if low is not None and up is not None and (low < 0) == (up < 0):
+        bounds.append(up - low)
+    difference = _constant_difference(sl.lower, sl.upper, chain)
+    if difference is not None:
+        bounds.append(difference)  # [i:i + 4], [n - 4:n]
+    if not bounds:
+        return None
+    size = max(0, min(bounds))
+    return -(-size // step)
+
+
+def _constant_difference(
+    lower: ast.expr | None, upper: ast.expr | None, chain: list[Scope]
+) -> int | None:
+    if lower is None or upper is None:
+        return None
+    if isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add):
+        if ast.dump(upper.left) == ast.dump(lower):
+            return const_int(upper.right, chain)
+        if ast.dump(upper.right) == ast.dump(lower):
+            return const_int(upper.left, chain)
+    if (
+        isinstance(lower, ast.BinOp)
+        and isinstance(lower.op, ast.Sub)
+        and ast.dump(lower.left) == ast.dump(upper)
+    ):
+        return const_int(lower.right, chain)
+    return None
+
+
+def iter_size(
+    node: ast.expr, chain: list[Scope], module: Module, cls: ast.ClassDef | None, depth: int = 0
+) -> int | None:
+    """At most how many elements iterating ``node`` yields, when statically known."""
+    if depth > 8:
+        return None
+    depth += 1
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        own = slice_size(node, chain)
+        inner = iter_size(node.value, chain, module, cls, depth)
+        known = [n for n in (own, inner) if n is not None]
+        return min(known) if known else None
+    if isinstance(node, ast.NamedExpr):
+        return iter_size(node.value, chain, module, cls, depth)
+    if isinstance(node, ast.Name) and node.id not in module.resized:
+        for index, scope in enumerate(chain):  # tail = messages[-2:]; for m in tail: ...
+            values = scope.names.get(node.id)
+            if values is not None:
+                if len(values) != 1 or values[0] is None or node.id in scope.params:
+                    return None  # a parameter's default says nothing of what callers pass
+                return iter_size(values[0], chain[index:], module, cls, depth)
+        return None
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            return None
+        return len(node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # a[:2] + b[-2:]
+        left = iter_size(node.left, chain, module, cls, depth)
+        right = iter_size(node.right, chain, module, cls, depth)
+        return None if left is None or right is None else left + right
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Name) and not node.keywords:
+        name = node.func.id
+        if name == "range" and 1 <= len(node.args) <= 3:
+            ints = [const_int(a, chain) for a in node.args]
+            if any(v is None for v in ints) or ints[2:] == [0]:
+                return None
+            return len(range(*(v or 0 for v in ints)))
+        if name in ("enumerate", "reversed", "list", "sorted", "tuple") and node.args:
+            return iter_size(node.args[0], chain, module, cls, depth)
+        if name == "zip" and node.args:
+            sizes = [iter_size(a, chain, module, cls, depth) for a in node.args]
+            known = [s for s in sizes if s is not None]
+            return min(known) if known else None
+    helper = module.helper(node, cls)
+    if helper is not None and helper.returns_one:
+        return 1
+    return None
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def is_copy(value: ast.expr) -> bool:
+    """True when ``value`` reads another block's breakpoint (``tool["cache_control"]``)."""
+    if isinstance(value, ast.Subscript):
+        return isinstance(value.slice, ast.Constant) and value.slice.value in KEYS
+    if isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr == "get" and value.args:
+            first = value.args[0]
+            return isinstance(first, ast.Constant) and first.value in KEYS
+        if len(value.args) == 1 and not value.keywords:  # dict(...), copy.deepcopy(...)
+            return is_copy(value.args[0])
+    return False
+
+
+def membership_guard(test: ast.expr) -> str | None:
+    """ "in" for ``"cache_control" in block`` (the body only re-marks a marked block), "not in"
+    for the negation (the else branch does), None otherwise."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.left, ast.Constant)
+        and test.left.value in KEYS
+    ):
+        if isinstance(test.ops[0], ast.In):
+            return "in"
+        if isinstance(test.ops[0], ast.NotIn):
+            return "not in"
+    return None
+
+
+def chain_root(node: ast.expr) -> str | None:
+    """``block`` for ``block``, ``block["content"][-1]``, ``block.content[0]``."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+@dataclass
+class Helper:
+    """A same-module function and what calling it does to breakpoints.
+
+    ``marks``: the parameters (positional index, name) on which it sets a breakpoint;
+    ``returns_mark``: it returns a block dict with a breakpoint; ``returns_one``: it returns a
+    single index or element (an int, a subscript, a name bound to an int), never a collection.
+    """
+
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    params: list[str]
+    marks: set[str] = field(default_factory=set)
+    returns_mark: bool = False
+    returns_one: bool = False
+
+    def marked_arg(self, call: ast.Call) -> ast.expr | None:
+        """The argument of ``call`` that this helper sets a breakpoint on, if any."""
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                return None
+            if index < len(self.params) and self.params[index] in self.marks:
+                return arg
+        for keyword in call.keywords:
+            if keyword.arg in self.marks:
+                return keyword.value
+        return None
+
+
+class Module:
+    """Same-module functions (module level, and methods for ``self.name(...)``)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions = {n.name: n for n in tree.body if isinstance(n, _FUNCS)}
+        self.methods: dict[int, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        self.owner: dict[int, ast.ClassDef] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.methods[id(node)] = {n.name: n for n in node.body if isinstance(n, _FUNCS)}
+                for n in node.body:
+                    if isinstance(n, _FUNCS):
+                        self.owner[id(n)] = node
+        #: names whose length may change after binding (``tail.append(...)``, ``tail[:] = ...``)
+        self.resized: set[str] = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr in ("append", "extend", "insert", "__iadd__")
+            ) or (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and not isinstance(node.ctx, ast.Load)
+                and isinstance(node.slice, ast.Slice)
+            ):
+                self.resized.add(node.value.id)
+        self._memo: dict[tuple[int, int], Helper] = {}
+        self._busy: set[int] = set()
+
+    def helper(self, call: ast.Call, cls: ast.ClassDef | None, depth: int = 1) -> Helper | None:
+        func = call.func
+        target: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        method = False
+        if isinstance(func, ast.Name):
+            target = self.functions.get(func.id)
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in ("self", "cls")
+            and cls is not None
+        ):
+            target = self.methods.get(id(cls), {}).get(func.attr)
+            method = target is not None and not any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in target.decorator_list
+            )
+        if target is None or depth > _DEPTH or id(target) in self._busy:
+            return None
+        key = (id(target), depth)
+        if key not in self._memo:
+            self._busy.add(id(target))
+            try:
+                self._memo[key] = self._summarise(target, method, depth)
+            finally:
+                self._busy.discard(id(target))
+        return self._memo[key]
+
+    def _summarise(
+        self, func: ast.FunctionDef | ast.AsyncFunctionDef, method: bool, depth: int
+    ) -> Helper:
+        names = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+        helper = Helper(func, names[1:] if method else names)
+        scope = function_scope(func)
+        params = set(helper.params) | {a.arg for a in func.args.kwonlyargs}
+        cls = self.owner.get(id(func))
+        for node, _via in marks_in(func.body, set(), self, cls, depth + 1):
+            target: ast.AST | None = node
+            if isinstance(node, ast.Call):
+                callee = self.helper(node, cls, depth + 1)
+                target = callee.marked_arg(node) if callee is not None else None
+            if isinstance(target, ast.Subscript) and isinstance(target.ctx, ast.Store):
+                target = target.value
+            if isinstance(target, ast.expr):
+                root = chain_root(target)
+                if root in params and len(scope.names.get(root, [])) == 1:
+                    helper.marks.add(root)
+        returns = [n for n in own_nodes(func.body) if isinstance(n, ast.Return)]
+        generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own_nodes(func.body))
+        for ret in returns:
+            value = ret.value
+            if isinstance(value, ast.Dict) and dict_mark(value) is not None:
+                helper.returns_mark = True
+            elif isinstance(value, ast.Call):
+                callee = self.helper(value, cls, depth + 1)
+                helper.returns_mark |= callee is not None and callee.returns_mark
+        valued = [r.value for r in returns if r.value is not None]
+        helper.returns_one = (
+            not generator and bool(valued) and all(_single(v, scope, func) for v in valued)
+        )
+        return helper
+
+
+def _single(value: ast.expr, scope: Scope, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """True when ``value`` is one index or element, not a collection."""
+    if isinstance(value, ast.Constant):
+        return value.value is None or type(value.value) is int
+    if isinstance(value, ast.Subscript):
+        return not isinstance(value.slice, ast.Slice)
+    if isinstance(value, (ast.UnaryOp, ast.BinOp)):
+        return const_int(value, [scope]) is not None
+    if isinstance(value, ast.Name):
+        return _int_name(value.id, scope, func)
+    return False
+
+
+def _int_name(
+    name: str,
+    scope: Scope,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    seen: frozenset[str] = frozenset(),
+) -> bool:
+    """True when every binding of ``name`` in ``func`` gives it an int (``i = 0``,
+    ``for i in range(...)``, ``for i, _ in enumerate(...)``, ``i = len(...)``, ``i = j``)."""
+    seen = seen | {name}
+
+    def intlike(value: ast.expr) -> bool:
+        if isinstance(value, ast.Name) and value.id not in seen:
+            return _int_name(value.id, scope, func, seen)
+        return _intlike(value)
+
+    ints: set[int] = set()  # the Name nodes bound to an int
+    for node in own_nodes(func.body):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call):
+            it = node.iter
+            if isinstance(it.func, ast.Name) and it.func.id == "range":
+                ints.add(id(node.target))
+            elif (
+                isinstance(it.func, ast.Name)
+                and it.func.id == "enumerate"
+                and isinstance(node.target, ast.Tuple)
+                and node.target.elts
+            ):
+                ints.add(id(node.target.elts[0]))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            mine = [t for t in targets if isinstance(t, ast.Name) and t.id == name]
+            if mine and intlike(node.value):
+                ints.update(id(t) for t in mine)
+    stores = [
+        n
+        for n in own_nodes(func.body)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    ]
+    if name in scope.params or len(stores) != len(scope.names.get(name, [])):
+        return False  # a parameter, or bound by something other than a plain name store
+    return bool(stores) and all(id(store) in ints for store in stores)
+
+
+def _intlike(value: ast.expr) -> bool:
+    if isinstance(value, ast.Constant):
+        return type(value.value) is int
+    if isinstance(value, ast.UnaryOp):
+        return _intlike(value.operand)
+    if isinstance(value, ast.BinOp):
+        return _intlike(value.left) and _intlike(value.right)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        return value.func.id == "len"
+    return False
+
+
+# ----------------------------------------------------------------------------- marks
+
+
+def dict_mark(node: ast.Dict) -> ast.expr | None:
+    """The ``"cache_control": ...`` key of a block dict that adds a breakpoint (not a copy)."""
+    for key, value in zip(node.keys, node.values, strict=True):
+        if isinstance(key, ast.Constant) and key.value in KEYS and not is_copy(value):
+            return key
+    return None
+
+
+def expr_marks(node: ast.AST) -> Iterator[ast.AST]:
+    """Breakpoints an expression adds: block dicts and ``cache_control=`` keywords, not
+    copies, and not inside ``x if "cache_control" in b else y`` (re-marks a marked block)."""
+    if isinstance(node, ast.IfExp):
+        guard = membership_guard(node.test)
+        if guard != "in":
+            yield from expr_marks(node.body)
+        if guard != "not in":
+            yield from expr_marks(node.orelse)
+        return
+    if isinstance(node, ast.Dict):
+        key = dict_mark(node)
+        if key is not None:
+            yield node
+            return
+    if isinstance(node, ast.keyword) and node.arg in KEYS and not is_copy(node.value):
+        yield node
+        return
+    if isinstance(node, _SCOPES):
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from expr_marks(child)
+
+
+def marks_in(
+    body: list[ast.stmt],
+    index_names: set[str],
+    module: Module,
+    cls: ast.ClassDef | None,
+    depth: int = 1,
+    guard: Callable[[ast.expr, set[str]], bool] | None = None,
+) -> Iterator[tuple[ast.AST, str]]:
+    """Each breakpoint ``body`` adds when it runs once, as (node, how: "set here", or what
+    the same-module helper called there does).
+
+    Not counted: statements under an ``if`` on an index in ``index_names``, on ``len(...)`` or
+    on ``-1`` (they mark one element); the body of ``if "cache_control" in b`` (re-marks a
+    marked block); assignments that copy another block's breakpoint; nested loops and
+    functions (counted on their own). ``guard(test, index_names)`` decides the index tests.
+    """
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            member = membership_guard(stmt.test)
+            if guard is not None and member is None and guard(stmt.test, index_names):
+                continue
+            if member != "in":
+                yield from marks_in(stmt.body, index_names, module, cls, depth, guard)
+            if member != "not in":
+                yield from marks_in(stmt.orelse, index_names, module, cls, depth, guard)
+            continue
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
+            continue
+        for child_body in _blocks(stmt):
+            yield from marks_in(child_body, index_names, module, cls, depth, guard)
+        yield from _stmt_marks(stmt, module, cls, depth)
+
+
+def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        yield stmt.body
+    elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        yield stmt.body  # type: ignore[attr-defined]
+        for handler in stmt.handlers:  # type: ignore[attr-defined]
+            yield handler.body
+        yield stmt.orelse  # type: ignore[attr-defined]
+        yield stmt.finalbody  # type: ignore[attr-defined]
+    elif isinstance(stmt, ast.Match):
+        for case in stmt.cases:
+            yield case.body
+
+
+def _stmt_marks(
+    stmt: ast.stmt, module: Module, cls: ast.ClassDef | None, depth: int
+) -> Iterator[tuple[ast.AST, str]]:
+    """Breakpoints of one simple statement (its nested blocks are walked by ``marks_in``)."""
+    if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try, ast.Match)) or (
+        type(stmt).__name__ == "TryStar"
+    ):
+        return
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        copy = stmt.value is not None and is_copy(stmt.value)
+        for target in targets:
+            for node in ast.walk(target):
+                if (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.slice, ast.Constant)
+                    and node.slice.value in KEYS
+                    and not copy
+                ):
+                    yield node, "set here"
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and depth <= _DEPTH:
+            helper = module.helper(node, cls, depth)
+            if helper is None:
+                continue
+            name = ast.unparse(node.func)
+            if helper.marked_arg(node) is not None:
+                yield node, f"{name}() sets it"
+            elif helper.returns_mark and not (isinstance(stmt, ast.Expr) and stmt.value is node):
+                yield node, f"{name}() returns a marked block"  # that is stored
+    yield from ((n, "set here") for n in expr_marks(stmt))
+
+
+def value_marks(
+    value: ast.expr, module: Module, cls: ast.ClassDef | None
+) -> Iterator[tuple[ast.AST, str]]:
+    """Breakpoints of an expression whose value is kept (a comprehension's element)."""
+    return _stmt_marks(ast.Return(value=value), module, cls, 1)
