@@ -1,0 +1,25 @@
+"""A Responses API provider that routes each conversation to a warm cache."""
+
+import hashlib
+import json
+
+from openai import OpenAI
+
+
+def _prompt_cache_key(messages: list[dict]) -> str:
+    raw = json.dumps(messages, ensure_ascii=True, sort_keys=True)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class CodexProvider:
+    def __init__(self) -> None:
+        self.client = OpenAI()
+
+    def chat(self, instructions: str, messages: list[dict]) -> str:
+        response = self.client.responses.create(
+            model="gpt-5-codex",
+            instructions=instructions,
+            input=messages,
+            prompt_cache_key=_prompt_cache_key(messages),  # PC013: 29
+        )
+        return response.output_text

@@ -1,0 +1,8 @@
+"""Builds one agent's configuration, system prompt included."""
+
+from .context_utils import build_context_components, render_system_prompt
+
+
+def create_agent_config(duty: str, app_name: str, user_id: str) -> dict:
+    components = build_context_components(duty=duty, app_name=app_name, user_id=user_id)
+    return {"system_prompt": render_system_prompt(components), "model": "gpt-5-mini"}
