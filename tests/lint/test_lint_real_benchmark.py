@@ -1,0 +1,120 @@
+"""``benchmarks/lint_real.py`` in its small mode: the corpus it generates and the numbers it
+prints agree with each other (file counts, rates = files / seconds, planted breakers)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "lint_real.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lint_real_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return _load()
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith("| ") and not line.startswith("| run "):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_generate_is_deterministic_and_parses(bench: ModuleType, tmp_path: Path) -> None:
+    a = bench.generate(tmp_path / "a", 70, seed=3)
+    b = bench.generate(tmp_path / "b", 70, seed=3)
+    files = sorted(p for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert len(files) == len(a.files) == 70
+    assert [p.relative_to(tmp_path / "a") for p in a.files] == [
+        p.relative_to(tmp_path / "b") for p in b.files
+    ]
+    assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a.files, b.files, strict=True))
+    for path in files:
+        ast.parse(path.read_bytes(), filename=str(path))
+    assert a.kinds["init"] and a.kinds["agent"] and a.kinds["utility"] > a.kinds["agent"]
+    assert a.planted_same and a.planted_cross
+    bigger = bench.generate(tmp_path / "c", 300, seed=0)
+    text = "\n".join(p.read_text() for p in bigger.files)
+    for call in ("messages.create(", "chat.completions.create(", "Agent(", "SystemMessage("):
+        assert call in text
+    assert "from ." in text and "from svc_000." in text  # relative and absolute imports
+
+
+def test_small_mode_numbers_are_consistent(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "corpus"
+    argv = ["--files", "60", "--repeat", "1", "--warm-files", "60", "--corpus-dir", str(corpus)]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    generated = sum(1 for p in corpus.rglob("*.py") if p.is_file())
+    assert generated == 60
+    assert re.search(r"^corpus: 60 files, ", out, re.M)
+    assert f"linted files: {generated}\n" in out
+    rows = _rows(out)
+    lint_rows = [k for k in rows if k.startswith(("baseline", "cold lint"))]
+    assert len(lint_rows) == 3
+    for label in lint_rows:
+        count, wall, rate, cpu, per_cpu, _ratio = rows[label]
+        assert int(count) == generated
+        # printed rates are the printed counts over the printed (rounded) seconds
+        assert float(rate) == pytest.approx(generated / float(wall), rel=0.1, abs=2)
+        assert float(per_cpu) == pytest.approx(generated / float(cpu), rel=0.1, abs=2)
+    same = re.search(r"planted \(same-module\): (\d+) call sites, found (\d+)", out)
+    assert same is not None and int(same.group(1)) >= 1
+    assert int(same.group(2)) == int(same.group(1))  # the per-module analysis sees these
+    assert "files with findings outside the planted ones: 0" in out
+    verdicts = re.findall(r"^  (PASS|MISS|N/A ) ", out, re.M)
+    assert len(verdicts) == 4
+    if bench.cache_parameter() is None:
+        assert "warm re-run: not available yet" in out
+        assert verdicts[2] == "N/A "
+
+
+def test_warm_run_only_with_a_cache_parameter(
+    bench: ModuleType,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = bench.lint_paths
+    seen: list[object] = []
+
+    def cached(
+        paths: list[Path],
+        config: object,
+        jobs: int | None = None,
+        force_exclude: bool = False,
+        cache_dir: Path | None = None,
+    ) -> list[object]:
+        seen.append(cache_dir)
+        return real(paths, config, jobs=jobs, force_exclude=force_exclude)
+
+    monkeypatch.setattr(bench, "lint_paths", cached)
+    assert "cache_dir" in inspect.signature(bench.lint_paths).parameters
+    assert bench.main(["--quick", "--no-serial", "--files", "50", "--warm-files", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "not available" not in out
+    assert re.search(r"^\| warm re-run, 50 files, one changed \| - \| [\d.]+ ", out, re.M)
+    assert len(re.findall(r"^  (?:PASS|MISS) ", out, re.M)) == 4
+    # cold runs get a fresh empty folder each; the warm runs share one
+    assert all(isinstance(c, Path) for c in seen) and len(set(seen)) == 2
