@@ -12,10 +12,10 @@ class ContextBuilder:
         return f"# helper bot\n\n## Current Time\n{now}\n\n## Workspace\n{self.workspace}"
 
     def build_system_prompt(self) -> str:
-        return "\n\n---\n\n".join([self._identity(), "Be brief."])  # PC001: 35
+        return "\n\n---\n\n".join([self._identity(), "Be brief."])
 
     def build_messages(self, history: list[dict], current: str) -> list[dict]:
-        messages = [{"role": "system", "content": self.build_system_prompt()}]
+        messages = [{"role": "system", "content": self.build_system_prompt()}]  # PC001: 50
         messages.extend(history)
         messages.append({"role": "user", "content": current})
         return messages
