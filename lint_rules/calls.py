@@ -103,7 +103,9 @@ class CallsMixin(EngineState):
             result = self.qualified_call(qual, node, args, kwargs)
             if result is not None:
                 return self.pin_if_once(result)
-            if any(v.facts for v in (*args, *kwargs.values())):
+            if any(
+                f.kind not in (Kind.PARAM, Kind.LOOP) for v in (*args, *kwargs.values()) for f in v.facts
+            ):
                 self.external(qual, carries=True)
         if isinstance(func, ast.Name) and func.id not in frame.env and func.id in self.classes:
             return self.construct(self.classes[func.id], node, args, kwargs)

@@ -154,7 +154,12 @@ class StatementsMixin(EngineState):
             index = frame.params[holder.id]
         else:
             return
-        facts = frozenset(f for f in added.facts if f.kind in STORED_KINDS)
+        # (the receiver stored into itself says nothing new)
+        facts = frozenset(
+            f
+            for f in added.facts
+            if f.kind in STORED_KINDS and not (f.kind is Kind.PARAM and f.param == SELF)
+        )
         if facts:
             summary.stores[index] = summary.stores.get(index, frozenset()) | facts
 

@@ -63,11 +63,10 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
 def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
     """``own(key)``: whether a PARAM fact belongs to the function being exported (others, of
     an enclosing scope, mean nothing elsewhere and are dropped)."""
-    facts = [
-        fact_to_json(f, path)
-        for f in sorted(value.facts, key=_fact_order)
-        if f.kind is not Kind.PARAM or own(_key(f))
-    ]
+    facts = sorted(
+        (fact_to_json(f, path) for f in value.facts if f.kind is not Kind.PARAM or own(_key(f))),
+        key=repr,
+    )
     out: JSON = {"facts": facts, "shape": value.shape.value}
     if value.const is not None and len(value.const) <= 2000:
         out["const"] = value.const
@@ -110,11 +109,10 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
         "ret": value_to_json(summary.ret, path, own),
         "param_sinks": {str(i): [list(t) for t in ts] for i, ts in summary.param_sinks.items()},
         "stores": {
-            str(i): [
-                fact_to_json(f, path)
-                for f in sorted(facts, key=_fact_order)
-                if f.kind is not Kind.PARAM or own(_key(f))
-            ]
+            str(i): sorted(
+                (fact_to_json(f, path) for f in facts if f.kind is not Kind.PARAM or own(_key(f))),
+                key=repr,
+            )
             for i, facts in summary.stores.items()
         },
         "builder": summary.builder,
@@ -137,21 +135,32 @@ def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
 
 def interesting(data: JSON) -> bool:
     """Whether an exported symbol can change a caller's findings beyond the default for an
-    unknown callee (its result carries its arguments' facts)."""
+    unknown callee (its result carries its arguments' facts): it creates facts of its own
+    (in its return value or in what it stores), returns a set or a project class, or passes
+    an argument to a sink. Flows of parameters alone matter only to a caller that passes a
+    value with facts (the driver's ``carried``)."""
     if "methods" in data:
-        return any(interesting(m) for m in data["methods"].values()) or data["default_repr"]
+        return any(interesting(m) for m in data["methods"].values())
     if "params" in data:
         ret = data["ret"]
         return bool(
-            any(f[0] != Kind.PARAM.value for f in ret["facts"])
-            or ret["shape"]
-            in (Shape.SET.value, Shape.UNORDERED_LIST.value, Shape.TOOL_RESULT.value)
+            _own_facts(ret)
+            or ret["shape"] in _SHAPE_NAMES
             or "class" in ret
             or data["param_sinks"]
-            or data["stores"]
+            or any(f[0] != Kind.PARAM.value for facts in data["stores"].values() for f in facts)
             or data["builder"]
         )
     return True
+
+
+def _own_facts(value: JSON) -> bool:
+    return any(f[0] != Kind.PARAM.value for f in value["facts"]) or any(
+        _own_facts(e) for e in value.get("elts") or ()
+    )
+
+
+_SHAPE_NAMES = frozenset(s.value for s in _EXPORTED_SHAPES)
 
 
 def _class_name(cls: ClassInfo | ExternalClass) -> str:
@@ -163,10 +172,6 @@ def _class_name(cls: ClassInfo | ExternalClass) -> str:
 def _key(f: Fact) -> int:
     """The function a PARAM fact belongs to (``Fact.fix == (key,)``)."""
     return f.fix[0] if f.fix and isinstance(f.fix[0], int) else 0
-
-
-def _fact_order(f: Fact) -> tuple[Any, ...]:
-    return (f.kind.value, f.path, f.line, f.col, f.detail, f.param)
 
 
 def exportable_value(value: Value) -> bool:

@@ -35,8 +35,10 @@ from .cache import LintCache, diagnostic_from_json, diagnostic_to_json, digest
 from .exports import interesting
 from .modules import ModuleIndex
 
-#: fixpoint rounds after the first (a chain of calls across N modules needs about N)
-MAX_ROUNDS = 8
+#: fixpoint rounds after the first (a chain of calls across N modules needs about N); past
+#: this, findings that need a longer chain are missed (on real agent trees 4 rounds settle
+#: most of it, and each round re-analyses the files whose inputs changed)
+MAX_ROUNDS = 4
 #: below this many analyses in a round, run them in this process
 SERIAL_LIMIT = 48
 #: alias hops followed when resolving a re-exported name
@@ -67,6 +69,7 @@ class FileState:
     externals: dict[str, Any] = field(default_factory=dict)
     requests: frozenset[str] = frozenset()
     force: bool = False
+    carried: set[str] = field(default_factory=set)
 
 
 def linter_fingerprint() -> str:
@@ -231,6 +234,11 @@ class Program:
         for path, state in states.items():
             seen: dict[str, Any] = {}
             for qual, carries in state.output.get("wanted", {}).items():
+                # once a value with facts was passed, the callee's summary stays wanted (else
+                # the file would flip between two analyses)
+                if carries:
+                    state.carried.add(qual)
+                carries = qual in state.carried
                 found = self._resolve(qual, path, states, index)
                 if found is None:
                     continue

@@ -46,9 +46,10 @@ from ..facts import Kind
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.UNORDERED):
-        line, col, end_line, end_col, orderable = fact.fix
         fix = None
-        if orderable:
+        # a fact from another module carries no fix: a finding fixes only its own file
+        if len(fact.fix) == 5 and fact.fix[4] and not fact.path:
+            line, col, end_line, end_col, _ = fact.fix
             fix = Fix(
                 "iterate in sorted order: sorted(...)",
                 (
