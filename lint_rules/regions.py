@@ -135,6 +135,28 @@ class RegionsMixin(EngineState):
                 if value is not None:
                     yield key_name, value
 
+    def _grown(self, name: ast.expr, literal: ast.expr, sink: SinkCall | None) -> bool:
+        """True when the list ``name`` (bound to ``literal``) gets an ``append``/``extend`` call
+        between the literal and the sink call, in straight-line code of the same function."""
+        func = self.frame.func
+        if not isinstance(name, ast.Name) or func is None or sink is None:
+            return False
+        start = getattr(literal, "end_lineno", 0) or 0
+        end = sink.node.lineno
+        for stmt in func.body:  # top-level statements only: a conditional append may not run
+            if not isinstance(stmt, ast.Expr) or not start < stmt.lineno < end:
+                continue
+            call = stmt.value
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in ("append", "extend")
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == name.id
+            ):
+                return True
+        return False
+
     def _assigned_value(self, target: ast.Subscript) -> ast.expr | None:
         """The right-hand side of the assignment whose target is ``target``."""
         func = self.frame.func
@@ -346,14 +368,17 @@ class RegionsMixin(EngineState):
                 sink.complete = False
                 sink.blocks.append(Block("messages", expr, CLEAN, None, opaque=True))
             return
+        # a named list appended to after its literal (``messages.append(question)``): the
+        # newest message is the appended one, so every element of the literal is prefix
+        grown = node is not expr and frame is self.frame and self._grown(expr, node, sink)
         for index, elt in enumerate(elements):
-            tail = index == len(elements) - 1
+            tail = index == len(elements) - 1 and not grown
             if isinstance(elt, ast.Starred) or not isinstance(elt, ast.Dict):
                 value = self._value(elt, frame)
                 if sink is not None:
                     sink.complete = False
                     sink.blocks.append(Block("messages", elt, CLEAN, None, opaque=True))
-                if not tail and not isinstance(elt, ast.Starred):
+                if not tail and (grown or not isinstance(elt, ast.Starred)):
                     self.record("messages", value, elt, label)
                 continue
             role = dict_get(elt, "role")
