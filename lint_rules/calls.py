@@ -246,6 +246,12 @@ class CallsMixin(EngineState):
                 Value(substitute(e.facts, True), e.shape, e.const, e.elem_str, e.name_key, e.ref)
                 for e in ret.elts
             )
+        items = None
+        if ret.items is not None:
+            items = tuple(
+                (k, replace(v, facts=substitute(v.facts, True), elts=None, items=None))
+                for k, v in ret.items
+            )
         result = Value(
             substitute(ret.facts, carry=True),
             ret.shape,
@@ -254,6 +260,7 @@ class CallsMixin(EngineState):
             ret.name_key,
             ret.ref,
             elts,
+            items,
         )
         return self.pin_if_once(result)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -85,7 +85,7 @@ class RegionsMixin(EngineState):
                 self.eval(arg)
                 if isinstance(arg, ast.Starred):
                     sink.complete = False
-        for name, value_node in self._keywords(node, sink):
+        for name, value_node in self._keywords(node, sink, spec.params):
             kind = spec.regions.get(name)
             if kind is not None:
                 self.walk_region(kind, value_node, sink, f"{spec.label}({name}=)")
@@ -106,10 +106,14 @@ class RegionsMixin(EngineState):
         self.add_sink(sink)
         return CLEAN
 
-    def _keywords(self, node: ast.Call, sink: SinkCall) -> Iterator[tuple[str, ast.expr]]:
+    def _keywords(
+        self, node: ast.Call, sink: SinkCall, params: Collection[str] = ()
+    ) -> Iterator[tuple[str, ast.expr]]:
         """The call's keyword arguments, with ``**kwargs`` splats of a dict built in the same
         scope mapped onto keywords: its literal's constant keys, then ``kwargs["k"] = v``
-        assignments after it. Any other splat makes the request incomplete."""
+        assignments after it. Any other splat makes the request incomplete; when its value
+        knows its keys (``Value.items``: a dict literal returned by a helper), those among
+        ``params`` go into ``sink.params``."""
         for kw in node.keywords:
             if kw.arg is not None:
                 yield kw.arg, kw.value
@@ -119,8 +123,13 @@ class RegionsMixin(EngineState):
                 self.frame.dict_keys.get(kw.value.id, {}) if isinstance(kw.value, ast.Name) else {}
             )
             if not isinstance(literal, ast.Dict) or frame is not self.frame:
-                self.eval(kw.value)
+                splat = self.eval(kw.value)
                 sink.complete = False
+                # a dict built elsewhere (returned by a helper): its known keys that select
+                # cache behaviour are read from the value, reported at the splat
+                for key_name, item_value in splat.items or ():
+                    if key_name in params and key_name not in sink.params:
+                        sink.params[key_name] = (kw.value, item_value)
                 continue
             for key, item in zip(literal.keys, literal.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
