@@ -365,6 +365,14 @@ class CallsMixin(EngineState):
             self.frame.env[name] = self.with_mutation_facts(new)
             self.note_store(target, self.with_mutation_facts(added))
             return CLEAN
+        if method == "sort" and isinstance(target, ast.Name) and target.id in self.frame.env:
+            # an in-place sort gives the list a stable order from here on, as sorted() does
+            old = self.frame.env[target.id]
+            sorted_value = old.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            if sorted_value.shape is Shape.UNORDERED_LIST:
+                sorted_value = replace(sorted_value, shape=Shape.LIST, ref=None)
+            self.frame.env[target.id] = sorted_value
+            return CLEAN
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)
         return None
