@@ -6,6 +6,7 @@ import ast
 
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
 from .frames import Bound, EngineState, Table, merge
+from .sinks import is_system_prompt_name
 
 
 class ExprsMixin(EngineState):
@@ -284,6 +285,14 @@ class ExprsMixin(EngineState):
                 elif key.value == "content":
                     content = item
                 v = self.eval(item)
+                if (
+                    isinstance(key, ast.Constant)
+                    and isinstance(key.value, str)
+                    and key.value != "system"
+                    and is_system_prompt_name(key.value)
+                ):
+                    # a config entry named like a system prompt, as a keyword of that name is
+                    self.record("system", v, item, f'{{"{key.value}": ...}}')
                 if not (v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal"):
                     literal = False
                 if v.shape is Shape.FUNC:
