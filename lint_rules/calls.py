@@ -248,6 +248,12 @@ class CallsMixin(EngineState):
                 Value(substitute(e.facts, True), e.shape, e.const, e.elem_str, e.name_key, e.ref)
                 for e in ret.elts
             )
+        items = None
+        if ret.items is not None:
+            items = tuple(
+                (k, replace(v, facts=substitute(v.facts, True), elts=None, items=None))
+                for k, v in ret.items
+            )
         result = Value(
             substitute(ret.facts, carry=True),
             ret.shape,
@@ -256,6 +262,7 @@ class CallsMixin(EngineState):
             ret.name_key,
             ret.ref,
             elts,
+            items,
         )
         return self.pin_if_once(result)
 
@@ -359,6 +366,14 @@ class CallsMixin(EngineState):
             new = Value(old.facts | added.facts, shape, None, elem_str, name_key, old.ref)
             self.frame.env[name] = self.with_mutation_facts(new)
             self.note_store(target, self.with_mutation_facts(added))
+            return CLEAN
+        if method == "sort" and isinstance(target, ast.Name) and target.id in self.frame.env:
+            # an in-place sort gives the list a stable order from here on, as sorted() does
+            old = self.frame.env[target.id]
+            sorted_value = old.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            if sorted_value.shape is Shape.UNORDERED_LIST:
+                sorted_value = replace(sorted_value, shape=Shape.LIST, ref=None)
+            self.frame.env[target.id] = sorted_value
             return CLEAN
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)

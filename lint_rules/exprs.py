@@ -6,6 +6,7 @@ import ast
 
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
 from .frames import Bound, EngineState, Table, merge
+from .sinks import is_system_prompt_name
 
 
 class ExprsMixin(EngineState):
@@ -269,9 +270,11 @@ class ExprsMixin(EngineState):
         role = None
         content: ast.expr | None = None
         callables: list[object] = []
+        items: list[tuple[str, Value]] | None = []
         for key, item in zip(node.keys, node.values, strict=True):
             if key is None:
                 literal = False
+                items = None
                 v = self.eval(item)
             else:
                 if not isinstance(key, ast.Constant):
@@ -282,10 +285,23 @@ class ExprsMixin(EngineState):
                 elif key.value == "content":
                     content = item
                 v = self.eval(item)
+                if (
+                    isinstance(key, ast.Constant)
+                    and isinstance(key.value, str)
+                    and key.value != "system"
+                    and is_system_prompt_name(key.value)
+                ):
+                    # a config entry named like a system prompt, as a keyword of that name is
+                    self.record("system", v, item, f'{{"{key.value}": ...}}')
                 if not (v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal"):
                     literal = False
                 if v.shape is Shape.FUNC:
                     callables.extend(v.ref if isinstance(v.ref, tuple) else (v.ref,))
+                if items is not None:
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        items.append((key.value, v))
+                    else:
+                        items = None
             if v.facts:
                 facts |= v.facts
         if role in ("system", "developer") and content is not None:
@@ -293,7 +309,12 @@ class ExprsMixin(EngineState):
         if callables:
             return Value(facts, Shape.DICT, ref=Table(tuple(callables)))
         # constant keys and scalar values: the key order and the repr are fixed by the source
-        return Value(facts, Shape.DICT, ref="literal" if literal else None)
+        return Value(
+            facts,
+            Shape.DICT,
+            ref="literal" if literal else None,
+            items=tuple(items) if items is not None else None,
+        )
 
     def expr_ListComp(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> Value:
         facts, saved = self.comprehension(node.generators)

@@ -101,6 +101,8 @@ class Value:
     name from an element ("attr" for ``tool.name``, "item" for ``tool["name"]``). ``ref``: what
     the value is when the shape says (a class, a callable, where a set was made). ``elts``: the
     values of a tuple's elements, when known, so that facts do not spread across them.
+    ``items``: the values under the constant string keys of a dict literal (all of its keys),
+    so that a ``**payload`` splat into a sink can map them onto keyword arguments.
     """
 
     facts: frozenset[Fact] = frozenset()
@@ -110,6 +112,7 @@ class Value:
     name_key: str = ""
     ref: object = None
     elts: tuple[Value, ...] | None = None
+    items: tuple[tuple[str, Value], ...] | None = None
 
     def with_facts(self, facts: frozenset[Fact]) -> Value:
         return replace(self, facts=facts)
@@ -134,6 +137,7 @@ class Value:
             facts=frozenset(
                 replace(f, pinned=True) if f.kind in PINNABLE else f for f in self.facts
             ),
+            items=tuple((k, v.pinned()) for k, v in self.items) if self.items else self.items,
         )
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -85,7 +85,7 @@ class RegionsMixin(EngineState):
                 self.eval(arg)
                 if isinstance(arg, ast.Starred):
                     sink.complete = False
-        for name, value_node in self._keywords(node, sink):
+        for name, value_node in self._keywords(node, sink, spec.params):
             kind = spec.regions.get(name)
             if kind is not None:
                 self.walk_region(kind, value_node, sink, f"{spec.label}({name}=)")
@@ -106,10 +106,14 @@ class RegionsMixin(EngineState):
         self.add_sink(sink)
         return CLEAN
 
-    def _keywords(self, node: ast.Call, sink: SinkCall) -> Iterator[tuple[str, ast.expr]]:
+    def _keywords(
+        self, node: ast.Call, sink: SinkCall, params: Collection[str] = ()
+    ) -> Iterator[tuple[str, ast.expr]]:
         """The call's keyword arguments, with ``**kwargs`` splats of a dict built in the same
         scope mapped onto keywords: its literal's constant keys, then ``kwargs["k"] = v``
-        assignments after it. Any other splat makes the request incomplete."""
+        assignments after it. Any other splat makes the request incomplete; when its value
+        knows its keys (``Value.items``: a dict literal returned by a helper), those among
+        ``params`` go into ``sink.params``."""
         for kw in node.keywords:
             if kw.arg is not None:
                 yield kw.arg, kw.value
@@ -119,8 +123,13 @@ class RegionsMixin(EngineState):
                 self.frame.dict_keys.get(kw.value.id, {}) if isinstance(kw.value, ast.Name) else {}
             )
             if not isinstance(literal, ast.Dict) or frame is not self.frame:
-                self.eval(kw.value)
+                splat = self.eval(kw.value)
                 sink.complete = False
+                # a dict built elsewhere (returned by a helper): its known keys that select
+                # cache behaviour are read from the value, reported at the splat
+                for key_name, item_value in splat.items or ():
+                    if key_name in params and key_name not in sink.params:
+                        sink.params[key_name] = (kw.value, item_value)
                 continue
             for key, item in zip(literal.keys, literal.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
@@ -134,6 +143,28 @@ class RegionsMixin(EngineState):
                 value = self._assigned_value(assignment)
                 if value is not None:
                     yield key_name, value
+
+    def _grown(self, name: ast.expr, literal: ast.expr, sink: SinkCall | None) -> bool:
+        """True when the list ``name`` (bound to ``literal``) gets an ``append``/``extend`` call
+        between the literal and the sink call, in straight-line code of the same function."""
+        func = self.frame.func
+        if not isinstance(name, ast.Name) or func is None or sink is None:
+            return False
+        start = getattr(literal, "end_lineno", 0) or 0
+        end = sink.node.lineno
+        for stmt in func.body:  # top-level statements only: a conditional append may not run
+            if not isinstance(stmt, ast.Expr) or not start < stmt.lineno < end:
+                continue
+            call = stmt.value
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in ("append", "extend")
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == name.id
+            ):
+                return True
+        return False
 
     def _assigned_value(self, target: ast.Subscript) -> ast.expr | None:
         """The right-hand side of the assignment whose target is ``target``."""
@@ -346,14 +377,17 @@ class RegionsMixin(EngineState):
                 sink.complete = False
                 sink.blocks.append(Block("messages", expr, CLEAN, None, opaque=True))
             return
+        # a named list appended to after its literal (``messages.append(question)``): the
+        # newest message is the appended one, so every element of the literal is prefix
+        grown = node is not expr and frame is self.frame and self._grown(expr, node, sink)
         for index, elt in enumerate(elements):
-            tail = index == len(elements) - 1
+            tail = index == len(elements) - 1 and not grown
             if isinstance(elt, ast.Starred) or not isinstance(elt, ast.Dict):
                 value = self._value(elt, frame)
                 if sink is not None:
                     sink.complete = False
                     sink.blocks.append(Block("messages", elt, CLEAN, None, opaque=True))
-                if not tail and not isinstance(elt, ast.Starred):
+                if not tail and (grown or not isinstance(elt, ast.Starred)):
                     self.record("messages", value, elt, label)
                 continue
             role = dict_get(elt, "role")

@@ -80,6 +80,8 @@ def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
         out["class"] = _class_name(value.ref)
     if value.elts is not None:
         out["elts"] = [value_to_json(e, path, own) for e in value.elts]
+    if value.items is not None:
+        out["items"] = [[k, value_to_json(v, path, own)] for k, v in value.items]
     return out
 
 
@@ -88,6 +90,7 @@ def value_from_json(data: JSON, key: int, classes: Callable[[str], object]) -> V
     if "class" in data:
         ref = classes(data["class"])
     elts = data.get("elts")
+    items = data.get("items")
     return Value(
         frozenset(fact_from_json(f, key) for f in data["facts"]),
         Shape(data["shape"]),
@@ -96,6 +99,9 @@ def value_from_json(data: JSON, key: int, classes: Callable[[str], object]) -> V
         data.get("name_key", ""),
         ref,
         tuple(value_from_json(e, key, classes) for e in elts) if elts is not None else None,
+        tuple((k, value_from_json(v, key, classes)) for k, v in items)
+        if items is not None
+        else None,
     )
 
 

@@ -337,6 +337,8 @@ def _class_refs(blob: dict[str, Any]) -> list[str]:
             out.append(f"{module}.{name[1:]}" if name.startswith("@") else name)
         for e in value.get("elts") or ():
             visit(e)
+        for _, v in value.get("items") or ():
+            visit(v)
 
     data = blob["data"]
     if blob["kind"] == "function":

@@ -19,7 +19,7 @@ def format_history(history: list[dict]) -> list[dict]:
     formatted = []
     for msg in history:
         if msg["role"] == "tool":
-            content = convert_tool_result_to_string(msg["blocks"])  # PC002: 22
+            content = convert_tool_result_to_string(msg["blocks"])
             formatted.append({"role": "tool", "tool_call_id": msg["id"], "content": content})
         else:
             formatted.append({"role": msg["role"], "content": msg["text"]})

@@ -12,7 +12,7 @@ def process_message(tz: str | None, soul: str, history: list[dict], text: str) -
     response = client.messages.create(
         model="claude-sonnet-4-6",
         max_tokens=1024,
-        system=build_agent_system_prompt(tz, soul),
+        system=build_agent_system_prompt(tz, soul),  # PC001: 15
         messages=messages,
     )
     return response.content[0].text

@@ -27,6 +27,6 @@ def build_local_datetime_section(tz: str | None) -> str:
 def build_agent_system_prompt(tz: str | None, soul: str) -> str:
     builder = PromptBuilder()
     builder.add_section("Identity", soul)
-    builder.add_section("Current date and time", build_local_datetime_section(tz))  # PC001: 49
+    builder.add_section("Current date and time", build_local_datetime_section(tz))
     builder.add_section("Recall", "Search memory before answering.")
     return builder.build()

@@ -24,9 +24,9 @@ def format_turns(turns: list[dict]) -> list[dict]:
     messages = []
     for turn in turns:
         messages.append({"role": "user", "content": turn["question"]})
-        calls = [_tool_call_message(call) for call in turn["calls"]]  # PC003: 17
+        calls = [_tool_call_message(call) for call in turn["calls"]]
         messages.append({"role": "assistant", "content": None, "tool_calls": calls})
         for call in turn["calls"]:
-            content = _tool_result_content(call["result"])  # PC003: 22
+            content = _tool_result_content(call["result"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
     return messages
