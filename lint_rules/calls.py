@@ -461,6 +461,8 @@ class CallsMixin(EngineState):
             node.lineno,
             node.col_offset,
             str(birth[2]),
+            # a directory listing is stable on one machine; a set's order changes per process
+            "filesystem" if iterable.shape is Shape.UNORDERED_LIST else "",
             site=(int(birth[0]), int(birth[1])),
             fix=(*span(node), iterable.elem_str),
         )

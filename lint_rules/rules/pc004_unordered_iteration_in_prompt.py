@@ -10,9 +10,11 @@ frozenset (literal, `set(...)`, comprehension), `os.listdir`, `os.scandir`, `os.
 prefix. Iteration inside `sorted(...)` is fine and not reported.
 
 ## Why is this bad?
-The iteration order of a set of strings depends on the per-process hash seed, and directory
-listings come in filesystem order. Two workers, or one worker after a restart, then build
-different prompt bytes from the same data and never share a cached prefix.
+The iteration order of a set of strings depends on the per-process hash seed: two workers, or
+one worker after a restart, build different prompt bytes from the same data and never share a
+cached prefix (error). Directory listings come in filesystem order, stable on one machine but
+different on the next one and after files change, and vendor caches are shared by every
+machine of an organisation (warning).
 
 ## Example
 ```python
@@ -62,12 +64,19 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             related.append(
                 Related(ctx.at(*fact.site), f"{fact.detail} is created here", origin=True)
             )
+        listing = fact.granularity == "filesystem"
+        why = (
+            "it comes in filesystem order, which differs between machines and after files "
+            "change"
+            if listing
+            else "its order differs between processes"
+        )
         yield ctx.diagnostic(
             "PC004",
-            f"iteration over {fact.detail} feeds the cached prefix ({entry.sink}); its order "
-            "differs between processes: iterate sorted(...)",
+            f"iteration over {fact.detail} feeds the cached prefix ({entry.sink}); {why}: "
+            "iterate sorted(...)",
             entry.node,
-            Severity.ERROR,
+            Severity.WARNING if listing else Severity.ERROR,
             tuple(related),
             fix,
         )

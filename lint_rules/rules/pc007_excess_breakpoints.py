@@ -102,6 +102,8 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         size = iter_size(node.iter, chain, module, cls)
         if size is not None and size <= MAX_BREAKPOINTS:
             continue
+        if size is None and not _whole_collection(node.iter, module, cls):
+            continue  # the result of a call we cannot see: no evidence it is long
         if any(isinstance(n, ast.Break) for n in _own_nodes(node.body)):
             continue
         found = next(marks_in(node.body, _index_names(node), module, cls, guard=_guard), None)
@@ -111,6 +113,28 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue  # a turn loop that calls the API: marks the newest message only
         mark, how = found
         yield ctx.diagnostic("PC007", _message(size, node.iter, how), mark, Severity.ERROR)
+
+
+_WRAPPERS = frozenset({"enumerate", "reversed", "list", "sorted", "tuple", "zip", "iter"})
+
+
+def _whole_collection(node: ast.expr, module: Module, cls: ast.ClassDef | None) -> bool:
+    """Evidence that iterating ``node`` visits a whole collection of any length: a name or
+    attribute (``messages``, ``self.tools``), an open slice, ``d.values()``, one of those
+    wrapped in ``enumerate``/``reversed``/..., or a same-module helper's result. The result
+    of a function the linter cannot see (another module, a library) is not evidence."""
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return True
+    if isinstance(node, ast.NamedExpr):
+        return _whole_collection(node.value, module, cls)
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in _WRAPPERS and node.args:
+        return _whole_collection(node.args[0], module, cls)
+    if isinstance(func, ast.Attribute) and func.attr in ("values", "items", "keys"):
+        return True
+    return module.helper(node, cls) is not None
 
 
 def _message(size: int | None, iterable: ast.expr | None, how: str) -> str:
@@ -144,6 +168,8 @@ def _check_comprehension(
     for size in known:
         total *= size
     if known and total <= MAX_BREAKPOINTS:
+        return
+    if not known and not all(_whole_collection(g.iter, module, cls) for g in comp.generators):
         return
     elts = [comp.key, comp.value] if isinstance(comp, ast.DictComp) else [comp.elt]
     found = next((m for elt in elts for m in value_marks(elt, module, cls)), None)
