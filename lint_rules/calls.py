@@ -69,6 +69,10 @@ class CallsMixin(EngineState):
         spec = sinks.match(node, chain, qual, self.extra_sinks)
         if spec is not None:
             return self.handle_sink(spec, node)
+        if chain[-1] in sinks.HTTP_POSTS:
+            posted = self.http_post(node)
+            if posted is not None:
+                return posted
         frame = self.frame
         receiver: Value | None = None
         if isinstance(func, ast.Attribute) and qual is None:

@@ -40,7 +40,9 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
         suffix = ""
         if origins:
             first = origins[0].location
-            chain = origins[0].message.partition(" is born here")[2]
+            message = origins[0].message
+            at = message.find(", returned by ")
+            chain = message[at:] if at >= 0 else ""
             suffix = f" [origin: {first.path}:{first.line}{chain}]"
         fixable = " [*]" if d.fix is not None and show_fixes else ""
         out.append(

@@ -102,7 +102,7 @@ class RegionsMixin(EngineState):
                 sink.params["prompt_cache_key"] = (key, self.eval(key))
         sink.blocks.sort(key=lambda b: _REGION_RANK.get(b.region, 3))
         if spec.api in _EXPLICIT_BREAKPOINTS and "cache_control" not in sink.params:
-            self._drop_uncached(sink, first_entry)
+            self.drop_uncached(sink, first_entry)
         self.add_sink(sink)
         return CLEAN
 
@@ -140,7 +140,7 @@ class RegionsMixin(EngineState):
                         self.eval(item)
                     sink.complete = False
             for key_name, assignment in later.items():
-                value = self._assigned_value(assignment)
+                value = self.assigned_value(assignment)
                 if value is not None:
                     yield key_name, value
 
@@ -166,7 +166,7 @@ class RegionsMixin(EngineState):
                 return True
         return False
 
-    def _assigned_value(self, target: ast.Subscript) -> ast.expr | None:
+    def assigned_value(self, target: ast.Subscript) -> ast.expr | None:
         """The right-hand side of the assignment whose target is ``target``."""
         func = self.frame.func
         for stmt in ast.walk(func) if func is not None else ():
@@ -174,7 +174,7 @@ class RegionsMixin(EngineState):
                 return stmt.value
         return None
 
-    def _drop_uncached(self, sink: SinkCall, first_entry: int) -> None:
+    def drop_uncached(self, sink: SinkCall, first_entry: int) -> None:
         """With explicit breakpoints, blocks after the last one are not cached: what enters
         them is not in the cached prefix. Applied only when every later block is a literal
         (an opaque history could hold a later breakpoint)."""

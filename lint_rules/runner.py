@@ -189,7 +189,12 @@ def analyse_source(
                 is_package,
                 load_externals(externals) if externals else None,
             )
-            entries, sinks = analyzer.run()
+            if triggered or force:
+                entries, sinks = analyzer.run()
+            else:
+                # asked only for summaries: no rule can fire here, so only the module body
+                # runs, and the requested functions on demand (in export)
+                entries, sinks = analyzer.run_module_only()
             exports = analyzer.export(requests, path)
             wanted = analyzer.wanted
             ctx = ModuleContext(path, text, tree, config, entries, sinks)

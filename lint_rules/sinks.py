@@ -313,3 +313,27 @@ def spec_from_config(entry: dict[str, object]) -> SinkSpec:
         params=params,
         messages_kw=next((k for k, v in regions.items() if v == "messages"), ""),
     )
+
+
+#: vendor endpoints that a raw HTTP post of a JSON body reaches, and the SDK call it stands for
+#: (paths from the vendors' API references: docs.anthropic.com/en/api/messages and
+#: platform.openai.com/docs/api-reference, checked 2026-12-01)
+HTTP_ENDPOINTS: tuple[tuple[str, str], ...] = (
+    ("/v1/messages", "anthropic"),
+    ("/v1/chat/completions", "openai.chat"),
+    ("/v1/responses", "openai.responses"),
+)
+#: methods that post a body: ``httpx.post``, ``requests.post``, ``client.post``
+HTTP_POSTS = frozenset({"post", "apost"})
+
+
+def http_spec(url: str | None) -> SinkSpec | None:
+    """The SDK spec whose request a raw post to ``url`` sends, or None (``count_tokens`` and
+    other endpoints are not sinks)."""
+    if not url or "count_tokens" in url:
+        return None
+    path = url.split("?", 1)[0].rstrip("/")
+    for suffix, api in HTTP_ENDPOINTS:
+        if path.endswith(suffix):
+            return next(s for s in SPECS if s.api == api)
+    return None

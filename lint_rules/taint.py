@@ -26,6 +26,7 @@ from typing import Any
 
 from .analysis.exports import exportable_value, summary_to_json, value_to_json
 from .calls import CallsMixin
+from .http_sinks import HttpSinksMixin
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
@@ -116,7 +117,9 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
-class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin):
+class Analyzer(
+    StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin, HttpSinksMixin
+):
     """Walk one parsed module and collect ``PrefixEntry`` and ``SinkCall`` events.
 
     ``extra_sinks`` are user wrappers from config. Use ``run()`` once per instance.
@@ -183,6 +186,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             for method in info.methods.values():
                 if self.relevant(method):
                     self.summary(method)
+        return self.entries, self.sinks
+
+    def run_module_only(self) -> tuple[list[PrefixEntry], list[SinkCall]]:
+        """The module body alone (imports, classes, module-level values), for a module that
+        is analysed only to export summaries; functions are summarised on demand."""
+        self._collect(self.tree.body)
+        self.exec_block(self.tree.body)
+        self._prepass_classes()
         return self.entries, self.sinks
 
     def _prepass_classes(self) -> None:

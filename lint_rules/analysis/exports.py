@@ -21,12 +21,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..facts import Fact, Kind, Shape, Value
+from ..facts import PINNABLE, Fact, Kind, Shape, Value
 from ..frames import ClassInfo, ExternalClass, Summary
 
 JSON = dict[str, Any]
 #: value shapes worth exporting for a module-level value even without facts
 _EXPORTED_SHAPES = frozenset({Shape.SET, Shape.UNORDERED_LIST, Shape.TOOL_RESULT})
+
+
+def exported(fact: Fact, own: Callable[[int], bool]) -> bool:
+    """Whether a fact means anything to another module. Not exported: loop-variable
+    bookkeeping and "chosen per request" facts (the rules that read those want them born in
+    the sink's own function), time and unique values computed once (they no longer vary), and
+    PARAM facts of an enclosing scope."""
+    if fact.kind is Kind.PARAM:
+        return own(_key(fact))
+    if fact.kind in (Kind.LOOP, Kind.VARIES):
+        return False
+    return not (fact.pinned and fact.kind in PINNABLE)
 
 
 def fact_to_json(fact: Fact, path: str) -> list[Any]:
@@ -40,7 +52,10 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         fact.pinned,
         fact.param,
         "" if param_key else (fact.path or path),
-        list(fact.via),
+        # the chain inside the defining module stays there: a caller elsewhere names the
+        # exported function it called ("returned by build_prompt"), and summaries stop
+        # changing (and callers stop being re-analysed) as soon as the facts stop changing
+        [],
     ]
 
 
@@ -64,7 +79,7 @@ def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
     """``own(key)``: whether a PARAM fact belongs to the function being exported (others, of
     an enclosing scope, mean nothing elsewhere and are dropped)."""
     facts = sorted(
-        (fact_to_json(f, path) for f in value.facts if f.kind is not Kind.PARAM or own(_key(f))),
+        (fact_to_json(f, path) for f in value.facts if exported(f, own)),
         key=repr,
     )
     out: JSON = {"facts": facts, "shape": value.shape.value}
@@ -116,7 +131,7 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
         "param_sinks": {str(i): [list(t) for t in ts] for i, ts in summary.param_sinks.items()},
         "stores": {
             str(i): sorted(
-                (fact_to_json(f, path) for f in facts if f.kind is not Kind.PARAM or own(_key(f))),
+                (fact_to_json(f, path) for f in facts if exported(f, own)),
                 key=repr,
             )
             for i, facts in summary.stores.items()
