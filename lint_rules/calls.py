@@ -20,6 +20,7 @@ from .sources import (
     UNORDERED_PATH_METHODS,
     format_granularity,
 )
+from .toolnames import mutated_key
 
 _GRAIN_RANK = {"subday": 0, "day": 1, "": 2}
 _STR_KEEP_CONST = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "expandtabs"}
@@ -239,8 +240,9 @@ class CallsMixin(EngineState):
             old = frame.cls.attrs.get(target.attr, CLEAN)
             added = join(*args, *kwargs.values())
             kept = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
+            name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
             frame.cls.attrs[target.attr] = self.with_mutation_facts(
-                Value(old.facts | added.facts, kept, None, old.elem_str, old.name_key, old.ref)
+                Value(old.facts | added.facts, kept, None, old.elem_str, name_key, old.ref)
             )
             return CLEAN
         if method in _MUTATORS and isinstance(target, ast.Name):
@@ -252,16 +254,7 @@ class CallsMixin(EngineState):
             else:
                 shape = Shape.LIST if old.shape in (Shape.LIST, Shape.UNKNOWN) else old.shape
             elem_str = old.elem_str and all(a.shape is Shape.STR for a in args)
-            name_key = old.name_key
-            if (
-                method == "append"
-                and node.args
-                and isinstance(node.args[0], ast.Dict)
-                and not any(
-                    isinstance(k, ast.Constant) and k.value == "name" for k in node.args[0].keys
-                )
-            ):
-                name_key = ""
+            name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
             new = Value(old.facts | added.facts, shape, None, elem_str, name_key, old.ref)
             self.frame.env[name] = self.with_mutation_facts(new)
             return CLEAN

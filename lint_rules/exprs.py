@@ -6,6 +6,7 @@ import ast
 
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
 from .frames import EngineState, merge
+from .toolnames import combine, literal_key
 
 
 class ExprsMixin(EngineState):
@@ -122,7 +123,7 @@ class ExprsMixin(EngineState):
                     left.facts | right.facts,
                     Shape.LIST,
                     elem_str=left.elem_str and right.elem_str,
-                    name_key=left.name_key or right.name_key,
+                    name_key=combine(left.name_key, right.name_key),
                 )
             return join(left, right)
         if isinstance(node.op, ast.Mult) and Shape.STR in (left.shape, right.shape):
@@ -191,13 +192,7 @@ class ExprsMixin(EngineState):
             if v.facts:
                 facts |= v.facts
         elem_str = bool(values) and all(v.shape is Shape.STR for v in values)
-        name_key = ""
-        if node.elts and all(
-            isinstance(e, ast.Dict)
-            and any(isinstance(k, ast.Constant) and k.value == "name" for k in e.keys)
-            for e in node.elts
-        ):
-            name_key = "item"
+        name_key = literal_key(node.elts)
         literal = all(v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal" for v in values)
         return Value(
             facts,
