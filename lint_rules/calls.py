@@ -230,6 +230,12 @@ class CallsMixin(EngineState):
                 return Value(receiver.facts, Shape.LIST, elem_str=True)
         target = func.value
         frame = self.frame
+        if method == "sort" and isinstance(target, ast.Name):  # sorted in place: ordered now
+            v = self.lookup(target.id).without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            ordered = Shape.LIST if v.shape is Shape.UNORDERED_LIST else v.shape
+            ref = v.ref if ordered is v.shape else None
+            frame.env[target.id] = Value(v.facts, ordered, None, v.elem_str, v.name_key, ref)
+            return CLEAN
         if (
             method in _MUTATORS
             and isinstance(target, ast.Attribute)

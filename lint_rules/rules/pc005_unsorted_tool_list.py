@@ -7,7 +7,7 @@ Fix: sometimes
 Reports a tool list that comes from a producer whose order someone else controls, MCP
 `session.list_tools()`, `langchain_mcp_adapters.tools.load_mcp_tools`, `entry_points(...)`,
 `pkgutil.iter_modules`, when it reaches the `tools` of an LLM call without passing through
-`sorted(...)`.
+`sorted(...)` (a list sorted in place, `tools.sort(key=...)`, is sorted too).
 
 ## Why is this bad?
 Tool definitions come first in the cached prefix (tools -> system -> messages); a change there
