@@ -62,6 +62,8 @@ class ExprsMixin(EngineState):
             return Value(shape=Shape.STR, const=node.value)
         if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return Value(shape=Shape.NUM)
+        if node.value is None or isinstance(node.value, bool):
+            return Value(ref="literal")  # True/False/None: fixed JSON and repr, like a number
         return CLEAN
 
     def expr_Name(self, node: ast.Name) -> Value:
