@@ -21,6 +21,7 @@ from .sources import (
     UNORDERED_PATH_METHODS,
     format_granularity,
 )
+from .toolnames import mutated_key
 
 _GRAIN_RANK = {"subday": 0, "day": 1, "": 2}
 _STR_KEEP_CONST = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "expandtabs"}
@@ -108,7 +109,9 @@ class CallsMixin(EngineState):
             if result is not None:
                 return self.pin_if_once(result)
             if any(
-                f.kind not in (Kind.PARAM, Kind.LOOP) for v in (*args, *kwargs.values()) for f in v.facts
+                f.kind not in (Kind.PARAM, Kind.LOOP)
+                for v in (*args, *kwargs.values())
+                for f in v.facts
             ):
                 self.external(qual, carries=True)
         if isinstance(func, ast.Name) and func.id not in frame.env and func.id in self.classes:
@@ -341,12 +344,29 @@ class CallsMixin(EngineState):
             if method in ("split", "splitlines"):
                 return Value(receiver.facts, Shape.LIST, elem_str=True)
         target = func.value
+        frame = self.frame
+        if method == "sort" and isinstance(target, ast.Name):  # sorted in place: ordered now
+            v = self.lookup(target.id).without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            ordered = Shape.LIST if v.shape is Shape.UNORDERED_LIST else v.shape
+            ref = v.ref if ordered is v.shape else None
+            frame.env[target.id] = Value(v.facts, ordered, None, v.elem_str, v.name_key, ref)
+            return CLEAN
         if (
             method in _MUTATORS
             and isinstance(target, (ast.Attribute, ast.Subscript))
             and not isinstance(target, ast.Name)
         ):
+            holder = target.value if isinstance(target, ast.Attribute) else None
+            own_attr = (
+                isinstance(holder, ast.Name)
+                and holder.id == frame.self_name
+                and frame.cls is not None
+            )
             self.mutate(target, join(*args, *kwargs.values()))
+            if own_attr and frame.cls is not None and isinstance(target, ast.Attribute):
+                old = frame.cls.attrs.get(target.attr, CLEAN)
+                name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
+                frame.cls.attrs[target.attr] = replace(old, name_key=name_key)
             return CLEAN
         if method in _MUTATORS and isinstance(target, ast.Name):
             name = target.id
@@ -357,27 +377,10 @@ class CallsMixin(EngineState):
             else:
                 shape = Shape.LIST if old.shape in (Shape.LIST, Shape.UNKNOWN) else old.shape
             elem_str = old.elem_str and all(a.shape is Shape.STR for a in args)
-            name_key = old.name_key
-            if (
-                method == "append"
-                and node.args
-                and isinstance(node.args[0], ast.Dict)
-                and not any(
-                    isinstance(k, ast.Constant) and k.value == "name" for k in node.args[0].keys
-                )
-            ):
-                name_key = ""
+            name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
             new = Value(old.facts | added.facts, shape, None, elem_str, name_key, old.ref)
             self.frame.env[name] = self.with_mutation_facts(new)
             self.note_store(target, self.with_mutation_facts(added))
-            return CLEAN
-        if method == "sort" and isinstance(target, ast.Name) and target.id in self.frame.env:
-            # an in-place sort gives the list a stable order from here on, as sorted() does
-            old = self.frame.env[target.id]
-            sorted_value = old.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
-            if sorted_value.shape is Shape.UNORDERED_LIST:
-                sorted_value = replace(sorted_value, shape=Shape.LIST, ref=None)
-            self.frame.env[target.id] = sorted_value
             return CLEAN
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)

@@ -7,6 +7,7 @@ import ast
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
 from .frames import Bound, EngineState, Table, merge
 from .sinks import is_system_prompt_name
+from .toolnames import combine, literal_key
 
 
 class ExprsMixin(EngineState):
@@ -62,6 +63,8 @@ class ExprsMixin(EngineState):
             return Value(shape=Shape.STR, const=node.value)
         if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return Value(shape=Shape.NUM)
+        if node.value is None or isinstance(node.value, bool):
+            return Value(ref="literal")  # True/False/None: fixed JSON and repr, like a number
         return CLEAN
 
     def expr_Name(self, node: ast.Name) -> Value:
@@ -145,7 +148,7 @@ class ExprsMixin(EngineState):
                     left.facts | right.facts,
                     Shape.LIST,
                     elem_str=left.elem_str and right.elem_str,
-                    name_key=left.name_key or right.name_key,
+                    name_key=combine(left.name_key, right.name_key),
                 )
             return join(left, right)
         if isinstance(node.op, ast.Mult) and Shape.STR in (left.shape, right.shape):
@@ -231,13 +234,7 @@ class ExprsMixin(EngineState):
             if v.facts:
                 facts |= v.facts
         elem_str = bool(values) and all(v.shape is Shape.STR for v in values)
-        name_key = ""
-        if node.elts and all(
-            isinstance(e, ast.Dict)
-            and any(isinstance(k, ast.Constant) and k.value == "name" for k in e.keys)
-            for e in node.elts
-        ):
-            name_key = "item"
+        name_key = literal_key(node.elts)
         literal = all(v.shape in (Shape.STR, Shape.NUM) or v.ref == "literal" for v in values)
         callables = [v.ref for v in values if v.shape is Shape.FUNC]
         ref: object = "literal" if literal else None

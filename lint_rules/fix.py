@@ -18,6 +18,7 @@ from promptcache.errors import FixConflictError
 
 from ._base import Diagnostic, TextEdit
 from .config import LintConfig
+from .parse import LIBCST_VERSION, NewerSyntaxError, parse_module
 from .runner import lint_source
 
 MAX_ROUNDS = 10
@@ -82,8 +83,10 @@ def check_rewrite(before: str, after: str, path: str) -> None:
     import libcst
 
     try:
-        compile(after, path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
-        libcst.parse_module(after)
+        libcst.parse_module(after, config=libcst.PartialParserConfig(python_version=LIBCST_VERSION))
+        parse_module(after, path)  # ast, or libcst for newer syntax than the running Python's
+    except NewerSyntaxError:
+        pass  # valid newer Python (libcst parsed it) that this Python's ast cannot read
     except (SyntaxError, ValueError, libcst.ParserSyntaxError) as exc:
         raise FixConflictError(
             f"{path}: the autofix produced code that does not parse ({exc}); nothing was "

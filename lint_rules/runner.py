@@ -26,6 +26,7 @@ from .analysis.program import Task, lint_program
 from .config import LintConfig
 from .context import ModuleContext
 from .files import discover
+from .parse import NewerSyntaxError, is_newer_python, parse_module
 from .registry import CHECKS, KNOWN_CODES
 from .rules.pc000_unparsable_file import from_error
 from .suppress import parse_suppressions
@@ -163,11 +164,12 @@ def analyse_source(
         return _syntax_only(raw, path, config), {}, {}, False
     codes = _codes_for(path, config)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarnings are about the linted file
-            # text is parsed as text: its coding cookie no longer describes these bytes
-            tree = ast.parse(source if isinstance(source, str) else raw, filename=path)
+        # text is parsed as text: its coding cookie no longer describes these bytes
+        tree = parse_module(source if isinstance(source, str) else raw, path)
         text = source if isinstance(source, str) else decode_source(raw)
+    except NewerSyntaxError:
+        # valid newer Python this ast cannot read: nothing to report
+        return FileResult(path), {}, {}, triggered
     except _PARSE_ERRORS as exc:
         return (
             FileResult(path, (from_error(path, exc),) if "PC000" in codes else ()),
@@ -275,6 +277,8 @@ def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
             warnings.simplefilter("ignore")
             compile(raw, path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     except _PARSE_ERRORS as exc:
+        if isinstance(exc, SyntaxError) and is_newer_python(raw, exc):
+            return FileResult(path)  # valid Python of a newer version than the one running
         if "PC000" in _codes_for(path, config):
             return FileResult(path, (from_error(path, exc),))
     return FileResult(path)

@@ -1,14 +1,20 @@
 """SARIF 2.1.0 output: every rule in ``tool.driver.rules``, origins as ``relatedLocations``.
 
 Checked against the OASIS SARIF 2.1.0 JSON schema in the test suite. Columns are 1-based
-character columns; file URIs are relative, forward-slash paths (``uriBaseId`` "%SRCROOT%").
+character columns. Every file URI is a relative, forward-slash path with ``uriBaseId``
+"%SRCROOT%", which the run's ``originalUriBaseIds`` gives as the root folder's ``file:`` URI
+(the current folder unless told otherwise); a file outside the root gets its absolute ``file:``
+URI and no ``uriBaseId`` (SARIF 2.1.0 §3.4.4: an absolute URI has none). A fix's
+``deletedRegion`` always has an end, also for an insertion (end == start): without one, §3.30.8
+would mean "to the end of the line".
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
-from pathlib import PurePath
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -25,26 +31,34 @@ SCHEMA_URI = (
 _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
-def _uri(path: str) -> str:
-    return quote(PurePath(path).as_posix())
+ROOT_ID = "%SRCROOT%"
 
 
-def _region(result: FileResult, loc: Location) -> dict[str, int]:
+def _artifact(path: str, root: Path) -> dict[str, str]:
+    """An ``artifactLocation``: relative to ``root`` (with ``uriBaseId``) where it can be;
+    a relative ``path`` is relative to the current folder."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        relative = absolute.relative_to(root)
+    except ValueError:
+        return {"uri": absolute.as_uri()}
+    return {"uri": quote(relative.as_posix()), "uriBaseId": ROOT_ID}
+
+
+def _region(result: FileResult, loc: Location, exact: bool = False) -> dict[str, int]:
+    """``exact``: always give the end (a fix's region; an insertion ends where it starts)."""
     region = {
         "startLine": loc.line,
         "startColumn": char_column(result.lines.get(loc.line), loc.col),
     }
-    if loc.end_line and (loc.end_line, loc.end_col) != (loc.line, loc.col):
+    if exact or (loc.end_line and (loc.end_line, loc.end_col) != (loc.line, loc.col)):
         region["endLine"] = loc.end_line
         region["endColumn"] = char_column(result.lines.get(loc.end_line), loc.end_col)
     return region
 
 
-def _physical(result: FileResult, loc: Location) -> dict[str, object]:
-    return {
-        "artifactLocation": {"uri": _uri(loc.path), "uriBaseId": "%SRCROOT%"},
-        "region": _region(result, loc),
-    }
+def _physical(result: FileResult, loc: Location, root: Path) -> dict[str, object]:
+    return {"artifactLocation": _artifact(loc.path, root), "region": _region(result, loc)}
 
 
 def rule_descriptors() -> list[dict[str, Any]]:
@@ -67,8 +81,10 @@ def rule_descriptors() -> list[dict[str, Any]]:
     return descriptors
 
 
-def render_sarif(results: Sequence[FileResult]) -> str:
-    """One SARIF 2.1.0 log with a single run."""
+def render_sarif(results: Sequence[FileResult], root: Path | None = None) -> str:
+    """One SARIF 2.1.0 log with a single run; URIs relative to ``root`` (default: the current
+    folder, which the paths in ``results`` are relative to)."""
+    root = Path(os.path.abspath(root if root is not None else Path.cwd()))
     index = {code: i for i, code in enumerate(RULES)}
     sarif_results = []
     for result in results:
@@ -78,13 +94,13 @@ def render_sarif(results: Sequence[FileResult]) -> str:
                 "ruleIndex": index.get(d.code, 0),
                 "level": _LEVELS[d.severity],
                 "message": {"text": d.message},
-                "locations": [{"physicalLocation": _physical(result, d.location)}],
+                "locations": [{"physicalLocation": _physical(result, d.location, root)}],
             }
             if d.related:
                 item["relatedLocations"] = [
                     {
                         "id": number,
-                        "physicalLocation": _physical(result, r.location),
+                        "physicalLocation": _physical(result, r.location, root),
                         "message": {"text": r.message},
                     }
                     for number, r in enumerate(d.related)
@@ -95,7 +111,7 @@ def render_sarif(results: Sequence[FileResult]) -> str:
                         "description": {"text": d.fix.title},
                         "artifactChanges": [
                             {
-                                "artifactLocation": {"uri": _uri(d.location.path)},
+                                "artifactLocation": _artifact(d.location.path, root),
                                 "replacements": [
                                     {
                                         "deletedRegion": _region(
@@ -107,6 +123,7 @@ def render_sarif(results: Sequence[FileResult]) -> str:
                                                 e.end_line,
                                                 e.end_col,
                                             ),
+                                            exact=True,
                                         ),
                                         "insertedContent": {"text": e.text},
                                     }
@@ -131,6 +148,7 @@ def render_sarif(results: Sequence[FileResult]) -> str:
                     }
                 },
                 "columnKind": "unicodeCodePoints",
+                "originalUriBaseIds": {ROOT_ID: {"uri": root.as_uri().rstrip("/") + "/"}},
                 "results": sarif_results,
             }
         ],

@@ -11,6 +11,7 @@ import ast
 
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, concat, join
 from .frames import EngineState, Frame, merge
+from .toolnames import combine
 
 #: fact kinds a summary's ``stores`` keep (loop-variable bookkeeping is local to a body)
 STORED_KINDS = frozenset(Kind) - {Kind.LOOP}
@@ -45,7 +46,8 @@ class StatementsMixin(EngineState):
         old = self.eval(stmt.target) if not isinstance(stmt.target, ast.Subscript) else CLEAN
         new = concat(old, value) if isinstance(stmt.op, ast.Add) else join(old, value)
         if old.shape in (Shape.LIST, Shape.SET, Shape.DICT):
-            new = Value(new.facts, old.shape, elem_str=old.elem_str, name_key=old.name_key)
+            name_key = combine(old.name_key, value.name_key)
+            new = Value(new.facts, old.shape, elem_str=old.elem_str, name_key=name_key)
         new = self.with_mutation_facts(new)
         if isinstance(stmt.target, ast.Name):
             self.frame.env[stmt.target.id] = new

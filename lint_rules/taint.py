@@ -26,11 +26,11 @@ from typing import Any
 
 from .analysis.exports import exportable_value, summary_to_json, value_to_json
 from .calls import CallsMixin
-from .http_sinks import HttpSinksMixin
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
 from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary
+from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
 from .sinks import SinkSpec
@@ -117,9 +117,7 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
-class Analyzer(
-    StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin, HttpSinksMixin
-):
+class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin, HttpSinksMixin):
     """Walk one parsed module and collect ``PrefixEntry`` and ``SinkCall`` events.
 
     ``extra_sinks`` are user wrappers from config. Use ``run()`` once per instance.

@@ -6,8 +6,8 @@ Fix: always
 ## What it does
 Reports `json.dumps(...)` without `sort_keys=True` (and `yaml.dump(..., sort_keys=False)`)
 whose text flows into the cached prefix: the system prompt, a tool definition or an earlier
-message. Values whose key order is fixed in the source (string, number and literal
-containers) are not reported.
+message. Values whose key order is fixed in the source (strings, numbers, `True`, `False`, `None`
+and literal containers of them) are not reported.
 
 ## Why is this bad?
 `json.dumps` writes keys in insertion order. A dict built from an API response, a merge of

@@ -7,7 +7,8 @@ Fix: sometimes
 Reports text or tool lists built by iterating something whose order is not stable: a set or
 frozenset (literal, `set(...)`, comprehension), `os.listdir`, `os.scandir`, `os.walk`,
 `glob.glob`, `Path.iterdir/glob/rglob`, `as_completed`, when the result enters the cached
-prefix. Iteration inside `sorted(...)` is fine and not reported.
+prefix. Iteration inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is
+fine and not reported.
 
 ## Why is this bad?
 The iteration order of a set of strings depends on the per-process hash seed: two workers, or
@@ -66,8 +67,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             )
         listing = fact.granularity == "filesystem"
         why = (
-            "it comes in filesystem order, which differs between machines and after files "
-            "change"
+            "it comes in filesystem order, which differs between machines and after files change"
             if listing
             else "its order differs between processes"
         )

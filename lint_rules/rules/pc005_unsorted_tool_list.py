@@ -7,7 +7,7 @@ Fix: sometimes
 Reports a tool list that comes from a producer whose order someone else controls, MCP
 `session.list_tools()`, `langchain_mcp_adapters.tools.load_mcp_tools`, `entry_points(...)`,
 `pkgutil.iter_modules`, when it reaches the `tools` of an LLM call without passing through
-`sorted(...)`.
+`sorted(...)` (a list sorted in place, `tools.sort(key=...)`, is sorted too).
 
 ## Why is this bad?
 Tool definitions come first in the cached prefix (tools -> system -> messages); a change there
@@ -31,9 +31,13 @@ client.messages.create(
 ```
 
 ## Fix safety
-The fix wraps the tools expression in `sorted(..., key=...)` by tool name. It is offered only
-when the elements are known to carry a name (`tool.name` objects from MCP, or dicts built with a
-`"name"` key); tool names are unique within a request, so the order is total. Safe.
+The fix wraps the tools expression in `sorted(..., key=...)` by tool name, with a key that
+cannot raise on any element the linter can see. It is offered only when every element is known:
+`tool.name` for MCP tool objects, `tool["name"]` for dicts that are all built with a `"name"`
+key, and `tool.get("name", "")` for dicts of which only some have one (a Responses API built-in
+such as `{"type": "web_search"}` next to named function tools): the unnamed ones then sort first,
+in their current order. A list mixing dicts with unknown elements (a parameter, an object list)
+gets no fix. Tool names are unique within a request, so the order is total. Safe.
 
 ## References
 - https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
@@ -55,9 +59,13 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         lambda f, e: f.kind is Kind.TOOLS_UNSTABLE, frozenset({"tools"})
     ):
         node = entry.node.value if isinstance(entry.node, ast.Starred) else entry.node
-        key = {"elem": "tool.name", "attr": "tool.name", "item": 'tool["name"]'}.get(
-            entry.value.name_key
-        )
+        # a key for every element shape (see ``toolnames``); unknown elements get no fix
+        key = {
+            "elem": "tool.name",
+            "attr": "tool.name",
+            "item": 'tool["name"]',
+            "dict": 'tool.get("name", "")',
+        }.get(entry.value.name_key)
         fix = None
         if key is not None and isinstance(node, ast.expr):
             loc = ctx.location(node)

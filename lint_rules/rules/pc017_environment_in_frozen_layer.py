@@ -43,10 +43,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(
         lambda f, e: (
             f.kind is Kind.ENV
-            and (
-                e.region == "frozen"
-                or (e.region in ("system", "tools") and (e.once or f.pinned))
-            )
+            and (e.region == "frozen" or (e.region in ("system", "tools") and (e.once or f.pinned)))
         )
     ):
         yield ctx.diagnostic(

@@ -236,3 +236,52 @@ def test_sarif_results_snapshot() -> None:
     got = json.loads(render_sarif(results))["runs"][0]["results"]
     want = json.loads((DATA / "results.sarif.json").read_text(encoding="utf-8"))
     assert got == want
+
+
+def _artifact_locations(node: object) -> list[dict[str, str]]:
+    if isinstance(node, dict):
+        found = [node["artifactLocation"]] if "artifactLocation" in node else []
+        return found + [a for v in node.values() for a in _artifact_locations(v)]
+    if isinstance(node, list):
+        return [a for v in node for a in _artifact_locations(v)]
+    return []
+
+
+def test_sarif_fix_insertion_has_an_explicit_empty_region(project: Path) -> None:
+    """An insertion's deletedRegion ends where it starts (no end means: to the end of line)."""
+    from promptcache.lint_rules import lint_source
+    from promptcache.lint_rules.sarif import render_sarif
+
+    log = json.loads(render_sarif([lint_source(FIXABLE, "fixable.py")]))
+    schema = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(log)
+    (result,) = log["runs"][0]["results"]
+    (replacement,) = result["fixes"][0]["artifactChanges"][0]["replacements"]
+    region = replacement["deletedRegion"]
+    assert replacement["insertedContent"]["text"] == ", sort_keys=True"
+    assert (region["endLine"], region["endColumn"]) == (region["startLine"], region["startColumn"])
+    # a location that is a single point keeps its short form: only fixes need the end
+    related = result["relatedLocations"][0]["physicalLocation"]["region"]
+    assert "endColumn" not in related
+
+
+def test_sarif_every_artifact_location_is_relative_to_srcroot(project: Path) -> None:
+    from promptcache.lint_rules import lint_source
+    from promptcache.lint_rules.sarif import render_sarif
+
+    (project / "app").mkdir()
+    absolute = str(project / "app" / "fixable.py")  # an absolute path under the root
+    results = [lint_source(BAD, "bad.py"), lint_source(FIXABLE, absolute)]
+    run_ = json.loads(render_sarif(results))["runs"][0]
+    assert run_["originalUriBaseIds"] == {"%SRCROOT%": {"uri": project.resolve().as_uri() + "/"}}
+    locations = _artifact_locations(run_["results"])
+    assert len(locations) == 5  # two results, one origin, the fix's artifactChanges
+    assert {(a["uri"], a.get("uriBaseId")) for a in locations} == {
+        ("bad.py", "%SRCROOT%"),
+        ("app/fixable.py", "%SRCROOT%"),
+    }
+    # a file outside the root: an absolute file URI, which SARIF forbids a uriBaseId for
+    elsewhere = json.loads(render_sarif([lint_source(BAD, "bad.py")], root=project / "app"))
+    outside = _artifact_locations(elsewhere["runs"][0]["results"])
+    assert {a["uri"] for a in outside} == {(project / "bad.py").resolve().as_uri()}
+    assert all("uriBaseId" not in a for a in outside)

@@ -58,3 +58,33 @@ def test_rewrite_check_refuses_broken_code_and_lost_comments() -> None:
         check_rewrite(before, "x = f(sorted(a)  # why\n", "bad.py")
     with pytest.raises(FixConflictError, match="drop a comment"):
         check_rewrite(before, "x = f(sorted(a))\n", "lost.py")
+
+
+_MCP_TOOLS = (
+    "import openai\n"
+    "client = openai.OpenAI()\n"
+    "async def ask(session, q, extra):\n"
+    "    listed = await session.list_tools()\n"
+    '    tools = [{"name": t.name, "type": "function"} for t in listed.tools]\n'
+    "    tools = tools + {added}\n"
+    '    return client.responses.create(model="m", tools=tools, input=q)\n'
+)
+
+
+def _pc005_fixes(added: str) -> list[object]:
+    source = _MCP_TOOLS.replace("{added}", added)
+    return [d.fix for d in lint_source(source, "app.py").diagnostics if d.code == "PC005"]
+
+
+def test_pc005_fix_key_cannot_raise_on_a_builtin_tool_without_name() -> None:
+    (fix,) = _pc005_fixes('[{"type": "web_search"}]')
+    assert fix is not None
+    key = eval(fix.edits[-1].text.removeprefix(", key=").removesuffix(")"))
+    tools = [{"name": "search", "type": "function"}, {"type": "web_search"}]
+    assert sorted(tools, key=key) == [{"type": "web_search"}, tools[0]]
+
+
+def test_pc005_offers_no_fix_when_elements_are_unknown() -> None:
+    assert _pc005_fixes("extra") == [None]
+    (named,) = _pc005_fixes('[{"name": "calc", "type": "function"}]')
+    assert named is not None and 'tool["name"]' in named.edits[-1].text

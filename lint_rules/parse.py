@@ -1,0 +1,346 @@
+"""Parse a module with ``ast``, accepting Python 3.12-3.14 syntax whatever Python runs the linter.
+
+``ast.parse`` of the running Python is tried first (the common, fast path). Only when it raises
+``SyntaxError`` is the file handed to libcst's native parser, which knows newer syntax. A file
+libcst accepts is valid newer Python: it is rewritten into code the running ``ast`` accepts,
+keeping every line and, where possible, every column of the remaining code:
+
+- type parameter lists (PEP 695, with PEP 696 defaults) of classes and functions become spaces
+  of the same width (a multi-line list keeps its lines through ``\\`` continuations);
+- ``type X[T] = value`` (PEP 695) becomes ``X = value``, with ``=`` and the value in place;
+- ``except A, B:`` (PEP 758) becomes ``except(A,B):``, the parentheses taking the place of
+  spaces so that the colon and the handler keep their columns (``B`` may move left by one);
+  ``except*`` (3.11) becomes ``except`` on an older Python;
+- a t-string (PEP 750) is analysed as the f-string with the same text;
+- a string inside an f-string's replacement field that repeats the f-string's own quote
+  (PEP 701, ``f"{d["key"]}"``) gets the other quote, when it holds neither quote nor ``\\``.
+
+A file libcst accepts that cannot be rewritten this way (say, a backslash inside an f-string's
+replacement field on Python 3.11, or a file libcst does not reproduce byte for byte, so that
+positions would be wrong) raises ``NewerSyntaxError``: it is valid Python, just not
+analysable here, so it is no PC000 finding.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import re
+import sys
+import threading
+import warnings
+from typing import Any
+
+#: the newest grammar libcst's native parser is asked for
+LIBCST_VERSION = "3.14"
+#: CPython's parser limit on nested brackets: deeper files are invalid on every version, and
+#: libcst's native parser is not given them (it can overflow its stack on very deep nesting)
+MAX_NESTING = 200
+#: stack for the thread that runs libcst's native parser (virtual memory, touched as needed)
+PARSER_STACK = 256 * 1024 * 1024
+#: what a syntax error of the running Python near newer syntax looks like: a type parameter
+#: list, a ``type`` statement, an ``except`` clause, an f-string or a t-string
+_NEWER = re.compile(
+    rb"\b(?:class|def)\s+\w+\s*\[|^\s*type\s+\w|^\s*except\b"
+    rb"|(?<![\w.])(?:[fFtT][rR]?|[rR][fFtT])[\"']",
+    re.MULTILINE,
+)
+
+
+class NewerSyntaxError(Exception):
+    """The file is valid newer Python (libcst parses it) that the running ``ast`` cannot read."""
+
+
+def parse_module(source: str | bytes, path: str) -> ast.Module:
+    """The ``ast`` tree of ``source``; positions are those of ``source``.
+
+    Raises ``SyntaxError`` (the running ``ast``'s own error) when neither ``ast`` nor libcst
+    accepts the file, ``NewerSyntaxError`` when only libcst does and the file cannot be
+    rewritten for the running ``ast``, and whatever ``ast.parse`` raises for other bad input
+    (``ValueError`` for a null byte, ``UnicodeDecodeError``, ``RecursionError``,
+    ``MemoryError``).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings are about the linted file
+        try:
+            return ast.parse(source, filename=path)
+        except SyntaxError as error:
+            rewritten = _rewrite(source, error)
+        try:
+            return ast.parse(rewritten, filename=path)
+        except SyntaxError:
+            raise NewerSyntaxError(path) from None
+
+
+def is_newer_python(source: str | bytes, error: SyntaxError) -> bool:
+    """True when ``source``, which the running Python rejected with ``error``, is valid newer
+    Python (libcst's native parser accepts it)."""
+    return _libcst_module(source, error) is not None
+
+
+def _rewrite(source: str | bytes, error: SyntaxError) -> str:
+    module = _libcst_module(source, error)
+    if module is None:
+        raise error
+    exact = module.code == source if isinstance(source, str) else module.bytes == source
+    if not exact and not (isinstance(source, bytes) and b"\xef\xbb\xbf" + module.bytes == source):
+        raise NewerSyntaxError("libcst does not reproduce the file: positions would be wrong")
+    return str(module.visit(_older(module)).code)
+
+
+def _too_deep(source: str | bytes) -> bool:
+    """Brackets nested deeper than any Python accepts (counted roughly, strings included)."""
+    data = source.encode("utf-8", "replace") if isinstance(source, str) else source
+    if data.count(b"(") + data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    depth = 0
+    opening, closing = frozenset(b"([{"), frozenset(b")]}")
+    for byte in data:
+        if byte in opening:
+            depth += 1
+            if depth > MAX_NESTING:
+                return True
+        elif byte in closing and depth:
+            depth -= 1
+    return False
+
+
+def _near_newer_syntax(source: str | bytes, error: SyntaxError) -> bool:
+    """Whether the lines around ``error`` hold a construct newer Pythons added."""
+    data = source if isinstance(source, bytes) else source.encode("utf-8", "replace")
+    lines = data.splitlines()
+    line = error.lineno or 0
+    window = b"\n".join(lines[max(0, line - 2) : line + 1])
+    return _NEWER.search(window) is not None
+
+
+def _libcst_module(source: str | bytes, error: SyntaxError) -> Any:
+    """libcst's tree of ``source``, or None when it rejects it or must not be asked: a file
+    whose syntax error is not near a newer construct, or that nests beyond CPython's limits
+    (libcst's native parser is slow on, and can overflow its stack for, pathological input)."""
+    if "too many" in str(error.msg) or "too complex" in str(error.msg):
+        return None  # nesting limits: no Python version accepts the file
+    if not _near_newer_syntax(source, error) or _too_deep(source):
+        return None
+    import libcst
+
+    found: list[Any] = []
+
+    def parse() -> None:
+        # ParserSyntaxError, and whatever else it raises for bad input: not accepted
+        with contextlib.suppress(Exception):
+            config = libcst.PartialParserConfig(python_version=LIBCST_VERSION)
+            found.append(libcst.parse_module(source, config=config))
+
+    # the native parser recurses on the calling thread's stack: give it a large one
+    old = threading.stack_size(PARSER_STACK)
+    try:
+        worker = threading.Thread(target=parse, name="promptcache-libcst-parse")
+        worker.start()
+    finally:
+        threading.stack_size(old)
+    worker.join()
+    return found[0] if found else None
+
+
+def _blank(text: str) -> str:
+    """Whitespace as wide as ``text`` in UTF-8 bytes, keeping its lines with ``\\``."""
+    lines = text.splitlines(keepends=True)
+    out = []
+    for line in lines:
+        body = line.rstrip("\r\n")
+        newline = line[len(body) :]
+        width = len(body.encode("utf-8"))
+        out.append(" " * width + ("\\" + newline if newline else ""))
+    return "".join(out)
+
+
+def _older_transformer() -> type:
+    import libcst as cst
+
+    def ws(text: str) -> cst.SimpleWhitespace:
+        return cst.SimpleWhitespace(text)
+
+    def shorter(node: Any) -> tuple[Any, bool]:
+        """``node`` (a SimpleWhitespace) one space shorter, and whether it was."""
+        if isinstance(node, cst.SimpleWhitespace) and node.value.endswith(" "):
+            return ws(node.value[:-1]), True
+        return node, False
+
+    class Older(cst.CSTTransformer):
+        def __init__(self, module: cst.Module) -> None:
+            super().__init__()
+            self.module = module
+
+        def code(self, *nodes: Any) -> str:
+            return "".join(
+                self.module.code_for_node(n) for n in nodes if isinstance(n, cst.CSTNode)
+            )
+
+        def _drop_type_params(self, original: Any, updated: Any) -> Any:
+            params = updated.type_parameters
+            if params is None:
+                return updated
+            text = self.code(
+                updated.whitespace_after_name, params, updated.whitespace_after_type_parameters
+            )
+            return updated.with_changes(
+                type_parameters=None,
+                whitespace_after_name=ws(_blank(text)),
+                whitespace_after_type_parameters=ws(""),
+            )
+
+        def leave_ClassDef(self, original: Any, updated: Any) -> Any:
+            return self._drop_type_params(original, updated)
+
+        def leave_FunctionDef(self, original: Any, updated: Any) -> Any:
+            return self._drop_type_params(original, updated)
+
+        def leave_TypeAlias(self, original: Any, updated: Any) -> Any:
+            after_name = updated.whitespace_after_name
+            after_params = updated.whitespace_after_type_parameters
+            gap = "type" + self.code(updated.whitespace_after_type)
+            gap += self.code(after_name) if isinstance(after_name, cst.CSTNode) else " "
+            if updated.type_parameters is not None:
+                gap += self.code(updated.type_parameters)
+                gap += self.code(after_params) if isinstance(after_params, cst.CSTNode) else " "
+            return cst.Assign(
+                targets=[
+                    cst.AssignTarget(
+                        target=updated.name,
+                        whitespace_before_equal=ws(_blank(gap)),
+                        whitespace_after_equal=updated.whitespace_after_equals,
+                    )
+                ],
+                value=updated.value,
+                semicolon=updated.semicolon,
+            )
+
+        def _parenthesize(self, updated: Any, before: str) -> Any:
+            kind = updated.type
+            if not isinstance(kind, cst.Tuple) or kind.lpar:
+                return updated
+            space, _ = shorter(getattr(updated, before))
+            colon, done = shorter(updated.whitespace_before_colon)
+            elements = list(kind.elements)
+            for index in reversed(range(len(elements))):
+                comma = elements[index].comma
+                if done or not isinstance(comma, cst.Comma):
+                    continue  # else: the ")" takes a space after a comma, the colon stays
+                after, done = shorter(comma.whitespace_after)
+                if done:
+                    elements[index] = elements[index].with_changes(
+                        comma=comma.with_changes(whitespace_after=after)
+                    )
+            return updated.with_changes(
+                type=kind.with_changes(
+                    elements=elements, lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
+                ),
+                whitespace_before_colon=colon,
+                **{before: space},
+            )
+
+        def leave_ExceptHandler(self, original: Any, updated: Any) -> Any:
+            return self._parenthesize(updated, "whitespace_after_except")
+
+        def leave_ExceptStarHandler(self, original: Any, updated: Any) -> Any:
+            updated = self._parenthesize(updated, "whitespace_after_star")
+            if sys.version_info >= (3, 11):
+                return updated
+            space = self.code(updated.whitespace_after_except) + " "
+            return cst.ExceptHandler(
+                body=updated.body,
+                type=updated.type,
+                name=updated.name,
+                leading_lines=updated.leading_lines,
+                whitespace_after_except=ws(space + self.code(updated.whitespace_after_star)),
+                whitespace_before_colon=updated.whitespace_before_colon,
+            )
+
+        def leave_TryStar(self, original: Any, updated: Any) -> Any:
+            if sys.version_info >= (3, 11):
+                return updated
+            return cst.Try(
+                body=updated.body,
+                handlers=updated.handlers,
+                orelse=updated.orelse,
+                finalbody=updated.finalbody,
+                leading_lines=updated.leading_lines,
+                whitespace_before_colon=updated.whitespace_before_colon,
+            )
+
+        def leave_TemplatedString(self, original: Any, updated: Any) -> Any:
+            prefix = updated.start.replace("t", "f").replace("T", "F")
+            return self._unquote(
+                cst.FormattedString(
+                    parts=[_formatted(p) for p in updated.parts],
+                    start=prefix,
+                    end=updated.end,
+                    lpar=updated.lpar,
+                    rpar=updated.rpar,
+                )
+            )
+
+        def leave_FormattedString(self, original: Any, updated: Any) -> Any:
+            return self._unquote(updated)
+
+        def _unquote(self, node: Any) -> Any:
+            quote = node.end
+            if len(quote) != 1:
+                return node  # triple-quoted: older Pythons accept the other quotes inside
+            swap = _Swap(quote)
+            parts = [
+                p.visit(swap) if isinstance(p, cst.FormattedStringExpression) else p
+                for p in node.parts
+            ]
+            return node.with_changes(parts=parts)
+
+    def _formatted(part: Any) -> Any:
+        if isinstance(part, cst.TemplatedStringText):
+            return cst.FormattedStringText(value=part.value)
+        spec = part.format_spec
+        return cst.FormattedStringExpression(
+            expression=part.expression,
+            conversion=part.conversion,
+            format_spec=None if spec is None else [_formatted(p) for p in spec],
+            whitespace_before_expression=part.whitespace_before_expression,
+            whitespace_after_expression=part.whitespace_after_expression,
+            equal=part.equal,
+        )
+
+    class _Swap(cst.CSTTransformer):
+        """Strings quoted like the enclosing f-string get the other quote (same width)."""
+
+        def __init__(self, quote: str) -> None:
+            super().__init__()
+            self.quote = quote
+            self.other = "'" if quote == '"' else '"'
+
+        def leave_SimpleString(self, original: Any, updated: Any) -> Any:
+            value = updated.value
+            prefix = value[: len(value) - len(value.lstrip("rRbBuU"))]
+            body = value[len(prefix) :]
+            if body[:1] != self.quote or body[:3] == self.quote * 3:
+                return updated
+            inner = body[1:-1]
+            if self.other in inner or self.quote in inner or "\\" in inner:
+                return updated
+            return updated.with_changes(value=prefix + self.other + inner + self.other)
+
+        def leave_FormattedString(self, original: Any, updated: Any) -> Any:
+            if updated.end != self.quote:
+                return updated
+            return updated.with_changes(start=updated.start[:-1] + self.other, end=self.other)
+
+    return Older
+
+
+_OLDER: type | None = None
+
+
+def _older(module: Any) -> Any:
+    """The transformer for ``module`` (its class is built on first use: libcst loads late)."""
+    global _OLDER
+    if _OLDER is None:
+        _OLDER = _older_transformer()
+    return _OLDER(module)

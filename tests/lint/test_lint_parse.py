@@ -1,0 +1,122 @@
+"""Python 3.12-3.14 syntax is linted whatever Python runs the linter; a broken file is PC000."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import pytest
+
+from promptcache.lint_rules import lint_source
+from promptcache.lint_rules.parse import NewerSyntaxError, parse_module
+
+HEADER = "import datetime\nimport anthropic\nclient = anthropic.Anthropic()\n"
+NOW = "datetime.datetime.now()"
+
+
+def _findings(source: str) -> list[tuple[str, int, int, str]]:
+    lines = source.splitlines()
+    return [
+        (d.code, d.location.line, d.location.col, lines[d.location.line - 1][d.location.col :])
+        for d in lint_source(source, "new.py").diagnostics
+    ]
+
+
+def test_a_cache_breaker_inside_a_generic_class_is_found_where_it_is() -> None:
+    source = HEADER + (
+        "class Agent[T: (str, bytes) = str]:\n"  # PEP 695 with a PEP 696 default
+        "    def ask[U](self, q: U) -> T:\n"
+        f"        return client.messages.create(model='m', system=f'Now {{{NOW}}}', messages=[q])\n"
+    )
+    ((code, line, _, text),) = _findings(source)
+    assert (code, line) == ("PC001", 6) and text.startswith(NOW)
+
+
+def test_multi_line_type_parameters_keep_every_line() -> None:
+    source = HEADER + (
+        "def ask[\n"
+        "    T,  # a comment\n"
+        "    *Ts,\n"
+        f"](q): return client.messages.create(model='m', system=f'{{{NOW}}}', messages=[q])\n"
+    )
+    ((code, line, _, text),) = _findings(source)
+    assert (code, line) == ("PC001", 7) and text.startswith(NOW)
+
+
+def test_type_alias_statements_are_not_pc000() -> None:
+    for source in ("type Pair[T] = tuple[T, T]\ntype Id = int\n", HEADER + "type Id = int\n"):
+        assert _findings(source) == []
+    tree = parse_module("type Pair[T] = tuple[T, T]\n", "alias.py")
+    (assign,) = tree.body
+    assert isinstance(assign, ast.Assign) and assign.value.col_offset == 15
+
+
+def test_except_without_parentheses_pep_758() -> None:
+    source = HEADER + (
+        "def ask(q):\n"
+        "    try:\n"
+        "        pass\n"
+        "    except ValueError, TypeError: return client.messages.create(\n"
+        f"        model='m', system=f'{{{NOW}}}', messages=[q])\n"
+    )
+    ((code, line, _, text),) = _findings(source)
+    assert (code, line) == ("PC001", 8) and text.startswith(NOW)
+
+
+def test_t_strings_and_pep_701_f_strings() -> None:
+    source = HEADER + (
+        "PROFILE = {'tone': 'brief'}\n"
+        "def ask(q):\n"
+        f'    system = f"{{PROFILE["tone"]}} {{{NOW}:%H}}" + t"{{{NOW}}}"\n'
+        "    return client.messages.create(model='m', system=system, messages=[q])\n"
+    )
+    found = _findings(source)
+    assert [(c, line) for c, line, _, _ in found] == [("PC001", 6), ("PC001", 6)]
+    assert all(text.startswith(NOW) for _, _, _, text in found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class Loader[T:\n    pass\n",  # looks like a type parameter list, but is broken
+        "type X[T = int\n",
+        "try:\n    pass\nexcept ValueError, :\n    pass\n",
+        "def f(:\n    pass\n",
+    ],
+    ids=["generic", "alias", "except", "plain"],
+)
+@pytest.mark.parametrize("header", ["", HEADER], ids=["syntax-only", "analysed"])
+def test_a_file_both_parsers_reject_is_still_pc000(source: str, header: str) -> None:
+    (diagnostic,) = lint_source(header + source, "broken.py").diagnostics
+    assert diagnostic.code == "PC000"
+    assert diagnostic.message.startswith("cannot parse this file")
+    with pytest.raises(SyntaxError):
+        parse_module(header + source, "broken.py")
+
+
+def test_newer_syntax_without_trigger_words_is_not_pc000() -> None:
+    assert lint_source(b"class Loader[T]:\n    items: list[T]\n", "plain.py").diagnostics == ()
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python's ast reads it")
+def test_newer_syntax_that_cannot_be_rewritten_reports_nothing() -> None:
+    source = HEADER + "def ask(q):\n    return f\"{'\\n'.join(q)}\"\n"
+    with pytest.raises(NewerSyntaxError):
+        parse_module(source, "new.py")
+    assert lint_source(source, "new.py").diagnostics == ()
+
+
+def test_fixes_apply_to_a_file_with_newer_syntax() -> None:
+    from promptcache.lint_rules import LintConfig
+    from promptcache.lint_rules.fix import fix_source
+
+    source = HEADER + (
+        "import json\n"
+        "class Agent[T]:\n"
+        "    def ask(self, q, profile):\n"
+        "        return client.messages.create(model='m', system=json.dumps(profile),"
+        " messages=[q])\n"
+    )
+    fixed, count = fix_source(source, "new.py", LintConfig())
+    assert count == 1
+    assert fixed == source.replace("json.dumps(profile)", "json.dumps(profile, sort_keys=True)")
