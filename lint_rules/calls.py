@@ -97,6 +97,7 @@ class CallsMixin(EngineState):
                 return self.call_bound(Bound(found), node)
             if isinstance(found, ExternalClass):
                 return self.construct(found, node)
+        self.message_object(node, chain)
         args = [self.eval(a) for a in node.args]
         kwargs: dict[str | None, Value] = {}
         for kw in node.keywords:
@@ -127,6 +128,21 @@ class CallsMixin(EngineState):
             return CLEAN
         joined = join(*parts)
         return Value(joined.facts) if joined.facts else CLEAN
+
+    def message_object(self, node: ast.Call, chain: tuple[str, ...]) -> None:
+        """A message object built with a literal system role, ``Message(role="system",
+        content=...)`` (a project's own class, LlamaIndex ``ChatMessage``, ...): its content is
+        system text. The literal role is the evidence; the class name alone is not."""
+        role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
+        if not (
+            isinstance(role, ast.Constant)
+            and role.value in ("system", "developer")
+            and chain[-1][:1].isupper()
+        ):
+            return
+        for kw in node.keywords:
+            if kw.arg in ("content", "text", "blocks"):
+                self.record_message_content(kw.value, f"{chain[-1]}(role={role.value!r})")
 
     def pin_if_once(self, value: Value) -> Value:
         return value.pinned() if self.frame.once else value
