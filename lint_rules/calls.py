@@ -121,9 +121,12 @@ class CallsMixin(EngineState):
             result = self.method_call(receiver, func, node, args, kwargs)
             if result is not None:
                 return result
-        parts = [*args, *kwargs.values()]
+        # a function we cannot see: its result carries its arguments' facts, except those of
+        # whole objects (a project class's instance, ``self``): what the object holds in its
+        # fields does not flow into every result computed from it
+        parts = [_unobjected(v) for v in (*args, *kwargs.values())]
         if receiver is not None:
-            parts.append(receiver.without(Kind.PARAM) if receiver.ref is not None else receiver)
+            parts.append(_unobjected(receiver))
         if not parts:
             return CLEAN
         joined = join(*parts)
@@ -143,6 +146,19 @@ class CallsMixin(EngineState):
         for kw in node.keywords:
             if kw.arg in ("content", "text", "blocks"):
                 self.record_message_content(kw.value, f"{chain[-1]}(role={role.value!r})")
+
+    def self_attr_facts(self, self_name: str, attr: str) -> frozenset[Fact]:
+        """The SELF facts standing for ``self.<attr>`` of the caller's object: one per SELF
+        fact of the receiver, with ``detail`` naming the attribute."""
+        holder = self.frame.env.get(self_name)
+        if holder is None:
+            return frozenset()
+        return frozenset(
+            replace(f, detail=f"self.{attr}")
+            if f.kind is Kind.PARAM and f.param == SELF and f.detail == self_name
+            else f
+            for f in holder.facts
+        )
 
     def pin_if_once(self, value: Value) -> Value:
         return value.pinned() if self.frame.once else value
@@ -176,10 +192,15 @@ class CallsMixin(EngineState):
                 kwargs = {kw.arg: self.eval(kw.value) for kw in node.keywords}
             parts = [*args, *(kwargs or {}).values()]
             facts = join(*parts).facts if parts else frozenset()
-            return Value(facts, Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls)
-        instance = Value(shape=Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls)
+            # a dataclass or a pydantic model: keyword arguments are its fields
+            fields = None
+            if not node.args and kwargs and None not in kwargs:
+                fields = tuple(sorted((str(k), v) for k, v in kwargs.items()))
+            shape = Shape.OBJECT if default_repr else Shape.UNKNOWN
+            return Value(facts, shape, ref=cls, items=fields)
+        instance = Value(shape=Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls, items=())
         stored = self.call_bound(Bound(init, instance, None), node, stores_only=True)
-        return Value(stored.facts, instance.shape, ref=cls)
+        return Value(stored.facts, instance.shape, ref=cls, items=stored.items)
 
     def call_value(self, callee: Value, node: ast.Call) -> Value:
         """Call a callable value (a nested function, a bound method, a table of them)."""
@@ -232,12 +253,38 @@ class CallsMixin(EngineState):
         if receiver is not None:
             arg_values[SELF] = (receiver, bound.receiver_expr)
         step = f"returned by {summary.name}" if summary.name else ""
+        fields = (
+            dict(receiver.items) if receiver is not None and receiver.items is not None else None
+        )
+
+        def receiver_attr(path: str) -> frozenset[Fact]:
+            """What the receiver holds at ``path`` (``state.tool_context``): the field of an
+            object we built, as deep as its fields are known, else all of what it holds
+            (field-insensitive). Our own receiver passes the path on."""
+            assert receiver is not None
+            value = receiver
+            for depth, part in enumerate(path.split(".")):
+                if value.items is None or not isinstance(value.ref, (ClassInfo, ExternalClass)):
+                    if depth == 0:
+                        break
+                    return value.facts
+                value = dict(value.items).get(part, CLEAN)
+            else:
+                return value.facts
+            out: set[Fact] = set()
+            for g in receiver.facts:
+                if g.kind is Kind.PARAM and g.param == SELF and "." not in g.detail:
+                    g = replace(g, detail=f"self.{path}")  # our own receiver: keep the path
+                out.add(g)
+            return frozenset(out)
 
         def substitute(facts: frozenset[Fact], carry: bool) -> frozenset[Fact]:
             out: set[Fact] = set()
             for f in facts:
                 if f.kind is Kind.PARAM and f.fix == (summary.key,):
-                    if f.param in arg_values:
+                    if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
+                        out |= receiver_attr(f.detail[len("self.") :])
+                    elif f.param in arg_values:
                         out |= arg_values[f.param][0].facts
                 elif carry and step and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
@@ -251,6 +298,12 @@ class CallsMixin(EngineState):
                 if where is not None:
                     for region, label in targets:
                         self.record(region, value, where, f"{summary.name}() -> {label}")
+        if receiver is not None:
+            where = bound.receiver_expr if bound.receiver_expr is not None else node
+            for attr, targets in summary.attr_sinks.items():
+                held = Value(receiver_attr(attr))
+                for region, label in targets:
+                    self.record(region, held, where, f"{summary.name}() -> {label}")
         stored_self: frozenset[Fact] = frozenset()
         for index, facts in summary.stores.items():
             added = substitute(facts, carry=True)
@@ -262,31 +315,44 @@ class CallsMixin(EngineState):
             holder = arg_values.get(index, (CLEAN, None))[1]
             if holder is not None:
                 self.mutate(holder, Value(added))
+        attrs: dict[str, Value] = dict(fields) if fields is not None else {}
+        for attr, facts in summary.attr_stores.items():
+            params = {f.param for f in facts if f.kind is Kind.PARAM and f.fix == (summary.key,)}
+            if len(params) == 1 and len(facts) == 1 and (index := params.pop()) in arg_values:
+                # the argument itself is stored (``self.state = state``): keep its value,
+                # an object's fields included
+                old = attrs.get(attr)
+                given = arg_values[index][0]
+                attrs[attr] = given if old is None else old.with_facts(old.facts | given.facts)
+                continue
+            added = substitute(facts, carry=True)
+            if added:
+                old = attrs.get(attr, CLEAN)
+                attrs[attr] = Value(old.facts | added)
         if stores_only:
-            return Value(stored_self)
-        ret = summary.ret
-        elts = None
-        if ret.elts is not None:
-            elts = tuple(
-                Value(substitute(e.facts, True), e.shape, e.const, e.elem_str, e.name_key, e.ref)
-                for e in ret.elts
-            )
-        items = None
-        if ret.items is not None:
-            items = tuple(
-                (k, replace(v, facts=substitute(v.facts, True), elts=None, items=None))
-                for k, v in ret.items
-            )
-        result = Value(
-            substitute(ret.facts, carry=True),
-            ret.shape,
-            ret.const,
-            ret.elem_str,
-            ret.name_key,
-            ret.ref,
-            elts,
-            items,
-        )
+            return Value(stored_self, items=tuple(sorted(attrs.items())))
+        if (
+            receiver is not None
+            and summary.attr_stores
+            and isinstance(bound.receiver_expr, ast.Name)
+        ):
+            kept = self.frame.env.get(bound.receiver_expr.id)
+            if kept is not None and kept.items is not None:
+                self.frame.env[bound.receiver_expr.id] = replace(
+                    kept, items=tuple(sorted(attrs.items()))
+                )
+
+        def substituted(value: Value, depth: int = 0) -> Value:
+            """``value`` with its facts substituted, and those of its tuple elements and
+            fields (an object or a dict returned whole keeps its structure)."""
+            elts = items = None
+            if depth < 3 and value.elts is not None:
+                elts = tuple(substituted(e, depth + 1) for e in value.elts)
+            if depth < 3 and value.items is not None:
+                items = tuple((k, substituted(v, depth + 1)) for k, v in value.items)
+            return replace(value, facts=substitute(value.facts, True), elts=elts, items=items)
+
+        result = substituted(summary.ret)
         return self.pin_if_once(result)
 
     # ------------------------------------------------------------------ methods
@@ -415,6 +481,22 @@ class CallsMixin(EngineState):
         method = self.method_of(base, attr)
         if method is not None:
             return Value(shape=Shape.FUNC, ref=Bound(method, base, node.value))
+        if isinstance(base.ref, (ClassInfo, ExternalClass)) and base.items is not None:
+            # an object we built: its field holds what was stored there, nothing else
+            return dict(base.items).get(attr, CLEAN)
+        if any(f.kind is Kind.PARAM and f.param == SELF and "." in f.detail for f in base.facts):
+            # a field of a field of the receiver: the summary names the path
+            return Value(
+                frozenset(
+                    replace(f, detail=f"{f.detail}.{attr}")
+                    if f.kind is Kind.PARAM
+                    and f.param == SELF
+                    and "." in f.detail
+                    and f.detail.count(".") < 4
+                    else f
+                    for f in base.facts
+                )
+            )
         if base.shape is Shape.TOOL_RESULT and attr == "tools":
             return Value(base.facts, Shape.LIST, name_key="elem")
         if base.shape in (Shape.DATETIME, Shape.DATE) or any(
@@ -508,6 +590,22 @@ class CallsMixin(EngineState):
                 self.record("system", self.eval(target), target, label)
         else:
             self.record("system", self.eval(content), content, label)
+
+
+def _unobjected(value: Value) -> Value:
+    """``value`` without what it holds as a whole object: nothing for a project class's
+    instance, and no SELF facts for the whole receiver (a field's SELF fact names it)."""
+    if isinstance(value.ref, (ClassInfo, ExternalClass)):
+        return CLEAN
+    if any(f.kind is Kind.PARAM and f.param == SELF and "." not in f.detail for f in value.facts):
+        return value.with_facts(
+            frozenset(
+                f
+                for f in value.facts
+                if not (f.kind is Kind.PARAM and f.param == SELF and "." not in f.detail)
+            )
+        )
+    return value
 
 
 def _dict_get(node: ast.Dict, key: str) -> ast.expr | None:

@@ -84,11 +84,8 @@ class ExprsMixin(EngineState):
                     receiver = self.lookup(node.value.id)
                     return Value(shape=Shape.FUNC, ref=Bound(method, receiver, node.value))
                 return CLEAN
-            # what the receiver holds (a SELF fact in a summary: the caller's object) too
-            holder = frame.env.get(node.value.id)
-            if holder is not None and holder.facts:
-                return value.with_facts(value.facts | holder.facts)
-            return value
+            # what the caller's object holds in this attribute (a SELF fact for the summary)
+            return value.with_facts(value.facts | self.self_attr_facts(node.value.id, node.attr))
         qual = self.qualify(node)
         if qual is not None:
             return self.attribute_source(node, qual)

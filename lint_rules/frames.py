@@ -32,8 +32,12 @@ class Summary:
     parameter index -> (region, label) of the prefix regions that parameter reaches inside the
     function; ``stores``: target parameter index (``SELF`` = the receiver) -> the facts the
     function stores into that object (``self.x = ...``, ``lst.append(...)``, ``d[k] = ...``),
-    PARAM facts again standing for arguments. ``name`` is how a finding names the function
-    (``Clock.now_text``); ``key`` identifies its PARAM facts (``Fact.fix == (key,)``).
+    PARAM facts again standing for arguments; ``attr_stores``: the part of ``stores[SELF]``
+    stored into each attribute (``self.sections``), so an object's attributes keep their own
+    facts (a message's ``created_at`` is not its ``content``); ``attr_sinks``: likewise, the
+    receiver's attributes that reach a sink (``self._system_prompt``). ``name`` is how a
+    finding names the function (``Clock.now_text``); ``key`` identifies its PARAM facts
+    (``Fact.fix == (key,)``).
     """
 
     params: list[str]
@@ -42,6 +46,8 @@ class Summary:
     param_sinks: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     builder: bool = False
     stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
+    attr_stores: dict[str, frozenset[Fact]] = field(default_factory=dict)
+    attr_sinks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     name: str = ""
     key: int = 0
 
@@ -173,7 +179,8 @@ class EngineState:
         def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None: ...
         def with_mutation_facts(self, value: Value) -> Value: ...
         def mutate(self, holder: ast.expr, added: Value) -> None: ...
-        def note_store(self, holder: ast.Name, added: Value) -> None: ...
+        def note_store(self, holder: ast.Name, added: Value, attr: str = "") -> None: ...
+        def self_attr_facts(self, self_name: str, attr: str) -> frozenset[Fact]: ...
         def external(self, qual: str, carries: bool = False) -> object: ...
 
         externals: object

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, concat, join
-from .frames import EngineState, Frame, merge
+from .frames import ClassInfo, EngineState, ExternalClass, Frame, merge
 from .toolnames import combine
 
 #: fact kinds a summary's ``stores`` keep (loop-variable bookkeeping is local to a body)
@@ -98,7 +98,7 @@ class StatementsMixin(EngineState):
                 frame.cls.attrs[target.attr] = kept if old is None else merge(old, kept)
                 if expr is not None and target.attr not in frame.cls.attr_defs:
                     frame.cls.attr_defs[target.attr] = expr
-                self.note_store(target.value, value)
+                self.note_store(target.value, value, target.attr)
             elif isinstance(target.value, ast.Name):
                 self.mutate(target.value, value)
         elif isinstance(target, ast.Subscript):
@@ -135,17 +135,27 @@ class StatementsMixin(EngineState):
                     old.name_key,
                     old.ref,
                 )
-                self.note_store(holder.value, added)
+                self.note_store(holder.value, added, holder.attr)
             return
         if isinstance(holder, ast.Name):
             old = self.lookup(holder.id)
+            # an instance of a project class keeps its fields (the call that stored into it
+            # updates them); any other container's item values are no longer known
+            fields = old.items if isinstance(old.ref, (ClassInfo, ExternalClass)) else None
             frame.env[holder.id] = Value(
-                old.facts | added.facts, old.shape, None, old.elem_str, old.name_key, old.ref
+                old.facts | added.facts,
+                old.shape,
+                None,
+                old.elem_str,
+                old.name_key,
+                old.ref,
+                items=fields,
             )
             self.note_store(holder, added)
 
-    def note_store(self, holder: ast.Name, added: Value) -> None:
-        """Record in the summary that ``added`` is stored into a parameter or the receiver."""
+    def note_store(self, holder: ast.Name, added: Value, attr: str = "") -> None:
+        """Record in the summary that ``added`` is stored into a parameter or the receiver
+        (``attr``: into that attribute of the receiver, ``self.<attr>``)."""
         frame = self.frame
         summary = frame.summary
         if summary is None or not added.facts:
@@ -164,6 +174,9 @@ class StatementsMixin(EngineState):
         )
         if facts:
             summary.stores[index] = summary.stores.get(index, frozenset()) | facts
+            if index == SELF and attr:
+                old = summary.attr_stores.get(attr, frozenset())
+                summary.attr_stores[attr] = old | facts
 
     def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if self.frame is self.module_frame:

@@ -229,11 +229,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         wanted_classes = set()
         for name, func in self.functions.items():
             summary = self.summaries.get(func)
-            if name in requests or (summary is not None and summary.param_sinks):
+            if name in requests or (
+                summary is not None and (summary.param_sinks or summary.attr_sinks)
+            ):
                 functions[name] = summary_to_json(self.summary(func), path)
         for name, info in self.classes.items():
             if name in requests or any(
-                (s := self.summaries.get(m)) is not None and s.param_sinks
+                (s := self.summaries.get(m)) is not None and (s.param_sinks or s.attr_sinks)
                 for m in info.methods.values()
             ):
                 wanted_classes.add(name)
@@ -375,7 +377,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             key = id(self.frame.func)
             for f in value.facts:
                 if f.kind is Kind.PARAM and f.fix == (key,):
-                    sinks = summary.param_sinks.setdefault(f.param, [])
+                    if f.param == SELF and f.detail.startswith("self."):
+                        sinks = summary.attr_sinks.setdefault(f.detail[len("self.") :], [])
+                    else:
+                        sinks = summary.param_sinks.setdefault(f.param, [])
                     if (region, label) not in sinks:
                         sinks.append((region, label))
         if self.recording and value.facts:

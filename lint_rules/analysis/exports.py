@@ -136,6 +136,11 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
             )
             for i, facts in summary.stores.items()
         },
+        "attr_stores": {
+            attr: sorted((fact_to_json(f, path) for f in facts if exported(f, own)), key=repr)
+            for attr, facts in sorted(summary.attr_stores.items())
+        },
+        "attr_sinks": {a: [list(t) for t in ts] for a, ts in sorted(summary.attr_sinks.items())},
         "builder": summary.builder,
     }
 
@@ -150,6 +155,13 @@ def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
     summary.stores = {
         int(i): frozenset(fact_from_json(f, key) for f in facts)
         for i, facts in data["stores"].items()
+    }
+    summary.attr_sinks = {
+        a: [(r, label) for r, label in ts] for a, ts in data.get("attr_sinks", {}).items()
+    }
+    summary.attr_stores = {
+        attr: frozenset(fact_from_json(f, key) for f in facts)
+        for attr, facts in data.get("attr_stores", {}).items()
     }
     return summary
 
@@ -169,6 +181,7 @@ def interesting(data: JSON) -> bool:
             or ret["shape"] in _SHAPE_NAMES
             or "class" in ret
             or data["param_sinks"]
+            or data.get("attr_sinks")
             or any(f[0] != Kind.PARAM.value for facts in data["stores"].values() for f in facts)
             or data["builder"]
         )

@@ -281,11 +281,11 @@ class Program:
         for state in states.values():
             exports = state.output.get("exports", {})
             for name, data in exports.get("functions", {}).items():
-                if data["param_sinks"]:
+                if data["param_sinks"] or data.get("attr_sinks"):
                     names.add(f"{name}(".encode())
             for cls in exports.get("classes", {}).values():
                 for name, data in cls["methods"].items():
-                    if data["param_sinks"]:
+                    if data["param_sinks"] or data.get("attr_sinks"):
                         names.add(f".{name}(".encode())
         return names
 
