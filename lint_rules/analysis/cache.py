@@ -23,8 +23,9 @@ from typing import Any
 
 from .._base import Diagnostic, Fix, Location, Related, Severity, TextEdit
 
-#: outputs kept per file (a file is analysed with a few different inputs over a fixpoint)
-KEEP = 4
+#: outputs kept per file: a file is analysed up to 1 + MAX_ROUNDS times in one run, and a warm
+#: run must find each of them
+KEEP = 8
 #: the folder a cache lives in, under the project root unless --cache-dir says otherwise
 DEFAULT_DIR = ".promptcache_cache"
 

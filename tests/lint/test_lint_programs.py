@@ -6,6 +6,7 @@ with the cache off, with a cold cache, and again with the warm cache.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,37 @@ def test_program_flags_exactly_the_marked_lines(folder: Path, tmp_path: Path) ->
 
 def test_every_program_has_a_positive() -> None:
     assert all(_markers(folder) for folder in CASES)
+
+
+def test_warm_run_reanalyses_only_what_changed(tmp_path: Path) -> None:
+    from promptcache.lint_rules.analysis.program import lint_program
+    from promptcache.lint_rules.files import discover
+
+    folder = tmp_path / "prog"
+    shutil.copytree(PROGRAMS / "c_modules", folder)
+    config = parse_table({}, folder, KNOWN_CODES)
+    files = [str(p) for p in discover([folder], config, False)]
+    cache = tmp_path / "cache"
+    cold, first = lint_program(files, config, 1, cache)
+    assert first.analysed >= len(files)
+    warm, second = lint_program(files, config, 1, cache)
+    assert second.analysed == 0 and warm == cold
+    # a comment in the module that defines the helpers: it, and each module that imports
+    # it, are analysed again (their summaries are the same, so nothing further)
+    context = folder / "app" / "prompts" / "context.py"
+    context.write_text(context.read_text() + "# touched\n")
+    again, third = lint_program(files, config, 1, cache)
+    assert 1 <= third.analysed < first.analysed
+    assert again == cold
+
+
+def test_corrupt_cache_entries_are_misses(tmp_path: Path) -> None:
+    folder = PROGRAMS / "b_builder"
+    cache = tmp_path / "cache"
+    want = _flagged(folder, cache)
+    entries = list(cache.rglob("*.json"))
+    assert entries
+    for entry in entries:
+        entry.write_bytes(b"\x00not json")
+    assert _flagged(folder, cache) == want
+    assert (cache / "CACHEDIR.TAG").is_file()
