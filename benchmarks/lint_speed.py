@@ -24,15 +24,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ast
 import collections
 import importlib.util
 import os
-import resource
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from lint_real import parse_all, timed  # the timers of the agent-style benchmark beside it
 
 from promptcache.lint_rules import LintConfig, lint_paths
 from promptcache.lint_rules.files import discover
@@ -47,30 +44,6 @@ def package_dirs(names: list[str]) -> list[Path]:
             raise SystemExit(f"package {name!r} is not installed here")
         folders.append(Path(next(iter(spec.submodule_search_locations))))
     return folders
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and its finished children, in seconds."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def timed(run: Callable[[], object], repeats: int) -> tuple[float, float, object]:
-    """Median wall seconds, median CPU seconds and the last result of ``run()``."""
-    walls, cpus, result = [], [], None
-    for _ in range(repeats):
-        cpu0, wall0 = cpu_seconds(), time.perf_counter()
-        result = run()
-        walls.append(time.perf_counter() - wall0)
-        cpus.append(cpu_seconds() - cpu0)
-    return statistics.median(walls), statistics.median(cpus), result
-
-
-def parse_all(files: list[Path]) -> int:
-    for path in files:
-        ast.parse(path.read_bytes())
-    return len(files)
 
 
 def main() -> None:

@@ -60,15 +60,7 @@ class HttpSinksMixin(EngineState):
             if value is not None:
                 items.append((name, value))
         for name, item in items:
-            kind = spec.regions.get(name)
-            if kind is not None:
-                self.walk_region(kind, item, sink, f"{sink.label}({name}=)")
-            elif name in spec.params:
-                sink.params[name] = (item, self.eval(item))
-            else:
-                self.eval(item)
-            if name == spec.messages_kw:
-                sink.messages = item
+            self.keyword_argument(spec, sink, name, item, f"{sink.label}({name}=)")
         sink.blocks.sort(key=lambda b: _REGION_RANK.get(b.region, 3))
         if spec.api in _EXPLICIT_BREAKPOINTS and "cache_control" not in sink.params:
             self.drop_uncached(sink, first_entry)

@@ -86,15 +86,7 @@ class RegionsMixin(EngineState):
                 if isinstance(arg, ast.Starred):
                     sink.complete = False
         for name, value_node in self._keywords(node, sink, spec.params):
-            kind = spec.regions.get(name)
-            if kind is not None:
-                self.walk_region(kind, value_node, sink, f"{spec.label}({name}=)")
-            elif name in spec.params:
-                sink.params[name] = (value_node, self.eval(value_node))
-            else:
-                self.eval(value_node)
-            if name == spec.messages_kw:
-                sink.messages = value_node
+            self.keyword_argument(spec, sink, name, value_node, f"{spec.label}({name}=)")
         extra_body = sink.params.get("extra_body")
         if extra_body is not None:
             key = dict_get(self.deref(extra_body[0])[0], "prompt_cache_key")
@@ -105,6 +97,21 @@ class RegionsMixin(EngineState):
             self.drop_uncached(sink, first_entry)
         self.add_sink(sink)
         return CLEAN
+
+    def keyword_argument(
+        self, spec: SinkSpec, sink: SinkCall, name: str, value: ast.expr, label: str
+    ) -> None:
+        """One named argument of a sink (a keyword, a splatted or posted dict's key): walked
+        into its region, recorded as a cache parameter, or evaluated as an ordinary value."""
+        kind = spec.regions.get(name)
+        if kind is not None:
+            self.walk_region(kind, value, sink, label)
+        elif name in spec.params:
+            sink.params[name] = (value, self.eval(value))
+        else:
+            self.eval(value)
+        if name == spec.messages_kw:
+            sink.messages = value
 
     def _keywords(
         self, node: ast.Call, sink: SinkCall, params: Collection[str] = ()

@@ -31,6 +31,16 @@ def expected_markers(source: str) -> set[tuple[int, int, str]]:
     return found
 
 
+def program_markers(folder: Path) -> set[tuple[str, int, int, str]]:
+    """(file relative to ``folder``, line, column, code) for every marker of a program."""
+    found = set()
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder).as_posix()
+        for line, col, code in expected_markers(path.read_text(encoding="utf-8")):
+            found.add((rel, line, col, code))
+    return found
+
+
 def fixture_config(path: Path, source: str) -> LintConfig:
     """The config a fixture asks for (its OPTIONS line, else only its own rule)."""
     for line in source.splitlines():

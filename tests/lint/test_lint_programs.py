@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from lint_markers import expected_markers
+from lint_markers import program_markers as _markers
 
 from promptcache.lint_rules.config import parse_table
 from promptcache.lint_rules.registry import KNOWN_CODES
@@ -18,15 +18,6 @@ from promptcache.lint_rules.runner import lint_paths
 
 PROGRAMS = Path(__file__).parent / "programs"
 CASES = sorted(p for p in PROGRAMS.iterdir() if p.is_dir())
-
-
-def _markers(folder: Path) -> set[tuple[str, int, int, str]]:
-    found = set()
-    for path in sorted(folder.rglob("*.py")):
-        rel = path.relative_to(folder).as_posix()
-        for line, col, code in expected_markers(path.read_text(encoding="utf-8")):
-            found.add((rel, line, col, code))
-    return found
 
 
 def _flagged(folder: Path, cache_dir: Path | None) -> set[tuple[str, int, int, str]]:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lint_markers import expected_markers
+from lint_markers import program_markers as _markers
 
 from promptcache.lint_rules.config import parse_table
 from promptcache.lint_rules.registry import KNOWN_CODES
@@ -63,15 +63,6 @@ def _findings(folder: Path, rule: str) -> set[tuple[str, int, int, str]]:
             if d.code == rule:
                 found.add((rel, d.location.line, d.location.col, d.code))
     return found
-
-
-def _markers(folder: Path) -> set[tuple[str, int, int, str]]:
-    want = set()
-    for path in sorted(folder.rglob("*.py")):
-        rel = path.relative_to(folder).as_posix()
-        for line, col, code in expected_markers(path.read_text(encoding="utf-8")):
-            want.add((rel, line, col, code))
-    return want
 
 
 def _param(case: dict):
