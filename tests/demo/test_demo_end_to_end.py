@@ -54,9 +54,9 @@ def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
 
 
 def expected_lint_lines() -> dict[str, int]:
-    """Lines in examples/naive_app.py's ``build_system_prompt``: where ``now`` and
-    ``request_id`` are born, and the f-string that puts them into the system prompt (the line
-    each finding points at)."""
+    """Lines in examples/naive_app.py: where ``build_system_prompt`` gives birth to ``now``
+    and ``request_id``, and where its result enters the system message of the request (the
+    call inside ``{"role": "system", "content": ...}``, the line each finding points at)."""
     tree = ast.parse((ROOT / "examples" / "naive_app.py").read_text())
     func = next(
         n
@@ -67,15 +67,13 @@ def expected_lint_lines() -> dict[str, int]:
     for node in func.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             lines[node.targets[0].id] = node.lineno
-        if isinstance(node, ast.Return):
-            for part in ast.walk(node):
-                names = {
-                    v.value.id
-                    for v in getattr(part, "values", [])
-                    if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
-                }
-                if isinstance(part, ast.JoinedStr) and {"now", "request_id"} <= names:
-                    lines["enters_prompt"] = part.lineno
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "build_system_prompt"
+        ):
+            lines["enters_prompt"] = node.lineno
     return lines
 
 
