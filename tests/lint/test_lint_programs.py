@@ -24,8 +24,12 @@ def _flagged(folder: Path, cache_dir: Path | None) -> set[tuple[str, int, int, s
     config = parse_table({}, folder, KNOWN_CODES)
     results = lint_paths([folder], config, jobs=1, cache_dir=cache_dir)
     return {
-        (Path(d.location.path).resolve().relative_to(folder.resolve()).as_posix(),
-         d.location.line, d.location.col, d.code)
+        (
+            Path(d.location.path).resolve().relative_to(folder.resolve()).as_posix(),
+            d.location.line,
+            d.location.col,
+            d.code,
+        )
         for r in results
         for d in r.diagnostics
     }
