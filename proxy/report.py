@@ -206,7 +206,8 @@ class Report:
         data["total"]["cache_write_tokens"] = self.total.cache_write_tokens
         for item, summary in zip(data["groups"], self.groups, strict=True):
             item["cache_write_tokens"] = summary.cache_write_tokens
-        return _money_as_text(data)
+        money: dict[str, Any] = _money_as_text(data)
+        return money
 
 
 #: Decimal places of the USD strings in :meth:`Report.to_dict` (micro-dollars, as in the CSV).
