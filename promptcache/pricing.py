@@ -14,6 +14,12 @@ Cost formula (https://platform.claude.com/docs/en/about-claude/pricing, checked 
     cost_without_cache = total_input x input + output x output
     savings = cost_without_cache - cost        (negative when writes are not re-read)
 
+Long-context tiers: a row with ``tier_max_input_tokens`` and ``above_tier`` rates prices a request
+whose input (uncached + cache reads + cache writes, as Anthropic and Google count it for the
+threshold) exceeds the tier wholly at the ``above_tier`` rates, output included; at exactly the
+threshold the base rates apply (https://platform.claude.com/docs/en/about-claude/pricing#long-context-pricing,
+https://ai.google.dev/gemini-api/docs/pricing, checked 2026-12-01).
+
 Model-name matching, in order (the first hit wins):
 
 1. the exact name or an ``aliases`` entry (case-insensitive);
@@ -104,7 +110,12 @@ class ModelPrice:
         family: the ``[families.*]`` entry whose multipliers the cache rates follow.
         aliases: other names that mean exactly this model.
         tier_max_input_tokens: the rates hold up to this many input tokens per request (the
-            vendor bills a higher tier above it); ``None`` when untiered.
+            vendor bills a higher tier above it); ``None`` when untiered. Input is counted as
+            the vendor counts it for the threshold: uncached + cache reads + cache writes
+            (:attr:`Usage.total_input_tokens <promptcache.usage.Usage.total_input_tokens>`).
+        above_tier: the rates of a request above ``tier_max_input_tokens``; every token of such
+            a request (input, cache reads and writes, output) is billed at them. ``None``: not
+            known, and :func:`cost` warns that its figure is an underestimate.
         exception: why the cache ratios differ from the family's multipliers, if they do.
         note: free text for readers.
 
@@ -123,12 +134,15 @@ class ModelPrice:
     family: str = ""
     aliases: tuple[str, ...] = ()
     tier_max_input_tokens: int | None = None
+    above_tier: ModelPrice | None = None
     exception: str = ""
     note: str = ""
 
     def __post_init__(self) -> None:
         for key in _RATE_KEYS:
             object.__setattr__(self, key, _decimal(getattr(self, key), f"{self.model}.{key}"))
+        if self.above_tier is not None and self.tier_max_input_tokens is None:
+            raise ConfigError(f"{self.model}: above_tier rates need tier_max_input_tokens")
 
     def rate(self, term: str) -> Decimal:
         """The USD/MTok rate that applies to a :data:`COST_TERMS` entry."""
@@ -267,9 +281,13 @@ def _parse_table(data: Mapping[str, Any], source: str) -> PriceTable:
 
 
 def _parse_row(
-    name: str, spec: object, families: Mapping[str, FamilyMultipliers], source: str
+    name: str,
+    spec: object,
+    families: Mapping[str, FamilyMultipliers],
+    source: str,
+    where: str = "",
 ) -> ModelPrice:
-    where = f'{source}: [models."{name}"]'
+    where = where or f'{source}: [models."{name}"]'
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where} must be a table")
     missing = [k for k in ("input", "output") if k not in spec]
@@ -297,6 +315,27 @@ def _parse_row(
     aliases = spec.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise ConfigError(f"{where}.aliases must be a list of strings")
+    above_tier = None
+    raw_above = spec.get("above_tier")
+    if raw_above is not None:
+        if not isinstance(raw_above, Mapping):
+            raise ConfigError(f"{where}.above_tier must be a table")
+        if tier is None:
+            raise ConfigError(f"{where}.above_tier needs tier_max_input_tokens")
+        if "above_tier" in raw_above or "tier_max_input_tokens" in raw_above:
+            raise ConfigError(f"{where}.above_tier cannot itself be tiered")
+        inherited = {
+            "family": family_name,
+            "source_url": spec.get("source_url", ""),
+            "checked": spec.get("checked", ""),
+        }
+        above_tier = _parse_row(
+            f"{name} above {tier} input tokens",
+            {**inherited, **raw_above},
+            families,
+            source,
+            where=f"{where}.above_tier",
+        )
     return ModelPrice(
         model=name,
         input=rates["input"],
@@ -309,6 +348,7 @@ def _parse_row(
         family=family_name,
         aliases=tuple(aliases),
         tier_max_input_tokens=tier,
+        above_tier=above_tier,
         exception=str(spec.get("exception", "")),
         note=str(spec.get("note", "")),
     )
@@ -385,7 +425,10 @@ class CostBreakdown:
         cost_without_cache_usd: every input token at the input rate, plus output.
         savings_usd: ``cost_without_cache_usd - total_usd``; negative when cache writes were
             paid for and not yet read back.
-        warnings: the usage's warnings plus pricing caveats (fallback row, tier exceeded).
+        warnings: the usage's warnings plus pricing caveats (fallback row, tier exceeded with
+            no above-tier rates known).
+        above_tier: the request's input exceeded ``price.tier_max_input_tokens`` and every
+            term was priced at ``price.above_tier`` (see :attr:`rates`).
     """
 
     model: str
@@ -396,6 +439,14 @@ class CostBreakdown:
     cost_without_cache_usd: Decimal
     savings_usd: Decimal
     warnings: tuple[str, ...] = ()
+    above_tier: bool = False
+
+    @property
+    def rates(self) -> ModelPrice:
+        """The rates the terms were priced at: ``price``, or its ``above_tier`` rates."""
+        if self.above_tier and self.price.above_tier is not None:
+            return self.price.above_tier
+        return self.price
 
     @property
     def term_tokens(self) -> dict[str, int]:
@@ -423,12 +474,14 @@ class CostBreakdown:
         return {
             "model": self.model,
             "price_row": self.price.model,
-            "source_url": self.price.source_url,
-            "checked": self.price.checked,
+            "source_url": self.rates.source_url,
+            "checked": self.rates.checked,
+            "tier_max_input_tokens": self.price.tier_max_input_tokens,
+            "above_tier": self.above_tier,
             "terms": {
                 term: {
                     "tokens": tokens[term],
-                    "rate_usd_per_mtok": _plain(self.price.rate(term)),
+                    "rate_usd_per_mtok": _plain(self.rates.rate(term)),
                     "usd": _plain(self.terms[term]),
                 }
                 for term in COST_TERMS
@@ -480,25 +533,30 @@ def cost(
         "cache_write_unknown": usage.cache_write_unknown_tokens,
         "output": usage.output_tokens,
     }
+    row = rates
+    tier = row.tier_max_input_tokens
+    above = tier is not None and usage.total_input_tokens > tier
+    if above and row.above_tier is not None:
+        rates = row.above_tier  # the vendor bills every token of the request at these
+    elif above:
+        warnings.append(
+            f"{usage.total_input_tokens} input tokens exceed the {tier}-token tier of the "
+            f"{row.model!r} row, which has no above_tier rates; the vendor bills a higher rate "
+            "above it, so this is an underestimate"
+        )
     terms = {term: tokens[term] * rates.rate(term) / _MILLION for term in COST_TERMS}
     total = sum(terms.values(), Decimal(0))
     without = (
         usage.total_input_tokens * rates.input + usage.output_tokens * rates.output
     ) / _MILLION
-    tier = rates.tier_max_input_tokens
-    if tier is not None and usage.total_input_tokens > tier:
-        warnings.append(
-            f"{usage.total_input_tokens} input tokens exceed the {tier}-token tier of the "
-            f"{rates.model!r} row; the vendor bills a higher rate above it, so this is an "
-            "underestimate"
-        )
     return CostBreakdown(
         model=model,
-        price=rates,
+        price=row,
         usage=usage,
         terms=terms,
         total_usd=total,
         cost_without_cache_usd=without,
         savings_usd=without - total,
         warnings=tuple(warnings),
+        above_tier=rates is not row,
     )

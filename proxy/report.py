@@ -4,7 +4,8 @@
 :mod:`.report_queries` (all in SQL) and assembles a :class:`Report`; the renderers in
 :mod:`.report_render` and :mod:`.report_html` turn it into a table, JSON, CSV or one HTML file.
 
-Money (USD, floats rounded for display only):
+Money (USD; floats in the dataclasses, rounded for display; ``--format json`` writes every
+``*_usd`` field as a decimal string rounded to micro-dollars, see :meth:`Report.to_dict`):
 
 - ``cost_usd`` / ``cost_without_cache_usd`` are the per-request figures the proxy stored (the SDK's
   :func:`promptcache.pricing.cost`), summed; requests of unpriced models are counted apart.
@@ -195,12 +196,47 @@ class Report:
     priced_as: tuple[PricedAs, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (what ``--format json`` prints)."""
+        """JSON-ready dict (what ``--format json`` prints).
+
+        Money (every ``*_usd`` and ``usd_*`` field) is a decimal string rounded to
+        :data:`JSON_USD_PLACES` places (``"0.3"``, never ``0.30000000000000004``), as
+        ``promptcache cost`` writes money.
+        """
         data = asdict(self)
         data["total"]["cache_write_tokens"] = self.total.cache_write_tokens
         for item, summary in zip(data["groups"], self.groups, strict=True):
             item["cache_write_tokens"] = summary.cache_write_tokens
-        return data
+        money: dict[str, Any] = _money_as_text(data)
+        return money
+
+
+#: Decimal places of the USD strings in :meth:`Report.to_dict` (micro-dollars, as in the CSV).
+JSON_USD_PLACES = 6
+_USD_QUANTUM = Decimal(1).scaleb(-JSON_USD_PLACES)
+
+
+def _usd_text(value: float) -> str:
+    """``value`` (USD) as a plain decimal string rounded to :data:`JSON_USD_PLACES` places.
+
+    The hourly rollups sum per-request costs as SQLite REALs, so a sum carries float noise in
+    its last bits (0.1 + 0.2 = 0.30000000000000004); rounding to micro-dollars drops it.
+    """
+    text = format(Decimal(repr(value)).quantize(_USD_QUANTUM).normalize(), "f")
+    return "0" if text in ("-0", "0") else text
+
+
+def _money_as_text(node: Any) -> Any:
+    """A copy of ``node``: each float under a ``*_usd`` or ``usd_*`` key as :func:`_usd_text`."""
+    if isinstance(node, dict):
+        return {
+            k: _usd_text(v)
+            if (k.endswith("_usd") or k.startswith("usd_")) and isinstance(v, float)
+            else _money_as_text(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, (list, tuple)):
+        return [_money_as_text(v) for v in node]
+    return node
 
 
 def connect_log(db_path: str | Path) -> sqlite3.Connection:

@@ -1,7 +1,8 @@
 """Text renderings of a :class:`~.report.Report`: a rich table, JSON and CSV.
 
 The HTML rendering lives in :mod:`.report_html`. Rates print as percentages, tokens with
-thousands separators, money in USD with 4 decimals (JSON keeps full float precision).
+thousands separators, money in USD with 4 decimals (JSON: decimal strings rounded to 6 places, see
+:meth:`~.report.Report.to_dict`).
 """
 
 from __future__ import annotations

@@ -49,7 +49,9 @@ import click
     "price_model",
     default="gpt-5",
     show_default=True,
-    help="Price the real token counts at this model's published rates (see `promptcache cost`).",
+    help="Price the real token counts at this model's published rates (see `promptcache cost`). "
+    "Only vendors that cache automatically with no write fee (OpenAI before GPT-5.6, Gemini); "
+    "Claude, Bedrock and GPT-5.6+ need breakpoints the apps do not send and are refused.",
 )
 def demo(
     model: str | None,
@@ -72,16 +74,16 @@ def demo(
     Example:
         promptcache demo
         promptcache demo --users 5 --requests-per-user 40 --output-dir /tmp/demo
-        promptcache demo --model ~/models/Qwen2.5-0.5B-Instruct --price-as claude-sonnet-4-5
+        promptcache demo --model ~/models/Qwen2.5-0.5B-Instruct --price-as gemini-2.5-flash
     """
     import sys
 
     from rich.console import Console
 
     from promptcache.demo.runner import DemoOptions, run_demo
-    from promptcache.pricing import lookup_price
+    from promptcache.demo.summary import check_price_model
 
-    lookup_price(price_model)  # unknown model -> UnknownModelPriceError before anything starts
+    check_price_model(price_model)  # unknown or breakpoint-only vendor: error before any start
     options = DemoOptions(
         model=model,
         users=users,

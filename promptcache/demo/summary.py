@@ -9,7 +9,13 @@ Every figure comes from measurements of this run:
 - cost: ``promptcache.pricing.cost`` of each request's real token counts at a vendor model's
   published rates (default ``gpt-5``: OpenAI caches automatically like this engine, cached input
   at 0.1x, no write fee; https://developers.openai.com/api/docs/guides/prompt-caching , checked
-  2026-11-30), summed; "without caching" prices every prompt token as uncached input;
+  2026-11-30), summed; "without caching" prices every prompt token as uncached input. Only
+  vendors that cache a prefix automatically, with no write fee, can price this traffic: the
+  engine caches without being asked, and the apps send no breakpoints. A model of a vendor whose
+  caching needs breakpoints (Anthropic's ``cache_control``, Bedrock's ``cachePoint``, OpenAI's
+  GPT-5.6 ``prompt_cache_breakpoint``) is refused (:func:`check_price_model`): that vendor would
+  have cached nothing of these requests, and pricing the engine's hits at its read rate with no
+  write fee would invent savings;
 - cache breaks: the proxy's explainer (``break_reason``, ``break_segment`` ... columns of its log).
 """
 
@@ -25,20 +31,49 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptcache.pricing import cost, lookup_price
+from promptcache.errors import ConfigError
+from promptcache.pricing import ModelPrice, cost, lookup_price
 from promptcache.usage import Usage
 
 from .workload import RequestResult
 
 __all__ = [
+    "AUTOMATIC_CACHING_FAMILIES",
     "HIT_FRACTION",
     "BreakExample",
     "BreakSummary",
     "LintFinding",
     "VariantSummary",
+    "check_price_model",
     "render_summary",
     "summarize_variant",
 ]
+
+#: Price-table families whose vendor caches a repeated prefix without breakpoints and bills no
+#: write (shared/reference/vendor-caching.md: OpenAI before GPT-5.6, Gemini 2.5+ implicit
+#: caching; checked 2026-12-01). Only these can price the demo's engine traffic.
+AUTOMATIC_CACHING_FAMILIES = frozenset({"openai-gpt5", "openai-gpt4-1", "openai-gpt4o", "gemini"})
+
+
+def check_price_model(price_model: str) -> ModelPrice:
+    """The price row of ``price_model`` if its vendor caches automatically with no write fee.
+
+    Raises:
+        UnknownModelPriceError: no row matches ``price_model``.
+        ConfigError: the vendor's caching needs breakpoints the demo's apps do not send (see
+            the module docstring); the message names models that work.
+    """
+    price = lookup_price(price_model)
+    if price.family not in AUTOMATIC_CACHING_FAMILIES or price.cache_write_5m > price.input:
+        raise ConfigError(
+            f"--price-as {price_model}: {price.model} caches only at breakpoints the request "
+            "marks (and may bill writes), and the demo's apps mark none, so that vendor would "
+            "have cached nothing; pricing the engine's cache hits at its rates would invent "
+            "savings. Use a model whose vendor caches automatically: gpt-5 (default), "
+            "gpt-4.1, gpt-4o, gemini-2.5-flash, gemini-2.5-pro."
+        )
+    return price
+
 
 #: A request is a cache hit (for the TTFT split) when at least this fraction of its prompt
 #: tokens were served from the prefix cache.
@@ -267,12 +302,6 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
         f"{_usd(layered.cost_usd)} instead of {_usd(layered.cost_without_cache_usd)}; the naive "
         f"app pays {_usd(naive.cost_usd)} for the same work."
     )
-    if price.cache_write_5m > price.input:
-        lines.append(
-            f"  ({naive.price_model} also bills cache writes, at "
-            f"{price.cache_write_5m / price.input:.2f}x input; this engine, like OpenAI, reports "
-            "none, so that premium is not included.)"
-        )
     reports = [v.report_path for v in (naive, layered) if v.report_path]
     if reports:
         lines.append("- Open the reports (charts, break reasons, advice): " + ", ".join(reports))

@@ -109,3 +109,41 @@ def test_a_child_that_exits_before_it_is_healthy_is_reported_with_its_log(tmp_pa
     assert "promptcache, version" in str(info.value)
     assert str(child.log_path) in str(info.value)
     assert children.children == []
+
+
+# -- --price-as: only vendors that cache automatically with no write fee ------------------------
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["claude-sonnet-4-5", "claude-haiku-4-5", "us.anthropic.claude-sonnet-4-5-v1:0",
+     "amazon.nova-pro", "gpt-5.6-sol"],
+)  # fmt: skip
+def test_price_as_a_breakpoint_vendor_is_refused(model: str) -> None:
+    from promptcache.demo.summary import check_price_model
+
+    with pytest.raises(ConfigError, match="breakpoints") as info:
+        check_price_model(model)
+    assert "gpt-5 (default)" in str(info.value)
+
+
+@pytest.mark.parametrize("model", ["gpt-5", "gpt-4.1-mini", "gpt-4o", "o3", "gemini-2.5-flash"])
+def test_price_as_an_automatic_caching_vendor_is_accepted(model: str) -> None:
+    from promptcache.demo.summary import check_price_model
+
+    price = check_price_model(model)
+    assert price.cache_write_5m == price.input  # no write fee: nothing left unpriced
+
+
+def test_demo_cli_refuses_claude_rates_before_starting_anything(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["demo", "--price-as", "claude-sonnet-4-5", "--output-dir", str(out)]
+    )
+    assert result.exit_code == 2
+    assert "error: --price-as claude-sonnet-4-5" in result.output
+    assert not out.exists()  # nothing was started or written

@@ -423,3 +423,41 @@ def test_tokens_lost_with_write_buckets_prices_rewritten_tokens_at_the_write_rat
     # sonnet 4.5: input 3, read 0.30, write 5m 3.75, write 1h 6 (USD per million tokens)
     expected = 3000 * (6 - 0.30) + 500 * (3.75 - 0.30)
     assert lost.usd_lost == pytest.approx(expected / 1e6)
+
+
+# ---------------------------------------------------------------- JSON money
+
+
+def test_json_money_is_decimal_text_without_float_noise(tmp_path: Path) -> None:
+    import json
+    from decimal import Decimal
+
+    from promptcache.proxy.report_render import render_json
+
+    costs = ["0.1", "0.2"]  # the SQLite REAL sum is 0.30000000000000004
+    rows = [
+        row(f"r{i}", T0 + i, model="claude-sonnet-4-5", cost_usd=c,
+            cost_without_cache_usd=str(Decimal(c) * 2), **usage(read=90))
+        for i, c in enumerate(costs)
+    ]  # fmt: skip
+    log = write_log(tmp_path / "log.db", rows)
+    report = build_report(log, since=T0, until=T0 + 3600, group_by="model", now=T0 + 99999)
+    assert report.total.cost_usd != 0.3  # the float noise this test is about
+    data = json.loads(render_json(report))
+    expected = sum(map(Decimal, costs))  # independent count: 0.3
+    for summary in (data["total"], data["groups"][0]):
+        assert summary["cost_usd"] == str(expected) == "0.3"
+        assert summary["cost_without_cache_usd"] == str(2 * expected)
+        assert summary["net_savings_usd"] == str(expected)
+    assert data["timeline"][0]["cost_usd"] == "0.3"
+    assert isinstance(data["wasted_writes"]["premium_usd"], str)
+
+    def money_floats(node: Any, key: str = "") -> list[str]:
+        if isinstance(node, dict):
+            return [k for key_, v in node.items() for k in money_floats(v, key_)]
+        if isinstance(node, list):
+            return [k for v in node for k in money_floats(v, key)]
+        usd_key = key.endswith("_usd") or key.startswith("usd_")
+        return [key] if usd_key and not isinstance(node, str) else []
+
+    assert money_floats(data) == []

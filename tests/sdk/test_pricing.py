@@ -186,11 +186,162 @@ def test_bad_user_rates_are_rejected() -> None:
         )
 
 
-def test_tier_overflow_warns_underestimate() -> None:
+def test_tiered_row_without_above_tier_rates_warns_underestimate() -> None:
     big = Usage(vendor="gemini", uncached_input_tokens=250_000)
-    assert any("underestimate" in w for w in cost(big, "gemini-2.5-pro").warnings)
+    result = cost(big, "gemini-3-pro-preview")
+    assert any("underestimate" in w for w in result.warnings)
+    assert not result.above_tier
     small = Usage(vendor="gemini", uncached_input_tokens=150_000)
-    assert cost(small, "gemini-2.5-pro").warnings == ()
+    assert cost(small, "gemini-3-pro-preview").warnings == ()
+
+
+def _anthropic_request(total_input: int) -> Usage:
+    """``total_input`` tokens of which 150k cache reads, 20k 5m and 10k 1h writes; 1k output."""
+    return Usage.from_anthropic(
+        {
+            "input_tokens": total_input - 180_000,
+            "cache_read_input_tokens": 150_000,
+            "cache_creation_input_tokens": 30_000,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 20_000,
+                "ephemeral_1h_input_tokens": 10_000,
+            },
+            "output_tokens": 1_000,
+        }
+    )
+
+
+# Independent invoice arithmetic, rates from the pricing page's long-context table (checked
+# 2026-12-01): up to 200K input $3 in / $3.75 5m write / $6 1h write / $0.30 read / $15 out;
+# over 200K $6 / $7.50 / $12 / $0.60 / $22.50, on every token of the request.
+#   199,999: 19,999x3 + 150,000x0.3 + 20,000x3.75 + 10,000x6 + 1,000x15 = 254,997 (/1e6)
+#   200,000: 20,000x3 + 45,000 + 75,000 + 60,000 + 15,000              = 255,000
+#   200,001: 20,001x6 + 150,000x0.6 + 20,000x7.5 + 10,000x12 + 1,000x22.5 = 502,506
+@pytest.mark.parametrize(
+    ("total_input", "above", "usd", "uncached_usd", "output_usd"),
+    [
+        (199_999, False, "0.254997", "0.059997", "0.015"),
+        (200_000, False, "0.255", "0.06", "0.015"),
+        (200_001, True, "0.502506", "0.120006", "0.0225"),
+    ],
+)
+def test_sonnet_long_context_tier_boundary_prices_every_token(
+    total_input: int, above: bool, usd: str, uncached_usd: str, output_usd: str
+) -> None:
+    usage = _anthropic_request(total_input)
+    assert usage.total_input_tokens == total_input  # cache reads and writes count
+    for model in ("claude-sonnet-4-5-20250929", "claude-sonnet-4"):
+        result = cost(usage, model)
+        assert result.above_tier is above
+        assert result.total_usd == Decimal(usd)
+        assert result.terms["uncached_input"] == Decimal(uncached_usd)
+        assert result.terms["output"] == Decimal(output_usd)
+        assert result.warnings == ()
+    data = cost(usage, "claude-sonnet-4-5").to_dict()
+    assert data["above_tier"] is above and data["tier_max_input_tokens"] == 200_000
+    assert data["terms"]["cache_write_1h"]["rate_usd_per_mtok"] == ("12" if above else "6")
+    assert Decimal(data["total_usd"]) == Decimal(usd)
+
+
+def test_cache_reads_alone_can_cross_the_tier() -> None:
+    usage = Usage(vendor="anthropic", uncached_input_tokens=1, cache_read_tokens=200_000)
+    result = cost(usage, "claude-sonnet-4-5")
+    assert result.above_tier
+    # 1 x $6 + 200,000 x $0.60 = $120,006 per million
+    assert result.total_usd == Decimal("0.120006")
+    assert result.cost_without_cache_usd == Decimal("1.200006")  # 200,001 x $6
+
+
+@pytest.mark.parametrize(
+    ("total_input", "usd"),
+    [
+        # 84,000x0.10 + 10,000x0.01 + 5,000x0.125 + 1,000x0.20 + 500x0.50 = 9,575 (/1e6)
+        (100_000, "0.009575"),
+        # over 100K: 84,001x0.50 + 10,000x0.05 + 5,000x0.625 + 1,000x1 + 500x2.50 = 47,875.5
+        (100_001, "0.0478755"),
+    ],
+)
+def test_haiku_5_5_tier_at_100k(total_input: int, usd: str) -> None:
+    usage = Usage(
+        vendor="anthropic",
+        uncached_input_tokens=total_input - 16_000,
+        cache_read_tokens=10_000,
+        cache_write_5m_tokens=5_000,
+        cache_write_1h_tokens=1_000,
+        output_tokens=500,
+    )
+    result = cost(usage, "claude-haiku-5-5")
+    assert result.above_tier is (total_input > 100_000)
+    assert result.total_usd == Decimal(usd)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "above", "usd"),
+    [
+        # promptTokenCount includes cached tokens: 200,000 = 50,000 uncached + 150,000 cached.
+        # 50,000x1.25 + 150,000x0.125 + 2,000x10 = 101,250 (/1e6)
+        (200_000, False, "0.10125"),
+        # 50,001x2.50 + 150,000x0.25 + 2,000x15 = 192,502.5
+        (200_001, True, "0.1925025"),
+    ],
+)
+def test_gemini_2_5_pro_tier_counts_cached_tokens(prompt: int, above: bool, usd: str) -> None:
+    usage = Usage.from_gemini(
+        {
+            "promptTokenCount": prompt,
+            "cachedContentTokenCount": 150_000,
+            "candidatesTokenCount": 2_000,
+        }
+    )
+    result = cost(usage, "gemini-2.5-pro")
+    assert result.above_tier is above
+    assert result.total_usd == Decimal(usd)
+
+
+@pytest.mark.parametrize("name", [n for n in ROWS if TABLE.models[n].above_tier is not None])
+def test_above_tier_rates_are_sourced_dated_and_follow_the_family(name: str) -> None:
+    row = TABLE.models[name]
+    above = row.above_tier
+    assert above is not None and row.tier_max_input_tokens is not None
+    assert above.source_url.startswith("https://") and above.checked == "2026-12-01"
+    assert above.input > row.input and above.output > row.output
+    family = TABLE.families[row.family]
+    assert (above.cache_read, above.cache_write_5m, above.cache_write_1h) == (
+        above.input * family.cache_read,
+        above.input * family.cache_write_5m,
+        above.input * family.cache_write_1h,
+    )
+
+
+def test_user_file_above_tier_derives_cache_rates_from_the_family(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text(
+        '[models.long]\nfamily = "anthropic"\ninput = 1\noutput = 5\n'
+        "tier_max_input_tokens = 1000\n"
+        '[models.long.above_tier]\ninput = 2\noutput = "7.5"\n',
+        encoding="utf-8",
+    )
+    row = load_price_table(path).lookup("long")
+    assert row.above_tier is not None
+    assert row.above_tier.cache_write_1h == Decimal(4)
+    usage = Usage(vendor="anthropic", uncached_input_tokens=1001, output_tokens=2)
+    assert cost(usage, "long", rates=row).total_usd == Decimal("0.002017")  # 1001x2 + 2x7.5
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('[models.x]\nfamily = "anthropic"\ninput = 1\noutput = 1\n'
+         "[models.x.above_tier]\ninput = 2\noutput = 2\n", "needs tier_max_input_tokens"),
+        ('[models.x]\nfamily = "anthropic"\ninput = 1\noutput = 1\n'
+         'tier_max_input_tokens = 5\nabove_tier = "y"\n', "must be a table"),
+    ],
+)  # fmt: skip
+def test_malformed_above_tier_is_a_config_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=match):
+        load_price_table(path)
 
 
 def test_usage_warnings_are_carried_into_the_breakdown() -> None:
