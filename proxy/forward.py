@@ -32,7 +32,8 @@ import httpx
 
 from promptcache.errors import UpstreamError
 
-from .config import AUTH_HEADER, UpstreamConfig, mask_userinfo
+from .config import AUTH_HEADER, UpstreamConfig
+from .redact import redact_url
 
 __all__ = [
     "UpstreamPool",
@@ -452,5 +453,5 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
         httpx.RemoteProtocolError: "broke the HTTP protocol",
         httpx.ReadError: "dropped the connection",
     }.get(type(exc), "failed")
-    detail = mask_userinfo(str(exc)) or type(exc).__name__
+    detail = redact_url(str(exc)) or type(exc).__name__
     return f"upstream {upstream.name} ({upstream.display_url}) {kind}: {detail}"

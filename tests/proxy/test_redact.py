@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
+from click.testing import CliRunner
 from proxy_support import RunningProxy
+from servers import ServerThread
 
+from promptcache.cli import cli
 from promptcache.proxy.config import UpstreamConfig
-from promptcache.proxy.redact import REDACTED, client_secrets, key_fingerprint, redact_text
+from promptcache.proxy.redact import (
+    REDACTED,
+    client_secrets,
+    key_fingerprint,
+    redact_text,
+    redact_url,
+)
 
 ANTHROPIC_KEY = "sk-ant-api03-" + "A1b2C3d4" * 10
 OPENAI_KEY = "sk-proj-" + "Zz9Yy8Xx" * 6
@@ -79,3 +93,76 @@ def test_credentials_in_the_upstream_url_reach_neither_the_client_nor_the_log(
     assert "s3cretpw" not in reply.text and f"http://***@127.0.0.1:{port}" in reply.text
     error = proxy.row()["error"]
     assert "s3cretpw" not in error and f"http://***@127.0.0.1:{port}" in error
+
+
+def test_credential_query_parameters_are_redacted_in_urls_and_text() -> None:
+    line = (
+        '127.0.0.1:5000 - "POST /v1beta/models/gemini-2.5-flash:generateContent'
+        '?alt=sse&key=plain-query-key-1&X-Amz-Signature=abc123&access_token=tok-456 HTTP/1.1" 200'
+    )
+    out = redact_url(line)
+    for secret in ("plain-query-key-1", "abc123", "tok-456"):
+        assert secret not in out
+    assert "?alt=sse&key=[REDACTED]&X-Amz-Signature=[REDACTED]&access_token=[REDACTED]" in out
+    assert redact_url("http://user:pw@host/x?monkey=1&keys=2&sig=") == (
+        "http://***@host/x?monkey=1&keys=2&sig="
+    )  # only credential names, only non-empty values
+    assert "plain-query-key-1" not in redact_text('"url": "https://x/?key=plain-query-key-1"')
+    assert client_secrets([], b"alt=sse&Access_Token=plain-query-key-1") == ["plain-query-key-1"]
+
+
+def test_the_debug_access_log_never_prints_a_query_key(
+    tmp_path: Path, mock_server: ServerThread
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    key = "gemini-query-key-0123456789"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from promptcache.cli import main; main()",
+            "proxy",
+            "--upstream",
+            mock_server.url,
+            "--port",
+            str(port),
+            "--db",
+            str(tmp_path / "log.db"),
+            "--log-level",
+            "debug",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "proxy did not start"
+                time.sleep(0.1)
+        reply = httpx.post(
+            f"{url}/v1beta/models/gemini-2.5-flash:generateContent?key={key}",
+            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        )
+        assert reply.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    assert ":generateContent?key=[REDACTED] HTTP/1.1" in output.replace("%3A", ":")  # logged
+    assert key not in output
+
+
+def test_a_query_credential_in_an_upstream_url_is_not_printed() -> None:
+    result = CliRunner().invoke(
+        cli, ["proxy", "--upstream", "http://127.0.0.1:8000/?key=url-secret-123", "--no-log"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "must not have a query" in result.output
+    assert "url-secret-123" not in result.output and "?key=[REDACTED]" in result.output
