@@ -15,6 +15,7 @@ import httpx
 from click.testing import CliRunner
 from proxy_support import RunningProxy
 from servers import ServerThread
+from starlette.types import Receive, Scope, Send
 
 from promptcache.cli import cli
 from promptcache.proxy.config import UpstreamConfig
@@ -166,3 +167,54 @@ def test_a_query_credential_in_an_upstream_url_is_not_printed() -> None:
     assert result.exit_code == 2, result.output
     assert "must not have a query" in result.output
     assert "url-secret-123" not in result.output and "?key=[REDACTED]" in result.output
+
+
+async def _refuse_and_echo_the_key(scope: Scope, receive: Receive, send: Send) -> None:
+    """An upstream that answers 401 quoting the credential it got (header or ``?key=``)."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    headers = dict(scope["headers"])
+    query = scope["query_string"].decode()
+    key = headers.get(b"authorization", b"").decode() or query
+    if "plain" in query:
+        body, content_type = f"denied for {key}".encode(), b"text/plain"
+    else:
+        body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}"}}).encode()
+        content_type = b"application/json"
+    await send(
+        {"type": "http.response.start", "status": 401, "headers": [(b"content-type", content_type)]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_an_upstream_error_quoting_the_key_is_stored_redacted(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    key = "gateway-key-0123456789"  # no vendor shape: only the request's own key finds it
+    with ServerThread(_refuse_and_echo_the_key) as upstream:
+        echo = {
+            name: UpstreamConfig(name=name, url=upstream.url, vendor=name)
+            for name in ("openai", "gemini")
+        }
+        proxy = start_proxy(upstreams=echo)
+        chat = {"model": "gpt-4o", "messages": []}
+        gemini = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+        target = "/v1beta/models/gemini-2.5-flash:generateContent"
+        replies = [
+            httpx.post(
+                proxy.url + "/v1/chat/completions",
+                json=chat,
+                headers={"authorization": f"Bearer {key}"},
+            ),
+            httpx.post(f"{proxy.url}{target}?key={key}", json=gemini),
+            httpx.post(f"{proxy.url}{target}?plain=1&key={key}", json=gemini),
+        ]
+        assert [r.status_code for r in replies] == [401, 401, 401]
+        assert key in replies[0].text  # the client gets the upstream's answer untouched
+        errors = [row["error"] for row in proxy.rows(3)]
+    assert all(key not in error for error in errors), errors
+    assert errors[0] == "upstream answered 401: Incorrect API key provided: Bearer [REDACTED]"
+    assert errors[1] == "upstream answered 401: Incorrect API key provided: key=[REDACTED]"
+    assert errors[2] == "upstream answered 401: denied for plain=1&key=[REDACTED]"
