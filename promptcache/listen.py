@@ -9,6 +9,7 @@ the banner (and, for the engine, after the model has loaded).
 from __future__ import annotations
 
 import errno
+import logging
 import socket
 import sys
 from typing import Any
@@ -58,10 +59,19 @@ def listen_socket(host: str, port: int) -> socket.socket:
 def run_uvicorn(app: Any, sock: socket.socket, **settings: Any) -> None:
     """Serve ``app`` on the bound ``sock`` with one uvicorn worker until interrupted, as
     ``uvicorn.run`` would (``settings`` are ``uvicorn.Config`` options). Exits with
-    ``STARTUP_FAILURE`` if the app's start-up failed (uvicorn has logged why)."""
+    ``STARTUP_FAILURE`` if the app's start-up failed (uvicorn has logged why).
+
+    Access-log lines (``access_log=True``) quote the request's path and query string: credentials
+    in them (Gemini's ``?key=``...) are masked by ``proxy.redact.RedactFilter``."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, **settings))
+    from .proxy.redact import RedactFilter
+
+    config = uvicorn.Config(app, **settings)  # configures uvicorn's loggers
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactFilter) for f in access.filters):
+        access.addFilter(RedactFilter())
+    server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown, as uvicorn.run

@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +47,7 @@ from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
-from .redact import MIN_SECRET_CHARS
+from .redact import MIN_SECRET_CHARS, redact_url
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -112,7 +111,7 @@ class UpstreamConfig:
     @property
     def display_url(self) -> str:
         """``url`` as shown in messages, the log and the banner: credentials masked."""
-        return mask_userinfo(self.url)
+        return redact_url(self.url)
 
     @property
     def is_loopback(self) -> bool:
@@ -269,19 +268,8 @@ def config_for_upstream(upstream: str | UpstreamConfig, **overrides: Any) -> Pro
     )
 
 
-#: ``scheme://user:password@`` in a URL, or in text quoting one (an httpx error message).
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@")
-
-
-def mask_userinfo(text: str) -> str:
-    """``text`` with the ``user:password@`` part of every URL in it replaced by ``***@``: how
-    an upstream URL is shown (messages, the log's `error` column, the start-up banner); the
-    request itself still goes to the URL as configured."""
-    return _USERINFO.sub(r"\1***@", text)
-
-
 def _check_url(url: str) -> str:
-    shown = mask_userinfo(url)
+    shown = redact_url(url)
     try:
         parts = urlsplit(url)
         hostname = parts.hostname

@@ -3,8 +3,9 @@
 Request bodies go out as the exact bytes the client sent (no re-serialisation: ``cache_control``,
 TTLs and key order reach the upstream untouched). Headers pass through except:
 
-- hop-by-hop headers (RFC 9110 section 7.6.1) and ``host`` / ``content-length`` (httpx sets them
-  for the upstream connection);
+- hop-by-hop headers (RFC 9110 section 7.6.1): the fixed set, and every header the message's
+  ``Connection`` header names (in both directions);
+- ``host`` / ``content-length`` (httpx sets them for the upstream connection);
 - the proxy's own ``x-promptcache-auth`` header;
 - ``accept-encoding``, sent as ``identity``: the proxy reads usage out of the response bytes it
   relays, and asking for them uncompressed means the client still gets exactly the upstream's bytes.
@@ -32,12 +33,14 @@ import httpx
 
 from promptcache.errors import UpstreamError
 
-from .config import AUTH_HEADER, UpstreamConfig, mask_userinfo
+from .config import AUTH_HEADER, UpstreamConfig
+from .redact import redact_url
 
 __all__ = [
     "UpstreamPool",
     "UpstreamTimeoutError",
     "UpstreamUnreachableError",
+    "connection_options",
     "request_headers",
     "response_headers",
 ]
@@ -76,7 +79,9 @@ def request_headers(
         headers: ASGI header pairs (lower-case names), duplicates kept in order.
         auth_header: the proxy's own auth header name, removed.
     """
-    out = [(k, v) for k, v in headers if k not in _DROP_REQUEST and k != auth_header]
+    headers = list(headers)
+    drop = _DROP_REQUEST | connection_options(headers)
+    out = [(k, v) for k, v in headers if k not in drop and k != auth_header]
     out.append((b"accept-encoding", b"identity"))
     return out
 
@@ -92,7 +97,23 @@ def response_headers(
             dropped and the server frames the body itself.
     """
     drop = HOP_BY_HOP if keep_length else HOP_BY_HOP | {b"content-length"}
+    drop |= connection_options(headers)
     return [(k.lower(), v) for k, v in headers if k.lower() not in drop]
+
+
+def connection_options(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """The header names a message's ``Connection`` header(s) list (lower-case).
+
+    RFC 9110 section 7.6.1: a proxy must remove the ``Connection`` header and every header it
+    names (``Connection: keep-alive, x-session`` makes ``x-session`` hop-by-hop) before
+    forwarding the message.
+    """
+    names: set[bytes] = set()
+    for name, value in headers:
+        if name.lower() == b"connection":
+            names.update(option.strip().lower() for option in value.split(b","))
+    names.discard(b"")
+    return frozenset(names)
 
 
 #: Keep-alive connections per ``httpx.AsyncClient``. On every request, httpcore 1.0's pool
@@ -452,5 +473,5 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
         httpx.RemoteProtocolError: "broke the HTTP protocol",
         httpx.ReadError: "dropped the connection",
     }.get(type(exc), "failed")
-    detail = mask_userinfo(str(exc)) or type(exc).__name__
+    detail = redact_url(str(exc)) or type(exc).__name__
     return f"upstream {upstream.name} ({upstream.display_url}) {kind}: {detail}"

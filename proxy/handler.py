@@ -426,8 +426,10 @@ class ProxyEndpoint:
         except Exception:
             logger.exception("request %s: could not read usage or prefix", record.id)
         record.vendor_miss_reason = ex.miss_reason
+        secrets = [*ex.secrets, *filter(None, [self.state.config.auth_token])]
+        if record.error is not None:  # an upstream's 401 may quote the key it refused
+            record.error = redact_text(record.error, secrets)
         if self.state.config.store_bodies:
-            secrets = [*ex.secrets, *filter(None, [self.state.config.auth_token])]
             record.request_body = redact_text(ex.request_body.decode("utf-8", "replace"), secrets)
             if ex.response_copy is not None:
                 text = ex.response_copy.decode("utf-8", "replace")

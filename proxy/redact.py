@@ -7,16 +7,32 @@ database). Bodies are stored only with ``--store-bodies``, and then every creden
 recognise is replaced by ``[REDACTED]``: the request's own keys and bearer tokens wherever they
 appear, the proxy's auth token, and anything shaped like an Anthropic, OpenAI or Google API key,
 a bearer token, or the value of a JSON field named like a credential.
+
+The same redactor (``redact_text``, and ``redact_url`` for text that quotes URLs) runs over every
+URL and message the proxy prints or stores: the ``user:password@`` of a URL and the value of a
+query parameter that carries a credential (Gemini's ``?key=``, ``access_token=``, signed-URL
+``sig=`` / ``X-Amz-Signature=`` ...) are masked in the access log (``--log-level debug``), the
+start-up banner and config errors, and the log's ``error`` column.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import parse_qsl
 
-__all__ = ["MIN_SECRET_CHARS", "REDACTED", "client_secrets", "key_fingerprint", "redact_text"]
+__all__ = [
+    "CREDENTIAL_QUERY_PARAMS",
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "RedactFilter",
+    "client_secrets",
+    "key_fingerprint",
+    "redact_text",
+    "redact_url",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -35,6 +51,42 @@ _PATTERNS = re.compile(
     r"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"
     r")"
 )
+#: Query parameters (compared case-insensitively) whose value is a credential: API keys (Gemini's
+#: ``key``, ``api_key``...), OAuth tokens, and the signatures of signed URLs (Azure SAS ``sig``,
+#: AWS SigV4 ``X-Amz-*``, Google Cloud Storage ``X-Goog-*``).
+CREDENTIAL_QUERY_PARAMS = frozenset(
+    {
+        "key",
+        "api_key",
+        "apikey",
+        "api-key",
+        "x-api-key",
+        "x-goog-api-key",
+        "access_token",
+        "id_token",
+        "refresh_token",
+        "token",
+        "auth",
+        "auth_token",
+        "client_secret",
+        "secret",
+        "password",
+        "sig",
+        "signature",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+        "x-goog-signature",
+        "x-goog-credential",
+    }
+)
+_QUERY_CREDENTIAL = re.compile(
+    r"(?i)([?&;](?:"
+    + "|".join(re.escape(name) for name in sorted(CREDENTIAL_QUERY_PARAMS, key=len, reverse=True))
+    + r")=)[^&#;\s\"'<>\\]+"
+)
+#: ``scheme://user:password@`` in a URL, or in text quoting one (an httpx error message).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@")
 _JSON_CREDENTIAL = re.compile(
     r'("(?i:api[_-]?key|x-api-key|x-goog-api-key|authorization|access[_-]?token|secret|password)"'
     r'\s*:\s*)"(?:[^"\\]|\\.)*"'
@@ -42,7 +94,8 @@ _JSON_CREDENTIAL = re.compile(
 
 
 def client_secrets(headers: Sequence[tuple[bytes, bytes]], query_string: bytes) -> list[str]:
-    """The credentials a request carries: key headers (bearer prefix removed) and ``?key=``.
+    """The credentials a request carries: key headers (bearer prefix removed) and the values of
+    credential query parameters (``?key=``..., see ``CREDENTIAL_QUERY_PARAMS``).
 
     Args:
         headers: ASGI header pairs (lower-case names).
@@ -61,7 +114,7 @@ def client_secrets(headers: Sequence[tuple[bytes, bytes]], query_string: bytes) 
                 secrets.append(text)
     if query_string:
         for param, param_value in parse_qsl(query_string.decode("latin-1")):
-            if param == "key" and param_value:
+            if param.lower() in CREDENTIAL_QUERY_PARAMS and param_value:
                 secrets.append(param_value)
     return secrets
 
@@ -78,11 +131,25 @@ def key_fingerprint(secrets: Sequence[str], salt: bytes) -> str | None:
     return hashlib.sha256(salt + secrets[0].encode()).hexdigest()[:16]
 
 
+def redact_url(text: str) -> str:
+    """``text`` (a URL, or a message quoting URLs) with the ``user:password@`` part of every URL
+    replaced by ``***@`` and the value of every credential query parameter by ``[REDACTED]``.
+
+    How a URL is shown: the access log, the banner, messages and the log's `error` column; the
+    request itself still goes to the URL as given.
+    """
+    text = _USERINFO.sub(r"\1***@", text)
+    return _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every recognisable credential replaced by ``[REDACTED]``.
 
+    Besides what ``redact_url`` masks: the exact ``secrets``, credential-named JSON fields, and
+    anything shaped like a vendor API key or a bearer token.
+
     Args:
-        text: a request or response body (JSON or SSE) decoded as UTF-8.
+        text: a request or response body (JSON or SSE) decoded as UTF-8, or an error message.
         secrets: exact values to remove wherever they occur (the request's keys, the proxy's
             auth token); values shorter than ``MIN_SECRET_CHARS`` are ignored to keep text
             readable (the proxy refuses an auth token that short).
@@ -91,4 +158,19 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         if len(secret) >= MIN_SECRET_CHARS:
             text = text.replace(secret, REDACTED)
     text = _JSON_CREDENTIAL.sub(lambda m: f'{m.group(1)}"{REDACTED}"', text)
-    return _PATTERNS.sub(REDACTED, text)
+    return redact_url(_PATTERNS.sub(REDACTED, text))
+
+
+class RedactFilter(logging.Filter):
+    """A logging filter that runs ``redact_text`` over a record's message and string arguments.
+
+    Installed on uvicorn's ``uvicorn.access`` logger, whose lines quote the request's path and
+    query string (``GET /v1beta/models/x:generateContent?key=... HTTP/1.1``).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_text(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_text(a) if isinstance(a, str) else a for a in record.args)
+        return True

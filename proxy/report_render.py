@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from rich.console import Console
@@ -19,6 +20,7 @@ from .report import Report, Summary
 
 __all__ = [
     "CSV_COLUMNS",
+    "csv_cell",
     "pct",
     "priced_as_notes",
     "render_csv",
@@ -181,18 +183,40 @@ CSV_COLUMNS: tuple[str, ...] = (
 )
 
 
+#: A text cell starting with one of these is read as a formula by Excel, LibreOffice Calc and
+#: Google Sheets (OWASP, https://owasp.org/www-community/attacks/CSV_Injection).
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """One CSV cell: ``None`` empty, floats rounded to 6 decimals, text neutralised.
+
+    Text that starts with ``=``, ``+``, ``-``, ``@``, tab or carriage return (a model named
+    ``=HYPERLINK(...)`` reaches the log from any client) gets a leading single quote, so a
+    spreadsheet shows it as text instead of evaluating it, as OWASP advises
+    (https://owasp.org/www-community/attacks/CSV_Injection). Numbers are never touched: a
+    negative ``net_savings_usd`` stays a number.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, str) and value.startswith(FORMULA_TRIGGERS):
+        return "'" + value
+    return value
+
+
 def render_csv(report: Report) -> str:
     """One CSV row per ``--group-by`` group plus a ``(total)`` row; header :data:`CSV_COLUMNS`.
 
     Rates and USD are rounded to 6 decimals; empty cells mean "not applicable" (no input).
     ``priced_as`` names the stand-in price rows behind the costs (the proxy's ``price_as``), as
     ``model=stand-in`` joined by ``; ``: every pair on the ``(total)`` row, the group's own
-    pair on ``--group-by model`` rows, empty otherwise.
+    pair on ``--group-by model`` rows, empty otherwise. Text cells that a spreadsheet would
+    evaluate as a formula are neutralised (see :func:`csv_cell`).
     """
     stand_ins = {p.model: p.priced_as for p in report.priced_as}
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    lines = [_csv_line(CSV_COLUMNS)]
     for s in (*report.groups, report.total):
         values = [getattr(s, column) for column in CSV_COLUMNS[:-1]]
         if s is report.total:
@@ -203,7 +227,18 @@ def render_csv(report: Report) -> str:
             by_model = report.group_by == "model" and s.group in stand_ins
             pairs = [(s.group, stand_ins[s.group])] if by_model else []
         values.append("; ".join(f"{model or '(no model)'}={rates}" for model, rates in pairs))
-        writer.writerow(
-            "" if v is None else round(v, 6) if isinstance(v, float) else v for v in values
-        )
-    return buffer.getvalue()
+        lines.append(_csv_line([csv_cell(v) for v in values]))
+    return "".join(lines)
+
+
+def _csv_line(cells: Sequence[object]) -> str:
+    """One CSV record ending in ``\n``, with every cell that holds a CR or LF quoted.
+
+    The writer quotes a cell holding a character of its line terminator; with ``\n`` alone a
+    lone ``\r`` went out unquoted, and a reader or a spreadsheet starts a new row there
+    (``x\r=1+1`` would begin a row with a formula). So the writer ends the record with
+    ``\r\n`` and the record is then ended with ``\n``.
+    """
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerow(cells)
+    return buffer.getvalue()[:-2] + "\n"

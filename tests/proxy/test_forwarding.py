@@ -14,6 +14,7 @@ import openai
 import pytest
 from proxy_support import RunningProxy, read_rows
 from servers import ServerThread
+from starlette.types import Receive, Scope, Send
 from upstreams import MockUpstream, recorded, split_events, without_usage
 
 from promptcache.proxy.config import RouteRule, UpstreamConfig
@@ -93,6 +94,60 @@ def test_headers_pass_through_except_hop_by_hop_and_the_proxys_own(
     names = seen.header_names()
     assert not names & {"x-promptcache-auth", "keep-alive", "proxy-authorization"}
     assert proxy.row()["status"] == 200
+
+
+def test_headers_named_in_connection_are_not_forwarded_upstream(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    reply = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": []},
+        headers={
+            "authorization": f"Bearer {OPENAI_KEY}",
+            "connection": "keep-alive, X-Hop-Session, x-hop-debug",
+            "x-hop-session": "client-to-proxy-only",
+            "x-hop-debug": "1",
+            "x-end-to-end": "kept",
+        },
+    )
+    assert reply.status_code == 200
+    seen = mock_upstream.requests[0]
+    assert not seen.header_names() & {"x-hop-session", "x-hop-debug"}
+    assert seen.header("x-end-to-end") == "kept"
+
+
+async def _answer_with_connection_options(scope: Scope, receive: Receive, send: Send) -> None:
+    """An upstream whose response names two of its headers in ``Connection``."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    body = json.dumps({"object": "list", "data": []}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"x-upstream-hop"),
+        (b"connection", b"X-Upstream-Trace"),
+        (b"x-upstream-hop", b"upstream-to-proxy-only"),
+        (b"x-upstream-trace", b"abc"),
+        (b"x-end-to-end", b"kept"),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_headers_named_in_the_upstreams_connection_do_not_reach_the_client(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    with ServerThread(_answer_with_connection_options) as upstream:
+        proxy = start_proxy(
+            upstreams={"openai": UpstreamConfig(name="openai", url=upstream.url, vendor="openai")}
+        )
+        reply = httpx.get(proxy.url + "/v1/models")
+    assert reply.status_code == 200
+    assert "x-upstream-hop" not in reply.headers and "x-upstream-trace" not in reply.headers
+    assert reply.headers["x-end-to-end"] == "kept"
 
 
 def mock_upstream_host(proxy: RunningProxy) -> str:
