@@ -4,13 +4,18 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# How torch is installed, before the rest. The default finds the CPU wheel on this machine's disk
+# (pip's find-links); elsewhere take the CPU build from PyTorch's own index:
+#   make demo TORCH=torch TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: demo test browser clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
-	# torch first, from the CPU wheel on disk: otherwise a dependency pulls a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
+	# torch first, a CPU build: otherwise a dependency pulls a multi-GB CUDA build.
+	$(PY) -m pip install -q '$(TORCH)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 

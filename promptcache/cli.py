@@ -27,6 +27,38 @@ COMMANDS: dict[str, str] = {
     "rules": "promptcache.commands.rules:rules",
 }
 
+#: subcommand -> the extra (``pip install 'promptcache[EXTRA]'``) its libraries come from.
+COMMAND_EXTRAS: dict[str, str] = {
+    "demo": "all",
+    "engine": "engine",
+    "proxy": "proxy",
+    "report": "proxy",
+}
+
+#: Top-level import names of the libraries only the extras install (pyproject.toml's
+#: ``[project.optional-dependencies]``, plus markupsafe, which jinja2 needs). A core-only install
+#: lacks them; tests/cli/test_missing_extras.py checks this list against pyproject.toml.
+EXTRA_MODULES: frozenset[str] = frozenset(
+    {
+        "anthropic",
+        "httptools",
+        "httpx2",
+        "huggingface_hub",
+        "jinja2",
+        "markupsafe",
+        "numpy",
+        "openai",
+        "prometheus_client",
+        "safetensors",
+        "starlette",
+        "tokenizers",
+        "torch",
+        "triton",
+        "uvicorn",
+        "uvloop",
+    }
+)
+
 
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when the subcommand is needed."""
@@ -49,6 +81,19 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except PromptCacheError as exc:
             click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").partition(".")[0]
+            command = ctx.invoked_subcommand or ""
+            if missing not in EXTRA_MODULES or command not in COMMAND_EXTRAS:
+                raise  # not an optional library: a real bug, keep its traceback
+            extra = COMMAND_EXTRAS[command]
+            click.echo(
+                f"error: `promptcache {command}` needs {missing}, which this install lacks: "
+                f"install promptcache[{extra}] (in a clone of its repository: "
+                f"pip install '.[{extra}]')",
+                err=True,
+            )
             ctx.exit(2)
 
 

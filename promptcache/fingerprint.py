@@ -273,7 +273,17 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
     Segments are compared by hash, index by index. When every common segment matches but the
     counts differ, the first extra segment is reported as ``added`` (``new`` extends ``old``:
     usually history growing, which caching expects) or ``removed``.
+
+    Raises:
+        TypeError: ``old`` or ``new`` is not a ``RequestFingerprint`` (a request body, say).
     """
+    for name, value in (("old", old), ("new", new)):
+        if not isinstance(value, RequestFingerprint):
+            raise TypeError(
+                f"first_divergence() compares fingerprints: {name} is a {type(value).__name__}; "
+                "pass fingerprint_request(body) results, e.g. "
+                "first_divergence(fingerprint_request(old_body), fingerprint_request(new_body))"
+            )
     for index, (a, b) in enumerate(zip(old.segments, new.segments, strict=False)):
         if a.sha256 != b.sha256:
             offset = _common_prefix_len(a.text, b.text)

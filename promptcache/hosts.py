@@ -8,7 +8,14 @@ import socket
 
 from .errors import ConfigError
 
-__all__ = ["check_host", "is_loopback_host"]
+__all__ = ["check_host", "http_url", "is_loopback_host"]
+
+
+def http_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, with an IPv6 literal in brackets (RFC 3986: ``http://[::1]:8787``)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def is_loopback_host(host: str) -> bool:

@@ -37,7 +37,16 @@ from typing import Any, Literal
 
 from promptcache.errors import RequestShapeError
 
-__all__ = ["APIS", "RawBreakpoint", "RawSegment", "SegmentKind", "detect_api", "split_request"]
+__all__ = [
+    "APIS",
+    "PROMPT_FIELDS",
+    "RawBreakpoint",
+    "RawSegment",
+    "SegmentKind",
+    "detect_api",
+    "ignored_prompt_fields",
+    "split_request",
+]
 
 SegmentKind = Literal["tools", "system", "messages"]
 
@@ -139,6 +148,37 @@ class _Splitter:
 
 def _is_cache_point(item: Any) -> bool:
     return isinstance(item, Mapping) and "cachePoint" in item and len(item) == 1
+
+
+#: The top-level fields ``split_request`` reads for each API (what the prefix is made of).
+PROMPT_FIELDS: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"tools", "system", "messages", "cache_control"}),
+    "openai_chat": frozenset({"tools", "response_format", "messages"}),
+    "openai_responses": frozenset(
+        {"tools", "text", "prompt", "instructions", "previous_response_id", "input"}
+    ),
+    "gemini": frozenset(
+        {
+            "cachedContent",
+            "cached_content",
+            "tools",
+            "toolConfig",
+            "tool_config",
+            "systemInstruction",
+            "system_instruction",
+            "contents",
+        }
+    ),
+    "bedrock_converse": frozenset({"toolConfig", "system", "messages"}),
+    "openai_completions": frozenset({"prompt"}),
+}
+
+
+def ignored_prompt_fields(body: Mapping[str, Any], api: str) -> list[str]:
+    """Top-level fields of ``body`` that some API puts in the prompt prefix but ``api`` does not
+    read, sorted: a ``system`` in a body hashed as ``openai_chat`` is left out of every hash."""
+    every = frozenset().union(*PROMPT_FIELDS.values())
+    return sorted(k for k in body if k in every and k not in PROMPT_FIELDS.get(api, every))
 
 
 def split_request(

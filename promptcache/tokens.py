@@ -161,7 +161,8 @@ def _hf_tokenizer(path: str) -> tokenizers.Tokenizer:
     except ImportError:
         raise ConfigError(
             "counting with a tokenizer.json needs the `tokenizers` package: "
-            "pip install 'promptcache[engine]' (or pip install tokenizers)"
+            "install promptcache[engine] (pip install '.[engine]' in a clone of its repository) "
+            "or pip install tokenizers"
         ) from None
     if not Path(path).is_file():
         raise ConfigError(f"tokenizer_json {path} does not exist; pass a tokenizer.json file")

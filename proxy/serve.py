@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from promptcache.listen import listen_socket, run_uvicorn
 
 from .app import build_app
@@ -18,6 +20,7 @@ def serve(
     insecure_no_auth: bool = False,
     log_level: str = "info",
     access_log: bool = False,
+    banner: str | None = None,
 ) -> None:
     """Serve ``config`` on ``host:port`` until interrupted; a clean stop writes every row.
 
@@ -25,6 +28,8 @@ def serve(
     uvicorn picks its C HTTP parser (``httptools``) and event loop (``uvloop``) when they are
     installed (the ``proxy`` extra installs both); they cut the proxy's CPU per request by
     0.05-0.25 ms (docs/benchmarks.md). Without them it runs on h11 and asyncio, slower.
+    ``banner`` is printed to stderr once the address is bound and the log open, so a failure to
+    start is the only line printed.
 
     Raises:
         ConfigError: a non-loopback ``host`` without ``config.auth_token`` or ``insecure_no_auth``,
@@ -38,6 +43,8 @@ def serve(
     except BaseException:
         sock.close()
         raise
+    if banner is not None:
+        print(banner, file=sys.stderr, flush=True)
     run_uvicorn(
         app,
         sock,

@@ -1,4 +1,4 @@
-"""Time value in the cached prefix.
+r"""Time value in the cached prefix.
 
 Severity: error
 Fix: none

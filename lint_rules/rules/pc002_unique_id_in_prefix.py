@@ -1,4 +1,4 @@
-"""Unique or random id in the cached prefix.
+r"""Unique or random id in the cached prefix.
 
 Severity: error
 Fix: none

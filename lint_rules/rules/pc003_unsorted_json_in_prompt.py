@@ -1,4 +1,4 @@
-"""JSON without sorted keys in prompt text or tools.
+r"""JSON without sorted keys in prompt text or tools.
 
 Severity: warning
 Fix: always

@@ -1,4 +1,4 @@
-"""Dynamic content placed before long static content.
+r"""Dynamic content placed before long static content.
 
 Severity: warning
 Fix: none

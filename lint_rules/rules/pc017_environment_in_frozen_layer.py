@@ -1,4 +1,4 @@
-"""Machine or environment values in the global frozen layer.
+r"""Machine or environment values in the global frozen layer.
 
 Severity: info
 Fix: none

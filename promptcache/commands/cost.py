@@ -114,7 +114,15 @@ def _print_table(data: dict[str, Any], api: str) -> None:
     console.print(f"cost without cache: ${_usd(data['cost_without_cache_usd'])}")
     console.print(f"savings:            ${_usd(data['savings_usd'])}{share}")
     console.print(f"cache hit rate:     {data['hit_rate']:.1%}")
-    console.print(f"rates from {data['source_url'] or 'user rates'} (checked {data['checked']})")
+    console.print(_rates_line(data["source_url"], data["checked"]))
+
+
+def _rates_line(source_url: str, checked: str) -> str:
+    """Where the rates came from and when they were checked, saying so when a row of the user's
+    rates file gives no ``source_url`` or no ``checked`` date."""
+    source = source_url or "user rates (the row gives no source_url)"
+    when = f"checked {checked}" if checked else "the row gives no checked date"
+    return f"rates from {source} ({when})"
 
 
 def _usd(value: str) -> str:

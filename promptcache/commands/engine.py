@@ -277,9 +277,9 @@ def _plural(count: int, noun: str) -> str:
 
 def _base_url(host: str, port: int) -> str:
     """``http://HOST:PORT/v1``, with an IPv6 literal in brackets (RFC 3986: ``[::1]``)."""
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}/v1"
+    from promptcache.hosts import http_url
+
+    return f"{http_url(host, port)}/v1"
 
 
 def blocks_in_budget(budget: int, bytes_per_block: int, block_size: int, option: str) -> int:

@@ -8,6 +8,7 @@ from typing import IO, Any
 import click
 
 from promptcache.commands._json_input import read_json_object
+from promptcache.errors import PromptCacheError
 
 #: Same names as promptcache.segments.APIS (kept here so --help imports nothing else;
 #: tests/cli/test_hash.py checks they agree).
@@ -52,9 +53,23 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
         cat body.json | promptcache hash -
     """
     from promptcache.fingerprint import fingerprint_request
+    from promptcache.segments import detect_api, ignored_prompt_fields
 
     body = read_json_object(request_json, param_hint="FILE", what="a request body")
     fp = fingerprint_request(body, api)
+    ignored = ignored_prompt_fields(body, fp.api)
+    if ignored:
+        fields = ", ".join(f"`{name}`" for name in ignored)
+        try:
+            looks = detect_api(body)
+        except PromptCacheError:
+            looks = fp.api
+        hint = f"; the body looks like {looks}: try --api {looks}" if looks != fp.api else ""
+        click.echo(
+            f"warning: {fp.api} requests have no {fields}; the hashes leave "
+            f"{'it' if len(ignored) == 1 else 'them'} out{hint}",
+            err=True,
+        )
     if output_format == "json":
         data: dict[str, Any] = fp.to_dict()
         for segment in data["segments"]:

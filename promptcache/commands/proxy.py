@@ -98,7 +98,7 @@ def proxy(
         promptcache proxy --upstream http://127.0.0.1:8000 --db engine.db --price-as gpt-5
         promptcache proxy --config upstreams.toml --host 0.0.0.0 --auth-token "$TOKEN"
     """
-    from promptcache.hosts import check_host
+    from promptcache.hosts import check_host, http_url
     from promptcache.proxy.config import (
         check_bind,
         config_for_upstream,
@@ -125,11 +125,10 @@ def proxy(
     config = config.with_price_as(price_as)
     if not no_log:
         _check_db(db)  # so a bad --db is the only line printed, not one after the banner
-    click.echo(
-        f"promptcache proxy on http://{host}:{port} -> "
+    banner = (
+        f"promptcache proxy on {http_url(host, port)} -> "
         f"{config.upstreams[config.default_upstream].display_url}"
-        + ("" if no_log else f", recording to {db}"),
-        err=True,
+        + ("" if no_log else f", recording to {db}")
     )
     serve(
         config,
@@ -138,6 +137,7 @@ def proxy(
         insecure_no_auth=insecure_no_auth,
         log_level=log_level,
         access_log=log_level == "debug",
+        banner=banner,  # printed once the port is bound and the log open
     )
 
 

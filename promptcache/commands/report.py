@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
+    from promptcache.proxy.report_advice import EngineKvStats
+
     _ParamType = click.ParamType[float, Any]
 else:
     _ParamType = click.ParamType
@@ -201,6 +203,8 @@ def report_command(
     else:
         color = output is None and sys.stdout.isatty()
         text = render_table(result, color=color)
+        if engine is not None:
+            text += _engine_table(engine, color=color)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
@@ -222,6 +226,33 @@ def report_command(
     if failures:
         click.echo("alert: " + "; ".join(failures), err=True)
         raise SystemExit(1)
+
+
+def _engine_table(engine: EngineKvStats, *, color: bool) -> str:
+    """The engine's KV-pool state read from --engine-metrics, as a table for the text report
+    (--format json has it under ``engine``)."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120, force_terminal=color, no_color=not color)
+    table = Table(
+        title="Engine KV pool (--engine-metrics)", show_header=False, title_justify="left"
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("KV blocks in use", f"{engine.kv_usage:.1%}")
+    table.add_row("preemptions since start", f"{engine.num_preemptions:,}")
+    table.add_row("sequences swapped out now", f"{engine.num_swapped:,}")
+    hit_rate = engine.prefix_cache_hit_rate
+    table.add_row(
+        "prefix-cache hit rate since start",
+        "n/a (no lookups yet)" if hit_rate is None else f"{hit_rate:.1%}",
+    )
+    console.print(table)
+    return buffer.getvalue()
 
 
 def _read_metrics(source: str) -> str:

@@ -151,3 +151,31 @@ def test_a_rates_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert code == 2
     assert f"price table {rates} is not UTF-8 text" in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        ("", "rates from user rates (the row gives no source_url) (the row gives no checked date)"),
+        ('checked = "2026-12-01"\n', "rates from user rates (the row gives no source_url) "),
+        ('source_url = "https://acme.example/prices"\n', "rates from https://acme.example/"),
+    ],
+)
+def test_rates_without_a_date_or_source_say_so(tmp_path: Path, extra: str, line: str) -> None:
+    rates = tmp_path / "rates.toml"
+    rates.write_text(
+        '[models."acme-1"]\nfamily = "anthropic"\ninput = 2\noutput = 8\n' + extra,
+        encoding="utf-8",
+    )
+    usage = json.dumps({"input_tokens": 10, "output_tokens": 5})
+    code, out, err = run(
+        "-", "-m", "acme-1", "--api", "anthropic", "--rates", str(rates), stdin=usage
+    )
+    assert code == 0, err
+    (shown,) = [ln for ln in out.splitlines() if ln.startswith("rates from")]
+    assert shown.startswith(line)
+    assert "(checked )" not in out
+    if "checked" in extra:
+        assert shown.endswith("(checked 2026-12-01)")
+    elif "source_url" in extra:
+        assert shown.endswith("prices (the row gives no checked date)")

@@ -65,3 +65,47 @@ def test_bad_json_and_unknown_shape_are_clean_errors() -> None:
     wrong = runner.invoke(cli, ["hash", "-", "--api", "openai_completions"], input=json.dumps(BODY))
     assert wrong.exit_code == 2 and "looks like anthropic" in wrong.output
     assert unknown.exception is None or isinstance(unknown.exception, SystemExit)
+
+
+def test_a_field_the_api_does_not_read_is_a_warning_on_stderr(tmp_path: Path) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(BODY))
+    result = CliRunner().invoke(
+        cli, ["hash", "--api", "openai_chat", "--format", "json", str(path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "warning: openai_chat requests have no `system`; the hashes leave it out; the body "
+        "looks like anthropic: try --api anthropic\n"
+    )
+    assert json.loads(result.stdout)["api"] == "openai_chat"  # stdout stays valid JSON
+
+
+def test_no_warning_when_the_api_reads_every_prompt_field(tmp_path: Path) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(BODY))
+    for api in ("auto", "anthropic"):
+        result = CliRunner().invoke(cli, ["hash", "--api", api, str(path)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+
+
+def test_fields_named_ignored_are_really_left_out_of_the_hashes() -> None:
+    from promptcache.segments import PROMPT_FIELDS, ignored_prompt_fields
+
+    bodies = {
+        "anthropic": BODY,
+        "openai_chat": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        "openai_responses": {"model": "m", "input": "hi"},
+        "gemini": {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        "bedrock_converse": {"modelId": "m", "messages": [{"role": "user", "content": []}]},
+        "openai_completions": {"model": "m", "prompt": "hi"},
+    }
+    assert set(bodies) == set(PROMPT_FIELDS) == set(APIS)
+    every = set().union(*PROMPT_FIELDS.values())
+    for api, body in bodies.items():
+        prefix = fingerprint_request(body, api).prefix_hash
+        for field in sorted(every - PROMPT_FIELDS[api]):
+            extended = {**body, field: "an ignored value"}
+            assert ignored_prompt_fields(extended, api) == [field]
+            assert fingerprint_request(extended, api).prefix_hash == prefix, (api, field)

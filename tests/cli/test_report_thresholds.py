@@ -31,3 +31,39 @@ def test_thresholds_must_be_finite_and_in_range(
     assert message in result.output
     assert "Traceback" not in result.output
     assert not db.exists()  # refused before the log was read
+
+
+METRICS = """\
+# TYPE promptcache_engine_kv_cache_usage_ratio gauge
+promptcache_engine_kv_cache_usage_ratio 0.42
+# TYPE promptcache_engine_preemptions_total counter
+promptcache_engine_preemptions_total 3
+# TYPE promptcache_engine_swapped_sequences gauge
+promptcache_engine_swapped_sequences 1
+# TYPE promptcache_engine_prefix_cache_queries_tokens_total counter
+promptcache_engine_prefix_cache_queries_tokens_total 1000
+# TYPE promptcache_engine_prefix_cache_hits_tokens_total counter
+promptcache_engine_prefix_cache_hits_tokens_total 250
+"""
+
+
+def test_engine_metrics_are_shown_in_the_table_report(tmp_path: Path) -> None:
+    from promptcache.proxy.store import open_log
+
+    db, metrics = tmp_path / "log.db", tmp_path / "metrics.txt"
+    open_log(db).close()
+    metrics.write_text(METRICS, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--engine-metrics", str(metrics)])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Engine KV pool (--engine-metrics)" in out
+    for name, value in [
+        ("KV blocks in use", "42.0%"),
+        ("preemptions since start", "3"),
+        ("sequences swapped out now", "1"),
+        ("prefix-cache hit rate since start", "25.0%"),
+    ]:
+        (line,) = [ln for ln in out.splitlines() if name in ln]
+        assert line.rstrip(" │|").endswith(value), line
+    plain = CliRunner().invoke(cli, ["report", "--db", str(db)])
+    assert plain.exit_code == 0 and "Engine KV pool" not in plain.stdout

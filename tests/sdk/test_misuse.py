@@ -81,3 +81,14 @@ def test_deeply_nested_raw_usage_is_a_usage_parse_error() -> None:
         deep = [deep]
     with pytest.raises(UsageParseError, match="nested"):
         Usage.from_openai_chat({"prompt_tokens": 1, "completion_tokens": 1, "x": deep})
+
+
+def test_first_divergence_of_request_bodies_says_to_fingerprint_them() -> None:
+    from promptcache import fingerprint_request
+    from promptcache.fingerprint import first_divergence
+
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(TypeError, match=r"old is a dict; pass fingerprint_request\(body\)"):
+        first_divergence(body, body)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="new is a dict"):
+        first_divergence(fingerprint_request(body), body)  # type: ignore[arg-type]

@@ -1,0 +1,69 @@
+"""Install commands in the docs install this project, never the unrelated `promptcache` on PyPI."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = sorted(
+    [
+        ROOT / "README.md",
+        ROOT / ".pre-commit-hooks.yaml",
+        *(ROOT / "docs").rglob("*.md"),
+        *(p for p in (ROOT / "examples").rglob("*") if p.suffix in {".md", ".py", ".txt", ".toml"}),
+    ]
+)
+#: `pip install` naming the distribution `promptcache` (bare, quoted, with extras or a version).
+FROM_THE_INDEX = re.compile(r"""pip3? install\b[^\n`]*?(?<![\w./-])['"]?promptcache\b(?!/)""")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_install_command_takes_promptcache_from_the_index(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if "pip install" not in line:
+            continue
+        # A sentence may name the wrong command to warn against it, in backticks after "not".
+        warned = re.sub(r"[Nn]ot `pip install promptcache`", "", line)
+        assert not FROM_THE_INDEX.search(warned), f"{path.name}: {line.strip()}"
+
+
+def test_the_pattern_catches_the_forms_that_install_from_the_index() -> None:
+    for bad in [
+        "pip install promptcache",
+        "pip install 'promptcache[all]'",
+        'pip install "promptcache[proxy]"',
+        "pip install -U promptcache==0.1.0",
+    ]:
+        assert FROM_THE_INDEX.search(bad), bad
+    for good in ["pip install '.[all]'", "pip install ./.promptcache", "pip install tokenizers"]:
+        assert not FROM_THE_INDEX.search(good), good
+
+
+def test_readme_says_how_to_get_the_cpu_torch_wheel() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in readme
+    assert "TORCH_INDEX=https://download.pytorch.org/whl/cpu" in readme
+
+
+def test_the_makefile_installs_torch_from_disk_here_and_from_an_index_on_request() -> None:
+    def torch_line(*args: str) -> str:
+        plan = subprocess.run(
+            ["make", "-n", "-B", ".venv/.installed", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        (line,) = [ln for ln in plan.splitlines() if "pip install" in ln and "torch" in ln]
+        return line
+
+    assert torch_line().split("install -q", 1)[1].split() == ["'torch==2.13.0'"]
+    index = "https://download.pytorch.org/whl/cpu"
+    assert torch_line("TORCH=torch", f"TORCH_INDEX={index}").endswith(
+        f"'torch' --index-url {index}"
+    )
