@@ -183,8 +183,18 @@ class ProxyEndpoint:
         if self.spec.json_body:
             try:
                 parsed = json.loads(body)
+                too_deep = _nested_deeper_than(parsed, body, MAX_JSON_DEPTH)
+            except RecursionError:  # json's C parser: around 1,000 levels, less on a deep stack
+                too_deep = True
             except ValueError as exc:
                 await self._reject(ex, send, 400, f"request body is not valid JSON: {exc}")
+                return
+            if too_deep:
+                message = (
+                    f"request body is nested too deeply: JSON arrays and objects more than "
+                    f"{MAX_JSON_DEPTH} levels deep are refused (no vendor accepts such a body)"
+                )
+                await self._reject(ex, send, 400, message)
                 return
             if not isinstance(parsed, dict):
                 message = f"request body must be a JSON object, got a JSON {type(parsed).__name__}"
@@ -470,6 +480,30 @@ class ProxyEndpoint:
         if usage is not None:
             upstream = self.state.config.upstreams.get(record.upstream or "")
             apply_usage(record, usage, upstream.price_as if upstream else None)
+
+
+#: Deepest JSON nesting of a request body the proxy forwards (arrays and objects; the top level
+#: is 1). Python's json parser gives up at a depth that depends on the stack (about 1,000), and
+#: vendors refuse far shallower bodies, so the proxy answers 400 at one fixed, documented depth.
+MAX_JSON_DEPTH = 512
+
+
+def _nested_deeper_than(parsed: Any, raw: bytes, limit: int) -> bool:
+    """Whether the parsed JSON ``parsed`` (read from ``raw``) nests more than ``limit`` levels.
+
+    Iterative, so any depth is safe to check; a body with at most ``limit`` brackets (counted in
+    C, strings included) cannot be that deep and is not walked at all.
+    """
+    if not isinstance(parsed, (dict, list)) or raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    stack: list[tuple[Any, int]] = [(parsed, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 #: Relayed SSE events queued before the relay stops to read their JSON (see ``_observe``).

@@ -308,3 +308,46 @@ def test_hooks_see_parsed_objects_and_a_failing_hook_breaks_nothing(
         "model": "gpt-4o",
         "messages": [{"role": "user", "content": "x"}],
     }
+
+
+
+@pytest.mark.parametrize(
+    ("dialect", "path", "depth"),
+    [
+        *[(dialect, path, 1_000) for dialect, path in ROUTES],
+        ("openai", "/v1/chat/completions", 513),
+        ("openai", "/v1/chat/completions", 900),
+        ("openai", "/v1/chat/completions", 5_000),
+        ("openai", "/v1/chat/completions", 100_000),
+    ],
+)
+def test_json_nested_too_deeply_gets_the_vendors_400_and_a_row_saying_so(
+    start_proxy: Callable[..., RunningProxy],
+    mock_upstream: MockUpstream,
+    dialect: str,
+    path: str,
+    depth: int,
+) -> None:
+    # Python's json parser raises RecursionError (not ValueError) somewhere around 1,000 levels,
+    # depending on how deep the stack already is: every depth past the limit gets one answer.
+    proxy = start_proxy()
+    body = b'{"model": "m", "messages": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+    reply = httpx.post(proxy.url + path, content=body, timeout=30)
+    assert reply.status_code == 400, reply.text
+    assert "nested too deeply" in assert_shape(dialect, reply.json(), 400)
+    assert "512 levels" in assert_shape(dialect, reply.json(), 400)
+    assert mock_upstream.requests == []
+    row = proxy.row()
+    assert row["status"] == 400 and "nested too deeply" in row["error"]
+
+
+def test_json_at_the_depth_limit_is_forwarded(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    deep = "[" * 511 + "]" * 511  # 512 levels, the body itself included
+    body = f'{{"model": "gpt-4o", "messages": [{{"role": "user", "content": "x"}}], "x": {deep}}}'
+    reply = httpx.post(proxy.url + "/v1/chat/completions", content=body.encode(), timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert len(mock_upstream.requests) == 1
+    assert proxy.row()["error"] is None
