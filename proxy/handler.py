@@ -109,6 +109,7 @@ class _Exchange:
     finished: bool = False
     disconnected: bool = False
     stream_complete: bool = False  # the stream's terminal event was relayed
+    stream_error: str | None = None  # the upstream's own error event, sent after a 200
     body_sent: bool = False  # the response's last body message went to the client
     miss_reason: str | None = None
     #: relayed SSE events not yet fed to the accumulator, with their JSON where already parsed
@@ -368,6 +369,11 @@ class ProxyEndpoint:
                     continue
             if not isinstance(payload, dict):
                 continue
+            error = _stream_error(payload)
+            if error is not None:
+                # The vendor failed after its 200: nothing the client needs follows.
+                ex.stream_error = ex.stream_error or error
+                ex.stream_complete = True
             if ex.accumulator is not None:
                 try:
                     ex.accumulator.feed(payload)
@@ -419,7 +425,10 @@ class ProxyEndpoint:
             self._observe(ex)  # the stream events the relay queued
         except Exception:
             logger.exception("request %s: could not read the stream's events", record.id)
-        if ex.disconnected and record.error is None and not ex.stream_complete:
+        if ex.stream_error is not None:
+            # The vendor's own reason comes first (a broken connection after it is a symptom).
+            record.error = ex.stream_error
+        elif ex.disconnected and record.error is None and not ex.stream_complete:
             record.error = "client disconnected before the response was complete"
         elif record.status is None and record.error is None:
             record.error = "cancelled before a response started (e.g. the proxy shutting down)"
@@ -516,6 +525,33 @@ _UNPARSED: Any = object()
 _TERMINAL_EVENTS = frozenset(
     {"message_stop", "response.completed", "response.incomplete", "response.failed"}
 )
+
+
+def _stream_error(payload: dict[str, Any]) -> str | None:
+    """The row's ``error`` for a stream event that reports a vendor failure, else ``None``.
+
+    Anthropic ``event: error`` (``{"type": "error", "error": {"type", "message"}}``), an OpenAI
+    chat/completions or Gemini chunk ``{"error": {...}}``, a Responses ``error`` event
+    (``{"type": "error", "code", "message"}``) and ``response.failed`` (its ``response.error``).
+    """
+    error: Any = payload.get("error")
+    if payload.get("type") == "response.failed":
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        error = error if isinstance(error, dict) else {"message": "response.failed"}
+    elif error is None and payload.get("type") == "error":
+        # Responses: the error's fields are the event's own
+        error = {"code": payload.get("code"), "message": payload.get("message")}
+    if isinstance(error, str):
+        error = {"message": error}
+    if not isinstance(error, dict):
+        return None
+    message = error.get("message")
+    kind = next(
+        (v for k in ("type", "status", "code") if isinstance(v := error.get(k), str) and v), None
+    )
+    text = str(message) if message is not None else json.dumps(error)[:200]
+    return "upstream sent an error mid-stream: " + (f"{kind}: {text}" if kind else text)
 
 
 def _gemini_finished(chunk: dict[str, Any]) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from upstreams import MockUpstream
 
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.record import RequestRecord
+from promptcache.proxy.report import build_report
 from promptcache.usage import Usage
 
 ANTHROPIC_KEY = "sk-ant-api03-faults-test-0123456789"
@@ -351,3 +353,41 @@ def test_json_at_the_depth_limit_is_forwarded(
     assert reply.status_code == 200, reply.text
     assert len(mock_upstream.requests) == 1
     assert proxy.row()["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message", "cache_read"),
+    [
+        ("/v1/messages", {"model": "claude-haiku-4-5"}, "overloaded_error: Overloaded", 10240),
+        ("/v1/chat/completions", {"model": "gpt-4o"}, "server_error: The server had an error", None),
+        ("/v1/responses", {"model": "gpt-4.1"}, "server_error: The model had an error", None),
+        (
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            {},
+            "UNAVAILABLE: The model is overloaded.",
+            11264,
+        ),
+    ],
+)
+def test_an_upstream_error_mid_stream_is_logged_as_an_error_with_the_usage_before_it(
+    start_proxy: Callable[..., RunningProxy],
+    path: str,
+    body: dict[str, Any],
+    message: str,
+    cache_read: int | None,
+) -> None:
+    proxy = start_proxy()
+    request = {**body, "stream": True, "messages": [], "input": "x", "contents": []}
+    with httpx.stream(
+        "POST", proxy.url + path, json=request, headers={"x-mock-fault": "error"}
+    ) as reply:
+        relayed = reply.read()
+    assert reply.status_code == 200
+    assert b'"error"' in relayed  # the client got the vendor's error event as sent
+    row = proxy.row()
+    assert row["status"] == 200 and row["stream"] == 1
+    assert row["error"] == f"upstream sent an error mid-stream: {message}"
+    assert row["cache_read_tokens"] == cache_read  # the usage reported before the error
+    now = time.time()
+    report = build_report(proxy.db_path, since=now - 3600, until=now + 60)
+    assert report.total.requests == 1 and report.total.errors == 1
