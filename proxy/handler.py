@@ -428,11 +428,15 @@ class ProxyEndpoint:
         if ex.stream_error is not None:
             # The vendor's own reason comes first (a broken connection after it is a symptom).
             record.error = ex.stream_error
-        elif ex.disconnected and record.error is None and not ex.stream_complete:
+        elif record.error is not None or ex.stream_complete:
+            # Already explained, or the client has every event it needs: a close (or a cancel)
+            # while the proxy waited for the upstream to end its body is no error.
+            pass
+        elif ex.disconnected:
             record.error = "client disconnected before the response was complete"
-        elif record.status is None and record.error is None:
+        elif record.status is None:
             record.error = "cancelled before a response started (e.g. the proxy shutting down)"
-        elif not ex.body_sent and record.error is None:
+        elif not ex.body_sent:
             record.error = (
                 "cancelled mid-response (e.g. the proxy shutting down): the client got part of "
                 "the body"

@@ -391,3 +391,43 @@ def test_an_upstream_error_mid_stream_is_logged_as_an_error_with_the_usage_befor
     now = time.time()
     report = build_report(proxy.db_path, since=now - 3600, until=now + 60)
     assert report.total.requests == 1 and report.total.errors == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "terminal"),
+    [
+        ("/v1/messages", {"model": "claude-haiku-4-5"}, b"message_stop"),
+        ("/v1/chat/completions", {"model": "gpt-4o"}, b"[DONE]"),
+        ("/v1/responses", {"model": "gpt-4.1"}, b"response.completed"),
+        (
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            {},
+            b'"finishReason"',
+        ),
+    ],
+)
+def test_a_client_closing_right_after_the_terminal_event_is_not_an_error(
+    start_proxy: Callable[..., RunningProxy],
+    mock_upstream: MockUpstream,
+    path: str,
+    body: dict[str, Any],
+    terminal: bytes,
+) -> None:
+    # The upstream keeps its response open after the last event, so the proxy is still waiting
+    # for the end of the body when the client (which has every event) closes: the race of a
+    # fast client against the upstream's close, made deterministic.
+    proxy = start_proxy()
+    request = {**body, "stream": True, "messages": [], "input": "x", "contents": []}
+    received = b""
+    with httpx.stream(
+        "POST", proxy.url + path, json=request, headers={"x-mock-fault": "linger"}, timeout=10
+    ) as reply:
+        for chunk in reply.iter_raw():
+            received += chunk
+            if terminal in received and received.endswith((b"\n\n", b"\r\n\r\n")):
+                break  # leaving the block closes the connection
+    assert terminal in received
+    assert mock_upstream.disconnected.wait(10)
+    row = proxy.row()
+    assert row["status"] == 200 and row["error"] is None
+    assert row["output_tokens"] is not None and row["cost_usd"] is not None

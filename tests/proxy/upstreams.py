@@ -14,7 +14,8 @@ Requests choose what they get with headers, which the official clients can send 
   away), ``cut`` (send half of the stream, then drop the connection), ``error`` (send half of
   the stream, then the vendor's own mid-stream error event, and end the stream cleanly: Anthropic
   ``event: error``, OpenAI chat/completions and Gemini ``data: {"error": ...}``, Responses
-  ``response.failed``), ``no-stream-options`` (400 for a body with ``stream_options``, as some
+  ``response.failed``), ``linger`` (send the whole stream, then keep the response open until
+  the client goes away, as a server slow to close does), ``no-stream-options`` (400 for a body with ``stream_options``, as some
   OpenAI-compatible servers do).
 
 Like OpenAI, a chat or completions stream carries the usage chunk (and ``"usage": null`` on
@@ -222,6 +223,12 @@ class MockUpstream:
             events = split_events(stream)
             half = events[: len(events) // 2]
             await _send(send, 200, "text/event-stream", [*half, _stream_error(api, events[0])])
+            return
+        if fault == "linger":
+            await _send(send, 200, "text/event-stream", pieces, finish=False)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self._note_disconnect()
             return
         await _send(send, 200, "text/event-stream; charset=utf-8", pieces, delay=delay)
 
