@@ -312,7 +312,6 @@ def test_hooks_see_parsed_objects_and_a_failing_hook_breaks_nothing(
     }
 
 
-
 @pytest.mark.parametrize(
     ("dialect", "path", "depth"),
     [
@@ -359,7 +358,12 @@ def test_json_at_the_depth_limit_is_forwarded(
     ("path", "body", "message", "cache_read"),
     [
         ("/v1/messages", {"model": "claude-haiku-4-5"}, "overloaded_error: Overloaded", 10240),
-        ("/v1/chat/completions", {"model": "gpt-4o"}, "server_error: The server had an error", None),
+        (
+            "/v1/chat/completions",
+            {"model": "gpt-4o"},
+            "server_error: The server had an error",
+            None,
+        ),
         ("/v1/responses", {"model": "gpt-4.1"}, "server_error: The model had an error", None),
         (
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",

@@ -15,8 +15,8 @@ Requests choose what they get with headers, which the official clients can send 
   the stream, then the vendor's own mid-stream error event, and end the stream cleanly: Anthropic
   ``event: error``, OpenAI chat/completions and Gemini ``data: {"error": ...}``, Responses
   ``response.failed``), ``linger`` (send the whole stream, then keep the response open until
-  the client goes away, as a server slow to close does), ``no-stream-options`` (400 for a body with ``stream_options``, as some
-  OpenAI-compatible servers do).
+  the client goes away, as a server slow to close does), ``no-stream-options`` (400 for a body
+  with ``stream_options``, as some OpenAI-compatible servers do).
 
 Like OpenAI, a chat or completions stream carries the usage chunk (and ``"usage": null`` on
 every chunk) only when the request asked for ``stream_options.include_usage``. Every request is
