@@ -24,7 +24,8 @@ of hidden as ``new_prefix``:
 Reason codes (:data:`BREAK_REASONS`), first match wins:
 
 =====================  ========================================================================
-``below_minimum``      approx. prompt tokens < the model's minimum cacheable prefix
+``below_minimum``      prompt tokens (the upstream's count from its usage, else the
+                       ``cl100k_base`` estimate) < the model's minimum cacheable prefix
                        (``promptcache.minimums``; for the engine and other self-hosted
                        upstreams without a table row, one KV block plus the recomputed last
                        token, :data:`ENGINE_MIN_TOKENS`) and the vendor reported no cache read
@@ -414,6 +415,7 @@ class BreakExplainer:
         cache_read_tokens: int | None,
         cache_write_tokens: int | None,
         with_excerpt: bool,
+        prompt_tokens: int | None = None,
     ) -> BreakExplanation:
         """Explain one request against its predecessor, then remember it.
 
@@ -421,11 +423,20 @@ class BreakExplainer:
             snap: the request (``has_text`` should be True for offsets and excerpts).
             cache_read_tokens, cache_write_tokens: the vendor's usage (None when unknown).
             with_excerpt: fill ``excerpt`` (only when bodies are stored).
+            prompt_tokens: the prompt's size as the upstream counted it (its usage's total
+                input tokens), compared with the minimum cacheable prefix instead of the
+                fingerprint's ``cl100k_base`` estimate; None when the response had no usage.
         """
         with self._lock:
             previous, via = self._lookup(snap.scope, snap.fingerprint)
             result = self._explain(
-                snap, previous, via, cache_read_tokens, cache_write_tokens, with_excerpt
+                snap,
+                previous,
+                via,
+                cache_read_tokens,
+                cache_write_tokens,
+                with_excerpt,
+                prompt_tokens,
             )
             self._remember(snap)
         return result
@@ -438,13 +449,17 @@ class BreakExplainer:
         read: int | None,
         write: int | None,
         with_excerpt: bool,
+        prompt_tokens: int | None,
     ) -> BreakExplanation:
         fp = snap.fingerprint
         no_cache_activity = read is not None and not read and not write
         prev_id = previous.request_id if previous else None
         gap = snap.started_at - previous.started_at if previous else None
         minimum = self._minimum_tokens(fp.model, snap.vendor)
-        if no_cache_activity and minimum is not None and fp.approx_prefix_tokens < minimum:
+        # The upstream's own count when it gave one: the estimate can be far off for a model
+        # with another tokenizer (a 15-token engine prompt is 24 cl100k tokens).
+        tokens = prompt_tokens if prompt_tokens is not None else fp.approx_prefix_tokens
+        if no_cache_activity and minimum is not None and tokens < minimum:
             return BreakExplanation("below_minimum", previous_request_id=prev_id, gap_s=gap)
         if no_cache_activity and fp.api in EXPLICIT_BREAKPOINT_APIS and not fp.breakpoints:
             return BreakExplanation("breakpoint_missing", previous_request_id=prev_id, gap_s=gap)
@@ -534,6 +549,7 @@ class BreakExplainer:
             cache_read_tokens=record.cache_read_tokens,
             cache_write_tokens=write,
             with_excerpt=record.request_body is not None,
+            prompt_tokens=record.total_input_tokens,
         )
         record.break_reason = result.reason
         record.break_segment = result.segment

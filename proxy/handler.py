@@ -109,6 +109,7 @@ class _Exchange:
     finished: bool = False
     disconnected: bool = False
     stream_complete: bool = False  # the stream's terminal event was relayed
+    stream_error: str | None = None  # the upstream's own error event, sent after a 200
     body_sent: bool = False  # the response's last body message went to the client
     miss_reason: str | None = None
     #: relayed SSE events not yet fed to the accumulator, with their JSON where already parsed
@@ -183,8 +184,18 @@ class ProxyEndpoint:
         if self.spec.json_body:
             try:
                 parsed = json.loads(body)
+                too_deep = _nested_deeper_than(parsed, body, MAX_JSON_DEPTH)
+            except RecursionError:  # json's C parser: around 1,000 levels, less on a deep stack
+                too_deep = True
             except ValueError as exc:
                 await self._reject(ex, send, 400, f"request body is not valid JSON: {exc}")
+                return
+            if too_deep:
+                message = (
+                    f"request body is nested too deeply: JSON arrays and objects more than "
+                    f"{MAX_JSON_DEPTH} levels deep are refused (no vendor accepts such a body)"
+                )
+                await self._reject(ex, send, 400, message)
                 return
             if not isinstance(parsed, dict):
                 message = f"request body must be a JSON object, got a JSON {type(parsed).__name__}"
@@ -358,6 +369,11 @@ class ProxyEndpoint:
                     continue
             if not isinstance(payload, dict):
                 continue
+            error = _stream_error(payload)
+            if error is not None:
+                # The vendor failed after its 200: nothing the client needs follows.
+                ex.stream_error = ex.stream_error or error
+                ex.stream_complete = True
             if ex.accumulator is not None:
                 try:
                     ex.accumulator.feed(payload)
@@ -409,11 +425,18 @@ class ProxyEndpoint:
             self._observe(ex)  # the stream events the relay queued
         except Exception:
             logger.exception("request %s: could not read the stream's events", record.id)
-        if ex.disconnected and record.error is None and not ex.stream_complete:
+        if ex.stream_error is not None:
+            # The vendor's own reason comes first (a broken connection after it is a symptom).
+            record.error = ex.stream_error
+        elif record.error is not None or ex.stream_complete:
+            # Already explained, or the client has every event it needs: a close (or a cancel)
+            # while the proxy waited for the upstream to end its body is no error.
+            pass
+        elif ex.disconnected:
             record.error = "client disconnected before the response was complete"
-        elif record.status is None and record.error is None:
+        elif record.status is None:
             record.error = "cancelled before a response started (e.g. the proxy shutting down)"
-        elif not ex.body_sent and record.error is None:
+        elif not ex.body_sent:
             record.error = (
                 "cancelled mid-response (e.g. the proxy shutting down): the client got part of "
                 "the body"
@@ -474,6 +497,30 @@ class ProxyEndpoint:
             apply_usage(record, usage, upstream.price_as if upstream else None)
 
 
+#: Deepest JSON nesting of a request body the proxy forwards (arrays and objects; the top level
+#: is 1). Python's json parser gives up at a depth that depends on the stack (about 1,000), and
+#: vendors refuse far shallower bodies, so the proxy answers 400 at one fixed, documented depth.
+MAX_JSON_DEPTH = 512
+
+
+def _nested_deeper_than(parsed: Any, raw: bytes, limit: int) -> bool:
+    """Whether the parsed JSON ``parsed`` (read from ``raw``) nests more than ``limit`` levels.
+
+    Iterative, so any depth is safe to check; a body with at most ``limit`` brackets (counted in
+    C, strings included) cannot be that deep and is not walked at all.
+    """
+    if not isinstance(parsed, (dict, list)) or raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    stack: list[tuple[Any, int]] = [(parsed, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
 #: Relayed SSE events queued before the relay stops to read their JSON (see ``_observe``).
 OBSERVE_BATCH_EVENTS = 64
 
@@ -484,6 +531,33 @@ _UNPARSED: Any = object()
 _TERMINAL_EVENTS = frozenset(
     {"message_stop", "response.completed", "response.incomplete", "response.failed"}
 )
+
+
+def _stream_error(payload: dict[str, Any]) -> str | None:
+    """The row's ``error`` for a stream event that reports a vendor failure, else ``None``.
+
+    Anthropic ``event: error`` (``{"type": "error", "error": {"type", "message"}}``), an OpenAI
+    chat/completions or Gemini chunk ``{"error": {...}}``, a Responses ``error`` event
+    (``{"type": "error", "code", "message"}``) and ``response.failed`` (its ``response.error``).
+    """
+    error: Any = payload.get("error")
+    if payload.get("type") == "response.failed":
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        error = error if isinstance(error, dict) else {"message": "response.failed"}
+    elif error is None and payload.get("type") == "error":
+        # Responses: the error's fields are the event's own
+        error = {"code": payload.get("code"), "message": payload.get("message")}
+    if isinstance(error, str):
+        error = {"message": error}
+    if not isinstance(error, dict):
+        return None
+    message = error.get("message")
+    kind = next(
+        (v for k in ("type", "status", "code") if isinstance(v := error.get(k), str) and v), None
+    )
+    text = str(message) if message is not None else json.dumps(error)[:200]
+    return "upstream sent an error mid-stream: " + (f"{kind}: {text}" if kind else text)
 
 
 def _gemini_finished(chunk: dict[str, Any]) -> bool:

@@ -21,7 +21,13 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 ``promptcache_upstream_errors_total``       counter    status >= 500 or transport error
 ``promptcache_request_latency_seconds``     histogram  request start to last byte
 ``promptcache_ttft_seconds``                histogram  request start to first body byte
+``promptcache_log_rows_dropped_total``      counter    rows that never reached the log file
+                                                       (``reason``; no vendor/model labels)
 ==========================================  =========  =====================================
+
+``promptcache_log_rows_dropped_total`` counts ``reason="queue_full"`` (the writer fell behind: a
+stalled disk) and ``reason="write_failed"`` (SQLite refused the row: a full disk, a broken file);
+while rows are being lost ``/healthz`` says ``"degraded"`` (see :func:`install`).
 
 ``model`` comes from the client's request body, so its label values are capped
 (:data:`MAX_MODEL_LABELS`); later new models are counted under ``model="other"``.
@@ -30,21 +36,28 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-__all__ = ["MAX_MODEL_LABELS", "ProxyMetrics", "install"]
+__all__ = ["DEGRADED_FOR_S", "MAX_MODEL_LABELS", "LogLossCollector", "ProxyMetrics", "install"]
 
 logger = logging.getLogger(__name__)
 
 #: Distinct ``model`` label values kept before new ones fold into ``"other"`` (bounds cardinality).
 MAX_MODEL_LABELS = 200
+
+#: Seconds ``/healthz`` keeps saying ``"degraded"`` after the log last lost a row.
+DEGRADED_FOR_S = 60.0
 
 #: Latency buckets in seconds: 5 ms to 5 min (LLM calls are long; streams longer still).
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -182,17 +195,49 @@ class ProxyMetrics:
         return bytes(generate_latest(self.registry))
 
 
-def install(app: Starlette) -> ProxyMetrics:
+class LogLossCollector(Collector):
+    """``promptcache_log_rows_dropped_total{reason}``, read from a ``RequestStore`` at scrape.
+
+    The store counts its losses itself (``dropped_rows``: the queue was full; ``failed_rows``:
+    SQLite refused the row), on the event loop and on its writer thread; reading them when
+    Prometheus scrapes keeps both paths free of metrics code.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        """Yield the one counter family, labelled ``reason``."""
+        family = CounterMetricFamily(
+            "promptcache_log_rows_dropped",
+            "Request rows that never reached the log file: the writer's queue was full "
+            "(queue_full) or SQLite refused them, e.g. a full disk (write_failed).",
+            labels=["reason"],
+        )
+        family.add_metric(["queue_full"], self.store.dropped_rows)
+        family.add_metric(["write_failed"], self.store.failed_rows)
+        yield family
+
+
+def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyMetrics:
     """Add ``GET /metrics`` and ``GET /healthz`` to ``app`` and record every request.
 
     Appends the hook to ``app.state.record_hooks`` (created if missing) and keeps the instance on
-    ``app.state.metrics``. ``/healthz`` answers ``{"status": "ok"}`` with 200 while the app serves;
-    it adds ``"writer_queue"`` when the store exposes a ``queue_size()``.
+    ``app.state.metrics``. With a log (``app.state.store``) the registry also carries
+    ``promptcache_log_rows_dropped_total`` (:class:`LogLossCollector`).
+
+    ``/healthz`` answers 200 while the app serves, with ``{"status": "ok"}``; with a log it adds
+    ``"writer_queue"`` (rows waiting) and ``"log_rows_dropped"`` (rows lost so far), and says
+    ``"status": "degraded"`` while rows are being lost: within ``degraded_for_s`` seconds of the
+    latest loss. It stays 200 then: forwarding works, only the log is incomplete.
 
     Returns:
         the :class:`ProxyMetrics` now attached to ``app``.
     """
     metrics = ProxyMetrics()
+    log: Any = getattr(app.state, "store", None)
+    if hasattr(log, "dropped_rows"):
+        metrics.registry.register(LogLossCollector(log))
     hooks = getattr(app.state, "record_hooks", None)
     if hooks is None:
         hooks = []
@@ -205,9 +250,15 @@ def install(app: Starlette) -> ProxyMetrics:
 
     async def healthz(request: Request) -> Response:
         body: dict[str, Any] = {"status": "ok"}
-        queue_size = getattr(getattr(app.state, "store", None), "queue_size", None)
+        store: Any = getattr(app.state, "store", None)
+        queue_size = getattr(store, "queue_size", None)
         if callable(queue_size):
             body["writer_queue"] = queue_size()
+        if hasattr(store, "dropped_rows"):
+            body["log_rows_dropped"] = store.dropped_rows + store.failed_rows
+            last = store.last_loss_at
+            if last is not None and time.monotonic() - last < degraded_for_s:
+                body["status"] = "degraded"
         return JSONResponse(body)
 
     # Routes go first so a catch-all proxy route added earlier cannot shadow them.

@@ -239,6 +239,8 @@ class RequestStore:
         self.dropped_rows = 0
         #: rows SQLite refused (constraint, trigger, full disk...), each logged with its id
         self.failed_rows = 0
+        #: ``time.monotonic()`` of the latest row dropped or refused (None: none lost yet)
+        self.last_loss_at: float | None = None
 
     def queue_size(self) -> int:
         """Rows waiting for the writer thread right now."""
@@ -258,6 +260,7 @@ class RequestStore:
             raise StoreError("the request log is closed; rows can no longer be submitted")
         if len(self._rows) >= self.queue_rows:
             self.dropped_rows += 1
+            self.last_loss_at = time.monotonic()
             if self.dropped_rows == 1 or self.dropped_rows % 1000 == 0:
                 logger.warning(
                     "request log queue full (%d rows waiting): dropped %d rows so far; "
@@ -317,6 +320,7 @@ class RequestStore:
                             break  # locked elsewhere: keep the rows, try again next round
                     except Exception:  # the writer must outlive any one batch
                         self.failed_rows += len(pending)
+                        self.last_loss_at = time.monotonic()
                         logger.exception(
                             "request log: %d rows lost (ids %s...)",
                             len(pending),
@@ -386,6 +390,7 @@ class RequestStore:
                     _insert(db, [_storable(row)])
             except (sqlite3.Error, ValueError, OverflowError) as exc:
                 self.failed_rows += 1
+                self.last_loss_at = time.monotonic()
                 logger.error("request log: row %s could not be written: %s", row.get("id"), exc)
             else:
                 self.written_rows += 1

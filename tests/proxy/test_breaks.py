@@ -310,3 +310,36 @@ def test_the_hook_ignores_failed_requests() -> None:
     record.status = 529
     explainer(record)
     assert record.break_reason is None and len(explainer) == 0
+
+
+def test_below_one_kv_block_uses_the_engines_prompt_token_count() -> None:
+    # cl100k estimates this prompt at more than one 16-token block, but the engine's own
+    # tokenizer made 15 prompt tokens of it: a repeat reads nothing and that is no miss.
+    explainer = BreakExplainer()
+    prompt = "Once upon a time, a girl named Lily found a shiny red ball in the park."
+    request = {"model": "tiny", "messages": [{"role": "user", "content": prompt}]}
+    rows = []
+    for i in range(2):
+        record = RequestRecord(
+            id=f"r{i}", started_at=float(i), first_byte_at=i + 0.1, vendor="engine",
+            api="openai_chat", route="/v1/chat/completions", model="tiny", key_fingerprint="k",
+            status=200, stream=0, uncached_input_tokens=15, cache_read_tokens=0,
+            cache_write_5m_tokens=0, cache_write_1h_tokens=0, cache_write_unknown_tokens=0,
+            output_tokens=8, reasoning_tokens=0, total_input_tokens=15,
+        )  # fmt: skip
+        describe_prompt(record, request, "openai_chat")
+        assert record.approx_prefix_tokens is not None and record.approx_prefix_tokens >= 17
+        explainer(record)
+        rows.append(record)
+    assert (rows[1].break_reason, rows[1].expected_hit, rows[1].unexpected_miss) == (
+        "below_minimum",
+        0,
+        0,
+    )
+    # past one block by the engine's count, the same repeat is an unexpected miss
+    longer = RequestRecord(**{**rows[1].as_row(), "id": "r2", "started_at": 2.0,
+                              "first_byte_at": 2.1, "total_input_tokens": 40,
+                              "uncached_input_tokens": 40})  # fmt: skip
+    describe_prompt(longer, request, "openai_chat")
+    explainer(longer)
+    assert (longer.break_reason, longer.unexpected_miss) == (None, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from upstreams import MockUpstream
 
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.record import RequestRecord
+from promptcache.proxy.report import build_report
 from promptcache.usage import Usage
 
 ANTHROPIC_KEY = "sk-ant-api03-faults-test-0123456789"
@@ -308,3 +310,128 @@ def test_hooks_see_parsed_objects_and_a_failing_hook_breaks_nothing(
         "model": "gpt-4o",
         "messages": [{"role": "user", "content": "x"}],
     }
+
+
+@pytest.mark.parametrize(
+    ("dialect", "path", "depth"),
+    [
+        *[(dialect, path, 1_000) for dialect, path in ROUTES],
+        ("openai", "/v1/chat/completions", 513),
+        ("openai", "/v1/chat/completions", 900),
+        ("openai", "/v1/chat/completions", 5_000),
+        ("openai", "/v1/chat/completions", 100_000),
+    ],
+)
+def test_json_nested_too_deeply_gets_the_vendors_400_and_a_row_saying_so(
+    start_proxy: Callable[..., RunningProxy],
+    mock_upstream: MockUpstream,
+    dialect: str,
+    path: str,
+    depth: int,
+) -> None:
+    # Python's json parser raises RecursionError (not ValueError) somewhere around 1,000 levels,
+    # depending on how deep the stack already is: every depth past the limit gets one answer.
+    proxy = start_proxy()
+    body = b'{"model": "m", "messages": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+    reply = httpx.post(proxy.url + path, content=body, timeout=30)
+    assert reply.status_code == 400, reply.text
+    assert "nested too deeply" in assert_shape(dialect, reply.json(), 400)
+    assert "512 levels" in assert_shape(dialect, reply.json(), 400)
+    assert mock_upstream.requests == []
+    row = proxy.row()
+    assert row["status"] == 400 and "nested too deeply" in row["error"]
+
+
+def test_json_at_the_depth_limit_is_forwarded(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy()
+    deep = "[" * 511 + "]" * 511  # 512 levels, the body itself included
+    body = f'{{"model": "gpt-4o", "messages": [{{"role": "user", "content": "x"}}], "x": {deep}}}'
+    reply = httpx.post(proxy.url + "/v1/chat/completions", content=body.encode(), timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert len(mock_upstream.requests) == 1
+    assert proxy.row()["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message", "cache_read"),
+    [
+        ("/v1/messages", {"model": "claude-haiku-4-5"}, "overloaded_error: Overloaded", 10240),
+        (
+            "/v1/chat/completions",
+            {"model": "gpt-4o"},
+            "server_error: The server had an error",
+            None,
+        ),
+        ("/v1/responses", {"model": "gpt-4.1"}, "server_error: The model had an error", None),
+        (
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            {},
+            "UNAVAILABLE: The model is overloaded.",
+            11264,
+        ),
+    ],
+)
+def test_an_upstream_error_mid_stream_is_logged_as_an_error_with_the_usage_before_it(
+    start_proxy: Callable[..., RunningProxy],
+    path: str,
+    body: dict[str, Any],
+    message: str,
+    cache_read: int | None,
+) -> None:
+    proxy = start_proxy()
+    request = {**body, "stream": True, "messages": [], "input": "x", "contents": []}
+    with httpx.stream(
+        "POST", proxy.url + path, json=request, headers={"x-mock-fault": "error"}
+    ) as reply:
+        relayed = reply.read()
+    assert reply.status_code == 200
+    assert b'"error"' in relayed  # the client got the vendor's error event as sent
+    row = proxy.row()
+    assert row["status"] == 200 and row["stream"] == 1
+    assert row["error"] == f"upstream sent an error mid-stream: {message}"
+    assert row["cache_read_tokens"] == cache_read  # the usage reported before the error
+    now = time.time()
+    report = build_report(proxy.db_path, since=now - 3600, until=now + 60)
+    assert report.total.requests == 1 and report.total.errors == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "terminal"),
+    [
+        ("/v1/messages", {"model": "claude-haiku-4-5"}, b"message_stop"),
+        ("/v1/chat/completions", {"model": "gpt-4o"}, b"[DONE]"),
+        ("/v1/responses", {"model": "gpt-4.1"}, b"response.completed"),
+        (
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            {},
+            b'"finishReason"',
+        ),
+    ],
+)
+def test_a_client_closing_right_after_the_terminal_event_is_not_an_error(
+    start_proxy: Callable[..., RunningProxy],
+    mock_upstream: MockUpstream,
+    path: str,
+    body: dict[str, Any],
+    terminal: bytes,
+) -> None:
+    # The upstream keeps its response open after the last event, so the proxy is still waiting
+    # for the end of the body when the client (which has every event) closes: the race of a
+    # fast client against the upstream's close, made deterministic.
+    proxy = start_proxy()
+    request = {**body, "stream": True, "messages": [], "input": "x", "contents": []}
+    received = b""
+    with httpx.stream(
+        "POST", proxy.url + path, json=request, headers={"x-mock-fault": "linger"}, timeout=10
+    ) as reply:
+        for chunk in reply.iter_raw():
+            received += chunk
+            if terminal in received and received.endswith((b"\n\n", b"\r\n\r\n")):
+                break  # leaving the block closes the connection
+    assert terminal in received
+    assert mock_upstream.disconnected.wait(10)
+    row = proxy.row()
+    assert row["status"] == 200 and row["error"] is None
+    assert row["output_tokens"] is not None and row["cost_usd"] is not None

@@ -1,16 +1,23 @@
-"""Proxy metrics: per-app registries, errors, label cap, a hook that never raises."""
+"""Proxy metrics: per-app registries, errors, label cap, a hook that never raises, lost log rows."""
 
 from __future__ import annotations
 
 import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from proxy_support import RunningProxy
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from promptcache.proxy.metrics import MAX_MODEL_LABELS, ProxyMetrics, install
 from promptcache.proxy.record import RequestRecord
+from promptcache.proxy.store import RequestStore
 
 
 def values(metrics: ProxyMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -86,3 +93,82 @@ def test_install_serves_metrics_and_health() -> None:
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/plain")
         assert "promptcache_requests_total" in page.text
         assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def dropped(text: str) -> dict[str, float]:
+    """``promptcache_log_rows_dropped_total`` by ``reason`` in a /metrics page."""
+    return {
+        s.labels["reason"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "promptcache_log_rows_dropped_total"
+    }
+
+
+CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
+
+
+def test_rows_dropped_on_a_stalled_log_are_counted_and_health_is_degraded(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # Another connection holds the log's write lock, so the writer waits (as on a stalled disk);
+    # with room for two queued rows the later rows of six are dropped.
+    proxy = start_proxy(queue_rows=2, batch_rows=1)
+    assert httpx.get(proxy.url + "/healthz").json() == {
+        "status": "ok",
+        "writer_queue": 0,
+        "log_rows_dropped": 0,
+    }
+    assert dropped(httpx.get(proxy.url + "/metrics").text) == {
+        "queue_full": 0,
+        "write_failed": 0,
+    }
+    lock = sqlite3.connect(proxy.db_path, isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+        for _ in range(6):
+            assert httpx.post(proxy.url + "/v1/chat/completions", json=CHAT).status_code == 200
+        health = httpx.get(proxy.url + "/healthz").json()
+        counts = dropped(httpx.get(proxy.url + "/metrics").text)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert health["status"] == "degraded"
+    assert counts["queue_full"] >= 3 and counts["write_failed"] == 0
+    assert health["log_rows_dropped"] == counts["queue_full"]
+    assert len(proxy.rows(6 - int(counts["queue_full"]))) == 6 - counts["queue_full"]
+
+
+def test_rows_sqlite_refuses_are_counted_and_health_recovers(tmp_path: Path) -> None:
+    # A trigger makes SQLite refuse every insert, as a full disk does; once it is gone the log
+    # takes rows again and, after the window, health is back to ok.
+    store = RequestStore(tmp_path / "log.db", flush_interval_s=0.02)
+    app = Starlette()
+    app.state.store = store
+    install(app, degraded_for_s=0.5)
+    conn = sqlite3.connect(tmp_path / "log.db")
+    with conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON requests "
+            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+        )
+    store.start()
+    try:
+        store.submit(record().as_row())
+        assert store.flush()
+        with TestClient(app) as client:
+            assert dropped(client.get("/metrics").text) == {"queue_full": 0, "write_failed": 1}
+            health = client.get("/healthz")
+            assert health.status_code == 200  # forwarding works; only the log is incomplete
+            assert health.json()["status"] == "degraded"
+            assert health.json()["log_rows_dropped"] == 1
+            with conn:
+                conn.execute("DROP TRIGGER refuse")
+            row = RequestRecord(id="r2", started_at=1.0)
+            store.submit(row.as_row())
+            assert store.flush() and store.written_rows == 1
+            time.sleep(0.6)
+            assert client.get("/healthz").json()["status"] == "ok"
+    finally:
+        conn.close()
+        store.close()

@@ -11,8 +11,12 @@ Requests choose what they get with headers, which the official clients can send 
 - ``x-mock-repeat``: send the stream's second event (the first delta) this many extra times.
 - ``x-mock-fault``: ``status-<code>`` (a vendor-shaped error with that status), ``slow`` (answer
   after 3 s), ``hang`` (send the first event, then comments every 20 ms until the client goes
-  away), ``cut`` (send half of the stream, then drop the connection), ``no-stream-options``
-  (400 for a body with ``stream_options``, as some OpenAI-compatible servers do).
+  away), ``cut`` (send half of the stream, then drop the connection), ``error`` (send half of
+  the stream, then the vendor's own mid-stream error event, and end the stream cleanly: Anthropic
+  ``event: error``, OpenAI chat/completions and Gemini ``data: {"error": ...}``, Responses
+  ``response.failed``), ``linger`` (send the whole stream, then keep the response open until
+  the client goes away, as a server slow to close does), ``no-stream-options`` (400 for a body
+  with ``stream_options``, as some OpenAI-compatible servers do).
 
 Like OpenAI, a chat or completions stream carries the usage chunk (and ``"usage": null`` on
 every chunk) only when the request asked for ``stream_options.include_usage``. Every request is
@@ -215,6 +219,17 @@ class MockUpstream:
         if fault == "cut":
             await _send(send, 200, "text/event-stream", pieces[: len(pieces) // 2], finish=False)
             return
+        if fault == "error":
+            events = split_events(stream)
+            half = events[: len(events) // 2]
+            await _send(send, 200, "text/event-stream", [*half, _stream_error(api, events[0])])
+            return
+        if fault == "linger":
+            await _send(send, 200, "text/event-stream", pieces, finish=False)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self._note_disconnect()
+            return
         await _send(send, 200, "text/event-stream; charset=utf-8", pieces, delay=delay)
 
     async def _hang(self, send: Send, first: bytes, receive: Receive) -> None:
@@ -240,6 +255,24 @@ class MockUpstream:
         finally:
             task.cancel()
         self._note_disconnect()
+
+
+def _stream_error(api: str, first_event: bytes) -> bytes:
+    """The error event ``api`` sends when it fails after the stream started (wire format)."""
+    if api == "anthropic":
+        data = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
+    if api == "openai_responses":
+        # response.failed repeats the response object, now failed, with its error
+        created = json.loads(first_event.split(b"data: ", 1)[1])
+        response = dict(created["response"], status="failed")
+        response["error"] = {"code": "server_error", "message": "The model had an error"}
+        data = {"type": "response.failed", "sequence_number": 99, "response": response}
+        return b"event: response.failed\ndata: " + json.dumps(data).encode() + b"\n\n"
+    if api == "gemini":
+        data = _vendor_error(api, 503)
+        return b"data: " + json.dumps(data).encode() + b"\r\n\r\n"
+    return b"data: " + json.dumps(_vendor_error(api, 500)).encode() + b"\n\n"
 
 
 def _vendor_error(api: str, status: int) -> dict[str, Any]:
