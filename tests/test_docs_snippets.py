@@ -185,10 +185,12 @@ def _run(code: str, tmp_path: Path, where: str) -> None:
         text=True,
         timeout=TIMEOUT_S,
     )
-    assert proc.returncode == 0, (
-        f"{where} failed (exit {proc.returncode}); mark it `<!-- fragment: why -->` only if it "
-        f"is a genuine partial\n--- code ---\n{code}--- stderr ---\n{proc.stderr[-4000:]}"
-    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{where} failed (exit {proc.returncode}); mark it `<!-- fragment: why -->` only if "
+            f"it is a genuine partial\n--- code ---\n{code}--- stderr ---\n{proc.stderr[-4000:]}",
+            pytrace=False,
+        )
 
 
 @pytest.mark.parametrize("chain", CHAINS, ids=[c[0].where for c in CHAINS])
@@ -217,5 +219,5 @@ def test_the_docs_have_python_blocks_and_most_run() -> None:
 
 
 def test_a_broken_snippet_fails(tmp_path: Path) -> None:
-    with pytest.raises(AssertionError, match="NameError: name 'undefined_name'"):
+    with pytest.raises(pytest.fail.Exception, match="NameError: name 'undefined_name'"):
         _run("print(undefined_name)\n", tmp_path, "self-test")
