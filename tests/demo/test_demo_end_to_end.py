@@ -161,6 +161,26 @@ def test_report_names_the_system_prompt_as_the_break(
     assert "system_changed in messages[0]" in proc.stdout
 
 
+def test_each_log_file_alone_holds_every_row(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """The demo leaves no row behind in a ``-wal`` file: a copy of ``<variant>.db`` alone,
+    read with plain sqlite3, sees every request of that variant."""
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    for name, variant in summary["variants"].items():
+        copy = tmp_path / f"{name}-alone.db"
+        copy.write_bytes((out / f"{name}.db").read_bytes())  # without -wal and -shm
+        conn = sqlite3.connect(copy)
+        try:
+            rows = conn.execute("SELECT count(*) FROM requests").fetchone()[0]
+        finally:
+            conn.close()
+        assert rows == variant["requests"] == 3 * 8, name
+        assert not (out / f"{name}.db-wal").exists() or (out / f"{name}.db-wal").stat().st_size == 0
+
+
 def test_lint_flags_the_naive_app_only(
     demo_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
