@@ -66,6 +66,7 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
         ),
         ("Unpriced requests (not in cost)", f"{s.unpriced_requests:,}"),
         ("Cache breaks", f"{s.breaks:,}"),
+        ("New prefixes (first request of a prefix, not a break)", f"{s.new_prefixes:,}"),
         ("Unexpected misses", f"{s.unexpected_misses:,}"),
     ]
 
@@ -179,6 +180,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "errors",
     "breaks",
     "unexpected_misses",
+    "new_prefixes",
     "priced_as",
 )
 
