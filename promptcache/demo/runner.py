@@ -32,10 +32,10 @@ from promptcache.errors import ConfigError, DemoError
 from .model import ModelChoice, has_chat_template, resolve_model
 from .processes import ChildProcesses, free_port
 from .summary import (
-    BreakExample,
     BreakSummary,
     LintFinding,
     VariantSummary,
+    group_break_offsets,
     render_summary,
     summarize_variant,
 )
@@ -314,18 +314,20 @@ def proxy_report(db: Path, html_path: Path) -> list[BreakSummary]:
     with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
         for reason in report.break_reasons:
             rows = conn.execute(
-                "SELECT break_offset, COUNT(*), MAX(break_excerpt) FROM requests "
-                "WHERE break_reason = ? AND break_segment IS ? "
-                "GROUP BY break_offset ORDER BY COUNT(*) DESC, break_offset LIMIT ?",
-                (reason.reason, reason.top_segment, BREAK_EXAMPLES),
+                "SELECT break_offset, break_excerpt, break_segment IS ? FROM requests "
+                "WHERE break_reason = ? AND started_at >= ? AND started_at < ?",
+                (reason.top_segment, reason.reason, report.since, report.until),
             ).fetchall()
+            # rows in another segment count as "elsewhere": their offsets are not comparable
+            examples, _ = group_break_offsets([(o, e) for o, e, top in rows if top], BREAK_EXAMPLES)
             breaks.append(
                 BreakSummary(
                     reason=reason.reason,
                     requests=reason.breaks,
                     tokens_lost=reason.tokens_lost,
                     segment=reason.top_segment,
-                    examples=tuple(BreakExample(o, n, e) for o, n, e in rows if o is not None),
+                    examples=examples,
+                    other_requests=reason.breaks - sum(e.requests for e in examples),
                 )
             )
     return breaks

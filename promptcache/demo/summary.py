@@ -45,8 +45,10 @@ __all__ = [
     "LintFinding",
     "VariantSummary",
     "check_price_model",
+    "group_break_offsets",
     "render_summary",
     "summarize_variant",
+    "word_start",
 ]
 
 #: Price-table families whose vendor caches a repeated prefix without breakpoints and bills no
@@ -93,12 +95,56 @@ class LintFinding:
 
 @dataclass(frozen=True)
 class BreakExample:
-    """Requests of one break reason whose first change sits at the same ``offset`` (a character
-    offset in the segment's canonical text), with one redacted ``-before``/``+after`` excerpt."""
+    """Requests of one break reason whose first change lies in the same word of the segment's
+    canonical text: ``offset`` is the character where that word (a run of letters, digits and
+    ``_``) starts, so ids that happen to share a first character are not split by one character.
+    With one redacted ``-before``/``+after`` excerpt."""
 
     offset: int | None
     requests: int
     excerpt: str | None
+
+
+def word_start(offset: int, excerpt: str | None) -> int:
+    """The offset where the word holding the first changed character starts.
+
+    ``excerpt`` is the explainer's ``-before\n+after`` (up to 30 characters on each side of
+    ``offset``); the characters both lines share before the change are the text just before
+    ``offset``, and the word characters at their end belong to the changed word.
+    """
+    lines = (excerpt or "").split("\n")
+    if len(lines) != 2 or not lines[0].startswith("-") or not lines[1].startswith("+"):
+        return offset
+    before, after = lines[0][1:], lines[1][1:]
+    common = 0
+    while common < min(len(before), len(after)) and before[common] == after[common]:
+        common += 1
+    back = 0
+    while back < min(common, offset) and (
+        before[common - 1 - back].isalnum() or before[common - 1 - back] == "_"
+    ):
+        back += 1
+    return offset - back
+
+
+def group_break_offsets(
+    rows: Sequence[tuple[int | None, str | None]], limit: int
+) -> tuple[tuple[BreakExample, ...], int]:
+    """Group one reason's ``(break_offset, break_excerpt)`` rows by :func:`word_start`.
+
+    Returns the ``limit`` largest groups (most requests first, then lowest offset) and how many
+    rows are in none of them (other words, or no offset known): together they count every row.
+    """
+    groups: dict[int, list[str | None]] = {}
+    for offset, excerpt in rows:
+        if offset is not None:
+            groups.setdefault(word_start(offset, excerpt), []).append(excerpt)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
+    examples = tuple(
+        BreakExample(at, len(excerpts), max((e for e in excerpts if e), default=None))
+        for at, excerpts in ranked
+    )
+    return examples, len(rows) - sum(e.requests for e in examples)
 
 
 @dataclass(frozen=True)
@@ -111,7 +157,9 @@ class BreakSummary:
         tokens_lost: the report's estimate of prompt tokens the break kept from being reused.
         segment: the segment that changed most often (``messages[0].content``: the system
             message of an OpenAI chat request).
-        examples: the most common change offsets in that segment, most requests first.
+        examples: the most common changed words in that segment, most requests first.
+        other_requests: requests of this reason in none of ``examples`` (another word or
+            segment, or no offset known): ``sum(examples) + other_requests == requests``.
     """
 
     reason: str
@@ -119,6 +167,7 @@ class BreakSummary:
     tokens_lost: int
     segment: str | None
     examples: tuple[BreakExample, ...] = ()
+    other_requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -266,9 +315,13 @@ def render_summary(console: Console, naive: VariantSummary, layered: VariantSumm
             console.print(f"  {b.reason}{where}: {b.requests} of {naive.requests} requests")
             for example in b.examples:
                 at = "" if example.offset is None else f" at character {example.offset}"
-                console.print(f"    first difference{at} ({example.requests} requests), e.g.")
+                console.print(
+                    f"    first difference in the word{at} ({example.requests} requests), e.g."
+                )
                 for line in (example.excerpt or "").splitlines():
                     console.print(f"      {escape(line)}")
+            if b.other_requests and b.examples:
+                console.print(f"    first difference elsewhere ({b.other_requests} requests)")
     console.print()
     console.print(_explanation(naive, layered))
 

@@ -181,6 +181,37 @@ def test_each_log_file_alone_holds_every_row(
         assert not (out / f"{name}.db-wal").exists() or (out / f"{name}.db-wal").stat().st_size == 0
 
 
+def test_break_groups_add_up_to_the_requests_they_describe(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    for name, variant in summary["variants"].items():
+        conn = sqlite3.connect(out / f"{name}.db")
+        try:
+            logged = dict(
+                conn.execute(
+                    "SELECT break_reason, COUNT(*) FROM requests WHERE break_reason IS NOT NULL "
+                    "AND break_reason != 'new_prefix' GROUP BY 1"
+                ).fetchall()
+            )
+        finally:
+            conn.close()
+        assert {b["reason"]: b["requests"] for b in variant["breaks"]} == logged, name
+        for b in variant["breaks"]:
+            shown = sum(e["requests"] for e in b["examples"])
+            assert shown + b["other_requests"] == b["requests"], b
+            for e in b["examples"]:
+                assert (
+                    f"first difference in the word at character {e['offset']} "
+                    f"({e['requests']} requests)" in proc.stdout
+                )
+            if b["other_requests"]:
+                assert f"first difference elsewhere ({b['other_requests']} requests)" in proc.stdout
+    assert "new_prefix" not in proc.stdout  # the first request of a prefix is not a break
+
+
 def test_lint_flags_the_naive_app_only(
     demo_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
