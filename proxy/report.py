@@ -54,6 +54,7 @@ from .store import SCHEMA_VERSION, open_log
 
 __all__ = [
     "GROUP_BY_CHOICES",
+    "HIT_DEFINITION",
     "BreakReasonSummary",
     "PricedAs",
     "Report",
@@ -68,6 +69,9 @@ __all__ = [
 #: Values accepted by ``--group-by``.
 GROUP_BY_CHOICES: tuple[str, ...] = tuple(q.GROUP_BY_SQL)
 
+#: What a *cache hit* is, everywhere (report table, HTML, JSON, CSV ``hit_requests``, the TTFT
+#: split, the rollups' ``hit_requests``/``ttft_hit_requests``, and ``promptcache demo``).
+HIT_DEFINITION = "a request that read at least 1 input token from the cache (cache_read_tokens > 0)"
 #: The explainer's code for the first request of a prefix family: logged in ``break_reason``
 #: but not a break (nothing earlier could be reused); reported as ``Summary.new_prefixes``.
 NOT_A_BREAK = "new_prefix"
@@ -207,6 +211,7 @@ class Report:
         ``promptcache cost`` writes money.
         """
         data = asdict(self)
+        data["hit_definition"] = HIT_DEFINITION
         data["total"]["cache_write_tokens"] = self.total.cache_write_tokens
         for item, summary in zip(data["groups"], self.groups, strict=True):
             item["cache_write_tokens"] = summary.cache_write_tokens
