@@ -44,8 +44,8 @@ Reason codes (:data:`BREAK_REASONS`), first match wins:
 
 A change after the predecessor's last breakpoint (Anthropic/Bedrock) is not a break: nothing was
 cached there. Appended segments (history growing) are never breaks, and neither is a request
-that differs from its predecessor only in the last message, with as many segments: the new
-question of a stateless app, or the first turn of another session sharing the system prompt.
+whose first change is its own last message: the new question of a stateless app, or the first
+turn of a new conversation that shares the system prompt (and session layer) of a longer one.
 
 TTL of the predecessor's cache entry: 5 min (the vendors' default), 1 h when any of its
 breakpoints says ``"ttl": "1h"``, 30 min for OpenAI's explicit ``prompt_cache_breakpoint``;
@@ -288,11 +288,16 @@ def classify_change(old: RequestFingerprint, new: RequestFingerprint, index: int
 
 
 def _tail_replaced(old: RequestFingerprint, new: RequestFingerprint, index: int) -> bool:
-    """Whether the only change is a new last message in place of the old last message: the
-    dynamic tail of a stateless app (same system prompt, a new question each time), or the
-    first turn of another session. Not a break: everything before it is still read."""
-    last = len(old.segments) - 1
-    return index == last == len(new.segments) - 1 and old.segments[index].kind == "messages"
+    """Whether the first change is the request's own last segment, a message, where ``old``
+    had a message too: the dynamic tail of a stateless app (same system prompt, a new question
+    each time), or the first turn of a new session or conversation after a longer one (the
+    frozen and session layers, then a new first question). Not a break: everything before that
+    message is still read, and the request has nothing after it that could have been."""
+    return (
+        index == len(new.segments) - 1
+        and new.segments[index].kind == "messages"
+        and old.segments[index].kind == "messages"
+    )
 
 
 def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:

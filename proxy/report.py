@@ -54,6 +54,7 @@ from .store import SCHEMA_VERSION, open_log
 
 __all__ = [
     "GROUP_BY_CHOICES",
+    "HIT_DEFINITION",
     "BreakReasonSummary",
     "PricedAs",
     "Report",
@@ -68,6 +69,12 @@ __all__ = [
 #: Values accepted by ``--group-by``.
 GROUP_BY_CHOICES: tuple[str, ...] = tuple(q.GROUP_BY_SQL)
 
+#: What a *cache hit* is, everywhere (report table, HTML, JSON, CSV ``hit_requests``, the TTFT
+#: split, the rollups' ``hit_requests``/``ttft_hit_requests``, and ``promptcache demo``).
+HIT_DEFINITION = "a request that read at least 1 input token from the cache (cache_read_tokens > 0)"
+#: The explainer's code for the first request of a prefix family: logged in ``break_reason``
+#: but not a break (nothing earlier could be reused); reported as ``Summary.new_prefixes``.
+NOT_A_BREAK = "new_prefix"
 #: Example request ids listed per break reason.
 EXAMPLES_PER_REASON = 3
 #: Prefix families the TTL advisor looks at (the busiest by input tokens).
@@ -102,6 +109,7 @@ class Summary:
     errors: int
     breaks: int
     unexpected_misses: int
+    new_prefixes: int = 0
 
     @property
     def cache_write_tokens(self) -> int:
@@ -203,6 +211,7 @@ class Report:
         ``promptcache cost`` writes money.
         """
         data = asdict(self)
+        data["hit_definition"] = HIT_DEFINITION
         data["total"]["cache_write_tokens"] = self.total.cache_write_tokens
         for item, summary in zip(data["groups"], self.groups, strict=True):
             item["cache_write_tokens"] = summary.cache_write_tokens
@@ -306,7 +315,9 @@ def _ratio(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
 
-def _summary(row: q.GroupRow) -> Summary:
+def _summary(row: q.GroupRow, new_prefixes: int = 0) -> Summary:
+    """One group's figures; ``new_prefixes`` of its ``row.breaks`` were the first request of a
+    prefix family (``new_prefix``), which is counted apart: there was nothing to reuse."""
     token_rate = _ratio(row.cache_read_tokens, row.total_input_tokens)
     request_rate = _ratio(row.hit_ratio_sum, row.requests_with_input)
     return Summary(
@@ -328,8 +339,9 @@ def _summary(row: q.GroupRow) -> Summary:
         net_savings_usd=row.cost_without_cache_usd - row.cost_usd,
         unpriced_requests=row.unpriced_requests,
         errors=row.errors,
-        breaks=row.breaks,
+        breaks=row.breaks - new_prefixes,
         unexpected_misses=row.unexpected_misses,
+        new_prefixes=new_prefixes,
     )
 
 
@@ -373,6 +385,8 @@ def _break_reasons(
         lambda: {"breaks": 0, "tokens": 0, "usd": Decimal(0), "segments": defaultdict(int)}
     )
     for row in q.break_groups(conn, h0, h1):
+        if row.reason == NOT_A_BREAK:
+            continue  # counted as Summary.new_prefixes
         item = per_reason[row.reason]
         item["breaks"] += row.breaks
         item["tokens"] += row.tokens_lost
@@ -464,8 +478,9 @@ def build_report(
         # most requests first: a model priced as several models takes the commonest one
         prices = _Prices({p.model: p.priced_as for p in reversed(priced_as)})
         rows = q.group_totals(conn, h0, h1, group_by)
-        total = _summary(_add(rows))
-        groups = tuple(_summary(r) for r in rows) if group_by else ()
+        firsts = q.new_prefixes(conn, h0, h1, group_by)
+        total = _summary(_add(rows), sum(firsts.values()))
+        groups = tuple(_summary(r, firsts.get(r.group, 0)) for r in rows) if group_by else ()
         bucket_s = _bucket_seconds(h1 - h0)
         points = tuple(
             TimelinePoint(

@@ -162,7 +162,8 @@ svg.chart .line { fill: none; stroke-width: 2; }
 <h2>TTFT, successful requests</h2>
 {% if report.ttft %}<table id="ttft"><tr><th></th><th class="n">requests</th>
 <th class="n">p50 ms</th><th class="n">p95 ms</th></tr>{% for t in report.ttft %}
-<tr><td>{{ "cache hit" if t.hit else "cache miss" }}</td><td class="n">{{ num(t.requests) }}</td>
+<tr><td>{{ "cache hit (>= 1 cached token)" if t.hit else "cache miss (0 cached tokens)" }}
+</td><td class="n">{{ num(t.requests) }}</td>
 <td class="n">{{ ms(t.p50_ms) }}</td><td class="n">{{ ms(t.p95_ms) }}</td></tr>
 {% endfor %}</table>{% else %}<p>No TTFT measurements.</p>{% endif %}
 {% if report.ttl_advice %}<h2>TTL advisor</h2>

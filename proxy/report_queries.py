@@ -37,6 +37,7 @@ __all__ = [
     "busiest_families",
     "family_start_times",
     "group_totals",
+    "new_prefixes",
     "priced_as",
     "timeline",
     "ttft_percentiles",
@@ -111,6 +112,28 @@ def group_totals(
         WHERE {_HOURS} GROUP BY grp ORDER BY {order}
     """
     return [GroupRow(*row) for row in conn.execute(sql, _window(h0, h1))]
+
+
+#: The ``report_hourly`` key columns computed over a ``requests`` row, so that
+#: :data:`GROUP_BY_SQL` groups raw rows exactly as it groups the rollup.
+_ROW_KEYS: Final = """CAST(started_at / 3600 AS INTEGER) AS hour, COALESCE(model, '') AS model,
+    COALESCE(route, '') AS route, COALESCE(key_fingerprint, '') AS key_fingerprint"""
+
+
+def new_prefixes(
+    conn: sqlite3.Connection, h0: int, h1: int, group_by: str | None
+) -> dict[str | None, int]:
+    """Requests the explainer called ``new_prefix`` (the first of a prefix family: nothing
+    earlier to reuse, so not a cache break), per ``--group-by`` group (key None when
+    ``group_by`` is None). Read through ``idx_requests_break_reason``: such rows are few."""
+    grp = "NULL" if group_by is None else GROUP_BY_SQL[group_by]
+    sql = f"""
+        SELECT {grp} AS grp, COUNT(*) FROM (
+            SELECT {_ROW_KEYS} FROM requests INDEXED BY idx_requests_break_reason
+            WHERE break_reason = 'new_prefix' AND {_ROWS})
+        GROUP BY grp
+    """
+    return {grp: n for grp, n in conn.execute(sql, _window(h0, h1))}
 
 
 @dataclass(frozen=True)

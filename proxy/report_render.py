@@ -49,7 +49,7 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
         ("Requests", f"{s.requests:,} ({s.requests_with_usage:,} with usage, {s.errors:,} errors)"),
         ("Hit rate, token-weighted", pct(s.token_hit_rate)),
         ("Hit rate, request-weighted", pct(s.request_hit_rate)),
-        ("Requests with a cache hit", f"{s.hit_requests:,}"),
+        ("Requests with a cache hit (read >= 1 cached token)", f"{s.hit_requests:,}"),
         ("Input tokens, uncached", f"{s.uncached_input_tokens:,}"),
         ("Input tokens, cache read", f"{s.cache_read_tokens:,}"),
         ("Input tokens, cache write 5m", f"{s.cache_write_5m_tokens:,}"),
@@ -66,6 +66,7 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
         ),
         ("Unpriced requests (not in cost)", f"{s.unpriced_requests:,}"),
         ("Cache breaks", f"{s.breaks:,}"),
+        ("New prefixes (first request of a prefix, not a break)", f"{s.new_prefixes:,}"),
         ("Unexpected misses", f"{s.unexpected_misses:,}"),
     ]
 
@@ -129,7 +130,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     for name in ("requests", "count", "p50", "p95"):
         ttft.add_column(name, justify="left" if name == "requests" else "right")
     for t in report.ttft:
-        label = "cache hit" if t.hit else "cache miss"
+        label = "cache hit (>= 1 cached token)" if t.hit else "cache miss (0 cached tokens)"
         ttft.add_row(label, f"{t.requests:,}", f"{t.p50_ms:,.1f}", f"{t.p95_ms:,.1f}")
     console.print(ttft if report.ttft else "No TTFT measurements.")
 
@@ -179,6 +180,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "errors",
     "breaks",
     "unexpected_misses",
+    "new_prefixes",
     "priced_as",
 )
 

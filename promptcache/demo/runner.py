@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,10 +32,10 @@ from promptcache.errors import ConfigError, DemoError
 from .model import ModelChoice, has_chat_template, resolve_model
 from .processes import ChildProcesses, free_port
 from .summary import (
-    BreakExample,
     BreakSummary,
     LintFinding,
     VariantSummary,
+    group_break_offsets,
     render_summary,
     summarize_variant,
 )
@@ -264,7 +265,9 @@ def wait_for_log(db: Path, expected_rows: int, timeout_s: float = 15.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
+            # closing(): a connection's own ``with`` commits but does not close it, and a reader
+            # still open when the proxy stops keeps that proxy from checkpointing its -wal
+            with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
                 rows = conn.execute("SELECT count(*) FROM requests").fetchone()[0]
         except sqlite3.Error:
             rows = 0
@@ -276,6 +279,24 @@ def wait_for_log(db: Path, expected_rows: int, timeout_s: float = 15.0) -> None:
                 f"{timeout_s:.0f} s; see its proxy-*.log"
             )
         time.sleep(0.2)
+
+
+def checkpoint_log(db: Path) -> None:
+    """Move every row of ``db``'s write-ahead log into ``db`` itself, so the log is one
+    self-contained file: a copy of it, or a tool that opens it without its ``-wal``, sees every
+    row (SQLite removes the emptied ``-wal`` when the last connection closes). Call once the
+    proxy writing to it has stopped.
+
+    Raises:
+        DemoError: SQLite could not checkpoint (another connection still reads the log).
+    """
+    try:
+        with closing(sqlite3.connect(db)) as conn:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error as exc:
+        raise DemoError(f"cannot checkpoint the proxy log {db}: {exc}") from exc
+    if busy:
+        raise DemoError(f"cannot checkpoint the proxy log {db}: another connection holds it")
 
 
 def proxy_report(db: Path, html_path: Path) -> list[BreakSummary]:
@@ -290,21 +311,23 @@ def proxy_report(db: Path, html_path: Path) -> list[BreakSummary]:
     report = build_report(db, since=now - 86400, until=now + 1, group_by=None, now=now)
     html_path.write_text(render_html(report), encoding="utf-8")
     breaks = []
-    with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
         for reason in report.break_reasons:
             rows = conn.execute(
-                "SELECT break_offset, COUNT(*), MAX(break_excerpt) FROM requests "
-                "WHERE break_reason = ? AND break_segment IS ? "
-                "GROUP BY break_offset ORDER BY COUNT(*) DESC, break_offset LIMIT ?",
-                (reason.reason, reason.top_segment, BREAK_EXAMPLES),
+                "SELECT break_offset, break_excerpt, break_segment IS ? FROM requests "
+                "WHERE break_reason = ? AND started_at >= ? AND started_at < ?",
+                (reason.top_segment, reason.reason, report.since, report.until),
             ).fetchall()
+            # rows in another segment count as "elsewhere": their offsets are not comparable
+            examples, _ = group_break_offsets([(o, e) for o, e, top in rows if top], BREAK_EXAMPLES)
             breaks.append(
                 BreakSummary(
                     reason=reason.reason,
                     requests=reason.breaks,
                     tokens_lost=reason.tokens_lost,
                     segment=reason.top_segment,
-                    examples=tuple(BreakExample(o, n, e) for o, n, e in rows if o is not None),
+                    examples=examples,
+                    other_requests=reason.breaks - sum(e.requests for e in examples),
                 )
             )
     return breaks
@@ -410,7 +433,9 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
                 lint=findings[name],
             )
             console.print(f"   wrote {_relative(html)}")
-    # The servers are stopped here; what is left is printing.
+    # The servers are stopped here: fold each log's -wal into its .db, then print.
+    for name, _ in VARIANTS:
+        checkpoint_log(log_path(out, name))
     console.print()
     render_summary(console, summaries["naive"], summaries["layered"])
     summary_path = out / "summary.json"

@@ -4,8 +4,9 @@ Every figure comes from measurements of this run:
 
 - hit rate: token-weighted, ``sum(cached_tokens) / sum(prompt_tokens)`` over the variant's
   requests, from the usage the engine returned (``prompt_tokens_details.cached_tokens``);
-- TTFT: measured by the client (send -> first streamed token), through the proxy; a request
-  counts as a *hit* when at least half of its prompt came from the cache (``HIT_FRACTION``);
+- TTFT: measured by the client (send -> first streamed token), through the proxy;
+- a *hit*: a request that read at least 1 prompt token from the cache (``cached_tokens > 0``),
+  the definition ``promptcache report`` uses too (``proxy.report.HIT_DEFINITION``);
 - cost: ``promptcache.pricing.cost`` of each request's real token counts at a vendor model's
   published rates (default ``gpt-5``: OpenAI caches automatically like this engine, cached input
   at 0.1x, no write fee; https://developers.openai.com/api/docs/guides/prompt-caching , checked
@@ -33,20 +34,23 @@ from rich.table import Table
 
 from promptcache.errors import ConfigError
 from promptcache.pricing import ModelPrice, cost, lookup_price
+from promptcache.proxy.report import HIT_DEFINITION as REPORT_HIT_DEFINITION
 from promptcache.usage import Usage
 
 from .workload import RequestResult
 
 __all__ = [
     "AUTOMATIC_CACHING_FAMILIES",
-    "HIT_FRACTION",
+    "HIT_DEFINITION",
     "BreakExample",
     "BreakSummary",
     "LintFinding",
     "VariantSummary",
     "check_price_model",
+    "group_break_offsets",
     "render_summary",
     "summarize_variant",
+    "word_start",
 ]
 
 #: Price-table families whose vendor caches a repeated prefix without breakpoints and bills no
@@ -75,9 +79,8 @@ def check_price_model(price_model: str) -> ModelPrice:
     return price
 
 
-#: A request is a cache hit (for the TTFT split) when at least this fraction of its prompt
-#: tokens were served from the prefix cache.
-HIT_FRACTION = 0.5
+#: What a cache hit is: the report's definition (a request that read >= 1 cached token).
+HIT_DEFINITION = REPORT_HIT_DEFINITION
 
 
 @dataclass(frozen=True)
@@ -93,12 +96,56 @@ class LintFinding:
 
 @dataclass(frozen=True)
 class BreakExample:
-    """Requests of one break reason whose first change sits at the same ``offset`` (a character
-    offset in the segment's canonical text), with one redacted ``-before``/``+after`` excerpt."""
+    """Requests of one break reason whose first change lies in the same word of the segment's
+    canonical text: ``offset`` is the character where that word (a run of letters, digits and
+    ``_``) starts, so ids that happen to share a first character are not split by one character.
+    With one redacted ``-before``/``+after`` excerpt."""
 
     offset: int | None
     requests: int
     excerpt: str | None
+
+
+def word_start(offset: int, excerpt: str | None) -> int:
+    """The offset where the word holding the first changed character starts.
+
+    ``excerpt`` is the explainer's ``-before\n+after`` (up to 30 characters on each side of
+    ``offset``); the characters both lines share before the change are the text just before
+    ``offset``, and the word characters at their end belong to the changed word.
+    """
+    lines = (excerpt or "").split("\n")
+    if len(lines) != 2 or not lines[0].startswith("-") or not lines[1].startswith("+"):
+        return offset
+    before, after = lines[0][1:], lines[1][1:]
+    common = 0
+    while common < min(len(before), len(after)) and before[common] == after[common]:
+        common += 1
+    back = 0
+    while back < min(common, offset) and (
+        before[common - 1 - back].isalnum() or before[common - 1 - back] == "_"
+    ):
+        back += 1
+    return offset - back
+
+
+def group_break_offsets(
+    rows: Sequence[tuple[int | None, str | None]], limit: int
+) -> tuple[tuple[BreakExample, ...], int]:
+    """Group one reason's ``(break_offset, break_excerpt)`` rows by :func:`word_start`.
+
+    Returns the ``limit`` largest groups (most requests first, then lowest offset) and how many
+    rows are in none of them (other words, or no offset known): together they count every row.
+    """
+    groups: dict[int, list[str | None]] = {}
+    for offset, excerpt in rows:
+        if offset is not None:
+            groups.setdefault(word_start(offset, excerpt), []).append(excerpt)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
+    examples = tuple(
+        BreakExample(at, len(excerpts), max((e for e in excerpts if e), default=None))
+        for at, excerpts in ranked
+    )
+    return examples, len(rows) - sum(e.requests for e in examples)
 
 
 @dataclass(frozen=True)
@@ -111,7 +158,9 @@ class BreakSummary:
         tokens_lost: the report's estimate of prompt tokens the break kept from being reused.
         segment: the segment that changed most often (``messages[0].content``: the system
             message of an OpenAI chat request).
-        examples: the most common change offsets in that segment, most requests first.
+        examples: the most common changed words in that segment, most requests first.
+        other_requests: requests of this reason in none of ``examples`` (another word or
+            segment, or no offset known): ``sum(examples) + other_requests == requests``.
     """
 
     reason: str
@@ -119,13 +168,15 @@ class BreakSummary:
     tokens_lost: int
     segment: str | None
     examples: tuple[BreakExample, ...] = ()
+    other_requests: int = 0
 
 
 @dataclass(frozen=True)
 class VariantSummary:
     """One app's run. Tokens are counts, times ms, money USD (``Decimal``).
 
-    ``ttft_*_p50_ms`` is None when no request fell in that class.
+    ``hit_requests``: requests that read >= 1 cached token (:data:`HIT_DEFINITION`).
+    ``ttft_*_p50_ms`` is None when no request fell in that class; ``ttft_p50_ms`` is over all.
     """
 
     name: str
@@ -140,6 +191,7 @@ class VariantSummary:
     hit_requests: int
     ttft_hit_p50_ms: float | None
     ttft_miss_p50_ms: float | None
+    ttft_p50_ms: float | None
     price_model: str
     cost_usd: Decimal
     cost_without_cache_usd: Decimal
@@ -157,6 +209,7 @@ class VariantSummary:
         for key in ("cost_usd", "cost_without_cache_usd"):
             data[key] = str(data[key])
         data["savings_usd"] = str(self.savings_usd)
+        data["hit_definition"] = HIT_DEFINITION
         return data
 
 
@@ -183,10 +236,8 @@ def summarize_variant(
     """
     prompt = sum(r.prompt_tokens for r in results)
     cached = sum(r.cached_tokens for r in results)
-    hits = [
-        r for r in results if r.prompt_tokens and r.cached_tokens >= HIT_FRACTION * r.prompt_tokens
-    ]
-    misses = [r for r in results if r not in hits]
+    hits = [r for r in results if r.cached_tokens > 0]
+    misses = [r for r in results if r.cached_tokens <= 0]
     total = Decimal(0)
     without = Decimal(0)
     for r in results:
@@ -206,6 +257,7 @@ def summarize_variant(
         hit_requests=len(hits),
         ttft_hit_p50_ms=_p50([r.ttft_ms for r in hits]),
         ttft_miss_p50_ms=_p50([r.ttft_ms for r in misses]),
+        ttft_p50_ms=_p50([r.ttft_ms for r in results]),
         price_model=price_model,
         cost_usd=total,
         cost_without_cache_usd=without,
@@ -238,6 +290,8 @@ _ROWS: tuple[tuple[str, Callable[[VariantSummary], str]], ...] = (
     ("prompt tokens sent", lambda v: f"{v.prompt_tokens:,}"),
     ("  served from the prefix cache", lambda v: f"{v.cached_tokens:,}"),
     ("hit rate (token-weighted)", lambda v: f"[bold]{v.hit_rate:.1%}[/bold]"),
+    ("requests with a cache hit (>= 1 cached token)", lambda v: f"{v.hit_requests}"),
+    ("TTFT p50, all requests", lambda v: _ms(v.ttft_p50_ms, v.requests)),
     ("TTFT p50, cache hits", lambda v: _ms(v.ttft_hit_p50_ms, v.hit_requests)),
     ("TTFT p50, cache misses", lambda v: _ms(v.ttft_miss_p50_ms, v.requests - v.hit_requests)),
     ("cost, with caching", lambda v: _usd(v.cost_usd)),
@@ -266,9 +320,13 @@ def render_summary(console: Console, naive: VariantSummary, layered: VariantSumm
             console.print(f"  {b.reason}{where}: {b.requests} of {naive.requests} requests")
             for example in b.examples:
                 at = "" if example.offset is None else f" at character {example.offset}"
-                console.print(f"    first difference{at} ({example.requests} requests), e.g.")
+                n = f"{example.requests} request{'s' if example.requests != 1 else ''}"
+                console.print(f"    first difference in the word{at} ({n}), e.g.")
                 for line in (example.excerpt or "").splitlines():
                     console.print(f"      {escape(line)}")
+            if b.other_requests and b.examples:
+                n = f"{b.other_requests} request{'s' if b.other_requests != 1 else ''}"
+                console.print(f"    first difference elsewhere ({n})")
     console.print()
     console.print(_explanation(naive, layered))
 
@@ -287,13 +345,9 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
         f"the child's profile, the conversation, and only then the time and the question: "
         f"{layered.hit_rate:.0%} of its prompt tokens came from the cache."
     )
-    if layered.ttft_hit_p50_ms is not None and naive.ttft_miss_p50_ms is not None:
-        lines.append(
-            f"- A cached prefix is not computed again: time to first token was "
-            f"{layered.ttft_hit_p50_ms:,.0f} ms (median) for cache hits vs "
-            f"{naive.ttft_miss_p50_ms:,.0f} ms for the naive app's misses, on this tiny model; "
-            "the gap grows with prompt length and model size."
-        )
+    ttft = _ttft_sentence(naive, layered)
+    if ttft:
+        lines.append(ttft)
     price = lookup_price(naive.price_model)
     ratio = price.cache_read / price.input if price.input else Decimal(0)
     lines.append(
@@ -306,3 +360,23 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
     if reports:
         lines.append("- Open the reports (charts, break reasons, advice): " + ", ".join(reports))
     return "\n".join(lines)
+
+
+def _ttft_sentence(naive: VariantSummary, layered: VariantSummary) -> str | None:
+    """What this run's time-to-first-token medians show, and no more: the two apps' medians
+    over all their requests, with the counts, and which was lower (or that they were equal)."""
+    if naive.ttft_p50_ms is None or layered.ttft_p50_ms is None:
+        return None
+    a, b = round(layered.ttft_p50_ms), round(naive.ttft_p50_ms)
+    if a < b:
+        verdict = "the layered app's first tokens came sooner"
+    elif a > b:
+        verdict = "the layered app's first tokens came later, caching notwithstanding"
+    else:
+        verdict = "the same for both"
+    return (
+        f"- Time to first token, median over all requests on this tiny model: {a:,} ms for the "
+        f"layered app ({layered.requests} requests, {layered.hit_requests} of them cache hits) "
+        f"vs {b:,} ms for the naive app ({naive.requests} requests, {naive.hit_requests} cache "
+        f"hits): {verdict}. A cache hit here is {HIT_DEFINITION}."
+    )

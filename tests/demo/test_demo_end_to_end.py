@@ -161,6 +161,96 @@ def test_report_names_the_system_prompt_as_the_break(
     assert "system_changed in messages[0]" in proc.stdout
 
 
+def test_each_log_file_alone_holds_every_row(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """The demo leaves no row behind in a ``-wal`` file: a copy of ``<variant>.db`` alone,
+    read with plain sqlite3, sees every request of that variant."""
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    for name, variant in summary["variants"].items():
+        copy = tmp_path / f"{name}-alone.db"
+        copy.write_bytes((out / f"{name}.db").read_bytes())  # without -wal and -shm
+        conn = sqlite3.connect(copy)
+        try:
+            rows = conn.execute("SELECT count(*) FROM requests").fetchone()[0]
+        finally:
+            conn.close()
+        assert rows == variant["requests"] == 3 * 8, name
+        assert not (out / f"{name}.db-wal").exists() or (out / f"{name}.db-wal").stat().st_size == 0
+
+
+def test_break_groups_add_up_to_the_requests_they_describe(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    for name, variant in summary["variants"].items():
+        conn = sqlite3.connect(out / f"{name}.db")
+        try:
+            logged = dict(
+                conn.execute(
+                    "SELECT break_reason, COUNT(*) FROM requests WHERE break_reason IS NOT NULL "
+                    "AND break_reason != 'new_prefix' GROUP BY 1"
+                ).fetchall()
+            )
+        finally:
+            conn.close()
+        assert {b["reason"]: b["requests"] for b in variant["breaks"]} == logged, name
+        for b in variant["breaks"]:
+            shown = sum(e["requests"] for e in b["examples"])
+            assert shown + b["other_requests"] == b["requests"], b
+            for e in b["examples"]:
+                n = e["requests"]
+                assert (
+                    f"first difference in the word at character {e['offset']} "
+                    f"({n} request{'s' if n != 1 else ''})" in proc.stdout
+                )
+            if b["other_requests"]:
+                n = b["other_requests"]
+                assert f"first difference elsewhere ({n} request" in proc.stdout
+    assert "new_prefix" not in proc.stdout  # the first request of a prefix is not a break
+
+
+def test_one_definition_of_a_hit_in_the_terminal_summary_and_reports(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    from promptcache.proxy.report import HIT_DEFINITION, build_report
+
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    hits = {}
+    for name, variant in summary["variants"].items():
+        conn = sqlite3.connect(out / f"{name}.db")
+        try:
+            n, ttft_hits = conn.execute(
+                "SELECT SUM(cache_read_tokens > 0), SUM(cache_read_tokens > 0 AND ttft_ms "
+                "IS NOT NULL) FROM requests"
+            ).fetchone()
+        finally:
+            conn.close()
+        assert variant["hit_requests"] == n == ttft_hits, name
+        assert variant["hit_definition"] == HIT_DEFINITION
+        now = time.time()
+        report = build_report(out / f"{name}.db", since=now - 86400, until=now + 1, now=now)
+        assert report.total.hit_requests == n
+        assert json.loads(json.dumps(report.to_dict()))["hit_definition"] == HIT_DEFINITION
+        assert {t.hit: t.requests for t in report.ttft}.get(True, 0) == n
+        html = (out / f"report-{name}.html").read_text()
+        assert (
+            f"<th>Requests with a cache hit (read &gt;= 1 cached token)</th>"
+            f'<td class="n">{n:,}</td>' in html
+        )
+        hits[name] = n
+    row = next(line for line in proc.stdout.splitlines() if "requests with a cache hit" in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert cells[-3:-1] == [str(hits["naive"]), str(hits["layered"])]
+    assert "A cache hit here is " + HIT_DEFINITION in " ".join(proc.stdout.split())
+
+
 def test_lint_flags_the_naive_app_only(
     demo_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:

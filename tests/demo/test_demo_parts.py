@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,12 @@ import pytest
 from promptcache.demo.model import has_chat_template, resolve_model
 from promptcache.demo.processes import ChildProcesses, free_port
 from promptcache.demo.runner import CHAT_TEMPLATE, load_app
+from promptcache.demo.summary import (
+    VariantSummary,
+    _ttft_sentence,
+    group_break_offsets,
+    word_start,
+)
 from promptcache.demo.workload import STORY_ARCS, plan_workload
 from promptcache.errors import ConfigError, DemoError
 
@@ -147,3 +154,64 @@ def test_demo_cli_refuses_claude_rates_before_starting_anything(tmp_path: Path) 
     assert result.exit_code == 2
     assert "error: --price-as claude-sonnet-4-5" in result.output
     assert not out.exists()  # nothing was started or written
+
+
+def _excerpt(text_a: str, text_b: str, offset: int) -> str:
+    """The explainer's excerpt: 30 characters each side of ``offset``."""
+    window = slice(max(0, offset - 30), offset + 30)
+    return f"-{text_a[window]}\n+{text_b[window]}"
+
+
+def test_ids_sharing_a_first_character_fall_in_one_group_and_groups_add_up() -> None:
+    head = "Current time: 11:27:45. Request id: "
+    at = len(head)
+    # ids that differ at their first character, and ids that happen to share it
+    a = _excerpt(head + "fb930e9de483.", head + "3fb2fc9e6b5b.", at)
+    b = _excerpt(head + "d3c0ed622c27.", head + "de47bed8a40c.", at + 1)
+    c = _excerpt(head + "dd3c0ed622c2.", head + "dd47bed8a40c.", at + 2)
+    assert (word_start(at, a), word_start(at + 1, b), word_start(at + 2, c)) == (at, at, at)
+    # the time's last digit: another word, its own group
+    t = _excerpt("Current time: 11:27:45.", "Current time: 11:27:46.", 21)
+    assert word_start(21, t) == 20
+    rows = (
+        [(at, a)] * 5
+        + [(at + 1, b)] * 3
+        + [(at + 2, c)]
+        + [(21, t)] * 2
+        + [(3, None), (None, None)]
+    )
+    examples, other = group_break_offsets(rows, limit=1)
+    assert [(e.offset, e.requests) for e in examples] == [(at, 9)]
+    assert other == len(rows) - 9 == 4
+    examples, other = group_break_offsets(rows, limit=5)
+    assert [(e.offset, e.requests) for e in examples] == [(at, 9), (20, 2), (3, 1)]
+    assert sum(e.requests for e in examples) + other == len(rows)
+
+
+def _variant(name: str, ttft_p50: float, hits: int) -> VariantSummary:
+    return VariantSummary(
+        name=name, app_path=f"{name}.py", requests=60, users=3, wall_s=1.0, prompt_tokens=100,
+        cached_tokens=10, output_tokens=5, hit_rate=0.1, hit_requests=hits,
+        ttft_hit_p50_ms=ttft_p50, ttft_miss_p50_ms=ttft_p50, ttft_p50_ms=ttft_p50,
+        price_model="gpt-5", cost_usd=Decimal(1), cost_without_cache_usd=Decimal(2),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("layered_ms", "naive_ms", "verdict"),
+    [
+        (17.0, 34.0, "the layered app's first tokens came sooner"),
+        (40.0, 34.0, "the layered app's first tokens came later"),
+        (34.2, 33.9, "the same for both"),
+    ],
+)
+def test_the_ttft_sentence_claims_only_what_the_medians_show(
+    layered_ms: float, naive_ms: float, verdict: str
+) -> None:
+    text = _ttft_sentence(_variant("naive", naive_ms, 59), _variant("layered", layered_ms, 58))
+    assert text is not None and verdict in text
+    assert (
+        f"{round(layered_ms)} ms for the layered app (60 requests, 58 of them cache hits)" in text
+    )
+    assert f"{round(naive_ms)} ms for the naive app (60 requests, 59 cache hits)" in text
+    assert "faster" not in text and "gap grows" not in text

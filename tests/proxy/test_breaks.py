@@ -157,6 +157,20 @@ def test_a_new_last_question_is_the_tail_not_a_break() -> None:
     assert rewritten.reason == "messages_changed"
 
 
+def test_a_new_conversation_after_a_longer_one_is_not_a_break() -> None:
+    # The same system prompt, then a 3-turn story; then a new story starts with its own first
+    # question: it reads the system prompt and has nothing else that could have been cached.
+    d = Driver()
+    d.send(body(messages=["story 1, part 1"]), 0)
+    d.send(body(messages=["story 1, part 1", "once upon a time", "part 2"]), 10)
+    d.send(body(messages=["story 1, part 1", "once upon a time", "part 2", "then", "part 3"]), 20)
+    new = d.send(body(messages=["story 2, part 1"]), 30)
+    assert new.reason is None and new.expected_hit
+    # a rewritten history with turns after the change is still a break
+    rewritten = d.send(body(messages=["story 2, part 1 (edited)", "a1", "q2"]), 40)
+    assert rewritten.reason == "messages_changed"
+
+
 def test_a_change_after_the_last_breakpoint_is_not_a_break() -> None:
     d = Driver()
     request = body(messages=["q1"])

@@ -7,6 +7,7 @@ rollups. The live-proxy path (and the CLI) is covered in test_breaks_e2e.py.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from promptcache.proxy.report_advice import (
     Recommendation,
     recommend,
 )
+from promptcache.proxy.report_render import render_csv, summary_rows
 from promptcache.proxy.rollup import ROLLUP_TABLES
 from promptcache.proxy.store import MIGRATIONS, migrate, open_log
 
@@ -234,6 +236,41 @@ def test_window_is_whole_hours_and_groups_split_it(tmp_path: Path) -> None:
     ]
 
 
+def test_a_new_prefix_is_counted_apart_from_the_breaks_in_every_group(tmp_path: Path) -> None:
+    # Each group's breaks + new prefixes = its rows with a break_reason, counted by hand here.
+    rows = [
+        row("a", T0 + 10, model="m1", route="/r1", break_reason="new_prefix", **usage(w5=90)),
+        row("b", T0 + 20, model="m1", route="/r1", break_reason="system_changed",
+            break_segment="system[0].text", **usage(w5=90)),
+        row("c", T0 + 30, model="m2", route=None, break_reason="new_prefix", **usage(w5=90)),
+        row("d", T0 + 3605, model="m2", route="/r1", **usage(read=90)),
+        row("e", T0 + 3610, model="m1", route="/r1", break_reason="new_prefix", **usage()),
+    ]  # fmt: skip
+    log = write_log(tmp_path / "log.db", rows)
+    window = {"since": T0, "until": T0 + 2 * 3600, "now": T0 + 99999}
+    total = build_report(log, **window)
+    assert (total.total.breaks, total.total.new_prefixes) == (1, 3)
+    assert [b.reason for b in total.break_reasons] == ["system_changed"]
+    summary = dict(summary_rows(total.total, total))
+    assert summary["Cache breaks"] == "1"
+    assert summary["New prefixes (first request of a prefix, not a break)"] == "3"
+    for group_by, key in (("model", "model"), ("route", "route"), ("hour", None)):
+        report = build_report(log, group_by=group_by, **window)
+        got = {g.group: (g.breaks, g.new_prefixes) for g in report.groups}
+        expected: dict[str | None, list[int]] = {}
+        for r in rows:
+            if key is None:
+                hour = int(r["started_at"] // 3600) * 3600
+                grp = time.strftime("%Y-%m-%d %H:00", time.gmtime(hour))
+            else:
+                grp = r[key] or "(none)"
+            counts = expected.setdefault(grp, [0, 0])
+            counts[0] += r["break_reason"] not in (None, "new_prefix")
+            counts[1] += r["break_reason"] == "new_prefix"
+        assert got == {g: tuple(c) for g, c in expected.items()}, group_by
+    assert "new_prefixes" in render_csv(total).splitlines()[0].split(",")
+
+
 def test_writes_still_within_their_ttl_are_not_wasted_yet(tmp_path: Path) -> None:
     family = {"key_fingerprint": "k", "model": "claude-sonnet-4-5", "first_segment_hash": "f"}
     log = write_log(
@@ -326,7 +363,7 @@ def test_high_hit_rate_skips_the_stability_advice(tmp_path: Path) -> None:
 def test_no_traffic_says_so() -> None:
     from promptcache.proxy.report import Summary, WastedWrites
 
-    empty = Summary(None, *([0] * 3), None, None, *([0] * 7), 0.0, 0.0, 0.0, 0, 0, 0, 0)
+    empty = Summary(None, *([0] * 3), None, None, *([0] * 7), 0.0, 0.0, 0.0, 0, 0, 0, 0, 0)
     assert recommend(empty, (), WastedWrites(0, 0, 0.0), ()) == [
         Recommendation("no_data", "No requests with token usage in this window.")
     ]
