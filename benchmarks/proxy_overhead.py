@@ -8,20 +8,28 @@ Targets, all on 127.0.0.1, each a separate process (uvicorn, one worker):
 - ``proxy-no-db``: the same without the SQLite log (``--no-log``: record hooks such as the
   metrics and cache-break explainer still run);
 - ``proxy-bare``: no log and no hooks (pure forwarding);
-- ``litellm``: a LiteLLM proxy in front of the same upstream, only when ``litellm[proxy]`` is
-  installed.
+- ``litellm``: a LiteLLM proxy (``litellm --config ...``, its own uvicorn, one worker) in front
+  of the same upstream, from a venv of its own (``--litellm-venv``, default
+  ``~/.cache/promptcache-bench/litellm``) that the script creates with
+  ``pip install 'litellm[proxy]'`` the first time; ``--no-litellm`` leaves it out. If the
+  install or its start fails, the output says so, the other targets are still measured, and the
+  script exits with status 2: no LiteLLM figures are printed that were not measured.
 
 For each target, non-streaming and streaming, at concurrency 1, 32 and 128, the load generator
 (this process, httpx with keep-alive) sends the same ~4 KB chat request for ``--seconds``; each
 cell is repeated ``--repeats`` times and the median of each statistic is reported: p50 and p99
 latency (ms; for streams, until the last byte), and requests/s. "Added" figures are against
-``direct`` in the same run. The load generator, upstream and proxy share the machine's cores, so
-absolute figures are a floor for what the proxy can do, not a ceiling.
+``direct`` in the same run. Every target first answers one request of each kind, checked (a
+200 with the mock's completion, or a stream to ``[DONE]``), so a proxy that fails fast is not
+timed. The load generator, upstream and proxy share the machine's cores, so absolute figures
+are a floor for what the proxy can do, not a ceiling.
 
 Usage::
 
     .venv/bin/python benchmarks/proxy_overhead.py
     .venv/bin/python benchmarks/proxy_overhead.py --seconds 2 --repeats 5 --concurrency 1 32
+    .venv/bin/python benchmarks/proxy_overhead.py --litellm-venv /tmp/litellm-venv
+    .venv/bin/python benchmarks/proxy_overhead.py --no-litellm
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import importlib.util
 import json
 import os
 import platform
+import secrets
 import socket
 import sqlite3
 import statistics
@@ -159,21 +168,99 @@ def start(code: str, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", code, *args])
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], path: str = "/v1/chat/completions", within: float = 60
+) -> bool:
+    """Poll ``url + path`` until anything answers; False if the process exits or time runs out."""
+    deadline = time.monotonic() + within
     while True:
         try:
-            httpx.get(url + "/v1/chat/completions", timeout=1)
-            return
+            httpx.get(url + path, timeout=1)
+            return True
         except httpx.TransportError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not start") from None
-            time.sleep(0.1)
+                return False
+            time.sleep(0.2)
+
+
+# -- LiteLLM, from a venv of its own -------------------------------------------------------------
+
+DEFAULT_LITELLM_VENV = Path.home() / ".cache" / "promptcache-bench" / "litellm"
+
+_LITELLM_CONFIG = """model_list:
+  - model_name: gpt-4o-2024-08-06
+    litellm_params:
+      model: openai/gpt-4o-2024-08-06
+      api_base: {api_base}
+      api_key: sk-bench
+general_settings:
+  master_key: {master_key}
+"""
+
+#: LiteLLM's environment: no network beyond loopback (the bundled cost map, not the remote one),
+#: quiet logs.
+_LITELLM_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+
+
+def ensure_litellm(venv: Path) -> tuple[Path | None, str]:
+    """The ``litellm`` executable of ``venv`` (created and ``pip install 'litellm[proxy]'``-ed
+    when it lacks one) and its version; ``(None, why)`` when it cannot be had."""
+    python, exe = venv / "bin" / "python", venv / "bin" / "litellm"
+    version = [str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"]
+    if not exe.exists():
+        print(f"# LiteLLM: installing 'litellm[proxy]' into {venv} (once)...", flush=True)
+        steps = [[sys.executable, "-m", "venv", str(venv)]]
+        steps.append([str(python), "-m", "pip", "install", "-q", "litellm[proxy]"])
+        for step in steps:
+            try:
+                done = subprocess.run(step, capture_output=True, text=True, timeout=1800)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return None, f"{' '.join(step[-3:])} failed: {exc}"
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                return None, f"{' '.join(step[-3:])} exited {done.returncode}: {' / '.join(tail)}"
+        if not exe.exists():
+            return None, f"pip installed no {exe}"
+    done = subprocess.run(version, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return None, f"litellm in {venv} does not import: {done.stderr.strip()[-300:]}"
+    return exe, done.stdout.strip()
+
+
+def _litellm_server(exe: Path) -> str:
+    """What uvicorn picks in LiteLLM's venv (``auto``: the C parser and loop when installed)."""
+    code = (
+        "import importlib.util as u; print("
+        "'http=' + ('httptools' if u.find_spec('httptools') else 'h11'),"
+        "'loop=' + ('uvloop' if u.find_spec('uvloop') else 'asyncio'))"
+    )
+    done = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True)
+    return done.stdout.strip() or "uvicorn settings unknown"
+
+
+def start_litellm(
+    exe: Path, upstream_url: str, port: int, tmp: Path
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """``litellm`` on 127.0.0.1:``port`` routing the bench model to the mock; its log file."""
+    config = tmp / "litellm.yaml"
+    config.write_text(_LITELLM_CONFIG.format(api_base=upstream_url + "/v1", master_key=API_KEY))
+    log = tmp / "litellm.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+             "--num_workers", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **_LITELLM_ENV},
+        )  # fmt: skip
+    return proc, log
 
 
 # -- load --------------------------------------------------------------------------------------
 
 SYSTEM = "You review SQL for a team of backend engineers. " * 80  # ~4 KB, ~1,000 tokens
+
+#: The API key every request carries, to every target (LiteLLM's master key; the mock ignores it).
+API_KEY = "sk-bench-" + secrets.token_hex(24)
+HEADERS = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
 
 
 def request_body(stream: bool) -> bytes:
@@ -218,6 +305,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def check(url: str) -> str | None:
+    """One request of each kind through ``url``; what is wrong with the answers (None: fine)."""
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=60) as client:
+        for stream in (False, True):
+            r = await client.post("/v1/chat/completions", content=request_body(stream))
+            text = r.text
+            if r.status_code != 200:
+                return f"stream={stream}: HTTP {r.status_code}: {text[:300]}"
+            if stream and "data: [DONE]" not in text:
+                return f"stream=True: no [DONE] in {text[:300]!r}"
+            if not stream and "orders(customer_id)" not in text:
+                return f"stream=False: not the mock's completion: {text[:300]}"
+    return None
+
+
 async def load(url: str, stream: bool, concurrency: int, seconds: float) -> Cell:
     """Keep ``concurrency`` requests in flight for ``seconds``; latency per request.
 
@@ -228,7 +330,8 @@ async def load(url: str, stream: bool, concurrency: int, seconds: float) -> Cell
     latencies: list[float] = []
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     clients = [
-        httpx.AsyncClient(base_url=url, limits=limits, timeout=60) for _ in range(concurrency)
+        httpx.AsyncClient(base_url=url, headers=HEADERS, limits=limits, timeout=60)
+        for _ in range(concurrency)
     ]
 
     async def one(client: httpx.AsyncClient) -> None:
@@ -237,7 +340,10 @@ async def load(url: str, stream: bool, concurrency: int, seconds: float) -> Cell
                 async for _ in r.aiter_raw():
                     pass
         else:
-            (await client.post("/v1/chat/completions", content=body)).read()
+            r = await client.post("/v1/chat/completions", content=body)
+            r.read()
+        if r.status_code != 200:
+            raise SystemExit(f"{url}: HTTP {r.status_code} under load")
 
     try:
         await asyncio.gather(*(one(c) for c in clients))  # open the connections
@@ -302,6 +408,7 @@ def report(
                     f"| {added99} | {cell.rps / base.rps:.2f} | {cell.cpu_ms:.2f} |"
                 )
     print()
+    names = [t.name for t in targets]
     for stream in (False, True):
         kind = "streaming" if stream else "non-streaming"
         if 1 in levels:
@@ -318,6 +425,18 @@ def report(
                 f"# {kind}: req/s at concurrency 32, proxy / direct: "
                 f"{proxy.rps / base.rps:.2f} (target >= 0.5)"
             )
+        if "litellm" in names:
+            for concurrency in levels:
+                base = median_cell(results[("direct", stream, concurrency)])
+                ours = median_cell(results[("proxy", stream, concurrency)])
+                theirs = median_cell(results[("litellm", stream, concurrency)])
+                print(
+                    f"# {kind}, concurrency {concurrency}: added p50 / p99, proxy "
+                    f"{ours.p50_ms - base.p50_ms:+.2f} / {ours.p99_ms - base.p99_ms:+.2f} ms, "
+                    f"litellm {theirs.p50_ms - base.p50_ms:+.2f} / "
+                    f"{theirs.p99_ms - base.p99_ms:+.2f} ms; req/s vs direct, proxy "
+                    f"{ours.rps / base.rps:.2f}, litellm {theirs.rps / base.rps:.2f}"
+                )
         for concurrency in levels:
             on = median_cell(results[("proxy", stream, concurrency)])
             off = median_cell(results[("proxy-no-db", stream, concurrency)])
@@ -339,6 +458,13 @@ def main() -> None:
         help="uvicorn HTTP parser of every server (auto: httptools when installed)",
     )
     parser.add_argument(
+        "--litellm-venv",
+        type=Path,
+        default=DEFAULT_LITELLM_VENV,
+        help="venv with (or to install) litellm[proxy] (default: %(default)s)",
+    )
+    parser.add_argument("--no-litellm", action="store_true", help="do not measure LiteLLM")
+    parser.add_argument(
         "--loop",
         choices=["auto", "asyncio", "uvloop"],
         default="auto",
@@ -356,22 +482,52 @@ def main() -> None:
         port = free_port()
         proc = start(_PROXY, upstream_url, str(port), mode, str(tmp / "bench.db"), *server)
         targets.append(Target(mode, f"http://127.0.0.1:{port}", proc))
-    litellm = importlib.util.find_spec("litellm") is not None
+    litellm_failed = ""
     try:
         for target in targets:
-            wait_ready(target.url, target.proc)
+            if not wait_ready(target.url, target.proc):
+                raise SystemExit(f"{target.name} at {target.url} did not start")
         print(
             f"# proxy overhead: Python {platform.python_version()}, {os.cpu_count()} CPUs, "
             f"load average {os.getloadavg()[0]:.1f} at start; {args.seconds:g} s x "
             f"{args.repeats} repeats per cell, medians; every server on uvicorn "
             f"{uvicorn.__version__} http={resolved(args.http, 'httptools')} "
-            f"loop={resolved(args.loop, 'uvloop')}"
+            f"loop={resolved(args.loop, 'uvloop')}",
+            flush=True,
         )
-        if not litellm:
-            print("# LiteLLM: not installed (pip install 'litellm[proxy]'), not measured")
+        for target in targets:
+            if problem := asyncio.run(check(target.url)):
+                raise SystemExit(f"{target.name} answers wrongly: {problem}")
+        if args.no_litellm:
+            print("# LiteLLM: left out (--no-litellm)")
+        else:
+            exe, version = ensure_litellm(args.litellm_venv.expanduser())
+            if exe is None:
+                litellm_failed = f"cannot be installed: {version}"
+            else:
+                port = free_port()
+                proc, log = start_litellm(exe, upstream_url, port, tmp)
+                target = Target("litellm", f"http://127.0.0.1:{port}", proc)
+                targets.append(target)
+                if not wait_ready(target.url, proc, "/health/liveliness", within=300):
+                    tail = " / ".join(log.read_text(errors="replace").splitlines()[-5:])
+                    litellm_failed = f"{version} did not start ({tail})"
+                elif problem := asyncio.run(check(target.url)):
+                    litellm_failed = f"{version} answers wrongly: {problem}"
+                else:
+                    print(
+                        f"# LiteLLM {version} ({exe}): its own uvicorn, one worker, "
+                        f"{_litellm_server(exe)}; model routed to the mock upstream"
+                    )
+                if litellm_failed:
+                    targets.remove(target)
+                    proc.terminate()
+                    proc.wait(30)
+            if litellm_failed:
+                print(f"# LiteLLM: NOT MEASURED: {litellm_failed}")
         for target in targets:  # warm up: connections, tokenizer, price table, code paths
             for stream in (False, True):
-                asyncio.run(load(target.url, stream, 4, 0.3))
+                asyncio.run(load(target.url, stream, 4, 1.0))
         results: dict[tuple[str, bool, int], list[Cell]] = {}
         for stream in (False, True):
             for concurrency in args.concurrency:
@@ -392,6 +548,9 @@ def main() -> None:
     ).fetchone()
     conn.close()
     print(f"# logged rows: {rows}, with usage: {with_usage} (every request to `proxy`)")
+    if litellm_failed:
+        print(f"# LiteLLM: NOT MEASURED: {litellm_failed}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ proxy's own migrations (so the indexes are the real ones), then times, as median
 
 - ``build_report`` (every aggregate, no grouping) and with ``--group-by model`` / ``day``;
 - each renderer (table, JSON, CSV, HTML) on the built report;
-- the log writer's insert rate with and without the rollup triggers (30,000 of the rows,
-  batches of 500 as the proxy's writer does), the price paid off the request path;
+- the log writer's insert rate with and without the rollup triggers (``--writer-rows`` of the
+  rows, default 30,000, in batches of 500 as the proxy's writer does), the price paid off the
+  request path;
 - a baseline measured in the same run (once: it is slow): the same totals computed in a Python
   loop over ``SELECT * ...`` (what "aggregate in SQL" avoids).
 
@@ -19,6 +20,7 @@ Usage::
 
     .venv/bin/python benchmarks/report_speed.py            # 1M rows: ~3 min to generate
     .venv/bin/python benchmarks/report_speed.py --rows 100000 --repeats 3
+    .venv/bin/python benchmarks/report_speed.py --rows 2000 --repeats 1 --writer-rows 500  # smoke
     .venv/bin/python benchmarks/report_speed.py --db /tmp/1m.db          # keep the log...
     .venv/bin/python benchmarks/report_speed.py --db /tmp/1m.db --reuse  # ...and time it again
 """
@@ -52,8 +54,8 @@ REASONS = ("system_changed", "tools_reordered", "tools_changed", "history_rewrit
 SPAN_S = 7 * 86400
 
 
-def generate(path: Path, rows: int, seed: int = 7) -> float:
-    """Write ``rows`` synthetic requests into a fresh log at ``path``; returns the last start."""
+def generate(path: Path, rows: int, seed: int = 7) -> None:
+    """Write ``rows`` synthetic requests into a fresh log at ``path``."""
     rng = random.Random(seed)
     db = open_log(path)
     conn = db.conn
@@ -129,17 +131,21 @@ def generate(path: Path, rows: int, seed: int = 7) -> float:
         conn.executemany(insert, batch)
     conn.execute("ANALYZE")
     db.close()
-    return t
 
 
-def _last_start(path: Path) -> float:
+def _window(path: Path) -> tuple[float, float]:
+    """A ``since``, ``until`` that holds every request of the log (the generated starts are a
+    random walk, so they need not span exactly ``SPAN_S``)."""
     import sqlite3
 
     conn = sqlite3.connect(path)
     try:
-        return float(conn.execute("SELECT MAX(started_at) FROM requests").fetchone()[0])
+        first, last = conn.execute(
+            "SELECT MIN(started_at), MAX(started_at) FROM requests"
+        ).fetchone()
     finally:
         conn.close()
+    return float(first) - 1, float(last) + 1
 
 
 def python_loop_totals(path: Path, since: float, until: float) -> dict[str, float]:
@@ -164,35 +170,32 @@ def python_loop_totals(path: Path, since: float, until: float) -> dict[str, floa
 
 def writer_throughput(source: Path, rows: int, repeats: int) -> dict[str, float]:
     """Rows/s the proxy's writer can insert (batches of 500, WAL) with and without the rollup
-    triggers: schema version 1 (no rollups) vs the current schema."""
+    triggers: a log created by ``open_log`` (the current schema), as is and with every trigger
+    on ``requests`` dropped (the same columns and indexes, no rollups kept up to date)."""
     import sqlite3
 
-    from sqlite_utils import Database
-
-    from promptcache.proxy.store import MIGRATIONS, migrate
-
     names = ", ".join(COLUMN_NAMES)
-    data = (
-        sqlite3.connect(source)
-        .execute(f"SELECT {names} FROM requests ORDER BY started_at LIMIT ?", (rows,))
-        .fetchall()
-    )
+    src = sqlite3.connect(source)
+    try:
+        data = src.execute(
+            f"SELECT {names} FROM requests ORDER BY started_at LIMIT ?", (rows,)
+        ).fetchall()
+    finally:
+        src.close()
     insert = f"INSERT INTO requests ({names}) VALUES ({', '.join('?' for _ in COLUMN_NAMES)})"
     out: dict[str, list[float]] = {"without rollup triggers": [], "with rollup triggers": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
             for label in out:
-                path = Path(tmp) / f"{i}-{len(label)}.db"
-                db = Database(sqlite3.connect(path))
-                db.enable_wal()
-                db.conn.execute(
-                    "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)"
-                )
-                MIGRATIONS[0](db)
-                db.conn.execute("INSERT INTO schema_version VALUES (1, 0)")
-                db.conn.commit()
-                if label == "with rollup triggers":
-                    migrate(db)
+                db = open_log(Path(tmp) / f"{i}-{len(label)}.db")
+                if label == "without rollup triggers":
+                    triggers = db.conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+                        " AND tbl_name = 'requests'"
+                    ).fetchall()
+                    for (name,) in triggers:
+                        db.conn.execute(f'DROP TRIGGER "{name}"')
+                    db.conn.commit()
                 t0 = time.perf_counter()
                 for start in range(0, len(data), 500):
                     with db.conn:
@@ -215,6 +218,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--writer-rows", type=int, default=30_000, help="rows per writer-throughput run"
+    )
     parser.add_argument("--db", type=Path, default=None, help="keep the generated log here")
     parser.add_argument(
         "--reuse", action="store_true", help="time an existing --db instead of generating one"
@@ -223,17 +229,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or Path(tmp) / "bench.db"
         if args.reuse and path.exists():
-            last = _last_start(path)
             print(f"reusing {path} ({path.stat().st_size / 2**20:.0f} MiB)")
         else:
             path.unlink(missing_ok=True)
             t0 = time.perf_counter()
-            last = generate(path, args.rows)
+            generate(path, args.rows)
             print(
                 f"generated {args.rows:,} rows in {time.perf_counter() - t0:.1f} s "
                 f"({path.stat().st_size / 2**20:.0f} MiB)"
             )
-        since, until = last - SPAN_S - 1, last + 1
+        since, until = _window(path)
         report = build_report(path, since=since, until=until)
         results = {
             "build_report": median_s(lambda: build_report(path, since=since, until=until),
@@ -255,7 +260,7 @@ def main() -> None:
         print(f"{'step':<36} {'median s':>9} {'vs baseline':>12}")
         for name, seconds in results.items():
             print(f"{name:<36} {seconds:>9.3f} {seconds / base:>11.2f}x")
-        for label, rate in writer_throughput(path, 30_000, args.repeats).items():
+        for label, rate in writer_throughput(path, args.writer_rows, args.repeats).items():
             print(f"writer, {label:<28} {rate:>9,.0f} rows/s")
         print(f"requests {report.total.requests:,}, token hit rate "
               f"{report.total.token_hit_rate:.1%}, breaks {report.total.breaks:,}")  # fmt: skip
