@@ -23,12 +23,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-FP8_E4M3_MAX = 448.0
-"""Largest finite float8 e4m3fn value; quantised values saturate here (no infinities in e4m3fn)."""
-
-INT8_MAX = 127.0
-"""Int8 quantisation is symmetric: codes -127..127 (-128 is never written)."""
-
 
 @triton.jit
 def round_half_even(x):

@@ -19,9 +19,6 @@ from dataclasses import dataclass, field
 
 from .facts import Fact, Value
 
-#: regions that are part of the cached prefix
-PREFIX_REGIONS = frozenset({"tools", "system", "messages", "frozen", "session"})
-
 
 @dataclass(frozen=True)
 class PrefixEntry:

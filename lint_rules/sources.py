@@ -165,8 +165,6 @@ TOOL_PRODUCERS: frozenset[str] = frozenset(
     }
 )
 
-#: calls that turn a value into one with a stable order (drop UNORDERED / TOOLS_UNSTABLE)
-SORTERS = frozenset({"builtins.sorted"})
 #: calls whose result carries none of the argument's facts
 SANITIZERS = frozenset(
     {

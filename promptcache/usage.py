@@ -51,7 +51,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from promptcache.errors import ConfigError, UsageParseError
 
@@ -60,19 +60,9 @@ __all__ = [
     "VENDOR_APIS",
     "Usage",
     "UsageAccumulator",
-    "VendorApi",
     "detect_api",
     "parse_usage",
     "stream_accumulator",
-]
-
-VendorApi = Literal[
-    "anthropic",
-    "openai_chat",
-    "openai_responses",
-    "openai_completions",
-    "gemini",
-    "bedrock_converse",
 ]
 
 #: Every ``api`` / ``vendor`` name this module understands.

@@ -126,8 +126,6 @@ DEFAULT_TTL_S: Final = 300.0
 TTL_SECONDS: Final[dict[str | None, float]] = {"5m": 300.0, "1h": 3600.0, None: 1800.0}
 #: A changed first segment still counts as "the same prompt, edited" with this much in common.
 RELATED_MIN_COMMON_CHARS: Final = 32
-#: Characters kept on each side of a change in ``break_excerpt``.
-EXCERPT_CHARS: Final = 30
 #: Recent snapshots kept per prefix family (distinct live prefixes, e.g. concurrent sessions).
 SNAPSHOTS_PER_FAMILY: Final = 32
 
