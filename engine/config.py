@@ -20,6 +20,7 @@ __all__ = [
     "ATTENTION_BACKENDS",
     "DTYPES",
     "KV_CACHE_DTYPES",
+    "KV_POOL_DTYPES",
     "EngineConfig",
     "PreemptionMode",
 ]
@@ -32,6 +33,10 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 KV_CACHE_DTYPES = ("auto", "int8", "fp8")
 """KV pool element types. "auto" = the model dtype; int8/fp8 store per-kv-head scaled values."""
+
+KV_POOL_DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
+"""Every element type a KV pool can end up with: a model dtype (what "auto" gives) or int8/fp8.
+`promptcache engine kv-size` accepts these; `kv_quant.kv_cache_torch_dtype` maps them to torch."""
 
 ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""

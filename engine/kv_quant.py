@@ -19,7 +19,6 @@ from promptcache.errors import ConfigError
 __all__ = [
     "FP8_MAX",
     "INT8_MAX",
-    "KV_CACHE_DTYPES",
     "dequantize",
     "is_quantized",
     "kv_cache_torch_dtype",
@@ -29,9 +28,6 @@ __all__ = [
 
 INT8_MAX = 127.0
 FP8_MAX = float(torch.finfo(torch.float8_e4m3fn).max)  # 448.0
-
-#: Accepted ``--kv-cache-dtype`` values.
-KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
 
 #: Calibrated amax is multiplied by this before it becomes the largest representable value.
 #: int8 steps are uniform, so headroom costs precision: keep it small. fp8 precision is relative,

@@ -93,10 +93,8 @@ class ModelRunner:
         self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
         self.block_size = config.block_size
         mc = self.model_config
-        elem = torch.empty((), dtype=self.kv_dtype).element_size()
-        self.bytes_per_block = (
-            2 * mc.num_hidden_layers * self.block_size * mc.num_key_value_heads * mc.head_dim * elem
-        )
+        kv_name = str(self.kv_dtype).removeprefix("torch.")
+        self.bytes_per_block = mc.kv_bytes_per_token(kv_name) * self.block_size
         self.num_blocks = config.num_blocks or config.kv_cache_bytes // self.bytes_per_block
         if self.num_blocks < 1:
             raise ConfigError(

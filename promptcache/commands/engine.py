@@ -15,9 +15,10 @@ from typing import Any
 
 import click
 
+from promptcache.engine.config import KV_CACHE_DTYPES, KV_POOL_DTYPES
+
 __all__ = ["ByteSize", "KVSize", "blocks_in_budget", "engine_group", "kv_size"]
 
-KV_DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
 
@@ -119,7 +120,7 @@ def engine_group() -> None:
 )
 @click.option(
     "--kv-cache-dtype",
-    type=click.Choice(["auto", "int8", "fp8"]),
+    type=click.Choice(KV_CACHE_DTYPES),
     default="auto",
     show_default=True,
     help="Store the KV cache quantised with per-head scales (auto = the model dtype).",
@@ -372,10 +373,11 @@ def kv_size(
     model_config: Any, *, tokens: int, batch: int, kv_dtype: str, budget: int, block_size: int
 ) -> KVSize:
     """Compute ``KVSize`` from a ``promptcache.engine.ModelConfig``."""
+    from promptcache.engine.model_config import DTYPE_BYTES
+
     name = model_config.torch_dtype if kv_dtype == "auto" else kv_dtype
-    elem = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "fp8": 1}[name]
-    per_token = 2 * model_config.num_hidden_layers * model_config.num_key_value_heads
-    per_token *= model_config.head_dim * elem
+    elem = DTYPE_BYTES[name]
+    per_token = model_config.kv_bytes_per_token(kv_dtype)
     blocks = budget // (per_token * block_size)
     return KVSize(
         layers=model_config.num_hidden_layers,
@@ -416,7 +418,7 @@ def _human(n: int) -> str:
     help="Tokens per request (prompt + output); default: max_position_embeddings.",
 )
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPE_CHOICES), default="auto")
+@click.option("--kv-cache-dtype", type=click.Choice(KV_POOL_DTYPES), default="auto")
 @click.option(
     "--budget",
     type=BYTES,
