@@ -1,26 +1,24 @@
-"""Model minimum cacheable prefix lengths (tokens), from the bundled dated table plus config."""
+"""Model minimum cacheable prefix lengths (tokens), from the SDK's dated table plus config.
+
+The table is ``promptcache/data/model_minimums.toml`` (Anthropic rows, ``lint_min_tokens`` where
+the linter's value differs on purpose), matched by ``promptcache.minimums.ModelMinimums.lookup``.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
 import re
-import sys
-from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from promptcache.minimums import ModelMinimums, default_model_minimums
 
-_TABLE = Path(__file__).with_name("data") / "model_minimums.toml"
 _SUFFIXES = re.compile(r"(@.*|-v\d+(:\d+)?|-\d{8}|-latest)$")
 
 
 @functools.cache
-def _bundled() -> dict[str, int]:
-    data = tomllib.loads(_TABLE.read_text(encoding="utf-8"))
-    return {str(k): int(v) for k, v in data["minimums"].items()}
+def _bundled() -> ModelMinimums:
+    rows = default_model_minimums().rows
+    return ModelMinimums(tuple(row for row in rows if row.vendor == "anthropic"))
 
 
 def family(model: str) -> str:
@@ -46,7 +44,10 @@ def minimum_tokens(model: str, overrides: tuple[tuple[str, int], ...] = ()) -> i
     for key, tokens in overrides:
         if key.lower() == model.lower() or family(key) == family(model):
             return tokens
-    return _bundled().get(family(model))
+    row = _bundled().lookup(family(model))
+    if row is None:
+        return None
+    return row.min_tokens if row.lint_min_tokens is None else row.lint_min_tokens
 
 
 def estimate_tokens(chars: int, non_ascii: int) -> int:

@@ -46,6 +46,8 @@ class MinimumRow:
         checked: date (``YYYY-MM-DD``) it was last compared with the source.
         tool_caching: False when the model cannot cache tool definitions (Amazon Nova).
         note: why a value was chosen where sources disagree, or "".
+        lint_min_tokens: the linter's (smaller) value where sources disagree, else None: PC008
+            reports a prefix as too short only when the vendor would surely not cache it.
     """
 
     name: str
@@ -56,6 +58,7 @@ class MinimumRow:
     checked: str
     tool_caching: bool = True
     note: str = ""
+    lint_min_tokens: int | None = None
 
     def describe(self) -> str:
         """``"1024 tokens (Claude Sonnet 4.5; <url>, checked 2026-11-30)"``."""
@@ -120,6 +123,9 @@ def _parse(data: Mapping[str, Any], origin: str) -> ModelMinimums:
                 checked=str(row["checked"]),
                 tool_caching=bool(row.get("tool_caching", True)),
                 note=str(row.get("note", "")),
+                lint_min_tokens=(
+                    _check_min(row["lint_min_tokens"], where) if "lint_min_tokens" in row else None
+                ),
             )
         )
     return ModelMinimums(tuple(rows))

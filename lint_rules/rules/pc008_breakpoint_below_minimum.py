@@ -14,7 +14,8 @@ report means the prefix is really too short.
 Below the minimum there is no error: the request simply is not cached and both cache usage
 fields come back 0, so the breakpoint only misleads. Minimums (tokens): 512 for Opus 5; 1024 for
 Opus 4.8, Sonnet 5, Sonnet 4.6/4.5, Opus 4.1/4, Sonnet 4/3.7; 2048 for Opus 4.7 and Haiku 3.5;
-4096 for Opus 4.6/4.5 and Haiku 4.5 (bundled table, `lint_rules/data/model_minimums.toml`).
+4096 for Opus 4.6/4.5 and Haiku 4.5 (bundled table, `promptcache/data/model_minimums.toml`,
+`lint_min_tokens` where it differs from the SDK's).
 
 ## Options
 `[tool.promptcache.lint.model-minimums]` overrides or adds models, in tokens.
