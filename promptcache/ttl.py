@@ -28,6 +28,7 @@ from decimal import Decimal
 from typing import Final, Literal
 
 from promptcache.errors import ConfigError
+from promptcache.formatting import usd
 from promptcache.pricing import ModelPrice, PriceTable, default_price_table
 
 __all__ = ["TTLAdvice", "TTLOption", "advise_ttl"]
@@ -100,7 +101,7 @@ class TTLAdvice:
             arithmetic = f"{option.num_writes} {label} x {size} x ${option.write_rate}/MTok"
             if option.ttl != "none":
                 arithmetic += f" + {option.num_reads} reads x {size} x ${option.read_rate}/MTok"
-            lines.append(f"  {option.ttl + ':':<5} {arithmetic} = ${_usd(option.cost_usd)}")
+            lines.append(f"  {option.ttl + ':':<5} {arithmetic} = {_usd(option.cost_usd)}")
         for ttl in ("5m", "1h"):
             needed = _break_even_reads(p, ttl)
             if needed is None:
@@ -112,9 +113,9 @@ class TTLAdvice:
                     f"{needed:.2f} reads ({max(1, math.ceil(needed))} before the entry expires)"
                 )
         best = self.options[self.recommendation]
-        verdict = f"  recommendation: {self.recommendation} (${_usd(best.cost_usd)}"
+        verdict = f"  recommendation: {self.recommendation} ({_usd(best.cost_usd)}"
         if self.recommendation != "none":
-            verdict += f", saves ${_usd(self.savings_usd)} against no caching"
+            verdict += f", saves {_usd(self.savings_usd)} against no caching"
         lines.append(verdict + ")")
         if self.note:
             lines.append(f"  note: {self.note}")
@@ -122,7 +123,7 @@ class TTLAdvice:
 
 
 def _usd(value: Decimal) -> str:
-    return f"{value:.6f}"
+    return usd(value, 6, grouped=False)
 
 
 def _duration(seconds: float) -> str:

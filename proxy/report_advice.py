@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client.parser import text_string_to_metric_families
 
 from promptcache.errors import ConfigError
+from promptcache.formatting import percent, usd
 from promptcache.minimums import default_model_minimums
 from promptcache.pricing import ModelPrice
 from promptcache.ttl import advise_ttl
@@ -224,7 +225,7 @@ def _n(count: int, noun: str) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
+    return percent(value, 0)
 
 
 def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
@@ -258,7 +259,7 @@ def _engine(kv: EngineKvStats) -> Recommendation | None:
     """Engine escalation: prefix caching, then swap space, then KV quantisation."""
     if kv.kv_usage < HIGH_KV_USAGE and not kv.num_preemptions:
         return None
-    state = f"KV pool {kv.kv_usage:.0%} full, {_n(kv.num_preemptions, 'preemption')}"
+    state = f"KV pool {percent(kv.kv_usage, 0)} full, {_n(kv.num_preemptions, 'preemption')}"
     rate = kv.prefix_cache_hit_rate
     if rate is None or rate < LOW_ENGINE_PREFIX_HIT_RATE:
         step = (
@@ -298,9 +299,9 @@ def recommend(
                     "ttl",
                     f"Prefix family {advice.label}: switch the TTL from {advice.current} to "
                     f"{advice.recommended}; over this window it would cost "
-                    f"${advice.recommended_cost_usd:.4f} instead of "
-                    f"${advice.current_cost_usd:.4f} for its {advice.prefix_tokens:,}-token "
-                    f"prefix ({_n(advice.requests, 'request')}).",
+                    f"{usd(advice.recommended_cost_usd, grouped=False)} instead of "
+                    f"{usd(advice.current_cost_usd, grouped=False)} for its "
+                    f"{advice.prefix_tokens:,}-token prefix ({_n(advice.requests, 'request')}).",
                 )
             )
     expired = next((r for r in reasons if r.reason == "ttl_expired"), None)
@@ -318,7 +319,8 @@ def recommend(
             Recommendation(
                 "wasted_writes",
                 f"{_n(wasted.requests, 'cache write')} ({wasted.tokens:,} tokens, "
-                f"${wasted.premium_usd:.4f} write premium) were never read within their TTL"
+                f"{usd(wasted.premium_usd, grouped=False)} write premium) were never read within "
+                "their TTL"
                 + (" and caching cost more than it saved" if total.net_savings_usd < 0 else "")
                 + ": put breakpoints only on content that repeats, not on one-off prompts.",
             )

@@ -16,6 +16,9 @@ from datetime import datetime, timezone
 from rich.console import Console
 from rich.table import Table
 
+from promptcache import formatting
+from promptcache.formatting import percent
+
 from .report import Report, Summary
 
 __all__ = [
@@ -36,11 +39,11 @@ def _time(ts: float) -> str:
 
 
 def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
+    return percent(value)
 
 
 def usd(value: float) -> str:
-    return f"-${-value:,.4f}" if value < 0 else f"${value:,.4f}"
+    return formatting.usd(value, minus_first=True)
 
 
 def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:

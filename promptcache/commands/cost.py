@@ -8,6 +8,7 @@ from typing import IO, Any
 import click
 
 from promptcache.commands._json_input import read_json_object
+from promptcache.formatting import percent, usd
 
 #: Same names as promptcache.usage.VENDOR_APIS (kept here so --help imports nothing else;
 #: tests/cli/test_cost.py checks they agree).
@@ -110,10 +111,10 @@ def _print_table(data: dict[str, Any], api: str) -> None:
     console.print(table)
     without = Decimal(data["cost_without_cache_usd"])
     savings = Decimal(data["savings_usd"])
-    share = f" ({savings / without:.1%} of the uncached cost)" if without else ""
-    console.print(f"cost without cache: ${_usd(data['cost_without_cache_usd'])}")
-    console.print(f"savings:            ${_usd(data['savings_usd'])}{share}")
-    console.print(f"cache hit rate:     {data['hit_rate']:.1%}")
+    share = f" ({percent(savings / without)} of the uncached cost)" if without else ""
+    console.print(f"cost without cache: {_usd(data['cost_without_cache_usd'], '$')}")
+    console.print(f"savings:            {_usd(data['savings_usd'], '$')}{share}")
+    console.print(f"cache hit rate:     {percent(data['hit_rate'])}")
     console.print(_rates_line(data["source_url"], data["checked"]))
 
 
@@ -125,7 +126,7 @@ def _rates_line(source_url: str, checked: str) -> str:
     return f"rates from {source} ({when})"
 
 
-def _usd(value: str) -> str:
+def _usd(value: str, symbol: str = "") -> str:
     from decimal import Decimal
 
-    return f"{Decimal(value):.6f}"
+    return usd(Decimal(value), 6, grouped=False, symbol=symbol)

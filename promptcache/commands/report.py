@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from promptcache.formatting import percent, usd
+
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
     from promptcache.proxy.report_advice import EngineKvStats
 
@@ -219,10 +221,10 @@ def report_command(
     failures = []
     rate = result.total.token_hit_rate
     if fail_under_hit_rate is not None and (rate or 0.0) < fail_under_hit_rate:
-        shown = "n/a (no input tokens)" if rate is None else f"{rate:.1%}"
-        failures.append(f"hit rate {shown} is under {fail_under_hit_rate:.1%}")
+        shown = "n/a (no input tokens)" if rate is None else percent(rate)
+        failures.append(f"hit rate {shown} is under {percent(fail_under_hit_rate)}")
     if fail_over_cost is not None and result.total.cost_usd > fail_over_cost:
-        failures.append(f"cost ${result.total.cost_usd:,.4f} is over ${fail_over_cost:,.4f}")
+        failures.append(f"cost {usd(result.total.cost_usd)} is over {usd(fail_over_cost)}")
     if failures:
         click.echo("alert: " + "; ".join(failures), err=True)
         raise SystemExit(1)
@@ -243,13 +245,13 @@ def _engine_table(engine: EngineKvStats, *, color: bool) -> str:
     )
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("KV blocks in use", f"{engine.kv_usage:.1%}")
+    table.add_row("KV blocks in use", percent(engine.kv_usage))
     table.add_row("preemptions since start", f"{engine.num_preemptions:,}")
     table.add_row("sequences swapped out now", f"{engine.num_swapped:,}")
     hit_rate = engine.prefix_cache_hit_rate
     table.add_row(
         "prefix-cache hit rate since start",
-        "n/a (no lookups yet)" if hit_rate is None else f"{hit_rate:.1%}",
+        percent(hit_rate, missing="n/a (no lookups yet)"),
     )
     console.print(table)
     return buffer.getvalue()

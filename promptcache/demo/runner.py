@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from promptcache.errors import ConfigError, DemoError
+from promptcache.formatting import percent
 
 from .model import ModelChoice, has_chat_template, resolve_model
 from .processes import ChildProcesses, free_port
@@ -240,7 +241,7 @@ def replay(
             tokens["prompt"] += result.prompt_tokens
             tokens["cached"] += result.cached_tokens
             rate = tokens["cached"] / tokens["prompt"] if tokens["prompt"] else 0.0
-        progress.update(task, advance=1, rate=f"hit rate {rate:6.1%}")
+        progress.update(task, advance=1, rate=f"hit rate {percent(rate):>6}")
 
     client = OpenAI(
         base_url=f"{proxy_url}/v1", api_key=f"sk-demo-{name}-app", max_retries=0, timeout=60.0

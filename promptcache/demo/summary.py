@@ -33,6 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from promptcache.errors import ConfigError
+from promptcache.formatting import percent, usd
 from promptcache.pricing import ModelPrice, cost, lookup_price
 from promptcache.proxy.report import HIT_DEFINITION as REPORT_HIT_DEFINITION
 from promptcache.usage import Usage
@@ -275,13 +276,13 @@ def _ms(value: float | None, n: int) -> str:
 
 
 def _usd(value: Decimal) -> str:
-    return f"${value:,.6f}"
+    return usd(value, 6)
 
 
 def _saved(v: VariantSummary) -> str:
     if not v.cost_without_cache_usd:
         return "$0"
-    return f"{_usd(v.savings_usd)} ({v.savings_usd / v.cost_without_cache_usd:.0%})"
+    return f"{_usd(v.savings_usd)} ({percent(v.savings_usd / v.cost_without_cache_usd, 0)})"
 
 
 #: (label, cell) rows of the results table; each cell formats one variant.
@@ -289,7 +290,7 @@ _ROWS: tuple[tuple[str, Callable[[VariantSummary], str]], ...] = (
     ("requests", lambda v: f"{v.requests} ({v.users} users)"),
     ("prompt tokens sent", lambda v: f"{v.prompt_tokens:,}"),
     ("  served from the prefix cache", lambda v: f"{v.cached_tokens:,}"),
-    ("hit rate (token-weighted)", lambda v: f"[bold]{v.hit_rate:.1%}[/bold]"),
+    ("hit rate (token-weighted)", lambda v: f"[bold]{percent(v.hit_rate)}[/bold]"),
     ("requests with a cache hit (>= 1 cached token)", lambda v: f"{v.hit_requests}"),
     ("TTFT p50, all requests", lambda v: _ms(v.ttft_p50_ms, v.requests)),
     ("TTFT p50, cache hits", lambda v: _ms(v.ttft_hit_p50_ms, v.hit_requests)),
@@ -337,13 +338,13 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
     lines.append(
         f"- Both apps send the same long system prompt. The naive one starts it with the current "
         f"time and a request id, so every request's prompt differs from its first line: the engine "
-        f"reused {naive.hit_rate:.0%} of the prompt tokens. `promptcache lint` catches this before "
-        f"it ships ({found or 'no findings'} of {naive.app_path})."
+        f"reused {percent(naive.hit_rate, 0)} of the prompt tokens. `promptcache lint` catches "
+        f"this before it ships ({found or 'no findings'} of {naive.app_path})."
     )
     lines.append(
         f"- The layered app (promptcache.PromptBuilder) puts the frozen instructions first, then "
         f"the child's profile, the conversation, and only then the time and the question: "
-        f"{layered.hit_rate:.0%} of its prompt tokens came from the cache."
+        f"{percent(layered.hit_rate, 0)} of its prompt tokens came from the cache."
     )
     ttft = _ttft_sentence(naive, layered)
     if ttft:
@@ -351,8 +352,8 @@ def _explanation(naive: VariantSummary, layered: VariantSummary) -> str:
     price = lookup_price(naive.price_model)
     ratio = price.cache_read / price.input if price.input else Decimal(0)
     lines.append(
-        f"- Money: at {naive.price_model}'s rates (cached input costs {ratio:.0%} of normal input; "
-        f"{price.source_url}), the layered app's requests cost "
+        f"- Money: at {naive.price_model}'s rates (cached input costs {percent(ratio, 0)} of "
+        f"normal input; {price.source_url}), the layered app's requests cost "
         f"{_usd(layered.cost_usd)} instead of {_usd(layered.cost_without_cache_usd)}; the naive "
         f"app pays {_usd(naive.cost_usd)} for the same work."
     )

@@ -1,0 +1,37 @@
+"""How money and rates are printed: every USD amount and percentage the CLI, report and demo show.
+
+Only the standard library is imported here (the CLI's ``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+__all__ = ["percent", "usd"]
+
+
+def usd(
+    value: Decimal | float,
+    places: int = 4,
+    *,
+    grouped: bool = True,
+    symbol: str = "$",
+    minus_first: bool = False,
+) -> str:
+    """A dollar amount: ``usd(1234.5)`` -> ``"$1,234.5000"``.
+
+    ``grouped``: thousands separators. ``symbol``: put before the number ("" for table cells
+    whose header says USD). A negative amount reads ``"$-0.5000"``, or ``"-$0.5000"`` with
+    ``minus_first``.
+    """
+    spec = f"{',' if grouped else ''}.{places}f"
+    if minus_first and value < 0:
+        return f"-{symbol}{-value:{spec}}"
+    return f"{symbol}{value:{spec}}"
+
+
+def percent(value: float | Decimal | None, places: int = 1, *, missing: str = "n/a") -> str:
+    """A fraction as a percentage: ``percent(0.1234)`` -> ``"12.3%"``; None -> ``missing``."""
+    if value is None:
+        return missing
+    return f"{value:.{places}%}"
