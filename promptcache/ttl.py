@@ -31,10 +31,12 @@ from promptcache.errors import ConfigError
 from promptcache.formatting import usd
 from promptcache.pricing import ModelPrice, PriceTable, default_price_table
 
-__all__ = ["TTLAdvice", "TTLOption", "advise_ttl"]
+__all__ = ["LIFETIME_S", "TTLAdvice", "TTLOption", "advise_ttl"]
 
 TTLChoice = Literal["none", "5m", "1h"]
-_LIFETIME_S: Final = {"5m": 300.0, "1h": 3600.0}
+#: Seconds a cache entry of each TTL lives after its last write or read (the one source; the
+#: proxy's break classifier reads it too).
+LIFETIME_S: Final[dict[str, float]] = {"5m": 300.0, "1h": 3600.0}
 _MILLION: Final = Decimal(1_000_000)
 
 
@@ -146,7 +148,7 @@ def _break_even_reads(p: ModelPrice, ttl: str) -> float | None:
 
 
 def _simulate(times: Sequence[float], ttl: Literal["5m", "1h"]) -> tuple[int, int]:
-    lifetime = _LIFETIME_S[ttl]
+    lifetime = LIFETIME_S[ttl]
     writes = reads = 0
     expires_at = -math.inf
     for t in times:

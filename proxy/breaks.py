@@ -86,6 +86,7 @@ from promptcache.fingerprint import (
     first_divergence,
 )
 from promptcache.minimums import ModelMinimums, default_model_minimums
+from promptcache.ttl import LIFETIME_S
 
 from .redact import redact_text
 
@@ -122,8 +123,12 @@ BREAK_REASONS: Final[tuple[str, ...]] = (
 #: APIs that cache only at explicit breakpoints (Anthropic ``cache_control``, Bedrock
 #: ``cachePoint``); the others cache automatically from token 0.
 EXPLICIT_BREAKPOINT_APIS: Final = frozenset({"anthropic", "bedrock_converse"})
-DEFAULT_TTL_S: Final = 300.0
-TTL_SECONDS: Final[dict[str | None, float]] = {"5m": 300.0, "1h": 3600.0, None: 1800.0}
+DEFAULT_TTL_S: Final = LIFETIME_S["5m"]
+#: None: the vendor fixes the TTL (1800 s assumed).
+TTL_SECONDS: Final[dict[str | None, float]] = {
+    **{ttl: seconds for ttl, seconds in LIFETIME_S.items()},
+    None: 1800.0,
+}
 #: A changed first segment still counts as "the same prompt, edited" with this much in common.
 RELATED_MIN_COMMON_CHARS: Final = 32
 #: Recent snapshots kept per prefix family (distinct live prefixes, e.g. concurrent sessions).
