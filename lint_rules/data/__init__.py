@@ -1,1 +1,0 @@
-"""Data files of the linter (the dated model-minimum table)."""
