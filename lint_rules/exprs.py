@@ -184,11 +184,11 @@ class ExprsMixin(EngineState):
         return CLEAN
 
     def expr_IfExp(self, node: ast.IfExp) -> Value:
-        self.eval(node.test)
+        test = self.eval(node.test)
         body = self.eval(node.body)
         orelse = self.eval(node.orelse)
         value = merge(body, orelse)
-        if self.runtime_test(node.test) and not (
+        if self.runtime_test(node.test, test) and not (
             body.const is not None and body.const == orelse.const
         ):
             value = value.with_facts(
@@ -368,9 +368,9 @@ class ExprsMixin(EngineState):
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
             for cond in gen.ifs:
-                self.eval(cond)
+                tested = self.eval(cond)
                 own = frozenset(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
-                if self.runtime_test(cond, own):
+                if self.runtime_test(cond, tested, own):
                     facts.add(self.fact(Kind.VARIES, cond, "a filter in a comprehension"))
         return frozenset(facts), saved
 

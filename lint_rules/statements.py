@@ -257,9 +257,9 @@ class StatementsMixin(EngineState):
         self.exec_block(stmt.orelse)
 
     def stmt_If(self, stmt: ast.If) -> None:
-        self.eval(stmt.test)
+        tested = self.eval(stmt.test)
         frame = self.frame
-        runtime = self.runtime_test(stmt.test)
+        runtime = self.runtime_test(stmt.test, tested)
         extra = (
             frozenset({self.fact(Kind.VARIES, stmt, f"chosen by the `if` at line {stmt.lineno}")})
             if runtime

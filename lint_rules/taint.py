@@ -403,14 +403,17 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             sink.once = self.frame.once
             self.sinks.append(sink)
 
-    def runtime_test(self, test: ast.expr, own: frozenset[str] = frozenset()) -> bool:
+    def runtime_test(
+        self, test: ast.expr, value: Value, own: frozenset[str] = frozenset()
+    ) -> bool:
         """True when a condition can change between requests of one session.
 
         Evidence is required: the condition's value carries a volatile fact (time,
         randomness, a value chosen per request), or it reads per-turn state, a name or
         attribute such as ``question``, ``len(messages)``, ``turn``, ``attempt``.
         Configuration flags, environment, constructor arguments and ``x if x else None``
-        sentinels are not evidence. ``own``: names bound by the enclosing comprehension, which
+        sentinels are not evidence. ``value``: the condition's value, as the caller
+        evaluated it. ``own``: names bound by the enclosing comprehension, which
         do not count. Code that runs once never varies.
         """
         if self.frame.pinned:
@@ -423,12 +426,6 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 name = node.attr
             if name is not None and _PER_REQUEST_WORDS & set(name.lower().split("_")):
                 return True
-        saved = self.recording
-        self.recording = False
-        try:
-            value = self.eval(test)
-        finally:
-            self.recording = saved
         return any(f.volatile for f in value.facts)
 
     # ------------------------------------------------------------------ functions

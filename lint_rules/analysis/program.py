@@ -70,6 +70,8 @@ class FileState:
     requests: frozenset[str] = frozenset()
     force: bool = False
     carried: set[str] = field(default_factory=set)
+    #: ``name(`` byte strings this (untriggered) file was already searched for
+    scanned: set[bytes] = field(default_factory=set)
 
 
 def linter_fingerprint() -> str:
@@ -258,12 +260,15 @@ class Program:
         sink_names = self._sink_functions(states)
         todo = []
         for path, state in states.items():
-            if not state.force and not state.output.get("triggered") and sink_names:
+            unseen = sink_names - state.scanned
+            if not state.force and not state.output.get("triggered") and unseen:
+                # read the file again only for names it was not yet searched for
+                state.scanned |= unseen
                 try:
                     raw = Path(path).read_bytes()
                 except OSError:
                     raw = b""
-                if any(name in raw for name in sink_names):
+                if any(name in raw for name in unseen):
                     state.force = True
             task = self._task(path, state, externals[path], requests[path])
             changed = (
