@@ -754,6 +754,7 @@ def count_triggered(files: list[Path], config: LintConfig) -> int | None:
 
 
 def installed_dirs(names: tuple[str, ...] = ("openai", "anthropic")) -> list[Path]:
+    """Folders of installed packages, found without importing them."""
     folders = []
     for name in names:
         spec = importlib.util.find_spec(name)

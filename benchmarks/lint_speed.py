@@ -25,25 +25,17 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import os
 from pathlib import Path
 
-from lint_real import parse_all, timed  # the timers of the agent-style benchmark beside it
+from lint_real import (  # the timers of the agent-style benchmark beside it
+    installed_dirs,
+    parse_all,
+    timed,
+)
 
 from promptcache.lint_rules import LintConfig, lint_paths
 from promptcache.lint_rules.files import discover
-
-
-def package_dirs(names: list[str]) -> list[Path]:
-    """Folders of installed packages, found without importing them."""
-    folders = []
-    for name in names:
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.submodule_search_locations:
-            raise SystemExit(f"package {name!r} is not installed here")
-        folders.append(Path(next(iter(spec.submodule_search_locations))))
-    return folders
 
 
 def main() -> None:
@@ -56,7 +48,7 @@ def main() -> None:
     parser.add_argument("--no-serial", action="store_true", help="skip the serial lint run")
     args = parser.parse_args()
 
-    roots = args.path or package_dirs(args.packages)
+    roots = args.path or installed_dirs(tuple(args.packages))
     config = LintConfig(respect_gitignore=False)
     files = discover(roots, config)
     load_before = os.getloadavg()[0]

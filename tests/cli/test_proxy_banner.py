@@ -60,6 +60,7 @@ def test_a_port_in_use_prints_the_error_and_no_banner(tmp_path: Path) -> None:
         f"error: cannot listen on 127.0.0.1:{port}: the address is already in use (another "
         "server?): stop it or pick another --port"
     ]
+    assert "user:pw" not in result.output
 
 
 def test_the_banner_masks_credentials_and_follows_the_bind() -> None:

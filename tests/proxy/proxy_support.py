@@ -7,11 +7,13 @@ conftest.py pytest put on ``sys.path`` first, which breaks runs that collect sev
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from servers import ServerThread
 from starlette.applications import Starlette
 
@@ -77,3 +79,16 @@ def mock_config(upstream_url: str, db_path: Path | None, **overrides: Any) -> Pr
     settings: dict[str, Any] = {"db_path": db_path, "flush_interval_s": 0.05}
     settings.update(overrides)
     return ProxyConfig(upstreams=upstreams, default_upstream="openai", rules=rules, **settings)
+
+
+def wait_until_serving(proc: subprocess.Popen[str], url: str, timeout_s: float = 30) -> None:
+    """Poll ``url`` until a proxy started as ``proc`` answers (any status); fails the test if
+    the process exits or ``timeout_s`` seconds pass first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            assert proc.poll() is None and time.monotonic() < deadline, "proxy did not start"
+            time.sleep(0.1)

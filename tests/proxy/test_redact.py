@@ -7,13 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 from click.testing import CliRunner
-from proxy_support import RunningProxy
+from proxy_support import RunningProxy, wait_until_serving
 from servers import ServerThread
 from starlette.types import Receive, Scope, Send
 
@@ -140,14 +139,7 @@ def test_the_debug_access_log_never_prints_a_query_key(
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + "/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, "proxy did not start"
-                time.sleep(0.1)
+        wait_until_serving(proc, url + "/healthz")
         reply = httpx.post(
             f"{url}/v1beta/models/gemini-2.5-flash:generateContent?key={key}",
             json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
