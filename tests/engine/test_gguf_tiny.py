@@ -115,7 +115,16 @@ def test_unpermute_inverts_convert_hf_to_gguf_permute() -> None:
         hf = rng.standard_normal(shape).astype(np.float32)
         stored = permute(hf, heads)
         assert not np.array_equal(stored, hf)
-        assert torch.equal(unpermute_qk(torch.from_numpy(stored), heads), torch.from_numpy(hf))
+        assert np.array_equal(unpermute_qk(stored, heads), hf)
+    # Quantised rows: reordering the block bytes then dequantising = dequantising then reordering.
+    from gguf.quants import dequantize, quantize
+
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    stored = quantize(permute(rng.standard_normal((96, 64)).astype(np.float32), 3), q8)
+    assert stored.dtype == np.uint8 and stored.shape == (96, 68)
+    assert np.array_equal(
+        dequantize(unpermute_qk(stored, 3), q8), unpermute_qk(dequantize(stored, q8), 3)
+    )
 
 
 def _kv_size(path: Path, *args: str) -> Any:
