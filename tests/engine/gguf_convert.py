@@ -2,9 +2,10 @@
 ``convert_hf_to_gguf.py`` does (tensor names, q/k row permutation, metadata keys), but written
 here independently of the loader under test.
 
-``convert_llama`` turns the tinystories-656k safetensors checkpoint into a GGUF file with
-weights stored as F32 / F16 / Q8_0 / Q4_0... (norms stay F32, as llama.cpp keeps them) and its
-tokenizer written as a sentencepiece ("llama") vocabulary.
+``convert_llama`` turns a Llama or Qwen2 safetensors checkpoint (tinystories-656k, the random
+tiny checkpoints) into a GGUF file with weights stored as F32 / F16 / Q8_0 / Q4_0... (norms stay
+F32, as llama.cpp keeps them) and its tokenizer written as a sentencepiece ("llama")
+vocabulary. Only Llama files get the q/k row permutation (llama.cpp's Qwen2 converter has none).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def write(writer: Any) -> None:
 
 
 def convert_llama(model_dir: Path, out: Path, weight_type: str = "F32") -> Path:
-    """Write ``model_dir`` (a Llama safetensors checkpoint) as the GGUF file ``out``.
+    """Write ``model_dir`` (a Llama or Qwen2 safetensors checkpoint) as the GGUF file ``out``.
 
     2-D weights are stored as ``weight_type``; 1-D norms as F32. Returns ``out``.
     """
@@ -82,7 +83,9 @@ def convert_llama(model_dir: Path, out: Path, weight_type: str = "F32") -> Path:
     config = json.loads((model_dir / "config.json").read_text())
     tok_json = json.loads((model_dir / "tokenizer.json").read_text())
     tok_config = json.loads((model_dir / "tokenizer_config.json").read_text())
-    writer = gguf.GGUFWriter(out, "llama")
+    arch = config["model_type"]  # "llama" or "qwen2": the GGUF architecture name too
+    rope = config.get("rope_parameters") or {}
+    writer = gguf.GGUFWriter(out, arch)
     writer.add_name("tinystories-656k")
     writer.add_block_count(config["num_hidden_layers"])
     writer.add_context_length(config["max_position_embeddings"])
@@ -90,7 +93,7 @@ def convert_llama(model_dir: Path, out: Path, weight_type: str = "F32") -> Path:
     writer.add_feed_forward_length(config["intermediate_size"])
     writer.add_head_count(config["num_attention_heads"])
     writer.add_head_count_kv(config["num_key_value_heads"])
-    writer.add_rope_freq_base(config["rope_theta"])
+    writer.add_rope_freq_base(config.get("rope_theta") or rope.get("rope_theta", 10000.0))
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_rope_dimension_count(config["hidden_size"] // config["num_attention_heads"])
     writer.add_vocab_size(config["vocab_size"])
@@ -123,9 +126,9 @@ def convert_llama(model_dir: Path, out: Path, weight_type: str = "F32") -> Path:
         shared = weights.pop("lm_head.weight", None)
         weights.setdefault("model.embed_tokens.weight", shared)
     for name, values in weights.items():
-        if name.endswith("q_proj.weight"):
+        if arch == "llama" and name.endswith("q_proj.weight"):
             values = permute(values, heads)
-        elif name.endswith("k_proj.weight"):
+        elif arch == "llama" and name.endswith("k_proj.weight"):
             values = permute(values, kv_heads)
         add_tensor(writer, gguf_name(name), values, weight_type if values.ndim == 2 else "F32")
     write(writer)

@@ -4,6 +4,7 @@ same checkpoint and against transformers' own GGUF loading."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,23 @@ def test_f32_file_loads_exactly_the_safetensors_weights(
     ref_params = dict(ref.named_parameters())
     for name, param in ours.named_parameters():
         assert torch.equal(param, ref_params[name]), name  # q/k rows back in HF order
+
+
+def test_qwen2_file_loads_exactly_the_safetensors_weights(
+    tiny_checkpoint: Any, gguf_dir: Path
+) -> None:
+    model_dir = tiny_checkpoint("qwen2")
+    path = convert_llama(model_dir, gguf_dir / "qwen2.gguf", "F32")
+    backend = get_backend("torch")
+    ours, config = load_model(path, backend, dtype="float32")
+    ref, ref_config = load_model(model_dir, backend, dtype="float32")
+    # Everything equal (qkv biases, tied head, GQA 4:1...) but the epsilon, which GGUF stores
+    # as a float32 (1e-6 -> 9.99999997e-07).
+    assert config.rms_norm_eps == pytest.approx(ref_config.rms_norm_eps, rel=1e-7)
+    assert dataclasses.replace(config, rms_norm_eps=ref_config.rms_norm_eps) == ref_config
+    ref_params = dict(ref.named_parameters())
+    for name, param in ours.named_parameters():
+        assert torch.equal(param, ref_params[name]), name  # no permutation in Qwen2 files
 
 
 @pytest.mark.parametrize("weight_type", ["Q8_0", "Q4_0"])
