@@ -92,6 +92,9 @@ class RequestRecord:
     usage: Usage | None = field(default=None, repr=False, compare=False)
     cost: CostBreakdown | None = field(default=None, repr=False, compare=False)
     request_json: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: tokens the cache break lost (``breaks.tokens_lost``), set by the explainer for the
+    #: metrics hook; the report recomputes it from the rows (``proxy/rollup.py``)
+    break_tokens_lost: int | None = field(default=None, repr=False, compare=False)
 
     def as_row(self) -> dict[str, Any]:
         """The column values, keyed by column name, ready for ``Table.insert_all``."""

@@ -124,6 +124,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_report_rollups,
     rebuild_break_rollup,
     _v4_priced_as,
+    rebuild_break_rollup,  # step 5: tokens lost of the lookback reasons (#20)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
