@@ -338,13 +338,19 @@ class SlidingWindow:
         self._last = None
 
     def apply(
-        self, params: dict[str, Any], api: Literal["anthropic", "bedrock_converse"]
+        self,
+        params: dict[str, Any],
+        api: Literal["anthropic", "bedrock_converse"],
+        *,
+        tail: bool = False,
     ) -> SlideNote:
         """Add a sliding breakpoint to ``params`` (in place) when needed; remember the request.
 
         Args:
             params: Anthropic Messages or Bedrock Converse parameters with their breakpoints.
             api: ``"anthropic"`` or ``"bedrock_converse"``.
+            tail: also mark the last block of the last message (the usual agent-loop
+                breakpoint, so the next request reads this one) unless it is marked already.
 
         Returns:
             A :class:`SlideNote` (``path`` None when no breakpoint was added).
@@ -352,6 +358,8 @@ class SlidingWindow:
         Raises:
             RequestShapeError: ``params`` is not a request of ``api``.
         """
+        if tail:
+            _mark_tail(params, api)
         fp = fingerprint_request(params, api)
         positions = block_positions(fp)
         note = SlideNote(None, None, "")
@@ -370,6 +378,7 @@ class SlidingWindow:
             and last[0] < len(fp.chained)
             and fp.chained[last[0]] == last[1]
             and max(marks) - last[2] > self.slide_after
+            and not any(last[2] <= p <= last[2] + self.slide_after for p in marks)
         ):
             note = self._slide(params, api, fp, positions, last[2], max(marks))
             if note.path is not None:
@@ -445,6 +454,21 @@ def _mark_block(params: dict[str, Any], api: str, m: int, j: int) -> str:
     return f"messages[{m}].content[{j}]"
 
 
+def _mark_tail(params: dict[str, Any], api: str) -> None:
+    messages = params.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return
+    content = messages[-1].get("content")
+    if isinstance(content, list) and content:
+        last = content[-1]
+        if _is_cache_point(last) or (isinstance(last, Mapping) and "cache_control" in last):
+            return
+        kept = [i for i, block in enumerate(content) if not _is_cache_point(block)]
+        _mark_block(params, api, len(messages) - 1, len(kept) - 1)
+    elif isinstance(content, str):
+        _mark_block(params, api, len(messages) - 1, 0)
+
+
 def _is_cache_point(block: Any) -> bool:
     return isinstance(block, Mapping) and "cachePoint" in block and len(block) == 1
 
@@ -460,9 +484,10 @@ def _drop_one(params: dict[str, Any], api: str, fp: RequestFingerprint, before: 
         if fp.segments[bp.segment_index].kind == "messages"
         and bp.segment_index - first_message < before
     ]
-    victim = (tools or early or [None])[0]
-    if victim is None:
+    candidates = tools or early
+    if not candidates:
         return None
+    victim = candidates[0]
     _unmark(params, api, victim.path)
     return victim.path
 

@@ -127,9 +127,9 @@ __all__ = [
     "BreakExplanation",
     "PrefixSnapshot",
     "classify_change",
-    "tokens_lost",
     "install",
     "routing_key",
+    "tokens_lost",
 ]
 
 logger = logging.getLogger(__name__)
