@@ -343,6 +343,7 @@ class SlidingWindow:
         api: Literal["anthropic", "bedrock_converse"],
         *,
         tail: bool = False,
+        ttl: Literal["5m", "1h"] | None = None,
     ) -> SlideNote:
         """Add a sliding breakpoint to ``params`` (in place) when needed; remember the request.
 
@@ -351,6 +352,8 @@ class SlidingWindow:
             api: ``"anthropic"`` or ``"bedrock_converse"``.
             tail: also mark the last block of the last message (the usual agent-loop
                 breakpoint, so the next request reads this one) unless it is marked already.
+            ttl: the sliding breakpoint's TTL; None: that of the request's last breakpoint (so
+                TTLs never increase along the prefix, which the API would reject with a 400).
 
         Returns:
             A :class:`SlideNote` (``path`` None when no breakpoint was added).
@@ -380,7 +383,7 @@ class SlidingWindow:
             and max(marks) - last[2] > self.slide_after
             and not any(last[2] <= p <= last[2] + self.slide_after for p in marks)
         ):
-            note = self._slide(params, api, fp, positions, last[2], max(marks))
+            note = self._slide(params, api, fp, positions, last[2], max(marks), ttl)
             if note.path is not None:
                 fp = fingerprint_request(params, api)
                 positions = block_positions(fp) or positions
@@ -404,6 +407,7 @@ class SlidingWindow:
         positions: list[list[int]],
         write: int,
         tail: int,
+        ttl: str | None,
     ) -> SlideNote:
         messages = params.get("messages")
         if not isinstance(messages, list):
@@ -427,7 +431,12 @@ class SlidingWindow:
                     f"no sliding breakpoint: {MAX_BREAKPOINTS} breakpoints already set on the "
                     "tools/system layers",
                 )
-        path = _mark_block(params, api, m, j)
+        if ttl is None:
+            ttl = max(
+                fp.breakpoints,
+                key=lambda bp: breakpoint_position(bp, fp.breakpoints, positions, api) or -1,
+            ).ttl
+        path = _mark_block(params, api, m, j, ttl or "5m")
         first_message = next((i for i, s in enumerate(fp.segments) if s.kind == "messages"), 0)
         reach = positions[first_message + m][j] - write
         why = (
@@ -439,7 +448,7 @@ class SlidingWindow:
         return SlideNote(path, m, why, dropped)
 
 
-def _mark_block(params: dict[str, Any], api: str, m: int, j: int) -> str:
+def _mark_block(params: dict[str, Any], api: str, m: int, j: int, ttl: str = "5m") -> str:
     message = params["messages"][m]
     content = message.get("content")
     if isinstance(content, str):
@@ -448,9 +457,11 @@ def _mark_block(params: dict[str, Any], api: str, m: int, j: int) -> str:
     if api == "bedrock_converse":
         kept = [i for i, block in enumerate(content) if not _is_cache_point(block)]
         at = kept[j] + 1
-        content.insert(at, {"cachePoint": {"type": "default"}})
+        spec = {"type": "default"} if ttl == "5m" else {"type": "default", "ttl": ttl}
+        content.insert(at, {"cachePoint": spec})
         return f"messages[{m}].content[{at}]"
-    content[j] = {**content[j], "cache_control": {"type": "ephemeral"}}
+    marker = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+    content[j] = {**content[j], "cache_control": marker}
     return f"messages[{m}].content[{j}]"
 
 

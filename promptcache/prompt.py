@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from promptcache.breakpoints import (
     AUTO_LOCATIONS,
+    WHY,
     BreakpointPlan,
     Layer,
     PlannedBreakpoint,
@@ -41,6 +42,7 @@ from promptcache.breakpoints import (
 )
 from promptcache.canonical import canonical_json, canonical_tool_schema, normalize_text
 from promptcache.errors import ConfigError, LayerOrderError
+from promptcache.lookback import SlidingWindow
 from promptcache.minimums import ModelMinimums
 from promptcache.tokens import count_tokens
 
@@ -83,6 +85,7 @@ class RenderedRequest(dict[str, Any]):
         warnings: sentences about anything that will not cache as one might expect (a skipped
             breakpoint, a prompt below the vendor minimum). Empty when all is well.
         breakpoints: the breakpoints actually rendered, in prefix order.
+        plan: one line per rendered breakpoint, ``"<where>: <why>"`` (Anthropic and Bedrock).
     """
 
     def __init__(
@@ -94,6 +97,11 @@ class RenderedRequest(dict[str, Any]):
         super().__init__(params)
         self.warnings: tuple[str, ...] = tuple(warnings)
         self.breakpoints: tuple[PlannedBreakpoint, ...] = tuple(breakpoints)
+
+    @property
+    def plan(self) -> tuple[str, ...]:
+        """Which breakpoint goes where and why, e.g. ``"system[0] (frozen): end of ..."``."""
+        return tuple(f"{bp.where}: {bp.why}" for bp in self.breakpoints)
 
 
 @lru_cache(maxsize=4096)
@@ -184,6 +192,8 @@ class PromptBuilder:
         self.min_prefix_tokens = min_prefix_tokens
         self.minimums = minimums
         self._s = _State()
+        #: per vendor, where the previous render wrote last (promptcache.lookback)
+        self._windows: dict[str, SlidingWindow] = {}
 
     # -- frozen layer ----------------------------------------------------------------------
 
@@ -347,6 +357,7 @@ class PromptBuilder:
         """
         other = PromptBuilder.__new__(PromptBuilder)
         other.__dict__.update(self.__dict__)
+        other._windows = {}  # a fork is another conversation: it starts without a last write
         s = self._s
         other._s = _State(
             tools=list(s.tools),
@@ -393,10 +404,14 @@ class PromptBuilder:
             if key in s.markers:
                 ttl = s.markers[key] or self.ttls[label]
                 name = label if is_auto else "marker"
-                requested.append(PlannedBreakpoint(name, layer, index, ttl, cumulative))
+                requested.append(
+                    PlannedBreakpoint(name, layer, index, ttl, cumulative, WHY[name])
+                )
             elif is_auto:
                 requested.append(
-                    PlannedBreakpoint(label, layer, index, self.ttls[label], cumulative)
+                    PlannedBreakpoint(
+                        label, layer, index, self.ttls[label], cumulative, WHY[label]
+                    )
                 )
 
         for i, tool in enumerate(s.tools):
