@@ -137,7 +137,7 @@ def test_single_block_edit_is_the_anchor_shape() -> None:
 
 
 def test_sliding_window_rejects_a_window_past_the_rule() -> None:
-    with pytest.raises(ValueError, match="slide_after must be in 1..20"):
+    with pytest.raises(ValueError, match=r"slide_after must be in 1\.\.20"):
         SlidingWindow(slide_after=21)
 
 
