@@ -1,0 +1,62 @@
+"""The explainer's lookback reasons on Bedrock Converse bodies, and ``tokens_lost``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_breaks import Driver
+
+from promptcache.proxy.breaks import BREAK_REASONS, READS_KEPT_REASONS, tokens_lost
+
+CLAUDE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+NOVA = "amazon.nova-pro-v1:0"
+POINT = {"cachePoint": {"type": "default"}}
+
+
+def converse(model: str, extra_blocks: int) -> dict[str, Any]:
+    """A Converse body whose last message holds ``extra_blocks`` text blocks, then a cachePoint."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"text": "the task"}]},
+        {"role": "assistant", "content": [{"text": "on it"}]},
+    ]
+    if extra_blocks:
+        blocks = [{"text": f"file part {i}"} for i in range(extra_blocks)]
+        messages.append({"role": "user", "content": blocks})
+    messages[-1]["content"].append(POINT)
+    return {
+        "modelId": model,
+        "system": [{"text": "You are the build agent. " * 50}],
+        "messages": messages,
+    }
+
+
+@pytest.mark.parametrize(
+    ("model", "appended", "reason"),
+    [
+        (CLAUDE, 20, None),  # 20 positions after the last write: still read
+        (CLAUDE, 21, "lookback_exceeded"),
+        (NOVA, 21, None),  # no lookback documented for Nova: nothing claimed
+    ],
+)
+def test_bedrock_lookback_for_claude_only(model: str, appended: int, reason: str | None) -> None:
+    d = Driver(vendor="bedrock")
+    first = converse(model, 0)
+    assert d.send(first, 0, api="bedrock_converse").reason == "new_prefix"
+    later = converse(model, appended)  # the cachePoint moved to the new tail
+    result = d.send(later, 10, api="bedrock_converse", read=0, write=500)
+    assert result.reason == reason
+    if reason:
+        assert result.segment == "messages[2].content[21]"  # the cachePoint block
+        assert result.excerpt is not None and result.excerpt.startswith("21 block positions")
+
+
+def test_tokens_lost_subtracts_reads_for_the_structural_reasons() -> None:
+    assert set(READS_KEPT_REASONS) <= set(BREAK_REASONS)
+    # a lookback miss that still read the 300-token system breakpoint lost 1000 - 300
+    assert tokens_lost("lookback_exceeded", 1500, 300, 1000) == 700
+    # the older reasons keep the rollup's definition: capped at the predecessor's cache
+    assert tokens_lost("system_changed", 1500, 300, 1000) == 1000
+    assert tokens_lost("breakpoint_moved", 900, 800, 1000) == 100
+    assert tokens_lost(None, 1500, 0, 1000) is None
+    assert tokens_lost("new_prefix", 1500, 0, None) is None
