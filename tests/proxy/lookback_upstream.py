@@ -30,6 +30,7 @@ import threading
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
+from upstreams import request_body
 
 LOOKBACK = 20
 OUTPUT_TOKENS = 7
@@ -128,17 +129,9 @@ class LookbackUpstream:
         self._count = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+        raw = await request_body(scope, receive, send)
+        if raw is None:
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
         if scope["path"] != "/v1/messages":
             await _respond(send, 404, "application/json", [b'{"type":"error"}'])
             return

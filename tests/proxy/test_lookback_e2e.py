@@ -29,7 +29,7 @@ import httpx
 import pytest
 from lookback_upstream import LookbackUpstream, block_tokens, prompt_blocks
 from prometheus_client.parser import text_string_to_metric_families
-from proxy_support import RunningProxy, mock_config
+from proxy_support import FakeClock, RunningProxy, mock_config
 from servers import ServerThread
 
 from promptcache import PromptBuilder
@@ -118,18 +118,10 @@ def total_tokens(params: dict[str, Any]) -> int:
     return sum(block_tokens(block) for block, _, _ in prompt_blocks(params))
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     upstream = LookbackUpstream()
-    clock = FakeClock()
+    clock = FakeClock(T0)
     db_path = tmp_path_factory.mktemp("lookback") / "log.db"
     with ServerThread(upstream) as mock:
         app = build_app(mock_config(mock.url, db_path, clock=clock))

@@ -202,3 +202,16 @@ def test_a_fork_starts_without_a_last_write() -> None:
     for i in range(10):
         fork.add_user(f"q{i}").add_assistant(f"a{i}")
     assert "sliding" not in [bp.label for bp in fork.to_anthropic().breakpoints]
+
+
+def test_a_conversation_keeps_its_last_write_across_renders() -> None:
+    from promptcache import Conversation
+
+    chat = Conversation(builder_with_layers())
+    chat.add_user("hello").add_assistant("hi")
+    chat.prompt.to_bedrock_converse()
+    for i in range(9):  # 18 messages pasted in at once
+        chat.add_user(f"q{i}").add_assistant(f"a{i}")
+    rendered = chat.prompt.to_bedrock_converse()
+    assert "sliding" in [bp.label for bp in rendered.breakpoints]
+    assert any(line.startswith("messages[16] (sliding)") for line in rendered.plan)
