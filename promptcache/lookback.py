@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -113,25 +114,51 @@ def _segment_blocks(kind: str, value: Any, api: str) -> list[bool]:
     return [False]
 
 
+#: Per-segment block flags by (segment hash, api): the frozen segments and the history repeat
+#: from one request to the next, so a proxy parses each segment's JSON once (bounded; the oldest
+#: entry goes first).
+_FLAGS_BY_SHA: dict[tuple[str, str], tuple[bool, ...]] = {}
+_FLAGS_CACHE_SIZE: Final = 8192
+_FLAGS_LOCK = threading.Lock()
+
+
+def _flags(sha: str, kind: str, text: str, api: str) -> tuple[bool, ...] | None:
+    cached = _FLAGS_BY_SHA.get((sha, api))
+    if cached is not None:
+        return cached
+    if kind != "messages":
+        return (False,)  # a tool definition or a system block: one position
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    flags = tuple(_segment_blocks(kind, value, api))
+    with _FLAGS_LOCK:
+        if len(_FLAGS_BY_SHA) >= _FLAGS_CACHE_SIZE:
+            del _FLAGS_BY_SHA[next(iter(_FLAGS_BY_SHA))]
+        _FLAGS_BY_SHA[sha, api] = flags
+    return flags
+
+
 def block_positions(fp: RequestFingerprint) -> list[list[int]] | None:
     """The position of every block, per segment of ``fp`` (0-based, in prefix order).
 
     Returns:
         ``positions[i][j]`` = position of block ``j`` of segment ``i``; a tool run shares one
-        position. None when a segment's text is unknown (a fingerprint rebuilt without bodies)
-        or not JSON: nothing can be said then.
+        position. None when a message segment's text is unknown (a fingerprint rebuilt
+        without bodies) or not JSON: nothing can be said then. Each segment's blocks are
+        parsed once per segment hash (a bounded memo), so repeated history costs a lookup.
     """
     out: list[list[int]] = []
     pos, prev_tool = -1, False
     for seg in fp.segments:
-        if not seg.text:
-            return None
-        try:
-            value = json.loads(seg.text)
-        except ValueError:
+        flags = _flags(seg.sha256, seg.kind, seg.text, fp.api)
+        if flags is None:
             return None
         mine = []
-        for is_tool in _segment_blocks(seg.kind, value, fp.api):
+        for is_tool in flags:
             if not (is_tool and prev_tool):
                 pos += 1
             prev_tool = is_tool
