@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from test_breaks import Driver
+from test_breaks import Driver, _record, body
 
-from promptcache.proxy.breaks import BREAK_REASONS, READS_KEPT_REASONS, tokens_lost
+from promptcache.proxy.breaks import (
+    BREAK_REASONS,
+    READS_KEPT_REASONS,
+    BreakExplainer,
+    tokens_lost,
+)
+from promptcache.proxy.store import RequestStore
 
 CLAUDE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 NOVA = "amazon.nova-pro-v1:0"
@@ -60,3 +67,23 @@ def test_tokens_lost_subtracts_reads_for_the_structural_reasons() -> None:
     assert tokens_lost("breakpoint_moved", 900, 800, 1000) == 100
     assert tokens_lost(None, 1500, 0, 1000) is None
     assert tokens_lost("new_prefix", 1500, 0, None) is None
+
+
+def test_a_lookback_miss_after_a_restart_counts_the_logged_predecessor(tmp_path: Path) -> None:
+    # the rebuilt snapshot (hashes only, no stored body) still knows what its entry held
+    store = RequestStore(tmp_path / "log.db")
+    store.start()
+    messages = ["task", "on it"]
+    first = _record(body(messages=messages), "r1", 1000.0, stored=False)
+    BreakExplainer()(first)
+    store.submit(first.as_row())
+    store.close()
+
+    explainer = BreakExplainer()
+    assert explainer.load(tmp_path / "log.db", since=0) == 1
+    later = body(messages=[*messages, *(f"turn {i}" for i in range(21))])
+    after = _record(later, "r2", 1010.0, stored=False)
+    explainer(after)
+    assert (after.break_reason, after.previous_request_id) == ("lookback_exceeded", "r1")
+    # r1 held its 2000 written tokens; r2 read nothing and lost them all
+    assert after.break_tokens_lost == 2000
