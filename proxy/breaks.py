@@ -585,7 +585,8 @@ class BreakExplainer:
         ttl = previous.ttl_s
         if ttl is not None and gap is not None and gap > ttl:
             return BreakExplanation("ttl_expired", previous_request_id=prev_id, gap_s=gap)
-        if snap.has_text and lookback_applies(fp.api, fp.model):
+        carries_cache = index is None or index > previous.cached_extent
+        if carries_cache and snap.has_text and lookback_applies(fp.api, fp.model):
             found = check_lookback(old, fp)
             if found is not None:
                 verdict, write_path = found

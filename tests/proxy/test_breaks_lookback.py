@@ -87,3 +87,12 @@ def test_a_lookback_miss_after_a_restart_counts_the_logged_predecessor(tmp_path:
     assert (after.break_reason, after.previous_request_id) == ("lookback_exceeded", "r1")
     # r1 held its 2000 written tokens; r2 read nothing and lost them all
     assert after.break_tokens_lost == 2000
+
+
+def test_a_new_conversation_on_the_same_system_prompt_is_not_a_moved_breakpoint() -> None:
+    d = Driver()
+    long_chat = body(messages=["task", *(f"turn {i}" for i in range(30))])
+    d.send(body(messages=["task", *(f"turn {i}" for i in range(28))]), 0)
+    assert d.send(long_chat, 10).reason is None
+    # the first turn of another conversation: same system, a new first question
+    assert d.send(body(messages=["another task"]), 20).reason is None
