@@ -443,8 +443,9 @@ class SlidingWindow:
         target: tuple[int, int] | None = None  # (message index, block index)
         for seg_index in range(first_message, len(fp.segments)):
             for j, p in enumerate(positions[seg_index]):
-                if write <= p <= write + self.slide_after:
-                    target = (seg_index - first_message, j)
+                m = seg_index - first_message
+                if write <= p <= write + self.slide_after and _markable(messages, api, m, j):
+                    target = (m, j)
         if target is None:
             return SlideNote(None, None, "")
         m, j = target
@@ -490,6 +491,29 @@ def _mark_block(params: dict[str, Any], api: str, m: int, j: int, ttl: str = "5m
     marker = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
     content[j] = {**content[j], "cache_control": marker}
     return f"messages[{m}].content[{j}]"
+
+
+#: Blocks that cannot carry a breakpoint (Anthropic: thinking blocks are not cached directly;
+#: Bedrock: reasoning content), https://platform.claude.com/docs/en/build-with-claude/prompt-caching
+#: (checked 2026-12-01).
+_UNMARKABLE: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+def _markable(messages: list[Any], api: str, m: int, j: int) -> bool:
+    """Whether block ``j`` (cache markers not counted) of message ``m`` may carry a breakpoint."""
+    if m >= len(messages) or not isinstance(messages[m], Mapping):
+        return False
+    content = messages[m].get("content")
+    if isinstance(content, str):
+        return j == 0
+    if not isinstance(content, list):
+        return False
+    blocks = [b for b in content if not _is_cache_point(b)]
+    if j >= len(blocks) or not isinstance(blocks[j], Mapping):
+        return False
+    if api == "bedrock_converse":
+        return "reasoningContent" not in blocks[j]
+    return blocks[j].get("type") not in _UNMARKABLE
 
 
 def _mark_tail(params: dict[str, Any], api: str) -> None:

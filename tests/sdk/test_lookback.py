@@ -215,3 +215,12 @@ def test_a_conversation_keeps_its_last_write_across_renders() -> None:
     rendered = chat.prompt.to_bedrock_converse()
     assert "sliding" in [bp.label for bp in rendered.breakpoints]
     assert any(line.startswith("messages[16] (sliding)") for line in rendered.plan)
+
+
+def test_the_slide_skips_thinking_blocks() -> None:
+    window = SlidingWindow()
+    window.apply(grown(1)[0], "anthropic")
+    _, far = grown(16)
+    far["messages"][1]["content"][14] = {"type": "thinking", "thinking": "hmm", "signature": "s"}
+    note = window.apply(far, "anthropic")
+    assert note.path == "messages[1].content[13]"  # the block before the thinking one
