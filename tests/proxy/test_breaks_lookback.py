@@ -96,3 +96,11 @@ def test_a_new_conversation_on_the_same_system_prompt_is_not_a_moved_breakpoint(
     assert d.send(long_chat, 10).reason is None
     # the first turn of another conversation: same system, a new first question
     assert d.send(body(messages=["another task"]), 20).reason is None
+
+
+def test_the_report_names_a_fix_for_each_lookback_reason() -> None:
+    from promptcache.proxy.report_advice import FIXES
+
+    assert "20 block positions" in FIXES["lookback_exceeded"]
+    assert "structural" in FIXES["anchor_changed"]
+    assert "earlier" in FIXES["breakpoint_moved"]
