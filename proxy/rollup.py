@@ -51,6 +51,8 @@ from typing import Final
 
 from sqlite_utils import Database
 
+from promptcache.usage import USAGE_TOKEN_COLUMNS
+
 __all__ = ["ROLLUP_TABLES", "add_report_rollups", "rebuild_break_rollup"]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
@@ -61,12 +63,7 @@ _HOURLY_SUMS: Final = (
     "requests_with_input",
     "hit_requests",
     "hit_ratio_sum",
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
+    *USAGE_TOKEN_COLUMNS,
     "total_input_tokens",
     "cost_usd",
     "cost_without_cache_usd",
