@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from promptcache.prompt_types import RenderedRequest
 from promptcache.render._common import positive_int, require_content, require_model
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 
 def cache_point(ttl: str) -> dict[str, Any]:
@@ -38,8 +39,6 @@ def render_bedrock_converse(builder: PromptBuilder, *, max_tokens: int) -> Rende
         ConfigError: no model, nothing to answer, or a bad ``max_tokens``.
         BreakpointLimitError, BreakpointTTLOrderError: see ``promptcache.breakpoints``.
     """
-    from promptcache.prompt import RenderedRequest
-
     model = require_model(builder, "to_bedrock_converse")
     require_content(builder, "to_bedrock_converse")
     plan = builder.plan_breakpoints("bedrock")
