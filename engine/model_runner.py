@@ -258,7 +258,7 @@ class ModelRunner:
             block_tables=tables.to(dev),
             context_lens=torch.tensor(context_lens, dtype=torch.int32, device=dev),
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev),
-            num_cached_tokens=torch.tensor(
+            num_computed_tokens=torch.tensor(
                 [c - n for c, n in zip(context_lens, new_lens, strict=True)],
                 dtype=torch.int32,
                 device=dev,
