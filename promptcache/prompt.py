@@ -44,6 +44,7 @@ from promptcache.canonical import canonical_json, canonical_tool_schema, normali
 from promptcache.errors import ConfigError, LayerOrderError
 from promptcache.lookback import SlidingWindow
 from promptcache.minimums import ModelMinimums
+from promptcache.prompt_types import RenderedRequest, ToolSpec, Turn
 from promptcache.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -53,55 +54,6 @@ __all__ = ["PromptBuilder", "RenderedRequest", "ToolSpec", "Turn"]
 
 #: Tool names both Anthropic and OpenAI accept.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool definition in vendor-neutral form.
-
-    Attributes:
-        name: 1-64 characters of ``[A-Za-z0-9_-]``.
-        description: what the tool does (frozen text, normalised by default).
-        input_schema: a JSON Schema object (``"type": "object"``), keys sorted at every depth.
-    """
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One history message: ``role`` is ``"user"`` or ``"assistant"``; ``text`` is sent as given."""
-
-    role: Literal["user", "assistant"]
-    text: str
-
-
-class RenderedRequest(dict[str, Any]):
-    """Request parameters (``client.messages.create(**rendered)``) plus rendering notes.
-
-    Attributes:
-        warnings: sentences about anything that will not cache as one might expect (a skipped
-            breakpoint, a prompt below the vendor minimum). Empty when all is well.
-        breakpoints: the breakpoints actually rendered, in prefix order.
-        plan: one line per rendered breakpoint, ``"<where>: <why>"`` (Anthropic and Bedrock).
-    """
-
-    def __init__(
-        self,
-        params: Mapping[str, Any],
-        warnings: Sequence[str] = (),
-        breakpoints: Sequence[PlannedBreakpoint] = (),
-    ) -> None:
-        super().__init__(params)
-        self.warnings: tuple[str, ...] = tuple(warnings)
-        self.breakpoints: tuple[PlannedBreakpoint, ...] = tuple(breakpoints)
-
-    @property
-    def plan(self) -> tuple[str, ...]:
-        """Which breakpoint goes where and why, e.g. ``"system[0] (frozen): end of ..."``."""
-        return tuple(f"{bp.where}: {bp.why}" for bp in self.breakpoints)
 
 
 @lru_cache(maxsize=4096)

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from promptcache.usage import USAGE_TOKEN_COLUMNS
+
 if TYPE_CHECKING:
     from promptcache.fingerprint import RequestFingerprint
     from promptcache.pricing import CostBreakdown
@@ -103,14 +105,8 @@ class RequestRecord:
     def set_usage_columns(self, usage: Usage) -> None:
         """Copy a normalised ``Usage`` into the usage columns (and keep the object)."""
         self.usage = usage
-        self.uncached_input_tokens = usage.uncached_input_tokens
-        self.cache_read_tokens = usage.cache_read_tokens
-        self.cache_write_5m_tokens = usage.cache_write_5m_tokens
-        self.cache_write_1h_tokens = usage.cache_write_1h_tokens
-        self.cache_write_unknown_tokens = usage.cache_write_unknown_tokens
-        self.output_tokens = usage.output_tokens
-        self.reasoning_tokens = usage.reasoning_tokens
-        self.total_input_tokens = usage.total_input_tokens
+        for name in (*USAGE_TOKEN_COLUMNS, "reasoning_tokens", "total_input_tokens"):
+            setattr(self, name, getattr(usage, name))
         self.usage_json = json.dumps(usage.raw, ensure_ascii=False, sort_keys=True)
         self.usage_warnings = json.dumps(list(usage.warnings), ensure_ascii=False)
 

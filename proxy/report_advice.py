@@ -38,7 +38,7 @@ from promptcache.ttl import advise_ttl
 from . import report_queries as q
 
 if TYPE_CHECKING:
-    from .report import BreakReasonSummary, Summary, WastedWrites
+    from .report_types import BreakReasonSummary, Summary, WastedWrites
 
 __all__ = [
     "LOW_HIT_RATE",

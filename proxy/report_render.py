@@ -18,6 +18,7 @@ from rich.table import Table
 
 from promptcache import formatting
 from promptcache.formatting import percent
+from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .report import Report, Summary
 
@@ -169,12 +170,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "hit_requests",
     "token_hit_rate",
     "request_hit_rate",
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
+    *USAGE_TOKEN_COLUMNS,
     "total_input_tokens",
     "cost_usd",
     "cost_without_cache_usd",

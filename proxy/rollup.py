@@ -53,6 +53,8 @@ from typing import Final
 
 from sqlite_utils import Database
 
+from promptcache.usage import USAGE_TOKEN_COLUMNS
+
 from .breaks import READS_KEPT_REASONS
 
 __all__ = ["ROLLUP_TABLES", "add_report_rollups", "rebuild_break_rollup"]
@@ -65,12 +67,7 @@ _HOURLY_SUMS: Final = (
     "requests_with_input",
     "hit_requests",
     "hit_ratio_sum",
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
+    *USAGE_TOKEN_COLUMNS,
     "total_input_tokens",
     "cost_usd",
     "cost_without_cache_usd",

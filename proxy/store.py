@@ -32,6 +32,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from promptcache.errors import StoreError
+from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .rollup import add_report_rollups, rebuild_break_rollup
 
@@ -63,12 +64,7 @@ def _v1_requests(db: Database) -> None:
             "status": integer,
             "error": text,
             "stream": integer,
-            "uncached_input_tokens": integer,
-            "cache_read_tokens": integer,
-            "cache_write_5m_tokens": integer,
-            "cache_write_1h_tokens": integer,
-            "cache_write_unknown_tokens": integer,
-            "output_tokens": integer,
+            **dict.fromkeys(USAGE_TOKEN_COLUMNS, integer),
             "reasoning_tokens": integer,
             "total_input_tokens": integer,
             "usage_json": text,

@@ -8,10 +8,11 @@ from promptcache.breakpoints import BreakpointPlan, PlannedBreakpoint
 from promptcache.errors import ConfigError
 from promptcache.lookback import SlidingWindow
 from promptcache.minimums import default_model_minimums
+from promptcache.prompt_types import RenderedRequest
 from promptcache.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 _LAYER_ORDER = {"tools": 0, "system": 1, "messages": 2}
 
@@ -113,8 +114,6 @@ def within_lookback(
     breakpoint if a fifth would be needed; frozen and session ones are kept). Each render is
     taken as sent.
     """
-    from promptcache.prompt import RenderedRequest
-
     window = builder._windows.setdefault(api, SlidingWindow())
     history_ttl = builder.ttls["history"]
     note = window.apply(params, api, ttl=history_ttl)

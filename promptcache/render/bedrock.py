@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from promptcache.prompt_types import RenderedRequest
 from promptcache.render._common import (
     positive_int,
     require_content,
@@ -23,7 +24,7 @@ from promptcache.render._common import (
 )
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 
 def cache_point(ttl: str) -> dict[str, Any]:
