@@ -8,7 +8,9 @@ reported cached when this replica already served the same system message. Contro
 
 - ``health_status``: what ``/health`` answers (200 by default);
 - ``hold()`` / ``release()``: requests wait (holding their connection) until released;
-- ``cut_after_first_chunk``: a stream sends its first chunk, then the connection is dropped.
+- ``cut_after_first_chunk``: a stream sends its first chunk, then the connection is dropped;
+- ``cut_before_body``: a stream sends its status line and headers, then drops the connection
+  (an engine killed while the request waited in its queue).
 
 ``received`` lists the system message of every request it got, in order.
 
@@ -55,6 +57,7 @@ class FleetReplica:
         self.url = f"http://127.0.0.1:{port}"
         self.health_status = 200
         self.cut_after_first_chunk = False
+        self.cut_before_body = False
         self.received: list[str] = []
         self.cached_tokens_sent = 0
         self.prompt_tokens_sent = 0
@@ -162,6 +165,8 @@ class FleetReplica:
                 "headers": [(b"content-type", b"text/event-stream")],
             }
         )
+        if self.cut_before_body:
+            raise ConnectionAbortedError("cut before the body (test)")
         for i, event in enumerate(events):
             data = b"data: " + json.dumps(event).encode() + b"\n\n"
             await send({"type": "http.response.body", "body": data, "more_body": True})

@@ -154,6 +154,23 @@ def test_a_stream_that_breaks_after_its_first_byte_is_never_retried(
     assert row["route_attempts"] == 1 and "mid-response" in row["error"]
 
 
+def test_a_stream_that_breaks_before_its_first_body_byte_is_retried(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    fleet[0].cut_before_body = True  # sends 200 and its headers, then dies
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+    stream = client.chat.completions.create(**chat("tenant A", "hi", stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "ok"
+    assert fleet[0].received == fleet[1].received == ["tenant A"]
+    row = rows_of(db, app, 1)[0]
+    assert (row["replica"], row["route_reason"], row["route_attempts"]) == (
+        fleet[1].url, "retry", 2,
+    )  # fmt: skip
+    assert row["error"] is None and row["cache_read_tokens"] == 0
+
+
 def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:
