@@ -377,8 +377,12 @@ def main() -> None:
                         help="KV blocks per replica (default: 2 system prompts + the running "
                         "sequences' tails at concurrency / replicas)")  # fmt: skip
     parser.add_argument("--kill-at", type=float, default=0.4)
-    parser.add_argument("--only", nargs="*", default=None,
-                        help="configurations: round_robin least_loaded prefix ideal kill")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="configurations: round_robin least_loaded prefix ideal kill",
+    )
     args = parser.parse_args()
     if not args.pool_blocks:
         prompt_blocks = -(-args.system_tokens // BLOCK_SIZE)
@@ -414,9 +418,10 @@ def main() -> None:
         ratio = results["prefix"].hit_rate / max(1e-9, results["ideal"].hit_rate)
         print(f"prefix hit rate / ideal: {ratio:.1%} (target >= 90%)")
     if "prefix" in results and "round_robin" in results:
-        extra = results["prefix"].proxy_cpu_ms_per_request - results[
-            "round_robin"
-        ].proxy_cpu_ms_per_request
+        extra = (
+            results["prefix"].proxy_cpu_ms_per_request
+            - results["round_robin"].proxy_cpu_ms_per_request
+        )
         print(f"proxy CPU per request, prefix - round_robin: {extra * 1000:.0f} us")
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 

@@ -120,8 +120,6 @@ def test_a_registered_policy_gets_its_own_keys_checked_and_kept_in_options() -> 
         with pytest.raises(ConfigError, match="one address per replica"):
             config_from_dict(fleet(**table, endpoints=["x"]), source="f.toml")
         with pytest.raises(ConfigError, match="unknown keys"):  # not a key of another policy
-            config_from_dict(
-                fleet(replicas=["http://a:1"], endpoints=["x"]), source="f.toml"
-            )
+            config_from_dict(fleet(replicas=["http://a:1"], endpoints=["x"]), source="f.toml")
     finally:
         POLICIES.pop("test_keys")
