@@ -38,6 +38,9 @@ paid as its own cache writes (1h first, then 5m and TTL-unknown) at (write - inp
 the rates of the row that priced the request. Summed over a run they equal the report's
 ``tokens_lost`` / ``usd_lost`` per reason.
 
+An upstream with replicas adds the per-replica series of :mod:`.routing.metrics` (in flight,
+health, routed by reason and by prefix, fallbacks).
+
 ``model`` comes from the client's request body, so its label values are capped
 (:data:`MAX_MODEL_LABELS`); later new models are counted under ``model="other"``.
 """
@@ -58,6 +61,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from .routing.metrics import RoutingCollector
 
 __all__ = ["DEGRADED_FOR_S", "MAX_MODEL_LABELS", "LogLossCollector", "ProxyMetrics", "install"]
 
@@ -280,6 +285,9 @@ def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyM
     log: Any = getattr(app.state, "store", None)
     if hasattr(log, "dropped_rows"):
         metrics.registry.register(LogLossCollector(log))
+    routers = getattr(getattr(app.state, "proxy", None), "routers", None)
+    if routers:
+        metrics.registry.register(RoutingCollector(routers.values()))
     hooks = getattr(app.state, "record_hooks", None)
     if hooks is None:
         hooks = []

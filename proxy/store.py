@@ -34,6 +34,7 @@ from sqlite_utils import Database
 from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
+from .report_replicas import add_routing_columns
 from .rollup import add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
@@ -120,7 +121,8 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_report_rollups,
     rebuild_break_rollup,
     _v4_priced_as,
-    rebuild_break_rollup,  # step 5: tokens lost of the lookback reasons (#20)
+    add_routing_columns,  # step 5: routing columns and the by-replica rollup (#17)
+    rebuild_break_rollup,  # step 6: tokens lost of the lookback reasons (#20)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
