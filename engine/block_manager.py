@@ -50,6 +50,7 @@ __all__ = [
     "PrefixMatch",
     "compute_slot_mapping",
     "hash_block_tokens",
+    "prefix_block_hashes",
 ]
 
 
@@ -83,6 +84,31 @@ def hash_block_tokens(
         raw = key.encode("utf-8")
         h.update(b"\x00key" + len(raw).to_bytes(4, "little") + raw)
     return _digest(h.digest())
+
+
+def prefix_block_hashes(
+    token_ids: list[int], block_size: int, cache_salt: str | None = None
+) -> list[int]:
+    """Chained hashes of every full block of a prompt, as `BlockManager.block_hashes` gives them.
+
+    For routers that predict which blocks an engine holds (the proxy's ``kv_events`` policy):
+    the same tokens, block size and salt give the same hashes in every process.
+
+    Args:
+        token_ids: the prompt's token ids, exactly as the engine tokenises it.
+        block_size: tokens per KV block (the engine's ``--block-size``).
+        cache_salt: the request's ``cache_salt`` (an extra key of block 0), or None.
+
+    Returns:
+        ``len(token_ids) // block_size`` ints below 2**128, block 0 first.
+    """
+    hashes: list[int] = []
+    parent = NONE_HASH
+    for i in range(len(token_ids) // block_size):
+        extra = (cache_salt,) if i == 0 and cache_salt is not None else ()
+        parent = hash_block_tokens(parent, token_ids[i * block_size : (i + 1) * block_size], extra)
+        hashes.append(parent)
+    return hashes
 
 
 def compute_slot_mapping(
