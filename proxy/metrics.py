@@ -29,6 +29,9 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 stalled disk) and ``reason="write_failed"`` (SQLite refused the row: a full disk, a broken file);
 while rows are being lost ``/healthz`` says ``"degraded"`` (see :func:`install`).
 
+An upstream with replicas adds the per-replica series of :mod:`.routing.metrics` (in flight,
+health, routed by reason and by prefix, fallbacks).
+
 ``model`` comes from the client's request body, so its label values are capped
 (:data:`MAX_MODEL_LABELS`); later new models are counted under ``model="other"``.
 """
@@ -48,6 +51,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from .routing.metrics import RoutingCollector
 
 __all__ = ["DEGRADED_FOR_S", "MAX_MODEL_LABELS", "LogLossCollector", "ProxyMetrics", "install"]
 
@@ -238,6 +243,9 @@ def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyM
     log: Any = getattr(app.state, "store", None)
     if hasattr(log, "dropped_rows"):
         metrics.registry.register(LogLossCollector(log))
+    routers = getattr(getattr(app.state, "proxy", None), "routers", None)
+    if routers:
+        metrics.registry.register(RoutingCollector(routers.values()))
     hooks = getattr(app.state, "record_hooks", None)
     if hooks is None:
         hooks = []

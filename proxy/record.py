@@ -86,6 +86,14 @@ class RequestRecord:
     # the price-table model whose rates priced a model without its own row (upstream price_as);
     # last because schema step 4 appends it to older logs
     priced_as: str | None = _column()
+    # routing over an upstream's replicas (proxy/routing/); schema step 5, NULL without replicas
+    replica: str | None = _column()
+    route_policy: str | None = _column()
+    route_reason: str | None = _column()
+    route_depth: int | None = _column()
+    route_in_flight: int | None = _column()
+    route_least_in_flight: int | None = _column()
+    route_attempts: int | None = _column()
 
     # not stored: parsed objects for hooks
     fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)

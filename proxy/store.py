@@ -33,6 +33,7 @@ from sqlite_utils import Database
 
 from promptcache.errors import StoreError
 
+from .report_replicas import add_routing_columns
 from .rollup import add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
@@ -124,6 +125,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_report_rollups,
     rebuild_break_rollup,
     _v4_priced_as,
+    add_routing_columns,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
