@@ -127,9 +127,10 @@ class KVEventsPolicy(Policy):
         options = settings.options
         self.load_margin = settings.load_margin
         self.hasher = PromptHasher(str(options["tokenizer"]), _template(options))
-        replay = options.get("kv_events_replay_endpoints") or [None] * len(replicas)
+        endpoints = options["kv_events_endpoints"]
+        replay = options.get("kv_events_replay_endpoints") or [None] * len(endpoints)
         self.feed = KVEventFeed(
-            [ReplicaEndpoints(e, r) for e, r in zip(options["kv_events_endpoints"], replay)],
+            [ReplicaEndpoints(e, r) for e, r in zip(endpoints, replay, strict=True)],
             topic=str(options.get("kv_events_topic", DEFAULT_TOPIC)),
         )
         self.pending = _Pending(settings.max_prefixes, clock)
