@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from promptcache.engine.kv_events import DEFAULT_TOPIC, external_block_hash
+from promptcache.engine.kv_events import DEFAULT_TOPIC
 from promptcache.errors import ConfigError
 
 from .kv_index import KVEventFeed, PromptHasher, ReplicaEndpoints
@@ -80,9 +80,8 @@ class _Pending:
         entries = self._by_replica.setdefault(replica, OrderedDict())
         until = self.clock() + PENDING_TTL_S
         for h in hashes:
-            key = external_block_hash(h)
-            entries.pop(key, None)
-            entries[key] = until
+            entries[h] = until
+            entries.move_to_end(h)
         while len(entries) > self.limit:
             entries.popitem(last=False)
 
@@ -93,7 +92,7 @@ class _Pending:
         now = self.clock()
         count = 0
         for h in hashes:
-            until = entries.get(external_block_hash(h))
+            until = entries.get(h)
             if until is None or until < now:
                 break
             count += 1

@@ -45,7 +45,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,18 +165,16 @@ class ReplicaBlocks:
         """How many leading blocks of a request this replica holds (a count of blocks).
 
         Args:
-            salted: the request's `prefix_block_hashes` with its cache salt.
+            salted: the request's published-form block hashes (`PromptHasher.hashes`: 64-bit
+                `external_block_hash` values) with its cache salt.
             unsalted: the same without the salt (equal to ``salted`` when it has none); used
                 for foreign engines, whose rebuilt hashes cannot include a salt.
         """
-        if self.native:
-            held: Any = self.published
-            hashes = salted
-        else:
-            held, hashes = self._rebuilt, unsalted
+        held: Collection[int] = self.published if self.native else self._rebuilt.keys()
+        hashes = salted if self.native else unsalted
         count = 0
         for h in hashes:
-            if external_block_hash(h) not in held:
+            if h not in held:
                 break
             count += 1
         return count
@@ -233,18 +231,22 @@ class PromptHasher:
     def hashes(
         self, api: str | None, body: Mapping[str, Any], block_size: int
     ) -> tuple[list[int], list[int]] | None:
-        """(salted, unsalted) block hashes of the blocks the engine could serve from cache.
+        """(salted, unsalted) hashes of the blocks the engine could serve from its cache.
 
-        Only the first ``(len(prompt) - 1) // block_size`` blocks count: the engine always
-        recomputes the prompt's last token. None when the body cannot be parsed.
+        In the published form (`external_block_hash`: the low 64 bits of the engine's
+        `prefix_block_hashes`). Only the first ``(len(prompt) - 1) // block_size`` blocks count:
+        the engine always recomputes the prompt's last token. None when the body cannot be
+        parsed.
         """
         try:
             tokens, salt = self.prompt(api, body)
         except PromptCacheError:
             return None
         usable = tokens[: (len(tokens) - 1) // block_size * block_size]
-        salted = prefix_block_hashes(usable, block_size, salt)
-        unsalted = salted if salt is None else prefix_block_hashes(usable, block_size)
+        salted = [external_block_hash(h) for h in prefix_block_hashes(usable, block_size, salt)]
+        if salt is None:
+            return salted, salted
+        unsalted = [external_block_hash(h) for h in prefix_block_hashes(usable, block_size)]
         return salted, unsalted
 
 

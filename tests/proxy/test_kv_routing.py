@@ -18,7 +18,7 @@ import pytest
 from proxy_support import read_rows, wait_until_serving
 from servers import ServerThread
 
-from promptcache.engine.kv_events import BlockStored, KVEventBatch, external_block_hash
+from promptcache.engine.kv_events import BlockStored, KVEventBatch
 from promptcache.errors import ConfigError
 from promptcache.proxy.app import build_app
 from promptcache.proxy.config import ProxyConfig, UpstreamConfig
@@ -184,7 +184,7 @@ def _hold(policy: KVEventsPolicy, replica: int, body: dict[str, Any], blocks: in
     assert hashes is not None and len(hashes[0]) >= blocks
     tokens, _ = policy.hasher.prompt("openai_chat", body)
     event = BlockStored(
-        [external_block_hash(h) for h in hashes[0][:blocks]],
+        hashes[0][:blocks],
         None,
         tokens[: blocks * BLOCK_SIZE],
         BLOCK_SIZE,
