@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,7 +274,8 @@ class ProxyEndpoint:
             self._note_route(ex, router, decision, len(tried))
             try:
                 with router.track(replica):
-                    await self._exchange(ex, scope, send, router.target(replica), body)
+                    target = router.target(replica)
+                    await self._exchange(ex, scope, send, target, body, peek=True)
                 return
             except (UpstreamTimeoutError, UpstreamUnreachableError) as exc:
                 if isinstance(exc, UpstreamUnreachableError):
@@ -311,9 +312,17 @@ class ProxyEndpoint:
         record.route_attempts = attempt
 
     async def _exchange(
-        self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
+        self,
+        ex: _Exchange,
+        scope: Scope,
+        send: Send,
+        upstream: UpstreamConfig,
+        body: bytes,
+        *,
+        peek: bool = False,
     ) -> None:
-        """One upstream exchange, relayed to the client.
+        """One upstream exchange, relayed to the client; with ``peek``, nothing is sent to the
+        client until the upstream's first body bytes (or its end) arrived.
 
         Raises:
             UpstreamTimeoutError, UpstreamUnreachableError: before the response started.
@@ -346,14 +355,33 @@ class ProxyEndpoint:
                         refused,
                     )
                     self.state.no_usage_injection.add(upstream.name)
-                await self._relay(ex, send, upstream, response)
+                chunks = response.aiter_raw()
+                first: bytes | None = None
+                if peek:
+                    # Routed: read the first body bytes before anything goes to the client, so a
+                    # replica that dies before sending any (killed while it queued or prefilled
+                    # the request) is still retried on another one.
+                    try:
+                        first = await anext(chunks, b"")
+                    except httpx.TransportError as exc:
+                        message = describe_transport_error(upstream, exc) + " (before any byte)"
+                        raise UpstreamUnreachableError(message) from exc
+                await self._relay(ex, send, upstream, response, chunks, first)
                 return
 
     # -- response side --------------------------------------------------------------------
 
     async def _relay(
-        self, ex: _Exchange, send: Send, upstream: UpstreamConfig, response: httpx.Response
+        self,
+        ex: _Exchange,
+        send: Send,
+        upstream: UpstreamConfig,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        first: bytes | None = None,
     ) -> None:
+        """Send the response to the client: ``first`` (body bytes already read, if any), then
+        the rest of ``chunks`` (``response.aiter_raw()``)."""
         record = ex.record
         status = response.status_code
         is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
@@ -376,7 +404,7 @@ class ProxyEndpoint:
 
         copy_limit = self.state.config.max_body_bytes
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in _prepend(first, chunks):
                 if ex.first_byte is None:
                     ex.first_byte = time.perf_counter()
                 if ex.response_copy is not None and not ex.copy_truncated:
@@ -649,6 +677,14 @@ def _gemini_finished(chunk: dict[str, Any]) -> bool:
     return isinstance(candidates, list) and any(
         isinstance(c, dict) and c.get("finishReason") for c in candidates
     )
+
+
+async def _prepend(first: bytes | None, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``first`` (when not None or empty), then every chunk of ``chunks``."""
+    if first:
+        yield first
+    async for chunk in chunks:
+        yield chunk
 
 
 async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:

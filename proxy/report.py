@@ -27,12 +27,13 @@ upstream, KV-pool pressure points at prefix-caching settings, then swap space, t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -49,6 +50,8 @@ from .report_advice import (
     advise_families,
     recommend,
 )
+from .report_merge import merged_log
+from .report_replicas import ReplicaSummary, replica_summaries
 from .rollup import ROLLUP_TABLES
 from .store import SCHEMA_VERSION, open_log
 
@@ -202,6 +205,9 @@ class Report:
     recommendations: tuple[Recommendation, ...]
     engine: EngineKvStats | None = None
     priced_as: tuple[PricedAs, ...] = ()
+    #: requests by replica, then each fleet's total (:mod:`.report_replicas`); empty when no
+    #: upstream lists replicas
+    replicas: tuple[ReplicaSummary, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints).
@@ -437,7 +443,7 @@ def _wasted(
 
 
 def build_report(
-    db_path: str | Path,
+    db_path: str | Path | Sequence[str | Path],
     *,
     since: float,
     until: float,
@@ -452,7 +458,8 @@ def build_report(
     report's ``since``/``until`` are the widened bounds.
 
     Args:
-        db_path: the proxy's SQLite file (opened read-only; never changed).
+        db_path: the proxy's SQLite file (opened read-only; never changed), or several, reported
+            as one log (:mod:`.report_merge`).
         since, until: the window; requests are selected by ``started_at``.
         group_by: one of :data:`GROUP_BY_CHOICES`, or None for totals only.
         now: the current time (default: the wall clock); decides which cache writes are
@@ -462,6 +469,16 @@ def build_report(
     Raises:
         ConfigError: bad window or ``group_by``, or ``db_path`` is not a proxy log.
     """
+    paths = [db_path] if isinstance(db_path, (str, Path)) else list(db_path)
+    if len(paths) != 1:
+        if not paths:
+            raise ConfigError("give at least one --db log")
+        with merged_log(paths) as merged:
+            report = build_report(
+                merged, since=since, until=until, group_by=group_by, now=now, engine=engine
+            )
+        return dataclasses.replace(report, db=" + ".join(str(p) for p in paths))
+    db_path = paths[0]
     if group_by is not None and group_by not in q.GROUP_BY_SQL:
         raise ConfigError(
             f"unknown --group-by {group_by!r}; use one of: {', '.join(GROUP_BY_CHOICES)}"
@@ -499,6 +516,7 @@ def build_report(
             for r in q.ttft_percentiles(conn, h0, h1)
         )
         advice = tuple(advise_families(conn, h0, h1, prices.get, limit=TTL_FAMILIES))
+        replicas = tuple(replica_summaries(conn, h0, h1))
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
     finally:
@@ -520,4 +538,5 @@ def build_report(
         recommendations=tuple(recommend(total, reasons, wasted, advice, engine)),
         engine=engine,
         priced_as=priced_as,
+        replicas=replicas,
     )

@@ -18,7 +18,14 @@ from jinja2 import Environment
 from markupsafe import Markup, escape
 
 from .report import Report
-from .report_render import pct, priced_as_notes, summary_rows, usd
+from .report_render import (
+    REPLICA_HEADER,
+    pct,
+    priced_as_notes,
+    replica_cells,
+    summary_rows,
+    usd,
+)
 
 __all__ = ["render_html"]
 
@@ -159,6 +166,7 @@ svg.chart .line { fill: none; stroke-width: 2; }
 <td class="n">{{ usd(g.cost_usd) }}</td><td class="n">{{ usd(g.cost_without_cache_usd) }}</td>
 <td class="n">{{ usd(g.net_savings_usd) }}</td><td class="n">{{ num(g.breaks) }}</td></tr>
 {% endfor %}</table>{% endif %}
+{{ replicas }}
 <h2>TTFT, successful requests</h2>
 {% if report.ttft %}<table id="ttft"><tr><th></th><th class="n">requests</th>
 <th class="n">p50 ms</th><th class="n">p95 ms</th></tr>{% for t in report.ttft %}
@@ -182,6 +190,22 @@ svg.chart .line { fill: none; stroke-width: 2; }
 
 _ENV = Environment(autoescape=True, keep_trailing_newline=True)
 
+_REPLICAS = """<h2>By replica</h2>
+<table id="replicas"><tr>{% for name in header %}<th{% if loop.index > 2 %} class="n"{% endif %}>
+{{- name }}</th>{% endfor %}</tr>
+{% for r, cells in rows %}<tr{% if r.replica is none %} class="fleet-total"{% endif %}
+ data-upstream="{{ r.upstream }}" data-replica="{{ r.replica or '' }}">{% for c in cells %}
+<td{% if loop.index > 2 %} class="n"{% endif %}>{{ c }}</td>{% endfor %}</tr>
+{% endfor %}</table>"""
+
+
+def _replicas(report: Report) -> Markup:
+    """The by-replica table (``Report.replicas``), or nothing when no upstream has replicas."""
+    if not report.replicas:
+        return Markup("")
+    rows = [(r, replica_cells(r)) for r in report.replicas]
+    return Markup(_ENV.from_string(_REPLICAS).render(header=REPLICA_HEADER, rows=rows))
+
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (UTF-8 text, no external resources)."""
@@ -196,6 +220,7 @@ def render_html(report: Report) -> str:
         priced_as_notes=priced_as_notes(report),
         hit_chart=hit_chart,
         spend_chart=spend_chart,
+        replicas=_replicas(report),
         pct=pct,
         usd=usd,
         num="{:,}".format,

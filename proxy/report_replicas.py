@@ -105,6 +105,8 @@ class ReplicaSummary:
         routed_new_prefix: no replica held any of their prefix (least loaded).
         routed_overloaded: their prefix's replica was over the load margin (least loaded).
         retried: sent here after another replica failed before the response started.
+        max_over_mean: on the fleet-total row, the busiest replica's requests over the mean
+            per replica that served any (1.0 = perfectly even); None on replica rows.
     """
 
     upstream: str
@@ -121,6 +123,7 @@ class ReplicaSummary:
     routed_new_prefix: int
     routed_overloaded: int
     retried: int
+    max_over_mean: float | None = None
 
 
 def replica_summaries(conn: sqlite3.Connection, h0: int, h1: int) -> list[ReplicaSummary]:
@@ -141,8 +144,10 @@ def replica_summaries(conn: sqlite3.Connection, h0: int, h1: int) -> list[Replic
     for upstream in dict.fromkeys(row[0] for row in rows):
         mine = [row for row in rows if row[0] == upstream]
         total = [sum(row[i] for row in mine) for i in range(2, 2 + len(names))]
+        busiest = max(row[2] for row in mine)
         for replica, sums in [*((row[1], list(row[2:])) for row in mine), (None, total)]:
             values = dict(zip(names, sums, strict=True))
+            spread = busiest / (total[0] / len(mine)) if replica is None and total[0] else None
             out.append(
                 ReplicaSummary(
                     upstream=upstream or "(none)",
@@ -153,6 +158,7 @@ def replica_summaries(conn: sqlite3.Connection, h0: int, h1: int) -> list[Replic
                         if values["total_input_tokens"]
                         else None
                     ),
+                    max_over_mean=spread,
                     **values,
                 )
             )

@@ -8,9 +8,15 @@ reported cached when this replica already served the same system message. Contro
 
 - ``health_status``: what ``/health`` answers (200 by default);
 - ``hold()`` / ``release()``: requests wait (holding their connection) until released;
-- ``cut_after_first_chunk``: a stream sends its first chunk, then the connection is dropped.
+- ``cut_after_first_chunk``: a stream sends its first chunk, then the connection is dropped;
+- ``cut_before_body``: a stream sends its status line and headers, then drops the connection
+  (an engine killed while the request waited in its queue).
 
 ``received`` lists the system message of every request it got, in order.
+
+Fixtures (import them into a test module): ``fleet``, three started replicas;
+``start_fleet_proxy(replicas, **routing)``, a logging proxy whose one upstream ``fleet`` lists
+them, returning ``(url, db_path, app)``.
 """
 
 from __future__ import annotations
@@ -20,10 +26,20 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 import uvicorn
+from proxy_support import read_rows
+from servers import ServerThread
 from starlette.types import Receive, Scope, Send
+
+from promptcache.proxy.app import build_app
+from promptcache.proxy.config import ProxyConfig, UpstreamConfig
+from promptcache.proxy.routing import RoutingSettings
 
 PROMPT_TOKENS = 100
 CACHED_TOKENS = 80
@@ -41,6 +57,7 @@ class FleetReplica:
         self.url = f"http://127.0.0.1:{port}"
         self.health_status = 200
         self.cut_after_first_chunk = False
+        self.cut_before_body = False
         self.received: list[str] = []
         self.cached_tokens_sent = 0
         self.prompt_tokens_sent = 0
@@ -148,6 +165,8 @@ class FleetReplica:
                 "headers": [(b"content-type", b"text/event-stream")],
             }
         )
+        if self.cut_before_body:
+            raise ConnectionAbortedError("cut before the body (test)")
         for i, event in enumerate(events):
             data = b"data: " + json.dumps(event).encode() + b"\n\n"
             await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -168,3 +187,62 @@ def chat(system: str, *turns: str, stream: bool = False) -> dict[str, Any]:
     for i, text in enumerate(turns):
         messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
     return {"model": "m", "messages": messages, "stream": stream}
+
+
+@pytest.fixture
+def fleet() -> Iterator[list[FleetReplica]]:
+    replicas = [FleetReplica().start() for _ in range(3)]
+    yield replicas
+    for replica in replicas:
+        replica.stop()
+
+
+@pytest.fixture
+def start_fleet_proxy(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path, Any]]]:
+    running: list[ServerThread] = []
+
+    def start(replicas: list[FleetReplica], **routing: Any) -> tuple[str, Path, Any]:
+        routing.setdefault("health_interval_s", 60.0)  # tests that need checks set it lower
+        upstream = UpstreamConfig(
+            name="fleet",
+            url=replicas[0].url,
+            vendor="openai_compatible",
+            replicas=tuple(r.url for r in replicas),
+            routing=RoutingSettings(**routing),
+            connect_timeout_s=2.0,
+        )
+        db = tmp_path / f"fleet{len(running)}.db"
+        config = ProxyConfig(
+            upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db,
+            flush_interval_s=0.05,
+        )  # fmt: skip
+        app = build_app(config)
+        server = ServerThread(app).__enter__()
+        running.append(server)
+        return server.url, db, app
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+def send(url: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+
+
+def rows_of(db: Path, app: Any, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 10
+    while True:
+        app.state.store.flush()
+        rows = read_rows(db)
+        if len(rows) >= count or time.monotonic() > deadline:
+            assert len(rows) == count, rows
+            return rows
+        time.sleep(0.02)
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)

@@ -7,80 +7,13 @@ proxy under uvicorn, driven with the official openai client and httpx.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
-import pytest
-from fleet import CACHED_TOKENS, PROMPT_TOKENS, FleetReplica, chat
-from proxy_support import read_rows
-from servers import ServerThread
-
-from promptcache.proxy.app import build_app
-from promptcache.proxy.config import ProxyConfig, UpstreamConfig
-from promptcache.proxy.routing import RoutingSettings
-
-
-@pytest.fixture
-def fleet() -> Iterator[list[FleetReplica]]:
-    replicas = [FleetReplica().start() for _ in range(3)]
-    yield replicas
-    for replica in replicas:
-        replica.stop()
-
-
-@pytest.fixture
-def start_fleet_proxy(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path, Any]]]:
-    running: list[ServerThread] = []
-
-    def start(replicas: list[FleetReplica], **routing: Any) -> tuple[str, Path, Any]:
-        routing.setdefault("health_interval_s", 60.0)  # tests that need checks set it lower
-        upstream = UpstreamConfig(
-            name="fleet",
-            url=replicas[0].url,
-            vendor="openai_compatible",
-            replicas=tuple(r.url for r in replicas),
-            routing=RoutingSettings(**routing),
-            connect_timeout_s=2.0,
-        )
-        db = tmp_path / f"fleet{len(running)}.db"
-        config = ProxyConfig(
-            upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db,
-            flush_interval_s=0.05,
-        )  # fmt: skip
-        app = build_app(config)
-        server = ServerThread(app).__enter__()
-        running.append(server)
-        return server.url, db, app
-
-    yield start
-    for server in running:
-        server.stop()
-
-
-def send(url: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
-
-
-def rows_of(db: Path, app: Any, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 10
-    while True:
-        app.state.store.flush()
-        rows = read_rows(db)
-        if len(rows) >= count or time.monotonic() > deadline:
-            assert len(rows) == count, rows
-            return rows
-        time.sleep(0.02)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+from fleet import CACHED_TOKENS, PROMPT_TOKENS, FleetReplica, chat, rows_of, send, wait_for
 
 
 def test_same_prefix_goes_to_the_same_replica_and_a_new_prefix_to_the_least_loaded(
@@ -219,6 +152,23 @@ def test_a_stream_that_breaks_after_its_first_byte_is_never_retried(
     row = rows_of(db, app, 1)[0]
     assert fleet[0].received == ["tenant A"] and fleet[1].received == []  # not sent again
     assert row["route_attempts"] == 1 and "mid-response" in row["error"]
+
+
+def test_a_stream_that_breaks_before_its_first_body_byte_is_retried(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    fleet[0].cut_before_body = True  # sends 200 and its headers, then dies
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+    stream = client.chat.completions.create(**chat("tenant A", "hi", stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "ok"
+    assert fleet[0].received == fleet[1].received == ["tenant A"]
+    row = rows_of(db, app, 1)[0]
+    assert (row["replica"], row["route_reason"], row["route_attempts"]) == (
+        fleet[1].url, "retry", 2,
+    )  # fmt: skip
+    assert row["error"] is None and row["cache_read_tokens"] == 0
 
 
 def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
