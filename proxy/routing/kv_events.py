@@ -9,11 +9,16 @@ holds, from the KV events the replicas publish (``promptcache engine serve
 - each candidate's depth is the number of leading blocks it holds, or has just been sent (a
   request routed in the last ``PENDING_TTL_S`` seconds whose blocks have not shown up in the
   events yet: concurrent requests of a new prefix follow the first);
-- the deepest candidate wins, the least loaded among equals; if it has more than
-  ``load_margin`` requests in flight above the least loaded candidate the request goes to the
-  least loaded (``overloaded``); depth 0 goes to the least loaded (``new_prefix``), and so does
-  every request while no replica has published anything (``least_loaded``) or when the body
-  cannot be tokenised.
+- the deepest candidate wins; among equals, the one this prefix was last sent to (its "home":
+  the most leading blocks last routed there; a bounded LRU map of ``max_prefixes`` block
+  hashes), then the least loaded. A prefix whose blocks were evicted everywhere therefore goes
+  back home (``affinity``) instead of spreading over the fleet, which keeps each replica's
+  working set small;
+- if the winner has more than ``load_margin`` requests in flight above the least loaded
+  candidate, the request goes to the least loaded (``overloaded``); a prefix no replica holds
+  and none was sent before goes to the least loaded (``new_prefix``; ``least_loaded`` while no
+  replica has published any event yet), and so does a body that cannot be tokenised
+  (``least_loaded``).
 
 Config (``[upstreams.NAME]``, one endpoint per replica, in the order of ``replicas``)::
 
@@ -102,6 +107,34 @@ class _Pending:
         self._by_replica.pop(replica, None)
 
 
+class _Homes:
+    """The replica each block hash was last sent to (one LRU map, ``limit`` hashes)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._replica: OrderedDict[int, int] = OrderedDict()
+
+    def note(self, replica: int, hashes: Sequence[int]) -> None:
+        homes = self._replica
+        for h in hashes:
+            homes[h] = replica
+            homes.move_to_end(h)
+        while len(homes) > self.limit:
+            homes.popitem(last=False)
+
+    def depth(self, replica: int, hashes: Sequence[int]) -> int:
+        count = 0
+        for h in hashes:
+            if self._replica.get(h) != replica:
+                break
+            count += 1
+        return count
+
+    def forget(self, replica: int) -> None:
+        for h in [h for h, r in self._replica.items() if r == replica]:
+            del self._replica[h]
+
+
 class KVEventsPolicy(Policy):
     """Route by the KV blocks each replica holds (see the module docstring).
 
@@ -133,6 +166,7 @@ class KVEventsPolicy(Policy):
             topic=str(options.get("kv_events_topic", DEFAULT_TOPIC)),
         )
         self.pending = _Pending(settings.max_prefixes, clock)
+        self.homes = _Homes(settings.max_prefixes)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.feed.start)
@@ -145,32 +179,34 @@ class KVEventsPolicy(Policy):
         hashes = None
         if facts.body is not None:
             hashes = self.hasher.hashes(facts.api, facts.body, self.feed.block_size())
-        if hashes is None or not any(self.feed.blocks[r.index].num_batches for r in candidates):
-            decision = decide(least, "least_loaded", 0, candidates)
+        if hashes is None:
+            return decide(least, "least_loaded", 0, candidates)
+        salted, unsalted = hashes
+        held = {
+            r.index: max(
+                self.feed.blocks[r.index].leading_blocks(salted, unsalted),
+                self.pending.depth(r.index, salted),
+            )
+            for r in candidates
+        }
+        home = {r.index: self.homes.depth(r.index, salted) for r in candidates}
+        best = min(candidates, key=lambda r: (-held[r.index], -home[r.index], r.load))
+        depth = held[best.index]
+        if depth == 0 and home[best.index] == 0:
+            known = any(self.feed.blocks[r.index].num_batches for r in candidates)
+            decision = decide(least, "new_prefix" if known else "least_loaded", 0, candidates)
+        elif best.in_flight - least.in_flight > self.load_margin:
+            decision = decide(least, "overloaded", depth, candidates)
         else:
-            salted, unsalted = hashes
-            depths = {
-                r.index: max(
-                    self.feed.blocks[r.index].leading_blocks(salted, unsalted),
-                    self.pending.depth(r.index, salted),
-                )
-                for r in candidates
-            }
-            depth = max(depths.values())
-            best = least_loaded([r for r in candidates if depths[r.index] == depth])
-            if depth == 0:
-                decision = decide(least, "new_prefix", 0, candidates)
-            elif best.in_flight - least.in_flight > self.load_margin:
-                decision = decide(least, "overloaded", depth, candidates)
-            else:
-                decision = decide(best, "kv_events", depth, candidates)
-        if hashes is not None:
-            self.pending.note(decision.replica.index, hashes[0])
+            decision = decide(best, "kv_events" if depth else "affinity", depth, candidates)
+        self.pending.note(decision.replica.index, salted)
+        self.homes.note(decision.replica.index, salted)
         return decision
 
     def replica_down(self, replica: Replica) -> None:
         self.feed.reset(replica.index)
         self.pending.forget(replica.index)
+        self.homes.forget(replica.index)
 
 
 def _template(options: Mapping[str, Any]) -> str | None:

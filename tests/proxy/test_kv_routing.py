@@ -221,6 +221,12 @@ def test_policy_prefers_the_deepest_holder_within_the_load_margin(policy: KVEven
     # ... and the next request of that prefix follows it before any event arrives.
     follow = policy.choose(other, replicas)
     assert (follow.replica.index, follow.reason) == (1, "kv_events") and follow.depth > 0
+    # Its events never came (evicted at once) and the pending window passed: it goes back to
+    # the replica it was sent to, although that one is now the busiest within the margin.
+    policy.pending.forget(1)
+    replicas[1].in_flight = 3
+    back = policy.choose(other, replicas)
+    assert (back.replica.index, back.reason, back.depth) == (1, "affinity", 0)
     unparsable = RequestFacts(api="openai_chat", model="tiny", body={"messages": 3})
     assert policy.choose(unparsable, replicas).reason == "least_loaded"
 
