@@ -35,16 +35,17 @@ Config (``[upstreams.NAME]``, one endpoint per replica, in the order of ``replic
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from promptcache.engine.kv_events import DEFAULT_TOPIC
 from promptcache.errors import ConfigError
 
-from .kv_index import KVEventFeed, PromptHasher, ReplicaEndpoints
+from .kv_index import KVEventFeed, PromptHasher, ReplicaEndpoints, leading_count
 from .policy import (
     Decision,
     Policy,
@@ -58,6 +59,8 @@ from .policy import (
 from .settings import RoutingSettings
 
 __all__ = ["PENDING_TTL_S", "KVEventsPolicy"]
+
+V = TypeVar("V")
 
 #: Seconds a routed request's blocks count as held by its replica before its events arrive.
 PENDING_TTL_S = 10.0
@@ -73,6 +76,15 @@ _KEYS = frozenset(
 )
 
 
+def _remember(entries: OrderedDict[int, V], hashes: Sequence[int], value: V, limit: int) -> None:
+    """Set ``entries[h] = value`` for every hash as most recently used; keep ``limit``."""
+    for h in hashes:
+        entries[h] = value
+        entries.move_to_end(h)
+    while len(entries) > limit:
+        entries.popitem(last=False)
+
+
 class _Pending:
     """Blocks of requests just routed, per replica, until their events arrive (LRU + TTL)."""
 
@@ -83,25 +95,14 @@ class _Pending:
 
     def note(self, replica: int, hashes: Sequence[int]) -> None:
         entries = self._by_replica.setdefault(replica, OrderedDict())
-        until = self.clock() + PENDING_TTL_S
-        for h in hashes:
-            entries[h] = until
-            entries.move_to_end(h)
-        while len(entries) > self.limit:
-            entries.popitem(last=False)
+        _remember(entries, hashes, self.clock() + PENDING_TTL_S, self.limit)
 
     def depth(self, replica: int, hashes: Sequence[int]) -> int:
         entries = self._by_replica.get(replica)
         if not entries:
             return 0
         now = self.clock()
-        count = 0
-        for h in hashes:
-            until = entries.get(h)
-            if until is None or until < now:
-                break
-            count += 1
-        return count
+        return leading_count(hashes, lambda h: entries.get(h, -math.inf) >= now)
 
     def forget(self, replica: int) -> None:
         self._by_replica.pop(replica, None)
@@ -115,20 +116,10 @@ class _Homes:
         self._replica: OrderedDict[int, int] = OrderedDict()
 
     def note(self, replica: int, hashes: Sequence[int]) -> None:
-        homes = self._replica
-        for h in hashes:
-            homes[h] = replica
-            homes.move_to_end(h)
-        while len(homes) > self.limit:
-            homes.popitem(last=False)
+        _remember(self._replica, hashes, replica, self.limit)
 
     def depth(self, replica: int, hashes: Sequence[int]) -> int:
-        count = 0
-        for h in hashes:
-            if self._replica.get(h) != replica:
-                break
-            count += 1
-        return count
+        return leading_count(hashes, lambda h: self._replica.get(h) == replica)
 
     def forget(self, replica: int) -> None:
         for h in [h for h, r in self._replica.items() if r == replica]:

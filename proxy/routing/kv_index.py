@@ -40,12 +40,13 @@ means the replica restarted: its state is cleared.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ from promptcache.engine.kv_events import (
 )
 from promptcache.errors import ConfigError, ModelLoadError, PromptCacheError
 
-__all__ = ["KVEventFeed", "PromptHasher", "ReplicaBlocks", "ReplicaEndpoints"]
+__all__ = ["KVEventFeed", "PromptHasher", "ReplicaBlocks", "ReplicaEndpoints", "leading_count"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,13 +172,12 @@ class ReplicaBlocks:
                 for foreign engines, whose rebuilt hashes cannot include a salt.
         """
         held: Collection[int] = self.published if self.native else self._rebuilt.keys()
-        hashes = salted if self.native else unsalted
-        count = 0
-        for h in hashes:
-            if h not in held:
-                break
-            count += 1
-        return count
+        return leading_count(salted if self.native else unsalted, held.__contains__)
+
+
+def leading_count(hashes: Iterable[int], holds: Callable[[int], bool]) -> int:
+    """How many of ``hashes``, from the first, satisfy ``holds`` (stops at the first miss)."""
+    return sum(1 for _ in itertools.takewhile(holds, hashes))
 
 
 class PromptHasher:
