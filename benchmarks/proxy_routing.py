@@ -412,9 +412,12 @@ def main() -> None:
                         help="KV blocks per replica (default: 2 system prompts + the running "
                         "sequences' tails at concurrency / replicas)")  # fmt: skip
     parser.add_argument("--kill-at", type=float, default=0.4)
-    parser.add_argument("--only", nargs="*", default=None,
-                        help="configurations: round_robin least_loaded prefix kv_events ideal "
-                        "kill")  # fmt: skip
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="configurations: round_robin least_loaded prefix kv_events ideal kill",
+    )
     args = parser.parse_args()
     if not args.pool_blocks:
         prompt_blocks = -(-args.system_tokens // BLOCK_SIZE)
@@ -453,9 +456,10 @@ def main() -> None:
         print(f"kv_events hit rate {results['kv_events'].hit_rate:.1%} vs prefix "
               f"{results['prefix'].hit_rate:.1%} (target: kv_events >= prefix)")  # fmt: skip
     if "prefix" in results and "round_robin" in results:
-        extra = results["prefix"].proxy_cpu_ms_per_request - results[
-            "round_robin"
-        ].proxy_cpu_ms_per_request
+        extra = (
+            results["prefix"].proxy_cpu_ms_per_request
+            - results["round_robin"].proxy_cpu_ms_per_request
+        )
         print(f"proxy CPU per request, prefix - round_robin: {extra * 1000:.0f} us")
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 

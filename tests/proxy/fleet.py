@@ -35,6 +35,7 @@ import pytest
 import uvicorn
 from proxy_support import read_rows
 from servers import ServerThread
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from promptcache.proxy.app import build_app
@@ -114,13 +115,7 @@ class FleetReplica:
             self.health_checks += 1
             await _send(send, self.health_status, b"application/json", b"{}")
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = json.loads(body)
+        request = json.loads(await Request(scope, receive).body())
         messages = request["messages"]
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.received.append(system)

@@ -92,3 +92,34 @@ def test_a_policy_missing_from_this_build_is_an_error_not_a_silent_fallback() ->
 def test_bad_upstream_lists(spec: str, policy: str | None, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         upstream_from_spec(spec, policy=policy)
+
+
+def test_a_registered_policy_gets_its_own_keys_checked_and_kept_in_options() -> None:
+    from promptcache.proxy.routing import PolicySpec, register_policy
+    from promptcache.proxy.routing.policy import LeastLoadedPolicy
+
+    def check(routing: RoutingSettings, replicas: tuple[str, ...]) -> None:
+        endpoints = routing.options.get("endpoints")
+        if not isinstance(endpoints, list) or len(endpoints) != len(replicas):
+            raise ConfigError("endpoints must list one address per replica")
+
+    register_policy(
+        PolicySpec(
+            "test_keys",
+            lambda settings, replicas: LeastLoadedPolicy(),
+            needs="a test endpoint per replica",
+            keys=frozenset({"endpoints"}),
+            check=check,
+        )
+    )
+    try:
+        table = {"replicas": ["http://a:1", "http://b:1"], "policy": "test_keys"}
+        config = config_from_dict(fleet(**table, endpoints=["x", "y"]), source="f.toml")
+        routing = config.upstreams["fleet"].routing
+        assert routing is not None and routing.options == {"endpoints": ["x", "y"]}
+        with pytest.raises(ConfigError, match="one address per replica"):
+            config_from_dict(fleet(**table, endpoints=["x"]), source="f.toml")
+        with pytest.raises(ConfigError, match="unknown keys"):  # not a key of another policy
+            config_from_dict(fleet(replicas=["http://a:1"], endpoints=["x"]), source="f.toml")
+    finally:
+        POLICIES.pop("test_keys")
