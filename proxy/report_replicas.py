@@ -137,7 +137,7 @@ def replica_summaries(conn: sqlite3.Connection, h0: int, h1: int) -> list[Replic
     sql = f"""
         SELECT upstream, replica, {", ".join(f"SUM({n})" for n in names)}
         FROM report_replica_hourly WHERE hour >= :h0 AND hour < :h1
-        GROUP BY upstream, replica ORDER BY upstream, 3 DESC, replica
+        GROUP BY upstream, replica HAVING SUM(requests) > 0 ORDER BY upstream, 3 DESC, replica
     """
     rows = conn.execute(sql, {"h0": h0, "h1": h1}).fetchall()
     out: list[ReplicaSummary] = []

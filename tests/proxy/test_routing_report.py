@@ -8,6 +8,7 @@ own reports.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -151,3 +152,7 @@ def test_a_version_4_log_gains_the_routing_columns_and_keeps_its_rows(tmp_path: 
         "http://r1", 1, 1, 8,
     )  # fmt: skip
     assert total.replica is None and total.requests == 1
+    # deleting a routed row takes it back out of the replica rollup
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM requests WHERE id = 'new-1'")
+    assert build_report(path, **_window()).replicas == ()
