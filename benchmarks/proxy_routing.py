@@ -13,7 +13,10 @@ own replies included, plus a new question); ``--requests`` requests (400) at ``-
 (16): each worker runs one session at a time, sessions alternate between tenants. Requests
 stream with ``stream_options.include_usage``.
 
-Per configuration (``round_robin``, ``least_loaded``, ``prefix``, and ``ideal``) it reports:
+Per configuration (``round_robin``, ``least_loaded``, ``prefix``, ``kv_events`` and ``ideal``)
+it reports (``kv_events``: each engine also publishes KV events, ``--kv-events-endpoint`` with a
+replay endpoint, and the proxy runs from a ``--config`` file naming them, the tokenizer and the
+chat template):
 
 - the fleet hit rate: sum of ``cached_tokens`` / sum of ``prompt_tokens``, from the engines'
   usage as the client received it;
@@ -232,23 +235,48 @@ async def drive(
 # -- processes ---------------------------------------------------------------------------
 
 
-def start_engine(port: int, pool_blocks: int) -> subprocess.Popen[bytes]:
+def start_engine(
+    port: int, pool_blocks: int, events: tuple[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """An engine replica; ``events``: (KV-event endpoint, replay endpoint) to publish on."""
+    publish = [] if events is None else ["--kv-events-endpoint", events[0],
+                                         "--kv-events-replay-endpoint", events[1]]  # fmt: skip
     return subprocess.Popen(
         [*CLI, "engine", "serve", "--model", str(MODEL), "--port", str(port),
          "--served-model-name", "tiny", "--chat-template", CHAT_TEMPLATE, "--threads", "1",
          "--dtype", "float32", "--block-size", str(BLOCK_SIZE),
          "--kv-cache-bytes", str(pool_blocks * BLOCK_SIZE * KV_BYTES_PER_TOKEN),
-         "--log-level", "warning"],
+         "--log-level", "warning", *publish],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
 
-def start_proxy(port: int, upstream: str, policy: str | None, db: Path) -> subprocess.Popen[bytes]:
-    args = [*CLI, "proxy", "--upstream", upstream, "--port", str(port), "--db", str(db),
+def start_proxy(
+    port: int, upstream: str, policy: str | None, db: Path, config: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """The proxy in front of ``upstream`` (URLs, comma-separated), or of ``config``'s fleet."""
+    target = ["--config", str(config)] if config is not None else ["--upstream", upstream]
+    args = [*CLI, "proxy", *target, "--port", str(port), "--db", str(db),
             "--log-level", "error"]  # fmt: skip
-    if policy is not None:
+    if policy is not None and config is None:
         args += ["--routing-policy", policy]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def kv_events_config(path: Path, urls: list[str], events: list[tuple[str, str]]) -> Path:
+    """A proxy config routing ``urls`` by the KV events they publish on ``events``."""
+    lines = [
+        'default_upstream = "fleet"',
+        "[upstreams.fleet]",
+        f"replicas = {json.dumps(urls)}",
+        'policy = "kv_events"',
+        f"kv_events_endpoints = {json.dumps([e for e, _ in events])}",
+        f"kv_events_replay_endpoints = {json.dumps([r for _, r in events])}",
+        f"tokenizer = {json.dumps(str(MODEL))}",
+        f"chat_template = {json.dumps(CHAT_TEMPLATE)}",
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 @dataclass
@@ -277,7 +305,11 @@ def run_config(
     count = 1 if ideal else args.replicas
     pool = args.pool_blocks * (args.replicas if ideal else 1)
     ports = [free_port() for _ in range(count)]
-    engines = [start_engine(p, pool) for p in ports]
+    events = None
+    if name == "kv_events":
+        events = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}")
+                  for _ in ports]  # fmt: skip
+    engines = [start_engine(p, pool, events[i] if events else None) for i, p in enumerate(ports)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     proxy = None
     try:
@@ -285,7 +317,10 @@ def run_config(
             wait_http(url + "/health", proc)
         db = workdir / f"{name}{'-kill' if kill else ''}.db"
         proxy_port = free_port()
-        proxy = start_proxy(proxy_port, ",".join(urls), None if ideal else name, db)
+        config = None
+        if events is not None:
+            config = kv_events_config(workdir / f"{name}.toml", urls, events)
+        proxy = start_proxy(proxy_port, ",".join(urls), None if ideal else name, db, config)
         proxy_url = f"http://127.0.0.1:{proxy_port}"
         wait_http(proxy_url + "/healthz", proxy)
         killed: list[str] = []
@@ -381,7 +416,7 @@ def main() -> None:
         "--only",
         nargs="*",
         default=None,
-        help="configurations: round_robin least_loaded prefix ideal kill",
+        help="configurations: round_robin least_loaded prefix kv_events ideal kill",
     )
     args = parser.parse_args()
     if not args.pool_blocks:
@@ -401,10 +436,10 @@ def main() -> None:
         f"prefix policy choose(), {micro['indexed']:.0f} prefixes indexed, 4 replicas: "
         f"{micro['hit']:.1f} us (match), {micro['miss']:.1f} us (no match) per request"
     )
-    wanted = args.only or ["round_robin", "least_loaded", "prefix", "ideal", "kill"]
+    wanted = args.only or ["round_robin", "least_loaded", "prefix", "kv_events", "ideal", "kill"]
     results: dict[str, RunResult] = {}
     with tempfile.TemporaryDirectory() as folder:
-        for name in ("round_robin", "least_loaded", "prefix", "ideal"):
+        for name in ("round_robin", "least_loaded", "prefix", "kv_events", "ideal"):
             if name in wanted:
                 results[name] = run_config(name, args, prompts, Path(folder))
                 report(results[name])
@@ -417,6 +452,9 @@ def main() -> None:
     if "prefix" in results and "ideal" in results:
         ratio = results["prefix"].hit_rate / max(1e-9, results["ideal"].hit_rate)
         print(f"prefix hit rate / ideal: {ratio:.1%} (target >= 90%)")
+    if "kv_events" in results and "prefix" in results:
+        print(f"kv_events hit rate {results['kv_events'].hit_rate:.1%} vs prefix "
+              f"{results['prefix'].hit_rate:.1%} (target: kv_events >= prefix)")  # fmt: skip
     if "prefix" in results and "round_robin" in results:
         extra = (
             results["prefix"].proxy_cpu_ms_per_request

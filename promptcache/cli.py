@@ -46,6 +46,7 @@ EXTRA_MODULES: frozenset[str] = frozenset(
         "huggingface_hub",
         "jinja2",
         "markupsafe",
+        "msgspec",
         "numpy",
         "openai",
         "prometheus_client",
@@ -56,6 +57,7 @@ EXTRA_MODULES: frozenset[str] = frozenset(
         "triton",
         "uvicorn",
         "uvloop",
+        "zmq",
     }
 )
 

@@ -165,6 +165,26 @@ def engine_group() -> None:
     "shared machine).",
 )
 @click.option(
+    "--kv-events-endpoint",
+    metavar="ZMQ_URL",
+    help="Publish the prefix cache's KV events in vLLM's format (ZeroMQ PUB, msgpack) on this "
+    "address, e.g. tcp://127.0.0.1:5557; routers such as `promptcache proxy` (policy "
+    "kv_events), llm-d or NVIDIA Dynamo subscribe to it.",
+)
+@click.option(
+    "--kv-events-replay-endpoint",
+    metavar="ZMQ_URL",
+    help="Answer KV-event replay requests (ZeroMQ ROUTER) on this address, e.g. "
+    "tcp://127.0.0.1:5558, so a late or lagging subscriber catches up. Needs "
+    "--kv-events-endpoint.",
+)
+@click.option(
+    "--kv-events-topic",
+    default="kv-events",
+    show_default=True,
+    help="Topic frame of every KV-event message (subscribers filter on its prefix).",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -190,6 +210,9 @@ def serve(
     insecure_no_auth: bool,
     device: str,
     threads: int | None,
+    kv_events_endpoint: str | None,
+    kv_events_replay_endpoint: str | None,
+    kv_events_topic: str,
     log_level: str,
 ) -> None:
     """Serve a model with an OpenAI-compatible API (/v1/chat/completions, /v1/completions).
@@ -210,11 +233,20 @@ def serve(
     check_host(host)  # an unknown --host is a typo, not a reason to ask for --api-key
     check_bind(host, api_key, insecure_no_auth)
     template = _read_chat_template(chat_template)
+    if kv_events_replay_endpoint is not None and kv_events_endpoint is None:
+        raise click.UsageError("--kv-events-replay-endpoint needs --kv-events-endpoint")
     from promptcache.listen import listen_socket
 
     # Bound before the model loads: a port in use fails at once, in one line.
     sock = listen_socket(host, port)
+    kv_events = None
     try:
+        if kv_events_endpoint is not None:
+            from promptcache.engine.kv_events import KVEventPublisher
+
+            kv_events = KVEventPublisher(
+                kv_events_endpoint, kv_events_replay_endpoint, topic=kv_events_topic
+            )
         import torch
 
         from promptcache.engine import EngineConfig, LLMEngine, ModelConfig
@@ -253,6 +285,7 @@ def serve(
             served_model_names=list(dict.fromkeys(served_model_names)) or [model],
             chat_template=template,
             api_key=api_key,
+            kv_events=kv_events,
         )
         stats = engine.stats()
         pool = stats.kv_cache_bytes
@@ -264,9 +297,18 @@ def serve(
             f"{pool_text}, max_model_len {engine.effective_max_model_len})",
             err=True,
         )
+        if kv_events is not None:
+            replay = f", replay on {kv_events.replay_endpoint}" if kv_events.replay_endpoint else ""
+            click.echo(
+                f"promptcache engine: KV events on {kv_events.endpoint} "
+                f"(topic {kv_events.topic!r}{replay})",
+                err=True,
+            )
         run_server(app, host=host, port=port, log_level=log_level, sock=sock)
     finally:
         sock.close()  # the server closes it too; this covers a failure before it starts
+        if kv_events is not None:
+            kv_events.close()
 
 
 def _plural(count: int, noun: str) -> str:

@@ -2,12 +2,14 @@
 
 ``Router`` (``router.py``) holds one upstream's replicas, health and in-flight counts and asks a
 ``Policy`` (``policy.py``) where each request goes. Built-in policies: ``prefix``
-(``prefix.py``), ``least_loaded``, ``round_robin``; a policy registers itself with
+(``prefix.py``), ``least_loaded``, ``round_robin``, ``kv_events`` (``kv_events.py``, fed by
+``kv_index.py``); a policy registers itself with
 ``register_policy`` so that the config accepts its name.
 """
 
 from __future__ import annotations
 
+from . import kv_events as _kv_events  # noqa: F401  (registers the "kv_events" policy)
 from . import prefix as _prefix  # noqa: F401  (registers the "prefix" policy)
 from .policy import (
     KNOWN_POLICIES,
