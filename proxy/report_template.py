@@ -97,8 +97,9 @@ SCRIPT: Final = """
 
 MAIN: Final = """<header>
 <h1>promptcache report</h1>
-<p class="muted small">{{ since }} &rarr; {{ until }} &middot; {{ num(report.total.requests) }}
-requests &middot; <code>{{ report.db }}</code></p>
+<p class="muted small">{{ since }} &rarr; {{ until }} &middot;
+<span id="requests">{{ num(report.total.requests) }}</span> request
+{{- "" if report.total.requests == 1 else "s" }} &middot; <code>{{ report.db }}</code></p>
 </header>
 <section id="headline" class="cards">
 <div class="card" id="saved"><div class="muted small">Caching saved</div>
@@ -241,6 +242,7 @@ requests (successful only; a hit read &ge; 1 cached token).</figcaption></figure
 PAGE: Final = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>promptcache report {{ since }} to {{ until }}</title>
 <style>{{ css }}</style></head>
 <body{% if live %} data-window="{{ live.window }}"{% endif %}>
