@@ -271,3 +271,42 @@ def _as_fds_3_and_4(read_fd: int, write_fd: int) -> None:
     read_copy, write_copy = os.dup(read_fd), os.dup(write_fd)
     os.dup2(read_copy, 3)
     os.dup2(write_copy, 4)
+
+
+#: The charts of a report page whose window has breaks (without breaks: no strip marks and no
+#: breaks chart).
+REPORT_CHARTS = frozenset({"strip", "hit-rate", "spend", "breaks", "ttft"})
+
+
+def assert_report_drawn(
+    result: dict[str, Any], *, with_breaks: bool = True
+) -> dict[str, dict[str, Any]]:
+    """What every report page must show in :meth:`Chromium.measure_report`'s ``result`` at both
+    widths: each chart with more than one mark, every mark inside its chart, the break strip's
+    first-divergence marks and a before/after diff (``with_breaks``), no injected markup, no
+    sideways scrolling at 360 px, a quiet console. Returns the wide page's charts by name."""
+    assert result["console"] == [], result["console"]
+    expected = REPORT_CHARTS if with_breaks else REPORT_CHARTS - {"breaks"}
+    for width in ("wide", "narrow"):
+        frame = result[width]
+        charts = {c["name"]: c for c in frame["charts"]}
+        assert expected <= set(charts), f"{width}: charts {sorted(charts)}"
+        for name, chart in charts.items():
+            assert len(chart["marks"]) > 1, f"{width}: chart {name} drew {chart['marks']}"
+            for m in chart["marks"]:
+                assert m["w"] > 0 and m["h"] > 0, (name, m)
+                assert chart["x"] - 1 <= m["x"] <= chart["x"] + chart["w"] + 1, (name, m)
+                assert chart["y"] - 1 <= m["y"] <= chart["y"] + chart["h"] + 1, (name, m)
+            for line in chart["lines"]:
+                assert line["length"] > 20, (name, line)
+        if with_breaks:
+            assert frame["divergences"], f"{width}: no first-divergence mark on the strip"
+            assert frame["diffs"] >= 1 and frame["removed"] >= 1 and frame["added"] >= 1
+        assert frame["images"] == 0 and frame["title"] != "1", "log text injected markup"
+    narrow = result["narrow"]
+    assert narrow["clientWidth"] <= 360
+    assert narrow["scrollWidth"] <= narrow["clientWidth"], "the page scrolls sideways at 360 px"
+    wide = {c["name"]: c for c in result["wide"]["charts"]}
+    for name in expected - {"strip"}:
+        assert wide[name]["w"] > 300, name
+    return wide

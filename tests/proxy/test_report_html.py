@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-from browser_support import Chromium
+from browser_support import Chromium, assert_report_drawn
 from page_log import HOSTILE, STEP_S, T0, N, is_hit, reason_of, write_page_log
 
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report_html import render_html
 
-CHARTS = {"strip", "hit-rate", "spend", "breaks", "ttft"}
 BREAKS = [i for i in range(N) if reason_of(i) not in (None, "new_prefix")]
 
 
@@ -32,33 +30,6 @@ def page(tmp_path: Path) -> Path:
     return path
 
 
-def check_drawn(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """What every report page must show in the browser, at both widths; the wide charts."""
-    assert result["console"] == [], result["console"]
-    for width in ("wide", "narrow"):
-        frame = result[width]
-        charts = {c["name"]: c for c in frame["charts"]}
-        assert set(charts) >= CHARTS, f"{width}: charts {sorted(charts)}"
-        for name, chart in charts.items():
-            assert len(chart["marks"]) > 1, f"{width}: chart {name} drew {chart['marks']}"
-            for m in chart["marks"]:
-                assert m["w"] > 0 and m["h"] > 0, (name, m)
-                assert chart["x"] - 1 <= m["x"] <= chart["x"] + chart["w"] + 1, (name, m)
-                assert chart["y"] - 1 <= m["y"] <= chart["y"] + chart["h"] + 1, (name, m)
-            for line in chart["lines"]:
-                assert line["length"] > 20, (name, line)
-        assert frame["divergences"], f"{width}: no first-divergence mark on the strip"
-        assert frame["diffs"] >= 1 and frame["removed"] >= 1 and frame["added"] >= 1
-        assert frame["images"] == 0 and frame["title"] != "1", "log text injected markup"
-    narrow = result["narrow"]
-    assert narrow["clientWidth"] <= 360
-    assert narrow["scrollWidth"] <= narrow["clientWidth"], "the page scrolls sideways at 360 px"
-    wide = {c["name"]: c for c in result["wide"]["charts"]}
-    for name in CHARTS - {"strip"}:
-        assert wide[name]["w"] > 300, name
-    return wide
-
-
 def test_two_minute_window_draws_every_chart_with_the_logged_numbers(
     chromium: Chromium, page: Path, tmp_path: Path
 ) -> None:
@@ -68,7 +39,7 @@ def test_two_minute_window_draws_every_chart_with_the_logged_numbers(
     assert HOSTILE not in text
 
     result = chromium.measure_report(page.parent, page.name)
-    charts = check_drawn(result)
+    charts = assert_report_drawn(result)
 
     # 5-second buckets over the 117 s of traffic: hit rate per bucket, as counted here
     per_bucket: dict[int, list[int]] = {}
