@@ -23,7 +23,13 @@ from .report_page import BreakStrip, PageTimeline, TtftHistogram
 __all__ = [
     "GREY",
     "KIND_COLOURS",
-    "OKABE_ITO", "breaks_chart", "line_chart", "reason_colours", "strip_svg", "ttft_chart"]
+    "OKABE_ITO",
+    "breaks_chart",
+    "line_chart",
+    "reason_colours",
+    "strip_svg",
+    "ttft_chart",
+]
 
 #: Okabe-Ito colours (blue, orange, bluish green, reddish purple, sky blue, vermillion, yellow,
 #: black), in the order series take them.
@@ -36,14 +42,31 @@ _W, _H = 480, 210
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 10, 12, 30
 
 
+def _rect(
+    series: str,
+    value: int,
+    box: tuple[float, float, float, float],
+    fill: str,
+    tip: str,
+    extra: str = "",
+) -> str:
+    """One datum drawn as a rectangle ``box`` = (x, y, width, height), with its tooltip."""
+    x, y, w, h = box
+    return (
+        f'<rect class="mark{extra}" data-series="{escape(series)}" data-value="{value}" '
+        f'x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{fill}">'
+        f"<title>{escape(tip)}</title></rect>"
+    )
+
+
 def reason_colours(reasons: Sequence[str]) -> dict[str, str]:
     """A colour per break reason, in the given order (cycling past 8)."""
     return {r: OKABE_ITO[i % len(OKABE_ITO)] for i, r in enumerate(reasons)}
 
 
-def _open(name: str, label: str, height: int = _H) -> str:
+def _open(name: str, label: str, height: int = _H, width: int = _W) -> str:
     return (
-        f'<svg class="chart" data-chart="{name}" viewBox="0 0 {_W} {height}" role="img" '
+        f'<svg class="chart" data-chart="{name}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
     )
 
@@ -152,12 +175,8 @@ def breaks_chart(timeline: PageTimeline, colours: dict[str, str]) -> Markup:
         for reason, count in bucket.breaks:
             y0, y1 = y(base), y(base + count)
             tip = f"{labels[i]}: {reason} {count:,}"
-            parts.append(
-                f'<rect class="mark" data-series="{escape(reason)}" data-value="{count}" '
-                f'x="{x(i) - width / 2:.1f}" y="{y1:.1f}" width="{width:.1f}" '
-                f'height="{max(0.5, y0 - y1):.1f}" fill="{colours[reason]}">'
-                f"<title>{escape(tip)}</title></rect>"
-            )
+            box = (x(i) - width / 2, y1, width, max(0.5, y0 - y1))
+            parts.append(_rect(reason, count, box, colours[reason], tip))
             base += count
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -200,10 +219,8 @@ def ttft_chart(hist: TtftHistogram) -> Markup:
             low, high = hist.edges_ms[i], hist.edges_ms[i + 1]
             tip = f"{series}: {count:,} requests with TTFT {_edge(low)}-{_edge(high)} ms"
             parts.append(
-                f'<rect class="mark" data-series="{series}" data-value="{count}" '
-                f'x="{x0:.1f}" y="{y0:.1f}" width="{slot * 0.8:.1f}" height="{h:.1f}" '
-                f'fill="{colour}"><title>{escape(tip)}</title></rect>'
-                f'<text class="count" x="{x0 + slot * 0.4:.1f}" y="{label_y:.1f}" '
+                _rect(series, count, (x0, y0, slot * 0.8, h), colour, tip)
+                + f'<text class="count" x="{x0 + slot * 0.4:.1f}" y="{label_y:.1f}" '
                 f'text-anchor="middle">{count:,}</text>'
             )
     for i, edge in enumerate(hist.edges_ms):
@@ -219,11 +236,12 @@ def strip_svg(strip: BreakStrip) -> Markup:
     """The request's segments left to right, width by tokens; a dashed line and ``bp`` label
     where a cache breakpoint closes a segment; a triangle with the break count where breaks
     first diverge (at the commonest offset inside the segment)."""
-    height = 96
-    y0, bar_h = 30, 34
-    span_w = _W - 20
+    width, height = 2 * _W, 110  # twice as wide as a chart: it spans the page, text stays small
+    y0, bar_h = 30, 40
+    span_w = width - 20
     total = strip.tokens or 1
-    parts = [_open("strip", "the prompt's segments, width by tokens, with break marks", height)]
+    label = "the prompt's segments, width by tokens, with break marks"
+    parts = [_open("strip", label, height, width)]
     x = 10.0
     for seg in strip.segments:
         w = span_w * seg.tokens / total
@@ -231,19 +249,15 @@ def strip_svg(strip: BreakStrip) -> Markup:
         tip = f"{seg.path} ({seg.kind}): ~{seg.tokens:,} tokens, {seg.chars:,} characters"
         if seg.breaks:
             tip += f"; {seg.breaks:,} breaks first differ here"
-        parts.append(
-            f'<rect class="mark segment" data-series="{escape(seg.kind)}" '
-            f'data-value="{seg.tokens}" '
-            f'data-path="{escape(seg.path)}" x="{x:.1f}" y="{y0}" width="{max(0.5, w - 1):.1f}" '
-            f'height="{bar_h}" fill="{colour}"><title>{escape(tip)}</title></rect>'
-        )
+        box = (x, y0, max(0.5, w - 1), bar_h)
+        parts.append(_rect(seg.kind, seg.tokens, box, colour, tip, " segment"))
         if seg.breakpoint_ttl is not None:
             bx = x + w - 0.5
             ttl = f" {seg.breakpoint_ttl}" if seg.breakpoint_ttl else ""
             parts.append(
                 f'<line class="breakpoint" x1="{bx:.1f}" x2="{bx:.1f}" y1="{y0 - 12}" '
                 f'y2="{y0 + bar_h + 4}" stroke="#000" stroke-dasharray="3 2"/>'
-                f'<text class="axis" x="{bx:.1f}" y="{y0 - 15}" text-anchor="end">'
+                f'<text class="axis" x="{bx:.1f}" y="{y0 - 14}" text-anchor="end">'
                 f"bp{escape(ttl)}</text>"
             )
         if seg.breaks:
@@ -253,9 +267,9 @@ def strip_svg(strip: BreakStrip) -> Markup:
             ty = y0 + bar_h + 3
             parts.append(
                 f'<path class="divergence" data-value="{seg.breaks}" '
-                f'd="M{mx:.1f},{ty} l-6,12 h12 z" fill="#D55E00" stroke="#000" stroke-width="0.6">'
+                f'd="M{mx:.1f},{ty} l-8,15 h16 z" fill="#D55E00" stroke="#000" stroke-width="0.8">'
                 f"<title>{escape(mark)}</title></path>"
-                f'<text class="count" x="{mx:.1f}" y="{ty + 24}" text-anchor="middle">'
+                f'<text class="count" x="{mx:.1f}" y="{ty + 31}" text-anchor="middle">'
                 f"{seg.breaks:,}</text>"
             )
         x += w

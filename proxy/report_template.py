@@ -30,7 +30,9 @@ p, li { overflow-wrap: anywhere; } code { font-size: 13px; overflow-wrap: anywhe
 figure { margin: 0; min-width: 0; } figcaption { font-size: 13px; color: var(--muted); }
 svg.chart { width: 100%; height: auto; display: block; }
 svg.chart .grid { stroke: #e3e3e3; } svg.chart .axis { font-size: 11px; fill: #555; }
-svg.chart .count { font-size: 10px; fill: #111; } svg.chart .line { fill: none; stroke-width: 2; }
+svg.chart .count { font-size: 10px; fill: #111; }
+svg.chart[data-chart="strip"] text { font-size: 16px; }
+svg.chart .line { fill: none; stroke-width: 2; }
 .legend { font-size: 13px; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px;
   vertical-align: -1px; margin-right: 4px; border: 1px solid #0003; }
@@ -39,6 +41,7 @@ table { border-collapse: collapse; margin: 6px 0; font-size: 14px; }
 th, td { padding: 4px 9px; border-bottom: 1px solid var(--line); text-align: left;
   vertical-align: top; }
 td code { overflow-wrap: normal; white-space: nowrap; }
+#strip-segments td, #families td { white-space: nowrap; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 pre.diff { background: var(--card); padding: 8px 10px; border-radius: 6px; margin: 4px 0 12px;
   white-space: pre-wrap; word-break: break-all; font-size: 13px; }
@@ -140,7 +143,7 @@ divergence</span></figcaption></figure>
 <td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ num(s.tokens) }}</td>
 <td class="n">{{ num(s.breaks) }}</td><td>{% if s.offset is not none %}character
 {{ num(s.offset) }} ({{ num(s.offset_breaks) }} breaks){% elif s.breaks %}offset not logged
-{%- endif %} {% if s.breakpoint_ttl is not none %}breakpoint
+{%- endif %}{% if s.breakpoint_ttl is not none %}{{ "; " if s.breaks }}breakpoint
 {{- " " + s.breakpoint_ttl if s.breakpoint_ttl }}{% endif %}</td></tr>
 {% endfor %}</table></div>
 {% if strip.outside %}<p class="small">{{ num(strip.outside) }} more breaks first differ in

@@ -127,6 +127,14 @@ class Chromium:
         assert path.is_file(), f"chromium wrote no screenshot to {path}"
         return console
 
+    def print_pdf(self, url: str, path: Path) -> list[tuple[float, float]]:
+        """Print ``url`` to a PDF at ``path`` (the page's own ``@page`` size); the size of
+        each page in points, read from the PDF's ``/MediaBox`` entries."""
+        self.run(url, f"--print-to-pdf={path}", "--no-pdf-header-footer")
+        assert path.is_file(), f"chromium wrote no PDF to {path}"
+        boxes = re.findall(rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", path.read_bytes())
+        return [(float(w), float(h)) for w, h in boxes]
+
     def measure_report(self, folder: Path, name: str) -> dict[str, Any]:
         """Measure ``folder/name`` at 1,100 px (``"wide"``) and 360 px (``"narrow"``), served
         with its folder from 127.0.0.1; ``"console"`` holds the console messages."""

@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from decimal import Decimal
 from pathlib import Path
 
@@ -309,14 +310,9 @@ def test_the_demos_html_reports_draw_in_a_browser(
     for name, with_breaks in (("naive", True), ("layered", False)):
         result = chromium.measure_report(out, f"report-{name}.html")
         charts = assert_report_drawn(result, with_breaks=with_breaks)
-        conn = sqlite3.connect(out / f"{name}.db")
-        try:
-            requests, breaks = conn.execute(
-                "SELECT COUNT(*), SUM(break_reason IS NOT NULL AND break_reason != 'new_prefix') "
-                "FROM requests"
-            ).fetchone()
-        finally:
-            conn.close()
+        with closing(sqlite3.connect(out / f"{name}.db")) as conn:
+            counts = "COUNT(*), SUM(break_reason IS NOT NULL AND break_reason != 'new_prefix')"
+            requests, breaks = conn.execute(f"SELECT {counts} FROM requests").fetchone()
         drawn = charts["ttft"]["marks"]
         assert sum(m["value"] for m in drawn) == requests  # every demo request succeeded
         if with_breaks:

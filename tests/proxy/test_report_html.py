@@ -82,6 +82,10 @@ def test_two_minute_window_draws_every_chart_with_the_logged_numbers(
     assert result["wide"]["breakRows"] == len({reason_of(i) for i in BREAKS})
     assert "Too few" not in result["wide"]["ttftCaption"]
 
+    pages = chromium.print_pdf(page.as_uri(), tmp_path / "report.pdf")
+    a4 = (595.28, 841.89)  # points
+    assert 1 <= len(pages) <= 8 and all(abs(w - a4[0]) < 2 and abs(h - a4[1]) < 2 for w, h in pages)
+
     for width, height in ((1100, 2600), (360, 3600)):
         shot = tmp_path / f"report-{width}.png"
         assert chromium.screenshot(page.as_uri(), shot, width, height) == []
