@@ -41,6 +41,7 @@ __all__ = [
     "BUCKET_LADDER_S",
     "MAX_BUCKETS",
     "MAX_FAMILIES",
+    "MIN_SAME_CHARS",
     "MIN_TTFT_COMPARE",
     "BreakStrip",
     "DiffRun",
@@ -68,6 +69,8 @@ MAX_BUCKETS: Final = 30
 MAX_FAMILIES: Final = 10
 #: Divergences shown as before/after diffs.
 MAX_DIFFS: Final = 3
+#: Shorter matches between two changes are drawn as part of the change (:func:`diff_runs`).
+MIN_SAME_CHARS: Final = 3
 #: Requests each side needs before the TTFT caption compares hits with misses.
 MIN_TTFT_COMPARE: Final = 5
 
@@ -341,19 +344,30 @@ def _strip(conn: sqlite3.Connection, t0: float, t1: float, report: Report) -> Br
 def diff_runs(before: str, after: str) -> tuple[tuple[DiffRun, ...], tuple[DiffRun, ...]]:
     """Character-level diff of two strings as (before runs, after runs): ``same`` text on both,
     ``removed`` only before, ``added`` only after (:class:`difflib.SequenceMatcher`, no junk
-    heuristic). Joining a side's run texts gives that string back."""
+    heuristic). A match shorter than :data:`MIN_SAME_CHARS` between two changes counts as
+    changed (two random ids share the odd character by chance; ``9ab3`` -> ``7cd3`` is one
+    change, not two). Joining a side's run texts gives that string back."""
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    blocks = [b for b in matcher.get_matching_blocks() if b.size]
+    kept = [
+        b
+        for k, b in enumerate(blocks)
+        if b.size >= MIN_SAME_CHARS
+        or (k == 0 and b.a == 0 and b.b == 0)
+        or (k == len(blocks) - 1 and b.a + b.size == len(before) and b.b + b.size == len(after))
+    ]
     old: list[DiffRun] = []
     new: list[DiffRun] = []
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            old.append(DiffRun("same", before[i1:i2]))
-            new.append(DiffRun("same", after[j1:j2]))
-            continue
-        if i2 > i1:
-            old.append(DiffRun("removed", before[i1:i2]))
-        if j2 > j1:
-            new.append(DiffRun("added", after[j1:j2]))
+    i = j = 0
+    for block in [*kept, difflib.Match(len(before), len(after), 0)]:
+        if block.a > i:
+            old.append(DiffRun("removed", before[i : block.a]))
+        if block.b > j:
+            new.append(DiffRun("added", after[j : block.b]))
+        if block.size:
+            old.append(DiffRun("same", before[block.a : block.a + block.size]))
+            new.append(DiffRun("same", after[block.b : block.b + block.size]))
+        i, j = block.a + block.size, block.b + block.size
     return tuple(old), tuple(new)
 
 

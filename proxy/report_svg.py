@@ -12,6 +12,7 @@ or shape, never by colour alone. Text from the log is escaped (:func:`markupsafe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Final
@@ -159,7 +160,7 @@ def breaks_chart(timeline: PageTimeline, colours: dict[str, str]) -> Markup:
     """Breaks per bucket as bars stacked by reason (``timeline.reasons`` order, bottom up)."""
     n = len(timeline.buckets)
     top = max((sum(c for _, c in b.breaks) for b in timeline.buckets), default=0)
-    y_max = float(max(top, 1))
+    y_max = float(4 * max(1, math.ceil(top / 4)))  # 4 grid steps of whole breaks
     span_w = _W - _LEFT - _RIGHT
     slot = span_w / n if n else span_w
 
@@ -168,7 +169,7 @@ def breaks_chart(timeline: PageTimeline, colours: dict[str, str]) -> Markup:
 
     labels = [time_label(b.start, timeline.bucket_s) for b in timeline.buckets]
     parts = [_open("breaks", "cache breaks per time bucket, by reason")]
-    y = _frame(parts, y_max, lambda v: f"{v:,.0f}" if v == int(v) else "", labels, x)
+    y = _frame(parts, y_max, "{:,.0f}".format, labels, x)
     width = max(1.0, slot * 0.8)
     for i, bucket in enumerate(timeline.buckets):
         base = 0

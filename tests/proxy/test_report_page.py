@@ -128,6 +128,10 @@ def test_diff_runs_rebuild_both_sides() -> None:
     assert [r.text for r in before if r.kind == "removed"] == ["4", "ab"]
     assert [r.text for r in after if r.kind == "added"] == ["5", "cd"]
     assert all(r.kind != "added" for r in before) and all(r.kind != "removed" for r in after)
+    # two random ids share a character by chance: still one change, not three
+    before, after = diff_runs("id: 92dabf33064a.", "id: e1fe0d93ea27.")
+    assert [r.kind for r in before] == ["same", "removed", "same"]
+    assert [r.text for r in after] == ["id: ", "e1fe0d93ea27", "."]
 
 
 def test_families_costliest_first_with_their_top_reason(page: Page) -> None:
