@@ -90,3 +90,15 @@ def test_two_minute_window_draws_every_chart_with_the_logged_numbers(
         shot = tmp_path / f"report-{width}.png"
         assert chromium.screenshot(page.as_uri(), shot, width, height) == []
         assert shot.stat().st_size > 10_000
+
+
+def test_docs_show_the_screenshots_the_script_makes() -> None:
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "report.md").read_text(encoding="utf-8")
+    shown = re.findall(r"!\[[^\]]*\]\((img/report-[\w-]+\.png)\)", doc)
+    script = (root / "docs" / "report_screenshots.py").read_text(encoding="utf-8")
+    made = re.findall(r'\("(report-[\w-]+\.png)"', script)
+    assert sorted(shown) == sorted(f"img/{name}" for name in made) and len(made) == 3
+    for name in shown:
+        data = (root / "docs" / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and 20_000 < len(data) < 300_000, name
