@@ -12,7 +12,8 @@ recommendations) and reads the finer figures from the same log over the same win
   diverged inside it (and at which character, most often);
 - :class:`DivergenceDiff`: the 3 commonest first divergences with a stored excerpt, as
   before/after character runs (``same`` / ``removed`` / ``added``, from :mod:`difflib`);
-- :class:`FamilyRow`: the prefix families, costliest first;
+- :class:`FamilyRow`: the prefix families, costliest first (among the
+  :data:`FAMILY_CANDIDATES` with the most input tokens);
 - :class:`PageTimeline`: buckets sized from the span of traffic in the window
   (:func:`pick_bucket_s`), with hit rate, spend with and without cache and breaks per reason;
 - :class:`TtftHistogram`: TTFT of hits and misses as two histograms on shared bins.
@@ -39,6 +40,7 @@ from .report_advice import FIXES
 
 __all__ = [
     "BUCKET_LADDER_S",
+    "FAMILY_CANDIDATES",
     "MAX_BUCKETS",
     "MAX_FAMILIES",
     "MIN_SAME_CHARS",
@@ -67,6 +69,9 @@ BUCKET_LADDER_S: Final[tuple[float, ...]] = (
 MAX_BUCKETS: Final = 30
 #: Families listed in the table (the costliest); the rest are counted.
 MAX_FAMILIES: Final = 10
+#: The families with the most input tokens (from the hourly rollup) among which the costliest
+#: are picked: costing every family of a busy week means reading every row.
+FAMILY_CANDIDATES: Final = 50
 #: Divergences shown as before/after diffs.
 MAX_DIFFS: Final = 3
 #: Shorter matches between two changes are drawn as part of the change (:func:`diff_runs`).
@@ -408,14 +413,19 @@ def _label(key: str | None, model: str | None, first: str) -> str:
 
 
 def _families(conn: sqlite3.Connection, t0: float, t1: float) -> tuple[tuple[FamilyRow, ...], int]:
-    rows = q.family_costs(conn, t0, t1)
+    candidates, total = q.family_candidates(conn, t0, t1, FAMILY_CANDIDATES)
+    rows = sorted(
+        (q.family_cost(conn, t0, t1, family) for family in candidates),
+        key=lambda r: (-r.cost_usd, -r.requests, r.first_segment_hash),
+    )
     reasons = q.family_top_reasons(conn, t0, t1)
     out = []
     for r in rows[:MAX_FAMILIES]:
-        reason, n = reasons.get((r.key_fingerprint, r.model, r.first_segment_hash), (None, 0))
+        family = (r.key_fingerprint, r.model, r.first_segment_hash)
+        reason, n = reasons.get(family, (None, 0))
         out.append(
             FamilyRow(
-                label=_label(r.key_fingerprint, r.model, r.first_segment_hash),
+                label=_label(*family),
                 requests=r.requests,
                 hit_rate=r.cache_read_tokens / r.total_input_tokens
                 if r.total_input_tokens
@@ -427,7 +437,7 @@ def _families(conn: sqlite3.Connection, t0: float, t1: float) -> tuple[tuple[Fam
                 top_reason_breaks=n,
             )
         )
-    return tuple(out), max(0, len(rows) - MAX_FAMILIES)
+    return tuple(out), max(0, total - len(out))
 
 
 def _timeline(conn: sqlite3.Connection, t0: float, t1: float) -> PageTimeline:

@@ -188,3 +188,32 @@ def test_empty_window_draws_nothing_and_says_so(tmp_path: Path) -> None:
     assert page.timeline.buckets == () and page.ttft.hit == ()
     assert page.headline.saved_fraction is None and page.headline.top_reason is None
     assert "Nothing to compare." in page.ttft.caption
+
+
+def test_hour_buckets_from_the_rollup_equal_the_rows(tmp_path: Path) -> None:
+    # the same 40 rows spread over 3 days (one every 1.8 h): 3-hour buckets, summed by the
+    # hourly rollup, against sums made here
+    from page_log import row
+
+    from promptcache.proxy.store import open_log
+
+    rows = [row(i) | {"started_at": T0 + i * 6480.0} for i in range(N)]
+    db = open_log(tmp_path / "log.db")
+    with db.conn:
+        db.table("requests").insert_all(rows)
+    db.close()
+    span = (N - 1) * 6480.0
+    report = build_report(tmp_path / "log.db", since=T0, until=T0 + span + 1, now=T0 + 10**6)
+    timeline = build_page(report).timeline
+    size = pick_bucket_s(span)
+    assert timeline.bucket_s == size == 3 * 3600
+    origin = math.floor(T0 / size) * size
+    per_bucket: dict[int, list[int]] = {}
+    for i in range(N):
+        per_bucket.setdefault(int((T0 + i * 6480.0 - origin) // size), []).append(i)
+    assert len(timeline.buckets) == max(per_bucket) + 1
+    for k, bucket in enumerate(timeline.buckets):
+        members = per_bucket.get(k, [])
+        assert bucket.start == origin + k * size and bucket.requests == len(members)
+        assert bucket.cost_usd == pytest.approx(sum(cost(i)[0] for i in members))
+        assert dict(bucket.breaks) == dict(Counter(reason_of(i) for i in members if i in BREAKS))
