@@ -60,7 +60,7 @@ __all__ = [
     "pick_bucket_s",
 ]
 
-#: Bucket sizes (s) the over-time charts choose from: the smallest that keeps at most
+#: Bucket sizes (s) the over-time charts choose from: the smallest that keeps fewer than
 #: :data:`MAX_BUCKETS` buckets over the traffic's span (so under 6 h they are minutes or less).
 BUCKET_LADDER_S: Final[tuple[float, ...]] = (
     0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
@@ -81,8 +81,8 @@ MIN_TTFT_COMPARE: Final = 5
 
 
 def pick_bucket_s(span_s: float) -> float:
-    """The smallest :data:`BUCKET_LADDER_S` size giving at most :data:`MAX_BUCKETS` buckets over
-    ``span_s`` seconds (the largest size beyond that)."""
+    """The smallest :data:`BUCKET_LADDER_S` size giving fewer than :data:`MAX_BUCKETS` buckets
+    over ``span_s`` seconds (the largest size beyond that)."""
     for size in BUCKET_LADDER_S:
         if span_s / size < MAX_BUCKETS:
             return size

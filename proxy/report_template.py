@@ -41,7 +41,7 @@ table { border-collapse: collapse; margin: 6px 0; font-size: 14px; }
 th, td { padding: 4px 9px; border-bottom: 1px solid var(--line); text-align: left;
   vertical-align: top; }
 td code { overflow-wrap: normal; white-space: nowrap; }
-#strip-segments td, #families td { white-space: nowrap; }
+#strip-segments td, #strip-segments th, #families td, #families th { white-space: nowrap; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 pre.diff { background: var(--card); padding: 8px 10px; border-radius: 6px; margin: 4px 0 12px;
   white-space: pre-wrap; word-break: break-all; font-size: 13px; }
@@ -129,7 +129,7 @@ break{{ "" if h.top_breaks == 1 else "s" }}, {{ usd(h.top_usd) }} lost.
 <h2>Where the prompt breaks</h2>
 {% if strip %}<p class="small">Request <code>{{ strip.request_id }}</code>{% if strip.reason %}
 (the latest <code>{{ strip.reason }}</code>){% endif %}, its segments in order, width by tokens
-(~{{ num(strip.tokens) }}, <code>cl100k_base</code> shared out by characters). &#9660; marks where
+(~{{ num(strip.tokens) }}, <code>cl100k_base</code> shared out by characters). &#9650; marks where
 the window's breaks first differ, with their count{% if has_breakpoints %}; dashed lines are cache
 breakpoints{% endif %}.</p>
 <figure id="strip">{{ strip_svg }}
