@@ -43,6 +43,12 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
     assert refused.headers["www-authenticate"].startswith("Basic ")
     assert "Basic auth" in refused.text
     assert httpx.get(proxy.url + "/report", auth=("anyone", "guess")).status_code == 401
+    for garbage in ("Basic !!!not-base64", "Basic", "Bearer " + TOKEN):
+        answer = httpx.get(proxy.url + "/report.json", headers={"authorization": garbage})
+        assert answer.status_code == 401, garbage
+    # Basic auth is for the report's paths only: a vendor route still wants the header
+    vendor = httpx.post(proxy.url + "/v1/chat/completions", json={}, auth=("", TOKEN))
+    assert vendor.status_code == 401 and "www-authenticate" not in vendor.headers
 
     header = {"x-promptcache-auth": TOKEN}
     before = httpx.get(proxy.url + "/report.json?window=1h", headers=header)
