@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import breaks, metrics
+from . import breaks, metrics, report_live
 from .config import ProxyConfig
 from .enrich import warm_up
 from .forward import UpstreamPool
@@ -131,6 +131,7 @@ def build_app(config: ProxyConfig) -> Starlette:
     app.state.proxy = state
     breaks.install(app, clock=config.clock)  # runs first: fills the break columns
     metrics.install(app)  # GET /metrics, GET /healthz
+    report_live.install(app, config.db_path, clock=config.clock)  # GET /report, GET /report.json
     return app
 
 
