@@ -34,7 +34,7 @@ browser:
 
 test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
+	$(PY) tools/typecheck.py
 	$(VENV)/bin/promptcache lint .
 	$(PY) benchmarks/kernels_gpu.py --check-only
 	$(PY) -m pytest

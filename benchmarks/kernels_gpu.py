@@ -484,10 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_only:
         os.environ["TRITON_INTERPRET"] = "1"
         if "promptcache.kernels" in sys.modules:
-            from promptcache.kernels._checks import is_interpreted
-            from promptcache.kernels.store_kv import _store_kv_kernel
+            from promptcache.kernels import runs_on_cpu
 
-            if not is_interpreted(_store_kv_kernel):
+            if not runs_on_cpu():
                 print("error: promptcache.kernels was imported without TRITON_INTERPRET=1; "
                       "run --check-only in a fresh process", file=sys.stderr)  # fmt: skip
                 return 2

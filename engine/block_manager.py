@@ -18,6 +18,8 @@ caching (https://docs.vllm.ai/en/latest/design/prefix_caching.html, checked 2026
 - `fork` shares every block of a sequence with a new sample; the first write into a shared
   block copies it (copy-on-write, returned as (src, dst) pairs for the runner).
 - Optional swap: a CPU pool of block ids; `swap_out` / `swap_in` return (src, dst) pairs.
+- Optional `event_sink` (`BlockEventSink`): told of every hash entering or leaving the table
+  and of resets, the source of vLLM-format KV events (`promptcache.engine.kv_events`).
 
 Invariants (checked by `check_integrity`):
   free blocks + used blocks == num_blocks; a block is in the free queue iff its ref_count is 0;
@@ -34,7 +36,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from promptcache.errors import OutOfBlocksError
 
@@ -43,10 +45,12 @@ from .sequence import Sequence, SequenceStatus
 __all__ = [
     "NONE_HASH",
     "Block",
+    "BlockEventSink",
     "BlockManager",
     "PrefixMatch",
     "compute_slot_mapping",
     "hash_block_tokens",
+    "prefix_block_hashes",
 ]
 
 
@@ -82,6 +86,31 @@ def hash_block_tokens(
     return _digest(h.digest())
 
 
+def prefix_block_hashes(
+    token_ids: list[int], block_size: int, cache_salt: str | None = None
+) -> list[int]:
+    """Chained hashes of every full block of a prompt, as `BlockManager.block_hashes` gives them.
+
+    For routers that predict which blocks an engine holds (the proxy's ``kv_events`` policy):
+    the same tokens, block size and salt give the same hashes in every process.
+
+    Args:
+        token_ids: the prompt's token ids, exactly as the engine tokenises it.
+        block_size: tokens per KV block (the engine's ``--block-size``).
+        cache_salt: the request's ``cache_salt`` (an extra key of block 0), or None.
+
+    Returns:
+        ``len(token_ids) // block_size`` ints below 2**128, block 0 first.
+    """
+    hashes: list[int] = []
+    parent = NONE_HASH
+    for i in range(len(token_ids) // block_size):
+        extra = (cache_salt,) if i == 0 and cache_salt is not None else ()
+        parent = hash_block_tokens(parent, token_ids[i * block_size : (i + 1) * block_size], extra)
+        hashes.append(parent)
+    return hashes
+
+
 def compute_slot_mapping(
     block_table: list[int], block_size: int, start: int, end: int
 ) -> list[int]:
@@ -110,6 +139,25 @@ class Block:
         self.block_hash = None
         self.parent_hash = None
         self.token_ids = ()
+
+
+class BlockEventSink(Protocol):
+    """Receives prefix-cache changes as they happen (`promptcache.engine.kv_events`).
+
+    Hashes are `hash_block_tokens` values. Called on the scheduler's thread, inside the
+    mutation; a sink must only record (no I/O).
+    """
+
+    def block_stored(
+        self, block_hash: int, parent_hash: int | None, token_ids: tuple[int, ...]
+    ) -> None:
+        """A full computed block became findable by `block_hash` (`parent_hash` None: block 0)."""
+
+    def block_removed(self, block_hash: int) -> None:
+        """A cached block was evicted; `block_hash` no longer hits."""
+
+    def all_blocks_cleared(self) -> None:
+        """Every cached hash was forgotten (`reset_prefix_cache`)."""
 
 
 class PrefixMatch(NamedTuple):
@@ -168,6 +216,8 @@ class BlockManager:
         self._version = 0
         self.prefix_cache_queries_tokens = 0
         self.prefix_cache_hits_tokens = 0
+        #: Where cache changes are reported (KV events), or None.
+        self.event_sink: BlockEventSink | None = None
 
     # Queries ---------------------------------------------------------------------------------
 
@@ -195,6 +245,10 @@ class BlockManager:
     def num_free_cpu_blocks(self) -> int:
         """Free blocks in the CPU swap pool."""
         return len(self._cpu_free)
+
+    def cached_block_hashes(self) -> set[int]:
+        """Hashes that hit now (blocks in use or in the free queue): what KV events describe."""
+        return set(self._cached)
 
     def free_block_ids(self) -> list[int]:
         """Free queue in eviction order (first = evicted next). For tests and debugging."""
@@ -449,6 +503,8 @@ class BlockManager:
             block.clear_hash()
         self._cached.clear()
         self._version += 1
+        if self.event_sink is not None:
+            self.event_sink.all_blocks_cleared()
 
     def check_integrity(self, seqs: Iterable[Sequence]) -> None:
         """Verify the invariants against every live sequence (running, waiting, swapped).
@@ -512,6 +568,8 @@ class BlockManager:
         if block.block_hash is not None:
             if self._cached.get(block.block_hash) == block_id:
                 del self._cached[block.block_hash]
+                if self.event_sink is not None:
+                    self.event_sink.block_removed(block.block_hash)
             block.clear_hash()
         block.ref_count = 1
         return block_id
@@ -542,3 +600,6 @@ class BlockManager:
             block.parent_hash = hashes[i - 1] if i else NONE_HASH
             block.token_ids = tuple(seq.token_ids[i * bs : (i + 1) * bs])
             self._cached[hashes[i]] = block.block_id
+            if self.event_sink is not None:
+                parent = hashes[i - 1] if i else None
+                self.event_sink.block_stored(hashes[i], parent, block.token_ids)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,6 +33,9 @@ from .sampler import TokenLogprobs
 from .sampling_params import SamplingParams
 from .scheduler import ScheduledBatch, Scheduler
 from .sequence import Sequence
+
+if TYPE_CHECKING:
+    from .kv_events import KVEventRecorder
 
 __all__ = ["LLMEngine"]
 
@@ -217,6 +220,20 @@ class LLMEngine:
     def reset_prefix_cache(self) -> None:
         """Forget every cached block hash (cold-cache benchmarks and tests)."""
         self.scheduler.block_manager.reset_prefix_cache()
+
+    def enable_kv_events(self) -> KVEventRecorder:
+        """Record the prefix cache's changes as vLLM-format KV events from now on.
+
+        Returns:
+            The recorder; call its ``take()`` after each ``step()`` (or other call that can
+            change the cache: ``reset_prefix_cache``) for the events since the last take. Calling
+            this again replaces the recorder (events not taken from the old one stay there).
+        """
+        from .kv_events import KVEventRecorder
+
+        recorder = KVEventRecorder(self.config.block_size)
+        self.scheduler.block_manager.event_sink = recorder
+        return recorder
 
     # Internals -------------------------------------------------------------------------------
 

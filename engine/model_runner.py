@@ -258,7 +258,7 @@ class ModelRunner:
             block_tables=tables.to(dev),
             context_lens=torch.tensor(context_lens, dtype=torch.int32, device=dev),
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev),
-            num_cached_tokens=torch.tensor(
+            num_computed_tokens=torch.tensor(
                 [c - n for c, n in zip(context_lens, new_lens, strict=True)],
                 dtype=torch.int32,
                 device=dev,
@@ -390,10 +390,9 @@ def _check_backend_runs_on(backend: str, device: torch.device) -> None:
     """
     if backend != "triton" or device.type != "cpu":
         return
-    from promptcache.kernels._checks import is_interpreted
-    from promptcache.kernels.store_kv import _store_kv_kernel
+    from promptcache.kernels import runs_on_cpu
 
-    if not is_interpreted(_store_kv_kernel):
+    if not runs_on_cpu():
         raise ConfigError(
             "attention_backend='triton' runs its kernels on CUDA, and device='cpu' was chosen: "
             "use attention_backend='torch' (--attention-backend torch) on a CPU, or "

@@ -65,9 +65,10 @@ class ScheduledSeq:
     Attributes:
         seq: the sequence (read `token_ids`, `block_table`, `params`; do not mutate).
         num_scheduled_tokens: new tokens computed this step (a prefill chunk, or 1 to decode).
-        num_cached_tokens: tokens whose K/V are already in the pool before this step (prefix
-            hits + earlier chunks + earlier steps). This is the attention metadata's
-            `num_cached_tokens`; it is NOT `seq.num_cached_tokens` (prefix hits at admission).
+        num_computed_tokens: tokens whose K/V are already in the pool before this step (prefix
+            hits + earlier chunks + earlier steps): `seq.num_computed_tokens` when scheduled, and
+            the attention metadata's `num_computed_tokens`. Not `seq.num_cached_tokens` (prefix
+            hits at admission only).
         is_prefill: False only for a plain decode (one new token, past the prompt).
         samples: True when this step reaches the end of `seq.token_ids`, so the runner samples
             one token from the last position's logits.
@@ -75,27 +76,27 @@ class ScheduledSeq:
 
     seq: Sequence
     num_scheduled_tokens: int
-    num_cached_tokens: int
+    num_computed_tokens: int
     is_prefill: bool
     samples: bool
 
     @property
     def context_len(self) -> int:
         """Tokens in the KV cache after this step (attention `context_lens`)."""
-        return self.num_cached_tokens + self.num_scheduled_tokens
+        return self.num_computed_tokens + self.num_scheduled_tokens
 
     def token_ids(self) -> list[int]:
         """Input token ids for this step, `[num_scheduled_tokens]`."""
-        return self.seq.token_ids[self.num_cached_tokens : self.context_len]
+        return self.seq.token_ids[self.num_computed_tokens : self.context_len]
 
     def positions(self) -> range:
         """Token positions of the inputs (RoPE positions)."""
-        return range(self.num_cached_tokens, self.context_len)
+        return range(self.num_computed_tokens, self.context_len)
 
     def slot_mapping(self, block_size: int) -> list[int]:
         """KV slots (block_id * block_size + offset) where this step's K/V are stored."""
         return compute_slot_mapping(
-            self.seq.block_table, block_size, self.num_cached_tokens, self.context_len
+            self.seq.block_table, block_size, self.num_computed_tokens, self.context_len
         )
 
 
@@ -373,7 +374,7 @@ class Scheduler:
             seq = entry.seq
             if seq.status is not SequenceStatus.RUNNING:
                 continue  # aborted after schedule()
-            if seq.num_computed_tokens != entry.num_cached_tokens:
+            if seq.num_computed_tokens != entry.num_computed_tokens:
                 raise ValueError(f"batch of step {batch.step} was already applied to {seq!r}")
             self.block_manager.mark_computed(seq, entry.num_scheduled_tokens)
             if token_id is None:
@@ -414,7 +415,7 @@ class Scheduler:
         return ScheduledSeq(
             seq=seq,
             num_scheduled_tokens=num_new,
-            num_cached_tokens=start,
+            num_computed_tokens=start,
             is_prefill=not is_decode,
             samples=start + num_new == seq.num_tokens and not seq.needs_fork,
         )

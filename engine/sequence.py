@@ -7,8 +7,8 @@ while the sequence runs:
 
 - `num_tokens`: prompt + output tokens known so far (`len(token_ids)`).
 - `num_computed_tokens`: tokens whose K/V are in the KV pool, whether computed by the model or
-  taken from the prefix cache. The model runner's per-step "cached" prefix (attention metadata
-  `num_cached_tokens`) is this value *before* the step; the scheduler advances it in
+  taken from the prefix cache. A batch entry's `ScheduledSeq.num_computed_tokens` (and the
+  attention metadata's) is this value *before* the step; the scheduler advances it in
   `Scheduler.postprocess`.
 - `num_cached_tokens`: prompt tokens served by the prefix cache when the sequence was first
   scheduled; reported to users as cached prompt tokens (`cached_tokens` in OpenAI usage). It does

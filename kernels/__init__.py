@@ -8,8 +8,19 @@ See docs/kernels.md for the design and the measured error bounds.
 
 from __future__ import annotations
 
+from ._checks import is_interpreted
 from .extend_attention import extend_attention
 from .paged_decode import paged_decode_attention
-from .store_kv import store_kv
+from .store_kv import _store_kv_kernel, store_kv
 
-__all__ = ["extend_attention", "paged_decode_attention", "store_kv"]
+__all__ = ["extend_attention", "paged_decode_attention", "runs_on_cpu", "store_kv"]
+
+
+def runs_on_cpu() -> bool:
+    """True when these kernels run on CPU tensors: the Triton interpreter is on.
+
+    ``TRITON_INTERPRET=1`` must be set before this package is first imported; whether it was is
+    read from a compiled kernel, so the answer agrees with what the kernels will do. False means
+    they run only on CUDA tensors.
+    """
+    return is_interpreted(_store_kv_kernel)

@@ -42,6 +42,14 @@ Layer = Literal["tools", "system", "messages"]
 #: Where ``PromptBuilder`` places breakpoints automatically, in prefix order: after the last tool,
 #: after the last frozen system block, after the last session block, on the newest history message.
 AUTO_LOCATIONS: tuple[str, ...] = ("tools", "frozen", "session", "history")
+#: Why each kind of breakpoint is placed (``PlannedBreakpoint.why``).
+WHY: dict[str, str] = {
+    "tools": "after the last tool definition: the tools stay cached if the system changes",
+    "frozen": "end of the frozen layer, shared by every request",
+    "session": "end of the session layer, shared by this user's or task's requests",
+    "history": "newest history message: the next turn reads everything up to here",
+    "marker": "placed by cache_breakpoint()",
+}
 #: Anthropic and Bedrock accept at most this many breakpoints per request.
 MAX_BREAKPOINTS = 4
 
@@ -64,12 +72,15 @@ class PlannedBreakpoint:
     """A breakpoint at one block of the rendered request.
 
     Attributes:
-        label: ``"tools"``, ``"frozen"``, ``"session"``, ``"history"`` or ``"marker"`` (placed by
-            ``PromptBuilder.cache_breakpoint``).
+        label: ``"tools"``, ``"frozen"``, ``"session"``, ``"history"``, ``"marker"`` (placed by
+            ``PromptBuilder.cache_breakpoint``) or ``"sliding"`` (kept within Anthropic's
+            lookback window, ``promptcache.lookback``).
         layer: ``"tools"``, ``"system"`` or ``"messages"``: which request list holds the block.
         index: index of the marked tool, system block or message in that list.
         ttl: ``"5m"`` or ``"1h"``.
         prefix_tokens: approximate cumulative prefix, in tokens, up to and including the block.
+        why: why it is there, one sentence (the rendered plan, ``RenderedRequest.plan``).
+            ``"sliding"`` breakpoints (``promptcache.lookback``) say how far the history grew.
     """
 
     label: str
@@ -77,6 +88,7 @@ class PlannedBreakpoint:
     index: int
     ttl: Ttl
     prefix_tokens: int
+    why: str = ""
 
     @property
     def where(self) -> str:

@@ -43,9 +43,11 @@ EXTRA_MODULES: frozenset[str] = frozenset(
         "anthropic",
         "httptools",
         "httpx2",
+        "gguf",
         "huggingface_hub",
         "jinja2",
         "markupsafe",
+        "msgspec",
         "numpy",
         "openai",
         "prometheus_client",
@@ -56,6 +58,7 @@ EXTRA_MODULES: frozenset[str] = frozenset(
         "triton",
         "uvicorn",
         "uvloop",
+        "zmq",
     }
 )
 

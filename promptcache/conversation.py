@@ -7,6 +7,11 @@ stop hitting the cache at all. The fix is to periodically *commit* the conversat
 summary and *clear* the history: the frozen layer stays byte-identical (still cached), the summary
 goes into the session layer, and a short history starts again.
 
+Within one conversation, its ``prompt`` builder remembers where the previous Anthropic/Bedrock
+render wrote last and slides a breakpoint in when the history grew more than 15 block positions
+past it (``promptcache.lookback``), so a burst of messages does not fall out of the window;
+``compact`` starts a fresh builder.
+
 ``Conversation`` tracks turns and approximate tokens, says when to compact
 (``should_compact``), and ``compact(summary)`` returns the fresh conversation. Writing the
 summary (usually with a model call) is the caller's job.

@@ -7,6 +7,7 @@ docstring when it is raised; each instance's message says what to change.
 
     PromptCacheError
     ├── ConfigError (also ValueError)        bad option, config file or argument value
+    │   └── KVBudgetError                    a KV byte budget holds no block of the model
     ├── PromptError                          building or rendering a prompt
     │   ├── CanonicalizationError (also ValueError)   value with no canonical JSON form
     │   ├── LayerOrderError                  frozen content added after session/dynamic content
@@ -43,6 +44,7 @@ __all__ = [
     "EngineError",
     "FixConflictError",
     "InvalidRequestError",
+    "KVBudgetError",
     "KernelInputError",
     "LayerOrderError",
     "LintError",
@@ -69,6 +71,18 @@ class PromptCacheError(Exception):
 
 class ConfigError(PromptCacheError, ValueError):
     """An option, argument or config file value is invalid; the message names it and the fix."""
+
+
+class KVBudgetError(ConfigError):
+    """A KV byte budget is smaller than one KV block of the model.
+
+    ``setting`` names the budget as an ``EngineConfig``-level setting: ``"kv_cache_bytes"`` (the
+    KV pool) or ``"swap_space"`` (the CPU swap pool), so a CLI can name its own option.
+    """
+
+    def __init__(self, message: str, *, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class PromptError(PromptCacheError):

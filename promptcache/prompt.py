@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from promptcache.breakpoints import (
     AUTO_LOCATIONS,
+    WHY,
     BreakpointPlan,
     Layer,
     PlannedBreakpoint,
@@ -41,7 +42,9 @@ from promptcache.breakpoints import (
 )
 from promptcache.canonical import canonical_json, canonical_tool_schema, normalize_text
 from promptcache.errors import ConfigError, LayerOrderError
+from promptcache.lookback import SlidingWindow
 from promptcache.minimums import ModelMinimums
+from promptcache.prompt_types import RenderedRequest, ToolSpec, Turn
 from promptcache.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -51,49 +54,6 @@ __all__ = ["PromptBuilder", "RenderedRequest", "ToolSpec", "Turn"]
 
 #: Tool names both Anthropic and OpenAI accept.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool definition in vendor-neutral form.
-
-    Attributes:
-        name: 1-64 characters of ``[A-Za-z0-9_-]``.
-        description: what the tool does (frozen text, normalised by default).
-        input_schema: a JSON Schema object (``"type": "object"``), keys sorted at every depth.
-    """
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One history message: ``role`` is ``"user"`` or ``"assistant"``; ``text`` is sent as given."""
-
-    role: Literal["user", "assistant"]
-    text: str
-
-
-class RenderedRequest(dict[str, Any]):
-    """Request parameters (``client.messages.create(**rendered)``) plus rendering notes.
-
-    Attributes:
-        warnings: sentences about anything that will not cache as one might expect (a skipped
-            breakpoint, a prompt below the vendor minimum). Empty when all is well.
-        breakpoints: the breakpoints actually rendered, in prefix order.
-    """
-
-    def __init__(
-        self,
-        params: Mapping[str, Any],
-        warnings: Sequence[str] = (),
-        breakpoints: Sequence[PlannedBreakpoint] = (),
-    ) -> None:
-        super().__init__(params)
-        self.warnings: tuple[str, ...] = tuple(warnings)
-        self.breakpoints: tuple[PlannedBreakpoint, ...] = tuple(breakpoints)
 
 
 @lru_cache(maxsize=4096)
@@ -184,6 +144,8 @@ class PromptBuilder:
         self.min_prefix_tokens = min_prefix_tokens
         self.minimums = minimums
         self._s = _State()
+        #: per vendor, where the previous render wrote last (promptcache.lookback)
+        self._windows: dict[str, SlidingWindow] = {}
 
     # -- frozen layer ----------------------------------------------------------------------
 
@@ -347,6 +309,7 @@ class PromptBuilder:
         """
         other = PromptBuilder.__new__(PromptBuilder)
         other.__dict__.update(self.__dict__)
+        other._windows = {}  # a fork is another conversation: it starts without a last write
         s = self._s
         other._s = _State(
             tools=list(s.tools),
@@ -393,10 +356,14 @@ class PromptBuilder:
             if key in s.markers:
                 ttl = s.markers[key] or self.ttls[label]
                 name = label if is_auto else "marker"
-                requested.append(PlannedBreakpoint(name, layer, index, ttl, cumulative))
+                requested.append(
+                    PlannedBreakpoint(name, layer, index, ttl, cumulative, WHY[name])
+                )
             elif is_auto:
                 requested.append(
-                    PlannedBreakpoint(label, layer, index, self.ttls[label], cumulative)
+                    PlannedBreakpoint(
+                        label, layer, index, self.ttls[label], cumulative, WHY[label]
+                    )
                 )
 
         for i, tool in enumerate(s.tools):

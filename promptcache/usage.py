@@ -57,6 +57,7 @@ from promptcache.errors import ConfigError, UsageParseError
 
 __all__ = [
     "MAX_TOKEN_COUNT",
+    "USAGE_TOKEN_COLUMNS",
     "VENDOR_APIS",
     "Usage",
     "UsageAccumulator",
@@ -73,6 +74,19 @@ VENDOR_APIS: Final[tuple[str, ...]] = (
     "openai_completions",
     "gemini",
     "bedrock_converse",
+)
+
+#: The token counts every vendor's usage is normalised to, in this order: fields of :class:`Usage`,
+#: columns of the proxy's ``requests`` table and hourly rollups, and of ``report --format csv``.
+#: ``reasoning_tokens`` (part of ``output_tokens``) and ``total_input_tokens`` (their input sum)
+#: are left out: each place places them itself.
+USAGE_TOKEN_COLUMNS: Final[tuple[str, ...]] = (
+    "uncached_input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_write_unknown_tokens",
+    "output_tokens",
 )
 
 #: Largest token count accepted in a usage field (2**40, about 1.1e12). No request comes near
@@ -293,15 +307,7 @@ class Usage:
         )
 
 
-_COUNT_FIELDS: Final = (
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-)
+_COUNT_FIELDS: Final = (*USAGE_TOKEN_COLUMNS, "reasoning_tokens")
 
 
 class _Reader:

@@ -7,7 +7,8 @@ gets a vendor-shaped 404 (or 405) that lists the supported routes. ``app.state``
 - ``store``: the ``RequestStore`` (``None`` with recording off);
 - ``record_hooks``: the list of ``Callable[[RequestRecord], None]`` called on each finished
   record before it is queued for writing; append to it to observe traffic;
-- ``proxy``: the shared ``ProxyState``.
+- ``proxy``: the shared ``ProxyState`` (``proxy.routers``: the ``Router`` of each upstream
+  that lists replicas, health-checked while the app runs).
 
 The log file is opened and migrated here (so a bad ``--db`` fails before the server starts);
 the writer thread starts with the app's lifespan and is drained and stopped when it ends.
@@ -27,12 +28,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import breaks, metrics
+from . import breaks, metrics, report_live
 from .config import ProxyConfig
 from .enrich import warm_up
 from .forward import UpstreamPool
 from .handler import ProxyEndpoint, ProxyState, RecordHook
 from .middleware import AuthMiddleware
+from .routing.router import Router
 from .store import RequestStore
 from .vendors import ROUTES, SUPPORTED_ROUTES, Dialect, dialect_for_path, error_body
 
@@ -65,6 +67,7 @@ def build_app(config: ProxyConfig) -> Starlette:
         store=store,
         record_hooks=hooks,
         salt=store.salt if store is not None else secrets.token_bytes(16),
+        routers={u.name: Router(u) for u in config.upstreams.values() if u.replicas},
     )
     default_dialect = _default_dialect(config)
 
@@ -74,9 +77,13 @@ def build_app(config: ProxyConfig) -> Starlette:
             await anyio.to_thread.run_sync(warm_up)
         if store is not None:
             store.start()
+        for router in state.routers.values():
+            await router.start()
         try:
             yield
         finally:
+            for router in state.routers.values():
+                await router.aclose()
             # Requests cancelled at the end of uvicorn's grace period are still unwinding: let
             # them hand their rows to the log before it closes.
             with anyio.move_on_after(DRAIN_S):
@@ -124,6 +131,7 @@ def build_app(config: ProxyConfig) -> Starlette:
     app.state.proxy = state
     breaks.install(app, clock=config.clock)  # runs first: fills the break columns
     metrics.install(app)  # GET /metrics, GET /healthz
+    report_live.install(app, config.db_path, clock=config.clock)  # GET /report, GET /report.json
     return app
 
 

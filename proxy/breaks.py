@@ -39,8 +39,32 @@ Reason codes (:data:`BREAK_REASONS`), first match wins:
 ``system_changed``     first change in a system block / system or developer message
 ``messages_changed``   one message edited in place; the old messages after it are unchanged
 ``history_rewritten``  messages dropped, inserted, reordered or truncated
+``anchor_changed``     ``messages_changed`` where the one edited message differs only by one
+                       content block inserted or removed (a synthetic whitespace anchor that
+                       appears and disappears, VS Code issue #323642): a *structural* change,
+                       no text was edited
 ``ttl_expired``        same cached prefix, but the gap since the predecessor > its TTL
+``lookback_exceeded``  same cached prefix within the TTL, but no breakpoint of the request lies
+                       within 20 block positions after the predecessor's last written
+                       breakpoint (Anthropic's lookback window, ``promptcache.lookback``), so
+                       the write is not found; ``break_excerpt`` names the positions appended
+                       and the fix
+``breakpoint_moved``   same cached prefix within the TTL, but the request's last breakpoint lies
+                       before the predecessor's: it reads less than it could
 =====================  ========================================================================
+
+The two lookback reasons apply to Anthropic requests and to Bedrock Converse requests for Claude
+models (``promptcache.lookback.lookback_applies``: AWS documents the lookback for Claude only,
+https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html , checked 2026-12-01);
+positions are content blocks with a run of tool_use/tool_result blocks counted as one
+(https://platform.claude.com/docs/en/build-with-claude/prompt-caching , checked 2026-12-01).
+They are only given when the request's block positions can be counted (its text is known);
+``break_segment`` is the request's breakpoint concerned and ``break_excerpt`` a sentence with the
+numbers (no prompt text, so it is filled whether or not bodies are stored).
+
+Tokens lost (:func:`tokens_lost`, the same definition as ``proxy/rollup.py``): for the
+structural reasons (:data:`READS_KEPT_REASONS`) the cap is the predecessor's cached tokens less
+what the request still read, since such a request may keep reading an earlier breakpoint.
 
 A change after the predecessor's last breakpoint (Anthropic/Bedrock) is not a break: nothing was
 cached there. Appended segments (history growing) are never breaks, and neither is a request
@@ -66,6 +90,7 @@ but ``break_offset`` / ``break_excerpt`` stay NULL.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -85,6 +110,7 @@ from promptcache.fingerprint import (
     fingerprint_request,
     first_divergence,
 )
+from promptcache.lookback import check_lookback, lookback_applies, single_block_edit
 from promptcache.minimums import ModelMinimums, default_model_minimums
 from promptcache.ttl import LIFETIME_S
 
@@ -103,6 +129,7 @@ __all__ = [
     "classify_change",
     "install",
     "routing_key",
+    "tokens_lost",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,10 +142,17 @@ BREAK_REASONS: Final[tuple[str, ...]] = (
     "history_rewritten",
     "messages_changed",
     "ttl_expired",
+    "anchor_changed",
+    "lookback_exceeded",
+    "breakpoint_moved",
     "below_minimum",
     "breakpoint_missing",
     "new_prefix",
 )
+
+#: Reasons whose tokens lost are the predecessor's cached tokens less the request's own reads
+#: (see ``proxy/rollup.py``); must match ``rollup._READS_KEPT``.
+READS_KEPT_REASONS: Final = ("anchor_changed", "lookback_exceeded", "breakpoint_moved")
 
 #: APIs that cache only at explicit breakpoints (Anthropic ``cache_control``, Bedrock
 #: ``cachePoint``); the others cache automatically from token 0.
@@ -164,6 +198,9 @@ class PrefixSnapshot:
         fingerprint: its segments; texts are empty when ``has_text`` is False.
         has_text: whether segment texts are known (offsets and excerpts need them).
         routing_key: OpenAI's ``prompt_cache_key``, when the request sent one.
+        cached_tokens: tokens its cache entry holds, for the next request's tokens lost: cache
+            reads + writes where writes are reported (explicit breakpoints), else its whole
+            input (automatic caching); None when its usage is unknown.
     """
 
     request_id: str
@@ -174,6 +211,7 @@ class PrefixSnapshot:
     fingerprint: RequestFingerprint
     has_text: bool
     routing_key: str | None = None
+    cached_tokens: int | None = None
 
     @property
     def model(self) -> str | None:
@@ -240,6 +278,8 @@ class BreakExplanation:
         previous_request_id: the predecessor compared against.
         expected_hit: same prefix within the TTL after the predecessor's write landed.
         gap_s: seconds since the predecessor started.
+        tokens_lost: input tokens the request could have read from the predecessor's cache but
+            prefilled again (:func:`tokens_lost`); None without a reason or usage.
     """
 
     reason: str | None
@@ -249,6 +289,41 @@ class BreakExplanation:
     previous_request_id: str | None = None
     expected_hit: bool = False
     gap_s: float | None = None
+    tokens_lost: int | None = None
+
+
+def tokens_lost(
+    reason: str | None, total_input: int | None, read: int | None, cached_before: int | None
+) -> int | None:
+    """Tokens a break lost: the request's input not read from cache, capped at what its
+    predecessor had in cache (``cached_before``; less the request's own reads for
+    :data:`READS_KEPT_REASONS`). None for no break, ``new_prefix`` or unknown usage; the same
+    arithmetic as ``proxy/rollup.py`` (a test compares the two).
+
+    Units: tokens.
+    """
+    if reason is None or reason == "new_prefix" or total_input is None:
+        return None
+    got = read or 0
+    cap = cached_before or 0
+    if reason in READS_KEPT_REASONS:
+        cap -= got
+    return max(0, min(total_input - got, cap))
+
+
+def cached_tokens_of(
+    api: str | None,
+    breakpoints: str | None,
+    total_input: int | None,
+    read: int | None,
+    writes: int | None,
+) -> int | None:
+    """What a request's cache entry holds (see ``PrefixSnapshot.cached_tokens``), in tokens."""
+    if total_input is None:
+        return None
+    if api in EXPLICIT_BREAKPOINT_APIS or (breakpoints or "[]") != "[]" or (writes or 0) > 0:
+        return (read or 0) + (writes or 0)
+    return total_input
 
 
 def _tool_hashes(fp: RequestFingerprint) -> list[str]:
@@ -447,7 +522,13 @@ class BreakExplainer:
                 prompt_tokens,
             )
             self._remember(snap)
-        return result
+        lost = tokens_lost(
+            result.reason,
+            prompt_tokens,
+            cache_read_tokens,
+            previous.cached_tokens if previous is not None and result.previous_request_id else None,
+        )
+        return dataclasses.replace(result, tokens_lost=lost)
 
     def _explain(
         self,
@@ -492,12 +573,32 @@ class BreakExplainer:
                     segment, offset = divergence.path, divergence.offset
                     if with_excerpt:
                         excerpt = _excerpt(divergence.before, divergence.after)
-            return BreakExplanation(
-                classify_change(old, fp, index), segment, offset, excerpt, prev_id, False, gap
-            )
+            reason = classify_change(old, fp, index)
+            if (
+                reason == "messages_changed"
+                and previous.has_text
+                and snap.has_text
+                and single_block_edit(old.segments[index].text, fp.segments[index].text)
+            ):
+                reason = "anchor_changed"
+            return BreakExplanation(reason, segment, offset, excerpt, prev_id, False, gap)
         ttl = previous.ttl_s
         if ttl is not None and gap is not None and gap > ttl:
             return BreakExplanation("ttl_expired", previous_request_id=prev_id, gap_s=gap)
+        carries_cache = index is None or index > previous.cached_extent
+        if carries_cache and snap.has_text and lookback_applies(fp.api, fp.model):
+            found = check_lookback(old, fp)
+            if found is not None:
+                verdict, write_path = found
+                return BreakExplanation(
+                    verdict.reason,
+                    verdict.path,
+                    None,
+                    verdict.describe(write_path),
+                    prev_id,
+                    False,
+                    gap,
+                )
         expected = previous.cached_extent >= 0 and previous.ready_at <= snap.started_at
         return BreakExplanation(None, previous_request_id=prev_id, expected_hit=expected, gap_s=gap)
 
@@ -552,6 +653,16 @@ class BreakExplainer:
                     record.cache_write_unknown_tokens,
                 )
             )
+        snap = dataclasses.replace(
+            snap,
+            cached_tokens=cached_tokens_of(
+                record.api,
+                record.breakpoints,
+                record.total_input_tokens,
+                record.cache_read_tokens,
+                write,
+            ),
+        )
         result = self.explain(
             snap,
             cache_read_tokens=record.cache_read_tokens,
@@ -564,6 +675,7 @@ class BreakExplainer:
         record.break_offset = result.offset
         record.break_excerpt = result.excerpt
         record.previous_request_id = result.previous_request_id
+        record.break_tokens_lost = result.tokens_lost
         record.expected_hit = int(result.expected_hit)
         record.unexpected_miss = int(
             result.expected_hit
@@ -587,7 +699,9 @@ class BreakExplainer:
                 """
                 SELECT id, started_at, COALESCE(first_byte_at, ended_at, started_at), vendor, api,
                        model, key_fingerprint, segment_hashes, breakpoints, approx_prefix_tokens,
-                       request_body
+                       request_body, total_input_tokens, cache_read_tokens,
+                       COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)
+                         + COALESCE(cache_write_unknown_tokens, 0)
                 FROM (SELECT *, ROW_NUMBER() OVER (
                         PARTITION BY key_fingerprint, model, first_segment_hash
                         ORDER BY started_at DESC) AS rn
@@ -608,7 +722,8 @@ class BreakExplainer:
 
 
 def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
-    (rid, started, ready, vendor, api, model, key, seg_json, bp_json, tokens, body) = row
+    (rid, started, ready, vendor, api, model, key, seg_json, bp_json, tokens, body) = row[:11]
+    total_input, read, writes = row[11:14]
     try:
         stored = json.loads(seg_json)
         texts: dict[str, str] = {}
@@ -639,7 +754,10 @@ def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
         approx_prefix_tokens=int(tokens or 0),
     )
     has_text = bool(segments) and all(s["sha256"] in texts for s in stored)
-    return PrefixSnapshot(rid, started, ready, vendor, key, fp, has_text, key_for_routing)
+    cached = cached_tokens_of(api, bp_json, total_input, read, writes)
+    return PrefixSnapshot(
+        rid, started, ready, vendor, key, fp, has_text, key_for_routing, cached_tokens=cached
+    )
 
 
 def _breakpoint(data: dict[str, Any], paths: list[str]) -> Breakpoint:

@@ -48,6 +48,7 @@ from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
 from .redact import MIN_SECRET_CHARS, redact_url
+from .routing import ROUTING_KEYS, RoutingSettings, policy_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -88,10 +89,14 @@ class UpstreamConfig:
         max_connections: pooled connections kept open to this upstream at most.
         price_as: a price-table model whose rates price this upstream's requests for models
             without a price row (recorded in the `priced_as` column); None leaves them unpriced.
+        replicas: base URLs of interchangeable servers behind this upstream (``url`` is then the
+            first); each request goes to one of them, chosen by ``routing`` (proxy/routing/).
+        routing: how requests are spread over ``replicas`` (default ``RoutingSettings()``:
+            the ``prefix`` policy); None without replicas.
 
     Raises:
         ConfigError: ``price_as`` is not a model of the bundled price table (the message names
-            close matches).
+            close matches); routing without replicas, or a policy this build lacks.
     """
 
     name: str
@@ -103,10 +108,20 @@ class UpstreamConfig:
     pool_timeout_s: float = 30.0
     max_connections: int = 512
     price_as: str | None = None
+    replicas: tuple[str, ...] = ()
+    routing: RoutingSettings | None = None
 
     def __post_init__(self) -> None:
         if self.price_as is not None:
             check_price_as(self.price_as, f"upstream {self.name!r}")
+        if self.replicas and self.routing is None:
+            object.__setattr__(self, "routing", RoutingSettings())
+        if self.routing is not None:
+            if not self.replicas:
+                raise ConfigError(f"upstream {self.name!r}: routing settings need `replicas`")
+            spec = policy_spec(self.routing.policy)
+            if spec.check is not None:
+                spec.check(self.routing, self.replicas)
 
     @property
     def display_url(self) -> str:
@@ -242,12 +257,43 @@ def check_price_as(model: object, what: str) -> str:
     return model
 
 
-def upstream_from_spec(spec: str, name: str | None = None) -> UpstreamConfig:
-    """An upstream from a built-in name or a base URL (``--upstream``).
+def upstream_from_spec(
+    spec: str, name: str | None = None, *, policy: str | None = None
+) -> UpstreamConfig:
+    """An upstream from a built-in name, a base URL, or comma-separated base URLs of replicas
+    (``--upstream http://127.0.0.1:8001,http://127.0.0.1:8002``).
+
+    Args:
+        spec: what ``--upstream`` names.
+        name: the upstream's name (default: the built-in name, or ``custom`` for URLs).
+        policy: the routing policy over several replicas (default ``prefix``).
 
     Raises:
-        ConfigError: ``spec`` is neither a built-in name nor an http(s) URL.
+        ConfigError: ``spec`` is neither a built-in name nor http(s) URLs, or ``policy`` is
+            given for a single upstream or unknown.
     """
+    urls = [part.strip() for part in spec.split(",")] if "," in spec else []
+    if urls:
+        if not all(urls):
+            raise ConfigError(
+                f"--upstream {redact_url(spec)!r} has an empty entry; give comma-separated base "
+                "URLs such as http://127.0.0.1:8001,http://127.0.0.1:8002"
+            )
+        replicas = tuple(_check_url(url) for url in urls)
+        _check_distinct(replicas, "--upstream")
+        routing = RoutingSettings() if policy is None else RoutingSettings(policy=policy)
+        return UpstreamConfig(
+            name=name or "custom",
+            url=replicas[0],
+            vendor="openai_compatible",
+            replicas=replicas,
+            routing=routing,
+        )
+    if policy is not None:
+        raise ConfigError(
+            "a routing policy needs several replicas: give --upstream URL1,URL2,... (or list "
+            "`replicas` in the config file)"
+        )
     if spec in KNOWN_UPSTREAMS:
         url, vendor = KNOWN_UPSTREAMS[spec]
         return UpstreamConfig(name=name or spec, url=url, vendor=vendor)
@@ -328,7 +374,9 @@ def load_config_file(
     return config_from_dict(data, source=str(path), default=default, **overrides)
 
 
-_UPSTREAM_KEYS = {f for f in UpstreamConfig.__dataclass_fields__ if f != "name"}
+_UPSTREAM_KEYS = {
+    f for f in UpstreamConfig.__dataclass_fields__ if f not in ("name", "routing")
+} | ROUTING_KEYS
 _RULE_KEYS = set(RouteRule.__dataclass_fields__)
 
 
@@ -391,16 +439,17 @@ def config_from_dict(
 
 
 def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> UpstreamConfig:
+    where = f"{source}: [upstreams.{name}]"
+    table, replicas, routing = _routing_from_table(table, where)
     bad = set(table) - _UPSTREAM_KEYS
     if bad:
         raise ConfigError(
-            f"{source}: [upstreams.{name}] has unknown keys {sorted(bad)}; "
-            f"allowed: {', '.join(sorted(_UPSTREAM_KEYS))}"
+            f"{where} has unknown keys {sorted(bad)}; allowed: {', '.join(sorted(_UPSTREAM_KEYS))}"
         )
     known = KNOWN_UPSTREAMS.get(name)
-    url = table.get("url", known[0] if known else None)
+    url = table.get("url", replicas[0] if replicas else known[0] if known else None)
     if url is None:
-        raise ConfigError(f"{source}: [upstreams.{name}] needs a url")
+        raise ConfigError(f"{where} needs a url (or `replicas`, a list of URLs)")
     if not isinstance(url, str):
         raise ConfigError(f"{source}: [upstreams.{name}] url must be a string, got {url!r}")
     vendor = table.get("vendor", known[1] if known else "openai_compatible")
@@ -422,7 +471,71 @@ def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> Up
             wanted = "a finite number of seconds > 0"
         if not ok:
             raise ConfigError(f"{source}: [upstreams.{name}] {key} must be {wanted}, got {value!r}")
-    return UpstreamConfig(name=name, url=_check_url(url), vendor=vendor, **rest)
+    try:
+        return UpstreamConfig(
+            name=name,
+            url=_check_url(url),
+            vendor=vendor,
+            replicas=replicas,
+            routing=routing,
+            **rest,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _routing_from_table(
+    table: Mapping[str, Any], where: str
+) -> tuple[dict[str, Any], tuple[str, ...], RoutingSettings | None]:
+    """Split the replica and routing keys off an ``[upstreams.NAME]`` table.
+
+    Returns:
+        (the other keys, the replica URLs, the routing settings or None without replicas).
+
+    Raises:
+        ConfigError: ``replicas`` is not a non-empty list of distinct http(s) URLs, both
+            ``url`` and ``replicas`` are given, or a routing key is bad or given without
+            replicas.
+    """
+    rest = dict(table)
+    raw = rest.pop("replicas", None)
+    keys = {k: rest.pop(k) for k in list(rest) if k in ROUTING_KEYS}
+    if raw is None:
+        policy = keys.get("policy")
+        if keys:
+            raise ConfigError(
+                f"{where} sets {', '.join(sorted(keys))} but lists no `replicas`; add "
+                'replicas = ["http://host1:8000", "http://host2:8000"]'
+                + (f" to route with policy {policy!r}" if isinstance(policy, str) else "")
+            )
+        return rest, (), None
+    if not isinstance(raw, list) or not raw or not all(isinstance(u, str) for u in raw):
+        raise ConfigError(
+            f'{where} replicas must be a non-empty list of base URLs, e.g. ["http://host1:8000", '
+            f'"http://host2:8000"]; got {raw!r}'
+        )
+    if "url" in rest:
+        raise ConfigError(f"{where} has both `url` and `replicas`; keep only `replicas`")
+    try:
+        replicas = tuple(_check_url(url) for url in raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{where} replicas: {exc}") from None
+    _check_distinct(replicas, where + " replicas")
+    try:
+        spec = policy_spec(keys.get("policy", "prefix"))
+        options = {k: rest.pop(k) for k in list(rest) if k in spec.keys}
+        routing = RoutingSettings(**keys, options=options)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return rest, replicas, routing
+
+
+def _check_distinct(urls: tuple[str, ...], what: str) -> None:
+    seen: set[str] = set()
+    for url in urls:
+        if url in seen:
+            raise ConfigError(f"{what} lists {redact_url(url)} twice; list each replica once")
+        seen.add(url)
 
 
 def check_bind(host: str, auth_token: str | None, insecure_no_auth: bool) -> None:

@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from promptcache.errors import PromptCacheError, UnknownModelPriceError
-from promptcache.fingerprint import fingerprint_request
+from promptcache.fingerprint import RequestFingerprint, fingerprint_request
 from promptcache.pricing import cost, default_price_table
 from promptcache.usage import Usage
 
@@ -33,17 +33,24 @@ __all__ = ["apply_usage", "describe_prompt", "vendor_miss_reason", "warm_up"]
 logger = logging.getLogger("promptcache.proxy")
 
 
-def describe_prompt(record: RequestRecord, body: Mapping[str, Any], api: str) -> None:
+def describe_prompt(
+    record: RequestRecord,
+    body: Mapping[str, Any],
+    api: str,
+    fingerprint: RequestFingerprint | None = None,
+) -> None:
     """Set the prefix columns (``segment_hashes``, ``prefix_hash``...) and ``record.fingerprint``.
 
-    A body the SDK cannot split (wrong container types, NaN) leaves them NULL, logged at INFO:
-    the vendor will usually reject such a request too.
+    ``fingerprint`` is ``body``'s, when already computed (for routing); else it is computed
+    here. A body the SDK cannot split (wrong container types, NaN) leaves them NULL, logged at
+    INFO: the vendor will usually reject such a request too.
     """
-    try:
-        fingerprint = fingerprint_request(body, api)
-    except PromptCacheError as exc:
-        logger.info("request %s: no prefix fingerprint: %s", record.id, exc)
-        return
+    if fingerprint is None:
+        try:
+            fingerprint = fingerprint_request(body, api)
+        except PromptCacheError as exc:
+            logger.info("request %s: no prefix fingerprint: %s", record.id, exc)
+            return
     record.fingerprint = fingerprint
     record.segment_hashes = json.dumps(
         [

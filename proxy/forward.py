@@ -171,23 +171,23 @@ class UpstreamPool:
 
     def __init__(self, upstreams: Mapping[str, UpstreamConfig]) -> None:
         self._upstreams = dict(upstreams)
-        self._states: dict[str, _Upstream] = {}
+        # keyed by (name, url): each replica of an upstream has its own clients
+        self._states: dict[tuple[str, str], _Upstream] = {}
         # Loading the CA bundle takes ~0.1 s of CPU; do it once here, not per client on the
         # event loop when load grows (httpx builds a context even for http:// clients).
         self._ssl_context = httpx.create_ssl_context()
-        self._urls: dict[tuple[str, bytes], httpx.URL] = {}
-        self._bases: dict[str, httpx.URL] = {}
+        self._urls: dict[tuple[str, str, bytes], httpx.URL] = {}
+        self._bases: dict[tuple[str, str], httpx.URL] = {}
         self._timeout_dicts: dict[str, dict[str, float | None]] = {}
         # HTTP(S)_PROXY and friends: requests to a remote upstream then go through the client,
         # which routes them to the proxy.
         self._env_proxies = bool(urllib.request.getproxies())
 
     def _state(self, upstream: UpstreamConfig) -> _Upstream:
-        state = self._states.get(upstream.name)
+        key = (upstream.name, upstream.url)
+        state = self._states.get(key)
         if state is None:
-            state = self._states[upstream.name] = _Upstream(
-                asyncio.Semaphore(upstream.max_connections)
-            )
+            state = self._states[key] = _Upstream(asyncio.Semaphore(upstream.max_connections))
         return state
 
     def _shard(self, upstream: UpstreamConfig, state: _Upstream) -> _Shard:
@@ -227,12 +227,12 @@ class UpstreamPool:
 
         URLs with a query string are not cached: it may carry an API key (Gemini's ``key=``).
         """
-        key = (upstream.name, raw_path)
+        key = (upstream.name, upstream.url, raw_path)
         if not query_string and (url := self._urls.get(key)) is not None:
             return url
-        base = self._bases.get(upstream.name)
+        base = self._bases.get(key[:2])
         if base is None:
-            base = self._bases[upstream.name] = httpx.URL(upstream.url)
+            base = self._bases[key[:2]] = httpx.URL(upstream.url)
         target = base.raw_path.rstrip(b"/") + raw_path
         url = base.copy_with(raw_path=target + b"?" + query_string if query_string else target)
         if query_string:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,8 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from promptcache.errors import StoreError
+from promptcache.errors import PromptCacheError, StoreError
+from promptcache.fingerprint import RequestFingerprint, fingerprint_request
 from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
 
 from .config import ProxyConfig, UpstreamConfig
@@ -42,6 +43,8 @@ from .forward import (
 )
 from .record import RequestRecord, new_request_id
 from .redact import client_secrets, key_fingerprint, redact_text
+from .routing import Decision, RequestFacts
+from .routing.router import Router
 from .sse import ServerSentEvent, SSEDecoder
 from .store import RequestStore
 from .stream_options import (
@@ -76,6 +79,8 @@ class ProxyState:
     no_usage_injection: set[str] = field(default_factory=set)
     #: requests between arrival and their record's hand-off (shutdown waits for them)
     in_flight: int = 0
+    #: upstream name -> its router, for upstreams with replicas
+    routers: dict[str, Router] = field(default_factory=dict)
 
     @property
     def recording(self) -> bool:
@@ -112,6 +117,10 @@ class _Exchange:
     stream_error: str | None = None  # the upstream's own error event, sent after a 200
     body_sent: bool = False  # the response's last body message went to the client
     miss_reason: str | None = None
+    #: the prefix fingerprint, computed before forwarding when a router needs it
+    fingerprint: RequestFingerprint | None = None
+    #: the response status line went to the client (from then on, never retried)
+    response_started: bool = False
     #: relayed SSE events not yet fed to the accumulator, with their JSON where already parsed
     unread: list[tuple[ServerSentEvent, Any]] = field(default_factory=list)
 
@@ -223,10 +232,14 @@ class ProxyEndpoint:
                     body = edited
                     ex.strip_usage_chunk = True
 
+        router = self.state.routers.get(upstream.name)
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_watch_disconnect, receive, ex, task_group.cancel_scope)
             try:
-                await self._forward(ex, scope, send, upstream, body)
+                if router is None:
+                    await self._forward(ex, scope, send, upstream, body)
+                else:
+                    await self._forward_routed(ex, scope, send, router, model, body)
             finally:
                 ex.finished = True
                 task_group.cancel_scope.cancel()
@@ -234,47 +247,141 @@ class ProxyEndpoint:
     async def _forward(
         self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
     ) -> None:
-        refused: int | None = None  # status of a 400/422 to the body with stream_options added
         try:
-            while True:
-                async with self.state.pool.stream(
-                    upstream,
-                    scope["method"],
-                    scope.get("raw_path") or scope["path"].encode(),
-                    scope["query_string"],
-                    request_headers(scope["headers"]),
-                    body,
-                ) as response:
-                    if ex.strip_usage_chunk and response.status_code in (400, 422):
-                        # Maybe an OpenAI-compatible server that refuses the stream_options we
-                        # added: resend the client's own bytes once, and decide by the outcome.
-                        refused = response.status_code
-                        ex.strip_usage_chunk = False
-                        body = ex.request_body
-                        continue
-                    if refused is not None and response.status_code < 400:
-                        # Only the added field was refused: stop adding it for this upstream.
-                        # (If the client's own bytes fail too, the 400 was about them: the client
-                        # gets that answer, and other requests keep their usage.)
-                        logger.warning(
-                            "upstream %s refused stream_options.include_usage (HTTP %d); "
-                            "its chat streams will be forwarded without it, and without usage",
-                            upstream.name,
-                            refused,
-                        )
-                        self.state.no_usage_injection.add(upstream.name)
-                    await self._relay(ex, send, upstream, response)
-                    return
+            await self._exchange(ex, scope, send, upstream, body)
         except UpstreamTimeoutError as exc:
             await self._reject(ex, send, 504, str(exc))
         except UpstreamUnreachableError as exc:
             await self._reject(ex, send, 502, str(exc))
 
+    async def _forward_routed(
+        self,
+        ex: _Exchange,
+        scope: Scope,
+        send: Send,
+        router: Router,
+        model: str | None,
+        body: bytes,
+    ) -> None:
+        """Send the request to the replica ``router`` picks; if that replica fails before the
+        response started, once more to another one (never after: the client has bytes)."""
+        facts = self._facts(ex, model)
+        decision = router.choose(facts)
+        tried = []
+        while decision is not None:
+            replica = decision.replica
+            tried.append(replica)
+            self._note_route(ex, router, decision, len(tried))
+            try:
+                with router.track(replica):
+                    target = router.target(replica)
+                    await self._exchange(ex, scope, send, target, body, peek=True)
+                return
+            except (UpstreamTimeoutError, UpstreamUnreachableError) as exc:
+                if isinstance(exc, UpstreamUnreachableError):
+                    router.mark_down(replica, str(exc))
+                retry = len(tried) < MAX_ATTEMPTS and not ex.response_started
+                decision = router.choose(facts, exclude=tried) if retry else None
+                if decision is None:
+                    status = 504 if isinstance(exc, UpstreamTimeoutError) else 502
+                    await self._reject(ex, send, status, str(exc))
+                    return
+                logger.warning("retrying on %s: %s", decision.replica.url, exc)
+
+    def _facts(self, ex: _Exchange, model: str | None) -> RequestFacts:
+        """What the routing policy sees; fingerprints the prefix (kept for the record)."""
+        api = self.spec.api
+        if ex.parsed is not None and api is not None and self.spec.records_usage:
+            try:
+                ex.fingerprint = fingerprint_request(ex.parsed, api)
+            except PromptCacheError:
+                ex.fingerprint = None  # describe_prompt logs why, later
+        chained = ex.fingerprint.chained if ex.fingerprint is not None else ()
+        return RequestFacts(api=api, model=model, chained=chained, body=ex.parsed)
+
+    def _note_route(self, ex: _Exchange, router: Router, decision: Decision, attempt: int) -> None:
+        record = ex.record
+        if record is None:
+            return
+        record.replica = decision.replica.url
+        record.route_policy = router.policy.name
+        record.route_reason = decision.reason
+        record.route_depth = decision.depth
+        record.route_in_flight = decision.in_flight
+        record.route_least_in_flight = decision.least_in_flight
+        record.route_attempts = attempt
+
+    async def _exchange(
+        self,
+        ex: _Exchange,
+        scope: Scope,
+        send: Send,
+        upstream: UpstreamConfig,
+        body: bytes,
+        *,
+        peek: bool = False,
+    ) -> None:
+        """One upstream exchange, relayed to the client; with ``peek``, nothing is sent to the
+        client until the upstream's first body bytes (or its end) arrived.
+
+        Raises:
+            UpstreamTimeoutError, UpstreamUnreachableError: before the response started.
+        """
+        refused: int | None = None  # status of a 400/422 to the body with stream_options added
+        while True:
+            async with self.state.pool.stream(
+                upstream,
+                scope["method"],
+                scope.get("raw_path") or scope["path"].encode(),
+                scope["query_string"],
+                request_headers(scope["headers"]),
+                body,
+            ) as response:
+                if ex.strip_usage_chunk and response.status_code in (400, 422):
+                    # Maybe an OpenAI-compatible server that refuses the stream_options we
+                    # added: resend the client's own bytes once, and decide by the outcome.
+                    refused = response.status_code
+                    ex.strip_usage_chunk = False
+                    body = ex.request_body
+                    continue
+                if refused is not None and response.status_code < 400:
+                    # Only the added field was refused: stop adding it for this upstream.
+                    # (If the client's own bytes fail too, the 400 was about them: the client
+                    # gets that answer, and other requests keep their usage.)
+                    logger.warning(
+                        "upstream %s refused stream_options.include_usage (HTTP %d); "
+                        "its chat streams will be forwarded without it, and without usage",
+                        upstream.name,
+                        refused,
+                    )
+                    self.state.no_usage_injection.add(upstream.name)
+                chunks = response.aiter_raw()
+                first: bytes | None = None
+                if peek:
+                    # Routed: read the first body bytes before anything goes to the client, so a
+                    # replica that dies before sending any (killed while it queued or prefilled
+                    # the request) is still retried on another one.
+                    try:
+                        first = await anext(chunks, b"")
+                    except httpx.TransportError as exc:
+                        message = describe_transport_error(upstream, exc) + " (before any byte)"
+                        raise UpstreamUnreachableError(message) from exc
+                await self._relay(ex, send, upstream, response, chunks, first)
+                return
+
     # -- response side --------------------------------------------------------------------
 
     async def _relay(
-        self, ex: _Exchange, send: Send, upstream: UpstreamConfig, response: httpx.Response
+        self,
+        ex: _Exchange,
+        send: Send,
+        upstream: UpstreamConfig,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        first: bytes | None = None,
     ) -> None:
+        """Send the response to the client: ``first`` (body bytes already read, if any), then
+        the rest of ``chunks`` (``response.aiter_raw()``)."""
         record = ex.record
         status = response.status_code
         is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
@@ -292,11 +399,12 @@ class ProxyEndpoint:
         headers = response_headers(response.headers.raw, keep_length=not ex.strip_usage_chunk)
         if record is not None:
             headers.append((REQUEST_ID_HEADER, record.id.encode()))
+        ex.response_started = True
         await send({"type": "http.response.start", "status": status, "headers": headers})
 
         copy_limit = self.state.config.max_body_bytes
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in _prepend(first, chunks):
                 if ex.first_byte is None:
                     ex.first_byte = time.perf_counter()
                 if ex.response_copy is not None and not ex.copy_truncated:
@@ -445,7 +553,7 @@ class ProxyEndpoint:
         try:
             self._read_response(ex, record)
             if ex.parsed is not None and self.spec.api is not None:
-                describe_prompt(record, ex.parsed, self.spec.api)
+                describe_prompt(record, ex.parsed, self.spec.api, ex.fingerprint)
         except Exception:
             logger.exception("request %s: could not read usage or prefix", record.id)
         record.vendor_miss_reason = ex.miss_reason
@@ -521,6 +629,9 @@ def _nested_deeper_than(parsed: Any, raw: bytes, limit: int) -> bool:
     return False
 
 
+#: Replicas a request is sent to at most: the first choice and one retry.
+MAX_ATTEMPTS = 2
+
 #: Relayed SSE events queued before the relay stops to read their JSON (see ``_observe``).
 OBSERVE_BATCH_EVENTS = 64
 
@@ -566,6 +677,14 @@ def _gemini_finished(chunk: dict[str, Any]) -> bool:
     return isinstance(candidates, list) and any(
         isinstance(c, dict) and c.get("finishReason") for c in candidates
     )
+
+
+async def _prepend(first: bytes | None, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``first`` (when not None or empty), then every chunk of ``chunks``."""
+    if first:
+        yield first
+    async for chunk in chunks:
+        yield chunk
 
 
 async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:

@@ -17,6 +17,9 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 ``promptcache_cost_usd_total``              counter    our computed cost, USD
 ``promptcache_cost_without_cache_usd_total`` counter   the same traffic priced with no cache
 ``promptcache_cache_breaks_total``          counter    cache breaks (+ ``reason``)
+``promptcache_cache_break_lost_tokens_total`` counter  input tokens the breaks lost (+ ``reason``)
+``promptcache_cache_break_lost_usd_total``  counter    what those tokens cost over a cache read,
+                                                       USD (+ ``reason``; priced models only)
 ``promptcache_unexpected_misses_total``     counter    same prefix within the TTL, 0 cache reads
 ``promptcache_upstream_errors_total``       counter    status >= 500 or transport error
 ``promptcache_request_latency_seconds``     histogram  request start to last byte
@@ -29,6 +32,15 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 stalled disk) and ``reason="write_failed"`` (SQLite refused the row: a full disk, a broken file);
 while rows are being lost ``/healthz`` says ``"degraded"`` (see :func:`install`).
 
+Tokens lost by a break are the explainer's (``breaks.tokens_lost``), priced as the report prices
+them (``proxy/report.py``): each lost token at (input - cache read) rate, and those the request
+paid as its own cache writes (1h first, then 5m and TTL-unknown) at (write - input) on top, at
+the rates of the row that priced the request. Summed over a run they equal the report's
+``tokens_lost`` / ``usd_lost`` per reason.
+
+An upstream with replicas adds the per-replica series of :mod:`.routing.metrics` (in flight,
+health, routed by reason and by prefix, fallbacks).
+
 ``model`` comes from the client's request body, so its label values are capped
 (:data:`MAX_MODEL_LABELS`); later new models are counted under ``model="other"``.
 """
@@ -38,6 +50,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
@@ -48,6 +61,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from .routing.metrics import RoutingCollector
 
 __all__ = ["DEGRADED_FOR_S", "MAX_MODEL_LABELS", "LogLossCollector", "ProxyMetrics", "install"]
 
@@ -108,6 +123,16 @@ class ProxyMetrics:
         )
         self.cache_breaks = counter(
             "promptcache_cache_breaks", "Cache breaks by reason (see proxy/breaks.py).", ("reason",)
+        )
+        self.break_lost_tokens = counter(
+            "promptcache_cache_break_lost_tokens",
+            "Input tokens cache breaks lost (prefilled again instead of read), by reason.",
+            ("reason",),
+        )
+        self.break_lost_usd = counter(
+            "promptcache_cache_break_lost_usd",
+            "USD the lost tokens cost beyond a cache read, by reason (priced models only).",
+            ("reason",),
         )
         self.unexpected_misses = counter(
             "promptcache_unexpected_misses",
@@ -183,12 +208,34 @@ class ProxyMetrics:
             )
         if record.break_reason is not None:
             self._child(self.cache_breaks, vendor, model, record.break_reason).inc()
+            self._observe_loss(record, vendor, model)
         if record.unexpected_miss:
             self._child(self.unexpected_misses, vendor, model).inc()
         if record.latency_ms is not None:
             self._child(self.latency, vendor, model).observe(record.latency_ms / 1000.0)
         if record.ttft_ms is not None:
             self._child(self.ttft, vendor, model).observe(record.ttft_ms / 1000.0)
+
+    def _observe_loss(self, record: Any, vendor: str, model: str) -> None:
+        lost = getattr(record, "break_tokens_lost", None)
+        if not lost:
+            return
+        reason = record.break_reason
+        self._child(self.break_lost_tokens, vendor, model, reason).inc(lost)
+        cost = record.cost
+        if cost is None:
+            return
+        price = cost.price
+        w1 = record.cache_write_1h_tokens or 0
+        w5 = (record.cache_write_5m_tokens or 0) + (record.cache_write_unknown_tokens or 0)
+        lost_1h = min(lost, w1)
+        lost_5m = min(lost - lost_1h, w5)
+        usd = (
+            lost * (price.input - price.cache_read)
+            + lost_5m * (price.cache_write_5m - price.input)
+            + lost_1h * (price.cache_write_1h - price.input)
+        ) / Decimal(1_000_000)
+        self._child(self.break_lost_usd, vendor, model, reason).inc(float(usd))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format 0.0.4 (what ``GET /metrics`` returns)."""
@@ -238,6 +285,9 @@ def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyM
     log: Any = getattr(app.state, "store", None)
     if hasattr(log, "dropped_rows"):
         metrics.registry.register(LogLossCollector(log))
+    routers = getattr(getattr(app.state, "proxy", None), "routers", None)
+    if routers:
+        metrics.registry.register(RoutingCollector(routers.values()))
     hooks = getattr(app.state, "record_hooks", None)
     if hooks is None:
         hooks = []

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from promptcache.usage import USAGE_TOKEN_COLUMNS
+
 if TYPE_CHECKING:
     from promptcache.fingerprint import RequestFingerprint
     from promptcache.pricing import CostBreakdown
@@ -86,12 +88,23 @@ class RequestRecord:
     # the price-table model whose rates priced a model without its own row (upstream price_as);
     # last because schema step 4 appends it to older logs
     priced_as: str | None = _column()
+    # routing over an upstream's replicas (proxy/routing/); schema step 5, NULL without replicas
+    replica: str | None = _column()
+    route_policy: str | None = _column()
+    route_reason: str | None = _column()
+    route_depth: int | None = _column()
+    route_in_flight: int | None = _column()
+    route_least_in_flight: int | None = _column()
+    route_attempts: int | None = _column()
 
     # not stored: parsed objects for hooks
     fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)
     usage: Usage | None = field(default=None, repr=False, compare=False)
     cost: CostBreakdown | None = field(default=None, repr=False, compare=False)
     request_json: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: tokens the cache break lost (``breaks.tokens_lost``), set by the explainer for the
+    #: metrics hook; the report recomputes it from the rows (``proxy/rollup.py``)
+    break_tokens_lost: int | None = field(default=None, repr=False, compare=False)
 
     def as_row(self) -> dict[str, Any]:
         """The column values, keyed by column name, ready for ``Table.insert_all``."""
@@ -100,14 +113,8 @@ class RequestRecord:
     def set_usage_columns(self, usage: Usage) -> None:
         """Copy a normalised ``Usage`` into the usage columns (and keep the object)."""
         self.usage = usage
-        self.uncached_input_tokens = usage.uncached_input_tokens
-        self.cache_read_tokens = usage.cache_read_tokens
-        self.cache_write_5m_tokens = usage.cache_write_5m_tokens
-        self.cache_write_1h_tokens = usage.cache_write_1h_tokens
-        self.cache_write_unknown_tokens = usage.cache_write_unknown_tokens
-        self.output_tokens = usage.output_tokens
-        self.reasoning_tokens = usage.reasoning_tokens
-        self.total_input_tokens = usage.total_input_tokens
+        for name in (*USAGE_TOKEN_COLUMNS, "reasoning_tokens", "total_input_tokens"):
+            setattr(self, name, getattr(usage, name))
         self.usage_json = json.dumps(usage.raw, ensure_ascii=False, sort_keys=True)
         self.usage_warnings = json.dumps(list(usage.warnings), ensure_ascii=False)
 

@@ -27,12 +27,13 @@ upstream, KV-pool pressure points at prefix-caching settings, then swap space, t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -48,6 +49,16 @@ from .report_advice import (
     TtlAdvice,
     advise_families,
     recommend,
+)
+from .report_merge import merged_log
+from .report_replicas import ReplicaSummary, replica_summaries
+from .report_types import (
+    BreakReasonSummary,
+    PricedAs,
+    Summary,
+    TimelinePoint,
+    TtftSummary,
+    WastedWrites,
 )
 from .rollup import ROLLUP_TABLES
 from .store import SCHEMA_VERSION, open_log
@@ -83,106 +94,6 @@ _MILLION = Decimal(1_000_000)
 
 
 @dataclass(frozen=True)
-class Summary:
-    """Traffic, cache use and money of one group (or of everything, ``group=None``).
-
-    Hit rates are fractions in [0, 1] (None without input tokens); tokens are counts; money USD.
-    """
-
-    group: str | None
-    requests: int
-    requests_with_usage: int
-    hit_requests: int
-    token_hit_rate: float | None
-    request_hit_rate: float | None
-    uncached_input_tokens: int
-    cache_read_tokens: int
-    cache_write_5m_tokens: int
-    cache_write_1h_tokens: int
-    cache_write_unknown_tokens: int
-    output_tokens: int
-    total_input_tokens: int
-    cost_usd: float
-    cost_without_cache_usd: float
-    net_savings_usd: float
-    unpriced_requests: int
-    errors: int
-    breaks: int
-    unexpected_misses: int
-    new_prefixes: int = 0
-
-    @property
-    def cache_write_tokens(self) -> int:
-        """All cache-write tokens, every TTL."""
-        writes = (self.cache_write_5m_tokens, self.cache_write_1h_tokens)
-        return sum(writes) + self.cache_write_unknown_tokens
-
-
-@dataclass(frozen=True)
-class PricedAs:
-    """Requests for ``model``, which has no price row, that the proxy priced at ``priced_as``'s
-    rates (the upstream's ``price_as`` setting); their cost is in every cost figure."""
-
-    model: str | None
-    priced_as: str
-    requests: int
-
-
-@dataclass(frozen=True)
-class TimelinePoint:
-    """One time bucket for the charts: start (unix s), token-weighted hit rate, spend (USD)."""
-
-    start: float
-    requests: int
-    hit_rate: float | None
-    cost_usd: float
-    cost_without_cache_usd: float
-
-
-@dataclass(frozen=True)
-class BreakReasonSummary:
-    """All breaks of one reason in the window.
-
-    Attributes:
-        reason: a ``breaks.BREAK_REASONS`` code.
-        breaks: how many requests were explained by it.
-        tokens_lost: input tokens a stable prefix would have served from cache (:mod:`.rollup`).
-        usd_lost: what those tokens cost minus what reading them would have cost (input or
-            write rate - cache-read rate), USD, priced models only.
-        top_segment: the segment path that broke most often for this reason (None for reasons
-            without a segment, such as ``ttl_expired``), with ``top_segment_breaks`` its count.
-        example_ids: request ids with the most tokens lost.
-    """
-
-    reason: str
-    breaks: int
-    tokens_lost: int
-    usd_lost: float
-    top_segment: str | None
-    top_segment_breaks: int
-    example_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class WastedWrites:
-    """Cache writes never read within their TTL: tokens, requests, and the premium paid (USD)."""
-
-    tokens: int
-    requests: int
-    premium_usd: float
-
-
-@dataclass(frozen=True)
-class TtftSummary:
-    """TTFT percentiles (ms) of successful requests with (``hit``) or without cache reads."""
-
-    hit: bool
-    requests: int
-    p50_ms: float
-    p95_ms: float
-
-
-@dataclass(frozen=True)
 class Report:
     """Everything ``promptcache report`` shows, for one time window ``[since, until)`` (unix s)."""
 
@@ -202,6 +113,9 @@ class Report:
     recommendations: tuple[Recommendation, ...]
     engine: EngineKvStats | None = None
     priced_as: tuple[PricedAs, ...] = ()
+    #: requests by replica, then each fleet's total (:mod:`.report_replicas`); empty when no
+    #: upstream lists replicas
+    replicas: tuple[ReplicaSummary, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints).
@@ -437,7 +351,7 @@ def _wasted(
 
 
 def build_report(
-    db_path: str | Path,
+    db_path: str | Path | Sequence[str | Path],
     *,
     since: float,
     until: float,
@@ -452,7 +366,8 @@ def build_report(
     report's ``since``/``until`` are the widened bounds.
 
     Args:
-        db_path: the proxy's SQLite file (opened read-only; never changed).
+        db_path: the proxy's SQLite file (opened read-only; never changed), or several, reported
+            as one log (:mod:`.report_merge`).
         since, until: the window; requests are selected by ``started_at``.
         group_by: one of :data:`GROUP_BY_CHOICES`, or None for totals only.
         now: the current time (default: the wall clock); decides which cache writes are
@@ -462,6 +377,16 @@ def build_report(
     Raises:
         ConfigError: bad window or ``group_by``, or ``db_path`` is not a proxy log.
     """
+    paths = [db_path] if isinstance(db_path, (str, Path)) else list(db_path)
+    if len(paths) != 1:
+        if not paths:
+            raise ConfigError("give at least one --db log")
+        with merged_log(paths) as merged:
+            report = build_report(
+                merged, since=since, until=until, group_by=group_by, now=now, engine=engine
+            )
+        return dataclasses.replace(report, db=" + ".join(str(p) for p in paths))
+    db_path = paths[0]
     if group_by is not None and group_by not in q.GROUP_BY_SQL:
         raise ConfigError(
             f"unknown --group-by {group_by!r}; use one of: {', '.join(GROUP_BY_CHOICES)}"
@@ -499,6 +424,7 @@ def build_report(
             for r in q.ttft_percentiles(conn, h0, h1)
         )
         advice = tuple(advise_families(conn, h0, h1, prices.get, limit=TTL_FAMILIES))
+        replicas = tuple(replica_summaries(conn, h0, h1))
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
     finally:
@@ -520,4 +446,5 @@ def build_report(
         recommendations=tuple(recommend(total, reasons, wasted, advice, engine)),
         engine=engine,
         priced_as=priced_as,
+        replicas=replicas,
     )

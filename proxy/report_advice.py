@@ -38,7 +38,7 @@ from promptcache.ttl import advise_ttl
 from . import report_queries as q
 
 if TYPE_CHECKING:
-    from .report import BreakReasonSummary, Summary, WastedWrites
+    from .report_types import BreakReasonSummary, Summary, WastedWrites
 
 __all__ = [
     "LOW_HIT_RATE",
@@ -75,6 +75,15 @@ FIXES: Final[dict[str, str]] = {
     "between requests (the system prompt or the last tool)",
     "below_minimum": "the stable prefix is shorter than the model's minimum cacheable "
     "length, so nothing is cached: put more of the stable content first or skip caching",
+    # the lookback reasons (proxy/breaks.py, promptcache.lookback; Anthropic's rule,
+    # https://platform.claude.com/docs/en/build-with-claude/prompt-caching, checked 2026-12-01)
+    "lookback_exceeded": "a breakpoint reads at most 20 block positions back and the turn "
+    "appended more: keep a second, sliding breakpoint within 20 positions of the last write "
+    "(promptcache's SlidingWindow or PromptBuilder renders do this)",
+    "breakpoint_moved": "keep the last breakpoint at or after the previous request's: an "
+    "earlier one reads less than the cache holds",
+    "anchor_changed": "a structural change: a block (often a whitespace anchor) was inserted "
+    "into or removed from an earlier message; keep the message structure fixed once sent",
 }
 _CONTENT_REASONS: Final = frozenset(FIXES)
 

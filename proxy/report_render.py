@@ -18,17 +18,22 @@ from rich.table import Table
 
 from promptcache import formatting
 from promptcache.formatting import percent
+from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .report import Report, Summary
+from .report_replicas import ReplicaSummary
 
 __all__ = [
     "CSV_COLUMNS",
+    "REPLICA_HEADER",
     "csv_cell",
     "pct",
     "priced_as_notes",
     "render_csv",
     "render_json",
     "render_table",
+    "replica_cells",
+    "replica_table",
     "summary_rows",
     "usd",
 ]
@@ -115,6 +120,9 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
             )  # fmt: skip
         console.print(groups)
 
+    if report.replicas:
+        console.print(replica_table(report))
+
     breaks = Table(title="Cache breaks by reason", title_justify="left")
     breaks.add_column("reason")
     for name in ("breaks", "tokens lost", "$ lost"):
@@ -156,6 +164,35 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     return buffer.getvalue()
 
 
+#: Header of the by-replica table (text and HTML), one cell per :func:`replica_cells` value.
+REPLICA_HEADER: tuple[str, ...] = (
+    "upstream", "replica", "requests", "share", "hit rate tok", "cache read", "prompt tokens",
+    "by prefix", "new prefix", "overloaded", "retried", "errors",
+)  # fmt: skip
+
+
+def replica_cells(r: ReplicaSummary) -> list[str]:
+    """One row of the by-replica table; the fleet-total row shows max/mean load as its share."""
+    share = f"{r.max_over_mean:.2f} max/mean" if r.max_over_mean is not None else pct(r.share)
+    return [
+        r.upstream, r.replica or "(fleet total)", f"{r.requests:,}", share,
+        pct(r.token_hit_rate), f"{r.cache_read_tokens:,}", f"{r.total_input_tokens:,}",
+        f"{r.routed_prefix:,}", f"{r.routed_new_prefix:,}", f"{r.routed_overloaded:,}",
+        f"{r.retried:,}", f"{r.errors:,}",
+    ]  # fmt: skip
+
+
+def replica_table(report: Report) -> Table:
+    """Requests and hit rate by replica, then each fleet's total (``Report.replicas``)."""
+    table = Table(title="By replica", title_justify="left")
+    for name in REPLICA_HEADER:
+        table.add_column(name, justify="left" if name in REPLICA_HEADER[:2] else "right",
+                         overflow="fold")  # fmt: skip
+    for r in report.replicas:
+        table.add_row(*replica_cells(r), style="bold" if r.replica is None else None)
+    return table
+
+
 def render_json(report: Report) -> str:
     """The report as indented JSON (every field of :meth:`Report.to_dict`)."""
     return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
@@ -169,12 +206,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "hit_requests",
     "token_hit_rate",
     "request_hit_rate",
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
+    *USAGE_TOKEN_COLUMNS,
     "total_input_tokens",
     "cost_usd",
     "cost_without_cache_usd",

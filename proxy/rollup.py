@@ -29,7 +29,9 @@ Definitions (shared with ``breaks.py`` and ``report.py``):
   one that has already finished, and the writer's queue is first in, first out);
 - *tokens lost* by a break = the input a stable prefix would have served from cache but the
   request had to prefill again: its input not read from cache (uncached + writes), capped at what
-  its predecessor (``previous_request_id``) had in cache. That is the predecessor's reads +
+  its predecessor (``previous_request_id``) had in cache (less the request's own cache reads
+  for the structural reasons ``anchor_changed``, ``lookback_exceeded`` and ``breakpoint_moved``,
+  whose request may still read an earlier breakpoint). That is the predecessor's reads +
   writes where the API reports writes (Anthropic, Bedrock, an OpenAI request with
   ``prompt_cache_breakpoint``, any row with write tokens), and its whole input where caching is
   automatic and no write is reported (OpenAI, Gemini, the engine upstream: every prompt token it
@@ -51,6 +53,10 @@ from typing import Final
 
 from sqlite_utils import Database
 
+from promptcache.usage import USAGE_TOKEN_COLUMNS
+
+from .breaks import READS_KEPT_REASONS
+
 __all__ = ["ROLLUP_TABLES", "add_report_rollups", "rebuild_break_rollup"]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
@@ -61,12 +67,7 @@ _HOURLY_SUMS: Final = (
     "requests_with_input",
     "hit_requests",
     "hit_ratio_sum",
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
+    *USAGE_TOKEN_COLUMNS,
     "total_input_tokens",
     "cost_usd",
     "cost_without_cache_usd",
@@ -127,6 +128,9 @@ _HOURLY_KEY: Final = ", ".join(f"{expr} AS {name}" for name, expr in _HOURLY_KEY
 _P_WRITES: Final = """(COALESCE(p.cache_write_5m_tokens, 0) + COALESCE(p.cache_write_1h_tokens, 0)
     + COALESCE(p.cache_write_unknown_tokens, 0))"""
 
+#: Break reasons whose cap subtracts the request's own reads (``breaks.READS_KEPT_REASONS``).
+_READS_KEPT: Final = "(" + ", ".join(f"'{reason}'" for reason in READS_KEPT_REASONS) + ")"
+
 #: Tokens a break lost (see the module docstring); ``{r}`` the request, ``p`` its predecessor
 #: (all NULL when there is none: then 0).
 _TOKENS_LOST: Final = f"""
@@ -134,7 +138,9 @@ _TOKENS_LOST: Final = f"""
                CASE WHEN p.api IN ('anthropic', 'bedrock_converse')
                          OR COALESCE(p.breakpoints, '[]') <> '[]' OR {_P_WRITES} > 0
                     THEN COALESCE(p.cache_read_tokens, 0) + {_P_WRITES}
-                    ELSE COALESCE(p.total_input_tokens, 0) END))
+                    ELSE COALESCE(p.total_input_tokens, 0) END
+               - CASE WHEN {{r}}.break_reason IN {_READS_KEPT}
+                      THEN COALESCE({{r}}.cache_read_tokens, 0) ELSE 0 END))
 """
 
 #: One break's ``(lost, w1, w5)`` inputs over request ``{r}`` joined to predecessor ``p``.

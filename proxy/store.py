@@ -32,7 +32,9 @@ from typing import Any
 from sqlite_utils import Database
 
 from promptcache.errors import StoreError
+from promptcache.usage import USAGE_TOKEN_COLUMNS
 
+from .report_replicas import add_routing_columns
 from .rollup import add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
@@ -63,12 +65,7 @@ def _v1_requests(db: Database) -> None:
             "status": integer,
             "error": text,
             "stream": integer,
-            "uncached_input_tokens": integer,
-            "cache_read_tokens": integer,
-            "cache_write_5m_tokens": integer,
-            "cache_write_1h_tokens": integer,
-            "cache_write_unknown_tokens": integer,
-            "output_tokens": integer,
+            **dict.fromkeys(USAGE_TOKEN_COLUMNS, integer),
             "reasoning_tokens": integer,
             "total_input_tokens": integer,
             "usage_json": text,
@@ -124,6 +121,8 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_report_rollups,
     rebuild_break_rollup,
     _v4_priced_as,
+    add_routing_columns,  # step 5: routing columns and the by-replica rollup (#17)
+    rebuild_break_rollup,  # step 6: tokens lost of the lookback reasons (#20)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

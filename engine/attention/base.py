@@ -2,7 +2,7 @@
 
 One ``AttnMetadata`` describes a whole scheduled batch; every layer reuses it. The field names are
 the kernels' names (``slot_mapping``, ``block_tables``, ``cu_seqlens_q``, ``context_lens``,
-``num_cached_tokens``) so nothing is renamed between the scheduler and a kernel.
+``num_computed_tokens``) so nothing is renamed between the scheduler and a kernel.
 
 Token layout: the new tokens of all sequences are packed back to back (varlen, no padding);
 sequence ``i`` owns rows ``cu_seqlens_q[i]:cu_seqlens_q[i + 1]``. Its KV history lives in the
@@ -34,7 +34,7 @@ class AttnMetadata:
             order, padded with -1.
         context_lens: ``[num_seqs]`` int32, cached + new tokens of each sequence after this step.
         cu_seqlens_q: ``[num_seqs + 1]`` int32, cumulative new-token counts (starts at 0).
-        num_cached_tokens: ``[num_seqs]`` int32, tokens already in the pool before this step
+        num_computed_tokens: ``[num_seqs]`` int32, tokens already in the pool before this step
             (= context_lens - new tokens).
         max_seqlen_q: the largest new-token count of one sequence.
         max_seqlen_k: the largest context_len.
@@ -45,7 +45,7 @@ class AttnMetadata:
     block_tables: torch.Tensor
     context_lens: torch.Tensor
     cu_seqlens_q: torch.Tensor
-    num_cached_tokens: torch.Tensor
+    num_computed_tokens: torch.Tensor
     max_seqlen_q: int
     max_seqlen_k: int
 

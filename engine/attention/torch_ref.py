@@ -310,7 +310,7 @@ class TorchAttentionBackend(AttentionBackend):
         if plan is not None:
             return plan  # type: ignore[return-value]
         cu = meta.cu_seqlens_q.tolist()
-        cached = meta.num_cached_tokens.tolist()
+        cached = meta.num_computed_tokens.tolist()
         device = meta.cu_seqlens_q.device
         seqs: list[_PrefillSeq] = []
         for i in range(meta.num_seqs):

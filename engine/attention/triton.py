@@ -67,7 +67,7 @@ class TritonAttentionBackend(AttentionBackend):
             v_cache,
             meta.block_tables,
             meta.cu_seqlens_q,
-            meta.num_cached_tokens,
+            meta.num_computed_tokens,
             scale,
             k_scale,
             v_scale,

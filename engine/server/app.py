@@ -47,6 +47,7 @@ from .serving import ResponseMeta, chat_body, chat_events, completion_body, comp
 from .sse import EventStreamResponse
 
 if TYPE_CHECKING:
+    from ..kv_events import KVEventPublisher
     from ..llm_engine import LLMEngine
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "is_json_media_type"]
@@ -78,6 +79,7 @@ def create_app(
     served_model_names: Sequence[str] | None = None,
     chat_template: str | None = None,
     api_key: str | None = None,
+    kv_events: KVEventPublisher | None = None,
 ) -> Starlette:
     """Build the app; its lifespan starts and stops the engine thread.
 
@@ -87,6 +89,8 @@ def create_app(
             The first one is listed first by ``/v1/models``.
         chat_template: Jinja source that replaces (or supplies) the model's chat template.
         api_key: if set, ``/v1`` requests must send ``Authorization: Bearer <api_key>``.
+        kv_events: publish the prefix cache's KV events (vLLM format) here, once per engine
+            step; the caller owns (and closes) the publisher.
 
     Raises:
         ConfigError: an empty model name, or an API key that no client could send
@@ -100,7 +104,7 @@ def create_app(
         validate_api_key(api_key)
     if chat_template is not None:
         engine.tokenizer.set_chat_template(chat_template)
-    async_engine = AsyncEngine(engine)
+    async_engine = AsyncEngine(engine, kv_events=kv_events)
     metrics = EngineMetrics(async_engine.stats, lambda: async_engine.num_requests_in_flight)
     async_engine.metrics = metrics
     # Capped by the KV pool too: prompts and default max_tokens are sized to what can finish.

@@ -37,6 +37,7 @@ from ..outputs import EngineStats, RequestOutput
 from ..sampling_params import SamplingParams
 
 if TYPE_CHECKING:
+    from ..kv_events import KVEventPublisher
     from ..llm_engine import LLMEngine
     from .metrics import EngineMetrics
 
@@ -130,14 +131,24 @@ class AsyncEngine:
     Args:
         engine: the engine; from ``start()`` on, only this object's thread may call it.
         metrics: where TTFT / ITL / request counts are recorded, or None.
+        kv_events: publisher of the prefix cache's KV events, or None. The engine thread
+            drains the block manager's events after each step (and command batch) and
+            publishes them as one batch; the caller closes the publisher.
 
     Thread-safety: ``add_request`` is a coroutine for the event loop; ``abort`` and ``stats``
     may be called from any thread.
     """
 
-    def __init__(self, engine: LLMEngine, metrics: EngineMetrics | None = None) -> None:
+    def __init__(
+        self,
+        engine: LLMEngine,
+        metrics: EngineMetrics | None = None,
+        kv_events: KVEventPublisher | None = None,
+    ) -> None:
         self.engine = engine
         self.metrics = metrics
+        self.kv_events = kv_events
+        self._kv_recorder = engine.enable_kv_events() if kv_events is not None else None
         self._commands: queue.SimpleQueue[_Add | _Abort | None] = queue.SimpleQueue()
         self._tracked: dict[str, _Tracked] = {}  # engine request id -> its HTTP request
         self._thread: threading.Thread | None = None
@@ -226,6 +237,8 @@ class AsyncEngine:
                 if self.engine.has_unfinished_requests() and not self._stopping.is_set():
                     self._step()
                 self._stats = self.engine.stats()
+                if self.kv_events is not None and self._kv_recorder is not None:
+                    self.kv_events.publish(self._kv_recorder.take())
         finally:
             error = EngineError("the engine is shutting down; retry against a running server")
             self._fail_tracked(error)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,9 @@ from typing import Any
 import click
 
 from promptcache.engine.config import KV_CACHE_DTYPES, KV_POOL_DTYPES
+from promptcache.engine.kv_sizing import KVSize, human_bytes, kv_size
 
-__all__ = ["ByteSize", "KVSize", "blocks_in_budget", "engine_group", "kv_size"]
+__all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
 
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
@@ -164,6 +167,26 @@ def engine_group() -> None:
     "shared machine).",
 )
 @click.option(
+    "--kv-events-endpoint",
+    metavar="ZMQ_URL",
+    help="Publish the prefix cache's KV events in vLLM's format (ZeroMQ PUB, msgpack) on this "
+    "address, e.g. tcp://127.0.0.1:5557; routers such as `promptcache proxy` (policy "
+    "kv_events), llm-d or NVIDIA Dynamo subscribe to it.",
+)
+@click.option(
+    "--kv-events-replay-endpoint",
+    metavar="ZMQ_URL",
+    help="Answer KV-event replay requests (ZeroMQ ROUTER) on this address, e.g. "
+    "tcp://127.0.0.1:5558, so a late or lagging subscriber catches up. Needs "
+    "--kv-events-endpoint.",
+)
+@click.option(
+    "--kv-events-topic",
+    default="kv-events",
+    show_default=True,
+    help="Topic frame of every KV-event message (subscribers filter on its prefix).",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -189,6 +212,9 @@ def serve(
     insecure_no_auth: bool,
     device: str,
     threads: int | None,
+    kv_events_endpoint: str | None,
+    kv_events_replay_endpoint: str | None,
+    kv_events_topic: str,
     log_level: str,
 ) -> None:
     """Serve a model with an OpenAI-compatible API (/v1/chat/completions, /v1/completions).
@@ -209,14 +235,24 @@ def serve(
     check_host(host)  # an unknown --host is a typo, not a reason to ask for --api-key
     check_bind(host, api_key, insecure_no_auth)
     template = _read_chat_template(chat_template)
+    if kv_events_replay_endpoint is not None and kv_events_endpoint is None:
+        raise click.UsageError("--kv-events-replay-endpoint needs --kv-events-endpoint")
     from promptcache.listen import listen_socket
 
     # Bound before the model loads: a port in use fails at once, in one line.
     sock = listen_socket(host, port)
+    kv_events = None
     try:
+        if kv_events_endpoint is not None:
+            from promptcache.engine.kv_events import KVEventPublisher
+
+            kv_events = KVEventPublisher(
+                kv_events_endpoint, kv_events_replay_endpoint, topic=kv_events_topic
+            )
         import torch
 
         from promptcache.engine import EngineConfig, LLMEngine, ModelConfig
+        from promptcache.engine.kv_sizing import size_kv_pools
         from promptcache.engine.loader import resolve_model_path
         from promptcache.engine.server import create_app
         from promptcache.engine.server import serve as run_server
@@ -240,15 +276,9 @@ def serve(
 
         model_dir = resolve_model_path(model)
         model_config = ModelConfig.from_pretrained(model_dir)
-        kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
-        per_block = model_config.kv_bytes_per_token(kv_name) * block_size
-        blocks_in_budget(kv_cache_bytes, per_block, block_size, "--kv-cache-bytes")
-        num_cpu_blocks = (
-            blocks_in_budget(swap_space, per_block, block_size, "--swap-space") if swap_space else 0
-        )
+        with _budget_option({"kv_cache_bytes": "--kv-cache-bytes", "swap_space": "--swap-space"}):
+            size_kv_pools(config, model_config, swap_space=swap_space)
         config.model = str(model_dir)
-        config.preemption_mode = "swap" if num_cpu_blocks else "recompute"
-        config.num_cpu_blocks = num_cpu_blocks
         config.validate()
         engine = LLMEngine(config)
         app = create_app(
@@ -257,6 +287,7 @@ def serve(
             served_model_names=list(dict.fromkeys(served_model_names)) or [model],
             chat_template=template,
             api_key=api_key,
+            kv_events=kv_events,
         )
         stats = engine.stats()
         pool = stats.kv_cache_bytes
@@ -268,9 +299,18 @@ def serve(
             f"{pool_text}, max_model_len {engine.effective_max_model_len})",
             err=True,
         )
+        if kv_events is not None:
+            replay = f", replay on {kv_events.replay_endpoint}" if kv_events.replay_endpoint else ""
+            click.echo(
+                f"promptcache engine: KV events on {kv_events.endpoint} "
+                f"(topic {kv_events.topic!r}{replay})",
+                err=True,
+            )
         run_server(app, host=host, port=port, log_level=log_level, sock=sock)
     finally:
         sock.close()  # the server closes it too; this covers a failure before it starts
+        if kv_events is not None:
+            kv_events.close()
 
 
 def _plural(count: int, noun: str) -> str:
@@ -285,21 +325,15 @@ def _base_url(host: str, port: int) -> str:
     return f"{http_url(host, port)}/v1"
 
 
-def blocks_in_budget(budget: int, bytes_per_block: int, block_size: int, option: str) -> int:
-    """How many whole KV blocks ``budget`` bytes hold; the same check for ``serve
-    --kv-cache-bytes`` / ``--swap-space`` and ``kv-size --budget``.
+@contextmanager
+def _budget_option(options: dict[str, str]) -> Iterator[None]:
+    """Report a ``KVBudgetError`` as a usage error of the option that set that budget."""
+    from promptcache.errors import KVBudgetError
 
-    Raises:
-        click.BadParameter: the budget holds no block (the engine would refuse to start).
-    """
-    blocks = budget // bytes_per_block
-    if blocks < 1:
-        raise click.BadParameter(
-            f"{_human(budget)} holds no KV block ({block_size} tokens = {bytes_per_block:,} B "
-            f"for this model); give at least {bytes_per_block:,} bytes",
-            param_hint=option,
-        )
-    return blocks
+    try:
+        yield
+    except KVBudgetError as exc:
+        raise click.BadParameter(str(exc), param_hint=options[exc.setting]) from None
 
 
 def _read_chat_template(value: str | None) -> str | None:
@@ -342,69 +376,6 @@ def _read_chat_template(value: str | None) -> str | None:
 
 
 # kv-size ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KVSize:
-    """KV cache arithmetic for one model (all sizes in bytes, lengths in tokens).
-
-    ``bytes_per_token = 2 (K and V) x layers x kv_heads x head_dim x bytes_per_element``; the
-    engine allocates whole blocks of ``block_size`` tokens, so a budget holds
-    ``budget // (bytes_per_token x block_size)`` blocks. Per-head scales of an int8/fp8 cache
-    (a few bytes per layer) are not counted.
-    """
-
-    layers: int
-    kv_heads: int
-    head_dim: int
-    kv_dtype: str
-    bytes_per_element: int
-    bytes_per_token: int
-    tokens: int
-    batch: int
-    bytes_per_request: int
-    bytes_per_batch: int
-    budget: int
-    block_size: int
-    budget_blocks: int
-    budget_tokens: int
-    budget_requests: int
-
-
-def kv_size(
-    model_config: Any, *, tokens: int, batch: int, kv_dtype: str, budget: int, block_size: int
-) -> KVSize:
-    """Compute ``KVSize`` from a ``promptcache.engine.ModelConfig``."""
-    from promptcache.engine.model_config import DTYPE_BYTES
-
-    name = model_config.torch_dtype if kv_dtype == "auto" else kv_dtype
-    elem = DTYPE_BYTES[name]
-    per_token = model_config.kv_bytes_per_token(kv_dtype)
-    blocks = budget // (per_token * block_size)
-    return KVSize(
-        layers=model_config.num_hidden_layers,
-        kv_heads=model_config.num_key_value_heads,
-        head_dim=model_config.head_dim,
-        kv_dtype=name,
-        bytes_per_element=elem,
-        bytes_per_token=per_token,
-        tokens=tokens,
-        batch=batch,
-        bytes_per_request=per_token * tokens,
-        bytes_per_batch=per_token * tokens * batch,
-        budget=budget,
-        block_size=block_size,
-        budget_blocks=blocks,
-        budget_tokens=blocks * block_size,
-        budget_requests=blocks // -(-tokens // block_size),
-    )
-
-
-def _human(n: int) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n:,} B ({n / size:.2f} {unit})"
-    return f"{n:,} B"
 
 
 @engine_group.command(name="kv-size")
@@ -451,7 +422,6 @@ def kv_size_command(
         promptcache engine kv-size --model ./llama/config.json --budget 24GiB --json
         promptcache engine kv-size --model ./SmolLM2-135M-Instruct.Q4_1.gguf --tokens 8192
     """
-    from promptcache.engine.config import EngineConfig
     from promptcache.engine.gguf_file import is_gguf
     from promptcache.engine.model_config import ModelConfig
 
@@ -475,21 +445,15 @@ def kv_size_command(
         config = ModelConfig.from_dict(raw, source=str(model))
     else:
         config = ModelConfig.from_pretrained(model)
-    # serve's rule: no block larger than max_model_len (serve's default: max_position_embeddings;
-    # a request of --tokens needs at least that many).
-    EngineConfig(
-        block_size=block_size, max_model_len=max(config.max_position_embeddings, tokens or 0, 2)
-    )
-    per_block = config.kv_bytes_per_token(kv_cache_dtype) * block_size
-    blocks_in_budget(budget, per_block, block_size, "--budget")
-    size = kv_size(
-        config,
-        tokens=tokens or config.max_position_embeddings,
-        batch=batch,
-        kv_dtype=kv_cache_dtype,
-        budget=budget,
-        block_size=block_size,
-    )
+    with _budget_option({"kv_cache_bytes": "--budget"}):
+        size = kv_size(
+            config,
+            tokens=tokens,
+            batch=batch,
+            kv_dtype=kv_cache_dtype,
+            budget=budget,
+            block_size=block_size,
+        )
     if as_json:
         click.echo(json.dumps(asdict(size), indent=2))
         return
@@ -501,13 +465,13 @@ def kv_size_command(
         (
             "per token",
             f"2 x {s.layers} x {s.kv_heads} x {s.head_dim} x {s.bytes_per_element} = "
-            f"{_human(s.bytes_per_token)}",
+            f"{human_bytes(s.bytes_per_token)}",
         ),
-        ("per request", f"{s.tokens:,} tokens = {_human(s.bytes_per_request)}"),
-        ("per batch", f"{s.batch} x {s.tokens:,} tokens = {_human(s.bytes_per_batch)}"),
+        ("per request", f"{s.tokens:,} tokens = {human_bytes(s.bytes_per_request)}"),
+        ("per batch", f"{s.batch} x {s.tokens:,} tokens = {human_bytes(s.bytes_per_batch)}"),
         (
             "budget",
-            f"{_human(s.budget)} holds {s.budget_blocks:,} blocks of {s.block_size} tokens "
+            f"{human_bytes(s.budget)} holds {s.budget_blocks:,} blocks of {s.block_size} tokens "
             f"= {s.budget_tokens:,} tokens = {s.budget_requests:,} requests of "
             f"{s.tokens:,} tokens",
         ),

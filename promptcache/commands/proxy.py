@@ -15,7 +15,15 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     "--upstream",
     metavar="NAME|URL",
     help="anthropic, openai, gemini, engine (http://127.0.0.1:8000) or a base URL of an "
-    "OpenAI-compatible server. With --config, replaces its default_upstream.",
+    "OpenAI-compatible server, or several comma-separated base URLs of replicas (routed by "
+    "--routing-policy). With --config, replaces its default_upstream.",
+)
+@click.option(
+    "--routing-policy",
+    metavar="POLICY",
+    help="How requests spread over the replicas of --upstream URL1,URL2,...: prefix (default: "
+    "the replica that served the prompt's prefix, unless it is overloaded), least_loaded or "
+    "round_robin.",
 )
 @click.option(
     "--config",
@@ -73,6 +81,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 )
 def proxy(
     upstream: str | None,
+    routing_policy: str | None,
     config_file: Path | None,
     host: str,
     port: int,
@@ -97,6 +106,7 @@ def proxy(
         promptcache proxy --upstream openai   # OpenAI(base_url="http://127.0.0.1:8787/v1")
         promptcache proxy --upstream http://127.0.0.1:8000 --db engine.db --price-as gpt-5
         promptcache proxy --config upstreams.toml --host 0.0.0.0 --auth-token "$TOKEN"
+        promptcache proxy --upstream http://10.0.0.5:8000,http://10.0.0.6:8000 --db fleet.db
     """
     from promptcache.hosts import check_host, http_url
     from promptcache.proxy.config import (
@@ -105,6 +115,7 @@ def proxy(
         load_config_file,
         upstream_from_spec,
     )
+    from promptcache.proxy.redact import redact_url
     from promptcache.proxy.serve import serve
 
     check_host(host)  # an unknown --host is a typo, not a reason to ask for --auth-token
@@ -115,19 +126,28 @@ def proxy(
         "max_body_bytes": max_body_bytes,
         "auth_token": auth_token,
     }
+    if routing_policy is not None and upstream is None:
+        raise click.UsageError(
+            "--routing-policy applies to --upstream URL1,URL2,...; in a --config file set "
+            "`policy` in the [upstreams.NAME] table that lists replicas"
+        )
+    spec = upstream_from_spec(upstream, policy=routing_policy) if upstream is not None else None
     if config_file is not None:
-        default = upstream_from_spec(upstream) if upstream is not None else None
-        config = load_config_file(config_file, default=default, **settings)
-    elif upstream is not None:
-        config = config_for_upstream(upstream, **settings)
+        config = load_config_file(config_file, default=spec, **settings)
+    elif spec is not None:
+        config = config_for_upstream(spec, **settings)
     else:
         raise click.UsageError("give --upstream NAME|URL or --config FILE")
     config = config.with_price_as(price_as)
     if not no_log:
         _check_db(db)  # so a bad --db is the only line printed, not one after the banner
+    target = config.upstreams[config.default_upstream]
+    shown = target.display_url
+    if target.replicas and target.routing is not None:
+        urls = ", ".join(redact_url(url) for url in target.replicas)
+        shown = f"{len(target.replicas)} replicas ({urls}), policy {target.routing.policy}"
     banner = (
-        f"promptcache proxy on {http_url(host, port)} -> "
-        f"{config.upstreams[config.default_upstream].display_url}"
+        f"promptcache proxy on {http_url(host, port)} -> {shown}"
         + ("" if no_log else f", recording to {db}")
     )
     serve(

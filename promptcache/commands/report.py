@@ -104,10 +104,12 @@ class FiniteFloatRange(click.FloatRange):
 @click.command(name="report")
 @click.option(
     "--db",
-    default="promptcache.db",
+    "dbs",
+    multiple=True,
+    default=["promptcache.db"],
     show_default=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The proxy's SQLite log.",
+    help="The proxy's SQLite log; repeat it to report several proxies' logs as one.",
 )
 @click.option(
     "--since",
@@ -154,7 +156,7 @@ class FiniteFloatRange(click.FloatRange):
     help="The engine server's /metrics (URL, or a saved copy) for the KV-pool advice.",
 )
 def report_command(
-    db: Path,
+    dbs: tuple[Path, ...],
     since: float,
     until: float | None,
     group_by: str | None,
@@ -178,6 +180,7 @@ def report_command(
         promptcache report --since 7d --format html --output report.html
         promptcache report --since 1h --fail-under-hit-rate 0.6 --fail-over-cost 25
         promptcache report --engine-metrics http://127.0.0.1:8000/metrics
+        promptcache report --db proxy-a.db --db proxy-b.db   # several proxies as one
     """
     from promptcache.proxy.report import build_report
     from promptcache.proxy.report_advice import EngineKvStats
@@ -189,7 +192,7 @@ def report_command(
         engine = EngineKvStats.from_prometheus(_read_metrics(engine_metrics))
     now = time.time()
     result = build_report(
-        db,
+        dbs,
         since=since,
         until=until if until is not None else now,
         group_by=group_by,

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
+from promptcache.breakpoints import BreakpointPlan, PlannedBreakpoint
 from promptcache.errors import ConfigError
+from promptcache.lookback import SlidingWindow
 from promptcache.minimums import default_model_minimums
+from promptcache.prompt_types import RenderedRequest
+from promptcache.tokens import count_tokens
 
 if TYPE_CHECKING:
     from promptcache.prompt import PromptBuilder
+
+_LAYER_ORDER = {"tools": 0, "system": 1, "messages": 2}
 
 
 def require_model(builder: PromptBuilder, renderer: str) -> str:
@@ -92,3 +98,42 @@ def cache_key_param(builder: PromptBuilder, include: bool, renderer: str) -> dic
             f"{renderer}(include_cache_key=False)"
         )
     return {"prompt_cache_key": builder.cache_key}
+
+
+def within_lookback(
+    builder: PromptBuilder,
+    params: dict[str, Any],
+    api: Literal["anthropic", "bedrock_converse"],
+    plan: BreakpointPlan,
+) -> RenderedRequest:
+    """The rendered request, kept within Anthropic's lookback window (``promptcache.lookback``).
+
+    The builder remembers, per vendor, where its previous render wrote last; when the history
+    has grown more than ``SLIDE_AFTER_POSITIONS`` block positions past it, a ``"sliding"``
+    breakpoint is added on the history message that still reads that write (dropping the tools
+    breakpoint if a fifth would be needed; frozen and session ones are kept). Each render is
+    taken as sent.
+    """
+    window = builder._windows.setdefault(api, SlidingWindow())
+    history_ttl = builder.ttls["history"]
+    note = window.apply(params, api, ttl=history_ttl)
+    kept = list(plan.kept)
+    warnings = list(plan.warnings)
+    if note.path is None or note.message_index is None:
+        if note.why:
+            warnings.append(note.why)
+        return RenderedRequest(params, warnings, kept)
+    if note.dropped is not None:
+        layer = "tools" if "tools[" in note.dropped else "messages"
+        gone = next(bp for bp in kept if bp.layer == layer)
+        kept.remove(gone)
+        warnings.append(
+            f"dropped the {gone.where} breakpoint to make room for a sliding one (at most 4)"
+        )
+    m = note.message_index
+    tokens = builder.approx_tokens()
+    prefix = tokens["tools"] + tokens["frozen"] + tokens["session"]
+    prefix += sum(count_tokens(turn.text) for turn in builder.history[: m + 1])
+    kept.append(PlannedBreakpoint("sliding", "messages", m, history_ttl, prefix, note.why))
+    kept.sort(key=lambda bp: (_LAYER_ORDER[bp.layer], bp.index))
+    return RenderedRequest(params, warnings, kept)

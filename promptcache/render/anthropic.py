@@ -15,10 +15,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from promptcache.render._common import positive_int, require_content, require_model
+from promptcache.prompt_types import RenderedRequest
+from promptcache.render._common import (
+    positive_int,
+    require_content,
+    require_model,
+    within_lookback,
+)
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 
 def cache_control(ttl: str) -> dict[str, str]:
@@ -41,8 +47,6 @@ def render_anthropic(builder: PromptBuilder, *, max_tokens: int) -> RenderedRequ
         ConfigError: no model, nothing to answer, or a bad ``max_tokens``.
         BreakpointLimitError, BreakpointTTLOrderError: see ``promptcache.breakpoints``.
     """
-    from promptcache.prompt import RenderedRequest
-
     model = require_model(builder, "to_anthropic")
     require_content(builder, "to_anthropic")
     plan = builder.plan_breakpoints("anthropic")
@@ -81,4 +85,4 @@ def render_anthropic(builder: PromptBuilder, *, max_tokens: int) -> RenderedRequ
         content = [{"type": "text", "text": text} for text in builder.dynamic_blocks]
         messages.append({"role": "user", "content": content})
     params["messages"] = messages
-    return RenderedRequest(params, plan.warnings, plan.kept)
+    return within_lookback(builder, params, "anthropic", plan)

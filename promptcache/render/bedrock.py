@@ -15,10 +15,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from promptcache.render._common import positive_int, require_content, require_model
+from promptcache.prompt_types import RenderedRequest
+from promptcache.render._common import (
+    positive_int,
+    require_content,
+    require_model,
+    within_lookback,
+)
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 
 def cache_point(ttl: str) -> dict[str, Any]:
@@ -38,8 +44,6 @@ def render_bedrock_converse(builder: PromptBuilder, *, max_tokens: int) -> Rende
         ConfigError: no model, nothing to answer, or a bad ``max_tokens``.
         BreakpointLimitError, BreakpointTTLOrderError: see ``promptcache.breakpoints``.
     """
-    from promptcache.prompt import RenderedRequest
-
     model = require_model(builder, "to_bedrock_converse")
     require_content(builder, "to_bedrock_converse")
     plan = builder.plan_breakpoints("bedrock")
@@ -80,4 +84,4 @@ def render_bedrock_converse(builder: PromptBuilder, *, max_tokens: int) -> Rende
         messages.append({"role": "user", "content": dynamic})
     params["messages"] = messages
     params["inferenceConfig"] = {"maxTokens": positive_int(max_tokens, "max_tokens")}
-    return RenderedRequest(params, plan.warnings, plan.kept)
+    return within_lookback(builder, params, "bedrock_converse", plan)

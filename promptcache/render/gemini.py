@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from promptcache.prompt_types import RenderedRequest
 from promptcache.render._common import automatic_cache_warnings, require_content
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 
 def render_gemini(builder: PromptBuilder) -> RenderedRequest:
@@ -32,8 +33,6 @@ def render_gemini(builder: PromptBuilder) -> RenderedRequest:
     Raises:
         ConfigError: nothing to answer.
     """
-    from promptcache.prompt import RenderedRequest
-
     require_content(builder, "to_gemini")
     body: dict[str, Any] = {}
     system = [*builder.frozen_blocks, *builder.session_blocks]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from promptcache.errors import ConfigError
+from promptcache.prompt_types import RenderedRequest
 from promptcache.render._common import (
     automatic_cache_warnings,
     cache_key_param,
@@ -30,7 +31,7 @@ from promptcache.render._common import (
 )
 
 if TYPE_CHECKING:
-    from promptcache.prompt import PromptBuilder, RenderedRequest
+    from promptcache.prompt import PromptBuilder
 
 _JOIN = "\n\n"
 
@@ -56,8 +57,6 @@ def render_openai_chat(
         ConfigError: no model, nothing to answer, no cache key when one is asked for, or a bad
             option value.
     """
-    from promptcache.prompt import RenderedRequest
-
     model = require_model(builder, "to_openai_chat")
     require_content(builder, "to_openai_chat")
     if system_role not in ("system", "developer"):
@@ -105,8 +104,6 @@ def render_openai_responses(
     Raises:
         ConfigError: as ``render_openai_chat``.
     """
-    from promptcache.prompt import RenderedRequest
-
     model = require_model(builder, "to_openai_responses")
     require_content(builder, "to_openai_responses")
     params: dict[str, Any] = {"model": model}

@@ -37,6 +37,14 @@ def test_utf8_bom_is_accepted(tmp_path: Path, command: str) -> None:
     path.write_bytes(json.dumps(BODIES[command]).encode("utf-8-sig"))
     result = CliRunner().invoke(cli, [command, str(path), *ARGS[command]])
     assert result.exit_code == 0, result.output
+    # Read as the same JSON: the output is that of the file without the BOM.
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(BODIES[command]), encoding="utf-8")
+    expected = CliRunner().invoke(cli, [command, str(plain), *ARGS[command]])
+    assert expected.exit_code == 0, expected.output
+    assert result.output == expected.output.replace(str(plain), str(path))
+    if command == "cost":
+        assert "2,006" in result.output  # the prompt_tokens of USAGE, read through the BOM
 
 
 def test_stdin_invalid_utf8_is_a_clean_error() -> None:

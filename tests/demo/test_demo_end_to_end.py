@@ -16,10 +16,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from browser_support import Chromium, assert_report_drawn
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / ".." / "shared" / "models" / "tinystories-656k"
@@ -294,3 +296,27 @@ def test_no_server_outlives_an_interrupted_demo(tmp_path: Path, signum: int) -> 
     assert proc.returncode != 0
     assert wait_gone(pids) == [], f"children still alive after {signal.Signals(signum).name}"
     assert "Traceback" not in stderr
+
+
+def test_the_demos_html_reports_draw_in_a_browser(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+    chromium: Chromium,
+    tmp_path: Path,
+) -> None:
+    """The reports of a real demo log, in headless Chromium: every chart has more than one
+    point although the whole run lasts seconds; the naive app's shows where its prompt broke."""
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name, with_breaks in (("naive", True), ("layered", False)):
+        result = chromium.measure_report(out, f"report-{name}.html")
+        charts = assert_report_drawn(result, with_breaks=with_breaks)
+        with closing(sqlite3.connect(out / f"{name}.db")) as conn:
+            counts = "COUNT(*), SUM(break_reason IS NOT NULL AND break_reason != 'new_prefix')"
+            requests, breaks = conn.execute(f"SELECT {counts} FROM requests").fetchone()
+        drawn = charts["ttft"]["marks"]
+        assert sum(m["value"] for m in drawn) == requests  # every demo request succeeded
+        if with_breaks:
+            assert sum(m["value"] for m in charts["breaks"]["marks"]) == breaks > 0
+            assert sum(result["wide"]["divergences"]) == breaks
+        shot = tmp_path / f"report-{name}-360.png"
+        assert chromium.screenshot((out / f"report-{name}.html").as_uri(), shot, 360, 3000) == []

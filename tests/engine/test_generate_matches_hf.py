@@ -8,6 +8,7 @@ token budget; preemption (recompute and swap) forced by a tiny pool; RoPE scalin
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +84,45 @@ def test_prefix_caching_off_reports_no_cached_tokens(
         assert [o.num_cached_tokens for o in outs] == [0] * len(ids)
 
 
+def _generate_watching_prefill(
+    llm: LLM, ids: list[list[int]], tag: str
+) -> tuple[list[RequestOutput], dict[str, list[int]]]:
+    """Step the engine by hand; return the outputs and, per request, each new computed-token
+    count seen after a step while its prompt was still prefilling (the chunk boundaries)."""
+    engine = llm.engine
+    names = [f"{tag}{i}" for i in range(len(ids))]
+    for name, prompt in zip(names, ids, strict=True):
+        engine.add_request(name, prompt, GREEDY)
+    partial: dict[str, list[int]] = {name: [] for name in names}
+    final: dict[str, RequestOutput] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                final[out.request_id] = out
+        for name in names:
+            for seq in engine.scheduler.get_sequences(name):
+                done = seq.num_computed_tokens
+                if 0 < done < seq.num_prompt_tokens and partial[name][-1:] != [done]:
+                    partial[name].append(done)
+    return [final[name] for name in names], partial
+
+
 def test_chunked_prefill_matches_hf(tiny_story_case: Any, prompts: list[str]) -> None:
     model_dir, ids, reference = tiny_story_case
-    llm = _llm(model_dir, max_num_batched_tokens=5)
-    _check_equal(llm.generate(ids, GREEDY), reference, prompts)
-    _check_equal(llm.generate(ids, GREEDY), reference, prompts)  # chunks over cached prefixes
+    budget = 5
+    llm = _llm(model_dir, max_num_batched_tokens=budget)
+    for tag in ("cold", "warm"):  # warm: the chunks start after cached prefixes
+        outs, partial = _generate_watching_prefill(llm, ids, tag)
+        _check_equal(outs, reference, prompts)
+        for prompt, name, out in zip(ids, partial, outs, strict=True):
+            # Chunk boundaries, from the prefix-cache hit to the whole prompt: no step computes
+            # more of a prompt than the step's token budget.
+            bounds = [out.num_cached_tokens, *partial[name], len(prompt)]
+            assert all(0 < b - a <= budget for a, b in pairwise(bounds)), (name, bounds)
+        if tag == "cold":  # the longest prompt takes ceil(len / budget) chunks, or more
+            longest = max(range(len(ids)), key=lambda i: len(ids[i]))
+            assert len(partial[f"cold{longest}"]) >= -(-len(ids[longest]) // budget) - 1
+    assert sum(o.num_cached_tokens for o in outs) > 0, "the warm pass reused no prefix"
 
 
 @pytest.mark.parametrize("mode", ["recompute", "swap"])

@@ -39,7 +39,7 @@ def our_logits(model_dir: Path, dtype: str = "float32") -> torch.Tensor:
         block_tables=torch.tensor([[*blocks, -1]], dtype=torch.int32),
         context_lens=torch.tensor([n], dtype=torch.int32),
         cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
-        num_cached_tokens=torch.tensor([0], dtype=torch.int32),
+        num_computed_tokens=torch.tensor([0], dtype=torch.int32),
         max_seqlen_q=n,
         max_seqlen_k=n,
     )

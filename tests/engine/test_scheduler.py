@@ -100,7 +100,9 @@ def test_chunked_prefill_under_tiny_token_budget() -> None:
     plans = []
     while sched.has_unfinished():
         batch = step(sched, runner)
-        plans.append([(e.num_cached_tokens, e.num_scheduled_tokens, e.samples) for e in batch.seqs])
+        plans.append(
+            [(e.num_computed_tokens, e.num_scheduled_tokens, e.samples) for e in batch.seqs]
+        )
     assert plans == [
         [(0, 8, False)],
         [(8, 8, False)],
@@ -140,7 +142,7 @@ def test_decode_first_then_prefill_chunk() -> None:
     assert batch.phase == "prefill" and len(batch.decode_seqs) == 3
     batch = step(sched, runner)  # decodes still go first while "p" is mid-prefill
     assert [e.seq.request_id for e in batch.seqs] == ["d0", "d1", "d2", "p"]
-    assert batch.seqs[-1].num_cached_tokens == 3
+    assert batch.seqs[-1].num_computed_tokens == 3
 
 
 def random_workload(sched: Scheduler, seed: int, num_requests: int = 12) -> list[Sequence]:
@@ -269,7 +271,7 @@ def test_cache_aware_ordering_prefers_longest_cached_prefix() -> None:
     hot = add(sched, "hot", [*prefix, 41], max_tokens=1)
     batch = sched.schedule()
     assert [e.seq.request_id for e in batch.seqs] == ["hot"]
-    assert batch.seqs[0].num_cached_tokens == 12 and batch.seqs[0].num_scheduled_tokens == 1
+    assert batch.seqs[0].num_computed_tokens == 12 and batch.seqs[0].num_scheduled_tokens == 1
     assert hot.num_cached_tokens == 12
 
 

@@ -90,7 +90,7 @@ def run_case(
         cu_seqlens_q=torch.tensor(
             [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
         ),
-        num_cached_tokens=torch.tensor(cached_lens, dtype=torch.int32),
+        num_computed_tokens=torch.tensor(cached_lens, dtype=torch.int32),
         max_seqlen_q=max(new_lens),
         max_seqlen_k=max(total),
     )

@@ -31,7 +31,7 @@ def _metadata(
         block_tables=block_tables,
         context_lens=torch.tensor(context, dtype=torch.int32),
         cu_seqlens_q=torch.tensor([0, *itertools.accumulate(new)], dtype=torch.int32),
-        num_cached_tokens=torch.tensor(cached, dtype=torch.int32),
+        num_computed_tokens=torch.tensor(cached, dtype=torch.int32),
         max_seqlen_q=max(new),
         max_seqlen_k=max(context),
     )

@@ -70,6 +70,34 @@ def test_encodings_and_empty_files_lint_normally() -> None:
     assert lint_source(b"", "empty.py").diagnostics == ()
 
 
+BREAKER = (
+    "import time\n"
+    "def ask(q):\n"
+    "    return client.messages.create(model='m', system=f'\u00e9 {time.time()}', messages=[q])\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("bom.py", b"\xef\xbb\xbf" + (HEADER + BREAKER).encode()),
+        ("latin.py", b"# -*- coding: latin-1 -*-\n" + (HEADER + BREAKER).encode("latin-1")),
+    ],
+)
+def test_a_bom_or_coding_line_file_gets_the_same_findings(name: str, raw: bytes) -> None:
+    """A BOM (or a coding line) is read past, not a reason to skip the file: the cache breaker
+    is found, at the line and UTF-8 byte column of the same call in the plain file."""
+    plain = (HEADER + BREAKER).encode()
+    (expected,) = lint_source(plain, "plain.py").diagnostics
+    (found,) = lint_source(raw, name).diagnostics
+    assert found.code == expected.code == "PC001"
+    offset = 1 if name == "latin.py" else 0  # the coding line comes first
+    assert (found.location.line, found.location.col) == (
+        expected.location.line + offset,
+        expected.location.col,
+    )
+
+
 def test_columns_are_utf8_bytes() -> None:
     source = HEADER + (
         "import time\n"

@@ -7,6 +7,8 @@
   ``/v1beta/`` -> ``gemini``, the rest -> ``openai``; all three are the mock), logging to a
   fresh SQLite file. Stopped (and its log drained) at the end of the test.
 
+``fleet`` / ``start_fleet_proxy``: mock replicas and a proxy routing over them (fleet.py).
+
 Helpers the tests import (``RunningProxy``, ``read_rows``, ``mock_config``) are in
 proxy_support.py.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet import fleet, start_fleet_proxy  # noqa: F401 (routing fixtures, see fleet.py)
 from proxy_support import RunningProxy, mock_config
 from servers import ServerThread
 from upstreams import MockUpstream

@@ -1,4 +1,4 @@
-"""Helpers the proxy tests import: ``RunningProxy``, ``read_rows``, ``mock_config``.
+"""Helpers the proxy tests import: ``RunningProxy``, ``read_rows``, ``mock_config``, ``FakeClock``.
 
 They live here, not in conftest.py, because ``from conftest import ...`` resolves to whichever
 conftest.py pytest put on ``sys.path`` first, which breaks runs that collect several test folders.
@@ -92,3 +92,13 @@ def wait_until_serving(proc: subprocess.Popen[str], url: str, timeout_s: float =
         except httpx.TransportError:
             assert proc.poll() is None and time.monotonic() < deadline, "proxy did not start"
             time.sleep(0.1)
+
+
+class FakeClock:
+    """The proxy's wall clock (``ProxyConfig(clock=...)``), set by the test: ``clock.now``."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -35,7 +35,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
-from proxy_support import RunningProxy, mock_config
+from proxy_support import FakeClock, RunningProxy, mock_config
 from servers import ServerThread
 
 from promptcache.canonical import canonical_json
@@ -109,22 +109,12 @@ STEPS = [
 ]
 
 
-class FakeClock:
-    """The proxy's wall clock, set by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture(scope="module")
 def logged(
     mock_server: ServerThread, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[RunningProxy, list[dict[str, Any]]]]:
     """Run the script once through a live proxy; yield it and its rows, oldest first."""
-    clock = FakeClock()
+    clock = FakeClock(T0)
     db_path = tmp_path_factory.mktemp("breaks") / "log.db"
     app = build_app(mock_config(mock_server.url, db_path, clock=clock))
     with (

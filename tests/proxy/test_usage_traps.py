@@ -18,6 +18,8 @@ import openai
 import pytest
 from proxy_support import RunningProxy
 
+from promptcache.usage import USAGE_TOKEN_COLUMNS
+
 ANTHROPIC_KEY = "sk-ant-api03-test-key-0123456789abcdef"
 OPENAI_KEY = "sk-proj-test-key-0123456789abcdefgh"
 GOOGLE_KEY = "AIzaSyTest-0123456789abcdefghijklmnopq"
@@ -92,15 +94,7 @@ CASES = [
     Case("gemini", "tool_use_prompt", "gemini-2.5-pro", (735, 0, 0, 0, 0, 210, 0)),
 ]
 
-BUCKETS = (
-    "uncached_input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "cache_write_unknown_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-)
+BUCKETS = (*USAGE_TOKEN_COLUMNS, "reasoning_tokens")
 #: Columns that differ between two requests by design: identity, timing, and the cache-break
 #: columns, which compare each request with the one before it.
 PER_REQUEST = {

@@ -97,6 +97,22 @@ def without_usage(stream: bytes) -> bytes:
     return b"".join(kept)
 
 
+async def request_body(scope: Scope, receive: Receive, send: Send) -> bytes | None:
+    """The whole HTTP request body; None after answering a lifespan scope (startup and
+    shutdown complete). Shared by the mock upstreams' ASGI entry points."""
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return None
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 class MockUpstream:
     """The ASGI app; serve it with ``servers.ServerThread``."""
 
@@ -118,17 +134,9 @@ class MockUpstream:
             self.peak_in_flight = self.in_flight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+        body = await request_body(scope, receive, send)
+        if body is None:
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         request = ReceivedRequest(
             scope["method"], scope["path"], scope["query_string"].decode(), headers, body

@@ -1,0 +1,165 @@
+"""Requests by replica: the log's routing columns, their hourly rollup and the report section.
+
+Schema step 5 (:func:`add_routing_columns`) adds the routing columns to ``requests`` (NULL on
+older rows and for upstreams without replicas) and ``report_replica_hourly``, per (UTC hour,
+upstream, replica), kept by triggers like the other rollups (``proxy/rollup.py``): requests,
+requests with usage, cache hits, cache-read and prompt tokens, errors, and how they were routed.
+
+:func:`replica_summaries` reads it for ``promptcache report``: one :class:`ReplicaSummary` per
+replica plus one per upstream (``replica=None``: the fleet total, the sum of its replicas).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Final
+
+from sqlite_utils import Database
+
+__all__ = ["ROUTING_COLUMNS", "ReplicaSummary", "add_routing_columns", "replica_summaries"]
+
+#: The routing columns of ``requests`` (name, SQLite type), in table order.
+ROUTING_COLUMNS: Final = (
+    ("replica", "TEXT"),
+    ("route_policy", "TEXT"),
+    ("route_reason", "TEXT"),
+    ("route_depth", "INTEGER"),
+    ("route_in_flight", "INTEGER"),
+    ("route_least_in_flight", "INTEGER"),
+    ("route_attempts", "INTEGER"),
+)
+
+#: ``report_replica_hourly`` sums and each one's value for a request ``{r}``.
+_SUMS: Final = (
+    ("requests", "1"),
+    ("requests_with_usage", "{r}.total_input_tokens IS NOT NULL"),
+    ("hit_requests", "COALESCE({r}.cache_read_tokens, 0) > 0"),
+    ("cache_read_tokens", "COALESCE({r}.cache_read_tokens, 0)"),
+    ("total_input_tokens", "COALESCE({r}.total_input_tokens, 0)"),
+    (
+        "errors",
+        "{r}.status IS NULL OR {r}.status = 0 OR {r}.status >= 400 OR {r}.error IS NOT NULL",
+    ),
+    ("routed_prefix", "{r}.route_reason IS 'prefix'"),
+    ("routed_new_prefix", "{r}.route_reason IS 'new_prefix'"),
+    ("routed_overloaded", "{r}.route_reason IS 'overloaded'"),
+    ("retried", "COALESCE({r}.route_attempts, 1) > 1"),
+)
+_KEY: Final = "CAST({r}.started_at / 3600 AS INTEGER), COALESCE({r}.upstream, ''), {r}.replica"
+
+
+def _upsert(r: str, sign: str, source: str) -> str:
+    """Add (``sign="+"``) or subtract (``"-"``) request ``r``'s values into its rollup row."""
+    names = ", ".join(name for name, _ in _SUMS)
+    values = ", ".join(f"{sign}({expr.format(r=r)})" for _, expr in _SUMS)
+    updates = ", ".join(f"{n} = {n} + excluded.{n}" for n, _ in _SUMS)
+    return f"""INSERT INTO report_replica_hourly (hour, upstream, replica, {names})
+        SELECT {_KEY.format(r=r)}, {values} {source}
+        ON CONFLICT (hour, upstream, replica) DO UPDATE SET {updates}"""
+
+
+def add_routing_columns(db: Database) -> None:
+    """Schema step 5: the routing columns, ``report_replica_hourly`` and its triggers, filled
+    from rows already logged (none have a replica before this step). Idempotent."""
+    have = db.table("requests").columns_dict
+    for name, kind in ROUTING_COLUMNS:
+        if name not in have:
+            db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+    sums = ",\n".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name, _ in _SUMS)
+    db.execute(
+        f"""CREATE TABLE IF NOT EXISTS report_replica_hourly (
+            hour INTEGER NOT NULL, upstream TEXT NOT NULL, replica TEXT NOT NULL,
+            {sums},
+            PRIMARY KEY (hour, upstream, replica))"""
+    )
+    db.execute("DROP TRIGGER IF EXISTS report_rollup_replica")
+    db.execute("DROP TRIGGER IF EXISTS report_rollup_replica_delete")
+    db.execute(
+        "CREATE TRIGGER report_rollup_replica AFTER INSERT ON requests"
+        f" WHEN NEW.replica IS NOT NULL BEGIN\n{_upsert('NEW', '+', 'WHERE true')};\nEND"
+    )
+    db.execute(
+        "CREATE TRIGGER report_rollup_replica_delete AFTER DELETE ON requests"
+        f" WHEN OLD.replica IS NOT NULL BEGIN\n{_upsert('OLD', '-', 'WHERE true')};\nEND"
+    )
+    db.execute("DELETE FROM report_replica_hourly")
+    db.execute(_upsert("r", "+", "FROM requests AS r WHERE r.replica IS NOT NULL"))
+
+
+@dataclass(frozen=True)
+class ReplicaSummary:
+    """One replica's traffic in the report window, or an upstream's fleet total.
+
+    Attributes:
+        upstream: the upstream's name (``[upstreams.NAME]``; ``custom`` for ``--upstream``).
+        replica: the replica's base URL; None on the fleet-total row.
+        requests: requests sent to it (a retried request counts on the replica that answered).
+        share: its fraction of the upstream's requests, in [0, 1].
+        requests_with_usage: requests whose response reported token usage.
+        hit_requests: requests that read at least 1 cached token.
+        cache_read_tokens, total_input_tokens: tokens read from cache, prompt tokens.
+        token_hit_rate: cache_read_tokens / total_input_tokens, None without input.
+        errors: failed requests (status 0 or >= 400, or an error noted).
+        routed_prefix: routed to the replica holding their prefix (``prefix``).
+        routed_new_prefix: no replica held any of their prefix (least loaded).
+        routed_overloaded: their prefix's replica was over the load margin (least loaded).
+        retried: sent here after another replica failed before the response started.
+        max_over_mean: on the fleet-total row, the busiest replica's requests over the mean
+            per replica that served any (1.0 = perfectly even); None on replica rows.
+    """
+
+    upstream: str
+    replica: str | None
+    requests: int
+    share: float
+    requests_with_usage: int
+    hit_requests: int
+    cache_read_tokens: int
+    total_input_tokens: int
+    token_hit_rate: float | None
+    errors: int
+    routed_prefix: int
+    routed_new_prefix: int
+    routed_overloaded: int
+    retried: int
+    max_over_mean: float | None = None
+
+
+def replica_summaries(conn: sqlite3.Connection, h0: int, h1: int) -> list[ReplicaSummary]:
+    """Per upstream with replicas: its replicas (most requests first), then its total row.
+
+    Args:
+        conn: a log at schema step 5 or later.
+        h0, h1: the window in whole UTC hours, ``[h0, h1)``.
+    """
+    names = [name for name, _ in _SUMS]
+    sql = f"""
+        SELECT upstream, replica, {", ".join(f"SUM({n})" for n in names)}
+        FROM report_replica_hourly WHERE hour >= :h0 AND hour < :h1
+        GROUP BY upstream, replica HAVING SUM(requests) > 0 ORDER BY upstream, 3 DESC, replica
+    """
+    rows = conn.execute(sql, {"h0": h0, "h1": h1}).fetchall()
+    out: list[ReplicaSummary] = []
+    for upstream in dict.fromkeys(row[0] for row in rows):
+        mine = [row for row in rows if row[0] == upstream]
+        total = [sum(row[i] for row in mine) for i in range(2, 2 + len(names))]
+        busiest = max(row[2] for row in mine)
+        for replica, sums in [*((row[1], list(row[2:])) for row in mine), (None, total)]:
+            values = dict(zip(names, sums, strict=True))
+            spread = busiest / (total[0] / len(mine)) if replica is None and total[0] else None
+            out.append(
+                ReplicaSummary(
+                    upstream=upstream or "(none)",
+                    replica=replica,
+                    share=values["requests"] / total[0] if total[0] else 0.0,
+                    token_hit_rate=(
+                        values["cache_read_tokens"] / values["total_input_tokens"]
+                        if values["total_input_tokens"]
+                        else None
+                    ),
+                    max_over_mean=spread,
+                    **values,
+                )
+            )
+    return out

@@ -1,0 +1,260 @@
+"""The ``kv_events`` policy: route each request to the replica that holds most of its KV blocks.
+
+Where ``prefix`` guesses from what it sent where, ``kv_events`` reads what each replica actually
+holds, from the KV events the replicas publish (``promptcache engine serve
+--kv-events-endpoint``; vLLM ``--kv-events-config``), followed by `KVEventFeed`
+(``kv_index.py``, which also says what is exact and what is approximate). Per request:
+
+- the body is tokenised as the engine would and hashed into blocks (`PromptHasher`);
+- each candidate's depth is the number of leading blocks it holds, or has just been sent (a
+  request routed in the last ``PENDING_TTL_S`` seconds whose blocks have not shown up in the
+  events yet: concurrent requests of a new prefix follow the first);
+- the deepest candidate wins; among equals, the one this prefix was last sent to (its "home":
+  the most leading blocks last routed there; a bounded LRU map of ``max_prefixes`` block
+  hashes), then the least loaded. A prefix whose blocks were evicted everywhere therefore goes
+  back home (``affinity``) instead of spreading over the fleet, which keeps each replica's
+  working set small;
+- if the winner has more than ``load_margin`` requests in flight above the least loaded
+  candidate, the request goes to the least loaded (``overloaded``); a prefix no replica holds
+  and none was sent before goes to the least loaded (``new_prefix``; ``least_loaded`` while no
+  replica has published any event yet), and so does a body that cannot be tokenised
+  (``least_loaded``).
+
+Config (``[upstreams.NAME]``, one endpoint per replica, in the order of ``replicas``)::
+
+    [upstreams.fleet]
+    replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
+    policy = "kv_events"
+    kv_events_endpoints = ["tcp://127.0.0.1:5557", "tcp://127.0.0.1:5567"]
+    kv_events_replay_endpoints = ["tcp://127.0.0.1:5558", "tcp://127.0.0.1:5568"]  # optional
+    kv_events_topic = "kv-events"                     # optional; the engines' --kv-events-topic
+    tokenizer = "../shared/models/tinystories-656k"   # the replicas' checkpoint directory
+    chat_template = "chat.jinja"                      # optional; the replicas' --chat-template
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from promptcache.engine.kv_events import DEFAULT_TOPIC
+from promptcache.errors import ConfigError
+
+from .kv_index import KVEventFeed, PromptHasher, ReplicaEndpoints, leading_count
+from .policy import (
+    Decision,
+    Policy,
+    PolicySpec,
+    Replica,
+    RequestFacts,
+    decide,
+    least_loaded,
+    register_policy,
+)
+from .settings import RoutingSettings
+
+__all__ = ["PENDING_TTL_S", "KVEventsPolicy"]
+
+V = TypeVar("V")
+
+#: Seconds a routed request's blocks count as held by its replica before its events arrive.
+PENDING_TTL_S = 10.0
+
+_KEYS = frozenset(
+    {
+        "kv_events_endpoints",
+        "kv_events_replay_endpoints",
+        "kv_events_topic",
+        "tokenizer",
+        "chat_template",
+    }
+)
+
+
+def _remember(entries: OrderedDict[int, V], hashes: Sequence[int], value: V, limit: int) -> None:
+    """Set ``entries[h] = value`` for every hash as most recently used; keep ``limit``."""
+    for h in hashes:
+        entries[h] = value
+        entries.move_to_end(h)
+    while len(entries) > limit:
+        entries.popitem(last=False)
+
+
+class _Pending:
+    """Blocks of requests just routed, per replica, until their events arrive (LRU + TTL)."""
+
+    def __init__(self, limit: int, clock: Callable[[], float]) -> None:
+        self.limit = limit
+        self.clock = clock
+        self._by_replica: dict[int, OrderedDict[int, float]] = {}
+
+    def note(self, replica: int, hashes: Sequence[int]) -> None:
+        entries = self._by_replica.setdefault(replica, OrderedDict())
+        _remember(entries, hashes, self.clock() + PENDING_TTL_S, self.limit)
+
+    def depth(self, replica: int, hashes: Sequence[int]) -> int:
+        entries = self._by_replica.get(replica)
+        if not entries:
+            return 0
+        now = self.clock()
+        return leading_count(hashes, lambda h: entries.get(h, -math.inf) >= now)
+
+    def forget(self, replica: int) -> None:
+        self._by_replica.pop(replica, None)
+
+
+class _Homes:
+    """The replica each block hash was last sent to (one LRU map, ``limit`` hashes)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._replica: OrderedDict[int, int] = OrderedDict()
+
+    def note(self, replica: int, hashes: Sequence[int]) -> None:
+        _remember(self._replica, hashes, replica, self.limit)
+
+    def depth(self, replica: int, hashes: Sequence[int]) -> int:
+        return leading_count(hashes, lambda h: self._replica.get(h) == replica)
+
+    def forget(self, replica: int) -> None:
+        for h in [h for h, r in self._replica.items() if r == replica]:
+            del self._replica[h]
+
+
+class KVEventsPolicy(Policy):
+    """Route by the KV blocks each replica holds (see the module docstring).
+
+    Args:
+        settings: the upstream's routing settings; ``options`` holds the keys above.
+        replicas: the replicas' URLs (only their number is used).
+        clock: monotonic seconds; tests pass a fake one.
+
+    Raises:
+        ConfigError: a missing or malformed key, or a tokenizer that cannot be loaded.
+    """
+
+    name = "kv_events"
+
+    def __init__(
+        self,
+        settings: RoutingSettings,
+        replicas: Sequence[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        check_options(settings, replicas)
+        options = settings.options
+        self.load_margin = settings.load_margin
+        self.hasher = PromptHasher(str(options["tokenizer"]), _template(options))
+        endpoints = options["kv_events_endpoints"]
+        replay = options.get("kv_events_replay_endpoints") or [None] * len(endpoints)
+        self.feed = KVEventFeed(
+            [ReplicaEndpoints(e, r) for e, r in zip(endpoints, replay, strict=True)],
+            topic=str(options.get("kv_events_topic", DEFAULT_TOPIC)),
+        )
+        self.pending = _Pending(settings.max_prefixes, clock)
+        self.homes = _Homes(settings.max_prefixes)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.feed.start)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.feed.stop)
+
+    def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
+        least = least_loaded(candidates)
+        hashes = None
+        if facts.body is not None:
+            hashes = self.hasher.hashes(facts.api, facts.body, self.feed.block_size())
+        if hashes is None:
+            return decide(least, "least_loaded", 0, candidates)
+        salted, unsalted = hashes
+        held = {
+            r.index: max(
+                self.feed.blocks[r.index].leading_blocks(salted, unsalted),
+                self.pending.depth(r.index, salted),
+            )
+            for r in candidates
+        }
+        home = {r.index: self.homes.depth(r.index, salted) for r in candidates}
+        best = min(candidates, key=lambda r: (-held[r.index], -home[r.index], r.load))
+        depth = held[best.index]
+        if depth == 0 and home[best.index] == 0:
+            known = any(self.feed.blocks[r.index].num_batches for r in candidates)
+            decision = decide(least, "new_prefix" if known else "least_loaded", 0, candidates)
+        elif best.in_flight - least.in_flight > self.load_margin:
+            decision = decide(least, "overloaded", depth, candidates)
+        else:
+            decision = decide(best, "kv_events" if depth else "affinity", depth, candidates)
+        self.pending.note(decision.replica.index, salted)
+        self.homes.note(decision.replica.index, salted)
+        return decision
+
+    def replica_down(self, replica: Replica) -> None:
+        self.feed.reset(replica.index)
+        self.pending.forget(replica.index)
+        self.homes.forget(replica.index)
+
+
+def _template(options: Mapping[str, Any]) -> str | None:
+    """The ``chat_template`` option's text: a file's contents, or the Jinja text itself."""
+    value = options.get("chat_template")
+    if value is None:
+        return None
+    path = Path(str(value)).expanduser()
+    if path.is_file():
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"chat_template {str(value)!r} cannot be read: {exc}") from None
+    return str(value)
+
+
+def _endpoint_list(value: object, key: str, count: int) -> None:
+    if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+        raise ConfigError(
+            f"{key} must be a list of ZeroMQ addresses (tcp://HOST:PORT), got {value!r}"
+        )
+    if len(value) != count:
+        raise ConfigError(
+            f"{key} lists {len(value)} address(es) for {count} replicas; give one per replica, "
+            "in the order of `replicas`"
+        )
+
+
+def check_options(settings: RoutingSettings, replicas: Sequence[str]) -> None:
+    """Validate the ``kv_events`` keys of one upstream.
+
+    Raises:
+        ConfigError: naming the key and what to change.
+    """
+    options = settings.options
+    if "kv_events_endpoints" not in options or "tokenizer" not in options:
+        raise ConfigError(
+            "policy kv_events needs kv_events_endpoints (one ZeroMQ address per replica, the "
+            "engines' --kv-events-endpoint) and tokenizer (the replicas' checkpoint directory)"
+        )
+    _endpoint_list(options["kv_events_endpoints"], "kv_events_endpoints", len(replicas))
+    if options.get("kv_events_replay_endpoints") is not None:
+        _endpoint_list(
+            options["kv_events_replay_endpoints"], "kv_events_replay_endpoints", len(replicas)
+        )
+    for key in ("kv_events_topic", "tokenizer", "chat_template"):
+        if key in options and not isinstance(options[key], str):
+            raise ConfigError(f"{key} must be a string, got {options[key]!r}")
+
+
+register_policy(
+    PolicySpec(
+        "kv_events",
+        lambda settings, replicas: KVEventsPolicy(settings, replicas),
+        needs="replicas that publish KV events (promptcache engine serve --kv-events-endpoint, "
+        "vLLM --kv-events-config) and their tokenizer on the proxy's machine",
+        keys=_KEYS,
+        check=check_options,
+    )
+)

@@ -1,0 +1,161 @@
+"""``Router``: one upstream's replicas, their health, their load, and its routing policy.
+
+The proxy builds one ``Router`` per upstream that lists ``replicas``. Per request the handler
+calls ``choose`` (the policy's ``Decision`` among the replicas in rotation), holds ``track``
+around the upstream exchange (the in-flight count the policies balance on), and on a refused
+connection calls ``mark_down`` and, if nothing reached the client yet, ``choose`` once more with
+the failed replica excluded (a ``retry``).
+
+Health: every ``health_interval_s`` each replica gets ``GET health_path``; a 2xx puts it (back)
+in rotation, anything else (or no answer within ``health_timeout_s``) takes it out. A refused
+connection takes it out at once; the next passing check brings it back. When no replica is in
+rotation, requests still go to one of them (least loaded): the client then gets the upstream's
+own error rather than one made up by the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator, Sequence
+
+import httpx
+
+from ..config import UpstreamConfig
+from ..redact import redact_url
+from .policy import Decision, Policy, Replica, RequestFacts, make_policy
+from .settings import RoutingSettings
+
+__all__ = ["Router"]
+
+logger = logging.getLogger("promptcache.proxy.routing")
+
+
+class Router:
+    """Routing state of one upstream with replicas.
+
+    Args:
+        upstream: the upstream's config; ``upstream.replicas`` and ``upstream.routing`` set.
+        policy: the policy object; by default built from ``upstream.routing.policy``.
+
+    Raises:
+        ConfigError: the upstream's policy is not registered.
+    """
+
+    def __init__(self, upstream: UpstreamConfig, policy: Policy | None = None) -> None:
+        if not upstream.replicas or upstream.routing is None:
+            raise ValueError(f"upstream {upstream.name} lists no replicas")
+        self.upstream = upstream
+        self.settings: RoutingSettings = upstream.routing
+        self.replicas = [Replica(i, redact_url(url)) for i, url in enumerate(upstream.replicas)]
+        #: per replica, the upstream config requests to it are sent with (same name and limits)
+        self.targets = [dataclasses.replace(upstream, url=url) for url in upstream.replicas]
+        self.policy = (
+            policy if policy is not None else make_policy(self.settings, upstream.replicas)
+        )
+        #: second attempts after a replica failed before the response started
+        self.retries = 0
+        self._task: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    # -- per request ----------------------------------------------------------------------
+
+    def choose(self, facts: RequestFacts, exclude: Sequence[Replica] = ()) -> Decision | None:
+        """The replica for a request; None when every replica is excluded.
+
+        Replicas in rotation are preferred; with none in rotation, all that are not excluded.
+        """
+        others = [r for r in self.replicas if r not in exclude]
+        if not others:
+            return None
+        candidates = [r for r in others if r.healthy] or others
+        decision = self.policy.choose(facts, candidates)
+        if exclude:
+            self.retries += 1
+            decision = dataclasses.replace(decision, reason="retry")
+        replica = decision.replica
+        replica.routed += 1
+        replica.routed_by_reason[decision.reason] = (
+            replica.routed_by_reason.get(decision.reason, 0) + 1
+        )
+        return decision
+
+    def target(self, replica: Replica) -> UpstreamConfig:
+        """The upstream config a request to ``replica`` is sent with."""
+        return self.targets[replica.index]
+
+    @contextlib.contextmanager
+    def track(self, replica: Replica) -> Iterator[None]:
+        """Count a request in ``replica.in_flight`` for the duration of the block."""
+        replica.in_flight += 1
+        try:
+            yield
+        finally:
+            replica.in_flight -= 1
+
+    def mark_down(self, replica: Replica, reason: str) -> None:
+        """Take ``replica`` out of rotation until a health check passes."""
+        replica.last_error = reason
+        if replica.healthy:
+            replica.healthy = False
+            logger.warning("%s replica %s out of rotation: %s", self.upstream.name, replica.url,
+                           reason)  # fmt: skip
+            self.policy.replica_down(replica)
+
+    def mark_up(self, replica: Replica) -> None:
+        """Put ``replica`` back in rotation."""
+        if not replica.healthy:
+            replica.healthy = True
+            logger.warning("%s replica %s back in rotation", self.upstream.name, replica.url)
+            self.policy.replica_up(replica)
+
+    # -- lifecycle and health -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the policy and the periodic health checks."""
+        await self.policy.start()
+        self._client = httpx.AsyncClient(
+            timeout=self.settings.health_timeout_s,
+            trust_env=not self.upstream.is_loopback,
+            follow_redirects=False,
+        )
+        self._task = asyncio.create_task(self._health_loop(), name=f"health {self.upstream.name}")
+
+    async def aclose(self) -> None:
+        """Stop the health checks and the policy."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        await self.policy.aclose()
+
+    async def check_health(self) -> None:
+        """Health-check every replica once, concurrently (see the module docstring)."""
+        await asyncio.gather(*(self._check(r) for r in self.replicas))
+
+    async def _health_loop(self) -> None:
+        while True:
+            try:
+                await self.check_health()
+            except Exception:  # the loop must outlive any one round
+                logger.exception("health checks of %s failed", self.upstream.name)
+            await asyncio.sleep(self.settings.health_interval_s)
+
+    async def _check(self, replica: Replica) -> None:
+        assert self._client is not None
+        url = self.targets[replica.index].url.rstrip("/") + self.settings.health_path
+        try:
+            response = await self._client.get(url)
+        except httpx.HTTPError as exc:
+            self.mark_down(replica, f"health check failed: {type(exc).__name__}: {exc}")
+            return
+        if 200 <= response.status_code < 300:
+            self.mark_up(replica)
+        else:
+            self.mark_down(replica, f"health check answered HTTP {response.status_code}")

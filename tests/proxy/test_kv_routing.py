@@ -1,0 +1,268 @@
+"""The ``kv_events`` policy: two real ``promptcache engine serve`` replicas publish KV events and
+the proxy routes by the blocks they report; plus the policy's rules on a fed index."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from proxy_support import read_rows, wait_until_serving
+from servers import ServerThread
+
+from promptcache.engine.kv_events import BlockStored, KVEventBatch
+from promptcache.errors import ConfigError
+from promptcache.proxy.app import build_app
+from promptcache.proxy.config import ProxyConfig, UpstreamConfig
+from promptcache.proxy.routing import Replica, RequestFacts, RoutingSettings
+from promptcache.proxy.routing.kv_events import KVEventsPolicy
+
+TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
+TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+BLOCK_SIZE = 16
+SYSTEM_A = (
+    "You are a storyteller. Every story is about a little girl named Lily, her dog Max and a "
+    "big red ball that rolls down the hill into the park where the children play all day."
+)
+SYSTEM_B = (
+    "You answer questions about the farm. The farm has three cows, two horses, a pond with "
+    "ducks and a red barn where the old farmer keeps his tractor and the hay for winter."
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _chat(system: str, user: str) -> dict[str, Any]:
+    return {
+        "model": "tiny",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "max_tokens": 2,
+        "temperature": 0,
+    }
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def template_file(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.jinja"
+    path.write_text(TEMPLATE, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def engines(template_file: Path) -> Iterator[list[dict[str, str]]]:
+    """Two engine replicas, each publishing KV events with a replay socket."""
+    procs: list[subprocess.Popen[str]] = []
+    replicas = []
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        for _ in range(2):
+            port, events, replay = _free_port(), _free_port(), _free_port()
+            command = [
+                str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
+                "--model", str(TINYSTORIES), "--port", str(port), "--served-model-name", "tiny",
+                "--chat-template", str(template_file), "--threads", "1", "--log-level", "warning",
+                "--kv-cache-bytes", "1MiB",  # 64 blocks of 16 tokens
+                "--kv-events-endpoint", f"tcp://127.0.0.1:{events}",
+                "--kv-events-replay-endpoint", f"tcp://127.0.0.1:{replay}",
+            ]  # fmt: skip
+            procs.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env))
+            replicas.append(
+                {
+                    "url": f"http://127.0.0.1:{port}",
+                    "events": f"tcp://127.0.0.1:{events}",
+                    "replay": f"tcp://127.0.0.1:{replay}",
+                }
+            )
+        for proc, replica in zip(procs, replicas, strict=True):
+            wait_until_serving(proc, f"{replica['url']}/health", timeout_s=90)
+        yield replicas
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            _, err = proc.communicate(timeout=30)
+            assert "KV events on tcp://127.0.0.1:" in err, err
+
+
+def _settings(replicas: list[dict[str, str]], template: str, **extra: Any) -> RoutingSettings:
+    options = {
+        "kv_events_endpoints": [r["events"] for r in replicas],
+        "kv_events_replay_endpoints": [r["replay"] for r in replicas],
+        "tokenizer": str(TINYSTORIES),
+        "chat_template": template,
+    }
+    return RoutingSettings(policy="kv_events", health_interval_s=60.0, options=options, **extra)
+
+
+def test_the_proxy_routes_by_the_blocks_each_engine_reports(
+    engines: list[dict[str, str]], template_file: Path, tmp_path: Path
+) -> None:
+    upstream = UpstreamConfig(
+        name="fleet",
+        url=engines[0]["url"],
+        vendor="engine",
+        replicas=tuple(r["url"] for r in engines),
+        routing=_settings(engines, str(template_file)),
+    )
+    db = tmp_path / "log.db"
+    config = ProxyConfig(
+        upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db, flush_interval_s=0.05
+    )
+    app = build_app(config)
+    with ServerThread(app) as proxy:
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="k", max_retries=0)
+        policy = app.state.proxy.routers["fleet"].policy
+        assert isinstance(policy, KVEventsPolicy)
+
+        def ask(system: str, user: str) -> int:
+            reply = client.chat.completions.create(**_chat(system, user))
+            assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+            return reply.usage.prompt_tokens_details.cached_tokens or 0
+
+        def settled() -> bool:  # every replica's events of the requests so far have arrived
+            return all(
+                b.num_blocks > 0 for b, r in zip(policy.feed.blocks, served, strict=True) if r
+            )
+
+        served = [False, False]
+        cached = [ask(SYSTEM_A, "Tell me a story.")]  # nothing known yet: least loaded (0)
+        served[0] = True
+        _wait(settled, "replica 0's events")
+        cached.append(ask(SYSTEM_B, "How many cows?"))  # nothing of it anywhere: least loaded (1)
+        served[1] = True
+        _wait(settled, "replica 1's events")
+        cached.append(ask(SYSTEM_A, "Another story, please."))  # replica 0 holds its blocks
+        cached.append(ask(SYSTEM_B, "Where is the tractor?"))  # replica 1 holds its blocks
+        deadline = time.monotonic() + 10
+        while len(rows := read_rows(db)) < 4 and time.monotonic() < deadline:
+            app.state.store.flush()
+            time.sleep(0.05)
+    assert [r["replica"] for r in rows] == [engines[i]["url"] for i in (0, 1, 0, 1)]
+    assert [r["route_policy"] for r in rows] == ["kv_events"] * 4
+    assert [r["route_reason"] for r in rows] == ["least_loaded", "new_prefix", "kv_events",
+                                                 "kv_events"]  # fmt: skip
+    # Exact: the depth the proxy computed is what the engine then served from its cache.
+    depths = [r["route_depth"] for r in rows]
+    assert depths[2] > 0 and depths[3] > 0
+    assert [d * BLOCK_SIZE for d in depths] == cached
+
+
+# The policy's rules, on an index fed directly (no sockets: the feed is never started). --------
+
+
+@pytest.fixture
+def policy(template_file: Path) -> KVEventsPolicy:
+    fake = [{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}] * 3
+    return KVEventsPolicy(
+        _settings(fake, str(template_file), load_margin=2), ["http://a", "http://b", "http://c"]
+    )
+
+
+def _hold(policy: KVEventsPolicy, replica: int, body: dict[str, Any], blocks: int) -> None:
+    """Replica ``replica`` reports the first ``blocks`` blocks of ``body`` stored."""
+    hashes = policy.hasher.hashes("openai_chat", body, BLOCK_SIZE)
+    assert hashes is not None and len(hashes[0]) >= blocks
+    tokens, _ = policy.hasher.prompt("openai_chat", body)
+    event = BlockStored(
+        hashes[0][:blocks],
+        None,
+        tokens[: blocks * BLOCK_SIZE],
+        BLOCK_SIZE,
+        None,
+        "GPU",
+    )
+    policy.feed.blocks[replica].apply(KVEventBatch(time.time(), [event]))
+
+
+def test_policy_prefers_the_deepest_holder_within_the_load_margin(policy: KVEventsPolicy) -> None:
+    replicas = [Replica(i, f"http://{c}") for i, c in enumerate("abc")]
+    body = _chat(SYSTEM_A, "Tell me a story.")
+    facts = RequestFacts(api="openai_chat", model="tiny", body=body)
+    first = policy.choose(facts, replicas)  # no events from anyone yet
+    assert (first.replica.index, first.reason, first.depth) == (0, "least_loaded", 0)
+    policy.pending.forget(0)
+    _hold(policy, 1, body, 2)
+    _hold(policy, 2, body, 3)
+    assert policy.feed.blocks[2].native  # our hash of the tokens: used as published
+    deepest = policy.choose(facts, replicas)
+    assert (deepest.replica.index, deepest.reason, deepest.depth) == (2, "kv_events", 3)
+    replicas[2].in_flight = 3  # 3 above the least loaded: more than the margin of 2
+    overloaded = policy.choose(facts, replicas)
+    assert (overloaded.replica.index, overloaded.reason, overloaded.depth) == (0, "overloaded", 3)
+    # The overloaded request went to a: a now counts as holding all of it, until events come.
+    assert policy.choose(facts, replicas).replica.index == 0
+    policy.pending.forget(0)
+    replicas[2].in_flight = 2  # exactly the margin: still the holder
+    assert policy.choose(facts, replicas).replica.index == 2
+    other = RequestFacts(api="openai_chat", model="tiny", body=_chat(SYSTEM_B, "Cows?"))
+    replicas[0].in_flight = 1
+    fresh = policy.choose(other, replicas)  # a prefix nobody holds: the least loaded (b)
+    assert (fresh.replica.index, fresh.reason) == (1, "new_prefix")
+    # ... and the next request of that prefix follows it before any event arrives.
+    follow = policy.choose(other, replicas)
+    assert (follow.replica.index, follow.reason) == (1, "kv_events") and follow.depth > 0
+    # Its events never came (evicted at once) and the pending window passed: it goes back to
+    # the replica it was sent to, although that one is now the busiest within the margin.
+    policy.pending.forget(1)
+    replicas[1].in_flight = 3
+    back = policy.choose(other, replicas)
+    assert (back.replica.index, back.reason, back.depth) == (1, "affinity", 0)
+    unparsable = RequestFacts(api="openai_chat", model="tiny", body={"messages": 3})
+    assert policy.choose(unparsable, replicas).reason == "least_loaded"
+
+
+def test_kv_events_config_errors(template_file: Path) -> None:
+    urls = ["http://a", "http://b"]
+    with pytest.raises(ConfigError, match="needs kv_events_endpoints"):
+        KVEventsPolicy(RoutingSettings(policy="kv_events"), urls)
+    one = [{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}]
+    with pytest.raises(ConfigError, match="lists 1 address"):
+        KVEventsPolicy(_settings(one, str(template_file)), urls)
+    settings = _settings(one * 2, str(template_file))
+    bad = RoutingSettings(
+        policy="kv_events", options={**settings.options, "tokenizer": "/no/such/model"}
+    )
+    with pytest.raises(ConfigError, match="kv_events tokenizer"):
+        KVEventsPolicy(bad, urls)
+
+
+def test_a_fleet_table_configures_kv_events(tmp_path: Path, template_file: Path) -> None:
+    from promptcache.proxy.config import load_config_file
+
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        'default_upstream = "fleet"\n[upstreams.fleet]\n'
+        'replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]\n'
+        'policy = "kv_events"\nload_margin = 1\n'
+        'kv_events_endpoints = ["tcp://127.0.0.1:5557", "tcp://127.0.0.1:5567"]\n'
+        f'tokenizer = "{TINYSTORIES}"\nchat_template = "{template_file}"\n',
+        encoding="utf-8",
+    )
+    routing = load_config_file(path).upstreams["fleet"].routing
+    assert routing is not None and routing.policy == "kv_events"
+    policy = KVEventsPolicy(routing, ["http://127.0.0.1:8001", "http://127.0.0.1:8002"])
+    assert [e.replay_endpoint for e in policy.feed.endpoints] == [None, None]
+    assert policy.load_margin == 1
+    path.write_text(path.read_text().replace('"tcp://127.0.0.1:5567"', "5567"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[upstreams.fleet\].*kv_events_endpoints must be"):
+        load_config_file(path)

@@ -1,0 +1,120 @@
+"""The live report on the proxy (proxy/report_live.py): ``GET /report`` and ``/report.json`` on
+a real proxy on 127.0.0.1 in front of the mock upstream, the official openai client sending the
+traffic, and real headless Chromium loading the page (tests/browser_support.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import httpx
+import openai
+from browser_support import DevTools
+from click.testing import CliRunner
+from proxy_support import RunningProxy
+from upstreams import MockUpstream
+
+from promptcache.cli import cli as promptcache_cli
+from promptcache.proxy.report_live import WINDOWS
+
+TOKEN = "live-report-token-0123"
+OPENAI_KEY = "sk-proj-live-report-0123456789abcdef"
+
+
+def chat(proxy: RunningProxy, count: int, token: str | None = None) -> None:
+    headers = {"x-promptcache-auth": token} if token else None
+    with openai.OpenAI(
+        base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0, default_headers=headers
+    ) as client:
+        for i in range(count):
+            client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": f"question {i}"}]
+            )
+
+
+def test_report_json_is_the_cli_json_and_follows_new_requests(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    now = time.time()
+    proxy = start_proxy(auth_token=TOKEN, clock=lambda: now)
+    refused = httpx.get(proxy.url + "/report.json")
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Basic ")
+    assert "Basic auth" in refused.text
+    assert httpx.get(proxy.url + "/report", auth=("anyone", "guess")).status_code == 401
+    for garbage in ("Basic !!!not-base64", "Basic", "Bearer " + TOKEN):
+        answer = httpx.get(proxy.url + "/report.json", headers={"authorization": garbage})
+        assert answer.status_code == 401, garbage
+    # Basic auth is for the report's paths only: a vendor route still wants the header
+    vendor = httpx.post(proxy.url + "/v1/chat/completions", json={}, auth=("", TOKEN))
+    assert vendor.status_code == 401 and "www-authenticate" not in vendor.headers
+
+    header = {"x-promptcache-auth": TOKEN}
+    before = httpx.get(proxy.url + "/report.json?window=1h", headers=header)
+    assert before.status_code == 200 and before.headers["cache-control"] == "no-store"
+    assert before.json()["total"]["requests"] == 0
+
+    chat(proxy, 2, TOKEN)
+    rows = proxy.rows(2)
+    after = httpx.get(proxy.url + "/report.json?window=1h", auth=("", TOKEN))  # Basic auth
+    assert after.status_code == 200
+    data = after.json()
+    assert data["total"]["requests"] == 2
+    assert data["total"]["cache_read_tokens"] == sum(r["cache_read_tokens"] for r in rows) > 0
+
+    # the same JSON as `promptcache report --format json` over the same window
+    args = ["report", "--db", str(proxy.db_path), "--since", repr(now - 3600)]
+    cli = CliRunner().invoke(promptcache_cli, [*args, "--until", repr(now), "--format", "json"])
+    assert cli.exit_code == 0, cli.output
+    expected = json.loads(cli.output)
+    for item in (expected, data):
+        item.pop("generated_at")
+    assert data == expected
+
+    page = httpx.get(proxy.url + "/report?window=1h", headers=header)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'data-window="1h"' in page.text and "<script>" in page.text
+    for name in WINDOWS:
+        assert f'href="report?window={name}"' in page.text
+    body = httpx.get(proxy.url + "/report?window=1h&part=main", headers=header)
+    assert body.status_code == 200 and "<html" not in body.text
+    assert 'id="headline"' in body.text
+    bad = httpx.get(proxy.url + "/report.json?window=2h", headers=header)
+    assert bad.status_code == 400 and "15m, 1h, 24h, 7d" in bad.json()["error"]["message"]
+    assert httpx.get(proxy.url + "/report?part=x", headers=header).status_code == 400
+
+    # the report is the proxy's own: nothing of it reached the upstream
+    assert [r.path for r in mock_upstream.requests] == ["/v1/chat/completions"] * 2
+
+
+def test_without_a_log_the_report_says_so(start_proxy: Callable[..., RunningProxy]) -> None:
+    proxy = start_proxy(db_path=None)
+    for path in ("/report", "/report.json"):
+        answer = httpx.get(proxy.url + path)
+        assert answer.status_code == 404 and "records no log" in answer.json()["error"]["message"]
+
+
+def test_live_page_redraws_after_new_requests(
+    start_proxy: Callable[..., RunningProxy], devtools: DevTools
+) -> None:
+    proxy = start_proxy()
+    chat(proxy, 1)
+    proxy.rows(1)
+    devtools.navigate(proxy.url + "/report?window=15m")
+    devtools.wait_for("document.body.dataset.requests === '1'")
+    assert devtools.evaluate("document.getElementById('requests').textContent") == "1"
+
+    chat(proxy, 2)
+    proxy.rows(3)
+    devtools.wait_for(
+        "document.body.dataset.refreshes === '1' && document.body.dataset.requests === '3'"
+    )
+    assert devtools.evaluate("document.getElementById('requests').textContent") == "3"
+    charts = devtools.evaluate(
+        "Array.from(document.querySelectorAll('svg.chart')).map(s => s.dataset.chart)"
+    )
+    assert {"hit-rate", "spend", "ttft"} <= set(charts)
+    status = devtools.evaluate("document.getElementById('live-status').textContent")
+    assert status.startswith("live: 3 requests; updated")
+    assert devtools.console == []

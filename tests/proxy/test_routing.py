@@ -1,0 +1,201 @@
+"""Routing over replicas: affinity, the load margin, health, retries, the log and /metrics.
+
+Real processes on loopback: mock OpenAI-compatible replicas (fleet.py) under uvicorn and the
+proxy under uvicorn, driven with the official openai client and httpx.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from fleet import CACHED_TOKENS, PROMPT_TOKENS, FleetReplica, chat, rows_of, send, wait_for
+
+
+def test_same_prefix_goes_to_the_same_replica_and_a_new_prefix_to_the_least_loaded(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+    for tenant in ("A", "B", "C"):  # each new prefix goes to a replica no one used yet
+        client.chat.completions.create(**chat(f"tenant {tenant}", "hi"))
+    # the second turn of each session (its first turn, the reply, a new question) follows it
+    for tenant in ("C", "A", "B"):
+        client.chat.completions.create(**chat(f"tenant {tenant}", "hi", "ok", "more"))
+    rows = rows_of(db, app, 6)
+    served = {r.url: r.received for r in fleet}
+    assert sorted(map(sorted, served.values())) == [
+        ["tenant A", "tenant A"], ["tenant B", "tenant B"], ["tenant C", "tenant C"],
+    ]  # fmt: skip
+    by_tenant = {}
+    for row in rows[:3]:
+        assert (row["route_reason"], row["route_depth"], row["route_policy"]) == (
+            "new_prefix", 0, "prefix",
+        )  # fmt: skip
+        by_tenant[row["replica"]] = row
+    for row in rows[3:]:
+        # system + user matched: 2 segments of the 4 in the second turn
+        assert (row["route_reason"], row["route_depth"]) == ("prefix", 2)
+        assert row["replica"] in by_tenant
+        assert row["route_attempts"] == 1 and row["upstream"] == "fleet"
+    # the engine-reported usage lands on each row: every second turn read the cache
+    assert [r["cache_read_tokens"] for r in rows] == [0, 0, 0] + [CACHED_TOKENS] * 3
+
+
+def test_load_margin_sends_a_matching_request_to_the_least_loaded_replica(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2], load_margin=1)
+    first = fleet[0]
+    send(url, chat("tenant A", "warm up"))  # tenant A lives on replica 0 now
+    assert first.received == ["tenant A"]
+    first.hold()
+    results: list[httpx.Response] = []
+    threads = []
+    for i in range(3):
+        thread = threading.Thread(target=lambda: results.append(send(url, chat("tenant A", "q"))))
+        thread.start()
+        threads.append(thread)
+        # wait until this one is in flight before the next arrives, so each sees the last
+        wait_for(lambda n=2 + i: len(fleet[0].received) + len(fleet[1].received) == n, "arrival")
+    first.release()
+    for thread in threads:
+        thread.join(30)
+    assert [r.status_code for r in results] == [200] * 3
+    rows = rows_of(db, app, 4)
+    # 1 then 2 in flight on replica 0 vs 0 on replica 1: the third is over the margin of 1
+    reasons = sorted((r["route_reason"], r["route_in_flight"], r["route_least_in_flight"])
+                     for r in rows[1:])  # fmt: skip
+    assert reasons == [("overloaded", 0, 0), ("prefix", 0, 0), ("prefix", 1, 0)]
+    assert len(fleet[0].received) == 3 and fleet[1].received == ["tenant A"]
+
+
+def test_a_failing_health_check_takes_a_replica_out_until_it_passes_again(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, _, app = start_fleet_proxy(fleet[:2], health_interval_s=0.05)
+    router = app.state.proxy.routers["fleet"]
+    fleet[1].health_status = 503
+    wait_for(lambda: not router.replicas[1].healthy, "replica 1 leaving the rotation")
+    metrics = httpx.get(f"{url}/metrics").text
+    assert f'promptcache_replica_healthy{{replica="{fleet[1].url}",upstream="fleet"}} 0.0' in (
+        metrics
+    )
+    for tenant in "ABCD":  # new prefixes would spread over both; all go to the healthy one
+        assert send(url, chat(tenant, "hi")).status_code == 200
+    assert len(fleet[0].received) == 4 and fleet[1].received == []
+    fleet[1].health_status = 200
+    wait_for(lambda: router.replicas[1].healthy, "replica 1 rejoining")
+    assert send(url, chat("E", "hi")).status_code == 200  # least loaded: fewest routed
+    assert fleet[1].received == ["E"]
+
+
+def test_a_refused_connection_is_retried_once_on_another_replica(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2], health_interval_s=1.5)
+    router = app.state.proxy.routers["fleet"]
+    send(url, chat("tenant A", "hi"))
+    send(url, chat("tenant B", "hi"))
+    assert fleet[1].received == ["tenant B"]
+    checks = fleet[1].health_checks
+    wait_for(lambda: fleet[1].health_checks > checks, "a health check")
+    fleet[1].stop()  # refuses connections from now on; the next check is 1.5 s away
+    response = send(url, chat("tenant B", "again"))
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]
+    assert fleet[0].received == ["tenant A", "tenant B"]
+    row = rows_of(db, app, 3)[-1]
+    assert (row["replica"], row["route_reason"], row["route_attempts"]) == (
+        fleet[0].url, "retry", 2,
+    )  # fmt: skip
+    assert row["status"] == 200 and row["error"] is None
+    assert not router.replicas[1].healthy
+    fleet[1].start()  # back on the same port: the health check returns it to rotation
+    wait_for(lambda: router.replicas[1].healthy, "replica 1 rejoining")
+    assert router.retries == 1
+    metrics = httpx.get(f"{url}/metrics").text
+    assert (
+        f'promptcache_route_fallbacks_total{{kind="retry",replica="{fleet[0].url}",'
+        'upstream="fleet"} 1.0'
+    ) in metrics
+
+
+def test_when_every_replica_refuses_the_client_gets_one_502_after_one_retry(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet)
+    for replica in fleet:
+        replica.stop()
+    response = send(url, chat("tenant A", "hi"))
+    assert response.status_code == 502
+    assert "refused the connection" in response.json()["error"]["message"]
+    row = rows_of(db, app, 1)[0]
+    assert row["route_attempts"] == 2 and row["status"] == 502
+
+
+def test_a_stream_that_breaks_after_its_first_byte_is_never_retried(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    fleet[0].cut_after_first_chunk = True
+    with httpx.stream(
+        "POST", f"{url}/v1/chat/completions", json=chat("tenant A", "hi", stream=True), timeout=30
+    ) as response:
+        assert response.status_code == 200
+        body = b"".join(response.iter_raw())
+    # the client got the first chunk, then the proxy's error event at the event boundary
+    assert body.count(b"data: ") == 2 and b'"content": "ok"' in body and b"error" in body
+    row = rows_of(db, app, 1)[0]
+    assert fleet[0].received == ["tenant A"] and fleet[1].received == []  # not sent again
+    assert row["route_attempts"] == 1 and "mid-response" in row["error"]
+
+
+def test_a_stream_that_breaks_before_its_first_body_byte_is_retried(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    fleet[0].cut_before_body = True  # sends 200 and its headers, then dies
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+    stream = client.chat.completions.create(**chat("tenant A", "hi", stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "ok"
+    assert fleet[0].received == fleet[1].received == ["tenant A"]
+    row = rows_of(db, app, 1)[0]
+    assert (row["replica"], row["route_reason"], row["route_attempts"]) == (
+        fleet[1].url, "retry", 2,
+    )  # fmt: skip
+    assert row["error"] is None and row["cache_read_tokens"] == 0
+
+
+def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2], load_margin=0)
+    send(url, chat("A", "1"))
+    send(url, chat("A", "2"))  # prefix
+    fleet[0].hold()
+    thread = threading.Thread(target=send, args=(url, chat("A", "3")))  # prefix, held
+    thread.start()
+    wait_for(lambda: len(fleet[0].received) == 3, "the held request")
+    metrics = httpx.get(f"{url}/metrics").text
+    r0, r1 = fleet[0].url, fleet[1].url
+    assert f'promptcache_replica_in_flight{{replica="{r0}",upstream="fleet"}} 1.0' in metrics
+    assert f'promptcache_replica_in_flight{{replica="{r1}",upstream="fleet"}} 0.0' in metrics
+    send(url, chat("A", "4"))  # replica 0 is 1 over replica 1 > margin 0: overloaded
+    fleet[0].release()
+    thread.join(30)
+    metrics = httpx.get(f"{url}/metrics").text
+    assert f'promptcache_routed_by_prefix_total{{replica="{r0}",upstream="fleet"}} 2.0' in metrics
+    assert (
+        f'promptcache_route_fallbacks_total{{kind="overloaded",replica="{r1}",upstream="fleet"}} '
+        "1.0"
+    ) in metrics
+    rows = rows_of(db, app, 4)
+    assert sorted(r["route_reason"] for r in rows) == [
+        "new_prefix", "overloaded", "prefix", "prefix",
+    ]  # fmt: skip
+    assert sum(r["total_input_tokens"] for r in rows) == 4 * PROMPT_TOKENS

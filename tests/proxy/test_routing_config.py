@@ -1,0 +1,126 @@
+"""Config of upstreams with replicas: the TOML table, --upstream URL1,URL2, and bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from promptcache.errors import ConfigError
+from promptcache.proxy.config import config_from_dict, load_config_file, upstream_from_spec
+from promptcache.proxy.routing import POLICIES, RoutingSettings
+
+
+def fleet(**table: object) -> dict[str, object]:
+    return {"default_upstream": "fleet", "upstreams": {"fleet": table}}
+
+
+def test_a_fleet_table_lists_replicas_and_its_routing(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        'default_upstream = "fleet"\n'
+        "[upstreams.fleet]\n"
+        'replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002/"]\n'
+        'policy = "least_loaded"\nload_margin = 2\nhealth_path = "/healthz"\n'
+        "health_interval_s = 0.5\nmax_prefixes = 100\nread_timeout_s = 30\n",
+        encoding="utf-8",
+    )
+    upstream = load_config_file(path).upstreams["fleet"]
+    assert upstream.replicas == ("http://127.0.0.1:8001", "http://127.0.0.1:8002")
+    assert upstream.url == "http://127.0.0.1:8001" and upstream.read_timeout_s == 30
+    assert upstream.routing == RoutingSettings(
+        policy="least_loaded", load_margin=2, health_path="/healthz", health_interval_s=0.5,
+        max_prefixes=100,
+    )  # fmt: skip
+
+
+def test_replicas_default_to_the_prefix_policy() -> None:
+    config = config_from_dict(fleet(replicas=["http://a:1", "http://b:2"]), source="t")
+    routing = config.upstreams["fleet"].routing
+    assert routing is not None and routing.policy == "prefix"
+
+
+def test_upstream_flag_takes_a_comma_separated_list() -> None:
+    upstream = upstream_from_spec("http://127.0.0.1:8001, http://127.0.0.1:8002")
+    assert upstream.replicas == ("http://127.0.0.1:8001", "http://127.0.0.1:8002")
+    assert upstream.routing == RoutingSettings()
+    assert upstream_from_spec("http://a:1,http://b:1", policy="round_robin").routing == (
+        RoutingSettings(policy="round_robin")
+    )
+    assert upstream_from_spec("openai").replicas == ()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"replicas": []}, "non-empty list of base URLs"),
+        ({"replicas": "http://a:1"}, "non-empty list of base URLs"),
+        ({"replicas": ["http://a:1", "http://a:1"]}, "twice"),
+        ({"replicas": ["ftp://a:1"]}, "neither one of"),
+        ({"replicas": ["http://a:1"], "url": "http://b:1"}, "both `url` and `replicas`"),
+        ({"url": "http://a:1", "policy": "prefix"}, "lists no `replicas`"),
+        ({"replicas": ["http://a:1"], "policy": "fastest"}, "unknown routing policy 'fastest'"),
+        ({"replicas": ["http://a:1"], "load_margin": -1}, "load_margin must be a whole number"),
+        ({"replicas": ["http://a:1"], "health_path": "health"}, "starting with '/'"),
+        ({"replicas": ["http://a:1"], "prefix_ttl_s": 0}, "prefix_ttl_s must be a finite"),
+        ({"replicas": ["http://a:1"], "max_prefixes": True}, "max_prefixes must be a whole"),
+        ({"replicas": ["http://a:1"], "colour": "red"}, "unknown keys ['colour']"),
+    ],
+)
+def test_bad_fleet_tables_say_what_to_change(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=r"\[upstreams.fleet\]") as err:
+        config_from_dict(fleet(**table), source="f.toml")
+    assert message in str(err.value)
+
+
+def test_a_policy_missing_from_this_build_is_an_error_not_a_silent_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(POLICIES, "kv_events")  # as in a build without it
+    with pytest.raises(ConfigError, match="'kv_events' is not available in this promptcache"):
+        config_from_dict(fleet(replicas=["http://a:1"], policy="kv_events"), source="f.toml")
+
+
+@pytest.mark.parametrize(
+    ("spec", "policy", "message"),
+    [
+        ("http://a:1,,http://b:1", None, "empty entry"),
+        ("http://a:1,http://a:1", None, "twice"),
+        ("openai", "prefix", "needs several replicas"),
+        ("http://a:1,http://b:1", "nope", "unknown routing policy"),
+    ],
+)
+def test_bad_upstream_lists(spec: str, policy: str | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        upstream_from_spec(spec, policy=policy)
+
+
+def test_a_registered_policy_gets_its_own_keys_checked_and_kept_in_options() -> None:
+    from promptcache.proxy.routing import PolicySpec, register_policy
+    from promptcache.proxy.routing.policy import LeastLoadedPolicy
+
+    def check(routing: RoutingSettings, replicas: tuple[str, ...]) -> None:
+        endpoints = routing.options.get("endpoints")
+        if not isinstance(endpoints, list) or len(endpoints) != len(replicas):
+            raise ConfigError("endpoints must list one address per replica")
+
+    register_policy(
+        PolicySpec(
+            "test_keys",
+            lambda settings, replicas: LeastLoadedPolicy(),
+            needs="a test endpoint per replica",
+            keys=frozenset({"endpoints"}),
+            check=check,
+        )
+    )
+    try:
+        table = {"replicas": ["http://a:1", "http://b:1"], "policy": "test_keys"}
+        config = config_from_dict(fleet(**table, endpoints=["x", "y"]), source="f.toml")
+        routing = config.upstreams["fleet"].routing
+        assert routing is not None and routing.options == {"endpoints": ["x", "y"]}
+        with pytest.raises(ConfigError, match="one address per replica"):
+            config_from_dict(fleet(**table, endpoints=["x"]), source="f.toml")
+        with pytest.raises(ConfigError, match="unknown keys"):  # not a key of another policy
+            config_from_dict(fleet(replicas=["http://a:1"], endpoints=["x"]), source="f.toml")
+    finally:
+        POLICIES.pop("test_keys")

@@ -1,0 +1,158 @@
+"""`promptcache report` by replica, and several --db logs reported as one.
+
+The numbers are checked against counts kept independently by the mock replicas (what each one
+was sent and what usage it reported), and the merged report against the sum of the logs'
+own reports.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from fleet import PROMPT_TOKENS, FleetReplica, chat, rows_of, send
+
+from promptcache.cli import cli
+from promptcache.errors import ConfigError
+from promptcache.proxy.report import build_report
+from promptcache.proxy.report_html import render_html
+from promptcache.proxy.report_render import render_table
+
+TENANTS = ("A", "B", "C", "D", "E")
+
+
+def _traffic(url: str, turns: int) -> None:
+    for turn in range(turns):
+        for tenant in TENANTS:
+            assert send(url, chat(f"tenant {tenant}", *["q", "a"] * turn, "q")).status_code == 200
+
+
+def _window() -> dict[str, float]:
+    now = time.time()
+    return {"since": now - 3600, "until": now + 3600, "now": now}
+
+
+def test_the_report_shows_requests_and_hit_rate_by_replica_and_the_fleet_total(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet)
+    _traffic(url, turns=3)
+    rows_of(db, app, 15)
+    report = build_report(db, **_window())
+    by_url = {r.replica: r for r in report.replicas}
+    total = by_url.pop(None)
+    assert set(by_url) == {r.url for r in fleet}
+    for replica in fleet:
+        line = by_url[replica.url]
+        assert line.upstream == "fleet"
+        assert line.requests == len(replica.received)
+        assert line.cache_read_tokens == replica.cached_tokens_sent
+        assert line.total_input_tokens == replica.prompt_tokens_sent
+        assert line.routed_new_prefix == len(set(replica.received))  # one per tenant it got
+        assert line.routed_prefix == len(replica.received) - len(set(replica.received))
+        assert line.share == pytest.approx(len(replica.received) / 15)
+    assert total.requests == 15 == report.total.requests
+    assert total.total_input_tokens == 15 * PROMPT_TOKENS
+    assert total.cache_read_tokens == sum(r.cached_tokens_sent for r in fleet)
+    assert total.token_hit_rate == pytest.approx(report.total.token_hit_rate)
+    mean = 15 / 3
+    assert total.max_over_mean == pytest.approx(max(len(r.received) for r in fleet) / mean)
+    text = render_table(report, width=200)
+    assert "By replica" in text and "(fleet total)" in text and fleet[2].url in text
+    html = render_html(report)
+    assert f'data-replica="{fleet[0].url}"' in html and 'class="fleet-total"' in html
+    data = json.loads(CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "json"])
+                      .output)  # fmt: skip
+    assert [r["requests"] for r in data["replicas"]] == [r.requests for r in report.replicas]
+
+
+def test_several_db_files_report_as_one_and_add_up(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # two proxies in front of the same fleet, each with its own log (as behind a balancer)
+    url_a, db_a, app_a = start_fleet_proxy(fleet[:2])
+    url_b, db_b, app_b = start_fleet_proxy(fleet[1:])
+    _traffic(url_a, turns=2)
+    _traffic(url_b, turns=1)
+    rows_of(db_a, app_a, 10)
+    rows_of(db_b, app_b, 5)
+    window = _window()
+    a, b = build_report(db_a, **window), build_report(db_b, **window)
+    both = build_report([db_a, db_b], **window)
+    assert both.db == f"{db_a} + {db_b}"
+    summed = ("requests", "requests_with_usage", "hit_requests", "cache_read_tokens",
+              "total_input_tokens", "uncached_input_tokens", "output_tokens", "errors")  # fmt: skip
+    for field in summed:
+        assert getattr(both.total, field) == getattr(a.total, field) + getattr(b.total, field)
+    assert both.total.requests == 15
+    assert both.total.cache_read_tokens == sum(r.cached_tokens_sent for r in fleet)
+    # the shared replica's rows from both logs land on one line
+    shared = [r for r in both.replicas if r.replica == fleet[1].url]
+    assert len(shared) == 1 and shared[0].requests == len(fleet[1].received)
+    result = CliRunner().invoke(
+        cli, ["report", "--db", str(db_a), "--db", str(db_b), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["total"]["requests"] == 15
+
+
+def test_the_same_log_twice_is_refused(tmp_path: Path) -> None:
+    from promptcache.proxy.store import open_log
+
+    log = tmp_path / "a.db"
+    open_log(log).close()
+    with pytest.raises(ConfigError, match="given twice"):
+        build_report([log, tmp_path / "." / "a.db"], **_window())
+    result = CliRunner().invoke(cli, ["report", "--db", str(log), "--db", str(log)])
+    assert result.exit_code == 2 and "given twice" in result.output
+
+
+def test_a_version_4_log_gains_the_routing_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    from sqlite_utils import Database
+
+    from promptcache.proxy.report_replicas import ROUTING_COLUMNS
+    from promptcache.proxy.store import MIGRATIONS, open_log
+
+    path = tmp_path / "old.db"
+    db = Database(path)
+    db.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+    for version, step in enumerate(MIGRATIONS[:4], 1):
+        step(db)
+        db.execute("INSERT INTO schema_version VALUES (?, 0)", [version])
+    started = time.time() - 60
+    db["requests"].insert(
+        {"id": "old-1", "started_at": started, "stream": 0, "total_input_tokens": 10,
+         "cache_read_tokens": 4, "status": 200},
+    )  # fmt: skip
+    db.conn.commit()
+    db.close()
+    migrated = open_log(path)
+    try:
+        columns = migrated["requests"].columns_dict
+        assert all(name in columns for name, _ in ROUTING_COLUMNS)
+        assert migrated.execute("SELECT id, replica FROM requests").fetchall() == [("old-1", None)]
+        migrated["requests"].insert(
+            {"id": "new-1", "started_at": started + 1, "stream": 0, "upstream": "fleet",
+             "replica": "http://r1", "route_reason": "prefix", "total_input_tokens": 10,
+             "cache_read_tokens": 8, "status": 200},
+        )  # fmt: skip
+        migrated.conn.commit()
+    finally:
+        migrated.close()
+    report = build_report(path, **_window())
+    assert report.total.requests == 2 and report.total.cache_read_tokens == 12
+    (line, total) = report.replicas  # only the routed row has a replica
+    assert (line.replica, line.requests, line.routed_prefix, line.cache_read_tokens) == (
+        "http://r1", 1, 1, 8,
+    )  # fmt: skip
+    assert total.replica is None and total.requests == 1
+    # deleting a routed row takes it back out of the replica rollup
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM requests WHERE id = 'new-1'")
+    assert build_report(path, **_window()).replicas == ()

@@ -1,0 +1,226 @@
+"""promptcache.lookback: block positions, the 20-position reach, sliding breakpoints."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from promptcache import PromptBuilder
+from promptcache.fingerprint import fingerprint_request
+from promptcache.lookback import (
+    ANTHROPIC_LOOKBACK,
+    SlidingWindow,
+    block_positions,
+    breakpoint_position,
+    check_lookback,
+    lookback_applies,
+    single_block_edit,
+)
+
+MODEL = "claude-sonnet-4-5"
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def text(t: str, mark: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": t}
+    if mark:
+        block["cache_control"] = EPHEMERAL
+    return block
+
+
+def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": MODEL, "system": [text("system prompt")], "messages": messages}
+
+
+def test_tool_runs_share_one_position_across_messages() -> None:
+    messages = [
+        {"role": "user", "content": "question"},
+        {
+            "role": "assistant",
+            "content": [
+                text("let me look"),
+                {"type": "tool_use", "id": "a", "name": "t", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "t", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "1"},
+                {"type": "tool_result", "tool_use_id": "b", "content": "2"},
+                text("and then"),
+            ],
+        },
+    ]
+    fp = fingerprint_request(body(messages), "anthropic")
+    # system 0, question 1, text 2, tool run (2 uses + 2 results) 3, text 4
+    assert block_positions(fp) == [[0], [1], [2, 3, 3], [3, 3, 4]]
+
+
+def test_bedrock_cache_point_closes_the_block_before_it() -> None:
+    request = {
+        "modelId": "anthropic.claude-sonnet-4-5",
+        "system": [{"text": "sys"}, {"cachePoint": {"type": "default"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"text": "a"}, {"cachePoint": {"type": "default"}}, {"text": "b"}],
+            },
+            {
+                "role": "assistant",
+                "content": [{"text": "c"}, {"text": "d"}, {"cachePoint": {"type": "default"}}],
+            },
+        ],
+    }
+    fp = fingerprint_request(request, "bedrock_converse")
+    positions = block_positions(fp)
+    assert positions == [[0], [1, 2], [3, 4]]
+    found = [breakpoint_position(bp, fp.breakpoints, positions, fp.api) for bp in fp.breakpoints]
+    assert found == [0, 1, 4]
+
+
+def test_lookback_applies_to_anthropic_and_claude_on_bedrock_only() -> None:
+    assert lookback_applies("anthropic", None)
+    assert lookback_applies("bedrock_converse", "us.anthropic.claude-opus-4-1-v1:0")
+    assert not lookback_applies("bedrock_converse", "amazon.nova-pro-v1:0")
+    assert not lookback_applies("openai_chat", "gpt-5")
+
+
+def grown(appended: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A request with its tail marked, and the next one ``appended`` text blocks later."""
+    first = [{"role": "user", "content": [text("q", mark=True)]}]
+    later = copy.deepcopy(first)
+    del later[0]["content"][0]["cache_control"]
+    blocks = [text(f"block {i}") for i in range(appended)]
+    blocks[-1]["cache_control"] = EPHEMERAL
+    later.append({"role": "assistant", "content": blocks})
+    return body(first), body(later)
+
+
+@pytest.mark.parametrize(("appended", "exceeded"), [(19, False), (20, False), (21, True)])
+def test_reach_is_twenty_positions(appended: int, exceeded: bool) -> None:
+    old, new = grown(appended)
+    found = check_lookback(fingerprint_request(old), fingerprint_request(new))
+    if not exceeded:
+        assert found is None
+        return
+    assert found is not None
+    verdict, write_path = found
+    assert (verdict.reason, verdict.distance, write_path) == (
+        "lookback_exceeded",
+        21,
+        "messages[0].content[0]",
+    )
+    assert verdict.describe(write_path).startswith("21 block positions appended")
+    assert verdict.rule is ANTHROPIC_LOOKBACK
+
+
+def test_a_breakpoint_before_the_last_write_is_moved() -> None:
+    old, new = grown(5)
+    new_moved = copy.deepcopy(new)
+    del new_moved["messages"][1]["content"][-1]["cache_control"]
+    new_moved["system"][0]["cache_control"] = EPHEMERAL
+    found = check_lookback(fingerprint_request(old), fingerprint_request(new_moved))
+    assert found is not None
+    assert (found[0].reason, found[0].distance) == ("breakpoint_moved", 1)
+
+
+def test_single_block_edit_is_the_anchor_shape() -> None:
+    a = '{"content":[{"text":"x","type":"text"}],"role":"user"}'
+    b = '{"content":[{"text":"x","type":"text"},{"text":" ","type":"text"}],"role":"user"}'
+    c = '{"content":[{"text":"y","type":"text"},{"text":" ","type":"text"}],"role":"user"}'
+    assert single_block_edit(a, b) and single_block_edit(b, a)
+    assert not single_block_edit(a, c)  # text changed too
+    assert not single_block_edit(a, a)
+
+
+def test_sliding_window_rejects_a_window_past_the_rule() -> None:
+    with pytest.raises(ValueError, match=r"slide_after must be in 1\.\.20"):
+        SlidingWindow(slide_after=21)
+
+
+def test_sliding_window_slides_only_when_the_tail_ran_past_fifteen() -> None:
+    window = SlidingWindow()
+    first, _ = grown(1)
+    assert window.apply(first, "anthropic").path is None
+    _, later = grown(15)
+    assert window.apply(copy.deepcopy(later), "anthropic").path is None  # 15: within reach
+    window.reset()
+    window.apply(grown(1)[0], "anthropic")
+    _, far = grown(16)
+    note = window.apply(far, "anthropic")
+    assert note.path == "messages[1].content[14]"  # 15 positions after the write
+    assert "16 block positions after" in note.why
+    assert far["messages"][1]["content"][14]["cache_control"] == EPHEMERAL
+
+
+def test_a_changed_prefix_forgets_the_last_write() -> None:
+    window = SlidingWindow()
+    window.apply(grown(1)[0], "anthropic")
+    _, far = grown(30)
+    far["system"][0]["text"] = "another system prompt"
+    assert window.apply(far, "anthropic").path is None
+
+
+def builder_with_layers() -> PromptBuilder:
+    return (
+        PromptBuilder(model=MODEL, min_prefix_tokens=1)
+        .tool("lookup", "Find an order.", {"type": "object", "properties": {}})
+        .system("You are the agent. " * 50)
+        .session("User: Ada.")
+    )
+
+
+@pytest.mark.parametrize("render", ["to_anthropic", "to_bedrock_converse"])
+def test_builder_slides_a_breakpoint_and_explains_the_plan(render: str) -> None:
+    builder = builder_with_layers()
+    builder.add_user("hello").add_assistant("hi")
+    first = getattr(builder, render)()
+    assert [bp.label for bp in first.breakpoints] == ["tools", "frozen", "session", "history"]
+    assert first.plan[1].startswith("system[0] (frozen): end of the frozen layer")
+    for i in range(10):  # 20 more history messages at once
+        builder.add_user(f"question {i}").add_assistant(f"answer {i}")
+    second = getattr(builder, render)()
+    labels = [bp.label for bp in second.breakpoints]
+    assert labels == ["frozen", "session", "sliding", "history"]  # tools dropped: at most 4
+    sliding = second.breakpoints[2]
+    assert (sliding.layer, sliding.index) == ("messages", 16)  # 15 messages after messages[1]
+    assert "20 block positions after" in sliding.why
+    assert any("dropped the tools[0] (tools) breakpoint" in w for w in second.warnings)
+    fp = fingerprint_request(second)
+    assert len(fp.breakpoints) == 4
+    third = getattr(builder.add_user("more").add_assistant("ok"), render)()
+    assert "sliding" not in [bp.label for bp in third.breakpoints]
+
+
+def test_a_fork_starts_without_a_last_write() -> None:
+    builder = builder_with_layers()
+    builder.add_user("hello").add_assistant("hi").to_anthropic()
+    fork = builder.fork()
+    for i in range(10):
+        fork.add_user(f"q{i}").add_assistant(f"a{i}")
+    assert "sliding" not in [bp.label for bp in fork.to_anthropic().breakpoints]
+
+
+def test_a_conversation_keeps_its_last_write_across_renders() -> None:
+    from promptcache import Conversation
+
+    chat = Conversation(builder_with_layers())
+    chat.add_user("hello").add_assistant("hi")
+    chat.prompt.to_bedrock_converse()
+    for i in range(9):  # 18 messages pasted in at once
+        chat.add_user(f"q{i}").add_assistant(f"a{i}")
+    rendered = chat.prompt.to_bedrock_converse()
+    assert "sliding" in [bp.label for bp in rendered.breakpoints]
+    assert any(line.startswith("messages[16] (sliding)") for line in rendered.plan)
+
+
+def test_the_slide_skips_thinking_blocks() -> None:
+    window = SlidingWindow()
+    window.apply(grown(1)[0], "anthropic")
+    _, far = grown(16)
+    far["messages"][1]["content"][14] = {"type": "thinking", "thinking": "hmm", "signature": "s"}
+    note = window.apply(far, "anthropic")
+    assert note.path == "messages[1].content[13]"  # the block before the thinking one
