@@ -125,3 +125,48 @@ def test_chat_template_renders_like_transformers(
     )
     assert rendered == expected
     assert rendered.startswith("<|im_start|>system\n")
+
+
+@pytest.mark.parametrize("pre", ["llama-bpe", "qwen2"])
+def test_pre_tokenizer_splits_match_transformers(
+    pre: str, smollm2_gguf: Path, ours: Tokenizer, tmp_path: Path
+) -> None:
+    """SmolLM2's byte-level vocabulary re-labelled with another ``tokenizer.ggml.pre``: the
+    split regex of that type is applied, as transformers applies it."""
+    import gguf
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    source = gguf.GGUFReader(smollm2_gguf)
+
+    def value(key: str) -> Any:
+        return source.get_field(key).contents()  # type: ignore[union-attr]
+
+    path = tmp_path / f"{pre}.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(1)
+    writer.add_context_length(64)
+    writer.add_embedding_length(8)
+    writer.add_feed_forward_length(16)
+    writer.add_head_count(2)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(value("tokenizer.ggml.tokens"))
+    writer.add_token_types(value("tokenizer.ggml.token_type"))
+    writer.add_token_merges(value("tokenizer.ggml.merges"))
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_tensor("token_embd.weight", np.zeros((49152, 8), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    split = Tokenizer.from_pretrained(path)
+    ref = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    differs = 0
+    for text in _strings():
+        ids = split.encode(text, add_special_tokens=False)
+        assert ids == list(ref(text, add_special_tokens=False)["input_ids"]), text
+        differs += ids != ours.encode(text, add_special_tokens=False)
+    assert differs > 0  # the split changed some strings against GPT-2's default regex
