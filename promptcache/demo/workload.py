@@ -179,6 +179,7 @@ def run_variant(
     plans: list[UserPlan],
     *,
     max_tokens: int,
+    instructions: str | None = None,
     on_result: Callable[[RequestResult], None] | None = None,
     stop: threading.Event | None = None,
 ) -> list[RequestResult]:
@@ -187,11 +188,12 @@ def run_variant(
     Args:
         app_module: ``examples/naive_app.py`` or ``examples/layered_app.py`` as a module (it
             must define ``Child(name, age, favourite)`` and ``StoryTime(client, model, child,
-            max_tokens=)`` with ``ask(question) -> Reply`` and ``new_story()``).
+            max_tokens=, instructions=)`` with ``ask(question) -> Reply`` and ``new_story()``).
         client: an ``openai.OpenAI`` client pointed at the proxy.
         model: the model name the server knows.
         plans: from ``plan_workload``.
         max_tokens: answer length limit per request, in tokens.
+        instructions: the system prompt text both apps send (None: the app's own file).
         on_result: called (from worker threads) after each request, e.g. to advance a progress
             bar.
         stop: when set, users stop before their next request (Ctrl-C, another user failed).
@@ -208,7 +210,11 @@ def run_variant(
 
     def user(plan: UserPlan) -> None:
         app = app_module.StoryTime(
-            client, model, app_module.Child(*plan.child), max_tokens=max_tokens
+            client,
+            model,
+            app_module.Child(*plan.child),
+            max_tokens=max_tokens,
+            instructions=instructions,
         )
         for c, questions in enumerate(plan.conversations):
             app.new_story()
