@@ -3,15 +3,14 @@
 Each simulated user is one parent with one child (a ``Child`` of the app under test). A user
 tells stories in *arcs* of four turns (a request, two follow-ups, the ending); each turn sends
 the whole conversation so far, so the prompt grows turn by turn, then the next arc starts a new
-conversation. Arcs are short on purpose: the test model's context is 512 tokens, and a history
-trimmed at the front would change the prefix of every later request (a cache break of its own).
+conversation. Arcs are short on purpose: a history trimmed at the front would change the prefix
+of every later request (a cache break of its own), and a model with a short context
+(tinystories-656k, 512 tokens) must still hold a whole arc.
 
 Users run concurrently, one thread each, through one ``openai.OpenAI`` client per variant. Both
-variants get exactly the same users, questions and order, so their numbers compare.
-
-Sizes (tinystories tokenizer, the demo's plain chat template): the largest request, at a fourth
-turn with three earlier answers of ``max_tokens`` = 16 and room for its own answer, is about 450
-tokens, under the 512-token context (``tests/demo/test_demo_parts.py`` checks it).
+variants get exactly the same users, questions, system prompt and order, so their numbers
+compare. ``instructions.fit_instructions`` sizes the system prompt so that the largest request
+fits the served model's context.
 """
 
 from __future__ import annotations
