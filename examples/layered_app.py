@@ -80,18 +80,13 @@ class StoryTime:
         model: the model name the server knows.
         child: who the stories are for.
         max_tokens: answer length limit in tokens.
-        instructions: the assistant's instructions (default: ``storytime_instructions.md``).
+        instructions: the frozen layer's text (default: ``storytime_instructions.md``).
     """
 
     def __init__(
-        self,
-        client: OpenAI,
-        model: str,
-        child: Child,
-        *,
-        max_tokens: int = 64,
-        instructions: str | None = None,
-    ) -> None:
+        self, client: OpenAI, model: str, child: Child, *,
+        max_tokens: int = 64, instructions: str | None = None,
+    ) -> None:  # fmt: skip
         self.client = client
         self.child = child
         self.max_tokens = max_tokens
