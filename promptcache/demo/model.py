@@ -22,9 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from promptcache.engine.gguf_file import find_smollm2_gguf
 from promptcache.errors import ConfigError
-
-from .smollm2 import find_smollm2_gguf
 
 __all__ = ["ENV_VAR", "INSTALL_SMOLLM2", "ModelChoice", "find_default_model", "resolve_model"]
 
