@@ -352,14 +352,14 @@ def explanation(
     lines = ["[bold]What this means[/bold]"]
     size = f" ({instructions.tokens:,} tokens)" if instructions is not None else ""
     lines.append(
-        f"- Both apps send the same system prompt{size}. The naive one starts it with the "
-        f"current time and a request id, so its prompt changes within the first line: the "
-        f"engine reused {percent(naive.hit_rate, 0)} of its prompt tokens. " + _lint_sentence(naive)
+        f"- Both apps send the same instructions{size}. The naive one starts its system prompt "
+        f"with the current time and a request id, so its prompt changes within the first line: the "
+        f"engine reused {percent(naive.hit_rate)} of its prompt tokens. " + _lint_sentence(naive)
     )
     lines.append(
         f"- The layered app (promptcache.PromptBuilder) puts the frozen instructions first, then "
         f"the child's profile, the conversation, and only then the time and the question: "
-        f"{percent(layered.hit_rate, 0)} of its prompt tokens came from the cache."
+        f"{percent(layered.hit_rate)} of its prompt tokens came from the cache."
     )
     ttft = ttft_sentence(naive, layered)
     if ttft:
@@ -403,8 +403,8 @@ def ttft_sentence(naive: VariantSummary, layered: VariantSummary) -> str | None:
     layered_ms, naive_ms = round(layered.ttft_p50_ms), round(naive.ttft_p50_ms)
     return (
         f"- Time to first token, median over all requests: {layered_ms:,} ms for the layered "
-        f"app, which read {percent(layered.hit_rate, 0)} of its prompt tokens from the cache, "
-        f"vs {naive_ms:,} ms for the naive app, which read {percent(naive.hit_rate, 0)} "
+        f"app, which read {percent(layered.hit_rate)} of its prompt tokens from the cache, "
+        f"vs {naive_ms:,} ms for the naive app, which read {percent(naive.hit_rate)} "
         f"({layered.requests} and {naive.requests} requests): "
         f"{ttft_verdict(layered, layered_ms, naive, naive_ms)}. The table splits each app's "
         f"requests into cache hits ({HIT_DEFINITION}) and misses."
@@ -414,10 +414,10 @@ def ttft_sentence(naive: VariantSummary, layered: VariantSummary) -> str | None:
 def ttft_verdict(a: VariantSummary, a_ms: int, b: VariantSummary, b_ms: int) -> str:
     """Which of two apps got its first tokens sooner (medians ``a_ms``, ``b_ms``, rounded ms),
     naming the one that read more of its prompt from the cache as such when the hit rates
-    differ (at the whole percent shown); no claim of cause."""
-    if percent(b.hit_rate, 0) != percent(a.hit_rate, 0) and b.hit_rate > a.hit_rate:
+    differ (at the 0.1% shown); no claim of cause."""
+    if percent(b.hit_rate) != percent(a.hit_rate) and b.hit_rate > a.hit_rate:
         a, a_ms, b, b_ms = b, b_ms, a, a_ms
-    if percent(a.hit_rate, 0) == percent(b.hit_rate, 0):
+    if percent(a.hit_rate) == percent(b.hit_rate):
         who = f"the {a.name} app"
     else:
         who = f"the {a.name} app, which read more from the cache,"

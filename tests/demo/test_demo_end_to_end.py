@@ -305,9 +305,9 @@ def test_printed_ttft_and_tokens_match_an_independent_count(
     text = " ".join(proc.stdout.split())
     naive, layered = summary["variants"]["naive"], summary["variants"]["layered"]
     assert (
-        f"{medians['layered']:,} ms for the layered app, which read {layered['hit_rate']:.0%} "
+        f"{medians['layered']:,} ms for the layered app, which read {layered['hit_rate']:.1%} "
         f"of its prompt tokens from the cache, vs {medians['naive']:,} ms for the naive app, "
-        f"which read {naive['hit_rate']:.0%}"
+        f"which read {naive['hit_rate']:.1%}"
     ) in text
     assert layered["hit_rate"] > naive["hit_rate"]
     if medians["layered"] < medians["naive"]:
@@ -336,7 +336,7 @@ def test_the_system_prompt_is_the_leading_sections_that_fit_the_context(
         f"system prompt: the first {fit['sections']} of {fit['total_sections']} sections of "
         f"examples/storytime_instructions.md, {fit['tokens']:,} tokens" in text
     )
-    assert f"Both apps send the same system prompt ({fit['tokens']:,} tokens)" in text
+    assert f"Both apps send the same instructions ({fit['tokens']:,} tokens)" in text
     for name in ("naive", "layered"):
         with sqlite3.connect(out / f"{name}.db") as conn:
             (longest,) = conn.execute(
