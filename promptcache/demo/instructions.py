@@ -143,11 +143,13 @@ def describe_instructions(fit: InstructionsFit, model: str, path: str) -> str:
     """One line saying which system prompt this run sends, and why, with its token counts."""
     if fit.complete:
         return (
-            f"system prompt: all of {path}, {fit.tokens:,} tokens; the largest request takes "
-            f"{fit.longest_request_tokens:,} of the {fit.max_model_len:,}-token context"
+            f"system prompt: all of {path}, {fit.tokens:,} tokens; the largest request, with "
+            f"answers of full length, needs about {fit.longest_request_tokens:,} of the "
+            f"{fit.max_model_len:,}-token context"
         )
     return (
         f"system prompt: the first {fit.sections} of {fit.total_sections} sections of {path}, "
-        f"{fit.tokens:,} tokens, so that the largest request ({fit.longest_request_tokens:,} "
-        f"tokens) fits {model}'s {fit.max_model_len:,}-token context"
+        f"{fit.tokens:,} tokens, so that the largest request (about "
+        f"{fit.longest_request_tokens:,} tokens with answers of full length) fits {model}'s "
+        f"{fit.max_model_len:,}-token context"
     )
