@@ -85,7 +85,7 @@ class StoryTime:
 
     def __init__(
         self, client: OpenAI, model: str, child: Child, *,
-        max_tokens: int = 48, instructions: str | None = None,
+        max_tokens: int = 32, instructions: str | None = None,
     ) -> None:  # fmt: skip
         self.client = client
         self.child = child

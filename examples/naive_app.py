@@ -93,7 +93,7 @@ class StoryTime:
         model: str,
         child: Child,
         *,
-        max_tokens: int = 48,
+        max_tokens: int = 32,
         instructions: str | None = None,
     ) -> None:
         self.client = client

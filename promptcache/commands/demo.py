@@ -40,7 +40,7 @@ import click
 @click.option(
     "--max-tokens",
     type=click.IntRange(1, 256),
-    default=48,
+    default=32,
     show_default=True,
     help="Answer length limit per request, in tokens (the apps ask for two or three "
     "sentences). A model with a short context gets fewer sections of the system prompt.",

@@ -78,7 +78,7 @@ class DemoOptions:
     users: int = 3
     requests_per_user: int = 4
     output_dir: Path = Path("out") / "demo"
-    max_tokens: int = 48
+    max_tokens: int = 32
     price_model: str = "gpt-5"
     startup_timeout_s: float = 120.0
 
