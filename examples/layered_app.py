@@ -1,10 +1,10 @@
 """StoryTime, built with promptcache's ``PromptBuilder``: the same app as ``naive_app.py``, cached.
 
-The same bedtime-story chat, the same style guide and the same information in each request, but
+The same bedtime-story chat, the same instructions and the same information in each request, but
 laid out from the most stable content to the least, so that requests share a long prefix:
 
-1. **frozen** (byte-identical for every child and request): who StoryTime is,
-   the rules, an example;
+1. **frozen** (byte-identical for every child and request): the product's instructions, about
+   1,500 tokens, read from ``storytime_instructions.md``;
 2. **session** (stable for one child): the child's name, age and favourite thing;
 3. **history**: the conversation so far, append-only;
 4. **dynamic** (last, changes every request): the time of day and the parent's question.
@@ -27,37 +27,29 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from openai import OpenAI
 
 from promptcache import PromptBuilder
 
-RULES = """1. Use short sentences and simple words that a small child knows.
-2. Every story has a kind hero, a small problem and a happy ending.
-3. Nothing scary: no monsters, no fights, no one gets hurt or lost for long.
-4. Animals can talk, and they are always friendly.
-5. Name the child in the story when you know their name.
-6. Keep each answer to two or three sentences, then stop and let the parent ask again.
-7. If the parent asks why, explain it the way a kind teacher would."""
-
-SYSTEM = "You are StoryTime, a gentle helper that tells short bedtime stories to young children."
-EXAMPLE_QUESTION = "Tell me a story about a cat."
-EXAMPLE_ANSWER = "Once upon a time, there was a little cat named Tom. He wanted to catch the moon."
+#: The product's instructions (about 1,500 tokens), the same file the naive app reads.
+INSTRUCTIONS_PATH = Path(__file__).with_name("storytime_instructions.md")
 
 
-def frozen_layer(model: str, cache_key: str) -> PromptBuilder:
+def load_instructions(path: Path = INSTRUCTIONS_PATH) -> str:
+    """The assistant's instructions, as the product team wrote them (Markdown)."""
+    return path.read_text(encoding="utf-8")
+
+
+def frozen_layer(model: str, cache_key: str, instructions: str) -> PromptBuilder:
     """The frozen layer: every request of every child starts with these exact bytes.
 
     ``cache_key`` is sent as OpenAI's ``prompt_cache_key`` (a stable id that routes requests
     sharing a prefix to the same cache); servers without prefix routing ignore it.
     """
-    return (
-        PromptBuilder(model, cache_key=cache_key)
-        .system(SYSTEM)
-        .rules(RULES, title="Rules for every story")
-        .example(EXAMPLE_QUESTION, EXAMPLE_ANSWER)
-    )
+    return PromptBuilder(model, cache_key=cache_key).system(instructions)
 
 
 @dataclass(frozen=True)
@@ -88,14 +80,20 @@ class StoryTime:
         model: the model name the server knows.
         child: who the stories are for.
         max_tokens: answer length limit in tokens.
+        instructions: the frozen layer's text (default: ``storytime_instructions.md``).
     """
 
-    def __init__(self, client: OpenAI, model: str, child: Child, *, max_tokens: int = 16) -> None:
+    def __init__(
+        self, client: OpenAI, model: str, child: Child, *,
+        max_tokens: int = 32, instructions: str | None = None,
+    ) -> None:  # fmt: skip
         self.client = client
         self.child = child
         self.max_tokens = max_tokens
+        instructions = load_instructions() if instructions is None else instructions
         # The session layer: one block per child, then the append-only history.
-        self.session = frozen_layer(model, f"storytime-{child.name.lower()}").session(
+        cache_key = f"storytime-{child.name.lower()}"
+        self.session = frozen_layer(model, cache_key, instructions).session(
             f"The child is {child.name}, age {child.age}, who loves {child.favourite}."
         )
         self.conversation = self.session.fork()
@@ -104,12 +102,25 @@ class StoryTime:
         """Forget the conversation so far (a new story); the child's session layer stays."""
         self.conversation = self.session.fork()
 
+    def request_for(self, question: str) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments of ``ask(question)``: the layers, the
+        history, then the dynamic tail (time of day and question) as the last user message."""
+        now = datetime.now().strftime("%H:%M")
+        request = self.conversation.fork().dynamic(f"(It is {now}.) {question}")
+        return request.to_openai_chat(max_completion_tokens=self.max_tokens)
+
+    def messages_for(self, question: str) -> list[dict[str, str]]:
+        """The chat messages ``ask(question)`` sends."""
+        return list(self.request_for(question)["messages"])
+
+    def remember(self, question: str, answer: str) -> None:
+        """Append one turn to the history: ``question`` exactly as sent (the last message of
+        ``messages_for``), so the next request repeats it byte for byte, and the answer."""
+        self.conversation.add_user(question).add_assistant(answer)
+
     def ask(self, question: str) -> Reply:
         """Send ``question`` with the conversation so far; stream the answer and remember it."""
-        now = datetime.now().strftime("%H:%M")
-        turn = f"(It is {now}.) {question}"
-        request = self.conversation.fork().dynamic(turn)
-        params = request.to_openai_chat(max_completion_tokens=self.max_tokens)
+        params = self.request_for(question)
         started = time.perf_counter()
         stream = self.client.chat.completions.create(
             **params,
@@ -129,6 +140,5 @@ class StoryTime:
             if chunk.usage is not None:
                 usage = chunk.usage.model_dump()
         text = "".join(parts).strip() or "..."
-        # Append exactly what was sent, so the next request repeats this turn byte for byte.
-        self.conversation.add_user(turn).add_assistant(text)
+        self.remember(params["messages"][-1]["content"], text)
         return Reply(text, usage, ttft_s if ttft_s is not None else time.perf_counter() - started)

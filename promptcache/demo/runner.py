@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -27,10 +27,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from promptcache.engine.tokenizer import Tokenizer
 from promptcache.errors import ConfigError, DemoError
 from promptcache.formatting import percent
 
-from .model import ModelChoice, has_chat_template, resolve_model
+from .instructions import describe_instructions, fit_instructions
+from .model import ModelChoice, resolve_model
 from .processes import ChildProcesses, free_port
 from .summary import (
     BreakSummary,
@@ -51,6 +53,8 @@ CHAT_TEMPLATE = (
     "{{ message['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
 )
 VARIANTS = (("naive", "naive_app.py"), ("layered", "layered_app.py"))
+#: The product instructions both apps read (in ``examples/``).
+INSTRUCTIONS_FILE = "storytime_instructions.md"
 _CLI = "from promptcache.cli import main; main()"
 #: Distinct change offsets shown per break reason.
 BREAK_EXAMPLES = 2
@@ -72,9 +76,9 @@ class DemoOptions:
 
     model: str | None
     users: int = 3
-    requests_per_user: int = 20
+    requests_per_user: int = 4
     output_dir: Path = Path("out") / "demo"
-    max_tokens: int = 16
+    max_tokens: int = 32
     price_model: str = "gpt-5"
     startup_timeout_s: float = 120.0
 
@@ -149,6 +153,27 @@ def lint_apps(paths: dict[str, Path], output_dir: Path) -> dict[str, list[LintFi
     return found
 
 
+# -- the model's tokenizer ----------------------------------------------------------------------
+
+
+def load_tokenizer(model: ModelChoice, output_dir: Path) -> tuple[Tokenizer, Path | None]:
+    """The served model's tokenizer, loaded as the engine loads it (to size the system prompt),
+    and the chat-template file to give the engine when the checkpoint ships none: then
+    :data:`CHAT_TEMPLATE` is written to ``output_dir/chat_template.jinja`` and installed in the
+    returned tokenizer too.
+
+    Raises:
+        ModelLoadError: the checkpoint's tokenizer cannot be read.
+    """
+    tokenizer = Tokenizer.from_pretrained(model.path)
+    if tokenizer.chat_templates:
+        return tokenizer, None
+    template = output_dir / "chat_template.jinja"
+    template.write_text(CHAT_TEMPLATE, encoding="utf-8")
+    tokenizer.set_chat_template(CHAT_TEMPLATE, origin=str(template))
+    return tokenizer, template
+
+
 # -- step 2: servers ----------------------------------------------------------------------------
 
 
@@ -158,22 +183,22 @@ def start_servers(
     output_dir: Path,
     timeout_s: float,
     price_as: str,
+    chat_template: Path | None = None,
 ) -> tuple[str, dict[str, str]]:
     """Start the engine and, in front of it, one proxy per variant (each logs to its own
     ``<variant>.db``, so each report covers one app); return (engine URL, proxy URL by variant).
 
     The proxies run with ``--price-as price_as``: the engine's model has no price row, so its
     logged requests are priced at ``price_as``'s rates and the HTML reports show costs.
+    ``chat_template``: a template file for a model that ships none (``--chat-template``).
     """
     engine_port = free_port()
     engine_args = [
         "engine", "serve", "--model", str(model.path), "--port", str(engine_port),
         "--served-model-name", model.name, "--log-level", "warning",
     ]  # fmt: skip
-    if not has_chat_template(model.path):
-        template = output_dir / "chat_template.jinja"
-        template.write_text(CHAT_TEMPLATE, encoding="utf-8")
-        engine_args += ["--chat-template", str(template)]
+    if chat_template is not None:
+        engine_args += ["--chat-template", str(chat_template)]
     engine_url = f"http://127.0.0.1:{engine_port}"
     engine = children.start("engine", engine_args)
     proxies = {}
@@ -194,6 +219,23 @@ def start_servers(
         json.dumps({c.name: c.pid for c in children.children}), encoding="utf-8"
     )
     return engine_url, {name: url for name, (_, url) in proxies.items()}
+
+
+def served_context(engine_url: str, model: str) -> int:
+    """The context the engine serves ``model`` with, in tokens (``max_model_len`` of its
+    ``/v1/models`` card: the checkpoint's positions, capped by the KV pool).
+
+    Raises:
+        DemoError: the engine did not answer, or its card has no ``max_model_len``.
+    """
+    try:
+        response = httpx.get(f"{engine_url}/v1/models", timeout=30.0)
+        cards = response.json()["data"]
+        return next(int(c["max_model_len"]) for c in cards if c["id"] == model)
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, StopIteration) as exc:
+        raise DemoError(
+            f"the engine's /v1/models gave no max_model_len for {model}: {exc}"
+        ) from exc
 
 
 def log_path(output_dir: Path, variant: str) -> Path:
@@ -226,6 +268,7 @@ def replay(
     plans: list[UserPlan],
     *,
     max_tokens: int,
+    instructions: str,
     progress: Progress,
 ) -> tuple[list[RequestResult], float]:
     """Run the workload through one app; returns (results, wall-clock seconds)."""
@@ -248,7 +291,15 @@ def replay(
     )
     start = time.perf_counter()
     try:
-        results = run_variant(app, client, model, plans, max_tokens=max_tokens, on_result=on_result)
+        results = run_variant(
+            app,
+            client,
+            model,
+            plans,
+            max_tokens=max_tokens,
+            instructions=instructions,
+            on_result=on_result,
+        )
     finally:
         client.close()
     return results, time.perf_counter() - start
@@ -334,6 +385,30 @@ def proxy_report(db: Path, html_path: Path) -> list[BreakSummary]:
     return breaks
 
 
+def print_sample(
+    console: Console, results: list[RequestResult], plans: list[UserPlan], max_tokens: int
+) -> None:
+    """Print the first story of the first user, as the model answered it in this run; an
+    answer that used all ``max_tokens`` is marked as cut there."""
+    if not plans or not plans[0].conversations:
+        return
+    first = plans[0]
+    turns = sorted(
+        (r for r in results if r.user_id == first.user_id and r.conversation == 0),
+        key=lambda r: r.turn,
+    )
+    console.print(
+        f"[bold]One conversation of this run[/bold] (layered app, {first.user_id}, "
+        f"whose child is {first.child[0]}):"
+    )
+    for result in turns:
+        console.print(f"   parent: {escape(first.conversations[0][result.turn])}")
+        cut = f" [dim](cut at {max_tokens} tokens)[/dim]"
+        cut = cut if result.output_tokens >= max_tokens else ""
+        console.print(f"   model:  {escape(' '.join(result.answer.split()))}{cut}")
+    console.print()
+
+
 # -- the whole demo -----------------------------------------------------------------------------
 
 
@@ -348,7 +423,8 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         raise ConfigError("--users and --requests-per-user must be at least 1")
     root = repo_root()
     apps = {name: root / "examples" / file for name, file in VARIANTS}
-    missing = [str(p) for p in apps.values() if not p.is_file()]
+    data = root / "examples" / INSTRUCTIONS_FILE
+    missing = [str(p) for p in (*apps.values(), data) if not p.is_file()]
     if missing:
         raise ConfigError(
             f"the demo's example apps are missing ({', '.join(missing)}); run the demo from a "
@@ -361,7 +437,9 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         raise ConfigError(
             f"cannot create --output-dir {out} ({exc}); pass a writable folder"
         ) from exc
-    model = resolve_model(options.model, repo_root=root)
+    model = resolve_model(options.model)
+    tokenizer, chat_template = load_tokenizer(model, out)
+    modules = {name: load_app(path, name) for name, path in apps.items()}
     plans = plan_workload(options.users, options.requests_per_user)
     console.rule("[bold]promptcache demo")
     console.print(
@@ -388,13 +466,23 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         console.print("\n[bold]2. Start the engine and one logging proxy per app[/bold]")
         with console.status("starting (loading the model)..."):
             engine_url, proxies = start_servers(
-                children, model, out, options.startup_timeout_s, options.price_model
-            )
+                children, model, out, options.startup_timeout_s, options.price_model,
+                chat_template,
+            )  # fmt: skip
             warm_up(engine_url, model.name)
         console.print(f"   engine: {engine_url}  (promptcache engine serve)")
         for name, url in proxies.items():
             shown = _relative(log_path(out, name))
             console.print(f"   proxy for the {name} app: {url} -> engine, log {shown}")
+        fit = fit_instructions(
+            modules["naive"].load_instructions(),
+            list(modules.values()),
+            plans,
+            tokenizer,
+            max_model_len=served_context(engine_url, model.name),
+            max_tokens=options.max_tokens,
+        )
+        console.print("   " + describe_instructions(fit, model.name, _relative(data)))
 
         console.print(
             "\n[bold]3. Replay the same workload through each app[/bold] "
@@ -410,10 +498,9 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         )
         with Progress(*columns, console=console) as progress:
             for name, _ in VARIANTS:
-                app = load_app(apps[name], name)
                 runs[name] = replay(
-                    name, app, proxies[name], model.name, plans,
-                    max_tokens=options.max_tokens, progress=progress,
+                    name, modules[name], proxies[name], model.name, plans,
+                    max_tokens=options.max_tokens, instructions=fit.text, progress=progress,
                 )  # fmt: skip
 
         console.print("\n[bold]4. Read the proxies' logs[/bold] (promptcache report)")
@@ -438,7 +525,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     for name, _ in VARIANTS:
         checkpoint_log(log_path(out, name))
     console.print()
-    render_summary(console, summaries["naive"], summaries["layered"])
+    print_sample(console, runs["layered"][0], plans, options.max_tokens)
+    render_summary(console, summaries["naive"], summaries["layered"], fit)
+    with (out / "requests.jsonl").open("w", encoding="utf-8") as lines:
+        for name, (results, _) in runs.items():
+            for result in results:
+                lines.write(json.dumps({"variant": name, **asdict(result)}) + "\n")
     summary_path = out / "summary.json"
     summary_path.write_text(
         json.dumps(
@@ -446,6 +538,8 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
                 "model": {"name": model.name, "path": str(model.path), "source": model.source},
                 "users": options.users,
                 "requests_per_user": options.requests_per_user,
+                "max_tokens": options.max_tokens,
+                "instructions": {k: v for k, v in asdict(fit).items() if k != "text"},
                 "variants": {k: v.to_dict() for k, v in summaries.items()},
             },
             indent=2,

@@ -3,15 +3,14 @@
 Each simulated user is one parent with one child (a ``Child`` of the app under test). A user
 tells stories in *arcs* of four turns (a request, two follow-ups, the ending); each turn sends
 the whole conversation so far, so the prompt grows turn by turn, then the next arc starts a new
-conversation. Arcs are short on purpose: the test model's context is 512 tokens, and a history
-trimmed at the front would change the prefix of every later request (a cache break of its own).
+conversation. Arcs are short on purpose: a history trimmed at the front would change the prefix
+of every later request (a cache break of its own), and a model with a short context
+(tinystories-656k, 512 tokens) must still hold a whole arc.
 
 Users run concurrently, one thread each, through one ``openai.OpenAI`` client per variant. Both
-variants get exactly the same users, questions and order, so their numbers compare.
-
-Sizes (tinystories tokenizer, the demo's plain chat template): the largest request, at a fourth
-turn with three earlier answers of ``max_tokens`` = 16 and room for its own answer, is about 450
-tokens, under the 512-token context (``tests/demo/test_demo_parts.py`` checks it).
+variants get exactly the same users, questions, system prompt and order, so their numbers
+compare. ``instructions.fit_instructions`` sizes the system prompt so that the largest request
+fits the served model's context.
 """
 
 from __future__ import annotations
@@ -179,6 +178,7 @@ def run_variant(
     plans: list[UserPlan],
     *,
     max_tokens: int,
+    instructions: str | None = None,
     on_result: Callable[[RequestResult], None] | None = None,
     stop: threading.Event | None = None,
 ) -> list[RequestResult]:
@@ -187,11 +187,12 @@ def run_variant(
     Args:
         app_module: ``examples/naive_app.py`` or ``examples/layered_app.py`` as a module (it
             must define ``Child(name, age, favourite)`` and ``StoryTime(client, model, child,
-            max_tokens=)`` with ``ask(question) -> Reply`` and ``new_story()``).
+            max_tokens=, instructions=)`` with ``ask(question) -> Reply`` and ``new_story()``).
         client: an ``openai.OpenAI`` client pointed at the proxy.
         model: the model name the server knows.
         plans: from ``plan_workload``.
         max_tokens: answer length limit per request, in tokens.
+        instructions: the system prompt text both apps send (None: the app's own file).
         on_result: called (from worker threads) after each request, e.g. to advance a progress
             bar.
         stop: when set, users stop before their next request (Ctrl-C, another user failed).
@@ -208,7 +209,11 @@ def run_variant(
 
     def user(plan: UserPlan) -> None:
         app = app_module.StoryTime(
-            client, model, app_module.Child(*plan.child), max_tokens=max_tokens
+            client,
+            model,
+            app_module.Child(*plan.child),
+            max_tokens=max_tokens,
+            instructions=instructions,
         )
         for c, questions in enumerate(plan.conversations):
             app.new_story()

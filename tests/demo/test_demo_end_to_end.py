@@ -1,4 +1,5 @@
-"""`promptcache demo`, shortened, end to end on the real tinystories checkpoint.
+"""`promptcache demo`, shortened, end to end on the real tinystories checkpoint (``--model``;
+the default model, SmolLM2-135M-Instruct, is run by ``test_demo_smollm2.py``).
 
 Runs the real command in a subprocess (engine server, two proxies, openai client, linter,
 reports), then checks its claims against the engine's own usage numbers and the proxies' logs,
@@ -13,6 +14,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -29,10 +31,11 @@ CLI = "from promptcache.cli import main; main()"
 
 
 def demo_command(out: Path, users: int, requests: int) -> list[str]:
+    """The demo on tinystories-656k (the fast tests' model), answers of up to 16 tokens."""
     assert (MODEL / "config.json").is_file(), f"test checkpoint missing: {MODEL}"
     return [
         sys.executable, "-c", CLI, "demo", "--model", str(MODEL), "--users", str(users),
-        "--requests-per-user", str(requests), "--output-dir", str(out),
+        "--requests-per-user", str(requests), "--output-dir", str(out), "--max-tokens", "16",
     ]  # fmt: skip
 
 
@@ -250,7 +253,109 @@ def test_one_definition_of_a_hit_in_the_terminal_summary_and_reports(
     row = next(line for line in proc.stdout.splitlines() if "requests with a cache hit" in line)
     cells = [c.strip() for c in row.split("│")]
     assert cells[-3:-1] == [str(hits["naive"]), str(hits["layered"])]
-    assert "A cache hit here is " + HIT_DEFINITION in " ".join(proc.stdout.split())
+    assert f"into cache hits ({HIT_DEFINITION}) and misses" in " ".join(proc.stdout.split())
+
+
+def _requests(out: Path) -> dict[str, list[dict]]:
+    by_variant: dict[str, list[dict]] = {}
+    for line in (out / "requests.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        by_variant.setdefault(row["variant"], []).append(row)
+    return by_variant
+
+
+def _table_cells(stdout: str, label: str) -> list[str]:
+    row = next(line for line in stdout.splitlines() if line.startswith(f"│ {label} "))
+    return [c.strip() for c in row.split("│")][-3:-1]
+
+
+def test_printed_ttft_and_tokens_match_an_independent_count(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """Each request the client measured is one row the proxy logged from the engine's usage
+    (same token counts); the medians printed in the table and in the sentence are the medians
+    of those requests, hits and misses split by the logged cache reads; the sentence's verdict
+    follows the order of the two medians."""
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    requests = _requests(out)
+    medians = {}
+    for name, variant in summary["variants"].items():
+        client = requests[name]
+        with sqlite3.connect(out / f"{name}.db") as conn:
+            logged = conn.execute(
+                "SELECT total_input_tokens, cache_read_tokens, output_tokens FROM requests"
+            ).fetchall()
+        mine = [(r["prompt_tokens"], r["cached_tokens"], r["output_tokens"]) for r in client]
+        assert sorted(mine) == sorted(logged), name
+        hits = [r["ttft_ms"] for r in client if r["cached_tokens"] > 0]
+        misses = [r["ttft_ms"] for r in client if r["cached_tokens"] == 0]
+        assert len(hits) == sum(1 for _, read, _ in logged if read > 0) == variant["hit_requests"]
+        everything = statistics.median(r["ttft_ms"] for r in client)
+        assert variant["ttft_p50_ms"] == pytest.approx(everything)
+        medians[name] = round(everything)
+        column = 0 if name == "naive" else 1
+        shown = _table_cells(proc.stdout, "TTFT p50, all requests")[column]
+        assert shown == f"{everything:,.0f} ms ({len(client)} req.)"
+        shown = _table_cells(proc.stdout, "TTFT p50, cache hits")[column]
+        assert shown == (f"{statistics.median(hits):,.0f} ms ({len(hits)} req.)" if hits else
+                         "n/a (none)")  # fmt: skip
+        shown = _table_cells(proc.stdout, "TTFT p50, cache misses")[column]
+        assert shown == (f"{statistics.median(misses):,.0f} ms ({len(misses)} req.)" if misses
+                         else "n/a (none)")  # fmt: skip
+    text = " ".join(proc.stdout.split())
+    naive, layered = summary["variants"]["naive"], summary["variants"]["layered"]
+    assert (
+        f"{medians['layered']:,} ms for the layered app, which read {layered['hit_rate']:.1%} "
+        f"of its prompt tokens from the cache, vs {medians['naive']:,} ms for the naive app, "
+        f"which read {naive['hit_rate']:.1%}"
+    ) in text
+    assert layered["hit_rate"] > naive["hit_rate"]
+    if medians["layered"] < medians["naive"]:
+        assert "which read more from the cache, got its first tokens" in text
+        assert "sooner" in text and "later, by" not in text
+    elif medians["layered"] > medians["naive"]:
+        gap = medians["layered"] - medians["naive"]
+        assert f"got its first tokens later, by {gap:,} ms" in text and "sooner" not in text
+    else:
+        assert "the two medians are equal" in text
+
+
+def test_the_system_prompt_is_the_leading_sections_that_fit_the_context(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """tinystories has 512 positions: the demo sends the first sections of the instructions,
+    says so, and no request of the run (prompt + answer, as the engine counted) exceeds them."""
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    fit = summary["instructions"]
+    assert fit["max_model_len"] == 512
+    assert 1 <= fit["sections"] < fit["total_sections"]
+    text = " ".join(proc.stdout.split())
+    assert (
+        f"system prompt: the first {fit['sections']} of {fit['total_sections']} sections of "
+        f"examples/storytime_instructions.md, {fit['tokens']:,} tokens" in text
+    )
+    assert f"Both apps send the same instructions ({fit['tokens']:,} tokens)" in text
+    for name in ("naive", "layered"):
+        with sqlite3.connect(out / f"{name}.db") as conn:
+            (longest,) = conn.execute(
+                "SELECT max(total_input_tokens + output_tokens) FROM requests"
+            ).fetchone()
+        assert longest <= fit["longest_request_tokens"] <= 512, name
+    # What the apps sent (the proxies stored the bodies): exactly those leading sections.
+    from promptcache.demo.instructions import split_sections
+
+    instructions = (ROOT / "examples" / "storytime_instructions.md").read_text()
+    sent = "".join(split_sections(instructions)[: fit["sections"]]).rstrip("\n")
+    for name in ("naive", "layered"):
+        with sqlite3.connect(out / f"{name}.db") as conn:
+            bodies = [json.loads(b) for (b,) in conn.execute("SELECT request_body FROM requests")]
+        for body in bodies:
+            system = body["messages"][0]["content"]
+            assert (system == sent) if name == "layered" else (f".\n{sent}\nThe child" in system)
 
 
 def test_lint_flags_the_naive_app_only(

