@@ -88,6 +88,7 @@ class ModelRunner:
             dtype=config.dtype,
             max_positions=config.max_model_len,
             device=self.device,
+            weight_dtype=config.weight_dtype,
         )
         self.dtype = self.model.embed_tokens.weight.dtype
         self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
