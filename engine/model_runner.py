@@ -112,8 +112,8 @@ class ModelRunner:
                 "the CPU swap pool",
                 "num_cpu_blocks (--swap-space)",
             )
-            if config.num_cpu_blocks
-            else []
+            if config.preemption_mode == "swap"
+            else []  # recompute mode never swaps: num_cpu_blocks is not allocated
         )
         self.sampler = Sampler(config.seed)
         if is_quantized(self.kv_dtype):
