@@ -20,7 +20,6 @@ __all__ = [
     "ATTENTION_BACKENDS",
     "DTYPES",
     "KV_CACHE_DTYPES",
-    "KV_POOL_DTYPES",
     "WEIGHT_DTYPES",
     "EngineConfig",
     "PreemptionMode",
@@ -38,11 +37,9 @@ weight-only quantised CPU kernels (engine/models/quant_linear.py): fewer bytes r
 token, logits no longer bit-equal to the float model's."""
 
 KV_CACHE_DTYPES = ("auto", "int8", "fp8")
-"""KV pool element types. "auto" = the model dtype; int8/fp8 store per-kv-head scaled values."""
-
-KV_POOL_DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
-"""Every element type a KV pool can end up with: a model dtype (what "auto" gives) or int8/fp8.
-`promptcache engine kv-size` accepts these; `kv_quant.kv_cache_torch_dtype` maps them to torch."""
+"""KV pool element types, taken by `serve` and `kv-size` alike. "auto" = the model dtype
+(`dtype`); int8/fp8 store per-kv-head scaled values. `ModelConfig.kv_element_dtype` resolves them
+and `ModelConfig.kv_bytes_per_token` is the one bytes-per-token formula."""
 
 ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""

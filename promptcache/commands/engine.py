@@ -15,11 +15,10 @@ from typing import Any
 
 import click
 
-from promptcache.engine.config import KV_CACHE_DTYPES, KV_POOL_DTYPES
+from promptcache.engine.config import DTYPES, KV_CACHE_DTYPES, WEIGHT_DTYPES
 
 __all__ = ["ByteSize", "KVSize", "blocks_in_budget", "engine_group", "kv_size"]
 
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
 
 _UNITS = {
@@ -90,7 +89,15 @@ def engine_group() -> None:
     multiple=True,
     help="Name clients send as `model` (repeatable); default: the --model value.",
 )
-@click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="auto", show_default=True)
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True)
+@click.option(
+    "--weight-dtype",
+    type=click.Choice(WEIGHT_DTYPES),
+    default="auto",
+    show_default=True,
+    help="Linear-layer weights: auto = --dtype; int8 / int4 = weight-only quantised (CPU), "
+    "faster decoding, logits no longer equal to the float model's.",
+)
 @click.option(
     "--kv-cache-bytes",
     type=BYTES,
@@ -173,6 +180,7 @@ def serve(
     port: int,
     served_model_names: tuple[str, ...],
     dtype: str,
+    weight_dtype: str,
     kv_cache_bytes: int,
     block_size: int,
     max_num_seqs: int,
@@ -223,6 +231,7 @@ def serve(
         config = EngineConfig(
             model=model,
             dtype=dtype,
+            weight_dtype=weight_dtype,
             device=device,
             kv_cache_bytes=kv_cache_bytes,
             block_size=block_size,
@@ -238,8 +247,7 @@ def serve(
 
         model_dir = resolve_model_path(model)
         model_config = ModelConfig.from_pretrained(model_dir)
-        kv_name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
-        per_block = model_config.kv_bytes_per_token(kv_name) * block_size
+        per_block = model_config.kv_bytes_per_token(kv_cache_dtype, dtype) * block_size
         blocks_in_budget(kv_cache_bytes, per_block, block_size, "--kv-cache-bytes")
         num_cpu_blocks = (
             blocks_in_budget(swap_space, per_block, block_size, "--swap-space") if swap_space else 0
@@ -370,14 +378,25 @@ class KVSize:
 
 
 def kv_size(
-    model_config: Any, *, tokens: int, batch: int, kv_dtype: str, budget: int, block_size: int
+    model_config: Any,
+    *,
+    tokens: int,
+    batch: int,
+    kv_dtype: str,
+    budget: int,
+    block_size: int,
+    dtype: str = "auto",
 ) -> KVSize:
-    """Compute ``KVSize`` from a ``promptcache.engine.ModelConfig``."""
+    """Compute ``KVSize`` from a ``promptcache.engine.ModelConfig``.
+
+    ``kv_dtype`` is a ``--kv-cache-dtype`` value, ``dtype`` a ``--dtype`` value (which gives the
+    element type of an "auto" KV cache), as ``serve`` takes them.
+    """
     from promptcache.engine.model_config import DTYPE_BYTES
 
-    name = model_config.torch_dtype if kv_dtype == "auto" else kv_dtype
+    name = model_config.kv_element_dtype(kv_dtype, dtype)
     elem = DTYPE_BYTES[name]
-    per_token = model_config.kv_bytes_per_token(kv_dtype)
+    per_token = model_config.kv_bytes_per_token(kv_dtype, dtype)
     blocks = budget // (per_token * block_size)
     return KVSize(
         layers=model_config.num_hidden_layers,
@@ -418,7 +437,16 @@ def _human(n: int) -> str:
     help="Tokens per request (prompt + output); default: max_position_embeddings.",
 )
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--kv-cache-dtype", type=click.Choice(KV_POOL_DTYPES), default="auto")
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="auto",
+    show_default=True,
+    help="The serve --dtype: the KV element type when --kv-cache-dtype is auto.",
+)
+@click.option(
+    "--kv-cache-dtype", type=click.Choice(KV_CACHE_DTYPES), default="auto", show_default=True
+)
 @click.option(
     "--budget",
     type=BYTES,
@@ -432,6 +460,7 @@ def kv_size_command(
     model: Path,
     tokens: int | None,
     batch: int,
+    dtype: str,
     kv_cache_dtype: str,
     budget: int,
     block_size: int,
@@ -440,7 +469,8 @@ def kv_size_command(
     """Print KV cache bytes per token, per request and per batch, and what a budget holds.
 
     Reads only config.json: bytes per token = 2 x layers x kv_heads x head_dim x bytes per
-    element (auto = the checkpoint dtype; int8 and fp8 take 1 byte).
+    element (the element is --kv-cache-dtype, or --dtype when that is auto, or the checkpoint
+    dtype when both are; int8 and fp8 take 1 byte). Takes serve's --dtype / --kv-cache-dtype.
 
     \b
     Example:
@@ -476,13 +506,14 @@ def kv_size_command(
     EngineConfig(
         block_size=block_size, max_model_len=max(config.max_position_embeddings, tokens or 0, 2)
     )
-    per_block = config.kv_bytes_per_token(kv_cache_dtype) * block_size
+    per_block = config.kv_bytes_per_token(kv_cache_dtype, dtype) * block_size
     blocks_in_budget(budget, per_block, block_size, "--budget")
     size = kv_size(
         config,
         tokens=tokens or config.max_position_embeddings,
         batch=batch,
         kv_dtype=kv_cache_dtype,
+        dtype=dtype,
         budget=budget,
         block_size=block_size,
     )
