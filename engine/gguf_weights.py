@@ -76,23 +76,22 @@ def hf_name(gguf_name: str) -> str | None:
     return f"model.layers.{layer}.{_PER_LAYER[part]}.{kind}"
 
 
-def unpermute_qk(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
+def unpermute_qk(rows: np.ndarray, num_heads: int) -> np.ndarray:
     """Undo ``convert_hf_to_gguf``'s row permutation of a q or k projection.
 
     Args:
-        weight: ``[num_heads * head_dim, ...]`` rows as the GGUF stores them (a weight
-            ``[out, in]`` or a bias ``[out]``).
+        rows: ``[num_heads * head_dim, ...]`` rows as the GGUF stores them: the values of a
+            weight ``[out, in]`` or a bias ``[out]``, or a quantised weight's block bytes
+            ``uint8 [out, bytes_per_row]`` (each output row is quantised on its own, so rows can
+            be reordered before dequantising, on 4-8x fewer bytes).
         num_heads: query heads for ``attn_q``, KV heads for ``attn_k``.
 
     Returns:
-        The same shape with rows in Hugging Face order: within each head, llama.cpp's
-        ``(head_dim / 2, 2)`` interleaving becomes ``(2, head_dim / 2)`` halves.
+        A new array of the same shape with rows in Hugging Face order: within each head,
+        llama.cpp's ``(head_dim / 2, 2)`` interleaving becomes ``(2, head_dim / 2)`` halves.
     """
-    rows = weight.shape[0]
-    half = rows // num_heads // 2
-    return (
-        weight.reshape(num_heads, half, 2, *weight.shape[1:]).transpose(1, 2).reshape(weight.shape)
-    )
+    half = rows.shape[0] // num_heads // 2
+    return rows.reshape(num_heads, half, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
 
 
 def dequantize_tensor(
@@ -153,9 +152,9 @@ def iter_gguf_tensors(
                 f"{path}: tensor {tensor.name!r} has no place in a "
                 f"{config.architecture} model; this GGUF file is not a plain Llama/Qwen2 decoder"
             )
-        values = dequantize_tensor(tensor.data, tensor.tensor_type.name, tensor.name, dtype)
+        data = tensor.data
         if permuted:
             for proj, num_heads in heads.items():
                 if f".{proj}." in name:
-                    values = unpermute_qk(values, num_heads)
-        yield name, values
+                    data = unpermute_qk(data, num_heads)
+        yield name, dequantize_tensor(data, tensor.tensor_type.name, tensor.name, dtype)

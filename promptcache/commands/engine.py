@@ -80,7 +80,9 @@ def engine_group() -> None:
 
 
 @engine_group.command(name="serve")
-@click.option("--model", required=True, metavar="PATH|HUB_ID", help="Checkpoint dir or hub id.")
+@click.option(
+    "--model", required=True, metavar="PATH|HUB_ID", help="Checkpoint dir, .gguf file or hub id."
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option(
@@ -429,7 +431,7 @@ def _human(n: int) -> str:
     "--model",
     required=True,
     type=click.Path(exists=True, path_type=Path),
-    help="Checkpoint directory (or its config.json).",
+    help="Checkpoint directory (or its config.json), or a .gguf file.",
 )
 @click.option(
     "--tokens",
@@ -468,20 +470,23 @@ def kv_size_command(
 ) -> None:
     """Print KV cache bytes per token, per request and per batch, and what a budget holds.
 
-    Reads only config.json: bytes per token = 2 x layers x kv_heads x head_dim x bytes per
-    element (the element is --kv-cache-dtype, or --dtype when that is auto, or the checkpoint
-    dtype when both are; int8 and fp8 take 1 byte). Takes serve's --dtype / --kv-cache-dtype.
+    Reads only config.json (or a GGUF file's metadata): bytes per token = 2 x layers x kv_heads x
+    head_dim x bytes per element (the element is --kv-cache-dtype, or --dtype when that is
+    auto, or the checkpoint dtype when both are; int8 and fp8 take 1 byte). Takes serve's
+    --dtype / --kv-cache-dtype.
 
     \b
     Example:
         promptcache engine kv-size --model ../shared/models/tinystories-656k
         promptcache engine kv-size --model ./llama --tokens 8192 --batch 16 --kv-cache-dtype fp8
         promptcache engine kv-size --model ./llama/config.json --budget 24GiB --json
+        promptcache engine kv-size --model ./SmolLM2-135M-Instruct.Q4_1.gguf --tokens 8192
     """
     from promptcache.engine.config import EngineConfig
+    from promptcache.engine.gguf_file import is_gguf
     from promptcache.engine.model_config import ModelConfig
 
-    if model.is_file():
+    if model.is_file() and not is_gguf(model):
         try:
             raw = json.loads(model.read_text(encoding="utf-8"))
         except UnicodeDecodeError:

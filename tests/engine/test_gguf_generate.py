@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from gguf_support import CAPITAL_MESSAGES
 
 from promptcache.engine import SamplingParams
@@ -103,6 +102,11 @@ def test_thousand_token_prompt_matches_transformers_cold_and_warm(
 
 def test_config_comes_from_the_gguf_metadata(smollm2_gguf: Path) -> None:
     from promptcache.engine import ModelConfig
+    from promptcache.engine.gguf_file import find_smollm2_gguf, is_gguf
+
+    assert find_smollm2_gguf(required=True) == smollm2_gguf
+    assert smollm2_gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and is_gguf(smollm2_gguf)
+    assert smollm2_gguf.read_bytes()[:4] == b"GGUF"
 
     config = ModelConfig.from_pretrained(smollm2_gguf)
     # The SmolLM2-135M shape as issue #16 states it (30 layers, hidden 576, 9 heads, 3 KV heads,
@@ -118,3 +122,22 @@ def test_config_comes_from_the_gguf_metadata(smollm2_gguf: Path) -> None:
     assert config.rope_theta == pytest.approx(100000.0)
     assert config.rms_norm_eps == pytest.approx(1e-5)
     assert config.eos_token_ids == (2,) and config.bos_token_id == 1
+
+
+def test_kv_size_of_the_smollm2_file(smollm2_gguf: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["engine", "kv-size", "--model", str(smollm2_gguf), "--tokens", "1000", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    size = json.loads(result.output)
+    # Issue #16's shape: 2 (K and V) x 30 layers x 3 KV heads x (576 / 9) x 4 bytes (fp32: the
+    # "auto" dtype of a quantised file).
+    assert size["bytes_per_token"] == 2 * 30 * 3 * (576 // 9) * 4 == 46_080
+    assert size["bytes_per_request"] == 1000 * 46_080
+    assert size["kv_dtype"] == "float32"

