@@ -50,6 +50,9 @@ class Int8Linear(nn.Module):
         linear: the float layer to quantise (its weight is not kept).
     """
 
+    qweight: torch.Tensor
+    scale_bf16: torch.Tensor
+
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         w = linear.weight.detach().float()
@@ -82,6 +85,9 @@ class Int4Linear(nn.Module):
     Raises:
         ConfigError: ``in_features`` is not a multiple of the group size.
     """
+
+    qweight: torch.Tensor
+    scales_and_zeros: torch.Tensor
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
