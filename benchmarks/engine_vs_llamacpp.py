@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_bench_model import machine, print_table
+from llamacpp_worker import peak_rss_bytes  # the worker imports llama_cpp only in its main()
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_VENV = Path(
@@ -153,14 +154,6 @@ class Ours:
             "wall_s": end - start,
             "tokens": [tokens[k] for k in sorted(tokens, key=lambda k: int(k[1:]))],
         }
-
-
-def peak_rss_bytes() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def corpus_ids(tokenizer: Any, needed: int) -> list[int]:

@@ -19,6 +19,7 @@ import time
 
 
 def peak_rss_bytes() -> int:
+    """This process's peak resident set size (VmHWM of /proc/self/status), bytes."""
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
             if line.startswith("VmHWM:"):
