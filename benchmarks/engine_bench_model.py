@@ -91,11 +91,32 @@ def num_parameters(directory: Path) -> int:
 
 
 def hf_model(directory: Path) -> Any:
-    """transformers' ``LlamaForCausalLM`` on the same checkpoint, fp32, eval mode."""
+    """transformers' ``LlamaForCausalLM`` on the same checkpoint (a directory or a GGUF file,
+    dequantised by transformers), fp32, eval mode."""
     import torch
     from transformers import LlamaForCausalLM
 
+    if directory.suffix == ".gguf":
+        return LlamaForCausalLM.from_pretrained(
+            directory.parent, gguf_file=directory.name, dtype=torch.float32
+        ).eval()
     return LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+
+
+def model_label(model: Path | None, directory: Path) -> str:
+    """How the tables name the model: the ``--model`` file/directory, or the random Llama."""
+    if model is not None:
+        return f"{model.name} (--model), fp32"
+    return f"random Llama, {num_parameters(directory) / 1e6:.1f}M parameters, fp32"
+
+
+def add_model_option(parser: Any) -> None:
+    """``--model``: a checkpoint directory or GGUF file instead of the random Llama."""
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="checkpoint directory or .gguf file (e.g. SmolLM2's); default: the random Llama",
+    )
 
 
 def random_prompts(

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from engine_bench_model import (
+    add_model_option,
     build_model,
     fail,
     machine,
-    num_parameters,
+    model_label,
     print_table,
     random_prompts,
 )
@@ -72,6 +73,7 @@ def main() -> None:
         default=1,
         help="torch threads (1: stable on a shared machine; raise it on a quiet one)",
     )
+    add_model_option(parser)
     args = parser.parse_args()
 
     import torch
@@ -85,15 +87,15 @@ def main() -> None:
     prompts = [system + q for q in questions]
     prompt_tokens = sum(len(p) for p in prompts)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_model(Path(tmp) / "model")
-        params = num_parameters(model_dir)
+        model_dir = args.model or build_model(Path(tmp) / "model")
+        label = model_label(args.model, model_dir)
         off = run(model_dir, prompts, args.output, caching=False)
         on = run(model_dir, prompts, args.output, caching=True)
 
     useful = NUM_QUESTIONS * args.output
     print(f"machine: {machine()}")
     print(
-        f"model: random Llama, {params / 1e6:.1f}M parameters, fp32; {NUM_QUESTIONS} requests = "
+        f"model: {label}; {NUM_QUESTIONS} requests = "
         f"{SYSTEM_TOKENS}-token system prompt + a 16-64-token question, {args.output} output "
         f"tokens each ({prompt_tokens} prompt tokens in all)\n"
     )

@@ -20,6 +20,7 @@ Usage::
 
     .venv/bin/python benchmarks/engine_throughput.py                 # ~3-4 min on 2 busy cores
     .venv/bin/python benchmarks/engine_throughput.py --requests 8     # quick look
+    .venv/bin/python benchmarks/engine_throughput.py --model SmolLM2-135M-Instruct.Q4_1.gguf
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import time
 from pathlib import Path
 
 from engine_bench_model import (
+    add_model_option,
     build_model,
     fail,
     hf_model,
     machine,
-    num_parameters,
+    model_label,
     print_table,
     random_prompts,
 )
@@ -97,6 +99,7 @@ def main() -> None:
         help="torch threads (1: stable on a shared machine; raise it on a quiet one)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    add_model_option(parser)
     args = parser.parse_args()
 
     import torch
@@ -109,15 +112,15 @@ def main() -> None:
     outputs = [rng.randint(16, 128) for _ in range(args.requests)]
     prompts = random_prompts(args.requests, prompt_lens, seed=args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_model(Path(tmp) / "model")
+        model_dir = args.model or build_model(Path(tmp) / "model")
         ours_s, ours_tokens = run_ours(model_dir, prompts, outputs)
         hf_runs = {b: run_hf(model_dir, prompts, outputs, b) for b in args.hf_batch}
-        params = num_parameters(model_dir)
+        label = model_label(args.model, model_dir)
 
     useful = sum(outputs)
     print(f"machine: {machine()}")
     print(
-        f"model: random Llama, {params / 1e6:.1f}M parameters, fp32; {args.requests} requests, "
+        f"model: {label}; {args.requests} requests, "
         f"prompts {min(prompt_lens)}-{max(prompt_lens)} tokens (sum {sum(prompt_lens)}), "
         f"outputs {min(outputs)}-{max(outputs)} tokens (sum {useful})\n"
     )

@@ -20,7 +20,7 @@ __all__ = [
     "ATTENTION_BACKENDS",
     "DTYPES",
     "KV_CACHE_DTYPES",
-    "KV_POOL_DTYPES",
+    "WEIGHT_DTYPES",
     "EngineConfig",
     "PreemptionMode",
 ]
@@ -31,12 +31,15 @@ PreemptionMode = Literal["recompute", "swap"]
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 """Model weight/activation dtypes. "auto" = the checkpoint's torch_dtype (float32 on CPU)."""
 
-KV_CACHE_DTYPES = ("auto", "int8", "fp8")
-"""KV pool element types. "auto" = the model dtype; int8/fp8 store per-kv-head scaled values."""
+WEIGHT_DTYPES = ("auto", "int8", "int4")
+"""Storage of the linear layers' weights. "auto" = the model dtype (`dtype`); int8 / int4 =
+weight-only quantised CPU kernels (engine/models/quant_linear.py): fewer bytes read per decoded
+token, logits no longer bit-equal to the float model's."""
 
-KV_POOL_DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "fp8")
-"""Every element type a KV pool can end up with: a model dtype (what "auto" gives) or int8/fp8.
-`promptcache engine kv-size` accepts these; `kv_quant.kv_cache_torch_dtype` maps them to torch."""
+KV_CACHE_DTYPES = ("auto", "int8", "fp8")
+"""KV pool element types, taken by `serve` and `kv-size` alike. "auto" = the model dtype
+(`dtype`); int8/fp8 store per-kv-head scaled values. `ModelConfig.kv_element_dtype` resolves them
+and `ModelConfig.kv_bytes_per_token` is the one bytes-per-token formula."""
 
 ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""
@@ -55,6 +58,8 @@ class EngineConfig:
     Attributes:
         model: local checkpoint directory (or hub id, resolved by the loader).
         dtype: weight/activation dtype, one of `DTYPES`.
+        weight_dtype: storage of the linear layers' weights, one of `WEIGHT_DTYPES` ("auto" =
+            `dtype`; "int8" / "int4" = weight-only quantised, CPU only).
         device: "cpu", "cuda" or "cuda:<index>" (other torch devices are refused).
         seed: global seed for weight-free randomness (per-request seeds live in SamplingParams).
         max_model_len: longest sequence (prompt + output) in tokens; None = the checkpoint's
@@ -86,6 +91,7 @@ class EngineConfig:
 
     model: str = ""
     dtype: str = "auto"
+    weight_dtype: str = "auto"
     device: str = "cpu"
     seed: int = 0
     max_model_len: int | None = None
@@ -113,6 +119,7 @@ class EngineConfig:
             ConfigError: the first invalid field, with the accepted range.
         """
         _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("weight_dtype", self.weight_dtype, WEIGHT_DTYPES)
         _check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
         _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
         _check_choice("preemption_mode", self.preemption_mode, get_args(PreemptionMode))
@@ -147,6 +154,11 @@ class EngineConfig:
         for name in ("enable_chunked_prefill", "enable_prefix_caching", "cache_aware_scheduling"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false")
+        if self.weight_dtype != "auto" and not self.device.startswith("cpu"):
+            raise ConfigError(
+                f"weight_dtype={self.weight_dtype!r} runs torch's CPU weight-only kernels; "
+                f"use weight_dtype='auto' on device={self.device!r}"
+            )
         if self.preemption_mode == "swap" and self.num_cpu_blocks == 0:
             raise ConfigError(
                 "preemption_mode='swap' needs a CPU pool: set num_cpu_blocks > 0 "

@@ -50,8 +50,8 @@ def blocks_in_budget(budget: int, bytes_per_block: int, block_size: int, setting
 def size_kv_pools(config: EngineConfig, model_config: ModelConfig, *, swap_space: int) -> None:
     """Check ``config.kv_cache_bytes`` against the model, and set the CPU swap pool in ``config``.
 
-    A block of the KV pool takes ``model_config.kv_bytes_per_token(kv dtype) * block_size`` bytes,
-    the KV dtype being ``config.kv_cache_dtype`` (``"auto"``: ``config.dtype``). ``swap_space``
+    A block of the KV pool takes ``model_config.kv_bytes_per_token(config.kv_cache_dtype,
+    config.dtype) * block_size`` bytes. ``swap_space``
     (bytes, 0 for none) > 0 preempts by swapping to a CPU pool of as many whole blocks as it
     holds (``preemption_mode="swap"``); 0 preempts by recompute. Sets ``config.preemption_mode``
     and ``config.num_cpu_blocks``.
@@ -60,8 +60,9 @@ def size_kv_pools(config: EngineConfig, model_config: ModelConfig, *, swap_space
         KVBudgetError: ``kv_cache_bytes`` or a non-zero ``swap_space`` holds no block
             (``setting`` says which).
     """
-    kv_name = config.kv_cache_dtype if config.kv_cache_dtype != "auto" else config.dtype
-    per_block = model_config.kv_bytes_per_token(kv_name) * config.block_size
+    per_block = (
+        model_config.kv_bytes_per_token(config.kv_cache_dtype, config.dtype) * config.block_size
+    )
     blocks_in_budget(config.kv_cache_bytes, per_block, config.block_size, "kv_cache_bytes")
     num_cpu_blocks = (
         blocks_in_budget(swap_space, per_block, config.block_size, "swap_space")
@@ -107,11 +108,14 @@ def kv_size(
     kv_dtype: str,
     budget: int,
     block_size: int,
+    dtype: str = "auto",
 ) -> KVSize:
     """KV bytes per token, request and batch of a model, and what ``budget`` bytes hold.
 
     ``tokens`` per request (prompt + output) defaults to ``max_position_embeddings``; ``kv_dtype``
-    is a ``KV_POOL_DTYPES`` name (``"auto"``: the checkpoint dtype). The budget is checked as
+    is a ``--kv-cache-dtype`` value (``KV_CACHE_DTYPES``) and ``dtype`` a ``--dtype`` value
+    (``DTYPES``), which gives the element type of an ``"auto"`` KV cache, as ``serve`` takes
+    them (``ModelConfig.kv_element_dtype``). The budget is checked as
     ``serve`` checks ``kv_cache_bytes``.
 
     Raises:
@@ -124,10 +128,10 @@ def kv_size(
         block_size=block_size,
         max_model_len=max(model_config.max_position_embeddings, tokens or 0, 2),
     )
-    per_token = model_config.kv_bytes_per_token(kv_dtype)
+    per_token = model_config.kv_bytes_per_token(kv_dtype, dtype)
     blocks_in_budget(budget, per_token * block_size, block_size, "kv_cache_bytes")
     tokens = tokens or model_config.max_position_embeddings
-    name = model_config.torch_dtype if kv_dtype == "auto" else kv_dtype
+    name = model_config.kv_element_dtype(kv_dtype, dtype)
     blocks = budget // (per_token * block_size)
     return KVSize(
         layers=model_config.num_hidden_layers,

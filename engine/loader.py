@@ -25,6 +25,7 @@ from .attention.base import AttentionBackend
 from .gguf_file import is_gguf, release
 from .model_config import ModelConfig
 from .models.llama import LlamaForCausalLM
+from .models.quant_linear import quantize_linears
 
 __all__ = ["iter_safetensors", "load_model", "resolve_model_path", "torch_dtype"]
 
@@ -136,6 +137,7 @@ def load_model(
     dtype: str = "auto",
     max_positions: int | None = None,
     device: str | torch.device = "cpu",
+    weight_dtype: str = "auto",
 ) -> tuple[LlamaForCausalLM, ModelConfig]:
     """Build the model for ``model_dir`` and fill it with the checkpoint's weights.
 
@@ -146,6 +148,8 @@ def load_model(
         dtype: "auto" (the checkpoint's ``torch_dtype``), "float32", "bfloat16" or "float16".
         max_positions: RoPE table length in tokens; default ``max_position_embeddings``.
         device: where the weights live.
+        weight_dtype: "auto" (linear weights in ``dtype``) or "int8" / "int4" (weight-only
+            quantised after loading, see ``models/quant_linear.py``; CPU only).
 
     Returns:
         ``(model in eval mode, its ModelConfig)``.
@@ -184,6 +188,8 @@ def load_model(
             release(model_dir)  # the parsed metadata is no longer needed
         else:
             model.load_weights(iter_safetensors(model_dir))
-    if torch.device(device).type == "cpu":
+    if weight_dtype != "auto":
+        quantize_linears(model, weight_dtype)
+    elif torch.device(device).type == "cpu":
         model.use_column_major_weights()
     return model.eval(), config

@@ -232,16 +232,27 @@ class ModelConfig:
             eos_token_ids=_token_ids(raw.get("eos_token_id"), "eos_token_id", source),
         )
 
-    def kv_bytes_per_token(self, kv_cache_dtype: str = "auto") -> int:
+    def kv_element_dtype(self, kv_cache_dtype: str = "auto", dtype: str = "auto") -> str:
+        """The KV pool's element type name: ``kv_cache_dtype`` ("int8" / "fp8"), else the model
+        dtype ``dtype`` ("float32" / "bfloat16" / "float16"), else ("auto") the checkpoint's.
+
+        Raises:
+            ModelLoadError: a name with no known element size.
+        """
+        name = kv_cache_dtype if kv_cache_dtype != "auto" else dtype
+        name = self.torch_dtype if name == "auto" else name
+        if name not in DTYPE_BYTES:
+            raise ModelLoadError(f"unknown KV cache dtype {name!r}")
+        return name
+
+    def kv_bytes_per_token(self, kv_cache_dtype: str = "auto", dtype: str = "auto") -> int:
         """KV cache bytes one token takes over all layers: 2 x layers x kv_heads x head_dim x bytes.
 
-        ``kv_cache_dtype`` is "auto" (the checkpoint dtype), a float dtype name, "int8" or "fp8".
-        Per-head scales of quantised caches are a few bytes per layer and are not counted.
+        The element type is ``kv_element_dtype(kv_cache_dtype, dtype)`` (the runner passes the
+        pool's torch dtype name as ``kv_cache_dtype``). Per-head scales of quantised caches are a
+        few bytes per layer and are not counted.
         """
-        name = self.torch_dtype if kv_cache_dtype == "auto" else kv_cache_dtype
-        if name not in DTYPE_BYTES:
-            raise ModelLoadError(f"unknown KV cache dtype {kv_cache_dtype!r}")
-        elem = DTYPE_BYTES[name]
+        elem = DTYPE_BYTES[self.kv_element_dtype(kv_cache_dtype, dtype)]
         return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * elem
 
 

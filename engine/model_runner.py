@@ -88,6 +88,7 @@ class ModelRunner:
             dtype=config.dtype,
             max_positions=config.max_model_len,
             device=self.device,
+            weight_dtype=config.weight_dtype,
         )
         self.dtype = self.model.embed_tokens.weight.dtype
         self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
@@ -111,8 +112,8 @@ class ModelRunner:
                 "the CPU swap pool",
                 "num_cpu_blocks (--swap-space)",
             )
-            if config.num_cpu_blocks
-            else []
+            if config.preemption_mode == "swap"
+            else []  # recompute mode never swaps: num_cpu_blocks is not allocated
         )
         self.sampler = Sampler(config.seed)
         if is_quantized(self.kv_dtype):

@@ -17,12 +17,11 @@ from typing import Any
 
 import click
 
-from promptcache.engine.config import KV_CACHE_DTYPES, KV_POOL_DTYPES
+from promptcache.engine.config import DTYPES, KV_CACHE_DTYPES, WEIGHT_DTYPES
 from promptcache.engine.kv_sizing import KVSize, human_bytes, kv_size
 
 __all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
 
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
 
 _UNITS = {
@@ -95,7 +94,15 @@ def engine_group() -> None:
     multiple=True,
     help="Name clients send as `model` (repeatable); default: the --model value.",
 )
-@click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="auto", show_default=True)
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True)
+@click.option(
+    "--weight-dtype",
+    type=click.Choice(WEIGHT_DTYPES),
+    default="auto",
+    show_default=True,
+    help="Linear-layer weights: auto = --dtype; int8 / int4 = weight-only quantised (CPU), "
+    "faster decoding, logits no longer equal to the float model's.",
+)
 @click.option(
     "--kv-cache-bytes",
     type=BYTES,
@@ -198,6 +205,7 @@ def serve(
     port: int,
     served_model_names: tuple[str, ...],
     dtype: str,
+    weight_dtype: str,
     kv_cache_bytes: int,
     block_size: int,
     max_num_seqs: int,
@@ -261,6 +269,7 @@ def serve(
         config = EngineConfig(
             model=model,
             dtype=dtype,
+            weight_dtype=weight_dtype,
             device=device,
             kv_cache_bytes=kv_cache_bytes,
             block_size=block_size,
@@ -391,7 +400,16 @@ def _read_chat_template(value: str | None) -> str | None:
     help="Tokens per request (prompt + output); default: max_position_embeddings.",
 )
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--kv-cache-dtype", type=click.Choice(KV_POOL_DTYPES), default="auto")
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="auto",
+    show_default=True,
+    help="The serve --dtype: the KV element type when --kv-cache-dtype is auto.",
+)
+@click.option(
+    "--kv-cache-dtype", type=click.Choice(KV_CACHE_DTYPES), default="auto", show_default=True
+)
 @click.option(
     "--budget",
     type=BYTES,
@@ -405,6 +423,7 @@ def kv_size_command(
     model: Path,
     tokens: int | None,
     batch: int,
+    dtype: str,
     kv_cache_dtype: str,
     budget: int,
     block_size: int,
@@ -413,7 +432,9 @@ def kv_size_command(
     """Print KV cache bytes per token, per request and per batch, and what a budget holds.
 
     Reads only config.json (or a GGUF file's metadata): bytes per token = 2 x layers x kv_heads x
-    head_dim x bytes per element (auto = the checkpoint dtype; int8 and fp8 take 1 byte).
+    head_dim x bytes per element (the element is --kv-cache-dtype, or --dtype when that is
+    auto, or the checkpoint dtype when both are; int8 and fp8 take 1 byte). Takes serve's
+    --dtype / --kv-cache-dtype.
 
     \b
     Example:
@@ -451,6 +472,7 @@ def kv_size_command(
             tokens=tokens,
             batch=batch,
             kv_dtype=kv_cache_dtype,
+            dtype=dtype,
             budget=budget,
             block_size=block_size,
         )

@@ -135,3 +135,16 @@ def test_generate_accepts_one_prompt_or_many(tinystories_dir: Path) -> None:
     assert len(many[1].output_token_ids) == 3
     with pytest.raises(InvalidRequestError, match="2 SamplingParams for 3 prompts"):
         llm.generate(["a", "b", "c"], [GREEDY, GREEDY])
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_cpu_swap_pool_exists_only_in_swap_mode(tinystories_dir: Path, mode: str) -> None:
+    """num_cpu_blocks is allocated for preemption_mode='swap' only; recompute never swaps."""
+    llm = LLM(
+        tinystories_dir, dtype="float32", num_blocks=16, num_cpu_blocks=8, preemption_mode=mode
+    )
+    runner = llm.engine.runner
+    pool = sum(
+        t.numel() * t.element_size() for c in runner.cpu_kv_caches for t in (c.k_cache, c.v_cache)
+    )
+    assert pool == (8 * runner.bytes_per_block if mode == "swap" else 0)

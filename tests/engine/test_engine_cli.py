@@ -467,3 +467,34 @@ def test_kv_size_refuses_a_block_larger_than_max_model_len_as_serve_does(
     # A request longer than max_position_embeddings needs a longer max_model_len anyway.
     long = ("--tokens", "4096", "--block-size", "1024", "--budget", "1GiB")
     assert _invoke("kv-size", "--model", str(tinystories_dir), *long).exit_code == 0
+
+
+def test_serve_and_kv_size_take_the_same_dtypes(tinystories_dir: Path) -> None:
+    """One set of --dtype / --kv-cache-dtype values (engine/config.py) for both commands, and
+    one bytes-per-token rule: kv-size --dtype bfloat16 halves fp32's, as serve would allocate."""
+    from promptcache.commands.engine import engine_group
+
+    def choices(command: str) -> dict[str, list[str]]:
+        params = engine_group.commands[command].params
+        return {
+            p.name: list(p.type.choices)
+            for p in params
+            if p.name in ("dtype", "kv_cache_dtype") and hasattr(p.type, "choices")
+        }
+
+    assert choices("serve") == choices("kv-size")
+    assert choices("serve")["kv_cache_dtype"] == ["auto", "int8", "fp8"]
+    _assert_clean_error(_serve(tinystories_dir, "--kv-cache-dtype", "float16"), "float16")
+    _assert_clean_error(
+        _invoke("kv-size", "--model", str(tinystories_dir), "--kv-cache-dtype", "float16"),
+        "float16",
+    )
+
+    def per_token(*args: str) -> int:
+        result = _invoke("kv-size", "--model", str(tinystories_dir), "--json", *args)
+        assert result.exit_code == 0, result.output
+        return int(json.loads(result.output)["bytes_per_token"])
+
+    assert per_token() == 2 * 2 * 4 * 16 * 4
+    assert per_token("--dtype", "bfloat16") == per_token() // 2
+    assert per_token("--dtype", "bfloat16", "--kv-cache-dtype", "int8") == per_token() // 4

@@ -60,7 +60,7 @@ def test_kv_size_quantised_batch_and_budget() -> None:
     assert size["budget_blocks"] == 256
     assert size["budget_tokens"] == 4_096
     assert size["budget_requests"] == 256 // 7 == 36
-    bf16 = _kv_size("--kv-cache-dtype", "bfloat16", "--budget", "4GB", "--block-size", "32")
+    bf16 = _kv_size("--dtype", "bfloat16", "--budget", "4GB", "--block-size", "32")
     assert bf16["bytes_per_token"] == 512
     assert bf16["budget_blocks"] == 4_000_000_000 // (512 * 32) == 244_140
 
