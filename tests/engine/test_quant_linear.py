@@ -91,7 +91,7 @@ def prompt_logits(model: Any, mc: Any, ids: list[int]) -> torch.Tensor:
         block_tables=torch.arange(nb, dtype=torch.int32)[None],
         context_lens=torch.tensor([n], dtype=torch.int32),
         cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
-        num_cached_tokens=torch.tensor([0], dtype=torch.int32),
+        num_computed_tokens=torch.tensor([0], dtype=torch.int32),
         max_seqlen_q=n,
         max_seqlen_k=n,
     )
