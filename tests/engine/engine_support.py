@@ -231,3 +231,45 @@ def _one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def prefill_logits(
+    model: Any,
+    config: Any,
+    ids: list[int],
+    *,
+    block_size: int = 16,
+    block_table: list[int] | None = None,
+) -> Any:
+    """Logits ``[len(ids), vocab]`` of one prefill of ``ids`` through ``model``, on a scratch pool.
+
+    ``block_table`` (block ids, ``-1`` padding) defaults to blocks ``0, 1, ...`` in order; a
+    shuffled one exercises the paged layout. The pool holds ``max(block_table) + 1`` blocks of
+    ``block_size`` tokens in the embedding's dtype.
+    """
+    import torch
+
+    from promptcache.engine.attention.base import AttnMetadata, KVCacheLayer
+
+    n = len(ids)
+    table = list(range(-(-n // block_size))) if block_table is None else block_table
+    used = [b for b in table if b >= 0]
+    shape = (max(used) + 1, block_size, config.num_key_value_heads, config.head_dim)
+    dtype = model.embed_tokens.weight.dtype
+    kv = [
+        KVCacheLayer(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype))
+        for _ in range(config.num_hidden_layers)
+    ]
+    slots = [used[i // block_size] * block_size + i % block_size for i in range(n)]
+    meta = AttnMetadata(
+        phase="prefill",
+        slot_mapping=torch.tensor(slots),
+        block_tables=torch.tensor([table], dtype=torch.int32),
+        context_lens=torch.tensor([n], dtype=torch.int32),
+        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
+        num_computed_tokens=torch.tensor([0], dtype=torch.int32),
+        max_seqlen_q=n,
+        max_seqlen_k=n,
+    )
+    with torch.inference_mode():
+        return model.compute_logits(model(torch.tensor(ids), torch.arange(n), kv, meta))

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 import torch
-from engine_support import build_tiny_checkpoint
+from engine_support import build_tiny_checkpoint, prefill_logits
 from safetensors.torch import load_file, save_file
 
 from promptcache.engine.attention import get_backend
-from promptcache.engine.attention.base import AttnMetadata, KVCacheLayer
 from promptcache.engine.loader import load_model, resolve_model_path
 from promptcache.engine.model_config import ModelConfig
 from promptcache.errors import ConfigError, ModelLoadError
@@ -24,27 +23,8 @@ PROMPT = [1, 80, 669, 388, 1844, 144, 614, 752, 284, 67, 1200, 5]
 def our_logits(model_dir: Path, dtype: str = "float32") -> torch.Tensor:
     """Logits ``[len(PROMPT), vocab]`` of one prefill through our loader + model (fp32)."""
     model, config = load_model(model_dir, get_backend("torch"), dtype=dtype)
-    n, block = len(PROMPT), 4
-    shape = (4, block, config.num_key_value_heads, config.head_dim)
-    kv_dtype = model.embed_tokens.weight.dtype
-    kv = [
-        KVCacheLayer(torch.zeros(shape, dtype=kv_dtype), torch.zeros(shape, dtype=kv_dtype))
-        for _ in range(config.num_hidden_layers)
-    ]
-    blocks = [2, 0, 3]  # a shuffled block table, to exercise the paged layout
-    slots = [blocks[i // block] * block + i % block for i in range(n)]
-    meta = AttnMetadata(
-        phase="prefill",
-        slot_mapping=torch.tensor(slots),
-        block_tables=torch.tensor([[*blocks, -1]], dtype=torch.int32),
-        context_lens=torch.tensor([n], dtype=torch.int32),
-        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
-        num_computed_tokens=torch.tensor([0], dtype=torch.int32),
-        max_seqlen_q=n,
-        max_seqlen_k=n,
-    )
-    with torch.inference_mode():
-        return model.compute_logits(model(torch.tensor(PROMPT), torch.arange(n), kv, meta))
+    # a shuffled block table of 4-token blocks, to exercise the paged layout
+    return prefill_logits(model, config, PROMPT, block_size=4, block_table=[2, 0, 3, -1])
 
 
 def hf_logits(model_dir: Path, dtype: torch.dtype = torch.float32) -> torch.Tensor:

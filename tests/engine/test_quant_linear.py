@@ -8,16 +8,14 @@ over every position of a prompt (figures in docs/engine.md, "Weight-only quantis
 from __future__ import annotations
 
 import copy
-import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from engine_support import prefill_logits
 from torch import nn
 
 from promptcache.engine import LLM, EngineConfig
-from promptcache.engine.attention.base import AttnMetadata, KVCacheLayer
 from promptcache.engine.models.quant_linear import (
     INT4_GROUP_SIZE,
     Int4Linear,
@@ -79,34 +77,13 @@ def test_int4_refuses_a_ragged_layer_and_unknown_names() -> None:
         EngineConfig(weight_dtype="int4", device="cuda")
 
 
-def prompt_logits(model: Any, mc: Any, ids: list[int]) -> torch.Tensor:
-    """fp32 logits ``[len(ids), vocab]`` of one prefill over ``ids`` on a scratch KV pool."""
-    n, bs = len(ids), 16
-    nb = math.ceil(n / bs)
-    shape = (nb, bs, mc.num_key_value_heads, mc.head_dim)
-    kv = [KVCacheLayer(torch.zeros(shape), torch.zeros(shape)) for _ in range(mc.num_hidden_layers)]
-    meta = AttnMetadata(
-        phase="prefill",
-        slot_mapping=torch.arange(n),
-        block_tables=torch.arange(nb, dtype=torch.int32)[None],
-        context_lens=torch.tensor([n], dtype=torch.int32),
-        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
-        num_computed_tokens=torch.tensor([0], dtype=torch.int32),
-        max_seqlen_q=n,
-        max_seqlen_k=n,
-    )
-    with torch.inference_mode():
-        hidden = model(torch.tensor(ids), torch.arange(n), kv, meta)
-        return model.compute_logits(hidden)
-
-
 def top1_agreement(llm: LLM, ids: list[int], weight_dtype: str) -> float:
     """Share of positions where the ``weight_dtype`` copy of ``llm``'s model picks fp32's top-1."""
     runner = llm.engine.runner
-    reference = prompt_logits(runner.model, runner.model_config, ids).argmax(-1)
+    reference = prefill_logits(runner.model, runner.model_config, ids).argmax(-1)
     quantised = copy.deepcopy(runner.model)
     quantize_linears(quantised, weight_dtype)
-    picks = prompt_logits(quantised, runner.model_config, ids).argmax(-1)
+    picks = prefill_logits(quantised, runner.model_config, ids).argmax(-1)
     return float((picks == reference).float().mean())
 
 
