@@ -308,6 +308,18 @@ def serve(
             f"{pool_text}, max_model_len {engine.effective_max_model_len})",
             err=True,
         )
+        if weight_dtype != "auto":
+            from promptcache.engine.models.quant_linear import Int4Linear, Int8Linear
+
+            layers = engine.runner.model.modules()
+            int8 = sum(isinstance(m, Int8Linear) for m in layers)
+            layers = engine.runner.model.modules()
+            int4 = sum(isinstance(m, Int4Linear) for m in layers)
+            click.echo(
+                f"promptcache engine: weight-only quantised linear layers: {int4} int4, "
+                f"{int8} int8 (--weight-dtype {weight_dtype})",
+                err=True,
+            )
         if kv_events is not None:
             replay = f", replay on {kv_events.replay_endpoint}" if kv_events.replay_endpoint else ""
             click.echo(
