@@ -311,10 +311,8 @@ def serve(
         if weight_dtype != "auto":
             from promptcache.engine.models.quant_linear import Int4Linear, Int8Linear
 
-            layers = engine.runner.model.modules()
-            int8 = sum(isinstance(m, Int8Linear) for m in layers)
-            layers = engine.runner.model.modules()
-            int4 = sum(isinstance(m, Int4Linear) for m in layers)
+            kinds = [type(m) for m in engine.runner.model.modules()]
+            int4, int8 = kinds.count(Int4Linear), kinds.count(Int8Linear)
             click.echo(
                 f"promptcache engine: weight-only quantised linear layers: {int4} int4, "
                 f"{int8} int8 (--weight-dtype {weight_dtype})",
