@@ -110,7 +110,10 @@ def open_gguf(path: str | Path) -> GGUFReader:
                 reader = _plain_reader_class()(path)
             except Exception as exc:  # the reader raises ValueError, struct.error, OSError...
                 detail = " ".join(str(exc).split()) or type(exc).__name__
-                raise ModelLoadError(f"cannot read {path} as a GGUF file: {detail}") from exc
+                raise ModelLoadError(
+                    f"cannot read {path} as a GGUF file ({detail}); it is truncated or not GGUF: "
+                    "download it again, or pass a checkpoint directory"
+                ) from exc
             _readers[key] = reader
         return reader
 
