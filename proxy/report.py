@@ -127,6 +127,9 @@ class Report:
     #: requests by replica, then each fleet's total (:mod:`.report_replicas`); empty when no
     #: upstream lists replicas
     replicas: tuple[ReplicaSummary, ...] = ()
+    #: the logs reported when several were given (``db`` then names them joined by `` + ``);
+    #: empty for one log (``db`` is its path)
+    sources: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints).
@@ -417,7 +420,8 @@ def build_report(
             report = build_report(
                 merged, since=since, until=until, group_by=group_by, now=now, engine=engine
             )
-        return dataclasses.replace(report, db=" + ".join(str(p) for p in paths))
+        names = tuple(str(p) for p in paths)
+        return dataclasses.replace(report, db=" + ".join(names), sources=names)
     db_path = paths[0]
     if group_by is not None and group_by not in q.GROUP_BY_SQL:
         raise ConfigError(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import json
 import sqlite3
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -37,6 +38,7 @@ from promptcache.errors import StoreError
 from . import report_page_sql as q
 from .report import BUCKET_LADDER_S, MAX_BUCKETS, Report, connect_log, pick_bucket_s
 from .report_advice import FIXES
+from .report_merge import merged_log
 
 __all__ = [
     "BUCKET_LADDER_S",
@@ -247,24 +249,28 @@ class Page:
 
 
 def build_page(report: Report) -> Page:
-    """Read the page's figures from ``report.db`` over ``[report.since, report.until)``.
+    """Read the page's figures from ``report.db`` over ``[report.since, report.until)`` (from
+    ``report.sources`` merged into one temporary log when the report is of several logs).
 
     Raises:
         ConfigError: ``report.db`` is not a proxy log (as :func:`~.report.build_report`).
         StoreError: the log cannot be read.
     """
     t0, t1 = report.since, report.until
-    conn = connect_log(report.db)
-    try:
-        strip = _strip(conn, t0, t1, report)
-        diffs = _diffs(conn, t0, t1)
-        families, more = _families(conn, t0, t1)
-        timeline = _timeline(conn, report)
-        ttft = _ttft(conn, t0, t1, report)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read the request log {report.db}: {exc}") from exc
-    finally:
-        conn.close()
+    with ExitStack() as stack:
+        # several logs: merged again into one temporary log, as build_report read them
+        path = stack.enter_context(merged_log(report.sources)) if report.sources else report.db
+        conn = connect_log(path)
+        try:
+            strip = _strip(conn, t0, t1, report)
+            diffs = _diffs(conn, t0, t1)
+            families, more = _families(conn, t0, t1)
+            timeline = _timeline(conn, report)
+            ttft = _ttft(conn, t0, t1, report)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the request log {report.db}: {exc}") from exc
+        finally:
+            conn.close()
     return Page(report, _headline(report), strip, diffs, families, more, timeline, ttft)
 
 

@@ -37,7 +37,8 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
     start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
 ) -> None:
     now = time.time()
-    proxy = start_proxy(auth_token=TOKEN, clock=lambda: now)
+    clock = FakeClock(now - 1)  # requests start 1 s before the report's `until`
+    proxy = start_proxy(auth_token=TOKEN, clock=clock)
     refused = httpx.get(proxy.url + "/report.json")
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].startswith("Basic ")
@@ -57,6 +58,7 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
 
     chat(proxy, 2, TOKEN)
     rows = proxy.rows(2)
+    clock.now = now
     after = httpx.get(proxy.url + "/report.json?window=1h", auth=("", TOKEN))  # Basic auth
     assert after.status_code == 200
     data = after.json()

@@ -9,12 +9,15 @@ plain Python over ``SELECT * FROM requests``. The schema step that indexes
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import random
 import sqlite3
 from collections import Counter, defaultdict
 from contextlib import closing
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +28,9 @@ from promptcache.pricing import lookup_price
 from promptcache.proxy.breaks import READS_KEPT_REASONS
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import Report, build_report
+from promptcache.proxy.report_html import render_main
 from promptcache.proxy.report_page import build_page
-from promptcache.proxy.report_render import render_csv, render_json
+from promptcache.proxy.report_render import render_csv, render_json, render_table
 from promptcache.proxy.store import MIGRATIONS, SCHEMA_VERSION, open_log
 
 T0 = 1_764_493_200.0  # 2025-11-30 09:00 UTC
@@ -358,7 +362,16 @@ def test_every_figure_covers_exactly_the_window(
     data = json.loads(render_json(report))
     assert (data["since"], data["until"], data["bucket_s"]) == (since, until, report.bucket_s)
     assert [p["requests"] for p in data["timeline"]] == [p.requests for p in report.timeline]
-    assert f"{total.requests}" in render_csv(report)
+    # the text, CSV and HTML say the exact window too
+    stamps = [datetime.fromtimestamp(t, tz=timezone.utc) for t in (since, until)]
+    shown = [d.strftime("%Y-%m-%d %H:%M" + (":%S" if d.second or d.microsecond else "")) + " UTC"
+             for d in stamps]  # fmt: skip
+    assert render_table(report).splitlines()[0].startswith(
+        f"promptcache report  {shown[0]} -> {shown[1]}")  # fmt: skip
+    assert f"{shown[0]} &rarr; {shown[1]}" in render_main(report, page)
+    csv_rows = list(csv.DictReader(io.StringIO(render_csv(by_model))))
+    assert {(float(r["since"]), float(r["until"])) for r in csv_rows} == {(since, until)}
+    assert int(csv_rows[-1]["requests"]) == len(rows)
 
 
 def test_a_window_inside_one_hour_reads_no_rollup_row(log: Path) -> None:
