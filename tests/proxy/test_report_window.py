@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlite_utils import Database
+from proxy_support import log_at_version
 
 from promptcache.pricing import lookup_price
 from promptcache.proxy.breaks import READS_KEPT_REASONS
@@ -31,7 +31,7 @@ from promptcache.proxy.report import Report, build_report
 from promptcache.proxy.report_html import render_main
 from promptcache.proxy.report_page import build_page
 from promptcache.proxy.report_render import render_csv, render_json, render_table
-from promptcache.proxy.store import MIGRATIONS, SCHEMA_VERSION, open_log
+from promptcache.proxy.store import SCHEMA_VERSION, open_log
 
 T0 = 1_764_493_200.0  # 2025-11-30 09:00 UTC
 SPAN_S = 4 * 3600 + 600  # 09:00 to 13:10
@@ -393,13 +393,7 @@ def test_a_window_inside_one_hour_reads_no_rollup_row(log: Path) -> None:
 
 def test_a_version_6_log_gains_the_predecessor_index_and_keeps_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "v6.db"
-    db = Database(path)
-    db.execute(
-        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    for version, step in enumerate(MIGRATIONS[:6], 1):
-        step(db)
-        db.execute("INSERT INTO schema_version VALUES (?, 0)", [version])
+    db = log_at_version(path, 6)
     rows = _rows()[:200]
     with db.conn:
         db.table("requests").insert_all(rows)
