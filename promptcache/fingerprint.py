@@ -64,6 +64,9 @@ class Segment:
         sha256: hex SHA-256 of the UTF-8 bytes of ``text``.
         num_chars: ``len(text)`` in characters (not bytes).
         text: the segment's canonical JSON text, cache markers removed.
+        num_tokens: its share of ``approx_prefix_tokens`` (``cl100k_base`` tokens of its
+            prompt text; the segments' counts sum to it); None when not known (a segment
+            rebuilt from a log that kept its size in characters only).
     """
 
     path: str
@@ -71,6 +74,7 @@ class Segment:
     sha256: str
     num_chars: int
     text: str
+    num_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -174,10 +178,11 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
     for raw in raw_segments:
         text = canonical_json(raw.value)
         sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        segments.append(Segment(raw.path, raw.kind, sha, len(text), text))
+        tokens = _segment_tokens(sha, raw.kind, raw.value, text)
+        segments.append(Segment(raw.path, raw.kind, sha, len(text), text, tokens))
         prev = _chain(prev, sha)
         chained.append(prev)
-        num_tokens += _segment_tokens(sha, raw.kind, raw.value, text)
+        num_tokens += tokens
     model = body.get("modelId" if api == "bedrock_converse" else "model")
     return RequestFingerprint(
         api=api,

@@ -54,7 +54,13 @@ def describe_prompt(
     record.fingerprint = fingerprint
     record.segment_hashes = json.dumps(
         [
-            {"path": s.path, "kind": s.kind, "sha256": s.sha256, "num_chars": s.num_chars}
+            {
+                "path": s.path,
+                "kind": s.kind,
+                "sha256": s.sha256,
+                "num_chars": s.num_chars,
+                "num_tokens": s.num_tokens,
+            }
             for s in fingerprint.segments
         ]
     )

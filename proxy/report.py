@@ -60,6 +60,7 @@ from .report_types import (
     TtftSummary,
     WastedWrites,
 )
+from .report_window import Window
 from .rollup import ROLLUP_TABLES
 from .store import SCHEMA_VERSION, open_log
 
@@ -75,6 +76,7 @@ __all__ = [
     "WastedWrites",
     "build_report",
     "connect_log",
+    "pick_bucket_s",
 ]
 
 #: Values accepted by ``--group-by``.
@@ -88,6 +90,13 @@ HIT_DEFINITION = "a request that read at least 1 input token from the cache (cac
 NOT_A_BREAK = "new_prefix"
 #: Example request ids listed per break reason.
 EXAMPLES_PER_REASON = 3
+#: Bucket sizes (s) the timeline chooses from: the smallest that keeps fewer than
+#: :data:`MAX_BUCKETS` buckets over the traffic's span (so under 6 h they are minutes or less).
+BUCKET_LADDER_S: tuple[float, ...] = (
+    0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
+    3600, 7200, 10800, 21600, 43200, 86400, 7 * 86400,
+)  # fmt: skip
+MAX_BUCKETS = 30
 #: Prefix families the TTL advisor looks at (the busiest by input tokens).
 TTL_FAMILIES = 10
 _MILLION = Decimal(1_000_000)
@@ -104,7 +113,9 @@ class Report:
     generated_at: float
     total: Summary
     groups: tuple[Summary, ...]
-    bucket_s: int
+    #: the timeline's bucket size (s): :func:`pick_bucket_s` over the traffic's span, so a
+    #: window under 6 h has buckets of minutes or less
+    bucket_s: float
     timeline: tuple[TimelinePoint, ...]
     break_reasons: tuple[BreakReasonSummary, ...]
     wasted_writes: WastedWrites
@@ -116,6 +127,9 @@ class Report:
     #: requests by replica, then each fleet's total (:mod:`.report_replicas`); empty when no
     #: upstream lists replicas
     replicas: tuple[ReplicaSummary, ...] = ()
+    #: the logs reported when several were given (``db`` then names them joined by `` + ``);
+    #: empty for one log (``db`` is its path)
+    sources: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints).
@@ -283,22 +297,44 @@ class _Prices:
         return self._rows[model]
 
 
-def _bucket_seconds(hours: int) -> int:
-    """Chart bucket: hours up to 3 days, days up to 120 days, weeks beyond."""
-    if hours <= 3 * 24:
-        return 3600
-    if hours <= 120 * 24:
-        return 86400
-    return 7 * 86400
+def pick_bucket_s(span_s: float) -> float:
+    """The smallest :data:`BUCKET_LADDER_S` size giving fewer than :data:`MAX_BUCKETS` buckets
+    over ``span_s`` seconds (the largest size beyond that)."""
+    for size in BUCKET_LADDER_S:
+        if span_s / size < MAX_BUCKETS:
+            return size
+    return BUCKET_LADDER_S[-1]
+
+
+def _timeline(conn: sqlite3.Connection, w: Window) -> tuple[float, tuple[TimelinePoint, ...]]:
+    """The chart buckets: their size (:func:`pick_bucket_s` over the span from the window's
+    first to its last request; over the whole window when it has none) and the non-empty
+    ones, aligned to multiples of their size."""
+    span = q.traffic_span(conn, w)
+    if span is None:
+        return pick_bucket_s(w.until - w.since), ()
+    size = pick_bucket_s(span[1] - span[0])
+    origin = math.floor(span[0] / size) * size
+    points = tuple(
+        TimelinePoint(
+            start=t.bucket_start,
+            requests=t.requests,
+            hit_rate=_ratio(t.cache_read_tokens, t.total_input_tokens),
+            cost_usd=t.cost_usd,
+            cost_without_cache_usd=t.cost_without_cache_usd,
+        )
+        for _, t in q.timeline(conn, w, origin, size)
+    )
+    return size, points
 
 
 def _break_reasons(
-    conn: sqlite3.Connection, h0: int, h1: int, prices: _Prices
+    conn: sqlite3.Connection, w: Window, prices: _Prices
 ) -> tuple[BreakReasonSummary, ...]:
     per_reason: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"breaks": 0, "tokens": 0, "usd": Decimal(0), "segments": defaultdict(int)}
     )
-    for row in q.break_groups(conn, h0, h1):
+    for row in q.break_groups(conn, w):
         if row.reason == NOT_A_BREAK:
             continue  # counted as Summary.new_prefixes
         item = per_reason[row.reason]
@@ -325,19 +361,17 @@ def _break_reasons(
                 usd_lost=float(item["usd"]),
                 top_segment=top[0],
                 top_segment_breaks=top[1],
-                example_ids=tuple(q.break_examples(conn, h0, h1, reason, EXAMPLES_PER_REASON)),
+                example_ids=tuple(q.break_examples(conn, w, reason, EXAMPLES_PER_REASON)),
             )
         )
     out.sort(key=lambda b: (-b.usd_lost, -b.tokens_lost, -b.breaks, b.reason))
     return tuple(out)
 
 
-def _wasted(
-    conn: sqlite3.Connection, h0: int, h1: int, now: float, prices: _Prices
-) -> WastedWrites:
+def _wasted(conn: sqlite3.Connection, w: Window, now: float, prices: _Prices) -> WastedWrites:
     tokens = requests = 0
     premium = Decimal(0)
-    for row in q.wasted_writes(conn, h0, h1, now=now):
+    for row in q.wasted_writes(conn, w, now=now):
         tokens += row.wasted_5m_tokens + row.wasted_1h_tokens + row.wasted_unknown_tokens
         requests += row.wasted_requests
         price = prices.get(row.model)
@@ -361,9 +395,10 @@ def build_report(
 ) -> Report:
     """Aggregate the proxy log over ``[since, until)`` (unix seconds) into a :class:`Report`.
 
-    The window is widened to whole UTC hours (``since`` rounded down, ``until`` up): the
-    hourly rollups (:mod:`.rollup`) answer in milliseconds whatever the log's size. The
-    report's ``since``/``until`` are the widened bounds.
+    Every figure covers exactly ``[since, until)``: the whole UTC hours inside it come from the
+    hourly rollups (:mod:`.rollup`, milliseconds whatever the log's size), the partial hours at
+    its edges from their own requests (:mod:`.report_window`). The report's ``since``/``until``
+    are the given bounds.
 
     Args:
         db_path: the proxy's SQLite file (opened read-only; never changed), or several, reported
@@ -385,7 +420,8 @@ def build_report(
             report = build_report(
                 merged, since=since, until=until, group_by=group_by, now=now, engine=engine
             )
-        return dataclasses.replace(report, db=" + ".join(str(p) for p in paths))
+        names = tuple(str(p) for p in paths)
+        return dataclasses.replace(report, db=" + ".join(names), sources=names)
     db_path = paths[0]
     if group_by is not None and group_by not in q.GROUP_BY_SQL:
         raise ConfigError(
@@ -394,45 +430,32 @@ def build_report(
     if until <= since:
         raise ConfigError("--until must be later than --since")
     now = time.time() if now is None else now
-    h0, h1 = math.floor(since / 3600), math.ceil(until / 3600)
+    w = Window(float(since), float(until))
     conn = connect_log(db_path)
     try:
-        priced_as = tuple(
-            PricedAs(r.model, r.priced_as, r.requests) for r in q.priced_as(conn, h0, h1)
-        )
+        priced_as = tuple(PricedAs(r.model, r.priced_as, r.requests) for r in q.priced_as(conn, w))
         # most requests first: a model priced as several models takes the commonest one
         prices = _Prices({p.model: p.priced_as for p in reversed(priced_as)})
-        rows = q.group_totals(conn, h0, h1, group_by)
-        firsts = q.new_prefixes(conn, h0, h1, group_by)
+        rows = q.group_totals(conn, w, group_by)
+        firsts = q.new_prefixes(conn, w, group_by)
         total = _summary(_add(rows), sum(firsts.values()))
         groups = tuple(_summary(r, firsts.get(r.group, 0)) for r in rows) if group_by else ()
-        bucket_s = _bucket_seconds(h1 - h0)
-        points = tuple(
-            TimelinePoint(
-                start=float(t.bucket_start),
-                requests=t.requests,
-                hit_rate=_ratio(t.cache_read_tokens, t.total_input_tokens),
-                cost_usd=t.cost_usd,
-                cost_without_cache_usd=t.cost_without_cache_usd,
-            )
-            for t in q.timeline(conn, h0, h1, bucket_s)
-        )
-        reasons = _break_reasons(conn, h0, h1, prices)
-        wasted = _wasted(conn, h0, h1, now, prices)
+        bucket_s, points = _timeline(conn, w)
+        reasons = _break_reasons(conn, w, prices)
+        wasted = _wasted(conn, w, now, prices)
         ttft = tuple(
-            TtftSummary(r.hit, r.requests, r.p50_ms, r.p95_ms)
-            for r in q.ttft_percentiles(conn, h0, h1)
+            TtftSummary(r.hit, r.requests, r.p50_ms, r.p95_ms) for r in q.ttft_percentiles(conn, w)
         )
-        advice = tuple(advise_families(conn, h0, h1, prices.get, limit=TTL_FAMILIES))
-        replicas = tuple(replica_summaries(conn, h0, h1))
+        advice = tuple(advise_families(conn, w, prices.get, limit=TTL_FAMILIES))
+        replicas = tuple(replica_summaries(conn, w))
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
     finally:
         conn.close()
     return Report(
         db=str(db_path),
-        since=h0 * 3600.0,
-        until=h1 * 3600.0,
+        since=w.since,
+        until=w.until,
         group_by=group_by,
         generated_at=now,
         total=total,

@@ -36,6 +36,7 @@ from promptcache.pricing import ModelPrice
 from promptcache.ttl import advise_ttl
 
 from . import report_queries as q
+from .report_window import Window
 
 if TYPE_CHECKING:
     from .report_types import BreakReasonSummary, Summary, WastedWrites
@@ -124,20 +125,19 @@ class TtlAdvice:
 
 def advise_families(
     conn: sqlite3.Connection,
-    h0: int,
-    h1: int,
+    window: Window,
     price_of: Callable[[str | None], ModelPrice | None],
     *,
     limit: int,
 ) -> list[TtlAdvice]:
-    """TTL advice for the ``limit`` busiest Anthropic families in UTC hours ``[h0, h1)``."""
+    """TTL advice for the ``limit`` busiest Anthropic families in ``window``."""
     minimums = default_model_minimums()
     out = []
-    for family in q.busiest_families(conn, h0, h1, limit):
+    for family in q.busiest_families(conn, window, limit):
         price = price_of(family.model)
         if family.vendor not in TTL_CHOICE_VENDORS or price is None or family.model is None:
             continue
-        times = q.family_start_times(conn, family, h0, h1)
+        times = q.family_start_times(conn, family, window)
         if not times:  # its rows were deleted after the rollup counted them
             continue
         row = minimums.lookup(family.model)

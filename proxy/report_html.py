@@ -14,7 +14,6 @@ with a window selector and a small script that polls ``/report.json`` (:data:`RE
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from jinja2 import Environment
 from markupsafe import Markup
@@ -28,6 +27,7 @@ from .report_render import (
     replica_cells,
     summary_rows,
     usd,
+    window_time,
 )
 from .report_svg import (
     GREY,
@@ -68,10 +68,6 @@ def _bucket_text(seconds: float) -> str:
     return f"{seconds / 86400:g}-day"
 
 
-def _time(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def render_main(report: Report, page: Page | None = None) -> str:
     """The page body (``<main>``'s content) for ``report``; ``page`` is built when omitted.
 
@@ -87,8 +83,8 @@ def render_main(report: Report, page: Page | None = None) -> str:
     return _MAIN.render(
         report=report,
         h=page.headline,
-        since=_time(report.since),
-        until=_time(report.until),
+        since=window_time(report.since),
+        until=window_time(report.until),
         summary=summary_rows(report.total, report),
         priced_as_notes=priced_as_notes(report),
         strip=strip,
@@ -146,8 +142,8 @@ def render_html(report: Report, *, live: LiveOptions | None = None) -> str:
         ConfigError, StoreError: ``report.db`` cannot be read again for the page's figures.
     """
     return _PAGE.render(
-        since=_time(report.since),
-        until=_time(report.until),
+        since=window_time(report.since),
+        until=window_time(report.until),
         css=Markup(CSS),
         main=Markup(render_main(report)),
         live=live,

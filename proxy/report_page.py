@@ -14,8 +14,9 @@ recommendations) and reads the finer figures from the same log over the same win
   before/after character runs (``same`` / ``removed`` / ``added``, from :mod:`difflib`);
 - :class:`FamilyRow`: the prefix families, costliest first (among the
   :data:`FAMILY_CANDIDATES` with the most input tokens);
-- :class:`PageTimeline`: buckets sized from the span of traffic in the window
-  (:func:`pick_bucket_s`), with hit rate, spend with and without cache and breaks per reason;
+- :class:`PageTimeline`: the report's own timeline (``Report.timeline``, buckets sized from the
+  span of traffic in the window by :func:`pick_bucket_s`, as ``--format json`` has them) with
+  its empty buckets filled in, and breaks per reason per bucket;
 - :class:`TtftHistogram`: TTFT of hits and misses as two histograms on shared bins.
 
 Everything is keyed by data, never by a fixed list: reasons come from the log, segments from
@@ -26,8 +27,8 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import sqlite3
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -35,8 +36,9 @@ from promptcache.demo.summary import word_start
 from promptcache.errors import StoreError
 
 from . import report_page_sql as q
-from .report import Report, connect_log
+from .report import BUCKET_LADDER_S, MAX_BUCKETS, Report, connect_log, pick_bucket_s
 from .report_advice import FIXES
+from .report_merge import merged_log
 
 __all__ = [
     "BUCKET_LADDER_S",
@@ -60,13 +62,6 @@ __all__ = [
     "pick_bucket_s",
 ]
 
-#: Bucket sizes (s) the over-time charts choose from: the smallest that keeps fewer than
-#: :data:`MAX_BUCKETS` buckets over the traffic's span (so under 6 h they are minutes or less).
-BUCKET_LADDER_S: Final[tuple[float, ...]] = (
-    0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
-    3600, 7200, 10800, 21600, 43200, 86400, 7 * 86400,
-)  # fmt: skip
-MAX_BUCKETS: Final = 30
 #: Families listed in the table (the costliest); the rest are counted.
 MAX_FAMILIES: Final = 10
 #: The families with the most input tokens (from the hourly rollup) among which the costliest
@@ -78,15 +73,6 @@ MAX_DIFFS: Final = 3
 MIN_SAME_CHARS: Final = 3
 #: Requests each side needs before the TTFT caption compares hits with misses.
 MIN_TTFT_COMPARE: Final = 5
-
-
-def pick_bucket_s(span_s: float) -> float:
-    """The smallest :data:`BUCKET_LADDER_S` size giving fewer than :data:`MAX_BUCKETS` buckets
-    over ``span_s`` seconds (the largest size beyond that)."""
-    for size in BUCKET_LADDER_S:
-        if span_s / size < MAX_BUCKETS:
-            return size
-    return BUCKET_LADDER_S[-1]
 
 
 @dataclass(frozen=True)
@@ -121,8 +107,9 @@ class StripSegment:
         path, kind: as logged (``system[0]``, ``tools[2]``, ``messages[3]``; kind ``tools``,
             ``system`` or ``messages``).
         chars: its canonical text's length (characters).
-        tokens: its share of the request's ``approx_prefix_tokens`` (``cl100k_base``), split
-            by characters (the log keeps the total only); at least 1.
+        tokens: its ``cl100k_base`` tokens as the proxy logged them per segment (their sum is
+            the request's ``approx_prefix_tokens``); None for a row logged before per-segment
+            counts were kept (then the strip is drawn by characters).
         breakpoint_ttl: ``"5m"``/``"1h"`` when a cache breakpoint closes this segment, ``""``
             for a vendor-fixed TTL, else None.
         breaks: breaks in the window whose first change is inside this segment.
@@ -133,7 +120,7 @@ class StripSegment:
     path: str
     kind: str
     chars: int
-    tokens: int
+    tokens: int | None
     breakpoint_ttl: str | None
     breaks: int
     offset: int | None
@@ -145,6 +132,10 @@ class BreakStrip:
     """The prompt of ``request_id`` (the latest request of the costliest break reason, else the
     latest request) drawn as segments, with where the window's breaks first diverged.
 
+    Each segment's width is proportional to its tokens when the log has every segment's count
+    (:attr:`unit` ``"tokens"``), else to its characters (``"characters"``: rows logged before
+    the proxy kept per-segment counts hold only the request's total).
+
     ``outside``: breaks whose segment this request does not have (a longer conversation);
     ``unplaced``: breaks with no segment (``ttl_expired``, ``model_changed``), per reason.
     """
@@ -154,10 +145,22 @@ class BreakStrip:
     segments: tuple[StripSegment, ...]
     outside: int
     unplaced: tuple[tuple[str, int], ...]
+    #: the request's ``approx_prefix_tokens`` as logged (None if not logged)
+    approx_tokens: int | None = None
 
     @property
-    def tokens(self) -> int:
-        return sum(s.tokens for s in self.segments)
+    def unit(self) -> Literal["tokens", "characters"]:
+        """What the widths are proportional to."""
+        return "tokens" if all(s.tokens is not None for s in self.segments) else "characters"
+
+    def size(self, segment: StripSegment) -> int:
+        """``segment``'s size in :attr:`unit` (tokens or characters)."""
+        return (segment.tokens or 0) if self.unit == "tokens" else segment.chars
+
+    @property
+    def total(self) -> int:
+        """The request's size in :attr:`unit`: the sum of the segments' sizes."""
+        return sum(self.size(s) for s in self.segments)
 
 
 @dataclass(frozen=True)
@@ -246,24 +249,28 @@ class Page:
 
 
 def build_page(report: Report) -> Page:
-    """Read the page's figures from ``report.db`` over ``[report.since, report.until)``.
+    """Read the page's figures from ``report.db`` over ``[report.since, report.until)`` (from
+    ``report.sources`` merged into one temporary log when the report is of several logs).
 
     Raises:
         ConfigError: ``report.db`` is not a proxy log (as :func:`~.report.build_report`).
         StoreError: the log cannot be read.
     """
     t0, t1 = report.since, report.until
-    conn = connect_log(report.db)
-    try:
-        strip = _strip(conn, t0, t1, report)
-        diffs = _diffs(conn, t0, t1)
-        families, more = _families(conn, t0, t1)
-        timeline = _timeline(conn, t0, t1)
-        ttft = _ttft(conn, t0, t1, report)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read the request log {report.db}: {exc}") from exc
-    finally:
-        conn.close()
+    with ExitStack() as stack:
+        # several logs: merged again into one temporary log, as build_report read them
+        path = stack.enter_context(merged_log(report.sources)) if report.sources else report.db
+        conn = connect_log(path)
+        try:
+            strip = _strip(conn, t0, t1, report)
+            diffs = _diffs(conn, t0, t1)
+            families, more = _families(conn, t0, t1)
+            timeline = _timeline(conn, report)
+            ttft = _ttft(conn, t0, t1, report)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the request log {report.db}: {exc}") from exc
+        finally:
+            conn.close()
     return Page(report, _headline(report), strip, diffs, families, more, timeline, ttft)
 
 
@@ -305,8 +312,6 @@ def _strip(conn: sqlite3.Connection, t0: float, t1: float, report: Report) -> Br
     segments = json.loads(layout.segments_json)
     if not segments:
         return None
-    chars = sum(int(s["num_chars"]) for s in segments) or 1
-    tokens = layout.approx_prefix_tokens or chars
     ttls: dict[int, str] = {}
     for bp in json.loads(layout.breakpoints_json or "[]"):
         path = str(bp.get("path", ""))
@@ -335,7 +340,7 @@ def _strip(conn: sqlite3.Connection, t0: float, t1: float, report: Report) -> Br
                 path=str(s["path"]),
                 kind=str(s["kind"]),
                 chars=int(s["num_chars"]),
-                tokens=max(1, round(tokens * int(s["num_chars"]) / chars)),
+                tokens=None if s.get("num_tokens") is None else int(s["num_tokens"]),
                 breakpoint_ttl=ttls.get(i),
                 breaks=sum(offsets.values()),
                 offset=offset,
@@ -343,7 +348,9 @@ def _strip(conn: sqlite3.Connection, t0: float, t1: float, report: Report) -> Br
             )
         )
     unplaced = sorted(q.unplaced_breaks(conn, t0, t1).items(), key=lambda kv: (-kv[1], kv[0]))
-    return BreakStrip(layout.request_id, reason, tuple(out), outside, tuple(unplaced))
+    return BreakStrip(
+        layout.request_id, reason, tuple(out), outside, tuple(unplaced), layout.approx_prefix_tokens
+    )
 
 
 def diff_runs(before: str, after: str) -> tuple[tuple[DiffRun, ...], tuple[DiffRun, ...]]:
@@ -440,17 +447,16 @@ def _families(conn: sqlite3.Connection, t0: float, t1: float) -> tuple[tuple[Fam
     return tuple(out), max(0, total - len(out))
 
 
-def _timeline(conn: sqlite3.Connection, t0: float, t1: float) -> PageTimeline:
-    span = q.traffic_span(conn, t0, t1)
-    if span is None:
-        return PageTimeline(pick_bucket_s(t1 - t0), (), ())
-    size = pick_bucket_s(span[1] - span[0])
-    origin = math.floor(span[0] / size) * size  # buckets aligned to multiples of their size
-    count = int((span[1] - origin) // size) + 1
-    rows = {r.index: r for r in q.buckets(conn, t0, t1, origin, size)}
+def _timeline(conn: sqlite3.Connection, report: Report) -> PageTimeline:
+    size, points = report.bucket_s, report.timeline
+    if not points:
+        return PageTimeline(size, (), ())
+    origin = points[0].start  # the first request's bucket, aligned to a multiple of ``size``
+    rows = {round((p.start - origin) / size): p for p in points}
+    count = max(rows) + 1
     breaks: dict[int, dict[str, int]] = {}
     totals: dict[str, int] = {}
-    for index, reason, n in q.bucket_breaks(conn, t0, t1, origin, size):
+    for index, reason, n in q.bucket_breaks(conn, report.since, report.until, origin, size):
         breaks.setdefault(index, {})[reason] = n
         totals[reason] = totals.get(reason, 0) + n
     reasons = tuple(sorted(totals, key=lambda r: (-totals[r], r)))
@@ -462,9 +468,7 @@ def _timeline(conn: sqlite3.Connection, t0: float, t1: float) -> PageTimeline:
             PageBucket(
                 start=origin + i * size,
                 requests=row.requests if row else 0,
-                hit_rate=row.cache_read_tokens / row.total_input_tokens
-                if row and row.total_input_tokens
-                else None,
+                hit_rate=row.hit_rate if row else None,
                 cost_usd=row.cost_usd if row else 0.0,
                 cost_without_cache_usd=row.cost_without_cache_usd if row else 0.0,
                 breaks=tuple((r, per[r]) for r in reasons if r in per),

@@ -1,11 +1,14 @@
 """The SQL behind the HTML report's page (:mod:`.report_page`); every aggregate is SQLite's.
 
-The page needs finer grain than the hourly rollups keep (minute or second buckets, per-family
-cost, where in a segment a prompt diverged, TTFT histograms), so these read ``requests`` over a
-window ``[t0, t1)`` of unix seconds through ``idx_requests_started_at`` (and the partial
-break-reason and TTFT indexes). Rows are counted as the rollups count them (:mod:`.rollup`):
-money is ``CAST(cost_usd AS REAL)`` (NULL for unpriced models: not in any sum), a cache *hit*
-reads at least one input token from the cache, and ``new_prefix`` is not a break.
+The page needs finer grain than the hourly rollups keep (breaks per chart bucket, per-family
+cost, where in a segment a prompt diverged, TTFT histograms), so these read ``requests`` over
+the report's exact window ``[t0, t1)`` of unix seconds through ``idx_requests_started_at`` (and
+the partial break-reason and TTFT indexes); the family ranking reads the family rollup over the
+same exact window (:mod:`.report_window`). The chart buckets' traffic is the report's own
+timeline (:func:`.report_queries.timeline`). Rows are counted as the rollups count them
+(:mod:`.rollup`): money is ``CAST(cost_usd AS REAL)`` (NULL for unpriced models: not in any
+sum), a cache *hit* reads at least one input token from the cache, and ``new_prefix`` is not a
+break.
 """
 
 from __future__ import annotations
@@ -14,23 +17,22 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Final
 
+from .report_window import FAMILIES, Window
+
 __all__ = [
     "NOT_A_BREAK",
     "TTFT_EDGES_MS",
-    "BucketRow",
     "DivergenceRow",
     "FamilyCostRow",
     "LayoutRow",
     "SegmentBreakRow",
     "bucket_breaks",
-    "buckets",
     "divergence_groups",
     "family_candidates",
     "family_cost",
     "family_top_reasons",
     "latest_layout",
     "segment_breaks",
-    "traffic_span",
     "ttft_histogram",
     "unplaced_breaks",
 ]
@@ -47,55 +49,6 @@ _COST_WITHOUT: Final = "CAST(cost_without_cache_usd AS REAL)"
 TTFT_EDGES_MS: Final[tuple[float, ...]] = (
     0.0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 60000,
 )  # fmt: skip
-
-
-def traffic_span(conn: sqlite3.Connection, t0: float, t1: float) -> tuple[float, float] | None:
-    """(first, last) ``started_at`` of the requests in ``[t0, t1)``, or None without any."""
-    row = conn.execute(
-        f"SELECT MIN(started_at), MAX(started_at) FROM requests WHERE {_WINDOW}",
-        {"t0": t0, "t1": t1},
-    ).fetchone()
-    return None if row[0] is None else (float(row[0]), float(row[1]))
-
-
-@dataclass(frozen=True)
-class BucketRow:
-    """One time bucket: its index from ``origin`` (``floor((started_at - origin) / size)``),
-    requests, tokens and USD (priced requests only)."""
-
-    index: int
-    requests: int
-    cache_read_tokens: int
-    total_input_tokens: int
-    cost_usd: float
-    cost_without_cache_usd: float
-
-
-def buckets(
-    conn: sqlite3.Connection, t0: float, t1: float, origin: float, size: float
-) -> list[BucketRow]:
-    """Requests, tokens and spend per ``size``-second bucket of ``[t0, t1)``; empty ones omitted.
-
-    Buckets of whole hours (``size`` and ``origin`` multiples of 3600, ``t0``/``t1`` whole
-    hours) are summed from the ``report_hourly`` rollup, finer ones from ``requests``.
-    """
-    if size % 3600 == 0 and origin % 3600 == 0 and t0 % 3600 == 0 and t1 % 3600 == 0:
-        sql = """
-            SELECT CAST((hour * 3600 - :origin) / :size AS INTEGER) AS i, SUM(requests),
-              SUM(cache_read_tokens), SUM(total_input_tokens), SUM(cost_usd),
-              SUM(cost_without_cache_usd)
-            FROM report_hourly WHERE hour >= :h0 AND hour < :h1 GROUP BY i ORDER BY i
-        """
-        window = {"h0": int(t0 // 3600), "h1": int(t1 // 3600), "origin": origin, "size": size}
-        return [BucketRow(*row) for row in conn.execute(sql, window)]
-    sql = f"""
-        SELECT CAST((started_at - :origin) / :size AS INTEGER) AS i, COUNT(*),
-          CAST(TOTAL(cache_read_tokens) AS INTEGER), CAST(TOTAL(total_input_tokens) AS INTEGER),
-          TOTAL({_COST}), TOTAL({_COST_WITHOUT})
-        FROM requests WHERE {_WINDOW} GROUP BY i ORDER BY i
-    """
-    params = {"t0": t0, "t1": t1, "origin": origin, "size": size}
-    return [BucketRow(*row) for row in conn.execute(sql, params)]
 
 
 def bucket_breaks(
@@ -211,18 +164,18 @@ class FamilyCostRow:
 def family_candidates(
     conn: sqlite3.Connection, t0: float, t1: float, limit: int
 ) -> tuple[list[tuple[str | None, str | None, str]], int]:
-    """The ``limit`` families with the most input tokens in ``[t0, t1)`` (whole UTC hours),
-    from the ``report_family_hourly`` rollup, and how many families there are in all."""
-    window = {"h0": int(t0 // 3600), "h1": int(-(-t1 // 3600)), "limit": limit}
-    hours = "hour >= :h0 AND hour < :h1"
+    """The ``limit`` families with the most input tokens in ``[t0, t1)``, from the
+    ``report_family_hourly`` rollup over the exact window (:data:`.report_window.FAMILIES`),
+    and how many families there are in all."""
+    window = Window(t0, t1).params(limit=limit)
     sql = f"""
-        SELECT key_fingerprint, model, first_segment_hash FROM report_family_hourly
-        WHERE {hours} GROUP BY key_fingerprint, model, first_segment_hash
+        SELECT key_fingerprint, model, first_segment_hash FROM {FAMILIES}
+        GROUP BY key_fingerprint, model, first_segment_hash
         ORDER BY SUM(input_tokens) DESC, first_segment_hash LIMIT :limit
     """
     rows = [(key or None, model or None, first) for key, model, first in conn.execute(sql, window)]
     total = conn.execute(
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM report_family_hourly WHERE {hours} "
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {FAMILIES} "
         "GROUP BY key_fingerprint, model, first_segment_hash)",
         window,
     ).fetchone()[0]

@@ -1,13 +1,14 @@
 """The SQL behind ``promptcache report``; every aggregate is computed by SQLite.
 
 Most figures come from the hourly rollups that triggers keep beside ``requests``
-(:mod:`.rollup`), so their cost grows with hours x groups, not with requests. Only four things
-touch ``requests`` itself, each through an index: TTFT percentiles (a partial index in
-(hit, ttft) order), example ids per break reason (a partial index on break rows), start times of
-the busiest prefix families (the family index) and writes still waiting for their TTL to run out.
-
-Windows are whole UTC hours: ``h0`` and ``h1`` are hour numbers (unix seconds // 3600) and a
-window is ``[h0, h1)``. Functions return short lists of plain rows.
+(:mod:`.rollup`), so their cost grows with hours x groups, not with requests. Windows are exact,
+``[since, until)`` (:class:`.report_window.Window`): the whole hours inside come from the
+rollups, the partial hours at the edges from the same sums computed over their requests
+(:data:`.report_window.HOURLY` and friends). Besides those edges, only a few things touch
+``requests`` itself, each through an index: TTFT percentiles (a partial index in (hit, ttft)
+order), example ids per break reason (a partial index on break rows), start times of the
+busiest prefix families (the family index), writes still waiting for their TTL to run out, and
+sub-hour timeline buckets (the start-time index). Functions return short lists of plain rows.
 
 Definitions (shared with :mod:`.rollup`):
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, fields
 from typing import Final
+
+from .report_window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, Window
 
 __all__ = [
     "GROUP_BY_SQL",
@@ -40,6 +43,7 @@ __all__ = [
     "new_prefixes",
     "priced_as",
     "timeline",
+    "traffic_span",
     "ttft_percentiles",
     "wasted_writes",
 ]
@@ -58,12 +62,7 @@ GROUP_BY_SQL: Final[dict[str, str]] = {
     "hour": "strftime('%Y-%m-%d %H:00', hour * 3600, 'unixepoch')",
 }
 
-_HOURS = "hour >= :h0 AND hour < :h1"
-_ROWS = "started_at >= :h0 * 3600 AND started_at < :h1 * 3600"
-
-
-def _window(h0: int, h1: int, **extra: object) -> dict[str, object]:
-    return {"h0": h0, "h1": h1, **extra}
+_ROWS = IN_WINDOW
 
 
 @dataclass(frozen=True)
@@ -96,22 +95,20 @@ class GroupRow:
 _SUMS = ", ".join(f"COALESCE(SUM({f.name}), 0)" for f in fields(GroupRow)[1:])
 
 
-def group_totals(
-    conn: sqlite3.Connection, h0: int, h1: int, group_by: str | None
-) -> list[GroupRow]:
+def group_totals(conn: sqlite3.Connection, w: Window, group_by: str | None) -> list[GroupRow]:
     """Sums per ``--group-by`` group, or one row (``group=None``) when ``group_by`` is None.
 
     Groups are ordered by request count, largest first; ``day``/``hour`` groups by time.
     """
     if group_by is None:
-        row = conn.execute(f"SELECT {_SUMS} FROM report_hourly WHERE {_HOURS}", _window(h0, h1))
+        row = conn.execute(f"SELECT {_SUMS} FROM {HOURLY}", w.params())
         return [GroupRow(None, *row.fetchone())]
     order = "grp" if group_by in ("day", "hour") else "2 DESC, grp"
     sql = f"""
-        SELECT {GROUP_BY_SQL[group_by]} AS grp, {_SUMS} FROM report_hourly
-        WHERE {_HOURS} GROUP BY grp ORDER BY {order}
+        SELECT {GROUP_BY_SQL[group_by]} AS grp, {_SUMS} FROM {HOURLY}
+        GROUP BY grp ORDER BY {order}
     """
-    return [GroupRow(*row) for row in conn.execute(sql, _window(h0, h1))]
+    return [GroupRow(*row) for row in conn.execute(sql, w.params())]
 
 
 #: The ``report_hourly`` key columns computed over a ``requests`` row, so that
@@ -121,7 +118,7 @@ _ROW_KEYS: Final = """CAST(started_at / 3600 AS INTEGER) AS hour, COALESCE(model
 
 
 def new_prefixes(
-    conn: sqlite3.Connection, h0: int, h1: int, group_by: str | None
+    conn: sqlite3.Connection, w: Window, group_by: str | None
 ) -> dict[str | None, int]:
     """Requests the explainer called ``new_prefix`` (the first of a prefix family: nothing
     earlier to reuse, so not a cache break), per ``--group-by`` group (key None when
@@ -133,14 +130,15 @@ def new_prefixes(
             WHERE break_reason = 'new_prefix' AND {_ROWS})
         GROUP BY grp
     """
-    return {grp: n for grp, n in conn.execute(sql, _window(h0, h1))}
+    return {grp: n for grp, n in conn.execute(sql, w.params())}
 
 
 @dataclass(frozen=True)
 class TimelineRow:
-    """One chart bucket: start (unix s, UTC-aligned), requests, tokens, USD."""
+    """One chart bucket: start (unix s, aligned to its size), requests, tokens, USD (priced
+    requests only: an unpriced request's cost is NULL, in no sum)."""
 
-    bucket_start: int
+    bucket_start: float
     requests: int
     cache_read_tokens: int
     total_input_tokens: int
@@ -148,14 +146,43 @@ class TimelineRow:
     cost_without_cache_usd: float
 
 
-def timeline(conn: sqlite3.Connection, h0: int, h1: int, bucket_s: int) -> list[TimelineRow]:
-    """Per ``bucket_s``-second bucket (a multiple of 3600), oldest first; empty ones omitted."""
-    sql = f"""
-        SELECT (hour * 3600 / :bucket) * :bucket AS b, SUM(requests), SUM(cache_read_tokens),
-          SUM(total_input_tokens), SUM(cost_usd), SUM(cost_without_cache_usd)
-        FROM report_hourly WHERE {_HOURS} GROUP BY b ORDER BY b
+def traffic_span(conn: sqlite3.Connection, w: Window) -> tuple[float, float] | None:
+    """(first, last) ``started_at`` of the requests in the window, or None without any (two
+    index seeks on ``idx_requests_started_at``: one ``MIN``/``MAX`` each)."""
+    first = conn.execute(f"SELECT MIN(started_at) FROM requests WHERE {_ROWS}", w.params())
+    low = first.fetchone()[0]
+    if low is None:
+        return None
+    high = conn.execute(f"SELECT MAX(started_at) FROM requests WHERE {_ROWS}", w.params())
+    return float(low), float(high.fetchone()[0])
+
+
+def timeline(
+    conn: sqlite3.Connection, w: Window, origin: float, size: float
+) -> list[tuple[int, TimelineRow]]:
+    """Per ``size``-second bucket of the window, ``(index, row)`` with index
+    ``floor((started_at - origin) / size)``, oldest first; empty buckets omitted.
+
+    Buckets of whole hours (``size`` and ``origin`` multiples of 3600) are summed from
+    :data:`.report_window.HOURLY` (rollup hours plus the edge requests), finer ones from
+    ``requests`` through the start-time index.
     """
-    return [TimelineRow(*row) for row in conn.execute(sql, _window(h0, h1, bucket=bucket_s))]
+    if size % 3600 == 0 and origin % 3600 == 0:
+        sql = f"""
+            SELECT CAST((hour * 3600 - :origin) / :size AS INTEGER) AS i, SUM(requests),
+              SUM(cache_read_tokens), SUM(total_input_tokens), SUM(cost_usd),
+              SUM(cost_without_cache_usd)
+            FROM {HOURLY} GROUP BY i ORDER BY i
+        """
+    else:
+        sql = f"""
+            SELECT CAST((started_at - :origin) / :size AS INTEGER) AS i, COUNT(*),
+              CAST(TOTAL(cache_read_tokens) AS INTEGER), CAST(TOTAL(total_input_tokens) AS INTEGER),
+              TOTAL(CAST(cost_usd AS REAL)), TOTAL(CAST(cost_without_cache_usd AS REAL))
+            FROM requests WHERE {_ROWS} GROUP BY i ORDER BY i
+        """
+    rows = conn.execute(sql, w.params(origin=origin, size=size))
+    return [(int(i), TimelineRow(origin + int(i) * size, *rest)) for i, *rest in rows]
 
 
 @dataclass(frozen=True)
@@ -170,7 +197,7 @@ class WasteRow:
     wasted_requests: int
 
 
-def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> list[WasteRow]:
+def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[WasteRow]:
     """Write tokens never read back within their TTL, per model (see the module docstring).
 
     ``now`` (unix s) decides which writes are still pending: those younger than their TTL whose
@@ -182,9 +209,9 @@ def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> 
           SUM(cache_write_1h_tokens) - SUM(read_back_1h_tokens),
           SUM(cache_write_unknown_tokens) - SUM(read_back_unknown_tokens),
           SUM(write_requests) - SUM(read_back_requests)
-        FROM report_hourly WHERE {_HOURS} AND vendor != 'engine' GROUP BY model
+        FROM {HOURLY} WHERE vendor != 'engine' GROUP BY model
         """,
-        _window(h0, h1),
+        w.params(),
     ).fetchall()
     pending = {
         row[0]: row[1:]
@@ -196,7 +223,7 @@ def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> 
               TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_unknown_tokens END),
               COUNT(*)
             FROM requests AS x
-            WHERE x.started_at >= :h0 * 3600 AND x.started_at < :h1 * 3600
+            WHERE x.started_at >= :t0 AND x.started_at < :t1
               AND x.started_at > :now - 3600
               AND COALESCE(x.vendor, '') != 'engine'
               AND COALESCE(x.cache_write_5m_tokens, 0) + COALESCE(x.cache_write_1h_tokens, 0)
@@ -207,7 +234,7 @@ def wasted_writes(conn: sqlite3.Connection, h0: int, h1: int, *, now: float) -> 
                   AND y.first_segment_hash IS x.first_segment_hash AND y.started_at > x.started_at)
             GROUP BY 1
             """,
-            _window(h0, h1, now=now),
+            w.params(now=now),
         )
     }
     out = []
@@ -242,19 +269,16 @@ class BreakGroupRow:
     tokens_lost_write_1h: int = 0
 
 
-def break_groups(conn: sqlite3.Connection, h0: int, h1: int) -> list[BreakGroupRow]:
+def break_groups(conn: sqlite3.Connection, w: Window) -> list[BreakGroupRow]:
     """Breaks per (reason, model, segment) in the window."""
     sql = f"""
         SELECT reason, model, segment, SUM(breaks), SUM(tokens_lost),
                SUM(tokens_lost_write_5m), SUM(tokens_lost_write_1h)
-        FROM report_breaks_hourly
-        WHERE {_HOURS} GROUP BY reason, model, segment HAVING SUM(breaks) > 0
+        FROM {BREAKS} GROUP BY reason, model, segment HAVING SUM(breaks) > 0
     """
     return [
         BreakGroupRow(reason, model or None, segment or None, breaks, lost, lost_5m, lost_1h)
-        for reason, model, segment, breaks, lost, lost_5m, lost_1h in conn.execute(
-            sql, _window(h0, h1)
-        )
+        for reason, model, segment, breaks, lost, lost_5m, lost_1h in conn.execute(sql, w.params())
     ]
 
 
@@ -267,7 +291,7 @@ class PricedAsRow:
     requests: int
 
 
-def priced_as(conn: sqlite3.Connection, h0: int, h1: int) -> list[PricedAsRow]:
+def priced_as(conn: sqlite3.Connection, w: Window) -> list[PricedAsRow]:
     """Which unpriced models the proxy priced at another model's rates (upstream ``price_as``),
     most requests first; read through the partial index ``idx_requests_priced_as``."""
     sql = f"""
@@ -275,18 +299,16 @@ def priced_as(conn: sqlite3.Connection, h0: int, h1: int) -> list[PricedAsRow]:
         WHERE priced_as IS NOT NULL AND {_ROWS}
         GROUP BY model, priced_as ORDER BY COUNT(*) DESC, model
     """
-    return [PricedAsRow(m, p, n) for m, p, n in conn.execute(sql, _window(h0, h1))]
+    return [PricedAsRow(m, p, n) for m, p, n in conn.execute(sql, w.params())]
 
 
-def break_examples(
-    conn: sqlite3.Connection, h0: int, h1: int, reason: str, limit: int
-) -> list[str]:
+def break_examples(conn: sqlite3.Connection, w: Window, reason: str, limit: int) -> list[str]:
     """The ids of the latest ``limit`` requests that broke for ``reason`` in the window."""
     sql = f"""
         SELECT id FROM requests INDEXED BY idx_requests_break_reason
         WHERE break_reason = :reason AND {_ROWS} ORDER BY started_at DESC LIMIT :limit
     """
-    return [row[0] for row in conn.execute(sql, _window(h0, h1, reason=reason, limit=limit))]
+    return [row[0] for row in conn.execute(sql, w.params(reason=reason, limit=limit))]
 
 
 @dataclass(frozen=True)
@@ -304,16 +326,15 @@ def _rank(n: int, percent: int) -> int:
     return max(1, -(-n * percent // 100))
 
 
-def ttft_percentiles(conn: sqlite3.Connection, h0: int, h1: int) -> list[TtftRow]:
+def ttft_percentiles(conn: sqlite3.Connection, w: Window) -> list[TtftRow]:
     """TTFT p50 / p95 for cache hits (cache_read_tokens > 0) and misses (== 0), status 2xx-3xx.
 
-    Counts come from the rollup; each percentile walks ``idx_requests_ttft`` in (class, ttft)
-    order up to its rank.
+    Counts come from the rollup (and the edge requests); each percentile walks
+    ``idx_requests_ttft`` in (class, ttft) order up to its rank.
     """
     counts = conn.execute(
-        f"SELECT TOTAL(ttft_hit_requests), TOTAL(ttft_miss_requests) FROM report_hourly "
-        f"WHERE {_HOURS}",
-        _window(h0, h1),
+        f"SELECT TOTAL(ttft_hit_requests), TOTAL(ttft_miss_requests) FROM {HOURLY}",
+        w.params(),
     ).fetchone()
     sql = f"""
         SELECT ttft_ms FROM requests INDEXED BY idx_requests_ttft
@@ -327,7 +348,7 @@ def ttft_percentiles(conn: sqlite3.Connection, h0: int, h1: int) -> list[TtftRow
             continue
         values: list[float] = []
         for percent in (50, 95):
-            params = _window(h0, h1, hit=int(hit), skip=_rank(n, percent) - 1)
+            params = w.params(hit=int(hit), skip=_rank(n, percent) - 1)
             row = conn.execute(sql, params).fetchone()
             if row is not None:
                 values.append(float(row[0]))
@@ -362,26 +383,24 @@ class FamilyRow:
     input_tokens: int
 
 
-def busiest_families(conn: sqlite3.Connection, h0: int, h1: int, limit: int) -> list[FamilyRow]:
+def busiest_families(conn: sqlite3.Connection, w: Window, limit: int) -> list[FamilyRow]:
     """The ``limit`` prefix families with the most input tokens in the window."""
     sql = f"""
         SELECT key_fingerprint, model, first_segment_hash, MAX(vendor), SUM(requests),
           CAST(COALESCE(CAST(SUM(cached_prefix_tokens) AS REAL) / NULLIF(SUM(cached_requests), 0),
                         MIN(min_prefix_tokens), 0) AS INTEGER),
           SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(input_tokens) AS input
-        FROM report_family_hourly WHERE {_HOURS}
+        FROM {FAMILIES}
         GROUP BY key_fingerprint, model, first_segment_hash
         ORDER BY input DESC, first_segment_hash LIMIT :limit
     """
     return [
         FamilyRow(key or None, model or None, first, vendor or None, *rest)
-        for key, model, first, vendor, *rest in conn.execute(sql, _window(h0, h1, limit=limit))
+        for key, model, first, vendor, *rest in conn.execute(sql, w.params(limit=limit))
     ]
 
 
-def family_start_times(
-    conn: sqlite3.Connection, family: FamilyRow, h0: int, h1: int
-) -> list[float]:
+def family_start_times(conn: sqlite3.Connection, family: FamilyRow, w: Window) -> list[float]:
     """Start times (unix s, ascending) of one family's requests in the window, read from the
     family index alone (so failed requests are included: they are few and cost the same under
     every TTL option)."""
@@ -391,7 +410,7 @@ def family_start_times(
           AND {_ROWS}
         ORDER BY started_at
     """
-    params = _window(
-        h0, h1, key=family.key_fingerprint, model=family.model, first=family.first_segment_hash
+    params = w.params(
+        key=family.key_fingerprint, model=family.model, first=family.first_segment_hash
     )
     return [row[0] for row in conn.execute(sql, params)]

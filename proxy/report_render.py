@@ -36,11 +36,16 @@ __all__ = [
     "replica_table",
     "summary_rows",
     "usd",
+    "window_time",
 ]
 
 
-def _time(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def window_time(ts: float) -> str:
+    """A window bound (unix s) as UTC text, to the second (``2025-11-30 09:17:05 UTC``); a
+    whole minute without its ``:00`` (``2025-11-30 09:00 UTC``). Fractions of a second are
+    dropped (the JSON has the exact bounds)."""
+    moment = datetime.fromtimestamp(ts, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M UTC" if ts % 60 == 0 else "%Y-%m-%d %H:%M:%S UTC")
 
 
 def pct(value: float | None) -> str:
@@ -93,8 +98,8 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color)
     console.print(
-        f"[bold]promptcache report[/bold]  {_time(report.since)} -> {_time(report.until)}  "
-        f"({report.db})"
+        f"[bold]promptcache report[/bold]  {window_time(report.since)} -> "
+        f"{window_time(report.until)}  ({report.db})"
     )
     summary = Table(title="Summary", show_header=False, title_justify="left")
     summary.add_column("metric")
@@ -198,7 +203,8 @@ def render_json(report: Report) -> str:
     return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
 
 
-#: Columns of ``--format csv``: one row per group, then a ``(total)`` row.
+#: Columns of ``--format csv``: one row per group, then a ``(total)`` row; the last two are the
+#: window's exact bounds (unix s), the same on every row.
 CSV_COLUMNS: tuple[str, ...] = (
     "group",
     "requests",
@@ -217,6 +223,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "unexpected_misses",
     "new_prefixes",
     "priced_as",
+    "since",
+    "until",
 )
 
 
@@ -250,12 +258,13 @@ def render_csv(report: Report) -> str:
     ``priced_as`` names the stand-in price rows behind the costs (the proxy's ``price_as``), as
     ``model=stand-in`` joined by ``; ``: every pair on the ``(total)`` row, the group's own
     pair on ``--group-by model`` rows, empty otherwise. Text cells that a spreadsheet would
-    evaluate as a formula are neutralised (see :func:`csv_cell`).
+    evaluate as a formula are neutralised (see :func:`csv_cell`). ``since`` and ``until`` are
+    the report's window ``[since, until)`` in unix seconds, exactly as the figures cover it.
     """
     stand_ins = {p.model: p.priced_as for p in report.priced_as}
     lines = [_csv_line(CSV_COLUMNS)]
     for s in (*report.groups, report.total):
-        values = [getattr(s, column) for column in CSV_COLUMNS[:-1]]
+        values = [getattr(s, column) for column in CSV_COLUMNS[:-3]]
         if s is report.total:
             values[0] = "(total)"
             pairs = list(stand_ins.items())
@@ -264,6 +273,7 @@ def render_csv(report: Report) -> str:
             by_model = report.group_by == "model" and s.group in stand_ins
             pairs = [(s.group, stand_ins[s.group])] if by_model else []
         values.append("; ".join(f"{model or '(no model)'}={rates}" for model, rates in pairs))
+        values += [report.since, report.until]
         lines.append(_csv_line([csv_cell(v) for v in values]))
     return "".join(lines)
 

@@ -17,6 +17,8 @@ from typing import Final
 
 from sqlite_utils import Database
 
+from .report_window import EDGES, Window, exact
+
 __all__ = ["ROUTING_COLUMNS", "ReplicaSummary", "add_routing_columns", "replica_summaries"]
 
 #: The routing columns of ``requests`` (name, SQLite type), in table order.
@@ -46,6 +48,8 @@ _SUMS: Final = (
     ("routed_overloaded", "{r}.route_reason IS 'overloaded'"),
     ("retried", "COALESCE({r}.route_attempts, 1) > 1"),
 )
+#: ``report_replica_hourly``'s columns, in table order.
+REPLICA_COLUMNS: Final = ("hour", "upstream", "replica", *(name for name, _ in _SUMS))
 _KEY: Final = "CAST({r}.started_at / 3600 AS INTEGER), COALESCE({r}.upstream, ''), {r}.replica"
 
 
@@ -57,6 +61,16 @@ def _upsert(r: str, sign: str, source: str) -> str:
     return f"""INSERT INTO report_replica_hourly (hour, upstream, replica, {names})
         SELECT {_KEY.format(r=r)}, {values} {source}
         ON CONFLICT (hour, upstream, replica) DO UPDATE SET {updates}"""
+
+
+def replica_rows(where: str) -> str:
+    """``report_replica_hourly``-shaped rows, one per request of ``requests AS r`` matching
+    ``where`` that has a replica; summed they equal the rollup's rows for those requests."""
+    values = ", ".join(f"{expr.format(r='r')} AS {name}" for name, expr in _SUMS)
+    return (
+        f"SELECT {_KEY.format(r='r')}, {values} FROM requests AS r"
+        f" WHERE r.replica IS NOT NULL AND ({where})"
+    )
 
 
 def add_routing_columns(db: Database) -> None:
@@ -85,6 +99,10 @@ def add_routing_columns(db: Database) -> None:
     )
     db.execute("DELETE FROM report_replica_hourly")
     db.execute(_upsert("r", "+", "FROM requests AS r WHERE r.replica IS NOT NULL"))
+
+
+#: ``report_replica_hourly`` over an exact window (:mod:`.report_window`).
+_EXACT: Final = exact("report_replica_hourly", REPLICA_COLUMNS, replica_rows(EDGES))
 
 
 @dataclass(frozen=True)
@@ -126,20 +144,20 @@ class ReplicaSummary:
     max_over_mean: float | None = None
 
 
-def replica_summaries(conn: sqlite3.Connection, h0: int, h1: int) -> list[ReplicaSummary]:
+def replica_summaries(conn: sqlite3.Connection, window: Window) -> list[ReplicaSummary]:
     """Per upstream with replicas: its replicas (most requests first), then its total row.
 
     Args:
         conn: a log at schema step 5 or later.
-        h0, h1: the window in whole UTC hours, ``[h0, h1)``.
+        window: the report window, exact (the rollup's whole hours plus the edge requests).
     """
     names = [name for name, _ in _SUMS]
     sql = f"""
         SELECT upstream, replica, {", ".join(f"SUM({n})" for n in names)}
-        FROM report_replica_hourly WHERE hour >= :h0 AND hour < :h1
+        FROM {_EXACT}
         GROUP BY upstream, replica HAVING SUM(requests) > 0 ORDER BY upstream, 3 DESC, replica
     """
-    rows = conn.execute(sql, {"h0": h0, "h1": h1}).fetchall()
+    rows = conn.execute(sql, window.params()).fetchall()
     out: list[ReplicaSummary] = []
     for upstream in dict.fromkeys(row[0] for row in rows):
         mine = [row for row in rows if row[0] == upstream]

@@ -234,24 +234,27 @@ def ttft_chart(hist: TtftHistogram) -> Markup:
 
 
 def strip_svg(strip: BreakStrip) -> Markup:
-    """The request's segments left to right, width by tokens; a dashed line and ``bp`` label
-    where a cache breakpoint closes a segment; a triangle with the break count where breaks
-    first diverge (at the commonest offset inside the segment)."""
+    """The request's segments left to right, width proportional to ``strip.unit`` (tokens, or
+    characters for rows logged without per-segment token counts); a dashed line and ``bp``
+    label where a cache breakpoint closes a segment; a triangle with the break count where
+    breaks first diverge (at the commonest offset inside the segment)."""
     width, height = 2 * _W, 110  # twice as wide as a chart: it spans the page, text stays small
     y0, bar_h = 30, 40
     span_w = width - 20
-    total = strip.tokens or 1
-    label = "the prompt's segments, width by tokens, with break marks"
+    total = strip.total or 1
+    label = f"the prompt's segments, width by {strip.unit}, with break marks"
     parts = [_open("strip", label, height, width)]
     x = 10.0
     for seg in strip.segments:
-        w = span_w * seg.tokens / total
+        size = strip.size(seg)
+        w = span_w * size / total
         colour = KIND_COLOURS.get(seg.kind, GREY)
-        tip = f"{seg.path} ({seg.kind}): ~{seg.tokens:,} tokens, {seg.chars:,} characters"
+        tokens = "" if seg.tokens is None else f"{seg.tokens:,} tokens, "
+        tip = f"{seg.path} ({seg.kind}): {tokens}{seg.chars:,} characters"
         if seg.breaks:
             tip += f"; {seg.breaks:,} breaks first differ here"
         box = (x, y0, max(0.5, w - 1), bar_h)
-        parts.append(_rect(seg.kind, seg.tokens, box, colour, tip, " segment"))
+        parts.append(_rect(seg.kind, size, box, colour, tip, " segment"))
         if seg.breakpoint_ttl is not None:
             bx = x + w - 0.5
             ttl = f" {seg.breakpoint_ttl}" if seg.breakpoint_ttl else ""

@@ -128,8 +128,13 @@ break{{ "" if h.top_breaks == 1 else "s" }}, {{ usd(h.top_usd) }} lost.
 <section id="breaks">
 <h2>Where the prompt breaks</h2>
 {% if strip %}<p class="small">Request <code>{{ strip.request_id }}</code>{% if strip.reason %}
-(the latest <code>{{ strip.reason }}</code>){% endif %}, its segments in order, width by tokens
-(~{{ num(strip.tokens) }}, <code>cl100k_base</code> shared out by characters). &#9650; marks where
+(the latest <code>{{ strip.reason }}</code>){% endif %}, its segments in order,
+{% if strip.unit == "tokens" %}width proportional to each segment's tokens
+({{ num(strip.total) }} <code>cl100k_base</code> tokens in all, counted per segment by the
+proxy){% else %}width proportional to each segment's characters ({{ num(strip.total) }} in
+all{% if strip.approx_tokens %}, about {{ num(strip.approx_tokens) }} <code>cl100k_base</code>
+tokens{% endif %}: this request was logged without per-segment token counts){% endif %}.
+&#9650; marks where
 the window's breaks first differ, with their count{% if has_breakpoints %}; dashed lines are cache
 breakpoints{% endif %}.</p>
 <figure id="strip">{{ strip_svg }}
@@ -137,10 +142,11 @@ breakpoints{% endif %}.</p>
 style="background:{{ colour }}"></span>{{ kind }}</span>{% endfor %}<span>&#9650; first
 divergence</span></figcaption></figure>
 <div class="scroll"><table id="strip-segments"><tr><th>segment</th><th>kind</th>
-<th class="n">~tokens</th><th class="n">breaks here</th><th>commonest first difference</th></tr>
+<th class="n">{{ strip.unit }}</th><th class="n">breaks here</th>
+<th>commonest first difference</th></tr>
 {% for s in strip.segments if s.breaks or s.breakpoint_ttl is not none %}
 <tr data-path="{{ s.path }}">
-<td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ num(s.tokens) }}</td>
+<td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ num(strip.size(s)) }}</td>
 <td class="n">{{ num(s.breaks) }}</td><td>{% if s.offset is not none %}character
 {{ num(s.offset) }} ({{ num(s.offset_breaks) }} breaks){% elif s.breaks %}offset not logged
 {%- endif %}{% if s.breakpoint_ttl is not none %}{{ "; " if s.breaks }}breakpoint

@@ -57,7 +57,17 @@ from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .breaks import READS_KEPT_REASONS
 
-__all__ = ["ROLLUP_TABLES", "add_report_rollups", "rebuild_break_rollup"]
+__all__ = [
+    "BREAK_COLUMNS",
+    "FAMILY_COLUMNS",
+    "HOURLY_COLUMNS",
+    "ROLLUP_TABLES",
+    "add_report_rollups",
+    "break_rows",
+    "family_rows",
+    "hourly_rows",
+    "rebuild_break_rollup",
+]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
 
@@ -85,6 +95,17 @@ _READ_BACK: Final = (
     "read_back_1h_tokens",
     "read_back_unknown_tokens",
 )
+
+#: The columns of each rollup table, in table order (what :func:`hourly_rows`,
+#: :func:`break_rows` and :func:`family_rows` return).
+HOURLY_COLUMNS: Final = ("hour", "model", "route", "key_fingerprint", "vendor", *_HOURLY_SUMS,
+                         *_READ_BACK)  # fmt: skip
+BREAK_COLUMNS: Final = ("hour", "reason", "model", "segment", "breaks", "tokens_lost",
+                        "tokens_lost_write_5m", "tokens_lost_write_1h")  # fmt: skip
+FAMILY_COLUMNS: Final = ("hour", "key_fingerprint", "model", "first_segment_hash", "vendor",
+                         "requests", "input_tokens", "cache_write_5m_tokens",
+                         "cache_write_1h_tokens", "cached_prefix_tokens", "cached_requests",
+                         "min_prefix_tokens")  # fmt: skip
 
 #: One request's contribution to each ``_HOURLY_SUMS`` column, over ``{r}`` (NEW or a table).
 _HOURLY_VALUES: Final = """
@@ -167,6 +188,25 @@ _READS_PREDECESSOR: Final = (
 )
 
 
+#: One request's ``report_family_hourly`` row (``requests`` = 1), over ``{r}``, in table order.
+_FAMILY_VALUES: Final = """CAST({r}.started_at / 3600 AS INTEGER) AS hour,
+    COALESCE({r}.key_fingerprint, '') AS key_fingerprint, COALESCE({r}.model, '') AS model,
+    {r}.first_segment_hash AS first_segment_hash, COALESCE({r}.vendor, '') AS vendor,
+    1 AS requests, {r}.total_input_tokens AS input_tokens,
+    COALESCE({r}.cache_write_5m_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0)
+      AS cache_write_5m_tokens,
+    COALESCE({r}.cache_write_1h_tokens, 0) AS cache_write_1h_tokens,
+    COALESCE({r}.cache_read_tokens, 0) + COALESCE({r}.cache_write_5m_tokens, 0)
+      + COALESCE({r}.cache_write_1h_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0)
+      AS cached_prefix_tokens,
+    COALESCE({r}.cache_read_tokens, 0) + COALESCE({r}.cache_write_5m_tokens, 0)
+      + COALESCE({r}.cache_write_1h_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0) > 0
+      AS cached_requests,
+    {r}.approx_prefix_tokens AS min_prefix_tokens"""
+#: The requests a family row counts.
+_IN_FAMILY: Final = "{r}.first_segment_hash IS NOT NULL AND {r}.total_input_tokens IS NOT NULL"
+
+
 def _ddl() -> list[str]:
     real = ("hit_ratio_sum", "cost_usd", "cost_without_cache_usd")
     sums = ",\n".join(
@@ -239,19 +279,56 @@ def _break_trigger() -> str:
     )
 
 
-def _break_backfill() -> str:
+def break_rows(where: str) -> str:
+    """One row per break of ``requests AS r`` matching ``where``, shaped like a
+    ``report_breaks_hourly`` row (``breaks`` = 1): its hour, reason, model, segment and tokens
+    lost (the module docstring's definitions)."""
     loss = _LOSS_INPUTS.format(lost=_TOKENS_LOST.format(r="r"), r="r")
-    return f"""INSERT INTO report_breaks_hourly (hour, reason, model, segment, breaks,
-              tokens_lost, tokens_lost_write_1h, tokens_lost_write_5m)
-            SELECT hour, reason, model, segment, COUNT(*), SUM(lost_all), SUM(lost_1h),
-                   SUM(lost_5m)
+    return f"""SELECT hour, reason, model, segment, 1 AS breaks, lost_all AS tokens_lost,
+                   lost_5m AS tokens_lost_write_5m, lost_1h AS tokens_lost_write_1h
             FROM (SELECT hour, reason, model, segment, {_LOSS_SPLIT}
                   FROM (SELECT CAST(r.started_at / 3600 AS INTEGER) AS hour,
                           r.break_reason AS reason, COALESCE(r.model, '') AS model,
                           COALESCE(r.break_segment, '') AS segment, {loss}
                         FROM requests AS r LEFT JOIN requests AS p ON p.id = r.previous_request_id
-                        WHERE r.break_reason IS NOT NULL))
+                        WHERE r.break_reason IS NOT NULL AND ({where})))"""
+
+
+def _break_backfill() -> str:
+    return f"""INSERT INTO report_breaks_hourly (hour, reason, model, segment, breaks,
+              tokens_lost, tokens_lost_write_1h, tokens_lost_write_5m)
+            SELECT hour, reason, model, segment, COUNT(*), SUM(tokens_lost),
+                   SUM(tokens_lost_write_1h), SUM(tokens_lost_write_5m)
+            FROM ({break_rows("true")})
             GROUP BY 1, 2, 3, 4"""
+
+
+def hourly_rows(where: str) -> str:
+    """``report_hourly``-shaped rows (its columns, in table order) computed from the log: one
+    per request of ``requests AS r`` matching ``where`` (read-back columns 0), then one per
+    read-back credit to such a request (``p``, the writer) from its successor (all sums 0 but
+    the read-back columns), found through ``idx_requests_previous``. Summed, they equal what
+    the triggers add to ``report_hourly`` for those requests."""
+    zeros = ", ".join("0" for _ in _HOURLY_SUMS)
+    return f"""SELECT {_HOURLY_KEY.format(r="r")}, {_HOURLY_VALUES.format(r="r")}, 0, 0, 0, 0
+        FROM requests AS r WHERE {where}
+        UNION ALL
+        SELECT hour, model, route, key_fingerprint, vendor, {zeros},
+          w5 + w1 + wu > 0, w5, w1, wu
+        FROM (SELECT {_HOURLY_KEY.format(r="p")}, {_READ_BACK_VALUES.format(r="r")}
+              FROM (SELECT * FROM requests AS r WHERE {where}) AS p
+              JOIN requests AS r INDEXED BY idx_requests_previous ON r.previous_request_id = p.id
+              WHERE {_READS_PREDECESSOR.format(r="r")})"""
+
+
+def family_rows(where: str) -> str:
+    """``report_family_hourly``-shaped rows, one per request of ``requests AS r`` matching
+    ``where`` that a family row counts; summed (``min_prefix_tokens``: the MIN) they equal the
+    rollup's rows for those requests."""
+    return (
+        f"SELECT {_FAMILY_VALUES.format(r='r')} FROM requests AS r"
+        f" WHERE {_IN_FAMILY.format(r='r')} AND ({where})"
+    )
 
 
 def _triggers() -> list[str]:
@@ -270,21 +347,10 @@ def _triggers() -> list[str]:
           AND report_hourly.route = rb.route
           AND report_hourly.key_fingerprint = rb.key_fingerprint
           AND report_hourly.vendor = rb.vendor"""
-    family = """INSERT INTO report_family_hourly (hour, key_fingerprint, model,
+    family = f"""INSERT INTO report_family_hourly (hour, key_fingerprint, model,
           first_segment_hash, vendor, requests, input_tokens, cache_write_5m_tokens,
           cache_write_1h_tokens, cached_prefix_tokens, cached_requests, min_prefix_tokens)
-        SELECT CAST(NEW.started_at / 3600 AS INTEGER), COALESCE(NEW.key_fingerprint, ''),
-          COALESCE(NEW.model, ''), NEW.first_segment_hash, COALESCE(NEW.vendor, ''), 1,
-          NEW.total_input_tokens,
-          COALESCE(NEW.cache_write_5m_tokens, 0) + COALESCE(NEW.cache_write_unknown_tokens, 0),
-          COALESCE(NEW.cache_write_1h_tokens, 0),
-          COALESCE(NEW.cache_read_tokens, 0) + COALESCE(NEW.cache_write_5m_tokens, 0)
-            + COALESCE(NEW.cache_write_1h_tokens, 0) + COALESCE(NEW.cache_write_unknown_tokens, 0),
-          COALESCE(NEW.cache_read_tokens, 0) + COALESCE(NEW.cache_write_5m_tokens, 0)
-            + COALESCE(NEW.cache_write_1h_tokens, 0)
-            + COALESCE(NEW.cache_write_unknown_tokens, 0) > 0,
-          NEW.approx_prefix_tokens
-        WHERE NEW.first_segment_hash IS NOT NULL AND NEW.total_input_tokens IS NOT NULL
+        SELECT {_FAMILY_VALUES.format(r=n)} WHERE {_IN_FAMILY.format(r=n)}
         ON CONFLICT (hour, key_fingerprint, model, first_segment_hash) DO UPDATE SET
           vendor = MAX(vendor, excluded.vendor), requests = requests + 1,
           input_tokens = input_tokens + excluded.input_tokens,
@@ -309,8 +375,7 @@ def _triggers() -> list[str]:
         "CREATE TRIGGER report_rollup_read_back AFTER INSERT ON requests"
         f" WHEN {_READS_PREDECESSOR.format(r=n)} BEGIN\n{read_back};\nEND",
         "CREATE TRIGGER report_rollup_family AFTER INSERT ON requests"
-        " WHEN NEW.first_segment_hash IS NOT NULL AND NEW.total_input_tokens IS NOT NULL"
-        f" BEGIN\n{family};\nEND",
+        f" WHEN {_IN_FAMILY.format(r=n)} BEGIN\n{family};\nEND",
         f"CREATE TRIGGER report_rollup_delete AFTER DELETE ON requests BEGIN\n"
         f"{unhourly};\n{unbreak};\nEND",
     ]

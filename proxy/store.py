@@ -115,6 +115,16 @@ def _v4_priced_as(db: Database) -> None:
     )
 
 
+def _v7_previous_index(db: Database) -> None:
+    """Index ``requests.previous_request_id`` (partial: rows with a predecessor), so an exact
+    report window (:mod:`.report_window`) finds the successors that read a write back without
+    scanning the log. Idempotent; older rows keep their values and are indexed as they are."""
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS idx_requests_previous ON requests (previous_request_id)"
+        " WHERE previous_request_id IS NOT NULL"
+    )
+
+
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_requests,
@@ -123,6 +133,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v4_priced_as,
     add_routing_columns,  # step 5: routing columns and the by-replica rollup (#17)
     rebuild_break_rollup,  # step 6: tokens lost of the lookback reasons (#20)
+    _v7_previous_index,  # step 7: successors by predecessor, for exact report windows (#19)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

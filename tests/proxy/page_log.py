@@ -8,7 +8,9 @@
   ``i == 20`` (``ttl_expired``, no segment); ``i == 0`` is a ``new_prefix`` (not a break);
 - otherwise hits: reads 900 of its 1,000 input tokens;
 - TTFT ``100 + 10 * i`` ms for hits, ``400 + 20 * i`` ms for misses;
-- family: first segment hash ``fam-a`` for even ``i``, ``fam-b`` for odd.
+- family: first segment hash ``fam-a`` for even ``i``, ``fam-b`` for odd;
+- segments logged with their token counts (a quarter of their characters), as the proxy logs
+  them since 2026-12-01 (:func:`without_segment_tokens` rewrites a log as older ones were).
 
 Model names and excerpts carry markup (:data:`HOSTILE`) that the page must escape.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from sqlite_utils import Database
 
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.store import open_log
@@ -62,7 +66,10 @@ def cost(i: int) -> tuple[float, float]:
 def segments(i: int) -> list[dict[str, Any]]:
     layout = [("tools[0]", "tools", 400), ("tools[1]", "tools", 400), ("system[0]", "system", 1200)]
     layout += [(f"messages[{m}]", "messages", 200) for m in range(2 + i % 4)]
-    return [{"path": p, "kind": k, "sha256": f"{p}-{i}", "num_chars": c} for p, k, c in layout]
+    return [
+        {"path": p, "kind": k, "sha256": f"{p}-{i}", "num_chars": c, "num_tokens": c // 4}
+        for p, k, c in layout
+    ]
 
 
 def row(i: int) -> dict[str, Any]:
@@ -93,7 +100,7 @@ def row(i: int) -> dict[str, Any]:
         first_segment_hash="fam-a" if i % 2 == 0 else "fam-b",
         segment_hashes=json.dumps(segments(i)),
         breakpoints=json.dumps([{"path": "system[0]", "ttl": "5m"}]),
-        approx_prefix_tokens=1000,
+        approx_prefix_tokens=sum(s["num_tokens"] for s in segments(i)),
         status=200,
         stream=1,
         ttft_ms=ttft_ms(i),
@@ -120,5 +127,18 @@ def write_page_log(path: Path) -> Path:
     db = open_log(path)
     with db.conn:
         db.table("requests").insert_all([row(i) for i in range(N)])
+    db.close()
+    return path
+
+
+def without_segment_tokens(path: Path) -> Path:
+    """Drop ``num_tokens`` from every row's ``segment_hashes`` (a log of an older proxy)."""
+    db = Database(path)
+    with db.conn:
+        for rid, text in db.execute("SELECT id, segment_hashes FROM requests").fetchall():
+            stripped = [{k: v for k, v in s.items() if k != "num_tokens"} for s in json.loads(text)]
+            db.execute(
+                "UPDATE requests SET segment_hashes = ? WHERE id = ?", [json.dumps(stripped), rid]
+            )
     db.close()
     return path

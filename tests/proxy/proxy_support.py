@@ -1,4 +1,5 @@
-"""Helpers the proxy tests import: ``RunningProxy``, ``read_rows``, ``mock_config``, ``FakeClock``.
+"""Helpers the proxy tests import: ``RunningProxy``, ``read_rows``, ``mock_config``, ``FakeClock``,
+``log_at_version``.
 
 They live here, not in conftest.py, because ``from conftest import ...`` resolves to whichever
 conftest.py pytest put on ``sys.path`` first, which breaks runs that collect several test folders.
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 from servers import ServerThread
+from sqlite_utils import Database
 from starlette.applications import Starlette
 
 from promptcache.proxy.config import ProxyConfig, RouteRule, UpstreamConfig
@@ -102,3 +104,18 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def log_at_version(path: Path, version: int) -> Database:
+    """A new log at ``path`` migrated only to schema ``version`` (a log an older promptcache
+    wrote), open for the test to insert rows; the caller closes it."""
+    from promptcache.proxy.store import MIGRATIONS
+
+    db = Database(path)
+    db.execute(
+        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    for number, step in enumerate(MIGRATIONS[:version], 1):
+        step(db)
+        db.execute("INSERT INTO schema_version VALUES (?, 0)", [number])
+    return db

@@ -21,8 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from proxy_support import RunningProxy
-from sqlite_utils import Database
+from proxy_support import RunningProxy, log_at_version
 
 from promptcache.cli import cli
 from promptcache.errors import ConfigError
@@ -31,7 +30,7 @@ from promptcache.proxy.config import UpstreamConfig, config_for_upstream, config
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report_html import render_html
 from promptcache.proxy.report_render import render_table
-from promptcache.proxy.store import MIGRATIONS, SCHEMA_VERSION, open_log
+from promptcache.proxy.store import SCHEMA_VERSION, open_log
 from promptcache.usage import parse_usage
 
 ENGINE_MODEL = "tinystories-656k"
@@ -146,13 +145,7 @@ def test_cli_rejects_an_unknown_price_as_before_listening(tmp_path: Path) -> Non
 
 def test_a_version_3_log_migrates_and_keeps_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    db = Database(path)
-    db.execute(
-        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    for version, step in enumerate(MIGRATIONS[:3], 1):
-        step(db)
-        db.execute("INSERT INTO schema_version VALUES (?, 0)", [version])
+    db = log_at_version(path, 3)
     hour = time.time() - 600
     db["requests"].insert(
         {"id": "old-1", "started_at": hour, "stream": 0, "model": "gpt-4o", "cost_usd": "0.01"}

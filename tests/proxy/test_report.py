@@ -206,7 +206,7 @@ def test_rollups_equal_the_rows_whether_kept_by_triggers_or_backfilled(
 # ---------------------------------------------------------------- windows, groups, waste
 
 
-def test_window_is_whole_hours_and_groups_split_it(tmp_path: Path) -> None:
+def test_window_is_exact_and_groups_split_it(tmp_path: Path) -> None:
     log = write_log(
         tmp_path / "log.db",
         [
@@ -215,10 +215,11 @@ def test_window_is_whole_hours_and_groups_split_it(tmp_path: Path) -> None:
             row("c", T0 + 7205, model="m1", **usage()),
         ],
     )  # fmt: skip
-    report = build_report(log, since=T0 + 1800, until=T0 + 3601, now=T0 + 99999)
-    # [09:30, 10:00:01) widens to [09:00, 11:00): rows a and b
-    assert (report.since, report.until) == (T0, T0 + 7200)
-    assert report.total.requests == 2 and report.total.cache_read_tokens == 90
+    report = build_report(log, since=T0 + 1800, until=T0 + 3606, now=T0 + 99999)
+    # [09:30, 10:00:06) is not widened: row b only (a is at 09:00:10)
+    assert (report.since, report.until) == (T0 + 1800, T0 + 3606)
+    assert report.total.requests == 1 and report.total.cache_write_5m_tokens == 90
+    assert report.total.cache_read_tokens == 0
     by_model = build_report(log, since=T0, until=T0 + 3 * 3600, group_by="model", now=T0 + 99999)
     assert [(g.group, g.requests) for g in by_model.groups] == [("m1", 2), ("m2", 1)]
     by_hour = build_report(log, since=T0, until=T0 + 3 * 3600, group_by="hour", now=T0 + 99999)
@@ -486,7 +487,8 @@ def test_json_money_is_decimal_text_without_float_noise(tmp_path: Path) -> None:
         assert summary["cost_usd"] == str(expected) == "0.3"
         assert summary["cost_without_cache_usd"] == str(2 * expected)
         assert summary["net_savings_usd"] == str(expected)
-    assert data["timeline"][0]["cost_usd"] == "0.3"
+    # the rows are 1 s apart: the timeline's buckets (0.1 s) hold one each
+    assert [p["cost_usd"] for p in data["timeline"]] == costs
     assert isinstance(data["wasted_writes"]["premium_usd"], str)
 
     def money_floats(node: Any, key: str = "") -> list[str]:

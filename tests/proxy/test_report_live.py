@@ -12,7 +12,7 @@ import httpx
 import openai
 from browser_support import DevTools
 from click.testing import CliRunner
-from proxy_support import RunningProxy
+from proxy_support import FakeClock, RunningProxy
 from upstreams import MockUpstream
 
 from promptcache.cli import cli as promptcache_cli
@@ -37,7 +37,8 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
     start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
 ) -> None:
     now = time.time()
-    proxy = start_proxy(auth_token=TOKEN, clock=lambda: now)
+    clock = FakeClock(now - 1)  # requests start 1 s before the report's `until`
+    proxy = start_proxy(auth_token=TOKEN, clock=clock)
     refused = httpx.get(proxy.url + "/report.json")
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].startswith("Basic ")
@@ -57,6 +58,7 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
 
     chat(proxy, 2, TOKEN)
     rows = proxy.rows(2)
+    clock.now = now
     after = httpx.get(proxy.url + "/report.json?window=1h", auth=("", TOKEN))  # Basic auth
     assert after.status_code == 200
     data = after.json()
@@ -118,3 +120,30 @@ def test_live_page_redraws_after_new_requests(
     status = devtools.evaluate("document.getElementById('live-status').textContent")
     assert status.startswith("live: 3 requests; updated")
     assert devtools.console == []
+
+
+def test_a_15_minute_window_counts_only_the_last_15_minutes(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    # requests 90 and 30 minutes old, then 2 recent ones: the rollups hold them by whole
+    # hour, and the last 15 minutes must count the recent ones only, whatever the hour
+    now = time.time()
+    clock = FakeClock(now - 5400)
+    proxy = start_proxy(clock=clock)
+    chat(proxy, 1)
+    proxy.rows(1)
+    clock.now = now - 1800
+    chat(proxy, 1)
+    proxy.rows(2)
+    clock.now = now - 120
+    chat(proxy, 2)
+    rows = proxy.rows(4)
+    clock.now = now
+    for window, expected in (("15m", rows[2:]), ("1h", rows[1:]), ("24h", rows)):
+        data = httpx.get(proxy.url + f"/report.json?window={window}").json()
+        assert (data["since"], data["until"]) == (now - WINDOWS[window], now)
+        assert data["total"]["requests"] == len(expected), window
+        assert data["total"]["total_input_tokens"] == sum(r["total_input_tokens"] for r in expected)
+        assert sum(p["requests"] for p in data["timeline"]) == len(expected)
+    page = httpx.get(proxy.url + "/report?window=15m&part=main").text
+    assert '<span id="requests">2</span> requests' in page

@@ -9,7 +9,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from page_log import STEP_S, T0, N, cost, is_hit, reason_of, ttft_ms, write_page_log
+from page_log import (
+    STEP_S,
+    T0,
+    N,
+    cost,
+    is_hit,
+    reason_of,
+    ttft_ms,
+    without_segment_tokens,
+    write_page_log,
+)
 
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report_page import (
@@ -83,12 +93,11 @@ def test_strip_is_the_latest_top_breaker_with_the_breaks_placed(page: Page) -> N
     paths = [s.path for s in strip.segments]
     assert paths[:3] == ["tools[0]", "tools[1]", "system[0]"]
     assert len(paths) == 3 + 2 + latest % 4
-    chars = 400 + 400 + 1200 + 200 * (2 + latest % 4)
-    assert [s.tokens for s in strip.segments][:3] == [
-        round(1000 * 400 / chars),
-        round(1000 * 400 / chars),
-        round(1000 * 1200 / chars),
-    ]
+    # widths by the tokens logged per segment (a quarter of the characters in this log)
+    assert strip.unit == "tokens"
+    assert [s.tokens for s in strip.segments] == [s.chars // 4 for s in strip.segments]
+    assert [s.tokens for s in strip.segments][:3] == [100, 100, 300]
+    assert strip.total == 500 + 50 * (2 + latest % 4) == strip.approx_tokens
     by_path = {s.path: s for s in strip.segments}
     assert by_path["system[0]"].breakpoint_ttl == "5m"
     assert [s.path for s in strip.segments if s.breakpoint_ttl is not None] == ["system[0]"]
@@ -100,6 +109,23 @@ def test_strip_is_the_latest_top_breaker_with_the_breaks_placed(page: Page) -> N
     assert sum(s.breaks for s in strip.segments) == system + tools
     assert strip.outside == 0
     assert strip.unplaced == (("ttl_expired", 1),)
+
+
+def test_a_log_without_segment_token_counts_draws_and_says_characters(tmp_path: Path) -> None:
+    from promptcache.proxy.report_html import render_main
+
+    db = without_segment_tokens(write_page_log(tmp_path / "old.db"))
+    report = build_report(db, since=T0, until=T0 + 120, now=T0 + 86400)
+    strip = build_page(report).strip
+    assert strip is not None and strip.unit == "characters"
+    assert all(s.tokens is None for s in strip.segments)
+    chars = [s.chars for s in strip.segments]
+    assert [strip.size(s) for s in strip.segments] == chars and strip.total == sum(chars)
+    html = " ".join(render_main(report).split())
+    assert "width proportional to each segment's characters" in html
+    assert f"({sum(chars):,} in all, about {strip.approx_tokens:,}" in html
+    assert "width by characters" in html and "width by tokens" not in html
+    assert "segment's tokens" not in html
 
 
 def test_top_divergences_are_character_diffs_of_the_latest_excerpts(page: Page) -> None:

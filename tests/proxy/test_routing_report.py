@@ -22,6 +22,7 @@ from promptcache.cli import cli
 from promptcache.errors import ConfigError
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report_html import render_html
+from promptcache.proxy.report_page import build_page
 from promptcache.proxy.report_render import render_table
 
 TENANTS = ("A", "B", "C", "D", "E")
@@ -100,6 +101,12 @@ def test_several_db_files_report_as_one_and_add_up(
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["total"]["requests"] == 15
+    # the HTML page of several logs reads them merged too (its charts, families, strip)
+    page = build_page(both)
+    assert sum(bucket.requests for bucket in page.timeline.buckets) == 15
+    assert sum(f.requests for f in page.families) == 15 and page.more_families == 0
+    html = render_html(both)
+    assert '<span id="requests">15</span>' in html and f"<code>{db_a} + {db_b}</code>" in html
 
 
 def test_the_same_log_twice_is_refused(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import openai
 import pytest
 from proxy_support import RunningProxy
 
+from promptcache.tokens import count_tokens
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 ANTHROPIC_KEY = "sk-ant-api03-test-key-0123456789abcdef"
@@ -259,4 +260,8 @@ def test_anthropic_breakpoints_and_segments_are_recorded(
     assert [s["kind"] for s in segments] == ["system", "messages"]
     assert row["first_segment_hash"] == segments[0]["sha256"]
     assert row["approx_prefix_tokens"] > 100
+    # each segment's own token count (the page's break strip draws widths by it)
+    texts = [SYSTEM, "Review: SELECT * FROM orders"]
+    assert [s["num_tokens"] for s in segments] == [count_tokens(t) for t in texts]
+    assert sum(s["num_tokens"] for s in segments) == row["approx_prefix_tokens"]
     assert row["key_fingerprint"] and len(row["key_fingerprint"]) == 16
