@@ -17,6 +17,7 @@ from torch import nn
 
 from promptcache.engine import LLM, EngineConfig
 from promptcache.engine.models.quant_linear import (
+    DENSE_MIN_ROWS,
     INT4_GROUP_SIZE,
     Int4Linear,
     Int8Linear,
@@ -66,9 +67,30 @@ def test_int4_stores_a_q4_1_grid_again() -> None:
     assert layer.qweight.numel() * layer.qweight.element_size() == out_f * in_f // 2
 
 
+@pytest.mark.parametrize("kind", [Int8Linear, Int4Linear])
+def test_dense_copy_matches_the_kernel_on_either_side_of_the_cut_over(kind: type) -> None:
+    """Below ``DENSE_MIN_ROWS`` rows the kernel runs, from it the dense bf16 copy: same values."""
+    torch.manual_seed(2)
+    linear = nn.Linear(128, 80, bias=True)
+    layer = kind(linear)
+    kernel_only = kind(linear, dense_min_rows=None)
+    assert kernel_only.dense is None and layer.dense.dtype == torch.bfloat16
+    for rows in (1, DENSE_MIN_ROWS - 1, DENSE_MIN_ROWS, 3 * DENSE_MIN_ROWS + 5):
+        x = torch.randn(rows, 128)
+        got, kernel = layer(x), kernel_only(x)
+        if rows < DENSE_MIN_ROWS:
+            assert torch.equal(got, kernel)  # the very same kernel call
+        else:
+            # The dense copy holds the kernel's dequantised values rounded to bf16 (2^-9).
+            torch.testing.assert_close(got, kernel, atol=2e-2, rtol=2e-2)
+            assert not torch.equal(got, kernel)  # it is another computation
+
+
 def test_int4_refuses_a_ragged_layer_and_unknown_names() -> None:
     with pytest.raises(ConfigError, match="multiples of 32"):
         Int4Linear(nn.Linear(40, 16))
+    with pytest.raises(ConfigError, match="multiples of 16; this model has a 72x64 layer"):
+        Int4Linear(nn.Linear(64, 72))
     with pytest.raises(ConfigError, match="weight_dtype must be one of"):
         quantize_linears(nn.Sequential(nn.Linear(32, 32)), "int2")
     with pytest.raises(ConfigError, match="weight_dtype"):
@@ -77,12 +99,18 @@ def test_int4_refuses_a_ragged_layer_and_unknown_names() -> None:
         EngineConfig(weight_dtype="int4", device="cuda")
 
 
-def top1_agreement(llm: LLM, ids: list[int], weight_dtype: str) -> float:
-    """Share of positions where the ``weight_dtype`` copy of ``llm``'s model picks fp32's top-1."""
+def top1_agreement(
+    llm: LLM, ids: list[int], weight_dtype: str, dense_min_rows: int | None = DENSE_MIN_ROWS
+) -> float:
+    """Share of positions where the ``weight_dtype`` copy of ``llm``'s model picks fp32's top-1.
+
+    One prefill of every id: with the default cut-over the decoder layers use their dense copy;
+    ``dense_min_rows=None`` runs the kernels (the path of decode steps and short chunks).
+    """
     runner = llm.engine.runner
     reference = prefill_logits(runner.model, runner.model_config, ids).argmax(-1)
     quantised = copy.deepcopy(runner.model)
-    quantize_linears(quantised, weight_dtype)
+    quantize_linears(quantised, weight_dtype, dense_min_rows)
     picks = prefill_logits(quantised, runner.model_config, ids).argmax(-1)
     return float((picks == reference).float().mean())
 
@@ -94,20 +122,26 @@ def _ids(llm: LLM, text: str, n: int) -> list[int]:
     return ids[:n]
 
 
+@pytest.mark.parametrize("dense_min_rows", [DENSE_MIN_ROWS, None], ids=["dense", "kernel"])
 @pytest.mark.parametrize("weight_dtype", ["int8", "int4"])
 def test_tinystories_top1_agreement(
-    tinystories_dir: Path, prompts: list[str], weight_dtype: str
+    tinystories_dir: Path, prompts: list[str], weight_dtype: str, dense_min_rows: int | None
 ) -> None:
     llm = LLM(tinystories_dir, dtype="float32", num_blocks=8)
     ids = _ids(llm, " ".join(prompts), 384)
-    assert top1_agreement(llm, ids, weight_dtype) >= TINYSTORIES_MIN_AGREEMENT[weight_dtype]
+    agreement = top1_agreement(llm, ids, weight_dtype, dense_min_rows)
+    assert agreement >= TINYSTORIES_MIN_AGREEMENT[weight_dtype]
 
 
+@pytest.mark.parametrize("dense_min_rows", [DENSE_MIN_ROWS, None], ids=["dense", "kernel"])
 @pytest.mark.parametrize("weight_dtype", ["int8", "int4"])
-def test_smollm2_top1_agreement(smollm2_llm: LLM, weight_dtype: str) -> None:
+def test_smollm2_top1_agreement(
+    smollm2_llm: LLM, weight_dtype: str, dense_min_rows: int | None
+) -> None:
     text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
     ids = _ids(smollm2_llm, text, 512)
-    assert top1_agreement(smollm2_llm, ids, weight_dtype) >= SMOLLM2_MIN_AGREEMENT[weight_dtype]
+    agreement = top1_agreement(smollm2_llm, ids, weight_dtype, dense_min_rows)
+    assert agreement >= SMOLLM2_MIN_AGREEMENT[weight_dtype]
 
 
 def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
