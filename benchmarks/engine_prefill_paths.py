@@ -31,7 +31,7 @@ from typing import Any
 from engine_bench_model import machine, print_table
 
 HERE = Path(__file__).resolve().parent
-ROWS = (1, 2, 4, 8, 16, 32, 64, 1088)
+ROWS = (1, 4, 8, 12, 16, 24, 32, 64, 1088)
 COLD, CACHED, NEW = 1088, 1024, 64
 
 

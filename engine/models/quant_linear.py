@@ -14,15 +14,33 @@ Activations stay in the model dtype between layers; only the matrix product chan
   ``torch._weight_int4pack_mm_for_cpu`` on weights packed by
   ``torch._convert_weight_to_int4pack_for_cpu``.
 
-Prefill chunks run through the same kernels (measured on SmolLM2, 1,088-token prefill: faster
-than dequantising the weight per call for a dense GEMM, slower than the fp32 GEMM; see
-docs/benchmarks.md).
+**Two paths by batch size.** The kernels win for few rows (memory-bound decode); from
+``DENSE_MIN_ROWS`` rows (prefill chunks, large decode batches) a layer multiplies by a dense bf16
+copy of its dequantised weight instead (``x.bfloat16() @ dense.T``, oneDNN's bf16 GEMM): the
+same values as the kernel's, rounded to bf16 (relative 2^-9). Measured side by side on
+SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down; ``benchmarks/engine_prefill_paths.py``,
+2026-12-01 15:58 UTC, load average 3.2, 1 torch thread: 2-thread runs on this shared machine
+swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at 8, 0.98x at 16, 1.17x at 24, 1.67x at
+64, 2.47x at 1,088 (an earlier run: 0.91x at 16, 1.20x at 32); on a quiet machine with 2 threads
+the bf16 GEMM led at 16 rows too (150 against 85 GFLOP/s), hence the cut-over at 16. Cost: ``2 * out * in`` bytes per layer (202 MiB
+for SmolLM2's decoder); ``quantize_linears(..., dense_min_rows=None)`` keeps none. Dequantising
+per call instead would cost a pass over the weight per layer and chunk, as much as the GEMM
+itself at 64 rows.
+
+**Loading.** ``load_model`` quantises each decoder layer as soon as its tensors are in
+(``quantize_decoder_layer``), so the fp32 model never exists whole. The token embedding becomes an
+``Int8Embedding`` (tied: the int8 head's own rows). The int8 LM head recomputes its top
+``HEAD_REFINE_TOP`` logits per row exactly (``refine_top``): its kernel returns bf16, whose step
+at a logit of 25 (0.125) exceeded SmolLM2's fp32 margin between "The" and "L" (0.08) on the
+"capital of France" prompt.
 
 Numerics: quantisation changes the logits, so greedy tokens can differ from the fp32 model's.
 Measured top-1 agreement with the fp32 logits over every position of one prompt
-(tests/engine/test_quant_linear.py, 2026-12-01): SmolLM2-135M-Instruct (Q4_1 GGUF, 512 positions
-of docs/engine.md) int8 94.9%, int4 96.3% (int4 re-finds the Q4_1 grid; int8's per-row scale
-does not); tinystories-656k (fp32 weights, 384 positions) int8 97.7%, int4 82.6%.
+(tests/engine/test_quant_linear.py, 2026-12-01; int8 embedding, refined head), dense path /
+kernel path: SmolLM2-135M-Instruct (Q4_1 GGUF, 512 positions of docs/engine.md) int8 94.5% /
+94.9%, int4 96.1% / 96.1% (int4 re-finds the Q4_1 grid; int8's per-row scale does not);
+tinystories-656k (fp32 weights, 384 positions) int8 97.4% / 97.4%, int4 81.5% / 82.0%. The int8
+embedding moves these by under a point either way (fp32 embedding: SmolLM2 int4 95.3% / 95.9%).
 """
 
 from __future__ import annotations
@@ -54,7 +72,7 @@ INT4_GROUP_SIZE = 32
 HEAD_REFINE_TOP = 16
 """Logits per row the int8 LM head recomputes exactly (``Int8Linear.refine_top``)."""
 
-DENSE_MIN_ROWS = 8
+DENSE_MIN_ROWS = 16
 """Rows (tokens) from which a weight-only layer multiplies by its dense bf16 copy instead of the
 int4 / int8 kernel (measured cut-over, see the module docstring)."""
 
