@@ -22,10 +22,10 @@ SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down; ``benchmarks/engine_pref
 2026-12-01 15:58 UTC, load average 3.2, 1 torch thread: 2-thread runs on this shared machine
 swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at 8, 0.98x at 16, 1.17x at 24, 1.67x at
 64, 2.47x at 1,088 (an earlier run: 0.91x at 16, 1.20x at 32); on a quiet machine with 2 threads
-the bf16 GEMM led at 16 rows too (150 against 85 GFLOP/s), hence the cut-over at 16. Cost: ``2 * out * in`` bytes per layer (202 MiB
-for SmolLM2's decoder); ``quantize_linears(..., dense_min_rows=None)`` keeps none. Dequantising
-per call instead would cost a pass over the weight per layer and chunk, as much as the GEMM
-itself at 64 rows.
+the bf16 GEMM led at 16 rows too (150 against 85 GFLOP/s), hence the cut-over at 16. Cost:
+``2 * out * in`` bytes per layer (202 MiB for SmolLM2's decoder);
+``quantize_linears(..., dense_min_rows=None)`` keeps none. Dequantising per call instead (no
+extra memory, a pass over each weight per forward) was not measured.
 
 **Loading.** ``load_model`` quantises each decoder layer as soon as its tensors are in
 (``quantize_decoder_layer``), so the fp32 model never exists whole. The token embedding becomes an
@@ -345,14 +345,16 @@ def quantize_linears(
     embedding = getattr(model, "embed_tokens", None)
     tied = isinstance(head, nn.Linear) and head.weight is getattr(embedding, "weight", None)
     count = 0
+    int8_head = None
     if isinstance(head, nn.Linear):
-        model.lm_head = Int8Linear(head, dense_min_rows=None, refine_top=HEAD_REFINE_TOP)
+        int8_head = Int8Linear(head, dense_min_rows=None, refine_top=HEAD_REFINE_TOP)
+        model.lm_head = int8_head
         count += 1
     count += quantize_decoder_layer(model, weight_dtype, dense_min_rows)
     if isinstance(embedding, nn.Embedding):
         dtype = embedding.weight.dtype
-        if tied:
-            q, scale = model.lm_head.qweight, model.lm_head.scale_bf16
+        if tied and int8_head is not None:
+            q, scale = int8_head.qweight, int8_head.scale_bf16
         else:
             q, scale = quantize_int8_rows(embedding.weight.detach())
         model.embed_tokens = Int8Embedding(q, scale, dtype)
