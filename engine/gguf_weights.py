@@ -45,6 +45,9 @@ SUPPORTED_TYPES = (
     "Q6_K",
 )
 
+#: Rows of a quantised tensor dequantised at once (a 49,152-row embedding: 12 chunks).
+_DEQUANT_CHUNK_ROWS = 4096
+
 _TOP_LEVEL = {
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
@@ -122,10 +125,20 @@ def dequantize_tensor(
     from gguf.quants import dequantize
 
     if type_name in ("F32", "F16"):
-        values = np.array(data)  # a private, writable copy of the memory-mapped values
-    else:
-        values = dequantize(data, GGMLQuantizationType[type_name])
-    return torch.from_numpy(values).to(dtype)
+        # a private, writable copy of the memory-mapped values
+        return torch.from_numpy(np.array(data)).to(dtype)
+    kind = GGMLQuantizationType[type_name]
+    if data.ndim < 2 or data.shape[0] <= _DEQUANT_CHUNK_ROWS:
+        return torch.from_numpy(dequantize(data, kind)).to(dtype)
+    # Row by row chunks (each row is quantised on its own): numpy's dequantisation makes several
+    # float temporaries of its input's size, a few MB per chunk instead of the whole matrix's.
+    first = torch.from_numpy(dequantize(data[:_DEQUANT_CHUNK_ROWS], kind))
+    out = torch.empty((data.shape[0], *first.shape[1:]), dtype=dtype)
+    out[:_DEQUANT_CHUNK_ROWS] = first
+    for start in range(_DEQUANT_CHUNK_ROWS, data.shape[0], _DEQUANT_CHUNK_ROWS):
+        part = data[start : start + _DEQUANT_CHUNK_ROWS]
+        out[start : start + part.shape[0]] = torch.from_numpy(dequantize(part, kind))
+    return out
 
 
 def iter_gguf_tensors(

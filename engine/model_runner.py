@@ -90,7 +90,7 @@ class ModelRunner:
             device=self.device,
             weight_dtype=config.weight_dtype,
         )
-        self.dtype = self.model.embed_tokens.weight.dtype
+        self.dtype = self.model.norm.weight.dtype  # (an int8 embedding has no float weight)
         self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
         self.block_size = config.block_size
         mc = self.model_config

@@ -16,7 +16,7 @@ each); ``load_weights`` maps Hugging Face tensor names onto them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -261,17 +261,27 @@ class LlamaForCausalLM(nn.Module):
         logits: torch.Tensor = self.lm_head(hidden)
         return logits.float()
 
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    def load_weights(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]],
+        on_layer_loaded: Callable[[int], None] | None = None,
+    ) -> None:
         """Copy Hugging Face-named tensors into the fused parameters.
 
         Accepts ``model.embed_tokens.weight``, ``model.layers.N.self_attn.{q,k,v,o}_proj.*``,
         ``model.layers.N.mlp.{gate,up,down}_proj.*``, the two layer norms, ``model.norm.weight``
         and ``lm_head.weight``. With tied embeddings either of embed_tokens / lm_head suffices.
 
+        Args:
+            weights: ``(name, tensor)`` pairs, in any order.
+            on_layer_loaded: called with ``N`` as soon as every parameter of decoder layer ``N``
+                is filled (the loader quantises the layer there, so the float copy of the whole
+                model never exists at once). It may replace the layer's modules: parameters are
+                looked up by name for each tensor, so no reference to the old ones is kept.
+
         Raises:
             ModelLoadError: an unknown tensor, a shape mismatch, or a parameter left unloaded.
         """
-        params = dict(self.named_parameters(remove_duplicate=False))
         loaded: set[str] = set()
         fused = {
             "q_proj": ("qkv_proj", 0),
@@ -280,6 +290,17 @@ class LlamaForCausalLM(nn.Module):
             "gate_proj": ("gate_up_proj", 0),
             "up_proj": ("gate_up_proj", 1),
         }
+        expected = set()
+        for name in dict(self.named_parameters()):
+            if "qkv_proj" in name:
+                expected |= {f"{name}#{p}" for p in ("q_proj", "k_proj", "v_proj")}
+            elif "gate_up_proj" in name:
+                expected |= {f"{name}#{p}" for p in ("gate_proj", "up_proj")}
+            else:
+                expected.add(name)
+        pending = [
+            {n for n in expected if n.startswith(f"layers.{i}.")} for i in range(len(self.layers))
+        ]
         for hf_name, tensor in weights:
             if hf_name.endswith("rotary_emb.inv_freq"):
                 continue  # old checkpoints store RoPE buffers; we compute our own
@@ -294,9 +315,13 @@ class LlamaForCausalLM(nn.Module):
                 if "embed_tokens.weight" in loaded:
                     continue
                 name = "embed_tokens.weight"
-            param = params.get(name)
-            if param is None:
+            key = name if shard is None else f"{name}#{shard[0]}"
+            if key not in expected:
                 raise ModelLoadError(f"checkpoint tensor {hf_name!r} has no place in the model")
+            try:
+                param = self.get_parameter(name)
+            except AttributeError:  # its layer was loaded (and replaced) already
+                raise ModelLoadError(f"checkpoint tensor {hf_name!r} comes twice") from None
             dest = param.data if shard is None else self._shard_view(param.data, name, shard[1])
             if tuple(dest.shape) != tuple(tensor.shape):
                 raise ModelLoadError(
@@ -304,15 +329,13 @@ class LlamaForCausalLM(nn.Module):
                     f"implies {tuple(dest.shape)}"
                 )
             dest.copy_(tensor)
-            loaded.add(name if shard is None else f"{name}#{shard[0]}")
-        expected = set()
-        for name in dict(self.named_parameters()):
-            if "qkv_proj" in name:
-                expected |= {f"{name}#{p}" for p in ("q_proj", "k_proj", "v_proj")}
-            elif "gate_up_proj" in name:
-                expected |= {f"{name}#{p}" for p in ("gate_proj", "up_proj")}
-            else:
-                expected.add(name)
+            loaded.add(key)
+            if name.startswith("layers.") and on_layer_loaded is not None:
+                layer = pending[int(name.split(".", 2)[1])]
+                if key in layer:
+                    layer.remove(key)
+                    if not layer:
+                        on_layer_loaded(int(name.split(".", 2)[1]))
         missing = sorted(expected - loaded)
         if missing:
             raise ModelLoadError(

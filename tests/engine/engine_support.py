@@ -245,7 +245,7 @@ def prefill_logits(
 
     ``block_table`` (block ids, ``-1`` padding) defaults to blocks ``0, 1, ...`` in order; a
     shuffled one exercises the paged layout. The pool holds ``max(block_table) + 1`` blocks of
-    ``block_size`` tokens in the embedding's dtype.
+    ``block_size`` tokens in the model's dtype (its final norm's).
     """
     import torch
 
@@ -255,7 +255,7 @@ def prefill_logits(
     table = list(range(-(-n // block_size))) if block_table is None else block_table
     used = [b for b in table if b >= 0]
     shape = (max(used) + 1, block_size, config.num_key_value_heads, config.head_dim)
-    dtype = model.embed_tokens.weight.dtype
+    dtype = model.norm.weight.dtype
     kv = [
         KVCacheLayer(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype))
         for _ in range(config.num_hidden_layers)

@@ -166,3 +166,24 @@ def test_sliding_window_needs_a_backend_that_masks_it(tiny_checkpoint: Any) -> N
         load_model(model_dir, NoWindowBackend())
     model, _ = load_model(model_dir, NoWindowBackend(), max_positions=8)  # window never binds
     assert model.config.sliding_windows == (8, 8)
+
+
+def test_load_weights_reports_each_layer_once_and_refuses_a_duplicate(tmp_path: Path) -> None:
+    """``on_layer_loaded`` fires once per decoder layer, when its last tensor is in; a tensor of
+    a layer already replaced there is a ``ModelLoadError``, not an AttributeError."""
+    from promptcache.engine.loader import iter_safetensors
+    from promptcache.engine.models.quant_linear import quantize_decoder_layer
+
+    model_dir = build_tiny_checkpoint(tmp_path / "dup", "llama")
+    model, _ = load_model(model_dir, get_backend("torch"), dtype="float32")
+    tensors = list(iter_safetensors(model_dir))
+    seen: list[int] = []
+    model.load_weights(tensors, seen.append)
+    assert sorted(seen) == list(range(len(model.layers)))
+
+    def replace(index: int) -> None:
+        quantize_decoder_layer(model.layers[index], "int8")
+
+    dup = next(t for t in tensors if ".layers.0.self_attn.q_proj.weight" in t[0])
+    with pytest.raises(ModelLoadError, match="comes twice"):
+        model.load_weights([*tensors, dup], replace)

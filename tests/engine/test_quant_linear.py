@@ -17,9 +17,12 @@ from torch import nn
 
 from promptcache.engine import LLM, EngineConfig
 from promptcache.engine.models.quant_linear import (
+    DENSE_MIN_ROWS,
     INT4_GROUP_SIZE,
     Int4Linear,
+    Int8Embedding,
     Int8Linear,
+    quantize_int8_rows,
     quantize_linears,
 )
 from promptcache.errors import ConfigError
@@ -66,9 +69,51 @@ def test_int4_stores_a_q4_1_grid_again() -> None:
     assert layer.qweight.numel() * layer.qweight.element_size() == out_f * in_f // 2
 
 
+@pytest.mark.parametrize("kind", [Int8Linear, Int4Linear])
+def test_dense_copy_matches_the_kernel_on_either_side_of_the_cut_over(kind: type) -> None:
+    """Below ``DENSE_MIN_ROWS`` rows the kernel runs, from it the dense bf16 copy: same values."""
+    torch.manual_seed(2)
+    linear = nn.Linear(128, 80, bias=True)
+    layer = kind(linear)
+    kernel_only = kind(linear, dense_min_rows=None)
+    assert kernel_only.dense is None and layer.dense.dtype == torch.bfloat16
+    for rows in (1, DENSE_MIN_ROWS - 1, DENSE_MIN_ROWS, 3 * DENSE_MIN_ROWS + 5):
+        x = torch.randn(rows, 128)
+        got, kernel = layer(x), kernel_only(x)
+        if rows < DENSE_MIN_ROWS:
+            assert torch.equal(got, kernel)  # the very same kernel call
+        else:
+            # The dense copy holds the kernel's dequantised values rounded to bf16 (2^-9).
+            torch.testing.assert_close(got, kernel, atol=2e-2, rtol=2e-2)
+            assert not torch.equal(got, kernel)  # it is another computation
+
+
+def test_head_refines_its_top_logits_to_the_exact_int8_values() -> None:
+    """``refine_top``: the leading outputs equal fp32 x times the int8 rows, not bf16-rounded."""
+    gen = torch.Generator().manual_seed(3)
+    linear = nn.Linear(64, 512, bias=False)
+    linear.weight.data = torch.randn(512, 64, generator=gen)
+    x = torch.randn(6, 64, generator=gen) * 4  # logits of a few tens: bf16 steps of 0.125+
+    layer = Int8Linear(linear, dense_min_rows=None, refine_top=8)
+    plain = Int8Linear(linear, dense_min_rows=None)
+    exact = x.double() @ (layer.qweight.double() * layer.scale_bf16.double()[:, None]).t()
+    got, rounded = layer(x), plain(x)
+    top = exact.topk(4, dim=-1).indices
+    torch.testing.assert_close(
+        got.gather(1, top).double(), exact.gather(1, top), rtol=1e-6, atol=1e-4
+    )
+    assert torch.equal(got.argmax(-1), exact.argmax(-1))
+    # the kernel's own values are coarser: what the refinement is for
+    assert float((rounded.double() - exact).gather(1, top).abs().max()) > 1e-3
+    others = torch.ones_like(got, dtype=torch.bool).scatter_(1, got.topk(8).indices, False)
+    assert torch.equal(got[others], rounded[others])  # the rest keep the kernel's values
+
+
 def test_int4_refuses_a_ragged_layer_and_unknown_names() -> None:
     with pytest.raises(ConfigError, match="multiples of 32"):
         Int4Linear(nn.Linear(40, 16))
+    with pytest.raises(ConfigError, match="multiples of 16; this model has a 72x64 layer"):
+        Int4Linear(nn.Linear(64, 72))
     with pytest.raises(ConfigError, match="weight_dtype must be one of"):
         quantize_linears(nn.Sequential(nn.Linear(32, 32)), "int2")
     with pytest.raises(ConfigError, match="weight_dtype"):
@@ -77,12 +122,18 @@ def test_int4_refuses_a_ragged_layer_and_unknown_names() -> None:
         EngineConfig(weight_dtype="int4", device="cuda")
 
 
-def top1_agreement(llm: LLM, ids: list[int], weight_dtype: str) -> float:
-    """Share of positions where the ``weight_dtype`` copy of ``llm``'s model picks fp32's top-1."""
+def top1_agreement(
+    llm: LLM, ids: list[int], weight_dtype: str, dense_min_rows: int | None = DENSE_MIN_ROWS
+) -> float:
+    """Share of positions where the ``weight_dtype`` copy of ``llm``'s model picks fp32's top-1.
+
+    One prefill of every id: with the default cut-over the decoder layers use their dense copy;
+    ``dense_min_rows=None`` runs the kernels (the path of decode steps and short chunks).
+    """
     runner = llm.engine.runner
     reference = prefill_logits(runner.model, runner.model_config, ids).argmax(-1)
     quantised = copy.deepcopy(runner.model)
-    quantize_linears(quantised, weight_dtype)
+    quantize_linears(quantised, weight_dtype, dense_min_rows)
     picks = prefill_logits(quantised, runner.model_config, ids).argmax(-1)
     return float((picks == reference).float().mean())
 
@@ -94,20 +145,26 @@ def _ids(llm: LLM, text: str, n: int) -> list[int]:
     return ids[:n]
 
 
+@pytest.mark.parametrize("dense_min_rows", [DENSE_MIN_ROWS, None], ids=["dense", "kernel"])
 @pytest.mark.parametrize("weight_dtype", ["int8", "int4"])
 def test_tinystories_top1_agreement(
-    tinystories_dir: Path, prompts: list[str], weight_dtype: str
+    tinystories_dir: Path, prompts: list[str], weight_dtype: str, dense_min_rows: int | None
 ) -> None:
     llm = LLM(tinystories_dir, dtype="float32", num_blocks=8)
     ids = _ids(llm, " ".join(prompts), 384)
-    assert top1_agreement(llm, ids, weight_dtype) >= TINYSTORIES_MIN_AGREEMENT[weight_dtype]
+    agreement = top1_agreement(llm, ids, weight_dtype, dense_min_rows)
+    assert agreement >= TINYSTORIES_MIN_AGREEMENT[weight_dtype]
 
 
+@pytest.mark.parametrize("dense_min_rows", [DENSE_MIN_ROWS, None], ids=["dense", "kernel"])
 @pytest.mark.parametrize("weight_dtype", ["int8", "int4"])
-def test_smollm2_top1_agreement(smollm2_llm: LLM, weight_dtype: str) -> None:
+def test_smollm2_top1_agreement(
+    smollm2_llm: LLM, weight_dtype: str, dense_min_rows: int | None
+) -> None:
     text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
     ids = _ids(smollm2_llm, text, 512)
-    assert top1_agreement(smollm2_llm, ids, weight_dtype) >= SMOLLM2_MIN_AGREEMENT[weight_dtype]
+    agreement = top1_agreement(smollm2_llm, ids, weight_dtype, dense_min_rows)
+    assert agreement >= SMOLLM2_MIN_AGREEMENT[weight_dtype]
 
 
 def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
@@ -121,3 +178,51 @@ def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
     assert not any(isinstance(m, nn.Linear) for m in model.modules())
     [out] = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=8))
     assert len(out.output_token_ids) == 8
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in model.state_dict().items() if "_table" not in k}
+
+
+@pytest.mark.parametrize(
+    ("arch", "weight_dtype", "overrides"),
+    [
+        ("llama", "int4", {}),
+        ("qwen2", "int8", {"tie_word_embeddings": True}),  # q/k/v biases, tied head
+    ],
+)
+def test_layer_by_layer_quantisation_equals_quantising_after_loading(
+    tmp_path: Path, arch: str, weight_dtype: str, overrides: dict[str, object]
+) -> None:
+    """``load_model(weight_dtype=...)`` quantises each layer while loading: same tensors as
+    loading in fp32 and quantising the whole model afterwards, over a sharded checkpoint."""
+    from engine_support import build_tiny_checkpoint
+
+    from promptcache.engine.attention import get_backend
+    from promptcache.engine.loader import load_model
+
+    model_dir = build_tiny_checkpoint(
+        tmp_path / arch, arch, save_kwargs={"max_shard_size": "100KB"}, **overrides
+    )
+    backend = get_backend("torch")
+    streamed, _ = load_model(model_dir, backend, "float32", weight_dtype=weight_dtype)
+    reference, _ = load_model(model_dir, backend, "float32")
+    quantize_linears(reference, weight_dtype)
+    got, want = _state(streamed), _state(reference)
+    assert got.keys() == want.keys() and any(k.endswith("dense") for k in got)
+    for key, value in want.items():
+        assert torch.equal(got[key], value), key
+    assert isinstance(streamed.embed_tokens, Int8Embedding)
+    if overrides.get("tie_word_embeddings"):  # one int8 matrix serves lookup and head
+        assert streamed.embed_tokens.qweight is streamed.lm_head.qweight
+
+
+def test_int8_embedding_looks_up_the_dequantised_rows() -> None:
+    gen = torch.Generator().manual_seed(4)
+    table = torch.randn(300, 48, generator=gen)
+    q, scale = quantize_int8_rows(table)
+    embedding = Int8Embedding(q, scale, torch.float32)
+    ids = torch.tensor([[5, 0, 299], [7, 7, 1]])
+    expected = q[ids].float() * scale[ids].float()[..., None]
+    assert torch.equal(embedding(ids), expected)
+    assert float((embedding(ids) - table[ids]).abs().max()) <= float(scale.float().max()) / 2 + 1e-6
