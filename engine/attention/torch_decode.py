@@ -266,7 +266,8 @@ def decode_attention(
     num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
     with_lse = bool(plan.shared)
-    out = torch.empty_like(q)
+    # (in_order without shared prefixes returns the one bucket's output: nothing to allocate)
+    out = None if plan.in_order and not with_lse else torch.empty_like(q)
     lse = q.new_empty(num_rows, num_kv_heads, group, dtype=torch.float32) if with_lse else None
     for bucket in plan.buckets:
         n = bucket.rows.shape[0]
@@ -285,11 +286,12 @@ def decode_attention(
             scale,
             with_lse,
         )
-        if plan.in_order and not with_lse:
+        if out is None:
             return o.reshape(num_rows, num_heads, head_dim)
         out.index_copy_(0, bucket.rows, o.reshape(n, num_heads, head_dim))
         if lse is not None and part_lse is not None:
             lse.index_copy_(0, bucket.rows, part_lse)
+    assert out is not None
     for prefix in plan.shared:
         assert lse is not None
         n = prefix.rows.shape[0]

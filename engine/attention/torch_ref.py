@@ -43,13 +43,16 @@ def store_kv(
     slot_mapping: torch.Tensor,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
+    all_slots_valid: bool = False,
 ) -> None:
     """Write ``k``, ``v`` ``[num_tokens, num_kv_heads, head_dim]`` into their slots in place.
 
-    Slots of -1 are skipped. For an int8 / fp8 pool, ``k_scale`` / ``v_scale`` ``[num_kv_heads]``
-    are required and the values are quantised on the way in.
+    Slots of -1 are skipped; ``all_slots_valid=True`` says there are none, which skips the check
+    (a host sync; the backend checks once per batch, not once per layer). For an int8 / fp8
+    pool, ``k_scale`` / ``v_scale`` ``[num_kv_heads]`` are required and the values are
+    quantised on the way in.
     """
-    if bool((slot_mapping < 0).any()):
+    if not all_slots_valid and bool((slot_mapping < 0).any()):
         keep = slot_mapping >= 0
         slot_mapping, k, v = slot_mapping[keep], k[keep], v[keep]
     if slot_mapping.numel() == 0:
@@ -139,6 +142,8 @@ class TorchAttentionBackend(AttentionBackend):
 
     def __init__(self) -> None:
         self._plan_meta: AttnMetadata | None = None
+        self._slots_meta: AttnMetadata | None = None
+        self._slots_valid = False
         self._plans: dict[tuple[int | None, int], DecodePlan | list[_PrefillSeq]] = {}
 
     def forward(
@@ -155,7 +160,9 @@ class TorchAttentionBackend(AttentionBackend):
         sliding_window: int | None = None,
     ) -> torch.Tensor:
         """See ``AttentionBackend.forward``."""
-        store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
+        if meta is not self._slots_meta:  # once per batch: does any token skip its store?
+            self._slots_meta, self._slots_valid = meta, not bool((meta.slot_mapping < 0).any())
+        store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale, self._slots_valid)
         quantized = k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype)
         if meta.is_decode:
             return self._decode(q, k_cache, v_cache, meta, scale, k_scale, v_scale, sliding_window)
