@@ -6,9 +6,13 @@ each sequence's whole context back from the pool through its block table, and ca
 sequence with ``c`` cached tokens see keys ``0 .. c + j`` (optionally only the last
 ``sliding_window`` of them).
 
-A decode batch is sorted by context length and split into buckets of similar length; each bucket
-is gathered into one tensor padded to its own longest context and attended in one SDPA call, so
-little of the gather and SDPA work is padding. A prefill batch loops over its sequences (their
+A decode batch is planned by ``torch_decode`` (see its docstring): a prefix that several rows
+hold (same block ids: a shared system prompt, prefix-cache hits, forked samples) is gathered once
+and attended in one call with those rows' queries stacked; each row's own blocks are sorted by
+length and cut into buckets of similar length, each gathered into one tensor padded to its own
+longest row and attended in one call; the parts of a row are merged by log-sum-exp. Without
+shared prefixes (or in bf16 / fp16, or with a sliding window) it is the buckets over each row's
+whole context and plain SDPA. A prefill batch loops over its sequences (their
 query lengths differ); a sequence without a cached prefix attends to its new keys directly with
 ``is_causal`` (no gather, no mask); in fp32 on CPU, a sequence whose cached prefix sits in
 consecutive blocks attends to the prefix in place and to its new keys causally, and the two parts
