@@ -44,7 +44,16 @@ import torch.nn.functional as F
 from ..kv_quant import dequantize
 from .base import AttnMetadata
 
-__all__ = ["DecodeBucket", "DecodePlan", "SharedPrefix", "build_decode_plan", "decode_attention"]
+__all__ = [
+    "DecodeBucket",
+    "DecodePlan",
+    "SharedPrefix",
+    "build_decode_plan",
+    "cascade_applies",
+    "decode_attention",
+    "read_blocks",
+    "shared_runs",
+]
 
 # torch's CPU flash kernel, which returns the log-sum-exp the merge needs (a private aten op,
 # present since torch 2.2).
@@ -233,10 +242,11 @@ def build_decode_plan(
     return DecodePlan(buckets, shared, in_order)
 
 
-def _read(
+def read_blocks(
     cache: torch.Tensor, blocks: torch.Tensor, dtype: torch.dtype, scale: torch.Tensor | None
 ) -> torch.Tensor:
-    """The pool blocks ``blocks`` as ``[len(blocks), block_size, kv_heads, head_dim]``."""
+    """Pool blocks ``blocks [n]`` int64 as ``[n, block_size, kv_heads, head_dim]`` in ``dtype``
+    (dequantised with the per-head ``scale`` for an int8 / fp8 pool, else None)."""
     kv = cache.index_select(0, blocks)
     if scale is not None:
         return dequantize(kv, scale, dtype)
@@ -272,8 +282,9 @@ def decode_attention(
     for bucket in plan.buckets:
         n = bucket.rows.shape[0]
         shape = (n, -1, num_kv_heads, head_dim)
-        keys = _read(k_cache, bucket.blocks, q.dtype, k_scale).view(shape)[:, : bucket.max_len]
-        values = _read(v_cache, bucket.blocks, q.dtype, v_scale).view(shape)[:, : bucket.max_len]
+        cut = bucket.max_len
+        keys = read_blocks(k_cache, bucket.blocks, q.dtype, k_scale).view(shape)[:, :cut]
+        values = read_blocks(v_cache, bucket.blocks, q.dtype, v_scale).view(shape)[:, :cut]
         # GQA as a longer query: the heads sharing a KV head become that head's query rows
         # ([B, kv_heads, group, head_dim]); every row may see the same keys, so the mask
         # broadcasts. On CPU this beats enable_gqa, which expands K and V per query head.
@@ -295,8 +306,8 @@ def decode_attention(
     for prefix in plan.shared:
         assert lse is not None
         n = prefix.rows.shape[0]
-        keys = _read(k_cache, prefix.blocks, q.dtype, k_scale).flatten(0, 1)
-        values = _read(v_cache, prefix.blocks, q.dtype, v_scale).flatten(0, 1)
+        keys = read_blocks(k_cache, prefix.blocks, q.dtype, k_scale).flatten(0, 1)
+        values = read_blocks(v_cache, prefix.blocks, q.dtype, v_scale).flatten(0, 1)
         # The rows' queries stacked per KV head: [1, kv_heads, rows x group, head_dim].
         stacked = q.index_select(0, prefix.rows).view(n, num_kv_heads, group, head_dim)
         stacked = stacked.transpose(0, 1).reshape(1, num_kv_heads, n * group, head_dim)

@@ -30,7 +30,13 @@ import torch.nn.functional as F
 
 from ..kv_quant import dequantize, is_quantized, quantize
 from .base import AttentionBackend, AttnMetadata
-from .torch_decode import DecodePlan, build_decode_plan, cascade_applies, decode_attention
+from .torch_decode import (
+    DecodePlan,
+    build_decode_plan,
+    cascade_applies,
+    decode_attention,
+    read_blocks,
+)
 
 __all__ = ["TorchAttentionBackend", "gather_kv", "store_kv"]
 
@@ -300,10 +306,7 @@ def _gather(
     scale: torch.Tensor | None,
 ) -> torch.Tensor:
     """``gather_kv`` with the block ids already cut and cast: ``[num_tokens, kv_heads, hd]``."""
-    kv = cache.index_select(0, blocks).flatten(0, 1)[:num_tokens]
-    if scale is not None:
-        return dequantize(kv, scale, out_dtype)
-    return kv.to(out_dtype)
+    return read_blocks(cache, blocks, out_dtype, scale).flatten(0, 1)[:num_tokens]
 
 
 def _split_attention(
