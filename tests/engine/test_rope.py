@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from promptcache.engine.models.rope import RotaryEmbedding, apply_rotary
 
@@ -33,6 +31,14 @@ SCALINGS: list[dict[str, Any] | None] = [
 @pytest.mark.parametrize("scaling", SCALINGS, ids=["default", "linear", "llama3"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rotation_equals_transformers(scaling: dict[str, Any] | None, dtype: torch.dtype) -> None:
+    # Imported here, not at collection: importing transformers' Llama module at collection time
+    # broke the Triton interpreter for tests/kernels later in the same session.
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import (
+        LlamaRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
     config = LlamaConfig(
         hidden_size=HEAD_DIM * HEADS,
         num_attention_heads=HEADS,
