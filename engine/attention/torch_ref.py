@@ -6,9 +6,13 @@ each sequence's whole context back from the pool through its block table, and ca
 sequence with ``c`` cached tokens see keys ``0 .. c + j`` (optionally only the last
 ``sliding_window`` of them).
 
-A decode batch is sorted by context length and split into buckets of similar length; each bucket
-is gathered into one tensor padded to its own longest context and attended in one SDPA call, so
-little of the gather and SDPA work is padding. A prefill batch loops over its sequences (their
+A decode batch is planned by ``torch_decode`` (see its docstring): a prefix that several rows
+hold (same block ids: a shared system prompt, prefix-cache hits, forked samples) is gathered once
+and attended in one call with those rows' queries stacked; each row's own blocks are sorted by
+length and cut into buckets of similar length, each gathered into one tensor padded to its own
+longest row and attended in one call; the parts of a row are merged by log-sum-exp. Without
+shared prefixes (or in bf16 / fp16, or with a sliding window) it is the buckets over each row's
+whole context and plain SDPA. A prefill batch loops over its sequences (their
 query lengths differ); a sequence without a cached prefix attends to its new keys directly with
 ``is_causal`` (no gather, no mask); in fp32 on CPU, a sequence whose cached prefix sits in
 consecutive blocks attends to the prefix in place and to its new keys causally, and the two parts
@@ -26,6 +30,13 @@ import torch.nn.functional as F
 
 from ..kv_quant import dequantize, is_quantized, quantize
 from .base import AttentionBackend, AttnMetadata
+from .torch_decode import (
+    DecodePlan,
+    build_decode_plan,
+    cascade_applies,
+    decode_attention,
+    read_blocks,
+)
 
 __all__ = ["TorchAttentionBackend", "gather_kv", "store_kv"]
 
@@ -42,13 +53,16 @@ def store_kv(
     slot_mapping: torch.Tensor,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
+    all_slots_valid: bool = False,
 ) -> None:
     """Write ``k``, ``v`` ``[num_tokens, num_kv_heads, head_dim]`` into their slots in place.
 
-    Slots of -1 are skipped. For an int8 / fp8 pool, ``k_scale`` / ``v_scale`` ``[num_kv_heads]``
-    are required and the values are quantised on the way in.
+    Slots of -1 are skipped; ``all_slots_valid=True`` says there are none, which skips the check
+    (a host sync; the backend checks once per batch, not once per layer). For an int8 / fp8
+    pool, ``k_scale`` / ``v_scale`` ``[num_kv_heads]`` are required and the values are
+    quantised on the way in.
     """
-    if bool((slot_mapping < 0).any()):
+    if not all_slots_valid and bool((slot_mapping < 0).any()):
         keep = slot_mapping >= 0
         slot_mapping, k, v = slot_mapping[keep], k[keep], v[keep]
     if slot_mapping.numel() == 0:
@@ -104,23 +118,6 @@ def _allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, sliding_window: int | Non
 
 
 @dataclass
-class _DecodeBucket:
-    """Decode rows of similar context length, attended in one padded SDPA call.
-
-    Attributes:
-        rows: ``[B]`` int64 row indices into the batch.
-        blocks: ``[B * num_blocks]`` int64 pool block ids, row-major (pads read block 0, masked).
-        max_len: longest context of the bucket, in tokens (keys are cut to this length).
-        mask: ``[B, 1, 1, max_len]`` bool, or None when every row sees every key.
-    """
-
-    rows: torch.Tensor
-    blocks: torch.Tensor
-    max_len: int
-    mask: torch.Tensor | None
-
-
-@dataclass
 class _PrefillSeq:
     """One sequence of a prefill batch: its rows, context and what it may attend to."""
 
@@ -149,10 +146,15 @@ class TorchAttentionBackend(AttentionBackend):
     #: shortest context plus ``BUCKET_SLACK`` tokens (rows sorted by length).
     BUCKET_RATIO = 1.2
     BUCKET_SLACK = 16
+    #: A prefix shared by R rows is attended once if that saves ``(R - 1) x its tokens`` >= this
+    #: many token reads (below it, the extra call and merge cost more than they save).
+    CASCADE_MIN_SAVED_TOKENS = 256
 
     def __init__(self) -> None:
         self._plan_meta: AttnMetadata | None = None
-        self._plans: dict[tuple[int | None, int], list[_DecodeBucket] | list[_PrefillSeq]] = {}
+        self._slots_meta: AttnMetadata | None = None
+        self._slots_valid = False
+        self._plans: dict[tuple[int | None, int], DecodePlan | list[_PrefillSeq]] = {}
 
     def forward(
         self,
@@ -168,7 +170,9 @@ class TorchAttentionBackend(AttentionBackend):
         sliding_window: int | None = None,
     ) -> torch.Tensor:
         """See ``AttentionBackend.forward``."""
-        store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
+        if meta is not self._slots_meta:  # once per batch: does any token skip its store?
+            self._slots_meta, self._slots_valid = meta, not bool((meta.slot_mapping < 0).any())
+        store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale, self._slots_valid)
         quantized = k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype)
         if meta.is_decode:
             return self._decode(q, k_cache, v_cache, meta, scale, k_scale, v_scale, sliding_window)
@@ -229,79 +233,40 @@ class TorchAttentionBackend(AttentionBackend):
         v_scale: torch.Tensor | None,
         sliding_window: int | None,
     ) -> torch.Tensor:
-        """One query per sequence, rows bucketed by context length.
-
-        Each bucket gathers its rows' blocks padded to the bucket's longest context (not the
-        batch's) and runs one SDPA call; results are scattered back to the batch order.
-        """
-        block_size, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
-        out = torch.empty_like(q)
-        for bucket in self._decode_plan(meta, sliding_window, block_size):
-            num_rows = bucket.rows.shape[0]
-            padded = bucket.blocks.shape[0] // num_rows * block_size
-            shape = (num_rows, padded, num_kv_heads, head_dim)
-            # index_select on the block dim copies whole blocks; several times faster than
-            # advanced indexing with a 2-D table on CPU.
-            keys = k_cache.index_select(0, bucket.blocks).view(shape)[:, : bucket.max_len]
-            values = v_cache.index_select(0, bucket.blocks).view(shape)[:, : bucket.max_len]
-            if k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype):
-                keys = dequantize(keys, k_scale, q.dtype)
-                values = dequantize(values, v_scale, q.dtype)
-            else:
-                keys, values = keys.to(q.dtype), values.to(q.dtype)
-            # GQA as a longer query: the heads sharing a KV head become that head's query rows
-            # ([B, kv_heads, group, head_dim]); every row may see the same keys, so the mask
-            # broadcasts. On CPU this beats enable_gqa, which expands K and V per query head.
-            o = F.scaled_dot_product_attention(
-                q.index_select(0, bucket.rows).view(num_rows, num_kv_heads, -1, head_dim),
-                keys.transpose(1, 2),  # [B, kv_heads, max_len, head_dim]
-                values.transpose(1, 2),
-                attn_mask=bucket.mask,
-                scale=scale,
-            )
-            out.index_copy_(0, bucket.rows, o.reshape(num_rows, -1, head_dim))
-        return out
+        """One query per sequence: shared prefixes once, own keys bucketed (``torch_decode``)."""
+        cascade = cascade_applies(q, sliding_window)
+        plan = self._decode_plan(meta, sliding_window, k_cache.shape[1], cascade)
+        quantized = k_scale is not None and v_scale is not None and is_quantized(k_cache.dtype)
+        if not quantized:
+            k_scale = v_scale = None
+        return decode_attention(q, k_cache, v_cache, plan, scale, k_scale, v_scale)
 
     # Per-batch plans (built once, shared by all layers) --------------------------------------
 
     def _cached_plan(
         self, meta: AttnMetadata, sliding_window: int | None, block_size: int
-    ) -> list[_DecodeBucket] | list[_PrefillSeq] | None:
+    ) -> DecodePlan | list[_PrefillSeq] | None:
         if meta is not self._plan_meta:
             self._plan_meta, self._plans = meta, {}
         return self._plans.get((sliding_window, block_size))
 
     def _decode_plan(
-        self, meta: AttnMetadata, sliding_window: int | None, block_size: int
-    ) -> list[_DecodeBucket]:
+        self, meta: AttnMetadata, sliding_window: int | None, block_size: int, cascade: bool
+    ) -> DecodePlan:
         plan = self._cached_plan(meta, sliding_window, block_size)
         if plan is not None:
             return plan  # type: ignore[return-value]
-        lens = meta.context_lens.tolist()
-        order = sorted(range(len(lens)), key=lens.__getitem__)
-        tables = meta.block_tables.long().clamp(min=0)  # -1 pads read block 0, masked below
-        device = meta.context_lens.device
-        buckets: list[_DecodeBucket] = []
-        first = 0
-        while first < len(order):
-            last = first + 1
-            limit = self.BUCKET_RATIO * lens[order[first]] + self.BUCKET_SLACK
-            while last < len(order) and lens[order[last]] <= limit:
-                last += 1
-            rows = torch.tensor(order[first:last], dtype=torch.int64, device=device)
-            bucket_lens = [lens[i] for i in order[first:last]]
-            max_len = max(bucket_lens)
-            num_blocks = -(-max_len // block_size)
-            mask = None
-            if sliding_window is not None or min(bucket_lens) != max_len:
-                q_pos = torch.tensor(bucket_lens, device=device).unsqueeze(-1) - 1  # [B, 1]
-                k_pos = torch.arange(max_len, device=device).expand(len(bucket_lens), -1)
-                mask = _allowed(q_pos, k_pos, sliding_window)[:, None]  # [B, 1, 1, max_len]
-            blocks = tables.index_select(0, rows)[:, :num_blocks].flatten()
-            buckets.append(_DecodeBucket(rows, blocks, max_len, mask))
-            first = last
-        self._plans[(sliding_window, block_size)] = buckets
-        return buckets
+        built = build_decode_plan(
+            meta,
+            sliding_window,
+            block_size,
+            cascade,
+            self.BUCKET_RATIO,
+            self.BUCKET_SLACK,
+            self.CASCADE_MIN_SAVED_TOKENS,
+        )
+        self._plans[(sliding_window, block_size)] = built
+        return built
 
     def _prefill_plan(
         self, meta: AttnMetadata, sliding_window: int | None, block_size: int
@@ -341,10 +306,7 @@ def _gather(
     scale: torch.Tensor | None,
 ) -> torch.Tensor:
     """``gather_kv`` with the block ids already cut and cast: ``[num_tokens, kv_heads, hd]``."""
-    kv = cache.index_select(0, blocks).flatten(0, 1)[:num_tokens]
-    if scale is not None:
-        return dequantize(kv, scale, out_dtype)
-    return kv.to(out_dtype)
+    return read_blocks(cache, blocks, out_dtype, scale).flatten(0, 1)[:num_tokens]
 
 
 def _split_attention(

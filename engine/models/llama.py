@@ -43,7 +43,8 @@ class RMSNorm(nn.Module):
         """``x [num_tokens, hidden]`` -> same shape and dtype."""
         dtype = x.dtype
         h = x.to(torch.float32)
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        # transformers' h * rsqrt(mean(h^2) + eps), the small temporaries updated in place
+        h = h * h.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()
         return self.weight * h.to(dtype)
 
 
@@ -80,19 +81,19 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """``hidden [num_tokens, hidden]`` -> ``[num_tokens, hidden]``; writes the KV pool.
 
-        ``rope`` is the ``(cos, sin)`` pair ``[num_tokens, head_dim]`` of the tokens' positions
-        (looked up once per forward pass and shared by every layer). With ``rows`` (``[R]``
-        int64 token indices) the K/V of every token are still stored, but only those rows go
-        through ``o_proj`` and the result is ``[R, hidden]``.
+        ``rope`` is ``RotaryEmbedding.forward``'s ``(cos, signed_sin)`` pair of the tokens'
+        positions (looked up once per forward pass and shared by every layer). With ``rows``
+        (``[R]`` int64 token indices) the K/V of every token are still stored, but only those
+        rows go through ``o_proj`` and the result is ``[R, hidden]``.
         """
         n = hidden.shape[0]
-        qkv = self.qkv_proj(hidden)
+        heads = self.qkv_proj(hidden).view(n, -1, self.head_dim)  # [n, heads + 2 kv_heads, hd]
         cos, sin = rope
         # q and k are adjacent in the fused projection: rotate them as one [n, heads + kv_heads,
         # head_dim] tensor (half the elementwise calls of rotating each).
-        qk = apply_rotary(qkv[:, : self.q_size + self.kv_size].view(n, -1, self.head_dim), cos, sin)
+        qk = apply_rotary(heads[:, : self.num_heads + self.num_kv_heads], cos, sin)
         q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
-        v = qkv[:, self.q_size + self.kv_size :].view(n, self.num_kv_heads, self.head_dim)
+        v = heads[:, self.num_heads + self.num_kv_heads :]
         out = self.backend.forward(
             q,
             k,
@@ -158,7 +159,7 @@ class DecoderLayer(nn.Module):
     ) -> torch.Tensor:
         """``[num_tokens, hidden]`` -> ``[num_tokens, hidden]``, or ``[R, hidden]`` for ``rows``.
 
-        ``rope``: the tokens' ``(cos, sin)`` rows, see ``Attention.forward``.
+        ``rope``: the tokens' ``(cos, signed_sin)`` rows, see ``Attention.forward``.
 
         ``rows`` (``[R]`` int64 token indices) keeps only those tokens after attention: every
         token's K/V are written, but the residual, ``o_proj`` and MLP run on ``R`` rows.

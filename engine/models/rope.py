@@ -70,7 +70,7 @@ def _freqs_dynamic(
 
 
 class RotaryEmbedding(torch.nn.Module):
-    """Precomputed cos/sin tables; ``forward(positions)`` returns ``(cos, sin)`` rows.
+    """Precomputed cos/sin tables; ``forward(positions)`` returns the rows ``apply_rotary`` takes.
 
     Args:
         head_dim: rotary dimension (the full head).
@@ -81,7 +81,7 @@ class RotaryEmbedding(torch.nn.Module):
     """
 
     cos_table: torch.Tensor
-    sin_table: torch.Tensor
+    signed_sin_table: torch.Tensor
 
     def __init__(
         self,
@@ -111,22 +111,33 @@ class RotaryEmbedding(torch.nn.Module):
             positions = torch.arange(self.max_positions, dtype=torch.float)
             freqs = positions[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
+        sin = emb.sin()
+        half = self.head_dim // 2
         self.register_buffer("cos_table", emb.cos(), persistent=False)
-        self.register_buffer("sin_table", emb.sin(), persistent=False)
+        self.register_buffer(
+            "signed_sin_table", torch.cat((-sin[:, :half], sin[:, half:]), -1), persistent=False
+        )
 
     def forward(
         self, positions: torch.Tensor, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``positions [num_tokens]`` int64 -> ``(cos, sin)`` each ``[num_tokens, head_dim]``."""
-        return self.cos_table[positions].to(dtype), self.sin_table[positions].to(dtype)
+        """``positions [num_tokens]`` int64 -> ``(cos, signed_sin)``, each ``[num_tokens, 1,
+        head_dim]`` (broadcast over heads), the pair ``apply_rotary`` takes.
+
+        ``signed_sin`` is ``sin`` with its first half negated: transformers' ``rotate_half(x)
+        * sin`` equals ``roll(x, head_dim / 2) * signed_sin`` bit for bit (a sign flip is exact).
+        """
+        return (
+            self.cos_table[positions].to(dtype).unsqueeze(1),
+            self.signed_sin_table[positions].to(dtype).unsqueeze(1),
+        )
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x [num_tokens, heads, head_dim]`` by ``RotaryEmbedding.forward``'s pair.
 
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x [num_tokens, heads, head_dim]`` by ``cos``/``sin [num_tokens, head_dim]``."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return (x * cos) + (_rotate_half(x) * sin)
+    Computes transformers' ``x * cos + rotate_half(x) * sin`` with the same roundings in the
+    same order, as ``x * cos + roll(x, head_dim / 2) * signed_sin`` (4 ops instead of 8).
+    """
+    rotated = x.roll(x.shape[-1] // 2, dims=-1).mul_(signed_sin)
+    return (x * cos).add_(rotated)
