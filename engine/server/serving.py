@@ -181,7 +181,11 @@ async def chat_events(
     req: ChatRequest, stream: RequestStream, meta: ResponseMeta, texts: TokenTexts
 ) -> AsyncIterator[bytes]:
     """SSE events of a streamed chat completion: a role delta per choice first, then content
-    deltas, the finish reason on each choice's last chunk, optionally a usage chunk, [DONE]."""
+    deltas, the finish reason on each choice's last chunk, optionally a usage chunk, [DONE].
+
+    The role delta is sent with the first output (after the prefill), not when the request
+    arrives, as vLLM's server does: a proxy or client that times the first byte then measures
+    the time to the first token, not the time to an empty chunk."""
     tally = _Usage([len(req.prompt)])
     sent_chars: dict[int, int] = {}
     sent_lps: dict[int, int] = {}
@@ -198,7 +202,7 @@ async def chat_events(
             )
         )
 
-    yield event(
+    role_event = event(
         [
             {
                 "index": i,
@@ -209,8 +213,12 @@ async def chat_events(
             for i in range(req.params.n)
         ]
     )
+    role_sent = False
     try:
         async for item in stream:
+            if not role_sent:
+                role_sent = True
+                yield role_event
             out, i = item.output, item.output.sample_index
             tally.add(0, out)
             delta = out.text[sent_chars.get(i, 0) :]
@@ -236,6 +244,8 @@ async def chat_events(
     except EngineError as exc:
         yield encode_event(_stream_error(exc))
     else:
+        if not role_sent:
+            yield role_event
         if req.include_usage:
             yield event([], tally.as_json())
     yield DONE_EVENT

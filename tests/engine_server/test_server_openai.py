@@ -3,12 +3,24 @@ streamed or not; usage with cached tokens; n > 1; logprobs; models, health and m
 
 from __future__ import annotations
 
+import threading
+import time
+
 import httpx
 import openai
 import pytest
-from server_support import BLOCK_SIZE, LONG_PROMPT, MODEL_NAME, Server
+from server_support import (
+    BLOCK_SIZE,
+    CHAT_TEMPLATE,
+    LONG_PROMPT,
+    MODEL_NAME,
+    LiveServer,
+    Server,
+    load_engine,
+)
 
 from promptcache.engine import LLM, SamplingParams
+from promptcache.engine.server import create_app
 
 PROMPTS = ["Once upon a time", "The little dog was", "Tom and Sue went to the park. They"]
 
@@ -232,3 +244,52 @@ def test_models_health_and_metrics(client: openai.OpenAI, server: Server) -> Non
     assert after["promptcache_engine_kv_cache_bytes"] > 0
     for name in ("preemptions_total", "swapped_sequences", "generation_tokens_total"):
         assert f"promptcache_engine_{name}" in after
+
+
+
+def test_a_queued_streamed_chat_sends_no_byte_before_its_first_token() -> None:
+    """The role chunk waits for the first token (as vLLM's does), so a proxy timing the first
+    body byte (promptcache proxy's ``ttft_ms``) measures time to first token, not time to an
+    empty chunk. With one sequence slot, request B waits in the queue while A generates: B's
+    first byte may not arrive before A's stream has ended (before, it arrived at once)."""
+    engine = load_engine(max_num_seqs=1)
+    app = create_app(engine, served_model_names=[MODEL_NAME], chat_template=CHAT_TEMPLATE)
+
+    def body(max_tokens: int) -> dict[str, object]:
+        return {
+            "model": MODEL_NAME,
+            "messages": [{"role": "user", "content": "Once upon a time"}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+        }
+
+    with LiveServer(app) as live:
+        url = f"{live.url}/v1/chat/completions"
+        a_started = threading.Event()
+        a_done: list[float] = []
+
+        def run_a() -> None:
+            with httpx.stream("POST", url, json=body(120), timeout=60) as response:
+                chunks = response.iter_bytes()
+                next(chunks)
+                a_started.set()
+                for _ in chunks:
+                    pass
+            a_done.append(time.perf_counter())
+
+        thread = threading.Thread(target=run_a)
+        thread.start()
+        assert a_started.wait(60), "request A never streamed"
+        with httpx.stream("POST", url, json=body(2), timeout=60) as response:
+            assert response.status_code == 200
+            chunks = response.iter_bytes()
+            first = next(chunks)
+            b_first_byte = time.perf_counter()
+            rest = b"".join(chunks)
+        thread.join(60)
+    assert a_done, "request A did not finish"
+    assert b_first_byte >= a_done[0]
+    events = [line for line in (first + rest).split(b"\n") if line.startswith(b"data: ")]
+    assert b'"role":"assistant"' in events[0] and events[-1] == b"data: [DONE]"
