@@ -42,6 +42,9 @@ th, td { padding: 4px 9px; border-bottom: 1px solid var(--line); text-align: lef
   vertical-align: top; }
 td code { overflow-wrap: normal; white-space: nowrap; }
 #strip-segments td, #strip-segments th, #families td, #families th { white-space: nowrap; }
+/* a family's label (key / model / prefix) wraps at its spaces, so the numbers beside it fit on
+   a desktop-wide page without scrolling */
+#families td:first-child, #families td:first-child code { white-space: normal; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 pre.diff { background: var(--card); padding: 8px 10px; border-radius: 6px; margin: 4px 0 12px;
   white-space: pre-wrap; word-break: break-all; font-size: 13px; }
