@@ -1,9 +1,9 @@
 """Re-make the screenshots of the HTML report shown in docs/report.md.
 
-Runs ``promptcache demo`` (the real engine, proxies and openai client; about 20 s, no network),
-renders ``promptcache report --format html`` of the naive app's log and photographs it with
-headless Chromium: the top of the page at 1,100 px, the charts at 1,100 px, and the top at
-360 px. Each PNG must stay under 300 KB (the script fails otherwise).
+Runs ``promptcache demo`` (the real engine, proxies and openai client; about 2 min on 2 cores,
+no network), renders ``promptcache report --format html`` of the naive app's log and photographs
+it with headless Chromium: the top of the page at 1,100 px, the charts at 1,100 px, and the top
+at 360 px. Each PNG must stay under 300 KB (the script fails otherwise).
 
     python docs/report_screenshots.py                 # writes docs/img/report-*.png
     python docs/report_screenshots.py --demo-dir out/demo   # reuse a finished demo's logs
