@@ -45,19 +45,22 @@ from ..kv_quant import dequantize
 from .base import AttnMetadata
 
 __all__ = [
+    "HAS_CPU_FLASH",
     "DecodeBucket",
     "DecodePlan",
     "SharedPrefix",
     "build_decode_plan",
     "cascade_applies",
     "decode_attention",
+    "merge_by_lse",
     "read_blocks",
     "shared_runs",
 ]
 
-# torch's CPU flash kernel, which returns the log-sum-exp the merge needs (a private aten op,
-# present since torch 2.2).
-_HAS_CPU_FLASH = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+#: torch's CPU flash kernel, which returns the log-sum-exp ``merge_by_lse`` needs (a private aten
+#: op, present since torch 2.2). Without it decode attends each row's whole context and prefill
+#: gathers every cached prefix.
+HAS_CPU_FLASH = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
 
 
 @dataclass
@@ -319,11 +322,29 @@ def decode_attention(
         part_lse = part_lse.view(num_kv_heads, n, group).transpose(0, 1)
         prev = out.index_select(0, prefix.rows).view(n, num_kv_heads, group, head_dim)
         prev_lse = lse.index_select(0, prefix.rows)
-        # softmax over both key sets = the parts' outputs weighted by exp(lse), normalised.
-        weight = torch.sigmoid(part_lse - prev_lse).unsqueeze(-1).to(o.dtype)
-        out.index_copy_(0, prefix.rows, torch.lerp(prev, o, weight).reshape(n, num_heads, -1))
+        merged = merge_by_lse(prev, prev_lse, o, part_lse)
+        out.index_copy_(0, prefix.rows, merged.reshape(n, num_heads, -1))
         lse.index_copy_(0, prefix.rows, torch.logaddexp(prev_lse, part_lse))
     return out
+
+
+def merge_by_lse(
+    out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor
+) -> torch.Tensor:
+    """Attention over the union of two key sets from each set's own attention.
+
+    Args:
+        out_a, out_b: ``[..., head_dim]`` each part's output (softmax-weighted values).
+        lse_a, lse_b: ``[...]`` fp32, each query's log-sum-exp of its scaled scores in that part.
+
+    Returns:
+        ``[..., head_dim]`` in ``out_a``'s dtype: the parts weighted by ``exp(lse)``, normalised,
+        i.e. ``lerp(out_a, out_b, sigmoid(lse_b - lse_a))`` (one more rounding than a single
+        softmax: about 1e-7 relative in fp32). The merged log-sum-exp is
+        ``logaddexp(lse_a, lse_b)``.
+    """
+    weight = torch.sigmoid(lse_b - lse_a).unsqueeze(-1).to(out_a.dtype)
+    return torch.lerp(out_a, out_b, weight)
 
 
 def _attend(
@@ -350,7 +371,7 @@ def _attend(
 def cascade_applies(q: torch.Tensor, sliding_window: int | None) -> bool:
     """Whether shared prefixes may be attended once for queries like ``q`` (see module doc)."""
     return (
-        _HAS_CPU_FLASH
+        HAS_CPU_FLASH
         and sliding_window is None
         and q.device.type == "cpu"
         and q.dtype == torch.float32

@@ -31,18 +31,16 @@ import torch.nn.functional as F
 from ..kv_quant import dequantize, is_quantized, quantize
 from .base import AttentionBackend, AttnMetadata
 from .torch_decode import (
+    HAS_CPU_FLASH,
     DecodePlan,
     build_decode_plan,
     cascade_applies,
     decode_attention,
+    merge_by_lse,
     read_blocks,
 )
 
 __all__ = ["TorchAttentionBackend", "gather_kv", "store_kv"]
-
-# The prefix/new split below needs the CPU flash kernel's log-sum-exp output. It is a private
-# aten op (present in torch 2.2+); without it every prefill takes the gather path.
-_HAS_CPU_FLASH = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
 
 
 def store_kv(
@@ -181,7 +179,7 @@ class TorchAttentionBackend(AttentionBackend):
         # copy unless it is quantised), so the gather is skipped.
         fresh_kv = not quantized and k_cache.dtype == q.dtype
         # fp32 only: the two-part merge rounds each part once more, too coarse in bf16 / fp16.
-        split_ok = _HAS_CPU_FLASH and q.device.type == "cpu" and q.dtype == torch.float32
+        split_ok = HAS_CPU_FLASH and q.device.type == "cpu" and q.dtype == torch.float32
         block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
         group = q.shape[1] // num_kv_heads
         for seq in self._prefill_plan(meta, sliding_window, block_size):
@@ -355,8 +353,5 @@ def _split_attention(
 
     out_prefix, lse_prefix = part(prefix_k, prefix_v, causal=False)
     out_new, lse_new = part(new_k, new_v, causal=True)
-    # softmax over both key sets = weighted mean of the two parts, weights exp(lse) normalised:
-    # the prefix part's weight is sigmoid(lse_prefix - lse_new).
-    weight = torch.sigmoid(lse_prefix - lse_new).unsqueeze(-1)
-    merged = torch.lerp(out_new, out_prefix, weight.to(out_new.dtype))
+    merged = merge_by_lse(out_new, lse_new, out_prefix, lse_prefix)
     return merged.flatten(0, 1).transpose(0, 1)
