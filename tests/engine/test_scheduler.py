@@ -416,3 +416,53 @@ def test_block_manager_and_scheduler_never_import_torch() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_request_sharing_an_in_flight_prefix_waits_one_step_for_the_cache_hit() -> None:
+    # 36 shared prompt tokens = 9 blocks of 4: above IN_BATCH_SHARE_MIN_TOKENS (32)
+    sched = make_scheduler(max_num_batched_tokens=200)
+    runner = ListKVRunner(sched)
+    system = list(range(1, 37))
+    add(sched, "a", [*system, 40, 41], max_tokens=3)
+    b = add(sched, "b", [*system, 42, 43], max_tokens=3)
+    add(sched, "other", [7, 8, 9, 10, 11], max_tokens=3)
+    first = step(sched, runner)
+    assert [(e.seq.request_id, e.num_scheduled_tokens) for e in first.seqs] == [
+        ("a", 38),
+        ("other", 5),
+    ]
+    second = step(sched, runner)
+    entry = next(e for e in second.seqs if e.seq.request_id == "b")
+    assert (entry.num_computed_tokens, entry.num_scheduled_tokens) == (36, 2)
+    assert b.num_cached_tokens == 36
+    run_to_completion(sched, runner)
+    # the same outputs as with the requests one at a time (ListKVRunner checks every read)
+    alone = make_scheduler(max_num_batched_tokens=200)
+    alone_runner = ListKVRunner(alone)
+    again = add(alone, "b", [*system, 42, 43], max_tokens=3)
+    run_to_completion(alone, alone_runner)
+    assert b.output_token_ids == again.output_token_ids
+
+
+def test_a_short_shared_prefix_is_computed_in_the_same_step() -> None:
+    sched = make_scheduler(max_num_batched_tokens=200)
+    runner = ListKVRunner(sched)
+    system = list(range(1, 29))  # 28 tokens: under IN_BATCH_SHARE_MIN_TOKENS
+    add(sched, "a", [*system, 40], max_tokens=2)
+    add(sched, "b", [*system, 41], max_tokens=2)
+    assert [e.seq.request_id for e in step(sched, runner).seqs] == ["a", "b"]
+
+
+def test_in_batch_deferral_waits_for_a_chunked_prefill_to_finish_its_blocks() -> None:
+    # a's 48-token prompt takes two 24-token chunks; b shares it and waits, then hits all 44
+    # full-block tokens a computed (the last prompt token is always recomputed)
+    sched = make_scheduler(max_num_batched_tokens=24)
+    runner = ListKVRunner(sched)
+    prompt = list(range(1, 49))
+    add(sched, "a", prompt, max_tokens=2)
+    b = add(sched, "b", [*prompt[:44], 45, 46, 47, 49], max_tokens=2)
+    steps = [step(sched, runner) for _ in range(3)]
+    assert [[e.seq.request_id for e in s.seqs] for s in steps[:2]] == [["a"], ["a"]]
+    assert b.num_cached_tokens == 44
+    run_to_completion(sched, runner)
+    assert b.is_finished
