@@ -50,5 +50,3 @@ def devtools(chromium: Chromium, tmp_path: Path) -> Iterator[DevTools]:
         yield session
     finally:
         session.close()
-
-

@@ -246,7 +246,6 @@ def test_models_health_and_metrics(client: openai.OpenAI, server: Server) -> Non
         assert f"promptcache_engine_{name}" in after
 
 
-
 def test_a_queued_streamed_chat_sends_no_byte_before_its_first_token() -> None:
     """The role chunk waits for the first token (as vLLM's does), so a proxy timing the first
     body byte (promptcache proxy's ``ttft_ms``) measures time to first token, not time to an
