@@ -55,6 +55,7 @@ __all__ = [
     "DENSE_MIN_ROWS",
     "HEAD_REFINE_TOP",
     "INT4_GROUP_SIZE",
+    "PREPACK_DENSE",
     "Int4Linear",
     "Int8Embedding",
     "Int8Linear",
@@ -175,12 +176,26 @@ class Int8Embedding(nn.Module):
         return rows.to(self.dtype).reshape(*ids.shape, -1)
 
 
+#: oneDNN's linear with a weight reordered once into its own blocked layout
+#: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
+#: weight freezing uses). A plain ``x @ W.T`` lets oneDNN reorder the weight on every call.
+PREPACK_DENSE = torch.backends.mkldnn.is_available()
+
+
 class WeightOnlyLinear(nn.Module):
     """Shared forward of the weight-only layers: a kernel for few rows, a dense bf16 GEMM above.
 
-    ``dense`` (bf16 ``[out, in]``, or None) holds the dequantised weight, the same values the
-    kernel multiplies by (up to their bf16 rounding); batches of at least ``dense_min_rows``
-    rows use it. Subclasses set ``in_features``, ``out_features``, ``bias`` and ``_kernel``.
+    ``dense`` (or None) holds the dequantised weight in bf16, the same values the kernel
+    multiplies by (up to their bf16 rounding); batches of at least ``dense_min_rows`` rows use
+    it. Where oneDNN is available (``PREPACK_DENSE``) it is stored prepacked for oneDNN's GEMM
+    (an opaque ``torch._mkldnn`` tensor, ``[out, in]``, ``2 * out * in`` bytes; ``to_dense()``
+    gives the plain matrix back). Measured on SmolLM2-135M-Instruct's decoder shapes, weights
+    cycled over 30 layers as in a forward pass, 2 threads (2026-12-01): 15.9 against 25.0 ms
+    per pass at 16 rows, 43 against 52 ms at 64, 621 against 747 ms at 1,088, bit-identical
+    results. Subclasses set ``in_features``, ``out_features``, ``bias`` and ``_kernel``.
+
+    A prepacked tensor has no storage, so a layer holding one cannot be deep-copied or
+    pickled; quantise a copy of the float model instead.
     """
 
     in_features: int
@@ -194,6 +209,8 @@ class WeightOnlyLinear(nn.Module):
         ``dense_min_rows`` is None) as the dense copy."""
         self.dense_min_rows = dense_min_rows
         dense = None if weight is None else weight.to(torch.bfloat16).contiguous()
+        if dense is not None and PREPACK_DENSE:
+            dense = torch.ops.mkldnn._reorder_linear_weight(dense, None)
         self.register_buffer("dense", dense)
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
@@ -203,8 +220,13 @@ class WeightOnlyLinear(nn.Module):
         """``[..., in]`` -> ``[..., out]`` in ``x``'s dtype."""
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
         limit = self.dense_min_rows
-        if self.dense is not None and limit is not None and rows.shape[0] >= limit:
-            out = (rows @ self.dense.t()).to(x.dtype)
+        dense = self.dense
+        if dense is not None and limit is not None and rows.shape[0] >= limit:
+            if dense.is_mkldnn:
+                out = torch.ops.mkldnn._linear_pointwise(rows, dense, None, "none", [], "")
+            else:
+                out = rows @ dense.t()
+            out = out.to(x.dtype)
         else:
             out = self._kernel(rows).to(x.dtype)
         if self.bias is not None:

@@ -19,6 +19,7 @@ from promptcache.engine import LLM, EngineConfig
 from promptcache.engine.models.quant_linear import (
     DENSE_MIN_ROWS,
     INT4_GROUP_SIZE,
+    PREPACK_DENSE,
     Int4Linear,
     Int8Embedding,
     Int8Linear,
@@ -86,6 +87,11 @@ def test_dense_copy_matches_the_kernel_on_either_side_of_the_cut_over(kind: type
             # The dense copy holds the kernel's dequantised values rounded to bf16 (2^-9).
             torch.testing.assert_close(got, kernel, atol=2e-2, rtol=2e-2)
             assert not torch.equal(got, kernel)  # it is another computation
+            # prepacked for oneDNN or not, the same bf16 GEMM as the plain matrix
+            plain = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
+            expected = (x.bfloat16() @ plain.t()).float() + linear.bias.detach()
+            assert torch.equal(got, expected)
+    assert layer.dense.is_mkldnn == PREPACK_DENSE
 
 
 def test_head_refines_its_top_logits_to_the_exact_int8_values() -> None:
@@ -216,7 +222,12 @@ def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in model.state_dict().items() if "_table" not in k}
+    """The state dict without RoPE tables, prepacked dense copies as plain matrices."""
+    return {
+        k: v.to_dense() if v.is_mkldnn else v
+        for k, v in model.state_dict().items()
+        if "_table" not in k
+    }
 
 
 @pytest.mark.parametrize(
