@@ -179,7 +179,7 @@ class Int8Embedding(nn.Module):
 #: oneDNN's linear with a weight reordered once into its own blocked layout
 #: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
 #: weight freezing uses). A plain ``x @ W.T`` lets oneDNN reorder the weight on every call.
-PREPACK_DENSE = torch.backends.mkldnn.is_available()
+PREPACK_DENSE: bool = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
 
 
 class WeightOnlyLinear(nn.Module):
@@ -221,6 +221,7 @@ class WeightOnlyLinear(nn.Module):
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
         limit = self.dense_min_rows
         dense = self.dense
+        out: torch.Tensor
         if dense is not None and limit is not None and rows.shape[0] >= limit:
             if dense.is_mkldnn:
                 out = torch.ops.mkldnn._linear_pointwise(rows, dense, None, "none", [], "")
