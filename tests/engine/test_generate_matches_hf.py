@@ -2,7 +2,8 @@
 
 Covered: the real tinystories checkpoint and tiny random Llama / Qwen2 / Mistral checkpoints
 loaded by our loader; batch 1 and batch 8 with mixed prompt lengths (3 to 28 tokens); prefix
-caching off, cold and warm (warm must report cached tokens); chunked prefill forced by a tiny
+caching off, cold and warm (warm must report cached tokens), a prefix shared within one batch;
+chunked prefill forced by a tiny
 token budget; preemption (recompute and swap) forced by a tiny pool; RoPE scaling variants.
 """
 
@@ -71,6 +72,23 @@ def test_batch_of_eight_cold_then_warm_matches_hf(tiny_story_case: Any, prompts:
     stats = llm.engine.stats()
     assert stats.prefix_cache_hits_tokens >= sum(expected)
     assert stats.num_free_blocks == stats.num_total_blocks
+
+
+def test_a_prefix_shared_within_one_batch_is_computed_once(
+    tiny_story_case: Any, prompts: list[str]
+) -> None:
+    """Requests sharing a 40-token prefix, added together: the first computes it, the others
+    wait one step and hit it in the cache (the scheduler's in-batch prefix sharing)."""
+    model_dir, ids, _ = tiny_story_case
+    common = [t for p in ids for t in p][:40]  # 10 blocks of 4, above the 32-token threshold
+    batch = [common + p[1:] for p in ids[:4]]  # each tail: a prompt without its BOS
+    reference = hf_greedy(model_dir, batch, MAX_NEW_TOKENS)
+    llm = _llm(model_dir)
+    outs = llm.generate(batch, GREEDY)
+    _check_equal(outs, reference, prompts[:4])
+    assert outs[0].num_cached_tokens == 0
+    assert all(o.num_cached_tokens >= 40 for o in outs[1:])
+    assert llm.engine.stats().prefix_cache_hits_tokens == sum(o.num_cached_tokens for o in outs)
 
 
 def test_prefix_caching_off_reports_no_cached_tokens(
