@@ -19,8 +19,8 @@ Policy, in order, within a token budget of `max_num_batched_tokens` and `max_num
    A waiting request whose next ``IN_BATCH_SHARE_MIN_TOKENS`` or more prompt tokens are full
    blocks another sequence computes in this very step waits one step instead (in-batch prefix
    sharing): blocks enter the prefix cache only once computed, so admitting it now would
-   compute the same prefix twice in one forward pass, while next step it is a cache hit. Its
-   request goes on to the next waiting request, so it defers nothing else.
+   compute the same prefix twice in one forward pass, while next step it is a cache hit.
+   Admission goes on to the next waiting request, so the deferral holds back no other request.
 
 When the pool runs out, the lowest-priority running sequence not yet scheduled in this step is
 preempted (the newest request first; possibly the one asking): by recompute (blocks freed; their

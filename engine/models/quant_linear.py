@@ -79,7 +79,7 @@ DENSE_MIN_ROWS = 16
 int4 / int8 kernel (measured cut-over, see the module docstring)."""
 
 
-_INT8_CHUNK_ROWS = 4096
+_CHUNK_ROWS = 4096
 
 
 def quantize_int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,13 +87,13 @@ def quantize_int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
     ``scale = max|w_row| / 127`` is rounded to bf16 first and ``q = round(w / scale)`` clamped to
     +-127, so ``q * scale`` are exactly the values the int8 kernel multiplies by. Rows are done
-    ``_INT8_CHUNK_ROWS`` at a time, so a 49,152-row LM head needs a few MB of temporaries, not
+    ``_CHUNK_ROWS`` at a time, so a 49,152-row LM head needs a few MB of temporaries, not
     several copies of its float matrix.
     """
     q = torch.empty(weight.shape, dtype=torch.int8)
     scale = torch.empty(weight.shape[0], dtype=torch.bfloat16)
-    for start in range(0, weight.shape[0], _INT8_CHUNK_ROWS):
-        part = weight[start : start + _INT8_CHUNK_ROWS].to(torch.float32, copy=True)
+    for start in range(0, weight.shape[0], _CHUNK_ROWS):
+        part = weight[start : start + _CHUNK_ROWS].to(torch.float32, copy=True)
         s = (part.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.bfloat16).tiny)
         s16 = s.to(torch.bfloat16)
         scale[start : start + part.shape[0]] = s16
@@ -119,6 +119,9 @@ def quantize_int4_groups(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Asymmetric int4 in groups of ``INT4_GROUP_SIZE`` input columns, packed for the CPU kernel.
 
+    Rows are done ``_CHUNK_ROWS`` at a time (the packing is row by row), so a 49,152-row LM
+    head needs a few MB of temporaries, not several copies of its float matrix.
+
     Args:
         weight: float ``[out, in]``; ``in`` a multiple of the group size, ``out`` of 16
             (``int4_packable``).
@@ -132,13 +135,22 @@ def quantize_int4_groups(
         None.
     """
     out_f, in_f = weight.shape
-    q, scale, zero = _int4_grid(weight)
-    packed = torch._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).reshape(out_f, in_f), 1)
-    sz = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
-    values = None
-    if with_values:
-        scale16, zero16 = (t.to(torch.bfloat16).float()[..., None] for t in (scale, zero))
-        values = ((q - 8) * scale16 + zero16).reshape(out_f, in_f)
+    packed_parts: list[torch.Tensor] = []
+    sz = torch.empty(in_f // INT4_GROUP_SIZE, out_f, 2, dtype=torch.bfloat16)
+    values = torch.empty(out_f, in_f) if with_values else None
+    for start in range(0, out_f, _CHUNK_ROWS):
+        end = min(start + _CHUNK_ROWS, out_f)
+        q, scale, zero = _int4_grid(weight[start:end])
+        packed_parts.append(
+            torch._convert_weight_to_int4pack_for_cpu(
+                q.to(torch.int32).reshape(end - start, in_f), 1
+            )
+        )
+        sz[:, start:end] = torch.stack([scale, zero], dim=-1).transpose(0, 1)
+        if values is not None:
+            scale16, zero16 = (t.to(torch.bfloat16).float()[..., None] for t in (scale, zero))
+            values[start:end] = ((q - 8) * scale16 + zero16).reshape(end - start, in_f)
+    packed = packed_parts[0] if len(packed_parts) == 1 else torch.cat(packed_parts)
     return packed, sz, values
 
 

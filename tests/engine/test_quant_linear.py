@@ -23,6 +23,7 @@ from promptcache.engine.models.quant_linear import (
     Int4Linear,
     Int8Embedding,
     Int8Linear,
+    quantize_int4_groups,
     quantize_int8_rows,
     quantize_linears,
 )
@@ -68,6 +69,19 @@ def test_int4_stores_a_q4_1_grid_again() -> None:
     # Only the bf16 rounding of d and m (relative 2^-9) separates the two.
     torch.testing.assert_close(layer(x), expected, atol=5e-3, rtol=1e-2)
     assert layer.qweight.numel() * layer.qweight.element_size() == out_f * in_f // 2
+
+
+def test_int4_packing_in_row_chunks_matches_its_dequantised_values() -> None:
+    """A weight taller than one packing chunk (4,096 rows): the kernel multiplies by exactly the
+    ``values`` returned alongside, row for row, across the chunk boundary."""
+    gen = torch.Generator().manual_seed(5)
+    weight = torch.randn(4096 + 48, 64, generator=gen)
+    packed, sz, values = quantize_int4_groups(weight, with_values=True)
+    assert values is not None and packed.shape == (4096 + 48, 32) and sz.shape == (2, 4096 + 48, 2)
+    x = torch.randn(3, 64, generator=gen)
+    got = torch._weight_int4pack_mm_for_cpu(x.bfloat16(), packed, INT4_GROUP_SIZE, sz).float()
+    torch.testing.assert_close(got, _bf16(x) @ values.t(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(values, weight, atol=0.35, rtol=0)  # a 16-step grid per 32
 
 
 @pytest.mark.parametrize("kind", [Int8Linear, Int4Linear])
