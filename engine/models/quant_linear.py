@@ -16,8 +16,9 @@ Activations stay in the model dtype between layers; only the matrix product chan
 
 **Two paths by batch size.** The kernels win for few rows (memory-bound decode); from
 ``DENSE_MIN_ROWS`` rows (prefill chunks, large decode batches) a layer multiplies by a dense bf16
-copy of its dequantised weight instead (``x.bfloat16() @ dense.T``, oneDNN's bf16 GEMM): the
-same values as the kernel's, rounded to bf16 (relative 2^-9). Measured side by side on
+copy of its dequantised weight instead (oneDNN's bf16 GEMM over a copy prepacked for it,
+``PREPACK_DENSE``): the same values as the kernel's, rounded to bf16 (relative 2^-9). Measured,
+before the prepacking (which makes the dense side faster still, see ``WeightOnlyLinear``), on
 SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down; ``benchmarks/engine_prefill_paths.py``,
 2026-12-01 15:58 UTC, load average 3.2, 1 torch thread: 2-thread runs on this shared machine
 swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at 8, 0.98x at 16, 1.17x at 24, 1.67x at
