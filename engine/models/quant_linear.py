@@ -231,7 +231,9 @@ class WeightOnlyLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., in]`` -> ``[..., out]`` in ``x``'s dtype."""
-        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        # contiguous: the kernels refuse strided rows, and in a bf16 model ``.to`` copies
+        # nothing (MLP.forward's down_proj input is a product over a slice of gate_up)
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
         limit = self.dense_min_rows
         dense = self.dense
         out: torch.Tensor

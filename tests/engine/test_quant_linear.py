@@ -108,6 +108,20 @@ def test_dense_copy_matches_the_kernel_on_either_side_of_the_cut_over(kind: type
     assert layer.dense.is_mkldnn == PREPACK_DENSE
 
 
+@pytest.mark.parametrize("kind", [Int8Linear, Int4Linear])
+@pytest.mark.parametrize("rows", [1, 2, DENSE_MIN_ROWS - 1, DENSE_MIN_ROWS])
+def test_strided_bf16_rows_reach_the_kernel(kind: type, rows: int) -> None:
+    """A bf16 model feeds ``down_proj`` a product over a slice of ``gate_up``: strided rows,
+    which ``.to(bfloat16)`` does not copy. Every path takes them (the int4 kernel used to raise
+    "expect A to be contiguous" for 2-15 rows)."""
+    torch.manual_seed(6)
+    layer = kind(nn.Linear(64, 32, bias=False))
+    wide = torch.randn(rows, 128).bfloat16()
+    strided = wide[:, ::2]
+    assert not strided.is_contiguous()
+    assert torch.equal(layer(strided), layer(strided.contiguous()))
+
+
 def test_head_refines_its_top_logits_to_the_exact_int8_values() -> None:
     """``refine_top``: the leading outputs equal fp32 x times the int8 rows, not bf16-rounded."""
     gen = torch.Generator().manual_seed(3)
@@ -233,6 +247,19 @@ def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
     assert not any(isinstance(m, nn.Linear) for m in model.modules())
     [out] = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=8))
     assert len(out.output_token_ids) == 8
+
+
+@pytest.mark.parametrize("weight_dtype", ["int8", "int4"])
+def test_a_bf16_model_with_weight_only_layers_generates_a_small_batch(
+    tinystories_dir: Path, weight_dtype: str
+) -> None:
+    """``dtype="bfloat16"`` + int4 / int8 with 3 prompts (2-15 rows reach the kernels)."""
+    from promptcache.engine import SamplingParams
+
+    llm = LLM(tinystories_dir, dtype="bfloat16", num_blocks=32, weight_dtype=weight_dtype)
+    prompts = ["Once upon a time", "The dog ran", "Lily had a red ball"]
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+    assert [len(o.output_token_ids) for o in outs] == [6, 6, 6]
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
