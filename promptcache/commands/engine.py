@@ -493,7 +493,7 @@ def kv_size_command(
     rows = [
         ("model", f"{model} ({config.architecture})"),
         ("shape", f"{s.layers} layers x {s.kv_heads} KV heads x head_dim {s.head_dim}"),
-        ("KV dtype", f"{s.kv_dtype} ({s.bytes_per_element} bytes per element)"),
+        ("KV dtype", f"{s.kv_dtype} ({_plural(s.bytes_per_element, 'byte')} per element)"),
         (
             "per token",
             f"2 x {s.layers} x {s.kv_heads} x {s.head_dim} x {s.bytes_per_element} = "

@@ -498,3 +498,9 @@ def test_serve_and_kv_size_take_the_same_dtypes(tinystories_dir: Path) -> None:
     assert per_token() == 2 * 2 * 4 * 16 * 4
     assert per_token("--dtype", "bfloat16") == per_token() // 2
     assert per_token("--dtype", "bfloat16", "--kv-cache-dtype", "int8") == per_token() // 4
+    text = _invoke("kv-size", "--model", str(tinystories_dir), "--kv-cache-dtype", "int8")
+    assert "int8 (1 byte per element)" in text.output
+    assert (
+        "float32 (4 bytes per element)"
+        in _invoke("kv-size", "--model", str(tinystories_dir)).output
+    )
