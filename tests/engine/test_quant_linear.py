@@ -18,6 +18,7 @@ from torch import nn
 from promptcache.engine import LLM, EngineConfig
 from promptcache.engine.models.quant_linear import (
     DENSE_MIN_ROWS,
+    HEAD_REFINE_TOP,
     INT4_GROUP_SIZE,
     PREPACK_DENSE,
     Int4Linear,
@@ -233,6 +234,26 @@ def test_smollm2_top1_agreement(
     ids = _ids(smollm2_llm, text, 512)
     agreement = top1_agreement(smollm2_llm, ids, weight_dtype, dense_min_rows)
     assert agreement >= SMOLLM2_MIN_AGREEMENT[weight_dtype]
+
+
+def test_smollm2_int4_head_gives_the_int8_heads_top_20(smollm2_llm: LLM) -> None:
+    """The int4 ranking pass + ``HEAD_REFINE_TOP`` refined logits: the 20 largest logits of a
+    row (``top_logprobs`` reaches 20) are the exact int8 head's, and so is the argmax."""
+    runner = smollm2_llm.engine.runner
+    quantised = copy.deepcopy(runner.model)
+    quantize_linears(quantised, "int4")
+    head = quantised.lm_head
+    assert isinstance(head, Int8Linear) and head.coarse_qweight is not None
+    assert head.refine_top == HEAD_REFINE_TOP
+    inputs: list[torch.Tensor] = []
+    hook = head.register_forward_hook(lambda _m, args, _out: inputs.append(args[0]))
+    text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
+    got = prefill_logits(quantised, runner.model_config, _ids(smollm2_llm, text, 512))
+    hook.remove()
+    exact = inputs[0] @ (head.qweight.float() * head.scale_bf16.float()[:, None]).t()
+    assert torch.equal(got.argmax(-1), exact.argmax(-1))
+    same = (got.topk(20).indices.sort().values == exact.topk(20).indices.sort().values).all(-1)
+    assert float(same.float().mean()) >= 0.98
 
 
 def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
