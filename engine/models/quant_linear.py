@@ -212,8 +212,9 @@ class WeightOnlyLinear(nn.Module):
     per pass at 16 rows, 43 against 52 ms at 64, 621 against 747 ms at 1,088, bit-identical
     results. Subclasses set ``in_features``, ``out_features``, ``bias`` and ``_kernel``.
 
-    A prepacked tensor has no storage, so a layer holding one cannot be deep-copied or
-    pickled; quantise a copy of the float model instead.
+    A prepacked tensor has no storage, so a layer holding one cannot be deep-copied, pickled,
+    saved with ``torch.save`` or cast (``.float()``, ``.to(dtype)``: the cast fails part-way,
+    leaving the model unusable); quantise a copy of the float model instead.
     """
 
     in_features: int
