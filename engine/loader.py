@@ -68,9 +68,11 @@ def resolve_model_path(model: str | Path) -> Path:
             f"model {text!r} is a file; pass the checkpoint's directory or a .gguf file"
         )
     if not _HUB_ID.match(text):
+        what = "GGUF file" if path.suffix.lower() == ".gguf" else "model directory"
         raise ModelLoadError(
-            f"model directory {text!r} does not exist; pass a directory with config.json and "
-            "*.safetensors, or a Hugging Face Hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+            f"{what} {text!r} does not exist; pass a directory with config.json and "
+            "*.safetensors, a .gguf file, or a Hugging Face Hub id such as "
+            "'Qwen/Qwen2.5-0.5B-Instruct'"
         )
     try:
         from huggingface_hub import snapshot_download

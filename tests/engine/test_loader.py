@@ -86,6 +86,8 @@ def test_missing_directory_and_file_paths_are_clear(tmp_path: Path) -> None:
         resolve_model_path(tmp_path / "nope")
     with pytest.raises(ModelLoadError, match="does not exist"):
         load_model(tmp_path / "nope", get_backend("torch"))
+    with pytest.raises(ModelLoadError, match=r"GGUF file .*model\.gguf' does not exist"):
+        resolve_model_path(tmp_path / "model.gguf")
     (tmp_path / "file.bin").write_bytes(b"x")
     with pytest.raises(ModelLoadError, match="is a file"):
         resolve_model_path(tmp_path / "file.bin")
