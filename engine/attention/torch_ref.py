@@ -16,7 +16,9 @@ whole context and plain SDPA. A prefill batch loops over its sequences (their
 query lengths differ); a sequence without a cached prefix attends to its new keys directly with
 ``is_causal`` (no gather, no mask); in fp32 on CPU, a sequence whose cached prefix sits in
 consecutive blocks attends to the prefix in place and to its new keys causally, and the two parts
-are merged by log-sum-exp (no gather, no mask either). Gather indices, bucket order and masks
+are merged by log-sum-exp (no gather, no mask either); sequences whose whole cached prefix is
+the same blocks attend to it in one call with their queries stacked (``_SharedPrefill``), each
+to its new keys causally, merged the same way. Gather indices, bucket order and masks
 depend only on the batch layout: they are built on the first layer's call and reused by the
 others.
 """
@@ -129,6 +131,26 @@ class _PrefillSeq:
     mask: torch.Tensor | None  # [n, ctx_len] bool; None = plain causal over the new tokens only
 
 
+@dataclass
+class _SharedPrefill:
+    """Prefill sequences whose whole cached prefix is the same pool blocks.
+
+    The prefix is attended once per layer with all their queries stacked (every new token sees
+    every prefix key, so no mask); each sequence's new tokens attend to themselves causally;
+    the two parts are merged by log-sum-exp (``merge_by_lse``).
+    """
+
+    seqs: list[_PrefillSeq]  # batch order
+    rows: torch.Tensor  # [R] int64: the token rows of ``seqs``, concatenated
+    blocks: torch.Tensor  # [num_blocks] int64 pool ids of the shared prefix
+
+
+@dataclass
+class _PrefillPlan:
+    seqs: list[_PrefillSeq]  # every sequence with new tokens, batch order
+    shared: list[_SharedPrefill]  # groups with one cached prefix (their seqs are in ``seqs`` too)
+
+
 class TorchAttentionBackend(AttentionBackend):
     """Gather-by-block-table + SDPA. Supports every pool dtype and sliding windows.
 
@@ -152,7 +174,7 @@ class TorchAttentionBackend(AttentionBackend):
         self._plan_meta: AttnMetadata | None = None
         self._slots_meta: AttnMetadata | None = None
         self._slots_valid = False
-        self._plans: dict[tuple[int | None, int], DecodePlan | list[_PrefillSeq]] = {}
+        self._plans: dict[tuple[int | None, int], DecodePlan | _PrefillPlan] = {}
 
     def forward(
         self,
@@ -182,7 +204,15 @@ class TorchAttentionBackend(AttentionBackend):
         split_ok = HAS_CPU_FLASH and q.device.type == "cpu" and q.dtype == torch.float32
         block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
         group = q.shape[1] // num_kv_heads
-        for seq in self._prefill_plan(meta, sliding_window, block_size):
+        plan = self._prefill_plan(meta, sliding_window, block_size)
+        done: set[int] = set()
+        if fresh_kv and split_ok:
+            for shared in plan.shared:
+                _shared_prefill_attention(q, k, v, k_cache, v_cache, shared, scale, out)
+                done.update(seq.start for seq in shared.seqs)
+        for seq in plan.seqs:
+            if seq.start in done:
+                continue
             start, end = seq.start, seq.end
             if seq.cached == 0 and fresh_kv:
                 keys, values = k[start:end], v[start:end]
@@ -243,7 +273,7 @@ class TorchAttentionBackend(AttentionBackend):
 
     def _cached_plan(
         self, meta: AttnMetadata, sliding_window: int | None, block_size: int
-    ) -> DecodePlan | list[_PrefillSeq] | None:
+    ) -> DecodePlan | _PrefillPlan | None:
         if meta is not self._plan_meta:
             self._plan_meta, self._plans = meta, {}
         return self._plans.get((sliding_window, block_size))
@@ -268,7 +298,7 @@ class TorchAttentionBackend(AttentionBackend):
 
     def _prefill_plan(
         self, meta: AttnMetadata, sliding_window: int | None, block_size: int
-    ) -> list[_PrefillSeq]:
+    ) -> _PrefillPlan:
         plan = self._cached_plan(meta, sliding_window, block_size)
         if plan is not None:
             return plan  # type: ignore[return-value]
@@ -292,8 +322,34 @@ class TorchAttentionBackend(AttentionBackend):
                 q_pos = torch.arange(cached[i], ctx_len, device=device)
                 mask = _allowed(q_pos, torch.arange(ctx_len, device=device), sliding_window)
             seqs.append(_PrefillSeq(start, end, cached[i], blocks, prefix_block, mask))
-        self._plans[(sliding_window, block_size)] = seqs
-        return seqs
+        built = _PrefillPlan(seqs, self._shared_prefills(seqs, sliding_window, block_size))
+        self._plans[(sliding_window, block_size)] = built
+        return built
+
+    def _shared_prefills(
+        self, seqs: list[_PrefillSeq], sliding_window: int | None, block_size: int
+    ) -> list[_SharedPrefill]:
+        """Groups of sequences whose cached prefix is the same whole blocks (no window).
+
+        Only an identical, block-aligned cached prefix groups sequences (requests on one system
+        prompt, n > 1 samples); a group is kept when it saves ``CASCADE_MIN_SAVED_TOKENS``
+        prefix reads, as in decode.
+        """
+        if sliding_window is not None:
+            return []
+        by_prefix: dict[tuple[int, ...], list[_PrefillSeq]] = {}
+        for seq in seqs:
+            if seq.cached > 0 and seq.cached % block_size == 0:
+                key = tuple(seq.blocks[: seq.cached // block_size].tolist())
+                by_prefix.setdefault(key, []).append(seq)
+        groups = []
+        for key, members in by_prefix.items():
+            saved = (len(members) - 1) * len(key) * block_size
+            if len(members) >= 2 and saved >= self.CASCADE_MIN_SAVED_TOKENS:
+                device = members[0].blocks.device
+                rows = torch.cat([torch.arange(m.start, m.end, device=device) for m in members])
+                groups.append(_SharedPrefill(members, rows, torch.tensor(key, device=device)))
+        return groups
 
 
 def _gather(
@@ -334,24 +390,68 @@ def _split_attention(
     """
     n, num_heads, head_dim = q.shape
     num_kv_heads = prefix_k.shape[1]
-    group = num_heads // num_kv_heads
-    qh = q.transpose(0, 1).view(num_kv_heads, group, n, head_dim)
-
-    def part(keys: torch.Tensor, values: torch.Tensor, causal: bool) -> tuple[torch.Tensor, ...]:
-        # GQA through a broadcast view, as in ``forward``.
-        shape = (num_kv_heads, group, keys.shape[0], head_dim)
-        result: tuple[torch.Tensor, ...] = (
-            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                qh,
-                keys.transpose(0, 1).unsqueeze(1).expand(shape),
-                values.transpose(0, 1).unsqueeze(1).expand(shape),
-                is_causal=causal,
-                scale=scale,
-            )
-        )
-        return result[0], result[1]  # out [kv_heads, group, n, head_dim], lse [kv_heads, group, n]
-
-    out_prefix, lse_prefix = part(prefix_k, prefix_v, causal=False)
-    out_new, lse_new = part(new_k, new_v, causal=True)
+    qh = q.transpose(0, 1).view(num_kv_heads, num_heads // num_kv_heads, n, head_dim)
+    out_prefix, lse_prefix = _flash(qh, prefix_k, prefix_v, causal=False, scale=scale)
+    out_new, lse_new = _flash(qh, new_k, new_v, causal=True, scale=scale)
     merged = merge_by_lse(out_new, lse_new, out_prefix, lse_prefix)
     return merged.flatten(0, 1).transpose(0, 1)
+
+
+def _flash(
+    qh: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, causal: bool, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CPU flash attention of ``qh [kv_heads, group, n, hd]`` over ``keys/values [len, kv_heads,
+    hd]`` (GQA through a broadcast view, as in ``forward``): output ``[kv_heads, group, n, hd]``
+    and log-sum-exp ``[kv_heads, group, n]`` fp32."""
+    num_kv_heads, group, _, head_dim = qh.shape
+    shape = (num_kv_heads, group, keys.shape[0], head_dim)
+    result = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        qh,
+        keys.transpose(0, 1).unsqueeze(1).expand(shape),
+        values.transpose(0, 1).unsqueeze(1).expand(shape),
+        is_causal=causal,
+        scale=scale,
+    )
+    return result[0], result[1]
+
+
+def _shared_prefill_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    shared: _SharedPrefill,
+    scale: float,
+    out: torch.Tensor,
+) -> None:
+    """Write ``out`` rows of ``shared``'s sequences: one stacked call over their common prefix.
+
+    ``q [num_tokens, heads, hd]``, ``k / v [num_tokens, kv_heads, hd]`` (the batch's new K/V);
+    fp32 CPU pools only (``split_ok`` and ``fresh_kv`` in ``forward``). Per layer this is one
+    flash call over the prefix for all R = ``shared.rows`` queries (``[1, kv_heads, group x R,
+    hd]``), plus one causal call per sequence over its new keys, instead of one gather and one
+    masked call per sequence. 15 sequences of 32 new tokens on a 1,024-token prefix, SmolLM2's
+    shapes (2 threads, 2026-12-01): 10 against 19 ms per layer.
+    """
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    num_kv_heads = k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    prefix_k = k_cache.index_select(0, shared.blocks).flatten(0, 1)
+    prefix_v = v_cache.index_select(0, shared.blocks).flatten(0, 1)
+    rows = shared.rows.shape[0]
+    stacked = q.index_select(0, shared.rows).view(rows, num_kv_heads, group, head_dim)
+    stacked = stacked.permute(1, 2, 0, 3).reshape(num_kv_heads, 1, group * rows, head_dim)
+    out_prefix, lse_prefix = _flash(stacked, prefix_k, prefix_v, causal=False, scale=scale)
+    out_prefix = out_prefix.view(num_kv_heads, group, rows, head_dim)
+    lse_prefix = lse_prefix.view(num_kv_heads, group, rows)
+    first = 0
+    for seq in shared.seqs:
+        start, end = seq.start, seq.end
+        n = end - start
+        qh = q[start:end].transpose(0, 1).view(num_kv_heads, group, n, head_dim)
+        out_new, lse_new = _flash(qh, k[start:end], v[start:end], causal=True, scale=scale)
+        part = slice(first, first + n)
+        merged = merge_by_lse(out_new, lse_new, out_prefix[:, :, part], lse_prefix[:, :, part])
+        out[start:end] = merged.flatten(0, 1).transpose(0, 1)
+        first += n

@@ -135,3 +135,64 @@ def test_quantised_pool_error(kv_dtype: torch.dtype, bound: float) -> None:
 def test_unknown_backend_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="attention_backend='flash' is unknown"):
         get_backend("flash")
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (6, 2)])
+def test_prefill_sequences_on_one_cached_prefix_attend_it_once(heads: int, kv_heads: int) -> None:
+    """Three sequences hold the same 3 cached blocks, a fourth its own 2, a fifth none: the
+    three are one stacked call over the shared prefix (``_SharedPrefill``) plus their own causal
+    parts, merged by log-sum-exp, and every row equals float64 attention."""
+    gen = torch.Generator().manual_seed(7)
+    prefix_len, new_lens, own_cached = 3 * BLOCK, [5, 3, 7, 2, 4], [None, None, None, 2 * BLOCK, 0]
+    prefix_k = torch.randn(prefix_len, kv_heads, HEAD_DIM, generator=gen)
+    prefix_v = torch.randn(prefix_len, kv_heads, HEAD_DIM, generator=gen)
+    k_cache = torch.zeros(20, BLOCK, kv_heads, HEAD_DIM)
+    v_cache = torch.zeros_like(k_cache)
+    shared_blocks, free = [9, 2, 14], iter([5, 11, 0, 17, 3, 8, 12, 1, 6, 15, 19, 4])
+    k_cache[shared_blocks] = prefix_k.view(3, BLOCK, kv_heads, HEAD_DIM)
+    v_cache[shared_blocks] = prefix_v.view(3, BLOCK, kv_heads, HEAD_DIM)
+    tables, cached, keys, values, slots = [], [], [], [], []
+    for n, own in zip(new_lens, own_cached, strict=True):
+        c = prefix_len if own is None else own
+        ctx_k = torch.randn(c + n, kv_heads, HEAD_DIM, generator=gen)
+        ctx_v = torch.randn(c + n, kv_heads, HEAD_DIM, generator=gen)
+        table = list(shared_blocks) if own is None else []
+        if own is None:
+            ctx_k[:c], ctx_v[:c] = prefix_k, prefix_v
+        while len(table) * BLOCK < c + n:
+            table.append(next(free))
+        for p in range(c if own is None else 0, c):  # the own cached prefix
+            k_cache[table[p // BLOCK], p % BLOCK] = ctx_k[p]
+            v_cache[table[p // BLOCK], p % BLOCK] = ctx_v[p]
+        slots += [table[p // BLOCK] * BLOCK + p % BLOCK for p in range(c, c + n)]
+        tables.append(table)
+        cached.append(c)
+        keys.append(ctx_k)
+        values.append(ctx_v)
+    q = torch.randn(sum(new_lens), heads, HEAD_DIM, generator=gen)
+    width = max(len(t) for t in tables)
+    total = [c + n for c, n in zip(cached, new_lens, strict=True)]
+    meta = AttnMetadata(
+        phase="prefill",
+        slot_mapping=torch.tensor(slots),
+        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
+        context_lens=torch.tensor(total, dtype=torch.int32),
+        cu_seqlens_q=torch.tensor(
+            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
+        ),
+        num_computed_tokens=torch.tensor(cached, dtype=torch.int32),
+        max_seqlen_q=max(new_lens),
+        max_seqlen_k=max(total),
+    )
+    new_k = torch.cat([kk[c:] for kk, c in zip(keys, cached, strict=True)])
+    new_v = torch.cat([vv[c:] for vv, c in zip(values, cached, strict=True)])
+    backend = get_backend("torch")
+    backend.CASCADE_MIN_SAVED_TOKENS = 0  # the tiny prefix saves few reads; take the path anyway
+    out = backend.forward(q, new_k, new_v, k_cache, v_cache, meta, HEAD_DIM**-0.5)
+    plan = backend._prefill_plan(meta, None, BLOCK)
+    assert [[s.start for s in g.seqs] for g in plan.shared] == [[0, 5, 8]]
+    expected, start = [], 0
+    for i, n in enumerate(new_lens):
+        expected.append(reference(q[start : start + n], keys[i], values[i], cached[i], None))
+        start += n
+    torch.testing.assert_close(out.double(), torch.cat(expected), rtol=1e-5, atol=1e-5)
