@@ -91,6 +91,23 @@ def test_a_prefix_shared_within_one_batch_is_computed_once(
     assert llm.engine.stats().prefix_cache_hits_tokens == sum(o.num_cached_tokens for o in outs)
 
 
+def test_requests_on_one_cached_prefix_prefill_together_and_match_hf(
+    tiny_story_case: Any, prompts: list[str]
+) -> None:
+    """A 100-token prefix cached by one request, then 4 requests on it at once: they prefill in
+    one step with the same cached blocks, which the torch backend attends to in one stacked call
+    (``(4 - 1) x 100`` saved reads clear its 256-token bar), and each equals transformers."""
+    model_dir, ids, _ = tiny_story_case
+    common = [t for p in ids for t in p][:100]  # 25 blocks of 4
+    batch = [common + p[1:] for p in ids[:5]]
+    reference = hf_greedy(model_dir, batch, MAX_NEW_TOKENS)
+    llm = _llm(model_dir)
+    first = llm.generate([batch[0]], GREEDY)
+    rest = llm.generate(batch[1:], GREEDY)
+    _check_equal(first + rest, reference, prompts[:5])
+    assert [o.num_cached_tokens for o in rest] == [100] * 4
+
+
 def test_prefix_caching_off_reports_no_cached_tokens(
     tiny_story_case: Any, prompts: list[str]
 ) -> None:
