@@ -12,9 +12,9 @@ Order of operations per row (transformers' logits-processor order):
    strictly before it is < top_p (the most likely token is always kept);
 6. min-p: drop tokens whose probability is < ``min_p * p(max)``;
 7. draw from the remaining distribution with the row's ``torch.Generator`` (per-request seed:
-   the same seed gives the same noise whatever else is in the batch, hence the same tokens
-   when the logits are batch-independent, as with float weights; weight-only int4 / int8
-   layers change path with the batch's row count, see ``models/quant_linear.py``).
+   the same seed gives the same noise whatever else is in the batch; the logits still move
+   with the batch by fp32 rounding of shared-prefix merges, and under weight-only int4 / int8
+   layers by their change of path with the batch's row count, see ``models/quant_linear.py``).
 
 Logprobs are those of the model's raw distribution (``log_softmax`` of the logits before
 penalties and temperature), as vLLM returns by default: the sampled token's plus the top N.
