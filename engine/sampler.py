@@ -115,7 +115,9 @@ def filter_logits(
     sorted_logits = sorted_logits.masked_fill(sorted_logits < kth, float("-inf"))
     probs = sorted_logits.softmax(dim=-1)
     mass_before = probs.cumsum(dim=-1) - probs
-    remove = mass_before >= top_p.unsqueeze(1)
+    # top_p = 1 is off outright: the fp32 cumulative sum can reach 1.0 before the last tokens
+    # (seen on an AVX2 CPU), which would drop them
+    remove = (mass_before >= top_p.unsqueeze(1)) & (top_p < 1).unsqueeze(1)
     remove[:, 0] = False
     sorted_logits = sorted_logits.masked_fill(remove, float("-inf"))
     probs = sorted_logits.softmax(dim=-1)

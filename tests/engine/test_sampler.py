@@ -67,6 +67,20 @@ def test_top_k_top_p_min_p_match_transformers_warpers() -> None:
     assert int(torch.isfinite(ours[4]).sum()) == 1
 
 
+def test_top_p_one_keeps_tokens_after_the_cumulative_mass_rounds_to_one() -> None:
+    """top_p = 1 is off: with one dominant logit the fp32 mass before the tail tokens is exactly
+    1.0, and ``mass_before >= top_p`` alone dropped them (an AVX2 CPU's sums got there on
+    test_top_k_top_p_min_p_match_transformers_warpers' random logits too)."""
+    logits = torch.zeros(2, VOCAB)
+    logits[:, 0] = 30.0  # tail probability exp(-30) ~ 1e-13: 1 - 63e-13 rounds to 1.0 in fp32
+    assert float(logits[0].softmax(-1)[0]) == 1.0
+    out = filter_logits(
+        logits, torch.tensor([0, 0]), torch.tensor([1.0, 0.999]), torch.tensor([0.0, 0.0])
+    )
+    assert torch.isfinite(out[0]).all()  # off: every token kept
+    assert torch.isfinite(out[1]).tolist() == [True] + [False] * (VOCAB - 1)  # on: the top one
+
+
 def test_sampling_draws_from_the_filtered_distribution() -> None:
     logits = fixed_logits(1, seed=3)
     params = SamplingParams(temperature=0.8, top_k=6, top_p=0.95)
