@@ -137,12 +137,26 @@ def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, list[flo
     return statistics.median(times), times
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (else ``platform.processor()``, else "unknown")."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def machine() -> str:
-    """Where the numbers were measured (CPU count, torch threads, Python, torch version)."""
+    """Where the numbers were measured: CPU model, count and the vector ISA torch dispatches to
+    (AVX2 / AVX512: whether oneDNN's bf16 GEMM is native decides the weight-only layers' dense
+    path), torch threads, Python, torch version, load average."""
     import torch
 
     return (
-        f"{platform.machine()} {os.cpu_count()} CPUs (torch threads {torch.get_num_threads()}), "
+        f"{platform.machine()} {cpu_model()}, {os.cpu_count()} CPUs, "
+        f"{torch.backends.cpu.get_cpu_capability()} (torch threads {torch.get_num_threads()}), "
         f"{platform.system()}, Python {platform.python_version()}, torch {torch.__version__}, "
         f"load average {os.getloadavg()[0]:.1f}"
     )

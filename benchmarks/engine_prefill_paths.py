@@ -1,7 +1,8 @@
-"""Weight-only prefill: the int4 / int8 kernel against the dense bf16 copy, side by side (#16).
+"""Weight-only prefill: the int4 / int8 kernel against the dense copy, side by side (#16).
 
 ``Int4Linear`` / ``Int8Linear`` (engine/models/quant_linear.py) multiply batches of at least
-``DENSE_MIN_ROWS`` rows by a dense bf16 copy of their dequantised weight, fewer rows by torch's
+``DENSE_MIN_ROWS`` rows by a dense copy of their dequantised weight (``DENSE_DTYPE``: bf16
+where oneDNN runs bf16 natively, else fp32), fewer rows by torch's
 weight-only kernel. This script measures both paths on SmolLM2-135M-Instruct's own layers, in
 one process, alternating call by call, medians over ``--repeats``:
 
@@ -31,7 +32,7 @@ from typing import Any
 from engine_bench_model import machine, print_table
 
 HERE = Path(__file__).resolve().parent
-ROWS = (1, 4, 8, 12, 16, 24, 32, 64, 1088)
+ROWS = (1, 4, 8, 12, 16, 24, 32, 40, 48, 64, 1088)
 COLD, CACHED, NEW = 1088, 1024, 64
 
 
@@ -102,7 +103,7 @@ def main() -> None:
     from engine_vs_llamacpp import Ours, corpus_ids
 
     from promptcache.engine.gguf_file import find_smollm2_gguf
-    from promptcache.engine.models.quant_linear import DENSE_MIN_ROWS
+    from promptcache.engine.models.quant_linear import DENSE_DTYPE, DENSE_MIN_ROWS
 
     model_path = args.model or find_smollm2_gguf()
     if model_path is None:
@@ -111,8 +112,9 @@ def main() -> None:
     ours = Ours(model_path, args.weight_dtype)
     model = ours.llm.engine.runner.model
     print(f"\n1. decoder layer 0's four projections, ms (medians of {args.repeats * 3})\n")
+    dense = str(DENSE_DTYPE).removeprefix("torch.")
     print_table(
-        ["rows", "kernel", "dense bf16", "kernel / dense"], layer_table(model, 3 * args.repeats)
+        ["rows", "kernel", f"dense {dense}", "kernel / dense"], layer_table(model, 3 * args.repeats)
     )
     set_dense(model, DENSE_MIN_ROWS)
 

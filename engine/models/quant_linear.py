@@ -15,16 +15,19 @@ Activations stay in the model dtype between layers; only the matrix product chan
   ``torch._convert_weight_to_int4pack_for_cpu``.
 
 **Two paths by batch size.** The kernels win for few rows (memory-bound decode); from
-``DENSE_MIN_ROWS`` rows (prefill chunks, large decode batches) a layer multiplies by a dense bf16
-copy of its dequantised weight instead (oneDNN's bf16 GEMM over a copy prepacked for it,
-``PREPACK_DENSE``): the same values as the kernel's, rounded to bf16 (relative 2^-9). Measured,
-before the prepacking (which makes the dense side faster still, see ``WeightOnlyLinear``), on
-SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down; ``benchmarks/engine_prefill_paths.py``,
-2026-12-01 15:58 UTC, load average 3.2, 1 torch thread: 2-thread runs on this shared machine
-swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at 8, 0.98x at 16, 1.17x at 24, 1.67x at
-64, 2.47x at 1,088 (an earlier run: 0.91x at 16, 1.20x at 32); on a quiet machine with 2 threads
-the bf16 GEMM led at 16 rows too (150 against 85 GFLOP/s), hence the cut-over at 16. Cost:
-``2 * out * in`` bytes per layer (202 MiB for SmolLM2's decoder);
+``DENSE_MIN_ROWS`` rows (prefill chunks, large decode batches) a layer multiplies by a dense
+copy of its dequantised weight instead: the same values as the kernel's. The copy's dtype
+depends on the CPU (``DENSE_DTYPE``): bf16, prepacked for oneDNN's GEMM (``PREPACK_DENSE``),
+where oneDNN runs bf16 natively (AVX-512 or AVX-NE-CONVERT), rounded to bf16 (relative 2^-9);
+fp32 elsewhere, where bf16 GEMMs are emulated and several times slower. The bf16 cut-over was
+measured before the prepacking (which makes the dense side faster still, see
+``WeightOnlyLinear``), on SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down;
+``benchmarks/engine_prefill_paths.py``, 2026-12-01 15:58 UTC, load average 3.2, 1 torch thread:
+2-thread runs on this shared machine swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at
+8, 0.98x at 16, 1.17x at 24, 1.67x at 64, 2.47x at 1,088 (an earlier run: 0.91x at 16, 1.20x
+at 32); on a quiet machine with 2 threads the bf16 GEMM led at 16 rows too (150 against 85
+GFLOP/s), hence the cut-over at 16. The fp32 one: see ``DENSE_MIN_ROWS``. Cost: ``2 * out * in``
+bytes per layer in bf16, ``4 * out * in`` in fp32 (202 / 404 MiB for SmolLM2's decoder);
 ``quantize_linears(..., dense_min_rows=None)`` keeps none. Dequantising per call instead (no
 extra memory, a pass over each weight per forward) was not measured.
 
@@ -53,6 +56,7 @@ from torch import nn
 from promptcache.errors import ConfigError
 
 __all__ = [
+    "DENSE_DTYPE",
     "DENSE_MIN_ROWS",
     "HEAD_REFINE_TOP",
     "INT4_GROUP_SIZE",
@@ -79,11 +83,6 @@ SmolLM2-135M-Instruct decode rows ranked by the int4 pass, the 20 largest refine
 the exact int8 head's 20 largest in all but 5 rows (1,109 missed with 16 refined, 258 with 32;
 the argmax in every row with each), for about 0.05 ms more per row-batch at 1 row and under
 1 ms at 16 (2026-12-01)."""
-
-DENSE_MIN_ROWS = 16
-"""Rows (tokens) from which a weight-only layer multiplies by its dense bf16 copy instead of the
-int4 / int8 kernel (measured cut-over, see the module docstring)."""
-
 
 _CHUNK_ROWS = 4096
 
@@ -194,18 +193,53 @@ class Int8Embedding(nn.Module):
         return rows.to(self.dtype).reshape(*ids.shape, -1)
 
 
+def _bf16_gemm_native() -> bool:
+    """Whether oneDNN runs bf16 GEMMs natively here (AVX-512 BW/VL/DQ or AVX-NE-CONVERT) and
+    takes a prepacked bf16 weight (probed once on a 16 x 32 matrix)."""
+    if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
+        return False
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
+    try:
+        probe = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 32, dtype=torch.bfloat16))
+        torch.ops.mkldnn._linear_pointwise(
+            torch.ones(2, 32, dtype=torch.bfloat16), probe, None, "none", [], ""
+        )
+    except RuntimeError:
+        return False
+    return True
+
+
 #: oneDNN's linear with a weight reordered once into its own blocked layout
 #: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
 #: weight freezing uses). A plain ``x @ W.T`` lets oneDNN reorder the weight on every call.
-PREPACK_DENSE: bool = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+#: Only where oneDNN's bf16 GEMM is native (``_bf16_gemm_native``): on an AVX2-only CPU the
+#: reorder raises ("bf16 path needs the cpu support avx_ne_convert or avx512bw, avx512vl and
+#: avx512dq").
+PREPACK_DENSE: bool = _bf16_gemm_native()
+
+DENSE_DTYPE: torch.dtype = torch.bfloat16 if PREPACK_DENSE else torch.float32
+"""The dtype of the dense copies. bf16 where oneDNN's bf16 GEMM is native; fp32 otherwise, where
+bf16 GEMMs are emulated: on an AVX2-only AMD EPYC (2 vCPUs, 1 thread, 2026-12-01, other jobs
+running) SmolLM2-135M's decoder shapes took 59 s per 30-layer pass at 1,088 rows in bf16
+against 8.7 s in fp32 (MKL), and 3.1 s against 0.76 s at 64 rows. The fp32 copy costs
+``4 * out * in`` bytes per layer instead of ``2 * out * in``."""
+
+DENSE_MIN_ROWS: int = 16 if PREPACK_DENSE else 64
+"""Rows (tokens) from which a weight-only layer multiplies by its dense copy instead of the
+int4 / int8 kernel: the measured cut-over of ``benchmarks/engine_prefill_paths.py``. 16 for the
+prepacked bf16 copy (module docstring); 64 for the fp32 one: on the AVX2-only EPYC (2 threads,
+2026-12-01 19:34 UTC, load average 1.4) SmolLM2-135M's int4 layer 0 took kernel / dense fp32
+0.74x the time at 16 rows, 0.79x at 32, 0.93x at 48 and 1.29x at 64."""
 
 
 class WeightOnlyLinear(nn.Module):
-    """Shared forward of the weight-only layers: a kernel for few rows, a dense bf16 GEMM above.
+    """Shared forward of the weight-only layers: a kernel for few rows, a dense GEMM above.
 
-    ``dense`` (or None) holds the dequantised weight in bf16, the same values the kernel
-    multiplies by (up to their bf16 rounding); batches of at least ``dense_min_rows`` rows use
-    it. Where oneDNN is available (``PREPACK_DENSE``) it is stored prepacked for oneDNN's GEMM
+    ``dense`` (or None) holds the dequantised weight in ``DENSE_DTYPE``, the same values the
+    kernel multiplies by (up to their bf16 rounding in bf16); batches of at least
+    ``dense_min_rows`` rows use it. Where oneDNN runs bf16 natively (``PREPACK_DENSE``) it is
+    stored prepacked for oneDNN's GEMM
     (an opaque ``torch._mkldnn`` tensor, ``[out, in]``, ``2 * out * in`` bytes; ``to_dense()``
     gives the plain matrix back). Measured on SmolLM2-135M-Instruct's decoder shapes, weights
     cycled over 30 layers as in a forward pass, 2 threads (2026-12-01): 15.9 against 25.0 ms
@@ -227,7 +261,7 @@ class WeightOnlyLinear(nn.Module):
         """Store ``weight`` (fp32 ``[out, in]``, the dequantised values; None exactly when
         ``dense_min_rows`` is None) as the dense copy."""
         self.dense_min_rows = dense_min_rows
-        dense = None if weight is None else weight.to(torch.bfloat16).contiguous()
+        dense = None if weight is None else weight.to(DENSE_DTYPE).contiguous()
         if dense is not None and PREPACK_DENSE:
             dense = torch.ops.mkldnn._reorder_linear_weight(dense, None)
         self.register_buffer("dense", dense)
@@ -237,20 +271,23 @@ class WeightOnlyLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., in]`` -> ``[..., out]`` in ``x``'s dtype."""
-        # contiguous: the kernels refuse strided rows, and in a bf16 model ``.to`` copies
-        # nothing (MLP.forward's down_proj input is a product over a slice of gate_up)
-        rows = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
+        flat = x.reshape(-1, self.in_features)
         limit = self.dense_min_rows
         dense = self.dense
         out: torch.Tensor
-        if dense is not None and limit is not None and rows.shape[0] >= limit:
+        if dense is not None and limit is not None and flat.shape[0] >= limit:
+            rows = flat.to(dense.dtype)
             if dense.is_mkldnn:
-                out = torch.ops.mkldnn._linear_pointwise(rows, dense, None, "none", [], "")
+                out = torch.ops.mkldnn._linear_pointwise(
+                    rows.contiguous(), dense, None, "none", [], ""
+                )
             else:
                 out = rows @ dense.t()
-            out = out.to(x.dtype)
         else:
-            out = self._kernel(rows).to(x.dtype)
+            # contiguous: the kernels refuse strided rows, and in a bf16 model ``.to`` copies
+            # nothing (MLP.forward's down_proj input is a product over a slice of gate_up)
+            out = self._kernel(flat.to(torch.bfloat16).contiguous())
+        out = out.to(x.dtype)
         if self.bias is not None:
             out = out + self.bias.to(out.dtype)
         return out.reshape(*x.shape[:-1], self.out_features)
@@ -261,8 +298,9 @@ class Int8Linear(WeightOnlyLinear):
 
     Args:
         linear: the float layer to quantise (its weight is not kept).
-        dense_min_rows: batches of at least this many rows multiply by a dense bf16 copy of the
-            dequantised weight (``2 * out * in`` bytes more); None keeps no copy.
+        dense_min_rows: batches of at least this many rows multiply by a dense copy of the
+            dequantised weight (``DENSE_DTYPE``: ``2 * out * in`` bytes more in bf16, ``4 * out *
+            in`` in fp32); None keeps no copy.
         refine_top: for fp32 inputs, recompute the ``refine_top`` largest outputs of each row
             exactly (fp32 activations times the int8 rows) instead of keeping the kernel's bf16
             values: the LM head uses it so greedy picks are not decided by bf16 rounding.
@@ -337,7 +375,7 @@ class Int4Linear(WeightOnlyLinear):
 
     Storage: the packed weight of ``torch._convert_weight_to_int4pack_for_cpu`` (``out * in / 2``
     bytes), bf16 ``scales_and_zeros [in / group, out, 2]`` and, unless ``dense_min_rows`` is
-    None, the dense bf16 copy (``2 * out * in`` bytes).
+    None, the dense copy (``DENSE_DTYPE``, see ``Int8Linear``).
 
     Args:
         linear: the float layer to quantise; ``in_features`` must be a multiple of
@@ -436,10 +474,11 @@ def quantize_linears(
     Args:
         model: a loaded model on the CPU.
         weight_dtype: "int8" or "int4".
-        dense_min_rows: decoder layers keep a dense bf16 copy of their dequantised weight and
-            use it for batches of at least this many rows (prefill chunks, large decode
-            batches); None keeps none (the kernels run every batch; ``2 * out * in`` bytes
-            fewer per layer). The LM head keeps none: a prefill sends it one row per sequence.
+        dense_min_rows: decoder layers keep a dense copy (``DENSE_DTYPE``) of their dequantised
+            weight and use it for batches of at least this many rows (prefill chunks, large
+            decode batches); None keeps none (the kernels run every batch; ``2 * out * in``
+            bytes fewer per layer in bf16, ``4 * out * in`` in fp32). The LM head keeps none: a
+            prefill sends it one row per sequence.
 
     Returns:
         The number of linear layers replaced (the head included).

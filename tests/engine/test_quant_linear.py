@@ -17,6 +17,7 @@ from torch import nn
 
 from promptcache.engine import LLM, EngineConfig
 from promptcache.engine.models.quant_linear import (
+    DENSE_DTYPE,
     DENSE_MIN_ROWS,
     HEAD_REFINE_TOP,
     INT4_GROUP_SIZE,
@@ -87,26 +88,46 @@ def test_int4_packing_in_row_chunks_matches_its_dequantised_values() -> None:
 
 @pytest.mark.parametrize("kind", [Int8Linear, Int4Linear])
 def test_dense_copy_matches_the_kernel_on_either_side_of_the_cut_over(kind: type) -> None:
-    """Below ``DENSE_MIN_ROWS`` rows the kernel runs, from it the dense bf16 copy: same values."""
+    """Below ``DENSE_MIN_ROWS`` rows the kernel runs, from it the dense copy: same values."""
     torch.manual_seed(2)
     linear = nn.Linear(128, 80, bias=True)
     layer = kind(linear)
     kernel_only = kind(linear, dense_min_rows=None)
-    assert kernel_only.dense is None and layer.dense.dtype == torch.bfloat16
+    assert kernel_only.dense is None and layer.dense.dtype == DENSE_DTYPE
     for rows in (1, DENSE_MIN_ROWS - 1, DENSE_MIN_ROWS, 3 * DENSE_MIN_ROWS + 5):
         x = torch.randn(rows, 128)
         got, kernel = layer(x), kernel_only(x)
         if rows < DENSE_MIN_ROWS:
             assert torch.equal(got, kernel)  # the very same kernel call
         else:
-            # The dense copy holds the kernel's dequantised values rounded to bf16 (2^-9).
+            # The dense copy holds the kernel's dequantised values (in bf16: rounded, 2^-9); the
+            # kernel rounds its bf16 inputs and output.
             torch.testing.assert_close(got, kernel, atol=2e-2, rtol=2e-2)
             assert not torch.equal(got, kernel)  # it is another computation
-            # prepacked for oneDNN or not, the same bf16 GEMM as the plain matrix
+            # prepacked for oneDNN or not, the same GEMM as over the plain matrix
             plain = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
-            expected = (x.bfloat16() @ plain.t()).float() + linear.bias.detach()
+            expected = (x.to(DENSE_DTYPE) @ plain.t()).float() + linear.bias.detach()
             assert torch.equal(got, expected)
     assert layer.dense.is_mkldnn == PREPACK_DENSE
+
+
+def test_dense_copies_are_bf16_prepacked_only_where_onednn_runs_bf16_natively() -> None:
+    """On a CPU without AVX-512 (or AVX-NE-CONVERT) oneDNN refuses to prepack a bf16 weight and
+    emulates bf16 GEMMs; the dense copies are then plain fp32 matrices."""
+    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    assert PREPACK_DENSE is native
+    assert DENSE_DTYPE is (torch.bfloat16 if native else torch.float32)
+    assert (16 if native else 64) == DENSE_MIN_ROWS
+    torch.manual_seed(3)
+    linear = nn.Linear(64, 32)
+    layer = Int4Linear(linear)
+    assert layer.dense is not None and layer.dense.dtype == DENSE_DTYPE
+    assert layer.dense.is_mkldnn == native
+    values = quantize_int4_groups(linear.weight.detach(), with_values=True)[2]
+    assert values is not None
+    x = torch.randn(DENSE_MIN_ROWS, 64)
+    expected = (x.to(DENSE_DTYPE) @ values.to(DENSE_DTYPE).t()).float() + linear.bias.detach()
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", [Int8Linear, Int4Linear])
