@@ -5,6 +5,9 @@ Each child is ``promptcache <args>`` run by this same interpreter, in its own pr
 (SIGTERM, then SIGKILL after a grace period), on every way out:
 
 - leaving the ``ChildProcesses`` context (normal end, an exception, Ctrl-C's KeyboardInterrupt);
+  while the context is open SIGINT raises KeyboardInterrupt even if the demo was started with
+  it ignored (a background job of a non-interactive shell, as in ``make test &`` or a CI
+  runner: Python then keeps SIGINT ignored), as uvicorn does for the servers;
 - SIGTERM or SIGHUP to the demo: handlers turn them into ``SystemExit`` while the context is open;
 - interpreter exit: an ``atexit`` hook, in case the context was bypassed;
 - the demo being killed outright (SIGKILL): on Linux each child asks the kernel for SIGTERM
@@ -121,6 +124,9 @@ class ChildProcesses:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGHUP):
                 self._old_handlers[signum] = signal.signal(signum, self._on_signal)
+            self._old_handlers[signal.SIGINT] = signal.signal(
+                signal.SIGINT, signal.default_int_handler
+            )
         return self
 
     def __exit__(
