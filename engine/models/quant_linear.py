@@ -19,7 +19,8 @@ Activations stay in the model dtype between layers; only the matrix product chan
 copy of its dequantised weight instead: the same values as the kernel's. The copy's dtype
 depends on the CPU (``DENSE_DTYPE``): bf16, prepacked for oneDNN's GEMM (``PREPACK_DENSE``),
 where oneDNN runs bf16 natively (AVX-512 or AVX-NE-CONVERT), rounded to bf16 (relative 2^-9);
-fp32 elsewhere, where bf16 GEMMs are emulated and several times slower. The bf16 cut-over was
+fp32 elsewhere (prepacked too), where bf16 GEMMs are emulated and several times slower. The
+bf16 cut-over was
 measured before the prepacking (which makes the dense side faster still, see
 ``WeightOnlyLinear``), on SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down;
 ``benchmarks/engine_prefill_paths.py``, 2026-12-01 15:58 UTC, load average 3.2, 1 torch thread:
@@ -193,44 +194,46 @@ class Int8Embedding(nn.Module):
         return rows.to(self.dtype).reshape(*ids.shape, -1)
 
 
-def _bf16_gemm_native() -> bool:
-    """Whether oneDNN runs bf16 GEMMs natively here (AVX-512 BW/VL/DQ or AVX-NE-CONVERT) and
-    takes a prepacked bf16 weight (probed once on a 16 x 32 matrix)."""
+def _onednn_prepacks(dtype: torch.dtype) -> bool:
+    """Whether oneDNN's linear over a prepacked ``dtype`` weight runs on this CPU (probed once
+    on a 16 x 32 matrix). bf16 only where oneDNN runs it natively (AVX-512 BW/VL/DQ or
+    AVX-NE-CONVERT): on an AVX2-only CPU the bf16 reorder raises ("bf16 path needs the cpu
+    support avx_ne_convert or avx512bw, avx512vl and avx512dq")."""
     if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
         return False
-    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return False
     try:
-        probe = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 32, dtype=torch.bfloat16))
+        probe = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 32, dtype=dtype))
         torch.ops.mkldnn._linear_pointwise(
-            torch.ones(2, 32, dtype=torch.bfloat16), probe, None, "none", [], ""
+            torch.ones(2, 32, dtype=dtype), probe, None, "none", [], ""
         )
     except RuntimeError:
         return False
     return True
 
 
-#: oneDNN's linear with a weight reordered once into its own blocked layout
-#: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
-#: weight freezing uses). A plain ``x @ W.T`` lets oneDNN reorder the weight on every call.
-#: Only where oneDNN's bf16 GEMM is native (``_bf16_gemm_native``): on an AVX2-only CPU the
-#: reorder raises ("bf16 path needs the cpu support avx_ne_convert or avx512bw, avx512vl and
-#: avx512dq").
-PREPACK_DENSE: bool = _bf16_gemm_native()
-
-DENSE_DTYPE: torch.dtype = torch.bfloat16 if PREPACK_DENSE else torch.float32
+DENSE_DTYPE: torch.dtype = torch.bfloat16 if _onednn_prepacks(torch.bfloat16) else torch.float32
 """The dtype of the dense copies. bf16 where oneDNN's bf16 GEMM is native; fp32 otherwise, where
 bf16 GEMMs are emulated: on an AVX2-only AMD EPYC (2 vCPUs, 1 thread, 2026-12-01, other jobs
 running) SmolLM2-135M's decoder shapes took 59 s per 30-layer pass at 1,088 rows in bf16
 against 8.7 s in fp32 (MKL), and 3.1 s against 0.76 s at 64 rows. The fp32 copy costs
 ``4 * out * in`` bytes per layer instead of ``2 * out * in``."""
 
+#: oneDNN's linear with a weight reordered once into its own blocked layout
+#: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
+#: weight freezing uses). A plain ``x @ W.T`` repacks the weight on every call (oneDNN in bf16,
+#: MKL in fp32), which dominates at a few dozen rows.
+PREPACK_DENSE: bool = _onednn_prepacks(DENSE_DTYPE)
+
 DENSE_MIN_ROWS: int = 16 if PREPACK_DENSE else 64
 """Rows (tokens) from which a weight-only layer multiplies by its dense copy instead of the
 int4 / int8 kernel: the measured cut-over of ``benchmarks/engine_prefill_paths.py``. 16 for the
-prepacked bf16 copy (module docstring); 64 for the fp32 one: on the AVX2-only EPYC (2 threads,
-2026-12-01 19:34 UTC, load average 1.4) SmolLM2-135M's int4 layer 0 took kernel / dense fp32
-0.74x the time at 16 rows, 0.79x at 32, 0.93x at 48 and 1.29x at 64."""
+prepacked bf16 copy (module docstring). 16 for the prepacked fp32 one too: on the AVX2-only
+EPYC (2 threads, 2026-12-01 20:44 UTC) SmolLM2-135M's int4 layer 0 took kernel / dense 0.92x
+the time at 16 rows, 1.23x at 24, 1.60x at 64 and 2.58x at 1,088. 64 for an fp32 copy that
+oneDNN does not prepack (MKL repacks it per call): 0.74x at 16 rows, 0.93x at 48, 1.29x at 64
+(19:34 UTC, the same machine)."""
 
 
 class WeightOnlyLinear(nn.Module):
@@ -238,13 +241,15 @@ class WeightOnlyLinear(nn.Module):
 
     ``dense`` (or None) holds the dequantised weight in ``DENSE_DTYPE``, the same values the
     kernel multiplies by (up to their bf16 rounding in bf16); batches of at least
-    ``dense_min_rows`` rows use it. Where oneDNN runs bf16 natively (``PREPACK_DENSE``) it is
-    stored prepacked for oneDNN's GEMM
-    (an opaque ``torch._mkldnn`` tensor, ``[out, in]``, ``2 * out * in`` bytes; ``to_dense()``
-    gives the plain matrix back). Measured on SmolLM2-135M-Instruct's decoder shapes, weights
-    cycled over 30 layers as in a forward pass, 2 threads (2026-12-01): 15.9 against 25.0 ms
-    per pass at 16 rows, 43 against 52 ms at 64, 621 against 747 ms at 1,088, bit-identical
-    results. Subclasses set ``in_features``, ``out_features``, ``bias`` and ``_kernel``.
+    ``dense_min_rows`` rows use it. Where oneDNN takes it (``PREPACK_DENSE``) it is stored
+    prepacked for oneDNN's GEMM (an opaque ``torch._mkldnn`` tensor, ``[out, in]``, the same
+    bytes; ``to_dense()`` gives the plain matrix back). Measured on SmolLM2-135M-Instruct's
+    decoder shapes, weights cycled over 30 layers as in a forward pass, 2 threads (2026-12-01):
+    in bf16 (AVX-512), 15.9 against 25.0 ms per pass at 16 rows, 43 against 52 ms at 64, 621
+    against 747 ms at 1,088, bit-identical results; in fp32 (AVX2-only, one run with other
+    jobs running), 1.77 against 3.83 ms per layer at 16 rows and 145 against 181 at 1,088,
+    against MKL's fp32 GEMM (other rounding, about 1e-6 relative). Subclasses set
+    ``in_features``, ``out_features``, ``bias`` and ``_kernel``.
 
     A prepacked tensor has no storage, so a layer holding one cannot be deep-copied, pickled,
     saved with ``torch.save`` or cast (``.float()``, ``.to(dtype)``: the cast fails part-way,
