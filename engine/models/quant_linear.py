@@ -226,14 +226,14 @@ against 8.7 s in fp32 (MKL), and 3.1 s against 0.76 s at 64 rows. The fp32 copy 
 #: MKL in fp32), which dominates at a few dozen rows.
 PREPACK_DENSE: bool = _onednn_prepacks(DENSE_DTYPE)
 
-DENSE_MIN_ROWS: int = 16 if PREPACK_DENSE else 64
+DENSE_MIN_ROWS: int = 16 if DENSE_DTYPE is torch.bfloat16 else 24 if PREPACK_DENSE else 64
 """Rows (tokens) from which a weight-only layer multiplies by its dense copy instead of the
 int4 / int8 kernel: the measured cut-over of ``benchmarks/engine_prefill_paths.py``. 16 for the
-prepacked bf16 copy (module docstring). 16 for the prepacked fp32 one too: on the AVX2-only
-EPYC (2 threads, 2026-12-01 20:44 UTC) SmolLM2-135M's int4 layer 0 took kernel / dense 0.92x
-the time at 16 rows, 1.23x at 24, 1.60x at 64 and 2.58x at 1,088. 64 for an fp32 copy that
-oneDNN does not prepack (MKL repacks it per call): 0.74x at 16 rows, 0.93x at 48, 1.29x at 64
-(19:34 UTC, the same machine)."""
+prepacked bf16 copy (module docstring). 24 for the prepacked fp32 one: on the AVX2-only EPYC
+(2 threads, 2026-12-01 20:44 UTC) SmolLM2-135M's int4 layer 0 took kernel / dense 0.92x the
+time at 16 rows (the kernel still ahead: 16-row decode batches), 1.23x at 24, 1.60x at 64 and
+2.58x at 1,088. 64 for an fp32 copy that oneDNN does not prepack (MKL repacks it per call):
+0.74x at 16 rows, 0.93x at 48, 1.29x at 64 (19:34 UTC, the same machine)."""
 
 
 class WeightOnlyLinear(nn.Module):

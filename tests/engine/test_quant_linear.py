@@ -121,6 +121,7 @@ def test_dense_copies_are_bf16_only_where_onednn_runs_bf16_natively() -> None:
     native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     assert DENSE_DTYPE is (torch.bfloat16 if native else torch.float32)
     assert PREPACK_DENSE is torch.backends.mkldnn.is_available()
+    assert (16 if native else 24 if PREPACK_DENSE else 64) == DENSE_MIN_ROWS
     torch.manual_seed(3)
     linear = nn.Linear(64, 32)
     layer = Int4Linear(linear)
