@@ -39,6 +39,31 @@ def reference(
     return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
 
 
+def batch_metadata(
+    phase: str,
+    slots: list[int],
+    tables: list[list[int]],
+    cached: list[int],
+    new_lens: list[int],
+) -> AttnMetadata:
+    """The ``AttnMetadata`` of sequences with ``cached`` tokens in the pool and ``new_lens`` new
+    ones at pool slots ``slots`` (in batch order), held in blocks ``tables``."""
+    total = [c + n for c, n in zip(cached, new_lens, strict=True)]
+    width = max(len(t) for t in tables)
+    return AttnMetadata(
+        phase=phase,
+        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
+        context_lens=torch.tensor(total, dtype=torch.int32),
+        cu_seqlens_q=torch.tensor(
+            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
+        ),
+        num_computed_tokens=torch.tensor(cached, dtype=torch.int32),
+        max_seqlen_q=max(new_lens),
+        max_seqlen_k=max(total),
+    )
+
+
 def run_case(
     cached_lens: list[int],
     new_lens: list[int],
@@ -79,20 +104,12 @@ def run_case(
         store_kv(keys[i][:c], values[i][:c], k_cache, v_cache, slots, k_scale, v_scale)
     new_k = torch.cat([keys[i][c:] for i, c in enumerate(cached_lens)])
     new_v = torch.cat([values[i][c:] for i, c in enumerate(cached_lens)])
-    width = max(need)
-    meta = AttnMetadata(
-        phase="decode" if all(n == 1 for n in new_lens) else "prefill",
-        slot_mapping=torch.tensor(
-            [slot(i, p) for i, c in enumerate(cached_lens) for p in range(c, total[i])]
-        ),
-        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
-        context_lens=torch.tensor(total, dtype=torch.int32),
-        cu_seqlens_q=torch.tensor(
-            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
-        ),
-        num_computed_tokens=torch.tensor(cached_lens, dtype=torch.int32),
-        max_seqlen_q=max(new_lens),
-        max_seqlen_k=max(total),
+    meta = batch_metadata(
+        "decode" if all(n == 1 for n in new_lens) else "prefill",
+        [slot(i, p) for i, c in enumerate(cached_lens) for p in range(c, total[i])],
+        tables,
+        cached_lens,
+        new_lens,
     )
     out = backend.forward(
         q, new_k, new_v, k_cache, v_cache, meta, HEAD_DIM**-0.5, k_scale, v_scale, window
@@ -170,20 +187,7 @@ def test_prefill_sequences_on_one_cached_prefix_attend_it_once(heads: int, kv_he
         keys.append(ctx_k)
         values.append(ctx_v)
     q = torch.randn(sum(new_lens), heads, HEAD_DIM, generator=gen)
-    width = max(len(t) for t in tables)
-    total = [c + n for c, n in zip(cached, new_lens, strict=True)]
-    meta = AttnMetadata(
-        phase="prefill",
-        slot_mapping=torch.tensor(slots),
-        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
-        context_lens=torch.tensor(total, dtype=torch.int32),
-        cu_seqlens_q=torch.tensor(
-            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
-        ),
-        num_computed_tokens=torch.tensor(cached, dtype=torch.int32),
-        max_seqlen_q=max(new_lens),
-        max_seqlen_k=max(total),
-    )
+    meta = batch_metadata("prefill", slots, tables, cached, new_lens)
     new_k = torch.cat([kk[c:] for kk, c in zip(keys, cached, strict=True)])
     new_v = torch.cat([vv[c:] for vv, c in zip(values, cached, strict=True)])
     backend = get_backend("torch")
