@@ -213,7 +213,9 @@ def _onednn_prepacks(dtype: torch.dtype) -> bool:
     return True
 
 
-DENSE_DTYPE: torch.dtype = torch.bfloat16 if _onednn_prepacks(torch.bfloat16) else torch.float32
+_BF16_PREPACKS = _onednn_prepacks(torch.bfloat16)
+
+DENSE_DTYPE: torch.dtype = torch.bfloat16 if _BF16_PREPACKS else torch.float32
 """The dtype of the dense copies. bf16 where oneDNN's bf16 GEMM is native; fp32 otherwise, where
 bf16 GEMMs are emulated: on an AVX2-only AMD EPYC (2 vCPUs, 1 thread, 2026-12-01, other jobs
 running) SmolLM2-135M's decoder shapes took 59 s per 30-layer pass at 1,088 rows in bf16
@@ -224,7 +226,7 @@ against 8.7 s in fp32 (MKL), and 3.1 s against 0.76 s at 64 rows. The fp32 copy 
 #: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
 #: weight freezing uses). A plain ``x @ W.T`` repacks the weight on every call (oneDNN in bf16,
 #: MKL in fp32), which dominates at a few dozen rows.
-PREPACK_DENSE: bool = _onednn_prepacks(DENSE_DTYPE)
+PREPACK_DENSE: bool = _BF16_PREPACKS or _onednn_prepacks(torch.float32)
 
 DENSE_MIN_ROWS: int = 16 if DENSE_DTYPE is torch.bfloat16 else 24 if PREPACK_DENSE else 64
 """Rows (tokens) from which a weight-only layer multiplies by its dense copy instead of the
