@@ -1,4 +1,6 @@
-"""Open a GGUF file (llama.cpp's checkpoint format) and read its model shape (torch-free).
+"""Open a GGUF file (llama.cpp's checkpoint format), read its model shape and weight precision.
+
+Torch-free, except ``native_weight_dtype``'s int4 shape check.
 
 The file is read with the ``gguf`` package, llama.cpp's own Python reader (``gguf.GGUFReader``,
 which memory-maps the file). Its metadata keys are llama.cpp's (``{arch}.block_count``,
@@ -18,6 +20,7 @@ calls it once the weights are in): the config, the tokenizer and the weights of 
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -35,6 +38,7 @@ __all__ = [
     "gguf_model_config",
     "is_gguf",
     "metadata",
+    "native_weight_dtype",
     "open_gguf",
     "release",
 ]
@@ -46,6 +50,15 @@ GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 #: ``general.file_type`` (llama.cpp's LLAMA_FTYPE) -> the float dtype "auto" loads it as. Files of
 #: quantised weights load as float32: their dequantised values are exact there.
 _FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
+
+#: GGML types of at most 4 bits per weight (``native_weight_dtype`` -> "int4") and of 5 to 8
+#: (-> "int8"); float types (F32, F16, BF16) map to "auto".
+_FOUR_BIT_TYPES = frozenset({"Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q4_K"})
+_EIGHT_BIT_TYPES = frozenset({"Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q8_0"})
+#: The decoder's linear-layer tensors (llama.cpp's names), the ones ``weight_dtype`` stores.
+_DECODER_LINEAR = re.compile(
+    r"^blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$"
+)
 
 _MAGIC = b"GGUF"
 _readers: dict[tuple[str, int, int], GGUFReader] = {}
@@ -124,6 +137,34 @@ def release(path: str | Path) -> None:
     with _lock:
         for key in [k for k in _readers if k[0] == str(path.resolve())]:
             del _readers[key]
+
+
+def native_weight_dtype(path: str | Path) -> str:
+    """The engine ``weight_dtype`` nearest the precision of the file's decoder linear layers.
+
+    "int4" when every decoder projection (``blk.N.attn_q/k/v/output``, ``ffn_gate/up/down``) is
+    stored in 4 bits or fewer (Q4_0, Q4_1, Q4_K, Q3_K, Q2_K); "int8" when the widest is 5 to 8
+    bits (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0); "auto" (the float dtype) when any is F32, F16 or BF16,
+    or the file has none. The int4 layers' grid is llama.cpp's Q4_1 layout (one scale and zero
+    per 32 weights, ``models/quant_linear.py``), so a Q4_1 file's weights come back nearly as
+    stored; the other types are re-quantised from their dequantised values. "int4" falls back to
+    "int8" when a projection's shape cannot be packed (``quant_linear.int4_packable``).
+
+    Raises:
+        ModelLoadError: the file is missing or not GGUF (``open_gguf``).
+    """
+    reader = open_gguf(path)
+    linears = [t for t in reader.tensors if _DECODER_LINEAR.match(t.name)]
+    types = {t.tensor_type.name for t in linears}
+    if not types or not types <= _FOUR_BIT_TYPES | _EIGHT_BIT_TYPES:
+        return "auto"
+    if types & _EIGHT_BIT_TYPES:
+        return "int8"
+    from .models.quant_linear import int4_packable  # imports torch: only on this path
+
+    # GGUF lists a matrix's shape innermost first: [in_features, out_features]
+    packable = all(int4_packable(int(t.shape[1]), int(t.shape[0])) for t in linears)
+    return "int4" if packable else "int8"
 
 
 def metadata(reader: GGUFReader, key: str, default: Any = None) -> Any:

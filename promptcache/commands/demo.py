@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from promptcache.engine.config import WEIGHT_DTYPES
+
 
 @click.command(name="demo")
 @click.option(
@@ -46,6 +48,14 @@ import click
     "sentences). A model with a short context gets fewer sections of the system prompt.",
 )
 @click.option(
+    "--weight-dtype",
+    type=click.Choice(WEIGHT_DTYPES),
+    default=None,
+    help="The engine's linear-layer weights (see `promptcache engine serve --help`). Default: "
+    "the precision of a GGUF file's decoder weights (int4 for the default SmolLM2 Q4_1 file), "
+    "else the checkpoint's float weights (auto).",
+)
+@click.option(
     "--price-as",
     "price_model",
     default="gpt-5",
@@ -60,6 +70,7 @@ def demo(
     requests_per_user: int,
     output_dir: Path,
     max_tokens: int,
+    weight_dtype: str | None,
     price_model: str,
 ) -> None:
     """See what prompt caching saves: one chat app, written naively and layered, on a real model.
@@ -93,6 +104,7 @@ def demo(
         output_dir=output_dir,
         max_tokens=max_tokens,
         price_model=price_model,
+        weight_dtype=weight_dtype,
     )
     # Wide enough for the results table when the output goes to a file or a pipe.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 100)

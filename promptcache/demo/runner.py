@@ -32,7 +32,7 @@ from promptcache.errors import ConfigError, DemoError
 from promptcache.formatting import percent
 
 from .instructions import describe_instructions, fit_instructions
-from .model import ModelChoice, resolve_model
+from .model import ModelChoice, resolve_model, serving_weight_dtype
 from .processes import ChildProcesses, free_port
 from .summary import (
     BreakSummary,
@@ -71,6 +71,8 @@ class DemoOptions:
         output_dir: folder for the reports, logs and ``summary.json``.
         max_tokens: answer length limit per request, in tokens.
         price_model: model whose published rates price the token counts.
+        weight_dtype: the engine's ``--weight-dtype``, or None for the model's own precision
+            (``model.serving_weight_dtype``).
         startup_timeout_s: how long each server may take to become healthy.
     """
 
@@ -80,6 +82,7 @@ class DemoOptions:
     output_dir: Path = Path("out") / "demo"
     max_tokens: int = 32
     price_model: str = "gpt-5"
+    weight_dtype: str | None = None
     startup_timeout_s: float = 120.0
 
 
@@ -184,6 +187,7 @@ def start_servers(
     timeout_s: float,
     price_as: str,
     chat_template: Path | None = None,
+    weight_dtype: str = "auto",
 ) -> tuple[str, dict[str, str]]:
     """Start the engine and, in front of it, one proxy per variant (each logs to its own
     ``<variant>.db``, so each report covers one app); return (engine URL, proxy URL by variant).
@@ -191,6 +195,7 @@ def start_servers(
     The proxies run with ``--price-as price_as``: the engine's model has no price row, so its
     logged requests are priced at ``price_as``'s rates and the HTML reports show costs.
     ``chat_template``: a template file for a model that ships none (``--chat-template``).
+    ``weight_dtype``: the engine's ``--weight-dtype``.
     """
     engine_port = free_port()
     engine_args = [
@@ -199,6 +204,8 @@ def start_servers(
     ]  # fmt: skip
     if chat_template is not None:
         engine_args += ["--chat-template", str(chat_template)]
+    if weight_dtype != "auto":
+        engine_args += ["--weight-dtype", weight_dtype]
     engine_url = f"http://127.0.0.1:{engine_port}"
     engine = children.start("engine", engine_args)
     proxies = {}
@@ -412,6 +419,12 @@ def print_sample(
 # -- the whole demo -----------------------------------------------------------------------------
 
 
+def _weights_in_words(weight_dtype: str) -> str:
+    if weight_dtype == "auto":
+        return "float weights"
+    return f"{weight_dtype} weight-only linear layers"
+
+
 def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     """Run every step; print progress and the summary to ``console``.
 
@@ -438,6 +451,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
             f"cannot create --output-dir {out} ({exc}); pass a writable folder"
         ) from exc
     model = resolve_model(options.model)
+    weight_dtype, why = serving_weight_dtype(model, options.weight_dtype)
     tokenizer, chat_template = load_tokenizer(model, out)
     modules = {name: load_app(path, name) for name, path in apps.items()}
     plans = plan_workload(options.users, options.requests_per_user)
@@ -445,7 +459,8 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     console.print(
         "StoryTime, a bedtime-story chat app, written twice: [bold]naive[/bold] "
         "(examples/naive_app.py) and [bold]layered[/bold] (examples/layered_app.py).\n"
-        f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine.\n"
+        f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine "
+        f"with {_weights_in_words(weight_dtype)} ({why}).\n"
         f"Workload, the same for both apps: {options.users} parents at once, "
         f"{options.requests_per_user} requests each, stories of 4 turns, answers of up to "
         f"{options.max_tokens} tokens.\n"
@@ -467,7 +482,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         with console.status("starting (loading the model)..."):
             engine_url, proxies = start_servers(
                 children, model, out, options.startup_timeout_s, options.price_model,
-                chat_template,
+                chat_template, weight_dtype,
             )  # fmt: skip
             warm_up(engine_url, model.name)
         console.print(f"   engine: {engine_url}  (promptcache engine serve)")
@@ -535,7 +550,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     summary_path.write_text(
         json.dumps(
             {
-                "model": {"name": model.name, "path": str(model.path), "source": model.source},
+                "model": {
+                    "name": model.name,
+                    "path": str(model.path),
+                    "source": model.source,
+                    "weight_dtype": weight_dtype,
+                },
                 "users": options.users,
                 "requests_per_user": options.requests_per_user,
                 "max_tokens": options.max_tokens,

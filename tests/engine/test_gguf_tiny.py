@@ -18,6 +18,7 @@ from gguf_convert import add_tensor, convert_llama, permute, write
 from promptcache.cli import cli
 from promptcache.engine import LLM, ModelConfig, SamplingParams, Tokenizer
 from promptcache.engine.attention import get_backend
+from promptcache.engine.gguf_file import native_weight_dtype
 from promptcache.engine.loader import load_model
 from promptcache.errors import ModelLoadError
 
@@ -225,3 +226,42 @@ def test_a_file_that_is_not_gguf_is_a_one_line_error(tmp_path: Path) -> None:
     path = tmp_path / "model.gguf"
     path.write_bytes(b"not a gguf file at all")
     assert "cannot read" in _cli_error("kv-size", "--model", str(path))
+
+
+@pytest.mark.parametrize(
+    ("weight_type", "expected"),
+    [("F32", "auto"), ("F16", "auto"), ("Q8_0", "int8"), ("Q5_0", "int8"), ("Q4_1", "int4")],
+)
+def test_native_weight_dtype_follows_the_decoder_weights(
+    tinystories_dir: Path, gguf_dir: Path, weight_type: str, expected: str
+) -> None:
+    path = convert_llama(tinystories_dir, gguf_dir / f"tiny-native-{weight_type}.gguf", weight_type)
+    assert native_weight_dtype(path) == expected
+
+
+def _projections(path: Path, tensors: dict[str, tuple[tuple[int, int], str]]) -> Path:
+    """A GGUF file holding only the named tensors, ``name -> ((out, in), type)``."""
+    writer = gguf.GGUFWriter(path, "llama")
+    for name, (shape, type_name) in tensors.items():
+        add_tensor(writer, name, np.ones(shape, np.float32), type_name)
+    write(writer)
+    return path
+
+
+def test_native_weight_dtype_of_mixed_and_unpackable_files(tmp_path: Path) -> None:
+    four_bit = {
+        "blk.0.attn_q.weight": ((32, 64), "Q4_0"),
+        "blk.0.ffn_up.weight": ((64, 32), "Q4_1"),
+    }
+    assert native_weight_dtype(_projections(tmp_path / "q4.gguf", four_bit)) == "int4"
+    # the widest projection decides: one 8-bit layer makes the file int8, one float layer auto
+    mixed = {**four_bit, "blk.0.ffn_down.weight": ((32, 64), "Q8_0")}
+    assert native_weight_dtype(_projections(tmp_path / "q4-q8.gguf", mixed)) == "int8"
+    floats = {**four_bit, "blk.0.attn_v.weight": ((32, 32), "F16")}
+    assert native_weight_dtype(_projections(tmp_path / "q4-f16.gguf", floats)) == "auto"
+    # 24 output rows: not a multiple of the int4 packer's 16-row tile, so int8
+    ragged = {**four_bit, "blk.0.attn_k.weight": ((24, 64), "Q4_0")}
+    assert native_weight_dtype(_projections(tmp_path / "ragged.gguf", ragged)) == "int8"
+    # only non-decoder tensors (an embedding): nothing to store in int4 / int8
+    embedding = {"token_embd.weight": ((16, 32), "Q4_0")}
+    assert native_weight_dtype(_projections(tmp_path / "embd.gguf", embedding)) == "auto"
