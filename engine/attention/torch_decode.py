@@ -253,7 +253,7 @@ def read_blocks(
     kv = cache.index_select(0, blocks)
     if scale is not None:
         return dequantize(kv, scale, dtype)
-    return kv.to(dtype)
+    return kv if kv.dtype == dtype else kv.to(dtype)
 
 
 def decode_attention(

@@ -78,8 +78,11 @@ def store_kv(
         flat_v[slot_mapping] = quantize(v, v_scale, v_cache.dtype)
     else:
         # index_copy_ on the slot dim: cheaper than advanced-index assignment on CPU.
-        flat_k.index_copy_(0, slot_mapping, k.to(k_cache.dtype))
-        flat_v.index_copy_(0, slot_mapping, v.to(v_cache.dtype))
+        # (index_copy_ casts nothing: a model dtype other than the pool's is converted first)
+        if k.dtype != k_cache.dtype:
+            k, v = k.to(k_cache.dtype), v.to(v_cache.dtype)
+        flat_k.index_copy_(0, slot_mapping, k)
+        flat_v.index_copy_(0, slot_mapping, v)
 
 
 def gather_kv(

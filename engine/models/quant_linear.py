@@ -282,7 +282,7 @@ class WeightOnlyLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., in]`` -> ``[..., out]`` in ``x``'s dtype."""
-        flat = x.reshape(-1, self.in_features)
+        flat = x if x.dim() == 2 else x.reshape(-1, self.in_features)
         limit = self.dense_min_rows
         dense = self.dense
         out: torch.Tensor
@@ -301,7 +301,7 @@ class WeightOnlyLinear(nn.Module):
         out = out.to(x.dtype)
         if self.bias is not None:
             out = out + self.bias.to(out.dtype)
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], self.out_features)
 
 
 class Int8Linear(WeightOnlyLinear):
