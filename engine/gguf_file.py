@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GGUF_ARCHITECTURES",
+    "decoder_weight_types",
     "find_smollm2_gguf",
     "gguf_model_config",
     "is_gguf",
@@ -113,6 +114,8 @@ def open_gguf(path: str | Path) -> GGUFReader:
         ModelLoadError: the file is missing, or not a GGUF file the reader can parse.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ModelLoadError(f"{str(path)!r} is a directory, not a GGUF file")
     if not path.is_file():
         raise ModelLoadError(f"GGUF file {str(path)!r} does not exist")
     key = _key(path)
@@ -139,23 +142,32 @@ def release(path: str | Path) -> None:
             del _readers[key]
 
 
-def native_weight_dtype(path: str | Path) -> str:
-    """The engine ``weight_dtype`` nearest the precision of the file's decoder linear layers.
-
-    "int4" when every decoder projection (``blk.N.attn_q/k/v/output``, ``ffn_gate/up/down``) is
-    stored in 4 bits or fewer (Q4_0, Q4_1, Q4_K, Q3_K, Q2_K); "int8" when the widest is 5 to 8
-    bits (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0); "auto" (the float dtype) when any is F32, F16 or BF16,
-    or the file has none. The int4 layers' grid is llama.cpp's Q4_1 layout (one scale and zero
-    per 32 weights, ``models/quant_linear.py``), so a Q4_1 file's weights come back nearly as
-    stored; the other types are re-quantised from their dequantised values. "int4" falls back to
-    "int8" when a projection's shape cannot be packed (``quant_linear.int4_packable``).
+def decoder_weight_types(path: str | Path) -> set[str]:
+    """The GGML types (e.g. ``{"Q4_1"}``) of the file's decoder projections
+    (``blk.N.attn_q/k/v/output``, ``ffn_gate/up/down``); empty if it has none.
 
     Raises:
         ModelLoadError: the file is missing or not GGUF (``open_gguf``).
     """
     reader = open_gguf(path)
-    linears = [t for t in reader.tensors if _DECODER_LINEAR.match(t.name)]
-    types = {t.tensor_type.name for t in linears}
+    return {t.tensor_type.name for t in reader.tensors if _DECODER_LINEAR.match(t.name)}
+
+
+def native_weight_dtype(path: str | Path) -> str:
+    """The engine ``weight_dtype`` nearest the precision of the file's decoder linear layers.
+
+    "int4" when every decoder projection (``decoder_weight_types``) is stored in 4 bits or
+    fewer (Q4_0, Q4_1, Q4_K, Q3_K, Q2_K); "int8" when the widest is 5 to 8 bits (Q5_0, Q5_1,
+    Q5_K, Q6_K, Q8_0); "auto" (the float dtype) when any is F32, F16, BF16 or another type, or
+    the file has none. The int4 layers' grid is llama.cpp's Q4_1 layout (one scale and zero per
+    32 weights, ``models/quant_linear.py``), so a Q4_1 file's weights come back nearly as
+    stored; the other types are re-quantised from their dequantised values. "int4" falls back
+    to "int8" when a projection's shape cannot be packed (``quant_linear.int4_packable``).
+
+    Raises:
+        ModelLoadError: the file is missing or not GGUF (``open_gguf``).
+    """
+    types = decoder_weight_types(path)
     if not types or not types <= _FOUR_BIT_TYPES | _EIGHT_BIT_TYPES:
         return "auto"
     if types & _EIGHT_BIT_TYPES:
@@ -163,7 +175,8 @@ def native_weight_dtype(path: str | Path) -> str:
     from .models.quant_linear import int4_packable  # imports torch: only on this path
 
     # GGUF lists a matrix's shape innermost first: [in_features, out_features]
-    packable = all(int4_packable(int(t.shape[1]), int(t.shape[0])) for t in linears)
+    shapes = [t.shape for t in open_gguf(path).tensors if _DECODER_LINEAR.match(t.name)]
+    packable = all(int4_packable(int(shape[1]), int(shape[0])) for shape in shapes)
     return "int4" if packable else "int8"
 
 

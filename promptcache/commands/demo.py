@@ -51,9 +51,11 @@ from promptcache.engine.config import WEIGHT_DTYPES
     "--weight-dtype",
     type=click.Choice(WEIGHT_DTYPES),
     default=None,
-    help="The engine's linear-layer weights (see `promptcache engine serve --help`). Default: "
-    "the precision of a GGUF file's decoder weights (int4 for the default SmolLM2 Q4_1 file), "
-    "else the checkpoint's float weights (auto).",
+    help="The engine's linear-layer weights: auto = float weights; int8 / int4 = weight-only "
+    "quantised layers on the CPU (faster, logits no longer the float model's; see `promptcache "
+    "engine serve --help`). Left out: the one nearest a GGUF file's decoder weights (int4 for "
+    "the default SmolLM2 Q4_1 file, int8 for 5-8-bit types, auto for float ones), auto for a "
+    "checkpoint directory.",
 )
 @click.option(
     "--price-as",

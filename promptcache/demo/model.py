@@ -22,7 +22,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from promptcache.engine.gguf_file import find_smollm2_gguf, native_weight_dtype
+from promptcache.engine.gguf_file import (
+    decoder_weight_types,
+    find_smollm2_gguf,
+    native_weight_dtype,
+)
 from promptcache.errors import ConfigError
 
 __all__ = [
@@ -161,19 +165,21 @@ def serving_weight_dtype(model: ModelChoice, requested: str | None) -> tuple[str
     """The engine's ``--weight-dtype`` for ``model`` and, in words, why (for the demo's header).
 
     ``requested`` (the demo's ``--weight-dtype``) wins. Otherwise a GGUF file is served at the
-    precision of its decoder weights (``native_weight_dtype``: int4 for SmolLM2's Q4_1 file, as
-    llama.cpp would run it), and a checkpoint directory in its float dtype ("auto"). On the
-    2-core AVX2 machine of 2026-12-01 the default demo took 1 min 44 s with int4 layers against
-    2 min 19 s with the Q4_1 weights dequantised to float32 (docs/demo.md).
+    engine dtype nearest the precision of its decoder weights (``native_weight_dtype``: int4
+    for SmolLM2's Q4_1 file, as llama.cpp would run it), and a checkpoint directory in its
+    float dtype ("auto"). On the 2-core AVX2 machine of 2026-12-01 the default demo took 1 min
+    44 s with int4 layers against 2 min 19 s with the Q4_1 weights dequantised to float32
+    (docs/demo.md).
 
     Raises:
         ModelLoadError: a GGUF file the reader cannot parse.
     """
     if requested is not None:
-        return requested, "--weight-dtype"
-    if model.path.is_file():
-        native = native_weight_dtype(model.path)
-        if native != "auto":
-            bits = native.removeprefix("int")
-            return native, f"the file's decoder weights are {bits}-bit; --weight-dtype auto: floats"
-    return "auto", "the checkpoint's float weights"
+        return requested, f"--weight-dtype {requested}"
+    if not model.path.is_file():
+        return "auto", "a checkpoint directory"
+    types = ", ".join(sorted(decoder_weight_types(model.path))) or "none"
+    native = native_weight_dtype(model.path)
+    if native == "auto":
+        return "auto", f"the file's decoder weights are {types}"
+    return native, f"nearest the file's {types} decoder weights; --weight-dtype auto: floats"

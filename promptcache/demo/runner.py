@@ -422,7 +422,13 @@ def print_sample(
 def _weights_in_words(weight_dtype: str) -> str:
     if weight_dtype == "auto":
         return "float weights"
+    if weight_dtype == "int4":  # the LM head stays int8 (quant_linear.quantize_linears)
+        return "int4 weight-only decoder layers and an int8 LM head"
     return f"{weight_dtype} weight-only linear layers"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def run_demo(options: DemoOptions, console: Console) -> DemoResult:
@@ -461,7 +467,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         "(examples/naive_app.py) and [bold]layered[/bold] (examples/layered_app.py).\n"
         f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine "
         f"with {_weights_in_words(weight_dtype)} ({why}).\n"
-        f"Workload, the same for both apps: {options.users} parents at once, "
+        f"Workload, the same for both apps: {_plural(options.users, 'parent')} at once, "
         f"{options.requests_per_user} requests each, stories of 4 turns, answers of up to "
         f"{options.max_tokens} tokens.\n"
     )
@@ -555,6 +561,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
                     "path": str(model.path),
                     "source": model.source,
                     "weight_dtype": weight_dtype,
+                    "weights": f"{_weights_in_words(weight_dtype)} ({why})",
                 },
                 "users": options.users,
                 "requests_per_user": options.requests_per_user,

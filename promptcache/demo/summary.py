@@ -291,7 +291,7 @@ def _saved(v: VariantSummary) -> str:
 
 #: (label, cell) rows of the results table; each cell formats one variant.
 _ROWS: tuple[tuple[str, Callable[[VariantSummary], str]], ...] = (
-    ("requests", lambda v: f"{v.requests} ({v.users} users)"),
+    ("requests", lambda v: f"{v.requests} ({v.users} user{'' if v.users == 1 else 's'})"),
     ("prompt tokens sent", lambda v: f"{v.prompt_tokens:,}"),
     ("  served from the prefix cache", lambda v: f"{v.cached_tokens:,}"),
     ("hit rate (token-weighted)", lambda v: f"[bold]{percent(v.hit_rate)}[/bold]"),

@@ -139,8 +139,41 @@ def test_a_gguf_file_given_with_model_is_served_as_is(tmp_path: Path) -> None:
 
 def test_a_checkpoint_directory_is_served_with_float_weights_unless_asked() -> None:
     choice = resolve_model(str(MODEL), environ={})
-    assert serving_weight_dtype(choice, None) == ("auto", "the checkpoint's float weights")
-    assert serving_weight_dtype(choice, "int8") == ("int8", "--weight-dtype")
+    assert serving_weight_dtype(choice, None) == ("auto", "a checkpoint directory")
+    assert serving_weight_dtype(choice, "int8") == ("int8", "--weight-dtype int8")
+
+
+@pytest.mark.parametrize(
+    ("weight_type", "expected"),
+    [
+        ("Q5_0", ("int8", "nearest the file's Q5_0 decoder weights; --weight-dtype auto: floats")),
+        ("F16", ("auto", "the file's decoder weights are F16")),
+    ],
+)
+def test_a_gguf_file_is_served_nearest_its_own_weight_types(
+    tmp_path: Path, weight_type: str, expected: tuple[str, str]
+) -> None:
+    import gguf
+    import numpy as np
+    from gguf.quants import quantize
+
+    # only the decoder projections' types matter: a file of two of them
+    path = tmp_path / f"tiny-{weight_type}.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    kind = gguf.GGMLQuantizationType[weight_type]
+    for name in ("blk.0.attn_q.weight", "blk.0.ffn_up.weight"):
+        values = np.ones((32, 64), np.float32)
+        if weight_type == "F16":
+            writer.add_tensor(name, values.astype(np.float16))
+        else:
+            writer.add_tensor(name, quantize(values, kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    choice = resolve_model(str(path), environ={})
+    assert serving_weight_dtype(choice, None) == expected
+    assert serving_weight_dtype(choice, "auto") == ("auto", "--weight-dtype auto")
 
 
 def test_a_truncated_gguf_file_is_a_model_load_error_before_anything_starts(

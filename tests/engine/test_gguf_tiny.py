@@ -265,3 +265,5 @@ def test_native_weight_dtype_of_mixed_and_unpackable_files(tmp_path: Path) -> No
     # only non-decoder tensors (an embedding): nothing to store in int4 / int8
     embedding = {"token_embd.weight": ((16, 32), "Q4_0")}
     assert native_weight_dtype(_projections(tmp_path / "embd.gguf", embedding)) == "auto"
+    with pytest.raises(ModelLoadError, match="is a directory, not a GGUF file"):
+        native_weight_dtype(tmp_path)
