@@ -79,9 +79,14 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> object:
-        """Turn our own errors into a one-line message and exit status 2, never a traceback."""
+        """Turn our own errors into a one-line message and exit status 2, never a traceback;
+        Ctrl-C into "interrupted" and 130 (128 + SIGINT, what shells report), not click's
+        "Aborted!" and 1."""
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
         except PromptCacheError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)

@@ -411,6 +411,8 @@ def test_no_server_outlives_an_interrupted_demo(
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode != 0
+    if signum == signal.SIGINT:  # the shells' convention for Ctrl-C, not click's "Aborted!" (1)
+        assert proc.returncode == 130 and stderr.strip().endswith("interrupted"), stderr
     assert wait_gone(pids) == [], f"children still alive after {signal.Signals(signum).name}"
     assert "Traceback" not in stderr
 
