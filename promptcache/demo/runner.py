@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from promptcache.engine.tokenizer import Tokenizer
-from promptcache.errors import ConfigError, DemoError
+from promptcache.errors import ConfigError, DemoError, ModelLoadError
 from promptcache.formatting import percent
 
 from .instructions import describe_instructions, fit_instructions
@@ -457,8 +457,11 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
             f"cannot create --output-dir {out} ({exc}); pass a writable folder"
         ) from exc
     model = resolve_model(options.model)
-    weight_dtype, why = serving_weight_dtype(model, options.weight_dtype)
-    tokenizer, chat_template = load_tokenizer(model, out)
+    try:
+        weight_dtype, why = serving_weight_dtype(model, options.weight_dtype)
+        tokenizer, chat_template = load_tokenizer(model, out)
+    except ModelLoadError as exc:  # e.g. a truncated file: say where the path came from
+        raise ModelLoadError(f"{exc} (the model given by {model.source})") from exc
     modules = {name: load_app(path, name) for name, path in apps.items()}
     plans = plan_workload(options.users, options.requests_per_user)
     console.rule("[bold]promptcache demo")

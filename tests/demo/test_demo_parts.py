@@ -252,6 +252,27 @@ def test_demo_cli_refuses_claude_rates_before_starting_anything(tmp_path: Path) 
     assert not out.exists()  # nothing was started or written
 
 
+@pytest.mark.parametrize("weight_dtype", [[], ["--weight-dtype", "int4"]], ids=["default", "given"])
+def test_a_truncated_model_file_names_where_its_path_came_from(
+    tmp_path: Path, weight_dtype: list[str]
+) -> None:
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+
+    fake = tmp_path / "x.gguf"
+    fake.write_bytes(b"GGUF")
+    result = CliRunner().invoke(
+        cli,
+        ["demo", "--output-dir", str(tmp_path / "out"), *weight_dtype],
+        env={"PROMPTCACHE_MODEL": str(fake)},
+    )
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert line.startswith(f"error: cannot read {fake} as a GGUF file"), line
+    assert line.endswith("(the model given by $PROMPTCACHE_MODEL)") and "\n" not in line
+
+
 def _excerpt(text_a: str, text_b: str, offset: int) -> str:
     """The explainer's excerpt: 30 characters each side of ``offset``."""
     window = slice(max(0, offset - 30), offset + 30)
