@@ -461,7 +461,9 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         weight_dtype, why = serving_weight_dtype(model, options.weight_dtype)
         tokenizer, chat_template = load_tokenizer(model, out)
     except ModelLoadError as exc:  # e.g. a truncated file: say where the path came from
-        raise ModelLoadError(f"{exc} (the model given by {model.source})") from exc
+        given = model.source.startswith(("--", "$"))
+        origin = f"given by {model.source}" if given else f"chosen as {model.source}"
+        raise ModelLoadError(f"{exc} (the model {origin})") from exc
     modules = {name: load_app(path, name) for name, path in apps.items()}
     plans = plan_workload(options.users, options.requests_per_user)
     console.rule("[bold]promptcache demo")
