@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from promptcache.engine.models.llama import RMSNorm
 
@@ -17,6 +16,10 @@ from promptcache.engine.models.llama import RMSNorm
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows", [1, 7, 300])
 def test_rms_norm_equals_transformers_bit_for_bit(dtype: torch.dtype, rows: int) -> None:
+    # Imported here, not at collection: importing transformers' Llama module at collection time
+    # breaks the Triton interpreter for tests/kernels later in the session (as test_rope.py).
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
     generator = torch.Generator().manual_seed(rows)
     hidden, eps = 576, 1e-5
     weight = torch.randn(hidden, generator=generator).to(dtype)
