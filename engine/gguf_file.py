@@ -149,8 +149,12 @@ def decoder_weight_types(path: str | Path) -> set[str]:
     Raises:
         ModelLoadError: the file is missing or not GGUF (``open_gguf``).
     """
-    reader = open_gguf(path)
-    return {t.tensor_type.name for t in reader.tensors if _DECODER_LINEAR.match(t.name)}
+    return {t.tensor_type.name for t in _decoder_linears(path)}
+
+
+def _decoder_linears(path: str | Path) -> list[Any]:
+    """The file's decoder projection tensors (``gguf.ReaderTensor``)."""
+    return [t for t in open_gguf(path).tensors if _DECODER_LINEAR.match(t.name)]
 
 
 def native_weight_dtype(path: str | Path) -> str:
@@ -167,7 +171,8 @@ def native_weight_dtype(path: str | Path) -> str:
     Raises:
         ModelLoadError: the file is missing or not GGUF (``open_gguf``).
     """
-    types = decoder_weight_types(path)
+    linears = _decoder_linears(path)
+    types = {t.tensor_type.name for t in linears}
     if not types or not types <= _FOUR_BIT_TYPES | _EIGHT_BIT_TYPES:
         return "auto"
     if types & _EIGHT_BIT_TYPES:
@@ -175,8 +180,7 @@ def native_weight_dtype(path: str | Path) -> str:
     from .models.quant_linear import int4_packable  # imports torch: only on this path
 
     # GGUF lists a matrix's shape innermost first: [in_features, out_features]
-    shapes = [t.shape for t in open_gguf(path).tensors if _DECODER_LINEAR.match(t.name)]
-    packable = all(int4_packable(int(shape[1]), int(shape[0])) for shape in shapes)
+    packable = all(int4_packable(int(t.shape[1]), int(t.shape[0])) for t in linears)
     return "int4" if packable else "int8"
 
 

@@ -1,4 +1,5 @@
-"""How money and rates are printed: every USD amount and percentage the CLI, report and demo show.
+"""How money, rates and counts are printed: every USD amount, percentage and counted noun the CLI,
+report and demo show.
 
 Only the standard library is imported here (the CLI's ``--help`` stays fast).
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-__all__ = ["percent", "usd"]
+__all__ = ["percent", "plural", "usd"]
 
 
 def usd(
@@ -35,3 +36,9 @@ def percent(value: float | Decimal | None, places: int = 1, *, missing: str = "n
     if value is None:
         return missing
     return f"{value:.{places}%}"
+
+
+def plural(count: int, noun: str) -> str:
+    """A count and its noun: ``plural(1, "KV block")`` -> ``"1 KV block"``, ``plural(2, ...)`` ->
+    ``"2 KV blocks"`` (nouns that take a plain ``s``)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

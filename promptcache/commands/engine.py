@@ -19,6 +19,7 @@ import click
 
 from promptcache.engine.config import DTYPES, KV_CACHE_DTYPES, WEIGHT_DTYPES
 from promptcache.engine.kv_sizing import KVSize, human_bytes, kv_size
+from promptcache.formatting import plural
 
 __all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
 
@@ -304,7 +305,7 @@ def serve(
         # max_model_len as the server enforces it: the engine's, capped by the KV pool's tokens.
         click.echo(
             f"promptcache engine: {model} on {_base_url(host, port)} "
-            f"({_plural(stats.num_total_blocks, 'KV block')} of {_plural(block_size, 'token')}, "
+            f"({plural(stats.num_total_blocks, 'KV block')} of {plural(block_size, 'token')}, "
             f"{pool_text}, max_model_len {engine.effective_max_model_len})",
             err=True,
         )
@@ -330,11 +331,6 @@ def serve(
         sock.close()  # the server closes it too; this covers a failure before it starts
         if kv_events is not None:
             kv_events.close()
-
-
-def _plural(count: int, noun: str) -> str:
-    """``1 KV block``, ``2 KV blocks``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _base_url(host: str, port: int) -> str:
@@ -493,7 +489,7 @@ def kv_size_command(
     rows = [
         ("model", f"{model} ({config.architecture})"),
         ("shape", f"{s.layers} layers x {s.kv_heads} KV heads x head_dim {s.head_dim}"),
-        ("KV dtype", f"{s.kv_dtype} ({_plural(s.bytes_per_element, 'byte')} per element)"),
+        ("KV dtype", f"{s.kv_dtype} ({plural(s.bytes_per_element, 'byte')} per element)"),
         (
             "per token",
             f"2 x {s.layers} x {s.kv_heads} x {s.head_dim} x {s.bytes_per_element} = "

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from promptcache.engine.tokenizer import Tokenizer
 from promptcache.errors import ConfigError, DemoError, ModelLoadError
-from promptcache.formatting import percent
+from promptcache.formatting import percent, plural
 
 from .instructions import describe_instructions, fit_instructions
 from .model import ModelChoice, resolve_model, serving_weight_dtype
@@ -427,10 +427,6 @@ def _weights_in_words(weight_dtype: str) -> str:
     return f"{weight_dtype} weight-only linear layers"
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     """Run every step; print progress and the summary to ``console``.
 
@@ -472,7 +468,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         "(examples/naive_app.py) and [bold]layered[/bold] (examples/layered_app.py).\n"
         f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine "
         f"with {_weights_in_words(weight_dtype)} ({why}).\n"
-        f"Workload, the same for both apps: {_plural(options.users, 'parent')} at once, "
+        f"Workload, the same for both apps: {plural(options.users, 'parent')} at once, "
         f"{options.requests_per_user} requests each, stories of 4 turns, answers of up to "
         f"{options.max_tokens} tokens.\n"
     )

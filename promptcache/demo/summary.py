@@ -33,7 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from promptcache.errors import ConfigError
-from promptcache.formatting import percent, usd
+from promptcache.formatting import percent, plural, usd
 from promptcache.pricing import ModelPrice, cost, lookup_price
 from promptcache.proxy.report import HIT_DEFINITION as REPORT_HIT_DEFINITION
 from promptcache.usage import Usage
@@ -291,7 +291,7 @@ def _saved(v: VariantSummary) -> str:
 
 #: (label, cell) rows of the results table; each cell formats one variant.
 _ROWS: tuple[tuple[str, Callable[[VariantSummary], str]], ...] = (
-    ("requests", lambda v: f"{v.requests} ({v.users} user{'' if v.users == 1 else 's'})"),
+    ("requests", lambda v: f"{v.requests} ({plural(v.users, 'user')})"),
     ("prompt tokens sent", lambda v: f"{v.prompt_tokens:,}"),
     ("  served from the prefix cache", lambda v: f"{v.cached_tokens:,}"),
     ("hit rate (token-weighted)", lambda v: f"[bold]{percent(v.hit_rate)}[/bold]"),
