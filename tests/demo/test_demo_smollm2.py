@@ -65,6 +65,7 @@ def test_the_default_model_is_smollm2_served_from_its_gguf_file(
     assert summary["model"]["weights"] == weights
     assert f"served by the bundled engine with {weights}" in " ".join(proc.stdout.split())
     assert "1 parent at once" in " ".join(proc.stdout.split())
+    assert "2 (1 user)" in proc.stdout  # the results table's requests row, per app
     # The GGUF file carries a chat template: the demo gives the engine none of its own.
     assert not (out / "chat_template.jinja").exists()
     lines = (out / "requests.jsonl").read_text().splitlines()
