@@ -84,6 +84,11 @@ class EngineConfig:
         fairness_max_wait_steps: a waiting request older than this many steps is admitted in
             arrival order before any cache-aware pick, so no request starves.
         attention_backend: one of `ATTENTION_BACKENDS`.
+        fused_cpu_decode: run a step that decodes one sequence through the compiled C kernel
+            of `engine/cpu_decode` (every layer in one call). None = when it can run here
+            (an AVX2 + FMA CPU, a C compiler, float32 model and KV pool, `weight_dtype="int4"`
+            on a Llama model without biases or sliding windows), else the torch path; True =
+            require it (ConfigError at load saying why it cannot run); False = never.
 
     Raises:
         ConfigError: on any invalid value (message names the field and what to change).
@@ -108,6 +113,7 @@ class EngineConfig:
     cache_aware_scheduling: bool = True
     fairness_max_wait_steps: int = 32
     attention_backend: str = "torch"
+    fused_cpu_decode: bool | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -123,6 +129,11 @@ class EngineConfig:
         _check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
         _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
         _check_choice("preemption_mode", self.preemption_mode, get_args(PreemptionMode))
+        if self.fused_cpu_decode is not None and not isinstance(self.fused_cpu_decode, bool):
+            raise ConfigError(
+                f"fused_cpu_decode must be None (when it can run), True or False, got "
+                f"{self.fused_cpu_decode!r}"
+            )
         if not isinstance(self.model, str):
             raise ConfigError(f"model must be a path string, got {type(self.model).__name__}")
         if not isinstance(self.device, str) or not _DEVICE.match(self.device):

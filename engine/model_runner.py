@@ -34,6 +34,7 @@ from promptcache.errors import ConfigError
 from .attention import get_backend
 from .attention.base import AttnMetadata, KVCacheLayer
 from .config import EngineConfig
+from .cpu_decode import CpuDecodeUnavailable, FusedDecode
 from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
 from .loader import load_model
 from .sampler import Sampler, SampleRequest, SamplerOutput
@@ -118,6 +119,21 @@ class ModelRunner:
         self.sampler = Sampler(config.seed)
         if is_quantized(self.kv_dtype):
             self.calibrate_kv_scales(calibration_token_ids)
+        #: Decode steps of up to ``FusedDecode.MAX_ROWS`` sequences run through this
+        #: (engine/cpu_decode), or None; ``fused_decode_unavailable`` then says why (None when
+        #: turned off).
+        self.fused_decode: FusedDecode | None = None
+        self.fused_decode_unavailable: str | None = None
+        if config.fused_cpu_decode is not False:
+            try:
+                self.fused_decode = FusedDecode.build(self.model, self.kv_caches, self.device)
+            except CpuDecodeUnavailable as exc:
+                if config.fused_cpu_decode:
+                    raise ConfigError(
+                        f"fused_cpu_decode=True cannot run: {exc}; set fused_cpu_decode=None "
+                        "to fall back to the torch path"
+                    ) from None
+                self.fused_decode_unavailable = str(exc)
 
     # KV pool --------------------------------------------------------------------------------
 
@@ -310,17 +326,28 @@ class ModelRunner:
         rows = [ends[i] - 1 for i in sampling]
         # Only the sampled rows' hidden states are needed (no prompt logprobs are computed):
         # the model cuts its last layer's o_proj / MLP and the final norm to those rows.
-        hidden = self.model(
-            torch.tensor(input_ids, dtype=torch.int64, device=self.device),
-            torch.tensor(positions, dtype=torch.int64, device=self.device),
-            self.kv_caches,
-            meta,
-            output_rows=(
-                None
-                if len(rows) == len(input_ids)
-                else torch.tensor(rows, dtype=torch.int64, device=self.device)
-            ),
-        )
+        ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
+        pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
+        fused = self.fused_decode
+        if (
+            fused is not None
+            and meta.is_decode
+            and len(entries) <= fused.MAX_ROWS
+            and min(slots) >= 0
+        ):
+            hidden = fused(ids, pos, meta)
+        else:
+            hidden = self.model(
+                ids,
+                pos,
+                self.kv_caches,
+                meta,
+                output_rows=(
+                    None
+                    if len(rows) == len(input_ids)
+                    else torch.tensor(rows, dtype=torch.int64, device=self.device)
+                ),
+            )
         if not sampling:
             return SamplerOutput([], [])
         logits = self.model.compute_logits(hidden)

@@ -1,0 +1,216 @@
+"""``FusedDecode``: a batch-1 decode step of an int4 Llama through ``decode_step.c``.
+
+``FusedDecode.build`` checks the model and KV pool, repacks each decoder projection's int4
+weight into the kernel's layout (``pack_int4``) and fills one ``Layer`` struct per layer with
+pointers to it, the norms and the layer's KV pool; the engine then calls it for every step that
+decodes exactly one sequence (``ModelRunner.execute``). The pointers stay valid because the
+structs' tensors are kept here and the pool is allocated once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import cast
+
+import torch
+
+from ..attention.base import AttnMetadata, KVCacheLayer
+from ..models.llama import DecoderLayer, LlamaForCausalLM
+from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear
+from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
+
+__all__ = ["FusedDecode", "pack_int4"]
+
+
+def pack_int4(layer: Int4Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's copy of an ``Int4Linear`` weight ``[out, in]``: the same values.
+
+    The layer's grid is ``w = (q - 8) * scale + zero`` with bf16 ``scale`` / ``zero`` per group
+    of ``INT4_GROUP_SIZE`` (32) inputs; ``q`` is read back from its dense copy (exact: a value is
+    within a bf16 rounding of its grid point, far less than half a step) and rewritten as
+    ``w = d * q + m`` (``d = scale``, ``m = zero - 8 * scale``, fp32).
+
+    Returns:
+        ``qs`` uint8 ``[out, in / 2]`` (byte ``16 g + j`` of a row: ``q`` of input ``32 g + j``
+        in the low nibble, of ``32 g + 16 + j`` in the high one) and ``dm`` fp32
+        ``[out, in / 32, 2]``: ``0.75`` bytes per weight.
+
+    Raises:
+        CpuDecodeUnavailable: the layer keeps no dense copy (``dense_min_rows=None``) to read
+            ``q`` from, or its group size is not 32.
+    """
+    if INT4_GROUP_SIZE != 32:
+        raise CpuDecodeUnavailable(f"the kernel takes int4 groups of 32, not {INT4_GROUP_SIZE}")
+    dense = layer.dense
+    if dense is None:
+        raise CpuDecodeUnavailable("an int4 layer keeps no dense copy to unpack its weight from")
+    values = (dense.to_dense() if dense.is_mkldnn else dense).float()
+    out_f, in_f = values.shape
+    sz = layer.scales_and_zeros.float()  # [in / 32, out, 2]
+    scale = sz[..., 0].t().contiguous()  # [out, in / 32]
+    zero = sz[..., 1].t().contiguous()
+    groups = values.view(out_f, in_f // 32, 32)
+    q = torch.round((groups - zero[..., None]) / scale[..., None]).add_(8).clamp_(0, 15)
+    q = q.to(torch.uint8)
+    qs = (q[..., :16] | (q[..., 16:] << 4)).reshape(out_f, in_f // 2).contiguous()
+    dm = torch.stack([scale, zero - 8 * scale], dim=-1).contiguous()
+    return qs, dm
+
+
+def _projections(layer: DecoderLayer) -> list[tuple[str, torch.nn.Module]]:
+    """A decoder layer's four projections, in ``Layer``'s field order."""
+    attn, mlp = layer.self_attn, layer.mlp
+    return [
+        ("self_attn.qkv_proj", attn.qkv_proj),
+        ("self_attn.o_proj", attn.o_proj),
+        ("mlp.gate_up_proj", mlp.gate_up_proj),
+        ("mlp.down_proj", mlp.down_proj),
+    ]
+
+
+class FusedDecode:
+    """Decode the next token of up to ``MAX_ROWS`` sequences through every layer in one C call.
+
+    Args (``build``): the loaded model, the runner's KV pool, its dtype. Use ``build``; the
+    constructor takes what it has checked.
+
+    Calling it: ``(input_ids [rows] int64, positions [rows] int64, meta)`` (a decode batch,
+    one token per sequence) -> the final hidden states ``[rows, hidden]`` fp32 (after the
+    model's final norm), each token's K/V written to its slot: what ``LlamaForCausalLM.forward``
+    returns for that batch, with fp32 activations into the int4 products (the torch kernel
+    rounds them to bf16).
+    """
+
+    #: Largest decode batch the engine sends here; bigger ones take the torch path. Measured on
+    #: SmolLM2-135M (int4, rows sharing a 1,024-token prompt, 2 threads, AVX2, 2026-12-02), a
+    #: decode step here / on the torch path: 1 row 22 / 56 ms, 16 rows 120 / 216, 32 rows
+    #: 232-278 / 317-328, 64 rows 430-456 / 474-564 (docs/benchmarks.md, "Session 10").
+    MAX_ROWS = 64
+
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        lib: ctypes.CDLL,
+        layers: ctypes.Array[Layer],
+        dims: Dims,
+        keep: list[torch.Tensor],
+    ) -> None:
+        self.model = model
+        self._lib = lib
+        self._layers = layers
+        self._dims = dims
+        self._keep = keep  # the tensors the structs point into
+        self._scratch = torch.empty(0)
+        #: Decode steps run through the kernel so far.
+        self.steps = 0
+
+    @classmethod
+    def build(
+        cls, model: torch.nn.Module, kv_caches: Sequence[KVCacheLayer], device: torch.device
+    ) -> FusedDecode:
+        """Check that the fused step can run this model here, and prepare it.
+
+        Raises:
+            CpuDecodeUnavailable: the first reason it cannot (the message names the setting
+                to change), including a failed build of the C library.
+        """
+        if device.type != "cpu":
+            raise CpuDecodeUnavailable(f"the model is on {device}, not the CPU")
+        if not isinstance(model, LlamaForCausalLM):
+            raise CpuDecodeUnavailable(f"{type(model).__name__} is not the Llama decoder")
+        cfg = model.config
+        if model.norm.weight.dtype != torch.float32:
+            raise CpuDecodeUnavailable(
+                f"the model runs in {model.norm.weight.dtype}; the kernel needs dtype='float32'"
+            )
+        if any(kv.k_cache.dtype != torch.float32 or kv.k_scale is not None for kv in kv_caches):
+            raise CpuDecodeUnavailable("the KV pool is not float32 (kv_cache_dtype='auto' is)")
+        if cfg.head_dim % 16:
+            raise CpuDecodeUnavailable(f"head_dim {cfg.head_dim} is not a multiple of 16")
+        if any(w is not None for w in cfg.sliding_windows):
+            raise CpuDecodeUnavailable("the model uses a sliding attention window")
+        decoder = [cast(DecoderLayer, layer) for layer in model.layers]
+        for i, layer in enumerate(decoder):
+            for name, linear in _projections(layer):
+                if not isinstance(linear, Int4Linear):
+                    raise CpuDecodeUnavailable(
+                        f"layers.{i}.{name} is {type(linear).__name__}; the kernel needs "
+                        "weight_dtype='int4'"
+                    )
+                if linear.bias is not None:
+                    raise CpuDecodeUnavailable(
+                        f"layers.{i}.{name} has a bias, which the kernel does not add"
+                    )
+        lib = load_library()
+        keep: list[torch.Tensor] = []
+
+        def q4(linear: torch.nn.Module) -> Q4Weight:
+            assert isinstance(linear, Int4Linear)  # checked above
+            qs, dm = pack_int4(linear)
+            keep.extend((qs, dm))
+            return Q4Weight(qs.data_ptr(), dm.data_ptr(), linear.out_features, linear.in_features)
+
+        layers = (Layer * len(model.layers))()
+        for i, (layer, kv) in enumerate(zip(decoder, kv_caches, strict=True)):
+            norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
+            keep.extend(n.detach().contiguous() for n in norms)
+            layers[i] = Layer(
+                keep[-2].data_ptr(),
+                keep[-1].data_ptr(),
+                *(q4(linear) for _, linear in _projections(layer)),
+                kv.k_cache.data_ptr(),
+                kv.v_cache.data_ptr(),
+            )
+            keep.extend((kv.k_cache, kv.v_cache))
+        dims = Dims(
+            cfg.hidden_size,
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+            cfg.intermediate_size,
+            kv_caches[0].k_cache.shape[1],
+            1,
+            cfg.rms_norm_eps,
+            cfg.head_dim**-0.5,
+            1,
+        )
+        return cls(model, lib, layers, dims, keep)
+
+    def __call__(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttnMetadata
+    ) -> torch.Tensor:
+        """See the class docstring. ``meta``: a decode batch (one new token per sequence, every
+        slot valid) of at most ``MAX_ROWS`` sequences."""
+        model = self.model
+        rows = input_ids.shape[0]
+        x = model.embed_tokens(input_ids).to(torch.float32).contiguous()  # [rows, hidden]
+        cos, signed_sin = model.rotary(positions, torch.float32)  # [rows, 1, head_dim] each
+        cos = cos.reshape(rows, -1).contiguous()
+        signed_sin = signed_sin.reshape(rows, -1).contiguous()
+        ctx = meta.context_lens.to(torch.int64).contiguous()
+        tables = meta.block_tables.to(torch.int32).contiguous()  # [rows, width], -1 padded
+        slots = meta.slot_mapping.to(torch.int64).contiguous()
+        threads = torch.get_num_threads()
+        # About two runs of keys per thread, so the attention's tasks balance.
+        self._dims.nthreads, self._dims.splits = threads, max(1, -(-2 * threads // rows))
+        need = self._lib.pc_scratch_floats(ctypes.byref(self._dims), rows, meta.max_seqlen_k)
+        if self._scratch.numel() < need:
+            self._scratch = torch.empty(need + need // 2)
+        self._lib.pc_decode_step(
+            self._layers,
+            len(self._layers),
+            ctypes.byref(self._dims),
+            rows,
+            x.data_ptr(),
+            cos.data_ptr(),
+            signed_sin.data_ptr(),
+            slots.data_ptr(),
+            tables.data_ptr(),
+            tables.shape[1],
+            ctx.data_ptr(),
+            self._scratch.data_ptr(),
+        )
+        self.steps += 1
+        hidden: torch.Tensor = model.norm(x)
+        return hidden

@@ -1,0 +1,182 @@
+"""Build and load ``decode_step.c``: the system C compiler, a per-user cache, ctypes.
+
+The source is compiled once per (source, compiler, flags) into
+``$PROMPTCACHE_CPU_DECODE_DIR`` (default ``$XDG_CACHE_HOME/promptcache/cpu_decode``, i.e.
+``~/.cache/promptcache/cpu_decode``) as ``decode_step-<hash>.so``; the name's hash covers the
+source text, the compiler's ``--version`` line and the flags, so an edit or another compiler
+builds afresh and a stale library is never loaded. Compiling takes about a second. The
+compiler is ``$CC`` or the first of ``cc``, ``gcc``, ``clang`` on ``PATH``.
+
+OpenMP: the library is linked with ``-fopenmp`` (``libgomp.so.1``) and loaded after torch, whose
+Linux wheels ship their own ``libgomp.so.1``; the dynamic loader then binds both to the one
+already loaded, so torch's ops and these kernels share one thread pool (checked in
+tests/engine/test_cpu_decode.py through ``/proc/self/maps``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = [
+    "CFLAGS",
+    "CpuDecodeUnavailable",
+    "Dims",
+    "Layer",
+    "Q4Weight",
+    "build_dir",
+    "load_library",
+]
+
+SOURCE = Path(__file__).with_name("decode_step.c")
+#: -ffast-math lets the compiler reorder fp32 sums (reductions, vectorised expf via glibc's
+#: libmvec); the kernels' results differ from torch's by summation order only (tests bound it).
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-ffast-math", "-fopenmp", "-fPIC", "-shared"]
+
+
+class CpuDecodeUnavailable(RuntimeError):
+    """The fused CPU decode cannot run here; the message says why and what would change it."""
+
+
+class Q4Weight(ctypes.Structure):
+    """``pc_q4``: an int4 weight ``[n, k]`` (pointers to its ``qs`` and ``dm`` tensors)."""
+
+    _fields_ = [
+        ("qs", ctypes.c_void_p),
+        ("dm", ctypes.c_void_p),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+    ]
+
+
+class Layer(ctypes.Structure):
+    """``pc_layer``: one decoder layer's norms, four int4 weights and KV pool pointers."""
+
+    _fields_ = [
+        ("ln1", ctypes.c_void_p),
+        ("ln2", ctypes.c_void_p),
+        ("qkv", Q4Weight),
+        ("o", Q4Weight),
+        ("gate_up", Q4Weight),
+        ("down", Q4Weight),
+        ("k_cache", ctypes.c_void_p),
+        ("v_cache", ctypes.c_void_p),
+    ]
+
+
+class Dims(ctypes.Structure):
+    """``pc_dims``: model sizes (tokens, heads, elements), RMSNorm eps, softmax scale, threads."""
+
+    _fields_ = [
+        *[
+            (name, ctypes.c_int64)
+            for name in (
+                "hidden",
+                "heads",
+                "kv_heads",
+                "head_dim",
+                "inter",
+                "block_size",
+                "splits",
+            )
+        ],
+        ("eps", ctypes.c_float),
+        ("scale", ctypes.c_float),
+        ("nthreads", ctypes.c_int32),
+    ]
+
+
+def build_dir() -> Path:
+    """Where compiled libraries are cached (see the module docstring)."""
+    explicit = os.environ.get("PROMPTCACHE_CPU_DECODE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "promptcache" / "cpu_decode"
+
+
+def _compiler() -> str:
+    cc = os.environ.get("CC")
+    if cc:
+        return cc
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return name
+    raise CpuDecodeUnavailable(
+        "no C compiler found (set $CC, or install gcc or clang) to build the fused CPU decode"
+    )
+
+
+def _build(cc: str, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run(
+            [cc, *CFLAGS, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
+            raise CpuDecodeUnavailable(
+                f"compiling {SOURCE.name} with {cc} failed: {first} (set $CC to another compiler)"
+            )
+        os.replace(tmp, target)  # atomic: a concurrent build never loads half a file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_library() -> ctypes.CDLL:
+    """The compiled library (building it on first use), with its functions' ctypes signatures.
+
+    The compiler and the cache directory are read from the environment on every call (see the
+    module docstring); a library once loaded for a pair of them is reused.
+
+    Raises:
+        CpuDecodeUnavailable: no compiler, the build failed, the cache directory is not
+            writable, or this CPU lacks AVX2 / FMA.
+    """
+    return _load(_compiler(), build_dir())
+
+
+@lru_cache(maxsize=8)
+def _load(cc: str, directory: Path) -> ctypes.CDLL:
+    import torch  # noqa: F401  (torch's libgomp.so.1 must be the one loaded first)
+
+    try:
+        version = subprocess.run(
+            [cc, "--version"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError) as exc:
+        raise CpuDecodeUnavailable(f"the C compiler {cc!r} does not run: {exc}") from None
+    key = hashlib.sha256(
+        "\0".join([SOURCE.read_text(encoding="utf-8"), version, *CFLAGS]).encode()
+    ).hexdigest()[:16]
+    target = directory / f"decode_step-{key}.so"
+    if not target.is_file():
+        try:
+            _build(cc, target)
+        except OSError as exc:
+            raise CpuDecodeUnavailable(
+                f"cannot write the compiled kernel to {target.parent}: {exc.strerror}; set "
+                "PROMPTCACHE_CPU_DECODE_DIR to a writable directory"
+            ) from None
+    lib = ctypes.CDLL(str(target))
+    if not lib.pc_cpu_supported():
+        raise CpuDecodeUnavailable("this CPU lacks AVX2 or FMA, which the fused CPU decode needs")
+    ptr, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+    lib.pc_scratch_floats.restype = i64
+    lib.pc_scratch_floats.argtypes = [ptr, i64, i64]
+    lib.pc_decode_step.restype = None
+    lib.pc_decode_step.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
+    lib.pc_q4_matmul.restype = None
+    lib.pc_q4_matmul.argtypes = [ptr, ptr, ptr, i64, ptr, i32]
+    lib.pc_paged_attention.restype = None
+    lib.pc_paged_attention.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr]
+    return lib
