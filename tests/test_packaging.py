@@ -49,6 +49,11 @@ def test_wheel_ships_data_tables(wheel_names: set[str]) -> None:
     assert "promptcache/data/model_minimums.toml" in wheel_names
 
 
+def test_wheel_ships_the_fused_decode_source(wheel_names: set[str]) -> None:
+    """The fused CPU decode compiles its C source at first use: a wheel without it falls back."""
+    assert "promptcache/engine/cpu_decode/decode_step.c" in wheel_names
+
+
 def test_editable_install_maps_every_folder() -> None:
     import promptcache.engine
     import promptcache.kernels

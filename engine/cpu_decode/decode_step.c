@@ -30,13 +30,27 @@ typedef struct {
     float *k_cache, *v_cache;
 } pc_layer;
 
-/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. splits: how many parts
- * the keys of one attention call are cut into (split-KV, merged by log-sum-exp). */
+/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. */
 typedef struct {
-    int64_t hidden, heads, kv_heads, head_dim, inter, block_size, splits;
+    int64_t hidden, heads, kv_heads, head_dim, inter, block_size;
     float eps, scale;
     int32_t nthreads;
 } pc_dims;
+
+/* Which keys each row attends to, as tasks (built by fused.py's attention_plan, the same for
+ * every layer of a step). Task t reads blocks b0[t] .. b1[t] - 1 of row table_row[t]'s block
+ * table, keys below position hi[t], for the rows task_rows[rows_start[t] .. rows_start[t+1]]
+ * with their queries stacked: several rows when they hold those blocks in common (a shared
+ * prompt: its K/V are read once for all of them), else one. Each (task, row) writes one
+ * partial result, part part_of[rows_start[t] + i]; row m's output merges its parts
+ * row_parts[parts_start[m] .. parts_start[m+1]] by log-sum-exp. Offsets are in floats into
+ * the attention scratch: task t's at scratch_of[t], the parts' at parts_at. */
+typedef struct {
+    int64_t num_tasks;
+    const int64_t *rows_start, *task_rows, *part_of, *table_row, *b0, *b1, *hi, *scratch_of;
+    const int64_t *parts_start, *row_parts;
+    int64_t parts_at;
+} pc_attn_plan;
 
 /* 1 if this CPU runs the AVX2 + FMA code below. */
 int pc_cpu_supported(void) {
@@ -273,16 +287,17 @@ static inline void pv_block(const float *w0, int64_t per, int64_t gn, const floa
     if (gn > 3) _mm256_storeu_ps(o + 3 * hd, o30), _mm256_storeu_ps(o + 3 * hd + 8, o31);
 }
 
-/* One run of keys of one row: blocks b0 .. b1 - 1 of its table (the last one cut at ctx).
- * Writes the run's per-head max score pm [H], exp-sum pl [H] and unnormalised output po [H, hd];
- * sc: scratch [H, per]. An empty run leaves pl = 0 (skipped by the merge). */
-static void attend_run(const pc_dims *D, const float *restrict q, const float *k_cache,
-                       const float *v_cache, const int32_t *table, int64_t ctx, int64_t b0,
-                       int64_t b1, int64_t per, float *pm, float *pl, float *po, float *sc) {
-    const int64_t kvh = D->kv_heads, hd = D->head_dim, H = D->heads, group = H / kvh;
-    const int64_t bs = D->block_size, row = kvh * hd;
-    const int64_t lo = b0 * bs, hi = b1 * bs < ctx ? b1 * bs : ctx;
+/* Queries q [kv_heads * nq, hd] (nq per KV head, KV head major) against blocks b0 .. b1 - 1 of
+ * `table`, keys below position hi. Writes each query's max score pm, exp-sum pl and
+ * unnormalised output po [.., hd]; sc: scratch [kv_heads * nq, per], per >= (b1 - b0) * bs. An
+ * empty run leaves pl = 0 (skipped by the merge). */
+static void attend_run(const pc_dims *D, int64_t nq, const float *restrict q, const float *k_cache,
+                       const float *v_cache, const int32_t *table, int64_t b0, int64_t b1,
+                       int64_t hi, int64_t per, float *pm, float *pl, float *po, float *sc) {
+    const int64_t kvh = D->kv_heads, hd = D->head_dim, H = kvh * nq, group = nq;
+    const int64_t bs = D->block_size, row = kvh * hd, lo = b0 * bs;
     const float scale = D->scale;
+    if (hi > b1 * bs) hi = b1 * bs;
     for (int64_t i = 0; i < H * hd; i++) po[i] = 0.f;
     for (int64_t j = 0; j < H; j++) pm[j] = -INFINITY, pl[j] = 0.f;
     if (hi <= lo) return;
@@ -290,6 +305,7 @@ static void attend_run(const pc_dims *D, const float *restrict q, const float *k
         const float *kb = k_cache + (int64_t)table[b] * bs * row;
         if (b + 1 < b1) prefetch(k_cache + (int64_t)table[b + 1] * bs * row, bs * row);
         const int64_t first = (b - b0) * bs, cnt = (b + 1) * bs < hi ? bs : hi - b * bs;
+        if (cnt <= 0) break;
         for (int64_t hq = 0; hq < H; hq++) {
             const float *qh = q + hq * hd, *kh = kb + (hq / group) * hd;
             float *s = sc + hq * per + first;
@@ -318,6 +334,7 @@ static void attend_run(const pc_dims *D, const float *restrict q, const float *k
         const float *vb = v_cache + (int64_t)table[b] * bs * row;
         if (b + 1 < b1) prefetch(v_cache + (int64_t)table[b + 1] * bs * row, bs * row);
         const int64_t first = (b - b0) * bs, cnt = (b + 1) * bs < hi ? bs : hi - b * bs;
+        if (cnt <= 0) break;
         for (int64_t hk = 0; hk < kvh; hk++)
             for (int64_t gc = 0; gc < group; gc += 4) {
                 const int64_t gn = group - gc < 4 ? group - gc : 4, hq = hk * group + gc;
@@ -328,70 +345,88 @@ static void attend_run(const pc_dims *D, const float *restrict q, const float *k
     }
 }
 
-/* out [M, heads * hd]: each row's softmax(scale * q k^T) v over the first ctx[m] keys of its
- * block table (tables [M, table_stride] int32). q: row m at q + m * q_stride. Each row's keys
- * are cut into D->splits runs of whole blocks (one task each, every head: a block's K and V
- * rows are contiguous), merged by log-sum-exp. work: pc_scratch_floats's attention part. */
+/* Floats of scratch one task of R rows over nblocks blocks needs (see attention). */
+int64_t pc_task_scratch_floats(const pc_dims *D, int64_t R, int64_t nblocks) {
+    const int64_t Hv = D->heads * R;
+    return Hv * (D->head_dim + 2 + D->head_dim + nblocks * D->block_size);
+}
+
+/* out [M, heads * hd] for the rows' queries (row m at q + m * q_stride) by `plan`. */
 static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_stride,
                       const float *k_cache, const float *v_cache, const int32_t *tables,
-                      int64_t table_stride, const int64_t *ctx, float *restrict out,
+                      int64_t table_stride, const pc_attn_plan *P, float *restrict out,
                       float *restrict work) {
-    const int64_t hd = D->head_dim, H = D->heads, bs = D->block_size, S = D->splits;
-    int64_t longest = 0;
-    for (int64_t m = 0; m < M; m++) longest = ctx[m] > longest ? ctx[m] : longest;
-    const int64_t per = ((longest + bs - 1) / bs + S - 1) / S * bs, tasks = M * S;
-    float *part_m = work, *part_l = part_m + tasks * H, *part_o = part_l + tasks * H;
-    float *scores = part_o + tasks * H * hd; /* [tasks, H, per] */
-#pragma omp parallel for num_threads(D->nthreads) schedule(static)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t m = t / S, nblk = (ctx[m] + bs - 1) / bs, bper = (nblk + S - 1) / S;
-        const int64_t b0 = (t % S) * bper, b1 = b0 + bper < nblk ? b0 + bper : nblk;
-        attend_run(D, q + m * q_stride, k_cache, v_cache, tables + m * table_stride, ctx[m], b0,
-                   b1 > b0 ? b1 : b0, per, part_m + t * H, part_l + t * H, part_o + t * H * hd,
-                   scores + t * H * per);
+    const int64_t hd = D->head_dim, H = D->heads, kvh = D->kv_heads, group = H / kvh;
+    float *parts = work + P->parts_at; /* [num_parts, H, 2 + hd]: max, sum, output */
+#pragma omp parallel for num_threads(D->nthreads) schedule(dynamic, 1)
+    for (int64_t t = 0; t < P->num_tasks; t++) {
+        const int64_t r0 = P->rows_start[t], R = P->rows_start[t + 1] - r0, nq = R * group;
+        const int64_t Hv = H * R, per = (P->b1[t] - P->b0[t]) * D->block_size;
+        float *qb = work + P->scratch_of[t], *pm = qb + Hv * hd, *pl = pm + Hv, *po = pl + Hv;
+        float *sc = po + Hv * hd;
+        for (int64_t i = 0; i < R; i++) /* [kv_heads, rows, group, hd]: each KV head's queries */
+            for (int64_t hk = 0; hk < kvh; hk++)
+                for (int64_t g = 0; g < group; g++) {
+                    const float *src = q + P->task_rows[r0 + i] * q_stride + (hk * group + g) * hd;
+                    float *dst = qb + (hk * nq + i * group + g) * hd;
+                    for (int64_t j = 0; j < hd; j++) dst[j] = src[j];
+                }
+        attend_run(D, nq, qb, k_cache, v_cache, tables + P->table_row[t] * table_stride,
+                   P->b0[t], P->b1[t], P->hi[t], per, pm, pl, po, sc);
+        for (int64_t i = 0; i < R; i++) {
+            float *part = parts + P->part_of[r0 + i] * H * (2 + hd);
+            for (int64_t hk = 0; hk < kvh; hk++)
+                for (int64_t g = 0; g < group; g++) {
+                    const int64_t v = hk * nq + i * group + g, hq = hk * group + g;
+                    float *dst = part + hq * (2 + hd);
+                    dst[0] = pm[v];
+                    dst[1] = pl[v];
+                    for (int64_t j = 0; j < hd; j++) dst[2 + j] = po[v * hd + j];
+                }
+        }
     }
     for (int64_t m = 0; m < M; m++)
         for (int64_t hq = 0; hq < H; hq++) {
-            const int64_t t0 = m * S;
+            const int64_t p0 = P->parts_start[m], p1 = P->parts_start[m + 1];
             float mx = -INFINITY, l = 0.f;
-            for (int64_t t = t0; t < t0 + S; t++)
-                mx = part_m[t * H + hq] > mx ? part_m[t * H + hq] : mx;
+            for (int64_t p = p0; p < p1; p++) {
+                const float *part = parts + P->row_parts[p] * H * (2 + hd) + hq * (2 + hd);
+                mx = part[0] > mx ? part[0] : mx;
+            }
             float *o = out + m * H * hd + hq * hd;
             for (int64_t i = 0; i < hd; i++) o[i] = 0.f;
-            for (int64_t t = t0; t < t0 + S; t++) {
-                if (part_l[t * H + hq] == 0.f) continue; /* a run past the last key */
-                const float w = expf(part_m[t * H + hq] - mx);
-                const float *po = part_o + (t * H + hq) * hd;
-                l += w * part_l[t * H + hq];
-                for (int64_t i = 0; i < hd; i++) o[i] += w * po[i];
+            for (int64_t p = p0; p < p1; p++) {
+                const float *part = parts + P->row_parts[p] * H * (2 + hd) + hq * (2 + hd);
+                if (part[1] == 0.f) continue; /* a run past the last key */
+                const float w = expf(part[0] - mx);
+                l += w * part[1];
+                for (int64_t i = 0; i < hd; i++) o[i] += w * part[2 + i];
             }
             for (int64_t i = 0; i < hd; i++) o[i] /= l;
         }
 }
 
-/* Floats of scratch memory pc_decode_step needs for M rows, the longest of ctx tokens. */
-int64_t pc_scratch_floats(const pc_dims *D, int64_t M, int64_t ctx) {
-    const int64_t q = D->heads * D->head_dim, kv = D->kv_heads * D->head_dim, S = D->splits;
-    const int64_t per = ((ctx + D->block_size - 1) / D->block_size + S - 1) / S * D->block_size;
+/* Floats of scratch pc_decode_step needs for M rows besides the attention's (plan-sized). */
+int64_t pc_scratch_floats(const pc_dims *D, int64_t M) {
+    const int64_t q = D->heads * D->head_dim, kv = D->kv_heads * D->head_dim;
     const int64_t widest = D->hidden > D->inter ? D->hidden : D->inter;
-    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) + widest / 32 + 1 +
-           M * S * (2 * D->heads + q + D->heads * per);
+    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) + widest / 32 + 1;
 }
 
 /* Run every layer for M tokens, one per sequence. x [M, hidden]: their embeddings in, the last
  * layer's outputs out (before the final norm). cos / ssin [M, head_dim]: RotaryEmbedding's
  * (cos, signed_sin) rows of their positions. slots [M]: where their K/V go. tables [M,
- * table_stride] int32: the sequences' block ids; ctx [M]: their keys including the new token.
- * scratch: pc_scratch_floats(D, M, max(ctx)) floats. */
+ * table_stride] int32: the sequences' block ids; plan: what each row attends to (its keys
+ * including the new token). scratch: pc_scratch_floats(D, M) floats, then the plan's. */
 void pc_decode_step(const pc_layer *layers, int64_t num_layers, const pc_dims *D, int64_t M,
                     float *x, const float *cos, const float *ssin, const int64_t *slots,
-                    const int32_t *tables, int64_t table_stride, const int64_t *ctx,
+                    const int32_t *tables, int64_t table_stride, const pc_attn_plan *plan,
                     float *scratch) {
     const int64_t hid = D->hidden, hd = D->head_dim, qn = D->heads * hd, kvn = D->kv_heads * hd;
     const int64_t inter = D->inter, qkvn = qn + 2 * kvn, nt = D->nthreads;
     float *h = scratch, *tmp = h + M * hid, *qkv = tmp + M * hid, *att = qkv + M * qkvn;
     float *gu = att + M * qn, *act = gu + M * 2 * inter;
-    float *xsum = act, *work = xsum + (hid > inter ? hid : inter) / 32 + 1;
+    float *xsum = act, *work = scratch + pc_scratch_floats(D, M);
     for (int64_t L = 0; L < num_layers; L++) {
         const pc_layer *ly = layers + L;
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln1, h + m * hid, hid, D->eps);
@@ -402,7 +437,7 @@ void pc_decode_step(const pc_layer *layers, int64_t num_layers, const pc_dims *D
             float *kd = ly->k_cache + slots[m] * kvn, *vd = ly->v_cache + slots[m] * kvn;
             for (int64_t i = 0; i < kvn; i++) kd[i] = r[qn + i], vd[i] = r[qn + kvn + i];
         }
-        attention(D, M, qkv, qkvn, ly->k_cache, ly->v_cache, tables, table_stride, ctx, att, work);
+        attention(D, M, qkv, qkvn, ly->k_cache, ly->v_cache, tables, table_stride, plan, att, work);
         q4_matmul(&ly->o, att, tmp, M, xsum, nt);
         for (int64_t i = 0; i < M * hid; i++) x[i] += tmp[i];
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
@@ -426,7 +461,7 @@ void pc_q4_matmul(const pc_q4 *w, const float *x, float *y, int64_t M, float *xs
 
 void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const float *k_cache,
                         const float *v_cache, const int32_t *tables, int64_t table_stride,
-                        const int64_t *ctx, float *out, float *work) {
-    attention(D, M, q, D->heads * D->head_dim, k_cache, v_cache, tables, table_stride, ctx, out,
+                        const pc_attn_plan *plan, float *out, float *work) {
+    attention(D, M, q, D->heads * D->head_dim, k_cache, v_cache, tables, table_stride, plan, out,
               work);
 }

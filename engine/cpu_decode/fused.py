@@ -19,6 +19,7 @@ from ..attention.base import AttnMetadata, KVCacheLayer
 from ..models.llama import DecoderLayer, LlamaForCausalLM
 from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear
 from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
+from .plan import attention_plan
 
 __all__ = ["FusedDecode", "pack_int4"]
 
@@ -170,7 +171,6 @@ class FusedDecode:
             cfg.head_dim,
             cfg.intermediate_size,
             kv_caches[0].k_cache.shape[1],
-            1,
             cfg.rms_norm_eps,
             cfg.head_dim**-0.5,
             1,
@@ -188,13 +188,23 @@ class FusedDecode:
         cos, signed_sin = model.rotary(positions, torch.float32)  # [rows, 1, head_dim] each
         cos = cos.reshape(rows, -1).contiguous()
         signed_sin = signed_sin.reshape(rows, -1).contiguous()
-        ctx = meta.context_lens.to(torch.int64).contiguous()
         tables = meta.block_tables.to(torch.int32).contiguous()  # [rows, width], -1 padded
         slots = meta.slot_mapping.to(torch.int64).contiguous()
         threads = torch.get_num_threads()
-        # About two runs of keys per thread, so the attention's tasks balance.
-        self._dims.nthreads, self._dims.splits = threads, max(1, -(-2 * threads // rows))
-        need = self._lib.pc_scratch_floats(ctypes.byref(self._dims), rows, meta.max_seqlen_k)
+        self._dims.nthreads = threads
+        cfg = model.config
+        plan = attention_plan(
+            self._lib,
+            self._dims,
+            tables.tolist(),
+            meta.context_lens.tolist(),
+            self._dims.block_size,
+            threads,
+            cfg.num_attention_heads,
+            cfg.head_dim,
+        )
+        base = self._lib.pc_scratch_floats(ctypes.byref(self._dims), rows)
+        need = base + plan.scratch_floats
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need + need // 2)
         self._lib.pc_decode_step(
@@ -208,7 +218,7 @@ class FusedDecode:
             slots.data_ptr(),
             tables.data_ptr(),
             tables.shape[1],
-            ctx.data_ptr(),
+            ctypes.byref(plan.struct),
             self._scratch.data_ptr(),
         )
         self.steps += 1

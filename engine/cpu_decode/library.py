@@ -26,6 +26,7 @@ from pathlib import Path
 
 __all__ = [
     "CFLAGS",
+    "AttnPlan",
     "CpuDecodeUnavailable",
     "Dims",
     "Layer",
@@ -83,12 +84,35 @@ class Dims(ctypes.Structure):
                 "head_dim",
                 "inter",
                 "block_size",
-                "splits",
             )
         ],
         ("eps", ctypes.c_float),
         ("scale", ctypes.c_float),
         ("nthreads", ctypes.c_int32),
+    ]
+
+
+class AttnPlan(ctypes.Structure):
+    """``pc_attn_plan``: the attention tasks of one step (built by ``fused.attention_plan``)."""
+
+    _fields_ = [
+        ("num_tasks", ctypes.c_int64),
+        *[
+            (name, ctypes.c_void_p)
+            for name in (
+                "rows_start",
+                "task_rows",
+                "part_of",
+                "table_row",
+                "b0",
+                "b1",
+                "hi",
+                "scratch_of",
+                "parts_start",
+                "row_parts",
+            )
+        ],
+        ("parts_at", ctypes.c_int64),
     ]
 
 
@@ -172,7 +196,9 @@ def _load(cc: str, directory: Path) -> ctypes.CDLL:
         raise CpuDecodeUnavailable("this CPU lacks AVX2 or FMA, which the fused CPU decode needs")
     ptr, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
     lib.pc_scratch_floats.restype = i64
-    lib.pc_scratch_floats.argtypes = [ptr, i64, i64]
+    lib.pc_scratch_floats.argtypes = [ptr, i64]
+    lib.pc_task_scratch_floats.restype = i64
+    lib.pc_task_scratch_floats.argtypes = [ptr, i64, i64]
     lib.pc_decode_step.restype = None
     lib.pc_decode_step.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
     lib.pc_q4_matmul.restype = None

@@ -24,6 +24,7 @@ from promptcache.engine import LLM, EngineConfig, SamplingParams
 from promptcache.engine.attention.base import AttnMetadata
 from promptcache.engine.cpu_decode import CpuDecodeUnavailable, FusedDecode, load_library, pack_int4
 from promptcache.engine.cpu_decode.library import Dims, Q4Weight, build_dir
+from promptcache.engine.cpu_decode.plan import attention_plan
 from promptcache.engine.models.quant_linear import Int4Linear
 from promptcache.errors import ConfigError
 
@@ -82,38 +83,51 @@ def _attention_f64(
 
 
 @pytest.mark.parametrize(
-    "heads, kv_heads, hd, ctxs, splits",
+    "heads, kv_heads, hd, ctxs, shared, threads",
     [
-        (9, 3, 64, [1104], 4),  # SmolLM2's shapes at the benchmark's context
-        (9, 3, 64, [1], 4),  # the first decoded token of an empty history: runs with no keys
-        (8, 4, 16, [17], 2),  # tinystories: one key into a second block
-        (4, 4, 32, [63], 3),  # no GQA; splits that do not divide the blocks
-        (10, 2, 128, [300], 1),  # groups of 5 (a full and a partial pass of 4)
-        (8, 1, 16, [33], 8),  # multi-query; more splits than blocks
-        (9, 3, 64, [1104, 5, 17, 300, 1], 1),  # a batch of rows, each its own length
-        (8, 4, 16, [40, 1, 64], 2),
+        (9, 3, 64, [1104], 0, 2),  # SmolLM2's shapes at the benchmark's context, split-KV
+        (9, 3, 64, [1], 0, 2),  # the first decoded token of an empty history
+        (8, 4, 16, [17], 0, 2),  # tinystories: one key into a second block
+        (4, 4, 32, [63], 0, 3),  # no GQA; runs that do not divide the blocks
+        (10, 2, 128, [300], 0, 1),  # groups of 5 (a full and a partial pass of 4)
+        (8, 1, 16, [33], 0, 8),  # multi-query; more runs wanted than blocks
+        (9, 3, 64, [1104, 5, 17, 300, 1], 0, 2),  # a batch of rows, each its own length
+        (9, 3, 64, [1090, 1060, 1100, 20], 64, 2),  # 3 rows share 64 blocks (one is too short)
+        (8, 4, 16, [400, 400, 33], 20, 1),  # 3 rows share 2 blocks (too few), 2 rows 18 more
+        (8, 4, 16, [40, 40], 2, 2),  # 1 row x 32 keys saved: below the threshold, own keys
     ],
 )
 def test_paged_attention_matches_float64(
-    lib: ctypes.CDLL, heads: int, kv_heads: int, hd: int, ctxs: list[int], splits: int
+    lib: ctypes.CDLL,
+    heads: int,
+    kv_heads: int,
+    hd: int,
+    ctxs: list[int],
+    shared: int,
+    threads: int,
 ) -> None:
-    gen = torch.Generator().manual_seed(sum(ctxs))
-    block_size, num_blocks = 16, 200
+    """Rows hold the first ``shared`` blocks in common where their length allows."""
+    gen = torch.Generator().manual_seed(sum(ctxs) + shared)
+    block_size, num_blocks = 16, 400
     k_pool = torch.randn(num_blocks, block_size, kv_heads, hd, generator=gen)
     v_pool = torch.randn(num_blocks, block_size, kv_heads, hd, generator=gen)
     perm = torch.randperm(num_blocks, generator=gen).tolist()
-    width = max(-(-c // block_size) for c in ctxs)
-    tables, used = [], 0
-    for c in ctxs:  # disjoint blocks per row, -1 padded to the widest
+    common, used = perm[:shared], shared
+    tables = []
+    for c in ctxs:
         n = -(-c // block_size)
-        tables.append(perm[used : used + n] + [-1] * (width - n))
-        used += n
+        mine = min(shared, (c - 1) // block_size)  # a row's newest block is its own
+        tables.append(common[:mine] + perm[used : used + n - mine])
+        used += n - mine
+    width = max(len(t) for t in tables)
+    dims = Dims(64, heads, kv_heads, hd, 64, block_size, 1e-6, hd**-0.5, threads)
+    plan = attention_plan(lib, dims, tables, ctxs, block_size, threads, heads, hd)
+    if shared >= 4:
+        assert plan.num_shared_tasks > 0
     q = torch.randn(len(ctxs), heads, hd, generator=gen) * 2
-    dims = Dims(64, heads, kv_heads, hd, 64, block_size, splits, 1e-6, hd**-0.5, 2)
-    work = torch.empty(lib.pc_scratch_floats(ctypes.byref(dims), len(ctxs), max(ctxs)))
+    work = torch.empty(plan.scratch_floats)
     out = torch.empty(len(ctxs), heads, hd)
-    tables_t = torch.tensor(tables, dtype=torch.int32)
-    ctx_t = torch.tensor(ctxs, dtype=torch.int64)
+    tables_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
     lib.pc_paged_attention(
         ctypes.byref(dims),
         len(ctxs),
@@ -122,12 +136,12 @@ def test_paged_attention_matches_float64(
         v_pool.data_ptr(),
         tables_t.data_ptr(),
         width,
-        ctx_t.data_ptr(),
+        ctypes.byref(plan.struct),
         out.data_ptr(),
         work.data_ptr(),
     )
     for m, c in enumerate(ctxs):
-        expected = _attention_f64(q[m], k_pool, v_pool, tables[m][: -(-c // block_size)], c)
+        expected = _attention_f64(q[m], k_pool, v_pool, tables[m], c)
         torch.testing.assert_close(out[m].double(), expected, atol=2e-6, rtol=1e-5)
 
 
