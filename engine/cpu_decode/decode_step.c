@@ -287,6 +287,63 @@ static inline void pv_block(const float *w0, int64_t per, int64_t gn, const floa
     if (gn > 3) _mm256_storeu_ps(o + 3 * hd, o30), _mm256_storeu_ps(o + 3 * hd + 8, o31);
 }
 
+/* Scores of nq queries q [nq, hd] (one KV head's, stacked) against one block's cnt <= 16 keys
+ * (rows `row` floats apart): sc [nq rows `per` apart] = scale * q k^T. The block is transposed
+ * once into kt [hd, 16] so that each query's 16 scores are two vectors of FMAs over hd (no
+ * horizontal sums): worth it for many queries (stacked rows), not for one row's few. */
+static void qk_block_stacked(const float *restrict q, int64_t nq, const float *k, int64_t row,
+                             int64_t cnt, int64_t hd, float scale, float *sc, int64_t per) {
+    float kt[hd * 16];
+    for (int64_t d = 0; d < hd; d++)
+        for (int64_t t = 0; t < 16; t++) kt[d * 16 + t] = t < cnt ? k[t * row + d] : 0.f;
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 4 <= nq; i += 4) {
+        const float *q0 = q + i * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+        __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        for (int64_t d = 0; d < hd; d++) {
+            const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
+            __m256 b = _mm256_broadcast_ss(q0 + d);
+            a00 = _mm256_fmadd_ps(b, k0, a00);
+            a01 = _mm256_fmadd_ps(b, k1, a01);
+            b = _mm256_broadcast_ss(q1 + d);
+            a10 = _mm256_fmadd_ps(b, k0, a10);
+            a11 = _mm256_fmadd_ps(b, k1, a11);
+            b = _mm256_broadcast_ss(q2 + d);
+            a20 = _mm256_fmadd_ps(b, k0, a20);
+            a21 = _mm256_fmadd_ps(b, k1, a21);
+            b = _mm256_broadcast_ss(q3 + d);
+            a30 = _mm256_fmadd_ps(b, k0, a30);
+            a31 = _mm256_fmadd_ps(b, k1, a31);
+        }
+        float tmp[4][16];
+        _mm256_storeu_ps(tmp[0], _mm256_mul_ps(a00, vs));
+        _mm256_storeu_ps(tmp[0] + 8, _mm256_mul_ps(a01, vs));
+        _mm256_storeu_ps(tmp[1], _mm256_mul_ps(a10, vs));
+        _mm256_storeu_ps(tmp[1] + 8, _mm256_mul_ps(a11, vs));
+        _mm256_storeu_ps(tmp[2], _mm256_mul_ps(a20, vs));
+        _mm256_storeu_ps(tmp[2] + 8, _mm256_mul_ps(a21, vs));
+        _mm256_storeu_ps(tmp[3], _mm256_mul_ps(a30, vs));
+        _mm256_storeu_ps(tmp[3] + 8, _mm256_mul_ps(a31, vs));
+        for (int64_t r = 0; r < 4; r++)
+            for (int64_t t = 0; t < cnt; t++) sc[(i + r) * per + t] = tmp[r][t];
+    }
+    for (; i < nq; i++) {
+        const float *q0 = q + i * hd;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int64_t d = 0; d < hd; d++) {
+            const __m256 b = _mm256_broadcast_ss(q0 + d);
+            a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kt + d * 16), a0);
+            a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kt + d * 16 + 8), a1);
+        }
+        float tmp[16];
+        _mm256_storeu_ps(tmp, _mm256_mul_ps(a0, vs));
+        _mm256_storeu_ps(tmp + 8, _mm256_mul_ps(a1, vs));
+        for (int64_t t = 0; t < cnt; t++) sc[i * per + t] = tmp[t];
+    }
+}
+
 /* Queries q [kv_heads * nq, hd] (nq per KV head, KV head major) against blocks b0 .. b1 - 1 of
  * `table`, keys below position hi. Writes each query's max score pm, exp-sum pl and
  * unnormalised output po [.., hd]; sc: scratch [kv_heads * nq, per], per >= (b1 - b0) * bs. An
@@ -306,6 +363,12 @@ static void attend_run(const pc_dims *D, int64_t nq, const float *restrict q, co
         if (b + 1 < b1) prefetch(k_cache + (int64_t)table[b + 1] * bs * row, bs * row);
         const int64_t first = (b - b0) * bs, cnt = (b + 1) * bs < hi ? bs : hi - b * bs;
         if (cnt <= 0) break;
+        if (group >= 8 && bs <= 16) { /* many stacked queries: the transposed block */
+            for (int64_t hk = 0; hk < kvh; hk++)
+                qk_block_stacked(q + hk * group * hd, group, kb + hk * hd, row, cnt, hd, scale,
+                                 sc + hk * group * per + first, per);
+            continue;
+        }
         for (int64_t hq = 0; hq < H; hq++) {
             const float *qh = q + hq * hd, *kh = kb + (hq / group) * hd;
             float *s = sc + hq * per + first;

@@ -97,16 +97,14 @@ def attention_plan(
                 for b0, b1 in _pieces(prev, start, per_row):
                     tasks.append(([r], r, b0, b1, ctx[r]))
             prev = max(prev, end)
-    rows_start, task_rows, part_of, table_row, b0s, b1s, his, scratch_of = (
-        [0],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-    )
+    rows_start: list[int] = [0]
+    task_rows: list[int] = []
+    part_of: list[int] = []
+    table_row: list[int] = []
+    b0s: list[int] = []
+    b1s: list[int] = []
+    his: list[int] = []
+    scratch_of: list[int] = []
     parts: list[list[int]] = [[] for _ in range(rows)]
     offset = 0
     for task_rows_, trow, b0, b1, hi in tasks:
