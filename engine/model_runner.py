@@ -130,8 +130,8 @@ class ModelRunner:
             except CpuDecodeUnavailable as exc:
                 if config.fused_cpu_decode:
                     raise ConfigError(
-                        f"fused_cpu_decode=True cannot run: {exc}; set fused_cpu_decode=None "
-                        "to fall back to the torch path"
+                        f"fused_cpu_decode=True (--fused-cpu-decode) cannot run: {exc}; leave "
+                        "it unset to fall back to the torch path"
                     ) from None
                 self.fused_decode_unavailable = str(exc)
 

@@ -105,6 +105,12 @@ def engine_group() -> None:
     "faster decoding, logits no longer equal to the float model's.",
 )
 @click.option(
+    "--fused-cpu-decode/--no-fused-cpu-decode",
+    default=None,
+    help="Decode steps through the compiled C kernel (int4 weights on an AVX2 CPU; default: "
+    "when it can run, else the torch path); --fused-cpu-decode fails at load if it cannot.",
+)
+@click.option(
     "--kv-cache-bytes",
     type=BYTES,
     default=DEFAULT_KV_CACHE_BYTES,
@@ -207,6 +213,7 @@ def serve(
     served_model_names: tuple[str, ...],
     dtype: str,
     weight_dtype: str,
+    fused_cpu_decode: bool | None,
     kv_cache_bytes: int,
     block_size: int,
     max_num_seqs: int,
@@ -271,6 +278,7 @@ def serve(
             model=model,
             dtype=dtype,
             weight_dtype=weight_dtype,
+            fused_cpu_decode=fused_cpu_decode,
             device=device,
             kv_cache_bytes=kv_cache_bytes,
             block_size=block_size,
@@ -317,6 +325,19 @@ def serve(
             click.echo(
                 f"promptcache engine: weight-only quantised linear layers: {int4} int4, "
                 f"{int8} int8 (--weight-dtype {weight_dtype})",
+                err=True,
+            )
+        fused = engine.runner.fused_decode
+        if fused is not None:
+            click.echo(
+                "promptcache engine: decode steps of up to "
+                f"{plural(fused.MAX_ROWS, 'sequence')} run in the fused CPU kernel",
+                err=True,
+            )
+        elif engine.runner.fused_decode_unavailable and weight_dtype == "int4":
+            click.echo(
+                "promptcache engine: the fused CPU decode is not used: "
+                f"{engine.runner.fused_decode_unavailable}",
                 err=True,
             )
         if kv_events is not None:

@@ -97,6 +97,20 @@ def test_bad_options_are_usage_errors_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in unsupported.output
 
 
+def test_serve_fused_cpu_decode_that_cannot_run_is_an_error_saying_why() -> None:
+    """``--fused-cpu-decode`` on float weights: exit 2 before serving, the reason, no traceback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    result = CliRunner().invoke(
+        cli, ["engine", "serve", "--model", str(TINYSTORIES), "--fused-cpu-decode", "--port", port]
+    )
+    assert result.exit_code == 2, result.output
+    assert "error: fused_cpu_decode=True (--fused-cpu-decode) cannot run" in result.output
+    assert "the kernel needs weight_dtype='int4'" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_serve_rejects_a_chat_template_that_is_neither_file_nor_jinja() -> None:
     result = CliRunner().invoke(
         cli, ["engine", "serve", "--model", str(TINYSTORIES), "--chat-template", "chat.jinja"]
@@ -290,4 +304,16 @@ def test_serve_with_weight_only_quantised_linears_answers(weight_dtype: str) -> 
     assert f"weight-only quantised linear layers: {counts} (--weight-dtype {weight_dtype})" in (
         served.stderr
     )
+    fused_line = "decode steps of up to 64 sequences run in the fused CPU kernel"
+    if weight_dtype == "int8":  # the kernel takes int4 layers only, and says nothing here
+        assert fused_line not in served.stderr and "fused CPU decode" not in served.stderr
+    else:
+        from promptcache.engine.cpu_decode import CpuDecodeUnavailable, load_library
+
+        try:
+            load_library()
+        except CpuDecodeUnavailable as exc:
+            assert f"the fused CPU decode is not used: {exc}" in served.stderr
+        else:
+            assert fused_line in served.stderr
     assert "Traceback" not in served.stderr
