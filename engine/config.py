@@ -84,7 +84,7 @@ class EngineConfig:
         fairness_max_wait_steps: a waiting request older than this many steps is admitted in
             arrival order before any cache-aware pick, so no request starves.
         attention_backend: one of `ATTENTION_BACKENDS`.
-        fused_cpu_decode: run a step that decodes one sequence through the compiled C kernel
+        fused_cpu_decode: run decode steps (up to 64 sequences) through the compiled C kernel
             of `engine/cpu_decode` (every layer in one call). None = when it can run here
             (an AVX2 + FMA CPU, a C compiler, float32 model and KV pool, `weight_dtype="int4"`
             on a Llama model without biases or sliding windows), else the torch path; True =

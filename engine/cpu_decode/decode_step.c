@@ -1,10 +1,10 @@
-/* One decode step of a Llama-architecture decoder for ONE sequence on an x86-64 CPU with AVX2
- * and FMA: every decoder layer (RMSNorm, int4 q/k/v, RoPE, KV store, paged attention, o, RMSNorm,
- * int4 gate/up, SwiGLU, down) in one call, fp32 activations throughout.
+/* One decode step of a Llama-architecture decoder (one new token for each of M sequences) on an
+ * x86-64 CPU with AVX2 and FMA: every decoder layer (RMSNorm, int4 q/k/v, RoPE, KV store, paged
+ * attention, o, RMSNorm, int4 gate/up, SwiGLU, down) in one call, fp32 activations throughout.
  *
  * Why it exists: at batch 1 the torch path makes about 1,400 aten calls a step, and torch's CPU
- * int4 kernel and flash attention are slow on small shapes; see promptcache/engine/cpu_decode/
- * __init__.py and docs/engine.md ("Fused CPU decode") for the design and the measurements.
+ * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
+ * and docs/engine.md ("Fused CPU decode") for the design and the measurements.
  *
  * Built by library.py with the system C compiler (-O3 -mavx2 -mfma -ffast-math -fopenmp);
  * loaded with ctypes. Every pointer is to contiguous memory in the layout given below. */

@@ -1,9 +1,10 @@
-"""``FusedDecode``: a batch-1 decode step of an int4 Llama through ``decode_step.c``.
+"""``FusedDecode``: a decode step of an int4 Llama through ``decode_step.c``.
 
 ``FusedDecode.build`` checks the model and KV pool, repacks each decoder projection's int4
 weight into the kernel's layout (``pack_int4``) and fills one ``Layer`` struct per layer with
 pointers to it, the norms and the layer's KV pool; the engine then calls it for every step that
-decodes exactly one sequence (``ModelRunner.execute``). The pointers stay valid because the
+decodes at most ``FusedDecode.MAX_ROWS`` sequences (``ModelRunner.execute``), planning each
+step's attention first (``plan.attention_plan``). The pointers stay valid because the
 structs' tensors are kept here and the pool is allocated once.
 """
 
@@ -85,8 +86,9 @@ class FusedDecode:
 
     #: Largest decode batch the engine sends here; bigger ones take the torch path. Measured on
     #: SmolLM2-135M (int4, rows sharing a 1,024-token prompt, 2 threads, AVX2, 2026-12-02), a
-    #: decode step here / on the torch path: 1 row 22 / 56 ms, 16 rows 120 / 216, 32 rows
-    #: 232-278 / 317-328, 64 rows 430-456 / 474-564 (docs/benchmarks.md, "Session 10").
+    #: decode step here / on the torch path: 1 row 22-26 / 56-68 ms, 16 rows 104-114 / 203-230,
+    #: 64 rows 387-429 / 485-572 (32 rows, before shared runs were planned: 232-278 / 317-328).
+    #: Beyond 64 it was not measured (docs/benchmarks.md, "Session 10").
     MAX_ROWS = 64
 
     def __init__(
