@@ -134,6 +134,24 @@ class EngineConfig:
                 f"fused_cpu_decode must be None (when it can run), True or False, got "
                 f"{self.fused_cpu_decode!r}"
             )
+        if self.fused_cpu_decode:
+            # What the config alone rules out, before a model is loaded (the rest is checked by
+            # FusedDecode.build at load: CPU, compiler, architecture).
+            conflicts = [
+                f"{name}={value!r}"
+                for name, value, ok in (
+                    ("weight_dtype", self.weight_dtype, self.weight_dtype == "int4"),
+                    ("dtype", self.dtype, self.dtype in ("auto", "float32")),
+                    ("kv_cache_dtype", self.kv_cache_dtype, self.kv_cache_dtype == "auto"),
+                    ("device", self.device, self.device.startswith("cpu")),
+                )
+                if not ok
+            ]
+            if conflicts:
+                raise ConfigError(
+                    f"fused_cpu_decode=True (--fused-cpu-decode) needs weight_dtype='int4', a "
+                    f"float32 model and KV pool on the CPU; got {', '.join(conflicts)}"
+                )
         if not isinstance(self.model, str):
             raise ConfigError(f"model must be a path string, got {type(self.model).__name__}")
         if not isinstance(self.device, str) or not _DEVICE.match(self.device):

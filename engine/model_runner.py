@@ -328,6 +328,11 @@ class ModelRunner:
         # the model cuts its last layer's o_proj / MLP and the final norm to those rows.
         ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
         pos = torch.tensor(positions, dtype=torch.int64, device=self.device)
+        output_rows = (
+            None
+            if len(rows) == len(input_ids)
+            else torch.tensor(rows, dtype=torch.int64, device=self.device)
+        )
         fused = self.fused_decode
         if (
             fused is not None
@@ -335,19 +340,13 @@ class ModelRunner:
             and len(entries) <= fused.MAX_ROWS
             and min(slots) >= 0
         ):
+            # Every row's token goes through (its K/V are needed); keep the sampled rows' states
+            # (a sequence computing up to an n > 1 fork, or a 1-token prompt chunk, samples none).
             hidden = fused(ids, pos, meta)
+            if output_rows is not None:
+                hidden = hidden.index_select(0, output_rows)
         else:
-            hidden = self.model(
-                ids,
-                pos,
-                self.kv_caches,
-                meta,
-                output_rows=(
-                    None
-                    if len(rows) == len(input_ids)
-                    else torch.tensor(rows, dtype=torch.int64, device=self.device)
-                ),
-            )
+            hidden = self.model(ids, pos, self.kv_caches, meta, output_rows=output_rows)
         if not sampling:
             return SamplerOutput([], [])
         logits = self.model.compute_logits(hidden)

@@ -3,9 +3,11 @@
 The source is compiled once per (source, compiler, flags) into
 ``$PROMPTCACHE_CPU_DECODE_DIR`` (default ``$XDG_CACHE_HOME/promptcache/cpu_decode``, i.e.
 ``~/.cache/promptcache/cpu_decode``) as ``decode_step-<hash>.so``; the name's hash covers the
-source text, the compiler's ``--version`` line and the flags, so an edit or another compiler
-builds afresh and a stale library is never loaded. Compiling takes about a second. The
-compiler is ``$CC`` or the first of ``cc``, ``gcc``, ``clang`` on ``PATH``.
+source text, the compiler command, its ``--version`` line and the flags, so an edit or another
+compiler builds afresh and a stale library is never loaded; a cached file that is not a complete ELF
+library (truncated, emptied) is built again. Compiling takes about a second. The compiler is
+``$CC`` (split like a shell would: ``ccache gcc`` works) or the first of ``cc``, ``gcc``,
+``clang`` on ``PATH``.
 
 OpenMP: the library is linked with ``-fopenmp`` (``libgomp.so.1``) and loaded after torch, whose
 Linux wheels ship their own ``libgomp.so.1``; the dynamic loader then binds both to the one
@@ -18,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -36,9 +39,14 @@ __all__ = [
 ]
 
 SOURCE = Path(__file__).with_name("decode_step.c")
-#: -ffast-math lets the compiler reorder fp32 sums (reductions, vectorised expf via glibc's
-#: libmvec); the kernels' results differ from torch's by summation order only (tests bound it).
-CFLAGS = ["-O3", "-mavx2", "-mfma", "-ffast-math", "-fopenmp", "-fPIC", "-shared"]
+#: Compile flags. -ffast-math lets the compiler reorder fp32 sums (reductions) and call glibc's
+#: vectorised expf (libmvec); the kernels' results differ from torch's by summation order only
+#: (tests bound it). It is a compile flag only: gcc links a library built with it at link time
+#: against crtfastmath.o, whose constructor sets flush-to-zero / denormals-are-zero for the
+#: whole process on load (Python's and torch's floats lose their subnormals; hypothesis refuses
+#: to run), so the object is linked by a second command without it (test_cpu_decode.py checks).
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-ffast-math", "-fopenmp", "-fPIC"]
+LDFLAGS = ["-shared", "-fopenmp"]
 
 
 class CpuDecodeUnavailable(RuntimeError):
@@ -125,35 +133,64 @@ def build_dir() -> Path:
     return Path(base) / "promptcache" / "cpu_decode"
 
 
-def _compiler() -> str:
-    cc = os.environ.get("CC")
+def _compiler() -> tuple[str, ...]:
+    """The compiler command: ``$CC`` split like a shell would (``ccache gcc`` works), else the
+    first of cc / gcc / clang on ``PATH``."""
+    cc = shlex.split(os.environ.get("CC", ""))
     if cc:
-        return cc
+        return tuple(cc)
     for name in ("cc", "gcc", "clang"):
         if shutil.which(name):
-            return name
+            return (name,)
     raise CpuDecodeUnavailable(
         "no C compiler found (set $CC, or install gcc or clang) to build the fused CPU decode"
     )
 
 
-def _build(cc: str, target: Path) -> None:
+def _complete_elf(path: Path | str) -> bool:
+    """Whether ``path`` is a 64-bit little-endian ELF file holding all of its section headers.
+
+    ``dlopen`` of a truncated library can die of SIGBUS instead of failing, so a cached file is
+    checked before it is loaded: its header's section table must end inside the file.
+    """
+    with open(path, "rb") as f:
+        head = f.read(64)
+        size = os.fstat(f.fileno()).st_size
+    if len(head) < 64 or head[:6] != b"\x7fELF\x02\x01":
+        return False
+    shoff = int.from_bytes(head[0x28:0x30], "little")
+    entsize, count = (int.from_bytes(head[i : i + 2], "little") for i in (0x3A, 0x3C))
+    return 0 < shoff + entsize * count <= size
+
+
+def _build(cc: tuple[str, ...], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
+    obj = tmp + ".o"
     try:
-        proc = subprocess.run(
-            [cc, *CFLAGS, str(SOURCE), "-o", tmp, "-lm"], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
+        for step, command in (
+            ("compiling", [*cc, *CFLAGS, "-c", str(SOURCE), "-o", obj]),
+            ("linking", [*cc, *LDFLAGS, obj, "-o", tmp, "-lm"]),
+        ):
+            proc = subprocess.run(command, capture_output=True, text=True)
+            if proc.returncode != 0:
+                first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
+                raise CpuDecodeUnavailable(
+                    f"{step} {SOURCE.name} with {shlex.join(cc)} failed: {first} (set $CC to "
+                    "another compiler)"
+                )
+        if not _complete_elf(tmp):
             raise CpuDecodeUnavailable(
-                f"compiling {SOURCE.name} with {cc} failed: {first} (set $CC to another compiler)"
+                f"{shlex.join(cc)} reported success but wrote no shared library (set $CC to "
+                "another compiler)"
             )
+        os.chmod(tmp, 0o755)  # mkstemp made it 0600: others sharing the directory may load it
         os.replace(tmp, target)  # atomic: a concurrent build never loads half a file
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for path in (tmp, obj):
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def load_library() -> ctypes.CDLL:
@@ -170,28 +207,39 @@ def load_library() -> ctypes.CDLL:
 
 
 @lru_cache(maxsize=8)
-def _load(cc: str, directory: Path) -> ctypes.CDLL:
+def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
     import torch  # noqa: F401  (torch's libgomp.so.1 must be the one loaded first)
 
+    name = shlex.join(cc)
     try:
-        version = subprocess.run(
-            [cc, "--version"], capture_output=True, text=True, check=True
-        ).stdout.splitlines()[0]
-    except (OSError, subprocess.CalledProcessError, IndexError) as exc:
-        raise CpuDecodeUnavailable(f"the C compiler {cc!r} does not run: {exc}") from None
+        out = subprocess.run([*cc, "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise CpuDecodeUnavailable(f"the C compiler {name!r} does not run: {exc}") from None
+    version = (out.stdout.strip().splitlines() or [""])[0]
+    if not version:
+        raise CpuDecodeUnavailable(
+            f"the C compiler {name!r} printed no version for --version (set $CC to gcc or clang)"
+        )
     key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(encoding="utf-8"), version, *CFLAGS]).encode()
+        "\0".join([SOURCE.read_text(encoding="utf-8"), name, version, *CFLAGS, *LDFLAGS]).encode()
     ).hexdigest()[:16]
     target = directory / f"decode_step-{key}.so"
-    if not target.is_file():
-        try:
+    try:
+        if target.is_file() and not _complete_elf(target):
+            target.unlink()  # a damaged copy (truncated, emptied): build it again
+        if not target.is_file():
             _build(cc, target)
-        except OSError as exc:
-            raise CpuDecodeUnavailable(
-                f"cannot write the compiled kernel to {target.parent}: {exc.strerror}; set "
-                "PROMPTCACHE_CPU_DECODE_DIR to a writable directory"
-            ) from None
-    lib = ctypes.CDLL(str(target))
+    except OSError as exc:
+        raise CpuDecodeUnavailable(
+            f"cannot write the compiled kernel to {target.parent}: {exc.strerror}; set "
+            "PROMPTCACHE_CPU_DECODE_DIR to a writable directory"
+        ) from None
+    try:
+        lib = ctypes.CDLL(str(target))
+    except OSError as exc:
+        raise CpuDecodeUnavailable(
+            f"cannot load the compiled kernel {target}: {exc}; delete it to build it again"
+        ) from None
     if not lib.pc_cpu_supported():
         raise CpuDecodeUnavailable("this CPU lacks AVX2 or FMA, which the fused CPU decode needs")
     ptr, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32

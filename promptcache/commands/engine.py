@@ -334,12 +334,9 @@ def serve(
                 f"{plural(fused.MAX_ROWS, 'sequence')} run in the fused CPU kernel",
                 err=True,
             )
-        elif engine.runner.fused_decode_unavailable and weight_dtype == "int4":
-            click.echo(
-                "promptcache engine: the fused CPU decode is not used: "
-                f"{engine.runner.fused_decode_unavailable}",
-                err=True,
-            )
+        elif weight_dtype == "int4":
+            why = engine.runner.fused_decode_unavailable or "--no-fused-cpu-decode"
+            click.echo(f"promptcache engine: the fused CPU decode is not used: {why}", err=True)
         if kv_events is not None:
             replay = f", replay on {kv_events.replay_endpoint}" if kv_events.replay_endpoint else ""
             click.echo(

@@ -273,3 +273,32 @@ def prefill_logits(
     )
     with torch.inference_mode():
         return model.compute_logits(model(torch.tensor(ids), torch.arange(n), kv, meta))
+
+
+def batch_metadata(
+    phase: str,
+    slots: list[int],
+    tables: list[list[int]],
+    cached: list[int],
+    new_lens: list[int],
+) -> Any:
+    """The ``AttnMetadata`` of sequences with ``cached`` tokens in the pool and ``new_lens`` new
+    ones at pool slots ``slots`` (in batch order), held in blocks ``tables``."""
+    import torch
+
+    from promptcache.engine.attention.base import AttnMetadata
+
+    total = [c + n for c, n in zip(cached, new_lens, strict=True)]
+    width = max(len(t) for t in tables)
+    return AttnMetadata(
+        phase=phase,
+        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
+        context_lens=torch.tensor(total, dtype=torch.int32),
+        cu_seqlens_q=torch.tensor(
+            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
+        ),
+        num_computed_tokens=torch.tensor(cached, dtype=torch.int32),
+        max_seqlen_q=max(new_lens),
+        max_seqlen_k=max(total),
+    )

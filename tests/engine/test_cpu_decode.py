@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import ctypes
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from engine_support import batch_metadata
 from torch import nn
 
 from promptcache.engine import LLM, EngineConfig, SamplingParams
-from promptcache.engine.attention.base import AttnMetadata
 from promptcache.engine.cpu_decode import CpuDecodeUnavailable, FusedDecode, load_library, pack_int4
 from promptcache.engine.cpu_decode.library import Dims, Q4Weight, build_dir
 from promptcache.engine.cpu_decode.plan import attention_plan
@@ -207,7 +208,6 @@ def test_decode_step_matches_float64_reference(
         kv.v_cache.copy_(torch.randn(kv.v_cache.shape, generator=gen))
     pools = [(kv.k_cache.clone(), kv.v_cache.clone()) for kv in runner.kv_caches]
     perm = torch.randperm(60, generator=gen).tolist()
-    width = max(-(-c // 16) for c in ctxs)
     tables, used = [], 0
     for c in ctxs:
         n = -(-c // 16)
@@ -215,16 +215,7 @@ def test_decode_step_matches_float64_reference(
         used += n
     tokens = [345 + 7 * i for i in range(len(ctxs))]
     slots = [t[(c - 1) // 16] * 16 + (c - 1) % 16 for t, c in zip(tables, ctxs, strict=True)]
-    meta = AttnMetadata(
-        phase="decode",
-        slot_mapping=torch.tensor(slots),
-        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
-        context_lens=torch.tensor(ctxs, dtype=torch.int32),
-        cu_seqlens_q=torch.arange(len(ctxs) + 1, dtype=torch.int32),
-        num_computed_tokens=torch.tensor([c - 1 for c in ctxs], dtype=torch.int32),
-        max_seqlen_q=1,
-        max_seqlen_k=max(ctxs),
-    )
+    meta = batch_metadata("decode", slots, tables, [c - 1 for c in ctxs], [1] * len(ctxs))
     with torch.inference_mode():
         hidden = fused(torch.tensor(tokens), torch.tensor([c - 1 for c in ctxs]), meta)
     assert hidden.shape == (len(ctxs), runner.model_config.hidden_size)
@@ -242,6 +233,34 @@ def test_decode_step_matches_float64_reference(
             flat_after, flat_before = (c.view(-1, *c.shape[2:]) for c in (after, before))
             assert torch.equal(flat_after[untouched], flat_before[untouched])  # only the slots
     assert fused.steps == 1
+
+
+def test_rows_that_sample_nothing_share_a_fused_step(
+    lib: ctypes.CDLL, tinystories_dir: Path
+) -> None:
+    """An n = 2 request computes its prompt's last token without sampling (the fork comes after)
+    while another sequence decodes: one fused step of two rows, one of which samples."""
+    outputs = {}
+    for fused in (None, False):
+        llm = LLM(tinystories_dir, weight_dtype="int4", fused_cpu_decode=fused)
+        engine = llm.engine
+        engine.add_request("a", "Once upon a time", SamplingParams(temperature=0, max_tokens=30))
+        for _ in range(3):
+            engine.step()
+        engine.add_request("b", [1, 80], SamplingParams(temperature=0, max_tokens=10, n=2))
+        done = {}
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                if out.finished:
+                    done[(out.request_id, out.sample_index)] = len(out.output_token_ids)
+        outputs[fused] = done
+        if fused is None:
+            assert engine.runner.fused_decode is not None and engine.runner.fused_decode.steps
+    assert outputs[None] == outputs[False] == {("a", 0): 30, ("b", 0): 10, ("b", 1): 10}
+    tiny_budget = LLM(tinystories_dir, weight_dtype="int4", max_num_batched_tokens=2)
+    params = SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
+    outs = tiny_budget.generate(["Once upon a time", "The cat", "A dog ran"], params)
+    assert [len(o.output_token_ids) for o in outs] == [5, 5, 5]
 
 
 def test_engine_decodes_through_the_kernel(lib: ctypes.CDLL, tinystories_dir: Path) -> None:
@@ -278,24 +297,37 @@ def test_smollm2_answers_through_the_kernel(lib: ctypes.CDLL, smollm2_gguf: Path
 
 
 @pytest.mark.parametrize(
-    "overrides, reason",
+    "overrides, reason, conflict",
     [
-        ({"weight_dtype": "auto"}, "weight_dtype='int4'"),
-        ({"weight_dtype": "int4", "kv_cache_dtype": "int8"}, "kv_cache_dtype='auto'"),
+        ({"weight_dtype": "auto"}, "weight_dtype='int4'", "weight_dtype='auto'"),
+        (
+            {"weight_dtype": "int4", "kv_cache_dtype": "int8"},
+            "kv_cache_dtype='auto'",
+            "kv_cache_dtype='int8'",
+        ),
     ],
 )
 def test_falls_back_or_refuses_with_the_reason(
-    tinystories_dir: Path, overrides: dict[str, Any], reason: str
+    tinystories_dir: Path, overrides: dict[str, Any], reason: str, conflict: str
 ) -> None:
     llm = LLM(tinystories_dir, num_blocks=8, **overrides)
     runner = llm.engine.runner
     assert runner.fused_decode is None and reason in (runner.fused_decode_unavailable or "")
-    with pytest.raises(ConfigError, match="fused_cpu_decode=True cannot run") as err:
-        LLM(tinystories_dir, num_blocks=8, fused_cpu_decode=True, **overrides)
-    assert reason in str(err.value)
+    # Required, the same settings are refused by the config, before any model is loaded.
+    with pytest.raises(ConfigError, match=r"fused_cpu_decode=True \(--fused-cpu-decode\)") as err:
+        EngineConfig(model=str(tinystories_dir), fused_cpu_decode=True, **overrides)
+    assert conflict in str(err.value)
     off = LLM(tinystories_dir, num_blocks=8, fused_cpu_decode=False, weight_dtype="int4")
     assert off.engine.runner.fused_decode is None
     assert off.engine.runner.fused_decode_unavailable is None
+
+
+def test_required_but_unavailable_at_load_is_a_config_error(
+    tinystories_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(ConfigError, match=r"\(--fused-cpu-decode\) cannot run: .*no-such-cc"):
+        LLM(tinystories_dir, weight_dtype="int4", num_blocks=8, fused_cpu_decode=True)
 
 
 def test_without_a_compiler_the_engine_falls_back(
@@ -308,8 +340,48 @@ def test_without_a_compiler_the_engine_falls_back(
     assert "does not run" in (llm.engine.runner.fused_decode_unavailable or "")
     params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
     assert len(llm.generate(["Once"], params)[0].output_token_ids) == 4
-    with pytest.raises(ConfigError, match="no-such-cc"):
-        LLM(tinystories_dir, weight_dtype="int4", num_blocks=8, fused_cpu_decode=True)
+
+
+@pytest.mark.parametrize("fake", ["true", "echo"])
+def test_a_compiler_that_writes_nothing_is_a_fallback_reason(
+    lib: ctypes.CDLL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: str
+) -> None:
+    """A "compiler" that exits 0 without output leaves no file behind to be loaded later."""
+    monkeypatch.setenv("CC", fake)
+    monkeypatch.setenv("PROMPTCACHE_CPU_DECODE_DIR", str(tmp_path))
+    with pytest.raises(CpuDecodeUnavailable, match=r"wrote no shared library|printed no version"):
+        load_library()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_cached_library_is_built_again(
+    lib: ctypes.CDLL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truncated cached file is rebuilt, not loaded (dlopen of one can die of SIGBUS)."""
+    monkeypatch.setenv("PROMPTCACHE_CPU_DECODE_DIR", str(tmp_path / "good"))
+    load_library()
+    [good] = (tmp_path / "good").glob("decode_step-*.so")
+    damaged = tmp_path / "damaged" / good.name
+    damaged.parent.mkdir()
+    damaged.write_bytes(good.read_bytes()[:4096])
+    monkeypatch.setenv("PROMPTCACHE_CPU_DECODE_DIR", str(damaged.parent))
+    load_library()
+    assert damaged.read_bytes() == good.read_bytes()  # the same build, complete again
+    assert damaged.stat().st_mode & 0o777 == 0o755
+
+
+def test_cc_may_carry_arguments(
+    lib: ctypes.CDLL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no gcc or cc on PATH")
+    monkeypatch.setenv("CC", f"{compiler} -DPROMPTCACHE_CC_TEST=1")
+    monkeypatch.setenv("PROMPTCACHE_CPU_DECODE_DIR", str(tmp_path))
+    assert load_library().pc_cpu_supported() == 1
+    assert len(list(tmp_path.glob("decode_step-*.so"))) == 1
 
 
 def test_library_is_built_once_and_shares_torchs_openmp(
@@ -326,6 +398,14 @@ def test_library_is_built_once_and_shares_torchs_openmp(
     with open("/proc/self/maps", encoding="ascii") as maps:
         runtimes = {line.split()[-1] for line in maps if "libgomp" in line}
     assert len(runtimes) == 1, runtimes
+
+
+def test_loading_the_library_keeps_subnormal_floats(lib: ctypes.CDLL) -> None:
+    """Built with -ffast-math but not linked with it: no flush-to-zero for the whole process."""
+    smallest = sys.float_info.min
+    assert smallest / 2 > 0  # a subnormal double survives in Python
+    tiny = torch.tensor([1e-40])  # a subnormal float32
+    assert (tiny * 1.0).item() > 0
 
 
 def test_config_takes_only_none_or_a_bool() -> None:

@@ -11,9 +11,9 @@ import math
 
 import pytest
 import torch
+from engine_support import batch_metadata
 
 from promptcache.engine.attention import get_backend
-from promptcache.engine.attention.base import AttnMetadata
 from promptcache.engine.kv_quant import scales_from_amax
 from promptcache.errors import ConfigError
 
@@ -37,31 +37,6 @@ def reference(
         allowed &= kpos > qpos - window
     scores = scores.masked_fill(~allowed, float("-inf"))
     return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
-
-
-def batch_metadata(
-    phase: str,
-    slots: list[int],
-    tables: list[list[int]],
-    cached: list[int],
-    new_lens: list[int],
-) -> AttnMetadata:
-    """The ``AttnMetadata`` of sequences with ``cached`` tokens in the pool and ``new_lens`` new
-    ones at pool slots ``slots`` (in batch order), held in blocks ``tables``."""
-    total = [c + n for c, n in zip(cached, new_lens, strict=True)]
-    width = max(len(t) for t in tables)
-    return AttnMetadata(
-        phase=phase,
-        slot_mapping=torch.tensor(slots, dtype=torch.int64),
-        block_tables=torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32),
-        context_lens=torch.tensor(total, dtype=torch.int32),
-        cu_seqlens_q=torch.tensor(
-            [0, *torch.tensor(new_lens).cumsum(0).tolist()], dtype=torch.int32
-        ),
-        num_computed_tokens=torch.tensor(cached, dtype=torch.int32),
-        max_seqlen_q=max(new_lens),
-        max_seqlen_k=max(total),
-    )
 
 
 def run_case(

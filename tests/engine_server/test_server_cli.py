@@ -98,7 +98,7 @@ def test_bad_options_are_usage_errors_without_traceback(tmp_path: Path) -> None:
 
 
 def test_serve_fused_cpu_decode_that_cannot_run_is_an_error_saying_why() -> None:
-    """``--fused-cpu-decode`` on float weights: exit 2 before serving, the reason, no traceback."""
+    """``--fused-cpu-decode`` on float weights: exit 2 before loading, the reason, no traceback."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
@@ -106,8 +106,10 @@ def test_serve_fused_cpu_decode_that_cannot_run_is_an_error_saying_why() -> None
         cli, ["engine", "serve", "--model", str(TINYSTORIES), "--fused-cpu-decode", "--port", port]
     )
     assert result.exit_code == 2, result.output
-    assert "error: fused_cpu_decode=True (--fused-cpu-decode) cannot run" in result.output
-    assert "the kernel needs weight_dtype='int4'" in result.output
+    assert "error: fused_cpu_decode=True (--fused-cpu-decode) needs weight_dtype='int4'" in (
+        result.output
+    )
+    assert "got weight_dtype='auto'" in result.output
     assert "Traceback" not in result.output
 
 
