@@ -516,6 +516,30 @@ void pc_decode_step(const pc_layer *layers, int64_t num_layers, const pc_dims *D
     }
 }
 
+/* An int4 weight in the kernel's layout from its dequantised values [n, k] and the grid's
+ * scale / zero [n, k / 32] (w = (q - 8) * scale + zero): q = round((w - zero) / scale) + 8,
+ * clamped to 0..15 (values sit within a rounding of their grid point, far from a .5), and
+ * dm = (scale, zero - 8 * scale). One pass, OpenMP over rows. */
+void pc_pack_q4(const float *values, const float *scale, const float *zero, int64_t n,
+                int64_t k, uint8_t *qs, float *dm, int32_t nthreads) {
+    const int64_t ng = k / 32;
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t i = r * ng + g;
+            const float sc = scale[i], z = zero[i], *v = values + r * k + 32 * g;
+            uint8_t q[32];
+            for (int j = 0; j < 32; j++) {
+                float t = nearbyintf((v[j] - z) / sc) + 8.f;
+                t = t < 0.f ? 0.f : (t > 15.f ? 15.f : t);
+                q[j] = (uint8_t)t;
+            }
+            for (int j = 0; j < 16; j++) qs[i * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+            dm[2 * i] = sc;
+            dm[2 * i + 1] = z - 8.f * sc;
+        }
+}
+
 /* The step's two kernels on their own, for tests: y = x W^T, and one layer's attention. */
 void pc_q4_matmul(const pc_q4 *w, const float *x, float *y, int64_t M, float *xsum,
                   int32_t nthreads) {

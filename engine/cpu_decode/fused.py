@@ -25,13 +25,19 @@ from .plan import attention_plan
 __all__ = ["FusedDecode", "pack_int4"]
 
 
-def pack_int4(layer: Int4Linear) -> tuple[torch.Tensor, torch.Tensor]:
+def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel's copy of an ``Int4Linear`` weight ``[out, in]``: the same values.
 
     The layer's grid is ``w = (q - 8) * scale + zero`` with bf16 ``scale`` / ``zero`` per group
     of ``INT4_GROUP_SIZE`` (32) inputs; ``q`` is read back from its dense copy (exact: a value is
     within a bf16 rounding of its grid point, far less than half a step) and rewritten as
-    ``w = d * q + m`` (``d = scale``, ``m = zero - 8 * scale``, fp32).
+    ``w = d * q + m`` (``d = scale``, ``m = zero - 8 * scale``, fp32), by the library's
+    ``pc_pack_q4`` in one pass (SmolLM2's whole ``build``: 0.9 s with the library's compile,
+    against 2.4 s when this was torch ops, on a loaded 2-core machine).
+
+    Args:
+        layer: the int4 layer.
+        lib: ``load_library()``.
 
     Returns:
         ``qs`` uint8 ``[out, in / 2]`` (byte ``16 g + j`` of a row: ``q`` of input ``32 g + j``
@@ -47,16 +53,23 @@ def pack_int4(layer: Int4Linear) -> tuple[torch.Tensor, torch.Tensor]:
     dense = layer.dense
     if dense is None:
         raise CpuDecodeUnavailable("an int4 layer keeps no dense copy to unpack its weight from")
-    values = (dense.to_dense() if dense.is_mkldnn else dense).float()
+    values = (dense.to_dense() if dense.is_mkldnn else dense).float().contiguous()
     out_f, in_f = values.shape
     sz = layer.scales_and_zeros.float()  # [in / 32, out, 2]
     scale = sz[..., 0].t().contiguous()  # [out, in / 32]
     zero = sz[..., 1].t().contiguous()
-    groups = values.view(out_f, in_f // 32, 32)
-    q = torch.round((groups - zero[..., None]) / scale[..., None]).add_(8).clamp_(0, 15)
-    q = q.to(torch.uint8)
-    qs = (q[..., :16] | (q[..., 16:] << 4)).reshape(out_f, in_f // 2).contiguous()
-    dm = torch.stack([scale, zero - 8 * scale], dim=-1).contiguous()
+    qs = torch.empty(out_f, in_f // 2, dtype=torch.uint8)
+    dm = torch.empty(out_f, in_f // 32, 2)
+    lib.pc_pack_q4(
+        values.data_ptr(),
+        scale.data_ptr(),
+        zero.data_ptr(),
+        out_f,
+        in_f,
+        qs.data_ptr(),
+        dm.data_ptr(),
+        torch.get_num_threads(),
+    )
     return qs, dm
 
 
@@ -150,7 +163,7 @@ class FusedDecode:
 
         def q4(linear: torch.nn.Module) -> Q4Weight:
             assert isinstance(linear, Int4Linear)  # checked above
-            qs, dm = pack_int4(linear)
+            qs, dm = pack_int4(linear, lib)
             keep.extend((qs, dm))
             return Q4Weight(qs.data_ptr(), dm.data_ptr(), linear.out_features, linear.in_features)
 

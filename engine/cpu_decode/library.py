@@ -249,6 +249,8 @@ def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
     lib.pc_task_scratch_floats.argtypes = [ptr, i64, i64]
     lib.pc_decode_step.restype = None
     lib.pc_decode_step.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
+    lib.pc_pack_q4.restype = None
+    lib.pc_pack_q4.argtypes = [ptr, ptr, ptr, i64, i64, ptr, ptr, i32]
     lib.pc_q4_matmul.restype = None
     lib.pc_q4_matmul.argtypes = [ptr, ptr, ptr, i64, ptr, i32]
     lib.pc_paged_attention.restype = None

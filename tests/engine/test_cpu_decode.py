@@ -38,6 +38,17 @@ def lib() -> ctypes.CDLL:
         pytest.skip(f"the fused CPU decode cannot be built here: {exc}")
 
 
+def _grid_f64(layer: Int4Linear) -> torch.Tensor:
+    """float64 ``[out, in]``: the layer's grid ``(q - 8) * scale + zero``, ``q`` read back from
+    its dense copy with torch ops (independent of the C packer)."""
+    dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
+    out_f, in_f = dense.shape
+    sz = layer.scales_and_zeros.double()  # [in / 32, out, 2]
+    scale, zero = (sz[..., i].t()[..., None] for i in (0, 1))  # [out, in / 32, 1]
+    q = torch.round((dense.double().view(out_f, in_f // 32, 32) - zero) / scale) + 8
+    return ((q.clamp(0, 15) - 8) * scale + zero).view(out_f, in_f)
+
+
 def _unpack(qs: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
     """float64 ``[out, in]`` from the kernel's layout, decoded independently of the C code."""
     out_f, half = qs.shape
@@ -52,18 +63,20 @@ def test_q4_matmul_matches_float64(lib: ctypes.CDLL, out_f: int, in_f: int, rows
     """One row takes the matrix-vector kernel, more the GEMM (pairs of rows, then a last one)."""
     gen = torch.Generator().manual_seed(out_f + in_f)
     layer = Int4Linear(nn.Linear(in_f, out_f, bias=False))
+    qs, dm = pack_int4(layer, lib)
+    grid = _grid_f64(layer)
+    # The kernel's copy holds the layer's own grid (m = zero - 8 scale rounds once in fp32).
+    torch.testing.assert_close(_unpack(qs, dm), grid, atol=1e-7, rtol=1e-6)
     with torch.no_grad():
-        layer_values = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
-    qs, dm = pack_int4(layer)
-    # The kernel's copy holds the layer's own values (its dense copy, fp32 or bf16-rounded).
-    torch.testing.assert_close(_unpack(qs, dm).float(), layer_values.float(), atol=0, rtol=2**-8)
+        dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
+    torch.testing.assert_close(grid, dense.double(), atol=0, rtol=2**-8)  # fp32 or bf16 copy
     x = torch.randn(rows, in_f, generator=gen)
     y = torch.empty(rows, out_f)
     xsum = torch.empty(in_f // 32 + 1)
     weight = Q4Weight(qs.data_ptr(), dm.data_ptr(), out_f, in_f)
     lib.pc_q4_matmul(ctypes.byref(weight), x.data_ptr(), y.data_ptr(), rows, xsum.data_ptr(), 2)
-    expected = x.double() @ _unpack(qs, dm).t()
-    scale = (x.double().abs() @ _unpack(qs, dm).abs().t()).max()
+    expected = x.double() @ grid.t()
+    scale = (x.double().abs() @ grid.abs().t()).max()
     assert (y.double() - expected).abs().max() <= 1e-6 * scale
 
 
@@ -165,7 +178,7 @@ def _decode_step_f64(
     table: list[int],
     ctx: int,
 ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """The Llama decode step in float64 from the same int4 values: (hidden [hidden], new K/V)."""
+    """The Llama decode step in float64 from the layers' int4 grids: (hidden [hidden], new K/V)."""
     model = fused.model
     cfg = model.config
     heads, kv_heads, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -178,7 +191,7 @@ def _decode_step_f64(
     for layer, (k_pool, v_pool) in zip(model.layers, pools, strict=True):
         attn, mlp = layer.self_attn, layer.mlp
         h = _rms_f64(x, layer.input_layernorm.weight, cfg.rms_norm_eps)
-        qkv = _unpack(*pack_int4(attn.qkv_proj)) @ h
+        qkv = _grid_f64(attn.qkv_proj) @ h
         q = _rope_f64(qkv[: heads * hd].view(heads, hd), cos, sin)
         k = _rope_f64(qkv[heads * hd : (heads + kv_heads) * hd].view(kv_heads, hd), cos, sin)
         v = qkv[(heads + kv_heads) * hd :].view(kv_heads, hd)
@@ -186,10 +199,10 @@ def _decode_step_f64(
         k_pool[slot_block, slot_off], v_pool[slot_block, slot_off] = k, v
         new_kv.append((k, v))
         o = _attention_f64(q, k_pool, v_pool, table, ctx).reshape(-1)
-        x = x + _unpack(*pack_int4(attn.o_proj)) @ o
+        x = x + _grid_f64(attn.o_proj) @ o
         h = _rms_f64(x, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
-        gate, up = (_unpack(*pack_int4(mlp.gate_up_proj)) @ h).chunk(2)
-        x = x + _unpack(*pack_int4(mlp.down_proj)) @ (torch.nn.functional.silu(gate) * up)
+        gate, up = (_grid_f64(mlp.gate_up_proj) @ h).chunk(2)
+        x = x + _grid_f64(mlp.down_proj) @ (torch.nn.functional.silu(gate) * up)
     return _rms_f64(x, model.norm.weight, cfg.rms_norm_eps), new_kv
 
 
