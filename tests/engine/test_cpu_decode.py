@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import torch
-from engine_support import batch_metadata
+from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata, prefill_logits
 from torch import nn
 
 from promptcache.engine import LLM, EngineConfig, SamplingParams
@@ -307,6 +307,32 @@ def test_smollm2_answers_through_the_kernel(lib: ctypes.CDLL, smollm2_gguf: Path
     [out] = llm.generate([ids], SamplingParams(temperature=0, max_tokens=16))
     assert out.text == "The capital of France is Paris."
     assert fused.steps >= 6
+
+
+def test_smollm2_top1_agreement_through_the_kernel(
+    lib: ctypes.CDLL, smollm2_gguf: Path, smollm2_llm: LLM
+) -> None:
+    """Teacher-forced decode, one token a step through the kernel, over 512 positions of
+    docs/engine.md: its argmax against the fp32 model's prefill logits (test_quant_linear.py's
+    measure for the torch paths; the figure is in docs/engine.md, "Fused CPU decode")."""
+    text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
+    ids = smollm2_llm.tokenizer.encode(text)[:512]
+    runner32 = smollm2_llm.engine.runner
+    reference = prefill_logits(runner32.model, runner32.model_config, ids).argmax(-1)
+    llm = LLM(
+        smollm2_gguf, dtype="float32", weight_dtype="int4", num_blocks=33, fused_cpu_decode=True
+    )
+    runner = llm.engine.runner
+    fused = runner.fused_decode
+    assert isinstance(fused, FusedDecode)
+    picks = []
+    with torch.inference_mode():
+        for pos, token in enumerate(ids):
+            meta = batch_metadata("decode", [pos], [list(range(pos // 16 + 1))], [pos], [1])
+            hidden = fused(torch.tensor([token]), torch.tensor([pos]), meta)
+            picks.append(int(runner.model.compute_logits(hidden).argmax(-1)))
+    agreement = float((torch.tensor(picks) == reference).float().mean())
+    assert agreement >= SMOLLM2_MIN_AGREEMENT["int4"]
 
 
 @pytest.mark.parametrize(
