@@ -52,6 +52,7 @@ __all__ = [
     "build_decode_plan",
     "cascade_applies",
     "decode_attention",
+    "kept_shared_runs",
     "merge_by_lse",
     "read_blocks",
     "shared_runs",
@@ -149,6 +150,28 @@ def shared_runs(tables: list[list[int]], caps: list[int]) -> list[tuple[list[int
     return runs
 
 
+def kept_shared_runs(
+    tables: list[list[int]], lens: list[int], block_size: int, min_saved_tokens: int
+) -> list[tuple[list[int], int, int]]:
+    """``shared_runs`` of a decode batch that are worth attending once.
+
+    Args:
+        tables: each row's block ids; lens: each row's keys in tokens, its new token included.
+        block_size: tokens per block.
+        min_saved_tokens: a run is kept if ``(rows - 1) x its tokens`` reaches this.
+
+    Returns:
+        ``(rows, start, end)`` as ``shared_runs``; only full blocks before each row's newest
+        token's block are shared.
+    """
+    caps = [(n - 1) // block_size for n in lens]
+    return [
+        run
+        for run in shared_runs(tables, caps)
+        if (len(run[0]) - 1) * (run[2] - run[1]) * block_size >= min_saved_tokens
+    ]
+
+
 def build_decode_plan(
     meta: AttnMetadata,
     sliding_window: int | None,
@@ -177,12 +200,7 @@ def build_decode_plan(
     table_lists: list[list[int]] = []
     if cascade and num_rows > 1:
         table_lists = meta.block_tables.tolist()
-        caps = [(n - 1) // block_size for n in lens]
-        kept = [
-            run
-            for run in shared_runs(table_lists, caps)
-            if (len(run[0]) - 1) * (run[2] - run[1]) * block_size >= min_saved_tokens
-        ]
+        kept = kept_shared_runs(table_lists, lens, block_size, min_saved_tokens)
     own_blocks: list[torch.Tensor] | None = None
     own_lens = lens
     if kept:

@@ -4,10 +4,10 @@ One plan serves every layer of a step (the block tables are the same). The rows'
 into tasks, each a run of whole blocks of one block table:
 
 - **Shared runs.** Blocks that two or more rows hold at the same table positions (a shared
-  system prompt hit in the prefix cache; found by ``shared_runs``, the torch decode's radix
-  walk) are one task for all of them, their queries stacked, so those K/V are read once per
-  layer instead of once per row. A run is kept if it saves at least
-  ``TorchAttentionBackend.CASCADE_MIN_SAVED_TOKENS`` key reads, the torch path's rule.
+  system prompt hit in the prefix cache) are one task for all of them, their queries stacked,
+  so those K/V are read once per layer instead of once per row. They are the torch decode's
+  own (``kept_shared_runs``: its radix walk, kept if they save at least
+  ``TorchAttentionBackend.CASCADE_MIN_SAVED_TOKENS`` key reads).
 - **Own keys.** Every other run of a row's blocks (always including the block with its newest
   token) is that row's alone.
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attention.torch_decode import shared_runs
+from ..attention.torch_decode import kept_shared_runs
 from ..attention.torch_ref import TorchAttentionBackend
 from .library import AttnPlan
 
@@ -71,13 +71,8 @@ def attention_plan(
     nblocks = [-(-n // block_size) for n in ctx]
     kept: list[tuple[list[int], int, int]] = []
     if rows > 1:
-        caps = [(n - 1) // block_size for n in ctx]  # full blocks before the newest token's
         least = TorchAttentionBackend.CASCADE_MIN_SAVED_TOKENS
-        kept = [
-            run
-            for run in shared_runs(tables, caps)
-            if (len(run[0]) - 1) * (run[2] - run[1]) * block_size >= least
-        ]
+        kept = kept_shared_runs(tables, ctx, block_size, least)
     covered: list[list[tuple[int, int]]] = [[] for _ in range(rows)]
     for run_rows, start, end in kept:
         for r in run_rows:
