@@ -84,8 +84,9 @@ class EngineConfig:
         fairness_max_wait_steps: a waiting request older than this many steps is admitted in
             arrival order before any cache-aware pick, so no request starves.
         attention_backend: one of `ATTENTION_BACKENDS`.
-        fused_cpu_decode: run decode steps (up to 64 sequences) through the compiled C kernel
-            of `engine/cpu_decode` (every layer in one call). None = when it can run here
+        fused_cpu_decode: run every forward pass (prefill chunks and decode steps) through
+            the compiled C kernel of `engine/cpu_decode` (every layer in one call; the name is
+            from when it ran decode steps only). None = when it can run here
             (an AVX2 + FMA CPU, a C compiler, float32 model and KV pool, `weight_dtype="int4"`
             on a Llama model without biases or sliding windows), else the torch path; True =
             require it (ConfigError at load saying why it cannot run); False = never.

@@ -119,7 +119,7 @@ class ModelRunner:
         self.sampler = Sampler(config.seed)
         if is_quantized(self.kv_dtype):
             self.calibrate_kv_scales(calibration_token_ids)
-        #: Decode steps of up to ``FusedDecode.MAX_ROWS`` sequences run through this
+        #: Every forward pass (prefill chunks and decode steps) runs through this
         #: (engine/cpu_decode), or None; ``fused_decode_unavailable`` then says why (None when
         #: turned off).
         self.fused_decode: FusedDecode | None = None
@@ -334,17 +334,8 @@ class ModelRunner:
             else torch.tensor(rows, dtype=torch.int64, device=self.device)
         )
         fused = self.fused_decode
-        if (
-            fused is not None
-            and meta.is_decode
-            and len(entries) <= fused.MAX_ROWS
-            and min(slots) >= 0
-        ):
-            # Every row's token goes through (its K/V are needed); keep the sampled rows' states
-            # (a sequence computing up to an n > 1 fork, or a 1-token prompt chunk, samples none).
-            hidden = fused(ids, pos, meta)
-            if output_rows is not None:
-                hidden = hidden.index_select(0, output_rows)
+        if fused is not None and min(slots) >= 0:
+            hidden = fused(ids, pos, meta, output_rows=output_rows)
         else:
             hidden = self.model(ids, pos, self.kv_caches, meta, output_rows=output_rows)
         if not sampling:

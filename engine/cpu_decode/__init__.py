@@ -1,32 +1,49 @@
-"""Fused CPU decode: one C call runs every decoder layer for a decode batch (up to 64 rows).
+"""Fused CPU forward pass: one C call runs every decoder layer for a batch of new tokens.
 
-At batch 1 a SmolLM2-135M decode step on the torch path makes about 1,400 aten calls, and its
-three big costs are kernels that are slow at these shapes on a 2-core AVX2 CPU: torch's int4
-weight-only matmul (compute-bound there: 3.6 GB/s of weights per thread), the CPU flash kernel
-over 3 query rows, and the ``index_select`` that gathers each row's K/V blocks first
-(docs/benchmarks.md, "Session 9"). ``decode_step.c`` does the whole step in one call:
+The kernel serves every forward pass of an int4 Llama on a CPU with AVX2 and FMA: decode steps
+(one new token per sequence) and prefill chunks (several tokens of one sequence), mixed in one
+batch if the scheduler mixes them. It was built for decode first (hence the package's name): at
+batch 1 a SmolLM2-135M decode step on the torch path makes about 1,400 aten calls, and torch's
+int4 weight-only matmul, its CPU flash kernel over 3 query rows and the ``index_select`` that
+gathers each row's K/V blocks are slow at those shapes on a 2-core AVX2 CPU
+(docs/benchmarks.md, "Session 9"). Prefill followed (docs/benchmarks.md, "Session 11"): fp32
+GEMMs against a dense copy and torch's flash kernel ran at about 115 and 58 GFLOP/s there.
+``decode_step.c`` does the whole pass in one call, fp32 activations throughout:
 
-- **int4 products** on the int4 layers' own grid (``pack_int4``: the same values as
-  ``Int4Linear``), fp32 activations: a matrix-vector kernel for one row (four weight rows at a
-  time), and for several rows a GEMM that dequantises four weight rows into an L1 buffer and
-  multiplies every row by them; OpenMP over weight rows;
-- **paged attention** read in place through the block table (no gather), as the tasks of
-  ``plan.attention_plan``: runs of whole blocks, each read as contiguous K / V spans for every
-  head; blocks several rows share (a cached system prompt) are one task with their queries
-  stacked, so they are read once; partials merged by log-sum-exp (split-KV);
-- RMSNorm, RoPE (the model's cos / signed-sin tables), the KV store and SwiGLU in between.
+- **int4 products** on the int4 layers' own grid (the same values as ``Int4Linear``), OpenMP
+  over output rows:
+  - one row: a matrix-vector kernel (four weight rows at a time, ``pack_int4``'s layout);
+  - a few rows: a GEMM that dequantises four weight rows into an L1 buffer;
+  - from ``PANEL_MIN_ROWS`` rows: a GEMM over panels of 16 weight rows (``pack_panels``), each
+    unpacked to fp32 once and multiplied by every row six at a time (a 6 x 16 FMA tile);
+- **paged causal attention** read in place through the block table (no gather), as the tasks
+  of ``plan.attention_plan``: runs of whole blocks read for a set of rows with their queries
+  stacked, so blocks several rows need (a cached system prompt, the keys of a prefill chunk)
+  are read once per task; each row masked at its own position; partials merged by
+  log-sum-exp (split-KV);
+- RMSNorm, RoPE (the model's cos / signed-sin tables), the KV store and SwiGLU in between;
+  every row's K/V are stored before any row attends, so a chunk's tokens see each other.
 
-The embedding, the final norm, the LM head and sampling stay in torch (``FusedDecode``), and so
-do prefills, whose dense GEMMs and flash attention suit those shapes, and decode batches of more
-than ``FusedDecode.MAX_ROWS`` rows. ``EngineConfig.fused_cpu_decode`` turns it on or off; by
-default it runs wherever it can (``FusedDecode.build`` says why not: the CPU, the compiler,
-dtypes, architecture). Numerics: fp32 throughout, so its logits are closer to the float model's
-than the torch int4 path's, which rounds activations to bf16 for torch's kernel.
+The embedding, the final norm, the LM head and sampling stay in torch (``FusedDecode``).
+``EngineConfig.fused_cpu_decode`` turns it on or off; by default it runs wherever it can
+(``FusedDecode.build`` says why not: the CPU, the compiler, dtypes, architecture). Once built it
+frees the int4 layers' dense fp32 copies (the torch path's prefill GEMM operand), so the torch
+path, which then runs only if a batch has an invalid slot, takes torch's int4 kernel. Numerics:
+fp32 throughout, so its logits are closer to the float model's than the torch int4 path's,
+which rounds activations to bf16 for torch's kernel.
 """
 
 from __future__ import annotations
 
-from .fused import FusedDecode, pack_int4
+from .fused import PANEL_MIN_ROWS, FusedDecode, kernel_weights, pack_int4, pack_panels
 from .library import CpuDecodeUnavailable, load_library
 
-__all__ = ["CpuDecodeUnavailable", "FusedDecode", "load_library", "pack_int4"]
+__all__ = [
+    "PANEL_MIN_ROWS",
+    "CpuDecodeUnavailable",
+    "FusedDecode",
+    "kernel_weights",
+    "load_library",
+    "pack_int4",
+    "pack_panels",
+]

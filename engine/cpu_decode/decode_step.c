@@ -1,6 +1,7 @@
-/* One decode step of a Llama-architecture decoder (one new token for each of M sequences) on an
- * x86-64 CPU with AVX2 and FMA: every decoder layer (RMSNorm, int4 q/k/v, RoPE, KV store, paged
- * attention, o, RMSNorm, int4 gate/up, SwiGLU, down) in one call, fp32 activations throughout.
+/* One forward pass of a Llama-architecture decoder over M new tokens (decode rows, one per
+ * sequence, and prefill chunks, several of one sequence) on an x86-64 CPU with AVX2 and FMA:
+ * every decoder layer (RMSNorm, q/k/v, RoPE, KV store, paged causal attention, o, RMSNorm,
+ * gate/up, SwiGLU, down) in one call, fp32 activations throughout.
  *
  * Why it exists: at batch 1 the torch path makes about 1,400 aten calls a step, and torch's CPU
  * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
@@ -10,15 +11,22 @@
  * loaded with ctypes. Every pointer is to contiguous memory in the layout given below. */
 #include <immintrin.h>
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* An int4 weight [n, k] (k a multiple of 32): w[r, 32 b + j] = d * q + m with q in 0..15.
- * qs [n, k / 2]: byte 16 b + j of row r holds q of element 32 b + j in its low nibble and of
- * element 32 b + 16 + j in its high nibble. dm [n, k / 32, 2] fp32: (d, m) of each group. */
+/* An int4 weight [n, k] (k a multiple of 32, n of 16): w[r, 32 b + j] = d * q + m with q in
+ * 0..15. qs [n, k / 2]: byte 16 b + j of row r holds q of element 32 b + j in its low nibble and
+ * of element 32 b + 16 + j in its high nibble. dm [n, k / 32, 2] fp32: (d, m) of each group.
+ * The same values again as panels of 16 output rows (pc_pack_q4_panels), which products of at
+ * least pc_dims.panel_min_rows rows use: pq [n / 16, k, 8], byte t of input j of panel c holds
+ * q of row 16 c + t in its low nibble and of row 16 c + 8 + t in its high one; pdm [n / 16,
+ * k / 32, 2, 16] fp32: the panel's 16 d, then its 16 m, of each group. */
 typedef struct {
     const uint8_t *qs;
     const float *dm;
+    const uint8_t *pq;
+    const float *pdm;
     int64_t n, k;
 } pc_q4;
 
@@ -30,26 +38,29 @@ typedef struct {
     float *k_cache, *v_cache;
 } pc_layer;
 
-/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. */
+/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. panel_min_rows: the
+ * fewest rows a product multiplies by a weight's fp32 panels (when it has them) rather than its
+ * int4 values. */
 typedef struct {
-    int64_t hidden, heads, kv_heads, head_dim, inter, block_size;
+    int64_t hidden, heads, kv_heads, head_dim, inter, block_size, panel_min_rows;
     float eps, scale;
     int32_t nthreads;
 } pc_dims;
 
-/* Which keys each row attends to, as tasks (built by fused.py's attention_plan, the same for
- * every layer of a step). Task t reads blocks b0[t] .. b1[t] - 1 of row table_row[t]'s block
- * table, keys below position hi[t], for the rows task_rows[rows_start[t] .. rows_start[t+1]]
- * with their queries stacked: several rows when they hold those blocks in common (a shared
- * prompt: its K/V are read once for all of them), else one. Each (task, row) writes one
- * partial result, part part_of[rows_start[t] + i]; row m's output merges its parts
- * row_parts[parts_start[m] .. parts_start[m+1]] by log-sum-exp. Offsets are in floats into
- * the attention scratch: task t's at scratch_of[t], the parts' at parts_at. */
+/* Which keys each row attends to, as tasks (built by plan.py's attention_plan, the same for
+ * every layer of a step). Task t reads blocks b0[t] .. b1[t] - 1 of block table table_row[t],
+ * keys below position hi[t], for the rows task_rows[rows_start[t] .. rows_start[t+1]] with
+ * their queries stacked: several rows when they hold those blocks in common (a shared prompt,
+ * or the tokens of one prefill chunk: those K/V are read once for all of them), else one. Entry
+ * e = rows_start[t] + i also gives row_hi[e]: that row sees only keys below it (its position + 1,
+ * the causal mask), and writes one partial result, part part_of[e]; row m's output merges its
+ * parts row_parts[parts_start[m] .. parts_start[m+1]] by log-sum-exp. The attention scratch
+ * holds task_floats floats per thread, then the parts. */
 typedef struct {
     int64_t num_tasks;
-    const int64_t *rows_start, *task_rows, *part_of, *table_row, *b0, *b1, *hi, *scratch_of;
+    const int64_t *rows_start, *task_rows, *row_hi, *part_of, *table_row, *b0, *b1, *hi;
     const int64_t *parts_start, *row_parts;
-    int64_t parts_at;
+    int64_t task_floats;
 } pc_attn_plan;
 
 /* 1 if this CPU runs the AVX2 + FMA code below. */
@@ -65,6 +76,49 @@ static inline float hsum(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* e^x in 8 lanes, to about 2 ulp (Cephes' expf: x = n ln2 + r, a degree-6 polynomial in r
+ * scaled by 2^n); exactly 0 below -87.3 (e^x would be subnormal there), so masked scores
+ * (-1e30) weigh nothing. Written out rather than left to libmvec: gcc vectorises expf only in
+ * some loops. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 zero_below = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(y), e));
+    return _mm256_andnot_ps(zero_below, y);
+}
+
+/* s[j] = e^(s[j] - m) for j < n; returns their sum. */
+static inline float exp_sub_sum(float *s, int64_t n, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        _mm256_storeu_ps(s + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float l = hsum(acc);
+    if (j < n) {
+        float tail[8] = {0}, out[8];
+        for (int64_t i = j; i < n; i++) tail[i - j] = s[i] - m;
+        _mm256_storeu_ps(out, exp8(_mm256_loadu_ps(tail)));
+        for (int64_t i = j; i < n; i++) s[i] = out[i - j], l += out[i - j];
+    }
+    return l;
 }
 
 /* sum over one group of q[j] * x[j] (32 products, 8 lanes; d and m applied by the caller) */
@@ -202,13 +256,93 @@ static void q4_gemm(const pc_q4 *w, const float *restrict x, float *restrict y, 
     }
 }
 
-/* y [M, n] = x [M, k] W^T: the matrix-vector kernel for one row, the GEMM for more. */
-static void q4_matmul(const pc_q4 *w, const float *x, float *y, int64_t M, float *xsum,
-                      int nthreads) {
-    if (M == 1)
-        q4_gemv(w, x, y, xsum, nthreads);
+/* y[0..mr) [16] (rows ldy apart) = x[0..mr) [k] (rows ldx apart) . panel [k, 16], mr <= 6:
+ * twelve accumulators (6 rows x 16 outputs), one broadcast of x and two loads of the panel per
+ * input column. */
+static inline void panel_kernel(const float *x, int64_t ldx, int64_t mr, const float *p,
+                                int64_t k, float *y, int64_t ldy) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    /* rows past mr re-read row 0 (their sums are not stored) */
+    const float *x0 = x, *x1 = x + (mr > 1 ? ldx : 0), *x2 = x + (mr > 2 ? 2 * ldx : 0);
+    const float *x3 = x + (mr > 3 ? 3 * ldx : 0), *x4 = x + (mr > 4 ? 4 * ldx : 0);
+    const float *x5 = x + (mr > 5 ? 5 * ldx : 0);
+    for (int64_t j = 0; j < k; j++, p += 16) {
+        const __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8);
+        __m256 a = _mm256_broadcast_ss(x0 + j);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(x1 + j);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(x2 + j);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(x3 + j);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(x4 + j);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(x5 + j);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+    const __m256 c[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    for (int64_t r = 0; r < mr; r++) {
+        _mm256_storeu_ps(y + r * ldy, c[2 * r]);
+        _mm256_storeu_ps(y + r * ldy + 8, c[2 * r + 1]);
+    }
+}
+
+/* wp [k, 16] fp32 = panel c of w (pq / pdm): each input's 16 weights from 8 bytes, two FMAs. */
+static inline void unpack_panel(const pc_q4 *w, int64_t c, float *restrict wp) {
+    const int64_t k = w->k;
+    const uint8_t *q = w->pq + c / 16 * k * 8;
+    const float *dm = w->pdm + c / 16 * (k / 32) * 32;
+    const __m128i mask = _mm_set1_epi8(15);
+    for (int64_t g = 0; g < k / 32; g++, dm += 32) {
+        const __m256 d0 = _mm256_loadu_ps(dm), d1 = _mm256_loadu_ps(dm + 8);
+        const __m256 m0 = _mm256_loadu_ps(dm + 16), m1 = _mm256_loadu_ps(dm + 24);
+        for (int64_t j = 32 * g; j < 32 * g + 32; j++) {
+            const __m128i raw = _mm_loadl_epi64((const __m128i *)(q + 8 * j));
+            const __m128i lo = _mm_and_si128(raw, mask);
+            const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+            _mm256_storeu_ps(wp + 16 * j, _mm256_fmadd_ps(u8x8_to_ps(lo), d0, m0));
+            _mm256_storeu_ps(wp + 16 * j + 8, _mm256_fmadd_ps(u8x8_to_ps(hi), d1, m1));
+        }
+    }
+}
+
+/* y [M, n] = x [M, k] (rows ldx apart) W^T from W's int4 panels: OpenMP over panels; each
+ * thread unpacks a panel to fp32 [k, 16] (36 KB at k = 576, in L2), then multiplies every row
+ * by it six at a time (panel_kernel; x is read from L3 once per panel). Unpacking costs about
+ * what one pass of six rows does, so this pays from about 16 rows (panel_min_rows). */
+static void panel_gemm(const pc_q4 *w, const float *restrict x, int64_t ldx, int64_t M,
+                       float *restrict y, int nthreads) {
+    const int64_t n = w->n, k = w->k;
+#pragma omp parallel num_threads(nthreads)
+    {
+        float wp[16 * k];
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < n; c += 16) {
+            unpack_panel(w, c, wp);
+            for (int64_t m = 0; m < M; m += 6)
+                panel_kernel(x + m * ldx, ldx, M - m < 6 ? M - m : 6, wp, k, y + m * n + c, n);
+        }
+    }
+}
+
+/* y [M, n] = x [M, k] W^T: the panels from D->panel_min_rows rows, else the matrix-vector
+ * kernel for one row and the four-row GEMM for more. */
+static void matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64_t M,
+                   float *xsum) {
+    if (M >= D->panel_min_rows)
+        panel_gemm(w, x, w->k, M, y, D->nthreads);
+    else if (M == 1)
+        q4_gemv(w, x, y, xsum, D->nthreads);
     else
-        q4_gemm(w, x, y, M, nthreads);
+        q4_gemm(w, x, y, M, D->nthreads);
 }
 
 /* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm in fp32 */
@@ -287,70 +421,179 @@ static inline void pv_block(const float *w0, int64_t per, int64_t gn, const floa
     if (gn > 3) _mm256_storeu_ps(o + 3 * hd, o30), _mm256_storeu_ps(o + 3 * hd + 8, o31);
 }
 
-/* Scores of nq queries q [nq, hd] (one KV head's, stacked) against one block's cnt <= 16 keys
- * (rows `row` floats apart): sc [nq rows `per` apart] = scale * q k^T. The block is transposed
- * once into kt [hd, 16] so that each query's 16 scores are two vectors of FMAs over hd (no
- * horizontal sums): worth it for many queries (stacked rows), not for one row's few. */
-static void qk_block_stacked(const float *restrict q, int64_t nq, const float *k, int64_t row,
-                             int64_t cnt, int64_t hd, float scale, float *sc, int64_t per) {
-    float kt[hd * 16];
-    for (int64_t d = 0; d < hd; d++)
-        for (int64_t t = 0; t < 16; t++) kt[d * 16 + t] = t < cnt ? k[t * row + d] : 0.f;
-    const __m256 vs = _mm256_set1_ps(scale);
-    int64_t i = 0;
-    for (; i + 4 <= nq; i += 4) {
-        const float *q0 = q + i * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-        __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        for (int64_t d = 0; d < hd; d++) {
-            const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
-            __m256 b = _mm256_broadcast_ss(q0 + d);
-            a00 = _mm256_fmadd_ps(b, k0, a00);
-            a01 = _mm256_fmadd_ps(b, k1, a01);
-            b = _mm256_broadcast_ss(q1 + d);
-            a10 = _mm256_fmadd_ps(b, k0, a10);
-            a11 = _mm256_fmadd_ps(b, k1, a11);
-            b = _mm256_broadcast_ss(q2 + d);
-            a20 = _mm256_fmadd_ps(b, k0, a20);
-            a21 = _mm256_fmadd_ps(b, k1, a21);
-            b = _mm256_broadcast_ss(q3 + d);
-            a30 = _mm256_fmadd_ps(b, k0, a30);
-            a31 = _mm256_fmadd_ps(b, k1, a31);
-        }
-        float tmp[4][16];
-        _mm256_storeu_ps(tmp[0], _mm256_mul_ps(a00, vs));
-        _mm256_storeu_ps(tmp[0] + 8, _mm256_mul_ps(a01, vs));
-        _mm256_storeu_ps(tmp[1], _mm256_mul_ps(a10, vs));
-        _mm256_storeu_ps(tmp[1] + 8, _mm256_mul_ps(a11, vs));
-        _mm256_storeu_ps(tmp[2], _mm256_mul_ps(a20, vs));
-        _mm256_storeu_ps(tmp[2] + 8, _mm256_mul_ps(a21, vs));
-        _mm256_storeu_ps(tmp[3], _mm256_mul_ps(a30, vs));
-        _mm256_storeu_ps(tmp[3] + 8, _mm256_mul_ps(a31, vs));
-        for (int64_t r = 0; r < 4; r++)
-            for (int64_t t = 0; t < cnt; t++) sc[(i + r) * per + t] = tmp[r][t];
+/* st[0..kr) [16] (rows ldst apart) = k[0..kr) [hd] . qt [hd, 16] (rows ldq apart), kr <= 6:
+ * scores of up to six keys (each its own row pointer: they may sit in different blocks)
+ * against 16 stacked queries, twelve accumulators. */
+static inline void qk_kernel(const float *const *k, int64_t kr, const float *qt, int64_t ldq,
+                             int64_t hd, float *st, int64_t ldst) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *k0 = k[0], *k1 = k[kr > 1 ? 1 : 0], *k2 = k[kr > 2 ? 2 : 0];
+    const float *k3 = k[kr > 3 ? 3 : 0], *k4 = k[kr > 4 ? 4 : 0], *k5 = k[kr > 5 ? 5 : 0];
+    for (int64_t d = 0; d < hd; d++, qt += ldq) {
+        const __m256 b0 = _mm256_loadu_ps(qt), b1 = _mm256_loadu_ps(qt + 8);
+        __m256 a = _mm256_broadcast_ss(k0 + d);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(k1 + d);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(k2 + d);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(k3 + d);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(k4 + d);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(k5 + d);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
     }
-    for (; i < nq; i++) {
-        const float *q0 = q + i * hd;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        for (int64_t d = 0; d < hd; d++) {
-            const __m256 b = _mm256_broadcast_ss(q0 + d);
-            a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kt + d * 16), a0);
-            a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kt + d * 16 + 8), a1);
-        }
-        float tmp[16];
-        _mm256_storeu_ps(tmp, _mm256_mul_ps(a0, vs));
-        _mm256_storeu_ps(tmp + 8, _mm256_mul_ps(a1, vs));
-        for (int64_t t = 0; t < cnt; t++) sc[i * per + t] = tmp[t];
+    const __m256 c[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    for (int64_t r = 0; r < kr; r++) {
+        _mm256_storeu_ps(st + r * ldst, c[2 * r]);
+        _mm256_storeu_ps(st + r * ldst + 8, c[2 * r + 1]);
     }
 }
 
-/* Queries q [kv_heads * nq, hd] (nq per KV head, KV head major) against blocks b0 .. b1 - 1 of
- * `table`, keys below position hi. Writes each query's max score pm, exp-sum pl and
- * unnormalised output po [.., hd]; sc: scratch [kv_heads * nq, per], per >= (b1 - b0) * bs. An
- * empty run leaves pl = 0 (skipped by the merge). */
-static void attend_run(const pc_dims *D, int64_t nq, const float *restrict q, const float *k_cache,
-                       const float *v_cache, const int32_t *table, int64_t b0, int64_t b1,
-                       int64_t hi, int64_t per, float *pm, float *pl, float *po, float *sc) {
+/* o[0..qr) [16] (rows hd apart) += sum over keys j < cnt of p[j, 0..qr) * v_j [16], qr <= 6
+ * (p rows ldp apart; key j's value row at vb[j / bs] + (j % bs) * row): twelve accumulators. */
+static inline void pv_kernel(const float *p, int64_t ldp, int64_t qr, const float *const *vb,
+                             int64_t bs, int64_t row, int64_t cnt, float *o, int64_t hd) {
+    const int64_t i1 = qr > 1 ? 1 : 0, i2 = qr > 2 ? 2 : 0, i3 = qr > 3 ? 3 : 0;
+    const int64_t i4 = qr > 4 ? 4 : 0, i5 = qr > 5 ? 5 : 0;
+    __m256 c00 = _mm256_loadu_ps(o), c01 = _mm256_loadu_ps(o + 8);
+    __m256 c10 = _mm256_loadu_ps(o + i1 * hd), c11 = _mm256_loadu_ps(o + i1 * hd + 8);
+    __m256 c20 = _mm256_loadu_ps(o + i2 * hd), c21 = _mm256_loadu_ps(o + i2 * hd + 8);
+    __m256 c30 = _mm256_loadu_ps(o + i3 * hd), c31 = _mm256_loadu_ps(o + i3 * hd + 8);
+    __m256 c40 = _mm256_loadu_ps(o + i4 * hd), c41 = _mm256_loadu_ps(o + i4 * hd + 8);
+    __m256 c50 = _mm256_loadu_ps(o + i5 * hd), c51 = _mm256_loadu_ps(o + i5 * hd + 8);
+    for (int64_t j0 = 0, b = 0; j0 < cnt; j0 += bs, b++) {
+        const int64_t end = cnt - j0 < bs ? cnt - j0 : bs;
+        const float *v = vb[b];
+        for (int64_t j = 0; j < end; j++, v += row, p += ldp) {
+            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+            __m256 a = _mm256_broadcast_ss(p);
+            c00 = _mm256_fmadd_ps(a, v0, c00);
+            c01 = _mm256_fmadd_ps(a, v1, c01);
+            a = _mm256_broadcast_ss(p + i1);
+            c10 = _mm256_fmadd_ps(a, v0, c10);
+            c11 = _mm256_fmadd_ps(a, v1, c11);
+            a = _mm256_broadcast_ss(p + i2);
+            c20 = _mm256_fmadd_ps(a, v0, c20);
+            c21 = _mm256_fmadd_ps(a, v1, c21);
+            a = _mm256_broadcast_ss(p + i3);
+            c30 = _mm256_fmadd_ps(a, v0, c30);
+            c31 = _mm256_fmadd_ps(a, v1, c31);
+            a = _mm256_broadcast_ss(p + i4);
+            c40 = _mm256_fmadd_ps(a, v0, c40);
+            c41 = _mm256_fmadd_ps(a, v1, c41);
+            a = _mm256_broadcast_ss(p + i5);
+            c50 = _mm256_fmadd_ps(a, v0, c50);
+            c51 = _mm256_fmadd_ps(a, v1, c51);
+        }
+    }
+    const __m256 c[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    for (int64_t r = 0; r < qr; r++) { /* rows past qr repeated row 0: not stored */
+        _mm256_storeu_ps(o + r * hd, c[2 * r]);
+        _mm256_storeu_ps(o + r * hd + 8, c[2 * r + 1]);
+    }
+}
+
+/* Keys per pass of attend_stacked's PV product (a multiple of the block size). */
+#define PV_KEYS 64
+
+/* Padded query count of attend_stacked's transposed scores. */
+static inline int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* attend_run for many stacked queries (nq >= 8 per KV head: shared prompts, prefill tiles).
+ * The scores are kept transposed, st [keys, nqp] (nqp = nq padded to 16), so neither K nor V
+ * is transposed: st = K . Qt with the queries transposed once per KV head (qt [hd, nqp],
+ * pre-scaled), the softmax runs down each query's column with the queries in vector lanes, and
+ * o = st^T . V. Scratch sc: (n + hd) * nqp floats for n keys; outputs as attend_run's. */
+static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *rhi,
+                           const float *restrict q, const float *k_cache, const float *v_cache,
+                           const int32_t *table, int64_t b0, int64_t b1, int64_t hi, float *pm,
+                           float *pl, float *po, float *sc) {
+    const int64_t kvh = D->kv_heads, hd = D->head_dim, bs = D->block_size, row = kvh * hd;
+    const int64_t lo = b0 * bs, nqp = pad16(nq);
+    if (hi > b1 * bs) hi = b1 * bs;
+    const int64_t n = hi > lo ? hi - lo : 0;
+    float *qt = sc, *st = sc + hd * nqp;
+    /* masked scores: finite, since -ffast-math assumes no infinities */
+    const float masked = -1e30f;
+    float cap[nqp], mx[nqp], sum[nqp];
+    int64_t least = hi;
+    for (int64_t c = 0; c < nqp; c++) { /* keys j < cap[c] are visible to query c */
+        const int64_t h = c >= nq ? hi : (rhi[c / rg] < hi ? rhi[c / rg] : hi);
+        cap[c] = (float)(h - lo); /* the padding columns' are never read */
+        least = h < least ? h : least;
+    }
+    for (int64_t hk = 0; hk < kvh; hk++) {
+        const float *qh = q + hk * nq * hd;
+        float *pmh = pm + hk * nq, *plh = pl + hk * nq, *poh = po + hk * nq * hd;
+        for (int64_t d = 0; d < hd; d++)
+            for (int64_t c = 0; c < nqp; c++)
+                qt[d * nqp + c] = c < nq ? qh[c * hd + d] * D->scale : 0.f;
+        for (int64_t j = 0, b = b0, off = 0; j < n; j += 6) { /* six keys a time, any blocks */
+            const int64_t kr = n - j < 6 ? n - j : 6;
+            const float *kp[6];
+            for (int64_t r = 0; r < kr; r++, off++) {
+                if (off == bs) off = 0, b++;
+                kp[r] = k_cache + ((int64_t)table[b] * bs + off) * row + hk * hd;
+            }
+            for (int64_t c = 0; c < nqp; c += 16)
+                qk_kernel(kp, kr, qt + c, nqp, hd, st + j * nqp + c, nqp);
+        }
+        for (int64_t j = least - lo > 0 ? least - lo : 0; j < n; j++) /* the causal mask */
+            for (int64_t c = 0; c < nqp; c++)
+                if ((float)j >= cap[c]) st[j * nqp + c] = masked;
+        for (int64_t c = 0; c < nqp; c++) mx[c] = masked, sum[c] = 0.f;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t c = 0; c < nqp; c++)
+                mx[c] = st[j * nqp + c] > mx[c] ? st[j * nqp + c] : mx[c];
+        for (int64_t c = 0; c < nqp; c++) /* a query that sees no key here: e^masked = 0 */
+            mx[c] = mx[c] <= 0.5f * masked ? 0.f : mx[c];
+        for (int64_t j = 0; j < n; j++) {
+            float *sj = st + j * nqp;
+            for (int64_t c = 0; c < nqp; c += 8) {
+                const __m256 e =
+                    exp8(_mm256_sub_ps(_mm256_loadu_ps(sj + c), _mm256_loadu_ps(mx + c)));
+                _mm256_storeu_ps(sj + c, e);
+                _mm256_storeu_ps(sum + c, _mm256_add_ps(_mm256_loadu_ps(sum + c), e));
+            }
+        }
+        for (int64_t c = 0; c < nq; c++) pmh[c] = mx[c], plh[c] = sum[c];
+        for (int64_t i = 0; i < nq * hd; i++) poh[i] = 0.f;
+        /* PV_KEYS keys at a time, their values and weights held in L1 while every query and
+         * dimension takes them */
+        for (int64_t j0 = 0; j0 < n; j0 += PV_KEYS) {
+            const int64_t cnt = n - j0 < PV_KEYS ? n - j0 : PV_KEYS;
+            const float *vb[PV_KEYS];
+            for (int64_t b = 0; b * bs < cnt; b++)
+                vb[b] = v_cache + (int64_t)table[b0 + j0 / bs + b] * bs * row + hk * hd;
+            for (int64_t c = 0; c < nq; c += 6)
+                for (int64_t dc = 0; dc < hd; dc += 16) {
+                    const float *vd[PV_KEYS];
+                    for (int64_t b = 0; b * bs < cnt; b++) vd[b] = vb[b] + dc;
+                    pv_kernel(st + j0 * nqp + c, nqp, nq - c < 6 ? nq - c : 6, vd, bs, row, cnt,
+                              poh + c * hd + dc, hd);
+                }
+        }
+    }
+}
+
+/* Queries q [kv_heads * nq, hd] (nq per KV head, KV head major; within a KV head, rows of rg
+ * queries each) against blocks b0 .. b1 - 1 of `table`, keys below position hi, and for the
+ * queries of row i below rhi[i] too (causal). Writes each query's max score pm, exp-sum pl and
+ * unnormalised output po [.., hd]; sc: scratch [kv_heads * nq, per], per >= (b1 - b0) * bs. A
+ * query that sees no key here gets pl = 0 (skipped by the merge). */
+static void attend_run(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *rhi,
+                       const float *restrict q, const float *k_cache, const float *v_cache,
+                       const int32_t *table, int64_t b0, int64_t b1, int64_t hi, int64_t per,
+                       float *pm, float *pl, float *po, float *sc) {
     const int64_t kvh = D->kv_heads, hd = D->head_dim, H = kvh * nq, group = nq;
     const int64_t bs = D->block_size, row = kvh * hd, lo = b0 * bs;
     const float scale = D->scale;
@@ -363,12 +606,6 @@ static void attend_run(const pc_dims *D, int64_t nq, const float *restrict q, co
         if (b + 1 < b1) prefetch(k_cache + (int64_t)table[b + 1] * bs * row, bs * row);
         const int64_t first = (b - b0) * bs, cnt = (b + 1) * bs < hi ? bs : hi - b * bs;
         if (cnt <= 0) break;
-        if (group >= 8 && bs <= 16) { /* many stacked queries: the transposed block */
-            for (int64_t hk = 0; hk < kvh; hk++)
-                qk_block_stacked(q + hk * group * hd, group, kb + hk * hd, row, cnt, hd, scale,
-                                 sc + hk * group * per + first, per);
-            continue;
-        }
         for (int64_t hq = 0; hq < H; hq++) {
             const float *qh = q + hq * hd, *kh = kb + (hq / group) * hd;
             float *s = sc + hq * per + first;
@@ -384,12 +621,12 @@ static void attend_run(const pc_dims *D, int64_t nq, const float *restrict q, co
     }
     const int64_t n = hi - lo;
     for (int64_t hq = 0; hq < H; hq++) {
+        const int64_t cap = rhi[(hq % nq) / rg] - lo;
+        const int64_t seen = cap < n ? (cap > 0 ? cap : 0) : n;
         float *s = sc + hq * per, m = -INFINITY, l = 0.f;
-        for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
-        for (int64_t j = 0; j < n; j++) {
-            s[j] = expf(s[j] - m);
-            l += s[j];
-        }
+        for (int64_t j = 0; j < seen; j++) m = s[j] > m ? s[j] : m;
+        if (seen > 0) l = exp_sub_sum(s, seen, m);
+        for (int64_t j = seen; j < n; j++) s[j] = 0.f; /* masked: no weight in the PV pass */
         pm[hq] = m;
         pl[hq] = l;
     }
@@ -410,90 +647,115 @@ static void attend_run(const pc_dims *D, int64_t nq, const float *restrict q, co
 
 /* Floats of scratch one task of R rows over nblocks blocks needs (see attention). */
 int64_t pc_task_scratch_floats(const pc_dims *D, int64_t R, int64_t nblocks) {
-    const int64_t Hv = D->heads * R;
-    return Hv * (D->head_dim + 2 + D->head_dim + nblocks * D->block_size);
+    const int64_t Hv = D->heads * R, n = nblocks * D->block_size, nq = Hv / D->kv_heads;
+    const int64_t scores = nq >= 8 ? (n + D->head_dim) * pad16(nq) : Hv * n;
+    return Hv * (D->head_dim + 2 + D->head_dim) + scores;
 }
 
-/* out [M, heads * hd] for the rows' queries (row m at q + m * q_stride) by `plan`. */
+/* out [M, heads * hd] for the rows' queries (row m at q + m * q_stride) by `plan`. Each thread
+ * runs tasks in its own task_floats of `work`; the parts follow at nthreads * task_floats. */
 static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_stride,
                       const float *k_cache, const float *v_cache, const int32_t *tables,
                       int64_t table_stride, const pc_attn_plan *P, float *restrict out,
                       float *restrict work) {
     const int64_t hd = D->head_dim, H = D->heads, kvh = D->kv_heads, group = H / kvh;
-    float *parts = work + P->parts_at; /* [num_parts, H, 2 + hd]: max, sum, output */
-#pragma omp parallel for num_threads(D->nthreads) schedule(dynamic, 1)
-    for (int64_t t = 0; t < P->num_tasks; t++) {
-        const int64_t r0 = P->rows_start[t], R = P->rows_start[t + 1] - r0, nq = R * group;
-        const int64_t Hv = H * R, per = (P->b1[t] - P->b0[t]) * D->block_size;
-        float *qb = work + P->scratch_of[t], *pm = qb + Hv * hd, *pl = pm + Hv, *po = pl + Hv;
-        float *sc = po + Hv * hd;
-        for (int64_t i = 0; i < R; i++) /* [kv_heads, rows, group, hd]: each KV head's queries */
-            for (int64_t hk = 0; hk < kvh; hk++)
-                for (int64_t g = 0; g < group; g++) {
-                    const float *src = q + P->task_rows[r0 + i] * q_stride + (hk * group + g) * hd;
-                    float *dst = qb + (hk * nq + i * group + g) * hd;
-                    for (int64_t j = 0; j < hd; j++) dst[j] = src[j];
-                }
-        attend_run(D, nq, qb, k_cache, v_cache, tables + P->table_row[t] * table_stride,
-                   P->b0[t], P->b1[t], P->hi[t], per, pm, pl, po, sc);
-        for (int64_t i = 0; i < R; i++) {
-            float *part = parts + P->part_of[r0 + i] * H * (2 + hd);
-            for (int64_t hk = 0; hk < kvh; hk++)
-                for (int64_t g = 0; g < group; g++) {
-                    const int64_t v = hk * nq + i * group + g, hq = hk * group + g;
-                    float *dst = part + hq * (2 + hd);
-                    dst[0] = pm[v];
-                    dst[1] = pl[v];
-                    for (int64_t j = 0; j < hd; j++) dst[2 + j] = po[v * hd + j];
-                }
+    float *parts = work + D->nthreads * P->task_floats; /* [num_parts, H, 2 + hd] */
+#pragma omp parallel num_threads(D->nthreads)
+    {
+        float *qb = work + omp_get_thread_num() * P->task_floats;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < P->num_tasks; t++) {
+            const int64_t r0 = P->rows_start[t], R = P->rows_start[t + 1] - r0, nq = R * group;
+            const int64_t Hv = H * R, per = (P->b1[t] - P->b0[t]) * D->block_size;
+            float *pm = qb + Hv * hd, *pl = pm + Hv, *po = pl + Hv, *sc = po + Hv * hd;
+            for (int64_t i = 0; i < R; i++) /* [kv_heads, rows, group, hd]: each KV head's */
+                for (int64_t hk = 0; hk < kvh; hk++)
+                    for (int64_t g = 0; g < group; g++) {
+                        const float *src =
+                            q + P->task_rows[r0 + i] * q_stride + (hk * group + g) * hd;
+                        float *dst = qb + (hk * nq + i * group + g) * hd;
+                        for (int64_t j = 0; j < hd; j++) dst[j] = src[j];
+                    }
+            const int32_t *table = tables + P->table_row[t] * table_stride;
+            if (nq >= 8)
+                attend_stacked(D, nq, group, P->row_hi + r0, qb, k_cache, v_cache, table, P->b0[t],
+                               P->b1[t], P->hi[t], pm, pl, po, sc);
+            else
+                attend_run(D, nq, group, P->row_hi + r0, qb, k_cache, v_cache, table, P->b0[t],
+                           P->b1[t], P->hi[t], per, pm, pl, po, sc);
+            for (int64_t i = 0; i < R; i++) {
+                float *part = parts + P->part_of[r0 + i] * H * (2 + hd);
+                for (int64_t hk = 0; hk < kvh; hk++)
+                    for (int64_t g = 0; g < group; g++) {
+                        const int64_t v = hk * nq + i * group + g, hq = hk * group + g;
+                        float *dst = part + hq * (2 + hd);
+                        dst[0] = pm[v];
+                        dst[1] = pl[v];
+                        for (int64_t j = 0; j < hd; j++) dst[2 + j] = po[v * hd + j];
+                    }
+            }
         }
+#pragma omp for schedule(static)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t hq = 0; hq < H; hq++) {
+                const int64_t p0 = P->parts_start[m], p1 = P->parts_start[m + 1];
+                float mx = -INFINITY, l = 0.f;
+                for (int64_t p = p0; p < p1; p++) {
+                    const float *part = parts + P->row_parts[p] * H * (2 + hd) + hq * (2 + hd);
+                    mx = part[1] != 0.f && part[0] > mx ? part[0] : mx;
+                }
+                float *o = out + m * H * hd + hq * hd;
+                for (int64_t i = 0; i < hd; i++) o[i] = 0.f;
+                for (int64_t p = p0; p < p1; p++) {
+                    const float *part = parts + P->row_parts[p] * H * (2 + hd) + hq * (2 + hd);
+                    if (part[1] == 0.f) continue; /* no key of this part is visible */
+                    const float w = expf(part[0] - mx);
+                    l += w * part[1];
+                    for (int64_t i = 0; i < hd; i++) o[i] += w * part[2 + i];
+                }
+                for (int64_t i = 0; i < hd; i++) o[i] /= l;
+            }
     }
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t hq = 0; hq < H; hq++) {
-            const int64_t p0 = P->parts_start[m], p1 = P->parts_start[m + 1];
-            float mx = -INFINITY, l = 0.f;
-            for (int64_t p = p0; p < p1; p++) {
-                const float *part = parts + P->row_parts[p] * H * (2 + hd) + hq * (2 + hd);
-                mx = part[0] > mx ? part[0] : mx;
-            }
-            float *o = out + m * H * hd + hq * hd;
-            for (int64_t i = 0; i < hd; i++) o[i] = 0.f;
-            for (int64_t p = p0; p < p1; p++) {
-                const float *part = parts + P->row_parts[p] * H * (2 + hd) + hq * (2 + hd);
-                if (part[1] == 0.f) continue; /* a run past the last key */
-                const float w = expf(part[0] - mx);
-                l += w * part[1];
-                for (int64_t i = 0; i < hd; i++) o[i] += w * part[2 + i];
-            }
-            for (int64_t i = 0; i < hd; i++) o[i] /= l;
-        }
 }
 
-/* Floats of scratch pc_decode_step needs for M rows besides the attention's (plan-sized). */
+/* x [n] += t [n] (the residual), on OpenMP threads from 32 rows' worth */
+static void add_rows(float *restrict x, const float *restrict t, int64_t n, int nt) {
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= 32 * 512)
+    for (int64_t i = 0; i < n; i++) x[i] += t[i];
+}
+
+/* Floats of scratch pc_forward needs for M rows besides the attention's (plan-sized). */
 int64_t pc_scratch_floats(const pc_dims *D, int64_t M) {
     const int64_t q = D->heads * D->head_dim, kv = D->kv_heads * D->head_dim;
     const int64_t widest = D->hidden > D->inter ? D->hidden : D->inter;
     return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) + widest / 32 + 1;
 }
 
-/* Run every layer for M tokens, one per sequence. x [M, hidden]: their embeddings in, the last
- * layer's outputs out (before the final norm). cos / ssin [M, head_dim]: RotaryEmbedding's
- * (cos, signed_sin) rows of their positions. slots [M]: where their K/V go. tables [M,
- * table_stride] int32: the sequences' block ids; plan: what each row attends to (its keys
- * including the new token). scratch: pc_scratch_floats(D, M) floats, then the plan's. */
-void pc_decode_step(const pc_layer *layers, int64_t num_layers, const pc_dims *D, int64_t M,
-                    float *x, const float *cos, const float *ssin, const int64_t *slots,
-                    const int32_t *tables, int64_t table_stride, const pc_attn_plan *plan,
-                    float *scratch) {
+/* Run every layer for M new tokens. x [M, hidden]: their embeddings in; out: the last layer's
+ * outputs (before the final norm) of the rows keep[0 .. nkeep), ascending (all M when nkeep is
+ * M; keep is then not read), in
+ * x's first rows: the last layer's o projection and MLP run for those rows only. cos / ssin [M,
+ * head_dim]: RotaryEmbedding's (cos, signed_sin) rows of their positions. slots [M]: where their
+ * K/V go (every row's are stored before any row attends, so a prefill chunk's tokens see each
+ * other). tables [*, table_stride] int32: the sequences' block ids; plan: what each row attends
+ * to. scratch: pc_scratch_floats(D, M) floats, then the plan's. Loops over rows run on OpenMP
+ * threads from 32 rows. */
+void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, int64_t M,
+                float *x, const float *cos, const float *ssin, const int64_t *slots,
+                const int32_t *tables, int64_t table_stride, const pc_attn_plan *plan,
+                const int64_t *keep, int64_t nkeep, float *scratch) {
     const int64_t hid = D->hidden, hd = D->head_dim, qn = D->heads * hd, kvn = D->kv_heads * hd;
-    const int64_t inter = D->inter, qkvn = qn + 2 * kvn, nt = D->nthreads;
+    const int64_t inter = D->inter, qkvn = qn + 2 * kvn;
+    const int nt = D->nthreads;
     float *h = scratch, *tmp = h + M * hid, *qkv = tmp + M * hid, *att = qkv + M * qkvn;
     float *gu = att + M * qn, *act = gu + M * 2 * inter;
     float *xsum = act, *work = scratch + pc_scratch_floats(D, M);
     for (int64_t L = 0; L < num_layers; L++) {
         const pc_layer *ly = layers + L;
+#pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln1, h + m * hid, hid, D->eps);
-        q4_matmul(&ly->qkv, h, qkv, M, xsum, nt);
+        matmul(D, &ly->qkv, h, qkv, M, xsum);
+#pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
             float *r = qkv + m * qkvn;
             rope(r, D->heads + D->kv_heads, hd, cos + m * hd, ssin + m * hd);
@@ -501,18 +763,41 @@ void pc_decode_step(const pc_layer *layers, int64_t num_layers, const pc_dims *D
             for (int64_t i = 0; i < kvn; i++) kd[i] = r[qn + i], vd[i] = r[qn + kvn + i];
         }
         attention(D, M, qkv, qkvn, ly->k_cache, ly->v_cache, tables, table_stride, plan, att, work);
-        q4_matmul(&ly->o, att, tmp, M, xsum, nt);
-        for (int64_t i = 0; i < M * hid; i++) x[i] += tmp[i];
-        for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
-        q4_matmul(&ly->gate_up, h, gu, M, xsum, nt);
-        for (int64_t m = 0; m < M; m++) {
-            float *g = gu + m * 2 * inter, *a = gu + m * inter;
-            /* in place, row by row: row m's output [inter] lands over its own gate half or an
-             * earlier row's already-consumed values, never over inputs still to be read */
-            for (int64_t i = 0; i < inter; i++) a[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
+        if (L == num_layers - 1 && nkeep < M) { /* only the kept rows go on */
+            for (int64_t i = 0; i < nkeep; i++) {
+                const int64_t m = keep[i]; /* ascending: row i's source is at or after it */
+                for (int64_t j = 0; j < qn; j++) att[i * qn + j] = att[m * qn + j];
+                for (int64_t j = 0; j < hid; j++) x[i * hid + j] = x[m * hid + j];
+            }
+            M = nkeep;
         }
-        q4_matmul(&ly->down, gu, tmp, M, xsum, nt);
-        for (int64_t i = 0; i < M * hid; i++) x[i] += tmp[i];
+        matmul(D, &ly->o, att, tmp, M, xsum);
+        add_rows(x, tmp, M * hid, nt);
+#pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
+        for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
+        matmul(D, &ly->gate_up, h, gu, M, xsum);
+        /* silu(g) * u of each row in place over its gate half [inter] */
+#pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
+        for (int64_t m = 0; m < M; m++) {
+            float *g = gu + m * 2 * inter;
+            int64_t i = 0;
+            for (; i + 8 <= inter; i += 8) {
+                const __m256 gv = _mm256_loadu_ps(g + i);
+                const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+                const __m256 sig = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+                _mm256_storeu_ps(g + i, _mm256_mul_ps(sig, _mm256_loadu_ps(g + inter + i)));
+            }
+            for (; i < inter; i++) g[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
+        }
+        if (M >= D->panel_min_rows) { /* the panels read rows 2 * inter apart */
+            panel_gemm(&ly->down, gu, 2 * inter, M, tmp, nt);
+        } else { /* the int4 kernels take packed rows: move row m to gu + m * inter, in order
+                  * (its destination ends at or before its source begins) */
+            for (int64_t m = 1; m < M; m++)
+                for (int64_t i = 0; i < inter; i++) gu[m * inter + i] = gu[m * 2 * inter + i];
+            matmul(D, &ly->down, gu, tmp, M, xsum);
+        }
+        add_rows(x, tmp, M * hid, nt);
     }
 }
 
@@ -540,10 +825,37 @@ void pc_pack_q4(const float *values, const float *scale, const float *zero, int6
         }
 }
 
-/* The step's two kernels on their own, for tests: y = x W^T, and one layer's attention. */
-void pc_q4_matmul(const pc_q4 *w, const float *x, float *y, int64_t M, float *xsum,
-                  int32_t nthreads) {
-    q4_matmul(w, x, y, M, xsum, nthreads);
+/* The panels (pq, pdm; see pc_q4) of the weight pc_pack_q4 packed as qs, dm [n, k]. */
+void pc_pack_q4_panels(const uint8_t *qs, const float *dm, int64_t n, int64_t k, uint8_t *pq,
+                       float *pdm, int32_t nthreads) {
+    const int64_t ng = k / 32;
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int64_t c = 0; c < n; c += 16) {
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t t = 0; t < 8; t++) {
+                uint8_t v[2];
+                for (int64_t h = 0; h < 2; h++) { /* row c + t, then c + 8 + t */
+                    const int64_t r = c + t + 8 * h, g = j / 32, e = j % 32;
+                    const uint8_t b = qs[(r * ng + g) * 16 + e % 16];
+                    v[h] = e < 16 ? b & 15 : b >> 4;
+                }
+                pq[(c / 16 * k + j) * 8 + t] = (uint8_t)(v[0] | (v[1] << 4));
+            }
+        for (int64_t g = 0; g < ng; g++)
+            for (int64_t t = 0; t < 16; t++) {
+                const int64_t i = (c + t) * ng + g;
+                float *o = pdm + (c / 16 * ng + g) * 32;
+                o[t] = dm[2 * i];
+                o[16 + t] = dm[2 * i + 1];
+            }
+    }
+}
+
+/* The forward pass's two kernels on their own, for tests: y = x W^T (as pc_forward picks the
+ * kernel for M rows), and one layer's attention. */
+void pc_matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64_t M,
+               float *xsum) {
+    matmul(D, w, x, y, M, xsum);
 }
 
 void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const float *k_cache,

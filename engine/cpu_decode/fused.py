@@ -1,11 +1,11 @@
-"""``FusedDecode``: a decode step of an int4 Llama through ``decode_step.c``.
+"""``FusedDecode``: a forward pass of an int4 Llama through ``decode_step.c``.
 
 ``FusedDecode.build`` checks the model and KV pool, repacks each decoder projection's int4
-weight into the kernel's layout (``pack_int4``) and fills one ``Layer`` struct per layer with
-pointers to it, the norms and the layer's KV pool; the engine then calls it for every step that
-decodes at most ``FusedDecode.MAX_ROWS`` sequences (``ModelRunner.execute``), planning each
-step's attention first (``plan.attention_plan``). The pointers stay valid because the
-structs' tensors are kept here and the pool is allocated once.
+weight into the kernel's two layouts (``pack_int4``, ``pack_panels``) and fills one ``Layer``
+struct per layer with pointers to them, the norms and the layer's KV pool; the engine then
+calls it for every forward pass, prefill chunks and decode steps alike (``ModelRunner.execute``),
+planning each pass's attention first (``plan.attention_plan``). The pointers stay valid because
+the structs' tensors are kept here and the pool is allocated once.
 """
 
 from __future__ import annotations
@@ -22,11 +22,23 @@ from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear
 from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
 from .plan import attention_plan
 
-__all__ = ["FusedDecode", "pack_int4"]
+__all__ = ["PANEL_MIN_ROWS", "FusedDecode", "kernel_weights", "pack_int4", "pack_panels"]
+
+
+def _dense_values(layer: Int4Linear) -> torch.Tensor:
+    """The layer's dense copy as a plain fp32 ``[out, in]`` matrix.
+
+    Raises:
+        CpuDecodeUnavailable: the layer keeps no dense copy (``dense_min_rows=None``).
+    """
+    dense = layer.dense
+    if dense is None:
+        raise CpuDecodeUnavailable("an int4 layer keeps no dense copy to unpack its weight from")
+    return (dense.to_dense() if dense.is_mkldnn else dense).float().contiguous()
 
 
 def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's copy of an ``Int4Linear`` weight ``[out, in]``: the same values.
+    """The kernel's int4 copy of an ``Int4Linear`` weight ``[out, in]``: the same values.
 
     The layer's grid is ``w = (q - 8) * scale + zero`` with bf16 ``scale`` / ``zero`` per group
     of ``INT4_GROUP_SIZE`` (32) inputs; ``q`` is read back from its dense copy (exact: a value is
@@ -50,10 +62,7 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
     """
     if INT4_GROUP_SIZE != 32:
         raise CpuDecodeUnavailable(f"the kernel takes int4 groups of 32, not {INT4_GROUP_SIZE}")
-    dense = layer.dense
-    if dense is None:
-        raise CpuDecodeUnavailable("an int4 layer keeps no dense copy to unpack its weight from")
-    values = (dense.to_dense() if dense.is_mkldnn else dense).float().contiguous()
+    values = _dense_values(layer)
     out_f, in_f = values.shape
     sz = layer.scales_and_zeros.float()  # [in / 32, out, 2]
     scale = sz[..., 0].t().contiguous()  # [out, in / 32]
@@ -73,6 +82,58 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
     return qs, dm
 
 
+def pack_panels(
+    qs: torch.Tensor, dm: torch.Tensor, lib: ctypes.CDLL
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same int4 weight as ``pack_int4``'s ``(qs, dm)``, as panels of 16 output rows for
+    products of many rows (prefill chunks; ``pc_pack_q4_panels``).
+
+    Returns:
+        ``pq`` uint8 ``[out / 16, in, 8]`` (byte ``t`` of input ``j`` of panel ``c``: ``q`` of row
+        ``16 c + t`` in the low nibble, of row ``16 c + 8 + t`` in the high one) and ``pdm``
+        fp32 ``[out / 16, in / 32, 2, 16]`` (each group's 16 ``d``, then its 16 ``m``): 0.75
+        bytes per weight, as ``pack_int4``'s.
+    """
+    out_f, half = qs.shape
+    in_f = 2 * half
+    pq = torch.empty(out_f // 16, in_f, 8, dtype=torch.uint8)
+    pdm = torch.empty(out_f // 16, in_f // 32, 2, 16)
+    lib.pc_pack_q4_panels(
+        qs.data_ptr(),
+        dm.data_ptr(),
+        out_f,
+        in_f,
+        pq.data_ptr(),
+        pdm.data_ptr(),
+        torch.get_num_threads(),
+    )
+    return pq, pdm
+
+
+def kernel_weights(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, ...]:
+    """``(qs, dm, pq, pdm)`` of ``pack_int4`` and ``pack_panels``, packed once per layer and
+    kept on it: the first ``FusedDecode.build`` frees the layer's dense copy, which ``pack_int4``
+    reads, so later builds over the same model (another KV pool) reuse these."""
+    cached: tuple[torch.Tensor, ...] | None = getattr(layer, "_cpu_decode_weights", None)
+    if cached is None:
+        qs, dm = pack_int4(layer, lib)
+        cached = (qs, dm, *pack_panels(qs, dm, lib))
+        layer._cpu_decode_weights = cached  # type: ignore[assignment]
+    return cached
+
+
+def _release_freed_memory() -> None:
+    """Hand the freed dense copies' pages back to the OS (glibc's ``malloc_trim``): they were
+    allocated layer by layer from malloc's heap, which keeps freed memory mapped, so without
+    this the process's RSS stays as high as with the copies (SmolLM2: 1,102 MiB after the build,
+    802 MiB after the trim, 2026-12-02). Nothing happens where libc has no ``malloc_trim``."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _projections(layer: DecoderLayer) -> list[tuple[str, torch.nn.Module]]:
     """A decoder layer's four projections, in ``Layer``'s field order."""
     attn, mlp = layer.self_attn, layer.mlp
@@ -84,25 +145,28 @@ def _projections(layer: DecoderLayer) -> list[tuple[str, torch.nn.Module]]:
     ]
 
 
+PANEL_MIN_ROWS = 16
+"""Rows from which a product runs on the weight's panels rather than the four-row GEMM: on
+SmolLM2-135M's decoder shapes, 30 layers' weights cycled (2 threads, AVX2, 2026-12-02), panels /
+four-row GEMM ran at 71 / 56 GFLOP/s at 16 rows, 118 / 62 at 24, 117 / 79 at 64, 131 / 79 at
+1,088, and 48 / 62 at 8 (docs/benchmarks.md, "Session 11")."""
+
+
 class FusedDecode:
-    """Decode the next token of up to ``MAX_ROWS`` sequences through every layer in one C call.
+    """Run a batch of new tokens (decode rows, prefill chunks) through every layer in one C call.
 
     Args (``build``): the loaded model, the runner's KV pool, its dtype. Use ``build``; the
     constructor takes what it has checked.
 
-    Calling it: ``(input_ids [rows] int64, positions [rows] int64, meta)`` (a decode batch,
-    one token per sequence) -> the final hidden states ``[rows, hidden]`` fp32 (after the
-    model's final norm), each token's K/V written to its slot: what ``LlamaForCausalLM.forward``
-    returns for that batch, with fp32 activations into the int4 products (the torch kernel
-    rounds them to bf16).
+    Calling it: ``(input_ids [rows] int64, positions [rows] int64, meta, output_rows=None)``
+    (any batch whose slots are all valid) -> the final hidden states ``[rows, hidden]`` fp32
+    (after the model's final norm; ``[len(output_rows), hidden]`` for those rows only), each
+    token's K/V written to its slot: what ``LlamaForCausalLM.forward`` returns for that batch,
+    with fp32 activations into the int4 products (the torch kernel rounds them to bf16).
+    Measured on SmolLM2-135M (int4, 2 threads, AVX2; docs/benchmarks.md, "Session 10" and
+    "Session 11"), here / on the torch path: a decode step of 1 row 22-26 / 56-68 ms, 16 rows
+    sharing a 1,024-token prompt 104-114 / 203-230; a 1,088-token prefill 2.2-2.4 / 2.8-3.3 s.
     """
-
-    #: Largest decode batch the engine sends here; bigger ones take the torch path. Measured on
-    #: SmolLM2-135M (int4, rows sharing a 1,024-token prompt, 2 threads, AVX2, 2026-12-02), a
-    #: decode step here / on the torch path: 1 row 22-26 / 56-68 ms, 16 rows 104-114 / 203-230,
-    #: 64 rows 387-429 / 485-572 (32 rows, before shared runs were planned: 232-278 / 317-328).
-    #: Beyond 64 it was not measured (docs/benchmarks.md, "Session 10").
-    MAX_ROWS = 64
 
     def __init__(
         self,
@@ -163,22 +227,33 @@ class FusedDecode:
 
         def q4(linear: torch.nn.Module) -> Q4Weight:
             assert isinstance(linear, Int4Linear)  # checked above
-            qs, dm = pack_int4(linear, lib)
-            keep.extend((qs, dm))
-            return Q4Weight(qs.data_ptr(), dm.data_ptr(), linear.out_features, linear.in_features)
+            packed = kernel_weights(linear, lib)
+            keep.extend(packed)
+            # The kernel needs no dense copy (404 MiB in fp32 for SmolLM2's decoder), freed as
+            # soon as its layer is packed (so the peak RSS does not hold both): the torch path,
+            # which runs only where this one cannot (an invalid slot), then takes torch's int4
+            # kernel. Nothing below can fail any more (every check is done).
+            linear.drop_dense()
+            return Q4Weight(
+                *(t.data_ptr() for t in packed),
+                linear.out_features,
+                linear.in_features,
+            )
 
         layers = (Layer * len(model.layers))()
         for i, (layer, kv) in enumerate(zip(decoder, kv_caches, strict=True)):
             norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
             keep.extend(n.detach().contiguous() for n in norms)
+            ln1, ln2 = keep[-2].data_ptr(), keep[-1].data_ptr()
             layers[i] = Layer(
-                keep[-2].data_ptr(),
-                keep[-1].data_ptr(),
+                ln1,
+                ln2,
                 *(q4(linear) for _, linear in _projections(layer)),
                 kv.k_cache.data_ptr(),
                 kv.v_cache.data_ptr(),
             )
             keep.extend((kv.k_cache, kv.v_cache))
+        _release_freed_memory()
         dims = Dims(
             cfg.hidden_size,
             cfg.num_attention_heads,
@@ -186,6 +261,7 @@ class FusedDecode:
             cfg.head_dim,
             cfg.intermediate_size,
             kv_caches[0].k_cache.shape[1],
+            PANEL_MIN_ROWS,
             cfg.rms_norm_eps,
             cfg.head_dim**-0.5,
             1,
@@ -193,17 +269,23 @@ class FusedDecode:
         return cls(model, lib, layers, dims, keep)
 
     def __call__(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttnMetadata
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        meta: AttnMetadata,
+        output_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """See the class docstring. ``meta``: a decode batch (one new token per sequence, every
-        slot valid) of at most ``MAX_ROWS`` sequences."""
+        """See the class docstring. ``meta``: the batch (every slot valid); ``output_rows``:
+        int64 ``[k]`` ascending rows whose hidden states are returned (None: all), as
+        ``LlamaForCausalLM.forward``'s: the last layer's o projection and MLP run for them
+        only."""
         model = self.model
         rows = input_ids.shape[0]
         x = model.embed_tokens(input_ids).to(torch.float32).contiguous()  # [rows, hidden]
         cos, signed_sin = model.rotary(positions, torch.float32)  # [rows, 1, head_dim] each
         cos = cos.reshape(rows, -1).contiguous()
         signed_sin = signed_sin.reshape(rows, -1).contiguous()
-        tables = meta.block_tables.to(torch.int32).contiguous()  # [rows, width], -1 padded
+        tables = meta.block_tables.to(torch.int32).contiguous()  # [seqs, width], -1 padded
         slots = meta.slot_mapping.to(torch.int64).contiguous()
         threads = torch.get_num_threads()
         self._dims.nthreads = threads
@@ -213,6 +295,7 @@ class FusedDecode:
             self._dims,
             tables.tolist(),
             meta.context_lens.tolist(),
+            meta.cu_seqlens_q.diff().tolist(),
             self._dims.block_size,
             threads,
             cfg.num_attention_heads,
@@ -222,7 +305,8 @@ class FusedDecode:
         need = base + plan.scratch_floats
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need + need // 2)
-        self._lib.pc_decode_step(
+        keep = None if output_rows is None else output_rows.to(torch.int64).contiguous()
+        self._lib.pc_forward(
             self._layers,
             len(self._layers),
             ctypes.byref(self._dims),
@@ -234,8 +318,10 @@ class FusedDecode:
             tables.data_ptr(),
             tables.shape[1],
             ctypes.byref(plan.struct),
+            None if keep is None else keep.data_ptr(),
+            rows if keep is None else keep.numel(),
             self._scratch.data_ptr(),
         )
         self.steps += 1
-        hidden: torch.Tensor = model.norm(x)
+        hidden: torch.Tensor = model.norm(x if keep is None else x[: keep.numel()])
         return hidden

@@ -59,6 +59,8 @@ class Q4Weight(ctypes.Structure):
     _fields_ = [
         ("qs", ctypes.c_void_p),
         ("dm", ctypes.c_void_p),
+        ("pq", ctypes.c_void_p),
+        ("pdm", ctypes.c_void_p),
         ("n", ctypes.c_int64),
         ("k", ctypes.c_int64),
     ]
@@ -92,6 +94,7 @@ class Dims(ctypes.Structure):
                 "head_dim",
                 "inter",
                 "block_size",
+                "panel_min_rows",
             )
         ],
         ("eps", ctypes.c_float),
@@ -110,17 +113,17 @@ class AttnPlan(ctypes.Structure):
             for name in (
                 "rows_start",
                 "task_rows",
+                "row_hi",
                 "part_of",
                 "table_row",
                 "b0",
                 "b1",
                 "hi",
-                "scratch_of",
                 "parts_start",
                 "row_parts",
             )
         ],
-        ("parts_at", ctypes.c_int64),
+        ("task_floats", ctypes.c_int64),
     ]
 
 
@@ -247,12 +250,14 @@ def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
     lib.pc_scratch_floats.argtypes = [ptr, i64]
     lib.pc_task_scratch_floats.restype = i64
     lib.pc_task_scratch_floats.argtypes = [ptr, i64, i64]
-    lib.pc_decode_step.restype = None
-    lib.pc_decode_step.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
+    lib.pc_forward.restype = None
+    lib.pc_forward.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]
+    lib.pc_pack_q4_panels.restype = None
+    lib.pc_pack_q4_panels.argtypes = [ptr, ptr, i64, i64, ptr, ptr, i32]
     lib.pc_pack_q4.restype = None
     lib.pc_pack_q4.argtypes = [ptr, ptr, ptr, i64, i64, ptr, ptr, i32]
-    lib.pc_q4_matmul.restype = None
-    lib.pc_q4_matmul.argtypes = [ptr, ptr, ptr, i64, ptr, i32]
+    lib.pc_matmul.restype = None
+    lib.pc_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, ptr]
     lib.pc_paged_attention.restype = None
     lib.pc_paged_attention.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr]
     return lib

@@ -277,6 +277,12 @@ class WeightOnlyLinear(nn.Module):
             dense = torch.ops.mkldnn._reorder_linear_weight(dense, None)
         self.register_buffer("dense", dense)
 
+    def drop_dense(self) -> None:
+        """Free the dense copy: every batch then takes the kernel (the fused CPU decode does
+        this once it holds the same values in its own layout)."""
+        self.dense = None
+        self.dense_min_rows = None
+
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 

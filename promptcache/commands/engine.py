@@ -107,8 +107,9 @@ def engine_group() -> None:
 @click.option(
     "--fused-cpu-decode/--no-fused-cpu-decode",
     default=None,
-    help="Decode steps through the compiled C kernel (int4 weights on an AVX2 CPU; default: "
-    "when it can run, else the torch path); --fused-cpu-decode fails at load if it cannot.",
+    help="Every forward pass (prefill and decode) through the compiled C kernel (int4 weights "
+    "on an AVX2 CPU; default: when it can run, else the torch path); --fused-cpu-decode fails "
+    "at load if it cannot.",
 )
 @click.option(
     "--kv-cache-bytes",
@@ -330,13 +331,12 @@ def serve(
         fused = engine.runner.fused_decode
         if fused is not None:
             click.echo(
-                "promptcache engine: decode steps of up to "
-                f"{plural(fused.MAX_ROWS, 'sequence')} run in the fused CPU kernel",
+                "promptcache engine: prefills and decode steps run in the fused CPU kernel",
                 err=True,
             )
         elif weight_dtype == "int4":
             why = engine.runner.fused_decode_unavailable or "--no-fused-cpu-decode"
-            click.echo(f"promptcache engine: the fused CPU decode is not used: {why}", err=True)
+            click.echo(f"promptcache engine: the fused CPU kernel is not used: {why}", err=True)
         if kv_events is not None:
             replay = f", replay on {kv_events.replay_endpoint}" if kv_events.replay_endpoint else ""
             click.echo(

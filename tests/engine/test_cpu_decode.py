@@ -1,10 +1,11 @@
-"""The fused CPU decode (engine/cpu_decode): the C kernels against float64 references.
+"""The fused CPU kernel (engine/cpu_decode) on decode steps: the C kernels against float64.
 
-The int4 matrix-vector product and the paged attention are checked on their own, then a whole
-decode step of a real checkpoint (tinystories-656k, int4) against a float64 re-implementation
-of the Llama layer written here from the same weights (RMSNorm, RoPE, GQA softmax attention over
-the block table, SwiGLU), and finally the engine: the path is taken, greedy output on SmolLM2
-answers the capital question, and every reason it cannot run is a clear fallback or error.
+The int4 products (row kernels and panels) and the paged decode attention are checked on their
+own, then a whole decode step of a real checkpoint (tinystories-656k, int4) against a float64
+re-implementation of the Llama layer from the same weights (cpu_kernel_support.py: RMSNorm,
+RoPE, GQA softmax attention over the block table, SwiGLU), and finally the engine: the path is
+taken, greedy output on SmolLM2 answers the capital question, and every reason it cannot run
+is a clear fallback or error. Prefill through the kernel: test_cpu_prefill.py.
 
 Skipped (with the reason) where the library cannot be built: no C compiler, or no AVX2 / FMA.
 """
@@ -12,18 +13,30 @@ Skipped (with the reason) where the library cannot be built: no C compiler, or n
 from __future__ import annotations
 
 import ctypes
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from cpu_kernel_support import (
+    attention_f64,
+    grid_f64,
+    token_step_f64,
+    unpack_panels,
+    unpack_q4,
+)
 from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata, prefill_logits
 from torch import nn
 
 from promptcache.engine import LLM, EngineConfig, SamplingParams
-from promptcache.engine.cpu_decode import CpuDecodeUnavailable, FusedDecode, load_library, pack_int4
+from promptcache.engine.cpu_decode import (
+    CpuDecodeUnavailable,
+    FusedDecode,
+    load_library,
+    pack_int4,
+    pack_panels,
+)
 from promptcache.engine.cpu_decode.library import Dims, Q4Weight, build_dir
 from promptcache.engine.cpu_decode.plan import attention_plan
 from promptcache.engine.models.quant_linear import Int4Linear
@@ -38,62 +51,51 @@ def lib() -> ctypes.CDLL:
         pytest.skip(f"the fused CPU decode cannot be built here: {exc}")
 
 
-def _grid_f64(layer: Int4Linear) -> torch.Tensor:
-    """float64 ``[out, in]``: the layer's grid ``(q - 8) * scale + zero``, ``q`` read back from
-    its dense copy with torch ops (independent of the C packer)."""
-    dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
-    out_f, in_f = dense.shape
-    sz = layer.scales_and_zeros.double()  # [in / 32, out, 2]
-    scale, zero = (sz[..., i].t()[..., None] for i in (0, 1))  # [out, in / 32, 1]
-    q = torch.round((dense.double().view(out_f, in_f // 32, 32) - zero) / scale) + 8
-    return ((q.clamp(0, 15) - 8) * scale + zero).view(out_f, in_f)
-
-
-def _unpack(qs: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
-    """float64 ``[out, in]`` from the kernel's layout, decoded independently of the C code."""
-    out_f, half = qs.shape
-    groups = qs.view(out_f, half // 16, 16)
-    q = torch.stack([groups & 15, groups >> 4], dim=-2).view(out_f, half // 16, 32).double()
-    return (q * dm[..., :1].double() + dm[..., 1:].double()).view(out_f, 2 * half)
+def _dims(heads: int, kv_heads: int, hd: int, threads: int, panel_min_rows: int = 16) -> Dims:
+    return Dims(64, heads, kv_heads, hd, 64, 16, panel_min_rows, 1e-6, hd**-0.5, threads)
 
 
 @pytest.mark.parametrize("out_f, in_f", [(16, 32), (960, 576), (48, 1536), (3072, 576)])
-@pytest.mark.parametrize("rows", [1, 2, 3, 17])
-def test_q4_matmul_matches_float64(lib: ctypes.CDLL, out_f: int, in_f: int, rows: int) -> None:
-    """One row takes the matrix-vector kernel, more the GEMM (pairs of rows, then a last one)."""
+@pytest.mark.parametrize(
+    "rows, kernel",
+    [
+        (1, "rows"),
+        (2, "rows"),
+        (3, "rows"),
+        (17, "rows"),
+        (1, "panels"),
+        (5, "panels"),
+        (16, "panels"),
+        (70, "panels"),
+    ],
+)
+def test_matmul_matches_float64(
+    lib: ctypes.CDLL, out_f: int, in_f: int, rows: int, kernel: str
+) -> None:
+    """The row kernels (matrix-vector for one row, the four-row GEMM for more) and the panel
+    GEMM (six rows at a time, then the rest) on the layer's own grid."""
     gen = torch.Generator().manual_seed(out_f + in_f)
     layer = Int4Linear(nn.Linear(in_f, out_f, bias=False))
     qs, dm = pack_int4(layer, lib)
-    grid = _grid_f64(layer)
-    # The kernel's copy holds the layer's own grid (m = zero - 8 scale rounds once in fp32).
-    torch.testing.assert_close(_unpack(qs, dm), grid, atol=1e-7, rtol=1e-6)
+    pq, pdm = pack_panels(qs, dm, lib)
+    grid = grid_f64(layer)
+    # The kernel's copies hold the layer's own grid (m = zero - 8 scale rounds once in fp32).
+    torch.testing.assert_close(unpack_q4(qs, dm), grid, atol=1e-7, rtol=1e-6)
+    assert torch.equal(unpack_panels(pq, pdm), unpack_q4(qs, dm))
     with torch.no_grad():
         dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
     torch.testing.assert_close(grid, dense.double(), atol=0, rtol=2**-8)  # fp32 or bf16 copy
     x = torch.randn(rows, in_f, generator=gen)
     y = torch.empty(rows, out_f)
     xsum = torch.empty(in_f // 32 + 1)
-    weight = Q4Weight(qs.data_ptr(), dm.data_ptr(), out_f, in_f)
-    lib.pc_q4_matmul(ctypes.byref(weight), x.data_ptr(), y.data_ptr(), rows, xsum.data_ptr(), 2)
+    weight = Q4Weight(qs.data_ptr(), dm.data_ptr(), pq.data_ptr(), pdm.data_ptr(), out_f, in_f)
+    dims = _dims(4, 4, 16, 2, panel_min_rows=1 if kernel == "panels" else 10**9)
+    lib.pc_matmul(
+        ctypes.byref(dims), ctypes.byref(weight), x.data_ptr(), y.data_ptr(), rows, xsum.data_ptr()
+    )
     expected = x.double() @ grid.t()
     scale = (x.double().abs() @ grid.abs().t()).max()
     assert (y.double() - expected).abs().max() <= 1e-6 * scale
-
-
-def _attention_f64(
-    q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, table: list[int], ctx: int
-) -> torch.Tensor:
-    """float64 softmax attention of ``q [heads, hd]`` over the first ``ctx`` table keys."""
-    heads, hd = q.shape
-    kv_heads = k_pool.shape[2]
-    rows = torch.tensor(table).repeat_interleave(k_pool.shape[1]) * k_pool.shape[1]
-    rows = (rows + torch.arange(len(rows)) % k_pool.shape[1])[:ctx]
-    k = k_pool.reshape(-1, kv_heads, hd)[rows].double()  # [ctx, kv_heads, hd]
-    v = v_pool.reshape(-1, kv_heads, hd)[rows].double()
-    group = heads // kv_heads
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scores = torch.einsum("hd,chd->hc", q.double(), k) / math.sqrt(hd)
-    return torch.einsum("hc,chd->hd", scores.softmax(-1), v)
 
 
 @pytest.mark.parametrize(
@@ -134,8 +136,8 @@ def test_paged_attention_matches_float64(
         tables.append(common[:mine] + perm[used : used + n - mine])
         used += n - mine
     width = max(len(t) for t in tables)
-    dims = Dims(64, heads, kv_heads, hd, 64, block_size, 1e-6, hd**-0.5, threads)
-    plan = attention_plan(lib, dims, tables, ctxs, block_size, threads, heads, hd)
+    dims = _dims(heads, kv_heads, hd, threads)
+    plan = attention_plan(lib, dims, tables, ctxs, [1] * len(ctxs), block_size, threads, heads, hd)
     if shared >= 4:
         assert plan.num_shared_tasks > 0
     q = torch.randn(len(ctxs), heads, hd, generator=gen) * 2
@@ -155,55 +157,8 @@ def test_paged_attention_matches_float64(
         work.data_ptr(),
     )
     for m, c in enumerate(ctxs):
-        expected = _attention_f64(q[m], k_pool, v_pool, tables[m], c)
+        expected = attention_f64(q[m], k_pool, v_pool, tables[m], c)
         torch.testing.assert_close(out[m].double(), expected, atol=2e-6, rtol=1e-5)
-
-
-def _rms_f64(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return weight.double() * (x / torch.sqrt(x.pow(2).mean() + eps))
-
-
-def _rope_f64(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """transformers' ``x * cos + rotate_half(x) * sin`` for ``x [heads, hd]``."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[:, half:], x[:, :half]], dim=-1)
-    return x * cos + rotated * sin
-
-
-def _decode_step_f64(
-    fused: FusedDecode,
-    token: int,
-    position: int,
-    pools: list[tuple[torch.Tensor, torch.Tensor]],
-    table: list[int],
-    ctx: int,
-) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """The Llama decode step in float64 from the layers' int4 grids: (hidden [hidden], new K/V)."""
-    model = fused.model
-    cfg = model.config
-    heads, kv_heads, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    x = model.embed_tokens(torch.tensor([token])).double().view(-1)
-    inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    angles = torch.cat([position * inv_freq] * 2)
-    cos, sin = angles.cos(), angles.sin()
-    new_kv = []
-    slot_block, slot_off = table[(ctx - 1) // 16], (ctx - 1) % 16
-    for layer, (k_pool, v_pool) in zip(model.layers, pools, strict=True):
-        attn, mlp = layer.self_attn, layer.mlp
-        h = _rms_f64(x, layer.input_layernorm.weight, cfg.rms_norm_eps)
-        qkv = _grid_f64(attn.qkv_proj) @ h
-        q = _rope_f64(qkv[: heads * hd].view(heads, hd), cos, sin)
-        k = _rope_f64(qkv[heads * hd : (heads + kv_heads) * hd].view(kv_heads, hd), cos, sin)
-        v = qkv[(heads + kv_heads) * hd :].view(kv_heads, hd)
-        k_pool, v_pool = k_pool.double().clone(), v_pool.double().clone()
-        k_pool[slot_block, slot_off], v_pool[slot_block, slot_off] = k, v
-        new_kv.append((k, v))
-        o = _attention_f64(q, k_pool, v_pool, table, ctx).reshape(-1)
-        x = x + _grid_f64(attn.o_proj) @ o
-        h = _rms_f64(x, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
-        gate, up = (_grid_f64(mlp.gate_up_proj) @ h).chunk(2)
-        x = x + _grid_f64(mlp.down_proj) @ (torch.nn.functional.silu(gate) * up)
-    return _rms_f64(x, model.norm.weight, cfg.rms_norm_eps), new_kv
 
 
 @pytest.mark.parametrize("ctxs", [[1], [17], [300], [300, 17, 1, 64]])
@@ -233,7 +188,7 @@ def test_decode_step_matches_float64_reference(
         hidden = fused(torch.tensor(tokens), torch.tensor([c - 1 for c in ctxs]), meta)
     assert hidden.shape == (len(ctxs), runner.model_config.hidden_size)
     for row, (token, table, ctx, slot) in enumerate(zip(tokens, tables, ctxs, slots, strict=True)):
-        expected, new_kv = _decode_step_f64(fused, token, ctx - 1, pools, table, ctx)
+        expected, new_kv = token_step_f64(fused.model, token, ctx - 1, pools, table)
         torch.testing.assert_close(hidden[row].double(), expected, atol=1e-4, rtol=1e-4)
         for kv, (k, v) in zip(runner.kv_caches, new_kv, strict=True):
             flat_k, flat_v = (c.view(-1, *c.shape[2:]) for c in (kv.k_cache, kv.v_cache))
@@ -276,24 +231,22 @@ def test_rows_that_sample_nothing_share_a_fused_step(
     assert [len(o.output_token_ids) for o in outs] == [5, 5, 5]
 
 
-def test_engine_decodes_through_the_kernel(lib: ctypes.CDLL, tinystories_dir: Path) -> None:
-    """Decode steps of up to MAX_ROWS sequences take the kernel, bigger ones the torch path."""
+def test_engine_runs_every_pass_through_the_kernel(lib: ctypes.CDLL, tinystories_dir: Path) -> None:
+    """Prefills and decode steps alike take the kernel; its int4 copies replace the dense ones,
+    and a second build over the same model (another KV pool) reuses them."""
     llm = LLM(tinystories_dir, weight_dtype="int4")
     fused = llm.engine.runner.fused_decode
     assert isinstance(fused, FusedDecode) and llm.engine.runner.fused_decode_unavailable is None
     params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
     one = llm.generate(["Once upon a time"], params)[0]
-    assert len(one.output_token_ids) == 12 and fused.steps == 11  # every token after the prefill's
+    assert len(one.output_token_ids) == 12 and fused.steps == 12  # the prefill + 11 steps
     two = llm.generate(["Once upon a time", "The cat sat"], params)
     assert [len(o.output_token_ids) for o in two] == [12, 12]
-    assert fused.steps == 22  # one step decodes both
-    fused.MAX_ROWS = 1
-    try:
-        again = llm.generate(["Once upon a time", "The cat sat"], params)
-        assert [len(o.output_token_ids) for o in again] == [12, 12]
-        assert fused.steps == 22  # two rows > MAX_ROWS: the torch path
-    finally:
-        fused.MAX_ROWS = FusedDecode.MAX_ROWS
+    assert fused.steps == 24  # one prefill and one decode step for both
+    layers = [layer.self_attn.qkv_proj for layer in fused.model.layers]
+    assert all(layer.dense is None for layer in layers)
+    again = FusedDecode.build(fused.model, llm.engine.runner.kv_caches, torch.device("cpu"))
+    assert again.model is fused.model
 
 
 def test_smollm2_answers_through_the_kernel(lib: ctypes.CDLL, smollm2_gguf: Path) -> None:

@@ -306,16 +306,16 @@ def test_serve_with_weight_only_quantised_linears_answers(weight_dtype: str) -> 
     assert f"weight-only quantised linear layers: {counts} (--weight-dtype {weight_dtype})" in (
         served.stderr
     )
-    fused_line = "decode steps of up to 64 sequences run in the fused CPU kernel"
+    fused_line = "prefills and decode steps run in the fused CPU kernel"
     if weight_dtype == "int8":  # the kernel takes int4 layers only, and says nothing here
-        assert fused_line not in served.stderr and "fused CPU decode" not in served.stderr
+        assert fused_line not in served.stderr and "fused CPU kernel" not in served.stderr
     else:
         from promptcache.engine.cpu_decode import CpuDecodeUnavailable, load_library
 
         try:
             load_library()
         except CpuDecodeUnavailable as exc:
-            assert f"the fused CPU decode is not used: {exc}" in served.stderr
+            assert f"the fused CPU kernel is not used: {exc}" in served.stderr
         else:
             assert fused_line in served.stderr
     assert "Traceback" not in served.stderr

@@ -1,0 +1,117 @@
+"""float64 references for the fused CPU kernels (engine/cpu_decode), written with torch ops.
+
+Each decodes the kernel's inputs independently of the C code: the int4 grids from a layer's
+dense copy (or, once ``FusedDecode.build`` has freed it, from the kernel's own copy, whose
+fidelity to the grid ``test_cpu_decode.py`` checks first), softmax attention over a block
+table, and one Llama layer stack for one token.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from promptcache.engine.models.quant_linear import Int4Linear
+
+
+def grid_f64(layer: Int4Linear) -> torch.Tensor:
+    """float64 ``[out, in]``: the layer's grid ``(q - 8) * scale + zero``, ``q`` read back from
+    its dense copy (independent of the C packer)."""
+    assert layer.dense is not None
+    dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
+    out_f, in_f = dense.shape
+    sz = layer.scales_and_zeros.double()  # [in / 32, out, 2]
+    scale, zero = (sz[..., i].t()[..., None] for i in (0, 1))  # [out, in / 32, 1]
+    q = torch.round((dense.double().view(out_f, in_f // 32, 32) - zero) / scale) + 8
+    return ((q.clamp(0, 15) - 8) * scale + zero).view(out_f, in_f)
+
+
+def unpack_q4(qs: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
+    """float64 ``[out, in]`` from the kernel's row layout (``pack_int4``)."""
+    out_f, half = qs.shape
+    groups = qs.view(out_f, half // 16, 16)
+    q = torch.stack([groups & 15, groups >> 4], dim=-2).view(out_f, half // 16, 32).double()
+    return (q * dm[..., :1].double() + dm[..., 1:].double()).view(out_f, 2 * half)
+
+
+def unpack_panels(pq: torch.Tensor, pdm: torch.Tensor) -> torch.Tensor:
+    """float64 ``[out, in]`` from the kernel's panel layout (``pack_panels``)."""
+    panels, in_f, _ = pq.shape
+    q = torch.cat([pq & 15, pq >> 4], dim=-1).double()  # [panels, in, 16]: rows 0-7, 8-15
+    d = pdm[:, :, 0].repeat_interleave(32, dim=1).double()  # [panels, in, 16]
+    m = pdm[:, :, 1].repeat_interleave(32, dim=1).double()
+    return (q * d + m).transpose(1, 2).reshape(panels * 16, in_f)
+
+
+def layer_grid(layer: Int4Linear) -> torch.Tensor:
+    """The layer's grid in float64: from its dense copy, or from the kernel's copy once freed."""
+    if layer.dense is not None:
+        return grid_f64(layer)
+    qs, dm = layer._cpu_decode_weights[:2]  # type: ignore[attr-defined]
+    return unpack_q4(qs, dm)
+
+
+def attention_f64(
+    q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, table: list[int], ctx: int
+) -> torch.Tensor:
+    """float64 softmax attention of ``q [heads, hd]`` over the first ``ctx`` table keys."""
+    heads, hd = q.shape
+    kv_heads = k_pool.shape[2]
+    rows = torch.tensor(table).repeat_interleave(k_pool.shape[1]) * k_pool.shape[1]
+    rows = (rows + torch.arange(len(rows)) % k_pool.shape[1])[:ctx]
+    k = k_pool.reshape(-1, kv_heads, hd)[rows].double()  # [ctx, kv_heads, hd]
+    v = v_pool.reshape(-1, kv_heads, hd)[rows].double()
+    group = heads // kv_heads
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = torch.einsum("hd,chd->hc", q.double(), k) / math.sqrt(hd)
+    return torch.einsum("hc,chd->hd", scores.softmax(-1), v)
+
+
+def rms_f64(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight.double() * (x / torch.sqrt(x.pow(2).mean() + eps))
+
+
+def rope_f64(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' ``x * cos + rotate_half(x) * sin`` for ``x [heads, hd]``."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[:, half:], x[:, :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+def token_step_f64(
+    model: torch.nn.Module,
+    token: int,
+    position: int,
+    pools: list[tuple[torch.Tensor, torch.Tensor]],
+    table: list[int],
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One token at ``position`` of a sequence through every layer in float64, from the layers'
+    int4 grids, attending to the ``position`` keys before it in ``pools`` ([blocks, block_size,
+    kv_heads, hd] per layer, by ``table``) and its own: (final hidden [hidden], its K/V per
+    layer). ``pools`` is not modified."""
+    cfg = model.config
+    heads, kv_heads, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    block_size = pools[0][0].shape[1]
+    x = model.embed_tokens(torch.tensor([token])).double().view(-1)
+    inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    angles = torch.cat([position * inv_freq] * 2)
+    cos, sin = angles.cos(), angles.sin()
+    new_kv = []
+    slot_block, slot_off = table[position // block_size], position % block_size
+    for layer, (k_pool, v_pool) in zip(model.layers, pools, strict=True):
+        attn, mlp = layer.self_attn, layer.mlp
+        h = rms_f64(x, layer.input_layernorm.weight, cfg.rms_norm_eps)
+        qkv = layer_grid(attn.qkv_proj) @ h
+        q = rope_f64(qkv[: heads * hd].view(heads, hd), cos, sin)
+        k = rope_f64(qkv[heads * hd : (heads + kv_heads) * hd].view(kv_heads, hd), cos, sin)
+        v = qkv[(heads + kv_heads) * hd :].view(kv_heads, hd)
+        k_pool, v_pool = k_pool.double().clone(), v_pool.double().clone()
+        k_pool[slot_block, slot_off], v_pool[slot_block, slot_off] = k, v
+        new_kv.append((k, v))
+        o = attention_f64(q, k_pool, v_pool, table, position + 1).reshape(-1)
+        x = x + layer_grid(attn.o_proj) @ o
+        h = rms_f64(x, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
+        gate, up = (layer_grid(mlp.gate_up_proj) @ h).chunk(2)
+        x = x + layer_grid(mlp.down_proj) @ (torch.nn.functional.silu(gate) * up)
+    return rms_f64(x, model.norm.weight, cfg.rms_norm_eps), new_kv

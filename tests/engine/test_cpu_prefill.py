@@ -1,0 +1,194 @@
+"""The fused CPU kernel (engine/cpu_decode) on prefill chunks: causal paged attention over a
+cached prefix and the chunk's own keys, a whole forward pass of a mixed batch against a float64
+re-implementation of the Llama layers (cpu_kernel_support.py), and SmolLM2's top-1 agreement
+with the fp32 model, cold (one 512-token pass) and warm (256 cached + 256 new).
+
+Skipped (with the reason) where the library cannot be built: no C compiler, or no AVX2 / FMA.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+import torch
+from cpu_kernel_support import attention_f64, token_step_f64
+from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata, prefill_logits
+
+from promptcache.engine import LLM
+from promptcache.engine.cpu_decode import CpuDecodeUnavailable, FusedDecode, load_library
+from promptcache.engine.cpu_decode.library import Dims
+from promptcache.engine.cpu_decode.plan import attention_plan
+
+BLOCK = 16
+
+
+@pytest.fixture(scope="module")
+def lib() -> ctypes.CDLL:
+    try:
+        return load_library()
+    except CpuDecodeUnavailable as exc:
+        pytest.skip(f"the fused CPU kernel cannot be built here: {exc}")
+
+
+def _tables(specs: list[tuple[int, int]], shared: int, gen: torch.Generator) -> list[list[int]]:
+    """Disjoint shuffled block tables for ``(ctx, new)`` sequences, whose first ``shared``
+    blocks are common where every one of them is full of cached keys."""
+    perm = torch.randperm(400, generator=gen).tolist()
+    common, used, tables = perm[:shared], shared, []
+    for ctx, new in specs:
+        n = -(-ctx // BLOCK)
+        mine = min(shared, (ctx - new) // BLOCK)
+        tables.append(common[:mine] + perm[used : used + n - mine])
+        used += n - mine
+    return tables
+
+
+@pytest.mark.parametrize(
+    "heads, kv_heads, hd, specs, shared, threads",
+    [
+        (9, 3, 64, [(1088, 64)], 0, 2),  # SmolLM2, the benchmark's warm prefill
+        (9, 3, 64, [(300, 300)], 0, 2),  # a cold prefill: tiles of 16, pieces of 32 blocks
+        (9, 3, 64, [(1300, 700)], 0, 1),  # keys past one piece for the last tiles
+        (8, 4, 16, [(40, 40), (300, 1), (17, 5), (33, 2)], 0, 2),  # mixed; 2 rows x 2 < 8
+        (4, 4, 32, [(50, 20)], 0, 3),  # no GQA: a last tile of 4 rows takes the row kernel
+        (8, 1, 16, [(70, 70)], 0, 1),  # multi-query: 128 stacked queries a tile
+        (9, 3, 64, [(1090, 1), (1060, 1), (1100, 1), (1060, 30)], 64, 2),  # shared + chunk
+    ],
+)
+def test_prefill_attention_matches_float64(
+    lib: ctypes.CDLL,
+    heads: int,
+    kv_heads: int,
+    hd: int,
+    specs: list[tuple[int, int]],
+    shared: int,
+    threads: int,
+) -> None:
+    """Every new token attends to its sequence's keys up to its own position (causal)."""
+    gen = torch.Generator().manual_seed(sum(c + n for c, n in specs) + heads)
+    k_pool = torch.randn(400, BLOCK, kv_heads, hd, generator=gen)
+    v_pool = torch.randn(400, BLOCK, kv_heads, hd, generator=gen)
+    tables = _tables(specs, shared, gen)
+    ctxs, news = [c for c, _ in specs], [n for _, n in specs]
+    dims = Dims(64, heads, kv_heads, hd, 64, BLOCK, 16, 1e-6, hd**-0.5, threads)
+    plan = attention_plan(lib, dims, tables, ctxs, news, BLOCK, threads, heads, hd)
+    if shared:
+        assert plan.num_shared_tasks > 0  # the decode rows' common prompt
+    rows = sum(news)
+    q = torch.randn(rows, heads, hd, generator=gen) * 2
+    work = torch.empty(plan.scratch_floats)
+    out = torch.full((rows, heads, hd), float("nan"))
+    width = max(len(t) for t in tables)
+    tables_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
+    lib.pc_paged_attention(
+        ctypes.byref(dims),
+        rows,
+        q.data_ptr(),
+        k_pool.data_ptr(),
+        v_pool.data_ptr(),
+        tables_t.data_ptr(),
+        width,
+        ctypes.byref(plan.struct),
+        out.data_ptr(),
+        work.data_ptr(),
+    )
+    row = 0
+    for table, ctx, new in zip(tables, ctxs, news, strict=True):
+        for i in range(new):
+            expected = attention_f64(q[row], k_pool, v_pool, table, ctx - new + i + 1)
+            torch.testing.assert_close(out[row].double(), expected, atol=2e-6, rtol=1e-5)
+            row += 1
+
+
+def test_forward_of_a_mixed_batch_matches_float64_reference(
+    lib: ctypes.CDLL, tinystories_dir: Path
+) -> None:
+    """One pass over a 37-token chunk after 20 cached tokens, a decode row and a 5-token prompt
+    (43 rows: the panel GEMM), each token against the float64 layers in order; then the same
+    batch keeping only the sequences' last rows, as the engine asks for them."""
+    llm = LLM(tinystories_dir, weight_dtype="int4", num_blocks=60, fused_cpu_decode=True)
+    runner = llm.engine.runner
+    fused = runner.fused_decode
+    assert isinstance(fused, FusedDecode)
+    gen = torch.Generator().manual_seed(7)
+    for kv in runner.kv_caches:  # a random history for the cached tokens
+        kv.k_cache.copy_(torch.randn(kv.k_cache.shape, generator=gen))
+        kv.v_cache.copy_(torch.randn(kv.v_cache.shape, generator=gen))
+    before = [(kv.k_cache.clone(), kv.v_cache.clone()) for kv in runner.kv_caches]
+    specs = [(57, 37), (17, 1), (5, 5)]  # (ctx, new)
+    perm = torch.randperm(60, generator=gen).tolist()
+    tables, used = [], 0
+    for ctx, _ in specs:
+        n = -(-ctx // BLOCK)
+        tables.append(perm[used : used + n])
+        used += n
+    tokens = [[(31 * s + 7 * i) % 500 + 3 for i in range(new)] for s, (_, new) in enumerate(specs)]
+    positions = [list(range(ctx - new, ctx)) for ctx, new in specs]
+    pairs = zip(tables, positions, strict=True)
+    slots = [t[p // BLOCK] * BLOCK + p % BLOCK for t, ps in pairs for p in ps]
+    meta = batch_metadata(
+        "prefill", slots, tables, [c - n for c, n in specs], [n for _, n in specs]
+    )
+    ids = torch.tensor([t for seq in tokens for t in seq])
+    pos = torch.tensor([p for seq in positions for p in seq])
+    with torch.inference_mode():
+        hidden = fused(ids, pos, meta)
+    assert hidden.shape == (43, runner.model_config.hidden_size)
+    pools = [(k.double(), v.double()) for k, v in before]
+    expected_rows = []
+    flat = lambda t: t.view(-1, *t.shape[2:])  # noqa: E731  [slots, kv_heads, hd]
+    for table, toks, ps in zip(tables, tokens, positions, strict=True):
+        for token, p in zip(toks, ps, strict=True):
+            expected, new_kv = token_step_f64(fused.model, token, p, pools, table)
+            expected_rows.append(expected)
+            slot = table[p // BLOCK] * BLOCK + p % BLOCK
+            for (k_pool, v_pool), (k, v), kv in zip(pools, new_kv, runner.kv_caches, strict=True):
+                flat(k_pool)[slot], flat(v_pool)[slot] = k, v
+                torch.testing.assert_close(flat(kv.k_cache)[slot].double(), k, atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(flat(kv.v_cache)[slot].double(), v, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(hidden.double(), torch.stack(expected_rows), atol=1e-4, rtol=1e-4)
+    untouched = torch.ones(60 * BLOCK, dtype=torch.bool)
+    untouched[slots] = False
+    for kv, (before_k, before_v) in zip(runner.kv_caches, before, strict=True):
+        assert torch.equal(flat(kv.k_cache)[untouched], flat(before_k)[untouched])
+        assert torch.equal(flat(kv.v_cache)[untouched], flat(before_v)[untouched])
+    last = torch.tensor([36, 37, 42])
+    with torch.inference_mode():
+        kept = fused(ids, pos, meta, output_rows=last)
+    assert kept.shape == (3, runner.model_config.hidden_size)
+    expected_kept = torch.stack(expected_rows)[last]
+    torch.testing.assert_close(kept.double(), expected_kept, atol=1e-4, rtol=1e-4)
+    assert fused.steps == 2
+
+
+def test_smollm2_prefill_agreement_through_the_kernel(
+    lib: ctypes.CDLL, smollm2_gguf: Path, smollm2_llm: LLM
+) -> None:
+    """512 tokens of docs/engine.md prefilled through the kernel, every row's logits: top-1
+    agreement with the fp32 model's, cold (one pass) and warm (the first 256 cached by the cold
+    pass, 256 new); the figures are in docs/engine.md ("Fused CPU decode")."""
+    text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
+    ids = smollm2_llm.tokenizer.encode(text)[:512]
+    runner32 = smollm2_llm.engine.runner
+    reference = prefill_logits(runner32.model, runner32.model_config, ids).argmax(-1)
+    llm = LLM(
+        smollm2_gguf, dtype="float32", weight_dtype="int4", num_blocks=33, fused_cpu_decode=True
+    )
+    runner = llm.engine.runner
+    fused = runner.fused_decode
+    assert isinstance(fused, FusedDecode)
+    table = list(range(32))
+    picks = {}
+    with torch.inference_mode():
+        for name, cached in (("cold", 0), ("warm", 256)):
+            new = ids[cached:]
+            slots = list(range(cached, 512))
+            meta = batch_metadata("prefill", slots, [table], [cached], [len(new)])
+            hidden = fused(torch.tensor(new), torch.tensor(range(cached, 512)), meta)
+            picks[name] = runner.model.compute_logits(hidden).argmax(-1)
+    cold, warm = picks["cold"], picks["warm"]
+    assert float((cold == reference).float().mean()) >= SMOLLM2_MIN_AGREEMENT["int4"]
+    assert float((warm == reference[256:]).float().mean()) >= SMOLLM2_MIN_AGREEMENT["int4"]
+    assert float((warm == cold[256:]).float().mean()) >= 0.99  # only summation order differs
