@@ -508,11 +508,13 @@ static inline void pv_kernel(const float *p, int64_t ldp, int64_t qr, const floa
 /* Padded query count of attend_stacked's transposed scores. */
 static inline int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
 
-/* attend_run for many stacked queries (nq >= 8 per KV head: shared prompts, prefill tiles).
- * The scores are kept transposed, st [keys, nqp] (nqp = nq padded to 16), so neither K nor V
- * is transposed: st = K . Qt with the queries transposed once per KV head (qt [hd, nqp],
- * pre-scaled), the softmax runs down each query's column with the queries in vector lanes, and
- * o = st^T . V. Scratch sc: (n + hd) * nqp floats for n keys; outputs as attend_run's. */
+/* attend_run for many stacked queries (nq >= 8 per KV head: shared prompts, prefill tiles),
+ * flash-style: the keys go PV_KEYS at a time, each chunk's scores kept transposed, st
+ * [PV_KEYS, nqp] (nqp = nq padded to 16; 12 KB at 48 queries, in L1), so neither K nor V is
+ * transposed: st = K . Qt with the queries transposed once per KV head (qt [hd, nqp],
+ * pre-scaled); the softmax runs with the queries in vector lanes, against a running max (the
+ * output and exp-sum so far are rescaled when it grows); then o += st^T . V. Scratch sc:
+ * (PV_KEYS + hd) * nqp floats; outputs as attend_run's. */
 static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *rhi,
                            const float *restrict q, const float *k_cache, const float *v_cache,
                            const int32_t *table, int64_t b0, int64_t b1, int64_t hi, float *pm,
@@ -524,7 +526,8 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
     float *qt = sc, *st = sc + hd * nqp;
     /* masked scores: finite, since -ffast-math assumes no infinities */
     const float masked = -1e30f;
-    float cap[nqp], mx[nqp], sum[nqp];
+    const __m256 none_seen = _mm256_set1_ps(0.5f * masked);
+    float cap[nqp], mx[nqp], sum[nqp], scale[nqp];
     int64_t least = hi;
     for (int64_t c = 0; c < nqp; c++) { /* keys j < cap[c] are visible to query c */
         const int64_t h = c >= nq ? hi : (rhi[c / rg] < hi ? rhi[c / rg] : hi);
@@ -537,51 +540,57 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
         for (int64_t d = 0; d < hd; d++)
             for (int64_t c = 0; c < nqp; c++)
                 qt[d * nqp + c] = c < nq ? qh[c * hd + d] * D->scale : 0.f;
-        for (int64_t j = 0, b = b0, off = 0; j < n; j += 6) { /* six keys a time, any blocks */
-            const int64_t kr = n - j < 6 ? n - j : 6;
-            const float *kp[6];
-            for (int64_t r = 0; r < kr; r++, off++) {
-                if (off == bs) off = 0, b++;
-                kp[r] = k_cache + ((int64_t)table[b] * bs + off) * row + hk * hd;
-            }
-            for (int64_t c = 0; c < nqp; c += 16)
-                qk_kernel(kp, kr, qt + c, nqp, hd, st + j * nqp + c, nqp);
-        }
-        for (int64_t j = least - lo > 0 ? least - lo : 0; j < n; j++) /* the causal mask */
-            for (int64_t c = 0; c < nqp; c++)
-                if ((float)j >= cap[c]) st[j * nqp + c] = masked;
         for (int64_t c = 0; c < nqp; c++) mx[c] = masked, sum[c] = 0.f;
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t c = 0; c < nqp; c++)
-                mx[c] = st[j * nqp + c] > mx[c] ? st[j * nqp + c] : mx[c];
-        for (int64_t c = 0; c < nqp; c++) /* a query that sees no key here: e^masked = 0 */
-            mx[c] = mx[c] <= 0.5f * masked ? 0.f : mx[c];
-        for (int64_t j = 0; j < n; j++) {
-            float *sj = st + j * nqp;
-            for (int64_t c = 0; c < nqp; c += 8) {
-                const __m256 e =
-                    exp8(_mm256_sub_ps(_mm256_loadu_ps(sj + c), _mm256_loadu_ps(mx + c)));
-                _mm256_storeu_ps(sj + c, e);
-                _mm256_storeu_ps(sum + c, _mm256_add_ps(_mm256_loadu_ps(sum + c), e));
-            }
-        }
-        for (int64_t c = 0; c < nq; c++) pmh[c] = mx[c], plh[c] = sum[c];
         for (int64_t i = 0; i < nq * hd; i++) poh[i] = 0.f;
-        /* PV_KEYS keys at a time, their values and weights held in L1 while every query and
-         * dimension takes them */
         for (int64_t j0 = 0; j0 < n; j0 += PV_KEYS) {
             const int64_t cnt = n - j0 < PV_KEYS ? n - j0 : PV_KEYS;
             const float *vb[PV_KEYS];
+            for (int64_t j = 0, b = b0 + j0 / bs, off = 0; j < cnt; j += 6) { /* six keys a time */
+                const int64_t kr = cnt - j < 6 ? cnt - j : 6;
+                const float *kp[6];
+                for (int64_t r = 0; r < kr; r++, off++) {
+                    if (off == bs) off = 0, b++;
+                    kp[r] = k_cache + ((int64_t)table[b] * bs + off) * row + hk * hd;
+                }
+                for (int64_t c = 0; c < nqp; c += 16)
+                    qk_kernel(kp, kr, qt + c, nqp, hd, st + j * nqp + c, nqp);
+            }
+            for (int64_t j = least - lo - j0 > 0 ? least - lo - j0 : 0; j < cnt; j++)
+                for (int64_t c = 0; c < nqp; c++) /* the causal mask */
+                    if ((float)(j0 + j) >= cap[c]) st[j * nqp + c] = masked;
+            int rescale = 0;
+            for (int64_t c = 0; c < nqp; c += 8) {
+                __m256 m = _mm256_loadu_ps(mx + c), nm = m;
+                for (int64_t j = 0; j < cnt; j++) nm = _mm256_max_ps(nm, _mm256_loadu_ps(st + j * nqp + c));
+                /* a query that has seen no key yet keeps e^(masked - 0) = 0 weights */
+                const __m256 ref = _mm256_blendv_ps(nm, _mm256_setzero_ps(),
+                                                    _mm256_cmp_ps(nm, none_seen, _CMP_LE_OQ));
+                const __m256 alpha = exp8(_mm256_sub_ps(m, ref));
+                rescale |= _mm256_movemask_ps(_mm256_cmp_ps(nm, m, _CMP_NEQ_OQ));
+                __m256 l = _mm256_mul_ps(_mm256_loadu_ps(sum + c), alpha);
+                for (int64_t j = 0; j < cnt; j++) {
+                    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(st + j * nqp + c), ref));
+                    _mm256_storeu_ps(st + j * nqp + c, e);
+                    l = _mm256_add_ps(l, e);
+                }
+                _mm256_storeu_ps(sum + c, l);
+                _mm256_storeu_ps(scale + c, alpha);
+                _mm256_storeu_ps(mx + c, nm);
+            }
+            if (rescale && j0 > 0) /* the running max grew: rescale the output so far */
+                for (int64_t c = 0; c < nq; c++)
+                    for (int64_t i = 0; i < hd; i++) poh[c * hd + i] *= scale[c];
             for (int64_t b = 0; b * bs < cnt; b++)
                 vb[b] = v_cache + (int64_t)table[b0 + j0 / bs + b] * bs * row + hk * hd;
-            for (int64_t c = 0; c < nq; c += 6)
+            for (int64_t c = 0; c < nq; c += 6) /* the chunk's values and weights stay in L1 */
                 for (int64_t dc = 0; dc < hd; dc += 16) {
                     const float *vd[PV_KEYS];
                     for (int64_t b = 0; b * bs < cnt; b++) vd[b] = vb[b] + dc;
-                    pv_kernel(st + j0 * nqp + c, nqp, nq - c < 6 ? nq - c : 6, vd, bs, row, cnt,
+                    pv_kernel(st + c, nqp, nq - c < 6 ? nq - c : 6, vd, bs, row, cnt,
                               poh + c * hd + dc, hd);
                 }
         }
+        for (int64_t c = 0; c < nq; c++) pmh[c] = mx[c], plh[c] = sum[c];
     }
 }
 
@@ -648,7 +657,7 @@ static void attend_run(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *
 /* Floats of scratch one task of R rows over nblocks blocks needs (see attention). */
 int64_t pc_task_scratch_floats(const pc_dims *D, int64_t R, int64_t nblocks) {
     const int64_t Hv = D->heads * R, n = nblocks * D->block_size, nq = Hv / D->kv_heads;
-    const int64_t scores = nq >= 8 ? (n + D->head_dim) * pad16(nq) : Hv * n;
+    const int64_t scores = nq >= 8 ? (PV_KEYS + D->head_dim) * pad16(nq) : Hv * n;
     return Hv * (D->head_dim + 2 + D->head_dim) + scores;
 }
 
