@@ -256,37 +256,39 @@ static void q4_gemm(const pc_q4 *w, const float *restrict x, float *restrict y, 
     }
 }
 
-/* y[0..mr) [16] (rows ldy apart) = x[0..mr) [k] (rows ldx apart) . panel [k, 16], mr <= 6:
- * twelve accumulators (6 rows x 16 outputs), one broadcast of x and two loads of the panel per
- * input column. */
-static inline void panel_kernel(const float *x, int64_t ldx, int64_t mr, const float *p,
-                                int64_t k, float *y, int64_t ldy) {
+/* y[0..mr) [16] (rows ldy apart) = a[0..mr) [k] . b [k, 16] (rows ldb apart), mr <= 6: the
+ * 6 x 16 register tile of the panel GEMM (a: six activation rows, b: a weight panel) and of
+ * stacked attention's scores (a: six keys, each its own row pointer, b: the transposed
+ * queries). Twelve accumulators; per input, one broadcast of each row and two loads of b.
+ * Always inlined: with ldb a constant (the panels' 16) it runs as fast as a panel-only copy. */
+static inline __attribute__((always_inline)) void tile_6x16(const float *const *a, int64_t mr,
+                                                           const float *b, int64_t ldb, int64_t k,
+                                                           float *y, int64_t ldy) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     /* rows past mr re-read row 0 (their sums are not stored) */
-    const float *x0 = x, *x1 = x + (mr > 1 ? ldx : 0), *x2 = x + (mr > 2 ? 2 * ldx : 0);
-    const float *x3 = x + (mr > 3 ? 3 * ldx : 0), *x4 = x + (mr > 4 ? 4 * ldx : 0);
-    const float *x5 = x + (mr > 5 ? 5 * ldx : 0);
-    for (int64_t j = 0; j < k; j++, p += 16) {
-        const __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8);
-        __m256 a = _mm256_broadcast_ss(x0 + j);
-        c00 = _mm256_fmadd_ps(a, b0, c00);
-        c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(x1 + j);
-        c10 = _mm256_fmadd_ps(a, b0, c10);
-        c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(x2 + j);
-        c20 = _mm256_fmadd_ps(a, b0, c20);
-        c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(x3 + j);
-        c30 = _mm256_fmadd_ps(a, b0, c30);
-        c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(x4 + j);
-        c40 = _mm256_fmadd_ps(a, b0, c40);
-        c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(x5 + j);
-        c50 = _mm256_fmadd_ps(a, b0, c50);
-        c51 = _mm256_fmadd_ps(a, b1, c51);
+    const float *a0 = a[0], *a1 = a[mr > 1 ? 1 : 0], *a2 = a[mr > 2 ? 2 : 0];
+    const float *a3 = a[mr > 3 ? 3 : 0], *a4 = a[mr > 4 ? 4 : 0], *a5 = a[mr > 5 ? 5 : 0];
+    for (int64_t j = 0; j < k; j++, b += ldb) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 v = _mm256_broadcast_ss(a0 + j);
+        c00 = _mm256_fmadd_ps(v, b0, c00);
+        c01 = _mm256_fmadd_ps(v, b1, c01);
+        v = _mm256_broadcast_ss(a1 + j);
+        c10 = _mm256_fmadd_ps(v, b0, c10);
+        c11 = _mm256_fmadd_ps(v, b1, c11);
+        v = _mm256_broadcast_ss(a2 + j);
+        c20 = _mm256_fmadd_ps(v, b0, c20);
+        c21 = _mm256_fmadd_ps(v, b1, c21);
+        v = _mm256_broadcast_ss(a3 + j);
+        c30 = _mm256_fmadd_ps(v, b0, c30);
+        c31 = _mm256_fmadd_ps(v, b1, c31);
+        v = _mm256_broadcast_ss(a4 + j);
+        c40 = _mm256_fmadd_ps(v, b0, c40);
+        c41 = _mm256_fmadd_ps(v, b1, c41);
+        v = _mm256_broadcast_ss(a5 + j);
+        c50 = _mm256_fmadd_ps(v, b0, c50);
+        c51 = _mm256_fmadd_ps(v, b1, c51);
     }
     const __m256 c[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
     for (int64_t r = 0; r < mr; r++) {
@@ -316,7 +318,7 @@ static inline void unpack_panel(const pc_q4 *w, int64_t c, float *restrict wp) {
 
 /* y [M, n] = x [M, k] (rows ldx apart) W^T from W's int4 panels: OpenMP over panels; each
  * thread unpacks a panel to fp32 [k, 16] (36 KB at k = 576, in L2), then multiplies every row
- * by it six at a time (panel_kernel; x is read from L3 once per panel). Unpacking costs about
+ * by it six at a time (tile_6x16; x is read from L3 once per panel). Unpacking costs about
  * what one pass of six rows does, so this pays from about 16 rows (panel_min_rows). */
 static void panel_gemm(const pc_q4 *w, const float *restrict x, int64_t ldx, int64_t M,
                        float *restrict y, int nthreads) {
@@ -327,8 +329,12 @@ static void panel_gemm(const pc_q4 *w, const float *restrict x, int64_t ldx, int
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < n; c += 16) {
             unpack_panel(w, c, wp);
-            for (int64_t m = 0; m < M; m += 6)
-                panel_kernel(x + m * ldx, ldx, M - m < 6 ? M - m : 6, wp, k, y + m * n + c, n);
+            for (int64_t m = 0; m < M; m += 6) {
+                const int64_t mr = M - m < 6 ? M - m : 6;
+                const float *rows[6];
+                for (int64_t r = 0; r < mr; r++) rows[r] = x + (m + r) * ldx;
+                tile_6x16(rows, mr, wp, 16, k, y + m * n + c, n);
+            }
         }
     }
 }
@@ -421,43 +427,6 @@ static inline void pv_block(const float *w0, int64_t per, int64_t gn, const floa
     if (gn > 3) _mm256_storeu_ps(o + 3 * hd, o30), _mm256_storeu_ps(o + 3 * hd + 8, o31);
 }
 
-/* st[0..kr) [16] (rows ldst apart) = k[0..kr) [hd] . qt [hd, 16] (rows ldq apart), kr <= 6:
- * scores of up to six keys (each its own row pointer: they may sit in different blocks)
- * against 16 stacked queries, twelve accumulators. */
-static inline void qk_kernel(const float *const *k, int64_t kr, const float *qt, int64_t ldq,
-                             int64_t hd, float *st, int64_t ldst) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    const float *k0 = k[0], *k1 = k[kr > 1 ? 1 : 0], *k2 = k[kr > 2 ? 2 : 0];
-    const float *k3 = k[kr > 3 ? 3 : 0], *k4 = k[kr > 4 ? 4 : 0], *k5 = k[kr > 5 ? 5 : 0];
-    for (int64_t d = 0; d < hd; d++, qt += ldq) {
-        const __m256 b0 = _mm256_loadu_ps(qt), b1 = _mm256_loadu_ps(qt + 8);
-        __m256 a = _mm256_broadcast_ss(k0 + d);
-        c00 = _mm256_fmadd_ps(a, b0, c00);
-        c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(k1 + d);
-        c10 = _mm256_fmadd_ps(a, b0, c10);
-        c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(k2 + d);
-        c20 = _mm256_fmadd_ps(a, b0, c20);
-        c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(k3 + d);
-        c30 = _mm256_fmadd_ps(a, b0, c30);
-        c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(k4 + d);
-        c40 = _mm256_fmadd_ps(a, b0, c40);
-        c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(k5 + d);
-        c50 = _mm256_fmadd_ps(a, b0, c50);
-        c51 = _mm256_fmadd_ps(a, b1, c51);
-    }
-    const __m256 c[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    for (int64_t r = 0; r < kr; r++) {
-        _mm256_storeu_ps(st + r * ldst, c[2 * r]);
-        _mm256_storeu_ps(st + r * ldst + 8, c[2 * r + 1]);
-    }
-}
-
 /* o[0..qr) [16] (rows hd apart) += sum over keys j < cnt of p[j, 0..qr) * v_j [16], qr <= 6
  * (p rows ldp apart; key j's value row at vb[j / bs] + (j % bs) * row): twelve accumulators. */
 static inline void pv_kernel(const float *p, int64_t ldp, int64_t qr, const float *const *vb,
@@ -502,25 +471,28 @@ static inline void pv_kernel(const float *p, int64_t ldp, int64_t qr, const floa
     }
 }
 
-/* Keys per pass of attend_stacked's PV product (a multiple of the block size). */
+/* Keys per chunk of attend_stacked: PV_KEYS rounded down to whole blocks (chunks start at block
+ * edges), or one block when blocks are longer. */
 #define PV_KEYS 64
+static inline int64_t chunk_keys(int64_t bs) { return bs >= PV_KEYS ? bs : PV_KEYS / bs * bs; }
 
 /* Padded query count of attend_stacked's transposed scores. */
 static inline int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* attend_run for many stacked queries (nq >= 8 per KV head: shared prompts, prefill tiles),
- * flash-style: the keys go PV_KEYS at a time, each chunk's scores kept transposed, st
- * [PV_KEYS, nqp] (nqp = nq padded to 16; 12 KB at 48 queries, in L1), so neither K nor V is
+ * flash-style: the keys go chunk_keys(bs) at a time (64 for 16-token blocks), each chunk's
+ * scores kept transposed, st [chunk, nqp] (nqp = nq padded to 16; 12 KB at 64 keys and 48
+ * queries, in L1), so neither K nor V is
  * transposed: st = K . Qt with the queries transposed once per KV head (qt [hd, nqp],
  * pre-scaled); the softmax runs with the queries in vector lanes, against a running max (the
  * output and exp-sum so far are rescaled when it grows); then o += st^T . V. Scratch sc:
- * (PV_KEYS + hd) * nqp floats; outputs as attend_run's. */
+ * (chunk_keys(bs) + hd) * nqp floats; outputs as attend_run's. */
 static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *rhi,
                            const float *restrict q, const float *k_cache, const float *v_cache,
                            const int32_t *table, int64_t b0, int64_t b1, int64_t hi, float *pm,
                            float *pl, float *po, float *sc) {
     const int64_t kvh = D->kv_heads, hd = D->head_dim, bs = D->block_size, row = kvh * hd;
-    const int64_t lo = b0 * bs, nqp = pad16(nq);
+    const int64_t lo = b0 * bs, nqp = pad16(nq), chunk = chunk_keys(bs);
     if (hi > b1 * bs) hi = b1 * bs;
     const int64_t n = hi > lo ? hi - lo : 0;
     float *qt = sc, *st = sc + hd * nqp;
@@ -542,8 +514,8 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
                 qt[d * nqp + c] = c < nq ? qh[c * hd + d] * D->scale : 0.f;
         for (int64_t c = 0; c < nqp; c++) mx[c] = masked, sum[c] = 0.f;
         for (int64_t i = 0; i < nq * hd; i++) poh[i] = 0.f;
-        for (int64_t j0 = 0; j0 < n; j0 += PV_KEYS) {
-            const int64_t cnt = n - j0 < PV_KEYS ? n - j0 : PV_KEYS;
+        for (int64_t j0 = 0; j0 < n; j0 += chunk) { /* j0: a block edge */
+            const int64_t cnt = n - j0 < chunk ? n - j0 : chunk;
             const float *vb[PV_KEYS];
             for (int64_t j = 0, b = b0 + j0 / bs, off = 0; j < cnt; j += 6) { /* six keys a time */
                 const int64_t kr = cnt - j < 6 ? cnt - j : 6;
@@ -553,7 +525,7 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
                     kp[r] = k_cache + ((int64_t)table[b] * bs + off) * row + hk * hd;
                 }
                 for (int64_t c = 0; c < nqp; c += 16)
-                    qk_kernel(kp, kr, qt + c, nqp, hd, st + j * nqp + c, nqp);
+                    tile_6x16(kp, kr, qt + c, nqp, hd, st + j * nqp + c, nqp);
             }
             for (int64_t j = least - lo - j0 > 0 ? least - lo - j0 : 0; j < cnt; j++)
                 for (int64_t c = 0; c < nqp; c++) /* the causal mask */
@@ -561,7 +533,8 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
             int rescale = 0;
             for (int64_t c = 0; c < nqp; c += 8) {
                 __m256 m = _mm256_loadu_ps(mx + c), nm = m;
-                for (int64_t j = 0; j < cnt; j++) nm = _mm256_max_ps(nm, _mm256_loadu_ps(st + j * nqp + c));
+                for (int64_t j = 0; j < cnt; j++)
+                    nm = _mm256_max_ps(nm, _mm256_loadu_ps(st + j * nqp + c));
                 /* a query that has seen no key yet keeps e^(masked - 0) = 0 weights */
                 const __m256 ref = _mm256_blendv_ps(nm, _mm256_setzero_ps(),
                                                     _mm256_cmp_ps(nm, none_seen, _CMP_LE_OQ));
@@ -584,7 +557,7 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
                 vb[b] = v_cache + (int64_t)table[b0 + j0 / bs + b] * bs * row + hk * hd;
             for (int64_t c = 0; c < nq; c += 6) /* the chunk's values and weights stay in L1 */
                 for (int64_t dc = 0; dc < hd; dc += 16) {
-                    const float *vd[PV_KEYS];
+                    const float *vd[PV_KEYS]; /* chunk / bs <= PV_KEYS blocks */
                     for (int64_t b = 0; b * bs < cnt; b++) vd[b] = vb[b] + dc;
                     pv_kernel(st + c, nqp, nq - c < 6 ? nq - c : 6, vd, bs, row, cnt,
                               poh + c * hd + dc, hd);
@@ -657,7 +630,8 @@ static void attend_run(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *
 /* Floats of scratch one task of R rows over nblocks blocks needs (see attention). */
 int64_t pc_task_scratch_floats(const pc_dims *D, int64_t R, int64_t nblocks) {
     const int64_t Hv = D->heads * R, n = nblocks * D->block_size, nq = Hv / D->kv_heads;
-    const int64_t scores = nq >= 8 ? (PV_KEYS + D->head_dim) * pad16(nq) : Hv * n;
+    const int64_t chunk = chunk_keys(D->block_size);
+    const int64_t scores = nq >= 8 ? (chunk + D->head_dim) * pad16(nq) : Hv * n;
     return Hv * (D->head_dim + 2 + D->head_dim) + scores;
 }
 

@@ -206,7 +206,7 @@ class FusedDecode:
                 f"the model runs in {model.norm.weight.dtype}; the kernel needs dtype='float32'"
             )
         if any(kv.k_cache.dtype != torch.float32 or kv.k_scale is not None for kv in kv_caches):
-            raise CpuDecodeUnavailable("the KV pool is not float32 (kv_cache_dtype='auto' is)")
+            raise CpuDecodeUnavailable("the KV pool is not float32: use kv_cache_dtype='auto'")
         if cfg.head_dim % 16:
             raise CpuDecodeUnavailable(f"head_dim {cfg.head_dim} is not a multiple of 16")
         if any(w is not None for w in cfg.sliding_windows):

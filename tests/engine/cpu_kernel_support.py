@@ -9,10 +9,17 @@ table, and one Llama layer stack for one token.
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import torch
+from engine_support import prefill_logits
 
+from promptcache.engine import LLM
+from promptcache.engine.cpu_decode import FusedDecode
 from promptcache.engine.models.quant_linear import Int4Linear
+
+ENGINE_DOC = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
 
 
 def grid_f64(layer: Int4Linear) -> torch.Tensor:
@@ -115,3 +122,21 @@ def token_step_f64(
         gate, up = (layer_grid(mlp.gate_up_proj) @ h).chunk(2)
         x = x + layer_grid(mlp.down_proj) @ (torch.nn.functional.silu(gate) * up)
     return rms_f64(x, model.norm.weight, cfg.rms_norm_eps), new_kv
+
+
+def engine_doc_reference(llm32: Any, count: int = 512) -> tuple[list[int], torch.Tensor]:
+    """The first ``count`` token ids of docs/engine.md and the fp32 model ``llm32``'s argmax at
+    each position (one prefill): the reference of the top-1 agreement tests."""
+    ids: list[int] = llm32.tokenizer.encode(ENGINE_DOC.read_text())[:count]
+    runner = llm32.engine.runner
+    return ids, prefill_logits(runner.model, runner.model_config, ids).argmax(-1)
+
+
+def smollm2_fused(gguf: Path, num_blocks: int = 33) -> tuple[LLM, FusedDecode]:
+    """SmolLM2 with int4 layers and the fused kernel required, on a pool of ``num_blocks``."""
+    llm = LLM(
+        gguf, dtype="float32", weight_dtype="int4", num_blocks=num_blocks, fused_cpu_decode=True
+    )
+    fused = llm.engine.runner.fused_decode
+    assert isinstance(fused, FusedDecode)
+    return llm, fused

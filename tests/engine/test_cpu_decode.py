@@ -21,12 +21,14 @@ import pytest
 import torch
 from cpu_kernel_support import (
     attention_f64,
+    engine_doc_reference,
     grid_f64,
+    smollm2_fused,
     token_step_f64,
     unpack_panels,
     unpack_q4,
 )
-from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata, prefill_logits
+from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata
 from torch import nn
 
 from promptcache.engine import LLM, EngineConfig, SamplingParams
@@ -268,16 +270,9 @@ def test_smollm2_top1_agreement_through_the_kernel(
     """Teacher-forced decode, one token a step through the kernel, over 512 positions of
     docs/engine.md: its argmax against the fp32 model's prefill logits (test_quant_linear.py's
     measure for the torch paths; the figure is in docs/engine.md, "Fused CPU decode")."""
-    text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
-    ids = smollm2_llm.tokenizer.encode(text)[:512]
-    runner32 = smollm2_llm.engine.runner
-    reference = prefill_logits(runner32.model, runner32.model_config, ids).argmax(-1)
-    llm = LLM(
-        smollm2_gguf, dtype="float32", weight_dtype="int4", num_blocks=33, fused_cpu_decode=True
-    )
+    ids, reference = engine_doc_reference(smollm2_llm)
+    llm, fused = smollm2_fused(smollm2_gguf)
     runner = llm.engine.runner
-    fused = runner.fused_decode
-    assert isinstance(fused, FusedDecode)
     picks = []
     with torch.inference_mode():
         for pos, token in enumerate(ids):

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from cpu_kernel_support import attention_f64, token_step_f64
-from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata, prefill_logits
+from cpu_kernel_support import attention_f64, engine_doc_reference, smollm2_fused, token_step_f64
+from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata
 
 from promptcache.engine import LLM
 from promptcache.engine.cpu_decode import CpuDecodeUnavailable, FusedDecode, load_library
 from promptcache.engine.cpu_decode.library import Dims
 from promptcache.engine.cpu_decode.plan import attention_plan
-
-BLOCK = 16
 
 
 @pytest.fixture(scope="module")
@@ -32,29 +30,37 @@ def lib() -> ctypes.CDLL:
         pytest.skip(f"the fused CPU kernel cannot be built here: {exc}")
 
 
-def _tables(specs: list[tuple[int, int]], shared: int, gen: torch.Generator) -> list[list[int]]:
+def _tables(
+    specs: list[tuple[int, int]], shared: int, gen: torch.Generator, block: int, pool: int
+) -> list[list[int]]:
     """Disjoint shuffled block tables for ``(ctx, new)`` sequences, whose first ``shared``
     blocks are common where every one of them is full of cached keys."""
-    perm = torch.randperm(400, generator=gen).tolist()
+    perm = torch.randperm(pool, generator=gen).tolist()
     common, used, tables = perm[:shared], shared, []
     for ctx, new in specs:
-        n = -(-ctx // BLOCK)
-        mine = min(shared, (ctx - new) // BLOCK)
+        n = -(-ctx // block)
+        mine = min(shared, (ctx - new) // block)
         tables.append(common[:mine] + perm[used : used + n - mine])
         used += n - mine
     return tables
 
 
 @pytest.mark.parametrize(
-    "heads, kv_heads, hd, specs, shared, threads",
+    "heads, kv_heads, hd, specs, shared, threads, block",
     [
-        (9, 3, 64, [(1088, 64)], 0, 2),  # SmolLM2, the benchmark's warm prefill
-        (9, 3, 64, [(300, 300)], 0, 2),  # a cold prefill: tiles of 16, pieces of 32 blocks
-        (9, 3, 64, [(1300, 700)], 0, 1),  # keys past one piece for the last tiles
-        (8, 4, 16, [(40, 40), (300, 1), (17, 5), (33, 2)], 0, 2),  # mixed; 2 rows x 2 < 8
-        (4, 4, 32, [(50, 20)], 0, 3),  # no GQA: a last tile of 4 rows takes the row kernel
-        (8, 1, 16, [(70, 70)], 0, 1),  # multi-query: 128 stacked queries a tile
-        (9, 3, 64, [(1090, 1), (1060, 1), (1100, 1), (1060, 30)], 64, 2),  # shared + chunk
+        (9, 3, 64, [(1088, 64)], 0, 2, 16),  # SmolLM2, the benchmark's warm prefill
+        (9, 3, 64, [(300, 300)], 0, 2, 16),  # a cold prefill: tiles of 16, pieces of 32 blocks
+        (9, 3, 64, [(1300, 700)], 0, 1, 16),  # keys past one piece for the last tiles
+        (8, 4, 16, [(40, 40), (300, 1), (17, 5), (33, 2)], 0, 2, 16),  # mixed; 2 rows x 2 < 8
+        (4, 4, 32, [(50, 20)], 0, 3, 16),  # no GQA: a last tile of 4 rows takes the row kernel
+        (8, 1, 16, [(70, 70)], 0, 1, 16),  # multi-query: 128 stacked queries a tile
+        (9, 3, 64, [(1090, 1), (1060, 1), (1100, 1), (1060, 30)], 64, 2, 16),  # shared + chunk
+        # blocks that do not divide the 64-key chunks, or are longer than one (a fresh-user
+        # run found wrong logits past 64 keys at block sizes 7, 12, 24, 48 and 80)
+        (9, 3, 64, [(300, 300), (200, 1), (201, 1)], 0, 2, 24),
+        (8, 4, 16, [(150, 150)], 0, 2, 7),
+        (9, 3, 64, [(400, 64), (390, 1), (395, 1)], 4, 2, 80),
+        (9, 3, 64, [(200, 100)], 0, 2, 1),
     ],
 )
 def test_prefill_attention_matches_float64(
@@ -65,15 +71,17 @@ def test_prefill_attention_matches_float64(
     specs: list[tuple[int, int]],
     shared: int,
     threads: int,
+    block: int,
 ) -> None:
     """Every new token attends to its sequence's keys up to its own position (causal)."""
-    gen = torch.Generator().manual_seed(sum(c + n for c, n in specs) + heads)
-    k_pool = torch.randn(400, BLOCK, kv_heads, hd, generator=gen)
-    v_pool = torch.randn(400, BLOCK, kv_heads, hd, generator=gen)
-    tables = _tables(specs, shared, gen)
+    gen = torch.Generator().manual_seed(sum(c + n for c, n in specs) + heads + block)
+    pool = -(-sum(c for c, _ in specs) // block) + shared + 8
+    k_pool = torch.randn(pool, block, kv_heads, hd, generator=gen)
+    v_pool = torch.randn(pool, block, kv_heads, hd, generator=gen)
+    tables = _tables(specs, shared, gen, block, pool)
     ctxs, news = [c for c, _ in specs], [n for _, n in specs]
-    dims = Dims(64, heads, kv_heads, hd, 64, BLOCK, 16, 1e-6, hd**-0.5, threads)
-    plan = attention_plan(lib, dims, tables, ctxs, news, BLOCK, threads, heads, hd)
+    dims = Dims(64, heads, kv_heads, hd, 64, block, 16, 1e-6, hd**-0.5, threads)
+    plan = attention_plan(lib, dims, tables, ctxs, news, block, threads, heads, hd)
     if shared:
         assert plan.num_shared_tasks > 0  # the decode rows' common prompt
     rows = sum(news)
@@ -102,13 +110,20 @@ def test_prefill_attention_matches_float64(
             row += 1
 
 
+@pytest.mark.parametrize("block", [16, 24])
 def test_forward_of_a_mixed_batch_matches_float64_reference(
-    lib: ctypes.CDLL, tinystories_dir: Path
+    lib: ctypes.CDLL, tinystories_dir: Path, block: int
 ) -> None:
-    """One pass over a 37-token chunk after 20 cached tokens, a decode row and a 5-token prompt
+    """One pass over a 37-token chunk after 63 cached tokens, a decode row and a 5-token prompt
     (43 rows: the panel GEMM), each token against the float64 layers in order; then the same
     batch keeping only the sequences' last rows, as the engine asks for them."""
-    llm = LLM(tinystories_dir, weight_dtype="int4", num_blocks=60, fused_cpu_decode=True)
+    llm = LLM(
+        tinystories_dir,
+        weight_dtype="int4",
+        num_blocks=60,
+        block_size=block,
+        fused_cpu_decode=True,
+    )
     runner = llm.engine.runner
     fused = runner.fused_decode
     assert isinstance(fused, FusedDecode)
@@ -117,17 +132,17 @@ def test_forward_of_a_mixed_batch_matches_float64_reference(
         kv.k_cache.copy_(torch.randn(kv.k_cache.shape, generator=gen))
         kv.v_cache.copy_(torch.randn(kv.v_cache.shape, generator=gen))
     before = [(kv.k_cache.clone(), kv.v_cache.clone()) for kv in runner.kv_caches]
-    specs = [(57, 37), (17, 1), (5, 5)]  # (ctx, new)
+    specs = [(100, 37), (17, 1), (5, 5)]  # (ctx, new)
     perm = torch.randperm(60, generator=gen).tolist()
     tables, used = [], 0
     for ctx, _ in specs:
-        n = -(-ctx // BLOCK)
+        n = -(-ctx // block)
         tables.append(perm[used : used + n])
         used += n
     tokens = [[(31 * s + 7 * i) % 500 + 3 for i in range(new)] for s, (_, new) in enumerate(specs)]
     positions = [list(range(ctx - new, ctx)) for ctx, new in specs]
     pairs = zip(tables, positions, strict=True)
-    slots = [t[p // BLOCK] * BLOCK + p % BLOCK for t, ps in pairs for p in ps]
+    slots = [t[p // block] * block + p % block for t, ps in pairs for p in ps]
     meta = batch_metadata(
         "prefill", slots, tables, [c - n for c, n in specs], [n for _, n in specs]
     )
@@ -143,13 +158,13 @@ def test_forward_of_a_mixed_batch_matches_float64_reference(
         for token, p in zip(toks, ps, strict=True):
             expected, new_kv = token_step_f64(fused.model, token, p, pools, table)
             expected_rows.append(expected)
-            slot = table[p // BLOCK] * BLOCK + p % BLOCK
+            slot = table[p // block] * block + p % block
             for (k_pool, v_pool), (k, v), kv in zip(pools, new_kv, runner.kv_caches, strict=True):
                 flat(k_pool)[slot], flat(v_pool)[slot] = k, v
                 torch.testing.assert_close(flat(kv.k_cache)[slot].double(), k, atol=1e-5, rtol=1e-5)
                 torch.testing.assert_close(flat(kv.v_cache)[slot].double(), v, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(hidden.double(), torch.stack(expected_rows), atol=1e-4, rtol=1e-4)
-    untouched = torch.ones(60 * BLOCK, dtype=torch.bool)
+    untouched = torch.ones(60 * block, dtype=torch.bool)
     untouched[slots] = False
     for kv, (before_k, before_v) in zip(runner.kv_caches, before, strict=True):
         assert torch.equal(flat(kv.k_cache)[untouched], flat(before_k)[untouched])
@@ -169,16 +184,9 @@ def test_smollm2_prefill_agreement_through_the_kernel(
     """512 tokens of docs/engine.md prefilled through the kernel, every row's logits: top-1
     agreement with the fp32 model's, cold (one pass) and warm (the first 256 cached by the cold
     pass, 256 new); the figures are in docs/engine.md ("Fused CPU decode")."""
-    text = Path(__file__).resolve().parents[2].joinpath("docs", "engine.md").read_text()
-    ids = smollm2_llm.tokenizer.encode(text)[:512]
-    runner32 = smollm2_llm.engine.runner
-    reference = prefill_logits(runner32.model, runner32.model_config, ids).argmax(-1)
-    llm = LLM(
-        smollm2_gguf, dtype="float32", weight_dtype="int4", num_blocks=33, fused_cpu_decode=True
-    )
+    ids, reference = engine_doc_reference(smollm2_llm)
+    llm, fused = smollm2_fused(smollm2_gguf)
     runner = llm.engine.runner
-    fused = runner.fused_decode
-    assert isinstance(fused, FusedDecode)
     table = list(range(32))
     picks = {}
     with torch.inference_mode():
