@@ -8,6 +8,7 @@ table, and one Llama layer stack for one token.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,34 @@ def smollm2_fused(gguf: Path, num_blocks: int = 33) -> tuple[LLM, FusedDecode]:
     fused = llm.engine.runner.fused_decode
     assert isinstance(fused, FusedDecode)
     return llm, fused
+
+
+def paged_attention(
+    lib: ctypes.CDLL,
+    dims: ctypes.Structure,
+    plan: Any,
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    tables: list[list[int]],
+) -> torch.Tensor:
+    """The library's attention alone (``pc_paged_attention``) by ``plan``: ``q [rows, heads, hd]``
+    over the pools through ``tables`` (padded with -1 here) -> ``[rows, heads, hd]``, NaN-filled
+    first so a row the kernel skips shows."""
+    out = torch.full(q.shape, float("nan"))
+    work = torch.empty(plan.scratch_floats)
+    width = max(len(t) for t in tables)
+    tables_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
+    lib.pc_paged_attention(
+        ctypes.byref(dims),
+        q.shape[0],
+        q.data_ptr(),
+        k_pool.data_ptr(),
+        v_pool.data_ptr(),
+        tables_t.data_ptr(),
+        width,
+        ctypes.byref(plan.struct),
+        out.data_ptr(),
+        work.data_ptr(),
+    )
+    return out

@@ -23,6 +23,7 @@ from cpu_kernel_support import (
     attention_f64,
     engine_doc_reference,
     grid_f64,
+    paged_attention,
     smollm2_fused,
     token_step_f64,
     unpack_panels,
@@ -137,27 +138,12 @@ def test_paged_attention_matches_float64(
         mine = min(shared, (c - 1) // block_size)  # a row's newest block is its own
         tables.append(common[:mine] + perm[used : used + n - mine])
         used += n - mine
-    width = max(len(t) for t in tables)
     dims = _dims(heads, kv_heads, hd, threads)
     plan = attention_plan(lib, dims, tables, ctxs, [1] * len(ctxs), block_size, threads, heads, hd)
     if shared >= 4:
         assert plan.num_shared_tasks > 0
     q = torch.randn(len(ctxs), heads, hd, generator=gen) * 2
-    work = torch.empty(plan.scratch_floats)
-    out = torch.empty(len(ctxs), heads, hd)
-    tables_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
-    lib.pc_paged_attention(
-        ctypes.byref(dims),
-        len(ctxs),
-        q.data_ptr(),
-        k_pool.data_ptr(),
-        v_pool.data_ptr(),
-        tables_t.data_ptr(),
-        width,
-        ctypes.byref(plan.struct),
-        out.data_ptr(),
-        work.data_ptr(),
-    )
+    out = paged_attention(lib, dims, plan, q, k_pool, v_pool, tables)
     for m, c in enumerate(ctxs):
         expected = attention_f64(q[m], k_pool, v_pool, tables[m], c)
         torch.testing.assert_close(out[m].double(), expected, atol=2e-6, rtol=1e-5)

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from cpu_kernel_support import attention_f64, engine_doc_reference, smollm2_fused, token_step_f64
+from cpu_kernel_support import (
+    attention_f64,
+    engine_doc_reference,
+    paged_attention,
+    smollm2_fused,
+    token_step_f64,
+)
 from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata
 
 from promptcache.engine import LLM
@@ -86,22 +92,7 @@ def test_prefill_attention_matches_float64(
         assert plan.num_shared_tasks > 0  # the decode rows' common prompt
     rows = sum(news)
     q = torch.randn(rows, heads, hd, generator=gen) * 2
-    work = torch.empty(plan.scratch_floats)
-    out = torch.full((rows, heads, hd), float("nan"))
-    width = max(len(t) for t in tables)
-    tables_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
-    lib.pc_paged_attention(
-        ctypes.byref(dims),
-        rows,
-        q.data_ptr(),
-        k_pool.data_ptr(),
-        v_pool.data_ptr(),
-        tables_t.data_ptr(),
-        width,
-        ctypes.byref(plan.struct),
-        out.data_ptr(),
-        work.data_ptr(),
-    )
+    out = paged_attention(lib, dims, plan, q, k_pool, v_pool, tables)
     row = 0
     for table, ctx, new in zip(tables, ctxs, news, strict=True):
         for i in range(new):
