@@ -222,10 +222,17 @@ def main() -> None:
         build(args.llamacpp_venv)
 
     print(f"machine: {machine()}")
-    print(f"model: {model.name}; ours: fp32 activations, weight_dtype={args.weight_dtype}")
+    print(f"model: {model.name}; ours: weight_dtype={args.weight_dtype}")
     load = time.perf_counter()
     ours = Ours(model, args.weight_dtype)
     print(f"our load: {time.perf_counter() - load:.1f} s", flush=True)
+    runner = ours.llm.engine.runner
+    if runner.fused_decode is not None:
+        print(
+            "ours: the fused CPU kernel (fp32 activations; int16 at the products of 2 rows or more)"
+        )
+    else:
+        print(f"ours: the torch path ({runner.fused_decode_unavailable or 'fused kernel off'})")
     cpp = LlamaCpp(args.llamacpp_venv, model, args.threads, n_ctx=4096)
     r = args.repeats
     ids = corpus_ids(ours.llm.tokenizer, (r + 1) * (COLD + REQUESTS * QUESTION) + 10 * COLD)

@@ -8,14 +8,18 @@ int4 weight-only matmul, its CPU flash kernel over 3 query rows and the ``index_
 gathers each row's K/V blocks are slow at those shapes on a 2-core AVX2 CPU
 (docs/benchmarks.md, "Session 9"). Prefill followed (docs/benchmarks.md, "Session 11"): fp32
 GEMMs against a dense copy and torch's flash kernel ran at about 115 and 58 GFLOP/s there.
-``decode_step.c`` does the whole pass in one call, fp32 activations throughout:
+``decode_step.c`` does the whole pass in one call:
 
 - **int4 products** on the int4 layers' own grid (the same values as ``Int4Linear``), OpenMP
   over output rows:
-  - one row: a matrix-vector kernel (four weight rows at a time, ``pack_int4``'s layout);
-  - a few rows: a GEMM that dequantises four weight rows into an L1 buffer;
-  - from ``PANEL_MIN_ROWS`` rows: a GEMM over panels of 16 weight rows (``pack_panels``), each
-    unpacked to fp32 once and multiplied by every row six at a time (a 6 x 16 FMA tile);
+  - one row (a decode step at batch 1): a matrix-vector kernel with fp32 activations (four
+    weight rows at a time, ``pack_int4``'s layout);
+  - two rows or more: a GEMM over panels of 16 weight rows (``pack_panels``), each unpacked to
+    int16 once and multiplied by every row four at a time, with the rows' activations rounded
+    to int16 per group of 32 (an error of at most 2^-16 of each group's largest input) and
+    summed exactly in int32 (``vpmaddwd``). Twice the products per instruction of fp32 FMAs:
+    on SmolLM2's shapes about twice as fast as the fp32 panels it replaced (docs/benchmarks.md,
+    "Session 12"), at the same top-1 agreement with the fp32 model (docs/engine.md);
 - **paged causal attention** read in place through the block table (no gather), as the tasks
   of ``plan.attention_plan``: runs of whole blocks read for a set of rows with their queries
   stacked, so blocks several rows need (a cached system prompt, the keys of a prefill chunk)
@@ -29,17 +33,17 @@ The embedding, the final norm, the LM head and sampling stay in torch (``FusedDe
 (``FusedDecode.build`` says why not: the CPU, the compiler, dtypes, architecture). Once built it
 frees the int4 layers' dense fp32 copies (the torch path's prefill GEMM operand), so the torch
 path, which then runs only if a batch has an invalid slot, takes torch's int4 kernel. Numerics:
-fp32 throughout, so its logits are closer to the float model's than the torch int4 path's,
-which rounds activations to bf16 for torch's kernel.
+fp32 activations, int16 at the products of two rows or more, so its logits are closer to the
+float model's than the torch int4 path's, which rounds activations to bf16 (2^-9 of each value)
+for torch's kernel.
 """
 
 from __future__ import annotations
 
-from .fused import PANEL_MIN_ROWS, FusedDecode, kernel_weights, pack_int4, pack_panels
+from .fused import FusedDecode, kernel_weights, pack_int4, pack_panels
 from .library import CpuDecodeUnavailable, load_library
 
 __all__ = [
-    "PANEL_MIN_ROWS",
     "CpuDecodeUnavailable",
     "FusedDecode",
     "kernel_weights",

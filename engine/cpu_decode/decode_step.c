@@ -1,7 +1,9 @@
 /* One forward pass of a Llama-architecture decoder over M new tokens (decode rows, one per
  * sequence, and prefill chunks, several of one sequence) on an x86-64 CPU with AVX2 and FMA:
  * every decoder layer (RMSNorm, q/k/v, RoPE, KV store, paged causal attention, o, RMSNorm,
- * gate/up, SwiGLU, down) in one call, fp32 activations throughout.
+ * gate/up, SwiGLU, down) in one call. Activations are fp32, except that the products of two
+ * rows or more (prefill chunks, decode batches) quantise each row's input to int16 per group of
+ * 32 and multiply in integers (panel_gemm); one row's products stay in fp32 (q4_gemv).
  *
  * Why it exists: at batch 1 the torch path makes about 1,400 aten calls a step, and torch's CPU
  * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
@@ -18,9 +20,10 @@
 /* An int4 weight [n, k] (k a multiple of 32, n of 16): w[r, 32 b + j] = d * q + m with q in
  * 0..15. qs [n, k / 2]: byte 16 b + j of row r holds q of element 32 b + j in its low nibble and
  * of element 32 b + 16 + j in its high nibble. dm [n, k / 32, 2] fp32: (d, m) of each group.
- * The same values again as panels of 16 output rows (pc_pack_q4_panels), which products of at
- * least pc_dims.panel_min_rows rows use: pq [n / 16, k, 8], byte t of input j of panel c holds
- * q of row 16 c + t in its low nibble and of row 16 c + 8 + t in its high one; pdm [n / 16,
+ * The same values again as panels of 16 output rows (pc_pack_q4_panels), which products of two
+ * rows or more use: pq [n / 16, k / 2, 16], byte b of step s of panel c
+ * holds q of row 16 c + b / 2, input 2 s + b % 2, in its low nibble and of row 16 c + 8 + b / 2
+ * in its high one (each row's two inputs side by side, as vpmaddwd sums them); pdm [n / 16,
  * k / 32, 2, 16] fp32: the panel's 16 d, then its 16 m, of each group. */
 typedef struct {
     const uint8_t *qs;
@@ -38,11 +41,9 @@ typedef struct {
     float *k_cache, *v_cache;
 } pc_layer;
 
-/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. panel_min_rows: the
- * fewest rows a product multiplies by a weight's fp32 panels (when it has them) rather than its
- * int4 values. */
+/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. */
 typedef struct {
-    int64_t hidden, heads, kv_heads, head_dim, inter, block_size, panel_min_rows;
+    int64_t hidden, heads, kv_heads, head_dim, inter, block_size;
     float eps, scale;
     int32_t nthreads;
 } pc_dims;
@@ -183,84 +184,10 @@ static void q4_gemv(const pc_q4 *w, const float *restrict x, float *restrict y,
     }
 }
 
-/* y [M, n] = x [M, k] W^T for M >= 2 rows: each thread dequantises four weight rows into an
- * L1-resident fp32 buffer, then multiplies every activation row by them, two rows at a time
- * (eight FMA chains: the products, not the unpacking, take the time). */
-static void q4_gemm(const pc_q4 *w, const float *restrict x, float *restrict y, int64_t M,
-                    int nthreads) {
-    const int64_t ng = w->k / 32, n = w->n, k = w->k, quads = (n + 3) / 4;
-#pragma omp parallel num_threads(nthreads)
-    {
-        float wbuf[4 * k];
-#pragma omp for schedule(static)
-        for (int64_t r4 = 0; r4 < quads; r4++) {
-            const __m128i mask = _mm_set1_epi8(15);
-            const int64_t r = 4 * r4, nr = n - r < 4 ? n - r : 4;
-            for (int64_t i = 0; i < 4; i++) {
-                float *dst = wbuf + i * k;
-                if (i >= nr) { /* a partial quad: zero rows, never stored */
-                    for (int64_t j = 0; j < k; j++) dst[j] = 0.f;
-                    continue;
-                }
-                const uint8_t *q = w->qs + (r + i) * ng * 16;
-                const float *p = w->dm + (r + i) * ng * 2;
-                for (int64_t g = 0; g < ng; g++) {
-                    const __m128i raw = _mm_loadu_si128((const __m128i *)(q + 16 * g));
-                    const __m128i lo = _mm_and_si128(raw, mask);
-                    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-                    const __m256 d = _mm256_set1_ps(p[2 * g]), m = _mm256_set1_ps(p[2 * g + 1]);
-                    float *o = dst + 32 * g;
-                    _mm256_storeu_ps(o, _mm256_fmadd_ps(u8x8_to_ps(lo), d, m));
-                    _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(lo, 8)), d, m));
-                    _mm256_storeu_ps(o + 16, _mm256_fmadd_ps(u8x8_to_ps(hi), d, m));
-                    _mm256_storeu_ps(o + 24, _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(hi, 8)), d, m));
-                }
-            }
-            const float *w0 = wbuf, *w1 = wbuf + k, *w2 = wbuf + 2 * k, *w3 = wbuf + 3 * k;
-            int64_t a = 0;
-            for (; a + 2 <= M; a += 2) {
-                const float *x0 = x + a * k, *x1 = x0 + k;
-                __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-                __m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-                for (int64_t j = 0; j < k; j += 8) {
-                    const __m256 u = _mm256_loadu_ps(x0 + j), v = _mm256_loadu_ps(x1 + j);
-                    const __m256 b0 = _mm256_loadu_ps(w0 + j), b1 = _mm256_loadu_ps(w1 + j);
-                    const __m256 b2 = _mm256_loadu_ps(w2 + j), b3 = _mm256_loadu_ps(w3 + j);
-                    c00 = _mm256_fmadd_ps(u, b0, c00);
-                    c01 = _mm256_fmadd_ps(u, b1, c01);
-                    c02 = _mm256_fmadd_ps(u, b2, c02);
-                    c03 = _mm256_fmadd_ps(u, b3, c03);
-                    c10 = _mm256_fmadd_ps(v, b0, c10);
-                    c11 = _mm256_fmadd_ps(v, b1, c11);
-                    c12 = _mm256_fmadd_ps(v, b2, c12);
-                    c13 = _mm256_fmadd_ps(v, b3, c13);
-                }
-                const float s0[4] = {hsum(c00), hsum(c01), hsum(c02), hsum(c03)};
-                const float s1[4] = {hsum(c10), hsum(c11), hsum(c12), hsum(c13)};
-                for (int64_t i = 0; i < nr; i++) y[a * n + r + i] = s0[i], y[(a + 1) * n + r + i] = s1[i];
-            }
-            for (; a < M; a++) {
-                const float *x0 = x + a * k;
-                __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-                for (int64_t j = 0; j < k; j += 8) {
-                    const __m256 u = _mm256_loadu_ps(x0 + j);
-                    c0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(w0 + j), c0);
-                    c1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(w1 + j), c1);
-                    c2 = _mm256_fmadd_ps(u, _mm256_loadu_ps(w2 + j), c2);
-                    c3 = _mm256_fmadd_ps(u, _mm256_loadu_ps(w3 + j), c3);
-                }
-                const float s0[4] = {hsum(c0), hsum(c1), hsum(c2), hsum(c3)};
-                for (int64_t i = 0; i < nr; i++) y[a * n + r + i] = s0[i];
-            }
-        }
-    }
-}
-
 /* y[0..mr) [16] (rows ldy apart) = a[0..mr) [k] . b [k, 16] (rows ldb apart), mr <= 6: the
- * 6 x 16 register tile of the panel GEMM (a: six activation rows, b: a weight panel) and of
- * stacked attention's scores (a: six keys, each its own row pointer, b: the transposed
- * queries). Twelve accumulators; per input, one broadcast of each row and two loads of b.
- * Always inlined: with ldb a constant (the panels' 16) it runs as fast as a panel-only copy. */
+ * 6 x 16 register tile of stacked attention's scores (a: six keys, each its own row pointer,
+ * b: the transposed queries). Twelve accumulators; per input, one broadcast of each row and two
+ * loads of b. */
 static inline __attribute__((always_inline)) void tile_6x16(const float *const *a, int64_t mr,
                                                            const float *b, int64_t ldb, int64_t k,
                                                            float *y, int64_t ldy) {
@@ -297,58 +224,148 @@ static inline __attribute__((always_inline)) void tile_6x16(const float *const *
     }
 }
 
-/* wp [k, 16] fp32 = panel c of w (pq / pdm): each input's 16 weights from 8 bytes, two FMAs. */
-static inline void unpack_panel(const pc_q4 *w, int64_t c, float *restrict wp) {
-    const int64_t k = w->k;
-    const uint8_t *q = w->pq + c / 16 * k * 8;
-    const float *dm = w->pdm + c / 16 * (k / 32) * 32;
-    const __m128i mask = _mm_set1_epi8(15);
-    for (int64_t g = 0; g < k / 32; g++, dm += 32) {
-        const __m256 d0 = _mm256_loadu_ps(dm), d1 = _mm256_loadu_ps(dm + 8);
-        const __m256 m0 = _mm256_loadu_ps(dm + 16), m1 = _mm256_loadu_ps(dm + 24);
-        for (int64_t j = 32 * g; j < 32 * g + 32; j++) {
-            const __m128i raw = _mm_loadl_epi64((const __m128i *)(q + 8 * j));
-            const __m128i lo = _mm_and_si128(raw, mask);
-            const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-            _mm256_storeu_ps(wp + 16 * j, _mm256_fmadd_ps(u8x8_to_ps(lo), d0, m0));
-            _mm256_storeu_ps(wp + 16 * j + 8, _mm256_fmadd_ps(u8x8_to_ps(hi), d1, m1));
+/* Activations as int16 for the panel GEMM: each row's groups of 32 inputs x [M, k] (rows ldx
+ * apart) -> qx [M, k] int16 with x ~ dx * qx, dx = max |x| / 32767 over the group (rounded to
+ * nearest, ties to even: an error of at most 2^-16 of the group's largest input, where int8, as
+ * llama.cpp's Q8_1, has 2^-8), and sx = dx * sum(qx) for the weights' offsets m; dx, sx
+ * [M, k / 32].
+ * A group of zeros gets dx = 0 and qx = 0. OpenMP over rows from 32. */
+static void quantize_rows(const float *restrict x, int64_t ldx, int64_t M, int64_t k,
+                          int16_t *restrict qx, float *restrict dx, float *restrict sx, int nt) {
+    const int64_t ng = k / 32;
+#pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *v = x + m * ldx + 32 * g;
+            const __m256 sign = _mm256_set1_ps(-0.f);
+            __m256 a[4], amax = _mm256_setzero_ps();
+            for (int i = 0; i < 4; i++) {
+                a[i] = _mm256_loadu_ps(v + 8 * i);
+                amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, a[i]));
+            }
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            const float d = _mm_cvtss_f32(h) / 32767.f, id = d > 0.f ? 1.f / d : 0.f;
+            __m256i q[4], total = _mm256_setzero_si256();
+            for (int i = 0; i < 4; i++) {
+                q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(a[i], _mm256_set1_ps(id)));
+                total = _mm256_add_epi32(total, q[i]);
+            }
+            /* int32 -> int16 (saturating; |q| <= 32767 already); packs works per 128-bit lane */
+            for (int i = 0; i < 2; i++)
+                _mm256_storeu_si256(
+                    (__m256i *)(qx + m * k + 32 * g + 16 * i),
+                    _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2 * i], q[2 * i + 1]), 0xD8));
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total),
+                                      _mm256_extracti128_si256(total, 1));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1)));
+            dx[m * ng + g] = d;
+            sx[m * ng + g] = d * (float)_mm_cvtsi128_si32(t);
         }
-    }
 }
 
-/* y [M, n] = x [M, k] (rows ldx apart) W^T from W's int4 panels: OpenMP over panels; each
- * thread unpacks a panel to fp32 [k, 16] (36 KB at k = 576, in L2), then multiplies every row
- * by it six at a time (tile_6x16; x is read from L3 once per panel). Unpacking costs about
- * what one pass of six rows does, so this pays from about 16 rows (panel_min_rows). */
-static void panel_gemm(const pc_q4 *w, const float *restrict x, int64_t ldx, int64_t M,
-                       float *restrict y, int nthreads) {
-    const int64_t n = w->n, k = w->k;
+/* Rows of activations the panel GEMM's register tile takes at a time (measured: 3 and 6 are
+ * slower on SmolLM2's shapes). */
+#define PANEL_TILE_ROWS 4
+
+/* y [M, n] = x W^T with x as quantize_rows left it (qx, dx, sx) and W's int4 panels: OpenMP over
+ * panels. Each thread unpacks a panel to int16 (k * 32 bytes: in L1 at k = 576, L2 beyond),
+ * then for PANEL_TILE_ROWS rows at a time and each group of 32 inputs sums q_w * q_x exactly
+ * in int32 lanes (vpmaddwd: pairs of inputs; at most 32 * 15 * 32767 < 2^24, so the sums
+ * convert to fp32 exactly), and adds d * dx * sum + m * sx to fp32 accumulators. Twice the
+ * products per instruction of fp32 FMAs: about twice as fast on AVX2 (docs/engine.md, "Fused
+ * CPU decode"). */
+static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *restrict dx,
+                       const float *restrict sx, int64_t M, float *restrict y, int nthreads) {
+    const int64_t n = w->n, k = w->k, ng = k / 32;
 #pragma omp parallel num_threads(nthreads)
     {
-        float wp[16 * k];
+        int16_t wu[16 * k] __attribute__((aligned(32)));
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < n; c += 16) {
-            unpack_panel(w, c, wp);
-            for (int64_t m = 0; m < M; m += 6) {
-                const int64_t mr = M - m < 6 ? M - m : 6;
-                const float *rows[6];
-                for (int64_t r = 0; r < mr; r++) rows[r] = x + (m + r) * ldx;
-                tile_6x16(rows, mr, wp, 16, k, y + m * n + c, n);
+            const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
+            const float *dm = w->pdm + c / 16 * ng * 32;
+            const __m128i mask = _mm_set1_epi8(15);
+            for (int64_t s = 0; s < k / 2; s++) { /* rows 0-7, then 8-15, of two inputs */
+                const __m128i raw = _mm_loadu_si128((const __m128i *)(pq + 16 * s));
+                _mm256_store_si256((__m256i *)(wu + 32 * s),
+                                   _mm256_cvtepu8_epi16(_mm_and_si128(raw, mask)));
+                _mm256_store_si256(
+                    (__m256i *)(wu + 32 * s + 16),
+                    _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), mask)));
+            }
+            for (int64_t m = 0; m < M; m += PANEL_TILE_ROWS) {
+                const int64_t mr = M - m < PANEL_TILE_ROWS ? M - m : PANEL_TILE_ROWS;
+                int64_t rows[PANEL_TILE_ROWS]; /* rows past mr repeat row m (not stored) */
+                for (int r = 0; r < PANEL_TILE_ROWS; r++) rows[r] = m + (r < mr ? r : 0);
+                __m256 f[PANEL_TILE_ROWS][2];
+                for (int r = 0; r < PANEL_TILE_ROWS; r++)
+                    f[r][0] = f[r][1] = _mm256_setzero_ps();
+                for (int64_t g = 0; g < ng; g++) {
+                    __m256i acc[PANEL_TILE_ROWS][2];
+                    for (int r = 0; r < PANEL_TILE_ROWS; r++)
+                        acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+                    const int16_t *wg = wu + g * 16 * 32;
+                    for (int s = 0; s < 16; s++) {
+                        const __m256i w0 = _mm256_load_si256((const __m256i *)(wg + 32 * s));
+                        const __m256i w1 = _mm256_load_si256((const __m256i *)(wg + 32 * s + 16));
+                        for (int r = 0; r < PANEL_TILE_ROWS; r++) {
+                            int32_t two;
+                            __builtin_memcpy(&two, qx + rows[r] * k + 32 * g + 2 * s, 4);
+                            const __m256i a = _mm256_set1_epi32(two);
+                            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(w0, a));
+                            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(w1, a));
+                        }
+                    }
+                    const float *dg = dm + g * 32;
+                    const __m256 d0 = _mm256_loadu_ps(dg), d1 = _mm256_loadu_ps(dg + 8);
+                    const __m256 m0 = _mm256_loadu_ps(dg + 16), m1 = _mm256_loadu_ps(dg + 24);
+                    for (int r = 0; r < PANEL_TILE_ROWS; r++) {
+                        const __m256 xd = _mm256_set1_ps(dx[rows[r] * ng + g]);
+                        const __m256 xs = _mm256_set1_ps(sx[rows[r] * ng + g]);
+                        f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]),
+                                                  _mm256_mul_ps(d0, xd), f[r][0]);
+                        f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]),
+                                                  _mm256_mul_ps(d1, xd), f[r][1]);
+                        f[r][0] = _mm256_fmadd_ps(m0, xs, f[r][0]);
+                        f[r][1] = _mm256_fmadd_ps(m1, xs, f[r][1]);
+                    }
+                }
+                for (int64_t r = 0; r < mr; r++) {
+                    _mm256_storeu_ps(y + (m + r) * n + c, f[r][0]);
+                    _mm256_storeu_ps(y + (m + r) * n + c + 8, f[r][1]);
+                }
             }
         }
     }
 }
 
-/* y [M, n] = x [M, k] W^T: the panels from D->panel_min_rows rows, else the matrix-vector
- * kernel for one row and the four-row GEMM for more. */
-static void matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64_t M,
-                   float *xsum) {
-    if (M >= D->panel_min_rows)
-        panel_gemm(w, x, w->k, M, y, D->nthreads);
-    else if (M == 1)
-        q4_gemv(w, x, y, xsum, D->nthreads);
+/* Floats of panel_product's qbuf for M rows of k inputs: qx, then dx and sx. */
+static inline int64_t matmul_scratch_floats(int64_t k, int64_t M) {
+    return (M * k + 1) / 2 + 2 * M * (k / 32);
+}
+
+/* y [M, n] = x [M, k] (rows ldx apart) W^T by the panels: x quantised to int16 in qbuf
+ * (M * k int16, then dx and sx: M * k / 16 floats), then panel_gemm. */
+static void panel_product(const pc_q4 *w, const float *x, int64_t ldx, int64_t M, float *y,
+                          float *qbuf, int nt) {
+    int16_t *qx = (int16_t *)qbuf;
+    float *dx = qbuf + (M * w->k + 1) / 2, *sx = dx + M * (w->k / 32);
+    quantize_rows(x, ldx, M, w->k, qx, dx, sx, nt);
+    panel_gemm(w, qx, dx, sx, M, y, nt);
+}
+
+/* y [M, n] = x [M, k] W^T: the matrix-vector kernel (fp32 activations) for one row, the panels
+ * (int16 activations) for more. qbuf: pc_scratch_floats' share for panel_product; xsum:
+ * [k / 32 + 1]. */
+static void matmul(const pc_q4 *w, const float *x, float *y, int64_t M, float *xsum, float *qbuf,
+                   int nt) {
+    if (M == 1)
+        q4_gemv(w, x, y, xsum, nt);
     else
-        q4_gemm(w, x, y, M, D->nthreads);
+        panel_product(w, x, w->k, M, y, qbuf, nt);
 }
 
 /* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm in fp32 */
@@ -707,11 +724,18 @@ static void add_rows(float *restrict x, const float *restrict t, int64_t n, int 
     for (int64_t i = 0; i < n; i++) x[i] += t[i];
 }
 
+/* The most inputs a product of the layer has (hidden, heads * head_dim or inter). */
+static inline int64_t widest_input(const pc_dims *D) {
+    const int64_t q = D->heads * D->head_dim, w = D->hidden > D->inter ? D->hidden : D->inter;
+    return w > q ? w : q;
+}
+
 /* Floats of scratch pc_forward needs for M rows besides the attention's (plan-sized). */
 int64_t pc_scratch_floats(const pc_dims *D, int64_t M) {
     const int64_t q = D->heads * D->head_dim, kv = D->kv_heads * D->head_dim;
-    const int64_t widest = D->hidden > D->inter ? D->hidden : D->inter;
-    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) + widest / 32 + 1;
+    const int64_t widest = widest_input(D);
+    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) + widest / 32 + 1 +
+           matmul_scratch_floats(widest, M);
 }
 
 /* Run every layer for M new tokens. x [M, hidden]: their embeddings in; out: the last layer's
@@ -731,13 +755,13 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
     const int64_t inter = D->inter, qkvn = qn + 2 * kvn;
     const int nt = D->nthreads;
     float *h = scratch, *tmp = h + M * hid, *qkv = tmp + M * hid, *att = qkv + M * qkvn;
-    float *gu = att + M * qn, *act = gu + M * 2 * inter;
-    float *xsum = act, *work = scratch + pc_scratch_floats(D, M);
+    float *gu = att + M * qn, *xsum = gu + M * 2 * inter, *qbuf = xsum + widest_input(D) / 32 + 1;
+    float *work = scratch + pc_scratch_floats(D, M);
     for (int64_t L = 0; L < num_layers; L++) {
         const pc_layer *ly = layers + L;
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln1, h + m * hid, hid, D->eps);
-        matmul(D, &ly->qkv, h, qkv, M, xsum);
+        matmul(&ly->qkv, h, qkv, M, xsum, qbuf, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
             float *r = qkv + m * qkvn;
@@ -754,11 +778,11 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
             }
             M = nkeep;
         }
-        matmul(D, &ly->o, att, tmp, M, xsum);
+        matmul(&ly->o, att, tmp, M, xsum, qbuf, nt);
         add_rows(x, tmp, M * hid, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
-        matmul(D, &ly->gate_up, h, gu, M, xsum);
+        matmul(&ly->gate_up, h, gu, M, xsum, qbuf, nt);
         /* silu(g) * u of each row in place over its gate half [inter] */
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
@@ -772,14 +796,10 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
             }
             for (; i < inter; i++) g[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
         }
-        if (M >= D->panel_min_rows) { /* the panels read rows 2 * inter apart */
-            panel_gemm(&ly->down, gu, 2 * inter, M, tmp, nt);
-        } else { /* the int4 kernels take packed rows: move row m to gu + m * inter, in order
-                  * (its destination ends at or before its source begins) */
-            for (int64_t m = 1; m < M; m++)
-                for (int64_t i = 0; i < inter; i++) gu[m * inter + i] = gu[m * 2 * inter + i];
-            matmul(D, &ly->down, gu, tmp, M, xsum);
-        }
+        if (M == 1) /* the matrix-vector kernel takes the gate half, in place */
+            q4_gemv(&ly->down, gu, tmp, xsum, nt);
+        else /* the panels read rows 2 * inter apart */
+            panel_product(&ly->down, gu, 2 * inter, M, tmp, qbuf, nt);
         add_rows(x, tmp, M * hid, nt);
     }
 }
@@ -814,15 +834,15 @@ void pc_pack_q4_panels(const uint8_t *qs, const float *dm, int64_t n, int64_t k,
     const int64_t ng = k / 32;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t c = 0; c < n; c += 16) {
-        for (int64_t j = 0; j < k; j++)
-            for (int64_t t = 0; t < 8; t++) {
+        for (int64_t s = 0; s < k / 2; s++)
+            for (int64_t b = 0; b < 16; b++) {
                 uint8_t v[2];
-                for (int64_t h = 0; h < 2; h++) { /* row c + t, then c + 8 + t */
-                    const int64_t r = c + t + 8 * h, g = j / 32, e = j % 32;
-                    const uint8_t b = qs[(r * ng + g) * 16 + e % 16];
-                    v[h] = e < 16 ? b & 15 : b >> 4;
+                for (int64_t h = 0; h < 2; h++) { /* row c + b / 2, then c + 8 + b / 2 */
+                    const int64_t r = c + b / 2 + 8 * h, j = 2 * s + b % 2, g = j / 32, e = j % 32;
+                    const uint8_t q = qs[(r * ng + g) * 16 + e % 16];
+                    v[h] = e < 16 ? q & 15 : q >> 4;
                 }
-                pq[(c / 16 * k + j) * 8 + t] = (uint8_t)(v[0] | (v[1] << 4));
+                pq[(c / 16 * (k / 2) + s) * 16 + b] = (uint8_t)(v[0] | (v[1] << 4));
             }
         for (int64_t g = 0; g < ng; g++)
             for (int64_t t = 0; t < 16; t++) {
@@ -837,9 +857,12 @@ void pc_pack_q4_panels(const uint8_t *qs, const float *dm, int64_t n, int64_t k,
 /* The forward pass's two kernels on their own, for tests: y = x W^T (as pc_forward picks the
  * kernel for M rows), and one layer's attention. */
 void pc_matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64_t M,
-               float *xsum) {
-    matmul(D, w, x, y, M, xsum);
+               float *scratch) {
+    matmul(w, x, y, M, scratch, scratch + w->k / 32 + 1, D->nthreads);
 }
+
+/* Floats of scratch pc_matmul needs for M rows of k inputs. */
+int64_t pc_matmul_scratch_floats(int64_t k, int64_t M) { return k / 32 + 1 + matmul_scratch_floats(k, M); }
 
 void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const float *k_cache,
                         const float *v_cache, const int32_t *tables, int64_t table_stride,

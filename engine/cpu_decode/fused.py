@@ -22,7 +22,7 @@ from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear
 from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
 from .plan import attention_plan
 
-__all__ = ["PANEL_MIN_ROWS", "FusedDecode", "kernel_weights", "pack_int4", "pack_panels"]
+__all__ = ["FusedDecode", "kernel_weights", "pack_int4", "pack_panels"]
 
 
 def _dense_values(layer: Int4Linear) -> torch.Tensor:
@@ -89,14 +89,15 @@ def pack_panels(
     products of many rows (prefill chunks; ``pc_pack_q4_panels``).
 
     Returns:
-        ``pq`` uint8 ``[out / 16, in, 8]`` (byte ``t`` of input ``j`` of panel ``c``: ``q`` of row
-        ``16 c + t`` in the low nibble, of row ``16 c + 8 + t`` in the high one) and ``pdm``
-        fp32 ``[out / 16, in / 32, 2, 16]`` (each group's 16 ``d``, then its 16 ``m``): 0.75
-        bytes per weight, as ``pack_int4``'s.
+        ``pq`` uint8 ``[out / 16, in / 2, 16]`` (byte ``b`` of step ``s`` of panel ``c``: ``q`` of
+        row ``16 c + b // 2``, input ``2 s + b % 2``, in the low nibble, of row
+        ``16 c + 8 + b // 2`` in the high one: each row's two inputs side by side, as the int16
+        product sums them) and ``pdm`` fp32 ``[out / 16, in / 32, 2, 16]`` (each group's 16
+        ``d``, then its 16 ``m``): 0.75 bytes per weight, as ``pack_int4``'s.
     """
     out_f, half = qs.shape
     in_f = 2 * half
-    pq = torch.empty(out_f // 16, in_f, 8, dtype=torch.uint8)
+    pq = torch.empty(out_f // 16, in_f // 2, 16, dtype=torch.uint8)
     pdm = torch.empty(out_f // 16, in_f // 32, 2, 16)
     lib.pc_pack_q4_panels(
         qs.data_ptr(),
@@ -145,13 +146,6 @@ def _projections(layer: DecoderLayer) -> list[tuple[str, torch.nn.Module]]:
     ]
 
 
-PANEL_MIN_ROWS = 16
-"""Rows from which a product runs on the weight's panels rather than the four-row GEMM: on
-SmolLM2-135M's decoder shapes, 30 layers' weights cycled (2 threads, AVX2, 2026-12-02), panels /
-four-row GEMM ran at 71 / 56 GFLOP/s at 16 rows, 118 / 62 at 24, 117 / 79 at 64, 131 / 79 at
-1,088, and 48 / 62 at 8 (docs/benchmarks.md, "Session 11")."""
-
-
 class FusedDecode:
     """Run a batch of new tokens (decode rows, prefill chunks) through every layer in one C call.
 
@@ -162,7 +156,8 @@ class FusedDecode:
     (any batch whose slots are all valid) -> the final hidden states ``[rows, hidden]`` fp32
     (after the model's final norm; ``[len(output_rows), hidden]`` for those rows only), each
     token's K/V written to its slot: what ``LlamaForCausalLM.forward`` returns for that batch,
-    with fp32 activations into the int4 products (the torch kernel rounds them to bf16).
+    with fp32 activations into one row's int4 products and int16 (per group of 32) into those
+    of two rows or more (the torch kernel rounds them to bf16).
     Measured on SmolLM2-135M (int4, 2 threads, AVX2; docs/benchmarks.md, "Session 10" and
     "Session 11"), here / on the torch path: a decode step of 1 row 22-26 / 56-68 ms, 16 rows
     sharing a 1,024-token prompt 104-114 / 203-230; a 1,088-token prefill 2.1-2.6 / 3.1-3.3 s;
@@ -262,7 +257,6 @@ class FusedDecode:
             cfg.head_dim,
             cfg.intermediate_size,
             kv_caches[0].k_cache.shape[1],
-            PANEL_MIN_ROWS,
             cfg.rms_norm_eps,
             cfg.head_dim**-0.5,
             1,

@@ -94,7 +94,6 @@ class Dims(ctypes.Structure):
                 "head_dim",
                 "inter",
                 "block_size",
-                "panel_min_rows",
             )
         ],
         ("eps", ctypes.c_float),
@@ -258,6 +257,8 @@ def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
     lib.pc_pack_q4.argtypes = [ptr, ptr, ptr, i64, i64, ptr, ptr, i32]
     lib.pc_matmul.restype = None
     lib.pc_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, ptr]
+    lib.pc_matmul_scratch_floats.restype = i64
+    lib.pc_matmul_scratch_floats.argtypes = [i64, i64]
     lib.pc_paged_attention.restype = None
     lib.pc_paged_attention.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr]
     return lib

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 from cpu_kernel_support import (
+    INT16_PASS,
     attention_f64,
     engine_doc_reference,
     grid_f64,
@@ -54,29 +55,15 @@ def lib() -> ctypes.CDLL:
         pytest.skip(f"the fused CPU decode cannot be built here: {exc}")
 
 
-def _dims(heads: int, kv_heads: int, hd: int, threads: int, panel_min_rows: int = 16) -> Dims:
-    return Dims(64, heads, kv_heads, hd, 64, 16, panel_min_rows, 1e-6, hd**-0.5, threads)
+def _dims(heads: int, kv_heads: int, hd: int, threads: int) -> Dims:
+    return Dims(64, heads, kv_heads, hd, 64, 16, 1e-6, hd**-0.5, threads)
 
 
 @pytest.mark.parametrize("out_f, in_f", [(16, 32), (960, 576), (48, 1536), (3072, 576)])
-@pytest.mark.parametrize(
-    "rows, kernel",
-    [
-        (1, "rows"),
-        (2, "rows"),
-        (3, "rows"),
-        (17, "rows"),
-        (1, "panels"),
-        (5, "panels"),
-        (16, "panels"),
-        (70, "panels"),
-    ],
-)
-def test_matmul_matches_float64(
-    lib: ctypes.CDLL, out_f: int, in_f: int, rows: int, kernel: str
-) -> None:
-    """The row kernels (matrix-vector for one row, the four-row GEMM for more) and the panel
-    GEMM (six rows at a time, then the rest) on the layer's own grid."""
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 16, 17, 70])
+def test_matmul_matches_float64(lib: ctypes.CDLL, out_f: int, in_f: int, rows: int) -> None:
+    """The matrix-vector kernel for one row (fp32 activations) and the panel GEMM for more
+    (int16 activations, four rows at a time, then the rest) on the layer's own grid."""
     gen = torch.Generator().manual_seed(out_f + in_f)
     layer = Int4Linear(nn.Linear(in_f, out_f, bias=False))
     qs, dm = pack_int4(layer, lib)
@@ -89,16 +76,38 @@ def test_matmul_matches_float64(
         dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
     torch.testing.assert_close(grid, dense.double(), atol=0, rtol=2**-8)  # fp32 or bf16 copy
     x = torch.randn(rows, in_f, generator=gen)
+    if x.numel() > 32:
+        x[-1, -32:] = 0.0  # a group of zeros (dx = 0)
     y = torch.empty(rows, out_f)
-    xsum = torch.empty(in_f // 32 + 1)
+    scratch = torch.empty(lib.pc_matmul_scratch_floats(in_f, rows))
     weight = Q4Weight(qs.data_ptr(), dm.data_ptr(), pq.data_ptr(), pdm.data_ptr(), out_f, in_f)
-    dims = _dims(4, 4, 16, 2, panel_min_rows=1 if kernel == "panels" else 10**9)
+    dims = _dims(4, 4, 16, 2)
     lib.pc_matmul(
-        ctypes.byref(dims), ctypes.byref(weight), x.data_ptr(), y.data_ptr(), rows, xsum.data_ptr()
+        ctypes.byref(dims),
+        ctypes.byref(weight),
+        x.data_ptr(),
+        y.data_ptr(),
+        rows,
+        scratch.data_ptr(),
     )
-    expected = x.double() @ grid.t()
+    exact = x.double() @ grid.t()
     scale = (x.double().abs() @ grid.abs().t()).max()
-    assert (y.double() - expected).abs().max() <= 1e-6 * scale
+    if rows == 1:
+        assert (y.double() - exact).abs().max() <= 1e-6 * scale
+        return
+    # int16 activations: per group of 32, dx = max|x| / 32767 and
+    # qx = round-half-even(x * (1 / dx)), in fp32 as the kernel computes them.
+    groups = x.reshape(rows, in_f // 32, 32)
+    dx = groups.abs().amax(-1, keepdim=True) / 32767
+    inv = torch.where(dx > 0, 1 / dx, torch.zeros_like(dx))
+    qx = torch.round(groups * inv)
+    assert qx.abs().max() <= 32767
+    x_q = (qx.double() * dx.double()).reshape(rows, in_f)
+    assert (y.double() - x_q @ grid.t()).abs().max() <= 1e-6 * scale
+    # against the exact product: within half a quantisation step per input
+    bound = (dx.double() / 2).expand(-1, -1, 32).reshape(rows, in_f) @ grid.abs().t()
+    assert ((y.double() - exact).abs() <= bound * (1 + 1e-6) + 1e-6 * scale).all()
+    assert (y.double() - exact).abs().max() > 0  # the activations were quantised
 
 
 @pytest.mark.parametrize(
@@ -153,7 +162,8 @@ def test_paged_attention_matches_float64(
 def test_decode_step_matches_float64_reference(
     lib: ctypes.CDLL, tinystories_dir: Path, ctxs: list[int]
 ) -> None:
-    """One decode step of ``len(ctxs)`` sequences over a random KV history (disjoint blocks)."""
+    """One decode step of ``len(ctxs)`` sequences over a random KV history (disjoint blocks):
+    fp32 products for one row, int16 activations for more (``INT16_PASS``)."""
     llm = LLM(tinystories_dir, weight_dtype="int4", num_blocks=60, fused_cpu_decode=True)
     runner = llm.engine.runner
     fused = runner.fused_decode
@@ -175,13 +185,16 @@ def test_decode_step_matches_float64_reference(
     with torch.inference_mode():
         hidden = fused(torch.tensor(tokens), torch.tensor([c - 1 for c in ctxs]), meta)
     assert hidden.shape == (len(ctxs), runner.model_config.hidden_size)
+    one_row = len(ctxs) == 1
+    hidden_tol = {"atol": 1e-4, "rtol": 1e-4} if one_row else INT16_PASS
+    kv_tol = {"atol": 1e-5, "rtol": 1e-5} if one_row else INT16_PASS
     for row, (token, table, ctx, slot) in enumerate(zip(tokens, tables, ctxs, slots, strict=True)):
         expected, new_kv = token_step_f64(fused.model, token, ctx - 1, pools, table)
-        torch.testing.assert_close(hidden[row].double(), expected, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(hidden[row].double(), expected, **hidden_tol)
         for kv, (k, v) in zip(runner.kv_caches, new_kv, strict=True):
             flat_k, flat_v = (c.view(-1, *c.shape[2:]) for c in (kv.k_cache, kv.v_cache))
-            torch.testing.assert_close(flat_k[slot].double(), k, atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(flat_v[slot].double(), v, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(flat_k[slot].double(), k, **kv_tol)
+            torch.testing.assert_close(flat_v[slot].double(), v, **kv_tol)
     untouched = torch.ones(60 * 16, dtype=torch.bool)
     untouched[slots] = False
     for kv, (before_k, before_v) in zip(runner.kv_caches, pools, strict=True):
