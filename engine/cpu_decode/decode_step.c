@@ -228,8 +228,7 @@ static inline __attribute__((always_inline)) void tile_6x16(const float *const *
  * apart) -> qx [M, k] int16 with x ~ dx * qx, dx = max |x| / 32767 over the group (rounded to
  * nearest, ties to even: an error of at most 2^-16 of the group's largest input, where int8, as
  * llama.cpp's Q8_1, has 2^-8), and sx = dx * sum(qx) for the weights' offsets m; dx, sx
- * [M, k / 32].
- * A group of zeros gets dx = 0 and qx = 0. OpenMP over rows from 32. */
+ * [M, k / 32]. A group of zeros gets dx = 0 and qx = 0. OpenMP over rows from 32. */
 static void quantize_rows(const float *restrict x, int64_t ldx, int64_t M, int64_t k,
                           int16_t *restrict qx, float *restrict dx, float *restrict sx, int nt) {
     const int64_t ng = k / 32;
@@ -357,15 +356,15 @@ static void panel_product(const pc_q4 *w, const float *x, int64_t ldx, int64_t M
     panel_gemm(w, qx, dx, sx, M, y, nt);
 }
 
-/* y [M, n] = x [M, k] W^T: the matrix-vector kernel (fp32 activations) for one row, the panels
- * (int16 activations) for more. qbuf: pc_scratch_floats' share for panel_product; xsum:
- * [k / 32 + 1]. */
-static void matmul(const pc_q4 *w, const float *x, float *y, int64_t M, float *xsum, float *qbuf,
-                   int nt) {
+/* y [M, n] = x [M, k] (rows ldx apart) W^T: the matrix-vector kernel (fp32 activations) for
+ * one row, the panels (int16 activations) for more. qbuf: pc_scratch_floats' share for
+ * panel_product; xsum: [k / 32 + 1]. */
+static void matmul(const pc_q4 *w, const float *x, int64_t ldx, float *y, int64_t M, float *xsum,
+                   float *qbuf, int nt) {
     if (M == 1)
         q4_gemv(w, x, y, xsum, nt);
     else
-        panel_product(w, x, w->k, M, y, qbuf, nt);
+        panel_product(w, x, ldx, M, y, qbuf, nt);
 }
 
 /* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm in fp32 */
@@ -761,7 +760,7 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
         const pc_layer *ly = layers + L;
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln1, h + m * hid, hid, D->eps);
-        matmul(&ly->qkv, h, qkv, M, xsum, qbuf, nt);
+        matmul(&ly->qkv, h, hid, qkv, M, xsum, qbuf, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
             float *r = qkv + m * qkvn;
@@ -778,11 +777,11 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
             }
             M = nkeep;
         }
-        matmul(&ly->o, att, tmp, M, xsum, qbuf, nt);
+        matmul(&ly->o, att, qn, tmp, M, xsum, qbuf, nt);
         add_rows(x, tmp, M * hid, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
-        matmul(&ly->gate_up, h, gu, M, xsum, qbuf, nt);
+        matmul(&ly->gate_up, h, hid, gu, M, xsum, qbuf, nt);
         /* silu(g) * u of each row in place over its gate half [inter] */
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
@@ -796,10 +795,7 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
             }
             for (; i < inter; i++) g[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
         }
-        if (M == 1) /* the matrix-vector kernel takes the gate half, in place */
-            q4_gemv(&ly->down, gu, tmp, xsum, nt);
-        else /* the panels read rows 2 * inter apart */
-            panel_product(&ly->down, gu, 2 * inter, M, tmp, qbuf, nt);
+        matmul(&ly->down, gu, 2 * inter, tmp, M, xsum, qbuf, nt); /* the gate halves, in place */
         add_rows(x, tmp, M * hid, nt);
     }
 }
@@ -858,7 +854,7 @@ void pc_pack_q4_panels(const uint8_t *qs, const float *dm, int64_t n, int64_t k,
  * kernel for M rows), and one layer's attention. */
 void pc_matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64_t M,
                float *scratch) {
-    matmul(w, x, y, M, scratch, scratch + w->k / 32 + 1, D->nthreads);
+    matmul(w, x, w->k, y, M, scratch, scratch + w->k / 32 + 1, D->nthreads);
 }
 
 /* Floats of scratch pc_matmul needs for M rows of k inputs. */
