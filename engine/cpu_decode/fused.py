@@ -161,7 +161,9 @@ class FusedDecode:
     Measured on SmolLM2-135M (int4, 2 threads, AVX2; docs/benchmarks.md, "Session 10" and
     "Session 11"), here / on the torch path: a decode step of 1 row 22-26 / 56-68 ms, 16 rows
     sharing a 1,024-token prompt 104-114 / 203-230; a 1,088-token prefill 2.1-2.6 / 3.1-3.3 s;
-    64 tokens after 1,024 cached 0.16-0.20 / 0.36-0.46 s.
+    64 tokens after 1,024 cached 0.16-0.20 / 0.36-0.46 s. With the int16 products (session 12,
+    another machine, this kernel only): the 1,088-token prefill 1.23-1.44 s, the 64 after 1,024
+    cached 0.092-0.135 s.
     """
 
     def __init__(
