@@ -90,6 +90,8 @@ def build_app(config: ProxyConfig) -> Starlette:
                 while state.in_flight:
                     await anyio.sleep(0.01)
             await pool.aclose()
+            if app.state.report_cache is not None:
+                app.state.report_cache.close()
             if store is not None:
                 await anyio.to_thread.run_sync(store.close)
 
@@ -131,7 +133,8 @@ def build_app(config: ProxyConfig) -> Starlette:
     app.state.proxy = state
     breaks.install(app, clock=config.clock)  # runs first: fills the break columns
     metrics.install(app)  # GET /metrics, GET /healthz
-    report_live.install(app, config.db_path, clock=config.clock)  # GET /report, GET /report.json
+    # GET /report, GET /report.json
+    report_live.install(app, config.db_path, clock=config.clock, refresh_s=config.report_refresh_s)
     return app
 
 

@@ -171,6 +171,8 @@ class ProxyConfig:
             (forwarding never waits on the disk).
         clock: wall clock for ``started_at`` (unix seconds); tests pass a fake one to simulate
             gaps longer than a cache TTL without sleeping.
+        report_refresh_s: the live ``/report`` rebuilds a window's report at most this often
+            (seconds; ``report_live.ReportCache``); 0 rebuilds on every request after new rows.
     """
 
     upstreams: Mapping[str, UpstreamConfig]
@@ -184,6 +186,7 @@ class ProxyConfig:
     batch_rows: int = 500
     queue_rows: int = 20_000
     clock: Callable[[], float] = time.time
+    report_refresh_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.default_upstream not in self.upstreams:
@@ -207,6 +210,8 @@ class ProxyConfig:
                 f"{MIN_SECRET_CHARS} (shorter ones cannot be redacted from stored bodies), "
                 'e.g. --auth-token "$(openssl rand -hex 32)"'
             )
+        if self.report_refresh_s < 0:
+            raise ConfigError(f"report_refresh_s must be >= 0 seconds, got {self.report_refresh_s}")
         if not 0 < self.flush_interval_s <= 1.0:
             raise ConfigError(
                 f"flush_interval_s must be in (0, 1] seconds, got {self.flush_interval_s}"

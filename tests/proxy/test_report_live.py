@@ -5,6 +5,7 @@ traffic, and real headless Chromium loading the page (tests/browser_support.py).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 
@@ -38,7 +39,7 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
 ) -> None:
     now = time.time()
     clock = FakeClock(now - 1)  # requests start 1 s before the report's `until`
-    proxy = start_proxy(auth_token=TOKEN, clock=clock)
+    proxy = start_proxy(auth_token=TOKEN, clock=clock, report_refresh_s=0)
     refused = httpx.get(proxy.url + "/report.json")
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].startswith("Basic ")
@@ -147,3 +148,80 @@ def test_a_15_minute_window_counts_only_the_last_15_minutes(
         assert sum(p["requests"] for p in data["timeline"]) == len(expected)
     page = httpx.get(proxy.url + "/report?window=15m&part=main").text
     assert '<span id="requests">2</span> requests' in page
+
+
+class TickingClock:
+    """A wall clock that moves 1 ms on every call, so every report built gets its own
+    ``until``: equal ``until`` values in two answers mean one build served both."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            self.now += 0.001
+            return self.now
+
+
+def test_concurrent_reports_share_one_build_while_forwarding_goes_on(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy(clock=TickingClock(time.time() - 60))
+    chat(proxy, 3)
+    proxy.rows(3)
+    barrier = threading.Barrier(21)
+    answers: list[httpx.Response] = []
+    forwarded: list[int] = []
+
+    def get_report(path: str) -> None:
+        with httpx.Client(timeout=60) as client:
+            barrier.wait()
+            answers.append(client.get(proxy.url + path))
+
+    def forward() -> None:
+        barrier.wait()
+        chat(proxy, 5)
+        forwarded.append(5)
+
+    paths = ["/report.json?window=7d"] * 12 + ["/report?window=7d"] * 4
+    paths += ["/report?window=7d&part=main"] * 4
+    threads = [threading.Thread(target=get_report, args=(p,)) for p in paths]
+    threads.append(threading.Thread(target=forward))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert forwarded == [5]  # the chat requests were answered while the reports were built
+    assert len(answers) == 20 and all(a.status_code == 200 for a in answers)
+    cache = proxy.app.state.report_cache
+    assert cache.builds == 1
+    untils = {a.json()["until"] for a in answers if a.url.path == "/report.json"}
+    assert len(untils) == 1  # one build (each build reads the ticking clock once)
+    pages = {a.text for a in answers if a.url.path == "/report"}
+    assert len(pages) == 2  # the whole page and its body, each rendered once
+
+    # within the refresh interval the cached report is served even though rows were added
+    proxy.rows(8)
+    again = httpx.get(proxy.url + "/report.json?window=7d").json()
+    assert again["until"] in untils and cache.builds == 1
+
+
+def test_a_window_is_rebuilt_only_after_new_rows(
+    start_proxy: Callable[..., RunningProxy], mock_upstream: MockUpstream
+) -> None:
+    proxy = start_proxy(clock=TickingClock(time.time() - 60), report_refresh_s=0)
+    chat(proxy, 1)
+    proxy.rows(1)
+    first = httpx.get(proxy.url + "/report.json?window=1h").json()
+    second = httpx.get(proxy.url + "/report.json?window=1h").json()
+    assert first["until"] == second["until"] and first["total"]["requests"] == 1
+    cache = proxy.app.state.report_cache
+    assert cache.builds == 1
+    httpx.get(proxy.url + "/report.json?window=24h")  # another window: its own build
+    assert cache.builds == 2
+    chat(proxy, 2)
+    proxy.rows(3)
+    third = httpx.get(proxy.url + "/report.json?window=1h").json()
+    assert third["until"] > first["until"] and third["total"]["requests"] == 3
+    assert cache.builds == 3
