@@ -32,10 +32,24 @@ def usd(
 
 
 def percent(value: float | Decimal | None, places: int = 1, *, missing: str = "n/a") -> str:
-    """A fraction as a percentage: ``percent(0.1234)`` -> ``"12.3%"``; None -> ``missing``."""
+    """A fraction as a percentage: ``percent(0.1234)`` -> ``"12.3%"``; None -> ``missing``.
+
+    A share that is not zero never prints as zero, and one short of the whole never as the
+    whole: ``percent(0.0004)`` -> ``"<0.1%"``, ``percent(-0.0004)`` -> ``">-0.1%"``,
+    ``percent(0.99996)`` -> ``">99.9%"``; 0 and 1 print as ``"0.0%"`` and ``"100.0%"``. Every
+    percentage the CLI, the report and the demo print goes through here, at one place by
+    default, so two shares side by side are rounded alike.
+    """
     if value is None:
         return missing
-    return f"{value:.{places}%}"
+    text = f"{value:.{places}%}"
+    step = Decimal(1).scaleb(-places)  # the smallest non-zero share shown, in percent
+    shown = Decimal(text.rstrip("%"))
+    if value and not shown:
+        return f"<{step}%" if value > 0 else f">-{step}%"
+    if value != 1 and shown == 100 and value < 1:
+        return f">{100 - step}%"
+    return text
 
 
 def plural(count: int, noun: str) -> str:

@@ -234,7 +234,7 @@ def _n(count: int, noun: str) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return percent(value, 0)
+    return percent(value)
 
 
 def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
@@ -268,7 +268,7 @@ def _engine(kv: EngineKvStats) -> Recommendation | None:
     """Engine escalation: prefix caching, then swap space, then KV quantisation."""
     if kv.kv_usage < HIGH_KV_USAGE and not kv.num_preemptions:
         return None
-    state = f"KV pool {percent(kv.kv_usage, 0)} full, {_n(kv.num_preemptions, 'preemption')}"
+    state = f"KV pool {percent(kv.kv_usage)} full, {_n(kv.num_preemptions, 'preemption')}"
     rate = kv.prefix_cache_hit_rate
     if rate is None or rate < LOW_ENGINE_PREFIX_HIT_RATE:
         step = (

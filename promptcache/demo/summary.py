@@ -286,7 +286,7 @@ def _usd(value: Decimal) -> str:
 def _saved(v: VariantSummary) -> str:
     if not v.cost_without_cache_usd:
         return "$0"
-    return f"{_usd(v.savings_usd)} ({percent(v.savings_usd / v.cost_without_cache_usd, 0)})"
+    return f"{_usd(v.savings_usd)} ({percent(v.savings_usd / v.cost_without_cache_usd)})"
 
 
 #: (label, cell) rows of the results table; each cell formats one variant.
@@ -367,7 +367,7 @@ def explanation(
     price = lookup_price(naive.price_model)
     ratio = price.cache_read / price.input if price.input else Decimal(0)
     lines.append(
-        f"- Money: at {naive.price_model}'s rates (cached input costs {percent(ratio, 0)} of "
+        f"- Money: at {naive.price_model}'s rates (cached input costs {percent(ratio)} of "
         f"normal input; {price.source_url}), the layered app's requests cost "
         f"{_usd(layered.cost_usd)} instead of {_usd(layered.cost_without_cache_usd)}; the naive "
         f"app paid {_usd(naive.cost_usd)} for the same questions."

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from promptcache.prompt import PromptBuilder
 
 _LAYER_ORDER = {"tools": 0, "system": 1, "messages": 2}
+#: The vendors of the bundled minimum table (``data/model_minimums.toml``), lower case.
+_CLOUD_VENDORS = frozenset({"anthropic", "bedrock", "openai", "gemini"})
 
 
 def require_model(builder: PromptBuilder, renderer: str) -> str:
@@ -48,8 +50,13 @@ def automatic_cache_warnings(builder: PromptBuilder, vendor: str) -> list[str]:
 
     OpenAI and Gemini cache automatically from a minimum prompt length on (1024 tokens for
     OpenAI, https://developers.openai.com/api/docs/guides/prompt-caching ; 2048-4096 for Gemini,
-    https://ai.google.dev/gemini-api/docs/caching ; checked 2026-11-30). Models missing from the
-    table get no warning: OpenAI-compatible servers use arbitrary model names.
+    https://ai.google.dev/gemini-api/docs/caching ; checked 2026-11-30). ``vendor`` is the API
+    rendered for (``"OpenAI"``, ``"Gemini"``): the minimum and its source are that vendor's. The
+    builder's model row is used unless it belongs to another of the :data:`_CLOUD_VENDORS` (a
+    Claude id rendered for OpenAI's API): then the rendered vendor's smallest minimum is used,
+    since that API applies its own rule whatever the model is called. Rows of self-hosted or
+    user-defined models apply as they are. Models missing from the table get no
+    warning: OpenAI-compatible servers use arbitrary model names.
     """
     total = sum(builder.approx_tokens().values())
     if builder.min_prefix_tokens is not None:
@@ -59,6 +66,11 @@ def automatic_cache_warnings(builder: PromptBuilder, vendor: str) -> list[str]:
         row = table.lookup(builder.model) if builder.model else None
         if row is None:
             return []
+        if row.vendor.lower() in _CLOUD_VENDORS and row.vendor.lower() != vendor.lower():
+            own = [r for r in table.rows if r.vendor.lower() == vendor.lower()]
+            if not own:
+                return []
+            row = min(own, key=lambda r: r.min_tokens)
         minimum, source = row.min_tokens, row.describe()
     if total >= minimum:
         return []

@@ -179,6 +179,19 @@ def test_openai_prompt_below_minimum_is_warned() -> None:
     assert vllm.to_openai_chat(include_cache_key=False).warnings == ()  # unknown: no claim
 
 
+def test_a_claude_builder_rendered_for_openai_is_warned_with_openais_rule_and_source() -> None:
+    # The minimum and the page cited are those of the API the request goes to, not of the
+    # vendor whose model id the builder carries.
+    claude = PromptBuilder("claude-sonnet-4-5").system("Role.").dynamic("q")
+    (warning,) = claude.to_openai_chat(include_cache_key=False).warnings
+    assert "below the OpenAI minimum of 1024 tokens (OpenAI GPT and o-series; " in warning
+    assert "https://developers.openai.com/api/docs/guides/prompt-caching" in warning
+    assert "Claude" not in warning and "platform.claude.com" not in warning
+    (warning,) = claude.to_gemini().warnings
+    assert "below the Gemini minimum of" in warning and "ai.google.dev" in warning
+    assert "Claude" not in warning
+
+
 def test_openai_responses_wire_json() -> None:
     recorder = Recorder(RESPONSES_ANSWER)
     client = openai.OpenAI(

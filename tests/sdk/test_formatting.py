@@ -1,0 +1,38 @@
+"""promptcache.formatting: one rounding for every percentage printed, never "0%" for a share."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from promptcache.formatting import percent
+from promptcache.proxy.report_advice import EngineKvStats, _engine
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0, "0.0%"),
+        (0.003, "0.3%"),
+        (0.0004, "<0.1%"),
+        (Decimal("0.00009"), "<0.1%"),
+        (-0.0004, ">-0.1%"),
+        (0.99996, ">99.9%"),
+        (1, "100.0%"),
+        (0.1234, "12.3%"),
+        (None, "n/a"),
+    ],
+)
+def test_a_share_that_is_not_zero_never_prints_as_zero(value: object, shown: str) -> None:
+    assert percent(value) == shown  # type: ignore[arg-type]
+
+
+def test_the_engine_advice_rounds_a_small_hit_rate_like_the_rest_of_the_report() -> None:
+    kv = EngineKvStats(
+        kv_usage=0.95, num_preemptions=3, num_swapped=0, prefix_cache_hit_rate=0.004
+    )
+    rec = _engine(kv)
+    assert rec is not None
+    assert "KV pool 95.0% full" in rec.message and "(hit rate 0.4%)" in rec.message
+    assert "hit rate 0%" not in rec.message
