@@ -2,12 +2,14 @@
 
 The kernel serves every forward pass of an int4 Llama on a CPU with AVX2 and FMA: decode steps
 (one new token per sequence) and prefill chunks (several tokens of one sequence), mixed in one
-batch if the scheduler mixes them. It was built for decode first (hence the package's name): at
+batch if the scheduler mixes them (the package is named for decode steps, its main case). At
 batch 1 a SmolLM2-135M decode step on the torch path makes about 1,400 aten calls, and torch's
 int4 weight-only matmul, its CPU flash kernel over 3 query rows and the ``index_select`` that
-gathers each row's K/V blocks are slow at those shapes on a 2-core AVX2 CPU
-(docs/benchmarks.md, "Session 9"). Prefill followed (docs/benchmarks.md, "Session 11"): fp32
-GEMMs against a dense copy and torch's flash kernel ran at about 115 and 58 GFLOP/s there.
+gathers each row's K/V blocks are slow at those shapes on a 2-core AVX2 CPU (torch profiler,
+AMD EPYC Zen 3, 2026-12-01). For prefill on the same CPU, fp32 GEMMs against a dense copy and
+torch's flash kernel ran at about 115 and 58 GFLOP/s. Speed against the torch path and against
+llama.cpp: ``benchmarks/engine_prefill_paths.py`` and ``benchmarks/engine_vs_llamacpp.py``
+(docs/benchmarks.md#engine-prefill-paths, docs/benchmarks.md#engine-vs-llamacpp).
 ``decode_step.c`` does the whole pass in one call:
 
 - **int4 products** on the int4 layers' own grid (the same values as ``Int4Linear``), OpenMP
@@ -18,8 +20,9 @@ GEMMs against a dense copy and torch's flash kernel ran at about 115 and 58 GFLO
     int16 once and multiplied by every row four at a time, with the rows' activations rounded
     to int16 per group of 32 (an error of at most 2^-16 of each group's largest input) and
     summed exactly in int32 (``vpmaddwd``). Twice the products per instruction of fp32 FMAs:
-    on SmolLM2's shapes about twice as fast as the fp32 panels it replaced (docs/benchmarks.md,
-    "Session 12"), at the same top-1 agreement with the fp32 model (docs/engine.md);
+    on SmolLM2's shapes at 64 rows, 1.6-1.7x the speed of an fp32 four-row GEMM over the same
+    int4 weights (``pc_matmul`` alone, 2 threads, AMD EPYC Zen 4 running this AVX2 code,
+    2026-12-02), at the same top-1 agreement with the fp32 model (docs/engine.md);
 - **paged causal attention** read in place through the block table (no gather), as the tasks
   of ``plan.attention_plan``: runs of whole blocks read for a set of rows with their queries
   stacked, so blocks several rows need (a cached system prompt, the keys of a prefill chunk)

@@ -158,12 +158,13 @@ class FusedDecode:
     token's K/V written to its slot: what ``LlamaForCausalLM.forward`` returns for that batch,
     with fp32 activations into one row's int4 products and int16 (per group of 32) into those
     of two rows or more (the torch kernel rounds them to bf16).
-    Measured on SmolLM2-135M (int4, 2 threads, AVX2; docs/benchmarks.md, "Session 10" and
-    "Session 11"), here / on the torch path: a decode step of 1 row 22-26 / 56-68 ms, 16 rows
-    sharing a 1,024-token prompt 104-114 / 203-230; a 1,088-token prefill 2.1-2.6 / 3.1-3.3 s;
-    64 tokens after 1,024 cached 0.16-0.20 / 0.36-0.46 s. With the int16 products (session 12,
-    another machine, this kernel only): the 1,088-token prefill 1.23-1.44 s, the 64 after 1,024
-    cached 0.092-0.135 s.
+    Speed on SmolLM2-135M (int4, 2 threads): a 1,088-token prefill in 1.30 s and 64 tokens
+    after 1,024 cached in 0.099 s (medians, ``benchmarks/engine_vs_llamacpp.py`` on an AMD EPYC
+    Zen 4 running this AVX2 code, docs/benchmarks.md#engine-vs-llamacpp); against the torch
+    path on an AVX2-only Zen 3, ``benchmarks/engine_prefill_paths.py``
+    (docs/benchmarks.md#engine-prefill-paths). Decode steps on that Zen 3, here / on the torch
+    path (alternating by request in one process, 2026-12-02): 1 row 22-26 / 56-68 ms, 16 rows
+    sharing a 1,024-token prompt 104-114 / 203-230 ms.
     """
 
     def __init__(

@@ -57,7 +57,8 @@ def _pieces(b0: int, b1: int, parts: int) -> list[tuple[int, int]]:
 PREFILL_TILE = 16
 """Prefill tokens whose queries one task stacks (x heads per KV head: 48 for SmolLM2), so each
 key and value a task reads serves 48 queries (``attend_stacked``). Tiles of 8 ran about 10%
-slower on SmolLM2's warm and cold shapes, 32 within noise (docs/benchmarks.md, "Session 11")."""
+slower on SmolLM2's warm and cold shapes, 32 within noise (attention alone, 2 threads, AMD EPYC
+Zen 3, 2026-12-02)."""
 
 PREFILL_PIECE_BLOCKS = 32
 """Most blocks one prefill task reads (512 keys at 16 tokens a block): long prompts' tiles are

@@ -4,8 +4,8 @@ Decoding one token at batch 1 is memory-bound: every weight is read once per tok
 streams about 540 MB of fp32 weights per token; int8 reads a quarter of that, int4 about a
 sixth (half a byte per weight plus a bf16 scale and zero per 32). On an AVX2-only CPU the
 int4 kernel is compute-bound instead: at 1 row it read 3.6 GB/s of packed weights and scales on
-one thread and 6-7 GB/s on two, on every SmolLM2 shape (AMD EPYC, 2026-12-01; docs/benchmarks.md,
-"Session 9").
+one thread and 6-7 GB/s on two, on every SmolLM2 shape (``torch._weight_int4pack_mm_for_cpu``
+alone, weights cycled over 8 copies, AMD EPYC Zen 3, 2026-12-01).
 Activations stay in the model dtype between layers; only the matrix product changes:
 
 - **int8**: symmetric, one scale per output channel (``scale = max|w_row| / 127``), computed
