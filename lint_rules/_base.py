@@ -77,11 +77,15 @@ class Location:
 @dataclass(frozen=True)
 class Related:
     """A secondary location of a finding. ``origin``: this is where the volatile value was born
-    (text output shows the first origin as ``[origin: path:line]``)."""
+    (text output shows the first origin as ``[origin: path:line]``). ``value``: the name of the
+    value or call this step of the chain passes on, as written on that line (``now`` for
+    ``datetime.now()``, ``now_text`` for the call ``clock.now_text()``); "" when the step is a
+    description rather than a name."""
 
     location: Location
     message: str
     origin: bool = False
+    value: str = ""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ are in ``library.py``.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import replace
 
 from . import sinks
@@ -23,6 +24,8 @@ from .sources import (
 )
 from .toolnames import mutated_key
 
+#: the start of a chain step through a call whose code the analysis cannot see
+ASSUMED = "assumed to pass through"
 _GRAIN_RANK = {"subday": 0, "day": 1, "": 2}
 _STR_KEEP_CONST = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "expandtabs"}
 _STR_METHODS = {
@@ -130,7 +133,20 @@ class CallsMixin(EngineState):
         if not parts:
             return CLEAN
         joined = join(*parts)
-        return Value(joined.facts) if joined.facts else CLEAN
+        if not joined.facts:
+            return CLEAN
+        return Value(self.assumed(joined.facts, node))
+
+    def assumed(self, facts: frozenset[Fact], node: ast.Call) -> frozenset[Fact]:
+        """Facts carried through a call the analysis cannot see: its result is assumed to
+        carry its arguments' volatile values, so their chain gains an ``ASSUMED`` step (an
+        unproven flow: no finding, shown by ``--explain``)."""
+        name, line = _called_name(node)
+        step = (f"{ASSUMED} {name}()", line, name)
+        return frozenset(
+            f.passed_on(step) if f.kind in (Kind.TIME, Kind.UNIQUE) and not f.pinned else f
+            for f in facts
+        )
 
     def message_object(self, node: ast.Call, chain: tuple[str, ...]) -> None:
         """A message object built with a literal system role, ``Message(role="system",
@@ -252,7 +268,7 @@ class CallsMixin(EngineState):
         receiver = bound.receiver
         if receiver is not None:
             arg_values[SELF] = (receiver, bound.receiver_expr)
-        step = f"returned by {summary.name}" if summary.name else ""
+        called, call_line = _called_name(node)
         fields = (
             dict(receiver.items) if receiver is not None and receiver.items is not None else None
         )
@@ -278,7 +294,10 @@ class CallsMixin(EngineState):
                 out.add(g)
             return frozenset(out)
 
-        def substitute(facts: frozenset[Fact], carry: bool) -> frozenset[Fact]:
+        def substitute(facts: frozenset[Fact], verb: str = "returned by") -> frozenset[Fact]:
+            """PARAM facts become the arguments' facts; facts the callee creates gain the
+            step "<verb> <callee>" at this call."""
+            step = (f"{verb} {summary.name}", call_line, called) if summary.name else None
             out: set[Fact] = set()
             for f in facts:
                 if f.kind is Kind.PARAM and f.fix == (summary.key,):
@@ -286,7 +305,7 @@ class CallsMixin(EngineState):
                         out |= receiver_attr(f.detail[len("self.") :])
                     elif f.param in arg_values:
                         out |= arg_values[f.param][0].facts
-                elif carry and step and f.kind is not Kind.PARAM:
+                elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
                 else:
                     out.add(f)
@@ -305,8 +324,22 @@ class CallsMixin(EngineState):
                 for region, label in targets:
                     self.record(region, held, where, f"{summary.name}() -> {label}")
         stored_self: frozenset[Fact] = frozenset()
+        frame = self.frame
+        own_receiver = (
+            isinstance(bound.receiver_expr, ast.Name)
+            and bound.receiver_expr.id == frame.self_name
+            and frame.cls is not None
+        )
         for index, facts in summary.stores.items():
-            added = substitute(facts, carry=True)
+            if index == SELF and own_receiver and summary.attr_stores:
+                # a method of our own object stores into named fields (``self.next_warm =
+                # time.time()``): those fields hold it, not every field of ``self``
+                by_attr: frozenset[Fact] = frozenset()
+                for attr_facts in summary.attr_stores.values():
+                    by_attr |= attr_facts
+                facts = facts - by_attr
+                self.store_own_fields(summary, substitute)
+            added = substitute(facts, "stored by")
             if not added:
                 continue
             if index == SELF and bound.receiver_expr is None:
@@ -325,7 +358,7 @@ class CallsMixin(EngineState):
                 given = arg_values[index][0]
                 attrs[attr] = given if old is None else old.with_facts(old.facts | given.facts)
                 continue
-            added = substitute(facts, carry=True)
+            added = substitute(facts, "stored by")
             if added:
                 old = attrs.get(attr, CLEAN)
                 attrs[attr] = Value(old.facts | added)
@@ -350,10 +383,26 @@ class CallsMixin(EngineState):
                 elts = tuple(substituted(e, depth + 1) for e in value.elts)
             if depth < 3 and value.items is not None:
                 items = tuple((k, substituted(v, depth + 1)) for k, v in value.items)
-            return replace(value, facts=substitute(value.facts, True), elts=elts, items=items)
+            return replace(value, facts=substitute(value.facts), elts=elts, items=items)
 
         result = substituted(summary.ret)
         return self.pin_if_once(result)
+
+    def store_own_fields(
+        self, summary: Summary, substitute: Callable[[frozenset[Fact], str], frozenset[Fact]]
+    ) -> None:
+        """A method called on our own ``self`` stored into fields of it: each field of this
+        class now also holds what was stored there, and this function's summary notes it."""
+        frame = self.frame
+        cls = frame.cls
+        assert cls is not None and frame.self_name is not None
+        for attr, facts in summary.attr_stores.items():
+            added = substitute(facts, "stored by")
+            if not added:
+                continue
+            old = cls.attrs.get(attr, CLEAN)
+            cls.attrs[attr] = old.with_facts(old.facts | Value(added).without(Kind.PARAM).facts)
+            self.note_store(ast.Name(id=frame.self_name), Value(added), attr)
 
     # ------------------------------------------------------------------ methods
 
@@ -590,6 +639,19 @@ class CallsMixin(EngineState):
                 self.record("system", self.eval(target), target, label)
         else:
             self.record("system", self.eval(content), content, label)
+
+
+def _called_name(node: ast.Call) -> tuple[str, int]:
+    """The name written for a call's callee and its line: ``now_text`` for
+    ``self.clock.now_text()``, ``factories`` for ``factories["now"]()``."""
+    callee: ast.expr = node.func
+    while isinstance(callee, (ast.Subscript, ast.Call)):
+        callee = callee.value if isinstance(callee, ast.Subscript) else callee.func
+    if isinstance(callee, ast.Attribute):
+        return callee.attr, getattr(callee, "end_lineno", None) or node.lineno
+    if isinstance(callee, ast.Name):
+        return callee.id, callee.lineno
+    return ast.unparse(callee)[:40], node.lineno
 
 
 def _unobjected(value: Value) -> Value:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -43,8 +44,20 @@ class ModuleContext:
         where = Location(fact.path or self.path, fact.line, fact.col, fact.line, fact.col)
         text = message or f"{fact.detail} is born here"
         if fact.via:
-            text += ", " + ", ".join(fact.via)
-        return Related(where, text, origin=True)
+            text += ", " + ", ".join(step[0] for step in fact.via)
+        # an unordered iteration's fact sits where it is iterated; its birth is ``fact.site``
+        value = "" if fact.kind is Kind.UNORDERED else written_name(fact.detail)
+        return Related(where, text, origin=True, value=value)
+
+    def chain(self, fact: Fact, message: str = "") -> tuple[Related, ...]:
+        """The finding's chain as related locations: where ``fact`` was born (``origin``),
+        then each call that passed it on in this file (``path:line``, "`now_text` passes it
+        on: returned by Clock.now_text"), innermost first."""
+        steps = tuple(
+            Related(self.at(line, 0), f"`{name}` passes it on: {text}", value=name)
+            for text, line, name in fact.via
+        )
+        return (self.origin(fact, message), *steps)
 
     def diagnostic(
         self,
@@ -89,6 +102,19 @@ class ModuleContext:
 
     def edits_fix(self, title: str, *edits: TextEdit) -> Fix:
         return Fix(title, tuple(sorted(edits)))
+
+
+#: the name of the last call in a fact's detail (``random.Random().random()`` -> ``random``)
+_CALLED = re.compile(r"([A-Za-z_]\w*)\([^()]*\)$")
+
+
+def written_name(detail: str) -> str:
+    """The name a fact's ``detail`` says is written where it was born: the called name of a
+    call (``datetime.now()`` -> ``now``, ``json.dumps() without sort_keys`` -> ``dumps``,
+    ``.iterdir()`` -> ``iterdir``); "" for a description (``a set literal``)."""
+    token = detail.strip("`").split(" ", 1)[0]
+    match = _CALLED.search(token)
+    return match.group(1) if match else ""
 
 
 def born_in(fact: Fact, function: ast.AST | None) -> bool:

@@ -26,6 +26,9 @@ class Kind(enum.Enum):
     LOOP = "loop"  # a loop variable inside a function (per-iteration value)
 
 
+#: one step of a fact's chain: (what passed it on, 1-based line of that call, the name there)
+Step = tuple[str, int, str]
+
 #: ``Fact.param`` of the receiver (``self``) of a method, in summaries
 SELF = -1
 
@@ -44,8 +47,9 @@ class Fact:
     ``fix`` carries what an autofix needs (a tuple of ints and strings, see the rule modules),
     ``site`` a second location (line, col), e.g. where a set was created when the fact marks the
     loop that iterates it. ``path`` is the file it was born in when that is not the file being
-    linted ("" for the same file); ``via`` the functions that passed it on, innermost first
-    (``("returned by Clock.now_text",)``), for the finding's message.
+    linted ("" for the same file); ``via`` the steps that passed it on in the file being
+    linted, innermost first, each a ``Step``: what happened (``"returned by Clock.now_text"``),
+    the 1-based line of the call that did it, and the name written there (``"now_text"``).
     """
 
     kind: Kind
@@ -58,14 +62,28 @@ class Fact:
     fix: tuple[int | str | bool, ...] = ()
     site: tuple[int, int] = (0, 0)
     path: str = ""
-    via: tuple[str, ...] = ()
+    via: tuple[Step, ...] = ()
 
-    def passed_on(self, step: str) -> Fact:
-        """The same fact, carried one step further (``step``: "returned by f"); at most 4
-        steps are kept, so recursive chains stay bounded."""
-        if len(self.via) >= 4 or step in self.via:
+    def passed_on(self, step: Step) -> Fact:
+        """The same fact, carried one step further (``step``: ("returned by f", line, "f"));
+        at most 4 steps are kept, and a function already on the chain is not added again, so
+        recursive chains stay bounded."""
+        if any(s[0] == step[0] for s in self.via):
             return self
+        if len(self.via) >= 4:
+            # keep the first steps, and an unproven step wherever it came
+            if not step[0].startswith("assumed") or any(
+                s[0].startswith("assumed") for s in self.via
+            ):
+                return self
+            return replace(self, via=(*self.via[:3], step))
         return replace(self, via=(*self.via, step))
+
+    @property
+    def proven(self) -> bool:
+        """False when the chain passes through a call whose code the analysis cannot see
+        (a step "assumed to pass through ...")."""
+        return not any(s[0].startswith("assumed") for s in self.via)
 
     @property
     def volatile(self) -> bool:

@@ -3,7 +3,8 @@
 Files and folders named on the command line are always linted: neither ``exclude`` nor a
 parent's .gitignore hides a path you name (``force_exclude`` restores ``exclude`` for them).
 Inside folders, hidden folders and the usual build, cache and virtualenv folders are skipped
-(ruff's default list), then the config's ``exclude`` patterns (gitignore syntax, relative to the
+(ruff's default list), and test folders and test files unless asked for; then the config's
+``exclude`` patterns (gitignore syntax, relative to the
 config file's folder), then whatever ``.gitignore`` files between the repository root and each
 file ignore.
 """
@@ -31,6 +32,8 @@ SKIP_DIRS = frozenset(
         "venv",
     }
 )
+#: folders of tests, left out of a folder's files unless ``include_tests``
+TEST_DIRS = frozenset({"tests", "test", "testing"})
 
 
 def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
@@ -65,11 +68,27 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec
     return False
 
 
-def discover(paths: list[Path], config: LintConfig, force_exclude: bool = False) -> list[Path]:
+def is_test_path(name: str, is_dir: bool) -> bool:
+    """A folder or file name that holds tests (pytest's and unittest's conventions): folders
+    ``tests``, ``test`` and ``testing``; files ``test_*.py``, ``*_test.py`` and ``conftest.py``."""
+    if is_dir:
+        return name in TEST_DIRS
+    stem = name.rsplit(".", 1)[0]
+    return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest"
+
+
+def discover(
+    paths: list[Path],
+    config: LintConfig,
+    force_exclude: bool = False,
+    include_tests: bool = False,
+) -> list[Path]:
     """Python files under ``paths``, sorted, without repeats.
 
     Files given directly are kept, unless ``force_exclude`` (as pre-commit passes every staged
-    file): then the config's ``exclude`` applies to them too.
+    file): then the config's ``exclude`` applies to them too. Inside folders, test folders and
+    test files (``is_test_path``) are left out unless ``include_tests``; a test file or folder
+    named on the command line is linted.
     """
     exclude = [(config.root.resolve(), _spec(list(config.exclude)))] if config.exclude else []
     found: dict[Path, None] = {}
@@ -107,12 +126,15 @@ def discover(paths: list[Path], config: LintConfig, force_exclude: bool = False)
                 for d in dirnames
                 if not d.startswith(".")
                 and d not in SKIP_DIRS
+                and (include_tests or not is_test_path(d, True))
                 and not _ignored(folder / d, True, specs)
             )
             for child in dirnames:
                 inherited[folder / child] = specs
             for name in filenames:
-                if name.endswith((".py", ".pyi")):
+                if name.endswith((".py", ".pyi")) and (
+                    include_tests or not is_test_path(name, False)
+                ):
                     path = folder / name
                     if not specs or not _ignored(path, False, specs):
                         found[path] = None

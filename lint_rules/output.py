@@ -40,10 +40,12 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
         suffix = ""
         if origins:
             first = origins[0].location
-            message = origins[0].message
-            at = message.find(", returned by ")
-            chain = message[at:] if at >= 0 else ""
-            suffix = f" [origin: {first.path}:{first.line}{chain}]"
+            steps = "".join(
+                f", {r.message.split(': ', 1)[-1]} at {r.location.path}:{r.location.line}"
+                for r in d.related
+                if not r.origin and r.value and "passes it on: " in r.message
+            )
+            suffix = f" [origin: {first.path}:{first.line}{steps}]"
         fixable = " [*]" if d.fix is not None and show_fixes else ""
         out.append(
             f"{d.location.path}:{d.location.line}:{_col(result, d.location)}: "
@@ -96,6 +98,7 @@ def render_json(results: Sequence[FileResult]) -> str:
                         "row": r.location.line,
                         "column": char_column(result.lines.get(r.location.line), r.location.col),
                         "message": r.message,
+                        "value": r.value,
                     }
                     for r in d.related
                 ],

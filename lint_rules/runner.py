@@ -96,13 +96,22 @@ class FileResult:
 
     ``diagnostics`` sorted by position; ``errors``: bad suppression comments ("path:line: ...");
     ``lines``: the text of each line a diagnostic points at (to turn UTF-8 byte columns into
-    character columns for output).
+    character columns for output). ``skipped``: "template" for a file that does not parse and
+    holds ``{{`` (a cookiecutter/Jinja template of a Python file): it is not linted and gives no
+    PC000; "" for a file that was linted.
     """
 
     path: str
     diagnostics: tuple[Diagnostic, ...] = ()
     errors: tuple[str, ...] = ()
     lines: dict[int, str] = field(default_factory=dict)
+    skipped: str = ""
+
+
+def is_template(raw: bytes) -> bool:
+    """A file that failed to parse is a template of a Python file when it holds ``{{``
+    (cookiecutter, copier and Jinja placeholders such as ``{{ folder_name }}``)."""
+    return b"{{" in raw
 
 
 def _codes_for(path: str, config: LintConfig) -> frozenset[str]:
@@ -171,6 +180,8 @@ def analyse_source(
         # valid newer Python this ast cannot read: nothing to report
         return FileResult(path), {}, {}, triggered
     except _PARSE_ERRORS as exc:
+        if is_template(raw):
+            return FileResult(path, skipped="template"), {}, {}, False
         return (
             FileResult(path, (from_error(path, exc),) if "PC000" in codes else ()),
             {},
@@ -261,6 +272,7 @@ def _output(
             "diagnostics": [diagnostic_to_json(d) for d in result.diagnostics],
             "errors": list(result.errors),
             "lines": {str(k): v for k, v in result.lines.items()},
+            "skipped": result.skipped,
         },
         "exports": exports,
         "wanted": wanted,
@@ -279,6 +291,8 @@ def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
     except _PARSE_ERRORS as exc:
         if isinstance(exc, SyntaxError) and is_newer_python(raw, exc):
             return FileResult(path)  # valid Python of a newer version than the one running
+        if is_template(raw):
+            return FileResult(path, skipped="template")
         if "PC000" in _codes_for(path, config):
             return FileResult(path, (from_error(path, exc),))
     return FileResult(path)
@@ -325,14 +339,17 @@ def lint_paths(
     jobs: int | None = None,
     force_exclude: bool = False,
     cache_dir: Path | None = None,
+    include_tests: bool = False,
 ) -> list[FileResult]:
     """Discover files and lint them as one program; results in path order.
 
     ``jobs``: worker processes (default: the CPU count; 1 = serial). ``force_exclude``: apply
     ``exclude`` to files named directly. ``cache_dir``: where cached results live (None: no
-    cache). Values are followed across the files' functions, methods and modules (see
-    ``analysis.program``).
+    cache). ``include_tests``: also lint test folders and test files found inside folders
+    (``files.is_test_path``). Values are followed across the files' functions, methods and
+    modules (see ``analysis.program``).
     """
-    files = [_display(p) for p in discover(list(paths), config, force_exclude)]
+    found = discover(list(paths), config, force_exclude, include_tests)
+    files = [_display(p) for p in found]
     results, _ = lint_program(files, config, jobs, cache_dir)
     return results

@@ -403,9 +403,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             sink.once = self.frame.once
             self.sinks.append(sink)
 
-    def runtime_test(
-        self, test: ast.expr, value: Value, own: frozenset[str] = frozenset()
-    ) -> bool:
+    def runtime_test(self, test: ast.expr, value: Value, own: frozenset[str] = frozenset()) -> bool:
         """True when a condition can change between requests of one session.
 
         Evidence is required: the condition's value carries a volatile fact (time,

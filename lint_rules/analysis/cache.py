@@ -44,7 +44,7 @@ def diagnostic_to_json(d: Diagnostic) -> dict[str, Any]:
         "message": d.message,
         "location": _loc(d.location),
         "severity": int(d.severity),
-        "related": [[_loc(r.location), r.message, r.origin] for r in d.related],
+        "related": [[_loc(r.location), r.message, r.origin, r.value] for r in d.related],
     }
     if d.fix is not None:
         out["fix"] = [d.fix.title, [list(e.__dict__.values()) for e in d.fix.edits]]
@@ -61,7 +61,10 @@ def diagnostic_from_json(data: dict[str, Any]) -> Diagnostic:
         data["message"],
         Location(*data["location"]),
         Severity(data["severity"]),
-        tuple(Related(Location(*loc), message, origin) for loc, message, origin in data["related"]),
+        tuple(
+            Related(Location(*loc), message, origin, value)
+            for loc, message, origin, value in data["related"]
+        ),
         fix,
     )
 

@@ -71,7 +71,7 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
         item[6],
         (key,) if kind is Kind.PARAM else (),
         path=item[7],
-        via=tuple(item[8]),
+        via=tuple((str(s[0]), int(s[1]), str(s[2])) for s in item[8]),
     )
 
 

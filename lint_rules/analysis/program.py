@@ -167,6 +167,7 @@ class Program:
                     tuple(diagnostic_from_json(d) for d in out["diagnostics"]),
                     tuple(out["errors"]),
                     {int(k): v for k, v in out["lines"].items()},
+                    out.get("skipped", ""),
                 )
             )
         return results

@@ -1,12 +1,14 @@
 """File cannot be parsed.
 
-Severity: error
+Severity: info
 Fix: none
 
 ## What it does
 Reports a Python file that the standard `ast` module cannot parse (a syntax error, a null byte,
-an undecodable encoding). The linter reports it and goes on with the other files; it never stops
-with a traceback.
+an undecodable encoding), as one info line. The linter reports it and goes on with the other
+files; it never stops with a traceback. A file that does not parse and holds `{{` is a template
+of a Python file (cookiecutter, copier, Jinja: `{{ folder_name }}`): it is skipped, not
+reported, and the run says how many it skipped.
 
 ## Why is this bad?
 Nothing in the file can be checked, so a cache breaker in it would go unnoticed.
@@ -41,5 +43,5 @@ def from_error(path: str, exc: Exception) -> Diagnostic:
         "PC000",
         f"cannot parse this file: {reason}",
         Location(path, line, col, line, col),
-        Severity.ERROR,
+        Severity.INFO,
     )

@@ -59,7 +59,9 @@ from ..facts import Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
-    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.TIME and not f.pinned):
+    for entry, fact in ctx.facts_in_prefix(
+        lambda f, e: f.kind is Kind.TIME and not f.pinned and f.proven
+    ):
         subday = fact.granularity == "subday"
         when = "every request" if subday else "every day"
         yield ctx.diagnostic(
@@ -68,5 +70,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             f"{when}, so the prefix never matches: move it after the cached part",
             entry.node,
             Severity.ERROR if subday else Severity.WARNING,
-            (ctx.origin(fact),),
+            ctx.chain(fact),
         )

@@ -51,12 +51,14 @@ from ..facts import Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
-    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.UNIQUE and not f.pinned):
+    for entry, fact in ctx.facts_in_prefix(
+        lambda f, e: f.kind is Kind.UNIQUE and not f.pinned and f.proven
+    ):
         yield ctx.diagnostic(
             "PC002",
             f"unique value `{fact.detail}` enters the cached prefix ({entry.sink}); every "
             "request gets a new prefix: pass ids in metadata or the newest message instead",
             entry.node,
             Severity.ERROR,
-            (ctx.origin(fact),),
+            ctx.chain(fact),
         )

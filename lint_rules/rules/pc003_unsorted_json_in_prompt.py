@@ -64,6 +64,6 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             "change between requests: use sort_keys=True",
             entry.node,
             Severity.WARNING,
-            (ctx.origin(fact, "serialised here"),),
+            ctx.chain(fact, "serialised here"),
             _fix(fact),
         )

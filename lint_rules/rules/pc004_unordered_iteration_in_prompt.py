@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .._base import Diagnostic, Fix, Related, Severity, TextEdit
-from ..context import ModuleContext
+from .._base import Diagnostic, Fix, Location, Related, Severity, TextEdit
+from ..context import ModuleContext, written_name
 from ..facts import Kind
 
 
@@ -60,10 +60,15 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                     TextEdit(int(end_line), int(end_col), int(end_line), int(end_col), ")"),
                 ),
             )
-        related = [ctx.origin(fact, "iterated here in an unstable order")]
+        related = list(ctx.chain(fact, "iterated here in an unstable order"))
         if fact.site != (0, 0) and fact.site != (fact.line, fact.col):
             related.append(
-                Related(ctx.at(*fact.site), f"{fact.detail} is created here", origin=True)
+                Related(
+                    Location(fact.path or ctx.path, *fact.site, *fact.site),
+                    f"{fact.detail} is created here",
+                    origin=True,
+                    value=written_name(fact.detail),
+                )
             )
         listing = fact.granularity == "filesystem"
         why = (

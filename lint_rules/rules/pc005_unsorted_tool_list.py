@@ -88,6 +88,6 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             "change between sessions and invalidates the whole cache: sort by tool name",
             entry.node,
             Severity.ERROR,
-            (ctx.origin(fact, "tools listed here"),),
+            ctx.chain(fact, "tools listed here"),
             fix,
         )

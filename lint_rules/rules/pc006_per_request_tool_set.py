@@ -55,5 +55,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             f"and reaches {entry.sink}; a different tool set shares no cached prefix",
             entry.node,
             Severity.WARNING,
-            (ctx.origin(fact, "the tool set varies here"),),
+            ctx.chain(fact, "the tool set varies here"),
         )

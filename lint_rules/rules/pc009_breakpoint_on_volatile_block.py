@@ -66,7 +66,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                         block.bp_node,
                         Severity.ERROR,
                         (
-                            ctx.origin(origin),
+                            *ctx.chain(origin),
                             Related(ctx.location(stable.node), "stable block without breakpoint"),
                         ),
                     )

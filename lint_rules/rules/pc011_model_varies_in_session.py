@@ -56,5 +56,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                     "switch of model re-sends the conversation uncached",
                     param[0],
                     Severity.WARNING,
-                    (ctx.origin(origin, "the model is chosen here"),),
+                    ctx.chain(origin, "the model is chosen here"),
                 )

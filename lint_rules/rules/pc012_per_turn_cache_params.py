@@ -56,5 +56,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                     "change invalidates the cached messages: keep it fixed per conversation",
                     param[0],
                     Severity.WARNING,
-                    (ctx.origin(origin, f"{key} is chosen here"),),
+                    ctx.chain(origin, f"{key} is chosen here"),
                 )

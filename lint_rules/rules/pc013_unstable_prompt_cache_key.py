@@ -54,5 +54,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                 "conversation id",
                 param[0],
                 Severity.ERROR,
-                (ctx.origin(origin),),
+                ctx.chain(origin),
             )

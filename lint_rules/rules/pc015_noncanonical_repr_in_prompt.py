@@ -48,5 +48,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             "canonical form: serialise with json.dumps(..., sort_keys=True)",
             entry.node,
             severity,
-            (ctx.origin(fact, "converted to text here"),),
+            ctx.chain(fact, "converted to text here"),
         )

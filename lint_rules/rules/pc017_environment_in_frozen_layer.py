@@ -52,5 +52,5 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             "each machine or user gets its own cache: move it to the session layer",
             entry.node,
             Severity.INFO,
-            (ctx.origin(fact),),
+            ctx.chain(fact),
         )

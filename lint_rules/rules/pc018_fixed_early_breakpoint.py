@@ -138,9 +138,7 @@ def _long_enough(loop: ast.stmt, appends: int) -> bool:
     if isinstance(it, (ast.List, ast.Tuple, ast.Set)):
         return len(it.elts) * appends > LOOKBACK_BLOCKS
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
-        bounds = [
-            a.value for a in it.args if isinstance(a, ast.Constant) and type(a.value) is int
-        ]
+        bounds = [a.value for a in it.args if isinstance(a, ast.Constant) and type(a.value) is int]
         if len(bounds) != len(it.args) or not bounds:
             return True  # a variable number of turns
         turns = len(range(*bounds))

@@ -1,0 +1,87 @@
+"""Every step of every finding's chain is checked against the code it names.
+
+Over the whole test corpus (the rule fixtures, the whole programs, the real cases' bad and
+fixed sides, and ``examples/lint_app``), each related location of each finding must point at a
+line of its file, and a step that names a value or a call (``Related.value``) must find that
+name written on that line: the origin's ``now`` for ``datetime.now()``, a helper's name where
+it is called. A chain that names a wrong origin (a time value born in a function that does not
+produce the reported value) fails here.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+from lint_markers import FIXTURES, fixture_config
+
+from promptcache.lint_rules import Diagnostic, lint_source
+from promptcache.lint_rules.config import parse_table
+from promptcache.lint_rules.registry import KNOWN_CODES
+from promptcache.lint_rules.runner import lint_paths
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+FIXTURE_FILES = sorted(p for p in FIXTURES.glob("PC*.py") if not p.name.endswith(".fixed.py"))
+PROGRAMS = sorted(
+    [p for p in (HERE / "programs").iterdir() if p.is_dir()]
+    + [p for p in (HERE / "real_cases").glob("*/*") if p.is_dir()]
+    + [ROOT / "examples" / "lint_app"]
+)
+
+
+@cache
+def _lines(path: str) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def _check(diagnostics: list[Diagnostic]) -> list[str]:
+    """What is wrong with the chains of ``diagnostics`` (empty when every step holds)."""
+    wrong = []
+    for d in diagnostics:
+        for step in (d.location, *(r.location for r in d.related)):
+            if not 1 <= step.line <= len(_lines(step.path)):
+                wrong.append(f"{d.code} at {d.location.path}:{d.location.line}: no line {step}")
+        for r in d.related:
+            if r.origin or "passes it on" in r.message:
+                line = _lines(r.location.path)[r.location.line - 1]
+                if "passes it on" in r.message and not r.value:
+                    wrong.append(f"{d.code}: a step without a name: {r.message}")
+                if r.value and r.value not in line:
+                    wrong.append(
+                        f"{d.code} at {d.location.path}:{d.location.line}: step "
+                        f"{r.location.path}:{r.location.line} names `{r.value}`, the line is "
+                        f"{line.strip()!r} ({r.message})"
+                    )
+    return wrong
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.name)
+def test_fixture_chains_hold(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    result = lint_source(source, str(path), fixture_config(path, source))
+    assert not _check(list(result.diagnostics))
+
+
+@pytest.mark.parametrize("folder", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_program_chains_hold(folder: Path) -> None:
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1, include_tests=True)
+    diagnostics = [d for r in results for d in r.diagnostics]
+    assert not _check(diagnostics)
+
+
+def test_chains_name_their_steps() -> None:
+    """The corpus has chains through functions, and each such step is named and checked."""
+    folder = HERE / "programs" / "c_modules"
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    steps = [
+        r
+        for res in results
+        for d in res.diagnostics
+        for r in d.related
+        if "passes it on" in r.message
+    ]
+    assert steps and all(r.value for r in steps)
