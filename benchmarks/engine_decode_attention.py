@@ -1,4 +1,4 @@
-"""Decode attention alone, old strategy against new, on SmolLM2-135M's shapes (issue #16).
+"""Decode attention alone, whole-context plan against cascade, on SmolLM2-135M's shapes (#16).
 
 One decode step's attention over all 30 layers (3 KV heads x 64, 9 query heads, fp32 pool of
 16-token blocks, the new tokens' K/V already stored), for the two cases of
@@ -9,10 +9,10 @@ One decode step's attention over all 30 layers (3 KV heads x 64, 9 query heads, 
   each with its own 32-token question and 32 generated tokens (6 blocks of its own, scattered
   through the pool as decode allocates them).
 
-``whole`` is the previous strategy: every row gathers its whole context (``index_select``) and
-runs SDPA, rows bucketed by length (``build_decode_plan(cascade=False)``). ``cascade`` is the
-backend's plan now: the shared prompt gathered once and attended with the 16 rows' queries
-stacked, each row's own blocks in one bucket, parts merged by log-sum-exp. Both run in this
+``whole`` is the plan without the cascade: every row gathers its whole context
+(``index_select``) and runs SDPA, rows bucketed by length (``build_decode_plan(cascade=False)``).
+``cascade`` is the backend's default plan: the shared prompt gathered once and attended with
+the 16 rows' queries stacked, each row's own blocks in one bucket, parts merged by log-sum-exp. Both run in this
 process on the same pools, alternating, medians of ``--repeats``; outputs are compared first.
 
 Usage::

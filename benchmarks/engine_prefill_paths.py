@@ -11,9 +11,9 @@ one process, alternating call by call, medians over ``--repeats``:
    in ms per layer; the cut-over ``DENSE_MIN_ROWS`` is read off this table.
 2. Whole engine, ``LLM(..., weight_dtype=...)``: TTFT of a cold 1,088-token prompt and of a warm
    one (1,024 cached + 64 new) on the torch path (``fused_cpu_decode=False``) with the dense
-   path on (``DENSE_MIN_ROWS``) and off (kernel for every batch: the engine before the
-   cut-over), and, for int4, through the fused CPU kernel (engine/cpu_decode, the default
-   where it builds; a second engine in this process). Numerics of the paths: top-1 agreement
+   path on (``DENSE_MIN_ROWS``) and off (the kernel for every batch), and, for int4, through
+   the fused CPU kernel (engine/cpu_decode, the default where it builds; a second engine in
+   this process). Numerics of the paths: top-1 agreement
    in tests/engine/test_quant_linear.py, tests/engine/test_cpu_prefill.py and docs/engine.md.
 
 Usage::

@@ -66,7 +66,9 @@ scheduler defers on the same condition with the same 32-token threshold
 (``IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD`` in python/sglang/srt/managers/
 schedule_policy.py, checked 2026-12-01). Measured on SmolLM2-135M-Instruct, 16 requests
 sharing a 1,024-token system prompt arriving together under the default 2,048-token budget:
-the first step no longer prefills the system prompt twice (docs/benchmarks.md)."""
+the first step prefills the system prompt once, for request 1 alone (1.1 s); without the
+deferral it also prefilled 992 tokens of request 2 (2.9 s). ``benchmarks/engine_vs_llamacpp.py``'s
+shared-prefix figure runs this workload (docs/benchmarks.md#engine-vs-llamacpp)."""
 
 StopChecker = Callable[[Sequence], bool]
 """Called after each appended token; True finishes the sequence with reason "stop" (the

@@ -25,13 +25,14 @@ per batch (``build_decode_plan``) and reused by every layer; ``decode_attention`
 The cascade needs fp32 queries on the CPU, torch's CPU flash op and no sliding window
 (``cascade=False`` otherwise): in bf16 / fp16 each part's output would be rounded once more
 before the merge, and a window would cut into shared prefixes. Without it, step 2 alone runs
-over each row's whole context, which is the previous strategy.
+over each row's whole context (the plan ``benchmarks/engine_decode_attention.py`` calls
+``whole``; docs/benchmarks.md#engine-decode-attention compares the two).
 
 Reading K/V in place (a view of consecutive pool blocks, as the prefill does) was measured and
 not taken: for one 1,104-token decode row of SmolLM2 (3 KV heads x 64) the flash kernel over
 the view took 0.39 ms per layer against 0.28 ms for ``index_select`` (0.09 ms) plus the same
 kernel over the contiguous copy, because the kernel's strided reads of a cold pool are slower
-than one block-wise copy (docs/benchmarks.md, "Decode attention").
+than one block-wise copy (30 layer pools, 1 thread, 2026-12-01).
 """
 
 from __future__ import annotations

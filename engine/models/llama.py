@@ -252,9 +252,10 @@ class LlamaForCausalLM(nn.Module):
         ``nn.Linear`` computes ``x @ W.T`` with ``W [out, in]``; re-laid out here, ``W.T`` is a
         contiguous ``[in, out]`` matrix, so the CPU GEMM (MKL sgemm) reads it without a transpose.
         Values, shapes and parameter names do not change. On one thread this speeds up the 16-64
-        row GEMMs of short prefills by 1.2-1.7x (e.g. ``[64, 512] x [512, 2816]``: 1.32 -> 1.05
-        ms) and leaves 1-row decode and 1,000-row prefill GEMMs as they were
-        (``benchmarks/engine_prefix_cache.py``; docs/benchmarks.md). Meant for CPU models: GPU
+        row GEMMs of short prefills by 1.2-1.7x (e.g. ``[64, 512] x [512, 2816]``: 1.05 ms against
+        1.32 ms row-major) and leaves 1-row decode and 1,000-row prefill GEMMs unchanged (Intel
+        Xeon, 2026-11-30; whole requests: ``benchmarks/engine_prefix_cache.py``,
+        docs/benchmarks.md#engine-prefix-cache). Meant for CPU models: GPU
         GEMMs pick their own layout. The embedding (and a tied LM head) keep row-major storage,
         which the token lookup needs.
         """
