@@ -12,8 +12,9 @@ One decode step's attention over all 30 layers (3 KV heads x 64, 9 query heads, 
 ``whole`` is the plan without the cascade: every row gathers its whole context
 (``index_select``) and runs SDPA, rows bucketed by length (``build_decode_plan(cascade=False)``).
 ``cascade`` is the backend's default plan: the shared prompt gathered once and attended with
-the 16 rows' queries stacked, each row's own blocks in one bucket, parts merged by log-sum-exp. Both run in this
-process on the same pools, alternating, medians of ``--repeats``; outputs are compared first.
+the 16 rows' queries stacked, each row's own blocks in one bucket, parts merged by log-sum-exp.
+Both run in this process on the same pools, alternating, medians of ``--repeats``; outputs are
+compared first.
 
 Usage::
 
