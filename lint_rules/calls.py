@@ -150,18 +150,25 @@ class CallsMixin(EngineState):
 
     def message_object(self, node: ast.Call, chain: tuple[str, ...]) -> None:
         """A message object built with a literal system role, ``Message(role="system",
-        content=...)`` (a project's own class, LlamaIndex ``ChatMessage``, ...): its content is
-        system text. The literal role is the evidence; the class name alone is not."""
+        content=...)`` or ``Message("system", text)`` (a project's own class, LlamaIndex
+        ``ChatMessage``, ...): its content is system text. The literal role is the evidence;
+        the class name alone is not."""
         role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
+        positional = role is None and bool(node.args)
+        if positional:
+            role = node.args[0]
         if not (
             isinstance(role, ast.Constant)
             and role.value in ("system", "developer")
             and chain[-1][:1].isupper()
         ):
             return
+        label = f"{chain[-1]}(role={role.value!r})"
+        if positional and len(node.args) > 1:
+            self.record_message_content(node.args[1], label)
         for kw in node.keywords:
             if kw.arg in ("content", "text", "blocks"):
-                self.record_message_content(kw.value, f"{chain[-1]}(role={role.value!r})")
+                self.record_message_content(kw.value, label)
 
     def self_attr_facts(self, self_name: str, attr: str) -> frozenset[Fact]:
         """The SELF facts standing for ``self.<attr>`` of the caller's object: one per SELF

@@ -288,7 +288,9 @@ class Helper:
 
     ``marks``: the parameters (positional index, name) on which it sets a breakpoint;
     ``returns_mark``: it returns a block dict with a breakpoint; ``returns_one``: it returns a
-    single index or element (an int, a subscript, a name bound to an int), never a collection.
+    single index or element (an int, a subscript, a name bound to an int), never a collection;
+    ``flag``: the parameter that decides whether the block it returns is marked
+    (``if cache: block["cache_control"] = ...; return block``), "" if none.
     """
 
     node: ast.FunctionDef | ast.AsyncFunctionDef
@@ -296,6 +298,20 @@ class Helper:
     marks: set[str] = field(default_factory=set)
     returns_mark: bool = False
     returns_one: bool = False
+    flag: str = ""
+
+    def flag_set(self, call: ast.Call) -> bool:
+        """True when ``call`` passes a literal ``True`` for the helper's ``flag`` (an
+        expression such as ``use_cache and i == len(parts) - 1`` is no evidence)."""
+        if not self.flag:
+            return False
+        given: ast.expr | None = None
+        if self.flag in self.params and self.params.index(self.flag) < len(call.args):
+            given = call.args[self.params.index(self.flag)]
+        for keyword in call.keywords:
+            if keyword.arg == self.flag:
+                given = keyword.value
+        return isinstance(given, ast.Constant) and given.value is True
 
     def marked_arg(self, call: ast.Call) -> ast.expr | None:
         """The argument of ``call`` that this helper sets a breakpoint on, if any."""
@@ -395,6 +411,17 @@ class Module:
             elif isinstance(value, ast.Call):
                 callee = self.helper(value, cls, depth + 1)
                 helper.returns_mark |= callee is not None and callee.returns_mark
+        returned = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
+        for stmt in own_nodes(func.body):
+            if (
+                isinstance(stmt, ast.If)
+                and isinstance(stmt.test, ast.Name)
+                and stmt.test.id in params
+                and not stmt.orelse
+            ):
+                for node, _via in marks_in(stmt.body, set(), self, cls, depth + 1):
+                    if isinstance(node, ast.Subscript) and chain_root(node.value) in returned:
+                        helper.flag = stmt.test.id
         valued = [r.value for r in returns if r.value is not None]
         helper.returns_one = (
             not generator and bool(valued) and all(_single(v, scope, func) for v in valued)
@@ -581,7 +608,9 @@ def _stmt_marks(
             name = ast.unparse(node.func)
             if helper.marked_arg(node) is not None:
                 yield node, f"{name}() sets it"
-            elif helper.returns_mark and not (isinstance(stmt, ast.Expr) and stmt.value is node):
+            elif (helper.returns_mark or helper.flag_set(node)) and not (
+                isinstance(stmt, ast.Expr) and stmt.value is node
+            ):
                 yield node, f"{name}() returns a marked block"  # that is stored
     yield from ((n, "set here") for n in expr_marks(stmt))
 

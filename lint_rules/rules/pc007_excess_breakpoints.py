@@ -76,6 +76,18 @@ _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    # one finding per marked place: a comprehension inside a loop reports it as the innermost
+    # loop that repeats it (loops come outermost first)
+    by_place: dict[tuple[int, int], Diagnostic] = {}
+    for diagnostic in _check(ctx):
+        if diagnostic.message.startswith("one cache breakpoint per element"):
+            by_place[(diagnostic.location.line, diagnostic.location.col)] = diagnostic
+        else:
+            yield diagnostic
+    yield from by_place.values()
+
+
+def _check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for sink in ctx.sinks:
         if sink.api not in BREAKPOINT_APIS:
             continue
@@ -104,8 +116,8 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue
         if size is None and not _whole_collection(node.iter, module, cls):
             continue  # the result of a call we cannot see: no evidence it is long
-        if any(isinstance(n, ast.Break) for n in _own_nodes(node.body)):
-            continue
+        if any(isinstance(n, (ast.Break, ast.Return)) for n in _own_nodes(node.body)):
+            continue  # stops at the first marked block (write, then break or return)
         found = next(marks_in(node.body, _index_names(node), module, cls, guard=_guard), None)
         if found is None:
             continue

@@ -12,6 +12,6 @@ class Message:
 def opening(question: str) -> list[Message]:
     now = datetime.now()
     return [
-        Message("system", f"Now: {now:%Y-%m-%d %H:%M}"),  # PC001: 26
+        Message("system", f"Now: {now:%Y-%m-%d %H:%M}"),  # PC001: 34
         Message("user", f"[{now:%H:%M}] {question}"),
     ]
