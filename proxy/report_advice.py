@@ -7,8 +7,9 @@ there (and on Bedrock), not at OpenAI or Gemini, and the engine has no TTL at al
 
 :func:`recommend` then writes the recommendations in the standard escalation order:
 
-1. a low token-weighted hit rate (< :data:`LOW_HIT_RATE`) points at prefix stability first,
-   naming the top breaking segment and its fix;
+1. prefix stability: the costliest break reason with a known fix (:data:`FIXES`), naming its top
+   segment, at any hit rate; without one, a low token-weighted hit rate (< :data:`LOW_HIT_RATE`)
+   says what else keeps it low (parallel misses, one-off prefixes);
 2. TTL: families whose cheapest TTL differs from the one in use (a high hit rate with gaps just
    past the TTL), and TTL expiries in general;
 3. cache writes nobody read (the write premium wasted);
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOW_HIT_RATE",
+    "NO_RECOMMENDATIONS",
     "EngineKvStats",
     "Recommendation",
     "TtlAdvice",
@@ -50,6 +52,8 @@ __all__ = [
     "recommend",
 ]
 
+#: What every view says when :func:`recommend` returns nothing.
+NO_RECOMMENDATIONS: Final = "none: caching works as intended in this window."
 #: Below this token-weighted hit rate, prefix stability is the first thing to fix.
 LOW_HIT_RATE: Final = 0.5
 #: KV-pool use (fraction of blocks) from which the engine is under memory pressure.
@@ -238,18 +242,27 @@ def _pct(value: float | None) -> str:
 
 
 def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
+    """The prefix-stability recommendation: the costliest break reason that has a fix (its top
+    segment, breaks, tokens and dollars lost, an example request and the fix), whatever the hit
+    rate; at a low hit rate without such a break, what else keeps the hit rate low; else None."""
     content = [r for r in reasons if r.reason in _CONTENT_REASONS and r.breaks]
-    head = f"Token-weighted hit rate is {_pct(total.token_hit_rate)}: make the prefix stable first."
+    low = total.token_hit_rate is not None and total.token_hit_rate < LOW_HIT_RATE
+    rate = _pct(total.token_hit_rate)
+    head = f"Token-weighted hit rate is {rate}: make the prefix stable first."
     if content:
         top = content[0]
         where = f"`{top.top_segment}`" if top.top_segment else "the prefix"
         example = f"; e.g. request {top.example_ids[0]}" if top.example_ids else ""
+        if not low:
+            head = f"Token-weighted hit rate is {rate}, but cache breaks still re-process input."
         return Recommendation(
             "prefix_stability",
             f"{head} Top breaker: {where} ({top.reason}, {_n(top.breaks, 'break')}, "
-            f"{top.tokens_lost:,} tokens and ${top.usd_lost:.4f} lost{example}). "
+            f"{top.tokens_lost:,} tokens and {usd(top.usd_lost, grouped=False)} lost{example}). "
             f"Fix: {FIXES[top.reason]}.",
         )
+    if not low:
+        return None
     if total.unexpected_misses:
         return Recommendation(
             "prefix_stability",
@@ -289,14 +302,17 @@ def recommend(
     ttl_advice: Sequence[TtlAdvice],
     engine: EngineKvStats | None = None,
 ) -> list[Recommendation]:
-    """Recommendations in escalation order (see the module docstring); empty when all is well."""
+    """Recommendations in escalation order (see the module docstring); empty when all is well.
+
+    The one list every view shows: ``promptcache report`` prints it, and the HTML page (static
+    and the proxy's live ``/report``) leads with its first item and lists them all.
+    """
     if not total.total_input_tokens:
         return [Recommendation("no_data", "No requests with token usage in this window.")]
     out: list[Recommendation] = []
-    if total.token_hit_rate is not None and total.token_hit_rate < LOW_HIT_RATE:
-        rec = _stability(total, reasons)
-        if rec is not None:
-            out.append(rec)
+    rec = _stability(total, reasons)
+    if rec is not None:
+        out.append(rec)
     for advice in ttl_advice:
         if (
             advice.recommended != advice.current

@@ -13,12 +13,14 @@ with a window selector and a small script that polls ``/report.json`` (:data:`RE
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from jinja2 import Environment
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from .report import Report
+from .report_advice import NO_RECOMMENDATIONS
 from .report_page import Page, build_page
 from .report_render import (
     REPLICA_HEADER,
@@ -40,7 +42,7 @@ from .report_svg import (
 )
 from .report_template import CSS, MAIN, PAGE, SCRIPT
 
-__all__ = ["REFRESH_MS", "LiveOptions", "render_html", "render_main"]
+__all__ = ["REFRESH_MS", "LiveOptions", "code_spans", "render_html", "render_main"]
 
 #: How often the live page polls ``/report.json`` (ms).
 REFRESH_MS = 5000
@@ -56,6 +58,15 @@ class LiveOptions:
 
     window: str
     choices: tuple[str, ...]
+
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def code_spans(text: str) -> Markup:
+    """``text`` escaped for HTML, with each Markdown code span (`` `x` ``) as ``<code>x</code>``:
+    recommendations name segments and flags that way in the terminal too."""
+    return Markup(_CODE_SPAN.sub(lambda m: f"<code>{m.group(1)}</code>", str(escape(text))))
 
 
 def _bucket_text(seconds: float) -> str:
@@ -126,6 +137,8 @@ def render_main(report: Report, page: Page | None = None) -> str:
         breaks_chart=breaks_chart(timeline, colours),
         ttft=page.ttft,
         ttft_chart=ttft_chart(page.ttft),
+        code_spans=code_spans,
+        no_recommendations=NO_RECOMMENDATIONS,
         replica_header=REPLICA_HEADER,
         replica_cells=replica_cells,
         pct=pct,

@@ -5,8 +5,9 @@ recommendations) and reads the finer figures from the same log over the same win
 :mod:`.report_page_sql`:
 
 - :class:`Headline`: saved (net savings and its share of the cost without cache), left on the
-  table (dollars lost to breaks, :class:`~.report.BreakReasonSummary.usd_lost` summed), and the
-  one change that would save most: the costliest break reason, its top segment and its fix;
+  table (dollars lost to breaks, :class:`~.report.BreakReasonSummary.usd_lost` summed), and
+  what to change first: the report's first recommendation, so the page, its list of
+  recommendations and ``promptcache report`` say the same;
 - :class:`BreakStrip`: one real request's prompt as its segments in order, each with its share
   of the request's tokens, its cache breakpoints, and how many breaks in the window first
   diverged inside it (and at which character, most often);
@@ -37,7 +38,7 @@ from promptcache.errors import StoreError
 
 from . import report_page_sql as q
 from .report import BUCKET_LADDER_S, MAX_BUCKETS, Report, connect_log, pick_bucket_s
-from .report_advice import FIXES
+from .report_advice import Recommendation
 from .report_merge import merged_log
 
 __all__ = [
@@ -82,21 +83,18 @@ class Headline:
     Attributes:
         saved_usd: net savings (cost without cache - cost; negative when writes went unread).
         saved_fraction: ``saved_usd / cost_without_cache_usd`` (None without priced traffic).
-        left_usd, left_tokens: dollars and input tokens lost to cache breaks in the window.
-        top_reason, top_segment, top_breaks, top_usd: the costliest break reason, its most
-            frequent segment (None for reasons without one), its breaks and dollars lost.
-        fix: the recommendations' fix sentence for ``top_reason`` (None if none is known).
+        left_usd, left_tokens: dollars and input tokens lost to cache breaks in the window
+            (tokens as the upstream counted them in its usage).
+        change: what to change first: the report's first recommendation
+            (:func:`.report_advice.recommend`, the list ``promptcache report`` prints), None
+            when there is none.
     """
 
     saved_usd: float
     saved_fraction: float | None
     left_usd: float
     left_tokens: int
-    top_reason: str | None
-    top_segment: str | None
-    top_breaks: int
-    top_usd: float
-    fix: str | None
+    change: Recommendation | None
 
 
 @dataclass(frozen=True)
@@ -281,18 +279,13 @@ def _headline(report: Report) -> Headline:
         if total.cost_without_cache_usd
         else None
     )
-    reasons = report.break_reasons  # costliest first
-    top = reasons[0] if reasons else None
+    reasons = report.break_reasons
     return Headline(
         saved_usd=total.net_savings_usd,
         saved_fraction=saved_fraction,
         left_usd=sum(b.usd_lost for b in reasons),
         left_tokens=sum(b.tokens_lost for b in reasons),
-        top_reason=top.reason if top else None,
-        top_segment=top.top_segment if top else None,
-        top_breaks=top.breaks if top else 0,
-        top_usd=top.usd_lost if top else 0.0,
-        fix=FIXES.get(top.reason) if top else None,
+        change=report.recommendations[0] if report.recommendations else None,
     )
 
 

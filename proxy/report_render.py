@@ -21,6 +21,7 @@ from promptcache.formatting import percent
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .report import Report, Summary
+from .report_advice import NO_RECOMMENDATIONS
 from .report_replicas import ReplicaSummary
 
 __all__ = [
@@ -163,7 +164,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
 
     console.print("[bold]Recommendations[/bold]")
     if not report.recommendations:
-        console.print("  none: caching works as intended in this window.")
+        console.print(f"  {NO_RECOMMENDATIONS}")
     for i, rec in enumerate(report.recommendations, 1):
         console.print(f"  {i}. {rec.message}", soft_wrap=False)
     return buffer.getvalue()

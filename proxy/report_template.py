@@ -116,14 +116,12 @@ traffic in this window{% endif %}</div></div>
 <div class="card" id="left"><div class="muted small">Left on the table</div>
 <div class="big">{{ usd(h.left_usd) }}</div>
 <div class="small">{{ num(h.left_tokens) }} input tokens lost to {{ num(report.total.breaks) }}
-cache break{{ "" if report.total.breaks == 1 else "s" }}, priced</div></div>
-<div class="card" id="top-change"><div class="muted small">The one change that would save most</div>
-{% if h.top_reason %}<div class="small"><strong>{% if h.top_segment
-%}<code>{{ h.top_segment }}</code>{% else %}the prefix{% endif %}</strong> &middot;
-{{ h.top_reason }}, {{ num(h.top_breaks) }}
-break{{ "" if h.top_breaks == 1 else "s" }}, {{ usd(h.top_usd) }} lost.
-{% if h.fix %}Fix: {{ h.fix }}.{% endif %}</div>
-{% else %}<div class="small">No cache breaks in this window: nothing to fix here.</div>{% endif %}
+cache break{{ "" if report.total.breaks == 1 else "s" }} (the upstream's token counts); the
+dollars are what reading them from the cache would have saved</div></div>
+<div class="card" id="top-change"><div class="muted small">What to change first</div>
+{% if h.change %}<div class="small" data-kind="{{ h.change.kind }}">
+{{- code_spans(h.change.message) }}</div>{% else %}<div class="small">Nothing:
+{{ no_recommendations }}</div>{% endif %}
 </div>
 </section>
 {% for note in priced_as_notes %}<p class="note priced-as small">* {{ note }}</p>
@@ -254,8 +252,8 @@ requests (successful only; a hit read &ge; 1 cached token).</figcaption></figure
 {% endfor %}</table></div>{% endif %}
 <h3>Recommendations</h3>
 <ol id="recommendations">{% for r in report.recommendations %}
-<li data-kind="{{ r.kind }}">{{ r.message }}</li>{% else %}
-<li>none: caching works as intended in this window.</li>{% endfor %}</ol>
+<li data-kind="{{ r.kind }}">{{ code_spans(r.message) }}</li>{% else %}
+<li>{{ no_recommendations }}</li>{% endfor %}</ol>
 </section>
 """
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sqlite_utils import Database
 
 from promptcache.errors import ConfigError
+from promptcache.formatting import percent
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report_advice import (
@@ -352,12 +353,22 @@ def test_engine_kv_advice_escalates(tmp_path: Path) -> None:
         EngineKvStats.from_prometheus("# nothing here\n")
 
 
-def test_high_hit_rate_skips_the_stability_advice(tmp_path: Path) -> None:
+def test_a_break_with_a_fix_is_advised_at_a_high_hit_rate_too(tmp_path: Path) -> None:
     rows = [row(f"r{i}", T0 + i, model="claude-sonnet-4-5", **usage(read=900)) for i in range(5)]
     rows.append(row("b", T0 + 10, model="claude-sonnet-4-5", break_reason="system_changed",
                     break_segment="system[0].text", **usage(w5=900)))  # fmt: skip
     report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
     assert report.total.token_hit_rate is not None and report.total.token_hit_rate > 0.5
+    (advice,) = [r for r in report.recommendations if r.kind == "prefix_stability"]
+    assert advice.message.startswith(
+        f"Token-weighted hit rate is {percent(report.total.token_hit_rate)}, but cache breaks"
+    )
+    assert "`system[0].text` (system_changed, 1 break," in advice.message
+
+
+def test_a_high_hit_rate_without_breaks_gets_no_stability_advice(tmp_path: Path) -> None:
+    rows = [row(f"r{i}", T0 + i, model="claude-sonnet-4-5", **usage(read=900)) for i in range(5)]
+    report = build_report(write_log(tmp_path / "log.db", rows), since=T0, until=T0 + 3600)
     assert all(r.kind != "prefix_stability" for r in report.recommendations)
 
 

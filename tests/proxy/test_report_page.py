@@ -80,9 +80,13 @@ def test_headline_sums_savings_and_break_losses(page: Page) -> None:
     assert h.saved_fraction == pytest.approx(saved / sum(cost(i)[1] for i in range(N)))
     assert h.left_usd == pytest.approx(sum(b.usd_lost for b in page.report.break_reasons))
     assert h.left_usd > 0
-    assert h.top_reason == "system_changed" and h.top_segment == "system[0].text"
-    assert h.top_breaks == sum(1 for i in BREAKS if reason_of(i) == "system_changed")
-    assert h.fix and "system prompt" in h.fix
+    # what to change first is the report's own first recommendation (the list the CLI prints)
+    assert h.change is not None and h.change == page.report.recommendations[0]
+    assert h.change.kind == "prefix_stability"
+    assert "`system[0].text` (system_changed" in h.change.message
+    breaks = sum(1 for i in BREAKS if reason_of(i) == "system_changed")
+    assert f"{breaks} breaks" in h.change.message
+    assert "system prompt" in h.change.message
 
 
 def test_strip_is_the_latest_top_breaker_with_the_breaks_placed(page: Page) -> None:
@@ -212,7 +216,8 @@ def test_empty_window_draws_nothing_and_says_so(tmp_path: Path) -> None:
     page = build_page(report)
     assert page.strip is None and page.diffs == () and page.families == ()
     assert page.timeline.buckets == () and page.ttft.hit == ()
-    assert page.headline.saved_fraction is None and page.headline.top_reason is None
+    assert page.headline.saved_fraction is None and page.headline.change is not None
+    assert page.headline.change.kind == "no_data"
     assert "Nothing to compare." in page.ttft.caption
 
 

@@ -29,9 +29,7 @@ def test_a_share_that_is_not_zero_never_prints_as_zero(value: object, shown: str
 
 
 def test_the_engine_advice_rounds_a_small_hit_rate_like_the_rest_of_the_report() -> None:
-    kv = EngineKvStats(
-        kv_usage=0.95, num_preemptions=3, num_swapped=0, prefix_cache_hit_rate=0.004
-    )
+    kv = EngineKvStats(kv_usage=0.95, num_preemptions=3, num_swapped=0, prefix_cache_hit_rate=0.004)
     rec = _engine(kv)
     assert rec is not None
     assert "KV pool 95.0% full" in rec.message and "(hit rate 0.4%)" in rec.message
