@@ -12,9 +12,11 @@ them onto the same ``ModelConfig`` a Hugging Face ``config.json`` gives, through
 Parsing the metadata of a 49,152-token vocabulary builds about 250,000 small numpy views (one
 per string and length). ``GGUFReader`` slices an ``np.memmap``, whose views run Python code on
 every slice (``memmap.__getitem__`` / ``__array_finalize__``); ``_PlainReader`` hands it a plain
-``ndarray`` over the same mapping instead, which parses the SmolLM2 file 3x faster (2.3 -> 0.75 s;
-benchmarks/engine_gguf_load.py). One parsed reader per file is kept until ``release`` (the loader
-calls it once the weights are in): the config, the tokenizer and the weights of one load share it.
+``ndarray`` over the same mapping instead, which parses the SmolLM2 file 3.2-3.5x faster
+(0.87 against 2.79 s at load average 1.3; ``benchmarks/engine_gguf_load.py``,
+docs/benchmarks.md#engine-gguf-load). One parsed reader per file is kept until ``release`` (the
+loader calls it once the weights are in): the config, the tokenizer and the weights of one load
+share it.
 """
 
 from __future__ import annotations

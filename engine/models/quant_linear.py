@@ -23,18 +23,17 @@ Activations stay in the model dtype between layers; only the matrix product chan
 copy of its dequantised weight instead: the same values as the kernel's. The copy's dtype
 depends on the CPU (``DENSE_DTYPE``): bf16, prepacked for oneDNN's GEMM (``PREPACK_DENSE``),
 where oneDNN runs bf16 natively (AVX-512 or AVX-NE-CONVERT), rounded to bf16 (relative 2^-9);
-fp32 elsewhere (prepacked too), where bf16 GEMMs are emulated and several times slower. The
-bf16 cut-over was
-measured before the prepacking (which makes the dense side faster still, see
-``WeightOnlyLinear``), on SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down;
+fp32 elsewhere (prepacked too), where bf16 GEMMs are emulated and several times slower. The bf16
+cut-over was measured with dense weights that were not prepacked (prepacking makes the dense side
+faster still, see ``WeightOnlyLinear``), on SmolLM2-135M-Instruct's layer 0 (qkv, o, gate_up, down;
 ``benchmarks/engine_prefill_paths.py``, 2026-12-01 15:58 UTC, load average 3.2, 1 torch thread:
-2-thread runs on this shared machine swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at
-8, 0.98x at 16, 1.17x at 24, 1.67x at 64, 2.47x at 1,088 (an earlier run: 0.91x at 16, 1.20x
-at 32); on a quiet machine with 2 threads the bf16 GEMM led at 16 rows too (150 against 85
-GFLOP/s), hence the cut-over at 16. The fp32 one: see ``DENSE_MIN_ROWS``. Cost: ``2 * out * in``
-bytes per layer in bf16, ``4 * out * in`` in fp32 (202 / 404 MiB for SmolLM2's decoder);
-``quantize_linears(..., dense_min_rows=None)`` keeps none. Dequantising per call instead (no
-extra memory, a pass over each weight per forward) was not measured.
+2-thread runs on this shared machine swung 10x), kernel / dense time: 0.37x at 1 row, 0.76x at 8,
+0.98x at 16, 1.17x at 24, 1.67x at 64, 2.47x at 1,088 (another run: 0.91x at 16, 1.20x at 32); on a
+quiet machine with 2 threads the bf16 GEMM led at 16 rows too (150 against 85 GFLOP/s), hence the
+cut-over at 16. The fp32 one: see ``DENSE_MIN_ROWS``. Cost: ``2 * out * in`` bytes per layer in
+bf16, ``4 * out * in`` in fp32 (202 / 404 MiB for SmolLM2's decoder); ``quantize_linears(...,
+dense_min_rows=None)`` keeps none. Dequantising per call instead (no extra memory, a pass over each
+weight per forward) was not measured.
 
 **Loading.** ``load_model`` quantises each decoder layer as soon as its tensors are in
 (``quantize_decoder_layer``), so the fp32 model never exists whole. The token embedding becomes an
