@@ -12,11 +12,17 @@ TTLs and key order reach the upstream untouched). Headers pass through except:
 
 httpx's transport errors are translated here, at the boundary, into ``UpstreamTimeoutError`` (the
 client gets 504) and ``UpstreamUnreachableError`` (502), both ``promptcache.errors.UpstreamError``.
+
+A pooled keep-alive connection the upstream closes just as a request goes out on it (servers
+close idle connections on their own clock: uvicorn after 5 s, gunicorn after 2 s) fails with
+no answer at all. Such a request is sent once more on a fresh connection: see ``_Attempt``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import select
 import socket
 import ssl
@@ -60,6 +66,8 @@ HOP_BY_HOP = frozenset(
     }
 )
 _DROP_REQUEST = HOP_BY_HOP | {b"host", b"content-length", b"expect", b"accept-encoding"}
+
+logger = logging.getLogger("promptcache.proxy")
 
 
 class UpstreamTimeoutError(UpstreamError):
@@ -136,10 +144,40 @@ URL_CACHE_SIZE = 1024
 
 
 @dataclass
+class _Attempt:
+    """What the network stream saw of one request attempt (set by ``_Stream``).
+
+    A request may be sent again when it went out on a reused connection and the upstream
+    answered not one byte before the connection failed: the upstream closed the idle connection
+    as the request reached it (its keep-alive timer fired first, so it never read the request).
+    On a fresh connection, or after any response byte, a failure is the upstream's answer.
+    """
+
+    #: the connection had carried an earlier exchange (bytes were read on it before this one)
+    reused: bool = False
+    #: a response byte of this attempt arrived
+    answered: bool = False
+    #: the stream carrying this attempt (the first one written to)
+    stream: _Stream | None = None
+
+
+_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
+    "promptcache_proxy_attempt", default=None
+)
+
+#: Transport errors of a connection that died under a request: retried once when ``_Attempt``
+#: says the upstream closed an idle connection (httpcore: RemoteProtocolError "Server
+#: disconnected without sending a response", ReadError on a reset, WriteError on a broken pipe).
+_CLOSED_UNDER_REQUEST = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+@dataclass
 class _Shard:
     client: httpx.AsyncClient
     #: the client's transport when requests may skip the client (no environment proxy applies)
     transport: httpx.AsyncHTTPTransport | None
+    #: the transport whose pool holds the client's connections (idle ones are dropped on retry)
+    pooled: httpx.AsyncHTTPTransport
     #: the client's pool size (``SHARD_CONNECTIONS``, or what is left of ``max_connections``)
     capacity: int
     in_flight: int = 0
@@ -199,7 +237,7 @@ class UpstreamPool:
         transport = _transport(connections, self._ssl_context)
         client = _new_client(upstream, transport, self._ssl_context)
         direct = upstream.is_loopback or not self._env_proxies
-        shard = _Shard(client, transport if direct else None, connections)
+        shard = _Shard(client, transport if direct else None, transport, connections)
         state.shards.append(shard)
         state.capacity += connections
         return shard
@@ -275,17 +313,7 @@ class UpstreamPool:
             shard = self._shard(upstream, state)
             shard.in_flight += 1
             try:
-                try:
-                    if shard.transport is not None:
-                        # Straight to the transport: the client layer would only add cookie
-                        # bookkeeping, auth and redirect hooks the proxy has turned off anyway.
-                        response = await shard.transport.handle_async_request(request)
-                    else:
-                        response = await shard.client.send(request, stream=True)
-                except httpx.TimeoutException as exc:
-                    raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
-                except httpx.TransportError as exc:
-                    raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
+                response = await self._send(upstream, shard, request)
                 try:
                     yield response
                 finally:
@@ -295,6 +323,45 @@ class UpstreamPool:
                 shard.in_flight -= 1
         finally:
             state.slots.release()
+
+    async def _send(
+        self, upstream: UpstreamConfig, shard: _Shard, request: httpx.Request
+    ) -> httpx.Response:
+        """Send ``request`` through ``shard``; once more on a fresh connection when a reused one
+        was closed by the upstream under it (``_Attempt``).
+
+        Raises:
+            UpstreamTimeoutError, UpstreamUnreachableError: as ``stream``.
+        """
+        for retry in (False, True):
+            attempt = _Attempt()
+            token = _ATTEMPT.set(attempt)
+            try:
+                if shard.transport is not None:
+                    # Straight to the transport: the client layer would only add cookie
+                    # bookkeeping, auth and redirect hooks the proxy has turned off anyway.
+                    return await shard.transport.handle_async_request(request)
+                return await shard.client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
+            except httpx.TransportError as exc:
+                closed_idle = (
+                    isinstance(exc, _CLOSED_UNDER_REQUEST)
+                    and attempt.reused
+                    and not attempt.answered
+                )
+                if retry or not closed_idle:
+                    raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
+                logger.debug(
+                    "upstream %s closed a pooled connection as a request went out (%s): "
+                    "sending it again on a fresh connection",
+                    upstream.name,
+                    exc,
+                )
+                await _drop_idle(shard.pooled)
+            finally:
+                _ATTEMPT.reset(token)
+        raise AssertionError("unreachable")  # the second pass returns or raises
 
     def _timeouts(self, upstream: UpstreamConfig) -> dict[str, float | None]:
         timeouts = self._timeout_dicts.get(upstream.name)
@@ -329,15 +396,26 @@ class _Stream(httpcore.AsyncNetworkStream):
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._write_timeout: float | None = None
+        self._bytes_read = 0  # over the connection's life: > 0 once an exchange was answered
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._pending:
             await self._flush()
-        return await self._stream.read(max_bytes, timeout)
+        data = await self._stream.read(max_bytes, timeout)
+        if data:
+            self._bytes_read += len(data)
+            attempt = _ATTEMPT.get()
+            if attempt is not None and attempt.stream is self:
+                attempt.answered = True
+        return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
+        attempt = _ATTEMPT.get()
+        if attempt is not None and attempt.stream is None:
+            attempt.stream = self
+            attempt.reused = self._bytes_read > 0
         self._pending.append(buffer)
         self._pending_bytes += len(buffer)
         self._write_timeout = timeout
@@ -411,6 +489,16 @@ def _is_readable(sock: socket.socket | None) -> bool:
         poller.register(sock, select.POLLIN)
         return bool(poller.poll(0))
     return bool(select.select([sock], [], [], 0)[0])
+
+
+async def _drop_idle(transport: httpx.AsyncHTTPTransport) -> None:
+    """Close the idle connections of ``transport``'s pool, so the next request opens a fresh one
+    (they went idle together with the one the upstream just closed)."""
+    pool = getattr(transport, "_pool", None)
+    if isinstance(pool, httpcore.AsyncConnectionPool):
+        for connection in pool.connections:
+            if connection.is_idle():
+                await connection.aclose()
 
 
 def _transport(connections: int, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -19,7 +20,8 @@ from starlette.types import ASGIApp
 class ServerThread:
     """A uvicorn server for ``app`` on ``127.0.0.1:<free port>``, started on ``__enter__``."""
 
-    def __init__(self, app: ASGIApp, *, graceful_shutdown_s: float = 5.0) -> None:
+    def __init__(self, app: ASGIApp, *, graceful_shutdown_s: float = 5.0, **settings: Any) -> None:
+        """``settings``: more ``uvicorn.Config`` options (``timeout_keep_alive``...)."""
         self.app = app
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -33,6 +35,7 @@ class ServerThread:
             server_header=False,
             date_header=False,
             timeout_graceful_shutdown=graceful_shutdown_s,
+            **settings,
         )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,6 +14,7 @@ import httpx2  # the official clients' transport: they let its errors through
 import openai
 import pytest
 from proxy_support import RunningProxy
+from servers import ServerThread
 from upstreams import MockUpstream
 
 from promptcache.proxy.config import UpstreamConfig
@@ -435,3 +437,41 @@ def test_a_client_closing_right_after_the_terminal_event_is_not_an_error(
     row = proxy.row()
     assert row["status"] == 200 and row["error"] is None
     assert row["output_tokens"] is not None and row["cost_usd"] is not None
+
+
+def test_a_pooled_connection_the_upstream_closes_as_a_request_goes_out_is_retried(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # uvicorn closes an idle keep-alive connection after timeout_keep_alive; requests timed
+    # around that moment meet a connection the upstream is closing. The proxy must send them
+    # again on a fresh connection instead of answering 502.
+    keep_alive_s = 0.1
+    with ServerThread(MockUpstream(), timeout_keep_alive=keep_alive_s) as upstream:
+        target = UpstreamConfig(name="openai", url=upstream.url, vendor="openai")
+        proxy = start_proxy(upstreams={"openai": target}, db_path=None)
+        failures: list[str] = []
+        sent: list[int] = []
+
+        def sweep(offset_ms: float) -> None:
+            with httpx.Client(base_url=proxy.url, timeout=30) as client:
+                for step in range(SWEEP_STEPS):
+                    # idle times from 4 ms under the keep-alive to 4 ms over it
+                    time.sleep(keep_alive_s + (offset_ms + step * 0.4 - 4) / 1000)
+                    reply = client.post(
+                        "/v1/chat/completions",
+                        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]},
+                    )
+                    sent.append(reply.status_code)
+                    if reply.status_code != 200:
+                        failures.append(reply.text)
+
+        threads = [threading.Thread(target=sweep, args=(i * 0.05,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert len(sent) == 8 * SWEEP_STEPS
+        assert failures == []
+
+
+SWEEP_STEPS = 20
