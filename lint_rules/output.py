@@ -36,24 +36,10 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
     out = []
     pairs = _all(results)
     for result, d in pairs:
-        origins = [r for r in d.related if r.origin]
-        suffix = ""
-        if origins:
-            first = origins[0].location
-            steps = "".join(
-                f", {r.message.split(': ', 1)[-1]} at {r.location.path}:{r.location.line}"
-                for r in d.related
-                if not r.origin and r.value and "passes it on: " in r.message
-            )
-            suffix = f" [origin: {first.path}:{first.line}{steps}]"
-        fixable = " [*]" if d.fix is not None and show_fixes else ""
-        out.append(
-            f"{d.location.path}:{d.location.line}:{_col(result, d.location)}: "
-            f"{d.code}{fixable} {d.message}{suffix}"
-        )
+        out.append(_text_line(result, d, show_fixes))
     counts = {s: sum(1 for _, d in pairs if d.severity is s) for s in Severity}
     fixable_count = sum(1 for _, d in pairs if d.fix is not None)
-    files = len(results)
+    files = sum(1 for r in results if not r.skipped)
     if pairs:
         summary = (
             f"Found {len(pairs)} finding{'s' if len(pairs) != 1 else ''} in {files} "
@@ -65,6 +51,40 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
     else:
         summary = f"All checks passed ({files} file{'s' if files != 1 else ''})."
     out.append(summary)
+    return "\n".join(out) + "\n"
+
+
+def _text_line(result: FileResult, d: Diagnostic, show_fixes: bool = True) -> str:
+    """One finding: ``path:line:col: CODE message [origin: path:line, <step> at path:line]``."""
+    origins = [r for r in d.related if r.origin]
+    suffix = ""
+    if origins:
+        first = origins[0].location
+        steps = "".join(
+            f", {r.message.split(': ', 1)[-1]} at {r.location.path}:{r.location.line}"
+            for r in d.related
+            if not r.origin and r.value and "passes it on: " in r.message
+        )
+        suffix = f" [origin: {first.path}:{first.line}{steps}]"
+    fixable = " [*]" if d.fix is not None and show_fixes else ""
+    return (
+        f"{d.location.path}:{d.location.line}:{_col(result, d.location)}: "
+        f"{d.code}{fixable} {d.message}{suffix}"
+    )
+
+
+def render_notes(results: Sequence[FileResult]) -> str:
+    """``--explain``: the unproven flows of the run (``FileResult.notes``), one line each after
+    a heading; "" when there are none."""
+    notes = [(r, d) for r in results for d in r.notes]
+    if not notes:
+        return ""
+    count = len(notes)
+    out = [
+        f"explain: {count} unproven flow{'s' if count != 1 else ''} (not findings: the chain "
+        "passes through a call the analysis cannot see):"
+    ]
+    out.extend(f"  {_text_line(r, d, show_fixes=False)}" for r, d in notes)
     return "\n".join(out) + "\n"
 
 

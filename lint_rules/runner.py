@@ -98,7 +98,8 @@ class FileResult:
     ``lines``: the text of each line a diagnostic points at (to turn UTF-8 byte columns into
     character columns for output). ``skipped``: "template" for a file that does not parse and
     holds ``{{`` (a cookiecutter/Jinja template of a Python file): it is not linted and gives no
-    PC000; "" for a file that was linted.
+    PC000; "" for a file that was linted. ``notes``: unproven flows (``ModuleContext.notes``),
+    not findings; ``promptcache lint --explain`` shows them.
     """
 
     path: str
@@ -106,6 +107,7 @@ class FileResult:
     errors: tuple[str, ...] = ()
     lines: dict[int, str] = field(default_factory=dict)
     skipped: str = ""
+    notes: tuple[Diagnostic, ...] = ()
 
 
 def is_template(raw: bytes) -> bool:
@@ -189,6 +191,7 @@ def analyse_source(
             triggered,
         )
     diagnostics: list[Diagnostic] = []
+    notes: list[Diagnostic] = []
     exports: dict[str, Any] = {}
     wanted: dict[str, bool] = {}
     if run_engine:
@@ -215,17 +218,21 @@ def analyse_source(
                 check = CHECKS.get(code)
                 if check is not None:
                     diagnostics.extend(check(ctx))
+            notes = ctx.notes
         except RecursionError:
             # code nested deeper than the analysis can follow: say so, lint the other files
             diagnostics = [_not_analysed(path, "it nests deeper than the analysis can follow")]
     suppressions = parse_suppressions(text, KNOWN_CODES)
     kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
     kept = _merge_duplicates(kept)
+    notes = _merge_duplicates(
+        [d for d in notes if not suppressions.suppressed(d.code, d.location.line)]
+    )
     errors = tuple(f"{path}:{e}" for e in suppressions.errors)
     lines: dict[int, str] = {}
-    if kept:
+    if kept or notes:
         all_lines = text.splitlines()
-        for d in kept:
+        for d in [*kept, *notes]:
             wanted_lines = [d.location.line, d.location.end_line]
             wanted_lines += [r.location.line for r in d.related if r.location.path == path]
             if d.fix is not None:
@@ -233,7 +240,12 @@ def analyse_source(
             for number in wanted_lines:
                 if 0 < number <= len(all_lines):
                     lines[number] = all_lines[number - 1]
-    return FileResult(path, tuple(kept), errors, lines), exports, wanted, triggered
+    return (
+        FileResult(path, tuple(kept), errors, lines, notes=tuple(notes)),
+        exports,
+        wanted,
+        triggered,
+    )
 
 
 def analyse_file(task: Task, config: LintConfig, raw: bytes | None = None) -> dict[str, Any]:
@@ -273,6 +285,7 @@ def _output(
             "errors": list(result.errors),
             "lines": {str(k): v for k, v in result.lines.items()},
             "skipped": result.skipped,
+            "notes": [diagnostic_to_json(d) for d in result.notes],
         },
         "exports": exports,
         "wanted": wanted,

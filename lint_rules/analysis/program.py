@@ -168,6 +168,7 @@ class Program:
                     tuple(out["errors"]),
                     {int(k): v for k, v in out["lines"].items()},
                     out.get("skipped", ""),
+                    tuple(diagnostic_from_json(d) for d in out.get("notes", ())),
                 )
             )
         return results

@@ -12,8 +12,12 @@ system prompt, a message before the newest one, the SDK's frozen or session laye
 `{"role": "system"}` message, or a function that builds the system prompt.
 
 The granularity comes from the format string: text that changes within a day (`%H:%M`,
-`isoformat()`) is an error, a date (`%Y-%m-%d`, `date.today()`) a warning, a month or a year
-is not reported.
+`isoformat()`) is an error, a date (`%Y-%m-%d`, `date.today()`) is info (it breaks the prefix
+once a day), a month or a year is not reported.
+
+A chain that passes through a call the analysis cannot see (a third-party function whose
+result is assumed to carry its arguments) is not a finding: `promptcache lint --explain` shows
+it.
 
 ## Why is this bad?
 Prompt caches match an exact prefix. A timestamp near the start of the system prompt makes
@@ -59,16 +63,21 @@ from ..facts import Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
-    for entry, fact in ctx.facts_in_prefix(
-        lambda f, e: f.kind is Kind.TIME and not f.pinned and f.proven
-    ):
+    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.TIME and not f.pinned):
         subday = fact.granularity == "subday"
-        when = "every request" if subday else "every day"
-        yield ctx.diagnostic(
+        if subday:
+            why = "it changes every request, so the prefix never matches"
+        else:
+            why = "it changes once a day, so the prefix is written afresh each day"
+        diagnostic = ctx.diagnostic(
             "PC001",
-            f"time value `{fact.detail}` enters the cached prefix ({entry.sink}); it changes "
-            f"{when}, so the prefix never matches: move it after the cached part",
+            f"time value `{fact.detail}` enters the cached prefix ({entry.sink}); {why}: move "
+            "it after the cached part",
             entry.node,
-            Severity.ERROR if subday else Severity.WARNING,
+            Severity.ERROR if subday else Severity.INFO,
             ctx.chain(fact),
         )
+        if fact.proven:
+            yield diagnostic
+        else:
+            ctx.notes.append(diagnostic)

@@ -17,7 +17,8 @@ a unique value there also spreads requests over machines.
 ## Known problems
 `uuid5`/`uuid3` of constants, a seeded `random.Random(42)` and ids computed once per session
 (in `__init__`) or at import are stable and not reported. Ids in `metadata=`, `user=`,
-`extra_headers=` or the newest user message are outside the prefix and not reported.
+`extra_headers=` or the newest user message are outside the prefix and not reported. A chain
+through a call the analysis cannot see is not a finding: `promptcache lint --explain` shows it.
 
 ## Example
 ```python
@@ -51,10 +52,8 @@ from ..facts import Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
-    for entry, fact in ctx.facts_in_prefix(
-        lambda f, e: f.kind is Kind.UNIQUE and not f.pinned and f.proven
-    ):
-        yield ctx.diagnostic(
+    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.UNIQUE and not f.pinned):
+        diagnostic = ctx.diagnostic(
             "PC002",
             f"unique value `{fact.detail}` enters the cached prefix ({entry.sink}); every "
             "request gets a new prefix: pass ids in metadata or the newest message instead",
@@ -62,3 +61,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             Severity.ERROR,
             ctx.chain(fact),
         )
+        if fact.proven:
+            yield diagnostic
+        else:
+            ctx.notes.append(diagnostic)

@@ -10,7 +10,9 @@ comprehension that adds a breakpoint per element: over a collection of unbounded
 messages, all tools), or over a constant slice or `range` of more than 4 elements
 (`messages[-5:]` places 5). A breakpoint is added by a `["cache_control"] = ...` assignment, a
 block dict or keyword with that key, or a call to a same-module function (or a `self.` method)
-that sets one on its argument or returns a block that carries one, followed two calls deep.
+that sets one on its argument or returns a block that carries one (also one that marks the
+block it returns under `if cache:`, when the call passes a literal `cache=True`), followed two
+calls deep.
 
 ## Why is this bad?
 Anthropic and Bedrock accept at most 4 breakpoints per request; a fifth is an HTTP 400 ("A
@@ -29,11 +31,12 @@ of that element are not counted.
 
 Not counted as a breakpoint: copying another block's marker (`tool["cache_control"]`,
 `.get("cache_control")`) and anything under `if "cache_control" in block` (it mirrors a marker
-already there). Not reported: loops with a `break`, marks only under a test on the index, on
-`len(...)` or on `-1`, a turn loop that calls the API (it marks only the newest message),
-comprehensions with an `if` or with both bounded and unbounded generators, helpers three calls
-deep or in other modules, and breakpoints from several loops or statements that only together
-exceed 4.
+already there). Not reported: loops with a `break` or a `return` (write, then stop: one
+breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
+`cache=use_cache and i == len(parts) - 1` included), a turn loop that calls the API (it marks
+only the newest message), comprehensions with an `if` or with both bounded and unbounded
+generators, helpers three calls deep or in other modules, and breakpoints from several loops or
+statements that only together exceed 4.
 
 ## Example
 ```python

@@ -51,6 +51,18 @@ def _codes(value: str | None) -> list[str]:
     is_flag=True,
     help="Apply the config's exclude to files named on the command line (for pre-commit).",
 )
+@click.option(
+    "--include-tests",
+    is_flag=True,
+    help="Also lint test folders (tests/, test/, testing/) and test_*.py, *_test.py and "
+    "conftest.py files found inside the given folders.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also print, on stderr, the unproven flows: chains through a call the analysis "
+    "cannot see, which are not findings.",
+)
 @click.option("--fix", is_flag=True, help="Apply the safe autofixes (PC003, PC004, PC005, PC014).")
 @click.option(
     "--diff", is_flag=True, help="Print the autofixes as a patch; write nothing (even with --fix)."
@@ -87,6 +99,8 @@ def lint(
     ignore: str | None,
     config_path: Path | None,
     force_exclude: bool,
+    include_tests: bool,
+    explain: bool,
     fix: bool,
     diff: bool,
     jobs: int | None,
@@ -124,7 +138,14 @@ def lint(
     from promptcache.lint_rules.analysis.cache import DEFAULT_DIR
 
     cache = None if no_cache else (cache_dir or config.root / DEFAULT_DIR)
-    results = lint_paths(targets, config, jobs, force_exclude, cache)
+    results = lint_paths(targets, config, jobs, force_exclude, cache, include_tests)
+    templates = sum(1 for r in results if r.skipped == "template")
+    if templates:
+        click.echo(
+            f"skipped {templates} template file{'s' if templates != 1 else ''} "
+            "(.py files that do not parse and hold `{{`)",
+            err=True,
+        )
     errors = [e for r in results for e in r.errors]
     if errors:
         raise UnknownRuleError("bad suppression comment(s):\n  " + "\n  ".join(errors))
@@ -137,7 +158,9 @@ def lint(
     if fix:
         results, unwritten = _apply_fixes(results, config, write=True, show_diff=False)
         # what is left, as one program again: a fix in one module can change another's findings
-        results = lint_paths(targets, config, jobs, force_exclude, cache)
+        results = lint_paths(targets, config, jobs, force_exclude, cache, include_tests)
+    if explain:
+        click.echo(render.render_notes(results), nl=False, err=True)
     if output_format == "sarif":
         from promptcache.lint_rules.sarif import render_sarif
 

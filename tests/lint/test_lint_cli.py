@@ -22,6 +22,13 @@ BAD = (
     "    return client.messages.create(model='m', system=f'Now {now}', messages=[q])\n"
 )
 WARN_ONLY = (
+    "import anthropic\nimport json\nclient = anthropic.Anthropic()\n"
+    "def ask(q, profile):\n"
+    "    return client.messages.create(\n"
+    "        model='m', system=json.dumps(profile), messages=[q])\n"
+)
+#: a day-precision date: it breaks the prefix once a day, so it is info
+INFO_ONLY = (
     "import datetime\nimport anthropic\nclient = anthropic.Anthropic()\n"
     "def ask(q):\n"
     "    return client.messages.create(\n"
@@ -52,6 +59,14 @@ def test_exit_codes_follow_fail_on(project: Path) -> None:
     assert "All checks passed" in run("clean.py").output
     assert run("warn.py").exit_code == 0
     assert run("warn.py", "--fail-on", "warning").exit_code == 1
+    (project / "day.py").write_text(INFO_ONLY)
+    day = run("day.py", "--fail-on", "warning")
+    assert (
+        day.exit_code == 0
+        and "PC001" in day.output
+        and "(0 error, 0 warning, 1 info)" in day.output
+    )
+    assert run("day.py", "--fail-on", "info").exit_code == 1
     (project / "bad.py").write_text(BAD)
     result = run("bad.py")
     assert result.exit_code == 1

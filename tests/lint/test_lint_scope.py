@@ -1,0 +1,97 @@
+"""What a run lints by default, and what it says about the rest.
+
+Templates of Python files (``{{ ... }}``) are skipped with one line; a file that does not parse
+is one PC000 info line; test folders and test files are left out unless ``--include-tests``;
+an unproven flow is no finding and shows only with ``--explain``. Each case has its look-alike
+beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from promptcache.cli import cli
+
+SUBDAY = (
+    "import anthropic\nimport time\nclient = anthropic.Anthropic()\n"
+    "def ask(q):\n"
+    "    return client.messages.create(\n"
+    "        model='m', max_tokens=1, system=f'At {time.time()}', messages=[q])\n"
+)
+THROUGH_UNSEEN_CALL = (
+    "import anthropic\nimport time\nfrom jinja_like import fill\n"
+    "client = anthropic.Anthropic()\n"
+    "def ask(q):\n"
+    "    return client.messages.create(\n"
+    "        model='m', max_tokens=1, system=fill('At', time.time()), messages=[q])\n"
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.promptcache.lint]\n")
+    return tmp_path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["lint", "--no-cache", *args], catch_exceptions=False)
+
+
+def test_templates_are_skipped_in_one_line_and_syntax_errors_are_info(project: Path) -> None:
+    src = project / "src"
+    src.mkdir()
+    (src / "app.py").write_text("from {{ folder_name }} import app\n")
+    (src / "setup_hooks.py").write_text("X = '{{ cookiecutter.name }}'\nif {{ flag }}:\n")
+    (src / "broken.py").write_text("def ask(:\n    pass\n")
+    result = run("src")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("skipped 2 template files") == 1
+    assert "app.py" not in result.stdout and "setup_hooks.py" not in result.stdout
+    # the look-alike: a file that does not parse and holds no `{{` is one info line
+    assert result.stdout.count("PC000") == 1 and "broken.py:1:" in result.stdout
+    assert "Found 1 finding in 1 file (0 error, 0 warning, 1 info)." in result.stdout
+    assert run("src", "--fail-on", "info").exit_code == 1
+    (src / "app.py").write_text("from app import run\n")
+    (src / "setup_hooks.py").write_text("X = 1\n")
+    assert "skipped" not in run("src").stderr
+
+
+def test_test_files_are_left_out_unless_asked(project: Path) -> None:
+    src = project / "src"
+    (src / "tests").mkdir(parents=True)
+    (src / "app.py").write_text(SUBDAY)
+    for name in ("tests/helpers.py", "test_app.py", "app_test.py", "conftest.py"):
+        (src / name).write_text(SUBDAY)
+    default = run("src")
+    assert default.stdout.count("PC001") == 1 and "src/app.py:6:" in default.stdout
+    assert "Found 1 finding in 1 file " in default.stdout
+    everything = run("src", "--include-tests")
+    assert everything.stdout.count("PC001") == 5
+    assert "Found 5 findings in 5 files " in everything.stdout
+    # a test file named on the command line is linted
+    named = run("src/test_app.py")
+    assert named.stdout.count("PC001") == 1
+    # a test folder named on the command line is linted
+    assert run("src/tests").stdout.count("PC001") == 1
+
+
+def test_unproven_flows_are_no_findings_and_show_with_explain(project: Path) -> None:
+    (project / "unseen.py").write_text(THROUGH_UNSEEN_CALL)
+    (project / "seen.py").write_text(SUBDAY)
+    quiet = run("unseen.py")
+    assert quiet.exit_code == 0 and "PC001" not in quiet.output
+    explained = run("unseen.py", "--explain")
+    assert explained.exit_code == 0
+    assert "All checks passed (1 file)." in explained.stdout
+    lines = explained.stderr.splitlines()
+    assert lines[0].startswith("explain: 1 unproven flow ")
+    assert "unseen.py:7:" in lines[1] and "PC001" in lines[1]
+    assert "assumed to pass through fill() at unseen.py:7" in lines[1]
+    # the look-alike: the same time value with a complete chain is an error finding
+    seen = run("seen.py", "--explain")
+    assert seen.exit_code == 1 and "seen.py:6:" in seen.stdout and "PC001" in seen.stdout
+    assert "explain:" not in seen.stderr
