@@ -90,7 +90,12 @@ class ExprsMixin(EngineState):
         if qual is not None:
             return self.attribute_source(node, qual)
         base = self.eval(node.value)
-        return self.attribute_of(base, node)
+        value = self.attribute_of(base, node)
+        if isinstance(node.value, ast.Name):
+            stored = frame.env.get(f"{node.value.id}.{node.attr}")
+            if stored is not None:
+                return merge(value, stored)
+        return value
 
     def expr_Subscript(self, node: ast.Subscript) -> Value:
         base = self.eval(node.value)

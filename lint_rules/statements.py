@@ -100,7 +100,16 @@ class StatementsMixin(EngineState):
                     frame.cls.attr_defs[target.attr] = expr
                 self.note_store(target.value, value, target.attr)
             elif isinstance(target.value, ast.Name):
-                self.mutate(target.value, value)
+                # a field of another object (``ctx.started = time.time()``): that field holds
+                # it, read back by ``ctx.started``. A parameter's other fields do not (nor do
+                # its callers' objects); a local object of unknown type still carries it whole
+                if target.value.id not in frame.params:
+                    self.mutate(target.value, value)
+                key = f"{target.value.id}.{target.attr}"
+                old = frame.env.get(key)
+                frame.env[key] = self.with_mutation_facts(
+                    value if old is None else merge(old, value)
+                )
         elif isinstance(target, ast.Subscript):
             # d["k"] = v / lst[i] = v: the container now holds v
             base = target.value
