@@ -297,7 +297,9 @@ class ProxyEndpoint:
             except PromptCacheError:
                 ex.fingerprint = None  # describe_prompt logs why, later
         chained = ex.fingerprint.chained if ex.fingerprint is not None else ()
-        return RequestFacts(api=api, model=model, chained=chained, body=ex.parsed)
+        return RequestFacts(
+            api=api, model=model, chained=chained, body=ex.parsed, fingerprint=ex.fingerprint
+        )
 
     def _note_route(self, ex: _Exchange, router: Router, decision: Decision, attempt: int) -> None:
         record = ex.record

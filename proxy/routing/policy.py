@@ -12,11 +12,15 @@ part breaks ties, so requests that arrive one at a time still spread over the re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from promptcache.errors import ConfigError
+from promptcache.fingerprint import RequestFingerprint
+
+from .chunks import ChunkedPrompt, chunked_prompt
 
 if TYPE_CHECKING:
     from .settings import RoutingSettings
@@ -47,12 +51,21 @@ class RequestFacts:
             hex SHA-256 of the prefix up to segment ``i`` (tools, system blocks, messages); empty
             when the body has no prefix.
         body: the parsed JSON body (read-only), for policies that need the tokens themselves.
+        fingerprint: the body's prefix fingerprint (segment texts included), or None when the
+            body has no prefix; ``chunks`` is cut from it.
     """
 
     api: str | None
     model: str | None
     chained: Sequence[str] = ()
     body: Mapping[str, Any] | None = None
+    fingerprint: RequestFingerprint | None = None
+
+    @functools.cached_property
+    def chunks(self) -> ChunkedPrompt | None:
+        """The prompt stream's chunk hashes (``chunks.py``), computed once; None without a
+        fingerprint."""
+        return chunked_prompt(self.fingerprint) if self.fingerprint is not None else None
 
 
 @dataclass(eq=False)
@@ -94,10 +107,16 @@ class Decision:
             ``load_margin`` requests above the least loaded one: least loaded),
             ``least_loaded``, ``round_robin``, ``kv_events`` (cached blocks); the router sets
             ``retry`` on a second attempt.
-        depth: how much of the prefix the best-matching replica held: segments for ``prefix``,
-            KV blocks for ``kv_events``, 0 for none.
+        depth: how much of the prefix the best-matching replica held: chunks of the prompt
+            stream for ``prefix`` (``chunks.py``), KV blocks for ``kv_events``, 0 for none.
         in_flight: the chosen replica's requests in flight when it was chosen.
         least_in_flight: the fewest requests in flight of any candidate then.
+        best_tokens: prompt tokens the best-matching candidate held (available), None when
+            the policy does not know (``least_loaded``, ``round_robin``); exact for
+            ``kv_events`` (blocks x block size), approximate for ``prefix`` (the prompt's
+            approximate tokens pro rata of the matched characters).
+        tokens: prompt tokens the chosen replica held (achieved); ``best_tokens - tokens`` is
+            the request's routing regret.
     """
 
     replica: Replica
@@ -105,6 +124,8 @@ class Decision:
     depth: int = 0
     in_flight: int = 0
     least_in_flight: int = 0
+    best_tokens: int | None = None
+    tokens: int | None = None
 
 
 def least_loaded(candidates: Sequence[Replica]) -> Replica:
@@ -112,10 +133,17 @@ def least_loaded(candidates: Sequence[Replica]) -> Replica:
     return min(candidates, key=lambda r: r.load)
 
 
-def decide(replica: Replica, reason: str, depth: int, candidates: Sequence[Replica]) -> Decision:
+def decide(
+    replica: Replica,
+    reason: str,
+    depth: int,
+    candidates: Sequence[Replica],
+    best_tokens: int | None = None,
+    tokens: int | None = None,
+) -> Decision:
     """A ``Decision`` with the loads seen now among ``candidates``."""
     least = min(r.in_flight for r in candidates)
-    return Decision(replica, reason, depth, replica.in_flight, least)
+    return Decision(replica, reason, depth, replica.in_flight, least, best_tokens, tokens)
 
 
 class Policy:

@@ -1,24 +1,32 @@
 """The ``prefix`` policy: route each request to the replica that most likely holds its prefix.
 
 Like SGLang's cache-aware router and Ray Serve's ``PrefixCacheAffinityRouter``, the proxy keeps
-an approximate index per replica of what it recently sent there, here the request's chained
-prefix hashes (``promptcache.fingerprint``: one per tools/system/message segment, each seeded
-with the one before, as vLLM hashes KV blocks). A replica that served a prefix most likely still
-holds its KV blocks; the index cannot see evictions, so entries expire after ``prefix_ttl_s`` and
-each replica keeps at most ``max_prefixes`` of them (least recently used dropped first).
+an approximate index per replica of what it recently sent there: the chained hashes of the
+request's prompt stream cut into 64-character chunks (``chunks.py``), so a prefix shared inside
+one message (a RAG document followed by different questions, completions prompts with
+different endings) finds its replica as well as a conversation's earlier turns do. A replica
+that served a prefix most likely still holds its KV blocks; the index cannot see evictions, so
+entries expire after ``prefix_ttl_s`` and each replica keeps at most ``max_prefixes`` chunk
+hashes (least recently used dropped first).
 
-Per request: the deepest chained hash some candidate holds wins; among its holders the least
-loaded. If that replica has more than ``load_margin`` requests in flight above the least loaded
-candidate, the request goes to the least loaded one instead (``overloaded``); a prefix no
-candidate holds goes to the least loaded (``new_prefix``). The chosen replica then indexes
-every hash of the request, at once, so concurrent requests of a new prefix follow the first.
+Per request: each candidate's depth is the number of leading chunks it holds; the deepest wins,
+among equals the least loaded. If that replica has more than ``load_margin`` requests in flight
+above the least loaded candidate, the request goes to the least loaded one instead
+(``overloaded``); a prefix no candidate holds goes to the least loaded (``new_prefix``). The
+chosen replica then indexes every chunk of the request, at once, so concurrent requests of a
+new prefix follow the first. The decision carries the best candidate's matched tokens and the
+chosen one's (approximate: the prompt's tokens pro rata of the matched characters), whose
+difference is the request's routing regret.
+
+The segment-level fingerprints (one hash per message) stay what the log and the cache-break
+explainer use; only routing reads the chunks.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 
 from .policy import (
     Decision,
@@ -36,7 +44,7 @@ __all__ = ["PrefixIndex", "PrefixPolicy"]
 
 
 class PrefixIndex:
-    """Which replicas recently served which chained prefix hashes; bounded, LRU + TTL.
+    """Which replicas recently served which chained hashes; bounded, LRU + TTL.
 
     Args:
         max_prefixes: hashes kept per replica (a count); inserting more drops the least
@@ -45,8 +53,14 @@ class PrefixIndex:
             next seen).
         clock: monotonic seconds; tests pass a fake one.
 
-    Memory: about 250 bytes per (hash, replica) entry, so 4 replicas x 20,000 prefixes is about
-    20 MB. ``longest_match`` costs one dict lookup per segment, from the deepest down.
+    The hashes of one request form a chain (``chained[i]`` stands for the prefix up to piece
+    ``i``). ``insert`` refreshes a chain deepest first, so in each replica's LRU order a prefix
+    is never older than its extensions: eviction and expiry drop a chain from its deep end and
+    what a replica holds of a chain is always a leading run. ``depths`` relies on that and
+    binary-searches each candidate's run (about ``log2(len(chained))`` lookups per candidate).
+
+    Memory: about 200 bytes per (hash, replica) entry, so 4 replicas x 20,000 chunks is about
+    16 MB.
     """
 
     def __init__(
@@ -58,8 +72,8 @@ class PrefixIndex:
         self.max_prefixes = max_prefixes
         self.ttl_s = ttl_s
         self.clock = clock
-        self._lru: dict[int, OrderedDict[str, float]] = {}  # replica -> hash -> inserted at
-        self._holders: dict[str, dict[int, float]] = {}  # hash -> replica -> inserted at
+        self._lru: dict[int, OrderedDict[Hashable, float]] = {}  # replica -> hash -> inserted at
+        self._holders: dict[Hashable, dict[int, float]] = {}  # hash -> replica -> inserted at
 
     def __len__(self) -> int:
         """(hash, replica) entries held."""
@@ -70,14 +84,15 @@ class PrefixIndex:
         lru = self._lru.get(replica)
         return len(lru) if lru is not None else 0
 
-    def insert(self, replica: int, chained: Sequence[str]) -> None:
-        """Note that ``replica`` now holds every prefix in ``chained``."""
+    def insert(self, replica: int, chained: Sequence[Hashable]) -> None:
+        """Note that ``replica`` now holds every prefix in ``chained`` (deepest refreshed
+        first, so the shallowest is the most recently used)."""
         now = self.clock()
         lru = self._lru.get(replica)
         if lru is None:
             lru = self._lru[replica] = OrderedDict()
         holders = self._holders
-        for h in chained:
+        for h in reversed(chained):
             if h in lru:
                 lru.move_to_end(h)
             lru[h] = now
@@ -90,23 +105,37 @@ class PrefixIndex:
             old, _ = lru.popitem(last=False)
             self._drop(old, replica)
 
-    def longest_match(
-        self, chained: Sequence[str], candidates: Collection[int]
-    ) -> tuple[int, list[int]]:
-        """(depth, replicas): the most segments of ``chained`` some candidate holds, and which
-        candidates hold that many; (0, []) when none holds even the first."""
+    def depths(self, chained: Sequence[Hashable], candidates: Collection[int]) -> dict[int, int]:
+        """Per candidate, how many leading hashes of ``chained`` it holds (0 for none)."""
         oldest = self.clock() - self.ttl_s
         holders = self._holders
-        for depth in range(len(chained), 0, -1):
-            entry = holders.get(chained[depth - 1])
-            if entry is None:
-                continue
-            live = [r for r, at in entry.items() if at >= oldest and r in candidates]
-            if live:
-                return depth, live
-            for r in [r for r, at in entry.items() if at < oldest]:
-                self._forget(chained[depth - 1], r)
-        return 0, []
+        out = {}
+        for replica in candidates:
+            lo, hi = 0, len(chained)  # it holds the first lo; not the first hi + 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                entry = holders.get(chained[mid - 1])
+                at = entry.get(replica) if entry is not None else None
+                if at is not None and at >= oldest:
+                    lo = mid
+                else:
+                    if at is not None:  # expired: so is the rest of the chain (never newer)
+                        for h in chained[mid - 1 :]:
+                            self._forget(h, replica)
+                    hi = mid - 1
+            out[replica] = lo
+        return out
+
+    def longest_match(
+        self, chained: Sequence[Hashable], candidates: Collection[int]
+    ) -> tuple[int, list[int]]:
+        """(depth, replicas): the most leading hashes of ``chained`` some candidate holds, and
+        which candidates hold that many; (0, []) when none holds even the first."""
+        depths = self.depths(chained, candidates)
+        deepest = max(depths.values(), default=0)
+        if deepest == 0:
+            return 0, []
+        return deepest, [r for r, d in depths.items() if d == deepest]
 
     def forget_replica(self, replica: int) -> None:
         """Drop everything ``replica`` held (it restarted or left: its cache is gone)."""
@@ -114,13 +143,12 @@ class PrefixIndex:
         for h in lru or ():
             self._drop(h, replica)
 
-    def _forget(self, h: str, replica: int) -> None:
+    def _forget(self, h: Hashable, replica: int) -> None:
         lru = self._lru.get(replica)
-        if lru is not None:
-            lru.pop(h, None)
-        self._drop(h, replica)
+        if lru is not None and lru.pop(h, None) is not None:
+            self._drop(h, replica)
 
-    def _drop(self, h: str, replica: int) -> None:
+    def _drop(self, h: Hashable, replica: int) -> None:
         entry = self._holders.get(h)
         if entry is not None:
             entry.pop(replica, None)
@@ -129,7 +157,7 @@ class PrefixIndex:
 
 
 class PrefixPolicy(Policy):
-    """Prefix affinity with a load check (see the module docstring)."""
+    """Prefix affinity over prompt chunks, with a load check (see the module docstring)."""
 
     name = "prefix"
 
@@ -139,21 +167,22 @@ class PrefixPolicy(Policy):
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         least = least_loaded(candidates)
-        depth, holders = (
-            self.index.longest_match(facts.chained, {r.index for r in candidates})
-            if facts.chained
-            else (0, [])
-        )
-        if not holders:
-            decision = decide(least, "new_prefix", 0, candidates)
+        chunks = facts.chunks
+        if chunks is None or not chunks.hashes:
+            return decide(least, "new_prefix", 0, candidates)
+        depths = self.index.depths(chunks.hashes, [r.index for r in candidates])
+        deepest = max(depths.values())
+        best_tokens = chunks.tokens_at(deepest)
+        if deepest == 0:
+            decision = decide(least, "new_prefix", 0, candidates, 0, 0)
         else:
-            best = least_loaded([r for r in candidates if r.index in holders])
+            best = least_loaded([r for r in candidates if depths[r.index] == deepest])
             if best.in_flight - least.in_flight > self.load_margin:
-                decision = decide(least, "overloaded", depth, candidates)
+                tokens = chunks.tokens_at(depths[least.index])
+                decision = decide(least, "overloaded", deepest, candidates, best_tokens, tokens)
             else:
-                decision = decide(best, "prefix", depth, candidates)
-        if facts.chained:
-            self.index.insert(decision.replica.index, facts.chained)
+                decision = decide(best, "prefix", deepest, candidates, best_tokens, best_tokens)
+        self.index.insert(decision.replica.index, chunks.hashes)
         return decision
 
     def replica_down(self, replica: Replica) -> None:

@@ -38,7 +38,7 @@ def test_same_prefix_goes_to_the_same_replica_and_a_new_prefix_to_the_least_load
         )  # fmt: skip
         by_tenant[row["replica"]] = row
     for row in rows[3:]:
-        # system + user matched: 2 segments of the 4 in the second turn
+        # system + user matched: 2 chunks (each message is shorter than one chunk)
         assert (row["route_reason"], row["route_depth"]) == ("prefix", 2)
         assert row["replica"] in by_tenant
         assert row["route_attempts"] == 1 and row["upstream"] == "fleet"

@@ -25,6 +25,8 @@ from proxy_support import wait_until_serving
 
 from promptcache.engine import LLMEngine
 from promptcache.engine.server import create_app
+from promptcache.fingerprint import fingerprint_request
+from promptcache.proxy.routing.chunks import CHUNK_CHARS
 
 TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 CHAT_TEMPLATE = (
@@ -37,6 +39,10 @@ SYSTEM = {
     "B": "Tom had a big red truck. Every day he drove it around the garden and made loud "
     "noises, and his sister laughed and clapped her hands.",
 }
+
+
+def _system(text: str) -> dict[str, object]:
+    return {"model": "tiny", "messages": [{"role": "system", "content": text}]}
 
 
 def _free_port() -> int:
@@ -113,8 +119,98 @@ def test_a_tenant_sticks_to_the_replica_that_cached_its_prompt(
         (engines[0], "new_prefix"), (engines[0], "prefix"),
         (engines[1], "new_prefix"), (engines[1], "prefix"),
     ]  # fmt: skip
-    assert [r[2] for r in rows] == [0, 1, 0, 1]  # the system message matched
+    # the system message matched: its chunks (the user message differs from its first chunk)
+    system_chunks = [
+        -(-len(fingerprint_request(_system(SYSTEM[t]), "openai_chat").segments[0].text)
+          // CHUNK_CHARS)
+        for t in "AB"
+    ]  # fmt: skip
+    assert [r[2] for r in rows] == [0, system_chunks[0], 0, system_chunks[1]]
     # the engines' own usage: the repeat of a system prompt on its replica read it from cache
     assert usage[0] == usage[2] == 0 and usage[1] > 0 and usage[3] > 0
     assert [r[3] for r in rows] == usage
     assert 'promptcache_replica_healthy{replica="' + engines[1] in health
+
+
+# A prefix shared inside one message: RAG (a document, then a question) and completions prompts.
+
+DOCUMENTS = {
+    "lily": "Lily lived in a small house by the river with her mother and a fat grey cat. "
+    "Every morning she walked to the big park, fed the ducks some bread and counted the "
+    "boats on the water. One day she found a shiny blue stone under the old oak tree.",
+    "tom": "Tom and his dog Max went to the beach on a warm summer day. They built a tall "
+    "sand castle with a red flag on top, ran after the waves and ate apples in the shade "
+    "of a striped umbrella until the sun went down behind the hill.",
+    "sue": "Sue had a garden full of yellow flowers and green beans. She watered it with a "
+    "little pink can, pulled the weeds with her grandpa and sang songs to the bees that "
+    "buzzed around the tall sunflowers near the white fence.",
+}
+
+
+def _rag(document: str, question: str) -> tuple[str, dict[str, object]]:
+    content = f"{document}\nQuestion: {question}"
+    body = {"messages": [{"role": "user", "content": content}], "max_tokens": 2}
+    return "/v1/chat/completions", body
+
+
+def _completion(document: str, question: str) -> tuple[str, dict[str, object]]:
+    return "/v1/completions", {"prompt": f"{document} {question}", "max_tokens": 2}
+
+
+@pytest.mark.parametrize("shape", [_rag, _completion], ids=["rag", "completions"])
+def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
+    engines: list[str], tmp_path: Path, shape: object
+) -> None:
+    from proxy_support import read_rows
+    from servers import ServerThread
+
+    from promptcache.proxy.app import build_app
+    from promptcache.proxy.config import ProxyConfig, UpstreamConfig
+    from promptcache.proxy.routing import RoutingSettings
+
+    upstream = UpstreamConfig(
+        name="fleet", url=engines[0], vendor="openai_compatible", replicas=tuple(engines),
+        routing=RoutingSettings(health_interval_s=60.0),
+    )  # fmt: skip
+    db = tmp_path / "log.db"
+    config = ProxyConfig(
+        upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db, flush_interval_s=0.05
+    )
+    app = build_app(config)
+    build = shape if callable(shape) else None
+    assert build is not None
+    # each shape its own ending, so the engines' caches from the other shape do not count
+    tag = build.__name__
+    sent = [
+        ("lily", f"{tag}: What did Lily find?"),
+        ("tom", f"{tag}: What did they build?"),
+        ("lily", f"{tag}: Who lived with Lily?"),  # shares the document, not the question
+        ("sue", f"{tag}: What did Sue grow?"),  # a different document
+    ]
+    cached, texts = [], []
+    with ServerThread(app) as proxy:
+        for doc, question in sent:
+            path, body = build(DOCUMENTS[doc] + f" ({tag})", question)
+            api = "openai_chat" if path.endswith("chat/completions") else "openai_completions"
+            texts.append(fingerprint_request(body, api).segments[0].text)
+            reply = httpx.post(f"{proxy.url}{path}", json={"model": "tiny", "temperature": 0,
+                                                            **body}, timeout=60)  # fmt: skip
+            assert reply.status_code == 200, reply.text
+            details = reply.json()["usage"].get("prompt_tokens_details") or {}
+            cached.append(details.get("cached_tokens") or 0)
+        deadline = time.monotonic() + 10
+        while len(rows := read_rows(db)) < 4 and time.monotonic() < deadline:
+            app.state.store.flush()
+            time.sleep(0.05)
+    assert [(r["replica"], r["route_reason"]) for r in rows] == [
+        (engines[0], "new_prefix"),
+        (engines[1], "new_prefix"),
+        (engines[0], "prefix"),  # the document's holder, though the message differs
+        (engines[1], "new_prefix"),  # nothing of it anywhere: the least loaded
+    ]
+    common = next(i for i, (a, b) in enumerate(zip(texts[0], texts[2], strict=False)) if a != b)
+    assert rows[2]["route_depth"] == common // CHUNK_CHARS >= 4 and rows[3]["route_depth"] == 0
+    # the engine served the shared document from its cache: at least all but its last block
+    assert cached[2] >= 16 * (len(DOCUMENTS["lily"]) // 4 // 16 - 1)
+    assert cached[0] == cached[1] == 0 and cached[3] < 16
+    assert [r["cache_read_tokens"] for r in rows] == cached

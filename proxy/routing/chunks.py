@@ -1,0 +1,96 @@
+"""Chained hashes over fixed-size chunks of a request's prompt, the ``prefix`` policy's keys.
+
+A request's *prompt stream* is the canonical JSON text of its prefix segments in prompt order
+(``promptcache.fingerprint``: tools, system blocks, then the messages, or a completions
+``prompt``). Each segment's text is cut into chunks of ``CHUNK_CHARS`` characters (its last
+chunk shorter) and each chunk is hashed with the hash before it, across segments, as vLLM
+hashes KV blocks (https://docs.vllm.ai/en/latest/design/prefix_caching.html , checked
+2026-12-03) and as SGLang's router walks its radix tree of text (``sgl-router``, policy
+``cache_aware``): two requests share their first ``n`` chunk hashes exactly when their streams
+agree up to the end of chunk ``n``. So a prefix shared inside one message (a document followed
+by different questions) matches to its last whole chunk, and a prefix of whole messages matches
+to its last message, however short, as the segment fingerprints do.
+
+The hashes are Python's own ``hash`` of ``(previous, chunk text)``: 64-bit, salted per process
+(``PYTHONHASHSEED``), which is all an in-memory index needs. They are never stored or sent.
+
+Chunk size: 64 characters. English prompts in canonical JSON run about 4 characters per token
+(cl100k), so a chunk is about 16 tokens, the KV block of vLLM and of our engine: an engine
+reuses whole blocks only, so a finer chunk finds no more reusable cache, and hashing costs per
+chunk. Measured (``benchmarks/proxy_routing.py --chunk-sizes``, figures in docs/benchmarks.md,
+"proxy routing"): on a 6,088-character RAG prompt 16 characters take 380 hashes and 64
+characters 95, about a quarter of the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from promptcache.fingerprint import RequestFingerprint
+
+__all__ = ["CHUNK_CHARS", "ChunkedPrompt", "chunk_hashes", "chunked_prompt"]
+
+#: Characters per chunk of the prompt stream (see the module docstring for why 64).
+CHUNK_CHARS = 64
+
+
+def chunk_hashes(
+    pieces: Iterable[str], size: int = CHUNK_CHARS, ends: list[int] | None = None
+) -> list[int]:
+    """Chained hashes of ``pieces`` (segment texts, in order), each cut into ``size``-character
+    chunks, its last one shorter; empty pieces add nothing.
+
+    Args:
+        pieces: the texts; a single string is one piece.
+        size: characters per chunk.
+        ends: when given, receives each chunk's end offset in the concatenated text.
+
+    Raises:
+        ValueError: ``size`` < 1.
+    """
+    if size < 1:
+        raise ValueError(f"chunk size must be >= 1 character, got {size}")
+    if isinstance(pieces, str):
+        pieces = (pieces,)
+    out: list[int] = []
+    h = 0
+    offset = 0
+    for text in pieces:
+        n = len(text)
+        for start in range(0, n, size):
+            h = hash((h, text[start : start + size]))
+            out.append(h)
+            if ends is not None:
+                ends.append(offset + min(start + size, n))
+        offset += n
+    return out
+
+
+@dataclass(frozen=True)
+class ChunkedPrompt:
+    """A request's chunk hashes and what a matched depth is worth.
+
+    Attributes:
+        hashes: ``chunk_hashes`` of the prompt stream.
+        ends: each chunk's end offset in the stream (characters).
+        tokens: the stream's approximate tokens (``RequestFingerprint.approx_prefix_tokens``).
+    """
+
+    hashes: Sequence[int]
+    ends: Sequence[int]
+    tokens: int
+
+    def tokens_at(self, depth: int) -> int:
+        """Approximate tokens of the first ``depth`` chunks: the prompt's tokens pro rata of
+        their characters (0 for depth 0, ``tokens`` for every chunk)."""
+        if depth <= 0 or not self.ends:
+            return 0
+        return round(self.tokens * self.ends[min(depth, len(self.ends)) - 1] / self.ends[-1])
+
+
+def chunked_prompt(fingerprint: RequestFingerprint, size: int = CHUNK_CHARS) -> ChunkedPrompt:
+    """The chunk hashes of ``fingerprint``'s prompt stream (its segments' canonical texts)."""
+    ends: list[int] = []
+    hashes = chunk_hashes((segment.text for segment in fingerprint.segments), size, ends)
+    return ChunkedPrompt(hashes, ends, fingerprint.approx_prefix_tokens)
