@@ -391,8 +391,16 @@ class Module:
         scope = function_scope(func)
         params = set(helper.params) | {a.arg for a in func.args.kwonlyargs}
         cls = self.owner.get(id(func))
+        # a marked block stored into a parameter (``entry["content"] = [{..., "cache_control":
+        # ...}]``) marks that parameter
+        stored_into: dict[int, ast.expr] = {}
+        for stmt in own_nodes(func.body):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                for inner in ast.walk(stmt.value):
+                    if isinstance(inner, ast.Dict):
+                        stored_into[id(inner)] = stmt.targets[0]
         for node, _via in marks_in(func.body, set(), self, cls, depth + 1):
-            target: ast.AST | None = node
+            target: ast.AST | None = stored_into.get(id(node), node)
             if isinstance(node, ast.Call):
                 callee = self.helper(node, cls, depth + 1)
                 target = callee.marked_arg(node) if callee is not None else None
