@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from promptcache.canonical import canonical_json
+from promptcache.changed_value import ChangedValue, changed_value, text_excerpt
 from promptcache.errors import ConfigError
 from promptcache.segments import APIS, SegmentKind, detect_api, split_request
 from promptcache.tokens import count_tokens
@@ -243,11 +244,18 @@ class Divergence:
         path: JSON path of the first differing value inside it, e.g. ``system[1].text``
             (equals ``segment_path`` for added/removed segments).
         offset: character offset of the first differing character in the segment's canonical
-            JSON text (0 for added/removed segments).
-        field_offset: character offset inside the differing string value when ``path`` ends at a
-            string in both requests, else None.
-        before: excerpt of the old canonical text around ``offset`` ("" when added).
+            JSON text (0 for added/removed segments); internal: users see ``field_offset``.
+        field_offset: character offset of the first differing character inside the differing
+            string value (the text the user wrote) when ``path`` ends at a string in both
+            requests, else None.
+        before: excerpt of the old canonical text around ``offset`` ("" when added), never
+            starting or ending inside a JSON escape.
         after: excerpt of the new canonical text around ``offset`` ("" when removed).
+        text_before, text_after: with ``field_offset``, 30 characters of each string on each
+            side of it, as written (newlines shown as ``⏎``: :func:`promptcache.changed_value.
+            text_excerpt`); else None.
+        value: with ``field_offset``, the value holding the first difference (its start in the
+            string, both sides, and its kind: a time, a date, an id...); else None.
     """
 
     index: int
@@ -258,17 +266,25 @@ class Divergence:
     field_offset: int | None
     before: str
     after: str
+    text_before: str | None = None
+    text_after: str | None = None
+    value: ChangedValue | None = None
 
     def describe(self) -> str:
-        """One line for logs and the CLI, e.g. ``system[1].text changed at char 120: ...``."""
+        """One line for logs and the CLI. Positions count characters of the text the user
+        wrote (the string at ``path``), from 0, at the start of the changed value, e.g.
+        ``system[0].text changed at char 14 of the text (a time: '09:00' -> '09:05'): ...``;
+        a change outside any string (a key added, a number) shows the canonical JSON around
+        it."""
         if self.change != "changed":
             return f"segment {self.index} ({self.segment_path}) {self.change}"
-        where = (
-            f" (char {self.field_offset} of the string)" if self.field_offset is not None else ""
-        )
+        if self.value is None or self.text_before is None:
+            return f"{self.path} changed: {self.before!r} -> {self.after!r}"
+        value = self.value
+        kind = f" ({value.kind}: {value.before!r} -> {value.after!r})" if value.kind else ""
         return (
-            f"{self.path} changed at char {self.offset} of segment {self.index}{where}: "
-            f"{self.before!r} -> {self.after!r}"
+            f"{self.path} changed at char {value.start} of the text{kind}: "
+            f"{self.text_before!r} -> {self.text_after!r}"
         )
 
 
@@ -292,7 +308,20 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
     for index, (a, b) in enumerate(zip(old.segments, new.segments, strict=False)):
         if a.sha256 != b.sha256:
             offset = _common_prefix_len(a.text, b.text)
-            path, field_offset = _deepest_difference(a.path, json.loads(a.text), json.loads(b.text))
+            path, strings = _deepest_difference(a.path, json.loads(a.text), json.loads(b.text))
+            if strings is None:
+                return Divergence(
+                    index=index,
+                    change="changed",
+                    segment_path=b.path,
+                    path=path,
+                    offset=offset,
+                    field_offset=None,
+                    before=_excerpt(a.text, offset),
+                    after=_excerpt(b.text, offset),
+                )
+            old_text, new_text = strings
+            field_offset = _common_prefix_len(old_text, new_text)
             return Divergence(
                 index=index,
                 change="changed",
@@ -302,6 +331,9 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
                 field_offset=field_offset,
                 before=_excerpt(a.text, offset),
                 after=_excerpt(b.text, offset),
+                text_before=text_excerpt(old_text, field_offset),
+                text_after=text_excerpt(new_text, field_offset),
+                value=changed_value(old_text, new_text, field_offset),
             )
     n = min(len(old.segments), len(new.segments))
     if len(new.segments) > n:
@@ -326,7 +358,29 @@ def _common_prefix_len(a: str, b: str) -> int:
 
 
 def _excerpt(text: str, offset: int) -> str:
-    return text[max(0, offset - _EXCERPT_CHARS) : offset + _EXCERPT_CHARS]
+    """Canonical JSON around ``offset``, cut so that it neither starts nor ends inside an escape
+    (``\\n``, ``\\"``, ``\\u00e9``)."""
+    start = _escape_boundary(text, max(0, offset - _EXCERPT_CHARS), forward=True)
+    end = _escape_boundary(text, min(len(text), offset + _EXCERPT_CHARS), forward=False)
+    return text[start:end]
+
+
+def _escape_boundary(text: str, cut: int, *, forward: bool) -> int:
+    """``cut`` moved off any JSON escape it falls inside: forward past it (an excerpt's start)
+    or back before it (an excerpt's end)."""
+    for start in range(cut - 1, max(-1, cut - 6), -1):  # an escape is at most 6 characters
+        if text[start] != "\\":
+            continue
+        backslashes = 0
+        while start - backslashes - 1 >= 0 and text[start - backslashes - 1] == "\\":
+            backslashes += 1
+        if backslashes % 2:  # this backslash is itself escaped: no escape starts here
+            continue
+        length = 6 if start + 1 < len(text) and text[start + 1] == "u" else 2
+        if start < cut < start + length:
+            return start + length if forward else start
+        break
+    return cut
 
 
 def _first_mismatch(a: list[Any], b: list[Any]) -> int:
@@ -336,8 +390,9 @@ def _first_mismatch(a: list[Any], b: list[Any]) -> int:
     )
 
 
-def _deepest_difference(path: str, a: Any, b: Any) -> tuple[str, int | None]:
-    """Follow the first differing key/index down both values; return its path and str offset.
+def _deepest_difference(path: str, a: Any, b: Any) -> tuple[str, tuple[str, str] | None]:
+    """Follow the first differing key/index down both values; return its path and, when it
+    ends at a string in both, the two strings.
 
     Keys are visited in sorted order, the order of the canonical text.
     """
@@ -358,7 +413,7 @@ def _deepest_difference(path: str, a: Any, b: Any) -> tuple[str, int | None]:
                 return path, None
             a, b = a[i], b[i]
         elif isinstance(a, str) and isinstance(b, str):
-            return path, _common_prefix_len(a, b)
+            return path, (a, b)
         else:
             return path, None
 

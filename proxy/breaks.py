@@ -18,8 +18,10 @@ of hidden as ``new_prefix``:
 1. the latest request with the same key and first segment but another model -> ``model_changed``;
 2. the latest request with the same key and model, if it is *related*: segments making up at
    least half of its characters reappear unchanged (a reordered tool list), or its first changed
-   segment keeps at least :data:`RELATED_MIN_COMMON_CHARS` characters in common (a timestamp at
-   the end of ``system[0]``).
+   segment keeps at least :data:`RELATED_MIN_COMMON_CHARS` characters in common before the
+   change (a timestamp at the end of ``system[0]``), or the same text before and after the
+   change makes up at least half of it, at least :data:`RELATED_MIN_COMMON_CHARS` of it after
+   (a time and a request id at the very start of the instructions).
 
 Reason codes (:data:`BREAK_REASONS`), first match wins:
 
@@ -272,9 +274,12 @@ class BreakExplanation:
     Attributes:
         reason: a :data:`BREAK_REASONS` code, or None when the request kept the cached prefix.
         segment: JSON path of the first change (``system[0].text``, ``tools[2]``).
-        offset: character offset of the first differing character in that segment's canonical
-            JSON text (``promptcache.fingerprint.first_divergence``).
-        excerpt: ``"-<before>\\n+<after>"``, redacted; only when bodies are stored.
+        offset: character offset of the first differing character in the text at ``segment``
+            (the string the user wrote, ``Divergence.field_offset``); None when the change is
+            not inside a string (a key added, a number changed).
+        excerpt: ``"-<before>\\n+<after>"``, redacted; only when bodies are stored: 30
+            characters of the user's text on each side of ``offset`` (newlines shown as
+            ``⏎``), or of the canonical JSON (cut outside escapes) when ``offset`` is None.
         previous_request_id: the predecessor compared against.
         expected_hit: same prefix within the TTL after the predecessor's write landed.
         gap_s: seconds since the predecessor started.
@@ -388,7 +393,30 @@ def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:
     if not old.has_text or not old.fingerprint.segments or not new.segments:
         return False
     divergence = first_divergence(old.fingerprint, new)
-    return divergence is not None and divergence.offset >= RELATED_MIN_COMMON_CHARS
+    if divergence is None or divergence.change != "changed":
+        return False
+    common = divergence.offset if divergence.field_offset is None else divergence.field_offset
+    if common >= RELATED_MIN_COMMON_CHARS:
+        return True
+    # a per-request value at the very start (a time, then the instructions): the two texts of
+    # the first changed segment are the same around it
+    a = old.fingerprint.segments[divergence.index].text
+    b = new.segments[divergence.index].text
+    head = divergence.offset
+    tail = _common_suffix_len(a[head:], b[head:])
+    return (head + tail) * 2 >= max(len(a), len(b)) and tail >= RELATED_MIN_COMMON_CHARS
+
+
+def _common_suffix_len(a: str, b: str) -> int:
+    limit = min(len(a), len(b))
+    lo, hi = 0, limit  # binary search on slices, as fingerprint._common_prefix_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _excerpt(before: str, after: str) -> str:
@@ -570,9 +598,14 @@ class BreakExplainer:
             if previous.has_text and snap.has_text:
                 divergence = first_divergence(old, fp)
                 if divergence is not None:
-                    segment, offset = divergence.path, divergence.offset
+                    # positions and excerpts in the text the user wrote (the string at the
+                    # path), not in the segment's canonical JSON
+                    segment, offset = divergence.path, divergence.field_offset
                     if with_excerpt:
-                        excerpt = _excerpt(divergence.before, divergence.after)
+                        if divergence.text_before is not None:
+                            excerpt = _excerpt(divergence.text_before, divergence.text_after or "")
+                        else:
+                            excerpt = _excerpt(divergence.before, divergence.after)
             reason = classify_change(old, fp, index)
             if (
                 reason == "messages_changed"

@@ -104,9 +104,24 @@ def test_timestamp_in_the_first_segment_is_found_through_the_edit_fallback() -> 
     result = d.send(body(system=LONG + "Now: 09:05"), 10)
     assert result.reason == "system_changed"
     assert result.segment == "system[0].text"
-    old = json.dumps({"text": LONG + "Now: 09:00", "type": "text"}, separators=(",", ":"))
-    assert result.offset == old.index("09:00") + len("09:0")
+    # the position counts characters of the text the user wrote, not of the segment's JSON
+    assert result.offset == len(LONG + "Now: 09:0")
     assert result.previous_request_id == "r1"
+
+
+def test_a_time_and_an_id_at_the_very_start_are_an_edit_with_the_users_positions() -> None:
+    # the naive demo app: "Current time: ... Request id: ..." first, then the instructions
+    d = Driver()
+    first = "Current time: 10:16:21. Request id: 3fa9c2d4e5f6.\n" + LONG
+    d.send(body(system=first), 0)
+    later = "Current time: 10:17:02. Request id: 9b1e0c7a2d44.\n" + LONG
+    result = d.send(body(system=later), 10, excerpt=True)
+    assert (result.reason, result.segment) == ("system_changed", "system[0].text")
+    assert result.offset == len("Current time: 10:1")
+    assert result.excerpt == "-" + first[:48] + "\n+" + later[:48]  # 30 characters after
+    # a prompt of another app sharing a short opening is still its own prefix
+    other = "Current time: 10:18:00. You translate the user's text into French. " * 40
+    assert d.send(body(system=other), 20).reason == "new_prefix"
 
 
 def test_an_unrelated_prompt_is_a_new_prefix_not_a_change() -> None:

@@ -38,7 +38,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy_support import FakeClock, RunningProxy, mock_config
 from servers import ServerThread
 
-from promptcache.canonical import canonical_json
 from promptcache.cli import cli
 from promptcache.proxy.app import build_app
 from promptcache.proxy.report import build_report
@@ -148,15 +147,6 @@ def _common_prefix(a: str, b: str) -> int:
     return n
 
 
-def _segment_text(value: dict[str, Any]) -> str:
-    return canonical_json({k: v for k, v in value.items() if k != "cache_control"})
-
-
-def _message_text(message: dict[str, Any]) -> str:
-    content = [{k: v for k, v in b.items() if k != "cache_control"} for b in message["content"]]
-    return canonical_json({**message, "content": content})
-
-
 def test_every_step_gets_the_scripted_reason(logged: Any) -> None:
     _, rows = logged
     assert [r["started_at"] - T0 for r in rows] == [s.at for s in STEPS]
@@ -181,8 +171,9 @@ def test_every_step_gets_the_scripted_reason(logged: Any) -> None:
 def test_system_timestamp_names_the_segment_and_offset(logged: Any) -> None:
     _, rows = logged
     row = rows[2]
-    old, new = _segment_text(STEPS[1].system[0]), _segment_text(STEPS[2].system[0])
+    old, new = STEPS[1].system[0]["text"], STEPS[2].system[0]["text"]
     assert row["break_segment"] == "system[0].text"
+    # the position counts characters of the system prompt's text, as the user wrote it
     assert row["break_offset"] == _common_prefix(old, new)
     # the first differing character is the minute of the timestamp
     assert new[row["break_offset"] - len("2025-11-30T09:0") : row["break_offset"] + 1] == (
@@ -194,8 +185,7 @@ def test_reordered_tools_name_the_first_moved_tool(logged: Any) -> None:
     _, rows = logged
     row = rows[3]
     assert row["break_segment"] == "tools[0].name"
-    old, new = _segment_text(TOOLS[0]), _segment_text(REORDERED[0])
-    assert row["break_offset"] == _common_prefix(old, new)
+    assert row["break_offset"] == _common_prefix(TOOLS[0]["name"], REORDERED[0]["name"])
 
 
 def test_model_switch_and_ttl_gap_have_no_segment(logged: Any) -> None:
@@ -208,7 +198,8 @@ def test_truncated_history_points_at_the_first_message(logged: Any) -> None:
     _, rows = logged
     row = rows[6]
     assert row["break_segment"] == "messages[0].content[0].text"
-    old, new = _message_text(STEPS[5].messages[0]), _message_text(STEPS[6].messages[0])
+    old = STEPS[5].messages[0]["content"][0]["text"]
+    new = STEPS[6].messages[0]["content"][0]["text"]
     assert row["break_offset"] == _common_prefix(old, new)
 
 
