@@ -142,3 +142,15 @@ class StoryTime:
         text = "".join(parts).strip() or "..."
         self.remember(params["messages"][-1]["content"], text)
         return Reply(text, usage, ttft_s if ttft_s is not None else time.perf_counter() - started)
+
+
+if __name__ == "__main__":
+    # One short story of three turns against OPENAI_BASE_URL (`promptcache check` sets it to
+    # its capture endpoint; the demo points it at the proxy): `python examples/layered_app.py`.
+    import os
+
+    story = StoryTime(
+        OpenAI(), os.environ.get("STORYTIME_MODEL", "gpt-4o-mini"), Child("Mia", 5, "dogs")
+    )
+    for turn in ("Tell me a short story about a dog.", "What happens next?", "How does it end?"):
+        print(story.ask(turn).text)

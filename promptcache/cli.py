@@ -17,6 +17,7 @@ from promptcache.errors import PromptCacheError
 
 #: subcommand name -> "module:attribute" of its click command. Listed only once it works.
 COMMANDS: dict[str, str] = {
+    "check": "promptcache.commands.check:check",
     "cost": "promptcache.commands.cost:cost_command",
     "demo": "promptcache.commands.demo:demo",
     "engine": "promptcache.commands.engine:engine_group",

@@ -1,0 +1,345 @@
+"""Canned vendor responses: what the capture endpoint answers so the program runs on offline.
+
+Each answer is a valid response in the vendor's wire format, JSON or Server-Sent Events, with
+one short text reply and a usage block, so the official clients parse it as they would the real
+one. Shapes follow the vendors' API references (checked 2026-12-03):
+
+- Anthropic Messages, https://platform.claude.com/docs/en/api/messages and
+  https://platform.claude.com/docs/en/build-with-claude/streaming (``message_start``,
+  ``content_block_start``, ``content_block_delta``, ``content_block_stop``, ``message_delta``,
+  ``message_stop``); ``count_tokens`` answers ``{"input_tokens": N}``;
+- OpenAI Chat Completions, https://platform.openai.com/docs/api-reference/chat (``chat.
+  completion`` / ``chat.completion.chunk`` events, a usage chunk when ``stream_options.
+  include_usage``, then ``data: [DONE]``);
+- OpenAI Responses, https://platform.openai.com/docs/api-reference/responses-streaming
+  (``response.created`` ... ``response.completed``, each with a ``sequence_number``);
+- OpenAI Completions (legacy) and ``GET /v1/models``;
+- Gemini ``generateContent`` / ``streamGenerateContent`` (``alt=sse``: one JSON
+  ``GenerateContentResponse`` per ``data:`` event; without it a JSON array) and ``countTokens``,
+  https://ai.google.dev/api/generate-content .
+
+The reply text and ids are the same in every run (ids count the run's requests), so a program
+that feeds replies or response ids back into later prompts sends the same bytes in each run.
+Token counts are a size estimate (4 bytes a token), not a tokenizer's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from promptcache.proxy.vendors import error_body
+
+__all__ = ["REPLY_TEXT", "CannedResponse", "canned_response", "route_api"]
+
+#: The text of every canned reply.
+REPLY_TEXT: Final = "This is a canned reply from promptcache check."
+_CREATED: Final = 1_764_489_600  # a fixed timestamp: the same bytes in every run
+
+
+@dataclass(frozen=True)
+class CannedResponse:
+    """One answer: HTTP status, content type and body bytes."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+def _json(payload: Any, status: int = 200) -> CannedResponse:
+    return CannedResponse(status, "application/json", json.dumps(payload).encode())
+
+
+def _sse(events: list[tuple[str | None, Any]]) -> CannedResponse:
+    parts = []
+    for name, data in events:
+        text = data if isinstance(data, str) else json.dumps(data)
+        parts.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
+    return CannedResponse(200, "text/event-stream; charset=utf-8", "".join(parts).encode())
+
+
+def _tokens(size: int) -> int:
+    return max(1, size // 4)
+
+
+def _anthropic(body: dict[str, Any], seq: int, size: int, stream: bool) -> CannedResponse:
+    model = str(body.get("model", "claude"))
+    msg_id = f"msg_check{seq:06d}"
+    usage = {
+        "input_tokens": _tokens(size),
+        "output_tokens": 10,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    message = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": REPLY_TEXT}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    if not stream:
+        return _json(message)
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    return _sse(
+        [
+            ("message_start", {"type": "message_start", "message": start}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": REPLY_TEXT},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 10},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )
+
+
+def _openai_usage(size: int) -> dict[str, Any]:
+    prompt = _tokens(size)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": 10,
+        "total_tokens": prompt + 10,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+
+
+def _openai_chat(body: dict[str, Any], seq: int, size: int, stream: bool) -> CannedResponse:
+    model = str(body.get("model", "gpt"))
+    base = {"id": f"chatcmpl-check{seq:06d}", "created": _CREATED, "model": model}
+    if not stream:
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": REPLY_TEXT, "refusal": None},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+        return _json(
+            {**base, "object": "chat.completion", "choices": [choice], "usage": _openai_usage(size)}
+        )
+    chunk = {**base, "object": "chat.completion.chunk"}
+    options = body.get("stream_options")
+    with_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    extra = {"usage": None} if with_usage else {}
+    events: list[tuple[str | None, Any]] = [
+        (
+            None,
+            {
+                **chunk,
+                **extra,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                ],
+            },
+        ),
+        (
+            None,
+            {
+                **chunk,
+                **extra,
+                "choices": [{"index": 0, "delta": {"content": REPLY_TEXT}, "finish_reason": None}],
+            },
+        ),
+        (None, {**chunk, **extra, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ]
+    if with_usage:
+        events.append((None, {**chunk, "choices": [], "usage": _openai_usage(size)}))
+    events.append((None, "[DONE]"))
+    return _sse(events)
+
+
+def _openai_completions(body: dict[str, Any], seq: int, size: int, stream: bool) -> CannedResponse:
+    model = str(body.get("model", "gpt"))
+    base = {
+        "id": f"cmpl-check{seq:06d}",
+        "object": "text_completion",
+        "created": _CREATED,
+        "model": model,
+    }
+    choice = {"index": 0, "text": REPLY_TEXT, "finish_reason": "stop", "logprobs": None}
+    if not stream:
+        return _json({**base, "choices": [choice], "usage": _openai_usage(size)})
+    return _sse([(None, {**base, "choices": [choice]}), (None, "[DONE]")])
+
+
+def _responses(body: dict[str, Any], seq: int, size: int, stream: bool) -> CannedResponse:
+    resp_id, item_id = f"resp_check{seq:06d}", f"msg_check{seq:06d}"
+    part = {"type": "output_text", "text": REPLY_TEXT, "annotations": [], "logprobs": []}
+    item = {
+        "id": item_id,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [part],
+    }
+    prompt = _tokens(size)
+    response = {
+        "id": resp_id,
+        "object": "response",
+        "created_at": _CREATED,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "model": str(body.get("model", "gpt")),
+        "output": [item],
+        "parallel_tool_calls": True,
+        "previous_response_id": body.get("previous_response_id"),
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "metadata": {},
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + 10,
+        },
+    }
+    if not stream:
+        return _json(response)
+    pending = {**response, "status": "in_progress", "output": [], "usage": None}
+    ids = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    steps: list[dict[str, Any]] = [
+        {"type": "response.created", "response": pending},
+        {"type": "response.in_progress", "response": pending},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "status": "in_progress", "content": []},
+        },
+        {"type": "response.content_part.added", **ids, "part": {**part, "text": ""}},
+        {"type": "response.output_text.delta", **ids, "delta": REPLY_TEXT, "logprobs": []},
+        {"type": "response.output_text.done", **ids, "text": REPLY_TEXT, "logprobs": []},
+        {"type": "response.content_part.done", **ids, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": response},
+    ]
+    return _sse([(s["type"], {**s, "sequence_number": n}) for n, s in enumerate(steps)])
+
+
+def _gemini(body: dict[str, Any], seq: int, size: int, stream: bool, sse: bool) -> CannedResponse:
+    prompt = _tokens(size)
+    payload = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": REPLY_TEXT}], "role": "model"},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": 10,
+            "totalTokenCount": prompt + 10,
+        },
+        "modelVersion": "gemini",
+        "responseId": f"check{seq:06d}",
+    }
+    if not stream:
+        return _json(payload)
+    if sse:
+        return _sse([(None, payload)])
+    return _json([payload])
+
+
+def route_api(vendor: str, method: str, path: str) -> str | None:
+    """The wire format of a prompt-carrying route (``anthropic``, ``openai_chat``,
+    ``openai_responses``, ``openai_completions``, ``gemini``), or None for any other route."""
+    path = path.rstrip("/")
+    if method != "POST":
+        return None
+    if vendor == "anthropic" and path == "/v1/messages":
+        return "anthropic"
+    if vendor == "openai":
+        return {
+            "/v1/chat/completions": "openai_chat",
+            "/v1/responses": "openai_responses",
+            "/v1/completions": "openai_completions",
+        }.get(path)
+    if vendor == "gemini" and path.rsplit(":", 1)[-1] in (
+        "generateContent",
+        "streamGenerateContent",
+    ):
+        return "gemini"
+    return None
+
+
+def canned_response(
+    vendor: str, method: str, path: str, query: str, body: Any, seq: int, size: int
+) -> tuple[str | None, CannedResponse]:
+    """The API a request is for (None for routes carrying no prompt) and the answer to it.
+
+    Args:
+        vendor: the endpoint mount it came in on: ``anthropic``, ``openai`` or ``gemini``.
+        method: ``GET`` or ``POST``.
+        path: the vendor path, e.g. ``/v1/chat/completions``.
+        query: the raw query string (Gemini streams as SSE when it holds ``alt=sse``).
+        body: the parsed JSON body (a dict for prompt routes), or None.
+        seq: the request's number within its run (gives ids).
+        size: the body's size in bytes (gives the usage estimate).
+
+    Unknown routes get a 404 in the vendor's own error shape.
+    """
+    data = body if isinstance(body, dict) else {}
+    stream = bool(data.get("stream"))
+    path = path.rstrip("/")
+    if vendor == "anthropic" and method == "POST":
+        if path == "/v1/messages":
+            return "anthropic", _anthropic(data, seq, size, stream)
+        if path == "/v1/messages/count_tokens":
+            return None, _json({"input_tokens": _tokens(size)})
+    if vendor == "openai":
+        if method == "POST" and path == "/v1/chat/completions":
+            return "openai_chat", _openai_chat(data, seq, size, stream)
+        if method == "POST" and path == "/v1/responses":
+            return "openai_responses", _responses(data, seq, size, stream)
+        if method == "POST" and path == "/v1/completions":
+            return "openai_completions", _openai_completions(data, seq, size, stream)
+        if method == "GET" and path == "/v1/models":
+            return None, _json({"object": "list", "data": []})
+    if vendor == "gemini" and method == "POST" and ":" in path:
+        action = path.rsplit(":", 1)[1]
+        if action == "generateContent":
+            return "gemini", _gemini(data, seq, size, False, False)
+        if action == "streamGenerateContent":
+            return "gemini", _gemini(data, seq, size, True, "alt=sse" in query)
+        if action == "countTokens":
+            return None, _json({"totalTokens": _tokens(size)})
+    dialect = {"anthropic": "anthropic", "openai": "openai"}.get(vendor, "gemini")
+    message = f"promptcache check's capture endpoint does not serve {method} {path}"
+    return None, CannedResponse(404, "application/json", error_body(dialect, 404, message))  # type: ignore[arg-type]

@@ -1,0 +1,180 @@
+"""Which perturbation caused a difference between two runs' prompts: evidence from the text.
+
+A run changes one perturbation kind (``--isolate``) or all of them at once (the default). With
+one kind the cause is that kind. With all of them, each differing region of the text is read
+for evidence:
+
+- ``listdir`` / ``hash_seed``: the two segments hold the same items in another order (the same
+  multiset of segments, or of words inside one segment); ``listdir`` is ruled out when the
+  process had reordered no directory listing of the user's code before the request;
+- ``pid``: a number in the region is a process id the run's requests reported;
+- ``clock``: the region holds a time of day, a date, a weekday or month name, or a unix time
+  within three days of the run's clock;
+- ``random`` (random, uuid4, secrets): any other difference.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Final
+
+from promptcache.fingerprint import RequestFingerprint
+
+from .perturbation import Perturbation
+
+__all__ = ["Region", "differing_regions", "is_reordering", "region_causes"]
+
+_EXCERPT: Final = 30
+_MERGE_GAP: Final = 3
+_MAX_DIFF_CHARS: Final = 20_000
+_WORD: Final = re.compile(r"[\w:.+/-]")
+_TOKENS: Final = re.compile(r"\w+|[^\w\s]")
+_CLOCK: Final = re.compile(
+    r"\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|"
+    r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*day\b|"
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
+_NUMBER: Final = re.compile(r"\d+")
+_EPOCH_WINDOW_S: Final = 3 * 86_400
+
+
+@dataclass(frozen=True)
+class Region:
+    """One differing stretch of a segment's canonical text.
+
+    Attributes:
+        before, after: the differing words in the baseline and in the other run.
+        before_excerpt, after_excerpt: the same with up to 30 characters around them.
+    """
+
+    before: str
+    after: str
+    before_excerpt: str
+    after_excerpt: str
+
+
+def _expand(text: str, start: int, end: int) -> tuple[int, int]:
+    while start > 0 and _WORD.match(text[start - 1]):
+        start -= 1
+    while end < len(text) and _WORD.match(text[end]):
+        end += 1
+    return start, end
+
+
+def differing_regions(a: str, b: str) -> list[Region]:
+    """Every stretch where ``b`` differs from ``a``, widened to whole words, in text order.
+
+    Edits closer than 3 characters are one region. Only the part between the common prefix
+    and the common suffix is compared; when that part is over 20,000 characters it is one
+    region.
+    """
+    p = 0
+    limit = min(len(a), len(b))
+    while p < limit and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < limit - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
+        q += 1
+    mid_a, mid_b = a[p : len(a) - q], b[p : len(b) - q]
+    if not mid_a and not mid_b:
+        return []
+    spans: list[tuple[int, int, int, int]] = []
+    if max(len(mid_a), len(mid_b)) > _MAX_DIFF_CHARS:
+        spans = [(0, len(mid_a), 0, len(mid_b))]
+    else:
+        matcher = SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            if spans and i1 - spans[-1][1] <= _MERGE_GAP and j1 - spans[-1][3] <= _MERGE_GAP:
+                spans[-1] = (spans[-1][0], i2, spans[-1][2], j2)
+            else:
+                spans.append((i1, i2, j1, j2))
+    regions: list[Region] = []
+    seen: set[tuple[int, int]] = set()
+    for i1, i2, j1, j2 in spans:
+        s_a, e_a = _expand(a, p + i1, p + i2)
+        s_b, e_b = _expand(b, p + j1, p + j2)
+        if (s_a, e_a) in seen:
+            continue
+        seen.add((s_a, e_a))
+        regions.append(
+            Region(
+                a[s_a:e_a],
+                b[s_b:e_b],
+                a[max(0, s_a - _EXCERPT) : e_a + _EXCERPT],
+                b[max(0, s_b - _EXCERPT) : e_b + _EXCERPT],
+            )
+        )
+    return regions
+
+
+def is_reordering(
+    old: RequestFingerprint, new: RequestFingerprint, old_text: str, new_text: str
+) -> bool:
+    """Whether ``new`` holds the same items as ``old`` in another order: the same segments
+    reordered, or the same words inside the differing segment."""
+    if Counter(s.sha256 for s in old.segments) == Counter(s.sha256 for s in new.segments):
+        return True
+    return Counter(_TOKENS.findall(old_text)) == Counter(_TOKENS.findall(new_text))
+
+
+def _is_clock(words: Iterable[str], clocks: Sequence[float]) -> bool:
+    for word in words:
+        if _CLOCK.search(word):
+            return True
+        for digits in _NUMBER.findall(word):
+            if 9 <= len(digits) <= 13:
+                value = int(digits) / (1000 if len(digits) > 10 else 1)
+                if any(abs(value - c) <= _EPOCH_WINDOW_S for c in clocks):
+                    return True
+    return False
+
+
+def _is_pid(words: Iterable[str], pids: set[int]) -> bool:
+    return any(int(d) in pids for w in words for d in _NUMBER.findall(w) if len(d) < 10)
+
+
+def region_causes(
+    region: Region | None,
+    run: Perturbation,
+    *,
+    reordered: bool,
+    listings_before: int | None,
+    pids: set[int],
+    clocks: Sequence[float],
+) -> tuple[str, ...]:
+    """The perturbation kinds a difference comes from.
+
+    Args:
+        region: the differing words (None for a whole-segment or key difference).
+        run: the perturbed run's perturbation (its ``changed`` kinds are the candidates).
+        reordered: :func:`is_reordering` of the two requests.
+        listings_before: directory listings of user code the sending process had reordered
+            before the request (the hook's count), None when unknown.
+        pids: process ids the two runs' requests reported.
+        clocks: unix seconds of the two runs' clocks.
+    """
+    changed = run.changed
+    if len(changed) == 1:
+        return changed
+    if reordered:
+        order = [k for k in ("hash_seed", "listdir") if k in changed]
+        if listings_before == 0 and "hash_seed" in order:
+            order = ["hash_seed"]
+        if order:
+            return tuple(order)
+    words = [region.before, region.after] if region is not None else []
+    for kind, test in (
+        ("pid", lambda: _is_pid(words, pids)),
+        ("clock", lambda: _is_clock(words, clocks)),
+    ):
+        if kind in changed and test():
+            return (kind,)
+    return ("random",) if "random" in changed else changed

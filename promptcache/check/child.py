@@ -1,0 +1,382 @@
+"""The in-process hook of ``promptcache check``: loaded into every Python process of COMMAND.
+
+``hook/sitecustomize.py`` (put first on the child's ``PYTHONPATH``) loads this file by path, so
+it needs nothing but the standard library (and ``time-machine`` for the clock, when the child's
+Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, written by
+``promptcache.check.perturbation.Perturbation.plan``) and then:
+
+- **perturbs** what the plan says: the wall clock (``time_machine.travel`` to the plan's
+  instant, ticking); ``random`` (seeded), ``uuid.uuid4``/``uuid1`` and ``secrets`` (a
+  run-specific deterministic stream); the order of ``os.listdir`` and ``os.scandir`` (which
+  ``glob``, ``os.walk`` and ``Path.iterdir`` call); ``os.getpid`` (a run-specific number, kept
+  distinct per process; ``os.kill`` of it is mapped back to the real pid). ``PYTHONHASHSEED``
+  is set by the parent in the environment, since only the interpreter's start can apply it;
+- **tags** every HTTP request that ``httpx``, ``httpx2`` (the official ``anthropic`` and
+  ``openai`` clients' HTTP layer) or ``requests`` sends to the capture endpoint with the call
+  site (the first stack frame in the user's code), the run, the (reported) pid and how many
+  directory listings of the user's code it has reordered so far;
+- **reroutes** posts those libraries send straight to a vendor host (``api.anthropic.com``,
+  ``api.openai.com``, ``generativelanguage.googleapis.com``) to the capture endpoint, the
+  original URL in a header, so clients that ignore the ``*_BASE_URL`` variables are captured.
+
+Forked processes inherit all of it; processes started anew load it again through
+``PYTHONPATH``. Patching happens once per process; ``httpx``/``httpx2``/``requests`` are
+patched when first imported (an import hook), so a program that never imports them pays
+nothing for them.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import random
+import secrets
+import site
+import sys
+import sysconfig
+import uuid
+from base64 import urlsafe_b64encode
+from collections.abc import Callable, Iterator
+from types import FrameType, ModuleType, TracebackType
+from typing import Any
+from urllib.parse import quote
+
+PLAN_ENV = "PROMPTCACHE_CHECK_PLAN"
+ROOT_PID_ENV = "PROMPTCACHE_CHECK_ROOT_PID"
+HEADER_RUN = "x-promptcache-check-run"
+HEADER_SITE = "x-promptcache-check-site"
+HEADER_PID = "x-promptcache-check-pid"
+HEADER_LISTINGS = "x-promptcache-check-listings"
+HEADER_UPSTREAM = "x-promptcache-check-upstream"
+
+#: Vendor API hosts whose requests are rerouted to the capture endpoint, and the endpoint's
+#: mount for each.
+VENDOR_HOSTS = {
+    "api.anthropic.com": "anthropic",
+    "api.openai.com": "openai",
+    "generativelanguage.googleapis.com": "gemini",
+}
+
+
+class _State:
+    """Everything the patches need, set once by :func:`install`."""
+
+    endpoint = ""
+    run = 0
+    plan: dict[str, Any] = {}  # noqa: RUF012 - one process-wide instance
+    listings = 0
+    forks = 0
+    not_user: tuple[str, ...] = ()
+    user_cache: dict[str, bool] = {}  # noqa: RUF012
+    rng: random.Random = random.Random(0)
+    real_getpid: Callable[[], int] = os.getpid
+    root_pid = 0
+
+
+S = _State()
+
+
+# ------------------------------------------------------------------------------- call sites
+def _is_user_file(filename: str) -> bool:
+    cached = S.user_cache.get(filename)
+    if cached is None:
+        cached = not (
+            filename.startswith("<")
+            or os.path.abspath(filename).startswith(S.not_user)
+            or filename == __file__
+        )
+        S.user_cache[filename] = cached
+    return cached
+
+
+def _first_user_frame(frame: FrameType | None) -> FrameType | None:
+    while frame is not None:
+        if _is_user_file(frame.f_code.co_filename):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def call_site(frame: FrameType | None) -> str:
+    """``PATH\\tLINE\\tQUALNAME`` of the first user frame at or above ``frame``, URL-quoted
+    (header values are Latin-1), or ``""`` when every frame is library code."""
+    user = _first_user_frame(frame)
+    if user is None:
+        return ""
+    code = user.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    return quote(f"{os.path.abspath(code.co_filename)}\t{user.f_lineno}\t{name}", safe="/")
+
+
+def _not_user_prefixes(extra: list[str]) -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    found = {paths.get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    found.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    user_site = site.getusersitepackages() if hasattr(site, "getusersitepackages") else ""
+    found.update([user_site, os.path.dirname(os.path.abspath(__file__)), *extra])
+    return tuple(sorted(os.path.join(os.path.abspath(p), "") for p in found if p))
+
+
+# ------------------------------------------------------------------------------ HTTP patches
+def _tag(url: str, set_header: Callable[[str, str], None], frame: FrameType | None) -> str:
+    """Reroute a vendor URL to the endpoint and add the check headers to endpoint requests.
+
+    Returns the URL the request should go to (``url`` itself when unchanged)."""
+    rest = url.partition("://")[2]
+    host_port, slash, path = rest.partition("/")
+    host = host_port.rsplit("@", 1)[-1].split(":", 1)[0].lower()
+    vendor = VENDOR_HOSTS.get(host)
+    target = url
+    if vendor is not None:
+        target = f"{S.endpoint}/{vendor}{slash}{path}"
+        set_header(HEADER_UPSTREAM, url)
+        set_header("host", S.endpoint.partition("://")[2])
+    if target.startswith(S.endpoint + "/"):
+        set_header(HEADER_RUN, str(S.run))
+        set_header(HEADER_PID, str(os.getpid()))
+        set_header(HEADER_LISTINGS, str(S.listings))
+        site_value = call_site(frame)
+        if site_value:
+            set_header(HEADER_SITE, site_value)
+    return target
+
+
+def _patch_httpx_like(module: ModuleType) -> None:
+    """Wrap ``Client.send`` and ``AsyncClient.send`` of ``httpx`` or ``httpx2``."""
+    url_type = module.URL
+
+    def prepare(request: Any, frame: FrameType | None) -> None:
+        def set_header(name: str, value: str) -> None:
+            request.headers[name] = value
+
+        url = str(request.url)
+        target = _tag(url, set_header, frame)
+        if target != url:
+            request.url = url_type(target)
+
+    sync_send = module.Client.send
+    async_send = module.AsyncClient.send
+
+    def send(self: Any, request: Any, **kwargs: Any) -> Any:
+        prepare(request, sys._getframe(1))
+        return sync_send(self, request, **kwargs)
+
+    async def asend(self: Any, request: Any, **kwargs: Any) -> Any:
+        prepare(request, sys._getframe(1))
+        return await async_send(self, request, **kwargs)
+
+    module.Client.send = send
+    module.AsyncClient.send = asend
+
+
+def _patch_requests(module: ModuleType) -> None:
+    """Wrap ``requests.Session.send`` (every ``requests`` call goes through it)."""
+    session_type = module.Session
+    original = session_type.send
+
+    def send(self: Any, request: Any, **kwargs: Any) -> Any:
+        def set_header(name: str, value: str) -> None:
+            request.headers[name] = value
+
+        request.url = _tag(str(request.url), set_header, sys._getframe(1))
+        return original(self, request, **kwargs)
+
+    session_type.send = send
+
+
+_PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "httpx": _patch_httpx_like,
+    "httpx2": _patch_httpx_like,
+    "requests": _patch_requests,
+}
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, name: str) -> None:
+        self.loader = loader
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:  # get_resource_reader, is_package...
+        return getattr(self.loader, attr)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        _PATCHES[self.name](module)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches the HTTP libraries right after their first import."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _PATCHES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader, fullname)
+                return spec
+        return None
+
+
+# ------------------------------------------------------------------------------ perturbation
+def _reorder(names: list[Any]) -> list[Any]:
+    """The plan's listing order: as listed (mode 0) or a seeded shuffle that always differs
+    from the listed order when there are two entries or more."""
+    mode = int(S.plan.get("listdir", 0))
+    if mode == 0 or len(names) < 2:
+        return names
+    shuffled = list(names)
+    random.Random(mode).shuffle(shuffled)
+    if shuffled == names:
+        shuffled.reverse()
+    frame = _first_user_frame(sys._getframe(2))
+    if frame is not None:
+        S.listings += 1
+    return shuffled
+
+
+class _ScandirIterator:
+    """``os.scandir``'s iterator, with the entries in the plan's order."""
+
+    def __init__(self, entries: list[Any], inner: Any) -> None:
+        self._entries = iter(entries)
+        self._inner = inner
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._entries)
+
+    def __enter__(self) -> _ScandirIterator:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _patch_listings() -> None:
+    listdir, scandir = os.listdir, os.scandir
+
+    def patched_listdir(*args: Any, **kwargs: Any) -> list[Any]:
+        return _reorder(listdir(*args, **kwargs))
+
+    def patched_scandir(*args: Any, **kwargs: Any) -> _ScandirIterator:
+        inner = scandir(*args, **kwargs)
+        return _ScandirIterator(_reorder(list(inner)), inner)
+
+    os.listdir = patched_listdir
+    os.scandir = patched_scandir  # type: ignore[assignment]
+
+
+def _seed_streams(seed: int, salt: str) -> None:
+    random.seed(f"{seed}-{salt}")
+    S.rng.seed(f"promptcache-check-{seed}-{salt}")
+
+
+def _patch_random(seed: int) -> None:
+    _seed_streams(seed, "0")
+
+    def uuid4() -> uuid.UUID:
+        return uuid.UUID(int=S.rng.getrandbits(128), version=4)
+
+    def uuid1(node: int | None = None, clock_seq: int | None = None) -> uuid.UUID:
+        return uuid.UUID(int=S.rng.getrandbits(128), version=1)
+
+    def token_bytes(nbytes: int | None = None) -> bytes:
+        return S.rng.randbytes(32 if nbytes is None else nbytes)
+
+    def token_hex(nbytes: int | None = None) -> str:
+        return token_bytes(nbytes).hex()
+
+    def token_urlsafe(nbytes: int | None = None) -> str:
+        return urlsafe_b64encode(token_bytes(nbytes)).rstrip(b"=").decode("ascii")
+
+    uuid.uuid4 = uuid4
+    uuid.uuid1 = uuid1
+    secrets.token_bytes = token_bytes
+    secrets.token_hex = token_hex
+    secrets.token_urlsafe = token_urlsafe
+    secrets.choice = S.rng.choice  # type: ignore[assignment]
+    secrets.randbelow = S.rng.randrange  # type: ignore[assignment]
+    secrets.randbits = S.rng.getrandbits  # type: ignore[assignment]
+
+    def count_fork() -> None:
+        S.forks += 1
+
+    def reseed_child() -> None:  # the nth fork of a process gets the nth stream, every run
+        _seed_streams(seed, f"{os.getpid()}-{S.forks}")
+
+    os.register_at_fork(after_in_parent=count_fork, after_in_child=reseed_child)
+
+
+def _patch_pid(base: int) -> None:
+    real = S.real_getpid
+    S.root_pid = int(os.environ.setdefault(ROOT_PID_ENV, str(real())))
+    kill = os.kill
+
+    def getpid() -> int:
+        return base + real() - S.root_pid
+
+    def patched_kill(pid: int, sig: int) -> None:
+        kill(real() if pid == getpid() else pid, sig)
+
+    os.getpid = getpid
+    os.kill = patched_kill
+
+
+def _start_clock(instant: float) -> str | None:
+    """Travel to ``instant`` (unix seconds), ticking; the reason when it cannot."""
+    blocked = [] if any("pytest" in arg for arg in sys.orig_argv) else ["pytest", "dateutil"]
+    hidden = [name for name in blocked if name not in sys.modules]
+    for name in hidden:  # time-machine imports them only for its own pytest plugin
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        import time_machine
+    except ImportError:
+        return "time-machine is not installed in this Python"
+    finally:
+        for name in hidden:
+            sys.modules.pop(name, None)
+    time_machine.travel(instant, tick=True).start()
+    return None
+
+
+def install() -> None:
+    """Apply the plan in ``PROMPTCACHE_CHECK_PLAN`` to this process (no-op without one)."""
+    raw = os.environ.get(PLAN_ENV)
+    if not raw or S.endpoint:
+        return
+    plan = json.loads(raw)
+    S.plan = plan
+    S.endpoint = str(plan["endpoint"]).rstrip("/")
+    S.run = int(plan["run"])
+    S.not_user = _not_user_prefixes(list(plan.get("not_user", [])))
+    if plan.get("clock") is not None:
+        problem = _start_clock(float(plan["clock"]))
+        if problem is not None:
+            sys.stderr.write(f"promptcache check: the clock is not shifted: {problem}\n")
+    _patch_random(int(plan["seed"]))
+    _patch_listings()
+    _patch_pid(int(plan["pid"]))
+    for name, patch in _PATCHES.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(module)
+    sys.meta_path.insert(0, _PatchOnImport())

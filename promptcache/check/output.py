@@ -1,0 +1,198 @@
+"""Report formats of ``promptcache check``: text, JSON, SARIF 2.1.0 and GitHub annotations.
+
+Every format names the call site (the first stack frame in the user's code), the rule, the
+perturbation that caused a difference and the request path. SARIF results are located at the
+call site, relative to the current folder (``%SRCROOT%``) where they can be, like
+``promptcache lint``'s SARIF.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+from promptcache import __version__
+
+from .capture import CallSite
+from .findings import RULE_TITLES, Finding
+from .perturbation import KIND_LABELS
+from .runner import CheckResult
+
+__all__ = ["FORMATS", "render"]
+
+FORMATS: Final = ("text", "json", "sarif", "github")
+SCHEMA_URI: Final = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+_ROOT_ID: Final = "%SRCROOT%"
+
+
+def _where(site: CallSite | None) -> str:
+    if site is None:
+        return "(call site unknown)"
+    return f"{_relative(site.path)}:{site.line} in {site.function}"
+
+
+def _relative(path: str) -> str:
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def _causes(finding: Finding) -> str:
+    return " or ".join(KIND_LABELS[c] for c in finding.causes)
+
+
+def _headline(finding: Finding) -> str:
+    if finding.check == "difference":
+        return f"{finding.message}; caused by {_causes(finding)}"
+    return finding.message
+
+
+def render_text(result: CheckResult) -> str:
+    """Human-readable report: one block per finding, then the runs and a summary line."""
+    lines: list[str] = []
+    for f in result.findings:
+        lines.append(f"{_where(f.site)}: {f.rule} {f.title} ({f.api}, {f.path})")
+        lines.append(f"  {_headline(f)}")
+        if f.before is not None or f.after is not None:
+            lines.append(f"  run 0:        {f.before!r}")
+            lines.append(f"  run {f.run}:{' ' * max(1, 8 - len(str(f.run)))}{f.after!r}")
+        if f.requests > 1:
+            lines.append(f"  seen in {f.requests} requests from this call site")
+        lines.append("")
+    for run in result.runs:
+        prompts = sum(1 for r in run.requests if r.api is not None)
+        lines.append(
+            f"{run.perturbation.describe()}; {prompts} LLM request(s) captured in "
+            f"{run.duration_s:.2f} s"
+        )
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    count = len(result.findings)
+    lines.append(
+        f"promptcache check: {count} finding{'' if count == 1 else 's'} in {len(result.runs)} runs"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def result_json(result: CheckResult) -> dict[str, Any]:
+    """The ``--format json`` document as a dict."""
+    return {
+        "command": result.command,
+        "runs": [
+            {
+                "run": r.perturbation.run,
+                "changes": list(r.perturbation.changed),
+                "description": r.perturbation.describe(),
+                "exit_status": r.exit_status,
+                "duration_s": round(r.duration_s, 3),
+                "requests": len(r.requests),
+                "llm_requests": sum(1 for q in r.requests if q.api is not None),
+            }
+            for r in result.runs
+        ],
+        "findings": [
+            {
+                "rule": f.rule,
+                "title": f.title,
+                "check": f.check,
+                "causes": list(f.causes),
+                "site": None
+                if f.site is None
+                else {"path": f.site.path, "line": f.site.line, "function": f.site.function},
+                "api": f.api,
+                "path": f.path,
+                "message": f.message,
+                "before": f.before,
+                "after": f.after,
+                "run": f.run,
+                "requests": f.requests,
+            }
+            for f in result.findings
+        ],
+        "notes": result.notes,
+    }
+
+
+def _sarif_location(site: CallSite, root: Path) -> dict[str, Any]:
+    absolute = Path(os.path.abspath(site.path))
+    try:
+        artifact = {"uri": quote(absolute.relative_to(root).as_posix()), "uriBaseId": _ROOT_ID}
+    except ValueError:
+        artifact = {"uri": absolute.as_uri()}
+    return {"physicalLocation": {"artifactLocation": artifact, "region": {"startLine": site.line}}}
+
+
+def render_sarif(result: CheckResult) -> str:
+    """SARIF 2.1.0: one result per finding, located at its call site."""
+    root = Path.cwd().resolve()
+    used = sorted({f.rule for f in result.findings} | set(RULE_TITLES))
+    results = []
+    for f in result.findings:
+        entry: dict[str, Any] = {
+            "ruleId": f.rule,
+            "level": "error",
+            "message": {"text": f"{_headline(f)} ({f.api}, {f.path})"},
+            "properties": {"check": f.check, "causes": list(f.causes), "path": f.path},
+        }
+        if f.site is not None:
+            entry["locations"] = [_sarif_location(f.site, root)]
+        results.append(entry)
+    doc = {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "promptcache check",
+                        "version": __version__,
+                        "rules": [{"id": code, "name": RULE_TITLES[code]} for code in used],
+                    }
+                },
+                "originalUriBaseIds": {_ROOT_ID: {"uri": root.as_uri() + "/"}},
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(result: CheckResult) -> str:
+    """GitHub Actions workflow commands: one ``::error`` annotation per finding, at its call
+    site (https://docs.github.com/en/actions/reference/workflow-commands-for-github-actions ,
+    checked 2026-12-03)."""
+    lines = []
+    for f in result.findings:
+        props = [f"title={_escape_property(f'promptcache check {f.rule} {f.title}')}"]
+        if f.site is not None:
+            props.insert(0, f"file={_escape_property(_relative(f.site.path))},line={f.site.line}")
+        text = f"{_headline(f)} ({f.api}, {f.path})"
+        if f.before is not None or f.after is not None:
+            text += f"\nrun 0: {f.before!r}\nrun {f.run}: {f.after!r}"
+        lines.append(f"::error {','.join(props)}::{_escape_data(text)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render(result: CheckResult, output_format: str) -> str:
+    """``result`` in one of :data:`FORMATS`."""
+    if output_format == "json":
+        return json.dumps(result_json(result), indent=2, ensure_ascii=False) + "\n"
+    if output_format == "sarif":
+        return render_sarif(result)
+    if output_format == "github":
+        return render_github(result)
+    return render_text(result)

@@ -1,0 +1,286 @@
+"""Pair the requests of two runs and find where their cacheable prefixes differ.
+
+Pairing: request ``i`` of the baseline with request ``i`` of the other run, per call site, in
+order. Requests whose prefixes are identical are paired first, so that workers finishing in
+another order (a process pool) do not pair unrelated requests.
+
+Each pair is compared with the SDK's fingerprint core (``promptcache.fingerprint``: per-segment
+hashes in the vendor's prefix order, ``first_divergence``), the same one the proxy's break
+explainer uses. A difference is reported when it lies inside the cacheable prefix:
+
+- Anthropic: up to the request's last ``cache_control`` breakpoint (nothing after it is cached;
+  a request with no breakpoint caches nothing), per
+  https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-12-03);
+- automatic caching (OpenAI, Gemini): the whole prompt, when it reaches the model's minimum
+  cacheable length (``promptcache.minimums``, the linter's conservative value);
+- never in the request's own last message alone: that is the dynamic tail (a new question)
+  every request may change;
+- never where the same difference was already judged in an earlier pair: a value from a turn's
+  tail that the conversation then carries as history is the same difference seen again.
+
+``prompt_cache_key`` and ``model`` are part of the cache key: a difference in either is
+reported whatever the prompt.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from promptcache.fingerprint import RequestFingerprint, first_divergence
+from promptcache.minimums import ModelMinimums
+
+from .capture import CallSite, CapturedRequest
+from .causes import differing_regions, is_reordering, region_causes
+from .findings import CAUSE_RULES, Finding
+from .perturbation import Perturbation
+
+__all__ = [
+    "EXPLICIT_BREAKPOINT_APIS",
+    "PairReport",
+    "Sent",
+    "cached_extent",
+    "compare_runs",
+    "pair_runs",
+]
+
+#: APIs that cache only up to an explicit breakpoint.
+EXPLICIT_BREAKPOINT_APIS = frozenset({"anthropic", "bedrock_converse"})
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One captured request with a readable prompt.
+
+    Attributes:
+        request: what the endpoint received.
+        fingerprint: its segments and hashes.
+        routing_key: OpenAI's ``prompt_cache_key`` when sent.
+    """
+
+    request: CapturedRequest
+    fingerprint: RequestFingerprint
+    routing_key: str | None
+
+    @property
+    def site(self) -> CallSite | None:
+        return self.request.site
+
+    @property
+    def api(self) -> str:
+        return self.fingerprint.api
+
+
+def cached_extent(fp: RequestFingerprint) -> int:
+    """Index of the last segment the vendor caches (-1: nothing)."""
+    if fp.api in EXPLICIT_BREAKPOINT_APIS:
+        return max((bp.segment_index for bp in fp.breakpoints), default=-1)
+    return len(fp.segments) - 1
+
+
+def prefix_tokens(fp: RequestFingerprint, extent: int) -> int:
+    """Approximate tokens (``cl100k_base``) of segments ``0..extent``."""
+    return sum(seg.num_tokens or 0 for seg in fp.segments[: extent + 1])
+
+
+def minimum_tokens(model: str | None, minimums: ModelMinimums) -> int | None:
+    """The model's minimum cacheable prefix (the linter's value where sources disagree)."""
+    row = minimums.lookup(model) if model else None
+    if row is None:
+        return None
+    return row.lint_min_tokens if row.lint_min_tokens is not None else row.min_tokens
+
+
+def _site_key(sent: Sent) -> CallSite | None:
+    return sent.site
+
+
+def pair_runs(base: Sequence[Sent], other: Sequence[Sent]) -> tuple[list[tuple[Sent, Sent]], int]:
+    """Pair the two runs' requests per call site; returns the pairs (in baseline order) and
+    how many requests of either run found no partner."""
+    by_site_a: dict[CallSite | None, list[Sent]] = defaultdict(list)
+    by_site_b: dict[CallSite | None, list[Sent]] = defaultdict(list)
+    for sent in base:
+        by_site_a[_site_key(sent)].append(sent)
+    for sent in other:
+        by_site_b[_site_key(sent)].append(sent)
+    pairs: list[tuple[Sent, Sent]] = []
+    unpaired = 0
+    for site in by_site_a.keys() | by_site_b.keys():
+        left, right = list(by_site_a.get(site, [])), list(by_site_b.get(site, []))
+        exact: list[tuple[Sent, Sent]] = []
+        for a in list(left):
+            match = next((b for b in right if _same(a, b)), None)
+            if match is not None:
+                exact.append((a, match))
+                left.remove(a)
+                right.remove(match)
+        pairs += exact + list(zip(left, right, strict=False))
+        unpaired += abs(len(left) - len(right))
+    pairs.sort(key=lambda pair: pair[0].request.seq)
+    return pairs, unpaired
+
+
+def _same(a: Sent, b: Sent) -> bool:
+    fa, fb = a.fingerprint, b.fingerprint
+    return (
+        fa.prefix_hash == fb.prefix_hash
+        and fa.api == fb.api
+        and fa.model == fb.model
+        and a.routing_key == b.routing_key
+    )
+
+
+@dataclass
+class PairReport:
+    """What comparing two runs found.
+
+    Attributes:
+        findings: one per difference (repeats not yet merged).
+        pairs: request pairs compared.
+        unpaired: requests of either run with no partner at their call site.
+        below_minimum: pairs whose prompts differ but are shorter than the model's minimum
+            cacheable prefix (nothing is cached there, so nothing is reported).
+    """
+
+    findings: list[Finding]
+    pairs: int
+    unpaired: int
+    below_minimum: int
+
+
+def compare_runs(
+    base: Sequence[Sent],
+    other: Sequence[Sent],
+    run: Perturbation,
+    clocks: Sequence[float],
+    minimums: ModelMinimums,
+) -> PairReport:
+    """Pair ``base`` (run 0) with ``other`` (``run``) and report every difference in a
+    cacheable prefix or cache key (see the module docstring)."""
+    pairs, unpaired = pair_runs(base, other)
+    pids = {s.request.pid for s in (*base, *other) if s.request.pid is not None}
+    findings: list[Finding] = []
+    judged: set[tuple[int, str, str]] = set()
+    below = 0
+    for a, b in pairs:
+        findings += _key_findings(a, b, run, pids, clocks)
+        fa, fb = a.fingerprint, b.fingerprint
+        if fa.api != fb.api:
+            continue
+        divergence = first_divergence(fa, fb)
+        if divergence is None or divergence.change != "changed":
+            continue  # equal, or one extends the other: the shared prefix still caches
+        k = divergence.index
+        mark = (k, fa.chained[k], fb.chained[k])
+        if mark in judged:
+            continue  # the same difference, carried from an earlier request
+        judged.add(mark)
+        extent = min(cached_extent(fa), cached_extent(fb))
+        last = len(fa.segments) - 1
+        tail = (
+            k == last == len(fb.segments) - 1
+            and fa.segments[k].kind == "messages"
+            and fb.segments[k].kind == "messages"
+        )
+        if k > extent or tail:
+            continue
+        minimum = minimum_tokens(fa.model, minimums)
+        if minimum is not None and prefix_tokens(fa, extent) < minimum:
+            below += 1
+            continue
+        findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
+    return PairReport(findings, len(pairs), unpaired, below)
+
+
+def _rule(causes: tuple[str, ...], segment_kind: str) -> str:
+    if segment_kind == "tools" and set(causes) <= {"hash_seed", "listdir"}:
+        return "PC005"
+    return CAUSE_RULES[causes[0]]
+
+
+def _segment_findings(
+    a: Sent,
+    b: Sent,
+    k: int,
+    path: str,
+    run: Perturbation,
+    pids: set[int],
+    clocks: Sequence[float],
+) -> list[Finding]:
+    seg_a, seg_b = a.fingerprint.segments[k], b.fingerprint.segments[k]
+    reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text)
+    regions = [None] if reordered else differing_regions(seg_a.text, seg_b.text)
+    out: list[Finding] = []
+    seen: set[tuple[str, ...]] = set()
+    for region in regions:
+        causes = region_causes(
+            region,
+            run,
+            reordered=reordered,
+            listings_before=b.request.listings,
+            pids=pids,
+            clocks=clocks,
+        )
+        if causes in seen:
+            continue
+        seen.add(causes)
+        where = "the tool list" if seg_a.kind == "tools" else seg_a.path
+        what = "is in another order" if reordered else "differs"
+        before = region.before_excerpt if region is not None else seg_a.text[:60]
+        after = region.after_excerpt if region is not None else seg_b.text[:60]
+        out.append(
+            Finding(
+                rule=_rule(causes, seg_a.kind),
+                check="difference",
+                causes=causes,
+                site=a.site,
+                api=a.api,
+                path=path,
+                message=(
+                    f"{where} {what} between run 0 and run {run.run}, inside the cacheable prefix"
+                ),
+                before=before,
+                after=after,
+                run=run.run,
+            )
+        )
+    return out
+
+
+def _key_findings(
+    a: Sent, b: Sent, run: Perturbation, pids: set[int], clocks: Sequence[float]
+) -> list[Finding]:
+    out = []
+    for field, rule, old, new in (
+        ("prompt_cache_key", "PC013", a.routing_key, b.routing_key),
+        ("model", "PC011", a.fingerprint.model, b.fingerprint.model),
+    ):
+        if old == new:
+            continue
+        words = [old or "", new or ""]
+        region = differing_regions(*words)
+        causes = region_causes(
+            region[0] if region else None,
+            run,
+            reordered=False,
+            listings_before=b.request.listings,
+            pids=pids,
+            clocks=clocks,
+        )
+        out.append(
+            Finding(
+                rule=rule,
+                check="difference",
+                causes=causes,
+                site=a.site,
+                api=a.api,
+                path=field,
+                message=f"`{field}` (part of the cache key) differs between runs 0 and {run.run}",
+                before=old,
+                after=new,
+                run=run.run,
+            )
+        )
+    return out

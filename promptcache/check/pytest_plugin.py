@@ -1,0 +1,100 @@
+"""``pytest --promptcache-check``: run the same pytest session under ``promptcache check``.
+
+Registered through the ``pytest11`` entry point, so every pytest loads it; it does nothing
+unless ``--promptcache-check`` is given. Then, instead of running the tests itself, pytest runs
+``python -m pytest`` with the same arguments (minus this plugin's options) as the checked
+COMMAND: once as a baseline and again per perturbation, each run's test output passing through,
+and prints the check's report. The session's exit status is the check's: 0 clean, 1 findings,
+2 when the test run itself failed (in either run).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_OPTIONS = {
+    "--promptcache-check": False,
+    "--promptcache-check-runs": True,
+    "--promptcache-check-isolate": False,
+    "--promptcache-check-format": True,
+    "--promptcache-check-output": True,
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("promptcache", "promptcache check")
+    group.addoption(
+        "--promptcache-check",
+        action="store_true",
+        default=False,
+        help="run this session under `promptcache check`: twice, perturbed, and report the LLM "
+        "requests whose cacheable prefix differs",
+    )
+    group.addoption(
+        "--promptcache-check-runs",
+        type=int,
+        default=2,
+        help="runs in all, the baseline included (default 2)",
+    )
+    group.addoption(
+        "--promptcache-check-isolate",
+        action="store_true",
+        default=False,
+        help="one perturbation kind per run",
+    )
+    group.addoption(
+        "--promptcache-check-format",
+        choices=("text", "json", "sarif", "github"),
+        default="text",
+        help="report format (default text)",
+    )
+    group.addoption(
+        "--promptcache-check-output", default=None, help="write the report to this file"
+    )
+
+
+def _child_args(args: tuple[str, ...] | list[str]) -> list[str]:
+    """The session's arguments without this plugin's options."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if name in _OPTIONS:
+            skip = _OPTIONS[name] and not eq
+            continue
+        out.append(arg)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if not config.getoption("promptcache_check"):
+        return None
+    from promptcache.check.output import render
+    from promptcache.check.runner import run_check
+    from promptcache.errors import PromptCacheError
+
+    command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
+    output = config.getoption("promptcache_check_output")
+    try:
+        result = run_check(
+            command,
+            runs=config.getoption("promptcache_check_runs"),
+            isolate=config.getoption("promptcache_check_isolate"),
+            cwd=str(config.invocation_params.dir),
+        )
+    except PromptCacheError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    text = render(result, config.getoption("promptcache_check_format"))
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return result.exit_code

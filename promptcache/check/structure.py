@@ -1,0 +1,112 @@
+"""Structure checks on each captured request: vendor rules a request breaks by itself.
+
+The request as the program really sent it, not the code's shape (rules checked 2026-12-03
+against https://platform.claude.com/docs/en/build-with-claude/prompt-caching and
+https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
+
+- ``PC007``: more than 4 cache breakpoints (``promptcache.breakpoints.MAX_BREAKPOINTS``); the
+  API answers 400;
+- ``PC014``: a ``"1h"`` breakpoint after a ``"5m"`` one (the API answers 400);
+- ``PC008``: a breakpoint whose prefix is below the model's minimum cacheable length
+  (``promptcache.minimums``; the linter's conservative value): it writes nothing;
+- ``PC018``: a request that carries an earlier request's cached prefix but has no breakpoint
+  within 20 block positions after that request's last write (``promptcache.lookback``): the
+  moving window outran the lookback, so the write is never found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from promptcache.breakpoints import MAX_BREAKPOINTS
+from promptcache.fingerprint import RequestFingerprint
+from promptcache.lookback import check_lookback, lookback_applies
+from promptcache.minimums import ModelMinimums
+
+from .findings import Finding
+from .pairing import EXPLICIT_BREAKPOINT_APIS, Sent, cached_extent, minimum_tokens
+
+__all__ = ["structure_findings"]
+
+
+def _carries(old: RequestFingerprint, new: RequestFingerprint) -> bool:
+    """Whether ``new`` repeats ``old``'s cached segments unchanged."""
+    extent = cached_extent(old)
+    if extent < 0 or len(new.segments) <= extent:
+        return False
+    return all(
+        o.sha256 == n.sha256 for o, n in zip(old.segments[: extent + 1], new.segments, strict=False)
+    )
+
+
+def _one(sent: Sent, minimums: ModelMinimums) -> list[Finding]:
+    fp = sent.fingerprint
+    if fp.api not in EXPLICIT_BREAKPOINT_APIS or not fp.breakpoints:
+        return []
+    out: list[Finding] = []
+
+    def add(rule: str, path: str, message: str) -> None:
+        out.append(Finding(rule, "structure", (), sent.site, fp.api, path, message))
+
+    if len(fp.breakpoints) > MAX_BREAKPOINTS:
+        add(
+            "PC007",
+            fp.breakpoints[MAX_BREAKPOINTS].path,
+            f"{len(fp.breakpoints)} cache breakpoints in one request; the API accepts at most "
+            f"{MAX_BREAKPOINTS} and answers 400",
+        )
+    seen_short = None
+    for bp in fp.breakpoints:
+        ttl = bp.ttl or "5m"
+        if ttl == "5m" and seen_short is None:
+            seen_short = bp.path
+        elif ttl == "1h" and seen_short is not None:
+            add(
+                "PC014",
+                bp.path,
+                f'a "1h" breakpoint ({bp.path}) follows a "5m" one ({seen_short}); the API '
+                'answers 400: put every "1h" breakpoint before the "5m" ones',
+            )
+            break
+    minimum = minimum_tokens(fp.model, minimums)
+    if minimum is not None:
+        for bp in fp.breakpoints:
+            tokens = sum(s.num_tokens or 0 for s in fp.segments[: bp.segment_index + 1])
+            if tokens < minimum:
+                add(
+                    "PC008",
+                    bp.path,
+                    f"the breakpoint at {bp.path} closes a prefix of about {tokens} tokens, below "
+                    f"{fp.model}'s minimum of {minimum}: it writes nothing to the cache",
+                )
+                break
+    return out
+
+
+def structure_findings(sents: Sequence[Sent], minimums: ModelMinimums) -> list[Finding]:
+    """Every structure finding in one run's requests (in arrival order)."""
+    out: list[Finding] = []
+    for index, sent in enumerate(sents):
+        out += _one(sent, minimums)
+        fp = sent.fingerprint
+        if not lookback_applies(fp.api, fp.model):
+            continue
+        earlier = [
+            p
+            for p in sents[:index]
+            if p.fingerprint.api == fp.api
+            and p.fingerprint.model == fp.model
+            and _carries(p.fingerprint, fp)
+        ]
+        if not earlier:
+            continue
+        found = check_lookback(earlier[-1].fingerprint, fp)
+        if found is not None and found[0].reason == "lookback_exceeded":
+            verdict, write_path = found
+            out.append(
+                Finding(
+                    "PC018", "structure", (), sent.site, fp.api, verdict.path,
+                    verdict.describe(write_path),
+                )
+            )  # fmt: skip
+    return out

@@ -1,0 +1,79 @@
+"""``promptcache check``: run COMMAND perturbed and report what breaks its cached prefix."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+FORMATS = ("text", "json", "sarif", "github")
+
+
+@click.command(name="check", context_settings={"ignore_unknown_options": True})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=2),
+    default=2,
+    show_default=True,
+    help="Runs in all, the baseline included; each later run has its own perturbation.",
+)
+@click.option(
+    "--isolate",
+    is_flag=True,
+    help="Give each perturbation kind runs of its own, so every finding names one cause.",
+)
+@click.option(
+    "--forward",
+    is_flag=True,
+    help="Send requests on to the real upstream (the *_BASE_URL variables, else the vendors' "
+    "APIs) instead of answering them with canned responses.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format: text, JSON, SARIF 2.1.0 (at the call site) or GitHub annotations.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write the report to this file instead of stdout.",
+)
+def check(
+    command: tuple[str, ...],
+    runs: int,
+    isolate: bool,
+    forward: bool,
+    output_format: str,
+    output: Path | None,
+) -> None:
+    """Run COMMAND once as a baseline and again with the clock, PYTHONHASHSEED, random/uuid4/
+    secrets, directory-listing order and process id changed; report every LLM request whose
+    cacheable prefix differs, and every request that breaks a breakpoint rule.
+
+    Write it as `promptcache check [OPTIONS] -- COMMAND [ARGS]...`, e.g.
+    `promptcache check -- python -m myapp.smoke`.
+
+    Exit status: 0 clean, 1 findings, 2 when COMMAND failed (its output is shown) or on bad
+    input.
+    """
+    from promptcache.check.output import render
+    from promptcache.check.runner import run_check
+
+    # A machine-readable report on stdout keeps stdout for itself: the program's goes to stderr.
+    program_out = sys.stderr if output is None and output_format in ("json", "sarif") else None
+    result = run_check(
+        list(command), runs=runs, isolate=isolate, forward=forward, stdout=program_out
+    )
+    text = render(result, output_format)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+    sys.exit(result.exit_code)
