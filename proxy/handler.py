@@ -312,6 +312,8 @@ class ProxyEndpoint:
         record.route_in_flight = decision.in_flight
         record.route_least_in_flight = decision.least_in_flight
         record.route_attempts = attempt
+        record.route_best_tokens = decision.best_tokens
+        record.route_chosen_tokens = decision.tokens
 
     async def _exchange(
         self,

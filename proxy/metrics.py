@@ -39,7 +39,7 @@ the rates of the row that priced the request. Summed over a run they equal the r
 ``tokens_lost`` / ``usd_lost`` per reason.
 
 An upstream with replicas adds the per-replica series of :mod:`.routing.metrics` (in flight,
-health, routed by reason and by prefix, fallbacks).
+health, routed by reason and by prefix, fallbacks, routing regret) and its fleet hit rate.
 
 ``model`` comes from the client's request body, so its label values are capped
 (:data:`MAX_MODEL_LABELS`); later new models are counted under ``model="other"``.
@@ -286,13 +286,15 @@ def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyM
     if hasattr(log, "dropped_rows"):
         metrics.registry.register(LogLossCollector(log))
     routers = getattr(getattr(app.state, "proxy", None), "routers", None)
-    if routers:
-        metrics.registry.register(RoutingCollector(routers.values()))
     hooks = getattr(app.state, "record_hooks", None)
     if hooks is None:
         hooks = []
         app.state.record_hooks = hooks
     hooks.append(metrics)
+    if routers:
+        routing = RoutingCollector(routers.values())
+        metrics.registry.register(routing)
+        hooks.append(routing)  # counts routing regret and the fleet's usage per request
     app.state.metrics = metrics
 
     async def metrics_endpoint(request: Request) -> Response:

@@ -96,6 +96,10 @@ class RequestRecord:
     route_in_flight: int | None = _column()
     route_least_in_flight: int | None = _column()
     route_attempts: int | None = _column()
+    # routing regret (schema step 8): prompt tokens the best-matching replica held and those the
+    # chosen one held, as the policy estimated them (exact for kv_events); NULL when unknown
+    route_best_tokens: int | None = _column()
+    route_chosen_tokens: int | None = _column()
 
     # not stored: parsed objects for hooks
     fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)

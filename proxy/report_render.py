@@ -173,7 +173,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
 #: Header of the by-replica table (text and HTML), one cell per :func:`replica_cells` value.
 REPLICA_HEADER: tuple[str, ...] = (
     "upstream", "replica", "requests", "share", "hit rate tok", "cache read", "prompt tokens",
-    "by prefix", "new prefix", "overloaded", "retried", "errors",
+    "by prefix", "new prefix", "overloaded", "retried", "errors", "routed/avail", "regret tok",
 )  # fmt: skip
 
 
@@ -185,6 +185,7 @@ def replica_cells(r: ReplicaSummary) -> list[str]:
         pct(r.token_hit_rate), f"{r.cache_read_tokens:,}", f"{r.total_input_tokens:,}",
         f"{r.routed_prefix:,}", f"{r.routed_new_prefix:,}", f"{r.routed_overloaded:,}",
         f"{r.retried:,}", f"{r.errors:,}",
+        pct(r.routed_share), f"{r.regret_tokens:,}",
     ]  # fmt: skip
 
 

@@ -4,6 +4,9 @@ Schema step 5 (:func:`add_routing_columns`) adds the routing columns to ``reques
 older rows and for upstreams without replicas) and ``report_replica_hourly``, per (UTC hour,
 upstream, replica), kept by triggers like the other rollups (``proxy/rollup.py``): requests,
 requests with usage, cache hits, cache-read and prompt tokens, errors, and how they were routed.
+Schema step 8 (:func:`add_route_regret_columns`) adds the routing regret: per request the
+prompt tokens the best-matching replica held (``route_best_tokens``, available) and those the
+chosen one held (``route_chosen_tokens``), and their sums to the rollup.
 
 :func:`replica_summaries` reads it for ``promptcache report``: one :class:`ReplicaSummary` per
 replica plus one per upstream (``replica=None``: the fleet total, the sum of its replicas).
@@ -19,7 +22,13 @@ from sqlite_utils import Database
 
 from .report_window import EDGES, Window, exact
 
-__all__ = ["ROUTING_COLUMNS", "ReplicaSummary", "add_routing_columns", "replica_summaries"]
+__all__ = [
+    "ROUTING_COLUMNS",
+    "ReplicaSummary",
+    "add_route_regret_columns",
+    "add_routing_columns",
+    "replica_summaries",
+]
 
 #: The routing columns of ``requests`` (name, SQLite type), in table order.
 ROUTING_COLUMNS: Final = (
@@ -30,7 +39,11 @@ ROUTING_COLUMNS: Final = (
     ("route_in_flight", "INTEGER"),
     ("route_least_in_flight", "INTEGER"),
     ("route_attempts", "INTEGER"),
+    ("route_best_tokens", "INTEGER"),  # step 8
+    ("route_chosen_tokens", "INTEGER"),  # step 8
 )
+#: The columns schema step 5 added (the rest are step 8's).
+_STEP5_COLUMNS: Final = ROUTING_COLUMNS[:7]
 
 #: ``report_replica_hourly`` sums and each one's value for a request ``{r}``.
 _SUMS: Final = (
@@ -47,17 +60,21 @@ _SUMS: Final = (
     ("routed_new_prefix", "{r}.route_reason IS 'new_prefix'"),
     ("routed_overloaded", "{r}.route_reason IS 'overloaded'"),
     ("retried", "COALESCE({r}.route_attempts, 1) > 1"),
+    ("available_tokens", "COALESCE({r}.route_best_tokens, 0)"),  # step 8
+    ("routed_tokens", "COALESCE({r}.route_chosen_tokens, 0)"),  # step 8
 )
+#: The sums schema step 5 created the rollup with (the rest are step 8's).
+_STEP5_SUMS: Final = _SUMS[:10]
 #: ``report_replica_hourly``'s columns, in table order.
 REPLICA_COLUMNS: Final = ("hour", "upstream", "replica", *(name for name, _ in _SUMS))
 _KEY: Final = "CAST({r}.started_at / 3600 AS INTEGER), COALESCE({r}.upstream, ''), {r}.replica"
 
 
-def _upsert(r: str, sign: str, source: str) -> str:
+def _upsert(r: str, sign: str, source: str, sums: tuple[tuple[str, str], ...] = _SUMS) -> str:
     """Add (``sign="+"``) or subtract (``"-"``) request ``r``'s values into its rollup row."""
-    names = ", ".join(name for name, _ in _SUMS)
-    values = ", ".join(f"{sign}({expr.format(r=r)})" for _, expr in _SUMS)
-    updates = ", ".join(f"{n} = {n} + excluded.{n}" for n, _ in _SUMS)
+    names = ", ".join(name for name, _ in sums)
+    values = ", ".join(f"{sign}({expr.format(r=r)})" for _, expr in sums)
+    updates = ", ".join(f"{n} = {n} + excluded.{n}" for n, _ in sums)
     return f"""INSERT INTO report_replica_hourly (hour, upstream, replica, {names})
         SELECT {_KEY.format(r=r)}, {values} {source}
         ON CONFLICT (hour, upstream, replica) DO UPDATE SET {updates}"""
@@ -77,28 +94,50 @@ def add_routing_columns(db: Database) -> None:
     """Schema step 5: the routing columns, ``report_replica_hourly`` and its triggers, filled
     from rows already logged (none have a replica before this step). Idempotent."""
     have = db.table("requests").columns_dict
-    for name, kind in ROUTING_COLUMNS:
+    for name, kind in _STEP5_COLUMNS:
         if name not in have:
             db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
-    sums = ",\n".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name, _ in _SUMS)
+    sums = ",\n".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name, _ in _STEP5_SUMS)
     db.execute(
         f"""CREATE TABLE IF NOT EXISTS report_replica_hourly (
             hour INTEGER NOT NULL, upstream TEXT NOT NULL, replica TEXT NOT NULL,
             {sums},
             PRIMARY KEY (hour, upstream, replica))"""
     )
+    _refill(db, _STEP5_SUMS)
+
+
+def add_route_regret_columns(db: Database) -> None:
+    """Schema step 8: ``route_best_tokens`` and ``route_chosen_tokens`` (NULL on older rows),
+    their sums in ``report_replica_hourly`` (0 for older rows), triggers that keep them.
+    Idempotent."""
+    have = db.table("requests").columns_dict
+    for name, kind in ROUTING_COLUMNS:
+        if name not in have:
+            db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+    rollup = db.table("report_replica_hourly").columns_dict
+    for name, _ in _SUMS:
+        if name not in rollup:
+            db.execute(
+                f"ALTER TABLE report_replica_hourly ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0"
+            )
+    _refill(db, _SUMS)
+
+
+def _refill(db: Database, sums: tuple[tuple[str, str], ...]) -> None:
+    """(Re)create the rollup's triggers over ``sums`` and rebuild it from ``requests``."""
     db.execute("DROP TRIGGER IF EXISTS report_rollup_replica")
     db.execute("DROP TRIGGER IF EXISTS report_rollup_replica_delete")
     db.execute(
         "CREATE TRIGGER report_rollup_replica AFTER INSERT ON requests"
-        f" WHEN NEW.replica IS NOT NULL BEGIN\n{_upsert('NEW', '+', 'WHERE true')};\nEND"
+        f" WHEN NEW.replica IS NOT NULL BEGIN\n{_upsert('NEW', '+', 'WHERE true', sums)};\nEND"
     )
     db.execute(
         "CREATE TRIGGER report_rollup_replica_delete AFTER DELETE ON requests"
-        f" WHEN OLD.replica IS NOT NULL BEGIN\n{_upsert('OLD', '-', 'WHERE true')};\nEND"
+        f" WHEN OLD.replica IS NOT NULL BEGIN\n{_upsert('OLD', '-', 'WHERE true', sums)};\nEND"
     )
     db.execute("DELETE FROM report_replica_hourly")
-    db.execute(_upsert("r", "+", "FROM requests AS r WHERE r.replica IS NOT NULL"))
+    db.execute(_upsert("r", "+", "FROM requests AS r WHERE r.replica IS NOT NULL", sums))
 
 
 #: ``report_replica_hourly`` over an exact window (:mod:`.report_window`).
@@ -123,6 +162,11 @@ class ReplicaSummary:
         routed_new_prefix: no replica held any of their prefix (least loaded).
         routed_overloaded: their prefix's replica was over the load margin (least loaded).
         retried: sent here after another replica failed before the response started.
+        available_tokens: prompt tokens the best-matching replica held, summed over the
+            requests (``route_best_tokens``: what routing could have reused).
+        routed_tokens: prompt tokens the replica chosen held (``route_chosen_tokens``: what
+            routing reused). Exact for ``kv_events``, approximate for ``prefix``; 0 for policies
+            that do not match prefixes.
         max_over_mean: on the fleet-total row, the busiest replica's requests over the mean
             per replica that served any (1.0 = perfectly even); None on replica rows.
     """
@@ -141,14 +185,26 @@ class ReplicaSummary:
     routed_new_prefix: int
     routed_overloaded: int
     retried: int
+    available_tokens: int = 0
+    routed_tokens: int = 0
     max_over_mean: float | None = None
+
+    @property
+    def regret_tokens(self) -> int:
+        """Prompt tokens a replica held that routing did not use: available - routed."""
+        return self.available_tokens - self.routed_tokens
+
+    @property
+    def routed_share(self) -> float | None:
+        """routed / available tokens, None when nothing was available."""
+        return self.routed_tokens / self.available_tokens if self.available_tokens else None
 
 
 def replica_summaries(conn: sqlite3.Connection, window: Window) -> list[ReplicaSummary]:
     """Per upstream with replicas: its replicas (most requests first), then its total row.
 
     Args:
-        conn: a log at schema step 5 or later.
+        conn: a log at schema step 8 or later.
         window: the report window, exact (the rollup's whole hours plus the edge requests).
     """
     names = [name for name, _ in _SUMS]

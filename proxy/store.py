@@ -34,7 +34,7 @@ from sqlite_utils import Database
 from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
-from .report_replicas import add_routing_columns
+from .report_replicas import add_route_regret_columns, add_routing_columns
 from .rollup import add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
@@ -134,6 +134,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_routing_columns,  # step 5: routing columns and the by-replica rollup (#17)
     rebuild_break_rollup,  # step 6: tokens lost of the lookback reasons (#20)
     _v7_previous_index,  # step 7: successors by predecessor, for exact report windows (#19)
+    add_route_regret_columns,  # step 8: routing regret, best vs chosen replica's tokens (#32)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -20,6 +20,9 @@ holds, from the KV events the replicas publish (``promptcache engine serve
   replica has published any event yet), and so does a body that cannot be tokenised
   (``least_loaded``).
 
+Each decision carries the deepest candidate's held tokens and the chosen one's (blocks x block
+size): the request's routing regret is their difference, exact for our engine.
+
 Config (``[upstreams.NAME]``, one endpoint per replica, in the order of ``replicas``)::
 
     [upstreams.fleet]
@@ -168,8 +171,9 @@ class KVEventsPolicy(Policy):
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         least = least_loaded(candidates)
         hashes = None
+        block_size = self.feed.block_size()
         if facts.body is not None:
-            hashes = self.hasher.hashes(facts.api, facts.body, self.feed.block_size())
+            hashes = self.hasher.hashes(facts.api, facts.body, block_size)
         if hashes is None:
             return decide(least, "least_loaded", 0, candidates)
         salted, unsalted = hashes
@@ -183,13 +187,17 @@ class KVEventsPolicy(Policy):
         home = {r.index: self.homes.depth(r.index, salted) for r in candidates}
         best = min(candidates, key=lambda r: (-held[r.index], -home[r.index], r.load))
         depth = held[best.index]
+        available = depth * block_size
         if depth == 0 and home[best.index] == 0:
             known = any(self.feed.blocks[r.index].num_batches for r in candidates)
-            decision = decide(least, "new_prefix" if known else "least_loaded", 0, candidates)
+            reason = "new_prefix" if known else "least_loaded"
+            decision = decide(least, reason, 0, candidates, 0, 0)
         elif best.in_flight - least.in_flight > self.load_margin:
-            decision = decide(least, "overloaded", depth, candidates)
+            tokens = held[least.index] * block_size
+            decision = decide(least, "overloaded", depth, candidates, available, tokens)
         else:
-            decision = decide(best, "kv_events" if depth else "affinity", depth, candidates)
+            reason = "kv_events" if depth else "affinity"
+            decision = decide(best, reason, depth, candidates, available, available)
         self.pending.note(decision.replica.index, salted)
         self.homes.note(decision.replica.index, salted)
         return decision

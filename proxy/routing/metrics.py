@@ -11,14 +11,30 @@
 ``promptcache_route_fallbacks_total``       counter    not sent where the policy preferred:
                                                        ``kind="overloaded"`` (load margin) or
                                                        ``kind="retry"`` (another replica failed)
+``promptcache_route_available_tokens_total`` counter   prompt tokens the best-matching replica
+                                                       held (``route_best_tokens``)
+``promptcache_route_regret_tokens_total``   counter    of those, tokens the chosen replica did
+                                                       not hold (best - chosen)
+``promptcache_fleet_hit_rate``              gauge      cache-read / prompt tokens the replicas
+                                                       reported since the proxy started (token-
+                                                       weighted; labelled ``upstream`` only)
 ==========================================  =========  ==========================================
 
-All are labelled ``upstream`` (the upstream's name) and ``replica`` (its base URL).
+All but the last are labelled ``upstream`` (the upstream's name) and ``replica`` (its base URL).
+The last three are counted from the request records (``RoutingCollector`` is also a record
+hook): a request counts on the replica that answered it, after its response ended. Tokens are
+the policy's: exact for ``kv_events`` (blocks x block size, what the engine then reports as
+cached), approximate for ``prefix`` (the prompt's approximate tokens pro rata of the matched
+characters); policies that match no prefix add nothing. The fleet hit rate weighs every
+request by its prompt tokens (a 10,000-token miss counts 10,000 times a 1-token hit), unlike an
+average of per-request hit rates.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -31,10 +47,34 @@ _FALLBACKS = ("overloaded", "retry")
 
 
 class RoutingCollector(Collector):
-    """The series above for ``routers`` (an iterable of ``Router``)."""
+    """The series above for ``routers`` (an iterable of ``Router``); calling it with a
+    ``RequestRecord`` counts the request's routing regret and usage (a record hook)."""
 
     def __init__(self, routers: Iterable[Router]) -> None:
         self.routers = list(routers)
+        self._lock = threading.Lock()
+        #: (upstream, replica) -> [available tokens, regret tokens]
+        self._regret: dict[tuple[str, str], list[int]] = {}
+        #: upstream -> [cache-read tokens, prompt tokens] of requests with usage
+        self._usage: dict[str, list[int]] = {}
+
+    def __call__(self, record: Any) -> None:
+        """Count one request's ``route_best_tokens`` / ``route_chosen_tokens`` and usage."""
+        replica = getattr(record, "replica", None)
+        if replica is None:
+            return
+        upstream = record.upstream or ""
+        best, chosen = record.route_best_tokens, record.route_chosen_tokens
+        prompt = record.total_input_tokens
+        with self._lock:
+            if best is not None and chosen is not None:
+                sums = self._regret.setdefault((upstream, replica), [0, 0])
+                sums[0] += best
+                sums[1] += best - chosen
+            if prompt is not None:
+                usage = self._usage.setdefault(upstream, [0, 0])
+                usage[0] += record.cache_read_tokens or 0
+                usage[1] += prompt
 
     def collect(self) -> Iterator[Metric]:
         """Yield every family, one sample per replica (per reason for ``routed``)."""
@@ -63,9 +103,30 @@ class RoutingCollector(Collector):
             "(overloaded) or another replica failed before the response started (retry).",
             labels=[*labels, "kind"],
         )
+        available = CounterMetricFamily(
+            "promptcache_route_available_tokens",
+            "Prompt tokens the best-matching replica held (exact for kv_events, approximate "
+            "for prefix), by the replica that answered.",
+            labels=labels,
+        )
+        regret = CounterMetricFamily(
+            "promptcache_route_regret_tokens",
+            "Of the available tokens, those the chosen replica did not hold (routing regret).",
+            labels=labels,
+        )
+        hit_rate = GaugeMetricFamily(
+            "promptcache_fleet_hit_rate",
+            "Cache-read tokens / prompt tokens the replicas reported since the proxy started "
+            "(token-weighted).",
+            labels=["upstream"],
+        )
+        with self._lock:
+            sums = {key: list(v) for key, v in self._regret.items()}
+            usage = {key: list(v) for key, v in self._usage.items()}
         for router in self.routers:
+            name = router.upstream.name
             for replica in router.replicas:
-                key = [router.upstream.name, replica.url]
+                key = [name, replica.url]
                 in_flight.add_metric(key, replica.in_flight)
                 healthy.add_metric(key, int(replica.healthy))
                 for reason, count in sorted(replica.routed_by_reason.items()):
@@ -73,4 +134,10 @@ class RoutingCollector(Collector):
                 by_prefix.add_metric(key, replica.routed_by_reason.get("prefix", 0))
                 for kind in _FALLBACKS:
                     fallbacks.add_metric([*key, kind], replica.routed_by_reason.get(kind, 0))
-        yield from (in_flight, healthy, routed, by_prefix, fallbacks)
+                best, lost = sums.get((name, replica.url), (0, 0))
+                available.add_metric(key, best)
+                regret.add_metric(key, lost)
+            cached, prompt = usage.get(name, (0, 0))
+            if prompt:
+                hit_rate.add_metric([name], cached / prompt)
+        yield from (in_flight, healthy, routed, by_prefix, fallbacks, available, regret, hit_rate)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from proxy_support import read_rows, wait_until_serving
@@ -266,3 +267,65 @@ def test_a_fleet_table_configures_kv_events(tmp_path: Path, template_file: Path)
     path.write_text(path.read_text().replace('"tcp://127.0.0.1:5567"', "5567"), encoding="utf-8")
     with pytest.raises(ConfigError, match=r"\[upstreams.fleet\].*kv_events_endpoints must be"):
         load_config_file(path)
+
+
+def test_routing_regret_is_what_the_best_replica_would_have_served(
+    engines: list[dict[str, str]], template_file: Path, tmp_path: Path
+) -> None:
+    """A request sent past its holder (load margin 0, the holder busy) logs as regret exactly
+    the cached tokens the holder reports when the same request is then sent to it directly,
+    less those the chosen replica reported."""
+    upstream = UpstreamConfig(
+        name="fleet",
+        url=engines[0]["url"],
+        vendor="engine",
+        replicas=tuple(r["url"] for r in engines),
+        routing=_settings(engines, str(template_file), load_margin=0),
+    )
+    db = tmp_path / "log.db"
+    config = ProxyConfig(
+        upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db, flush_interval_s=0.05
+    )
+    app = build_app(config)
+    usages: list[tuple[int, int]] = []
+
+    def ask(base_url: str, system: str, user: str) -> int:
+        client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="k", max_retries=0)
+        reply = client.chat.completions.create(**_chat(system, user))
+        assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+        cached = reply.usage.prompt_tokens_details.cached_tokens or 0
+        if base_url != engines[0]["url"]:
+            usages.append((cached, reply.usage.prompt_tokens))
+        return cached
+
+    with ServerThread(app) as proxy:
+        router = app.state.proxy.routers["fleet"]
+        policy = router.policy
+        assert isinstance(policy, KVEventsPolicy)
+        ask(proxy.url, SYSTEM_A, "Tell me a story.")  # replica 0
+        _wait(lambda: policy.feed.blocks[0].num_blocks > 0, "replica 0's events")
+        with router.track(router.replicas[0]):  # replica 0 busy: 1 above replica 1 > margin 0
+            routed = ask(proxy.url, SYSTEM_A, "Another story, please.")
+        deadline = time.monotonic() + 10
+        while len(rows := read_rows(db)) < 2 and time.monotonic() < deadline:
+            app.state.store.flush()
+            time.sleep(0.05)
+        metrics = httpx.get(f"{proxy.url}/metrics").text  # the hooks ran before the rows queued
+    # the independent count: what the holder serves from its cache for the same request
+    direct = ask(engines[0]["url"], SYSTEM_A, "Another story, please.")
+    row = rows[1]
+    assert (row["replica"], row["route_reason"]) == (engines[1]["url"], "overloaded")
+    assert direct > 0 and row["route_best_tokens"] == direct
+    assert row["route_chosen_tokens"] == routed
+    regret = direct - routed
+    assert regret > 0
+    assert rows[0]["route_best_tokens"] == rows[0]["route_chosen_tokens"] == 0
+    r1 = engines[1]["url"]
+    assert f'promptcache_route_regret_tokens_total{{replica="{r1}",upstream="fleet"}} ' \
+        f"{float(regret)}" in metrics  # fmt: skip
+    assert f'promptcache_route_available_tokens_total{{replica="{r1}",upstream="fleet"}} ' \
+        f"{float(direct)}" in metrics  # fmt: skip
+    # token-weighted: the replicas' cached tokens over their prompt tokens, as the client saw
+    rate = sum(c for c, _ in usages) / sum(p for _, p in usages)
+    line = next(x for x in metrics.splitlines() if x.startswith("promptcache_fleet_hit_rate{"))
+    assert float(line.split()[-1]) == pytest.approx(rate)

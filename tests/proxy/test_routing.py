@@ -199,3 +199,16 @@ def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
         "new_prefix", "overloaded", "prefix", "prefix",
     ]  # fmt: skip
     assert sum(r["total_input_tokens"] for r in rows) == 4 * PROMPT_TOKENS
+    # the overloaded request's regret: all its matched prefix, on the replica it went to (the
+    # hooks ran before the rows were queued, so the counters have every request now)
+    metrics = httpx.get(f"{url}/metrics").text
+    over = next(r for r in rows if r["route_reason"] == "overloaded")
+    assert over["route_chosen_tokens"] == 0 and over["route_best_tokens"] > 0
+    assert (
+        f'promptcache_route_regret_tokens_total{{replica="{r1}",upstream="fleet"}} '
+        f"{float(over['route_best_tokens'])}"
+    ) in metrics
+    # token-weighted fleet hit rate: the replicas' own counts of what they reported
+    cached = sum(r.cached_tokens_sent for r in fleet[:2])
+    prompt = sum(r.prompt_tokens_sent for r in fleet[:2])
+    assert f'promptcache_fleet_hit_rate{{upstream="fleet"}} {cached / prompt}' in metrics

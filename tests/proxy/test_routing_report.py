@@ -44,7 +44,7 @@ def test_the_report_shows_requests_and_hit_rate_by_replica_and_the_fleet_total(
 ) -> None:
     url, db, app = start_fleet_proxy(fleet)
     _traffic(url, turns=3)
-    rows_of(db, app, 15)
+    rows = rows_of(db, app, 15)
     report = build_report(db, **_window())
     by_url = {r.replica: r for r in report.replicas}
     total = by_url.pop(None)
@@ -58,6 +58,10 @@ def test_the_report_shows_requests_and_hit_rate_by_replica_and_the_fleet_total(
         assert line.routed_new_prefix == len(set(replica.received))  # one per tenant it got
         assert line.routed_prefix == len(replica.received) - len(set(replica.received))
         assert line.share == pytest.approx(len(replica.received) / 15)
+        # every request went to its prefix's holder: routed = available, no regret
+        mine = [r for r in rows if r["replica"] == replica.url]
+        assert line.available_tokens == sum(r["route_best_tokens"] for r in mine) > 0
+        assert line.routed_tokens == line.available_tokens and line.regret_tokens == 0
     assert total.requests == 15 == report.total.requests
     assert total.total_input_tokens == 15 * PROMPT_TOKENS
     assert total.cache_read_tokens == sum(r.cached_tokens_sent for r in fleet)
@@ -66,6 +70,7 @@ def test_the_report_shows_requests_and_hit_rate_by_replica_and_the_fleet_total(
     assert total.max_over_mean == pytest.approx(max(len(r.received) for r in fleet) / mean)
     text = render_table(report, width=200)
     assert "By replica" in text and "(fleet total)" in text and fleet[2].url in text
+    assert "routed/avail" in text and "regret tok" in text
     html = render_html(report)
     assert f'data-replica="{fleet[0].url}"' in html and 'class="fleet-total"' in html
     data = json.loads(CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "json"])
