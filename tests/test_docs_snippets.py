@@ -9,13 +9,17 @@ A marker is an HTML comment (invisible on GitHub) on the line right before the o
 - ``<!-- continues -->``: the block continues the file's previous ```python block (which must be
   runnable or continue one itself): both run in one process and namespace, in file order, e.g.
   ``params = b.to_anthropic()`` after the block that built ``b``.
+- ``<!-- output -->`` before a plain fenced block right after a runnable python block: what that
+  python block prints. The test compares it with what the block printed in the run, line by
+  line (trailing spaces ignored), so shown output cannot drift from the code.
 
 Every other block runs in a fresh ``python`` subprocess with a timeout, no API keys in its
 environment and the Hugging Face Hub offline. Its working directory is a fresh temporary
 ``<tmp>/work`` beside ``<tmp>/shared``, a link to the repository's ``../shared``, so the docs'
 ``../shared/models/tinystories-656k`` resolves as it does from a checkout. The working directory
 holds the user files the snippets open (``USER_FILES`` below: ``CODING_RULES.md``, ``app.py``...).
-A comment after a call (``# 6 (cl100k_base)``) is not checked; an exception is a failure.
+A comment after a call (``# 6 (cl100k_base)``) is not checked (show checked output in an
+``output`` block); an exception is a failure.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -38,6 +42,9 @@ TIMEOUT_S = 60
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<lang>[^`\s]*)")
 MARKER = re.compile(r"^\s*<!--\s*(?P<kind>[a-z-]+)\s*(?::\s*(?P<reason>.*?))?\s*-->\s*$")
 KINDS = {"fragment", "continues"}
+OUTPUT = "output"
+#: Printed before each block of a chain, so each block's own output can be told apart.
+SENTINEL = "\x00promptcache-docs-block "
 
 # Files the snippets read, as a user of the docs would have them in the working directory.
 _APP = """\
@@ -102,6 +109,7 @@ class Block:
     code: str
     kind: str  # "run", "fragment" or "continues"
     reason: str
+    output: str | None = None  # the ``<!-- output -->`` block shown right after it, if any
 
     @property
     def where(self) -> str:
@@ -125,10 +133,18 @@ def extract(path: Path) -> list[Block]:
             body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         i += 1
+        marker = MARKER.match(lines[start - 1]) if start else None
         if m["lang"].lower() not in {"python", "py", "python3"}:
+            if marker and marker["kind"] == OUTPUT:
+                previous = blocks[-1] if blocks else None
+                if previous is None or previous.kind == "fragment" or previous.output is not None:
+                    raise AssertionError(
+                        f"{path.name}:{start + 1}: an output block must follow a runnable "
+                        "python block"
+                    )
+                blocks[-1] = replace(previous, output="\n".join(body) + "\n")
             continue
         kind, reason = "run", ""
-        marker = MARKER.match(lines[start - 1]) if start else None
         if marker:
             if marker["kind"] not in KINDS:
                 raise AssertionError(
@@ -163,7 +179,8 @@ CHAINS = chains()
 FRAGMENTS = [b for b in ALL_BLOCKS if b.kind == "fragment"]
 
 
-def _run(code: str, tmp_path: Path, where: str) -> None:
+def _run(code: str, tmp_path: Path, where: str) -> str:
+    """Run ``code`` as a user would (see the module docstring); returns its stdout."""
     work = tmp_path / "work"
     work.mkdir()
     if SHARED.exists():
@@ -177,12 +194,14 @@ def _run(code: str, tmp_path: Path, where: str) -> None:
         if not k.endswith(("_API_KEY", "_BASE_URL")) and not k.startswith("PYTEST")
     }
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
+    env.update(PYTHONIOENCODING="utf-8", COLUMNS="100")
     proc = subprocess.run(
         [sys.executable, "-c", code],
         cwd=work,
         env=env,
         capture_output=True,
         text=True,
+        encoding="utf-8",
         timeout=TIMEOUT_S,
     )
     if proc.returncode != 0:
@@ -191,13 +210,40 @@ def _run(code: str, tmp_path: Path, where: str) -> None:
             f"it is a genuine partial\n--- code ---\n{code}--- stderr ---\n{proc.stderr[-4000:]}",
             pytrace=False,
         )
+    return proc.stdout
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.rstrip("\n").split("\n")]
+
+
+def run_chain(chain: list[Block], tmp_path: Path) -> None:
+    """Run ``chain`` in one process; each block's ``output`` must be what that block printed."""
+    code = "".join(
+        f"print({SENTINEL + str(i)!r}, flush=True)\n{b.code}" for i, b in enumerate(chain)
+    )
+    stdout = _run(code, tmp_path, " + ".join(b.where for b in chain))
+    printed = dict.fromkeys(range(len(chain)), "")
+    current = None
+    for line in stdout.splitlines(keepends=True):
+        if line.startswith(SENTINEL):
+            current = int(line[len(SENTINEL) :])
+        elif current is not None:
+            printed[current] += line
+    for i, block in enumerate(chain):
+        if block.output is not None and _lines(printed[i]) != _lines(block.output):
+            pytest.fail(
+                f"{block.where}: the output shown after this block is not what it prints\n"
+                f"--- shown ---\n{block.output}--- printed ---\n{printed[i]}",
+                pytrace=False,
+            )
 
 
 @pytest.mark.parametrize("chain", CHAINS, ids=[c[0].where for c in CHAINS])
 def test_snippet_runs(chain: list[Block], tmp_path: Path) -> None:
     if any("../shared/" in b.code for b in chain) and not SHARED.exists():
         pytest.skip(f"{SHARED} (the test models) is missing")
-    _run("".join(b.code for b in chain), tmp_path, " + ".join(b.where for b in chain))
+    run_chain(chain, tmp_path)
 
 
 @pytest.mark.parametrize("block", FRAGMENTS, ids=[b.where for b in FRAGMENTS])
@@ -221,3 +267,28 @@ def test_the_docs_have_python_blocks_and_most_run() -> None:
 def test_a_broken_snippet_fails(tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match="NameError: name 'undefined_name'"):
         _run("print(undefined_name)\n", tmp_path, "self-test")
+
+
+@pytest.mark.parametrize(("shown", "matches"), [("42", True), ("41", False)])
+def test_shown_output_is_compared_with_what_the_block_prints(
+    tmp_path: Path, shown: str, matches: bool
+) -> None:
+    doc = ROOT / "docs" / f"self-test-{shown}.md"  # never written: extract() reads `text`
+    text = (
+        "```python\nprint('setup')\n```\n\n<!-- continues -->\n```python\nprint(6 * 7)\n```\n"
+        f"<!-- output -->\n```\n{shown}\n```\n"
+    )
+    source = tmp_path / "doc.md"
+    source.write_text(text, encoding="utf-8")
+    first, second = (replace(b, path=doc) for b in extract(source))
+    assert first.output is None and second.output == f"{shown}\n"
+    if matches:
+        run_chain([first, second], tmp_path)
+    else:
+        with pytest.raises(pytest.fail.Exception, match="is not what it prints"):
+            run_chain([first, second], tmp_path)
+
+
+def test_every_output_block_is_checked() -> None:
+    shown = [b for b in ALL_BLOCKS if b.output is not None]
+    assert shown and all(b.kind != "fragment" for b in shown)
