@@ -105,9 +105,9 @@ class StatementsMixin(EngineState):
                 # its callers' objects); a local object of unknown type still carries it whole
                 if target.value.id not in frame.params:
                     self.mutate(target.value, value)
-                key = f"{target.value.id}.{target.attr}"
-                old = frame.env.get(key)
-                frame.env[key] = self.with_mutation_facts(
+                field_key = f"{target.value.id}.{target.attr}"
+                old = frame.env.get(field_key)
+                frame.env[field_key] = self.with_mutation_facts(
                     value if old is None else merge(old, value)
                 )
         elif isinstance(target, ast.Subscript):
