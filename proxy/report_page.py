@@ -33,7 +33,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from promptcache.demo.summary import word_start
+from promptcache.demo.summary import value_kind, word_start
 from promptcache.errors import StoreError
 
 from . import report_page_sql as q
@@ -143,8 +143,12 @@ class BreakStrip:
     segments: tuple[StripSegment, ...]
     outside: int
     unplaced: tuple[tuple[str, int], ...]
-    #: the request's ``approx_prefix_tokens`` as logged (None if not logged)
+    #: the request's ``approx_prefix_tokens`` as logged (None if not logged); only for the
+    #: widths: the page states one token count per request, :attr:`input_tokens`
     approx_tokens: int | None = None
+    #: the request's input tokens as the upstream counted them (its usage's total input, the
+    #: count every other figure on the page uses); None when the response had no usage
+    input_tokens: int | None = None
 
     @property
     def unit(self) -> Literal["tokens", "characters"]:
@@ -160,6 +164,10 @@ class BreakStrip:
         """The request's size in :attr:`unit`: the sum of the segments' sizes."""
         return sum(self.size(s) for s in self.segments)
 
+    def share(self, segment: StripSegment) -> float | None:
+        """``segment``'s share of the request in [0, 1] (its width), None for an empty one."""
+        return self.size(segment) / self.total if self.total else None
+
 
 @dataclass(frozen=True)
 class DiffRun:
@@ -173,7 +181,9 @@ class DiffRun:
 @dataclass(frozen=True)
 class DivergenceDiff:
     """One first divergence shared by ``breaks`` requests, with the latest one's redacted
-    excerpt (30 characters each side of ``offset``) as before/after runs."""
+    excerpt (30 characters each side of ``offset``) as before/after runs. ``offset``: where the
+    changed value starts in the text at ``segment`` (the user's text, from 0); ``kind``: what
+    that value looks like (``a time``, ``an id``...; None when unrecognised)."""
 
     reason: str
     segment: str | None
@@ -182,6 +192,7 @@ class DivergenceDiff:
     request_id: str
     before: tuple[DiffRun, ...]
     after: tuple[DiffRun, ...]
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -342,7 +353,13 @@ def _strip(conn: sqlite3.Connection, t0: float, t1: float, report: Report) -> Br
         )
     unplaced = sorted(q.unplaced_breaks(conn, t0, t1).items(), key=lambda kv: (-kv[1], kv[0]))
     return BreakStrip(
-        layout.request_id, reason, tuple(out), outside, tuple(unplaced), layout.approx_prefix_tokens
+        layout.request_id,
+        reason,
+        tuple(out),
+        outside,
+        tuple(unplaced),
+        layout.approx_prefix_tokens,
+        layout.total_input_tokens,
     )
 
 
@@ -400,9 +417,9 @@ def _diffs(conn: sqlite3.Connection, t0: float, t1: float) -> tuple[DivergenceDi
             continue
         before, after = diff_runs(*sides)
         breaks = sum(r.breaks for r in rows)
-        out.append(
-            DivergenceDiff(reason, segment, offset, breaks, rows[0].request_id, before, after)
-        )
+        kind = value_kind(rows[0].excerpt)
+        request = rows[0].request_id
+        out.append(DivergenceDiff(reason, segment, offset, breaks, request, before, after, kind))
         if len(out) == MAX_DIFFS:
             break
     return tuple(out)

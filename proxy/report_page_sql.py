@@ -72,6 +72,8 @@ class LayoutRow:
     segments_json: str
     breakpoints_json: str | None
     approx_prefix_tokens: int | None
+    #: the upstream's count of the request's input tokens, from its usage (None without usage)
+    total_input_tokens: int | None = None
 
 
 def latest_layout(
@@ -82,7 +84,8 @@ def latest_layout(
     where = "break_reason = :reason" if reason is not None else "1"
     index = f"INDEXED BY idx_requests_{'break_reason' if reason is not None else 'started_at'}"
     sql = f"""
-        SELECT id, segment_hashes, breakpoints, approx_prefix_tokens FROM requests {index}
+        SELECT id, segment_hashes, breakpoints, approx_prefix_tokens, total_input_tokens
+        FROM requests {index}
         WHERE {where} AND {_WINDOW} AND segment_hashes IS NOT NULL
           AND status >= 200 AND status < 300
         ORDER BY started_at DESC LIMIT 1

@@ -19,6 +19,8 @@ from typing import Final
 
 from markupsafe import Markup, escape
 
+from promptcache.formatting import percent
+
 from .report_page import BreakStrip, PageTimeline, TtftHistogram
 
 __all__ = [
@@ -242,15 +244,14 @@ def strip_svg(strip: BreakStrip) -> Markup:
     y0, bar_h = 30, 40
     span_w = width - 20
     total = strip.total or 1
-    label = f"the prompt's segments, width by {strip.unit}, with break marks"
+    label = f"the prompt's segments, width by share of {strip.unit}, with break marks"
     parts = [_open("strip", label, height, width)]
     x = 10.0
     for seg in strip.segments:
         size = strip.size(seg)
         w = span_w * size / total
         colour = KIND_COLOURS.get(seg.kind, GREY)
-        tokens = "" if seg.tokens is None else f"{seg.tokens:,} tokens, "
-        tip = f"{seg.path} ({seg.kind}): {tokens}{seg.chars:,} characters"
+        tip = f"{seg.path} ({seg.kind}): {percent(strip.share(seg))} of the prompt"
         if seg.breaks:
             tip += f"; {seg.breaks:,} breaks first differ here"
         box = (x, y0, max(0.5, w - 1), bar_h)

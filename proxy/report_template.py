@@ -129,25 +129,23 @@ dollars are what reading them from the cache would have saved</div></div>
 <section id="breaks">
 <h2>Where the prompt breaks</h2>
 {% if strip %}<p class="small">Request <code>{{ strip.request_id }}</code>{% if strip.reason %}
-(the latest <code>{{ strip.reason }}</code>){% endif %}, its segments in order,
-{% if strip.unit == "tokens" %}width proportional to each segment's tokens
-({{ num(strip.total) }} <code>cl100k_base</code> tokens in all, counted per segment by the
-proxy){% else %}width proportional to each segment's characters ({{ num(strip.total) }} in
-all{% if strip.approx_tokens %}, about {{ num(strip.approx_tokens) }} <code>cl100k_base</code>
-tokens{% endif %}: this request was logged without per-segment token counts){% endif %}.
-&#9650; marks where
-the window's breaks first differ, with their count{% if has_breakpoints %}; dashed lines are cache
+(the latest <code>{{ strip.reason }}</code>){% endif %}{% if strip.input_tokens is not none %}, {{
+num(strip.input_tokens) }} input tokens (the upstream's count, from its usage){% endif %}: its
+segments in order, each as wide as its share of the prompt ({% if strip.unit == "tokens" %}its
+<code>cl100k_base</code> tokens, counted per segment by the proxy{% else %}its characters: this
+request was logged without per-segment token counts{% endif %}). &#9650; marks where the
+window's breaks first differ, with their count{% if has_breakpoints %}; dashed lines are cache
 breakpoints{% endif %}.</p>
 <figure id="strip">{{ strip_svg }}
 <figcaption class="legend">{% for kind, colour in kinds %}<span><span class="swatch"
 style="background:{{ colour }}"></span>{{ kind }}</span>{% endfor %}<span>&#9650; first
 divergence</span></figcaption></figure>
 <div class="scroll"><table id="strip-segments"><tr><th>segment</th><th>kind</th>
-<th class="n">{{ strip.unit }}</th><th class="n">breaks here</th>
+<th class="n">share</th><th class="n">breaks here</th>
 <th>commonest first difference</th></tr>
 {% for s in strip.segments if s.breaks or s.breakpoint_ttl is not none %}
 <tr data-path="{{ s.path }}">
-<td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ num(strip.size(s)) }}</td>
+<td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ pct(strip.share(s)) }}</td>
 <td class="n">{{ num(s.breaks) }}</td><td>{% if s.offset is not none %}character
 {{ num(s.offset) }} ({{ num(s.offset_breaks) }} breaks){% elif s.breaks %}offset not logged
 {%- endif %}{% if s.breakpoint_ttl is not none %}{{ "; " if s.breaks }}breakpoint
@@ -162,7 +160,8 @@ segments this request does not have.</p>{% endif %}
 {% for d in diffs %}<div class="diff-item" data-breaks="{{ d.breaks }}">
 <p class="small"><strong>{{ num(d.breaks) }} break{{ "" if d.breaks == 1 else "s" }}</strong>
 &middot; {{ d.reason }}{% if d.segment %} in <code>{{ d.segment }}</code>{% endif %}{% if d.offset
-is not none %}, from character {{ num(d.offset) }}{% endif %} &middot; e.g. request
+is not none %}: {{ d.kind or "a change" }} from character {{ num(d.offset) }}{% endif %} &middot;
+e.g. request
 <code>{{ d.request_id }}</code></p>
 <pre class="diff">- {% for r in d.before %}{% if r.kind == "removed" %}<del>{{ r.text }}</del>
 {%- else %}{{ r.text }}{% endif %}{% endfor %}

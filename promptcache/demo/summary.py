@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from promptcache.changed_value import changed_value
 from promptcache.errors import ConfigError
 from promptcache.formatting import percent, plural, usd
 from promptcache.pricing import ModelPrice, cost, lookup_price
@@ -55,6 +56,7 @@ __all__ = [
     "summarize_variant",
     "ttft_sentence",
     "ttft_verdict",
+    "value_kind",
     "word_start",
 ]
 
@@ -101,36 +103,48 @@ class LintFinding:
 
 @dataclass(frozen=True)
 class BreakExample:
-    """Requests of one break reason whose first change lies in the same word of the segment's
-    canonical text: ``offset`` is the character where that word (a run of letters, digits and
-    ``_``) starts, so ids that happen to share a first character are not split by one character.
-    With one redacted ``-before``/``+after`` excerpt."""
+    """Requests of one break reason whose first change lies in the same value of the changed
+    text (the text the user wrote): ``offset`` is the character where that value starts (a run
+    of letters, digits and ``:-_.,+/``, :func:`promptcache.changed_value.changed_value`), so
+    times that differ in their seconds or ids that share a first character are one group.
+    ``kind`` names the value when its shape says (``a time``, ``an id``...). With one redacted
+    ``-before``/``+after`` excerpt."""
 
     offset: int | None
     requests: int
     excerpt: str | None
+    kind: str | None = None
+
+
+def _excerpt_sides(excerpt: str | None) -> tuple[str, str] | None:
+    lines = (excerpt or "").split("\n")
+    if len(lines) != 2 or not lines[0].startswith("-") or not lines[1].startswith("+"):
+        return None
+    return lines[0][1:], lines[1][1:]
 
 
 def word_start(offset: int, excerpt: str | None) -> int:
-    """The offset where the word holding the first changed character starts.
+    """The offset where the value holding the first changed character starts.
 
     ``excerpt`` is the explainer's ``-before\n+after`` (up to 30 characters on each side of
     ``offset``); the characters both lines share before the change are the text just before
-    ``offset``, and the word characters at their end belong to the changed word.
+    ``offset``, and the value characters at their end belong to the changed value.
     """
-    lines = (excerpt or "").split("\n")
-    if len(lines) != 2 or not lines[0].startswith("-") or not lines[1].startswith("+"):
+    sides = _excerpt_sides(excerpt)
+    if sides is None:
         return offset
-    before, after = lines[0][1:], lines[1][1:]
-    common = 0
-    while common < min(len(before), len(after)) and before[common] == after[common]:
-        common += 1
-    back = 0
-    while back < min(common, offset) and (
-        before[common - 1 - back].isalnum() or before[common - 1 - back] == "_"
-    ):
-        back += 1
-    return offset - back
+    before, after = sides
+    shared = 0
+    while shared < min(len(before), len(after)) and before[shared] == after[shared]:
+        shared += 1
+    value = changed_value(before, after, shared)
+    return max(0, offset - (shared - value.start))
+
+
+def value_kind(excerpt: str | None) -> str | None:
+    """The kind of the value that changed in the explainer's excerpt (``a time``...), or None."""
+    sides = _excerpt_sides(excerpt)
+    return changed_value(*sides).kind if sides is not None else None
 
 
 def group_break_offsets(
@@ -146,11 +160,11 @@ def group_break_offsets(
         if offset is not None:
             groups.setdefault(word_start(offset, excerpt), []).append(excerpt)
     ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
-    examples = tuple(
-        BreakExample(at, len(excerpts), max((e for e in excerpts if e), default=None))
-        for at, excerpts in ranked
-    )
-    return examples, len(rows) - sum(e.requests for e in examples)
+    examples = []
+    for at, excerpts in ranked:
+        excerpt = max((e for e in excerpts if e), default=None)
+        examples.append(BreakExample(at, len(excerpts), excerpt, value_kind(excerpt)))
+    return tuple(examples), len(rows) - sum(e.requests for e in examples)
 
 
 @dataclass(frozen=True)
@@ -334,7 +348,8 @@ def render_summary(
             for example in b.examples:
                 at = "" if example.offset is None else f" at character {example.offset}"
                 n = f"{example.requests} request{'s' if example.requests != 1 else ''}"
-                console.print(f"    first difference in the word{at} ({n}), e.g.")
+                what = example.kind or "the word"
+                console.print(f"    first difference in {what}{at} of the text ({n}), e.g.")
                 for line in (example.excerpt or "").splitlines():
                     console.print(f"      {escape(line)}")
             if b.other_requests and b.examples:

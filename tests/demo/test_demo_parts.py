@@ -287,9 +287,9 @@ def test_ids_sharing_a_first_character_fall_in_one_group_and_groups_add_up() -> 
     b = _excerpt(head + "d3c0ed622c27.", head + "de47bed8a40c.", at + 1)
     c = _excerpt(head + "dd3c0ed622c2.", head + "dd47bed8a40c.", at + 2)
     assert (word_start(at, a), word_start(at + 1, b), word_start(at + 2, c)) == (at, at, at)
-    # the time's last digit: another word, its own group
+    # the time's last digit: another value (the whole time, from character 14), its own group
     t = _excerpt("Current time: 11:27:45.", "Current time: 11:27:46.", 21)
-    assert word_start(21, t) == 20
+    assert word_start(21, t) == len("Current time: ")
     rows = (
         [(at, a)] * 5
         + [(at + 1, b)] * 3
@@ -301,7 +301,8 @@ def test_ids_sharing_a_first_character_fall_in_one_group_and_groups_add_up() -> 
     assert [(e.offset, e.requests) for e in examples] == [(at, 9)]
     assert other == len(rows) - 9 == 4
     examples, other = group_break_offsets(rows, limit=5)
-    assert [(e.offset, e.requests) for e in examples] == [(at, 9), (20, 2), (3, 1)]
+    assert [(e.offset, e.requests) for e in examples] == [(at, 9), (14, 2), (3, 1)]
+    assert [e.kind for e in examples] == ["an id", "a time", None]
     assert sum(e.requests for e in examples) + other == len(rows)
 
 

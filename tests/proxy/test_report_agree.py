@@ -96,3 +96,14 @@ def test_text_html_and_live_report_give_the_same_advice(
         assert [kind for kind, _ in items] == [r.kind for r in report.recommendations]
         assert _words(items[0][1]) == _words(first.message.replace("`", ""))
         assert "`" not in listed_html and NO_RECOMMENDATIONS not in page
+        # one token count per request: the strip states the upstream's count of its request
+        strip = page.split('id="breaks"', 1)[1].split("<figure", 1)[0]
+        broke = rows[3]
+        assert f"<code>{broke['id']}</code>" in strip
+        counts = re.findall(r"([\d,]+) input tokens", _words(strip))
+        assert counts == [f"{broke['total_input_tokens']:,}"]
+        assert f"{broke['approx_prefix_tokens']:,}" not in _words(strip)
+        # the lost tokens the headline states are the upstream's too, and the sentence ends
+        left = _words(page.split('id="left"', 1)[1].split("</div></div>", 1)[0])
+        assert f"{report.break_reasons[0].tokens_lost:,} input tokens lost to 1 cache break" in left
+        assert not left.rstrip(".").endswith("priced")

@@ -126,10 +126,9 @@ def test_a_log_without_segment_token_counts_draws_and_says_characters(tmp_path: 
     chars = [s.chars for s in strip.segments]
     assert [strip.size(s) for s in strip.segments] == chars and strip.total == sum(chars)
     html = " ".join(render_main(report).split())
-    assert "width proportional to each segment's characters" in html
-    assert f"({sum(chars):,} in all, about {strip.approx_tokens:,}" in html
-    assert "width by characters" in html and "width by tokens" not in html
-    assert "segment's tokens" not in html
+    assert "each as wide as its share of the prompt (its characters: this request" in html
+    assert "width by share of characters" in html and "share of tokens" not in html
+    assert "cl100k_base</code> tokens, counted" not in html
 
 
 def test_top_divergences_are_character_diffs_of_the_latest_excerpts(page: Page) -> None:
@@ -140,8 +139,10 @@ def test_top_divergences_are_character_diffs_of_the_latest_excerpts(page: Page) 
         ("tools_reordered", len(tools)),
     ]
     first = page.diffs[0]
-    # the changed word (the seconds) starts one character before the first changed digit
-    assert first.offset == 39 and first.segment == "system[0].text"
+    # the changed value (the time, 09:00:0X) starts seven characters before the first changed
+    # digit, and is named
+    assert first.offset == 40 - len("09:00:0") and first.segment == "system[0].text"
+    assert first.kind == "a time" and page.diffs[1].kind is None
     assert first.request_id == f"r{system[-1]:02d}"
     removed = "".join(r.text for r in first.before if r.kind == "removed")
     added = "".join(r.text for r in first.after if r.kind == "added")
