@@ -69,6 +69,7 @@ class _State:
     listings = 0
     forks = 0
     not_user: tuple[str, ...] = ()
+    stdlib: tuple[str, ...] = ()
     user_cache: dict[str, bool] = {}  # noqa: RUF012
     rng: random.Random = random.Random(0)
     real_getpid: Callable[[], int] = os.getpid
@@ -97,6 +98,19 @@ def _first_user_frame(frame: FrameType | None) -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
+
+
+def _is_stdlib_file(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(S.stdlib) and "-packages" + os.sep not in path
+
+
+def _called_from_user_code(frame: FrameType | None) -> bool:
+    """Whether the first frame outside the standard library (``glob``, ``pathlib`` and ``os``
+    call the listing functions for their callers) is the user's code."""
+    while frame is not None and _is_stdlib_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and _is_user_file(frame.f_code.co_filename)
 
 
 def call_site(frame: FrameType | None) -> str:
@@ -240,8 +254,7 @@ def _reorder(names: list[Any]) -> list[Any]:
     random.Random(mode).shuffle(shuffled)
     if shuffled == names:
         shuffled.reverse()
-    frame = _first_user_frame(sys._getframe(2))
-    if frame is not None:
+    if _called_from_user_code(sys._getframe(2)):
         S.listings += 1
     return shuffled
 
@@ -368,6 +381,10 @@ def install() -> None:
     S.endpoint = str(plan["endpoint"]).rstrip("/")
     S.run = int(plan["run"])
     S.not_user = _not_user_prefixes(list(plan.get("not_user", [])))
+    paths = sysconfig.get_paths()
+    S.stdlib = tuple(
+        os.path.join(os.path.abspath(paths[key]), "") for key in ("stdlib", "platstdlib")
+    )
     if plan.get("clock") is not None:
         problem = _start_clock(float(plan["clock"]))
         if problem is not None:

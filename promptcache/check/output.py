@@ -60,8 +60,8 @@ def render_text(result: CheckResult) -> str:
         lines.append(f"{_where(f.site)}: {f.rule} {f.title} ({f.api}, {f.path})")
         lines.append(f"  {_headline(f)}")
         if f.before is not None or f.after is not None:
-            lines.append(f"  run 0:        {f.before!r}")
-            lines.append(f"  run {f.run}:{' ' * max(1, 8 - len(str(f.run)))}{f.after!r}")
+            lines.append(f"  {'run 0:':<8} {f.before!r}")
+            lines.append(f"  {f'run {f.run}:':<8} {f.after!r}")
         if f.requests > 1:
             lines.append(f"  seen in {f.requests} requests from this call site")
         lines.append("")

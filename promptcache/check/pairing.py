@@ -15,8 +15,8 @@ explainer uses. A difference is reported when it lies inside the cacheable prefi
   cacheable length (``promptcache.minimums``, the linter's conservative value);
 - never in the request's own last message alone: that is the dynamic tail (a new question)
   every request may change;
-- never where the same difference was already judged in an earlier pair: a value from a turn's
-  tail that the conversation then carries as history is the same difference seen again.
+- never where an earlier pair had the same difference and it was excused there: a value from
+  a turn's tail that the conversation then carries as history is that difference seen again.
 
 ``prompt_cache_key`` and ``model`` are part of the cache key: a difference in either is
 reported whatever the prompt.
@@ -142,12 +142,15 @@ class PairReport:
         unpaired: requests of either run with no partner at their call site.
         below_minimum: pairs whose prompts differ but are shorter than the model's minimum
             cacheable prefix (nothing is cached there, so nothing is reported).
+        no_breakpoint: pairs whose prompts differ in an Anthropic/Bedrock request with no
+            breakpoint (nothing is cached there, so nothing is reported).
     """
 
     findings: list[Finding]
     pairs: int
     unpaired: int
     below_minimum: int
+    no_breakpoint: int = 0
 
 
 def compare_runs(
@@ -162,8 +165,8 @@ def compare_runs(
     pairs, unpaired = pair_runs(base, other)
     pids = {s.request.pid for s in (*base, *other) if s.request.pid is not None}
     findings: list[Finding] = []
-    judged: set[tuple[int, str, str]] = set()
-    below = 0
+    excused: set[tuple[int, str, str]] = set()
+    below = no_breakpoint = 0
     for a, b in pairs:
         findings += _key_findings(a, b, run, pids, clocks)
         fa, fb = a.fingerprint, b.fingerprint
@@ -174,9 +177,8 @@ def compare_runs(
             continue  # equal, or one extends the other: the shared prefix still caches
         k = divergence.index
         mark = (k, fa.chained[k], fb.chained[k])
-        if mark in judged:
-            continue  # the same difference, carried from an earlier request
-        judged.add(mark)
+        if mark in excused:
+            continue  # a difference excused earlier (a turn's tail), now carried as history
         extent = min(cached_extent(fa), cached_extent(fb))
         last = len(fa.segments) - 1
         tail = (
@@ -185,13 +187,17 @@ def compare_runs(
             and fb.segments[k].kind == "messages"
         )
         if k > extent or tail:
+            excused.add(mark)
+            if extent < 0 and not tail and fa.api in EXPLICIT_BREAKPOINT_APIS:
+                no_breakpoint += 1
             continue
         minimum = minimum_tokens(fa.model, minimums)
         if minimum is not None and prefix_tokens(fa, extent) < minimum:
+            excused.add(mark)
             below += 1
             continue
         findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
-    return PairReport(findings, len(pairs), unpaired, below)
+    return PairReport(findings, len(pairs), unpaired, below, no_breakpoint)
 
 
 def _rule(causes: tuple[str, ...], segment_kind: str) -> str:

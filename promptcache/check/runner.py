@@ -177,6 +177,12 @@ def analyse(
                 "in prompts shorter than the model's minimum cacheable prefix (nothing is "
                 "cached there yet); not reported"
             )
+        if report.no_breakpoint:
+            notes.append(
+                f"run {run.perturbation.run}: {report.no_breakpoint} request pair(s) differ in "
+                "Anthropic/Bedrock requests that carry no cache breakpoint (those APIs cache "
+                "nothing unasked); not reported"
+            )
     merged = _merge(findings)
     merged.sort(
         key=lambda f: (

@@ -9,6 +9,10 @@ https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
 - ``PC014``: a ``"1h"`` breakpoint after a ``"5m"`` one (the API answers 400);
 - ``PC008``: a breakpoint whose prefix is below the model's minimum cacheable length
   (``promptcache.minimums``; the linter's conservative value): it writes nothing;
+- ``PC013``: a request that continues an earlier request's prompt (carries its whole prompt
+  and adds to it) under another OpenAI ``prompt_cache_key``: the key routes requests to a cache, so the
+  continuation is sent where the prefix is not
+  (https://developers.openai.com/api/docs/guides/prompt-caching , checked 2026-12-03);
 - ``PC018``: a request that carries an earlier request's cached prefix but has no breakpoint
   within 20 block positions after that request's last write (``promptcache.lookback``): the
   moving window outran the lookback, so the write is never found.
@@ -83,11 +87,40 @@ def _one(sent: Sent, minimums: ModelMinimums) -> list[Finding]:
     return out
 
 
+def _key_change(sent: Sent, earlier: Sequence[Sent], minimums: ModelMinimums) -> list[Finding]:
+    fp = sent.fingerprint
+    if sent.routing_key is None:
+        return []
+    minimum = minimum_tokens(fp.model, minimums)
+    for prev in reversed(earlier):
+        old = prev.fingerprint
+        if (
+            prev.routing_key is None
+            or old.api != fp.api
+            or old.model != fp.model
+            or len(fp.segments) <= len(old.segments)
+            or not _carries(old, fp)
+        ):
+            continue
+        if minimum is not None and old.approx_prefix_tokens < minimum:
+            return []
+        if prev.routing_key == sent.routing_key:
+            return []
+        message = (
+            f"prompt_cache_key changes from {prev.routing_key!r} to {sent.routing_key!r} while "
+            "the prompt continues an earlier request's: the continuation is routed away from "
+            "the cached prefix"
+        )
+        return [Finding("PC013", "structure", (), sent.site, fp.api, "prompt_cache_key", message)]
+    return []
+
+
 def structure_findings(sents: Sequence[Sent], minimums: ModelMinimums) -> list[Finding]:
     """Every structure finding in one run's requests (in arrival order)."""
     out: list[Finding] = []
     for index, sent in enumerate(sents):
         out += _one(sent, minimums)
+        out += _key_change(sent, sents[:index], minimums)
         fp = sent.fingerprint
         if not lookback_applies(fp.api, fp.model):
             continue
