@@ -10,8 +10,8 @@ https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
 - ``PC008``: a breakpoint whose prefix is below the model's minimum cacheable length
   (``promptcache.minimums``; the linter's conservative value): it writes nothing;
 - ``PC013``: a request that continues an earlier request's prompt (carries its whole prompt
-  and adds to it) under another OpenAI ``prompt_cache_key``: the key routes requests to a cache, so the
-  continuation is sent where the prefix is not
+  and adds to it) under another OpenAI ``prompt_cache_key``: the key routes requests to a
+  cache, so the continuation is sent where the prefix is not
   (https://developers.openai.com/api/docs/guides/prompt-caching , checked 2026-12-03);
 - ``PC018``: a request that carries an earlier request's cached prefix but has no breakpoint
   within 20 block positions after that request's last write (``promptcache.lookback``): the

@@ -20,7 +20,10 @@ def openai_stream():
         model=GPT,
         stream=True,
         stream_options={"include_usage": True},
-        messages=[{"role": "system", "content": system_prompt()}, {"role": "user", "content": "hi"}],
+        messages=[
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": "hi"},
+        ],
     )
     print("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
 
@@ -59,7 +62,10 @@ def responses_stream():
 def worker(topic):
     reply = openai.OpenAI().chat.completions.create(
         model=GPT,
-        messages=[{"role": "system", "content": system_prompt()}, {"role": "user", "content": topic}],
+        messages=[
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": topic},
+        ],
     )
     return reply.choices[0].message.content
 
@@ -79,14 +85,27 @@ def raw_requests():
     body = {
         "model": CLAUDE,
         "max_tokens": 16,
-        "system": [{"type": "text", "text": system_prompt(), "cache_control": {"type": "ephemeral"}}],
+        "system": [
+            {"type": "text", "text": system_prompt(), "cache_control": {"type": "ephemeral"}}
+        ],
         "messages": [{"role": "user", "content": "hi"}],
     }
     reply = requests.post("https://api.anthropic.com/v1/messages", json=body, timeout=30)
     print(reply.json()["content"][0]["text"])
 
 
-CASES = {f.__name__: f for f in (openai_stream, anthropic_stream, anthropic_async, responses_stream, forked_workers, raw_httpx, raw_requests)}
+CASES = {
+    f.__name__: f
+    for f in (
+        openai_stream,
+        anthropic_stream,
+        anthropic_async,
+        responses_stream,
+        forked_workers,
+        raw_httpx,
+        raw_requests,
+    )
+}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:

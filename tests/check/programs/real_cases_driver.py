@@ -62,7 +62,9 @@ def browser_use_cache_every_block(side):
     parts = [serializer.Part(f"Step {i}: the page shows item {i}.") for i in range(3)]
     messages = [
         serializer.Message("user", parts, cache=True),
-        serializer.Message("assistant", [serializer.Part("Noted."), serializer.Part("Next?")], cache=True),
+        serializer.Message(
+            "assistant", [serializer.Part("Noted."), serializer.Part("Next?")], cache=True
+        ),
         serializer.Message("user", [serializer.Part("Click the first item.")], cache=True),
     ]
     chat.ChatAnthropic("claude-sonnet-4-5").invoke(INSTRUCTIONS, messages)
