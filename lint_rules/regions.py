@@ -394,7 +394,10 @@ class RegionsMixin(EngineState):
                 if sink is not None:
                     sink.complete = False
                     sink.blocks.append(Block("messages", elt, CLEAN, None, opaque=True))
-                if not tail and (grown or not isinstance(elt, ast.Starred)):
+                # a splatted stored history (``*history``) holds what was written into it once,
+                # frozen there; a splatted call (``*render(history)``) is rebuilt per request
+                fresh = not isinstance(elt, ast.Starred) or isinstance(elt.value, ast.Call)
+                if not tail and (grown or fresh):
                     self.record("messages", value, elt, label)
                 continue
             role = dict_get(elt, "role")

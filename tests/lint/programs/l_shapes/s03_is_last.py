@@ -25,3 +25,10 @@ def ask(parts: list[str]):
         max_tokens=256,
         messages=[{"role": "user", "content": convert(parts, True)}],
     )
+
+
+def convert_all(parts: list[str]) -> list[dict]:
+    out = []
+    for part in parts:
+        out.append(to_block(part, cache=True))  # PC007: 19
+    return out

@@ -42,3 +42,14 @@ class Agent:
             )
             self.history.append({"role": "tool", "tool_call_id": call_id, "content": "ok"})
         return response
+
+
+def render(history: list) -> list:
+    return [{"role": m["role"], "content": f"{m['text']} [{uuid.uuid4().hex}]"} for m in history]
+
+
+def chat_rendered(history: list, question: str):
+    return client.chat.completions.create(
+        model="gpt-5",
+        messages=[*render(history), {"role": "user", "content": question}],  # PC002: 18
+    )
