@@ -20,6 +20,10 @@ caching (https://docs.vllm.ai/en/latest/design/prefix_caching.html, checked 2026
 - Optional swap: a CPU pool of block ids; `swap_out` / `swap_in` return (src, dst) pairs.
 - Optional `event_sink` (`BlockEventSink`): told of every hash entering or leaving the table
   and of resets, the source of vLLM-format KV events (`promptcache.engine.kv_events`).
+- Optional `tier_store` (`BlockTierStore`, `promptcache.engine.kv_tiers`): lower cache tiers
+  (host RAM, disk). An evicted cached block is handed to it (demotion); a prefix match that
+  misses the pool goes on in the tiers, and each tier hit is given a fresh block that the
+  runner fills before the forward pass (promotion, `take_loads`).
 
 Invariants (checked by `check_integrity`):
   free blocks + used blocks == num_blocks; a block is in the free queue iff its ref_count is 0;
@@ -43,22 +47,35 @@ from promptcache.errors import OutOfBlocksError
 from .sequence import Sequence, SequenceStatus
 
 __all__ = [
+    "BLOCK_HASH_VERSION",
     "NONE_HASH",
     "Block",
     "BlockEventSink",
     "BlockManager",
+    "BlockTierStore",
     "PrefixMatch",
+    "TierHit",
     "compute_slot_mapping",
     "hash_block_tokens",
     "prefix_block_hashes",
 ]
 
 
+TIERS = ("pool", "ram", "disk")
+"""Where a prefix-cache hit can come from, fastest first."""
+
+
 def _digest(digest: bytes) -> int:
     return int.from_bytes(digest[:16], "little")
 
 
-NONE_HASH: int = _digest(hashlib.sha256(b"promptcache/prefix-cache/v1").digest())
+BLOCK_HASH_VERSION = 1
+"""Version of `hash_block_tokens`' byte encoding. Bumped whenever the encoding changes, so a
+disk tier written under another encoding is never read (it is part of the tier's key)."""
+
+NONE_HASH: int = _digest(
+    hashlib.sha256(f"promptcache/prefix-cache/v{BLOCK_HASH_VERSION}".encode()).digest()
+)
 """Parent hash of block 0 (fixed, so hashes are stable across processes)."""
 
 
@@ -160,21 +177,60 @@ class BlockEventSink(Protocol):
         """Every cached hash was forgotten (`reset_prefix_cache`)."""
 
 
+class BlockTierStore(Protocol):
+    """Lower cache tiers below the pool (`promptcache.engine.kv_tiers.KVTiers`).
+
+    Called on the scheduler's thread. Hashes are `hash_block_tokens` values; a tier name is
+    "ram" or "disk".
+    """
+
+    def block_evicted(
+        self, block_id: int, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]
+    ) -> None:
+        """Pool block `block_id` is about to be reused; copy its K/V down now (demotion)."""
+
+    def lookup(self, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]) -> str | None:
+        """The tier holding this exact block (hash, parent and tokens all equal), or None."""
+
+    def contains(self, block_hash: int) -> bool:
+        """Whether some tier holds `block_hash` (no collision guard; for ranking)."""
+
+    def prepare(self, block_hash: int) -> bool:
+        """Make a hit ready to load (a disk block is read and its checksum checked).
+
+        Returns False when the block turned out unusable (it is then dropped).
+        """
+
+    def pin(self, block_hash: int) -> None:
+        """Keep this entry (and its data) in place until the next `KVTiers.load`."""
+
+
+class TierHit(NamedTuple):
+    """One block of a prefix match served by a lower tier."""
+
+    index: int  # position in the sequence's block table
+    block_hash: int
+    tier: str  # "ram" or "disk"
+
+
 class PrefixMatch(NamedTuple):
     """Result of `BlockManager.match_prefix`; valid only until the manager's next mutation.
 
     Attributes:
-        block_ids: cached blocks covering the sequence's first `num_cached_tokens` tokens.
-        num_cached_tokens: tokens served from the cache (a multiple of block_size).
+        block_ids: pool blocks of the match, in block-table order (tier hits excluded).
+        num_cached_tokens: tokens served from the cache, pool and tiers (a multiple of
+            block_size).
         num_free_hits: how many of `block_ids` sit in the free queue (ref_count 0); taking
             them shrinks the pool of blocks available for new allocations.
         version: the manager's mutation counter when the match was made.
+        tier_hits: blocks found in a lower tier (each needs a fresh pool block), in order.
     """
 
     block_ids: list[int]
     num_cached_tokens: int
     num_free_hits: int
     version: int
+    tier_hits: tuple[TierHit, ...] = ()
 
 
 class BlockManager:
@@ -216,8 +272,13 @@ class BlockManager:
         self._version = 0
         self.prefix_cache_queries_tokens = 0
         self.prefix_cache_hits_tokens = 0
+        #: Of ``prefix_cache_hits_tokens``, the tokens each tier served ("pool", "ram", "disk").
+        self.prefix_cache_hits_tokens_by_tier = dict.fromkeys(TIERS, 0)
         #: Where cache changes are reported (KV events), or None.
         self.event_sink: BlockEventSink | None = None
+        #: Lower cache tiers (demotion on eviction, promotion on a match), or None.
+        self.tier_store: BlockTierStore | None = None
+        self._loads: list[tuple[int, int]] = []  # (block hash, pool block) promoted, not loaded
 
     # Queries ---------------------------------------------------------------------------------
 
@@ -271,35 +332,64 @@ class BlockManager:
     def match_prefix(self, seq: Sequence) -> PrefixMatch:
         """Longest run of cached full blocks at the start of `seq`, leaving >= 1 token to compute.
 
-        Changes nothing (except memoising block hashes). The result is valid until the next
-        mutating call; `allocate` recomputes a stale one.
+        Each block is looked up in the pool first, then in the lower tiers (`tier_store`); the
+        run stops at the first block found in neither. Changes nothing (except memoising block
+        hashes). The result is valid until the next mutating call; `allocate` recomputes a
+        stale one.
         """
         if not self.enable_prefix_caching:
             return PrefixMatch([], 0, 0, self._version)
         max_blocks = (seq.num_tokens - 1) // self.block_size
         hashes = self.block_hashes(seq)
         block_ids: list[int] = []
+        tier_hits: list[TierHit] = []
         num_free_hits = 0
+        tiers = self.tier_store
         for i in range(max_blocks):
-            block_id = self._cached.get(hashes[i])
-            if block_id is None:
-                break
-            block = self.blocks[block_id]
-            # Collision guard: the stored tokens and parent must match too.
             start = i * self.block_size
             parent = hashes[i - 1] if i else NONE_HASH
-            if block.parent_hash != parent or block.token_ids != tuple(
-                seq.token_ids[start : start + self.block_size]
-            ):
+            tokens = tuple(seq.token_ids[start : start + self.block_size])
+            block_id = self._cached.get(hashes[i])
+            if block_id is not None:
+                block = self.blocks[block_id]
+                # Collision guard: the stored tokens and parent must match too.
+                if block.parent_hash != parent or block.token_ids != tokens:
+                    break
+                block_ids.append(block_id)
+                num_free_hits += block.ref_count == 0
+                continue
+            tier = tiers.lookup(hashes[i], parent, tokens) if tiers is not None else None
+            if tier is None:
                 break
-            block_ids.append(block_id)
-            num_free_hits += block.ref_count == 0
-        return PrefixMatch(
-            block_ids, len(block_ids) * self.block_size, num_free_hits, self._version
-        )
+            tier_hits.append(TierHit(i, hashes[i], tier))
+        num_cached = (len(block_ids) + len(tier_hits)) * self.block_size
+        return PrefixMatch(block_ids, num_cached, num_free_hits, self._version, tuple(tier_hits))
+
+    def prepare_tier_hits(self, seq: Sequence, match: PrefixMatch) -> PrefixMatch:
+        """`match` cut at its first tier hit that cannot be loaded (a disk block that fails its
+        checksum, or vanished), after asking the tier store to make each hit ready.
+
+        Changes no pool state; a dropped tier entry is gone from its tier.
+        """
+        if not match.tier_hits or self.tier_store is None:
+            return match
+        for n, hit in enumerate(match.tier_hits):
+            if not self.tier_store.prepare(hit.block_hash):
+                # Positions before the bad block: `n` tier hits, the rest pool hits.
+                pool_ids = match.block_ids[: hit.index - n]
+                free_hits = sum(self.blocks[b].ref_count == 0 for b in pool_ids)
+                return PrefixMatch(
+                    pool_ids,
+                    hit.index * self.block_size,
+                    free_hits,
+                    match.version,
+                    match.tier_hits[:n],
+                )
+        return match
 
     def cached_prefix_tokens(self, seq: Sequence) -> int:
-        """Tokens `match_prefix` would serve, from hash lookups alone (no collision guard).
+        """Tokens `match_prefix` would serve (pool and tiers), from hash lookups alone (no
+        collision guard).
 
         For ranking waiting requests each step: cheaper than `match_prefix`, and equal to it
         unless two different blocks collide in 128 bits. Changes nothing but the hash memo.
@@ -308,9 +398,10 @@ class BlockManager:
             return 0
         hashes = self.block_hashes(seq)
         cached = self._cached
+        tiers = self.tier_store
         num_blocks = 0
         for block_hash in hashes[: (seq.num_tokens - 1) // self.block_size]:
-            if block_hash not in cached:
+            if block_hash not in cached and (tiers is None or not tiers.contains(block_hash)):
                 break
             num_blocks += 1
         return num_blocks * self.block_size
@@ -332,7 +423,8 @@ class BlockManager:
         """Give a sequence with no blocks its cached prefix plus room for `num_new_tokens`.
 
         Changes state: takes a reference on each hit block (removing it from the free queue),
-        pops blocks for positions [num_cached, num_cached + num_new_tokens), sets
+        gives each tier hit a fresh block registered under its hash (loaded by the runner, see
+        `take_loads`), pops blocks for positions [num_cached, num_cached + num_new_tokens), sets
         `seq.block_table` and `seq.num_computed_tokens` (= cached tokens), sets
         `seq.num_cached_tokens` on first admission, and counts prefix-cache query/hit tokens.
 
@@ -343,7 +435,7 @@ class BlockManager:
         if seq.block_table:
             raise ValueError(f"allocate() needs a sequence without blocks, got {seq!r}")
         if match.version != self._version:
-            match = self.match_prefix(seq)
+            match = self.prepare_tier_hits(seq, self.match_prefix(seq))
         num_tokens = match.num_cached_tokens + num_new_tokens
         needed = self._blocks_for(num_tokens) - len(match.block_ids)
         available = len(self._free) - match.num_free_hits
@@ -353,14 +445,60 @@ class BlockManager:
             )
         for block_id in match.block_ids:
             self._take(block_id)
-        seq.block_table = list(match.block_ids) + [self._pop_free() for _ in range(needed)]
+        if match.tier_hits and self.tier_store is not None:
+            for hit in match.tier_hits:  # before any pop: a demotion must not evict them
+                self.tier_store.pin(hit.block_hash)
+        pool_ids = iter(match.block_ids)
+        tier_at = {hit.index: hit for hit in match.tier_hits}
+        table: list[int] = []
+        for i in range(len(match.block_ids) + len(tier_at)):
+            hit = tier_at.get(i)
+            table.append(next(pool_ids) if hit is None else self._pop_free())
+        table += [self._pop_free() for _ in range(needed - len(tier_at))]
+        seq.block_table = table
+        if tier_at:
+            self._register(seq, 0, len(match.block_ids) + len(tier_at))
+            for hit in match.tier_hits:
+                self._loads.append((hit.block_hash, table[hit.index]))
         seq.num_computed_tokens = match.num_cached_tokens
+        num_ram = sum(h.tier == "ram" for h in match.tier_hits) * self.block_size
+        num_disk = len(match.tier_hits) * self.block_size - num_ram
         if seq.num_preemptions == 0:
             seq.num_cached_tokens = match.num_cached_tokens
+            seq.num_cached_tokens_by_tier = (
+                match.num_cached_tokens - num_ram - num_disk,
+                num_ram,
+                num_disk,
+            )
         if self.enable_prefix_caching:
             self.prefix_cache_queries_tokens += seq.num_tokens
             self.prefix_cache_hits_tokens += match.num_cached_tokens
+            by_tier = self.prefix_cache_hits_tokens_by_tier
+            by_tier["pool"] += match.num_cached_tokens - num_ram - num_disk
+            by_tier["ram"] += num_ram
+            by_tier["disk"] += num_disk
         self._version += 1
+
+    def take_loads(self) -> list[tuple[int, int]]:
+        """Promotions planned since the last call: (block hash, pool block id) pairs whose K/V
+        the runner must copy up from the tiers before the forward pass (after swap-ins).
+
+        Changes state: empties the list.
+        """
+        loads, self._loads = self._loads, []
+        return loads
+
+    def cached_blocks(self) -> list[tuple[int, int, int, tuple[int, ...]]]:
+        """Every pool block findable by hash: (block id, hash, parent hash, token ids).
+
+        Changes nothing. Used to write the pool's cached blocks to the disk tier at close.
+        """
+        out = []
+        for block_hash, block_id in self._cached.items():
+            block = self.blocks[block_id]
+            assert block.parent_hash is not None  # set together with block_hash
+            out.append((block_id, block_hash, block.parent_hash, block.token_ids))
+        return out
 
     def append_slots(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]]:
         """Make room for positions [num_computed, num_computed + num_new_tokens) of a running seq.
@@ -570,6 +708,10 @@ class BlockManager:
                 del self._cached[block.block_hash]
                 if self.event_sink is not None:
                     self.event_sink.block_removed(block.block_hash)
+                if self.tier_store is not None and block.parent_hash is not None:
+                    self.tier_store.block_evicted(
+                        block_id, block.block_hash, block.parent_hash, block.token_ids
+                    )
             block.clear_hash()
         block.ref_count = 1
         return block_id

@@ -90,6 +90,13 @@ class EngineConfig:
             (an AVX2 + FMA CPU, a C compiler, float32 model and KV pool, `weight_dtype="int4"`
             on a Llama model without biases or sliding windows), else the torch path; True =
             require it (ConfigError at load saying why it cannot run); False = never.
+        kv_ram_bytes: byte budget of the host-RAM cache tier (0 = none): cached blocks the
+            pool evicts are copied there, and a prefix match goes on there after a pool miss
+            (`promptcache.engine.kv_tiers`). Needs prefix caching.
+        kv_disk_dir: directory of the disk cache tier (None = none): blocks the RAM tier (or,
+            without one, the pool) evicts, and at close every cached block, are written there,
+            and a restarted engine with the same model and KV settings finds them.
+        kv_disk_bytes: byte budget of the disk tier's block files (least recently used out).
 
     Raises:
         ConfigError: on any invalid value (message names the field and what to change).
@@ -115,6 +122,9 @@ class EngineConfig:
     fairness_max_wait_steps: int = 32
     attention_backend: str = "torch"
     fused_cpu_decode: bool | None = None
+    kv_ram_bytes: int = 0
+    kv_disk_dir: str | None = None
+    kv_disk_bytes: int = 16 * 1024 * _MIB
 
     def __post_init__(self) -> None:
         self.validate()
@@ -181,6 +191,17 @@ class EngineConfig:
                 )
         if self.num_blocks is not None:
             _check_int("num_blocks", self.num_blocks, minimum=1)
+        _check_int("kv_ram_bytes", self.kv_ram_bytes, minimum=0)
+        _check_int("kv_disk_bytes", self.kv_disk_bytes, minimum=1)
+        if self.kv_disk_dir is not None and (
+            not isinstance(self.kv_disk_dir, str) or not self.kv_disk_dir
+        ):
+            raise ConfigError(f"kv_disk_dir must be a directory path, got {self.kv_disk_dir!r}")
+        if (self.kv_ram_bytes or self.kv_disk_dir is not None) and not self.enable_prefix_caching:
+            raise ConfigError(
+                "kv_ram_bytes / kv_disk_dir (--kv-ram / --kv-disk) hold prefix-cache blocks and "
+                "need enable_prefix_caching=True"
+            )
         for name in ("enable_chunked_prefill", "enable_prefix_caching", "cache_aware_scheduling"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false")

@@ -28,9 +28,13 @@ low 64 bits as an unsigned int: the same type vLLM publishes by default
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``, the digest folded to an unsigned 64-bit int).
 ``parent_block_hash`` is None for a run that starts at a sequence's first block, as in vLLM.
 ``token_ids`` holds the tokens of every block in ``block_hashes``, in order
-(``len(token_ids) == len(block_hashes) * block_size``). ``lora_id`` is always None (no LoRA) and
-``medium`` is always ``"GPU"``, vLLM's name for the primary KV pool, whatever the device: the
-CPU swap pool holds no prefix-cache entries, so it publishes nothing.
+(``len(token_ids) == len(block_hashes) * block_size``). ``lora_id`` is always None (no LoRA).
+``medium`` is ``"GPU"``, vLLM's name for the primary KV pool, whatever the device, for the
+pool's blocks; the CPU swap pool holds no prefix-cache entries, so it publishes nothing. With
+cache tiers (`promptcache.engine.kv_tiers`), a block entering or leaving the RAM tier is
+published with ``medium`` ``"CPU"`` (as vLLM's offloading connector publishes its CPU tier) and
+the disk tier with ``"DISK"``; a block can be held by several media at once, and each medium's
+stores and removals apply to that medium only.
 """
 
 from __future__ import annotations
@@ -149,14 +153,21 @@ class KVEventRecorder:
         self._events: list[BlockStored | BlockRemoved | AllBlocksCleared] = []
 
     def block_stored(
-        self, block_hash: int, parent_hash: int | None, token_ids: tuple[int, ...]
+        self,
+        block_hash: int,
+        parent_hash: int | None,
+        token_ids: tuple[int, ...],
+        medium: str | None = MEDIUM_GPU,
     ) -> None:
-        """A full block became findable by ``block_hash`` (engine hashes, 128-bit ints)."""
+        """A full block became findable by ``block_hash`` (engine hashes, 128-bit ints) in
+        ``medium`` (the pool's "GPU" unless a cache tier says otherwise)."""
+        medium = self.medium if medium == MEDIUM_GPU else medium
         digest = external_block_hash(block_hash)
         last = self._events[-1] if self._events else None
         if (
             parent_hash is not None
             and isinstance(last, BlockStored)
+            and last.medium == medium
             and last.block_hashes[-1] == external_block_hash(parent_hash)
         ):
             last.block_hashes.append(digest)
@@ -164,16 +175,17 @@ class KVEventRecorder:
             return
         parent = None if parent_hash is None else external_block_hash(parent_hash)
         self._events.append(
-            BlockStored([digest], parent, list(token_ids), self.block_size, None, self.medium)
+            BlockStored([digest], parent, list(token_ids), self.block_size, None, medium)
         )
 
-    def block_removed(self, block_hash: int) -> None:
-        """A cached block was evicted: ``block_hash`` no longer hits."""
+    def block_removed(self, block_hash: int, medium: str | None = MEDIUM_GPU) -> None:
+        """A cached block left ``medium``: ``block_hash`` no longer hits there."""
+        medium = self.medium if medium == MEDIUM_GPU else medium
         last = self._events[-1] if self._events else None
-        if isinstance(last, BlockRemoved):
+        if isinstance(last, BlockRemoved) and last.medium == medium:
             last.block_hashes.append(external_block_hash(block_hash))
         else:
-            self._events.append(BlockRemoved([external_block_hash(block_hash)], self.medium))
+            self._events.append(BlockRemoved([external_block_hash(block_hash)], medium))
 
     def all_blocks_cleared(self) -> None:
         """Every cached hash was forgotten."""

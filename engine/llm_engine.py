@@ -36,6 +36,7 @@ from .sequence import Sequence
 
 if TYPE_CHECKING:
     from .kv_events import KVEventRecorder
+    from .kv_tiers import KVTiers
 
 __all__ = ["LLMEngine"]
 
@@ -99,6 +100,16 @@ class LLMEngine:
             eos.add(self.tokenizer.eos_token_id)
         self.eos_token_ids = frozenset(eos)
         self.scheduler = Scheduler(config, self.runner.num_blocks, self.eos_token_ids)
+        #: The RAM / disk cache tiers under the pool, or None (``kv_ram_bytes`` /
+        #: ``kv_disk_dir``).
+        self.kv_tiers: KVTiers | None = None
+        if config.kv_ram_bytes or config.kv_disk_dir is not None:
+            from .kv_tiers.build import build_kv_tiers
+
+            self.kv_tiers = build_kv_tiers(config, self.runner, model_dir)
+            self.runner.kv_tiers = self.kv_tiers
+            self.scheduler.block_manager.tier_store = self.kv_tiers
+        self._closed = False
         #: ``config.max_model_len`` capped by the KV pool's size in tokens: one sequence can
         #: never outgrow the pool, so this is the longest sequence the engine can ever finish
         #: (what the server enforces and reports as ``max_model_len``).
@@ -202,6 +213,10 @@ class LLMEngine:
     def stats(self) -> EngineStats:
         """Queue lengths, KV usage and cumulative prefix-cache / preemption counters."""
         s = self.scheduler.stats()
+        tiers = self.kv_tiers
+        tier_blocks = {}
+        if tiers is not None:
+            tier_blocks = {"ram": tiers.num_ram_blocks, "disk": tiers.num_disk_blocks}
         return EngineStats(
             num_running=s.num_running,
             num_waiting=s.num_waiting,
@@ -215,11 +230,36 @@ class LLMEngine:
             num_preemptions=s.num_preemptions,
             num_prompt_tokens=self._num_prompt_tokens,
             num_generated_tokens=self._num_generated_tokens,
+            prefix_cache_hits_tokens_by_tier=dict(
+                self.scheduler.block_manager.prefix_cache_hits_tokens_by_tier
+            ),
+            kv_tier_blocks=tier_blocks,
         )
 
-    def reset_prefix_cache(self) -> None:
-        """Forget every cached block hash (cold-cache benchmarks and tests)."""
+    def reset_prefix_cache(self, *, include_tiers: bool = True) -> None:
+        """Forget every cached block hash (cold-cache benchmarks and tests).
+
+        Args:
+            include_tiers: also drop the RAM tier and delete the disk tier's block files;
+                False forgets the pool's hashes only (the tiers still hit).
+        """
         self.scheduler.block_manager.reset_prefix_cache()
+        if include_tiers and self.kv_tiers is not None:
+            self.kv_tiers.clear()
+
+    def close(self) -> int:
+        """Write the pool's and the RAM tier's cached blocks to the disk tier (``kv_disk_dir``),
+        so a restarted engine finds them. Idempotent; call it between steps.
+
+        Returns:
+            Blocks written to disk by this call (0 without a disk tier, or when closed already).
+        """
+        if self._closed:
+            return 0
+        self._closed = True
+        if self.kv_tiers is None:
+            return 0
+        return self.kv_tiers.flush(self.scheduler.block_manager.cached_blocks())
 
     def enable_kv_events(self) -> KVEventRecorder:
         """Record the prefix cache's changes as vLLM-format KV events from now on.
@@ -233,6 +273,8 @@ class LLMEngine:
 
         recorder = KVEventRecorder(self.config.block_size)
         self.scheduler.block_manager.event_sink = recorder
+        if self.kv_tiers is not None:
+            self.kv_tiers.event_sink = recorder
         return recorder
 
     # Internals -------------------------------------------------------------------------------
@@ -290,6 +332,9 @@ class LLMEngine:
             num_prompt_tokens=seq.num_prompt_tokens,
             num_cached_tokens=seq.num_cached_tokens,
             logprobs=list(state.logprobs) if seq.params.logprobs is not None else None,
+            num_cached_tokens_by_tier=dict(
+                zip(("pool", "ram", "disk"), seq.num_cached_tokens_by_tier, strict=True)
+            ),
         )
 
     def _forget_finished(self, batch: ScheduledBatch) -> None:

@@ -3,7 +3,8 @@
 Per step (``execute``):
 
 1. copy blocks the scheduler asked to move: swap-out (device -> CPU pool), copy-on-write
-   (device -> device), swap-in (CPU pool -> device), in that order;
+   (device -> device), swap-in (CPU pool -> device), then loads from the cache tiers
+   (``kv_tiers``), in that order;
 2. pack the new tokens of every scheduled sequence into ``input_ids`` / ``positions`` and build
    one ``AttnMetadata`` (slot mapping, padded block tables, context lengths, ``cu_seqlens_q``);
 3. run the model (attention writes the new K/V into the pool as it goes);
@@ -40,6 +41,7 @@ from .loader import load_model
 from .sampler import Sampler, SampleRequest, SamplerOutput
 
 if TYPE_CHECKING:
+    from .kv_tiers import KVTiers
     from .scheduler import ScheduledBatch
 
 __all__ = ["ModelRunner"]
@@ -117,6 +119,9 @@ class ModelRunner:
             else []  # recompute mode never swaps: num_cpu_blocks is not allocated
         )
         self.sampler = Sampler(config.seed)
+        #: The RAM / disk cache tiers under the pool (``promptcache.engine.kv_tiers``), or
+        #: None; set by the engine once the pool's scales are calibrated.
+        self.kv_tiers: KVTiers | None = None
         if is_quantized(self.kv_dtype):
             self.calibrate_kv_scales(calibration_token_ids)
         #: Every forward pass (prefill chunks and decode steps) runs through this
@@ -302,6 +307,10 @@ class ModelRunner:
         self.swap_out(batch.blocks_to_swap_out)
         self.copy_blocks(batch.blocks_to_copy)
         self.swap_in(batch.blocks_to_swap_in)
+        if self.kv_tiers is not None:
+            self.kv_tiers.load(batch.blocks_to_load)
+        elif batch.blocks_to_load:
+            raise ConfigError("the batch loads cache-tier blocks but the runner has no tiers")
         entries = batch.seqs
         if not entries:
             return SamplerOutput([], [])

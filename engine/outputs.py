@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .sampler import TokenLogprobs
 from .sequence import FinishReason
@@ -35,6 +36,9 @@ class RequestOutput:
             ``usage.prompt_tokens_details.cached_tokens``).
         logprobs: one ``TokenLogprobs`` per output token when ``SamplingParams.logprobs`` is
             set, else None.
+        num_cached_tokens_by_tier: ``num_cached_tokens`` split by where the blocks were found:
+            ``{"pool": n, "ram": n, "disk": n}`` (the lower tiers of
+            `promptcache.engine.kv_tiers`; all in "pool" without them).
     """
 
     request_id: str
@@ -49,6 +53,9 @@ class RequestOutput:
     num_prompt_tokens: int
     num_cached_tokens: int
     logprobs: list[TokenLogprobs] | None = None
+    num_cached_tokens_by_tier: Mapping[str, int] = field(
+        default_factory=lambda: {"pool": 0, "ram": 0, "disk": 0}
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class EngineStats:
         prefix_cache_hits_tokens: of those, tokens found (cumulative).
         num_preemptions: sequences preempted so far (cumulative).
         num_prompt_tokens / num_generated_tokens: tokens admitted and generated (cumulative).
+        prefix_cache_hits_tokens_by_tier: ``prefix_cache_hits_tokens`` split by tier,
+            ``{"pool": n, "ram": n, "disk": n}`` (cumulative).
+        kv_tier_blocks: blocks held by each lower tier now, ``{"ram": n, "disk": n}`` (empty
+            without tiers).
     """
 
     num_running: int
@@ -78,6 +89,10 @@ class EngineStats:
     num_preemptions: int
     num_prompt_tokens: int
     num_generated_tokens: int
+    prefix_cache_hits_tokens_by_tier: Mapping[str, int] = field(
+        default_factory=lambda: {"pool": 0, "ram": 0, "disk": 0}
+    )
+    kv_tier_blocks: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def prefix_cache_hit_rate(self) -> float:

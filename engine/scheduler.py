@@ -123,8 +123,10 @@ class ScheduledBatch:
 
     The runner must apply, in this order and before the forward pass:
     `blocks_to_swap_out` (device -> CPU), `blocks_to_copy` (device -> device, copy-on-write),
-    `blocks_to_swap_in` (CPU -> device); each a list of (src_block_id, dst_block_id).
-    Device blocks released by a swap-out may be reused later in the same step, hence first.
+    `blocks_to_swap_in` (CPU -> device); each a list of (src_block_id, dst_block_id). Then
+    `blocks_to_load`: (block hash, device block) pairs promoted from a lower cache tier
+    (`promptcache.engine.kv_tiers`). Device blocks released by a swap-out may be reused later
+    in the same step, hence first.
 
     Attributes:
         seqs: decode entries first, then prefill entries (each group oldest request first).
@@ -137,6 +139,7 @@ class ScheduledBatch:
     blocks_to_swap_out: list[tuple[int, int]] = field(default_factory=list)
     blocks_to_copy: list[tuple[int, int]] = field(default_factory=list)
     blocks_to_swap_in: list[tuple[int, int]] = field(default_factory=list)
+    blocks_to_load: list[tuple[int, int]] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
     step: int = 0
     block_size: int = 16
@@ -542,7 +545,7 @@ class Scheduler:
             width = seq.params.n if seq.needs_fork else 1
             if self._budget == 0 or len(self.running) + width > self.config.max_num_seqs:
                 return
-            match = bm.match_prefix(seq)
+            match = bm.prepare_tier_hits(seq, bm.match_prefix(seq))
             shared = self._in_flight_prefix_tokens(seq, match.num_cached_tokens)
             if shared >= IN_BATCH_SHARE_MIN_TOKENS:
                 continue  # a prefix-cache hit next step (module docstring)
@@ -551,6 +554,7 @@ class Scheduler:
             if (num_new == 0 and not at_fork_point) or not bm.can_allocate(seq, match, num_new):
                 return
             bm.allocate(seq, match, num_new)
+            batch.blocks_to_load.extend(bm.take_loads())
             self.waiting.remove(seq)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)

@@ -81,6 +81,7 @@ class Sequence:
         "finish_reason",
         "needs_fork",
         "num_cached_tokens",
+        "num_cached_tokens_by_tier",
         "num_computed_tokens",
         "num_preemptions",
         "num_prompt_tokens",
@@ -112,6 +113,8 @@ class Sequence:
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
         self.num_cached_tokens = 0
+        #: `num_cached_tokens` split by where the blocks came from: (pool, ram, disk).
+        self.num_cached_tokens_by_tier: tuple[int, int, int] = (0, 0, 0)
         self.block_table: list[int] = []
         self.block_hashes: list[int] = []
         self.needs_fork = params.n > 1
@@ -200,6 +203,7 @@ class Sequence:
         child.status = self.status
         child.num_computed_tokens = self.num_computed_tokens
         child.num_cached_tokens = self.num_cached_tokens
+        child.num_cached_tokens_by_tier = self.num_cached_tokens_by_tier
         child.block_table = list(self.block_table)
         child.block_hashes = list(self.block_hashes)
         child.needs_fork = False

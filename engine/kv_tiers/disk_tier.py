@@ -1,0 +1,309 @@
+"""The disk tier: a file per KV block under a directory named by the engine's `TierKey`.
+
+Layout::
+
+    DIR/<TierKey.digest()>/key.json           what the blocks depend on (model, KV dtype, ...)
+    DIR/<TierKey.digest()>/<hash hex>.kvb      one block
+
+A block file is a fixed header, the block's token ids, then the block's bytes::
+
+    magic b"PCKV" | format u32 | block hash 16 B | parent hash 16 B | num_tokens u32 |
+    payload bytes u64 | CRC-32 u32 | token ids (int64 x num_tokens) | payload
+
+all little-endian. The CRC-32 (zlib) covers everything in the file but itself. The payload is
+the block's ``[num_layers, 2, block_size, num_kv_heads, head_dim]`` tensor in the pool's dtype,
+byte for byte. Files are written to a temporary name and renamed, so a reader never sees half
+a file under a block's name; a file cut short or altered afterwards fails its size or CRC check
+when read and is deleted.
+
+The index (hash -> parent, tokens, size) is the files' headers: it is read once when the tier
+opens (headers only; the CRC is checked when a block is read), so the blocks survive a
+restart. Least recently used files (by modification time, which a hit refreshes) are deleted
+when the directory would exceed its byte budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import struct
+import zlib
+from collections import OrderedDict
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from promptcache.errors import ConfigError
+
+from .tier_key import TierKey
+
+__all__ = ["BLOCK_FILE_SUFFIX", "FORMAT_VERSION", "DiskEntry", "DiskTier"]
+
+BLOCK_FILE_SUFFIX = ".kvb"
+FORMAT_VERSION = 1
+_MAGIC = b"PCKV"
+_HEADER = struct.Struct("<4sI16s16sIQ")  # magic, format, hash, parent, num_tokens, payload
+_CRC = struct.Struct("<I")
+_PREFIX_BYTES = _HEADER.size + _CRC.size
+
+
+@dataclass(slots=True)
+class DiskEntry:
+    """One block on disk: what the collision guard needs, and the file's size in bytes."""
+
+    parent_hash: int
+    token_ids: tuple[int, ...]
+    file_bytes: int
+
+
+class DiskTier:
+    """Block files under ``root / key.digest()``, LRU within ``capacity_bytes``.
+
+    Args:
+        root: the ``--kv-disk`` directory (created if missing).
+        key: what the blocks depend on; its digest names the subdirectory.
+        capacity_bytes: most bytes of block files kept (>= one block file).
+        block_shape: ``[num_layers, 2, block_size, num_kv_heads, head_dim]`` of a block.
+        dtype: the pool's element type.
+
+    Raises:
+        ConfigError: the directory cannot be created or written, or the budget holds no block.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        key: TierKey,
+        capacity_bytes: int,
+        block_shape: tuple[int, ...],
+        dtype: torch.dtype,
+    ) -> None:
+        self.root = Path(root).expanduser()
+        self.key = key
+        self.block_shape = tuple(block_shape)
+        self.dtype = dtype
+        numel = 1
+        for n in self.block_shape:
+            numel *= n
+        self.payload_bytes = numel * torch.empty(0, dtype=dtype).element_size()
+        block_file = _PREFIX_BYTES + 8 * key.block_size + self.payload_bytes
+        if capacity_bytes < block_file:
+            raise ConfigError(
+                f"kv_disk_bytes={capacity_bytes} holds no KV block file of {block_file} bytes; "
+                "raise kv_disk_bytes (--kv-disk-bytes)"
+            )
+        self.capacity_bytes = capacity_bytes
+        self.dir = self.root / key.digest()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            key_file = self.dir / "key.json"
+            key_file.write_text(json.dumps(key.as_json(), indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot use {self.root} as the KV disk tier ({exc.strerror or exc}); pass a "
+                "writable directory to --kv-disk"
+            ) from None
+        self.entries: OrderedDict[int, DiskEntry] = OrderedDict()  # first = least recent
+        self.num_bytes = 0
+        #: Files dropped when the tier opened (unreadable header, wrong size) or when read
+        #: (CRC mismatch, cut short): a count.
+        self.num_dropped = 0
+        self._scan()
+
+    # Queries ---------------------------------------------------------------------------------
+
+    def __contains__(self, block_hash: int) -> bool:
+        return block_hash in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, block_hash: int) -> DiskEntry | None:
+        """The entry for `block_hash`, or None. Changes nothing."""
+        return self.entries.get(block_hash)
+
+    def path(self, block_hash: int) -> Path:
+        """Where `block_hash`'s file lives."""
+        return self.dir / f"{block_hash:032x}{BLOCK_FILE_SUFFIX}"
+
+    # Mutations -------------------------------------------------------------------------------
+
+    def write(
+        self,
+        block_hash: int,
+        parent_hash: int,
+        token_ids: tuple[int, ...],
+        data: torch.Tensor,
+        pinned: Collection[int] = (),
+    ) -> list[int]:
+        """Store one block (most recently used), deleting LRU files beyond the budget.
+
+        Args:
+            block_hash / parent_hash / token_ids: the block's identity.
+            data: ``block_shape`` tensor of ``dtype`` (copied byte for byte).
+            pinned: hashes that must not be deleted to make room.
+
+        Returns:
+            Hashes deleted to make room (the new block's is never among them). An OSError while
+            writing (disk full) stores nothing and returns [].
+        """
+        if block_hash in self.entries:
+            self.touch(block_hash)
+            return []
+        payload = data.contiguous().view(torch.uint8).numpy().tobytes()
+        tokens = struct.pack(f"<{len(token_ids)}q", *token_ids)
+        header = _HEADER.pack(
+            _MAGIC,
+            FORMAT_VERSION,
+            block_hash.to_bytes(16, "little"),
+            parent_hash.to_bytes(16, "little"),
+            len(token_ids),
+            len(payload),
+        )
+        crc = zlib.crc32(payload, zlib.crc32(tokens, zlib.crc32(header)))
+        size = len(header) + _CRC.size + len(tokens) + len(payload)
+        removed = self._make_room(size, pinned)
+        path = self.path(block_hash)
+        tmp = path.with_suffix(".tmp")
+        try:
+            with tmp.open("wb") as fh:
+                fh.write(header)
+                fh.write(_CRC.pack(crc))
+                fh.write(tokens)
+                fh.write(payload)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return removed
+        self.entries[block_hash] = DiskEntry(parent_hash, tuple(token_ids), size)
+        self.num_bytes += size
+        return removed
+
+    def read(self, block_hash: int) -> torch.Tensor | None:
+        """The block's tensor, or None when its file is missing, cut short or fails its CRC
+        (the file and entry are then deleted). A hit refreshes the file's LRU position."""
+        entry = self.entries.get(block_hash)
+        if entry is None:
+            return None
+        path = self.path(block_hash)
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            raw = b""
+        data = self._decode(raw, block_hash, entry)
+        if data is None:
+            self.num_dropped += 1
+            self.remove(block_hash)
+            return None
+        self.touch(block_hash)
+        return data
+
+    def touch(self, block_hash: int) -> None:
+        """Mark an entry most recently used (in memory and in the file's mtime)."""
+        self.entries.move_to_end(block_hash)
+        with contextlib.suppress(OSError):
+            os.utime(self.path(block_hash))
+
+    def remove(self, block_hash: int) -> None:
+        """Delete one block's file and entry (no-op if absent)."""
+        entry = self.entries.pop(block_hash, None)
+        if entry is not None:
+            self.num_bytes -= entry.file_bytes
+        self.path(block_hash).unlink(missing_ok=True)
+
+    def clear(self) -> list[int]:
+        """Delete every block file; returns the hashes deleted."""
+        hashes = list(self.entries)
+        for block_hash in hashes:
+            self.remove(block_hash)
+        return hashes
+
+    # Internals -------------------------------------------------------------------------------
+
+    def _make_room(self, size: int, pinned: Collection[int]) -> list[int]:
+        removed: list[int] = []
+        for block_hash in list(self.entries):
+            if self.num_bytes + size <= self.capacity_bytes:
+                break
+            if block_hash in pinned:
+                continue
+            self.remove(block_hash)
+            removed.append(block_hash)
+        return removed
+
+    def _decode(self, raw: bytes, block_hash: int, entry: DiskEntry) -> torch.Tensor | None:
+        if len(raw) != entry.file_bytes or len(raw) < _PREFIX_BYTES:
+            return None
+        head = raw[: _HEADER.size]
+        magic, version, h, parent, num_tokens, num_payload = _HEADER.unpack(head)
+        if (
+            magic != _MAGIC
+            or version != FORMAT_VERSION
+            or int.from_bytes(h, "little") != block_hash
+            or num_payload != self.payload_bytes
+        ):
+            return None
+        (crc,) = _CRC.unpack_from(raw, _HEADER.size)
+        body = memoryview(raw)[_PREFIX_BYTES:]
+        if zlib.crc32(body, zlib.crc32(head)) != crc:
+            return None
+        tokens = struct.unpack_from(f"<{num_tokens}q", body)
+        if tokens != entry.token_ids or int.from_bytes(parent, "little") != entry.parent_hash:
+            return None
+        payload = bytearray(body[8 * num_tokens :])
+        return (
+            torch.frombuffer(payload, dtype=torch.uint8).view(self.dtype).reshape(self.block_shape)
+        )
+
+    def _scan(self) -> None:
+        """Read every block file's header (oldest modification first) into the index."""
+        found: list[tuple[float, int, DiskEntry]] = []
+        for path in self.dir.iterdir():
+            if path.suffix == ".tmp":
+                path.unlink(missing_ok=True)  # a write cut short by a crash
+                continue
+            if path.suffix != BLOCK_FILE_SUFFIX:
+                continue
+            parsed = self._read_header(path)
+            if parsed is None:
+                self.num_dropped += 1
+                path.unlink(missing_ok=True)
+                continue
+            block_hash, entry, mtime = parsed
+            found.append((mtime, block_hash, entry))
+        found.sort(key=lambda item: item[0])
+        for _, block_hash, entry in found:
+            self.entries[block_hash] = entry
+            self.num_bytes += entry.file_bytes
+        self._make_room(0, ())
+
+    def _read_header(self, path: Path) -> tuple[int, DiskEntry, float] | None:
+        try:
+            stat = path.stat()
+            with path.open("rb") as fh:
+                head = fh.read(_PREFIX_BYTES)
+                if len(head) != _PREFIX_BYTES:
+                    return None
+                magic, version, h, parent, num_tokens, num_payload = _HEADER.unpack_from(head)
+                if (
+                    magic != _MAGIC
+                    or version != FORMAT_VERSION
+                    or num_payload != self.payload_bytes
+                    or num_tokens != self.key.block_size
+                ):
+                    return None
+                raw_tokens = fh.read(8 * num_tokens)
+        except OSError:
+            return None
+        if len(raw_tokens) != 8 * num_tokens:
+            return None
+        block_hash = int.from_bytes(h, "little")
+        size = _PREFIX_BYTES + 8 * num_tokens + num_payload
+        if stat.st_size != size or path.name != f"{block_hash:032x}{BLOCK_FILE_SUFFIX}":
+            return None
+        tokens = struct.unpack(f"<{num_tokens}q", raw_tokens)
+        entry = DiskEntry(int.from_bytes(parent, "little"), tokens, size)
+        return block_hash, entry, stat.st_mtime

@@ -1,0 +1,329 @@
+"""`KVTiers`: the block manager's lower cache tiers (host RAM, then disk) over the KV pool.
+
+Demotion: when the block manager evicts a cached pool block (ref_count 0, least recently
+used; `BlockManager._pop_free`), `block_evicted` copies its K/V into the RAM tier at once, before
+the block is reused (nothing writes the pool between scheduling and the forward pass, and a
+block evicted in a step is only written by that step's copies and forward pass, which come
+later). A full RAM tier first moves its least recently used block to the disk tier (or drops
+it when there is none). With no RAM tier, evicted blocks go straight to disk.
+
+Promotion: `BlockManager.match_prefix` goes on in the tiers after a pool miss
+(`lookup`, which checks the hash, the parent hash and the tokens, like the pool's collision
+guard). Before admission the scheduler calls `prepare` on each hit: a disk block is read and
+its CRC checked there, and one that fails is deleted and ends the match, so its tokens are
+computed again and it is never served. The block manager then gives each hit a fresh pool
+block, registers it under its hash and `pin`s the tier entry; the runner calls `load` after
+the step's swap-ins and before the forward pass, which copies the bytes up and unpins.
+
+The tiers are inclusive: a promoted block stays in its tier, so evicting it again costs no
+copy. `flush` writes the pool's and RAM's cached blocks to disk (the engine calls it at
+close), so a restarted engine with the same `TierKey` finds them.
+
+Every copy is of the pool's own dtype, byte for byte (int8 / fp8 included): a block restored
+from a tier is the block that was evicted.
+
+KV events (`TierEventSink`, `promptcache.engine.kv_events.KVEventRecorder`): a block entering
+or leaving the RAM tier is a ``BlockStored`` / ``BlockRemoved`` with ``medium`` "CPU", the name
+vLLM's offloading connector publishes for its CPU tier (``vllm/v1/kv_offload/mediums.py``,
+``CPULoadStoreSpec.medium()``, https://github.com/vllm-project/vllm, checked 2026-12-03); the
+disk tier uses "DISK", our own name (vLLM has no disk medium). Pool events keep "GPU".
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+
+from .disk_tier import DiskTier
+from .host_tier import HostTier
+
+if TYPE_CHECKING:
+    from ..attention.base import KVCacheLayer
+
+__all__ = ["MAX_STAGED_BLOCKS", "MEDIUM_CPU", "MEDIUM_DISK", "KVTiers", "TierEventSink"]
+
+MEDIUM_CPU = "CPU"
+"""``medium`` of the RAM tier's KV events (vLLM's name for its CPU offloading tier)."""
+
+MEDIUM_DISK = "DISK"
+"""``medium`` of the disk tier's KV events (our own name)."""
+
+MAX_STAGED_BLOCKS = 64
+"""Disk blocks read and checked for a request that was then not admitted in that step are
+kept for a later step, up to this many; older ones are read again when needed."""
+
+
+class TierEventSink(Protocol):
+    """Receives the tiers' changes (`promptcache.engine.kv_events.KVEventRecorder`)."""
+
+    def block_stored(
+        self,
+        block_hash: int,
+        parent_hash: int | None,
+        token_ids: tuple[int, ...],
+        medium: str | None = ...,
+    ) -> None:
+        """A block entered the tier named by `medium`."""
+
+    def block_removed(self, block_hash: int, medium: str | None = ...) -> None:
+        """A block left the tier named by `medium`."""
+
+
+class KVTiers:
+    """Host-RAM and disk tiers under one KV pool (`BlockTierStore` of the block manager).
+
+    Args:
+        kv_caches: the pool, one ``KVCacheLayer`` per layer (``[num_blocks, block_size,
+            num_kv_heads, head_dim]`` K and V).
+        host: the RAM tier, or None.
+        disk: the disk tier, or None.
+
+    Not thread-safe: the engine thread calls everything.
+    """
+
+    def __init__(
+        self,
+        kv_caches: Sequence[KVCacheLayer],
+        host: HostTier | None,
+        disk: DiskTier | None,
+    ) -> None:
+        if host is None and disk is None:
+            raise ValueError("KVTiers needs a RAM tier, a disk tier or both")
+        self.kv_caches = list(kv_caches)
+        self.host = host
+        self.disk = disk
+        #: Where tier changes are reported, or None.
+        self.event_sink: TierEventSink | None = None
+        self._pinned: set[int] = set()
+        self._staged: OrderedDict[int, torch.Tensor] = OrderedDict()
+        #: Blocks copied down from the pool (a count).
+        self.num_demoted = 0
+        #: Blocks moved from RAM to disk (a count).
+        self.num_spilled = 0
+        #: Blocks copied up into the pool (a count).
+        self.num_loaded = 0
+
+    # BlockTierStore ---------------------------------------------------------------------------
+
+    def block_evicted(
+        self, block_id: int, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]
+    ) -> None:
+        """Copy pool block `block_id` down (RAM if there is one, else disk)."""
+        if block_hash in self._pinned:
+            return  # being promoted: its tier copy is the source, and stays
+        host, disk = self.host, self.disk
+        if host is not None:
+            if block_hash in host:
+                host.touch(block_hash)
+                return
+            if host.is_full and not self._evict_host():
+                return  # every slot is pinned by this step's promotions
+            slot = host.add(block_hash, parent_hash, token_ids)
+            self._gather(block_id, slot)
+            self.num_demoted += 1
+            self._stored(block_hash, parent_hash, token_ids, MEDIUM_CPU)
+        elif disk is not None:
+            if block_hash in disk:
+                disk.touch(block_hash)
+                return
+            data = self._gather(block_id)
+            self._disk_write(block_hash, parent_hash, token_ids, data)
+            self.num_demoted += 1
+
+    def lookup(self, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]) -> str | None:
+        """ "ram" or "disk" when that tier holds this exact block, else None."""
+        if self.host is not None:
+            entry = self.host.get(block_hash)
+            if entry is not None:
+                if entry.parent_hash == parent_hash and entry.token_ids == token_ids:
+                    return "ram"
+                return None
+        if self.disk is not None:
+            d = self.disk.get(block_hash)
+            if d is not None and d.parent_hash == parent_hash and d.token_ids == token_ids:
+                return "disk"
+        return None
+
+    def contains(self, block_hash: int) -> bool:
+        """Whether a tier holds `block_hash`."""
+        return (self.host is not None and block_hash in self.host) or (
+            self.disk is not None and block_hash in self.disk
+        )
+
+    def prepare(self, block_hash: int) -> bool:
+        """Ready a hit for `load`: RAM blocks are ready; a disk block is read and checked.
+
+        Returns False (and the block is gone from disk) when the file fails its checks.
+        """
+        if (self.host is not None and block_hash in self.host) or block_hash in self._staged:
+            return True
+        if self.disk is None or block_hash not in self.disk:
+            return False
+        data = self.disk.read(block_hash)
+        if data is None:
+            self._removed(block_hash, MEDIUM_DISK)
+            return False
+        self._staged[block_hash] = data
+        unpinned = [h for h in self._staged if h not in self._pinned]
+        for old in unpinned[: max(0, len(unpinned) - MAX_STAGED_BLOCKS)]:
+            del self._staged[old]
+        return True
+
+    def pin(self, block_hash: int) -> None:
+        """Keep the entry and its bytes until the next `load`."""
+        self._pinned.add(block_hash)
+
+    # Runner -----------------------------------------------------------------------------------
+
+    def load(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy tier blocks into the pool: ``pairs`` of (block hash, pool block id).
+
+        Call after the step's swap-ins, before the forward pass. Unpins every entry.
+
+        Raises:
+            RuntimeError: a hash that was not prepared (a bug in the caller).
+        """
+        try:
+            if not pairs:
+                return
+            parts: list[torch.Tensor] = []
+            host_slots: list[int] = []
+            order: list[int] = []  # pool ids in the order of the stacked sources
+            staged_dst: list[int] = []
+            for block_hash, block_id in pairs:
+                data = self._staged.pop(block_hash, None)
+                if data is not None:
+                    parts.append(data)
+                    staged_dst.append(block_id)
+                    continue
+                entry = self.host.get(block_hash) if self.host is not None else None
+                if entry is None:
+                    raise RuntimeError(f"block {block_hash:032x} was not prepared for loading")
+                host_slots.append(entry.slot)
+                order.append(block_id)
+                assert self.host is not None
+                self.host.touch(block_hash)
+            sources: list[torch.Tensor] = []
+            if host_slots:
+                assert self.host is not None
+                sources.append(self.host.storage[torch.tensor(host_slots)])
+            if parts:
+                sources.append(torch.stack(parts))
+            src = torch.cat(sources) if len(sources) > 1 else sources[0]
+            dst_ids = order + staged_dst
+            device = self.kv_caches[0].k_cache.device
+            src = src.to(device)
+            dst = torch.tensor(dst_ids, device=device)
+            for layer_index, layer in enumerate(self.kv_caches):
+                layer.k_cache.index_copy_(0, dst, src[:, layer_index, 0])
+                layer.v_cache.index_copy_(0, dst, src[:, layer_index, 1])
+            self.num_loaded += len(pairs)
+        finally:
+            self._pinned.clear()
+
+    # Engine -----------------------------------------------------------------------------------
+
+    def flush(self, pool_blocks: Iterable[tuple[int, int, int, tuple[int, ...]]]) -> int:
+        """Write cached pool blocks and RAM blocks that the disk tier lacks to disk.
+
+        Args:
+            pool_blocks: (block id, hash, parent hash, token ids) of the pool's cached blocks
+                (`BlockManager.cached_blocks`).
+
+        Returns:
+            Blocks written (0 without a disk tier).
+        """
+        disk = self.disk
+        if disk is None:
+            return 0
+        written = 0
+        for block_id, block_hash, parent_hash, token_ids in pool_blocks:
+            if block_hash not in disk:
+                self._disk_write(block_hash, parent_hash, token_ids, self._gather(block_id))
+                written += block_hash in disk
+        if self.host is not None:
+            for block_hash in self.host.lru_order():
+                if block_hash not in disk:
+                    entry = self.host.entries[block_hash]
+                    data = self.host.storage[entry.slot]
+                    self._disk_write(block_hash, entry.parent_hash, entry.token_ids, data)
+                    written += block_hash in disk
+        return written
+
+    def clear(self) -> None:
+        """Drop every RAM block and delete every disk block."""
+        if self.host is not None:
+            for block_hash in self.host.lru_order():
+                self._removed(block_hash, MEDIUM_CPU)
+            self.host.clear()
+        if self.disk is not None:
+            for block_hash in self.disk.clear():
+                self._removed(block_hash, MEDIUM_DISK)
+        self._staged.clear()
+        self._pinned.clear()
+
+    @property
+    def num_ram_blocks(self) -> int:
+        """Blocks in the RAM tier."""
+        return len(self.host) if self.host is not None else 0
+
+    @property
+    def num_disk_blocks(self) -> int:
+        """Blocks in the disk tier."""
+        return len(self.disk) if self.disk is not None else 0
+
+    # Internals -------------------------------------------------------------------------------
+
+    def _gather(self, block_id: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Pool block `block_id` as ``[num_layers, 2, block_size, heads, head_dim]`` on the CPU."""
+        if out is None:
+            layer0 = self.kv_caches[0].k_cache
+            out = torch.empty((len(self.kv_caches), 2, *layer0.shape[1:]), dtype=layer0.dtype)
+        for i, layer in enumerate(self.kv_caches):
+            out[i, 0].copy_(layer.k_cache[block_id])
+            out[i, 1].copy_(layer.v_cache[block_id])
+        return out
+
+    def _evict_host(self) -> bool:
+        """Move the least recently used unpinned RAM block to disk (or drop it)."""
+        host = self.host
+        assert host is not None
+        for block_hash in host.lru_order():
+            if block_hash in self._pinned:
+                continue
+            entry = host.entries[block_hash]
+            if self.disk is not None and block_hash not in self.disk:
+                data = host.storage[entry.slot]
+                self._disk_write(block_hash, entry.parent_hash, entry.token_ids, data)
+                self.num_spilled += 1
+            host.remove(block_hash)
+            self._removed(block_hash, MEDIUM_CPU)
+            return True
+        return False
+
+    def _disk_write(
+        self, block_hash: int, parent_hash: int, token_ids: tuple[int, ...], data: torch.Tensor
+    ) -> None:
+        disk = self.disk
+        assert disk is not None
+        for gone in disk.write(block_hash, parent_hash, token_ids, data, self._pinned):
+            self._staged.pop(gone, None)
+            self._removed(gone, MEDIUM_DISK)
+        if block_hash in disk:
+            self._stored(block_hash, parent_hash, token_ids, MEDIUM_DISK)
+
+    def _stored(
+        self, block_hash: int, parent_hash: int, token_ids: tuple[int, ...], medium: str
+    ) -> None:
+        if self.event_sink is not None:
+            from ..block_manager import NONE_HASH
+
+            parent = None if parent_hash == NONE_HASH else parent_hash
+            self.event_sink.block_stored(block_hash, parent, token_ids, medium=medium)
+
+    def _removed(self, block_hash: int, medium: str) -> None:
+        if self.event_sink is not None:
+            self.event_sink.block_removed(block_hash, medium=medium)
