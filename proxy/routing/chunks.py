@@ -11,8 +11,9 @@ agree up to the end of chunk ``n``. So a prefix shared inside one message (a doc
 by different questions) matches to its last whole chunk, and a prefix of whole messages matches
 to its last message, however short, as the segment fingerprints do.
 
-The hashes are Python's own ``hash`` of ``(previous, chunk text)``: 64-bit, salted per process
-(``PYTHONHASHSEED``), which is all an in-memory index needs. They are never stored or sent.
+The hashes are built from Python's own ``hash`` of each ``(position, chunk text)``: 64-bit,
+salted per process (``PYTHONHASHSEED``), which is all an in-memory index needs. They are never
+stored or sent.
 
 Chunk size: 64 characters. English prompts in canonical JSON run about 4 characters per token
 (cl100k), so a chunk is about 16 tokens, the KV block of vLLM and of our engine: an engine
@@ -25,26 +26,30 @@ characters 95, about a quarter of the time.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate, count
+from operator import xor
 
 from promptcache.fingerprint import RequestFingerprint
 
-__all__ = ["CHUNK_CHARS", "ChunkedPrompt", "chunk_hashes", "chunked_prompt"]
+__all__ = ["CHUNK_CHARS", "ChunkedPrompt", "chunk_ends", "chunk_hashes", "chunked_prompt"]
 
 #: Characters per chunk of the prompt stream (see the module docstring for why 64).
 CHUNK_CHARS = 64
 
 
-def chunk_hashes(
-    pieces: Iterable[str], size: int = CHUNK_CHARS, ends: list[int] | None = None
-) -> list[int]:
+def chunk_hashes(pieces: Iterable[str], size: int = CHUNK_CHARS) -> list[int]:
     """Chained hashes of ``pieces`` (segment texts, in order), each cut into ``size``-character
     chunks, its last one shorter; empty pieces add nothing.
+
+    ``hashes[i]`` is the XOR of ``hash((j, chunk j))`` over chunks ``j <= i``: the chunk and its
+    position, so equal for two streams exactly when (up to 64-bit collisions) their first
+    ``i + 1`` chunks are equal. XOR-chaining keeps the whole computation in C (``map``,
+    ``accumulate``), about half the time of a Python loop hashing ``(previous, chunk)``.
 
     Args:
         pieces: the texts; a single string is one piece.
         size: characters per chunk.
-        ends: when given, receives each chunk's end offset in the concatenated text.
 
     Raises:
         ValueError: ``size`` < 1.
@@ -53,16 +58,19 @@ def chunk_hashes(
         raise ValueError(f"chunk size must be >= 1 character, got {size}")
     if isinstance(pieces, str):
         pieces = (pieces,)
+    chunks = [text[start : start + size] for text in pieces for start in range(0, len(text), size)]
+    return list(accumulate(map(hash, zip(count(), chunks)), xor))
+
+
+def chunk_ends(lengths: Iterable[int], size: int = CHUNK_CHARS) -> list[int]:
+    """Each chunk's end offset in the concatenated pieces, for pieces of ``lengths``
+    characters (the chunks ``chunk_hashes`` cuts)."""
     out: list[int] = []
-    h = 0
     offset = 0
-    for text in pieces:
-        n = len(text)
-        for start in range(0, n, size):
-            h = hash((h, text[start : start + size]))
-            out.append(h)
-            if ends is not None:
-                ends.append(offset + min(start + size, n))
+    for n in lengths:
+        out.extend(range(offset + size, offset + n, size))
+        if n:
+            out.append(offset + n)
         offset += n
     return out
 
@@ -73,24 +81,31 @@ class ChunkedPrompt:
 
     Attributes:
         hashes: ``chunk_hashes`` of the prompt stream.
-        ends: each chunk's end offset in the stream (characters).
+        lengths: the stream's pieces' lengths (characters).
         tokens: the stream's approximate tokens (``RequestFingerprint.approx_prefix_tokens``).
+        size: characters per chunk.
     """
 
     hashes: Sequence[int]
-    ends: Sequence[int]
+    lengths: Sequence[int]
     tokens: int
+    size: int = CHUNK_CHARS
+    _ends: list[int] = field(default_factory=list, repr=False, compare=False)
 
     def tokens_at(self, depth: int) -> int:
         """Approximate tokens of the first ``depth`` chunks: the prompt's tokens pro rata of
         their characters (0 for depth 0, ``tokens`` for every chunk)."""
-        if depth <= 0 or not self.ends:
+        if depth <= 0 or not self.hashes:
             return 0
-        return round(self.tokens * self.ends[min(depth, len(self.ends)) - 1] / self.ends[-1])
+        if not self._ends:
+            self._ends.extend(chunk_ends(self.lengths, self.size))
+        ends = self._ends
+        return round(self.tokens * ends[min(depth, len(ends)) - 1] / ends[-1])
 
 
 def chunked_prompt(fingerprint: RequestFingerprint, size: int = CHUNK_CHARS) -> ChunkedPrompt:
     """The chunk hashes of ``fingerprint``'s prompt stream (its segments' canonical texts)."""
-    ends: list[int] = []
-    hashes = chunk_hashes((segment.text for segment in fingerprint.segments), size, ends)
-    return ChunkedPrompt(hashes, ends, fingerprint.approx_prefix_tokens)
+    texts = [segment.text for segment in fingerprint.segments]
+    return ChunkedPrompt(
+        chunk_hashes(texts, size), [len(t) for t in texts], fingerprint.approx_prefix_tokens, size
+    )

@@ -10,7 +10,7 @@ Read from the ``[upstreams.NAME]`` table that lists ``replicas`` (see ``proxy/co
     health_path = "/health"    # GET every health_interval_s; 200 = in rotation
     health_interval_s = 2
     prefix_ttl_s = 600         # prefix: forget a replica's prefix after this long unused
-    max_prefixes = 20000       # prefix: prefix hashes remembered per replica (LRU)
+    max_prefixes = 20000       # prefix: prompt chunks (64 characters) remembered per replica (LRU)
 
 Policy-specific keys (``kv_events``'s endpoints...) are declared by the policy's ``PolicySpec``
 (``proxy/routing/policy.py``) and kept in ``options``.
@@ -44,7 +44,9 @@ class RoutingSettings:
         health_timeout_s: seconds a health check may take.
         prefix_ttl_s: seconds a prefix hash stays in a replica's index after it last routed a
             request there (an engine evicts idle blocks; the index only guesses).
-        max_prefixes: prefix hashes kept per replica; the least recently used go first.
+        max_prefixes: ``prefix``: prompt-chunk hashes kept per replica (64 characters each, so
+            20,000 cover about 1.3 million characters, some 320,000 tokens); ``kv_events``:
+            block hashes in its "home" and pending maps. The least recently used go first.
         options: policy-specific keys (declared by the policy's ``PolicySpec.keys``).
 
     Raises:

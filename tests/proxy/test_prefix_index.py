@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from promptcache.fingerprint import fingerprint_request
 from promptcache.proxy.routing import Replica, RequestFacts, RoutingSettings
-from promptcache.proxy.routing.chunks import CHUNK_CHARS, chunk_hashes, chunked_prompt
+from promptcache.proxy.routing.chunks import CHUNK_CHARS, chunk_ends, chunk_hashes, chunked_prompt
 from promptcache.proxy.routing.policy import RoundRobinPolicy
 from promptcache.proxy.routing.prefix import PrefixIndex, PrefixPolicy
 
@@ -106,9 +106,12 @@ def test_chunk_hashes_are_shared_exactly_up_to_the_last_common_chunk() -> None:
     assert c[0] == a[0] and c[1] != a[1]
     assert chunk_hashes("", size) == []
     # per piece: a piece boundary always starts a new chunk, and chains across pieces
-    ends: list[int] = []
-    pieces = chunk_hashes(["0123456789", "abc"], size, ends)
-    assert len(pieces) == 3 and ends == [8, 10, 13]
+    pieces = chunk_hashes(["0123456789", "abc"], size)
+    assert len(pieces) == 3 and chunk_ends([10, 3], size) == [8, 10, 13]
+    assert chunk_ends([16, 0, 1], size) == [8, 16, 17]
+    # a chunk moved to another position is another prefix
+    assert chunk_hashes(["abcdefgh", "ABCDEFGH"], size)[1] != chunk_hashes(["ABCDEFGH"], size)[0]
+    assert chunk_hashes(["xxxxxxxxxxxxxxxx"], size)[1] != chunk_hashes(["xxxxxxxx"], size)[0]
     assert pieces[0] == a[0] and pieces[1] != a[1]
     assert chunk_hashes(["0123456789", "abd"], size)[:2] == pieces[:2]
     with pytest.raises(ValueError, match="chunk size"):
