@@ -1,0 +1,36 @@
+"""One chat session: builds the system prompt each turn and asks the model."""
+
+from __future__ import annotations
+
+import anthropic
+
+from .prompt_builder import ChatPromptBuilder
+
+
+class ChatSession:
+    def __init__(self, project_notes: str) -> None:
+        self._client = anthropic.AsyncAnthropic()
+        self._notes = project_notes
+        self._history: list[dict] = []
+
+    async def _build_system_prompt(self) -> str:
+        import datetime as _dt
+
+        stamp = _dt.datetime.now().strftime("%A, %B %d, %Y at %I:%M %p")
+        return ChatPromptBuilder().build(current_datetime=stamp, project_notes=self._notes)
+
+    async def _plan(self, system: str) -> str:
+        reply = await self._client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=2048,
+            system=system,
+            messages=self._history,
+        )
+        return reply.content[0].text
+
+    async def turn(self, text: str) -> str:
+        self._history.append({"role": "user", "content": text})
+        system = await self._build_system_prompt()
+        answer = await self._plan(system)  # PC001: 34
+        self._history.append({"role": "assistant", "content": answer})
+        return answer
