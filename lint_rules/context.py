@@ -111,10 +111,24 @@ class ModuleContext:
 _CALLED = re.compile(r"([A-Za-z_]\w*)\([^()]*\)$")
 
 
+#: fact descriptions (``Fact.detail``) and what is written where such a fact is born
+_DESCRIBED = (
+    ("a conditional expression", "if"),
+    ("a filter in a comprehension", ""),  # born at the condition, after its ``if``
+    ("chosen by the `if`", "if"),
+    ("a set literal", "{"),
+    ("a set comprehension", "{"),
+)
+
+
 def written_name(detail: str) -> str:
     """The name a fact's ``detail`` says is written where it was born: the called name of a
     call (``datetime.now()`` -> ``now``, ``json.dumps() without sort_keys`` -> ``dumps``,
-    ``.iterdir()`` -> ``iterdir``); "" for a description (``a set literal``)."""
+    ``.iterdir()`` -> ``iterdir``); for a description, what it says is written there (``if``
+    for a value chosen by a condition, ``{`` for a set literal); else ""."""
+    for start, written in _DESCRIBED:
+        if detail.startswith(start):
+            return written
     token = detail.strip("`").split(" ", 1)[0]
     match = _CALLED.search(token)
     return match.group(1) if match else ""
