@@ -206,20 +206,24 @@ class KVTiers:
                 order.append(block_id)
                 assert self.host is not None
                 self.host.touch(block_hash)
+            # Copied as raw bytes (uint8 views): exact for every dtype, and torch has no
+            # index_copy for float8.
             sources: list[torch.Tensor] = []
             if host_slots:
                 assert self.host is not None
-                sources.append(self.host.storage[torch.tensor(host_slots)])
+                storage = self.host.storage.view(torch.uint8)
+                sources.append(storage.index_select(0, torch.tensor(host_slots)))
             if parts:
-                sources.append(torch.stack(parts))
+                sources.append(torch.stack([p.view(torch.uint8) for p in parts]))
             src = torch.cat(sources) if len(sources) > 1 else sources[0]
             dst_ids = order + staged_dst
             device = self.kv_caches[0].k_cache.device
             src = src.to(device)
             dst = torch.tensor(dst_ids, device=device)
             for layer_index, layer in enumerate(self.kv_caches):
-                layer.k_cache.index_copy_(0, dst, src[:, layer_index, 0])
-                layer.v_cache.index_copy_(0, dst, src[:, layer_index, 1])
+                k, v = layer.k_cache.view(torch.uint8), layer.v_cache.view(torch.uint8)
+                k.index_copy_(0, dst, src[:, layer_index, 0])
+                v.index_copy_(0, dst, src[:, layer_index, 1])
             self.num_loaded += len(pairs)
         finally:
             self._pinned.clear()

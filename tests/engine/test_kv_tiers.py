@@ -1,0 +1,265 @@
+"""Tiered KV cache: RAM tier demotion / promotion, disk tier across restarts, corrupt blocks,
+KV events with their medium. Real tinystories engines; block counts are computed independently
+from the prompt's token ids (`prefix_block_hashes`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from promptcache.engine import LLMEngine, SamplingParams
+from promptcache.engine.block_manager import prefix_block_hashes
+from promptcache.engine.kv_events import BlockRemoved, BlockStored
+from promptcache.engine.kv_tiers import BLOCK_FILE_SUFFIX, MEDIUM_CPU, MEDIUM_DISK
+from promptcache.engine.outputs import RequestOutput
+from promptcache.errors import ConfigError
+
+BS = 4
+GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
+STORY_A = (
+    "Lily and Tom went to the park. They saw a big tree with red apples. Tom wanted to climb "
+    "it, but Lily said it was too high."
+)
+STORY_B = (
+    "One day, a girl named Mia found a shiny key in the garden. She ran to her mom and asked "
+    "what it could open."
+)
+
+
+def _engine(model: Path, **kw: Any) -> LLMEngine:
+    opts: dict[str, Any] = dict(dtype="float32", block_size=BS, num_blocks=10, max_model_len=64)
+    opts.update(kw)
+    return LLMEngine.from_pretrained(model, **opts)
+
+
+def _run(engine: LLMEngine, prompt: str, rid: str) -> RequestOutput:
+    engine.add_request(rid, prompt, GREEDY)
+    final = None
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            engine.scheduler.check_integrity()
+            if out.finished:
+                final = out
+    assert final is not None
+    return final
+
+
+def _full_blocks(engine: LLMEngine, prompt: str) -> int:
+    """Blocks a prefix match can serve: every full block but one token always computed."""
+    ids = engine.tokenizer.encode(prompt)
+    assert len(prefix_block_hashes(ids, BS)) == len(ids) // BS
+    return (len(ids) - 1) // BS
+
+
+def test_ram_tier_serves_evicted_blocks_with_equal_greedy_output(tinystories_dir: Path) -> None:
+    plain = _engine(tinystories_dir)
+    cold = _run(plain, STORY_A, "cold")
+
+    engine = _engine(tinystories_dir, kv_ram_bytes=64 * 2**20)
+    first = _run(engine, STORY_A, "a1")
+    _run(engine, STORY_B, "b")  # a 10-block pool: B evicts most of A (tail first)
+    again = _run(engine, STORY_A, "a2")
+
+    n = _full_blocks(engine, STORY_A)
+    assert first.num_cached_tokens == 0
+    assert again.num_cached_tokens == n * BS
+    assert again.num_cached_tokens_by_tier["ram"] > 0
+    assert sum(again.num_cached_tokens_by_tier.values()) == again.num_cached_tokens
+    assert again.output_token_ids == first.output_token_ids == cold.output_token_ids
+    stats = engine.stats()
+    assert sum(stats.prefix_cache_hits_tokens_by_tier.values()) == stats.prefix_cache_hits_tokens
+    assert stats.prefix_cache_hits_tokens_by_tier["ram"] == again.num_cached_tokens_by_tier["ram"]
+    tiers = engine.kv_tiers
+    assert tiers is not None
+    assert stats.kv_tier_blocks == {"ram": tiers.num_ram_blocks, "disk": 0}
+    assert tiers.num_loaded * BS == again.num_cached_tokens_by_tier["ram"]
+
+
+def test_ram_tier_blocks_are_the_pool_bytes(tinystories_dir: Path) -> None:
+    engine = _engine(tinystories_dir, kv_ram_bytes=64 * 2**20)
+    ids = engine.tokenizer.encode(STORY_A)
+    _run(engine, STORY_A, "a")
+    bm = engine.scheduler.block_manager
+    before = {
+        h: [
+            (layer.k_cache[b].clone(), layer.v_cache[b].clone())
+            for layer in engine.runner.kv_caches
+        ]
+        for b, h, _, _ in bm.cached_blocks()
+    }
+    _run(engine, STORY_B, "b")
+    tiers = engine.kv_tiers
+    assert tiers is not None and tiers.host is not None
+    demoted = [h for h in prefix_block_hashes(ids, BS) if h in tiers.host]
+    assert demoted
+    for h in demoted:
+        slot = tiers.host.storage[tiers.host.entries[h].slot]
+        for i, (k, v) in enumerate(before[h]):
+            assert torch.equal(slot[i, 0], k) and torch.equal(slot[i, 1], v)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "int8", "fp8"])
+def test_disk_tier_survives_a_restart(
+    tinystories_dir: Path, tmp_path: Path, kv_cache_dtype: str
+) -> None:
+    first_engine = _engine(
+        tinystories_dir, kv_disk_dir=str(tmp_path), kv_cache_dtype=kv_cache_dtype
+    )
+    cold = _run(first_engine, STORY_A, "cold")
+    warm = _run(first_engine, STORY_A, "warm")  # from the pool
+    pool_bytes = {
+        h: torch.stack(
+            [
+                torch.stack((layer.k_cache[b], layer.v_cache[b]))
+                for layer in first_engine.runner.kv_caches
+            ]
+        )
+        for b, h, _, _ in first_engine.scheduler.block_manager.cached_blocks()
+    }
+    written = first_engine.close()
+    assert written == len(pool_bytes)
+    assert first_engine.close() == 0  # idempotent
+    files = list(tmp_path.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
+    assert len(files) == written
+    key = json.loads(next(tmp_path.glob("*/key.json")).read_text())
+    assert key["block_size"] == BS and key["kv_dtype"] == first_engine.kv_tiers.disk.key.kv_dtype  # type: ignore[union-attr]
+
+    restarted = _engine(tinystories_dir, kv_disk_dir=str(tmp_path), kv_cache_dtype=kv_cache_dtype)
+    restored = _run(restarted, STORY_A, "restored")
+    n = _full_blocks(restarted, STORY_A)
+    assert restored.num_cached_tokens == n * BS
+    assert restored.num_cached_tokens_by_tier == {"pool": 0, "ram": 0, "disk": n * BS}
+    assert restored.output_token_ids == warm.output_token_ids
+    if kv_cache_dtype == "auto":
+        assert restored.output_token_ids == cold.output_token_ids
+    bm = restarted.scheduler.block_manager
+    ids = restarted.tokenizer.encode(STORY_A)
+    for h in prefix_block_hashes(ids, BS)[:n]:
+        block = bm._cached[h]
+        got = torch.stack(
+            [
+                torch.stack((layer.k_cache[block], layer.v_cache[block]))
+                for layer in restarted.runner.kv_caches
+            ]
+        )
+        assert got.dtype == pool_bytes[h].dtype
+        assert torch.equal(got.view(torch.uint8), pool_bytes[h].view(torch.uint8))
+
+
+def test_a_different_kv_dtype_never_reads_the_blocks(tinystories_dir: Path, tmp_path: Path) -> None:
+    writer = _engine(tinystories_dir, kv_disk_dir=str(tmp_path))
+    _run(writer, STORY_A, "a")
+    assert writer.close() > 0
+    other = _engine(tinystories_dir, kv_disk_dir=str(tmp_path), kv_cache_dtype="int8")
+    assert other.kv_tiers is not None and other.kv_tiers.num_disk_blocks == 0
+    out = _run(other, STORY_A, "a")
+    assert out.num_cached_tokens == 0
+    assert len(list(tmp_path.iterdir())) == 2  # one directory per key
+
+
+def test_corrupt_and_truncated_blocks_are_dropped_and_recomputed(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    writer = _engine(tinystories_dir, kv_disk_dir=str(tmp_path))
+    reference = _run(writer, STORY_A, "a")
+    writer.close()
+    ids = writer.tokenizer.encode(STORY_A)
+    hashes = prefix_block_hashes(ids, BS)
+    disk = writer.kv_tiers.disk  # type: ignore[union-attr]
+    assert disk is not None
+    # Block 2: one payload byte flipped (same size: only the CRC can tell).
+    path = disk.path(hashes[2])
+    raw = bytearray(path.read_bytes())
+    raw[-7] ^= 0x40
+    path.write_bytes(bytes(raw))
+
+    engine = _engine(tinystories_dir, kv_disk_dir=str(tmp_path))
+    tiers = engine.kv_tiers
+    assert tiers is not None and tiers.disk is not None
+    assert tiers.num_disk_blocks == len(list(disk.dir.glob(f"*{BLOCK_FILE_SUFFIX}")))
+    out = _run(engine, STORY_A, "a")
+    assert out.num_cached_tokens_by_tier == {"pool": 0, "ram": 0, "disk": 2 * BS}
+    assert out.output_token_ids == reference.output_token_ids
+    assert tiers.disk.num_dropped == 1
+    assert not path.exists()
+
+    # Block 0 cut short: found when the tier opens, so nothing of the prefix is served.
+    engine.close()
+    first = disk.path(hashes[0])
+    first.write_bytes(first.read_bytes()[:100])
+    reopened = _engine(tinystories_dir, kv_disk_dir=str(tmp_path))
+    assert reopened.kv_tiers is not None and reopened.kv_tiers.disk is not None
+    assert reopened.kv_tiers.disk.num_dropped == 1
+    out = _run(reopened, STORY_A, "again")
+    assert out.num_cached_tokens == 0
+    assert out.output_token_ids == reference.output_token_ids
+
+
+def test_ram_tier_spills_to_disk_and_disk_keeps_its_budget(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    probe = _engine(tinystories_dir, kv_ram_bytes=4 * 2**20)
+    block_bytes = probe.runner.bytes_per_block
+    engine = _engine(
+        tinystories_dir,
+        kv_ram_bytes=4 * block_bytes,
+        kv_disk_dir=str(tmp_path),
+        kv_disk_bytes=12 * (block_bytes + 200),
+    )
+    tiers = engine.kv_tiers
+    assert tiers is not None and tiers.host is not None and tiers.disk is not None
+    reference = _run(probe, STORY_A, "a")
+    _run(engine, STORY_A, "a")
+    _run(engine, STORY_B, "b")
+    _run(engine, "The sun was hot and the sky was blue. Ben and his mom went to the beach.", "c")
+    assert tiers.num_ram_blocks == 4
+    assert tiers.num_spilled > 0
+    assert tiers.disk.num_bytes <= tiers.disk.capacity_bytes
+    files = list(tiers.disk.dir.glob(f"*{BLOCK_FILE_SUFFIX}"))
+    assert len(files) == tiers.num_disk_blocks
+    assert sum(f.stat().st_size for f in files) == tiers.disk.num_bytes
+    again = _run(engine, STORY_A, "a2")
+    assert again.output_token_ids == reference.output_token_ids
+
+
+def test_kv_events_name_the_medium(tinystories_dir: Path) -> None:
+    engine = _engine(tinystories_dir, kv_ram_bytes=64 * 2**20)
+    recorder = engine.enable_kv_events()
+    ids = engine.tokenizer.encode(STORY_A)
+    a_hashes = {h & (2**64 - 1) for h in prefix_block_hashes(ids, BS)}
+    _run(engine, STORY_A, "a")
+    _run(engine, STORY_B, "b")
+    events = recorder.take()
+    gpu: set[int] = set()
+    cpu: set[int] = set()
+    for ev in events:
+        target = gpu if ev.medium == "GPU" else cpu
+        assert ev.medium in ("GPU", MEDIUM_CPU)
+        if isinstance(ev, BlockStored):
+            target.update(ev.block_hashes)
+        elif isinstance(ev, BlockRemoved):
+            target.difference_update(ev.block_hashes)
+    pool = {h & (2**64 - 1) for h in engine.scheduler.block_manager.cached_block_hashes()}
+    assert gpu == pool  # the pool's events alone still reproduce the pool
+    tiers = engine.kv_tiers
+    assert tiers is not None and tiers.host is not None
+    assert cpu == {h & (2**64 - 1) for h in tiers.host.entries}
+    assert cpu & a_hashes  # A's evicted blocks went to RAM
+    assert MEDIUM_DISK == "DISK"
+
+
+def test_tier_settings_are_checked(tinystories_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="enable_prefix_caching"):
+        _engine(tinystories_dir, kv_ram_bytes=2**20, enable_prefix_caching=False)
+    with pytest.raises(ConfigError, match="kv_ram_bytes=10 holds no KV block"):
+        _engine(tinystories_dir, kv_ram_bytes=10)
+    with pytest.raises(ConfigError, match="kv_disk_bytes"):
+        _engine(tinystories_dir, kv_disk_dir=str(tmp_path), kv_disk_bytes=100)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="--kv-disk"):
+        _engine(tinystories_dir, kv_disk_dir=str(blocker / "sub"))
