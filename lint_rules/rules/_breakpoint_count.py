@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
 KEYS = ("cache_control", "cachePoint")
@@ -300,9 +300,12 @@ class Helper:
     returns_one: bool = False
     flag: str = ""
 
-    def flag_set(self, call: ast.Call) -> bool:
-        """True when ``call`` passes a literal ``True`` for the helper's ``flag`` (an
-        expression such as ``use_cache and i == len(parts) - 1`` is no evidence)."""
+    def flag_set(self, call: ast.Call, compared: Collection[str] = frozenset()) -> bool:
+        """True when ``call`` may set the helper's ``flag`` on every call: a literal ``True``,
+        or a flag read from data (``use_cache``, ``message.cache``). Not: a literal false
+        value, the default, or an expression with a comparison (``use_cache and i ==
+        len(parts) - 1``) or a name bound to one (``compared``: ``is_last = i == ...``),
+        which is an index guard."""
         if not self.flag:
             return False
         given: ast.expr | None = None
@@ -311,7 +314,14 @@ class Helper:
         for keyword in call.keywords:
             if keyword.arg == self.flag:
                 given = keyword.value
-        return isinstance(given, ast.Constant) and given.value is True
+        if given is None or isinstance(given, ast.Starred):
+            return False
+        if isinstance(given, ast.Constant):
+            return given.value is True
+        return not any(
+            isinstance(n, ast.Compare) or (isinstance(n, ast.Name) and n.id in compared)
+            for n in ast.walk(given)
+        )
 
     def marked_arg(self, call: ast.Call) -> ast.expr | None:
         """The argument of ``call`` that this helper sets a breakpoint on, if any."""
@@ -353,6 +363,16 @@ class Module:
                 and isinstance(node.slice, ast.Slice)
             ):
                 self.resized.add(node.value.id)
+        #: names bound to a comparison (``is_last = i == len(parts) - 1``): an index guard
+        #: when passed as a helper's flag
+        self.compared: set[str] = {
+            t.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(n, ast.Compare) for n in ast.walk(node.value))
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
         self._memo: dict[tuple[int, int], Helper] = {}
         self._busy: set[int] = set()
 
@@ -421,15 +441,20 @@ class Module:
                 helper.returns_mark |= callee is not None and callee.returns_mark
         returned = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
         for stmt in own_nodes(func.body):
-            if (
-                isinstance(stmt, ast.If)
-                and isinstance(stmt.test, ast.Name)
-                and stmt.test.id in params
-                and not stmt.orelse
-            ):
+            if isinstance(stmt, ast.If) and not stmt.orelse:
+                # the test reads a parameter, itself or through a local bound once
+                # (``marker = _cache_control(use_cache)``; ``if marker is not None:``)
+                read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+                for name in list(read):
+                    bound = scope.names.get(name, [])
+                    if name not in params and len(bound) == 1 and bound[0] is not None:
+                        read |= {n.id for n in ast.walk(bound[0]) if isinstance(n, ast.Name)}
+                flags = sorted(read & set(helper.params))
+                if not flags:
+                    continue
                 for node, _via in marks_in(stmt.body, set(), self, cls, depth + 1):
                     if isinstance(node, ast.Subscript) and chain_root(node.value) in returned:
-                        helper.flag = stmt.test.id
+                        helper.flag = flags[0]
         valued = [r.value for r in returns if r.value is not None]
         helper.returns_one = (
             not generator and bool(valued) and all(_single(v, scope, func) for v in valued)
@@ -616,7 +641,7 @@ def _stmt_marks(
             name = ast.unparse(node.func)
             if helper.marked_arg(node) is not None:
                 yield node, f"{name}() sets it"
-            elif (helper.returns_mark or helper.flag_set(node)) and not (
+            elif (helper.returns_mark or helper.flag_set(node, module.compared)) and not (
                 isinstance(stmt, ast.Expr) and stmt.value is node
             ):
                 yield node, f"{name}() returns a marked block"  # that is stored

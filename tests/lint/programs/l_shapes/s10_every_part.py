@@ -37,3 +37,26 @@ def ask_blocks(messages: list):
             }
         )
     return client.messages.create(model="claude-sonnet-4-5", max_tokens=256, messages=converted)
+
+
+def ask_flagged(messages: list):
+    converted = []
+    for message in messages:
+        use_cache = message.get("cache", False)
+        blocks = []
+        for part in message["parts"]:
+            blocks.append(to_block(part, use_cache))  # PC007: 26
+        converted.append({"role": message["role"], "content": blocks})
+    return client.messages.create(model="claude-sonnet-4-5", max_tokens=256, messages=converted)
+
+
+def ask_flagged_last(messages: list):
+    converted = []
+    for message in messages:
+        use_cache = message.get("cache", False)
+        blocks = []
+        for i, part in enumerate(message["parts"]):
+            is_last = i == len(message["parts"]) - 1
+            blocks.append(to_block(part, use_cache and is_last))
+        converted.append({"role": message["role"], "content": blocks})
+    return client.messages.create(model="claude-sonnet-4-5", max_tokens=256, messages=converted)
