@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Final
 
+from promptcache.changed_value import changed_value
 from promptcache.fingerprint import RequestFingerprint
 
 from .perturbation import Perturbation
@@ -42,6 +43,8 @@ _CLOCK: Final = re.compile(
 )
 _NUMBER: Final = re.compile(r"\d+")
 _EPOCH_WINDOW_S: Final = 3 * 86_400
+#: ``promptcache.changed_value`` kinds that are clock readings.
+_CLOCK_KINDS: Final = frozenset({"a time", "a date", "a timestamp", "a Unix timestamp"})
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,9 @@ def is_reordering(
     return Counter(_TOKENS.findall(old_text)) == Counter(_TOKENS.findall(new_text))
 
 
-def _is_clock(words: Iterable[str], clocks: Sequence[float]) -> bool:
+def _is_clock(words: Sequence[str], clocks: Sequence[float]) -> bool:
+    if len(words) == 2 and changed_value(words[0], words[1]).kind in _CLOCK_KINDS:
+        return True
     for word in words:
         if _CLOCK.search(word):
             return True
@@ -150,7 +155,9 @@ def region_causes(
     pids: set[int],
     clocks: Sequence[float],
 ) -> tuple[str, ...]:
-    """The perturbation kinds a difference comes from.
+    """The perturbation kinds a difference comes from; empty when the run did not cause it
+    (with one kind changed, not the clock, a time value that differs is the unshifted clock
+    having ticked on between the runs: the clock's own run reports it).
 
     Args:
         region: the differing words (None for a whole-segment or key difference).
@@ -163,6 +170,13 @@ def region_causes(
     """
     changed = run.changed
     if len(changed) == 1:
+        if (
+            changed != ("clock",)
+            and not reordered
+            and region is not None
+            and _is_clock([region.before, region.after], clocks)
+        ):
+            return ()  # the unshifted clock ticked on: the clock run reports this value
         return changed
     if reordered:
         order = [k for k in ("hash_seed", "listdir") if k in changed]

@@ -229,7 +229,7 @@ def _segment_findings(
             pids=pids,
             clocks=clocks,
         )
-        if causes in seen:
+        if not causes or causes in seen:
             continue
         seen.add(causes)
         where = "the tool list" if seg_a.kind == "tools" else seg_a.path
@@ -275,6 +275,8 @@ def _key_findings(
             pids=pids,
             clocks=clocks,
         )
+        if not causes:
+            continue
         out.append(
             Finding(
                 rule=rule,

@@ -1,4 +1,6 @@
-"""Six cache breakers, one call site each: `python bad.py [CASE ...]` (default: all)."""
+"""Six cache breakers, one call site each (the clock twice: into Anthropic's `system` and into an
+OpenAI system message): `python bad.py [CASE ...]` (default: all). Each client library is
+imported only when a case needs it."""
 
 import os
 import random
@@ -6,8 +8,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import anthropic
-import openai
 from handbook import INSTRUCTIONS
 from prompts import system_prompt
 
@@ -28,6 +28,16 @@ def clock(client):
         max_tokens=16,
         system=[{"type": "text", "text": system_prompt(), "cache_control": {"type": "ephemeral"}}],
         messages=[{"role": "user", "content": "hi"}],
+    )
+
+
+def clock_chat(client):
+    client.chat.completions.create(
+        model=GPT,
+        messages=[
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": "hi"},
+        ],
     )
 
 
@@ -78,6 +88,7 @@ def breakpoints(client):
 
 CASES = {
     "clock": ("anthropic", clock),
+    "clock_chat": ("openai", clock_chat),
     "tools_set": ("openai", tools_set),
     "skills": ("openai", skills),
     "cache_key": ("openai", cache_key),
@@ -85,8 +96,21 @@ CASES = {
     "breakpoints": ("anthropic", breakpoints),
 }
 
+
+def client(vendor, made={}):  # noqa: B006 - one client per vendor
+    if vendor not in made:
+        if vendor == "anthropic":
+            import anthropic
+
+            made[vendor] = anthropic.Anthropic()
+        else:
+            import openai
+
+            made[vendor] = openai.OpenAI()
+    return made[vendor]
+
+
 if __name__ == "__main__":
-    clients = {"anthropic": anthropic.Anthropic(), "openai": openai.OpenAI()}
     for name in sys.argv[1:] or CASES:
         vendor, case = CASES[name]
-        case(clients[vendor])
+        case(client(vendor))
