@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from . import sinks
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
@@ -124,18 +124,27 @@ class CallsMixin(EngineState):
             result = self.method_call(receiver, func, node, args, kwargs)
             if result is not None:
                 return result
+            if isinstance(receiver.ref, Unresolved) and any(
+                f.kind not in (Kind.PARAM, Kind.LOOP)
+                for v in (*args, *kwargs.values())
+                for f in v.facts
+            ):
+                # a method of an object built by another module's callable, given a value
+                # with facts: the driver supplies that class on the next round
+                self.external(receiver.ref.qual, carries=True)
         # a function we cannot see: its result carries its arguments' facts, except those of
         # whole objects (a project class's instance, ``self``): what the object holds in its
         # fields does not flow into every result computed from it
         parts = [_unobjected(v) for v in (*args, *kwargs.values())]
         if receiver is not None:
             parts.append(_unobjected(receiver))
+        tag = Unresolved(qual) if qual is not None and not qual.startswith("builtins.") else None
         if not parts:
-            return CLEAN
+            return CLEAN if tag is None else Value(ref=tag)
         joined = join(*parts)
         if not joined.facts:
-            return CLEAN
-        return Value(self.assumed(joined.facts, node))
+            return CLEAN if tag is None else Value(ref=tag)
+        return Value(self.assumed(joined.facts, node), ref=tag)
 
     def assumed(self, facts: frozenset[Fact], node: ast.Call) -> frozenset[Fact]:
         """Facts carried through a call the analysis cannot see: its result is assumed to
@@ -646,6 +655,15 @@ class CallsMixin(EngineState):
                 self.record("system", self.eval(target), target, label)
         else:
             self.record("system", self.eval(content), content, label)
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """``Value.ref`` of what a call to another module's callable returned while that module's
+    summary is not known (yet): ``qual`` is the callable's qualified name, so that calling a
+    method of the result with a value that has facts asks the driver for it."""
+
+    qual: str
 
 
 def _called_name(node: ast.Call) -> tuple[str, int]:
