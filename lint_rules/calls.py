@@ -18,6 +18,8 @@ from .library import source_text, span
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
+    PASS_THROUGH_FUNCTIONS,
+    PASS_THROUGH_METHODS,
     TOOL_PRODUCERS_METHODS,
     UNORDERED_PATH_METHODS,
     format_granularity,
@@ -150,6 +152,11 @@ class CallsMixin(EngineState):
         """Facts carried through a call the analysis cannot see: its result is assumed to
         carry its arguments' volatile values, so their chain gains an ``ASSUMED`` step (an
         unproven flow: no finding, shown by ``--explain``)."""
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS) or (
+            self.qualify(func) in PASS_THROUGH_FUNCTIONS
+        ):
+            return facts  # documented to return what its arguments hold
         name, line = _called_name(node)
         step = (f"{ASSUMED} {name}()", line, name)
         return frozenset(

@@ -188,6 +188,28 @@ SANITIZERS = frozenset(
     }
 )
 
+#: library calls documented to return their arguments' contents (a copy, or text rendered
+#: from them): a chain through them is proven, not assumed
+#: (https://docs.python.org/3/library/copy.html, .../dataclasses.html#dataclasses.asdict,
+#: .../html.html#html.escape; checked 2026-12-03)
+PASS_THROUGH_FUNCTIONS = frozenset(
+    {
+        "copy.copy",
+        "copy.deepcopy",
+        "dataclasses.asdict",
+        "dataclasses.astuple",
+        "html.escape",
+    }
+)
+#: methods, on any receiver, that render a prompt template from their arguments: Jinja's
+#: ``Template.render``/``render_async`` (https://jinja.palletsprojects.com/en/stable/api/
+#: #jinja2.Template.render) and LangChain's prompt templates ``format``/``format_messages``/
+#: ``format_prompt`` (https://reference.langchain.com/python/langchain-core/prompts/string/
+#: StringPromptTemplate/format); checked 2026-12-03
+PASS_THROUGH_METHODS = frozenset(
+    {"render", "render_async", "format", "format_messages", "format_prompt"}
+)
+
 # strftime directives: any of these makes the text change within a day
 _SUBDAY = set("HIMSfpXcTRrklsz")
 _DAY = set("djaAwuxDFe")
