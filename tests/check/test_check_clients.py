@@ -1,0 +1,159 @@
+"""Every kind of client through the capture endpoint (streaming, async, forked workers, raw
+httpx and requests posts to the vendors' hosts), a command that fails, and --forward to a real
+upstream on loopback."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from check_support import PROGRAMS, by_function, check_program, cli
+
+from promptcache.check.runner import CheckResult, CommandFailedError, run_check
+
+SITES = {
+    "openai_stream": "openai_chat",
+    "anthropic_stream": "anthropic",
+    "ask_async": "anthropic",
+    "responses_stream": "openai_responses",
+    "worker": "openai_chat",
+    "raw_httpx": "openai_chat",
+    "raw_requests": "anthropic",
+}
+
+
+@pytest.fixture(scope="module")
+def clients(tmp_path_factory: pytest.TempPathFactory) -> tuple[CheckResult, str]:
+    return check_program(tmp_path_factory.mktemp("clients"), "clients.py")
+
+
+def test_every_client_kind_is_captured_and_its_clock_found(
+    clients: tuple[CheckResult, str],
+) -> None:
+    result, output = clients
+    found = by_function(result)
+    assert sorted(found) == sorted(SITES)
+    for function, api in SITES.items():
+        [finding] = found[function]
+        assert (finding.rule, finding.causes, finding.api) == ("PC001", ("clock",), api)
+    # 6 requests from the main process and one from each of the two pool workers, per run
+    assert [sum(1 for q in r.requests if q.api) for r in result.runs] == [8, 8]
+    # the canned answers parsed: each client printed the reply text (or the last stream event)
+    assert output.count("This is a canned reply from promptcache check.") == 2 * (5 + 2)
+    assert output.count("response.completed") == 2
+
+
+def test_forked_workers_report_their_own_pids(clients: tuple[CheckResult, str]) -> None:
+    result, _ = clients
+    for run in result.runs:
+        main_pid = run.perturbation.pid
+        workers = [q for q in run.requests if q.site is not None and q.site.function == "worker"]
+        assert len(workers) == 2
+        assert {q.pid for q in workers}.isdisjoint({main_pid})
+        others = {q.pid for q in run.requests if q not in workers}
+        assert others == {main_pid}
+
+
+def test_raw_posts_to_vendor_hosts_are_rerouted(clients: tuple[CheckResult, str]) -> None:
+    result, _ = clients
+    raw = [q for q in result.runs[0].requests if q.site and q.site.function.startswith("raw_")]
+    assert {q.headers["x-promptcache-check-upstream"] for q in raw} == {
+        "https://api.openai.com/v1/chat/completions",
+        "https://api.anthropic.com/v1/messages",
+    }
+
+
+def test_a_failing_command_is_exit_2_naming_the_run(tmp_path: Path) -> None:
+    with pytest.raises(CommandFailedError, match=r"status 3 in run 0 \(baseline\)"):
+        check_program(tmp_path, "fails.py")
+    proc = cli("check", "--", sys.executable, str(PROGRAMS / "fails.py"))
+    assert proc.returncode == 2
+    assert "the program's own output" in proc.stdout  # passed through
+    assert proc.stderr.strip() == (
+        "error: the command exited with status 3 in run 0 (baseline); its output is above"
+    )
+
+
+def test_a_missing_command_is_a_one_line_error() -> None:
+    proc = cli("check", "--", "no-such-program-promptcache")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: cannot run 'no-such-program-promptcache'")
+    assert "Traceback" not in proc.stderr
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """A vendor stand-in: answers chat completions as OpenAI would, streaming or not."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[tuple[str, dict[str, str], bytes]] = []  # noqa: RUF012
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        self.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        chunk = {"id": "u1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        if json.loads(body).get("stream"):
+            events = [
+                {**chunk, "choices": [{"index": 0, "delta": {"content": f"up{i} "}}]}
+                for i in range(3)
+            ]
+            raw = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+            self._reply("text/event-stream", raw.encode())
+            return
+        message = {"role": "assistant", "content": "from the upstream"}
+        reply = {**chunk, "object": "chat.completion", "choices": [
+            {"index": 0, "message": message, "finish_reason": "stop"}
+        ]}  # fmt: skip
+        self._reply("application/json", json.dumps(reply).encode())
+
+    def _reply(self, content_type: str, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def upstream() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Upstream.seen = []
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+FORWARDED = """
+import openai
+client = openai.OpenAI()
+messages = [{"role": "user", "content": "hi"}]
+print(client.chat.completions.create(model="m", messages=messages).choices[0].message.content)
+stream = client.chat.completions.create(model="m", messages=messages, stream=True)
+print("".join(c.choices[0].delta.content or "" for c in stream))
+"""
+
+
+def test_forward_sends_each_request_to_the_upstream(tmp_path: Path, upstream: str) -> None:
+    program = tmp_path / "forwarded.py"
+    program.write_text(FORWARDED, encoding="utf-8")
+    out = tmp_path / "out.txt"
+    env = {**__import__("os").environ, "OPENAI_BASE_URL": upstream}
+    with out.open("w") as handle:
+        result = run_check([sys.executable, str(program)], forward=True, env=env, stdout=handle)
+    assert out.read_text().splitlines() == ["from the upstream", "up0 up1 up2 "] * 2
+    assert [path for path, _, _ in _Upstream.seen] == ["/v1/chat/completions"] * 4
+    for _, headers, _ in _Upstream.seen:
+        assert not [name for name in headers if name.startswith("x-promptcache-check")]
+    captured = [q.body for r in result.runs for q in r.requests]
+    assert captured == [body for _, _, body in _Upstream.seen]
+    assert [q.status for r in result.runs for q in r.requests] == [200] * 4
