@@ -52,7 +52,9 @@ def percent(value: float | Decimal | None, places: int = 1, *, missing: str = "n
     return text
 
 
-def plural(count: int, noun: str) -> str:
+def plural(count: int, noun: str, *, grouped: bool = False) -> str:
     """A count and its noun: ``plural(1, "KV block")`` -> ``"1 KV block"``, ``plural(2, ...)`` ->
-    ``"2 KV blocks"`` (nouns that take a plain ``s``)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    ``"2 KV blocks"`` (nouns that take a plain ``s``); ``grouped``: thousands separators
+    (``plural(1200, "error", grouped=True)`` -> ``"1,200 errors"``)."""
+    shown = f"{count:,}" if grouped else str(count)
+    return f"{shown} {noun}" if count == 1 else f"{shown} {noun}s"

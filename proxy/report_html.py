@@ -24,6 +24,7 @@ from .report_advice import NO_RECOMMENDATIONS
 from .report_page import Page, build_page
 from .report_render import (
     REPLICA_HEADER,
+    TTFT_NOTE,
     pct,
     priced_as_notes,
     replica_cells,
@@ -138,6 +139,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
         ttft=page.ttft,
         ttft_chart=ttft_chart(page.ttft),
         code_spans=code_spans,
+        ttft_note=TTFT_NOTE,
         no_recommendations=NO_RECOMMENDATIONS,
         replica_header=REPLICA_HEADER,
         replica_cells=replica_cells,

@@ -27,6 +27,7 @@ from .report_replicas import ReplicaSummary
 __all__ = [
     "CSV_COLUMNS",
     "REPLICA_HEADER",
+    "TTFT_NOTE",
     "csv_cell",
     "pct",
     "priced_as_notes",
@@ -39,6 +40,14 @@ __all__ = [
     "usd",
     "window_time",
 ]
+
+
+#: What the TTFT figures measure, said wherever they are shown: the proxy times the first byte
+#: of the response, which for a non-streamed response is its last.
+TTFT_NOTE = (
+    "time to the first byte of the response: the first token when streamed, the whole "
+    "response when not"
+)
 
 
 def window_time(ts: float) -> str:
@@ -60,7 +69,11 @@ def usd(value: float) -> str:
 def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
     wasted = report.wasted_writes
     return [
-        ("Requests", f"{s.requests:,} ({s.requests_with_usage:,} with usage, {s.errors:,} errors)"),
+        (
+            "Requests",
+            f"{s.requests:,} ({s.requests_with_usage:,} with usage, "
+            f"{formatting.plural(s.errors, 'error', grouped=True)})",
+        ),
         ("Hit rate, token-weighted", pct(s.token_hit_rate)),
         ("Hit rate, request-weighted", pct(s.request_hit_rate)),
         ("Requests with a cache hit (read >= 1 cached token)", f"{s.hit_requests:,}"),
@@ -143,7 +156,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
         )  # fmt: skip
     console.print(breaks if report.break_reasons else "No cache breaks recorded.")
 
-    ttft = Table(title="TTFT (ms), successful requests", title_justify="left")
+    ttft = Table(title=f"TTFT (ms), successful requests; {TTFT_NOTE}", title_justify="left")
     for name in ("requests", "count", "p50", "p95"):
         ttft.add_column(name, justify="left" if name == "requests" else "right")
     for t in report.ttft:

@@ -117,6 +117,20 @@ def _frame(
     return y
 
 
+def _runs(
+    points: list[tuple[float, float, float, int]],
+) -> list[list[tuple[float, float, float, int]]]:
+    """``points`` (x, y, value, bucket index) split where a bucket is missing, runs of two or
+    more only (a lone point is drawn as its mark)."""
+    runs: list[list[tuple[float, float, float, int]]] = []
+    for point in points:
+        if runs and runs[-1][-1][3] == point[3] - 1:
+            runs[-1].append(point)
+        else:
+            runs.append([point])
+    return [run for run in runs if len(run) > 1]
+
+
 def line_chart(
     name: str,
     label: str,
@@ -127,7 +141,7 @@ def line_chart(
     y_fmt: Callable[[float], str],
 ) -> Markup:
     """A line chart over the timeline's buckets; ``series`` is (name, values per bucket, colour,
-    dash pattern or ""). Buckets without a value (no input) are skipped, not drawn as 0."""
+    dash pattern or ""). Buckets without a value (no input) are gaps in the line, not 0."""
     y_max = y_max if y_max > 0 else 1.0
     n = len(timeline.buckets)
     span_w = _W - _LEFT - _RIGHT
@@ -140,9 +154,9 @@ def line_chart(
     y = _frame(parts, y_max, y_fmt, labels, x)
     for series_name, values, colour, dash in series:
         points = [(x(i), y(v), v, i) for i, v in enumerate(values) if v is not None]
-        if len(points) > 1:
-            path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in points)
-            dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        for run in _runs(points):  # one line per run of adjacent buckets: gaps stay gaps
+            path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in run)
             parts.append(
                 f'<polyline class="line" data-series="{escape(series_name)}" points="{path}" '
                 f'stroke="{colour}"{dashed}/>'

@@ -54,6 +54,24 @@ pre.diff ins { background: #cfe6f5; text-decoration: underline; color: #003b5c; 
 .live a { padding: 3px 10px; border: 1px solid var(--line); border-radius: 14px;
   text-decoration: none; color: var(--ink); }
 .live a[aria-current] { background: var(--ink); color: #fff; }
+/* on a phone a wide table becomes one card per row: each cell on its own line after its column
+   name, the first cell as the card's title */
+@media (max-width: 600px) {
+  #summary td.n { white-space: normal; }
+  table.cards-narrow, table.cards-narrow tbody, table.cards-narrow tr, table.cards-narrow td {
+    display: block; width: 100%; }
+  table.cards-narrow tr.head { display: none; }
+  table.cards-narrow tr { background: var(--card); border-radius: 8px; padding: 8px 12px;
+    margin: 0 0 10px; }
+  table.cards-narrow td { border: 0; padding: 2px 0; white-space: normal; text-align: right; }
+  table.cards-narrow td::before { content: attr(data-label); color: var(--muted);
+    float: left; margin-right: 12px; }
+  table.cards-narrow td.title { display: block; text-align: left; font-weight: 600;
+    padding-bottom: 4px; }
+  table.cards-narrow td.title::before { content: none; }
+  table.cards-narrow td.title code, table.cards-narrow td code { white-space: normal;
+    overflow-wrap: anywhere; }
+}
 @page { size: A4; margin: 12mm; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
@@ -142,7 +160,7 @@ style="background:{{ colour }}"></span>{{ kind }}</span>{% endfor %}<span>&#9650
 divergence</span></figcaption></figure>
 <div class="scroll"><table id="strip-segments"><tr><th>segment</th><th>kind</th>
 <th class="n">share</th><th class="n">breaks here</th>
-<th>commonest first difference</th></tr>
+<th>commonest first differing character</th></tr>
 {% for s in strip.segments if s.breaks or s.breakpoint_ttl is not none %}
 <tr data-path="{{ s.path }}">
 <td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ pct(strip.share(s)) }}</td>
@@ -173,15 +191,17 @@ them only with <code>--store-bodies</code>{% endif %}.</p>{% endfor %}
 <section id="families-section">
 <h2>Prefix families</h2>
 <p class="small muted">Requests sharing an API key, model and first segment, costliest first.</p>
-{% if families %}<div class="scroll"><table id="families"><tr><th>family</th>
-<th class="n">requests</th><th class="n">hit rate</th><th class="n">cache read</th>
+{% if families %}<div class="scroll"><table id="families" class="cards-narrow"><tr class="head">
+<th>family</th><th class="n">requests</th><th class="n">hit rate</th><th class="n">cache read</th>
 <th class="n">cost</th><th class="n">saved</th><th>top break reason</th></tr>
-{% for f in families %}<tr><td><code>{{ f.label }}</code></td>
-<td class="n">{{ num(f.requests) }}</td>
-<td class="n">{{ pct(f.hit_rate) }}</td><td class="n">{{ num(f.cache_read_tokens) }}</td>
-<td class="n">{{ usd(f.cost_usd) }}</td><td class="n">{{ usd(f.savings_usd) }}</td>
-<td>{% if f.top_reason %}{{ f.top_reason }} ({{ num(f.top_reason_breaks) }})
-{%- else %}-{% endif %}</td></tr>
+{% for f in families %}<tr><td class="title" data-label="family"><code>{{ f.label }}</code></td>
+<td class="n" data-label="requests">{{ num(f.requests) }}</td>
+<td class="n" data-label="hit rate">{{ pct(f.hit_rate) }}</td>
+<td class="n" data-label="cache read">{{ num(f.cache_read_tokens) }}</td>
+<td class="n" data-label="cost">{{ usd(f.cost_usd) }}</td>
+<td class="n" data-label="saved">{{ usd(f.savings_usd) }}</td>
+<td data-label="top break reason">{% if f.top_reason %}{{ f.top_reason }}
+({{ num(f.top_reason_breaks) }}){%- else %}-{% endif %}</td></tr>
 {% endfor %}</table></div>{% if more_families %}<p class="small">{{ num(more_families) }} more
 families.</p>{% endif %}{% else %}<p>No prefix families in this window.</p>{% endif %}
 </section>
@@ -199,7 +219,8 @@ style="background:{{ colours[r] }}"></span>{{ r }}</span>{% endfor %}</figcaptio
 <p class="small">No cache breaks in this window.</p>{% endif %}</figure>
 <figure><h3>Time to first token</h3>{% if ttft.hit %}{{ ttft_chart }}{% endif %}
 <figcaption id="ttft-caption">{{ ttft.caption }} Bar heights: share of each class; labels:
-requests (successful only; a hit read &ge; 1 cached token).</figcaption></figure>
+requests (successful only; a hit read &ge; 1 cached token). Measured as the {{ ttft_note }}.
+</figcaption></figure>
 </div>
 </section>
 <section id="details">
@@ -208,15 +229,17 @@ requests (successful only; a hit read &ge; 1 cached token).</figcaption></figure
 <tr><th>{{ name }}</th><td class="n">{{ value }}</td></tr>{% endfor %}
 </table></div>
 <h3>Cache breaks by reason</h3>
-{% if report.break_reasons %}<div class="scroll"><table id="break-reasons">
-<tr><th>reason</th><th class="n">breaks</th><th class="n">tokens lost</th>
+{% if report.break_reasons %}<div class="scroll"><table id="break-reasons" class="cards-narrow">
+<tr class="head"><th>reason</th><th class="n">breaks</th><th class="n">tokens lost</th>
 <th class="n">$ lost</th><th>top segment</th><th>examples</th></tr>
-{% for b in report.break_reasons %}<tr data-reason="{{ b.reason }}"><td>{{ b.reason }}</td>
-<td class="n">{{ num(b.breaks) }}</td><td class="n">{{ num(b.tokens_lost) }}</td>
-<td class="n">{{ usd(b.usd_lost) }}</td>
-<td>{% if b.top_segment %}<code>{{ b.top_segment }}</code> ({{ b.top_segment_breaks }})
-{%- else %}-{% endif %}</td>
-<td>{% for i in b.example_ids %}<code>{{ i }}</code> {% endfor %}</td></tr>
+{% for b in report.break_reasons %}<tr data-reason="{{ b.reason }}"><td class="title"
+data-label="reason">{{ b.reason }}</td>
+<td class="n" data-label="breaks">{{ num(b.breaks) }}</td>
+<td class="n" data-label="tokens lost">{{ num(b.tokens_lost) }}</td>
+<td class="n" data-label="$ lost">{{ usd(b.usd_lost) }}</td>
+<td data-label="top segment">{% if b.top_segment %}<code>{{ b.top_segment }}</code>
+({{ b.top_segment_breaks }}){%- else %}-{% endif %}</td>
+<td data-label="examples">{% for i in b.example_ids %}<code>{{ i }}</code> {% endfor %}</td></tr>
 {% endfor %}</table></div>{% else %}<p>No cache breaks recorded.</p>{% endif %}
 {% if report.groups %}<h3>By {{ report.group_by }}</h3>
 <div class="scroll"><table id="groups"><tr><th>{{ report.group_by }}</th><th class="n">requests</th>
@@ -236,6 +259,7 @@ requests (successful only; a hit read &ge; 1 cached token).</figcaption></figure
 {%- endfor %}</tr>
 {% endfor %}</table></div>{% endif %}
 <h3>TTFT, successful requests</h3>
+<p class="small muted">The {{ ttft_note }}.</p>
 {% if report.ttft %}<div class="scroll"><table id="ttft"><tr><th></th><th class="n">requests</th>
 <th class="n">p50 ms</th><th class="n">p95 ms</th></tr>{% for t in report.ttft %}
 <tr><td>{{ "cache hit (>= 1 cached token)" if t.hit else "cache miss (0 cached tokens)" }}
@@ -243,11 +267,14 @@ requests (successful only; a hit read &ge; 1 cached token).</figcaption></figure
 <td class="n">{{ ms(t.p50_ms) }}</td><td class="n">{{ ms(t.p95_ms) }}</td></tr>
 {% endfor %}</table></div>{% else %}<p>No TTFT measurements.</p>{% endif %}
 {% if report.ttl_advice %}<h3>TTL advisor</h3>
-<div class="scroll"><table id="ttl"><tr><th>prefix family</th><th class="n">requests</th>
-<th class="n">prefix tokens</th><th>now</th><th>best</th><th class="n">saves</th></tr>
-{% for a in report.ttl_advice %}<tr><td><code>{{ a.label }}</code></td>
-<td class="n">{{ num(a.requests) }}</td><td class="n">{{ num(a.prefix_tokens) }}</td>
-<td>{{ a.current }}</td><td>{{ a.recommended }}</td><td class="n">{{ usd(a.savings_usd) }}</td></tr>
+<div class="scroll"><table id="ttl" class="cards-narrow"><tr class="head"><th>prefix family</th>
+<th class="n">requests</th><th class="n">prefix tokens</th><th>now</th><th>best</th>
+<th class="n">saves</th></tr>
+{% for a in report.ttl_advice %}<tr><td class="title" data-label="prefix family"><code>{{ a.label
+}}</code></td><td class="n" data-label="requests">{{ num(a.requests) }}</td>
+<td class="n" data-label="prefix tokens">{{ num(a.prefix_tokens) }}</td>
+<td data-label="now">{{ a.current }}</td><td data-label="best">{{ a.recommended }}</td>
+<td class="n" data-label="saves">{{ usd(a.savings_usd) }}</td></tr>
 {% endfor %}</table></div>{% endif %}
 <h3>Recommendations</h3>
 <ol id="recommendations">{% for r in report.recommendations %}

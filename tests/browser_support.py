@@ -69,6 +69,19 @@ function measure(doc) {
   out.diffs = count("pre.diff"); out.removed = count("pre.diff del");
   out.added = count("pre.diff ins"); out.breakRows = count("#break-reasons tr[data-reason]");
   out.families = count("#families tr") - 1;
+  var families = doc.getElementById("families");
+  if (families) {
+    var wrap = families.parentElement, row = families.querySelector("tr:not(.head)");
+    var title = row.querySelector("td"), style = doc.defaultView.getComputedStyle(title);
+    out.familiesLayout = {rowDisplay: doc.defaultView.getComputedStyle(row).display,
+      hiddenWidth: wrap.scrollWidth - wrap.clientWidth,
+      titleLines: Math.round(title.getBoundingClientRect().height /
+                             parseFloat(style.lineHeight || "20")),
+      cells: Array.prototype.map.call(row.querySelectorAll("td"), function (td) {
+        var r = td.getBoundingClientRect();
+        return {label: td.dataset.label, right: r.right, width: r.width};
+      })};
+  }
   out.headline = {};
   ["saved", "left", "top-change"].forEach(function (id) {
     var el = doc.getElementById(id); out.headline[id] = el ? el.textContent : null;

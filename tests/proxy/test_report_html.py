@@ -8,6 +8,7 @@ tests/demo/test_demo_end_to_end.py.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from page_log import HOSTILE, STEP_S, T0, N, is_hit, reason_of, write_page_log
 
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report_html import render_html
+from promptcache.proxy.report_page import PageBucket, PageTimeline
+from promptcache.proxy.report_render import summary_rows
+from promptcache.proxy.report_svg import line_chart
 
 BREAKS = [i for i in range(N) if reason_of(i) not in (None, "new_prefix")]
 
@@ -90,6 +94,46 @@ def test_two_minute_window_draws_every_chart_with_the_logged_numbers(
         shot = tmp_path / f"report-{width}.png"
         assert chromium.screenshot(page.as_uri(), shot, width, height) == []
         assert shot.stat().st_size > 10_000
+
+
+def test_families_are_cards_on_a_phone_and_a_table_on_a_desktop(
+    chromium: Chromium, page: Path, tmp_path: Path
+) -> None:
+    result = chromium.measure_report(page.parent, page.name)
+    wide, narrow = result["wide"]["familiesLayout"], result["narrow"]["familiesLayout"]
+    assert wide["rowDisplay"] == "table-row" and narrow["rowDisplay"] == "block"
+    # at 360 px nothing of a family is cut off or scrolled out of view: every cell (cost,
+    # saved, reason...) is on its own line inside the card, and the name takes at most 2 lines
+    assert narrow["hiddenWidth"] == 0
+    labels = [c["label"] for c in narrow["cells"]]
+    assert labels == ["family", "requests", "hit rate", "cache read", "cost", "saved",
+                      "top break reason"]  # fmt: skip
+    assert all(c["right"] <= 360 for c in narrow["cells"])
+    assert narrow["titleLines"] <= 2
+    for width, height in ((390, 3600), (1440, 2400)):
+        shot = tmp_path / f"report-{width}.png"
+        assert chromium.screenshot(page.as_uri(), shot, width, height) == []
+        assert shot.stat().st_size > 10_000
+
+
+def test_the_hit_rate_line_leaves_gaps_at_empty_buckets() -> None:
+    buckets = tuple(PageBucket(T0 + 5 * i, 1, None, 0.0, 0.0, ()) for i in range(6))
+    timeline = PageTimeline(5.0, buckets, ())
+    values = [0.5, None, 0.7, 0.8, None, 0.9]
+    svg = str(line_chart("hit-rate", "hit rate", timeline, [("hit rate", values, "#000", "")],
+                         y_max=1.0, y_fmt="{:.0%}".format))  # fmt: skip
+    lines = re.findall(r'<polyline[^>]*points="([^"]*)"', svg)
+    assert len(lines) == 1 and len(lines[0].split()) == 2  # only the adjacent 0.7, 0.8
+    assert svg.count('<circle class="mark"') == 4  # every value still has its mark
+
+
+def test_errors_and_ttft_are_worded_for_what_they_count(page: Path) -> None:
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    assert "the whole response when not" in text  # a non-streamed TTFT is the whole response
+    report = build_report(page.parent / "log.db", since=T0, until=T0 + 120, now=T0 + 86400)
+    for errors, shown in ((1, "1 error)"), (2, "2 errors)"), (1200, "1,200 errors)")):
+        total = dataclasses.replace(report.total, errors=errors)
+        assert dict(summary_rows(total, report))["Requests"].endswith(shown)
 
 
 def test_docs_show_the_screenshots_the_script_makes() -> None:
