@@ -160,6 +160,11 @@ def analyse(
                 "hook (not a Python process, or python -I/-S): no call site, and the clock, "
                 "random, listing and pid changes did not apply to them"
             )
+    if not readable[0]:
+        notes.append(
+            "no LLM request was captured in run 0, so nothing was compared: the command sent "
+            "none to the capture endpoint (see docs/check.md, what check cannot see)"
+        )
     findings = structure_findings(readable[0], minimums)
     for run, sents in zip(runs[1:], readable[1:], strict=True):
         clocks = [runs[0].perturbation.clock, run.perturbation.clock]

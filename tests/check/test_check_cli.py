@@ -1,0 +1,128 @@
+"""`promptcache check` on the demo's two apps, and its report formats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from check_support import REPO, cli
+
+from promptcache.check.output import render
+from promptcache.check.runner import CheckResult, run_check
+
+NAIVE = REPO / "examples" / "naive_app.py"
+LAYERED = REPO / "examples" / "layered_app.py"
+SCHEMA = REPO / "tests" / "lint" / "data" / "sarif-schema-2.1.0.json"
+
+
+@pytest.fixture(scope="module")
+def naive(tmp_path_factory: pytest.TempPathFactory) -> CheckResult:
+    out = tmp_path_factory.mktemp("naive") / "out.txt"
+    with out.open("w") as handle:
+        return run_check([sys.executable, str(NAIVE)], stdout=handle)
+
+
+def _ask_line() -> int:
+    lines = NAIVE.read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, 1) if "self.client.chat.completions" in line)
+
+
+def test_naive_app_clock_and_request_id_are_found(naive: CheckResult) -> None:
+    found = {(f.rule, f.causes, f.path) for f in naive.findings}
+    assert found == {
+        ("PC001", ("clock",), "messages[0].content"),
+        ("PC002", ("random",), "messages[0].content"),
+    }
+    for finding in naive.findings:
+        assert finding.site is not None
+        assert (Path(finding.site.path), finding.site.line) == (NAIVE, _ask_line())
+        assert finding.site.function == "StoryTime.ask"
+        assert finding.requests == 3  # the story has three turns, each sends the system prompt
+    clock = next(f for f in naive.findings if f.rule == "PC001")
+    assert "Current time: " in (clock.before or "") and "Current time: " in (clock.after or "")
+    request_id = next(f for f in naive.findings if f.rule == "PC002")
+    assert "Request id: " in (request_id.before or "")
+
+
+def test_cli_text_names_rule_cause_and_call_site() -> None:
+    proc = cli("check", "--", sys.executable, "examples/naive_app.py")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:6] == ["This is a canned reply from promptcache check."] * 6
+    site = f"examples/naive_app.py:{_ask_line()} in StoryTime.ask"
+    assert f"{site}: PC001 time-in-prefix (openai_chat, messages[0].content)" in lines
+    assert f"{site}: PC002 unique-id-in-prefix (openai_chat, messages[0].content)" in lines
+    assert any("caused by the wall clock" in line for line in lines)
+    assert any("caused by random, uuid4 and secrets" in line for line in lines)
+    assert lines[-1] == "promptcache check: 2 findings in 2 runs"
+
+
+def test_cli_layered_app_is_clean_and_json_keeps_stdout(tmp_path: Path) -> None:
+    proc = cli("check", "--format", "json", "--", sys.executable, "examples/layered_app.py")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)  # the app's own prints went to stderr
+    assert doc["findings"] == []
+    assert [r["llm_requests"] for r in doc["runs"]] == [3, 3]
+    assert proc.stderr.count("This is a canned reply") == 6
+
+
+def test_json_report(naive: CheckResult) -> None:
+    doc = json.loads(render(naive, "json"))
+    assert [r["changes"] for r in doc["runs"]] == [
+        [],
+        ["clock", "hash_seed", "random", "listdir", "pid"],
+    ]
+    assert sorted((f["rule"], f["causes"]) for f in doc["findings"]) == [
+        ("PC001", ["clock"]),
+        ("PC002", ["random"]),
+    ]
+    assert {f["site"]["line"] for f in doc["findings"]} == {_ask_line()}
+
+
+def test_sarif_report_is_valid_and_located_at_the_call_site(
+    naive: CheckResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    doc = json.loads(render(naive, "sarif"))
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text(encoding="utf-8")))
+    results = doc["runs"][0]["results"]
+    assert sorted(r["ruleId"] for r in results) == ["PC001", "PC002"]
+    for r in results:
+        location = r["locations"][0]["physicalLocation"]
+        assert location["artifactLocation"] == {
+            "uri": "examples/naive_app.py",
+            "uriBaseId": "%SRCROOT%",
+        }
+        assert location["region"] == {"startLine": _ask_line()}
+
+
+def test_github_annotations(naive: CheckResult, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    lines = render(naive, "github").splitlines()
+    assert len(lines) == 2
+    prefix = f"::error file=examples/naive_app.py,line={_ask_line()},title=promptcache check PC00"
+    assert all(line.startswith(prefix) for line in lines)
+    assert "%0Arun 0: " in lines[0]
+
+
+def test_output_file_and_bad_runs(tmp_path: Path) -> None:
+    proc = cli("check", "--runs", "1", "--", sys.executable, "-c", "pass")
+    assert proc.returncode == 2
+    assert "--runs" in proc.stderr and "Traceback" not in proc.stderr
+    report = tmp_path / "report.json"
+    proc = cli(
+        "check", "--format", "json", "--output", str(report), "--",
+        sys.executable, "-c", "print('no requests')",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "no requests\nno requests\n"
+    doc = json.loads(report.read_text())
+    assert doc["findings"] == []
+    assert [r["requests"] for r in doc["runs"]] == [0, 0]
+    assert doc["notes"] == [
+        "no LLM request was captured in run 0, so nothing was compared: the command sent none "
+        "to the capture endpoint (see docs/check.md, what check cannot see)"
+    ]
