@@ -5,13 +5,16 @@ Fix: none
 
 ## What it does
 Reports an OpenAI `prompt_cache_key` (keyword or inside `extra_body`) built from a per-request
-unique or time value: `uuid4()`, `secrets.token_hex()`, `random`, `time.time()`.
+unique or time value: `uuid4()`, `secrets.token_hex()`, `random`, `time.time()`; or computed
+from the whole message history sent with it (`hash(json.dumps(messages))`, or a same-module
+helper that reads its whole argument), which grows every turn.
 
 ## Why is this bad?
 OpenAI routes a request by a hash of about the first 256 tokens combined with
 `prompt_cache_key`. A random key per request sends each request to a machine that holds no
-cache for it, which destroys the hit rate it was meant to raise. Derive it from a stable tenant,
-user or conversation id.
+cache for it, which destroys the hit rate it was meant to raise. A key hashed from the whole
+history changes every turn in the same way. Derive it from a stable tenant, user or
+conversation id (or from the opening messages only, `messages[:2]`).
 
 ## Example
 ```python
@@ -31,6 +34,7 @@ client.chat.completions.create(
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
@@ -40,6 +44,9 @@ from ._shared import CACHE_KEY_APIS
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    functions = {
+        n.name: n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     for sink in ctx.sinks:
         param = sink.params.get("prompt_cache_key")
         if param is None or sink.api not in CACHE_KEY_APIS:
@@ -56,3 +63,79 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                 Severity.ERROR,
                 ctx.chain(origin),
             )
+            continue
+        history = sink.messages
+        key = _bound_once(param[0], sink.function)
+        if isinstance(history, ast.Name) and _reads_whole(key, history.id, functions):
+            yield ctx.diagnostic(
+                "PC013",
+                f"prompt_cache_key is computed from the whole message history `{history.id}`, "
+                "which grows every turn, so each turn gets a new key and is routed away from "
+                "its cache: derive it from a conversation or tenant id, or the opening messages",
+                param[0],
+                Severity.ERROR,
+            )
+
+
+def _bound_once(expr: ast.expr, function: ast.AST | None) -> ast.expr:
+    """What a name passed as the key is bound to, when the sink's function binds it once
+    (``key = hashlib.sha256(...)``); else ``expr`` itself."""
+    if not isinstance(expr, ast.Name) or function is None:
+        return expr
+    bound = [
+        node.value
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+    ]
+    return bound[0] if len(bound) == 1 else expr
+
+
+#: calls that read the whole of their argument (its every element goes into the result)
+_WHOLE_READERS = frozenset({"dumps", "str", "repr", "hash", "tuple", "frozenset"})
+
+
+def _reads_whole(
+    expr: ast.AST,
+    name: str,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    depth: int = 0,
+) -> bool:
+    """True when ``expr`` passes the whole list ``name`` to a call that reads all of it: a
+    serialiser or ``hash`` (``json.dumps(messages)``), or a same-module function whose
+    parameter is read whole (not only ``param[:2]``, ``param[0]`` or ``len(param)``)."""
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        for index, arg in enumerate(node.args):
+            if not (isinstance(arg, ast.Name) and arg.id == name):
+                continue
+            if called in _WHOLE_READERS:
+                return True
+            target = functions.get(called) if isinstance(func, ast.Name) else None
+            if target is None or depth > 2:
+                continue
+            params = [a.arg for a in (*target.args.posonlyargs, *target.args.args)]
+            if index < len(params) and _param_read_whole(
+                target, params[index], functions, depth + 1
+            ):
+                return True
+    return False
+
+
+def _param_read_whole(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    param: str,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    depth: int,
+) -> bool:
+    """True when ``func`` reads all of its parameter ``param``: iterates it, or hands it
+    whole to a reader (``_reads_whole``)."""
+    for node in ast.walk(func):
+        if isinstance(node, (ast.For, ast.comprehension)) and (
+            isinstance(node.iter, ast.Name) and node.iter.id == param
+        ):
+            return True
+    return any(_reads_whole(stmt, param, functions, depth) for stmt in func.body)
