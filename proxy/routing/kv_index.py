@@ -54,7 +54,7 @@ from typing import Any
 import msgspec
 import zmq
 
-from promptcache.engine.block_manager import NONE_HASH, hash_block_tokens, prefix_block_hashes
+from promptcache.engine.block_manager import NONE_HASH, hash_block_tokens
 from promptcache.engine.kv_events import (
     DEFAULT_TOPIC,
     END_SEQ,
@@ -66,6 +66,8 @@ from promptcache.engine.kv_events import (
     external_block_hash,
 )
 from promptcache.errors import ConfigError, ModelLoadError, PromptCacheError
+
+from .token_cache import BlockHashCache, CachingTokenizer
 
 __all__ = ["KVEventFeed", "PromptHasher", "ReplicaBlocks", "ReplicaEndpoints", "leading_count"]
 
@@ -197,11 +199,15 @@ class PromptHasher:
         from promptcache.engine.tokenizer import Tokenizer
 
         try:
-            self.tokenizer = Tokenizer.from_pretrained(Path(tokenizer).expanduser())
+            engine_tokenizer = Tokenizer.from_pretrained(Path(tokenizer).expanduser())
             if chat_template is not None:
-                self.tokenizer.set_chat_template(chat_template)
+                engine_tokenizer.set_chat_template(chat_template)
         except ModelLoadError as exc:
             raise ConfigError(f"kv_events tokenizer {str(tokenizer)!r}: {exc}") from None
+        #: the engine's tokenizer, behind the piece cache when its probe passes
+        #: (``token_cache.py``: a repeat prompt is tokenised by its new tail only)
+        self.tokenizer: Any = CachingTokenizer.for_tokenizer(engine_tokenizer) or engine_tokenizer
+        self.block_hashes = BlockHashCache()
 
     def prompt(self, api: str | None, body: Mapping[str, Any]) -> tuple[list[int], str | None]:
         """(token ids, cache salt) of the body's (first) prompt, as the engine parses it.
@@ -234,7 +240,8 @@ class PromptHasher:
         """(salted, unsalted) hashes of the blocks the engine could serve from its cache.
 
         In the published form (`external_block_hash`: the low 64 bits of the engine's
-        `prefix_block_hashes`). Only the first ``(len(prompt) - 1) // block_size`` blocks count:
+        `prefix_block_hashes`, computed through `BlockHashCache`). Only the first
+        ``(len(prompt) - 1) // block_size`` blocks count:
         the engine always recomputes the prompt's last token. None when the body cannot be
         parsed.
         """
@@ -243,10 +250,11 @@ class PromptHasher:
         except PromptCacheError:
             return None
         usable = tokens[: (len(tokens) - 1) // block_size * block_size]
-        salted = [external_block_hash(h) for h in prefix_block_hashes(usable, block_size, salt)]
+        chain = self.block_hashes.hashes
+        salted = [external_block_hash(h) for h in chain(usable, block_size, salt)]
         if salt is None:
             return salted, salted
-        unsalted = [external_block_hash(h) for h in prefix_block_hashes(usable, block_size)]
+        unsalted = [external_block_hash(h) for h in chain(usable, block_size)]
         return salted, unsalted
 
 

@@ -1,0 +1,337 @@
+"""Tokenise a repeat prompt by its new tail only: the ``kv_events`` policy's tokenizer cache.
+
+The ``kv_events`` policy tokenises every request as the engine would (``kv_index.PromptHasher``),
+which costs the tokenizer's time on the whole prompt, most of the policy's time. Prompts repeat
+their prefixes, so `CachingTokenizer` cuts the text into pieces at word boundaries, about one
+piece per 64-character chunk (the ``prefix`` policy's chunks, ``chunks.py``), keeps each
+piece's tokens in a bounded LRU map keyed by the piece's text, and tokenises only the pieces it
+has not seen: a repeat pays for its new tail.
+
+Exact only where no token can span a cut, so that the text's tokens are its pieces' tokens
+end to end. Two ways to cut (``mode``):
+
+- ``"space"``: at a single space with a non-space on each side, the piece after it starting
+  with the space. Right for BPEs whose pre-tokenizer splits before a space and a word (GPT-2,
+  Llama 3 and most byte-level BPEs) and for SentencePiece BPEs whose pieces hold ``▁`` only at
+  their start (Llama 2).
+- ``"pair"``: between two characters that appear next to each other in no vocabulary entry
+  (spaces read as the Metaspace ``▁``). BPE builds every token from vocabulary entries, so no
+  token can span such a cut; this covers BPEs trained without whitespace splitting, like
+  tinystories' (its vocabulary holds ``upon▁a▁tim``). A piece after the first is tokenised
+  behind the character before it, whose tokens are then dropped, so a Metaspace ``▁`` is
+  prepended only where the whole text gets it.
+
+`CachingTokenizer.for_tokenizer` probes both on texts with spaces, punctuation, digits,
+newlines and non-ASCII letters and keeps the first whose pieces agree with whole-text
+tokenisation on every probe; with neither the policy tokenises whole prompts. At run time the
+first 8 prompts and one in 64 after are also tokenised whole and compared, and the first
+difference turns the cache off (logged once).
+
+Block hashes of the engine's chain (``prefix_block_hashes``: one SHA-256 per 16-token block)
+are cached too (`BlockHashCache`, keyed by the parent hash and the block's tokens), so a repeat
+hashes only its new blocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from promptcache.engine.block_manager import NONE_HASH, hash_block_tokens
+
+from .chunks import CHUNK_CHARS
+
+__all__ = ["BlockHashCache", "CachingTokenizer"]
+
+logger = logging.getLogger(__name__)
+
+#: Texts `CachingTokenizer.check` tokenises whole and in pieces (they must agree).
+PROBES = (
+    "Once upon a time, there was a little girl named Lily. She liked to play outside.",
+    "user: What is 2 + 2? Answer:  four,\tor 4 -- maybe (IV); 'quoted' \"text\" here.\n\nNext",
+    "Ünïcödé wörds, 中文 字 and émojis 🙂 mixed in; a_b snake_case, CamelCase, x=1.5e-3 !",
+    " leading space, trailing space ",
+    "system: You are helpful.\nuser: hi\nassistant: hello there\nuser: more please\nassistant:",
+)
+#: Cut searches remembered (``pair_cut_points``'s ``memo``); cleared when full.
+MEMO_SIZE = 100_000
+#: Prompts tokenised whole and compared at first; after that one in ``VERIFY_EVERY``.
+VERIFY_FIRST = 8
+VERIFY_EVERY = 64
+
+
+def cut_points(text: str, size: int = CHUNK_CHARS) -> list[int]:
+    """Where ``text`` is cut into pieces in ``"space"`` mode: for each ``size``-character chunk
+    end, the last single space (a non-space on each side) at or before it and after the
+    previous cut; a chunk with no such space is merged with the next. Returns the cut offsets,
+    ``len(text)`` last."""
+    cuts: list[int] = []
+    last = 0
+    n = len(text)
+    for end in range(size, n, size):
+        at = text.rfind(" ", last + 1, end + 1)
+        while at > last and (text[at - 1].isspace() or at + 1 >= n or text[at + 1].isspace()):
+            at = text.rfind(" ", last + 1, at)
+        if at > last:
+            cuts.append(at)
+            last = at
+    cuts.append(n)
+    return cuts
+
+
+def pair_cut_points(
+    text: str,
+    follows: dict[str, frozenset[str]],
+    space: str,
+    size: int = CHUNK_CHARS,
+    memo: dict[str, int] | None = None,
+) -> list[int]:
+    """Where ``text`` is cut into pieces in ``"pair"`` mode: for each ``size``-character chunk
+    end, the last offset ``i`` at or before it (after the previous cut) such that
+    ``text[i]`` never follows ``text[i - 1]`` inside a vocabulary entry (``follows``; spaces
+    read as ``space``), both characters in the vocabulary (a character outside it may be
+    dropped, joining its neighbours). Returns the cut offsets, ``len(text)`` last.
+
+    ``memo``, when given, keeps each search's answer keyed by the text it read (from the
+    previous cut to the chunk end): a repeat text scans nothing it has scanned before.
+    """
+    cuts: list[int] = []
+    last = 0
+    n = len(text)
+    for end in range(size, n, size):
+        if memo is not None:
+            window = text[last : end + 1]
+            found = memo.get(window)
+            if found is not None:
+                if found:
+                    last += found
+                    cuts.append(last)
+                continue
+        start = last
+        i = end
+        while i > last:
+            a, b = text[i - 1], text[i]
+            if a == " ":
+                a = space
+            if b == " ":
+                b = space
+            after = follows.get(a)
+            if after is not None and b not in after and b in follows:
+                cuts.append(i)
+                last = i
+                break
+            i -= 1
+        if memo is not None:
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[window] = last - start
+    cuts.append(n)
+    return cuts
+
+
+def vocabulary_pairs(backend: Any) -> tuple[dict[str, frozenset[str]], str] | None:
+    """(character -> the characters that follow it in some vocabulary entry, every character
+    of the vocabulary a key; the Metaspace replacement for a space) of a BPE ``tokenizers``
+    backend; None for other models."""
+    import json
+
+    spec = json.loads(backend.to_str())
+    if spec.get("model", {}).get("type") != "BPE":
+        return None
+    pre = spec.get("pre_tokenizer") or {}
+    space = pre.get("replacement", " ") if pre.get("type") == "Metaspace" else " "
+    follows: dict[str, set[str]] = {}
+    entries = list(backend.get_vocab()) + [t["content"] for t in spec.get("added_tokens", [])]
+    for entry in entries:
+        for a in entry:
+            follows.setdefault(a, set())
+        for a, b in itertools.pairwise(entry):
+            follows[a].add(b)
+    return {a: frozenset(b) for a, b in follows.items()}, space
+
+
+class CachingTokenizer:
+    """The engine's ``Tokenizer`` with a piece cache in front of ``encode`` (module docstring).
+
+    Args:
+        tokenizer: a ``promptcache.engine.tokenizer.Tokenizer``; every other attribute is read
+            from it.
+        mode: ``"space"`` or ``"pair"``: where texts are cut (module docstring).
+        max_pieces: pieces whose tokens are kept (LRU); about 64 characters each.
+
+    Attributes:
+        enabled: False once a verification found a difference (then ``encode`` is the
+            tokenizer's own).
+        hits, misses: pieces found in the cache and pieces tokenised (counts).
+
+    Raises:
+        ValueError: ``mode`` is ``"pair"`` and the tokenizer is not a BPE.
+    """
+
+    def __init__(self, tokenizer: Any, mode: str = "space", max_pieces: int = 50_000) -> None:
+        self.tokenizer = tokenizer
+        self.mode = mode
+        self.max_pieces = max_pieces
+        self.enabled = True
+        self.hits = 0
+        self.misses = 0
+        self._calls = 0
+        self._backend = tokenizer._backend  # the tokenizers.Tokenizer: batched encodes
+        self._pairs = vocabulary_pairs(self._backend) if mode == "pair" else None
+        if mode == "pair" and self._pairs is None:
+            raise ValueError("pair mode needs a BPE tokenizer")
+        self._pieces: OrderedDict[tuple[bool, str], list[int]] = OrderedDict()
+        self._memo: dict[str, int] = {}
+        self._behind: dict[str, int] = {}  # a character -> how many tokens it makes alone
+        self._specials = self._special_tokens()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tokenizer, name)
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: Any) -> CachingTokenizer | None:
+        """A cache for ``tokenizer`` in the first mode whose pieces agree with whole-text
+        tokenisation on every probe, or None."""
+        for mode in ("space", "pair"):
+            if cls.check(tokenizer, mode):
+                return cls(tokenizer, mode)
+        return None
+
+    @classmethod
+    def check(cls, tokenizer: Any, mode: str = "space") -> bool:
+        """Whether cutting in ``mode`` keeps ``tokenizer``'s tokens (every probe agrees)."""
+        try:
+            probe = cls(tokenizer, mode)
+            for text in PROBES:
+                for specials in (False, True):
+                    whole = tokenizer.encode(text, add_special_tokens=specials)
+                    if probe._encode_pieces(text, specials, size=8) != whole:
+                        return False
+        except Exception:  # a tokenizer this cannot drive: tokenise whole prompts
+            logger.debug("tokenizer probe failed", exc_info=True)
+            return False
+        return probe._specials is not None
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text``, as ``tokenizer.encode`` gives them (see the module docstring)."""
+        if not self.enabled or not isinstance(text, str):
+            return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+        ids = self._encode_pieces(text, add_special_tokens)
+        self._calls += 1
+        if self._calls <= VERIFY_FIRST or self._calls % VERIFY_EVERY == 0:
+            whole = list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+            if whole != ids:
+                self.enabled = False
+                self._pieces.clear()
+                logger.warning(
+                    "kv_events: the tokenizer merges across the cuts on some prompts; the proxy "
+                    "now tokenises every prompt whole (slower, still exact)"
+                )
+                return whole
+        return ids
+
+    def _special_tokens(self) -> tuple[list[int], list[int]] | None:
+        """(leading, trailing) ids ``add_special_tokens`` adds around any text, or None when
+        they are not a fixed frame."""
+        plain = list(self.tokenizer.encode("a b", add_special_tokens=False))
+        full = list(self.tokenizer.encode("a b", add_special_tokens=True))
+        for lead in range(len(full) - len(plain) + 1):
+            if full[lead : lead + len(plain)] == plain:
+                return full[:lead], full[lead + len(plain) :]
+        return None
+
+    def _cuts(self, text: str, size: int) -> list[int]:
+        if self._pairs is None:
+            return cut_points(text, size)
+        follows, space = self._pairs
+        return pair_cut_points(text, follows, space, size, self._memo)
+
+    def _encode_pieces(self, text: str, specials: bool, size: int = CHUNK_CHARS) -> list[int]:
+        if specials and self._specials is None:
+            return list(self.tokenizer.encode(text, add_special_tokens=True))
+        cache = self._pieces
+        start = 0
+        missing: list[tuple[int, int, tuple[bool, str]]] = []  # (part, start, key)
+        parts: list[list[int] | None] = []
+        for cut in self._cuts(text, size):
+            key = (start == 0, text[start:cut])
+            tokens = cache.get(key)
+            if tokens is None:
+                missing.append((len(parts), start, key))
+            else:
+                cache.move_to_end(key)
+            parts.append(tokens)
+            start = cut
+        if missing:
+            self._fill(text, missing, parts)
+        self.hits += len(parts) - len(missing)
+        self.misses += len(missing)
+        ids: list[int] = []
+        for tokens in parts:
+            ids += tokens or ()
+        if specials and self._specials is not None:
+            lead, trail = self._specials
+            return [*lead, *ids, *trail]
+        return ids
+
+    def _fill(
+        self,
+        text: str,
+        missing: list[tuple[int, int, tuple[bool, str]]],
+        parts: list[list[int] | None],
+    ) -> None:
+        """Tokenise the missing pieces and cache them (one call each: ``encode_batch`` hands
+        a few short texts to a thread pool, slower here). In pair mode a piece after the first
+        goes behind the character before it, whose tokens are dropped."""
+        encode = self._backend.encode
+        cache = self._pieces
+        for i, start, key in missing:
+            first, piece = key
+            if first or self._pairs is None:
+                tokens = encode(piece, add_special_tokens=False).ids
+            else:
+                before = text[start - 1]
+                behind = self._behind.get(before)
+                if behind is None:
+                    behind = self._behind[before] = len(encode(before, add_special_tokens=False))
+                tokens = encode(before + piece, add_special_tokens=False).ids[behind:]
+            parts[i] = cache[key] = list(tokens)
+        while len(cache) > self.max_pieces:
+            cache.popitem(last=False)
+
+
+class BlockHashCache:
+    """``prefix_block_hashes`` with each block's hash kept, keyed by (parent hash, tokens).
+
+    Args:
+        max_blocks: hashes kept (LRU).
+    """
+
+    def __init__(self, max_blocks: int = 100_000) -> None:
+        self.max_blocks = max_blocks
+        self._hashes: OrderedDict[tuple[int, tuple[int, ...], str | None], int] = OrderedDict()
+
+    def hashes(
+        self, token_ids: Sequence[int], block_size: int, cache_salt: str | None = None
+    ) -> list[int]:
+        """The same list as ``prefix_block_hashes(token_ids, block_size, cache_salt)``."""
+        cache = self._hashes
+        out: list[int] = []
+        parent = NONE_HASH
+        for i in range(len(token_ids) // block_size):
+            block = tuple(token_ids[i * block_size : (i + 1) * block_size])
+            salt = cache_salt if i == 0 else None
+            key = (parent, block, salt)
+            h = cache.get(key)
+            if h is None:
+                h = cache[key] = hash_block_tokens(parent, block, () if salt is None else (salt,))
+                if len(cache) > self.max_blocks:
+                    cache.popitem(last=False)
+            else:
+                cache.move_to_end(key)
+            out.append(h)
+            parent = h
+        return out
