@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from . import sinks
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
-from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table
+from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table, merge
 from .library import source_text, span
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
@@ -296,7 +296,23 @@ class CallsMixin(EngineState):
             dict(receiver.items) if receiver is not None and receiver.items is not None else None
         )
 
+        receiver_text = (
+            ast.unparse(bound.receiver_expr)
+            if isinstance(bound.receiver_expr, (ast.Name, ast.Attribute))
+            else None
+        )
+
         def receiver_attr(path: str) -> frozenset[Fact]:
+            """``held_at(path)`` and what calls in this function stored into that field of
+            the receiver (``session.touch()`` -> ``session.last_seen``)."""
+            held = held_at(path)
+            if receiver_text is not None:
+                stored = self.frame.env.get(f"{receiver_text}.{path.split('.')[0]}")
+                if stored is not None:
+                    held = held | stored.facts
+            return held
+
+        def held_at(path: str) -> frozenset[Fact]:
             """What the receiver holds at ``path`` (``state.tool_context``): the field of an
             object we built, as deep as its fields are known, else all of what it holds
             (field-insensitive). Our own receiver passes the path on."""
@@ -362,6 +378,20 @@ class CallsMixin(EngineState):
                     by_attr |= attr_facts
                 facts = facts - by_attr
                 self.store_own_fields(summary, substitute)
+            elif index == SELF and receiver_text is not None and summary.attr_stores:
+                # likewise for another object (``session.touch()`` stores the time into
+                # ``session.last_seen``): that field holds it, read back by
+                # ``session.last_seen`` or by its methods, not ``session.prompt()``
+                by_attr = frozenset()
+                for attr, attr_facts in summary.attr_stores.items():
+                    by_attr |= attr_facts
+                    added_attr = substitute(attr_facts, "stored by")
+                    if added_attr:
+                        key = f"{receiver_text}.{attr}"
+                        old = self.frame.env.get(key)
+                        new = Value(added_attr)
+                        self.frame.env[key] = new if old is None else merge(old, new)
+                facts = facts - by_attr
             added = substitute(facts, "stored by")
             if not added:
                 continue

@@ -91,8 +91,9 @@ class ExprsMixin(EngineState):
             return self.attribute_source(node, qual)
         base = self.eval(node.value)
         value = self.attribute_of(base, node)
-        if isinstance(node.value, ast.Name):
-            stored = frame.env.get(f"{node.value.id}.{node.attr}")
+        if isinstance(node.value, (ast.Name, ast.Attribute)):
+            # a field this function stored into (``ctx.started = ...``, ``session.touch()``)
+            stored = frame.env.get(f"{ast.unparse(node.value)}.{node.attr}")
             if stored is not None:
                 return merge(value, stored)
         return value
