@@ -1,0 +1,66 @@
+"""`pytest --promptcache-check`: the same check inside an existing test suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SUITE = """
+import datetime
+import openai
+
+def system():
+    return "Now: " + datetime.datetime.now().isoformat() + "\\n" + "Answer briefly. " * 400
+
+def test_reply():
+    client = openai.OpenAI()
+    reply = client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "system", "content": system()}, {"role": "user", "content": "hi"}],
+    )
+    assert reply.choices[0].message.content
+"""
+
+
+def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_plugin_runs_the_session_twice_and_reports(tmp_path: Path) -> None:
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    report = tmp_path / "report.json"
+    proc = _pytest(
+        tmp_path,
+        "--promptcache-check",
+        "--promptcache-check-format=json",
+        "--promptcache-check-output",
+        str(report),
+        "test_prompt.py",
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.count("1 passed") == 2  # the suite ran in each run
+    import json
+
+    doc = json.loads(report.read_text())
+    [finding] = doc["findings"]
+    assert (finding["rule"], finding["causes"]) == ("PC001", ["clock"])
+    assert finding["site"]["function"] == "test_reply"
+    assert Path(finding["site"]["path"]) == tmp_path / "test_prompt.py"
+
+
+def test_plugin_is_inert_without_the_option_and_a_failing_suite_is_2(tmp_path: Path) -> None:
+    (tmp_path / "test_fail.py").write_text("def test_no():\n    assert False\n", encoding="utf-8")
+    plain = _pytest(tmp_path, "test_fail.py")
+    assert plain.returncode == 1 and "1 failed" in plain.stdout
+    checked = _pytest(tmp_path, "--promptcache-check", "test_fail.py")
+    assert checked.returncode == 2
+    assert "error: the command exited with status 1 in run 0 (baseline)" in checked.stderr
