@@ -5,7 +5,8 @@ Routes::
     POST /v1/completions        text completions, streamed (SSE) or not
     POST /v1/chat/completions   chat completions (the model's chat template), streamed or not
     GET  /v1/models             the served model name(s);  GET /v1/models/{id}
-    GET  /health                200 while the engine thread runs, else 503
+    GET  /health                200 while the engine thread runs and the warm-up is done,
+                                else 503
     GET  /metrics               Prometheus exposition (see metrics.py)
 
 Every client mistake (malformed JSON, wrong types, out-of-range sampling values, unknown model,
@@ -24,7 +25,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -49,6 +50,7 @@ from .sse import EventStreamResponse
 if TYPE_CHECKING:
     from ..kv_events import KVEventPublisher
     from ..llm_engine import LLMEngine
+    from .warmup import WarmupReport, WarmupRequest
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "is_json_media_type"]
 
@@ -71,6 +73,7 @@ class _State:
     ctx: ServingContext
     texts: TokenTexts
     created: int
+    by_tier: bool = False
 
 
 def create_app(
@@ -80,6 +83,8 @@ def create_app(
     chat_template: str | None = None,
     api_key: str | None = None,
     kv_events: KVEventPublisher | None = None,
+    warmup: list[WarmupRequest] | None = None,
+    on_warmup_done: Callable[[WarmupReport | BaseException], None] | None = None,
 ) -> Starlette:
     """Build the app; its lifespan starts and stops the engine thread.
 
@@ -91,6 +96,9 @@ def create_app(
         api_key: if set, ``/v1`` requests must send ``Authorization: Bearer <api_key>``.
         kv_events: publish the prefix cache's KV events (vLLM format) here, once per engine
             step; the caller owns (and closes) the publisher.
+        warmup: requests to prefill before serving (`promptcache.engine.server.warmup`);
+            ``/health`` answers 503 until they are done.
+        on_warmup_done: called (on the engine thread) with the warm-up's report or error.
 
     Raises:
         ConfigError: an empty model name, or an API key that no client could send
@@ -104,7 +112,9 @@ def create_app(
         validate_api_key(api_key)
     if chat_template is not None:
         engine.tokenizer.set_chat_template(chat_template)
-    async_engine = AsyncEngine(engine, kv_events=kv_events)
+    async_engine = AsyncEngine(
+        engine, kv_events=kv_events, warmup=warmup, on_warmup_done=on_warmup_done
+    )
     metrics = EngineMetrics(async_engine.stats, lambda: async_engine.num_requests_in_flight)
     async_engine.metrics = metrics
     # Capped by the KV pool too: prompts and default max_tokens are sized to what can finish.
@@ -121,6 +131,7 @@ def create_app(
         ),
         texts=TokenTexts(engine.tokenizer),
         created=int(time.time()),
+        by_tier=engine.kv_tiers is not None,
     )
 
     @contextlib.asynccontextmanager
@@ -166,7 +177,7 @@ def _state(request: Request) -> _State:
 async def _completions(request: Request) -> Response:
     state = _state(request)
     req = parse_completion_request(await _json_body(request), state.ctx)
-    meta = ResponseMeta(f"cmpl-{uuid.uuid4().hex}", int(time.time()), req.model)
+    meta = ResponseMeta(f"cmpl-{uuid.uuid4().hex}", int(time.time()), req.model, state.by_tier)
     stream = await state.engine.add_request(
         req.prompts, req.params, cache_salt=req.cache_salt, request_id=meta.request_id
     )
@@ -183,7 +194,7 @@ async def _completions(request: Request) -> Response:
 async def _chat_completions(request: Request) -> Response:
     state = _state(request)
     req = parse_chat_request(await _json_body(request), state.ctx)
-    meta = ResponseMeta(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model)
+    meta = ResponseMeta(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model, state.by_tier)
     stream = await state.engine.add_request(
         [req.prompt], req.params, cache_salt=req.cache_salt, request_id=meta.request_id
     )
@@ -316,7 +327,10 @@ async def _model(request: Request) -> Response:
 
 
 async def _health(request: Request) -> Response:
-    if _state(request).engine.is_alive:
+    engine = _state(request).engine
+    if engine.is_alive and not engine.ready.is_set():
+        return JSONResponse({"status": "warming up"}, status_code=503)
+    if engine.is_alive:
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "engine stopped"}, status_code=503)
 

@@ -18,6 +18,10 @@ no work the thread blocks on the command queue (no busy polling).
 
 TTFT and inter-token latency are measured here, on the engine thread, the moment a step's
 outputs are handed over.
+
+Before its first command the thread runs the warm-up, if any (`promptcache.engine.server.warmup`);
+``ready`` is set once it has finished (at once without one). When the thread stops it calls
+``LLMEngine.close``, which writes the cached blocks to the disk tier when there is one.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from ..kv_events import KVEventPublisher
     from ..llm_engine import LLMEngine
     from .metrics import EngineMetrics
+    from .warmup import WarmupReport, WarmupRequest
 
 __all__ = ["AsyncEngine", "RequestStream", "StreamItem"]
 
@@ -134,6 +139,9 @@ class AsyncEngine:
         kv_events: publisher of the prefix cache's KV events, or None. The engine thread
             drains the block manager's events after each step (and command batch) and
             publishes them as one batch; the caller closes the publisher.
+        warmup: requests to prefill before serving anything (``--warmup``), or None.
+        on_warmup_done: called on the engine thread with the `WarmupReport` (or with the
+            exception that ended the warm-up), before ``ready`` is set.
 
     Thread-safety: ``add_request`` is a coroutine for the event loop; ``abort`` and ``stats``
     may be called from any thread.
@@ -144,8 +152,16 @@ class AsyncEngine:
         engine: LLMEngine,
         metrics: EngineMetrics | None = None,
         kv_events: KVEventPublisher | None = None,
+        warmup: list[WarmupRequest] | None = None,
+        on_warmup_done: Callable[[WarmupReport | BaseException], None] | None = None,
     ) -> None:
         self.engine = engine
+        self.warmup = warmup
+        self.on_warmup_done = on_warmup_done
+        #: Set once the warm-up has finished (at start when there is none).
+        self.ready = threading.Event()
+        #: What the warm-up did, once it has run.
+        self.warmup_report: WarmupReport | None = None
         self.metrics = metrics
         self.kv_events = kv_events
         self._kv_recorder = engine.enable_kv_events() if kv_events is not None else None
@@ -232,6 +248,7 @@ class AsyncEngine:
 
     def _run(self) -> None:
         try:
+            self._run_warmup()
             while not self._stopping.is_set():
                 self._drain_commands(block=not self.engine.has_unfinished_requests())
                 if self.engine.has_unfinished_requests() and not self._stopping.is_set():
@@ -243,6 +260,32 @@ class AsyncEngine:
             error = EngineError("the engine is shutting down; retry against a running server")
             self._fail_tracked(error)
             self._reject_queued(error)
+            try:
+                written = self.engine.close()
+            except Exception:
+                logger.exception("writing the cached KV blocks to the disk tier failed")
+            else:
+                if written:
+                    logger.info("wrote %d cached KV blocks to the disk tier", written)
+
+    def _run_warmup(self) -> None:
+        if not self.warmup or self.ready.is_set():
+            self.ready.set()
+            return
+        from .warmup import run_warmup
+
+        result: WarmupReport | BaseException
+        try:
+            result = self.warmup_report = run_warmup(self.engine, self.warmup)
+        except Exception as exc:  # reported, and the server serves without the warm-up
+            logger.exception("the warm-up failed")
+            result = exc
+        self._stats = self.engine.stats()
+        if self.kv_events is not None and self._kv_recorder is not None:
+            self.kv_events.publish(self._kv_recorder.take())
+        if self.on_warmup_done is not None:
+            self.on_warmup_done(result)  # before ready: the banner line precedes the first 200
+        self.ready.set()
 
     def _drain_commands(self, block: bool) -> None:
         """Apply every queued command; if ``block``, first wait (bounded) for one to arrive."""

@@ -14,6 +14,8 @@ histograms and per-outcome counters are recorded by ``AsyncEngine`` on the engin
 ``promptcache_engine_kv_cache_bytes``               gauge      bytes allocated for the KV pool
 ``promptcache_engine_prefix_cache_queries_tokens``  counter    prompt tokens looked up
 ``promptcache_engine_prefix_cache_hits_tokens``     counter    of those, found in the cache
+``promptcache_engine_prefix_cache_tier_hits_tokens`` counter   hits by ``tier`` (pool, ram, disk)
+``promptcache_engine_kv_tier_blocks``               gauge      blocks held per ``tier`` (ram, disk)
 ``promptcache_engine_preemptions``                  counter    sequences preempted
 ``promptcache_engine_prompt_tokens``                counter    prompt tokens admitted
 ``promptcache_engine_generation_tokens``            counter    tokens generated
@@ -149,3 +151,21 @@ class _StatsCollector(Collector):
         )
         for name, doc, value in counters:
             yield CounterMetricFamily(_PREFIX + name, doc, value=value)
+        tier_hits = CounterMetricFamily(
+            _PREFIX + "prefix_cache_tier_hits_tokens",
+            "Prompt tokens found in the prefix cache, by the tier that held them (pool: the KV "
+            "pool; ram, disk: the cache tiers below it). They sum to prefix_cache_hits_tokens.",
+            labels=["tier"],
+        )
+        for tier, value in s.prefix_cache_hits_tokens_by_tier.items():
+            tier_hits.add_metric([tier], value)
+        yield tier_hits
+        if s.kv_tier_blocks:
+            blocks = GaugeMetricFamily(
+                _PREFIX + "kv_tier_blocks",
+                "KV blocks held by each cache tier below the pool.",
+                labels=["tier"],
+            )
+            for tier, value in s.kv_tier_blocks.items():
+                blocks.add_metric([tier], value)
+            yield blocks

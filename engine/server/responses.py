@@ -37,13 +37,26 @@ _CONTEXT_TOKENS = 4
 Json = dict[str, Any]
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> Json:
-    """The ``usage`` object; ``cached_tokens`` are prompt tokens served by the prefix cache."""
+def usage(
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int,
+    cached_tokens_by_tier: dict[str, int] | None = None,
+) -> Json:
+    """The ``usage`` object; ``cached_tokens`` are prompt tokens served by the prefix cache.
+
+    ``cached_tokens_by_tier`` (an engine with cache tiers only) adds our own extension field
+    ``prompt_tokens_details.cached_tokens_by_tier``: ``{"pool": n, "ram": n, "disk": n}``,
+    where each of the cached tokens was found; the three sum to ``cached_tokens``.
+    """
+    details: Json = {"cached_tokens": cached_tokens}
+    if cached_tokens_by_tier is not None:
+        details["cached_tokens_by_tier"] = cached_tokens_by_tier
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "prompt_tokens_details": details,
     }
 
 

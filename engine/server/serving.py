@@ -46,6 +46,8 @@ class ResponseMeta:
     request_id: str
     created: int
     model: str
+    #: Report ``prompt_tokens_details.cached_tokens_by_tier`` (the engine has cache tiers).
+    cached_by_tier: bool = False
 
 
 @dataclass
@@ -53,16 +55,26 @@ class _Usage:
     """Usage accumulated from finished outputs, keyed by (prompt index, sample index)."""
 
     prompt_lens: list[int]
+    by_tier: bool = False
     completion: dict[tuple[int, int], int] = field(default_factory=dict)
     cached: dict[int, int] = field(default_factory=dict)
+    tiers: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def add(self, prompt_index: int, out: RequestOutput) -> None:
         self.completion[(prompt_index, out.sample_index)] = len(out.output_token_ids)
-        self.cached[prompt_index] = max(self.cached.get(prompt_index, 0), out.num_cached_tokens)
+        if out.num_cached_tokens >= self.cached.get(prompt_index, 0):
+            self.cached[prompt_index] = out.num_cached_tokens
+            self.tiers[prompt_index] = dict(out.num_cached_tokens_by_tier)
 
     def as_json(self) -> Json:
         completion = sum(self.completion.values())
-        return usage(sum(self.prompt_lens), completion, sum(self.cached.values()))
+        by_tier = None
+        if self.by_tier:
+            by_tier = {"pool": 0, "ram": 0, "disk": 0}
+            for split in self.tiers.values():
+                for tier, n in split.items():
+                    by_tier[tier] += n
+        return usage(sum(self.prompt_lens), completion, sum(self.cached.values()), by_tier)
 
 
 def _finish_reason(out: RequestOutput) -> str | None:
@@ -79,7 +91,7 @@ async def completion_body(
 ) -> Json:
     """Wait for every choice to finish; return the ``text_completion`` object."""
     finals: dict[tuple[int, int], RequestOutput] = {}
-    tally = _Usage([len(p) for p in req.prompts])
+    tally = _Usage([len(p) for p in req.prompts], meta.cached_by_tier)
     async for item in stream:
         tally.add(item.prompt_index, item.output)
         if item.output.finished:
@@ -102,7 +114,7 @@ async def completion_events(
 ) -> AsyncIterator[bytes]:
     """SSE events of a streamed completion, ending with ``data: [DONE]``."""
     n = req.params.n
-    tally = _Usage([len(p) for p in req.prompts])
+    tally = _Usage([len(p) for p in req.prompts], meta.cached_by_tier)
     sent_chars: dict[tuple[int, int], int] = {}
     sent_lps: dict[tuple[int, int], int] = {}
     lp_offsets: dict[tuple[int, int], int] = {}  # text offset after the logprobs already sent
@@ -162,7 +174,7 @@ async def chat_body(
 ) -> Json:
     """Wait for every choice to finish; return the ``chat.completion`` object."""
     finals: dict[int, RequestOutput] = {}
-    tally = _Usage([len(req.prompt)])
+    tally = _Usage([len(req.prompt)], meta.cached_by_tier)
     async for item in stream:
         tally.add(0, item.output)
         if item.output.finished:
@@ -186,7 +198,7 @@ async def chat_events(
     The role delta is sent with the first output (after the prefill), not when the request
     arrives, as vLLM's server does: a proxy or client that times the first byte then measures
     the time to the first token, not the time to an empty chunk."""
-    tally = _Usage([len(req.prompt)])
+    tally = _Usage([len(req.prompt)], meta.cached_by_tier)
     sent_chars: dict[int, int] = {}
     sent_lps: dict[int, int] = {}
 

@@ -24,6 +24,7 @@ from promptcache.formatting import plural
 __all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
 
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
+DEFAULT_KV_DISK_BYTES = 16 * 1024**3  # EngineConfig.kv_disk_bytes
 
 _UNITS = {
     "": 1,
@@ -153,6 +154,37 @@ def engine_group() -> None:
 )
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=True, show_default=True)
 @click.option(
+    "--kv-ram",
+    "kv_ram",
+    type=BYTES,
+    default=0,
+    help="Host-RAM cache tier under the KV pool (e.g. 2GiB): cached blocks the pool evicts "
+    "are kept there, and a prefix that misses the pool hits there (0 = none).",
+)
+@click.option(
+    "--kv-disk",
+    "kv_disk",
+    metavar="DIR",
+    help="Disk cache tier: blocks evicted from RAM (or from the pool without --kv-ram), and at "
+    "shutdown every cached block, are written here; serve again on the same model and KV "
+    "settings and the blocks hit again.",
+)
+@click.option(
+    "--kv-disk-bytes",
+    type=BYTES,
+    default=DEFAULT_KV_DISK_BYTES,
+    show_default="16GiB",
+    help="Byte budget of the --kv-disk block files (least recently used out).",
+)
+@click.option(
+    "--warmup",
+    "warmup_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSONL of request bodies (chat `messages` or completions `prompt`; `model` optional) "
+    "to prefill at start; /health answers 503 until they are cached.",
+)
+@click.option(
     "--chat-template",
     metavar="FILE|JINJA",
     help="Chat template (a .jinja file or the template text) for models without one, or to "
@@ -224,6 +256,10 @@ def serve(
     kv_cache_dtype: str,
     swap_space: int,
     enable_prefix_caching: bool,
+    kv_ram: int,
+    kv_disk: str | None,
+    kv_disk_bytes: int,
+    warmup_file: Path | None,
     chat_template: str | None,
     api_key: str | None,
     insecure_no_auth: bool,
@@ -289,6 +325,9 @@ def serve(
             attention_backend=attention_backend,
             kv_cache_dtype=kv_cache_dtype,
             enable_prefix_caching=enable_prefix_caching,
+            kv_ram_bytes=kv_ram,
+            kv_disk_dir=kv_disk,
+            kv_disk_bytes=kv_disk_bytes,
         )
         if threads is not None:
             torch.set_num_threads(threads)
@@ -300,13 +339,19 @@ def serve(
         config.model = str(model_dir)
         config.validate()
         engine = LLMEngine(config)
+        names = list(dict.fromkeys(served_model_names)) or [model]
+        warmup = None
+        if warmup_file is not None:
+            warmup = _read_warmup(warmup_file, engine, names, template)
         app = create_app(
             engine,
             # A name given twice is listed once (first occurrence keeps its place).
-            served_model_names=list(dict.fromkeys(served_model_names)) or [model],
+            served_model_names=names,
             chat_template=template,
             api_key=api_key,
             kv_events=kv_events,
+            warmup=warmup,
+            on_warmup_done=None if warmup_file is None else _warmup_banner(warmup_file),
         )
         stats = engine.stats()
         pool = stats.kv_cache_bytes
@@ -337,6 +382,16 @@ def serve(
         elif weight_dtype == "int4":
             why = engine.runner.fused_decode_unavailable or "--no-fused-cpu-decode"
             click.echo(f"promptcache engine: the fused CPU kernel is not used: {why}", err=True)
+        tiers = engine.kv_tiers
+        if tiers is not None:
+            click.echo(f"promptcache engine: {_tiers_text(tiers)}", err=True)
+        if warmup is not None and warmup_file is not None:
+            prompts = sum(len(r.prompts) for r in warmup)
+            click.echo(
+                f"promptcache engine: warming up {plural(prompts, 'prompt')} from "
+                f"{warmup_file}; /health answers 503 until done",
+                err=True,
+            )
         if kv_events is not None:
             replay = f", replay on {kv_events.replay_endpoint}" if kv_events.replay_endpoint else ""
             click.echo(
@@ -349,6 +404,67 @@ def serve(
         sock.close()  # the server closes it too; this covers a failure before it starts
         if kv_events is not None:
             kv_events.close()
+
+
+def _tiers_text(tiers: Any) -> str:
+    """The banner line of the cache tiers (``KVTiers``): sizes, and blocks found on disk."""
+    parts = []
+    if tiers.host is not None:
+        size = _size(tiers.host.storage.numel() * tiers.host.storage.element_size())
+        parts.append(f"RAM tier of {plural(tiers.host.num_slots, 'KV block')} ({size})")
+    if tiers.disk is not None:
+        disk = tiers.disk
+        parts.append(
+            f"disk tier {disk.dir} holding {plural(len(disk), 'KV block')} "
+            f"({_size(disk.num_bytes)} of {_size(disk.capacity_bytes)})"
+        )
+    return ", ".join(parts)
+
+
+def _size(n: int) -> str:
+    """Bytes in binary units with one decimal: ``12.0 MiB``, ``3.5 KiB``, ``100 B``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _read_warmup(path: Path, engine: Any, names: list[str], template: str | None) -> Any:
+    """Parse ``--warmup`` with the live request parser (errors are one-line usage errors)."""
+    from promptcache.engine.server.protocol import ServingContext
+    from promptcache.engine.server.warmup import read_warmup_file
+    from promptcache.errors import ConfigError
+
+    if template is not None:
+        engine.tokenizer.set_chat_template(template)
+    ctx = ServingContext(
+        model_names=tuple(names),
+        tokenizer=engine.tokenizer,
+        max_model_len=engine.effective_max_model_len,
+        vocab_size=engine.model_config.vocab_size,
+        max_num_seqs=engine.config.max_num_seqs,
+    )
+    try:
+        return read_warmup_file(path, ctx)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--warmup") from None
+
+
+def _warmup_banner(path: Path) -> Any:
+    """The callback that prints what the warm-up did (on the engine thread)."""
+
+    def done(result: Any) -> None:
+        if isinstance(result, BaseException):
+            click.echo(f"promptcache engine: the warm-up from {path} failed: {result}", err=True)
+            return
+        click.echo(
+            f"promptcache engine: warmed {plural(result.num_prompts, 'prompt')} from {path} "
+            f"({plural(result.num_prompt_tokens, 'token')}, "
+            f"{plural(result.num_cached_blocks, 'KV block')} cached) in {result.seconds:.2f} s",
+            err=True,
+        )
+
+    return done
 
 
 def _base_url(host: str, port: int) -> str:

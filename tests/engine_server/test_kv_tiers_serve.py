@@ -1,0 +1,101 @@
+"""``engine serve --kv-ram / --kv-disk``: a restart finds its blocks on disk; tier hits are
+reported in usage (``cached_tokens_by_tier``) and in /metrics (``tier`` label). Expected counts
+come from the prompt's token ids and the block files on disk, not from the server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import openai
+from server_support import LONG_PROMPT, TINYSTORIES, LiveServer, load_engine
+from test_server_cli import _serve_command, _serving
+
+from promptcache.engine.kv_tiers import BLOCK_FILE_SUFFIX
+from promptcache.engine.server import create_app
+from promptcache.engine.tokenizer import Tokenizer
+
+BLOCK = 16
+
+
+def _metric(text: str, name: str) -> float:
+    line = next(x for x in text.splitlines() if x.startswith(name + " "))
+    return float(line.split()[-1])
+
+
+def test_a_restarted_server_serves_the_prefix_from_disk(tmp_path: Path) -> None:
+    disk = tmp_path / "kv"
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "1MiB",
+        "--kv-disk", str(disk),
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    with _serving(command, base) as first:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        before = client.completions.create(
+            model="tiny", prompt=LONG_PROMPT, max_tokens=8, temperature=0
+        )
+    assert "disk tier" in first.stderr and "holding 0 KV blocks" in first.stderr
+    files = list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
+    prompt_ids = Tokenizer.from_pretrained(TINYSTORIES).encode(LONG_PROMPT)
+    expected = (len(prompt_ids) - 1) // BLOCK * BLOCK
+    # The prompt's full blocks and the full blocks of prompt + output were cached and flushed.
+    assert len(files) == (len(prompt_ids) + 8 - 1) // BLOCK
+
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "1MiB",
+        "--kv-disk", str(disk),
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    with _serving(command, base) as second:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        after = client.completions.create(
+            model="tiny", prompt=LONG_PROMPT, max_tokens=8, temperature=0
+        )
+        metrics = httpx.get(f"{base}/metrics").text
+    assert f"holding {len(files)} KV blocks" in second.stderr
+    assert after.choices[0].text == before.choices[0].text
+    assert after.usage is not None and after.usage.prompt_tokens_details is not None
+    details = after.usage.prompt_tokens_details
+    assert details.cached_tokens == expected
+    extra = details.model_extra or {}
+    assert extra["cached_tokens_by_tier"] == {"pool": 0, "ram": 0, "disk": expected}
+    tier = "promptcache_engine_prefix_cache_tier_hits_tokens_total"
+    assert _metric(metrics, f'{tier}{{tier="disk"}}') == expected
+    assert _metric(metrics, f'{tier}{{tier="pool"}}') == 0
+    assert _metric(metrics, 'promptcache_engine_kv_tier_blocks{tier="disk"}') == len(files)
+
+
+def test_ram_tier_hits_are_reported_apart_from_pool_hits() -> None:
+    engine = load_engine(num_blocks=8, kv_ram_bytes=2**20)  # 8 blocks of 16: 128 tokens
+    other = "The little dog ran to the park. " * 19  # 7 blocks with its output
+    with LiveServer(create_app(engine, served_model_names=["tiny"])) as live:
+        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0)
+        cold = client.completions.create(
+            model="tiny", prompt=LONG_PROMPT, max_tokens=4, temperature=0
+        )
+        warm = client.completions.create(
+            model="tiny", prompt=LONG_PROMPT, max_tokens=4, temperature=0
+        )
+        client.completions.create(model="tiny", prompt=other, max_tokens=4)  # evicts
+        ram = client.completions.create(
+            model="tiny", prompt=LONG_PROMPT, max_tokens=4, temperature=0
+        )
+        metrics = httpx.get(f"{live.url}/metrics").text
+    prompt_ids = engine.tokenizer.encode(LONG_PROMPT)
+    expected = (len(prompt_ids) - 1) // BLOCK * BLOCK
+    splits = []
+    for reply in (cold, warm, ram):
+        assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+        assert reply.choices[0].text == cold.choices[0].text
+        splits.append(
+            (reply.usage.prompt_tokens_details.model_extra or {})["cached_tokens_by_tier"]
+        )
+    assert splits[0] == {"pool": 0, "ram": 0, "disk": 0}
+    assert splits[1] == {"pool": expected, "ram": 0, "disk": 0}
+    assert splits[2]["ram"] > 0 and sum(splits[2].values()) == expected
+    tier = "promptcache_engine_prefix_cache_tier_hits_tokens_total"
+    assert _metric(metrics, f'{tier}{{tier="ram"}}') == splits[2]["ram"]
+    assert _metric(metrics, f'{tier}{{tier="pool"}}') == expected + splits[2]["pool"]
+    hits = _metric(metrics, "promptcache_engine_prefix_cache_hits_tokens_total")
+    assert hits == sum(_metric(metrics, f'{tier}{{tier="{t}"}}') for t in ("pool", "ram", "disk"))

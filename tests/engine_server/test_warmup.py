@@ -1,0 +1,153 @@
+"""Warm-up of fixed prompts: ``create_app(..., warmup=...)`` and ``engine serve --warmup FILE``.
+
+Block and token counts are computed here from the prompt's own token ids (the tokenizer and
+`prefix_block_hashes`), independently of what the server reports.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import httpx
+import openai
+from click.testing import CliRunner
+from server_support import (
+    BLOCK_SIZE,
+    CHAT_TEMPLATE,
+    LONG_PROMPT,
+    MODEL_NAME,
+    TINYSTORIES,
+    LiveServer,
+    load_engine,
+)
+from test_server_cli import _serve_command, _serving
+
+from promptcache.cli import cli
+from promptcache.engine.block_manager import prefix_block_hashes
+from promptcache.engine.server import create_app
+from promptcache.engine.server.protocol import ServingContext
+from promptcache.engine.server.warmup import WarmupReport, read_warmup_file
+
+MESSAGES = [
+    {"role": "system", "content": LONG_PROMPT},
+    {"role": "user", "content": "Tell me a story about a red ball."},
+]
+OTHER_PROMPTS = [
+    "The little dog ran to the park and saw a big red ball under a tree. He wanted it.",
+    "One day, a girl named Mia found a shiny key in the garden and ran to show her mom.",
+]
+
+
+def _write_warmup(path: Path) -> Path:
+    lines = [
+        json.dumps({"messages": MESSAGES}),  # no model: the first served name
+        "",
+        json.dumps({"model": MODEL_NAME, "prompt": OTHER_PROMPTS, "max_tokens": 3}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _expected(engine_tokenizer: object) -> tuple[int, int, int]:
+    """(prompts, prompt tokens, distinct full blocks) of the warm-up file, counted here."""
+    tok = engine_tokenizer
+    chat_text = tok.apply_chat_template(MESSAGES, add_generation_prompt=True)  # type: ignore[attr-defined]
+    prompts = [tok.encode(chat_text, add_special_tokens=False)]  # type: ignore[attr-defined]
+    prompts += [tok.encode(p) for p in OTHER_PROMPTS]  # type: ignore[attr-defined]
+    blocks = {h for p in prompts for h in prefix_block_hashes(p, BLOCK_SIZE)}
+    return len(prompts), sum(len(p) for p in prompts), len(blocks)
+
+
+def test_health_waits_for_the_warmup_and_its_prompts_are_cached(tmp_path: Path) -> None:
+    engine = load_engine()
+    engine.tokenizer.set_chat_template(CHAT_TEMPLATE)
+    ctx = ServingContext(
+        model_names=(MODEL_NAME,),
+        tokenizer=engine.tokenizer,
+        max_model_len=engine.effective_max_model_len,
+        vocab_size=engine.model_config.vocab_size,
+    )
+    warmup = read_warmup_file(_write_warmup(tmp_path / "warm.jsonl"), ctx)
+    assert [r.line for r in warmup] == [1, 3]
+    release = threading.Event()
+    reports: list[WarmupReport | BaseException] = []
+
+    def done(result: WarmupReport | BaseException) -> None:
+        reports.append(result)
+        release.wait(30)  # hold the engine thread: /health must still say "warming up"
+
+    app = create_app(
+        engine,
+        served_model_names=[MODEL_NAME],
+        chat_template=CHAT_TEMPLATE,
+        warmup=warmup,
+        on_warmup_done=done,
+    )
+    with LiveServer(app) as live:
+        health = httpx.get(f"{live.url}/health", timeout=10)
+        assert health.status_code == 503 and health.json() == {"status": "warming up"}
+        release.set()
+        for _ in range(200):
+            health = httpx.get(f"{live.url}/health", timeout=10)
+            if health.status_code == 200:
+                break
+        assert health.json() == {"status": "ok"}
+        [report] = reports
+        assert isinstance(report, WarmupReport)
+        num_prompts, num_tokens, num_blocks = _expected(engine.tokenizer)
+        assert (report.num_requests, report.num_prompts) == (2, num_prompts)
+        assert report.num_prompt_tokens == num_tokens
+        assert report.num_cached_blocks == num_blocks
+        with openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0) as client:
+            reply = client.chat.completions.create(
+                model=MODEL_NAME,
+                messages=MESSAGES,
+                max_tokens=2,  # type: ignore[arg-type]
+            )
+        assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+        expected = (reply.usage.prompt_tokens - 1) // BLOCK_SIZE * BLOCK_SIZE
+        assert reply.usage.prompt_tokens_details.cached_tokens == expected > 0
+
+
+def test_serve_warmup_banner_says_what_was_warmed(tmp_path: Path) -> None:
+    template = tmp_path / "chat.jinja"
+    template.write_text(CHAT_TEMPLATE)
+    warm = _write_warmup(tmp_path / "warm.jsonl")
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", MODEL_NAME, "--chat-template", str(template),
+        "--warmup", str(warm),
+    )  # fmt: skip
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+        reply = client.completions.create(
+            model=MODEL_NAME, prompt=OTHER_PROMPTS[1], max_tokens=2, temperature=0
+        )
+    engine = load_engine(num_blocks=8)
+    engine.tokenizer.set_chat_template(CHAT_TEMPLATE)
+    num_prompts, num_tokens, num_blocks = _expected(engine.tokenizer)
+    assert f"warming up {num_prompts} prompts from {warm}; /health answers 503" in served.stderr
+    line = next(x for x in served.stderr.splitlines() if "promptcache engine: warmed" in x)
+    assert line.startswith(
+        f"promptcache engine: warmed {num_prompts} prompts from {warm} "
+        f"({num_tokens} tokens, {num_blocks} KV blocks cached) in "
+    )
+    assert line.endswith(" s")
+    assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+    tokens = engine.tokenizer.encode(OTHER_PROMPTS[1])
+    assert reply.usage.prompt_tokens_details.cached_tokens == (len(tokens) - 1) // 16 * 16
+
+
+def test_a_bad_warmup_line_is_a_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "hello"}) + "\n" + json.dumps({"temperature": 0}) + "\n")
+    command, _ = _serve_command(TINYSTORIES, "--warmup", str(bad))
+    result = CliRunner().invoke(cli, command[1:])
+    assert result.exit_code == 2, result.output
+    assert f"{bad}:2: a warm-up request needs 'messages' (chat) or 'prompt'" in result.output
+    assert "Traceback" not in result.output
+    missing = tmp_path / "missing.jsonl"
+    command, _ = _serve_command(TINYSTORIES, "--warmup", str(missing))
+    result = CliRunner().invoke(cli, command[1:])
+    assert result.exit_code == 2 and "cannot read the warm-up file" in result.output
