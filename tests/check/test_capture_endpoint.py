@@ -1,0 +1,91 @@
+"""The capture endpoint on its own: every vendor route answered in its wire format, recorded
+with the hook's headers; Gemini through raw HTTP (no Gemini client is installed here)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from promptcache.check.canned import REPLY_TEXT
+from promptcache.check.capture import CallSite, CaptureServer
+from promptcache.proxy.sse import SSEDecoder
+
+
+@pytest.fixture
+def server() -> CaptureServer:
+    with CaptureServer() as running:
+        yield running  # type: ignore[misc]
+
+
+def _events(body: bytes) -> list[dict[str, object]]:
+    decoder = SSEDecoder()
+    events = decoder.feed(body)
+    assert decoder.close() == ([], b"")
+    return [json.loads(e.data) for e in events if e.data != "[DONE]"]
+
+
+def test_gemini_generate_and_stream(server: CaptureServer) -> None:
+    base = server.base_urls()["GOOGLE_GEMINI_BASE_URL"]
+    body = {"systemInstruction": {"parts": [{"text": "Be brief."}]}, "contents": [
+        {"role": "user", "parts": [{"text": "hi"}]}
+    ]}  # fmt: skip
+    url = f"{base}/v1beta/models/gemini-2.5-flash"
+    plain = httpx.post(f"{url}:generateContent", json=body)
+    assert plain.json()["candidates"][0]["content"]["parts"][0]["text"] == REPLY_TEXT
+    sse = httpx.post(f"{url}:streamGenerateContent?alt=sse", json=body)
+    assert sse.headers["content-type"].startswith("text/event-stream")
+    [event] = _events(sse.content)
+    assert event["candidates"][0]["content"]["parts"][0]["text"] == REPLY_TEXT  # type: ignore[index]
+    array = httpx.post(f"{url}:streamGenerateContent", json=body).json()
+    assert isinstance(array, list) and len(array) == 1
+    counted = httpx.post(f"{url}:countTokens", json=body).json()
+    assert set(counted) == {"totalTokens"}
+    recorded = server.requests()
+    assert [r.api for r in recorded] == ["gemini", "gemini", "gemini", None]
+    assert recorded[0].path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert recorded[1].query == "alt=sse"
+    assert json.loads(recorded[0].body) == body
+
+
+def test_hook_headers_are_recorded_and_unknown_routes_get_vendor_errors(
+    server: CaptureServer,
+) -> None:
+    base = server.base_urls()["OPENAI_BASE_URL"]
+    headers = {
+        "x-promptcache-check-run": "3",
+        "x-promptcache-check-site": "/app/main.py%0912%09Bot.ask",
+        "x-promptcache-check-pid": "40007",
+        "x-promptcache-check-listings": "2",
+    }
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(f"{base}/chat/completions", json=body, headers=headers).status_code == 200
+    missing = httpx.post(f"{base}/embeddings", json={"input": "x"})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["type"] == "invalid_request_error"
+    anthropic_missing = httpx.post(server.base_urls()["ANTHROPIC_BASE_URL"] + "/v1/batches")
+    assert anthropic_missing.json()["type"] == "error"
+    first, second, third = server.requests()
+    assert (first.run, first.pid, first.listings, first.hooked) == (3, 40007, 2, True)
+    assert first.site == CallSite("/app/main.py", 12, "Bot.ask")
+    assert (second.run, second.hooked, second.site, second.api) == (0, False, None, None)
+    assert third.status == 404
+
+
+def test_stream_usage_chunk_only_when_asked(server: CaptureServer) -> None:
+    base = server.base_urls()["OPENAI_BASE_URL"]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    plain = _events(httpx.post(f"{base}/chat/completions", json=body).content)
+    assert all("usage" not in e for e in plain)
+    body["stream_options"] = {"include_usage": True}
+    with_usage = _events(httpx.post(f"{base}/chat/completions", json=body).content)
+    assert with_usage[-1]["choices"] == [] and with_usage[-1]["usage"]
+    assert (
+        "".join(
+            e["choices"][0]["delta"].get("content", "")
+            for e in with_usage
+            if e["choices"]  # type: ignore[index,union-attr]
+        )
+        == REPLY_TEXT
+    )

@@ -1,0 +1,79 @@
+"""The in-process hook in real child processes: what each perturbation changes, that run 0 and an
+isolated run keep the other kinds equal, and that an existing sitecustomize still runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from promptcache.check.perturbation import CLOCK_SHIFT, plan_runs
+
+PROBE = """
+import datetime, json, os, random, secrets, time, uuid
+folder = os.environ["PROBE_DIR"]
+print(json.dumps({
+    "time": time.time(),
+    "today": datetime.date.today().isoformat(),
+    "random": random.random(),
+    "uuid": str(uuid.uuid4()),
+    "token": secrets.token_hex(4),
+    "listdir": os.listdir(folder),
+    "scandir": [e.name for e in os.scandir(folder)],
+    "pid": os.getpid(),
+    "set": list({"alpha_tool", "beta_tool", "gamma_tool", "delta_tool"}),
+    "chained": os.environ.get("CHAINED_SITECUSTOMIZE_RAN"),
+}))
+"""
+
+
+def _probe(tmp_path: Path, run: int, isolate: bool, extra_path: str = "") -> dict[str, object]:
+    folder = tmp_path / "files"
+    folder.mkdir(exist_ok=True)
+    for name in ("a.md", "b.md", "c.md", "d.md"):
+        (folder / name).write_text(name)
+    plan = plan_runs(2, isolate=isolate, start=1_800_000_000.0)[run]
+    base = {**os.environ, "PROBE_DIR": str(folder)}
+    if extra_path:
+        base["PYTHONPATH"] = extra_path
+    env = plan.env(base, "http://127.0.0.1:9", [])
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def test_each_kind_changes_and_run_0_keeps_the_file_system_order(tmp_path: Path) -> None:
+    base, changed = _probe(tmp_path, 0, False), _probe(tmp_path, 1, False)
+    natural = os.listdir(tmp_path / "files")
+    assert base["listdir"] == natural
+    assert base["scandir"] == [e.name for e in os.scandir(tmp_path / "files")]
+    assert sorted(changed["listdir"]) == sorted(natural) and changed["listdir"] != natural  # type: ignore[arg-type]
+    assert changed["scandir"] != base["scandir"]
+    shift = changed["time"] - base["time"]  # type: ignore[operator]
+    assert abs(shift - CLOCK_SHIFT.total_seconds()) < 30
+    assert abs(base["time"] - 1_800_000_000.0) < 30  # type: ignore[operator]
+    for key in ("random", "uuid", "token", "pid"):
+        assert base[key] != changed[key], key
+    assert base["pid"] == 40_000
+
+
+def test_an_isolated_run_changes_only_its_kind(tmp_path: Path) -> None:
+    base = _probe(tmp_path, 0, True)
+    clock_only = _probe(tmp_path, 1, True)  # --isolate: run 1 changes the clock only
+    assert clock_only["time"] - base["time"] > 86_000  # type: ignore[operator]
+    for key in ("random", "uuid", "token", "listdir", "scandir", "pid", "set"):
+        assert base[key] == clock_only[key], key
+    again = _probe(tmp_path, 0, True)
+    assert (again["uuid"], again["random"]) == (base["uuid"], base["random"])  # deterministic
+
+
+def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text(
+        "import os\nos.environ['CHAINED_SITECUSTOMIZE_RAN'] = 'yes'\n"
+    )
+    assert _probe(tmp_path, 0, False, str(theirs))["chained"] == "yes"
