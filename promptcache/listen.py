@@ -8,15 +8,18 @@ the banner (and, for the engine, after the model has loaded).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import socket
 import sys
 from typing import Any
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from .errors import ConfigError
 
-__all__ = ["STARTUP_FAILURE", "listen_socket", "run_uvicorn"]
+__all__ = ["STARTUP_FAILURE", "ReportCancelled", "listen_socket", "log_to_stderr", "run_uvicorn"]
 
 #: Exit status when the server could not start (uvicorn's own ``STARTUP_FAILURE``).
 STARTUP_FAILURE = 3
@@ -56,6 +59,72 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def log_to_stderr(level: str | int) -> None:
+    """Print the ``promptcache`` loggers' records (the proxy's, the engine's) to stderr at
+    ``level``, formatted as uvicorn's own lines (``WARNING:  message``)."""
+    from uvicorn.logging import DefaultFormatter
+
+    root = logging.getLogger("promptcache")
+    if not any(getattr(h, "promptcache_server", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+        handler.promptcache_server = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+
+
+logger = logging.getLogger("promptcache.server")
+
+
+class ReportCancelled:
+    """ASGI wrapper: a request cancelled while the server stops (uvicorn cancels what is still
+    running when ``timeout_graceful_shutdown`` runs out) is logged as one warning line naming it,
+    instead of uvicorn's "Exception in ASGI application" traceback of the ``CancelledError``
+    (:class:`_NoCancelledTraceback` drops that record). The cancellation still propagates, so
+    uvicorn answers 500 or closes the connection as it would."""
+
+    def __init__(self, app: ASGIApp, grace_s: float | None) -> None:
+        self.app = app
+        self.grace_s = grace_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started: list[int] = []
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                started.append(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except asyncio.CancelledError:
+            client = scope.get("client")
+            peer = f" from {client[0]}:{client[1]}" if client else ""
+            grace = f" after the {self.grace_s:g} s grace" if self.grace_s is not None else ""
+            sent = f"status {started[0]} sent, body cut" if started else "no response sent"
+            logger.warning(
+                "request %s %s%s cancelled at shutdown%s (%s)",
+                scope.get("method", "?"),
+                scope.get("path", "?"),
+                peer,
+                grace,
+                sent,
+            )
+            raise
+
+
+class _NoCancelledTraceback(logging.Filter):
+    """Drops uvicorn's error record of a request task that ended in ``CancelledError`` (already
+    reported in one line by :class:`ReportCancelled`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        return not (info and info[0] is not None and issubclass(info[0], asyncio.CancelledError))
+
+
 def run_uvicorn(app: Any, sock: socket.socket, **settings: Any) -> None:
     """Serve ``app`` on the bound ``sock`` with one uvicorn worker until interrupted, as
     ``uvicorn.run`` would (``settings`` are ``uvicorn.Config`` options). Exits with
@@ -67,7 +136,12 @@ def run_uvicorn(app: Any, sock: socket.socket, **settings: Any) -> None:
 
     from .proxy.redact import RedactFilter
 
-    config = uvicorn.Config(app, **settings)  # configures uvicorn's loggers
+    grace = settings.get("timeout_graceful_shutdown")
+    config = uvicorn.Config(ReportCancelled(app, grace), **settings)  # configures its loggers
+    log_to_stderr(settings.get("log_level", "info"))
+    errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _NoCancelledTraceback) for f in errors.filters):
+        errors.addFilter(_NoCancelledTraceback())
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, RedactFilter) for f in access.filters):
         access.addFilter(RedactFilter())

@@ -69,6 +69,9 @@ VENDORS = ("anthropic", "openai", "gemini", "engine", "openai_compatible")
 #: Default limit on a request body: 32 MiB.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
+#: The name of an upstream given as a URL (``--upstream http://...``): its ``upstream`` column.
+URL_UPSTREAM_NAME = "custom"
+
 #: Header a client sends the proxy's own token in when ``--auth-token`` is set; never forwarded.
 AUTH_HEADER = "x-promptcache-auth"
 
@@ -127,6 +130,15 @@ class UpstreamConfig:
     def display_url(self) -> str:
         """``url`` as shown in messages, the log and the banner: credentials masked."""
         return redact_url(self.url)
+
+    @property
+    def described(self) -> str:
+        """How messages name this upstream: ``openai (https://api.openai.com)``, or the URL
+        alone for an upstream given as a URL (its name, :data:`URL_UPSTREAM_NAME`, is the log's
+        ``upstream`` column value, not a name the user chose)."""
+        if self.name == URL_UPSTREAM_NAME:
+            return self.display_url
+        return f"{self.name} ({self.display_url})"
 
     @property
     def is_loopback(self) -> bool:
@@ -270,7 +282,8 @@ def upstream_from_spec(
 
     Args:
         spec: what ``--upstream`` names.
-        name: the upstream's name (default: the built-in name, or ``custom`` for URLs).
+        name: the upstream's name (default: the built-in name, or :data:`URL_UPSTREAM_NAME`
+            for URLs).
         policy: the routing policy over several replicas (default ``prefix``).
 
     Raises:
@@ -288,7 +301,7 @@ def upstream_from_spec(
         _check_distinct(replicas, "--upstream")
         routing = RoutingSettings() if policy is None else RoutingSettings(policy=policy)
         return UpstreamConfig(
-            name=name or "custom",
+            name=name or URL_UPSTREAM_NAME,
             url=replicas[0],
             vendor="openai_compatible",
             replicas=replicas,
@@ -302,7 +315,8 @@ def upstream_from_spec(
     if spec in KNOWN_UPSTREAMS:
         url, vendor = KNOWN_UPSTREAMS[spec]
         return UpstreamConfig(name=name or spec, url=url, vendor=vendor)
-    return UpstreamConfig(name=name or "custom", url=_check_url(spec), vendor="openai_compatible")
+    url = _check_url(spec)
+    return UpstreamConfig(name=name or URL_UPSTREAM_NAME, url=url, vendor="openai_compatible")
 
 
 def config_for_upstream(upstream: str | UpstreamConfig, **overrides: Any) -> ProxyConfig:

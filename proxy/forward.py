@@ -255,7 +255,7 @@ class UpstreamPool:
             await asyncio.wait_for(state.slots.acquire(), upstream.pool_timeout_s)
         except asyncio.TimeoutError:  # TimeoutError on 3.11+, its own class on 3.10
             raise UpstreamTimeoutError(
-                f"upstream {upstream.name} ({upstream.display_url}) had no free pooled "
+                f"upstream {upstream.described} had no free pooled "
                 f"connection in time: all {upstream.max_connections} connections stayed busy for "
                 f"{upstream.pool_timeout_s:g} s (raise max_connections or pool_timeout_s)"
             ) from None
@@ -562,4 +562,4 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
         httpx.ReadError: "dropped the connection",
     }.get(type(exc), "failed")
     detail = redact_url(str(exc)) or type(exc).__name__
-    return f"upstream {upstream.name} ({upstream.display_url}) {kind}: {detail}"
+    return f"upstream {upstream.described} {kind}: {detail}"

@@ -77,6 +77,8 @@ class ProxyState:
     salt: bytes
     #: upstreams that answered 400/422 to an injected ``stream_options``: never injected again
     no_usage_injection: set[str] = field(default_factory=set)
+    #: URLs of upstreams whose last request failed to connect (their first failure is logged)
+    unreachable: set[str] = field(default_factory=set)
     #: requests between arrival and their record's hand-off (shutdown waits for them)
     in_flight: int = 0
     #: upstream name -> its router, for upstreams with replicas
@@ -252,7 +254,15 @@ class ProxyEndpoint:
         except UpstreamTimeoutError as exc:
             await self._reject(ex, send, 504, str(exc))
         except UpstreamUnreachableError as exc:
+            if upstream.url not in self.state.unreachable:
+                self.state.unreachable.add(upstream.url)
+                logger.warning(
+                    "%s; clients get 502 until it answers (logged once until then)", exc
+                )
             await self._reject(ex, send, 502, str(exc))
+        else:
+            if self.state.unreachable:
+                self.state.unreachable.discard(upstream.url)
 
     async def _forward_routed(
         self,

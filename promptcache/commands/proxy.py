@@ -73,6 +73,16 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     "rates, e.g. gpt-5; applies to every upstream without its own price_as.",
 )
 @click.option(
+    "--timeout-graceful-shutdown",
+    "graceful_shutdown_s",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="How long a stop (Ctrl-C, SIGTERM) waits for requests still running; then each is "
+    "cancelled, logged in one line, and its row written.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -92,6 +102,7 @@ def proxy(
     store_bodies: bool,
     max_body_bytes: int,
     price_as: str | None,
+    graceful_shutdown_s: float,
     log_level: str,
 ) -> None:
     """Run a local proxy that records every request's cache usage, cost and prefix hashes.
@@ -158,6 +169,7 @@ def proxy(
         log_level=log_level,
         access_log=log_level == "debug",
         banner=banner,  # printed once the port is bound and the log open
+        graceful_shutdown_s=graceful_shutdown_s,
     )
 
 

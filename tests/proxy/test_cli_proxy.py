@@ -6,6 +6,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -13,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from proxy_support import read_rows, wait_until_serving
 from servers import ServerThread
+from upstreams import MockUpstream
 
 from promptcache.cli import cli
 
@@ -137,3 +140,108 @@ def test_serves_and_a_clean_stop_writes_every_row(
     assert len(rows) == 5  # flush interval is 0.5 s; a clean stop drained the rest
     assert {r["vendor"] for r in rows} == {"openai_compatible"}
     assert {r["cache_read_tokens"] for r in rows} == {1920}
+
+
+def test_an_upstream_that_refuses_is_warned_about_at_start_and_at_the_first_refusal(
+    tmp_path: Path,
+) -> None:
+    # nothing listens on the upstream's port: the proxy starts anyway, says so, answers 502,
+    # and logs the first refused request (not every one) at the default log level
+    port, down = free_port(), f"http://127.0.0.1:{free_port()}"
+    command = [
+        sys.executable, "-c", "from promptcache.cli import main; main()",
+        "proxy", "--upstream", down, "--port", str(port), "--db", str(tmp_path / "l.db"),
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(proc, url + "/healthz")
+        for _ in range(3):
+            reply = httpx.post(
+                url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": []}
+            )
+            assert reply.status_code == 502
+            assert "custom" not in reply.text
+            assert f"upstream {down} refused the connection" in reply.json()["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    lines = stderr.splitlines()
+    assert lines[0] == f"promptcache proxy on {url} -> {down}, recording to {tmp_path / 'l.db'}"
+    start = [ln for ln in lines if "is not reachable" in ln]
+    assert start == [
+        f"WARNING:  upstream {down} is not reachable (connection refused); requests to it get "
+        "502 until it is"
+    ]
+    refused = [ln for ln in lines if "refused the connection" in ln]
+    assert len(refused) == 1, stderr  # the first of the 3 refusals only
+    assert refused[0].startswith(f"WARNING:  upstream {down} refused the connection")
+    assert refused[0].endswith("clients get 502 until it answers (logged once until then)")
+    assert "custom" not in stderr and "Traceback" not in stderr
+
+
+def test_sigterm_after_the_grace_period_prints_one_line_per_cancelled_request(
+    tmp_path: Path, mock_server: ServerThread
+) -> None:
+    # two requests still running when SIGTERM comes: a stream the upstream never ends (its
+    # response has started) and an answer the upstream sends after 3 s (not started); the grace
+    # is 0.5 s, so both are cancelled, each told in one line, both rows written
+    upstream = mock_server.app
+    assert isinstance(upstream, MockUpstream)
+    upstream.reset()
+    port, db = free_port(), tmp_path / "cli.db"
+    command = [
+        sys.executable, "-c", "from promptcache.cli import main; main()",
+        "proxy", "--upstream", mock_server.url, "--port", str(port), "--db", str(db),
+        "--timeout-graceful-shutdown", "0.5",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    outcomes: list[str] = []
+
+    def call(fault: str, stream: bool) -> None:
+        body = {"model": "gpt-4o", "messages": [], "stream": stream}
+        try:
+            with httpx.stream(
+                "POST", url + "/v1/chat/completions", json=body,
+                headers={"x-mock-fault": fault}, timeout=60,
+            ) as reply:  # fmt: skip
+                for _ in reply.iter_bytes():
+                    pass
+            outcomes.append(f"{fault}: {reply.status_code}")
+        except httpx.TransportError as exc:
+            outcomes.append(f"{fault}: {type(exc).__name__}")
+
+    try:
+        wait_until_serving(proc, url + "/healthz")
+        threads = [
+            threading.Thread(target=call, args=("hang", True)),
+            threading.Thread(target=call, args=("slow", False)),
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while len(upstream.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(upstream.requests) == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    for thread in threads:
+        thread.join(30)
+    assert "Traceback" not in stderr and "CancelledError" not in stderr, stderr
+    cancelled = sorted(ln for ln in stderr.splitlines() if "cancelled at shutdown" in ln)
+    assert len(cancelled) == 2, stderr
+    assert all(
+        ln.startswith("WARNING:  request POST /v1/chat/completions from 127.0.0.1:")
+        for ln in cancelled
+    )
+    endings = sorted(ln.rsplit(" cancelled at shutdown ", 1)[1] for ln in cancelled)
+    assert endings == [
+        "after the 0.5 s grace (no response sent)",
+        "after the 0.5 s grace (status 200 sent, body cut)",
+    ]
+    assert len(outcomes) == 2
+    rows = read_rows(db)
+    assert len(rows) == 2 and all("cancelled" in (r["error"] or "") for r in rows)
