@@ -126,10 +126,13 @@ class CallsMixin(EngineState):
             result = self.method_call(receiver, func, node, args, kwargs)
             if result is not None:
                 return result
-            if isinstance(receiver.ref, Unresolved) and any(
-                f.kind not in (Kind.PARAM, Kind.LOOP)
-                for v in (*args, *kwargs.values())
-                for f in v.facts
+            if isinstance(receiver.ref, Unresolved) and (
+                any(
+                    f.kind not in (Kind.PARAM, Kind.LOOP)
+                    for v in (*args, *kwargs.values())
+                    for f in v.facts
+                )
+                or any(self.frame.mutation_facts)
             ):
                 # a method of an object built by another module's callable, given a value
                 # with facts: the driver supplies that class on the next round
@@ -306,6 +309,8 @@ class CallsMixin(EngineState):
             """``held_at(path)`` and what calls in this function stored into that field of
             the receiver (``session.touch()`` -> ``session.last_seen``)."""
             held = held_at(path)
+            if receiver is not None and isinstance(receiver.ref, ExternalClass):
+                held = held | receiver.ref.field_facts.get(path.split(".")[0], frozenset())
             if receiver_text is not None:
                 stored = self.frame.env.get(f"{receiver_text}.{path.split('.')[0]}")
                 if stored is not None:
@@ -340,10 +345,14 @@ class CallsMixin(EngineState):
             out: set[Fact] = set()
             for f in facts:
                 if f.kind is Kind.PARAM and f.fix == (summary.key,):
+                    given: frozenset[Fact] = frozenset()
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
-                        out |= receiver_attr(f.detail[len("self.") :])
+                        given = receiver_attr(f.detail[len("self.") :])
                     elif f.param in arg_values:
-                        out |= arg_values[f.param][0].facts
+                        given = arg_values[f.param][0].facts
+                    if f.granularity == "sorted":  # the callee sorted it
+                        given = Value(given).ordered().facts
+                    out |= given
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
                 else:
@@ -385,12 +394,12 @@ class CallsMixin(EngineState):
                 by_attr = frozenset()
                 for attr, attr_facts in summary.attr_stores.items():
                     by_attr |= attr_facts
-                    added_attr = substitute(attr_facts, "stored by")
-                    if added_attr:
+                    new = self.with_mutation_facts(Value(substitute(attr_facts, "stored by")))
+                    if new.facts:
                         key = f"{receiver_text}.{attr}"
                         old = self.frame.env.get(key)
-                        new = Value(added_attr)
                         self.frame.env[key] = new if old is None else merge(old, new)
+                        self.note_field_store(receiver, attr, new.facts)
                 facts = facts - by_attr
             added = substitute(facts, "stored by")
             if not added:
@@ -440,6 +449,18 @@ class CallsMixin(EngineState):
 
         result = substituted(summary.ret)
         return self.pin_if_once(result)
+
+    def note_field_store(self, receiver: Value | None, attr: str, facts: frozenset[Fact]) -> None:
+        """Order facts stored into a field of another module's class instance: exported, so
+        that every reader of that class's field sees them (``ExternalClass.field_facts``)."""
+        if receiver is None or not isinstance(receiver.ref, ExternalClass):
+            return
+        order = frozenset(
+            f for f in facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED) and not f.pinned
+        )
+        if order:
+            fields = self.field_stores.setdefault(receiver.ref.qualname, {})
+            fields[attr] = fields.get(attr, frozenset()) | order
 
     def store_own_fields(
         self, summary: Summary, substitute: Callable[[frozenset[Fact], str], frozenset[Fact]]
@@ -530,7 +551,7 @@ class CallsMixin(EngineState):
         target = func.value
         frame = self.frame
         if method == "sort" and isinstance(target, ast.Name):  # sorted in place: ordered now
-            v = self.lookup(target.id).without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            v = self.lookup(target.id).ordered()
             ordered = Shape.LIST if v.shape is Shape.UNORDERED_LIST else v.shape
             ref = v.ref if ordered is v.shape else None
             frame.env[target.id] = Value(v.facts, ordered, None, v.elem_str, v.name_key, ref)
@@ -579,6 +600,16 @@ class CallsMixin(EngineState):
         return CLEAN
 
     def attribute_of(self, base: Value, node: ast.Attribute) -> Value:
+        """What ``base.<attr>`` holds; for another module's class, also what code anywhere
+        in the program stores into that field (``ExternalClass.field_facts``)."""
+        value = self._attribute_of(base, node)
+        if isinstance(base.ref, ExternalClass):
+            extra = base.ref.field_facts.get(node.attr)
+            if extra:
+                value = value.with_facts(value.facts | extra)
+        return value
+
+    def _attribute_of(self, base: Value, node: ast.Attribute) -> Value:
         attr = node.attr
         method = self.method_of(base, attr)
         if method is not None:

@@ -41,7 +41,9 @@ class Fact:
     """One reason a value is volatile, with the place it was born.
 
     ``line``/``col`` locate the birth (1-based line, 0-based column). ``detail`` is the source
-    as written (``datetime.now()``). ``granularity`` is "subday" or "day" for TIME facts.
+    as written (``datetime.now()``). ``granularity`` is "subday" or "day" for TIME facts,
+    "sorted" for a PARAM fact of a parameter that was sorted (its argument's order facts do not
+    pass).
     ``pinned`` is true when the value was computed once (module level, ``__init__``, cached).
     ``param`` is the parameter index for PARAM facts (``SELF`` for the receiver of a method).
     ``fix`` carries what an autofix needs (a tuple of ints and strings, see the rule modules),
@@ -145,6 +147,20 @@ class Value:
         if not self.facts:
             return self
         return replace(self, facts=frozenset(f for f in self.facts if f.kind not in kinds))
+
+    def ordered(self) -> Value:
+        """The value after sorting: no order facts; a parameter's fact is marked ``sorted``
+        (``Fact.granularity``), so that what a caller passes in loses its order facts too."""
+        if not self.facts:
+            return self
+        return replace(
+            self,
+            facts=frozenset(
+                (replace(f, granularity="sorted") if f.kind is Kind.PARAM else f)
+                for f in self.facts
+                if f.kind not in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            ),
+        )
 
     def pinned(self) -> Value:
         """The value as computed once: per-request facts become pinned."""

@@ -57,12 +57,16 @@ class ExternalClass:
     """A class defined in another module of the program, known through its exported summary.
 
     ``qualname``: ``app.tools.Registry``; ``methods``: method name -> summary (``__init__``
-    included); ``default_repr``: its instances print their memory address.
+    included); ``default_repr``: its instances print their memory address; ``field_facts``:
+    attribute -> the order facts that code anywhere in the program stores into that field of
+    an instance (tools registered while iterating ``list_tools()``), so any instance's field
+    may hold them.
     """
 
     qualname: str
     methods: dict[str, Summary] = field(hash=False, compare=False)
     default_repr: bool = False
+    field_facts: dict[str, frozenset[Fact]] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ class EngineState:
         entries: list[PrefixEntry]
         closures: dict[ast.AST, Frame]
         method_class: dict[ast.AST, ClassInfo]
+        field_stores: dict[str, dict[str, frozenset[Fact]]]
 
         def _collect(self, body: list[ast.stmt]) -> None: ...
         def exec_block(self, body: list[ast.stmt]) -> None: ...

@@ -110,7 +110,7 @@ class LibraryMixin(EngineState):
                 )
             return Value(first.facts)
         if qual == "builtins.sorted":
-            value = first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            value = first.ordered()
             return Value(value.facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
         if qual in ("builtins.set", "builtins.frozenset"):
             return Value(

@@ -24,8 +24,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
-from .analysis.exports import exportable_value, summary_to_json, value_to_json
-from .calls import CallsMixin
+from .analysis.exports import exportable_value, fact_to_json, summary_to_json, value_to_json
+from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
@@ -140,6 +140,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: qualified names this module uses that may be defined elsewhere in the program ->
         #: whether a value with facts was passed to them (what the program driver resolves)
         self.wanted: dict[str, bool] = {}
+        #: class qualified name -> attribute -> order facts this module stores into that field
+        #: of an instance (exported as ``field_stores``; the driver gives every reader of the
+        #: class the union, ``ExternalClass.field_facts``)
+        self.field_stores: dict[str, dict[str, frozenset[Fact]]] = {}
         self.extra_sinks = extra_sinks
         self.segment = segment
         self.triggered = triggered
@@ -260,6 +264,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 out[key] = table
         if missing:
             out["missing"] = sorted(missing)
+        if self.field_stores:
+            out["field_stores"] = {
+                cls: {
+                    attr: sorted((fact_to_json(f, path) for f in facts), key=repr)
+                    for attr, facts in sorted(fields.items())
+                }
+                for cls, fields in sorted(self.field_stores.items())
+            }
         return out
 
     def _close_relevance(self) -> None:
@@ -505,11 +517,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
 
     def annotated_class(self, annotation: ast.expr | None) -> object:
         """The project class a parameter annotation names (``clock: Clock``, ``Clock | None``,
-        ``Optional[Clock]``), as a ``ClassInfo`` or ``ExternalClass``; else None."""
+        ``Optional[Clock]``), as a ``ClassInfo`` or ``ExternalClass``; an ``Unresolved`` for a
+        class of another module whose summary is not known (yet); else None."""
         if annotation is None:
             return None
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
-            return self.annotated_class(annotation.left) or self.annotated_class(annotation.right)
+            sides = [self.annotated_class(annotation.left), self.annotated_class(annotation.right)]
+            known = [c for c in sides if isinstance(c, (ClassInfo, ExternalClass))]
+            return known[0] if known else next((c for c in sides if c is not None), None)
         if isinstance(annotation, ast.Subscript) and isinstance(
             annotation.value, (ast.Name, ast.Attribute)
         ):
@@ -532,6 +547,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             found = self.external(qual)
             if isinstance(found, ExternalClass):
                 return found
+            if found is None and not qual.startswith(("typing.", "builtins.")):
+                return Unresolved(qual)
         return None
 
     def mark_builder(self, func: ast.FunctionDef | ast.AsyncFunctionDef, label: str) -> None:

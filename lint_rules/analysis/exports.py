@@ -233,6 +233,8 @@ def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass |
         find = classes_in(module)
         if kind == "class":
             cls = ExternalClass(f"{module}.{blob['name']}", {}, data["default_repr"])
+            for attr, facts in data.get("field_facts", {}).items():
+                cls.field_facts[attr] = frozenset(fact_from_json(f, 0) for f in facts)
             loaded[qual] = cls
             for name, method in data["methods"].items():
                 cls.methods[name] = summary_from_json(method, find)

@@ -235,6 +235,7 @@ class Program:
     def _plan(self, states: dict[str, FileState], index: ModuleIndex) -> list[tuple[str, Task]]:
         requests: dict[str, set[str]] = {f: set(s.requests) for f, s in states.items()}
         externals: dict[str, dict[str, Any]] = {}
+        field_facts = _field_facts(states)
         for path, state in states.items():
             seen: dict[str, Any] = {}
             for qual, carries in state.output.get("wanted", {}).items():
@@ -248,8 +249,12 @@ class Program:
                     continue
                 file, symbol = found
                 blob = self._lookup(states[file], symbol)
+                stored = _stored_fields(blob, field_facts)
                 if blob is None:
                     requests[file].add(symbol.split(".")[0])
+                elif stored:
+                    # fields that code elsewhere fills in an unstable order
+                    seen[qual] = {**blob, "data": {**blob["data"], "field_facts": stored}}
                 elif carries or interesting(blob["data"]):
                     seen[qual] = blob
                     for cls in _class_refs(blob):
@@ -331,6 +336,31 @@ class Program:
         if head in exports.get("missing", ()):
             return {"kind": "none", "data": {}, "module": state.module}
         return None
+
+
+def _field_facts(states: dict[str, FileState]) -> dict[str, dict[str, list[Any]]]:
+    """Class qualified name -> attribute -> the facts (JSON) any module stores into that
+    field of an instance (each module's ``field_stores`` export), merged."""
+    merged: dict[str, dict[str, list[Any]]] = {}
+    for state in states.values():
+        stores = state.output.get("exports", {}).get("field_stores", {})
+        for cls, fields in stores.items():
+            for attr, facts in fields.items():
+                known = merged.setdefault(cls, {}).setdefault(attr, [])
+                known.extend(f for f in facts if f not in known)
+    for fields in merged.values():
+        for facts in fields.values():
+            facts.sort(key=repr)
+    return merged
+
+
+def _stored_fields(
+    blob: dict[str, Any] | None, field_facts: dict[str, dict[str, list[Any]]]
+) -> dict[str, list[Any]]:
+    """The stored field facts of a class blob (empty for anything else)."""
+    if blob is None or blob["kind"] != "class":
+        return {}
+    return field_facts.get(f"{blob['module']}.{blob['name']}", {})
 
 
 def _class_refs(blob: dict[str, Any]) -> list[str]:
