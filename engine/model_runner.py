@@ -2,9 +2,9 @@
 
 Per step (``execute``):
 
-1. copy blocks the scheduler asked to move: swap-out (device -> CPU pool), copy-on-write
-   (device -> device), swap-in (CPU pool -> device), then loads from the cache tiers
-   (``kv_tiers``), in that order;
+1. copy blocks the scheduler asked to move: demotions to the RAM cache tier (``kv_tiers``),
+   swap-out (device -> CPU pool), copy-on-write (device -> device), swap-in (CPU pool ->
+   device), then loads from the cache tiers, in that order;
 2. pack the new tokens of every scheduled sequence into ``input_ids`` / ``positions`` and build
    one ``AttnMetadata`` (slot mapping, padded block tables, context lengths, ``cu_seqlens_q``);
 3. run the model (attention writes the new K/V into the pool as it goes);
@@ -304,6 +304,8 @@ class ModelRunner:
         Returns:
             One sampled token (and logprobs) per entry with ``samples`` set, in batch order.
         """
+        if self.kv_tiers is not None:
+            self.kv_tiers.flush_demotions()  # evicted blocks still hold their bytes here
         self.swap_out(batch.blocks_to_swap_out)
         self.copy_blocks(batch.blocks_to_copy)
         self.swap_in(batch.blocks_to_swap_in)

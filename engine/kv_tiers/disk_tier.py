@@ -189,10 +189,14 @@ class DiskTier:
         if entry is None:
             return None
         path = self.path(block_hash)
+        raw = bytearray(entry.file_bytes)
         try:
-            raw = path.read_bytes()
+            with path.open("rb") as fh:
+                got = fh.readinto(raw)
+                if got != entry.file_bytes or fh.read(1):
+                    raw = bytearray()  # cut short or grown: fails the size check
         except OSError:
-            raw = b""
+            raw = bytearray()
         data = self._decode(raw, block_hash, entry)
         if data is None:
             self.num_dropped += 1
@@ -234,7 +238,7 @@ class DiskTier:
             removed.append(block_hash)
         return removed
 
-    def _decode(self, raw: bytes, block_hash: int, entry: DiskEntry) -> torch.Tensor | None:
+    def _decode(self, raw: bytearray, block_hash: int, entry: DiskEntry) -> torch.Tensor | None:
         if len(raw) != entry.file_bytes or len(raw) < _PREFIX_BYTES:
             return None
         head = raw[: _HEADER.size]
@@ -253,10 +257,9 @@ class DiskTier:
         tokens = struct.unpack_from(f"<{num_tokens}q", body)
         if tokens != entry.token_ids or int.from_bytes(parent, "little") != entry.parent_hash:
             return None
-        payload = bytearray(body[8 * num_tokens :])
-        return (
-            torch.frombuffer(payload, dtype=torch.uint8).view(self.dtype).reshape(self.block_shape)
-        )
+        offset = _PREFIX_BYTES + 8 * num_tokens  # the payload, used in place (no copy)
+        data = torch.frombuffer(raw, dtype=torch.uint8, offset=offset, count=num_payload)
+        return data.view(self.dtype).reshape(self.block_shape)
 
     def _scan(self) -> None:
         """Read every block file's header (oldest modification first) into the index."""

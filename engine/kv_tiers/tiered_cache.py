@@ -1,11 +1,13 @@
 """`KVTiers`: the block manager's lower cache tiers (host RAM, then disk) over the KV pool.
 
 Demotion: when the block manager evicts a cached pool block (ref_count 0, least recently
-used; `BlockManager._pop_free`), `block_evicted` copies its K/V into the RAM tier at once, before
-the block is reused (nothing writes the pool between scheduling and the forward pass, and a
-block evicted in a step is only written by that step's copies and forward pass, which come
-later). A full RAM tier first moves its least recently used block to the disk tier (or drops
-it when there is none). With no RAM tier, evicted blocks go straight to disk.
+used; `BlockManager._pop_free`), `block_evicted` gives it a RAM slot at once and queues the copy;
+`flush_demotions` copies every queued block in one indexed copy per layer. The runner calls it
+first thing in each step, before the step's swaps, copy-on-writes, loads and forward pass, the
+only writes into the pool: an evicted block still holds its bytes until then. A full RAM tier
+first moves its least recently used block to the disk tier (or drops it when there is none),
+after flushing the queue, so the block it writes out holds its bytes. With no RAM tier, evicted
+blocks go straight to disk, one at a time.
 
 Promotion: `BlockManager.match_prefix` goes on in the tiers after a pool miss
 (`lookup`, which checks the hash, the parent hash and the tokens, like the pool's collision
@@ -98,6 +100,7 @@ class KVTiers:
         #: Where tier changes are reported, or None.
         self.event_sink: TierEventSink | None = None
         self._pinned: set[int] = set()
+        self._demotions: list[tuple[int, int]] = []  # (pool block, RAM slot) not yet copied
         self._staged: OrderedDict[int, torch.Tensor] = OrderedDict()
         #: Blocks copied down from the pool (a count).
         self.num_demoted = 0
@@ -121,8 +124,8 @@ class KVTiers:
                 return
             if host.is_full and not self._evict_host():
                 return  # every slot is pinned by this step's promotions
-            slot = host.add(block_hash, parent_hash, token_ids)
-            self._gather(block_id, slot)
+            host.add(block_hash, parent_hash, token_ids)
+            self._demotions.append((block_id, host.entries[block_hash].slot))
             self.num_demoted += 1
             self._stored(block_hash, parent_hash, token_ids, MEDIUM_CPU)
         elif disk is not None:
@@ -178,6 +181,24 @@ class KVTiers:
 
     # Runner -----------------------------------------------------------------------------------
 
+    def flush_demotions(self) -> None:
+        """Copy every queued demotion from the pool into its RAM slot (one indexed copy per
+        layer for K and for V). Call before anything writes into the pool."""
+        if not self._demotions:
+            return
+        host = self.host
+        assert host is not None
+        blocks = [b for b, _ in self._demotions]
+        slots = torch.tensor([s for _, s in self._demotions])
+        self._demotions = []
+        device = self.kv_caches[0].k_cache.device
+        ids = torch.tensor(blocks, device=device)
+        storage = host.storage.view(torch.uint8)
+        for layer_index, layer in enumerate(self.kv_caches):
+            k, v = layer.k_cache.view(torch.uint8), layer.v_cache.view(torch.uint8)
+            storage[slots, layer_index, 0] = k.index_select(0, ids).to("cpu")
+            storage[slots, layer_index, 1] = v.index_select(0, ids).to("cpu")
+
     def load(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Copy tier blocks into the pool: ``pairs`` of (block hash, pool block id).
 
@@ -187,6 +208,7 @@ class KVTiers:
             RuntimeError: a hash that was not prepared (a bug in the caller).
         """
         try:
+            self.flush_demotions()
             if not pairs:
                 return
             parts: list[torch.Tensor] = []
@@ -240,6 +262,7 @@ class KVTiers:
         Returns:
             Blocks written (0 without a disk tier).
         """
+        self.flush_demotions()
         disk = self.disk
         if disk is None:
             return 0
@@ -259,6 +282,7 @@ class KVTiers:
 
     def clear(self) -> None:
         """Drop every RAM block and delete every disk block."""
+        self._demotions = []
         if self.host is not None:
             for block_hash in self.host.lru_order():
                 self._removed(block_hash, MEDIUM_CPU)
@@ -295,6 +319,7 @@ class KVTiers:
         """Move the least recently used unpinned RAM block to disk (or drop it)."""
         host = self.host
         assert host is not None
+        self.flush_demotions()  # the block written out must hold its bytes
         for block_hash in host.lru_order():
             if block_hash in self._pinned:
                 continue

