@@ -4,8 +4,8 @@ For each successful request the explainer finds the *previous request in the sam
 and records, in the ``break_*`` columns of its row, the first diverging segment, a reason code,
 the character offset and (only when bodies are stored) a short redacted excerpt.
 
-Prefix family = same ``key_fingerprint``, OpenAI ``prompt_cache_key`` (when the request sends one:
-OpenAI routes caches by a prefix hash combined with it,
+The explainer looks predecessors up by same ``key_fingerprint``, OpenAI ``prompt_cache_key`` (when
+the request sends one: OpenAI routes caches by a prefix hash combined with it,
 https://developers.openai.com/api/docs/guides/prompt-caching, checked 2026-11-30), ``model`` and
 ``first_segment_hash``. Several users of one app share a family (same key, same frozen system
 prompt), and the cache serves any earlier prefix that is still live, not just the last request's:
@@ -22,6 +22,11 @@ of hidden as ``new_prefix``:
    change (a timestamp at the end of ``system[0]``), or the same text before and after the
    change makes up at least half of it, at least :data:`RELATED_MIN_COMMON_CHARS` of it after
    (a time and a request id at the very start of the instructions).
+
+Each request then joins its predecessor's *prefix family* (``prefix_family``, the first segment
+hash of the first request of the chain), or opens its own: the requests that share their
+longest prefix are one family in the report, so an app that writes the time at the top of its
+system prompt is one family with its breaks, not one family per request.
 
 Reason codes (:data:`BREAK_REASONS`), first match wins:
 
@@ -203,6 +208,7 @@ class PrefixSnapshot:
         cached_tokens: tokens its cache entry holds, for the next request's tokens lost: cache
             reads + writes where writes are reported (explicit breakpoints), else its whole
             input (automatic caching); None when its usage is unknown.
+        prefix_family: see :attr:`BreakExplanation.prefix_family` (set when explained).
     """
 
     request_id: str
@@ -214,6 +220,9 @@ class PrefixSnapshot:
     has_text: bool
     routing_key: str | None = None
     cached_tokens: int | None = None
+    #: the prefix family this request belongs to: the first segment hash of the first request
+    #: of its chain of predecessors (its own when it has none); None until explained
+    prefix_family: str | None = None
 
     @property
     def model(self) -> str | None:
@@ -285,6 +294,9 @@ class BreakExplanation:
         gap_s: seconds since the predecessor started.
         tokens_lost: input tokens the request could have read from the predecessor's cache but
             prefilled again (:func:`tokens_lost`); None without a reason or usage.
+        prefix_family: the request's prefix family: its predecessor's (so a chain of edits of
+            one prompt is one family, whatever its first segment), else its own first
+            segment's hash.
     """
 
     reason: str | None
@@ -295,6 +307,7 @@ class BreakExplanation:
     expected_hit: bool = False
     gap_s: float | None = None
     tokens_lost: int | None = None
+    prefix_family: str | None = None
 
 
 def tokens_lost(
@@ -549,6 +562,10 @@ class BreakExplainer:
                 with_excerpt,
                 prompt_tokens,
             )
+            segments = snap.fingerprint.segments
+            family = previous.prefix_family if previous is not None else None
+            family = family or (segments[0].sha256 if segments else None)
+            snap = dataclasses.replace(snap, prefix_family=family)
             self._remember(snap)
         lost = tokens_lost(
             result.reason,
@@ -556,7 +573,7 @@ class BreakExplainer:
             cache_read_tokens,
             previous.cached_tokens if previous is not None and result.previous_request_id else None,
         )
-        return dataclasses.replace(result, tokens_lost=lost)
+        return dataclasses.replace(result, tokens_lost=lost, prefix_family=snap.prefix_family)
 
     def _explain(
         self,
@@ -664,6 +681,7 @@ class BreakExplainer:
 
     def _fill(self, record: RequestRecord) -> None:
         fp = record.fingerprint
+        record.prefix_family = record.first_segment_hash  # unless a predecessor is found
         if fp is None or record.status is None or not 200 <= record.status < 300:
             return
         snap = PrefixSnapshot(
@@ -709,6 +727,7 @@ class BreakExplainer:
         record.break_excerpt = result.excerpt
         record.previous_request_id = result.previous_request_id
         record.break_tokens_lost = result.tokens_lost
+        record.prefix_family = result.prefix_family
         record.expected_hit = int(result.expected_hit)
         record.unexpected_miss = int(
             result.expected_hit
@@ -734,7 +753,8 @@ class BreakExplainer:
                        model, key_fingerprint, segment_hashes, breakpoints, approx_prefix_tokens,
                        request_body, total_input_tokens, cache_read_tokens,
                        COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)
-                         + COALESCE(cache_write_unknown_tokens, 0)
+                         + COALESCE(cache_write_unknown_tokens, 0),
+                       COALESCE(prefix_family, first_segment_hash)
                 FROM (SELECT *, ROW_NUMBER() OVER (
                         PARTITION BY key_fingerprint, model, first_segment_hash
                         ORDER BY started_at DESC) AS rn
@@ -756,7 +776,7 @@ class BreakExplainer:
 
 def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
     (rid, started, ready, vendor, api, model, key, seg_json, bp_json, tokens, body) = row[:11]
-    total_input, read, writes = row[11:14]
+    total_input, read, writes, family = row[11:15]
     try:
         stored = json.loads(seg_json)
         texts: dict[str, str] = {}
@@ -789,7 +809,16 @@ def _snapshot_from_row(row: tuple[Any, ...]) -> PrefixSnapshot | None:
     has_text = bool(segments) and all(s["sha256"] in texts for s in stored)
     cached = cached_tokens_of(api, bp_json, total_input, read, writes)
     return PrefixSnapshot(
-        rid, started, ready, vendor, key, fp, has_text, key_for_routing, cached_tokens=cached
+        rid,
+        started,
+        ready,
+        vendor,
+        key,
+        fp,
+        has_text,
+        key_for_routing,
+        cached_tokens=cached,
+        prefix_family=family,
     )
 
 

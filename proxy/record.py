@@ -100,6 +100,9 @@ class RequestRecord:
     # chosen one held, as the policy estimated them (exact for kv_events); NULL when unknown
     route_best_tokens: int | None = _column()
     route_chosen_tokens: int | None = _column()
+    # the prefix family (schema step 9): the first segment hash of the first request of the
+    # requests the break explainer found sharing a prefix with this one (proxy/breaks.py)
+    prefix_family: str | None = _column()
 
     # not stored: parsed objects for hooks
     fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .report_window import FAMILIES, Window
+from .rollup import FAMILY_INDEX, FAMILY_KEY
 
 __all__ = [
     "NOT_A_BREAK",
@@ -151,8 +152,9 @@ def divergence_groups(conn: sqlite3.Connection, t0: float, t1: float) -> list[Di
 
 @dataclass(frozen=True)
 class FamilyCostRow:
-    """One prefix family (same key, model and first segment) in the window: requests, tokens,
-    USD over its priced requests."""
+    """One prefix family (same key and model, requests sharing a prefix: ``first_segment_hash``
+    is the family's id, ``requests.prefix_family``) in the window: requests, tokens, USD over
+    its priced requests."""
 
     key_fingerprint: str | None
     model: str | None
@@ -172,20 +174,22 @@ def family_candidates(
     and how many families there are in all."""
     window = Window(t0, t1).params(limit=limit)
     sql = f"""
-        SELECT key_fingerprint, model, first_segment_hash FROM {FAMILIES}
-        GROUP BY key_fingerprint, model, first_segment_hash
-        ORDER BY SUM(input_tokens) DESC, first_segment_hash LIMIT :limit
+        SELECT key_fingerprint, model, prefix_family FROM {FAMILIES}
+        GROUP BY key_fingerprint, model, prefix_family
+        ORDER BY SUM(input_tokens) DESC, prefix_family LIMIT :limit
     """
     rows = [(key or None, model or None, first) for key, model, first in conn.execute(sql, window)]
     total = conn.execute(
         f"SELECT COUNT(*) FROM (SELECT 1 FROM {FAMILIES} "
-        "GROUP BY key_fingerprint, model, first_segment_hash)",
+        "GROUP BY key_fingerprint, model, prefix_family)",
         window,
     ).fetchone()[0]
     return rows, int(total)
 
 
-_FAMILY: Final = "key_fingerprint IS :key AND model IS :model AND first_segment_hash = :first"
+_FAMILY: Final = (
+    f"key_fingerprint IS :key AND model IS :model AND {FAMILY_KEY.format(r='requests')} = :first"
+)
 
 
 def family_cost(
@@ -194,12 +198,12 @@ def family_cost(
     t1: float,
     family: tuple[str | None, str | None, str],
 ) -> FamilyCostRow:
-    """One family's requests, tokens and spend in ``[t0, t1)`` (through ``idx_requests_family``)."""
+    """One family's requests, tokens and spend in ``[t0, t1)`` (through its index)."""
     key, model, first = family
     sql = f"""
         SELECT COUNT(*), CAST(TOTAL(cache_read_tokens) AS INTEGER),
           CAST(TOTAL(total_input_tokens) AS INTEGER), TOTAL({_COST}), TOTAL({_COST_WITHOUT})
-        FROM requests INDEXED BY idx_requests_family WHERE {_FAMILY} AND {_WINDOW}
+        FROM requests INDEXED BY {FAMILY_INDEX} WHERE {_FAMILY} AND {_WINDOW}
     """
     params = {"t0": t0, "t1": t1, "key": key, "model": model, "first": first}
     return FamilyCostRow(key, model, first, *conn.execute(sql, params).fetchone())
@@ -212,10 +216,11 @@ def family_top_reasons(
     ``[t0, t1)`` and its count (ties: the reason first in alphabetical order). One pass over
     the break rows (``idx_requests_break_reason``): cheaper than one query per family."""
     sql = f"""
-        SELECT key_fingerprint, model, first_segment_hash, break_reason, COUNT(*) AS n
+        SELECT key_fingerprint, model, {FAMILY_KEY.format(r="requests")} AS family,
+          break_reason, COUNT(*) AS n
         FROM requests INDEXED BY idx_requests_break_reason
         WHERE {_BREAK} AND {_WINDOW} AND first_segment_hash IS NOT NULL
-        GROUP BY key_fingerprint, model, first_segment_hash, break_reason
+        GROUP BY key_fingerprint, model, family, break_reason
         ORDER BY n DESC, break_reason
     """
     out: dict[tuple[str | None, str | None, str], tuple[str, int]] = {}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 from typing import Final
 
 from .report_window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, Window
+from .rollup import FAMILY_INDEX, FAMILY_KEY
 
 __all__ = [
     "GROUP_BY_SQL",
@@ -216,7 +217,7 @@ def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[Wa
     pending = {
         row[0]: row[1:]
         for row in conn.execute(
-            """
+            f"""
             SELECT COALESCE(x.model, ''),
               TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_5m_tokens END),
               TOTAL(CASE WHEN x.started_at + 3600 > :now THEN x.cache_write_1h_tokens END),
@@ -231,7 +232,8 @@ def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[Wa
               AND NOT EXISTS (
                 SELECT 1 FROM requests AS y
                 WHERE y.key_fingerprint IS x.key_fingerprint AND y.model IS x.model
-                  AND y.first_segment_hash IS x.first_segment_hash AND y.started_at > x.started_at)
+                  AND {FAMILY_KEY.format(r="y")} IS {FAMILY_KEY.format(r="x")}
+                  AND y.started_at > x.started_at)
             GROUP BY 1
             """,
             w.params(now=now),
@@ -362,7 +364,9 @@ class FamilyRow:
     """One prefix family's traffic in the window (the TTL advisor's input).
 
     Attributes:
-        key_fingerprint, model, first_segment_hash: the family (None for a NULL key/model).
+        key_fingerprint, model, first_segment_hash: the family (None for a NULL key/model);
+            ``first_segment_hash`` is the prefix family's id (``requests.prefix_family``: the
+            first segment hash of the family's first request).
         vendor: its upstream vendor.
         requests: requests with usage.
         prefix_tokens: the typical cached prefix: mean cache read + write tokens of requests
@@ -386,13 +390,13 @@ class FamilyRow:
 def busiest_families(conn: sqlite3.Connection, w: Window, limit: int) -> list[FamilyRow]:
     """The ``limit`` prefix families with the most input tokens in the window."""
     sql = f"""
-        SELECT key_fingerprint, model, first_segment_hash, MAX(vendor), SUM(requests),
+        SELECT key_fingerprint, model, prefix_family, MAX(vendor), SUM(requests),
           CAST(COALESCE(CAST(SUM(cached_prefix_tokens) AS REAL) / NULLIF(SUM(cached_requests), 0),
                         MIN(min_prefix_tokens), 0) AS INTEGER),
           SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(input_tokens) AS input
         FROM {FAMILIES}
-        GROUP BY key_fingerprint, model, first_segment_hash
-        ORDER BY input DESC, first_segment_hash LIMIT :limit
+        GROUP BY key_fingerprint, model, prefix_family
+        ORDER BY input DESC, prefix_family LIMIT :limit
     """
     return [
         FamilyRow(key or None, model or None, first, vendor or None, *rest)
@@ -405,8 +409,9 @@ def family_start_times(conn: sqlite3.Connection, family: FamilyRow, w: Window) -
     family index alone (so failed requests are included: they are few and cost the same under
     every TTL option)."""
     sql = f"""
-        SELECT started_at FROM requests
-        WHERE key_fingerprint IS :key AND model IS :model AND first_segment_hash = :first
+        SELECT started_at FROM requests INDEXED BY {FAMILY_INDEX}
+        WHERE key_fingerprint IS :key AND model IS :model
+          AND {FAMILY_KEY.format(r="requests")} = :first
           AND {_ROWS}
         ORDER BY started_at
     """

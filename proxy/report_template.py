@@ -190,7 +190,9 @@ them only with <code>--store-bodies</code>{% endif %}.</p>{% endfor %}
 </section>
 <section id="families-section">
 <h2>Prefix families</h2>
-<p class="small muted">Requests sharing an API key, model and first segment, costliest first.</p>
+<p class="small muted">Requests sharing an API key, a model and a prompt prefix (each request
+joins the family of the request it shares its longest prefix with; the id is the first
+request's first segment hash), costliest first.</p>
 {% if families %}<div class="scroll"><table id="families" class="cards-narrow"><tr class="head">
 <th>family</th><th class="n">requests</th><th class="n">hit rate</th><th class="n">cache read</th>
 <th class="n">cost</th><th class="n">saved</th><th>top break reason</th></tr>

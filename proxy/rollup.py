@@ -12,8 +12,11 @@ forget, and a ``sqlite3`` shell inserting rows keeps them right too):
                           (the family's next request read the cache within the write's TTL).
 ``report_breaks_hourly``  per (hour, reason, model, segment): breaks, tokens lost, and how many
                           of those the request paid as 5m (or TTL-unknown) and as 1h writes.
-``report_family_hourly``  per (hour, key_fingerprint, model, first_segment_hash): the TTL
-                          advisor's ranking inputs.
+``report_family_hourly``  per (hour, key_fingerprint, model, prefix_family): the TTL
+                          advisor's and the families table's ranking inputs (a prefix family:
+                          requests the break explainer found to share a prefix, see
+                          ``breaks.py``; keyed by the first segment's hash before schema
+                          step 9).
 
 NULL text keys are stored as ``''`` (SQLite treats NULLs as distinct in a UNIQUE key). Deleting
 rows from ``requests`` subtracts them from ``report_hourly``/``report_breaks_hourly`` (trigger),
@@ -60,13 +63,17 @@ from .breaks import READS_KEPT_REASONS
 __all__ = [
     "BREAK_COLUMNS",
     "FAMILY_COLUMNS",
+    "FAMILY_INDEX",
+    "FAMILY_KEY",
     "HOURLY_COLUMNS",
     "ROLLUP_TABLES",
+    "add_prefix_families",
     "add_report_rollups",
     "break_rows",
     "family_rows",
     "hourly_rows",
     "rebuild_break_rollup",
+    "rebuild_family_rollup",
 ]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
@@ -102,10 +109,13 @@ HOURLY_COLUMNS: Final = ("hour", "model", "route", "key_fingerprint", "vendor", 
                          *_READ_BACK)  # fmt: skip
 BREAK_COLUMNS: Final = ("hour", "reason", "model", "segment", "breaks", "tokens_lost",
                         "tokens_lost_write_5m", "tokens_lost_write_1h")  # fmt: skip
-FAMILY_COLUMNS: Final = ("hour", "key_fingerprint", "model", "first_segment_hash", "vendor",
+FAMILY_COLUMNS: Final = ("hour", "key_fingerprint", "model", "prefix_family", "vendor",
                          "requests", "input_tokens", "cache_write_5m_tokens",
                          "cache_write_1h_tokens", "cached_prefix_tokens", "cached_requests",
                          "min_prefix_tokens")  # fmt: skip
+#: A request's prefix family id (``requests.prefix_family``, set by the break explainer; a row
+#: without one, written before schema step 9 or by hand, is its own first segment's family).
+FAMILY_KEY: Final = "COALESCE({r}.prefix_family, {r}.first_segment_hash)"
 
 #: One request's contribution to each ``_HOURLY_SUMS`` column, over ``{r}`` (NEW or a table).
 _HOURLY_VALUES: Final = """
@@ -188,10 +198,11 @@ _READS_PREDECESSOR: Final = (
 )
 
 
-#: One request's ``report_family_hourly`` row (``requests`` = 1), over ``{r}``, in table order.
-_FAMILY_VALUES: Final = """CAST({r}.started_at / 3600 AS INTEGER) AS hour,
+#: One request's ``report_family_hourly`` row (``requests`` = 1), over ``{r}``, in table order;
+#: ``{key}`` is the family key's expression and ``{name}`` its column.
+_FAMILY_VALUES_OF: Final = """CAST({r}.started_at / 3600 AS INTEGER) AS hour,
     COALESCE({r}.key_fingerprint, '') AS key_fingerprint, COALESCE({r}.model, '') AS model,
-    {r}.first_segment_hash AS first_segment_hash, COALESCE({r}.vendor, '') AS vendor,
+    {key} AS {name}, COALESCE({r}.vendor, '') AS vendor,
     1 AS requests, {r}.total_input_tokens AS input_tokens,
     COALESCE({r}.cache_write_5m_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0)
       AS cache_write_5m_tokens,
@@ -205,6 +216,64 @@ _FAMILY_VALUES: Final = """CAST({r}.started_at / 3600 AS INTEGER) AS hour,
     {r}.approx_prefix_tokens AS min_prefix_tokens"""
 #: The requests a family row counts.
 _IN_FAMILY: Final = "{r}.first_segment_hash IS NOT NULL AND {r}.total_input_tokens IS NOT NULL"
+#: The family table's key column before schema step 9 (step 2 creates it so), and since.
+_OLD_FAMILY_KEY: Final = "first_segment_hash"
+_FAMILY_KEY_COLUMN: Final = "prefix_family"
+
+
+def _family_values(r: str, name: str = _FAMILY_KEY_COLUMN) -> str:
+    """One request's family row over ``r``, keyed by column ``name`` (see the two above)."""
+    key = f"{r}.first_segment_hash" if name == _OLD_FAMILY_KEY else FAMILY_KEY.format(r=r)
+    return _FAMILY_VALUES_OF.format(r=r, key=key, name=name)
+
+
+def _family_ddl(name: str) -> str:
+    return f"""CREATE TABLE report_family_hourly (
+            hour INTEGER NOT NULL, key_fingerprint TEXT NOT NULL, model TEXT NOT NULL,
+            {name} TEXT NOT NULL, vendor TEXT NOT NULL,
+            requests INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_5m_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_prefix_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_requests INTEGER NOT NULL DEFAULT 0,
+            min_prefix_tokens INTEGER,
+            PRIMARY KEY (hour, key_fingerprint, model, {name}))"""
+
+
+_FAMILY_TRIGGER: Final = "report_rollup_family"
+
+
+def _family_trigger(name: str) -> str:
+    n = "NEW"
+    upsert = f"""INSERT INTO report_family_hourly (hour, key_fingerprint, model,
+          {name}, vendor, requests, input_tokens, cache_write_5m_tokens,
+          cache_write_1h_tokens, cached_prefix_tokens, cached_requests, min_prefix_tokens)
+        SELECT {_family_values(n, name)} WHERE {_IN_FAMILY.format(r=n)}
+        ON CONFLICT (hour, key_fingerprint, model, {name}) DO UPDATE SET
+          vendor = MAX(vendor, excluded.vendor), requests = requests + 1,
+          input_tokens = input_tokens + excluded.input_tokens,
+          cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+          cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+          cached_prefix_tokens = cached_prefix_tokens + excluded.cached_prefix_tokens,
+          cached_requests = cached_requests + excluded.cached_requests,
+          min_prefix_tokens = MIN(COALESCE(min_prefix_tokens, excluded.min_prefix_tokens),
+                                  COALESCE(excluded.min_prefix_tokens, min_prefix_tokens))"""
+    return (
+        f"CREATE TRIGGER {_FAMILY_TRIGGER} AFTER INSERT ON requests"
+        f" WHEN {_IN_FAMILY.format(r=n)} BEGIN\n{upsert};\nEND"
+    )
+
+
+def _family_backfill(name: str) -> str:
+    return f"""INSERT INTO report_family_hourly (hour, key_fingerprint, model, {name},
+              vendor, requests, input_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+              cached_prefix_tokens, cached_requests, min_prefix_tokens)
+            SELECT hour, key_fingerprint, model, {name}, MAX(vendor), COUNT(*),
+              SUM(input_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+              SUM(cached_prefix_tokens), SUM(cached_requests), MIN(min_prefix_tokens)
+            FROM (SELECT {_family_values("r", name)} FROM requests AS r
+                  WHERE {_IN_FAMILY.format(r="r")})
+            GROUP BY 1, 2, 3, 4"""
 
 
 def _ddl() -> list[str]:
@@ -226,16 +295,7 @@ def _ddl() -> list[str]:
             tokens_lost_write_5m INTEGER NOT NULL DEFAULT 0,
             tokens_lost_write_1h INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (hour, reason, model, segment))""",
-        """CREATE TABLE report_family_hourly (
-            hour INTEGER NOT NULL, key_fingerprint TEXT NOT NULL, model TEXT NOT NULL,
-            first_segment_hash TEXT NOT NULL, vendor TEXT NOT NULL,
-            requests INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
-            cache_write_5m_tokens INTEGER NOT NULL DEFAULT 0,
-            cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0,
-            cached_prefix_tokens INTEGER NOT NULL DEFAULT 0,
-            cached_requests INTEGER NOT NULL DEFAULT 0,
-            min_prefix_tokens INTEGER,
-            PRIMARY KEY (hour, key_fingerprint, model, first_segment_hash))""",
+        _family_ddl(_OLD_FAMILY_KEY),
         # exact TTFT percentiles: walk one class (hit / miss) in ttft order, filter on time
         """CREATE INDEX idx_requests_ttft ON requests
             (cache_read_tokens > 0, ttft_ms, started_at)
@@ -326,7 +386,7 @@ def family_rows(where: str) -> str:
     ``where`` that a family row counts; summed (``min_prefix_tokens``: the MIN) they equal the
     rollup's rows for those requests."""
     return (
-        f"SELECT {_FAMILY_VALUES.format(r='r')} FROM requests AS r"
+        f"SELECT {_family_values('r')} FROM requests AS r"
         f" WHERE {_IN_FAMILY.format(r='r')} AND ({where})"
     )
 
@@ -347,19 +407,6 @@ def _triggers() -> list[str]:
           AND report_hourly.route = rb.route
           AND report_hourly.key_fingerprint = rb.key_fingerprint
           AND report_hourly.vendor = rb.vendor"""
-    family = f"""INSERT INTO report_family_hourly (hour, key_fingerprint, model,
-          first_segment_hash, vendor, requests, input_tokens, cache_write_5m_tokens,
-          cache_write_1h_tokens, cached_prefix_tokens, cached_requests, min_prefix_tokens)
-        SELECT {_FAMILY_VALUES.format(r=n)} WHERE {_IN_FAMILY.format(r=n)}
-        ON CONFLICT (hour, key_fingerprint, model, first_segment_hash) DO UPDATE SET
-          vendor = MAX(vendor, excluded.vendor), requests = requests + 1,
-          input_tokens = input_tokens + excluded.input_tokens,
-          cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
-          cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
-          cached_prefix_tokens = cached_prefix_tokens + excluded.cached_prefix_tokens,
-          cached_requests = cached_requests + excluded.cached_requests,
-          min_prefix_tokens = MIN(COALESCE(min_prefix_tokens, excluded.min_prefix_tokens),
-                                  COALESCE(excluded.min_prefix_tokens, min_prefix_tokens))"""
     o = "OLD"
     unhourly = _hourly_upsert(
         f"SELECT {_HOURLY_KEY.format(r=o)}, {_HOURLY_VALUES.format(r=o)} WHERE true", sign="-"
@@ -374,8 +421,7 @@ def _triggers() -> list[str]:
         _break_trigger(),
         "CREATE TRIGGER report_rollup_read_back AFTER INSERT ON requests"
         f" WHEN {_READS_PREDECESSOR.format(r=n)} BEGIN\n{read_back};\nEND",
-        "CREATE TRIGGER report_rollup_family AFTER INSERT ON requests"
-        f" WHEN {_IN_FAMILY.format(r=n)} BEGIN\n{family};\nEND",
+        _family_trigger(_OLD_FAMILY_KEY),
         f"CREATE TRIGGER report_rollup_delete AFTER DELETE ON requests BEGIN\n"
         f"{unhourly};\n{unbreak};\nEND",
     ]
@@ -402,22 +448,7 @@ def _backfill() -> list[str]:
               AND report_hourly.route = rb.route
               AND report_hourly.key_fingerprint = rb.key_fingerprint
               AND report_hourly.vendor = rb.vendor""",
-        """INSERT INTO report_family_hourly (hour, key_fingerprint, model, first_segment_hash,
-              vendor, requests, input_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-              cached_prefix_tokens, cached_requests, min_prefix_tokens)
-            SELECT CAST(started_at / 3600 AS INTEGER), COALESCE(key_fingerprint, ''),
-              COALESCE(model, ''), first_segment_hash, MAX(COALESCE(vendor, '')), COUNT(*),
-              SUM(total_input_tokens),
-              TOTAL(cache_write_5m_tokens) + TOTAL(cache_write_unknown_tokens),
-              TOTAL(cache_write_1h_tokens),
-              TOTAL(cache_read_tokens) + TOTAL(cache_write_5m_tokens)
-                + TOTAL(cache_write_1h_tokens) + TOTAL(cache_write_unknown_tokens),
-              SUM(COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_5m_tokens, 0)
-                  + COALESCE(cache_write_1h_tokens, 0)
-                  + COALESCE(cache_write_unknown_tokens, 0) > 0),
-              MIN(approx_prefix_tokens)
-            FROM requests WHERE first_segment_hash IS NOT NULL AND total_input_tokens IS NOT NULL
-            GROUP BY 1, 2, 3, 4""",
+        _family_backfill(_OLD_FAMILY_KEY),
     ]
 
 
@@ -437,3 +468,50 @@ def rebuild_break_rollup(db: Database) -> None:
     ddl = next(d for d in _ddl() if d.startswith("CREATE TABLE report_breaks_hourly"))
     for statement in (ddl, _break_trigger(), _break_backfill()):
         db.execute(statement)
+
+
+def rebuild_family_rollup(db: Database) -> None:
+    """Schema step 9: key ``report_family_hourly`` by prefix family (:data:`FAMILY_KEY`, the
+    explainer's ``requests.prefix_family``) instead of the first segment's hash, and refill it
+    from the rows already logged. Runs after ``requests.prefix_family`` exists and is filled."""
+    db.execute(f"DROP TRIGGER IF EXISTS {_FAMILY_TRIGGER}")
+    db.execute("DROP TABLE IF EXISTS report_family_hourly")
+    for statement in (
+        _family_ddl(_FAMILY_KEY_COLUMN),
+        _family_trigger(_FAMILY_KEY_COLUMN),
+        _family_backfill(_FAMILY_KEY_COLUMN),
+    ):
+        db.execute(statement)
+
+
+#: Index of the families table's per-family queries (key, model, family key, time).
+FAMILY_INDEX: Final = "idx_requests_prefix_family"
+
+
+def add_prefix_families(db: Database) -> None:
+    """Schema step 9: ``requests.prefix_family``, its index, and the family rollup keyed by it.
+
+    Rows logged before this step get the family of the request they were compared with
+    (``previous_request_id``, followed back to the chain's first request, whose first
+    segment's hash names the family), so an old log of an app whose first segment changes
+    every request (a timestamp at the top of the system prompt) is grouped as it is now.
+    Rows outside any chain keep :data:`FAMILY_KEY`'s fallback, their first segment's hash.
+    Idempotent.
+    """
+    if "prefix_family" not in db.table("requests").columns_dict:
+        db.table("requests").add_column("prefix_family", str)
+    db.execute(
+        """WITH RECURSIVE chain(id, family) AS (
+             SELECT id, first_segment_hash FROM requests
+             WHERE previous_request_id IS NULL AND first_segment_hash IS NOT NULL
+             UNION ALL
+             SELECT r.id, chain.family FROM requests AS r INDEXED BY idx_requests_previous
+             JOIN chain ON r.previous_request_id = chain.id)
+           UPDATE requests SET prefix_family = chain.family FROM chain
+           WHERE chain.id = requests.id AND requests.prefix_family IS NULL"""
+    )
+    db.execute(
+        f"CREATE INDEX IF NOT EXISTS {FAMILY_INDEX} ON requests"
+        f" (key_fingerprint, model, {FAMILY_KEY.replace('{r}.', '')}, started_at)"
+    )
+    rebuild_family_rollup(db)

@@ -35,7 +35,7 @@ from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .report_replicas import add_route_regret_columns, add_routing_columns
-from .rollup import add_report_rollups, rebuild_break_rollup
+from .rollup import add_prefix_families, add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
 
@@ -135,6 +135,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     rebuild_break_rollup,  # step 6: tokens lost of the lookback reasons (#20)
     _v7_previous_index,  # step 7: successors by predecessor, for exact report windows (#19)
     add_route_regret_columns,  # step 8: routing regret, best vs chosen replica's tokens (#32)
+    add_prefix_families,  # step 9: requests grouped into prefix families by shared prefix (#35)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

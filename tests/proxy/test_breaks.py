@@ -94,7 +94,10 @@ def test_growing_history_is_not_a_break() -> None:
     d = Driver()
     assert d.send(body(), 0).reason == "new_prefix"
     grown = d.send(body(messages=["hello", "hi!", "more"]), 10)
-    assert grown == BreakExplanation(None, previous_request_id="r1", expected_hit=True, gap_s=10)
+    family = fingerprint_request(body(), "anthropic").segments[0].sha256
+    assert grown == BreakExplanation(
+        None, previous_request_id="r1", expected_hit=True, gap_s=10, prefix_family=family
+    )
 
 
 def test_timestamp_in_the_first_segment_is_found_through_the_edit_fallback() -> None:

@@ -182,7 +182,7 @@ def test_rollups_equal_the_rows_whether_kept_by_triggers_or_backfilled(
     for table, order in [
         ("report_hourly", "hour, model, route, key_fingerprint, vendor"),
         ("report_breaks_hourly", "hour, reason, model, segment"),
-        ("report_family_hourly", "hour, key_fingerprint, model, first_segment_hash"),
+        ("report_family_hourly", "hour, key_fingerprint, model, prefix_family"),
     ]:
         sql = f"SELECT * FROM {table} ORDER BY {order}"
         assert _rounded(live.execute(sql).fetchall()) == _rounded(late.execute(sql).fetchall())
