@@ -1,40 +1,61 @@
-"""Routing across engine replicas: fleet hit rate, load spread, routing cost, a replica kill.
+"""Routing across engine replicas: fleet hit rate, load spread, routing cost, a replica kill, and
+SGLang's router side by side.
 
 Setup (every part a separate process on 127.0.0.1): ``--replicas`` (4) ``promptcache engine
 serve`` processes with tinystories (``../shared/models/tinystories-656k``), behind one
 ``promptcache proxy --upstream URL1,...,URL4 --routing-policy P``. Each replica's KV pool holds
-about 2 of the workload's 8 system prompts plus what the sequences it runs at once need
+about 2 of the workload's 8 documents plus what the sequences it runs at once need
 (``pool_blocks``); the ideal is one replica with 4x that pool behind the proxy.
 
-Workload: 8 tenants, each with its own system prompt of ``--system-tokens`` tokens
-(tinystories' context is 512 tokens, so the issue's 1,024 is scaled to 256 by default), and
-multi-turn sessions (``--turns`` turns: each turn resends the conversation so far, the engine's
-own replies included, plus a new question); ``--requests`` requests (400) at ``--concurrency``
-(16): each worker runs one session at a time, sessions alternate between tenants. Requests
-stream with ``stream_options.include_usage``.
+The anchor: SGLang's router (``sglang-router`` from the package index, 0.3.x, policy
+``cache_aware``: a radix tree of the request text per worker, Rust) in front of the same replica
+processes, from a venv of its own (``--anchor-venv``, default
+``~/.cache/promptcache-bench/sglang-router``) that the script creates with ``pip install
+'sglang-router>=0.3,<0.4'`` the first time. If the anchor cannot be installed or started, the
+script prints NOT MEASURED and exits with status 2 (``--no-anchor`` leaves it out).
 
-Per configuration (``round_robin``, ``least_loaded``, ``prefix``, ``kv_events`` and ``ideal``)
-it reports (``kv_events``: each engine also publishes KV events, ``--kv-events-endpoint`` with a
-replay endpoint, and the proxy runs from a ``--config`` file naming them, the tokenizer and the
-chat template):
+Workloads (``--workloads``), 8 tenants each with its own document of ``--system-tokens`` tokens
+(tinystories' context is 512 tokens, so 256 by default), ``--requests`` requests (400) at
+``--concurrency`` (16), streamed with ``stream_options.include_usage``:
+
+- ``chat``: multi-turn sessions (``--turns`` turns: each turn resends the conversation so far,
+  the engine's own replies included, plus a new question), the document as the system message;
+  each worker runs one session at a time, sessions alternate between tenants;
+- ``rag``: one user message per request, the tenant's document then a new question (a prefix
+  shared inside one message);
+- ``completions``: ``/v1/completions`` prompts, the tenant's document then a new question.
+
+Per configuration (chat: ``round_robin``, ``least_loaded``, ``prefix``, ``kv_events``,
+``sglang`` and ``ideal``; rag and completions: ``prefix``, ``sglang`` and ``ideal``; ``--only``
+narrows them; ``kv_events``: each engine also publishes KV events, ``--kv-events-endpoint``
+with a replay endpoint, and the proxy runs from a ``--config`` file naming them, the tokenizer
+and the chat template) it reports:
 
 - the fleet hit rate: sum of ``cached_tokens`` / sum of ``prompt_tokens``, from the engines'
   usage as the client received it;
-- requests per replica (from the proxy's log, ``replica`` column) and max/mean;
-- the proxy process's CPU per request (``/proc/PID/stat`` user + system, whole run / requests),
-  of which routing is the difference to ``round_robin``;
+- requests per replica (each engine's own count, ``promptcache_engine_requests_total`` in its
+  ``/metrics``) and max/mean;
+- the router process's CPU per request (``/proc/PID/stat`` user + system, whole run /
+  requests): ours is the whole proxy (logging, the cache-break explainer, usage and cost
+  included), the anchor's its one process (all its threads);
+- added latency at concurrency 1: the median over ``--latency-requests`` (40) identical
+  non-streamed chat requests through the router, less the median sent straight to a replica,
+  each after 5 warm-up requests;
 - wall time.
 
-Then ``prefix`` again with one replica SIGKILLed after ``--kill-at`` (40%) of the requests
-finished: requests that failed before any response byte reached the client (target 0) and
-those that failed mid-stream (the proxy never retries those). Last, a micro-benchmark of the
-prefix policy's ``choose`` with 10,000 indexed prefixes over 4 replicas (median of repeats,
-target <= 50 us per request).
+Then (chat) ``prefix`` again with one replica SIGKILLed after ``--kill-at`` (40%) of the
+requests finished: requests that failed before any response byte reached the client (target 0)
+and those that failed mid-stream (the proxy never retries those). First, in-process
+micro-benchmarks: the prefix policy's ``choose`` with 10,000 indexed chunks over 4 replicas
+(chunk hashing included: median of repeats, target <= 50 us per request), and with
+``--chunk-sizes`` the cost and granularity of chunk sizes 16 to 256 characters on a RAG prompt.
 
 Usage::
 
     .venv/bin/python benchmarks/proxy_routing.py
-    .venv/bin/python benchmarks/proxy_routing.py --requests 200 --concurrency 8 --only prefix
+    .venv/bin/python benchmarks/proxy_routing.py --requests 120 --concurrency 8 \
+        --workloads chat rag completions --only prefix sglang ideal
+    .venv/bin/python benchmarks/proxy_routing.py --chunk-sizes --only
 """
 
 from __future__ import annotations
@@ -47,7 +68,6 @@ import platform
 import random
 import signal
 import socket
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -145,20 +165,27 @@ class Outcome:
 
 
 async def one_request(
-    client: httpx.AsyncClient, url: str, messages: list[dict[str, str]], out: Outcome
+    client: httpx.AsyncClient,
+    url: str,
+    messages: list[dict[str, str]] | str,
+    out: Outcome,
 ) -> str | None:
-    body = {
+    """One streamed request: a chat (``messages`` a list) or a completion (a prompt string)."""
+    body: dict[str, Any] = {
         "model": "tiny",
-        "messages": messages,
         "max_tokens": 12,
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if isinstance(messages, str):
+        path, body["prompt"] = "/v1/completions", messages
+    else:
+        path, body["messages"] = "/v1/chat/completions", messages
     started = False
     text = []
     try:
-        async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+        async with client.stream("POST", f"{url}{path}", json=body) as response:
             if response.status_code != 200:
                 out.failed_before_response += 1
                 detail = (await response.aread())[:200]
@@ -173,7 +200,8 @@ async def one_request(
                 if "error" in event:
                     raise RuntimeError(str(event["error"])[:200])
                 for choice in event.get("choices") or []:
-                    text.append(choice.get("delta", {}).get("content") or "")
+                    delta = choice.get("delta", {}).get("content") or choice.get("text")
+                    text.append(delta or "")
                 usage = event.get("usage") or usage
             if usage is None:
                 raise RuntimeError("stream ended without usage")
@@ -198,8 +226,11 @@ async def drive(
     concurrency: int,
     turns: int,
     on_progress: Any = None,
+    workload: str = "chat",
 ) -> Outcome:
-    """Run the sessions; ``on_progress(done)`` is called after each finished request."""
+    """Run the workload; ``on_progress(done)`` is called after each finished request."""
+    if workload != "chat":
+        return await drive_single(url, prompts, requests, concurrency, workload, on_progress)
     out = Outcome()
     sessions = [(i % TENANTS, i) for i in range(-(-requests // turns))]
     budget = [requests]
@@ -230,6 +261,117 @@ async def drive(
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
     return out
+
+
+async def drive_single(
+    url: str,
+    prompts: list[str],
+    requests: int,
+    concurrency: int,
+    workload: str,
+    on_progress: Any = None,
+) -> Outcome:
+    """``rag`` / ``completions``: each request one tenant's document and a new question, the
+    tenants in turn (``rag``: one user message; ``completions``: a prompt)."""
+    out = Outcome()
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(i)
+    done = [0]
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            text = f"{prompts[i % TENANTS]}\nQuestion: {question(random.Random(i))}"
+            if workload == "rag":
+                await one_request(client, url, [{"role": "user", "content": text}], out)
+            else:
+                await one_request(client, url, text + "\nAnswer:", out)
+            done[0] += 1
+            if on_progress is not None:
+                on_progress(done[0])
+
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    return out
+
+
+def added_latency_ms(router_url: str, replica_url: str, requests: int) -> float:
+    """Median ms of identical non-streamed chat requests through ``router_url``, less the median
+    sent straight to ``replica_url`` (5 warm-up requests each, one at a time)."""
+    body = {"model": "tiny", "max_tokens": 1, "temperature": 0,
+            "messages": [{"role": "user", "content": "Once upon a time, Lily"}]}  # fmt: skip
+
+    def median_ms(url: str) -> float:
+        times = []
+        with httpx.Client(timeout=60) as client:
+            for i in range(5 + requests):
+                t0 = time.perf_counter()
+                response = client.post(f"{url}/v1/chat/completions", json=body)
+                elapsed = time.perf_counter() - t0
+                response.raise_for_status()
+                if i >= 5:
+                    times.append(elapsed * 1000)
+        return statistics.median(times)
+
+    direct = median_ms(replica_url)
+    routed = median_ms(router_url)
+    return routed - direct
+
+
+def engine_requests(url: str) -> int:
+    """Requests the engine at ``url`` finished (its ``promptcache_engine_requests_total``)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return int(
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("promptcache_engine_requests_total{")
+        )
+    )
+
+
+# -- the anchor: SGLang's router, from a venv of its own -------------------------------------
+
+DEFAULT_ANCHOR_VENV = Path.home() / ".cache" / "promptcache-bench" / "sglang-router"
+ANCHOR_REQUIREMENT = "sglang-router>=0.3,<0.4"
+
+
+def ensure_anchor(venv: Path) -> tuple[Path | None, str]:
+    """The python of ``venv`` with ``sglang_router`` (created and ``pip install``-ed when it
+    lacks it) and the package's version; ``(None, why)`` when it cannot be had."""
+    python = venv / "bin" / "python"
+    version = [str(python), "-c",
+               "import importlib.metadata as m; print(m.version('sglang-router'))"]  # fmt: skip
+    probe = subprocess.run(version, capture_output=True, text=True) if python.exists() else None
+    if probe is None or probe.returncode != 0:
+        print(f"# anchor: installing '{ANCHOR_REQUIREMENT}' into {venv} (once)...", flush=True)
+        steps = [[sys.executable, "-m", "venv", str(venv)],
+                 [str(python), "-m", "pip", "install", "-q", ANCHOR_REQUIREMENT]]  # fmt: skip
+        for step in steps:
+            try:
+                done = subprocess.run(step, capture_output=True, text=True, timeout=1800)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return None, f"{' '.join(step[-3:])} failed: {exc}"
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                return None, f"{' '.join(step[-3:])} exited {done.returncode}: {' / '.join(tail)}"
+    done = subprocess.run(version, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return None, f"sglang-router in {venv} does not import: {done.stderr.strip()[-300:]}"
+    return python, done.stdout.strip()
+
+
+def start_anchor(python: Path, urls: list[str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    """SGLang's router on 127.0.0.1:``port``, policy ``cache_aware``, in front of ``urls``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(python), "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
+             "--port", str(port), "--policy", "cache_aware", "--log-level", "warn",
+             "--worker-urls", *urls],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -282,11 +424,13 @@ def kv_events_config(path: Path, urls: list[str], events: list[tuple[str, str]])
 @dataclass
 class RunResult:
     name: str
+    workload: str
     outcome: Outcome
     per_replica: dict[str, int]
     proxy_cpu_ms_per_request: float
     wall_s: float
     killed: str | None = None
+    added_latency_ms: float | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -295,12 +439,25 @@ class RunResult:
     @property
     def max_over_mean(self) -> float:
         counts = list(self.per_replica.values())
-        return max(counts) / statistics.mean(counts) if counts else float("nan")
+        return max(counts) / statistics.mean(counts) if counts and any(counts) else float("nan")
+
+
+class AnchorError(RuntimeError):
+    """SGLang's router did not start or answer."""
 
 
 def run_config(
-    name: str, args: argparse.Namespace, prompts: list[str], workdir: Path, *, kill: bool = False
+    name: str,
+    workload: str,
+    args: argparse.Namespace,
+    prompts: list[str],
+    workdir: Path,
+    *,
+    kill: bool = False,
+    anchor: Path | None = None,
+    latency: bool = False,
 ) -> RunResult:
+    """One configuration on one workload, on fresh engine processes (cold caches)."""
     ideal = name == "ideal"
     count = 1 if ideal else args.replicas
     pool = args.pool_blocks * (args.replicas if ideal else 1)
@@ -311,18 +468,29 @@ def run_config(
                   for _ in ports]  # fmt: skip
     engines = [start_engine(p, pool, events[i] if events else None) for i, p in enumerate(ports)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
-    proxy = None
+    router = None
     try:
         for proc, url in zip(engines, urls, strict=True):
             wait_http(url + "/health", proc)
-        db = workdir / f"{name}{'-kill' if kill else ''}.db"
-        proxy_port = free_port()
-        config = None
-        if events is not None:
-            config = kv_events_config(workdir / f"{name}.toml", urls, events)
-        proxy = start_proxy(proxy_port, ",".join(urls), None if ideal else name, db, config)
-        proxy_url = f"http://127.0.0.1:{proxy_port}"
-        wait_http(proxy_url + "/healthz", proxy)
+        tag = f"{workload}-{name}{'-kill' if kill else ''}"
+        router_port = free_port()
+        router_url = f"http://127.0.0.1:{router_port}"
+        if name == "sglang":
+            assert anchor is not None
+            log = workdir / f"{tag}.log"
+            router = start_anchor(anchor, urls, router_port, log)
+            try:
+                wait_http(router_url + "/health", router, timeout_s=60)
+            except RuntimeError:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise AnchorError(f"did not start: {' / '.join(tail)}") from None
+        else:
+            config = None
+            if events is not None:
+                config = kv_events_config(workdir / f"{tag}.toml", urls, events)
+            router = start_proxy(router_port, ",".join(urls), None if ideal else name,
+                                 workdir / f"{tag}.db", config)  # fmt: skip
+            wait_http(router_url + "/healthz", router)
         killed: list[str] = []
 
         def on_progress(done: int) -> None:
@@ -331,26 +499,29 @@ def run_config(
                 engines[victim].send_signal(signal.SIGKILL)
                 killed.append(urls[victim])
 
-        cpu0, t0 = cpu_seconds(proxy.pid), time.perf_counter()
+        cpu0, t0 = cpu_seconds(router.pid), time.perf_counter()
         outcome = asyncio.run(
-            drive(proxy_url, prompts, requests=args.requests, concurrency=args.concurrency,
-                  turns=args.turns, on_progress=on_progress)
+            drive(router_url, prompts, requests=args.requests, concurrency=args.concurrency,
+                  turns=args.turns, on_progress=on_progress, workload=workload)
         )  # fmt: skip
         wall = time.perf_counter() - t0
-        cpu = cpu_seconds(proxy.pid) - cpu0
-        proxy.send_signal(signal.SIGINT)
-        proxy.wait(60)
-        with sqlite3.connect(db) as conn:
-            column = "upstream" if ideal else "replica"
-            per_replica = dict(
-                conn.execute(f"SELECT {column}, COUNT(*) FROM requests GROUP BY 1").fetchall()
-            )
+        cpu = cpu_seconds(router.pid) - cpu0
+        if name == "sglang" and outcome.ok == 0:
+            raise AnchorError(f"answered no request: {outcome.errors[:1]}")
+        per_replica = {url: engine_requests(url) for url, proc in zip(urls, engines, strict=True)
+                       if proc.poll() is None}  # fmt: skip
+        added = added_latency_ms(router_url, urls[0], args.latency_requests) if latency else None
         total = outcome.ok + outcome.failed_before_response + outcome.failed_mid_stream
         cpu_ms = cpu * 1000 / max(1, total)
-        return RunResult(name, outcome, per_replica, cpu_ms, wall, killed[0] if killed else None)
+        return RunResult(name, workload, outcome, per_replica, cpu_ms, wall,
+                         killed[0] if killed else None, added)  # fmt: skip
     finally:
-        if proxy is not None and proxy.poll() is None:
-            proxy.kill()
+        if router is not None and router.poll() is None:
+            router.send_signal(signal.SIGINT)
+            try:
+                router.wait(60)
+            except subprocess.TimeoutExpired:
+                router.kill()
         for proc in engines:
             if proc.poll() is None:
                 proc.terminate()
@@ -364,41 +535,94 @@ def run_config(
 # -- routing cost in-process -------------------------------------------------------------
 
 
-def routing_micro_benchmark(repeats: int = 7, prefixes: int = 10_000) -> dict[str, float]:
-    """Median microseconds per ``choose`` with ``prefixes`` chained hashes indexed."""
-    import hashlib
+def _chat_body(session: int, turns: int) -> dict[str, Any]:
+    rng = random.Random(session)
+    messages = [{"role": "system", "content": f"Tenant {session % 8}. " + " ".join(
+        rng.choice(WORDS) for _ in range(40))}]  # fmt: skip
+    for turn in range(turns):
+        messages.append({"role": "user", "content": question(rng)})
+        messages.append({"role": "assistant", "content": f"Reply {turn} to session {session}."})
+    messages.append({"role": "user", "content": question(rng)})
+    return {"model": "m", "messages": messages}
 
+
+def routing_micro_benchmark(repeats: int = 7, indexed: int = 10_000) -> dict[str, float]:
+    """Median microseconds per ``choose`` (chunk hashing included) with ``indexed`` chunk
+    hashes in the index, over 4 replicas."""
+    from promptcache.fingerprint import fingerprint_request
     from promptcache.proxy.routing import Replica, RequestFacts, RoutingSettings
     from promptcache.proxy.routing.prefix import PrefixPolicy
 
-    def chain(session: int, depth: int) -> list[str]:
-        return [hashlib.sha256(f"{session}/{i}".encode()).hexdigest() for i in range(depth)]
-
-    # each replica keeps a quarter: the index stays full at ``prefixes``, evicting LRU entries
-    settings = RoutingSettings(max_prefixes=prefixes // 4)
+    # each replica keeps a quarter: the index stays full at ``indexed``, evicting LRU entries
+    settings = RoutingSettings(max_prefixes=indexed // 4)
     replicas = [Replica(i, f"http://r{i}") for i in range(4)]
-    out = {}
-    for label in ("hit", "miss"):
+    sessions = 1000
+    fills = [fingerprint_request(_chat_body(s, 2), "openai_chat") for s in range(sessions)]
+    nexts = [fingerprint_request(_chat_body(s, 3), "openai_chat") for s in range(sessions)]
+    news = [fingerprint_request(_chat_body(10**6 + s, 3), "openai_chat") for s in range(sessions)]
+    out: dict[str, float] = {}
+    for label, fingerprints in (("hit", nexts), ("miss", news)):
         timings = []
         for _ in range(repeats):
             policy = PrefixPolicy(settings)
-            for s in range(prefixes // 8):  # 8 chained hashes per session
-                policy.index.insert(s % 4, chain(s, 8))
-            indexed = len(policy.index)  # 9,992: 4 x 2,500, less the rounding of sessions
-            assert prefixes * 0.99 <= indexed <= prefixes
-            if label == "hit":  # the next turn of an indexed session: 8 of 9 segments match
-                facts = [RequestFacts("openai_chat", "m", [*chain(s, 8), f"{s}/9"])
-                         for s in range(1000)]  # fmt: skip
-            else:  # a new conversation: all 9 looked up, none found
-                facts = [RequestFacts("openai_chat", "m", chain(10**6 + s, 9)) for s in range(1000)]
+            for replica in replicas:
+                replica.routed = 0
+            for fp in fills:  # the Router counts routed requests: ties spread by it
+                chosen = policy.choose(RequestFacts("openai_chat", "m", fingerprint=fp), replicas)
+                chosen.replica.routed += 1
+            size = len(policy.index)
+            assert indexed * 0.99 <= size <= indexed, size
+            facts = [RequestFacts("openai_chat", "m", fingerprint=fp) for fp in fingerprints]
             t0 = time.perf_counter()
-            for f in facts:
-                policy.choose(f, replicas)  # lookup, load check and insert of every hash
+            for f in facts:  # chunk hashing, the lookups, the load check, the insert
+                policy.choose(f, replicas).replica.routed += 1
             timings.append((time.perf_counter() - t0) / len(facts) * 1e6)
-            assert len(policy.index) <= prefixes
         out[label] = statistics.median(timings)
-    out["indexed"] = indexed
+        out["chunks"] = statistics.mean(len(chunk_count(fp)) for fp in fingerprints)
+    out["indexed"] = size
     return out
+
+
+def chunk_count(fingerprint: Any) -> list[int]:
+    from promptcache.proxy.routing.chunks import chunked_prompt
+
+    return list(chunked_prompt(fingerprint).hashes)
+
+
+def chunk_size_table(prompts: list[str], repeats: int = 5) -> list[tuple[int, float, int, float]]:
+    """Per chunk size (characters): microseconds to hash a RAG request's prompt stream (median),
+    chunks per request, and the shared prefix its chunks cannot match (mean characters between
+    the end of the last whole shared chunk and the first differing character, over pairs of
+    requests sharing a document)."""
+    from promptcache.fingerprint import fingerprint_request
+    from promptcache.proxy.routing.chunks import chunk_hashes
+
+    streams = []
+    for i in range(64):
+        text = f"{prompts[i % TENANTS]}\nQuestion: {question(random.Random(i))}"
+        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+        streams.append([s.text for s in fingerprint_request(body, "openai_chat").segments])
+    rows = []
+    for size in (16, 32, 64, 128, 256):
+        timings = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for pieces in streams:
+                chunk_hashes(pieces, size)
+            timings.append((time.perf_counter() - t0) / len(streams) * 1e6)
+        lost = []
+        for a, b in zip(streams[:-TENANTS], streams[TENANTS:], strict=True):  # same document
+            x, y = "".join(a), "".join(b)
+            common = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q),
+                          min(len(x), len(y)))  # fmt: skip
+            lost.append(common - common // size * size)
+        chunks = statistics.mean(len(chunk_hashes(p, size)) for p in streams)
+        rows.append((size, statistics.median(timings), round(chunks), statistics.mean(lost)))
+    return rows
+
+
+CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", "ideal")
+SINGLE_CONFIGS = ("prefix", "sglang", "ideal")
 
 
 def main() -> None:
@@ -409,15 +633,29 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--system-tokens", type=int, default=256)
     parser.add_argument("--pool-blocks", type=int, default=0,
-                        help="KV blocks per replica (default: 2 system prompts + the running "
+                        help="KV blocks per replica (default: 2 documents + the running "
                         "sequences' tails at concurrency / replicas)")  # fmt: skip
     parser.add_argument("--kill-at", type=float, default=0.4)
+    parser.add_argument("--latency-requests", type=int, default=40,
+                        help="requests per median of the added-latency measurement")  # fmt: skip
+    parser.add_argument("--workloads", nargs="+", default=["chat", "rag", "completions"],
+                        choices=["chat", "rag", "completions"])  # fmt: skip
     parser.add_argument(
         "--only",
         nargs="*",
         default=None,
-        help="configurations: round_robin least_loaded prefix kv_events ideal kill",
+        help="configurations: round_robin least_loaded prefix kv_events sglang ideal kill "
+        "(rag and completions run prefix, sglang and ideal only)",
     )
+    parser.add_argument(
+        "--anchor-venv",
+        type=Path,
+        default=DEFAULT_ANCHOR_VENV,
+        help="venv with (or to install) sglang-router (default: %(default)s)",
+    )
+    parser.add_argument("--no-anchor", action="store_true", help="do not run SGLang's router")
+    parser.add_argument("--chunk-sizes", action="store_true",
+                        help="also measure chunk sizes 16-256 on a RAG prompt")  # fmt: skip
     args = parser.parse_args()
     if not args.pool_blocks:
         prompt_blocks = -(-args.system_tokens // BLOCK_SIZE)
@@ -429,48 +667,98 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(f"{args.replicas} replicas x {args.pool_blocks} KV blocks of {BLOCK_SIZE} tokens; "
-          f"{TENANTS} tenants x {args.system_tokens}-token system prompts; {args.requests} "
-          f"requests, {args.turns} turns per session, concurrency {args.concurrency}")  # fmt: skip
+          f"{TENANTS} tenants x {args.system_tokens}-token documents; {args.requests} "
+          f"requests per run, {args.turns} turns per chat session, concurrency "
+          f"{args.concurrency}")  # fmt: skip
     micro = routing_micro_benchmark()
     print(
-        f"prefix policy choose(), {micro['indexed']:.0f} prefixes indexed, 4 replicas: "
-        f"{micro['hit']:.1f} us (match), {micro['miss']:.1f} us (no match) per request"
+        f"prefix policy choose(), {micro['indexed']:.0f} chunks indexed, 4 replicas, "
+        f"{micro['chunks']:.0f} chunks per request: {micro['hit']:.1f} us (next turn), "
+        f"{micro['miss']:.1f} us (new conversation) per request, chunk hashing included"
     )
-    wanted = args.only or ["round_robin", "least_loaded", "prefix", "kv_events", "ideal", "kill"]
-    results: dict[str, RunResult] = {}
+    if args.chunk_sizes:
+        print("chunk size | us to hash a RAG request | chunks | shared chars left unmatched")
+        for size, us, chunks, lost in chunk_size_table(prompts):
+            print(f"{size:10} | {us:24.1f} | {chunks:6} | {lost:.1f}")
+    wanted = set(args.only if args.only is not None else [*CHAT_CONFIGS, "kill"])
+    anchor = None
+    anchor_failed = ""
+    if "sglang" in wanted and not args.no_anchor:
+        anchor, version = ensure_anchor(args.anchor_venv.expanduser())
+        if anchor is None:
+            anchor_failed = f"cannot be installed: {version}"
+        else:
+            print(f"anchor: sglang-router {version} ({anchor}), policy cache_aware")
+    elif "sglang" in wanted:
+        print("anchor: left out (--no-anchor)")
+    results: dict[tuple[str, str], RunResult] = {}
     with tempfile.TemporaryDirectory() as folder:
-        for name in ("round_robin", "least_loaded", "prefix", "kv_events", "ideal"):
-            if name in wanted:
-                results[name] = run_config(name, args, prompts, Path(folder))
-                report(results[name])
-        if "kill" in wanted:
-            killed = run_config("prefix", args, prompts, Path(folder), kill=True)
-            report(killed)
-            print(f"  killed {killed.killed} after {args.kill_at:.0%} of the requests: "
-                  f"{killed.outcome.failed_before_response} failed before any response byte, "
-                  f"{killed.outcome.failed_mid_stream} failed mid-stream")  # fmt: skip
-    if "prefix" in results and "ideal" in results:
-        ratio = results["prefix"].hit_rate / max(1e-9, results["ideal"].hit_rate)
-        print(f"prefix hit rate / ideal: {ratio:.1%} (target >= 90%)")
-    if "kv_events" in results and "prefix" in results:
-        print(f"kv_events hit rate {results['kv_events'].hit_rate:.1%} vs prefix "
-              f"{results['prefix'].hit_rate:.1%} (target: kv_events >= prefix)")  # fmt: skip
-    if "prefix" in results and "round_robin" in results:
-        extra = (
-            results["prefix"].proxy_cpu_ms_per_request
-            - results["round_robin"].proxy_cpu_ms_per_request
-        )
-        print(f"proxy CPU per request, prefix - round_robin: {extra * 1000:.0f} us")
+        for workload in args.workloads:
+            configs = CHAT_CONFIGS if workload == "chat" else SINGLE_CONFIGS
+            for name in configs:
+                if name not in wanted or (name == "sglang" and anchor is None):
+                    continue
+                latency = workload == args.workloads[0] and name in ("prefix", "sglang")
+                try:
+                    result = run_config(name, workload, args, prompts, Path(folder),
+                                        anchor=anchor, latency=latency)  # fmt: skip
+                except AnchorError as exc:
+                    anchor_failed, anchor = str(exc), None
+                    print(f"{workload:<12} sglang: NOT MEASURED: {exc}")
+                    continue
+                results[(workload, name)] = result
+                report(result)
+            if workload == "chat" and "kill" in wanted:
+                killed = run_config("prefix", workload, args, prompts, Path(folder), kill=True)
+                report(killed)
+                print(f"  killed {killed.killed} after {args.kill_at:.0%} of the requests: "
+                      f"{killed.outcome.failed_before_response} failed before any response byte, "
+                      f"{killed.outcome.failed_mid_stream} failed mid-stream")  # fmt: skip
+    summarise(results, args.workloads)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    if anchor_failed:
+        print(f"anchor (sglang-router): NOT MEASURED: {anchor_failed}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def summarise(results: dict[tuple[str, str], RunResult], workloads: list[str]) -> None:
+    """The targets, per workload, from the runs that were made."""
+    for workload in workloads:
+        ours, theirs = results.get((workload, "prefix")), results.get((workload, "sglang"))
+        ideal = results.get((workload, "ideal"))
+        if ours is not None and ideal is not None:
+            ratio = ours.hit_rate / max(1e-9, ideal.hit_rate)
+            print(f"{workload}: prefix hit rate / ideal: {ratio:.1%} (target >= 90%)")
+        if ours is not None and theirs is not None:
+            print(f"{workload}: hit rate prefix {ours.hit_rate:.1%} vs sglang "
+                  f"{theirs.hit_rate:.1%} (target: at least the anchor's); router CPU per "
+                  f"request {ours.proxy_cpu_ms_per_request:.2f} vs "
+                  f"{theirs.proxy_cpu_ms_per_request:.2f} ms")  # fmt: skip
+            if ours.added_latency_ms is not None and theirs.added_latency_ms is not None:
+                print(f"{workload}: added p50 latency at concurrency 1: prefix "
+                      f"{ours.added_latency_ms:+.2f} ms vs sglang "
+                      f"{theirs.added_latency_ms:+.2f} ms")  # fmt: skip
+    chat = {name: r for (w, name), r in results.items() if w == "chat"}
+    if "kv_events" in chat and "prefix" in chat:
+        print(f"chat: kv_events hit rate {chat['kv_events'].hit_rate:.1%} vs prefix "
+              f"{chat['prefix'].hit_rate:.1%} (target: kv_events >= prefix)")  # fmt: skip
+    if "prefix" in chat and "round_robin" in chat:
+        extra = (
+            chat["prefix"].proxy_cpu_ms_per_request - chat["round_robin"].proxy_cpu_ms_per_request
+        )
+        print(f"chat: proxy CPU per request, prefix - round_robin: {extra * 1000:.0f} us")
 
 
 def report(r: RunResult) -> None:
     counts = ", ".join(f"{n}" for n in sorted(r.per_replica.values(), reverse=True))
+    latency = f"  added p50 {r.added_latency_ms:+.2f} ms" if r.added_latency_ms is not None else ""
     print(
-        f"{r.name + (' (kill)' if r.killed else ''):<20} hit rate {r.hit_rate:6.1%}  "
+        f"{r.workload:<12} {r.name + (' (kill)' if r.killed else ''):<20} hit rate "
+        f"{r.hit_rate:6.1%}  "
         f"({r.outcome.cached_tokens:,} / {r.outcome.prompt_tokens:,} tokens)  requests per "
-        f"replica [{counts}] max/mean {r.max_over_mean:.2f}  proxy CPU "
+        f"replica [{counts}] max/mean {r.max_over_mean:.2f}  router CPU "
         f"{r.proxy_cpu_ms_per_request:.2f} ms/request  {r.wall_s:.0f} s  ok {r.outcome.ok}"
+        f"{latency}"
     )
     reasons = Counter(r.outcome.errors)
     for error, n in reasons.most_common(3):
