@@ -48,6 +48,17 @@ class LLM:
         """The model's tokenizer."""
         return self.engine.tokenizer
 
+    def close(self) -> int:
+        """Write the cached blocks to the disk tier (``kv_disk_dir``), so the next ``LLM`` on
+        the same model and settings finds them; returns the blocks written (``LLMEngine.close``)."""
+        return self.engine.close()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def generate(
         self,
         prompts: Prompt | Sequence[Prompt],

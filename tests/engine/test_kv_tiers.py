@@ -309,3 +309,15 @@ def test_random_workload_with_tight_pool_and_tiers_matches_a_large_pool(
     assert stats.prefix_cache_hits_tokens_by_tier["ram"] > 0
     assert stats.prefix_cache_hits_tokens_by_tier["disk"] > 0
     assert stats.num_preemptions > 0
+
+
+def test_llm_context_manager_persists_the_disk_tier(tinystories_dir: Path, tmp_path: Path) -> None:
+    from promptcache.engine import LLM
+
+    opts: dict[str, Any] = dict(dtype="float32", block_size=BS, num_blocks=10, max_model_len=64)
+    with LLM(tinystories_dir, kv_disk_dir=str(tmp_path), **opts) as llm:
+        [first] = llm.generate(STORY_A, GREEDY)
+    with LLM(tinystories_dir, kv_disk_dir=str(tmp_path), **opts) as llm:
+        [again] = llm.generate(STORY_A, GREEDY)
+    assert again.num_cached_tokens_by_tier["disk"] == _full_blocks(llm.engine, STORY_A) * BS
+    assert again.output_token_ids == first.output_token_ids
