@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import sinks
-from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
+from .facts import ASSUMED, CLEAN, SELF, Fact, Kind, Shape, Value, join
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table, merge
 from .library import source_text, span
 from .sources import (
@@ -26,8 +26,6 @@ from .sources import (
 )
 from .toolnames import mutated_key
 
-#: the start of a chain step through a call whose code the analysis cannot see
-ASSUMED = "assumed to pass through"
 _GRAIN_RANK = {"subday": 0, "day": 1, "": 2}
 _STR_KEEP_CONST = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "expandtabs"}
 _STR_METHODS = {
@@ -161,7 +159,7 @@ class CallsMixin(EngineState):
         ):
             return facts  # documented to return what its arguments hold
         name, line = _called_name(node)
-        step = (f"{ASSUMED} {name}()", line, name)
+        step = (f"{ASSUMED} {name}()", line, name, "")
         return frozenset(
             f.passed_on(step) if f.kind in (Kind.TIME, Kind.UNIQUE) and not f.pinned else f
             for f in facts
@@ -341,7 +339,7 @@ class CallsMixin(EngineState):
         def substitute(facts: frozenset[Fact], verb: str = "returned by") -> frozenset[Fact]:
             """PARAM facts become the arguments' facts; facts the callee creates gain the
             step "<verb> <callee>" at this call."""
-            step = (f"{verb} {summary.name}", call_line, called) if summary.name else None
+            step = (f"{verb} {summary.name}", call_line, called, "") if summary.name else None
             out: set[Fact] = set()
             for f in facts:
                 if f.kind is Kind.PARAM and f.fix == (summary.key,):

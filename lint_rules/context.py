@@ -54,11 +54,15 @@ class ModuleContext:
 
     def chain(self, fact: Fact, message: str = "") -> tuple[Related, ...]:
         """The finding's chain as related locations: where ``fact`` was born (``origin``),
-        then each call that passed it on in this file (``path:line``, "`now_text` passes it
-        on: returned by Clock.now_text"), innermost first."""
+        then each call that passed it on (``path:line``, "`now_text` passes it on: returned
+        by Clock.now_text"), in this module or the ones it came through, innermost first."""
         steps = tuple(
-            Related(self.at(line, 0), f"`{name}` passes it on: {text}", value=name)
-            for text, line, name in fact.via
+            Related(
+                Location(path or self.path, line, 0, line, 0),
+                f"`{name}` passes it on: {text}",
+                value=name,
+            )
+            for text, line, name, path in fact.via
         )
         return (self.origin(fact, message), *steps)
 

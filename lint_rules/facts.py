@@ -26,8 +26,13 @@ class Kind(enum.Enum):
     LOOP = "loop"  # a loop variable inside a function (per-iteration value)
 
 
-#: one step of a fact's chain: (what passed it on, 1-based line of that call, the name there)
-Step = tuple[str, int, str]
+#: one step of a fact's chain: (what passed it on, 1-based line of that call, the name written
+#: there, the file of that line: "" for the file being linted)
+Step = tuple[str, int, str, str]
+#: the start of a chain step through a call whose code the analysis cannot see
+ASSUMED = "assumed to pass through"
+#: how many steps a chain keeps (recursive and very long chains stay bounded)
+MAX_STEPS = 6
 
 #: ``Fact.param`` of the receiver (``self``) of a method, in summaries
 SELF = -1
@@ -49,9 +54,10 @@ class Fact:
     ``fix`` carries what an autofix needs (a tuple of ints and strings, see the rule modules),
     ``site`` a second location (line, col), e.g. where a set was created when the fact marks the
     loop that iterates it. ``path`` is the file it was born in when that is not the file being
-    linted ("" for the same file); ``via`` the steps that passed it on in the file being
-    linted, innermost first, each a ``Step``: what happened (``"returned by Clock.now_text"``),
-    the 1-based line of the call that did it, and the name written there (``"now_text"``).
+    linted ("" for the same file); ``via`` the steps that passed it on, innermost first, each
+    a ``Step``: what happened (``"returned by Clock.now_text"``), the 1-based line of the call
+    that did it, the name written there (``"now_text"``) and that line's file ("" for the file
+    being linted; a step in another module keeps its file).
     """
 
     kind: Kind
@@ -67,25 +73,23 @@ class Fact:
     via: tuple[Step, ...] = ()
 
     def passed_on(self, step: Step) -> Fact:
-        """The same fact, carried one step further (``step``: ("returned by f", line, "f"));
-        at most 4 steps are kept, and a function already on the chain is not added again, so
-        recursive chains stay bounded."""
+        """The same fact, carried one step further (``step``: ("returned by f", line, "f",
+        "")); at most ``MAX_STEPS`` steps are kept, and a function already on the chain is not
+        added again, so recursive chains stay bounded."""
         if any(s[0] == step[0] for s in self.via):
             return self
-        if len(self.via) >= 4:
+        if len(self.via) >= MAX_STEPS:
             # keep the first steps, and an unproven step wherever it came
-            if not step[0].startswith("assumed") or any(
-                s[0].startswith("assumed") for s in self.via
-            ):
+            if not step[0].startswith(ASSUMED) or any(s[0].startswith(ASSUMED) for s in self.via):
                 return self
-            return replace(self, via=(*self.via[:3], step))
+            return replace(self, via=(*self.via[: MAX_STEPS - 1], step))
         return replace(self, via=(*self.via, step))
 
     @property
     def proven(self) -> bool:
         """False when the chain passes through a call whose code the analysis cannot see
         (a step "assumed to pass through ...")."""
-        return not any(s[0].startswith("assumed") for s in self.via)
+        return not any(s[0].startswith(ASSUMED) for s in self.via)
 
     @property
     def volatile(self) -> bool:

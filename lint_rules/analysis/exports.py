@@ -11,9 +11,9 @@ Exported per symbol of the module (``"func"``, ``"Class"``, ``"NAME"``):
 - ``aliases``: what the module's imports bind (``from .context import current_context`` in a
   package ``__init__``), so a name re-exported by a package resolves to its definition.
 
-Facts keep the file they were born in (``Fact.path``) and the functions that passed them on
-(``Fact.via``); autofix data stays behind (a fix edits the file the fact was born in, which is
-not the file a finding in another module reports).
+Facts keep the file they were born in (``Fact.path``) and the steps that passed them on,
+each with its file (``Fact.via``); autofix data stays behind (a fix edits the file the fact
+was born in, which is not the file a finding in another module reports).
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         fact.pinned,
         fact.param,
         "" if param_key else (fact.path or path),
-        # the chain inside the defining module stays there: a caller elsewhere names the
-        # exported function it called ("returned by build_prompt"), and summaries stop
-        # changing (and callers stop being re-analysed) as soon as the facts stop changing
-        [],
+        # the chain's steps keep the file they are in
+        []
+        if param_key
+        else [[text, line, name, step_path or path] for text, line, name, step_path in fact.via],
     ]
 
 
@@ -71,7 +71,7 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
         item[6],
         (key,) if kind is Kind.PARAM else (),
         path=item[7],
-        via=tuple((str(s[0]), int(s[1]), str(s[2])) for s in item[8]),
+        via=tuple((str(s[0]), int(s[1]), str(s[2]), str(s[3])) for s in item[8]),
     )
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LintConfig
+from ..facts import ASSUMED
 from .cache import LintCache, diagnostic_from_json, diagnostic_to_json, digest
 from .exports import interesting
 from .modules import ModuleIndex
@@ -279,7 +280,7 @@ class Program:
                     state.force = True
             task = self._task(path, state, externals[path], requests[path])
             changed = (
-                task.externals != state.externals
+                _without_chains(task.externals) != _without_chains(state.externals)
                 or frozenset(task.requests) != state.requests
                 or task.force != bool(state.output.get("forced"))
             )
@@ -336,6 +337,21 @@ class Program:
         if head in exports.get("missing", ()):
             return {"kind": "none", "data": {}, "module": state.module}
         return None
+
+
+def _without_chains(data: Any) -> Any:
+    """``data`` (exported JSON) with every fact's chain steps reduced to whether one was
+    assumed (a call the analysis could not see): a module is analysed again when the facts it
+    sees change or become proven, not when only the steps that passed one on do (the steps it
+    keeps are still true, and rounds end sooner)."""
+    if isinstance(data, dict):
+        return {k: _without_chains(v) for k, v in data.items()}
+    if isinstance(data, list):
+        if len(data) == 9 and isinstance(data[0], str) and isinstance(data[8], list):
+            # a fact (``exports.fact_to_json``)
+            return [*data[:8], any(str(s[0]).startswith(ASSUMED) for s in data[8])]
+        return [_without_chains(v) for v in data]
+    return data
 
 
 def _field_facts(states: dict[str, FileState]) -> dict[str, dict[str, list[Any]]]:
