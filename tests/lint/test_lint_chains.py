@@ -85,3 +85,33 @@ def test_chains_name_their_steps() -> None:
         if "passes it on" in r.message
     ]
     assert steps and all(r.value for r in steps)
+
+
+def test_text_json_and_sarif_name_the_same_steps(tmp_path: Path) -> None:
+    """Each output format carries the whole chain: the text suffix names every step as
+    path:line, JSON lists them under ``related`` with their ``value``, SARIF as
+    ``relatedLocations``."""
+    import json
+
+    from promptcache.lint_rules.output import render_json, render_text
+    from promptcache.lint_rules.sarif import render_sarif
+
+    folder = HERE / "real_cases" / "clawbolt_datetime_section" / "bad"
+    config = parse_table({"select": ["PC001"]}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    findings = [d for r in results for d in r.diagnostics]
+    assert findings and any(len(d.related) >= 3 for d in findings)
+    text = render_text(results).splitlines()
+    items = json.loads(render_json(results))
+    sarif = json.loads(render_sarif(results))["runs"][0]["results"]
+    assert len(text) - 1 == len(items) == len(sarif) == len(findings)
+    for d, line, item, result in zip(findings, text[:-1], items, sarif, strict=True):
+        steps = [r for r in d.related if "passes it on" in r.message]
+        for r in steps:
+            assert f"at {r.location.path}:{r.location.line}" in line
+        assert [(j["row"], j["value"]) for j in item["related"]] == [
+            (r.location.line, r.value) for r in d.related
+        ]
+        assert [
+            loc["physicalLocation"]["region"]["startLine"] for loc in result["relatedLocations"]
+        ] == [r.location.line for r in d.related]
