@@ -151,8 +151,9 @@ class CallsMixin(EngineState):
 
     def assumed(self, facts: frozenset[Fact], node: ast.Call) -> frozenset[Fact]:
         """Facts carried through a call the analysis cannot see: its result is assumed to
-        carry its arguments' volatile values, so their chain gains an ``ASSUMED`` step (an
-        unproven flow: no finding, shown by ``--explain``)."""
+        carry its arguments' volatile or order-unstable values (it might as well sort or drop
+        them), so their chain gains an ``ASSUMED`` step (an unproven flow: no finding, shown
+        by ``--explain``)."""
         func = node.func
         if (isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS) or (
             self.qualify(func) in PASS_THROUGH_FUNCTIONS
@@ -161,8 +162,7 @@ class CallsMixin(EngineState):
         name, line = _called_name(node)
         step = (f"{ASSUMED} {name}()", line, name, "")
         return frozenset(
-            f.passed_on(step) if f.kind in (Kind.TIME, Kind.UNIQUE) and not f.pinned else f
-            for f in facts
+            f.passed_on(step) if f.kind not in _BOOKKEEPING and not f.pinned else f for f in facts
         )
 
     def message_object(self, node: ast.Call, chain: tuple[str, ...]) -> None:
@@ -730,6 +730,10 @@ class Unresolved:
     method of the result with a value that has facts asks the driver for it."""
 
     qual: str
+
+
+#: fact kinds that are the analysis's own bookkeeping, not findings' values
+_BOOKKEEPING = frozenset({Kind.PARAM, Kind.LOOP, Kind.VARIES})
 
 
 def _called_name(node: ast.Call) -> tuple[str, int]:

@@ -18,9 +18,8 @@ class ModuleContext:
     """One module under analysis.
 
     ``entries``/``sinks`` come from ``taint.Analyzer``; ``lines`` are the source lines (for
-    byte-column conversion). Rules build diagnostics through ``diagnostic()``. ``notes``: what
-    a rule would report but cannot prove (a chain through a call the analysis cannot see);
-    never findings, shown by ``promptcache lint --explain``.
+    byte-column conversion). Rules build diagnostics through ``diagnostic()``; one whose chain
+    passes through a call the analysis cannot see is not a finding (``runner.proven``).
     """
 
     path: str
@@ -29,7 +28,6 @@ class ModuleContext:
     config: LintConfig
     entries: list[PrefixEntry] = field(default_factory=list)
     sinks: list[SinkCall] = field(default_factory=list)
-    notes: list[Diagnostic] = field(default_factory=list)
 
     def location(self, node: ast.AST) -> Location:
         line: int = getattr(node, "lineno", 1)

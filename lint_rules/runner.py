@@ -25,6 +25,7 @@ from .analysis.exports import load_externals
 from .analysis.program import Task, lint_program
 from .config import LintConfig
 from .context import ModuleContext
+from .facts import ASSUMED
 from .files import discover
 from .parse import NewerSyntaxError, is_newer_python, parse_module
 from .registry import CHECKS, KNOWN_CODES
@@ -217,8 +218,9 @@ def analyse_source(
             for code in sorted(codes):
                 check = CHECKS.get(code)
                 if check is not None:
-                    diagnostics.extend(check(ctx))
-            notes = ctx.notes
+                    for diagnostic in check(ctx):
+                        # a chain through a call the analysis cannot see is not proven
+                        (diagnostics if proven(diagnostic) else notes).append(diagnostic)
         except RecursionError:
             # code nested deeper than the analysis can follow: say so, lint the other files
             diagnostics = [_not_analysed(path, "it nests deeper than the analysis can follow")]
@@ -245,6 +247,15 @@ def analyse_source(
         exports,
         wanted,
         triggered,
+    )
+
+
+def proven(diagnostic: Diagnostic) -> bool:
+    """False when a step of the finding's chain passes through a call whose code the analysis
+    cannot see ("assumed to pass through f()"): an unproven flow, shown only by ``--explain``."""
+    return not any(
+        r.message.startswith("`") and f"passes it on: {ASSUMED}" in r.message
+        for r in diagnostic.related
     )
 
 

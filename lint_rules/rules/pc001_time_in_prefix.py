@@ -69,7 +69,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             why = "it changes every request, so the prefix never matches"
         else:
             why = "it changes once a day, so the prefix is written afresh each day"
-        diagnostic = ctx.diagnostic(
+        yield ctx.diagnostic(
             "PC001",
             f"time value `{fact.detail}` enters the cached prefix ({entry.sink}); {why}: move "
             "it after the cached part",
@@ -77,7 +77,3 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             Severity.ERROR if subday else Severity.INFO,
             ctx.chain(fact),
         )
-        if fact.proven:
-            yield diagnostic
-        else:
-            ctx.notes.append(diagnostic)

@@ -53,7 +53,7 @@ from ..facts import Kind
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.UNIQUE and not f.pinned):
-        diagnostic = ctx.diagnostic(
+        yield ctx.diagnostic(
             "PC002",
             f"unique value `{fact.detail}` enters the cached prefix ({entry.sink}); every "
             "request gets a new prefix: pass ids in metadata or the newest message instead",
@@ -61,7 +61,3 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             Severity.ERROR,
             ctx.chain(fact),
         )
-        if fact.proven:
-            yield diagnostic
-        else:
-            ctx.notes.append(diagnostic)
