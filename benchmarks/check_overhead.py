@@ -1,4 +1,4 @@
-"""What ``promptcache check`` adds to each run of a program: a 200-request program, plain vs checked.
+"""What ``promptcache check`` adds to each run of a program: 200 requests, plain vs checked.
 
 The program (written to a temporary folder) sends 200 chat completions with the official
 ``openai`` client, each with a ~2,000-token system prompt, one after another, and exits.
