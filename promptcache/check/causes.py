@@ -53,7 +53,8 @@ class Region:
 
     Attributes:
         before, after: the differing words in the baseline and in the other run.
-        before_excerpt, after_excerpt: the same with up to 30 characters around them.
+        before_excerpt, after_excerpt: the same with up to 30 characters around them, on one
+            line (newlines shown as ``⏎``, tabs as ``⇥``).
     """
 
     before: str
@@ -68,6 +69,16 @@ def _expand(text: str, start: int, end: int) -> tuple[int, int]:
     while end < len(text) and _WORD.match(text[end]):
         end += 1
     return start, end
+
+
+def _shown(text: str) -> str:
+    """An excerpt on one line: newlines and tabs as ``⏎`` and ``⇥`` (as the proxy shows them)."""
+    return (
+        text.replace("\r\n", "\u23ce")
+        .replace("\n", "\u23ce")
+        .replace("\r", "\u23ce")
+        .replace("\t", "\u21e5")
+    )
 
 
 def differing_regions(a: str, b: str) -> list[Region]:
@@ -111,8 +122,8 @@ def differing_regions(a: str, b: str) -> list[Region]:
             Region(
                 a[s_a:e_a],
                 b[s_b:e_b],
-                a[max(0, s_a - _EXCERPT) : e_a + _EXCERPT],
-                b[max(0, s_b - _EXCERPT) : e_b + _EXCERPT],
+                _shown(a[max(0, s_a - _EXCERPT) : e_a + _EXCERPT]),
+                _shown(b[max(0, s_b - _EXCERPT) : e_b + _EXCERPT]),
             )
         )
     return regions

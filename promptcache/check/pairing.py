@@ -24,11 +24,14 @@ reported whatever the prompt.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from promptcache.fingerprint import RequestFingerprint, first_divergence
+from promptcache.fingerprint import RequestFingerprint, Segment, first_divergence
 from promptcache.minimums import ModelMinimums
 
 from .capture import CallSite, CapturedRequest
@@ -217,7 +220,9 @@ def _segment_findings(
 ) -> list[Finding]:
     seg_a, seg_b = a.fingerprint.segments[k], b.fingerprint.segments[k]
     reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text)
-    regions = [None] if reordered else differing_regions(seg_a.text, seg_b.text)
+    # the user's own text where the difference is inside one string, else the canonical JSON
+    old_text, new_text = _strings_at(seg_a, seg_b, path) or (seg_a.text, seg_b.text)
+    regions = [None] if reordered else differing_regions(old_text, new_text)
     out: list[Finding] = []
     seen: set[tuple[str, ...]] = set()
     for region in regions:
@@ -232,7 +237,7 @@ def _segment_findings(
         if not causes or causes in seen:
             continue
         seen.add(causes)
-        where = "the tool list" if seg_a.kind == "tools" else seg_a.path
+        where = "the tool list" if seg_a.kind == "tools" else path
         what = "is in another order" if reordered else "differs"
         before = region.before_excerpt if region is not None else seg_a.text[:60]
         after = region.after_excerpt if region is not None else seg_b.text[:60]
@@ -253,6 +258,29 @@ def _segment_findings(
             )
         )
     return out
+
+
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _strings_at(seg_a: Segment, seg_b: Segment, path: str) -> tuple[str, str] | None:
+    """The two string values at ``path`` (a JSON path inside the segments), or None when the
+    path does not end at a string in both."""
+    if not path.startswith(seg_a.path):
+        return None
+    values: list[Any] = [json.loads(seg_a.text), json.loads(seg_b.text)]
+    for match in _STEP.finditer(path[len(seg_a.path) :]):
+        key, index = match.group(1), match.group(2)
+        for i, value in enumerate(values):
+            if key is not None and isinstance(value, dict) and key in value:
+                values[i] = value[key]
+            elif index is not None and isinstance(value, list) and int(index) < len(value):
+                values[i] = value[int(index)]
+            else:
+                return None
+    if isinstance(values[0], str) and isinstance(values[1], str):
+        return values[0], values[1]
+    return None
 
 
 def _key_findings(
