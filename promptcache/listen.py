@@ -13,11 +13,18 @@ import errno
 import logging
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
+from .client_limits import (
+    ClientLimits,
+    default_max_connections,
+    protocol_class,
+    raise_open_files_limit,
+)
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["STARTUP_FAILURE", "ReportCancelled", "listen_socket", "log_to_stderr", "run_uvicorn"]
 
@@ -125,10 +132,22 @@ class _NoCancelledTraceback(logging.Filter):
         return not (info and info[0] is not None and issubclass(info[0], asyncio.CancelledError))
 
 
-def run_uvicorn(app: Any, sock: socket.socket, **settings: Any) -> None:
+def run_uvicorn(
+    app: Any,
+    sock: socket.socket,
+    *,
+    limits: ClientLimits | None = None,
+    fds_per_connection: int = 1,
+    **settings: Any,
+) -> None:
     """Serve ``app`` on the bound ``sock`` with one uvicorn worker until interrupted, as
     ``uvicorn.run`` would (``settings`` are ``uvicorn.Config`` options). Exits with
     ``STARTUP_FAILURE`` if the app's start-up failed (uvicorn has logged why).
+
+    ``limits`` (default ``ClientLimits()``) bound what clients may hold: head and body
+    timeouts, idle keep-alive, open connections (``client_limits.protocol_class``). The
+    process's open-files limit is raised to its hard limit first; the default connection limit
+    leaves room in it for ``fds_per_connection`` descriptors per client connection.
 
     Access-log lines (``access_log=True``) quote the request's path and query string: credentials
     in them (Gemini's ``?key=``...) are masked by ``proxy.redact.RedactFilter``."""
@@ -136,6 +155,14 @@ def run_uvicorn(app: Any, sock: socket.socket, **settings: Any) -> None:
 
     from .proxy.redact import RedactFilter
 
+    limits = limits if limits is not None else ClientLimits()
+    open_files = raise_open_files_limit()
+    max_connections = limits.max_connections or default_max_connections(
+        open_files, fds_per_connection
+    )
+    settings["http"] = protocol_class(limits, max_connections)
+    settings["timeout_keep_alive"] = limits.keep_alive_s
+    settings["h11_max_incomplete_event_size"] = limits.max_head_bytes
     grace = settings.get("timeout_graceful_shutdown")
     config = uvicorn.Config(ReportCancelled(app, grace), **settings)  # configures its loggers
     log_to_stderr(settings.get("log_level", "info"))

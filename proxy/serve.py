@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
+from promptcache.client_limits import ClientLimits
 from promptcache.listen import listen_socket, log_to_stderr, run_uvicorn
 
 from .app import build_app
@@ -77,6 +78,7 @@ def serve(
     access_log: bool = False,
     banner: str | None = None,
     graceful_shutdown_s: float = 30.0,
+    limits: ClientLimits | None = None,
 ) -> None:
     """Serve ``config`` on ``host:port`` until interrupted; a clean stop writes every row.
 
@@ -90,7 +92,9 @@ def serve(
     (``unreachable_upstreams``, in a background thread while the server starts): one that does
     not accept it is logged as a warning, and the proxy serves all the same. A stop waits
     ``graceful_shutdown_s`` seconds for the requests still running, then cancels them, one log
-    line each (``listen.ReportCancelled``).
+    line each (``listen.ReportCancelled``). ``limits``: what clients may hold (head and body
+    timeouts, keep-alive, connections; default ``ClientLimits()``); the default connection limit
+    counts two descriptors per client connection, its own and its upstream one.
 
     Raises:
         ConfigError: a non-loopback ``host`` without ``config.auth_token`` or ``insecure_no_auth``,
@@ -118,4 +122,6 @@ def serve(
         server_header=False,
         date_header=False,
         timeout_graceful_shutdown=graceful_shutdown_s,
+        limits=limits,
+        fds_per_connection=2,
     )

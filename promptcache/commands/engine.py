@@ -21,6 +21,8 @@ from promptcache.engine.config import DTYPES, KV_CACHE_DTYPES, WEIGHT_DTYPES
 from promptcache.engine.kv_sizing import KVSize, human_bytes, kv_size
 from promptcache.formatting import plural
 
+from ._server_options import client_limit_options
+
 __all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
 
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
@@ -233,6 +235,7 @@ def engine_group() -> None:
     show_default=True,
     help="Topic frame of every KV-event message (subscribers filter on its prefix).",
 )
+@client_limit_options
 @click.option(
     "--log-level",
     default="info",
@@ -268,6 +271,10 @@ def serve(
     kv_events_endpoint: str | None,
     kv_events_replay_endpoint: str | None,
     kv_events_topic: str,
+    header_timeout_s: float,
+    body_timeout_s: float,
+    keep_alive_s: float,
+    max_client_connections: int | None,
     log_level: str,
 ) -> None:
     """Serve a model with an OpenAI-compatible API (/v1/chat/completions, /v1/completions).
@@ -282,6 +289,7 @@ def serve(
             --kv-cache-dtype int8 --served-model-name qwen
         # then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
     """
+    from promptcache.client_limits import ClientLimits
     from promptcache.engine.server.auth import check_bind
     from promptcache.hosts import check_host
 
@@ -399,7 +407,13 @@ def serve(
                 f"(topic {kv_events.topic!r}{replay})",
                 err=True,
             )
-        run_server(app, host=host, port=port, log_level=log_level, sock=sock)
+        limits = ClientLimits(
+            head_timeout_s=header_timeout_s,
+            body_timeout_s=body_timeout_s,
+            keep_alive_s=keep_alive_s,
+            max_connections=max_client_connections,
+        )
+        run_server(app, host=host, port=port, log_level=log_level, sock=sock, limits=limits)
     finally:
         sock.close()  # the server closes it too; this covers a failure before it starts
         if kv_events is not None:

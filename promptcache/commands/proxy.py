@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ._server_options import client_limit_options
+
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
@@ -72,8 +74,9 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     help="Price requests for models without a price row (a self-hosted model) at MODEL's "
     "rates, e.g. gpt-5; applies to every upstream without its own price_as.",
 )
+@client_limit_options
 @click.option(
-    "--timeout-graceful-shutdown",
+    "--shutdown-timeout",
     "graceful_shutdown_s",
     default=30.0,
     show_default=True,
@@ -102,6 +105,10 @@ def proxy(
     store_bodies: bool,
     max_body_bytes: int,
     price_as: str | None,
+    header_timeout_s: float,
+    body_timeout_s: float,
+    keep_alive_s: float,
+    max_client_connections: int | None,
     graceful_shutdown_s: float,
     log_level: str,
 ) -> None:
@@ -119,6 +126,7 @@ def proxy(
         promptcache proxy --config upstreams.toml --host 0.0.0.0 --auth-token "$TOKEN"
         promptcache proxy --upstream http://10.0.0.5:8000,http://10.0.0.6:8000 --db fleet.db
     """
+    from promptcache.client_limits import ClientLimits
     from promptcache.hosts import check_host, http_url
     from promptcache.proxy.config import (
         check_bind,
@@ -170,6 +178,12 @@ def proxy(
         access_log=log_level == "debug",
         banner=banner,  # printed once the port is bound and the log open
         graceful_shutdown_s=graceful_shutdown_s,
+        limits=ClientLimits(
+            head_timeout_s=header_timeout_s,
+            body_timeout_s=body_timeout_s,
+            keep_alive_s=keep_alive_s,
+            max_connections=max_client_connections,
+        ),
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from proxy_support import read_rows, wait_until_serving
 from servers import ServerThread
+from slow_client_support import SlowClients, limit_open_files
 from upstreams import MockUpstream
 
 from promptcache.cli import cli
@@ -194,7 +195,7 @@ def test_sigterm_after_the_grace_period_prints_one_line_per_cancelled_request(
     command = [
         sys.executable, "-c", "from promptcache.cli import main; main()",
         "proxy", "--upstream", mock_server.url, "--port", str(port), "--db", str(db),
-        "--timeout-graceful-shutdown", "0.5",
+        "--shutdown-timeout", "0.5",
     ]  # fmt: skip
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -245,3 +246,60 @@ def test_sigterm_after_the_grace_period_prints_one_line_per_cancelled_request(
     assert len(outcomes) == 2
     rows = read_rows(db)
     assert len(rows) == 2 and all("cancelled" in (r["error"] or "") for r in rows)
+
+
+def answer_before_close(port: int, request: bytes) -> bytes:
+    """Send ``request`` on a new connection and read until the server closes it (at most 20 s,
+    else the test fails)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def test_slow_clients_cannot_hold_the_proxys_connections(mock_server: ServerThread) -> None:
+    # 300 connections sending a request head a byte per 0.1 s, against a proxy allowed 256 open
+    # files: without head timeouts and a connection limit they would hold every descriptor and
+    # no real request would be accepted
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable, "-c", "from promptcache.cli import main; main()",
+        "proxy", "--upstream", mock_server.url, "--port", str(port), "--no-log",
+        "--header-timeout", "2", "--body-timeout", "1", "--keep-alive-timeout", "1",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, preexec_fn=limit_open_files(256)
+    )
+    try:
+        wait_until_serving(proc, url + "/healthz")
+        # a body that stops short, a head past 64 KiB, an idle kept-alive connection
+        short_body = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n{}"
+        )
+        assert answer_before_close(port, short_body).startswith(b"HTTP/1.1 408 ")
+        huge_head = b"GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 70_000
+        assert answer_before_close(port, huge_head).startswith(b"HTTP/1.1 431 ")
+        idle = answer_before_close(port, b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert idle.startswith(b"HTTP/1.1 200 ") and idle.count(b"HTTP/1.1") == 1
+        with SlowClients(port, 300, interval_s=0.1, duration_s=40) as slow:
+            for _ in range(5):
+                reply = httpx.post(
+                    url + "/v1/chat/completions",
+                    json={"model": "gpt-4o", "messages": []},
+                    timeout=10,
+                )
+                assert reply.status_code == 200
+            assert slow.wait_all_closed(30), f"{slow.open_count()} slow connections still open"
+            answers = list(slow.closed.values())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    # the ones still waiting after 2 s were told why; the rest made room for newer connections
+    timed_out = [a for a in answers if a.startswith(b"HTTP/1.1 408 Request Timeout\r\n")]
+    assert timed_out and all(a in (b"", timed_out[0]) for a in answers)
+    assert "closed a connection that sent no complete request head within 2 s" in stderr
+    assert "connections open (--max-client-connections): closed the one waiting longest" in stderr
