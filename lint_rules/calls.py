@@ -587,6 +587,24 @@ class CallsMixin(EngineState):
             return CLEAN
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)
+        if (
+            method in ("get", "pop", "setdefault")
+            and node.args
+            and not isinstance(receiver.ref, (ClassInfo, ExternalClass))
+        ):
+            # one entry of a container (``d.get("k", default)``): as ``d["k"]``, what the
+            # container's entries hold, or the field of a dict literal; not its order
+            key = node.args[0]
+            if receiver.items is not None and isinstance(key, ast.Constant):
+                held = dict(receiver.items).get(str(key.value))
+                if held is not None:
+                    return join(held, *args[1:]) if len(args) > 1 else held
+            entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            return (
+                Value(join(Value(entry.facts), *args[1:]).facts)
+                if len(args) > 1
+                else Value(entry.facts)
+            )
         return None
 
     # ------------------------------------------------------------------ attributes

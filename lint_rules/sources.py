@@ -191,7 +191,8 @@ SANITIZERS = frozenset(
 #: library calls documented to return their arguments' contents (a copy, or text rendered
 #: from them): a chain through them is proven, not assumed
 #: (https://docs.python.org/3/library/copy.html, .../dataclasses.html#dataclasses.asdict,
-#: .../html.html#html.escape; checked 2026-12-03)
+#: .../html.html#html.escape, .../textwrap.html, .../os.path.html#os.path.join; checked
+#: 2026-12-03)
 PASS_THROUGH_FUNCTIONS = frozenset(
     {
         "copy.copy",
@@ -199,6 +200,10 @@ PASS_THROUGH_FUNCTIONS = frozenset(
         "dataclasses.asdict",
         "dataclasses.astuple",
         "html.escape",
+        "textwrap.indent",
+        "textwrap.fill",
+        "textwrap.shorten",
+        "os.path.join",
     }
 )
 #: methods, on any receiver, that render a prompt template from their arguments: Jinja's
