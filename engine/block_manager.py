@@ -208,7 +208,7 @@ class BlockTierStore(Protocol):
 class TierHit(NamedTuple):
     """One block of a prefix match served by a lower tier."""
 
-    index: int  # position in the sequence's block table
+    position: int  # index in the sequence's block table
     block_hash: int
     tier: str  # "ram" or "disk"
 
@@ -376,11 +376,11 @@ class BlockManager:
         for n, hit in enumerate(match.tier_hits):
             if not self.tier_store.prepare(hit.block_hash):
                 # Positions before the bad block: `n` tier hits, the rest pool hits.
-                pool_ids = match.block_ids[: hit.index - n]
+                pool_ids = match.block_ids[: hit.position - n]
                 free_hits = sum(self.blocks[b].ref_count == 0 for b in pool_ids)
                 return PrefixMatch(
                     pool_ids,
-                    hit.index * self.block_size,
+                    hit.position * self.block_size,
                     free_hits,
                     match.version,
                     match.tier_hits[:n],
@@ -449,17 +449,16 @@ class BlockManager:
             for hit in match.tier_hits:  # before any pop: a demotion must not evict them
                 self.tier_store.pin(hit.block_hash)
         pool_ids = iter(match.block_ids)
-        tier_at = {hit.index: hit for hit in match.tier_hits}
+        tier_at = {hit.position: hit for hit in match.tier_hits}
         table: list[int] = []
         for i in range(len(match.block_ids) + len(tier_at)):
-            hit = tier_at.get(i)
-            table.append(next(pool_ids) if hit is None else self._pop_free())
+            table.append(next(pool_ids) if i not in tier_at else self._pop_free())
         table += [self._pop_free() for _ in range(needed - len(tier_at))]
         seq.block_table = table
         if tier_at:
             self._register(seq, 0, len(match.block_ids) + len(tier_at))
             for hit in match.tier_hits:
-                self._loads.append((hit.block_hash, table[hit.index]))
+                self._loads.append((hit.block_hash, table[hit.position]))
         seq.num_computed_tokens = match.num_cached_tokens
         num_ram = sum(h.tier == "ram" for h in match.tier_hits) * self.block_size
         num_disk = len(match.tier_hits) * self.block_size - num_ram

@@ -33,6 +33,7 @@ disk tier uses "DISK", our own name (vLLM has no disk medium). Pool events keep 
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -108,6 +109,10 @@ class KVTiers:
         self.num_spilled = 0
         #: Blocks copied up into the pool (a count).
         self.num_loaded = 0
+        #: Cumulative wall seconds of the tiers' own work on the engine thread: "demote" (pool
+        #: to RAM copies), "write" (disk writes), "read" (disk reads and CRC checks), "load"
+        #: (copies up into the pool).
+        self.seconds = {"demote": 0.0, "write": 0.0, "read": 0.0, "load": 0.0}
 
     # BlockTierStore ---------------------------------------------------------------------------
 
@@ -165,7 +170,9 @@ class KVTiers:
             return True
         if self.disk is None or block_hash not in self.disk:
             return False
+        start = time.perf_counter()
         data = self.disk.read(block_hash)
+        self.seconds["read"] += time.perf_counter() - start
         if data is None:
             self._removed(block_hash, MEDIUM_DISK)
             return False
@@ -186,6 +193,7 @@ class KVTiers:
         layer for K and for V). Call before anything writes into the pool."""
         if not self._demotions:
             return
+        start = time.perf_counter()
         host = self.host
         assert host is not None
         blocks = [b for b, _ in self._demotions]
@@ -198,6 +206,7 @@ class KVTiers:
             k, v = layer.k_cache.view(torch.uint8), layer.v_cache.view(torch.uint8)
             storage[slots, layer_index, 0] = k.index_select(0, ids).to("cpu")
             storage[slots, layer_index, 1] = v.index_select(0, ids).to("cpu")
+        self.seconds["demote"] += time.perf_counter() - start
 
     def load(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Copy tier blocks into the pool: ``pairs`` of (block hash, pool block id).
@@ -211,6 +220,7 @@ class KVTiers:
             self.flush_demotions()
             if not pairs:
                 return
+            start = time.perf_counter()
             parts: list[torch.Tensor] = []
             host_slots: list[int] = []
             order: list[int] = []  # pool ids in the order of the stacked sources
@@ -247,6 +257,7 @@ class KVTiers:
                 k.index_copy_(0, dst, src[:, layer_index, 0])
                 v.index_copy_(0, dst, src[:, layer_index, 1])
             self.num_loaded += len(pairs)
+            self.seconds["load"] += time.perf_counter() - start
         finally:
             self._pinned.clear()
 
@@ -338,7 +349,10 @@ class KVTiers:
     ) -> None:
         disk = self.disk
         assert disk is not None
-        for gone in disk.write(block_hash, parent_hash, token_ids, data, self._pinned):
+        start = time.perf_counter()
+        removed = disk.write(block_hash, parent_hash, token_ids, data, self._pinned)
+        self.seconds["write"] += time.perf_counter() - start
+        for gone in removed:
             self._staged.pop(gone, None)
             self._removed(gone, MEDIUM_DISK)
         if block_hash in disk:
