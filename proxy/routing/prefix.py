@@ -94,7 +94,7 @@ class PrefixIndex:
         for h in reversed(chained):
             lru[h] = now
             to_end(h)
-        while len(lru) > self.max_prefixes:
+        for _ in range(len(lru) - self.max_prefixes):
             lru.popitem(last=False)
 
     def depths(self, chained: Sequence[Hashable], candidates: Collection[int]) -> dict[int, int]:
