@@ -167,7 +167,7 @@ class DiskTier:
         size = len(header) + _CRC.size + len(tokens) + len(payload)
         removed = self._make_room(size, pinned)
         path = self.path(block_hash)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two engines on one directory
         try:
             with tmp.open("wb") as fh:
                 fh.write(header)
