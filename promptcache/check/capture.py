@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -116,7 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -178,7 +179,9 @@ class CaptureServer:
     Thread-safe: requests arrive on the server's threads while the runner reads them.
     """
 
-    def __init__(self, *, forward: bool = False, upstreams: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, forward: bool = False, upstreams: Mapping[str, str] | None = None
+    ) -> None:
         self.current_run = 0
         self.forwarder = Forwarder(upstreams) if forward else None
         self._requests: list[CapturedRequest] = []

@@ -196,10 +196,8 @@ def region_causes(
         if order:
             return tuple(order)
     words = [region.before, region.after] if region is not None else []
-    for kind, test in (
-        ("pid", lambda: _is_pid(words, pids)),
-        ("clock", lambda: _is_clock(words, clocks)),
-    ):
-        if kind in changed and test():
-            return (kind,)
+    if "pid" in changed and _is_pid(words, pids):
+        return ("pid",)
+    if "clock" in changed and _is_clock(words, clocks):
+        return ("clock",)
     return ("random",) if "random" in changed else changed

@@ -326,7 +326,7 @@ def _patch_random(seed: int) -> None:
     secrets.token_bytes = token_bytes
     secrets.token_hex = token_hex
     secrets.token_urlsafe = token_urlsafe
-    secrets.choice = S.rng.choice  # type: ignore[assignment]
+    secrets.choice = S.rng.choice
     secrets.randbelow = S.rng.randrange  # type: ignore[assignment]
     secrets.randbits = S.rng.getrandbits  # type: ignore[assignment]
 

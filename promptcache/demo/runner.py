@@ -1,11 +1,13 @@
-"""The demo's steps, in order: lint, start the servers, replay the workload twice, report.
+"""The demo's steps, in order: lint and check, start the servers, replay the workload twice,
+report.
 
 :func:`run_demo` is what ``promptcache demo`` calls. It prints progress and the final summary to
 a rich ``Console`` and writes, under the output folder: ``summary.json`` (every number shown),
 ``naive.db`` and ``layered.db`` (the request logs of the two proxies, one per app),
 ``report-naive.html`` and ``report-layered.html`` (``promptcache report --format html`` of each
-log), ``engine.log``, ``proxy-naive.log``, ``proxy-layered.log``, ``lint.txt`` and
-``processes.json`` (pids of the servers while they run).
+log), ``engine.log``, ``proxy-naive.log``, ``proxy-layered.log``, ``lint.txt``, ``check-naive.json``
+and ``check-layered.json`` (``promptcache check``'s reports; the apps' output in
+``check-*.txt``) and ``processes.json`` (pids of the servers while they run).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from promptcache.engine.tokenizer import Tokenizer
 from promptcache.errors import ConfigError, DemoError, ModelLoadError
 from promptcache.formatting import percent, plural
 
+from .check_step import check_apps
 from .instructions import describe_instructions, fit_instructions
 from .model import ModelChoice, resolve_model, serving_weight_dtype
 from .processes import ChildProcesses, free_port
@@ -420,7 +423,7 @@ def print_sample(
 
 
 def _weights_in_words(weight_dtype: str) -> str:
-    if weight_dtype == "auto":
+    if weight_dtype in ("auto", "float"):
         return "float weights"
     if weight_dtype == "int4":  # the LM head stays int8 (quant_linear.quantize_linears)
         return "int4 weight-only decoder layers and an int8 LM head"
@@ -482,6 +485,21 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
             short = f.message.split(";")[0]
             origin = f", value born at line {f.origin_line}" if f.origin_line else ""
             console.print(f"   {f.path}:{f.line}: [red]{f.code}[/red] {escape(short)}{origin}")
+
+    console.print(
+        "\n[bold]   ... and check them[/bold] (promptcache check: each app's story run twice, the "
+        "clock, random/uuid, hash seed, listing order and pid changed; check's own endpoint)"
+    )
+    checked = check_apps(apps, out)
+    for name, path in apps.items():
+        if not checked[name]:
+            console.print(f"   {_relative(path)}: no findings")
+        for c in checked[name]:
+            causes = " or ".join(c.causes) or "structure"
+            console.print(
+                f"   {_relative(path)}:{c.line} in {c.function}: [red]{c.code}[/red] {c.title} "
+                f"({c.field}, caused by {causes})"
+            )
 
     summaries: dict[str, VariantSummary] = {}
     with ChildProcesses(out) as children:

@@ -1,4 +1,5 @@
-"""`promptcache check` on the demo's two apps, and its report formats."""
+"""`promptcache check` on the demo's naive app (the layered one: test_demo_check_step.py), and
+its report formats."""
 
 from __future__ import annotations
 
@@ -60,15 +61,6 @@ def test_cli_text_names_rule_cause_and_call_site() -> None:
     assert lines[-1] == "promptcache check: 2 findings in 2 runs"
 
 
-def test_cli_layered_app_is_clean_and_json_keeps_stdout(tmp_path: Path) -> None:
-    proc = cli("check", "--format", "json", "--", sys.executable, "examples/layered_app.py")
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)  # the app's own prints went to stderr
-    assert doc["findings"] == []
-    assert [r["llm_requests"] for r in doc["runs"]] == [3, 3]
-    assert proc.stderr.count("This is a canned reply") == 6
-
-
 def test_json_report(naive: CheckResult) -> None:
     doc = json.loads(render(naive, "json"))
     assert [r["changes"] for r in doc["runs"]] == [
@@ -112,6 +104,10 @@ def test_output_file_and_bad_runs(tmp_path: Path) -> None:
     proc = cli("check", "--runs", "1", "--", sys.executable, "-c", "pass")
     assert proc.returncode == 2
     assert "--runs" in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli("check", "--format", "json", "--", sys.executable, "-c", "print('no requests')")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["findings"] == []  # the program's prints went to stderr
+    assert proc.stderr == "no requests\nno requests\n"
     report = tmp_path / "report.json"
     proc = cli(
         "check", "--format", "json", "--output", str(report), "--",
