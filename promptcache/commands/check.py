@@ -10,7 +10,11 @@ import click
 FORMATS = ("text", "json", "sarif", "github")
 
 
-@click.command(name="check", context_settings={"ignore_unknown_options": True})
+@click.command(
+    name="check",
+    # everything from COMMAND on is COMMAND's, options included (`-- ` is then optional)
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(
     "--runs",
@@ -53,7 +57,7 @@ def check(
     output_format: str,
     output: Path | None,
 ) -> None:
-    """Run COMMAND once as a baseline and again with the clock, PYTHONHASHSEED, random/uuid4/
+    """Run COMMAND once as a baseline and again with the clock, PYTHONHASHSEED, random, uuid4,
     secrets, directory-listing order and process id changed; report every LLM request whose
     cacheable prefix differs, and every request that breaks a breakpoint rule.
 
