@@ -187,7 +187,8 @@ class BlockTierStore(Protocol):
     def block_evicted(
         self, block_id: int, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]
     ) -> None:
-        """Pool block `block_id` is about to be reused; copy its K/V down now (demotion)."""
+        """Pool block `block_id` is about to be reused (demotion): its K/V must be copied down
+        before anything writes into it, which happens only in the runner's next step."""
 
     def lookup(self, block_hash: int, parent_hash: int, token_ids: tuple[int, ...]) -> str | None:
         """The tier holding this exact block (hash, parent and tokens all equal), or None."""
