@@ -28,7 +28,14 @@ from urllib.parse import unquote
 from promptcache.hosts import http_url
 
 from .canned import canned_response, route_api
-from .child import HEADER_LISTINGS, HEADER_PID, HEADER_RUN, HEADER_SITE, HEADER_UPSTREAM
+from .child import (
+    HEADER_LISTINGS,
+    HEADER_NO_CLOCK,
+    HEADER_PID,
+    HEADER_RUN,
+    HEADER_SITE,
+    HEADER_UPSTREAM,
+)
 from .forward import Forwarder
 
 __all__ = ["VENDOR_MOUNTS", "CallSite", "CaptureServer", "CapturedRequest"]
@@ -79,6 +86,8 @@ class CapturedRequest:
         pid: the process id the hook reported (perturbed like ``os.getpid()``), or None.
         listings: directory listings of user code the hook had reordered before it, or None.
         hooked: whether the request carried the hook's headers at all.
+        clock_problem: why the hook could not move the sending process's clock ("" when it
+            did, or had not to).
         status: the HTTP status answered.
     """
 
@@ -97,6 +106,7 @@ class CapturedRequest:
     hooked: bool
     status: int = 0
     json_body: Any = field(default=None, repr=False)
+    clock_problem: str = ""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -257,6 +267,7 @@ class CaptureServer:
                 listings=int(listings) if listings.isdigit() else None,
                 hooked=bool(run_header),
                 json_body=parsed,
+                clock_problem=unquote(headers.get(HEADER_NO_CLOCK, "")),
             )
             self._requests.append(request)
         return request

@@ -50,6 +50,7 @@ HEADER_SITE = "x-promptcache-check-site"
 HEADER_PID = "x-promptcache-check-pid"
 HEADER_LISTINGS = "x-promptcache-check-listings"
 HEADER_UPSTREAM = "x-promptcache-check-upstream"
+HEADER_NO_CLOCK = "x-promptcache-check-no-clock"
 
 #: Vendor API hosts whose requests are rerouted to the capture endpoint, and the endpoint's
 #: mount for each.
@@ -74,6 +75,7 @@ class _State:
     rng: random.Random = random.Random(0)
     real_getpid: Callable[[], int] = os.getpid
     root_pid = 0
+    clock_problem = ""
 
 
 S = _State()
@@ -151,6 +153,8 @@ def _tag(url: str, set_header: Callable[[str, str], None], frame: FrameType | No
         set_header(HEADER_RUN, str(S.run))
         set_header(HEADER_PID, str(os.getpid()))
         set_header(HEADER_LISTINGS, str(S.listings))
+        if S.clock_problem:
+            set_header(HEADER_NO_CLOCK, quote(S.clock_problem))
         site_value = call_site(frame)
         if site_value:
             set_header(HEADER_SITE, site_value)
@@ -388,6 +392,7 @@ def install() -> None:
     if plan.get("clock") is not None:
         problem = _start_clock(float(plan["clock"]))
         if problem is not None:
+            S.clock_problem = problem
             sys.stderr.write(f"promptcache check: the clock is not shifted: {problem}\n")
     _patch_random(int(plan["seed"]))
     _patch_listings()

@@ -153,6 +153,13 @@ def analyse(
                 f"run {run.perturbation.run}: {bad} request(s) to a prompt route had no body "
                 "promptcache can read as that API; they were not compared"
             )
+        unshifted = [r.clock_problem for r in run.requests if r.clock_problem]
+        if unshifted:
+            notes.append(
+                f"run {run.perturbation.run}: {len(unshifted)} request(s) came from processes "
+                f"whose clock the hook could not move ({unshifted[0]}): a time value in them "
+                "was not perturbed"
+            )
         unhooked = sum(1 for r in run.requests if not r.hooked)
         if unhooked:
             notes.append(
