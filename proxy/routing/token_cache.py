@@ -307,31 +307,32 @@ class BlockHashCache:
     """``prefix_block_hashes`` with each block's hash kept, keyed by (parent hash, tokens).
 
     Args:
-        max_blocks: hashes kept (LRU).
+        max_blocks: hashes kept; past it the oldest added go first (a plain dict in insertion
+            order: no per-hit reordering, so a hit costs one tuple and one lookup).
     """
 
     def __init__(self, max_blocks: int = 100_000) -> None:
         self.max_blocks = max_blocks
-        self._hashes: OrderedDict[tuple[int, tuple[int, ...], str | None], int] = OrderedDict()
+        self._hashes: dict[tuple[int, tuple[int, ...], str | None], int] = {}
 
     def hashes(
         self, token_ids: Sequence[int], block_size: int, cache_salt: str | None = None
     ) -> list[int]:
         """The same list as ``prefix_block_hashes(token_ids, block_size, cache_salt)``."""
         cache = self._hashes
+        get = cache.get
         out: list[int] = []
         parent = NONE_HASH
-        for i in range(len(token_ids) // block_size):
-            block = tuple(token_ids[i * block_size : (i + 1) * block_size])
-            salt = cache_salt if i == 0 else None
+        for start in range(0, len(token_ids) // block_size * block_size, block_size):
+            block = tuple(token_ids[start : start + block_size])
+            salt = cache_salt if start == 0 else None
             key = (parent, block, salt)
-            h = cache.get(key)
+            h = get(key)
             if h is None:
                 h = cache[key] = hash_block_tokens(parent, block, () if salt is None else (salt,))
-                if len(cache) > self.max_blocks:
-                    cache.popitem(last=False)
-            else:
-                cache.move_to_end(key)
             out.append(h)
             parent = h
+        if len(cache) > self.max_blocks:  # least recently added first: a repeat re-adds
+            for key in list(itertools.islice(cache, len(cache) - self.max_blocks)):
+                del cache[key]
         return out
