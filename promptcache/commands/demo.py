@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from promptcache.engine.config import WEIGHT_DTYPES
+from promptcache.engine.weight_choice import WEIGHT_CHOICES
 
 
 @click.command(name="demo")
@@ -49,13 +49,13 @@ from promptcache.engine.config import WEIGHT_DTYPES
 )
 @click.option(
     "--weight-dtype",
-    type=click.Choice(WEIGHT_DTYPES),
-    default=None,
-    help="The engine's linear-layer weights: auto = float weights; int8 / int4 = weight-only "
-    "quantised layers on the CPU (faster, logits no longer the float model's; see `promptcache "
-    "engine serve --help`). Left out: the one nearest a GGUF file's decoder weights (int4 for "
-    "the default SmolLM2 Q4_1 file, int8 for 5-8-bit types, auto for float ones), auto for a "
-    "checkpoint directory.",
+    type=click.Choice(WEIGHT_CHOICES),
+    default="auto",
+    show_default=True,
+    help="The engine's linear-layer weights, as `promptcache engine serve --weight-dtype`: auto "
+    "= the type nearest the model's own (int4 for the default SmolLM2 Q4_1 file, int8 for "
+    "5-8-bit types, float for float ones and checkpoint directories); float; int8 / int4 = "
+    "weight-only quantised layers on the CPU (faster, logits no longer the float model's).",
 )
 @click.option(
     "--price-as",
@@ -72,7 +72,7 @@ def demo(
     requests_per_user: int,
     output_dir: Path,
     max_tokens: int,
-    weight_dtype: str | None,
+    weight_dtype: str,
     price_model: str,
 ) -> None:
     """See what prompt caching saves: one chat app, written naively and layered, on a real model.

@@ -17,8 +17,9 @@ from typing import Any
 
 import click
 
-from promptcache.engine.config import DTYPES, KV_CACHE_DTYPES, WEIGHT_DTYPES
+from promptcache.engine.config import DTYPES, KV_CACHE_DTYPES
 from promptcache.engine.kv_sizing import KVSize, human_bytes, kv_size
+from promptcache.engine.weight_choice import WEIGHT_CHOICES
 from promptcache.formatting import plural
 
 from ._server_options import client_limit_options
@@ -101,11 +102,13 @@ def engine_group() -> None:
 @click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True)
 @click.option(
     "--weight-dtype",
-    type=click.Choice(WEIGHT_DTYPES),
+    type=click.Choice(WEIGHT_CHOICES),
     default="auto",
     show_default=True,
-    help="Linear-layer weights: auto = --dtype; int8 / int4 = weight-only quantised (CPU), "
-    "faster decoding, logits no longer equal to the float model's.",
+    help="Linear-layer weights. auto: the type nearest the checkpoint's own (a GGUF file of "
+    "4-bit weights: int4 layers; 5-8-bit: int8; float types and checkpoint directories: "
+    "float), float on a GPU; float: --dtype; int8 / int4: weight-only quantised (CPU), faster "
+    "decoding, logits no longer equal to the float model's. The banner says which and why.",
 )
 @click.option(
     "--fused-cpu-decode/--no-fused-cpu-decode",
@@ -317,12 +320,15 @@ def serve(
         from promptcache.engine.loader import resolve_model_path
         from promptcache.engine.server import create_app
         from promptcache.engine.server import serve as run_server
+        from promptcache.engine.weight_choice import choose_weight_dtype
 
+        # auto reads a local GGUF file's tensor types (a Hub id is a float checkpoint).
+        weights = choose_weight_dtype(Path(model).expanduser(), weight_dtype, device)
         # Every setting is checked before anything is loaded (device, block size, ...).
         config = EngineConfig(
             model=model,
             dtype=dtype,
-            weight_dtype=weight_dtype,
+            weight_dtype=weights.engine_weight_dtype,
             fused_cpu_decode=fused_cpu_decode,
             device=device,
             kv_cache_bytes=kv_cache_bytes,
@@ -371,23 +377,26 @@ def serve(
             f"{pool_text}, max_model_len {engine.effective_max_model_len})",
             err=True,
         )
-        if weight_dtype != "auto":
-            from promptcache.engine.models.quant_linear import Int4Linear, Int8Linear
+        from promptcache.engine.models.quant_linear import Int4Linear, Int8Linear
 
-            kinds = [type(m) for m in engine.runner.model.modules()]
-            int4, int8 = kinds.count(Int4Linear), kinds.count(Int8Linear)
+        kinds = [type(m) for m in engine.runner.model.modules()]
+        int4, int8 = kinds.count(Int4Linear), kinds.count(Int8Linear)
+        if int4 or int8:
             click.echo(
                 f"promptcache engine: weight-only quantised linear layers: {int4} int4, "
-                f"{int8} int8 (--weight-dtype {weight_dtype})",
+                f"{int8} int8 ({weights.reason})",
                 err=True,
             )
+        else:
+            float_type = str(next(engine.runner.model.parameters()).dtype).removeprefix("torch.")
+            click.echo(f"promptcache engine: {float_type} weights ({weights.reason})", err=True)
         fused = engine.runner.fused_decode
         if fused is not None:
             click.echo(
                 "promptcache engine: prefills and decode steps run in the fused CPU kernel",
                 err=True,
             )
-        elif weight_dtype == "int4":
+        elif weights.name == "int4":
             why = engine.runner.fused_decode_unavailable or "--no-fused-cpu-decode"
             click.echo(f"promptcache engine: the fused CPU kernel is not used: {why}", err=True)
         tiers = engine.kv_tiers

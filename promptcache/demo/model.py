@@ -22,11 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from promptcache.engine.gguf_file import (
-    decoder_weight_types,
-    find_smollm2_gguf,
-    native_weight_dtype,
-)
+from promptcache.engine.gguf_file import find_smollm2_gguf
+from promptcache.engine.weight_choice import choose_weight_dtype
 from promptcache.errors import ConfigError
 
 __all__ = [
@@ -162,24 +159,16 @@ def resolve_model(
 
 
 def serving_weight_dtype(model: ModelChoice, requested: str | None) -> tuple[str, str]:
-    """The engine's ``--weight-dtype`` for ``model`` and, in words, why (for the demo's header).
-
-    ``requested`` (the demo's ``--weight-dtype``) wins. Otherwise a GGUF file is served at the
-    engine dtype nearest the precision of its decoder weights (``native_weight_dtype``: int4
-    for SmolLM2's Q4_1 file, as llama.cpp would run it), and a checkpoint directory in its
-    float dtype ("auto"). On the 2-core AVX2 machine of 2026-12-01 the default demo took 1 min
-    44 s with int4 layers against 2 min 19 s with the Q4_1 weights dequantised to float32
-    (docs/demo.md).
+    """The engine's ``--weight-dtype`` for ``model`` ("float", "int8" or "int4") and, in words,
+    why (for the demo's header): ``engine.weight_choice.choose_weight_dtype``, the choice
+    ``promptcache engine serve`` makes. ``requested`` (the demo's ``--weight-dtype``; None is
+    auto) wins; auto serves a GGUF file at the engine type nearest its decoder weights (int4
+    for SmolLM2's Q4_1 file, as llama.cpp would run it) and a checkpoint directory with float
+    weights. On the 2-core AVX2 machine of 2026-12-01 the default demo took 1 min 44 s with
+    int4 layers against 2 min 19 s with the Q4_1 weights dequantised to float32 (docs/demo.md).
 
     Raises:
         ModelLoadError: a GGUF file the reader cannot parse.
     """
-    if requested is not None:
-        return requested, f"--weight-dtype {requested}"
-    if not model.path.is_file():
-        return "auto", "a checkpoint directory"
-    types = ", ".join(sorted(decoder_weight_types(model.path))) or "none"
-    native = native_weight_dtype(model.path)
-    if native == "auto":
-        return "auto", f"the file's decoder weights are {types}"
-    return native, f"nearest the file's {types} decoder weights; --weight-dtype auto: floats"
+    choice = choose_weight_dtype(model.path, requested or "auto")
+    return choice.name, choice.reason

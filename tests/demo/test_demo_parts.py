@@ -139,15 +139,16 @@ def test_a_gguf_file_given_with_model_is_served_as_is(tmp_path: Path) -> None:
 
 def test_a_checkpoint_directory_is_served_with_float_weights_unless_asked() -> None:
     choice = resolve_model(str(MODEL), environ={})
-    assert serving_weight_dtype(choice, None) == ("auto", "a checkpoint directory")
+    floats = ("float", "--weight-dtype auto: a checkpoint directory's float weights")
+    assert serving_weight_dtype(choice, None) == serving_weight_dtype(choice, "auto") == floats
     assert serving_weight_dtype(choice, "int8") == ("int8", "--weight-dtype int8")
 
 
 @pytest.mark.parametrize(
     ("weight_type", "expected"),
     [
-        ("Q5_0", ("int8", "nearest the file's Q5_0 decoder weights; --weight-dtype auto: floats")),
-        ("F16", ("auto", "the file's decoder weights are F16")),
+        ("Q5_0", ("int8", "--weight-dtype auto: nearest the file's Q5_0 decoder weights")),
+        ("F16", ("float", "--weight-dtype auto: the file's decoder weights are F16")),
     ],
 )
 def test_a_gguf_file_is_served_nearest_its_own_weight_types(
@@ -172,8 +173,8 @@ def test_a_gguf_file_is_served_nearest_its_own_weight_types(
     writer.write_tensors_to_file()
     writer.close()
     choice = resolve_model(str(path), environ={})
-    assert serving_weight_dtype(choice, None) == expected
-    assert serving_weight_dtype(choice, "auto") == ("auto", "--weight-dtype auto")
+    assert serving_weight_dtype(choice, None) == serving_weight_dtype(choice, "auto") == expected
+    assert serving_weight_dtype(choice, "float") == ("float", "--weight-dtype float")
 
 
 def test_a_truncated_gguf_file_is_a_model_load_error_before_anything_starts(
@@ -183,7 +184,7 @@ def test_a_truncated_gguf_file_is_a_model_load_error_before_anything_starts(
     gguf.write_bytes(b"GGUF")
     with pytest.raises(ModelLoadError, match="truncated or not GGUF"):
         serving_weight_dtype(resolve_model(str(gguf), environ={}), None)
-    assert serving_weight_dtype(resolve_model(str(gguf), environ={}), "auto")[0] == "auto"
+    assert serving_weight_dtype(resolve_model(str(gguf), environ={}), "float")[0] == "float"
 
 
 def test_a_directory_that_is_not_a_checkpoint_says_how_to_give_one(tmp_path: Path) -> None:

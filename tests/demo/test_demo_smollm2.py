@@ -59,8 +59,8 @@ def test_the_default_model_is_smollm2_served_from_its_gguf_file(
     # Q4_1 decoder weights: served by int4 layers (the demo's default for a 4-bit file)
     assert summary["model"]["weight_dtype"] == "int4"
     weights = (
-        "int4 weight-only decoder layers and an int8 LM head (nearest the file's Q4_1 decoder "
-        "weights; --weight-dtype auto: floats)"
+        "int4 weight-only decoder layers and an int8 LM head (--weight-dtype auto: nearest the "
+        "file's Q4_1 decoder weights)"
     )
     assert summary["model"]["weights"] == weights
     assert f"served by the bundled engine with {weights}" in " ".join(proc.stdout.split())

@@ -174,6 +174,11 @@ def test_serve_runs_the_openai_server(tmp_path: Path) -> None:
         assert "promptcache_engine_kv_cache_bytes 4.194304e+06" in metrics
     err = served.stderr
     assert "1024 KV blocks of 16 tokens" in err
+    # a checkpoint directory of float32 weights (config.json's torch_dtype)
+    assert (
+        "promptcache engine: float32 weights (--weight-dtype auto: a checkpoint directory's "
+        "float weights)"
+    ) in err
 
 
 class _Served:
@@ -273,6 +278,12 @@ def test_serve_runs_a_gguf_file_and_answers_from_the_prefix_cache() -> None:
     assert cold.prompt_tokens_details is not None and warm.prompt_tokens_details is not None
     assert cold.prompt_tokens_details.cached_tokens == 0
     assert warm.prompt_tokens_details.cached_tokens == 32  # two full 16-token blocks of 37
+    # auto: int4 layers for the file's Q4_1 weights, as the demo serves it; 30 decoder layers x
+    # 4 linears (fused qkv_proj, o_proj, fused gate_up_proj, down_proj), the LM head int8
+    assert (
+        "promptcache engine: weight-only quantised linear layers: 120 int4, 1 int8 "
+        "(--weight-dtype auto: nearest the file's Q4_1 decoder weights)"
+    ) in served.stderr
     assert "Traceback" not in served.stderr
 
 
