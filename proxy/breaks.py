@@ -19,9 +19,9 @@ of hidden as ``new_prefix``:
 2. the latest request with the same key and model, if it is *related*: segments making up at
    least half of its characters reappear unchanged (a reordered tool list), or its first changed
    segment keeps at least :data:`RELATED_MIN_COMMON_CHARS` characters in common before the
-   change (a timestamp at the end of ``system[0]``), or the same text before and after the
-   change makes up at least half of it, at least :data:`RELATED_MIN_COMMON_CHARS` of it after
-   (a time and a request id at the very start of the instructions).
+   change (a timestamp at the end of ``system[0]``), or lines and sentences it shares with the
+   request make up at least half of it (a time and a request id at the very start of the
+   instructions, the user's name at their end).
 
 Each request then joins its predecessor's *prefix family* (``prefix_family``, the first segment
 hash of the first request of the chain), or opens its own: the requests that share their
@@ -100,6 +100,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -411,25 +412,29 @@ def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:
     common = divergence.offset if divergence.field_offset is None else divergence.field_offset
     if common >= RELATED_MIN_COMMON_CHARS:
         return True
-    # a per-request value at the very start (a time, then the instructions): the two texts of
-    # the first changed segment are the same around it
+    # per-request values at the very start (a time, a request id) and elsewhere (the user's
+    # name at the end), the instructions between: most of the segment's lines are the same
     a = old.fingerprint.segments[divergence.index].text
     b = new.segments[divergence.index].text
-    head = divergence.offset
-    tail = _common_suffix_len(a[head:], b[head:])
-    return (head + tail) * 2 >= max(len(a), len(b)) and tail >= RELATED_MIN_COMMON_CHARS
+    shared = _shared_line_chars(a, b)
+    return shared * 2 >= max(len(a), len(b)) and shared >= RELATED_MIN_COMMON_CHARS
 
 
-def _common_suffix_len(a: str, b: str) -> int:
-    limit = min(len(a), len(b))
-    lo, hi = 0, limit  # binary search on slices, as fingerprint._common_prefix_len
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+#: Where the relatedness check cuts a text: a newline (``\\n`` in canonical JSON) or a space
+#: after a sentence's end.
+_PIECES: Final = re.compile(r"\\n|(?<=[.!?]) ")
+
+
+def _shared_line_chars(a: str, b: str) -> int:
+    """Characters of ``a``'s lines and sentences (:data:`_PIECES`) that ``b`` has too, each
+    piece of ``b`` matched once."""
+    pieces = Counter(_PIECES.split(b))
+    shared = 0
+    for piece in _PIECES.split(a):
+        if pieces[piece] > 0:
+            pieces[piece] -= 1
+            shared += len(piece) + 1
+    return shared
 
 
 def _excerpt(before: str, after: str) -> str:

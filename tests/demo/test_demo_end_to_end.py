@@ -211,8 +211,9 @@ def test_break_groups_add_up_to_the_requests_they_describe(
             assert shown + b["other_requests"] == b["requests"], b
             for e in b["examples"]:
                 n = e["requests"]
+                what = e["kind"] or "the word"  # the changed value, named when recognised
                 assert (
-                    f"first difference in the word at character {e['offset']} "
+                    f"first difference in {what} at character {e['offset']} of the text "
                     f"({n} request{'s' if n != 1 else ''})" in proc.stdout
                 )
             if b["other_requests"]:

@@ -122,6 +122,11 @@ def test_a_time_and_an_id_at_the_very_start_are_an_edit_with_the_users_positions
     assert (result.reason, result.segment) == ("system_changed", "system[0].text")
     assert result.offset == len("Current time: 10:1")
     assert result.excerpt == "-" + first[:48] + "\n+" + later[:48]  # 30 characters after
+    # another user of the app: a later time, and their child's name at the end of the prompt
+    bob = "Current time: 10:18:40. Request id: 5c3e9a0b7d12.\n" + LONG + "The child is Bob."
+    result = d.send(body(system=bob), 15)
+    assert (result.reason, result.offset) == ("system_changed", len("Current time: 10:1"))
+    assert result.prefix_family == d.send(body(system=first), 16).prefix_family
     # a prompt of another app sharing a short opening is still its own prefix
     other = "Current time: 10:18:00. You translate the user's text into French. " * 40
     assert d.send(body(system=other), 20).reason == "new_prefix"
