@@ -441,25 +441,53 @@ class Module:
                 helper.returns_mark |= callee is not None and callee.returns_mark
         returned = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
         for stmt in own_nodes(func.body):
-            if isinstance(stmt, ast.If) and not stmt.orelse:
-                # the test reads a parameter, itself or through a local bound once
-                # (``marker = _cache_control(use_cache)``; ``if marker is not None:``)
-                read = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
-                for name in list(read):
-                    bound = scope.names.get(name, [])
-                    if name not in params and len(bound) == 1 and bound[0] is not None:
-                        read |= {n.id for n in ast.walk(bound[0]) if isinstance(n, ast.Name)}
-                flags = sorted(read & set(helper.params))
-                if not flags:
-                    continue
-                for node, _via in marks_in(stmt.body, set(), self, cls, depth + 1):
-                    if isinstance(node, ast.Subscript) and chain_root(node.value) in returned:
-                        helper.flag = flags[0]
+            if not isinstance(stmt, ast.If) or stmt.orelse:
+                continue
+            flag = _flag_tested(stmt.test, sorted(params), scope)
+            # the body itself marks the returned block: ``block["cache_control"] = ...``
+            marks_returned = any(
+                isinstance(sub, ast.Assign)
+                and any(
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.slice, ast.Constant)
+                    and t.slice.value in KEYS
+                    and chain_root(t.value) in returned
+                    for t in sub.targets
+                )
+                for sub in stmt.body
+            )
+            if flag and marks_returned:
+                helper.flag = flag
         valued = [r.value for r in returns if r.value is not None]
         helper.returns_one = (
             not generator and bool(valued) and all(_single(v, scope, func) for v in valued)
         )
         return helper
+
+
+def _flag_tested(test: ast.expr, params: list[str], scope: Scope) -> str:
+    """The parameter an ``if`` tests as a flag: ``if cache:``, ``if cache is not None:``,
+    ``if use_cache and ...:``, or through a local bound once to a call on it (``marker =
+    _cache_control(use_cache)``; ``if marker is not None:``); "" for any other test (a type
+    test such as ``isinstance(content, TextContent)`` is not a flag)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((f for f in (_flag_tested(v, params, scope) for v in test.values) if f), "")
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+        and isinstance(test.comparators[0], ast.Constant)
+    ):
+        test = test.left
+    if not isinstance(test, ast.Name):
+        return ""
+    if test.id in params:
+        return test.id
+    bound = scope.names.get(test.id, [])
+    if len(bound) == 1 and isinstance(bound[0], ast.Call):
+        given = [a.id for a in bound[0].args if isinstance(a, ast.Name) and a.id in params]
+        return given[0] if len(given) == 1 else ""
+    return ""
 
 
 def _single(value: ast.expr, scope: Scope, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

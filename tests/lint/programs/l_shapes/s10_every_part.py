@@ -60,3 +60,21 @@ def ask_flagged_last(messages: list):
             blocks.append(to_block(part, use_cache and is_last))
         converted.append({"role": message["role"], "content": blocks})
     return client.messages.create(model="claude-sonnet-4-5", max_tokens=256, messages=converted)
+
+
+def content_block(part, *, cache_control: dict | None = None) -> dict:
+    if isinstance(part, str):
+        block = {"type": "text", "text": part}
+        if cache_control is not None:
+            block["cache_control"] = cache_control
+        return block
+    return {"type": "image", "source": part}
+
+
+def convert_parts(parts: list) -> list:
+    # a type test is no cache flag: no breakpoint unless one is passed
+    return [content_block(p) for p in parts]
+
+
+def convert_parts_cached(parts: list) -> list:
+    return [content_block(p, cache_control={"type": "ephemeral"}) for p in parts]  # PC007: 12
