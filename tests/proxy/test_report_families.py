@@ -3,7 +3,8 @@
 The naive demo app's shape through a real proxy on 127.0.0.1 (the official ``openai`` client,
 the mock upstream): three users, four turns each, every system prompt opening with the current
 time and a new request id before the same instructions. Its first segment changes on every
-request, yet the twelve requests are one family with its breaks. A second app (another system
+request (and each user's ends with their child's name), yet the twelve requests are one family
+with its breaks. A second app (another system
 prompt) on the same key and model stays a family of its own. A log written before schema step
 9 is migrated to the same grouping.
 """
@@ -26,6 +27,7 @@ from promptcache.proxy.store import SCHEMA_VERSION
 T0 = 1_764_493_200.0  # 2025-11-30 09:00:00 UTC
 KEY = "sk-proj-families-0123456789abcdef"
 INSTRUCTIONS = "You are StoryTime. Tell one short bedtime story turn at a time. " * 40
+CHILD = ["The child is Mia, age 5.", "The child is Bob, age 7.", "The child is Ada, age 4."]
 OTHER_APP = "Translate the user's text into French, keeping its formatting exactly. " * 40
 
 
@@ -38,7 +40,7 @@ def _send(proxy: RunningProxy, clock: FakeClock) -> None:
         for i in range(12):
             user, turn = i % 3, i // 3
             messages: list[dict[str, Any]] = [
-                {"role": "system", "content": _system(i) + INSTRUCTIONS}
+                {"role": "system", "content": _system(i) + INSTRUCTIONS + CHILD[user]}
             ]
             for t in range(turn + 1):
                 messages.append({"role": "user", "content": f"user {user} question {t}"})
