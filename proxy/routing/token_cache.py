@@ -2,18 +2,18 @@
 
 The ``kv_events`` policy tokenises every request as the engine would (``kv_index.PromptHasher``),
 which costs the tokenizer's time on the whole prompt, most of the policy's time. Prompts repeat
-their prefixes, so `CachingTokenizer` cuts the text into pieces at word boundaries, about one
-piece per 64-character chunk (the ``prefix`` policy's chunks, ``chunks.py``), keeps each
-piece's tokens in a bounded LRU map keyed by the piece's text, and tokenises only the pieces it
-has not seen: a repeat pays for its new tail.
+their prefixes, so `CachingTokenizer` cuts the text into pieces where no token can span the
+cut (below), about one piece per 64-character chunk (the ``prefix`` policy's chunks,
+``chunks.py``), keeps each piece's tokens in a bounded LRU map keyed by the piece's text, and
+tokenises only the pieces it has not seen: a repeat pays for its new tail.
 
 Exact only where no token can span a cut, so that the text's tokens are its pieces' tokens
 end to end. Two ways to cut (``mode``):
 
 - ``"space"``: at a single space with a non-space on each side, the piece after it starting
-  with the space. Right for BPEs whose pre-tokenizer splits before a space and a word (GPT-2,
-  Llama 3 and most byte-level BPEs) and for SentencePiece BPEs whose pieces hold ``▁`` only at
-  their start (Llama 2).
+  with the space. Meant for BPEs whose pre-tokenizer splits before a space and a word (GPT-2
+  style byte-level BPEs; the tests train one) and SentencePiece BPEs whose vocabulary holds
+  ``▁`` only at the start of an entry; the probe below decides.
 - ``"pair"``: between two characters that appear next to each other in no vocabulary entry
   (spaces read as the Metaspace ``▁``). BPE builds every token from vocabulary entries, so no
   token can span such a cut; this covers BPEs trained without whitespace splitting, like
