@@ -98,9 +98,9 @@ class FileResult:
     ``diagnostics`` sorted by position; ``errors``: bad suppression comments ("path:line: ...");
     ``lines``: the text of each line a diagnostic points at (to turn UTF-8 byte columns into
     character columns for output). ``skipped``: "template" for a file that does not parse and
-    holds ``{{`` (a cookiecutter/Jinja template of a Python file): it is not linted and gives no
-    PC000; "" for a file that was linted. ``notes``: unproven flows (``ModuleContext.notes``),
-    not findings; ``promptcache lint --explain`` shows them.
+    stops at a ``{{``/``{%`` placeholder (``is_template``): it is not linted and gives no
+    PC000; "" for a file that was linted. ``notes``: findings whose chain is not proven
+    (``proven``), so not findings; ``promptcache lint --explain`` shows them.
     """
 
     path: str
@@ -111,10 +111,17 @@ class FileResult:
     notes: tuple[Diagnostic, ...] = ()
 
 
-def is_template(raw: bytes) -> bool:
-    """A file that failed to parse is a template of a Python file when it holds ``{{``
-    (cookiecutter, copier and Jinja placeholders such as ``{{ folder_name }}``)."""
-    return b"{{" in raw
+def is_template(raw: bytes, exc: BaseException) -> bool:
+    """A file that failed to parse is a template of a Python file when the line the parser
+    stopped at holds a placeholder, ``{{`` or ``{%`` (cookiecutter, copier and Jinja:
+    ``from {{ folder_name }} import app``); an f-string's ``{{`` elsewhere in a file with a
+    real syntax error is not one. Without a line number, any ``{{ `` or ``{%`` in the file."""
+    line = getattr(exc, "lineno", None)
+    if isinstance(line, int) and line > 0:
+        lines = raw.splitlines()
+        text = lines[line - 1] if line <= len(lines) else b""
+        return b"{{" in text or b"{%" in text
+    return b"{{ " in raw or b"{%" in raw
 
 
 def _codes_for(path: str, config: LintConfig) -> frozenset[str]:
@@ -183,7 +190,7 @@ def analyse_source(
         # valid newer Python this ast cannot read: nothing to report
         return FileResult(path), {}, {}, triggered
     except _PARSE_ERRORS as exc:
-        if is_template(raw):
+        if is_template(raw, exc):
             return FileResult(path, skipped="template"), {}, {}, False
         return (
             FileResult(path, (from_error(path, exc),) if "PC000" in codes else ()),
@@ -315,7 +322,7 @@ def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
     except _PARSE_ERRORS as exc:
         if isinstance(exc, SyntaxError) and is_newer_python(raw, exc):
             return FileResult(path)  # valid Python of a newer version than the one running
-        if is_template(raw):
+        if is_template(raw, exc):
             return FileResult(path, skipped="template")
         if "PC000" in _codes_for(path, config):
             return FileResult(path, (from_error(path, exc),))

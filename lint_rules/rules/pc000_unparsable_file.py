@@ -6,9 +6,9 @@ Fix: none
 ## What it does
 Reports a Python file that the standard `ast` module cannot parse (a syntax error, a null byte,
 an undecodable encoding), as one info line. The linter reports it and goes on with the other
-files; it never stops with a traceback. A file that does not parse and holds `{{` is a template
-of a Python file (cookiecutter, copier, Jinja: `{{ folder_name }}`): it is skipped, not
-reported, and the run says how many it skipped.
+files; it never stops with a traceback. A file whose syntax error is on a line holding `{{` or
+`{%` is a template of a Python file (cookiecutter, copier, Jinja: `{{ folder_name }}`): it is
+skipped, not reported, and the run says how many it skipped.
 
 ## Why is this bad?
 Nothing in the file can be checked, so a cache breaker in it would go unnoticed.

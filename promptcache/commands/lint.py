@@ -143,7 +143,7 @@ def lint(
     if templates:
         click.echo(
             f"skipped {templates} template file{'s' if templates != 1 else ''} "
-            "(.py files that do not parse and hold `{{`)",
+            "(.py files whose syntax error is a {{ }} or {% %} placeholder)",
             err=True,
         )
     errors = [e for r in results for e in r.errors]

@@ -47,13 +47,16 @@ def test_templates_are_skipped_in_one_line_and_syntax_errors_are_info(project: P
     (src / "app.py").write_text("from {{ folder_name }} import app\n")
     (src / "setup_hooks.py").write_text("X = '{{ cookiecutter.name }}'\nif {{ flag }}:\n")
     (src / "broken.py").write_text("def ask(:\n    pass\n")
+    # an f-string's `{{` does not make a file with a real syntax error a template
+    (src / "escaped.py").write_text('GREETING = f"{{literal}}"\ndef ask(:\n    pass\n')
     result = run("src")
     assert result.exit_code == 0, result.output
     assert result.stderr.count("skipped 2 template files") == 1
     assert "app.py" not in result.stdout and "setup_hooks.py" not in result.stdout
-    # the look-alike: a file that does not parse and holds no `{{` is one info line
-    assert result.stdout.count("PC000") == 1 and "broken.py:1:" in result.stdout
-    assert "Found 1 finding in 1 file (0 error, 0 warning, 1 info)." in result.stdout
+    # the look-alikes: a file that does not parse for another reason is one info line each
+    assert result.stdout.count("PC000") == 2
+    assert "broken.py:1:" in result.stdout and "escaped.py:2:" in result.stdout
+    assert "Found 2 findings in 2 files (0 error, 0 warning, 2 info)." in result.stdout
     assert run("src", "--fail-on", "info").exit_code == 1
     (src / "app.py").write_text("from app import run\n")
     (src / "setup_hooks.py").write_text("X = 1\n")
