@@ -365,7 +365,7 @@ class ProxyEndpoint:
                     logger.warning(
                         "upstream %s refused stream_options.include_usage (HTTP %d); "
                         "its chat streams will be forwarded without it, and without usage",
-                        upstream.name,
+                        upstream.described,
                         refused,
                     )
                     self.state.no_usage_injection.add(upstream.name)

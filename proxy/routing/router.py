@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import httpx
 
-from ..config import UpstreamConfig
+from ..config import URL_UPSTREAM_NAME, UpstreamConfig
 from ..redact import redact_url
 from .policy import Decision, Policy, Replica, RequestFacts, make_policy
 from .settings import RoutingSettings
@@ -95,20 +95,25 @@ class Router:
         finally:
             replica.in_flight -= 1
 
+    @property
+    def _named(self) -> str:
+        """The upstream's name and a space for log lines; nothing for one given as URLs (its
+        name, ``URL_UPSTREAM_NAME``, is internal)."""
+        return "" if self.upstream.name == URL_UPSTREAM_NAME else f"{self.upstream.name} "
+
     def mark_down(self, replica: Replica, reason: str) -> None:
         """Take ``replica`` out of rotation until a health check passes."""
         replica.last_error = reason
         if replica.healthy:
             replica.healthy = False
-            logger.warning("%s replica %s out of rotation: %s", self.upstream.name, replica.url,
-                           reason)  # fmt: skip
+            logger.warning("%sreplica %s out of rotation: %s", self._named, replica.url, reason)
             self.policy.replica_down(replica)
 
     def mark_up(self, replica: Replica) -> None:
         """Put ``replica`` back in rotation."""
         if not replica.healthy:
             replica.healthy = True
-            logger.warning("%s replica %s back in rotation", self.upstream.name, replica.url)
+            logger.warning("%sreplica %s back in rotation", self._named, replica.url)
             self.policy.replica_up(replica)
 
     # -- lifecycle and health -------------------------------------------------------------

@@ -303,3 +303,26 @@ def test_slow_clients_cannot_hold_the_proxys_connections(mock_server: ServerThre
     assert timed_out and all(a in (b"", timed_out[0]) for a in answers)
     assert "closed a connection that sent no complete request head within 2 s" in stderr
     assert "connections open (--max-client-connections): closed the one waiting longest" in stderr
+
+
+def test_replicas_given_as_urls_are_named_by_url_in_warnings(tmp_path: Path) -> None:
+    port = free_port()
+    down = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+    command = [
+        sys.executable, "-c", "from promptcache.cli import main; main()",
+        "proxy", "--upstream", ",".join(down), "--port", str(port), "--no-log",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(proc, url + "/healthz")
+        reply = httpx.post(url + "/v1/chat/completions", json={"model": "m", "messages": []})
+        assert reply.status_code == 502 and "custom" not in reply.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    for replica in down:
+        assert f"upstream {replica} is not reachable (connection refused)" in stderr
+    for replica in down:  # by health check or by the refused request, whichever came first
+        assert f"WARNING:  replica {replica} out of rotation: " in stderr
+    assert "custom" not in stderr and "Traceback" not in stderr
