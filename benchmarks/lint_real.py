@@ -25,6 +25,17 @@ then PASS or MISS for each target: cold >= 300 files/s wall with the default job
 files per CPU-second, warm re-run < 1 s, peak memory < 200 MiB. ``--profile`` adds a
 ``cProfile`` of one cold ``jobs=1`` run (top functions by cumulative and by own time).
 
+``--corpus [tuning|evaluation|all]`` measures the real agent repositories of the labelled corpus
+instead (``tests/lint/corpus/repos.toml``; the trees are exported by
+``benchmarks/lint_corpus_eval.py trees``, under ``--trees`` or env ``PROMPTCACHE_CORPUS_TREES``).
+Each tree is measured in a fresh child process, on a copy of its linted files: a parse-only pass
+(read + ``ast.parse`` of every file, serially), a cold lint with an empty cache (default jobs),
+a warm re-run with that cache after one file was edited, and the peak memory (max RSS) of the
+child and of its largest worker. It prints one row per tree, the cold time as a multiple of the
+parse-only pass, and PASS or MISS for: cold <= 3x parse-only on every tree, every warm re-run
+< 1 s, and peak < 300 MiB on every tree of at least 1,300 files. Findings are not printed (the
+evaluation half's findings are read only when its labels are made).
+
 Usage::
 
     .venv/bin/python benchmarks/lint_real.py
@@ -32,6 +43,8 @@ Usage::
     .venv/bin/python benchmarks/lint_real.py --quick
     .venv/bin/python benchmarks/lint_real.py --profile --repeat 1
     .venv/bin/python benchmarks/lint_real.py --installed
+    .venv/bin/python benchmarks/lint_real.py --corpus tuning
+    .venv/bin/python benchmarks/lint_real.py --corpus all --trees /work/corpus-trees
 """
 
 from __future__ import annotations
@@ -39,10 +52,12 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import contextlib
 import cProfile
 import importlib.util
 import inspect
 import io
+import json
 import os
 import platform
 import pstats
@@ -50,6 +65,7 @@ import random
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -60,12 +76,19 @@ from pathlib import Path
 from typing import Any
 
 from promptcache.lint_rules import LintConfig, lint_paths
+from promptcache.lint_rules.analysis.program import lint_program
 from promptcache.lint_rules.files import discover
+from promptcache.lint_rules.runner import _display
 
 TARGET_WALL = 300.0  # files/s, cold, default jobs
 TARGET_CPU = 150.0  # files per CPU-second, cold, default jobs
 TARGET_WARM = 1.0  # seconds, warm re-run of the 1,000-file tree with one file changed
 TARGET_MIB = 200.0  # peak RSS of any one process
+# real trees (--corpus)
+TARGET_PARSE_MULTIPLE = 3.0  # cold lint wall / parse-only wall, every tree
+TARGET_CORPUS_MIB = 300.0  # peak RSS of any one process, trees of TARGET_BIG_TREE files or more
+TARGET_BIG_TREE = 1300
+CORPUS_REPOS = Path(__file__).resolve().parents[1] / "tests" / "lint" / "corpus" / "repos.toml"
 
 # --------------------------------------------------------------------------------------------
 # corpus
@@ -730,14 +753,19 @@ def cache_parameter() -> str | None:
 
 
 def cache_kwargs(folder: Path | None) -> dict[str, Any]:
-    """Keyword arguments that point ``lint_paths`` at ``folder`` (None: no cache)."""
+    """Keyword arguments that point ``lint_paths`` at ``folder`` (None: no cache), and that
+    lint test files too (``include_tests``, when ``lint_paths`` leaves them out by default):
+    the generated tree's test modules are part of what is measured."""
+    extra: dict[str, Any] = {}
+    if "include_tests" in inspect.signature(lint_paths).parameters:
+        extra["include_tests"] = True
     name = cache_parameter()
     if name is None:
-        return {}
+        return extra
     param = inspect.signature(lint_paths).parameters[name]
     if isinstance(param.default, bool):  # ``cache: bool``: on or off, in its own folder
-        return {name: folder is not None}
-    return {name: folder}
+        return {name: folder is not None, **extra}
+    return {name: folder, **extra}
 
 
 def count_triggered(files: list[Path], config: LintConfig) -> int | None:
@@ -820,6 +848,133 @@ def change_one_file(files: list[Path], round_: int) -> Path:
     return target
 
 
+def measure_tree(tree: Path, jobs: int | None) -> dict[str, Any]:
+    """Parse-only, cold and warm lint of a copy of ``tree``'s linted files (run in a child).
+
+    Returns files, lines, wall seconds of the parse-only pass, of the cold lint (empty cache)
+    and of the warm re-run after one edited file, and the peak RSS (MiB) of this process and of
+    its largest finished child.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="lint_tree_"))
+    try:
+        copy = scratch / tree.name
+        config = LintConfig(root=copy, respect_gitignore=False)
+        found = discover([tree], LintConfig(root=tree, respect_gitignore=False))
+        for path in found:
+            dest = copy / Path(path).resolve().relative_to(tree.resolve())
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+        files = [Path(p) for p in discover([copy], config)]
+        lines = sum(p.read_bytes().count(b"\n") for p in files)
+        t0 = time.perf_counter()
+        for path in files:
+            # a file that does not parse still costs its try, as in the linter
+            with contextlib.suppress(SyntaxError, ValueError):
+                ast.parse(path.read_bytes())
+        parse_wall = time.perf_counter() - t0
+        cache = scratch / "cache"
+        # what lint_paths does (discover, then lint the files as one program), keeping the
+        # driver's counts: analyses run and fixpoint rounds
+        t0 = time.perf_counter()
+        names = [_display(p) for p in discover([copy], config)]
+        results, cold = lint_program(names, config, jobs, cache)
+        cold_wall = time.perf_counter() - t0
+        edited = change_one_file(files, 1)
+        t0 = time.perf_counter()
+        names = [_display(p) for p in discover([copy], config)]
+        _, warm = lint_program(names, config, jobs, cache)
+        warm_wall = time.perf_counter() - t0
+        own, kids = peak_mib()
+        return {
+            "files": len(files),
+            "linted": len(results),
+            "lines": lines,
+            "parse_s": parse_wall,
+            "cold_s": cold_wall,
+            "warm_s": warm_wall,
+            "cold_analyses": cold.analysed,
+            "warm_analyses": warm.analysed,
+            "edited": edited.relative_to(copy).as_posix(),
+            "peak_mib": own,
+            "peak_child_mib": kids,
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def corpus_trees(half: str, trees: Path, repos: Path = CORPUS_REPOS) -> list[tuple[str, Path]]:
+    """(repository, tree folder) of the corpus's repositories in ``half`` ("all": both), as
+    ``repos`` (a repos.toml) lists them."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    data = tomllib.loads(repos.read_text(encoding="utf-8"))
+    out = []
+    for row in data["repo"]:
+        if half in ("all", row["half"]):
+            folder = trees / row["tree"]
+            if not folder.is_dir():
+                raise SystemExit(
+                    f"no tree for {row['repo']} at {folder}: "
+                    "run benchmarks/lint_corpus_eval.py trees --mirror DIR"
+                )
+            out.append((row["repo"], folder))
+    return out
+
+
+def run_corpus(args: argparse.Namespace) -> int:
+    """One child process per tree (``--measure-tree``), then the table and the targets."""
+    rows = []
+    for repo, folder in corpus_trees(args.corpus, args.trees, args.repos):
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--measure-tree", str(folder)]
+        if args.jobs is not None:
+            cmd += ["--jobs", str(args.jobs)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"measuring {repo} failed: {proc.stderr.strip()[-500:]}")
+        m = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append((repo, m))
+        print(f"measured {repo}: {m['files']} files", file=sys.stderr)
+    jobs = args.jobs if args.jobs is not None else f"default ({os.cpu_count()})"
+    print(f"corpus trees ({args.corpus}), jobs={jobs}, cold = empty cache, one run each")
+    print(
+        "| repository | files | lines | parse-only s | cold s | cold / parse | warm s "
+        "| peak MiB (main, worker) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for repo, m in rows:
+        multiple = m["cold_s"] / m["parse_s"] if m["parse_s"] else float("inf")
+        print(
+            f"| {repo} | {m['files']} | {m['lines']} | {m['parse_s']:.3f} | {m['cold_s']:.3f} | "
+            f"{multiple:.1f}x | {m['warm_s']:.3f} | "
+            f"{m['peak_mib']:.0f}, {m['peak_child_mib']:.0f} |"
+        )
+    total_files = sum(m["files"] for _, m in rows)
+    print(f"trees: {len(rows)}, files: {total_files}")
+    multiples = [(m["cold_s"] / m["parse_s"] if m["parse_s"] else float("inf")) for _, m in rows]
+    worst = max(multiples) if multiples else 0.0
+    warm = max((m["warm_s"] for _, m in rows), default=0.0)
+    big = [(r, max(m["peak_mib"], m["peak_child_mib"])) for r, m in rows
+           if m["files"] >= TARGET_BIG_TREE]  # fmt: skip
+    big_peak = max((p for _, p in big), default=None)
+    checks = [
+        (f"cold <= {TARGET_PARSE_MULTIPLE:.0f}x parse-only on every tree",
+         worst <= TARGET_PARSE_MULTIPLE, f"worst {worst:.1f}x"),
+        (f"warm re-run after one edit < {TARGET_WARM:.0f} s on every tree",
+         warm < TARGET_WARM, f"worst {warm:.3f} s"),
+        (f"peak < {TARGET_CORPUS_MIB:.0f} MiB on trees of >= {TARGET_BIG_TREE} files",
+         None if big_peak is None else big_peak < TARGET_CORPUS_MIB,
+         "no such tree" if big_peak is None else f"worst {big_peak:.0f} MiB ({len(big)} trees)"),
+    ]  # fmt: skip
+    print("\ntargets:")
+    for label, ok, value in checks:
+        verdict = "N/A " if ok is None else ("PASS" if ok else "MISS")
+        print(f"  {verdict} {label}: {value}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=3000, help="files to generate")
@@ -839,12 +994,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-top", type=int, default=25)
     parser.add_argument("--profile-out", type=Path, help="also write the pstats file here")
     parser.add_argument("--show", type=int, default=10, help="findings to print")
+    parser.add_argument(
+        "--corpus",
+        nargs="?",
+        const="all",
+        choices=("tuning", "evaluation", "all"),
+        help="measure the labelled corpus's real trees instead (default: all of them)",
+    )
+    parser.add_argument(
+        "--trees",
+        type=Path,
+        default=Path(os.environ.get("PROMPTCACHE_CORPUS_TREES", "/work/corpus-trees")),
+        help="folder of the exported corpus trees",
+    )
+    parser.add_argument("--repos", type=Path, default=CORPUS_REPOS, help="the corpus's repos.toml")
+    parser.add_argument("--measure-tree", type=Path, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
+    if args.measure_tree is not None:
+        print(json.dumps(measure_tree(args.measure_tree, args.jobs)))
+        return 0
     if args.quick:  # smaller defaults; flags given explicitly still win
         parser.set_defaults(files=60, repeat=1, warm_files=60)
         args = parser.parse_args(argv)
 
     print(f"machine: {machine()}")
+    if args.corpus:
+        return run_corpus(args)
     scratch = Path(tempfile.mkdtemp(prefix="lint_real_"))
     try:
         return run(args, scratch)
@@ -857,7 +1032,7 @@ def run(args: argparse.Namespace, scratch: Path) -> int:
     corpus: Corpus | None = None
     if args.tree or args.installed:
         roots = list(args.tree or []) + (installed_dirs() if args.installed else [])
-        files = discover(roots, config)
+        files = discover(roots, config, include_tests=True)
         print(f"tree: {len(files)} files under {', '.join(map(str, roots))}")
     else:
         root = args.corpus_dir or scratch / "corpus"
@@ -918,7 +1093,7 @@ def run(args: argparse.Namespace, scratch: Path) -> int:
                 dest = warm_root / f"t{i // 100}" / f"{i}_{Path(path).name}"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
-        warm_files = discover([warm_root], config)
+        warm_files = discover([warm_root], config, include_tests=True)
         warm_cache = scratch / "warm_cache"
         kwargs = cache_kwargs(warm_cache)
         lint_paths([warm_root], config, jobs=args.jobs, **kwargs)  # fill the cache

@@ -3,7 +3,8 @@
 Round 0 analyses every file alone (in worker processes when there are many). Each analysis
 reports what the file *wants* from other modules (the qualified names it calls, reads or
 annotates with) and *exports* (its aliases, and the summaries asked of it or that reach a sink).
-Then, until nothing changes (at most ``MAX_ROUNDS``):
+Then, in waves until nothing changes (at most ``MAX_WAVES``; a file is analysed at most
+``1 + MAX_ROUNDS`` times):
 
 1. each wanted name is resolved through ``ModuleIndex`` and package re-exports to the defining
    file; a symbol not yet exported there becomes a request to that file;
@@ -12,7 +13,11 @@ Then, until nothing changes (at most ``MAX_ROUNDS``):
    are passed (``exports.interesting``), or any known summary of a function it passed a value
    with facts to;
 3. files that no rule could flag on their own (no trigger word) are analysed once they call a
-   function whose summary reaches a sink.
+   function whose summary reaches a sink;
+4. a wave runs only the analyses whose inputs are settled: a file that takes summaries from
+   another file due in the same wave waits for it (unless every due file waits on another, as
+   in an import cycle). A module that imports many others is then analysed once they are done,
+   not once per round as their summaries trickle in.
 
 Every analysis is looked up in the cache first (``cache.LintCache``), keyed by the file's
 content hash and a digest of its inputs, so a warm run re-analyses only what changed and what
@@ -40,6 +45,11 @@ from .modules import ModuleIndex
 #: this, findings that need a longer chain are missed (on real agent trees 4 rounds settle
 #: most of it, and each round re-analyses the files whose inputs changed)
 MAX_ROUNDS = 4
+#: waves of the fixpoint: each wave analyses only the files whose inputs are settled (none of
+#: the files they take summaries from is about to be analysed again), so a module that imports
+#: many others is analysed once they are done rather than once per round; a file is analysed
+#: at most ``1 + MAX_ROUNDS`` times in all
+MAX_WAVES = 4 * MAX_ROUNDS
 #: below this many analyses in a round, run them in this process
 SERIAL_LIMIT = 48
 #: alias hops followed when resolving a re-exported name
@@ -73,6 +83,10 @@ class FileState:
     carried: set[str] = field(default_factory=set)
     #: ``name(`` byte strings this (untriggered) file was already searched for
     scanned: set[bytes] = field(default_factory=set)
+    #: analyses so far (cached ones included), at most ``1 + MAX_ROUNDS``
+    analyses: int = 0
+    #: the files whose summaries this file's latest analysis asked for
+    deps: set[str] = field(default_factory=set)
 
 
 def linter_fingerprint() -> str:
@@ -148,8 +162,8 @@ class Program:
             self._round(
                 states, [(f, self._task(f, states[f], {}, ())) for f in self.files], config_key
             )
-            for _ in range(MAX_ROUNDS):
-                todo = self._plan(states, index)
+            for _ in range(MAX_WAVES):
+                todo = self._settled(self._plan(states, index), states)
                 if not todo:
                     break
                 self.rounds += 1
@@ -212,6 +226,7 @@ class Program:
                 self.cache.put(path, content, inputs, output)
 
     def _accept(self, state: FileState, task: Task, inputs: str, output: dict[str, Any]) -> None:
+        state.analyses += 1
         state.output = output
         state.inputs = inputs
         state.externals = task.externals
@@ -239,6 +254,7 @@ class Program:
         field_facts = _field_facts(states)
         for path, state in states.items():
             seen: dict[str, Any] = {}
+            state.deps = set()
             for qual, carries in state.output.get("wanted", {}).items():
                 # once a value with facts was passed, the callee's summary stays wanted (else
                 # the file would flip between two analyses)
@@ -249,6 +265,7 @@ class Program:
                 if found is None:
                     continue
                 file, symbol = found
+                state.deps.add(file)
                 blob = self._lookup(states[file], symbol)
                 stored = _stored_fields(blob, field_facts)
                 if blob is None:
@@ -287,6 +304,18 @@ class Program:
             if changed:
                 todo.append((path, task))
         return todo
+
+    def _settled(
+        self, todo: list[tuple[str, Task]], states: dict[str, FileState]
+    ) -> list[tuple[str, Task]]:
+        """The analyses of ``todo`` to run in this wave: not those of files already analysed
+        ``1 + MAX_ROUNDS`` times, and not yet those of files that take summaries from another
+        file of ``todo`` (they run once those are done; if every file waits on another, as in
+        an import cycle, all run)."""
+        todo = [(p, t) for p, t in todo if states[p].analyses <= MAX_ROUNDS]
+        pending = {p for p, _ in todo}
+        ready = [(p, t) for p, t in todo if not (states[p].deps - {p}) & pending]
+        return ready or todo
 
     def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
         """``name(`` for each exported function whose arguments reach a sink."""

@@ -118,3 +118,44 @@ def test_warm_run_only_with_a_cache_parameter(
     assert len(re.findall(r"^  (?:PASS|MISS) ", out, re.M)) == 4
     # cold runs get a fresh empty folder each; the warm runs share one
     assert all(isinstance(c, Path) for c in seen) and len(set(seen)) == 2
+
+
+def test_corpus_mode_rows_match_the_trees(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trees = tmp_path / "trees"
+    sizes = {"alpha": 3, "beta": 5}
+    for name, count in sizes.items():
+        for i in range(count):
+            path = trees / name / "pkg" / f"m{i}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            body = "".join(f"def f{i}_{k}(x):\n    return x + {k}\n" for k in range(300))
+            path.write_text(body, encoding="utf-8")
+        (trees / name / "tests").mkdir()
+        (trees / name / "tests" / "test_m.py").write_text("def test_x():\n    pass\n")
+    repos = tmp_path / "repos.toml"
+    repos.write_text(
+        "seed = 1\n"
+        + "".join(
+            f'[[repo]]\nrepo = "o/{n}"\ncommit = "{"a" * 40}"\ntree = "{n}"\nhalf = "tuning"\n'
+            for n in sizes
+        ),
+        encoding="utf-8",
+    )
+    argv = ["--corpus", "tuning", "--trees", str(trees), "--repos", str(repos), "--jobs", "1"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    for name, count in sizes.items():
+        files, lines, parse_s, cold_s, multiple, warm_s, _peak = rows[f"o/{name}"]
+        assert int(files) == count  # test files are left out, as the CLI does by default
+        assert int(lines) == 600 * count
+        assert float(parse_s) > 0
+        assert float(multiple.rstrip("x")) == pytest.approx(
+            float(cold_s) / float(parse_s), rel=0.35, abs=0.2
+        )
+        assert float(warm_s) > 0
+    assert f"trees: 2, files: {sum(sizes.values())}" in out
+    verdicts = re.findall(r"^  (PASS|MISS|N/A ) ", out, re.M)
+    assert len(verdicts) == 3
+    assert verdicts[2] == "N/A "  # no tree of 1,300 files here
