@@ -59,6 +59,13 @@ MAX_STAGED_BLOCKS = 64
 kept for a later step, up to this many; older ones are read again when needed."""
 
 
+def _copyable(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or a uint8 view of it for float8 (torch implements no index copy for it)."""
+    if tensor.element_size() == 1 and tensor.is_floating_point():
+        return tensor.view(torch.uint8)
+    return tensor
+
+
 class TierEventSink(Protocol):
     """Receives the tiers' changes (`promptcache.engine.kv_events.KVEventRecorder`)."""
 
@@ -129,8 +136,8 @@ class KVTiers:
                 return
             if host.is_full and not self._evict_host():
                 return  # every slot is pinned by this step's promotions
-            host.add(block_hash, parent_hash, token_ids)
-            self._demotions.append((block_id, host.entries[block_hash].slot))
+            slot = host.add(block_hash, parent_hash, token_ids)
+            self._demotions.append((block_id, slot))
             self.num_demoted += 1
             self._stored(block_hash, parent_hash, token_ids, MEDIUM_CPU)
         elif disk is not None:
@@ -201,11 +208,11 @@ class KVTiers:
         self._demotions = []
         device = self.kv_caches[0].k_cache.device
         ids = torch.tensor(blocks, device=device)
-        storage = host.storage.view(torch.uint8)
+        storage = _copyable(host.storage)
         for layer_index, layer in enumerate(self.kv_caches):
-            k, v = layer.k_cache.view(torch.uint8), layer.v_cache.view(torch.uint8)
-            storage[slots, layer_index, 0] = k.index_select(0, ids).to("cpu")
-            storage[slots, layer_index, 1] = v.index_select(0, ids).to("cpu")
+            for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
+                rows = _copyable(cache).index_select(0, ids).to("cpu")
+                storage[layer_index, kv].index_copy_(0, slots, rows)
         self.seconds["demote"] += time.perf_counter() - start
 
     def load(self, pairs: Sequence[tuple[int, int]]) -> None:
@@ -238,24 +245,24 @@ class KVTiers:
                 order.append(block_id)
                 assert self.host is not None
                 self.host.touch(block_hash)
-            # Copied as raw bytes (uint8 views): exact for every dtype, and torch has no
-            # index_copy for float8.
-            sources: list[torch.Tensor] = []
+            # Index copies move elements bit for bit (float8 through a uint8 view: torch has
+            # no index_copy for it), so the pool gets the tier's bytes exactly.
+            sources: list[torch.Tensor] = []  # each [layers, 2, n, block_size, heads, dim]
             if host_slots:
                 assert self.host is not None
-                storage = self.host.storage.view(torch.uint8)
-                sources.append(storage.index_select(0, torch.tensor(host_slots)))
+                storage = _copyable(self.host.storage)
+                sources.append(storage.index_select(2, torch.tensor(host_slots)))
             if parts:
-                sources.append(torch.stack([p.view(torch.uint8) for p in parts]))
-            src = torch.cat(sources) if len(sources) > 1 else sources[0]
+                stacked = torch.stack([_copyable(p) for p in parts], dim=2)
+                sources.append(stacked)
+            src = torch.cat(sources, dim=2) if len(sources) > 1 else sources[0]
             dst_ids = order + staged_dst
             device = self.kv_caches[0].k_cache.device
             src = src.to(device)
             dst = torch.tensor(dst_ids, device=device)
             for layer_index, layer in enumerate(self.kv_caches):
-                k, v = layer.k_cache.view(torch.uint8), layer.v_cache.view(torch.uint8)
-                k.index_copy_(0, dst, src[:, layer_index, 0])
-                v.index_copy_(0, dst, src[:, layer_index, 1])
+                for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
+                    _copyable(cache).index_copy_(0, dst, src[layer_index, kv])
             self.num_loaded += len(pairs)
             self.seconds["load"] += time.perf_counter() - start
         finally:
@@ -286,7 +293,7 @@ class KVTiers:
             for block_hash in self.host.lru_order():
                 if block_hash not in disk:
                     entry = self.host.entries[block_hash]
-                    data = self.host.storage[entry.slot]
+                    data = self.host.block(entry.slot)
                     self._disk_write(block_hash, entry.parent_hash, entry.token_ids, data)
                     written += block_hash in disk
         return written
@@ -336,7 +343,7 @@ class KVTiers:
                 continue
             entry = host.entries[block_hash]
             if self.disk is not None and block_hash not in self.disk:
-                data = host.storage[entry.slot]
+                data = host.block(entry.slot)
                 self._disk_write(block_hash, entry.parent_hash, entry.token_ids, data)
                 self.num_spilled += 1
             host.remove(block_hash)

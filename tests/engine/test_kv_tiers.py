@@ -97,7 +97,7 @@ def test_ram_tier_blocks_are_the_pool_bytes(tinystories_dir: Path) -> None:
     demoted = [h for h in prefix_block_hashes(ids, BS) if h in tiers.host]
     assert demoted
     for h in demoted:
-        slot = tiers.host.storage[tiers.host.entries[h].slot]
+        slot = tiers.host.block(tiers.host.entries[h].slot)
         for i, (k, v) in enumerate(before[h]):
             assert torch.equal(slot[i, 0], k) and torch.equal(slot[i, 1], v)
 
