@@ -39,8 +39,8 @@ and the chat template) it reports:
   requests): ours is the whole proxy (logging, the cache-break explainer, usage and cost
   included), the anchor's its one process (all its threads);
 - added latency at concurrency 1: the median over ``--latency-requests`` (40) identical
-  non-streamed chat requests through the router, less the median sent straight to a replica,
-  each after 5 warm-up requests;
+  non-streamed chat requests through the router, less the median of the same sent straight to
+  a replica, the two alternating, after 5 warm-up requests each;
 - wall time.
 
 Then (chat) ``prefix`` again with one replica SIGKILLed after ``--kill-at`` (40%) of the
@@ -299,25 +299,21 @@ async def drive_single(
 
 def added_latency_ms(router_url: str, replica_url: str, requests: int) -> float:
     """Median ms of identical non-streamed chat requests through ``router_url``, less the median
-    sent straight to ``replica_url`` (5 warm-up requests each, one at a time)."""
+    sent straight to ``replica_url``: one at a time, alternating (so a change in the machine's
+    load hits both), after 5 warm-up requests each."""
     body = {"model": "tiny", "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": "Once upon a time, Lily"}]}  # fmt: skip
-
-    def median_ms(url: str) -> float:
-        times = []
-        with httpx.Client(timeout=60) as client:
-            for i in range(5 + requests):
+    times: dict[str, list[float]] = {replica_url: [], router_url: []}
+    with httpx.Client(timeout=60) as client:
+        for i in range(5 + requests):
+            for url, measured in times.items():
                 t0 = time.perf_counter()
                 response = client.post(f"{url}/v1/chat/completions", json=body)
                 elapsed = time.perf_counter() - t0
                 response.raise_for_status()
                 if i >= 5:
-                    times.append(elapsed * 1000)
-        return statistics.median(times)
-
-    direct = median_ms(replica_url)
-    routed = median_ms(router_url)
-    return routed - direct
+                    measured.append(elapsed * 1000)
+    return statistics.median(times[router_url]) - statistics.median(times[replica_url])
 
 
 def engine_requests(url: str) -> int:
