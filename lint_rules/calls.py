@@ -357,6 +357,11 @@ class CallsMixin(EngineState):
                     out.add(f)
             return frozenset(out)
 
+        if self.recording:
+            for index in summary.marks:
+                where = arg_values.get(index, (CLEAN, None))[1]
+                if where is not None:
+                    self.breakpoint_calls.append((node, where, summary.name))
         for index, targets in summary.param_sinks.items():
             if index in arg_values:
                 value, where = arg_values[index]

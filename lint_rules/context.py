@@ -28,6 +28,8 @@ class ModuleContext:
     config: LintConfig
     entries: list[PrefixEntry] = field(default_factory=list)
     sinks: list[SinkCall] = field(default_factory=list)
+    #: calls that put a cache breakpoint on an argument: (call, argument, function name)
+    breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = field(default_factory=list)
 
     def location(self, node: ast.AST) -> Location:
         line: int = getattr(node, "lineno", 1)

@@ -35,7 +35,9 @@ class Summary:
     PARAM facts again standing for arguments; ``attr_stores``: the part of ``stores[SELF]``
     stored into each attribute (``self.sections``), so an object's attributes keep their own
     facts (a message's ``created_at`` is not its ``content``); ``attr_sinks``: likewise, the
-    receiver's attributes that reach a sink (``self._system_prompt``). ``name`` is how a
+    receiver's attributes that reach a sink (``self._system_prompt``); ``marks``: the
+    parameters whose contents the function puts a cache breakpoint on (``cache_control``
+    written into an element of ``messages``). ``name`` is how a
     finding names the function (``Clock.now_text``); ``key`` identifies its PARAM facts
     (``Fact.fix == (key,)``).
     """
@@ -45,6 +47,7 @@ class Summary:
     returns: list[tuple[ast.expr, Value]] = field(default_factory=list)
     param_sinks: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     builder: bool = False
+    marks: frozenset[int] = frozenset()
     stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
     attr_stores: dict[str, frozenset[Fact]] = field(default_factory=dict)
     attr_sinks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
@@ -167,6 +170,7 @@ class EngineState:
         closures: dict[ast.AST, Frame]
         method_class: dict[ast.AST, ClassInfo]
         field_stores: dict[str, dict[str, frozenset[Fact]]]
+        breakpoint_calls: list[tuple[ast.Call, ast.expr, str]]
 
         def _collect(self, body: list[ast.stmt]) -> None: ...
         def exec_block(self, body: list[ast.stmt]) -> None: ...

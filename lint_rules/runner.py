@@ -221,7 +221,7 @@ def analyse_source(
                 entries, sinks = analyzer.run_module_only()
             exports = analyzer.export(requests, path)
             wanted = analyzer.wanted
-            ctx = ModuleContext(path, text, tree, config, entries, sinks)
+            ctx = ModuleContext(path, text, tree, config, entries, sinks, analyzer.breakpoint_calls)
             for code in sorted(codes):
                 check = CHECKS.get(code)
                 if check is not None:

@@ -13,6 +13,8 @@ from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, concat, join
 from .frames import ClassInfo, EngineState, ExternalClass, Frame, merge
 from .toolnames import combine
 
+#: dict keys that put a cache breakpoint on a block (Anthropic, Bedrock)
+BREAKPOINT_KEYS = frozenset({"cache_control", "cachePoint"})
 #: fact kinds a summary's ``stores`` keep (loop-variable bookkeeping is local to a body)
 STORED_KINDS = frozenset(Kind) - {Kind.LOOP}
 
@@ -35,7 +37,37 @@ class StatementsMixin(EngineState):
     def stmt_Assign(self, stmt: ast.Assign) -> None:
         value = self.eval(stmt.value)
         for target in stmt.targets:
+            self.note_breakpoint(target, stmt.value)
             self.assign(target, value, stmt.value)
+
+    def note_breakpoint(self, target: ast.expr, value: ast.expr) -> None:
+        """``x[...]["cache_control"] = ...`` or ``x[...] = [{..., "cache_control": ...}]``
+        where ``x`` holds (part of) a parameter: the summary notes that the function puts a
+        breakpoint on that argument's contents."""
+        summary = self.frame.summary
+        if summary is None or not isinstance(target, ast.Subscript):
+            return
+        sets = isinstance(target.slice, ast.Constant) and target.slice.value in BREAKPOINT_KEYS
+        sets = sets or any(
+            isinstance(node, ast.Dict)
+            and any(isinstance(k, ast.Constant) and k.value in BREAKPOINT_KEYS for k in node.keys)
+            for node in ast.walk(value)
+        )
+        if not sets:
+            return
+        holder: ast.expr = target
+        while isinstance(holder, (ast.Subscript, ast.Attribute)):
+            holder = holder.value
+        if not isinstance(holder, ast.Name):
+            return
+        key = id(self.frame.func)
+        params = {
+            f.param
+            for f in self.lookup(holder.id).facts
+            if f.kind is Kind.PARAM and f.fix == (key,) and f.param >= 0
+        }
+        if params:
+            summary.marks = summary.marks | params
 
     def stmt_AnnAssign(self, stmt: ast.AnnAssign) -> None:
         if stmt.value is not None:

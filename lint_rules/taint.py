@@ -144,6 +144,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: of an instance (exported as ``field_stores``; the driver gives every reader of the
         #: class the union, ``ExternalClass.field_facts``)
         self.field_stores: dict[str, dict[str, frozenset[Fact]]] = {}
+        #: calls of a function (of any module) that puts a cache breakpoint on an argument:
+        #: (the call, that argument, the function's name), for PC018
+        self.breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = []
         self.extra_sinks = extra_sinks
         self.segment = segment
         self.triggered = triggered

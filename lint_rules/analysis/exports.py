@@ -142,11 +142,13 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
         },
         "attr_sinks": {a: [list(t) for t in ts] for a, ts in sorted(summary.attr_sinks.items())},
         "builder": summary.builder,
+        "marks": sorted(summary.marks),
     }
 
 
 def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
     summary = Summary(list(data["params"]), name=data["name"], builder=data["builder"])
+    summary.marks = frozenset(data.get("marks", ()))
     key = summary.key = id(summary)
     summary.ret = value_from_json(data["ret"], key, classes)
     summary.param_sinks = {
@@ -184,6 +186,7 @@ def interesting(data: JSON) -> bool:
             or data.get("attr_sinks")
             or any(f[0] != Kind.PARAM.value for facts in data["stores"].values() for f in facts)
             or data["builder"]
+            or data.get("marks")
         )
     return True
 

@@ -22,7 +22,9 @@ Marking the newest block each turn lets the next request read the previous one.
 Silent when unsure: the loop must call the API itself and append to the list it sends; a
 `for` loop over a literal or `range(n)` is reported only when it appends more than 20 messages
 in all; any other `cache_control` in the function (other than on `system`/`tools` of the call),
-or a call that is handed the message list (a helper that may mark it), keeps the rule silent.
+or a call in the loop that is handed the message list (a helper that may mark it), keeps the
+rule silent. A function of any module that puts a breakpoint on the list (`mark_tail(messages)`)
+and is called once before the loop counts as the fixed mark.
 
 ## Example
 ```python
@@ -55,6 +57,7 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
+from ..events import SinkCall
 from ._shared import BREAKPOINT_APIS
 
 #: Positions the lookback reaches (promptcache.lookback.ANTHROPIC_LOOKBACK).
@@ -159,8 +162,46 @@ def _hands_over(loop: ast.stmt, target: ast.expr, sink: ast.Call) -> bool:
     return False
 
 
+def _helper_mark(
+    ctx: ModuleContext,
+    sink: SinkCall,
+    loop: ast.stmt,
+    target: ast.expr,
+    scope: ast.AST,
+    seen: set[int],
+) -> Iterator[Diagnostic]:
+    """A function (of any module) that puts a breakpoint on the message list, called once
+    before the loop, when nothing else in the function marks a block: the breakpoint stays
+    where that call put it while the loop grows the list."""
+    inside = {id(n) for n in ast.walk(loop)}
+    within = {id(n) for n in ast.walk(scope)}
+    calls = [
+        (call, name)
+        for call, arg, name in ctx.breakpoint_calls
+        if id(call) in within and id(call) not in inside and _same(arg, target)
+    ]
+    skip = {id(k.value) for k in sink.node.keywords if k.arg in ("system", "tools")}
+    if len({id(c) for c, _ in calls}) != 1 or _key_constants(scope, skip):
+        return
+    call, name = calls[0]
+    if id(call) in seen or call.lineno > getattr(loop, "lineno", 0):
+        return
+    seen.add(id(call))
+    listed = ast.unparse(target)
+    yield ctx.diagnostic(
+        "PC018",
+        f"the only message breakpoint is set once, by {name}(), before this loop appends to "
+        f"`{listed}` every turn: everything after it is prefilled again on each request, and "
+        f"a breakpoint reads only {LOOKBACK_BLOCKS} block positions back; mark the newest "
+        "block each turn instead",
+        call,
+        Severity.INFO,
+        (Related(ctx.location(sink.node), "the growing history is sent here"),),
+    )
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
-    if _KEY not in ctx.source:
+    if _KEY not in ctx.source and not ctx.breakpoint_calls:
         return
     seen: set[int] = set()
     for sink in ctx.sinks:
@@ -177,6 +218,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         scope = sink.function or ctx.tree
         marks = _fixed_marks(scope, target)
         if not marks:
+            yield from _helper_mark(ctx, sink, loop, target, scope, seen)
             continue
         skip = {id(k.value) for k in sink.node.keywords if k.arg in ("system", "tools")}
         if _key_constants(scope, skip) != len(marks):
