@@ -9,9 +9,9 @@ https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
 - ``PC014``: a ``"1h"`` breakpoint after a ``"5m"`` one (the API answers 400);
 - ``PC008``: a breakpoint whose prefix is below the model's minimum cacheable length
   (``promptcache.minimums``; the linter's conservative value): it writes nothing;
-- ``PC013``: a request that continues an earlier request's prompt (carries its whole prompt
-  and adds to it) under another OpenAI ``prompt_cache_key``: the key routes requests to a
-  cache, so the continuation is sent where the prefix is not
+- ``PC013``: a request that continues an earlier request's prompt from the same call site
+  (carries its whole prompt and adds to it) under another OpenAI ``prompt_cache_key``: the key
+  routes requests to a cache, so the continuation is sent where the prefix is not
   (https://developers.openai.com/api/docs/guides/prompt-caching , checked 2026-12-03);
 - ``PC018``: a request that carries an earlier request's cached prefix but has no breakpoint
   within 20 block positions after that request's last write (``promptcache.lookback``): the
@@ -96,6 +96,7 @@ def _key_change(sent: Sent, earlier: Sequence[Sent], minimums: ModelMinimums) ->
         old = prev.fingerprint
         if (
             prev.routing_key is None
+            or prev.site != sent.site
             or old.api != fp.api
             or old.model != fp.model
             or len(fp.segments) <= len(old.segments)

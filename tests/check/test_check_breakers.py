@@ -1,5 +1,6 @@
 """The six cache breakers of programs/bad.py, each found with its cause named, and silence on
-their fixed look-alikes (programs/fixed.py), real child processes through the official clients."""
+their fixed look-alikes (programs/fixed.py) and on a conversation whose tail changes every turn:
+real child processes through the official clients."""
 
 from __future__ import annotations
 
@@ -33,8 +34,15 @@ def isolated(tmp_path_factory: pytest.TempPathFactory) -> CheckResult:
 
 @pytest.fixture(scope="module")
 def default(tmp_path_factory: pytest.TempPathFactory) -> CheckResult:
-    result, _ = check_program(tmp_path_factory.mktemp("default"), "bad.py")
+    """One pair of runs over both.py: bad.py's seven cases, then fixed.py's look-alikes."""
+    result, _ = check_program(tmp_path_factory.mktemp("default"), "both.py")
     return result
+
+
+def _in(result: CheckResult, name: str) -> CheckResult:
+    """``result`` with only the findings whose call site is in programs/NAME."""
+    kept = [f for f in result.findings if f.site is not None and Path(f.site.path).name == name]
+    return CheckResult(result.command, result.runs, kept, result.notes)
 
 
 @pytest.mark.parametrize("function", sorted(EXPECTED))
@@ -65,7 +73,10 @@ def test_isolate_runs_each_kind_once_and_finds_nothing_else(isolated: CheckResul
 
 
 def test_one_perturbed_run_names_causes_from_the_evidence(default: CheckResult) -> None:
-    found = {name: [(f.rule, f.causes) for f in fs] for name, fs in by_function(default).items()}
+    found = {
+        name: [(f.rule, f.causes) for f in fs]
+        for name, fs in by_function(_in(default, "bad.py")).items()
+    }
     assert found == {
         "clock": [("PC001", ("clock",))],  # through two modules into Anthropic's `system`
         "clock_chat": [("PC001", ("clock",))],
@@ -76,19 +87,17 @@ def test_one_perturbed_run_names_causes_from_the_evidence(default: CheckResult) 
         "few_shot": [("PC002", ("random",))],
         "breakpoints": [("PC007", ())],
     }
-    text = render(default, "text")
-    assert "caused by the wall clock" in text
-    assert "7 LLM request(s) captured" in text
-    assert text.rstrip().endswith("promptcache check: 7 findings in 2 runs")
     [five] = by_function(default)["breakpoints"]
     assert five.path == "system[4]" and "5 cache breakpoints" in five.message
+    text = render(default, "text")
+    assert "caused by the wall clock" in text
+    # bad.py: 7 requests; fixed.py: 6 single requests and a conversation of 3 turns
+    assert [sum(1 for q in r.requests if q.api) for r in default.runs] == [16, 16]
+    assert "16 LLM request(s) captured" in text
+    assert text.rstrip().endswith("promptcache check: 7 findings in 2 runs")
 
 
-def test_fixed_look_alikes_and_a_growing_conversation_are_silent(tmp_path: Path) -> None:
-    result, output = check_program(tmp_path, "fixed.py")
-    assert result.findings == []
-    assert result.exit_code == 0
-    # 6 single requests + a conversation of 3 turns, in both runs
-    assert [sum(1 for q in r.requests if q.api) for r in result.runs] == [9, 9]
-    assert output.count("This is a canned reply") == 0  # fixed.py prints nothing
-    assert result.notes == []
+def test_fixed_look_alikes_and_a_growing_conversation_are_silent(default: CheckResult) -> None:
+    assert len(default.findings) == len(_in(default, "bad.py").findings) == 7
+    assert _in(default, "fixed.py").findings == []
+    assert default.notes == []

@@ -26,38 +26,27 @@ FOUND = {
 NO_BREAKPOINT = ("clawbolt_datetime_section", "anton_minute_clock")
 
 
-@pytest.fixture(scope="module", params=["bad", "fixed"])
-def side(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[str, CheckResult]:
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> CheckResult:
+    """Both sides of every runnable case in one pair of runs (bad first, then fixed)."""
     result, _ = check_program(
-        tmp_path_factory.mktemp(request.param),
-        "real_cases_driver.py",
-        request.param,
-        *FOUND,
-        *NO_BREAKPOINT,
+        tmp_path_factory.mktemp("real"), "real_cases_driver.py", "both", *FOUND, *NO_BREAKPOINT
     )
-    return request.param, result
+    return result
 
 
-def test_bad_side_found_fixed_side_silent(side: tuple[str, CheckResult]) -> None:
-    name, result = side
-    if name == "fixed":
-        assert result.findings == []
-        return
-    found = {fn: [f.rule for f in fs] for fn, fs in by_function(result).items()}
+def test_bad_side_found_fixed_side_silent(checked: CheckResult) -> None:
+    found = {fn: [f.rule for f in fs] for fn, fs in by_function(checked).items()}
     assert found == {function: [rule] for function, rule in FOUND.values()}
-    for finding in result.findings:
+    for finding in checked.findings:
         assert finding.site is not None and "/real_cases/" in finding.site.path
-        assert "/bad/" in finding.site.path
+        assert "/bad/" in finding.site.path  # nothing on a fixed side
 
 
-def test_unmarked_anthropic_requests_get_a_note(side: tuple[str, CheckResult]) -> None:
-    name, result = side
+def test_unmarked_anthropic_requests_get_a_note(checked: CheckResult) -> None:
     # bad: both cases' clocks; fixed: anton keeps a day-precision date in its system prompt (its
     # fix), which the one-day shift changes
-    pairs = 2 if name == "bad" else 1
-    assert result.notes == [
-        f"run 1: {pairs} request pair(s) differ in Anthropic/Bedrock requests that carry no "
-        "cache breakpoint (those APIs cache nothing unasked); not reported"
+    assert checked.notes == [
+        "run 1: 3 request pair(s) differ in Anthropic/Bedrock requests that carry no cache "
+        "breakpoint (those APIs cache nothing unasked); not reported"
     ]

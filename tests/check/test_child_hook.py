@@ -57,7 +57,9 @@ def test_each_kind_changes_and_run_0_keeps_the_file_system_order(tmp_path: Path)
     assert abs(base["time"] - 1_800_000_000.0) < 30  # type: ignore[operator]
     for key in ("random", "uuid", "token", "pid"):
         assert base[key] != changed[key], key
-    assert base["pid"] == 40_000
+    # what the run descriptions print: "os.getpid() = 40000" in run 0, "= 47919" in run 1
+    assert (base["pid"], changed["pid"]) == (40_000, 47_919)
+    assert plan_runs(2, isolate=False, start=0.0)[1].describe().endswith("(os.getpid() = 47919)")
 
 
 def test_an_isolated_run_changes_only_its_kind(tmp_path: Path) -> None:

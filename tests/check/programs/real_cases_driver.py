@@ -1,5 +1,5 @@
 """Drive the runnable reproductions of tests/lint/real_cases/ as programs:
-`python real_cases_driver.py bad|fixed CASE...`.
+`python real_cases_driver.py bad|fixed|both CASE...`.
 
 The reproductions trim each project's prompt to a few lines; a real one is far longer. The
 driver passes a long user-supplied part (a workspace description, a duty, a persona, the
@@ -85,6 +85,7 @@ def anton_minute_clock(side):
 
 
 if __name__ == "__main__":
-    side = sys.argv[1]
-    for case in sys.argv[2:]:
-        globals()[case](side)
+    sides = ["bad", "fixed"] if sys.argv[1] == "both" else [sys.argv[1]]
+    for side in sides:  # each side's modules load under their own names: both fit in one run
+        for case in sys.argv[2:]:
+            globals()[case](side)
