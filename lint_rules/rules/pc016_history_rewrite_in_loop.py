@@ -8,7 +8,10 @@ For a message list passed to an LLM call inside a loop (or kept in `self.<attr>`
 object whose methods are called turn after turn), reports statements that change messages
 before the newest one: `pop(0)` or `pop(i)`, `del history[0]`, `insert(i, ...)` before the end,
 `remove(...)`, a sliding window `history = history[-20:]`, and assignments to `history[i]` for
-an earlier `i`. In a function that is handed the whole history as a parameter (called once
+an earlier `i`; and a method that puts a system message into a fresh list, adds the stored
+history `self.<attr>` after it and stores the list back as `self.<attr>` (every call puts one
+more system message in front of the earlier turns). In a function that is handed the whole
+history as a parameter (called once
 per turn), only a window that keeps the newest messages, `history = history[-20:]`, is
 reported: a fixed cut such as `messages[1:]` drops the same message every turn.
 
@@ -172,11 +175,81 @@ def _scopes(ctx: ModuleContext, sink_function: ast.AST | None, target: Target) -
     return []
 
 
+def _system_dict(node: ast.AST) -> bool:
+    """A message dict literal with a literal system or developer role."""
+    return isinstance(node, ast.Dict) and any(
+        isinstance(k, ast.Constant)
+        and k.value == "role"
+        and isinstance(v, ast.Constant)
+        and v.value in ("system", "developer")
+        for k, v in zip(node.keys, node.values, strict=True)
+    )
+
+
+def _prepended(function: ast.AST, name: str) -> tuple[ast.AST, str] | None:
+    """In a method, a system message put into the local list ``name`` before the stored
+    history ``self.<attr>`` is added to it, and the list then stored back as ``self.<attr>``:
+    every call adds one more system message in front of the earlier turns. Returns the place
+    the history is added and the attribute."""
+    system_at = None
+    added: tuple[ast.AST, str] | None = None
+    stored: set[str] = set()
+    for node in sorted(
+        (n for n in ast.walk(function) if isinstance(n, (ast.Call, ast.Assign, ast.AugAssign))),
+        key=lambda n: (n.lineno, n.col_offset),
+    ):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if not (isinstance(node.func.value, ast.Name) and node.func.value.id == name):
+                continue
+            if node.func.attr in ("append", "insert") and any(map(_system_dict, node.args)):
+                system_at = system_at or node
+            elif node.func.attr == "extend" and node.args and system_at is not None:
+                history = _target(node.args[0])
+                if history is not None and history[0] == "self" and added is None:
+                    added = (node, history[1])
+        elif isinstance(node, ast.Assign):
+            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets) and (
+                isinstance(node.value, ast.List) and any(map(_system_dict, node.value.elts))
+            ):
+                system_at = system_at or node
+            if isinstance(node.value, ast.Name) and node.value.id == name:
+                stored |= {t[1] for t in map(_target, node.targets) if t and t[0] == "self"}
+        elif (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+            and system_at is not None
+            and added is None
+        ):
+            history = _target(node.value)
+            if history is not None and history[0] == "self":
+                added = (node, history[1])
+    return added if added is not None and added[1] in stored else None
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     for sink in ctx.sinks:
         if sink.messages is None:
             continue
+        if isinstance(sink.messages, ast.Name) and sink.function is not None:
+            found = _prepended(sink.function, sink.messages.id)
+            if found is not None:
+                node, attr = found
+                key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+                if key not in seen:
+                    seen.add(key)
+                    yield ctx.diagnostic(
+                        "PC016",
+                        f"a system message is put in front of the stored history `self.{attr}` on "
+                        f"every call, and `{sink.messages.id}` is stored back as it: each turn "
+                        "the history gains one more system message at its start, so no request "
+                        "shares a prefix with the one before: add the system message only while "
+                        "the history is empty",
+                        node,
+                        Severity.WARNING,
+                        (Related(ctx.location(sink.node), "the history is sent here"),),
+                    )
         target = _target(sink.messages)
         if target is None:
             continue
