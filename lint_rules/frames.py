@@ -171,6 +171,7 @@ class EngineState:
         method_class: dict[ast.AST, ClassInfo]
         field_stores: dict[str, dict[str, frozenset[Fact]]]
         breakpoint_calls: list[tuple[ast.Call, ast.expr, str]]
+        recording: bool
 
         def _collect(self, body: list[ast.stmt]) -> None: ...
         def exec_block(self, body: list[ast.stmt]) -> None: ...

@@ -191,7 +191,7 @@ def _prepended(function: ast.AST, name: str) -> tuple[ast.AST, str] | None:
     history ``self.<attr>`` is added to it, and the list then stored back as ``self.<attr>``:
     every call adds one more system message in front of the earlier turns. Returns the place
     the history is added and the attribute."""
-    system_at = None
+    system_at: ast.AST | None = None
     added: tuple[ast.AST, str] | None = None
     stored: set[str] = set()
     for node in sorted(
