@@ -162,9 +162,15 @@ def compare_runs(
     run: Perturbation,
     clocks: Sequence[float],
     minimums: ModelMinimums,
+    *,
+    replies_vary: bool = False,
 ) -> PairReport:
     """Pair ``base`` (run 0) with ``other`` (``run``) and report every difference in a
-    cacheable prefix or cache key (see the module docstring)."""
+    cacheable prefix or cache key (see the module docstring).
+
+    ``replies_vary``: the answers came from a real model (``--forward``), so a difference in an
+    assistant message (the model's own reply fed back as history) is the model's, not the
+    program's: it is excused."""
     pairs, unpaired = pair_runs(base, other)
     pids = {s.request.pid for s in (*base, *other) if s.request.pid is not None}
     findings: list[Finding] = []
@@ -189,7 +195,7 @@ def compare_runs(
             and fa.segments[k].kind == "messages"
             and fb.segments[k].kind == "messages"
         )
-        if k > extent or tail:
+        if k > extent or tail or (replies_vary and _is_reply(fa.segments[k])):
             excused.add(mark)
             if extent < 0 and not tail and fa.api in EXPLICIT_BREAKPOINT_APIS:
                 no_breakpoint += 1
@@ -201,6 +207,14 @@ def compare_runs(
             continue
         findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
     return PairReport(findings, len(pairs), unpaired, below, no_breakpoint)
+
+
+def _is_reply(segment: Segment) -> bool:
+    """Whether a message segment is the model's own turn (assistant / Gemini ``model``)."""
+    if segment.kind != "messages":
+        return False
+    value = json.loads(segment.text)
+    return isinstance(value, dict) and value.get("role") in ("assistant", "model")
 
 
 def _rule(causes: tuple[str, ...], segment_kind: str) -> str:

@@ -139,9 +139,10 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def analyse(
-    runs: Sequence[RunResult], minimums: ModelMinimums | None = None
+    runs: Sequence[RunResult], minimums: ModelMinimums | None = None, *, forwarded: bool = False
 ) -> tuple[list[Finding], list[str]]:
-    """Findings and notes of finished runs (run 0 is the baseline)."""
+    """Findings and notes of finished runs (run 0 is the baseline); ``forwarded``: the answers
+    came from a real model, whose replies differ from run to run."""
     minimums = minimums if minimums is not None else default_model_minimums()
     readable = []
     notes: list[str] = []
@@ -175,7 +176,9 @@ def analyse(
     findings = structure_findings(readable[0], minimums)
     for run, sents in zip(runs[1:], readable[1:], strict=True):
         clocks = [runs[0].perturbation.clock, run.perturbation.clock]
-        report = compare_runs(readable[0], sents, run.perturbation, clocks, minimums)
+        report = compare_runs(
+            readable[0], sents, run.perturbation, clocks, minimums, replies_vary=forwarded
+        )
         findings += report.findings
         if report.unpaired:
             notes.append(
@@ -269,5 +272,5 @@ def run_check(
                     f"({plan.describe().partition(': ')[2]}); its output is above"
                 )
             results.append(RunResult(plan, proc.returncode, duration, server.requests(plan.run)))
-    findings, notes = analyse(results, minimums)
+    findings, notes = analyse(results, minimums, forwarded=forward)
     return CheckResult(list(command), results, findings, notes)
