@@ -21,11 +21,15 @@ import httpx
 import openai
 import pytest
 import uvicorn
-from proxy_support import wait_until_serving
+from proxy_support import read_rows, wait_until_serving
+from servers import ServerThread
 
 from promptcache.engine import LLMEngine
 from promptcache.engine.server import create_app
 from promptcache.fingerprint import fingerprint_request
+from promptcache.proxy.app import build_app
+from promptcache.proxy.config import ProxyConfig, UpstreamConfig
+from promptcache.proxy.routing import RoutingSettings
 from promptcache.proxy.routing.chunks import CHUNK_CHARS
 
 TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
@@ -161,13 +165,6 @@ def _completion(document: str, question: str) -> tuple[str, dict[str, object]]:
 def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
     engines: list[str], tmp_path: Path, shape: object
 ) -> None:
-    from proxy_support import read_rows
-    from servers import ServerThread
-
-    from promptcache.proxy.app import build_app
-    from promptcache.proxy.config import ProxyConfig, UpstreamConfig
-    from promptcache.proxy.routing import RoutingSettings
-
     upstream = UpstreamConfig(
         name="fleet", url=engines[0], vendor="openai_compatible", replicas=tuple(engines),
         routing=RoutingSettings(health_interval_s=60.0),
