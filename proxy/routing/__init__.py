@@ -2,9 +2,10 @@
 
 ``Router`` (``router.py``) holds one upstream's replicas, health and in-flight counts and asks a
 ``Policy`` (``policy.py``) where each request goes. Built-in policies: ``prefix``
-(``prefix.py``), ``least_loaded``, ``round_robin``, ``kv_events`` (``kv_events.py``, fed by
-``kv_index.py``); a policy registers itself with
-``register_policy`` so that the config accepts its name.
+(``prefix.py``, on the prompt-chunk hashes of ``chunks.py``), ``least_loaded``,
+``round_robin``, ``kv_events`` (``kv_events.py``, fed by ``kv_index.py``, tokenising through
+``token_cache.py``); a policy registers itself with ``register_policy`` so that the config
+accepts its name. ``metrics.py`` exposes the routers' state and the routing regret.
 """
 
 from __future__ import annotations
