@@ -48,3 +48,37 @@ def test_requests_without_the_hook_are_noted(tmp_path: Path) -> None:
         "apply to them"
         for run in (0, 1)
     ]
+
+
+UNCOMPARED = """
+import datetime, os, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+
+def short_prompt():  # a clock in a prompt far below gpt-4o-mini's 1,024-token minimum
+    system = "Now: " + datetime.datetime.now().isoformat()
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+    httpx.post(url, json={"model": "gpt-4o-mini", "messages": messages}, timeout=30)
+
+def pid_many():  # one request in run 0 (pid 40000), two in run 1 (pid 47919)
+    for _ in range(1 + os.getpid() % 2):
+        messages = [{"role": "user", "content": "hi"}]
+        httpx.post(url, json={"model": "gpt-4o-mini", "messages": messages}, timeout=30)
+
+short_prompt()
+pid_many()
+"""
+
+
+def test_short_prompts_and_unpaired_requests_are_noted(tmp_path: Path) -> None:
+    program = tmp_path / "uncompared.py"
+    program.write_text(UNCOMPARED, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    assert result.findings == []
+    assert [sum(1 for q in r.requests if q.api) for r in result.runs] == [2, 3]
+    assert result.notes == [
+        "run 1: 1 request(s) had no partner at their call site in the other run (the runs sent "
+        "different numbers of requests there); they were not compared",
+        "run 1: 1 request pair(s) differ only in prompts shorter than the model's minimum "
+        "cacheable prefix (nothing is cached there yet); not reported",
+    ]
