@@ -158,13 +158,16 @@ breakpoints{% endif %}.</p>
 <figcaption class="legend">{% for kind, colour in kinds %}<span><span class="swatch"
 style="background:{{ colour }}"></span>{{ kind }}</span>{% endfor %}<span>&#9650; first
 divergence</span></figcaption></figure>
-<div class="scroll"><table id="strip-segments"><tr><th>segment</th><th>kind</th>
-<th class="n">share</th><th class="n">breaks here</th>
+<div class="scroll"><table id="strip-segments" class="cards-narrow"><tr class="head">
+<th>segment</th><th>kind</th><th class="n">share</th><th class="n">breaks here</th>
 <th>commonest first differing character</th></tr>
 {% for s in strip.segments if s.breaks or s.breakpoint_ttl is not none %}
 <tr data-path="{{ s.path }}">
-<td><code>{{ s.path }}</code></td><td>{{ s.kind }}</td><td class="n">{{ pct(strip.share(s)) }}</td>
-<td class="n">{{ num(s.breaks) }}</td><td>{% if s.offset is not none %}character
+<td class="title" data-label="segment"><code>{{ s.path }}</code></td>
+<td data-label="kind">{{ s.kind }}</td>
+<td class="n" data-label="share">{{ pct(strip.share(s)) }}</td>
+<td class="n" data-label="breaks here">{{ num(s.breaks) }}</td>
+<td data-label="first differing character">{% if s.offset is not none %}character
 {{ num(s.offset) }} ({{ num(s.offset_breaks) }} breaks){% elif s.breaks %}offset not logged
 {%- endif %}{% if s.breakpoint_ttl is not none %}{{ "; " if s.breaks }}breakpoint
 {{- " " + s.breakpoint_ttl if s.breakpoint_ttl }}{% endif %}</td></tr>
