@@ -111,28 +111,30 @@ def pair_runs(base: Sequence[Sent], other: Sequence[Sent]) -> tuple[list[tuple[S
     pairs: list[tuple[Sent, Sent]] = []
     unpaired = 0
     for site in by_site_a.keys() | by_site_b.keys():
-        left, right = list(by_site_a.get(site, [])), list(by_site_b.get(site, []))
-        exact: list[tuple[Sent, Sent]] = []
-        for a in list(left):
-            match = next((b for b in right if _same(a, b)), None)
-            if match is not None:
-                exact.append((a, match))
-                left.remove(a)
-                right.remove(match)
-        pairs += exact + list(zip(left, right, strict=False))
+        waiting: dict[tuple[object, ...], list[Sent]] = defaultdict(list)
+        for b in by_site_b.get(site, []):
+            waiting[_identity(b)].append(b)
+        left: list[Sent] = []
+        taken: set[int] = set()
+        for a in by_site_a.get(site, []):
+            same = waiting.get(_identity(a))
+            if same:
+                match = same.pop(0)
+                taken.add(id(match))
+                pairs.append((a, match))
+            else:
+                left.append(a)
+        right = [b for b in by_site_b.get(site, []) if id(b) not in taken]
+        pairs += list(zip(left, right, strict=False))
         unpaired += abs(len(left) - len(right))
     pairs.sort(key=lambda pair: pair[0].request.seq)
     return pairs, unpaired
 
 
-def _same(a: Sent, b: Sent) -> bool:
-    fa, fb = a.fingerprint, b.fingerprint
-    return (
-        fa.prefix_hash == fb.prefix_hash
-        and fa.api == fb.api
-        and fa.model == fb.model
-        and a.routing_key == b.routing_key
-    )
+def _identity(sent: Sent) -> tuple[object, ...]:
+    """What two requests share when they are the same request: prefix, API, model and key."""
+    fp = sent.fingerprint
+    return (fp.prefix_hash, fp.api, fp.model, sent.routing_key)
 
 
 @dataclass

@@ -82,3 +82,25 @@ def test_short_prompts_and_unpaired_requests_are_noted(tmp_path: Path) -> None:
         "run 1: 1 request pair(s) differ only in prompts shorter than the model's minimum "
         "cacheable prefix (nothing is cached there yet); not reported",
     ]
+
+
+REORDERED = """
+import os, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+documents = ["Document about parcels. " * 300, "Document about refunds. " * 300]
+if os.getpid() % 2:  # run 1 (pid 47919) sends them in the other order, as a pool might
+    documents.reverse()
+for document in documents:
+    messages = [{"role": "system", "content": document}, {"role": "user", "content": "sum up"}]
+    httpx.post(url, json={"model": "gpt-4o-mini", "messages": messages}, timeout=30)
+"""
+
+
+def test_requests_sent_in_another_order_are_paired_by_content(tmp_path: Path) -> None:
+    program = tmp_path / "reordered.py"
+    program.write_text(REORDERED, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    first = [r.json_body["messages"][0]["content"][:20] for r in result.runs[1].requests]
+    assert first == ["Document about refun", "Document about parce"]  # the order did change
+    assert result.findings == [] and result.notes == []
