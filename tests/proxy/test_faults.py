@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -475,3 +476,73 @@ def test_a_pooled_connection_the_upstream_closes_as_a_request_goes_out_is_retrie
 
 
 SWEEP_STEPS = 20
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_client_limits_on_either_http_parser(parser: str) -> None:
+    # promptcache.client_limits on uvicorn's two HTTP/1.1 protocols (httptools is the one the
+    # proxy extra installs; h11 runs without it), in a real server on 127.0.0.1
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from promptcache.client_limits import ClientLimits, protocol_class
+
+    base = H11Protocol if parser == "h11" else HttpToolsProtocol
+    limits = ClientLimits(head_timeout_s=0.5, body_timeout_s=0.5, max_head_bytes=8192)
+    with ServerThread(MockUpstream(), http=protocol_class(limits, 3, base)) as server:
+        address = ("127.0.0.1", server.port)
+        with socket.create_connection(address, timeout=20) as slow:
+            slow.sendall(b"GET /v1/models HTTP/1.1\r\nHost: a\r\nX-Slow: aaa")
+            assert read_until_closed(slow).startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+        with socket.create_connection(address, timeout=20) as short:
+            short.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 50\r\n\r\n{}"
+            )
+            assert read_until_closed(short).startswith(b"HTTP/1.1 408 ")
+        with socket.create_connection(address, timeout=20) as big:
+            big.sendall(b"GET /v1/models HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 20_000)
+            assert read_until_closed(big)[:12] in (b"HTTP/1.1 431", b"HTTP/1.1 400")
+
+        # at the limit of 3, a new connection replaces the one that waited longest for a head
+        idle = [socket.create_connection(address, timeout=20) for _ in range(3)]
+        time.sleep(0.1)  # accepted, in order
+        reply = httpx.post(server.url + "/v1/chat/completions", json={"model": "m"}, timeout=20)
+        assert reply.status_code == 200
+        assert read_until_closed(idle[0]) == b""  # closed for the new one, without an answer
+        for sock in idle:
+            sock.close()
+
+        # when every connection is busy with a request, a new one gets 503
+        def hang() -> None:
+            url = server.url + "/v1/chat/completions"
+            fault = {"x-mock-fault": "hang"}
+            with (
+                contextlib.suppress(httpx.HTTPError),
+                httpx.stream("POST", url, json={"stream": True}, headers=fault, timeout=20) as s,
+            ):
+                for _ in s.iter_bytes():
+                    if done.is_set():
+                        return
+
+        upstream = server.app
+        assert isinstance(upstream, MockUpstream)
+        upstream.reset()
+        done = threading.Event()
+        hanging = [threading.Thread(target=hang) for _ in range(3)]
+        for thread in hanging:
+            thread.start()
+        deadline = time.monotonic() + 20
+        while len(upstream.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with socket.create_connection(address, timeout=20) as extra:
+            assert read_until_closed(extra).startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        done.set()
+        for thread in hanging:
+            thread.join(20)
