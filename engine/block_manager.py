@@ -24,6 +24,15 @@ caching (https://docs.vllm.ai/en/latest/design/prefix_caching.html, checked 2026
   (host RAM, disk). An evicted cached block is handed to it (demotion); a prefix match that
   misses the pool goes on in the tiers, and each tier hit is given a fresh block that the
   runner fills before the forward pass (promotion, `take_loads`).
+- Optional `sliding_window` (tokens): for a model whose every layer attends only to the last
+  `sliding_window` positions (Mistral's ``sliding_window``), `mark_computed` frees the blocks
+  that lie entirely before the window of every query still to come, as a ring buffer would;
+  their table entries become `WINDOW_FREED`. A freed block keeps its hash: its K/V are exact
+  for the whole token prefix its chained hash names, and `match_prefix` walks from block 0 and
+  stops at the first block found nowhere, so a later block whose earlier blocks were evicted
+  is never served. Freed blocks holding generated tokens enter the free queue at its front
+  (reused first, so a long generation cycles through the same few pages); freed prompt blocks
+  enter at the tail like any released cached block.
 
 Invariants (checked by `check_integrity`):
   free blocks + used blocks == num_blocks; a block is in the free queue iff its ref_count is 0;
@@ -49,6 +58,7 @@ from .sequence import Sequence, SequenceStatus
 __all__ = [
     "BLOCK_HASH_VERSION",
     "NONE_HASH",
+    "WINDOW_FREED",
     "Block",
     "BlockEventSink",
     "BlockManager",
@@ -60,6 +70,9 @@ __all__ = [
     "prefix_block_hashes",
 ]
 
+
+WINDOW_FREED = -1
+"""Block-table entry of a block freed because it fell out of the sliding window."""
 
 TIERS = ("pool", "ram", "disk")
 """Where a prefix-cache hit can come from, fastest first."""
@@ -242,6 +255,9 @@ class BlockManager:
         block_size: tokens per block (>= 1).
         enable_prefix_caching: hash and reuse full blocks.
         num_cpu_blocks: blocks in the CPU swap pool (0 = no swap).
+        sliding_window: tokens each query attends back over in EVERY layer (the largest
+            layer window), or None when some layer attends to its whole context: then no
+            block is ever freed before its sequence ends.
 
     Methods that change state say so; every other method only reads. Methods that need free
     blocks raise `OutOfBlocksError` *without changing anything* when the pool is short; the
@@ -255,12 +271,16 @@ class BlockManager:
         *,
         enable_prefix_caching: bool = True,
         num_cpu_blocks: int = 0,
+        sliding_window: int | None = None,
     ) -> None:
         if num_blocks < 1 or block_size < 1 or num_cpu_blocks < 0:
             raise ValueError(
                 f"need num_blocks >= 1, block_size >= 1, num_cpu_blocks >= 0; got "
                 f"{num_blocks}, {block_size}, {num_cpu_blocks}"
             )
+        if sliding_window is not None and sliding_window < 1:
+            raise ValueError(f"sliding_window must be >= 1 or None, got {sliding_window}")
+        self.sliding_window = sliding_window
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
@@ -307,6 +327,10 @@ class BlockManager:
     def num_free_cpu_blocks(self) -> int:
         """Free blocks in the CPU swap pool."""
         return len(self._cpu_free)
+
+    def num_held_blocks(self, seq: Sequence) -> int:
+        """Blocks `seq` holds now (its table less the entries the sliding window freed)."""
+        return sum(block_id != WINDOW_FREED for block_id in seq.block_table)
 
     def cached_block_hashes(self) -> set[int]:
         """Hashes that hit now (blocks in use or in the free queue): what KV events describe."""
@@ -412,7 +436,7 @@ class BlockManager:
         if match.version != self._version:
             match = self.match_prefix(seq)
         needed = self._blocks_for(match.num_cached_tokens + num_new_tokens) - len(match.block_ids)
-        return needed <= len(self._free) - match.num_free_hits
+        return needed <= len(self._free) - self._free_hits_taken(match)
 
     def can_append_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
         """Whether `append_slots(seq, num_new_tokens)` would succeed now. Changes nothing."""
@@ -423,9 +447,11 @@ class BlockManager:
     def allocate(self, seq: Sequence, match: PrefixMatch, num_new_tokens: int) -> None:
         """Give a sequence with no blocks its cached prefix plus room for `num_new_tokens`.
 
-        Changes state: takes a reference on each hit block (removing it from the free queue),
-        gives each tier hit a fresh block registered under its hash (loaded by the runner, see
-        `take_loads`), pops blocks for positions [num_cached, num_cached + num_new_tokens), sets
+        Changes state: takes a reference on each hit block (removing it from the free queue;
+        with a `sliding_window`, leading pool hits wholly before the window of the first
+        position to compute are not taken and stand as `WINDOW_FREED`), gives each tier hit
+        a fresh block registered under its hash (loaded by the runner, see `take_loads`),
+        pops blocks for positions [num_cached, num_cached + num_new_tokens), sets
         `seq.block_table` and `seq.num_computed_tokens` (= cached tokens), sets
         `seq.num_cached_tokens` on first admission, and counts prefix-cache query/hit tokens.
 
@@ -439,20 +465,21 @@ class BlockManager:
             match = self.prepare_tier_hits(seq, self.match_prefix(seq))
         num_tokens = match.num_cached_tokens + num_new_tokens
         needed = self._blocks_for(num_tokens) - len(match.block_ids)
-        available = len(self._free) - match.num_free_hits
+        available = len(self._free) - self._free_hits_taken(match)
         if needed > available:
             raise OutOfBlocksError(
                 f"need {needed} free KV blocks for {num_new_tokens} new tokens, have {available}"
             )
-        for block_id in match.block_ids:
+        skip = self._window_skip(match)
+        for block_id in match.block_ids[skip:]:
             self._take(block_id)
         if match.tier_hits and self.tier_store is not None:
             for hit in match.tier_hits:  # before any pop: a demotion must not evict them
                 self.tier_store.pin(hit.block_hash)
-        pool_ids = iter(match.block_ids)
+        pool_ids = iter(match.block_ids[skip:])
         tier_at = {hit.position: hit for hit in match.tier_hits}
-        table: list[int] = []
-        for i in range(len(match.block_ids) + len(tier_at)):
+        table: list[int] = [WINDOW_FREED] * skip
+        for i in range(skip, len(match.block_ids) + len(tier_at)):
             table.append(next(pool_ids) if i not in tier_at else self._pop_free())
         table += [self._pop_free() for _ in range(needed - len(tier_at))]
         seq.block_table = table
@@ -538,7 +565,9 @@ class BlockManager:
         """Record that the model computed `num_tokens` more tokens of `seq` (after a step).
 
         Changes state: advances `seq.num_computed_tokens` and registers the hash of every block
-        that became full and computed, unless another block already holds that content.
+        that became full and computed, unless another block already holds that content. With a
+        `sliding_window`, then releases every block lying wholly before the window of the next
+        position to compute (`WINDOW_FREED` in the table).
 
         Raises:
             ValueError: if that would pass the tokens known or the blocks held.
@@ -550,6 +579,8 @@ class BlockManager:
         seq.num_computed_tokens = after
         if self.enable_prefix_caching:
             self._register(seq, before // self.block_size, after // self.block_size)
+        if self.sliding_window is not None:
+            self._free_outside_window(seq)
 
     def free(self, seq: Sequence) -> None:
         """Drop `seq`'s references (device blocks; CPU blocks if it is SWAPPED).
@@ -558,10 +589,11 @@ class BlockManager:
         free queue tail-first and keep their hash; blocks without a hash go to the front.
         """
         if seq.status is SequenceStatus.SWAPPED:
-            self._cpu_free.extend(reversed(seq.block_table))
+            self._cpu_free.extend(b for b in reversed(seq.block_table) if b != WINDOW_FREED)
         else:
             for block_id in reversed(seq.block_table):
-                self._release(block_id)
+                if block_id != WINDOW_FREED:
+                    self._release(block_id)
         seq.block_table = []
         self._version += 1
 
@@ -572,13 +604,14 @@ class BlockManager:
         """
         child = parent.fork(sample_index)
         for block_id in child.block_table:
-            self.blocks[block_id].ref_count += 1
+            if block_id != WINDOW_FREED:
+                self.blocks[block_id].ref_count += 1
         self._version += 1
         return child
 
     def can_swap_out(self, seq: Sequence) -> bool:
         """Whether the CPU pool can take all of `seq`'s blocks. Changes nothing."""
-        return len(seq.block_table) <= len(self._cpu_free)
+        return self.num_held_blocks(seq) <= len(self._cpu_free)
 
     def swap_out(self, seq: Sequence) -> list[tuple[int, int]]:
         """Move `seq`'s blocks to the CPU pool (the caller marks it SWAPPED).
@@ -595,21 +628,28 @@ class BlockManager:
         """
         if not self.can_swap_out(seq):
             raise OutOfBlocksError(
-                f"need {len(seq.block_table)} CPU blocks to swap out, have {len(self._cpu_free)}"
+                f"need {self.num_held_blocks(seq)} CPU blocks to swap out, have "
+                f"{len(self._cpu_free)}"
             )
-        mapping = [(block_id, self._cpu_free.pop()) for block_id in seq.block_table]
-        for block_id in reversed(seq.block_table):
+        mapping = [
+            (block_id, self._cpu_free.pop())
+            for block_id in seq.block_table
+            if block_id != WINDOW_FREED
+        ]
+        for block_id, _ in reversed(mapping):
             self._release(block_id)
-        seq.block_table = [cpu for _, cpu in mapping]
+        cpu_ids = iter(cpu for _, cpu in mapping)
+        seq.block_table = [
+            WINDOW_FREED if block_id == WINDOW_FREED else next(cpu_ids)
+            for block_id in seq.block_table
+        ]
         self._version += 1
         return mapping
 
     def can_swap_in(self, seq: Sequence, num_new_tokens: int = 1) -> bool:
         """Whether `seq` can come back and then grow by `num_new_tokens`. Changes nothing."""
-        blocks = max(
-            len(seq.block_table), self._blocks_for(seq.num_computed_tokens + num_new_tokens)
-        )
-        return blocks <= len(self._free)
+        grow = self._blocks_for(seq.num_computed_tokens + num_new_tokens) - len(seq.block_table)
+        return self.num_held_blocks(seq) + max(0, grow) <= len(self._free)
 
     def swap_in(self, seq: Sequence) -> list[tuple[int, int]]:
         """Move a SWAPPED `seq` back into fresh device blocks (the caller marks it RUNNING).
@@ -623,13 +663,15 @@ class BlockManager:
         Raises:
             OutOfBlocksError: not enough free device blocks (nothing changed).
         """
-        if len(seq.block_table) > len(self._free):
-            raise OutOfBlocksError(
-                f"need {len(seq.block_table)} KV blocks to swap in, have {len(self._free)}"
-            )
-        mapping = [(cpu, self._pop_free()) for cpu in seq.block_table]
-        self._cpu_free.extend(reversed(seq.block_table))
-        seq.block_table = [dst for _, dst in mapping]
+        held = self.num_held_blocks(seq)
+        if held > len(self._free):
+            raise OutOfBlocksError(f"need {held} KV blocks to swap in, have {len(self._free)}")
+        mapping = [(cpu, self._pop_free()) for cpu in seq.block_table if cpu != WINDOW_FREED]
+        self._cpu_free.extend(cpu for cpu, _ in reversed(mapping))
+        dst_ids = iter(dst for _, dst in mapping)
+        seq.block_table = [
+            WINDOW_FREED if cpu == WINDOW_FREED else next(dst_ids) for cpu in seq.block_table
+        ]
         if self.enable_prefix_caching:
             self._register(seq, 0, seq.num_computed_tokens // self.block_size)
         self._version += 1
@@ -654,14 +696,17 @@ class BlockManager:
         cpu_used: list[int] = []
         for seq in seqs:
             if seq.status is SequenceStatus.SWAPPED:
-                cpu_used.extend(seq.block_table)
+                cpu_used.extend(b for b in seq.block_table if b != WINDOW_FREED)
                 continue
             if seq.status is not SequenceStatus.RUNNING and seq.block_table:
                 raise AssertionError(f"{seq.status.name} sequence holds blocks: {seq!r}")
             if self._blocks_for(seq.num_computed_tokens) > len(seq.block_table):
                 raise AssertionError(f"computed tokens not covered by blocks: {seq!r}")
-            for block_id in seq.block_table:
-                refs[block_id] += 1
+            for i, block_id in enumerate(seq.block_table):
+                if block_id != WINDOW_FREED:
+                    refs[block_id] += 1
+                elif self._window_start(seq) < (i + 1) * self.block_size:
+                    raise AssertionError(f"block {i} freed but inside the window: {seq!r}")
         for block in self.blocks:
             if block.ref_count != refs[block.block_id]:
                 raise AssertionError(
@@ -731,10 +776,57 @@ class BlockManager:
             if block.block_hash is None:
                 self._free.move_to_end(block_id, last=False)  # nothing worth keeping: evict first
 
+    def _window_skip(self, match: PrefixMatch) -> int:
+        """Leading pool hits of `match` wholly before the window of its first new position
+        (the sequence will never read them, so `allocate` does not take them)."""
+        if self.sliding_window is None or not match.block_ids:
+            return 0
+        skip = max(0, match.num_cached_tokens - self.sliding_window + 1) // self.block_size
+        if match.tier_hits:
+            skip = min(skip, match.tier_hits[0].position)
+        return min(skip, len(match.block_ids))
+
+    def _free_hits_taken(self, match: PrefixMatch) -> int:
+        """How many of the pool hits `allocate` takes sit in the free queue now."""
+        skip = self._window_skip(match)
+        if not skip:
+            return match.num_free_hits
+        return sum(self.blocks[b].ref_count == 0 for b in match.block_ids[skip:])
+
+    def _window_start(self, seq: Sequence) -> int:
+        """First token position any query still to compute can see (0 without a window).
+
+        The next query is at ``num_computed_tokens`` and sees positions ``> q - window``.
+        """
+        if self.sliding_window is None:
+            return 0
+        return max(0, seq.num_computed_tokens - self.sliding_window + 1)
+
+    def _free_outside_window(self, seq: Sequence) -> None:
+        """Release the blocks before the window (amortised O(1): walks back to the last freed)."""
+        table = seq.block_table
+        bs = self.block_size
+        end = min(self._window_start(seq) // bs, len(table))
+        i = end - 1
+        while i >= 0 and table[i] != WINDOW_FREED:
+            i -= 1
+        for j in range(i + 1, end):
+            block_id = table[j]
+            table[j] = WINDOW_FREED
+            self._release(block_id)
+            block = self.blocks[block_id]
+            if block.ref_count == 0 and (j + 1) * bs > seq.num_prompt_tokens:
+                # Generated tokens: evict first, so the pool cycles through the same pages.
+                self._free.move_to_end(block_id, last=False)
+        if end > i + 1:
+            self._version += 1
+
     def _register(self, seq: Sequence, first_block: int, end_block: int) -> None:
         hashes = self.block_hashes(seq)
         bs = self.block_size
         for i in range(first_block, end_block):
+            if seq.block_table[i] == WINDOW_FREED:
+                continue  # fell out of the window (swap-in re-registers from block 0)
             block = self.blocks[seq.block_table[i]]
             if block.block_hash is not None or hashes[i] in self._cached:
                 continue  # already cached (a hit), or the same content lives in another block

@@ -99,7 +99,18 @@ class LLMEngine:
         if self.tokenizer.eos_token_id is not None:
             eos.add(self.tokenizer.eos_token_id)
         self.eos_token_ids = frozenset(eos)
-        self.scheduler = Scheduler(config, self.runner.num_blocks, self.eos_token_ids)
+        windows = [w for w in model_config.sliding_windows if w is not None]
+        self.scheduler = Scheduler(
+            config,
+            self.runner.num_blocks,
+            self.eos_token_ids,
+            # Blocks are freed only when every layer has a window (then the widest one).
+            sliding_window=(
+                max(windows)
+                if windows and len(windows) == len(model_config.sliding_windows)
+                else None
+            ),
+        )
         #: The RAM / disk cache tiers under the pool, or None (``kv_ram_bytes`` /
         #: ``kv_disk_dir``).
         self.kv_tiers: KVTiers | None = None
@@ -112,9 +123,13 @@ class LLMEngine:
         self._closed = False
         #: ``config.max_model_len`` capped by the KV pool's size in tokens: one sequence can
         #: never outgrow the pool, so this is the longest sequence the engine can ever finish
-        #: (what the server enforces and reports as ``max_model_len``).
-        self.effective_max_model_len = min(
-            config.max_model_len, self.runner.num_blocks * config.block_size
+        #: (what the server enforces and reports as ``max_model_len``). With a sliding window
+        #: that frees blocks, a sequence holds at most ``Scheduler.max_blocks_for`` blocks.
+        fits = self.scheduler.max_blocks_for(config.max_model_len) <= self.runner.num_blocks
+        self.effective_max_model_len = (
+            config.max_model_len
+            if fits
+            else min(config.max_model_len, self.runner.num_blocks * config.block_size)
         )
         self._states: dict[int, _SeqState] = {}
         self._num_prompt_tokens = 0

@@ -212,13 +212,22 @@ class Scheduler:
         num_blocks: device KV blocks the runner allocated (from `kv_cache_bytes` or
             `config.num_blocks`).
         eos_token_ids: the model's end-of-sequence ids (finish with "stop" unless ignore_eos).
+        sliding_window: tokens every layer attends back over (the largest layer window), or
+            None when some layer attends to its whole context. Blocks that fall out of it are
+            freed during the run (`BlockManager`), so a sequence's need for blocks is bounded
+            by `max_blocks_for`.
 
     Raises:
         ConfigError: `max_model_len` unset or `num_blocks` < 1.
     """
 
     def __init__(
-        self, config: EngineConfig, num_blocks: int, eos_token_ids: Iterable[int] = ()
+        self,
+        config: EngineConfig,
+        num_blocks: int,
+        eos_token_ids: Iterable[int] = (),
+        *,
+        sliding_window: int | None = None,
     ) -> None:
         config.validate()
         if config.max_model_len is None:
@@ -234,6 +243,7 @@ class Scheduler:
             config.block_size,
             enable_prefix_caching=config.enable_prefix_caching,
             num_cpu_blocks=num_cpu_blocks,
+            sliding_window=sliding_window,
         )
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
@@ -273,7 +283,7 @@ class Scheduler:
             )
         max_len = min(num_prompt + seq.params.max_tokens, self.max_model_len)
         bm = self.block_manager
-        needed = -(-max_len // bm.block_size)
+        needed = self.max_blocks_for(max_len)
         if needed > bm.num_blocks:
             raise InvalidRequestError(
                 f"the request may reach {max_len} tokens = {needed} KV blocks, but the pool has "
@@ -287,6 +297,21 @@ class Scheduler:
         self._arrivals += 1
         self._requests[seq.request_id] = [seq]
         self.waiting.append(seq)
+
+    def max_blocks_for(self, num_tokens: int) -> int:
+        """The most KV blocks one sequence of `num_tokens` tokens can hold at once.
+
+        ``ceil(num_tokens / block_size)``; with a sliding window W at most
+        ``ceil((W + max_num_batched_tokens) / block_size) + 1`` of them: a step's new tokens
+        (at most the token budget) and the W - 1 positions before them, which may start
+        inside a block.
+        """
+        bm = self.block_manager
+        whole = -(-num_tokens // bm.block_size)
+        if bm.sliding_window is None:
+            return whole
+        span = bm.sliding_window + self.config.max_num_batched_tokens
+        return min(whole, -(-span // bm.block_size) + 1)
 
     def abort(self, request_id: str) -> list[Sequence]:
         """Finish every sequence of `request_id` with reason "abort" and free its blocks now.

@@ -58,7 +58,9 @@ class Sequence:
         seq_id: unique id in this process (monotonic; also the arrival order tiebreak).
         token_ids: prompt + output token ids (list[int]); grows by `append_token`.
         block_table: KV block ids in order; block i holds token positions
-            [i * block_size, (i + 1) * block_size). CPU block ids while SWAPPED.
+            [i * block_size, (i + 1) * block_size). CPU block ids while SWAPPED. With a
+            sliding window, leading entries of blocks that fell out of it are -1
+            (`block_manager.WINDOW_FREED`).
         block_hashes: chained hashes of the full blocks of `token_ids` computed so far
             (filled lazily by the block manager; prefix of `token_ids` only, never stale
             because tokens are only appended).

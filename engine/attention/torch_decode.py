@@ -204,6 +204,14 @@ def build_decode_plan(
         kept = kept_shared_runs(table_lists, lens, block_size, min_saved_tokens)
     own_blocks: list[torch.Tensor] | None = None
     own_lens = lens
+    # With a window, a row's own keys start at its first block holding a visible position
+    # (the query at len - 1 sees positions >= len - window); earlier entries may be freed
+    # (-1, see ``BlockManager.sliding_window``) and are never read.
+    offsets: torch.Tensor | None = None
+    if sliding_window is not None and max(lens) > sliding_window:
+        first_blocks = [max(0, n - sliding_window) // block_size for n in lens]
+        own_lens = [n - f * block_size for n, f in zip(lens, first_blocks, strict=True)]
+        offsets = torch.tensor(first_blocks, dtype=torch.int64, device=device)
     if kept:
         covered: list[list[tuple[int, int]]] = [[] for _ in range(num_rows)]
         for run_rows, start, end in kept:
@@ -235,7 +243,8 @@ def build_decode_plan(
         if sliding_window is not None or min(bucket_lens) != max_len:
             # Own keys are in position order and only the last block is partly filled, so
             # the newest key of a row is its key own_len - 1 (a window implies no cascade:
-            # own keys are then the whole context and key j is at position j).
+            # own keys are then the context from the row's first block in the window, and
+            # positions relative to that block keep the window's distances).
             q_pos = torch.tensor(bucket_lens, device=device).unsqueeze(-1) - 1  # [B, 1]
             k_pos = torch.arange(max_len, device=device).expand(len(members), -1)
             allowed = k_pos <= q_pos
@@ -244,7 +253,11 @@ def build_decode_plan(
             mask = allowed[:, None, None]  # [B, 1, 1, max_len]
             if kept:
                 mask = torch.zeros(mask.shape, device=device).masked_fill_(~mask, float("-inf"))
-        if own_blocks is None:
+        if offsets is not None:
+            cols = offsets.index_select(0, rows)[:, None] + torch.arange(num_blocks, device=device)
+            cols = cols.clamp(max=tables.shape[1] - 1)  # past a row's end: a pad, masked
+            blocks = tables.index_select(0, rows).gather(1, cols).flatten()
+        elif own_blocks is None:
             blocks = tables.index_select(0, rows)[:, :num_blocks].flatten()
         else:
             padded = [

@@ -314,7 +314,8 @@ class TorchAttentionBackend(AttentionBackend):
             if start == end:
                 continue
             ctx_len = cached[i] + (end - start)
-            blocks = meta.block_tables[i, : -(-ctx_len // block_size)].long()
+            # -1 = a block freed by the sliding window: read block 0 instead, masked out.
+            blocks = meta.block_tables[i, : -(-ctx_len // block_size)].long().clamp(min=0)
             prefix_ids = blocks[: -(-cached[i] // block_size)].tolist()
             consecutive = bool(prefix_ids) and prefix_ids == list(
                 range(prefix_ids[0], prefix_ids[0] + len(prefix_ids))
