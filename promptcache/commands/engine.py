@@ -399,6 +399,9 @@ def serve(
         elif weights.name == "int4":
             why = engine.runner.fused_decode_unavailable or "--no-fused-cpu-decode"
             click.echo(f"promptcache engine: the fused CPU kernel is not used: {why}", err=True)
+        window_text = _sliding_window_text(engine)
+        if window_text is not None:
+            click.echo(f"promptcache engine: {window_text}", err=True)
         tiers = engine.kv_tiers
         if tiers is not None:
             click.echo(f"promptcache engine: {_tiers_text(tiers)}", err=True)
@@ -427,6 +430,24 @@ def serve(
         sock.close()  # the server closes it too; this covers a failure before it starts
         if kv_events is not None:
             kv_events.close()
+
+
+def _sliding_window_text(engine: Any) -> str | None:
+    """The banner's sentence on a sliding-window model's attention and blocks, or None."""
+    windows = engine.model_config.sliding_windows
+    windowed = [w for w in windows if w is not None]
+    if not windowed:
+        return None
+    freed = engine.scheduler.block_manager.sliding_window
+    if freed is not None:
+        return (
+            f"{freed}-token sliding window on every layer, masked by the torch attention path; "
+            "blocks that fall out of it are freed as sequences grow"
+        )
+    return (
+        f"sliding windows on {len(windowed)} of {len(windows)} layers, masked by the torch "
+        "attention path; no block is freed early (the other layers attend to the whole context)"
+    )
 
 
 def _tiers_text(tiers: Any) -> str:

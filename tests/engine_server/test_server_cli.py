@@ -330,3 +330,45 @@ def test_serve_with_weight_only_quantised_linears_answers(weight_dtype: str) -> 
         else:
             assert fused_line in served.stderr
     assert "Traceback" not in served.stderr
+
+
+def test_serve_a_sliding_window_model_frees_its_blocks_and_says_so(tmp_path: Path) -> None:
+    """tinystories re-labelled as a Mistral with a 16-token window, int4 weights: the banner
+    says the fused kernel is not used and why, and that out-of-window blocks are freed; 200
+    tokens are generated in a pool of 16 blocks of 4 tokens (64 tokens)."""
+    model = tmp_path / "window"
+    model.mkdir()
+    config = json.loads((TINYSTORIES / "config.json").read_text())
+    config.update(
+        architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=16,
+        max_position_embeddings=1024,
+    )  # fmt: skip
+    (model / "config.json").write_text(json.dumps(config))
+    for src in TINYSTORIES.iterdir():
+        if src.name != "config.json":
+            (model / src.name).symlink_to(src.resolve())
+    # float32 K/V: 2 layers x 2 x 4 KV heads x 16 x 4 B = 1 KiB a token, so 64 KiB = 16 blocks
+    command, port = _serve_command(
+        model, "--served-model-name", "window", "--weight-dtype", "int4", "--block-size", "4",
+        "--kv-cache-bytes", "64KiB", "--max-num-batched-tokens", "16",
+    )  # fmt: skip
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+        reply = client.completions.create(
+            model="window",
+            prompt="Once upon a time",
+            max_tokens=200,
+            temperature=0,
+            extra_body={"ignore_eos": True},
+        )
+        assert reply.usage is not None and reply.usage.completion_tokens == 200
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        assert "promptcache_engine_kv_cache_usage_ratio 0.0" in metrics  # all released
+    err = served.stderr
+    assert "16 KV blocks of 4 tokens" in err and "max_model_len 1024" in err
+    assert "the fused CPU kernel is not used: the model uses a sliding attention window" in err
+    assert (
+        "16-token sliding window on every layer, masked by the torch attention path; blocks "
+        "that fall out of it are freed as sequences grow"
+    ) in err
+    assert "Traceback" not in err
