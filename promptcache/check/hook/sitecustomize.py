@@ -31,5 +31,6 @@ def _chain() -> None:
 
 
 _CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "child.py")
-_load("_promptcache_check_child", _CHILD).install()
-_chain()
+if __name__ == "sitecustomize":  # at start-up only, not when imported as a package module
+    _load("_promptcache_check_child", _CHILD).install()
+    _chain()
