@@ -438,6 +438,11 @@ def _sliding_window_text(engine: Any) -> str | None:
     windowed = [w for w in windows if w is not None]
     if not windowed:
         return None
+    if engine.config.max_model_len <= min(windowed):
+        return (
+            f"the model's {min(windowed)}-token sliding window is never reached "
+            f"(max_model_len {engine.config.max_model_len})"
+        )
     freed = engine.scheduler.block_manager.sliding_window
     if freed is not None:
         return (
