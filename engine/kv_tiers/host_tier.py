@@ -6,8 +6,10 @@ included), so a block copied down and back is the pool's bytes exactly. The stor
 (and V) of every slot lie like the pool's own ``[num_blocks, block_size, heads, head_dim]``
 tensor, so a batch of blocks moves between pool and tier in one indexed copy per layer, row by
 contiguous row (about 10x faster than copying ``[layers, 2, ...]`` blocks as bytes). It is
-allocated with ``torch.empty``: the operating system maps a page when a slot is first written,
-so an unused tier costs no resident memory.
+zero-filled when the tier is built, so its memory is resident from the start, as vLLM
+allocates its CPU KV cache up front: a first write into an untouched page costs a page fault,
+and on a VM that made the first demotions about 3x slower (100 against 30 ms for 56 SmolLM2
+blocks).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class HostTier:
             raise ValueError(f"num_slots must be >= 1, got {num_slots}")
         self.num_slots = num_slots
         layers, kv, *rest = block_shape
-        self.storage = torch.empty((layers, kv, num_slots, *rest), dtype=dtype)
+        self.storage = torch.zeros((layers, kv, num_slots, *rest), dtype=dtype)
         self.entries: OrderedDict[int, HostEntry] = OrderedDict()  # first = least recent
         self._free_slots = list(range(num_slots - 1, -1, -1))
 

@@ -269,17 +269,22 @@ class KVTiers:
             dst_ids = order + staged_dst
             device = self.kv_caches[0].k_cache.device
             if device.type == "cpu":  # numpy: see flush_demotions
-                sources = []  # each [layers, 2, n, block_size, heads, dim]
-                if host_slots:
-                    assert self.host is not None
-                    sources.append(_np(self.host.storage)[:, :, np.asarray(host_slots)])
-                if parts:
-                    sources.append(np.stack([_np(p) for p in parts], axis=2))
-                src = np.concatenate(sources, axis=2) if len(sources) > 1 else sources[0]
+                # Per layer, so each temporary is one layer's rows (a few MB at most): large
+                # temporaries would be fresh mappings, paying page faults on every load.
                 dst = np.asarray(dst_ids)
+                rows = np.asarray(host_slots)
+                storage = _np(self.host.storage) if self.host is not None else None
+                staged = [_np(p) for p in parts]
                 for layer_index, layer in enumerate(self.kv_caches):
                     for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
-                        _np(cache)[dst] = src[layer_index, kv]
+                        pieces = []
+                        if host_slots:
+                            assert storage is not None
+                            pieces.append(storage[layer_index, kv, rows])
+                        if staged:
+                            pieces.append(np.stack([p[layer_index, kv] for p in staged]))
+                        src = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+                        _np(cache)[dst] = src
             else:
                 tensors: list[torch.Tensor] = []
                 if host_slots:
