@@ -30,6 +30,8 @@ __all__ = ["STARTUP_FAILURE", "ReportCancelled", "listen_socket", "log_to_stderr
 
 #: Exit status when the server could not start (uvicorn's own ``STARTUP_FAILURE``).
 STARTUP_FAILURE = 3
+#: Pending connections the listening socket queues (uvicorn's default ``backlog``).
+BACKLOG = 2048
 
 _REASONS = {
     errno.EADDRINUSE: "the address is already in use (another server?): stop it or pick another "
@@ -42,7 +44,7 @@ _REASONS = {
 
 def listen_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` for uvicorn, set up as uvicorn binds its own
-    (``SO_REUSEADDR``, IPv6 when ``host`` holds a colon, inheritable).
+    (``SO_REUSEADDR``, IPv6 when ``host`` holds a colon, inheritable), and already listening.
 
     Raises:
         ConfigError: the address is in use, not one of this machine's, needs privileges, or
@@ -62,6 +64,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
         else:
             reason = _REASONS.get(exc.errno or 0, exc.strerror or str(exc))
         raise ConfigError(f"cannot listen on {host}:{port}: {reason}") from None
+    # Listening at once: a client that connects while the model loads or the log opens waits in
+    # the backlog (uvicorn's default size) instead of being refused, and the proxy's start-up
+    # check of an engine that is still loading finds it there.
+    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 

@@ -507,7 +507,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         with console.status("starting (loading the model)..."):
             engine_url, proxies = start_servers(
                 children, model, out, options.startup_timeout_s, options.price_model,
-                chat_template, weight_dtype,
+                chat_template, options.weight_dtype or "auto",  # the engine resolves auto alike
             )  # fmt: skip
             warm_up(engine_url, model.name)
         console.print(f"   engine: {engine_url}  (promptcache engine serve)")

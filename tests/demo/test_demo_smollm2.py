@@ -63,6 +63,12 @@ def test_the_default_model_is_smollm2_served_from_its_gguf_file(
         "file's Q4_1 decoder weights)"
     )
     assert summary["model"]["weights"] == weights
+    # the engine it started chose the same weights for the same reason, and says so
+    engine_log = (out / "engine.log").read_text(encoding="utf-8")
+    assert (
+        "promptcache engine: weight-only quantised linear layers: 120 int4, 1 int8 "
+        "(--weight-dtype auto: nearest the file's Q4_1 decoder weights)"
+    ) in engine_log
     assert f"served by the bundled engine with {weights}" in " ".join(proc.stdout.split())
     assert "1 parent at once" in " ".join(proc.stdout.split())
     assert "2 (1 user)" in proc.stdout  # the results table's requests row, per app
