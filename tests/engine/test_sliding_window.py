@@ -11,6 +11,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -192,3 +193,32 @@ def test_swap_and_fork_keep_freed_entries() -> None:
     seq.status = SequenceStatus.RUNNING
     assert seq.block_table[:6] == [WINDOW_FREED] * 6 and bm.num_held_blocks(seq) == held
     bm.check_integrity([seq])
+
+
+def test_the_banner_says_what_the_window_does(window_dir: Path, tiny_checkpoint: Any) -> None:
+    """``engine serve``'s sentence: blocks freed with a window on every layer; nothing freed
+    when some layer attends to everything; a window longer than max_model_len never reached."""
+    from promptcache.commands.engine import _sliding_window_text
+
+    engine = LLMEngine.from_pretrained(window_dir, dtype="float32", block_size=BS, num_blocks=64)
+    assert _sliding_window_text(engine) == (
+        "16-token sliding window on every layer, masked by the torch attention path; blocks "
+        "that fall out of it are freed as sequences grow"
+    )
+    short = LLMEngine.from_pretrained(
+        window_dir, dtype="float32", block_size=BS, num_blocks=64, max_model_len=16
+    )
+    assert _sliding_window_text(short) == (
+        "the model's 16-token sliding window is never reached (max_model_len 16)"
+    )
+    mixed_dir = tiny_checkpoint(
+        "qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1
+    )
+    mixed = LLMEngine.from_pretrained(mixed_dir, dtype="float32", block_size=BS, num_blocks=64)
+    windows = mixed.model_config.sliding_windows
+    assert sorted(windows, key=str) == [8, None]
+    assert mixed.scheduler.block_manager.sliding_window is None
+    assert _sliding_window_text(mixed) == (
+        "sliding windows on 1 of 2 layers, masked by the torch attention path; no block is "
+        "freed early (the other layers attend to the whole context)"
+    )
