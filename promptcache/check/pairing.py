@@ -35,7 +35,7 @@ from promptcache.fingerprint import RequestFingerprint, Segment, first_divergenc
 from promptcache.minimums import ModelMinimums
 
 from .capture import CallSite, CapturedRequest
-from .causes import differing_regions, is_reordering, region_causes
+from .causes import Region, differing_regions, is_reordering, region_causes
 from .findings import CAUSE_RULES, Finding
 from .perturbation import Perturbation
 
@@ -238,7 +238,9 @@ def _segment_findings(
     reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text)
     # the user's own text where the difference is inside one string, else the canonical JSON
     old_text, new_text = _strings_at(seg_a, seg_b, path) or (seg_a.text, seg_b.text)
-    regions = [None] if reordered else differing_regions(old_text, new_text)
+    found = differing_regions(old_text, new_text)
+    # a reordering is one finding, shown where the two orders first differ
+    regions: list[Region | None] = [found[0] if found else None] if reordered else list(found)
     out: list[Finding] = []
     seen: set[tuple[str, ...]] = set()
     for region in regions:

@@ -8,9 +8,12 @@ The runs are sequential: each costs the program's own time plus the capture over
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,7 +30,13 @@ from .pairing import Sent, compare_runs
 from .perturbation import Perturbation, plan_runs
 from .structure import structure_findings
 
-__all__ = ["CheckResult", "CommandFailedError", "RunResult", "run_check"]
+__all__ = [
+    "CheckResult",
+    "CommandFailedError",
+    "CommandTimeoutError",
+    "RunResult",
+    "run_check",
+]
 
 #: Dummy keys set where the environment has none, so clients start without a real key.
 DUMMY_KEYS: dict[str, str] = {
@@ -37,8 +46,16 @@ DUMMY_KEYS: dict[str, str] = {
 }
 
 
+#: Seconds a timed-out command gets between SIGTERM and SIGKILL.
+KILL_GRACE_S = 5.0
+
+
 class CommandFailedError(PromptCacheError):
     """COMMAND exited non-zero (or could not start) in one of the runs."""
+
+
+class CommandTimeoutError(CommandFailedError):
+    """COMMAND ran past ``--timeout`` in one of the runs and was killed."""
 
 
 @dataclass
@@ -169,10 +186,23 @@ def analyse(
                 "random, listing and pid changes did not apply to them"
             )
     if not readable[0]:
-        notes.append(
-            "no LLM request was captured in run 0, so nothing was compared: the command sent "
-            "none to the capture endpoint (see docs/check.md, what check cannot see)"
-        )
+        prompts = sum(1 for r in runs[0].requests if r.api is not None)
+        others = len(runs[0].requests) - prompts
+        if prompts:
+            notes.append(
+                f"none of run 0's {prompts} LLM request(s) could be read, so nothing was compared"
+            )
+        elif others:
+            notes.append(
+                f"no LLM request was captured in run 0, so nothing was compared: the command "
+                f"sent {others} request(s) to routes of the capture endpoint that are not an "
+                "LLM API it knows (answered 404)"
+            )
+        else:
+            notes.append(
+                "no LLM request was captured in run 0, so nothing was compared: the command "
+                "sent none to the capture endpoint (see docs/check.md, what check cannot see)"
+            )
     findings = structure_findings(readable[0], minimums)
     for run, sents in zip(runs[1:], readable[1:], strict=True):
         clocks = [runs[0].perturbation.clock, run.perturbation.clock]
@@ -210,6 +240,109 @@ def analyse(
     return merged, notes
 
 
+def _signal_command(proc: subprocess.Popen[bytes], sig: int, own_group: bool) -> None:
+    """Send ``sig`` to the command (its whole process group when it has its own)."""
+    try:
+        if own_group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(proc: subprocess.Popen[bytes], own_group: bool) -> None:
+    """SIGTERM the command, SIGKILL it after :data:`KILL_GRACE_S` seconds, and reap it."""
+    _signal_command(proc, signal.SIGTERM, own_group)
+    try:
+        proc.wait(KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _signal_command(proc, signal.SIGKILL, own_group)
+        proc.wait()
+
+
+class StdinRecorder:
+    """Copies a stream to the first run's standard input and keeps what it copied, so later
+    runs read the same bytes (a stream that never ends while the run is alive is cut there)."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self.source = source
+        self.data = bytearray()
+        self.lock = threading.Lock()
+        self.recorded: bytes | None = None
+
+    def pump(self, sink: IO[bytes]) -> None:
+        """Copy ``source`` into ``sink`` (a run's stdin pipe) until either end closes."""
+        fd = self.source.fileno()
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                with self.lock:
+                    if self.recorded is not None:
+                        return
+                    self.data += chunk
+                if not chunk:
+                    break
+                sink.write(chunk)
+                sink.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.close()
+
+    def finish(self) -> bytes:
+        """The bytes the first run was given; the copying stops."""
+        with self.lock:
+            if self.recorded is None:
+                self.recorded = bytes(self.data)
+            return self.recorded
+
+
+def _run_command(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None,
+    out: IO[Any],
+    stdin: bytes | StdinRecorder | None,
+    timeout: float | None,
+) -> int | None:
+    """Run the command once; its exit status, or None when it ran past ``timeout`` seconds
+    (it is then stopped, with its process group when it has one).
+
+    With ``stdin`` (bytes, or a recorder that copies a stream) the command reads it on its
+    standard input and runs in a process group of its own (so a timeout stops its
+    subprocesses too); without, it shares our standard input and process group (a terminal's
+    Ctrl-C reaches it, it can read the terminal).
+
+    Raises:
+        OSError: the command could not start.
+    """
+    own_group = stdin is not None
+    proc = subprocess.Popen(
+        list(command),
+        env=dict(env),
+        cwd=cwd,
+        stdout=out,
+        stdin=subprocess.PIPE if stdin is not None else None,
+        start_new_session=own_group,
+    )
+    try:
+        if isinstance(stdin, StdinRecorder):
+            assert proc.stdin is not None
+            threading.Thread(target=stdin.pump, args=(proc.stdin,), daemon=True).start()
+            proc.wait(timeout)
+        else:
+            proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc, own_group)
+        return None
+    except BaseException:  # Ctrl-C or SIGTERM of check: leave no command running
+        _stop(proc, own_group)
+        raise
+    return proc.returncode
+
+
 def run_check(
     command: Sequence[str],
     *,
@@ -221,6 +354,8 @@ def run_check(
     cwd: str | os.PathLike[str] | None = None,
     stdout: IO[Any] | None = None,
     minimums: ModelMinimums | None = None,
+    timeout: float | None = None,
+    stdin: bytes | IO[bytes] | None = None,
 ) -> CheckResult:
     """Run ``command`` once per perturbation (``plan_runs``) and compare the runs.
 
@@ -235,13 +370,21 @@ def run_check(
         cwd: the folder to run in.
         stdout: where the program's stdout goes (default: ours).
         minimums: the minimum-cacheable-prefix table (default: the bundled one).
+        timeout: seconds each run may take before it is stopped (``--timeout``; None: no
+            limit).
+        stdin: what every run reads on its standard input: bytes, or a binary stream copied
+            to the first run and recorded, the later runs reading what the first was given;
+            None: the runs share our standard input.
 
     Raises:
-        ConfigError: ``command`` is empty or ``runs`` below 2.
+        ConfigError: ``command`` is empty, ``runs`` below 2 or ``timeout`` not positive.
         CommandFailedError: the command could not start or exited non-zero in a run.
+        CommandTimeoutError: a run took longer than ``timeout`` seconds.
     """
     if not command:
         raise ConfigError("no COMMAND given: use `promptcache check -- python app.py`")
+    if timeout is not None and not timeout > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, not {timeout}")
     base_env = dict(os.environ if env is None else env)
     plans = plan_runs(runs, isolate=isolate, start=time.time())
     not_user = _not_user_dirs()
@@ -251,6 +394,9 @@ def run_check(
         from .forward import default_upstreams
 
         upstreams = default_upstreams(base_env)
+    given: bytes | StdinRecorder | None = (
+        stdin if stdin is None or isinstance(stdin, bytes) else StdinRecorder(stdin)
+    )
     with CaptureServer(forward=forward, upstreams=upstreams) as server:
         for plan in plans:
             server.current_run = plan.run
@@ -258,19 +404,31 @@ def run_check(
             out.flush()
             started = time.perf_counter()
             try:
-                proc = subprocess.run(
-                    list(command), env=child_env, cwd=cwd, stdout=out, check=False
-                )
+                status = _run_command(command, child_env, cwd, out, given, timeout)
             except OSError as exc:
                 raise CommandFailedError(
                     f"cannot run {command[0]!r}: {exc.strerror or exc}"
                 ) from None
+            finally:
+                if isinstance(given, StdinRecorder):
+                    given = given.finish()
             duration = time.perf_counter() - started
-            if proc.returncode != 0:
-                raise CommandFailedError(
-                    f"the command exited with status {proc.returncode} in run {plan.run} "
-                    f"({plan.describe().partition(': ')[2]}); its output is above"
+            what = plan.describe().partition(": ")[2]
+            if status is None:
+                raise CommandTimeoutError(
+                    f"the command ran past --timeout {timeout:g} s in run {plan.run} ({what}) "
+                    "and was stopped; its output is above"
                 )
-            results.append(RunResult(plan, proc.returncode, duration, server.requests(plan.run)))
+            if status < 0:
+                raise CommandFailedError(
+                    f"the command was killed by {signal.Signals(-status).name} in run "
+                    f"{plan.run} ({what}); its output is above"
+                )
+            if status != 0:
+                raise CommandFailedError(
+                    f"the command exited with status {status} in run {plan.run} ({what}); "
+                    "its output is above"
+                )
+            results.append(RunResult(plan, status, duration, server.requests(plan.run)))
     findings, notes = analyse(results, minimums, forwarded=forward)
     return CheckResult(list(command), results, findings, notes)

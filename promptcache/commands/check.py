@@ -35,6 +35,13 @@ FORMATS = ("text", "json", "sarif", "github")
     "APIs) instead of answering them with canned responses.",
 )
 @click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop a run that takes longer than this and fail the check (exit 2); default: no limit.",
+)
+@click.option(
     "--format",
     "output_format",
     type=click.Choice(FORMATS),
@@ -54,6 +61,7 @@ def check(
     runs: int,
     isolate: bool,
     forward: bool,
+    timeout: float | None,
     output_format: str,
     output: Path | None,
 ) -> None:
@@ -64,20 +72,38 @@ def check(
     Write it as `promptcache check [OPTIONS] -- COMMAND [ARGS]...`, e.g.
     `promptcache check -- python -m myapp.smoke`.
 
-    Exit status: 0 clean, 1 findings, 2 when COMMAND failed (its output is shown) or on bad
-    input.
+    Standard input that is not a terminal is given to the first run and recorded; every
+    later run reads the same bytes.
+
+    Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
+    is shown) or on bad input.
     """
     from promptcache.check.output import render
     from promptcache.check.runner import run_check
+    from promptcache.errors import ConfigError
 
+    if output is not None and not output.parent.resolve().is_dir():
+        raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
+    # Piped input is recorded as the first run reads it, and every later run reads the same
+    # bytes (they would otherwise read nothing).
+    stdin = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer
     # A machine-readable report on stdout keeps stdout for itself: the program's goes to stderr.
     program_out = sys.stderr if output is None and output_format in ("json", "sarif") else None
     result = run_check(
-        list(command), runs=runs, isolate=isolate, forward=forward, stdout=program_out
+        list(command),
+        runs=runs,
+        isolate=isolate,
+        forward=forward,
+        stdout=program_out,
+        timeout=timeout,
+        stdin=stdin,
     )
     text = render(result, output_format)
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
     else:
         click.echo(text, nl=False)
     sys.exit(result.exit_code)

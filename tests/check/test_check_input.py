@@ -1,0 +1,177 @@
+"""`promptcache check` on awkward commands and input: a hanging command (--timeout), piped
+standard input, a command killed by a signal, an --output it cannot write, request bodies it
+cannot read, routes it does not serve; and the excerpt of a reordering. Real subprocesses and
+the real capture endpoint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from check_support import CLI, REPO
+
+from promptcache.check.output import render
+from promptcache.check.runner import CommandFailedError, CommandTimeoutError, run_check
+
+
+def _cli(*args: str, stdin: str = "", cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _program(tmp: Path, source: str) -> str:
+    path = tmp / "prog.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return str(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_timeout_stops_a_hanging_command_and_its_subprocess(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    prog = _program(
+        tmp_path,
+        f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        time.sleep(120)
+        """,
+    )
+    with pytest.raises(CommandTimeoutError, match=r"ran past --timeout 2 s in run 0 \(baseline\)"):
+        run_check([sys.executable, prog], timeout=2, stdin=b"", stdout=sys.stderr)
+    grandchild = int(pid_file.read_text())
+    # the whole process group was stopped (SIGTERM), so the grandchild is gone or a zombie
+    # waiting for its reaper
+    if _alive(grandchild):
+        state = Path(f"/proc/{grandchild}/stat").read_text().split(") ")[1][0]
+        assert state == "Z"
+
+
+def test_timeout_on_the_command_line_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
+    prog = _program(tmp_path, "import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+    done = _cli("check", "--timeout", "1.5", "--", sys.executable, prog)
+    assert done.returncode == 2
+    assert done.stdout == "started\n"  # run 0 was stopped: no second run, no report
+    assert done.stderr.strip().splitlines() == [
+        "error: the command ran past --timeout 1.5 s in run 0 (baseline) and was stopped; its "
+        "output is above"
+    ]
+
+
+def test_timeout_must_be_positive() -> None:
+    done = _cli("check", "--timeout", "0", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+
+
+def test_a_command_that_ends_in_time_is_checked_as_usual(tmp_path: Path) -> None:
+    result = run_check([sys.executable, "-c", "pass"], timeout=60, stdout=sys.stderr)
+    assert [r.exit_status for r in result.runs] == [0, 0]
+
+
+def test_piped_stdin_reaches_every_run(tmp_path: Path) -> None:
+    prog = _program(tmp_path, "import sys\nprint('got', repr(sys.stdin.read()))\n")
+    done = _cli("check", "--runs", "3", "--", sys.executable, prog, stdin="line one\nline two\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("got 'line one\\nline two\\n'") == 3
+
+
+def test_piped_stdin_in_the_prompt_is_no_finding(tmp_path: Path) -> None:
+    prog = _program(
+        tmp_path,
+        """
+        import sys, httpx
+        system = "You are a careful agent. " * 400 + sys.stdin.read()
+        httpx.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o",
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": "hi"}]})
+        """,
+    )
+    done = _cli("check", "--", sys.executable, prog, stdin="the user's document\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.endswith("promptcache check: 0 findings in 2 runs\n")
+
+
+def test_a_command_killed_by_a_signal_is_named(tmp_path: Path) -> None:
+    prog = _program(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    with pytest.raises(CommandFailedError, match=r"killed by SIGTERM in run 0 \(baseline\)"):
+        run_check([sys.executable, prog], stdout=sys.stderr)
+
+
+def test_output_in_a_missing_folder_is_one_error_line_before_any_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    prog = _program(tmp_path, f"open({str(marker)!r}, 'w').write('x')\n")
+    target = tmp_path / "no-such-folder" / "check.json"
+    done = _cli("check", "--output", str(target), "--", sys.executable, prog)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: cannot write --output {target}: folder {target.parent} does not exist"
+    ]
+    assert not marker.exists()
+
+
+_POST = """
+import httpx, sys
+kind = sys.argv[1]
+if kind == "not-json":
+    httpx.post("https://api.openai.com/v1/chat/completions", content=b"not json",
+               headers={"content-type": "application/json"})
+else:
+    httpx.post("https://api.openai.com/v1/frobnicate", json={"a": 1})
+"""
+
+
+def test_an_unreadable_body_is_not_said_to_be_no_request(tmp_path: Path) -> None:
+    result = run_check([sys.executable, _program(tmp_path, _POST), "not-json"], stdout=sys.stderr)
+    text = render(result, "text")
+    assert "run 0: baseline; 1 LLM request(s) captured" in text
+    assert "note: none of run 0's 1 LLM request(s) could be read, so nothing was compared" in text
+    assert "no LLM request was captured" not in text
+
+
+def test_a_request_to_an_unknown_route_is_counted_in_the_note(tmp_path: Path) -> None:
+    result = run_check([sys.executable, _program(tmp_path, _POST), "route"], stdout=sys.stderr)
+    assert [len(r.requests) for r in result.runs] == [1, 1]
+    assert any("sent 1 request(s) to routes of the capture endpoint" in n for n in result.notes)
+    assert not any("sent none" in n for n in result.notes)
+
+
+def test_a_reordering_shows_where_the_orders_differ(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    for name in ("alpha", "beta", "gamma", "delta", "epsilon"):
+        (skills / f"{name}.md").write_text(f"Skill {name}: do {name} things.\n")
+    prog = _program(
+        tmp_path,
+        f"""
+        import os, httpx
+        folder = {str(skills)!r}
+        text = "".join(open(os.path.join(folder, n)).read() for n in os.listdir(folder))
+        httpx.post("https://api.openai.com/v1/chat/completions", json={{"model": "gpt-4o",
+            "messages": [{{"role": "system", "content": "You are careful. " * 400 + text}},
+                         {{"role": "user", "content": "hi"}}]}})
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    (finding,) = result.findings
+    assert finding.rule == "PC004"
+    assert finding.before != finding.after
+    assert "Skill " in (finding.before or "") and "Skill " in (finding.after or "")
