@@ -50,6 +50,16 @@ def window_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_window_checkpoint(tmp_path_factory.mktemp("mistral-window"))
 
 
+@pytest.fixture(scope="module")
+def four_prompts(window_dir: Path) -> tuple[list[list[int]], list[list[int]]]:
+    """(prompt ids, transformers' 96 greedy tokens for each) for four of the test prompts."""
+    from promptcache.engine import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(window_dir)
+    prompts = [tokenizer.encode(p) for p in read_prompts()[:4]]
+    return prompts, [hf_greedy_full(window_dir, ids, NEW_TOKENS) for ids in prompts]
+
+
 def hf_greedy_full(model_dir: Path, prompt: list[int], new_tokens: int) -> list[int]:
     """Greedy tokens from transformers' Mistral (eager), the whole sequence run every step."""
     from transformers import MistralForCausalLM
@@ -87,7 +97,9 @@ def run_watching_blocks(engine: LLMEngine, bound: int) -> tuple[dict[str, list[i
     return outputs, most
 
 
-def test_greedy_equals_transformers_and_blocks_stay_bounded(window_dir: Path) -> None:
+def test_greedy_equals_transformers_and_blocks_stay_bounded(
+    window_dir: Path, four_prompts: tuple[list[list[int]], list[list[int]]]
+) -> None:
     """Four sequences of 96 new tokens (six windows) in a 40-block pool (160 tokens: without
     freeing they need 4 x 31 blocks): transformers' tokens, and <= ceil(16 / 4) + 2 blocks
     held per decoding sequence."""
@@ -96,15 +108,42 @@ def test_greedy_equals_transformers_and_blocks_stay_bounded(window_dir: Path) ->
     )
     assert engine.scheduler.block_manager.sliding_window == WINDOW
     assert engine.runner.fused_decode is None  # the fused kernel has no window: torch path
-    prompts = [engine.tokenizer.encode(p) for p in read_prompts()[:4]]
+    prompts, references = four_prompts
     for i, ids in enumerate(prompts):
         engine.add_request(f"r{i}", ids, GREEDY)
     outputs, most = run_watching_blocks(engine, HELD_BOUND)
     assert most <= max(HELD_BOUND, max(math.ceil(len(p) / BS) for p in prompts) + 1)
     assert engine.scheduler.block_manager.num_used_blocks == 0
-    for i, ids in enumerate(prompts):
+    for i in range(len(prompts)):
         assert len(outputs[f"r{i}"]) == NEW_TOKENS
-        assert outputs[f"r{i}"] == hf_greedy_full(window_dir, ids, NEW_TOKENS), i
+        assert outputs[f"r{i}"] == references[i], i
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_preemption_over_freed_blocks_stays_exact(
+    window_dir: Path, four_prompts: tuple[list[list[int]], list[list[int]]], mode: str
+) -> None:
+    """The same four generations in a 14-block pool: sequences are preempted (recompute
+    prefills the whole history again in 32-token chunks; swap moves only the held blocks) and
+    still give transformers' tokens."""
+    extra: dict[str, Any] = {"num_cpu_blocks": 32} if mode == "swap" else {}
+    engine = LLMEngine.from_pretrained(
+        window_dir,
+        dtype="float32",
+        block_size=BS,
+        num_blocks=14,
+        max_num_batched_tokens=32,
+        preemption_mode=mode,
+        **extra,
+    )
+    prompts, references = four_prompts
+    for i, ids in enumerate(prompts):
+        engine.add_request(f"r{i}", ids, GREEDY)
+    outputs, _ = run_watching_blocks(engine, HELD_BOUND)
+    assert engine.scheduler.num_preemptions > 0, "the pool was meant to be too small"
+    assert engine.scheduler.block_manager.num_used_blocks == 0
+    for i in range(len(prompts)):
+        assert outputs[f"r{i}"] == references[i], (mode, i)
 
 
 def test_window_freed_blocks_are_not_served_as_a_prefix(window_dir: Path) -> None:
