@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 import torch
 from engine_support import TINYSTORIES, read_prompts
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize
+from test_block_manager import BlockManagerMachine
 
 from promptcache.engine import LLMEngine, SamplingParams
 from promptcache.engine.block_manager import WINDOW_FREED, BlockManager
@@ -261,3 +265,22 @@ def test_the_banner_says_what_the_window_does(window_dir: Path, tiny_checkpoint:
         "sliding windows on 1 of 2 layers, masked by the torch attention path; no block is "
         "freed early (the other layers attend to the whole context)"
     )
+
+
+class WindowBlockManagerMachine(BlockManagerMachine):
+    """test_block_manager's random admit / compute / decode / fork / finish / swap runs, with a
+    sliding window that frees blocks: the invariants (refcounts, free queue, hash table, CPU
+    pool, no freed block inside a running sequence's window) hold after every step."""
+
+    @initialize(
+        num_blocks=st.integers(2, 12), num_cpu_blocks=st.integers(0, 6), window=st.integers(1, 9)
+    )
+    def setup(self, num_blocks: int, num_cpu_blocks: int, window: int) -> None:
+        self.bm = BlockManager(num_blocks, BS, num_cpu_blocks=num_cpu_blocks, sliding_window=window)
+        self.live: list[Sequence] = []
+
+
+WindowBlockManagerMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None, derandomize=True
+)
+test_window_block_manager_state_machine = WindowBlockManagerMachine.TestCase
