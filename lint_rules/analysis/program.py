@@ -162,8 +162,10 @@ class Program:
             self._round(
                 states, [(f, self._task(f, states[f], {}, ())) for f in self.files], config_key
             )
-            for _ in range(MAX_WAVES):
-                todo = self._settled(self._plan(states, index), states)
+            for wave in range(MAX_WAVES):
+                # the last wave runs every due analysis, so none is left on stale inputs
+                last = wave == MAX_WAVES - 1
+                todo = self._settled(self._plan(states, index), states, wait=not last)
                 if not todo:
                     break
                 self.rounds += 1
@@ -297,7 +299,11 @@ class Program:
                     state.force = True
             task = self._task(path, state, externals[path], requests[path])
             changed = (
-                _without_chains(task.externals) != _without_chains(state.externals)
+                # equal JSON first (cheap); else compare without the chains
+                (
+                    task.externals != state.externals
+                    and _without_chains(task.externals) != _without_chains(state.externals)
+                )
                 or frozenset(task.requests) != state.requests
                 or task.force != bool(state.output.get("forced"))
             )
@@ -306,13 +312,15 @@ class Program:
         return todo
 
     def _settled(
-        self, todo: list[tuple[str, Task]], states: dict[str, FileState]
+        self, todo: list[tuple[str, Task]], states: dict[str, FileState], wait: bool = True
     ) -> list[tuple[str, Task]]:
         """The analyses of ``todo`` to run in this wave: not those of files already analysed
         ``1 + MAX_ROUNDS`` times, and not yet those of files that take summaries from another
         file of ``todo`` (they run once those are done; if every file waits on another, as in
-        an import cycle, all run)."""
+        an import cycle, all run). ``wait=False``: all of them run."""
         todo = [(p, t) for p, t in todo if states[p].analyses <= MAX_ROUNDS]
+        if not wait:
+            return todo
         pending = {p for p, _ in todo}
         ready = [(p, t) for p, t in todo if not (states[p].deps - {p}) & pending]
         return ready or todo
