@@ -32,6 +32,7 @@ from .structure import structure_findings
 
 __all__ = [
     "CheckResult",
+    "CheckTerminatedError",
     "CommandFailedError",
     "CommandTimeoutError",
     "RunResult",
@@ -56,6 +57,16 @@ class CommandFailedError(PromptCacheError):
 
 class CommandTimeoutError(CommandFailedError):
     """COMMAND ran past ``--timeout`` in one of the runs and was killed."""
+
+
+class CheckTerminatedError(PromptCacheError):
+    """The check itself got SIGTERM; the running command was stopped with it."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise CheckTerminatedError(
+        f"promptcache check got {signal.Signals(signum).name}; the command was stopped"
+    )
 
 
 @dataclass
@@ -380,6 +391,7 @@ def run_check(
         ConfigError: ``command`` is empty, ``runs`` below 2 or ``timeout`` not positive.
         CommandFailedError: the command could not start or exited non-zero in a run.
         CommandTimeoutError: a run took longer than ``timeout`` seconds.
+        CheckTerminatedError: we got SIGTERM (the running command is stopped first).
     """
     if not command:
         raise ConfigError("no COMMAND given: use `promptcache check -- python app.py`")
@@ -388,7 +400,6 @@ def run_check(
     base_env = dict(os.environ if env is None else env)
     plans = plan_runs(runs, isolate=isolate, start=time.time())
     not_user = _not_user_dirs()
-    results: list[RunResult] = []
     out = stdout if stdout is not None else sys.stdout
     if forward and upstreams is None:
         from .forward import default_upstreams
@@ -397,6 +408,34 @@ def run_check(
     given: bytes | StdinRecorder | None = (
         stdin if stdin is None or isinstance(stdin, bytes) else StdinRecorder(stdin)
     )
+    # SIGTERM becomes an exception, so the running command is stopped rather than orphaned
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
+    try:
+        results = _run_all(
+            command, plans, forward, upstreams, base_env, not_user, cwd, out, given, timeout
+        )
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    findings, notes = analyse(results, minimums, forwarded=forward)
+    return CheckResult(list(command), results, findings, notes)
+
+
+def _run_all(
+    command: Sequence[str],
+    plans: Sequence[Perturbation],
+    forward: bool,
+    upstreams: Mapping[str, str] | None,
+    base_env: Mapping[str, str],
+    not_user: Sequence[str],
+    cwd: str | os.PathLike[str] | None,
+    out: IO[Any],
+    given: bytes | StdinRecorder | None,
+    timeout: float | None,
+) -> list[RunResult]:
+    """Every run of ``run_check``, in order (see there for the errors raised)."""
+    results: list[RunResult] = []
     with CaptureServer(forward=forward, upstreams=upstreams) as server:
         for plan in plans:
             server.current_run = plan.run
@@ -430,5 +469,4 @@ def run_check(
                     "its output is above"
                 )
             results.append(RunResult(plan, status, duration, server.requests(plan.run)))
-    findings, notes = analyse(results, minimums, forwarded=forward)
-    return CheckResult(list(command), results, findings, notes)
+    return results

@@ -175,3 +175,53 @@ def test_a_reordering_shows_where_the_orders_differ(tmp_path: Path) -> None:
     assert finding.rule == "PC004"
     assert finding.before != finding.after
     assert "Skill " in (finding.before or "") and "Skill " in (finding.after or "")
+
+
+def _start_check_on_sleeper(tmp: Path) -> tuple[subprocess.Popen[str], Path]:
+    pid_file = tmp / "sleeper.pid"
+    # the real pid (the hook makes os.getpid() report another number)
+    prog = _program(
+        tmp,
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(os.readlink('/proc/self'))\n"
+        "time.sleep(120)\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "check", "--", sys.executable, prog],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    for _ in range(600):  # until the sleeper has started
+        if pid_file.exists() and pid_file.read_text():
+            break
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(0.05)"], check=True)
+    return proc, pid_file
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.split(") ")[1][0] != "Z"
+
+
+@pytest.mark.parametrize(
+    ("sig", "status", "line"),
+    [
+        (2, 130, "interrupted"),  # Ctrl-C
+        (15, 2, "error: promptcache check got SIGTERM; the command was stopped"),
+    ],
+)
+def test_stopping_check_stops_the_command_without_a_traceback(
+    tmp_path: Path, sig: int, status: int, line: str
+) -> None:
+    proc, pid_file = _start_check_on_sleeper(tmp_path)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)  # the command no longer holds our pipes open
+    assert proc.returncode == status
+    assert err.strip().splitlines() == [line]
+    assert not _running(int(pid_file.read_text()))
