@@ -25,8 +25,8 @@ Targets: restart TTFT <= 1.5x the pool TTFT before the restart; RAM TTFT <= 1.2x
 
 Usage::
 
-    .venv/bin/python benchmarks/engine_tiers.py              # ~2 min on 2 cores
-    .venv/bin/python benchmarks/engine_tiers.py --repeats 5
+    .venv/bin/python benchmarks/engine_tiers.py --threads 1  # ~2 min; a busy shared machine
+    .venv/bin/python benchmarks/engine_tiers.py --repeats 5  # 2 torch threads
 """
 
 from __future__ import annotations
