@@ -21,6 +21,7 @@ _OPTIONS = {
     "--promptcache-check-isolate": False,
     "--promptcache-check-format": True,
     "--promptcache-check-output": True,
+    "--promptcache-check-timeout": True,
 }
 
 
@@ -53,6 +54,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--promptcache-check-output", default=None, help="write the report to this file"
+    )
+    group.addoption(
+        "--promptcache-check-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a run that takes longer than this and fail the check (exit 2)",
     )
 
 
@@ -88,13 +96,20 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             runs=config.getoption("promptcache_check_runs"),
             isolate=config.getoption("promptcache_check_isolate"),
             cwd=str(config.invocation_params.dir),
+            timeout=config.getoption("promptcache_check_timeout"),
         )
     except PromptCacheError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     text = render(result, config.getoption("promptcache_check_format"))
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            sys.stderr.write(
+                f"error: cannot write --promptcache-check-output {output}: {exc.strerror or exc}\n"
+            )
+            return 2
     else:
         sys.stdout.write(text)
     return result.exit_code

@@ -124,11 +124,19 @@ def _not_user_dirs() -> list[str]:
 _SUBPACKAGES = ("lint_rules", "proxy", "engine", "kernels")
 
 
+_REWRITE_WARNING = (
+    "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"
+)
+
+
 def _child_env(
     base: Mapping[str, str], run: Perturbation, server: CaptureServer, not_user: Sequence[str]
 ) -> dict[str, str]:
     env = run.env(base, server.origin, not_user)
     env.update(server.base_urls())
+    # The hook imports time-machine before pytest loads plugins, and time-machine is a pytest
+    # plugin: pytest would warn in every run that it cannot rewrite its asserts.
+    env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -W {_REWRITE_WARNING!r}".strip()
     for name, value in DUMMY_KEYS.items():
         env.setdefault(name, value)
     return env

@@ -48,6 +48,7 @@ def test_plugin_runs_the_session_twice_and_reports(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.count("1 passed") == 2  # the suite ran in each run
+    assert "warning" not in proc.stdout  # none of check's making (time-machine's rewrite)
     import json
 
     doc = json.loads(report.read_text())
@@ -64,3 +65,12 @@ def test_plugin_is_inert_without_the_option_and_a_failing_suite_is_2(tmp_path: P
     checked = _pytest(tmp_path, "--promptcache-check", "test_fail.py")
     assert checked.returncode == 2
     assert "error: the command exited with status 1 in run 0 (baseline)" in checked.stderr
+
+
+def test_plugin_timeout_stops_a_hanging_session(tmp_path: Path) -> None:
+    (tmp_path / "test_hang.py").write_text(
+        "import time\n\ndef test_hang():\n    time.sleep(120)\n", encoding="utf-8"
+    )
+    checked = _pytest(tmp_path, "--promptcache-check", "--promptcache-check-timeout=2", ".")
+    assert checked.returncode == 2
+    assert "error: the command ran past --timeout 2 s in run 0 (baseline)" in checked.stderr
