@@ -289,8 +289,8 @@ class KVTiers:
                 tensors: list[torch.Tensor] = []
                 if host_slots:
                     assert self.host is not None
-                    storage = _copyable(self.host.storage)
-                    tensors.append(storage.index_select(2, torch.tensor(host_slots)))
+                    host_tensor = _copyable(self.host.storage)
+                    tensors.append(host_tensor.index_select(2, torch.tensor(host_slots)))
                 if parts:
                     tensors.append(torch.stack([_copyable(p) for p in parts], dim=2))
                 stacked = torch.cat(tensors, dim=2) if len(tensors) > 1 else tensors[0]
