@@ -56,7 +56,8 @@ class Finding:
         before, after: excerpts of the differing text in the baseline run and in ``run``
             (None for structure findings).
         run: the perturbed run that showed the difference (0 for structure findings).
-        requests: how many requests at this call site showed it.
+        requests: how many requests at this call site showed it, over all the runs.
+        seen_in: the runs those requests came from (``(0,)`` for structure findings).
     """
 
     rule: str
@@ -70,6 +71,7 @@ class Finding:
     after: str | None = None
     run: int = 0
     requests: int = 1
+    seen_in: tuple[int, ...] = ()
 
     @property
     def title(self) -> str:

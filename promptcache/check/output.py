@@ -53,6 +53,14 @@ def _headline(finding: Finding) -> str:
     return finding.message
 
 
+def _in_runs(finding: Finding) -> str:
+    """``, in runs 1 and 2`` when the requests came from more than one run, else nothing."""
+    runs = [str(r) for r in finding.seen_in]
+    if len(runs) < 2:
+        return ""
+    return f", in runs {', '.join(runs[:-1])} and {runs[-1]}"
+
+
 def render_text(result: CheckResult) -> str:
     """Human-readable report: one block per finding, then the runs and a summary line."""
     lines: list[str] = []
@@ -63,7 +71,7 @@ def render_text(result: CheckResult) -> str:
             lines.append(f"  {'run 0:':<8} {f.before!r}")
             lines.append(f"  {f'run {f.run}:':<8} {f.after!r}")
         if f.requests > 1:
-            lines.append(f"  seen in {f.requests} requests from this call site")
+            lines.append(f"  seen in {f.requests} requests from this call site{_in_runs(f)}")
         lines.append("")
     for run in result.runs:
         prompts = sum(1 for r in run.requests if r.api is not None)
@@ -112,6 +120,7 @@ def result_json(result: CheckResult) -> dict[str, Any]:
                 "after": f.after,
                 "run": f.run,
                 "requests": f.requests,
+                "seen_in_runs": list(f.seen_in),
             }
             for f in result.findings
         ],

@@ -167,10 +167,14 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
     merged: dict[tuple[object, ...], Finding] = {}
     for finding in findings:
         key = finding.key()
+        runs = finding.seen_in or (finding.run,)
         if key in merged:
-            merged[key] = replace(merged[key], requests=merged[key].requests + 1)
+            kept = merged[key]
+            merged[key] = replace(
+                kept, requests=kept.requests + 1, seen_in=tuple(sorted({*kept.seen_in, *runs}))
+            )
         else:
-            merged[key] = finding
+            merged[key] = replace(finding, seen_in=runs)
     return list(merged.values())
 
 

@@ -225,3 +225,23 @@ def test_stopping_check_stops_the_command_without_a_traceback(
     assert proc.returncode == status
     assert err.strip().splitlines() == [line]
     assert not _running(int(pid_file.read_text()))
+
+
+def test_repeats_say_which_runs_they_came_from(tmp_path: Path) -> None:
+    prog = _program(
+        tmp_path,
+        """
+        import datetime, httpx
+        for question in ("one", "two"):
+            system = "You are careful. " * 400 + datetime.datetime.now().isoformat()
+            httpx.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o",
+                "messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": question}]})
+        """,
+    )
+    result = run_check([sys.executable, prog], runs=3, stdout=sys.stderr)
+    assert [len(r.requests) for r in result.runs] == [2, 2, 2]
+    (finding,) = result.findings
+    # two requests a run differ from the baseline's, in each of the two perturbed runs
+    assert (finding.rule, finding.requests, finding.seen_in) == ("PC001", 4, (1, 2))
+    assert "  seen in 4 requests from this call site, in runs 1 and 2" in render(result, "text")
