@@ -15,7 +15,8 @@ FORMATS = ("text", "json", "sarif", "github")
     # everything from COMMAND on is COMMAND's, options included (`-- ` is then optional)
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+# not required=True: run_check's one-line error says how to write COMMAND
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option(
     "--runs",
     type=click.IntRange(min=2),
@@ -82,6 +83,8 @@ def check(
     from promptcache.check.runner import run_check
     from promptcache.errors import ConfigError
 
+    if not command:
+        raise ConfigError("no COMMAND given: use `promptcache check -- python app.py`")
     if output is not None and not output.parent.resolve().is_dir():
         raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
     # Piped input is recorded as the first run reads it, and every later run reads the same

@@ -245,3 +245,12 @@ def test_repeats_say_which_runs_they_came_from(tmp_path: Path) -> None:
     # two requests a run differ from the baseline's, in each of the two perturbed runs
     assert (finding.rule, finding.requests, finding.seen_in) == ("PC001", 4, (1, 2))
     assert "  seen in 4 requests from this call site, in runs 1 and 2" in render(result, "text")
+
+
+@pytest.mark.parametrize("args", [(), ("--",), ("--runs", "3")])
+def test_no_command_is_one_error_line(args: tuple[str, ...]) -> None:
+    done = _cli("check", *args)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: no COMMAND given: use `promptcache check -- python app.py`"
+    ]
