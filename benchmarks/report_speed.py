@@ -40,8 +40,8 @@ from pathlib import Path
 from promptcache.pricing import lookup_price
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_html import render_html
-from promptcache.proxy.report_render import render_csv, render_json, render_table
+from promptcache.proxy.report.html import render_html
+from promptcache.proxy.report.render import render_csv, render_json, render_table
 from promptcache.proxy.store import open_log
 
 MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "gpt-5", "gemini-2.5-flash")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_html import render_html
+from promptcache.proxy.report.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img"

@@ -28,12 +28,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import breaks, metrics, report_live
+from . import breaks, metrics
 from .config import ProxyConfig
 from .enrich import warm_up
 from .forward import UpstreamPool
 from .handler import ProxyEndpoint, ProxyState, RecordHook
 from .middleware import AuthMiddleware
+from .report import live as report_live
 from .routing.router import Router
 from .store import RequestStore
 from .vendors import ROUTES, SUPPORTED_ROUTES, Dialect, dialect_for_path, error_body

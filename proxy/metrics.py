@@ -33,7 +33,7 @@ stalled disk) and ``reason="write_failed"`` (SQLite refused the row: a full disk
 while rows are being lost ``/healthz`` says ``"degraded"`` (see :func:`install`).
 
 Tokens lost by a break are the explainer's (``breaks.tokens_lost``), priced as the report prices
-them (``proxy/report.py``): each lost token at (input - cache read) rate, and those the request
+them (``proxy/report/``): each lost token at (input - cache read) rate, and those the request
 paid as its own cache writes (1h first, then 5m and TTL-unknown) at (write - input) on top, at
 the rates of the row that priced the request. Summed over a run they equal the report's
 ``tokens_lost`` / ``usd_lost`` per reason.

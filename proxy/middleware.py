@@ -6,7 +6,7 @@ before forwarding (``forward.request_headers``), so vendors never see it. ``/hea
 for load balancers. A missing or wrong token gets 401 in the vendor shape of the route, and the
 request is neither forwarded nor recorded.
 
-The live report's paths (``/report``, ``/report.json``: :mod:`.report_live`) also accept the
+The live report's paths (``/report``, ``/report.json``: :mod:`.report.live`) also accept the
 token as the password of HTTP Basic auth (RFC 7617; any user name), since a browser cannot add
 a custom header to a page load; their 401 carries ``WWW-Authenticate: Basic`` so the browser
 asks for it.

@@ -22,7 +22,7 @@ NULL text keys are stored as ``''`` (SQLite treats NULLs as distinct in a UNIQUE
 rows from ``requests`` subtracts them from ``report_hourly``/``report_breaks_hourly`` (trigger),
 but read-back credit given to other rows is not taken back.
 
-Definitions (shared with ``breaks.py`` and ``report.py``):
+Definitions (shared with ``breaks.py`` and ``report/``):
 
 - a write's TTL is 1 h for ``cache_write_1h_tokens``, 5 min for 5m and unknown-TTL writes; the
   engine upstream has no TTL;

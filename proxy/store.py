@@ -34,7 +34,7 @@ from sqlite_utils import Database
 from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
-from .report_replicas import add_route_regret_columns, add_routing_columns
+from .replica_rollup import add_route_regret_columns, add_routing_columns
 from .rollup import add_prefix_families, add_report_rollups, rebuild_break_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
@@ -117,7 +117,7 @@ def _v4_priced_as(db: Database) -> None:
 
 def _v7_previous_index(db: Database) -> None:
     """Index ``requests.previous_request_id`` (partial: rows with a predecessor), so an exact
-    report window (:mod:`.report_window`) finds the successors that read a write back without
+    report window (:mod:`.report.window`) finds the successors that read a write back without
     scanning the log. Idempotent; older rows keep their values and are indexed as they are."""
     db.execute(
         "CREATE INDEX IF NOT EXISTS idx_requests_previous ON requests (previous_request_id)"

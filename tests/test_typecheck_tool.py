@@ -35,9 +35,9 @@ def test_tree_links_each_folder_and_drops_stale_links(tmp_path: Path) -> None:
 
 
 def test_link_paths_are_printed_as_the_real_files() -> None:
-    line = "build/typecheck/promptcache/proxy/report.py:3: error: boom  [misc]\n"
+    line = "build/typecheck/promptcache/proxy/store.py:3: error: boom  [misc]\n"
     mapping = {"proxy": "proxy", "lint_rules": "lint_rules"}
-    assert typecheck.real_path(line, mapping) == "proxy/report.py:3: error: boom  [misc]\n"
+    assert typecheck.real_path(line, mapping) == "proxy/store.py:3: error: boom  [misc]\n"
     sdk = "promptcache/cli.py:1: note: unchanged\n"
     assert typecheck.real_path(sdk, mapping) == sdk
 

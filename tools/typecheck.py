@@ -3,15 +3,15 @@
 The distribution maps folders to import names (`[tool.setuptools.package-dir]` in pyproject.toml:
 `proxy/` installs as `promptcache.proxy`, `engine/` as `promptcache.engine`, ...). mypy cannot read
 that mapping (an editable install maps it with an import hook, which mypy does not run), so on its
-own it would see `proxy/report.py` as module `proxy.report` and every `promptcache.proxy` import
+own it would see `proxy/store.py` as module `proxy.store` and every `promptcache.proxy` import
 as missing. This script builds the layout mypy needs, in the spirit of setuptools' strict editable
 mode: `build/typecheck/promptcache/<name>` is a symlink to each mapped folder, and pyproject's
 `[tool.mypy]` lists those links in `files` with `build/typecheck` on `mypy_path`. The SDK itself
 (`promptcache/`) is checked in place. The links point at folders, so edits and new files inside
 a folder need no rebuild; the script rebuilds the links on every run anyway (cheap).
 
-mypy prints the link paths (`build/typecheck/promptcache/proxy/report.py`); this script rewrites
-them back to the files you edit (`proxy/report.py`).
+mypy prints the link paths (`build/typecheck/promptcache/proxy/store.py`); this script rewrites
+them back to the files you edit (`proxy/store.py`).
 
 Usage (from the repository root; `make test` runs it):
 
@@ -88,7 +88,7 @@ def missing_files(pyproject: Path, mapping: dict[str, str]) -> list[str]:
 def real_path(line: str, mapping: dict[str, str]) -> str:
     """`line` of mypy output with each link path replaced by the mapped folder's path.
 
-    `build/typecheck/promptcache/proxy/report.py:3: error: ...` -> `proxy/report.py:3: error: ...`.
+    `build/typecheck/promptcache/proxy/store.py:3: error: ...` -> `proxy/store.py:3: error: ...`.
     """
     for name, folder in mapping.items():
         link = f"{TREE.as_posix()}/{PACKAGE}/{name}/"

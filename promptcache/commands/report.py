@@ -15,7 +15,7 @@ import click
 from promptcache.formatting import percent, usd
 
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
-    from promptcache.proxy.report_advice import EngineKvStats
+    from promptcache.proxy.report.advice import EngineKvStats
 
     _ParamType = click.ParamType[float, Any]
 else:
@@ -183,9 +183,9 @@ def report_command(
         promptcache report --db proxy-a.db --db proxy-b.db   # several proxies as one
     """
     from promptcache.proxy.report import build_report
-    from promptcache.proxy.report_advice import EngineKvStats
-    from promptcache.proxy.report_html import render_html
-    from promptcache.proxy.report_render import render_csv, render_json, render_table
+    from promptcache.proxy.report.advice import EngineKvStats
+    from promptcache.proxy.report.html import render_html
+    from promptcache.proxy.report.render import render_csv, render_json, render_table
 
     engine = None
     if engine_metrics is not None:

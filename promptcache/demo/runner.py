@@ -367,7 +367,7 @@ def proxy_report(db: Path, html_path: Path) -> list[BreakSummary]:
     The log holds one variant of this run only, so the report's window is simply the last day.
     """
     from promptcache.proxy.report import build_report
-    from promptcache.proxy.report_html import render_html
+    from promptcache.proxy.report.html import render_html
 
     now = time.time()
     report = build_report(db, since=now - 86400, until=now + 1, group_by=None, now=now)

@@ -99,7 +99,7 @@ def test_a_new_conversation_on_the_same_system_prompt_is_not_a_moved_breakpoint(
 
 
 def test_the_report_names_a_fix_for_each_lookback_reason() -> None:
-    from promptcache.proxy.report_advice import FIXES
+    from promptcache.proxy.report.advice import FIXES
 
     assert "20 block positions" in FIXES["lookback_exceeded"]
     assert "structural" in FIXES["anchor_changed"]

@@ -28,8 +28,8 @@ from promptcache.errors import ConfigError
 from promptcache.pricing import cost
 from promptcache.proxy.config import UpstreamConfig, config_for_upstream, config_from_dict
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_html import render_html
-from promptcache.proxy.report_render import render_table
+from promptcache.proxy.report.html import render_html
+from promptcache.proxy.report.render import render_table
 from promptcache.proxy.store import SCHEMA_VERSION, open_log
 from promptcache.usage import parse_usage
 

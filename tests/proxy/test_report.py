@@ -21,12 +21,12 @@ from promptcache.errors import ConfigError
 from promptcache.formatting import percent
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_advice import (
+from promptcache.proxy.report.advice import (
     EngineKvStats,
     Recommendation,
     recommend,
 )
-from promptcache.proxy.report_render import render_csv, summary_rows
+from promptcache.proxy.report.render import render_csv, summary_rows
 from promptcache.proxy.rollup import ROLLUP_TABLES
 from promptcache.proxy.store import MIGRATIONS, migrate, open_log
 
@@ -481,7 +481,7 @@ def test_json_money_is_decimal_text_without_float_noise(tmp_path: Path) -> None:
     import json
     from decimal import Decimal
 
-    from promptcache.proxy.report_render import render_json
+    from promptcache.proxy.report.render import render_json
 
     costs = ["0.1", "0.2"]  # the SQLite REAL sum is 0.30000000000000004
     rows = [

@@ -3,7 +3,7 @@
 One log through a real proxy on 127.0.0.1 (the official ``anthropic`` client, the mock
 upstream): a conversation that reads its prefix back (token-weighted hit rate above
 ``LOW_HIT_RATE``), then one request whose system prompt carries a new timestamp, which the
-explainer calls ``system_changed``. All three views come from ``report_advice.recommend``: the
+explainer calls ``system_changed``. All three views come from ``report.advice.recommend``: the
 terminal lists it, the HTML page leads with its first item and lists them all.
 """
 
@@ -23,7 +23,7 @@ from proxy_support import FakeClock, RunningProxy
 
 from promptcache.cli import cli
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_advice import LOW_HIT_RATE, NO_RECOMMENDATIONS
+from promptcache.proxy.report.advice import LOW_HIT_RATE, NO_RECOMMENDATIONS
 
 KEY = "sk-ant-api03-agree-test-0123456789abcdef"
 BASE = "You are the support agent of Acme Anvils. Answer briefly and cite the manual. " * 30

@@ -21,7 +21,7 @@ import openai
 from proxy_support import FakeClock, RunningProxy, log_at_version
 
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_page import build_page
+from promptcache.proxy.report.page import build_page
 from promptcache.proxy.store import SCHEMA_VERSION
 
 T0 = 1_764_493_200.0  # 2025-11-30 09:00:00 UTC

@@ -17,10 +17,10 @@ from browser_support import Chromium, assert_report_drawn
 from page_log import HOSTILE, STEP_S, T0, N, is_hit, reason_of, write_page_log
 
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_html import render_html
-from promptcache.proxy.report_page import PageBucket, PageTimeline
-from promptcache.proxy.report_render import summary_rows
-from promptcache.proxy.report_svg import line_chart
+from promptcache.proxy.report.html import render_html
+from promptcache.proxy.report.page import PageBucket, PageTimeline
+from promptcache.proxy.report.render import summary_rows
+from promptcache.proxy.report.svg import line_chart
 
 BREAKS = [i for i in range(N) if reason_of(i) not in (None, "new_prefix")]
 

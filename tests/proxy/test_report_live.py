@@ -1,4 +1,4 @@
-"""The live report on the proxy (proxy/report_live.py): ``GET /report`` and ``/report.json`` on
+"""The live report on the proxy (proxy/report/live.py): ``GET /report`` and ``/report.json`` on
 a real proxy on 127.0.0.1 in front of the mock upstream, the official openai client sending the
 traffic, and real headless Chromium loading the page (tests/browser_support.py)."""
 
@@ -17,7 +17,7 @@ from proxy_support import FakeClock, RunningProxy
 from upstreams import MockUpstream
 
 from promptcache.cli import cli as promptcache_cli
-from promptcache.proxy.report_live import WINDOWS
+from promptcache.proxy.report.live import WINDOWS
 
 TOKEN = "live-report-token-0123"
 OPENAI_KEY = "sk-proj-live-report-0123456789abcdef"

@@ -1,4 +1,4 @@
-"""The HTML page's figures (proxy/report_page.py) against counts made here from the rows that
+"""The HTML page's figures (proxy/report/page.py) against counts made here from the rows that
 page_log.py wrote to a real SQLite log."""
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from page_log import (
 )
 
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_page import (
+from promptcache.proxy.report.page import (
     MAX_BUCKETS,
     Page,
     build_page,
     diff_runs,
     pick_bucket_s,
 )
-from promptcache.proxy.report_page_sql import TTFT_EDGES_MS
+from promptcache.proxy.report.page_sql import TTFT_EDGES_MS
 
 BREAKS = [i for i in range(N) if reason_of(i) not in (None, "new_prefix")]
 
@@ -116,7 +116,7 @@ def test_strip_is_the_latest_top_breaker_with_the_breaks_placed(page: Page) -> N
 
 
 def test_a_log_without_segment_token_counts_draws_and_says_characters(tmp_path: Path) -> None:
-    from promptcache.proxy.report_html import render_main
+    from promptcache.proxy.report.html import render_main
 
     db = without_segment_tokens(write_page_log(tmp_path / "old.db"))
     report = build_report(db, since=T0, until=T0 + 120, now=T0 + 86400)

@@ -1,4 +1,4 @@
-"""Exact report windows (proxy/report_window.py): every figure covers exactly [since, until).
+"""Exact report windows (proxy/report/window.py): every figure covers exactly [since, until).
 
 A deterministic 4-hour log (real SQLite file made by the proxy's own migrations; the rollup
 triggers keep the rollups) is reported over windows that start and end mid-hour, one inside a
@@ -28,9 +28,9 @@ from promptcache.pricing import lookup_price
 from promptcache.proxy.breaks import READS_KEPT_REASONS
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import Report, build_report
-from promptcache.proxy.report_html import render_main
-from promptcache.proxy.report_page import build_page
-from promptcache.proxy.report_render import render_csv, render_json, render_table
+from promptcache.proxy.report.html import render_main
+from promptcache.proxy.report.page import build_page
+from promptcache.proxy.report.render import render_csv, render_json, render_table
 from promptcache.proxy.store import SCHEMA_VERSION, open_log
 
 T0 = 1_764_493_200.0  # 2025-11-30 09:00 UTC

@@ -21,9 +21,9 @@ from fleet import PROMPT_TOKENS, FleetReplica, chat, rows_of, send
 from promptcache.cli import cli
 from promptcache.errors import ConfigError
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report_html import render_html
-from promptcache.proxy.report_page import build_page
-from promptcache.proxy.report_render import render_table
+from promptcache.proxy.report.html import render_html
+from promptcache.proxy.report.page import build_page
+from promptcache.proxy.report.render import render_table
 
 TENANTS = ("A", "B", "C", "D", "E")
 
@@ -128,7 +128,7 @@ def test_the_same_log_twice_is_refused(tmp_path: Path) -> None:
 def test_a_version_4_log_gains_the_routing_columns_and_keeps_its_rows(tmp_path: Path) -> None:
     from sqlite_utils import Database
 
-    from promptcache.proxy.report_replicas import ROUTING_COLUMNS
+    from promptcache.proxy.replica_rollup import ROUTING_COLUMNS
     from promptcache.proxy.store import MIGRATIONS, open_log
 
     path = tmp_path / "old.db"

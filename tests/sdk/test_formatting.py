@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from promptcache.formatting import percent
-from promptcache.proxy.report_advice import EngineKvStats, _engine
+from promptcache.proxy.report.advice import EngineKvStats, _engine
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,11 @@
 The page answers three questions first: what caching saved and what it could still save (the
 headline), where in the prompt the cache breaks and why (the break strip and before/after
 diffs), and whether it is getting better (charts over time, TTFT of hits vs misses); the
-tables follow. Numbers come from :mod:`.report` and :mod:`.report_page`; drawing from
-:mod:`.report_svg`; markup from :mod:`.report_template`, rendered with jinja2 autoescaping, so
+tables follow. Numbers come from the package (:mod:`.report`) and :mod:`.report.page`; drawing from
+:mod:`.report.svg`; markup from :mod:`.report.template`, rendered with jinja2 autoescaping, so
 model names, segment paths, excerpts and request ids from the log cannot inject markup.
 
-The static page has no script. The proxy's live page (:mod:`.report_live`) is the same page
+The static page has no script. The proxy's live page (:mod:`.report.live`) is the same page
 with a window selector and a small script that polls ``/report.json`` (:data:`REFRESH_MS`).
 """
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from jinja2 import Environment
 from markupsafe import Markup, escape
 
-from .report import Report
-from .report_advice import NO_RECOMMENDATIONS
-from .report_page import Page, build_page
-from .report_render import (
+from . import Report
+from .advice import NO_RECOMMENDATIONS
+from .page import Page, build_page
+from .render import (
     REPLICA_HEADER,
     TTFT_NOTE,
     pct,
@@ -32,7 +32,7 @@ from .report_render import (
     usd,
     window_time,
 )
-from .report_svg import (
+from .svg import (
     GREY,
     KIND_COLOURS,
     breaks_chart,
@@ -41,7 +41,7 @@ from .report_svg import (
     strip_svg,
     ttft_chart,
 )
-from .report_template import CSS, MAIN, PAGE, SCRIPT
+from .template import CSS, MAIN, PAGE, SCRIPT
 
 __all__ = ["REFRESH_MS", "LiveOptions", "code_spans", "render_html", "render_main"]
 
@@ -84,7 +84,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
     """The page body (``<main>``'s content) for ``report``; ``page`` is built when omitted.
 
     Raises:
-        ConfigError, StoreError: as :func:`.report_page.build_page`.
+        ConfigError, StoreError: as :func:`.report.page.build_page`.
     """
     page = build_page(report) if page is None else page
     timeline = page.timeline

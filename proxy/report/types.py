@@ -1,9 +1,9 @@
 """The parts of a :class:`~promptcache.proxy.report.Report`: per-group summaries, the timeline,
 break reasons, wasted writes, TTFT and ``price_as`` rows.
 
-They live apart from ``report.py`` so that the advisor (``report_advice``), which reads them, and
-the report, which calls the advisor, do not import each other. ``promptcache.proxy.report``
-re-exports every name.
+They live apart from the package's ``__init__`` so that the advisor (:mod:`.advice`), which reads
+them, and the report, which calls the advisor, do not import each other.
+``promptcache.proxy.report`` re-exports every name.
 """
 
 from __future__ import annotations

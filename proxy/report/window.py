@@ -1,6 +1,6 @@
 """Exact report windows: every figure of ``promptcache report`` covers ``[since, until)``.
 
-The hourly rollups (:mod:`.rollup`, :mod:`.report_replicas`) make reports fast, but a window
+The hourly rollups (:mod:`.rollup`, :mod:`.report.replicas`) make reports fast, but a window
 such as "the last 15 minutes" does not start or end on a UTC hour. A :class:`Window` splits
 ``[since, until)`` into the whole hours inside it, ``[h0, h1)``, read from the rollups, and
 its partial edge hours, ``[since, e0)`` and ``[e1, until)``, whose rollup-shaped rows are
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .rollup import (
+from ..rollup import (
     BREAK_COLUMNS,
     FAMILY_COLUMNS,
     HOURLY_COLUMNS,

@@ -36,11 +36,11 @@ from promptcache.minimums import default_model_minimums
 from promptcache.pricing import ModelPrice
 from promptcache.ttl import advise_ttl
 
-from . import report_queries as q
-from .report_window import Window
+from . import queries as q
+from .window import Window
 
 if TYPE_CHECKING:
-    from .report_types import BreakReasonSummary, Summary, WastedWrites
+    from .types import BreakReasonSummary, Summary, WastedWrites
 
 __all__ = [
     "LOW_HIT_RATE",

@@ -2,7 +2,7 @@
 
 Proxies behind a load balancer each keep their own SQLite log. :func:`merged_log` copies the
 rows of every given log into one temporary log (created with the current schema, so the rollup
-triggers of :mod:`.rollup` and :mod:`.report_replicas` fill its rollups as the rows go in) and
+triggers of :mod:`.rollup` and :mod:`.report.replicas` fill its rollups as the rows go in) and
 yields its path; the report then reads it like any log. Each source is first opened as the
 report opens a log (:func:`.report.connect_log`: checked, and migrated if older), then
 attached read-only and copied in one ``INSERT ... SELECT`` in its own row order, so a row's
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from promptcache.errors import ConfigError, StoreError
 
-from .record import COLUMN_NAMES
-from .store import open_log
+from ..record import COLUMN_NAMES
+from ..store import open_log
 
 __all__ = ["merged_log"]
 
@@ -39,7 +39,7 @@ def merged_log(paths: Sequence[str | Path]) -> Iterator[Path]:
         ConfigError: a path is given twice, or is not a proxy log.
         StoreError: a log could not be read or migrated, or the temporary log written.
     """
-    from .report import connect_log  # report imports this module
+    from . import connect_log  # report imports this module
 
     resolved = [Path(p).resolve() for p in paths]
     for i, path in enumerate(resolved):

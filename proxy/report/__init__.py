@@ -1,8 +1,8 @@
 """``promptcache report``: what caching saved, where and why the cache broke, and what to do next.
 
 :func:`build_report` opens the proxy's SQLite log read-only, runs the aggregates in
-:mod:`.report_queries` (all in SQL) and assembles a :class:`Report`; the renderers in
-:mod:`.report_render` and :mod:`.report_html` turn it into a table, JSON, CSV or one HTML file.
+:mod:`.report.queries` (all in SQL) and assembles a :class:`Report`; the renderers in
+:mod:`.report.render` and :mod:`.report.html` turn it into a table, JSON, CSV or one HTML file.
 
 Money (USD; floats in the dataclasses, rounded for display; ``--format json`` writes every
 ``*_usd`` field as a decimal string rounded to micro-dollars, see :meth:`Report.to_dict`):
@@ -42,17 +42,19 @@ from typing import Any
 from promptcache.errors import ConfigError, StoreError, UnknownModelPriceError
 from promptcache.pricing import ModelPrice, lookup_price
 
-from . import report_queries as q
-from .report_advice import (
+from ..rollup import ROLLUP_TABLES
+from ..store import SCHEMA_VERSION, open_log
+from . import queries as q
+from .advice import (
     EngineKvStats,
     Recommendation,
     TtlAdvice,
     advise_families,
     recommend,
 )
-from .report_merge import merged_log
-from .report_replicas import ReplicaSummary, replica_summaries
-from .report_types import (
+from .merge import merged_log
+from .replicas import ReplicaSummary, replica_summaries
+from .types import (
     BreakReasonSummary,
     PricedAs,
     Summary,
@@ -60,9 +62,7 @@ from .report_types import (
     TtftSummary,
     WastedWrites,
 )
-from .report_window import Window
-from .rollup import ROLLUP_TABLES
-from .store import SCHEMA_VERSION, open_log
+from .window import Window
 
 __all__ = [
     "GROUP_BY_CHOICES",
@@ -124,7 +124,7 @@ class Report:
     recommendations: tuple[Recommendation, ...]
     engine: EngineKvStats | None = None
     priced_as: tuple[PricedAs, ...] = ()
-    #: requests by replica, then each fleet's total (:mod:`.report_replicas`); empty when no
+    #: requests by replica, then each fleet's total (:mod:`.report.replicas`); empty when no
     #: upstream lists replicas
     replicas: tuple[ReplicaSummary, ...] = ()
     #: the logs reported when several were given (``db`` then names them joined by `` + ``);
@@ -397,12 +397,12 @@ def build_report(
 
     Every figure covers exactly ``[since, until)``: the whole UTC hours inside it come from the
     hourly rollups (:mod:`.rollup`, milliseconds whatever the log's size), the partial hours at
-    its edges from their own requests (:mod:`.report_window`). The report's ``since``/``until``
+    its edges from their own requests (:mod:`.report.window`). The report's ``since``/``until``
     are the given bounds.
 
     Args:
         db_path: the proxy's SQLite file (opened read-only; never changed), or several, reported
-            as one log (:mod:`.report_merge`).
+            as one log (:mod:`.report.merge`).
         since, until: the window; requests are selected by ``started_at``.
         group_by: one of :data:`GROUP_BY_CHOICES`, or None for totals only.
         now: the current time (default: the wall clock); decides which cache writes are

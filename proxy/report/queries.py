@@ -2,9 +2,9 @@
 
 Most figures come from the hourly rollups that triggers keep beside ``requests``
 (:mod:`.rollup`), so their cost grows with hours x groups, not with requests. Windows are exact,
-``[since, until)`` (:class:`.report_window.Window`): the whole hours inside come from the
+``[since, until)`` (:class:`.report.window.Window`): the whole hours inside come from the
 rollups, the partial hours at the edges from the same sums computed over their requests
-(:data:`.report_window.HOURLY` and friends). Besides those edges, only a few things touch
+(:data:`.report.window.HOURLY` and friends). Besides those edges, only a few things touch
 ``requests`` itself, each through an index: TTFT percentiles (a partial index in (hit, ttft)
 order), example ids per break reason (a partial index on break rows), start times of the
 busiest prefix families (the family index), writes still waiting for their TTL to run out, and
@@ -24,8 +24,8 @@ import sqlite3
 from dataclasses import dataclass, fields
 from typing import Final
 
-from .report_window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, Window
-from .rollup import FAMILY_INDEX, FAMILY_KEY
+from ..rollup import FAMILY_INDEX, FAMILY_KEY
+from .window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, Window
 
 __all__ = [
     "GROUP_BY_SQL",
@@ -165,7 +165,7 @@ def timeline(
     ``floor((started_at - origin) / size)``, oldest first; empty buckets omitted.
 
     Buckets of whole hours (``size`` and ``origin`` multiples of 3600) are summed from
-    :data:`.report_window.HOURLY` (rollup hours plus the edge requests), finer ones from
+    :data:`.report.window.HOURLY` (rollup hours plus the edge requests), finer ones from
     ``requests`` through the start-time index.
     """
     if size % 3600 == 0 and origin % 3600 == 0:

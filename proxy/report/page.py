@@ -2,7 +2,7 @@
 
 :func:`build_page` takes a :class:`~.report.Report` (totals, break reasons, TTFT percentiles,
 recommendations) and reads the finer figures from the same log over the same window with
-:mod:`.report_page_sql`:
+:mod:`.report.page_sql`:
 
 - :class:`Headline`: saved (net savings and its share of the cost without cache), left on the
   table (dollars lost to breaks, :class:`~.report.BreakReasonSummary.usd_lost` summed), and
@@ -36,10 +36,10 @@ from typing import Final, Literal
 from promptcache.demo.summary import value_kind, word_start
 from promptcache.errors import StoreError
 
-from . import report_page_sql as q
-from .report import BUCKET_LADDER_S, MAX_BUCKETS, Report, connect_log, pick_bucket_s
-from .report_advice import Recommendation
-from .report_merge import merged_log
+from . import BUCKET_LADDER_S, MAX_BUCKETS, Report, connect_log, pick_bucket_s
+from . import page_sql as q
+from .advice import Recommendation
+from .merge import merged_log
 
 __all__ = [
     "BUCKET_LADDER_S",
@@ -86,7 +86,7 @@ class Headline:
         left_usd, left_tokens: dollars and input tokens lost to cache breaks in the window
             (tokens as the upstream counted them in its usage).
         change: what to change first: the report's first recommendation
-            (:func:`.report_advice.recommend`, the list ``promptcache report`` prints), None
+            (:func:`.report.advice.recommend`, the list ``promptcache report`` prints), None
             when there is none.
     """
 

@@ -1,11 +1,11 @@
-"""The SQL behind the HTML report's page (:mod:`.report_page`); every aggregate is SQLite's.
+"""The SQL behind the HTML report's page (:mod:`.report.page`); every aggregate is SQLite's.
 
 The page needs finer grain than the hourly rollups keep (breaks per chart bucket, per-family
 cost, where in a segment a prompt diverged, TTFT histograms), so these read ``requests`` over
 the report's exact window ``[t0, t1)`` of unix seconds through ``idx_requests_started_at`` (and
 the partial break-reason and TTFT indexes); the family ranking reads the family rollup over the
-same exact window (:mod:`.report_window`). The chart buckets' traffic is the report's own
-timeline (:func:`.report_queries.timeline`). Rows are counted as the rollups count them
+same exact window (:mod:`.report.window`). The chart buckets' traffic is the report's own
+timeline (:func:`.report.queries.timeline`). Rows are counted as the rollups count them
 (:mod:`.rollup`): money is ``CAST(cost_usd AS REAL)`` (NULL for unpriced models: not in any
 sum), a cache *hit* reads at least one input token from the cache, and ``new_prefix`` is not a
 break.
@@ -17,8 +17,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Final
 
-from .report_window import FAMILIES, Window
-from .rollup import FAMILY_INDEX, FAMILY_KEY
+from ..rollup import FAMILY_INDEX, FAMILY_KEY
+from .window import FAMILIES, Window
 
 __all__ = [
     "NOT_A_BREAK",
@@ -170,7 +170,7 @@ def family_candidates(
     conn: sqlite3.Connection, t0: float, t1: float, limit: int
 ) -> tuple[list[tuple[str | None, str | None, str]], int]:
     """The ``limit`` families with the most input tokens in ``[t0, t1)``, from the
-    ``report_family_hourly`` rollup over the exact window (:data:`.report_window.FAMILIES`),
+    ``report_family_hourly`` rollup over the exact window (:data:`.report.window.FAMILIES`),
     and how many families there are in all."""
     window = Window(t0, t1).params(limit=limit)
     sql = f"""

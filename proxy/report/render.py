@@ -1,6 +1,6 @@
 """Text renderings of a :class:`~.report.Report`: a rich table, JSON and CSV.
 
-The HTML rendering lives in :mod:`.report_html`. Rates print as percentages, tokens with
+The HTML rendering lives in :mod:`.report.html`. Rates print as percentages, tokens with
 thousands separators, money in USD with 4 decimals (JSON: decimal strings rounded to 6 places, see
 :meth:`~.report.Report.to_dict`).
 """
@@ -20,9 +20,9 @@ from promptcache import formatting
 from promptcache.formatting import percent
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
-from .report import Report, Summary
-from .report_advice import NO_RECOMMENDATIONS
-from .report_replicas import ReplicaSummary
+from . import Report, Summary
+from .advice import NO_RECOMMENDATIONS
+from .replicas import ReplicaSummary
 
 __all__ = [
     "CSV_COLUMNS",

@@ -38,10 +38,10 @@ from starlette.routing import Route
 
 from promptcache.errors import PromptCacheError
 
-from .middleware import BASIC_AUTH_PATHS
-from .report import Report, build_report
-from .report_html import LiveOptions, render_html, render_main
-from .report_render import render_json
+from ..middleware import BASIC_AUTH_PATHS
+from . import Report, build_report
+from .html import LiveOptions, render_html, render_main
+from .render import render_json
 
 __all__ = [
     "DEFAULT_WINDOW",

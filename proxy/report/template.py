@@ -1,4 +1,4 @@
-"""The HTML report's jinja2 template (autoescaped) and its CSS: :mod:`.report_html` fills it.
+"""The HTML report's jinja2 template (autoescaped) and its CSS: :mod:`.report.html` fills it.
 
 ``MAIN`` is the page body (also served alone as ``/report?part=main`` for the live page's
 refresh); ``PAGE`` wraps it with the head, the CSS and, on the live page only, the window

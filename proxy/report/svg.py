@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 from promptcache.formatting import percent
 
-from .report_page import BreakStrip, PageTimeline, TtftHistogram
+from .page import BreakStrip, PageTimeline, TtftHistogram
 
 __all__ = [
     "GREY",
