@@ -11,7 +11,9 @@ gets a vendor-shaped 404 (or 405) that lists the supported routes. ``app.state``
   that lists replicas, health-checked while the app runs).
 
 The log file is opened and migrated here (so a bad ``--db`` fails before the server starts);
-the writer thread starts with the app's lifespan and is drained and stopped when it ends.
+the writer thread starts with the app's lifespan and is drained and stopped when it ends. With
+``config.otlp_endpoint`` a ``otel.SpanExport`` is a record hook too (one span per request), and
+its queued spans are exported when the lifespan ends, after the log is closed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .enrich import warm_up
 from .forward import UpstreamPool
 from .handler import ProxyEndpoint, ProxyState, RecordHook
 from .middleware import AuthMiddleware
+from .otel import SpanExport, TraceContextMiddleware
 from .report import live as report_live
 from .routing.router import Router
 from .store import RequestStore
@@ -51,7 +54,11 @@ def build_app(config: ProxyConfig) -> Starlette:
 
     Raises:
         StoreError: ``config.db_path`` cannot be opened or migrated.
+        ConfigError: ``config.otlp_endpoint`` is set but the OpenTelemetry packages are missing.
     """
+    spans = None
+    if config.otlp_endpoint is not None:
+        spans = SpanExport(config.otlp_endpoint, config.upstreams)
     store = None
     if config.db_path is not None:
         store = RequestStore(
@@ -60,7 +67,7 @@ def build_app(config: ProxyConfig) -> Starlette:
             batch_rows=config.batch_rows,
             queue_rows=config.queue_rows,
         )
-    hooks: list[RecordHook] = []
+    hooks: list[RecordHook] = [] if spans is None else [spans]
     pool = UpstreamPool(config.upstreams)
     state = ProxyState(
         config=config,
@@ -95,6 +102,8 @@ def build_app(config: ProxyConfig) -> Starlette:
                 app.state.report_cache.close()
             if store is not None:
                 await anyio.to_thread.run_sync(store.close)
+            if spans is not None:
+                await anyio.to_thread.run_sync(spans.shutdown)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, HTTPException):  # registered for HTTPException only
@@ -115,6 +124,8 @@ def build_app(config: ProxyConfig) -> Starlette:
         )
 
     middleware = []
+    if spans is not None:
+        middleware.append(Middleware(TraceContextMiddleware, spans=spans))
     if config.auth_token:
         middleware.append(
             Middleware(AuthMiddleware, token=config.auth_token, default_dialect=default_dialect)

@@ -21,6 +21,9 @@ TOML file::
     path_prefix = "/v1/chat/"
     upstream = "openai"
 
+    [otel]
+    endpoint = "http://127.0.0.1:4318"  # OTLP/HTTP collector: one span per request (proxy/otel.py)
+
 Rules are tried in file order; the first whose every given condition matches wins, else
 ``default_upstream``. The built-in names need no ``[upstreams.*]`` table.
 
@@ -47,6 +50,7 @@ from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
+from .otel import traces_url
 from .redact import MIN_SECRET_CHARS, redact_url
 from .routing import ROUTING_KEYS, RoutingSettings, policy_spec
 
@@ -185,6 +189,8 @@ class ProxyConfig:
             gaps longer than a cache TTL without sleeping.
         report_refresh_s: the live ``/report`` rebuilds a window's report at most this often
             (seconds; ``report_live.ReportCache``); 0 rebuilds on every request after new rows.
+        otlp_endpoint: OTLP/HTTP collector address the proxy exports one span per request to
+            (``proxy/otel.py``; ``--otlp-endpoint``, ``[otel] endpoint``); None exports nothing.
     """
 
     upstreams: Mapping[str, UpstreamConfig]
@@ -199,6 +205,7 @@ class ProxyConfig:
     queue_rows: int = 20_000
     clock: Callable[[], float] = time.time
     report_refresh_s: float = 5.0
+    otlp_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.default_upstream not in self.upstreams:
@@ -224,6 +231,8 @@ class ProxyConfig:
             )
         if self.report_refresh_s < 0:
             raise ConfigError(f"report_refresh_s must be >= 0 seconds, got {self.report_refresh_s}")
+        if self.otlp_endpoint is not None:
+            traces_url(self.otlp_endpoint)  # raises ConfigError for a non-URL
         if not 0 < self.flush_interval_s <= 1.0:
             raise ConfigError(
                 f"flush_interval_s must be in (0, 1] seconds, got {self.flush_interval_s}"
@@ -407,12 +416,20 @@ def config_from_dict(
     **overrides: Any,
 ) -> ProxyConfig:
     """Build a ``ProxyConfig`` from parsed TOML (see ``load_config_file``)."""
-    unknown = set(data) - {"default_upstream", "upstreams", "routes"}
+    unknown = set(data) - {"default_upstream", "upstreams", "routes", "otel"}
     if unknown:
         raise ConfigError(
             f"{source}: unknown top-level keys {sorted(unknown)}; "
-            "allowed: default_upstream, upstreams, routes"
+            "allowed: default_upstream, upstreams, routes, otel"
         )
+    otel = data.get("otel", {})
+    if not isinstance(otel, Mapping) or set(otel) - {"endpoint"}:
+        raise ConfigError(f'{source}: [otel] may only set endpoint = "http://HOST:4318"')
+    if "endpoint" in otel:
+        if not isinstance(otel["endpoint"], str):
+            raise ConfigError(f"{source}: [otel] endpoint must be a URL (a string)")
+        traces_url(otel["endpoint"], f"{source}: [otel] endpoint")
+        overrides.setdefault("otlp_endpoint", otel["endpoint"])  # --otlp-endpoint wins
     upstreams: dict[str, UpstreamConfig] = {
         name: upstream_from_spec(name) for name in KNOWN_UPSTREAMS
     }

@@ -28,7 +28,7 @@ from promptcache.usage import Usage
 
 from .record import RequestRecord
 
-__all__ = ["apply_usage", "describe_prompt", "vendor_miss_reason", "warm_up"]
+__all__ = ["apply_usage", "describe_prompt", "response_model", "vendor_miss_reason", "warm_up"]
 
 logger = logging.getLogger("promptcache.proxy")
 
@@ -112,6 +112,22 @@ def vendor_miss_reason(message: Mapping[str, Any]) -> str | None:
     reason = diagnostics.get("cache_miss_reason")
     if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
         return str(reason["type"])
+    return None
+
+
+def response_model(payload: Mapping[str, Any]) -> str | None:
+    """The model a response body or stream event names, or None if it names none.
+
+    ``model`` on an Anthropic message, an OpenAI chat/completions object or chunk and a
+    Responses object; ``message.model`` on Anthropic's ``message_start``; ``response.model`` on
+    Responses stream events; ``modelVersion`` on Gemini responses and chunks.
+    """
+    for container in (payload, payload.get("message"), payload.get("response")):
+        if isinstance(container, Mapping):
+            for key in ("model", "modelVersion"):
+                value = container.get(key)
+                if isinstance(value, str) and value:
+                    return value
     return None
 
 

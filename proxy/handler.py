@@ -32,7 +32,7 @@ from promptcache.fingerprint import RequestFingerprint, fingerprint_request
 from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
 
 from .config import ProxyConfig, UpstreamConfig
-from .enrich import apply_usage, describe_prompt, vendor_miss_reason
+from .enrich import apply_usage, describe_prompt, response_model, vendor_miss_reason
 from .forward import (
     UpstreamPool,
     UpstreamTimeoutError,
@@ -119,6 +119,7 @@ class _Exchange:
     stream_error: str | None = None  # the upstream's own error event, sent after a 200
     body_sent: bool = False  # the response's last body message went to the client
     miss_reason: str | None = None
+    response_model: str | None = None  # the model the response names
     #: the prefix fingerprint, computed before forwarding when a router needs it
     fingerprint: RequestFingerprint | None = None
     #: the response status line went to the client (from then on, never retried)
@@ -502,6 +503,8 @@ class ProxyEndpoint:
                 except Exception as exc:  # odd vendor data must not break the relay
                     logger.warning("usage event not understood: %s", exc)
                     ex.accumulator = None
+            if ex.response_model is None:
+                ex.response_model = response_model(payload)
             kind = payload.get("type")
             if kind == "message_start":
                 message = payload.get("message")
@@ -571,6 +574,7 @@ class ProxyEndpoint:
         except Exception:
             logger.exception("request %s: could not read usage or prefix", record.id)
         record.vendor_miss_reason = ex.miss_reason
+        record.response_model = ex.response_model
         secrets = [*ex.secrets, *filter(None, [self.state.config.auth_token])]
         if record.error is not None:  # an upstream's 401 may quote the key it refused
             record.error = redact_text(record.error, secrets)
@@ -608,11 +612,13 @@ class ProxyEndpoint:
             if isinstance(payload, dict):
                 usage = parse_usage(ex.usage_api, payload)
                 ex.miss_reason = ex.miss_reason or vendor_miss_reason(payload)
+                ex.response_model = ex.response_model or response_model(payload)
             elif isinstance(payload, list):  # Gemini streamGenerateContent without alt=sse
                 accumulator = stream_accumulator(ex.usage_api)
                 for item in payload:
                     if isinstance(item, dict):
                         accumulator.feed(item)
+                        ex.response_model = ex.response_model or response_model(item)
                 usage = accumulator.result()
         if usage is not None:
             upstream = self.state.config.upstreams.get(record.upstream or "")

@@ -112,6 +112,8 @@ class RequestRecord:
     #: tokens the cache break lost (``breaks.tokens_lost``), set by the explainer for the
     #: metrics hook; the report recomputes it from the rows (``proxy/rollup.py``)
     break_tokens_lost: int | None = field(default=None, repr=False, compare=False)
+    #: the model the response names (``model``; Gemini's ``modelVersion``), for the span export
+    response_model: str | None = field(default=None, repr=False, compare=False)
 
     def as_row(self) -> dict[str, Any]:
         """The column values, keyed by column name, ready for ``Table.insert_all``."""

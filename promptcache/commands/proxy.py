@@ -74,6 +74,13 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     help="Price requests for models without a price row (a self-hosted model) at MODEL's "
     "rates, e.g. gpt-5; applies to every upstream without its own price_as.",
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Export one OpenTelemetry span per request (GenAI semantic conventions) to this "
+    "OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (/v1/traces is added to a URL without a "
+    "path). Overrides [otel] endpoint in --config. Needs the proxy extra.",
+)
 @client_limit_options
 @click.option(
     "--shutdown-timeout",
@@ -105,6 +112,7 @@ def proxy(
     store_bodies: bool,
     max_body_bytes: int,
     price_as: str | None,
+    otlp_endpoint: str | None,
     header_timeout_s: float,
     body_timeout_s: float,
     keep_alive_s: float,
@@ -145,6 +153,8 @@ def proxy(
         "max_body_bytes": max_body_bytes,
         "auth_token": auth_token,
     }
+    if otlp_endpoint is not None:
+        settings["otlp_endpoint"] = otlp_endpoint
     if routing_policy is not None and upstream is None:
         raise click.UsageError(
             "--routing-policy applies to --upstream URL1,URL2,...; in a --config file set "
@@ -169,6 +179,10 @@ def proxy(
         f"promptcache proxy on {http_url(host, port)} -> {shown}"
         + ("" if no_log else f", recording to {db}")
     )
+    if config.otlp_endpoint is not None:
+        from promptcache.proxy.otel import traces_url
+
+        banner += f", spans to {redact_url(traces_url(config.otlp_endpoint))}"
     serve(
         config,
         host=host,
