@@ -80,7 +80,8 @@ def _one(sent: Sent, minimums: ModelMinimums) -> list[Finding]:
                 add(
                     "PC008",
                     bp.path,
-                    f"the breakpoint at {bp.path} closes a prefix of about {tokens} tokens, below "
+                    f"the breakpoint at {bp.path} closes a prefix of about {tokens} "
+                    f"token{'' if tokens == 1 else 's'}, below "
                     f"{fp.model}'s minimum of {minimum}: it writes nothing to the cache",
                 )
                 break

@@ -254,3 +254,20 @@ def test_no_command_is_one_error_line(args: tuple[str, ...]) -> None:
     assert done.stderr.splitlines() == [
         "error: no COMMAND given: use `promptcache check -- python app.py`"
     ]
+
+
+def test_a_one_token_prefix_is_said_in_the_singular(tmp_path: Path) -> None:
+    prog = _program(
+        tmp_path,
+        """
+        import httpx
+        httpx.post("https://api.anthropic.com/v1/messages", json={"model": "claude-sonnet-4-5",
+            "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+            "system": [{"type": "text", "text": "short",
+                        "cache_control": {"type": "ephemeral"}}]})
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    (finding,) = result.findings
+    assert finding.rule == "PC008"
+    assert "closes a prefix of about 1 token, below" in finding.message
