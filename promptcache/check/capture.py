@@ -52,11 +52,14 @@ class CallSite:
         path: the file's absolute path.
         line: 1-based line number.
         function: the code object's qualified name (``StoryTime.ask``).
+        callers: the user's frames that called it, innermost first (``(path, line,
+            function)``; up to two): where a helper that wraps the client was called from.
     """
 
     path: str
     line: int
     function: str
+    callers: tuple[tuple[str, int, str], ...] = ()
 
     @classmethod
     def parse(cls, header: str | None) -> CallSite | None:
@@ -64,9 +67,10 @@ class CallSite:
         if not header:
             return None
         parts = unquote(header).split("\t")
-        if len(parts) != 3 or not parts[1].isdigit():
+        if len(parts) < 3 or len(parts) % 3 or not all(p.isdigit() for p in parts[1::3]):
             return None
-        return cls(parts[0], int(parts[1]), parts[2])
+        frames = [(parts[i], int(parts[i + 1]), parts[i + 2]) for i in range(0, len(parts), 3)]
+        return cls(*frames[0], callers=tuple(frames[1:]))
 
 
 @dataclass

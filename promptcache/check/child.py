@@ -115,15 +115,22 @@ def _called_from_user_code(frame: FrameType | None) -> bool:
     return frame is not None and _is_user_file(frame.f_code.co_filename)
 
 
+#: User frames named above the call site (the callers of a helper that wraps the client).
+MAX_CALLERS = 2
+
+
 def call_site(frame: FrameType | None) -> str:
-    """``PATH\\tLINE\\tQUALNAME`` of the first user frame at or above ``frame``, URL-quoted
-    (header values are Latin-1), or ``""`` when every frame is library code."""
+    """``PATH\\tLINE\\tQUALNAME`` of the first user frame at or above ``frame``, then the same
+    for up to :data:`MAX_CALLERS` user frames that called it, tab-separated and URL-quoted
+    (header values are Latin-1); ``""`` when every frame is library code."""
+    parts: list[str] = []
     user = _first_user_frame(frame)
-    if user is None:
-        return ""
-    code = user.f_code
-    name = getattr(code, "co_qualname", code.co_name)
-    return quote(f"{os.path.abspath(code.co_filename)}\t{user.f_lineno}\t{name}", safe="/")
+    while user is not None and len(parts) <= MAX_CALLERS:
+        code = user.f_code
+        name = getattr(code, "co_qualname", code.co_name)
+        parts.append(f"{os.path.abspath(code.co_filename)}\t{user.f_lineno}\t{name}")
+        user = _first_user_frame(user.f_back)
+    return quote("\t".join(parts), safe="/")
 
 
 def _not_user_prefixes(extra: list[str]) -> tuple[str, ...]:

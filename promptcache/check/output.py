@@ -36,6 +36,15 @@ def _where(site: CallSite | None) -> str:
     return f"{_relative(site.path)}:{site.line} in {site.function}"
 
 
+def _called_from(site: CallSite | None) -> str:
+    """``called from app.py:6 in main, from app.py:20 in <module>``; "" without callers."""
+    if site is None or not site.callers:
+        return ""
+    return "called from " + ", from ".join(
+        f"{_relative(path)}:{line} in {function}" for path, line, function in site.callers
+    )
+
+
 def _relative(path: str) -> str:
     try:
         return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
@@ -67,6 +76,8 @@ def render_text(result: CheckResult) -> str:
     for f in result.findings:
         lines.append(f"{_where(f.site)}: {f.rule} {f.title} ({f.api}, {f.path})")
         lines.append(f"  {_headline(f)}")
+        if _called_from(f.site):
+            lines.append(f"  {_called_from(f.site)}")
         if f.before is not None or f.after is not None:
             lines.append(f"  {'run 0:':<8} {f.before!r}")
             lines.append(f"  {f'run {f.run}:':<8} {f.after!r}")
@@ -112,7 +123,14 @@ def result_json(result: CheckResult) -> dict[str, Any]:
                 "causes": list(f.causes),
                 "site": None
                 if f.site is None
-                else {"path": f.site.path, "line": f.site.line, "function": f.site.function},
+                else {
+                    "path": f.site.path,
+                    "line": f.site.line,
+                    "function": f.site.function,
+                    "callers": [
+                        {"path": p, "line": n, "function": fn} for p, n, fn in f.site.callers
+                    ],
+                },
                 "api": f.api,
                 "path": f.path,
                 "message": f.message,
@@ -190,6 +208,8 @@ def render_github(result: CheckResult) -> str:
         if f.site is not None:
             props.insert(0, f"file={_escape_property(_relative(f.site.path))},line={f.site.line}")
         text = f"{_headline(f)} ({f.api}, {f.path})"
+        if _called_from(f.site):
+            text += f"; {_called_from(f.site)}"
         if f.before is not None or f.after is not None:
             text += f"\nrun 0: {f.before!r}\nrun {f.run}: {f.after!r}"
         lines.append(f"::error {','.join(props)}::{_escape_data(text)}")

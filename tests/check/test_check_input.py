@@ -271,3 +271,31 @@ def test_a_one_token_prefix_is_said_in_the_singular(tmp_path: Path) -> None:
     (finding,) = result.findings
     assert finding.rule == "PC008"
     assert "closes a prefix of about 1 token, below" in finding.message
+
+
+def test_a_helper_that_wraps_the_client_names_its_callers(tmp_path: Path) -> None:
+    prog = _program(
+        tmp_path,
+        """
+        import datetime, httpx, uuid
+        def post(system):
+            httpx.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o",
+                "messages": [{"role": "system", "content": "You are careful. " * 400 + system},
+                             {"role": "user", "content": "hi"}]})
+        post(datetime.datetime.now().isoformat())
+        post(str(uuid.uuid4()))
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    lines = Path(prog).read_text().splitlines()
+    post_line = next(i for i, text in enumerate(lines, 1) if "httpx.post(" in text)
+    callers = [i for i, text in enumerate(lines, 1) if text.startswith("post(")]
+    found = {f.rule: f.site for f in result.findings}
+    assert set(found) == {"PC001", "PC002"}
+    for rule, caller in zip(("PC001", "PC002"), callers, strict=True):
+        site = found[rule]
+        assert site is not None
+        assert (site.line, site.function) == (post_line, "post")
+        assert site.callers == ((prog, caller, "<module>"),)
+    text = render(result, "text")
+    assert f"  called from {prog}:{callers[0]} in <module>" in text
