@@ -109,6 +109,8 @@ def receiver() -> Iterator[tuple[OtlpReceiver, str]]:
 
 
 OPERATIONS = {
+    "/v1/models": "list_models",
+    "/v1/messages/count_tokens": "count_tokens",
     "/v1/messages": "chat",
     "/v1/chat/completions": "chat",
     "/v1/responses": "chat",
@@ -122,15 +124,19 @@ def expected_attributes(
 ) -> dict[str, Any]:
     """What the span of ``row`` must carry, worked out from the row's own columns."""
     route = row["route"]
-    operation = "generate_content" if route.startswith("/v1beta/") else OPERATIONS[route]
+    if route.startswith("/v1beta/"):
+        operation = "count_tokens" if route.endswith(":countTokens") else "generate_content"
+    else:
+        operation = OPERATIONS[route]
     expected: dict[str, Any] = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": PROVIDERS.get(row["vendor"], row["vendor"]),
-        "gen_ai.request.model": row["model"],
         "server.address": "127.0.0.1",
         "server.port": int(server_url.rsplit(":", 1)[1]),
         "promptcache.request_id": row["id"],
     }
+    if row["model"] is not None:
+        expected["gen_ai.request.model"] = row["model"]
     if response_model is not None:
         expected["gen_ai.response.model"] = response_model
     if row["stream"]:
@@ -171,7 +177,7 @@ def spans_by_request(receiver: OtlpReceiver, count: int) -> dict[str, Span]:
 def check_span(span: Span, row: dict[str, Any], server_url: str, model: str | None) -> None:
     assert attributes(span.attributes) == expected_attributes(row, server_url, model)
     operation = attributes(span.attributes)["gen_ai.operation.name"]
-    assert span.name == f"{operation} {row['model']}"
+    assert span.name == (f"{operation} {row['model']}" if row["model"] else operation)
     assert span.kind == Span.SPAN_KIND_CLIENT
     # the request's own start and end, as logged (the row keeps float seconds)
     assert abs(span.start_time_unix_nano - row["started_at"] * 1e9) < 1_000
@@ -313,6 +319,55 @@ def test_an_incoming_traceparent_makes_the_span_its_child(
     root = spans[second["id"]]  # no traceparent: a trace of its own
     assert root.parent_span_id == b""
     assert root.trace_id not in (b"", bytes.fromhex(trace_id))
+
+
+def test_streamed_response_models_and_routes_without_inference(
+    start_proxy: Callable[..., RunningProxy],
+    mock_server: ServerThread,
+    receiver: tuple[OtlpReceiver, str],
+) -> None:
+    """The response model of an Anthropic stream (on ``message_start``) and a Gemini SSE stream
+    (``modelVersion`` on its chunks); token counting and the model list get spans too."""
+    otlp, otlp_url = receiver
+    proxy = start_proxy(otlp_endpoint=otlp_url)
+    claude = anthropic.Anthropic(api_key=KEY, base_url=proxy.url, max_retries=0)
+    with claude.messages.stream(
+        model="claude-sonnet-4-5",
+        max_tokens=64,
+        system=system("09:00"),
+        messages=[{"role": "user", "content": "Where is my order?"}],
+        extra_headers={"x-mock-case": "cache_write_1h"},
+    ) as stream:
+        stream.until_done()
+    gemini = httpx.post(
+        f"{proxy.url}/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+        json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        headers={"x-goog-api-key": "gemini-test-key", "x-mock-case": "tool_use_prompt"},
+    )
+    assert gemini.status_code == 200
+    counted = claude.messages.count_tokens(
+        model="claude-sonnet-4-5", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert counted.input_tokens == 2095
+    assert httpx.get(f"{proxy.url}/v1/models").status_code == 200
+    rows = proxy.rows(4)
+    proxy.server.stop()
+    spans = spans_by_request(otlp, 4)
+
+    sse = {
+        "anthropic": recorded("anthropic", "cache_write_1h", "sse"),
+        "gemini": recorded("gemini", "tool_use_prompt", "sse"),
+    }
+    assert b'"message_start","message":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL",' in sse["anthropic"]
+    assert b'"model":"claude-sonnet-4-5-20250929"' in sse["anthropic"]
+    assert b'"modelVersion":"gemini-2.5-pro"' in sse["gemini"]
+    replayed = ["claude-sonnet-4-5-20250929", "gemini-2.5-pro", None, None]
+    for row, model in zip(rows, replayed, strict=True):
+        check_span(spans[row["id"]], row, mock_server.url, model)
+    assert [r["stream"] for r in rows] == [1, 1, 0, 0]
+    assert rows[0]["cache_write_1h_tokens"] > 0
+    names = [spans[r["id"]].name for r in rows]
+    assert names[2:] == ["count_tokens claude-sonnet-4-5", "list_models"]
 
 
 def test_the_cli_exports_and_flushes_at_shutdown(
