@@ -255,7 +255,7 @@ class SpanExport:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
-            from opentelemetry.trace import SpanKind, Status, StatusCode
+            from opentelemetry.trace import SpanKind, StatusCode
             from opentelemetry.trace.propagation.tracecontext import (
                 TraceContextTextMapPropagator,
             )
@@ -276,7 +276,7 @@ class SpanExport:
         self.tracer = self.provider.get_tracer("promptcache.proxy")
         self.propagator = TraceContextTextMapPropagator()
         self._client_kind = SpanKind.CLIENT
-        self._error_status = lambda text: Status(StatusCode.ERROR, text)
+        self._error_code = StatusCode.ERROR
 
     def __call__(self, record: RequestRecord) -> None:
         """Record hook: make and end the span of ``record`` (queued for export, not sent)."""
@@ -288,7 +288,7 @@ class SpanExport:
             start_time=_ns(record.started_at),
         )
         if record.error is not None:
-            span.set_status(self._error_status(record.error))
+            span.set_status(self._error_code, record.error)
         ended = record.ended_at if record.ended_at is not None else record.started_at
         span.end(end_time=_ns(ended))
 

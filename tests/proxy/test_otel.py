@@ -370,6 +370,27 @@ def test_streamed_response_models_and_routes_without_inference(
     assert names[2:] == ["count_tokens claude-sonnet-4-5", "list_models"]
 
 
+def test_spans_go_out_without_a_log(
+    start_proxy: Callable[..., RunningProxy], receiver: tuple[OtlpReceiver, str]
+) -> None:
+    otlp, otlp_url = receiver
+    proxy = start_proxy(db_path=None, otlp_endpoint=otlp_url)
+    reply = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert reply.status_code == 200
+    proxy.server.stop()
+    (span,) = otlp.wait(1)
+    usage = json.loads(recorded("openai_chat", "cached", "json"))["usage"]
+    seen = attributes(span.attributes)
+    assert seen["gen_ai.usage.input_tokens"] == usage["prompt_tokens"]
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    assert seen["gen_ai.usage.cache_read.input_tokens"] == cached > 0
+    assert seen["gen_ai.usage.output_tokens"] == usage["completion_tokens"]
+    assert seen["promptcache.request_id"] == reply.headers["x-promptcache-request-id"]
+
+
 def test_the_cli_exports_and_flushes_at_shutdown(
     tmp_path: Path, mock_server: ServerThread, receiver: tuple[OtlpReceiver, str]
 ) -> None:
