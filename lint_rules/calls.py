@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import sinks
-from .facts import ASSUMED, CLEAN, SELF, Fact, Kind, Shape, Value, join
+from .facts import ASSUMED, CLEAN, SELF, Fact, Kind, Shape, Value, best_chains, canonical, join
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table, merge
 from .library import source_text, span
 from .sources import (
@@ -355,7 +355,7 @@ class CallsMixin(EngineState):
                     out.add(f.passed_on(step))
                 else:
                     out.add(f)
-            return frozenset(out)
+            return best_chains(out)
 
         if self.recording:
             for index in summary.marks:
@@ -463,7 +463,7 @@ class CallsMixin(EngineState):
         )
         if order:
             fields = self.field_stores.setdefault(receiver.ref.qualname, {})
-            fields[attr] = fields.get(attr, frozenset()) | order
+            fields[attr] = canonical(fields.get(attr, frozenset()) | order)
 
     def store_own_fields(
         self, summary: Summary, substitute: Callable[[frozenset[Fact], str], frozenset[Fact]]

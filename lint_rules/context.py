@@ -103,7 +103,10 @@ class ModuleContext:
                 where_from = id(entry.function) if fact.via or fact.path else 0
                 key = (fact.kind, fact.path, fact.line, fact.col, fact.detail, where_from)
                 old = best.get(key)
-                if old is None or _pos(where.node) < _pos(old[0].node):
+                if old is None or (_pos(where.node), fact.rank) < (
+                    _pos(old[0].node),
+                    old[1].rank,
+                ):
                     best[key] = (where, fact)
         yield from sorted(best.values(), key=lambda pair: (_pos(pair[0].node), pair[1].line))
 
@@ -153,7 +156,7 @@ def first_fact_born_in(
     """The earliest-born unpinned fact of ``value`` among ``kinds`` that was born inside
     ``function`` (so it changes from one request to the next), or None."""
     facts = [f for f in value.facts if f.kind in kinds and not f.pinned and born_in(f, function)]
-    return min(facts, key=lambda f: (f.line, f.col)) if facts else None
+    return min(facts, key=lambda f: (f.line, f.col, f.detail, f.rank)) if facts else None
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:

@@ -8,7 +8,8 @@ Values are immutable and shared; combining two values unions their facts.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 
 class Kind(enum.Enum):
@@ -71,6 +72,36 @@ class Fact:
     site: tuple[int, int] = (0, 0)
     path: str = ""
     via: tuple[Step, ...] = ()
+    #: every field but ``via``: what the fact is, whatever chain brought it (``canonical``)
+    identity: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "identity",
+            (
+                self.kind,
+                self.line,
+                self.col,
+                self.detail,
+                self.granularity,
+                self.pinned,
+                self.param,
+                self.fix,
+                self.site,
+                self.path,
+            ),
+        )
+
+    @property
+    def rank(self) -> tuple[bool, int, tuple[tuple[str, int, str, str], ...]]:
+        """How a chain compares with another chain of the same fact (smaller is kept): a
+        proven chain first, then the shorter, then by its steps' (file, line, name, text)."""
+        return (
+            not self.proven,
+            len(self.via),
+            tuple((path, line, name, text) for text, line, name, path in self.via),
+        )
 
     def passed_on(self, step: Step) -> Fact:
         """The same fact, carried one step further (``step``: ("returned by f", line, "f",
@@ -95,6 +126,35 @@ class Fact:
     def volatile(self) -> bool:
         """True for a per-request TIME/UNIQUE/VARIES fact that was not pinned."""
         return self.kind in (Kind.TIME, Kind.UNIQUE, Kind.VARIES) and not self.pinned
+
+
+def canonical(facts: frozenset[Fact]) -> frozenset[Fact]:
+    """``facts`` with one fact per identity (``Fact.identity``: everything but the chain):
+    the same origin reached along several paths keeps the chain of smallest ``Fact.rank``,
+    whatever order the paths were met in, so fact sets stay as small as the origins they
+    name and a chain, hence a finding, does not depend on the order sets are iterated in."""
+    if len(facts) < 2:
+        return facts
+    seen: set[object] = set()
+    for f in facts:
+        identity = f.identity
+        if identity in seen:
+            break
+        seen.add(identity)
+    else:
+        return facts
+    return best_chains(facts)
+
+
+def best_chains(facts: Iterable[Fact]) -> frozenset[Fact]:
+    """One fact per identity, the one of smallest ``Fact.rank`` (see ``canonical``)."""
+    best: dict[object, Fact] = {}
+    for f in facts:
+        identity = f.identity
+        old = best.get(identity)
+        if old is None or (old.via != f.via and f.rank < old.rank):
+            best[identity] = f
+    return frozenset(best.values())
 
 
 class Shape(enum.Enum):
@@ -137,6 +197,10 @@ class Value:
     ref: object = None
     elts: tuple[Value, ...] | None = None
     items: tuple[tuple[str, Value], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.facts) > 1:
+            object.__setattr__(self, "facts", canonical(self.facts))
 
     def with_facts(self, facts: frozenset[Fact]) -> Value:
         return replace(self, facts=facts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, concat, join
+from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, canonical, concat, join
 from .frames import ClassInfo, EngineState, ExternalClass, Frame, merge
 from .toolnames import combine
 
@@ -214,10 +214,10 @@ class StatementsMixin(EngineState):
             if f.kind in STORED_KINDS and not (f.kind is Kind.PARAM and f.param == SELF)
         )
         if facts:
-            summary.stores[index] = summary.stores.get(index, frozenset()) | facts
+            summary.stores[index] = canonical(summary.stores.get(index, frozenset()) | facts)
             if index == SELF and attr:
                 old = summary.attr_stores.get(attr, frozenset())
-                summary.attr_stores[attr] = old | facts
+                summary.attr_stores[attr] = canonical(old | facts)
 
     def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if self.frame is self.module_frame:

@@ -10,6 +10,10 @@ produce the reported value) fails here.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -18,6 +22,7 @@ from lint_markers import FIXTURES, fixture_config
 
 from promptcache.lint_rules import Diagnostic, lint_source
 from promptcache.lint_rules.config import parse_table
+from promptcache.lint_rules.facts import ASSUMED, Fact, Kind, Value, canonical
 from promptcache.lint_rules.registry import KNOWN_CODES
 from promptcache.lint_rules.runner import lint_paths
 
@@ -115,3 +120,56 @@ def test_text_json_and_sarif_name_the_same_steps(tmp_path: Path) -> None:
         assert [
             loc["physicalLocation"]["region"]["startLine"] for loc in result["relatedLocations"]
         ] == [r.location.line for r in d.related]
+
+
+def _fact(*steps: tuple[str, int, str, str]) -> Fact:
+    return Fact(Kind.TIME, 8, 11, "time.time()", "subday", path="clock.py", via=steps)
+
+
+def test_one_chain_per_fact_the_smallest_whatever_the_order() -> None:
+    """The same origin reached along several paths is one fact: the proven chain, then the
+    shortest, then the first by (file, line) of its steps, in whichever order they meet."""
+    short = _fact(("returned by morning", 12, "morning", "app.py"))
+    later = _fact(("returned by evening", 13, "evening", "app.py"))
+    longer = _fact(
+        ("returned by evening", 13, "evening", "app.py"),
+        ("returned by late", 20, "late", "app.py"),
+    )
+    unproven = _fact((f"{ASSUMED} decorate()", 9, "decorate", "clock.py"))
+    other = Fact(Kind.UNIQUE, 3, 0, "uuid4()", via=unproven.via)
+    facts = [longer, unproven, later, short, other]
+    for order in (facts, facts[::-1], facts[2:] + facts[:2]):
+        assert canonical(frozenset(order)) == {short, other}
+        assert Value(frozenset(order)).facts == {short, other}
+    assert canonical(frozenset({unproven, longer})) == {longer}
+    assert canonical(frozenset({short, other})) == {short, other}
+
+
+CLI = (sys.executable, "-c", "from promptcache.cli import main; main()", "lint")
+
+
+def test_program_findings_do_not_depend_on_the_hash_seed() -> None:
+    """``programs/p_many_paths``: one origin reaches the prompt through four helpers (one a
+    call the analysis cannot see). Under four hash seeds (set iteration orders) the real CLI
+    prints the same report, whose one finding names the shortest proven chain."""
+    folder = HERE / "programs" / "p_many_paths"
+    reports = set()
+    for seed in ("0", "1", "2", "3"):
+        done = subprocess.run(
+            [*CLI, "--no-cache", "--jobs", "1", "--format", "json", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        assert done.returncode == 1, done.stderr
+        reports.add(done.stdout)
+    assert len(reports) == 1
+    (finding,) = json.loads(reports.pop())
+    steps = [(Path(r["filename"]).name, r["row"], r["value"]) for r in finding["related"]]
+    assert steps == [
+        ("clock.py", 8, "strftime"),
+        ("clock.py", 12, "stamp"),
+        ("app.py", 11, "morning"),
+        ("app.py", 18, "system_prompt"),
+    ]
