@@ -8,7 +8,8 @@ the client; the processor only queues it there, and a background thread of the S
 sends it. Nothing waits on the collector on the request path; a collector that is down costs
 the spans (the SDK logs the failed exports), never a request. Batching is the SDK's: every 5 s
 or 512 spans, changed with its ``OTEL_BSP_*`` environment variables. ``shutdown`` (at the
-proxy's shutdown, after the log is closed) exports what is still queued.
+proxy's shutdown, after the log is closed) exports what is still queued, waiting 30 s at most for
+a collector that does not answer (the SDK's limit).
 
 Span: kind ``CLIENT``, name ``{gen_ai.operation.name} {gen_ai.request.model}``, start and end the
 request's own arrival and end (the row's ``started_at`` and ``ended_at``); status ``ERROR`` with
@@ -62,8 +63,8 @@ without them :class:`SpanExport` raises ``ConfigError`` saying so. ``OTEL_SERVIC
 
 from __future__ import annotations
 
+import functools
 import json
-import logging
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -91,8 +92,6 @@ __all__ = [
     "span_name",
     "traces_url",
 ]
-
-logger = logging.getLogger("promptcache.proxy")
 
 #: ``service.name`` of the proxy's spans unless ``OTEL_SERVICE_NAME`` (or
 #: ``OTEL_RESOURCE_ATTRIBUTES``) names another.
@@ -206,11 +205,9 @@ def span_attributes(
             attrs["gen_ai.usage.reasoning.output_tokens"] = record.reasoning_tokens
     upstream = upstreams.get(record.upstream or "")
     server = record.replica or (upstream.url if upstream is not None else None)
-    if server:
-        parts = urlsplit(server)
-        if parts.hostname:
-            attrs["server.address"] = parts.hostname
-            attrs["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
+    address = _server_address(server) if server else None
+    if address is not None:
+        attrs["server.address"], attrs["server.port"] = address
     if record.error is not None:
         status = record.status or 0
         attrs["error.type"] = str(status) if status >= 400 else "_OTHER"
@@ -293,9 +290,8 @@ class SpanExport:
         span.end(end_time=_ns(ended))
 
     def shutdown(self) -> None:
-        """Export the spans still queued and stop the exporter (blocks; when the collector does
-        not answer, for about the exporter's timeout, ``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s by
-        default)."""
+        """Export the spans still queued and stop the exporter. Blocks: when the collector does
+        not answer, the SDK's batch processor waits for its export thread 30 s at most."""
         self.provider.shutdown()
 
 
@@ -325,6 +321,15 @@ class TraceContextMiddleware:
             await self.app(scope, receive, send)
         finally:
             _PARENT.reset(token)
+
+
+@functools.lru_cache(maxsize=256)
+def _server_address(url: str) -> tuple[str, int] | None:
+    """(host, port) of an upstream's base URL (the scheme's port when it names none)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _ns(unix_s: float) -> int:
