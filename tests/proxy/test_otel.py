@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +35,6 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from proxy_support import FakeClock, RunningProxy, read_rows, wait_until_serving
 from servers import ServerThread
 from starlette.types import Receive, Scope, Send
-from test_cli_proxy import free_port
 from upstreams import recorded
 
 from promptcache.errors import ConfigError
@@ -44,6 +44,12 @@ from promptcache.proxy.routing import RoutingSettings
 T0 = 1_764_493_200.0
 KEY = "sk-ant-api03-otel-test-0123456789abcdef"
 SYSTEM = "You are the support agent of Acme Anvils. Answer briefly and cite the manual. " * 30
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class OtlpReceiver:
