@@ -149,6 +149,9 @@ class PairReport:
             cacheable prefix (nothing is cached there, so nothing is reported).
         no_breakpoint: pairs whose prompts differ in an Anthropic/Bedrock request with no
             breakpoint (nothing is cached there, so nothing is reported).
+        one_message: pairs whose whole prompt is one message (a legacy completion's
+            ``prompt``, a lone user message) and differs: read as the dynamic tail, not
+            reported.
     """
 
     findings: list[Finding]
@@ -156,6 +159,7 @@ class PairReport:
     unpaired: int
     below_minimum: int
     no_breakpoint: int = 0
+    one_message: int = 0
 
 
 def compare_runs(
@@ -177,7 +181,7 @@ def compare_runs(
     pids = {s.request.pid for s in (*base, *other) if s.request.pid is not None}
     findings: list[Finding] = []
     excused: set[tuple[int, str, str]] = set()
-    below = no_breakpoint = 0
+    below = no_breakpoint = one_message = 0
     for a, b in pairs:
         findings += _key_findings(a, b, run, pids, clocks)
         fa, fb = a.fingerprint, b.fingerprint
@@ -199,6 +203,8 @@ def compare_runs(
         )
         if k > extent or tail or (replies_vary and _is_reply(fa.segments[k])):
             excused.add(mark)
+            if tail and k == 0:
+                one_message += 1
             if extent < 0 and not tail and fa.api in EXPLICIT_BREAKPOINT_APIS:
                 no_breakpoint += 1
             continue
@@ -208,7 +214,7 @@ def compare_runs(
             below += 1
             continue
         findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
-    return PairReport(findings, len(pairs), unpaired, below, no_breakpoint)
+    return PairReport(findings, len(pairs), unpaired, below, no_breakpoint, one_message)
 
 
 def _is_reply(segment: Segment) -> bool:

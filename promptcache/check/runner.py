@@ -245,6 +245,12 @@ def analyse(
                 "in prompts shorter than the model's minimum cacheable prefix (nothing is "
                 "cached there yet); not reported"
             )
+        if report.one_message:
+            notes.append(
+                f"run {run.perturbation.run}: {report.one_message} request pair(s) differ in a "
+                "prompt that is one message (a legacy completion's prompt, a lone user message), "
+                "read as the dynamic tail; not reported"
+            )
         if report.no_breakpoint:
             notes.append(
                 f"run {run.perturbation.run}: {report.no_breakpoint} request pair(s) differ in "

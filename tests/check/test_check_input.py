@@ -299,3 +299,21 @@ def test_a_helper_that_wraps_the_client_names_its_callers(tmp_path: Path) -> Non
         assert site.callers == ((prog, caller, "<module>"),)
     text = render(result, "text")
     assert f"  called from {prog}:{callers[0]} in <module>" in text
+
+
+def test_a_one_message_prompt_that_differs_is_counted_in_a_note(tmp_path: Path) -> None:
+    prog = _program(
+        tmp_path,
+        """
+        import httpx, uuid
+        for _ in range(2):
+            httpx.post("https://api.openai.com/v1/completions", json={
+                "model": "gpt-3.5-turbo-instruct", "prompt": str(uuid.uuid4()) + " go " * 2000})
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    assert result.findings == []
+    assert result.notes == [
+        "run 1: 2 request pair(s) differ in a prompt that is one message (a legacy completion's "
+        "prompt, a lone user message), read as the dynamic tail; not reported"
+    ]
