@@ -51,6 +51,7 @@ EXTRA_MODULES: frozenset[str] = frozenset(
         "msgspec",
         "numpy",
         "openai",
+        "opentelemetry",
         "prometheus_client",
         "safetensors",
         "starlette",

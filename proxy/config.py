@@ -188,7 +188,7 @@ class ProxyConfig:
         clock: wall clock for ``started_at`` (unix seconds); tests pass a fake one to simulate
             gaps longer than a cache TTL without sleeping.
         report_refresh_s: the live ``/report`` rebuilds a window's report at most this often
-            (seconds; ``report_live.ReportCache``); 0 rebuilds on every request after new rows.
+            (seconds; ``report.live.ReportCache``); 0 rebuilds on every request after new rows.
         otlp_endpoint: OTLP/HTTP collector address the proxy exports one span per request to
             (``proxy/otel.py``; ``--otlp-endpoint``, ``[otel] endpoint``); None exports nothing.
     """

@@ -56,9 +56,10 @@ are left out): ``request_id`` (the ``id`` column), ``prefix_hash``, ``prefix_fam
 doubles), ``replica``; and ``ttl_tier``: the longest TTL (``5m`` or ``1h``) among the request's
 cache breakpoints (the ``breakpoints`` column), left out when none names one.
 
-The OpenTelemetry packages come with the ``proxy`` extra (``pip install 'promptcache[proxy]'``);
-without them :class:`SpanExport` raises ``ConfigError`` saying so. ``OTEL_SERVICE_NAME`` and
-``OTEL_RESOURCE_ATTRIBUTES`` are honoured; the default ``service.name`` is ``promptcache-proxy``.
+The OpenTelemetry packages come with the ``proxy`` extra (in a clone of its repository:
+``pip install '.[proxy]'``); without them :class:`SpanExport` raises ``ConfigError`` saying so.
+``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` are honoured; the default
+``service.name`` is ``promptcache-proxy``.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ __all__ = [
 DEFAULT_SERVICE_NAME = "promptcache-proxy"
 
 #: How to get the OpenTelemetry packages (named in the error when they are missing).
-EXTRA_HINT = "pip install 'promptcache[proxy]'"
+EXTRA_HINT = "install promptcache[proxy] (in a clone of its repository: pip install '.[proxy]')"
 
 #: The OTLP/HTTP path of traces, appended to an endpoint given without a path.
 TRACES_PATH = "/v1/traces"
@@ -259,7 +260,7 @@ class SpanExport:
         except ImportError as exc:
             raise ConfigError(
                 f"--otlp-endpoint needs the OpenTelemetry packages ({exc.name} is missing); "
-                f"install them with: {EXTRA_HINT}"
+                f"{EXTRA_HINT}"
             ) from None
         self.url = url
         self.upstreams = upstreams

@@ -97,7 +97,12 @@ def test_commands_without_an_extra_still_work_without_the_extras(tmp_path: Path)
 
 
 #: Distributions whose import name differs from the distribution name.
-IMPORT_NAMES = {"pyzmq": "zmq"}
+IMPORT_NAMES = {
+    "pyzmq": "zmq",
+    "opentelemetry_sdk": "opentelemetry",
+    "opentelemetry_exporter_otlp_proto_http": "opentelemetry",
+    "opentelemetry_proto": "opentelemetry",
+}
 
 
 def test_extra_modules_cover_every_optional_dependency() -> None:

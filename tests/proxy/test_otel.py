@@ -453,7 +453,7 @@ def test_missing_opentelemetry_packages_are_one_error_line(
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --otlp-endpoint needs the OpenTelemetry packages ({blocked} is missing); "
-        "install them with: pip install 'promptcache[proxy]'"
+        "install promptcache[proxy] (in a clone of its repository: pip install '.[proxy]')"
     ]
 
 
