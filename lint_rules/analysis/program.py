@@ -299,11 +299,7 @@ class Program:
                     state.force = True
             task = self._task(path, state, externals[path], requests[path])
             changed = (
-                # equal JSON first (cheap); else compare without the chains
-                (
-                    task.externals != state.externals
-                    and _without_chains(task.externals) != _without_chains(state.externals)
-                )
+                not _same_but_chains(task.externals, state.externals)
                 or frozenset(task.requests) != state.requests
                 or task.force != bool(state.output.get("forced"))
             )
@@ -376,19 +372,30 @@ class Program:
         return None
 
 
-def _without_chains(data: Any) -> Any:
-    """``data`` (exported JSON) with every fact's chain steps reduced to whether one was
-    assumed (a call the analysis could not see): a module is analysed again when the facts it
-    sees change or become proven, not when only the steps that passed one on do (the steps it
-    keeps are still true, and rounds end sooner)."""
-    if isinstance(data, dict):
-        return {k: _without_chains(v) for k, v in data.items()}
-    if isinstance(data, list):
-        if len(data) == 9 and isinstance(data[0], str) and isinstance(data[8], list):
-            # a fact (``exports.fact_to_json``)
-            return [*data[:8], any(str(s[0]).startswith(ASSUMED) for s in data[8])]
-        return [_without_chains(v) for v in data]
-    return data
+def _is_fact(data: list[Any]) -> bool:
+    """Whether a JSON list is a fact (``exports.fact_to_json``)."""
+    return len(data) == 9 and isinstance(data[0], str) and isinstance(data[8], list)
+
+
+def _assumed(steps: list[Any]) -> bool:
+    return any(str(s[0]).startswith(ASSUMED) for s in steps)
+
+
+def _same_but_chains(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` (exported JSON) are equal once every fact's chain steps are
+    reduced to whether one was assumed (a call the analysis could not see): a module is
+    analysed again when the facts it sees change or become proven, not when only the steps
+    that passed one on do (the steps it keeps are still true, and rounds end sooner). Equal
+    parts are compared as they are; only the parts that differ are walked."""
+    if a == b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_but_chains(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        if _is_fact(a) and _is_fact(b):
+            return a[:8] == b[:8] and _assumed(a[8]) == _assumed(b[8])
+        return all(_same_but_chains(x, y) for x, y in zip(a, b, strict=True))
+    return False
 
 
 def _field_facts(states: dict[str, FileState]) -> dict[str, dict[str, list[Any]]]:
