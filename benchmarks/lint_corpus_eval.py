@@ -27,7 +27,7 @@ reads them back instead of linting (labelling does not need a second run).
 
 Usage::
 
-    .venv/bin/python benchmarks/lint_corpus_eval.py trees --mirror /work/.mirror
+    .venv/bin/python benchmarks/lint_corpus_eval.py trees --mirror ../.mirror
     .venv/bin/python benchmarks/lint_corpus_eval.py lint --half tuning --save /tmp/tuning.json
     .venv/bin/python benchmarks/lint_corpus_eval.py lint --half tuning --load /tmp/tuning.json \\
         --template
@@ -60,7 +60,8 @@ VERDICTS = ("tp", "fp", "debatable")
 #: files exported from each repository: what the linter reads
 SUFFIXES = (".py", ".pyi")
 CONFIG_NAMES = ("pyproject.toml", ".gitignore")
-DEFAULT_TREES = Path(os.environ.get("PROMPTCACHE_CORPUS_TREES", "/work/corpus-trees"))
+#: exported trees live beside the checkout (as ../shared does), never inside it
+DEFAULT_TREES = Path(os.environ.get("PROMPTCACHE_CORPUS_TREES", ROOT.parent / "corpus-trees"))
 LABEL_FIELDS = ("repo", "commit", "file", "line", "line_sha", "rule", "verdict", "why")
 
 

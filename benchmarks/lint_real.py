@@ -44,7 +44,7 @@ Usage::
     .venv/bin/python benchmarks/lint_real.py --profile --repeat 1
     .venv/bin/python benchmarks/lint_real.py --installed
     .venv/bin/python benchmarks/lint_real.py --corpus tuning
-    .venv/bin/python benchmarks/lint_real.py --corpus all --trees /work/corpus-trees
+    .venv/bin/python benchmarks/lint_real.py --corpus all --trees ../corpus-trees
 """
 
 from __future__ import annotations
@@ -88,7 +88,10 @@ TARGET_MIB = 200.0  # peak RSS of any one process
 TARGET_PARSE_MULTIPLE = 3.0  # cold lint wall / parse-only wall, every tree
 TARGET_CORPUS_MIB = 300.0  # peak RSS of any one process, trees of TARGET_BIG_TREE files or more
 TARGET_BIG_TREE = 1300
-CORPUS_REPOS = Path(__file__).resolve().parents[1] / "tests" / "lint" / "corpus" / "repos.toml"
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS_REPOS = ROOT / "tests" / "lint" / "corpus" / "repos.toml"
+#: exported corpus trees live beside the checkout (as ../shared does), never inside it
+DEFAULT_TREES = ROOT.parent / "corpus-trees"
 
 # --------------------------------------------------------------------------------------------
 # corpus
@@ -1004,7 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trees",
         type=Path,
-        default=Path(os.environ.get("PROMPTCACHE_CORPUS_TREES", "/work/corpus-trees")),
+        default=Path(os.environ.get("PROMPTCACHE_CORPUS_TREES", DEFAULT_TREES)),
         help="folder of the exported corpus trees",
     )
     parser.add_argument("--repos", type=Path, default=CORPUS_REPOS, help="the corpus's repos.toml")
