@@ -103,6 +103,15 @@ class RequestRecord:
     # the prefix family (schema step 9): the first segment hash of the first request of the
     # requests the break explainer found sharing a prefix with this one (proxy/breaks.py)
     prefix_family: str | None = _column()
+    # the vendors' own cache diagnostics (schema step 10, proxy/diagnostics.py): the response's
+    # id, the id the request named for the vendor's comparison (Anthropic
+    # diagnostics.previous_message_id, OpenAI prompt_cache_options.comparison_response_id), 1
+    # when the proxy added it itself (--vendor-diagnostics), and the vendor's estimate of the
+    # input tokens its cache missed
+    response_id: str | None = _column()
+    vendor_comparison_id: str | None = _column()
+    vendor_diagnostics_added: int | None = _column()
+    vendor_cache_missed_tokens: int | None = _column()
 
     # not stored: parsed objects for hooks
     fingerprint: RequestFingerprint | None = field(default=None, repr=False, compare=False)

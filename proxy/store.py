@@ -125,6 +125,27 @@ def _v7_previous_index(db: Database) -> None:
     )
 
 
+#: Columns of schema step 10 (vendor cache diagnostics, ``proxy/diagnostics.py``), in order.
+VENDOR_DIAGNOSTICS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("response_id", "TEXT"),
+    ("vendor_comparison_id", "TEXT"),
+    ("vendor_diagnostics_added", "INTEGER"),
+    ("vendor_cache_missed_tokens", "INTEGER"),
+)
+
+
+def _v10_vendor_diagnostics(db: Database) -> None:
+    """Add the vendor cache-diagnostics columns (NULL on older rows): the response's own id,
+    the id the request named for the vendor's comparison, whether the proxy added it, and the
+    vendor's estimate of the tokens its cache missed. Plain ``ALTER TABLE ... ADD COLUMN``
+    (the same SQL on SQLite and Postgres); columns already there are left alone. Idempotent."""
+    cursor = db.execute("SELECT * FROM requests LIMIT 0")
+    have = {column[0] for column in cursor.description}
+    for name, kind in VENDOR_DIAGNOSTICS_COLUMNS:
+        if name not in have:
+            db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+
+
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_requests,
@@ -136,6 +157,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v7_previous_index,  # step 7: successors by predecessor, for exact report windows (#19)
     add_route_regret_columns,  # step 8: routing regret, best vs chosen replica's tokens (#32)
     add_prefix_families,  # step 9: requests grouped into prefix families by shared prefix (#35)
+    _v10_vendor_diagnostics,  # step 10: the vendors' own cache diagnostics beside ours (#33)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
