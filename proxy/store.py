@@ -137,13 +137,19 @@ VENDOR_DIAGNOSTICS_COLUMNS: tuple[tuple[str, str], ...] = (
 def _v10_vendor_diagnostics(db: Database) -> None:
     """Add the vendor cache-diagnostics columns (NULL on older rows): the response's own id,
     the id the request named for the vendor's comparison, whether the proxy added it, and the
-    vendor's estimate of the tokens its cache missed. Plain ``ALTER TABLE ... ADD COLUMN``
-    (the same SQL on SQLite and Postgres); columns already there are left alone. Idempotent."""
+    vendor's estimate of the tokens its cache missed; and a partial index of the rows that
+    carry a vendor diagnosis, so the report's agreement table (``report/agreement.py``) reads
+    only those. Plain ``ALTER TABLE ... ADD COLUMN`` and ``CREATE INDEX ... WHERE`` (the same
+    SQL on SQLite and Postgres); columns already there are left alone. Idempotent."""
     cursor = db.execute("SELECT * FROM requests LIMIT 0")
     have = {column[0] for column in cursor.description}
     for name, kind in VENDOR_DIAGNOSTICS_COLUMNS:
         if name not in have:
             db.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS idx_requests_vendor_diagnosis ON requests (started_at)"
+        " WHERE vendor_miss_reason IS NOT NULL"
+    )
 
 
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
