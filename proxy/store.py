@@ -34,6 +34,7 @@ from sqlite_utils import Database
 from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
+from .prefix_store import add_prefix_bodies
 from .replica_rollup import add_route_regret_columns, add_routing_columns
 from .rollup import add_prefix_families, add_report_rollups, rebuild_break_rollup
 
@@ -164,6 +165,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_route_regret_columns,  # step 8: routing regret, best vs chosen replica's tokens (#32)
     add_prefix_families,  # step 9: requests grouped into prefix families by shared prefix (#35)
     _v10_vendor_diagnostics,  # step 10: the vendors' own cache diagnostics beside ours (#33)
+    add_prefix_bodies,  # step 11: a representative body per prefix family (--store-prefixes)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
