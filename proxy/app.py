@@ -13,7 +13,9 @@ gets a vendor-shaped 404 (or 405) that lists the supported routes. ``app.state``
 The log file is opened and migrated here (so a bad ``--db`` fails before the server starts);
 the writer thread starts with the app's lifespan and is drained and stopped when it ends. With
 ``config.otlp_endpoint`` a ``otel.SpanExport`` is a record hook too (one span per request), and
-its queued spans are exported when the lifespan ends, after the log is closed.
+its queued spans are exported when the lifespan ends, after the log is closed. With
+``config.vendor_diagnostics`` a ``diagnostics.VendorDiagnostics`` names the previous response in
+Anthropic requests (``app.state.proxy.vendor_diagnostics``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import breaks, metrics
+from . import breaks, diagnostics, metrics
 from .config import ProxyConfig
 from .enrich import warm_up
 from .forward import UpstreamPool
@@ -143,7 +145,9 @@ def build_app(config: ProxyConfig) -> Starlette:
     app.state.store = store
     app.state.record_hooks = hooks
     app.state.proxy = state
-    breaks.install(app, clock=config.clock)  # runs first: fills the break columns
+    explainer = breaks.install(app, clock=config.clock)  # runs first: fills the break columns
+    if config.vendor_diagnostics:  # names the previous response in Anthropic requests
+        diagnostics.install(app, explainer, clock=config.clock)
     metrics.install(app)  # GET /metrics, GET /healthz
     # GET /report, GET /report.json
     report_live.install(app, config.db_path, clock=config.clock, refresh_s=config.report_refresh_s)

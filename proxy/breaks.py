@@ -86,7 +86,7 @@ request (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, c
 Cross-check: a request with no break (same prefix, within the TTL, predecessor's first byte
 already back so its write had landed) is ``expected_hit``; if the vendor then reports 0 cache-read
 tokens it is flagged ``unexpected_miss``. Anthropic's own ``cache_miss_reason`` is stored beside
-ours by the proxy (``vendor_miss_reason``).
+ours by the proxy (``vendor_miss_reason``, ``proxy/diagnostics.py``).
 
 State: up to :data:`SNAPSHOTS_PER_FAMILY` snapshots (fingerprints with segment texts) per family,
 a snapshot dropped once a later one extends its cached prefix, in an LRU bounded by families and
@@ -535,6 +535,20 @@ class BreakExplainer:
         if latest is not None and _related(latest, fp):
             return latest, "edited"
         return None, "none"
+
+    def predecessor_id(
+        self,
+        key_fingerprint: str | None,
+        fingerprint: RequestFingerprint,
+        routing_key: str | None = None,
+    ) -> str | None:
+        """The request id a request with ``fingerprint`` would be compared with if it were
+        explained now (its predecessor in the same prefix family and conversation), or None.
+        Reads the state only; ``--vendor-diagnostics`` names that request's response to the
+        vendor (``proxy/diagnostics.py``)."""
+        with self._lock:
+            previous, _ = self._lookup((key_fingerprint, routing_key), fingerprint)
+        return previous.request_id if previous is not None else None
 
     # ----------------------------------------------------------------------------- explaining
     def explain(

@@ -24,6 +24,13 @@ TOML file::
     [otel]
     endpoint = "http://127.0.0.1:4318"  # OTLP/HTTP collector: one span per request (proxy/otel.py)
 
+A top-level ``vendor_diagnostics = true`` (before any table) is ``--vendor-diagnostics``: the
+proxy names the previous response in each Anthropic request (``proxy/diagnostics.py``).
+
+A top-level ``store_prefixes = true`` is ``--store-prefixes``: the log keeps the latest request
+body of each prefix family, redacted, for ``engine serve --warmup-from-log``
+(``proxy/prefix_store.py``).
+
 Rules are tried in file order; the first whose every given condition matches wins, else
 ``default_upstream``. The built-in names need no ``[upstreams.*]`` table.
 
@@ -191,6 +198,12 @@ class ProxyConfig:
             (seconds; ``report.live.ReportCache``); 0 rebuilds on every request after new rows.
         otlp_endpoint: OTLP/HTTP collector address the proxy exports one span per request to
             (``proxy/otel.py``; ``--otlp-endpoint``, ``[otel] endpoint``); None exports nothing.
+        store_prefixes: keep the latest request body of each prefix family in the log, redacted
+            like ``store_bodies`` (``proxy/prefix_store.py``; ``--store-prefixes``,
+            ``store_prefixes = true``); stores prompt text, so off by default. Needs ``db_path``.
+        vendor_diagnostics: add ``diagnostics.previous_message_id`` to Anthropic requests that
+            carry no ``diagnostics`` (``proxy/diagnostics.py``; ``--vendor-diagnostics``,
+            ``vendor_diagnostics = true``); changes the request body, so off by default.
     """
 
     upstreams: Mapping[str, UpstreamConfig]
@@ -206,6 +219,8 @@ class ProxyConfig:
     clock: Callable[[], float] = time.time
     report_refresh_s: float = 5.0
     otlp_endpoint: str | None = None
+    store_prefixes: bool = False
+    vendor_diagnostics: bool = False
 
     def __post_init__(self) -> None:
         if self.default_upstream not in self.upstreams:
@@ -228,6 +243,10 @@ class ProxyConfig:
                 f"--auth-token is {len(self.auth_token)} characters; use at least "
                 f"{MIN_SECRET_CHARS} (shorter ones cannot be redacted from stored bodies), "
                 'e.g. --auth-token "$(openssl rand -hex 32)"'
+            )
+        if self.store_prefixes and self.db_path is None:
+            raise ConfigError(
+                "--store-prefixes keeps request bodies in the request log; drop --no-log"
             )
         if self.report_refresh_s < 0:
             raise ConfigError(f"report_refresh_s must be >= 0 seconds, got {self.report_refresh_s}")
@@ -416,11 +435,32 @@ def config_from_dict(
     **overrides: Any,
 ) -> ProxyConfig:
     """Build a ``ProxyConfig`` from parsed TOML (see ``load_config_file``)."""
-    unknown = set(data) - {"default_upstream", "upstreams", "routes", "otel"}
+    unknown = set(data) - {
+        "default_upstream",
+        "upstreams",
+        "routes",
+        "otel",
+        "vendor_diagnostics",
+        "store_prefixes",
+    }
     if unknown:
         raise ConfigError(
             f"{source}: unknown top-level keys {sorted(unknown)}; "
-            "allowed: default_upstream, upstreams, routes, otel"
+            "allowed: default_upstream, upstreams, routes, otel, vendor_diagnostics, store_prefixes"
+        )
+    if "store_prefixes" in data:
+        if not isinstance(data["store_prefixes"], bool):
+            raise ConfigError(f"{source}: store_prefixes must be true or false")
+        # --store-prefixes on the command line turns it on whatever the file says
+        overrides["store_prefixes"] = (
+            overrides.get("store_prefixes", False) or data["store_prefixes"]
+        )
+    if "vendor_diagnostics" in data:
+        if not isinstance(data["vendor_diagnostics"], bool):
+            raise ConfigError(f"{source}: vendor_diagnostics must be true or false")
+        # --vendor-diagnostics on the command line turns it on whatever the file says
+        overrides["vendor_diagnostics"] = (
+            overrides.get("vendor_diagnostics", False) or data["vendor_diagnostics"]
         )
     otel = data.get("otel", {})
     if not isinstance(otel, Mapping) or set(otel) - {"endpoint"}:

@@ -5,8 +5,9 @@ Runs after the response has gone out, so none of it adds to the client's latency
 - ``describe_prompt``: per-segment and chained prefix hashes, breakpoints and approximate prefix
   tokens (``promptcache.fingerprint``);
 - ``apply_usage``: the normalised usage buckets (``promptcache.usage``), our cost and the cost
-  without cache (``promptcache.pricing``), a vendor-reported cost, and Anthropic's own cache miss
-  reason when the client asked for cache diagnostics.
+  without cache (``promptcache.pricing``) and a vendor-reported cost.
+
+The vendors' own cache diagnoses are read by ``proxy/diagnostics.py``.
 
 Nothing here raises on odd vendor data: the record keeps what could be read, and the reason
 the rest could not is logged.
@@ -28,7 +29,7 @@ from promptcache.usage import Usage
 
 from .record import RequestRecord
 
-__all__ = ["apply_usage", "describe_prompt", "response_model", "vendor_miss_reason", "warm_up"]
+__all__ = ["apply_usage", "describe_prompt", "response_model", "warm_up"]
 
 logger = logging.getLogger("promptcache.proxy")
 
@@ -96,23 +97,6 @@ def apply_usage(record: RequestRecord, usage: Usage, price_as: str | None = None
     record.cost = breakdown
     record.cost_usd = str(breakdown.total_usd)
     record.cost_without_cache_usd = str(breakdown.cost_without_cache_usd)
-
-
-def vendor_miss_reason(message: Mapping[str, Any]) -> str | None:
-    """Anthropic's ``diagnostics.cache_miss_reason.type`` in a Messages response, if present.
-
-    Present when the request carried ``diagnostics: {"previous_message_id": ...}``; in a stream
-    it rides on ``message_start.message``. One of ``model_changed``, ``system_changed``,
-    ``tools_changed``, ``messages_changed``, ``previous_message_not_found``, ``unavailable``.
-    https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics (checked 2026-11-30)
-    """
-    diagnostics = message.get("diagnostics")
-    if not isinstance(diagnostics, Mapping):
-        return None
-    reason = diagnostics.get("cache_miss_reason")
-    if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
-        return str(reason["type"])
-    return None
 
 
 def response_model(payload: Mapping[str, Any]) -> str | None:

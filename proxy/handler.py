@@ -32,7 +32,16 @@ from promptcache.fingerprint import RequestFingerprint, fingerprint_request
 from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
 
 from .config import ProxyConfig, UpstreamConfig
-from .enrich import apply_usage, describe_prompt, response_model, vendor_miss_reason
+from .diagnostics import (
+    DIAGNOSABLE_APIS,
+    VendorDiagnosis,
+    VendorDiagnostics,
+    add_previous_message_id,
+    read_diagnosis,
+    requested_comparison,
+    response_id,
+)
+from .enrich import apply_usage, describe_prompt, response_model
 from .forward import (
     UpstreamPool,
     UpstreamTimeoutError,
@@ -41,6 +50,7 @@ from .forward import (
     request_headers,
     response_headers,
 )
+from .prefix_store import PrefixStore
 from .record import RequestRecord, new_request_id
 from .redact import client_secrets, key_fingerprint, redact_text
 from .routing import Decision, RequestFacts
@@ -83,6 +93,10 @@ class ProxyState:
     in_flight: int = 0
     #: upstream name -> its router, for upstreams with replicas
     routers: dict[str, Router] = field(default_factory=dict)
+    #: ``--store-prefixes``: keeps the latest request body of each prefix family
+    prefixes: PrefixStore | None = None
+    #: ``--vendor-diagnostics``: names the previous response in Anthropic requests
+    vendor_diagnostics: VendorDiagnostics | None = None
 
     @property
     def recording(self) -> bool:
@@ -118,7 +132,9 @@ class _Exchange:
     stream_complete: bool = False  # the stream's terminal event was relayed
     stream_error: str | None = None  # the upstream's own error event, sent after a 200
     body_sent: bool = False  # the response's last body message went to the client
-    miss_reason: str | None = None
+    diagnosis: VendorDiagnosis | None = None  # the vendor's own cache diagnosis
+    compared_with: str | None = None  # the previous response id the request names for it
+    response_id: str | None = None  # the vendor's id of the response
     response_model: str | None = None  # the model the response names
     #: the prefix fingerprint, computed before forwarding when a router needs it
     fingerprint: RequestFingerprint | None = None
@@ -234,6 +250,8 @@ class ProxyEndpoint:
                 if edited is not None:
                     body = edited
                     ex.strip_usage_chunk = True
+            if self.spec.api in DIAGNOSABLE_APIS and self.spec.records_usage:
+                body = self._ask_diagnosis(ex, ex.record, body)
 
         router = self.state.routers.get(upstream.name)
         async with anyio.create_task_group() as task_group:
@@ -299,10 +317,37 @@ class ProxyEndpoint:
                     return
                 logger.warning("retrying on %s: %s", decision.replica.url, exc)
 
+    def _ask_diagnosis(self, ex: _Exchange, record: RequestRecord, body: bytes) -> bytes:
+        """Note the vendor comparison the request asks for; with ``--vendor-diagnostics``, add
+        ``diagnostics.previous_message_id`` to an Anthropic request that has none (the
+        response of its predecessor, or null), returning the body to send."""
+        _, ex.compared_with = requested_comparison(self.spec.api, ex.parsed)
+        diagnostics = self.state.vendor_diagnostics
+        if diagnostics is None or self.spec.api != "anthropic" or ex.parsed is None:
+            return body
+        if "diagnostics" in ex.parsed:
+            return body
+        try:
+            ex.fingerprint = fingerprint_request(ex.parsed, "anthropic")
+        except PromptCacheError:
+            return body  # describe_prompt logs why, later
+        previous = diagnostics.previous_message_id(record.key_fingerprint, ex.fingerprint)
+        edited = add_previous_message_id(body, ex.parsed, previous)
+        if edited is None:
+            return body
+        ex.compared_with = previous
+        record.vendor_diagnostics_added = 1
+        return edited
+
     def _facts(self, ex: _Exchange, model: str | None) -> RequestFacts:
         """What the routing policy sees; fingerprints the prefix (kept for the record)."""
         api = self.spec.api
-        if ex.parsed is not None and api is not None and self.spec.records_usage:
+        if (
+            ex.fingerprint is None
+            and ex.parsed is not None
+            and api is not None
+            and self.spec.records_usage
+        ):
             try:
                 ex.fingerprint = fingerprint_request(ex.parsed, api)
             except PromptCacheError:
@@ -505,13 +550,23 @@ class ProxyEndpoint:
                     ex.accumulator = None
             if ex.response_model is None:
                 ex.response_model = response_model(payload)
+            if ex.response_id is None:
+                ex.response_id = response_id(payload)
             kind = payload.get("type")
-            if kind == "message_start":
-                message = payload.get("message")
-                if isinstance(message, dict):
-                    ex.miss_reason = vendor_miss_reason(message)
-            elif kind in _TERMINAL_EVENTS or _gemini_finished(payload):
+            if kind == "message_start" or (
+                isinstance(kind, str) and kind.startswith("response.") and "response" in payload
+            ):
+                self._note_diagnosis(ex, payload.get("message") or payload.get("response"))
+            if kind in _TERMINAL_EVENTS or _gemini_finished(payload):
                 ex.stream_complete = True
+
+    def _note_diagnosis(self, ex: _Exchange, payload: Any) -> None:
+        """Keep the vendor's diagnosis in ``payload`` (a Message or a Response object); a later
+        object of the same response that says nothing keeps the one already seen."""
+        if isinstance(payload, dict) and self.spec.api in DIAGNOSABLE_APIS:
+            found = read_diagnosis(self.spec.api, payload, compared_with=ex.compared_with)
+            if found is not None:
+                ex.diagnosis = found
 
     def _sse_error(self, message: str) -> bytes:
         body = error_body(self.spec.dialect, 502, message).decode()
@@ -573,7 +628,11 @@ class ProxyEndpoint:
                 describe_prompt(record, ex.parsed, self.spec.api, ex.fingerprint)
         except Exception:
             logger.exception("request %s: could not read usage or prefix", record.id)
-        record.vendor_miss_reason = ex.miss_reason
+        if ex.diagnosis is not None:
+            record.vendor_miss_reason = ex.diagnosis.reason
+            record.vendor_cache_missed_tokens = ex.diagnosis.missed_tokens
+        record.vendor_comparison_id = ex.compared_with
+        record.response_id = ex.response_id
         record.response_model = ex.response_model
         secrets = [*ex.secrets, *filter(None, [self.state.config.auth_token])]
         if record.error is not None:  # an upstream's 401 may quote the key it refused
@@ -588,6 +647,8 @@ class ProxyEndpoint:
                 hook(record)
             except Exception:
                 logger.exception("record hook %r failed on request %s", hook, record.id)
+        if self.state.prefixes is not None:  # after the hooks: the explainer sets the family
+            self.state.prefixes.offer_record(record, ex.request_body, secrets)
         if self.state.store is not None:
             try:
                 self.state.store.submit(record.as_row())
@@ -611,7 +672,8 @@ class ProxyEndpoint:
             payload = json.loads(body)
             if isinstance(payload, dict):
                 usage = parse_usage(ex.usage_api, payload)
-                ex.miss_reason = ex.miss_reason or vendor_miss_reason(payload)
+                self._note_diagnosis(ex, payload)
+                ex.response_id = ex.response_id or response_id(payload)
                 ex.response_model = ex.response_model or response_model(payload)
             elif isinstance(payload, list):  # Gemini streamGenerateContent without alt=sse
                 accumulator = stream_accumulator(ex.usage_api)

@@ -81,6 +81,14 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     "OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (/v1/traces is added to a URL without a "
     "path). Overrides [otel] endpoint in --config. Needs the proxy extra.",
 )
+@click.option(
+    "--vendor-diagnostics",
+    is_flag=True,
+    help="Add diagnostics.previous_message_id (the previous response in the same prefix "
+    "family) to Anthropic Messages requests that carry none, so the vendor's own cache-miss "
+    "reason is logged beside ours. Changes the request body; also vendor_diagnostics = true "
+    "in --config.",
+)
 @client_limit_options
 @click.option(
     "--shutdown-timeout",
@@ -113,6 +121,7 @@ def proxy(
     max_body_bytes: int,
     price_as: str | None,
     otlp_endpoint: str | None,
+    vendor_diagnostics: bool,
     header_timeout_s: float,
     body_timeout_s: float,
     keep_alive_s: float,
@@ -155,6 +164,8 @@ def proxy(
     }
     if otlp_endpoint is not None:
         settings["otlp_endpoint"] = otlp_endpoint
+    if vendor_diagnostics:
+        settings["vendor_diagnostics"] = True
     if routing_policy is not None and upstream is None:
         raise click.UsageError(
             "--routing-policy applies to --upstream URL1,URL2,...; in a --config file set "
@@ -183,6 +194,8 @@ def proxy(
         from promptcache.proxy.otel import traces_url
 
         banner += f", spans to {redact_url(traces_url(config.otlp_endpoint))}"
+    if config.vendor_diagnostics:
+        banner += ", asking Anthropic for its cache diagnostics"
     serve(
         config,
         host=host,
