@@ -33,13 +33,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from sqlite_utils import Database
 
 from promptcache.errors import StoreError
 
 from .redact import redact_text
+
+if TYPE_CHECKING:
+    from .record import RequestRecord
 
 __all__ = [
     "PREFIX_TABLE",
@@ -172,6 +175,24 @@ class PrefixStore:
             if waiting is None or started_at >= waiting.started_at:
                 self._pending[key] = item
         return True
+
+    def offer_record(self, record: RequestRecord, body: bytes, secrets: Sequence[str]) -> bool:
+        """:meth:`offer` a finished request: kept only when it succeeded (2xx status, no
+        error). ``body`` is the request body as the client sent it; ``secrets`` the
+        credentials to redact (the request's keys and the proxy's auth token)."""
+        status = record.status
+        if status is None or not 200 <= status < 300 or record.error is not None:
+            return False
+        return self.offer(
+            key_fingerprint=record.key_fingerprint,
+            model=record.model,
+            prefix_family=record.prefix_family or record.first_segment_hash,
+            api=record.api,
+            request_id=record.id,
+            started_at=record.started_at,
+            body=body,
+            secrets=secrets,
+        )
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Write every waiting body now (on the calling thread); False if the log stayed
