@@ -5,6 +5,8 @@ gets a vendor-shaped 404 (or 405) that lists the supported routes. ``app.state``
 
 - ``config``: the ``ProxyConfig``;
 - ``store``: the ``RequestStore`` (``None`` with recording off);
+- ``prefixes``: the ``PrefixStore`` of ``--store-prefixes`` (``None`` without it), written
+  and closed with the log;
 - ``record_hooks``: the list of ``Callable[[RequestRecord], None]`` called on each finished
   record before it is queued for writing; append to it to observe traffic;
 - ``proxy``: the shared ``ProxyState`` (``proxy.routers``: the ``Router`` of each upstream
@@ -39,6 +41,7 @@ from .forward import UpstreamPool
 from .handler import ProxyEndpoint, ProxyState, RecordHook
 from .middleware import AuthMiddleware
 from .otel import SpanExport, TraceContextMiddleware
+from .prefix_store import PrefixStore
 from .report import live as report_live
 from .routing.router import Router
 from .store import RequestStore
@@ -69,6 +72,9 @@ def build_app(config: ProxyConfig) -> Starlette:
             batch_rows=config.batch_rows,
             queue_rows=config.queue_rows,
         )
+    prefixes = None
+    if config.store_prefixes and config.db_path is not None:
+        prefixes = PrefixStore(config.db_path, flush_interval_s=config.flush_interval_s)
     hooks: list[RecordHook] = [] if spans is None else [spans]
     pool = UpstreamPool(config.upstreams)
     state = ProxyState(
@@ -78,6 +84,7 @@ def build_app(config: ProxyConfig) -> Starlette:
         record_hooks=hooks,
         salt=store.salt if store is not None else secrets.token_bytes(16),
         routers={u.name: Router(u) for u in config.upstreams.values() if u.replicas},
+        prefixes=prefixes,
     )
     default_dialect = _default_dialect(config)
 
@@ -87,6 +94,8 @@ def build_app(config: ProxyConfig) -> Starlette:
             await anyio.to_thread.run_sync(warm_up)
         if store is not None:
             store.start()
+        if prefixes is not None:
+            prefixes.start()
         for router in state.routers.values():
             await router.start()
         try:
@@ -104,6 +113,8 @@ def build_app(config: ProxyConfig) -> Starlette:
                 app.state.report_cache.close()
             if store is not None:
                 await anyio.to_thread.run_sync(store.close)
+            if prefixes is not None:
+                await anyio.to_thread.run_sync(prefixes.close)
             if spans is not None:
                 await anyio.to_thread.run_sync(spans.shutdown)
 
@@ -143,6 +154,7 @@ def build_app(config: ProxyConfig) -> Starlette:
     )
     app.state.config = config
     app.state.store = store
+    app.state.prefixes = prefixes
     app.state.record_hooks = hooks
     app.state.proxy = state
     explainer = breaks.install(app, clock=config.clock)  # runs first: fills the break columns

@@ -62,6 +62,13 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     help="Also store request and response bodies (API keys and bearer tokens redacted).",
 )
 @click.option(
+    "--store-prefixes",
+    is_flag=True,
+    help="Keep the latest request body of each prefix family in the log (redacted like "
+    "--store-bodies), for `engine serve --warmup-from-log`. Stores prompt text; also "
+    "store_prefixes = true in --config.",
+)
+@click.option(
     "--max-body-bytes",
     default=DEFAULT_MAX_BODY_BYTES,
     show_default=True,
@@ -118,6 +125,7 @@ def proxy(
     auth_token: str | None,
     insecure_no_auth: bool,
     store_bodies: bool,
+    store_prefixes: bool,
     max_body_bytes: int,
     price_as: str | None,
     otlp_endpoint: str | None,
@@ -164,6 +172,8 @@ def proxy(
     }
     if otlp_endpoint is not None:
         settings["otlp_endpoint"] = otlp_endpoint
+    if store_prefixes:
+        settings["store_prefixes"] = True
     if vendor_diagnostics:
         settings["vendor_diagnostics"] = True
     if routing_policy is not None and upstream is None:
@@ -196,6 +206,8 @@ def proxy(
         banner += f", spans to {redact_url(traces_url(config.otlp_endpoint))}"
     if config.vendor_diagnostics:
         banner += ", asking Anthropic for its cache diagnostics"
+    if config.store_prefixes:
+        banner += ", keeping one request body per prefix family"
     serve(
         config,
         host=host,
