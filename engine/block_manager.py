@@ -442,6 +442,11 @@ class BlockManager:
         """Whether `append_slots(seq, num_new_tokens)` would succeed now. Changes nothing."""
         return self._append_cost(seq, num_new_tokens) <= len(self._free)
 
+    def append_cost(self, seq: Sequence, num_new_tokens: int) -> int:
+        """Free blocks `append_slots(seq, num_new_tokens)` would take (new blocks plus
+        copy-on-write copies). Changes nothing."""
+        return self._append_cost(seq, num_new_tokens)
+
     # Mutations -------------------------------------------------------------------------------
 
     def allocate(self, seq: Sequence, match: PrefixMatch, num_new_tokens: int) -> None:
@@ -581,6 +586,33 @@ class BlockManager:
             self._register(seq, before // self.block_size, after // self.block_size)
         if self.sliding_window is not None:
             self._free_outside_window(seq)
+
+    def trim_to_computed(self, seq: Sequence) -> int:
+        """Release the blocks at the end of `seq`'s table that hold no computed token.
+
+        Speculative decoding's rollback: `append_slots` gave room for a decode's draft tokens,
+        `mark_computed` advanced only over the accepted ones, and the blocks past
+        ``ceil(num_computed_tokens / block_size)`` held rejected drafts only. They were
+        allocated fresh this step and never registered (a block is hashed only once full and
+        computed), so they join the free queue at its front. The partial block that holds the
+        last computed tokens is kept; its slots past them are written again by the next step
+        before anything reads them.
+
+        Changes state: shortens `seq.block_table`.
+
+        Returns:
+            Blocks released.
+        """
+        keep = self._blocks_for(seq.num_computed_tokens)
+        table = seq.block_table
+        released = table[keep:]
+        del table[keep:]
+        for block_id in reversed(released):
+            if block_id != WINDOW_FREED:
+                self._release(block_id)
+        if released:
+            self._version += 1
+        return len(released)
 
     def free(self, seq: Sequence) -> None:
         """Drop `seq`'s references (device blocks; CPU blocks if it is SWAPPED).

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from promptcache.errors import ConfigError
+
+from .spec_decode.config import SpeculativeConfig
 
 __all__ = [
     "ATTENTION_BACKENDS",
@@ -97,6 +99,10 @@ class EngineConfig:
             without one, the pool) evicts, and at close every cached block, are written there,
             and a restarted engine with the same model and KV settings finds them.
         kv_disk_bytes: byte budget of the disk tier's block files (least recently used out).
+        speculative_config: prompt-lookup speculative decoding, vLLM's ``speculative_config``
+            (a `SpeculativeConfig`, a dict such as ``{"method": "ngram",
+            "num_speculative_tokens": 4, "prompt_lookup_max": 3}``, or that as JSON); stored
+            as a `SpeculativeConfig` once validated. None = off.
 
     Raises:
         ConfigError: on any invalid value (message names the field and what to change).
@@ -125,6 +131,7 @@ class EngineConfig:
     kv_ram_bytes: int = 0
     kv_disk_dir: str | None = None
     kv_disk_bytes: int = 16 * 1024 * _MIB
+    speculative_config: SpeculativeConfig | dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -191,6 +198,8 @@ class EngineConfig:
                 )
         if self.num_blocks is not None:
             _check_int("num_blocks", self.num_blocks, minimum=1)
+        if self.speculative_config is not None:
+            self.speculative_config = SpeculativeConfig.parse(self.speculative_config)
         _check_int("kv_ram_bytes", self.kv_ram_bytes, minimum=0)
         _check_int("kv_disk_bytes", self.kv_disk_bytes, minimum=1)
         if self.kv_disk_dir is not None and (

@@ -59,7 +59,9 @@ class _SeqState:
     num_detokenized: int = 0  # output tokens fed to the detokenizer
     num_reported: int = 0  # output tokens included in a RequestOutput already
     logprobs: list[TokenLogprobs] = field(default_factory=list)
-    pending_logprob: TokenLogprobs | None = None
+    #: Logprobs of this step's sample rows (one, or one per draft plus one with speculative
+    #: decoding); the first ``len(new tokens)`` belong to the tokens the step emitted.
+    pending_logprobs: list[TokenLogprobs | None] = field(default_factory=list)
 
 
 class LLMEngine:
@@ -218,8 +220,14 @@ class LLMEngine:
             if state.generator is not None:
                 generators[entry.seq.seq_id] = state.generator
         result = self.runner.execute(batch, generators)
-        for entry, logprob in zip(batch.sampled_seqs, result.logprobs, strict=True):
-            self._states[entry.seq.seq_id].pending_logprob = logprob
+        if len(result.logprobs) != batch.num_sample_rows:
+            raise ValueError(
+                f"the runner sampled {len(result.logprobs)} rows for {batch.num_sample_rows}"
+            )
+        rows = iter(result.logprobs)
+        for entry in batch.sampled_seqs:
+            state = self._states[entry.seq.seq_id]
+            state.pending_logprobs = [next(rows) for _ in range(entry.num_sample_rows)]
         progressed = self.scheduler.postprocess(batch, result.token_ids, self._check_stop)
         outputs = [self._output(seq) for seq in progressed]
         self._forget_finished(batch)
@@ -249,6 +257,9 @@ class LLMEngine:
                 self.scheduler.block_manager.prefix_cache_hits_tokens_by_tier
             ),
             kv_tier_blocks=tier_blocks,
+            spec_decode_num_drafts=s.spec_decode_num_drafts,
+            spec_decode_num_draft_tokens=s.spec_decode_num_draft_tokens,
+            spec_decode_num_accepted_tokens=s.spec_decode_num_accepted_tokens,
         )
 
     def reset_prefix_cache(self, *, include_tiers: bool = True) -> None:
@@ -327,11 +338,11 @@ class LLMEngine:
     def _output(self, seq: Sequence) -> RequestOutput:
         state = self._states[seq.seq_id]
         self._sync_text(seq)
-        if state.pending_logprob is not None:
-            state.logprobs.append(state.pending_logprob)
-            state.pending_logprob = None
         output_ids = seq.output_token_ids
         new_ids = output_ids[state.num_reported :]
+        pending = state.pending_logprobs[: len(new_ids)]
+        state.logprobs.extend(lp for lp in pending if lp is not None)
+        state.pending_logprobs = []
         state.num_reported = len(output_ids)
         self._num_generated_tokens += len(new_ids)
         return RequestOutput(

@@ -36,6 +36,7 @@ from .attention import get_backend
 from .attention.base import AttnMetadata, KVCacheLayer
 from .config import EngineConfig
 from .cpu_decode import CpuDecodeUnavailable, FusedDecode
+from .kv_pages import zeroed_pool
 from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
 from .loader import load_model
 from .sampler import Sampler, SampleRequest, SamplerOutput
@@ -150,7 +151,8 @@ class ModelRunner:
     def _allocate(
         self, num_blocks: int, device: torch.device, what: str, setting: str
     ) -> list[KVCacheLayer]:
-        """``num_blocks`` zeroed blocks per layer for K and V on ``device``.
+        """``num_blocks`` zeroed blocks per layer for K and V on ``device`` (on the CPU resident
+        page by page as blocks are first written: ``kv_pages.zeroed_pool``).
 
         Raises:
             ConfigError: the pool is larger than the device's memory, or the allocator refused
@@ -161,14 +163,10 @@ class ModelRunner:
         _check_fits_memory(nbytes, device, what, setting)
         shape = (num_blocks, self.block_size, mc.num_key_value_heads, mc.head_dim)
         try:
-            return [
-                KVCacheLayer(
-                    torch.zeros(shape, dtype=self.kv_dtype, device=device),
-                    torch.zeros(shape, dtype=self.kv_dtype, device=device),
-                )
-                for _ in range(mc.num_hidden_layers)
-            ]
-        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            pool = zeroed_pool(mc.num_hidden_layers, shape, self.kv_dtype, device)
+            return [KVCacheLayer(k, v) for k, v in pool]
+        # torch.OutOfMemoryError is a RuntimeError; a refused mmap an OSError
+        except (RuntimeError, MemoryError, OSError) as exc:
             lines = str(exc).strip().splitlines() or [type(exc).__name__]
             # torch prefixes its C++ check ("[enforce fail at alloc_cpu.cpp:127] err == 0. ").
             reason = _ENFORCE_PREFIX.sub("", lines[0])
@@ -302,7 +300,9 @@ class ModelRunner:
             generators: per ``seq_id`` RNGs for seeded requests.
 
         Returns:
-            One sampled token (and logprobs) per entry with ``samples`` set, in batch order.
+            One sampled token (and logprobs) per sample row, in batch order: one per entry
+            with ``samples`` set, and one more per speculative draft token of the entry
+            (``ScheduledSeq.num_sample_rows``).
         """
         if self.kv_tiers is not None:
             self.kv_tiers.flush_demotions()  # evicted blocks still hold their bytes here
@@ -334,7 +334,9 @@ class ModelRunner:
         )
         sampling = [i for i, entry in enumerate(entries) if entry.samples]
         ends = list(itertools.accumulate(new_lens))
-        rows = [ends[i] - 1 for i in sampling]
+        # The last row of each sampling entry; with speculative drafts, the rows from its last
+        # real token on (one per draft, plus the next token).
+        rows = [r for i in sampling for r in range(ends[i] - entries[i].num_sample_rows, ends[i])]
         # Only the sampled rows' hidden states are needed (no prompt logprobs are computed):
         # the model cuts its last layer's o_proj / MLP and the final norm to those rows.
         ids = torch.tensor(input_ids, dtype=torch.int64, device=self.device)
@@ -356,11 +358,12 @@ class ModelRunner:
         requests = [
             SampleRequest(
                 params=entries[i].seq.params,
-                token_ids=entries[i].seq.token_ids,
+                token_ids=entries[i].row_token_ids(row),
                 num_prompt_tokens=entries[i].seq.num_prompt_tokens,
                 generator=gens.get(entries[i].seq.seq_id),
             )
             for i in sampling
+            for row in range(entries[i].num_sample_rows)
         ]
         return self.sampler(logits, requests)
 

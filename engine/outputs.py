@@ -75,6 +75,11 @@ class EngineStats:
             ``{"pool": n, "ram": n, "disk": n}`` (cumulative).
         kv_tier_blocks: blocks held by each lower tier now, ``{"ram": n, "disk": n}`` (empty
             without tiers).
+        spec_decode_num_drafts: decode steps that verified prompt-lookup drafts (cumulative;
+            vLLM's ``spec_decode_num_drafts``).
+        spec_decode_num_draft_tokens: draft tokens proposed and verified (cumulative).
+        spec_decode_num_accepted_tokens: of those, tokens that became output (cumulative;
+            a draft confirmed by the model but cut by a stop condition is not counted).
     """
 
     num_running: int
@@ -93,6 +98,9 @@ class EngineStats:
         default_factory=lambda: {"pool": 0, "ram": 0, "disk": 0}
     )
     kv_tier_blocks: Mapping[str, int] = field(default_factory=dict)
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
 
     @property
     def prefix_cache_hit_rate(self) -> float:

@@ -43,6 +43,7 @@ from promptcache.errors import ConfigError, InvalidRequestError, OutOfBlocksErro
 from .block_manager import BlockManager, compute_slot_mapping
 from .config import EngineConfig
 from .sequence import FinishReason, Sequence, SequenceStatus
+from .spec_decode import NgramProposer, SpeculativeConfig, accepted_length
 
 __all__ = [
     "CACHE_AWARE_WINDOW",
@@ -89,6 +90,10 @@ class ScheduledSeq:
         is_prefill: False only for a plain decode (one new token, past the prompt).
         samples: True when this step reaches the end of `seq.token_ids`, so the runner samples
             one token from the last position's logits.
+        draft_token_ids: speculative draft tokens (prompt lookup) scheduled after the
+            sequence's last token; they count in `num_scheduled_tokens` but are not in
+            `seq.token_ids`. The runner samples one token per row from the last real token on
+            (`num_sample_rows`), and `Scheduler.postprocess` keeps the confirmed prefix.
     """
 
     seq: Sequence
@@ -96,6 +101,19 @@ class ScheduledSeq:
     num_computed_tokens: int
     is_prefill: bool
     samples: bool
+    draft_token_ids: tuple[int, ...] = ()
+
+    @property
+    def num_sample_rows(self) -> int:
+        """Logits rows sampled for this entry: 0, 1, or 1 + drafts (the last rows in order)."""
+        return 1 + len(self.draft_token_ids) if self.samples else 0
+
+    def row_token_ids(self, row: int) -> list[int]:
+        """The tokens before sample row `row` (0..num_sample_rows-1): `seq.token_ids` and the
+        first `row` drafts (the context of penalties for that row)."""
+        if not row:
+            return self.seq.token_ids
+        return self.seq.token_ids + list(self.draft_token_ids[:row])
 
     @property
     def context_len(self) -> int:
@@ -103,7 +121,10 @@ class ScheduledSeq:
         return self.num_computed_tokens + self.num_scheduled_tokens
 
     def token_ids(self) -> list[int]:
-        """Input token ids for this step, `[num_scheduled_tokens]`."""
+        """Input token ids for this step, `[num_scheduled_tokens]` (drafts last)."""
+        if self.draft_token_ids:
+            end = self.context_len - len(self.draft_token_ids)
+            return self.seq.token_ids[self.num_computed_tokens : end] + list(self.draft_token_ids)
         return self.seq.token_ids[self.num_computed_tokens : self.context_len]
 
     def positions(self) -> range:
@@ -184,6 +205,11 @@ class ScheduledBatch:
         """Entries that sample a token, in batch order (`postprocess` expects ids in this order)."""
         return [s for s in self.seqs if s.samples]
 
+    @property
+    def num_sample_rows(self) -> int:
+        """Tokens the runner samples: one per sampling entry plus one per draft token."""
+        return sum(s.num_sample_rows for s in self.seqs)
+
     def slot_mapping(self) -> list[int]:
         """All entries' slots concatenated in batch order, `[num_scheduled_tokens]`."""
         return [slot for s in self.seqs for slot in s.slot_mapping(self.block_size)]
@@ -202,6 +228,9 @@ class SchedulerStats:
     prefix_cache_queries_tokens: int
     prefix_cache_hits_tokens: int
     num_preemptions: int
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
 
 
 class Scheduler:
@@ -216,6 +245,15 @@ class Scheduler:
             None when some layer attends to its whole context. Blocks that fall out of it are
             freed during the run (`BlockManager`), so a sequence's need for blocks is bounded
             by `max_blocks_for`.
+
+    With ``config.speculative_config`` set, each decode may carry prompt-lookup draft tokens
+    (`spec_decode.NgramProposer`): at most ``num_speculative_tokens``, fewer when the token
+    budget, ``max_tokens``, ``max_model_len`` or the free blocks (one block per running
+    sequence is held back, so drafts never cause a preemption) leave less room. Drafts are
+    never marked computed: `postprocess` marks the last token plus the accepted drafts, then
+    releases the blocks that held only rejected ones (`BlockManager.trim_to_computed`), so
+    `num_computed_tokens` never goes back and no block registered in the prefix cache ever
+    holds a rejected token.
 
     Raises:
         ConfigError: `max_model_len` unset or `num_blocks` < 1.
@@ -255,6 +293,14 @@ class Scheduler:
         self._budget = 0  # tokens left in the step being planned
         self._scheduled: set[int] = set()  # seq_ids given an entry in the step being planned
         self._in_flight: set[int] = set()  # hashes of full blocks computed by the planned step
+        spec = config.speculative_config
+        #: Prompt-lookup drafts for decodes, or None (no speculative decoding).
+        self.proposer: NgramProposer | None = (
+            NgramProposer(SpeculativeConfig.parse(spec)) if spec is not None else None
+        )
+        self.spec_decode_num_drafts = 0  # decode steps that carried a draft
+        self.spec_decode_num_draft_tokens = 0  # draft tokens proposed and verified
+        self.spec_decode_num_accepted_tokens = 0  # of those, tokens that became output
 
     # Requests --------------------------------------------------------------------------------
 
@@ -347,6 +393,9 @@ class Scheduler:
             prefix_cache_queries_tokens=bm.prefix_cache_queries_tokens,
             prefix_cache_hits_tokens=bm.prefix_cache_hits_tokens,
             num_preemptions=self.num_preemptions,
+            spec_decode_num_drafts=self.spec_decode_num_drafts,
+            spec_decode_num_draft_tokens=self.spec_decode_num_draft_tokens,
+            spec_decode_num_accepted_tokens=self.spec_decode_num_accepted_tokens,
         )
 
     def check_integrity(self) -> None:
@@ -394,29 +443,38 @@ class Scheduler:
 
         Args:
             batch: the batch returned by the last `schedule()`.
-            sampled_token_ids: one token id per entry of `batch.sampled_seqs`, in that order.
+            sampled_token_ids: one token id per sample row (`ScheduledSeq.num_sample_rows`:
+                one per entry of `batch.sampled_seqs`, plus one per draft token), in order.
             stop_checker: optional extra stop test (stop strings), see `StopChecker`.
 
         Changes state: advances each sequence's computed tokens (registering newly full blocks
         in the prefix cache), appends sampled tokens, finishes sequences on EOS (unless
         ignore_eos), a stop token id, the stop checker, max_tokens or max_model_len, and frees
-        their blocks. Sequences aborted since `schedule()` are skipped.
+        their blocks. An entry with drafts gets the accepted drafts and the target's next
+        token (`spec_decode.accepted_length`), each checked for a stop in turn; the blocks
+        that held only rejected drafts are released. Sequences aborted since `schedule()`
+        are skipped.
 
         Returns:
             Sequences that received a token this step (finished ones included), batch order.
 
         Raises:
-            ValueError: the number of token ids differs from `len(batch.sampled_seqs)`.
+            ValueError: the number of token ids differs from `batch.num_sample_rows`.
         """
         token_ids = list(sampled_token_ids)
-        if len(token_ids) != len(batch.sampled_seqs):
+        if len(token_ids) != batch.num_sample_rows:
             raise ValueError(
-                f"got {len(token_ids)} sampled token ids for {len(batch.sampled_seqs)} sampling "
-                "entries; pass one id per batch.sampled_seqs entry"
+                f"got {len(token_ids)} sampled token ids for {batch.num_sample_rows} sample rows; "
+                "pass one id per row of batch.sampled_seqs (num_sample_rows each)"
             )
         tokens = iter(token_ids)
         progressed: list[Sequence] = []
         for entry in batch.seqs:
+            if entry.draft_token_ids:
+                rows = [next(tokens) for _ in range(entry.num_sample_rows)]
+                if self._postprocess_draft(entry, rows, batch.step, stop_checker):
+                    progressed.append(entry.seq)
+                continue
             token_id = next(tokens) if entry.samples else None
             seq = entry.seq
             if seq.status is not SequenceStatus.RUNNING:
@@ -434,6 +492,42 @@ class Scheduler:
         return progressed
 
     # Internals -------------------------------------------------------------------------------
+
+    def _postprocess_draft(
+        self,
+        entry: ScheduledSeq,
+        target_ids: list[int],
+        step: int,
+        stop_checker: StopChecker | None,
+    ) -> bool:
+        """Apply a decode verified with drafts; True when the sequence got tokens."""
+        seq = entry.seq
+        if seq.status is not SequenceStatus.RUNNING:
+            return False  # aborted after schedule()
+        if seq.num_computed_tokens != entry.num_computed_tokens:
+            raise ValueError(f"batch of step {step} was already applied to {seq!r}")
+        drafts = entry.draft_token_ids
+        accepted = accepted_length(drafts, target_ids)
+        reason: FinishReason | None = None
+        emitted = 0
+        for token_id in target_ids[: accepted + 1]:
+            seq.append_token(token_id)
+            emitted += 1
+            reason = self._stop_reason(seq, token_id, stop_checker)
+            if reason is not None:
+                break
+        kept = min(accepted, emitted)  # drafts that became output
+        self.spec_decode_num_drafts += 1
+        self.spec_decode_num_draft_tokens += len(drafts)
+        self.spec_decode_num_accepted_tokens += kept
+        bm = self.block_manager
+        # K/V of the last token and of the kept drafts are exact; the rest are never marked.
+        bm.mark_computed(seq, entry.num_scheduled_tokens - len(drafts) + kept)
+        if reason is not None:
+            self._finish(seq, reason)
+        else:
+            bm.trim_to_computed(seq)
+        return True
 
     def _at_fork_point(self, seq: Sequence) -> bool:
         return seq.needs_fork and seq.num_computed_tokens == seq.num_prompt_tokens - 1
@@ -467,9 +561,33 @@ class Scheduler:
             samples=start + num_new == seq.num_tokens and not seq.needs_fork,
         )
 
+    def _draft(self, seq: Sequence) -> tuple[int, ...]:
+        """Prompt-lookup drafts for a decode of `seq` that fit this step without preempting."""
+        proposer = self.proposer
+        if proposer is None or seq.num_uncomputed_tokens != 1 or seq.is_prefill:
+            return ()
+        if seq.needs_fork:
+            return ()
+        room = min(
+            self._budget - 1,
+            seq.params.max_tokens - seq.num_output_tokens - 1,
+            self.max_model_len - seq.num_tokens - 1,
+        )
+        drafts = proposer.propose(seq.seq_id, seq.token_ids, room)
+        bm = self.block_manager
+        reserve = len(self.running)  # one block per running sequence stays free for decodes
+        while drafts and bm.num_free_blocks - bm.append_cost(seq, 1 + len(drafts)) < reserve:
+            drafts.pop()
+        return tuple(drafts)
+
     def _schedule_running(self, seq: Sequence, batch: ScheduledBatch) -> None:
         num_new = self._chunk(seq, seq.num_computed_tokens)
         if num_new == 0:
+            return
+        drafts = self._draft(seq) if num_new == 1 else ()
+        if drafts:
+            batch.blocks_to_copy.extend(self.block_manager.append_slots(seq, 1 + len(drafts)))
+            self._add_entry(seq, 1 + len(drafts), batch, drafts)
             return
         while True:
             try:
@@ -484,8 +602,14 @@ class Scheduler:
                     return
         self._add_entry(seq, num_new, batch)
 
-    def _add_entry(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> None:
+    def _add_entry(
+        self, seq: Sequence, num_new: int, batch: ScheduledBatch, drafts: tuple[int, ...] = ()
+    ) -> None:
         entry = self._entry(seq, num_new)
+        if drafts:
+            entry.draft_token_ids = drafts
+            entry.is_prefill = False
+            entry.samples = True
         batch.seqs.append(entry)
         self._scheduled.add(seq.seq_id)
         self._budget -= num_new
@@ -621,6 +745,8 @@ class Scheduler:
                 queue.remove(seq)
                 break
         self.block_manager.free(seq)
+        if self.proposer is not None:
+            self.proposer.forget(seq.seq_id)
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
         if forget and not self.get_sequences(seq.request_id):

@@ -1,0 +1,104 @@
+"""Prompt lookup: draft tokens from n-gram matches in a sequence's own prompt and output.
+
+For a sequence of tokens ``x[0..L)``, for ``n`` from ``prompt_lookup_max`` down to
+``prompt_lookup_min``: take the last ``n`` tokens ``x[L-n..L)``, find their most recent earlier
+occurrence ``x[j..j+n)`` (``j + n < L``), and propose the tokens that followed it,
+``x[j+n .. min(j+n+k, L))``. The first ``n`` with a match wins, so a longer match is preferred.
+This is prompt lookup decoding (Saxena 2023, https://github.com/apoorvumang/prompt-lookup-decoding,
+checked 2026-12-03) and vLLM's ``ngram`` method; vLLM and llama.cpp take the earliest occurrence,
+here the most recent one is taken, which is where a copy being written out is up to.
+
+Cost: each sequence keeps one dict per n-gram length, ``n-gram -> end of its most recent
+occurrence``, extended by the tokens appended since the last call (``prompt_lookup_max -
+prompt_lookup_min + 1`` dict writes per token), so a proposal is at most that many dict
+lookups whatever the sequence's length. Building the index of a new sequence is linear in its
+length. Pure Python, not thread-safe (the scheduler's thread only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+
+from .config import SpeculativeConfig
+
+__all__ = ["NgramIndex", "NgramProposer"]
+
+
+class NgramIndex:
+    """Most recent occurrence of every n-gram (n in ``[n_min, n_max]``) of a growing token list.
+
+    Args:
+        n_min, n_max: the n-gram lengths indexed (1 <= n_min <= n_max).
+    """
+
+    __slots__ = ("_n_max", "_n_min", "_tables", "_upto")
+
+    def __init__(self, n_min: int, n_max: int) -> None:
+        self._n_min = n_min
+        self._n_max = n_max
+        # _tables[n - n_min][tuple of n tokens] = e: the n-gram x[e-n..e) occurred last there,
+        # followed by x[e].
+        self._tables: list[dict[tuple[int, ...], int]] = [{} for _ in range(n_min, n_max + 1)]
+        self._upto = 1  # every end e < _upto is indexed
+
+    def propose(self, token_ids: Seq[int], k: int) -> list[int]:
+        """Up to ``k`` tokens that followed the most recent earlier occurrence of the longest
+        matching suffix n-gram of ``token_ids``; [] without a match.
+
+        ``token_ids`` must extend the list of the previous call (tokens are only appended).
+        """
+        length = len(token_ids)
+        n_min = self._n_min
+        # Index every n-gram followed by a known token: ends 1..L-1 (the suffix itself, end L,
+        # is what is looked up, so it is never its own match).
+        for end in range(self._upto, length):
+            for n in range(n_min, min(self._n_max, end) + 1):
+                self._tables[n - n_min][tuple(token_ids[end - n : end])] = end
+        self._upto = max(self._upto, length)
+        if k <= 0:
+            return []
+        for n in range(min(self._n_max, length - 1), n_min - 1, -1):
+            end = self._tables[n - n_min].get(tuple(token_ids[length - n :]))
+            if end is not None:
+                return list(token_ids[end : min(end + k, length)])
+        return []
+
+
+class NgramProposer:
+    """Per-sequence prompt-lookup drafts (`NgramIndex` per sequence id).
+
+    Args:
+        config: the validated `SpeculativeConfig`.
+    """
+
+    def __init__(self, config: SpeculativeConfig) -> None:
+        self.config = config
+        self._indexes: dict[int, NgramIndex] = {}
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """The most draft tokens one proposal holds."""
+        return self.config.num_speculative_tokens
+
+    def propose(self, seq_id: int, token_ids: Seq[int], k: int) -> list[int]:
+        """At most ``min(k, num_speculative_tokens)`` draft tokens for sequence ``seq_id``.
+
+        Args:
+            seq_id: the sequence (its index is kept until `forget`).
+            token_ids: the sequence's prompt + output tokens so far (only ever appended to).
+            k: the most tokens the caller can verify now (budget, max_tokens, blocks).
+        """
+        index = self._indexes.get(seq_id)
+        if index is None:
+            cfg = self.config
+            index = self._indexes[seq_id] = NgramIndex(cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+        return index.propose(token_ids, min(k, self.config.num_speculative_tokens))
+
+    def forget(self, seq_id: int) -> None:
+        """Drop the index of a finished sequence (no-op if it has none)."""
+        self._indexes.pop(seq_id, None)
+
+    @property
+    def num_indexed_sequences(self) -> int:
+        """Sequences whose index is kept (for leak checks in tests)."""
+        return len(self._indexes)
