@@ -36,6 +36,7 @@ from .attention import get_backend
 from .attention.base import AttnMetadata, KVCacheLayer
 from .config import EngineConfig
 from .cpu_decode import CpuDecodeUnavailable, FusedDecode
+from .kv_pages import zeroed_pool
 from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
 from .loader import load_model
 from .sampler import Sampler, SampleRequest, SamplerOutput
@@ -150,7 +151,8 @@ class ModelRunner:
     def _allocate(
         self, num_blocks: int, device: torch.device, what: str, setting: str
     ) -> list[KVCacheLayer]:
-        """``num_blocks`` zeroed blocks per layer for K and V on ``device``.
+        """``num_blocks`` zeroed blocks per layer for K and V on ``device`` (on the CPU resident
+        page by page as blocks are first written: ``kv_pages.zeroed_pool``).
 
         Raises:
             ConfigError: the pool is larger than the device's memory, or the allocator refused
@@ -161,14 +163,10 @@ class ModelRunner:
         _check_fits_memory(nbytes, device, what, setting)
         shape = (num_blocks, self.block_size, mc.num_key_value_heads, mc.head_dim)
         try:
-            return [
-                KVCacheLayer(
-                    torch.zeros(shape, dtype=self.kv_dtype, device=device),
-                    torch.zeros(shape, dtype=self.kv_dtype, device=device),
-                )
-                for _ in range(mc.num_hidden_layers)
-            ]
-        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            pool = zeroed_pool(mc.num_hidden_layers, shape, self.kv_dtype, device)
+            return [KVCacheLayer(k, v) for k, v in pool]
+        # torch.OutOfMemoryError is a RuntimeError; a refused mmap an OSError
+        except (RuntimeError, MemoryError, OSError) as exc:
             lines = str(exc).strip().splitlines() or [type(exc).__name__]
             # torch prefixes its C++ check ("[enforce fail at alloc_cpu.cpp:127] err == 0. ").
             reason = _ENFORCE_PREFIX.sub("", lines[0])
