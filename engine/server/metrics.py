@@ -19,6 +19,9 @@ histograms and per-outcome counters are recorded by ``AsyncEngine`` on the engin
 ``promptcache_engine_preemptions``                  counter    sequences preempted
 ``promptcache_engine_prompt_tokens``                counter    prompt tokens admitted
 ``promptcache_engine_generation_tokens``            counter    tokens generated
+``promptcache_engine_spec_decode_num_drafts``       counter    decode steps verifying drafts
+``promptcache_engine_spec_decode_num_draft_tokens`` counter    draft tokens proposed
+``promptcache_engine_spec_decode_num_accepted_tokens`` counter of those, tokens output
 ``promptcache_engine_sequences_finished``           counter    per ``finish_reason``
 ``promptcache_engine_requests``                     counter    HTTP requests per ``outcome``
 ``promptcache_engine_ttft_seconds``                 histogram  arrival to first token
@@ -148,6 +151,21 @@ class _StatsCollector(Collector):
             ("preemptions", "Sequences preempted to free KV blocks.", s.num_preemptions),
             ("prompt_tokens", "Prompt tokens admitted.", s.num_prompt_tokens),
             ("generation_tokens", "Tokens generated.", s.num_generated_tokens),
+            (
+                "spec_decode_num_drafts",
+                "Decode steps that verified prompt-lookup draft tokens (speculative decoding).",
+                s.spec_decode_num_drafts,
+            ),
+            (
+                "spec_decode_num_draft_tokens",
+                "Draft tokens proposed and verified (speculative decoding).",
+                s.spec_decode_num_draft_tokens,
+            ),
+            (
+                "spec_decode_num_accepted_tokens",
+                "Draft tokens the model confirmed that became output (speculative decoding).",
+                s.spec_decode_num_accepted_tokens,
+            ),
         )
         for name, doc, value in counters:
             yield CounterMetricFamily(_PREFIX + name, doc, value=value)

@@ -182,6 +182,15 @@ def engine_group() -> None:
     help="Byte budget of the --kv-disk block files (least recently used out).",
 )
 @click.option(
+    "--speculative-config",
+    "speculative_config",
+    metavar="JSON",
+    help="Speculative decoding by prompt lookup, as vLLM's --speculative-config, e.g. "
+    '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, '
+    '"prompt_lookup_min": 2}. Drafts come from n-gram matches in each request\'s own prompt '
+    "and output; greedy output is unchanged.",
+)
+@click.option(
     "--warmup",
     "warmup_file",
     metavar="FILE",
@@ -265,6 +274,7 @@ def serve(
     kv_ram: int,
     kv_disk: str | None,
     kv_disk_bytes: int,
+    speculative_config: str | None,
     warmup_file: Path | None,
     chat_template: str | None,
     api_key: str | None,
@@ -342,6 +352,7 @@ def serve(
             kv_ram_bytes=kv_ram,
             kv_disk_dir=kv_disk,
             kv_disk_bytes=kv_disk_bytes,
+            speculative_config=speculative_config,
         )
         if threads is not None:
             torch.set_num_threads(threads)
@@ -405,6 +416,17 @@ def serve(
         tiers = engine.kv_tiers
         if tiers is not None:
             click.echo(f"promptcache engine: {_tiers_text(tiers)}", err=True)
+        spec = engine.config.speculative_config
+        if spec is not None:
+            lookup = plural(spec.prompt_lookup_max, "token")
+            if spec.prompt_lookup_min != spec.prompt_lookup_max:
+                lookup = f"{spec.prompt_lookup_min} to {spec.prompt_lookup_max} tokens"
+            click.echo(
+                "promptcache engine: speculative decoding by prompt lookup: up to "
+                f"{plural(spec.num_speculative_tokens, 'draft token')} per step from n-gram "
+                f"matches of {lookup} in each request's prompt and output",
+                err=True,
+            )
         if warmup is not None and warmup_file is not None:
             prompts = sum(len(r.prompts) for r in warmup)
             click.echo(
