@@ -52,6 +52,7 @@ from .advice import (
     advise_families,
     recommend,
 )
+from .agreement import Agreement, agreement
 from .merge import merged_log
 from .replicas import ReplicaSummary, replica_summaries
 from .types import (
@@ -67,6 +68,7 @@ from .window import Window
 __all__ = [
     "GROUP_BY_CHOICES",
     "HIT_DEFINITION",
+    "Agreement",
     "BreakReasonSummary",
     "PricedAs",
     "Report",
@@ -130,6 +132,9 @@ class Report:
     #: the logs reported when several were given (``db`` then names them joined by `` + ``);
     #: empty for one log (``db`` is its path)
     sources: tuple[str, ...] = ()
+    #: our break reasons against the vendors' own diagnoses (:mod:`.report.agreement`); None
+    #: when no request of the window carries one
+    agreement: Agreement | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints).
@@ -448,6 +453,7 @@ def build_report(
         )
         advice = tuple(advise_families(conn, w, prices.get, limit=TTL_FAMILIES))
         replicas = tuple(replica_summaries(conn, w))
+        agreed = agreement(conn, w)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
     finally:
@@ -470,4 +476,5 @@ def build_report(
         engine=engine,
         priced_as=priced_as,
         replicas=replicas,
+        agreement=agreed,
     )

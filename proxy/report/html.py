@@ -23,8 +23,13 @@ from . import Report
 from .advice import NO_RECOMMENDATIONS
 from .page import Page, build_page
 from .render import (
+    AGREEMENT_EXAMPLE_HEADER,
+    AGREEMENT_HEADER,
     REPLICA_HEADER,
     TTFT_NOTE,
+    agreement_cells,
+    agreement_example_cells,
+    agreement_line,
     pct,
     priced_as_notes,
     replica_cells,
@@ -143,6 +148,11 @@ def render_main(report: Report, page: Page | None = None) -> str:
         no_recommendations=NO_RECOMMENDATIONS,
         replica_header=REPLICA_HEADER,
         replica_cells=replica_cells,
+        agreement_header=AGREEMENT_HEADER,
+        agreement_cells=agreement_cells,
+        agreement_example_header=AGREEMENT_EXAMPLE_HEADER,
+        agreement_example_cells=agreement_example_cells,
+        agreement_line=agreement_line,
         pct=pct,
         usd=usd,
         num="{:,}".format,

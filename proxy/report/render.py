@@ -22,12 +22,19 @@ from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from . import Report, Summary
 from .advice import NO_RECOMMENDATIONS
+from .agreement import Agreement, AgreementExample, AgreementRow
 from .replicas import ReplicaSummary
 
 __all__ = [
+    "AGREEMENT_EXAMPLE_HEADER",
+    "AGREEMENT_HEADER",
     "CSV_COLUMNS",
     "REPLICA_HEADER",
     "TTFT_NOTE",
+    "agreement_cells",
+    "agreement_example_cells",
+    "agreement_line",
+    "agreement_tables",
     "csv_cell",
     "pct",
     "priced_as_notes",
@@ -155,6 +162,9 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
             "\n".join(b.example_ids),
         )  # fmt: skip
     console.print(breaks if report.break_reasons else "No cache breaks recorded.")
+    if report.agreement is not None:
+        for table in agreement_tables(report.agreement):
+            console.print(table)
 
     ttft = Table(title=f"TTFT (ms), successful requests; {TTFT_NOTE}", title_justify="left")
     for name in ("requests", "count", "p50", "p95"):
@@ -211,6 +221,58 @@ def replica_table(report: Report) -> Table:
     for r in report.replicas:
         table.add_row(*replica_cells(r), style="bold" if r.replica is None else None)
     return table
+
+
+#: Header of the agreement table (text and HTML), one cell per :func:`agreement_cells` value.
+AGREEMENT_HEADER: tuple[str, ...] = (
+    "api", "our reason", "vendor's reason", "requests", "same previous", "verdict",
+)  # fmt: skip
+#: Header of the disagreement examples, one cell per :func:`agreement_example_cells` value.
+AGREEMENT_EXAMPLE_HEADER: tuple[str, ...] = (
+    "request id", "api", "our reason", "vendor's reason", "our previous request",
+    "vendor compared with",
+)  # fmt: skip
+#: How a request that kept its cached prefix (``break_reason`` NULL) shows as our reason.
+NO_BREAK = "(no break)"
+
+
+def agreement_line(a: Agreement) -> str:
+    """The agreement table's title: what was counted, and the three verdicts."""
+    return (
+        f"Our break reasons against the vendors' own diagnoses: {a.requests:,} requests with one, "
+        f"{a.agree:,} agree, {a.disagree:,} disagree, {a.inconclusive:,} inconclusive; "
+        f"{a.same_previous:,} compared with the same previous request"
+    )
+
+
+def agreement_cells(r: AgreementRow) -> list[str]:
+    """One row of the agreement table."""
+    return [r.api, r.ours or NO_BREAK, r.vendor, f"{r.requests:,}", f"{r.same_previous:,}",
+            r.verdict]  # fmt: skip
+
+
+def agreement_example_cells(e: AgreementExample) -> list[str]:
+    """One disagreement example."""
+    return [e.request_id, e.api, e.ours or NO_BREAK, e.vendor, e.previous_request_id or "-",
+            e.vendor_comparison_id or "-"]  # fmt: skip
+
+
+def agreement_tables(a: Agreement) -> list[Table]:
+    """The agreement table, then the disagreement examples when there are any."""
+    table = Table(title=agreement_line(a), title_justify="left")
+    for i, name in enumerate(AGREEMENT_HEADER):
+        table.add_column(name, justify="right" if i in (3, 4) else "left", overflow="fold")
+    for row in a.rows:
+        table.add_row(*agreement_cells(row))
+    tables = [table]
+    if a.examples:
+        examples = Table(title="Where they disagree (examples)", title_justify="left")
+        for name in AGREEMENT_EXAMPLE_HEADER:
+            examples.add_column(name, overflow="fold")
+        for e in a.examples:
+            examples.add_row(*agreement_example_cells(e))
+        tables.append(examples)
+    return tables
 
 
 def render_json(report: Report) -> str:

@@ -246,6 +246,20 @@ data-label="reason">{{ b.reason }}</td>
 ({{ b.top_segment_breaks }}){%- else %}-{% endif %}</td>
 <td data-label="examples">{% for i in b.example_ids %}<code>{{ i }}</code> {% endfor %}</td></tr>
 {% endfor %}</table></div>{% else %}<p>No cache breaks recorded.</p>{% endif %}
+{% if report.agreement %}<h3>Our reasons against the vendors' own</h3>
+<p id="agreement-line">{{ agreement_line(report.agreement) }}</p>
+<div class="scroll"><table id="agreement"><tr>{% for name in agreement_header %}
+<th{% if loop.index in (4, 5) %} class="n"{% endif %}>{{ name }}</th>{% endfor %}</tr>
+{% for r in report.agreement.rows %}<tr data-verdict="{{ r.verdict }}">
+{%- for c in agreement_cells(r) %}<td{% if loop.index in (4, 5) %} class="n"{% endif %}>{{ c }}</td>
+{%- endfor %}</tr>
+{% endfor %}</table></div>
+{% if report.agreement.examples %}<h3>Where they disagree (examples)</h3>
+<div class="scroll"><table id="agreement-examples"><tr>{% for name in agreement_example_header %}
+<th>{{ name }}</th>{% endfor %}</tr>
+{% for e in report.agreement.examples %}<tr data-request-id="{{ e.request_id }}">
+{%- for c in agreement_example_cells(e) %}<td><code>{{ c }}</code></td>{%- endfor %}</tr>
+{% endfor %}</table></div>{% endif %}{% endif %}
 {% if report.groups %}<h3>By {{ report.group_by }}</h3>
 <div class="scroll"><table id="groups"><tr><th>{{ report.group_by }}</th><th class="n">requests</th>
 <th class="n">hit rate (tokens)</th><th class="n">hit rate (requests)</th><th class="n">cost</th>
