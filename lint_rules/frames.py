@@ -160,6 +160,9 @@ class EngineState:
     """What the mixins of ``taint.Analyzer`` rely on (declarations for type checkers only)."""
 
     if TYPE_CHECKING:
+        tree: ast.Module
+        #: calls written as a tool call's ``arguments`` (``LibraryMixin.tool_argument_calls``)
+        argument_calls: frozenset[ast.Call] | None
         imports: dict[str, str]
         functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
         classes: dict[str, ClassInfo]

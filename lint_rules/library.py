@@ -165,14 +165,20 @@ class LibraryMixin(EngineState):
                     and isinstance(kw.value, ast.Constant)
                     and kw.value.value is False
                 ):
+                    why = self.varying_key_order(node, first)
+                    if why is None:
+                        break
                     fix = ("replace", *span(kw.value), "True")
                     fact = self.fact(
                         Kind.JSON_UNSORTED,
                         node,
                         f"{source_text(node)} with sort_keys=False",
                         fix=fix,
+                        granularity=why[0],
+                        site=why[1],
                     )
-                    return Value(first.facts | {fact}, Shape.STR)
+                    facts = first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+                    return Value(facts | {fact}, Shape.STR)
             return Value(first.facts, Shape.STR)
         if qual in ("textwrap.dedent", "inspect.cleandoc"):
             const = first.const
@@ -209,7 +215,8 @@ class LibraryMixin(EngineState):
         return None
 
     def json_dumps(self, node: ast.Call, first: Value) -> Value:
-        """``json.dumps``: JSON_UNSORTED unless sort_keys=True or the value's order is fixed."""
+        """``json.dumps``: JSON_UNSORTED when sort_keys is not set and the dumped value's key
+        order is shown to vary between requests (``varying_key_order``)."""
         sort_keys: ast.keyword | None = None
         for kw in node.keywords:
             if kw.arg is None:
@@ -225,6 +232,9 @@ class LibraryMixin(EngineState):
             return Value(cleaned.facts, Shape.STR)
         if first.shape in (Shape.STR, Shape.NUM) or first.ref == "literal" or not node.args:
             return Value(first.facts, Shape.STR)
+        why = self.varying_key_order(node, first)
+        if why is None:
+            return Value(first.facts, Shape.STR)
         if sort_keys is not None:
             fix: tuple[int | str | bool, ...] = ("replace", *span(sort_keys.value), "True")
         else:
@@ -232,6 +242,69 @@ class LibraryMixin(EngineState):
             assert last.end_lineno is not None and last.end_col_offset is not None
             fix = ("insert", last.end_lineno, last.end_col_offset, ", sort_keys=True")
         fact = self.fact(
-            Kind.JSON_UNSORTED, node, f"{source_text(node)} without sort_keys", fix=fix
+            Kind.JSON_UNSORTED,
+            node,
+            f"{source_text(node)} without sort_keys",
+            fix=fix,
+            granularity=why[0],
+            site=why[1],
         )
-        return Value(first.facts | {fact}, Shape.STR)
+        # sorting the keys is the fix of a dict built in an unstable order: one finding, PC003
+        return Value(first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts | {fact}, Shape.STR)
+
+    def varying_key_order(
+        self, node: ast.Call, dumped: Value
+    ) -> tuple[str, tuple[int, int]] | None:
+        """Why the keys of the value that ``node`` serialises can come in another order on the
+        next request, or None when nothing shows it: ("unordered", where the unstable order
+        comes from) or ("arguments", (0, 0)). Python dicts keep insertion order
+        (https://docs.python.org/3/library/stdtypes.html#dict, checked 2026-12-03), so a dict
+        built the same way each time (a literal, a pydantic ``model_dump()`` or
+        ``model_json_schema()``, a server's response) dumps to the same text. The evidence:
+
+        - the dict was built by iterating a set or another hash- or filesystem-ordered source
+          (its value carries an unpinned order fact and its keys are not a literal's);
+        - the text is a tool call's ``arguments``: arguments the model produced, parsed and
+          stored by the application (a database's JSON column may reorder keys), serialised
+          again into the history of every later request.
+        """
+        if dumped.items is None and dumped.shape not in (
+            Shape.LIST,
+            Shape.SET,
+            Shape.UNORDERED_LIST,
+        ):
+            order = [
+                (0, 0) if f.path else (f.line, f.col)
+                for f in dumped.facts
+                if f.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE) and not f.pinned
+            ]
+            if order:
+                return "unordered", min(order)
+        if node in self.tool_argument_calls():
+            return "arguments", (0, 0)
+        return None
+
+    def tool_argument_calls(self) -> frozenset[ast.Call]:
+        """Calls written as a tool call's arguments text: the value of an ``"arguments"`` key
+        of a dict literal or of an ``arguments=`` keyword (OpenAI's function-call shape,
+        https://platform.openai.com/docs/api-reference/chat/create, checked 2026-12-03)."""
+        found = self.argument_calls
+        if found is None:
+            calls: set[ast.Call] = set()
+            for sub in ast.walk(self.tree):
+                if isinstance(sub, ast.Dict):
+                    for key, item in zip(sub.keys, sub.values, strict=True):
+                        if (
+                            isinstance(key, ast.Constant)
+                            and key.value == "arguments"
+                            and isinstance(item, ast.Call)
+                        ):
+                            calls.add(item)
+                elif (
+                    isinstance(sub, ast.keyword)
+                    and sub.arg == "arguments"
+                    and isinstance(sub.value, ast.Call)
+                ):
+                    calls.add(sub.value)
+            found = self.argument_calls = frozenset(calls)
+        return found

@@ -1,8 +1,9 @@
 """HelpDesk, written the naive way: a support bot whose prompt breaks caching in every way.
 
 Each request sends a long policy text as the system prompt. This version starts that prompt
-with the current time and a request id, serialises the customer profile without sorted keys,
-lists the products from a set, and marks cache breakpoints in an order the API rejects.
+with the current time and a request id, serialises the customer profile (its fields picked
+from a set, so in a set's order) without sorted keys, lists the products from a set, and marks
+cache breakpoints in an order the API rejects.
 ``promptcache lint examples/lint_app`` reports each; ``examples/lint_app_fixed`` is the twin
 that passes. Not run by the tests: they lint it.
 """
@@ -34,9 +35,10 @@ def build_system_prompt(customer: dict[str, str]) -> str:
     """Build the system prompt for one support request."""
     now = datetime.now().strftime("%Y-%m-%d %H:%M")
     request_id = uuid.uuid4().hex
+    profile = {field: customer[field] for field in customer.keys() & {"name", "plan", "city"}}
     return (
         f"Current time: {now}. Request id: {request_id}.\n"
-        f"Customer: {json.dumps(customer)}\n"
+        f"Customer: {json.dumps(profile)}\n"
         f"We support: {', '.join(PRODUCTS)}\n"
         f"{POLICY}"
     )

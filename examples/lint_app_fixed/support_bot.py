@@ -32,7 +32,8 @@ LOOKUP_TOOL = {
 def answer(customer: dict[str, str], question: str) -> str:
     now = datetime.now().strftime("%Y-%m-%d %H:%M")
     request_id = uuid.uuid4().hex
-    context = f"Current time: {now}\nCustomer: {json.dumps(customer, sort_keys=True)}"
+    profile = {field: customer[field] for field in customer.keys() & {"name", "plan", "city"}}
+    context = f"Current time: {now}\nCustomer: {json.dumps(profile, sort_keys=True)}"
     reply = client.messages.create(
         model=MODEL,
         max_tokens=512,

@@ -5,23 +5,32 @@ Fix: always
 
 ## What it does
 Reports `json.dumps(...)` without `sort_keys=True` (and `yaml.dump(..., sort_keys=False)`)
-whose text flows into the cached prefix: the system prompt, a tool definition or an earlier
-message. Values whose key order is fixed in the source (strings, numbers, `True`, `False`, `None`
-and literal containers of them) are not reported.
+whose text flows into the cached prefix (the system prompt, a tool definition or an earlier
+message) when the dumped dict's key order is shown to vary: the dict was built by iterating a
+set or another hash- or filesystem-ordered source, or the text is a tool call's `arguments`
+serialised again into the history (arguments the model wrote, parsed and stored by the
+application, whose key order is the store's).
 
 ## Why is this bad?
-`json.dumps` writes keys in insertion order. A dict built from an API response, a merge of
-`**kwargs` or a set iteration can list the same keys in a different order on the next request,
-which changes the prompt bytes and breaks the cached prefix. Anthropic's docs warn that tool-use
-JSON must keep a stable key order.
+`json.dumps` writes keys in insertion order. A dict filled while iterating a set lists its keys
+in an order that changes between processes, and a database JSON column may hand stored tool-call
+arguments back in another order, so the same data renders as different prompt bytes and breaks
+the cached prefix. Anthropic's docs warn that tool-use JSON must keep a stable key order.
+
+## Known problems
+Python dicts keep insertion order, so a dict built the same way on every request (a literal,
+a pydantic `model_dump()` or `model_json_schema()`, a response parsed from a server) dumps to
+the same text and is not reported, whatever its values.
 
 ## Example
 ```python
+profile = {field: customer[field] for field in customer.keys() & SHOWN_FIELDS}
 system = "Context:\n" + json.dumps(profile)
 ```
 
 ## Use instead
 ```python
+profile = {field: customer[field] for field in customer.keys() & SHOWN_FIELDS}
 system = "Context:\n" + json.dumps(profile, sort_keys=True)
 ```
 
@@ -56,12 +65,22 @@ def _fix(fact: Fact) -> Fix | None:
     return Fix("sort the keys: sort_keys=True", (edit,))
 
 
+def _why(fact: Fact) -> str:
+    if fact.granularity == "arguments":
+        return (
+            "a tool call's arguments, stored since the model wrote them, keep the store's key order"
+        )
+    line = fact.site[0]
+    where = f" at line {line}" if line else ""
+    return f"its keys are inserted in an unstable order (iterated{where})"
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.JSON_UNSORTED):
         yield ctx.diagnostic(
             "PC003",
-            f"`{fact.detail}` flows into the cached prefix ({entry.sink}); key order can "
-            "change between requests: use sort_keys=True",
+            f"`{fact.detail}` flows into the cached prefix ({entry.sink}); {_why(fact)}, so "
+            "the text can change between requests: use sort_keys=True",
             entry.node,
             Severity.WARNING,
             ctx.chain(fact, "serialised here"),

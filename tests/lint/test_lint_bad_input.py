@@ -15,7 +15,8 @@ from promptcache.cli import cli
 
 FIXABLE = (
     "import json\nimport anthropic\nclient = anthropic.Anthropic()\n"
-    "def ask(q, profile):\n"
+    "def ask(q, fields):\n"
+    "    profile = {k: fields[k] for k in set(fields)}  # keys in a set's order\n"
     "    return client.messages.create(model='m', system=json.dumps(profile), messages=[q])\n"
 )
 BAD = (

@@ -23,7 +23,8 @@ BAD = (
 )
 WARN_ONLY = (
     "import anthropic\nimport json\nclient = anthropic.Anthropic()\n"
-    "def ask(q, profile):\n"
+    "def ask(q, fields):\n"
+    "    profile = {k: fields[k] for k in set(fields)}  # keys in a set's order\n"
     "    return client.messages.create(\n"
     "        model='m', system=json.dumps(profile), messages=[q])\n"
 )
@@ -36,7 +37,8 @@ INFO_ONLY = (
 )
 FIXABLE = (
     "import json\nimport anthropic\nclient = anthropic.Anthropic()\n"
-    "def ask(q, profile):\n"
+    "def ask(q, fields):\n"
+    "    profile = {k: fields[k] for k in set(fields)}  # keys in a set's order\n"
     "    return client.messages.create(model='m', system=json.dumps(profile), messages=[q])\n"
 )
 CLEAN = "import anthropic\nclient = anthropic.Anthropic()\nSYSTEM = 'Be brief.'\n"

@@ -20,13 +20,13 @@ EXPECTED = {
     ("mcp_agent.py", 40, "PC005"),  # MCP tools unsorted
     ("openai_chat.py", 21, "PC001"),  # time in the system message
     ("openai_chat.py", 28, "PC013"),  # prompt_cache_key=str(uuid.uuid4())
-    ("support_bot.py", 29, "PC008"),  # a breakpoint on one short tool
-    # build_system_prompt() returns these, and they reach system= at line 53
-    ("support_bot.py", 53, "PC001"),  # Current time: {now}
-    ("support_bot.py", 53, "PC002"),  # Request id: {request_id}
-    ("support_bot.py", 53, "PC003"),  # json.dumps(customer)
-    ("support_bot.py", 53, "PC004"),  # ", ".join(PRODUCTS), a set
-    ("support_bot.py", 54, "PC014"),  # 1h after the tool's 5m breakpoint
+    ("support_bot.py", 30, "PC008"),  # a breakpoint on one short tool
+    # build_system_prompt() returns these, and they reach system= at line 55
+    ("support_bot.py", 55, "PC001"),  # Current time: {now}
+    ("support_bot.py", 55, "PC002"),  # Request id: {request_id}
+    ("support_bot.py", 55, "PC003"),  # json.dumps(profile), its keys in a set's order
+    ("support_bot.py", 55, "PC004"),  # ", ".join(PRODUCTS), a set
+    ("support_bot.py", 56, "PC014"),  # 1h after the tool's 5m breakpoint
 }
 FIXABLE = {"PC003", "PC004", "PC005", "PC014"}
 
@@ -56,5 +56,5 @@ def test_fix_leaves_only_findings_without_an_autofix(
     assert {code for _, _, code in left} & FIXABLE == set()
     assert left == {item for item in EXPECTED if item[2] not in FIXABLE}
     fixed = (app / "support_bot.py").read_text()
-    assert "json.dumps(customer, sort_keys=True)" in fixed
+    assert "json.dumps(profile, sort_keys=True)" in fixed
     assert "', '.join(sorted(PRODUCTS))" in fixed

@@ -113,7 +113,8 @@ def test_fixes_apply_to_a_file_with_newer_syntax() -> None:
     source = HEADER + (
         "import json\n"
         "class Agent[T]:\n"
-        "    def ask(self, q, profile):\n"
+        "    def ask(self, q, fields):\n"
+        "        profile = {k: fields[k] for k in set(fields)}\n"
         "        return client.messages.create(model='m', system=json.dumps(profile),"
         " messages=[q])\n"
     )
