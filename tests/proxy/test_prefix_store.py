@@ -1,0 +1,192 @@
+"""``--store-prefixes``: one representative request body per prefix family, redacted, ranked
+by the report's per-family cost (``proxy/prefix_store.py``).
+
+Requests go through a live proxy to the mock upstream; what was stored is read back from the
+SQLite file with plain ``sqlite3``, and the ranking is checked against costs summed here from
+the logged rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from proxy_support import RunningProxy
+
+from promptcache.cli import cli
+from promptcache.errors import ConfigError, StoreError
+from promptcache.proxy.config import config_from_dict
+from promptcache.proxy.prefix_store import PREFIX_TABLE, costliest_prefixes, statement
+from promptcache.proxy.store import open_log
+
+OPENAI_KEY = "sk-proj-" + "Qq7Ww6Ee" * 6
+AUTH_TOKEN = "proxy-auth-token-0123456789"
+SYSTEMS = {
+    "ledger": "You are the ledger assistant of Acme. Answer with the account's balance first.",
+    "poems": "You write short poems about the sea. Four lines, no title, no rhyme scheme.",
+    "triage": "You triage bug reports for the billing service and name the owning team.",
+}
+
+
+def _chat(proxy: RunningProxy, system: str, user: str, **headers: str) -> httpx.Response:
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    }
+    return httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json=body,
+        headers={"authorization": f"Bearer {OPENAI_KEY}", **headers},
+        timeout=10,
+    )
+
+
+def _stored(path: Path) -> list[dict[str, object]]:
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(f"SELECT * FROM {PREFIX_TABLE} ORDER BY body")]
+    finally:
+        conn.close()
+
+
+def test_the_latest_successful_body_of_each_family_is_kept_redacted(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy(store_prefixes=True, auth_token=AUTH_TOKEN)
+    auth = {"x-promptcache-auth": AUTH_TOKEN}
+    secret_user = f"my key is {OPENAI_KEY} and the proxy token is {AUTH_TOKEN}; balance?"
+    assert _chat(proxy, SYSTEMS["ledger"], "What is my balance?", **auth).status_code == 200
+    assert _chat(proxy, SYSTEMS["ledger"], secret_user, **auth).status_code == 200
+    assert _chat(proxy, SYSTEMS["poems"], "The tide at dawn.", **auth).status_code == 200
+    # a failed request is never a family's representative, even when it is the latest
+    failed = _chat(proxy, SYSTEMS["poems"], "Storm.", **auth, **{"x-mock-fault": "status-500"})
+    assert failed.status_code == 500
+    rows = proxy.rows(4)
+    proxy.server.stop()  # the lifespan's end writes what is waiting
+    stored = _stored(proxy.db_path)
+    assert len(stored) == 2
+    by_system = {
+        next(k for k, text in SYSTEMS.items() if text in str(row["body"])): row for row in stored
+    }
+    assert set(by_system) == {"ledger", "poems"}
+    ledger, poems = by_system["ledger"], by_system["poems"]
+    # the latest request of the ledger family, redacted: neither secret survives
+    body = json.loads(str(ledger["body"]))
+    assert body["messages"][1]["content"] == (
+        "my key is [REDACTED] and the proxy token is [REDACTED]; balance?"
+    )
+    assert OPENAI_KEY not in str(ledger["body"]) and AUTH_TOKEN not in str(ledger["body"])
+    assert ledger["request_id"] == rows[1]["id"]
+    assert poems["request_id"] == rows[2]["id"]  # not the failed rows[3]
+    for row, logged in ((ledger, rows[1]), (poems, rows[2])):
+        assert row["prefix_family"] == logged["prefix_family"] is not None
+        assert row["key_fingerprint"] == logged["key_fingerprint"]
+        assert (row["model"], row["api"]) == ("gpt-4o", "openai_chat")
+        assert row["started_at"] == logged["started_at"]
+
+
+def test_without_the_flag_no_prompt_text_is_stored(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy()
+    assert _chat(proxy, SYSTEMS["triage"], "Invoices are doubled.").status_code == 200
+    proxy.rows(1)
+    proxy.server.stop()
+    assert _stored(proxy.db_path) == []
+    for path in proxy.db_path.parent.glob(proxy.db_path.name + "*"):  # the file, -wal, -shm
+        data = path.read_bytes()
+        assert b"Invoices are doubled" not in data and b"triage bug reports" not in data, path
+
+
+def test_costliest_prefixes_rank_by_the_logged_cost(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    proxy = start_proxy(store_prefixes=True)
+    counts = {"ledger": 3, "poems": 1, "triage": 2}
+    for name, count in counts.items():
+        for i in range(count):
+            assert _chat(proxy, SYSTEMS[name], f"question {i}").status_code == 200
+    anthropic = httpx.post(
+        f"{proxy.url}/v1/messages",
+        json={
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 8,
+            "system": "You answer in French.",
+            "messages": [{"role": "user", "content": "Bonjour"}],
+        },
+        headers={"x-api-key": "sk-ant-" + "k" * 20, "anthropic-version": "2023-06-01"},
+        timeout=10,
+    )
+    assert anthropic.status_code == 200
+    rows = proxy.rows(7)
+    proxy.server.stop()
+    # the cost of each family, summed here from the logged rows
+    cost: dict[str, float] = {}
+    for row in rows:
+        cost[row["prefix_family"]] = cost.get(row["prefix_family"], 0.0) + float(row["cost_usd"])
+    expected = sorted(cost, key=lambda family: -cost[family])
+    conn = sqlite3.connect(proxy.db_path)
+    try:
+        every = costliest_prefixes(conn, None)
+        top2 = costliest_prefixes(conn, 2, apis=["openai_chat"])
+        only_gpt = costliest_prefixes(conn, None, models=["gpt-4o"])
+    finally:
+        conn.close()
+    assert [p.prefix_family for p in every] == expected
+    assert [p.cost_usd for p in every] == pytest.approx([cost[f] for f in expected])
+    chat = [f for f in expected if any(r["prefix_family"] == f and r["api"] == "openai_chat"
+                                       for r in rows)]  # fmt: skip
+    assert [p.prefix_family for p in top2] == chat[:2]
+    assert len(only_gpt) == 3 and {p.api for p in only_gpt} == {"openai_chat"}
+    requests = {f: sum(r["prefix_family"] == f for r in rows) for f in cost}
+    assert {p.prefix_family: p.requests for p in every} == requests
+    assert sorted(requests.values()) == [1, 1, 2, 3]
+
+
+def test_a_log_without_the_table_is_a_store_error(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "empty.db")
+    try:
+        with pytest.raises(StoreError, match="no prefix_bodies table"):
+            costliest_prefixes(conn, 1)
+    finally:
+        conn.close()
+
+
+def test_store_prefixes_needs_the_log_and_reads_from_the_config_file(tmp_path: Path) -> None:
+    data = {"default_upstream": "openai", "store_prefixes": True}
+    assert config_from_dict(data, source="x.toml", db_path=tmp_path / "a.db").store_prefixes
+    with pytest.raises(ConfigError, match="store_prefixes must be true or false"):
+        config_from_dict({"default_upstream": "openai", "store_prefixes": "yes"}, source="x")
+    with pytest.raises(ConfigError, match="drop --no-log"):
+        config_from_dict(data, source="x.toml", db_path=None)
+    result = CliRunner().invoke(
+        cli, ["proxy", "--upstream", "openai", "--no-log", "--store-prefixes"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--store-prefixes keeps request bodies in the request log; drop --no-log" in (
+        result.output
+    )
+    assert "Traceback" not in result.output
+
+
+def test_the_table_is_created_by_the_log_migration_and_its_sql_is_portable(
+    tmp_path: Path,
+) -> None:
+    db = open_log(tmp_path / "log.db")
+    try:
+        columns = [c[1] for c in db.execute(f"PRAGMA table_info({PREFIX_TABLE})")]
+    finally:
+        db.close()
+    assert columns == [
+        "key_fingerprint", "model", "prefix_family", "api", "request_id", "started_at", "body"
+    ]  # fmt: skip
+    assert statement("INSERT INTO t VALUES (?, ?)", "pyformat") == "INSERT INTO t VALUES (%s, %s)"
+    assert statement("SELECT ?") == "SELECT ?"
+    with pytest.raises(ValueError, match="named"):
+        statement("SELECT ?", "named")
