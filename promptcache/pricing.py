@@ -194,6 +194,10 @@ def _name_candidates(model: str) -> list[str]:
     return candidates
 
 
+#: Model names whose ``PriceTable.match`` answer a table keeps (emptied when full).
+_MATCH_CACHE_SIZE = 1024
+
+
 @dataclass(frozen=True)
 class PriceTable:
     """Model rows and family multipliers; look rows up with :meth:`lookup`.
@@ -205,6 +209,11 @@ class PriceTable:
     models: Mapping[str, ModelPrice]
     families: Mapping[str, FamilyMultipliers] = field(default_factory=dict)
     _index: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: ``match``'s answer per model name: the row and warning, or the message of the
+    #: ``UnknownModelPriceError`` it raised (the close-match search reads every row)
+    _matches: dict[str, tuple[ModelPrice, str | None] | str] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         for key, row in self.models.items():
@@ -228,6 +237,17 @@ class PriceTable:
         """
         if not isinstance(model, str):
             raise ConfigError(f"model must be a model name (str), got {type(model).__name__}")
+        known = self._matches.get(model)
+        if known is None:
+            if len(self._matches) >= _MATCH_CACHE_SIZE:
+                self._matches.clear()
+            known = self._matches[model] = self._match(model)
+        if isinstance(known, str):
+            raise UnknownModelPriceError(known)
+        return known
+
+    def _match(self, model: str) -> tuple[ModelPrice, str | None] | str:
+        """``match``'s answer, the error as its message."""
         candidates = _name_candidates(model)
         for name in candidates:
             if name in self._index:
@@ -241,7 +261,7 @@ class PriceTable:
             )
         close = difflib.get_close_matches(candidates[-1], sorted(self._index), n=3, cutoff=0.6)
         hint = f" Close matches: {', '.join(close)}." if close else ""
-        raise UnknownModelPriceError(
+        return (
             f"no price for model {model!r}.{hint} Pass rates=ModelPrice(...) to cost(), or "
             f'--rates FILE with a [models."{candidates[-1]}"] row (input, output, cache_read, '
             "cache_write_5m, cache_write_1h in USD per million tokens) to `promptcache cost`."
