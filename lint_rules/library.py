@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from dataclasses import replace
 
 from .events import SinkCall
 from .facts import CLEAN, Kind, Shape, Value, join
@@ -16,6 +17,7 @@ from .frames import EngineState
 from .sources import (
     CALL_SOURCES,
     NO_ARG_TIME_SOURCES,
+    PER_PROCESS_SOURCES,
     SANITIZERS,
     TOOL_PRODUCERS,
     UNORDERED_SOURCES,
@@ -80,6 +82,8 @@ class LibraryMixin(EngineState):
             if qual == "os.getenv" or qual == "os.environ.get":
                 shape = Shape.STR
             fact = self.fact(kind, node, source_text(node), granularity=granularity)
+            if qual in PER_PROCESS_SOURCES and not fact.pinned:
+                fact = replace(fact, pinned=True)
             return Value(
                 frozenset({fact}) | join(*args).facts if args else frozenset({fact}), shape
             )

@@ -49,6 +49,9 @@ _add(
     "time.perf_counter",
     "time.perf_counter_ns",
 )
+#: unique values fixed for the life of the process (one prefix per worker process, the same on
+#: every request it serves): born pinned, like a value computed at import
+PER_PROCESS_SOURCES = frozenset({"os.getpid", "os.getppid"})
 #: time.localtime()/gmtime()/ctime()/asctime() are sources only when called without a time.
 NO_ARG_TIME_SOURCES = frozenset({"time.localtime", "time.gmtime", "time.ctime", "time.asctime"})
 
@@ -66,6 +69,7 @@ _add(
     "uuid_utils.uuid7",
     "os.urandom",
     "os.getpid",
+    "os.getppid",
     "ulid.new",
     "ulid.ULID",
     "ulid.ulid",

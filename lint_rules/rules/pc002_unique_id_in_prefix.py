@@ -6,7 +6,7 @@ Fix: none
 ## What it does
 Follows per-call unique or random values into the cached prefix: `uuid1/4/6/7()`,
 `secrets.*`, module-level `random.*` and an unseeded `random.Random()`, `os.urandom`,
-`os.getpid()`, `id()`, `hash()` of a str or bytes (randomised per process by PYTHONHASHSEED),
+`id()`, `hash()` of a str or bytes (randomised per process by PYTHONHASHSEED),
 ULID and nanoid generators.
 
 ## Why is this bad?
@@ -15,10 +15,13 @@ on every request and never read. OpenAI routes requests by a hash of the first ~
 a unique value there also spreads requests over machines.
 
 ## Known problems
-`uuid5`/`uuid3` of constants, a seeded `random.Random(42)` and ids computed once per session
-(in `__init__`) or at import are stable and not reported. Ids in `metadata=`, `user=`,
-`extra_headers=` or the newest user message are outside the prefix and not reported. A chain
-through a call the analysis cannot see is not a finding: `promptcache lint --explain` shows it.
+`uuid5`/`uuid3` of constants, a seeded `random.Random(42)`, the process id (`os.getpid()`,
+fixed for the process: one prefix per worker, the same on every request it serves) and ids
+computed once per session (in `__init__`) or at import are stable and not reported. An id used
+only as a key, a path or in a condition is not prompt text and is not followed. Ids in
+`metadata=`, `user=`, `extra_headers=` or the newest user message are outside the prefix and
+not reported. A chain through a call the analysis cannot see is not a finding: `promptcache
+lint --explain` shows it.
 
 ## Example
 ```python
