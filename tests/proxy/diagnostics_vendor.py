@@ -309,16 +309,16 @@ class VendorServer:
     url: str
 
 
-@pytest.fixture
-def diagnostics_vendor() -> Iterator[VendorServer]:
+@pytest.fixture(name="diagnostics_vendor")
+def diagnostics_vendor_fixture() -> Iterator[VendorServer]:
     """A fresh :class:`DiagnosticsVendor` under uvicorn on 127.0.0.1 for one test."""
     vendor = DiagnosticsVendor()
     with ServerThread(vendor.app(), graceful_shutdown_s=1.0) as server:
         yield VendorServer(vendor, server.url)
 
 
-@pytest.fixture
-def start_diagnosing_proxy(
+@pytest.fixture(name="start_diagnosing_proxy")
+def start_diagnosing_proxy_fixture(
     tmp_path: Path, diagnostics_vendor: VendorServer
 ) -> Iterator[Callable[..., RunningProxy]]:
     """``start(**ProxyConfig overrides) -> RunningProxy``: a proxy in front of the mock vendor

@@ -17,8 +17,8 @@ import openai
 import pytest
 from diagnostics_vendor import (  # noqa: F401 (fixtures)
     VendorServer,
-    diagnostics_vendor,
-    start_diagnosing_proxy,
+    diagnostics_vendor_fixture,
+    start_diagnosing_proxy_fixture,
 )
 from proxy_support import RunningProxy
 
