@@ -307,12 +307,13 @@ class StoredPrefix:
 
 def costliest_prefixes(
     conn: sqlite3.Connection,
-    top: int,
+    top: int | None,
     *,
     apis: Iterable[str] | None = None,
     models: Iterable[str] | None = None,
 ) -> list[StoredPrefix]:
-    """The ``top`` costliest prefix families that have a stored body, costliest first.
+    """The ``top`` (None: all) costliest prefix families that have a stored body, costliest
+    first.
 
     Every stored family (of one of ``apis`` and ``models``, when given) is costed over the
     whole log with the report's per-family query; they rank by USD cost (what the report's
@@ -358,7 +359,7 @@ def costliest_prefixes(
             )
         )
     ranked.sort(key=lambda p: (-p.cost_usd, -p.total_input_tokens, -p.requests, p.prefix_family))
-    return ranked[:top]
+    return ranked if top is None else ranked[:top]
 
 
 def stored_models(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:

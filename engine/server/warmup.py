@@ -9,6 +9,14 @@ same body hits. Each prompt is then prefilled by the engine with one greedy outp
 full blocks enter the prefix cache like any request's (they are evicted by the same LRU rule,
 and demoted to the cache tiers when there are tiers).
 
+``engine serve --warmup-from-log PROXY_DB --top N`` (:func:`read_warmup_log`) takes its bodies
+from a proxy log instead: the stored representative bodies of the N costliest prefix families
+(``promptcache proxy --store-prefixes``, `promptcache.proxy.prefix_store`), ranked over the whole
+log by the report's per-family cost. Only families of a served model name whose body is a chat
+or completions request are candidates (the requests this server, or one serving the same
+names, answered); a body the parser refuses is passed over, named in the result, and the next
+family takes its place.
+
 The server runs the warm-up on its engine thread before any request, and ``/health`` answers
 503 ``{"status": "warming up"}`` until it has finished.
 """
@@ -16,12 +24,13 @@ The server runs the warm-up on its engine thread before any request, and ``/heal
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from promptcache.errors import ConfigError, InvalidRequestError
+from promptcache.errors import ConfigError, InvalidRequestError, StoreError
 
 from ..block_manager import prefix_block_hashes
 from ..sampling_params import SamplingParams
@@ -30,7 +39,18 @@ from .protocol import ServingContext, parse_chat_request, parse_completion_reque
 if TYPE_CHECKING:
     from ..llm_engine import LLMEngine
 
-__all__ = ["WarmupReport", "WarmupRequest", "read_warmup_file", "run_warmup"]
+__all__ = [
+    "LOG_APIS",
+    "LogWarmup",
+    "WarmupReport",
+    "WarmupRequest",
+    "read_warmup_file",
+    "read_warmup_log",
+    "run_warmup",
+]
+
+#: The proxy's ``api`` values of the bodies this server can prefill (`promptcache.proxy.vendors`).
+LOG_APIS = ("openai_chat", "openai_completions")
 
 
 @dataclass(frozen=True)
@@ -41,11 +61,14 @@ class WarmupRequest:
         line: 1-based line number in the file.
         prompts: token ids of each prompt (a completions body may hold several).
         cache_salt: the body's ``cache_salt``, or None.
+        origin: where the body comes from, for messages (``"file.jsonl:3"``, ``"prefix
+            family 1a2b3c4d of proxy.db"``).
     """
 
     line: int
     prompts: list[list[int]]
     cache_salt: str | None
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,21 +120,121 @@ def read_warmup_file(path: str | Path, ctx: ServingContext) -> list[WarmupReques
             raise ConfigError(f"{where}: each line must be a JSON object (a request body)")
         body.setdefault("model", ctx.model_names[0])
         try:
-            if "messages" in body:
-                chat = parse_chat_request(body, ctx)
-                requests.append(WarmupRequest(number, [chat.prompt], chat.cache_salt))
-            elif "prompt" in body:
-                completion = parse_completion_request(body, ctx)
-                requests.append(WarmupRequest(number, completion.prompts, completion.cache_salt))
-            else:
-                raise ConfigError(
-                    f"{where}: a warm-up request needs 'messages' (chat) or 'prompt' (completions)"
-                )
+            requests.append(_parse_body(body, ctx, number, where))
         except InvalidRequestError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     if not requests:
         raise ConfigError(f"the warm-up file {file} holds no request")
     return requests
+
+
+def _parse_body(body: dict[str, Any], ctx: ServingContext, line: int, where: str) -> WarmupRequest:
+    """One request body as the live parser reads it.
+
+    Raises:
+        ConfigError: the body has neither ``messages`` nor ``prompt``.
+        InvalidRequestError: the live parser refuses it.
+    """
+    if "messages" in body:
+        chat = parse_chat_request(body, ctx)
+        return WarmupRequest(line, [chat.prompt], chat.cache_salt, where)
+    if "prompt" in body:
+        completion = parse_completion_request(body, ctx)
+        return WarmupRequest(line, completion.prompts, completion.cache_salt, where)
+    raise ConfigError(
+        f"{where}: a warm-up request needs 'messages' (chat) or 'prompt' (completions)"
+    )
+
+
+@dataclass(frozen=True)
+class LogWarmup:
+    """The warm-up taken from a proxy log (:func:`read_warmup_log`).
+
+    Attributes:
+        requests: one request per chosen family, costliest first.
+        families: the chosen families' ids (``requests.prefix_family``), in the same order.
+        skipped: ``(family id, reason)`` of costlier families whose stored body the parser
+            refused, passed over for the next family.
+    """
+
+    requests: list[WarmupRequest]
+    families: list[str]
+    skipped: list[tuple[str, str]]
+
+
+def read_warmup_log(path: str | Path, top: int, ctx: ServingContext) -> LogWarmup:
+    """The stored bodies of the ``top`` costliest prefix families of a proxy log, parsed.
+
+    The log is opened read-only. Families rank as `promptcache.proxy.prefix_store.
+    costliest_prefixes` ranks them (USD cost, then input tokens, requests, id), among those
+    whose model is one of ``ctx.model_names`` and whose body is a chat or completions request
+    (:data:`LOG_APIS`). Fewer than ``top`` families are taken when the log has fewer.
+
+    Raises:
+        ConfigError: ``top`` < 1; the file is missing, unreadable or not a proxy log; it holds
+            no stored body (the proxy ran without ``--store-prefixes``) or none this server can
+            prefill; or every candidate body was refused (the first reason is named).
+    """
+    from promptcache.proxy.prefix_store import costliest_prefixes, stored_models
+
+    if top < 1:
+        raise ConfigError(f"--top must be at least 1, got {top}")
+    file = Path(path).expanduser()
+    if not file.is_file():
+        reason = "it is a directory" if file.is_dir() else "no such file"
+        raise ConfigError(f"cannot read the proxy log {file}: {reason}")
+    no_prefixes = (
+        f"the proxy log {file} holds no stored request bodies; run the proxy with "
+        f"--store-prefixes (promptcache proxy --db {file} --store-prefixes ...) so it keeps one "
+        "per prefix family"
+    )
+    try:
+        conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"cannot open the proxy log {file}: {exc}") from None
+    try:
+        try:
+            conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            ranked = costliest_prefixes(conn, None, apis=LOG_APIS, models=ctx.model_names)
+            held = stored_models(conn) if not ranked else []
+        except StoreError:
+            raise ConfigError(no_prefixes) from None
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{file} is not a promptcache proxy log ({exc})") from None
+    finally:
+        conn.close()
+    if not ranked:
+        if not held:
+            raise ConfigError(no_prefixes)
+        kinds = ", ".join(f"{n} of {model or '(no model)'} ({api})" for model, api, n in held)
+        names = ", ".join(repr(n) for n in ctx.model_names)
+        raise ConfigError(
+            f"the proxy log {file} stores no chat or completions body of {names} (it stores "
+            f"prefix families: {kinds}); serve under the logged name with --served-model-name"
+        )
+    requests: list[WarmupRequest] = []
+    families: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for prefix in ranked:
+        if len(requests) == top:
+            break
+        where = f"prefix family {prefix.prefix_family[:8]} of {file}"
+        try:
+            body = json.loads(prefix.body)
+            if not isinstance(body, dict):
+                raise ConfigError("the stored body is not a JSON object")
+            requests.append(_parse_body(body, ctx, len(requests) + 1, where))
+        except (ValueError, InvalidRequestError) as exc:  # ConfigError is a ValueError
+            reason = str(exc).removeprefix(f"{where}: ")
+            skipped.append((prefix.prefix_family, f"request {prefix.request_id}: {reason}"))
+            continue
+        families.append(prefix.prefix_family)
+    if not requests:
+        family, reason = skipped[0]
+        raise ConfigError(
+            f"no stored body of {file} can be prefilled: prefix family {family[:8]}, {reason}"
+        )
+    return LogWarmup(requests, families, skipped)
 
 
 def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport:
@@ -127,15 +250,16 @@ def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport
     ids: list[str] = []
     hashes: set[int] = set()
     num_tokens = 0
-    for request in requests:
+    for n, request in enumerate(requests):
         for i, prompt in enumerate(request.prompts):
-            request_id = f"warmup-{request.line}-{i}"
+            request_id = f"warmup-{n}-{i}"
             try:
                 engine.add_request(request_id, prompt, params, cache_salt=request.cache_salt)
             except InvalidRequestError as exc:
                 for queued in ids:
                     engine.abort_request(queued)
-                raise ConfigError(f"warm-up line {request.line}: {exc}") from None
+                where = request.origin or f"warm-up line {request.line}"
+                raise ConfigError(f"{where}: {exc}") from None
             ids.append(request_id)
             num_tokens += len(prompt)
             hashes.update(prefix_block_hashes(prompt, engine.config.block_size, request.cache_salt))

@@ -28,6 +28,7 @@ __all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
 
 DEFAULT_KV_CACHE_BYTES = 256 * 1024 * 1024  # EngineConfig.kv_cache_bytes
 DEFAULT_KV_DISK_BYTES = 16 * 1024**3  # EngineConfig.kv_disk_bytes
+DEFAULT_WARMUP_TOP = 10  # --top: prefix families --warmup-from-log prefills
 
 _UNITS = {
     "": 1,
@@ -199,6 +200,22 @@ def engine_group() -> None:
     "to prefill at start; /health answers 503 until they are cached.",
 )
 @click.option(
+    "--warmup-from-log",
+    "warmup_log",
+    metavar="PROXY_DB",
+    type=click.Path(path_type=Path),
+    help="Prefill at start the stored bodies of the --top costliest prefix families of this "
+    "proxy log (written by `promptcache proxy --store-prefixes`); /health answers 503 until "
+    "they are cached.",
+)
+@click.option(
+    "--top",
+    "warmup_top",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="How many prefix families --warmup-from-log prefills (default 10).",
+)
+@click.option(
     "--chat-template",
     metavar="FILE|JINJA",
     help="Chat template (a .jinja file or the template text) for models without one, or to "
@@ -276,6 +293,8 @@ def serve(
     kv_disk_bytes: int,
     speculative_config: str | None,
     warmup_file: Path | None,
+    warmup_log: Path | None,
+    warmup_top: int | None,
     chat_template: str | None,
     api_key: str | None,
     insecure_no_auth: bool,
@@ -305,6 +324,9 @@ def serve(
     from promptcache.client_limits import ClientLimits
     from promptcache.engine.server.auth import check_bind
     from promptcache.hosts import check_host
+
+    if warmup_top is not None and warmup_log is None:
+        raise click.UsageError("--top applies to --warmup-from-log PROXY_DB")
 
     check_host(host)  # an unknown --host is a typo, not a reason to ask for --api-key
     check_bind(host, api_key, insecure_no_auth)
@@ -366,8 +388,14 @@ def serve(
         engine = LLMEngine(config)
         names = list(dict.fromkeys(served_model_names)) or [model]
         warmup = None
+        from_log = None
         if warmup_file is not None:
             warmup = _read_warmup(warmup_file, engine, names, template)
+        if warmup_log is not None:
+            top = DEFAULT_WARMUP_TOP if warmup_top is None else warmup_top
+            from_log = _read_warmup_log(warmup_log, top, engine, names, template)
+            warmup = [*(warmup or []), *from_log.requests]
+        warmed_from = _warmup_source(warmup_file, warmup_log, from_log)
         app = create_app(
             engine,
             # A name given twice is listed once (first occurrence keeps its place).
@@ -376,7 +404,7 @@ def serve(
             api_key=api_key,
             kv_events=kv_events,
             warmup=warmup,
-            on_warmup_done=None if warmup_file is None else _warmup_banner(warmup_file),
+            on_warmup_done=None if warmup is None else _warmup_banner(warmed_from),
         )
         stats = engine.stats()
         pool = stats.kv_cache_bytes
@@ -427,11 +455,17 @@ def serve(
                 f"matches of {lookup} in each request's prompt and output",
                 err=True,
             )
-        if warmup is not None and warmup_file is not None:
+        if warmup is not None:
+            for family, reason in from_log.skipped if from_log is not None else ():
+                click.echo(
+                    f"promptcache engine: passed over prefix family {family[:8]} of "
+                    f"{warmup_log}: {reason}",
+                    err=True,
+                )
             prompts = sum(len(r.prompts) for r in warmup)
             click.echo(
                 f"promptcache engine: warming up {plural(prompts, 'prompt')} from "
-                f"{warmup_file}; /health answers 503 until done",
+                f"{warmed_from}; /health answers 503 until done",
                 err=True,
             )
         if kv_events is not None:
@@ -500,36 +534,68 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _read_warmup(path: Path, engine: Any, names: list[str], template: str | None) -> Any:
-    """Parse ``--warmup`` with the live request parser (errors are one-line usage errors)."""
+def _serving_context(engine: Any, names: list[str], template: str | None) -> Any:
+    """The live request parser's context, as the server will build it."""
     from promptcache.engine.server.protocol import ServingContext
-    from promptcache.engine.server.warmup import read_warmup_file
-    from promptcache.errors import ConfigError
 
     if template is not None:
         engine.tokenizer.set_chat_template(template)
-    ctx = ServingContext(
+    return ServingContext(
         model_names=tuple(names),
         tokenizer=engine.tokenizer,
         max_model_len=engine.effective_max_model_len,
         vocab_size=engine.model_config.vocab_size,
         max_num_seqs=engine.config.max_num_seqs,
     )
+
+
+def _read_warmup(path: Path, engine: Any, names: list[str], template: str | None) -> Any:
+    """Parse ``--warmup`` with the live request parser (errors are one-line usage errors)."""
+    from promptcache.engine.server.warmup import read_warmup_file
+    from promptcache.errors import ConfigError
+
     try:
-        return read_warmup_file(path, ctx)
+        return read_warmup_file(path, _serving_context(engine, names, template))
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--warmup") from None
 
 
-def _warmup_banner(path: Path) -> Any:
+def _read_warmup_log(
+    path: Path, top: int, engine: Any, names: list[str], template: str | None
+) -> Any:
+    """Read ``--warmup-from-log`` (errors are one-line usage errors)."""
+    from promptcache.engine.server.warmup import read_warmup_log
+    from promptcache.errors import ConfigError
+
+    try:
+        return read_warmup_log(path, top, _serving_context(engine, names, template))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--warmup-from-log") from None
+
+
+def _warmup_source(file: Path | None, log: Path | None, from_log: Any) -> str:
+    """Where the warm-up's prompts come from, as the banner says it."""
+    parts = [] if file is None else [str(file)]
+    if log is not None and from_log is not None:
+        count = len(from_log.families)
+        ids = ", ".join(family[:8] for family in from_log.families)
+        if from_log.skipped:
+            n = len(from_log.skipped)
+            ids += f"; {n} costlier {'family' if n == 1 else 'families'} passed over"
+        what = "costliest prefix family" if count == 1 else f"{count} costliest prefix families"
+        parts.append(f"the {what} of {log} [{ids}]")
+    return " and ".join(parts)
+
+
+def _warmup_banner(source: str) -> Any:
     """The callback that prints what the warm-up did (on the engine thread)."""
 
     def done(result: Any) -> None:
         if isinstance(result, BaseException):
-            click.echo(f"promptcache engine: the warm-up from {path} failed: {result}", err=True)
+            click.echo(f"promptcache engine: the warm-up from {source} failed: {result}", err=True)
             return
         click.echo(
-            f"promptcache engine: warmed {plural(result.num_prompts, 'prompt')} from {path} "
+            f"promptcache engine: warmed {plural(result.num_prompts, 'prompt')} from {source} "
             f"({plural(result.num_prompt_tokens, 'token')}, "
             f"{plural(result.num_cached_blocks, 'KV block')} cached) in {result.seconds:.2f} s",
             err=True,

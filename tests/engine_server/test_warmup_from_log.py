@@ -1,0 +1,236 @@
+"""``engine serve --warmup-from-log PROXY_DB --top N``: a real proxy with ``--store-prefixes``
+in front of a real engine logs three prefix families; a fresh server then prefills the N
+costliest and the first real request of each hits the prefix cache.
+
+The expected families come from costs summed here from the log's rows; token and block counts
+from the stored bodies tokenised here (chat template, `prefix_block_hashes`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from click.testing import CliRunner
+from server_support import (
+    BLOCK_SIZE,
+    CHAT_TEMPLATE,
+    LONG_PROMPT,
+    MODEL_NAME,
+    TINYSTORIES,
+    LiveServer,
+    load_engine,
+)
+from test_server_cli import _serve_command, _serving
+
+from promptcache.cli import cli
+from promptcache.engine.block_manager import prefix_block_hashes
+from promptcache.engine.server import create_app
+from promptcache.engine.server.protocol import ServingContext
+from promptcache.engine.server.warmup import read_warmup_log
+from promptcache.errors import ConfigError
+from promptcache.proxy.app import build_app
+from promptcache.proxy.config import ProxyConfig, UpstreamConfig
+
+#: Family A: one long system prompt, the same request four times (most of it read from cache).
+STORY = [
+    {"role": "system", "content": LONG_PROMPT},
+    {"role": "user", "content": "Tell me a story about a red ball."},
+]
+#: Family B: a short system prompt and long questions that differ from the first token.
+ANIMALS = "You tell stories about animals."
+QUESTIONS = [
+    "Why did the small brown rabbit hide under the old wooden bench in the garden all day long "
+    "while the other animals played near the pond and the sun went down behind the hills?",
+    "Where did the clever grey cat find the shiny blue key that the farmer lost in the barn "
+    "last winter when the snow was deep and the cows stayed inside the warm stable?",
+    "How did the brave little duck swim across the wide river to bring the lost puppy back "
+    "home to the happy family who lived in the yellow house beside the tall green trees?",
+]
+#: Family C: one completions request, never among the top 2.
+TALE = (
+    "The little dog ran to the park and saw a big red ball under a tree. He wanted it so much "
+    "that he barked and jumped until a kind old man threw it for him, again and again."
+)
+
+
+def _log_traffic(db: Path, *, store_prefixes: bool) -> None:
+    """Send the three families through a proxy (priced as gpt-5) in front of a fresh engine."""
+    engine = load_engine()
+    app = create_app(engine, served_model_names=[MODEL_NAME], chat_template=CHAT_TEMPLATE)
+    with LiveServer(app) as upstream:
+        config = ProxyConfig(
+            upstreams={
+                "engine": UpstreamConfig(
+                    name="engine", url=upstream.url, vendor="engine", price_as="gpt-5"
+                )
+            },
+            default_upstream="engine",
+            db_path=db,
+            store_prefixes=store_prefixes,
+        )
+        with LiveServer(build_app(config)) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test", max_retries=0)
+            for _ in range(4):
+                client.chat.completions.create(
+                    model=MODEL_NAME,
+                    messages=STORY,  # type: ignore[arg-type]
+                    max_tokens=2,
+                    temperature=0,
+                )
+            for question in QUESTIONS:
+                client.chat.completions.create(
+                    model=MODEL_NAME,
+                    messages=[
+                        {"role": "system", "content": ANIMALS},
+                        {"role": "user", "content": question},
+                    ],
+                    max_tokens=2,
+                    temperature=0,
+                )
+            client.completions.create(model=MODEL_NAME, prompt=TALE, max_tokens=2, temperature=0)
+    # leaving the blocks stopped the proxy: its lifespan wrote every row and body
+
+
+def _rows(db: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The logged requests, and the stored bodies by prefix family."""
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        rows = [dict(r) for r in conn.execute("SELECT * FROM requests ORDER BY started_at")]
+        stored = {r["prefix_family"]: dict(r) for r in conn.execute("SELECT * FROM prefix_bodies")}
+    finally:
+        conn.close()
+    return rows, stored
+
+
+@pytest.fixture(scope="module")
+def proxy_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("warmup-log") / "proxy.db"
+    _log_traffic(db, store_prefixes=True)
+    return db
+
+
+def _ranked(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Families by cost (USD summed here), and by input tokens, both highest first."""
+    cost: dict[str, float] = {}
+    tokens: dict[str, int] = {}
+    for row in rows:
+        family = row["prefix_family"]
+        cost[family] = cost.get(family, 0.0) + float(row["cost_usd"])
+        tokens[family] = tokens.get(family, 0) + int(row["total_input_tokens"])
+    return sorted(cost, key=lambda f: -cost[f]), sorted(tokens, key=lambda f: -tokens[f])
+
+
+def _prompt_tokens(body: dict[str, Any], tokenizer: Any) -> list[int]:
+    if "messages" in body:
+        text = tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True)
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(body["prompt"]))
+
+
+def test_serve_prefills_the_costliest_families_of_the_log(proxy_log: Path, tmp_path: Path) -> None:
+    rows, stored = _rows(proxy_log)
+    assert len(rows) == 8 and all(r["status"] == 200 for r in rows)
+    by_cost, by_tokens = _ranked(rows)
+    assert len(by_cost) == 3 and set(stored) == set(by_cost)
+    # the traffic is built so that cost and input tokens rank the families differently
+    assert by_cost[:2] != by_tokens[:2]
+    top = by_cost[:2]
+    template = tmp_path / "chat.jinja"
+    template.write_text(CHAT_TEMPLATE)
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", MODEL_NAME, "--chat-template", str(template),
+        "--warmup-from-log", str(proxy_log), "--top", "2",
+    )  # fmt: skip
+    replies = {}
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
+        for family in by_cost:  # first requests after the start: the stored bodies as sent
+            body = json.loads(stored[family]["body"])
+            path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+            reply = httpx.post(f"http://127.0.0.1:{port}{path}", json=body, timeout=60)
+            assert reply.status_code == 200, reply.text
+            replies[family] = reply.json()["usage"]
+    engine = load_engine(num_blocks=8)
+    engine.tokenizer.set_chat_template(CHAT_TEMPLATE)
+    prompts = [_prompt_tokens(json.loads(stored[f]["body"]), engine.tokenizer) for f in top]
+    blocks = {h for p in prompts for h in prefix_block_hashes(p, BLOCK_SIZE)}
+    source = f"the 2 costliest prefix families of {proxy_log} [{top[0][:8]}, {top[1][:8]}]"
+    assert f"warming up 2 prompts from {source}; /health answers 503" in served.stderr
+    line = next(x for x in served.stderr.splitlines() if "promptcache engine: warmed" in x)
+    assert line.startswith(
+        f"promptcache engine: warmed 2 prompts from {source} "
+        f"({sum(map(len, prompts))} tokens, {len(blocks)} KV blocks cached) in "
+    )
+    for family in top:
+        usage = replies[family]
+        cached = usage["prompt_tokens_details"]["cached_tokens"]
+        assert cached == (usage["prompt_tokens"] - 1) // BLOCK_SIZE * BLOCK_SIZE > 0
+    usage = replies[by_cost[2]]  # not warmed: its first request prefills everything
+    assert usage["prompt_tokens"] > BLOCK_SIZE
+    assert usage["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_read_warmup_log_takes_at_most_what_the_log_has(proxy_log: Path) -> None:
+    engine = load_engine(num_blocks=8)
+    engine.tokenizer.set_chat_template(CHAT_TEMPLATE)
+    ctx = ServingContext(
+        model_names=(MODEL_NAME,),
+        tokenizer=engine.tokenizer,
+        max_model_len=engine.effective_max_model_len,
+        vocab_size=engine.model_config.vocab_size,
+    )
+    rows, stored = _rows(proxy_log)
+    by_cost, _ = _ranked(rows)
+    warmup = read_warmup_log(proxy_log, 10, ctx)
+    assert warmup.families == by_cost and warmup.skipped == []
+    for family, request in zip(by_cost, warmup.requests, strict=True):
+        body = json.loads(stored[family]["body"])
+        assert request.prompts == [_prompt_tokens(body, engine.tokenizer)]
+    other = ServingContext(
+        model_names=("other",),
+        tokenizer=engine.tokenizer,
+        max_model_len=engine.effective_max_model_len,
+        vocab_size=engine.model_config.vocab_size,
+    )
+    with pytest.raises(ConfigError, match=r"stores no chat or completions body of 'other'"):
+        read_warmup_log(proxy_log, 1, other)
+
+
+def _serve_error(*options: str) -> str:
+    """Run ``engine serve`` in-process with ``options``; its one-line usage error."""
+    command, _ = _serve_command(TINYSTORIES, "--served-model-name", MODEL_NAME, *options)
+    result = CliRunner().invoke(cli, command[1:])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("Error:")]
+    return line
+
+
+def test_bad_warmup_logs_are_one_line_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    assert f"cannot read the proxy log {missing}: no such file" in _serve_error(
+        "--warmup-from-log", str(missing)
+    )
+    plain = tmp_path / "plain.db"
+    _log_traffic(plain, store_prefixes=False)
+    for path in tmp_path.glob("plain.db*"):  # the log, its -wal and -shm: no prompt text
+        data = path.read_bytes()
+        assert QUESTIONS[0][:40].encode() not in data and TALE[:40].encode() not in data, path
+    error = _serve_error("--warmup-from-log", str(plain), "--top", "3")
+    assert f"the proxy log {plain} holds no stored request bodies; run the proxy with " in error
+    assert "--store-prefixes" in error
+    garbage = tmp_path / "garbage.db"
+    garbage.write_text("not a database at all, just text " * 200)
+    assert f"{garbage} is not a promptcache proxy log" in _serve_error(
+        "--warmup-from-log", str(garbage)
+    )
+    assert "0 is not in the range x>=1" in _serve_error(
+        "--warmup-from-log", str(plain), "--top", "0"
+    )
+    assert "--top applies to --warmup-from-log PROXY_DB" in _serve_error("--top", "2")
