@@ -17,6 +17,8 @@ from typing import Final
 
 from sqlite_utils import Database
 
+from .dialect import is_postgres
+
 __all__ = [
     "REPLICA_COLUMNS",
     "REPLICA_SUMS",
@@ -44,18 +46,19 @@ _STEP5_COLUMNS: Final = ROUTING_COLUMNS[:7]
 #: ``report_replica_hourly`` sums and each one's value for a request ``{r}``.
 REPLICA_SUMS: Final = (
     ("requests", "1"),
-    ("requests_with_usage", "{r}.total_input_tokens IS NOT NULL"),
-    ("hit_requests", "COALESCE({r}.cache_read_tokens, 0) > 0"),
+    ("requests_with_usage", "CASE WHEN {r}.total_input_tokens IS NOT NULL THEN 1 ELSE 0 END"),
+    ("hit_requests", "CASE WHEN COALESCE({r}.cache_read_tokens, 0) > 0 THEN 1 ELSE 0 END"),
     ("cache_read_tokens", "COALESCE({r}.cache_read_tokens, 0)"),
     ("total_input_tokens", "COALESCE({r}.total_input_tokens, 0)"),
     (
         "errors",
-        "{r}.status IS NULL OR {r}.status = 0 OR {r}.status >= 400 OR {r}.error IS NOT NULL",
+        "CASE WHEN {r}.status IS NULL OR {r}.status = 0 OR {r}.status >= 400"
+        " OR {r}.error IS NOT NULL THEN 1 ELSE 0 END",
     ),
-    ("routed_prefix", "{r}.route_reason IS 'prefix'"),
-    ("routed_new_prefix", "{r}.route_reason IS 'new_prefix'"),
-    ("routed_overloaded", "{r}.route_reason IS 'overloaded'"),
-    ("retried", "COALESCE({r}.route_attempts, 1) > 1"),
+    ("routed_prefix", "CASE WHEN {r}.route_reason IS 'prefix' THEN 1 ELSE 0 END"),
+    ("routed_new_prefix", "CASE WHEN {r}.route_reason IS 'new_prefix' THEN 1 ELSE 0 END"),
+    ("routed_overloaded", "CASE WHEN {r}.route_reason IS 'overloaded' THEN 1 ELSE 0 END"),
+    ("retried", "CASE WHEN COALESCE({r}.route_attempts, 1) > 1 THEN 1 ELSE 0 END"),
     ("available_tokens", "COALESCE({r}.route_best_tokens, 0)"),  # step 8
     ("routed_tokens", "COALESCE({r}.route_chosen_tokens, 0)"),  # step 8
 )
@@ -78,12 +81,15 @@ def _upsert(
         ON CONFLICT (hour, upstream, replica) DO UPDATE SET {updates}"""
 
 
-def replica_rows(where: str) -> str:
-    """``report_replica_hourly``-shaped rows, one per request of ``requests AS r`` matching
-    ``where`` that has a replica; summed they equal the rollup's rows for those requests."""
-    values = ", ".join(f"{expr.format(r='r')} AS {name}" for name, expr in REPLICA_SUMS)
+def replica_rows(
+    where: str, source: str = "requests", sums: tuple[tuple[str, str], ...] = REPLICA_SUMS
+) -> str:
+    """``report_replica_hourly``-shaped rows, one per request of ``source AS r`` (``requests``
+    or a table of new rows) matching ``where`` that has a replica; summed they equal the
+    rollup's rows for those requests."""
+    values = ", ".join(f"{expr.format(r='r')} AS {name}" for name, expr in sums)
     return (
-        f"SELECT {_KEY.format(r='r')}, {values} FROM requests AS r"
+        f"SELECT {_KEY.format(r='r')}, {values} FROM {source} AS r"
         f" WHERE r.replica IS NOT NULL AND ({where})"
     )
 
@@ -123,7 +129,13 @@ def add_route_regret_columns(db: Database) -> None:
 
 
 def _refill(db: Database, sums: tuple[tuple[str, str], ...]) -> None:
-    """(Re)create the rollup's triggers over ``sums`` and rebuild it from ``requests``."""
+    """(Re)create the rollup's triggers over ``sums`` and rebuild it from ``requests``
+    (on Postgres: statement-level triggers over the same SQL, :mod:`.rollup_postgres`)."""
+    if is_postgres(db):
+        from . import rollup_postgres
+
+        rollup_postgres.install_replica(db, sums)
+        return
     db.execute("DROP TRIGGER IF EXISTS report_rollup_replica")
     db.execute("DROP TRIGGER IF EXISTS report_rollup_replica_delete")
     db.execute(

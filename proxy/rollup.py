@@ -59,6 +59,7 @@ from sqlite_utils import Database
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .breaks import READS_KEPT_REASONS
+from .dialect import is_postgres
 
 __all__ = [
     "BREAK_COLUMNS",
@@ -118,11 +119,13 @@ FAMILY_COLUMNS: Final = ("hour", "key_fingerprint", "model", "prefix_family", "v
 FAMILY_KEY: Final = "COALESCE({r}.prefix_family, {r}.first_segment_hash)"
 
 #: One request's contribution to each ``_HOURLY_SUMS`` column, over ``{r}`` (NEW or a table).
+#: A condition counted as a number is spelled ``CASE WHEN c THEN 1 ELSE 0 END`` here and below,
+#: not SQLite's bare ``c``, so the same SQL runs on Postgres (:mod:`.dialect`).
 _HOURLY_VALUES: Final = """
     1,
-    {r}.total_input_tokens IS NOT NULL,
-    COALESCE({r}.total_input_tokens, 0) > 0,
-    COALESCE({r}.cache_read_tokens, 0) > 0,
+    CASE WHEN {r}.total_input_tokens IS NOT NULL THEN 1 ELSE 0 END,
+    CASE WHEN COALESCE({r}.total_input_tokens, 0) > 0 THEN 1 ELSE 0 END,
+    CASE WHEN COALESCE({r}.cache_read_tokens, 0) > 0 THEN 1 ELSE 0 END,
     CASE WHEN {r}.total_input_tokens > 0
          THEN CAST({r}.cache_read_tokens AS REAL) / {r}.total_input_tokens ELSE 0.0 END,
     COALESCE({r}.uncached_input_tokens, 0),
@@ -134,16 +137,17 @@ _HOURLY_VALUES: Final = """
     COALESCE({r}.total_input_tokens, 0),
     COALESCE(CAST({r}.cost_usd AS REAL), 0.0),
     COALESCE(CAST({r}.cost_without_cache_usd AS REAL), 0.0),
-    {r}.cost_usd IS NULL AND {r}.total_input_tokens IS NOT NULL,
-    {r}.status IS NULL OR {r}.status = 0 OR {r}.status >= 400 OR {r}.error IS NOT NULL,
-    {r}.break_reason IS NOT NULL,
-    COALESCE({r}.unexpected_miss, 0) = 1,
-    COALESCE({r}.ttft_ms IS NOT NULL AND {r}.status >= 200 AND {r}.status < 400
-        AND {r}.cache_read_tokens > 0, 0),
-    COALESCE({r}.ttft_ms IS NOT NULL AND {r}.status >= 200 AND {r}.status < 400
-        AND {r}.cache_read_tokens = 0, 0),
-    COALESCE({r}.cache_write_5m_tokens, 0) + COALESCE({r}.cache_write_1h_tokens, 0)
-        + COALESCE({r}.cache_write_unknown_tokens, 0) > 0
+    CASE WHEN {r}.cost_usd IS NULL AND {r}.total_input_tokens IS NOT NULL THEN 1 ELSE 0 END,
+    CASE WHEN {r}.status IS NULL OR {r}.status = 0 OR {r}.status >= 400
+              OR {r}.error IS NOT NULL THEN 1 ELSE 0 END,
+    CASE WHEN {r}.break_reason IS NOT NULL THEN 1 ELSE 0 END,
+    CASE WHEN COALESCE({r}.unexpected_miss, 0) = 1 THEN 1 ELSE 0 END,
+    CASE WHEN {r}.ttft_ms IS NOT NULL AND {r}.status >= 200 AND {r}.status < 400
+        AND {r}.cache_read_tokens > 0 THEN 1 ELSE 0 END,
+    CASE WHEN {r}.ttft_ms IS NOT NULL AND {r}.status >= 200 AND {r}.status < 400
+        AND {r}.cache_read_tokens = 0 THEN 1 ELSE 0 END,
+    CASE WHEN COALESCE({r}.cache_write_5m_tokens, 0) + COALESCE({r}.cache_write_1h_tokens, 0)
+        + COALESCE({r}.cache_write_unknown_tokens, 0) > 0 THEN 1 ELSE 0 END
 """
 
 _HOURLY_KEY_PARTS: Final = (
@@ -210,9 +214,9 @@ _FAMILY_VALUES_OF: Final = """CAST({r}.started_at / 3600 AS INTEGER) AS hour,
     COALESCE({r}.cache_read_tokens, 0) + COALESCE({r}.cache_write_5m_tokens, 0)
       + COALESCE({r}.cache_write_1h_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0)
       AS cached_prefix_tokens,
-    COALESCE({r}.cache_read_tokens, 0) + COALESCE({r}.cache_write_5m_tokens, 0)
+    CASE WHEN COALESCE({r}.cache_read_tokens, 0) + COALESCE({r}.cache_write_5m_tokens, 0)
       + COALESCE({r}.cache_write_1h_tokens, 0) + COALESCE({r}.cache_write_unknown_tokens, 0) > 0
-      AS cached_requests,
+      THEN 1 ELSE 0 END AS cached_requests,
     {r}.approx_prefix_tokens AS min_prefix_tokens"""
 #: The requests a family row counts.
 _IN_FAMILY: Final = "{r}.first_segment_hash IS NOT NULL AND {r}.total_input_tokens IS NOT NULL"
@@ -298,7 +302,7 @@ def _ddl() -> list[str]:
         _family_ddl(_OLD_FAMILY_KEY),
         # exact TTFT percentiles: walk one class (hit / miss) in ttft order, filter on time
         """CREATE INDEX idx_requests_ttft ON requests
-            (cache_read_tokens > 0, ttft_ms, started_at)
+            ((cache_read_tokens > 0), ttft_ms, started_at)
             WHERE ttft_ms IS NOT NULL AND cache_read_tokens IS NOT NULL
               AND status >= 200 AND status < 400""",
         """CREATE INDEX idx_requests_break_reason ON requests (break_reason, started_at)
@@ -339,10 +343,10 @@ def _break_trigger() -> str:
     )
 
 
-def break_rows(where: str) -> str:
-    """One row per break of ``requests AS r`` matching ``where``, shaped like a
-    ``report_breaks_hourly`` row (``breaks`` = 1): its hour, reason, model, segment and tokens
-    lost (the module docstring's definitions)."""
+def break_rows(where: str, source: str = "requests") -> str:
+    """One row per break of ``source AS r`` (``requests``, or a table of new rows) matching
+    ``where``, shaped like a ``report_breaks_hourly`` row (``breaks`` = 1): its hour, reason,
+    model, segment and tokens lost (the module docstring's definitions)."""
     loss = _LOSS_INPUTS.format(lost=_TOKENS_LOST.format(r="r"), r="r")
     return f"""SELECT hour, reason, model, segment, 1 AS breaks, lost_all AS tokens_lost,
                    lost_5m AS tokens_lost_write_5m, lost_1h AS tokens_lost_write_1h
@@ -350,7 +354,8 @@ def break_rows(where: str) -> str:
                   FROM (SELECT CAST(r.started_at / 3600 AS INTEGER) AS hour,
                           r.break_reason AS reason, COALESCE(r.model, '') AS model,
                           COALESCE(r.break_segment, '') AS segment, {loss}
-                        FROM requests AS r LEFT JOIN requests AS p ON p.id = r.previous_request_id
+                        FROM {source} AS r
+                          LEFT JOIN requests AS p ON p.id = r.previous_request_id
                         WHERE r.break_reason IS NOT NULL AND ({where})))"""
 
 
@@ -374,19 +379,19 @@ def hourly_rows(where: str) -> str:
         FROM requests AS r WHERE {where}
         UNION ALL
         SELECT hour, model, route, key_fingerprint, vendor, {zeros},
-          w5 + w1 + wu > 0, w5, w1, wu
+          CASE WHEN w5 + w1 + wu > 0 THEN 1 ELSE 0 END, w5, w1, wu
         FROM (SELECT {_HOURLY_KEY.format(r="p")}, {_READ_BACK_VALUES.format(r="r")}
               FROM (SELECT * FROM requests AS r WHERE {where}) AS p
               JOIN requests AS r INDEXED BY idx_requests_previous ON r.previous_request_id = p.id
               WHERE {_READS_PREDECESSOR.format(r="r")})"""
 
 
-def family_rows(where: str) -> str:
-    """``report_family_hourly``-shaped rows, one per request of ``requests AS r`` matching
-    ``where`` that a family row counts; summed (``min_prefix_tokens``: the MIN) they equal the
-    rollup's rows for those requests."""
+def family_rows(where: str, source: str = "requests", name: str = _FAMILY_KEY_COLUMN) -> str:
+    """``report_family_hourly``-shaped rows, one per request of ``source AS r`` matching
+    ``where`` that a family row counts (keyed by column ``name``); summed
+    (``min_prefix_tokens``: the MIN) they equal the rollup's rows for those requests."""
     return (
-        f"SELECT {_family_values('r')} FROM requests AS r"
+        f"SELECT {_family_values('r', name)} FROM {source} AS r"
         f" WHERE {_IN_FAMILY.format(r='r')} AND ({where})"
     )
 
@@ -396,7 +401,8 @@ def _triggers() -> list[str]:
     key = ", ".join(expr.format(r=n) for _, expr in _HOURLY_KEY_PARTS)
     hourly = _hourly_upsert(f"VALUES ({key}, {_HOURLY_VALUES.format(r=n)})")
     read_back = f"""UPDATE report_hourly SET
-          read_back_requests = read_back_requests + (rb.w5 + rb.w1 + rb.wu > 0),
+          read_back_requests = read_back_requests
+            + CASE WHEN rb.w5 + rb.w1 + rb.wu > 0 THEN 1 ELSE 0 END,
           read_back_5m_tokens = read_back_5m_tokens + rb.w5,
           read_back_1h_tokens = read_back_1h_tokens + rb.w1,
           read_back_unknown_tokens = read_back_unknown_tokens + rb.wu
@@ -439,7 +445,8 @@ def _backfill() -> list[str]:
               read_back_requests = rb.n, read_back_5m_tokens = rb.w5,
               read_back_1h_tokens = rb.w1, read_back_unknown_tokens = rb.wu
             FROM (SELECT hour, model, route, key_fingerprint, vendor,
-                    SUM(w5 + w1 + wu > 0) AS n, SUM(w5) AS w5, SUM(w1) AS w1, SUM(wu) AS wu
+                    SUM(CASE WHEN w5 + w1 + wu > 0 THEN 1 ELSE 0 END) AS n,
+                    SUM(w5) AS w5, SUM(w1) AS w1, SUM(wu) AS wu
                   FROM (SELECT {_HOURLY_KEY.format(r="p")}, {_READ_BACK_VALUES.format(r=r)}
                         FROM requests AS r JOIN requests AS p ON p.id = r.previous_request_id
                         WHERE {_READS_PREDECESSOR.format(r=r)}) AS x
@@ -454,7 +461,17 @@ def _backfill() -> list[str]:
 
 def add_report_rollups(db: Database) -> None:
     """Schema step: create the rollup tables, indexes and triggers, and fill them from the rows
-    already logged. Runs inside the migration's transaction (``store.migrate``)."""
+    already logged. Runs inside the migration's transaction (``store.migrate``). On Postgres
+    the triggers are statement-level ones over the same SQL (:mod:`.rollup_postgres`)."""
+    if is_postgres(db):
+        from . import rollup_postgres
+
+        for statement in _ddl():
+            db.execute(statement)
+        rollup_postgres.install_hourly(db)
+        rollup_postgres.install_breaks(db)
+        rollup_postgres.install_family(db, _OLD_FAMILY_KEY)
+        return
     for statement in (*_ddl(), *_triggers(), *_backfill()):
         db.execute(statement)
 
@@ -463,9 +480,17 @@ def rebuild_break_rollup(db: Database) -> None:
     """Schema step 3: rebuild ``report_breaks_hourly`` (and its trigger) with the tokens-lost
     definition of the module docstring: the predecessor's whole input for automatic caching, and
     the lost tokens the request paid as writes. Refills it from the rows already logged."""
+    ddl = next(d for d in _ddl() if d.startswith("CREATE TABLE report_breaks_hourly"))
+    if is_postgres(db):
+        from . import rollup_postgres
+
+        rollup_postgres.drop(db, _BREAK_TRIGGER)
+        db.execute("DROP TABLE IF EXISTS report_breaks_hourly")
+        db.execute(ddl)
+        rollup_postgres.install_breaks(db)
+        return
     db.execute(f"DROP TRIGGER IF EXISTS {_BREAK_TRIGGER}")
     db.execute("DROP TABLE IF EXISTS report_breaks_hourly")
-    ddl = next(d for d in _ddl() if d.startswith("CREATE TABLE report_breaks_hourly"))
     for statement in (ddl, _break_trigger(), _break_backfill()):
         db.execute(statement)
 
@@ -474,6 +499,14 @@ def rebuild_family_rollup(db: Database) -> None:
     """Schema step 9: key ``report_family_hourly`` by prefix family (:data:`FAMILY_KEY`, the
     explainer's ``requests.prefix_family``) instead of the first segment's hash, and refill it
     from the rows already logged. Runs after ``requests.prefix_family`` exists and is filled."""
+    if is_postgres(db):
+        from . import rollup_postgres
+
+        rollup_postgres.drop(db, _FAMILY_TRIGGER)
+        db.execute("DROP TABLE IF EXISTS report_family_hourly")
+        db.execute(_family_ddl(_FAMILY_KEY_COLUMN))
+        rollup_postgres.install_family(db, _FAMILY_KEY_COLUMN)
+        return
     db.execute(f"DROP TRIGGER IF EXISTS {_FAMILY_TRIGGER}")
     db.execute("DROP TABLE IF EXISTS report_family_hourly")
     for statement in (
@@ -512,6 +545,6 @@ def add_prefix_families(db: Database) -> None:
     )
     db.execute(
         f"CREATE INDEX IF NOT EXISTS {FAMILY_INDEX} ON requests"
-        f" (key_fingerprint, model, {FAMILY_KEY.replace('{r}.', '')}, started_at)"
+        f" (key_fingerprint, model, ({FAMILY_KEY.replace('{r}.', '')}), started_at)"
     )
     rebuild_family_rollup(db)

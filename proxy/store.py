@@ -15,6 +15,16 @@ rows are dropped and counted in ``dropped_rows`` rather than slowing forwarding 
 The schema is versioned: ``MIGRATIONS`` lists numbered steps, applied in order inside
 ``BEGIN IMMEDIATE`` transactions (so two proxies starting on one file do not race), and recorded in
 ``schema_version``.
+
+The log may instead be a Postgres database (``--db postgresql://user@host/dbname``), which
+several proxies write at once: the same migrations run there through the adapters of
+:mod:`.store_postgres` (SQL translated by :mod:`.dialect`, rollups kept by
+:mod:`.rollup_postgres`), under an advisory lock. Each batch is one ``COPY`` in one
+transaction. A batch that fails for want of the server (connection lost, deadlock) stays queued
+and is tried again each flush interval, up to ``WRITE_ATTEMPTS`` tries, then counted in
+``failed_rows``; a batch the server refuses for its data is written row by row, as on SQLite.
+``kill -9`` of one proxy loses at most its last flush interval of rows, as on SQLite: an
+unfinished transaction is rolled back by the server, and every earlier batch is committed.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from sqlite_utils import Database
 from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
+from .dialect import is_postgres, is_postgres_url
 from .prefix_store import add_prefix_bodies
 from .replica_rollup import add_route_regret_columns, add_routing_columns
 from .rollup import add_prefix_families, add_report_rollups, rebuild_break_rollup
@@ -44,6 +55,8 @@ logger = logging.getLogger("promptcache.proxy.store")
 
 #: Seconds a connection waits for another connection's lock before giving up (then we retry).
 BUSY_TIMEOUT_S = 5.0
+#: Tries of one batch on a Postgres log (one per flush interval) before its rows count as lost.
+WRITE_ATTEMPTS = 5
 
 
 def _v1_requests(db: Database) -> None:
@@ -173,10 +186,15 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def open_log(path: Path | str) -> Database:
     """Open (creating if needed) a request log, in WAL mode, migrated to ``SCHEMA_VERSION``.
 
+    ``path`` is a SQLite file, or a ``postgresql://`` URL (:func:`.dialect.is_postgres_url`):
+    then the result is a :class:`.store_postgres.PgDatabase` over the same schema.
+
     Raises:
         StoreError: the file cannot be opened or written, is not SQLite, or was written by a
-            newer promptcache.
+            newer promptcache; the Postgres server cannot be reached or refuses the schema.
     """
+    if is_postgres_url(path):
+        return _open_postgres(str(path))
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
         db = Database(conn)
@@ -188,21 +206,53 @@ def open_log(path: Path | str) -> Database:
     return db
 
 
+def _open_postgres(url: str) -> Database:
+    from .store_postgres import PgConnection, PgDatabase, redact_url
+
+    db = PgDatabase(PgConnection(url))
+    try:
+        migrate(db)
+    except Exception as exc:
+        db.close()
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreError(f"cannot open the request log {redact_url(url)}: {exc}") from exc
+    return db
+
+
+#: Postgres advisory lock key held while migrating (two proxies starting at once take turns).
+_MIGRATION_LOCK = 0x70636C6F67  # "pclog"
+
+
 def migrate(db: Database) -> int:
     """Apply the missing ``MIGRATIONS`` to ``db``; returns the resulting schema version.
+
+    On Postgres each step runs in a transaction that holds an advisory lock (so two proxies
+    starting on one database take turns, as ``BEGIN IMMEDIATE`` makes them on SQLite).
 
     Raises:
         StoreError: the file's schema is newer than this promptcache knows.
         sqlite3.Error: a step failed (its transaction is rolled back).
     """
     conn = db.conn
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version"
-        " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    conn.commit()
+    postgres = is_postgres(db)
+    if postgres:
+        begin = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
+        conn.execute(begin)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version"
+            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        conn.commit()
+    else:
+        begin = "BEGIN IMMEDIATE"
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version"
+            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        conn.commit()
     while True:
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(begin)
         try:
             current = conn.execute(
                 "SELECT COALESCE(MAX(version), 0) FROM schema_version"
@@ -214,17 +264,17 @@ def migrate(db: Database) -> int:
                     f"({SCHEMA_VERSION}); upgrade promptcache or use another --db file"
                 )
             if version == SCHEMA_VERSION:
-                conn.execute("COMMIT")
+                conn.commit()
                 return version
             MIGRATIONS[version](db)
             conn.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                 (version + 1, time.time()),
             )
-            conn.execute("COMMIT")
+            conn.commit()
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                conn.rollback()
             raise
 
 
@@ -254,7 +304,9 @@ class RequestStore:
         batch_rows: int = 500,
         queue_rows: int = 20_000,
     ) -> None:
-        self.path = Path(path)
+        #: the SQLite file, or the ``postgresql://`` URL of a shared log
+        self.path: Path | str = str(path) if is_postgres_url(path) else Path(path)
+        self.postgres = isinstance(self.path, str)
         self.flush_interval_s = flush_interval_s
         self.batch_rows = batch_rows
         self.queue_rows = queue_rows
@@ -279,8 +331,10 @@ class RequestStore:
         self.written_rows = 0
         #: rows dropped because the queue was full
         self.dropped_rows = 0
-        #: rows SQLite refused (constraint, trigger, full disk...), each logged with its id
+        #: rows the database refused (constraint, trigger, full disk...), each logged with its
+        #: id, and Postgres batches still failing after ``WRITE_ATTEMPTS`` tries
         self.failed_rows = 0
+        self._attempts = 0  # failed tries of the pending Postgres batch
         #: ``time.monotonic()`` of the latest row dropped or refused (None: none lost yet)
         self.last_loss_at: float | None = None
 
@@ -343,6 +397,9 @@ class RequestStore:
                 logger.error("request log writer did not finish within %.0f s", timeout_s)
 
     def _run(self) -> None:
+        if self.postgres:
+            self._run_postgres()
+            return
         db = open_log(self.path)
         pending: list[dict[str, Any]] = []
         try:
@@ -378,6 +435,115 @@ class RequestStore:
             db.close()
             with self._progress:
                 self._progress.notify_all()
+
+    def _run_postgres(self) -> None:
+        """The writer loop of a Postgres log: like SQLite's, one ``COPY`` per batch
+        (:func:`.store_postgres.insert_rows`), reconnecting after a lost connection."""
+        from .store_postgres import connect
+
+        assert isinstance(self.path, str)
+        conn: Any = None
+        pending: list[dict[str, Any]] = []
+        try:
+            while True:
+                self._wake.wait(self.flush_interval_s)
+                self._wake.clear()
+                stopping = self._stopping
+                while True:
+                    if not pending:
+                        while self._rows and len(pending) < self.batch_rows:
+                            pending.append(self._rows.popleft())
+                    if not pending:
+                        break
+                    count = len(pending)
+                    if conn is None or conn.closed:
+                        try:
+                            conn = connect(self.path)
+                        except StoreError as exc:
+                            conn = None
+                            if not self._give_up(pending, exc, final=stopping):
+                                break
+                    if conn is not None and not self._write_postgres(conn, pending, stopping):
+                        break  # kept for the next round
+                    with self._progress:
+                        self._handled += count
+                        self._progress.notify_all()
+                if stopping and not self._rows and not pending:
+                    return
+        finally:
+            if conn is not None:
+                conn.close()
+            with self._progress:
+                self._progress.notify_all()
+
+    def _give_up(self, rows: list[dict[str, Any]], exc: Exception, *, final: bool) -> bool:
+        """Count one failed try of the pending batch ``rows``: False (keep them for the next
+        round) until ``WRITE_ATTEMPTS`` tries failed, then drop them (``failed_rows``) and
+        return True. On the final flush the tries follow each other after a short pause."""
+        self._attempts += 1
+        if self._attempts < WRITE_ATTEMPTS:
+            logger.warning(
+                "request log: writing %d rows failed (%s); retrying (try %d of %d)",
+                len(rows),
+                exc,
+                self._attempts,
+                WRITE_ATTEMPTS,
+            )
+            if final:
+                time.sleep(min(self.flush_interval_s, 0.2))
+            return False
+        self._attempts = 0
+        self.failed_rows += len(rows)
+        self.last_loss_at = time.monotonic()
+        logger.error(
+            "request log: %d rows lost after %d tries (ids %s...): %s",
+            len(rows),
+            WRITE_ATTEMPTS,
+            ", ".join(str(r.get("id")) for r in rows[:3]),
+            exc,
+        )
+        rows.clear()
+        return True
+
+    def _write_postgres(self, conn: Any, rows: list[dict[str, Any]], final: bool) -> bool:
+        """Insert ``rows`` in one transaction and clear the list (True), or keep them for a
+        later try (False). A lost connection, a deadlock or a serialization failure is retried
+        (``_give_up``); a batch the server refuses for its data is written row by row, so only
+        the rows that fail are lost (``failed_rows``), each logged with its id."""
+        import psycopg
+
+        from .store_postgres import insert_rows, storable
+
+        try:
+            insert_rows(conn, rows)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if not conn.closed and conn.broken:
+                conn.close()
+            return self._give_up(rows, exc, final=final)
+        except (psycopg.Error, ValueError, OverflowError) as exc:
+            logger.warning(
+                "request log: a batch of %d rows failed (%s); writing them one by one",
+                len(rows),
+                exc,
+            )
+            for row in rows:
+                try:
+                    insert_rows(conn, [storable(row)])
+                except (psycopg.Error, ValueError, OverflowError) as row_exc:
+                    self.failed_rows += 1
+                    self.last_loss_at = time.monotonic()
+                    logger.error(
+                        "request log: row %s could not be written: %s", row.get("id"), row_exc
+                    )
+                else:
+                    self.written_rows += 1
+            rows.clear()
+            self._attempts = 0
+            return True
+        self.written_rows += len(rows)
+        self._attempts = 0
+        rows.clear()
+        return True
 
     def _write(self, db: Database, rows: list[dict[str, Any]], *, final: bool) -> bool:
         """Insert ``rows`` in one transaction and clear the list; False if the file stayed locked.

@@ -42,6 +42,7 @@ from typing import Any
 from promptcache.errors import ConfigError, StoreError, UnknownModelPriceError
 from promptcache.pricing import ModelPrice, lookup_price
 
+from ..dialect import is_postgres_url
 from ..rollup import ROLLUP_TABLES
 from ..store import SCHEMA_VERSION, open_log
 from . import queries as q
@@ -185,11 +186,17 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
     """Open the proxy's log read-only (a log of an older schema is first migrated in place,
     as the proxy itself would on start, which also fills the report rollups).
 
+    ``db_path`` may be a ``postgresql://`` URL: the result is then a
+    :class:`~promptcache.proxy.store_postgres.PgConnection` in one read-only snapshot, which
+    runs the same queries (typed as ``sqlite3.Connection``: it has the methods they call).
+
     Raises:
         ConfigError: the file does not exist or is not a promptcache proxy log.
         StoreError: an older log could not be migrated, or the log is newer than this
-            promptcache.
+            promptcache; the Postgres server cannot be reached.
     """
+    if is_postgres_url(db_path):
+        return _connect_postgres(str(db_path))
     path = Path(db_path)
     if not path.is_file():
         raise ConfigError(
@@ -232,6 +239,36 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
         open_log(path).close()  # migrate: adds, rebuilds and backfills the rollups
         conn = sqlite3.connect(uri, uri=True)
     return conn
+
+
+def _connect_postgres(url: str) -> sqlite3.Connection:
+    from ..store_postgres import PgConnection, redact_url, require_log
+
+    conn = PgConnection(url)
+    try:
+        version = require_log(conn)
+        conn.rollback()
+    except BaseException:
+        conn.close()
+        raise
+    if version == 0:
+        conn.close()
+        raise ConfigError(
+            f"{redact_url(url)} holds no promptcache log; start `promptcache proxy --db "
+            f"{redact_url(url)}` "
+            "first, or pass the --db a proxy writes to"
+        )
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise StoreError(
+            f"the request log {redact_url(url)} has schema version {version}, newer than this "
+            f"promptcache ({SCHEMA_VERSION}); upgrade promptcache to report on it"
+        )
+    conn.close()
+    if version < SCHEMA_VERSION:
+        open_log(url).close()  # migrate, as the proxy itself would on start
+    reader: Any = PgConnection(url, read_only=True)
+    return reader  # type: ignore[no-any-return]
 
 
 def _open_read_only(uri: str) -> tuple[sqlite3.Connection, set[str]]:

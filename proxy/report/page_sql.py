@@ -138,13 +138,16 @@ class DivergenceRow:
 
 def divergence_groups(conn: sqlite3.Connection, t0: float, t1: float) -> list[DivergenceRow]:
     """Breaks with a stored excerpt per (reason, segment, offset), most first; each row carries
-    the excerpt of its latest request (SQLite takes bare columns from the ``MAX`` row)."""
+    the excerpt of its latest request (window functions, so Postgres runs the same SQL)."""
     sql = f"""
-        SELECT break_reason, break_segment, break_offset, COUNT(*) AS n, id, break_excerpt,
-          MAX(started_at)
-        FROM requests INDEXED BY idx_requests_break_reason
-        WHERE {_BREAK} AND {_WINDOW} AND break_excerpt IS NOT NULL
-        GROUP BY break_reason, break_segment, break_offset
+        SELECT break_reason, break_segment, break_offset, n, id, break_excerpt FROM (
+          SELECT break_reason, break_segment, break_offset, id, break_excerpt,
+            COUNT(*) OVER (PARTITION BY break_reason, break_segment, break_offset) AS n,
+            ROW_NUMBER() OVER (PARTITION BY break_reason, break_segment, break_offset
+                               ORDER BY started_at DESC, id DESC) AS latest
+          FROM requests INDEXED BY idx_requests_break_reason
+          WHERE {_BREAK} AND {_WINDOW} AND break_excerpt IS NOT NULL) AS b
+        WHERE latest = 1
         ORDER BY n DESC, break_reason, break_segment, break_offset
     """
     return [DivergenceRow(*row[:6]) for row in conn.execute(sql, {"t0": t0, "t1": t1})]
@@ -238,7 +241,7 @@ def ttft_histogram(conn: sqlite3.Connection, t0: float, t1: float) -> dict[bool,
     4x slower on 200,000 rows); the bins are the differences.
     """
     inner = TTFT_EDGES_MS[1:-1]
-    below = ", ".join(f"TOTAL(ttft_ms < {edge})" for edge in inner)
+    below = ", ".join(f"TOTAL(CASE WHEN ttft_ms < {edge} THEN 1 ELSE 0 END)" for edge in inner)
     sql = f"""
         SELECT cache_read_tokens > 0, {below}, COUNT(*)
         FROM requests INDEXED BY idx_requests_ttft

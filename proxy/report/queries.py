@@ -350,7 +350,7 @@ def ttft_percentiles(conn: sqlite3.Connection, w: Window) -> list[TtftRow]:
             continue
         values: list[float] = []
         for percent in (50, 95):
-            params = w.params(hit=int(hit), skip=_rank(n, percent) - 1)
+            params = w.params(hit=hit, skip=_rank(n, percent) - 1)
             row = conn.execute(sql, params).fetchone()
             if row is not None:
                 values.append(float(row[0]))

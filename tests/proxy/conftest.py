@@ -9,6 +9,9 @@
 
 ``fleet`` / ``start_fleet_proxy``: mock replicas and a proxy routing over them (fleet.py).
 
+``postgres_server`` (session) / ``pg_url`` (function): a real Postgres server and a fresh
+database on it (pg_server.py).
+
 Helpers the tests import (``RunningProxy``, ``read_rows``, ``mock_config``) are in
 proxy_support.py.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 from fleet import fleet, start_fleet_proxy  # noqa: F401 (routing fixtures, see fleet.py)
+from pg_server import PostgresServer, start_server
 from proxy_support import RunningProxy, mock_config
 from servers import ServerThread
 from upstreams import MockUpstream
@@ -58,3 +62,15 @@ def start_proxy(
     yield start
     for server in running:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real Postgres server for the session (pg_server.py); skips without one (fails in CI)."""
+    yield from start_server()
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """``postgresql://`` URL of a fresh, empty database on the session's server."""
+    return postgres_server.create_database()
