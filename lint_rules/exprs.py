@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
-from .frames import Bound, EngineState, Table, merge
+from .frames import Bound, ClassInfo, EngineState, ExternalClass, Table, merge
 from .sinks import is_system_prompt_name
 from .toolnames import combine, literal_key
 
@@ -112,6 +112,17 @@ class ExprsMixin(EngineState):
             return base.elts[node.slice.value]
         if isinstance(node.slice, ast.Slice):
             return base
+        if (
+            base.items is not None
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+            and not isinstance(base.ref, (ClassInfo, ExternalClass))
+        ):
+            # a field of a dict whose keys are known (a literal, here or returned by a
+            # helper): it holds what was put under that key, not the other fields
+            held = dict(base.items).get(node.slice.value)
+            if held is not None:
+                return held
         # one element: the container's order is not the element's
         facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
         if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):

@@ -146,6 +146,20 @@ def merge(a: Value, b: Value) -> Value:
     if a is b:
         return a
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
+    items = None
+    if a.items is not None and b.items is not None and shape is Shape.DICT:
+        # two dicts of known keys (``page = {...} if x else {...}``): each key holds what
+        # either put there
+        left, right = dict(a.items), dict(b.items)
+        items = tuple(
+            (
+                key,
+                merge(left[key], right[key])
+                if key in left and key in right
+                else left.get(key) or right[key],
+            )
+            for key in sorted(set(left) | set(right))
+        )
     return Value(
         a.facts | b.facts,
         shape,
@@ -153,6 +167,7 @@ def merge(a: Value, b: Value) -> Value:
         a.elem_str and b.elem_str,
         a.name_key if a.name_key == b.name_key else "",
         a.ref if a.ref == b.ref else None,
+        items=items,
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
@@ -29,7 +30,7 @@ from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
-from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary
+from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
@@ -508,6 +509,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         if summary.returns:
             values = [v for _, v in summary.returns]
             summary.ret = values[0] if len(values) == 1 else join(*values)
+            if len(values) > 1 and all(
+                v.items is not None and v.shape is Shape.DICT for v in values
+            ):
+                # dicts of known keys on every return: each key holds what any put there
+                summary.ret = functools.reduce(merge, values)
             sizes = {len(v.elts) if v.elts is not None else -1 for v in values}
             if len(values) > 1 and len(sizes) == 1 and -1 not in sizes:
                 summary.ret = replace(
