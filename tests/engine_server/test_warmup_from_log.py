@@ -192,6 +192,31 @@ def test_read_warmup_log_takes_at_most_what_the_log_has(proxy_log: Path) -> None
     for family, request in zip(by_cost, warmup.requests, strict=True):
         body = json.loads(stored[family]["body"])
         assert request.prompts == [_prompt_tokens(body, engine.tokenizer)]
+    # bodies the parser refuses are passed over, and the next families take their place
+    broken = proxy_log.parent / "broken.db"
+    source = sqlite3.connect(proxy_log)
+    conn = sqlite3.connect(broken)
+    try:
+        source.backup(conn)
+        for family, body in ((by_cost[0], '{"model": "tiny"}'), (by_cost[1], "[1, 2]")):
+            conn.execute(
+                "UPDATE prefix_bodies SET body = ? WHERE prefix_family = ?", (body, family)
+            )
+        conn.commit()
+    finally:
+        conn.close()
+        source.close()
+    warmup = read_warmup_log(broken, 2, ctx)
+    assert warmup.families == by_cost[2:]
+    assert warmup.skipped == [
+        (
+            by_cost[0],
+            f"request {stored[by_cost[0]]['request_id']}: a warm-up request needs 'messages' "
+            "(chat) or 'prompt' (completions)",
+        ),
+        (by_cost[1], f"request {stored[by_cost[1]]['request_id']}: the stored body is not a "
+                     "JSON object"),
+    ]  # fmt: skip
     other = ServingContext(
         model_names=("other",),
         tokenizer=engine.tokenizer,

@@ -9,14 +9,19 @@ the logged rows.
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
-from proxy_support import RunningProxy
+from proxy_support import RunningProxy, wait_until_serving
+from servers import ServerThread
 
 from promptcache.cli import cli
 from promptcache.errors import ConfigError, StoreError
@@ -190,3 +195,35 @@ def test_the_table_is_created_by_the_log_migration_and_its_sql_is_portable(
     assert statement("SELECT ?") == "SELECT ?"
     with pytest.raises(ValueError, match="named"):
         statement("SELECT ?", "named")
+
+
+def test_the_cli_flag_says_so_and_a_clean_stop_writes_the_bodies(
+    tmp_path: Path, mock_server: ServerThread
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    db = tmp_path / "cli.db"
+    command = [
+        sys.executable, "-c", "from promptcache.cli import main; main()", "proxy",
+        "--upstream", mock_server.url, "--port", str(port), "--db", str(db),
+        "--store-prefixes", "--log-level", "warning",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(proc, url + "/healthz")
+        for name in ("ledger", "poems"):
+            body = {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEMS[name]}]}
+            assert httpx.post(url + "/v1/chat/completions", json=body).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    banner = f"promptcache proxy on {url} -> {mock_server.url}, recording to {db}, "
+    assert banner + "keeping one request body per prefix family" in stderr
+    stored = _stored(db)
+    assert [json.loads(str(r["body"]))["messages"][0]["content"] for r in stored] == [
+        SYSTEMS["ledger"],
+        SYSTEMS["poems"],
+    ]
