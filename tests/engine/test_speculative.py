@@ -1,0 +1,391 @@
+"""Speculative decoding by prompt lookup on the real tinystories checkpoint.
+
+Greedy output with drafts equals plain greedy decoding token for token, alone, batched, and under
+preemption by recompute and by swap; blocks all return to the free queue; the prefix cache
+holds exactly the K/V a plain engine computes for the same tokens; the draft counters equal an
+independent replay of prompt lookup over the plain output.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from promptcache.engine import LLMEngine, SamplingParams
+from promptcache.engine.block_manager import hash_block_tokens, prefix_block_hashes
+from promptcache.engine.outputs import RequestOutput
+from promptcache.engine.spec_decode import (
+    NgramProposer,
+    SpeculativeConfig,
+    accepted_length,
+)
+from promptcache.errors import ConfigError
+
+SPEC = {
+    "method": "ngram",
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 3,
+    "prompt_lookup_min": 1,
+}
+
+STORY = (
+    "Once upon a time, there was a little girl named Lily. She liked to play outside in the park "
+    "with her friends. One day, she found a big red ball under a tree."
+)
+ECHO_PROMPTS = [
+    # The text twice, then its start again: the model copies, so long drafts are accepted.
+    f"{STORY} {STORY} Once upon a time, there was",
+    "Tom and his dog went to the park. Tom and his dog went to the park. Tom and his dog",
+    "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat",
+    'Ben said, "I want the red car." Mom said, "You can have the red car." Ben said, "I want',
+]
+
+
+def _engine(model: Path, spec: dict[str, Any] | None, **overrides: Any) -> LLMEngine:
+    options: dict[str, Any] = {"dtype": "float32", "seed": 0}
+    options.update(overrides)
+    return LLMEngine.from_pretrained(model, speculative_config=spec, **options)
+
+
+def _generate(
+    engine: LLMEngine,
+    prompts: list[str],
+    params: SamplingParams,
+    *,
+    prefix: str = "r",
+) -> list[RequestOutput]:
+    """All prompts at once (continuous batching); invariants checked after every step.
+
+    Returns the finished outputs in prompt order, samples of one prompt by ``sample_index``."""
+    ids = [f"{prefix}{i}" for i in range(len(prompts))]
+    for rid, prompt in zip(ids, prompts, strict=True):
+        engine.add_request(rid, prompt, params)
+    done: dict[tuple[str, int], RequestOutput] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                done[(out.request_id, out.sample_index)] = out
+        engine.scheduler.check_integrity()
+    return [done[(rid, i)] for rid in ids for i in range(params.n)]
+
+
+def _drained(engine: LLMEngine) -> None:
+    """Every block back in the free queue, no draft index left behind."""
+    bm = engine.scheduler.block_manager
+    assert bm.num_free_blocks == bm.num_blocks
+    assert bm.num_used_blocks == 0
+    proposer = engine.scheduler.proposer
+    assert proposer is not None and proposer.num_indexed_sequences == 0
+
+
+@pytest.fixture(scope="module")
+def plain(tinystories_dir: Path) -> LLMEngine:
+    return _engine(tinystories_dir, None)
+
+
+@pytest.fixture(scope="module")
+def all_prompts(prompts: list[str]) -> list[str]:
+    return prompts + ECHO_PROMPTS
+
+
+# Config ------------------------------------------------------------------------------------
+
+
+def test_config_follows_vllm_defaults() -> None:
+    both = SpeculativeConfig.parse({"method": "ngram", "num_speculative_tokens": 3})
+    assert (both.prompt_lookup_min, both.prompt_lookup_max) == (5, 5)
+    only_max = SpeculativeConfig.parse(
+        '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    )
+    assert (only_max.prompt_lookup_min, only_max.prompt_lookup_max) == (4, 4)
+    only_min = SpeculativeConfig.parse(
+        {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2}
+    )
+    assert (only_min.prompt_lookup_min, only_min.prompt_lookup_max) == (2, 2)
+    assert SpeculativeConfig.parse(only_min.to_dict()) == only_min
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{not json", "speculative_config is not valid JSON"),
+        ("[1, 2]", "speculative_config must be an object"),
+        ({"method": "eagle", "num_speculative_tokens": 3}, "method must be one of ngram"),
+        ({"num_speculative_tokens": 3}, 'needs "method": "ngram"'),
+        ({"method": "ngram"}, "needs num_speculative_tokens"),
+        (
+            {"method": "ngram", "num_speculative_tokens": 0},
+            "num_speculative_tokens must be between 1",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 65},
+            "num_speculative_tokens must be between 1",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": "4"},
+            "num_speculative_tokens must be an integer",
+        ),
+        ({"method": "ngram", "num_speculative_tokens": True}, "must be an integer"),
+        (
+            {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 0},
+            "prompt_lookup_max must be >= 1",
+        ),
+        (
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 3,
+                "prompt_lookup_min": 4,
+                "prompt_lookup_max": 2,
+            },
+            "prompt_lookup_min=4 must be <= prompt_lookup_max=2",
+        ),
+        ({"method": "ngram", "num_speculative_tokens": 3, "draft_model": "x"}, "unknown"),
+    ],
+)
+def test_bad_config_is_a_config_error(value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SpeculativeConfig.parse(value)
+
+
+def test_engine_config_rejects_a_bad_speculative_config(tinystories_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="needs num_speculative_tokens"):
+        LLMEngine.from_pretrained(tinystories_dir, speculative_config={"method": "ngram"})
+
+
+# Proposer ----------------------------------------------------------------------------------
+
+
+def _brute_force_draft(tokens: list[int], k: int, n_min: int, n_max: int) -> list[int]:
+    """Prompt lookup by scanning: longest n first, most recent earlier occurrence."""
+    length = len(tokens)
+    for n in range(min(n_max, length - 1), n_min - 1, -1):
+        suffix = tokens[length - n :]
+        for start in range(length - n - 1, -1, -1):
+            if tokens[start : start + n] == suffix:
+                end = start + n
+                return tokens[end : min(end + k, length)] if k > 0 else []
+    return []
+
+
+def test_proposer_equals_a_brute_force_scan() -> None:
+    rng = random.Random(0)
+    for trial in range(40):
+        n_min = rng.randint(1, 3)
+        n_max = rng.randint(n_min, 5)
+        k = rng.randint(1, 6)
+        proposer = NgramProposer(
+            SpeculativeConfig(
+                num_speculative_tokens=k, prompt_lookup_min=n_min, prompt_lookup_max=n_max
+            )
+        )
+        tokens = [rng.randint(0, 4) for _ in range(rng.randint(1, 12))]
+        while len(tokens) < 120:  # grows by 1..k tokens per call, as decoding does
+            assert proposer.propose(trial, tokens, k) == _brute_force_draft(tokens, k, n_min, n_max)
+            tokens += [rng.randint(0, 4) for _ in range(rng.randint(1, k + 1))]
+        proposer.forget(trial)
+    assert proposer.num_indexed_sequences == 0
+
+
+def test_accepted_length() -> None:
+    assert accepted_length([5, 6, 7], [5, 6, 7, 8]) == 3
+    assert accepted_length([5, 6, 7], [5, 9, 7, 8]) == 1
+    assert accepted_length([5], [4, 5]) == 0
+    assert accepted_length([], [3]) == 0
+    with pytest.raises(ValueError, match="3 drafts need 4 target tokens"):
+        accepted_length([1, 2, 3], [1, 2, 3])
+
+
+# Greedy equality ---------------------------------------------------------------------------
+
+
+def test_greedy_equals_plain_decoding_one_by_one(
+    tinystories_dir: Path, plain: LLMEngine, all_prompts: list[str]
+) -> None:
+    params = SamplingParams(temperature=0, max_tokens=96)
+    spec = _engine(tinystories_dir, SPEC)
+    for i, prompt in enumerate(all_prompts):
+        [want] = _generate(plain, [prompt], params, prefix=f"plain{i}-")
+        [got] = _generate(spec, [prompt], params, prefix=f"spec{i}-")
+        assert got.output_token_ids == want.output_token_ids, prompt
+        assert got.text == want.text
+        assert got.finish_reason == want.finish_reason
+    stats = spec.stats()
+    # The echo prompts make drafts that are accepted, many tokens at a time.
+    assert stats.spec_decode_num_accepted_tokens > 100
+    assert stats.spec_decode_num_accepted_tokens < stats.spec_decode_num_draft_tokens
+    _drained(spec)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},  # batched in a large pool
+        {"num_blocks": 40, "block_size": 4},  # preemption by recompute
+        {"num_blocks": 40, "block_size": 4, "preemption_mode": "swap", "num_cpu_blocks": 256},
+        {"max_num_batched_tokens": 6, "block_size": 4},  # drafts cut by the token budget
+    ],
+    ids=["batched", "recompute", "swap", "small-budget"],
+)
+def test_greedy_equals_plain_decoding_batched(
+    tinystories_dir: Path, all_prompts: list[str], overrides: dict[str, Any]
+) -> None:
+    params = SamplingParams(temperature=0, max_tokens=48)
+    want = _generate(_engine(tinystories_dir, None, **overrides), all_prompts, params)
+    spec = _engine(tinystories_dir, SPEC, **overrides)
+    got = _generate(spec, all_prompts, params)
+    assert [o.output_token_ids for o in got] == [o.output_token_ids for o in want]
+    if "num_blocks" in overrides:
+        assert spec.stats().num_preemptions > 0
+    assert spec.stats().spec_decode_num_accepted_tokens > 0
+    _drained(spec)
+
+
+def test_penalties_stop_strings_logprobs_and_n_equal_plain(tinystories_dir: Path) -> None:
+    plain_engine = _engine(tinystories_dir, None)
+    spec = _engine(tinystories_dir, SPEC)
+    cases = [
+        SamplingParams(temperature=0, max_tokens=40, repetition_penalty=1.3),
+        SamplingParams(temperature=0, max_tokens=40, frequency_penalty=0.5, presence_penalty=0.2),
+        SamplingParams(temperature=0, max_tokens=60, stop=["park"]),
+        SamplingParams(temperature=0, max_tokens=30, logprobs=2),
+        SamplingParams(temperature=0, max_tokens=30, n=2),
+        # Sampled rows: top_k=1 leaves one token, so a draw equals the greedy choice.
+        SamplingParams(temperature=0.8, top_k=1, max_tokens=40, seed=3),
+    ]
+    for j, params in enumerate(cases):
+        want = _generate(plain_engine, ECHO_PROMPTS, params, prefix=f"p{j}-")
+        got = _generate(spec, ECHO_PROMPTS, params, prefix=f"s{j}-")
+        for w, g in zip(want, got, strict=True):
+            assert g.output_token_ids == w.output_token_ids, params
+            assert g.text == w.text
+            assert g.finish_reason == w.finish_reason
+            assert g.stop_reason == w.stop_reason
+            if params.logprobs is not None:
+                assert g.logprobs is not None and w.logprobs is not None
+                assert len(g.logprobs) == len(w.logprobs) == len(g.output_token_ids)
+                for a, b in zip(g.logprobs, w.logprobs, strict=True):
+                    assert a.token_id == b.token_id
+                    assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+                    assert [t for t, _ in a.top] == [t for t, _ in b.top]
+    _drained(spec)
+
+
+def test_seeded_sampling_is_reproducible(tinystories_dir: Path) -> None:
+    params = SamplingParams(temperature=1.0, max_tokens=40, seed=7)
+    first = _generate(_engine(tinystories_dir, SPEC), ECHO_PROMPTS, params)
+    again = _generate(_engine(tinystories_dir, SPEC), ECHO_PROMPTS, params)
+    assert [o.output_token_ids for o in first] == [o.output_token_ids for o in again]
+
+
+# Counters against an independent replay -----------------------------------------------------
+
+
+def test_draft_counters_equal_an_independent_replay(
+    tinystories_dir: Path, plain: LLMEngine, all_prompts: list[str]
+) -> None:
+    """Replay prompt lookup (by scanning) over the plain greedy output: each step proposes
+    from the tokens so far, keeps the draft's prefix equal to the plain output, and advances
+    by it plus one token."""
+    cfg = SpeculativeConfig.parse(SPEC)
+    k_max = cfg.num_speculative_tokens
+    max_tokens = 64
+    params = SamplingParams(temperature=0, max_tokens=max_tokens)
+    spec = _engine(tinystories_dir, SPEC)
+    drafts = draft_tokens = accepted = 0
+    for i, prompt in enumerate(all_prompts):
+        [out] = _generate(plain, [prompt], params, prefix=f"replay{i}-")
+        [got] = _generate(spec, [prompt], params, prefix=f"counted{i}-")
+        assert got.output_token_ids == out.output_token_ids
+        tokens = list(out.prompt_token_ids)
+        output = list(out.output_token_ids)
+        tokens.append(output[0])  # the prefill samples the first token, without a draft
+        done = 1
+        while done < len(output):
+            room = min(k_max, max_tokens - done - 1)
+            draft = _brute_force_draft(tokens, room, cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+            truth = output[done:]
+            match = 0
+            while match < len(draft) and match < len(truth) and draft[match] == truth[match]:
+                match += 1
+            step = min(match + 1, len(truth))
+            if draft:
+                drafts += 1
+                draft_tokens += len(draft)
+                accepted += min(match, step)
+            tokens += truth[:step]
+            done += step
+    stats = spec.stats()
+    assert stats.spec_decode_num_drafts == drafts
+    assert stats.spec_decode_num_draft_tokens == draft_tokens
+    assert stats.spec_decode_num_accepted_tokens == accepted
+    assert 0 < accepted < draft_tokens
+
+
+# Rollback keeps the prefix cache exact -------------------------------------------------------
+
+
+def test_rollback_frees_blocks_and_keeps_cached_kv_exact(
+    tinystories_dir: Path, all_prompts: list[str]
+) -> None:
+    """After rejected drafts, every cached block holds the K/V of its own tokens: the same as a
+    plain engine's block of the same hash, and its hash is the chain of its tokens."""
+    params = SamplingParams(temperature=0, max_tokens=64)
+    overrides = {"block_size": 4, "num_blocks": 512}
+    plain_engine = _engine(tinystories_dir, None, **overrides)
+    spec = _engine(tinystories_dir, SPEC, **overrides)
+    released_before = 0
+    bm = spec.scheduler.block_manager
+    # Count releases of rejected drafts' blocks as they happen.
+    trim = bm.trim_to_computed
+
+    def counting_trim(seq: Any) -> int:
+        nonlocal released_before
+        n = trim(seq)
+        released_before += n
+        return n
+
+    bm.trim_to_computed = counting_trim  # type: ignore[method-assign]
+    want = _generate(plain_engine, all_prompts, params)
+    got = _generate(spec, all_prompts, params)
+    assert [o.output_token_ids for o in got] == [o.output_token_ids for o in want]
+    assert released_before > 0  # some drafts ran past a block boundary and were rejected
+    _drained(spec)
+    plain_bm = plain_engine.scheduler.block_manager
+    plain_cached = {h: b for b, h, _, _ in plain_bm.cached_blocks()}
+    spec_cached = spec.scheduler.block_manager.cached_blocks()
+    # Every cached block holds tokens of a finished sequence, never a rejected draft.
+    real = {h for o in got for h in prefix_block_hashes(o.prompt_token_ids + o.output_token_ids, 4)}
+    spec_hashes = {h for _, h, _, _ in spec_cached}
+    assert spec_hashes <= real
+    # The plain engine caches all but each sequence's last token; with drafts, a stop token
+    # that was a draft was computed too (at most one more block per request).
+    assert set(plain_cached) <= spec_hashes
+    assert len(spec_hashes - set(plain_cached)) <= len(got)
+    spec_pool = spec.runner.kv_caches
+    plain_pool = plain_engine.runner.kv_caches
+    for block_id, block_hash, parent, token_ids in spec_cached:
+        assert hash_block_tokens(parent, token_ids) == block_hash
+        if block_hash not in plain_cached:
+            continue
+        other = plain_cached[block_hash]
+        for mine, theirs in zip(spec_pool, plain_pool, strict=True):
+            torch.testing.assert_close(mine.k_cache[block_id], theirs.k_cache[other])
+            torch.testing.assert_close(mine.v_cache[block_id], theirs.v_cache[other])
+    # A follow-up that repeats a whole answer hits those blocks and decodes as a plain engine.
+    follow = [o.prompt_token_ids + o.output_token_ids[:-1] for o in got[:3]]
+    for i, ids in enumerate(follow):
+        spec.add_request(f"follow{i}", ids, params)
+        plain_engine.add_request(f"follow{i}", ids, params)
+    outs: dict[str, dict[str, RequestOutput]] = {"spec": {}, "plain": {}}
+    for name, engine in (("spec", spec), ("plain", plain_engine)):
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                if out.finished:
+                    outs[name][out.request_id] = out
+    for rid, out in outs["spec"].items():
+        assert out.num_cached_tokens > 0
+        assert out.output_token_ids == outs["plain"][rid].output_token_ids
