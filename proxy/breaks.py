@@ -384,6 +384,16 @@ def classify_change(old: RequestFingerprint, new: RequestFingerprint, index: int
     return "messages_changed" if rest_old == rest_new else "history_rewritten"
 
 
+def _shared_segments(old: RequestFingerprint, new: RequestFingerprint) -> int:
+    """How many leading segments ``new`` repeats from ``old`` (by hash)."""
+    count = 0
+    for old_seg, new_seg in zip(old.segments, new.segments, strict=False):
+        if old_seg.sha256 != new_seg.sha256:
+            break
+        count += 1
+    return count
+
+
 def _tail_replaced(old: RequestFingerprint, new: RequestFingerprint, index: int) -> bool:
     """Whether the first change is the request's own last segment, a message, where ``old``
     had a message too: the dynamic tail of a stateless app (same system prompt, a new question
@@ -542,13 +552,28 @@ class BreakExplainer:
         fingerprint: RequestFingerprint,
         routing_key: str | None = None,
     ) -> str | None:
-        """The request id a request with ``fingerprint`` would be compared with if it were
-        explained now (its predecessor in the same prefix family and conversation), or None.
-        Reads the state only; ``--vendor-diagnostics`` names that request's response to the
-        vendor (``proxy/diagnostics.py``)."""
+        """The request a request with ``fingerprint`` continues: the one the explainer would
+        compare it with now (:meth:`explain`'s lookup), except that within its prefix family
+        it is the one sharing the most leading segments with it, the latest of equals (the
+        previous turn of its conversation, also when the cache ends before the messages and
+        the explainer would take any request with that cached prefix). None when there is none,
+        or when the request only puts another last message after that request's earlier
+        segments (another conversation on the same prompt, or a stateless app's next question:
+        no break to explain, ``_tail_replaced``). Reads the state only; ``--vendor-diagnostics``
+        names that request's response to the vendor (``proxy/diagnostics.py``)."""
         with self._lock:
-            previous, _ = self._lookup((key_fingerprint, routing_key), fingerprint)
-        return previous.request_id if previous is not None else None
+            previous, via = self._lookup((key_fingerprint, routing_key), fingerprint)
+            if via == "family" and previous is not None:  # the previous turn of its conversation
+                previous = max(
+                    self._families[previous.family],
+                    key=lambda s: (_shared_segments(s.fingerprint, fingerprint), s.started_at),
+                )
+        if previous is None:
+            return None
+        index = _first_change_by_hash(previous.fingerprint, fingerprint)
+        if index is not None and _tail_replaced(previous.fingerprint, fingerprint, index):
+            return None
+        return previous.request_id
 
     # ----------------------------------------------------------------------------- explaining
     def explain(

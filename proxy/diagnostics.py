@@ -41,7 +41,9 @@ What the log's ``vendor_miss_reason`` holds (:func:`read_diagnosis`): the Anthro
 ``--vendor-diagnostics`` (:class:`VendorDiagnostics`) makes the proxy ask Anthropic itself:
 every Messages request without a ``diagnostics`` member of its own gets one, naming the
 response of the request the break explainer would compare it with (its predecessor in the same
-prefix family and conversation), or ``null`` when there is none yet. The body is otherwise
+prefix family and conversation, ``BreakExplainer.predecessor_id``), or ``null`` when there is
+none: a conversation's first turn, or a request that differs from its predecessor only in its
+last message (another conversation on the same system prompt). The body is otherwise
 forwarded byte for byte (:func:`add_previous_message_id`). OpenAI requests are never changed:
 ``prompt_cache_options`` exists on GPT-5.6 and later models only.
 """
