@@ -57,6 +57,7 @@ from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
+from .dialect import is_postgres_url
 from .otel import traces_url
 from .redact import MIN_SECRET_CHARS, redact_url
 from .routing import ROUTING_KEYS, RoutingSettings, policy_spec
@@ -183,7 +184,9 @@ class ProxyConfig:
         upstreams: upstream name -> settings; at least one.
         default_upstream: name used when no rule matches.
         rules: routing rules, tried in order.
-        db_path: SQLite log file; ``None`` turns recording off (pure forwarding).
+        db_path: SQLite log file, or a ``postgresql://`` URL (a str: a log several proxies
+            share, ``proxy/store_postgres.py``; ``--db``, ``[log] db``); ``None`` turns
+            recording off (pure forwarding).
         store_bodies: also store request and response bodies, credentials redacted.
         max_body_bytes: request bodies larger than this get 413 (bytes).
         auth_token: when set, clients must send it in ``AUTH_HEADER``; at least
@@ -209,7 +212,7 @@ class ProxyConfig:
     upstreams: Mapping[str, UpstreamConfig]
     default_upstream: str
     rules: tuple[RouteRule, ...] = ()
-    db_path: Path | None = Path("promptcache.db")
+    db_path: Path | str | None = Path("promptcache.db")
     store_bodies: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     auth_token: str | None = None
@@ -442,12 +445,22 @@ def config_from_dict(
         "otel",
         "vendor_diagnostics",
         "store_prefixes",
+        "log",
     }
     if unknown:
         raise ConfigError(
-            f"{source}: unknown top-level keys {sorted(unknown)}; "
-            "allowed: default_upstream, upstreams, routes, otel, vendor_diagnostics, store_prefixes"
+            f"{source}: unknown top-level keys {sorted(unknown)}; allowed: default_upstream, "
+            "upstreams, routes, otel, vendor_diagnostics, store_prefixes, log"
         )
+    log = data.get("log", {})
+    if not isinstance(log, Mapping) or set(log) - {"db"} or not isinstance(log.get("db", ""), str):
+        raise ConfigError(
+            f'{source}: [log] may only set db = "FILE" or db = "postgresql://user@host/dbname"'
+        )
+    if log.get("db"):
+        db = log["db"]
+        # --db (or --no-log) on the command line wins over the file
+        overrides.setdefault("db_path", db if is_postgres_url(db) else Path(db))
     if "store_prefixes" in data:
         if not isinstance(data["store_prefixes"], bool):
             raise ConfigError(f"{source}: store_prefixes must be true or false")

@@ -23,16 +23,22 @@ Raises everywhere: ``psycopg.Error`` subclasses; :class:`PgConnection` turns the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import psycopg
-from psycopg.adapt import Loader
+from promptcache.errors import ConfigError, StoreError
 
-from promptcache.errors import StoreError
+try:
+    import psycopg
+    from psycopg.adapt import Loader
+except ImportError as exc:  # the optional extra
+    raise ConfigError(
+        "a postgresql:// log needs psycopg, which this install lacks: install "
+        "promptcache[postgres] (in a clone of its repository: pip install '.[postgres]')"
+    ) from exc
 
 from .dialect import to_postgres
+from .redact import redact_url
 
 __all__ = [
     "PgConnection",
@@ -58,11 +64,6 @@ class _NumericLoader(Loader):
             value = float(text)
             return int(value) if value.is_integer() and abs(value) < 2**53 else value
         return int(text)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``, for messages."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ._log_db import LOG_DB
 from ._server_options import client_limit_options
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -39,10 +40,11 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 )
 @click.option(
     "--db",
-    default="promptcache.db",
-    show_default=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="SQLite file the requests are recorded in (created if missing).",
+    default=None,
+    type=LOG_DB,
+    help="SQLite file the requests are recorded in (created if missing), or a "
+    "postgresql://user@host/dbname URL: a log several proxies share. Default: the config "
+    "file's [log] db, else promptcache.db.",
 )
 @click.option("--no-log", is_flag=True, help="Record nothing: forward only.")
 @click.option(
@@ -120,7 +122,7 @@ def proxy(
     config_file: Path | None,
     host: str,
     port: int,
-    db: Path,
+    db: Path | str | None,
     no_log: bool,
     auth_token: str | None,
     insecure_no_auth: bool,
@@ -164,12 +166,13 @@ def proxy(
 
     check_host(host)  # an unknown --host is a typo, not a reason to ask for --auth-token
     check_bind(host, auth_token, insecure_no_auth)
-    settings = {
-        "db_path": None if no_log else db,
+    settings: dict[str, object] = {
         "store_bodies": store_bodies,
         "max_body_bytes": max_body_bytes,
         "auth_token": auth_token,
     }
+    if no_log or db is not None:  # else the config file's [log] db, or the default file
+        settings["db_path"] = None if no_log else db
     if otlp_endpoint is not None:
         settings["otlp_endpoint"] = otlp_endpoint
     if store_prefixes:
@@ -189,7 +192,8 @@ def proxy(
     else:
         raise click.UsageError("give --upstream NAME|URL or --config FILE")
     config = config.with_price_as(price_as)
-    if not no_log:
+    db = config.db_path
+    if isinstance(db, Path):
         _check_db(db)  # so a bad --db is the only line printed, not one after the banner
     target = config.upstreams[config.default_upstream]
     shown = target.display_url
@@ -198,7 +202,7 @@ def proxy(
         shown = f"{len(target.replicas)} replicas ({urls}), policy {target.routing.policy}"
     banner = (
         f"promptcache proxy on {http_url(host, port)} -> {shown}"
-        + ("" if no_log else f", recording to {db}")
+        + ("" if db is None else f", recording to {redact_url(str(db))}")
     )
     if config.otlp_endpoint is not None:
         from promptcache.proxy.otel import traces_url

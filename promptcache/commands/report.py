@@ -14,6 +14,8 @@ import click
 
 from promptcache.formatting import percent, usd
 
+from ._log_db import LOG_DB
+
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
     from promptcache.proxy.report.advice import EngineKvStats
 
@@ -108,8 +110,9 @@ class FiniteFloatRange(click.FloatRange):
     multiple=True,
     default=["promptcache.db"],
     show_default=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The proxy's SQLite log; repeat it to report several proxies' logs as one.",
+    type=LOG_DB,
+    help="The proxy's SQLite log, or the postgresql://user@host/dbname log several proxies "
+    "share; repeat it to report several proxies' SQLite logs as one.",
 )
 @click.option(
     "--since",
@@ -156,7 +159,7 @@ class FiniteFloatRange(click.FloatRange):
     help="The engine server's /metrics (URL, or a saved copy) for the KV-pool advice.",
 )
 def report_command(
-    dbs: tuple[Path, ...],
+    dbs: tuple[Path | str, ...],
     since: float,
     until: float | None,
     group_by: str | None,

@@ -458,6 +458,11 @@ def build_report(
     if len(paths) != 1:
         if not paths:
             raise ConfigError("give at least one --db log")
+        if any(is_postgres_url(p) for p in paths):
+            raise ConfigError(
+                "a postgresql:// log is already the shared log of its proxies: report it alone "
+                "(several --db merge SQLite files only)"
+            )
         with merged_log(paths) as merged:
             report = build_report(
                 merged, since=since, until=until, group_by=group_by, now=now, engine=engine

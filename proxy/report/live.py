@@ -91,7 +91,7 @@ class ReportCache:
 
     def __init__(
         self,
-        db_path: Path,
+        db_path: Path | str,
         clock: Callable[[], float] = time.time,
         *,
         refresh_s: float = REFRESH_S,
@@ -155,7 +155,11 @@ class ReportCache:
     def _version(self) -> int | None:
         """The log's ``PRAGMA data_version`` on this cache's own read-only connection: it
         changes whenever another connection (the proxy's writer) commits. None when the log
-        cannot be read (then every request rebuilds, and the build reports why)."""
+        cannot be read (then every request rebuilds, and the build reports why), and for a
+        Postgres log (``db_path`` a ``postgresql://`` URL), whose other writers commit all the
+        time: its reports are rebuilt every ``refresh_s``."""
+        if not isinstance(self.db_path, Path):
+            return None
         try:
             if self._conn is None:
                 uri = f"{self.db_path.resolve().as_uri()}?mode=ro"
@@ -181,7 +185,7 @@ def _error(status: int, message: str) -> Response:
 
 def install(
     app: Starlette,
-    db_path: Path | None,
+    db_path: Path | str | None,
     clock: Callable[[], float] = time.time,
     *,
     refresh_s: float = REFRESH_S,

@@ -1,0 +1,219 @@
+"""``promptcache log copy SRC DST``: move a request log into another backend (SQLite into the
+Postgres log a fleet shares, or any backend into any), once.
+
+Every ``requests`` row of SRC goes into DST in one transaction, oldest first (a request's
+predecessor before it, so DST's rollup triggers credit read-backs as they did in SRC); DST's
+rollups are kept by its own triggers, so its report over the copied rows equals SRC's.
+
+A log's identity is its random ``key_salt`` (``proxy_settings``, made when the log is created).
+The copy records ``copied_from:<SRC's salt>`` in DST's ``proxy_settings`` in the same
+transaction as the rows, and a second copy of the same SRC into DST is refused (a copy that
+failed midway left nothing, and can be run again). When DST has no requests yet it also takes
+SRC's salt, so the key fingerprints of rows the proxies write afterwards match the copied
+ones (proxies already running on DST keep the salt they read when they started).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptcache.errors import ConfigError, StoreError
+
+from .dialect import is_postgres_url
+from .store import open_log
+
+__all__ = ["COPY_MARKER", "CopyResult", "copy_log", "log_identity"]
+
+#: ``proxy_settings`` key prefix of the copy marker; the source's salt follows.
+COPY_MARKER = "copied_from:"
+#: Rows read from the source per fetch.
+CHUNK_ROWS = 5000
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    """What one copy did."""
+
+    source: str
+    destination: str
+    rows: int
+    #: SRC's identity (its key salt), recorded in DST as ``copied_from:<identity>``
+    identity: str
+    #: DST took SRC's key salt (it had no requests)
+    adopted_salt: bool
+
+
+def _shown(location: str | Path) -> str:
+    from .redact import redact_url
+
+    return redact_url(str(location))
+
+
+def log_identity(db: Any) -> str:
+    """A log's identity: its ``key_salt`` (hex), read through ``db.execute``."""
+    row = db.execute("SELECT value FROM proxy_settings WHERE key = 'key_salt'").fetchone()
+    if row is None:
+        raise ConfigError("the log has no key_salt in proxy_settings: not a promptcache log")
+    return str(row[0])
+
+
+def _source_rows(src: str | Path, columns: list[str]) -> Iterator[tuple[Any, ...]]:
+    """SRC's rows (``columns``, in that order) oldest first, streamed."""
+    names = ", ".join(columns)
+    order = "ORDER BY started_at, id"
+    if is_postgres_url(src):
+        from .store_postgres import connect
+
+        conn = connect(str(src))
+        try:
+            with conn.cursor(name="promptcache_log_copy") as cursor:
+                cursor.execute(f"SELECT {names} FROM requests {order}".encode())
+                while batch := cursor.fetchmany(CHUNK_ROWS):
+                    yield from batch
+        finally:
+            conn.close()
+        return
+    conn_lite = sqlite3.connect(f"{Path(src).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        cursor_lite = conn_lite.execute(f"SELECT {names} FROM requests {order}")
+        while batch_lite := cursor_lite.fetchmany(CHUNK_ROWS):
+            yield from batch_lite
+    finally:
+        conn_lite.close()
+
+
+def _check_source(src: str | Path) -> tuple[str, list[str]]:
+    """SRC's identity and ``requests`` columns (SRC migrated first, as ``report`` does).
+
+    Raises:
+        ConfigError: SRC is missing or not a promptcache log.
+    """
+    if not is_postgres_url(src) and not Path(src).is_file():
+        raise ConfigError(f"no log at {src}: give the path of an existing log as SRC")
+    if not is_postgres_url(src):
+        with sqlite3.connect(f"{Path(src).resolve().as_uri()}?mode=ro", uri=True) as probe:
+            try:
+                probe.execute("SELECT 1 FROM requests LIMIT 1").fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise ConfigError(f"{src} is not a promptcache log ({exc})") from exc
+        probe.close()
+    db = open_log(src)
+    try:
+        identity = log_identity(db)
+        cursor = db.execute("SELECT * FROM requests LIMIT 0")
+        columns = [str(column[0]) for column in cursor.description]
+    finally:
+        db.close()
+    return identity, columns
+
+
+def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
+    """Copy every request of log ``src`` into log ``dst`` (created if missing), once.
+
+    Args:
+        src, dst: SQLite files or ``postgresql://`` URLs.
+
+    Raises:
+        ConfigError: SRC is missing or not a log; SRC and DST are the same log; DST already
+            holds a copy of SRC (the message says when it was made and how many rows).
+        StoreError: either database cannot be opened, or the copy failed (DST unchanged).
+    """
+    identity, columns = _check_source(src)
+    dst_db = open_log(dst)
+    try:
+        if log_identity(dst_db) == identity and not _marker(dst_db, identity):
+            raise ConfigError(f"{_shown(src)} and {_shown(dst)} are the same log; nothing to copy")
+        done = _marker(dst_db, identity)
+        if done is not None:
+            raise ConfigError(
+                f"{_shown(dst)} already holds a copy of {_shown(src)} (log {identity[:8]}): "
+                f"{done.get('rows')} rows copied at {done.get('copied_at_utc')}; "
+                "a log is copied once"
+            )
+        have = set(_columns(dst_db))
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise ConfigError(
+                f"{_shown(dst)} lacks columns {missing} that {_shown(src)} has: upgrade "
+                "promptcache where DST is written"
+            )
+        empty = dst_db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0
+        rows = _source_rows(src, columns)
+        count = (
+            _copy_postgres(dst_db, columns, rows)
+            if is_postgres_url(dst)
+            else _copy_sqlite(dst_db, columns, rows)
+        )
+        marker = {
+            "source": _shown(src),
+            "rows": count,
+            "copied_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        dst_db.execute(
+            "INSERT INTO proxy_settings (key, value) VALUES (?, ?)",
+            (COPY_MARKER + identity, json.dumps(marker)),
+        )
+        if empty:
+            dst_db.execute(
+                "UPDATE proxy_settings SET value = ? WHERE key = 'key_salt'", (identity,)
+            )
+        dst_db.conn.commit()
+    except BaseException:
+        if dst_db.conn.in_transaction:
+            dst_db.conn.rollback()
+        raise
+    finally:
+        dst_db.close()
+    return CopyResult(str(src), str(dst), count, identity, empty)
+
+
+def _marker(db: Any, identity: str) -> dict[str, Any] | None:
+    row = db.execute(
+        "SELECT value FROM proxy_settings WHERE key = ?", (COPY_MARKER + identity,)
+    ).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
+
+
+def _columns(db: Any) -> list[str]:
+    return [str(c[0]) for c in db.execute("SELECT * FROM requests LIMIT 0").description]
+
+
+def _copy_sqlite(db: Any, columns: list[str], rows: Iterator[tuple[Any, ...]]) -> int:
+    """Insert ``rows`` into a SQLite DST inside one transaction (left open for the marker)."""
+    conn: sqlite3.Connection = db.conn
+    conn.execute("BEGIN IMMEDIATE")
+    sql = f"INSERT INTO requests ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    count = 0
+    try:
+        while chunk := [row for _, row in zip(range(CHUNK_ROWS), rows, strict=False)]:
+            conn.executemany(sql, chunk)
+            count += len(chunk)
+    except sqlite3.Error as exc:
+        raise StoreError(f"copy failed, the destination is unchanged: {exc}") from exc
+    return count
+
+
+def _copy_postgres(db: Any, columns: list[str], rows: Iterator[tuple[Any, ...]]) -> int:
+    """One ``COPY`` of ``rows`` into a Postgres DST, in its open transaction (left open)."""
+    import psycopg
+
+    count = 0
+    try:
+        with db.conn.raw.cursor() as cursor, cursor.copy(
+            f"COPY requests ({', '.join(columns)}) FROM STDIN".encode()
+        ) as copy:
+            for row in rows:
+                # Postgres text cannot hold NUL (JSON bodies may): stored as its JSON escape
+                copy.write_row(
+                    [v.replace("\x00", "\\u0000") if isinstance(v, str) else v for v in row]
+                )
+                count += 1
+    except psycopg.Error as exc:
+        raise StoreError(f"copy failed, the destination is unchanged: {exc}") from exc
+    return count

@@ -1,0 +1,109 @@
+"""``promptcache log copy SRC DST``: a SQLite log into Postgres (and back), once.
+
+Real logs on both sides: SQLite files and databases on the session's Postgres server
+(pg_server.py). The copied log must report exactly what its source does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_postgres_report import T0, all_rows, assert_same, sqlite_log
+
+from promptcache.errors import ConfigError, StoreError
+from promptcache.proxy.log_copy import COPY_MARKER, copy_log, log_identity
+from promptcache.proxy.report import build_report
+from promptcache.proxy.store import open_log
+from promptcache.proxy.store_postgres import PgConnection
+
+WINDOW = {"since": T0 - 7200, "until": T0 + 7 * 3600, "now": T0 + 3600}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "promptcache"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+
+
+def count(location: str | Path) -> int:
+    db = open_log(location)
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM requests").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_sqlite_into_postgres_once_then_back(tmp_path: Path, pg_url: str) -> None:
+    rows = all_rows()
+    src = sqlite_log(tmp_path / "proxy.db", rows)
+    done = cli("log", "copy", str(src), pg_url)
+    assert done.returncode == 0, done.stderr
+    shown = pg_url.replace("postgres@", "***@")  # the user is masked like a password
+    assert f"copied {len(rows):,} requests from {src} to {shown}" in done.stdout
+    assert "now uses the source's key salt" in done.stdout
+    assert count(pg_url) == len(rows)
+    a = build_report(src, group_by="model", **WINDOW)
+    b = build_report(pg_url, group_by="model", **WINDOW)
+    assert_same(dataclasses.asdict(dataclasses.replace(b, db=a.db)), dataclasses.asdict(a))
+
+    again = cli("log", "copy", str(src), pg_url)
+    assert again.returncode == 2
+    assert again.stderr.startswith("error: ") and "already holds a copy" in again.stderr
+    assert f"{len(rows)} rows copied at" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert count(pg_url) == len(rows)
+
+    back = tmp_path / "back.db"
+    result = copy_log(pg_url, back)
+    assert result.rows == len(rows)
+    c = build_report(back, group_by="model", **WINDOW)
+    assert_same(dataclasses.asdict(dataclasses.replace(c, db=a.db)), dataclasses.asdict(a))
+
+
+def test_the_marker_names_the_source_and_the_salt_follows(tmp_path: Path, pg_url: str) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:50])
+    lite = open_log(src)
+    identity = log_identity(lite)
+    lite.close()
+    copy_log(src, pg_url)
+    with PgConnection(pg_url) as conn:
+        keys = [r[0] for r in conn.execute("SELECT key FROM proxy_settings ORDER BY key")]
+        assert keys == [COPY_MARKER + identity, "key_salt"]
+        assert log_identity(conn) == identity
+
+
+def test_a_failed_copy_leaves_the_destination_unchanged(tmp_path: Path, pg_url: str) -> None:
+    rows = all_rows()
+    src = sqlite_log(tmp_path / "proxy.db", rows)
+    other = sqlite_log(tmp_path / "other.db", rows[-1:])  # the same id as SRC's last row
+    copy_log(other, pg_url)
+    with pytest.raises(StoreError, match="destination is unchanged"):
+        copy_log(src, pg_url)
+    assert count(pg_url) == 1
+    with PgConnection(pg_url) as conn:
+        markers = conn.execute("SELECT COUNT(*) FROM proxy_settings WHERE key LIKE 'copied%'")
+        assert markers.fetchone()[0] == 1
+
+
+def test_refusals(tmp_path: Path) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:5])
+    with pytest.raises(ConfigError, match="same log"):
+        copy_log(src, src)
+    with pytest.raises(ConfigError, match="no log at"):
+        copy_log(tmp_path / "missing.db", tmp_path / "dst.db")
+    junk = tmp_path / "junk.db"
+    sqlite3.connect(junk).execute("CREATE TABLE t (x)").connection.close()
+    with pytest.raises(ConfigError, match="not a promptcache log"):
+        copy_log(junk, tmp_path / "dst.db")
+    assert not (tmp_path / "dst.db").exists()
