@@ -176,6 +176,23 @@ def test_serve_prefills_the_costliest_families_of_the_log(proxy_log: Path, tmp_p
     assert usage["prompt_tokens_details"]["cached_tokens"] == 0
 
 
+def _break_two_bodies(log: Path, by_cost: list[str]) -> Path:
+    """A copy of ``log`` whose two costliest families have bodies the parser refuses."""
+    broken = log.parent / "broken.db"
+    source = sqlite3.connect(log)
+    conn = sqlite3.connect(broken)
+    try:
+        source.backup(conn)
+        update = "UPDATE prefix_bodies SET body = ? WHERE prefix_family = ?"
+        conn.execute(update, ('{"model": "tiny"}', by_cost[0]))
+        conn.execute(update, ("[1, 2]", by_cost[1]))
+        conn.commit()
+    finally:
+        conn.close()
+        source.close()
+    return broken
+
+
 def test_read_warmup_log_takes_at_most_what_the_log_has(proxy_log: Path) -> None:
     engine = load_engine(num_blocks=8)
     engine.tokenizer.set_chat_template(CHAT_TEMPLATE)
@@ -193,19 +210,7 @@ def test_read_warmup_log_takes_at_most_what_the_log_has(proxy_log: Path) -> None
         body = json.loads(stored[family]["body"])
         assert request.prompts == [_prompt_tokens(body, engine.tokenizer)]
     # bodies the parser refuses are passed over, and the next families take their place
-    broken = proxy_log.parent / "broken.db"
-    source = sqlite3.connect(proxy_log)
-    conn = sqlite3.connect(broken)
-    try:
-        source.backup(conn)
-        for family, body in ((by_cost[0], '{"model": "tiny"}'), (by_cost[1], "[1, 2]")):
-            conn.execute(
-                "UPDATE prefix_bodies SET body = ? WHERE prefix_family = ?", (body, family)
-            )
-        conn.commit()
-    finally:
-        conn.close()
-        source.close()
+    broken = _break_two_bodies(proxy_log, by_cost)
     warmup = read_warmup_log(broken, 2, ctx)
     assert warmup.families == by_cost[2:]
     assert warmup.skipped == [
@@ -259,3 +264,27 @@ def test_bad_warmup_logs_are_one_line_errors(tmp_path: Path) -> None:
         "--warmup-from-log", str(plain), "--top", "0"
     )
     assert "--top applies to --warmup-from-log PROXY_DB" in _serve_error("--top", "2")
+
+
+def test_the_banner_names_the_families_passed_over(proxy_log: Path, tmp_path: Path) -> None:
+    rows, stored = _rows(proxy_log)
+    by_cost, _ = _ranked(rows)
+    broken = _break_two_bodies(proxy_log, by_cost)
+    template = tmp_path / "chat.jinja"
+    template.write_text(CHAT_TEMPLATE)
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", MODEL_NAME, "--chat-template", str(template),
+        "--warmup-from-log", str(broken), "--top", "2",
+    )  # fmt: skip
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
+        pass
+    first = stored[by_cost[0]]["request_id"]
+    assert (
+        f"promptcache engine: passed over prefix family {by_cost[0][:8]} of {broken}: request "
+        f"{first}: a warm-up request needs 'messages' (chat) or 'prompt' (completions)\n"
+    ) in served.stderr
+    source = (
+        f"the costliest prefix family of {broken} [{by_cost[2][:8]}; 2 costlier families "
+        "passed over]"
+    )
+    assert f"warmed 1 prompt from {source} (" in served.stderr
