@@ -205,9 +205,10 @@ def _copy_postgres(db: Any, columns: list[str], rows: Iterator[tuple[Any, ...]])
 
     count = 0
     try:
-        with db.conn.raw.cursor() as cursor, cursor.copy(
-            f"COPY requests ({', '.join(columns)}) FROM STDIN".encode()
-        ) as copy:
+        with (
+            db.conn.raw.cursor() as cursor,
+            cursor.copy(f"COPY requests ({', '.join(columns)}) FROM STDIN".encode()) as copy,
+        ):
             for row in rows:
                 # Postgres text cannot hold NUL (JSON bodies may): stored as its JSON escape
                 copy.write_row(
