@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 PIP := $(PY) -m pip install --progress-bar on
 TORCH_SOURCE = $(PY) tools/torch_source.py '$(TORCH)' $(if $(TORCH_INDEX),--index-url '$(TORCH_INDEX)')
 
-.PHONY: demo test browser clean
+.PHONY: demo test browser postgres clean
 
 # $(call step,N,WHAT,COMMAND): print "setup N/4: WHAT", run COMMAND, then its elapsed time.
 define step
@@ -41,7 +41,14 @@ browser:
 	  { echo "Chromium is needed by tests/proxy/test_report_html.py: install it (apt-get install chromium) or set PROMPTCACHE_SKIP_BROWSER=1" >&2; \
 	    [ "$$PROMPTCACHE_SKIP_BROWSER" = 1 ]; }
 
-test: $(STAMP) browser
+# The shared-log tests start a real Postgres server from Debian's package (tests/proxy/pg_server.py).
+postgres:
+	@command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  { echo "Postgres is needed by tests/proxy/test_postgres_*.py: install it (apt-get install postgresql); without it those tests skip (and fail under CI=true)" >&2; \
+	    [ "$$CI" != true ]; }
+
+test: $(STAMP) browser postgres
 	$(VENV)/bin/ruff check .
 	$(PY) tools/typecheck.py
 	$(VENV)/bin/promptcache lint .
