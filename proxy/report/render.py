@@ -229,8 +229,7 @@ AGREEMENT_HEADER: tuple[str, ...] = (
 )  # fmt: skip
 #: Header of the disagreement examples, one cell per :func:`agreement_example_cells` value.
 AGREEMENT_EXAMPLE_HEADER: tuple[str, ...] = (
-    "request id", "api", "our reason", "vendor's reason", "our previous request",
-    "vendor compared with",
+    "request id", "our reason", "vendor's reason", "our previous request", "vendor compared with",
 )  # fmt: skip
 #: How a request that kept its cached prefix (``break_reason`` NULL) shows as our reason.
 NO_BREAK = "(no break)"
@@ -253,7 +252,7 @@ def agreement_cells(r: AgreementRow) -> list[str]:
 
 def agreement_example_cells(e: AgreementExample) -> list[str]:
     """One disagreement example."""
-    return [e.request_id, e.api, e.ours or NO_BREAK, e.vendor, e.previous_request_id or "-",
+    return [e.request_id, e.ours or NO_BREAK, e.vendor, e.previous_request_id or "-",
             e.vendor_comparison_id or "-"]  # fmt: skip
 
 
@@ -268,7 +267,9 @@ def agreement_tables(a: Agreement) -> list[Table]:
     if a.examples:
         examples = Table(title="Where they disagree (examples)", title_justify="left")
         for name in AGREEMENT_EXAMPLE_HEADER:
-            examples.add_column(name, overflow="fold")
+            whole = name == "request id"  # 32 hex digits, kept on one line
+            width = 32 if whole else None
+            examples.add_column(name, overflow="fold", no_wrap=whole, min_width=width)
         for e in a.examples:
             examples.add_row(*agreement_example_cells(e))
         tables.append(examples)

@@ -68,8 +68,13 @@ def with_member(raw: bytes, previous: str | None) -> bytes:
 
 
 def post(proxy: RunningProxy, raw: bytes) -> dict[str, Any]:
+    """POST ``raw`` to /v1/messages; returns the answer once its row is logged (the proxy
+    remembers a response for the next request's previous_message_id just after the client
+    got its last byte)."""
+    done = len(read_rows(proxy.db_path))
     reply = httpx.post(proxy.url + "/v1/messages", content=raw, headers=HEADERS)
     assert reply.status_code == 200, reply.text
+    proxy.rows(done + 1)
     result: dict[str, Any] = reply.json()
     return result
 
@@ -120,8 +125,11 @@ def test_the_official_client_and_two_conversations_side_by_side(
             payload = body(*texts)
             if stream:
                 with client.messages.stream(**payload) as events:
-                    return events.get_final_message().id
-            return client.messages.create(**payload).id
+                    rid = events.get_final_message().id
+            else:
+                rid = client.messages.create(**payload).id
+            proxy.rows(len(sent))  # logged before the next turn (see post)
+            return rid
 
         a1 = turn("Where is order 1234?")
         b1 = turn("What does the A-100 weigh?", stream=True)
