@@ -34,8 +34,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from promptcache.errors import ConfigError
-
 from . import breaks, diagnostics, metrics
 from .config import ProxyConfig
 from .enrich import warm_up
@@ -61,8 +59,7 @@ def build_app(config: ProxyConfig) -> Starlette:
 
     Raises:
         StoreError: ``config.db_path`` cannot be opened or migrated.
-        ConfigError: ``config.otlp_endpoint`` is set but the OpenTelemetry packages are missing;
-            ``config.store_prefixes`` with a Postgres log.
+        ConfigError: ``config.otlp_endpoint`` is set but the OpenTelemetry packages are missing.
     """
     spans = None
     if config.otlp_endpoint is not None:
@@ -76,11 +73,6 @@ def build_app(config: ProxyConfig) -> Starlette:
             queue_rows=config.queue_rows,
         )
     prefixes = None
-    if config.store_prefixes and isinstance(config.db_path, str):
-        raise ConfigError(
-            "--store-prefixes keeps prompt bodies in a SQLite log; give a SQLite --db for it "
-            "(a postgresql:// log does not hold them)"
-        )
     if config.store_prefixes and config.db_path is not None:
         prefixes = PrefixStore(config.db_path, flush_interval_s=config.flush_interval_s)
     hooks: list[RecordHook] = [] if spans is None else [spans]

@@ -19,9 +19,9 @@ bodies of the last interval, as for the request rows (:mod:`.store`). The upsert
 with the later ``started_at``, so several proxies writing one log keep the latest too.
 
 The table is schema step 11 (:func:`add_prefix_bodies`); its DDL and statements are standard
-SQL that SQLite (3.24 and later: ``ON CONFLICT ... DO UPDATE``) and Postgres both run, with
-qmark parameters (:func:`statement` turns them into ``%s`` for a ``format``/``pyformat``
-driver such as psycopg).
+SQL that SQLite (3.24 and later: ``ON CONFLICT ... DO UPDATE``) and Postgres both run. On a
+``postgresql://`` log the writer goes through :class:`.store_postgres.PgConnection`, whose
+dialect layer (:mod:`.dialect`) only turns the ``?`` parameters into ``%s``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from sqlite_utils import Database
 
 from promptcache.errors import StoreError
 
+from .dialect import is_postgres_url
 from .redact import redact_text
 
 if TYPE_CHECKING:
@@ -50,7 +51,6 @@ __all__ = [
     "StoredPrefix",
     "add_prefix_bodies",
     "costliest_prefixes",
-    "statement",
     "stored_models",
 ]
 
@@ -85,20 +85,6 @@ WHERE excluded.started_at >= {PREFIX_TABLE}.started_at
 """
 
 
-def statement(sql: str, paramstyle: str = "qmark") -> str:
-    """``sql`` (written with ``?`` parameters and no ``?`` or ``%`` elsewhere) for a driver
-    of DB-API ``paramstyle`` ``qmark`` (sqlite3) or ``format``/``pyformat`` (psycopg).
-
-    Raises:
-        ValueError: another paramstyle.
-    """
-    if paramstyle == "qmark":
-        return sql
-    if paramstyle in ("format", "pyformat"):
-        return sql.replace("?", "%s")
-    raise ValueError(f"unsupported DB-API paramstyle {paramstyle!r}")
-
-
 def add_prefix_bodies(db: Database) -> None:
     """Schema step 11: create ``prefix_bodies`` (empty until a proxy runs with
     ``--store-prefixes``). Idempotent."""
@@ -118,7 +104,8 @@ class PrefixStore:
     """Keeps the latest request body of each prefix family in the log (module docstring).
 
     Args:
-        path: the request log (SQLite), already migrated (``RequestStore`` opens it first).
+        path: the request log (a SQLite file or a ``postgresql://`` URL), already migrated
+            (``RequestStore`` opens it first).
         flush_interval_s: waiting bodies are written at least this often (seconds).
 
     Raises:
@@ -130,7 +117,7 @@ class PrefixStore:
     def __init__(self, path: Path | str, *, flush_interval_s: float = 0.5) -> None:
         from .store import open_log
 
-        self.path = Path(path)
+        self.path: Path | str = str(path) if is_postgres_url(path) else Path(path)
         self.flush_interval_s = flush_interval_s
         open_log(self.path).close()  # fail now on a bad file, not in the thread
         self._pending: dict[tuple[str, str, str], _Pending] = {}
@@ -239,6 +226,8 @@ class PrefixStore:
             )
             for key, item in batch.items()
         ]
+        if isinstance(self.path, str):
+            return self._write_postgres(self.path, batch, rows)
         try:
             conn = sqlite3.connect(str(self.path), timeout=1.0 if not final else 5.0)
         except sqlite3.Error as exc:
@@ -254,6 +243,37 @@ class PrefixStore:
                 return False
             self._fail(batch, exc)
         except (sqlite3.Error, ValueError, OverflowError) as exc:
+            self._fail(batch, exc)
+        else:
+            self.written_rows += len(rows)
+        finally:
+            conn.close()
+        return True
+
+    def _write_postgres(
+        self, url: str, batch: dict[tuple[str, str, str], _Pending], rows: list[tuple[object, ...]]
+    ) -> bool:
+        """:meth:`_write_round` on a Postgres log: one transaction per round; a server that
+        cannot be reached or a lost connection keeps the bodies for the next round."""
+        import psycopg
+
+        from .store_postgres import PgConnection, redact_url
+
+        try:
+            conn = PgConnection(url)
+        except StoreError as exc:
+            self._requeue(batch)
+            logger.warning("prefix store: %s; retrying", exc)
+            return False
+        try:
+            for row in rows:
+                conn.execute(_UPSERT, row)
+            conn.commit()
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.OperationalError):
+                self._requeue(batch)
+                logger.warning("prefix store: %s (%s); retrying", redact_url(url), exc)
+                return False
             self._fail(batch, exc)
         else:
             self.written_rows += len(rows)

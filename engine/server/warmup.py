@@ -165,8 +165,10 @@ class LogWarmup:
 def read_warmup_log(path: str | Path, top: int, ctx: ServingContext) -> LogWarmup:
     """The stored bodies of the ``top`` costliest prefix families of a proxy log, parsed.
 
-    The log is opened read-only. Families rank as `promptcache.proxy.prefix_store.
-    costliest_prefixes` ranks them (USD cost, then input tokens, requests, id), among those
+    ``path`` is the proxy's ``--db``: a SQLite file, opened read-only, or a ``postgresql://``
+    URL (`promptcache.proxy.report.connect_log`: one read-only snapshot). Families rank as
+    `promptcache.proxy.prefix_store.costliest_prefixes` ranks them (USD cost, then input
+    tokens, requests, id), among those
     whose model is one of ``ctx.model_names`` and whose body is a chat or completions request
     (:data:`LOG_APIS`). Fewer than ``top`` families are taken when the log has fewer.
 
@@ -175,30 +177,44 @@ def read_warmup_log(path: str | Path, top: int, ctx: ServingContext) -> LogWarmu
             no stored body (the proxy ran without ``--store-prefixes``) or none this server can
             prefill; or every candidate body was refused (the first reason is named).
     """
+    from promptcache.proxy.dialect import is_postgres_url
     from promptcache.proxy.prefix_store import costliest_prefixes, stored_models
 
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    file = Path(path).expanduser()
-    if not file.is_file():
-        reason = "it is a directory" if file.is_dir() else "no such file"
-        raise ConfigError(f"cannot read the proxy log {file}: {reason}")
+    postgres = is_postgres_url(path)
+    conn: Any
+    if postgres:
+        from promptcache.proxy.report import connect_log
+        from promptcache.proxy.store_postgres import redact_url
+
+        file = redact_url(str(path))
+        try:
+            conn = connect_log(str(path))
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
+    else:
+        local = Path(path).expanduser()
+        file = str(local)
+        if not local.is_file():
+            reason = "it is a directory" if local.is_dir() else "no such file"
+            raise ConfigError(f"cannot read the proxy log {file}: {reason}")
+        try:
+            conn = sqlite3.connect(f"{local.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open the proxy log {file}: {exc}") from None
     no_prefixes = (
         f"the proxy log {file} holds no stored request bodies; run the proxy with "
         f"--store-prefixes (promptcache proxy --db {file} --store-prefixes ...) so it keeps one "
         "per prefix family"
     )
     try:
-        conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ConfigError(f"cannot open the proxy log {file}: {exc}") from None
-    try:
         try:
             conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
             ranked = costliest_prefixes(conn, None, apis=LOG_APIS, models=ctx.model_names)
             held = stored_models(conn) if not ranked else []
-        except StoreError:
-            raise ConfigError(no_prefixes) from None
+        except StoreError as exc:  # SQLite: a log older than the table; Postgres: any failure
+            raise ConfigError(str(exc) if postgres else no_prefixes) from None
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"{file} is not a promptcache proxy log ({exc})") from None
     finally:

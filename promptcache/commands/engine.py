@@ -203,10 +203,9 @@ def engine_group() -> None:
     "--warmup-from-log",
     "warmup_log",
     metavar="PROXY_DB",
-    type=click.Path(path_type=Path),
     help="Prefill at start the stored bodies of the --top costliest prefix families of this "
-    "proxy log (written by `promptcache proxy --store-prefixes`); /health answers 503 until "
-    "they are cached.",
+    "proxy log (a SQLite file or postgresql:// URL written by `promptcache proxy "
+    "--store-prefixes`); /health answers 503 until they are cached.",
 )
 @click.option(
     "--top",
@@ -293,7 +292,7 @@ def serve(
     kv_disk_bytes: int,
     speculative_config: str | None,
     warmup_file: Path | None,
-    warmup_log: Path | None,
+    warmup_log: str | None,
     warmup_top: int | None,
     chat_template: str | None,
     api_key: str | None,
@@ -459,7 +458,7 @@ def serve(
             for family, reason in from_log.skipped if from_log is not None else ():
                 click.echo(
                     f"promptcache engine: passed over prefix family {family[:8]} of "
-                    f"{warmup_log}: {reason}",
+                    f"{_shown_log(warmup_log)}: {reason}",
                     err=True,
                 )
             prompts = sum(len(r.prompts) for r in warmup)
@@ -560,8 +559,15 @@ def _read_warmup(path: Path, engine: Any, names: list[str], template: str | None
         raise click.BadParameter(str(exc), param_hint="--warmup") from None
 
 
+def _shown_log(log: str | None) -> str:
+    """``--warmup-from-log`` as messages show it (a URL's ``user:password@`` masked)."""
+    from promptcache.proxy.redact import redact_url
+
+    return redact_url(str(log))
+
+
 def _read_warmup_log(
-    path: Path, top: int, engine: Any, names: list[str], template: str | None
+    path: str, top: int, engine: Any, names: list[str], template: str | None
 ) -> Any:
     """Read ``--warmup-from-log`` (errors are one-line usage errors)."""
     from promptcache.engine.server.warmup import read_warmup_log
@@ -573,7 +579,7 @@ def _read_warmup_log(
         raise click.BadParameter(str(exc), param_hint="--warmup-from-log") from None
 
 
-def _warmup_source(file: Path | None, log: Path | None, from_log: Any) -> str:
+def _warmup_source(file: Path | None, log: str | None, from_log: Any) -> str:
     """Where the warm-up's prompts come from, as the banner says it."""
     parts = [] if file is None else [str(file)]
     if log is not None and from_log is not None:
@@ -583,7 +589,7 @@ def _warmup_source(file: Path | None, log: Path | None, from_log: Any) -> str:
             n = len(from_log.skipped)
             ids += f"; {n} costlier {'family' if n == 1 else 'families'} passed over"
         what = "costliest prefix family" if count == 1 else f"{count} costliest prefix families"
-        parts.append(f"the {what} of {log} [{ids}]")
+        parts.append(f"the {what} of {_shown_log(log)} [{ids}]")
     return " and ".join(parts)
 
 
