@@ -31,6 +31,7 @@ from promptcache.proxy.store import open_log
 
 OPENAI_KEY = "sk-proj-" + "Qq7Ww6Ee" * 6
 AUTH_TOKEN = "proxy-auth-token-0123456789"
+TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 SYSTEMS = {
     "ledger": "You are the ledger assistant of Acme. Answer with the account's balance first.",
     "poems": "You write short poems about the sea. Four lines, no title, no rhyme scheme.",
@@ -259,3 +260,18 @@ def test_a_postgres_log_keeps_and_ranks_the_bodies_too(
         log.close()
     assert [p.prefix_family for p in ranked] == sorted(cost, key=lambda f: -cost[f])
     assert [p.cost_usd for p in ranked] == pytest.approx(sorted(cost.values(), reverse=True))
+    # engine serve --warmup-from-log reads the same log by its URL
+    from promptcache.engine.server.protocol import ServingContext
+    from promptcache.engine.server.warmup import read_warmup_log
+    from promptcache.engine.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(TINYSTORIES)
+    tokenizer.set_chat_template("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    ctx = ServingContext(
+        model_names=("gpt-4o",), tokenizer=tokenizer, max_model_len=512, vocab_size=2048
+    )
+    warmup = read_warmup_log(pg_url, 1, ctx)
+    assert warmup.families == [ranked[0].prefix_family]
+    messages = json.loads(bodies[ranked[0].prefix_family][1])["messages"]
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    assert warmup.requests[0].prompts == [tokenizer.encode(text, add_special_tokens=False)]
