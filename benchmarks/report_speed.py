@@ -28,13 +28,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from promptcache.pricing import lookup_price
@@ -56,9 +57,26 @@ SPAN_S = 7 * 86400
 
 def generate(path: Path, rows: int, seed: int = 7) -> None:
     """Write ``rows`` synthetic requests into a fresh log at ``path``."""
-    rng = random.Random(seed)
     db = open_log(path)
     conn = db.conn
+    placeholders = ", ".join("?" for _ in COLUMN_NAMES)
+    insert = f"INSERT INTO requests ({', '.join(COLUMN_NAMES)}) VALUES ({placeholders})"
+    batch = []
+    for values in synthetic_rows(rows, seed):
+        batch.append(values)
+        if len(batch) >= 50_000:
+            with conn:
+                conn.executemany(insert, batch)
+            batch.clear()
+    with conn:
+        conn.executemany(insert, batch)
+    conn.execute("ANALYZE")
+    db.close()
+
+
+def synthetic_rows(rows: int, seed: int = 7) -> Iterator[tuple[object, ...]]:
+    """``rows`` synthetic requests (values in ``COLUMN_NAMES`` order), oldest first."""
+    rng = random.Random(seed)
     rates = {m: lookup_price(m) for m in MODELS}
     families = []
     for f in range(2000):
@@ -73,9 +91,6 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
             }
         )
     start = time.time() - SPAN_S
-    placeholders = ", ".join("?" for _ in COLUMN_NAMES)
-    insert = f"INSERT INTO requests ({', '.join(COLUMN_NAMES)}) VALUES ({placeholders})"
-    batch = []
     t = start
     for i in range(rows):
         t += rng.expovariate(rows / SPAN_S)
@@ -88,7 +103,7 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
                    first_segment_hash=fam["first"], approx_prefix_tokens=fam["prefix"])  # fmt: skip
         if rng.random() < 0.03:
             row.update(status=529 if i % 2 else 0, error="upstream overloaded")
-            batch.append(tuple(row[c] for c in COLUMN_NAMES))
+            yield tuple(row[c] for c in COLUMN_NAMES)
             continue
         broke = fam["last_id"] is None or rng.random() < 0.12
         prefix, tail = fam["prefix"], rng.randint(50, 2000)
@@ -122,15 +137,7 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
         elif broke:
             row.update(break_reason="new_prefix")
         fam["last_id"] = rid
-        batch.append(tuple(row[c] for c in COLUMN_NAMES))
-        if len(batch) >= 50_000:
-            with conn:
-                conn.executemany(insert, batch)
-            batch.clear()
-    with conn:
-        conn.executemany(insert, batch)
-    conn.execute("ANALYZE")
-    db.close()
+        yield tuple(row[c] for c in COLUMN_NAMES)
 
 
 def _window(path: Path) -> tuple[float, float]:
@@ -205,6 +212,190 @@ def writer_throughput(source: Path, rows: int, repeats: int) -> dict[str, float]
     return {label: statistics.median(values) for label, values in out.items()}
 
 
+# ------------------------------------------------------------------------------- Postgres
+
+#: Rows per COPY statement when loading a Postgres log (one rollup upsert per statement).
+COPY_ROWS = 200_000
+
+
+def generate_postgres(url: str, rows: int, seed: int = 7) -> None:
+    """Load ``rows`` synthetic requests into the (empty) Postgres database ``url``: up to 1M
+    generated rows with ``COPY`` (``COPY_ROWS`` per statement), and for larger logs repeats of
+    them made by the server (``INSERT ... SELECT``), each moved one traffic span earlier with its
+    own ids, so the log keeps the same per-hour density over a longer time. Every statement
+    runs the rollup triggers, as the proxy's writer does."""
+    from promptcache.proxy.store_postgres import connect
+
+    open_log(url).close()  # the schema, by the proxy's own migrations
+    base = min(rows, 1_000_000)
+    source = synthetic_rows(base, seed)
+    names = ", ".join(COLUMN_NAMES)
+    with connect(url) as conn:
+        while True:
+            count = 0
+            with conn.cursor() as cursor, cursor.copy(
+                f"COPY requests ({names}) FROM STDIN".encode()
+            ) as copy:
+                for values in itertools.islice(source, COPY_ROWS):
+                    copy.write_row(values)
+                    count += 1
+            conn.commit()
+            if count < COPY_ROWS:
+                break
+        sql = b"SELECT MIN(started_at), MAX(started_at) FROM requests"
+        first, last = conn.execute(sql).fetchone()
+        span = float(last) - float(first) + 3600
+        shifted = {
+            "id": "%(prefix)s || substr(id, 5)",
+            "previous_request_id": "%(prefix)s || substr(previous_request_id, 5)",
+            **{c: f"{c} - %(shift)s" for c in ("started_at", "first_byte_at", "ended_at")},
+        }
+        values = ", ".join(shifted.get(c, c) for c in COLUMN_NAMES)
+        for copy_index in range(1, -(-rows // base)):
+            conn.execute(
+                f"INSERT INTO requests ({names}) SELECT {values} FROM requests"
+                " WHERE id LIKE '0000%%' ORDER BY started_at LIMIT %(limit)s",
+                {"prefix": f"{copy_index:04x}", "shift": copy_index * span,
+                 "limit": min(base, rows - copy_index * base)},
+            )  # fmt: skip
+            conn.commit()
+    with connect(url, autocommit=True) as maintenance:
+        maintenance.execute("VACUUM (ANALYZE) requests")
+        for table in ("report_hourly", "report_breaks_hourly", "report_family_hourly",
+                      "report_replica_hourly"):  # fmt: skip
+            maintenance.execute(f"VACUUM (ANALYZE) {table}".encode())
+
+
+def postgres_window(url: str) -> tuple[float, float]:
+    from promptcache.proxy.store_postgres import PgConnection
+
+    with PgConnection(url) as conn:
+        sql = "SELECT MIN(started_at), MAX(started_at) FROM requests"
+        first, last = conn.execute(sql).fetchone()
+    return float(first) - 1, float(last) + 1
+
+
+def postgres_raw_totals(url: str, since: float, until: float) -> tuple[float, ...]:
+    """Anchor: the summary totals summed by Postgres over the raw rows (no rollups)."""
+    from promptcache.proxy.store_postgres import PgConnection
+
+    with PgConnection(url) as conn:
+        return tuple(
+            conn.execute(
+                "SELECT COUNT(*), SUM(cache_read_tokens), SUM(total_input_tokens),"
+                " SUM(CAST(cost_usd AS REAL)), SUM(CAST(cost_without_cache_usd AS REAL))"
+                " FROM requests WHERE started_at >= ? AND started_at < ?",
+                (since, until),
+            ).fetchone()
+        )
+
+
+FLEET_WRITER = """
+import json, sys, time
+sys.path.insert(0, sys.argv[5])
+from report_speed import COLUMN_NAMES, synthetic_rows
+from promptcache.proxy.store import RequestStore
+url, rate, seconds, writer = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+rows = []
+for values in synthetic_rows(int(rate * seconds), seed=100 + int(writer)):
+    row = dict(zip(COLUMN_NAMES, values))
+    row["id"] = f"w{writer}-" + row["id"]
+    if row["previous_request_id"] is not None:
+        row["previous_request_id"] = f"w{writer}-" + row["previous_request_id"]
+    rows.append(row)
+store = RequestStore(url)  # the proxy's writer, with the proxy's defaults
+store.start()
+print("ready", flush=True)
+sys.stdin.readline()
+start = time.monotonic()
+for i, row in enumerate(rows):
+    wait = start + i / rate - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    row["started_at"] = time.time()
+    store.submit(row)
+sent_s = time.monotonic() - start
+store.close()
+print(json.dumps({"submitted": len(rows), "written": store.written_rows,
+                  "dropped": store.dropped_rows, "failed": store.failed_rows,
+                  "seconds": sent_s, "drained_s": time.monotonic() - start}))
+"""
+
+
+def writer_fleet(url: str, writers: int, rate: float, seconds: float) -> dict[str, float]:
+    """``writers`` processes, each the proxy's log writer (``RequestStore``, default batch and
+    flush settings), submit ``rate`` rows/s each for ``seconds`` into the Postgres log at once.
+    Returns the rows submitted, written, dropped and failed, the aggregate rate submitted, and
+    how many new rows the log holds afterwards."""
+    import subprocess
+    import sys
+
+    from promptcache.proxy.store_postgres import PgConnection
+
+    with PgConnection(url) as conn:
+        before = int(conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0])
+    here = str(Path(__file__).resolve().parent)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FLEET_WRITER, url, str(rate), str(seconds), str(w), here],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        for w in range(writers)
+    ]  # fmt: skip
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    results = [json.loads(proc.communicate(timeout=seconds * 10 + 120)[0]) for proc in procs]
+    with PgConnection(url) as conn:
+        after = int(conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0])
+    total = {k: sum(r[k] for r in results) for k in ("submitted", "written", "dropped", "failed")}
+    return {
+        **total,
+        "rows/s submitted": total["submitted"] / max(r["seconds"] for r in results),
+        "new rows in the log": after - before,
+        "slowest drain s": max(r["drained_s"] for r in results),
+    }
+
+
+def postgres_main(args: argparse.Namespace) -> None:
+    """``--postgres URL``: the same report timings on a Postgres log, then the writer fleet."""
+    url = args.postgres
+    if not args.reuse:
+        t0 = time.perf_counter()
+        generate_postgres(url, args.rows)
+        print(f"loaded {args.rows:,} rows with COPY in {time.perf_counter() - t0:.1f} s")
+    since, until = postgres_window(url)
+    report = build_report(url, since=since, until=until)
+    results = {
+        "build_report": median_s(lambda: build_report(url, since=since, until=until),
+                                 args.repeats),
+        "build_report --group-by model": median_s(
+            lambda: build_report(url, since=since, until=until, group_by="model"), args.repeats),
+        "build_report --group-by day": median_s(
+            lambda: build_report(url, since=since, until=until, group_by="day"), args.repeats),
+        "baseline: totals over the raw rows": median_s(
+            lambda: postgres_raw_totals(url, since, until), 1),
+    }  # fmt: skip
+    base = results["baseline: totals over the raw rows"]
+    print(f"{'step':<36} {'median s':>9} {'vs baseline':>12}")
+    for name, seconds in results.items():
+        print(f"{name:<36} {seconds:>9.3f} {seconds / base:>11.2f}x")
+    print(f"requests {report.total.requests:,}, token hit rate "
+          f"{report.total.token_hit_rate:.1%}, breaks {report.total.breaks:,}")  # fmt: skip
+    if args.fleet_seconds > 0:
+        fleet = writer_fleet(url, 4, args.fleet_rate / 4, args.fleet_seconds)
+        print(
+            f"writer fleet: 4 writers, {fleet['rows/s submitted']:,.0f} rows/s submitted for "
+            f"{args.fleet_seconds:g} s: {fleet['submitted']:,} submitted, "
+            f"{fleet['written']:,} written, {fleet['dropped']:,} dropped, "
+            f"{fleet['failed']:,} failed; {fleet['new rows in the log']:,} new rows in the log; "
+            f"slowest writer drained {fleet['slowest drain s']:.1f} s after its start"
+        )
+
+
 def median_s(fn: Callable[[], object], repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -225,7 +416,18 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="time an existing --db instead of generating one"
     )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="time a Postgres log instead: load --rows into this empty database with COPY "
+        "(or --reuse what it holds), then run the writer fleet",
+    )
+    parser.add_argument("--fleet-rate", type=float, default=2000, help="rows/s, all 4 writers")
+    parser.add_argument("--fleet-seconds", type=float, default=30, help="0: no writer fleet")
     args = parser.parse_args()
+    if args.postgres:
+        postgres_main(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or Path(tmp) / "bench.db"
         if args.reuse and path.exists():
