@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from typing import Final
 
 __all__ = ["POSTGRES_SCHEMES", "is_postgres", "is_postgres_url", "to_postgres"]
@@ -265,8 +266,7 @@ def _null_order(out: list[_Node]) -> list[_Node]:
     while i < len(out):
         node = out[i]
         if i == index_columns and isinstance(node, _Group):
-            items = _args(node)
-            node = _Group(["(", *_join(_ordered(item) for item in items), ")"])
+            node = _Group(["(", *_join(_ordered(item) for item in _args(node)), ")"])
             result.append(node)
             i += 1
             continue
@@ -276,13 +276,13 @@ def _null_order(out: list[_Node]) -> list[_Node]:
             end = j
             while end < len(out) and words[end] not in _ORDER_END:
                 end += 1
-            items: list[list[_Node]] = [[]]
+            order: list[list[_Node]] = [[]]
             for n in out[j:end]:
                 if n == ",":
-                    items.append([])
+                    order.append([])
                 else:
-                    items[-1].append(n)
-            result.extend(_join(_ordered(item) for item in items))
+                    order[-1].append(n)
+            result.extend(_join(_ordered(item) for item in order))
             if end < len(out):
                 result.append(" ")
             i = end
@@ -301,9 +301,9 @@ def _ordered(item: list[_Node]) -> list[_Node]:
     return [*item, " NULLS LAST" if meaningful[-1] == "DESC" else " NULLS FIRST"]
 
 
-def _join(items: object) -> list[_Node]:
+def _join(items: Iterable[list[_Node]]) -> list[_Node]:
     out: list[_Node] = []
-    for k, item in enumerate(items):  # type: ignore[call-overload]
+    for k, item in enumerate(items):
         if k:
             out.append(",")
         out.extend(item)

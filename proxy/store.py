@@ -209,7 +209,8 @@ def open_log(path: Path | str) -> Database:
 def _open_postgres(url: str) -> Database:
     from .store_postgres import PgConnection, PgDatabase, redact_url
 
-    db = PgDatabase(PgConnection(url))
+    # the subset of sqlite_utils.Database the migrations use (store_postgres.py)
+    db: Any = PgDatabase(PgConnection(url))
     try:
         migrate(db)
     except Exception as exc:
@@ -217,7 +218,7 @@ def _open_postgres(url: str) -> Database:
         if isinstance(exc, StoreError):
             raise
         raise StoreError(f"cannot open the request log {redact_url(url)}: {exc}") from exc
-    return db
+    return db  # type: ignore[no-any-return]
 
 
 #: Postgres advisory lock key held while migrating (two proxies starting at once take turns).
