@@ -251,7 +251,10 @@ class PrefixStore:
         return True
 
     def _write_postgres(
-        self, url: str, batch: dict[tuple[str, str, str], _Pending], rows: list[tuple[object, ...]]
+        self,
+        url: str,
+        batch: dict[tuple[str, str, str], _Pending],
+        rows: Sequence[tuple[object, ...]],
     ) -> bool:
         """:meth:`_write_round` on a Postgres log: one transaction per round; a server that
         cannot be reached or a lost connection keeps the bodies for the next round."""
