@@ -247,9 +247,11 @@ class Scheduler:
             by `max_blocks_for`.
 
     With ``config.speculative_config`` set, each decode may carry prompt-lookup draft tokens
-    (`spec_decode.NgramProposer`): at most ``num_speculative_tokens``, fewer when the token
-    budget, ``max_tokens``, ``max_model_len`` or the free blocks (one block per running
-    sequence is held back, so drafts never cause a preemption) leave less room. Drafts are
+    (`spec_decode.NgramProposer`): at most ``num_speculative_tokens``, fewer when the
+    sequence's acceptance so far does not pay for more (`spec_decode.draft_length`; none for
+    natural text with chance matches), or when the token budget, ``max_tokens``,
+    ``max_model_len`` or the free blocks (one block per running sequence is held back, so
+    drafts never cause a preemption) leave less room. Drafts are
     never marked computed: `postprocess` marks the last token plus the accepted drafts, then
     releases the blocks that held only rejected ones (`BlockManager.trim_to_computed`), so
     `num_computed_tokens` never goes back and no block registered in the prefix cache ever
@@ -484,6 +486,8 @@ class Scheduler:
             self.block_manager.mark_computed(seq, entry.num_scheduled_tokens)
             if token_id is None:
                 continue
+            if self.proposer is not None:
+                self.proposer.observe_token(seq.seq_id, seq.num_tokens, token_id)
             seq.append_token(token_id)
             reason = self._stop_reason(seq, token_id, stop_checker)
             if reason is not None:
@@ -517,6 +521,8 @@ class Scheduler:
             if reason is not None:
                 break
         kept = min(accepted, emitted)  # drafts that became output
+        if self.proposer is not None:
+            self.proposer.observe(seq.seq_id, accepted, len(drafts))
         self.spec_decode_num_drafts += 1
         self.spec_decode_num_draft_tokens += len(drafts)
         self.spec_decode_num_accepted_tokens += kept

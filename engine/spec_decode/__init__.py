@@ -2,7 +2,8 @@
 
 - `SpeculativeConfig` (config.py): vLLM's ``speculative_config`` for ``method="ngram"``:
   ``num_speculative_tokens``, ``prompt_lookup_max``, ``prompt_lookup_min``.
-- `NgramProposer` (ngram_proposer.py): drafts from the sequence's own prompt and output.
+- `NgramProposer` (ngram_proposer.py): drafts from the sequence's own prompt and output, cut
+  to the length the sequence's acceptance so far pays for (draft_length.py).
 - `accepted_length` (acceptance.py): how many drafts the target model's own choices confirm.
 
 The scheduler asks the proposer for a draft when it plans a decode, schedules the draft

