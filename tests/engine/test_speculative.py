@@ -422,3 +422,34 @@ def test_rollback_frees_blocks_and_keeps_cached_kv_exact(
     for rid, out in outs["spec"].items():
         assert out.num_cached_tokens > 0
         assert out.output_token_ids == outs["plain"][rid].output_token_ids
+
+
+# Sliding window ------------------------------------------------------------------------------
+
+
+def test_sliding_window_model_equals_plain_and_frees_blocks(tmp_path: Path) -> None:
+    """Drafts on a model whose blocks fall out of a 16-token window: rejected drafts are never
+    marked computed, so the window's freeing (which only moves forward) is unaffected."""
+    from test_sliding_window import BS, HELD_BOUND, build_window_checkpoint
+
+    model = build_window_checkpoint(tmp_path / "window")
+    params = SamplingParams(temperature=0, max_tokens=96, ignore_eos=True)
+    overrides = {"block_size": BS, "num_blocks": 64}
+    want = _generate(_engine(model, None, **overrides), ECHO_PROMPTS, params)
+    spec = _engine(model, SPEC, **overrides)
+    assert spec.scheduler.block_manager.sliding_window == 16
+    ids = [f"w{i}" for i in range(len(ECHO_PROMPTS))]
+    for rid, prompt in zip(ids, ECHO_PROMPTS, strict=True):
+        spec.add_request(rid, prompt, params)
+    got: dict[str, list[int]] = {}
+    bm = spec.scheduler.block_manager
+    while spec.has_unfinished_requests():
+        for out in spec.step():
+            got[out.request_id] = list(out.output_token_ids)
+        spec.scheduler.check_integrity()
+        for seq in spec.scheduler.running:
+            if not seq.is_prefill:
+                assert bm.num_held_blocks(seq) <= HELD_BOUND, seq
+    assert [got[rid] for rid in ids] == [o.output_token_ids for o in want]
+    assert spec.stats().spec_decode_num_accepted_tokens > 0
+    _drained(spec)
