@@ -202,7 +202,8 @@ def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[Wa
     """Write tokens never read back within their TTL, per model (see the module docstring).
 
     ``now`` (unix s) decides which writes are still pending: those younger than their TTL whose
-    family has no later request yet.
+    family has no later request yet (the latest of its family among the requests of the last
+    hour before ``now``, which hold every later one: one range read of the start-time index).
     """
     written = conn.execute(
         f"""
@@ -223,17 +224,16 @@ def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[Wa
               TOTAL(CASE WHEN x.started_at + 3600 > :now THEN x.cache_write_1h_tokens END),
               TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_unknown_tokens END),
               COUNT(*)
-            FROM requests AS x
+            FROM (SELECT model, vendor, started_at, cache_write_5m_tokens,
+                    cache_write_1h_tokens, cache_write_unknown_tokens,
+                    MAX(started_at) OVER (PARTITION BY key_fingerprint, model,
+                                          {FAMILY_KEY.format(r="requests")}) AS latest
+                  FROM requests WHERE started_at > :now - 3600) AS x
             WHERE x.started_at >= :t0 AND x.started_at < :t1
-              AND x.started_at > :now - 3600
+              AND x.started_at = x.latest
               AND COALESCE(x.vendor, '') != 'engine'
               AND COALESCE(x.cache_write_5m_tokens, 0) + COALESCE(x.cache_write_1h_tokens, 0)
                   + COALESCE(x.cache_write_unknown_tokens, 0) > 0
-              AND NOT EXISTS (
-                SELECT 1 FROM requests AS y
-                WHERE y.key_fingerprint IS x.key_fingerprint AND y.model IS x.model
-                  AND {FAMILY_KEY.format(r="y")} IS {FAMILY_KEY.format(r="x")}
-                  AND y.started_at > x.started_at)
             GROUP BY 1
             """,
             w.params(now=now),
