@@ -1,0 +1,52 @@
+"""Where the proxy logs: ``--db`` and ``[log] db`` take a SQLite file or a ``postgresql://``
+URL; the command line wins over the file; without Postgres the tests say how to get it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from promptcache.errors import ConfigError
+from promptcache.proxy.config import config_from_dict
+from promptcache.proxy.dialect import is_postgres_url
+
+URL = "postgresql://proxy@db.internal:5432/promptcache"
+
+
+def test_log_db_in_the_config_file() -> None:
+    base = {"default_upstream": "openai"}
+    assert config_from_dict({**base, "log": {"db": URL}}, source="f").db_path == URL
+    assert config_from_dict({**base, "log": {"db": "x.db"}}, source="f").db_path == Path("x.db")
+    assert config_from_dict(base, source="f").db_path == Path("promptcache.db")
+    # --db and --no-log win over the file
+    assert config_from_dict(
+        {**base, "log": {"db": URL}}, source="f", db_path=Path("a.db")
+    ).db_path == Path("a.db")
+    assert config_from_dict({**base, "log": {"db": URL}}, source="f", db_path=None).db_path is None
+
+
+@pytest.mark.parametrize("log", [{"db": 3}, {"path": "x.db"}, "x.db"])
+def test_a_bad_log_table_is_one_line(log: object) -> None:
+    with pytest.raises(ConfigError, match=r"\[log\] may only set db"):
+        config_from_dict({"default_upstream": "openai", "log": log}, source="f")
+
+
+def test_postgres_urls() -> None:
+    assert is_postgres_url(URL) and is_postgres_url("postgres://u@h/d")
+    assert is_postgres_url("POSTGRESQL://u@h/d")
+    assert not is_postgres_url("postgresql.db") and not is_postgres_url(Path("postgresql://x"))
+
+
+def test_without_postgres_the_tests_skip_with_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pg_server
+
+    monkeypatch.setattr(pg_server, "_bin_dir", lambda: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install postgresql"):
+        next(pg_server.start_server())
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run these tests"):
+        next(pg_server.start_server())
