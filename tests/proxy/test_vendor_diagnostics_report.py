@@ -31,6 +31,7 @@ from diagnostics_vendor import (  # noqa: F401 (fixtures)
 from proxy_support import RunningProxy
 
 from promptcache.cli import cli
+from promptcache.proxy.log_copy import copy_log
 from promptcache.proxy.report import build_report
 
 KEY = "sk-ant-api03-diagnostics-report-0123456789"
@@ -182,3 +183,20 @@ def test_agreement_table_matches_an_independent_count(
         )
         shown = page.split('id="agreement-examples"', 1)[1].split("</table>", 1)[0]
         assert set(re.findall(r'data-request-id="(\w+)"', shown)) == disagreeing
+
+
+def test_the_agreement_table_of_a_postgres_log_equals_sqlite_s(
+    start_diagnosing_proxy: Callable[..., RunningProxy], pg_url: str
+) -> None:
+    """The same rows copied into a real Postgres log (``promptcache log copy``) give the same
+    table: its SQL is plain enough for both backends."""
+    proxy = start_diagnosing_proxy(vendor_diagnostics=True)
+    expected = traffic(proxy)
+    proxy.rows(len(expected))
+    proxy.server.stop()  # every row written
+    copy_log(proxy.db_path, pg_url)
+    now = time.time()
+    on_sqlite = build_report(proxy.db_path, since=now - 3600, until=now + 60, now=now)
+    on_postgres = build_report(pg_url, since=now - 3600, until=now + 60, now=now)
+    assert on_sqlite.agreement is not None
+    assert on_postgres.agreement == on_sqlite.agreement
