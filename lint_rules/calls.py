@@ -720,8 +720,11 @@ class CallsMixin(EngineState):
             node.lineno,
             node.col_offset,
             str(birth[2]),
-            # a directory listing is stable on one machine; a set's order changes per process
-            "filesystem" if iterable.shape is Shape.UNORDERED_LIST else "",
+            # a directory listing is stable on one machine; a set's order changes per process;
+            # tasks come in the order they finish
+            (str(birth[3]) if len(birth) > 3 else "filesystem")
+            if iterable.shape is Shape.UNORDERED_LIST
+            else "",
             site=(int(birth[0]), int(birth[1])),
             fix=(*span(node), iterable.elem_str),
         )

@@ -16,6 +16,7 @@ from .facts import CLEAN, Kind, Shape, Value, join
 from .frames import EngineState
 from .sources import (
     CALL_SOURCES,
+    COMPLETION_ORDER_SOURCES,
     NO_ARG_TIME_SOURCES,
     PER_PROCESS_SOURCES,
     SANITIZERS,
@@ -196,7 +197,12 @@ class LibraryMixin(EngineState):
                 join(*args).facts,
                 Shape.UNORDERED_LIST,
                 elem_str=UNORDERED_SOURCES[qual],
-                ref=(node.lineno, node.col_offset, source_text(node)),
+                ref=(
+                    node.lineno,
+                    node.col_offset,
+                    source_text(node),
+                    "completion" if qual in COMPLETION_ORDER_SOURCES else "filesystem",
+                ),
             )
         if qual in TOOL_PRODUCERS:
             fact = self.fact(Kind.TOOLS_UNSTABLE, node, source_text(node))

@@ -153,6 +153,10 @@ UNORDERED_SOURCES: dict[str, bool] = {
     "asyncio.as_completed": False,
     "concurrent.futures.as_completed": False,
 }
+#: of those, the ones whose order is the order tasks finish in (it changes from run to run, not
+#: only between machines): https://docs.python.org/3/library/asyncio-task.html#asyncio.as_completed
+#: (checked 2026-12-03)
+COMPLETION_ORDER_SOURCES = frozenset({"asyncio.as_completed", "concurrent.futures.as_completed"})
 #: methods of pathlib.Path whose result is in filesystem order (matched by method name on a
 #: receiver that is a ``Path(...)`` call or a name bound to one)
 UNORDERED_PATH_METHODS = frozenset({"iterdir", "glob", "rglob"})

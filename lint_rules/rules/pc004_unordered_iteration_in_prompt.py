@@ -15,7 +15,8 @@ The iteration order of a set of strings depends on the per-process hash seed: tw
 one worker after a restart, build different prompt bytes from the same data and never share a
 cached prefix (error). Directory listings come in filesystem order, stable on one machine but
 different on the next one and after files change, and vendor caches are shared by every
-machine of an organisation (warning).
+machine of an organisation (warning). `as_completed` yields tasks in the order they finish,
+which changes from run to run (error).
 
 ## Example
 ```python
@@ -71,11 +72,15 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                 )
             )
         listing = fact.granularity == "filesystem"
-        why = (
-            "it comes in filesystem order, which differs between machines and after files change"
-            if listing
-            else "its order differs between processes"
-        )
+        if listing:
+            why = (
+                "it comes in filesystem order, which differs between machines and after files "
+                "change"
+            )
+        elif fact.granularity == "completion":
+            why = "it comes in the order the tasks finish, which changes from run to run"
+        else:
+            why = "its order differs between processes"
         yield ctx.diagnostic(
             "PC004",
             f"iteration over {fact.detail} feeds the cached prefix ({entry.sink}); {why}: "
