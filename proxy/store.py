@@ -46,6 +46,7 @@ from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .dialect import is_postgres, is_postgres_url
 from .prefix_store import add_prefix_bodies
+from .redact import redact_url
 from .replica_rollup import add_route_regret_columns, add_routing_columns
 from .rollup import add_prefix_families, add_report_rollups, rebuild_break_rollup
 
@@ -364,7 +365,7 @@ class RequestStore:
                     "is the disk of %s stalled?",
                     self.queue_rows,
                     self.dropped_rows,
-                    self.path,
+                    redact_url(str(self.path)),
                 )
             return False
         self._rows.append(row)

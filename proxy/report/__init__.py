@@ -137,6 +137,13 @@ class Report:
     #: when no request of the window carries one
     agreement: Agreement | None = None
 
+    @property
+    def db_shown(self) -> str:
+        """``db`` as reports show it: a ``postgresql://`` URL's user and password masked."""
+        from ..redact import redact_url
+
+        return redact_url(self.db)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``--format json`` prints).
 
@@ -145,6 +152,7 @@ class Report:
         ``promptcache cost`` writes money.
         """
         data = asdict(self)
+        data["db"] = self.db_shown
         data["hit_definition"] = HIT_DEFINITION
         data["total"]["cache_write_tokens"] = self.total.cache_write_tokens
         for item, summary in zip(data["groups"], self.groups, strict=True):

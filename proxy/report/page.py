@@ -277,7 +277,7 @@ def build_page(report: Report) -> Page:
             timeline = _timeline(conn, report)
             ttft = _ttft(conn, t0, t1, report)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot read the request log {report.db}: {exc}") from exc
+            raise StoreError(f"cannot read the request log {report.db_shown}: {exc}") from exc
         finally:
             conn.close()
     return Page(report, _headline(report), strip, diffs, families, more, timeline, ttft)

@@ -120,7 +120,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color)
     console.print(
         f"[bold]promptcache report[/bold]  {window_time(report.since)} -> "
-        f"{window_time(report.until)}  ({report.db})"
+        f"{window_time(report.until)}  ({report.db_shown})"
     )
     summary = Table(title="Summary", show_header=False, title_justify="left")
     summary.add_column("metric")

@@ -123,7 +123,7 @@ MAIN: Final = """<header>
 <h1>promptcache report</h1>
 <p class="muted small">{{ since }} &rarr; {{ until }} &middot;
 <span id="requests">{{ num(report.total.requests) }}</span> request
-{{- "" if report.total.requests == 1 else "s" }} &middot; <code>{{ report.db }}</code></p>
+{{- "" if report.total.requests == 1 else "s" }} &middot; <code>{{ report.db_shown }}</code></p>
 </header>
 <section id="headline" class="cards">
 <div class="card" id="saved"><div class="muted small">Caching saved</div>
