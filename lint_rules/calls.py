@@ -68,6 +68,9 @@ class CallsMixin(EngineState):
 
     def eval_call(self, node: ast.Call) -> Value:
         func = node.func
+        for kw in node.keywords:
+            if kw.arg == "arguments" and isinstance(kw.value, ast.Call):
+                self.argument_calls.add(kw.value)
         chain = sinks.call_chain(func)
         qual = self.qualify(func)
         spec = sinks.match(node, chain, qual, self.extra_sinks)

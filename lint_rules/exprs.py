@@ -295,6 +295,8 @@ class ExprsMixin(EngineState):
                     role = item.value
                 elif key.value == "content":
                     content = item
+                elif key.value == "arguments" and isinstance(item, ast.Call):
+                    self.argument_calls.add(item)
                 v = self.eval(item)
                 if (
                     isinstance(key, ast.Constant)

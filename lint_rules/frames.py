@@ -175,9 +175,11 @@ class EngineState:
     """What the mixins of ``taint.Analyzer`` rely on (declarations for type checkers only)."""
 
     if TYPE_CHECKING:
-        tree: ast.Module
-        #: calls written as a tool call's ``arguments`` (``LibraryMixin.tool_argument_calls``)
-        argument_calls: frozenset[ast.Call] | None
+        #: calls written as a tool call's arguments text: the value of an ``"arguments"`` key
+        #: of a dict literal or of an ``arguments=`` keyword (OpenAI's function-call shape,
+        #: https://platform.openai.com/docs/api-reference/chat/create, checked 2026-12-03),
+        #: noted as the dict or call holding them is evaluated
+        argument_calls: set[ast.Call]
         imports: dict[str, str]
         functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
         classes: dict[str, ClassInfo]

@@ -290,31 +290,6 @@ class LibraryMixin(EngineState):
             ]
             if order:
                 return "unordered", min(order)
-        if node in self.tool_argument_calls():
+        if node in self.argument_calls:
             return "arguments", (0, 0)
         return None
-
-    def tool_argument_calls(self) -> frozenset[ast.Call]:
-        """Calls written as a tool call's arguments text: the value of an ``"arguments"`` key
-        of a dict literal or of an ``arguments=`` keyword (OpenAI's function-call shape,
-        https://platform.openai.com/docs/api-reference/chat/create, checked 2026-12-03)."""
-        found = self.argument_calls
-        if found is None:
-            calls: set[ast.Call] = set()
-            for sub in ast.walk(self.tree):
-                if isinstance(sub, ast.Dict):
-                    for key, item in zip(sub.keys, sub.values, strict=True):
-                        if (
-                            isinstance(key, ast.Constant)
-                            and key.value == "arguments"
-                            and isinstance(item, ast.Call)
-                        ):
-                            calls.add(item)
-                elif (
-                    isinstance(sub, ast.keyword)
-                    and sub.arg == "arguments"
-                    and isinstance(sub.value, ast.Call)
-                ):
-                    calls.add(sub.value)
-            found = self.argument_calls = frozenset(calls)
-        return found

@@ -135,7 +135,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         externals: Mapping[str, External] | None = None,
     ) -> None:
         self.tree = tree
-        self.argument_calls: frozenset[ast.Call] | None = None
+        self.argument_calls: set[ast.Call] = set()
         self.module = module
         self.is_package = is_package
         self.externals: Mapping[str, External] = externals or {}
