@@ -24,8 +24,10 @@ end to end. Two ways to cut (``mode``):
 `CachingTokenizer.for_tokenizer` probes both on texts with spaces, punctuation, digits,
 newlines and non-ASCII letters and keeps the first whose pieces agree with whole-text
 tokenisation on every probe; with neither the policy tokenises whole prompts. At run time the
-first 8 prompts and one in 64 after are also tokenised whole and compared, and the first
-difference turns the cache off (logged once).
+first 8 prompts and one in 1,024 after are also tokenised whole and compared, and the first
+difference turns the cache off (logged once). A whole-prompt tokenisation costs about 60 times
+a cached repeat (a 1,054-token prompt, ``benchmarks/proxy_kv_events.py``), so checking one in
+64 cost about as much as the cached routing itself; one in 1,024 costs a few percent.
 
 Block hashes of the engine's chain (``prefix_block_hashes``: one SHA-256 per 16-token block)
 are cached too (`BlockHashCache`, keyed by the parent hash and the block's tokens), so a repeat
@@ -60,7 +62,7 @@ PROBES = (
 MEMO_SIZE = 100_000
 #: Prompts tokenised whole and compared at first; after that one in ``VERIFY_EVERY``.
 VERIFY_FIRST = 8
-VERIFY_EVERY = 64
+VERIFY_EVERY = 1024
 
 
 def cut_points(text: str, size: int = CHUNK_CHARS) -> list[int]:
