@@ -157,11 +157,18 @@ def check_scales(
 
 
 def check_block_tables(
-    block_tables: torch.Tensor, lens: torch.Tensor, block_size: int, num_blocks: int, what: str
+    block_tables: torch.Tensor,
+    lens: torch.Tensor,
+    block_size: int,
+    num_blocks: int,
+    what: str,
+    first: torch.Tensor | None = None,
 ) -> None:
     """On CPU tensors, every length fits its block table row and every used block id is valid.
 
-    ``lens`` holds the number of cache tokens each sequence reads (``what`` names it).
+    ``lens`` holds the number of cache tokens each sequence reads (``what`` names it);
+    ``first``, the first of them it reads (a sliding window's start; default 0): the blocks
+    before it may be freed (-1).
     """
     if block_tables.device.type != "cpu" or lens.numel() == 0:
         return
@@ -174,12 +181,23 @@ def check_block_tables(
     used = (
         torch.arange(max_blocks) < ((lens.to(torch.int64) + block_size - 1) // block_size)[:, None]
     )
+    if first is not None:
+        used &= torch.arange(max_blocks) >= (first.to(torch.int64) // block_size)[:, None]
     ids = block_tables[used]
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
         raise KernelInputError(
             f"block_tables holds block id {int(ids.min())}..{int(ids.max())} within {what}; "
             f"valid ids are 0..{num_blocks - 1}"
         )
+
+
+def check_sliding_window(window: object) -> int | None:
+    """``window`` is None or a Python int >= 1 (tokens a query sees, itself included)."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise KernelInputError(f"sliding_window must be an int >= 1 or None, got {window!r}")
+    return window
 
 
 def check_softmax_scale(scale: object) -> float:

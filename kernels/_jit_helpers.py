@@ -155,14 +155,17 @@ def softmax_step(
 ):
     """One online-softmax step over a key tile; returns the updated ``(m_i, l_i, acc)``.
 
-    ``s`` [M, N] are base-2 scores (already times softmax scale * log2(e)), -inf where masked; each
-    row must have seen a finite score by now (in this or an earlier tile). ``v`` [N, D] is the value
+    ``s`` [M, N] are base-2 scores (already times softmax scale * log2(e)), -inf where masked. A
+    row that has seen no finite score yet (a sliding window that starts past this tile) keeps
+    ``m_i = -inf``, ``l_i = 0`` and ``acc = 0``: its exponents are taken against 0 instead of
+    -inf, so no NaN arises. ``v`` [N, D] is the value
     tile rounded for the dot; ``v_mult`` scales its contribution (the kv head's dequant scale).
     ``m_i`` running row max, ``l_i`` running sum of exp2(s - m_i), ``acc`` unnormalised output.
     """
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
+    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_ref)
+    p = tl.exp2(s - m_ref[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
     pv = dot(as_dot_operand(p, DOT_DTYPE, EMULATE), v, IEEE)
     acc = acc * alpha[:, None] + pv * v_mult

@@ -13,6 +13,11 @@ by side and hit the same K/V in L2. Phase 1 walks the prefix through the block t
 caches are dequantised through their per-head scale); phase 2 walks the new keys and values
 straight from ``k`` and ``v`` (unquantised), up to the tile's diagonal. One online softmax covers
 both phases.
+
+With a sliding window of ``W`` tokens, the token at position ``p`` sees keys ``p - W < t <= p``
+only (transformers' Mistral semantics): both phases start at the first key the tile's first row
+sees and mask the rest per row, so the prefix blocks before that key are never read (the engine
+frees them, -1 in the block table).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ._checks import (
     check_cache_pair,
     check_device,
     check_scales,
+    check_sliding_window,
     check_softmax_scale,
     check_tensor,
     is_interpreted,
@@ -59,6 +65,7 @@ def _extend_attention_kernel(
     v_scale_ptr,
     out_ptr,
     qk_scale,
+    window,
     stride_q_tok,
     stride_q_head,
     stride_k_tok,
@@ -81,6 +88,7 @@ def _extend_attention_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     QUANTIZED: tl.constexpr,
+    WINDOWED: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     OUT_DTYPE: tl.constexpr,
     IEEE: tl.constexpr,
@@ -112,14 +120,18 @@ def _extend_attention_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
 
-    # Phase 1: the cached prefix, through the block table; every new token sees all of it.
+    # Phase 1: the cached prefix, through the block table; every new token sees all of it (with
+    # a window: from the first key the tile's first row sees, masked per row).
     prefix_score_scale = qk_scale
     v_mult = 1.0
     if QUANTIZED:
         prefix_score_scale = qk_scale * tl.load(k_scale_ptr + kv_head)
         v_mult = tl.load(v_scale_ptr + kv_head)
     block_table_ptr = block_tables_ptr + seq * stride_bt_seq
-    for tok0 in range(0, prefix_len, BLOCK_N):
+    first = 0
+    if WINDOWED:
+        first = tl.maximum(prefix_len + row0 - window + 1, 0)
+    for tok0 in range(first, prefix_len, BLOCK_N):
         toks = tok0 + tl.arange(0, BLOCK_N)
         tok_mask = toks < prefix_len
         k = load_paged_tile(
@@ -131,13 +143,19 @@ def _extend_attention_kernel(
             stride_vc_block, stride_vc_tok, stride_vc_head, BLOCK_SIZE,
         )  # fmt: skip
         s = dot(q, tl.trans(as_dot_operand(k, DOT_DTYPE, EMULATE)), IEEE) * prefix_score_scale
-        s = tl.where(tok_mask[None, :], s, float("-inf"))
+        visible = tok_mask[None, :]
+        if WINDOWED:
+            visible = visible & (toks[None, :] > (prefix_len + rows)[:, None] - window)
+        s = tl.where(visible, s, float("-inf"))
         v = as_dot_operand(v, DOT_DTYPE, EMULATE)
         m_i, l_i, acc = softmax_step(s, v, m_i, l_i, acc, v_mult, DOT_DTYPE, IEEE, EMULATE)
 
     # Phase 2: the new tokens, causally; key tiles past this tile's last row are skipped.
     new_end = tl.minimum(num_new, row0 + BLOCK_M)
-    for col0 in range(0, new_end, BLOCK_N):
+    col_first = 0
+    if WINDOWED:
+        col_first = tl.maximum(row0 - window + 1, 0)
+    for col0 in range(col_first, new_end, BLOCK_N):
         cols = col0 + tl.arange(0, BLOCK_N)
         col_mask = cols < num_new
         kv_rows = (q_start + cols).to(tl.int64)
@@ -154,11 +172,14 @@ def _extend_attention_kernel(
         ).to(tl.float32)
         s = dot(q, tl.trans(as_dot_operand(k, DOT_DTYPE, EMULATE)), IEEE) * qk_scale
         visible = col_mask[None, :] & (cols[None, :] <= rows[:, None])
+        if WINDOWED:
+            visible = visible & (cols[None, :] > rows[:, None] - window)
         s = tl.where(visible, s, float("-inf"))
         v = as_dot_operand(v, DOT_DTYPE, EMULATE)
         m_i, l_i, acc = softmax_step(s, v, m_i, l_i, acc, 1.0, DOT_DTYPE, IEEE, EMULATE)
 
-    out = acc / l_i[:, None]  # l_i > 0: every row sees at least new token 0
+    # every real row sees at least itself (l_i > 0); a padding row past num_new may see nothing
+    out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
     out_ptrs = out_ptr + q_rows[:, None] * stride_o_tok + head * stride_o_head + d[None, :]
     tl.store(
         out_ptrs, cast_for_store(out, OUT_DTYPE, EMULATE), mask=row_mask[:, None] & d_mask[None, :]
@@ -180,6 +201,7 @@ def extend_attention(
     *,
     max_seqlen_q: int | None = None,
     out: torch.Tensor | None = None,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Attention of each sequence's new tokens over its paged prefix plus, causally, themselves.
 
@@ -199,6 +221,9 @@ def extend_attention(
         max_seqlen_q: the largest new-token count; pass it (the engine knows it) to avoid a
             device-to-host copy of ``cu_seqlens_q``.
         out: optional [num_new_tokens, num_heads, head_dim] output in ``q``'s dtype.
+        sliding_window: if set, the token at position ``p`` (prefix included) sees only keys
+            ``p - sliding_window < t <= p``; prefix blocks no new token sees are not read and
+            may be -1.
 
     Returns:
         [num_new_tokens, num_heads, head_dim] in ``q``'s dtype (``out`` when given).
@@ -231,6 +256,7 @@ def extend_attention(
                                dtypes=[torch.int32], dims="[num_seqs]")  # fmt: skip
     k_scale, v_scale = check_scales(k_cache, k_scale, v_scale, num_kv_heads, q.dtype)
     scale = check_softmax_scale(scale)
+    sliding_window = check_sliding_window(sliding_window)
     if max_seqlen_q is not None and (
         isinstance(max_seqlen_q, bool) or not isinstance(max_seqlen_q, int) or max_seqlen_q < 0
     ):
@@ -249,7 +275,8 @@ def extend_attention(
                 f"cu_seqlens_q must rise from 0 to num_new_tokens = {num_tokens}, got "
                 f"{cu_seqlens_q.tolist()}"
             )
-        check_block_tables(block_tables, prefix_lens, block_size, num_blocks, "prefix_lens")
+        first = None if sliding_window is None else (prefix_lens - sliding_window + 1).clamp(min=0)
+        check_block_tables(block_tables, prefix_lens, block_size, num_blocks, "prefix_lens", first)
         longest = int(counts.max()) if num_seqs else 0
         if max_seqlen_q is not None and max_seqlen_q < longest:
             # The grid would not cover the longest sequence; its last rows of out stay unwritten.
@@ -268,7 +295,7 @@ def extend_attention(
     _extend_attention_kernel[grid](
         q, k, v, k_cache, v_cache, block_tables, cu_seqlens_q, prefix_lens,
         k_scale if quantized else q, v_scale if quantized else q, out,
-        scale * _LOG2E,
+        scale * _LOG2E, sliding_window or 0,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -281,6 +308,7 @@ def extend_attention(
         BLOCK_N=_BLOCK_N,
         BLOCK_SIZE=block_size,
         QUANTIZED=quantized,
+        WINDOWED=sliding_window is not None,
         DOT_DTYPE=tl_dtype(q.dtype),
         OUT_DTYPE=tl_dtype(q.dtype),
         IEEE=q.dtype == torch.float32,

@@ -14,6 +14,12 @@ Flash-decoding with split-KV, in two kernels:
 2. ``_paged_decode_reduce_kernel``, grid ``(num_heads, num_seqs)``: merges the partial outputs of
    the splits that hold tokens, weighting each by ``exp2(lse - max lse)``.
 
+With a sliding window of ``W`` tokens the query (position ``seq_len - 1``) sees the keys at
+positions ``seq_len - W .. seq_len - 1`` only (transformers' Mistral semantics): each split starts
+its walk at the window's first token, so blocks before it are never read (the engine frees them,
+-1 in the block table), and a split wholly before the window writes a zero partial output with
+log-sum-exp -inf, which the reduce weighs 0.
+
 Splitting the sequence keeps the GPU busy when ``num_seqs * num_kv_heads`` programs alone would
 leave streaming multiprocessors idle (small batches, long contexts).
 
@@ -40,6 +46,7 @@ from ._checks import (
     check_cache_pair,
     check_device,
     check_scales,
+    check_sliding_window,
     check_softmax_scale,
     check_tensor,
     is_interpreted,
@@ -73,6 +80,7 @@ def _paged_decode_split_kernel(
     partial_lse_ptr,
     qk_scale,
     tokens_per_split,
+    window,
     stride_q_seq,
     stride_q_head,
     stride_kc_block,
@@ -97,6 +105,7 @@ def _paged_decode_split_kernel(
     BLOCK_SIZE: tl.constexpr,
     QUANTIZED: tl.constexpr,
     SINGLE_SPLIT: tl.constexpr,
+    WINDOWED: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     OUT_DTYPE: tl.constexpr,
     IEEE: tl.constexpr,
@@ -135,7 +144,10 @@ def _paged_decode_split_kernel(
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
-    for tok0 in range(start, end, BLOCK_N):
+    first = start
+    if WINDOWED:  # keys before the window are neither read nor scored
+        first = tl.maximum(start, seq_len - window)
+    for tok0 in range(first, end, BLOCK_N):
         toks = tok0 + tl.arange(0, BLOCK_N)
         tok_mask = toks < end
         k = load_paged_tile(
@@ -165,9 +177,11 @@ def _paged_decode_split_kernel(
             + split * stride_po_split
             + d[None, :]
         )
-        tl.store(po_ptrs, acc / l_i[:, None], mask=hd_mask)
+        seen = l_i > 0.0  # False only for a split wholly before the sliding window
+        l_safe = tl.where(seen, l_i, 1.0)
+        tl.store(po_ptrs, acc / l_safe[:, None], mask=hd_mask)
         pl_ptrs = partial_lse_ptr + seq * stride_pl_seq + heads * stride_pl_head + split
-        tl.store(pl_ptrs, m_i + tl.log2(l_i), mask=h_mask)
+        tl.store(pl_ptrs, tl.where(seen, m_i + tl.log2(l_safe), float("-inf")), mask=h_mask)
 
 
 @triton.jit
@@ -252,6 +266,7 @@ def paged_decode_attention(
     *,
     out: torch.Tensor | None = None,
     num_splits: int | None = None,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Attention of one query token per sequence over that sequence's paged KV cache.
 
@@ -269,6 +284,9 @@ def paged_decode_attention(
         k_scale, v_scale: [num_kv_heads] float32 dequantisation scales for int8 / float8 caches.
         out: optional [num_seqs, num_heads, head_dim] output in ``q``'s dtype, written fully.
         num_splits: split-KV factor; default from :func:`choose_num_splits` for this device.
+        sliding_window: if set, the query sees only the last ``sliding_window`` tokens of its
+            sequence (positions ``seq_len - sliding_window .. seq_len - 1``); the blocks before
+            them are not read and may be -1.
 
     Returns:
         [num_seqs, num_heads, head_dim] in ``q``'s dtype (``out`` when given).
@@ -293,6 +311,7 @@ def paged_decode_attention(
                             dims="[num_seqs]")  # fmt: skip
     k_scale, v_scale = check_scales(k_cache, k_scale, v_scale, num_kv_heads, q.dtype)
     scale = check_softmax_scale(scale)
+    sliding_window = check_sliding_window(sliding_window)
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)):
         raise KernelInputError(f"num_splits must be an int or None, got {num_splits!r}")
     if out is None:
@@ -302,7 +321,8 @@ def paged_decode_attention(
     device = check_device(_paged_decode_split_kernel, q=q, k_cache=k_cache, v_cache=v_cache,
                           block_tables=block_tables, seq_lens=seq_lens, k_scale=k_scale,
                           v_scale=v_scale, out=out)  # fmt: skip
-    check_block_tables(block_tables, seq_lens, block_size, num_blocks, "seq_lens")
+    first = None if sliding_window is None else (seq_lens - sliding_window).clamp(min=0)
+    check_block_tables(block_tables, seq_lens, block_size, num_blocks, "seq_lens", first)
     if num_seqs == 0:
         return out
 
@@ -333,7 +353,7 @@ def paged_decode_attention(
         q, k_cache, v_cache, block_tables, seq_lens,
         k_scale if quantized else q, v_scale if quantized else q,
         out, partial_out, partial_lse,
-        scale * _LOG2E, tokens_per_split,
+        scale * _LOG2E, tokens_per_split, sliding_window or 0,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -349,6 +369,7 @@ def paged_decode_attention(
         BLOCK_SIZE=block_size,
         QUANTIZED=quantized,
         SINGLE_SPLIT=single,
+        WINDOWED=sliding_window is not None,
         DOT_DTYPE=tl_dtype(q.dtype),
         OUT_DTYPE=tl_dtype(q.dtype),
         IEEE=q.dtype == torch.float32,

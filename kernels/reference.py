@@ -88,10 +88,16 @@ def gather_kv_ref(
 
 
 def _attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, num_prefix: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    num_prefix: int,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Softmax attention of q [n, H, D] over k, v [num_prefix + n, KVH, D]; query i sees keys
-    0 .. num_prefix + i (all of the prefix, causally the new tokens). GQA: head h uses kv head
+    0 .. num_prefix + i (all of the prefix, causally the new tokens), and with a sliding window
+    only those after ``num_prefix + i - sliding_window``. GQA: head h uses kv head
     h // (H // KVH)."""
     n, num_heads, _ = q.shape
     group = num_heads // k.shape[1]
@@ -102,7 +108,10 @@ def _attention(
     scores = torch.einsum("qhd,khd->hqk", q, k) * scale
     key_pos = torch.arange(k.shape[0], device=q.device)
     query_pos = num_prefix + torch.arange(n, device=q.device)
-    scores = scores.masked_fill(key_pos[None, None, :] > query_pos[None, :, None], float("-inf"))
+    hidden = key_pos[None, :] > query_pos[:, None]
+    if sliding_window is not None:
+        hidden |= key_pos[None, :] <= query_pos[:, None] - sliding_window
+    scores = scores.masked_fill(hidden[None], float("-inf"))
     return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)
 
 
@@ -117,6 +126,7 @@ def paged_decode_attention_ref(
     v_scale: torch.Tensor | None = None,
     *,
     compute_dtype: torch.dtype = torch.float64,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Reference of :func:`promptcache.kernels.paged_decode_attention`, in ``compute_dtype``.
 
@@ -126,7 +136,8 @@ def paged_decode_attention_ref(
     for i, seq_len in enumerate(seq_lens.tolist()):
         k = gather_kv_ref(k_cache, block_tables[i], seq_len, k_scale, compute_dtype)
         v = gather_kv_ref(v_cache, block_tables[i], seq_len, v_scale, compute_dtype)
-        outputs.append(_attention(q[i : i + 1].to(compute_dtype), k, v, scale, seq_len - 1))
+        query = q[i : i + 1].to(compute_dtype)
+        outputs.append(_attention(query, k, v, scale, seq_len - 1, sliding_window))
     if not outputs:
         return q.new_zeros(q.shape, dtype=compute_dtype)
     return torch.cat(outputs)
@@ -146,6 +157,7 @@ def extend_attention_ref(
     v_scale: torch.Tensor | None = None,
     *,
     compute_dtype: torch.dtype = torch.float64,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Reference of :func:`promptcache.kernels.extend_attention`, in ``compute_dtype``.
 
@@ -168,7 +180,8 @@ def extend_attention_ref(
                 v[new].to(compute_dtype),
             ]
         )
-        outputs.append(_attention(q[new].to(compute_dtype), k_seq, v_seq, scale, prefix_len))
+        query = q[new].to(compute_dtype)
+        outputs.append(_attention(query, k_seq, v_seq, scale, prefix_len, sliding_window))
     if not outputs:
         return q.new_zeros(q.shape, dtype=compute_dtype)
     return torch.cat(outputs)

@@ -6,6 +6,10 @@ prefill batch, chunks and prefix-cache hits included, runs ``extend_attention`` 
 causal new tokens). The kernels need CUDA tensors; on the CPU they run only under the Triton
 interpreter (``TRITON_INTERPRET=1``, for tests), otherwise they raise ``KernelInputError``.
 
+A sliding window (``p - window < t <= p``, transformers' Mistral/Qwen2 semantics) is applied
+inside both kernels, which start reading at the window's first key: the blocks the block manager
+freed before it (-1 in the block table) are never read.
+
 Numerics differ from the ``torch`` backend only by rounding, with one deliberate exception: in a
 prefill over a quantised pool the new tokens attend to each other with their unquantised keys and
 values (as vLLM and SGLang do), while the torch backend reads them back quantised.
@@ -15,7 +19,6 @@ from __future__ import annotations
 
 import torch
 
-from promptcache.errors import ConfigError
 from promptcache.kernels import extend_attention, paged_decode_attention, store_kv
 
 from .base import AttentionBackend, AttnMetadata
@@ -24,10 +27,10 @@ __all__ = ["TritonAttentionBackend"]
 
 
 class TritonAttentionBackend(AttentionBackend):
-    """Paged attention on Triton kernels; every pool dtype, GQA/MQA; no sliding windows."""
+    """Paged attention on Triton kernels; every pool dtype, GQA/MQA, sliding windows."""
 
     name = "triton"
-    supports_sliding_window = False
+    supports_sliding_window = True
 
     def forward(
         self,
@@ -45,19 +48,14 @@ class TritonAttentionBackend(AttentionBackend):
         """See ``AttentionBackend.forward``.
 
         Raises:
-            ConfigError: ``sliding_window`` was given (use the torch backend for such models).
             KernelInputError: a tensor's shape, dtype or device does not fit the kernels.
         """
-        if sliding_window is not None:
-            raise ConfigError(
-                "attention_backend='triton' does not implement sliding-window attention; "
-                "use attention_backend='torch' for this model"
-            )
         store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
         if meta.is_decode:
             out: torch.Tensor = paged_decode_attention(
-                q, k_cache, v_cache, meta.block_tables, meta.context_lens, scale, k_scale, v_scale
-            )
+                q, k_cache, v_cache, meta.block_tables, meta.context_lens, scale, k_scale, v_scale,
+                sliding_window=sliding_window,
+            )  # fmt: skip
             return out
         out = extend_attention(
             q,
@@ -72,5 +70,6 @@ class TritonAttentionBackend(AttentionBackend):
             k_scale,
             v_scale,
             max_seqlen_q=meta.max_seqlen_q,
+            sliding_window=sliding_window,
         )
         return out

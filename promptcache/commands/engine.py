@@ -499,13 +499,14 @@ def _sliding_window_text(engine: Any) -> str | None:
             f"(max_model_len {engine.config.max_model_len})"
         )
     freed = engine.scheduler.block_manager.sliding_window
+    backend = engine.config.attention_backend
     if freed is not None:
         return (
-            f"{freed}-token sliding window on every layer, masked by the torch attention path; "
-            "blocks that fall out of it are freed as sequences grow"
+            f"{freed}-token sliding window on every layer, masked by the {backend} attention "
+            "path; blocks that fall out of it are freed as sequences grow"
         )
     return (
-        f"sliding windows on {len(windowed)} of {len(windows)} layers, masked by the torch "
+        f"sliding windows on {len(windowed)} of {len(windows)} layers, masked by the {backend} "
         "attention path; no block is freed early (the other layers attend to the whole context)"
     )
 

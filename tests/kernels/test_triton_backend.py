@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -10,7 +11,6 @@ from kernel_inputs import dtype_name, randn, random_paged_kv, rel_err
 
 from promptcache.engine.attention import get_backend
 from promptcache.engine.attention.base import AttnMetadata
-from promptcache.errors import ConfigError
 
 NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 4, 2, 16, 8
 
@@ -86,12 +86,41 @@ def test_prefill_then_decode_match_the_torch_backend(
         assert rel_err(outs["triton"], reference) <= bound, phase
 
 
-def test_sliding_window_is_refused_with_a_config_error(gen: torch.Generator) -> None:
-    pool = random_paged_kv([3], NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, torch.float32, gen)
-    meta = _metadata("prefill", pool.block_tables, [0], [3])
-    q = randn((3, NUM_HEADS, HEAD_DIM), gen, torch.float32)
-    k = randn((3, NUM_KV_HEADS, HEAD_DIM), gen, torch.float32)
-    with pytest.raises(ConfigError, match="sliding-window"):
-        get_backend("triton").forward(
-            q, k, k, pool.k_cache, pool.v_cache, meta, 0.25, sliding_window=4
+@pytest.mark.parametrize("window", [1, 6, 20])
+def test_a_sliding_window_matches_the_torch_backend(window: int, gen: torch.Generator) -> None:
+    """Prefill (plain, and after cached prefixes longer than the window) then decode steps,
+    with the blocks wholly before each step's window freed (-1) as the block manager frees
+    them; both backends see the same tables."""
+    cached, new = [0, 21, 8, 30], [11, 1, 9, 4]
+    decode_steps = 3
+    total = [c + n + decode_steps for c, n in zip(cached, new, strict=True)]
+    pool = random_paged_kv(total, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, torch.float32, gen)
+    caches = {name: (pool.k_cache.clone(), pool.v_cache.clone()) for name in ("torch", "triton")}
+    backends = {name: get_backend(name) for name in caches}
+    assert backends["triton"].supports_sliding_window
+
+    steps = [("prefill", cached, new, [max(0, c - window + 1) for c in cached])]
+    context = [c + n for c, n in zip(cached, new, strict=True)]
+    for _ in range(decode_steps):
+        steps.append(
+            ("decode", context, [1] * len(context), [max(0, c + 1 - window) for c in context])
         )
+        context = [c + 1 for c in context]
+
+    for phase, step_cached, step_new, first in steps:
+        meta = _metadata(phase, pool.block_tables, step_cached, step_new)
+        freed = pool.block_tables.clone()
+        for i, start in enumerate(first):
+            freed[i, : start // BLOCK_SIZE] = -1
+        meta = dataclasses.replace(meta, block_tables=freed)
+        num_tokens = sum(step_new)
+        q = randn((num_tokens, NUM_HEADS, HEAD_DIM), gen, torch.float32)
+        k = randn((num_tokens, NUM_KV_HEADS, HEAD_DIM), gen, torch.float32)
+        v = randn((num_tokens, NUM_KV_HEADS, HEAD_DIM), gen, torch.float32)
+        outs = {
+            name: backends[name].forward(
+                q, k, v, *caches[name], meta, HEAD_DIM**-0.5, sliding_window=window
+            )
+            for name in backends
+        }
+        assert rel_err(outs["triton"], outs["torch"].to(torch.float64)) <= 1e-5, phase

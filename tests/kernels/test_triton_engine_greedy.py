@@ -8,6 +8,8 @@ first call's blocks), and decode with several sequences in the batch.
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 from promptcache.engine import LLM, SamplingParams
@@ -49,3 +51,37 @@ def test_triton_backend_gives_the_torch_backends_greedy_tokens() -> None:
         for prompt, (e, g) in enumerate(zip(e_call, g_call, strict=True)):
             assert g == e, f"call {call}, prompt {prompt}: triton {g} != torch {e}"
             assert len(g) == 10
+
+
+def _window_checkpoint(out_dir: Path, window: int) -> Path:
+    """tinystories' weights and tokenizer as a ``MistralForCausalLM`` with a sliding window."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = json.loads((TINYSTORIES / "config.json").read_text())
+    config.update(architectures=["MistralForCausalLM"], model_type="mistral",
+                  sliding_window=window)  # fmt: skip
+    (out_dir / "config.json").write_text(json.dumps(config))
+    for src in TINYSTORIES.iterdir():
+        if src.name != "config.json":
+            shutil.copy(src, out_dir / src.name)
+    return out_dir
+
+
+def test_a_sliding_window_model_gives_the_torch_backends_greedy_tokens(tmp_path: Path) -> None:
+    """A 12-token window with 4-token blocks: prompts longer than the window, chunked prefill,
+    and decode long enough that the block manager frees blocks behind the window."""
+    model = _window_checkpoint(tmp_path / "window", 12)
+    prompts = [SHARED_PREFIX, "Once upon a time"]
+    params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    got = {}
+    for backend in ("torch", "triton"):
+        llm = LLM(
+            model=model,
+            attention_backend=backend,
+            dtype="float32",
+            block_size=4,
+            max_num_batched_tokens=16,
+        )
+        assert llm.engine.scheduler.block_manager.sliding_window == 12
+        got[backend] = [out.output_token_ids for out in llm.generate(prompts, params)]
+    assert got["triton"] == got["torch"]
+    assert all(len(ids) == 24 for ids in got["triton"])
