@@ -2,9 +2,10 @@
 
 A verify pass of ``k`` drafts computes ``k + 1`` rows instead of one. On a memory-bound CPU
 decode the weights are read once either way, but the pass switches from the one-row kernel to
-the multi-row one, so it costs about ``1 + COST_FIXED + COST_PER_TOKEN * k`` plain decode steps
-(SmolLM2 int4 through the fused CPU kernel, one thread: 31 ms for one row, 43 ms for 2, 46-51
-ms for 4-6, shared 2-core VM, 2026-12-03). It yields ``1 + a + a^2 + ... + a^k`` tokens on
+the multi-row one, and the LM head's cost grows with its rows, so a pass costs about
+``1 + COST_FIXED + COST_PER_TOKEN * k`` plain decode steps (SmolLM2 int4 through the fused CPU
+kernel, one thread, shared 2-core VM, 2026-12-03: a step of one row 31 ms, of two 43 ms; the
+int8 LM head alone 10.5 ms for one row, 14 for three, 23 for four, 36 for six). It yields ``1 + a + a^2 + ... + a^k`` tokens on
 average when each next draft is right with probability ``a`` (given the ones before it were).
 
 Each sequence keeps ``a`` as an exponentially weighted count of its verified draft positions
@@ -31,7 +32,7 @@ __all__ = [
 COST_FIXED = 0.35
 """Extra cost of a verify pass over a plain decode step, in decode steps (see module doc)."""
 
-COST_PER_TOKEN = 0.06
+COST_PER_TOKEN = 0.15
 """Extra cost per draft token verified, in decode steps."""
 
 DECAY = 0.9
