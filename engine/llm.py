@@ -7,13 +7,20 @@ Example::
     llm = LLM(model="../shared/models/tinystories-656k", dtype="float32")
     [out] = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=20))
     print(out.text, out.finish_reason, out.num_cached_tokens)
+
+Warm-up at construction, as ``engine serve --warmup`` / ``--warmup-from-log`` do it
+(`promptcache.engine.server.warmup`)::
+
+    llm = LLM(model="...", warmup="warm.jsonl", chat_template=TEMPLATE)
+    llm = LLM(model="...", warmup_from_log="proxy.db", warmup_top=5, served_model_name="tiny")
+    print(llm.warmup_report)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptcache.errors import InvalidRequestError
 
@@ -21,6 +28,9 @@ from .llm_engine import LLMEngine
 from .outputs import RequestOutput
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from .server.warmup import WarmupReport
 
 __all__ = ["LLM"]
 
@@ -32,16 +42,70 @@ class LLM:
 
     Args:
         model: checkpoint directory or Hugging Face Hub id.
+        warmup: a JSONL file of request bodies to prefill before returning (``engine serve
+            --warmup FILE``).
+        warmup_from_log: a proxy log (SQLite path or ``postgresql://`` URL) whose
+            ``warmup_top`` costliest stored prefix families are prefilled (``engine serve
+            --warmup-from-log``; the proxy must have run with ``--store-prefixes``).
+        warmup_top: how many families ``warmup_from_log`` prefills (>= 1).
+        served_model_name: the ``model`` the warm-up bodies name (default: ``model`` as
+            given, like ``engine serve``); a logged family of another model is not prefilled.
+        chat_template: Jinja chat template text for chat bodies (models without one).
         **config_overrides: ``EngineConfig`` fields, e.g. ``dtype="float32"``,
             ``enable_prefix_caching=False``, ``max_num_batched_tokens=64``, ``num_blocks=32``.
 
+    Attributes:
+        warmup_report: what the warm-up did (`WarmupReport`: prompts, tokens, cached blocks,
+            seconds), or None without one.
+
     Raises:
-        ModelLoadError, ConfigError: as ``LLMEngine.from_pretrained``.
+        ModelLoadError, ConfigError: as ``LLMEngine.from_pretrained``; ConfigError also for a
+            warm-up file or log that cannot be read or parsed (one line, as ``engine serve``).
     """
 
-    def __init__(self, model: str | Path, **config_overrides: Any) -> None:
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        warmup: str | Path | None = None,
+        warmup_from_log: str | Path | None = None,
+        warmup_top: int = 10,
+        served_model_name: str | None = None,
+        chat_template: str | None = None,
+        **config_overrides: Any,
+    ) -> None:
         self.engine = LLMEngine.from_pretrained(model, **config_overrides)
         self._counter = 0
+        self.warmup_report: WarmupReport | None = None
+        if chat_template is not None:
+            self.engine.tokenizer.set_chat_template(chat_template)
+        if warmup is not None or warmup_from_log is not None:
+            self.warmup_report = self._warm_up(
+                warmup, warmup_from_log, warmup_top, served_model_name or str(model)
+            )
+
+    def _warm_up(
+        self,
+        file: str | Path | None,
+        log: str | Path | None,
+        top: int,
+        name: str,
+    ) -> WarmupReport:
+        from .server.protocol import ServingContext
+        from .server.warmup import read_warmup_file, read_warmup_log, run_warmup
+
+        engine = self.engine
+        ctx = ServingContext(
+            model_names=(name,),
+            tokenizer=engine.tokenizer,
+            max_model_len=engine.effective_max_model_len,
+            vocab_size=engine.model_config.vocab_size,
+            max_num_seqs=engine.config.max_num_seqs,
+        )
+        requests = [] if file is None else read_warmup_file(file, ctx)
+        if log is not None:
+            requests += read_warmup_log(log, top, ctx).requests
+        return run_warmup(engine, requests)
 
     @property
     def tokenizer(self) -> Tokenizer:

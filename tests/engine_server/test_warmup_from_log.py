@@ -288,3 +288,38 @@ def test_the_banner_names_the_families_passed_over(proxy_log: Path, tmp_path: Pa
         "passed over]"
     )
     assert f"warmed 1 prompt from {source} (" in served.stderr
+
+
+def test_llm_warms_up_from_a_log_and_a_file(proxy_log: Path, tmp_path: Path) -> None:
+    from test_warmup import MESSAGES, OTHER_PROMPTS, _write_warmup
+
+    from promptcache.engine import LLM, SamplingParams
+
+    rows, stored = _rows(proxy_log)
+    top = _ranked(rows)[0][:2]
+    llm = LLM(
+        TINYSTORIES,
+        warmup=_write_warmup(tmp_path / "warm.jsonl"),
+        warmup_from_log=proxy_log,
+        warmup_top=2,
+        served_model_name=MODEL_NAME,
+        chat_template=CHAT_TEMPLATE,
+        dtype="float32",
+        block_size=BLOCK_SIZE,
+        num_blocks=64,
+    )
+    tokenizer = llm.tokenizer
+    logged = [_prompt_tokens(json.loads(stored[f]["body"]), tokenizer) for f in top]
+    story = _prompt_tokens({"messages": MESSAGES}, tokenizer)
+    other = [list(tokenizer.encode(p)) for p in OTHER_PROMPTS]
+    prompts = [story, *other, *logged]  # the file's three prompts, then the log's two
+    report = llm.warmup_report
+    assert report is not None
+    assert (report.num_requests, report.num_prompts) == (4, 5)
+    assert report.num_prompt_tokens == sum(map(len, prompts))
+    blocks = {h for p in prompts for h in prefix_block_hashes(p, BLOCK_SIZE)}
+    assert report.num_cached_blocks == len(blocks)
+    [out] = llm.generate(logged[0], SamplingParams(temperature=0, max_tokens=1))
+    assert out.num_cached_tokens == (len(logged[0]) - 1) // BLOCK_SIZE * BLOCK_SIZE > 0
+    with pytest.raises(ConfigError, match="--top must be at least 1"):
+        LLM(TINYSTORIES, warmup_from_log=proxy_log, warmup_top=0, num_blocks=8)
