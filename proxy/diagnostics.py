@@ -39,7 +39,8 @@ What the log's ``vendor_miss_reason`` holds (:func:`read_diagnosis`): the Anthro
 ``cache_miss``, else its ``type``. ``vendor_cache_missed_tokens`` holds the token estimate.
 
 ``--vendor-diagnostics`` (:class:`VendorDiagnostics`) makes the proxy ask Anthropic itself:
-every Messages request without a ``diagnostics`` member of its own gets one, naming the
+every Messages request to an Anthropic upstream (the ``vendor`` column ``anthropic``) without a
+``diagnostics`` member of its own gets one, naming the
 response of the request the break explainer would compare it with (its predecessor in the same
 prefix family and conversation, ``BreakExplainer.predecessor_id``), or ``null`` when there is
 none: a conversation's first turn, or a request that differs from its predecessor only in its
@@ -137,29 +138,22 @@ class VendorDiagnosis:
     missed_tokens: int | None = None
 
 
-def requested_comparison(
-    api: str | None, body: Mapping[str, Any] | None
-) -> tuple[bool, str | None]:
-    """Whether the request asks for a vendor diagnosis, and the response id it names.
+def requested_comparison(api: str | None, body: Mapping[str, Any] | None) -> str | None:
+    """The earlier response id a request names for the vendor's diagnosis, or None.
 
-    Returns:
-        ``(asked, id)``: Anthropic ``diagnostics.previous_message_id`` (``asked`` is True for
-        a ``diagnostics`` object even with a null id: the first turn opts in), OpenAI
-        ``prompt_cache_options.comparison_response_id``; ``(False, None)`` otherwise.
+    Anthropic ``diagnostics.previous_message_id`` (None also for the first turn's ``null``),
+    OpenAI Responses ``prompt_cache_options.comparison_response_id``.
     """
     if body is None:
-        return False, None
+        return None
     if api == "anthropic":
         container, key = body.get("diagnostics"), "previous_message_id"
     elif api == "openai_responses":
         container, key = body.get("prompt_cache_options"), "comparison_response_id"
     else:
-        return False, None
-    if not isinstance(container, Mapping):
-        return False, None
-    value = container.get(key)
-    named = value if isinstance(value, str) and value else None
-    return api == "anthropic" or named is not None, named
+        return None
+    value = container.get(key) if isinstance(container, Mapping) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _count(value: Any) -> int | None:
@@ -175,9 +169,10 @@ def read_diagnosis(
         api: the route's wire format; only :data:`DIAGNOSABLE_APIS` carry one.
         payload: an Anthropic Message (a JSON body, or ``message_start``'s ``message``) or an
             OpenAI Response (a JSON body, or a stream event's ``response``).
-        compared_with: the previous response id the request named (:func:`requested_comparison`);
-            an Anthropic response without ``diagnostics`` to such a request is
-            :data:`NO_DIVERGENCE`.
+        compared_with: the previous response id the request named (:func:`requested_comparison`)
+            of an Anthropic upstream: a response without ``diagnostics`` to such a request is
+            :data:`NO_DIVERGENCE` (pass None for another server that speaks the Messages API:
+            it may ignore the request's ``diagnostics``).
     """
     if api == "anthropic":
         diagnostics = payload.get("diagnostics")

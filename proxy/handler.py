@@ -134,6 +134,7 @@ class _Exchange:
     body_sent: bool = False  # the response's last body message went to the client
     diagnosis: VendorDiagnosis | None = None  # the vendor's own cache diagnosis
     compared_with: str | None = None  # the previous response id the request names for it
+    silence_is_no_divergence: bool = False  # an Anthropic upstream was asked to compare
     response_id: str | None = None  # the vendor's id of the response
     response_model: str | None = None  # the model the response names
     #: the prefix fingerprint, computed before forwarding when a router needs it
@@ -328,11 +329,15 @@ class ProxyEndpoint:
 
     def _ask_diagnosis(self, ex: _Exchange, record: RequestRecord, body: bytes) -> bytes:
         """Note the vendor comparison the request asks for; with ``--vendor-diagnostics``, add
-        ``diagnostics.previous_message_id`` to an Anthropic request that has none (the
-        response of its predecessor, or null), returning the body to send."""
-        _, ex.compared_with = requested_comparison(self.spec.api, ex.parsed)
+        ``diagnostics.previous_message_id`` to a Messages request for an Anthropic upstream
+        that has none (the response of its predecessor, or null), returning the body to send.
+        Only an Anthropic upstream's silence means "no divergence" (``read_diagnosis``):
+        another server that speaks the Messages API may ignore the member."""
+        ex.compared_with = requested_comparison(self.spec.api, ex.parsed)
+        anthropic = self.spec.api == "anthropic" and record.vendor == "anthropic"
+        ex.silence_is_no_divergence = anthropic and ex.compared_with is not None
         diagnostics = self.state.vendor_diagnostics
-        if diagnostics is None or self.spec.api != "anthropic" or ex.parsed is None:
+        if diagnostics is None or not anthropic or ex.parsed is None:
             return body
         if "diagnostics" in ex.parsed:
             return body
@@ -345,6 +350,7 @@ class ProxyEndpoint:
         if edited is None:
             return body
         ex.compared_with = previous
+        ex.silence_is_no_divergence = previous is not None
         record.vendor_diagnostics_added = 1
         return edited
 
@@ -573,7 +579,8 @@ class ProxyEndpoint:
         """Keep the vendor's diagnosis in ``payload`` (a Message or a Response object); a later
         object of the same response that says nothing keeps the one already seen."""
         if isinstance(payload, dict) and self.spec.api in DIAGNOSABLE_APIS:
-            found = read_diagnosis(self.spec.api, payload, compared_with=ex.compared_with)
+            named = ex.compared_with if ex.silence_is_no_divergence else None
+            found = read_diagnosis(self.spec.api, payload, compared_with=named)
             if found is not None:
                 ex.diagnosis = found
 

@@ -28,6 +28,8 @@ from diagnostics_vendor import (  # noqa: F401 (fixtures)
 )
 from proxy_support import RunningProxy, read_rows, wait_until_serving
 
+from promptcache.proxy.config import UpstreamConfig
+
 KEY = "sk-ant-api03-diagnostics-inject-0123456789"
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
 SYSTEM = "You are the support agent of Acme Anvils (Zürich). Answer briefly. " * 40
@@ -162,6 +164,29 @@ def test_a_client_that_asks_itself_and_other_routes_are_left_alone(
     assert [r["vendor_diagnostics_added"] for r in rows] == [None, None]
 
 
+def test_another_server_of_the_messages_api_is_not_asked(
+    start_diagnosing_proxy: Callable[..., RunningProxy], diagnostics_vendor: VendorServer
+) -> None:
+    """An upstream that speaks the Messages API but is not Anthropic (``vendor`` other than
+    ``anthropic``) gets the client's bytes as they are, and its silence about a previous
+    message the client named is not taken for "no divergence"."""
+    other = UpstreamConfig(name="anthropic", url=diagnostics_vendor.url, vendor="openai_compatible")
+    proxy = start_diagnosing_proxy(vendor_diagnostics=True, upstreams={"anthropic": other})
+    first = odd_bytes({**body("Hi"), "diagnostics": {"previous_message_id": None}})
+    answer = post(proxy, first)
+    plain = odd_bytes(body("Hi", "ok", "Again"))
+    post(proxy, plain)
+    asked = {**body("Hi", "ok", "Again", "ok", "More"),
+             "diagnostics": {"previous_message_id": answer["id"]}}  # fmt: skip
+    post(proxy, odd_bytes(asked))
+    assert diagnostics_vendor.vendor.bodies == [first, plain, odd_bytes(asked)]
+    rows = proxy.rows(3)
+    assert [r["vendor_diagnostics_added"] for r in rows] == [None, None, None]
+    assert rows[2]["vendor_comparison_id"] == answer["id"]
+    assert list(diagnostics_vendor.vendor.sent.values())[2] is None  # the server said nothing
+    assert rows[2]["vendor_miss_reason"] is None  # ... which is not "no divergence" from it
+
+
 def test_without_the_flag_the_body_is_forwarded_as_it_came(
     start_diagnosing_proxy: Callable[..., RunningProxy], diagnostics_vendor: VendorServer
 ) -> None:
@@ -218,9 +243,11 @@ def run_cli(args: list[str], calls: list[bytes]) -> str:
 
 def test_the_cli_flag_and_the_config_key(diagnostics_vendor: VendorServer, tmp_path: Path) -> None:
     calls = [odd_bytes(body("Hi")), odd_bytes(body("Hi", "ok", "Again"))]
+    upstream = f'[upstreams.mock]\nurl = "{diagnostics_vendor.url}"\nvendor = "anthropic"\n'
+    plain = tmp_path / "plain.toml"
+    plain.write_text(f'default_upstream = "mock"\n\n{upstream}')
     flag_db = tmp_path / "flag.db"
-    stderr = run_cli(["--upstream", diagnostics_vendor.url, "--db", str(flag_db),
-                      "--vendor-diagnostics"], calls)  # fmt: skip
+    stderr = run_cli(["--config", str(plain), "--db", str(flag_db), "--vendor-diagnostics"], calls)
     assert "asking Anthropic for its cache diagnostics" in stderr
     first_id = read_rows(flag_db)[0]["response_id"]
     assert diagnostics_vendor.vendor.bodies == [
@@ -229,10 +256,7 @@ def test_the_cli_flag_and_the_config_key(diagnostics_vendor: VendorServer, tmp_p
     ]
 
     config = tmp_path / "proxy.toml"
-    config.write_text(
-        f'vendor_diagnostics = true\ndefault_upstream = "mock"\n\n'
-        f'[upstreams.mock]\nurl = "{diagnostics_vendor.url}"\nvendor = "anthropic"\n'
-    )
+    config.write_text(f'vendor_diagnostics = true\ndefault_upstream = "mock"\n\n{upstream}')
     config_db = tmp_path / "config.db"
     run_cli(["--config", str(config), "--db", str(config_db)], calls[:1])
     assert diagnostics_vendor.vendor.bodies[-1] == with_member(calls[0], None)
