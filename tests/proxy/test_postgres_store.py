@@ -1,0 +1,120 @@
+"""The proxy's log writer on a real Postgres server (pg_server.py): batches survive a lost
+connection, a server that stays away costs the batch after its tries (counted), a row the
+server refuses costs only itself, and two stores starting at once migrate once."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import psycopg
+
+from promptcache.proxy.record import RequestRecord
+from promptcache.proxy.store import SCHEMA_VERSION, WRITE_ATTEMPTS, RequestStore, open_log
+from promptcache.proxy.store_postgres import PgConnection
+
+
+def row(**fields: object) -> dict[str, object]:
+    values = RequestRecord(id=uuid.uuid4().hex, started_at=1_764_493_200.0, status=200).as_row()
+    values.update(fields)
+    return values
+
+
+def count(url: str) -> int:
+    with PgConnection(url) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0])
+
+
+def admin(url: str, sql: str) -> None:
+    """Run ``sql`` on the server's maintenance database (not the log's)."""
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(sql.encode())
+
+
+def test_a_lost_connection_is_retried_without_losing_rows(pg_url: str) -> None:
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        for _ in range(50):
+            store.submit(row())
+        assert store.flush(30)
+        dbname = pg_url.rsplit("/", 1)[1]
+        admin(
+            pg_url,
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dbname}'",
+        )
+        for _ in range(50):
+            store.submit(row())
+        assert store.flush(30)
+    finally:
+        store.close()
+    assert (store.written_rows, store.failed_rows, store.dropped_rows) == (100, 0, 0)
+    assert count(pg_url) == 100
+
+
+def test_a_server_that_stays_away_costs_the_batch_after_its_tries(pg_url: str) -> None:
+    dbname = pg_url.rsplit("/", 1)[1]
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        store.submit(row())
+        assert store.flush(30)
+        admin(pg_url, f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS false")
+        admin(
+            pg_url,
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dbname}'",
+        )
+        lost = [row() for _ in range(7)]
+        for values in lost:
+            store.submit(values)
+        assert store.flush(60)
+        assert store.failed_rows == 7 and store.last_loss_at is not None
+        admin(pg_url, f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true")
+        store.submit(row())
+        assert store.flush(30)
+    finally:
+        store.close()
+    assert (store.written_rows, store.failed_rows) == (2, 7)
+    assert count(pg_url) == 2
+    assert WRITE_ATTEMPTS > 1  # retried before being counted
+
+
+def test_a_row_the_server_refuses_loses_only_itself(pg_url: str) -> None:
+    store = RequestStore(pg_url, flush_interval_s=5)
+    store.start()
+    good = [row() for _ in range(5)]
+    nul = row(response_body='{"text": "a\x00b"}')  # a NUL character: valid JSON text
+    bad = row(status="not a number")
+    try:
+        for values in [*good[:2], nul, bad, *good[2:]]:
+            store.submit(values)
+        assert store.flush(30)
+    finally:
+        store.close()
+    assert (store.written_rows, store.failed_rows) == (6, 1)
+    with PgConnection(pg_url) as conn:
+        ids = {r[0] for r in conn.execute("SELECT id FROM requests")}
+        body = conn.execute("SELECT response_body FROM requests WHERE id = ?", (nul["id"],))
+        stored = body.fetchone()[0]
+    assert ids == {v["id"] for v in [*good, nul]}
+    assert stored == '{"text": "a\\u0000b"}'
+
+
+def test_two_stores_starting_at_once_migrate_once(pg_url: str) -> None:
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            open_log(pg_url).close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    with PgConnection(pg_url) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
