@@ -18,7 +18,8 @@ status "ga" on the page's metadata, checked 2026-12-03; the official ``anthropic
   ``previous_message_not_found`` or ``unavailable``; ``cache_miss_reason: null`` means the
   comparison was still running when the response was written. A stream carries the same
   object on ``message_start.message``. The comparison is about the request's structure, not
-  about whether the cache hit.
+  about whether the cache hit. The beta of this feature wanted the header ``anthropic-beta:
+  cache-diagnosis-2026-04-07``; the GA parameter needs none, and the proxy adds no header.
 
 **OpenAI, Responses API** (https://developers.openai.com/api/docs/guides/prompt-caching/diagnostics,
 checked 2026-12-03, GPT-5.6 and later; field names and values from the official ``openai``
@@ -31,7 +32,8 @@ Python SDK 3.57.0, ``openai.types.responses.Response``):
   ``reasoning_effort_changed``, ``verbosity_changed``, ``context_compacted``,
   ``input_changed``, ``service_tier_changed``; or ``{"type": "cache_hit"}``,
   ``{"type": "comparison_response_not_found"}``, ``{"type": "unavailable"}``. In a stream it
-  rides on the ``response`` object of ``response.*`` events (the last one seen counts).
+  rides on the ``response`` object of ``response.*`` events (the last one that carries it
+  counts).
 
 What the log's ``vendor_miss_reason`` holds (:func:`read_diagnosis`): the Anthropic type, or
 ``no_divergence`` when a request named a previous message and the response carried no
@@ -40,13 +42,13 @@ What the log's ``vendor_miss_reason`` holds (:func:`read_diagnosis`): the Anthro
 
 ``--vendor-diagnostics`` (:class:`VendorDiagnostics`) makes the proxy ask Anthropic itself:
 every Messages request to an Anthropic upstream (the ``vendor`` column ``anthropic``) without a
-``diagnostics`` member of its own gets one, naming the
-response of the request the break explainer would compare it with (its predecessor in the same
-prefix family and conversation, ``BreakExplainer.predecessor_id``), or ``null`` when there is
-none: a conversation's first turn, or a request that differs from its predecessor only in its
-last message (another conversation on the same system prompt). The body is otherwise
-forwarded byte for byte (:func:`add_previous_message_id`). OpenAI requests are never changed:
-``prompt_cache_options`` exists on GPT-5.6 and later models only.
+``diagnostics`` member of its own gets one, naming the response of the request the break
+explainer would compare it with (its predecessor in the same prefix family and conversation,
+``BreakExplainer.predecessor_id``), or ``null`` when there is none: a conversation's first
+turn, or a request that differs from its predecessor only in its last message (another
+conversation on the same system prompt). The body is otherwise forwarded byte for byte
+(:func:`add_previous_message_id`). OpenAI requests are never changed: ``prompt_cache_options``
+exists on GPT-5.6 and later models only.
 """
 
 from __future__ import annotations
