@@ -569,15 +569,18 @@ def dict_mark(node: ast.Dict) -> ast.expr | None:
     return None
 
 
-def expr_marks(node: ast.AST) -> Iterator[ast.AST]:
+def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterator[ast.AST]:
     """Breakpoints an expression adds: block dicts and ``cache_control=`` keywords, not
-    copies, and not inside ``x if "cache_control" in b else y`` (re-marks a marked block)."""
+    copies, and not inside ``x if "cache_control" in b else y`` (re-marks a marked block).
+    A ``cache_control=`` keyword whose value is set only under an index guard (``is_last``,
+    a name in ``compared``, or a comparison) marks one element, not each: see
+    ``index_guarded``."""
     if isinstance(node, ast.IfExp):
         guard = membership_guard(node.test)
         if guard != "in":
-            yield from expr_marks(node.body)
+            yield from expr_marks(node.body, compared)
         if guard != "not in":
-            yield from expr_marks(node.orelse)
+            yield from expr_marks(node.orelse, compared)
         return
     if isinstance(node, ast.Dict):
         key = dict_mark(node)
@@ -585,12 +588,40 @@ def expr_marks(node: ast.AST) -> Iterator[ast.AST]:
             yield node
             return
     if isinstance(node, ast.keyword) and node.arg in KEYS and not is_copy(node.value):
-        yield node
+        if not index_guarded(node.value, compared):
+            yield node
         return
     if isinstance(node, _SCOPES):
         return
     for child in ast.iter_child_nodes(node):
-        yield from expr_marks(child)
+        yield from expr_marks(child, compared)
+
+
+def _is_index_test(node: ast.expr, compared: Collection[str]) -> bool:
+    """``i == len(parts) - 1``, or a name bound to a comparison (``is_last``)."""
+    return isinstance(node, ast.Compare) or (isinstance(node, ast.Name) and node.id in compared)
+
+
+def index_guarded(value: ast.expr, compared: Collection[str]) -> bool:
+    """True when a breakpoint value is given only under an index test, so a loop marks one
+    element: ``{...} if is_last else None``, or a helper called with ``flag and is_last`` (or
+    with ``is_last``) that gives a breakpoint only when its flag is true (issue shape 3)."""
+    if isinstance(value, ast.IfExp):
+        none_branch = any(
+            isinstance(b, ast.Constant) and b.value is None for b in (value.body, value.orelse)
+        )
+        return none_branch and _is_index_test(value.test, compared)
+    if isinstance(value, ast.Call):
+        for arg in [*value.args, *(kw.value for kw in value.keywords)]:
+            if _is_index_test(arg, compared):
+                return True
+            if (
+                isinstance(arg, ast.BoolOp)
+                and isinstance(arg.op, ast.And)
+                and any(_is_index_test(v, compared) for v in arg.values)
+            ):
+                return True
+    return False
 
 
 def marks_in(
@@ -673,7 +704,7 @@ def _stmt_marks(
                 isinstance(stmt, ast.Expr) and stmt.value is node
             ):
                 yield node, f"{name}() returns a marked block"  # that is stored
-    yield from ((n, "set here") for n in expr_marks(stmt))
+    yield from ((n, "set here") for n in expr_marks(stmt, module.compared))
 
 
 def value_marks(
