@@ -360,6 +360,27 @@ def writer_fleet(url: str, writers: int, rate: float, seconds: float) -> dict[st
     }
 
 
+def slowest_queries(url: str, since: float, until: float, n: int) -> list[tuple[float, str]]:
+    """The ``n`` slowest statements of one ``build_report`` on ``url`` (seconds, SQL start)."""
+    from promptcache.proxy.store_postgres import PgConnection
+
+    timed: list[tuple[float, str]] = []
+    execute = PgConnection.execute
+
+    def timing(self: PgConnection, sql: str, params: object = None) -> object:
+        t0 = time.perf_counter()
+        result = execute(self, sql, params)  # type: ignore[arg-type]
+        timed.append((time.perf_counter() - t0, " ".join(sql.split())[:90]))
+        return result
+
+    PgConnection.execute = timing  # type: ignore[assignment,method-assign]
+    try:
+        build_report(url, since=since, until=until)
+    finally:
+        PgConnection.execute = execute  # type: ignore[method-assign]
+    return sorted(timed, reverse=True)[:n]
+
+
 def postgres_main(args: argparse.Namespace) -> None:
     """``--postgres URL``: the same report timings on a Postgres log, then the writer fleet."""
     url = args.postgres
@@ -385,6 +406,9 @@ def postgres_main(args: argparse.Namespace) -> None:
         print(f"{name:<36} {seconds:>9.3f} {seconds / base:>11.2f}x")
     print(f"requests {report.total.requests:,}, token hit rate "
           f"{report.total.token_hit_rate:.1%}, breaks {report.total.breaks:,}")  # fmt: skip
+    if args.queries:
+        for seconds, sql in slowest_queries(url, since, until, args.queries):
+            print(f"query {seconds:8.3f} s  {sql}")
     if args.fleet_seconds > 0:
         fleet = writer_fleet(url, 4, args.fleet_rate / 4, args.fleet_seconds)
         print(
@@ -424,6 +448,9 @@ def main() -> None:
     )
     parser.add_argument("--fleet-rate", type=float, default=2000, help="rows/s, all 4 writers")
     parser.add_argument("--fleet-seconds", type=float, default=30, help="0: no writer fleet")
+    parser.add_argument(
+        "--queries", type=int, default=0, help="--postgres: list the N slowest report queries"
+    )
     args = parser.parse_args()
     if args.postgres:
         postgres_main(args)
