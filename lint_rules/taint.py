@@ -81,6 +81,31 @@ _PER_REQUEST_WORDS = frozenset(
     }
 )
 
+#: last words of a name that count something of what the words before it name (``turn_count``,
+#: ``message_index``): per-turn state when those words are
+_COUNTER_WORDS = frozenset({"count", "index", "idx", "number", "num", "len", "length", "size"})
+
+
+def names_per_request_state(name: str) -> bool:
+    """True when an identifier names per-turn state: its last word (the head of an English
+    compound: ``user_question`` is a question, ``response_type`` a type) is one of
+    ``_PER_REQUEST_WORDS``, or a counter of one (``turn_count``). A setting named after the
+    request (``response_type``, ``response_schema``, ``message_format``) is fixed per call
+    site, not per turn.
+
+    >>> [names_per_request_state(n) for n in ("question", "num_turns", "turn_count")]
+    [True, True, True]
+    >>> [names_per_request_state(n) for n in ("response_type", "response_schema", "tools")]
+    [False, False, False]
+    """
+    words = [w for w in name.lower().split("_") if w]
+    if not words:
+        return False
+    if words[-1] in _PER_REQUEST_WORDS:
+        return True
+    return words[-1] in _COUNTER_WORDS and any(w in _PER_REQUEST_WORDS for w in words[:-1])
+
+
 _ANNOTATION_SHAPES = {
     "str": Shape.STR,
     "int": Shape.NUM,
@@ -439,7 +464,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 name = node.id
             elif isinstance(node, ast.Attribute):
                 name = node.attr
-            if name is not None and _PER_REQUEST_WORDS & set(name.lower().split("_")):
+            if name is not None and names_per_request_state(name):
                 return True
         return any(f.volatile for f in value.facts)
 

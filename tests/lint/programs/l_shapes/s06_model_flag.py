@@ -44,3 +44,34 @@ class Chat:
             tools=tools if tools and self.supports_tools else [],
             tool_choice={"type": "auto"} if tools and self.supports_tools else {"type": "none"},
         )
+
+
+def ask_structured(history: list, tools=None, response_type: str = "text", response_schema=None):
+    # a call's settings named after the response (its type, its schema) are fixed per call
+    # site, not per turn: each caller asks for text, JSON or tool use the same way every time
+    settings: dict = {}
+    if tools:
+        settings["tools"] = tools
+    elif response_type == "json_object":
+        settings["output_format"] = "json"
+        if response_schema:
+            settings["schema"] = response_schema
+    return _send(history, settings)
+
+
+def _send(history: list, settings: dict):
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=256,
+        messages=history,
+        tools=settings.get("tools") or [],
+        output_config={"format": settings.get("output_format", "text")},
+    )
+
+
+def ask_per_turn(history: list, turn_count: int):
+    # a count of the turns so far changes every request
+    tools = TOOLS if turn_count > 2 else []
+    return client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=256, messages=history, tools=tools  # PC006: 75
+    )
