@@ -124,14 +124,13 @@ class SpeculativeConfig:
                 "speculative_config needs num_speculative_tokens (the most draft tokens "
                 "verified per step, e.g. 4)"
             )
-        lookup_max = value.get("prompt_lookup_max")
-        lookup_min = value.get("prompt_lookup_min")
-        if lookup_max is None and lookup_min is None:
-            lookup_max = lookup_min = DEFAULT_PROMPT_LOOKUP
-        elif lookup_min is None:
-            lookup_min = lookup_max
-        elif lookup_max is None:
-            lookup_max = lookup_min
+        given_max = value.get("prompt_lookup_max")
+        given_min = value.get("prompt_lookup_min")
+        lookup_max: Any = DEFAULT_PROMPT_LOOKUP
+        lookup_min: Any = DEFAULT_PROMPT_LOOKUP
+        if given_max is not None or given_min is not None:
+            lookup_max = given_max if given_max is not None else given_min
+            lookup_min = given_min if given_min is not None else given_max
         return cls(
             method=value["method"],
             num_speculative_tokens=value["num_speculative_tokens"],

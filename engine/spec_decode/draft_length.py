@@ -5,8 +5,9 @@ decode the weights are read once either way, but the pass switches from the one-
 the multi-row one, and the LM head's cost grows with its rows, so a pass costs about
 ``1 + COST_FIXED + COST_PER_TOKEN * k`` plain decode steps (SmolLM2 int4 through the fused CPU
 kernel, one thread, shared 2-core VM, 2026-12-03: a step of one row 31 ms, of two 43 ms; the
-int8 LM head alone 10.5 ms for one row, 14 for three, 23 for four, 36 for six). It yields ``1 + a + a^2 + ... + a^k`` tokens on
-average when each next draft is right with probability ``a`` (given the ones before it were).
+int8 LM head alone 10.5 ms for one row, 14 for three, 23 for four, 36 for six). It yields
+``1 + a + a^2 + ... + a^k`` tokens on average when each next draft is right with probability
+``a`` (given the ones before it were).
 
 Each sequence keeps ``a`` as an exponentially weighted count of its verified draft positions
 (every position up to and including the first rejection is one trial), starting from

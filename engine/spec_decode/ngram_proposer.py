@@ -59,9 +59,9 @@ class NgramIndex:
         if k <= 0:
             return []
         for n in range(min(self._n_max, length - 1), n_min - 1, -1):
-            end = self._tables[n - n_min].get(tuple(token_ids[length - n :]))
-            if end is not None:
-                return list(token_ids[end : min(end + k, length)])
+            found = self._tables[n - n_min].get(tuple(token_ids[length - n :]))
+            if found is not None:
+                return list(token_ids[found : min(found + k, length)])
         return []
 
 

@@ -443,8 +443,10 @@ def serve(
         tiers = engine.kv_tiers
         if tiers is not None:
             click.echo(f"promptcache engine: {_tiers_text(tiers)}", err=True)
+        from promptcache.engine.spec_decode import SpeculativeConfig
+
         spec = engine.config.speculative_config
-        if spec is not None:
+        if isinstance(spec, SpeculativeConfig):  # validate() turned every form into one
             lookup = plural(spec.prompt_lookup_max, "token")
             if spec.prompt_lookup_min != spec.prompt_lookup_max:
                 lookup = f"{spec.prompt_lookup_min} to {spec.prompt_lookup_max} tokens"
