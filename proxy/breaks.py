@@ -110,7 +110,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from promptcache.errors import PromptCacheError
+from promptcache.errors import PromptCacheError, StoreError
 from promptcache.fingerprint import (
     Breakpoint,
     RequestFingerprint,
@@ -122,6 +122,7 @@ from promptcache.lookback import check_lookback, lookback_applies, single_block_
 from promptcache.minimums import ModelMinimums, default_model_minimums
 from promptcache.ttl import LIFETIME_S
 
+from .dialect import is_postgres_url
 from .redact import redact_text
 
 if TYPE_CHECKING:
@@ -788,11 +789,15 @@ class BreakExplainer:
         Segment texts and ``prompt_cache_key`` come from the stored body when there is one
         (``--store-bodies``) and its hashes match; otherwise the snapshot has hashes only and no
         routing key (the first request of such a session after a restart is a ``new_prefix``).
+        ``db_path`` is a SQLite file or a ``postgresql://`` URL (every proxy's rows, on a log
+        several proxies share).
+
+        Raises:
+            StoreError: the log cannot be read (:func:`read_log`).
         """
-        conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = conn.execute(
-                """
+        rows = read_log(
+            db_path,
+            """
                 SELECT id, started_at, COALESCE(first_byte_at, ended_at, started_at), vendor, api,
                        model, key_fingerprint, segment_hashes, breakpoints, approx_prefix_tokens,
                        request_body, total_input_tokens, cache_read_tokens,
@@ -807,10 +812,8 @@ class BreakExplainer:
                         AND status >= 200 AND status < 300 AND segment_hashes IS NOT NULL)
                 WHERE rn <= ? ORDER BY started_at DESC LIMIT ?
                 """,
-                (since, SNAPSHOTS_PER_FAMILY, self.max_families * SNAPSHOTS_PER_FAMILY),
-            ).fetchall()
-        finally:
-            conn.close()
+            (since, SNAPSHOTS_PER_FAMILY, self.max_families * SNAPSHOTS_PER_FAMILY),
+        )
         for row in reversed(rows):
             snap = _snapshot_from_row(row)
             if snap is not None:
@@ -878,6 +881,37 @@ def _breakpoint(data: dict[str, Any], paths: list[str]) -> Breakpoint:
     return Breakpoint(path, data.get("ttl"), index)
 
 
+def log_exists(location: str | Path | None) -> bool:
+    """Whether ``location`` (``app.state.store.path``) names a log to read back: a
+    ``postgresql://`` URL, or a SQLite file that exists."""
+    if location is None:
+        return False
+    return is_postgres_url(str(location)) or Path(location).is_file()
+
+
+def read_log(location: str | Path, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The rows of one SQLite-dialect query with ``?`` parameters over the request log, read
+    only: a SQLite file (``mode=ro``) or a ``postgresql://`` URL (a read-only transaction, the
+    SQL translated by :func:`.dialect.to_postgres`).
+
+    Raises:
+        StoreError: the log cannot be opened or the query fails (one line, password masked).
+    """
+    if is_postgres_url(str(location)):
+        from .store_postgres import PgConnection
+
+        with PgConnection(str(location), read_only=True) as conn:
+            return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+    try:
+        conn_lite = sqlite3.connect(f"{Path(location).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return conn_lite.execute(sql, params).fetchall()
+        finally:
+            conn_lite.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the request log {location}: {exc}") from exc
+
+
 #: How far back :func:`install` rebuilds state from the log (longest TTL we know, plus margin).
 REBUILD_WINDOW_S: Final = 2 * 3600.0
 
@@ -885,15 +919,20 @@ REBUILD_WINDOW_S: Final = 2 * 3600.0
 def install(app: Starlette, *, clock: Callable[[], float] | None = None) -> BreakExplainer:
     """Run a :class:`BreakExplainer` first among ``app.state.record_hooks`` (before metrics).
 
-    Rebuilds its state from ``app.state.store.path`` when the app has a store with a log file.
+    Rebuilds its state from ``app.state.store.path`` when the app has a log (a SQLite file, or a
+    ``postgresql://`` URL: then from the whole fleet's rows of the last
+    :data:`REBUILD_WINDOW_S`); a log that cannot be read is logged and the state starts empty.
     Keeps the instance on ``app.state.breaks``.
     """
     explainer = BreakExplainer()
     store = getattr(app.state, "store", None)
     path = getattr(store, "path", None)
-    if path is not None and Path(path).is_file():
+    if log_exists(path):
         now = (clock or time.time)()
-        explainer.load(path, since=now - REBUILD_WINDOW_S)
+        try:
+            explainer.load(path, since=now - REBUILD_WINDOW_S)
+        except StoreError as exc:
+            logger.warning("break explainer: starting with no history: %s", exc)
     hooks = getattr(app.state, "record_hooks", None)
     if hooks is None:
         hooks = []

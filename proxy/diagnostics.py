@@ -55,13 +55,16 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from promptcache.errors import StoreError
+
+from .breaks import log_exists, read_log
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -291,20 +294,19 @@ class VendorDiagnostics:
     def load(self, db_path: str | Path, *, since: float) -> int:
         """Remember the response ids of the log's successful Anthropic requests started at or
         after ``since`` (unix s), the newest ``max_ids``; returns how many are remembered.
-        A log that cannot be read is logged and skipped (the ids then come from new traffic)."""
+        ``db_path`` is a SQLite file or a ``postgresql://`` URL (every proxy's rows, on a log
+        several proxies share). A log that cannot be read is logged and skipped (the ids then
+        come from new traffic)."""
         try:
-            conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                rows = conn.execute(
-                    "SELECT id, response_id FROM requests WHERE started_at >= ?"
-                    " AND api = 'anthropic' AND status = 200 AND response_id IS NOT NULL"
-                    " ORDER BY started_at DESC LIMIT ?",
-                    (since, self.max_ids),
-                ).fetchall()
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            logger.warning("vendor diagnostics: cannot read response ids from %s: %s", db_path, exc)
+            rows = read_log(
+                db_path,
+                "SELECT id, response_id FROM requests WHERE started_at >= ?"
+                " AND api = 'anthropic' AND status = 200 AND response_id IS NOT NULL"
+                " ORDER BY started_at DESC LIMIT ?",
+                (since, self.max_ids),
+            )
+        except StoreError as exc:
+            logger.warning("vendor diagnostics: cannot read response ids: %s", exc)
             return len(self._ids)
         for request_id, message_id in reversed(rows):
             self._remember(request_id, message_id)
@@ -322,13 +324,14 @@ def install(
     """Turn on ``--vendor-diagnostics`` for ``app`` (built by ``app.build_app``).
 
     Reads the response ids of the last :data:`REBUILD_WINDOW_S` from the app's log (when it
-    has one), appends the instance to ``app.state.record_hooks``, and hands it to the
-    endpoints (``app.state.proxy.vendor_diagnostics``). Returns it.
+    has one: a SQLite file or a ``postgresql://`` URL), appends the instance to
+    ``app.state.record_hooks``, and hands it to the endpoints
+    (``app.state.proxy.vendor_diagnostics``). Returns it.
     """
     diagnostics = VendorDiagnostics(explainer)
     store = getattr(app.state, "store", None)
     path = getattr(store, "path", None)
-    if path is not None and Path(path).is_file():
+    if log_exists(path):
         diagnostics.load(path, since=(clock or time.time)() - REBUILD_WINDOW_S)
     app.state.record_hooks.append(diagnostics)
     app.state.proxy.vendor_diagnostics = diagnostics
