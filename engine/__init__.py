@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .outputs import EngineStats, RequestOutput
     from .sampler import TokenLogprobs
     from .sampling_params import SamplingParams
+    from .spec_decode import SpeculativeConfig
     from .tokenizer import Tokenizer
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "ModelConfig",
     "RequestOutput",
     "SamplingParams",
+    "SpeculativeConfig",
     "TokenLogprobs",
     "Tokenizer",
 ]
@@ -49,6 +51,7 @@ _WHERE = {
     "ModelConfig": ".model_config",
     "RequestOutput": ".outputs",
     "SamplingParams": ".sampling_params",
+    "SpeculativeConfig": ".spec_decode",
     "TokenLogprobs": ".sampler",
     "Tokenizer": ".tokenizer",
 }
