@@ -14,6 +14,8 @@ written unpermuted (llama.cpp runs them with NeoX RoPE).
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,3 +173,30 @@ def iter_gguf_tensors(
                 if f".{proj}." in name:
                     data = unpermute_qk(data, num_heads)
         yield name, dequantize_tensor(data, tensor.tensor_type.name, tensor.name, dtype)
+        release_file_pages(tensor.data)
+
+
+_MADV_DONTNEED = 4  # <sys/mman.h> on Linux
+
+
+def release_file_pages(array: np.ndarray) -> None:
+    """Drop this process's mapping of the memory-mapped file pages wholly inside ``array``.
+
+    A page of the GGUF file that has been read stays in the process's RSS (as ``RssFile``) while
+    the file is mapped; the loader has copied each tensor out by the time it is released, so
+    ``madvise(MADV_DONTNEED)`` unmaps its pages (they stay in the kernel's page cache; a later
+    read maps them again from there) and SmolLM2's 94 MB file no longer adds to the peak RSS
+    of the load. Pages shared with a neighbouring tensor or the metadata are left alone.
+    Nothing happens where libc or ``madvise`` is missing (not Linux).
+    """
+    page = mmap.PAGESIZE
+    start = array.ctypes.data
+    first = -(-start // page) * page
+    last = (start + array.nbytes) // page * page
+    if last <= first:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_DONTNEED)
+    except (OSError, AttributeError):
+        pass

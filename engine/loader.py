@@ -12,6 +12,7 @@ its metadata, weights dequantised to the dtype asked for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -27,7 +28,12 @@ from .attention.base import AttentionBackend
 from .gguf_file import is_gguf, release
 from .model_config import ModelConfig
 from .models.llama import LlamaForCausalLM
-from .models.quant_linear import check_quantizable, quantize_decoder_layer, quantize_linears
+from .models.quant_linear import (
+    check_quantizable,
+    quantize_decoder_layer,
+    quantize_linears,
+    quantize_vocabulary,
+)
 
 __all__ = ["iter_safetensors", "load_model", "resolve_model_path", "torch_dtype"]
 
@@ -161,6 +167,29 @@ class _SkipInit(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _vocabulary_quantized_once_loaded(
+    weights: Iterator[tuple[str, torch.Tensor]], model: LlamaForCausalLM
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Pass ``weights`` through; once the token embedding (and an untied LM head) has been
+    copied into the model, quantise them (``quantize_vocabulary``), so their float copies (113
+    MB for SmolLM2's tied 49,152 x 576 matrix in fp32) are freed before the decoder layers load.
+
+    For GGUF files only: their names are unique (``token_embd``, and ``output`` only when
+    untied), and llama.cpp writes ``token_embd`` first. A safetensors checkpoint of a tied
+    model may store both names, so it is quantised at the end of the load.
+    """
+    waiting = {"model.embed_tokens.weight"}
+    if not model.config.tie_word_embeddings:
+        waiting.add("lm_head.weight")
+    for name, tensor in weights:
+        yield name, tensor
+        # load_weights asks for the next tensor only after copying this one in
+        if waiting:
+            waiting.discard(name)
+            if not waiting:
+                quantize_vocabulary(model)
+
+
 def load_model(
     model_dir: str | Path,
     backend: AttentionBackend,
@@ -168,6 +197,7 @@ def load_model(
     max_positions: int | None = None,
     device: str | torch.device = "cpu",
     weight_dtype: str = "auto",
+    pack_for_cpu_kernel: bool = False,
 ) -> tuple[LlamaForCausalLM, ModelConfig]:
     """Build the model for ``model_dir`` and fill it with the checkpoint's weights.
 
@@ -180,6 +210,11 @@ def load_model(
         device: where the weights live.
         weight_dtype: "auto" (linear weights in ``dtype``) or "int8" / "int4" (weight-only
             quantised layer by layer while loading, see ``models/quant_linear.py``; CPU only).
+        pack_for_cpu_kernel: with ``weight_dtype="int4"`` and float32 weights on the CPU, pack
+            each decoder layer for the fused CPU kernel as soon as it is quantised and free its
+            dense copy (``cpu_decode.pack_layer_weights``), so the dense copies of the whole
+            model never exist at once; nothing happens where the kernel's library cannot be
+            built. ``FusedDecode.build`` then reuses the packed weights.
 
     Returns:
         ``(model in eval mode, its ModelConfig)``.
@@ -216,15 +251,28 @@ def load_model(
     model.to(target)
     model.tie_weights()
 
+    from .cpu_decode import CpuDecodeUnavailable, load_library, pack_layer_weights
+
+    kernel_library = None
+    if pack_for_cpu_kernel and weight_dtype == "int4" and target == torch.float32:
+        # where the library cannot be built, the runner says why when it builds the kernel
+        with contextlib.suppress(CpuDecodeUnavailable):
+            kernel_library = load_library()
+
     def quantize_layer(index: int) -> None:
         quantize_decoder_layer(model.layers[index], weight_dtype)
+        if kernel_library is not None:
+            pack_layer_weights(model.layers[index], kernel_library)
 
     on_layer_loaded = quantize_layer if quantize else None
     with torch.no_grad():
         if gguf:
             from .gguf_weights import iter_gguf_tensors
 
-            model.load_weights(iter_gguf_tensors(model_dir, config, target), on_layer_loaded)
+            tensors = iter_gguf_tensors(model_dir, config, target)
+            if quantize:
+                tensors = _vocabulary_quantized_once_loaded(tensors, model)
+            model.load_weights(tensors, on_layer_loaded)
             release(model_dir)  # the parsed metadata is no longer needed
         else:
             model.load_weights(iter_safetensors(model_dir), on_layer_loaded)

@@ -35,7 +35,7 @@ from promptcache.errors import ConfigError
 from .attention import get_backend
 from .attention.base import AttnMetadata, KVCacheLayer
 from .config import EngineConfig
-from .cpu_decode import CpuDecodeUnavailable, FusedDecode
+from .cpu_decode import CpuDecodeUnavailable, FusedDecode, restore_dense_copies
 from .kv_pages import zeroed_pool
 from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
 from .loader import load_model
@@ -93,6 +93,7 @@ class ModelRunner:
             max_positions=config.max_model_len,
             device=self.device,
             weight_dtype=config.weight_dtype,
+            pack_for_cpu_kernel=config.fused_cpu_decode is not False,
         )
         self.dtype = self.model.norm.weight.dtype  # (an int8 embedding has no float weight)
         self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
@@ -134,6 +135,7 @@ class ModelRunner:
             try:
                 self.fused_decode = FusedDecode.build(self.model, self.kv_caches, self.device)
             except CpuDecodeUnavailable as exc:
+                restore_dense_copies(self.model)  # packed while loading, for the torch path
                 if config.fused_cpu_decode:
                     raise ConfigError(
                         f"fused_cpu_decode=True (--fused-cpu-decode) cannot run: {exc}; leave "

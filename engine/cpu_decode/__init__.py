@@ -43,7 +43,14 @@ for torch's kernel.
 
 from __future__ import annotations
 
-from .fused import FusedDecode, kernel_weights, pack_int4, pack_panels
+from .fused import (
+    FusedDecode,
+    kernel_weights,
+    pack_int4,
+    pack_layer_weights,
+    pack_panels,
+    restore_dense_copies,
+)
 from .library import CpuDecodeUnavailable, load_library
 
 __all__ = [
@@ -52,5 +59,7 @@ __all__ = [
     "kernel_weights",
     "load_library",
     "pack_int4",
+    "pack_layer_weights",
     "pack_panels",
+    "restore_dense_copies",
 ]

@@ -22,7 +22,14 @@ from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear
 from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
 from .plan import attention_plan
 
-__all__ = ["FusedDecode", "kernel_weights", "pack_int4", "pack_panels"]
+__all__ = [
+    "FusedDecode",
+    "kernel_weights",
+    "pack_int4",
+    "pack_layer_weights",
+    "pack_panels",
+    "restore_dense_copies",
+]
 
 
 def _dense_values(layer: Int4Linear) -> torch.Tensor:
@@ -121,6 +128,59 @@ def kernel_weights(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, .
         cached = (qs, dm, *pack_panels(qs, dm, lib))
         layer._cpu_decode_weights = cached  # type: ignore[assignment]
     return cached
+
+
+def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
+    """Pack every ``Int4Linear`` under ``module`` for the kernel (``kernel_weights``) and free
+    its dense copy at once.
+
+    The loader calls this on each decoder layer as soon as the layer is quantised
+    (``load_model(..., pack_for_cpu_kernel=True)``), so one layer's dense copy exists at a time
+    instead of the whole model's: SmolLM2's fp32 copies are 404 MiB, all of them resident
+    until ``FusedDecode.build`` freed them, which set the process's peak RSS. If the kernel
+    then cannot run, ``restore_dense_copies`` gives the layers their dense copies back.
+
+    Returns:
+        The number of layers packed.
+    """
+    count = 0
+    for linear in module.modules():
+        if isinstance(linear, Int4Linear) and linear.dense is not None:
+            kernel_weights(linear, lib)
+            linear.drop_dense()
+            count += 1
+    _release_freed_memory()
+    return count
+
+
+def restore_dense_copies(model: torch.nn.Module) -> int:
+    """Give back the dense copy of each ``Int4Linear`` that ``pack_layer_weights`` packed, and
+    drop its kernel copies: the model as ``quantize_linears`` made it, for the torch path when
+    the fused kernel cannot run.
+
+    The values come from the kernel's codes ``q`` and the layer's own bf16 ``scales_and_zeros``
+    by the operations ``quantize_int4_groups`` made them with, ``(q - 8) * scale + zero`` in
+    fp32, so they are the same bits.
+
+    Returns:
+        The number of layers restored.
+    """
+    count = 0
+    for linear in model.modules():
+        cached = getattr(linear, "_cpu_decode_weights", None)
+        if not isinstance(linear, Int4Linear) or cached is None or linear.dense is not None:
+            continue
+        qs = cached[0]  # [out, in / 2]: the low nibbles are inputs 32 g + j, the high 32 g + 16 + j
+        out_f, in_f = linear.out_features, linear.in_features
+        groups = qs.view(out_f, in_f // 32, 16)
+        q = torch.cat((groups & 15, groups >> 4), dim=-1).float()  # [out, in / 32, 32]
+        sz = linear.scales_and_zeros.float()  # [in / 32, out, 2]
+        scale = sz[..., 0].t()[..., None]
+        zero = sz[..., 1].t()[..., None]
+        linear.restore_dense(((q - 8) * scale + zero).reshape(out_f, in_f))
+        del linear._cpu_decode_weights
+        count += 1
+    return count
 
 
 def _release_freed_memory() -> None:

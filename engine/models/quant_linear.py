@@ -144,22 +144,21 @@ def quantize_int4_groups(
         None.
     """
     out_f, in_f = weight.shape
-    packed_parts: list[torch.Tensor] = []
+    # The packing is row by row (each chunk's rows pack alone to the same bytes), so chunks are
+    # written into one output instead of concatenated (no second copy at the end).
+    packed = torch.empty(out_f, in_f // 2, dtype=torch.uint8)
     sz = torch.empty(in_f // INT4_GROUP_SIZE, out_f, 2, dtype=torch.bfloat16)
     values = torch.empty(out_f, in_f) if with_values else None
     for start in range(0, out_f, _CHUNK_ROWS):
         end = min(start + _CHUNK_ROWS, out_f)
         q, scale, zero = _int4_grid(weight[start:end])
-        packed_parts.append(
-            torch._convert_weight_to_int4pack_for_cpu(
-                q.to(torch.int32).reshape(end - start, in_f), 1
-            )
+        packed[start:end] = torch._convert_weight_to_int4pack_for_cpu(
+            q.to(torch.int32).reshape(end - start, in_f), 1
         )
         sz[:, start:end] = torch.stack([scale, zero], dim=-1).transpose(0, 1)
         if values is not None:
             scale16, zero16 = (t.to(torch.bfloat16).float()[..., None] for t in (scale, zero))
             values[start:end] = ((q - 8) * scale16 + zero16).reshape(end - start, in_f)
-    packed = packed_parts[0] if len(packed_parts) == 1 else torch.cat(packed_parts)
     return packed, sz, values
 
 
@@ -275,6 +274,11 @@ class WeightOnlyLinear(nn.Module):
         if dense is not None and PREPACK_DENSE:
             dense = torch.ops.mkldnn._reorder_linear_weight(dense, None)
         self.register_buffer("dense", dense)
+
+    def restore_dense(self, weight: torch.Tensor) -> None:
+        """Keep ``weight`` (fp32 ``[out, in]``, the dequantised values) as the dense copy again,
+        used from ``DENSE_MIN_ROWS`` rows, after ``drop_dense``."""
+        self._keep_dense(DENSE_MIN_ROWS, weight)
 
     def drop_dense(self) -> None:
         """Free the dense copy: every batch then takes the kernel (the fused CPU decode does
@@ -504,6 +508,21 @@ def quantize_linears(
             whose input size is not a multiple of ``INT4_GROUP_SIZE``.
     """
     check_quantizable(weight_dtype, next(model.parameters()).device)
+    count = quantize_vocabulary(model)
+    return count + quantize_decoder_layer(model, weight_dtype, dense_min_rows)
+
+
+def quantize_vocabulary(model: nn.Module) -> int:
+    """The LM head and token embedding part of ``quantize_linears``, in place: an ``nn.Linear``
+    child ``lm_head`` becomes the int8 head, an ``nn.Embedding`` child ``embed_tokens`` an
+    ``Int8Embedding`` (reading the head's rows when the two are tied). Children already
+    quantised are left as they are, so the loader can call this as soon as the vocabulary
+    matrices are loaded (their float copies are then freed before the decoder layers load) and
+    ``quantize_linears`` again at the end.
+
+    Returns:
+        The number of linear layers replaced (1 for a float head, else 0).
+    """
     head = getattr(model, "lm_head", None)
     embedding = getattr(model, "embed_tokens", None)
     tied = isinstance(head, nn.Linear) and head.weight is getattr(embedding, "weight", None)
@@ -515,7 +534,6 @@ def quantize_linears(
         )
         model.lm_head = int8_head
         count += 1
-    count += quantize_decoder_layer(model, weight_dtype, dense_min_rows)
     if isinstance(embedding, nn.Embedding):
         dtype = embedding.weight.dtype
         if tied and int8_head is not None:
