@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from promptcache.errors import ConfigError, StoreError
+from promptcache.formatting import plural
 
 from .dialect import is_postgres_url
 from .store import open_log
@@ -133,7 +134,8 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
         if done is not None:
             raise ConfigError(
                 f"{_shown(dst)} already holds a copy of {_shown(src)} (log {identity[:8]}): "
-                f"{done.get('rows')} rows copied at {done.get('copied_at_utc')}; "
+                f"{plural(int(done.get('rows') or 0), 'row')} copied at "
+                f"{done.get('copied_at_utc')}; "
                 "a log is copied once"
             )
         have = set(_columns(dst_db))

@@ -28,12 +28,13 @@ def copy_command(src: Path | str, dst: Path | str) -> None:
     Example:
         promptcache log copy promptcache.db postgresql://proxy@db.internal/promptcache
     """
+    from promptcache.formatting import plural
     from promptcache.proxy.log_copy import copy_log
     from promptcache.proxy.redact import redact_url
 
     result = copy_log(src, dst)
     click.echo(
-        f"copied {result.rows:,} requests from {redact_url(str(src))} to "
+        f"copied {plural(result.rows, 'request', grouped=True)} from {redact_url(str(src))} to "
         f"{redact_url(str(dst))} (recorded there as copied_from:{result.identity[:8]}...; "
         "a second copy of this log is refused)"
     )

@@ -107,3 +107,17 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a promptcache log"):
         copy_log(junk, tmp_path / "dst.db")
     assert not (tmp_path / "dst.db").exists()
+
+
+def test_one_request_is_counted_in_the_singular(tmp_path: Path) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:1])
+    dst = tmp_path / "dst.db"
+    done = cli("log", "copy", str(src), str(dst))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"copied 1 request from {src} to {dst} ("), done.stdout
+    assert count(dst) == 1
+    again = cli("log", "copy", str(src), str(dst))
+    assert again.returncode == 2
+    assert f"(log {log_identity(open_log(src))[:8]}): 1 row copied at " in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert count(dst) == 1
