@@ -697,9 +697,12 @@ class CallsMixin(EngineState):
             if unordered is not None:
                 facts = facts | {unordered}
         elif shape is Shape.DICT and value.ref != "literal":
-            facts = facts | {
-                self.fact(Kind.REPR, node, "the repr of a dict", granularity="warning")
-            }
+            # as PC003: a dict keeps its insertion order, so only a key order shown to vary
+            # between requests (``varying_key_order``) makes its repr change
+            if self.varying_key_order(node, value) is not None:
+                fact = self.fact(Kind.REPR, node, "the repr of a dict", granularity="warning")
+                # the dict's order is the one problem: one finding, PC015
+                facts = value.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts | {fact}
         elif shape is Shape.OBJECT and value.ref is not None:
             cls = getattr(value.ref, "node", None)
             name = cls.name if isinstance(cls, ast.ClassDef) else "an object"

@@ -263,7 +263,7 @@ class LibraryMixin(EngineState):
         return Value(first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts | {fact}, Shape.STR)
 
     def varying_key_order(
-        self, node: ast.Call, dumped: Value
+        self, node: ast.AST, dumped: Value
     ) -> tuple[str, tuple[int, int]] | None:
         """Why the keys of the value that ``node`` serialises can come in another order on the
         next request, or None when nothing shows it: ("unordered", where the unstable order
