@@ -34,8 +34,11 @@ def main() -> None:
         "verbose": False,
     }
     plain = Llama(**common)
+    # logits_all=True as well: llama-cpp-python 0.3.36 turns it on for a draft model but sizes
+    # its scores array from the argument (n_batch rows), which breaks past 512 tokens.
     lookup = Llama(
         **common,
+        logits_all=True,
         draft_model=LlamaPromptLookupDecoding(
             num_pred_tokens=num_pred_tokens, max_ngram_size=max_ngram_size
         ),
