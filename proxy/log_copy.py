@@ -3,7 +3,9 @@ Postgres log a fleet shares, or any backend into any), once.
 
 Every ``requests`` row of SRC goes into DST in one transaction, oldest first (a request's
 predecessor before it, so DST's rollup triggers credit read-backs as they did in SRC); DST's
-rollups are kept by its own triggers, so its report over the copied rows equals SRC's.
+rollups are kept by its own triggers, so its report over the copied rows equals SRC's. The
+request bodies kept by ``--store-prefixes`` (``prefix_bodies``, one per prefix family) follow
+in the same transaction, the latest body of a family winning as when a proxy writes them.
 
 A log's identity is its random ``key_salt`` (``proxy_settings``, made when the log is created).
 The copy records ``copied_from:<SRC's salt>`` in DST's ``proxy_settings`` in the same
@@ -27,6 +29,7 @@ from promptcache.errors import ConfigError, StoreError
 from promptcache.formatting import plural
 
 from .dialect import is_postgres_url
+from .prefix_store import PREFIX_COLUMNS, PREFIX_TABLE, PREFIX_UPSERT
 from .store import open_log
 
 __all__ = ["COPY_MARKER", "CopyResult", "copy_log", "log_identity"]
@@ -48,6 +51,9 @@ class CopyResult:
     identity: str
     #: DST took SRC's key salt (it had no requests)
     adopted_salt: bool
+    #: stored prefix bodies (``prefix_bodies``) written into DST: SRC's, less those of a
+    #: family whose body in DST is more recent
+    prefix_bodies: int = 0
 
 
 def _shown(location: str | Path) -> str:
@@ -64,17 +70,19 @@ def log_identity(db: Any) -> str:
     return str(row[0])
 
 
-def _source_rows(src: str | Path, columns: list[str]) -> Iterator[tuple[Any, ...]]:
-    """SRC's rows (``columns``, in that order) oldest first, streamed."""
+def _source_rows(
+    src: str | Path, columns: list[str], *, table: str = "requests", order: str = "started_at, id"
+) -> Iterator[tuple[Any, ...]]:
+    """SRC's rows of ``table`` (``columns``, in that order) sorted by ``order``, streamed."""
     names = ", ".join(columns)
-    order = "ORDER BY started_at, id"
+    order = f"ORDER BY {order}"
     if is_postgres_url(src):
         from .store_postgres import connect
 
         conn = connect(str(src))
         try:
             with conn.cursor(name="promptcache_log_copy") as cursor:
-                cursor.execute(f"SELECT {names} FROM requests {order}".encode())
+                cursor.execute(f"SELECT {names} FROM {table} {order}".encode())
                 while batch := cursor.fetchmany(CHUNK_ROWS):
                     yield from batch
         finally:
@@ -82,7 +90,7 @@ def _source_rows(src: str | Path, columns: list[str]) -> Iterator[tuple[Any, ...
         return
     conn_lite = sqlite3.connect(f"{Path(src).resolve().as_uri()}?mode=ro", uri=True)
     try:
-        cursor_lite = conn_lite.execute(f"SELECT {names} FROM requests {order}")
+        cursor_lite = conn_lite.execute(f"SELECT {names} FROM {table} {order}")
         while batch_lite := cursor_lite.fetchmany(CHUNK_ROWS):
             yield from batch_lite
     finally:
@@ -152,6 +160,7 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
             if is_postgres_url(dst)
             else _copy_sqlite(dst_db, columns, rows)
         )
+        bodies = _copy_prefix_bodies(dst_db, src)
         marker = {
             "source": _shown(src),
             "rows": count,
@@ -172,7 +181,18 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
         raise
     finally:
         dst_db.close()
-    return CopyResult(str(src), str(dst), count, identity, empty)
+    return CopyResult(str(src), str(dst), count, identity, empty, bodies)
+
+
+def _copy_prefix_bodies(db: Any, src: str | Path) -> int:
+    """Upsert SRC's ``prefix_bodies`` into DST's open transaction (a family's latest body
+    wins); returns the rows written."""
+    written = 0
+    for row in _source_rows(src, list(PREFIX_COLUMNS), table=PREFIX_TABLE, order="started_at"):
+        # Postgres text cannot hold NUL: stored as its JSON escape, as the requests' COPY does
+        values = [v.replace("\x00", "\\u0000") if isinstance(v, str) else v for v in row]
+        written += max(db.execute(PREFIX_UPSERT, values).rowcount, 0)
+    return written
 
 
 def _marker(db: Any, identity: str) -> dict[str, Any] | None:

@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from .record import RequestRecord
 
 __all__ = [
+    "PREFIX_COLUMNS",
     "PREFIX_TABLE",
+    "PREFIX_UPSERT",
     "PrefixStore",
     "StoredPrefix",
     "add_prefix_bodies",
@@ -74,9 +76,21 @@ CREATE TABLE IF NOT EXISTS {PREFIX_TABLE} (
 )
 """
 
-_UPSERT: Final = f"""
-INSERT INTO {PREFIX_TABLE}
-    (key_fingerprint, model, prefix_family, api, request_id, started_at, body)
+#: The columns of ``prefix_bodies``, in :data:`PREFIX_UPSERT`'s order.
+PREFIX_COLUMNS: Final = (
+    "key_fingerprint",
+    "model",
+    "prefix_family",
+    "api",
+    "request_id",
+    "started_at",
+    "body",
+)
+
+#: Insert one body, or replace the family's when it is at least as recent (``?`` parameters in
+#: :data:`PREFIX_COLUMNS` order; ``log copy`` writes a source log's bodies with it too).
+PREFIX_UPSERT: Final = f"""
+INSERT INTO {PREFIX_TABLE} ({", ".join(PREFIX_COLUMNS)})
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key_fingerprint, model, prefix_family) DO UPDATE SET
     api = excluded.api, request_id = excluded.request_id,
@@ -236,7 +250,7 @@ class PrefixStore:
             return False
         try:
             with conn:
-                conn.executemany(_UPSERT, rows)
+                conn.executemany(PREFIX_UPSERT, rows)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 self._requeue(batch)
@@ -270,7 +284,7 @@ class PrefixStore:
             return False
         try:
             for row in rows:
-                conn.execute(_UPSERT, row)
+                conn.execute(PREFIX_UPSERT, row)
             conn.commit()
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.OperationalError):

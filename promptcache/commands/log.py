@@ -38,6 +38,12 @@ def copy_command(src: Path | str, dst: Path | str) -> None:
         f"{redact_url(str(dst))} (recorded there as copied_from:{result.identity[:8]}...; "
         "a second copy of this log is refused)"
     )
+    if result.prefix_bodies:
+        bodies = result.prefix_bodies
+        click.echo(
+            f"and {bodies:,} stored prefix bod{'y' if bodies == 1 else 'ies'} (--store-prefixes), "
+            "for engine serve --warmup-from-log"
+        )
     if result.adopted_salt:
         click.echo(
             "the destination had no requests, so it now uses the source's key salt: key "

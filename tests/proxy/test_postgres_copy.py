@@ -121,3 +121,38 @@ def test_one_request_is_counted_in_the_singular(tmp_path: Path) -> None:
     assert f"(log {log_identity(open_log(src))[:8]}): 1 row copied at " in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
     assert count(dst) == 1
+
+
+def bodies(location: str | Path) -> list[tuple[object, ...]]:
+    db = open_log(location)
+    try:
+        return [tuple(r) for r in db.execute("SELECT * FROM prefix_bodies ORDER BY 1, 2, 3")]
+    finally:
+        db.close()
+
+
+def test_stored_prefix_bodies_follow_the_requests(tmp_path: Path, pg_url: str) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:20])
+    stored = [
+        (f"key{i}", "tiny", f"family{i}", "openai_chat", f"req{i}", T0 + i, f'{{"n": {i}}}')
+        for i in range(3)
+    ]
+    with sqlite3.connect(src) as conn:
+        conn.executemany("INSERT INTO prefix_bodies VALUES (?, ?, ?, ?, ?, ?, ?)", stored)
+    # the destination already holds a more recent body of family1: it keeps it
+    newer = ("key1", "tiny", "family1", "openai_chat", "later", T0 + 100, '{"n": "later"}')
+    db = open_log(pg_url)
+    db.execute("INSERT INTO prefix_bodies VALUES (?, ?, ?, ?, ?, ?, ?)", newer)
+    db.conn.commit()
+    db.close()
+
+    done = cli("log", "copy", str(src), pg_url)
+    assert done.returncode == 0, done.stderr
+    assert "\nand 2 stored prefix bodies (--store-prefixes)" in done.stdout, done.stdout
+    assert bodies(pg_url) == [stored[0], newer, stored[2]]
+
+    back = tmp_path / "back.db"
+    one = cli("log", "copy", pg_url, str(back))
+    assert one.returncode == 0, one.stderr
+    assert "\nand 3 stored prefix bodies (--store-prefixes)" in one.stdout, one.stdout
+    assert bodies(back) == [stored[0], newer, stored[2]]

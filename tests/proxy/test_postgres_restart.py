@@ -65,7 +65,9 @@ def test_restarted_and_other_proxies_read_the_turns_back_from_postgres(
 ) -> None:
     config = mock_config(diagnostics_vendor.url, pg_url, vendor_diagnostics=True)  # type: ignore[arg-type]
     with ServerThread(build_app(config)) as first:
-        one = httpx.post(first.url + "/v1/messages", json=body("Price of anvil 7?"), headers=HEADERS)
+        one = httpx.post(
+            first.url + "/v1/messages", json=body("Price of anvil 7?"), headers=HEADERS
+        )
         assert one.status_code == 200, one.text
     # stopped cleanly: its row is in the log; a restarted proxy and a second one both know it
     rows(pg_url, 1)
