@@ -26,7 +26,7 @@ non-empty body. RFC 9112 is what httptools implements; 1xx interim responses are
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import cast
 
 import httptools
@@ -104,10 +104,10 @@ class Http1Connection(asyncio.Protocol):
         #: loop time it went idle
         self.idle_since = 0.0
         self._reset()
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[object] | None = None
         self._reading_paused = False
         self._writing_paused = False
-        self._drained: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[object] | None = None
 
     def _reset(self) -> None:
         self._active = False
@@ -234,7 +234,7 @@ class Http1Connection(asyncio.Protocol):
         host: bytes,
         headers: Sequence[tuple[bytes, bytes]],
         body: bytes,
-        timeouts: dict[str, float | None],
+        timeouts: Mapping[str, float | None],
     ) -> Http1Response:
         """Write a request and wait for its response's status line and headers.
 
@@ -331,7 +331,7 @@ class Http1Connection(asyncio.Protocol):
         finally:
             self._waiter = None
 
-    async def _wait_for(self, future: asyncio.Future[None], timeout: float | None) -> bool:
+    async def _wait_for(self, future: asyncio.Future[object], timeout: float | None) -> bool:
         """Await ``future``; False if ``timeout`` seconds passed first."""
         if timeout is None:
             await future
