@@ -12,7 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import sinks
-from .facts import ASSUMED, CLEAN, SELF, Fact, Kind, Shape, Value, best_chains, canonical, join
+from .facts import (
+    ASSUMED,
+    CLEAN,
+    SELF,
+    Fact,
+    Kind,
+    Shape,
+    Value,
+    best_chains,
+    canonical,
+    entry_key,
+    join,
+    param_entry,
+)
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table, merge
 from .library import source_text, span
 from .sources import (
@@ -350,7 +363,7 @@ class CallsMixin(EngineState):
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
                         given = receiver_attr(f.detail[len("self.") :])
                     elif f.param in arg_values:
-                        given = arg_values[f.param][0].facts
+                        given = entry_of(arg_values[f.param][0], f.detail).facts
                     if f.granularity == "sorted":  # the callee sorted it
                         given = Value(given).ordered().facts
                     out |= given
@@ -371,9 +384,23 @@ class CallsMixin(EngineState):
                 if where is not None:
                     for region, label in targets:
                         self.record(region, value, where, f"{summary.name}() -> {label}")
+        for attr, targets in summary.attr_sinks.items():
+            if not attr[:1].isdigit():
+                continue
+            # one entry of a dict argument reaches the sink (``page['body']``): what the
+            # caller stored under that key, when its keys are known
+            index = int(attr[: attr.index("[")])
+            if index in arg_values:
+                value, where = arg_values[index]
+                if where is not None:
+                    for region, label in targets:
+                        held = entry_of(value, attr)
+                        self.record(region, held, where, f"{summary.name}() -> {label}")
         if receiver is not None:
             where = bound.receiver_expr if bound.receiver_expr is not None else node
             for attr, targets in summary.attr_sinks.items():
+                if attr[:1].isdigit():
+                    continue
                 held = Value(receiver_attr(attr))
                 for region, label in targets:
                     self.record(region, held, where, f"{summary.name}() -> {label}")
@@ -608,6 +635,10 @@ class CallsMixin(EngineState):
                 if held is not None:
                     return join(held, *args[1:]) if len(args) > 1 else held
             entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            if isinstance(key, ast.Constant) and self.frame.func is not None:
+                entry = entry.with_facts(
+                    param_entry(entry.facts, str(key.value), id(self.frame.func))
+                )
             return (
                 Value(join(Value(entry.facts), *args[1:]).facts)
                 if len(args) > 1
@@ -805,3 +836,16 @@ def _dict_get(node: ast.Dict, key: str) -> ast.expr | None:
 
 
 __all__ = ["BUILDER_METHODS", "CallsMixin"]
+
+
+def entry_of(argument: Value, detail: str) -> Value:
+    """What a summary's PARAM fact ``detail`` takes of ``argument``: for one entry of a
+    parameter (``page['body']``) the value stored under that key when the argument is a dict
+    whose keys are known, else the whole argument."""
+    key = entry_key(detail)
+    if key is None or argument.items is None:
+        return argument
+    if isinstance(argument.ref, (ClassInfo, ExternalClass)):
+        return argument
+    held = dict(argument.items).get(key)
+    return argument if held is None else held

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join
+from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join, param_entry
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Table, merge
 from .sinks import is_system_prompt_name
 from .toolnames import combine, literal_key
@@ -125,6 +125,14 @@ class ExprsMixin(EngineState):
                 return held
         # one element: the container's order is not the element's
         facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+        if (
+            isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+            and self.frame.func is not None
+        ):
+            # an entry of a parameter: the summary names it, so a caller passes only what it
+            # stored under that key
+            facts = param_entry(facts, node.slice.value, id(self.frame.func))
         if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):
             return Value(facts)
         return Value(facts, name_key=base.name_key) if facts else CLEAN

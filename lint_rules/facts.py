@@ -280,3 +280,27 @@ def concat(*values: Value) -> Value:
             else:
                 parts.append(v.const)
     return Value(facts, Shape.STR, "".join(parts) if parts is not None else None)
+
+
+def param_entry(facts: frozenset[Fact], key: str, func_key: int) -> frozenset[Fact]:
+    """``facts`` read at ``[key]``: a PARAM fact of one of the function's own parameters
+    (``func_key``: its ``fix``) becomes the PARAM fact of that entry (detail ``page['body']``),
+    so a summary says which entry of a dict argument it returns or sends to a sink. A PARAM
+    fact already of an entry, or of the receiver, is kept."""
+    if not any(f.kind is Kind.PARAM for f in facts):
+        return facts
+    return frozenset(
+        replace(f, detail=f"{f.detail}[{key!r}]")
+        if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,) and "[" not in f.detail
+        else f
+        for f in facts
+    )
+
+
+def entry_key(detail: str) -> str | None:
+    """The key of the PARAM fact of one entry of a parameter (``page['body']`` -> ``body``),
+    None for a whole parameter."""
+    start = detail.find("['")
+    if start < 0 or not detail.endswith("']"):
+        return None
+    return detail[start + 2 : -2]

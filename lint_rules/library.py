@@ -262,9 +262,7 @@ class LibraryMixin(EngineState):
         # sorting the keys is the fix of a dict built in an unstable order: one finding, PC003
         return Value(first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts | {fact}, Shape.STR)
 
-    def varying_key_order(
-        self, node: ast.AST, dumped: Value
-    ) -> tuple[str, tuple[int, int]] | None:
+    def varying_key_order(self, node: ast.AST, dumped: Value) -> tuple[str, tuple[int, int]] | None:
         """Why the keys of the value that ``node`` serialises can come in another order on the
         next request, or None when nothing shows it: ("unordered", where the unstable order
         comes from) or ("arguments", (0, 0)). Python dicts keep insertion order

@@ -29,7 +29,7 @@ from .analysis.exports import exportable_value, fact_to_json, summary_to_json, v
 from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
-from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, join
+from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, entry_key, join
 from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
@@ -315,7 +315,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             functions.extend(info.methods.values())
         texts = {f: segment(f) for f in functions}
         flags = {f: triggered(text) for f, text in texts.items()}
-        changed = any(flags.values()) and not all(flags.values())
+        if not any(flags.values()):
+            # analysed though no function holds a trigger word: the driver forced it, as it
+            # calls a function of another module whose arguments reach a sink (or only its
+            # module-level code holds one); which function makes that call is not known here
+            self.relevant = lambda node: True
+            return
+        changed = not all(flags.values())
         while changed:
             changed = False
             calls = [f"{f.name}(".encode() for f, on in flags.items() if on]
@@ -421,6 +427,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if f.kind is Kind.PARAM and f.fix == (key,):
                     if f.param == SELF and f.detail.startswith("self."):
                         sinks = summary.attr_sinks.setdefault(f.detail[len("self.") :], [])
+                    elif entry_key(f.detail) is not None:
+                        # one entry of a dict parameter: "<index>['<key>']"
+                        entry = f.detail[f.detail.index("[") :]
+                        sinks = summary.attr_sinks.setdefault(f"{f.param}{entry}", [])
                     else:
                         sinks = summary.param_sinks.setdefault(f.param, [])
                     if (region, label) not in sinks:
