@@ -23,6 +23,7 @@ from .facts import (
     best_chains,
     canonical,
     entry_key,
+    entry_suffix,
     join,
     param_entry,
 )
@@ -250,8 +251,18 @@ class CallsMixin(EngineState):
             facts = join(*parts).facts if parts else frozenset()
             # a dataclass or a pydantic model: keyword arguments are its fields
             fields = None
-            if not node.args and kwargs and None not in kwargs:
-                fields = tuple(sorted((str(k), v) for k, v in kwargs.items()))
+            named = dict(kwargs or {})
+            if node.args and isinstance(cls, ClassInfo) and not cls.bases:
+                # a dataclass given its fields by position: in the order the class declares them
+                order = _dataclass_fields(cls.node)
+                if len(node.args) <= len(order) and not any(
+                    isinstance(a, ast.Starred) for a in node.args
+                ):
+                    named.update(zip(order, args, strict=False))
+                else:
+                    named = {}
+            if named and None not in named and (not node.args or len(named) >= len(node.args)):
+                fields = tuple(sorted((str(k), v) for k, v in named.items()))
             shape = Shape.OBJECT if default_repr else Shape.UNKNOWN
             return Value(facts, shape, ref=cls, items=fields)
         instance = Value(shape=Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls, items=())
@@ -362,8 +373,10 @@ class CallsMixin(EngineState):
                     given: frozenset[Fact] = frozenset()
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
                         given = receiver_attr(f.detail[len("self.") :])
-                    elif f.param in arg_values:
+                    elif f.param >= 0 and f.param in arg_values:
                         given = entry_of(arg_values[f.param][0], f.detail).facts
+                    elif f.param in arg_values:
+                        given = arg_values[f.param][0].facts
                     if f.granularity == "sorted":  # the callee sorted it
                         given = Value(given).ordered().facts
                     out |= given
@@ -387,9 +400,10 @@ class CallsMixin(EngineState):
         for attr, targets in summary.attr_sinks.items():
             if not attr[:1].isdigit():
                 continue
-            # one entry of a dict argument reaches the sink (``page['body']``): what the
-            # caller stored under that key, when its keys are known
-            index = int(attr[: attr.index("[")])
+            # one entry of a dict argument (``page['body']``) or one field of an object
+            # (``data.instructions``) reaches the sink: what the caller stored there, when
+            # its keys or fields are known
+            index = int(attr[: len(attr) - len(entry_suffix(attr))])
             if index in arg_values:
                 value, where = arg_values[index]
                 if where is not None:
@@ -697,6 +711,10 @@ class CallsMixin(EngineState):
                 return Value(value.facts, Shape.DATE if grain == "day" else Shape.NUM)
         if base.shape is Shape.OBJECT:
             return CLEAN
+        if base.facts and self.frame.func is not None:
+            # a field of a parameter: the summary names it, so a caller whose object's fields
+            # are known passes only what that field holds
+            return Value(param_entry(base.facts, attr, id(self.frame.func), attribute=True))
         return Value(base.facts) if base.facts else CLEAN
 
     # ------------------------------------------------------------------ helpers
@@ -841,11 +859,40 @@ __all__ = ["BUILDER_METHODS", "CallsMixin"]
 def entry_of(argument: Value, detail: str) -> Value:
     """What a summary's PARAM fact ``detail`` takes of ``argument``: for one entry of a
     parameter (``page['body']``) the value stored under that key when the argument is a dict
-    whose keys are known, else the whole argument."""
-    key = entry_key(detail)
-    if key is None or argument.items is None:
+    whose keys are known; for one field (``data.instructions``) what an object we built holds
+    in that field (and what code elsewhere stores into it); else the whole argument (a key or
+    field it is not known to hold, a method, an argument of unknown shape)."""
+    parsed = entry_key(detail)
+    if parsed is None or argument.items is None:
         return argument
-    if isinstance(argument.ref, (ClassInfo, ExternalClass)):
+    key, attribute = parsed
+    is_object = isinstance(argument.ref, (ClassInfo, ExternalClass))
+    if attribute != is_object:
         return argument
     held = dict(argument.items).get(key)
-    return argument if held is None else held
+    if held is None:
+        return argument
+    if isinstance(argument.ref, ExternalClass):
+        extra = argument.ref.field_facts.get(key)
+        if extra:
+            held = held.with_facts(held.facts | extra)
+    return held
+
+
+def _dataclass_fields(cls: ast.ClassDef) -> list[str]:
+    """The fields of a class decorated ``@dataclass`` (``dataclasses.dataclass(...)``), in
+    declaration order (``ClassVar`` annotations are not fields); [] for any other class."""
+    decorated = False
+    for dec in cls.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        decorated = decorated or name == "dataclass"
+    if not decorated:
+        return []
+    return [
+        stmt.target.id
+        for stmt in cls.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and "ClassVar" not in ast.unparse(stmt.annotation)
+    ]

@@ -7,7 +7,9 @@ Values are immutable and shared; combining two values unions their facts.
 
 from __future__ import annotations
 
+import ast
 import enum
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -282,25 +284,44 @@ def concat(*values: Value) -> Value:
     return Value(facts, Shape.STR, "".join(parts) if parts is not None else None)
 
 
-def param_entry(facts: frozenset[Fact], key: str, func_key: int) -> frozenset[Fact]:
-    """``facts`` read at ``[key]``: a PARAM fact of one of the function's own parameters
-    (``func_key``: its ``fix``) becomes the PARAM fact of that entry (detail ``page['body']``),
-    so a summary says which entry of a dict argument it returns or sends to a sink. A PARAM
-    fact already of an entry, or of the receiver, is kept."""
+def param_entry(
+    facts: frozenset[Fact], key: str, func_key: int, attribute: bool = False
+) -> frozenset[Fact]:
+    """``facts`` read at ``[key]`` (or, with ``attribute``, at ``.key``): a PARAM fact of one
+    of the function's own parameters (``func_key``: its ``fix``) becomes the PARAM fact of
+    that entry (detail ``page['body']`` or ``data.instructions``), so a summary says which
+    entry or field of an argument it returns or sends to a sink. A PARAM fact already of an
+    entry, or of the receiver, is kept."""
     if not any(f.kind is Kind.PARAM for f in facts):
         return facts
+    suffix = f".{key}" if attribute else f"[{key!r}]"
     return frozenset(
-        replace(f, detail=f"{f.detail}[{key!r}]")
-        if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,) and "[" not in f.detail
+        replace(f, detail=f"{f.detail}{suffix}")
+        if f.kind is Kind.PARAM
+        and f.param >= 0
+        and f.fix == (func_key,)
+        and f.detail.isidentifier()
         else f
         for f in facts
     )
 
 
-def entry_key(detail: str) -> str | None:
-    """The key of the PARAM fact of one entry of a parameter (``page['body']`` -> ``body``),
-    None for a whole parameter."""
-    start = detail.find("['")
-    if start < 0 or not detail.endswith("']"):
+_ENTRY = re.compile(r"^(\w+)(?:\[(?P<key>'[^']*'|\"[^\"]*\")\]|\.(?P<attr>\w+))$")
+
+
+def entry_key(detail: str) -> tuple[str, bool] | None:
+    """(key, is an attribute) of the PARAM fact of one entry or field of a parameter
+    (``page['body']`` -> ("body", False), ``data.instructions`` -> ("instructions", True)),
+    None for a whole parameter. The name before it may be a parameter index (``0['body']``)."""
+    match = _ENTRY.match(detail)
+    if match is None:
         return None
-    return detail[start + 2 : -2]
+    if match["attr"] is not None:
+        return match["attr"], True
+    return str(ast.literal_eval(match["key"])), False
+
+
+def entry_suffix(detail: str) -> str:
+    """The part of an entry's PARAM detail after the parameter's name (``['body']``)."""
+    match = _ENTRY.match(detail)
+    return detail[match.end(1) :] if match is not None else ""

@@ -29,7 +29,7 @@ from .analysis.exports import exportable_value, fact_to_json, summary_to_json, v
 from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
-from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, entry_key, join
+from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, entry_key, entry_suffix, join
 from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
@@ -427,10 +427,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if f.kind is Kind.PARAM and f.fix == (key,):
                     if f.param == SELF and f.detail.startswith("self."):
                         sinks = summary.attr_sinks.setdefault(f.detail[len("self.") :], [])
-                    elif entry_key(f.detail) is not None:
-                        # one entry of a dict parameter: "<index>['<key>']"
-                        entry = f.detail[f.detail.index("[") :]
-                        sinks = summary.attr_sinks.setdefault(f"{f.param}{entry}", [])
+                    elif f.param >= 0 and entry_key(f.detail) is not None:
+                        # one entry or field of a parameter: "<index>['<key>']", "<index>.<attr>"
+                        entry = f"{f.param}{entry_suffix(f.detail)}"
+                        sinks = summary.attr_sinks.setdefault(entry, [])
                     else:
                         sinks = summary.param_sinks.setdefault(f.param, [])
                     if (region, label) not in sinks:

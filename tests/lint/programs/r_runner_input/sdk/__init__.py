@@ -1,0 +1,4 @@
+from .agent import Agent
+from .run import Runner
+
+__all__ = ["Agent", "Runner"]
