@@ -65,17 +65,9 @@ class SpeculativeConfig:
                 f"speculative_config method must be one of {', '.join(SPECULATIVE_METHODS)} "
                 f"(prompt lookup; this engine has no draft model), got {self.method!r}"
             )
-        for name, low, high in (
-            ("num_speculative_tokens", 1, MAX_SPECULATIVE_TOKENS),
-            ("prompt_lookup_max", 1, None),
-            ("prompt_lookup_min", 1, None),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"speculative_config {name} must be an integer, got {value!r}")
-            if value < low or (high is not None and value > high):
-                bound = f"between {low} and {high}" if high is not None else f">= {low}"
-                raise ConfigError(f"speculative_config {name} must be {bound}, got {value}")
+        _check_count("num_speculative_tokens", self.num_speculative_tokens, MAX_SPECULATIVE_TOKENS)
+        _check_count("prompt_lookup_max", self.prompt_lookup_max)
+        _check_count("prompt_lookup_min", self.prompt_lookup_min)
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ConfigError(
                 f"speculative_config prompt_lookup_min={self.prompt_lookup_min} must be <= "
@@ -108,7 +100,7 @@ class SpeculativeConfig:
         if not isinstance(value, Mapping):
             raise ConfigError(
                 f'speculative_config must be an object such as {{"method": "ngram", '
-                f'"num_speculative_tokens": 4}}, got {type(value).__name__}'
+                f'"num_speculative_tokens": 4}}, got {_json_type(value)}'
             )
         known = {f.name for f in fields(cls)}
         unknown = sorted(str(k) for k in value if k not in known)
@@ -126,6 +118,10 @@ class SpeculativeConfig:
             )
         given_max = value.get("prompt_lookup_max")
         given_min = value.get("prompt_lookup_min")
+        # checked as given: one of them alone also sets the other, which must not take the blame
+        for name, given in (("prompt_lookup_max", given_max), ("prompt_lookup_min", given_min)):
+            if given is not None:
+                _check_count(name, given)
         lookup_max: Any = DEFAULT_PROMPT_LOOKUP
         lookup_min: Any = DEFAULT_PROMPT_LOOKUP
         if given_max is not None or given_min is not None:
@@ -141,3 +137,22 @@ class SpeculativeConfig:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form ``parse`` reads back."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _check_count(name: str, value: Any, high: int | None = None) -> None:
+    """``value`` is an integer from 1 to ``high`` (no bound when None).
+
+    Raises:
+        ConfigError: naming ``name`` and the value."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"speculative_config {name} must be an integer, got {value!r}")
+    if value < 1 or (high is not None and value > high):
+        bound = f"between 1 and {high}" if high is not None else ">= 1"
+        raise ConfigError(f"speculative_config {name} must be {bound}, got {value}")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, ``array``...), else its Python name."""
+    names = {type(None): "null", list: "array", str: "string", bool: "boolean"}
+    names.update({int: "number", float: "number"})
+    return names.get(type(value), type(value).__name__)

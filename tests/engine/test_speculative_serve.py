@@ -48,6 +48,11 @@ def _free_port() -> int:
             "error: speculative_config prompt_lookup_min=3 must be <= prompt_lookup_max=2",
         ),
         ('{"method": "medusa", "num_speculative_tokens": 2}', "method must be one of ngram"),
+        (
+            '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0}',
+            "error: speculative_config prompt_lookup_min must be >= 1, got 0",
+        ),
+        ("null", '"num_speculative_tokens": 4}, got null'),
     ],
 )
 def test_bad_speculative_config_is_a_one_line_error(
