@@ -87,6 +87,21 @@ class FileState:
     analyses: int = 0
     #: the files whose summaries this file's latest analysis asked for
     deps: set[str] = field(default_factory=set)
+    #: bumped each time an analysis (or a cached one) changes ``output``
+    version: int = 0
+
+
+@dataclass
+class _Resolved:
+    """What planning derived from one file's wanted names, and what it read to do so: the
+    version of each file it consulted (itself included) and of the merged field stores.
+    While none of those changed, the same names resolve to the same summaries."""
+
+    stamps: dict[str, int]
+    fields: int
+    seen: dict[str, Any]
+    deps: set[str]
+    requests: list[tuple[str, str]]
 
 
 def linter_fingerprint() -> str:
@@ -151,6 +166,11 @@ class Program:
     rounds: int = 0
     analysed: int = 0
     _pool: Executor | None = None
+    #: per file, its wanted names resolved at the last plan (reused while nothing they read
+    #: changed: a wave re-plans only the files whose inputs may have moved)
+    _resolved: dict[str, _Resolved] = field(default_factory=dict)
+    _field_facts: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    _fields_version: int = 0
 
     def run(self) -> list[Any]:
         from ..runner import FileResult
@@ -229,6 +249,8 @@ class Program:
 
     def _accept(self, state: FileState, task: Task, inputs: str, output: dict[str, Any]) -> None:
         state.analyses += 1
+        if output != state.output:  # a cached or repeated analysis often gives the same
+            state.version += 1
         state.output = output
         state.inputs = inputs
         state.externals = task.externals
@@ -254,36 +276,62 @@ class Program:
         requests: dict[str, set[str]] = {f: set(s.requests) for f, s in states.items()}
         externals: dict[str, dict[str, Any]] = {}
         field_facts = _field_facts(states)
+        if field_facts != self._field_facts:
+            self._field_facts = field_facts
+            self._fields_version += 1
         for path, state in states.items():
+            memo = self._resolved.get(path)
+            if (
+                memo is not None
+                and memo.fields == self._fields_version
+                and all(states[f].version == v for f, v in memo.stamps.items())
+            ):
+                externals[path] = memo.seen
+                state.deps = set(memo.deps)
+                for file, symbol in memo.requests:
+                    requests[file].add(symbol)
+                continue
             seen: dict[str, Any] = {}
             state.deps = set()
+            touched: set[str] = {path}
+            added: list[tuple[str, str]] = []
             for qual, carries in state.output.get("wanted", {}).items():
                 # once a value with facts was passed, the callee's summary stays wanted (else
                 # the file would flip between two analyses)
                 if carries:
                     state.carried.add(qual)
                 carries = qual in state.carried
-                found = self._resolve(qual, path, states, index)
+                found = self._resolve(qual, path, states, index, touched)
                 if found is None:
                     continue
                 file, symbol = found
                 state.deps.add(file)
+                touched.add(file)
                 blob = self._lookup(states[file], symbol)
                 stored = _stored_fields(blob, field_facts)
                 if blob is None:
                     requests[file].add(symbol.split(".")[0])
+                    added.append((file, symbol.split(".")[0]))
                 elif stored:
                     # fields that code elsewhere fills in an unstable order
                     seen[qual] = {**blob, "data": {**blob["data"], "field_facts": stored}}
                 elif carries or interesting(blob["data"]):
                     seen[qual] = blob
                     for cls in _class_refs(blob):
-                        ref = self._resolve(cls, path, states, index)
+                        ref = self._resolve(cls, path, states, index, touched)
                         if ref is not None:
+                            touched.add(ref[0])
                             more = self._lookup(states[ref[0]], ref[1])
                             if more is not None:
                                 seen[cls] = more
             externals[path] = seen
+            self._resolved[path] = _Resolved(
+                {f: states[f].version for f in touched},
+                self._fields_version,
+                seen,
+                set(state.deps),
+                added,
+            )
         sink_names = self._sink_functions(states)
         todo = []
         for path, state in states.items():
@@ -336,13 +384,21 @@ class Program:
         return names
 
     def _resolve(
-        self, qual: str, importer: str, states: dict[str, FileState], index: ModuleIndex
+        self,
+        qual: str,
+        importer: str,
+        states: dict[str, FileState],
+        index: ModuleIndex,
+        touched: set[str],
     ) -> tuple[str, str] | None:
+        """The (file, symbol) defining ``qual`` as ``importer`` names it, through re-exports;
+        adds each file whose exports it read to ``touched``."""
         for _ in range(_ALIAS_DEPTH):
             found = index.split(qual, importer)
             if found is None:
                 return None
             file, symbol = found
+            touched.add(file)
             head, _, rest = symbol.partition(".")
             aliases = states[file].output.get("exports", {}).get("aliases", {})
             target = aliases.get(head)
@@ -387,7 +443,7 @@ def _same_but_chains(a: Any, b: Any) -> bool:
     analysed again when the facts it sees change or become proven, not when only the steps
     that passed one on do (the steps it keeps are still true, and rounds end sooner). Equal
     parts are compared as they are; only the parts that differ are walked."""
-    if a == b:
+    if a is b or a == b:
         return True
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_but_chains(v, b[k]) for k, v in a.items())

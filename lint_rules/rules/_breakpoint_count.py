@@ -19,6 +19,8 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 #: how deep calls into same-module helpers are followed (loop -> helper -> helper)
 _DEPTH = 2
+#: methods that change a list's length in place
+_RESIZERS = ("append", "extend", "insert", "__iadd__")
 
 
 def own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
@@ -68,6 +70,28 @@ def function_scope(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) ->
     body: list[ast.stmt] = func.body if isinstance(func.body, list) else [ast.Return(func.body)]
     _bind_body(scope, body)
     return scope
+
+
+class LazyScope(Scope):
+    """``function_scope(func)``, computed when a name is first looked up in it (most
+    functions of a module hold no loop whose length depends on their names)."""
+
+    def __init__(self, func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        self._func = func
+        self._scope: Scope | None = None
+
+    def _get(self) -> Scope:
+        if self._scope is None:
+            self._scope = function_scope(self._func)
+        return self._scope
+
+    @property  # type: ignore[override]
+    def names(self) -> dict[str, list[ast.expr | None]]:
+        return self._get().names
+
+    @property  # type: ignore[override]
+    def params(self) -> set[str]:
+        return self._get().params
 
 
 def module_scope(tree: ast.Module) -> Scope:
@@ -343,36 +367,31 @@ class Module:
         self.functions = {n.name: n for n in tree.body if isinstance(n, _FUNCS)}
         self.methods: dict[int, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         self.owner: dict[int, ast.ClassDef] = {}
-        for node in ast.walk(tree):
+        #: names whose length may change after binding (``tail.append(...)``, ``tail[:] = ...``)
+        self.resized: set[str] = set()
+        #: names bound to a comparison (``is_last = i == len(parts) - 1``): an index guard
+        #: when passed as a helper's flag
+        self.compared: set[str] = set()
+        for node in ast.walk(tree):  # one walk of the tree for all three tables
             if isinstance(node, ast.ClassDef):
                 self.methods[id(node)] = {n.name: n for n in node.body if isinstance(n, _FUNCS)}
                 for n in node.body:
                     if isinstance(n, _FUNCS):
                         self.owner[id(n)] = node
-        #: names whose length may change after binding (``tail.append(...)``, ``tail[:] = ...``)
-        self.resized: set[str] = set()
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.attr in ("append", "extend", "insert", "__iadd__")
-            ) or (
-                isinstance(node, ast.Subscript)
-                and isinstance(node.value, ast.Name)
-                and not isinstance(node.ctx, ast.Load)
-                and isinstance(node.slice, ast.Slice)
+            elif isinstance(node, ast.Attribute):
+                if isinstance(node.value, ast.Name) and node.attr in _RESIZERS:
+                    self.resized.add(node.value.id)
+            elif isinstance(node, ast.Subscript):
+                if (
+                    isinstance(node.value, ast.Name)
+                    and not isinstance(node.ctx, ast.Load)
+                    and isinstance(node.slice, ast.Slice)
+                ):
+                    self.resized.add(node.value.id)
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Compare) for n in ast.walk(node.value)
             ):
-                self.resized.add(node.value.id)
-        #: names bound to a comparison (``is_last = i == len(parts) - 1``): an index guard
-        #: when passed as a helper's flag
-        self.compared: set[str] = {
-            t.id
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Assign)
-            and any(isinstance(n, ast.Compare) for n in ast.walk(node.value))
-            for t in node.targets
-            if isinstance(t, ast.Name)
-        }
+                self.compared.update(t.id for t in node.targets if isinstance(t, ast.Name))
         self._memo: dict[tuple[int, int], Helper] = {}
         self._busy: set[int] = set()
 

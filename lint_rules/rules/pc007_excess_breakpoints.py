@@ -64,9 +64,9 @@ from .._base import Diagnostic, Severity
 from ..context import ModuleContext
 from ._breakpoint_count import (
     MAX_BREAKPOINTS,
+    LazyScope,
     Module,
     Scope,
-    function_scope,
     iter_size,
     marks_in,
     module_scope,
@@ -108,6 +108,34 @@ def _check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             )
     if "cache_control" not in ctx.source and "cachePoint" not in ctx.source:
         return
+    # the loops' findings depend only on the module's text and where its sinks are: a file
+    # analysed again in the same process (a later fixpoint round) reuses them
+    key = (ctx.path, ctx.source, tuple(sorted(_place(s.node) for s in ctx.sinks)))
+    found = _LOOP_MEMO.pop(key, None)
+    if found is None:
+        found = list(_loop_findings(ctx))
+    _LOOP_MEMO[key] = found
+    while len(_LOOP_MEMO) > _LOOP_MEMO_SIZE:
+        del _LOOP_MEMO[next(iter(_LOOP_MEMO))]
+    yield from found
+
+
+#: loop findings of the modules analysed last in this process (least recently used first)
+_LOOP_MEMO: dict[tuple[str, str, tuple[tuple[int, int, int, int], ...]], list[Diagnostic]] = {}
+_LOOP_MEMO_SIZE = 32
+
+
+def _place(node: ast.AST) -> tuple[int, int, int, int]:
+    return (
+        getattr(node, "lineno", 0),
+        getattr(node, "col_offset", 0),
+        getattr(node, "end_lineno", None) or 0,
+        getattr(node, "end_col_offset", None) or 0,
+    )
+
+
+def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    """Breakpoints set once per element of a loop or comprehension of unbounded length."""
     module = Module(ctx.tree)
     sink_nodes = {id(s.node) for s in ctx.sinks}
     for node, chain, cls in _walk(ctx.tree, [module_scope(ctx.tree)], None):
@@ -204,7 +232,7 @@ def _walk(
     class whose methods ``self.name(...)`` calls."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            yield from _walk(child, [function_scope(child), *chain], cls)
+            yield from _walk(child, [LazyScope(child), *chain], cls)
             continue
         if isinstance(child, ast.ClassDef):
             yield from _walk(child, chain, child)
