@@ -42,6 +42,10 @@ from .toolnames import mutated_key
 
 _GRAIN_RANK = {"subday": 0, "day": 1, "": 2}
 _STR_KEEP_CONST = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "expandtabs"}
+#: methods that return a file's contents (pathlib.Path, zipfile.Path, importlib.resources
+#: Traversable: https://docs.python.org/3/library/pathlib.html#pathlib.Path.read_text, checked
+#: 2026-12-03)
+FILE_CONTENT_METHODS = frozenset({"read_text", "read_bytes"})
 _STR_METHODS = {
     *_STR_KEEP_CONST,
     "replace",
@@ -577,6 +581,10 @@ class CallsMixin(EngineState):
                 elem_str=True,
                 ref=(node.lineno, node.col_offset, f".{method}()"),
             )
+        if method in FILE_CONTENT_METHODS and self.method_of(receiver, method) is None:
+            # a file's contents, not its path: an id or a time that names a file or a folder
+            # is not in the text read from it
+            return Value(shape=Shape.STR)
         if receiver.shape is Shape.STR:
             if method == "join":
                 unordered = self.iteration_fact(first, node.args[0]) if node.args else None

@@ -189,6 +189,9 @@ SANITIZERS = frozenset(
         "builtins.any",
         "builtins.all",
         "builtins.sum",
+        # a file object: what is read from it is the file's contents, not its name
+        "builtins.open",
+        "io.open",
         "builtins.frozenset",
         "builtins.set",
         "promptcache.canonical_json",

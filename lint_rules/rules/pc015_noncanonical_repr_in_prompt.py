@@ -4,9 +4,10 @@ Severity: warning
 Fix: none
 
 ## What it does
-Reports `str()`, `repr()`, f-string, `%s` and `.format` conversions of a dict, a set or an
-instance of a class with the default repr, when the text reaches the cached prefix. Dict
-literals whose keys and values are all constants are stable and not reported.
+Reports `str()`, `repr()`, f-string, `%s` and `.format` conversions of a set, an instance of
+a class with the default repr, or a dict whose key order is shown to vary between requests (as
+PC003: filled while iterating a set or another hash- or filesystem-ordered source), when the
+text reaches the cached prefix.
 
 ## Why is this bad?
 A set's repr follows hash order, which changes per process for strings (an error). The default
@@ -15,13 +16,19 @@ every process (an error). A dict's repr follows insertion order and Python's rep
 the same data built in another order renders differently (a warning). Use
 `json.dumps(..., sort_keys=True)` or `promptcache.canonical_json` for data in prompts.
 
+## Known problems
+Python dicts keep insertion order, so a dict built the same way on every request (a literal, a
+caller's dict, a pydantic `model_dump()`) renders to the same text and is not reported.
+
 ## Example
 ```python
-system = f"User settings: {settings}"  # settings is a dict
+settings = {key: profile[key] for key in profile.keys() & SHOWN}
+system = f"User settings: {settings}"
 ```
 
 ## Use instead
 ```python
+settings = {key: profile[key] for key in profile.keys() & SHOWN}
 system = f"User settings: {json.dumps(settings, sort_keys=True)}"
 ```
 
