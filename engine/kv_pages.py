@@ -19,7 +19,7 @@ unwritten slots of a block reach an output: ``tests/engine/test_kv_pages.py`` fi
 with large random values before a run and compares the outputs bit for bit.
 
 On devices other than the CPU (CUDA memory is not paged in this way), and where Python's
-``mmap`` has no ``MAP_ANONYMOUS`` (Windows), the pool is ``torch.zeros``, as before.
+``mmap`` has no ``MAP_ANONYMOUS`` (Windows), the pool is ``torch.zeros``.
 """
 
 from __future__ import annotations

@@ -136,9 +136,10 @@ def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
 
     The loader calls this on each decoder layer as soon as the layer is quantised
     (``load_model(..., pack_for_cpu_kernel=True)``), so one layer's dense copy exists at a time
-    instead of the whole model's: SmolLM2's fp32 copies are 404 MiB, all of them resident
-    until ``FusedDecode.build`` freed them, which set the process's peak RSS. If the kernel
-    then cannot run, ``restore_dense_copies`` gives the layers their dense copies back.
+    instead of the whole model's (SmolLM2's fp32 copies are 404 MiB, which would otherwise be
+    resident together until ``FusedDecode.build`` frees them, and set the process's peak RSS).
+    If the kernel then cannot run, ``restore_dense_copies`` gives the layers their dense copies
+    back.
 
     Returns:
         The number of layers packed.
