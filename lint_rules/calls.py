@@ -64,6 +64,8 @@ _STR_METHODS = {
     "safe_substitute",
     "translate",
 }
+#: list methods after which an index no longer names the element it named
+_REORDERING = frozenset({"pop", "remove", "reverse", "clear"})
 _MUTATORS = {"append", "extend", "insert", "add", "update", "appendleft", "extendleft"}
 #: ``promptcache.PromptBuilder`` methods -> region ("" = the tail, not part of the cached prefix):
 #: frozen layer (system, rules, knowledge, example, tool), session layer, then the dynamic layer
@@ -638,10 +640,32 @@ class CallsMixin(EngineState):
                 shape = Shape.LIST if old.shape in (Shape.LIST, Shape.UNKNOWN) else old.shape
             elem_str = old.elem_str and all(a.shape is Shape.STR for a in args)
             name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
-            new = Value(old.facts | added.facts, shape, None, elem_str, name_key, old.ref)
+            elts, more = None, False
+            if old.elts is not None and old.shape is Shape.LIST and method in ("append", "extend"):
+                if (
+                    method == "append"
+                    and not old.more
+                    and len(args) == 1
+                    and not kwargs
+                    and not frame.loops
+                    and not frame.mutation_facts
+                ):
+                    # an append run once, unconditionally: the list's next element is known
+                    elts = (*old.elts, args[0])
+                else:
+                    # elements added after the known ones: those keep their indexes
+                    elts, more = old.elts, True
+            new = Value(
+                old.facts | added.facts, shape, None, elem_str, name_key, old.ref, elts, None, more
+            )
             self.frame.env[name] = self.with_mutation_facts(new)
             self.note_store(target, self.with_mutation_facts(added))
             return CLEAN
+        if method in _REORDERING and isinstance(target, ast.Name):
+            # elements removed or moved: which element is at which index is no longer known
+            v = self.lookup(target.id)
+            if v.elts is not None and v.shape is Shape.LIST:
+                frame.env[target.id] = replace(v, elts=None)
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)
         if (

@@ -108,6 +108,8 @@ class ExprsMixin(EngineState):
             and isinstance(node.slice, ast.Constant)
             and type(node.slice.value) is int
             and -len(base.elts) <= node.slice.value < len(base.elts)
+            # a list's known elements are its first ones: appends elsewhere keep them in place
+            and (base.shape is not Shape.LIST or node.slice.value >= 0)
         ):
             return base.elts[node.slice.value]
         if isinstance(node.slice, ast.Slice):
@@ -269,7 +271,10 @@ class ExprsMixin(EngineState):
             elem_str=elem_str,
             name_key=name_key,
             ref=ref,
-            elts=tuple(values) if isinstance(node, ast.Tuple) and not starred else None,
+            # a list's elements, while few (a message list, not a table of data)
+            elts=None
+            if starred or (isinstance(node, ast.List) and len(values) > 16)
+            else tuple(values),
         )
 
     expr_Tuple = expr_List

@@ -186,7 +186,9 @@ class Value:
     collection are strings or paths (so ``sorted()`` is safe). ``name_key``: how to read a tool's
     name from an element ("attr" for ``tool.name``, "item" for ``tool["name"]``). ``ref``: what
     the value is when the shape says (a class, a callable, where a set was made). ``elts``: the
-    values of a tuple's elements, when known, so that facts do not spread across them.
+    values of a tuple's elements, or of a list's first elements, when known, so that facts do
+    not spread across them; ``more``: a list may hold further elements after those (appended
+    in a loop or under a condition), so only its first ``len(elts)`` indexes are known.
     ``items``: the values under the constant string keys of a dict literal (all of its keys),
     so that a ``**payload`` splat into a sink can map them onto keyword arguments.
     """
@@ -199,6 +201,7 @@ class Value:
     ref: object = None
     elts: tuple[Value, ...] | None = None
     items: tuple[tuple[str, Value], ...] | None = None
+    more: bool = False
 
     def __post_init__(self) -> None:
         if len(self.facts) > 1:

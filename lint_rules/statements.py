@@ -8,6 +8,7 @@ values that differ between its branches as VARIES; ``return`` feeds the function
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, canonical, concat, join
 from .frames import ClassInfo, EngineState, ExternalClass, Frame, merge
@@ -33,6 +34,14 @@ class StatementsMixin(EngineState):
 
     def stmt_Expr(self, stmt: ast.Expr) -> None:
         self.eval(stmt.value)
+
+    def stmt_Delete(self, stmt: ast.Delete) -> None:
+        # ``del items[0]``: which element is at which index is no longer known
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                old = self.frame.env.get(target.value.id)
+                if old is not None and old.elts is not None and old.shape is Shape.LIST:
+                    self.frame.env[target.value.id] = replace(old, elts=None)
 
     def stmt_Assign(self, stmt: ast.Assign) -> None:
         value = self.eval(stmt.value)
@@ -111,7 +120,12 @@ class StatementsMixin(EngineState):
                     self.assign(sub_target, self.eval(sub_expr), sub_expr)
                 return
             starred = any(isinstance(sub, ast.Starred) for sub in target.elts)
-            if value.elts is not None and len(value.elts) == len(target.elts) and not starred:
+            if (
+                value.elts is not None
+                and not value.more
+                and len(value.elts) == len(target.elts)
+                and not starred
+            ):
                 # a tuple whose elements are known: each target gets its own element
                 for sub, element in zip(target.elts, value.elts, strict=True):
                     self.assign(sub, element, None)

@@ -315,10 +315,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             functions.extend(info.methods.values())
         texts = {f: segment(f) for f in functions}
         flags = {f: triggered(text) for f, text in texts.items()}
-        if not any(flags.values()):
-            # analysed though no function holds a trigger word: the driver forced it, as it
-            # calls a function of another module whose arguments reach a sink (or only its
-            # module-level code holds one); which function makes that call is not known here
+        if not any(flags.values()) and not triggered(segment(self.tree)):
+            # analysed though the file holds no trigger word: the driver forced it, as it calls
+            # a function of another module whose arguments reach a sink; which of its
+            # functions makes that call is not known here
             self.relevant = lambda node: True
             return
         changed = not all(flags.values())
@@ -556,6 +556,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     elts=tuple(
                         join(*(v.elts[i] for v in values if v.elts)) for i in range(sizes.pop())
                     ),
+                    more=any(v.more for v in values),
                 )
         self.summaries[func] = summary
         return summary

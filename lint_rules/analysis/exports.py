@@ -95,6 +95,8 @@ def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
         out["class"] = _class_name(value.ref)
     if value.elts is not None:
         out["elts"] = [value_to_json(e, path, own) for e in value.elts]
+        if value.more:
+            out["more"] = True
     if value.items is not None:
         out["items"] = [[k, value_to_json(v, path, own)] for k, v in value.items]
     return out
@@ -117,6 +119,7 @@ def value_from_json(data: JSON, key: int, classes: Callable[[str], object]) -> V
         tuple((k, value_from_json(v, key, classes)) for k, v in items)
         if items is not None
         else None,
+        data.get("more", False),
     )
 
 
