@@ -209,7 +209,11 @@ def proxy(
 
         banner += f", spans to {redact_url(traces_url(config.otlp_endpoint))}"
     if config.vendor_diagnostics:
-        banner += ", asking Anthropic for its cache diagnostics"
+        routed = {config.default_upstream, *(rule.upstream for rule in config.rules)}
+        if any(config.upstreams[name].vendor == "anthropic" for name in routed):
+            banner += ", asking Anthropic for its cache diagnostics"
+        else:  # only an Anthropic upstream is asked (docs/proxy.md)
+            banner += ", not asking for cache diagnostics (no route leads to Anthropic)"
     if config.store_prefixes:
         banner += ", keeping one request body per prefix family"
     serve(

@@ -101,3 +101,16 @@ def test_http_url_brackets_ipv6_literals_once() -> None:
     assert http_url("localhost", 1) == "http://localhost:1"
     assert http_url("::1", 8787) == "http://[::1]:8787"
     assert http_url("[fe80::1]", 80) == "http://[fe80::1]:80"
+
+
+def test_vendor_diagnostics_without_an_anthropic_route_says_nothing_is_asked() -> None:
+    port = _free_port()
+    stderr = _banner_of_a_running_proxy(
+        ["--upstream", "http://127.0.0.1:8000", "--port", str(port), "--no-log",
+         "--vendor-diagnostics"],
+        f"http://127.0.0.1:{port}",
+    )  # fmt: skip
+    assert stderr.splitlines()[0] == (
+        f"promptcache proxy on http://127.0.0.1:{port} -> http://127.0.0.1:8000, not asking for "
+        "cache diagnostics (no route leads to Anthropic)"
+    )
