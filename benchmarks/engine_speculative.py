@@ -15,7 +15,9 @@ tokenizer):
   quoted sentence);
 - natural chat: three open questions.
 
-Speed-up = speculative tok/s / plain tok/s of the same engine. Targets: ours >= 1.6x on each
+Speed-up = speculative tok/s / plain tok/s of the same engine (ratio of the medians; the
+per-repeat ratios are printed beside it). Each engine's plain and speculative runs of a prompt
+are back to back, in swapped order every other repeat. Targets: ours >= 1.6x on each
 echo-heavy prompt and >= llama.cpp's prompt-lookup speed-up on it; ours >= 0.97x on natural
 chat. Our speculative output must equal our plain output token for token (greedy); the script
 fails otherwise.
@@ -240,7 +242,9 @@ def main() -> None:
     for repeat in range(args.repeats):
         for _, name, ids in prompts:
             results: dict[str, dict[str, Any]] = {}
-            for side in sides:
+            # Each engine's plain and speculative runs swap order every other repeat.
+            swapped = [s for pair in zip(sides[1::2], sides[::2], strict=True) for s in pair]
+            for side in sides if repeat % 2 == 0 else swapped:
                 if side.startswith("ours"):
                     results[side] = ours.run(ids, args.new, speculative=side == "ours spec")
                 else:
@@ -284,6 +288,7 @@ def main() -> None:
         "ours plain",
         "ours spec",
         "ours speed-up",
+        "per repeat",
         "accepted / drafted",
     ]
     if cpp is not None:
@@ -302,6 +307,12 @@ def main() -> None:
             f"{med['ours plain']:.1f}",
             f"{med['ours spec']:.1f}",
             f"{ours_up:.2f}x",
+            " / ".join(
+                f"{a / b:.2f}"
+                for a, b in zip(
+                    speeds[(name, "ours spec")], speeds[(name, "ours plain")], strict=True
+                )
+            ),
             f"{accepted} / {proposed}",
         ]
         if kind == "echo-heavy":
