@@ -315,13 +315,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             functions.extend(info.methods.values())
         texts = {f: segment(f) for f in functions}
         flags = {f: triggered(text) for f, text in texts.items()}
-        if not any(flags.values()) and not triggered(segment(self.tree)):
-            # analysed though the file holds no trigger word: the driver forced it, as it calls
-            # a function of another module whose arguments reach a sink; which of its
-            # functions makes that call is not known here
-            self.relevant = lambda node: True
-            return
-        changed = not all(flags.values())
+        changed = any(flags.values()) and not all(flags.values())
         while changed:
             changed = False
             calls = [f"{f.name}(".encode() for f, on in flags.items() if on]

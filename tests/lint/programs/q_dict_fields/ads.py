@@ -3,28 +3,28 @@ import anthropic
 client = anthropic.Anthropic()
 
 
-def write_ad(page: dict):
+def write_ad(page: dict, system_prompt: str = "Write an ad for this page."):
     return client.messages.create(
         model="claude-sonnet-4-5",
         max_tokens=256,
-        system=f"Write an ad for this page.\n{page['analysis']}",
+        system=f"{system_prompt}\n{page['analysis']}",
         messages=[{"role": "user", "content": page["screenshot"]}],
     )
 
 
-def write_ad_get(page: dict):
+def write_ad_get(page: dict, system_prompt: str = "Write an ad."):
     return client.messages.create(
         model="claude-sonnet-4-5",
         max_tokens=256,
-        system="Write an ad.\n" + page.get("analysis", ""),
+        system=system_prompt + "\n" + page.get("analysis", ""),
         messages=[{"role": "user", "content": "go"}],
     )
 
 
-def write_stamped_ad(page: dict):
+def write_stamped_ad(page: dict, system_prompt: str = "Write an ad."):
     return client.messages.create(
         model="claude-sonnet-4-5",
         max_tokens=256,
-        system=f"Write an ad ({page['stamp']}).\n{page['analysis']}",
+        system=f"{system_prompt} ({page['stamp']}).\n{page['analysis']}",
         messages=[{"role": "user", "content": "go"}],
     )
