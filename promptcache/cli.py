@@ -42,6 +42,7 @@ COMMAND_EXTRAS: dict[str, str] = {
 #: lacks them; tests/cli/test_missing_extras.py checks this list against pyproject.toml.
 EXTRA_MODULES: frozenset[str] = frozenset(
     {
+        "aiohttp",
         "anthropic",
         "httptools",
         "httpx2",
@@ -62,6 +63,7 @@ EXTRA_MODULES: frozenset[str] = frozenset(
         "triton",
         "uvicorn",
         "uvloop",
+        "yarl",
         "zmq",
     }
 )

@@ -11,9 +11,9 @@ TTLs and key order reach the upstream untouched). Headers pass through except:
   relays, and asking for them uncompressed means the client still gets exactly the upstream's bytes.
 
 Plain ``http://`` upstreams reached directly (loopback ones, or any when no proxy environment
-variable applies) go through ``http1.Http1Connection`` (an asyncio protocol over httptools: a
-fraction of httpx's CPU per request); ``https://`` ones, those behind an environment proxy, and
-``HEAD`` requests go through httpx. Both raise httpx's exceptions.
+variable applies) go through aiohttp's client (``direct_client.DirectUpstream``: a C response
+parser, a fraction of httpx's CPU per request); ``https://`` ones, those behind an environment
+proxy, and ``HEAD`` requests go through httpx. Both raise httpx's exceptions.
 
 httpx's transport errors are translated here, at the boundary, into ``UpstreamTimeoutError`` (the
 client gets 504) and ``UpstreamUnreachableError`` (502), both ``promptcache.errors.UpstreamError``.
@@ -45,7 +45,7 @@ import httpx
 from promptcache.errors import UpstreamError
 
 from .config import AUTH_HEADER, UpstreamConfig
-from .http1 import Http1Connection, Http1Response
+from .direct_client import DirectResponse, DirectUpstream
 from .redact import redact_url
 
 __all__ = [
@@ -198,12 +198,8 @@ class _Upstream:
     slots: asyncio.Semaphore
     shards: list[_Shard] = field(default_factory=list)
     capacity: int = 0  # sum of the shards' capacities
-    #: ``(host, port, Host header)`` when requests go through ``Http1Connection`` s, else None
-    direct: tuple[str, int, bytes] | None = None
-    #: the upstream URL's path, the prefix of every request target (direct upstreams)
-    base_path: bytes = b""
-    #: idle ``Http1Connection`` s, the most recently used last
-    idle: list[Http1Connection] = field(default_factory=list)
+    #: the aiohttp session of an ``http://`` upstream reached directly, else None
+    direct: DirectUpstream | None = None
 
 
 class UpstreamPool:
@@ -240,8 +236,13 @@ class UpstreamPool:
             state = self._states[key] = _Upstream(asyncio.Semaphore(upstream.max_connections))
             url = httpx.URL(upstream.url)
             if url.scheme == "http" and (upstream.is_loopback or not self._env_proxies):
-                state.direct = (url.host, url.port or 80, url.netloc)
-                state.base_path = url.raw_path.split(b"?", 1)[0].rstrip(b"/")
+                state.direct = DirectUpstream(
+                    upstream.url,
+                    upstream.max_connections,
+                    upstream.connect_timeout_s,
+                    upstream.read_timeout_s,
+                    KEEPALIVE_EXPIRY_S,
+                )
         return state
 
     def _shard(self, upstream: UpstreamConfig, state: _Upstream) -> _Shard:
@@ -318,16 +319,14 @@ class UpstreamPool:
         if state.direct is not None and method != "HEAD":
             await self._admit(upstream, state)
             try:
-                target = state.base_path + raw_path
-                if query_string:
-                    target += b"?" + query_string
-                direct = await self._send_direct(upstream, state, method, target, headers, body)
+                target = raw_path + b"?" + query_string if query_string else raw_path
+                direct = await self._send_direct(
+                    upstream, state.direct, method, target, headers, body
+                )
                 try:
                     yield direct  # type: ignore[misc]  # httpx.Response's interface, in part
                 finally:
-                    connection = direct._connection
-                    if connection.release():
-                        state.idle.append(connection)
+                    direct.release()
             finally:
                 state.slots.release()
             return
@@ -398,61 +397,24 @@ class UpstreamPool:
     async def _send_direct(
         self,
         upstream: UpstreamConfig,
-        state: _Upstream,
+        direct: DirectUpstream,
         method: str,
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-    ) -> Http1Response:
-        """Send a request on an idle connection of ``state`` (or a new one); once more on a new
-        connection when a reused one was closed by the upstream under it (as ``_send``).
+    ) -> DirectResponse:
+        """Send a request through aiohttp (which sends it once more on a new connection when a
+        reused one was closed by the upstream under it, as ``_send``).
 
         Raises:
             UpstreamTimeoutError, UpstreamUnreachableError: as ``stream``.
         """
-        assert state.direct is not None
-        host, port, netloc = state.direct
-        timeouts = self._timeouts(upstream)
-        for retry in (False, True):
-            connection = None
-            now = asyncio.get_running_loop().time()
-            while state.idle:
-                candidate = state.idle.pop()
-                if candidate.closed or now - candidate.idle_since > KEEPALIVE_EXPIRY_S:
-                    candidate.close()
-                else:
-                    connection = candidate
-                    break
-            try:
-                if connection is None:
-                    connection = await Http1Connection.connect(host, port, timeouts.get("connect"))
-                return await connection.send(method, target, netloc, headers, body, timeouts)
-            except httpx.TimeoutException as exc:
-                if connection is not None:
-                    connection.close()
-                raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
-            except httpx.TransportError as exc:
-                closed_idle = (
-                    connection is not None and connection.exchanges > 0 and not connection.answered
-                )
-                if connection is not None:
-                    connection.close()
-                if retry or not closed_idle:
-                    raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
-                logger.debug(
-                    "upstream %s closed a pooled connection as a request went out (%s): "
-                    "sending it again on a fresh connection",
-                    upstream.name,
-                    exc,
-                )
-                for idle in state.idle:  # they went idle together with the one just closed
-                    idle.close()
-                state.idle.clear()
-            except BaseException:
-                if connection is not None:
-                    connection.close()
-                raise
-        raise AssertionError("unreachable")  # the second pass returns or raises
+        try:
+            return await direct.send(method, target.decode("latin-1"), headers, body)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError(describe_transport_error(upstream, exc)) from exc
+        except httpx.TransportError as exc:
+            raise UpstreamUnreachableError(describe_transport_error(upstream, exc)) from exc
 
     def _timeouts(self, upstream: UpstreamConfig) -> dict[str, float | None]:
         timeouts = self._timeout_dicts.get(upstream.name)
@@ -465,8 +427,8 @@ class UpstreamPool:
         for state in self._states.values():
             for shard in state.shards:
                 await shard.client.aclose()
-            for connection in state.idle:
-                connection.close()
+            if state.direct is not None:
+                await state.direct.aclose()
         self._states.clear()
 
 

@@ -10,8 +10,9 @@ Health: every ``health_interval_s`` each replica gets ``GET health_path``; a 2xx
 in rotation, anything else (or no answer within ``health_timeout_s``) takes it out. A refused
 connection takes it out at once; the next passing check brings it back. When no replica is in
 rotation, requests still go to one of them (least loaded): the client then gets the upstream's
-own error rather than one made up by the proxy. A plain ``http://`` replica is checked over a
-kept-alive ``http1.Http1Connection`` (a few dozen Python calls a check), others through httpx.
+own error rather than one made up by the proxy. A plain ``http://`` replica reached directly is
+checked through aiohttp (``direct_client.DirectUpstream``, one kept-alive connection per replica),
+others through httpx.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterator, Sequence
 import httpx
 
 from ..config import URL_UPSTREAM_NAME, UpstreamConfig
-from ..http1 import Http1Connection
+from ..direct_client import DirectUpstream
 from ..redact import redact_url
 from .policy import Decision, Policy, Replica, RequestFacts, make_policy
 from .settings import RoutingSettings
@@ -62,8 +63,8 @@ class Router:
         self.retries = 0
         self._task: asyncio.Task[None] | None = None
         self._client: httpx.AsyncClient | None = None
-        #: per replica index, its kept-alive health-check connection (plain http:// replicas)
-        self._health_connections: dict[int, Http1Connection] = {}
+        #: per replica index, its health-check session (plain http:// replicas reached directly)
+        self._health_sessions: dict[int, DirectUpstream] = {}
         #: no proxy environment variable (HTTP_PROXY...) applies to the health checks
         self._direct_health = upstream.is_loopback or not urllib.request.getproxies()
 
@@ -145,9 +146,9 @@ class Router:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
-        for connection in self._health_connections.values():
-            connection.close()
-        self._health_connections.clear()
+        for session in self._health_sessions.values():
+            await session.aclose()
+        self._health_sessions.clear()
         await self.policy.aclose()
 
     async def check_health(self) -> None:
@@ -186,18 +187,19 @@ class Router:
             httpx.TransportError: no connection, or no whole answer within ``health_timeout_s``
                 per step (connect, head, each body read).
         """
-        timeout = self.settings.health_timeout_s
-        connection = self._health_connections.pop(index, None)
-        if connection is None or connection.closed:
-            connection = await Http1Connection.connect(url.host, url.port or 80, timeout)
-        try:
-            timeouts = {"read": timeout, "write": timeout}
-            response = await connection.send(
-                "GET", url.raw_path, url.netloc, [(b"accept", b"*/*")], b"", timeouts
+        session = self._health_sessions.get(index)
+        if session is None:
+            timeout = self.settings.health_timeout_s
+            origin = f"http://{url.netloc.decode('ascii')}"
+            session = self._health_sessions[index] = DirectUpstream(
+                origin, 1, timeout, timeout, 2 * self.settings.health_interval_s + timeout
             )
+        response = await session.send(
+            "GET", url.raw_path.decode("ascii"), [(b"accept", b"*/*")], b""
+        )
+        try:
             async for _ in response.aiter_raw():
                 pass
         finally:
-            if connection.release():
-                self._health_connections[index] = connection
+            response.release()
         return response.status_code

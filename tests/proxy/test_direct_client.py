@@ -1,6 +1,7 @@
-"""The proxy's HTTP/1.1 client for plain-http upstreams (proxy/http1.py), against a raw TCP
-upstream on 127.0.0.1 that answers with exactly the bytes each test scripts: keep-alive reuse,
-a body delimited by the connection's end, interim 1xx responses, a malformed response."""
+"""The proxy's client for plain-http upstreams (aiohttp, proxy/direct_client.py), through the
+proxy, against a raw TCP upstream on 127.0.0.1 that answers with exactly the bytes each test
+scripts: keep-alive reuse, the exact request head, a body delimited by the connection's end,
+interim 1xx responses, a malformed response, a pooled connection closed under a request."""
 
 from __future__ import annotations
 
@@ -32,12 +33,18 @@ COMPLETION = json.dumps(
 
 class RawUpstream:
     """A TCP server answering each request with ``answer(n)`` (n: requests so far, from 0),
-    closing the connection after it when ``close_after`` is true; counts connections and keeps
-    every request's bytes."""
+    closing the connection after it when ``close_after`` is true, and closing it instead of
+    answering when ``n`` is in ``drop``; counts connections and keeps every request's bytes."""
 
-    def __init__(self, answer: Callable[[int], bytes], close_after: bool = False) -> None:
+    def __init__(
+        self,
+        answer: Callable[[int], bytes],
+        close_after: bool = False,
+        drop: frozenset[int] = frozenset(),
+    ) -> None:
         self.answer = answer
         self.close_after = close_after
+        self.drop = drop
         self.connections = 0
         self.requests: list[bytes] = []
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -73,6 +80,8 @@ class RawUpstream:
                     rest += conn.recv(65536)
                 self.requests.append(head + b"\r\n\r\n" + rest[:length])
                 buffer = rest[length:]
+                if len(self.requests) - 1 in self.drop:
+                    return
                 conn.sendall(self.answer(len(self.requests) - 1))
                 if self.close_after:
                     return
@@ -112,12 +121,53 @@ def test_a_kept_alive_connection_carries_the_next_requests(
     assert [a.content for a in answers] == [COMPLETION] * 3
     assert upstream.connections == 1
     assert len(upstream.requests) == 3
+
+
+def test_the_upstream_sees_the_head_httpx_would_send(
+    proxy_to: Callable[[RawUpstream], str],
+) -> None:
+    # Host first, then the client's headers in order (duplicates kept, hop-by-hop and the
+    # proxy's own dropped, accept-encoding: identity added), then the body's Content-Length; no
+    # User-Agent, Accept or Content-Type of the client library's own; the target as sent.
+    upstream = RawUpstream(lambda n: response(COMPLETION, b"content-length: %d" % len(COMPLETION)))
+    url = proxy_to(upstream)
+    host = upstream.url.removeprefix("http://").encode()
+    target = "/v1/chat/completions?api-version=2024%2D10%2D21&x=a%2Fb"
+    with httpx.Client() as client:
+        client.post(
+            url + target,
+            content=BODY,
+            headers=[
+                ("Authorization", "Bearer sk-test"),
+                ("X-Tag", "a"),
+                ("X-Tag", "b"),
+                ("Connection", "keep-alive, x-hop"),
+                ("X-Hop", "dropped"),
+                ("Accept-Encoding", "gzip"),
+            ],
+        )
+        client.get(url + "/v1/models")
+    upstream.close()
     head, _, body = upstream.requests[0].partition(b"\r\n\r\n")
     assert body == BODY
     lines = head.split(b"\r\n")
-    assert lines[0] == b"POST /v1/chat/completions HTTP/1.1"
-    assert lines[1] == b"Host: " + upstream.url.removeprefix("http://").encode()
-    assert b"Content-Length: %d" % len(BODY) in lines
+    assert lines[0] == b"POST " + target.encode() + b" HTTP/1.1"
+    assert lines[1] == b"Host: " + host
+    assert lines[-1] == b"Content-Length: %d" % len(BODY)
+    names = [line.partition(b":")[0].lower() for line in lines[2:-1]]
+    assert b"user-agent" in names  # the client's own (httpx's), passed through
+    assert names.count(b"user-agent") == 1
+    assert b"x-hop" not in names and b"connection" not in names
+    assert [line for line in lines if line.lower().startswith(b"x-tag")] == [
+        b"x-tag: a",
+        b"x-tag: b",
+    ]
+    assert lines[-2] == b"accept-encoding: identity"
+    assert b"accept-encoding: gzip" not in lines
+    get = upstream.requests[1].split(b"\r\n")
+    assert get[:2] == [b"GET /v1/models HTTP/1.1", b"Host: " + host]
+    assert not any(line.lower().startswith(b"content-length") for line in get)
+    assert get[-3:] == [b"accept-encoding: identity", b"", b""]  # no body follows the head
 
 
 def test_a_body_ended_by_the_connection_closing_is_relayed_whole(
@@ -154,3 +204,32 @@ def test_a_malformed_response_gets_502(proxy_to: Callable[[RawUpstream], str]) -
     upstream.close()
     assert answer.status_code == 502
     assert "broke the HTTP protocol" in answer.json()["error"]["message"]
+
+
+def test_a_pooled_connection_closed_under_a_request_is_retried_on_a_new_one(
+    proxy_to: Callable[[RawUpstream], str],
+) -> None:
+    # The second request reaches the kept-alive connection as the upstream closes it unanswered
+    # (an idle timeout firing just then): it goes out once more, on a new connection.
+    ok = response(COMPLETION, b"content-length: %d" % len(COMPLETION))
+    upstream = RawUpstream(lambda n: ok, drop=frozenset({1}))
+    url = proxy_to(upstream)
+    with httpx.Client() as client:
+        answers = [client.post(url + "/v1/chat/completions", content=BODY) for _ in range(2)]
+    upstream.close()
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[1].content == COMPLETION
+    assert upstream.connections == 2
+    assert len(upstream.requests) == 3 and upstream.requests[1] == upstream.requests[2]
+
+
+def test_a_new_connection_closed_unanswered_is_not_retried(
+    proxy_to: Callable[[RawUpstream], str],
+) -> None:
+    upstream = RawUpstream(lambda n: b"", drop=frozenset({0}))
+    url = proxy_to(upstream)
+    answer = httpx.post(url + "/v1/chat/completions", content=BODY)
+    upstream.close()
+    assert answer.status_code == 502
+    assert "broke the HTTP protocol" in answer.json()["error"]["message"]
+    assert len(upstream.requests) == 1

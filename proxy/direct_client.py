@@ -1,0 +1,262 @@
+"""Plain ``http://`` upstreams reached directly, through aiohttp's client.
+
+``forward.UpstreamPool`` sends a request here when its upstream is ``http://`` and no proxy
+environment variable applies (loopback upstreams always; remote ones when no ``HTTP_PROXY``...
+is set), except ``HEAD``; the rest (TLS, environment proxies, ``HEAD``) goes through httpx.
+aiohttp parses responses in C and hands the body over as whatever arrived in one read
+(``StreamReader.iter_any``), so the relay sends one message to the client per upstream read;
+httpx, httpcore, h11 and anyio run about 1,900 Python calls for one streamed chat completion of
+15 SSE events (profiled under ``benchmarks/proxy_routing.py``'s chat workload, 2026-12-03).
+
+The contract is httpx's, so the forwarding code above does not tell the two clients apart:
+
+- errors are httpx's transport exceptions: ``ConnectError``, ``ConnectTimeout``,
+  ``ReadTimeout``, ``ReadError``, ``RemoteProtocolError`` (aiohttp's are translated here);
+- ``DirectResponse`` has ``status_code``, ``headers.raw`` (the header pairs exactly as
+  received, aiohttp's ``raw_headers``) / ``headers.get``, and ``aiter_raw()`` (the body with the
+  chunked framing removed, no content decoding: ``auto_decompress=False``).
+
+Requests go out with the head httpx would send: ``Host`` first, then ``Content-Length: 0`` for
+an empty ``POST``, ``PUT`` or ``PATCH``, then the given headers in order, then
+``Content-Length`` of a non-empty body; aiohttp's own defaults (``Accept``, ``Accept-Encoding``,
+``User-Agent``, ``Content-Type``) are turned off, and the request target is sent as given
+(``yarl.URL(..., encoded=True)``). Interim 1xx responses are skipped by aiohttp. aiohttp has no
+write timeout: a request body the upstream does not take counts against the read timeout (the
+response head is awaited with it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import aiohttp
+import httpx
+from yarl import URL
+
+__all__ = ["DirectResponse", "DirectUpstream", "RawHeaders"]
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: aiohttp's default request headers, none of which httpx.Request adds
+_SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+#: Errors of a connection that died under a request before any response head: a pooled one the
+#: upstream closed while it sat idle (see ``DirectUpstream.send``).
+_CLOSED_UNDER_REQUEST = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+
+#: Set around a request: the connector records there whether its connection had carried an
+#: exchange before (``[reused]``).
+_REUSED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "promptcache_proxy_reused", default=None
+)
+
+logger = logging.getLogger("promptcache.proxy")
+
+
+class RawHeaders:
+    """A response's header pairs as received (``raw``), with httpx's case-insensitive ``get``."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Sequence[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def get(self, name: str, default: str = "") -> str:
+        """The first value of header ``name`` (any case), decoded as Latin-1, else ``default``."""
+        key = name.lower().encode("latin-1")
+        for k, v in self.raw:
+            if k.lower() == key:
+                return v.decode("latin-1")
+        return default
+
+
+class DirectResponse:
+    """One response, its body not yet read; ``release`` hands the connection back (or closes
+    it when the body was not read whole or the upstream ends the connection)."""
+
+    __slots__ = ("_close", "_response", "headers", "status_code")
+
+    def __init__(self, response: aiohttp.ClientResponse, close: bool = False) -> None:
+        self._response = response
+        self._close = close  # never keep the connection
+        self.status_code = response.status
+        self.headers = RawHeaders(response.raw_headers)
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives: each item everything that arrived in one read (never empty).
+
+        Raises:
+            httpx.ReadTimeout: nothing arrived for the read timeout.
+            httpx.ReadError, httpx.RemoteProtocolError: the connection broke mid-body.
+        """
+        return _body(self._response)
+
+    def release(self) -> None:
+        """End the exchange."""
+        if self._close:
+            self._response.close()
+        else:
+            self._response.release()
+
+
+async def _body(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    try:
+        async for data in response.content.iter_any():
+            yield data
+    except aiohttp.ClientError as exc:
+        raise transport_error(exc) from exc
+
+
+def transport_error(exc: aiohttp.ClientError) -> httpx.TransportError:
+    """The httpx transport exception for an aiohttp client error."""
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(message)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return httpx.ReadTimeout(message)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(message)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    if isinstance(exc, aiohttp.ClientResponseError):  # the response head did not parse
+        return httpx.RemoteProtocolError(f"malformed HTTP response: {exc.message}")
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(message)
+    return httpx.ReadError(message)
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's TCP connector, remembering which connections already carried an exchange."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._used: weakref.WeakSet[object] = weakref.WeakSet()
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
+        connection = await super().connect(req, traces, timeout)
+        protocol = connection.protocol
+        reused = protocol in self._used
+        if not reused:
+            self._used.add(protocol)
+        holder = _REUSED.get()
+        if holder is not None:
+            holder[0] = reused
+        return connection
+
+
+class DirectUpstream:
+    """One plain ``http://`` upstream's aiohttp session: keep-alive connections, at most
+    ``max_connections``, idle ones closed after ``keepalive_s`` seconds.
+
+    Args:
+        base: the upstream URL (``http://host:port/prefix``); request targets follow its path.
+        max_connections: the connection limit (the caller admits no more requests than this).
+        connect_s, read_s: connect timeout, and the longest wait for each read (None: none).
+        keepalive_s: seconds an idle connection is kept.
+    """
+
+    def __init__(
+        self,
+        base: str,
+        max_connections: int,
+        connect_s: float | None,
+        read_s: float | None,
+        keepalive_s: float,
+    ) -> None:
+        url = httpx.URL(base)
+        self._origin = f"http://{url.netloc.decode('ascii')}"
+        self._base_path = url.raw_path.split(b"?", 1)[0].rstrip(b"/").decode("ascii")
+        self._max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=None, sock_connect=connect_s, sock_read=read_s
+        )
+        self._connector = _Connector(
+            limit=max_connections, limit_per_host=0, keepalive_timeout=keepalive_s
+        )
+        self._session = self._new_session(self._connector)
+        #: for a request sent once more: its connections are closed after their exchange, so
+        #: it never holds an idle one and each request opens a new one
+        self._fresh: aiohttp.ClientSession | None = None
+        self._urls: dict[str, URL] = {}
+
+    def _new_session(self, connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=connector,
+            timeout=self._timeout,
+            auto_decompress=False,
+            skip_auto_headers=_SKIP_AUTO_HEADERS,
+            cookie_jar=aiohttp.DummyCookieJar(),  # one client's cookies never reach another
+            trust_env=False,
+        )
+
+    def _url(self, target: str) -> URL:
+        url = self._urls.get(target)
+        if url is None:
+            url = URL(self._origin + self._base_path + target, encoded=True)
+            if "?" not in target and len(self._urls) < 1024:  # a query may carry an API key
+                self._urls[target] = url
+        return url
+
+    async def send(
+        self, method: str, target: str, headers: Sequence[tuple[bytes, bytes]], body: bytes
+    ) -> DirectResponse:
+        """Send a request and wait for its response's status line and headers.
+
+        A pooled keep-alive connection the upstream closes just as the request goes out on it
+        (servers close idle ones on their own clock: uvicorn after 5 s) fails with no response
+        head; such a request is sent once more, on a new connection. A failure on a new
+        connection is the upstream's answer and is raised.
+
+        Args:
+            method: the request method.
+            target: the request target (path and query) as the client sent it, percent-encoded.
+            headers: header pairs, sent in order after ``Host``.
+            body: the request body.
+
+        Raises:
+            httpx.ConnectError, httpx.ConnectTimeout: no connection.
+            httpx.ReadTimeout: no response head within the read timeout.
+            httpx.ReadError, httpx.RemoteProtocolError: the connection failed or the response
+                head did not parse.
+        """
+        pairs: list[tuple[str, str]] = []
+        if not body and method in _BODY_METHODS:
+            pairs.append(("Content-Length", "0"))
+        pairs += [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+        if body:
+            pairs.append(("Content-Length", str(len(body))))
+        url = self._url(target)
+        reused = [False]
+        token = _REUSED.set(reused)
+        try:
+            response = await self._session.request(method, url, headers=pairs, data=body or None)
+        except _CLOSED_UNDER_REQUEST as exc:
+            if isinstance(exc, aiohttp.ClientConnectorError) or not reused[0]:
+                raise transport_error(exc) from exc
+            logger.debug(
+                "upstream %s closed a pooled connection as a request went out (%s): "
+                "sending it again on a new connection",
+                self._origin,
+                exc,
+            )
+            if self._fresh is None:
+                connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
+                self._fresh = self._new_session(connector)
+            try:
+                response = await self._fresh.request(method, url, headers=pairs, data=body or None)
+            except aiohttp.ClientError as retry_exc:
+                raise transport_error(retry_exc) from retry_exc
+            return DirectResponse(response, close=True)
+        except aiohttp.ClientError as exc:
+            raise transport_error(exc) from exc
+        finally:
+            _REUSED.reset(token)
+        return DirectResponse(response)
+
+    async def aclose(self) -> None:
+        """Close the session and its connections."""
+        await self._session.close()
+        if self._fresh is not None:
+            await self._fresh.close()
