@@ -927,7 +927,7 @@ def install(app: Starlette, *, clock: Callable[[], float] | None = None) -> Brea
     explainer = BreakExplainer()
     store = getattr(app.state, "store", None)
     path = getattr(store, "path", None)
-    if log_exists(path):
+    if path is not None and log_exists(path):
         now = (clock or time.time)()
         try:
             explainer.load(path, since=now - REBUILD_WINDOW_S)

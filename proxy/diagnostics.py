@@ -331,7 +331,7 @@ def install(
     diagnostics = VendorDiagnostics(explainer)
     store = getattr(app.state, "store", None)
     path = getattr(store, "path", None)
-    if log_exists(path):
+    if path is not None and log_exists(path):
         diagnostics.load(path, since=(clock or time.time)() - REBUILD_WINDOW_S)
     app.state.record_hooks.append(diagnostics)
     app.state.proxy.vendor_diagnostics = diagnostics
