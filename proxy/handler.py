@@ -69,6 +69,16 @@ __all__ = ["REQUEST_ID_HEADER", "ProxyEndpoint", "ProxyState", "RecordHook"]
 
 logger = logging.getLogger("promptcache.proxy")
 
+#: JSON's names for the kinds of value json.loads returns, for error messages.
+_JSON_KINDS = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
 #: Response header carrying the request's id (the ``id`` column of the log).
 REQUEST_ID_HEADER = b"x-promptcache-request-id"
 
@@ -229,7 +239,8 @@ class ProxyEndpoint:
                 await self._reject(ex, send, 400, message)
                 return
             if not isinstance(parsed, dict):
-                message = f"request body must be a JSON object, got a JSON {type(parsed).__name__}"
+                kind = _JSON_KINDS.get(type(parsed), type(parsed).__name__)
+                message = f"request body must be a JSON object, got a JSON {kind}"
                 await self._reject(ex, send, 400, message)
                 return
             ex.parsed = parsed
