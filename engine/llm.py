@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from promptcache.errors import InvalidRequestError
+from promptcache.errors import ConfigError, InvalidRequestError
 
 from .llm_engine import LLMEngine
 from .outputs import RequestOutput
@@ -47,7 +47,8 @@ class LLM:
         warmup_from_log: a proxy log (SQLite path or ``postgresql://`` URL) whose
             ``warmup_top`` costliest stored prefix families are prefilled (``engine serve
             --warmup-from-log``; the proxy must have run with ``--store-prefixes``).
-        warmup_top: how many families ``warmup_from_log`` prefills (>= 1).
+        warmup_top: how many families ``warmup_from_log`` prefills (>= 1; default 10); given
+            without ``warmup_from_log`` it is refused, as ``engine serve --top`` alone is.
         served_model_name: the ``model`` the warm-up bodies name (default: ``model`` as
             given, like ``engine serve``); a logged family of another model is not prefilled.
         chat_template: Jinja chat template text for chat bodies (models without one).
@@ -57,6 +58,9 @@ class LLM:
     Attributes:
         warmup_report: what the warm-up did (`WarmupReport`: prompts, tokens, cached blocks,
             seconds), or None without one.
+        warmup_skipped: ``(family id, reason)`` of costlier logged families whose stored body
+            could not be prepared and were passed over for the next (the banner's "passed
+            over" of ``engine serve``); empty without ``warmup_from_log``.
 
     Raises:
         ModelLoadError, ConfigError: as ``LLMEngine.from_pretrained``; ConfigError also for a
@@ -69,19 +73,27 @@ class LLM:
         *,
         warmup: str | Path | None = None,
         warmup_from_log: str | Path | None = None,
-        warmup_top: int = 10,
+        warmup_top: int | None = None,
         served_model_name: str | None = None,
         chat_template: str | None = None,
         **config_overrides: Any,
     ) -> None:
+        if warmup_top is not None and warmup_from_log is None:
+            raise ConfigError("warmup_top needs warmup_from_log (the proxy log to rank)")
+        if warmup_top is not None and warmup_top < 1:
+            raise ConfigError(f"warmup_top must be at least 1, got {warmup_top}")
         self.engine = LLMEngine.from_pretrained(model, **config_overrides)
         self._counter = 0
         self.warmup_report: WarmupReport | None = None
+        self.warmup_skipped: list[tuple[str, str]] = []
         if chat_template is not None:
             self.engine.tokenizer.set_chat_template(chat_template)
         if warmup is not None or warmup_from_log is not None:
             self.warmup_report = self._warm_up(
-                warmup, warmup_from_log, warmup_top, served_model_name or str(model)
+                warmup,
+                warmup_from_log,
+                10 if warmup_top is None else warmup_top,
+                served_model_name or str(model),
             )
 
     def _warm_up(
@@ -104,7 +116,9 @@ class LLM:
         )
         requests = [] if file is None else read_warmup_file(file, ctx)
         if log is not None:
-            requests += read_warmup_log(log, top, ctx).requests
+            from_log = read_warmup_log(log, top, ctx)
+            requests += from_log.requests
+            self.warmup_skipped = from_log.skipped
         return run_warmup(engine, requests)
 
     @property

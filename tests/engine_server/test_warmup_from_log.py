@@ -321,5 +321,28 @@ def test_llm_warms_up_from_a_log_and_a_file(proxy_log: Path, tmp_path: Path) -> 
     assert report.num_cached_blocks == len(blocks)
     [out] = llm.generate(logged[0], SamplingParams(temperature=0, max_tokens=1))
     assert out.num_cached_tokens == (len(logged[0]) - 1) // BLOCK_SIZE * BLOCK_SIZE > 0
-    with pytest.raises(ConfigError, match="--top must be at least 1"):
+    assert llm.warmup_skipped == []
+    with pytest.raises(ConfigError, match="warmup_top must be at least 1"):
         LLM(TINYSTORIES, warmup_from_log=proxy_log, warmup_top=0, num_blocks=8)
+    with pytest.raises(ConfigError, match="warmup_top needs warmup_from_log"):
+        LLM(TINYSTORIES, warmup_top=2, num_blocks=8)
+
+
+def test_llm_names_the_families_it_passed_over(proxy_log: Path) -> None:
+    from promptcache.engine import LLM
+
+    rows, _ = _rows(proxy_log)
+    by_cost, _ = _ranked(rows)
+    broken = _break_two_bodies(proxy_log, by_cost)
+    llm = LLM(
+        TINYSTORIES,
+        warmup_from_log=broken,
+        warmup_top=1,
+        served_model_name=MODEL_NAME,
+        chat_template=CHAT_TEMPLATE,
+        num_blocks=32,
+    )
+    assert [family for family, _ in llm.warmup_skipped] == by_cost[:2]
+    assert "needs 'messages' (chat) or 'prompt'" in llm.warmup_skipped[0][1]
+    assert llm.warmup_skipped[1][1]  # a body that is not a JSON object: its own reason
+    assert llm.warmup_report is not None and llm.warmup_report.num_requests == 1
