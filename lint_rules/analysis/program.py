@@ -104,6 +104,20 @@ class _Resolved:
     requests: list[tuple[str, str]]
 
 
+@dataclass
+class _Wanted:
+    """One wanted name of one file, resolved: the defining file (``dep``), a symbol to ask
+    of it (``request``) or the summaries the file sees (``seen``); valid while the files in
+    ``stamps`` keep their versions, the field stores theirs and ``carries`` is the same."""
+
+    stamps: dict[str, int]
+    fields: int
+    carries: bool
+    dep: str | None = None
+    request: tuple[str, str] | None = None
+    seen: dict[str, Any] = field(default_factory=dict)
+
+
 def linter_fingerprint() -> str:
     """The promptcache version plus a hash of the linter's own source, so that a cache written
     by another build of the linter is never read."""
@@ -169,6 +183,8 @@ class Program:
     #: per file, its wanted names resolved at the last plan (reused while nothing they read
     #: changed: a wave re-plans only the files whose inputs may have moved)
     _resolved: dict[str, _Resolved] = field(default_factory=dict)
+    #: (file, wanted name) -> how it resolved, for files whose other names' targets changed
+    _wanted: dict[tuple[str, str], _Wanted] = field(default_factory=dict)
     _field_facts: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     _fields_version: int = 0
 
@@ -301,29 +317,22 @@ class Program:
                 if carries:
                     state.carried.add(qual)
                 carries = qual in state.carried
-                found = self._resolve(qual, path, states, index, touched)
-                if found is None:
-                    continue
-                file, symbol = found
-                state.deps.add(file)
-                touched.add(file)
-                blob = self._lookup(states[file], symbol)
-                stored = _stored_fields(blob, field_facts)
-                if blob is None:
-                    requests[file].add(symbol.split(".")[0])
-                    added.append((file, symbol.split(".")[0]))
-                elif stored:
-                    # fields that code elsewhere fills in an unstable order
-                    seen[qual] = {**blob, "data": {**blob["data"], "field_facts": stored}}
-                elif carries or interesting(blob["data"]):
-                    seen[qual] = blob
-                    for cls in _class_refs(blob):
-                        ref = self._resolve(cls, path, states, index, touched)
-                        if ref is not None:
-                            touched.add(ref[0])
-                            more = self._lookup(states[ref[0]], ref[1])
-                            if more is not None:
-                                seen[cls] = more
+                hit = self._wanted.get((path, qual))
+                if (
+                    hit is None
+                    or hit.carries != carries
+                    or hit.fields != self._fields_version
+                    or any(states[f].version != v for f, v in hit.stamps.items())
+                ):
+                    hit = self._resolve_wanted(qual, carries, path, states, index, field_facts)
+                    self._wanted[(path, qual)] = hit
+                touched.update(hit.stamps)
+                if hit.dep is not None:
+                    state.deps.add(hit.dep)
+                if hit.request is not None:
+                    requests[hit.request[0]].add(hit.request[1])
+                    added.append(hit.request)
+                seen.update(hit.seen)
             externals[path] = seen
             self._resolved[path] = _Resolved(
                 {f: states[f].version for f in touched},
@@ -354,6 +363,42 @@ class Program:
             if changed:
                 todo.append((path, task))
         return todo
+
+    def _resolve_wanted(
+        self,
+        qual: str,
+        carries: bool,
+        path: str,
+        states: dict[str, FileState],
+        index: ModuleIndex,
+        field_facts: dict[str, dict[str, list[Any]]],
+    ) -> _Wanted:
+        """Resolve one name ``path`` wants (see ``_plan``)."""
+        touched: set[str] = set()
+        out = _Wanted({}, self._fields_version, carries)
+        found = self._resolve(qual, path, states, index, touched)
+        if found is not None:
+            file, symbol = found
+            out.dep = file
+            touched.add(file)
+            blob = self._lookup(states[file], symbol)
+            stored = _stored_fields(blob, field_facts)
+            if blob is None:
+                out.request = (file, symbol.split(".")[0])
+            elif stored:
+                # fields that code elsewhere fills in an unstable order
+                out.seen[qual] = {**blob, "data": {**blob["data"], "field_facts": stored}}
+            elif carries or interesting(blob["data"]):
+                out.seen[qual] = blob
+                for cls in _class_refs(blob):
+                    ref = self._resolve(cls, path, states, index, touched)
+                    if ref is not None:
+                        touched.add(ref[0])
+                        more = self._lookup(states[ref[0]], ref[1])
+                        if more is not None:
+                            out.seen[cls] = more
+        out.stamps = {f: states[f].version for f in touched}
+        return out
 
     def _settled(
         self, todo: list[tuple[str, Task]], states: dict[str, FileState], wait: bool = True
