@@ -106,7 +106,8 @@ def response_headers(
     """The upstream's response headers as they go to the client.
 
     Args:
-        headers: raw header pairs from httpx (``response.headers.raw``).
+        headers: the response's header pairs as received (``response.headers.raw``: httpx's,
+            or aiohttp's ``raw_headers`` through ``direct_client.DirectResponse``).
         keep_length: False when the proxy changes the body (drops a chunk), so the length is
             dropped and the server frames the body itself.
     """
