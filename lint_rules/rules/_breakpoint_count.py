@@ -85,12 +85,12 @@ class LazyScope(Scope):
             self._scope = function_scope(self._func)
         return self._scope
 
-    @property  # type: ignore[override]
-    def names(self) -> dict[str, list[ast.expr | None]]:
+    @property
+    def names(self) -> dict[str, list[ast.expr | None]]:  # type: ignore[override]
         return self._get().names
 
-    @property  # type: ignore[override]
-    def params(self) -> set[str]:
+    @property
+    def params(self) -> set[str]:  # type: ignore[override]
         return self._get().params
 
 
