@@ -31,7 +31,15 @@ from promptcache.errors import ConfigError
 from promptcache.formatting import usd
 from promptcache.pricing import ModelPrice, PriceTable, default_price_table
 
-__all__ = ["LIFETIME_S", "TTLAdvice", "TTLOption", "advise_ttl"]
+__all__ = [
+    "LIFETIME_S",
+    "TTLAdvice",
+    "TTLOption",
+    "TTLWriteCounts",
+    "advise_ttl",
+    "advise_ttl_counts",
+    "write_counts",
+]
 
 TTLChoice = Literal["none", "5m", "1h"]
 #: Seconds a cache entry of each TTL lives after its last write or read (the one source; the
@@ -162,6 +170,39 @@ def _simulate(times: Sequence[float], ttl: Literal["5m", "1h"]) -> tuple[int, in
     return writes, reads
 
 
+@dataclass(frozen=True)
+class TTLWriteCounts:
+    """What the simulation of :func:`advise_ttl` needs of a request sequence: counts only.
+
+    Attributes:
+        num_requests: requests replayed (>= 1).
+        writes_5m: requests that write under the 5-minute TTL: the first one, and every request
+            that starts ``LIFETIME_S["5m"]`` s or more after the one before it
+            (``t >= previous + 300`` in float arithmetic; every request refreshes the entry).
+        writes_1h: requests that write under the 1-hour TTL: the first one, and then each first
+            request that starts at or after the last write + ``LIFETIME_S["1h"]`` s (hits do
+            not extend the entry).
+        span_s: seconds from the first to the last request.
+
+    A database computes these without shipping start times (one window-function pass for the
+    5-minute gaps, one index seek per 1-hour write: :mod:`promptcache.proxy.report.queries`);
+    :func:`write_counts` computes them from start times.
+    """
+
+    num_requests: int
+    writes_5m: int
+    writes_1h: int
+    span_s: float
+
+
+def write_counts(timestamps: Sequence[float]) -> TTLWriteCounts:
+    """The :class:`TTLWriteCounts` of request start times (seconds, any order, at least one)."""
+    times = sorted(float(t) for t in timestamps)
+    return TTLWriteCounts(
+        len(times), _simulate(times, "5m")[0], _simulate(times, "1h")[0], times[-1] - times[0]
+    )
+
+
 def advise_ttl(
     timestamps: Sequence[float],
     prefix_tokens: int,
@@ -206,24 +247,55 @@ def advise_ttl(
         if model is None:
             raise ConfigError("advise_ttl needs a model name or explicit rates")
         rates = (table or default_price_table()).lookup(model)
-    times = sorted(float(t) for t in timestamps)
+    return advise_ttl_counts(
+        write_counts(timestamps),
+        prefix_tokens,
+        rates=rates,
+        min_cacheable_tokens=min_cacheable_tokens,
+    )
+
+
+def advise_ttl_counts(
+    counts: TTLWriteCounts,
+    prefix_tokens: int,
+    model: str | None = None,
+    *,
+    rates: ModelPrice | None = None,
+    table: PriceTable | None = None,
+    min_cacheable_tokens: int | None = None,
+) -> TTLAdvice:
+    """:func:`advise_ttl` from a sequence's :class:`TTLWriteCounts` instead of its start times:
+    the same advice, option by option (reads are ``num_requests - writes``).
+
+    Raises:
+        ConfigError: ``num_requests`` < 1, write counts outside ``1..num_requests``, a negative
+            or non-finite span, a negative prefix size, or neither ``model`` nor ``rates``.
+        UnknownModelPriceError: ``model`` has no price row and no ``rates`` were given.
+    """
+    n = counts.num_requests
+    if n < 1:
+        raise ConfigError("advise_ttl_counts needs at least one request")
+    for name, writes in (("writes_5m", counts.writes_5m), ("writes_1h", counts.writes_1h)):
+        if not 1 <= writes <= n:
+            raise ConfigError(f"{name} must be between 1 and num_requests ({n}), got {writes}")
+    if not math.isfinite(counts.span_s) or counts.span_s < 0:
+        raise ConfigError(f"span_s must be a finite number >= 0, got {counts.span_s!r}")
+    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
+        raise ConfigError(f"prefix_tokens must be an int >= 0, got {prefix_tokens!r}")
+    if rates is None:
+        if model is None:
+            raise ConfigError("advise_ttl needs a model name or explicit rates")
+        rates = (table or default_price_table()).lookup(model)
     per_token = Decimal(prefix_tokens) / _MILLION
     options: dict[str, TTLOption] = {
-        "none": TTLOption(
-            "none",
-            len(times),
-            0,
-            rates.input,
-            rates.cache_read,
-            len(times) * per_token * rates.input,
-        )
+        "none": TTLOption("none", n, 0, rates.input, rates.cache_read, n * per_token * rates.input)
     }
-    cached: tuple[tuple[Literal["5m", "1h"], Decimal], ...] = (
-        ("5m", rates.cache_write_5m),
-        ("1h", rates.cache_write_1h),
+    cached: tuple[tuple[Literal["5m", "1h"], int, Decimal], ...] = (
+        ("5m", counts.writes_5m, rates.cache_write_5m),
+        ("1h", counts.writes_1h, rates.cache_write_1h),
     )
-    for ttl, write_rate in cached:
-        writes, reads = _simulate(times, ttl)
+    for ttl, writes, write_rate in cached:
+        reads = n - writes
         total = per_token * (writes * write_rate + reads * rates.cache_read)
         options[ttl] = TTLOption(ttl, writes, reads, write_rate, rates.cache_read, total)
     note = ""
@@ -240,8 +312,8 @@ def advise_ttl(
         recommendation=recommendation,
         options=options,
         prefix_tokens=prefix_tokens,
-        num_requests=len(times),
-        span_s=times[-1] - times[0],
+        num_requests=n,
+        span_s=counts.span_s,
         price=rates,
         note=note,
     )

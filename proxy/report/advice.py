@@ -34,7 +34,7 @@ from promptcache.errors import ConfigError
 from promptcache.formatting import percent, usd
 from promptcache.minimums import default_model_minimums
 from promptcache.pricing import ModelPrice
-from promptcache.ttl import advise_ttl
+from promptcache.ttl import advise_ttl_counts
 
 from . import queries as q
 from .window import Window
@@ -102,7 +102,8 @@ class TtlAdvice:
         requests: requests replayed.
         prefix_tokens: the typical cached prefix priced.
         current: the TTL in use now (``none``, ``5m`` or ``1h``, from its cache writes).
-        recommended: the cheapest TTL per :func:`promptcache.ttl.advise_ttl`.
+        recommended: the cheapest TTL per :func:`promptcache.ttl.advise_ttl` (from the
+            family's counts, :func:`promptcache.ttl.advise_ttl_counts`).
         current_cost_usd, recommended_cost_usd: simulated prefix cost of each.
         savings_usd: ``current_cost_usd - recommended_cost_usd`` (>= 0).
         note: the advisor's note (prefix below the model's minimum), or "".
@@ -141,12 +142,12 @@ def advise_families(
         price = price_of(family.model)
         if family.vendor not in TTL_CHOICE_VENDORS or price is None or family.model is None:
             continue
-        times = q.family_start_times(conn, family, window)
-        if not times:  # its rows were deleted after the rollup counted them
+        counts = q.family_write_counts(conn, family, window)
+        if counts is None:  # its rows were deleted after the rollup counted them
             continue
         row = minimums.lookup(family.model)
-        advice = advise_ttl(
-            times,
+        advice = advise_ttl_counts(
+            counts,
             family.prefix_tokens,
             rates=price,
             min_cacheable_tokens=row.min_tokens if row else None,

@@ -24,6 +24,8 @@ import sqlite3
 from dataclasses import dataclass, fields
 from typing import Final
 
+from promptcache.ttl import LIFETIME_S, TTLWriteCounts
+
 from ..rollup import FAMILY_INDEX, FAMILY_KEY
 from .window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, Window
 
@@ -40,6 +42,7 @@ __all__ = [
     "break_groups",
     "busiest_families",
     "family_start_times",
+    "family_write_counts",
     "group_totals",
     "new_prefixes",
     "priced_as",
@@ -424,3 +427,54 @@ def family_start_times(conn: sqlite3.Connection, family: FamilyRow, w: Window) -
         key=family.key_fingerprint, model=family.model, first=family.first_segment_hash
     )
     return [row[0] for row in conn.execute(sql, params)]
+
+
+def _family_filter(family: FamilyRow) -> str:
+    """``requests`` rows of ``family`` (``=`` where a value is known, so that Postgres seeks the
+    family index on all three leading columns; ``IS NULL`` for a missing key or model)."""
+    key = "key_fingerprint IS NULL" if family.key_fingerprint is None else "key_fingerprint = :key"
+    model = "model IS NULL" if family.model is None else "model = :model"
+    return f"{key} AND {model} AND {FAMILY_KEY.format(r='requests')} = :first"
+
+
+def family_write_counts(
+    conn: sqlite3.Connection, family: FamilyRow, w: Window
+) -> TTLWriteCounts | None:
+    """The TTL simulation's counts (:class:`promptcache.ttl.TTLWriteCounts`) of one family's
+    requests in the window, computed by the database over the family index: 5-minute writes
+    in one ordered pass (a request ``LIFETIME_S["5m"]`` s or more after its predecessor, by
+    ``LAG``), 1-hour writes by a recursive walk of one index seek per write (the first request
+    at or after the last write + ``LIFETIME_S["1h"]`` s). The same requests as
+    :func:`family_start_times` (failed ones included), the same float arithmetic as
+    :func:`promptcache.ttl.write_counts`. None when the family has no request in the window."""
+    rows = _family_filter(family)
+    gaps = f"""
+        SELECT COUNT(*), TOTAL(CASE WHEN previous IS NULL OR started_at >= previous + :five
+                                    THEN 1 ELSE 0 END),
+               MIN(started_at), MAX(started_at)
+        FROM (SELECT started_at, LAG(started_at) OVER (ORDER BY started_at) AS previous
+              FROM requests INDEXED BY {FAMILY_INDEX} WHERE {rows} AND {_ROWS})
+    """
+    walk = f"""
+        WITH RECURSIVE writes(at) AS (
+            SELECT MIN(started_at) FROM requests INDEXED BY {FAMILY_INDEX}
+            WHERE {rows} AND {_ROWS}
+          UNION ALL
+            SELECT (SELECT MIN(started_at) FROM requests INDEXED BY {FAMILY_INDEX}
+                    WHERE {rows} AND started_at >= writes.at + :hour AND started_at < :t1)
+            FROM writes WHERE writes.at IS NOT NULL
+        )
+        SELECT COUNT(at) FROM writes
+    """
+    params = w.params(
+        key=family.key_fingerprint,
+        model=family.model,
+        first=family.first_segment_hash,
+        five=LIFETIME_S["5m"],
+        hour=LIFETIME_S["1h"],
+    )
+    n, writes_5m, first, last = conn.execute(gaps, params).fetchone()
+    if not n:
+        return None
+    (writes_1h,) = conn.execute(walk, params).fetchone()
+    return TTLWriteCounts(int(n), int(writes_5m), int(writes_1h), float(last) - float(first))

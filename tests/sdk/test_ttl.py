@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from decimal import Decimal
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.pricing import ModelPrice
-from promptcache.ttl import advise_ttl
+from promptcache.ttl import TTLWriteCounts, advise_ttl, advise_ttl_counts, write_counts
 
 SONNET = "claude-sonnet-4-5"  # input 3, read 0.30, 5m write 3.75, 1h write 6 (USD/MTok)
 
@@ -114,3 +115,43 @@ def test_simulation_invariants(times: list[float], prefix: int) -> None:
     assert none.cost_usd == len(times) * Decimal(prefix) * Decimal(3) / 1_000_000
     best = advice.options[advice.recommendation].cost_usd
     assert all(best <= option.cost_usd for option in advice.options.values())
+
+
+def test_write_counts_of_gaps_on_the_boundaries() -> None:
+    # 5m: a write at 0, reads at 299.9 and 599.8 (each refreshes), a write at 899.8 (300 later)
+    # 1h: a write at 0, reads until 3600, where 3600.0 itself writes again
+    counts = write_counts([0, 299.9, 599.8, 899.8, 3600.0, 3600.5])
+    assert counts == TTLWriteCounts(6, 3, 2, 3600.5)
+
+
+@given(
+    st.lists(st.floats(min_value=0, max_value=20_000, allow_nan=False), min_size=1, max_size=60),
+    st.integers(min_value=0, max_value=200_000),
+    st.sampled_from([None, 1024, 4096]),
+)
+def test_advice_from_counts_equals_advice_from_times(
+    times: list[float], prefix: int, minimum: int | None
+) -> None:
+    counts = write_counts(times)
+    # independent counts: 5m writes are the first request and each gap of 300 s or more
+    ordered = sorted(times)
+    gaps = sum(1 for a, b in itertools.pairwise(ordered) if b >= a + 300)
+    assert counts.writes_5m == 1 + gaps
+    assert counts.num_requests == len(times)
+    by_counts = advise_ttl_counts(counts, prefix, SONNET, min_cacheable_tokens=minimum)
+    assert by_counts == advise_ttl(times, prefix, SONNET, min_cacheable_tokens=minimum)
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        TTLWriteCounts(0, 1, 1, 0.0),
+        TTLWriteCounts(3, 0, 1, 10.0),
+        TTLWriteCounts(3, 1, 4, 10.0),
+        TTLWriteCounts(3, 1, 1, -1.0),
+        TTLWriteCounts(3, 1, 1, float("inf")),
+    ],
+)
+def test_bad_counts(counts: TTLWriteCounts) -> None:
+    with pytest.raises(ConfigError):
+        advise_ttl_counts(counts, 1000, SONNET)
