@@ -48,7 +48,13 @@ from .dialect import is_postgres, is_postgres_url
 from .prefix_store import add_prefix_bodies
 from .redact import redact_url
 from .replica_rollup import add_route_regret_columns, add_routing_columns
-from .rollup import add_prefix_families, add_report_rollups, rebuild_break_rollup
+from .rollup import (
+    FAMILY_INDEX,
+    FAMILY_KEY,
+    add_prefix_families,
+    add_report_rollups,
+    rebuild_break_rollup,
+)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
 
@@ -181,6 +187,20 @@ def _v12_ttft_covering_index(db: Database) -> None:
     )
 
 
+def _v13_family_covering_index(db: Database) -> None:
+    """Rebuild the family index (:data:`.rollup.FAMILY_INDEX`) with the plain columns its
+    family key is computed from, ``prefix_family`` and ``first_segment_hash``, after its own
+    columns: Postgres reads an index without the table only when the index holds every column
+    a query names, and it matches an expression's columns, never the expression itself, so the
+    TTL advisor's per-family passes (:func:`.report.queries.family_write_counts`) read the index
+    alone there too (SQLite already does). The same SQL on both backends."""
+    db.execute(f"DROP INDEX IF EXISTS {FAMILY_INDEX}")
+    db.execute(
+        f"CREATE INDEX {FAMILY_INDEX} ON requests (key_fingerprint, model,"
+        f" ({FAMILY_KEY.replace('{r}.', '')}), started_at, prefix_family, first_segment_hash)"
+    )
+
+
 #: Schema steps; step i (0-based) brings the file to version i + 1. Append, never edit.
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_requests,
@@ -195,6 +215,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v10_vendor_diagnostics,  # step 10: the vendors' own cache diagnostics beside ours (#33)
     add_prefix_bodies,  # step 11: a representative body per prefix family (--store-prefixes)
     _v12_ttft_covering_index,  # step 12: TTFT percentiles read the index alone (#33)
+    _v13_family_covering_index,  # step 13: per-family passes read the index alone (#33)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
