@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -557,6 +558,12 @@ class ProxyEndpoint:
             if not data.startswith("{"):
                 continue
             if payload is _UNPARSED:
+                if (
+                    ex.response_model is not None
+                    and ex.response_id is not None
+                    and not _may_matter(data)
+                ):
+                    continue  # a plain delta: its JSON would change nothing read here
                 try:
                     payload = json.loads(data)
                 except ValueError:
@@ -751,6 +758,27 @@ _UNPARSED: Any = object()
 _TERMINAL_EVENTS = frozenset(
     {"message_stop", "response.completed", "response.incomplete", "response.failed"}
 )
+
+
+#: ``"usage": null`` as OpenAI-compatible servers put on every chunk of a stream that asked
+#: for usage (``stream_options.include_usage``): a null usage is no usage.
+_NULL_USAGE = re.compile(r'"usage"\s*:\s*null')
+
+#: Text of every key or value ``_observe`` reads beyond the model and the id: usage (``usage``,
+#: Gemini ``usageMetadata``/``usage_metadata``, Bedrock ``metadata``/``metrics``), errors
+#: (``error``, ``response.failed``), Anthropic ``message_start``/``message_stop``, Responses
+#: ``response.*`` events and Gemini's ``finishReason``. A JSON key can spell a letter only as
+#: itself or as a ``\\u`` escape, so data with none of these and no ``\\u`` has none of them.
+_READ_MARKERS = ("usage", "error", "response", "message_st", "finishReason", "metadata",
+                 "metrics", "\\u")  # fmt: skip
+
+
+def _may_matter(data: str) -> bool:
+    """Whether the JSON object ``data`` (an SSE event's data) may hold something ``_observe``
+    reads beyond the model and the id; False only when decoding it could change nothing."""
+    if "usage" in data:
+        data = _NULL_USAGE.sub("", data)
+    return any(marker in data for marker in _READ_MARKERS)
 
 
 def _stream_error(payload: dict[str, Any]) -> str | None:
