@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from .fused import (
     FusedDecode,
+    kernel_codes,
     kernel_weights,
     pack_int4,
     pack_layer_weights,
@@ -56,6 +57,7 @@ from .library import CpuDecodeUnavailable, load_library
 __all__ = [
     "CpuDecodeUnavailable",
     "FusedDecode",
+    "kernel_codes",
     "kernel_weights",
     "load_library",
     "pack_int4",

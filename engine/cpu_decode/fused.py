@@ -24,6 +24,7 @@ from .plan import attention_plan
 
 __all__ = [
     "FusedDecode",
+    "kernel_codes",
     "kernel_weights",
     "pack_int4",
     "pack_layer_weights",
@@ -130,9 +131,19 @@ def kernel_weights(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, .
     return cached
 
 
+def kernel_codes(qs: torch.Tensor) -> torch.Tensor:
+    """The codes ``q`` (int32 ``[out, in]``, 0..15) of ``pack_int4``'s ``qs`` ``[out, in / 2]``
+    (byte ``16 g + j`` of a row: input ``32 g + j`` in the low nibble, ``32 g + 16 + j`` in the
+    high one)."""
+    out_f, half = qs.shape
+    groups = qs.view(out_f, half // 16, 16)
+    return torch.cat((groups & 15, groups >> 4), dim=-1).reshape(out_f, 2 * half).to(torch.int32)
+
+
 def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
     """Pack every ``Int4Linear`` under ``module`` for the kernel (``kernel_weights``) and free
-    its dense copy at once.
+    its dense copy and torch's packed weight at once (``Int4Linear.drop_packed``: torch's
+    kernel repacks it from the kernel's codes, bit for bit, if it is ever called).
 
     The loader calls this on each decoder layer as soon as the layer is quantised
     (``load_model(..., pack_for_cpu_kernel=True)``), so one layer's dense copy exists at a time
@@ -147,17 +158,18 @@ def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
     count = 0
     for linear in module.modules():
         if isinstance(linear, Int4Linear) and linear.dense is not None:
-            kernel_weights(linear, lib)
+            qs = kernel_weights(linear, lib)[0]
             linear.drop_dense()
+            linear.drop_packed(lambda qs=qs: kernel_codes(qs))
             count += 1
     _release_freed_memory()
     return count
 
 
 def restore_dense_copies(model: torch.nn.Module) -> int:
-    """Give back the dense copy of each ``Int4Linear`` that ``pack_layer_weights`` packed, and
-    drop its kernel copies: the model as ``quantize_linears`` made it, for the torch path when
-    the fused kernel cannot run.
+    """Give back the dense copy and torch's packed weight of each ``Int4Linear`` that
+    ``pack_layer_weights`` packed, and drop its kernel copies: the model as ``quantize_linears``
+    made it, for the torch path when the fused kernel cannot run.
 
     The values come from the kernel's codes ``q`` and the layer's own bf16 ``scales_and_zeros``
     by the operations ``quantize_int4_groups`` made them with, ``(q - 8) * scale + zero`` in
@@ -171,14 +183,13 @@ def restore_dense_copies(model: torch.nn.Module) -> int:
         cached = getattr(linear, "_cpu_decode_weights", None)
         if not isinstance(linear, Int4Linear) or cached is None or linear.dense is not None:
             continue
-        qs = cached[0]  # [out, in / 2]: the low nibbles are inputs 32 g + j, the high 32 g + 16 + j
         out_f, in_f = linear.out_features, linear.in_features
-        groups = qs.view(out_f, in_f // 32, 16)
-        q = torch.cat((groups & 15, groups >> 4), dim=-1).float()  # [out, in / 32, 32]
+        q = kernel_codes(cached[0]).view(out_f, in_f // 32, 32).float()
         sz = linear.scales_and_zeros.float()  # [in / 32, out, 2]
         scale = sz[..., 0].t()[..., None]
         zero = sz[..., 1].t()[..., None]
         linear.restore_dense(((q - 8) * scale + zero).reshape(out_f, in_f))
+        linear.packed_weight()  # torch's packed weight back, before its codes' holder goes
         del linear._cpu_decode_weights
         count += 1
     return count
@@ -292,8 +303,11 @@ class FusedDecode:
             # The kernel needs no dense copy (404 MiB in fp32 for SmolLM2's decoder), freed as
             # soon as its layer is packed (so the peak RSS does not hold both): the torch path,
             # which runs only where this one cannot (an invalid slot), then takes torch's int4
-            # kernel. Nothing below can fail any more (every check is done).
+            # kernel (repacking its weight from these codes). Nothing below can fail any more
+            # (every check is done).
             linear.drop_dense()
+            if linear.qweight is not None:  # torch's copy too: repacked from ours if called
+                linear.drop_packed(lambda qs=packed[0]: kernel_codes(qs))
             return Q4Weight(
                 *(t.data_ptr() for t in packed),
                 linear.out_features,

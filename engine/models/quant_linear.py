@@ -54,6 +54,8 @@ embedding instead moves these by 1.6 points at most (SmolLM2 int4 95.3% / 95.9%)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -407,7 +409,7 @@ class Int4Linear(WeightOnlyLinear):
             not a multiple of 16 (the packing kernel's tile).
     """
 
-    qweight: torch.Tensor
+    qweight: torch.Tensor | None
     scales_and_zeros: torch.Tensor
 
     def __init__(self, linear: nn.Linear, dense_min_rows: int | None = DENSE_MIN_ROWS) -> None:
@@ -428,10 +430,37 @@ class Int4Linear(WeightOnlyLinear):
         self.register_buffer("scales_and_zeros", sz)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
         self._keep_dense(dense_min_rows, values)
+        self._codes: Callable[[], torch.Tensor] | None = None
+
+    def drop_packed(self, codes: Callable[[], torch.Tensor]) -> None:
+        """Free torch's packed weight (``qweight``, ``out * in / 2`` bytes) while another holder
+        keeps the same codes (the fused CPU kernel's copy, ``cpu_decode.pack_layer_weights``).
+
+        Args:
+            codes: returns the codes ``q`` (int32 ``[out, in]``, 0..15, ``w = (q - 8) * scale +
+                zero``); ``packed_weight`` repacks them, bit for bit, the first time torch's
+                kernel is needed again.
+        """
+        self.qweight = None
+        self._codes = codes
+
+    def packed_weight(self) -> torch.Tensor:
+        """``qweight``, repacked from ``drop_packed``'s codes (and kept) where it was freed."""
+        if self.qweight is None:
+            if self._codes is None:
+                raise RuntimeError("this int4 layer holds neither its packed weight nor its codes")
+            codes = self._codes()
+            packed = torch.empty(self.out_features, self.in_features // 2, dtype=torch.uint8)
+            for start in range(0, self.out_features, _CHUNK_ROWS):  # as quantize_int4_groups
+                end = min(start + _CHUNK_ROWS, self.out_features)
+                packed[start:end] = torch._convert_weight_to_int4pack_for_cpu(codes[start:end], 1)
+            self.qweight = packed
+            self._codes = None
+        return self.qweight
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch._weight_int4pack_mm_for_cpu(
-            rows, self.qweight, INT4_GROUP_SIZE, self.scales_and_zeros
+            rows, self.packed_weight(), INT4_GROUP_SIZE, self.scales_and_zeros
         )
 
 

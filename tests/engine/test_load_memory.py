@@ -72,6 +72,7 @@ def test_layers_are_packed_while_loading_and_restored_bit_for_bit(
         assert layer.dense is not None and getattr(layer, "_cpu_decode_weights", None) is None
     for layer in packed_layers:
         assert layer.dense is None and layer.dense_min_rows is None
+        assert layer.qweight is None  # torch's packed copy is freed too
         assert len(layer._cpu_decode_weights) == 4  # qs, dm, pq, pdm
     assert restore_dense_copies(packed) == 8
     assert restore_dense_copies(packed) == 0  # nothing left to restore
@@ -92,6 +93,26 @@ def test_the_kernel_reuses_the_weights_packed_while_loading(
     for layer in _int4_layers(runner.model):
         assert layer.dense is None
         assert all(t.data_ptr() in kept for t in layer._cpu_decode_weights)
+
+
+def test_torch_int4_path_repacks_its_weight_from_the_kernel_codes_bit_for_bit(
+    lib: ctypes.CDLL, tinystories_dir: Path
+) -> None:
+    """A kernel-built model called through torch (``runner.model``) gives the same logits as one
+    never packed: torch's packed weight is rebuilt from the kernel's codes on first use."""
+    llm = LLM(tinystories_dir, weight_dtype="int4", num_blocks=16)
+    runner = llm.engine.runner
+    assert runner.fused_decode is not None
+    layers = _int4_layers(runner.model)
+    assert all(layer.qweight is None for layer in layers)
+    plain = _load(tinystories_dir, pack=False)
+    for layer, before in zip(layers, _int4_layers(plain), strict=True):
+        before.drop_dense()  # both through torch's int4 kernel
+        x_in = torch.randn(
+            3, layer.in_features, generator=torch.Generator().manual_seed(layer.in_features)
+        )
+        assert torch.equal(layer(x_in), before(x_in))
+        assert layer.qweight is not None and torch.equal(layer.qweight, before.qweight)
 
 
 def test_torch_path_gets_the_dense_copies_back_when_the_kernel_cannot_run(
