@@ -98,6 +98,7 @@ but ``break_offset`` / ``break_excerpt`` stay NULL.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -247,7 +248,7 @@ class PrefixSnapshot:
         ttls = [TTL_SECONDS.get(bp.ttl, DEFAULT_TTL_S) for bp in self.fingerprint.breakpoints]
         return max(ttls, default=DEFAULT_TTL_S)
 
-    @property
+    @functools.cached_property  # the fields never change: computed once per snapshot
     def cached_extent(self) -> int:
         """Index of the last segment its cache entry covers (-1: nothing cached)."""
         fp = self.fingerprint
@@ -255,8 +256,9 @@ class PrefixSnapshot:
             return max((bp.segment_index for bp in fp.breakpoints), default=-1)
         return len(fp.segments) - 1
 
-    @property
+    @functools.cached_property
     def num_chars(self) -> int:
+        """Characters of its segment texts held in memory (0 when ``has_text`` is False)."""
         return sum(len(seg.text) for seg in self.fingerprint.segments)
 
     def shared_prefix_chars(self, new: RequestFingerprint) -> int:
