@@ -25,7 +25,9 @@ from .facts import (
     entry_key,
     entry_suffix,
     join,
+    narrowed,
     param_entry,
+    passed_role,
 )
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table, merge
 from .library import source_text, span
@@ -385,7 +387,7 @@ class CallsMixin(EngineState):
                         given = arg_values[f.param][0].facts
                     if f.granularity == "sorted":  # the callee sorted it
                         given = Value(given).ordered().facts
-                    out |= given
+                    out |= passed_role(given, f.role)
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
                 else:
@@ -406,6 +408,9 @@ class CallsMixin(EngineState):
         for attr, targets in summary.attr_sinks.items():
             if not attr[:1].isdigit():
                 continue
+            attr, _, role = attr.partition("@")
+            # with a role: only the argument's messages of that role reach the sink (the callee
+            # reads them under a test of that role); what the caller put in others does not
             # one entry of a dict argument (``page['body']``) or one field of an object
             # (``data.instructions``) reaches the sink: what the caller stored there, when
             # its keys or fields are known
@@ -415,6 +420,8 @@ class CallsMixin(EngineState):
                 if where is not None:
                     for region, label in targets:
                         held = entry_of(value, attr)
+                        if role:
+                            held = narrowed(held, role)
                         self.record(region, held, where, f"{summary.name}() -> {label}")
         if receiver is not None:
             where = bound.receiver_expr if bound.receiver_expr is not None else node

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import ast
 
-from .facts import CLEAN, Fact, Kind, Shape, Value, concat, join, param_entry
+from .facts import (
+    CLEAN,
+    MESSAGE_ROLES,
+    Fact,
+    Kind,
+    Shape,
+    Value,
+    concat,
+    join,
+    narrowed,
+    param_entry,
+    wrapped,
+)
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Table, merge
 from .sinks import is_system_prompt_name
 from .toolnames import combine, literal_key
@@ -56,6 +68,10 @@ class ExprsMixin(EngineState):
         if handler is None:
             return CLEAN
         result: Value = handler(node)
+        if self.frame.narrowed and isinstance(node, (ast.Subscript, ast.Attribute)):
+            role = self.frame.narrowed.get(ast.dump(node))
+            if role is not None:
+                result = narrowed(result, role)
         return result
 
     def expr_Constant(self, node: ast.Constant) -> Value:
@@ -335,12 +351,14 @@ class ExprsMixin(EngineState):
         if callables:
             return Value(facts, Shape.DICT, ref=Table(tuple(callables)))
         # constant keys and scalar values: the key order and the repr are fixed by the source
-        return Value(
+        out = Value(
             facts,
             Shape.DICT,
             ref="literal" if literal else None,
             items=tuple(items) if items is not None else None,
         )
+        # a chat message of a constant role: what it holds is marked with that role
+        return wrapped(out, role) if role in MESSAGE_ROLES else out
 
     def expr_ListComp(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> Value:
         facts, saved = self.comprehension(node.generators)
@@ -410,4 +428,9 @@ class ExprsMixin(EngineState):
         return CLEAN
 
     def expr_Call(self, node: ast.Call) -> Value:
-        return self.eval_call(node)
+        value = self.eval_call(node)
+        role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
+        if isinstance(role, ast.Constant) and role.value in MESSAGE_ROLES:
+            # a message object of a constant role (``ChatMessage(role="user", content=q)``)
+            value = wrapped(value, role.value)
+        return value

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import enum
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 
@@ -74,6 +74,10 @@ class Fact:
     site: tuple[int, int] = (0, 0)
     path: str = ""
     via: tuple[Step, ...] = ()
+    #: the role of the chat message the value was put in (``"user"``), when that role is a
+    #: constant; "" when unknown. On a PARAM fact, ``"=system"`` says the parameter was read
+    #: only where its message role is tested equal to ``"system"`` (see ``narrowed``)
+    role: str = ""
     #: every field but ``via``: what the fact is, whatever chain brought it (``canonical``)
     identity: tuple[object, ...] = field(init=False, repr=False, compare=False)
 
@@ -92,6 +96,7 @@ class Fact:
                 self.fix,
                 self.site,
                 self.path,
+                self.role,
             ),
         )
 
@@ -328,3 +333,59 @@ def entry_suffix(detail: str) -> str:
     """The part of an entry's PARAM detail after the parameter's name (``['body']``)."""
     match = _ENTRY.match(detail)
     return detail[match.end(1) :] if match is not None else ""
+
+
+#: message roles that a constant ``role`` of a chat message can name (OpenAI, Anthropic,
+#: Gemini's ``model``, tool results)
+MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "model", "tool", "function"})
+
+
+def wrapped(value: Value, role: str) -> Value:
+    """``value`` put into a chat message whose role is the constant ``role``: every fact, in
+    its entries and elements too, is marked with that role (an inner message's role is
+    replaced by the outer one's)."""
+
+    def mark(facts: frozenset[Fact]) -> frozenset[Fact]:
+        return frozenset(f if f.role == role else replace(f, role=role) for f in facts)
+
+    return _map_facts(value, mark)
+
+
+def narrowed(value: Value, role: str) -> Value:
+    """``value`` where a test says its message role equals the constant ``role``: facts
+    marked with another role are dropped; facts of unknown role are kept; a parameter's fact
+    is marked ``"=<role>"``, so that a caller passes only the facts of its argument that may
+    be in a message of that role (``Fact.role``)."""
+
+    def keep(facts: frozenset[Fact]) -> frozenset[Fact]:
+        out = set()
+        for f in facts:
+            if f.kind is Kind.PARAM and (not f.role or f.role.startswith("=")):
+                out.add(replace(f, role=f"={role}"))
+            elif f.role in ("", role):
+                out.add(f)
+        return frozenset(out)
+
+    return _map_facts(value, keep)
+
+
+def passed_role(given: frozenset[Fact], role: str) -> frozenset[Fact]:
+    """What a caller's argument facts ``given`` become where the callee's parameter fact has
+    ``role`` (``Fact.role``): narrowed (``"=system"``), wrapped (``"user"``) or unchanged."""
+    if not role or not given:
+        return given
+    if role.startswith("="):
+        return narrowed(Value(given), role[1:]).facts
+    return wrapped(Value(given), role).facts
+
+
+def _map_facts(value: Value, change: Callable[[frozenset[Fact]], frozenset[Fact]]) -> Value:
+    elts = tuple(_map_facts(v, change) for v in value.elts) if value.elts is not None else None
+    items = (
+        tuple((k, _map_facts(v, change)) for k, v in value.items)
+        if value.items is not None
+        else None
+    )
+    if not value.facts and elts is None and items is None:
+        return value
+    return replace(value, facts=change(value.facts), elts=elts, items=items)

@@ -134,6 +134,9 @@ class Frame:
     #: name -> constant key -> the subscript assignment that set it (``kwargs["k"] = v``),
     #: for dicts later splatted into a sink with ``**``
     dict_keys: dict[str, dict[str, ast.Subscript]] = field(default_factory=dict)
+    #: ``ast.dump`` of an expression other than a name -> the message role an enclosing
+    #: ``if`` tested it equal to (``if msgs[0]["role"] == "system":``)
+    narrowed: dict[str, str] = field(default_factory=dict)
 
     @property
     def once(self) -> bool:

@@ -10,7 +10,19 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, canonical, concat, join
+from .facts import (
+    CLEAN,
+    MESSAGE_ROLES,
+    SELF,
+    Fact,
+    Kind,
+    Shape,
+    Value,
+    canonical,
+    concat,
+    join,
+    narrowed,
+)
 from .frames import ClassInfo, EngineState, ExternalClass, Frame, merge
 from .toolnames import combine
 
@@ -323,14 +335,29 @@ class StatementsMixin(EngineState):
         before = dict(frame.env)
         if extra:
             frame.mutation_facts.append(extra)
+        narrowed_dumps: list[str] = []
+        for subject, role in self.role_tests(stmt.test):
+            # the body runs only for messages of that role
+            if isinstance(subject, ast.Name):
+                frame.env[subject.id] = narrowed(self.lookup(subject.id), role)
+            else:
+                key = ast.dump(subject)
+                if key not in frame.narrowed:
+                    frame.narrowed[key] = role
+                    narrowed_dumps.append(key)
         try:
             self.exec_block(stmt.body)
+            for key in narrowed_dumps:
+                frame.narrowed.pop(key, None)
+            narrowed_dumps = []
             after_body = frame.env
             frame.env = dict(before)
             self.exec_block(stmt.orelse)
         finally:
             if extra:
                 frame.mutation_facts.pop()
+            for key in narrowed_dumps:
+                frame.narrowed.pop(key, None)
         after_else = frame.env
         merged = dict(after_else)
         for name, value in after_body.items():
@@ -345,6 +372,55 @@ class StatementsMixin(EngineState):
                 joined = joined.with_facts(joined.facts | extra)
             merged[name] = joined
         frame.env = merged
+
+    def role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]:
+        """The (message, role) pairs a condition requires: ``m.role == "system"``,
+        ``m["role"] == "system"`` or ``m.get("role") == "system"``, alone or as a term of an
+        ``and``, with a constant role of ``MESSAGE_ROLES``. None where the function also sets
+        a message's role to a value that may be that role (``m.role = kind``): the role a
+        message was built with is then no longer the role it has."""
+        terms = (
+            test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        )
+        out = []
+        for term in terms:
+            if not (
+                isinstance(term, ast.Compare)
+                and len(term.ops) == 1
+                and isinstance(term.ops[0], ast.Eq)
+            ):
+                continue
+            left, right = term.left, term.comparators[0]
+            if isinstance(left, ast.Constant):
+                left, right = right, left
+            if not (isinstance(right, ast.Constant) and right.value in MESSAGE_ROLES):
+                continue
+            subject = _role_subject(left)
+            if subject is not None and not self._sets_role(str(right.value)):
+                out.append((subject, str(right.value)))
+        return out
+
+    def _sets_role(self, role: str) -> bool:
+        """True when the current function (or module body) assigns a message's role a value
+        other than a constant distinct from ``role``."""
+        scope: ast.AST = self.frame.func if self.frame.func is not None else self.tree
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                value = node.value
+                for target in targets:
+                    is_role = (isinstance(target, ast.Attribute) and target.attr == "role") or (
+                        isinstance(target, ast.Subscript)
+                        and isinstance(target.slice, ast.Constant)
+                        and target.slice.value == "role"
+                    )
+                    if is_role and not (
+                        isinstance(value, ast.Constant)
+                        and isinstance(value.value, str)
+                        and value.value != role
+                    ):
+                        return True
+        return False
 
     def stmt_With(self, stmt: ast.With | ast.AsyncWith) -> None:
         for item in stmt.items:
@@ -374,3 +450,26 @@ class StatementsMixin(EngineState):
             self._collect([stmt])
 
     stmt_ImportFrom = stmt_Import
+
+
+def _role_subject(node: ast.expr) -> ast.expr | None:
+    """The message whose role ``node`` reads (``m`` of ``m.role``, ``m["role"]``,
+    ``m.get("role")``), or None."""
+    if isinstance(node, ast.Attribute) and node.attr == "role":
+        return node.value
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == "role"
+    ):
+        return node.value
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "role"
+    ):
+        return node.func.value
+    return None

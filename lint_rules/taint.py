@@ -158,8 +158,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         module: str = "",
         is_package: bool = False,
         externals: Mapping[str, External] | None = None,
+        sink_calls: Collection[bytes] = (),
     ) -> None:
         self.tree = tree
+        #: ``name(`` texts of other modules' functions whose arguments reach a sink (the
+        #: program driver's reason to analyse a file without a trigger word)
+        self.sink_calls = tuple(sink_calls)
         self.argument_calls: set[ast.Call] = set()
         self.module = module
         self.is_package = is_package
@@ -305,8 +309,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         return out
 
     def _close_relevance(self) -> None:
-        """Functions that call a relevant function are relevant too (a volatile argument can
-        flow into its sink), to a fixed point."""
+        """A function is relevant when its text holds a trigger word or a call of another
+        module's sink function (``sink_calls``); functions that call a relevant function are
+        relevant too (a volatile argument can flow into its sink), to a fixed point."""
         segment, triggered = self.segment, self.triggered
         if segment is None or triggered is None:
             return
@@ -314,7 +319,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         for info in self.classes.values():
             functions.extend(info.methods.values())
         texts = {f: segment(f) for f in functions}
-        flags = {f: triggered(text) for f, text in texts.items()}
+        sink_calls = self.sink_calls
+        flags = {
+            f: triggered(text) or any(call in text for call in sink_calls)
+            for f, text in texts.items()
+        }
         changed = any(flags.values()) and not all(flags.values())
         while changed:
             changed = False
@@ -421,9 +430,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if f.kind is Kind.PARAM and f.fix == (key,):
                     if f.param == SELF and f.detail.startswith("self."):
                         sinks = summary.attr_sinks.setdefault(f.detail[len("self.") :], [])
-                    elif f.param >= 0 and entry_key(f.detail) is not None:
-                        # one entry or field of a parameter: "<index>['<key>']", "<index>.<attr>"
+                    elif f.param >= 0 and (
+                        entry_key(f.detail) is not None or f.role.startswith("=")
+                    ):
+                        # one entry or field of a parameter: "<index>['<key>']", "<index>.<attr>";
+                        # only its messages of one role: "<index>@<role>", "<index>['k']@<role>"
                         entry = f"{f.param}{entry_suffix(f.detail)}"
+                        if f.role.startswith("="):
+                            entry += f"@{f.role[1:]}"
                         sinks = summary.attr_sinks.setdefault(entry, [])
                     else:
                         sinks = summary.param_sinks.setdefault(f.param, [])

@@ -56,6 +56,7 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         []
         if param_key
         else [[text, line, name, step_path or path] for text, line, name, step_path in fact.via],
+        fact.role,
     ]
 
 
@@ -72,6 +73,7 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
         (key,) if kind is Kind.PARAM else (),
         path=item[7],
         via=tuple((str(s[0]), int(s[1]), str(s[2]), str(s[3])) for s in item[8]),
+        role=str(item[9]) if len(item) > 9 else "",
     )
 
 
