@@ -166,12 +166,15 @@ def analyse_source(
     externals: dict[str, Any] | None = None,
     requests: Collection[str] = (),
     force: bool = False,
+    sink_calls: Collection[str] = (),
 ) -> tuple[FileResult, dict[str, Any], dict[str, bool], bool]:
     """Lint one module as part of a program; returns (result, exports, wanted, triggered).
 
     ``module``/``is_package``: its dotted name (for relative imports); ``externals``: what
     other modules export, as the program driver's blobs; ``requests``: symbols to export
-    whether or not a rule needed them; ``force``: analyse even without a trigger word.
+    whether or not a rule needed them; ``force``: analyse even without a trigger word;
+    ``sink_calls``: the ``name(`` texts of other modules' sink functions that the file calls
+    (a function holding one is analysed as if it held a trigger word).
     ``exports`` and ``wanted`` are described in ``analysis.program``.
     """
     raw = source.encode("utf-8") if isinstance(source, str) else source
@@ -212,6 +215,7 @@ def analyse_source(
                 module,
                 is_package,
                 load_externals(externals) if externals else None,
+                tuple(name.encode() for name in sink_calls),
             )
             if triggered or force:
                 entries, sinks = analyzer.run()
@@ -274,7 +278,7 @@ def analyse_file(task: Task, config: LintConfig, raw: bytes | None = None) -> di
             raw = Path(task.path).read_bytes()
         except OSError as exc:
             result = FileResult(task.path, (from_error(task.path, exc),))
-            return _output(result, {}, {}, False, task.force, "unreadable")
+            return _output(result, {}, {}, False, task.force, "unreadable", task.sink_calls)
     content = digest(raw)
     result, exports, wanted, triggered = analyse_source(
         raw,
@@ -285,8 +289,9 @@ def analyse_file(task: Task, config: LintConfig, raw: bytes | None = None) -> di
         task.externals,
         task.requests,
         task.force,
+        task.sink_calls,
     )
-    return _output(result, exports, wanted, triggered, task.force, content)
+    return _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
 
 
 def _output(
@@ -296,6 +301,7 @@ def _output(
     triggered: bool,
     forced: bool,
     content: str,
+    sink_calls: Collection[str] = (),
 ) -> dict[str, Any]:
     return {
         "result": {
@@ -309,6 +315,7 @@ def _output(
         "wanted": wanted,
         "triggered": triggered,
         "forced": forced,
+        "sink_calls": list(sink_calls),
         "content": content,
     }
 

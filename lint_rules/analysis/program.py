@@ -66,6 +66,9 @@ class Task:
     externals: dict[str, Any]
     requests: tuple[str, ...]
     force: bool
+    #: ``name(`` / ``.name(`` texts of the sink functions of other modules that this file
+    #: calls (why it is forced): its functions that make such a call are analysed
+    sink_calls: tuple[str, ...] = ()
 
 
 @dataclass
@@ -80,6 +83,8 @@ class FileState:
     externals: dict[str, Any] = field(default_factory=dict)
     requests: frozenset[str] = frozenset()
     force: bool = False
+    #: the sink functions' ``name(`` texts found in this (untriggered) file
+    sink_calls: set[str] = field(default_factory=set)
     carried: set[str] = field(default_factory=set)
     #: ``name(`` byte strings this (untriggered) file was already searched for
     scanned: set[bytes] = field(default_factory=set)
@@ -146,7 +151,14 @@ def config_digest(config: LintConfig) -> str:
 
 def _inputs_digest(config_key: str, task: Task) -> str:
     blob = json.dumps(
-        [config_key, task.externals, sorted(task.requests), task.force, task.module],
+        [
+            config_key,
+            task.externals,
+            sorted(task.requests),
+            task.force,
+            list(task.sink_calls),
+            task.module,
+        ],
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -230,7 +242,13 @@ class Program:
         self, path: str, state: FileState, externals: dict[str, Any], requests: Iterable[str]
     ) -> Task:
         return Task(
-            path, state.module, state.is_package, externals, tuple(sorted(requests)), state.force
+            path,
+            state.module,
+            state.is_package,
+            externals,
+            tuple(sorted(requests)),
+            state.force,
+            tuple(sorted(state.sink_calls)),
         )
 
     # ------------------------------------------------------------------ rounds
@@ -345,20 +363,23 @@ class Program:
         todo = []
         for path, state in states.items():
             unseen = sink_names - state.scanned
-            if not state.force and not state.output.get("triggered") and unseen:
+            if not state.output.get("triggered") and unseen:
                 # read the file again only for names it was not yet searched for
                 state.scanned |= unseen
                 try:
                     raw = Path(path).read_bytes()
                 except OSError:
                     raw = b""
-                if any(name in raw for name in unseen):
+                found = {name.decode() for name in unseen if name in raw}
+                if found:
                     state.force = True
+                    state.sink_calls |= found
             task = self._task(path, state, externals[path], requests[path])
             changed = (
                 not _same_but_chains(task.externals, state.externals)
                 or frozenset(task.requests) != state.requests
                 or task.force != bool(state.output.get("forced"))
+                or list(task.sink_calls) != state.output.get("sink_calls", [])
             )
             if changed:
                 todo.append((path, task))
