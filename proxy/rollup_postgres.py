@@ -25,7 +25,7 @@ https://www.postgresql.org/docs/15/sql-insert.html, checked 2026-12-03.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .dialect import to_postgres
@@ -44,7 +44,14 @@ from .rollup import (
     family_rows,
 )
 
-__all__ = ["drop", "install_breaks", "install_family", "install_hourly", "install_replica"]
+__all__ = [
+    "drop",
+    "install_breaks",
+    "install_family",
+    "install_hourly",
+    "install_replica",
+    "install_ttft",
+]
 
 _HOURLY_KEYS = ("hour", "model", "route", "key_fingerprint", "vendor")
 _HOURLY_TRIGGER = "report_rollup_insert"
@@ -193,3 +200,15 @@ def install_replica(db: Any, sums: tuple[tuple[str, str], ...]) -> None:
     _trigger(db, f"{_REPLICA_TRIGGER}_delete", "DELETE", [delete])
     db.execute(f"DELETE FROM {table}")
     db.execute(_upsert(table, keys, values, replica_rows("true", "requests", sums)))
+
+
+def install_ttft(db: Any, name: str, rows: Callable[[str, str], str]) -> None:
+    """Triggers ``name`` (insert) and ``name_delete`` that keep ``report_ttft_hourly`` (rows of
+    :func:`.ttft_rollup.ttft_rows`, passed as ``rows``); fills it from ``requests``."""
+    keys, values = ("hour", "hit", "bucket"), ("requests",)
+    table = "report_ttft_hourly"
+    _trigger(db, name, "INSERT", [_upsert(table, keys, values, rows("true", "new_rows"))])
+    delete = _upsert(table, keys, values, rows("true", "old_rows"), sign="-")
+    _trigger(db, f"{name}_delete", "DELETE", [delete])
+    db.execute(f"DELETE FROM {table}")
+    db.execute(_upsert(table, keys, values, rows("true", "requests")))

@@ -55,6 +55,7 @@ from .rollup import (
     add_report_rollups,
     rebuild_break_rollup,
 )
+from .ttft_rollup import add_ttft_rollup
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RequestStore", "migrate", "open_log"]
 
@@ -216,6 +217,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_prefix_bodies,  # step 11: a representative body per prefix family (--store-prefixes)
     _v12_ttft_covering_index,  # step 12: TTFT percentiles read the index alone (#33)
     _v13_family_covering_index,  # step 13: per-family passes read the index alone (#33)
+    add_ttft_rollup,  # step 14: TTFT histogram, a percentile reads one bucket's rows (#33)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

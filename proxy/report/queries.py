@@ -6,9 +6,10 @@ Most figures come from the hourly rollups that triggers keep beside ``requests``
 rollups, the partial hours at the edges from the same sums computed over their requests
 (:data:`.report.window.HOURLY` and friends). Besides those edges, only a few things touch
 ``requests`` itself, each through an index: TTFT percentiles (a partial index in (hit, ttft)
-order), example ids per break reason (a partial index on break rows), start times of the
-busiest prefix families (the family index), writes still waiting for their TTL to run out, and
-sub-hour timeline buckets (the start-time index). Functions return short lists of plain rows.
+order, read inside one bucket of the TTFT histogram rollup), example ids per break reason (a
+partial index on break rows), the TTL advisor's counts over the busiest prefix families (the
+family index), writes still waiting for their TTL to run out, and sub-hour timeline buckets
+(the start-time index). Functions return short lists of plain rows.
 
 Definitions (shared with :mod:`.rollup`):
 
@@ -27,7 +28,8 @@ from typing import Final
 from promptcache.ttl import LIFETIME_S, TTLWriteCounts
 
 from ..rollup import FAMILY_INDEX, FAMILY_KEY
-from .window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, Window
+from ..ttft_rollup import BUCKET_MS
+from .window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, TTFT, Window
 
 __all__ = [
     "GROUP_BY_SQL",
@@ -331,35 +333,62 @@ def _rank(n: int, percent: int) -> int:
     return max(1, -(-n * percent // 100))
 
 
+def _bucket_of(buckets: list[tuple[int, int]], rank: int) -> tuple[int, int]:
+    """The bucket (of ``(bucket, count)`` pairs, ascending) that holds the ``rank``-th value
+    (1-based), and how many values the buckets below it hold."""
+    below = 0
+    for bucket, count in buckets:
+        if below + count >= rank:
+            return bucket, below
+        below += count
+    raise ValueError(f"rank {rank} is past the {below} values counted")
+
+
 def ttft_percentiles(conn: sqlite3.Connection, w: Window) -> list[TtftRow]:
     """TTFT p50 / p95 for cache hits (cache_read_tokens > 0) and misses (== 0), status 2xx-3xx.
 
-    Counts come from the rollup (and the edge requests); each percentile walks
-    ``idx_requests_ttft`` in (class, ttft) order up to its rank, from the nearer end (p95 from
-    the slowest request down), reading the index alone (it covers the query since schema
-    step 12).
+    The TTFT histogram rollup (:mod:`..ttft_rollup`, and the edge requests) gives each class's
+    count per bucket; each percentile's rank falls in one bucket, and the walk of
+    ``idx_requests_ttft`` (index alone) reads only that bucket's requests, in TTFT order, up to
+    the rank less the requests of the lower buckets. Buckets never decrease with TTFT, so this
+    is the nearest-rank percentile over the whole class.
     """
-    counts = conn.execute(
-        f"SELECT TOTAL(ttft_hit_requests), TOTAL(ttft_miss_requests) FROM {HOURLY}",
-        w.params(),
-    ).fetchone()
+    counts: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
     sql = f"""
+        SELECT hit, bucket, TOTAL(requests) FROM {TTFT}
+        GROUP BY hit, bucket ORDER BY hit, bucket
+    """
+    for hit, bucket, n in conn.execute(sql, w.params()):
+        if n:
+            counts[bool(hit)].append((int(bucket), int(n)))
+    walk = f"""
         SELECT ttft_ms FROM requests INDEXED BY idx_requests_ttft
         WHERE (cache_read_tokens > 0) = :hit AND ttft_ms IS NOT NULL
-          AND cache_read_tokens IS NOT NULL AND status >= 200 AND status < 400 AND {_ROWS}
-        ORDER BY ttft_ms {{order}} LIMIT 1 OFFSET :skip
+          AND cache_read_tokens IS NOT NULL AND status >= 200 AND status < 400
+          AND ttft_ms >= :low AND ttft_ms < :high
+          AND CAST(ttft_ms / {BUCKET_MS} AS INTEGER) = :bucket AND {_ROWS}
+        ORDER BY ttft_ms LIMIT 1 OFFSET :skip
     """
     out = []
-    for hit, n in ((True, int(counts[0])), (False, int(counts[1]))):
+    for hit in (True, False):
+        buckets = counts[hit]
+        n = sum(count for _, count in buckets)
         if not n:
             continue
         values: list[float] = []
         for percent in (50, 95):
             rank = _rank(n, percent)
-            # walk the index from the nearer end: rank k of n ascending is n - k + 1 descending
-            order, skip = ("ASC", rank - 1) if rank <= n - rank + 1 else ("DESC", n - rank)
-            params = w.params(hit=hit, skip=skip)
-            row = conn.execute(sql.format(order=order), params).fetchone()
+            bucket, below = _bucket_of(buckets, rank)
+            # the bucket's TTFT range (bucket 0 and below: the cast truncates toward zero),
+            # widened by 1 ms against rounding; the bucket test in the query decides
+            params = w.params(
+                hit=hit,
+                bucket=bucket,
+                low=(bucket if bucket > 0 else bucket - 1) * BUCKET_MS - 1,
+                high=(bucket + 1) * BUCKET_MS + 1,
+                skip=rank - below - 1,
+            )
+            row = conn.execute(walk, params).fetchone()
             if row is not None:
                 values.append(float(row[0]))
         if len(values) == 2:  # a row deleted since the rollup count leaves a gap: skip

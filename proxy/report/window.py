@@ -33,8 +33,9 @@ from ..rollup import (
     family_rows,
     hourly_rows,
 )
+from ..ttft_rollup import TTFT_COLUMNS, TTFT_TABLE, ttft_rows
 
-__all__ = ["BREAKS", "EDGES", "FAMILIES", "HOURLY", "IN_WINDOW", "Window", "exact"]
+__all__ = ["BREAKS", "EDGES", "FAMILIES", "HOURLY", "IN_WINDOW", "TTFT", "Window", "exact"]
 
 #: ``requests AS r`` rows in the window's partial edge hours.
 EDGES: Final = (
@@ -95,3 +96,5 @@ HOURLY: Final = exact("report_hourly", HOURLY_COLUMNS, hourly_rows(EDGES))
 BREAKS: Final = exact("report_breaks_hourly", BREAK_COLUMNS, break_rows(EDGES))
 #: ``report_family_hourly`` over the exact window.
 FAMILIES: Final = exact("report_family_hourly", FAMILY_COLUMNS, family_rows(EDGES))
+#: ``report_ttft_hourly`` over the exact window.
+TTFT: Final = exact(TTFT_TABLE, TTFT_COLUMNS, ttft_rows(EDGES))
