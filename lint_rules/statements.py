@@ -339,7 +339,10 @@ class StatementsMixin(EngineState):
         for subject, role in self.role_tests(stmt.test):
             # the body runs only for messages of that role
             if isinstance(subject, ast.Name):
-                frame.env[subject.id] = narrowed(self.lookup(subject.id), role)
+                whole = self.lookup(subject.id)
+                # the else branch, hence the code after the `if`, sees the whole value
+                before[subject.id] = whole
+                frame.env[subject.id] = narrowed(whole, role)
             else:
                 key = ast.dump(subject)
                 if key not in frame.narrowed:

@@ -34,3 +34,7 @@ def ask_dicts(query: str):
 
 def ask_by_kind(query: str, kind: str):
     return responses.send_dicts(build_by_kind(SYSTEM, query, kind))  # PC001: 32
+
+
+def ask_first(query: str):
+    return responses.send_first(build_dicts(SYSTEM, query)[::-1])  # PC001: 32

@@ -31,3 +31,12 @@ def send_dicts(messages: list):
         if message["role"] == "system":
             system += message["content"]
     return client.responses.create(model="gpt-5", instructions=system, input=messages[1:])
+
+
+def send_first(messages: list):
+    # the look-alike: the first message is read after the test, whatever its role
+    if messages[0]["role"] == "system":
+        print("system message first")
+    return client.responses.create(
+        model="gpt-5", instructions=messages[0]["content"], input=messages[1:]
+    )
