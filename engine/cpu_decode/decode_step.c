@@ -20,8 +20,9 @@
 /* An int4 weight [n, k] (k a multiple of 32, n of 16): w[r, 32 b + j] = d * q + m with q in
  * 0..15. qs [n, k / 2]: byte 16 b + j of row r holds q of element 32 b + j in its low nibble and
  * of element 32 b + 16 + j in its high nibble. dm [n, k / 32, 2] fp32: (d, m) of each group.
- * The same values again as panels of 16 output rows (pc_pack_q4_panels), which products of two
- * rows or more use: pq [n / 16, k / 2, 16], byte b of step s of panel c
+ * The same values again as panels of 16 output rows (pc_pack_q4_panels), which every product
+ * reads (qs and dm are only what the panels are packed from; pc_q4 may leave them NULL):
+ * pq [n / 16, k / 2, 16], byte b of step s of panel c
  * holds q of row 16 c + b / 2, input 2 s + b % 2, in its low nibble and of row 16 c + 8 + b / 2
  * in its high one (each row's two inputs side by side, as vpmaddwd sums them); pdm [n / 16,
  * k / 32, 2, 16] fp32: the panel's 16 d, then its 16 m, of each group. */
@@ -122,65 +123,52 @@ static inline float exp_sub_sum(float *s, int64_t n, float m) {
     return l;
 }
 
-/* sum over one group of q[j] * x[j] (32 products, 8 lanes; d and m applied by the caller) */
-static inline __m256 q4_group_dot(const uint8_t *qs, const float *x, __m128i mask) {
-    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i lo = _mm_and_si128(raw, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-    __m256 s = _mm256_mul_ps(u8x8_to_ps(lo), _mm256_loadu_ps(x));
-    __m256 t = _mm256_mul_ps(u8x8_to_ps(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8));
-    s = _mm256_fmadd_ps(u8x8_to_ps(hi), _mm256_loadu_ps(x + 16), s);
-    t = _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(x + 24), t);
-    return _mm256_add_ps(s, t);
-}
-
-/* y [n] = W x [k]: sum over groups of d * (q . x_group) + m * sum(x_group). Rows go four at a
- * time (four independent FMA chains); xsum: scratch [k / 32]. */
+/* y [n] = W x [k] from W's panels of 16 rows (the layout panel_gemm reads, so one copy of the
+ * weight serves both): per panel and group of 32 inputs, d * (q . x_group) + m * sum(x_group) for
+ * its 16 rows at once. A step of the panel is 16 bytes, two inputs of each row (low nibbles rows
+ * 0-7, high rows 8-15, each row's two inputs side by side): four FMAs against the pair
+ * (x[2s], x[2s + 1]) broadcast, each row's two lanes summed at the group's end. xsum: scratch
+ * [k / 32]. OpenMP over panels. */
 static void q4_gemv(const pc_q4 *w, const float *restrict x, float *restrict y,
                     float *restrict xsum, int nthreads) {
-    const int64_t ng = w->k / 32, n = w->n, quads = n / 4;
+    const int64_t n = w->n, k = w->k, ng = k / 32;
     for (int64_t g = 0; g < ng; g++) {
         float s = 0.f;
         for (int j = 0; j < 32; j++) s += x[32 * g + j];
         xsum[g] = s;
     }
-    const uint8_t *qs = w->qs;
-    const float *dm = w->dm;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t r4 = 0; r4 < quads; r4++) {
+    for (int64_t c = 0; c < n; c += 16) {
+        const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
+        const float *dm = w->pdm + c / 16 * ng * 32;
         const __m128i mask = _mm_set1_epi8(15);
-        const int64_t r = 4 * r4;
-        const uint8_t *q = qs + r * ng * 16;
-        const float *p = dm + r * ng * 2;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        float m0 = 0.f, m1 = 0.f, m2 = 0.f, m3 = 0.f;
+        __m256 y0 = _mm256_setzero_ps(), y1 = y0;
         for (int64_t g = 0; g < ng; g++) {
-            const float *xg = x + 32 * g;
-            const int64_t g1 = ng + g, g2 = 2 * ng + g, g3 = 3 * ng + g;
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[2 * g]), q4_group_dot(q + 16 * g, xg, mask), a0);
-            a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[2 * g1]), q4_group_dot(q + 16 * g1, xg, mask), a1);
-            a2 = _mm256_fmadd_ps(_mm256_set1_ps(p[2 * g2]), q4_group_dot(q + 16 * g2, xg, mask), a2);
-            a3 = _mm256_fmadd_ps(_mm256_set1_ps(p[2 * g3]), q4_group_dot(q + 16 * g3, xg, mask), a3);
-            m0 += p[2 * g + 1] * xsum[g];
-            m1 += p[2 * g1 + 1] * xsum[g];
-            m2 += p[2 * g2 + 1] * xsum[g];
-            m3 += p[2 * g3 + 1] * xsum[g];
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t st = 16 * g; st < 16 * g + 16; st++) {
+                const __m128i raw = _mm_loadu_si128((const __m128i *)(pq + 16 * st));
+                const __m128i lo = _mm_and_si128(raw, mask);
+                const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+                const __m256 xv = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(x + 2 * st)));
+                a0 = _mm256_fmadd_ps(u8x8_to_ps(lo), xv, a0);
+                a1 = _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(lo, 8)), xv, a1);
+                a2 = _mm256_fmadd_ps(u8x8_to_ps(hi), xv, a2);
+                a3 = _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(hi, 8)), xv, a3);
+            }
+            /* hadd gives rows (0, 1, 4, 5, 2, 3, 6, 7); the 64-bit permute puts them in order */
+            const __m256 s0 = _mm256_castpd_ps(
+                _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a0, a1)), 0xD8));
+            const __m256 s1 = _mm256_castpd_ps(
+                _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a2, a3)), 0xD8));
+            const float *dg = dm + 32 * g;
+            const __m256 xs = _mm256_set1_ps(xsum[g]);
+            y0 = _mm256_fmadd_ps(_mm256_loadu_ps(dg), s0, y0);
+            y1 = _mm256_fmadd_ps(_mm256_loadu_ps(dg + 8), s1, y1);
+            y0 = _mm256_fmadd_ps(_mm256_loadu_ps(dg + 16), xs, y0);
+            y1 = _mm256_fmadd_ps(_mm256_loadu_ps(dg + 24), xs, y1);
         }
-        y[r] = hsum(a0) + m0;
-        y[r + 1] = hsum(a1) + m1;
-        y[r + 2] = hsum(a2) + m2;
-        y[r + 3] = hsum(a3) + m3;
-    }
-    const __m128i mask = _mm_set1_epi8(15);
-    for (int64_t r = 4 * quads; r < n; r++) {
-        __m256 a = _mm256_setzero_ps();
-        float m = 0.f;
-        for (int64_t g = 0; g < ng; g++) {
-            const int64_t i = r * ng + g;
-            a = _mm256_fmadd_ps(_mm256_set1_ps(dm[2 * i]), q4_group_dot(qs + 16 * i, x + 32 * g, mask), a);
-            m += dm[2 * i + 1] * xsum[g];
-        }
-        y[r] = hsum(a) + m;
+        _mm256_storeu_ps(y + c, y0);
+        _mm256_storeu_ps(y + c + 8, y1);
     }
 }
 

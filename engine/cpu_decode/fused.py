@@ -1,7 +1,8 @@
 """``FusedDecode``: a forward pass of an int4 Llama through ``decode_step.c``.
 
 ``FusedDecode.build`` checks the model and KV pool, repacks each decoder projection's int4
-weight into the kernel's two layouts (``pack_int4``, ``pack_panels``) and fills one ``Layer``
+weight into the kernel's layout (panels of 16 rows, ``pack_panels``, by way of ``pack_int4``'s
+rows) and fills one ``Layer``
 struct per layer with pointers to them, the norms and the layer's KV pool; the engine then
 calls it for every forward pass, prefill chunks and decode steps alike (``ModelRunner.execute``),
 planning each pass's attention first (``plan.attention_plan``). The pointers stay valid because
@@ -93,8 +94,9 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
 def pack_panels(
     qs: torch.Tensor, dm: torch.Tensor, lib: ctypes.CDLL
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same int4 weight as ``pack_int4``'s ``(qs, dm)``, as panels of 16 output rows for
-    products of many rows (prefill chunks; ``pc_pack_q4_panels``).
+    """The same int4 weight as ``pack_int4``'s ``(qs, dm)``, as panels of 16 output rows, the
+    one layout the kernel keeps: products of many rows (prefill chunks) and of one (decode at
+    batch 1) both read it (``pc_pack_q4_panels``).
 
     Returns:
         ``pq`` uint8 ``[out / 16, in / 2, 16]`` (byte ``b`` of step ``s`` of panel ``c``: ``q`` of
@@ -120,24 +122,28 @@ def pack_panels(
 
 
 def kernel_weights(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, ...]:
-    """``(qs, dm, pq, pdm)`` of ``pack_int4`` and ``pack_panels``, packed once per layer and
-    kept on it: the first ``FusedDecode.build`` frees the layer's dense copy, which ``pack_int4``
-    reads, so later builds over the same model (another KV pool) reuse these."""
+    """``(pq, pdm)`` of ``pack_panels``, the kernel's one copy of the layer's weight (its
+    products of one row and of many read the same panels; ``pack_int4``'s row layout is only
+    the step between), packed once per layer and kept on it: the first ``FusedDecode.build``
+    frees the layer's dense copy, which ``pack_int4`` reads, so later builds over the same model
+    (another KV pool) reuse these."""
     cached: tuple[torch.Tensor, ...] | None = getattr(layer, "_cpu_decode_weights", None)
     if cached is None:
-        qs, dm = pack_int4(layer, lib)
-        cached = (qs, dm, *pack_panels(qs, dm, lib))
+        cached = pack_panels(*pack_int4(layer, lib), lib)
         layer._cpu_decode_weights = cached  # type: ignore[assignment]
     return cached
 
 
-def kernel_codes(qs: torch.Tensor) -> torch.Tensor:
-    """The codes ``q`` (int32 ``[out, in]``, 0..15) of ``pack_int4``'s ``qs`` ``[out, in / 2]``
-    (byte ``16 g + j`` of a row: input ``32 g + j`` in the low nibble, ``32 g + 16 + j`` in the
-    high one)."""
-    out_f, half = qs.shape
-    groups = qs.view(out_f, half // 16, 16)
-    return torch.cat((groups & 15, groups >> 4), dim=-1).reshape(out_f, 2 * half).to(torch.int32)
+def kernel_codes(pq: torch.Tensor) -> torch.Tensor:
+    """The codes ``q`` (int32 ``[out, in]``, 0..15) of ``pack_panels``' ``pq``
+    ``[out / 16, in / 2, 16]`` (byte ``b`` of step ``s`` of panel ``c``: row ``16 c + b // 2``,
+    input ``2 s + b % 2`` in the low nibble, row ``16 c + 8 + b // 2`` in the high one)."""
+    panels, steps, _ = pq.shape
+    halves = [
+        nibbles.view(panels, steps, 8, 2).permute(0, 2, 1, 3).reshape(panels, 8, 2 * steps)
+        for nibbles in (pq & 15, pq >> 4)
+    ]
+    return torch.cat(halves, dim=1).reshape(16 * panels, 2 * steps).to(torch.int32)
 
 
 def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
@@ -158,9 +164,9 @@ def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
     count = 0
     for linear in module.modules():
         if isinstance(linear, Int4Linear) and linear.dense is not None:
-            qs = kernel_weights(linear, lib)[0]
+            pq = kernel_weights(linear, lib)[0]
             linear.drop_dense()
-            linear.drop_packed(lambda qs=qs: kernel_codes(qs))
+            linear.drop_packed(lambda pq=pq: kernel_codes(pq))
             count += 1
     _release_freed_memory()
     return count
@@ -307,8 +313,10 @@ class FusedDecode:
             # (every check is done).
             linear.drop_dense()
             if linear.qweight is not None:  # torch's copy too: repacked from ours if called
-                linear.drop_packed(lambda qs=packed[0]: kernel_codes(qs))
+                linear.drop_packed(lambda pq=packed[0]: kernel_codes(pq))
             return Q4Weight(
+                None,  # the row layout: not kept, q4_gemv reads the panels too
+                None,
                 *(t.data_ptr() for t in packed),
                 linear.out_features,
                 linear.in_features,

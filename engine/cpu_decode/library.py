@@ -54,7 +54,8 @@ class CpuDecodeUnavailable(RuntimeError):
 
 
 class Q4Weight(ctypes.Structure):
-    """``pc_q4``: an int4 weight ``[n, k]`` (pointers to its ``qs`` and ``dm`` tensors)."""
+    """``pc_q4``: an int4 weight ``[n, k]`` (pointers to its panels ``pq``, ``pdm``; ``qs`` and
+    ``dm`` may be NULL: the kernel reads only the panels)."""
 
     _fields_ = [
         ("qs", ctypes.c_void_p),

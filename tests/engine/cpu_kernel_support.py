@@ -59,8 +59,8 @@ def layer_grid(layer: Int4Linear) -> torch.Tensor:
     """The layer's grid in float64: from its dense copy, or from the kernel's copy once freed."""
     if layer.dense is not None:
         return grid_f64(layer)
-    qs, dm = layer._cpu_decode_weights[:2]  # type: ignore[attr-defined]
-    return unpack_q4(qs, dm)
+    pq, pdm = layer._cpu_decode_weights  # type: ignore[attr-defined]
+    return unpack_panels(pq, pdm)
 
 
 def attention_f64(

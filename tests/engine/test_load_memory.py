@@ -73,7 +73,7 @@ def test_layers_are_packed_while_loading_and_restored_bit_for_bit(
     for layer in packed_layers:
         assert layer.dense is None and layer.dense_min_rows is None
         assert layer.qweight is None  # torch's packed copy is freed too
-        assert len(layer._cpu_decode_weights) == 4  # qs, dm, pq, pdm
+        assert len(layer._cpu_decode_weights) == 2  # pq, pdm: one layout
     assert restore_dense_copies(packed) == 8
     assert restore_dense_copies(packed) == 0  # nothing left to restore
     for before, after in zip(plain_layers, packed_layers, strict=True):
