@@ -183,6 +183,7 @@ class EngineState:
         #: https://platform.openai.com/docs/api-reference/chat/create, checked 2026-12-03),
         #: noted as the dict or call holding them is evaluated
         argument_calls: set[ast.Call]
+        tree: ast.Module
         imports: dict[str, str]
         functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
         classes: dict[str, ClassInfo]
