@@ -177,17 +177,26 @@ def _vocabulary_quantized_once_loaded(
     For GGUF files only: their names are unique (``token_embd``, and ``output`` only when
     untied), and llama.cpp writes ``token_embd`` first. A safetensors checkpoint of a tied
     model may store both names, so it is quantised at the end of the load.
+
+    The quantisation runs one tensor later, once ``load_weights``' loop has taken the next
+    tensor: until then its loop variable still holds the file's dequantised vocabulary matrix
+    (another 113 MB, which would be resident beside the model's copy while it is quantised).
     """
     waiting = {"model.embed_tokens.weight"}
     if not model.config.tie_word_embeddings:
         waiting.add("lm_head.weight")
+    loaded = False
     for name, tensor in weights:
         yield name, tensor
         # load_weights asks for the next tensor only after copying this one in
+        if loaded:
+            quantize_vocabulary(model)
+            loaded = False
         if waiting:
             waiting.discard(name)
-            if not waiting:
-                quantize_vocabulary(model)
+            loaded = not waiting
+    if loaded:
+        quantize_vocabulary(model)
 
 
 def load_model(
