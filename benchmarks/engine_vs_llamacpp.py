@@ -6,7 +6,8 @@ thread count (default 2), in one run, alternating call by call, medians over ``-
 (``benchmarks/llamacpp_worker.py``); our engine runs in this process, which imports nothing of
 llama.cpp, so each process's peak RSS (VmHWM) is its own.
 
-Figures (prompts are slices of the repository's docs, tokenised once by our GGUF tokenizer):
+Figures (prompts are slices of the repository's docs, tokenised once by our GGUF tokenizer in
+a child process, so the tokenisation's temporaries are not in our peak RSS):
 
 1. TTFT cold: a 1,088-token prompt, nothing cached (our prefix cache misses: each repeat uses
    another slice; llama.cpp ``reset()`` first). Target: ours <= 0.33x llama.cpp's.

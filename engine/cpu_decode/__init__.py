@@ -14,8 +14,9 @@ llama.cpp: ``benchmarks/engine_prefill_paths.py`` and ``benchmarks/engine_vs_lla
 
 - **int4 products** on the int4 layers' own grid (the same values as ``Int4Linear``), OpenMP
   over output rows:
-  - one row (a decode step at batch 1): a matrix-vector kernel with fp32 activations (four
-    weight rows at a time, ``pack_int4``'s layout);
+  - one row (a decode step at batch 1): a matrix-vector kernel with fp32 activations over the
+    same panels (``pack_panels``' layout, the kernel's one copy of the weights; 16 weight rows
+    at a time);
   - two rows or more: a GEMM over panels of 16 weight rows (``pack_panels``), each unpacked to
     int16 once and multiplied by every row four at a time, with the rows' activations rounded
     to int16 per group of 32 (an error of at most 2^-16 of each group's largest input) and
