@@ -12,6 +12,7 @@ the structs' tensors are kept here and the pool is allocated once.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import cast
 
@@ -166,7 +167,7 @@ def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
         if isinstance(linear, Int4Linear) and linear.dense is not None:
             pq = kernel_weights(linear, lib)[0]
             linear.drop_dense()
-            linear.drop_packed(lambda pq=pq: kernel_codes(pq))
+            linear.drop_packed(functools.partial(kernel_codes, pq))
             count += 1
     _release_freed_memory()
     return count
@@ -313,7 +314,7 @@ class FusedDecode:
             # (every check is done).
             linear.drop_dense()
             if linear.qweight is not None:  # torch's copy too: repacked from ours if called
-                linear.drop_packed(lambda pq=packed[0]: kernel_codes(pq))
+                linear.drop_packed(functools.partial(kernel_codes, packed[0]))
             return Q4Weight(
                 None,  # the row layout: not kept, q4_gemv reads the panels too
                 None,
