@@ -448,10 +448,7 @@ class RequestStore:
                 self._wake.clear()
                 stopping = self._stopping
                 while True:
-                    if not pending:
-                        while self._rows and len(pending) < self.batch_rows:
-                            pending.append(self._rows.popleft())
-                    if not pending:
+                    if not self._fill_batch(pending):
                         break
                     count = len(pending)
                     try:
@@ -466,9 +463,7 @@ class RequestStore:
                             ", ".join(str(r.get("id")) for r in pending[:3]),
                         )
                         pending.clear()
-                    with self._progress:
-                        self._handled += count
-                        self._progress.notify_all()
+                    self._count_handled(count)
                 if stopping and not self._rows and not pending:
                     return
         finally:
@@ -490,10 +485,7 @@ class RequestStore:
                 self._wake.clear()
                 stopping = self._stopping
                 while True:
-                    if not pending:
-                        while self._rows and len(pending) < self.batch_rows:
-                            pending.append(self._rows.popleft())
-                    if not pending:
+                    if not self._fill_batch(pending):
                         break
                     count = len(pending)
                     if conn is None or conn.closed:
@@ -505,9 +497,7 @@ class RequestStore:
                                 break
                     if conn is not None and not self._write_postgres(conn, pending, stopping):
                         break  # kept for the next round
-                    with self._progress:
-                        self._handled += count
-                        self._progress.notify_all()
+                    self._count_handled(count)
                 if stopping and not self._rows and not pending:
                     return
         finally:
@@ -515,6 +505,20 @@ class RequestStore:
                 conn.close()
             with self._progress:
                 self._progress.notify_all()
+
+    def _fill_batch(self, pending: list[dict[str, Any]]) -> bool:
+        """Top up an empty ``pending`` with up to ``batch_rows`` queued rows (a batch kept
+        from a failed try stays as it is); False when there is nothing to write."""
+        if not pending:
+            while self._rows and len(pending) < self.batch_rows:
+                pending.append(self._rows.popleft())
+        return bool(pending)
+
+    def _count_handled(self, count: int) -> None:
+        """Count ``count`` rows as handled (written or dropped) and wake ``flush`` waiters."""
+        with self._progress:
+            self._handled += count
+            self._progress.notify_all()
 
     def _give_up(self, rows: list[dict[str, Any]], exc: Exception, *, final: bool) -> bool:
         """Count one failed try of the pending batch ``rows``: False (keep them for the next
