@@ -53,7 +53,7 @@ test: $(STAMP) browser postgres
 	$(PY) tools/typecheck.py
 	$(VENV)/bin/promptcache lint .
 	$(PY) benchmarks/kernels_gpu.py --check-only
-	$(PY) -m pytest
+	$(VENV)/bin/pytest
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -10,11 +10,20 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import Chromium, DevTools
+
+# The checkout's top-level ``kernels/`` folder (installed as ``promptcache.kernels``) would shadow
+# the ``kernels`` distribution that transformers >= 5.25 imports, had the checkout's root been put
+# on ``sys.path`` (``python -m pytest`` puts the working directory there; ``pytest`` does not).
+# Tests import promptcache from the installed package, so the root is never needed on the path.
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _ROOT]
+
+from browser_support import Chromium, DevTools  # noqa: E402
 
 
 @functools.cache
