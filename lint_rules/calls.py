@@ -102,6 +102,9 @@ class CallsMixin(EngineState):
             posted = self.http_post(node)
             if posted is not None:
                 return posted
+        # a message object of a literal system role, whatever builds it (a class of this or
+        # another module, or one the analysis cannot see)
+        self.message_object(node, chain)
         frame = self.frame
         receiver: Value | None = None
         if isinstance(func, ast.Attribute) and qual is None:
@@ -125,7 +128,6 @@ class CallsMixin(EngineState):
                 return self.call_bound(Bound(found), node)
             if isinstance(found, ExternalClass):
                 return self.construct(found, node)
-        self.message_object(node, chain)
         args = [self.eval(a) for a in node.args]
         kwargs: dict[str | None, Value] = {}
         for kw in node.keywords:

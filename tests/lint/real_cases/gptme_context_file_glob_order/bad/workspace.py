@@ -21,4 +21,4 @@ def prompt_workspace(workspace: Path, patterns: list[str] | None = None) -> Iter
                 seen.add(resolved)
     if context_files:
         listing = "\n".join(f"- {f}" for f in context_files)
-        yield Message("system", f"## Selected files\n\nRead with `cat`:\n{listing}")  # PC004: 32
+        yield Message("system", f"## Selected files\n\nRead with `cat`:\n{listing}")  # PC004: 74
