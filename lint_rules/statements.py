@@ -23,7 +23,7 @@ from .facts import (
     join,
     narrowed,
 )
-from .frames import ClassInfo, EngineState, ExternalClass, Frame, merge
+from .frames import INIT_METHODS, ClassInfo, EngineState, ExternalClass, Frame, merge
 from .toolnames import combine
 
 #: dict keys that put a cache breakpoint on a block (Anthropic, Bedrock)
@@ -188,6 +188,8 @@ class StatementsMixin(EngineState):
             return
         frame = self.frame
         added = self.with_mutation_facts(added)
+        if frame.once:  # stored where code runs once: computed once
+            added = added.pinned()
         while isinstance(holder, ast.Subscript):
             holder = holder.value
         if isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name):
@@ -232,6 +234,15 @@ class StatementsMixin(EngineState):
         elif holder.id in frame.params:
             index = frame.params[holder.id]
         else:
+            inner = self.container_of(holder.id)
+            if isinstance(inner, ast.Name) and inner.id != holder.id:
+                self.note_store(inner, added, attr)
+            elif (
+                isinstance(inner, ast.Attribute)
+                and isinstance(inner.value, ast.Name)
+                and inner.value.id == frame.self_name
+            ):
+                self.note_store(inner.value, added, inner.attr)
             return
         # (the receiver stored into itself says nothing new)
         facts = frozenset(
@@ -244,6 +255,38 @@ class StatementsMixin(EngineState):
             if index == SELF and attr:
                 old = summary.attr_stores.get(attr, frozenset())
                 summary.attr_stores[attr] = canonical(old | facts)
+
+    def container_of(self, name: str, depth: int = 0) -> ast.expr | None:
+        """The parameter (a name) or field of the receiver (``self.data``) whose entry the
+        local ``name`` is bound to, so a store into ``name`` is a store into it:
+        ``recipient = context.setdefault("recipient", {})``, ``context["recipient"]`` or
+        ``context.get("recipient")`` (a nested container is shared, not copied), also through
+        such locals in turn; None for any other binding."""
+        expr = self.frame.defs.get(name)
+        base: ast.expr | None = None
+        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+            base = expr.value
+        elif (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in ("setdefault", "get")
+            and expr.args
+            and isinstance(expr.args[0], ast.Constant)
+        ):
+            base = expr.func.value
+        frame = self.frame
+        if isinstance(base, ast.Name):
+            if base.id in frame.params or base.id == frame.self_name:
+                return base
+            if depth < 3 and base.id != name:
+                return self.container_of(base.id, depth + 1)
+        elif (
+            isinstance(base, ast.Attribute)
+            and isinstance(base.value, ast.Name)
+            and base.value.id == frame.self_name
+        ):
+            return base
+        return None
 
     def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if self.frame is self.module_frame:
@@ -349,7 +392,16 @@ class StatementsMixin(EngineState):
                     frame.narrowed[key] = role
                     narrowed_dumps.append(key)
         try:
-            self.exec_block(stmt.body)
+            if self.computed_once(stmt):
+                # the body fills a field of the object on its first use only: it runs once
+                # per object, like ``__init__``
+                pinned, frame.pinned = frame.pinned, True
+                try:
+                    self.exec_block(stmt.body)
+                finally:
+                    frame.pinned = pinned
+            else:
+                self.exec_block(stmt.body)
             for key in narrowed_dumps:
                 frame.narrowed.pop(key, None)
             narrowed_dumps = []
@@ -375,6 +427,59 @@ class StatementsMixin(EngineState):
                 joined = joined.with_facts(joined.facts | extra)
             merged[name] = joined
         frame.env = merged
+
+    def computed_once(self, stmt: ast.If) -> bool:
+        """True for a field filled on first use, ``if self.x is None: ... self.x = ...``
+        (also ``if not self.x:``) with no ``else``, where no method of the class but an
+        ``__init__``-like one sets ``x`` back to ``None``: the body runs once per object."""
+        frame = self.frame
+        if frame.cls is None or frame.self_name is None or stmt.orelse:
+            return False
+        test = stmt.test
+        subject: ast.expr | None = None
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Is)
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
+            subject = test.left
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            subject = test.operand
+        if not (
+            isinstance(subject, ast.Attribute)
+            and isinstance(subject.value, ast.Name)
+            and subject.value.id == frame.self_name
+        ):
+            return False
+        attr = subject.attr
+
+        def sets(node: ast.AST, none_only: bool) -> bool:
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    value = sub.value
+                    for target in targets:
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and target.attr == attr
+                            and isinstance(target.value, ast.Name)
+                            and (
+                                not none_only
+                                or (isinstance(value, ast.Constant) and value.value is None)
+                            )
+                        ):
+                            return True
+            return False
+
+        if not any(sets(s, False) for s in stmt.body):
+            return False
+        return not any(
+            sets(method, True)
+            for name, method in frame.cls.methods.items()
+            if name not in INIT_METHODS
+        )
 
     def role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]:
         """The (message, role) pairs a condition requires: ``m.role == "system"``,

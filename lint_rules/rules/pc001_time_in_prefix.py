@@ -59,11 +59,31 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
 from ..context import ModuleContext
-from ..facts import Kind
+from ..events import PrefixEntry
+from ..facts import Fact, Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
-    for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.TIME and not f.pinned):
+    # one origin formatted both to the second and to the day (``now.strftime("%H:%M")`` and
+    # ``now.strftime("%A")`` in one dict) is one finding at each place: the sub-day one
+    subday_found = list(
+        ctx.facts_in_prefix(
+            lambda f, e: f.kind is Kind.TIME and not f.pinned and f.granularity == "subday"
+        )
+    )
+    reported = {_where(entry, fact) for entry, fact in subday_found}
+    day_found = [
+        (entry, fact)
+        for entry, fact in ctx.facts_in_prefix(
+            lambda f, e: f.kind is Kind.TIME and not f.pinned and f.granularity != "subday"
+        )
+        if _where(entry, fact) not in reported
+    ]
+    found = sorted(
+        subday_found + day_found,
+        key=lambda pair: (_where(pair[0], pair[1]), pair[1].granularity != "subday"),
+    )
+    for entry, fact in found:
         subday = fact.granularity == "subday"
         if subday:
             why = "it changes every request, so the prefix never matches"
@@ -77,3 +97,16 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             Severity.ERROR if subday else Severity.INFO,
             ctx.chain(fact),
         )
+
+
+def _where(entry: PrefixEntry, fact: Fact) -> tuple[int, int, str, int, int, str]:
+    """Where a finding is reported and the origin it names."""
+    node = entry.node
+    return (
+        getattr(node, "lineno", 0),
+        getattr(node, "col_offset", 0),
+        fact.path,
+        fact.line,
+        fact.col,
+        fact.detail,
+    )
