@@ -1,21 +1,25 @@
 """Precision of ``promptcache lint`` on real agent projects: the labelled corpus.
 
-``tests/lint/corpus/repos.toml`` names public agent repositories, each at a fixed commit and in
-one half of a split made once at random (``tuning`` or ``evaluation``). The labels files
-(``tests/lint/corpus/labels_<half>.toml``) give, for each error or warning the linter reported
-there, a verdict (``tp``, ``fp`` or ``debatable``) and a one-line reason. No third-party code
+``tests/lint/corpus/repos.toml`` names public agent repositories, each at a fixed commit, in a
+batch (1 when a row names none) and in one half of its batch's split, made once at random from
+that batch's seed (``tuning`` or ``evaluation``). The labels files
+(``tests/lint/corpus/labels_<half>.toml`` for batch 1, ``labels_batch<N>_<half>.toml`` for
+batch N) give, for each error or warning the linter reported there, a verdict (``tp``, ``fp`` or
+``debatable``) and a one-line reason. No third-party code
 is kept in this repository: the trees are exported from git at the recorded commits into a
 folder outside it (``trees``, below; ``tests/lint/corpus/fetch.md`` says how).
 
 Subcommands::
 
-    split                      redo the split from the seed; exit 1 if repos.toml disagrees
+    split                      redo each batch's split from its seed; exit 1 if repos.toml
+                               disagrees
     trees --mirror DIR         export each repository's Python files (and its pyproject.toml and
                                .gitignore files) at its commit from bare git dirs under DIR
     lint --half tuning         lint every tree of a half as a user would (``promptcache lint .
-                               --format json --no-cache``, run inside the tree), join each error
+         [--batch N]           --format json --no-cache``, run inside the tree), join each error
                                and warning to its label, print the precision per repository
-                               and overall, and list the findings without a label
+                               and overall, and list the findings without a label (batch 1
+                               unless ``--batch`` names another)
 
 The join: a label matches a finding of the same repository, file and rule whose line is the
 label's line, or, failing that, whose stripped line text has the label's ``line_sha`` (the
@@ -31,6 +35,7 @@ Usage::
     .venv/bin/python benchmarks/lint_corpus_eval.py lint --half tuning --save /tmp/tuning.json
     .venv/bin/python benchmarks/lint_corpus_eval.py lint --half tuning --load /tmp/tuning.json \\
         --template
+    .venv/bin/python benchmarks/lint_corpus_eval.py lint --half evaluation --batch 2
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class Repo:
     commit: str
     tree: str
     half: str
+    batch: int = 1
 
 
 @dataclass(frozen=True)
@@ -100,18 +106,39 @@ class Label:
     why: str
 
 
-def load_repos(path: Path = REPOS_FILE) -> tuple[int, list[Repo]]:
-    """(seed, repositories) from repos.toml; ``CorpusError`` when a field is missing."""
+def load_repos(path: Path = REPOS_FILE) -> tuple[dict[int, int], list[Repo]]:
+    """({batch: seed}, repositories) from repos.toml.
+
+    Batch 1's seed is the top-level ``seed``; batch N's is the ``seed`` of the ``[[batch]]``
+    table whose ``batch = N``. A ``[[repo]]`` without ``batch`` is in batch 1. ``CorpusError``
+    when a field is missing, a seed is not an integer, or a repository names a batch that has
+    no seed."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data.get("seed"), int):
+        raise CorpusError(f"{path}: no integer seed")
+    seeds = {1: data["seed"]}
+    for row in data.get("batch", []):
+        if not isinstance(row.get("batch"), int) or not isinstance(row.get("seed"), int):
+            raise CorpusError(f"{path}: a [[batch]] needs an integer batch and seed")
+        if row["batch"] in seeds:
+            raise CorpusError(f"{path}: batch {row['batch']} has two seeds")
+        seeds[row["batch"]] = row["seed"]
     repos = []
     for row in data.get("repo", []):
         try:
-            repos.append(Repo(row["repo"], row["commit"], row["tree"], row["half"]))
+            repo = Repo(row["repo"], row["commit"], row["tree"], row["half"], row.get("batch", 1))
         except KeyError as exc:
             raise CorpusError(f"{path}: a [[repo]] has no {exc.args[0]}") from None
-    if not isinstance(data.get("seed"), int):
-        raise CorpusError(f"{path}: no integer seed")
-    return data["seed"], repos
+        if repo.batch not in seeds:
+            raise CorpusError(f"{path}: {repo.repo} is in batch {repo.batch}, which has no seed")
+        repos.append(repo)
+    return seeds, repos
+
+
+def labels_path(half: str, batch: int = 1) -> Path:
+    """The labels file of a half of a batch: ``labels_<half>.toml`` for batch 1,
+    ``labels_batch<N>_<half>.toml`` for batch N."""
+    return CORPUS / (f"labels_{half}.toml" if batch == 1 else f"labels_batch{batch}_{half}.toml")
 
 
 def split(names: list[str], seed: int) -> dict[str, str]:
@@ -310,22 +337,26 @@ def template(repo: Repo, finding: Finding) -> str:
 
 
 def cmd_split(args: argparse.Namespace) -> int:
-    seed, repos = load_repos(args.repos)
-    want = split([r.repo for r in repos], seed)
-    wrong = [r.repo for r in repos if r.half != want[r.repo]]
-    for name in wrong:
-        print(f"{name}: repos.toml says {dict((r.repo, r.half) for r in repos)[name]}, "
-              f"the seed gives {want[name]}")  # fmt: skip
-    for half in HALVES:
-        names = sorted(n for n, h in want.items() if h == half)
-        print(f"{half} ({len(names)}): {', '.join(names)}")
+    seeds, repos = load_repos(args.repos)
+    wrong = 0
+    for batch, seed in sorted(seeds.items()):
+        members = [r for r in repos if r.batch == batch]
+        want = split([r.repo for r in members], seed)
+        print(f"batch {batch} (seed {seed}, {len(members)} repositories)")
+        for r in members:
+            if r.half != want[r.repo]:
+                wrong += 1
+                print(f"{r.repo}: repos.toml says {r.half}, the seed gives {want[r.repo]}")
+        for half in HALVES:
+            names = sorted(n for n, h in want.items() if h == half)
+            print(f"{half} ({len(names)}): {', '.join(names)}")
     return 1 if wrong else 0
 
 
 def cmd_trees(args: argparse.Namespace) -> int:
     _, repos = load_repos(args.repos)
     for r in repos:
-        if args.half and r.half != args.half:
+        if (args.half and r.half != args.half) or (args.batch and r.batch != args.batch):
             continue
         dest = args.trees / r.tree
         if dest.exists() and any(dest.iterdir()):
@@ -337,9 +368,15 @@ def cmd_trees(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    _, repos = load_repos(args.repos)
-    repos = [r for r in repos if r.half == args.half and (not args.repo or r.repo in args.repo)]
-    labels = load_labels(args.labels or CORPUS / f"labels_{args.half}.toml")
+    seeds, repos = load_repos(args.repos)
+    if args.batch not in seeds:
+        raise CorpusError(f"{args.repos}: no batch {args.batch} (batches: {sorted(seeds)})")
+    repos = [
+        r
+        for r in repos
+        if r.half == args.half and r.batch == args.batch and (not args.repo or r.repo in args.repo)
+    ]
+    labels = load_labels(args.labels or labels_path(args.half, args.batch))
     findings: dict[str, list[Finding]] = {}
     files: dict[str, int] = {}
     if args.load:
@@ -362,7 +399,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
             }
             args.save.write_text(json.dumps(blob, indent=1, sort_keys=True), encoding="utf-8")
     joined = {r.repo: join(findings[r.repo], labels, args.tolerance) for r in repos}
-    print(f"{args.half} half: {len(repos)} repositories, errors and warnings only")
+    of_batch = f" of batch {args.batch}" if args.batch != 1 else ""
+    print(f"{args.half} half{of_batch}: {len(repos)} repositories, errors and warnings only")
     tp, fp, _debatable, unlabelled = report(repos, joined, files)
     used = {id(label) for pairs in joined.values() for _, label in pairs if label}
     stale = [lab for lab in labels if id(lab) not in used and lab.repo in {r.repo for r in repos}]
@@ -389,14 +427,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", type=Path, default=DEFAULT_TREES,
                         help="folder of exported trees (env PROMPTCACHE_CORPUS_TREES)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("split", help="redo the split from the seed")
+    sub.add_parser("split", help="redo each batch's split from its seed")
     trees = sub.add_parser("trees", help="export the trees from bare git dirs")
     trees.add_argument("--mirror", type=Path, required=True)
     trees.add_argument("--half", choices=HALVES)
+    trees.add_argument("--batch", type=int, help="only this batch (default: all)")
     lint = sub.add_parser("lint", help="lint a half and join to its labels")
     lint.add_argument("--half", choices=HALVES, required=True)
+    lint.add_argument("--batch", type=int, default=1, help="the batch (default 1)")
     lint.add_argument("--repo", action="append", help="only this repository (repeatable)")
-    lint.add_argument("--labels", type=Path, help="default: labels_<half>.toml")
+    lint.add_argument(
+        "--labels", type=Path, help="default: labels_<half>.toml (batch N: labels_batchN_<half>)"
+    )
     lint.add_argument("--tolerance", type=int, default=3, help="lines, for the join")
     lint.add_argument("--save", type=Path, help="write the findings here (JSON)")
     lint.add_argument("--load", type=Path, help="read findings saved by --save; lint nothing")

@@ -1,8 +1,9 @@
 """The labelled corpus of real agent repositories (``tests/lint/corpus/``) and the script that
 joins the linter's findings to its labels (``benchmarks/lint_corpus_eval.py``).
 
-The recipes must be well formed (fixed commits, the recorded split reproduced from its seed,
-labels with a known rule and verdict on a repository of their half), and the script's numbers
+The recipes must be well formed (fixed commits, each batch's recorded split reproduced from its
+seed, labels with a known rule and verdict on a repository of their half and batch), and the
+script's numbers
 must agree with an independent count: a small tree with planted findings is linted through the
 real CLI, labelled, and the printed tp / fp / unlabelled counts and precision are checked.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import random
 import re
 import sys
 import textwrap
@@ -41,34 +44,97 @@ def ev() -> ModuleType:
     return _load()
 
 
-def test_repos_are_pinned_and_the_split_is_the_seeds(ev: ModuleType) -> None:
-    seed, repos = ev.load_repos(CORPUS / "repos.toml")
-    assert len(repos) >= 12
+def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> None:
+    seeds, repos = ev.load_repos(CORPUS / "repos.toml")
+    assert seeds == {1: 20261203, 2: 20261204}
     names = [r.repo for r in repos]
-    assert len(set(names)) == len(names)
+    assert len(set(names)) == len(names)  # a repository is in one batch only
     assert len({r.tree for r in repos}) == len(repos)
     for r in repos:
         assert _SHA.fullmatch(r.commit), r.repo
         assert r.half in ev.HALVES, r.repo
-    assert {r.repo: r.half for r in repos} == ev.split(names, seed)
-    halves = [r.half for r in repos]
-    assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
+    sizes = {}
+    for batch, seed in seeds.items():
+        members = [r for r in repos if r.batch == batch]
+        sizes[batch] = len(members)
+        assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
+        halves = [r.half for r in members]
+        assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
+    assert sizes == {1: 17, 2: 8}
+    # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
+    assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
+        "TransformerOptimus/SuperAGI",
+        "crewAIInc/crewAI",
+        "geekan/MetaGPT",
+        "getzep/graphiti",
+    ]
+    assert ev.main(["split"]) == 0
 
 
-@pytest.mark.parametrize("half", ["tuning", "evaluation"])
-def test_labels_are_well_formed(ev: ModuleType, half: str) -> None:
-    path = CORPUS / f"labels_{half}.toml"
+def test_split_command_checks_every_batch(
+    ev: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = {1: ["a/one", "b/two", "c/three"], 2: ["d/four", "e/five", "f/six", "g/seven"]}
+    seeds = {1: 7, 2: 11}
+    halves = {b: ev.split(n, seeds[b]) for b, n in names.items()}
+    # independent count: the split is sorted names shuffled by random.Random(seed)
+    for batch, members in names.items():
+        order = sorted(members)
+        random.Random(seeds[batch]).shuffle(order)
+        cut = len(order) // 2
+        assert [n for n in order if halves[batch][n] == "tuning"] == order[:cut]
+
+    def write(flip: str | None = None) -> Path:
+        text = "seed = 7\n[[batch]]\nbatch = 2\nseed = 11\n"
+        for batch, members in names.items():
+            for name in members:
+                half = halves[batch][name]
+                if name == flip:
+                    half = "tuning" if half == "evaluation" else "evaluation"
+                text += f'[[repo]]\nrepo = "{name}"\ncommit = "{"1" * 40}"\n'
+                text += f'tree = "{name.split("/")[1]}"\nhalf = "{half}"\n'
+                text += f"batch = {batch}\n" if batch != 1 else ""
+        path = tmp_path / "repos.toml"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    assert ev.main(["--repos", str(write()), "split"]) == 0
+    out = capsys.readouterr().out
+    assert "batch 1 (seed 7, 3 repositories)" in out
+    assert "batch 2 (seed 11, 4 repositories)" in out
+    assert ev.main(["--repos", str(write(flip="e/five")), "split"]) == 1
+    out = capsys.readouterr().out
+    flipped = "tuning" if halves[2]["e/five"] == "evaluation" else "evaluation"
+    assert f"e/five: repos.toml says {flipped}, the seed gives {halves[2]['e/five']}" in out
+    assert out.count("repos.toml says") == 1
+    assert ev.main(["--repos", str(write(flip="a/one")), "split"]) == 1
+    assert capsys.readouterr().out.count("repos.toml says") == 1
+    # a repository of a batch without a seed is a one-line error, exit 2
+    path = tmp_path / "repos.toml"
+    text = path.read_text(encoding="utf-8").replace("batch = 2\n", "batch = 3\n")
+    path.write_text(text.replace("[[batch]]\nbatch = 3", "[[batch]]\nbatch = 2"))
+    assert ev.main(["--repos", str(path), "split"]) == 2
+    assert "which has no seed" in capsys.readouterr().err
+
+
+def _label_files() -> list[tuple[int, str]]:
+    return [(batch, half) for batch in (1, 2) for half in ("tuning", "evaluation")]
+
+
+@pytest.mark.parametrize(("batch", "half"), _label_files())
+def test_labels_are_well_formed(ev: ModuleType, batch: int, half: str) -> None:
+    path = ev.labels_path(half, batch)
     if not path.exists():
         pytest.skip(f"{path.name} is written once that half is labelled")
     _, repos = ev.load_repos(CORPUS / "repos.toml")
-    commit_of = {r.repo: r.commit for r in repos if r.half == half}
+    commit_of = {r.repo: r.commit for r in repos if r.half == half and r.batch == batch}
     labels = ev.load_labels(path)
     assert labels
     keys = [(lab.repo, lab.file, lab.line, lab.rule) for lab in labels]
     assert len(set(keys)) == len(keys), "one label per (repo, file, line, rule)"
     for lab in labels:
         where = f"{lab.repo} {lab.file}:{lab.line}"
-        assert lab.repo in commit_of, f"{where}: not a repository of the {half} half"
+        assert lab.repo in commit_of, f"{where}: not a repository of batch {batch}'s {half} half"
         assert lab.commit == commit_of[lab.repo], f"{where}: commit differs from repos.toml"
         assert lab.rule in KNOWN_CODES, where
         assert lab.verdict in ev.VERDICTS, where
@@ -192,3 +258,55 @@ def test_lint_command_counts_match_the_labels(
     # the saved findings give the same table without linting again
     assert ev.main([*argv[:-2], "--load", str(tmp_path / "saved.json")]) == 0
     assert row in capsys.readouterr().out
+
+
+def test_lint_command_selects_a_batch(
+    ev: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--batch`` picks that batch's repositories of the half; batch 1 stays the default."""
+    commit = "2" * 40
+    rows = [("o/first", "tuning", 1), ("o/second", "tuning", 2), ("o/third", "evaluation", 2)]
+    text = "seed = 1\n[[batch]]\nbatch = 2\nseed = 2\n"
+    for name, half, batch in rows:
+        text += f'[[repo]]\nrepo = "{name}"\ncommit = "{commit}"\ntree = "{name[2:]}"\n'
+        text += f'half = "{half}"\nbatch = {batch}\n'
+    (tmp_path / "repos.toml").write_text(text, encoding="utf-8")
+    sha = "a" * 12
+    saved = {
+        "findings": {
+            name: [
+                {"repo": name, "file": "x.py", "line": 10 * n, "rule": "PC001", "severity": "error",
+                 "message": "m", "line_sha": f"{n:012x}" if n > 1 else sha}
+                for n in range(1, i + 2)
+            ]
+            for i, (name, _, _) in enumerate(rows)
+        },
+        "files": {name: 10 for name, _, _ in rows},
+    }  # fmt: skip
+    (tmp_path / "saved.json").write_text(json.dumps(saved), encoding="utf-8")
+    (tmp_path / "labels.toml").write_text(
+        f'[[label]]\nrepo = "o/second"\ncommit = "{commit}"\nfile = "x.py"\nline = 10\n'
+        f'line_sha = "{sha}"\nrule = "PC001"\nverdict = "fp"\nwhy = "planted"\n',
+        encoding="utf-8",
+    )
+    base = ["--repos", str(tmp_path / "repos.toml"), "lint", "--half", "tuning"]
+    base += ["--load", str(tmp_path / "saved.json"), "--labels", str(tmp_path / "labels.toml")]
+    assert ev.main([*base, "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "tuning half of batch 2: 1 repositories" in out
+    rows_out = [line for line in out.splitlines() if line.startswith("| o/")]
+    assert [r.split("|")[1].strip() for r in rows_out] == ["o/second"]
+    cells = [c.strip() for c in rows_out[0].strip("|").split("|")]
+    # o/second: findings at lines 10 and 20; the label is line 10's, line 20 is unlabelled
+    assert cells[3:8] == ["2", "0", "1", "0", "1"]
+    assert "strict precision tp/(tp+fp): 0.0% (0 tp, 1 fp)" in out
+    assert ev.main(base) == 0  # default: batch 1, whose tuning half is o/first only
+    out = capsys.readouterr().out
+    assert "tuning half: 1 repositories" in out
+    assert [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| o/")] == [
+        "o/first"
+    ]
+    assert ev.main([*base, "--batch", "3"]) == 2
+    assert "no batch 3" in capsys.readouterr().err
+    assert ev.labels_path("evaluation", 2).name == "labels_batch2_evaluation.toml"
+    assert ev.labels_path("evaluation", 1).name == "labels_evaluation.toml"
