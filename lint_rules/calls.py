@@ -227,6 +227,23 @@ class CallsMixin(EngineState):
             for f in holder.facts
         )
 
+    def own_fields(self, value: Value, path: list[str]) -> frozenset[Fact] | None:
+        """What ``value.<path>`` holds when ``value`` is this method's own object, passed
+        whole into a helper its class built (``self.writer = ReportGenerator(self)``, whose
+        methods read ``self.researcher.cfg.role``): the field of ``self`` that the path names,
+        read as ``self.<path>`` here, not every field of it. None for any other value."""
+        frame = self.frame
+        if frame.cls is None or frame.self_name is None or value.ref is not frame.cls:
+            return None
+        if not any(
+            f.kind is Kind.PARAM and f.param == SELF and "." not in f.detail for f in value.facts
+        ):
+            return None
+        node: ast.expr = ast.Name(id=frame.self_name, ctx=ast.Load())
+        for part in path:
+            node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+        return self.eval(node).facts
+
     def pin_if_once(self, value: Value) -> Value:
         return value.pinned() if self.frame.once else value
 
@@ -358,11 +375,13 @@ class CallsMixin(EngineState):
             (field-insensitive). Our own receiver passes the path on."""
             assert receiver is not None
             value = receiver
-            for depth, part in enumerate(path.split(".")):
+            parts = path.split(".")
+            for depth, part in enumerate(parts):
                 if value.items is None or not isinstance(value.ref, (ClassInfo, ExternalClass)):
                     if depth == 0:
                         break
-                    return value.facts
+                    own = self.own_fields(value, parts[depth:])
+                    return value.facts if own is None else own
                 value = dict(value.items).get(part, CLEAN)
             else:
                 return value.facts

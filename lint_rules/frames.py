@@ -150,9 +150,11 @@ def merge(a: Value, b: Value) -> Value:
         return a
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
     items = None
-    if a.items is not None and b.items is not None and shape is Shape.DICT:
-        # two dicts of known keys (``page = {...} if x else {...}``): each key holds what
-        # either put there
+    same_class = a.ref == b.ref and isinstance(a.ref, (ClassInfo, ExternalClass))
+    if a.items is not None and b.items is not None and (shape is Shape.DICT or same_class):
+        # two dicts of known keys (``page = {...} if x else {...}``), or two instances of one
+        # project class whose fields are known (``self.helper`` set in ``__init__`` and again
+        # later): each key or field holds what either put there
         left, right = dict(a.items), dict(b.items)
         items = tuple(
             (

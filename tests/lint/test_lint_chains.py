@@ -173,3 +173,20 @@ def test_program_findings_do_not_depend_on_the_hash_seed() -> None:
         ("app.py", 11, "morning"),
         ("app.py", 18, "system_prompt"),
     ]
+
+
+def test_owner_passed_whole_names_the_field_its_helper_reads() -> None:
+    """``programs/w_owner_fields``: an owner builds a helper with itself
+    (``ReportGenerator(self)``) whose method reads the owner's ``cfg.agent_role`` into a system
+    message. The one finding (PC017, info) names the environment value of that field, stored
+    by ``Config.__init__``, not what the owner's memory holds, and no report that calls the
+    owner per request is flagged for the memory's environment value."""
+    folder = HERE / "programs" / "w_owner_fields"
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    (finding,) = [d for r in results for d in r.diagnostics]
+    assert finding.code == "PC017"
+    assert Path(finding.location.path).name == "agent.py" and finding.location.line == 19
+    steps = [(Path(r.location.path).name, r.location.line, r.value) for r in finding.related]
+    assert steps == [("config.py", 6, "get"), ("agent.py", 13, "Config")]
+    assert not _check([finding])
