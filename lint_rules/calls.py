@@ -311,7 +311,19 @@ class CallsMixin(EngineState):
         return results[0] if len(results) == 1 else join(*results)
 
     def apply_summary(self, func: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.Call) -> Value:
-        """The value of calling a same-module function; arguments flow through its summary."""
+        """The value of calling a same-module function; arguments flow through its summary.
+        A function nested in a method is called on the method's own object: what it stores
+        into ``self`` is stored into the caller's ``self``."""
+        closure = self.closures.get(func)
+        self_name = self.frame.self_name
+        if (
+            closure is not None
+            and closure.self_name is not None
+            and closure.self_name == self_name
+            and closure.cls is self.frame.cls
+        ):
+            receiver = ast.copy_location(ast.Name(id=self_name, ctx=ast.Load()), node.func)
+            return self.call_bound(Bound(func, self.lookup(self_name), receiver), node)
         return self.call_bound(Bound(func), node)
 
     def call_bound(self, bound: Bound, node: ast.Call, stores_only: bool = False) -> Value:
@@ -406,8 +418,7 @@ class CallsMixin(EngineState):
                         given = entry_of(arg_values[f.param][0], f.detail).facts
                     elif f.param in arg_values:
                         given = arg_values[f.param][0].facts
-                    if f.granularity == "sorted":  # the callee sorted it
-                        given = Value(given).ordered().facts
+                    given = with_grain(given, f.granularity)
                     out |= passed_role(given, f.role)
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
@@ -429,6 +440,7 @@ class CallsMixin(EngineState):
         for attr, targets in summary.attr_sinks.items():
             if not attr[:1].isdigit():
                 continue
+            attr, grain = split_grain(attr)
             attr, _, role = attr.partition("@")
             # with a role: only the argument's messages of that role reach the sink (the callee
             # reads them under a test of that role); what the caller put in others does not
@@ -441,6 +453,8 @@ class CallsMixin(EngineState):
                 if where is not None:
                     for region, label in targets:
                         held = entry_of(value, attr)
+                        if grain:
+                            held = Value(with_grain(held.facts, grain))
                         if role:
                             held = narrowed(held, role)
                         self.record(region, held, where, f"{summary.name}() -> {label}")
@@ -449,7 +463,8 @@ class CallsMixin(EngineState):
             for attr, targets in summary.attr_sinks.items():
                 if attr[:1].isdigit():
                     continue
-                held = Value(receiver_attr(attr))
+                attr, grain = split_grain(attr)
+                held = Value(with_grain(receiver_attr(attr), grain))
                 for region, label in targets:
                     self.record(region, held, where, f"{summary.name}() -> {label}")
         stored_self: frozenset[Fact] = frozenset()
@@ -494,7 +509,12 @@ class CallsMixin(EngineState):
         attrs: dict[str, Value] = dict(fields) if fields is not None else {}
         for attr, facts in summary.attr_stores.items():
             params = {f.param for f in facts if f.kind is Kind.PARAM and f.fix == (summary.key,)}
-            if len(params) == 1 and len(facts) == 1 and (index := params.pop()) in arg_values:
+            if (
+                len(params) == 1
+                and len(facts) == 1
+                and next(iter(facts)).granularity != "sorted"
+                and (index := params.pop()) in arg_values
+            ):
                 # the argument itself is stored (``self.state = state``): keep its value,
                 # an object's fields included
                 old = attrs.get(attr)
@@ -514,8 +534,14 @@ class CallsMixin(EngineState):
         ):
             kept = self.frame.env.get(bound.receiver_expr.id)
             if kept is not None and kept.items is not None:
+                # a tool list in an unstable order stored into a field (``toolset.setup()``
+                # filling ``toolset.tools`` from ``list_tools()``) is carried by the object
+                # too: a list of such objects flattened into tools has that order
+                listed = frozenset(
+                    f for v in attrs.values() for f in v.facts if f.kind is Kind.TOOLS_UNSTABLE
+                )
                 self.frame.env[bound.receiver_expr.id] = replace(
-                    kept, items=tuple(sorted(attrs.items()))
+                    kept, facts=kept.facts | listed, items=tuple(sorted(attrs.items()))
                 )
 
         def substituted(value: Value, depth: int = 0) -> Value:
@@ -937,6 +963,42 @@ def entry_of(argument: Value, detail: str) -> Value:
         if extra:
             held = held.with_facts(held.facts | extra)
     return held
+
+
+#: fact kinds that are an order, not contents
+_ORDER_KINDS = frozenset({Kind.UNORDERED, Kind.TOOLS_UNSTABLE})
+
+
+def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:
+    """What a caller's argument facts ``given`` become where the callee's PARAM fact has
+    granularity ``grain``: "sorted" (the callee sorted it, or read one element by a computed
+    key): its contents without its order; "order" (the callee built a list by iterating it):
+    its order alone; "" all of it."""
+    if grain == "sorted":
+        return Value(given).ordered().facts
+    if grain == "order":
+        return order_of(given)
+    return given
+
+
+def order_of(facts: frozenset[Fact]) -> frozenset[Fact]:
+    """The order part of ``facts``: its order facts, and each parameter's fact (not sorted)
+    as a fact of that parameter's order (granularity "order")."""
+    out = set()
+    for f in facts:
+        if f.kind in _ORDER_KINDS:
+            out.add(f)
+        elif f.kind is Kind.PARAM and f.granularity in ("", "order"):
+            out.add(f if f.granularity == "order" else replace(f, granularity="order"))
+    return frozenset(out)
+
+
+def split_grain(key: str) -> tuple[str, str]:
+    """A summary's sink key and its granularity suffix (``"0~sorted"`` -> ("0", "sorted"))."""
+    base, sep, grain = key.rpartition("~")
+    if sep and grain in ("sorted", "order"):
+        return base, grain
+    return key, ""
 
 
 def _dataclass_fields(cls: ast.ClassDef) -> list[str]:

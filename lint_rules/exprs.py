@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .calls import order_of
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
@@ -141,8 +142,12 @@ class ExprsMixin(EngineState):
             held = dict(base.items).get(node.slice.value)
             if held is not None:
                 return held
-        # one element: the container's order is not the element's
-        facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+        # one element: the container's order is not the element's (and an element read by a
+        # computed key, ``tools[name]``, takes nothing of a parameter's order either)
+        if isinstance(node.slice, ast.Constant):
+            facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+        else:
+            facts = base.ordered().facts
         if (
             isinstance(node.slice, ast.Constant)
             and isinstance(node.slice.value, str)
@@ -411,10 +416,9 @@ class ExprsMixin(EngineState):
             unordered = self.iteration_fact(iterable, gen.iter)
             if unordered is not None:
                 facts.add(unordered)
-            # a list that already holds an unstable order keeps it through the iteration
-            facts.update(
-                f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)
-            )
+            # a list that already holds an unstable order keeps it through the iteration, and
+            # what is built by iterating a parameter has that parameter's order
+            facts.update(order_of(iterable.facts))
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
             for cond in gen.ifs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from .calls import order_of
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
@@ -57,9 +58,32 @@ class StatementsMixin(EngineState):
 
     def stmt_Assign(self, stmt: ast.Assign) -> None:
         value = self.eval(stmt.value)
+        func = self.frame.func
         for target in stmt.targets:
             self.note_breakpoint(target, stmt.value)
+            if (
+                func is not None
+                and isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == self.frame.self_name
+                and any(s is stmt for s in func.body)
+            ):
+                # run on every call, after what the function stored there before: the
+                # field now holds this value alone (``self.tools = sorted(self.tools)``)
+                self.forget_store(target.attr)
             self.assign(target, value, stmt.value)
+
+    def forget_store(self, attr: str) -> None:
+        """The summary forgets what the function stored into ``self.<attr>`` so far."""
+        summary = self.frame.summary
+        if summary is None or attr not in summary.attr_stores:
+            return
+        old = summary.attr_stores.pop(attr)
+        kept: frozenset[Fact] = frozenset()
+        for facts in summary.attr_stores.values():
+            kept |= facts
+        if SELF in summary.stores:
+            summary.stores[SELF] = summary.stores[SELF] - (old - kept)
 
     def note_breakpoint(self, target: ast.expr, value: ast.expr) -> None:
         """``x[...]["cache_control"] = ...`` or ``x[...] = [{..., "cache_control": ...}]``
@@ -291,7 +315,16 @@ class StatementsMixin(EngineState):
     def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if self.frame is self.module_frame:
             return  # module-level functions are summarised on demand
-        self.closures[stmt] = Frame(dict(self.frame.env), dict(self.frame.defs))
+        frame = self.frame
+        params = {a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs)}
+        shares_self = frame.self_name is not None and frame.self_name not in params
+        # a function nested in a method reads and fills the method's own object
+        self.closures[stmt] = Frame(
+            dict(frame.env),
+            dict(frame.defs),
+            cls=frame.cls if shares_self else None,
+            self_name=frame.self_name if shares_self else None,
+        )
         self.method_class.pop(stmt, None)
         self.frame.env[stmt.name] = Value(shape=Shape.FUNC, ref=stmt)
         self.summary(stmt)
@@ -353,7 +386,8 @@ class StatementsMixin(EngineState):
                 element.name_key,
             )
         self.assign(stmt.target, element, None)
-        order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
+        # what the body appends follows the iterable's order (a parameter's too)
+        order = set(order_of(iterable.facts))
         if unordered is not None:
             order.add(unordered)
         self._loop(stmt, stmt.body, frozenset(order))

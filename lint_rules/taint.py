@@ -428,17 +428,21 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             key = id(self.frame.func)
             for f in value.facts:
                 if f.kind is Kind.PARAM and f.fix == (key,):
+                    # what of it: its contents without its order ("~sorted"), or its order only
+                    # ("~order": a list built by iterating it)
+                    grain = f"~{f.granularity}" if f.granularity in ("sorted", "order") else ""
                     if f.param == SELF and f.detail.startswith("self."):
-                        sinks = summary.attr_sinks.setdefault(f.detail[len("self.") :], [])
+                        name = f.detail[len("self.") :] + grain
+                        sinks = summary.attr_sinks.setdefault(name, [])
                     elif f.param >= 0 and (
-                        entry_key(f.detail) is not None or f.role.startswith("=")
+                        entry_key(f.detail) is not None or f.role.startswith("=") or grain
                     ):
                         # one entry or field of a parameter: "<index>['<key>']", "<index>.<attr>";
                         # only its messages of one role: "<index>@<role>", "<index>['k']@<role>"
                         entry = f"{f.param}{entry_suffix(f.detail)}"
                         if f.role.startswith("="):
                             entry += f"@{f.role[1:]}"
-                        sinks = summary.attr_sinks.setdefault(entry, [])
+                        sinks = summary.attr_sinks.setdefault(entry + grain, [])
                     else:
                         sinks = summary.param_sinks.setdefault(f.param, [])
                     if (region, label) not in sinks:
@@ -519,6 +523,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             CACHE_DECORATORS & set(decorators)
         )
         frame = Frame(env, defs, func, info, self_name, pinned, summary=summary)
+        if info is None and parent is not None and parent.cls is not None:
+            # a function nested in a method: ``self`` is the method's own object
+            frame.cls, frame.self_name = parent.cls, parent.self_name
         annotations = {a.arg: a.annotation for a in [*args, *func.args.kwonlyargs]}
         for index, name in enumerate(names):
             frame.params[name] = index

@@ -15,4 +15,4 @@ async def reply(session: ClientSession, messages: list[dict]) -> str:
     toolset = MCPToolset(session)
     await toolset.setup()
     tool_ctx = ToolContext([toolset, LOOKUP])
-    return await chat(tool_ctx, messages)
+    return await chat(tool_ctx, messages)  # PC005: 22

@@ -13,6 +13,6 @@ async def chat(tool_ctx: ToolContext, messages: list[dict]) -> str:
     response = await client.chat.completions.create(
         model="gpt-5-mini",
         messages=messages,
-        tools=tool_ctx.parse_function_tools(),  # PC005: 14
+        tools=tool_ctx.parse_function_tools(),
     )
     return response.choices[0].message.content or ""
