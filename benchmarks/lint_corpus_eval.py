@@ -92,6 +92,8 @@ class Finding:
     severity: str
     message: str
     line_sha: str
+    #: the finding's chain as the linter reports it (``related``): "file:row: message" per step
+    chain: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,12 @@ def lint_tree(tree: Path, repo: str) -> tuple[list[Finding], float]:
         row = item["location"]["row"]
         text = lines_of[file][row - 1] if 0 < row <= len(lines_of[file]) else ""
         code, severity, message = item["code"], item["severity"], item["message"]
-        findings.append(Finding(repo, file, row, code, severity, message, line_sha(text)))
+        chain = tuple(
+            f"{Path(step['filename']).as_posix().removeprefix('./')}:{step['row']}: "
+            f"{step['message']}"
+            for step in item.get("related") or []
+        )
+        findings.append(Finding(repo, file, row, code, severity, message, line_sha(text), chain))
     return findings, wall
 
 
@@ -324,8 +331,9 @@ def report(
 
 def template(repo: Repo, finding: Finding) -> str:
     message = finding.message.replace("\\", "\\\\").replace('"', '\\"')
+    steps = "".join(f"#   {step}\n" for step in finding.chain)
     return (
-        f"[[label]]  # {finding.severity}: {message[:150]}\n"
+        f"[[label]]  # {finding.severity}: {message[:150]}\n{steps}"
         f'repo = "{repo.repo}"\ncommit = "{repo.commit}"\nfile = "{finding.file}"\n'
         f'line = {finding.line}\nline_sha = "{finding.line_sha}"\nrule = "{finding.rule}"\n'
         f'verdict = "?"\nwhy = ""\n'
@@ -382,7 +390,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if args.load:
         saved = json.loads(args.load.read_text(encoding="utf-8"))
         for r in repos:
-            findings[r.repo] = [Finding(**f) for f in saved["findings"].get(r.repo, [])]
+            findings[r.repo] = [
+                Finding(**{**f, "chain": tuple(f.get("chain", ()))})
+                for f in saved["findings"].get(r.repo, [])
+            ]
             files[r.repo] = saved["files"].get(r.repo, 0)
     else:
         for r in repos:

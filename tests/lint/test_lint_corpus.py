@@ -237,6 +237,12 @@ def test_lint_command_counts_match_the_labels(
     first = pc001[0]
     sha = hashlib.sha256(lines[first - 1].strip().encode()).hexdigest()[:12]
     assert next(f.line_sha for f in findings if f.line == first) == sha
+    # each finding keeps its chain; its origin step names a line that calls datetime.now
+    for f in findings:
+        if f.rule == "PC001":
+            where = f.chain[0].split(": ", 1)[0]
+            assert where.startswith("bot.py:"), f.chain
+            assert "datetime.now" in lines[int(where.rsplit(":", 1)[1]) - 1], f.chain
     # label only the first: one tp, the other finding is listed as unlabelled
     (tmp_path / "labels.toml").write_text(
         f'[[label]]\nrepo = "demo/demo"\ncommit = "{commit}"\nfile = "bot.py"\nline = {first}\n'
