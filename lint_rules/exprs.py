@@ -19,6 +19,7 @@ from .facts import (
     wrapped,
 )
 from .frames import Bound, ClassInfo, EngineState, ExternalClass, Table, merge
+from .session import kept_from_session
 from .sinks import is_system_prompt_name
 from .toolnames import combine, literal_key
 
@@ -101,6 +102,9 @@ class ExprsMixin(EngineState):
                     receiver = self.lookup(node.value.id)
                     return Value(shape=Shape.FUNC, ref=Bound(method, receiver, node.value))
                 return CLEAN
+            if frame.func is not None and self.method_class.get(frame.func) is frame.cls:
+                # what only another entry point stored there is the session's (session.py)
+                value = kept_from_session(value, frame.cls, frame.func)
             # what the caller's object holds in this attribute (a SELF fact for the summary)
             return value.with_facts(value.facts | self.self_attr_facts(node.value.id, node.attr))
         qual = self.qualify(node)

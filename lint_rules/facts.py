@@ -123,6 +123,10 @@ class Fact:
             return replace(self, via=(*self.via[: MAX_STEPS - 1], step))
         return replace(self, via=(*self.via, step))
 
+    def pin(self) -> Fact:
+        """The same fact, computed once (``pinned``)."""
+        return replace(self, pinned=True)
+
     @property
     def proven(self) -> bool:
         """False when the chain passes through a call whose code the analysis cannot see
@@ -348,7 +352,7 @@ def wrapped(value: Value, role: str) -> Value:
     def mark(facts: frozenset[Fact]) -> frozenset[Fact]:
         return frozenset(f if f.role == role else replace(f, role=role) for f in facts)
 
-    return _map_facts(value, mark)
+    return map_facts(value, mark)
 
 
 def narrowed(value: Value, role: str) -> Value:
@@ -366,7 +370,7 @@ def narrowed(value: Value, role: str) -> Value:
                 out.add(f)
         return frozenset(out)
 
-    return _map_facts(value, keep)
+    return map_facts(value, keep)
 
 
 def passed_role(given: frozenset[Fact], role: str) -> frozenset[Fact]:
@@ -379,10 +383,12 @@ def passed_role(given: frozenset[Fact], role: str) -> frozenset[Fact]:
     return wrapped(Value(given), role).facts
 
 
-def _map_facts(value: Value, change: Callable[[frozenset[Fact]], frozenset[Fact]]) -> Value:
-    elts = tuple(_map_facts(v, change) for v in value.elts) if value.elts is not None else None
+def map_facts(value: Value, change: Callable[[frozenset[Fact]], frozenset[Fact]]) -> Value:
+    """``value`` with ``change`` applied to its facts and to those of its elements and
+    entries (``Value.elts``, ``Value.items``)."""
+    elts = tuple(map_facts(v, change) for v in value.elts) if value.elts is not None else None
     items = (
-        tuple((k, _map_facts(v, change)) for k, v in value.items)
+        tuple((k, map_facts(v, change)) for k, v in value.items)
         if value.items is not None
         else None
     )

@@ -100,6 +100,10 @@ class ClassInfo:
     attr_defs: dict[str, ast.expr] = field(default_factory=dict)
     default_repr: bool = False
     bases: list[ClassInfo] = field(default_factory=list)
+    #: method -> the methods it runs through calls on ``self`` (``session.reach``, cached)
+    reach: dict[ast.AST, frozenset[ast.FunctionDef | ast.AsyncFunctionDef]] = field(
+        default_factory=dict
+    )
 
     def find_method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The method ``name`` of this class or of a same-module base class (MRO depth-first)."""

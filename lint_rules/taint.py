@@ -29,11 +29,23 @@ from .analysis.exports import exportable_value, fact_to_json, summary_to_json, v
 from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
-from .facts import CLEAN, SELF, Fact, Kind, Shape, Value, entry_key, entry_suffix, join
+from .facts import (
+    CLEAN,
+    SELF,
+    Fact,
+    Kind,
+    Shape,
+    Value,
+    entry_key,
+    entry_suffix,
+    join,
+    map_facts,
+)
 from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
+from .session import configuration_label, escaping, pin_ids
 from .sinks import SinkSpec
 from .statements import StatementsMixin
 
@@ -551,11 +563,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         summary.builder = bool({"system_prompt", "instructions"} & set(decorators))
         saved = self.frame
         self.frame = frame
+        first_entry = len(self.entries)
         try:
             self.exec_block(func.body)
         finally:
             self.frame = saved
             self.in_progress.discard(func)
+        self.pin_factory_entries(func, first_entry)
         if summary.returns:
             values = [v for _, v in summary.returns]
             summary.ret = values[0] if len(values) == 1 else join(*values)
@@ -575,6 +589,33 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 )
         self.summaries[func] = summary
         return summary
+
+    def pin_factory_entries(self, func: ast.FunctionDef | ast.AsyncFunctionDef, first: int) -> None:
+        """A factory builds an agent once for many requests: an id ``func`` makes and passes
+        to a configuration sink (``system_prompt=``, a ``"system_prompt"`` key, ``Agent(...)``)
+        whose object it returns or stores names that object, so in the entries it recorded
+        there (from ``first`` on) such ids are pinned (``session.py``)."""
+        entries = self.entries
+        requests = frozenset(s.label.rsplit(".", 1)[-1] for s in self.extra_sinks)
+        found = [
+            i
+            for i in range(first, len(entries))
+            if entries[i].function is func
+            and entries[i].region == "system"
+            and configuration_label(entries[i].sink, requests)
+            and any(f.kind is Kind.UNIQUE and not f.pinned for f in entries[i].value.facts)
+        ]
+        if not found:
+            return
+        leaving = escaping(func)
+        for i in found:
+            entry = entries[i]
+            if id(entry.node) in leaving:
+                entries[i] = replace(
+                    entry,
+                    value=map_facts(entry.value, pin_ids),
+                    parts=tuple((n, d, size, pin_ids(f)) for n, d, size, f in entry.parts),
+                )
 
     def annotated_class(self, annotation: ast.expr | None) -> object:
         """The project class a parameter annotation names (``clock: Clock``, ``Clock | None``,
