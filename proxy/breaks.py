@@ -731,6 +731,13 @@ class BreakExplainer:
         record.prefix_family = record.first_segment_hash  # unless a predecessor is found
         if fp is None or record.status is None or not 200 <= record.status < 300:
             return
+        write = None
+        if record.total_input_tokens is not None:
+            write = (
+                (record.cache_write_5m_tokens or 0)
+                + (record.cache_write_1h_tokens or 0)
+                + (record.cache_write_unknown_tokens or 0)
+            )
         snap = PrefixSnapshot(
             request_id=record.id,
             started_at=record.started_at,
@@ -740,19 +747,6 @@ class BreakExplainer:
             fingerprint=fp,
             has_text=True,
             routing_key=routing_key(record.request_json),
-        )
-        write = None
-        if record.total_input_tokens is not None:
-            write = sum(
-                x or 0
-                for x in (
-                    record.cache_write_5m_tokens,
-                    record.cache_write_1h_tokens,
-                    record.cache_write_unknown_tokens,
-                )
-            )
-        snap = dataclasses.replace(
-            snap,
             cached_tokens=cached_tokens_of(
                 record.api,
                 record.breakpoints,

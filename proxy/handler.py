@@ -771,14 +771,20 @@ _NULL_USAGE = re.compile(r'"usage"\s*:\s*null')
 #: (Plain substring tests: a regex alternation of the markers costs more than decoding the JSON.)
 _READ_MARKERS = ("usage", "error", "response", "message_st", "finishReason", "metadata",
                  "metrics", "\\u")  # fmt: skip
+#: The markers but ``usage``, which ``_may_matter`` tests first.
+_OTHER_MARKERS = _READ_MARKERS[1:]
 
 
 def _may_matter(data: str) -> bool:
     """Whether the JSON object ``data`` (an SSE event's data) may hold something ``_observe``
     reads beyond the model and the id; False only when decoding it could change nothing."""
-    if "usage" in data:
+    # Each "usage" inside a compact '"usage":null' is no usage; other spellings go through the
+    # regex.
+    if "usage" in data and data.count("usage") != data.count('"usage":null'):
         data = _NULL_USAGE.sub("", data)
-    for marker in _READ_MARKERS:  # noqa: SIM110 (any() over a generator costs a call a marker)
+        if "usage" in data:
+            return True
+    for marker in _OTHER_MARKERS:  # noqa: SIM110 (any() over a generator costs a call a marker)
         if marker in data:
             return True
     return False

@@ -17,7 +17,7 @@ dispatched; an unfinished event at end of stream is discarded; one leading BOM i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["SSEDecoder", "ServerSentEvent"]
 
@@ -25,9 +25,8 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSentEvent:
-    """One dispatched event.
+class ServerSentEvent(NamedTuple):
+    """One dispatched event (a named tuple: a stream of short events makes many).
 
     Attributes:
         event: the ``event:`` field, ``""`` when absent (the spec's default type "message").
@@ -99,6 +98,10 @@ class SSEDecoder:
         pos = self._scan
         start = 0  # first byte of the event being built
         events: list[ServerSentEvent] = []
+        if pos == 0 and not self._data and not self._event and self._retry is None:
+            # At an event boundary: take whole ``data:<value>\n\n`` blocks (one data line,
+            # LF endings: what OpenAI-compatible servers send) without the line loop below.
+            pos = start = self._single_data_events(buf, events)
         while pos < end:
             match = _EOL.search(buf, pos)
             if match is None:
@@ -132,6 +135,33 @@ class SSEDecoder:
             pos -= start
         self._scan = pos
         return events
+
+    def _single_data_events(self, buf: bytearray, events: list[ServerSentEvent]) -> int:
+        """Dispatch the complete events at the start of ``buf`` that are one ``data`` line
+        ending in LF followed by an empty line, in order, stopping at the first other one;
+        returns the offset after the last one taken. Gives what the line loop gives for them
+        (the line loop's state is empty before and after each)."""
+        pos = 0
+        last_id = self._last_id
+        while True:
+            blank = buf.find(b"\n\n", pos)
+            if blank < 0:
+                return pos
+            line = buf[pos:blank]
+            if not line.startswith(b"data:") or b"\n" in line or b"\r" in line:
+                return pos
+            value = line[6:] if line[5:6] == b" " else line[5:]
+            end = blank + 2
+            events.append(
+                ServerSentEvent(
+                    event="",
+                    data=value.decode("utf-8", errors="replace"),
+                    id=last_id,
+                    retry=None,
+                    raw=bytes(buf[pos:end]),
+                )
+            )
+            pos = end
 
     def _field(self, line: bytes) -> None:
         if line[0] == 0x3A:  # ":" comment

@@ -127,3 +127,36 @@ def test_any_chunking_gives_the_same_events_and_bytes(path: object, cuts: list[i
     events, rest = decode(stream, [c % (len(stream) + 1) for c in cuts])
     assert events == whole
     assert b"".join(e.raw for e in events) + rest == stream
+
+
+#: Pieces of event streams: single-data-line events (the decoder's whole-block path) mixed with
+#: every other shape (several lines, other fields, comments, CR and CRLF endings, stray blank
+#: lines, a field with no colon, a value with no space after the colon).
+_PIECES = [
+    b'data: {"a":1}\n\n',
+    b"data:x\n\n",
+    b"data:\n\n",
+    b"data: \xc3\xa9t\xc3\xa9\n\n",
+    b"data: a\ndata: b\n\n",
+    b"event: ping\ndata: p\n\n",
+    b"id: 7\ndata: with id\n\n",
+    b"retry: 50\ndata: r\n\n",
+    b": comment\n",
+    b"data: cr\r\r",
+    b"data: crlf\r\n\r\n",
+    b"\n",
+    b"data\n\n",
+    b"data: half",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+)
+def test_whole_blocks_decode_as_byte_by_byte(pieces: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(pieces)
+    one_byte_at_a_time = decode(stream, list(range(1, len(stream))))  # never a whole block
+    assert decode(stream) == one_byte_at_a_time
+    assert decode(stream, [c % (len(stream) + 1) for c in cuts]) == one_byte_at_a_time
