@@ -32,10 +32,16 @@ a cached repeat (a 1,054-token prompt, ``benchmarks/proxy_kv_events.py``), so ch
 Block hashes of the engine's chain (``prefix_block_hashes``: one SHA-256 per 16-token block)
 are cached too (`BlockHashCache`, keyed by the parent hash and the block's tokens), so a repeat
 hashes only its new blocks.
+
+The tokenizer cache also keeps its recent prompts (``RECENT_PROMPTS`` under each of
+``RECENT_KEYS``' lengths of leading text): a repeat takes the tokens of the pieces it shares
+with the latest prompt that starts as it does in one slice, found by comparing the two texts
+(`common_prefix`), and looks up only its tail piece by piece.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 from collections import OrderedDict
@@ -63,17 +69,74 @@ MEMO_SIZE = 100_000
 #: Prompts tokenised whole and compared at first; after that one in ``VERIFY_EVERY``.
 VERIFY_FIRST = 8
 VERIFY_EVERY = 1024
+#: Lengths of the leading text (characters) under which recent prompts are found again,
+#: longest first: a repeat finds the latest prompt that starts with the same text at the
+#: longest of these its length allows.
+RECENT_KEYS = (4096, 1024, 256)
+#: Recent prompts kept under each key length (LRU): their text, cuts and tokens.
+RECENT_PROMPTS = 64
 
 
-def cut_points(text: str, size: int = CHUNK_CHARS) -> list[int]:
+def common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of two strings (binary search over slice
+    comparisons, each a C loop)."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    hi -= 1
+    while lo < hi:  # a[:lo] == b[:lo] and a[:hi + 1] != b[:hi + 1]
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class _Recent:
+    """Recent prompts keyed by their leading ``RECENT_KEYS`` characters (an LRU map per
+    length, ``RECENT_PROMPTS`` each)."""
+
+    def __init__(self) -> None:
+        self._maps: list[OrderedDict[Any, Any]] = [OrderedDict() for _ in RECENT_KEYS]
+
+    def keys(self, key: Any, text: str) -> list[tuple[int, Any]]:
+        """(key length's index, map key) for each key length ``text`` reaches."""
+        return [(i, (key, text[:n])) for i, n in enumerate(RECENT_KEYS) if len(text) >= n]
+
+    def find(self, keys: list[tuple[int, Any]]) -> Any:
+        """The latest entry added under these ``keys``, at the longest length."""
+        for i, at in keys:
+            entry = self._maps[i].get(at)
+            if entry is not None:
+                return entry
+        return None
+
+    def add(self, keys: list[tuple[int, Any]], entry: Any) -> None:
+        """Keep ``entry`` under each of ``keys``."""
+        for i, at in keys:
+            recent = self._maps[i]
+            recent[at] = entry
+            recent.move_to_end(at)
+            if len(recent) > RECENT_PROMPTS:
+                recent.popitem(last=False)
+
+
+def cut_points(text: str, size: int = CHUNK_CHARS, start: int = 0) -> list[int]:
     """Where ``text`` is cut into pieces in ``"space"`` mode: for each ``size``-character chunk
     end, the last single space (a non-space on each side) at or before it and after the
     previous cut; a chunk with no such space is merged with the next. Returns the cut offsets,
-    ``len(text)`` last."""
+    ``len(text)`` last.
+
+    ``start``: a cut of ``text`` (as this function returns it) to continue from; only the cuts
+    after it are returned. A cut lies after the chunk end before the one that made it (that end
+    found none), so the next chunk end is ``_next_end(start, size)``. The search for a chunk
+    end reads ``text`` up to one character past it, and ``len(text)`` only there.
+    """
     cuts: list[int] = []
-    last = 0
+    last = start
     n = len(text)
-    for end in range(size, n, size):
+    for end in range(_next_end(start, size), n, size):
         at = text.rfind(" ", last + 1, end + 1)
         while at > last and (text[at - 1].isspace() or at + 1 >= n or text[at + 1].isspace()):
             at = text.rfind(" ", last + 1, at)
@@ -84,12 +147,18 @@ def cut_points(text: str, size: int = CHUNK_CHARS) -> list[int]:
     return cuts
 
 
+def _next_end(cut: int, size: int) -> int:
+    """The chunk end after the one that made ``cut`` (``size`` for the text's start)."""
+    return -(-cut // size) * size + size
+
+
 def pair_cut_points(
     text: str,
     follows: dict[str, frozenset[str]],
     space: str,
     size: int = CHUNK_CHARS,
     memo: dict[str, int] | None = None,
+    start: int = 0,
 ) -> list[int]:
     """Where ``text`` is cut into pieces in ``"pair"`` mode: for each ``size``-character chunk
     end, the last offset ``i`` at or before it (after the previous cut) such that
@@ -99,11 +168,12 @@ def pair_cut_points(
 
     ``memo``, when given, keeps each search's answer keyed by the text it read (from the
     previous cut to the chunk end): a repeat text scans nothing it has scanned before.
+    ``start`` as for `cut_points` (a search reads ``text`` up to its chunk end).
     """
     cuts: list[int] = []
-    last = 0
+    last = start
     n = len(text)
-    for end in range(size, n, size):
+    for end in range(_next_end(start, size), n, size):
         if memo is not None:
             window = text[last : end + 1]
             found = memo.get(window)
@@ -189,6 +259,8 @@ class CachingTokenizer:
         self._memo: dict[str, int] = {}
         self._behind: dict[str, int] = {}  # a character -> how many tokens it makes alone
         self._specials = self._special_tokens()
+        #: recent texts: (text, cuts, token count after each piece, tokens)
+        self._recent = _Recent()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tokenizer, name)
@@ -245,20 +317,35 @@ class CachingTokenizer:
                 return full[:lead], full[lead + len(plain) :]
         return None
 
-    def _cuts(self, text: str, size: int) -> list[int]:
+    def _cuts(self, text: str, size: int, start: int = 0) -> list[int]:
         if self._pairs is None:
-            return cut_points(text, size)
+            return cut_points(text, size, start)
         follows, space = self._pairs
-        return pair_cut_points(text, follows, space, size, self._memo)
+        return pair_cut_points(text, follows, space, size, self._memo, start)
 
     def _encode_pieces(self, text: str, specials: bool, size: int = CHUNK_CHARS) -> list[int]:
+        """The text's tokens: those of a recent text's pieces up to the last cut both texts
+        share (the cuts whose chunk end lies two characters or more before the first character
+        in which they differ are the same: `cut_points`), then the rest piece by piece."""
         if specials and self._specials is None:
             return list(self.tokenizer.encode(text, add_special_tokens=True))
         cache = self._pieces
         start = 0
+        head_cuts: list[int] = []
+        head: list[int] = []
+        recent_keys = self._recent.keys(size, text)
+        prior = self._recent.find(recent_keys)
+        if prior is not None:
+            old_text, old_cuts, old_counts, old_ids = prior
+            kept = bisect.bisect_right(old_cuts, (common_prefix(old_text, text) - 2) // size * size)
+            if kept:
+                head_cuts = old_cuts[:kept]
+                head = old_ids[: old_counts[kept - 1]]
+                start = head_cuts[-1]
+        cuts = self._cuts(text, size, start)
         missing: list[tuple[int, int, tuple[bool, str]]] = []  # (part, start, key)
         parts: list[list[int] | None] = []
-        for cut in self._cuts(text, size):
+        for cut in cuts:
             key = (start == 0, text[start:cut])
             tokens = cache.get(key)
             if tokens is None:
@@ -269,15 +356,18 @@ class CachingTokenizer:
             start = cut
         if missing:
             self._fill(text, missing, parts)
-        self.hits += len(parts) - len(missing)
+        self.hits += len(head_cuts) + len(parts) - len(missing)
         self.misses += len(missing)
-        ids: list[int] = []
+        ids = head
+        counts = old_counts[: len(head_cuts)] if head_cuts else []
         for tokens in parts:
             ids += tokens or ()
+            counts.append(len(ids))
+        self._recent.add(recent_keys, (text, head_cuts + cuts, counts, ids))
         if specials and self._specials is not None:
             lead, trail = self._specials
             return [*lead, *ids, *trail]
-        return ids
+        return list(ids)  # the kept list stays the cache's
 
     def _fill(
         self,

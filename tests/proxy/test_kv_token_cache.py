@@ -18,7 +18,13 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from promptcache.engine.block_manager import prefix_block_hashes
 from promptcache.engine.tokenizer import Tokenizer
 from promptcache.proxy.routing.kv_index import PromptHasher
-from promptcache.proxy.routing.token_cache import BlockHashCache, CachingTokenizer, cut_points
+from promptcache.proxy.routing.token_cache import (
+    BlockHashCache,
+    CachingTokenizer,
+    cut_points,
+    pair_cut_points,
+    vocabulary_pairs,
+)
 
 TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
@@ -61,6 +67,19 @@ def test_cut_points_fall_on_single_spaces_about_a_chunk_apart() -> None:
         assert text[cut] == " " and text[cut - 1] != " " and text[cut + 1] != " "
     assert cuts == [4, 9, len(text)]  # the third chunk has only a double space: merged
     assert cut_points("x" * 100, size=8) == [100]
+
+
+def test_cuts_continued_from_a_cut_are_the_rest_of_the_texts_cuts() -> None:
+    rng = random.Random(21)
+    text = _text(rng, 300)
+    cuts = cut_points(text, size=16)
+    follows, space = vocabulary_pairs(Tokenizer.from_pretrained(TINYSTORIES)._backend) or ({}, "")
+    pairs = pair_cut_points(text, follows, space, size=16)
+    assert len(cuts) > 20 and len(pairs) > 20
+    for i, cut in enumerate(cuts[:-1]):
+        assert cut_points(text, 16, cut) == cuts[i + 1 :]
+    for i, cut in enumerate(pairs[:-1]):
+        assert pair_cut_points(text, follows, space, 16, None, cut) == pairs[i + 1 :]
 
 
 def test_pieces_give_exactly_the_whole_prompts_tokens(byte_level: Path) -> None:
@@ -150,3 +169,35 @@ def test_the_hasher_with_the_cache_gives_the_engines_hashes(byte_level: Path) ->
         expected = [h & (2**64 - 1) for h in prefix_block_hashes(usable, 16)]
         assert hashes[0] == expected
     assert hasher.tokenizer.hits > 0
+
+
+@pytest.mark.parametrize("mode", ["space", "pair"])
+def test_prompts_that_share_a_prefix_up_to_any_character_keep_the_whole_texts_tokens(
+    byte_level: Path, mode: str
+) -> None:
+    """A prompt that starts as a recent one (the recent-prompt path) up to any character,
+    including one just before or after a cut, still gets exactly the whole text's tokens."""
+    engine = Tokenizer.from_pretrained(byte_level if mode == "space" else TINYSTORIES)
+    cached = CachingTokenizer(engine, mode)
+    rng = random.Random(13)
+    document = _text(rng, 900)
+    assert len(document) > 4096  # every key length of the recent prompts is reached
+    cuts = cached._cuts(document, 64)
+    ends = [*rng.sample(range(len(document)), 60), *(c + d for c in cuts[:20] for d in (-2, 0, 1))]
+    for end in ends:
+        text = document[:end] + _text(rng, rng.randint(0, 6))
+        for specials in (False, True):
+            assert cached.encode(text, specials) == engine.encode(text, specials), end
+    assert cached.enabled
+
+
+def test_block_hash_cache_on_long_prompts_that_share_a_prefix() -> None:
+    cache = BlockHashCache()
+    rng = random.Random(17)
+    document = [rng.randrange(1000) for _ in range(2000)]
+    cache.hashes([*document, 1, 2, 3], 16)
+    for cut in (0, 5, 16, 17, 1023, 1024, 1999, 2000):
+        for salt in (None, "tenant"):
+            tokens = document[:cut] + [rng.randrange(1000) for _ in range(40)]
+            assert cache.hashes(tokens, 16, salt) == prefix_block_hashes(tokens, 16, salt)
+    assert cache.hashes(document, 16) == prefix_block_hashes(document, 16)
