@@ -965,10 +965,6 @@ def entry_of(argument: Value, detail: str) -> Value:
     return held
 
 
-#: fact kinds that are an order, not contents
-_ORDER_KINDS = frozenset({Kind.UNORDERED, Kind.TOOLS_UNSTABLE})
-
-
 def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:
     """What a caller's argument facts ``given`` become where the callee's PARAM fact has
     granularity ``grain``: "sorted" (the callee sorted it, or read one element by a computed
@@ -982,11 +978,13 @@ def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:
 
 
 def order_of(facts: frozenset[Fact]) -> frozenset[Fact]:
-    """The order part of ``facts``: its order facts, and each parameter's fact (not sorted)
-    as a fact of that parameter's order (granularity "order")."""
+    """The order part of ``facts``: its unstable tool order (a list from ``list_tools()``;
+    a set's order in a value may be that of the text of one of its elements, a user message
+    that joins a set, so it is not taken), and each parameter's fact (not sorted) as a fact of
+    that parameter's order (granularity "order")."""
     out = set()
     for f in facts:
-        if f.kind in _ORDER_KINDS:
+        if f.kind is Kind.TOOLS_UNSTABLE:
             out.add(f)
         elif f.kind is Kind.PARAM and f.granularity in ("", "order"):
             out.add(f if f.granularity == "order" else replace(f, granularity="order"))

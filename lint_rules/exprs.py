@@ -422,7 +422,10 @@ class ExprsMixin(EngineState):
                 facts.add(unordered)
             # a list that already holds an unstable order keeps it through the iteration, and
             # what is built by iterating a parameter has that parameter's order
-            facts.update(order_of(iterable.facts))
+            facts.update(
+                f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)
+            )
+            facts.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
             for cond in gen.ifs:
@@ -438,7 +441,16 @@ class ExprsMixin(EngineState):
     def expr_Call(self, node: ast.Call) -> Value:
         value = self.eval_call(node)
         role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
+        if role is None and node.args and _class_name(node.func):
+            role = node.args[0]  # ``Message("user", text)``: the role first, by position
         if isinstance(role, ast.Constant) and role.value in MESSAGE_ROLES:
             # a message object of a constant role (``ChatMessage(role="user", content=q)``)
             value = wrapped(value, role.value)
         return value
+
+
+def _class_name(func: ast.expr) -> bool:
+    """True when a call's callee is written as a class name (``Message``, ``types.Content``),
+    as ``CallsMixin.message_object`` requires for a role passed by position."""
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name[:1].isupper()

@@ -387,7 +387,8 @@ class StatementsMixin(EngineState):
             )
         self.assign(stmt.target, element, None)
         # what the body appends follows the iterable's order (a parameter's too)
-        order = set(order_of(iterable.facts))
+        order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
+        order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
         if unordered is not None:
             order.add(unordered)
         self._loop(stmt, stmt.body, frozenset(order))
