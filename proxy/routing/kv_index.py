@@ -179,7 +179,7 @@ class ReplicaBlocks:
 
 def leading_count(hashes: Iterable[int], holds: Callable[[int], bool]) -> int:
     """How many of ``hashes``, from the first, satisfy ``holds`` (stops at the first miss)."""
-    return sum(1 for _ in itertools.takewhile(holds, hashes))
+    return len(list(itertools.takewhile(holds, hashes)))  # no Python frame per hash
 
 
 #: ``external_block_hash(h) == h & _EXTERNAL_MASK``: the published form is the low 64 bits.
