@@ -27,7 +27,9 @@ first 12 hex digits of its SHA-256), or, failing both, the nearest line within `
 lines (default 3). Precision is tp / (tp + fp); debatable findings count in neither. With
 unlabelled findings the figure is printed as provisional, and ``--template`` prints a labels
 entry for each, to fill in. ``--save FILE`` keeps the findings as JSON and ``--load FILE``
-reads them back instead of linting (labelling does not need a second run).
+reads them back instead of linting (labelling does not need a second run); each finding keeps
+its chain (the linter's ``related`` steps), which ``--template`` prints above the entry.
+``--timeout SECONDS`` bounds each tree's run (the linter and its workers are ended past it).
 
 Usage::
 
@@ -46,6 +48,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -235,9 +238,10 @@ def export_tree(gdir: Path, commit: str, dest: Path) -> int:
 # linting and joining
 
 
-def lint_tree(tree: Path, repo: str) -> tuple[list[Finding], float]:
+def lint_tree(tree: Path, repo: str, timeout: float | None = None) -> tuple[list[Finding], float]:
     """Errors and warnings of ``promptcache lint . --format json`` run in ``tree``, and the
-    run's wall seconds."""
+    run's wall seconds; ``CorpusError`` when the run fails or lasts more than ``timeout``
+    seconds (None: no limit)."""
     cmd = [
         sys.executable,
         "-c",
@@ -251,13 +255,27 @@ def lint_tree(tree: Path, repo: str) -> tuple[list[Finding], float]:
         "never",
     ]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    # its own process group, so that a timeout ends the linter's worker processes too
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise CorpusError(f"lint of {tree} ran past the {timeout:g} s timeout") from None
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise CorpusError(f"lint of {tree} exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
+        raise CorpusError(f"lint of {tree} exited {proc.returncode}: {stderr.strip()[-400:]}")
     findings = []
     lines_of: dict[str, list[str]] = {}
-    for item in json.loads(proc.stdout or "[]"):
+    for item in json.loads(stdout or "[]"):
         if item["severity"] not in ("error", "warning"):
             continue
         file = Path(item["filename"]).as_posix().removeprefix("./")
@@ -401,7 +419,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
             if not tree.is_dir():
                 raise CorpusError(f"no tree for {r.repo} at {tree}: run the trees subcommand")
             files[r.repo] = sum(1 for _ in tree.rglob("*.py"))
-            findings[r.repo], wall = lint_tree(tree, r.repo)
+            findings[r.repo], wall = lint_tree(tree, r.repo, args.timeout)
             print(f"linted {r.repo}: {files[r.repo]} .py files, {wall:.1f} s", file=sys.stderr)
         if args.save:
             blob = {
@@ -451,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         "--labels", type=Path, help="default: labels_<half>.toml (batch N: labels_batchN_<half>)"
     )
     lint.add_argument("--tolerance", type=int, default=3, help="lines, for the join")
+    lint.add_argument("--timeout", type=float, help="seconds allowed per tree (default: none)")
     lint.add_argument("--save", type=Path, help="write the findings here (JSON)")
     lint.add_argument("--load", type=Path, help="read findings saved by --save; lint nothing")
     lint.add_argument("--template", action="store_true", help="print unlabelled as TOML")

@@ -261,6 +261,9 @@ def test_lint_command_counts_match_the_labels(
     assert cells[8] == "100.0%"
     assert f"provisional: {total - 1} findings have no label" in out
     assert out.count("  unlabelled: demo/demo bot.py:") == total - 1
+    # a tree that takes longer than --timeout is a one-line error, exit 2
+    assert ev.main([*argv[:-2], "--timeout", "0.001"]) == 2
+    assert "ran past the 0.001 s timeout" in capsys.readouterr().err
     # the saved findings give the same table without linting again
     assert ev.main([*argv[:-2], "--load", str(tmp_path / "saved.json")]) == 0
     assert row in capsys.readouterr().out
