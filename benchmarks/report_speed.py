@@ -262,7 +262,8 @@ def generate_postgres(url: str, rows: int, seed: int = 7) -> None:
     with connect(url, autocommit=True) as maintenance:
         maintenance.execute("VACUUM (ANALYZE) requests")
         for table in ("report_hourly", "report_breaks_hourly", "report_family_hourly",
-                      "report_replica_hourly", "report_ttft_hourly"):  # fmt: skip
+                      "report_replica_hourly", "report_ttft_hourly",
+                      "report_family_gaps_hourly"):  # fmt: skip
             maintenance.execute(f"VACUUM (ANALYZE) {table}".encode())
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "install_family",
     "install_hourly",
     "install_replica",
+    "install_statement_triggers",
     "install_ttft",
 ]
 
@@ -212,3 +213,13 @@ def install_ttft(db: Any, name: str, rows: Callable[[str, str], str]) -> None:
     _trigger(db, f"{name}_delete", "DELETE", [delete])
     db.execute(f"DELETE FROM {table}")
     db.execute(_upsert(table, keys, values, rows("true", "requests")))
+
+
+def install_statement_triggers(
+    db: Any, name: str, insert: Sequence[str], delete: Sequence[str]
+) -> None:
+    """Triggers ``name`` (after INSERT, over ``new_rows``) and ``name_delete`` (after DELETE,
+    over ``old_rows``) running the SQLite-dialect statements ``insert`` / ``delete`` in order,
+    each a command of its own (under READ COMMITTED, each sees a new snapshot)."""
+    _trigger(db, name, "INSERT", insert)
+    _trigger(db, f"{name}_delete", "DELETE", delete)

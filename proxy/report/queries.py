@@ -8,8 +8,9 @@ rollups, the partial hours at the edges from the same sums computed over their r
 ``requests`` itself, each through an index: TTFT percentiles (a partial index in (hit, ttft)
 order, read inside one bucket of the TTFT histogram rollup), example ids per break reason (a
 partial index on break rows), the TTL advisor's counts over the busiest prefix families (the
-family index), writes still waiting for their TTL to run out, and sub-hour timeline buckets
-(the start-time index). Functions return short lists of plain rows.
+gap rollup for whole hours, the family gap index for the edge hours and the 1-hour walk),
+writes still waiting for their TTL to run out, and sub-hour timeline buckets (the
+start-time index). Functions return short lists of plain rows.
 
 Definitions (shared with :mod:`.rollup`):
 
@@ -27,7 +28,8 @@ from typing import Final
 
 from promptcache.ttl import LIFETIME_S, TTLWriteCounts
 
-from ..rollup import FAMILY_INDEX, FAMILY_KEY
+from ..gap_rollup import GAPS_INDEX, SEGMENTS, family_match
+from ..rollup import FAMILY_KEY
 from ..ttft_rollup import BUCKET_MS
 from .window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, TTFT, Window
 
@@ -441,67 +443,64 @@ def busiest_families(conn: sqlite3.Connection, w: Window, limit: int) -> list[Fa
     ]
 
 
+def _stored_family(family: FamilyRow) -> dict[str, object]:
+    """``kf``, ``model``, ``first``: ``family``'s key as the rollups store it (NULL as ``''``)."""
+    return {
+        "kf": family.key_fingerprint or "",
+        "model": family.model or "",
+        "first": family.first_segment_hash,
+    }
+
+
+#: ``requests`` rows of the family named by ``:kf``, ``:model``, ``:first`` (as stored).
+_FAMILY_ROWS: Final = family_match("requests", ":kf", ":model", ":first")
+
+
 def family_start_times(conn: sqlite3.Connection, family: FamilyRow, w: Window) -> list[float]:
     """Start times (unix s, ascending) of one family's requests in the window, read from the
-    family index alone (so failed requests are included: they are few and cost the same under
-    every TTL option)."""
+    family gap index (so failed requests are included: they are few and cost the same under
+    every TTL option). A family's key fingerprint or model that is NULL or ``''`` is one
+    family, as in the family rollup that names the families."""
     sql = f"""
-        SELECT started_at FROM requests INDEXED BY {FAMILY_INDEX}
-        WHERE key_fingerprint IS :key AND model IS :model
-          AND {FAMILY_KEY.format(r="requests")} = :first
-          AND {_ROWS}
+        SELECT started_at FROM requests INDEXED BY {GAPS_INDEX}
+        WHERE {_FAMILY_ROWS} AND {_ROWS}
         ORDER BY started_at
     """
-    params = w.params(
-        key=family.key_fingerprint, model=family.model, first=family.first_segment_hash
-    )
-    return [row[0] for row in conn.execute(sql, params)]
-
-
-def _family_filter(family: FamilyRow) -> str:
-    """``requests`` rows of ``family`` (``=`` where a value is known, so that Postgres seeks the
-    family index on all three leading columns; ``IS NULL`` for a missing key or model)."""
-    key = "key_fingerprint IS NULL" if family.key_fingerprint is None else "key_fingerprint = :key"
-    model = "model IS NULL" if family.model is None else "model = :model"
-    return f"{key} AND {model} AND {FAMILY_KEY.format(r='requests')} = :first"
+    return [row[0] for row in conn.execute(sql, w.params(**_stored_family(family)))]
 
 
 def family_write_counts(
     conn: sqlite3.Connection, family: FamilyRow, w: Window
 ) -> TTLWriteCounts | None:
     """The TTL simulation's counts (:class:`promptcache.ttl.TTLWriteCounts`) of one family's
-    requests in the window, computed by the database over the family index: 5-minute writes
-    in one ordered pass (a request ``LIFETIME_S["5m"]`` s or more after its predecessor, by
-    ``LAG``), 1-hour writes by a recursive walk of one index seek per write (the first request
-    at or after the last write + ``LIFETIME_S["1h"]`` s). The same requests as
-    :func:`family_start_times` (failed ones included), the same float arithmetic as
-    :func:`promptcache.ttl.write_counts`. None when the family has no request in the window."""
-    rows = _family_filter(family)
+    requests in the window, computed by the database. 5-minute writes (a request
+    ``LIFETIME_S["5m"]`` s or more after its predecessor, and the first one) from the gap
+    rollup (:mod:`..gap_rollup`): the hours' inner gaps plus one check per pair of consecutive
+    non-empty hours, the partial edge hours counted over their rows; 1-hour writes by a
+    recursive walk of one index seek per write (the first request at or after the last
+    write + ``LIFETIME_S["1h"]`` s). The same requests as :func:`family_start_times` (failed
+    ones included), the same float arithmetic as :func:`promptcache.ttl.write_counts`. None
+    when the family has no request in the window."""
     gaps = f"""
-        SELECT COUNT(*), TOTAL(CASE WHEN previous IS NULL OR started_at >= previous + :five
-                                    THEN 1 ELSE 0 END),
-               MIN(started_at), MAX(started_at)
-        FROM (SELECT started_at, LAG(started_at) OVER (ORDER BY started_at) AS previous
-              FROM requests INDEXED BY {FAMILY_INDEX} WHERE {rows} AND {_ROWS})
+        SELECT TOTAL(n), TOTAL(gaps + CASE WHEN previous IS NULL OR first >= previous + :five
+                                          THEN 1 ELSE 0 END),
+               MIN(first), MAX(last)
+        FROM (SELECT n, gaps, first, last, LAG(last) OVER (ORDER BY first) AS previous
+              FROM ({SEGMENTS}) AS segment WHERE n > 0) AS ordered
     """
     walk = f"""
         WITH RECURSIVE writes(at) AS (
-            SELECT MIN(started_at) FROM requests INDEXED BY {FAMILY_INDEX}
-            WHERE {rows} AND {_ROWS}
+            SELECT MIN(started_at) FROM requests INDEXED BY {GAPS_INDEX}
+            WHERE {_FAMILY_ROWS} AND {_ROWS}
           UNION ALL
-            SELECT (SELECT MIN(started_at) FROM requests INDEXED BY {FAMILY_INDEX}
-                    WHERE {rows} AND started_at >= writes.at + :hour AND started_at < :t1)
+            SELECT (SELECT MIN(started_at) FROM requests INDEXED BY {GAPS_INDEX}
+                    WHERE {_FAMILY_ROWS} AND started_at >= writes.at + :hour
+                      AND started_at < :t1)
             FROM writes WHERE writes.at IS NOT NULL
         )
         SELECT COUNT(at) FROM writes
     """
-    params = w.params(
-        key=family.key_fingerprint,
-        model=family.model,
-        first=family.first_segment_hash,
-        five=LIFETIME_S["5m"],
-        hour=LIFETIME_S["1h"],
-    )
+    params = w.params(**_stored_family(family), five=LIFETIME_S["5m"], hour=LIFETIME_S["1h"])
     n, writes_5m, first, last = conn.execute(gaps, params).fetchone()
     if not n:
         return None
