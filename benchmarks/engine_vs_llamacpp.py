@@ -18,9 +18,11 @@ a child process, so the tokenisation's temporaries are not in our peak RSS):
    32-token question and 64 output tokens: ours all at once (continuous batching + prefix cache),
    llama.cpp as sequential calls on one ``Llama`` (prefix reuse between them). Target >= 3x.
 5. Peak RSS (VmHWM) of each process. Target: ours <= 1.5x llama.cpp's. Both hold KV for
-   ``--kv-tokens`` tokens (default 4,096): llama.cpp's ``n_ctx``, and our pool's capacity (in
-   fp32, which the fused kernel reads: 46,080 bytes a token for SmolLM2, 180 MiB; llama.cpp's
-   f16 cache takes half that). Our pool's pages become resident as blocks are first written
+   ``--kv-tokens`` tokens (default 4,096): llama.cpp's ``n_ctx``, and our pool's capacity in
+   blocks of 16 (``kv_cache_dtype="auto"``: fp16 where the fused kernel runs, 23,040 bytes a
+   token for SmolLM2, 90 MiB, as llama.cpp's f16 cache; fp32, twice that, on the torch path;
+   ``--kv-cache-dtype float32`` measures the fp32 pool). Our pool's pages become resident as
+   blocks are first written
    (``engine/kv_pages.py``), so the table also gives our RSS right after the load and the
    bytes of the pool written by the end. llama.cpp's RSS counts the pages of the GGUF file it
    maps (its weights are read in place), ours the int4 copies made from it.
@@ -130,21 +132,30 @@ class LlamaCpp:
         self.proc.wait(timeout=60)
 
 
+BLOCK_SIZE = 16
+"""Tokens per block of our pool (the engine's default): ``--kv-tokens`` is rounded up to it."""
+
+
 class Ours:
     """Our engine in this process, timed request by request through ``LLMEngine.step``."""
 
     def __init__(
-        self, model: Path, weight_dtype: str, kv_tokens: int, fused: bool | None = None
+        self,
+        model: Path,
+        weight_dtype: str,
+        kv_tokens: int = 4096,
+        fused: bool | None = None,
+        kv_cache_dtype: str = "auto",
     ) -> None:
         from promptcache.engine import LLM
-        from promptcache.engine.model_config import ModelConfig
 
-        per_token = ModelConfig.from_pretrained(model).kv_bytes_per_token("float32")
         self.llm = LLM(
             model,
             dtype="float32",
             weight_dtype=weight_dtype,
-            kv_cache_bytes=kv_tokens * per_token,
+            block_size=BLOCK_SIZE,
+            num_blocks=-(-kv_tokens // BLOCK_SIZE),
+            kv_cache_dtype=kv_cache_dtype,
             fused_cpu_decode=fused,
         )
         self.count = 0
@@ -289,6 +300,12 @@ def main() -> None:
         default=4096,
         help="KV capacity of both engines in tokens: llama.cpp's n_ctx, our pool's size",
     )
+    parser.add_argument(
+        "--kv-cache-dtype",
+        choices=["auto", "float16", "float32"],
+        default="auto",
+        help="our pool's element type (auto: float16 where the fused kernel runs)",
+    )
     parser.add_argument("--llamacpp-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--build", action="store_true", help="build llama.cpp's venv if missing")
     parser.add_argument(
@@ -321,14 +338,15 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"model: {model.name}; ours: weight_dtype={args.weight_dtype}")
     load = time.perf_counter()
-    ours = Ours(model, args.weight_dtype, args.kv_tokens)
+    ours = Ours(model, args.weight_dtype, args.kv_tokens, kv_cache_dtype=args.kv_cache_dtype)
     print(f"our load: {time.perf_counter() - load:.1f} s", flush=True)
     runner = ours.llm.engine.runner
     loaded_rss = rss_bytes()
     print(
         f"ours: RSS after the load {loaded_rss / 2**20:.0f} MiB (peak so far "
         f"{peak_rss_bytes() / 2**20:.0f}); KV pool {runner.kv_cache_bytes / 2**20:.0f} MiB "
-        f"for {runner.num_blocks * runner.block_size:,} tokens, resident as written",
+        f"({str(runner.kv_dtype).removeprefix('torch.')}) for "
+        f"{runner.num_blocks * runner.block_size:,} tokens, resident as written",
         flush=True,
     )
     if runner.fused_decode is not None:

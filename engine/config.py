@@ -38,10 +38,12 @@ WEIGHT_DTYPES = ("auto", "int8", "int4")
 weight-only quantised CPU kernels (engine/models/quant_linear.py): fewer bytes read per decoded
 token, logits no longer bit-equal to the float model's."""
 
-KV_CACHE_DTYPES = ("auto", "int8", "fp8")
-"""KV pool element types, taken by `serve` and `kv-size` alike. "auto" = the model dtype
-(`dtype`); int8/fp8 store per-kv-head scaled values. `ModelConfig.kv_element_dtype` resolves them
-and `ModelConfig.kv_bytes_per_token` is the one bytes-per-token formula."""
+KV_CACHE_DTYPES = ("auto", "float16", "float32", "int8", "fp8")
+"""KV pool element types, taken by `serve` and `kv-size` alike. "auto" = float16 where the fused
+CPU kernel serves (the runner's choice: `kv-size` cannot know it and counts the model dtype),
+else the model dtype (`dtype`); int8/fp8 store per-kv-head scaled values.
+`ModelConfig.kv_element_dtype` resolves them and `ModelConfig.kv_bytes_per_token` is the one
+bytes-per-token formula."""
 
 ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""
@@ -70,7 +72,8 @@ class EngineConfig:
         kv_cache_bytes: byte budget for the whole KV pool (all layers, K and V); the runner
             derives the number of blocks from it. Ignored when `num_blocks` is set.
         num_blocks: fixed number of KV blocks, overriding `kv_cache_bytes` (tests use tiny pools).
-        kv_cache_dtype: KV pool element type, one of `KV_CACHE_DTYPES`.
+        kv_cache_dtype: KV pool element type, one of `KV_CACHE_DTYPES`; "auto" is float16
+            where the fused CPU kernel runs (`fused_cpu_decode`), else the model's dtype.
         max_num_seqs: most sequences in one step's batch (running sequences at once).
         max_num_batched_tokens: token budget per step: the sum of new tokens (prefill chunks +
             one per decode) scheduled in one forward pass.
@@ -88,10 +91,11 @@ class EngineConfig:
         attention_backend: one of `ATTENTION_BACKENDS`.
         fused_cpu_decode: run every forward pass (prefill chunks and decode steps) through
             the compiled C kernel of `engine/cpu_decode` (every layer in one call; the name is
-            from when it ran decode steps only). None = when it can run here
-            (an AVX2 + FMA CPU, a C compiler, float32 model and KV pool, `weight_dtype="int4"`
-            on a Llama model without biases or sliding windows), else the torch path; True =
-            require it (ConfigError at load saying why it cannot run); False = never.
+            from when it ran decode steps only). None = when it can run here (an AVX2 + FMA +
+            F16C CPU, a C compiler, a float32 model and a float16 or float32 KV pool,
+            `weight_dtype="int4"` on a Llama model without biases or sliding windows), else
+            the torch path; True = require it (ConfigError at load saying why it cannot run);
+            False = never.
         kv_ram_bytes: byte budget of the host-RAM cache tier (0 = none): cached blocks the
             pool evicts are copied there, and a prefix match goes on there after a pool miss
             (`promptcache.engine.kv_tiers`). Needs prefix caching.
@@ -160,7 +164,11 @@ class EngineConfig:
                 for name, value, ok in (
                     ("weight_dtype", self.weight_dtype, self.weight_dtype == "int4"),
                     ("dtype", self.dtype, self.dtype in ("auto", "float32")),
-                    ("kv_cache_dtype", self.kv_cache_dtype, self.kv_cache_dtype == "auto"),
+                    (
+                        "kv_cache_dtype",
+                        self.kv_cache_dtype,
+                        self.kv_cache_dtype in ("auto", "float16", "float32"),
+                    ),
                     ("device", self.device, self.device.startswith("cpu")),
                 )
                 if not ok
@@ -168,7 +176,8 @@ class EngineConfig:
             if conflicts:
                 raise ConfigError(
                     f"fused_cpu_decode=True (--fused-cpu-decode) needs weight_dtype='int4', a "
-                    f"float32 model and KV pool on the CPU; got {', '.join(conflicts)}"
+                    f"float32 model and a float16 or float32 KV pool on the CPU; got "
+                    f"{', '.join(conflicts)}"
                 )
         if not isinstance(self.model, str):
             raise ConfigError(f"model must be a path string, got {type(self.model).__name__}")

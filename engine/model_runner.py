@@ -96,7 +96,20 @@ class ModelRunner:
             pack_for_cpu_kernel=config.fused_cpu_decode is not False,
         )
         self.dtype = self.model.norm.weight.dtype  # (an int8 embedding has no float weight)
-        self.kv_dtype = kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
+        # Whether the fused kernel can run, asked before the pool exists: "auto" is float16
+        # there (the kernel converts it on load and store; half an fp32 pool's bytes).
+        kernel_runs = False
+        if config.fused_cpu_decode is not False and config.kv_cache_dtype == "auto":
+            try:
+                FusedDecode.check(self.model, self.device)
+                kernel_runs = True
+            except CpuDecodeUnavailable:
+                pass  # FusedDecode.build below says why
+        self.kv_dtype = (
+            torch.float16
+            if kernel_runs
+            else kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
+        )
         self.block_size = config.block_size
         mc = self.model_config
         kv_name = str(self.kv_dtype).removeprefix("torch.")

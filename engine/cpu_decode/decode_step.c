@@ -9,7 +9,7 @@
  * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
  * and docs/engine.md ("Fused CPU decode") for the design and the measurements.
  *
- * Built by library.py with the system C compiler (-O3 -mavx2 -mfma -ffast-math -fopenmp);
+ * Built by library.py with the system C compiler (-O3 -mavx2 -mfma -mf16c -ffast-math -fopenmp);
  * loaded with ctypes. Every pointer is to contiguous memory in the layout given below. */
 #include <immintrin.h>
 #include <math.h>
@@ -34,19 +34,21 @@ typedef struct {
     int64_t n, k;
 } pc_q4;
 
-/* One decoder layer. k_cache / v_cache: the layer's pool, [num_slots, kv_heads, head_dim] fp32
- * (slot = block_id * block_size + offset). */
+/* One decoder layer. k_cache / v_cache: the layer's pool, [num_slots, kv_heads, head_dim]
+ * (slot = block_id * block_size + offset), fp32, or IEEE fp16 where pc_dims.kv_f16 is 1 (stored
+ * rounded to nearest even, read back to fp32: every sum stays fp32). */
 typedef struct {
     const float *ln1, *ln2; /* [hidden] RMSNorm weights (input, post-attention) */
     pc_q4 qkv, o, gate_up, down;
-    float *k_cache, *v_cache;
+    void *k_cache, *v_cache;
 } pc_layer;
 
-/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. */
+/* Model sizes; head_dim a multiple of 16, heads a multiple of kv_heads. kv_f16: 1 if the KV
+ * pool holds fp16 (F16C's vcvtph2ps / vcvtps2ph convert it), 0 for fp32. */
 typedef struct {
     int64_t hidden, heads, kv_heads, head_dim, inter, block_size;
     float eps, scale;
-    int32_t nthreads;
+    int32_t nthreads, kv_f16;
 } pc_dims;
 
 /* Which keys each row attends to, as tasks (built by plan.py's attention_plan, the same for
@@ -65,10 +67,24 @@ typedef struct {
     int64_t task_floats;
 } pc_attn_plan;
 
-/* 1 if this CPU runs the AVX2 + FMA code below. */
+/* 1 if this CPU runs the AVX2 + FMA + F16C code below. */
 int pc_cpu_supported(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+/* dst [n] fp32 = src [n] fp16, n a multiple of 8 */
+static inline void f16_to_f32(const uint16_t *restrict src, float *restrict dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+}
+
+/* dst [n] fp16 = src [n] fp32 rounded to nearest even (as torch's .half()), n a multiple of 8 */
+static inline void f32_to_f16(const float *restrict src, uint16_t *restrict dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
 }
 
 static inline __m256 u8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
@@ -394,8 +410,18 @@ static inline void dot4(const float *q, const float *k0, int64_t row, int64_t hd
     s[3] = hsum(c3) * scale;
 }
 
-static inline void prefetch(const float *p, int64_t nfloats) {
-    for (int64_t i = 0; i < nfloats; i += 16) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+static inline void prefetch(const void *p, int64_t nbytes) {
+    for (int64_t i = 0; i < nbytes; i += 64) _mm_prefetch((const char *)p + i, _MM_HINT_T0);
+}
+
+/* Floats a task's scratch ends with to hold K or V read from an fp16 pool as fp32: one block of
+ * every KV head (attend_run), or a chunk of one KV head's keys and its values (attend_stacked);
+ * 0 for an fp32 pool, which is read in place. */
+static inline int64_t convert_floats(const pc_dims *D) {
+    if (!D->kv_f16) return 0;
+    const int64_t bs = D->block_size, chunk = bs >= 64 ? bs : 64 / bs * bs;
+    const int64_t one_block = bs * D->kv_heads * D->head_dim, stacked = 2 * chunk * D->head_dim;
+    return one_block > stacked ? one_block : stacked;
 }
 
 /* o [gn, 16] += sum_j w_g[j] * v[j * row .. + 16] for up to 4 query heads g (w_g rows `per`
@@ -492,11 +518,17 @@ static inline int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
  * output and exp-sum so far are rescaled when it grows); then o += st^T . V. Scratch sc:
  * (chunk_keys(bs) + hd) * nqp floats; outputs as attend_run's. */
 static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *rhi,
-                           const float *restrict q, const float *k_cache, const float *v_cache,
+                           const float *restrict q, const void *k_cache, const void *v_cache,
                            const int32_t *table, int64_t b0, int64_t b1, int64_t hi, float *pm,
-                           float *pl, float *po, float *sc) {
+                           float *pl, float *po, float *sc, float *cv) {
     const int64_t kvh = D->kv_heads, hd = D->head_dim, bs = D->block_size, row = kvh * hd;
     const int64_t lo = b0 * bs, nqp = pad16(nq), chunk = chunk_keys(bs);
+    const int f16 = D->kv_f16;
+    const float *kf = (const float *)k_cache, *vf = (const float *)v_cache;
+    const uint16_t *kh16 = (const uint16_t *)k_cache, *vh16 = (const uint16_t *)v_cache;
+    /* an fp16 pool: the chunk's keys of this KV head in cv [chunk, hd], its values after them */
+    float *kc = cv, *vc = cv + chunk * hd;
+    const int64_t vrow = f16 ? hd : row; /* floats between two keys' values as pv_kernel reads */
     if (hi > b1 * bs) hi = b1 * bs;
     const int64_t n = hi > lo ? hi - lo : 0;
     float *qt = sc, *st = sc + hd * nqp;
@@ -521,12 +553,19 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
         for (int64_t j0 = 0; j0 < n; j0 += chunk) { /* j0: a block edge */
             const int64_t cnt = n - j0 < chunk ? n - j0 : chunk;
             const float *vb[PV_KEYS];
+            if (f16)
+                for (int64_t j = 0, b = b0 + j0 / bs, off = 0; j < cnt; j++, off++) {
+                    if (off == bs) off = 0, b++;
+                    f16_to_f32(kh16 + ((int64_t)table[b] * bs + off) * row + hk * hd, kc + j * hd,
+                               hd);
+                }
             for (int64_t j = 0, b = b0 + j0 / bs, off = 0; j < cnt; j += 6) { /* six keys a time */
                 const int64_t kr = cnt - j < 6 ? cnt - j : 6;
                 const float *kp[6];
                 for (int64_t r = 0; r < kr; r++, off++) {
                     if (off == bs) off = 0, b++;
-                    kp[r] = k_cache + ((int64_t)table[b] * bs + off) * row + hk * hd;
+                    kp[r] = f16 ? kc + (j + r) * hd
+                                : kf + ((int64_t)table[b] * bs + off) * row + hk * hd;
                 }
                 for (int64_t c = 0; c < nqp; c += 16)
                     tile_6x16(kp, kr, qt + c, nqp, hd, st + j * nqp + c, nqp);
@@ -557,13 +596,22 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
             if (rescale && j0 > 0) /* the running max grew: rescale the output so far */
                 for (int64_t c = 0; c < nq; c++)
                     for (int64_t i = 0; i < hd; i++) poh[c * hd + i] *= scale[c];
-            for (int64_t b = 0; b * bs < cnt; b++)
-                vb[b] = v_cache + (int64_t)table[b0 + j0 / bs + b] * bs * row + hk * hd;
+            for (int64_t b = 0; b * bs < cnt; b++) {
+                const int64_t slot0 = (int64_t)table[b0 + j0 / bs + b] * bs;
+                if (f16) {
+                    const int64_t keys = cnt - b * bs < bs ? cnt - b * bs : bs;
+                    for (int64_t j = 0; j < keys; j++)
+                        f16_to_f32(vh16 + (slot0 + j) * row + hk * hd, vc + (b * bs + j) * hd, hd);
+                    vb[b] = vc + b * bs * hd;
+                } else {
+                    vb[b] = vf + slot0 * row + hk * hd;
+                }
+            }
             for (int64_t c = 0; c < nq; c += 6) /* the chunk's values and weights stay in L1 */
                 for (int64_t dc = 0; dc < hd; dc += 16) {
                     const float *vd[PV_KEYS]; /* chunk / bs <= PV_KEYS blocks */
                     for (int64_t b = 0; b * bs < cnt; b++) vd[b] = vb[b] + dc;
-                    pv_kernel(st + c, nqp, nq - c < 6 ? nq - c : 6, vd, bs, row, cnt,
+                    pv_kernel(st + c, nqp, nq - c < 6 ? nq - c : 6, vd, bs, vrow, cnt,
                               poh + c * hd + dc, hd);
                 }
         }
@@ -577,21 +625,26 @@ static void attend_stacked(const pc_dims *D, int64_t nq, int64_t rg, const int64
  * unnormalised output po [.., hd]; sc: scratch [kv_heads * nq, per], per >= (b1 - b0) * bs. A
  * query that sees no key here gets pl = 0 (skipped by the merge). */
 static void attend_run(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *rhi,
-                       const float *restrict q, const float *k_cache, const float *v_cache,
+                       const float *restrict q, const void *k_cache, const void *v_cache,
                        const int32_t *table, int64_t b0, int64_t b1, int64_t hi, int64_t per,
-                       float *pm, float *pl, float *po, float *sc) {
+                       float *pm, float *pl, float *po, float *sc, float *cv) {
     const int64_t kvh = D->kv_heads, hd = D->head_dim, H = kvh * nq, group = nq;
     const int64_t bs = D->block_size, row = kvh * hd, lo = b0 * bs;
     const float scale = D->scale;
+    const int f16 = D->kv_f16;
+    const int64_t esize = f16 ? 2 : 4; /* bytes an element of the pool */
+    const char *kbytes = (const char *)k_cache, *vbytes = (const char *)v_cache;
     if (hi > b1 * bs) hi = b1 * bs;
     for (int64_t i = 0; i < H * hd; i++) po[i] = 0.f;
     for (int64_t j = 0; j < H; j++) pm[j] = -INFINITY, pl[j] = 0.f;
     if (hi <= lo) return;
     for (int64_t b = b0; b < b1; b++) {
-        const float *kb = k_cache + (int64_t)table[b] * bs * row;
-        if (b + 1 < b1) prefetch(k_cache + (int64_t)table[b + 1] * bs * row, bs * row);
+        const char *kraw = kbytes + (int64_t)table[b] * bs * row * esize;
+        if (b + 1 < b1) prefetch(kbytes + (int64_t)table[b + 1] * bs * row * esize, bs * row * esize);
         const int64_t first = (b - b0) * bs, cnt = (b + 1) * bs < hi ? bs : hi - b * bs;
         if (cnt <= 0) break;
+        if (f16) f16_to_f32((const uint16_t *)kraw, cv, cnt * row); /* the block as fp32 */
+        const float *kb = f16 ? cv : (const float *)kraw;
         for (int64_t hq = 0; hq < H; hq++) {
             const float *qh = q + hq * hd, *kh = kb + (hq / group) * hd;
             float *s = sc + hq * per + first;
@@ -617,10 +670,12 @@ static void attend_run(const pc_dims *D, int64_t nq, int64_t rg, const int64_t *
         pl[hq] = l;
     }
     for (int64_t b = b0; b < b1; b++) {
-        const float *vb = v_cache + (int64_t)table[b] * bs * row;
-        if (b + 1 < b1) prefetch(v_cache + (int64_t)table[b + 1] * bs * row, bs * row);
+        const char *vraw = vbytes + (int64_t)table[b] * bs * row * esize;
+        if (b + 1 < b1) prefetch(vbytes + (int64_t)table[b + 1] * bs * row * esize, bs * row * esize);
         const int64_t first = (b - b0) * bs, cnt = (b + 1) * bs < hi ? bs : hi - b * bs;
         if (cnt <= 0) break;
+        if (f16) f16_to_f32((const uint16_t *)vraw, cv, cnt * row);
+        const float *vb = f16 ? cv : (const float *)vraw;
         for (int64_t hk = 0; hk < kvh; hk++)
             for (int64_t gc = 0; gc < group; gc += 4) {
                 const int64_t gn = group - gc < 4 ? group - gc : 4, hq = hk * group + gc;
@@ -636,13 +691,13 @@ int64_t pc_task_scratch_floats(const pc_dims *D, int64_t R, int64_t nblocks) {
     const int64_t Hv = D->heads * R, n = nblocks * D->block_size, nq = Hv / D->kv_heads;
     const int64_t chunk = chunk_keys(D->block_size);
     const int64_t scores = nq >= 8 ? (chunk + D->head_dim) * pad16(nq) : Hv * n;
-    return Hv * (D->head_dim + 2 + D->head_dim) + scores;
+    return Hv * (D->head_dim + 2 + D->head_dim) + scores + convert_floats(D);
 }
 
 /* out [M, heads * hd] for the rows' queries (row m at q + m * q_stride) by `plan`. Each thread
  * runs tasks in its own task_floats of `work`; the parts follow at nthreads * task_floats. */
 static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_stride,
-                      const float *k_cache, const float *v_cache, const int32_t *tables,
+                      const void *k_cache, const void *v_cache, const int32_t *tables,
                       int64_t table_stride, const pc_attn_plan *P, float *restrict out,
                       float *restrict work) {
     const int64_t hd = D->head_dim, H = D->heads, kvh = D->kv_heads, group = H / kvh;
@@ -650,6 +705,7 @@ static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_str
 #pragma omp parallel num_threads(D->nthreads)
     {
         float *qb = work + omp_get_thread_num() * P->task_floats;
+        float *cv = qb + P->task_floats - convert_floats(D); /* fp16 K/V read as fp32 */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < P->num_tasks; t++) {
             const int64_t r0 = P->rows_start[t], R = P->rows_start[t + 1] - r0, nq = R * group;
@@ -666,10 +722,10 @@ static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_str
             const int32_t *table = tables + P->table_row[t] * table_stride;
             if (nq >= 8)
                 attend_stacked(D, nq, group, P->row_hi + r0, qb, k_cache, v_cache, table, P->b0[t],
-                               P->b1[t], P->hi[t], pm, pl, po, sc);
+                               P->b1[t], P->hi[t], pm, pl, po, sc, cv);
             else
                 attend_run(D, nq, group, P->row_hi + r0, qb, k_cache, v_cache, table, P->b0[t],
-                           P->b1[t], P->hi[t], per, pm, pl, po, sc);
+                           P->b1[t], P->hi[t], per, pm, pl, po, sc, cv);
             for (int64_t i = 0; i < R; i++) {
                 float *part = parts + P->part_of[r0 + i] * H * (2 + hd);
                 for (int64_t hk = 0; hk < kvh; hk++)
@@ -753,8 +809,14 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
         for (int64_t m = 0; m < M; m++) {
             float *r = qkv + m * qkvn;
             rope(r, D->heads + D->kv_heads, hd, cos + m * hd, ssin + m * hd);
-            float *kd = ly->k_cache + slots[m] * kvn, *vd = ly->v_cache + slots[m] * kvn;
-            for (int64_t i = 0; i < kvn; i++) kd[i] = r[qn + i], vd[i] = r[qn + kvn + i];
+            if (D->kv_f16) {
+                f32_to_f16(r + qn, (uint16_t *)ly->k_cache + slots[m] * kvn, kvn);
+                f32_to_f16(r + qn + kvn, (uint16_t *)ly->v_cache + slots[m] * kvn, kvn);
+            } else {
+                float *kd = (float *)ly->k_cache + slots[m] * kvn;
+                float *vd = (float *)ly->v_cache + slots[m] * kvn;
+                for (int64_t i = 0; i < kvn; i++) kd[i] = r[qn + i], vd[i] = r[qn + kvn + i];
+            }
         }
         attention(D, M, qkv, qkvn, ly->k_cache, ly->v_cache, tables, table_stride, plan, att, work);
         if (L == num_layers - 1 && nkeep < M) { /* only the kept rows go on */
@@ -848,8 +910,8 @@ void pc_matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64
 /* Floats of scratch pc_matmul needs for M rows of k inputs. */
 int64_t pc_matmul_scratch_floats(int64_t k, int64_t M) { return k / 32 + 1 + matmul_scratch_floats(k, M); }
 
-void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const float *k_cache,
-                        const float *v_cache, const int32_t *tables, int64_t table_stride,
+void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const void *k_cache,
+                        const void *v_cache, const int32_t *tables, int64_t table_stride,
                         const pc_attn_plan *plan, float *out, float *work) {
     attention(D, M, q, D->heads * D->head_dim, k_cache, v_cache, tables, table_stride, plan, out,
               work);

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import cast
 
@@ -25,6 +26,8 @@ from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
 from .plan import attention_plan
 
 __all__ = [
+    "KV_DTYPES",
+    "MAX_PASS_ROWS",
     "FusedDecode",
     "kernel_codes",
     "kernel_weights",
@@ -33,6 +36,21 @@ __all__ = [
     "pack_panels",
     "restore_dense_copies",
 ]
+
+
+KV_DTYPES = (torch.float16, torch.float32)
+"""KV pool element types the kernel reads and writes. An fp16 pool is converted by F16C on every
+load and store (rounded to nearest even on the store, as torch's ``.half()``); the attention's
+sums stay fp32. It holds a token in half an fp32 pool's bytes (SmolLM2: 23,040 bytes, as
+llama.cpp's default f16 cache)."""
+
+MAX_PASS_ROWS = 256
+"""Most rows (new tokens) one call of the kernel runs. A longer pass (a 1,088-token prompt) is
+run as consecutive calls of at most this many rows, each sequence's rows in order, so a later
+call's tokens attend to the K/V an earlier one stored: the same outputs up to the attention's
+summation order. The kernel's scratch grows with the rows of a call (about 26 KB a row for
+SmolLM2, 29 MB at 1,088 rows); this bounds it at about 7 MB, at the cost of reading the weights
+once per call."""
 
 
 def _dense_values(layer: Int4Linear) -> torch.Tensor:
@@ -263,11 +281,14 @@ class FusedDecode:
         #: Decode steps run through the kernel so far.
         self.steps = 0
 
-    @classmethod
-    def build(
-        cls, model: torch.nn.Module, kv_caches: Sequence[KVCacheLayer], device: torch.device
-    ) -> FusedDecode:
-        """Check that the fused step can run this model here, and prepare it.
+    @staticmethod
+    def check(model: torch.nn.Module, device: torch.device) -> ctypes.CDLL:
+        """Check everything but the KV pool: whether the kernel can run this model on
+        ``device`` (the runner asks before it allocates the pool, whose ``"auto"`` dtype is
+        float16 where it can).
+
+        Returns:
+            The loaded library (``load_library()``).
 
         Raises:
             CpuDecodeUnavailable: the first reason it cannot (the message names the setting
@@ -282,8 +303,6 @@ class FusedDecode:
             raise CpuDecodeUnavailable(
                 f"the model runs in {model.norm.weight.dtype}; the kernel needs dtype='float32'"
             )
-        if any(kv.k_cache.dtype != torch.float32 or kv.k_scale is not None for kv in kv_caches):
-            raise CpuDecodeUnavailable("the KV pool is not float32: use kv_cache_dtype='auto'")
         if cfg.head_dim % 16:
             raise CpuDecodeUnavailable(f"head_dim {cfg.head_dim} is not a multiple of 16")
         if any(w is not None for w in cfg.sliding_windows):
@@ -300,7 +319,33 @@ class FusedDecode:
                     raise CpuDecodeUnavailable(
                         f"layers.{i}.{name} has a bias, which the kernel does not add"
                     )
-        lib = load_library()
+        return load_library()
+
+    @classmethod
+    def build(
+        cls, model: torch.nn.Module, kv_caches: Sequence[KVCacheLayer], device: torch.device
+    ) -> FusedDecode:
+        """Check that the fused step can run this model here with this pool (``check``, and a
+        pool of one of ``KV_DTYPES`` without scales), and prepare it.
+
+        Raises:
+            CpuDecodeUnavailable: the first reason it cannot (the message names the setting
+                to change), including a failed build of the C library.
+        """
+        lib = cls.check(model, device)
+        pool_dtype = kv_caches[0].k_cache.dtype
+        if pool_dtype not in KV_DTYPES or any(
+            {kv.k_cache.dtype, kv.v_cache.dtype} != {pool_dtype} or kv.k_scale is not None
+            for kv in kv_caches
+        ):
+            name = str(pool_dtype).removeprefix("torch.")
+            raise CpuDecodeUnavailable(
+                f"the KV pool is {name}, the kernel reads float16 or float32: use "
+                "kv_cache_dtype='auto', 'float16' or 'float32'"
+            )
+        assert isinstance(model, LlamaForCausalLM)  # checked
+        cfg = model.config
+        decoder = [cast(DecoderLayer, layer) for layer in model.layers]
         keep: list[torch.Tensor] = []
 
         def q4(linear: torch.nn.Module) -> Q4Weight:
@@ -347,6 +392,7 @@ class FusedDecode:
             cfg.rms_norm_eps,
             cfg.head_dim**-0.5,
             1,
+            int(pool_dtype == torch.float16),
         )
         return cls(model, lib, layers, dims, keep)
 
@@ -360,7 +406,7 @@ class FusedDecode:
         """See the class docstring. ``meta``: the batch (every slot valid); ``output_rows``:
         int64 ``[k]`` ascending rows whose hidden states are returned (None: all), as
         ``LlamaForCausalLM.forward``'s: the last layer's o projection and MLP run for them
-        only."""
+        only. A pass of more than ``MAX_PASS_ROWS`` rows runs as several calls (``_call_rows``)."""
         model = self.model
         rows = input_ids.shape[0]
         x = model.embed_tokens(input_ids).to(torch.float32).contiguous()  # [rows, hidden]
@@ -369,17 +415,62 @@ class FusedDecode:
         signed_sin = signed_sin.reshape(rows, -1).contiguous()
         tables = meta.block_tables.to(torch.int32).contiguous()  # [seqs, width], -1 padded
         slots = meta.slot_mapping.to(torch.int64).contiguous()
-        threads = torch.get_num_threads()
-        self._dims.nthreads = threads
-        cfg = model.config
+        self._dims.nthreads = torch.get_num_threads()
+        ctx = meta.context_lens.tolist()
+        starts = meta.cu_seqlens_q.tolist()  # sequence s owns rows starts[s] .. starts[s + 1]
+        keep = None if output_rows is None else output_rows.to(torch.int64)
+        table_list = tables.tolist()
+        calls = -(-rows // MAX_PASS_ROWS)
+        step = -(-rows // calls)  # even calls: none of 1 row (its products would be fp32)
+        outputs = []
+        for r0 in range(0, rows, step):
+            r1 = min(r0 + step, rows)
+            # each sequence's rows in [r0, r1), and its keys once they are stored
+            new = [max(0, min(b, r1) - max(a, r0)) for a, b in itertools.pairwise(starts)]
+            seen = [c - (b - min(b, r1)) for c, b in zip(ctx, starts[1:], strict=True)]
+            mine = None if keep is None else keep[(keep >= r0) & (keep < r1)] - r0
+            kept = self._call_rows(
+                x[r0:r1],
+                cos[r0:r1],
+                signed_sin[r0:r1],
+                slots[r0:r1],
+                tables,
+                table_list,
+                [max(1, c) for c in seen],
+                new,
+                mine,
+            )
+            outputs.append(x[r0 : r0 + kept])
+        self.steps += 1
+        hidden: torch.Tensor = model.norm(outputs[0] if calls == 1 else torch.cat(outputs))
+        return hidden
+
+    def _call_rows(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        signed_sin: torch.Tensor,
+        slots: torch.Tensor,
+        tables: torch.Tensor,
+        table_list: list[list[int]],
+        ctx: list[int],
+        new: list[int],
+        keep: torch.Tensor | None,
+    ) -> int:
+        """One call of ``pc_forward`` over the rows of ``x`` (a view, updated in place: the
+        first rows end as the last layer's outputs of the kept rows). ``ctx`` / ``new``: each
+        sequence's keys after this call and its rows in it (0: not in it); ``keep``: the rows
+        (relative, ascending) whose outputs are wanted, None for all. Returns how many."""
+        rows = x.shape[0]
+        cfg = self.model.config
         plan = attention_plan(
             self._lib,
             self._dims,
-            tables.tolist(),
-            meta.context_lens.tolist(),
-            meta.cu_seqlens_q.diff().tolist(),
+            table_list,
+            ctx,
+            new,
             self._dims.block_size,
-            threads,
+            self._dims.nthreads,
             cfg.num_attention_heads,
             cfg.head_dim,
         )
@@ -387,7 +478,8 @@ class FusedDecode:
         need = base + plan.scratch_floats
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need + need // 2)
-        keep = None if output_rows is None else output_rows.to(torch.int64).contiguous()
+        keep = None if keep is None else keep.contiguous()
+        kept = rows if keep is None else keep.numel()
         self._lib.pc_forward(
             self._layers,
             len(self._layers),
@@ -401,9 +493,7 @@ class FusedDecode:
             tables.shape[1],
             ctypes.byref(plan.struct),
             None if keep is None else keep.data_ptr(),
-            rows if keep is None else keep.numel(),
+            kept,
             self._scratch.data_ptr(),
         )
-        self.steps += 1
-        hidden: torch.Tensor = model.norm(x if keep is None else x[: keep.numel()])
-        return hidden
+        return kept

@@ -45,7 +45,9 @@ SOURCE = Path(__file__).with_name("decode_step.c")
 #: against crtfastmath.o, whose constructor sets flush-to-zero / denormals-are-zero for the
 #: whole process on load (Python's and torch's floats lose their subnormals; hypothesis refuses
 #: to run), so the object is linked by a second command without it (test_cpu_decode.py checks).
-CFLAGS = ["-O3", "-mavx2", "-mfma", "-ffast-math", "-fopenmp", "-fPIC"]
+#: -mf16c: the conversions of an fp16 KV pool (``vcvtph2ps`` / ``vcvtps2ph``), which every x86-64
+#: CPU with AVX2 has.
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-ffast-math", "-fopenmp", "-fPIC"]
 LDFLAGS = ["-shared", "-fopenmp"]
 
 
@@ -68,7 +70,8 @@ class Q4Weight(ctypes.Structure):
 
 
 class Layer(ctypes.Structure):
-    """``pc_layer``: one decoder layer's norms, four int4 weights and KV pool pointers."""
+    """``pc_layer``: one decoder layer's norms, four int4 weights and KV pool pointers (fp32 or
+    fp16 as ``Dims.kv_f16`` says)."""
 
     _fields_ = [
         ("ln1", ctypes.c_void_p),
@@ -83,7 +86,8 @@ class Layer(ctypes.Structure):
 
 
 class Dims(ctypes.Structure):
-    """``pc_dims``: model sizes (tokens, heads, elements), RMSNorm eps, softmax scale, threads."""
+    """``pc_dims``: model sizes (tokens, heads, elements), RMSNorm eps, softmax scale, threads,
+    and ``kv_f16``: 1 if the KV pool holds fp16, 0 (the default) for fp32."""
 
     _fields_ = [
         *[
@@ -100,6 +104,7 @@ class Dims(ctypes.Structure):
         ("eps", ctypes.c_float),
         ("scale", ctypes.c_float),
         ("nthreads", ctypes.c_int32),
+        ("kv_f16", ctypes.c_int32),
     ]
 
 
@@ -204,7 +209,7 @@ def load_library() -> ctypes.CDLL:
 
     Raises:
         CpuDecodeUnavailable: no compiler, the build failed, the cache directory is not
-            writable, or this CPU lacks AVX2 / FMA.
+            writable, or this CPU lacks AVX2 / FMA / F16C.
     """
     return _load(_compiler(), build_dir())
 
@@ -244,7 +249,9 @@ def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
             f"cannot load the compiled kernel {target}: {exc}; delete it to build it again"
         ) from None
     if not lib.pc_cpu_supported():
-        raise CpuDecodeUnavailable("this CPU lacks AVX2 or FMA, which the fused CPU decode needs")
+        raise CpuDecodeUnavailable(
+            "this CPU lacks AVX2, FMA or F16C, which the fused CPU decode needs"
+        )
     ptr, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
     lib.pc_scratch_floats.restype = i64
     lib.pc_scratch_floats.argtypes = [ptr, i64]

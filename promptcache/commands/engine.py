@@ -150,7 +150,8 @@ def engine_group() -> None:
     type=click.Choice(KV_CACHE_DTYPES),
     default="auto",
     show_default=True,
-    help="Store the KV cache quantised with per-head scales (auto = the model dtype).",
+    help="KV cache element type: float16, float32, or quantised with per-head scales (int8, "
+    "fp8); auto = float16 where the fused CPU kernel runs, else the model dtype.",
 )
 @click.option(
     "--swap-space",

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 from cpu_kernel_support import (
+    F16_KV,
     INT16_PASS,
     attention_f64,
     engine_doc_reference,
@@ -55,8 +56,8 @@ def lib() -> ctypes.CDLL:
         pytest.skip(f"the fused CPU decode cannot be built here: {exc}")
 
 
-def _dims(heads: int, kv_heads: int, hd: int, threads: int) -> Dims:
-    return Dims(64, heads, kv_heads, hd, 64, 16, 1e-6, hd**-0.5, threads)
+def _dims(heads: int, kv_heads: int, hd: int, threads: int, kv_f16: bool = False) -> Dims:
+    return Dims(64, heads, kv_heads, hd, 64, 16, 1e-6, hd**-0.5, threads, int(kv_f16))
 
 
 @pytest.mark.parametrize("out_f, in_f", [(16, 32), (960, 576), (48, 1536), (3072, 576)])
@@ -125,6 +126,7 @@ def test_matmul_matches_float64(lib: ctypes.CDLL, out_f: int, in_f: int, rows: i
         (8, 4, 16, [40, 40], 2, 2),  # 1 row x 32 keys saved: below the threshold, own keys
     ],
 )
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.float16])
 def test_paged_attention_matches_float64(
     lib: ctypes.CDLL,
     heads: int,
@@ -133,12 +135,14 @@ def test_paged_attention_matches_float64(
     ctxs: list[int],
     shared: int,
     threads: int,
+    kv_dtype: torch.dtype,
 ) -> None:
-    """Rows hold the first ``shared`` blocks in common where their length allows."""
+    """Rows hold the first ``shared`` blocks in common where their length allows. An fp16 pool
+    is read as the same values in fp32 (the reference reads its exact values)."""
     gen = torch.Generator().manual_seed(sum(ctxs) + shared)
     block_size, num_blocks = 16, 400
-    k_pool = torch.randn(num_blocks, block_size, kv_heads, hd, generator=gen)
-    v_pool = torch.randn(num_blocks, block_size, kv_heads, hd, generator=gen)
+    k_pool = torch.randn(num_blocks, block_size, kv_heads, hd, generator=gen).to(kv_dtype)
+    v_pool = torch.randn(num_blocks, block_size, kv_heads, hd, generator=gen).to(kv_dtype)
     perm = torch.randperm(num_blocks, generator=gen).tolist()
     common, used = perm[:shared], shared
     tables = []
@@ -147,7 +151,7 @@ def test_paged_attention_matches_float64(
         mine = min(shared, (c - 1) // block_size)  # a row's newest block is its own
         tables.append(common[:mine] + perm[used : used + n - mine])
         used += n - mine
-    dims = _dims(heads, kv_heads, hd, threads)
+    dims = _dims(heads, kv_heads, hd, threads, kv_f16=kv_dtype == torch.float16)
     plan = attention_plan(lib, dims, tables, ctxs, [1] * len(ctxs), block_size, threads, heads, hd)
     if shared >= 4:
         assert plan.num_shared_tasks > 0
@@ -158,14 +162,23 @@ def test_paged_attention_matches_float64(
         torch.testing.assert_close(out[m].double(), expected, atol=2e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["float32", "float16"])
 @pytest.mark.parametrize("ctxs", [[1], [17], [300], [300, 17, 1, 64]])
 def test_decode_step_matches_float64_reference(
-    lib: ctypes.CDLL, tinystories_dir: Path, ctxs: list[int]
+    lib: ctypes.CDLL, tinystories_dir: Path, ctxs: list[int], kv_cache_dtype: str
 ) -> None:
     """One decode step of ``len(ctxs)`` sequences over a random KV history (disjoint blocks):
-    fp32 products for one row, int16 activations for more (``INT16_PASS``)."""
-    llm = LLM(tinystories_dir, weight_dtype="int4", num_blocks=60, fused_cpu_decode=True)
+    fp32 products for one row, int16 activations for more (``INT16_PASS``); an fp16 pool holds
+    the new K/V rounded to fp16 (``F16_KV``), and the reference attends to them so rounded."""
+    llm = LLM(
+        tinystories_dir,
+        weight_dtype="int4",
+        num_blocks=60,
+        fused_cpu_decode=True,
+        kv_cache_dtype=kv_cache_dtype,
+    )
     runner = llm.engine.runner
+    assert str(runner.kv_dtype) == f"torch.{kv_cache_dtype}"
     fused = runner.fused_decode
     assert isinstance(fused, FusedDecode)
     gen = torch.Generator().manual_seed(sum(ctxs))
@@ -188,8 +201,12 @@ def test_decode_step_matches_float64_reference(
     one_row = len(ctxs) == 1
     hidden_tol = {"atol": 1e-4, "rtol": 1e-4} if one_row else INT16_PASS
     kv_tol = {"atol": 1e-5, "rtol": 1e-5} if one_row else INT16_PASS
+    if runner.kv_dtype == torch.float16:
+        hidden_tol = kv_tol = F16_KV
     for row, (token, table, ctx, slot) in enumerate(zip(tokens, tables, ctxs, slots, strict=True)):
-        expected, new_kv = token_step_f64(fused.model, token, ctx - 1, pools, table)
+        expected, new_kv = token_step_f64(
+            fused.model, token, ctx - 1, pools, table, runner.kv_dtype
+        )
         torch.testing.assert_close(hidden[row].double(), expected, **hidden_tol)
         for kv, (k, v) in zip(runner.kv_caches, new_kv, strict=True):
             flat_k, flat_v = (c.view(-1, *c.shape[2:]) for c in (kv.k_cache, kv.v_cache))
@@ -238,6 +255,7 @@ def test_engine_runs_every_pass_through_the_kernel(lib: ctypes.CDLL, tinystories
     llm = LLM(tinystories_dir, weight_dtype="int4")
     fused = llm.engine.runner.fused_decode
     assert isinstance(fused, FusedDecode) and llm.engine.runner.fused_decode_unavailable is None
+    assert llm.engine.runner.kv_dtype == torch.float16  # "auto" where the kernel runs
     params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
     one = llm.generate(["Once upon a time"], params)[0]
     assert len(one.output_token_ids) == 12 and fused.steps == 12  # the prefill + 11 steps
@@ -306,6 +324,7 @@ def test_falls_back_or_refuses_with_the_reason(
     off = LLM(tinystories_dir, num_blocks=8, fused_cpu_decode=False, weight_dtype="int4")
     assert off.engine.runner.fused_decode is None
     assert off.engine.runner.fused_decode_unavailable is None
+    assert off.engine.runner.kv_dtype == torch.float32  # "auto": the model's, off the kernel
 
 
 def test_required_but_unavailable_at_load_is_a_config_error(

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from cpu_kernel_support import (
+    F16_KV,
     INT16_PASS,
+    as_stored,
     attention_f64,
     engine_doc_reference,
     paged_attention,
@@ -25,6 +27,7 @@ from engine_support import SMOLLM2_MIN_AGREEMENT, batch_metadata
 
 from promptcache.engine import LLM
 from promptcache.engine.cpu_decode import CpuDecodeUnavailable, FusedDecode, load_library
+from promptcache.engine.cpu_decode.fused import MAX_PASS_ROWS
 from promptcache.engine.cpu_decode.library import Dims
 from promptcache.engine.cpu_decode.plan import attention_plan
 
@@ -70,6 +73,7 @@ def _tables(
         (9, 3, 64, [(200, 100)], 0, 2, 1),
     ],
 )
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.float16])
 def test_prefill_attention_matches_float64(
     lib: ctypes.CDLL,
     heads: int,
@@ -79,15 +83,18 @@ def test_prefill_attention_matches_float64(
     shared: int,
     threads: int,
     block: int,
+    kv_dtype: torch.dtype,
 ) -> None:
-    """Every new token attends to its sequence's keys up to its own position (causal)."""
+    """Every new token attends to its sequence's keys up to its own position (causal); an fp16
+    pool's values are read exactly (the reference reads the same fp16 values)."""
     gen = torch.Generator().manual_seed(sum(c + n for c, n in specs) + heads + block)
     pool = -(-sum(c for c, _ in specs) // block) + shared + 8
-    k_pool = torch.randn(pool, block, kv_heads, hd, generator=gen)
-    v_pool = torch.randn(pool, block, kv_heads, hd, generator=gen)
+    k_pool = torch.randn(pool, block, kv_heads, hd, generator=gen).to(kv_dtype)
+    v_pool = torch.randn(pool, block, kv_heads, hd, generator=gen).to(kv_dtype)
     tables = _tables(specs, shared, gen, block, pool)
     ctxs, news = [c for c, _ in specs], [n for _, n in specs]
-    dims = Dims(64, heads, kv_heads, hd, 64, block, 1e-6, hd**-0.5, threads)
+    f16 = int(kv_dtype == torch.float16)
+    dims = Dims(64, heads, kv_heads, hd, 64, block, 1e-6, hd**-0.5, threads, f16)
     plan = attention_plan(lib, dims, tables, ctxs, news, block, threads, heads, hd)
     if shared:
         assert plan.num_shared_tasks > 0  # the decode rows' common prompt
@@ -102,20 +109,24 @@ def test_prefill_attention_matches_float64(
             row += 1
 
 
-@pytest.mark.parametrize("block", [16, 24])
+@pytest.mark.parametrize(
+    "block, kv_cache_dtype", [(16, "float32"), (24, "float32"), (16, "float16"), (24, "float16")]
+)
 def test_forward_of_a_mixed_batch_matches_float64_reference(
-    lib: ctypes.CDLL, tinystories_dir: Path, block: int
+    lib: ctypes.CDLL, tinystories_dir: Path, block: int, kv_cache_dtype: str
 ) -> None:
     """One pass over a 37-token chunk after 63 cached tokens, a decode row and a 5-token prompt
     (43 rows: the panel GEMM, int16 activations: ``INT16_PASS``), each token against the
     float64 layers in order; then the same batch keeping only the sequences' last rows, as the
-    engine asks for them."""
+    engine asks for them. An fp16 pool holds the K/V rounded (``F16_KV``), and the reference
+    attends to them so rounded."""
     llm = LLM(
         tinystories_dir,
         weight_dtype="int4",
         num_blocks=60,
         block_size=block,
         fused_cpu_decode=True,
+        kv_cache_dtype=kv_cache_dtype,
     )
     runner = llm.engine.runner
     fused = runner.fused_decode
@@ -145,18 +156,21 @@ def test_forward_of_a_mixed_batch_matches_float64_reference(
         hidden = fused(ids, pos, meta)
     assert hidden.shape == (43, runner.model_config.hidden_size)
     pools = [(k.double(), v.double()) for k, v in before]
+    kv_dtype = runner.kv_dtype
+    kv_tol = F16_KV if kv_dtype == torch.float16 else INT16_PASS
     expected_rows = []
     flat = lambda t: t.view(-1, *t.shape[2:])  # noqa: E731  [slots, kv_heads, hd]
     for table, toks, ps in zip(tables, tokens, positions, strict=True):
         for token, p in zip(toks, ps, strict=True):
-            expected, new_kv = token_step_f64(fused.model, token, p, pools, table)
+            expected, new_kv = token_step_f64(fused.model, token, p, pools, table, kv_dtype)
             expected_rows.append(expected)
             slot = table[p // block] * block + p % block
             for (k_pool, v_pool), (k, v), kv in zip(pools, new_kv, runner.kv_caches, strict=True):
-                flat(k_pool)[slot], flat(v_pool)[slot] = k, v
-                torch.testing.assert_close(flat(kv.k_cache)[slot].double(), k, **INT16_PASS)
-                torch.testing.assert_close(flat(kv.v_cache)[slot].double(), v, **INT16_PASS)
-    torch.testing.assert_close(hidden.double(), torch.stack(expected_rows), **INT16_PASS)
+                flat(k_pool)[slot] = as_stored(k, kv_dtype)
+                flat(v_pool)[slot] = as_stored(v, kv_dtype)
+                torch.testing.assert_close(flat(kv.k_cache)[slot].double(), k, **kv_tol)
+                torch.testing.assert_close(flat(kv.v_cache)[slot].double(), v, **kv_tol)
+    torch.testing.assert_close(hidden.double(), torch.stack(expected_rows), **kv_tol)
     untouched = torch.ones(60 * block, dtype=torch.bool)
     untouched[slots] = False
     for kv, (before_k, before_v) in zip(runner.kv_caches, before, strict=True):
@@ -167,8 +181,69 @@ def test_forward_of_a_mixed_batch_matches_float64_reference(
         kept = fused(ids, pos, meta, output_rows=last)
     assert kept.shape == (3, runner.model_config.hidden_size)
     expected_kept = torch.stack(expected_rows)[last]
-    torch.testing.assert_close(kept.double(), expected_kept, **INT16_PASS)
+    torch.testing.assert_close(kept.double(), expected_kept, **kv_tol)
     assert fused.steps == 2
+
+
+def test_a_pass_longer_than_max_pass_rows_matches_float64_reference(
+    lib: ctypes.CDLL, tinystories_dir: Path
+) -> None:
+    """501 rows, more than ``MAX_PASS_ROWS``: a 300-token prompt whose rows are cut between two
+    calls of the kernel (the later rows attend to keys the earlier call stored), a decode row and
+    a 200-token chunk after 100 cached tokens, each row against the float64 layers; and with only
+    the sequences' last rows kept."""
+    llm = LLM(
+        tinystories_dir,
+        weight_dtype="int4",
+        num_blocks=60,
+        fused_cpu_decode=True,
+        kv_cache_dtype="float32",
+    )
+    runner = llm.engine.runner
+    fused = runner.fused_decode
+    assert isinstance(fused, FusedDecode)
+    gen = torch.Generator().manual_seed(11)
+    for kv in runner.kv_caches:  # a random history for the cached tokens
+        kv.k_cache.copy_(torch.randn(kv.k_cache.shape, generator=gen))
+        kv.v_cache.copy_(torch.randn(kv.v_cache.shape, generator=gen))
+    before = [(kv.k_cache.clone(), kv.v_cache.clone()) for kv in runner.kv_caches]
+    specs = [(300, 300), (4, 1), (300, 200)]  # (ctx, new)
+    rows = sum(n for _, n in specs)
+    assert rows > MAX_PASS_ROWS  # two calls: rows 0-250, then 251-500
+    perm = torch.randperm(60, generator=gen).tolist()
+    tables, used = [], 0
+    for ctx, _ in specs:
+        n = -(-ctx // 16)
+        tables.append(perm[used : used + n])
+        used += n
+    tokens = [[(13 * s + 5 * i) % 500 + 3 for i in range(new)] for s, (_, new) in enumerate(specs)]
+    positions = [list(range(ctx - new, ctx)) for ctx, new in specs]
+    slots = [t[p // 16] * 16 + p % 16 for t, ps in zip(tables, positions, strict=True) for p in ps]
+    meta = batch_metadata(
+        "prefill", slots, tables, [c - n for c, n in specs], [n for _, n in specs]
+    )
+    ids = torch.tensor([t for seq in tokens for t in seq])
+    pos = torch.tensor([p for seq in positions for p in seq])
+    with torch.inference_mode():
+        hidden = fused(ids, pos, meta)
+    assert hidden.shape == (rows, runner.model_config.hidden_size)
+    pools = [(k.double(), v.double()) for k, v in before]
+    flat = lambda t: t.view(-1, *t.shape[2:])  # noqa: E731  [slots, kv_heads, hd]
+    expected_rows = []
+    for table, toks, ps in zip(tables, tokens, positions, strict=True):
+        for token, p in zip(toks, ps, strict=True):
+            expected, new_kv = token_step_f64(fused.model, token, p, pools, table)
+            expected_rows.append(expected)
+            slot = table[p // 16] * 16 + p % 16
+            for (k_pool, v_pool), (k, v), kv in zip(pools, new_kv, runner.kv_caches, strict=True):
+                flat(k_pool)[slot], flat(v_pool)[slot] = k, v
+                torch.testing.assert_close(flat(kv.k_cache)[slot].double(), k, **INT16_PASS)
+                torch.testing.assert_close(flat(kv.v_cache)[slot].double(), v, **INT16_PASS)
+    torch.testing.assert_close(hidden.double(), torch.stack(expected_rows), **INT16_PASS)
+    last = torch.tensor([299, 300, 500])
+    with torch.inference_mode():
+        kept = fused(ids, pos, meta, output_rows=last)
+    torch.testing.assert_close(kept.double(), torch.stack(expected_rows)[last], **INT16_PASS)
 
 
 def test_smollm2_prefill_agreement_through_the_kernel(
