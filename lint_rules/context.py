@@ -118,6 +118,10 @@ class ModuleContext:
 _CALLED = re.compile(r"([A-Za-z_]\w*)\([^()]*\)$")
 
 
+#: a dotted name read as a value (``os.environ``, ``sys.platform``)
+_READ = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+
+
 #: fact descriptions (``Fact.detail``) and what is written where such a fact is born
 _DESCRIBED = (
     ("a conditional expression", "if"),
@@ -131,14 +135,18 @@ _DESCRIBED = (
 def written_name(detail: str) -> str:
     """The name a fact's ``detail`` says is written where it was born: the called name of a
     call (``datetime.now()`` -> ``now``, ``json.dumps() without sort_keys`` -> ``dumps``,
-    ``.iterdir()`` -> ``iterdir``); for a description, what it says is written there (``if``
-    for a value chosen by a condition, ``{`` for a set literal); else ""."""
+    ``.iterdir()`` -> ``iterdir``); the last name of a value read (``os.environ`` ->
+    ``environ``); for a description, what it says is written there (``if`` for a value chosen
+    by a condition, ``{`` for a set literal); else ""."""
     for start, written in _DESCRIBED:
         if detail.startswith(start):
             return written
     token = detail.strip("`").split(" ", 1)[0]
     match = _CALLED.search(token)
-    return match.group(1) if match else ""
+    if match:
+        return match.group(1)
+    # a value read, not called (``os.environ``): its last name
+    return token.rsplit(".", 1)[-1] if _READ.match(token) else ""
 
 
 def born_in(fact: Fact, function: ast.AST | None) -> bool:

@@ -190,3 +190,29 @@ def test_owner_passed_whole_names_the_field_its_helper_reads() -> None:
     steps = [(Path(r.location.path).name, r.location.line, r.value) for r in finding.related]
     assert steps == [("config.py", 6, "get"), ("agent.py", 13, "Config")]
     assert not _check([finding])
+
+
+def test_info_findings_chains_are_checked_too() -> None:
+    """Info-level findings carry chains as errors do, and their origins are checked against
+    the code: PC017's environment values (a read such as ``os.environ`` names ``environ``,
+    a call such as ``os.getcwd()`` names ``getcwd``), in the rule's fixture and in
+    ``programs/w_owner_fields``, where the value passes through a constructor of another
+    module."""
+    from promptcache.lint_rules import Severity
+    from promptcache.lint_rules.context import written_name
+
+    path = FIXTURES / "PC017.py"
+    source = path.read_text(encoding="utf-8")
+    diagnostics = list(lint_source(source, str(path), fixture_config(path, source)).diagnostics)
+    folder = HERE / "programs" / "w_owner_fields"
+    config = parse_table({}, folder, KNOWN_CODES)
+    diagnostics += [d for r in lint_paths([folder], config, jobs=1) for d in r.diagnostics]
+    info = [d for d in diagnostics if d.severity is Severity.INFO]
+    origins = [r for d in info for r in d.related if r.origin]
+    assert len(origins) >= 3 and all(r.value for r in origins)
+    assert {r.value for r in origins} >= {"get", "getcwd"}
+    # a value read rather than called is named by its last name
+    assert written_name("os.environ") == "environ"
+    assert written_name("the repr of a set") == ""
+    assert any("passes it on" in r.message for d in info for r in d.related)
+    assert not _check(info)
