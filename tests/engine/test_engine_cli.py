@@ -483,11 +483,11 @@ def test_serve_and_kv_size_take_the_same_dtypes(tinystories_dir: Path) -> None:
         }
 
     assert choices("serve") == choices("kv-size")
-    assert choices("serve")["kv_cache_dtype"] == ["auto", "int8", "fp8"]
-    _assert_clean_error(_serve(tinystories_dir, "--kv-cache-dtype", "float16"), "float16")
+    assert choices("serve")["kv_cache_dtype"] == ["auto", "float16", "float32", "int8", "fp8"]
+    _assert_clean_error(_serve(tinystories_dir, "--kv-cache-dtype", "bfloat16"), "bfloat16")
     _assert_clean_error(
-        _invoke("kv-size", "--model", str(tinystories_dir), "--kv-cache-dtype", "float16"),
-        "float16",
+        _invoke("kv-size", "--model", str(tinystories_dir), "--kv-cache-dtype", "bfloat16"),
+        "bfloat16",
     )
 
     def per_token(*args: str) -> int:
@@ -498,6 +498,7 @@ def test_serve_and_kv_size_take_the_same_dtypes(tinystories_dir: Path) -> None:
     assert per_token() == 2 * 2 * 4 * 16 * 4
     assert per_token("--dtype", "bfloat16") == per_token() // 2
     assert per_token("--dtype", "bfloat16", "--kv-cache-dtype", "int8") == per_token() // 4
+    assert per_token("--kv-cache-dtype", "float16") == per_token() // 2
     text = _invoke("kv-size", "--model", str(tinystories_dir), "--kv-cache-dtype", "int8")
     assert "int8 (1 byte per element)" in text.output
     assert (
