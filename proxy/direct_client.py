@@ -91,7 +91,7 @@ class DirectResponse:
             httpx.ReadTimeout: nothing arrived for the read timeout.
             httpx.ReadError, httpx.RemoteProtocolError: the connection broke mid-body.
         """
-        return _body(self._response)
+        return _Body(self._response.content)
 
     def release(self) -> None:
         """End the exchange."""
@@ -101,12 +101,26 @@ class DirectResponse:
             self._response.release()
 
 
-async def _body(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    try:
-        async for data in response.content.iter_any():
-            yield data
-    except aiohttp.ClientError as exc:
-        raise transport_error(exc) from exc
+class _Body:
+    """``StreamReader.iter_any()`` with aiohttp's errors as httpx's, in one awaitable per read
+    (no async generator around aiohttp's iterator: a relayed stream makes one read per event)."""
+
+    __slots__ = ("_content",)
+
+    def __init__(self, content: aiohttp.StreamReader) -> None:
+        self._content = content
+
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            data = await self._content.readany()
+        except aiohttp.ClientError as exc:
+            raise transport_error(exc) from exc
+        if not data:  # readany's end of the body
+            raise StopAsyncIteration
+        return data
 
 
 def transport_error(exc: aiohttp.ClientError) -> httpx.TransportError:

@@ -490,8 +490,16 @@ class ProxyEndpoint:
         await send({"type": "http.response.start", "status": status, "headers": headers})
 
         copy_limit = self.state.config.max_body_bytes
+        next_chunk = chunks.__anext__
         try:
-            async for chunk in _prepend(first, chunks):
+            while True:  # ``async for`` over ``first`` then ``chunks``, without a generator
+                if first:
+                    chunk, first = first, None
+                else:
+                    try:
+                        chunk = await next_chunk()
+                    except StopAsyncIteration:
+                        break
                 if ex.first_byte is None:
                     ex.first_byte = time.perf_counter()
                 if ex.response_copy is not None and not ex.copy_truncated:
@@ -823,14 +831,6 @@ def _gemini_finished(chunk: dict[str, Any]) -> bool:
     return isinstance(candidates, list) and any(
         isinstance(c, dict) and c.get("finishReason") for c in candidates
     )
-
-
-async def _prepend(first: bytes | None, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """``first`` (when not None or empty), then every chunk of ``chunks``."""
-    if first:
-        yield first
-    async for chunk in chunks:
-        yield chunk
 
 
 async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:
