@@ -27,6 +27,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from promptcache.proxy.report import MAX_BUCKETS, svg
+
 #: Flags of every run: no network beyond the page, no first-run or sync machinery.
 FLAGS = (
     "--headless",
@@ -294,6 +296,11 @@ def _as_fds_3_and_4(read_fd: int, write_fd: int) -> None:
     os.dup2(write_copy, 4)
 
 
+#: The shortest line a chart draws, in SVG user units: a flat run over two adjacent buckets of
+#: the most a timeline has (proxy/report/svg.py's plot width over MAX_BUCKETS), less rounding.
+MIN_LINE_LENGTH = (svg._W - svg._LEFT - svg._RIGHT) / MAX_BUCKETS - 0.5
+
+
 #: The charts of a report page whose window has breaks (without breaks: no strip marks and no
 #: breaks chart).
 REPORT_CHARTS = frozenset({"strip", "hit-rate", "spend", "breaks", "ttft"})
@@ -318,8 +325,8 @@ def assert_report_drawn(
                 assert m["w"] > 0 and m["h"] > 0, (name, m)
                 assert chart["x"] - 1 <= m["x"] <= chart["x"] + chart["w"] + 1, (name, m)
                 assert chart["y"] - 1 <= m["y"] <= chart["y"] + chart["h"] + 1, (name, m)
-            for line in chart["lines"]:
-                assert line["length"] > 20, (name, line)
+            for line in chart["lines"]:  # a run joins two adjacent buckets at least
+                assert line["length"] >= MIN_LINE_LENGTH, (name, line)
         if with_breaks:
             assert frame["divergences"], f"{width}: no first-divergence mark on the strip"
             assert frame["diffs"] >= 1 and frame["removed"] >= 1 and frame["added"] >= 1
