@@ -79,3 +79,27 @@ def test_corrupt_cache_entries_are_misses(tmp_path: Path) -> None:
         entry.write_bytes(b"\x00not json")
     assert _flagged(folder, cache) == want
     assert (cache / "CACHEDIR.TAG").is_file()
+
+
+def test_pooled_waves_match_serial_and_keep_gc_settings(tmp_path: Path) -> None:
+    """A program big enough to start worker processes in round 0: its later waves (a few
+    analyses each) run in those workers too, and give what a serial run gives; the garbage
+    collector's thresholds are the caller's again afterwards."""
+    import gc
+
+    from promptcache.lint_rules.analysis.program import SERIAL_LIMIT, lint_program
+    from promptcache.lint_rules.files import discover
+
+    folder = tmp_path / "prog"
+    shutil.copytree(PROGRAMS / "c_modules", folder)
+    for index in range(SERIAL_LIMIT):
+        (folder / f"filler_{index:02}.py").write_text(f"VALUE = {index}\n")
+    config = parse_table({}, folder, KNOWN_CODES)
+    files = [str(p) for p in discover([folder], config, False)]
+    before = gc.get_threshold()
+    serial, one = lint_program(files, config, 1, None)
+    pooled, two = lint_program(files, config, 2, None)
+    assert gc.get_threshold() == before
+    assert two.rounds == one.rounds >= 1
+    assert pooled == serial
+    assert sum(len(r.diagnostics) for r in pooled) == len(_markers(PROGRAMS / "c_modules"))
