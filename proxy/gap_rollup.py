@@ -122,10 +122,18 @@ def _neighbours(x: str) -> str:
     hour = _in_hour("r", f"{x}.hour")
     return (
         f"(SELECT COUNT(*) FROM requests AS r WHERE {match} AND r.started_at = {x}.v) AS same,"
-        f" (SELECT MAX(r.started_at) FROM requests AS r"
-        f" WHERE {match} AND {hour} AND r.started_at < {x}.v) AS p,"
-        f" (SELECT MIN(r.started_at) FROM requests AS r"
-        f" WHERE {match} AND {hour} AND r.started_at > {x}.v) AS s"
+        f" {_nearest(f'{match} AND {hour} AND r.started_at < {x}.v', 'DESC')} AS p,"
+        f" {_nearest(f'{match} AND {hour} AND r.started_at > {x}.v', 'ASC')} AS s"
+    )
+
+
+def _nearest(where: str, order: str) -> str:
+    """The first ``requests AS r`` start time matching ``where`` in ``order``, as one index
+    seek: ``ORDER BY ... LIMIT 1`` rather than ``MIN``/``MAX``, whose rewrite into a seek
+    Postgres skips when it expects few rows (it then reads every row of the hour)."""
+    return (
+        f"(SELECT r.started_at FROM requests AS r WHERE {where}"
+        f" ORDER BY r.started_at {order} LIMIT 1)"
     )
 
 
@@ -174,10 +182,8 @@ def _sqlite_triggers() -> list[str]:
     update = f"""UPDATE {GAPS_TABLE} SET requests = requests - 1,
           gaps_5m = gaps_5m + (SELECT CASE WHEN same > 0 THEN 0
               ELSE {_gap("p", "s")} - {_gap("p", "v")} - {_gap("v", "s")} END FROM ({old}) AS y),
-          first_started_at = COALESCE(
-            (SELECT MIN(r.started_at) FROM requests AS r WHERE {rest}), first_started_at),
-          last_started_at = COALESCE(
-            (SELECT MAX(r.started_at) FROM requests AS r WHERE {rest}), last_started_at)
+          first_started_at = COALESCE({_nearest(rest, "ASC")}, first_started_at),
+          last_started_at = COALESCE({_nearest(rest, "DESC")}, last_started_at)
         WHERE {this}"""
     return [
         f"""CREATE TRIGGER {_TRIGGER} AFTER INSERT ON requests WHEN {f} IS NOT NULL
@@ -258,10 +264,8 @@ def _postgres_bodies() -> tuple[list[str], list[str]]:
     )
     remove = f"""UPDATE {GAPS_TABLE} SET requests = {GAPS_TABLE}.requests + d.n,
           gaps_5m = {GAPS_TABLE}.gaps_5m + d.gaps,
-          first_started_at = COALESCE((SELECT MIN(r.started_at) FROM requests AS r
-                                       WHERE {rest}), {GAPS_TABLE}.first_started_at),
-          last_started_at = COALESCE((SELECT MAX(r.started_at) FROM requests AS r
-                                      WHERE {rest}), {GAPS_TABLE}.last_started_at)
+          first_started_at = COALESCE({_nearest(rest, "ASC")}, {GAPS_TABLE}.first_started_at),
+          last_started_at = COALESCE({_nearest(rest, "DESC")}, {GAPS_TABLE}.last_started_at)
         FROM ({_changes("old_rows", delete=True)}) AS d WHERE {this}"""
     empty = f"""DELETE FROM {GAPS_TABLE} WHERE requests <= 0
         AND ({table_keys}) IN (SELECT {keys} FROM ({_keyed("old_rows")}) AS k)"""
