@@ -24,7 +24,9 @@ a child process, so the tokenisation's temporaries are not in our peak RSS):
    ``--kv-cache-dtype float32`` measures the fp32 pool). Our pool's pages become resident as
    blocks are first written
    (``engine/kv_pages.py``), so the table also gives our RSS right after the load and the
-   bytes of the pool written by the end. llama.cpp's RSS counts the pages of the GGUF file it
+   bytes of the pool written by the end. VmHWM is started again after the load
+   (``reset_peak_rss``), so our peak of the load and our peak while serving are read apart;
+   our peak RSS is the larger. llama.cpp's RSS counts the pages of the GGUF file it
    maps (its weights are read in place), ours the int4 copies made from it.
 
 The table gives each ratio twice: of the two medians (the verdict), and as the median of the
@@ -261,10 +263,33 @@ def flop_ratio(mc: Any) -> tuple[float, float, float]:
     return cold, warm, warm / cold
 
 
+def reset_peak_rss() -> bool:
+    """Start VmHWM again from the current RSS (``echo 5 > /proc/self/clear_refs``; proc(5):
+    "5 (since Linux 4.0): Reset the peak resident set size ("high water mark") to the
+    process's current resident set size value",
+    https://man7.org/linux/man-pages/man5/proc_pid_clear_refs.5.html, checked 2026-12-03), so
+    the peak while serving is read apart from the load's. False where the kernel refuses it."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
 def print_ours_only(
-    ours: dict[str, list[float]], peak: int, loaded: int, written: int, pool: int, repeats: int
+    ours: dict[str, list[float]],
+    peaks: tuple[int, int | None],
+    loaded: int,
+    written: int,
+    pool: int,
+    repeats: int,
 ) -> None:
-    """The ``--ours-only`` table: our medians and RSS figures, no llama.cpp column."""
+    """The ``--ours-only`` table: our medians and RSS figures, no llama.cpp column. ``peaks``:
+    the load's peak RSS and the peak while serving (None: not read apart)."""
+    load_peak, serving_peak = peaks
+    peak = max(load_peak, serving_peak or 0)
+    serving = "-" if serving_peak is None else f"{serving_peak / 2**20:.0f}"
     rows = [
         ("TTFT cold, 1,088 tokens (s)", f"{statistics.median(ours['cold']):.3f}"),
         ("TTFT warm, 1,024 cached + 64 new (s)", f"{statistics.median(ours['warm']):.3f}"),
@@ -274,6 +299,8 @@ def print_ours_only(
             f"{statistics.median(ours['shared']):.2f}",
         ),
         ("peak RSS (MiB)", f"{peak / 2**20:.0f}"),
+        ("peak RSS of the load (MiB)", f"{load_peak / 2**20:.0f}"),
+        ("peak RSS while serving (MiB)", serving),
         ("RSS after the load (MiB)", f"{loaded / 2**20:.0f}"),
         ("KV pool resident at the end (MiB)", f"{written / 2**20:.0f} of {pool / 2**20:.0f}"),
     ]
@@ -349,6 +376,8 @@ def main() -> None:
         f"{runner.num_blocks * runner.block_size:,} tokens, resident as written",
         flush=True,
     )
+    load_peak = peak_rss_bytes()
+    apart = reset_peak_rss()  # VmHWM from here on: the peak while serving
     if runner.fused_decode is not None:
         print(
             "ours: the fused CPU kernel (fp32 activations; int16 at the products of 2 rows or more)"
@@ -410,12 +439,15 @@ def main() -> None:
             flush=True,
         )
 
-    ours_rss = peak_rss_bytes()
+    serving_peak = peak_rss_bytes() if apart else None
+    ours_rss = max(load_peak, peak_rss_bytes())
     written = pool_resident_bytes(runner)
     if cpp is None:
-        print_ours_only(res["ours"], ours_rss, loaded_rss, written, runner.kv_cache_bytes, r)
+        peaks = (load_peak, serving_peak)
+        print_ours_only(res["ours"], peaks, loaded_rss, written, runner.kv_cache_bytes, r)
         return
     cpp_rss = cpp.call(op="rss")["peak_rss_bytes"]
+    serving_mib = "-" if serving_peak is None else f"{serving_peak / 2**20:.0f} MiB"
     cpp.close()
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in res.items()}
     _, _, ideal = flop_ratio(ours.llm.engine.model_config)
@@ -468,7 +500,8 @@ def main() -> None:
         )
     )
     print(
-        f"\nours: RSS after the load {loaded_rss / 2**20:.0f} MiB; KV pool resident at the end "
+        f"\nours: RSS after the load {loaded_rss / 2**20:.0f} MiB (peak of the load "
+        f"{load_peak / 2**20:.0f}, while serving {serving_mib}); KV pool resident at the end "
         f"{written / 2**20:.0f} of {runner.kv_cache_bytes / 2**20:.0f} MiB "
         f"({args.kv_tokens:,} tokens for both engines)"
     )
