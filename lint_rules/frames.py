@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -67,7 +68,7 @@ class ExternalClass:
     """
 
     qualname: str
-    methods: dict[str, Summary] = field(hash=False, compare=False)
+    methods: Mapping[str, Summary] = field(hash=False, compare=False)
     default_repr: bool = False
     field_facts: dict[str, frozenset[Fact]] = field(default_factory=dict, hash=False, compare=False)
 

@@ -18,7 +18,7 @@ was born in, which is not the file a finding in another module reports).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..facts import PINNABLE, Fact, Kind, Shape, Value
@@ -220,6 +220,30 @@ def exportable_value(value: Value) -> bool:
     return bool(value.without(Kind.PARAM, Kind.LOOP).facts) or value.shape in _EXPORTED_SHAPES
 
 
+class LazySummaries(Mapping[str, Summary]):
+    """An external class's methods: name -> ``Summary``, each read from its JSON on first
+    use (a module that calls a large class uses few of its methods; reading them all took
+    about a fifth of the analyses' time on browser-use). Each method's summary is read once,
+    so its PARAM facts keep one key (``Summary.key``)."""
+
+    def __init__(self, data: dict[str, JSON], classes: Callable[[str], object]) -> None:
+        self._data = data
+        self._classes = classes
+        self._read: dict[str, Summary] = {}
+
+    def __getitem__(self, name: str) -> Summary:
+        summary = self._read.get(name)
+        if summary is None:
+            summary = self._read[name] = summary_from_json(self._data[name], self._classes)
+        return summary
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
 def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass | Value]:
     """The ``externals`` of an analysis, from the driver's blobs (qualified name -> export)."""
     loaded: dict[str, Summary | ExternalClass | Value] = {}
@@ -240,12 +264,11 @@ def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass |
         kind, data, module = blob["kind"], blob["data"], blob["module"]
         find = classes_in(module)
         if kind == "class":
-            cls = ExternalClass(f"{module}.{blob['name']}", {}, data["default_repr"])
+            methods = LazySummaries(data["methods"], find)
+            cls = ExternalClass(f"{module}.{blob['name']}", methods, data["default_repr"])
             for attr, facts in data.get("field_facts", {}).items():
                 cls.field_facts[attr] = frozenset(fact_from_json(f, 0) for f in facts)
             loaded[qual] = cls
-            for name, method in data["methods"].items():
-                cls.methods[name] = summary_from_json(method, find)
             return cls
         if kind == "function":
             loaded[qual] = summary_from_json(data, find)

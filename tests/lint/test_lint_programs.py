@@ -103,3 +103,41 @@ def test_pooled_waves_match_serial_and_keep_gc_settings(tmp_path: Path) -> None:
     assert two.rounds == one.rounds >= 1
     assert pooled == serial
     assert sum(len(r.diagnostics) for r in pooled) == len(_markers(PROGRAMS / "c_modules"))
+
+
+def test_external_class_methods_are_read_on_first_use() -> None:
+    """Another module's class: each method's summary is read from its JSON when first looked
+    up, once (the same object, so its PARAM facts keep one key), and unknown names are
+    missing as from a dict."""
+    from promptcache.lint_rules.analysis.exports import LazySummaries, load_externals
+    from promptcache.lint_rules.config import LintConfig
+    from promptcache.lint_rules.frames import ExternalClass, Summary
+    from promptcache.lint_rules.runner import analyse_source
+
+    source = (
+        "import time\n\n"
+        "class Clock:\n"
+        "    def __init__(self, zone):\n"
+        "        self.zone = zone\n\n"
+        "    def stamp(self, label):\n"
+        "        return f'{label} {time.time()}'\n"
+    )
+    _, exports, _, _ = analyse_source(
+        source, "app/clock.py", LintConfig(), module="app.clock", requests=("Clock",)
+    )
+    data = exports["classes"]["Clock"]
+    loaded = load_externals(
+        {"app.clock.Clock": {"kind": "class", "data": data, "module": "app.clock", "name": "Clock"}}
+    )
+    cls = loaded["app.clock.Clock"]
+    assert isinstance(cls, ExternalClass) and isinstance(cls.methods, LazySummaries)
+    assert sorted(cls.methods) == sorted(data["methods"]) == ["__init__", "stamp"]
+    assert len(cls.methods) == 2
+    assert cls.methods._read == {}  # nothing read yet
+    stamp = cls.methods.get("stamp")
+    assert isinstance(stamp, Summary) and stamp.params == ["label"]
+    assert cls.methods["stamp"] is stamp and list(cls.methods._read) == ["stamp"]
+    assert {f.kind.value for f in stamp.ret.facts} == {"param", "time"}
+    assert cls.methods.get("missing") is None and "missing" not in cls.methods
+    with pytest.raises(KeyError):
+        cls.methods["missing"]
