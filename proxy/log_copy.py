@@ -105,7 +105,20 @@ def _check_source(src: str | Path) -> tuple[str, list[str]]:
     """
     if not is_postgres_url(src) and not Path(src).is_file():
         raise ConfigError(f"no log at {src}: give the path of an existing log as SRC")
-    if not is_postgres_url(src):
+    if is_postgres_url(src):
+        from .store_postgres import PgConnection, require_log
+
+        probe_pg = PgConnection(str(src))
+        try:
+            has_log = require_log(probe_pg) > 0
+        finally:
+            probe_pg.close()
+        if not has_log:  # nothing is written into a database that holds no log
+            raise ConfigError(
+                f"{_shown(src)} holds no promptcache log: give as SRC a database a proxy "
+                "writes to (promptcache proxy --db URL)"
+            )
+    else:
         with sqlite3.connect(f"{Path(src).resolve().as_uri()}?mode=ro", uri=True) as probe:
             try:
                 probe.execute("SELECT 1 FROM requests LIMIT 1").fetchall()
@@ -130,9 +143,14 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
 
     Raises:
         ConfigError: SRC is missing or not a log; SRC and DST are the same log; DST already
-            holds a copy of SRC (the message says when it was made and how many rows).
+            holds a copy of SRC (the message says when it was made and how many rows), or a
+            request of SRC by its id (the message names it); nothing is written then.
         StoreError: either database cannot be opened, or the copy failed (DST unchanged).
     """
+    if _same_location(src, dst):
+        raise ConfigError(
+            f"SRC {_shown(src)} and DST {_shown(dst)} name one database; give two different logs"
+        )
     identity, columns = _check_source(src)
     dst_db = open_log(dst)
     try:
@@ -155,11 +173,17 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
             )
         empty = dst_db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0
         rows = _source_rows(src, columns)
-        count = (
-            _copy_postgres(dst_db, columns, rows)
-            if is_postgres_url(dst)
-            else _copy_sqlite(dst_db, columns, rows)
-        )
+        try:
+            count = (
+                _copy_postgres(dst_db, columns, rows)
+                if is_postgres_url(dst)
+                else _copy_sqlite(dst_db, columns, rows)
+            )
+        except _DuplicateRequest as exc:
+            raise ConfigError(
+                f"{_shown(dst)} already holds request {exc.request_id} of {_shown(src)}: the "
+                "two logs share requests, and a request is copied once; nothing was copied"
+            ) from None
         bodies = _copy_prefix_bodies(dst_db, src)
         marker = {
             "source": _shown(src),
@@ -211,10 +235,21 @@ def _copy_sqlite(db: Any, columns: list[str], rows: Iterator[tuple[Any, ...]]) -
     conn: sqlite3.Connection = db.conn
     conn.execute("BEGIN IMMEDIATE")
     sql = f"INSERT INTO requests ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    at = columns.index("id")
     count = 0
     try:
         while chunk := [row for _, row in zip(range(CHUNK_ROWS), rows, strict=False)]:
-            conn.executemany(sql, chunk)
+            conn.execute("SAVEPOINT chunk")
+            try:
+                conn.executemany(sql, chunk)
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK TO chunk")  # the chunk's rows inserted before it
+                lookup = "SELECT 1 FROM requests WHERE id = ?"
+                for row in chunk:
+                    if conn.execute(lookup, (row[at],)).fetchone() is not None:
+                        raise _DuplicateRequest(str(row[at])) from None
+                raise
+            conn.execute("RELEASE chunk")
             count += len(chunk)
     except sqlite3.Error as exc:
         raise StoreError(f"copy failed, the destination is unchanged: {exc}") from exc
@@ -237,6 +272,30 @@ def _copy_postgres(db: Any, columns: list[str], rows: Iterator[tuple[Any, ...]])
                     [v.replace("\x00", "\\u0000") if isinstance(v, str) else v for v in row]
                 )
                 count += 1
+    except psycopg.errors.UniqueViolation as exc:
+        # the detail reads: Key (id)=(<id>) already exists.
+        detail = exc.diag.message_detail or ""
+        key = detail.partition("=(")[2].rpartition(") already exists")[0]
+        raise _DuplicateRequest(key or "(id not reported)") from None
     except psycopg.Error as exc:
-        raise StoreError(f"copy failed, the destination is unchanged: {exc}") from exc
+        reason = exc.diag.message_primary or str(exc).strip().splitlines()[0]
+        raise StoreError(f"copy failed, the destination is unchanged: {reason}") from exc
     return count
+
+
+class _DuplicateRequest(Exception):
+    """A row of SRC has the id of a request DST already holds (``request_id``)."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(request_id)
+        self.request_id = request_id
+
+
+def _same_location(src: str | Path, dst: str | Path) -> bool:
+    """Whether SRC and DST name one database: the same file, or the same URL."""
+    if is_postgres_url(src) or is_postgres_url(dst):
+        return str(src) == str(dst)
+    try:
+        return Path(src).resolve() == Path(dst).resolve() or Path(src).samefile(dst)
+    except OSError:  # DST does not exist yet
+        return False

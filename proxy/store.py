@@ -231,20 +231,53 @@ def open_log(path: Path | str) -> Database:
     then the result is a :class:`.store_postgres.PgDatabase` over the same schema.
 
     Raises:
-        StoreError: the file cannot be opened or written, is not SQLite, or was written by a
-            newer promptcache; the Postgres server cannot be reached or refuses the schema.
+        StoreError: the file cannot be opened or written, is not SQLite, is another program's
+            SQLite database (left as it was), or was written by a newer promptcache; the
+            Postgres server cannot be reached or refuses the schema.
     """
     if is_postgres_url(path):
         return _open_postgres(str(path))
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the request log {path}: {exc}") from exc
+    try:
+        _refuse_other_database(conn, path)
         db = Database(conn)
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: commits survive a process kill
-        migrate(db)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the request log {path}: {exc}") from exc
+        migrate(db, name=str(path))
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"cannot open the request log {path}: {exc}") from exc
+        raise
     return db
+
+
+def _refuse_other_database(conn: sqlite3.Connection, path: Path | str) -> None:
+    """Refuse a SQLite database that holds tables but no request log (another program's), so
+    neither WAL mode nor any table of ours is written into it. A log has ``schema_version``
+    and ``requests``, or only ``schema_version`` when its first step never committed.
+
+    Raises:
+        StoreError: naming the file and the tables it holds.
+        sqlite3.DatabaseError: the file is not a SQLite database.
+    """
+    tables = sorted(
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"  # SQLite's own tables
+        )
+    )
+    if not tables or {"schema_version", "requests"} <= set(tables) or tables == ["schema_version"]:
+        return
+    shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+    raise StoreError(
+        f"{path} is a SQLite database but not a promptcache request log (its tables: {shown}); "
+        "it was left as it was: give a new file or a log promptcache wrote"
+    )
 
 
 def _open_postgres(url: str) -> Database:
@@ -253,7 +286,7 @@ def _open_postgres(url: str) -> Database:
     # the subset of sqlite_utils.Database the migrations use (store_postgres.py)
     db: Any = PgDatabase(PgConnection(url))
     try:
-        migrate(db)
+        migrate(db, name=redact_url(url))
     except Exception as exc:
         db.close()
         if isinstance(exc, StoreError):
@@ -266,8 +299,10 @@ def _open_postgres(url: str) -> Database:
 _MIGRATION_LOCK = 0x70636C6F67  # "pclog"
 
 
-def migrate(db: Database) -> int:
+def migrate(db: Database, *, name: str | None = None) -> int:
     """Apply the missing ``MIGRATIONS`` to ``db``; returns the resulting schema version.
+
+    ``name`` is how messages name the log (its path, or its URL with the password masked).
 
     On Postgres each step runs in a transaction that holds an advisory lock (so two proxies
     starting on one database take turns, as ``BEGIN IMMEDIATE`` makes them on SQLite).
@@ -301,9 +336,10 @@ def migrate(db: Database) -> int:
             ).fetchone()
             version = int(current[0])
             if version > SCHEMA_VERSION:
+                log = f"the request log {name}" if name else "the request log"
                 raise StoreError(
-                    f"the request log has schema version {version}, newer than this promptcache "
-                    f"({SCHEMA_VERSION}); upgrade promptcache or use another --db file"
+                    f"{log} has schema version {version}, newer than this promptcache "
+                    f"({SCHEMA_VERSION}); upgrade promptcache, or use another log"
                 )
             if version == SCHEMA_VERSION:
                 conn.commit()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_postgres_report import T0, all_rows, assert_same, sqlite_log
 
-from promptcache.errors import ConfigError, StoreError
+from promptcache.errors import ConfigError
 from promptcache.proxy.log_copy import COPY_MARKER, copy_log, log_identity
 from promptcache.proxy.report import build_report
 from promptcache.proxy.store import open_log
@@ -88,7 +88,7 @@ def test_a_failed_copy_leaves_the_destination_unchanged(tmp_path: Path, pg_url: 
     src = sqlite_log(tmp_path / "proxy.db", rows)
     other = sqlite_log(tmp_path / "other.db", rows[-1:])  # the same id as SRC's last row
     copy_log(other, pg_url)
-    with pytest.raises(StoreError, match="destination is unchanged"):
+    with pytest.raises(ConfigError, match=f"already holds request {rows[-1]['id']} of "):
         copy_log(src, pg_url)
     assert count(pg_url) == 1
     with PgConnection(pg_url) as conn:
@@ -98,8 +98,12 @@ def test_a_failed_copy_leaves_the_destination_unchanged(tmp_path: Path, pg_url: 
 
 def test_refusals(tmp_path: Path) -> None:
     src = sqlite_log(tmp_path / "proxy.db", all_rows()[:5])
-    with pytest.raises(ConfigError, match="same log"):
+    with pytest.raises(ConfigError, match="name one database"):
         copy_log(src, src)
+    twin = tmp_path / "twin.db"  # the file copied as it is: the same log under another name
+    twin.write_bytes(src.read_bytes())
+    with pytest.raises(ConfigError, match="are the same log"):
+        copy_log(twin, src)
     with pytest.raises(ConfigError, match="no log at"):
         copy_log(tmp_path / "missing.db", tmp_path / "dst.db")
     junk = tmp_path / "junk.db"
@@ -107,6 +111,88 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a promptcache log"):
         copy_log(junk, tmp_path / "dst.db")
     assert not (tmp_path / "dst.db").exists()
+
+
+def test_logs_sharing_a_request_are_refused_in_one_line(tmp_path: Path, pg_url: str) -> None:
+    # Postgres reports a duplicate key on three lines (message, DETAIL, CONTEXT): the CLI
+    # prints one, naming the request, on either backend, and DST keeps what it held.
+    rows = all_rows()
+    src = sqlite_log(tmp_path / "proxy.db", rows)
+    shared = rows[len(rows) // 2]["id"]
+    other = sqlite_log(tmp_path / "other.db", [rows[len(rows) // 2]])
+    assert cli("log", "copy", str(other), pg_url).returncode == 0
+    shown = pg_url.replace("postgres@", "***@")
+    for dst, name in ((pg_url, shown), (str(other), str(other))):
+        done = cli("log", "copy", str(src), dst)
+        assert done.returncode == 2, done.stdout
+        assert done.stderr == (
+            f"error: {name} already holds request {shared} of {src}: the two logs share "
+            "requests, and a request is copied once; nothing was copied\n"
+        )
+        assert count(dst) == 1
+
+
+def test_another_programs_sqlite_database_is_left_as_it_was(tmp_path: Path) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:5])
+    app = tmp_path / "app.db"
+    with sqlite3.connect(app) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        conn.execute("INSERT INTO users VALUES (1, 'ada')")
+    conn.close()
+    other = tmp_path / "other.db"  # a table named requests, but not ours
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE requests (id INTEGER, url TEXT)")
+    conn.close()
+    before = {path: path.read_bytes() for path in (app, other)}
+    into = cli("log", "copy", str(src), str(app))
+    assert into.returncode == 2
+    assert into.stderr == (
+        f"error: {app} is a SQLite database but not a promptcache request log (its tables: "
+        "users); it was left as it was: give a new file or a log promptcache wrote\n"
+    )
+    out_of = cli("log", "copy", str(other), str(tmp_path / "dst.db"))
+    assert out_of.returncode == 2
+    assert out_of.stderr.startswith(f"error: {other} is a SQLite database but not a promptcache")
+    assert len(out_of.stderr.splitlines()) == 1
+    assert not (tmp_path / "dst.db").exists()
+    for path, data in before.items():
+        assert path.read_bytes() == data
+        assert not Path(f"{path}-wal").exists()
+
+
+def test_src_and_dst_naming_one_file_or_database(tmp_path: Path, pg_url: str) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:5])
+    link = tmp_path / "link.db"
+    link.symlink_to(src)
+    (tmp_path / "sub").mkdir()
+    for dst in (str(link), f"{tmp_path}/sub/../proxy.db"):
+        done = cli("log", "copy", str(src), dst)
+        assert done.returncode == 2
+        assert done.stderr == (
+            f"error: SRC {src} and DST {dst} name one database; give two different logs\n"
+        )
+    assert count(src) == 5
+    copy_log(src, pg_url)
+    again = cli("log", "copy", pg_url, pg_url)
+    assert again.returncode == 2
+    assert "name one database; give two different logs" in again.stderr
+    assert count(pg_url) == 5
+
+
+def test_a_postgres_database_without_a_log_is_not_a_source(tmp_path: Path, pg_url: str) -> None:
+    done = cli("log", "copy", pg_url, str(tmp_path / "dst.db"))
+    assert done.returncode == 2
+    shown = pg_url.replace("postgres@", "***@")
+    assert done.stderr == (
+        f"error: {shown} holds no promptcache log: give as SRC a database a proxy writes to "
+        "(promptcache proxy --db URL)\n"
+    )
+    assert not (tmp_path / "dst.db").exists()
+    with PgConnection(pg_url) as conn:  # no table of ours was created in it
+        tables = conn.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+        assert tables.fetchone()[0] == 0
 
 
 def test_one_request_is_counted_in_the_singular(tmp_path: Path) -> None:
