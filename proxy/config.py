@@ -328,8 +328,23 @@ def upstream_from_spec(
                 f"--upstream {redact_url(spec)!r} has an empty entry; give comma-separated base "
                 "URLs such as http://127.0.0.1:8001,http://127.0.0.1:8002"
             )
+        named = [url for url in urls if url in KNOWN_UPSTREAMS]
+        if named:
+            raise ConfigError(
+                f"--upstream {redact_url(spec)!r} lists {named[0]!r}, a built-in upstream: a "
+                "comma-separated --upstream lists base URLs of replicas of one server (e.g. "
+                "http://127.0.0.1:8001,http://127.0.0.1:8002); route to several vendors with "
+                "--config (docs/proxy.md, Several upstreams)"
+            )
         replicas = tuple(_check_url(url) for url in urls)
         _check_distinct(replicas, "--upstream")
+        if policy == "kv_events":  # its per-replica keys have no command-line options
+            raise ConfigError(
+                "--routing-policy kv_events needs each replica's kv_events_endpoints and the "
+                "tokenizer, which only a config file holds: list the replicas in an "
+                '[upstreams.NAME] table with policy = "kv_events" and pass --config '
+                "(docs/proxy.md, Routing by KV events)"
+            )
         routing = RoutingSettings() if policy is None else RoutingSettings(policy=policy)
         return UpstreamConfig(
             name=name or URL_UPSTREAM_NAME,

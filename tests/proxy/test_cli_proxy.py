@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -29,6 +30,21 @@ from promptcache.cli import cli
         (["--upstream", "antropic"], "is neither one of anthropic"),
         (["--upstream", "openai", "--auth-token", "tok123"], "openssl rand -hex 32"),
         (["--upstream", "http://user:pw@127.0.0.1:99999"], "invalid port"),
+        (
+            ["--upstream", "anthropic,openai"],
+            "--upstream 'anthropic,openai' lists 'anthropic', a built-in upstream: a "
+            "comma-separated --upstream lists base URLs of replicas of one server",
+        ),
+        (
+            [
+                "--upstream",
+                "http://127.0.0.1:1,http://127.0.0.1:2",
+                "--routing-policy",
+                "kv_events",
+            ],
+            "--routing-policy kv_events needs each replica's kv_events_endpoints and the "
+            "tokenizer, which only a config file holds",
+        ),
         (["--host", "not a host", "--upstream", "openai"], "is an unknown host"),
         (
             ["--host", "not a host", "--upstream", "openai", "--auth-token", "0123456789abcdef"],
@@ -71,6 +87,23 @@ def test_a_bad_db_is_refused_before_the_banner(tmp_path: Path, db: str, message:
     assert message in result.output
     assert "promptcache proxy on" not in result.output
     assert "Traceback" not in result.output
+
+
+def test_another_programs_sqlite_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    app = tmp_path / "app.db"
+    with sqlite3.connect(app) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    conn.close()
+    before = app.read_bytes()
+    args = ["proxy", "--upstream", "openai", "--port", str(free_port()), "--db", str(app)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        f"error: {app} is a SQLite database but not a promptcache request log (its tables: "
+        "users); it was left as it was: give a new file or a log promptcache wrote\n"
+    )
+    assert app.read_bytes() == before
+    assert not Path(f"{app}-wal").exists()
 
 
 def test_bad_config_file_is_reported(tmp_path: Path) -> None:
