@@ -474,17 +474,17 @@ def _run_all(
             if status is None:
                 raise CommandTimeoutError(
                     f"the command ran past --timeout {timeout:g} s in run {plan.run} ({what}) "
-                    "and was stopped; its output is above"
+                    "and was stopped; any output it printed is above"
                 )
             if status < 0:
                 raise CommandFailedError(
                     f"the command was killed by {signal.Signals(-status).name} in run "
-                    f"{plan.run} ({what}); its output is above"
+                    f"{plan.run} ({what}); any output it printed is above"
                 )
             if status != 0:
                 raise CommandFailedError(
                     f"the command exited with status {status} in run {plan.run} ({what}); "
-                    "its output is above"
+                    "any output it printed is above"
                 )
             results.append(RunResult(plan, status, duration, server.requests(plan.run)))
     return results

@@ -76,7 +76,8 @@ def test_a_failing_command_is_exit_2_naming_the_run(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "the program's own output" in proc.stdout  # passed through
     assert proc.stderr.strip() == (
-        "error: the command exited with status 3 in run 0 (baseline); its output is above"
+        "error: the command exited with status 3 in run 0 (baseline); any output it printed "
+        "is above"
     )
 
 

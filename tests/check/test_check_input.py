@@ -71,8 +71,8 @@ def test_timeout_on_the_command_line_is_one_error_line_and_exit_2(tmp_path: Path
     assert done.returncode == 2
     assert done.stdout == "started\n"  # run 0 was stopped: no second run, no report
     assert done.stderr.strip().splitlines() == [
-        "error: the command ran past --timeout 1.5 s in run 0 (baseline) and was stopped; its "
-        "output is above"
+        "error: the command ran past --timeout 1.5 s in run 0 (baseline) and was stopped; any "
+        "output it printed is above"
     ]
 
 
