@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from .calls import order_of
+from .calls import Unresolved, order_of
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
@@ -31,6 +31,44 @@ from .toolnames import combine
 BREAKPOINT_KEYS = frozenset({"cache_control", "cachePoint"})
 #: fact kinds a summary's ``stores`` keep (loop-variable bookkeeping is local to a body)
 STORED_KINDS = frozenset(Kind) - {Kind.LOOP}
+
+
+#: library calls that declare a class's field without holding an object of their own
+#: (``session: Any = Field(default=None)``, ``_client = PrivateAttr(default=None)``)
+FIELD_DECLARATIONS = frozenset(
+    {
+        "pydantic.Field",
+        "pydantic.PrivateAttr",
+        "pydantic.fields.Field",
+        "pydantic.fields.PrivateAttr",
+        "dataclasses.field",
+    }
+)
+
+
+def holds_no_object(value: Value) -> bool:
+    """True for what a field holds before an object is stored there, or after it is let go:
+    ``None`` (``True``/``False``) or a library's field declaration, neither carrying a fact."""
+    if value.facts or value.items is not None or value.elts is not None:
+        return False
+    if value.shape is Shape.UNKNOWN and value.ref == "literal":
+        return True
+    return isinstance(value.ref, Unresolved) and value.ref.qual in FIELD_DECLARATIONS
+
+
+def merge_field(old: Value, new: Value) -> Value:
+    """What a field of ``self`` holds after one more store into it. An instance of a project
+    class stored where the field otherwise holds ``None`` (a class-level default, a
+    ``close()`` that lets it go) keeps its class and fields: its methods resolve, and a
+    method the analysis cannot see (one of a library base class) returns nothing of its
+    fields, as for any instance of a project class. Any other pair is joined (``merge``)."""
+    if holds_no_object(old) and (
+        holds_no_object(new) or isinstance(new.ref, (ClassInfo, ExternalClass))
+    ):
+        return new
+    if holds_no_object(new) and isinstance(old.ref, (ClassInfo, ExternalClass)):
+        return old
+    return merge(old, new)
 
 
 class StatementsMixin(EngineState):
@@ -177,7 +215,7 @@ class StatementsMixin(EngineState):
             ):
                 old = frame.cls.attrs.get(target.attr)
                 kept = value.without(Kind.PARAM) if value.facts else value
-                frame.cls.attrs[target.attr] = kept if old is None else merge(old, kept)
+                frame.cls.attrs[target.attr] = kept if old is None else merge_field(old, kept)
                 if expr is not None and target.attr not in frame.cls.attr_defs:
                     frame.cls.attr_defs[target.attr] = expr
                 self.note_store(target.value, value, target.attr)

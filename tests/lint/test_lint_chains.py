@@ -216,3 +216,26 @@ def test_info_findings_chains_are_checked_too() -> None:
     assert written_name("the repr of a set") == ""
     assert any("passes it on" in r.message for d in info for r in d.related)
     assert not _check(info)
+
+
+def test_client_field_none_until_connect_keeps_its_class() -> None:
+    """``programs/z_client_fields``: a session's client field is ``PrivateAttr(default=None)``
+    until ``connect()`` stores a project client there (and ``close()`` sets it back to
+    ``None``). The window size the browser answers through the client's library method is not
+    the client's timeout (read from the environment), nor is what another method of the
+    client returns without reading it; the one finding (PC017, info) is the system prompt that
+    tells the timeout, with its chain: the environment read, the client built, the session's
+    method that returns it."""
+    folder = HERE / "programs" / "z_client_fields"
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    (finding,) = [d for r in results for d in r.diagnostics]
+    assert finding.code == "PC017"
+    assert Path(finding.location.path).name == "agent.py" and finding.location.line == 22
+    steps = [(Path(r.location.path).name, r.location.line, r.value) for r in finding.related]
+    assert steps == [
+        ("rpc.py", 7, "getenv"),
+        ("session.py", 21, "TimedClient"),
+        ("agent.py", 22, "timeout_note"),
+    ]
+    assert not _check([finding])
