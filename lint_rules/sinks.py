@@ -26,9 +26,34 @@ _BUILDER_NAME = re.compile(
 )
 
 
+#: words after a system-prompt name that make it a measure of the prompt, not its text
+#: (``system_prompt_tokens``, ``system_prompt_len``, ``SYSTEM_PROMPT_MAX_CHARS``)
+_MEASURES = frozenset(
+    {
+        "tokens",
+        "token",
+        "len",
+        "length",
+        "count",
+        "size",
+        "chars",
+        "characters",
+        "bytes",
+        "words",
+        "lines",
+    }
+)
+
+
 def is_system_prompt_name(name: str) -> bool:
-    """True for names like ``build_system_prompt``, ``SYSTEM_PROMPT``, ``system_message``."""
-    return bool(_BUILDER_NAME.search(name.lower()))
+    """True for names like ``build_system_prompt``, ``SYSTEM_PROMPT``, ``system_message``;
+    False for a count or size of one (a word of ``_MEASURES`` after it:
+    ``system_prompt_tokens``, ``system_prompt_char_count``), which is a number, not text."""
+    lowered = name.lower()
+    for match in _BUILDER_NAME.finditer(lowered):
+        if not _MEASURES.intersection(lowered[match.end() :].split("_")):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
