@@ -222,7 +222,13 @@ class KVEventsPolicy(Policy):
 
 
 def _template(options: Mapping[str, Any]) -> str | None:
-    """The ``chat_template`` option's text: a file's contents, or the Jinja text itself."""
+    """The ``chat_template`` option's text: a file's contents, or the Jinja text itself.
+
+    Raises:
+        ConfigError: the file cannot be read, or the value is neither a file nor template text
+            (holds no ``{{`` or ``{%``: a mistyped path, which would otherwise render every
+            prompt as that path's text), as ``engine serve --chat-template`` refuses it.
+    """
     value = options.get("chat_template")
     if value is None:
         return None
@@ -232,6 +238,12 @@ def _template(options: Mapping[str, Any]) -> str | None:
             return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"chat_template {str(value)!r} cannot be read: {exc}") from None
+    if "{{" not in str(value) and "{%" not in str(value):
+        raise ConfigError(
+            f"chat_template {str(value)!r} is neither a file (a relative path is read from the "
+            "proxy's working directory) nor Jinja template text; give the replicas' "
+            "--chat-template file"
+        )
     return str(value)
 
 

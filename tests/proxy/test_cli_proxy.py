@@ -106,6 +106,29 @@ def test_another_programs_sqlite_database_is_refused_and_left_as_it_was(tmp_path
     assert not Path(f"{app}-wal").exists()
 
 
+def test_a_kv_events_chat_template_that_is_no_file_and_no_template(tmp_path: Path) -> None:
+    # a mistyped path was taken as the template's text: every prompt tokenised as that path
+    tokenizer = (
+        Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
+    )
+    config = tmp_path / "fleet.toml"
+    config.write_text(
+        'default_upstream = "fleet"\n[upstreams.fleet]\n'
+        'replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]\npolicy = "kv_events"\n'
+        'kv_events_endpoints = ["tcp://127.0.0.1:5557", "tcp://127.0.0.1:5567"]\n'
+        f'tokenizer = "{tokenizer}"\nchat_template = "templates/chat.jinja"\n',
+        encoding="utf-8",
+    )
+    args = ["proxy", "--config", str(config), "--port", str(free_port()), "--no-log"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        "error: chat_template 'templates/chat.jinja' is neither a file (a relative path is read "
+        "from the proxy's working directory) nor Jinja template text; give the replicas' "
+        "--chat-template file\n"
+    )
+
+
 def test_bad_config_file_is_reported(tmp_path: Path) -> None:
     config = tmp_path / "proxy.toml"
     config.write_text("[[routes]]\nupstream = 'openai'\n")
