@@ -25,9 +25,11 @@ CHECK_TIMEOUT_S = 3.0
 
 
 def _targets(config: ProxyConfig) -> list[UpstreamConfig]:
-    """Every server the proxy forwards to: each upstream, or each of its replicas."""
+    """Every server the proxy forwards to: each upstream a request can reach (the default and
+    the routes' targets; a built-in that no route names gets none), or each of its replicas."""
     targets: dict[str, UpstreamConfig] = {}
-    for upstream in config.upstreams.values():
+    routed = dict.fromkeys([config.default_upstream, *(rule.upstream for rule in config.rules)])
+    for upstream in (config.upstreams[name] for name in routed):
         for url in upstream.replicas or (upstream.url,):
             targets.setdefault(url, dataclasses.replace(upstream, url=url))
     return list(targets.values())

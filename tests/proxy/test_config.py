@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from promptcache.proxy.config import (
     load_config_file,
     upstream_from_spec,
 )
+from promptcache.proxy.serve import unreachable_upstreams
 
 
 def test_builtin_names_and_urls() -> None:
@@ -86,6 +88,28 @@ upstream = "openai"
     assert config.select_upstream("/v1/responses", "gpt-4o").name == "anthropic"
     assert config.select_upstream("/v1/messages", None).name == "anthropic"
     assert config.db_path is None
+
+
+def _refused_url() -> str:
+    """A loopback URL on a port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_the_start_up_check_tries_only_upstreams_a_request_can_reach(tmp_path: Path) -> None:
+    # the built-ins (anthropic, openai, gemini, engine) and a table no route names get no
+    # request, so no warning that "requests to it get 502"
+    one, two, spare = _refused_url(), _refused_url(), _refused_url()
+    text = (
+        f'default_upstream = "fleet"\n[upstreams.fleet]\nreplicas = ["{one}", "{two}"]\n'
+        f'[upstreams.spare]\nurl = "{spare}"\n'
+    )
+    config = load_config_file(write(tmp_path, text), db_path=None)
+    assert {u.url for u, _ in unreachable_upstreams(config, timeout_s=1.0)} == {one, two}
+    routed = text + '[[routes]]\nmodel_prefix = "spare/"\nupstream = "spare"\n'
+    config = load_config_file(write(tmp_path, routed), db_path=None)
+    assert {u.url for u, _ in unreachable_upstreams(config, timeout_s=1.0)} == {one, two, spare}
 
 
 def test_cli_upstream_replaces_the_file_default(tmp_path: Path) -> None:
