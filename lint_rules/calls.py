@@ -48,6 +48,14 @@ _STR_KEEP_CONST = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "expa
 #: Traversable: https://docs.python.org/3/library/pathlib.html#pathlib.Path.read_text, checked
 #: 2026-12-03)
 FILE_CONTENT_METHODS = frozenset({"read_text", "read_bytes"})
+#: methods that read a stream's data: a file object, ``asyncio.StreamReader``, a socket
+#: (https://docs.python.org/3/library/io.html#io.RawIOBase.read,
+#: https://docs.python.org/3/library/asyncio-stream.html#asyncio.StreamReader,
+#: https://docs.python.org/3/library/socket.html#socket.socket.recv, checked 2026-12-03);
+#: their arguments (a size, a separator) are not in what they return
+STREAM_READ_METHODS = frozenset(
+    {"read", "read1", "readline", "readlines", "readexactly", "readuntil", "recv"}
+)
 _STR_METHODS = {
     *_STR_KEEP_CONST,
     "replace",
@@ -641,6 +649,11 @@ class CallsMixin(EngineState):
             # a file's contents, not its path: an id or a time that names a file or a folder
             # is not in the text read from it
             return Value(shape=Shape.STR)
+        if method in STREAM_READ_METHODS and self.method_of(receiver, method) is None:
+            # a stream's data: what the stream holds (``io.StringIO(text).read()``), not the
+            # size or the separator it is read with (``stdout.read(chunk_size)``)
+            held = _unobjected(receiver)
+            return Value(self.assumed(held.facts, node)) if held.facts else CLEAN
         if receiver.shape is Shape.STR:
             if method == "join":
                 unordered = self.iteration_fact(first, node.args[0]) if node.args else None

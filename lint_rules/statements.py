@@ -48,8 +48,11 @@ FIELD_DECLARATIONS = frozenset(
 
 def holds_no_object(value: Value) -> bool:
     """True for what a field holds before an object is stored there, or after it is let go:
-    ``None`` (``True``/``False``) or a library's field declaration, neither carrying a fact."""
-    if value.facts or value.items is not None or value.elts is not None:
+    ``None`` (``True``/``False``) or a library's field declaration, carrying no fact but the
+    parameter it is read from (``self._client`` read in a method)."""
+    if value.items is not None or value.elts is not None:
+        return False
+    if any(f.kind is not Kind.PARAM for f in value.facts):
         return False
     if value.shape is Shape.UNKNOWN and value.ref == "literal":
         return True
@@ -65,9 +68,9 @@ def merge_field(old: Value, new: Value) -> Value:
     if holds_no_object(old) and (
         holds_no_object(new) or isinstance(new.ref, (ClassInfo, ExternalClass))
     ):
-        return new
+        return new.with_facts(old.facts | new.facts) if old.facts else new
     if holds_no_object(new) and isinstance(old.ref, (ClassInfo, ExternalClass)):
-        return old
+        return old.with_facts(old.facts | new.facts) if new.facts else old
     return merge(old, new)
 
 

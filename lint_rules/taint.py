@@ -47,7 +47,7 @@ from .library import LibraryMixin
 from .regions import RegionsMixin
 from .session import configuration_label, escaping, pin_ids
 from .sinks import SinkSpec
-from .statements import StatementsMixin
+from .statements import StatementsMixin, holds_no_object, merge_field
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 #: what another module of the program exports under a qualified name: a function's summary,
@@ -578,6 +578,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             ):
                 # dicts of known keys on every return: each key holds what any put there
                 summary.ret = functools.reduce(merge, values)
+            if len(values) > 1 and all(
+                isinstance(v.ref, (ClassInfo, ExternalClass)) or holds_no_object(v) for v in values
+            ):
+                # an instance of a project class (or None) on every return (``return
+                # self._client`` on two paths): that instance, its class and fields kept
+                summary.ret = functools.reduce(merge_field, values)
             sizes = {len(v.elts) if v.elts is not None else -1 for v in values}
             if len(values) > 1 and len(sizes) == 1 and -1 not in sizes:
                 summary.ret = replace(

@@ -223,9 +223,10 @@ def test_client_field_none_until_connect_keeps_its_class() -> None:
     until ``connect()`` stores a project client there (and ``close()`` sets it back to
     ``None``). The window size the browser answers through the client's library method is not
     the client's timeout (read from the environment), nor is what another method of the
-    client returns without reading it; the one finding (PC017, info) is the system prompt that
-    tells the timeout, with its chain: the environment read, the client built, the session's
-    method that returns it."""
+    client returns without reading it, nor the page title read through the client that
+    ``ensure_client()`` returns on two paths; the one finding (PC017, info) is the system
+    prompt that tells the timeout, with its chain: the environment read, the client built, the
+    session's method that returns it."""
     folder = HERE / "programs" / "z_client_fields"
     config = parse_table({}, folder, KNOWN_CODES)
     results = lint_paths([folder], config, jobs=1)

@@ -30,3 +30,11 @@ def act_with_product_note(session: BrowserSession, goal: str):
         instructions=session.product_note(),
         input=[{"role": "user", "content": goal}],
     )
+
+
+async def act_on_page(session: BrowserSession, goal: str):
+    return client.responses.create(
+        model="computer-use-preview",
+        instructions=f"You act on the page titled {await session.page_title()}.",
+        input=[{"role": "user", "content": goal}],
+    )

@@ -23,6 +23,17 @@ class BrowserSession(BaseModel):
         self.width = bounds["bounds"]["width"]
         self.height = bounds["bounds"]["height"]
 
+    async def ensure_client(self):
+        if self._client is not None:
+            return self._client
+        self._client = TimedClient(self.url)
+        return self._client
+
+    async def page_title(self):
+        client = await self.ensure_client()
+        answer = await client.send.Runtime.evaluate(params={"expression": "document.title"})
+        return answer["result"]["value"]
+
     def computer_tool(self):
         return {
             "type": "computer_use_preview",
