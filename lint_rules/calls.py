@@ -652,8 +652,8 @@ class CallsMixin(EngineState):
         if method in STREAM_READ_METHODS and self.method_of(receiver, method) is None:
             # a stream's data: what the stream holds (``io.StringIO(text).read()``), not the
             # size or the separator it is read with (``stdout.read(chunk_size)``)
-            held = _unobjected(receiver)
-            return Value(self.assumed(held.facts, node)) if held.facts else CLEAN
+            stream = _unobjected(receiver)
+            return Value(self.assumed(stream.facts, node)) if stream.facts else CLEAN
         if receiver.shape is Shape.STR:
             if method == "join":
                 unordered = self.iteration_fact(first, node.args[0]) if node.args else None
