@@ -40,10 +40,10 @@ token, logits no longer bit-equal to the float model's."""
 
 KV_CACHE_DTYPES = ("auto", "float16", "float32", "int8", "fp8")
 """KV pool element types, taken by `serve` and `kv-size` alike. "auto" = float16 where the fused
-CPU kernel serves (the runner's choice: `kv-size` cannot know it and counts the model dtype),
-else the model dtype (`dtype`); int8/fp8 store per-kv-head scaled values.
-`ModelConfig.kv_element_dtype` resolves them and `ModelConfig.kv_bytes_per_token` is the one
-bytes-per-token formula."""
+CPU kernel serves, else the model dtype (`dtype`); int8/fp8 store per-kv-head scaled values.
+`kv_sizing.resolve_kv_cache_dtype` resolves "auto" for the runner, `kv-size` and the swap pool's
+sizing alike, `ModelConfig.kv_element_dtype` names the element type and
+`ModelConfig.kv_bytes_per_token` is the one bytes-per-token formula."""
 
 ATTENTION_BACKENDS = ("torch", "triton")
 """Names accepted by `promptcache.engine.attention.get_backend`."""

@@ -38,6 +38,7 @@ from .config import EngineConfig
 from .cpu_decode import CpuDecodeUnavailable, FusedDecode, restore_dense_copies
 from .kv_pages import zeroed_pool
 from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
+from .kv_sizing import resolve_kv_cache_dtype
 from .loader import load_model
 from .sampler import Sampler, SampleRequest, SamplerOutput
 
@@ -105,10 +106,8 @@ class ModelRunner:
                 kernel_runs = True
             except CpuDecodeUnavailable:
                 pass  # FusedDecode.build below says why
-        self.kv_dtype = (
-            torch.float16
-            if kernel_runs
-            else kv_cache_torch_dtype(config.kv_cache_dtype, self.dtype)
+        self.kv_dtype = kv_cache_torch_dtype(
+            resolve_kv_cache_dtype(config.kv_cache_dtype, fused_kernel=kernel_runs), self.dtype
         )
         self.block_size = config.block_size
         mc = self.model_config

@@ -695,7 +695,25 @@ def _read_chat_template(value: str | None) -> str | None:
     help="The serve --dtype: the KV element type when --kv-cache-dtype is auto.",
 )
 @click.option(
-    "--kv-cache-dtype", type=click.Choice(KV_CACHE_DTYPES), default="auto", show_default=True
+    "--kv-cache-dtype",
+    type=click.Choice(KV_CACHE_DTYPES),
+    default="auto",
+    show_default=True,
+    help="The serve --kv-cache-dtype: auto = float16 where the fused CPU kernel would serve, "
+    "else the model dtype.",
+)
+@click.option(
+    "--weight-dtype",
+    type=click.Choice(WEIGHT_CHOICES),
+    default="auto",
+    show_default=True,
+    help="The serve --weight-dtype (auto reads a GGUF file's tensor types): the fused CPU "
+    "kernel, and so an fp16 pool for --kv-cache-dtype auto, needs int4.",
+)
+@click.option(
+    "--fused-cpu-decode/--no-fused-cpu-decode",
+    default=None,
+    help="The serve option: --no-fused-cpu-decode keeps --kv-cache-dtype auto at the model dtype.",
 )
 @click.option(
     "--budget",
@@ -712,6 +730,8 @@ def kv_size_command(
     batch: int,
     dtype: str,
     kv_cache_dtype: str,
+    weight_dtype: str,
+    fused_cpu_decode: bool | None,
     budget: int,
     block_size: int,
     as_json: bool,
@@ -719,9 +739,10 @@ def kv_size_command(
     """Print KV cache bytes per token, per request and per batch, and what a budget holds.
 
     Reads only config.json (or a GGUF file's metadata): bytes per token = 2 x layers x kv_heads x
-    head_dim x bytes per element (the element is --kv-cache-dtype, or --dtype when that is
-    auto, or the checkpoint dtype when both are; int8 and fp8 take 1 byte). Takes serve's
-    --dtype / --kv-cache-dtype.
+    head_dim x bytes per element (the element is --kv-cache-dtype; auto is float16 where the
+    fused CPU kernel would serve, as serve's pool, else --dtype, or the checkpoint dtype when
+    both are auto; int8 and fp8 take 1 byte). Takes serve's --dtype / --kv-cache-dtype /
+    --weight-dtype / --fused-cpu-decode.
 
     \b
     Example:
@@ -753,6 +774,9 @@ def kv_size_command(
         config = ModelConfig.from_dict(raw, source=str(model))
     else:
         config = ModelConfig.from_pretrained(model)
+    from promptcache.engine.weight_choice import choose_weight_dtype
+
+    weights = choose_weight_dtype(model, weight_dtype, "cpu")
     with _budget_option({"kv_cache_bytes": "--budget"}):
         size = kv_size(
             config,
@@ -760,6 +784,8 @@ def kv_size_command(
             batch=batch,
             kv_dtype=kv_cache_dtype,
             dtype=dtype,
+            weight_dtype=weights.engine_weight_dtype,
+            fused_cpu_decode=fused_cpu_decode,
             budget=budget,
             block_size=block_size,
         )
@@ -771,6 +797,12 @@ def kv_size_command(
         ("model", f"{model} ({config.architecture})"),
         ("shape", f"{s.layers} layers x {s.kv_heads} KV heads x head_dim {s.head_dim}"),
         ("KV dtype", f"{s.kv_dtype} ({plural(s.bytes_per_element, 'byte')} per element)"),
+        (
+            "fused kernel",
+            "would serve"
+            if s.fused_kernel_unavailable is None
+            else f"would not serve: {s.fused_kernel_unavailable}",
+        ),
         (
             "per token",
             f"2 x {s.layers} x {s.kv_heads} x {s.head_dim} x {s.bytes_per_element} = "

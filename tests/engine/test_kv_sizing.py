@@ -43,3 +43,48 @@ def test_a_budget_below_one_block_names_its_setting(
     with pytest.raises(KVBudgetError, match=f"give at least {per_block:,} bytes") as caught:
         size_kv_pools(config, model, swap_space=swap)
     assert caught.value.setting == setting
+
+
+def _pool_bytes_per_block(runner: object) -> int:
+    """Bytes of one block of a runner's real KV pool: every layer's K and V tensors' nbytes
+    divided by the blocks they hold."""
+    caches = runner.kv_caches  # type: ignore[attr-defined]
+    total = sum(t.nbytes for layer in caches for t in (layer.k_cache, layer.v_cache))
+    return int(total // runner.num_blocks)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("options", "engine_args"),
+    [
+        ((), {}),  # auto: float16 where the fused kernel serves
+        (("--no-fused-cpu-decode",), {"fused_cpu_decode": False}),  # auto: the model dtype
+    ],
+)
+def test_kv_size_prints_the_bytes_of_the_pool_the_engine_allocates(
+    tinystories_dir: Path, options: tuple[str, ...], engine_args: dict[str, object]
+) -> None:
+    """kv-size's bytes per token (printed, --kv-cache-dtype auto) against the tensors of the
+    pool `LLM(...)` allocates with the same settings, and the swap pool sized in those bytes."""
+    import torch
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+    from promptcache.engine import LLM
+
+    result = CliRunner().invoke(
+        cli,
+        ["engine", "kv-size", "--model", str(tinystories_dir), "--weight-dtype", "int4", *options],
+    )
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("per token"))
+    printed = int(line.split("=")[-1].split("B")[0].replace(",", ""))
+    llm = LLM(tinystories_dir, weight_dtype="int4", num_blocks=4, **engine_args)  # type: ignore[arg-type]
+    runner = llm.engine.runner
+    assert _pool_bytes_per_block(runner) == printed * runner.block_size
+    fused = runner.fused_decode is not None
+    assert ("fused kernel  would serve" in result.output) == fused
+    assert runner.kv_dtype == (torch.float16 if fused else torch.float32)
+    # serve's swap pool: whole blocks of the same bytes
+    config = EngineConfig(weight_dtype="int4", kv_cache_bytes=printed * 16, **engine_args)  # type: ignore[arg-type]
+    size_kv_pools(config, ModelConfig.from_pretrained(tinystories_dir), swap_space=printed * 16 * 5)
+    assert config.num_cpu_blocks == 5
