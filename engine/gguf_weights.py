@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +47,8 @@ SUPPORTED_TYPES = (
     "Q6_K",
 )
 
-#: Rows of a quantised tensor dequantised at once (a 49,152-row embedding: 12 chunks).
-_DEQUANT_CHUNK_ROWS = 4096
+#: Rows of a quantised tensor dequantised at once (a 49,152-row embedding: 48 chunks).
+_DEQUANT_CHUNK_ROWS = 1024
 
 _TOP_LEVEL = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -100,7 +100,11 @@ def unpermute_qk(rows: np.ndarray, num_heads: int) -> np.ndarray:
 
 
 def dequantize_tensor(
-    data: np.ndarray, type_name: str, name: str, dtype: torch.dtype
+    data: np.ndarray,
+    type_name: str,
+    name: str,
+    dtype: torch.dtype,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One GGUF tensor's values as a torch tensor of ``dtype``.
 
@@ -110,10 +114,12 @@ def dequantize_tensor(
         type_name: its ``gguf.GGMLQuantizationType`` name, e.g. "Q4_1".
         name: the tensor's name, for the error message.
         dtype: the engine's dtype.
+        out: where to write the values (a ``dtype`` tensor of their shape, e.g. the model's
+            parameter: no second copy of the matrix then exists); None = a new tensor.
 
     Returns:
-        ``[rows, cols]`` (or ``[n]``) values; F32/F16 tensors that already have ``dtype`` are
-        copied, everything else is dequantised to float32 and cast.
+        ``[rows, cols]`` (or ``[n]``) values (``out`` when given); F32/F16 tensors that already
+        have ``dtype`` are copied, everything else is dequantised to float32 and cast.
 
     Raises:
         ModelLoadError: ``type_name`` is not in ``SUPPORTED_TYPES``.
@@ -126,17 +132,21 @@ def dequantize_tensor(
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    if type_name in ("F32", "F16"):
-        # a private, writable copy of the memory-mapped values
-        return torch.from_numpy(np.array(data)).to(dtype)
+    if type_name in ("F32", "F16") or data.ndim < 2 or data.shape[0] <= _DEQUANT_CHUNK_ROWS:
+        values = (
+            torch.from_numpy(np.array(data))  # a private, writable copy of the mapped values
+            if type_name in ("F32", "F16")
+            else torch.from_numpy(dequantize(data, GGMLQuantizationType[type_name]))
+        )
+        return values.to(dtype) if out is None else out.copy_(values)
     kind = GGMLQuantizationType[type_name]
-    if data.ndim < 2 or data.shape[0] <= _DEQUANT_CHUNK_ROWS:
-        return torch.from_numpy(dequantize(data, kind)).to(dtype)
     # Row by row chunks (each row is quantised on its own): numpy's dequantisation makes several
     # float temporaries of its input's size, a few MB per chunk instead of the whole matrix's.
     first = torch.from_numpy(dequantize(data[:_DEQUANT_CHUNK_ROWS], kind))
-    out = torch.empty((data.shape[0], *first.shape[1:]), dtype=dtype)
+    if out is None:
+        out = torch.empty((data.shape[0], *first.shape[1:]), dtype=dtype)
     out[:_DEQUANT_CHUNK_ROWS] = first
+    del first
     for start in range(_DEQUANT_CHUNK_ROWS, data.shape[0], _DEQUANT_CHUNK_ROWS):
         part = data[start : start + _DEQUANT_CHUNK_ROWS]
         out[start : start + part.shape[0]] = torch.from_numpy(dequantize(part, kind))
@@ -144,11 +154,20 @@ def dequantize_tensor(
 
 
 def iter_gguf_tensors(
-    path: str | Path, config: ModelConfig, dtype: torch.dtype
+    path: str | Path,
+    config: ModelConfig,
+    dtype: torch.dtype,
+    into: MutableMapping[str, torch.Tensor] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Yield ``(hf_name, tensor)`` for every tensor of a GGUF file, one at a time, in ``dtype``.
 
-    Llama q/k rows are put back in Hugging Face order (``unpermute_qk``).
+    Llama q/k rows are put back in Hugging Face order (``unpermute_qk``). A tensor whose
+    Hugging Face name is a key of ``into`` is dequantised straight into that ``dtype`` tensor
+    of its shape (the loader passes the model's vocabulary matrices: 113 MB each for SmolLM2
+    in fp32, so the file's dequantised copy never exists beside the model's), which is what is
+    yielded; a tensor of another shape there is dequantised apart as the others are. Its entry
+    is taken out of ``into`` then, so the mapping keeps no matrix alive once the model has let
+    go of it (the loader quantises the vocabulary during the load).
 
     Raises:
         ModelLoadError: a tensor type outside ``SUPPORTED_TYPES``, or a tensor name the engine
@@ -172,7 +191,14 @@ def iter_gguf_tensors(
             for proj, num_heads in heads.items():
                 if f".{proj}." in name:
                     data = unpermute_qk(data, num_heads)
-        yield name, dequantize_tensor(data, tensor.tensor_type.name, tensor.name, dtype)
+        dest = into.pop(name, None) if into is not None else None
+        shape = tuple(int(n) for n in reversed(tensor.shape))
+        if dest is not None and (tuple(dest.shape) != shape or dest.dtype != dtype):
+            dest = None  # dequantised apart; load_weights reports a shape mismatch
+        values = dequantize_tensor(data, tensor.tensor_type.name, tensor.name, dtype, dest)
+        del dest
+        yield name, values
+        del values
         release_file_pages(tensor.data)
 
 

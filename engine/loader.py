@@ -178,9 +178,9 @@ def _vocabulary_quantized_once_loaded(
     untied), and llama.cpp writes ``token_embd`` first. A safetensors checkpoint of a tied
     model may store both names, so it is quantised at the end of the load.
 
-    The quantisation runs one tensor later, once ``load_weights``' loop has taken the next
-    tensor: until then its loop variable still holds the file's dequantised vocabulary matrix
-    (another 113 MB, which would be resident beside the model's copy while it is quantised).
+    The file's values are dequantised straight into the model's matrix (``iter_gguf_tensors``'
+    ``into``), so no second fp32 copy exists. The quantisation runs one tensor later, once
+    ``load_weights``' loop has taken the next tensor and let go of the matrix it was given.
     """
     waiting = {"model.embed_tokens.weight"}
     if not model.config.tie_word_embeddings:
@@ -278,7 +278,11 @@ def load_model(
         if gguf:
             from .gguf_weights import iter_gguf_tensors
 
-            tensors = iter_gguf_tensors(model_dir, config, target)
+            # The vocabulary is dequantised straight into the model's matrices.
+            into = {"model.embed_tokens.weight": model.embed_tokens.weight.data}
+            if not config.tie_word_embeddings:
+                into["lm_head.weight"] = model.lm_head.weight.data
+            tensors = iter_gguf_tensors(model_dir, config, target, into)
             if quantize:
                 tensors = _vocabulary_quantized_once_loaded(tensors, model)
             model.load_weights(tensors, on_layer_loaded)

@@ -335,7 +335,8 @@ class LlamaForCausalLM(nn.Module):
                     f"checkpoint tensor {hf_name!r} has shape {tuple(tensor.shape)}, the config "
                     f"implies {tuple(dest.shape)}"
                 )
-            dest.copy_(tensor)
+            if dest.data_ptr() != tensor.data_ptr() or dest.stride() != tensor.stride():
+                dest.copy_(tensor)  # (a reader may have written the values in place already)
             loaded.add(key)
             if name.startswith("layers.") and on_layer_loaded is not None:
                 layer = pending[int(name.split(".", 2)[1])]

@@ -102,3 +102,18 @@ def test_f32_values_are_copied_not_shared() -> None:
 def test_other_types_are_refused_by_name(type_name: str) -> None:
     with pytest.raises(ModelLoadError, match=rf"'w\.q' has GGML type {type_name}"):
         dequantize_tensor(np.zeros((1, 8), np.uint8), type_name, "w.q", torch.float32)
+
+
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_1"])
+def test_values_written_into_a_given_tensor_are_the_same(type_name: str) -> None:
+    """``out=``: the loader dequantises the vocabulary straight into the model's matrix; the
+    values, over several row chunks and a partial last one, equal gguf's own dequantisation."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2_500, 64)).astype(np.float32)  # 2 full chunks of 1,024 and 452
+    qtype = gguf.GGMLQuantizationType[type_name]
+    stored = quantize(x, qtype)
+    out = torch.full((2_500, 64), float("nan"))
+    result = dequantize_tensor(stored, type_name, "w", torch.float32, out)
+    assert result.data_ptr() == out.data_ptr()
+    assert torch.equal(out, torch.from_numpy(dequantize(stored, qtype)))
+    assert torch.equal(dequantize_tensor(stored, type_name, "w", torch.float32), out)
