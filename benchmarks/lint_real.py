@@ -905,9 +905,11 @@ def measure_tree(tree: Path, jobs: int | None) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def corpus_trees(half: str, trees: Path, repos: Path = CORPUS_REPOS) -> list[tuple[str, Path]]:
-    """(repository, tree folder) of the corpus's repositories in ``half`` ("all": both), as
-    ``repos`` (a repos.toml) lists them."""
+def corpus_trees(
+    half: str, trees: Path, repos: Path = CORPUS_REPOS, batch: int = 1
+) -> list[tuple[str, Path]]:
+    """(repository, tree folder) of the corpus's repositories of ``batch`` in ``half`` ("all":
+    both), as ``repos`` (a repos.toml; a row without ``batch`` is batch 1) lists them."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -916,7 +918,7 @@ def corpus_trees(half: str, trees: Path, repos: Path = CORPUS_REPOS) -> list[tup
     data = tomllib.loads(repos.read_text(encoding="utf-8"))
     out = []
     for row in data["repo"]:
-        if half in ("all", row["half"]):
+        if row.get("batch", 1) == batch and half in ("all", row["half"]):
             folder = trees / row["tree"]
             if not folder.is_dir():
                 raise SystemExit(
@@ -930,7 +932,7 @@ def corpus_trees(half: str, trees: Path, repos: Path = CORPUS_REPOS) -> list[tup
 def run_corpus(args: argparse.Namespace) -> int:
     """One child process per tree (``--measure-tree``), then the table and the targets."""
     rows = []
-    for repo, folder in corpus_trees(args.corpus, args.trees, args.repos):
+    for repo, folder in corpus_trees(args.corpus, args.trees, args.repos, args.batch):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--measure-tree", str(folder)]
         if args.jobs is not None:
             cmd += ["--jobs", str(args.jobs)]
@@ -1011,6 +1013,7 @@ def main(argv: list[str] | None = None) -> int:
         help="folder of the exported corpus trees",
     )
     parser.add_argument("--repos", type=Path, default=CORPUS_REPOS, help="the corpus's repos.toml")
+    parser.add_argument("--batch", type=int, default=1, help="the corpus batch (default 1)")
     parser.add_argument("--measure-tree", type=Path, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
     if args.measure_tree is not None:

@@ -159,3 +159,26 @@ def test_corpus_mode_rows_match_the_trees(
     verdicts = re.findall(r"^  (PASS|MISS|N/A ) ", out, re.M)
     assert len(verdicts) == 3
     assert verdicts[2] == "N/A "  # no tree of 1,300 files here
+
+
+def test_corpus_trees_take_one_batch(bench: ModuleType, tmp_path: Path) -> None:
+    """``--corpus`` measures batch 1 unless ``--batch`` names another: a row without a
+    ``batch`` field is batch 1, and the halves split each batch."""
+    rows = [("a/one", "tuning", None), ("b/two", "evaluation", None), ("c/three", "tuning", 2),
+            ("d/four", "evaluation", 2)]
+    text = ""
+    for repo, half, batch in rows:
+        tree = repo.split("/")[1]
+        (tmp_path / "trees" / tree).mkdir(parents=True)
+        text += f'[[repo]]\nrepo = "{repo}"\ntree = "{tree}"\nhalf = "{half}"\n'
+        text += f"batch = {batch}\n\n" if batch else "\n"
+    repos = tmp_path / "repos.toml"
+    repos.write_text(text)
+
+    def names(half: str, batch: int) -> list[str]:
+        return [r for r, _ in bench.corpus_trees(half, tmp_path / "trees", repos, batch)]
+
+    assert names("all", 1) == ["a/one", "b/two"]
+    assert names("evaluation", 1) == ["b/two"]
+    assert names("all", 2) == ["c/three", "d/four"]
+    assert names("tuning", 2) == ["c/three"]
