@@ -23,6 +23,7 @@ from promptcache.errors import CanonicalizationError
 
 __all__ = [
     "canonical_json",
+    "canonical_json_and_bytes",
     "canonical_json_bytes",
     "canonical_tool_schema",
     "normalize_text",
@@ -113,6 +114,70 @@ def sort_keys_deep(obj: object) -> Any:
     return _plain(obj, ())
 
 
+#: The encoders ``canonical_json`` uses, built once (``json.dumps`` with these options builds a
+#: ``JSONEncoder`` per call). ``_ENCODE_SORTED`` sorts keys itself: for a dict whose keys are all
+#: exact ``str`` it orders the ``(key, value)`` pairs by key, the order ``sorted(obj)`` gives.
+_ENCODE_SORTED: Final = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True
+).encode
+_ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _is_exact_json(obj: object, depth: int) -> bool:
+    """True when ``obj`` is made only of exact ``dict`` (exact ``str`` keys), ``list``, ``str``,
+    ``int``, ``bool``, ``None`` and finite ``float``, with no container ``MAX_DEPTH`` or more
+    levels down: the values ``json.loads`` returns, for which ``_plain`` would only sort the keys.
+
+    Anything else (subclasses, tuples, other mappings, non-finite floats, deeper nesting) answers
+    False and goes through ``_plain``, which converts it or raises.
+    """
+    kind = type(obj)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
+        for key, value in obj.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                return False
+            value_kind = type(value)
+            if value_kind is str or value_kind is int or value_kind is bool or value is None:
+                continue
+            if not _is_exact_json(value, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            return False
+        for value in obj:  # type: ignore[attr-defined]
+            value_kind = type(value)
+            if value_kind is str or value_kind is int or value_kind is bool or value is None:
+                continue
+            if not _is_exact_json(value, depth + 1):
+                return False
+        return True
+    if kind is str or kind is int or kind is bool or obj is None:
+        return True
+    if kind is float:
+        return math.isfinite(obj)  # type: ignore[arg-type]
+    return False
+
+
+def canonical_json_and_bytes(obj: object) -> tuple[str, bytes]:
+    """``(canonical_json(obj), canonical_json_bytes(obj))``, serialising ``obj`` once.
+
+    Raises:
+        CanonicalizationError: as ``canonical_json``.
+    """
+    text = _ENCODE_SORTED(obj) if _is_exact_json(obj, 0) else _ENCODE(_plain(obj, ()))
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalizationError(
+            f"a string contains a lone surrogate ({text[exc.start : exc.end]!r} at character "
+            f"{exc.start} of the JSON text) that UTF-8 cannot encode; fix the text's decoding"
+        ) from None
+    return text, data
+
+
 def canonical_json(obj: object) -> str:
     """Serialise ``obj`` to its one canonical JSON text.
 
@@ -130,20 +195,12 @@ def canonical_json(obj: object) -> str:
         CanonicalizationError: as for ``sort_keys_deep``; also for strings holding lone UTF-16
             surrogates, which have no UTF-8 encoding.
     """
-    text = json.dumps(_plain(obj, ()), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise CanonicalizationError(
-            f"a string contains a lone surrogate ({text[exc.start : exc.end]!r} at character "
-            f"{exc.start} of the JSON text) that UTF-8 cannot encode; fix the text's decoding"
-        ) from None
-    return text
+    return canonical_json_and_bytes(obj)[0]
 
 
 def canonical_json_bytes(obj: object) -> bytes:
     """``canonical_json(obj)`` encoded as UTF-8: the bytes that fingerprints hash."""
-    return canonical_json(obj).encode("utf-8")
+    return canonical_json_and_bytes(obj)[1]
 
 
 def canonical_tool_schema(tool: Mapping[str, Any], *, normalize: bool = True) -> dict[str, Any]:

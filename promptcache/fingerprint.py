@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from promptcache.canonical import canonical_json
+from promptcache.canonical import canonical_json_and_bytes
 from promptcache.changed_value import ChangedValue, changed_value, text_excerpt
 from promptcache.errors import ConfigError
 from promptcache.segments import APIS, SegmentKind, detect_api, split_request
@@ -45,6 +45,7 @@ __all__ = [
 
 #: The prefix hash of a request with no segments: SHA-256 of the empty byte string.
 EMPTY_PREFIX_HASH = hashlib.sha256(b"").hexdigest()
+_EMPTY_DIGEST = hashlib.sha256(b"").digest()
 
 #: Keys whose string values are not prompt text (structure or binary payloads); not counted in
 #: ``approx_prefix_tokens``.
@@ -148,10 +149,6 @@ class RequestFingerprint:
             ) from None
 
 
-def _chain(prev_hex: str, seg_hex: str) -> str:
-    return hashlib.sha256(bytes.fromhex(prev_hex) + bytes.fromhex(seg_hex)).hexdigest()
-
-
 def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFingerprint:
     """Hash every prefix segment of a vendor request body, and the chained prefix.
 
@@ -175,13 +172,17 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
     segments: list[Segment] = []
     chained: list[str] = []
     prev = EMPTY_PREFIX_HASH
+    prev_digest = _EMPTY_DIGEST
     num_tokens = 0
     for raw in raw_segments:
-        text = canonical_json(raw.value)
-        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        text, data = canonical_json_and_bytes(raw.value)
+        seg_hash = hashlib.sha256(data)
+        sha = seg_hash.hexdigest()
         tokens = _segment_tokens(sha, raw.kind, raw.value, text)
         segments.append(Segment(raw.path, raw.kind, sha, len(text), text, tokens))
-        prev = _chain(prev, sha)
+        link = hashlib.sha256(prev_digest + seg_hash.digest())  # chained[i]: over raw digests
+        prev_digest = link.digest()
+        prev = link.hexdigest()
         chained.append(prev)
         num_tokens += tokens
     model = body.get("modelId" if api == "bedrock_converse" else "model")

@@ -125,6 +125,8 @@ class _Splitter:
         self.breakpoints.append(RawBreakpoint(path, str(ttl), at))
 
     def _strip(self, value: Any, path: str, index: int) -> Any:
+        # Leaves (the exact scalar types json.loads gives) are kept as they are without a call
+        # or a path string: they hold no marker, and most of a body is leaves.
         if isinstance(value, Mapping):
             out: dict[Any, Any] = {}
             for key, item in value.items():
@@ -132,18 +134,26 @@ class _Splitter:
                     self.marker(path, item, index=index)
                 elif key == "prompt_cache_breakpoint":
                     self.breakpoints.append(RawBreakpoint(path, None, index))
+                elif type(item) in _LEAF_TYPES:
+                    out[key] = item
                 else:
                     out[key] = self._strip(item, f"{path}.{key}", index)
             return out
         if isinstance(value, (list, tuple)):
             kept = []
             for i, item in enumerate(value):
-                if _is_cache_point(item):
+                if type(item) in _LEAF_TYPES:
+                    kept.append(item)
+                elif _is_cache_point(item):
                     self.marker(f"{path}[{i}]", item["cachePoint"], index=index)
                 else:
                     kept.append(self._strip(item, f"{path}[{i}]", index))
             return kept
         return value
+
+
+#: Exact types ``_Splitter._strip`` returns unchanged without descending into them.
+_LEAF_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
 def _is_cache_point(item: Any) -> bool:

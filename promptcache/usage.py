@@ -382,7 +382,7 @@ class _Reader:
 
     def build(self, **counts: int) -> Usage:
         try:
-            raw = copy.deepcopy(dict(self.payload))
+            raw = _copy_usage(self.payload)
         except RecursionError:
             raise UsageParseError(
                 f"{self.vendor} usage object is nested too deeply (or contains a cycle) to keep "
@@ -394,6 +394,42 @@ class _Reader:
             warnings=tuple(self.warnings),
             **counts,
         )
+
+
+def _copy_usage(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``copy.deepcopy(dict(payload))``, by hand for what ``json.loads`` gives.
+
+    A usage object is a few nested dicts of ints: copying exact ``dict``/``list`` nodes and
+    sharing the immutable leaves (``str``, ``int``, ``float``, ``bool``, ``None``) gives an equal,
+    independent copy without ``deepcopy``'s memo and dispatch. Any other value (a subclass, a
+    tuple, an SDK object), a cycle or very deep nesting sends the whole object through
+    ``copy.deepcopy``.
+
+    Raises:
+        RecursionError: nested deeper than ``copy.deepcopy`` can copy.
+    """
+    try:
+        return {key: _copy_json_node(value) for key, value in payload.items()}
+    except (_NotPlainJson, RecursionError):
+        return copy.deepcopy(dict(payload))
+
+
+class _NotPlainJson(Exception):
+    """A value ``_copy_json_node`` leaves to ``copy.deepcopy``."""
+
+
+def _copy_json_node(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SHARED_LEAVES:
+        return value
+    if kind is dict:
+        return {key: _copy_json_node(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json_node(item) for item in value]
+    raise _NotPlainJson
+
+
+_SHARED_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _split_writes(
@@ -620,7 +656,7 @@ def _merge_latest(into: dict[str, Any], update: Mapping[str, Any]) -> None:
         if isinstance(value, Mapping) and isinstance(into.get(key), dict):
             _merge_latest(into[key], value)
         else:
-            into[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else value
+            into[key] = _copy_usage(value) if isinstance(value, Mapping) else value
 
 
 def _require_event(api: str, event: object) -> Mapping[str, Any]:
