@@ -143,6 +143,8 @@ class Usage:
             )
         for name in _COUNT_FIELDS:
             value = getattr(self, name)
+            if type(value) is int and value >= 0:  # the common case, without isinstance
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UsageParseError(f"Usage.{name} must be an int >= 0, got {value!r}")
 
@@ -328,7 +330,7 @@ class _Reader:
         for path in paths:
             node: object = self.payload
             for key in path.split("."):
-                if not isinstance(node, Mapping):
+                if type(node) is not dict and not isinstance(node, Mapping):
                     if node is None:
                         break
                     raise UsageParseError(
@@ -355,6 +357,8 @@ class _Reader:
         return value
 
     def _as_count(self, path: str, value: object) -> int:
+        if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:  # the common case
+            return value
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
