@@ -113,6 +113,10 @@ class CallsMixin(EngineState):
         # a message object of a literal system role, whatever builds it (a class of this or
         # another module, or one the analysis cannot see)
         self.message_object(node, chain)
+        if qual == "builtins.getattr":
+            field = self.getattr_field(node)
+            if field is not None:
+                return field
         frame = self.frame
         receiver: Value | None = None
         if isinstance(func, ast.Attribute) and qual is None:
@@ -183,6 +187,33 @@ class CallsMixin(EngineState):
         if not joined.facts:
             return CLEAN if tag is None else Value(ref=tag)
         return Value(self.assumed(joined.facts, node), ref=tag)
+
+    def getattr_field(self, node: ast.Call) -> Value | None:
+        """``getattr(obj, "name")`` read as ``obj.name`` (joined with the default of
+        ``getattr(obj, "name", default)``); None when the name is not a constant identifier or
+        the call has keywords or starred arguments (then it is an unknown call)."""
+        if node.keywords or not 2 <= len(node.args) <= 3:
+            return None
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        name = node.args[1]
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            return None
+        if not name.value.isidentifier():
+            return None
+        # one Attribute node per call, kept on the call: analyses key values by node
+        field = node.__dict__.get("_field_read")
+        if not isinstance(field, ast.Attribute):
+            field = ast.copy_location(
+                ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load()), node
+            )
+            field.end_lineno = node.end_lineno
+            field.end_col_offset = node.end_col_offset
+            node.__dict__["_field_read"] = field
+        value = self.eval(field)
+        if len(node.args) == 3:
+            value = join(value, self.eval(node.args[2]))
+        return value
 
     def assumed(self, facts: frozenset[Fact], node: ast.Call) -> frozenset[Fact]:
         """Facts carried through a call the analysis cannot see: its result is assumed to
@@ -423,7 +454,16 @@ class CallsMixin(EngineState):
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
                         given = receiver_attr(f.detail[len("self.") :])
                     elif f.param >= 0 and f.param in arg_values:
-                        given = entry_of(arg_values[f.param][0], f.detail).facts
+                        argument = arg_values[f.param][0]
+                        held = entry_of(argument, f.detail)
+                        given = held.facts
+                        parsed = entry_key(f.detail)
+                        if held is argument and parsed is not None and self.frame.func:
+                            # one field of a parameter of ours passed whole: our summary
+                            # names that field (``sdk.notifications``), not all of ``sdk``
+                            given = param_entry(
+                                given, parsed[0], id(self.frame.func), attribute=parsed[1]
+                            )
                     elif f.param in arg_values:
                         given = arg_values[f.param][0].facts
                     given = with_grain(given, f.granularity)
@@ -521,6 +561,7 @@ class CallsMixin(EngineState):
                 len(params) == 1
                 and len(facts) == 1
                 and next(iter(facts)).granularity != "sorted"
+                and entry_key(next(iter(facts)).detail) is None
                 and (index := params.pop()) in arg_values
             ):
                 # the argument itself is stored (``self.state = state``): keep its value,
@@ -959,8 +1000,9 @@ def entry_of(argument: Value, detail: str) -> Value:
     """What a summary's PARAM fact ``detail`` takes of ``argument``: for one entry of a
     parameter (``page['body']``) the value stored under that key when the argument is a dict
     whose keys are known; for one field (``data.instructions``) what an object we built holds
-    in that field (and what code elsewhere stores into it); else the whole argument (a key or
-    field it is not known to hold, a method, an argument of unknown shape)."""
+    in that field (and what code elsewhere stores into it), nothing for a field of it that
+    nothing stored into; else the whole argument (a key it is not known to hold, a method, an
+    argument of unknown shape)."""
     parsed = entry_key(detail)
     if parsed is None or argument.items is None:
         return argument
@@ -970,12 +1012,23 @@ def entry_of(argument: Value, detail: str) -> Value:
         return argument
     held = dict(argument.items).get(key)
     if held is None:
-        return argument
+        if not is_object or _has_method(argument.ref, key):
+            return argument
+        # a field of an object we built that nothing stored into holds nothing, as
+        # ``obj.field`` read where the object is built (``CallsMixin.attribute_of``)
+        held = CLEAN
     if isinstance(argument.ref, ExternalClass):
         extra = argument.ref.field_facts.get(key)
         if extra:
             held = held.with_facts(held.facts | extra)
     return held
+
+
+def _has_method(cls: object, name: str) -> bool:
+    """True when ``cls`` (a ``ClassInfo`` or ``ExternalClass``) has a method ``name``."""
+    if isinstance(cls, ClassInfo):
+        return cls.find_method(name) is not None
+    return isinstance(cls, ExternalClass) and name in cls.methods
 
 
 def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:

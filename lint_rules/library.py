@@ -35,6 +35,16 @@ _PASS_THROUGH = {
     "itertools.chain",
     "itertools.islice",
 }
+#: calls that start a process; the process object, its pipes and a run's result (stdout,
+#: returncode) carry nothing of the ``args``/``env=`` it was started with
+_PROCESS_STARTS = frozenset(
+    {
+        "asyncio.create_subprocess_exec",
+        "asyncio.create_subprocess_shell",
+        "subprocess.Popen",
+        "subprocess.run",
+    }
+)
 _BUILDER_QUALS = frozenset({"promptcache.PromptBuilder", "promptcache.prompt.PromptBuilder"})
 
 
@@ -70,6 +80,10 @@ class LibraryMixin(EngineState):
         kwargs: dict[str | None, Value],
     ) -> Value | None:
         first = args[0] if args else CLEAN
+        if qual in _PROCESS_STARTS:
+            # a started process: what it prints and returns is the program's output, made of
+            # neither its arguments nor its environment
+            return CLEAN
         source = CALL_SOURCES.get(qual)
         if source is not None:
             kind, granularity, shape = source

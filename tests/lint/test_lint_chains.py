@@ -240,3 +240,26 @@ def test_client_field_none_until_connect_keeps_its_class() -> None:
         ("agent.py", 22, "timeout_note"),
     ]
     assert not _check([finding])
+
+
+def test_getattr_of_a_constant_name_reads_that_field() -> None:
+    """``programs/z_getattr_fields``: ``getattr(obj, "name"[, default])`` reads field ``name``
+    as ``obj.name`` does, also in a helper given the object by a method that passes on its own
+    parameter. The SDK client's notifications (empty when built, filled from the server's
+    output) hold neither its environment-sized buffer nor the key and URL it starts the
+    server with, and a started process (``asyncio.create_subprocess_exec``,
+    ``subprocess.Popen``, ``subprocess.run``) carries neither its arguments nor its ``env=``
+    into its pid or its output; the settings' persona, from the environment, is found at both
+    system messages with its chain: the environment read, the settings built."""
+    folder = HERE / "programs" / "z_getattr_fields"
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    findings = sorted((d for r in results for d in r.diagnostics), key=lambda d: d.location.line)
+    assert [(d.code, Path(d.location.path).name, d.location.line) for d in findings] == [
+        ("PC017", "agent.py", 39),
+        ("PC017", "agent.py", 45),
+    ]
+    for finding in findings:
+        steps = [(Path(r.location.path).name, r.location.line, r.value) for r in finding.related]
+        assert steps == [("client.py", 53, "get"), ("agent.py", 12, "Settings")]
+    assert not _check(findings)
