@@ -245,7 +245,11 @@ _marker = st.sampled_from(
     ]
 )
 _block = st.recursive(
-    st.text(max_size=8) | st.integers() | st.floats(allow_nan=False) | st.booleans() | st.none(),
+    st.text(max_size=8)
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.none(),
     lambda children: (
         st.lists(children, max_size=3)
         | st.dictionaries(
