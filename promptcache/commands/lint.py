@@ -131,6 +131,12 @@ def lint(
     found = config_path or lint_config.find_pyproject(Path.cwd())
     config = lint_config.load_config(found, KNOWN_CODES)
     if select is not None:
+        if not _codes(select):  # an empty selection would read as "no restriction": every rule
+            raise click.BadParameter(
+                f"{select!r} names no rule code; give codes such as PC001,PC005, or leave "
+                "--select out to run every rule",
+                param_hint="'--select'",
+            )
         config = replace(config, select=frozenset(get_rule(c).code for c in _codes(select)))
     if ignore is not None:
         config = replace(config, ignore=config.ignore | {get_rule(c).code for c in _codes(ignore)})

@@ -102,6 +102,9 @@ def test_config_select_ignore_and_errors(project: Path) -> None:
     (project / "pyproject.toml").unlink()
     assert run("bad.py", "--select", "PC002").exit_code == 0
     assert run("bad.py", "--select", "PC01").exit_code == 2
+    for empty in ("", ",,", " , "):  # no code at all is a mistake, not "every rule"
+        result = run("bad.py", "--select", empty)
+        assert result.exit_code == 2 and "names no rule code" in result.output, result.output
 
 
 def test_per_file_ignores_exclude_and_gitignore(project: Path) -> None:
