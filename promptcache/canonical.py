@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from promptcache.errors import CanonicalizationError
@@ -123,6 +123,10 @@ _ENCODE_SORTED: Final = json.JSONEncoder(
 _ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
+# the JSON scalars that serialise the same whatever their context
+_LEAF_KINDS = frozenset({str, int, bool, type(None)})
+
+
 def _is_exact_json(obj: object, depth: int) -> bool:
     """True when ``obj`` is made only of exact ``dict`` (exact ``str`` keys), ``list``, ``str``,
     ``int``, ``bool``, ``None`` and finite ``float``, with no container ``MAX_DEPTH`` or more
@@ -132,33 +136,30 @@ def _is_exact_json(obj: object, depth: int) -> bool:
     False and goes through ``_plain``, which converts it or raises.
     """
     kind = type(obj)
-    if kind is dict:
-        if depth >= MAX_DEPTH:
-            return False
-        for key, value in obj.items():  # type: ignore[attr-defined]
-            if type(key) is not str:
-                return False
-            value_kind = type(value)
-            if value_kind is str or value_kind is int or value_kind is bool or value is None:
-                continue
-            if not _is_exact_json(value, depth + 1):
-                return False
-        return True
-    if kind is list:
-        if depth >= MAX_DEPTH:
-            return False
-        for value in obj:  # type: ignore[attr-defined]
-            value_kind = type(value)
-            if value_kind is str or value_kind is int or value_kind is bool or value is None:
-                continue
-            if not _is_exact_json(value, depth + 1):
-                return False
-        return True
-    if kind is str or kind is int or kind is bool or obj is None:
+    if kind in _LEAF_KINDS:
         return True
     if kind is float:
         return math.isfinite(obj)  # type: ignore[arg-type]
-    return False
+    values: Iterable[object]
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
+        for key in obj:  # type: ignore[attr-defined]
+            if type(key) is not str:
+                return False
+        values = obj.values()  # type: ignore[attr-defined]
+    elif kind is list:
+        if depth >= MAX_DEPTH:
+            return False
+        values = obj  # type: ignore[assignment]
+    else:
+        return False
+    for value in values:
+        if type(value) in _LEAF_KINDS:
+            continue
+        if not _is_exact_json(value, depth + 1):
+            return False
+    return True
 
 
 def canonical_json_and_bytes(obj: object) -> tuple[str, bytes]:
