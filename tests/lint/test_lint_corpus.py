@@ -46,7 +46,7 @@ def ev() -> ModuleType:
 
 def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> None:
     seeds, repos = ev.load_repos(CORPUS / "repos.toml")
-    assert seeds == {1: 20261203, 2: 20261204}
+    assert seeds == {1: 20261203, 2: 20261204, 3: 20261205}
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
     assert len({r.tree for r in repos}) == len(repos)
@@ -60,13 +60,20 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
         halves = [r.half for r in members]
         assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
-    assert sizes == {1: 17, 2: 8}
+    assert sizes == {1: 17, 2: 8, 3: 8}
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
         "TransformerOptimus/SuperAGI",
         "crewAIInc/crewAI",
         "geekan/MetaGPT",
         "getzep/graphiti",
+    ]
+    # batch 3 as recorded: sorted names shuffled by Random(20261205), the first 4 tuning
+    assert sorted(r.repo for r in repos if r.batch == 3 and r.half == "tuning") == [
+        "Pythagora-io/gpt-pilot",
+        "griptape-ai/griptape",
+        "qodo-ai/pr-agent",
+        "stanford-oval/storm",
     ]
     assert ev.main(["split"]) == 0
 
@@ -118,7 +125,7 @@ def test_split_command_checks_every_batch(
 
 
 def _label_files() -> list[tuple[int, str]]:
-    return [(batch, half) for batch in (1, 2) for half in ("tuning", "evaluation")]
+    return [(batch, half) for batch in (1, 2, 3) for half in ("tuning", "evaluation")]
 
 
 @pytest.mark.parametrize(("batch", "half"), _label_files())
@@ -129,7 +136,9 @@ def test_labels_are_well_formed(ev: ModuleType, batch: int, half: str) -> None:
     _, repos = ev.load_repos(CORPUS / "repos.toml")
     commit_of = {r.repo: r.commit for r in repos if r.half == half and r.batch == batch}
     labels = ev.load_labels(path)
-    assert labels
+    # a half where the linter reported nothing has a file with no [[label]]; any other table
+    # (a misspelt [[lable]]) would hide labels from the join
+    assert set(ev.tomllib.loads(path.read_text(encoding="utf-8"))) <= {"label"}
     keys = [(lab.repo, lab.file, lab.line, lab.rule) for lab in labels]
     assert len(set(keys)) == len(keys), "one label per (repo, file, line, rule)"
     for lab in labels:
@@ -317,5 +326,17 @@ def test_lint_command_selects_a_batch(
     ]
     assert ev.main([*base, "--batch", "3"]) == 2
     assert "no batch 3" in capsys.readouterr().err
+    # the recorded corpus: --batch 3 takes the 4 repositories of batch 3's tuning half
+    (tmp_path / "none.json").write_text('{"findings": {}, "files": {}}', encoding="utf-8")
+    argv = ["lint", "--half", "tuning", "--batch", "3", "--load", str(tmp_path / "none.json")]
+    assert ev.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "tuning half of batch 3: 4 repositories" in out
+    assert sorted(line.split("|")[1].strip() for line in out.splitlines()[3:7]) == [
+        "Pythagora-io/gpt-pilot",
+        "griptape-ai/griptape",
+        "qodo-ai/pr-agent",
+        "stanford-oval/storm",
+    ]
     assert ev.labels_path("evaluation", 2).name == "labels_batch2_evaluation.toml"
     assert ev.labels_path("evaluation", 1).name == "labels_evaluation.toml"

@@ -164,8 +164,14 @@ def test_corpus_mode_rows_match_the_trees(
 def test_corpus_trees_take_one_batch(bench: ModuleType, tmp_path: Path) -> None:
     """``--corpus`` measures batch 1 unless ``--batch`` names another: a row without a
     ``batch`` field is batch 1, and the halves split each batch."""
-    rows = [("a/one", "tuning", None), ("b/two", "evaluation", None), ("c/three", "tuning", 2),
-            ("d/four", "evaluation", 2)]
+    rows = [
+        ("a/one", "tuning", None),
+        ("b/two", "evaluation", None),
+        ("c/three", "tuning", 2),
+        ("d/four", "evaluation", 2),
+        ("e/five", "tuning", 3),
+        ("f/six", "evaluation", 3),
+    ]
     text = ""
     for repo, half, batch in rows:
         tree = repo.split("/")[1]
@@ -182,3 +188,5 @@ def test_corpus_trees_take_one_batch(bench: ModuleType, tmp_path: Path) -> None:
     assert names("evaluation", 1) == ["b/two"]
     assert names("all", 2) == ["c/three", "d/four"]
     assert names("tuning", 2) == ["c/three"]
+    assert names("all", 3) == ["e/five", "f/six"]
+    assert names("evaluation", 3) == ["f/six"]
