@@ -32,6 +32,7 @@ from promptcache.errors import PromptCacheError, StoreError
 from promptcache.fingerprint import RequestFingerprint, fingerprint_request
 from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
 
+from . import json_decode
 from .config import ProxyConfig, UpstreamConfig
 from .diagnostics import (
     DIAGNOSABLE_APIS,
@@ -70,7 +71,7 @@ __all__ = ["REQUEST_ID_HEADER", "ProxyEndpoint", "ProxyState", "RecordHook"]
 
 logger = logging.getLogger("promptcache.proxy")
 
-#: JSON's names for the kinds of value json.loads returns, for error messages.
+#: JSON's names for the kinds of value json_decode.loads returns, for error messages.
 _JSON_KINDS = {
     list: "array",
     str: "string",
@@ -225,7 +226,7 @@ class ProxyEndpoint:
                 ex.usage_api = None
         if self.spec.json_body:
             try:
-                parsed = json.loads(body)
+                parsed = json_decode.loads(body)
                 too_deep = _nested_deeper_than(parsed, body, MAX_JSON_DEPTH)
             except RecursionError:  # json's C parser: around 1,000 levels, less on a deep stack
                 too_deep = True
@@ -573,7 +574,7 @@ class ProxyEndpoint:
                 ):
                     continue  # a plain delta: its JSON would change nothing read here
                 try:
-                    payload = json.loads(data)
+                    payload = json_decode.loads(data)
                 except ValueError:
                     continue
             if not isinstance(payload, dict):
@@ -711,7 +712,7 @@ class ProxyEndpoint:
         if ex.accumulator is not None:
             usage = ex.accumulator.result()
         elif ex.usage_api and body and not ex.copy_truncated and status < 400:
-            payload = json.loads(body)
+            payload = json_decode.loads(body)
             if isinstance(payload, dict):
                 usage = parse_usage(ex.usage_api, payload)
                 self._note_diagnosis(ex, payload)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from . import json_decode
 from .sse import ServerSentEvent
 
 __all__ = [
@@ -73,7 +74,7 @@ def drop_injected_usage_chunk(
     for index, event in enumerate(events):
         if event.data.startswith("{") and _EMPTY_CHOICES.search(event.data):
             try:
-                payload = json.loads(event.data)
+                payload = json_decode.loads(event.data)
             except ValueError:
                 payload = None
             parsed[index] = payload
