@@ -1,0 +1,201 @@
+"""Where the proxy's CPU per routed request goes: its event-loop thread, its other threads (the
+log writer), with the log and without it, and the proxy while idle.
+
+Setup (each a separate process on 127.0.0.1): ``--replicas`` (4) engine-shaped mock replicas
+(this script's ``--serve-mock PORT``: a raw ASGI app under uvicorn answering a streamed chat or
+completions request with 12 one-token content events, the usage event when
+``stream_options.include_usage`` asks for it, and ``[DONE]``, ``--event-gap-ms`` (5) apart so
+that each event is its own upstream read, as a real engine's tokens are), behind one
+``promptcache proxy --upstream URL1,...,URL4 --routing-policy prefix``, once with ``--db``
+(the default proxy: log, explainer, metrics) and once with ``--no-log``. The load is
+``benchmarks/proxy_routing.py``'s chat workload (8 tenants' documents of about 1,200
+characters, 4-turn sessions, streamed with usage) at ``--concurrency`` (8), ``--requests`` (600)
+requests, after as many again to warm up.
+
+Per configuration it prints the proxy's CPU per request from ``/proc/PID/task/*/stat`` (user +
+system, 10 ms ticks): the event-loop thread (the process's main thread) and the other threads
+together (the log writer; anyio's worker threads), and the proxy's CPU per second while idle
+(``--idle-s``, 20 s, before the load: uvicorn's main loop and the replicas' health checks). The
+counts of streamed requests that came back whole are checked (every request must).
+
+Usage::
+
+    .venv/bin/python benchmarks/proxy_cpu_split.py
+    .venv/bin/python benchmarks/proxy_cpu_split.py --requests 300 --idle-s 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import proxy_routing as routing
+
+CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+
+
+# -- the mock replica ----------------------------------------------------------------------
+
+
+def mock_app(event_gap_s: float) -> Any:
+    """An engine-shaped ASGI app: ``GET`` anything -> 200; ``POST`` a streamed chat or
+    completions request -> 12 one-token events (+ usage when asked) + ``[DONE]``."""
+    served = [0]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["method"] != "POST":
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
+            await send({"type": "http.response.body", "body": b"ok"})
+            return  # fmt: skip
+        served[0] += 1
+        request = json.loads(body)
+        chat = scope["path"].endswith("/chat/completions")
+        base = {"id": f"cmpl-{served[0]}", "created": int(time.time()), "model": "tiny",
+                "object": "chat.completion.chunk" if chat else "text_completion"}  # fmt: skip
+        usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})  # fmt: skip
+        for i in range(12):
+            delta = {"content": " tok"} if i else {"role": "assistant", "content": " tok"}
+            choice: dict[str, Any] = {"index": 0, "logprobs": None,
+                                      "finish_reason": "length" if i == 11 else None}  # fmt: skip
+            choice.update({"delta": delta} if chat else {"text": " tok"})
+            event = {**base, "choices": [choice], **({"usage": None} if usage else {})}
+            data = b"data: " + json.dumps(event).encode() + b"\n\n"
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+            await asyncio.sleep(event_gap_s)
+        if usage:
+            counts = {"prompt_tokens": 300, "completion_tokens": 12, "total_tokens": 312,
+                      "prompt_tokens_details": {"cached_tokens": 256}}  # fmt: skip
+            data = b"data: " + json.dumps({**base, "choices": [], "usage": counts}).encode()
+            await send({"type": "http.response.body", "body": data + b"\n\n", "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    return app
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process ``pid`` so far."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+    return out
+
+
+def split(pid: int, before: dict[int, float], after: dict[int, float]) -> tuple[float, float]:
+    """(event-loop thread, other threads) CPU seconds between two ``thread_cpu`` readings."""
+    loop = after.get(pid, 0.0) - before.get(pid, 0.0)
+    others = sum(v - before.get(t, 0.0) for t, v in after.items() if t != pid)
+    return loop, others
+
+
+def measure(args: argparse.Namespace, urls: list[str], log: bool, folder: Path) -> None:
+    port = routing.free_port()
+    target = ["--db", str(folder / f"log-{port}.db")] if log else ["--no-log"]
+    proxy = subprocess.Popen(
+        [*routing.CLI, "proxy", "--upstream", ",".join(urls), "--routing-policy", "prefix",
+         "--port", str(port), "--log-level", "error", *target],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        routing.wait_http(url + "/healthz", proxy)
+        before = thread_cpu(proxy.pid)
+        time.sleep(args.idle_s)
+        idle_loop, idle_others = split(proxy.pid, before, thread_cpu(proxy.pid))
+        rng = random.Random(0)
+        prompts = [f"This is the story book of tenant {t}. "
+                   + " ".join(rng.choice(routing.WORDS) for _ in range(200))
+                   for t in range(routing.TENANTS)]  # fmt: skip
+        runs = []
+        for _ in ("warm-up", "measured"):
+            before = thread_cpu(proxy.pid)
+            outcome = asyncio.run(routing.drive(url, prompts, requests=args.requests,
+                                                concurrency=args.concurrency, turns=4))  # fmt: skip
+            runs.append((outcome, split(proxy.pid, before, thread_cpu(proxy.pid))))
+        outcome, (loop, others) = runs[-1]
+        if outcome.ok != args.requests:
+            raise SystemExit(f"only {outcome.ok} of {args.requests} requests came back whole: "
+                             f"{outcome.errors[:2]}")  # fmt: skip
+        per = 1000 / args.requests
+        name = "proxy, --db" if log else "proxy, --no-log"
+        print(f"{name:<16} CPU per request {(loop + others) * per:.2f} ms: event-loop thread "
+              f"{loop * per:.2f} ms, other threads {others * per:.2f} ms; idle "
+              f"{(idle_loop + idle_others) * 1000 / args.idle_s:.2f} ms/s "
+              f"({outcome.ok} requests whole)")  # fmt: skip
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        try:
+            proxy.wait(30)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicas", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--event-gap-ms", type=float, default=5.0)
+    parser.add_argument("--idle-s", type=float, default=20.0)
+    parser.add_argument("--serve-mock", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_mock is not None:
+        import uvicorn
+
+        uvicorn.run(mock_app(args.event_gap_ms / 1000), host="127.0.0.1", port=args.serve_mock,
+                    log_level="warning", access_log=False, lifespan="on")  # fmt: skip
+        return
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.replicas} mock replicas, "
+          f"{args.requests} chat requests at concurrency {args.concurrency}, events "
+          f"{args.event_gap_ms:g} ms apart")  # fmt: skip
+    ports = [routing.free_port() for _ in range(args.replicas)]
+    mocks = [subprocess.Popen([sys.executable, __file__, "--serve-mock", str(p),
+                               "--event-gap-ms", str(args.event_gap_ms)])
+             for p in ports]  # fmt: skip
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    try:
+        for proc, url in zip(mocks, urls, strict=True):
+            routing.wait_http(url + "/health", proc)
+        with tempfile.TemporaryDirectory() as folder:
+            for log in (True, False):
+                measure(args, urls, log, Path(folder))
+    finally:
+        for proc in mocks:
+            proc.terminate()
+        for proc in mocks:
+            proc.wait(30)
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
