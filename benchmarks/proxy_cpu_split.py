@@ -18,10 +18,17 @@ together (the log writer; anyio's worker threads), and the proxy's CPU per secon
 (``--idle-s``, 20 s, before the load: uvicorn's main loop and the replicas' health checks). The
 counts of streamed requests that came back whole are checked (every request must).
 
+``--profile FILE``: the ``--db`` proxy's measured requests run under cProfile with the
+``time.thread_time`` clock (the event-loop thread's CPU only; the proxy is started through this
+script's ``--profiled-proxy FILE``, which turns the profiler on and off on ``SIGUSR1``) and the
+stats go to ``FILE`` (read them with ``python -m pstats FILE``); that run's CPU figures include
+the profiler's own cost.
+
 Usage::
 
     .venv/bin/python benchmarks/proxy_cpu_split.py
     .venv/bin/python benchmarks/proxy_cpu_split.py --requests 300 --idle-s 10
+    .venv/bin/python benchmarks/proxy_cpu_split.py --profile /tmp/proxy.pstats
 """
 
 from __future__ import annotations
@@ -118,11 +125,39 @@ def split(pid: int, before: dict[int, float], after: dict[int, float]) -> tuple[
     return loop, others
 
 
-def measure(args: argparse.Namespace, urls: list[str], log: bool, folder: Path) -> None:
+def profiled_proxy(stats: str, cli_args: list[str]) -> None:
+    """Run ``promptcache`` with ``cli_args`` in this process; ``SIGUSR1`` turns a cProfile
+    profiler (``time.thread_time`` clock) on, the next one off and writes its stats to
+    ``stats``."""
+    import cProfile
+
+    profiler = cProfile.Profile(time.thread_time)
+    running = [False]
+
+    def toggle(*_: Any) -> None:
+        if running[0]:
+            profiler.disable()
+            profiler.dump_stats(stats)
+        else:
+            profiler.enable()
+        running[0] = not running[0]
+
+    signal.signal(signal.SIGUSR1, toggle)
+    sys.argv = ["promptcache", *cli_args]
+    from promptcache.cli import main as cli_main
+
+    cli_main()
+
+
+def measure(
+    args: argparse.Namespace, urls: list[str], log: bool, folder: Path, profile: str | None = None
+) -> None:
     port = routing.free_port()
     target = ["--db", str(folder / f"log-{port}.db")] if log else ["--no-log"]
+    start = routing.CLI if profile is None else [sys.executable, __file__, "--profiled-proxy",
+                                                  profile, "--"]  # fmt: skip
     proxy = subprocess.Popen(
-        [*routing.CLI, "proxy", "--upstream", ",".join(urls), "--routing-policy", "prefix",
+        [*start, "proxy", "--upstream", ",".join(urls), "--routing-policy", "prefix",
          "--port", str(port), "--log-level", "error", *target],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -137,17 +172,24 @@ def measure(args: argparse.Namespace, urls: list[str], log: bool, folder: Path) 
                    + " ".join(rng.choice(routing.WORDS) for _ in range(200))
                    for t in range(routing.TENANTS)]  # fmt: skip
         runs = []
-        for _ in ("warm-up", "measured"):
+        for phase in ("warm-up", "measured"):
+            if profile is not None and phase == "measured":
+                proxy.send_signal(signal.SIGUSR1)  # profiler on
             before = thread_cpu(proxy.pid)
             outcome = asyncio.run(routing.drive(url, prompts, requests=args.requests,
                                                 concurrency=args.concurrency, turns=4))  # fmt: skip
             runs.append((outcome, split(proxy.pid, before, thread_cpu(proxy.pid))))
+        if profile is not None:
+            proxy.send_signal(signal.SIGUSR1)  # profiler off, stats written
+            deadline = time.monotonic() + 30
+            while not Path(profile).exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
         outcome, (loop, others) = runs[-1]
         if outcome.ok != args.requests:
             raise SystemExit(f"only {outcome.ok} of {args.requests} requests came back whole: "
                              f"{outcome.errors[:2]}")  # fmt: skip
         per = 1000 / args.requests
-        name = "proxy, --db" if log else "proxy, --no-log"
+        name = ("proxy, --db" if log else "proxy, --no-log") + (" (profiled)" if profile else "")
         print(f"{name:<16} CPU per request {(loop + others) * per:.2f} ms: event-loop thread "
               f"{loop * per:.2f} ms, other threads {others * per:.2f} ms; idle "
               f"{(idle_loop + idle_others) * 1000 / args.idle_s:.2f} ms/s "
@@ -167,8 +209,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--event-gap-ms", type=float, default=5.0)
     parser.add_argument("--idle-s", type=float, default=20.0)
+    parser.add_argument("--profile", metavar="FILE",
+                        help="also run the --db proxy under cProfile, stats to FILE")  # fmt: skip
     parser.add_argument("--serve-mock", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--profiled-proxy", metavar="FILE", help=argparse.SUPPRESS)
+    args, rest = parser.parse_known_args()
+    if args.profiled_proxy is not None:
+        profiled_proxy(args.profiled_proxy, rest[1:] if rest[:1] == ["--"] else rest)
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.serve_mock is not None:
         import uvicorn
 
@@ -189,6 +239,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             for log in (True, False):
                 measure(args, urls, log, Path(folder))
+            if args.profile is not None:
+                Path(args.profile).unlink(missing_ok=True)
+                measure(args, urls, True, Path(folder), profile=args.profile)
+                print(f"profile of the event-loop thread: {args.profile}")
     finally:
         for proc in mocks:
             proc.terminate()
