@@ -186,7 +186,8 @@ class CallsMixin(EngineState):
         joined = join(*parts)
         if not joined.facts:
             return CLEAN if tag is None else Value(ref=tag)
-        return Value(self.assumed(joined.facts, node), ref=tag)
+        own = parts[-1].facts if receiver is not None else frozenset()
+        return Value(self.assumed(joined.facts, node, own), ref=tag)
 
     def getattr_field(self, node: ast.Call) -> Value | None:
         """``getattr(obj, "name")`` read as ``obj.name`` (joined with the default of
@@ -215,11 +216,16 @@ class CallsMixin(EngineState):
             value = join(value, self.eval(node.args[2]))
         return value
 
-    def assumed(self, facts: frozenset[Fact], node: ast.Call) -> frozenset[Fact]:
+    def assumed(
+        self, facts: frozenset[Fact], node: ast.Call, receiver: frozenset[Fact] = frozenset()
+    ) -> frozenset[Fact]:
         """Facts carried through a call the analysis cannot see: its result is assumed to
         carry its arguments' volatile or order-unstable values (it might as well sort or drop
         them), so their chain gains an ``ASSUMED`` step (an unproven flow: no finding, shown
-        by ``--explain``)."""
+        by ``--explain``). A parameter's fact is marked too, so that the caller's argument is
+        unproven there as well, unless it is one of the ``receiver``'s facts: a method of the
+        parameter's own value (``moment.astimezone(zone)``, ``text.title()``) returns what
+        that value holds."""
         func = node.func
         if (isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS) or (
             self.qualify(func) in PASS_THROUGH_FUNCTIONS
@@ -228,7 +234,12 @@ class CallsMixin(EngineState):
         name, line = _called_name(node)
         step = (f"{ASSUMED} {name}()", line, name, "")
         return frozenset(
-            f.passed_on(step) if f.kind not in _BOOKKEEPING and not f.pinned else f for f in facts
+            f.passed_on(step)
+            if f.kind not in _UNCHAINED
+            and not f.pinned
+            and not (f.kind is Kind.PARAM and f in receiver)
+            else f
+            for f in facts
         )
 
     def message_object(self, node: ast.Call, chain: tuple[str, ...]) -> None:
@@ -412,7 +423,14 @@ class CallsMixin(EngineState):
             """``held_at(path)`` and what calls in this function stored into that field of
             the receiver (``session.touch()`` -> ``session.last_seen``)."""
             held = held_at(path)
-            if receiver is not None and isinstance(receiver.ref, ExternalClass):
+            if (
+                receiver is not None
+                and isinstance(receiver.ref, ExternalClass)
+                and receiver.items is None
+            ):
+                # an instance whose fields are not known may be one that other code stored
+                # into; one the program built here (a constructor's own, or its result) holds
+                # only what was stored into it here
                 held = held | receiver.ref.field_facts.get(path.split(".")[0], frozenset())
             if receiver_text is not None:
                 stored = self.frame.env.get(f"{receiver_text}.{path.split('.')[0]}")
@@ -467,6 +485,10 @@ class CallsMixin(EngineState):
                     elif f.param in arg_values:
                         given = arg_values[f.param][0].facts
                     given = with_grain(given, f.granularity)
+                    if not f.proven:
+                        # the callee passes this parameter on only through a call it cannot
+                        # see: so is the argument, here
+                        given = frozenset(unproven(g, f.via) for g in given)
                     out |= passed_role(given, f.role)
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
@@ -694,7 +716,7 @@ class CallsMixin(EngineState):
             # a stream's data: what the stream holds (``io.StringIO(text).read()``), not the
             # size or the separator it is read with (``stdout.read(chunk_size)``)
             stream = _unobjected(receiver)
-            return Value(self.assumed(stream.facts, node)) if stream.facts else CLEAN
+            return Value(self.assumed(stream.facts, node, stream.facts)) if stream.facts else CLEAN
         if receiver.shape is Shape.STR:
             if method == "join":
                 unordered = self.iteration_fact(first, node.args[0]) if node.args else None
@@ -809,10 +831,12 @@ class CallsMixin(EngineState):
         return CLEAN
 
     def attribute_of(self, base: Value, node: ast.Attribute) -> Value:
-        """What ``base.<attr>`` holds; for another module's class, also what code anywhere
-        in the program stores into that field (``ExternalClass.field_facts``)."""
+        """What ``base.<attr>`` holds; for an instance of another module's class whose
+        fields are not known (a parameter, a global), also what code anywhere in the program
+        stores into that field (``ExternalClass.field_facts``); an instance built here holds
+        only what was stored into it here."""
         value = self._attribute_of(base, node)
-        if isinstance(base.ref, ExternalClass):
+        if isinstance(base.ref, ExternalClass) and base.items is None:
             extra = base.ref.field_facts.get(node.attr)
             if extra:
                 value = value.with_facts(value.facts | extra)
@@ -955,6 +979,20 @@ class Unresolved:
 
 #: fact kinds that are the analysis's own bookkeeping, not findings' values
 _BOOKKEEPING = frozenset({Kind.PARAM, Kind.LOOP, Kind.VARIES})
+#: fact kinds whose chain is not kept (a PARAM fact keeps its unproven steps: ``unproven``)
+_UNCHAINED = frozenset({Kind.LOOP, Kind.VARIES})
+
+
+def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:
+    """``fact`` (an argument's) carrying the unproven steps of ``via`` (the chain of the
+    callee's parameter fact it stands for), so a finding made of it is shown only by
+    ``--explain``; facts of the kinds in ``_UNCHAINED`` and pinned facts stay as they are."""
+    if fact.kind in _UNCHAINED or fact.pinned:
+        return fact
+    for step in via:
+        if step[0].startswith(ASSUMED):
+            fact = fact.passed_on(step)
+    return fact
 
 
 def _called_name(node: ast.Call) -> tuple[str, int]:
@@ -1000,9 +1038,9 @@ def entry_of(argument: Value, detail: str) -> Value:
     """What a summary's PARAM fact ``detail`` takes of ``argument``: for one entry of a
     parameter (``page['body']``) the value stored under that key when the argument is a dict
     whose keys are known; for one field (``data.instructions``) what an object we built holds
-    in that field (and what code elsewhere stores into it), nothing for a field of it that
-    nothing stored into; else the whole argument (a key it is not known to hold, a method, an
-    argument of unknown shape)."""
+    in that field (not what code elsewhere stores into that field of other instances),
+    nothing for a field of it that nothing stored into; else the whole argument (a key it is
+    not known to hold, a method, an argument of unknown shape)."""
     parsed = entry_key(detail)
     if parsed is None or argument.items is None:
         return argument
@@ -1017,10 +1055,6 @@ def entry_of(argument: Value, detail: str) -> Value:
         # a field of an object we built that nothing stored into holds nothing, as
         # ``obj.field`` read where the object is built (``CallsMixin.attribute_of``)
         held = CLEAN
-    if isinstance(argument.ref, ExternalClass):
-        extra = argument.ref.field_facts.get(key)
-        if extra:
-            held = held.with_facts(held.facts | extra)
     return held
 
 

@@ -27,8 +27,14 @@ from .toolnames import combine, literal_key
 class ExprsMixin(EngineState):
     """``eval()`` and one ``expr_<NodeType>`` method per expression node type."""
 
-    def flatten(self, node: ast.expr, depth: int = 0) -> list[tuple[ast.AST, Value]]:
-        """The pieces of text built by f-strings, ``+`` and ``sep.join([...])``, in order."""
+    def flatten(
+        self, node: ast.expr, depth: int = 0, known: Value | None = None
+    ) -> list[tuple[ast.AST, Value]]:
+        """The pieces of text built by f-strings, ``+`` and ``sep.join([...])``, in order.
+
+        ``known``: the value of ``node`` itself, already evaluated by the caller: a node that
+        is not split into pieces is not evaluated again (evaluating a constructor call again
+        would record its sinks again, and so on without end)."""
         if depth > 3:
             return [(node, self.eval(node))]
         if isinstance(node, ast.JoinedStr):
@@ -61,7 +67,7 @@ class ExprsMixin(EngineState):
             for elt in node.args[0].elts:
                 out.extend(self.flatten(elt, depth + 1))
             return out
-        return [(node, self.eval(node))]
+        return [(node, known if known is not None else self.eval(node))]
 
     # ------------------------------------------------------------------ expressions
 

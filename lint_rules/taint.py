@@ -336,13 +336,17 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             f: triggered(text) or any(call in text for call in sink_calls)
             for f, text in texts.items()
         }
-        changed = any(flags.values()) and not all(flags.values())
-        while changed:
-            changed = False
-            calls = [f"{f.name}(".encode() for f, on in flags.items() if on]
+        # to a fixed point: each round looks only for calls of the functions found relevant
+        # in the round before (one already searched for matches no other function later)
+        found = [f for f, on in flags.items() if on]
+        while found and not all(flags.values()):
+            calls = [f"{f.name}(".encode() for f in found]
+            found = []
             for func, on in flags.items():
                 if not on and any(call in texts[func] for call in calls):
-                    flags[func] = changed = True
+                    found.append(func)
+            for func in found:
+                flags[func] = True
         self.relevant = lambda node: flags.get(node, True)  # type: ignore[call-overload]
 
     def _collect(self, body: list[ast.stmt]) -> None:
@@ -466,7 +470,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             ):
                 parts = tuple(
                     (n, v.dynamic, len(v.const) if v.const is not None else None, v.facts)
-                    for n, v in self.flatten(node)
+                    for n, v in self.flatten(node, known=value)
                 )
             self.entries.append(
                 PrefixEntry(region, value, node, label, self.frame.once, parts, self.frame.func)

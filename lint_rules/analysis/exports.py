@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..facts import PINNABLE, Fact, Kind, Shape, Value
+from ..facts import ASSUMED, PINNABLE, Fact, Kind, Shape, Value
 from ..frames import ClassInfo, ExternalClass, Summary
 
 JSON = dict[str, Any]
@@ -52,10 +52,13 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         fact.pinned,
         fact.param,
         "" if param_key else (fact.path or path),
-        # the chain's steps keep the file they are in
-        []
-        if param_key
-        else [[text, line, name, step_path or path] for text, line, name, step_path in fact.via],
+        # the chain's steps keep the file they are in; a parameter's fact keeps only its
+        # unproven steps (``calls.unproven``)
+        [
+            [text, line, name, step_path or path]
+            for text, line, name, step_path in fact.via
+            if not param_key or text.startswith(ASSUMED)
+        ],
         fact.role,
     ]
 

@@ -13,7 +13,7 @@ def ask_gemini(query: str, history: list):
 
 
 def ask_gemini_stamped(query: str, history: list):
-    return gemini.send(build(f"Now: {datetime.now():%H:%M}", query, history))  # PC001: 23
+    return gemini.send(build(f"Now: {datetime.now():%H:%M}", query, history))  # PC001: 37
 
 
 def ask_gemini_unfiltered(query: str):
@@ -25,7 +25,7 @@ def ask_responses(query: str, history: list):
 
 
 def ask_responses_stamped(query: str, history: list):
-    return responses.send(build(f"Now: {datetime.now():%H:%M}", query, history))  # PC001: 26
+    return responses.send(build(f"Now: {datetime.now():%H:%M}", query, history))  # PC001: 40
 
 
 def ask_dicts(query: str):
