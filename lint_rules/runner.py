@@ -23,6 +23,7 @@ from ._base import Diagnostic
 from .analysis.cache import diagnostic_to_json, digest
 from .analysis.exports import load_externals
 from .analysis.program import Task, lint_program
+from .chains import Lines, chain_holds
 from .config import LintConfig
 from .context import ModuleContext
 from .facts import ASSUMED
@@ -226,12 +227,15 @@ def analyse_source(
             exports = analyzer.export(requests, path)
             wanted = analyzer.wanted
             ctx = ModuleContext(path, text, tree, config, entries, sinks, analyzer.breakpoint_calls)
+            lines_of = _line_reader(path, text)
             for code in sorted(codes):
                 check = CHECKS.get(code)
                 if check is not None:
                     for diagnostic in check(ctx):
-                        # a chain through a call the analysis cannot see is not proven
-                        (diagnostics if proven(diagnostic) else notes).append(diagnostic)
+                        # a chain through a call the analysis cannot see, or one whose places
+                        # do not show what it says, is not proven
+                        held = proven(diagnostic) and chain_holds(diagnostic, lines_of)
+                        (diagnostics if held else notes).append(diagnostic)
         except RecursionError:
             # code nested deeper than the analysis can follow: say so, lint the other files
             diagnostics = [_not_analysed(path, "it nests deeper than the analysis can follow")]
@@ -259,6 +263,22 @@ def analyse_source(
         wanted,
         triggered,
     )
+
+
+def _line_reader(path: str, text: str) -> Lines:
+    """The lines of a file a chain names: ``text`` for ``path`` itself, another file read
+    once (None when it cannot be read or decoded)."""
+    read: dict[str, list[str] | None] = {path: text.splitlines()}
+
+    def lines_of(name: str) -> list[str] | None:
+        if name not in read:
+            try:
+                read[name] = decode_source(Path(name).read_bytes()).splitlines()
+            except (OSError, UnicodeDecodeError, SyntaxError):
+                read[name] = None
+        return read[name]
+
+    return lines_of
 
 
 def proven(diagnostic: Diagnostic) -> bool:

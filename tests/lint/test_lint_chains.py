@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import cache
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 from lint_markers import FIXTURES, fixture_config
 
-from promptcache.lint_rules import Diagnostic, lint_source
+from promptcache.lint_rules import Diagnostic, Related, lint_source
+from promptcache.lint_rules.chains import Lines, chain_holds
 from promptcache.lint_rules.config import parse_table
 from promptcache.lint_rules.facts import ASSUMED, Fact, Kind, Value, canonical
 from promptcache.lint_rules.registry import KNOWN_CODES
@@ -41,24 +43,65 @@ def _lines(path: str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
+#: a step of a chain: "`name` passes it on: <what> <function>" (``LintContext.chain``)
+_STEP = re.compile(r"^`(?P<name>[^`]+)` passes it on: (?P<what>.+?) (?P<function>[\w.]+)(\(\))?$")
+#: what a step says the call did with the value
+_STEP_KINDS = ("returned by", "stored by", ASSUMED)
+
+
+def _calls(line: str, name: str) -> bool:
+    """True when ``line`` calls ``name`` (``name(``, ``.name(``, ``name[...](``, or ``name``
+    ending the line, its arguments on the next)."""
+    return re.search(rf"(?<![\w]){re.escape(name)}\s*(\(|\[|$)", line.rstrip()) is not None
+
+
 def _check(diagnostics: list[Diagnostic]) -> list[str]:
-    """What is wrong with the chains of ``diagnostics`` (empty when every step holds)."""
+    """What is wrong with the chains of ``diagnostics`` (empty when every step holds).
+
+    Each location is a line of its file; the origin's line holds the value it names; each step
+    is a call: its line calls the name it gives, it says what the call did (returned, stored or
+    an unproven pass-through), and the function it names is the one called there (the name
+    written is that function's last part, a method's or the function's own name, or its class
+    for a constructor, unless the line calls an entry of a table of callables)."""
     wrong = []
     for d in diagnostics:
+        where = f"{d.code} at {d.location.path}:{d.location.line}"
         for step in (d.location, *(r.location for r in d.related)):
             if not 1 <= step.line <= len(_lines(step.path)):
-                wrong.append(f"{d.code} at {d.location.path}:{d.location.line}: no line {step}")
+                wrong.append(f"{where}: no line {step}")
         for r in d.related:
-            if r.origin or "passes it on" in r.message:
-                line = _lines(r.location.path)[r.location.line - 1]
-                if "passes it on" in r.message and not r.value:
-                    wrong.append(f"{d.code}: a step without a name: {r.message}")
-                if r.value and r.value not in line:
-                    wrong.append(
-                        f"{d.code} at {d.location.path}:{d.location.line}: step "
-                        f"{r.location.path}:{r.location.line} names `{r.value}`, the line is "
-                        f"{line.strip()!r} ({r.message})"
-                    )
+            if not (r.origin or "passes it on" in r.message):
+                continue
+            if not 1 <= r.location.line <= len(_lines(r.location.path)):
+                continue
+            line = _lines(r.location.path)[r.location.line - 1]
+            if "passes it on" in r.message and not r.value:
+                wrong.append(f"{d.code}: a step without a name: {r.message}")
+            if r.value and r.value not in line:
+                wrong.append(
+                    f"{where}: step {r.location.path}:{r.location.line} names `{r.value}`, "
+                    f"the line is {line.strip()!r} ({r.message})"
+                )
+            if r.origin or not r.value:
+                continue
+            step = _STEP.match(r.message)
+            if step is None or step["what"] not in _STEP_KINDS:
+                wrong.append(f"{where}: a step that says no call: {r.message!r}")
+                continue
+            if not _calls(line, r.value):
+                wrong.append(
+                    f"{where}: step {r.location.path}:{r.location.line} does not call "
+                    f"`{r.value}`: {line.strip()!r} ({r.message})"
+                )
+            parts = step["function"].split(".")
+            named = parts[-1] == r.value or parts[-2:] == [r.value, "__init__"]
+            # a table of callables (``factories["now"]()``) is called through its name
+            table = re.search(rf"(?<![\w]){re.escape(r.value)}\s*\[", line) is not None
+            if step["what"] != ASSUMED and not named and not table:
+                wrong.append(
+                    f"{where}: step {r.location.path}:{r.location.line} calls `{r.value}` "
+                    f"but names {step['function']} ({r.message})"
+                )
     return wrong
 
 
@@ -263,3 +306,40 @@ def test_getattr_of_a_constant_name_reads_that_field() -> None:
         steps = [(Path(r.location.path).name, r.location.line, r.value) for r in finding.related]
         assert steps == [("client.py", 53, "get"), ("agent.py", 12, "Settings")]
     assert not _check(findings)
+
+
+def test_a_chain_whose_places_do_not_show_it_is_not_proven() -> None:
+    """``chains.chain_holds`` reads back each place a chain names: the findings of
+    ``programs/c_modules`` hold against their files; the same finding read against a file
+    whose step line no longer calls the helper, or whose origin line no longer holds the value,
+    or that is shorter than the step's line, does not."""
+    folder = HERE / "programs" / "c_modules"
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    findings = [d for r in results for d in r.diagnostics]
+    with_steps = [d for d in findings if any("passes it on" in r.message for r in d.related)]
+    assert with_steps
+
+    def real(path: str) -> list[str] | None:
+        return _lines(path)
+
+    assert all(chain_holds(d, real) for d in findings)
+    d = with_steps[0]
+    step = next(r for r in d.related if "passes it on" in r.message)
+    origin = next(r for r in d.related if r.origin and r.value)
+
+    def edited(at: Related, text: str) -> Lines:
+        def lines_of(path: str) -> list[str] | None:
+            lines = list(_lines(path))
+            if path == at.location.path:
+                lines[at.location.line - 1] = text
+            return lines
+
+        return lines_of
+
+    assert not chain_holds(d, edited(step, "    pass"))
+    assert not chain_holds(d, edited(origin, "    pass"))
+    # the name alone, not called there, is not the call the step says
+    assert not chain_holds(d, edited(step, f"    # {step.value} is not called here"))
+    assert not chain_holds(d, lambda path: [] if path == step.location.path else _lines(path))
+    assert not chain_holds(d, lambda path: None)
