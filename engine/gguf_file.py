@@ -9,21 +9,28 @@ https://github.com/ggml-org/ggml/blob/master/docs/gguf.md, checked 2026-12-01). 
 them onto the same ``ModelConfig`` a Hugging Face ``config.json`` gives, through
 ``ModelConfig.from_dict``, so every shape check of the safetensors path applies to GGUF files too.
 
-Parsing the metadata of a 49,152-token vocabulary builds about 250,000 small numpy views (one
-per string and length). ``GGUFReader`` slices an ``np.memmap``, whose views run Python code on
-every slice (``memmap.__getitem__`` / ``__array_finalize__``); ``_PlainReader`` hands it a plain
-``ndarray`` over the same mapping instead, which parses the SmolLM2 file 3.2-3.5x faster
-(0.87 against 2.79 s at load average 1.3; ``benchmarks/engine_gguf_load.py``,
-docs/benchmarks.md#engine-gguf-load). One parsed reader per file is kept until ``release`` (the
+``GGUFReader`` parses the metadata of a 49,152-token vocabulary into about 250,000 small numpy
+views (one per string and length, one per token type), and slices an ``np.memmap``, whose views
+run Python code on every slice (``memmap.__getitem__`` / ``__array_finalize__``).
+``_PlainReader`` hands it a plain ``ndarray`` over the same mapping instead, and keeps its array
+fields as element offsets whose views are sliced when read (``_ArrayParts``: the same parts,
+indices and values, tests/engine/test_gguf_file.py). SmolLM2's file then parses in 0.1 s
+instead of 4-8 s for the stock reader at load average 5-10, and leaves no 62 MB of Python
+objects behind: freed, they kept about 24 MiB of Python's allocator arenas resident after the
+load (2026-12-03). One parsed reader per file is kept until ``release`` (the
 loader calls it once the weights are in): the config, the tokenizer and the weights of one load
 share it.
 """
 
 from __future__ import annotations
 
+import array
 import importlib.metadata
 import re
+import struct
+import sys
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -69,13 +76,52 @@ _lock = threading.Lock()
 _reader_class: type[GGUFReader] | None = None
 
 
+class _ArrayParts(Sequence[Any]):
+    """``ReaderField.parts`` of an array field, its elements' views made on access.
+
+    ``GGUFReader`` stores one numpy view per element (two per string: length and bytes) in a
+    list, about 250,000 small Python objects for a 49,152-token vocabulary (62 MB of Python
+    objects for SmolLM2's file, 4.3 s to parse at load average 5; the freed objects then left
+    about 24 MiB of Python's allocator arenas resident, 2026-12-03). Here ``head`` holds the
+    field's first parts as the reader makes them (the key's length and bytes, the value type,
+    the element type, the length) and part ``len(head) + i`` is ``element(i)``, sliced from the
+    file's bytes when asked for, in the reader's own order (a string's length, then its bytes):
+    the same parts, indices and ``ReaderField.contents()``.
+    """
+
+    def __init__(self, head: list[Any], count: int, element: Callable[[int], Any]) -> None:
+        self._head = head
+        self._count = count
+        self._element = element
+
+    def __len__(self) -> int:
+        return len(self._head) + self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if index < len(self._head):
+            return self._head[index]
+        return self._element(index - len(self._head))
+
+
 def _plain_reader_class() -> type[GGUFReader]:
     """``GGUFReader`` whose ``data`` (set first thing in its ``__init__``) is stored as a plain
-    ``ndarray`` view of the memory map: same bytes, same parse, no per-slice memmap overhead."""
+    ``ndarray`` view of the memory map: same bytes, same parse, no per-slice memmap overhead;
+    and whose array fields of strings or scalars keep their elements' offsets, not a view per
+    element (``_ArrayParts``)."""
     global _reader_class
     if _reader_class is None:
         import numpy as np
-        from gguf import GGUFReader
+        from gguf import GGUFReader, GGUFValueType, ReaderField
 
         class _PlainReader(GGUFReader):
             @property
@@ -85,6 +131,81 @@ def _plain_reader_class() -> type[GGUFReader]:
             @data.setter
             def data(self, value: Any) -> None:
                 self._plain_data = np.asarray(value).view(np.ndarray)  # keeps the map alive
+
+            def _build_fields(self, offs: int, count: int) -> int:
+                # GGUFReader._build_fields (gguf 0.19), with arrays of strings and scalars parsed
+                # by _array_field; any other field (nested arrays too) by the reader's own code.
+                for _ in range(count):
+                    orig_offs = offs
+                    kv_klen, kv_kdata = self._get_str(offs)
+                    offs += int(kv_klen.nbytes + kv_kdata.nbytes)
+                    raw_kv_type = self._get(offs, np.uint32)
+                    offs += int(raw_kv_type.nbytes)
+                    name = str(bytes(kv_kdata), encoding="utf-8")
+                    head = [kv_klen, kv_kdata, raw_kv_type]
+                    compact = None
+                    if raw_kv_type[0] == GGUFValueType.ARRAY:
+                        compact = self._array_field(orig_offs, name, head, offs)
+                    if compact is None:
+                        size, parts, idxs, types = self._get_field_parts(offs, raw_kv_type[0])
+                        field = ReaderField(
+                            orig_offs, name, head + parts, [i + len(head) for i in idxs], types
+                        )
+                    else:
+                        size, field = compact
+                    self._push_field(field, skip_sum=True)
+                    offs += size
+                return offs
+
+            def _array_field(
+                self, orig_offs: int, name: str, head: list[Any], offs: int
+            ) -> tuple[int, Any] | None:
+                """``(size in bytes, ReaderField)`` of the array starting at ``offs``, or None
+                for arrays of arrays."""
+                raw_itype = self._get(offs, np.uint32)
+                alen = self._get(offs + 4, np.uint64)
+                if len(raw_itype) != 1 or len(alen) != 1:
+                    raise ValueError(f"the array field {name!r} is cut off")
+                itype, count, start = GGUFValueType(raw_itype[0]), int(alen[0]), offs + 12
+                head = [*head, raw_itype, alen]
+                types = [GGUFValueType.ARRAY] + ([itype] if count else [])
+                data = range(len(head), len(head) + count)
+                if itype == GGUFValueType.STRING:
+                    swapped = self.byte_order == "S"
+                    order = (">" if sys.byteorder == "little" else "<") if swapped else "="
+                    length = struct.Struct(order + "Q")
+                    buf = memoryview(self.data)
+                    starts = array.array("q")
+                    pos = start
+                    for _ in range(count):
+                        pos += 8 + length.unpack_from(buf, pos)[0]
+                        starts.append(pos)
+                    if pos > len(buf):
+                        raise ValueError(f"the strings of {name!r} run past the end of the file")
+                    starts.insert(0, start)
+
+                    def string_part(j: int) -> Any:  # the reader's: length, then bytes
+                        at = starts[j // 2]
+                        if j % 2 == 0:
+                            return self._get(at, np.uint64)
+                        return self.data[at + 8 : starts[j // 2 + 1]]
+
+                    parts = _ArrayParts(head, 2 * count, string_part)
+                    data = range(len(head) + 1, len(head) + 2 * count, 2)
+                    return pos - offs, ReaderField(orig_offs, name, parts, data, types)  # type: ignore[arg-type]
+                nptype = self.gguf_scalar_to_np.get(itype)
+                if nptype is None:
+                    return None
+                values = self._get(start, nptype, count)
+                if len(values) != count:
+                    raise ValueError(f"the array field {name!r} is cut off")
+
+                def scalar(i: int) -> Any:
+                    return values[i : i + 1]
+
+                parts = _ArrayParts(head, count, scalar)
+                size = 12 + int(values.nbytes)
+                return size, ReaderField(orig_offs, name, parts, data, types)  # type: ignore[arg-type]
 
         _reader_class = _PlainReader
     return _reader_class
