@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -80,25 +81,42 @@ class Fact:
     role: str = ""
     #: every field but ``via``: what the fact is, whatever chain brought it (``canonical``)
     identity: tuple[object, ...] = field(init=False, repr=False, compare=False)
+    #: the hash of ``identity``, and of every compared field, computed once (facts are hashed
+    #: into sets often)
+    _identity_hash: int = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "identity",
-            (
-                self.kind,
-                self.line,
-                self.col,
-                self.detail,
-                self.granularity,
-                self.pinned,
-                self.param,
-                self.fix,
-                self.site,
-                self.path,
-                self.role,
-            ),
+        identity = (
+            self.kind,
+            self.line,
+            self.col,
+            self.detail,
+            self.granularity,
+            self.pinned,
+            self.param,
+            self.fix,
+            self.site,
+            self.path,
+            self.role,
         )
+        identity_hash = hash(identity)
+        object.__setattr__(self, "identity", identity)
+        object.__setattr__(self, "_identity_hash", identity_hash)
+        object.__setattr__(self, "_hash", hash((identity_hash, self.via)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def _with(self, **changes: object) -> Fact:
+        """``dataclasses.replace(self, **changes)`` without its per-call introspection (a
+        fact is copied with a longer chain for every step it is passed on)."""
+        new = object.__new__(Fact)
+        state = new.__dict__
+        state.update(self.__dict__)
+        state.update(changes)
+        new.__post_init__()
+        return new
 
     @property
     def rank(self) -> tuple[bool, int, tuple[tuple[str, int, str, str], ...]]:
@@ -120,12 +138,12 @@ class Fact:
             # keep the first steps, and an unproven step wherever it came
             if not step[0].startswith(ASSUMED) or any(s[0].startswith(ASSUMED) for s in self.via):
                 return self
-            return replace(self, via=(*self.via[: MAX_STEPS - 1], step))
-        return replace(self, via=(*self.via, step))
+            return self._with(via=(*self.via[: MAX_STEPS - 1], step))
+        return self._with(via=(*self.via, step))
 
     def pin(self) -> Fact:
         """The same fact, computed once (``pinned``)."""
-        return replace(self, pinned=True)
+        return self._with(pinned=True)
 
     @property
     def proven(self) -> bool:
@@ -146,26 +164,41 @@ def canonical(facts: frozenset[Fact]) -> frozenset[Fact]:
     name and a chain, hence a finding, does not depend on the order sets are iterated in."""
     if len(facts) < 2:
         return facts
-    seen: set[object] = set()
-    for f in facts:
-        identity = f.identity
-        if identity in seen:
-            break
-        seen.add(identity)
-    else:
+    # equal identities have equal hashes: without a repeated hash no identity repeats
+    hashes = {f._identity_hash for f in facts}
+    if len(hashes) == len(facts):
         return facts
     return best_chains(facts)
 
 
 def best_chains(facts: Iterable[Fact]) -> frozenset[Fact]:
     """One fact per identity, the one of smallest ``Fact.rank`` (see ``canonical``)."""
-    best: dict[object, Fact] = {}
+    # keyed by the identity's hash, each bucket holding the best fact of each identity with
+    # that hash (hashing the identity tuple itself again costs more than the whole search)
+    best: dict[int, list[Fact]] = {}
     for f in facts:
-        identity = f.identity
-        old = best.get(identity)
-        if old is None or (old.via != f.via and f.rank < old.rank):
-            best[identity] = f
-    return frozenset(best.values())
+        bucket = best.get(f._identity_hash)
+        if bucket is None:
+            best[f._identity_hash] = [f]
+            continue
+        for i, old in enumerate(bucket):
+            if old.identity == f.identity:
+                if old.via != f.via and _ranks_below(f, old):
+                    bucket[i] = f
+                break
+        else:
+            bucket.append(f)
+    return frozenset(f for bucket in best.values() for f in bucket)
+
+
+def _ranks_below(f: Fact, old: Fact) -> bool:
+    """``f.rank < old.rank``, building the step tuples only when the first keys tie."""
+    proven = f.proven
+    if proven != old.proven:
+        return proven
+    if len(f.via) != len(old.via):
+        return len(f.via) < len(old.via)
+    return f.rank < old.rank
 
 
 class Shape(enum.Enum):
@@ -321,6 +354,7 @@ def param_entry(
 _ENTRY = re.compile(r"^(\w+)(?:\[(?P<key>'[^']*'|\"[^\"]*\")\]|\.(?P<attr>\w+))$")
 
 
+@functools.lru_cache(maxsize=4096)
 def entry_key(detail: str) -> tuple[str, bool] | None:
     """(key, is an attribute) of the PARAM fact of one entry or field of a parameter
     (``page['body']`` -> ("body", False), ``data.instructions`` -> ("instructions", True)),

@@ -105,6 +105,13 @@ class ClassInfo:
     reach: dict[ast.AST, frozenset[ast.FunctionDef | ast.AsyncFunctionDef]] = field(
         default_factory=dict
     )
+    #: line -> the method of this class or a base whose lines hold it (``session._method_at``)
+    lines: dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None] = field(default_factory=dict)
+    #: method -> the names of the methods it calls on ``self`` (``session._self_calls``, cached)
+    self_calls: dict[ast.AST, set[str]] = field(default_factory=dict)
+    #: the attributes a method other than an ``__init__``-like one sets to ``None``
+    #: (``statements.none_fields``, computed on first use)
+    none_fields: frozenset[str] | None = None
 
     def find_method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The method ``name`` of this class or of a same-module base class (MRO depth-first)."""

@@ -47,6 +47,13 @@ _NEWER = re.compile(
 )
 
 
+#: rewritten sources kept per process: the program driver analyses a file up to 5 times, and
+#: libcst's parse and rewrite of each took about a quarter of a cold run's CPU time on
+#: langchain-ai/deepagents; the oldest goes first
+REWRITTEN_KEPT = 64
+_REWRITTEN: dict[str | bytes, str] = {}
+
+
 class NewerSyntaxError(Exception):
     """The file is valid newer Python (libcst parses it) that the running ``ast`` cannot read."""
 
@@ -62,10 +69,16 @@ def parse_module(source: str | bytes, path: str) -> ast.Module:
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings are about the linted file
-        try:
-            return ast.parse(source, filename=path)
-        except SyntaxError as error:
-            rewritten = _rewrite(source, error)
+        # a source rewritten before failed the running ``ast`` then: parse the rewrite alone
+        rewritten = _REWRITTEN.get(source)
+        if rewritten is None:
+            try:
+                return ast.parse(source, filename=path)
+            except SyntaxError as error:
+                rewritten = _rewrite(source, error)
+            if len(_REWRITTEN) >= REWRITTEN_KEPT:
+                del _REWRITTEN[next(iter(_REWRITTEN))]
+            _REWRITTEN[source] = rewritten
         try:
             return ast.parse(rewritten, filename=path)
         except SyntaxError:

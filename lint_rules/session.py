@@ -78,7 +78,10 @@ def reach(info: ClassInfo, method: FunctionNode) -> frozenset[FunctionNode]:
         if current in out:
             continue
         out.add(current)
-        for name in _self_calls(current):
+        calls = info.self_calls.get(current)
+        if calls is None:
+            calls = info.self_calls[current] = _self_calls(current)
+        for name in calls:
             callee = info.find_method(name)
             if callee is not None:
                 todo.append(callee)
@@ -88,10 +91,17 @@ def reach(info: ClassInfo, method: FunctionNode) -> frozenset[FunctionNode]:
 
 
 def _method_at(info: ClassInfo, line: int) -> FunctionNode | None:
+    """The first method of ``info`` (its own, then its bases') whose lines hold ``line``
+    (cached on ``info``: a class's methods are fixed once the module is collected)."""
+    if line in info.lines:
+        return info.lines[line]
+    found = None
     for method in _methods(info):
         if method.lineno <= line <= (method.end_lineno or method.lineno):
-            return method
-    return None
+            found = method
+            break
+    info.lines[line] = found
+    return found
 
 
 def storing_methods(info: ClassInfo, fact: Fact) -> set[FunctionNode]:
@@ -120,9 +130,10 @@ def kept_from_session(value: Value, info: ClassInfo, method: FunctionNode) -> Va
         return not any(m in here or method in reach(info, m) for m in stores)
 
     def change(facts: frozenset[Fact]) -> frozenset[Fact]:
-        if not any(session(f) for f in facts):
+        kept = [f for f in facts if session(f)]
+        if not kept:
             return facts
-        return frozenset(f.pin() if session(f) else f for f in facts)
+        return frozenset(f.pin() if f in kept else f for f in facts)
 
     return map_facts(value, change)
 

@@ -74,6 +74,29 @@ def merge_field(old: Value, new: Value) -> Value:
     return merge(old, new)
 
 
+def none_fields(info: ClassInfo) -> frozenset[str]:
+    """The attributes that a method of ``info`` other than an ``__init__``-like one sets to
+    ``None`` (``anything.x = None``), found once per class (cached on ``info``)."""
+    if info.none_fields is None:
+        found = set()
+        for name, method in info.methods.items():
+            if name in INIT_METHODS:
+                continue
+            for sub in ast.walk(method):
+                if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    value = sub.value
+                    if not (isinstance(value, ast.Constant) and value.value is None):
+                        continue
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    found.update(
+                        target.attr
+                        for target in targets
+                        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    )
+        info.none_fields = frozenset(found)
+    return info.none_fields
+
+
 class StatementsMixin(EngineState):
     """``exec_block()`` and one ``stmt_<NodeType>`` method per statement type."""
 
@@ -551,11 +574,7 @@ class StatementsMixin(EngineState):
 
         if not any(sets(s, False) for s in stmt.body):
             return False
-        return not any(
-            sets(method, True)
-            for name, method in frame.cls.methods.items()
-            if name not in INIT_METHODS
-        )
+        return attr not in none_fields(frame.cls)
 
     def role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]:
         """The (message, role) pairs a condition requires: ``m.role == "system"``,

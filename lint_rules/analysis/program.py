@@ -154,11 +154,32 @@ def config_digest(config: LintConfig) -> str:
     return digest(json.dumps(data, sort_keys=True).encode())
 
 
-def _inputs_digest(config_key: str, task: Task) -> str:
+def _json_digest(data: Any) -> str:
+    return digest(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _inputs_digest(config_key: str, task: Task, parts: dict[int, str] | None = None) -> str:
+    """A digest of everything an analysis of ``task`` reads besides the file's text.
+
+    ``parts``: digests of the summaries in ``task.externals`` by the ``id`` of their ``data``
+    (valid while those objects live: one round's tasks hold them). A class summary is shared
+    by every file that imports it, so it is serialised once per round, not once per file."""
+    externals = []
+    for qual, blob in sorted(task.externals.items()):
+        data = blob.get("data") if isinstance(blob, dict) else None
+        if data is None or parts is None:
+            externals.append([qual, _json_digest(blob)])
+            continue
+        key = id(data)
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = _json_digest(data)
+        rest = {k: v for k, v in blob.items() if k != "data"}
+        externals.append([qual, _json_digest(rest), part])
     blob = json.dumps(
         [
             config_key,
-            task.externals,
+            externals,
             sorted(task.requests),
             task.force,
             list(task.sink_calls),
@@ -274,9 +295,10 @@ class Program:
         self, states: dict[str, FileState], todo: list[tuple[str, Task]], config_key: str
     ) -> None:
         pending: list[tuple[str, Task, str, str]] = []
+        parts: dict[int, str] = {}
         for path, task in todo:
             state = states[path]
-            inputs = _inputs_digest(config_key, task)
+            inputs = _inputs_digest(config_key, task, parts)
             if not state.content:
                 try:
                     state.content = digest(Path(path).read_bytes())
