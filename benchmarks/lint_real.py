@@ -854,9 +854,10 @@ def change_one_file(files: list[Path], round_: int) -> Path:
 def measure_tree(tree: Path, jobs: int | None) -> dict[str, Any]:
     """Parse-only, cold and warm lint of a copy of ``tree``'s linted files (run in a child).
 
-    Returns files, lines, wall seconds of the parse-only pass, of the cold lint (empty cache)
-    and of the warm re-run after one edited file, and the peak RSS (MiB) of this process and of
-    its largest finished child.
+    Returns files, lines, wall and CPU seconds of the parse-only pass, of the cold lint (empty
+    cache) and of the warm re-run after one edited file (CPU: this process and its finished
+    children, the worker processes), and the peak RSS (MiB) of this process and of its largest
+    finished child.
     """
     scratch = Path(tempfile.mkdtemp(prefix="lint_tree_"))
     try:
@@ -869,24 +870,24 @@ def measure_tree(tree: Path, jobs: int | None) -> dict[str, Any]:
             shutil.copyfile(path, dest)
         files = [Path(p) for p in discover([copy], config)]
         lines = sum(p.read_bytes().count(b"\n") for p in files)
-        t0 = time.perf_counter()
+        cpu0, t0 = cpu_seconds(), time.perf_counter()
         for path in files:
             # a file that does not parse still costs its try, as in the linter
             with contextlib.suppress(SyntaxError, ValueError):
                 ast.parse(path.read_bytes())
-        parse_wall = time.perf_counter() - t0
+        parse_wall, parse_cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
         cache = scratch / "cache"
         # what lint_paths does (discover, then lint the files as one program), keeping the
         # driver's counts: analyses run and fixpoint rounds
-        t0 = time.perf_counter()
+        cpu0, t0 = cpu_seconds(), time.perf_counter()
         names = [_display(p) for p in discover([copy], config)]
         results, cold = lint_program(names, config, jobs, cache)
-        cold_wall = time.perf_counter() - t0
+        cold_wall, cold_cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
         edited = change_one_file(files, 1)
-        t0 = time.perf_counter()
+        cpu0, t0 = cpu_seconds(), time.perf_counter()
         names = [_display(p) for p in discover([copy], config)]
         _, warm = lint_program(names, config, jobs, cache)
-        warm_wall = time.perf_counter() - t0
+        warm_wall, warm_cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
         own, kids = peak_mib()
         return {
             "files": len(files),
@@ -895,6 +896,9 @@ def measure_tree(tree: Path, jobs: int | None) -> dict[str, Any]:
             "parse_s": parse_wall,
             "cold_s": cold_wall,
             "warm_s": warm_wall,
+            "parse_cpu_s": parse_cpu,
+            "cold_cpu_s": cold_cpu,
+            "warm_cpu_s": warm_cpu,
             "cold_analyses": cold.analysed,
             "warm_analyses": warm.analysed,
             "edited": edited.relative_to(copy).as_posix(),
@@ -946,15 +950,18 @@ def run_corpus(args: argparse.Namespace) -> int:
     print(f"corpus trees ({args.corpus}), jobs={jobs}, cold = empty cache, one run each")
     print(
         "| repository | files | lines | parse-only s | cold s | cold / parse | warm s "
-        "| peak MiB (main, worker) |"
+        "| peak MiB (main, worker) | parse-only CPU s | cold CPU s | cold / parse, CPU "
+        "| warm CPU s |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for repo, m in rows:
         multiple = m["cold_s"] / m["parse_s"] if m["parse_s"] else float("inf")
+        cpu_multiple = m["cold_cpu_s"] / m["parse_cpu_s"] if m["parse_cpu_s"] else float("inf")
         print(
             f"| {repo} | {m['files']} | {m['lines']} | {m['parse_s']:.3f} | {m['cold_s']:.3f} | "
             f"{multiple:.1f}x | {m['warm_s']:.3f} | "
-            f"{m['peak_mib']:.0f}, {m['peak_child_mib']:.0f} |"
+            f"{m['peak_mib']:.0f}, {m['peak_child_mib']:.0f} | {m['parse_cpu_s']:.3f} | "
+            f"{m['cold_cpu_s']:.3f} | {cpu_multiple:.1f}x | {m['warm_cpu_s']:.3f} |"
         )
     total_files = sum(m["files"] for _, m in rows)
     print(f"trees: {len(rows)}, files: {total_files}")

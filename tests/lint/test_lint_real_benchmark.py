@@ -147,7 +147,9 @@ def test_corpus_mode_rows_match_the_trees(
     out = capsys.readouterr().out
     rows = _rows(out)
     for name, count in sizes.items():
-        files, lines, parse_s, cold_s, multiple, warm_s, _peak = rows[f"o/{name}"]
+        row = rows[f"o/{name}"]
+        files, lines, parse_s, cold_s, multiple, warm_s, _peak = row[:7]
+        parse_cpu, cold_cpu, cpu_multiple, warm_cpu = row[7:]
         assert int(files) == count  # test files are left out, as the CLI does by default
         assert int(lines) == 600 * count
         assert float(parse_s) > 0
@@ -155,6 +157,12 @@ def test_corpus_mode_rows_match_the_trees(
             float(cold_s) / float(parse_s), rel=0.35, abs=0.2
         )
         assert float(warm_s) > 0
+        # CPU seconds: the linter's work in this process and its workers (jobs=1: all here)
+        assert float(cold_cpu) > 0 and float(warm_cpu) > 0 and float(parse_cpu) >= 0
+        if float(parse_cpu) > 0.0005:  # the multiple, within the rounding of what is printed
+            low = (float(cold_cpu) - 0.0005) / (float(parse_cpu) + 0.0005) - 0.05
+            high = (float(cold_cpu) + 0.0005) / (float(parse_cpu) - 0.0005) + 0.05
+            assert low <= float(cpu_multiple.rstrip("x")) <= high
     assert f"trees: 2, files: {sum(sizes.values())}" in out
     verdicts = re.findall(r"^  (PASS|MISS|N/A ) ", out, re.M)
     assert len(verdicts) == 3
