@@ -172,6 +172,7 @@ def engine_group() -> None:
     "--kv-disk",
     "kv_disk",
     metavar="DIR",
+    callback=lambda ctx, param, value: _kv_disk_dir(value),
     help="Disk cache tier: blocks evicted from RAM (or from the pool without --kv-ram), and at "
     "shutdown every cached block, are written here; serve again on the same model and KV "
     "settings and the blocks hit again.",
@@ -630,6 +631,21 @@ def _budget_option(options: dict[str, str]) -> Iterator[None]:
         yield
     except KVBudgetError as exc:
         raise click.BadParameter(str(exc), param_hint=options[exc.setting]) from None
+
+
+def _kv_disk_dir(value: str | None) -> str | None:
+    """``--kv-disk``: a directory path, or None without the option.
+
+    Raises:
+        click.BadParameter: an empty or blank path (``--kv-disk ""``, an unset shell variable).
+    """
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            f"{value!r} is not a directory path: pass the directory the disk cache tier keeps its "
+            "blocks in (e.g. --kv-disk ~/.cache/promptcache/kv), or leave --kv-disk out for none",
+            param_hint="--kv-disk",
+        )
+    return value
 
 
 def _read_chat_template(value: str | None) -> str | None:

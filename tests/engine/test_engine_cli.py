@@ -161,6 +161,16 @@ def test_threads_out_of_range_is_a_usage_error(tinystories_dir: Path, threads: s
     _assert_clean_error(result, "--threads", "1<=x<=1024")
 
 
+@pytest.mark.parametrize("path", ["", "  "])
+def test_an_empty_kv_disk_path_names_the_flag(tinystories_dir: Path, path: str) -> None:
+    """``--kv-disk ""`` (an unset shell variable) is refused before the model loads, naming the
+    flag and what to pass, not the engine setting behind it."""
+    output = _assert_clean_error(
+        _serve(tinystories_dir, "--kv-disk", path), "--kv-disk", "directory", "leave --kv-disk out"
+    )
+    assert "kv_disk_dir" not in output
+
+
 def test_kv_size_on_a_weights_file_says_to_pass_the_checkpoint(tinystories_dir: Path) -> None:
     result = _invoke("kv-size", "--model", str(tinystories_dir / "model.safetensors"))
     _assert_clean_error(result, "is not a config.json", "pass the checkpoint directory")
