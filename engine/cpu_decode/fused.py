@@ -29,7 +29,9 @@ __all__ = [
     "KV_DTYPES",
     "MAX_PASS_ROWS",
     "FusedDecode",
+    "drop_torch_copies",
     "kernel_codes",
+    "kernel_scales",
     "kernel_weights",
     "pack_int4",
     "pack_layer_weights",
@@ -92,7 +94,7 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
         raise CpuDecodeUnavailable(f"the kernel takes int4 groups of 32, not {INT4_GROUP_SIZE}")
     values = _dense_values(layer)
     out_f, in_f = values.shape
-    sz = layer.scales_and_zeros.float()  # [in / 32, out, 2]
+    sz = layer.packed_scales().float()  # [in / 32, out, 2]
     scale = sz[..., 0].t().contiguous()  # [out, in / 32]
     zero = sz[..., 1].t().contiguous()
     qs = torch.empty(out_f, in_f // 2, dtype=torch.uint8)
@@ -165,10 +167,37 @@ def kernel_codes(pq: torch.Tensor) -> torch.Tensor:
     return torch.cat(halves, dim=1).reshape(16 * panels, 2 * steps).to(torch.int32)
 
 
+def kernel_scales(pdm: torch.Tensor) -> torch.Tensor:
+    """``Int4Linear.scales_and_zeros`` (bf16 ``[in / 32, out, 2]``: ``scale``, ``zero``) read
+    back from ``pack_panels``' ``pdm`` fp32 ``[out / 16, in / 32, 2, 16]`` (``d = scale``,
+    ``m = zero - 8 * scale``): ``scale = d``, ``zero = m + 8 d`` rounded to bf16. ``d`` is a
+    bf16 value, so ``scale`` is exact; ``zero`` is where ``m``'s fp32 rounding is below half a
+    bf16 step of ``zero``, which ``drop_torch_copies`` checks before relying on it."""
+    panels, groups = pdm.shape[:2]
+    d = pdm[:, :, 0, :].permute(1, 0, 2).reshape(groups, 16 * panels)
+    m = pdm[:, :, 1, :].permute(1, 0, 2).reshape(groups, 16 * panels)
+    return torch.stack([d, m + 8 * d], dim=-1).to(torch.bfloat16)
+
+
+def drop_torch_copies(linear: Int4Linear, packed: tuple[torch.Tensor, ...]) -> None:
+    """Free what torch's int4 kernel alone reads once the fused kernel holds ``packed``
+    (``kernel_weights``): the dense copy, torch's packed weight (``Int4Linear.drop_packed``:
+    repacked from the kernel's codes, bit for bit, if torch's kernel is ever called) and the
+    bf16 scales (``Int4Linear.drop_scales``), where ``kernel_scales`` gives them back bit for bit
+    (13 MiB for SmolLM2's decoder); otherwise the layer keeps them."""
+    pq, pdm = packed[0], packed[1]
+    linear.drop_dense()
+    if linear.qweight is not None:
+        linear.drop_packed(functools.partial(kernel_codes, pq))
+    sz = linear.scales_and_zeros
+    if sz is not None and torch.equal(kernel_scales(pdm).view(torch.int16), sz.view(torch.int16)):
+        linear.drop_scales(functools.partial(kernel_scales, pdm))
+
+
 def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
     """Pack every ``Int4Linear`` under ``module`` for the kernel (``kernel_weights``) and free
-    its dense copy and torch's packed weight at once (``Int4Linear.drop_packed``: torch's
-    kernel repacks it from the kernel's codes, bit for bit, if it is ever called).
+    what only torch's kernel reads at once (``drop_torch_copies``: the dense copy, torch's
+    packed weight, the bf16 scales where the panels give them back bit for bit).
 
     The loader calls this on each decoder layer as soon as the layer is quantised
     (``load_model(..., pack_for_cpu_kernel=True)``), so one layer's dense copy exists at a time
@@ -183,9 +212,7 @@ def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
     count = 0
     for linear in module.modules():
         if isinstance(linear, Int4Linear) and linear.dense is not None:
-            pq = kernel_weights(linear, lib)[0]
-            linear.drop_dense()
-            linear.drop_packed(functools.partial(kernel_codes, pq))
+            drop_torch_copies(linear, kernel_weights(linear, lib))
             count += 1
     _release_freed_memory()
     return count
@@ -210,7 +237,7 @@ def restore_dense_copies(model: torch.nn.Module) -> int:
             continue
         out_f, in_f = linear.out_features, linear.in_features
         q = kernel_codes(cached[0]).view(out_f, in_f // 32, 32).float()
-        sz = linear.scales_and_zeros.float()  # [in / 32, out, 2]
+        sz = linear.packed_scales().float()  # [in / 32, out, 2]
         scale = sz[..., 0].t()[..., None]
         zero = sz[..., 1].t()[..., None]
         linear.restore_dense(((q - 8) * scale + zero).reshape(out_f, in_f))
@@ -355,11 +382,9 @@ class FusedDecode:
             # The kernel needs no dense copy (404 MiB in fp32 for SmolLM2's decoder), freed as
             # soon as its layer is packed (so the peak RSS does not hold both): the torch path,
             # which runs only where this one cannot (an invalid slot), then takes torch's int4
-            # kernel (repacking its weight from these codes). Nothing below can fail any more
-            # (every check is done).
-            linear.drop_dense()
-            if linear.qweight is not None:  # torch's copy too: repacked from ours if called
-                linear.drop_packed(functools.partial(kernel_codes, packed[0]))
+            # kernel (repacking its weight and scales from these). Nothing below can fail any
+            # more (every check is done).
+            drop_torch_copies(linear, packed)
             return Q4Weight(
                 None,  # the row layout: not kept, q4_gemv reads the panels too
                 None,

@@ -397,7 +397,9 @@ class Int4Linear(WeightOnlyLinear):
 
     Storage: the packed weight of ``torch._convert_weight_to_int4pack_for_cpu`` (``out * in / 2``
     bytes), bf16 ``scales_and_zeros [in / group, out, 2]`` and, unless ``dense_min_rows`` is
-    None, the dense copy (``DENSE_DTYPE``, see ``Int8Linear``).
+    None, the dense copy (``DENSE_DTYPE``, see ``Int8Linear``). Under the fused CPU kernel the
+    packed weight and the scales are freed (``drop_packed``, ``drop_scales``) and rebuilt from
+    the kernel's copy, bit for bit, if torch's kernel is ever called.
 
     Args:
         linear: the float layer to quantise; ``in_features`` must be a multiple of
@@ -410,7 +412,7 @@ class Int4Linear(WeightOnlyLinear):
     """
 
     qweight: torch.Tensor | None
-    scales_and_zeros: torch.Tensor
+    scales_and_zeros: torch.Tensor | None
 
     def __init__(self, linear: nn.Linear, dense_min_rows: int | None = DENSE_MIN_ROWS) -> None:
         super().__init__()
@@ -431,6 +433,7 @@ class Int4Linear(WeightOnlyLinear):
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
         self._keep_dense(dense_min_rows, values)
         self._codes: Callable[[], torch.Tensor] | None = None
+        self._scales: Callable[[], torch.Tensor] | None = None
 
     def drop_packed(self, codes: Callable[[], torch.Tensor]) -> None:
         """Free torch's packed weight (``qweight``, ``out * in / 2`` bytes) while another holder
@@ -458,9 +461,31 @@ class Int4Linear(WeightOnlyLinear):
             self._codes = None
         return self.qweight
 
+    def drop_scales(self, scales: Callable[[], torch.Tensor]) -> None:
+        """Free ``scales_and_zeros`` (bf16 ``[in / group, out, 2]``, ``out * in / 8`` bytes)
+        while another holder keeps the same values (the fused CPU kernel's panels,
+        ``cpu_decode.pack_layer_weights``, which drops them only where ``scales`` gives them
+        back bit for bit).
+
+        Args:
+            scales: returns ``scales_and_zeros``; ``packed_scales`` calls it the first time
+                they are needed again.
+        """
+        self.scales_and_zeros = None
+        self._scales = scales
+
+    def packed_scales(self) -> torch.Tensor:
+        """``scales_and_zeros``, rebuilt (and kept) where ``drop_scales`` freed them."""
+        if self.scales_and_zeros is None:
+            if self._scales is None:
+                raise RuntimeError("this int4 layer holds neither its scales nor their source")
+            self.scales_and_zeros = self._scales()
+            self._scales = None
+        return self.scales_and_zeros
+
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch._weight_int4pack_mm_for_cpu(
-            rows, self.packed_weight(), INT4_GROUP_SIZE, self.scales_and_zeros
+            rows, self.packed_weight(), INT4_GROUP_SIZE, self.packed_scales()
         )
 
 

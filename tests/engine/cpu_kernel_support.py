@@ -29,7 +29,7 @@ def grid_f64(layer: Int4Linear) -> torch.Tensor:
     assert layer.dense is not None
     dense = layer.dense.to_dense() if layer.dense.is_mkldnn else layer.dense
     out_f, in_f = dense.shape
-    sz = layer.scales_and_zeros.double()  # [in / 32, out, 2]
+    sz = layer.packed_scales().double()  # [in / 32, out, 2]
     scale, zero = (sz[..., i].t()[..., None] for i in (0, 1))  # [out, in / 32, 1]
     q = torch.round((dense.double().view(out_f, in_f // 32, 32) - zero) / scale) + 8
     return ((q.clamp(0, 15) - 8) * scale + zero).view(out_f, in_f)

@@ -1,7 +1,8 @@
 """What the load keeps in memory at once.
 
 - int4 layers are packed for the fused CPU kernel while the model loads (``load_model(...,
-  pack_for_cpu_kernel=True)``, ``cpu_decode.pack_layer_weights``): each layer's dense copy is
+  pack_for_cpu_kernel=True)``, ``cpu_decode.pack_layer_weights``): each layer's dense copy,
+  torch's packed weight and (where the panels give them back bit for bit) its bf16 scales are
   freed as soon as the layer is packed, the kernel reuses the packed weights, and where the
   kernel then cannot run the dense copies come back bit for bit (``restore_dense_copies``), so
   the torch path gives the same greedy output as a model that was never packed.
@@ -24,6 +25,7 @@ from promptcache.engine.attention import get_backend
 from promptcache.engine.cpu_decode import (
     CpuDecodeUnavailable,
     load_library,
+    pack_layer_weights,
     restore_dense_copies,
 )
 from promptcache.engine.gguf_weights import release_file_pages
@@ -73,6 +75,7 @@ def test_layers_are_packed_while_loading_and_restored_bit_for_bit(
     for layer in packed_layers:
         assert layer.dense is None and layer.dense_min_rows is None
         assert layer.qweight is None  # torch's packed copy is freed too
+        assert layer.scales_and_zeros is None  # and its scales: the panels give them back
         assert len(layer._cpu_decode_weights) == 2  # pq, pdm: one layout
     assert restore_dense_copies(packed) == 8
     assert restore_dense_copies(packed) == 0  # nothing left to restore
@@ -80,7 +83,35 @@ def test_layers_are_packed_while_loading_and_restored_bit_for_bit(
         assert after.dense_min_rows == before.dense_min_rows
         assert torch.equal(_dense(after), _dense(before))
         assert torch.equal(after.qweight, before.qweight)
+        assert _bits(after.scales_and_zeros) == _bits(before.scales_and_zeros)
         assert getattr(after, "_cpu_decode_weights", None) is None
+
+
+def _bits(t: torch.Tensor | None) -> list[int]:
+    assert t is not None and t.dtype == torch.bfloat16
+    return t.view(torch.int16).flatten().tolist()
+
+
+def test_scales_are_freed_only_where_the_panels_give_them_back(lib: ctypes.CDLL) -> None:
+    """``zero`` is read back as ``m + 8 d`` from the panels' fp32 ``m = zero - 8 d``: a zero far
+    below ``8 d``'s fp32 step (1e-9 beside 8 x 0.125) is lost in ``m``, so that layer keeps its
+    bf16 scales; the other's are freed and rebuilt bit for bit when torch's kernel needs them."""
+    gen = torch.Generator().manual_seed(0)
+    layers = []
+    for _ in range(2):
+        linear = torch.nn.Linear(64, 32, bias=False)
+        linear.weight.data.copy_(torch.randn(32, 64, generator=gen))
+        layers.append(Int4Linear(linear))
+    lost = layers[0].scales_and_zeros
+    assert lost is not None
+    lost[0, 0] = torch.tensor([0.125, 1e-9])
+    scales = [layer.packed_scales().clone() for layer in layers]
+    assert pack_layer_weights(torch.nn.ModuleList(layers), lib) == 2
+    assert layers[0].scales_and_zeros is not None
+    assert _bits(layers[0].scales_and_zeros) == _bits(scales[0])
+    assert layers[1].scales_and_zeros is None
+    assert _bits(layers[1].packed_scales()) == _bits(scales[1])
+    assert layers[1].scales_and_zeros is not None  # kept once rebuilt
 
 
 def test_the_kernel_reuses_the_weights_packed_while_loading(
@@ -113,6 +144,7 @@ def test_torch_int4_path_repacks_its_weight_from_the_kernel_codes_bit_for_bit(
         )
         assert torch.equal(layer(x_in), before(x_in))
         assert layer.qweight is not None and torch.equal(layer.qweight, before.qweight)
+        assert _bits(layer.scales_and_zeros) == _bits(before.scales_and_zeros)
 
 
 def test_torch_path_gets_the_dense_copies_back_when_the_kernel_cannot_run(
