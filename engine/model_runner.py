@@ -36,6 +36,7 @@ from .attention import get_backend
 from .attention.base import AttnMetadata, KVCacheLayer
 from .config import EngineConfig
 from .cpu_decode import CpuDecodeUnavailable, FusedDecode, restore_dense_copies
+from .heap import unmap_large_allocations
 from .kv_pages import zeroed_pool
 from .kv_quant import is_quantized, kv_cache_torch_dtype, scales_from_amax
 from .kv_sizing import resolve_kv_cache_dtype
@@ -80,6 +81,8 @@ class ModelRunner:
         self.device = _usable_device(config.device)
         self.backend = get_backend(config.attention_backend)
         _check_backend_runs_on(config.attention_backend, self.device)
+        if self.device.type == "cpu":  # freed buffers of 1 MiB or more leave the RSS
+            unmap_large_allocations()
         if config.num_blocks is None:  # the pool takes at most kv_cache_bytes
             _check_fits_memory(
                 config.kv_cache_bytes,
