@@ -78,7 +78,7 @@ def none_fields(info: ClassInfo) -> frozenset[str]:
     """The attributes that a method of ``info`` other than an ``__init__``-like one sets to
     ``None`` (``anything.x = None``), found once per class (cached on ``info``)."""
     if info.none_fields is None:
-        found = set()
+        found: set[str] = set()
         for name, method in info.methods.items():
             if name in INIT_METHODS:
                 continue

@@ -164,7 +164,7 @@ def _inputs_digest(config_key: str, task: Task, parts: dict[int, str] | None = N
     ``parts``: digests of the summaries in ``task.externals`` by the ``id`` of their ``data``
     (valid while those objects live: one round's tasks hold them). A class summary is shared
     by every file that imports it, so it is serialised once per round, not once per file."""
-    externals = []
+    externals: list[list[str]] = []
     for qual, blob in sorted(task.externals.items()):
         data = blob.get("data") if isinstance(blob, dict) else None
         if data is None or parts is None:
