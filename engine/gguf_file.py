@@ -142,7 +142,7 @@ def _plain_reader_class() -> type[GGUFReader]:
                     raw_kv_type = self._get(offs, np.uint32)
                     offs += int(raw_kv_type.nbytes)
                     name = str(bytes(kv_kdata), encoding="utf-8")
-                    head = [kv_klen, kv_kdata, raw_kv_type]
+                    head: list[Any] = [kv_klen, kv_kdata, raw_kv_type]
                     compact = None
                     if raw_kv_type[0] == GGUFValueType.ARRAY:
                         compact = self._array_field(orig_offs, name, head, offs)
