@@ -57,6 +57,9 @@ SERIAL_LIMIT = 48
 #: large module beside a few small ones: split between workers, it is done in about the
 #: time of the large one alone)
 POOLED_LIMIT = 2
+#: summaries whose digests are kept for later waves (each keeps its summary alive): past this
+#: many, the kept ones are dropped at the start of a round
+DIGESTS_KEPT = 20_000
 #: alias hops followed when resolving a re-exported name
 _ALIAS_DEPTH = 6
 
@@ -158,22 +161,42 @@ def _json_digest(data: Any) -> str:
     return digest(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
 
 
-def _inputs_digest(config_key: str, task: Task, parts: dict[int, str] | None = None) -> str:
+def _part_digest(data: Any, parts: dict[int, tuple[Any, str]]) -> str:
+    """The digest of one summary (a dict) from the digests of its dict and list values,
+    each serialised once (a class summary given its field facts is a new dict that shares
+    the class's ``methods``)."""
+    known = parts.get(id(data))
+    if known is None:
+        items: list[Any] = []
+        for key in sorted(data):
+            value = data[key]
+            if isinstance(value, (dict, list)):
+                inner = parts.get(id(value))
+                if inner is None:
+                    inner = parts[id(value)] = (value, _json_digest(value))
+                items.append([key, inner[1]])
+            else:
+                items.append([key, value])
+        known = parts[id(data)] = (data, _json_digest(items))
+    return str(known[1])
+
+
+def _inputs_digest(
+    config_key: str, task: Task, parts: dict[int, tuple[Any, str]] | None = None
+) -> str:
     """A digest of everything an analysis of ``task`` reads besides the file's text.
 
-    ``parts``: digests of the summaries in ``task.externals`` by the ``id`` of their ``data``
-    (valid while those objects live: one round's tasks hold them). A class summary is shared
-    by every file that imports it, so it is serialised once per round, not once per file."""
+    ``parts``: the summaries in ``task.externals`` already digested, by the ``id`` of their
+    ``data`` (each kept with its digest, so that its ``id`` is not reused; summaries are never
+    changed in place). A class summary is shared by every file that imports it, and the same
+    summaries are seen wave after wave, so each is serialised once per run."""
     externals: list[list[str]] = []
     for qual, blob in sorted(task.externals.items()):
         data = blob.get("data") if isinstance(blob, dict) else None
         if data is None or parts is None:
             externals.append([qual, _json_digest(blob)])
             continue
-        key = id(data)
-        part = parts.get(key)
-        if part is None:
-            part = parts[key] = _json_digest(data)
+        part = _part_digest(data, parts)
         rest = {k: v for k, v in blob.items() if k != "data"}
         externals.append([qual, _json_digest(rest), part])
     blob = json.dumps(
@@ -234,6 +257,8 @@ class Program:
     _wanted: dict[tuple[str, str], _Wanted] = field(default_factory=dict)
     _field_facts: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     _fields_version: int = 0
+    #: summaries digested for the inputs' digests (``_inputs_digest``'s ``parts``)
+    _digests: dict[int, tuple[Any, str]] = field(default_factory=dict)
 
     def run(self) -> list[Any]:
         from ..runner import FileResult
@@ -295,10 +320,11 @@ class Program:
         self, states: dict[str, FileState], todo: list[tuple[str, Task]], config_key: str
     ) -> None:
         pending: list[tuple[str, Task, str, str]] = []
-        parts: dict[int, str] = {}
+        if len(self._digests) > DIGESTS_KEPT:
+            self._digests.clear()
         for path, task in todo:
             state = states[path]
-            inputs = _inputs_digest(config_key, task, parts)
+            inputs = _inputs_digest(config_key, task, self._digests)
             if not state.content:
                 try:
                     state.content = digest(Path(path).read_bytes())
