@@ -29,7 +29,19 @@ from .facts import (
     param_entry,
     passed_role,
 )
-from .frames import Bound, ClassInfo, EngineState, ExternalClass, Summary, Table, merge
+from .frames import (
+    Bound,
+    ClassInfo,
+    EngineState,
+    ExternalClass,
+    Summary,
+    Table,
+    element_fields,
+    known_elem,
+    listed_elem,
+    merge,
+    merge_elem,
+)
 from .library import source_text, span
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
@@ -786,7 +798,16 @@ class CallsMixin(EngineState):
                     # elements added after the known ones: those keep their indexes
                     elts, more = old.elts, True
             new = Value(
-                old.facts | added.facts, shape, None, elem_str, name_key, old.ref, elts, None, more
+                old.facts | added.facts,
+                shape,
+                None,
+                elem_str,
+                name_key,
+                old.ref,
+                elts,
+                None,
+                more,
+                added_elem(old, method, args, bool(kwargs)),
             )
             self.frame.env[name] = self.with_mutation_facts(new)
             self.note_store(target, self.with_mutation_facts(added))
@@ -955,6 +976,11 @@ class CallsMixin(EngineState):
         name_key = "elem" if iterable.name_key in ("elem", "attr") else ""
         if iterable.shape is Shape.TOOL_RESULT:
             name_key = ""
+        known = element_fields(iterable)
+        if known is not None:
+            # each element a dict of known keys or an object of known fields: what is read
+            # at one key takes only what the elements hold there
+            return known.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
         return Value(facts, shape, name_key=name_key)
 
     def record_message_content(self, content: ast.expr, label: str) -> None:
@@ -1042,7 +1068,18 @@ def entry_of(argument: Value, detail: str) -> Value:
     nothing for a field of it that nothing stored into; else the whole argument (a key it is
     not known to hold, a method, an argument of unknown shape)."""
     parsed = entry_key(detail)
-    if parsed is None or argument.items is None:
+    if parsed is None:
+        return argument
+    if argument.items is None and argument.shape is Shape.LIST:
+        # a list whose elements are dicts of known keys or objects of known fields: a
+        # callee that reads one key of its elements (``m["content"] for m in messages``,
+        # ``r.response for r in results``) takes what each holds under that key
+        element = element_fields(argument)
+        if element is None:
+            return argument
+        from_element = entry_of(element, detail)
+        return argument if from_element is element else from_element
+    if argument.items is None:
         return argument
     key, attribute = parsed
     is_object = isinstance(argument.ref, (ClassInfo, ExternalClass))
@@ -1056,6 +1093,23 @@ def entry_of(argument: Value, detail: str) -> Value:
         # ``obj.field`` read where the object is built (``CallsMixin.attribute_of``)
         held = CLEAN
     return held
+
+
+def added_elem(old: Value, method: str, args: list[Value], keywords: bool) -> Value | None:
+    """``Value.elem`` of the list ``old`` after ``old.<method>(*args)``: its elements' fields
+    merged with those of what ``append``/``insert`` adds or of the elements ``extend`` adds;
+    None once an element of unknown fields may be in it."""
+    if keywords:
+        return None
+    if method == "append" and len(args) == 1:
+        added = known_elem(args[0])
+    elif method == "insert" and len(args) == 2:
+        added = known_elem(args[1])
+    elif method == "extend" and len(args) == 1:
+        added = listed_elem(args[0])
+    else:
+        return None
+    return merge_elem(listed_elem(old), added)
 
 
 def _has_method(cls: object, name: str) -> bool:

@@ -18,7 +18,16 @@ from .facts import (
     param_entry,
     wrapped,
 )
-from .frames import Bound, ClassInfo, EngineState, ExternalClass, Table, merge
+from .frames import (
+    Bound,
+    ClassInfo,
+    EngineState,
+    ExternalClass,
+    Table,
+    fields_known,
+    list_elem,
+    merge,
+)
 from .session import kept_from_session
 from .sinks import is_system_prompt_name
 from .toolnames import combine, literal_key
@@ -306,6 +315,7 @@ class ExprsMixin(EngineState):
             elts=None
             if starred or (isinstance(node, ast.List) and len(values) > 16)
             else tuple(values),
+            elem=list_elem(values) if isinstance(node, ast.List) and not starred else None,
         )
 
     expr_Tuple = expr_List
@@ -392,6 +402,7 @@ class ExprsMixin(EngineState):
         return Value(
             element.facts | facts,
             shape,
+            elem=element if shape is Shape.LIST and fields_known(element) else None,
             elem_str=element.shape is Shape.STR,
             name_key=name_key,
             ref=(node.lineno, node.col_offset, "a set comprehension")
@@ -446,6 +457,15 @@ class ExprsMixin(EngineState):
 
     def expr_Call(self, node: ast.Call) -> Value:
         value = self.eval_call(node)
+        if value.shape is not Shape.FUNC and self.qualify(node.func) == "asyncio.gather":
+            # the awaitables' results, in their order: a list of what each returns
+            # (https://docs.python.org/3/library/asyncio-task.html#asyncio.gather, 2026-12-03)
+            if len(node.args) == 1 and isinstance(node.args[0], ast.Starred):
+                elem = self.eval(node.args[0].value).elem
+            else:
+                elem = list_elem([self.eval(a) for a in node.args])
+            if elem is not None:
+                value = Value(value.facts, Shape.LIST, elem=elem)
         role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
         if role is None and node.args and _class_name(node.func):
             role = node.args[0]  # ``Message("user", text)``: the role first, by position

@@ -232,7 +232,10 @@ class Value:
     not spread across them; ``more``: a list may hold further elements after those (appended
     in a loop or under a condition), so only its first ``len(elts)`` indexes are known.
     ``items``: the values under the constant string keys of a dict literal (all of its keys),
-    so that a ``**payload`` splat into a sink can map them onto keyword arguments.
+    so that a ``**payload`` splat into a sink can map them onto keyword arguments. ``elem``:
+    every element of a list, merged, when each is a dict of known keys or an object of known
+    fields (chat messages with extra keys, results built with keyword fields), so that what
+    a callee reads at one key of each element takes only what was put under that key.
     """
 
     facts: frozenset[Fact] = frozenset()
@@ -244,6 +247,7 @@ class Value:
     elts: tuple[Value, ...] | None = None
     items: tuple[tuple[str, Value], ...] | None = None
     more: bool = False
+    elem: Value | None = None
 
     def __post_init__(self) -> None:
         if len(self.facts) > 1:
@@ -287,6 +291,7 @@ class Value:
                 replace(f, pinned=True) if f.kind in PINNABLE else f for f in self.facts
             ),
             items=tuple((k, v.pinned()) for k, v in self.items) if self.items else self.items,
+            elem=self.elem.pinned() if self.elem is not None else None,
         )
 
     @property
@@ -426,6 +431,7 @@ def map_facts(value: Value, change: Callable[[frozenset[Fact]], frozenset[Fact]]
         if value.items is not None
         else None
     )
-    if not value.facts and elts is None and items is None:
+    elem = map_facts(value.elem, change) if value.elem is not None else None
+    if not value.facts and elts is None and items is None and elem is None:
         return value
-    return replace(value, facts=change(value.facts), elts=elts, items=items)
+    return replace(value, facts=change(value.facts), elts=elts, items=items, elem=elem)

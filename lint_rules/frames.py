@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from .facts import CLEAN, Fact, Shape, Value
+from .facts import CLEAN, Fact, Kind, Shape, Value
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall
@@ -185,7 +185,87 @@ def merge(a: Value, b: Value) -> Value:
         a.name_key if a.name_key == b.name_key else "",
         a.ref if a.ref == b.ref else None,
         items=items,
+        elem=merge_elem(a.elem, b.elem),
     )
+
+
+#: ``Value.elem`` of a list built empty (``[]``): no element yet, so no key is known either
+NO_ELEM = Value(shape=Shape.DICT, items=())
+
+
+def fields_known(value: Value) -> bool:
+    """True when ``value`` is a dict of known keys or an object of a class we know, built with
+    its fields known (``Value.items``)."""
+    return value.items is not None and (
+        value.shape is Shape.DICT or isinstance(value.ref, (ClassInfo, ExternalClass))
+    )
+
+
+def known_elem(value: Value) -> Value | None:
+    """``value`` as an element of a list for ``Value.elem``: itself when of known fields,
+    ``NO_ELEM`` when it holds no fact at all (nothing it holds under any key can matter), else
+    None."""
+    if fields_known(value):
+        return value
+    return NO_ELEM if not value.facts else None
+
+
+def listed_elem(listed: Value) -> Value | None:
+    """``Value.elem`` of a list ``listed`` whose elements were not tracked: ``NO_ELEM`` when it
+    holds no fact at all (a list read from a database, a file), else its ``elem``."""
+    if listed.elem is None and not listed.facts:
+        return NO_ELEM
+    return listed.elem
+
+
+def list_elem(values: list[Value]) -> Value | None:
+    """``Value.elem`` of a list literal of ``values``: ``NO_ELEM`` when empty, None when one of
+    them is not of known fields."""
+    out: Value | None = NO_ELEM
+    for v in values:
+        out = merge_elem(out, known_elem(v))
+        if out is None:
+            return None
+    return out
+
+
+def element_fields(listed: Value) -> Value | None:
+    """One element of ``listed`` with its fields known (``Value.elem``), carrying the list's
+    own order and per-request choices (its order, a filter), or None when the list holds a fact
+    that none of its known elements' fields holds (something stored into it some other way)."""
+    elem = listed.elem
+    if elem is None or elem is NO_ELEM or listed.items is not None:
+        return None
+    held = set(elem.facts)
+    for _, v in elem.items or ():
+        held |= v.facts
+    extra = listed.facts - held
+    if any(
+        not (
+            f.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE, Kind.VARIES, Kind.LOOP)
+            or (f.kind is Kind.PARAM and f.granularity == "order")
+        )
+        for f in extra
+    ):
+        return None
+    if not extra:
+        return elem
+    items = tuple((k, v.with_facts(v.facts | extra)) for k, v in elem.items or ())
+    return replace(elem, facts=elem.facts | extra, items=items)
+
+
+def merge_elem(a: Value | None, b: Value | None) -> Value | None:
+    """``Value.elem`` of a list holding the elements ``a`` and ``b`` describe: their fields
+    merged key by key, or None (elements of unknown fields) when either is unknown or they are
+    not of one kind (``NO_ELEM``, a list with no element, takes the other's)."""
+    if a is None or b is None:
+        return None
+    if a is NO_ELEM:
+        return b
+    if b is NO_ELEM:
+        return a
+    out = merge(a, b)
+    return out if fields_known(out) else None
 
 
 class EngineState:
@@ -231,7 +311,9 @@ class EngineState:
         def qualify(self, node: ast.expr) -> str | None: ...
         def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None: ...
         def with_mutation_facts(self, value: Value) -> Value: ...
-        def mutate(self, holder: ast.expr, added: Value) -> None: ...
+        def mutate(
+            self, holder: ast.expr, added: Value, target: ast.expr | None = None
+        ) -> None: ...
         def note_store(self, holder: ast.Name, added: Value, attr: str = "") -> None: ...
         def self_attr_facts(self, self_name: str, attr: str) -> frozenset[Fact]: ...
         def external(self, qual: str, carries: bool = False) -> object: ...

@@ -24,7 +24,16 @@ from .facts import (
     join,
     narrowed,
 )
-from .frames import INIT_METHODS, ClassInfo, EngineState, ExternalClass, Frame, merge
+from .frames import (
+    INIT_METHODS,
+    ClassInfo,
+    EngineState,
+    ExternalClass,
+    Frame,
+    element_fields,
+    fields_known,
+    merge,
+)
 from .toolnames import combine
 
 #: dict keys that put a cache breakpoint on a block (Anthropic, Bedrock)
@@ -57,6 +66,49 @@ def holds_no_object(value: Value) -> bool:
     if value.shape is Shape.UNKNOWN and value.ref == "literal":
         return True
     return isinstance(value.ref, Unresolved) and value.ref.qual in FIELD_DECLARATIONS
+
+
+def _enumerated(stmt: ast.For | ast.AsyncFor) -> ast.expr | None:
+    """The list of ``for i, x in enumerate(items)`` (``items``), else None."""
+    call = stmt.iter
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "enumerate"
+        and len(call.args) == 1
+        and isinstance(call.args[0], (ast.Name, ast.Attribute))
+        and not call.keywords
+        and isinstance(stmt.target, ast.Tuple)
+        and len(stmt.target.elts) == 2
+    ):
+        return call.args[0]
+    return None
+
+
+def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
+    """``Value.elem`` of the list ``old`` once ``added`` is stored at ``stored``: with
+    ``msgs[i]["key"] = v`` (one element's entry of a constant key) the elements' ``key`` may
+    hold ``added`` too; any other store leaves its elements unknown (None)."""
+    elem = old.elem
+    if (
+        elem is None
+        or elem.items is None
+        or old.shape is not Shape.LIST
+        or not isinstance(stored, ast.Subscript)
+        or not isinstance(stored.value, ast.Subscript)
+        or not isinstance(stored.value.value, ast.Name)
+        or not isinstance(stored.slice, ast.Constant)
+        or not isinstance(stored.slice.value, str)
+    ):
+        return None
+    key = stored.slice.value
+    items = dict(elem.items)
+    items[key] = merge(items[key], added) if key in items else added
+    return replace(
+        elem,
+        facts=elem.facts | added.facts,
+        items=tuple(sorted(items.items())),
+    )
 
 
 def merge_field(old: Value, new: Value) -> Value:
@@ -264,20 +316,22 @@ class StatementsMixin(EngineState):
                 if isinstance(key, str) and (base.id in frame.defs or base.id in frame.dict_keys):
                     frame.dict_keys.setdefault(base.id, {})[key] = target
             if value.facts:
-                self.mutate(base, value)
+                self.mutate(base, value, target)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, None)
 
-    def mutate(self, holder: ast.expr, added: Value) -> None:
+    def mutate(self, holder: ast.expr, added: Value, target: ast.expr | None = None) -> None:
         """``holder`` (a name, ``self``, ``self.x`` or ``self.x[k]``) now also holds ``added``:
         its value gains the facts (and the loop and condition facts around this statement),
-        and the function's summary notes a store into a parameter or the receiver."""
+        and the function's summary notes a store into a parameter or the receiver.
+        ``target``: the item stored into, when the store is ``holder[k] = added``."""
         if not added.facts and not self.frame.mutation_facts:
             return
         frame = self.frame
         added = self.with_mutation_facts(added)
         if frame.once:  # stored where code runs once: computed once
             added = added.pinned()
+        stored = target if target is not None else holder
         while isinstance(holder, ast.Subscript):
             holder = holder.value
         if isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name):
@@ -307,6 +361,7 @@ class StatementsMixin(EngineState):
                 old.name_key,
                 old.ref,
                 items=fields,
+                elem=stored_elem(old, stored, added),
             )
             self.note_store(holder, added)
 
@@ -441,15 +496,35 @@ class StatementsMixin(EngineState):
         iterable = self.eval(stmt.iter)
         unordered = self.iteration_fact(iterable, stmt.iter)
         element = self.element_of(iterable)
+        target = stmt.target
+        counted = _enumerated(stmt)
+        if counted is not None:
+            known = element_fields(self.eval(counted))
+            if known is not None:
+                # ``for i, m in enumerate(messages)``: ``m`` is an element of known fields
+                assert isinstance(target, ast.Tuple)
+                self.assign(target.elts[0], Value(shape=Shape.NUM), None)
+                target, element = target.elts[1], known
         if not self.frame.pinned:
-            element = Value(
-                element.facts | {self.fact(Kind.LOOP, stmt.target, "loop variable")},
-                element.shape,
-                element.const,
-                element.elem_str,
-                element.name_key,
-            )
-        self.assign(stmt.target, element, None)
+            loop = self.fact(Kind.LOOP, stmt.target, "loop variable")
+            if fields_known(element):
+                # an element of known fields (``Value.elem``): each field is per iteration
+                element = replace(
+                    element,
+                    facts=element.facts | {loop},
+                    items=tuple(
+                        (k, v.with_facts(v.facts | {loop})) for k, v in element.items or ()
+                    ),
+                )
+            else:
+                element = Value(
+                    element.facts | {loop},
+                    element.shape,
+                    element.const,
+                    element.elem_str,
+                    element.name_key,
+                )
+        self.assign(target, element, None)
         # what the body appends follows the iterable's order (a parameter's too)
         order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
         order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)

@@ -104,6 +104,8 @@ def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
             out["more"] = True
     if value.items is not None:
         out["items"] = [[k, value_to_json(v, path, own)] for k, v in value.items]
+    if value.elem is not None:
+        out["elem"] = value_to_json(value.elem, path, own)
     return out
 
 
@@ -125,6 +127,7 @@ def value_from_json(data: JSON, key: int, classes: Callable[[str], object]) -> V
         if items is not None
         else None,
         data.get("more", False),
+        value_from_json(data["elem"], key, classes) if "elem" in data else None,
     )
 
 
