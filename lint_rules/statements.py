@@ -499,12 +499,19 @@ class StatementsMixin(EngineState):
         target = stmt.target
         counted = _enumerated(stmt)
         if counted is not None:
-            known = element_fields(self.eval(counted))
-            if known is not None:
-                # ``for i, m in enumerate(messages)``: ``m`` is an element of known fields
-                assert isinstance(target, ast.Tuple)
-                self.assign(target.elts[0], Value(shape=Shape.NUM), None)
-                target, element = target.elts[1], known
+            # ``for i, m in enumerate(messages)``: ``i`` is a position, holding nothing of
+            # the elements; ``m`` an element (of known fields when the list's are known)
+            assert isinstance(target, ast.Tuple)
+            listed = self.eval(counted)
+            known = element_fields(listed)
+            index = Value(shape=Shape.NUM)
+            if not self.frame.pinned:
+                index = Value(
+                    frozenset({self.fact(Kind.LOOP, target.elts[0], "loop variable")}), Shape.NUM
+                )
+            self.assign(target.elts[0], index, None)
+            target = target.elts[1]
+            element = known if known is not None else self.element_of(listed)
         if not self.frame.pinned:
             loop = self.fact(Kind.LOOP, stmt.target, "loop variable")
             if fields_known(element):

@@ -45,3 +45,16 @@ class MapReduceSearch:
     async def search_timed(self, query: str, batches: list):
         results = await asyncio.gather(*[self._map(batch) for batch in batches])
         return await self._reduce_timed(results, query)  # PC001: 40
+
+    async def _reduce_numbered(self, results: list, query: str):
+        points = []
+        for index, r in enumerate(results):
+            points.append(f"{index}. {r.response}")
+        return await client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "system", "content": "\n".join(points)}, {"role": "user", "content": query}],
+        )
+
+    async def search_numbered(self, query: str, batches: list):
+        results = await asyncio.gather(*[self._map(batch) for batch in batches])
+        return await self._reduce_numbered(results, query)
