@@ -269,7 +269,8 @@ class Value:
 
     def ordered(self) -> Value:
         """The value after sorting: no order facts; a parameter's fact is marked ``sorted``
-        (``Fact.granularity``), so that what a caller passes in loses its order facts too."""
+        (``Fact.granularity``), so that what a caller passes in loses its order facts too, and
+        the fact of a parameter's order alone (granularity "order") goes with them."""
         if not self.facts:
             return self
         return replace(
@@ -278,6 +279,7 @@ class Value:
                 (replace(f, granularity="sorted") if f.kind is Kind.PARAM else f)
                 for f in self.facts
                 if f.kind not in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+                and not (f.kind is Kind.PARAM and f.granularity == "order")
             ),
         )
 

@@ -58,3 +58,20 @@ class MapReduceSearch:
     async def search_numbered(self, query: str, batches: list):
         results = await asyncio.gather(*[self._map(batch) for batch in batches])
         return await self._reduce_numbered(results, query)
+
+    async def _reduce_ranked(self, results: list, query: str):
+        points = []
+        for r in results:
+            points.append({"answer": r.response, "score": r.llm_calls})
+        ranked = sorted(points, key=lambda p: p["score"])
+        return await client.chat.completions.create(
+            model="gpt-4o",
+            messages=[
+                {"role": "system", "content": "\n".join(p["answer"] for p in ranked)},
+                {"role": "user", "content": query},
+            ],
+        )
+
+    async def search_ranked(self, query: str, batches: list):
+        results = await asyncio.gather(*[self._map(batch) for batch in batches])
+        return await self._reduce_ranked(results, query)
