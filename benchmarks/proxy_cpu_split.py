@@ -202,13 +202,28 @@ def measure(
             proxy.kill()
 
 
+def _at_least(low: float, kind: type) -> Any:
+    """An argparse type: a number of ``kind`` no smaller than ``low``, else a usage error."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below {low}: pass {low} or more")
+        return value
+
+    return parse
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replicas", type=int, default=4)
-    parser.add_argument("--requests", type=int, default=600)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--event-gap-ms", type=float, default=5.0)
-    parser.add_argument("--idle-s", type=float, default=20.0)
+    parser.add_argument("--replicas", type=_at_least(2, int), default=4)
+    parser.add_argument("--requests", type=_at_least(1, int), default=600)
+    parser.add_argument("--concurrency", type=_at_least(1, int), default=8)
+    parser.add_argument("--event-gap-ms", type=_at_least(0, float), default=5.0)
+    parser.add_argument("--idle-s", type=_at_least(1, float), default=20.0)
     parser.add_argument("--profile", metavar="FILE",
                         help="also run the --db proxy under cProfile, stats to FILE")  # fmt: skip
     parser.add_argument("--serve-mock", type=int, metavar="PORT", help=argparse.SUPPRESS)

@@ -1,0 +1,48 @@
+"""benchmarks/proxy_cpu_split.py as a user runs it: bad numbers are usage errors, and a small run
+measures every request it sent (a real proxy in front of real mock replicas on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "proxy_cpu_split.py"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--replicas", "1"], "argument --replicas: 1 is below 2: pass 2 or more"),
+        (["--requests", "-5"], "argument --requests: -5 is below 1: pass 1 or more"),
+        (["--concurrency", "x"], "argument --concurrency: 'x' is not a number"),
+        (["--idle-s", "0"], "argument --idle-s: 0 is below 1: pass 1 or more"),
+    ],
+)
+def test_bad_numbers_are_usage_errors(args: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_small_run_measures_every_request() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--replicas", "2", "--requests", "6", "--concurrency", "2",
+         "--idle-s", "1", "--event-gap-ms", "0"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("proxy, ")]
+    assert [line.split()[1] for line in lines] == ["--db", "--no-log"]
+    for line in lines:
+        assert line.endswith("(6 requests whole)")
+        total, loop, others = (
+            float(x) for x in re.findall(r"([0-9.]+) ms(?!/s)", line)[:3]
+        )
+        assert total == pytest.approx(loop + others, abs=0.011)
