@@ -3,7 +3,8 @@
 - `SpeculativeConfig` (config.py): vLLM's ``speculative_config`` for ``method="ngram"``:
   ``num_speculative_tokens``, ``prompt_lookup_max``, ``prompt_lookup_min``.
 - `NgramProposer` (ngram_proposer.py): drafts from the sequence's own prompt and output, cut
-  to the length the sequence's acceptance so far pays for (draft_length.py).
+  to the length the sequence's acceptance so far pays for, and paused for a growing number of
+  steps after verifies that kept none of their drafts (draft_length.py).
 - `accepted_length` (acceptance.py): how many drafts the target model's own choices confirm.
 
 The scheduler asks the proposer for a draft when it plans a decode, schedules the draft
@@ -17,6 +18,12 @@ from __future__ import annotations
 
 from .acceptance import accepted_length
 from .config import SPECULATIVE_METHODS, SpeculativeConfig
-from .ngram_proposer import NgramProposer
+from .ngram_proposer import DraftState, NgramProposer
 
-__all__ = ["SPECULATIVE_METHODS", "NgramProposer", "SpeculativeConfig", "accepted_length"]
+__all__ = [
+    "SPECULATIVE_METHODS",
+    "DraftState",
+    "NgramProposer",
+    "SpeculativeConfig",
+    "accepted_length",
+]

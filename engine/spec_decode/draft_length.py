@@ -1,40 +1,69 @@
-"""How many draft tokens a sequence should verify: an acceptance estimate and a cost model.
+"""How many draft tokens a sequence should verify: an acceptance estimate, a cost model and a
+back-off after wasted drafts.
 
-A verify pass of ``k`` drafts computes ``k + 1`` rows instead of one. On a memory-bound CPU
-decode the weights are read once either way, but the pass switches from the one-row kernel to
-the multi-row one, and the LM head's cost grows with its rows, so a pass costs about
-``1 + COST_FIXED + COST_PER_TOKEN * k`` plain decode steps (SmolLM2 int4 through the fused CPU
-kernel, one thread, shared 2-core VM, 2026-12-03: a step of one row 31 ms, of two 43 ms; the
-int8 LM head alone 10.5 ms for one row, 14 for three, 23 for four, 36 for six). It yields
-``1 + a + a^2 + ... + a^k`` tokens on average when each next draft is right with probability
-``a`` (given the ones before it were).
+**Cost.** A verify pass of ``k`` drafts computes ``k + 1`` rows instead of one. On a
+memory-bound CPU decode the weights are read once either way, but one row takes the fused
+kernel's one-row int4 product and two or more take its panel product, whose register tile
+holds ``VERIFY_TILE_ROWS`` (4) rows of activations: rows 2 to 4 cost about the same, and each
+further tile of 4 rows costs most of a plain step more (``verify_cost``). Measured on SmolLM2
+int4, fused CPU kernel, one torch thread, shared 2-core VM, 2026-12-03, steps of each size
+interleaved in one request, medians of 40-50 steps each, in two runs at load average 3-6: 1.28
+and 1.35 plain steps for 1 draft; 1.41 and 1.53 for 3; 2.22 and 2.23 for 4; 2.35 and 2.31 for
+5; 2.58 for 7; 3.17 and 3.25 for 8; 3.65 for 11. A pass yields ``1 + a + a^2 + ... + a^k``
+tokens on average when each next draft is right with probability ``a`` (given the ones before
+it were).
 
-Each sequence keeps ``a`` as an exponentially weighted count of its verified draft positions
-(every position up to and including the first rejection is one trial), starting from
-``PRIOR_ACCEPTED / PRIOR_TRIALS``, and drafts the ``k`` that maximises tokens per unit of
-cost; ``k = 0`` when no length pays, which is how natural text with chance n-gram matches
-keeps plain decode speed. While it does not draft, each step still checks the first token of
-the draft it would have made against the token the model produced (a free trial), so the
-estimate recovers when the text turns to copying again.
+**Acceptance.** Each sequence keeps ``a`` as an exponentially weighted count of its verified
+draft positions (every position up to and including the first rejection is one trial),
+starting from ``PRIOR_ACCEPTED / PRIOR_TRIALS``, and drafts the ``k`` that maximises tokens per
+unit of cost (`best_draft_length`); ``k = 0`` when no length pays. While it does not draft,
+each step still checks the first token of the draft it would have made against the token the
+model produced (a free trial), so the estimate recovers when the text turns to copying again.
+
+**Back-off** (`DraftBackoff`). The estimate alone lets natural text flap: one lucky free trial
+lifts it over the threshold, the next draft is rejected at its first token, and each such
+verify costs ``verify_cost(k) - 1`` steps for nothing. So a verify that keeps none of its
+drafts pauses the sequence's drafting for ``BACKOFF_BASE_STEPS`` decode steps, doubled for each
+further wasted verify in a row, up to ``BACKOFF_MAX_STEPS``; a verify that keeps at least one
+draft (which pays: two tokens or more for one pass of at most 4 rows) ends the streak. Free
+trials go on during a pause. Over a 128-token chat answer this bounds the waste to a handful
+of verifies (pauses 2, 4, 8, 16, 32, 64 steps), while a copying sequence, whose drafts keep
+tokens, never pauses for more than a step or two after the point where its copy diverges.
+The same idea as llama.cpp's n-gram cache, which drafts only continuations seen often enough
+(``draft_min_sample_size_*`` / ``draft_min_percent_*`` in ``common/ngram-cache.cpp``), and
+Hugging Face transformers' ``num_assistant_tokens_schedule="heuristic"`` (2 more draft tokens
+after a fully accepted draft, 1 fewer otherwise); both checked 2026-12-03.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "COST_FIXED",
-    "COST_PER_TOKEN",
+    "BACKOFF_BASE_STEPS",
+    "BACKOFF_MAX_STEPS",
     "DECAY",
     "PRIOR_ACCEPTED",
     "PRIOR_TRIALS",
+    "VERIFY_COST_FIRST_TILE",
+    "VERIFY_COST_PER_TILE",
+    "VERIFY_COST_PER_TOKEN",
+    "VERIFY_TILE_ROWS",
     "AcceptanceEstimate",
+    "DraftBackoff",
     "best_draft_length",
+    "verify_cost",
 ]
 
-COST_FIXED = 0.35
-"""Extra cost of a verify pass over a plain decode step, in decode steps (see module doc)."""
+VERIFY_TILE_ROWS = 4
+"""Rows the fused CPU kernel's panel product takes per register tile (``PANEL_TILE_ROWS``)."""
 
-COST_PER_TOKEN = 0.15
-"""Extra cost per draft token verified, in decode steps."""
+VERIFY_COST_FIRST_TILE = 0.3
+"""Extra cost of switching from the one-row product to the panel product, in decode steps."""
+
+VERIFY_COST_PER_TOKEN = 0.06
+"""Extra cost per draft token verified (its row's attention, LM head and sampling)."""
+
+VERIFY_COST_PER_TILE = 0.7
+"""Extra cost of each further tile of `VERIFY_TILE_ROWS` rows, in decode steps."""
 
 DECAY = 0.9
 """Weight of the past per trial (an effective memory of about 10 trials)."""
@@ -42,6 +71,36 @@ DECAY = 0.9
 PRIOR_ACCEPTED = 1.0
 PRIOR_TRIALS = 2.0
 """The estimate before any trial: 1 of 2, so a new sequence drafts a few tokens."""
+
+BACKOFF_BASE_STEPS = 2
+"""Decode steps without drafts after a first wasted verify (one that kept no draft)."""
+
+BACKOFF_MAX_STEPS = 64
+"""The longest pause, reached after 6 wasted verifies in a row."""
+
+
+def verify_cost(num_drafts: int) -> float:
+    """Cost of a decode step that verifies ``num_drafts`` drafts, in plain decode steps.
+
+    Returns:
+        1.0 for no draft; ``1 + VERIFY_COST_FIRST_TILE + VERIFY_COST_PER_TOKEN * num_drafts +
+        VERIFY_COST_PER_TILE * t`` with ``t`` the tiles of `VERIFY_TILE_ROWS` rows past the
+        first that ``num_drafts + 1`` rows fill (1.36 for 1 draft, 1.48 for 3, 2.24 for 4).
+
+    Raises:
+        ValueError: ``num_drafts < 0``.
+    """
+    if num_drafts < 0:
+        raise ValueError(f"a draft has 0 tokens or more, got {num_drafts}")
+    if num_drafts == 0:
+        return 1.0
+    extra_tiles = num_drafts // VERIFY_TILE_ROWS  # ceil((num_drafts + 1) / tile) - 1
+    return (
+        1.0
+        + VERIFY_COST_FIRST_TILE
+        + VERIFY_COST_PER_TOKEN * num_drafts
+        + VERIFY_COST_PER_TILE * extra_tiles
+    )
 
 
 def best_draft_length(acceptance: float, max_tokens: int) -> int:
@@ -52,15 +111,15 @@ def best_draft_length(acceptance: float, max_tokens: int) -> int:
         max_tokens: the longest draft allowed now.
 
     Returns:
-        ``argmax_k (1 + a + ... + a^k) / cost(k)``, ``cost(0) = 1`` and ``cost(k) = 1 +
-        COST_FIXED + COST_PER_TOKEN * k``; the shortest on ties.
+        ``argmax_k (1 + a + ... + a^k) / verify_cost(k)``; the shortest on ties, 0 when no
+        length beats a plain step.
     """
     best, best_rate = 0, 1.0
     expected, power = 1.0, 1.0
     for k in range(1, max_tokens + 1):
         power *= acceptance
         expected += power
-        rate = expected / (1.0 + COST_FIXED + COST_PER_TOKEN * k)
+        rate = expected / verify_cost(k)
         if rate > best_rate:
             best, best_rate = k, rate
     return best
@@ -89,3 +148,37 @@ class AcceptanceEstimate:
         if num_accepted < num_drafted:
             self.accepted = DECAY * self.accepted
             self.trials = DECAY * self.trials + 1.0
+
+
+class DraftBackoff:
+    """One sequence's pause after wasted verifies (see the module doc).
+
+    Attributes:
+        wasted_streak: verifies in a row that kept no draft.
+        steps_left: decode steps still to go without drafts.
+    """
+
+    __slots__ = ("steps_left", "wasted_streak")
+
+    def __init__(self) -> None:
+        self.wasted_streak = 0
+        self.steps_left = 0
+
+    def allows_draft(self) -> bool:
+        """Called once per decode step of the sequence: False while a pause runs (and counts
+        this step off it)."""
+        if self.steps_left > 0:
+            self.steps_left -= 1
+            return False
+        return True
+
+    def observe(self, num_accepted: int) -> None:
+        """Record a verify that kept ``num_accepted`` drafts: 0 starts a pause of
+        ``min(BACKOFF_BASE_STEPS * 2^(streak - 1), BACKOFF_MAX_STEPS)`` steps, more ends the
+        streak."""
+        if num_accepted > 0:
+            self.wasted_streak = 0
+            return
+        self.wasted_streak += 1
+        pause = BACKOFF_BASE_STEPS << min(self.wasted_streak - 1, 16)
+        self.steps_left = min(pause, BACKOFF_MAX_STEPS)

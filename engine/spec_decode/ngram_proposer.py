@@ -18,11 +18,12 @@ length. Pure Python, not thread-safe (the scheduler's thread only).
 from __future__ import annotations
 
 from collections.abc import Sequence as Seq
+from dataclasses import dataclass
 
 from .config import SpeculativeConfig
-from .draft_length import AcceptanceEstimate, best_draft_length
+from .draft_length import AcceptanceEstimate, DraftBackoff, best_draft_length
 
-__all__ = ["NgramIndex", "NgramProposer"]
+__all__ = ["DraftState", "NgramIndex", "NgramProposer"]
 
 
 class NgramIndex:
@@ -65,19 +66,58 @@ class NgramIndex:
         return []
 
 
-class _SeqDrafts:
-    """One sequence's n-gram index, acceptance estimate and unverified shadow draft."""
+@dataclass(frozen=True, slots=True)
+class DraftState:
+    """A snapshot of one sequence's drafting (`NgramProposer.draft_state`).
 
-    __slots__ = ("estimate", "index", "shadow")
+    Attributes:
+        acceptance_rate: the acceptance estimate ``a`` (draft_length.py), in (0, 1).
+        wasted_streak: verifies in a row that kept no draft.
+        pause_steps_left: decode steps still to go without drafts (the back-off).
+        num_drafts: verifies of a draft so far.
+        num_draft_tokens: draft tokens verified so far.
+        num_accepted_tokens: of those, tokens the target confirmed (before any stop check).
+        num_paused_steps: decode steps the back-off kept from drafting so far.
+    """
+
+    acceptance_rate: float
+    wasted_streak: int
+    pause_steps_left: int
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    num_paused_steps: int
+
+
+class _SeqDrafts:
+    """One sequence's n-gram index, acceptance estimate, back-off, unverified shadow draft and
+    counts."""
+
+    __slots__ = (
+        "backoff",
+        "estimate",
+        "index",
+        "num_accepted_tokens",
+        "num_draft_tokens",
+        "num_drafts",
+        "num_paused_steps",
+        "shadow",
+    )
 
     def __init__(self, n_min: int, n_max: int) -> None:
         self.index = NgramIndex(n_min, n_max)
         self.estimate = AcceptanceEstimate()
+        self.backoff = DraftBackoff()
         self.shadow: tuple[int, int] | None = None  # (position, token) of a draft not made
+        self.num_drafts = 0
+        self.num_draft_tokens = 0
+        self.num_accepted_tokens = 0
+        self.num_paused_steps = 0
 
 
 class NgramProposer:
-    """Per-sequence prompt-lookup drafts, cut to the length that pays (`draft_length`).
+    """Per-sequence prompt-lookup drafts, cut to the length that pays and paused after wasted
+    verifies (`draft_length`).
 
     Args:
         config: the validated `SpeculativeConfig`.
@@ -94,7 +134,9 @@ class NgramProposer:
 
     def propose(self, seq_id: int, token_ids: Seq[int], k: int) -> list[int]:
         """Draft tokens for sequence ``seq_id``: the prompt-lookup match (at most ``min(k,
-        num_speculative_tokens)`` tokens) cut to `best_draft_length` of its acceptance estimate.
+        num_speculative_tokens)`` tokens) cut to `best_draft_length` of its acceptance estimate;
+        none while its back-off pauses it. Call it once per decode step of the sequence (each
+        call counts a step off a pause).
 
         A match cut to nothing is kept as a shadow: `observe_token` checks its first token.
 
@@ -108,15 +150,24 @@ class NgramProposer:
             cfg = self.config
             state = self._seqs[seq_id] = _SeqDrafts(cfg.prompt_lookup_min, cfg.prompt_lookup_max)
         match = state.index.propose(token_ids, min(k, self.config.num_speculative_tokens))
-        length = best_draft_length(state.estimate.rate, len(match)) if match else 0
+        length = 0
+        if state.backoff.allows_draft():
+            length = best_draft_length(state.estimate.rate, len(match)) if match else 0
+        else:
+            state.num_paused_steps += 1
         state.shadow = (len(token_ids), match[0]) if match and not length else None
         return match[:length]
 
     def observe(self, seq_id: int, num_accepted: int, num_drafted: int) -> None:
-        """Record a verified draft of ``num_drafted`` tokens, ``num_accepted`` confirmed."""
+        """Record a verified draft of ``num_drafted`` tokens, ``num_accepted`` confirmed (its
+        acceptance estimate, and a back-off pause when none was)."""
         state = self._seqs.get(seq_id)
         if state is not None:
             state.estimate.observe(num_accepted, num_drafted)
+            state.backoff.observe(num_accepted)
+            state.num_drafts += 1
+            state.num_draft_tokens += num_drafted
+            state.num_accepted_tokens += num_accepted
 
     def observe_token(self, seq_id: int, position: int, token_id: int) -> None:
         """Record the token a plain decode produced at ``position``: a free trial of the
@@ -133,6 +184,21 @@ class NgramProposer:
         """The sequence's acceptance estimate, or None if it has no state."""
         state = self._seqs.get(seq_id)
         return None if state is None else state.estimate.rate
+
+    def draft_state(self, seq_id: int) -> DraftState | None:
+        """A snapshot of the sequence's drafting, or None if it has no state."""
+        state = self._seqs.get(seq_id)
+        if state is None:
+            return None
+        return DraftState(
+            acceptance_rate=state.estimate.rate,
+            wasted_streak=state.backoff.wasted_streak,
+            pause_steps_left=state.backoff.steps_left,
+            num_drafts=state.num_drafts,
+            num_draft_tokens=state.num_draft_tokens,
+            num_accepted_tokens=state.num_accepted_tokens,
+            num_paused_steps=state.num_paused_steps,
+        )
 
     def forget(self, seq_id: int) -> None:
         """Drop the state of a finished sequence (no-op if it has none)."""

@@ -19,11 +19,17 @@ from promptcache.engine import LLMEngine, SamplingParams
 from promptcache.engine.block_manager import hash_block_tokens, prefix_block_hashes
 from promptcache.engine.outputs import RequestOutput
 from promptcache.engine.spec_decode import (
+    DraftState,
     NgramProposer,
     SpeculativeConfig,
     accepted_length,
 )
-from promptcache.engine.spec_decode.draft_length import AcceptanceEstimate, best_draft_length
+from promptcache.engine.spec_decode.draft_length import (
+    AcceptanceEstimate,
+    best_draft_length,
+    verify_cost,
+)
+from promptcache.engine.spec_decode.ngram_proposer import NgramIndex
 from promptcache.errors import ConfigError
 
 SPEC = {
@@ -172,10 +178,23 @@ def _brute_force_draft(tokens: list[int], k: int, n_min: int, n_max: int) -> lis
     return []
 
 
+def test_verify_cost_steps_at_each_tile_of_four_rows() -> None:
+    costs = [verify_cost(k) for k in range(12)]
+    assert costs[0] == 1.0
+    assert costs == sorted(costs)
+    # rows 2-4 share the panel product's first tile; a 5th row starts a second one
+    assert costs[3] - costs[1] < 0.2 < costs[4] - costs[3]
+    assert costs[8] - costs[7] > 0.5
+    with pytest.raises(ValueError, match="0 tokens or more"):
+        verify_cost(-1)
+
+
 def test_draft_length_follows_the_acceptance_estimate() -> None:
     assert best_draft_length(0.0, 8) == 0
     assert best_draft_length(0.2, 8) == 0  # chance matches in natural text: plain decode
-    assert best_draft_length(0.99, 8) == 8  # copying: the longest draft
+    # copying: a full tile of rows (8 rows, 7 drafts), or 4 rows when 5 or 6 drafts are allowed
+    assert best_draft_length(0.99, 8) == 7
+    assert best_draft_length(0.99, 5) == 3
     lengths = [best_draft_length(a / 20, 8) for a in range(20)]
     assert lengths == sorted(lengths)
     assert best_draft_length(0.9, 3) == 3
@@ -190,32 +209,86 @@ def test_draft_length_follows_the_acceptance_estimate() -> None:
     assert estimate.rate < 0.05
 
 
-def _raw_proposer(k: int, n_min: int, n_max: int) -> NgramProposer:
-    """A proposer; the test keeps its estimate near 1, so its drafts are never cut."""
-    proposer = NgramProposer(
-        SpeculativeConfig(
-            num_speculative_tokens=k, prompt_lookup_min=n_min, prompt_lookup_max=n_max
-        )
-    )
-    return proposer
-
-
-def test_proposer_equals_a_brute_force_scan() -> None:
+def test_index_equals_a_brute_force_scan() -> None:
     rng = random.Random(0)
-    for trial in range(40):
+    for _ in range(40):
         n_min = rng.randint(1, 3)
         n_max = rng.randint(n_min, 5)
         k = rng.randint(1, 6)
-        proposer = _raw_proposer(k, n_min, n_max)
-        assert proposer.propose(trial, [], k) == []  # the sequence's state starts here
+        index = NgramIndex(n_min, n_max)
+        assert index.propose([], k) == []
         tokens = [rng.randint(0, 4) for _ in range(rng.randint(1, 12))]
         while len(tokens) < 120:  # grows by 1..k tokens per call, as decoding does
-            proposer.observe(trial, 50, 50)  # keep the estimate near 1: drafts uncut
             want = _brute_force_draft(tokens, k, n_min, n_max)
-            assert proposer.propose(trial, tokens, k) == want
+            assert index.propose(tokens, k) == want
             tokens += [rng.randint(0, 4) for _ in range(rng.randint(1, k + 1))]
-        proposer.forget(trial)
-    assert proposer.num_indexed_sequences == 0
+
+
+def test_proposer_cuts_the_match_to_the_length_that_pays() -> None:
+    rng = random.Random(1)
+    proposer = NgramProposer(
+        SpeculativeConfig(num_speculative_tokens=6, prompt_lookup_min=1, prompt_lookup_max=3)
+    )
+    tokens = [rng.randint(0, 4) for _ in range(8)]
+    for _ in range(60):
+        rate = proposer.acceptance_rate(0) or 0.5
+        want = _brute_force_draft(tokens, 6, 1, 3)
+        got = proposer.propose(0, tokens, 6)
+        assert got == want[: best_draft_length(rate, len(want))]
+        if got:
+            proposer.observe(0, len(got), len(got))  # every draft kept: never paused
+        tokens += [rng.randint(0, 4) for _ in range(rng.randint(1, 4))]
+    state = proposer.draft_state(0)
+    assert state is not None and state.num_paused_steps == 0 and state.num_drafts > 10
+    proposer.forget(0)
+    assert proposer.num_indexed_sequences == 0 and proposer.draft_state(0) is None
+
+
+def test_wasted_drafts_pause_drafting_per_sequence() -> None:
+    """Sequence 1's drafts are all rejected, sequence 2's all kept, in the same steps: 1 drafts
+    at steps 0, 3, 8, 17 (pauses of 2, 4, 8 steps), 2 at every step; a kept draft ends 1's
+    streak, so its next waste pauses it for 2 steps again."""
+    proposer = NgramProposer(
+        SpeculativeConfig(num_speculative_tokens=3, prompt_lookup_min=1, prompt_lookup_max=2)
+    )
+    # A period-3 text always matches, so only the back-off can keep a draft back.
+    text = {1: [7, 8, 9] * 4, 2: [4, 5, 6] * 4}
+    drafted: dict[int, list[int]] = {1: [], 2: []}
+    for step in range(20):
+        for seq_id in (1, 2):
+            draft = proposer.propose(seq_id, text[seq_id], 3)
+            # the model's next token: the one the lookup proposes (sequence 1's drafts are
+            # rejected all the same), a hit of the free trial while no draft is made
+            token = text[seq_id][-3]
+            if draft:
+                drafted[seq_id].append(step)
+                proposer.observe(seq_id, 0 if seq_id == 1 else len(draft), len(draft))
+            else:
+                proposer.observe_token(seq_id, len(text[seq_id]), token)
+            text[seq_id].append(token)
+    assert drafted[1] == [0, 3, 8, 17]
+    assert drafted[2] == list(range(20))
+    state = proposer.draft_state(1)
+    assert state is not None
+    assert (state.wasted_streak, state.pause_steps_left) == (4, 14)  # 16 steps, 2 gone
+    assert state.num_paused_steps == 2 + 4 + 8 + 2
+    assert (state.num_drafts, state.num_accepted_tokens) == (4, 0)
+    # the pause runs out, a draft is kept, and the streak starts again from a 2-step pause
+    for _ in range(14):
+        assert proposer.propose(1, text[1], 3) == []
+        proposer.observe_token(1, len(text[1]), text[1][-3])
+        text[1].append(text[1][-3])
+    draft = proposer.propose(1, text[1], 3)
+    assert draft
+    proposer.observe(1, 1, len(draft))
+    state = proposer.draft_state(1)
+    assert state is not None and (state.wasted_streak, state.pause_steps_left) == (0, 0)
+    text[1].append(text[1][-3])
+    draft = proposer.propose(1, text[1], 3)
+    assert draft
+    proposer.observe(1, 0, len(draft))
+    state = proposer.draft_state(1)
+    assert state is not None and (state.wasted_streak, state.pause_steps_left) == (1, 2)
 
 
 def test_accepted_length() -> None:
@@ -272,6 +345,59 @@ def test_greedy_equals_plain_decoding_batched(
     _drained(spec)
 
 
+def test_back_off_pauses_each_sequence_of_a_batch_apart(
+    tinystories_dir: Path, all_prompts: list[str]
+) -> None:
+    """All prompts in one batch, every step traced: a sequence whose verify kept no draft
+    verifies none during its pause (2, 4, 8... steps) and drafts again after it, while other
+    sequences of the same steps go on drafting; the tokens equal plain decoding's."""
+    params = SamplingParams(temperature=0, max_tokens=64)
+    want = _generate(_engine(tinystories_dir, None), all_prompts, params)
+    spec = _engine(tinystories_dir, SPEC)
+    proposer = spec.scheduler.proposer
+    assert proposer is not None
+    for i, prompt in enumerate(all_prompts):
+        spec.add_request(f"r{i}", prompt, params)
+    last: dict[int, DraftState] = {}
+    done: dict[str, RequestOutput] = {}
+    paused_steps = resumed = drafted_beside_a_pause = 0
+    while spec.has_unfinished_requests():
+        for out in spec.step():
+            if out.finished:
+                done[out.request_id] = out
+        states = {
+            seq.seq_id: state
+            for seq in spec.scheduler.running
+            if (state := proposer.draft_state(seq.seq_id)) is not None
+        }
+        paused_now = drafted_now = 0
+        for seq_id, state in states.items():
+            before = last.get(seq_id)
+            verified = state.num_drafts - (before.num_drafts if before else 0)
+            if before is not None and before.pause_steps_left > 0:
+                # a step of the pause: no draft, and one step counted off
+                assert verified == 0
+                assert state.pause_steps_left == before.pause_steps_left - 1
+                paused_steps += 1
+                paused_now += 1
+            elif verified:
+                drafted_now += 1
+                if before is not None and before.num_paused_steps > 0:
+                    resumed += before.wasted_streak > 0
+            if state.wasted_streak > (before.wasted_streak if before else 0):
+                # a wasted verify: a pause of 2 ** streak steps (at most 64) starts
+                assert state.num_accepted_tokens == (before.num_accepted_tokens if before else 0)
+                assert state.pause_steps_left == min(2**state.wasted_streak, 64)
+        if paused_now and drafted_now:
+            drafted_beside_a_pause += 1
+        last = states
+        spec.scheduler.check_integrity()
+    got = [done[f"r{i}"] for i in range(len(all_prompts))]
+    assert [o.output_token_ids for o in got] == [o.output_token_ids for o in want]
+    assert paused_steps > 0 and resumed > 0 and drafted_beside_a_pause > 0
+    _drained(spec)
+
+
 def test_penalties_stop_strings_logprobs_and_n_equal_plain(tinystories_dir: Path) -> None:
     plain_engine = _engine(tinystories_dir, None)
     spec = _engine(tinystories_dir, SPEC)
@@ -316,14 +442,16 @@ def test_draft_counters_equal_an_independent_replay(
     tinystories_dir: Path, plain: LLMEngine, all_prompts: list[str]
 ) -> None:
     """Replay prompt lookup (by scanning) over the plain greedy output: each step proposes
-    from the tokens so far, cuts the draft to the length its acceptance estimate pays for,
-    keeps the draft's prefix equal to the plain output, and advances by it plus one token."""
+    from the tokens so far, cuts the draft to the length its acceptance estimate pays for (none
+    during a pause: 2, 4, 8... up to 64 steps after 1, 2, 3... verifies in a row that kept no
+    draft), keeps the draft's prefix equal to the plain output, and advances by it plus one
+    token."""
     cfg = SpeculativeConfig.parse(SPEC)
     k_max = cfg.num_speculative_tokens
     max_tokens = 64
     params = SamplingParams(temperature=0, max_tokens=max_tokens)
     spec = _engine(tinystories_dir, SPEC)
-    drafts = draft_tokens = accepted = 0
+    drafts = draft_tokens = accepted = paused_after_waste = 0
     for i, prompt in enumerate(all_prompts):
         [out] = _generate(plain, [prompt], params, prefix=f"replay{i}-")
         [got] = _generate(spec, [prompt], params, prefix=f"counted{i}-")
@@ -333,10 +461,13 @@ def test_draft_counters_equal_an_independent_replay(
         tokens.append(output[0])  # the prefill samples the first token, without a draft
         done = 1
         estimate = AcceptanceEstimate()
+        streak = pause = 0
         while done < len(output):
             room = min(k_max, max_tokens - done - 1)
             lookup = _brute_force_draft(tokens, room, cfg.prompt_lookup_min, cfg.prompt_lookup_max)
             draft = lookup[: best_draft_length(estimate.rate, len(lookup))] if lookup else []
+            if pause:
+                draft, pause = [], pause - 1
             truth = output[done:]
             match = 0
             while match < len(draft) and match < len(truth) and draft[match] == truth[match]:
@@ -347,6 +478,9 @@ def test_draft_counters_equal_an_independent_replay(
                 draft_tokens += len(draft)
                 accepted += min(match, step)
                 estimate.observe(match, len(draft))
+                streak = 0 if match else streak + 1
+                pause = min(2**streak, 64) if streak else 0
+                paused_after_waste += bool(streak)
             elif lookup:  # a draft not made: its first token is checked for free
                 estimate.observe(int(lookup[0] == truth[0]), 1)
             tokens += truth[:step]
@@ -356,6 +490,7 @@ def test_draft_counters_equal_an_independent_replay(
     assert stats.spec_decode_num_draft_tokens == draft_tokens
     assert stats.spec_decode_num_accepted_tokens == accepted
     assert 0 < accepted < draft_tokens
+    assert paused_after_waste > 0  # the back-off took part in the replay
 
 
 # Rollback keeps the prefix cache exact -------------------------------------------------------
