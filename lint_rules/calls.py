@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from . import sinks
 from .facts import (
@@ -28,6 +28,7 @@ from .facts import (
     narrowed,
     param_entry,
     passed_role,
+    replace,
 )
 from .frames import (
     Bound,

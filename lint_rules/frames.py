@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .facts import CLEAN, Fact, Kind, Shape, Value
+from .facts import CLEAN, Fact, Kind, Shape, Value, replace
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import replace
 
 from .events import SinkCall
-from .facts import CLEAN, Kind, Shape, Value, join
+from .facts import CLEAN, Kind, Shape, Value, join, replace
 from .frames import EngineState
 from .sources import (
     CALL_SOURCES,

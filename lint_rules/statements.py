@@ -8,7 +8,6 @@ values that differ between its branches as VARIES; ``return`` feeds the function
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 
 from .calls import Unresolved, order_of
 from .facts import (
@@ -23,6 +22,7 @@ from .facts import (
     concat,
     join,
     narrowed,
+    replace,
 )
 from .frames import (
     INIT_METHODS,

@@ -22,7 +22,6 @@ import ast
 import builtins
 import functools
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
 from typing import Any
 
 from .analysis.exports import exportable_value, fact_to_json, summary_to_json, value_to_json
@@ -40,6 +39,7 @@ from .facts import (
     entry_suffix,
     join,
     map_facts,
+    replace,
 )
 from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
 from .http_sinks import HttpSinksMixin
