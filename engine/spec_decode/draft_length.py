@@ -16,9 +16,12 @@ it were).
 **Acceptance.** Each sequence keeps ``a`` as an exponentially weighted count of its verified
 draft positions (every position up to and including the first rejection is one trial),
 starting from ``PRIOR_ACCEPTED / PRIOR_TRIALS``, and drafts the ``k`` that maximises tokens per
-unit of cost (`best_draft_length`); ``k = 0`` when no length pays. While it does not draft,
-each step still checks the first token of the draft it would have made against the token the
-model produced (a free trial), so the estimate recovers when the text turns to copying again.
+unit of cost (`best_draft_length`); ``k = 0`` when no length promises at least ``MIN_GAIN``
+times a plain step's rate (a margin for the estimate's noise and for a verify's cost, which
+moves with the machine's load: drafting starts at ``a`` about 0.41, not 0.3). While it does
+not draft, each step still checks the first token of the draft it would have made against the
+token the model produced (a free trial), so the estimate recovers when the text turns to
+copying again.
 
 **Back-off** (`DraftBackoff`). The estimate alone lets natural text flap: one lucky free trial
 lifts it over the threshold, the next draft is rejected at its first token, and each such
@@ -41,6 +44,7 @@ __all__ = [
     "BACKOFF_BASE_STEPS",
     "BACKOFF_MAX_STEPS",
     "DECAY",
+    "MIN_GAIN",
     "PRIOR_ACCEPTED",
     "PRIOR_TRIALS",
     "VERIFY_COST_FIRST_TILE",
@@ -67,6 +71,9 @@ VERIFY_COST_PER_TILE = 0.7
 
 DECAY = 0.9
 """Weight of the past per trial (an effective memory of about 10 trials)."""
+
+MIN_GAIN = 1.1
+"""Expected tokens per unit of cost a draft must promise, over a plain step's 1."""
 
 PRIOR_ACCEPTED = 1.0
 PRIOR_TRIALS = 2.0
@@ -112,9 +119,9 @@ def best_draft_length(acceptance: float, max_tokens: int) -> int:
 
     Returns:
         ``argmax_k (1 + a + ... + a^k) / verify_cost(k)``; the shortest on ties, 0 when no
-        length beats a plain step.
+        length reaches ``MIN_GAIN``.
     """
-    best, best_rate = 0, 1.0
+    best, best_rate = 0, MIN_GAIN
     expected, power = 1.0, 1.0
     for k in range(1, max_tokens + 1):
         power *= acceptance
