@@ -18,19 +18,23 @@
 #include <stdint.h>
 
 /* An int4 weight [n, k] (k a multiple of 32, n of 16): w[r, 32 b + j] = d * q + m with q in
- * 0..15. qs [n, k / 2]: byte 16 b + j of row r holds q of element 32 b + j in its low nibble and
- * of element 32 b + 16 + j in its high nibble. dm [n, k / 32, 2] fp32: (d, m) of each group.
+ * 0..15, d = scale and m = zero - 8 * scale (fp32) from each group's bf16 scale and zero (the
+ * grid w = (q - 8) * scale + zero). qs [n, k / 2]: byte 16 b + j of row r holds q of element
+ * 32 b + j in its low nibble and of element 32 b + 16 + j in its high nibble. dm [n, k / 32, 2]
+ * bf16 (raw bits): (scale, zero) of each group; the products compute d and m from them as
+ * they read a group (8 * scale is exact, so m is the fp32 rounding of zero - 8 * scale).
  * The same values again as panels of 16 output rows (pc_pack_q4_panels), which every product
  * reads (qs and dm are only what the panels are packed from; pc_q4 may leave them NULL):
  * pq [n / 16, k / 2, 16], byte b of step s of panel c
  * holds q of row 16 c + b / 2, input 2 s + b % 2, in its low nibble and of row 16 c + 8 + b / 2
  * in its high one (each row's two inputs side by side, as vpmaddwd sums them); pdm [n / 16,
- * k / 32, 2, 16] fp32: the panel's 16 d, then its 16 m, of each group. */
+ * k / 32, 2, 16] bf16: the panel's 16 scales, then its 16 zeros, of each group (0.625 bytes a
+ * weight in all, against 0.75 with fp32 d and m). */
 typedef struct {
     const uint8_t *qs;
-    const float *dm;
+    const uint16_t *dm;
     const uint8_t *pq;
-    const float *pdm;
+    const uint16_t *pdm;
     int64_t n, k;
 } pc_q4;
 
@@ -88,6 +92,22 @@ static inline void f32_to_f16(const float *restrict src, uint16_t *restrict dst,
 }
 
 static inline __m256 u8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+/* 8 bf16 (raw bits) -> fp32, exactly: the bits are fp32's upper half */
+static inline __m256 bf16x8_to_ps(const uint16_t *p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+/* A panel's group of pdm (16 bf16 scales, then 16 zeros) as fp32 d = scale (rows 0-7 in d[0],
+ * 8-15 in d[1]) and m = zero - 8 * scale, rounded once (8 * scale is exact). */
+static inline void group_dm(const uint16_t *g, __m256 d[2], __m256 m[2]) {
+    const __m256 eight = _mm256_set1_ps(8.f);
+    for (int i = 0; i < 2; i++) {
+        d[i] = bf16x8_to_ps(g + 8 * i);
+        m[i] = _mm256_fnmadd_ps(eight, d[i], bf16x8_to_ps(g + 16 + 8 * i));
+    }
+}
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -156,7 +176,7 @@ static void q4_gemv(const pc_q4 *w, const float *restrict x, float *restrict y,
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t c = 0; c < n; c += 16) {
         const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
-        const float *dm = w->pdm + c / 16 * ng * 32;
+        const uint16_t *dm = w->pdm + c / 16 * ng * 32;
         const __m128i mask = _mm_set1_epi8(15);
         __m256 y0 = _mm256_setzero_ps(), y1 = y0;
         for (int64_t g = 0; g < ng; g++) {
@@ -176,12 +196,13 @@ static void q4_gemv(const pc_q4 *w, const float *restrict x, float *restrict y,
                 _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a0, a1)), 0xD8));
             const __m256 s1 = _mm256_castpd_ps(
                 _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a2, a3)), 0xD8));
-            const float *dg = dm + 32 * g;
+            __m256 d[2], mm[2];
+            group_dm(dm + 32 * g, d, mm);
             const __m256 xs = _mm256_set1_ps(xsum[g]);
-            y0 = _mm256_fmadd_ps(_mm256_loadu_ps(dg), s0, y0);
-            y1 = _mm256_fmadd_ps(_mm256_loadu_ps(dg + 8), s1, y1);
-            y0 = _mm256_fmadd_ps(_mm256_loadu_ps(dg + 16), xs, y0);
-            y1 = _mm256_fmadd_ps(_mm256_loadu_ps(dg + 24), xs, y1);
+            y0 = _mm256_fmadd_ps(d[0], s0, y0);
+            y1 = _mm256_fmadd_ps(d[1], s1, y1);
+            y0 = _mm256_fmadd_ps(mm[0], xs, y0);
+            y1 = _mm256_fmadd_ps(mm[1], xs, y1);
         }
         _mm256_storeu_ps(y + c, y0);
         _mm256_storeu_ps(y + c + 8, y1);
@@ -289,7 +310,7 @@ static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < n; c += 16) {
             const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
-            const float *dm = w->pdm + c / 16 * ng * 32;
+            const uint16_t *dm = w->pdm + c / 16 * ng * 32;
             const __m128i mask = _mm_set1_epi8(15);
             for (int64_t s = 0; s < k / 2; s++) { /* rows 0-7, then 8-15, of two inputs */
                 const __m128i raw = _mm_loadu_si128((const __m128i *)(pq + 16 * s));
@@ -322,9 +343,9 @@ static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *
                             acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(w1, a));
                         }
                     }
-                    const float *dg = dm + g * 32;
-                    const __m256 d0 = _mm256_loadu_ps(dg), d1 = _mm256_loadu_ps(dg + 8);
-                    const __m256 m0 = _mm256_loadu_ps(dg + 16), m1 = _mm256_loadu_ps(dg + 24);
+                    __m256 dv[2], mv[2];
+                    group_dm(dm + g * 32, dv, mv);
+                    const __m256 d0 = dv[0], d1 = dv[1], m0 = mv[0], m1 = mv[1];
                     for (int r = 0; r < PANEL_TILE_ROWS; r++) {
                         const __m256 xd = _mm256_set1_ps(dx[rows[r] * ng + g]);
                         const __m256 xs = _mm256_set1_ps(sx[rows[r] * ng + g]);
@@ -851,11 +872,12 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
 }
 
 /* An int4 weight in the kernel's layout from its dequantised values [n, k] and the grid's
- * scale / zero [n, k / 32] (w = (q - 8) * scale + zero): q = round((w - zero) / scale) + 8,
- * clamped to 0..15 (values sit within a rounding of their grid point, far from a .5), and
- * dm = (scale, zero - 8 * scale). One pass, OpenMP over rows. */
+ * scale / zero [n, k / 32] (w = (q - 8) * scale + zero; fp32 holding bf16 values, whose upper
+ * 16 bits dm keeps): q = round((w - zero) / scale) + 8, clamped to 0..15 (values sit within a
+ * rounding of their grid point, far from a .5), and dm = (scale, zero) as bf16. One pass,
+ * OpenMP over rows. */
 void pc_pack_q4(const float *values, const float *scale, const float *zero, int64_t n,
-                int64_t k, uint8_t *qs, float *dm, int32_t nthreads) {
+                int64_t k, uint8_t *qs, uint16_t *dm, int32_t nthreads) {
     const int64_t ng = k / 32;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t r = 0; r < n; r++)
@@ -869,14 +891,17 @@ void pc_pack_q4(const float *values, const float *scale, const float *zero, int6
                 q[j] = (uint8_t)t;
             }
             for (int j = 0; j < 16; j++) qs[i * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
-            dm[2 * i] = sc;
-            dm[2 * i + 1] = z - 8.f * sc;
+            uint32_t bits[2];
+            __builtin_memcpy(&bits[0], &sc, 4);
+            __builtin_memcpy(&bits[1], &z, 4);
+            dm[2 * i] = (uint16_t)(bits[0] >> 16);
+            dm[2 * i + 1] = (uint16_t)(bits[1] >> 16);
         }
 }
 
 /* The panels (pq, pdm; see pc_q4) of the weight pc_pack_q4 packed as qs, dm [n, k]. */
-void pc_pack_q4_panels(const uint8_t *qs, const float *dm, int64_t n, int64_t k, uint8_t *pq,
-                       float *pdm, int32_t nthreads) {
+void pc_pack_q4_panels(const uint8_t *qs, const uint16_t *dm, int64_t n, int64_t k, uint8_t *pq,
+                       uint16_t *pdm, int32_t nthreads) {
     const int64_t ng = k / 32;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t c = 0; c < n; c += 16) {
@@ -893,7 +918,7 @@ void pc_pack_q4_panels(const uint8_t *qs, const float *dm, int64_t n, int64_t k,
         for (int64_t g = 0; g < ng; g++)
             for (int64_t t = 0; t < 16; t++) {
                 const int64_t i = (c + t) * ng + g;
-                float *o = pdm + (c / 16 * ng + g) * 32;
+                uint16_t *o = pdm + (c / 16 * ng + g) * 32;
                 o[t] = dm[2 * i];
                 o[16 + t] = dm[2 * i + 1];
             }

@@ -72,10 +72,11 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
 
     The layer's grid is ``w = (q - 8) * scale + zero`` with bf16 ``scale`` / ``zero`` per group
     of ``INT4_GROUP_SIZE`` (32) inputs; ``q`` is read back from its dense copy (exact: a value is
-    within a bf16 rounding of its grid point, far less than half a step) and rewritten as
-    ``w = d * q + m`` (``d = scale``, ``m = zero - 8 * scale``, fp32), by the library's
-    ``pc_pack_q4`` in one pass (SmolLM2's whole ``build``: 0.9 s with the library's compile,
-    against 2.4 s when this was torch ops, on a loaded 2-core machine).
+    within a bf16 rounding of its grid point, far less than half a step) and stored with the
+    bf16 ``scale`` and ``zero`` themselves (the kernel multiplies by ``w = d * q + m``,
+    ``d = scale``, ``m = zero - 8 * scale`` in fp32, computed as it reads a group), by the
+    library's ``pc_pack_q4`` in one pass (SmolLM2's whole ``build``: 0.9 s with the library's
+    compile, against 2.4 s when this was torch ops, on a loaded 2-core machine).
 
     Args:
         layer: the int4 layer.
@@ -83,8 +84,9 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
 
     Returns:
         ``qs`` uint8 ``[out, in / 2]`` (byte ``16 g + j`` of a row: ``q`` of input ``32 g + j``
-        in the low nibble, of ``32 g + 16 + j`` in the high one) and ``dm`` fp32
-        ``[out, in / 32, 2]``: ``0.75`` bytes per weight.
+        in the low nibble, of ``32 g + 16 + j`` in the high one) and ``dm`` bf16
+        ``[out, in / 32, 2]`` (``scale``, ``zero``: the layer's own values, bit for bit):
+        ``0.625`` bytes per weight.
 
     Raises:
         CpuDecodeUnavailable: the layer keeps no dense copy (``dense_min_rows=None``) to read
@@ -98,7 +100,7 @@ def pack_int4(layer: Int4Linear, lib: ctypes.CDLL) -> tuple[torch.Tensor, torch.
     scale = sz[..., 0].t().contiguous()  # [out, in / 32]
     zero = sz[..., 1].t().contiguous()
     qs = torch.empty(out_f, in_f // 2, dtype=torch.uint8)
-    dm = torch.empty(out_f, in_f // 32, 2)
+    dm = torch.empty(out_f, in_f // 32, 2, dtype=torch.bfloat16)
     lib.pc_pack_q4(
         values.data_ptr(),
         scale.data_ptr(),
@@ -123,13 +125,15 @@ def pack_panels(
         ``pq`` uint8 ``[out / 16, in / 2, 16]`` (byte ``b`` of step ``s`` of panel ``c``: ``q`` of
         row ``16 c + b // 2``, input ``2 s + b % 2``, in the low nibble, of row
         ``16 c + 8 + b // 2`` in the high one: each row's two inputs side by side, as the int16
-        product sums them) and ``pdm`` fp32 ``[out / 16, in / 32, 2, 16]`` (each group's 16
-        ``d``, then its 16 ``m``): 0.75 bytes per weight, as ``pack_int4``'s.
+        product sums them) and ``pdm`` bf16 ``[out / 16, in / 32, 2, 16]`` (each group's 16
+        scales, then its 16 zeros): 0.625 bytes per weight, as ``pack_int4``'s. Scales and
+        zeros in bf16 rather than the fp32 ``d`` and ``m`` the products use take SmolLM2's
+        decoder 64 MiB instead of 76, and give the same ``d`` and ``m`` bit for bit.
     """
     out_f, half = qs.shape
     in_f = 2 * half
     pq = torch.empty(out_f // 16, in_f // 2, 16, dtype=torch.uint8)
-    pdm = torch.empty(out_f // 16, in_f // 32, 2, 16)
+    pdm = torch.empty(out_f // 16, in_f // 32, 2, 16, dtype=torch.bfloat16)
     lib.pc_pack_q4_panels(
         qs.data_ptr(),
         dm.data_ptr(),
@@ -169,35 +173,32 @@ def kernel_codes(pq: torch.Tensor) -> torch.Tensor:
 
 def kernel_scales(pdm: torch.Tensor) -> torch.Tensor:
     """``Int4Linear.scales_and_zeros`` (bf16 ``[in / 32, out, 2]``: ``scale``, ``zero``) read
-    back from ``pack_panels``' ``pdm`` fp32 ``[out / 16, in / 32, 2, 16]`` (``d = scale``,
-    ``m = zero - 8 * scale``): ``scale = d``, ``zero = m + 8 d`` rounded to bf16. ``d`` is a
-    bf16 value, so ``scale`` is exact; ``zero`` is where ``m``'s fp32 rounding is below half a
-    bf16 step of ``zero``, which ``drop_torch_copies`` checks before relying on it."""
+    back from ``pack_panels``' ``pdm`` bf16 ``[out / 16, in / 32, 2, 16]``, which holds the
+    same values in panel order: bit for bit."""
     panels, groups = pdm.shape[:2]
-    d = pdm[:, :, 0, :].permute(1, 0, 2).reshape(groups, 16 * panels)
-    m = pdm[:, :, 1, :].permute(1, 0, 2).reshape(groups, 16 * panels)
-    return torch.stack([d, m + 8 * d], dim=-1).to(torch.bfloat16)
+    scale = pdm[:, :, 0, :].permute(1, 0, 2).reshape(groups, 16 * panels)
+    zero = pdm[:, :, 1, :].permute(1, 0, 2).reshape(groups, 16 * panels)
+    return torch.stack([scale, zero], dim=-1)
 
 
 def drop_torch_copies(linear: Int4Linear, packed: tuple[torch.Tensor, ...]) -> None:
     """Free what torch's int4 kernel alone reads once the fused kernel holds ``packed``
     (``kernel_weights``): the dense copy, torch's packed weight (``Int4Linear.drop_packed``:
     repacked from the kernel's codes, bit for bit, if torch's kernel is ever called) and the
-    bf16 scales (``Int4Linear.drop_scales``), where ``kernel_scales`` gives them back bit for bit
-    (13 MiB for SmolLM2's decoder); otherwise the layer keeps them."""
+    bf16 scales (``Int4Linear.drop_scales``: ``kernel_scales`` reads the same values back from
+    the panels; 13 MiB for SmolLM2's decoder)."""
     pq, pdm = packed[0], packed[1]
     linear.drop_dense()
     if linear.qweight is not None:
         linear.drop_packed(functools.partial(kernel_codes, pq))
-    sz = linear.scales_and_zeros
-    if sz is not None and torch.equal(kernel_scales(pdm).view(torch.int16), sz.view(torch.int16)):
+    if linear.scales_and_zeros is not None:
         linear.drop_scales(functools.partial(kernel_scales, pdm))
 
 
 def pack_layer_weights(module: torch.nn.Module, lib: ctypes.CDLL) -> int:
     """Pack every ``Int4Linear`` under ``module`` for the kernel (``kernel_weights``) and free
     what only torch's kernel reads at once (``drop_torch_copies``: the dense copy, torch's
-    packed weight, the bf16 scales where the panels give them back bit for bit).
+    packed weight, the bf16 scales, which the panels hold too).
 
     The loader calls this on each decoder layer as soon as the layer is quantised
     (``load_model(..., pack_for_cpu_kernel=True)``), so one layer's dense copy exists at a time

@@ -35,12 +35,20 @@ def grid_f64(layer: Int4Linear) -> torch.Tensor:
     return ((q.clamp(0, 15) - 8) * scale + zero).view(out_f, in_f)
 
 
+def _d_m(scale: torch.Tensor, zero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's float64 ``d = scale`` and ``m = zero - 8 * scale`` (rounded to fp32, as the
+    kernel computes it) from bf16 scales and zeros."""
+    d = scale.float()
+    return d.double(), (zero.float() - 8 * d).double()
+
+
 def unpack_q4(qs: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
-    """float64 ``[out, in]`` from the kernel's row layout (``pack_int4``)."""
+    """float64 ``[out, in]`` from the kernel's row layout (``pack_int4``: bf16 scale, zero)."""
     out_f, half = qs.shape
     groups = qs.view(out_f, half // 16, 16)
     q = torch.stack([groups & 15, groups >> 4], dim=-2).view(out_f, half // 16, 32).double()
-    return (q * dm[..., :1].double() + dm[..., 1:].double()).view(out_f, 2 * half)
+    d, m = _d_m(dm[..., :1], dm[..., 1:])
+    return (q * d + m).view(out_f, 2 * half)
 
 
 def unpack_panels(pq: torch.Tensor, pdm: torch.Tensor) -> torch.Tensor:
@@ -50,8 +58,9 @@ def unpack_panels(pq: torch.Tensor, pdm: torch.Tensor) -> torch.Tensor:
     nib = pq.reshape(panels, steps, 8, 2)  # [panels, step, row t, input 2 s + i]
     q = torch.cat([nib & 15, nib >> 4], dim=2)  # [panels, step, 16 rows, 2]: rows 0-7, 8-15
     q = q.permute(0, 2, 1, 3).reshape(panels, 16, in_f).double()  # [panels, 16, in]
-    d = pdm[:, :, 0].repeat_interleave(32, dim=1).transpose(1, 2).double()  # [panels, 16, in]
-    m = pdm[:, :, 1].repeat_interleave(32, dim=1).transpose(1, 2).double()
+    d, m = _d_m(pdm[:, :, 0], pdm[:, :, 1])  # [panels, in / 32, 16]
+    d = d.repeat_interleave(32, dim=1).transpose(1, 2)  # [panels, 16, in]
+    m = m.repeat_interleave(32, dim=1).transpose(1, 2)
     return (q * d + m).reshape(panels * 16, in_f)
 
 

@@ -2,7 +2,7 @@
 
 - int4 layers are packed for the fused CPU kernel while the model loads (``load_model(...,
   pack_for_cpu_kernel=True)``, ``cpu_decode.pack_layer_weights``): each layer's dense copy,
-  torch's packed weight and (where the panels give them back bit for bit) its bf16 scales are
+  torch's packed weight and its bf16 scales (which the panels hold too) are
   freed as soon as the layer is packed, the kernel reuses the packed weights, and where the
   kernel then cannot run the dense copies come back bit for bit (``restore_dense_copies``), so
   the torch path gives the same greedy output as a model that was never packed.
@@ -92,26 +92,26 @@ def _bits(t: torch.Tensor | None) -> list[int]:
     return t.view(torch.int16).flatten().tolist()
 
 
-def test_scales_are_freed_only_where_the_panels_give_them_back(lib: ctypes.CDLL) -> None:
-    """``zero`` is read back as ``m + 8 d`` from the panels' fp32 ``m = zero - 8 d``: a zero far
-    below ``8 d``'s fp32 step (1e-9 beside 8 x 0.125) is lost in ``m``, so that layer keeps its
-    bf16 scales; the other's are freed and rebuilt bit for bit when torch's kernel needs them."""
+def test_scales_are_freed_and_rebuilt_bit_for_bit_from_the_panels(lib: ctypes.CDLL) -> None:
+    """The panels keep each group's bf16 scale and zero themselves, so every layer's bf16 scales
+    are freed and rebuilt bit for bit when torch's kernel needs them, even a zero far below
+    ``8 * scale``'s fp32 step (1e-9 beside 8 x 0.125), which the kernel's fp32
+    ``m = zero - 8 * scale`` does not resolve."""
     gen = torch.Generator().manual_seed(0)
     layers = []
     for _ in range(2):
         linear = torch.nn.Linear(64, 32, bias=False)
         linear.weight.data.copy_(torch.randn(32, 64, generator=gen))
         layers.append(Int4Linear(linear))
-    lost = layers[0].scales_and_zeros
-    assert lost is not None
-    lost[0, 0] = torch.tensor([0.125, 1e-9])
+    tiny = layers[0].scales_and_zeros
+    assert tiny is not None
+    tiny[0, 0] = torch.tensor([0.125, 1e-9])
     scales = [layer.packed_scales().clone() for layer in layers]
     assert pack_layer_weights(torch.nn.ModuleList(layers), lib) == 2
-    assert layers[0].scales_and_zeros is not None
-    assert _bits(layers[0].scales_and_zeros) == _bits(scales[0])
-    assert layers[1].scales_and_zeros is None
-    assert _bits(layers[1].packed_scales()) == _bits(scales[1])
-    assert layers[1].scales_and_zeros is not None  # kept once rebuilt
+    for layer, before in zip(layers, scales, strict=True):
+        assert layer.scales_and_zeros is None
+        assert _bits(layer.packed_scales()) == _bits(before)
+        assert layer.scales_and_zeros is not None  # kept once rebuilt
 
 
 def test_the_kernel_reuses_the_weights_packed_while_loading(
