@@ -19,12 +19,14 @@ from .facts import (
     Fact,
     Kind,
     Shape,
+    Step,
     Value,
     best_chains,
     canonical,
     entry_key,
     entry_suffix,
     join,
+    map_facts,
     narrowed,
     param_entry,
     passed_role,
@@ -518,8 +520,10 @@ class CallsMixin(EngineState):
             if index in arg_values:
                 value, where = arg_values[index]
                 if where is not None:
-                    for region, label in targets:
-                        self.record(region, value, where, f"{summary.name}() -> {label}")
+                    for region, label, unseen in targets:
+                        self.record(
+                            region, _unproven(value, unseen), where, f"{summary.name}() -> {label}"
+                        )
         for attr, targets in summary.attr_sinks.items():
             if not attr[:1].isdigit():
                 continue
@@ -534,8 +538,8 @@ class CallsMixin(EngineState):
             if index in arg_values:
                 value, where = arg_values[index]
                 if where is not None:
-                    for region, label in targets:
-                        held = entry_of(value, attr)
+                    for region, label, unseen in targets:
+                        held = _unproven(entry_of(value, attr), unseen)
                         if grain:
                             held = Value(with_grain(held.facts, grain))
                         if role:
@@ -548,8 +552,10 @@ class CallsMixin(EngineState):
                     continue
                 attr, grain = split_grain(attr)
                 held = Value(with_grain(receiver_attr(attr), grain))
-                for region, label in targets:
-                    self.record(region, held, where, f"{summary.name}() -> {label}")
+                for region, label, unseen in targets:
+                    self.record(
+                        region, _unproven(held, unseen), where, f"{summary.name}() -> {label}"
+                    )
         stored_self: frozenset[Fact] = frozenset()
         frame = self.frame
         own_receiver = (
@@ -1020,6 +1026,15 @@ def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:
         if step[0].startswith(ASSUMED):
             fact = fact.passed_on(step)
     return fact
+
+
+def _unproven(value: Value, unseen: tuple[Step, ...]) -> Value:
+    """``value`` passed to a parameter that reaches a sink only through the calls the analysis
+    cannot see in ``unseen`` (``Summary.param_sinks``): each of its facts carries those steps
+    (``unproven``), so a finding made of it is an unproven flow."""
+    if not unseen:
+        return value
+    return map_facts(value, lambda facts: frozenset(unproven(f, unseen) for f in facts))
 
 
 def _called_name(node: ast.Call) -> tuple[str, int]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .facts import CLEAN, Fact, Kind, Shape, Value, replace
+from .facts import CLEAN, Fact, Kind, Shape, Step, Value, replace
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall
@@ -23,6 +23,11 @@ INIT_METHODS = frozenset(
 )
 
 
+#: where a parameter (or a field of one) reaches a prefix region inside a function: (region,
+#: label, the unproven steps on the way: ``Summary.param_sinks``)
+SinkTarget = tuple[str, str, tuple[Step, ...]]
+
+
 @dataclass
 class Summary:
     """What a function does with its inputs, computed once per analysis.
@@ -30,8 +35,10 @@ class Summary:
     ``ret``: the joined value of its return statements and ``yield`` expressions (PARAM facts
     stand for arguments, ``facts.SELF`` for the receiver); ``returns``: each returned or yielded
     expression and its value (empty for a summary read from another module); ``param_sinks``:
-    parameter index -> (region, label) of the prefix regions that parameter reaches inside the
-    function; ``stores``: target parameter index (``SELF`` = the receiver) -> the facts the
+    parameter index -> (region, label, unseen) of the prefix regions that parameter reaches
+    inside the function, ``unseen`` the steps "assumed to pass through" a call the analysis
+    cannot see on the way (empty when the flow is proven; a caller's argument passed there is
+    unproven too); ``stores``: target parameter index (``SELF`` = the receiver) -> the facts the
     function stores into that object (``self.x = ...``, ``lst.append(...)``, ``d[k] = ...``),
     PARAM facts again standing for arguments; ``attr_stores``: the part of ``stores[SELF]``
     stored into each attribute (``self.sections``), so an object's attributes keep their own
@@ -46,12 +53,12 @@ class Summary:
     params: list[str]
     ret: Value = CLEAN
     returns: list[tuple[ast.expr, Value]] = field(default_factory=list)
-    param_sinks: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    param_sinks: dict[int, list[SinkTarget]] = field(default_factory=dict)
     builder: bool = False
     marks: frozenset[int] = frozenset()
     stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
     attr_stores: dict[str, frozenset[Fact]] = field(default_factory=dict)
-    attr_sinks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    attr_sinks: dict[str, list[SinkTarget]] = field(default_factory=dict)
     name: str = ""
     key: int = 0
 

@@ -29,6 +29,7 @@ from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import (
+    ASSUMED,
     CLEAN,
     SELF,
     Fact,
@@ -461,8 +462,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                         sinks = summary.attr_sinks.setdefault(entry + grain, [])
                     else:
                         sinks = summary.param_sinks.setdefault(f.param, [])
-                    if (region, label) not in sinks:
-                        sinks.append((region, label))
+                    # a parameter that reaches the region only through a call the analysis
+                    # cannot see keeps those steps: the caller's argument is unproven there
+                    unseen = tuple(s for s in f.via if s[0].startswith(ASSUMED))
+                    if (region, label, unseen) not in sinks:
+                        sinks.append((region, label, unseen))
         if self.recording and value.facts:
             parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
             if region in ("system", "frozen", "session") and isinstance(

@@ -367,6 +367,8 @@ def _check_text(text: str, param: str) -> str:
     JSON can spell a lone surrogate (``"\\ud800"``) that no UTF-8 text contains; the tokenizer
     and the prefix-cache hash cannot take it.
     """
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -337,9 +337,16 @@ UNSUPPORTED_FIELDS: tuple[UnsupportedField, ...] = (
 )
 
 
+#: Every ``UNSUPPORTED_FIELDS`` name: a body that sends none of them is accepted at once (every
+#: entry's ``is_noop`` accepts an absent field; a test checks it).
+_NAMES = frozenset(entry.name for entry in UNSUPPORTED_FIELDS)
+
+
 def unsupported_field_error(body: Mapping[str, Any], endpoint: str) -> RequestFieldError | None:
     """The 400 for the first ``UNSUPPORTED_FIELDS`` entry of ``endpoint`` ("chat" or
     "completions") that ``body`` sends with a value other than its no-op value, else None."""
+    if _NAMES.isdisjoint(body):
+        return None
     for entry in UNSUPPORTED_FIELDS:
         if endpoint in entry.endpoints and not entry.is_noop(body.get(entry.name)):
             return RequestFieldError(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..facts import ASSUMED, PINNABLE, Fact, Kind, Shape, Value
-from ..frames import ClassInfo, ExternalClass, Summary
+from ..frames import ClassInfo, ExternalClass, SinkTarget, Summary
 
 JSON = dict[str, Any]
 #: value shapes worth exporting for a module-level value even without facts
@@ -139,7 +139,9 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
         "name": summary.name,
         "params": summary.params,
         "ret": value_to_json(summary.ret, path, own),
-        "param_sinks": {str(i): [list(t) for t in ts] for i, ts in summary.param_sinks.items()},
+        "param_sinks": {
+            str(i): [_target_to_json(t, path) for t in ts] for i, ts in summary.param_sinks.items()
+        },
         "stores": {
             str(i): sorted(
                 (fact_to_json(f, path) for f in facts if exported(f, own)),
@@ -151,10 +153,27 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
             attr: sorted((fact_to_json(f, path) for f in facts if exported(f, own)), key=repr)
             for attr, facts in sorted(summary.attr_stores.items())
         },
-        "attr_sinks": {a: [list(t) for t in ts] for a, ts in sorted(summary.attr_sinks.items())},
+        "attr_sinks": {
+            a: [_target_to_json(t, path) for t in ts] for a, ts in sorted(summary.attr_sinks.items())
+        },
         "builder": summary.builder,
         "marks": sorted(summary.marks),
     }
+
+
+def _target_to_json(target: SinkTarget, path: str) -> list[Any]:
+    """A sink target as [region, label], with its unproven steps (each keeping its file) as a
+    third item only when there are some."""
+    region, label, unseen = target
+    if not unseen:
+        return [region, label]
+    return [region, label, [[text, line, name, p or path] for text, line, name, p in unseen]]
+
+
+def _target_from_json(item: list[Any]) -> SinkTarget:
+    steps = item[2] if len(item) > 2 else []
+    unseen = tuple((str(s[0]), int(s[1]), str(s[2]), str(s[3])) for s in steps)
+    return (str(item[0]), str(item[1]), unseen)
 
 
 def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
@@ -163,14 +182,14 @@ def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
     key = summary.key = id(summary)
     summary.ret = value_from_json(data["ret"], key, classes)
     summary.param_sinks = {
-        int(i): [(r, label) for r, label in ts] for i, ts in data["param_sinks"].items()
+        int(i): [_target_from_json(t) for t in ts] for i, ts in data["param_sinks"].items()
     }
     summary.stores = {
         int(i): frozenset(fact_from_json(f, key) for f in facts)
         for i, facts in data["stores"].items()
     }
     summary.attr_sinks = {
-        a: [(r, label) for r, label in ts] for a, ts in data.get("attr_sinks", {}).items()
+        a: [_target_from_json(t) for t in ts] for a, ts in data.get("attr_sinks", {}).items()
     }
     summary.attr_stores = {
         attr: frozenset(fact_from_json(f, key) for f in facts)

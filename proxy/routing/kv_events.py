@@ -101,12 +101,18 @@ class _Pending:
         entries = self._by_replica.setdefault(replica, OrderedDict())
         _remember(entries, hashes, self.clock() + PENDING_TTL_S, self.limit)
 
-    def depth(self, replica: int, hashes: Sequence[int]) -> int:
+    def depth(self, replica: int, hashes: Sequence[int], beyond: int = 0) -> int:
+        """How many leading ``hashes`` are pending on ``replica`` (a count); 0 when that count
+        is not above ``beyond`` (the pending hash at index ``beyond`` is looked up first, so a
+        replica that already holds ``beyond`` blocks pays one lookup when its pending blocks
+        add none)."""
         entries = self._by_replica.get(replica)
-        if not entries:
+        if not entries or len(hashes) <= beyond:
             return 0
         now = self.clock()
         get = entries.get
+        if get(hashes[beyond], -math.inf) < now:
+            return 0
         count = 0
         for h in hashes:  # a plain loop: about twice as fast as takewhile and a lambda
             if get(h, -math.inf) < now:
@@ -129,13 +135,25 @@ class _Homes:
         _remember(self._replica, hashes, replica, self.limit)
 
     def depth(self, replica: int, hashes: Sequence[int]) -> int:
+        """How many leading ``hashes`` were last sent to ``replica`` (a count)."""
+        home, count = self.home(hashes)
+        return count if home == replica else 0
+
+    def home(self, hashes: Sequence[int]) -> tuple[int | None, int]:
+        """(the replica the first hash was last sent to, or None; how many leading hashes were
+        last sent to it): every other replica's `depth` is 0."""
+        if not hashes:
+            return None, 0
         get = self._replica.get
+        home = get(hashes[0])
+        if home is None:
+            return None, 0
         count = 0
         for h in hashes:
-            if get(h) != replica:
+            if get(h) != home:
                 break
             count += 1
-        return count
+        return home, count
 
     def forget(self, replica: int) -> None:
         for h in [h for h, r in self._replica.items() if r == replica]:
@@ -190,18 +208,22 @@ class KVEventsPolicy(Policy):
         if hashes is None:
             return decide(least, "least_loaded", 0, candidates)
         salted, unsalted = hashes
-        held = {
-            r.index: max(
-                self.feed.blocks[r.index].leading_blocks(salted, unsalted),
-                self.pending.depth(r.index, salted),
-            )
-            for r in candidates
-        }
-        home = {r.index: self.homes.depth(r.index, salted) for r in candidates}
-        best = min(candidates, key=lambda r: (-held[r.index], -home[r.index], r.load))
+        held: dict[int, int] = {}
+        for r in candidates:
+            blocks = self.feed.blocks[r.index].leading_blocks(salted, unsalted)
+            held[r.index] = max(blocks, self.pending.depth(r.index, salted, blocks))
+        most = max(held.values())
+        leaders = [r for r in candidates if held[r.index] == most]
+        if most and len(leaders) == 1:  # one deepest holder: the homes break no tie
+            best = leaders[0]
+            home = {}  # read only when the depth is 0
+        else:
+            home_replica, home_depth = self.homes.home(salted)
+            home = {r.index: home_depth if r.index == home_replica else 0 for r in candidates}
+            best = min(candidates, key=lambda r: (-held[r.index], -home[r.index], r.load))
         depth = held[best.index]
         available = depth * block_size
-        if depth == 0 and home[best.index] == 0:
+        if depth == 0 and home.get(best.index, 0) == 0:
             known = any(self.feed.blocks[r.index].num_batches for r in candidates)
             reason = "new_prefix" if known else "least_loaded"
             decision = decide(least, reason, 0, candidates, 0, 0)

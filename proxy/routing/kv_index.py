@@ -67,7 +67,7 @@ from promptcache.engine.kv_events import (
 )
 from promptcache.errors import ConfigError, ModelLoadError, PromptCacheError
 
-from .token_cache import BlockHashCache, CachingTokenizer
+from .token_cache import BlockHashCache, CachingTokenizer, Encoded
 
 __all__ = ["KVEventFeed", "PromptHasher", "ReplicaBlocks", "ReplicaEndpoints", "leading_count"]
 
@@ -77,6 +77,8 @@ logger = logging.getLogger(__name__)
 REPLAY_TIMEOUT_S = 5.0
 #: Block size assumed until a replica's first BlockStored says otherwise (vLLM's and ours).
 DEFAULT_BLOCK_SIZE = 16
+#: Model names whose parsing context `PromptHasher` keeps (cleared when full).
+MAX_CONTEXTS = 64
 
 
 class ReplicaBlocks:
@@ -182,10 +184,6 @@ def leading_count(hashes: Iterable[int], holds: Callable[[int], bool]) -> int:
     return len(list(itertools.takewhile(holds, hashes)))  # no Python frame per hash
 
 
-#: ``external_block_hash(h) == h & _EXTERNAL_MASK``: the published form is the low 64 bits.
-_EXTERNAL_MASK = (1 << 64) - 1
-
-
 class PromptHasher:
     """The block hashes our engine computes for an OpenAI chat or completions body.
 
@@ -212,6 +210,8 @@ class PromptHasher:
         #: (``token_cache.py``: a repeat prompt is tokenised by its new tail only)
         self.tokenizer: Any = CachingTokenizer.for_tokenizer(engine_tokenizer) or engine_tokenizer
         self.block_hashes = BlockHashCache()
+        self._vocab_size = int(engine_tokenizer.vocab_size)
+        self._contexts: dict[str, Any] = {}  # model name -> the parser's ServingContext
 
     def prompt(self, api: str | None, body: Mapping[str, Any]) -> tuple[list[int], str | None]:
         """(token ids, cache salt) of the body's (first) prompt, as the engine parses it.
@@ -219,24 +219,34 @@ class PromptHasher:
         Raises:
             PromptCacheError: the engine would reject the body (it is answered 400 there).
         """
-        from promptcache.engine.server.protocol import (
-            ServingContext,
-            parse_chat_request,
-            parse_completion_request,
-        )
+        from promptcache.engine.server.protocol import parse_chat_request, parse_completion_request
 
         model = body.get("model")
-        ctx = ServingContext(
-            model_names=(model if isinstance(model, str) and model else "model",),
-            tokenizer=self.tokenizer,
-            max_model_len=2**31 - 1,
-            vocab_size=self.tokenizer.vocab_size,
-        )
+        ctx = self._contexts.get(model) if isinstance(model, str) else None
+        if ctx is None:
+            ctx = self._context(model)
         if api == "openai_completions":
             completion = parse_completion_request(dict(body), ctx)
             return completion.prompts[0], completion.cache_salt
         chat = parse_chat_request(dict(body), ctx)
         return chat.prompt, chat.cache_salt
+
+    def _context(self, model: object) -> Any:
+        """The engine parser's ServingContext for a body naming ``model`` (kept per name)."""
+        from promptcache.engine.server.protocol import ServingContext
+
+        name = model if isinstance(model, str) and model else "model"
+        ctx = ServingContext(
+            model_names=(name,),
+            tokenizer=self.tokenizer,
+            max_model_len=2**31 - 1,
+            vocab_size=self._vocab_size,
+        )
+        if isinstance(model, str):
+            if len(self._contexts) >= MAX_CONTEXTS:
+                self._contexts.clear()
+            self._contexts[model] = ctx
+        return ctx
 
     def hashes(
         self, api: str | None, body: Mapping[str, Any], block_size: int
@@ -247,20 +257,47 @@ class PromptHasher:
         `prefix_block_hashes`, computed through `BlockHashCache`). Only the first
         ``(len(prompt) - 1) // block_size`` blocks count:
         the engine always recomputes the prompt's last token. None when the body cannot be
-        parsed.
+        parsed. When the tokenizer cache tokenised the prompt against a recent one, the blocks
+        both share whole take that prompt's hashes, and only the rest are looked up.
         """
         try:
             tokens, salt = self.prompt(api, body)
         except PromptCacheError:
             return None
-        usable = tokens[: (len(tokens) - 1) // block_size * block_size]
-        chain = self.block_hashes.hashes
-        mask = _EXTERNAL_MASK  # external_block_hash inlined: one call fewer per block
-        salted = [h & mask for h in chain(usable, block_size, salt)]
+        count = max(0, (len(tokens) - 1) // block_size)
+        encoded: Encoded | None = getattr(self.tokenizer, "last_encoded", None)
+        if encoded is not None and encoded.tokens is not tokens:
+            encoded = None  # another prompt of the body (a completions batch)
+        salted = self._chain(tokens, block_size, salt, count, encoded)
         if salt is None:
             return salted, salted
-        unsalted = [h & mask for h in chain(usable, block_size)]
-        return salted, unsalted
+        return salted, self._chain(tokens, block_size, None, count, encoded)
+
+    def _chain(
+        self,
+        tokens: list[int],
+        block_size: int,
+        salt: str | None,
+        count: int,
+        encoded: Encoded | None,
+    ) -> list[int]:
+        """The published hashes of the first ``count`` blocks, from the recent prompt's chain
+        as far as ``encoded`` says the tokens are the same (kept on the prompt's entry)."""
+        full: list[int] = []
+        published: list[int] = []
+        if encoded is None:
+            self.block_hashes.extend(tokens, block_size, salt, count, full, published)
+            return published
+        key = (block_size, salt, encoded.specials)
+        prior = encoded.prior
+        chain = None if prior is None else prior.chains.get(key)
+        if chain is not None:
+            kept = min(encoded.shared // block_size, len(chain[0]), count)
+            full = chain[0][:kept]
+            published = chain[1][:kept]
+        self.block_hashes.extend(tokens, block_size, salt, count, full, published)
+        encoded.prompt.chains[key] = (full, published)
+        return list(published)  # the kept list stays the entry's
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,13 @@ import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from promptcache.engine.block_manager import NONE_HASH, hash_block_tokens
 
 from .chunks import CHUNK_CHARS
 
-__all__ = ["BlockHashCache", "CachingTokenizer"]
+__all__ = ["BlockHashCache", "CachingTokenizer", "Encoded", "RecentPrompt"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +75,8 @@ VERIFY_EVERY = 1024
 RECENT_KEYS = (4096, 1024, 256)
 #: Recent prompts kept under each key length (LRU): their text, cuts and tokens.
 RECENT_PROMPTS = 64
+#: ``external_block_hash(h) == h & _EXTERNAL_MASK``: the published form is the low 64 bits.
+_EXTERNAL_MASK = (1 << 64) - 1
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -91,6 +93,41 @@ def common_prefix(a: str, b: str) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+class RecentPrompt:
+    """A recent text `CachingTokenizer` tokenised: its cuts, the token count after each piece,
+    its tokens (no special tokens), and the block-hash chains computed on them
+    (`kv_index.PromptHasher`: (block size, cache salt, special tokens added) -> (full hashes,
+    published hashes))."""
+
+    __slots__ = ("chains", "counts", "cuts", "ids", "text")
+
+    def __init__(self, text: str, cuts: list[int], counts: list[int], ids: list[int]) -> None:
+        self.text = text
+        self.cuts = cuts
+        self.counts = counts
+        self.ids = ids
+        self.chains: dict[tuple[int, str | None, bool], tuple[list[int], list[int]]] = {}
+
+
+class Encoded(NamedTuple):
+    """What one ``CachingTokenizer.encode`` call returned and what it shares with a recent text.
+
+    Attributes:
+        tokens: the list ``encode`` returned (compare by identity).
+        specials: ``add_special_tokens`` as passed.
+        prompt: the text's own recent entry.
+        prior: the recent text it was tokenised against (None: none shared a piece).
+        shared: leading ``tokens`` equal to ``prior``'s tokens encoded with the same
+            ``add_special_tokens`` (a count; the special tokens in front count).
+    """
+
+    tokens: list[int]
+    specials: bool
+    prompt: RecentPrompt
+    prior: RecentPrompt | None
+    shared: int
 
 
 class _Recent:
@@ -259,8 +296,11 @@ class CachingTokenizer:
         self._memo: dict[str, int] = {}
         self._behind: dict[str, int] = {}  # a character -> how many tokens it makes alone
         self._specials = self._special_tokens()
-        #: recent texts: (text, cuts, token count after each piece, tokens)
+        #: recent texts: `RecentPrompt` entries
         self._recent = _Recent()
+        #: the latest ``encode``'s `Encoded` (None before the first, or when it was tokenised
+        #: whole): lets `kv_index.PromptHasher` take a recent prompt's block hashes
+        self.last_encoded: Encoded | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tokenizer, name)
@@ -282,7 +322,7 @@ class CachingTokenizer:
             for text in PROBES:
                 for specials in (False, True):
                     whole = tokenizer.encode(text, add_special_tokens=specials)
-                    if probe._encode_pieces(text, specials, size=8) != whole:
+                    if probe._encode_pieces(text, specials, size=8)[0] != whole:
                         return False
         except Exception:  # a tokenizer this cannot drive: tokenise whole prompts
             logger.debug("tokenizer probe failed", exc_info=True)
@@ -292,14 +332,17 @@ class CachingTokenizer:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of ``text``, as ``tokenizer.encode`` gives them (see the module docstring)."""
         if not self.enabled or not isinstance(text, str):
+            self.last_encoded = None
             return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
-        ids = self._encode_pieces(text, add_special_tokens)
+        ids, self.last_encoded = self._encode_pieces(text, add_special_tokens)
         self._calls += 1
         if self._calls <= VERIFY_FIRST or self._calls % VERIFY_EVERY == 0:
             whole = list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
             if whole != ids:
                 self.enabled = False
+                self.last_encoded = None
                 self._pieces.clear()
+                self._recent = _Recent()
                 logger.warning(
                     "kv_events: the tokenizer merges across the cuts on some prompts; the proxy "
                     "now tokenises every prompt whole (slower, still exact)"
@@ -323,25 +366,32 @@ class CachingTokenizer:
         follows, space = self._pairs
         return pair_cut_points(text, follows, space, size, self._memo, start)
 
-    def _encode_pieces(self, text: str, specials: bool, size: int = CHUNK_CHARS) -> list[int]:
+    def _encode_pieces(
+        self, text: str, specials: bool, size: int = CHUNK_CHARS
+    ) -> tuple[list[int], Encoded | None]:
         """The text's tokens: those of a recent text's pieces up to the last cut both texts
         share (the cuts whose chunk end lies two characters or more before the first character
-        in which they differ are the same: `cut_points`), then the rest piece by piece."""
+        in which they differ are the same: `cut_points`), then the rest piece by piece; and
+        what it shares with that recent text (None when tokenised whole)."""
         if specials and self._specials is None:
-            return list(self.tokenizer.encode(text, add_special_tokens=True))
+            return list(self.tokenizer.encode(text, add_special_tokens=True)), None
         cache = self._pieces
         start = 0
         head_cuts: list[int] = []
         head: list[int] = []
         recent_keys = self._recent.keys(size, text)
-        prior = self._recent.find(recent_keys)
+        prior: RecentPrompt | None = self._recent.find(recent_keys)
+        kept = 0
         if prior is not None:
-            old_text, old_cuts, old_counts, old_ids = prior
-            kept = bisect.bisect_right(old_cuts, (common_prefix(old_text, text) - 2) // size * size)
+            old_cuts, old_counts = prior.cuts, prior.counts
+            kept = bisect.bisect_right(
+                old_cuts, (common_prefix(prior.text, text) - 2) // size * size
+            )
             if kept:
                 head_cuts = old_cuts[:kept]
-                head = old_ids[: old_counts[kept - 1]]
+                head = prior.ids[: old_counts[kept - 1]]
                 start = head_cuts[-1]
+        shared = len(head)
         cuts = self._cuts(text, size, start)
         missing: list[tuple[int, int, tuple[bool, str]]] = []  # (part, start, key)
         parts: list[list[int] | None] = []
@@ -363,11 +413,15 @@ class CachingTokenizer:
         for tokens in parts:
             ids += tokens or ()
             counts.append(len(ids))
-        self._recent.add(recent_keys, (text, head_cuts + cuts, counts, ids))
+        entry = RecentPrompt(text, head_cuts + cuts, counts, ids)
+        self._recent.add(recent_keys, entry)
         if specials and self._specials is not None:
             lead, trail = self._specials
-            return [*lead, *ids, *trail]
-        return list(ids)  # the kept list stays the cache's
+            out = [*lead, *ids, *trail]
+            shared += len(lead)
+        else:
+            out = list(ids)  # the kept list stays the cache's
+        return out, Encoded(out, specials, entry, prior if kept else None, shared)
 
     def _fill(
         self,
@@ -398,6 +452,9 @@ class CachingTokenizer:
 class BlockHashCache:
     """``prefix_block_hashes`` with each block's hash kept, keyed by (parent hash, tokens).
 
+    `extend` continues a chain whose first hashes are known (a recent prompt's, for the blocks
+    a repeat shares with it: `kv_index.PromptHasher`), so a repeat looks up only its new blocks.
+
     Args:
         max_blocks: hashes kept; past it the oldest added go first (a plain dict in insertion
             order: no per-hit reordering, so a hit costs one tuple and one lookup).
@@ -411,20 +468,39 @@ class BlockHashCache:
         self, token_ids: Sequence[int], block_size: int, cache_salt: str | None = None
     ) -> list[int]:
         """The same list as ``prefix_block_hashes(token_ids, block_size, cache_salt)``."""
+        full: list[int] = []
+        self.extend(token_ids, block_size, cache_salt, len(token_ids) // block_size, full, [])
+        return full
+
+    def extend(
+        self,
+        token_ids: Sequence[int],
+        block_size: int,
+        cache_salt: str | None,
+        count: int,
+        full: list[int],
+        published: list[int],
+    ) -> None:
+        """Append to ``full`` the hashes of ``prefix_block_hashes(token_ids, block_size,
+        cache_salt)`` from block ``len(full)`` up to block ``count`` (exclusive), and their
+        published form (`external_block_hash`: the low 64 bits) to ``published``.
+
+        ``full`` must hold that chain's first hashes (and ``published`` their published form).
+        """
         cache = self._hashes
         get = cache.get
-        out: list[int] = []
-        parent = NONE_HASH
-        for start in range(0, len(token_ids) // block_size * block_size, block_size):
+        mask = _EXTERNAL_MASK
+        parent = full[-1] if full else NONE_HASH
+        for start in range(len(full) * block_size, count * block_size, block_size):
             block = tuple(token_ids[start : start + block_size])
             salt = cache_salt if start == 0 else None
             key = (parent, block, salt)
             h = get(key)
             if h is None:
                 h = cache[key] = hash_block_tokens(parent, block, () if salt is None else (salt,))
-            out.append(h)
+            full.append(h)
+            published.append(h & mask)
             parent = h
         if len(cache) > self.max_blocks:  # least recently added first: a repeat re-adds
             for key in list(itertools.islice(cache, len(cache) - self.max_blocks)):
                 del cache[key]
-        return out

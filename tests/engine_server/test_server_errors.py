@@ -424,3 +424,9 @@ def test_json_and_a_missing_content_type_are_accepted(
         f"{server.v1}/chat/completions", content=json.dumps(OK_CHAT).encode(), headers=headers
     )
     assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("entry", UNSUPPORTED_FIELDS, ids=lambda e: e.name)
+def test_an_absent_unsupported_field_is_a_no_op(entry: Any) -> None:
+    """``unsupported_field_error`` accepts a body that sends none of the names at once."""
+    assert entry.is_noop(None)

@@ -141,3 +141,18 @@ def test_external_class_methods_are_read_on_first_use() -> None:
     assert cls.methods.get("missing") is None and "missing" not in cls.methods
     with pytest.raises(KeyError):
         cls.methods["missing"]
+
+
+def test_argument_to_a_parameter_sunk_through_an_unseen_call_is_unproven() -> None:
+    """z_unseen_param_sinks: the runner's context reaches the instructions only through the
+    untyped agent's method, so the run input's id stored in that context is an unproven flow
+    (a note, naming that call), not a finding, in the module that calls the runner."""
+    folder = PROGRAMS / "z_unseen_param_sinks"
+    results = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
+    notes = [
+        (Path(r.path).name, n.location.line, n.code, [x.message for x in n.related])
+        for r in results
+        for n in r.notes
+    ]
+    assert [(name, line, code) for name, line, code, _ in notes] == [("app.py", 11, "PC002")]
+    assert any("assumed to pass through get_instructions()" in m for m in notes[0][3])

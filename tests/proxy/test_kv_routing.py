@@ -4,6 +4,7 @@ the proxy routes by the blocks they report; plus the policy's rules on a fed ind
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,7 +25,7 @@ from promptcache.errors import ConfigError
 from promptcache.proxy.app import build_app
 from promptcache.proxy.config import ProxyConfig, UpstreamConfig
 from promptcache.proxy.routing import Replica, RequestFacts, RoutingSettings
-from promptcache.proxy.routing.kv_events import KVEventsPolicy
+from promptcache.proxy.routing.kv_events import PENDING_TTL_S, KVEventsPolicy
 
 TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
@@ -329,3 +330,95 @@ def test_routing_regret_is_what_the_best_replica_would_have_served(
     rate = sum(c for c, _ in usages) / sum(p for _, p in usages)
     line = next(x for x in metrics.splitlines() if x.startswith("promptcache_fleet_hit_rate{"))
     assert float(line.split()[-1]) == pytest.approx(rate)
+
+
+def _reference_choice(
+    policy: KVEventsPolicy, facts: RequestFacts, candidates: list[Replica], now: float
+) -> tuple[int, str, int, int | None, int | None]:
+    """The policy's rules written out plainly over its state (every replica's depths walked in
+    full): (replica, reason, depth, best tokens, chosen tokens)."""
+    assert facts.body is not None
+    hashes = policy.hasher.hashes(facts.api, facts.body, BLOCK_SIZE)
+    least = min(candidates, key=lambda r: r.load)
+    if hashes is None:
+        return least.index, "least_loaded", 0, None, None
+    salted, unsalted = hashes
+
+    def leading(hashes: list[int], holds: Callable[[int], bool]) -> int:
+        count = 0
+        while count < len(hashes) and holds(hashes[count]):
+            count += 1
+        return count
+
+    held, home = {}, {}
+    for r in candidates:
+        state = policy.feed.blocks[r.index]
+        if state.native:
+            events = leading(salted, state.published.__contains__)
+        else:
+            events = leading(unsalted, state._rebuilt.__contains__)
+        pending = policy.pending._by_replica.get(r.index, {})
+        fresh = {h for h, until in pending.items() if until >= now}
+        held[r.index] = max(events, leading(salted, fresh.__contains__))
+        mine = {h for h, at in policy.homes._replica.items() if at == r.index}
+        home[r.index] = leading(salted, mine.__contains__)
+    best = min(candidates, key=lambda r: (-held[r.index], -home[r.index], r.load))
+    depth = held[best.index]
+    if depth == 0 and home[best.index] == 0:
+        known = any(policy.feed.blocks[r.index].num_batches for r in candidates)
+        return least.index, "new_prefix" if known else "least_loaded", 0, 0, 0
+    if best.in_flight - least.in_flight > policy.load_margin:
+        return least.index, "overloaded", depth, depth * BLOCK_SIZE, held[least.index] * BLOCK_SIZE
+    reason = "kv_events" if depth else "affinity"
+    return best.index, reason, depth, depth * BLOCK_SIZE, depth * BLOCK_SIZE
+
+
+def test_choices_follow_the_rules_over_random_holdings_loads_and_pending_windows(
+    template_file: Path,
+) -> None:
+    """Random events, loads, clock steps and resets: every decision is the one the rules give
+    when each replica's stored, pending and home depths are counted in full."""
+    now = [100.0]
+    fake = [{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}] * 3
+    policy = KVEventsPolicy(
+        _settings(fake, str(template_file), load_margin=1, max_prefixes=40),
+        ["http://a", "http://b", "http://c"],
+        clock=lambda: now[0],
+    )
+    replicas = [Replica(i, f"http://{c}") for i, c in enumerate("abc")]
+    rng = random.Random(31)
+    bodies = [
+        _chat(system, question)
+        for system in (SYSTEM_A, SYSTEM_B, SYSTEM_A[:90] + SYSTEM_B[90:])
+        for question in ("Tell me a story.", "Why?", "And then what happened to the ball?")
+    ]
+    bodies += [{**body, "cache_salt": "t1"} for body in bodies[:3]]
+    reasons = set()
+    for step in range(500):
+        action = rng.random()
+        body = rng.choice(bodies)
+        if action < 0.08:
+            hashes = policy.hasher.hashes("openai_chat", body, BLOCK_SIZE)
+            if hashes is not None and hashes[0]:
+                _hold(policy, rng.randrange(3), body, rng.randint(1, len(hashes[0])))
+            continue
+        if action < 0.16:
+            now[0] += rng.choice([1.0, 5.0, PENDING_TTL_S + 1])
+            continue
+        if action < 0.18:
+            policy.replica_down(replicas[rng.randrange(3)])  # pending and homes forgotten
+            continue
+        if action < 0.3:
+            policy.feed.blocks[rng.randrange(3)].clear()  # the engine evicted everything
+            continue
+        for replica in replicas:
+            replica.in_flight = rng.randint(0, 3)
+            replica.routed = rng.randint(0, 5)
+        candidates = sorted(rng.sample(replicas, rng.randint(1, 3)), key=lambda r: r.index)
+        facts = RequestFacts(api="openai_chat", model="tiny", body=body)
+        expected = _reference_choice(policy, facts, candidates, now[0])
+        got = policy.choose(facts, candidates)
+        assert (got.replica.index, got.reason, got.depth, got.best_tokens,
+                got.tokens) == expected, step  # fmt: skip
+        reasons.add(got.reason)
+    assert reasons >= {"kv_events", "affinity", "new_prefix", "overloaded"}

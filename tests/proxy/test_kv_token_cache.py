@@ -201,3 +201,62 @@ def test_block_hash_cache_on_long_prompts_that_share_a_prefix() -> None:
             tokens = document[:cut] + [rng.randrange(1000) for _ in range(40)]
             assert cache.hashes(tokens, 16, salt) == prefix_block_hashes(tokens, 16, salt)
     assert cache.hashes(document, 16) == prefix_block_hashes(document, 16)
+
+
+@pytest.mark.parametrize("checkpoint", ["byte_level", "tinystories"])
+def test_a_repeat_takes_the_recent_prompts_hashes_and_they_are_the_engines(
+    byte_level: Path, checkpoint: str
+) -> None:
+    """Chat and completions prompts (the latter with the tokenizer's special tokens in front),
+    salted and unsalted, at several block sizes, sharing a prefix with a recent prompt up to
+    any character: the hashes are the engine's chain over the whole text's tokens, and the
+    blocks shared whole come from the recent prompt's chain (only the new ones are looked up)."""
+    folder = byte_level if checkpoint == "byte_level" else TINYSTORIES
+    hasher = PromptHasher(folder, TEMPLATE)
+    engine = Tokenizer.from_pretrained(folder)
+    engine.set_chat_template(TEMPLATE)
+    assert isinstance(hasher.tokenizer, CachingTokenizer)
+    rng = random.Random(23)
+    document = _text(rng, 400)
+    looked_up = 0
+    for round_ in range(40):
+        end = rng.randrange(len(document))
+        text = document[:end] + _text(rng, rng.randint(1, 5))
+        salt = rng.choice([None, "tenant-1"])
+        block_size = rng.choice([4, 16, 32])
+        api = rng.choice(["openai_chat", "openai_completions"])
+        body: dict[str, object] = {"model": "m", "max_tokens": 1}
+        if api == "openai_chat":
+            body["messages"] = [{"role": "user", "content": text}]
+            tokens = engine.encode(engine.apply_chat_template(body["messages"]), False)
+        else:
+            body["prompt"] = text
+            tokens = engine.encode(text, True)
+        if salt is not None:
+            body["cache_salt"] = salt
+        usable = tokens[: (len(tokens) - 1) // block_size * block_size]
+        before = len(hasher.block_hashes._hashes)
+        got = hasher.hashes(api, body, block_size)
+        assert got is not None
+        mask = 2**64 - 1
+        assert got[0] == [h & mask for h in prefix_block_hashes(usable, block_size, salt)], round_
+        assert got[1] == [h & mask for h in prefix_block_hashes(usable, block_size)], round_
+        looked_up += len(hasher.block_hashes._hashes) - before
+        again = hasher.hashes(api, body, block_size)  # a repeat of the same text: no new block
+        assert again == got
+    assert hasher.tokenizer.last_encoded is not None
+    assert looked_up > 0
+
+
+def test_a_completions_batch_hashes_its_first_prompt(byte_level: Path) -> None:
+    """The tokenizer's latest encode is the batch's last prompt: the first prompt's hashes
+    must not take it for their own."""
+    hasher = PromptHasher(byte_level)
+    engine = Tokenizer.from_pretrained(byte_level)
+    rng = random.Random(29)
+    first, second = _text(rng, 80), _text(rng, 80)
+    hasher.hashes("openai_completions", {"model": "m", "prompt": second}, 16)
+    got = hasher.hashes("openai_completions", {"model": "m", "prompt": [first, second]}, 16)
+    tokens = engine.encode(first, True)
+    usable = tokens[: (len(tokens) - 1) // 16 * 16]
+    assert got is not None and got[0] == [h & (2**64 - 1) for h in prefix_block_hashes(usable, 16)]
