@@ -154,7 +154,8 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
             for attr, facts in sorted(summary.attr_stores.items())
         },
         "attr_sinks": {
-            a: [_target_to_json(t, path) for t in ts] for a, ts in sorted(summary.attr_sinks.items())
+            a: [_target_to_json(t, path) for t in ts]
+            for a, ts in sorted(summary.attr_sinks.items())
         },
         "builder": summary.builder,
         "marks": sorted(summary.marks),
