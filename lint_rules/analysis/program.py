@@ -430,7 +430,7 @@ class Program:
         todo = []
         for path, state in states.items():
             unseen = sink_names - state.scanned
-            if not state.output.get("triggered") and unseen:
+            if unseen:
                 # read the file again only for names it was not yet searched for
                 state.scanned |= unseen
                 try:
@@ -439,7 +439,10 @@ class Program:
                     raw = b""
                 found = {name.decode() for name in unseen if name in raw}
                 if found:
-                    state.force = True
+                    # a triggered file is analysed anyway: only its functions that make
+                    # such a call are added to those analysed
+                    if not state.output.get("triggered"):
+                        state.force = True
                     state.sink_calls |= found
             task = self._task(path, state, externals[path], requests[path])
             changed = (
