@@ -249,7 +249,8 @@ class Scheduler:
     With ``config.speculative_config`` set, each decode may carry prompt-lookup draft tokens
     (`spec_decode.NgramProposer`): at most ``num_speculative_tokens``, fewer when the
     sequence's acceptance so far does not pay for more (`spec_decode.draft_length`; none for
-    natural text with chance matches), or when the token budget, ``max_tokens``,
+    natural text with chance matches, nor for a growing pause after a verify that kept no
+    draft), or when the token budget, ``max_tokens``,
     ``max_model_len`` or the free blocks (one block per running sequence is held back, so
     drafts never cause a preemption) leave less room. Drafts are
     never marked computed: `postprocess` marks the last token plus the accepted drafts, then
