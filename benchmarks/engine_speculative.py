@@ -37,16 +37,26 @@ Usage::
     .venv/bin/python benchmarks/engine_speculative.py               # ~6 min on 2 cores
     .venv/bin/python benchmarks/engine_speculative.py --threads 1 --repeats 5
     .venv/bin/python benchmarks/engine_speculative.py --threads 1 --repeats 3 --no-anchor
+    .venv/bin/python benchmarks/engine_speculative.py --threads 1 --verify-cost 0,1,3,4,5,7,8
+
+``--verify-cost K,...`` measures instead what a decode step verifying ``k`` drafts costs against
+a plain step (the cost model of ``engine/spec_decode/draft_length.py``): one request at batch
+1 whose steps cycle through the given draft lengths (drafts of ``k`` copies of the last token,
+made by `FixedDrafts`, so the lengths do not depend on the text), each step timed and filed
+under the drafts it verified (the engine's draft-token counter), ``--verify-steps`` steps of
+each length; the median step time of each length over the plain steps' median.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +205,72 @@ class LlamaCpp:
         self.proc.wait(timeout=60)
 
 
+def make_fixed_drafts(config: Any, lengths: list[int]) -> Any:
+    """A `FixedDrafts` proposer (the engine's `NgramProposer` with set draft lengths)."""
+    from promptcache.engine.spec_decode import NgramProposer
+
+    class FixedDrafts(NgramProposer):
+        """Drafts of the lengths in ``lengths``, in turn, one per decode step: ``k`` copies of
+        the sequence's last token, whatever the text (cut to the room the scheduler gives)."""
+
+        def __init__(self) -> None:
+            super().__init__(config)
+            self._lengths = itertools.cycle(lengths)
+
+        def propose(self, seq_id: int, token_ids: Sequence[int], k: int) -> list[int]:
+            return [token_ids[-1]] * min(next(self._lengths), k)
+
+    return FixedDrafts()
+
+
+def measure_verify_cost(model: Path, lengths: list[int], steps: int) -> None:
+    """Print the median step time of each draft length and its ratio to a plain step's."""
+    from promptcache.engine import LLM, SamplingParams
+
+    spec = {"method": "ngram", "num_speculative_tokens": max(max(lengths), 1)}
+    llm = LLM(
+        model,
+        speculative_config=spec,
+        dtype="float32",
+        weight_dtype="int4",
+        kv_cache_bytes=128 * 2**20,
+    )
+    engine = llm.engine
+    engine.scheduler.proposer = make_fixed_drafts(engine.scheduler.proposer.config, lengths)
+    ids = llm.tokenizer.encode(
+        "The quick brown fox jumps over the lazy dog. " * 10, add_special_tokens=False
+    )
+    times: dict[int, list[float]] = {k: [] for k in lengths}
+    count = 0
+    while min(len(t) for t in times.values()) < steps:
+        count += 1
+        engine.add_request(f"v{count}", ids, SamplingParams(temperature=0, max_tokens=96))
+        while not engine.step():  # the prefill, up to the first token
+            pass
+        while engine.has_unfinished_requests():
+            before = engine.stats().spec_decode_num_draft_tokens
+            start = time.perf_counter()
+            engine.step()
+            elapsed = time.perf_counter() - start
+            drafted = engine.stats().spec_decode_num_draft_tokens - before
+            if drafted in times:
+                times[drafted].append(elapsed)
+    print(f"engine_speculative --verify-cost: {model.name}, batch 1, {machine()}")
+    print(f"medians of {steps} or more decode steps of each draft length, interleaved\n")
+    plain = statistics.median(times[0])
+    rows = [
+        [
+            k,
+            k + 1,
+            len(times[k]),
+            f"{statistics.median(times[k]) * 1000:.1f}",
+            f"{statistics.median(times[k]) / plain:.2f}",
+        ]
+        for k in lengths
+    ]
+    print_table(["drafts", "rows", "steps", "median ms", "/ plain step"], rows)
+
+
 def tok_per_s(result: dict[str, Any]) -> float:
     """Decode tokens per second: tokens after the first over the first-to-last time."""
     n = len(result["tokens"]) - 1
@@ -218,6 +294,12 @@ def main() -> None:
         action="store_true",
         help="ours only: leave llama.cpp out (its half of the echo-heavy target is not checked)",
     )
+    parser.add_argument(
+        "--verify-cost",
+        metavar="K,...",
+        help="measure decode steps verifying these draft lengths (0 = plain) instead",
+    )
+    parser.add_argument("--verify-steps", type=int, default=40)
     args = parser.parse_args()
 
     import torch
@@ -226,6 +308,21 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     model = args.model or find_smollm2_gguf()
+    if args.verify_cost is not None:
+        try:
+            lengths = [int(k) for k in args.verify_cost.split(",")]
+        except ValueError:
+            parser.error(
+                f"--verify-cost takes draft lengths such as 0,1,3,5, got {args.verify_cost!r}"
+            )
+        if 0 not in lengths or min(lengths) < 0 or len(set(lengths)) != len(lengths):
+            parser.error("--verify-cost needs 0 (the plain step) and distinct lengths >= 0")
+        if max(lengths) > 32:
+            parser.error(f"--verify-cost lengths must be <= 32, got {max(lengths)}")
+        if args.verify_steps < 1:
+            parser.error("--verify-steps must be >= 1")
+        measure_verify_cost(model, lengths, args.verify_steps)
+        return
     spec = {
         "method": "ngram",
         "num_speculative_tokens": args.num_speculative_tokens,
