@@ -7,11 +7,12 @@ kernel's one-row int4 product and two or more take its panel product, whose regi
 holds ``VERIFY_TILE_ROWS`` (4) rows of activations: rows 2 to 4 cost about the same, and each
 further tile of 4 rows costs most of a plain step more (``verify_cost``). Measured on SmolLM2
 int4, fused CPU kernel, one torch thread, shared 2-core VM, 2026-12-03, steps of each size
-interleaved in one request, medians of 40-50 steps each, in two runs at load average 3-6: 1.28
-and 1.35 plain steps for 1 draft; 1.41 and 1.53 for 3; 2.22 and 2.23 for 4; 2.35 and 2.31 for
-5; 2.58 for 7; 3.17 and 3.25 for 8; 3.65 for 11. A pass yields ``1 + a + a^2 + ... + a^k``
-tokens on average when each next draft is right with probability ``a`` (given the ones before
-it were).
+interleaved in one request (``benchmarks/engine_speculative.py --verify-cost``), medians of
+40-52 steps each, in three runs at load average 3-7: 1.28, 1.35 and 1.30 plain steps for 1
+draft; 1.41, 1.53 and 1.42 for 3; 2.22, 2.23 and 2.42 for 4; 2.35, 2.31 and 2.37 for 5; 2.58
+and 2.53 for 7; 3.17, 3.25 and 3.36 for 8; 3.65 for 11. A pass yields ``1 + a + a^2 + ... +
+a^k`` tokens on average when each next draft is right with probability ``a`` (given the ones
+before it were).
 
 **Acceptance.** Each sequence keeps ``a`` as an exponentially weighted count of its verified
 draft positions (every position up to and including the first rejection is one trial),
