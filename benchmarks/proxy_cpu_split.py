@@ -18,6 +18,13 @@ together (the log writer; anyio's worker threads), and the proxy's CPU per secon
 (``--idle-s``, 20 s, before the load: uvicorn's main loop and the replicas' health checks). The
 counts of streamed requests that came back whole are checked (every request must).
 
+``--trigger-costs``: then the log writer's share: the ``--db`` run's logged rows (warm-up and
+measured) are inserted again, in transactions of ``--trigger-batch`` rows (32: about what the
+writer commits every 0.5 s at this pace) through the writer's own insert
+(``proxy/store.py``), into fresh logs with every rollup trigger on ``requests``, with none,
+and with each insert trigger dropped in turn; it prints the writer thread's CPU per row
+(``time.thread_time``, the best of 3) for each.
+
 ``--profile FILE``: the ``--db`` proxy's measured requests run under cProfile with the
 ``time.thread_time`` clock (the event-loop thread's CPU only; the proxy is started through this
 script's ``--profiled-proxy FILE``, which turns the profiler on and off on ``SIGUSR1``) and the
@@ -29,6 +36,7 @@ Usage::
     .venv/bin/python benchmarks/proxy_cpu_split.py
     .venv/bin/python benchmarks/proxy_cpu_split.py --requests 300 --idle-s 10
     .venv/bin/python benchmarks/proxy_cpu_split.py --profile /tmp/proxy.pstats
+    .venv/bin/python benchmarks/proxy_cpu_split.py --requests 300 --trigger-costs
 """
 
 from __future__ import annotations
@@ -202,6 +210,55 @@ def measure(
             proxy.kill()
 
 
+def trigger_costs(
+    source: Path, batch: int, repeats: int = 3
+) -> tuple[int, list[tuple[str, float]]]:
+    """(rows, [(label, microseconds of CPU per row)]) of inserting ``source``'s rows again
+    (``--trigger-costs`` in the module docstring): ``all triggers``, ``no triggers``, then
+    ``without NAME`` for each insert trigger on ``requests``."""
+    import sqlite3
+
+    from promptcache.proxy.store import _insert, open_log
+
+    conn = sqlite3.connect(source)
+    conn.row_factory = sqlite3.Row
+    try:
+        rows = [dict(r) for r in conn.execute("SELECT * FROM requests ORDER BY rowid")]
+    finally:
+        conn.close()
+
+    def per_row(drop: str | None, folder: Path) -> tuple[float, list[str]]:
+        best = float("inf")
+        names: list[str] = []
+        for i in range(repeats):
+            db = open_log(folder / f"{drop or 'all'}-{i}.db")
+            names = [n for (n,) in db.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'requests'"
+                " AND sql LIKE '%AFTER INSERT%' ORDER BY name")]  # fmt: skip
+            for (name,) in db.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'requests'"
+            ).fetchall():
+                if drop == "*" or name == drop:
+                    db.conn.execute(f'DROP TRIGGER "{name}"')
+            db.conn.commit()
+            start = time.thread_time()
+            for first in range(0, len(rows), batch):
+                _insert(db, [dict(r) for r in rows[first : first + batch]])
+            best = min(best, (time.thread_time() - start) / len(rows) * 1e6)
+            inserted = db.conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+            db.close()
+            if inserted != len(rows):
+                raise SystemExit(f"trigger costs: {inserted} of {len(rows)} rows inserted")
+        return best, names
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        everything, names = per_row(None, folder)
+        costs = [("all triggers", everything), ("no triggers", per_row("*", folder)[0])]
+        costs += [(f"without {name}", per_row(name, folder)[0]) for name in names]
+    return len(rows), costs
+
+
 def _at_least(low: float, kind: type) -> Any:
     """An argparse type: a number of ``kind`` no smaller than ``low``, else a usage error."""
 
@@ -224,6 +281,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=_at_least(1, int), default=8)
     parser.add_argument("--event-gap-ms", type=_at_least(0, float), default=5.0)
     parser.add_argument("--idle-s", type=_at_least(1, float), default=20.0)
+    parser.add_argument("--trigger-costs", action="store_true",
+                        help="also time inserting the --db run's rows with and without each "
+                        "rollup trigger")  # fmt: skip
+    parser.add_argument("--trigger-batch", type=_at_least(1, int), default=32)
     parser.add_argument("--profile", metavar="FILE",
                         help="also run the --db proxy under cProfile, stats to FILE")  # fmt: skip
     parser.add_argument("--serve-mock", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -254,6 +315,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             for log in (True, False):
                 measure(args, urls, log, Path(folder))
+            if args.trigger_costs:
+                logs = sorted(Path(folder).glob("log-*.db"))
+                rows, costs = trigger_costs(logs[0], args.trigger_batch)
+                print(f"log writer, {rows} logged rows inserted again in transactions of "
+                      f"{args.trigger_batch}: CPU per row")  # fmt: skip
+                for label, micros in costs:
+                    print(f"  {label:<34} {micros:7.1f} us")
             if args.profile is not None:
                 Path(args.profile).unlink(missing_ok=True)
                 measure(args, urls, True, Path(folder), profile=args.profile)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,39 @@ def test_a_small_run_measures_every_request() -> None:
             float(x) for x in re.findall(r"([0-9.]+) ms(?!/s)", line)[:3]
         )
         assert total == pytest.approx(loop + others, abs=0.011)
+
+
+def test_trigger_costs_insert_every_row_with_each_trigger_set(tmp_path: Path) -> None:
+    """``--trigger-costs`` on a small real log: every row inserted again (the function checks
+    the count in each fresh log), one figure for all triggers, none, and each insert trigger."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import proxy_cpu_split
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    from promptcache.proxy.record import RequestRecord
+    from promptcache.proxy.store import _insert, open_log
+
+    source = tmp_path / "log.db"
+    db = open_log(source)
+    rows = [
+        RequestRecord(id=uuid.uuid4().hex, started_at=1_000.0 + i, status=200).as_row()
+        for i in range(7)
+    ]
+    _insert(db, rows)
+    names = sorted(
+        n
+        for (n,) in db.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'requests'"
+            " AND sql LIKE '%AFTER INSERT%'"
+        )
+    )
+    db.close()
+    count, costs = proxy_cpu_split.trigger_costs(source, batch=3, repeats=1)
+    assert count == 7
+    assert [label for label, _ in costs] == [
+        "all triggers",
+        "no triggers",
+        *(f"without {n}" for n in names),
+    ]
+    assert len(names) >= 7
