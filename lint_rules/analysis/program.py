@@ -39,6 +39,7 @@ from typing import Any
 from ..config import LintConfig
 from ..facts import ASSUMED
 from .cache import LintCache, diagnostic_from_json, diagnostic_to_json, digest
+from .callnames import CallNames
 from .exports import interesting
 from .modules import ModuleIndex
 
@@ -96,6 +97,13 @@ class FileState:
     carried: set[str] = field(default_factory=set)
     #: ``name(`` byte strings this (untriggered) file was already searched for
     scanned: set[bytes] = field(default_factory=set)
+    #: the ``name(`` texts in this file, read on its first search
+    calls: CallNames | None = None
+    #: ``Program._sink_stamp`` when this file was last compared with the sink functions
+    sink_stamp: int = -1
+    #: the ``version`` whose output gave ``sink_names``, and the ``name(`` texts of the
+    #: exported functions whose arguments reach a sink (``Program._sink_functions``)
+    sink_names: tuple[int, frozenset[bytes]] = (-1, frozenset())
     #: analyses so far (cached ones included), at most ``1 + MAX_ROUNDS``
     analyses: int = 0
     #: the files whose summaries this file's latest analysis asked for
@@ -259,6 +267,10 @@ class Program:
     _fields_version: int = 0
     #: summaries digested for the inputs' digests (``_inputs_digest``'s ``parts``)
     _digests: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    #: the sink functions' ``name(`` texts at the last plan, and a count bumped when they
+    #: change (a file compared with them since has nothing new to search for)
+    _sink_names: set[bytes] = field(default_factory=set)
+    _sink_stamp: int = 0
 
     def run(self) -> list[Any]:
         from ..runner import FileResult
@@ -427,17 +439,19 @@ class Program:
                 added,
             )
         sink_names = self._sink_functions(states)
+        if sink_names != self._sink_names:
+            self._sink_names = sink_names
+            self._sink_stamp += 1
         todo = []
         for path, state in states.items():
-            unseen = sink_names - state.scanned
+            unseen = sink_names - state.scanned if state.sink_stamp != self._sink_stamp else set()
+            state.sink_stamp = self._sink_stamp
             if unseen:
-                # read the file again only for names it was not yet searched for
+                # search the file again only for names it was not yet searched for
                 state.scanned |= unseen
-                try:
-                    raw = Path(path).read_bytes()
-                except OSError:
-                    raw = b""
-                found = {name.decode() for name in unseen if name in raw}
+                if state.calls is None:
+                    state.calls = CallNames.read(path)
+                found = {name.decode() for name in unseen if state.calls.contains(name)}
                 if found:
                     # a triggered file is analysed anyway: only its functions that make
                     # such a call are added to those analysed
@@ -506,17 +520,15 @@ class Program:
         return ready or todo
 
     def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
-        """``name(`` for each exported function whose arguments reach a sink."""
+        """``name(`` for each exported function whose arguments reach a sink (``.name(``
+        for a method); each file's are found again only when its output changed."""
         names: set[bytes] = set()
         for state in states.values():
-            exports = state.output.get("exports", {})
-            for name, data in exports.get("functions", {}).items():
-                if data["param_sinks"] or data.get("attr_sinks"):
-                    names.add(f"{name}(".encode())
-            for cls in exports.get("classes", {}).values():
-                for name, data in cls["methods"].items():
-                    if data["param_sinks"] or data.get("attr_sinks"):
-                        names.add(f".{name}(".encode())
+            version, own = state.sink_names
+            if version != state.version:
+                own = _sink_names(state.output.get("exports", {}))
+                state.sink_names = (state.version, own)
+            names |= own
         return names
 
     def _resolve(
@@ -562,6 +574,20 @@ class Program:
         if head in exports.get("missing", ()):
             return {"kind": "none", "data": {}, "module": state.module}
         return None
+
+
+def _sink_names(exports: dict[str, Any]) -> frozenset[bytes]:
+    """``name(`` for each exported function of one file whose arguments reach a sink, and
+    ``.name(`` for each such method."""
+    names: set[bytes] = set()
+    for name, data in exports.get("functions", {}).items():
+        if data["param_sinks"] or data.get("attr_sinks"):
+            names.add(f"{name}(".encode())
+    for cls in exports.get("classes", {}).values():
+        for name, data in cls["methods"].items():
+            if data["param_sinks"] or data.get("attr_sinks"):
+                names.add(f".{name}(".encode())
+    return frozenset(names)
 
 
 def _is_fact(data: list[Any]) -> bool:
