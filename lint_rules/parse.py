@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
+import os
 import re
 import sys
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 #: the newest grammar libcst's native parser is asked for
@@ -52,6 +55,49 @@ _NEWER = re.compile(
 #: langchain-ai/deepagents; the oldest goes first
 REWRITTEN_KEPT = 64
 _REWRITTEN: dict[str | bytes, str] = {}
+#: a folder that the processes of one program run share rewritten sources through
+#: (``share_rewrites``): the driver's worker processes and its own each analyse the same file,
+#: and a large module's rewrite (deepagents' 1.2 MB ``app.py``) took libcst seconds in each
+_SHARED: Path | None = None
+
+
+def share_rewrites(folder: str | os.PathLike[str] | None) -> None:
+    """Keep the sources rewritten in this process in ``folder`` too, and look there before
+    rewriting one (a file per source, named by its hash); None: this process's own only."""
+    global _SHARED
+    _SHARED = Path(folder) if folder is not None else None
+
+
+def _shared_file(source: str | bytes) -> Path | None:
+    if _SHARED is None:
+        return None
+    data = source if isinstance(source, bytes) else b"s" + source.encode("utf-8", "surrogatepass")
+    return _SHARED / f"{hashlib.blake2b(data, digest_size=16).hexdigest()}.py"
+
+
+def _shared_rewrite(source: str | bytes) -> str | None:
+    """A rewrite of ``source`` another process of this run stored, or None."""
+    path = _shared_file(source)
+    if path is None:
+        return None
+    try:
+        return path.read_bytes().decode("utf-8", "surrogatepass")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _share_rewrite(source: str | bytes, rewritten: str) -> None:
+    """Store ``rewritten`` for the other processes of this run (atomically; best effort)."""
+    path = _shared_file(source)
+    if path is None:
+        return
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(rewritten.encode("utf-8", "surrogatepass"))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 class NewerSyntaxError(Exception):
@@ -75,7 +121,10 @@ def parse_module(source: str | bytes, path: str) -> ast.Module:
             try:
                 return ast.parse(source, filename=path)
             except SyntaxError as error:
-                rewritten = _rewrite(source, error)
+                rewritten = _shared_rewrite(source)
+                if rewritten is None:
+                    rewritten = _rewrite(source, error)
+                    _share_rewrite(source, rewritten)
             if len(_REWRITTEN) >= REWRITTEN_KEPT:
                 del _REWRITTEN[next(iter(_REWRITTEN))]
             _REWRITTEN[source] = rewritten
@@ -101,6 +150,10 @@ def _rewrite(source: str | bytes, error: SyntaxError) -> str:
     return str(module.visit(_older(module)).code)
 
 
+#: every byte but the brackets (``bytes.translate``'s ``delete``)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"()[]{}")
+
+
 def _too_deep(source: str | bytes) -> bool:
     """Brackets nested deeper than any Python accepts (counted roughly, strings included)."""
     data = source.encode("utf-8", "replace") if isinstance(source, str) else source
@@ -108,7 +161,7 @@ def _too_deep(source: str | bytes) -> bool:
         return False
     depth = 0
     opening, closing = frozenset(b"([{"), frozenset(b")]}")
-    for byte in data:
+    for byte in data.translate(None, _NOT_BRACKETS):  # the brackets alone, in order
         if byte in opening:
             depth += 1
             if depth > MAX_NESTING:

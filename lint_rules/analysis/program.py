@@ -30,6 +30,8 @@ import gc
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from typing import Any
 
 from ..config import LintConfig
 from ..facts import ASSUMED
+from ..parse import share_rewrites
 from .cache import LintCache, diagnostic_from_json, diagnostic_to_json, digest
 from .callnames import CallNames
 from .exports import interesting
@@ -233,10 +236,13 @@ _WORKER_CONFIG: LintConfig | None = None
 GC_THRESHOLDS = (20_000, 50, 50)
 
 
-def _init_worker(config: LintConfig) -> None:
+def _init_worker(config: LintConfig, rewrites: str | None = None) -> None:
+    """Set up a process that runs analyses; ``rewrites``: the run's folder of rewritten
+    newer-syntax sources, shared by its processes (``parse.share_rewrites``)."""
     global _WORKER_CONFIG
     _WORKER_CONFIG = config
     gc.set_threshold(*GC_THRESHOLDS)
+    share_rewrites(rewrites)
 
 
 def _run_task(task: Task, raw: bytes | None = None) -> dict[str, Any]:
@@ -271,6 +277,8 @@ class Program:
     #: change (a file compared with them since has nothing new to search for)
     _sink_names: set[bytes] = field(default_factory=set)
     _sink_stamp: int = 0
+    #: the folder this run's processes share rewritten newer-syntax sources through
+    _rewrites: str | None = None
 
     def run(self) -> list[Any]:
         from ..runner import FileResult
@@ -280,6 +288,7 @@ class Program:
         states = {f: FileState(*index.names[f]) for f in self.files}
         thresholds = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)  # for the analyses run in this process
+        self._rewrites = tempfile.mkdtemp(prefix="promptcache-lint-")
         try:
             self._round(
                 states, [(f, self._task(f, states[f], {}, ())) for f in self.files], config_key
@@ -296,6 +305,8 @@ class Program:
             gc.set_threshold(*thresholds)
             if self._pool is not None:
                 self._pool.shutdown()
+            share_rewrites(None)
+            shutil.rmtree(self._rewrites, ignore_errors=True)
             if self.cache is not None:
                 self.cache.flush()
         results = []
@@ -374,11 +385,13 @@ class Program:
         # once the workers are started (by a large round), later waves use them too
         limit = POOLED_LIMIT if self._pool is not None else SERIAL_LIMIT
         if workers <= 1 or len(tasks) < limit:
-            _init_worker(self.config)
+            _init_worker(self.config, self._rewrites)
             return [_run_task(t) for t in tasks]
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                max_workers=workers, initializer=_init_worker, initargs=(self.config,)
+                max_workers=workers,
+                initializer=_init_worker,
+                initargs=(self.config, self._rewrites),
             )
         chunk = max(1, min(64, len(tasks) // (workers * 8)))
         return list(self._pool.map(_run_task, tasks, chunksize=chunk))

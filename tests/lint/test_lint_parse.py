@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,33 @@ def test_fixes_apply_to_a_file_with_newer_syntax() -> None:
     fixed, count = fix_source(source, "new.py", LintConfig())
     assert count == 1
     assert fixed == source.replace("json.dumps(profile)", "json.dumps(profile, sort_keys=True)")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python parses PEP 695 itself")
+def test_a_rewrite_is_shared_with_the_other_processes_of_a_run(tmp_path: Path) -> None:
+    import subprocess
+
+    from promptcache.lint_rules.parse import share_rewrites
+
+    # a source no other test parses in this process (the process keeps its own rewrites)
+    source = f"# {tmp_path.name}\nclass Box[T]:\n    def get(self) -> T: ...\n"
+    script = (
+        "import sys\n"
+        "from promptcache.lint_rules.parse import parse_module, share_rewrites\n"
+        "share_rewrites(sys.argv[1])\n"
+        "parse_module(sys.stdin.read(), 'box.py')\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], input=source, text=True, check=True
+    )
+    (stored,) = tmp_path.iterdir()
+    rewritten = stored.read_text(encoding="utf-8")
+    assert rewritten.splitlines()[1].startswith("class Box   :")  # the type parameters blanked
+    # this process takes the stored rewrite instead of rewriting (marked to tell them apart)
+    stored.write_text(rewritten + "MARK = 1\n", encoding="utf-8")
+    share_rewrites(tmp_path)
+    try:
+        tree = parse_module(source, "box.py")
+    finally:
+        share_rewrites(None)
+    assert [ast.unparse(n) for n in tree.body[1:]] == ["MARK = 1"]
