@@ -380,3 +380,54 @@ def test_below_one_kv_block_uses_the_engines_prompt_token_count() -> None:
     describe_prompt(longer, request, "openai_chat")
     explainer(longer)
     assert (longer.break_reason, longer.unexpected_miss) == (None, 1)
+
+
+def test_shared_prefix_and_extension_by_hash_match_a_segment_walk() -> None:
+    """``shared_prefix_chars`` and ``extended_by`` (tuple comparisons of the segment hashes)
+    against a plain walk over the segments, on conversations that share, extend, fork and
+    change, with and without a breakpoint (a cached extent short of the last segment)."""
+    import random
+
+    rng = random.Random(41)
+    turns = ["hello", "hi there", "what is due?", "the invoice", "thanks", "bye", "again"]
+    snaps = []
+    for i in range(40):
+        messages = turns[: rng.randint(1, len(turns))]
+        if rng.random() < 0.3:
+            messages = [*messages[:-1], f"changed {i}"]
+        request = body(
+            system=rng.choice([LONG, LONG + " v2"]),
+            tools=rng.choice([None, [tool("a")], [tool("a"), tool("b")]]),
+            messages=messages,
+            breakpoint=rng.random() < 0.7,
+        )
+        fingerprint = fingerprint_request(request, "anthropic")
+        snaps.append(
+            PrefixSnapshot(f"r{i}", float(i), float(i), "anthropic", "k", fingerprint, True)
+        )
+
+    def shared_walk(old: PrefixSnapshot, new: PrefixSnapshot) -> int:
+        shared = 0
+        for a, b in zip(old.fingerprint.segments[: old.cached_extent + 1],
+                        new.fingerprint.segments, strict=False):  # fmt: skip
+            if a.sha256 != b.sha256:
+                break
+            shared += a.num_chars
+        return shared
+
+    def extended_walk(old: PrefixSnapshot, new: PrefixSnapshot) -> bool:
+        if new.cached_extent < old.cached_extent:
+            return False
+        new_segments = new.fingerprint.segments
+        return all(
+            i < len(new_segments) and new_segments[i].sha256 == seg.sha256
+            for i, seg in enumerate(old.fingerprint.segments)
+        )
+
+    kinds = set()
+    for old in snaps:
+        for new in snaps:
+            assert old.shared_prefix_chars(new.fingerprint) == shared_walk(old, new)
+            assert old.extended_by(new) == extended_walk(old, new)
+            kinds.add((shared_walk(old, new) > 0, extended_walk(old, new)))
+    assert kinds >= {(False, False), (True, False), (True, True)}
