@@ -535,11 +535,20 @@ class CallsMixin(EngineState):
             # (``data.instructions``) reaches the sink: what the caller stored there, when
             # its keys or fields are known
             index = int(attr[: len(attr) - len(entry_suffix(attr))])
+            parsed = entry_key(attr)
             if index in arg_values:
                 value, where = arg_values[index]
                 if where is not None:
                     for region, label, unseen in targets:
-                        held = _unproven(entry_of(value, attr), unseen)
+                        held = entry_of(value, attr)
+                        if held is value and parsed is not None and self.frame.func:
+                            # one entry of a parameter of ours passed whole (a message list
+                            # handed on, read by the callee at ``m["content"]``): our summary
+                            # names that entry, not the whole parameter
+                            held = held.with_facts(
+                                param_entry(held.facts, parsed[0], id(self.frame.func), parsed[1])
+                            )
+                        held = _unproven(held, unseen)
                         if grain:
                             held = Value(with_grain(held.facts, grain))
                         if role:
@@ -635,14 +644,18 @@ class CallsMixin(EngineState):
                 )
 
         def substituted(value: Value, depth: int = 0) -> Value:
-            """``value`` with its facts substituted, and those of its tuple elements and
-            fields (an object or a dict returned whole keeps its structure)."""
-            elts = items = None
+            """``value`` with its facts substituted, and those of its tuple elements, fields
+            and list elements' fields (an object, a dict or a list of messages returned whole
+            keeps its structure)."""
+            elts = items = elem = None
             if depth < 3 and value.elts is not None:
                 elts = tuple(substituted(e, depth + 1) for e in value.elts)
             if depth < 3 and value.items is not None:
                 items = tuple((k, substituted(v, depth + 1)) for k, v in value.items)
-            return replace(value, facts=substitute(value.facts), elts=elts, items=items)
+            if value.elem is not None:
+                # not a level of its own: the fields of a returned tuple's message list
+                elem = substituted(value.elem, depth)
+            return replace(value, facts=substitute(value.facts), elts=elts, items=items, elem=elem)
 
         result = substituted(summary.ret)
         return self.pin_if_once(result)

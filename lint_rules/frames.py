@@ -192,7 +192,12 @@ def merge(a: Value, b: Value) -> Value:
         a.name_key if a.name_key == b.name_key else "",
         a.ref if a.ref == b.ref else None,
         items=items,
-        elem=merge_elem(a.elem, b.elem),
+        # a side whose elements were not tracked counts as a list of unknown fields only as
+        # ``listed_elem`` says: ``conv.message = []`` on a record read from a database keeps
+        # the fields of the messages appended to it
+        elem=merge_elem(listed_elem(a), listed_elem(b))
+        if a.elem is not None or b.elem is not None
+        else None,
     )
 
 
@@ -217,10 +222,24 @@ def known_elem(value: Value) -> Value | None:
     return NO_ELEM if not value.facts else None
 
 
+def _on_every_field(fact: Fact) -> bool:
+    """Whether ``fact``, held by a list beside its elements' known fields, is carried on each
+    field read of an element (``element_fields``): the list's own order and per-request
+    choices (its order, a filter, a condition it was chosen by), a parameter (the caller's
+    elements, of fields unknown here: the caller's argument takes its place), and what came
+    through a call the analysis cannot see (an unproven fact, no finding by itself)."""
+    return (
+        fact.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE, Kind.VARIES, Kind.LOOP, Kind.PARAM)
+        or not fact.proven
+    )
+
+
 def listed_elem(listed: Value) -> Value | None:
     """``Value.elem`` of a list ``listed`` whose elements were not tracked: ``NO_ELEM`` when it
-    holds no fact at all (a list read from a database, a file), else its ``elem``."""
-    if listed.elem is None and not listed.facts:
+    holds no fact at all, or only facts that ``element_fields`` carries on every field (a list
+    read from a database, a file, a store queried with the caller's id: whatever its
+    elements hold under any key is no more than those), else its ``elem``."""
+    if listed.elem is None and all(_on_every_field(f) for f in listed.facts):
         return NO_ELEM
     return listed.elem
 
@@ -238,8 +257,9 @@ def list_elem(values: list[Value]) -> Value | None:
 
 def element_fields(listed: Value) -> Value | None:
     """One element of ``listed`` with its fields known (``Value.elem``), carrying the list's
-    own order and per-request choices (its order, a filter), or None when the list holds a fact
-    that none of its known elements' fields holds (something stored into it some other way)."""
+    facts of ``_on_every_field`` that no known field holds on every field, or None when the
+    list holds another fact that none of its known elements' fields holds (something stored
+    into it some other way)."""
     elem = listed.elem
     if elem is None or elem is NO_ELEM or listed.items is not None:
         return None
@@ -247,13 +267,7 @@ def element_fields(listed: Value) -> Value | None:
     for _, v in elem.items or ():
         held |= v.facts
     extra = listed.facts - held
-    if any(
-        not (
-            f.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE, Kind.VARIES, Kind.LOOP)
-            or (f.kind is Kind.PARAM and f.granularity == "order")
-        )
-        for f in extra
-    ):
+    if not all(_on_every_field(f) for f in extra):
         return None
     if not extra:
         return elem

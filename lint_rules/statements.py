@@ -111,6 +111,12 @@ def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
     )
 
 
+def _leaves(body: list[ast.stmt]) -> bool:
+    """True when running ``body`` always ends in a ``return`` or ``raise`` at its own level
+    (the code after the statement holding it is not reached from it)."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
 def merge_field(old: Value, new: Value) -> Value:
     """What a field of ``self`` holds after one more store into it. An instance of a project
     class stored where the field otherwise holds ``None`` (a class-level default, a
@@ -595,6 +601,11 @@ class StatementsMixin(EngineState):
             for key in narrowed_dumps:
                 frame.narrowed.pop(key, None)
         after_else = frame.env
+        if _leaves(stmt.body) != _leaves(stmt.orelse):
+            # one branch returns or raises: the code after the `if` sees only the other's values
+            # (``if not session_id: conv = {...}; ...; return`` beside ``conv = load(id)``)
+            frame.env = after_else if _leaves(stmt.body) else after_body
+            return
         merged = dict(after_else)
         for name, value in after_body.items():
             other = after_else.get(name)

@@ -156,6 +156,27 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
+def _joined_position(values: list[Value]) -> Value:
+    """One position of the tuples a function returns on its paths, joined: a ``None`` (or
+    ``True``/``False``) on some paths holds nothing, so where one value is left beside them
+    it keeps its structure (``return None, error`` and ``return (messages, msg), None``: the
+    caller unpacks the message lists with their elements' fields)."""
+    held = [v for v in values if not _literal_none(v)]
+    if len(held) == 1:
+        return held[0]
+    return join(*values)
+
+
+def _literal_none(value: Value) -> bool:
+    return (
+        value.ref == "literal"
+        and value.shape is Shape.UNKNOWN
+        and not value.facts
+        and value.elts is None
+        and value.items is None
+    )
+
+
 class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin, HttpSinksMixin):
     """Walk one parsed module and collect ``PrefixEntry`` and ``SinkCall`` events.
 
@@ -597,7 +618,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 summary.ret = replace(
                     summary.ret,
                     elts=tuple(
-                        join(*(v.elts[i] for v in values if v.elts)) for i in range(sizes.pop())
+                        _joined_position([v.elts[i] for v in values if v.elts])
+                        for i in range(sizes.pop())
                     ),
                     more=any(v.more for v in values),
                 )

@@ -1,0 +1,6 @@
+# Stored conversations: a record whose messages come from the database (keys unknown here).
+from peewee import Model, TextField
+
+
+class Conversation(Model):
+    message = TextField()
