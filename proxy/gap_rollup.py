@@ -62,6 +62,7 @@ __all__ = [
     "SEGMENTS",
     "add_gap_rollup",
     "family_match",
+    "reseek_gap_triggers",
 ]
 
 GAPS_TABLE: Final = "report_family_gaps_hourly"
@@ -88,12 +89,16 @@ def family_match(r: str, key: str, model: str, family: str) -> str:
     return f"{k} = {key} AND {m} = {model} AND {f} = {family}"
 
 
-def _in_hour(r: str, hour: str) -> str:
-    """``r`` starts in hour ``hour`` (the range lets an index seek; the CAST is the hour)."""
-    return (
-        f"{r}.started_at >= {hour} * 3600 - 1 AND {r}.started_at < ({hour} + 1) * 3600 + 1"
-        f" AND CAST({r}.started_at / 3600 AS INTEGER) = {hour}"
-    )
+def _in_hour(r: str, hour: str, *, lower: bool = True, upper: bool = True) -> str:
+    """``r`` starts in hour ``hour`` (the range lets an index seek; the CAST is the hour).
+    ``lower`` / ``upper``: write the range's lower / upper bound (leave one out where the
+    query bounds that side more tightly)."""
+    bounds = []
+    if lower:
+        bounds.append(f"{r}.started_at >= {hour} * 3600 - 1")
+    if upper:
+        bounds.append(f"{r}.started_at < ({hour} + 1) * 3600 + 1")
+    return " AND ".join([*bounds, f"CAST({r}.started_at / 3600 AS INTEGER) = {hour}"])
 
 
 def _gap(earlier: str, later: str) -> str:
@@ -115,15 +120,25 @@ def _keyed(source: str) -> str:
     )
 
 
-def _neighbours(x: str) -> str:
+def _neighbours(x: str, *, one_bound: bool = False) -> str:
     """Scalar subqueries over ``requests``: rows of ``x``'s family at ``x.v`` (``same``), and
-    the nearest start times below (``p``) and above (``s``) it in ``x``'s hour."""
+    the nearest start times below (``p``) and above (``s``) it in ``x``'s hour.
+
+    ``one_bound`` (SQLite): each neighbour's range has one bound on each side, ``x.v`` and the
+    hour's far edge; the hour's near edge, implied by ``x.v`` (in the hour), is left out. Given
+    two lower bounds on ``started_at``, SQLite seeks to one of them, the hour's start, and read
+    every earlier row of the family-hour before it reached the successor: each insert cost
+    time in proportion to the requests its family had already made that hour (1.7 ms a row at
+    4,000). The rows found are the same; the hour is still checked by its ``CAST``."""
     match = family_match("r", f"{x}.kf", f"{x}.model", f"{x}.fam")
-    hour = _in_hour("r", f"{x}.hour")
+    below = above = _in_hour("r", f"{x}.hour")
+    if one_bound:
+        below = _in_hour("r", f"{x}.hour", upper=False)
+        above = _in_hour("r", f"{x}.hour", lower=False)
     return (
         f"(SELECT COUNT(*) FROM requests AS r WHERE {match} AND r.started_at = {x}.v) AS same,"
-        f" {_nearest(f'{match} AND {hour} AND r.started_at < {x}.v', 'DESC')} AS p,"
-        f" {_nearest(f'{match} AND {hour} AND r.started_at > {x}.v', 'ASC')} AS s"
+        f" {_nearest(f'{match} AND {below} AND r.started_at < {x}.v', 'DESC')} AS p,"
+        f" {_nearest(f'{match} AND {above} AND r.started_at > {x}.v', 'ASC')} AS s"
     )
 
 
@@ -158,7 +173,7 @@ def _ddl() -> str:
 def _sqlite_triggers() -> list[str]:
     """Row triggers: a new start time's change to its hour's count (module docstring)."""
     k, m, f = (e.format(r="NEW") for e in _FAMILY)
-    new = f"""SELECT x.kf, x.model, x.fam, x.hour, x.v, {_neighbours("x")}
+    new = f"""SELECT x.kf, x.model, x.fam, x.hour, x.v, {_neighbours("x", one_bound=True)}
         FROM (SELECT {k} AS kf, {m} AS model, {f} AS fam,
                 CAST(NEW.started_at / 3600 AS INTEGER) AS hour, NEW.started_at AS v) AS x"""
     insert = f"""INSERT INTO {GAPS_TABLE} ({", ".join(_COLUMNS)})
@@ -171,7 +186,7 @@ def _sqlite_triggers() -> list[str]:
           last_started_at = MAX(last_started_at, excluded.last_started_at),
           gaps_5m = gaps_5m + excluded.gaps_5m"""
     ok, om, of = (e.format(r="OLD") for e in _FAMILY)
-    old = f"""SELECT x.kf, x.model, x.fam, x.hour, x.v, {_neighbours("x")}
+    old = f"""SELECT x.kf, x.model, x.fam, x.hour, x.v, {_neighbours("x", one_bound=True)}
         FROM (SELECT {ok} AS kf, {om} AS model, {of} AS fam,
                 CAST(OLD.started_at / 3600 AS INTEGER) AS hour, OLD.started_at AS v) AS x"""
     this = (
@@ -294,6 +309,19 @@ SEGMENTS: Final = f"""
           WHERE {family_match("r", ":kf", ":model", ":first")}
             AND r.started_at >= :e1 AND r.started_at < :t1) AS trail
 """
+
+
+def reseek_gap_triggers(db: Database) -> None:
+    """Schema step 16: the SQLite gap triggers again, their neighbours found with one bound
+    on each side (`_neighbours`); the rollup's rows are what the new triggers would have made,
+    so they stay. Postgres' statement triggers are unchanged (its index scans take the
+    tightest of several bounds)."""
+    if is_postgres(db):
+        return
+    for trigger in (_TRIGGER, f"{_TRIGGER}_delete"):
+        db.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    for statement in _sqlite_triggers():
+        db.execute(statement)
 
 
 def add_gap_rollup(db: Database) -> None:

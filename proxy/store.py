@@ -45,7 +45,7 @@ from promptcache.errors import StoreError
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .dialect import is_postgres, is_postgres_url
-from .gap_rollup import add_gap_rollup
+from .gap_rollup import add_gap_rollup, reseek_gap_triggers
 from .prefix_store import add_prefix_bodies
 from .redact import redact_url
 from .replica_rollup import add_route_regret_columns, add_routing_columns
@@ -220,6 +220,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v13_family_covering_index,  # step 13: per-family passes read the index alone (#33)
     add_ttft_rollup,  # step 14: TTFT histogram, a percentile reads one bucket's rows (#33)
     add_gap_rollup,  # step 15: 5-minute gaps per family and hour, for the TTL advisor (#33)
+    reseek_gap_triggers,  # step 16: the gap triggers' seeks, one bound a side (#32)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

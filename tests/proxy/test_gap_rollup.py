@@ -292,3 +292,73 @@ def test_migration_fill_equals_the_triggers(
         assert stored_hours(db.conn, {"f1", "f2"}) == kept
     finally:
         db.close()
+
+
+def _insert_steps(db: Database, row: dict[str, Any]) -> int:
+    """SQLite virtual-machine steps (a count, not a time) to insert ``row``, triggers included."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    db.conn.set_progress_handler(count, 1)
+    try:
+        with db.conn:
+            db.table("requests").insert(row)
+    finally:
+        db.conn.set_progress_handler(None, 1)
+    return steps[0]
+
+
+def test_an_insert_costs_the_same_however_busy_its_family_hour(tmp_path: Path) -> None:
+    """The triggers find a new row's neighbours with one index seek each side: inserting into a
+    family-hour that holds 2,000 rows takes about as many steps as into one that holds 20 (each
+    neighbour's range once began at the hour's start and read every earlier row)."""
+    db = open_log(tmp_path / "log.db")
+    rows = []
+    try:
+        for fam, count in (("quiet", 20), ("busy", 2000)):
+            rows += [_row(f"{fam}-{i}", T0 + i * 1.5, "k1", "m", fam) for i in range(count)]
+        with db.conn:
+            db.table("requests").insert_all(rows)
+        last = [_row(f"{fam}-new", T0 + 3590.0, "k1", "m", fam) for fam in ("quiet", "busy")]
+        quiet, busy = (_insert_steps(db, row) for row in last)
+        assert busy < quiet * 1.5, (quiet, busy)
+        check(db.conn, rows + last, {"quiet", "busy"})
+    finally:
+        db.close()
+
+
+def _gap_triggers(db: Database) -> list[tuple[str, str]]:
+    return sorted(
+        db.conn.execute("SELECT name, sql FROM sqlite_master WHERE name LIKE 'report_rollup_gaps%'")
+    )
+
+
+def test_a_log_at_step_15_gets_the_one_seek_triggers(tmp_path: Path) -> None:
+    """Schema step 16 replaces the gap triggers of an existing log with today's, rollup kept."""
+    path = tmp_path / "log.db"
+    db = open_log(path)
+    fresh = _gap_triggers(db)
+    rows = [_row(f"s-{i}", T0 + i * 200.0, "k1", "m", "f1") for i in range(30)]
+    both = "r.started_at >= x.hour * 3600 - 1 AND r.started_at < (x.hour + 1) * 3600 + 1"
+    with db.conn:
+        db.table("requests").insert_all(rows)
+        for name, sql in fresh:  # step 15's triggers: both bounds of the hour on each side
+            db.conn.execute(f"DROP TRIGGER {name}")
+            sql = sql.replace("r.started_at >= x.hour * 3600 - 1 AND CAST", both + " AND CAST")
+            db.conn.execute(sql.replace("r.started_at < (x.hour + 1) * 3600 + 1 AND CAST",
+                                        both + " AND CAST"))  # fmt: skip
+        db.conn.execute("DELETE FROM schema_version WHERE version = 16")
+    old = _gap_triggers(db)
+    kept = stored_hours(db.conn, {"f1"})
+    db.close()
+    assert old != fresh
+    db = open_log(path)
+    try:
+        now = _gap_triggers(db)
+        assert now == fresh
+        assert stored_hours(db.conn, {"f1"}) == kept == expected_hours(rows)
+    finally:
+        db.close()
