@@ -31,6 +31,7 @@ import re
 import sys
 import threading
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,15 @@ def _share_rewrite(source: str | bytes, rewritten: str) -> None:
             tmp.unlink()
 
 
+#: parsed trees kept per process (``parse_kept``), at most this many bytes of their sources
+#: together, the least recently used going first: the program driver analyses a file up to 5
+#: times, and parsing took about a seventh of langroid's serial cold run; a tree takes about
+#: 20 times its source's size in memory
+TREES_KEPT_BYTES = 2_000_000
+_TREES: OrderedDict[str | bytes, ast.Module] = OrderedDict()
+_TREES_SIZE = [0]
+
+
 class NewerSyntaxError(Exception):
     """The file is valid newer Python (libcst parses it) that the running ``ast`` cannot read."""
 
@@ -132,6 +142,25 @@ def parse_module(source: str | bytes, path: str) -> ast.Module:
             return ast.parse(rewritten, filename=path)
         except SyntaxError:
             raise NewerSyntaxError(path) from None
+
+
+def parse_kept(source: str | bytes, path: str) -> ast.Module:
+    """``parse_module(source, path)``, the tree kept for the next analysis of the same source
+    in this process (``TREES_KEPT_BYTES``). The tree is shared: callers must not change it.
+    Raises what ``parse_module`` raises (a source that does not parse is not kept)."""
+    tree = _TREES.get(source)
+    if tree is not None:
+        _TREES.move_to_end(source)
+        return tree
+    tree = parse_module(source, path)
+    size = len(source)
+    if size <= TREES_KEPT_BYTES:
+        _TREES[source] = tree
+        _TREES_SIZE[0] += size
+        while _TREES_SIZE[0] > TREES_KEPT_BYTES:
+            oldest, _ = _TREES.popitem(last=False)
+            _TREES_SIZE[0] -= len(oldest)
+    return tree
 
 
 def is_newer_python(source: str | bytes, error: SyntaxError) -> bool:

@@ -28,7 +28,7 @@ from .config import LintConfig
 from .context import ModuleContext
 from .facts import ASSUMED
 from .files import discover
-from .parse import NewerSyntaxError, is_newer_python, parse_module
+from .parse import NewerSyntaxError, is_newer_python, parse_kept
 from .registry import CHECKS, KNOWN_CODES
 from .rules.pc000_unparsable_file import from_error
 from .suppress import parse_suppressions
@@ -188,7 +188,7 @@ def analyse_source(
     codes = _codes_for(path, config)
     try:
         # text is parsed as text: its coding cookie no longer describes these bytes
-        tree = parse_module(source if isinstance(source, str) else raw, path)
+        tree = parse_kept(source if isinstance(source, str) else raw, path)
         text = source if isinstance(source, str) else decode_source(raw)
     except NewerSyntaxError:
         # valid newer Python this ast cannot read: nothing to report

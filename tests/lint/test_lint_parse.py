@@ -152,3 +152,20 @@ def test_a_rewrite_is_shared_with_the_other_processes_of_a_run(tmp_path: Path) -
     finally:
         share_rewrites(None)
     assert [ast.unparse(n) for n in tree.body[1:]] == ["MARK = 1"]
+
+
+def test_a_parsed_tree_is_kept_for_the_next_analysis_up_to_a_size() -> None:
+    from promptcache.lint_rules import parse
+
+    small = f"x = 1  # {id(object())}\n"
+    assert parse.parse_kept(small, "a.py") is parse.parse_kept(small, "a.py")
+    # a source over the whole budget is parsed each time
+    huge = "x = 1\n#" + "a" * parse.TREES_KEPT_BYTES + "\n"
+    assert parse.parse_kept(huge, "b.py") is not parse.parse_kept(huge, "b.py")
+    # two sources of 0.6 of the budget: the first goes when the second is kept
+    first, second = ("y = 2\n#" + c * int(parse.TREES_KEPT_BYTES * 0.6) + "\n" for c in "bc")
+    tree = parse.parse_kept(first, "c.py")
+    assert parse.parse_kept(first, "c.py") is tree
+    parse.parse_kept(second, "d.py")
+    assert parse.parse_kept(first, "c.py") is not tree
+    assert sum(map(len, parse._TREES)) == parse._TREES_SIZE[0] <= parse.TREES_KEPT_BYTES
