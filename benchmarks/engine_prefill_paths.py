@@ -120,7 +120,7 @@ def main() -> None:
     )
     set_dense(model, DENSE_MIN_ROWS)
 
-    ids = corpus_ids(model_path, (3 * args.repeats + 2) * COLD)
+    ids = corpus_ids(model_path, (3 * args.repeats + 2) * COLD).tolist()
     cut = iter(range(0, len(ids) - COLD, COLD))
     paths: dict[str, tuple[Ours, int | None]] = {
         "torch path, kernel only": (ours, None),

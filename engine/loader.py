@@ -269,7 +269,8 @@ def load_model(
             kernel_library = load_library()
 
     def quantize_layer(index: int) -> None:
-        quantize_decoder_layer(model.layers[index], weight_dtype)
+        # a dense copy the kernel's packing reads once and frees is not prepacked for oneDNN
+        quantize_decoder_layer(model.layers[index], weight_dtype, prepack=kernel_library is None)
         if kernel_library is not None:
             pack_layer_weights(model.layers[index], kernel_library)
 

@@ -200,9 +200,11 @@ class Int8Embedding(nn.Module):
 
 def _onednn_prepacks(dtype: torch.dtype) -> bool:
     """Whether oneDNN's linear over a prepacked ``dtype`` weight runs on this CPU (probed once
-    on a 16 x 32 matrix). bf16 only where oneDNN runs it natively (AVX-512 BW/VL/DQ or
-    AVX-NE-CONVERT): on an AVX2-only CPU the bf16 reorder raises ("bf16 path needs the cpu
-    support avx_ne_convert or avx512bw, avx512vl and avx512dq")."""
+    on a 16 x 32 matrix, where torch has oneDNN and, for bf16, reports the CPU able). bf16 only
+    where oneDNN runs it natively (AVX-512 BW/VL/DQ or AVX-NE-CONVERT): on an AVX2-only CPU the
+    bf16 reorder raises ("bf16 path needs the cpu support avx_ne_convert or avx512bw, avx512vl
+    and avx512dq"). A probe that runs loads oneDNN's kernels: about 8 MiB of the process's RSS
+    (fp32, AVX2-only AMD EPYC, 2026-12-03), kept for good."""
     if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
         return False
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
@@ -229,8 +231,12 @@ against 8.7 s in fp32 (MKL), and 3.1 s against 0.76 s at 64 rows. The fp32 copy 
 #: oneDNN's linear with a weight reordered once into its own blocked layout
 #: (``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise``, the pair inductor's CPU
 #: weight freezing uses). A plain ``x @ W.T`` repacks the weight on every call (oneDNN in bf16,
-#: MKL in fp32), which dominates at a few dozen rows.
-PREPACK_DENSE: bool = _BF16_PREPACKS or _onednn_prepacks(torch.float32)
+#: MKL in fp32), which dominates at a few dozen rows. fp32 is prepacked wherever torch has
+#: oneDNN (not probed: a probe would load oneDNN's kernels, 8 MiB, into every process that
+#: imports the engine, the fused CPU kernel's included, which keeps no dense copy).
+PREPACK_DENSE: bool = _BF16_PREPACKS or bool(
+    torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+)
 
 DENSE_MIN_ROWS: int = 16 if DENSE_DTYPE is torch.bfloat16 else 24 if PREPACK_DENSE else 64
 """Rows (tokens) from which a weight-only layer multiplies by its dense copy instead of the
@@ -268,12 +274,15 @@ class WeightOnlyLinear(nn.Module):
     dense: torch.Tensor | None
     dense_min_rows: int | None
 
-    def _keep_dense(self, dense_min_rows: int | None, weight: torch.Tensor | None) -> None:
+    def _keep_dense(
+        self, dense_min_rows: int | None, weight: torch.Tensor | None, prepack: bool = True
+    ) -> None:
         """Store ``weight`` (fp32 ``[out, in]``, the dequantised values; None exactly when
-        ``dense_min_rows`` is None) as the dense copy."""
+        ``dense_min_rows`` is None) as the dense copy, prepacked where ``PREPACK_DENSE`` and
+        ``prepack`` say so."""
         self.dense_min_rows = dense_min_rows
         dense = None if weight is None else weight.to(DENSE_DTYPE).contiguous()
-        if dense is not None and PREPACK_DENSE:
+        if dense is not None and PREPACK_DENSE and prepack:
             dense = torch.ops.mkldnn._reorder_linear_weight(dense, None)
         self.register_buffer("dense", dense)
 
@@ -323,6 +332,8 @@ class Int8Linear(WeightOnlyLinear):
         dense_min_rows: batches of at least this many rows multiply by a dense copy of the
             dequantised weight (``DENSE_DTYPE``: ``2 * out * in`` bytes more in bf16, ``4 * out *
             in`` in fp32); None keeps no copy.
+        prepack: prepack the dense copy for oneDNN where ``PREPACK_DENSE``; False keeps a plain
+            matrix (the loader's, for a copy the fused CPU kernel reads once and frees).
         refine_top: for fp32 inputs, recompute the ``refine_top`` largest outputs of each row
             exactly (fp32 activations times the int8 rows) instead of keeping the kernel's bf16
             values: the LM head uses it so greedy picks are not decided by bf16 rounding.
@@ -346,6 +357,7 @@ class Int8Linear(WeightOnlyLinear):
         dense_min_rows: int | None = DENSE_MIN_ROWS,
         refine_top: int = 0,
         coarse_int4: bool = False,
+        prepack: bool = True,
     ) -> None:
         super().__init__()
         self.refine_top = refine_top
@@ -361,7 +373,7 @@ class Int8Linear(WeightOnlyLinear):
         self.register_buffer("coarse_scales_and_zeros", coarse[1])
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
         dense = None if dense_min_rows is None else q.float() * scale.float()[:, None]
-        self._keep_dense(dense_min_rows, dense)
+        self._keep_dense(dense_min_rows, dense, prepack)
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch._weight_int8pack_mm(rows, self.qweight, self.scale_bf16)
@@ -404,7 +416,7 @@ class Int4Linear(WeightOnlyLinear):
     Args:
         linear: the float layer to quantise; ``in_features`` must be a multiple of
             ``INT4_GROUP_SIZE``.
-        dense_min_rows: see ``Int8Linear``.
+        dense_min_rows, prepack: see ``Int8Linear``.
 
     Raises:
         ConfigError: ``in_features`` is not a multiple of the group size, or ``out_features``
@@ -414,7 +426,9 @@ class Int4Linear(WeightOnlyLinear):
     qweight: torch.Tensor | None
     scales_and_zeros: torch.Tensor | None
 
-    def __init__(self, linear: nn.Linear, dense_min_rows: int | None = DENSE_MIN_ROWS) -> None:
+    def __init__(
+        self, linear: nn.Linear, dense_min_rows: int | None = DENSE_MIN_ROWS, prepack: bool = True
+    ) -> None:
         super().__init__()
         out_f, in_f = linear.out_features, linear.in_features
         gs = INT4_GROUP_SIZE
@@ -431,7 +445,7 @@ class Int4Linear(WeightOnlyLinear):
         self.register_buffer("qweight", packed)
         self.register_buffer("scales_and_zeros", sz)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
-        self._keep_dense(dense_min_rows, values)
+        self._keep_dense(dense_min_rows, values, prepack)
         self._codes: Callable[[], torch.Tensor] | None = None
         self._scales: Callable[[], torch.Tensor] | None = None
 
@@ -504,12 +518,17 @@ def check_quantizable(weight_dtype: str, device: torch.device | str) -> None:
 
 
 def quantize_decoder_layer(
-    module: nn.Module, weight_dtype: str, dense_min_rows: int | None = DENSE_MIN_ROWS
+    module: nn.Module,
+    weight_dtype: str,
+    dense_min_rows: int | None = DENSE_MIN_ROWS,
+    prepack: bool = True,
 ) -> int:
     """Replace every ``nn.Linear`` under ``module`` by its ``weight_dtype`` version, in place.
 
     The loader calls this on each decoder layer as soon as its weights are loaded, so the float
-    weights of one layer at a time exist (see ``LlamaForCausalLM.load_weights``).
+    weights of one layer at a time exist (see ``LlamaForCausalLM.load_weights``). ``prepack``:
+    see ``Int8Linear``; the loader passes False where the fused CPU kernel packs the layer next,
+    so oneDNN's kernels are never loaded (about 8 MiB of RSS, see ``_onednn_prepacks``).
 
     Returns:
         The number of layers replaced.
@@ -526,7 +545,7 @@ def quantize_decoder_layer(
         if isinstance(child, nn.Linear)
     ]
     for parent, name, child in targets:
-        setattr(parent, name, make(child, dense_min_rows=dense_min_rows))
+        setattr(parent, name, make(child, dense_min_rows=dense_min_rows, prepack=prepack))
     return len(targets)
 
 

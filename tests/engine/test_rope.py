@@ -72,3 +72,27 @@ def test_non_contiguous_input_rotates_like_a_copy() -> None:
     assert torch.equal(
         apply_rotary(view, cos, signed_sin), apply_rotary(view.clone(), cos, signed_sin)
     )
+
+
+@pytest.mark.parametrize("scaling", SCALINGS, ids=["default", "linear", "llama3"])
+def test_halved_tables_give_the_full_rows_bit_for_bit(scaling: dict[str, Any] | None) -> None:
+    """Each row's two halves are the same angles: the tables keep one half where the halves are
+    the same bits, and ``forward`` gives back the full rows computed independently here."""
+    from promptcache.engine.models.rope import rope_inv_freq
+
+    ours = RotaryEmbedding(HEAD_DIM, 100000.0, scaling, MAX_POSITIONS, MAX_POSITIONS)
+    freqs = torch.arange(MAX_POSITIONS, dtype=torch.float)[:, None] * rope_inv_freq(
+        HEAD_DIM, 100000.0, scaling
+    )
+    emb = torch.cat((freqs, freqs), -1)
+    sin = emb.sin()
+    half = HEAD_DIM // 2
+    full_halves_equal = torch.equal(emb.cos()[:, :half], emb.cos()[:, half:]) and torch.equal(
+        sin[:, :half], sin[:, half:]
+    )
+    assert ours.halved == full_halves_equal
+    assert ours.cos_table.shape == (MAX_POSITIONS, half if ours.halved else HEAD_DIM)
+    positions = torch.arange(MAX_POSITIONS)
+    cos, signed_sin = ours(positions, torch.float32)
+    assert torch.equal(cos[:, 0], emb.cos())
+    assert torch.equal(signed_sin[:, 0], torch.cat((-sin[:, :half], sin[:, half:]), -1))
