@@ -541,6 +541,8 @@ class CallsMixin(EngineState):
                 if where is not None:
                     for region, label, unseen in targets:
                         held = entry_of(value, attr)
+                        if held is value and parsed is not None and parsed[1]:
+                            held = self.other_fields_left(held, where, parsed[0])
                         if held is value and parsed is not None and self.frame.func:
                             # one entry of a parameter of ours passed whole (a message list
                             # handed on, read by the callee at ``m["content"]``): our summary
@@ -659,6 +661,19 @@ class CallsMixin(EngineState):
 
         result = substituted(summary.ret)
         return self.pin_if_once(result)
+
+    def other_fields_left(self, whole: Value, where: ast.expr, attr: str) -> Value:
+        """``whole``, the value of the local object ``where`` passed to a callee that reads
+        its field ``attr``, without what was stored into its other fields here
+        (``Frame.field_added``) and with what was stored into ``attr``; ``whole`` itself
+        when nothing was stored into its fields."""
+        if not isinstance(where, ast.Name) or where.id not in self.frame.field_added:
+            return whole
+        facts = whole.facts - self.frame.field_added[where.id]
+        stored = self.frame.env.get(f"{where.id}.{attr}")
+        if stored is not None:
+            facts |= stored.facts
+        return Value(facts)
 
     def note_field_store(self, receiver: Value | None, attr: str, facts: frozenset[Fact]) -> None:
         """Order facts stored into a field of another module's class instance: exported, so

@@ -126,6 +126,9 @@ class ExprsMixin(EngineState):
         if qual is not None:
             return self.attribute_source(node, qual)
         base = self.eval(node.value)
+        if isinstance(node.value, ast.Name) and node.value.id in frame.field_added:
+            # what was stored into another field of this object is not in this one
+            base = base.with_facts(base.facts - frame.field_added[node.value.id])
         value = self.attribute_of(base, node)
         if isinstance(node.value, (ast.Name, ast.Attribute)):
             # a field this function stored into (``ctx.started = ...``, ``session.touch()``)

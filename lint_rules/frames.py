@@ -156,6 +156,11 @@ class Frame:
     #: ``ast.dump`` of an expression other than a name -> the message role an enclosing
     #: ``if`` tested it equal to (``if msgs[0]["role"] == "system":``)
     narrowed: dict[str, str] = field(default_factory=dict)
+    #: local name of an object of unknown fields -> the facts it holds only because they were
+    #: stored into one of its fields (``dia.kb_ids = ...``): a read of another of its fields
+    #: (``dia.prompt``) does not take them (``Value`` of ``<name>.<field>`` in ``env`` holds
+    #: each field's)
+    field_added: dict[str, frozenset[Fact]] = field(default_factory=dict)
 
     @property
     def once(self) -> bool:

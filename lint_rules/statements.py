@@ -268,6 +268,7 @@ class StatementsMixin(EngineState):
         if isinstance(target, ast.Name):
             frame.env[target.id] = value
             frame.dict_keys.pop(target.id, None)
+            frame.field_added.pop(target.id, None)
             if expr is not None:
                 frame.defs[target.id] = expr
             else:
@@ -308,7 +309,12 @@ class StatementsMixin(EngineState):
                 # it, read back by ``ctx.started``. A parameter's other fields do not (nor do
                 # its callers' objects); a local object of unknown type still carries it whole
                 if target.value.id not in frame.params:
+                    held = self.lookup(target.value.id).facts
                     self.mutate(target.value, value)
+                    added = self.lookup(target.value.id).facts - held
+                    if added:
+                        old_added = frame.field_added.get(target.value.id, frozenset())
+                        frame.field_added[target.value.id] = old_added | added
                 field_key = f"{target.value.id}.{target.attr}"
                 old = frame.env.get(field_key)
                 frame.env[field_key] = self.with_mutation_facts(
