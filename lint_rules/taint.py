@@ -485,8 +485,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                         sinks = summary.param_sinks.setdefault(f.param, [])
                     # a parameter that reaches the region only through a call the analysis
                     # cannot see keeps those steps: the caller's argument is unproven there
+                    # (one unproven flow per region and label is enough for ``--explain``;
+                    # a proven one replaces it)
                     unseen = tuple(s for s in f.via if s[0].startswith(ASSUMED))
-                    if (region, label, unseen) not in sinks:
+                    same = [t for t in sinks if t[0] == region and t[1] == label]
+                    if not same or (not unseen and all(t[2] for t in same)):
+                        sinks[:] = [t for t in sinks if t not in same]
                         sinks.append((region, label, unseen))
         if self.recording and value.facts:
             parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
