@@ -37,6 +37,7 @@ from .frames import (
     ClassInfo,
     EngineState,
     ExternalClass,
+    KeyedBy,
     Summary,
     Table,
     element_fields,
@@ -867,6 +868,8 @@ class CallsMixin(EngineState):
                 if held is not None:
                     return join(held, *args[1:]) if len(args) > 1 else held
             entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            if isinstance(receiver.ref, KeyedBy):
+                entry = entry.with_facts(entry.facts - receiver.ref.facts)
             if isinstance(key, ast.Constant) and self.frame.func is not None:
                 entry = entry.with_facts(
                     param_entry(entry.facts, str(key.value), id(self.frame.func))

@@ -23,6 +23,7 @@ from .frames import (
     ClassInfo,
     EngineState,
     ExternalClass,
+    KeyedBy,
     Table,
     fields_known,
     list_elem,
@@ -170,6 +171,8 @@ class ExprsMixin(EngineState):
             facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
         else:
             facts = base.ordered().facts
+        if isinstance(base.ref, KeyedBy):
+            facts = facts - base.ref.facts
         if (
             isinstance(node.slice, ast.Constant)
             and isinstance(node.slice.value, str)
@@ -423,7 +426,12 @@ class ExprsMixin(EngineState):
             value = self.eval(node.value)
         finally:
             self.frame.env = saved
-        return Value(key.facts | value.facts | facts, Shape.DICT)
+        keys_only = key.facts - value.facts - facts
+        return Value(
+            key.facts | value.facts | facts,
+            Shape.DICT,
+            ref=KeyedBy(keys_only) if keys_only else None,
+        )
 
     def comprehension(
         self, generators: list[ast.comprehension]

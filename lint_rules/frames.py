@@ -206,6 +206,15 @@ def merge(a: Value, b: Value) -> Value:
     )
 
 
+@dataclass(frozen=True)
+class KeyedBy:
+    """``Value.ref`` of a dict built by a comprehension (``{key(c): i for i, c in ...}``):
+    the facts that only its keys hold, which an entry looked up by a key (``d.get(k)``,
+    ``d[k]``) does not hold: an id used as a lookup key is not in the value found."""
+
+    facts: frozenset[Fact]
+
+
 #: ``Value.elem`` of a list built empty (``[]``): no element yet, so no key is known either
 NO_ELEM = Value(shape=Shape.DICT, items=())
 
