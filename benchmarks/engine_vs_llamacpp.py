@@ -7,7 +7,8 @@ thread count (default 2), in one run, alternating call by call, medians over ``-
 llama.cpp, so each process's peak RSS (VmHWM) is its own.
 
 Figures (prompts are slices of the repository's docs, tokenised once by our GGUF tokenizer in
-a child process, so the tokenisation's temporaries are not in our peak RSS):
+a child process and kept as int32, so neither the tokenisation's temporaries nor a Python int
+per token are in our peak RSS):
 
 1. TTFT cold: a 1,088-token prompt, nothing cached (our prefix cache misses: each repeat uses
    another slice; llama.cpp ``reset()`` first). Target: ours <= 0.33x llama.cpp's.
