@@ -64,7 +64,9 @@ _SHARED: Path | None = None
 
 def share_rewrites(folder: str | os.PathLike[str] | None) -> None:
     """Keep the sources rewritten in this process in ``folder`` too, and look there before
-    rewriting one (a file per source, named by its hash); None: this process's own only."""
+    rewriting one (a file per source, named by its hash); None: this process's own only.
+    ``folder`` is created (mode 0700) when the first rewrite is stored, so a run without newer
+    syntax creates nothing."""
     global _SHARED
     _SHARED = Path(folder) if folder is not None else None
 
@@ -94,6 +96,7 @@ def _share_rewrite(source: str | bytes, rewritten: str) -> None:
         return
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         tmp.write_bytes(rewritten.encode("utf-8", "surrogatepass"))
         os.replace(tmp, path)
     except OSError:

@@ -30,6 +30,7 @@ import gc
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -288,7 +289,10 @@ class Program:
         states = {f: FileState(*index.names[f]) for f in self.files}
         thresholds = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)  # for the analyses run in this process
-        self._rewrites = tempfile.mkdtemp(prefix="promptcache-lint-")
+        # created by the first process that rewrites a file (``parse.share_rewrites``)
+        self._rewrites = os.path.join(
+            tempfile.gettempdir(), f"promptcache-lint-{os.getpid()}-{secrets.token_hex(8)}"
+        )
         try:
             self._round(
                 states, [(f, self._task(f, states[f], {}, ())) for f in self.files], config_key

@@ -169,3 +169,25 @@ def test_a_parsed_tree_is_kept_for_the_next_analysis_up_to_a_size() -> None:
     parse.parse_kept(second, "d.py")
     assert parse.parse_kept(first, "c.py") is not tree
     assert sum(map(len, parse._TREES)) == parse._TREES_SIZE[0] <= parse.TREES_KEPT_BYTES
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python parses PEP 695 itself")
+def test_a_run_leaves_no_folder_of_shared_rewrites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from promptcache.lint_rules import LintConfig, lint_paths
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "plain.py").write_text(HEADER + "x = 1\n", encoding="utf-8")
+    (code / "generic.py").write_text(
+        HEADER + f"# {tmp_path.name}\nclass Box[T]:\n    system = 'system'\n", encoding="utf-8"
+    )
+    results = lint_paths([code], LintConfig(root=code), jobs=1)
+    assert sorted(Path(r.path).name for r in results) == ["generic.py", "plain.py"]
+    assert list(temp.iterdir()) == []
