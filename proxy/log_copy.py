@@ -18,9 +18,11 @@ ones (proxies already running on DST keep the salt they read when they started).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from promptcache.formatting import plural
 
 from .dialect import is_postgres_url
 from .prefix_store import PREFIX_COLUMNS, PREFIX_TABLE, PREFIX_UPSERT
-from .store import open_log
+from .store import SCHEMA_VERSION, open_log
 
 __all__ = ["COPY_MARKER", "CopyResult", "copy_log", "log_identity"]
 
@@ -88,7 +90,7 @@ def _source_rows(
         finally:
             conn.close()
         return
-    conn_lite = sqlite3.connect(f"{Path(src).resolve().as_uri()}?mode=ro", uri=True)
+    conn_lite = sqlite3.connect(_read_only_uri(src), uri=True)
     try:
         cursor_lite = conn_lite.execute(f"SELECT {names} FROM {table} {order}")
         while batch_lite := cursor_lite.fetchmany(CHUNK_ROWS):
@@ -97,11 +99,22 @@ def _source_rows(
         conn_lite.close()
 
 
+def _read_only_uri(src: str | Path) -> str:
+    """A read-only SQLite URI of the log file ``src``. In a folder this process cannot write
+    (a read-only mount, another user's directory) SQLite cannot create the ``-shm`` file a
+    WAL-mode log's reader needs, so the file is read as it is on disk
+    (https://www.sqlite.org/uri.html#uriimmutable, checked 2026-12-03)."""
+    path = Path(src).resolve()
+    uri = f"{path.as_uri()}?mode=ro"
+    return uri if os.access(path.parent, os.W_OK) else f"{uri}&immutable=1"
+
+
 def _check_source(src: str | Path) -> tuple[str, list[str]]:
     """SRC's identity and ``requests`` columns (SRC migrated first, as ``report`` does).
 
     Raises:
-        ConfigError: SRC is missing or not a promptcache log.
+        ConfigError: SRC is missing or not a promptcache log, or is a log of an older schema
+            where it cannot be upgraded in place (no write access to it or its folder).
     """
     if not is_postgres_url(src) and not Path(src).is_file():
         raise ConfigError(f"no log at {src}: give the path of an existing log as SRC")
@@ -119,12 +132,33 @@ def _check_source(src: str | Path) -> tuple[str, list[str]]:
                 "writes to (promptcache proxy --db URL)"
             )
     else:
-        with sqlite3.connect(f"{Path(src).resolve().as_uri()}?mode=ro", uri=True) as probe:
+        with closing(sqlite3.connect(_read_only_uri(src), uri=True)) as probe:
             try:
                 probe.execute("SELECT 1 FROM requests LIMIT 1").fetchall()
             except sqlite3.DatabaseError as exc:
                 raise ConfigError(f"{src} is not a promptcache log ({exc})") from exc
-        probe.close()
+            version: int | None
+            try:
+                version = probe.execute(
+                    "SELECT COALESCE(MAX(version), 0) FROM schema_version"
+                ).fetchone()[0]
+            except sqlite3.DatabaseError:  # another program's table: open_log says so
+                version = None
+            if version == SCHEMA_VERSION:  # nothing to migrate: read it as it is
+                identity = log_identity(probe)
+                cursor = probe.execute("SELECT * FROM requests LIMIT 0")
+                return identity, [str(column[0]) for column in cursor.description]
+        path = Path(src)
+        if (
+            version is not None
+            and version < SCHEMA_VERSION
+            and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+        ):
+            raise ConfigError(
+                f"{src} is a log of an older promptcache (schema {version}); log copy upgrades "
+                "SRC in place first, which needs write access to it and its folder: copy the "
+                "file somewhere writable and pass that copy as SRC"
+            )
     db = open_log(src)
     try:
         identity = log_identity(db)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -111,6 +112,38 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a promptcache log"):
         copy_log(junk, tmp_path / "dst.db")
     assert not (tmp_path / "dst.db").exists()
+
+
+def test_a_source_on_a_read_only_mount_is_copied_and_an_old_one_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    # A WAL-mode log where SQLite cannot create its -shm file (a read-only mount): a current
+    # log is copied; a log of an older schema, which log copy would upgrade in place first,
+    # is refused in one line that says so, not called "not a promptcache log".
+    from test_report_cli import _tmpfs
+
+    from promptcache.proxy.store import SCHEMA_VERSION
+
+    current = sqlite_log(tmp_path / "log.db", all_rows()[:5])
+    old = sqlite_log(tmp_path / "old.db", all_rows()[:5])
+    with sqlite3.connect(old) as conn:
+        conn.execute("DELETE FROM schema_version WHERE version = ?", [SCHEMA_VERSION])
+    conn.close()
+    with _tmpfs(tmp_path / "ro") as folder:
+        shutil.copy(current, folder / "log.db")
+        shutil.copy(old, folder / "old.db")
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        done = cli("log", "copy", str(folder / "log.db"), str(tmp_path / "dst.db"))
+        stale = cli("log", "copy", str(folder / "old.db"), str(tmp_path / "dst2.db"))
+    assert done.returncode == 0, done.stderr
+    assert count(str(tmp_path / "dst.db")) == 5
+    assert stale.returncode == 2
+    assert stale.stderr == (
+        f"error: {folder / 'old.db'} is a log of an older promptcache (schema "
+        f"{SCHEMA_VERSION - 1}); log copy upgrades SRC in place first, which needs write access "
+        "to it and its folder: copy the file somewhere writable and pass that copy as SRC\n"
+    )
+    assert not (tmp_path / "dst2.db").exists()
 
 
 def test_logs_sharing_a_request_are_refused_in_one_line(tmp_path: Path, pg_url: str) -> None:
