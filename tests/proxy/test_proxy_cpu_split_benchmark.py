@@ -19,8 +19,12 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "proxy_cpu_split.p
     [
         (["--replicas", "1"], "argument --replicas: 1 is below 2: pass 2 or more"),
         (["--requests", "-5"], "argument --requests: -5 is below 1: pass 1 or more"),
-        (["--concurrency", "x"], "argument --concurrency: 'x' is not a number"),
+        (["--concurrency", "x"], "argument --concurrency: 'x' is not a whole number"),
         (["--idle-s", "0"], "argument --idle-s: 0 is below 1: pass 1 or more"),
+        (["--trigger-batch", "2.5"], "argument --trigger-batch: '2.5' is not a whole number"),
+        (["--trigger-batch", "1e999"], "argument --trigger-batch: '1e999' is not a whole number"),
+        (["--event-gap-ms", "nan"], "argument --event-gap-ms: 'nan' is not a finite number"),
+        (["--idle-s", "inf"], "argument --idle-s: 'inf' is not a finite number"),
     ],
 )
 def test_bad_numbers_are_usage_errors(args: list[str], message: str) -> None:
