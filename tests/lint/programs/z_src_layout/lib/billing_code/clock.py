@@ -1,0 +1,5 @@
+import time
+
+
+def stamp() -> str:
+    return str(time.time())

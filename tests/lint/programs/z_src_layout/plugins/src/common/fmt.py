@@ -1,0 +1,5 @@
+import time
+
+
+def label() -> str:
+    return f"plugin {time.time_ns()}"

@@ -1,0 +1,5 @@
+import time
+
+
+def label() -> str:
+    return f"v{time.time()}"

@@ -1,0 +1,131 @@
+"""ModuleIndex: the module names of a run's files, as Python would import them.
+
+Real files in a temporary tree; each case is a layout a project declares in its pyproject.toml
+(or a ``src`` folder), with the names that must resolve and those that must not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from promptcache.lint_rules.analysis.modules import ModuleIndex
+
+
+def _tree(root: Path, files: dict[str, str]) -> list[str]:
+    paths = []
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if rel.endswith(".py"):
+            paths.append(str(path))
+    return sorted(paths)
+
+
+def _claims(index: ModuleIndex, root: Path) -> dict[str, list[str]]:
+    return {
+        name: sorted(Path(f).relative_to(root).as_posix() for f in files)
+        for name, files in index.files.items()
+    }
+
+
+def test_monorepo_pyprojects_declare_their_package_roots(tmp_path: Path) -> None:
+    files = _tree(
+        tmp_path,
+        {
+            "libs/poet/pyproject.toml": (
+                '[tool.poetry]\npackages = [{ include = "ppkg", from = "source" }]\n'
+            ),
+            "libs/poet/source/ppkg/a.py": "",
+            "libs/hatched/pyproject.toml": (
+                '[tool.hatch.build.targets.wheel]\npackages = ["code/hpkg"]\n'
+            ),
+            "libs/hatched/code/hpkg/m.py": "",
+            "libs/found/pyproject.toml": '[tool.setuptools.packages.find]\nwhere = ["lib"]\n',
+            "libs/found/lib/wpkg/m.py": "",
+            "libs/mapped/pyproject.toml": '[tool.setuptools.package-dir]\n"" = "python"\n',
+            "libs/mapped/python/rpkg/m.py": "",
+            "libs/broken/pyproject.toml": "[tool.setuptools\n",
+            "libs/broken/bpkg/m.py": "",
+        },
+    )
+    index = ModuleIndex.build(files, tmp_path)
+    claims = _claims(index, tmp_path)
+    assert claims["ppkg.a"] == ["libs/poet/source/ppkg/a.py"]
+    assert claims["hpkg.m"] == ["libs/hatched/code/hpkg/m.py"]
+    assert claims["wpkg.m"] == ["libs/found/lib/wpkg/m.py"]
+    assert claims["rpkg.m"] == ["libs/mapped/python/rpkg/m.py"]
+    # inside a package root's package, a bare stem is no name of the file
+    assert "a" not in claims
+    assert "m" in claims and claims["m"] == ["libs/broken/bpkg/m.py"]
+    # a pyproject.toml that is not TOML declares nothing; its file keeps the run-root name
+    assert claims["libs.broken.bpkg.m"] == ["libs/broken/bpkg/m.py"]
+    by_file = {Path(f).relative_to(tmp_path).as_posix(): n for f, n in index.names.items()}
+    assert by_file["libs/poet/source/ppkg/a.py"] == ("ppkg.a", False)
+    assert by_file["libs/broken/bpkg/m.py"] == ("m", False)
+
+
+def test_src_namespace_package_and_script_folder(tmp_path: Path) -> None:
+    files = _tree(
+        tmp_path,
+        {
+            "src/pkg/utils.py": "",
+            "src/pkg/sub/deep.py": "",
+            "src/pkg/sub/__init__.py": "",
+            "src/top.py": "",
+            "scripts/run.py": "",
+            "scripts/helpers.py": "",
+            "vendor/src/__init__.py": "",
+            "vendor/src/lib.py": "",
+        },
+    )
+    index = ModuleIndex.build(files, tmp_path)
+    names = {Path(f).relative_to(tmp_path).as_posix(): n for f, n in index.names.items()}
+    # the name from src/ (relative imports climb from it), not the stem or a chain below it
+    assert names["src/pkg/utils.py"] == ("pkg.utils", False)
+    assert names["src/pkg/sub/deep.py"] == ("pkg.sub.deep", False)
+    assert names["src/pkg/sub/__init__.py"] == ("pkg.sub", True)
+    assert names["src/top.py"] == ("top", False)
+    # a script folder's files keep their stems; a package named src is no source root
+    assert names["scripts/helpers.py"] == ("helpers", False)
+    assert names["vendor/src/lib.py"] == ("src.lib", False)
+    claims = _claims(index, tmp_path)
+    assert "utils" not in claims and "sub.deep" not in claims and "lib" not in claims
+    run = str(tmp_path / "scripts" / "run.py")
+    assert index.file_of("helpers", run) == str(tmp_path / "scripts" / "helpers.py")
+    assert index.file_of("pkg.utils", run) == str(tmp_path / "src" / "pkg" / "utils.py")
+    assert index.file_of("src.pkg.utils", run) == str(tmp_path / "src" / "pkg" / "utils.py")
+    assert index.split("pkg.sub.deep.answer", run) == (
+        str(tmp_path / "src" / "pkg" / "sub" / "deep.py"),
+        "answer",
+    )
+
+
+def test_a_name_two_roots_claim_resolves_only_from_its_folder(tmp_path: Path) -> None:
+    files = _tree(
+        tmp_path,
+        {
+            "src/common/fmt.py": "",
+            "src/common/user.py": "",
+            "plugins/src/common/fmt.py": "",
+            "src/shop/app.py": "",
+        },
+    )
+    index = ModuleIndex.build(files, tmp_path)
+    assert index.file_of("common.fmt", str(tmp_path / "src" / "shop" / "app.py")) is None
+    assert index.file_of("common.fmt", str(tmp_path / "src" / "common" / "user.py")) == str(
+        tmp_path / "src" / "common" / "fmt.py"
+    )
+
+
+def test_files_outside_the_run_root_are_named_from_their_common_folder(tmp_path: Path) -> None:
+    files = _tree(
+        tmp_path / "project",
+        {
+            "pyproject.toml": '[tool.setuptools.package-dir]\n"pkg" = "src/pkg"\n',
+            "src/pkg/utils.py": "",
+        },
+    )
+    (tmp_path / "elsewhere").mkdir()
+    index = ModuleIndex.build(files, tmp_path / "elsewhere")
+    assert index.names[files[0]] == ("pkg.utils", False)
