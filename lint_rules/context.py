@@ -85,7 +85,11 @@ class ModuleContext:
         """Each wanted fact once, at the earliest place it enters a prefix region.
 
         "Earliest" is by source position, so a time formatted into ``system_prompt = ...`` is
-        reported at that line rather than again where ``system_prompt`` is passed on.
+        reported at that line rather than again where ``system_prompt`` is passed on. A fact
+        of this file that came back through another module's summary (its ``path`` is this
+        file, its ``fix`` and ``site`` left behind) is the same fact as the one born here: of
+        two at the same place the one born here is kept, then the first by ``_tie``, so the
+        choice does not depend on the order a fact set is iterated in (the hash seed).
         """
         best: dict[tuple[object, ...], tuple[PrefixEntry, Fact]] = {}
         for entry in self.entries:
@@ -99,16 +103,23 @@ class ModuleContext:
                     if fact in facts:  # the piece of the text that carries it
                         where = replace(entry, node=node)
                         break
+                path = "" if fact.path == self.path else fact.path
                 # a fact returned by a helper is reported in each function it reaches
-                where_from = id(entry.function) if fact.via or fact.path else 0
-                key = (fact.kind, fact.path, fact.line, fact.col, fact.detail, where_from)
+                where_from = id(entry.function) if fact.via or path else 0
+                key = (fact.kind, path, fact.line, fact.col, fact.detail, where_from)
                 old = best.get(key)
-                if old is None or (_pos(where.node), fact.rank) < (
-                    _pos(old[0].node),
-                    old[1].rank,
+                if old is None:
+                    best[key] = (where, fact)
+                    continue
+                here, there = (_pos(where.node), fact.rank), (_pos(old[0].node), old[1].rank)
+                if here < there or (
+                    here == there and _tie(fact, self.path) < _tie(old[1], self.path)
                 ):
                     best[key] = (where, fact)
-        yield from sorted(best.values(), key=lambda pair: (_pos(pair[0].node), pair[1].line))
+        yield from sorted(
+            best.values(),
+            key=lambda pair: (_pos(pair[0].node), pair[1].line, _tie(pair[1], self.path)),
+        )
 
     def edits_fix(self, title: str, *edits: TextEdit) -> Fix:
         return Fix(title, tuple(sorted(edits)))
@@ -169,3 +180,9 @@ def first_fact_born_in(
 
 def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _tie(fact: Fact, own: str) -> tuple[bool, bool, str]:
+    """A total order of facts met at the same place: one born in this file (``own``) first,
+    then one that carries a fix, then by everything the fact holds."""
+    return (bool(fact.path) and fact.path != own, not fact.fix, repr((fact.identity, fact.via)))

@@ -156,3 +156,49 @@ def test_argument_to_a_parameter_sunk_through_an_unseen_call_is_unproven() -> No
     ]
     assert [(name, line, code) for name, line, code, _ in notes] == [("app.py", 11, "PC002")]
     assert any("assumed to pass through get_instructions()" in m for m in notes[0][3])
+
+
+_EVERY_PROGRAM = """
+import sys
+from pathlib import Path
+
+from promptcache.lint_rules.config import parse_table
+from promptcache.lint_rules.registry import KNOWN_CODES
+from promptcache.lint_rules.runner import lint_paths
+
+for folder in sorted(p for p in Path(sys.argv[1]).iterdir() if p.is_dir()):
+    files = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
+    for result in files:
+        print(result.path, result.diagnostics, result.notes)
+"""
+
+
+def test_findings_do_not_depend_on_the_hash_seed() -> None:
+    """Every program linted in fresh processes under other hash seeds (set and frozenset
+    iteration orders): the same findings, fixes and chains. In z_constructor_sinks,
+    teach.py's listing comes back through the agent's fields without its fix; its finding
+    keeps the fix of the fact born in the file."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for seed in ("0", "1", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _EVERY_PROGRAM, str(PROGRAMS)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        outputs.append(done.stdout)
+    teach = [
+        line
+        for line in outputs[0].splitlines()
+        if line.split(" ", 1)[0].endswith("z_constructor_sinks/crew/teach.py")
+    ]
+    assert len(teach) == 1 and "iterate in sorted order" in teach[0]
+    for other in outputs[1:]:
+        assert other == outputs[0]
