@@ -14,7 +14,9 @@ all little-endian. The CRC-32 (zlib) covers everything in the file but itself. T
 the block's ``[num_layers, 2, block_size, num_kv_heads, head_dim]`` tensor in the pool's dtype,
 byte for byte. Files are written to a temporary name and renamed, so a reader never sees half
 a file under a block's name; a file cut short or altered afterwards fails its size or CRC check
-when read and is deleted.
+when read and is deleted. A read is one ``readv`` of the whole file into a caller's buffer,
+one byte longer than the file (a file that grew fails), and one CRC pass over the bytes read;
+the payload is returned in place, as a view of that buffer.
 
 The index (hash -> parent, tokens, size) is the files' headers: it is read once when the tier
 opens (headers only; the CRC is checked when a block is read), so the blocks survive a
@@ -34,6 +36,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from promptcache.errors import ConfigError
@@ -97,6 +100,9 @@ class DiskTier:
             )
         self.capacity_bytes = capacity_bytes
         self.dir = self.root / key.digest()
+        self._dir_str = str(self.dir)
+        #: Bytes of every block file (header, token ids, payload).
+        self.file_bytes = block_file
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             key_file = self.dir / "key.json"
@@ -128,6 +134,9 @@ class DiskTier:
     def path(self, block_hash: int) -> Path:
         """Where `block_hash`'s file lives."""
         return self.dir / f"{block_hash:032x}{BLOCK_FILE_SUFFIX}"
+
+    def _path_str(self, block_hash: int) -> str:
+        return f"{self._dir_str}{os.sep}{block_hash:032x}{BLOCK_FILE_SUFFIX}"
 
     # Mutations -------------------------------------------------------------------------------
 
@@ -182,22 +191,49 @@ class DiskTier:
         self.num_bytes += size
         return removed
 
-    def read(self, block_hash: int) -> torch.Tensor | None:
-        """The block's tensor, or None when its file is missing, cut short or fails its CRC
-        (the file and entry are then deleted). A hit refreshes the file's LRU position."""
+    def new_buffer(self) -> np.ndarray:
+        """A buffer `read` can fill: ``file_bytes + 1`` uint8, every page written once (so
+        resident: a read into it pays no page faults)."""
+        buffer = np.empty(self.file_bytes + 1, dtype=np.uint8)
+        buffer.fill(0)
+        return buffer
+
+    def read(self, block_hash: int, buffer: np.ndarray | None = None) -> torch.Tensor | None:
+        """The block's tensor, or None when its file is missing, cut short, grown or fails its
+        CRC (the file and entry are then deleted). A hit refreshes the file's LRU position.
+
+        Args:
+            block_hash: the block to read.
+            buffer: where the file is read (`new_buffer`; a new one when None). The returned
+                tensor is a view of it: the caller must not reuse the buffer while it needs
+                the tensor.
+
+        Returns:
+            A ``block_shape`` tensor of ``dtype``, the file's payload in place (no copy).
+        """
         entry = self.entries.get(block_hash)
         if entry is None:
             return None
-        path = self.path(block_hash)
-        raw = bytearray(entry.file_bytes)
+        if buffer is None:
+            buffer = self.new_buffer()
+        # One spare byte past the file's size: a file that grew fills it and fails.
+        view = buffer.data[: entry.file_bytes + 1]
+        got = 0
         try:
-            with path.open("rb") as fh:
-                got = fh.readinto(raw)
-                if got != entry.file_bytes or fh.read(1):
-                    raw = bytearray()  # cut short or grown: fails the size check
+            fd = os.open(self._path_str(block_hash), os.O_RDONLY)
+            try:
+                while got < len(view):
+                    n = os.readv(fd, [view[got:]])
+                    if n == 0:
+                        break
+                    got += n
+            finally:
+                os.close(fd)
         except OSError:
-            raw = bytearray()
-        data = self._decode(raw, block_hash, entry)
+            got = -1
+        data = None
+        if got == entry.file_bytes:
+            data = self._decode(view[: entry.file_bytes], block_hash, entry)
         if data is None:
             self.num_dropped += 1
             self.remove(block_hash)
@@ -209,7 +245,7 @@ class DiskTier:
         """Mark an entry most recently used (in memory and in the file's mtime)."""
         self.entries.move_to_end(block_hash)
         with contextlib.suppress(OSError):
-            os.utime(self.path(block_hash))
+            os.utime(self._path_str(block_hash))
 
     def remove(self, block_hash: int) -> None:
         """Delete one block's file and entry (no-op if absent)."""
@@ -238,7 +274,7 @@ class DiskTier:
             removed.append(block_hash)
         return removed
 
-    def _decode(self, raw: bytearray, block_hash: int, entry: DiskEntry) -> torch.Tensor | None:
+    def _decode(self, raw: memoryview, block_hash: int, entry: DiskEntry) -> torch.Tensor | None:
         if len(raw) != entry.file_bytes or len(raw) < _PREFIX_BYTES:
             return None
         head = raw[: _HEADER.size]
@@ -251,7 +287,7 @@ class DiskTier:
         ):
             return None
         (crc,) = _CRC.unpack_from(raw, _HEADER.size)
-        body = memoryview(raw)[_PREFIX_BYTES:]
+        body = raw[_PREFIX_BYTES:]
         if zlib.crc32(body, zlib.crc32(head)) != crc:
             return None
         tokens = struct.unpack_from(f"<{num_tokens}q", body)

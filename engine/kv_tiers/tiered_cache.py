@@ -17,6 +17,18 @@ computed again and it is never served. The block manager then gives each hit a f
 block, registers it under its hash and `pin`s the tier entry; the runner calls `load` after
 the step's swap-ins and before the forward pass, which copies the bytes up and unpins.
 
+A disk block is read into a reused buffer (one file, one read, one CRC pass over it) and stays
+there, staged, until the `load` of the step that admits its request, however many blocks the
+match has. `load` copies each staged block straight from its buffer into its pool block: one
+strided copy per block where the CPU pool's K and V tensors lie in one mapping
+(`promptcache.engine.kv_pages`), else one gathered copy per layer. After each load at most
+`MAX_STAGED_BLOCKS` blocks staged for requests not yet admitted stay staged.
+
+Start-up: tiers built over a disk tier that holds blocks make their first hits' read buffers
+and the pool blocks those hits will fill resident at once (`KVTiers.startup_seconds`), so a
+restarted engine's first requests pay no page faults for them; it is part of the engine's
+load, and ``engine serve`` prints it in its start-up banner.
+
 The tiers are inclusive: a promoted block stays in its tier, so evicting it again costs no
 copy. `flush` writes the pool's and RAM's cached blocks to disk (the engine calls it at
 close), so a restarted engine with the same `TierKey` finds them.
@@ -33,6 +45,7 @@ disk tier uses "DISK", our own name (vLLM has no disk medium). Pool events keep 
 
 from __future__ import annotations
 
+import mmap
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -57,7 +70,8 @@ MEDIUM_DISK = "DISK"
 
 MAX_STAGED_BLOCKS = 64
 """Disk blocks read and checked for a request that was then not admitted in that step are
-kept for a later step, up to this many; older ones are read again when needed."""
+kept for a later step, up to this many; older ones are read again when needed. Also the most
+read buffers kept for reuse, and made ready when a disk tier that holds blocks opens."""
 
 
 _INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -74,6 +88,48 @@ def _copyable(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.element_size() == 1 and tensor.is_floating_point():
         return tensor.view(torch.uint8)
     return tensor
+
+
+def _make_resident(kv_caches: Sequence[KVCacheLayer], num_blocks: int) -> None:
+    """Write every memory page of pool blocks ``[0, num_blocks)`` of each layer's K and V with
+    the byte it holds (contents unchanged), so a lazily mapped CPU pool has them resident.
+    Nothing on other devices."""
+    if kv_caches[0].k_cache.device.type != "cpu" or num_blocks < 1:
+        return
+    for layer in kv_caches:
+        for cache in (layer.k_cache, layer.v_cache):
+            flat = _np(cache[:num_blocks]).reshape(-1).view(np.uint8)
+            # One byte in each page (and the last byte, in a page the stride may skip).
+            picked = flat[:: mmap.PAGESIZE]
+            picked[:] = picked.copy()
+            flat[-1:] = flat[-1:].copy()
+
+
+def _pool_blocks_view(kv_caches: Sequence[KVCacheLayer]) -> np.ndarray | None:
+    """See `KVTiers._pool_blocks`."""
+    first = kv_caches[0].k_cache
+    if first.device.type != "cpu" or not first.is_contiguous():
+        return None
+    tensors = [t for layer in kv_caches for t in (layer.k_cache, layer.v_cache)]
+    step = first.numel() * first.element_size()
+    base = first.data_ptr()
+    storage = first.untyped_storage()
+    for i, tensor in enumerate(tensors):
+        if (
+            tensor.dtype != first.dtype
+            or tensor.shape != first.shape
+            or not tensor.is_contiguous()
+            or tensor.data_ptr() != base + i * step
+            or tensor.untyped_storage().data_ptr() != storage.data_ptr()
+        ):
+            return None
+    if first.storage_offset() * first.element_size() + len(tensors) * step > storage.nbytes():
+        return None
+    numel = first.numel()
+    shape = (len(kv_caches), 2, *first.shape)
+    strides = (2 * numel, numel, *first.stride())
+    view = torch.as_strided(first, shape, strides, first.storage_offset())
+    return _np(view)
 
 
 class TierEventSink(Protocol):
@@ -119,7 +175,29 @@ class KVTiers:
         self.event_sink: TierEventSink | None = None
         self._pinned: set[int] = set()
         self._demotions: list[tuple[int, int]] = []  # (pool block, RAM slot) not yet copied
-        self._staged: OrderedDict[int, torch.Tensor] = OrderedDict()
+        # Disk blocks read and checked, waiting for `load`: hash -> (read buffer, payload view
+        # of it). Buffers are reused (`_buffers`), so a read pays no page faults.
+        self._staged: OrderedDict[int, tuple[np.ndarray, torch.Tensor]] = OrderedDict()
+        self._buffers: list[np.ndarray] = []
+        self._pool_view: np.ndarray | None = None
+        self._pool_view_known = False  # whether `_pool_view` was looked for
+        #: Pool blocks made resident when the tiers were built (`startup_seconds`).
+        self.num_resident_blocks = 0
+        #: Wall seconds of the start-up work: with a disk tier that holds blocks, the read
+        #: buffers its first hits use and the pool blocks they are copied into (the first
+        #: ``min(disk blocks, pool blocks)``, which a fresh block manager hands out first) are
+        #: made resident here, so the restarted engine's first requests pay no page faults for
+        #: them. A lazily mapped pool (`promptcache.engine.kv_pages`) otherwise pays a fault per
+        #: page on its first write.
+        self.startup_seconds = 0.0
+        if disk is not None and len(disk):
+            start = time.perf_counter()
+            count = min(MAX_STAGED_BLOCKS, len(disk))
+            self._buffers = [disk.new_buffer() for _ in range(count)]
+            num_pool_blocks = self.kv_caches[0].k_cache.shape[0]
+            self.num_resident_blocks = min(len(disk), num_pool_blocks)
+            _make_resident(self.kv_caches, self.num_resident_blocks)
+            self.startup_seconds = time.perf_counter() - start
         #: Blocks copied down from the pool (a count).
         self.num_demoted = 0
         #: Blocks moved from RAM to disk (a count).
@@ -188,15 +266,18 @@ class KVTiers:
         if self.disk is None or block_hash not in self.disk:
             return False
         start = time.perf_counter()
-        data = self.disk.read(block_hash)
+        buffer = self._buffers.pop() if self._buffers else self.disk.new_buffer()
+        data = self.disk.read(block_hash, buffer)
+        if data is None:
+            self._release(buffer)
+        else:
+            # Kept until `load` (which trims what a request left unadmitted): a long match's
+            # blocks all stay staged until the step that admits it loads them.
+            self._staged[block_hash] = (buffer, data)
         self.seconds["read"] += time.perf_counter() - start
         if data is None:
             self._removed(block_hash, MEDIUM_DISK)
             return False
-        self._staged[block_hash] = data
-        unpinned = [h for h in self._staged if h not in self._pinned]
-        for old in unpinned[: max(0, len(unpinned) - MAX_STAGED_BLOCKS)]:
-            del self._staged[old]
         return True
 
     def pin(self, block_hash: int) -> None:
@@ -251,10 +332,12 @@ class KVTiers:
             host_slots: list[int] = []
             order: list[int] = []  # pool ids in the order of the stacked sources
             staged_dst: list[int] = []
+            used: list[np.ndarray] = []  # staged buffers, reusable after the copy
             for block_hash, block_id in pairs:
-                data = self._staged.pop(block_hash, None)
-                if data is not None:
-                    parts.append(data)
+                staged_entry = self._staged.pop(block_hash, None)
+                if staged_entry is not None:
+                    used.append(staged_entry[0])
+                    parts.append(staged_entry[1])
                     staged_dst.append(block_id)
                     continue
                 entry = self.host.get(block_hash) if self.host is not None else None
@@ -269,6 +352,14 @@ class KVTiers:
             dst_ids = order + staged_dst
             device = self.kv_caches[0].k_cache.device
             if device.type == "cpu":  # numpy: see flush_demotions
+                pool = self._pool_blocks()
+                if pool is not None:
+                    # A disk block straight into its pool block: one strided copy each, from
+                    # the read buffer (no gathered temporary).
+                    for part, block_id in zip(parts, staged_dst, strict=True):
+                        pool[:, :, block_id] = _np(part)
+                    parts = []
+                    dst_ids = order
                 # Per layer, so each temporary is one layer's rows (a few MB at most): large
                 # temporaries would be fresh mappings, paying page faults on every load.
                 dst = np.asarray(dst_ids)
@@ -276,6 +367,8 @@ class KVTiers:
                 storage = _np(self.host.storage) if self.host is not None else None
                 staged = [_np(p) for p in parts]
                 for layer_index, layer in enumerate(self.kv_caches):
+                    if not dst_ids:
+                        break
                     for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
                         pieces = []
                         if host_slots:
@@ -299,10 +392,17 @@ class KVTiers:
                 for layer_index, layer in enumerate(self.kv_caches):
                     for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
                         _copyable(cache).index_copy_(0, dev_dst, stacked[layer_index, kv])
+            parts.clear()
+            for buffer in used:
+                self._release(buffer)
             self.num_loaded += len(pairs)
             self.seconds["load"] += time.perf_counter() - start
         finally:
             self._pinned.clear()
+            # Blocks staged for requests this step did not admit: the newest few stay.
+            while len(self._staged) > MAX_STAGED_BLOCKS:
+                _, (buffer, _) = self._staged.popitem(last=False)
+                self._release(buffer)
 
     # Engine -----------------------------------------------------------------------------------
 
@@ -344,6 +444,8 @@ class KVTiers:
         if self.disk is not None:
             for block_hash in self.disk.clear():
                 self._removed(block_hash, MEDIUM_DISK)
+        for buffer, _ in self._staged.values():
+            self._release(buffer)
         self._staged.clear()
         self._pinned.clear()
 
@@ -368,6 +470,21 @@ class KVTiers:
             out[i, 0].copy_(layer.k_cache[block_id])
             out[i, 1].copy_(layer.v_cache[block_id])
         return out
+
+    def _release(self, buffer: np.ndarray) -> None:
+        """Keep a read buffer for the next disk read (up to `MAX_STAGED_BLOCKS` of them)."""
+        if len(self._buffers) < MAX_STAGED_BLOCKS:
+            self._buffers.append(buffer)
+
+    def _pool_blocks(self) -> np.ndarray | None:
+        """The CPU pool as one ``[num_layers, 2, num_blocks, block_size, heads, head_dim]``
+        integer array (a view, ``_np``), when its K and V tensors lie in one buffer, one after
+        the other (layer 0's K, its V, layer 1's K...: `promptcache.engine.kv_pages`); else
+        None. ``pool[:, :, b]`` is then block ``b`` in a tier block's own layout."""
+        if not self._pool_view_known:
+            self._pool_view = _pool_blocks_view(self.kv_caches)
+            self._pool_view_known = True
+        return self._pool_view
 
     def _evict_host(self) -> bool:
         """Move the least recently used unpinned RAM block to disk (or drop it)."""
@@ -396,7 +513,9 @@ class KVTiers:
         removed = disk.write(block_hash, parent_hash, token_ids, data, self._pinned)
         self.seconds["write"] += time.perf_counter() - start
         for gone in removed:
-            self._staged.pop(gone, None)
+            staged = self._staged.pop(gone, None)
+            if staged is not None:
+                self._release(staged[0])
             self._removed(gone, MEDIUM_DISK)
         if block_hash in disk:
             self._stored(block_hash, parent_hash, token_ids, MEDIUM_DISK)

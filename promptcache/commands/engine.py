@@ -527,6 +527,11 @@ def _tiers_text(tiers: Any) -> str:
             f"disk tier {disk.dir} holding {plural(len(disk), 'KV block')} "
             f"({_size(disk.num_bytes)} of {_size(disk.capacity_bytes)})"
         )
+        if tiers.num_resident_blocks:
+            parts[-1] += (
+                f"; {plural(tiers.num_resident_blocks, 'pool block')} and its read buffers "
+                f"made resident for them in {tiers.startup_seconds * 1000:.0f} ms"
+            )
     return ", ".join(parts)
 
 

@@ -321,3 +321,26 @@ def test_llm_context_manager_persists_the_disk_tier(tinystories_dir: Path, tmp_p
         [again] = llm.generate(STORY_A, GREEDY)
     assert again.num_cached_tokens_by_tier["disk"] == _full_blocks(llm.engine, STORY_A) * BS
     assert again.output_token_ids == first.output_token_ids
+
+
+def test_a_prefix_of_more_disk_blocks_than_are_kept_staged_is_restored(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    """More disk hits in one request than `MAX_STAGED_BLOCKS`: every block read for the match
+    stays staged until its load (an engine that dropped the oldest ones failed the load)."""
+    from promptcache.engine.kv_tiers.tiered_cache import MAX_STAGED_BLOCKS
+
+    story = " ".join(f"Lily saw {i} red apples and Tom ran to the park." for i in range(40))
+    opts: dict[str, Any] = dict(num_blocks=200, max_model_len=512, kv_disk_dir=str(tmp_path))
+    writer = _engine(tinystories_dir, **opts)
+    reference = _run(writer, story, "a")
+    writer.close()
+    n = _full_blocks(writer, story)
+    assert n > MAX_STAGED_BLOCKS + 10
+    restarted = _engine(tinystories_dir, **opts)
+    out = _run(restarted, story, "b")
+    assert out.num_cached_tokens_by_tier == {"pool": 0, "ram": 0, "disk": n * BS}
+    assert out.output_token_ids == reference.output_token_ids
+    tiers = restarted.kv_tiers
+    assert tiers is not None and tiers.num_loaded == n
+    assert tiers.num_resident_blocks == min(tiers.num_disk_blocks, restarted.runner.num_blocks)

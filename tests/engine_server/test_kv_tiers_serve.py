@@ -4,6 +4,7 @@ come from the prompt's token ids and the block files on disk, not from the serve
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -54,6 +55,13 @@ def test_a_restarted_server_serves_the_prefix_from_disk(tmp_path: Path) -> None:
         )
         metrics = httpx.get(f"{base}/metrics").text
     assert f"holding {len(files)} KV blocks" in second.stderr
+    # The start-up work the restarted server did before it was ready, and its cost.
+    pool_blocks = re.search(r"(\d+) KV blocks of", second.stderr)
+    assert pool_blocks is not None
+    resident = min(len(files), int(pool_blocks.group(1)))
+    pattern = rf"; {resident} pool blocks and its read buffers made resident for them in \d+ ms"
+    assert re.search(pattern, second.stderr), second.stderr
+    assert "made resident" not in first.stderr  # an empty disk tier: nothing to make ready
     assert after.choices[0].text == before.choices[0].text
     assert after.usage is not None and after.usage.prompt_tokens_details is not None
     details = after.usage.prompt_tokens_details
