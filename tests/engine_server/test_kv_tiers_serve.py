@@ -59,7 +59,10 @@ def test_a_restarted_server_serves_the_prefix_from_disk(tmp_path: Path) -> None:
     pool_blocks = re.search(r"(\d+) KV blocks of", second.stderr)
     assert pool_blocks is not None
     resident = min(len(files), int(pool_blocks.group(1)))
-    pattern = rf"; {resident} pool blocks and its read buffers made resident for them in \d+ ms"
+    pattern = (
+        rf"; {resident} pool blocks made resident at start, "
+        r"with the read buffers for its blocks \(\d+ ms\)"
+    )
     assert re.search(pattern, second.stderr), second.stderr
     assert "made resident" not in first.stderr  # an empty disk tier: nothing to make ready
     assert after.choices[0].text == before.choices[0].text
