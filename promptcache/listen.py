@@ -13,6 +13,7 @@ import errno
 import logging
 import socket
 import sys
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from .client_limits import (
@@ -106,10 +107,12 @@ class ReportCancelled:
             return
         started: list[int] = []
 
-        async def watch(message: Any) -> None:
+        def watch(message: Any) -> Awaitable[None]:
+            # Hands back the server's own awaitable: no coroutine of its own for each body
+            # message (a relayed stream sends one per upstream read).
             if message["type"] == "http.response.start":
                 started.append(int(message["status"]))
-            await send(message)
+            return send(message)
 
         try:
             await self.app(scope, receive, watch)

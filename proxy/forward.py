@@ -113,7 +113,7 @@ def response_headers(
     """
     drop = HOP_BY_HOP if keep_length else HOP_BY_HOP | {b"content-length"}
     drop |= connection_options(headers)
-    return [(k.lower(), v) for k, v in headers if k.lower() not in drop]
+    return [(name, v) for k, v in headers if (name := k.lower()) not in drop]
 
 
 def connection_options(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[bytes]:

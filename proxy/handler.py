@@ -5,9 +5,12 @@ One instance serves one vendor route (a pure ASGI app mounted by ``app.build_app
 1. read the body (over ``max_body_bytes`` -> 413) and parse it (not JSON -> the vendor's 400);
 2. pick the upstream (``ProxyConfig.select_upstream``) and open the upstream request with the
    client's exact body bytes (refused -> 502, timeout -> 504, both vendor-shaped);
-3. relay the response chunk by chunk as it arrives, teeing SSE events into the SDK's usage
-   accumulator; a task watches for the client going away and then cancels the relay, which closes
-   the upstream request;
+3. relay the response chunk by chunk as it arrives (one message to the server per upstream
+   read); an SSE stream's bytes are kept and decoded into events in batches of
+   ``DECODE_BATCH_BYTES`` and after the last byte, their JSON read in batches of
+   ``OBSERVE_BATCH_EVENTS`` (a stream the proxy edits, to drop the usage chunk it asked for, is
+   decoded chunk by chunk); a task watches for the client going away and then cancels the
+   relay, which closes the upstream request;
 4. after the last byte went out, fill the ``RequestRecord`` (usage, cost, prefix hashes), run the
    record hooks and hand the row to the background writer.
 
@@ -157,6 +160,10 @@ class _Exchange:
     watcher_cancelled: bool = False
     #: relayed SSE events not yet fed to the accumulator, with their JSON where already parsed
     unread: list[tuple[ServerSentEvent, Any]] = field(default_factory=list)
+    #: the SSE decoder of a recorded event stream
+    decoder: SSEDecoder | None = None
+    #: relayed SSE bytes not yet fed to ``decoder`` (a stream the proxy relays unchanged)
+    undecoded: bytearray | None = None
 
 
 class ProxyEndpoint:
@@ -473,17 +480,20 @@ class ProxyEndpoint:
         record = ex.record
         status = response.status_code
         is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
+        ex.strip_usage_chunk = ex.strip_usage_chunk and is_sse and status < 400
         decoder: SSEDecoder | None = None
+        undecoded: bytearray | None = None
         if record is not None:
             record.status = status
             if is_sse:
                 record.stream = 1
-                decoder = SSEDecoder()
+                decoder = ex.decoder = SSEDecoder()
+                if not ex.strip_usage_chunk:  # relayed as is: decoded in batches (see below)
+                    undecoded = ex.undecoded = bytearray()
                 if ex.usage_api is not None and status < 400:
                     ex.accumulator = stream_accumulator(ex.usage_api)
             if not is_sse or self.state.config.store_bodies:
                 ex.response_copy = bytearray()
-        ex.strip_usage_chunk = ex.strip_usage_chunk and is_sse and status < 400
         headers = response_headers(response.headers.raw, keep_length=not ex.strip_usage_chunk)
         if record is not None:
             headers.append((REQUEST_ID_HEADER, record.id.encode()))
@@ -508,20 +518,25 @@ class ProxyEndpoint:
                         ex.copy_truncated = True
                     else:
                         ex.response_copy += chunk
-                if decoder is not None:
+                if undecoded is not None:
+                    # Relayed as is: nothing here needs the events, so they are decoded a batch
+                    # of bytes at a time, and after the last byte (one pass, not one a chunk).
+                    undecoded += chunk
+                elif decoder is not None:  # the proxy drops its own usage chunk
                     events = decoder.feed(chunk)
-                    parsed: dict[int, Any] = {}
-                    if ex.strip_usage_chunk:
-                        chunk, parsed = drop_injected_usage_chunk(events)
+                    chunk, parsed = drop_injected_usage_chunk(events)
                     ex.unread += [(e, parsed.get(i, _UNPARSED)) for i, e in enumerate(events)]
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if undecoded is not None and len(undecoded) >= DECODE_BATCH_BYTES:
+                    _decode(ex)
                 if len(ex.unread) >= OBSERVE_BATCH_EVENTS:
                     self._observe(ex)
         except httpx.TransportError as exc:
             message = describe_transport_error(upstream, exc) + " (mid-response)"
             if record is not None:
                 record.error = message
+            _decode(ex)
             at_boundary = decoder is not None and (ex.strip_usage_chunk or decoder.buffered == 0)
             if is_sse and at_boundary:
                 # A clean SSE boundary: end the stream with the vendor's own error event.
@@ -538,6 +553,7 @@ class ProxyEndpoint:
                 return
         else:
             if decoder is not None:
+                _decode(ex)
                 events, tail = decoder.close()
                 rest, parsed = b"", {}
                 if ex.strip_usage_chunk:
@@ -645,6 +661,7 @@ class ProxyEndpoint:
             record.ttft_ms = (ex.first_byte - ex.started) * 1000.0
             record.first_byte_at = record.started_at + (ex.first_byte - ex.started)
         try:
+            _decode(ex)  # the stream bytes relayed since the last batch (a cancelled relay)
             self._observe(ex)  # the stream events the relay queued
         except Exception:
             logger.exception("request %s: could not read the stream's events", record.id)
@@ -760,6 +777,11 @@ MAX_ATTEMPTS = 2
 #: Relayed SSE events queued before the relay stops to read their JSON (see ``_observe``).
 OBSERVE_BATCH_EVENTS = 64
 
+#: Relayed SSE bytes held before the relay feeds them to the decoder (a stream relayed
+#: unchanged; one the proxy edits is decoded chunk by chunk). A short stream is decoded once,
+#: after its last byte went out.
+DECODE_BATCH_BYTES = 64 * 1024
+
 #: ``_Exchange.unread`` payload of an event whose JSON has not been parsed yet.
 _UNPARSED: Any = object()
 
@@ -787,9 +809,11 @@ _OTHER_MARKERS = _READ_MARKERS[1:]
 def _may_matter(data: str) -> bool:
     """Whether the JSON object ``data`` (an SSE event's data) may hold something ``_observe``
     reads beyond the model and the id; False only when decoding it could change nothing."""
-    # Each "usage" inside a compact '"usage":null' is no usage; other spellings go through the
-    # regex.
-    if "usage" in data and data.count("usage") != data.count('"usage":null'):
+    # Each "usage" inside '"usage":null' or '"usage": null' (Python's json.dumps) is no usage;
+    # other spellings go through the regex.
+    if "usage" in data and data.count("usage") != (
+        data.count('"usage":null') + data.count('"usage": null')
+    ):
         data = _NULL_USAGE.sub("", data)
         if "usage" in data:
             return True
@@ -832,6 +856,16 @@ def _gemini_finished(chunk: dict[str, Any]) -> bool:
     return isinstance(candidates, list) and any(
         isinstance(c, dict) and c.get("finishReason") for c in candidates
     )
+
+
+def _decode(ex: _Exchange) -> None:
+    """Feed ``ex.undecoded`` (relayed SSE bytes) to ``ex.decoder`` and queue the events it
+    completes in ``ex.unread``, their JSON not parsed yet."""
+    undecoded = ex.undecoded
+    if undecoded and ex.decoder is not None:
+        events = ex.decoder.feed(bytes(undecoded))
+        undecoded.clear()
+        ex.unread += [(e, _UNPARSED) for e in events]
 
 
 async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:

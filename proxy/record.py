@@ -134,9 +134,14 @@ class RequestRecord:
         self.usage = usage
         for name in (*USAGE_TOKEN_COLUMNS, "reasoning_tokens", "total_input_tokens"):
             setattr(self, name, getattr(usage, name))
-        self.usage_json = json.dumps(usage.raw, ensure_ascii=False, sort_keys=True)
-        self.usage_warnings = json.dumps(list(usage.warnings), ensure_ascii=False)
+        self.usage_json = _USAGE_ENCODER.encode(usage.raw)
+        warnings = list(usage.warnings)  # strings: key order does not arise
+        self.usage_warnings = _USAGE_ENCODER.encode(warnings) if warnings else "[]"
 
+
+#: ``json.dumps(..., ensure_ascii=False, sort_keys=True)``, built once (``json.dumps`` builds
+#: an encoder per call when given options).
+_USAGE_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 
 #: The stored columns, in table order.
 COLUMN_NAMES: tuple[str, ...] = tuple(

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from upstreams import MockUpstream, recorded, split_events, without_usage
 
 from promptcache.proxy.config import RouteRule, UpstreamConfig
+from promptcache.proxy.handler import DECODE_BATCH_BYTES
 
 ANTHROPIC_KEY = "sk-ant-api03-forwarding-test-0123456789"
 OPENAI_KEY = "sk-proj-forwarding-test-0123456789abcd"
@@ -273,6 +274,31 @@ def test_a_long_stream_is_relayed_whole_and_its_usage_read(
     assert received == b"".join([events[0], *[events[1]] * 300, *events[1:]])
     row = proxy.row()
     assert (row["cache_read_tokens"], row["error"]) == (1920, None)
+
+
+@pytest.mark.parametrize("chunk", ["", "7"])
+def test_a_long_stream_relayed_unchanged_is_read_in_batches(
+    start_proxy: Callable[..., RunningProxy], chunk: str
+) -> None:
+    # The client asked for usage itself, so the proxy relays the bytes as they come and decodes
+    # them in batches of DECODE_BATCH_BYTES: 1,000 events (about 150 KiB) cross that boundary
+    # several times, and in 7-byte pieces a boundary falls inside an event.
+    proxy = start_proxy()
+    sent = (
+        b'{"model": "gpt-4o", "stream": true, "stream_options": {"include_usage": true}, '
+        b'"messages": [{"role": "user", "content": "x"}]}'
+    )
+    url = proxy.url + "/v1/chat/completions"
+    headers = {"x-mock-repeat": "1000", "x-mock-chunk": chunk}
+    with httpx.stream("POST", url, content=sent, headers=headers) as response:
+        received = b"".join(response.iter_raw())
+    full = split_events(recorded("openai_chat", "cached", "sse"))
+    expected = b"".join([full[0], *[full[1]] * 1000, *full[1:]])
+    assert len(expected) > 2 * DECODE_BATCH_BYTES
+    assert received == expected
+    row = proxy.row()
+    assert (row["cache_read_tokens"], row["error"], row["stream"]) == (1920, None, 1)
+    assert row["response_id"] is not None
 
 
 def test_recording_off_is_pure_forwarding(
