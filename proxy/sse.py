@@ -22,6 +22,9 @@ from typing import NamedTuple
 __all__ = ["SSEDecoder", "ServerSentEvent"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
+#: One ``data`` line ending in LF, then an empty line: ``data:``, one optional space, the value
+#: (group 1; no CR or LF), LF LF. Matched on a ``bytearray``, the groups are ``bytes``.
+_SINGLE_DATA_EVENT = re.compile(rb"data: ?([^\r\n]*)\n\n")
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -143,25 +146,14 @@ class SSEDecoder:
         (the line loop's state is empty before and after each)."""
         pos = 0
         last_id = self._last_id
-        while True:
-            blank = buf.find(b"\n\n", pos)
-            if blank < 0:
-                return pos
-            line = buf[pos:blank]
-            if not line.startswith(b"data:") or b"\n" in line or b"\r" in line:
-                return pos
-            value = line[6:] if line[5:6] == b" " else line[5:]
-            end = blank + 2
-            events.append(
-                ServerSentEvent(
-                    event="",
-                    data=value.decode("utf-8", errors="replace"),
-                    id=last_id,
-                    retry=None,
-                    raw=bytes(buf[pos:end]),
-                )
+        match = _SINGLE_DATA_EVENT.match
+        append = events.append
+        while (found := match(buf, pos)) is not None:
+            append(
+                ServerSentEvent("", found[1].decode("utf-8", "replace"), last_id, None, found[0])
             )
-            pos = end
+            pos = found.end()
+        return pos
 
     def _field(self, line: bytes) -> None:
         if line[0] == 0x3A:  # ":" comment
