@@ -5,7 +5,9 @@ included), so a block copied down and back is the pool's bytes exactly. The stor
 ``[num_layers, 2, num_slots, block_size, num_kv_heads, head_dim]`` tensor: for each layer, K
 (and V) of every slot lie like the pool's own ``[num_blocks, block_size, heads, head_dim]``
 tensor, so a batch of blocks moves between pool and tier in one indexed copy per layer, row by
-contiguous row (about 10x faster than copying ``[layers, 2, ...]`` blocks as bytes). It is
+contiguous row (about 10x faster than copying ``[layers, 2, ...]`` blocks as bytes); where the
+pool's tensors lie in one mapping, ``storage[:, :, slot]`` and the pool's block have the same
+strided layout, and each block moves in one copy (`KVTiers`). It is
 zero-filled when the tier is built, so its memory is resident from the start, as vLLM
 allocates its CPU KV cache up front: a first write into an untouched page costs a page fault,
 and on a VM that made the first demotions about 3x slower (100 against 30 ms for 56 SmolLM2

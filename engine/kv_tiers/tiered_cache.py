@@ -300,11 +300,16 @@ class KVTiers:
         if self.kv_caches[0].k_cache.device.type == "cpu":
             # numpy's fancy indexing: single-threaded row copies. torch's index ops split each
             # copy over its OpenMP threads, which costs 3x more on a busy 2-core machine.
-            ids, rows = np.asarray(blocks), np.asarray(slots)
             storage = _np(host.storage)
-            for layer_index, layer in enumerate(self.kv_caches):
-                for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
-                    storage[layer_index, kv, rows] = _np(cache)[ids]
+            pool = self._pool_blocks()
+            if pool is not None:  # one strided copy per block (see load)
+                for block_id, slot in zip(blocks, slots, strict=True):
+                    storage[:, :, slot] = pool[:, :, block_id]
+            else:
+                ids, rows = np.asarray(blocks), np.asarray(slots)
+                for layer_index, layer in enumerate(self.kv_caches):
+                    for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
+                        storage[layer_index, kv, rows] = _np(cache)[ids]
         else:
             device = self.kv_caches[0].k_cache.device
             dev_ids, host_rows = torch.tensor(blocks, device=device), torch.tensor(slots)
@@ -354,30 +359,18 @@ class KVTiers:
             if device.type == "cpu":  # numpy: see flush_demotions
                 pool = self._pool_blocks()
                 if pool is not None:
-                    # A disk block straight into its pool block: one strided copy each, from
-                    # the read buffer (no gathered temporary).
+                    # Each block straight into its pool block, from its RAM slot or its read
+                    # buffer: one strided copy per block, no gathered temporary (about 1.4x
+                    # faster than gathering each layer's rows, then scattering them).
+                    if host_slots:
+                        assert self.host is not None
+                        slots = _np(self.host.storage)
+                        for slot, block_id in zip(host_slots, order, strict=True):
+                            pool[:, :, block_id] = slots[:, :, slot]
                     for part, block_id in zip(parts, staged_dst, strict=True):
                         pool[:, :, block_id] = _np(part)
-                    parts = []
-                    dst_ids = order
-                # Per layer, so each temporary is one layer's rows (a few MB at most): large
-                # temporaries would be fresh mappings, paying page faults on every load.
-                dst = np.asarray(dst_ids)
-                rows = np.asarray(host_slots)
-                storage = _np(self.host.storage) if self.host is not None else None
-                staged = [_np(p) for p in parts]
-                for layer_index, layer in enumerate(self.kv_caches):
-                    if not dst_ids:
-                        break
-                    for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
-                        pieces = []
-                        if host_slots:
-                            assert storage is not None
-                            pieces.append(storage[layer_index, kv, rows])
-                        if staged:
-                            pieces.append(np.stack([p[layer_index, kv] for p in staged]))
-                        src = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
-                        _np(cache)[dst] = src
+                else:
+                    self._load_by_layer(host_slots, parts, dst_ids)
             else:
                 tensors: list[torch.Tensor] = []
                 if host_slots:
@@ -470,6 +463,28 @@ class KVTiers:
             out[i, 0].copy_(layer.k_cache[block_id])
             out[i, 1].copy_(layer.v_cache[block_id])
         return out
+
+    def _load_by_layer(
+        self, host_slots: list[int], parts: list[torch.Tensor], dst_ids: list[int]
+    ) -> None:
+        """`load`'s copy into a CPU pool of separate tensors: per layer, RAM slots
+        ``host_slots`` then staged blocks ``parts`` into pool blocks ``dst_ids`` (in that
+        order), one gathered copy for K and one for V. Each temporary is one layer's rows (a few
+        MB at most): large temporaries would be fresh mappings, paying page faults each load."""
+        dst = np.asarray(dst_ids)
+        rows = np.asarray(host_slots)
+        storage = _np(self.host.storage) if self.host is not None else None
+        staged = [_np(p) for p in parts]
+        for layer_index, layer in enumerate(self.kv_caches):
+            for kv, cache in enumerate((layer.k_cache, layer.v_cache)):
+                pieces = []
+                if host_slots:
+                    assert storage is not None
+                    pieces.append(storage[layer_index, kv, rows])
+                if staged:
+                    pieces.append(np.stack([p[layer_index, kv] for p in staged]))
+                src = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+                _np(cache)[dst] = src
 
     def _release(self, buffer: np.ndarray) -> None:
         """Keep a read buffer for the next disk read (up to `MAX_STAGED_BLOCKS` of them)."""

@@ -1,7 +1,8 @@
-"""`KVTiers`' disk path on real pools and real block files: blocks read into reused buffers and
-copied into the pool keep their bytes (a pool laid out as one mapping, copied block by block,
-and a pool of separate tensors, copied layer by layer); a corrupt file is refused; the start-up
-work makes pool pages resident without changing a byte."""
+"""`KVTiers`' copies on real pools, RAM slots and block files: blocks read into reused buffers
+and copied into the pool, and blocks demoted to RAM and loaded back, keep their bytes (a pool
+laid out as one mapping, copied block by block, and a pool of separate tensors, copied layer by
+layer); a corrupt or grown file is refused; the start-up work makes pool pages resident without
+changing a byte."""
 
 from __future__ import annotations
 
@@ -174,3 +175,32 @@ def test_startup_makes_the_first_pool_blocks_resident_without_changing_them(
             assert _resident_pages(cache[6:]) == 0
     assert pool[0].k_cache[2, 1, 0, 5] == 7.0
     assert torch.count_nonzero(torch.stack([layer.k_cache for layer in pool])) == 1
+
+
+@pytest.mark.parametrize("mapped", [True, False], ids=["one-mapping", "separate-tensors"])
+def test_ram_tier_round_trip_keeps_the_bytes(mapped: bool) -> None:
+    from promptcache.engine.kv_tiers.host_tier import HostTier
+
+    pool = _pool(8, mapped)
+    gen = torch.Generator().manual_seed(6)
+    for layer in pool:
+        layer.k_cache.copy_(torch.randn(layer.k_cache.shape, generator=gen))
+        layer.v_cache.copy_(torch.randn(layer.v_cache.shape, generator=gen))
+    before = {b: _block_of(pool, b).clone() for b in range(8)}
+    tiers = KVTiers(pool, HostTier(6, SHAPE, torch.float32), None)
+    for b in (5, 1, 3):  # demoted in this order: slots are not the block order
+        tiers.block_evicted(b, 1000 + b, 0, tuple(range(BS)))
+    tiers.flush_demotions()
+    for b in (5, 1, 3):
+        assert tiers.host is not None
+        slot = tiers.host.entries[1000 + b].slot
+        assert torch.equal(tiers.host.block(slot), before[b])
+    for block_hash in (1003, 1005, 1001):
+        assert tiers.prepare(block_hash)
+        tiers.pin(block_hash)
+    tiers.load([(1003, 0), (1005, 7), (1001, 2)])
+    assert torch.equal(_block_of(pool, 0), before[3])
+    assert torch.equal(_block_of(pool, 7), before[5])
+    assert torch.equal(_block_of(pool, 2), before[1])
+    for b in (1, 3, 4, 5, 6):
+        assert torch.equal(_block_of(pool, b), before[b])
