@@ -198,28 +198,21 @@ class Int8Embedding(nn.Module):
         return rows.to(self.dtype).reshape(*ids.shape, -1)
 
 
-def _onednn_prepacks(dtype: torch.dtype) -> bool:
-    """Whether oneDNN's linear over a prepacked ``dtype`` weight runs on this CPU (probed once
-    on a 16 x 32 matrix, where torch has oneDNN and, for bf16, reports the CPU able). bf16 only
-    where oneDNN runs it natively (AVX-512 BW/VL/DQ or AVX-NE-CONVERT): on an AVX2-only CPU the
-    bf16 reorder raises ("bf16 path needs the cpu support avx_ne_convert or avx512bw, avx512vl
-    and avx512dq"). A probe that runs loads oneDNN's kernels: about 8 MiB of the process's RSS
-    (fp32, AVX2-only AMD EPYC, 2026-12-03), kept for good."""
+def _onednn_bf16_native() -> bool:
+    """Whether oneDNN's linear over a prepacked bf16 weight runs natively on this CPU: torch has
+    oneDNN and reports the CPU bf16-capable (AVX-512 BW/VL/DQ or AVX-NE-CONVERT). On an AVX2-only
+    CPU the bf16 reorder raises ("bf16 path needs the cpu support avx_ne_convert or avx512bw,
+    avx512vl and avx512dq"); torch's reorder checks the same CPU test that
+    ``torch.ops.mkldnn._is_mkldnn_bf16_supported`` reports, so no GEMM is run to find out: a
+    probe loads oneDNN's reorder and GEMM kernels, about 8 MiB of RSS kept for good (Intel Xeon,
+    AVX-512, 2026-12-04), into every process that imports the engine, the fused CPU kernel's
+    included, which keeps no dense copy."""
     if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
         return False
-    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return False
-    try:
-        probe = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 32, dtype=dtype))
-        torch.ops.mkldnn._linear_pointwise(
-            torch.ones(2, 32, dtype=dtype), probe, None, "none", [], ""
-        )
-    except RuntimeError:
-        return False
-    return True
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-_BF16_PREPACKS = _onednn_prepacks(torch.bfloat16)
+_BF16_PREPACKS = _onednn_bf16_native()
 
 DENSE_DTYPE: torch.dtype = torch.bfloat16 if _BF16_PREPACKS else torch.float32
 """The dtype of the dense copies. bf16 where oneDNN's bf16 GEMM is native; fp32 otherwise, where

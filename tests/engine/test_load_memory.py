@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -194,3 +196,47 @@ def test_file_pages_leave_the_rss_once_released(tmp_path: Path) -> None:
     assert _rss_file() - before < 8 * 2**20
     assert int(view.sum(dtype=np.uint64)) == total  # read again from the page cache
     assert np.array_equal(view[:10], data[4096 * 3 + 100 : 4096 * 3 + 110])
+
+
+_ONEDNN_RUN = """
+import sys
+from promptcache.engine import LLM, SamplingParams
+llm = LLM(sys.argv[1], weight_dtype="int4", num_blocks=16)
+assert llm.engine.runner.fused_decode is not None
+params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+llm.generate(["Once upon a time", "The cat sat on the mat and " * 6], params)
+print("served")
+"""
+
+
+@pytest.mark.skipif(
+    not torch.backends.mkldnn.is_available(),  # type: ignore[no-untyped-call]
+    reason="torch without oneDNN",
+)
+def test_serving_on_the_fused_kernel_runs_no_onednn_primitive(
+    lib: ctypes.CDLL, tinystories_dir: Path
+) -> None:
+    """The fused kernel keeps no dense copy, so nothing in the process needs oneDNN: its kernels,
+    about 8 MiB of RSS once loaded, stay out. ``ONEDNN_VERBOSE=1`` makes oneDNN print a line for
+    every primitive it creates or runs (and its version banner on first use); a dense-path serve
+    prints them (the second half of the test), so their absence is read, not assumed."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", _ONEDNN_RUN, str(tinystories_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert run.stdout.splitlines()[-1] == "served"
+    assert [line for line in run.stdout.splitlines() if line.startswith("onednn_verbose")] == []
+    dense = _ONEDNN_RUN.replace("num_blocks=16", "num_blocks=16, fused_cpu_decode=False")
+    dense = dense.replace("is not None", "is None")
+    run = subprocess.run(
+        [sys.executable, "-c", dense, str(tinystories_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert any(line.startswith("onednn_verbose") for line in run.stdout.splitlines())
