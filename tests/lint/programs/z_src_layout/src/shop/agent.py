@@ -2,8 +2,6 @@
 from anthropic import Anthropic
 from shop.utils import now_text
 
-from .utils import now_text as relative_now
-
 client = Anthropic()
 
 
@@ -12,14 +10,5 @@ def answer(question: str):
         model="claude-sonnet-4-5",
         max_tokens=512,
         system="You help shoppers. Now: " + now_text(),  # PC001: 44
-        messages=[{"role": "user", "content": question}],
-    )
-
-
-def answer_relative(question: str):
-    return client.messages.create(
-        model="claude-sonnet-4-5",
-        max_tokens=512,
-        system="You help shoppers. Now: " + relative_now(),  # PC001: 44
         messages=[{"role": "user", "content": question}],
     )
