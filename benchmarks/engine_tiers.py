@@ -15,7 +15,9 @@ family, each the prefix plus its own 64 new tokens, one output token (TTFT = the
 
 Each request's ``num_cached_tokens_by_tier`` is checked: pool hits must be all 1,024 tokens,
 RAM requests mostly RAM, restarted ones all disk. Each engine first runs an unrelated request
-(first-call allocations), untimed. Medians over ``--repeats`` (default 3).
+(first-call allocations), untimed. Medians over ``--repeats`` (default 3). The restarted
+engine's load time is printed, with the part of it that is the tiers' start-up work
+(``KVTiers.startup_seconds``: pool pages and read buffers made resident for the disk blocks).
 
 The tiers' own work inside each request is printed too (``KVTiers.seconds``: copies down to RAM,
 disk reads with their CRC check, copies up into the pool): it is what a tier hit adds to a pool
@@ -145,13 +147,21 @@ def main() -> None:
         written = engine.close()
         files = len(list(disk.glob("*/*.kvb")))
         del engine
+        start = time.perf_counter()
         restarted = load(model, disk, args.weight_dtype)
+        load_seconds = time.perf_counter() - start
         ttft(restarted, fresh(64), "warm-up")
         for i, (prefix, tail) in enumerate(families):
             t, split = ttft(restarted, prefix + tail, f"restart{i}")
             assert split["disk"] == PREFIX, split
             times["restart"].append(t)
     med = {k: statistics.median(v) for k, v in times.items()}
+    tiers = restarted.kv_tiers
+    print(
+        f"restarted engine loaded in {load_seconds:.2f} s, of which the tiers' start-up work "
+        f"took {tiers.startup_seconds * 1000:.0f} ms ({tiers.num_resident_blocks} pool blocks "
+        "and the read buffers of the first disk hits made resident)"
+    )
     print(
         f"disk tier after close: {files} block files ({written} written at close); "
         f"RAM requests took {statistics.median(ram_share):.0%} of the prefix from RAM "
