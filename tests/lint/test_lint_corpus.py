@@ -46,7 +46,7 @@ def ev() -> ModuleType:
 
 def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> None:
     seeds, repos = ev.load_repos(CORPUS / "repos.toml")
-    assert seeds == {1: 20261203, 2: 20261204, 3: 20261205, 4: 20261206}
+    assert seeds == {1: 20261203, 2: 20261204, 3: 20261205, 4: 20261206, 5: 20261207}
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
     assert len({r.tree for r in repos}) == len(repos)
@@ -60,7 +60,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
         halves = [r.half for r in members]
         assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
-    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8}
+    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8}
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
         "TransformerOptimus/SuperAGI",
@@ -81,6 +81,13 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         "OpenBMB/XAgent",
         "QuivrHQ/quivr",
         "sweepai/sweep",
+    ]
+    # batch 5 as recorded: sorted names shuffled by Random(20261207), the first 4 tuning
+    assert sorted(r.repo for r in repos if r.batch == 5 and r.half == "tuning") == [
+        "OpenInterpreter/open-interpreter",
+        "TauricResearch/TradingAgents",
+        "ai-christianson/RA.Aid",
+        "pydantic/pydantic-ai",
     ]
     assert ev.main(["split"]) == 0
 
@@ -132,7 +139,7 @@ def test_split_command_checks_every_batch(
 
 
 def _label_files() -> list[tuple[int, str]]:
-    return [(batch, half) for batch in (1, 2, 3, 4) for half in ("tuning", "evaluation")]
+    return [(batch, half) for batch in (1, 2, 3, 4, 5) for half in ("tuning", "evaluation")]
 
 
 @pytest.mark.parametrize(("batch", "half"), _label_files())
