@@ -14,7 +14,8 @@ The contract is httpx's, so the forwarding code above does not tell the two clie
   ``ReadTimeout``, ``ReadError``, ``RemoteProtocolError`` (aiohttp's are translated here);
 - ``DirectResponse`` has ``status_code``, ``headers.raw`` (the header pairs exactly as
   received, aiohttp's ``raw_headers``) / ``headers.get``, and ``aiter_raw()`` (the body with the
-  chunked framing removed, no content decoding: ``auto_decompress=False``).
+  chunked framing removed, no content decoding: ``auto_decompress=False``); beyond httpx's
+  interface, ``body_complete()`` tells whether the body's end has arrived with what was read.
 
 Requests go out with the head httpx would send: ``Host`` first, then ``Content-Length: 0`` for
 an empty ``POST``, ``PUT`` or ``PATCH``, then the given headers in order, then
@@ -30,7 +31,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -76,13 +77,17 @@ class DirectResponse:
     """One response, its body not yet read; ``release`` hands the connection back (or closes
     it when the body was not read whole or the upstream ends the connection)."""
 
-    __slots__ = ("_close", "_response", "headers", "status_code")
+    __slots__ = ("_close", "_response", "body_complete", "headers", "status_code")
 
     def __init__(self, response: aiohttp.ClientResponse, close: bool = False) -> None:
         self._response = response
         self._close = close  # never keep the connection
         self.status_code = response.status
         self.headers = RawHeaders(response.raw_headers)
+        #: ``() -> bool``: whether the whole body has arrived and been read (``aiter_raw`` has
+        #: nothing more to give: its next read would end the iteration at once); aiohttp's own
+        #: ``StreamReader.at_eof``, called once per chunk the relay reads
+        self.body_complete: Callable[[], bool] = response.content.at_eof
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it arrives: each item everything that arrived in one read (never empty).

@@ -502,6 +502,11 @@ class ProxyEndpoint:
 
         copy_limit = self.state.config.max_body_bytes
         next_chunk = chunks.__anext__
+        # aiohttp's responses (``direct_client``) tell when the body's end has arrived with the
+        # bytes just read: the last chunk then goes out with the end of the response, in one
+        # write, and no read waits for the end. Not when the proxy edits the stream: its
+        # decoder may hold bytes that follow the last chunk (see the end of stream below).
+        complete = None if ex.strip_usage_chunk else getattr(response, "body_complete", None)
         try:
             while True:  # ``async for`` over ``first`` then ``chunks``, without a generator
                 if first:
@@ -526,6 +531,11 @@ class ProxyEndpoint:
                     events = decoder.feed(chunk)
                     chunk, parsed = drop_injected_usage_chunk(events)
                     ex.unread += [(e, parsed.get(i, _UNPARSED)) for i, e in enumerate(events)]
+                if complete is not None and complete():
+                    ex.finished = True
+                    await send({"type": "http.response.body", "body": chunk, "more_body": False})
+                    ex.body_sent = True
+                    break
                 if chunk:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 if undecoded is not None and len(undecoded) >= DECODE_BATCH_BYTES:
@@ -562,9 +572,10 @@ class ProxyEndpoint:
                 ex.unread += [(e, parsed.get(i, _UNPARSED)) for i, e in enumerate(events)]
                 if rest:
                     await send({"type": "http.response.body", "body": rest, "more_body": True})
-        ex.finished = True
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        ex.body_sent = True
+        if not ex.body_sent:
+            ex.finished = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            ex.body_sent = True
 
     def _observe(self, ex: _Exchange) -> None:
         """Feed ``ex.unread`` events' JSON to the usage accumulator (in stream order) and note

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from proxy_support import mock_config
+from proxy_support import mock_config, read_rows
 from servers import ServerThread
 
 from promptcache.proxy.app import build_app
@@ -121,6 +122,41 @@ def test_a_kept_alive_connection_carries_the_next_requests(
     assert [a.content for a in answers] == [COMPLETION] * 3
     assert upstream.connections == 1
     assert len(upstream.requests) == 3
+
+
+def test_a_stream_whose_end_arrives_with_its_last_event_is_relayed_whole(
+    proxy_to: Callable[[RawUpstream], str], tmp_path: Path
+) -> None:
+    # The whole chunked stream and its terminating chunk in one write: the proxy reads the end
+    # with the last event and sends that event with the end of its response. The client gets
+    # every byte, the log the usage, and the connection carries the next request.
+    events = [
+        b'data: {"id":"c1","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n',
+        b'data: {"id":"c1","model":"gpt-4o","choices":[],"usage":{"prompt_tokens":7,'
+        b'"completion_tokens":1,"total_tokens":8}}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked"
+    upstream = RawUpstream(lambda n: head + b"\r\n\r\n" + chunked)
+    url = proxy_to(upstream)
+    sent = (
+        b'{"model": "gpt-4o", "stream": true, "stream_options": {"include_usage": true}, '
+        b'"messages": [{"role": "user", "content": "hi"}]}'
+    )
+    with httpx.Client() as client:
+        answers = []
+        for _ in range(2):
+            with client.stream("POST", url + "/v1/chat/completions", content=sent) as reply:
+                answers.append(b"".join(reply.iter_raw()))
+    upstream.close()
+    assert answers == [b"".join(events)] * 2
+    assert upstream.connections == 1
+    deadline = time.monotonic() + 10
+    while len(rows := read_rows(tmp_path / "log.db")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log writer commits in the background
+    usage = [(r["total_input_tokens"], r["output_tokens"], r["error"]) for r in rows]
+    assert usage == [(7, 1, None)] * 2
 
 
 def test_the_upstream_sees_the_head_httpx_would_send(
