@@ -21,7 +21,6 @@ from .facts import (
     Shape,
     Step,
     Value,
-    best_chains,
     canonical,
     entry_key,
     entry_suffix,
@@ -504,13 +503,14 @@ class CallsMixin(EngineState):
                     if not f.proven:
                         # the callee passes this parameter on only through a call it cannot
                         # see: so is the argument, here
-                        given = frozenset(unproven(g, f.via) for g in given)
+                        steps = tuple(s for s in f.via if s[0].startswith(ASSUMED))
+                        given = frozenset(unproven(g, steps) for g in given)
                     out |= passed_role(given, f.role)
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
                 else:
                     out.add(f)
-            return best_chains(out)
+            return canonical(frozenset(out))
 
         if self.recording:
             for index in summary.marks:

@@ -33,6 +33,10 @@ class Kind(enum.Enum):
     PARAM = "param"  # the value of the enclosing function's parameter (for summaries)
     LOOP = "loop"  # a loop variable inside a function (per-iteration value)
 
+    #: members are singletons compared by identity: hashed by identity too, in C (``Enum``'s
+    #: own ``__hash__``, in Python, hashed the name each time a fact went into a set)
+    __hash__ = object.__hash__
+
 
 #: one step of a fact's chain: (what passed it on, 1-based line of that call, the name written
 #: there, the file of that line: "" for the file being linted)
@@ -119,7 +123,20 @@ class Fact:
         state = new.__dict__
         state.update(self.__dict__)
         state.update(changes)
+        if "via" in changes:
+            state.pop("_proven", None)
         new.__post_init__()
+        return new
+
+    def _with_via(self, via: tuple[Step, ...]) -> Fact:
+        """``self._with(via=via)``: the identity (every field but ``via``) and its hash are
+        the same, so only the whole fact's hash is computed again."""
+        new = object.__new__(Fact)
+        state = new.__dict__
+        state.update(self.__dict__)
+        state["via"] = via
+        state["_hash"] = hash((self._identity_hash, via))
+        state.pop("_proven", None)
         return new
 
     @property
@@ -142,8 +159,8 @@ class Fact:
             # keep the first steps, and an unproven step wherever it came
             if not step[0].startswith(ASSUMED) or any(s[0].startswith(ASSUMED) for s in self.via):
                 return self
-            return self._with(via=(*self.via[: MAX_STEPS - 1], step))
-        return self._with(via=(*self.via, step))
+            return self._with_via((*self.via[: MAX_STEPS - 1], step))
+        return self._with_via((*self.via, step))
 
     def pin(self) -> Fact:
         """The same fact, computed once (``pinned``)."""
@@ -152,8 +169,12 @@ class Fact:
     @property
     def proven(self) -> bool:
         """False when the chain passes through a call whose code the analysis cannot see
-        (a step "assumed to pass through ...")."""
-        return not any(s[0].startswith(ASSUMED) for s in self.via)
+        (a step "assumed to pass through ..."); computed once per fact (copies with another
+        ``via`` drop it: ``_with_via``, ``replace``)."""
+        known: bool | None = self.__dict__.get("_proven")
+        if known is None:
+            known = self.__dict__["_proven"] = not any(s[0].startswith(ASSUMED) for s in self.via)
+        return known
 
     @property
     def volatile(self) -> bool:
@@ -323,6 +344,11 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     state = new.__dict__
     state.update(obj.__dict__)
     state.update(changes)
+    if "via" in changes:
+        state.pop("_proven", None)
+    if cls is Value and "facts" not in changes:
+        # the facts are ``obj``'s, already made canonical when it was built
+        return new
     new.__post_init__()  # type: ignore[attr-defined]
     return new
 

@@ -50,7 +50,16 @@ def _methods(info: ClassInfo) -> Iterator[FunctionNode]:
 
 
 def _self_calls(method: FunctionNode) -> set[str]:
-    """The names of the methods ``method`` calls on its own object (``self.name(...)``)."""
+    """The names of the methods ``method`` calls on its own object (``self.name(...)``),
+    found once per tree (kept on the node: trees are kept for later analyses of the file;
+    callers must not change the set)."""
+    known: set[str] | None = method.__dict__.get("_self_calls")
+    if known is None:
+        known = method.__dict__["_self_calls"] = _find_self_calls(method)
+    return known
+
+
+def _find_self_calls(method: FunctionNode) -> set[str]:
     args = [*method.args.posonlyargs, *method.args.args]
     if not args:
         return set()

@@ -406,10 +406,14 @@ class StatementsMixin(EngineState):
             if f.kind in STORED_KINDS and not (f.kind is Kind.PARAM and f.param == SELF)
         )
         if facts:
-            summary.stores[index] = canonical(summary.stores.get(index, frozenset()) | facts)
+            # (each set is kept canonical: facts it holds already leave it as it is)
+            known = summary.stores.get(index, frozenset())
+            if not facts <= known:
+                summary.stores[index] = canonical(known | facts)
             if index == SELF and attr:
                 old = summary.attr_stores.get(attr, frozenset())
-                summary.attr_stores[attr] = canonical(old | facts)
+                if not facts <= old or attr not in summary.attr_stores:
+                    summary.attr_stores[attr] = canonical(old | facts)
 
     def container_of(self, name: str, depth: int = 0) -> ast.expr | None:
         """The parameter (a name) or field of the receiver (``self.data``) whose entry the
@@ -508,6 +512,7 @@ class StatementsMixin(EngineState):
         iterable = self.eval(stmt.iter)
         unordered = self.iteration_fact(iterable, stmt.iter)
         element = self.element_of(iterable)
+        import sys; print("DBGFOR", ast.unparse(stmt.iter), iterable.elem, file=sys.stderr)
         target = stmt.target
         counted = _enumerated(stmt)
         if counted is not None:
@@ -544,6 +549,7 @@ class StatementsMixin(EngineState):
                     element.name_key,
                 )
         self.assign(target, element, None)
+        import sys; print("DBGASSIGN", ast.unparse(stmt.iter), [ (k, [f.detail for f in v.facts]) for k, v in (self.frame.env.get(getattr(target,'id',''), element).items or ())], file=sys.stderr)
         # what the body appends follows the iterable's order (a parameter's too)
         order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
         order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
@@ -706,23 +712,12 @@ class StatementsMixin(EngineState):
         """True when the current function (or module body) assigns a message's role a value
         other than a constant distinct from ``role``."""
         scope: ast.AST = self.frame.func if self.frame.func is not None else self.tree
-        for node in ast.walk(scope):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                value = node.value
-                for target in targets:
-                    is_role = (isinstance(target, ast.Attribute) and target.attr == "role") or (
-                        isinstance(target, ast.Subscript)
-                        and isinstance(target.slice, ast.Constant)
-                        and target.slice.value == "role"
-                    )
-                    if is_role and not (
-                        isinstance(value, ast.Constant)
-                        and isinstance(value.value, str)
-                        and value.value != role
-                    ):
-                        return True
-        return False
+        # kept on the node, for each role (trees are kept for later analyses of the file)
+        known: dict[str, bool] = scope.__dict__.setdefault("_sets_role", {})
+        found = known.get(role)
+        if found is None:
+            found = known[role] = _sets_role(scope, role)
+        return found
 
     def stmt_With(self, stmt: ast.With | ast.AsyncWith) -> None:
         for item in stmt.items:
@@ -775,3 +770,24 @@ def _role_subject(node: ast.expr) -> ast.expr | None:
     ):
         return node.func.value
     return None
+
+
+def _sets_role(scope: ast.AST, role: str) -> bool:
+    """``StatementsMixin._sets_role`` for the function (or module) ``scope``."""
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            for target in targets:
+                is_role = (isinstance(target, ast.Attribute) and target.attr == "role") or (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == "role"
+                )
+                if is_role and not (
+                    isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                    and value.value != role
+                ):
+                    return True
+    return False

@@ -42,7 +42,16 @@ from .facts import (
     map_facts,
     replace,
 )
-from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
+from .frames import (
+    INIT_METHODS,
+    Bound,
+    ClassInfo,
+    ExternalClass,
+    Frame,
+    Summary,
+    merge,
+    yielded_elem,
+)
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
@@ -167,6 +176,24 @@ def _joined_position(values: list[Value]) -> Value:
     return join(*values)
 
 
+def _yielded(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
+    """``id``s of the values of ``func``'s own ``yield`` expressions (not those of a function
+    or lambda nested in it); empty for a ``@contextmanager``, whose one yield is what
+    ``with`` binds, not what a loop iterates."""
+    if any("contextmanager" in name for name in _decorator_names(func)):
+        return set()
+    out: set[int] = set()
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
+            out.add(id(node.value))
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _literal_none(value: Value) -> bool:
     return (
         value.ref == "literal"
@@ -175,6 +202,20 @@ def _literal_none(value: Value) -> bool:
         and value.elts is None
         and value.items is None
     )
+
+
+def _reads_per_request_state(test: ast.expr, own: frozenset[str]) -> bool:
+    """Whether ``test`` reads a name or attribute that names per-request state
+    (``names_per_request_state``), not counting the names in ``own``."""
+    for node in ast.walk(test):
+        name = None
+        if isinstance(node, ast.Name) and node.id not in own:
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        if name is not None and names_per_request_state(name):
+            return True
+    return False
 
 
 class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin, HttpSinksMixin):
@@ -525,15 +566,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         """
         if self.frame.pinned:
             return False
-        for node in ast.walk(test):
-            name = None
-            if isinstance(node, ast.Name) and node.id not in own:
-                name = node.id
-            elif isinstance(node, ast.Attribute):
-                name = node.attr
-            if name is not None and names_per_request_state(name):
-                return True
-        return any(f.volatile for f in value.facts)
+        # kept on the node, for each ``own`` (trees are kept for later analyses of the file)
+        known: dict[frozenset[str], bool] = test.__dict__.setdefault("_per_request", {})
+        reads = known.get(own)
+        if reads is None:
+            reads = known[own] = _reads_per_request_state(test, own)
+        return reads or any(f.volatile for f in value.facts)
 
     # ------------------------------------------------------------------ functions
 
@@ -627,6 +665,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     ),
                     more=any(v.more for v in values),
                 )
+            yielded = _yielded(func)
+            elem = yielded_elem([v for node, v in summary.returns if id(node) in yielded])
+            import sys; print("DBG", func.name, [(v.shape, type(v.ref).__name__, v.items is not None, len(v.facts)) for node, v in summary.returns if id(node) in yielded], elem, file=sys.stderr)
+            if elem is not None:
+                # a generator: each step it yields keeps its fields for the loop that reads them
+                summary.ret = Value(summary.ret.facts, elem=elem)
         self.summaries[func] = summary
         return summary
 
