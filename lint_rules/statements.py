@@ -512,7 +512,6 @@ class StatementsMixin(EngineState):
         iterable = self.eval(stmt.iter)
         unordered = self.iteration_fact(iterable, stmt.iter)
         element = self.element_of(iterable)
-        import sys; print("DBGFOR", ast.unparse(stmt.iter), iterable.elem, file=sys.stderr)
         target = stmt.target
         counted = _enumerated(stmt)
         if counted is not None:
@@ -549,7 +548,6 @@ class StatementsMixin(EngineState):
                     element.name_key,
                 )
         self.assign(target, element, None)
-        import sys; print("DBGASSIGN", ast.unparse(stmt.iter), [ (k, [f.detail for f in v.facts]) for k, v in (self.frame.env.get(getattr(target,'id',''), element).items or ())], file=sys.stderr)
         # what the body appends follows the iterable's order (a parameter's too)
         order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
         order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
