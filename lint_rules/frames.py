@@ -298,6 +298,39 @@ def element_fields(listed: Value) -> Value | None:
     return replace(elem, facts=elem.facts | extra, items=items)
 
 
+#: shapes of builtin values that hold no data attribute (``.context`` of one is no field)
+_FIELDLESS = frozenset(
+    {Shape.STR, Shape.NUM, Shape.DICT, Shape.SET, Shape.UNORDERED_LIST, Shape.LIST}
+)
+
+
+def yielded_elem(yielded: list[Value]) -> Value | None:
+    """``Value.elem`` of a generator whose ``yield`` expressions give ``yielded``, so that a
+    field read of the loop variable of ``for step in gen()`` takes only what was put into that
+    field: the yielded objects of known fields merged field by field (or, where it yields no
+    such object, its dicts of known keys), None when there is none or they are not of one
+    class; a yielded builtin value with no data attribute (a status string or dict, a number,
+    a list) adds its facts to the element read whole only. What any other yielded value holds
+    is left to ``element_fields``: on every field when a parameter's or unproven, else the
+    element is read whole."""
+    objects = [
+        v for v in yielded if fields_known(v) and isinstance(v.ref, (ClassInfo, ExternalClass))
+    ]
+    fielded = objects or [v for v in yielded if fields_known(v)]
+    out: Value | None = NO_ELEM
+    whole: frozenset[Fact] = frozenset()
+    for v in yielded:
+        if any(v is f for f in fielded):
+            out = merge_elem(out, v)
+            if out is None:
+                return None
+        elif v.shape in _FIELDLESS:
+            whole |= v.facts
+    if out is None or out is NO_ELEM:
+        return None
+    return out.with_facts(out.facts | whole) if whole else out
+
+
 def merge_elem(a: Value | None, b: Value | None) -> Value | None:
     """``Value.elem`` of a list holding the elements ``a`` and ``b`` describe: their fields
     merged key by key, or None (elements of unknown fields) when either is unknown or they are

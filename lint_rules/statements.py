@@ -548,8 +548,12 @@ class StatementsMixin(EngineState):
                     element.name_key,
                 )
         self.assign(target, element, None)
-        # what the body appends follows the iterable's order (a parameter's too)
+        # what the body appends follows the iterable's order (a parameter's too), not an
+        # order held inside its elements' fields (a set listed in one field of each step)
         order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
+        if order and element_fields(iterable) is not None:
+            assert iterable.elem is not None
+            order -= {f for _, v in iterable.elem.items or () for f in v.facts}
         order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
         if unordered is not None:
             order.add(unordered)

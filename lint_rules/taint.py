@@ -42,7 +42,17 @@ from .facts import (
     map_facts,
     replace,
 )
-from .frames import INIT_METHODS, Bound, ClassInfo, ExternalClass, Frame, Summary, merge
+from .frames import (
+    INIT_METHODS,
+    Bound,
+    ClassInfo,
+    ExternalClass,
+    Frame,
+    Summary,
+    fields_known,
+    merge,
+    yielded_elem,
+)
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
@@ -165,6 +175,24 @@ def _joined_position(values: list[Value]) -> Value:
     if len(held) == 1:
         return held[0]
     return join(*values)
+
+
+def _yielded(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
+    """``id``s of the values of ``func``'s own ``yield`` expressions (not those of a function
+    or lambda nested in it); empty for a ``@contextmanager``, whose one yield is what
+    ``with`` binds, not what a loop iterates."""
+    if any("contextmanager" in name for name in _decorator_names(func)):
+        return set()
+    out: set[int] = set()
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
+            out.add(id(node.value))
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _literal_none(value: Value) -> bool:
@@ -638,6 +666,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     ),
                     more=any(v.more for v in values),
                 )
+            if any(fields_known(v) for v in values):
+                yielded = _yielded(func)
+                elem = yielded_elem([v for node, v in summary.returns if id(node) in yielded])
+                if elem is not None:
+                    # a generator: each step it yields keeps its fields for the loop that
+                    # reads them
+                    summary.ret = Value(summary.ret.facts, elem=elem)
         self.summaries[func] = summary
         return summary
 

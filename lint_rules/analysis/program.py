@@ -659,7 +659,8 @@ def _stored_fields(
 
 
 def _class_refs(blob: dict[str, Any]) -> list[str]:
-    """Qualified names of the classes an exported value or return value refers to."""
+    """Qualified names of the classes an exported value or return value refers to (its
+    tuple elements, fields and list elements included)."""
     module = blob["module"]
     out = []
 
@@ -671,6 +672,8 @@ def _class_refs(blob: dict[str, Any]) -> list[str]:
             visit(e)
         for _, v in value.get("items") or ():
             visit(v)
+        if "elem" in value:
+            visit(value["elem"])
 
     data = blob["data"]
     if blob["kind"] == "function":
