@@ -68,6 +68,16 @@ def span(node: ast.AST) -> tuple[int, int, int, int]:
     )
 
 
+def _fixed_keys(node: ast.AST) -> bool:
+    """True when ``node`` is a call whose first argument is a dict display of constant keys
+    only (``json.dumps({"language": lang, "code": code})``, no ``**``): its keys are written in
+    the source's order on every call."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    shown = node.args[0]
+    return isinstance(shown, ast.Dict) and all(isinstance(key, ast.Constant) for key in shown.keys)
+
+
 class LibraryMixin(EngineState):
     """``qualified_call``: the value of a call whose target resolves to a known import."""
 
@@ -287,7 +297,9 @@ class LibraryMixin(EngineState):
           (its value carries an unpinned order fact and its keys are not a literal's);
         - the text is a tool call's ``arguments``: arguments the model produced, parsed and
           stored by the application (a database's JSON column may reorder keys), serialised
-          again into the history of every later request.
+          again into the history of every later request. Not when the dumped value is a dict
+          display whose keys are all constants (``{"code": m["content"]}``): its keys come in
+          the source's order, whatever the store hands back.
         """
         if dumped.items is None and dumped.shape not in (
             Shape.LIST,
@@ -301,6 +313,6 @@ class LibraryMixin(EngineState):
             ]
             if order:
                 return "unordered", min(order)
-        if node in self.argument_calls:
+        if node in self.argument_calls and not _fixed_keys(node):
             return "arguments", (0, 0)
         return None
