@@ -37,3 +37,19 @@ def test_import_loads_no_optional_or_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_import_loads_no_sdk_module_until_a_name_is_used() -> None:
+    # The engine's and the proxy's processes import promptcache (for promptcache.errors) and
+    # should not pay for the SDK's modules (about 4 MiB of RSS beside the engine).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, promptcache, promptcache.errors\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('promptcache.'))))\n"
+        "promptcache.Conversation\n"
+        "print('promptcache.conversation' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["promptcache.errors,promptcache.lazy", "True"]
