@@ -71,7 +71,8 @@ MEDIUM_DISK = "DISK"
 MAX_STAGED_BLOCKS = 64
 """Disk blocks read and checked for a request that was then not admitted in that step are
 kept for a later step, up to this many; older ones are read again when needed. Also the most
-read buffers kept for reuse, and made ready when a disk tier that holds blocks opens."""
+read buffers, staged and free together, kept between loads, and the number made ready when a
+disk tier that holds blocks opens."""
 
 
 _INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -487,8 +488,9 @@ class KVTiers:
                 _np(cache)[dst] = src
 
     def _release(self, buffer: np.ndarray) -> None:
-        """Keep a read buffer for the next disk read (up to `MAX_STAGED_BLOCKS` of them)."""
-        if len(self._buffers) < MAX_STAGED_BLOCKS:
+        """Keep a read buffer for the next disk read, while free and staged buffers together
+        number fewer than `MAX_STAGED_BLOCKS` (the memory the tiers keep between loads)."""
+        if len(self._buffers) + len(self._staged) < MAX_STAGED_BLOCKS:
             self._buffers.append(buffer)
 
     def _pool_blocks(self) -> np.ndarray | None:
