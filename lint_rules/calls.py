@@ -470,9 +470,14 @@ class CallsMixin(EngineState):
             else:
                 return value.facts
             out: set[Fact] = set()
+            ours = id(self.frame.func) if self.frame.func is not None else -1
             for g in receiver.facts:
                 if g.kind is Kind.PARAM and g.param == SELF and "." not in g.detail:
                     g = replace(g, detail=f"self.{path}")  # our own receiver: keep the path
+                elif g.kind is Kind.PARAM and g.param >= 0 and g.fix == (ours,):
+                    # a parameter of ours as the receiver: our summary names the field its
+                    # method reads (``handler.tool``), so a caller passes only that field
+                    (g,) = param_entry(frozenset({g}), parts[0], ours, attribute=True)
                 out.add(g)
             return frozenset(out)
 
@@ -1130,6 +1135,10 @@ def entry_of(argument: Value, detail: str) -> Value:
         return argument
     key, attribute = parsed
     is_object = isinstance(argument.ref, (ClassInfo, ExternalClass))
+    if attribute and not is_object and argument.shape is Shape.DICT and not hasattr(dict, key):
+        # a field of a dict of known keys (``config.tool`` of ``{"configurable": ...}``): a
+        # dict has no such attribute, so the callee's read raises and sends nothing of it
+        return CLEAN
     if attribute != is_object:
         return argument
     held = dict(argument.items).get(key)

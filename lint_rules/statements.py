@@ -304,6 +304,15 @@ class StatementsMixin(EngineState):
                 if expr is not None and target.attr not in frame.cls.attr_defs:
                     frame.cls.attr_defs[target.attr] = expr
                 self.note_store(target.value, value, target.attr)
+                if value.facts - kept.facts:
+                    # the parameters (or other fields of ours) stored there, which the class's
+                    # field does not keep: a method of this object called later in this
+                    # function reads them there (``self.tool = self._find(name)`` taking
+                    # ``self.tools``, then ``self.invoke()`` binding ``self.tool``)
+                    field_key = f"{target.value.id}.{target.attr}"
+                    passed = Value(value.facts - kept.facts)
+                    old_here = frame.env.get(field_key)
+                    frame.env[field_key] = passed if old_here is None else merge(old_here, passed)
             elif isinstance(target.value, ast.Name):
                 # a field of another object (``ctx.started = time.time()``): that field holds
                 # it, read back by ``ctx.started``. A parameter's other fields do not (nor do
