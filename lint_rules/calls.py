@@ -40,6 +40,7 @@ from .frames import (
     Summary,
     Table,
     element_fields,
+    held_inside,
     known_elem,
     listed_elem,
     merge,
@@ -1022,8 +1023,16 @@ class CallsMixin(EngineState):
         known = element_fields(iterable)
         if known is not None:
             # each element a dict of known keys or an object of known fields: what is read
-            # at one key takes only what the elements hold there
-            return known.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            # at one key takes only what the elements hold there (and an order one of its
+            # fields holds stays the element's, not the list's)
+            inside = held_inside(known)
+            return known.with_facts(
+                frozenset(
+                    f
+                    for f in known.facts
+                    if f in inside or f.kind not in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+                )
+            )
         return Value(facts, shape, name_key=name_key)
 
     def record_message_content(self, content: ast.expr, label: str) -> None:

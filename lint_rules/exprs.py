@@ -27,7 +27,9 @@ from .frames import (
     Table,
     fields_known,
     list_elem,
+    listed_elem,
     merge,
+    merge_elem,
 )
 from .session import kept_from_session
 from .sinks import is_system_prompt_name
@@ -219,6 +221,10 @@ class ExprsMixin(EngineState):
                     Shape.LIST,
                     elem_str=left.elem_str and right.elem_str,
                     name_key=combine(left.name_key, right.name_key),
+                    # the elements of both lists, their fields or positions kept
+                    elem=merge_elem(listed_elem(left), listed_elem(right))
+                    if left.elem is not None or right.elem is not None
+                    else None,
                 )
             return join(left, right)
         if isinstance(node.op, ast.Mult) and Shape.STR in (left.shape, right.shape):

@@ -236,13 +236,33 @@ def fields_known(value: Value) -> bool:
     )
 
 
+def positions_known(value: Value) -> bool:
+    """True when ``value`` is a tuple (or a list of fixed length) whose elements are known
+    (``Value.elts``): a list of such pairs keeps each position apart."""
+    return value.elts is not None and not value.more and value.items is None
+
+
 def known_elem(value: Value) -> Value | None:
-    """``value`` as an element of a list for ``Value.elem``: itself when of known fields,
-    ``NO_ELEM`` when it holds no fact at all (nothing it holds under any key can matter), else
-    None."""
-    if fields_known(value):
+    """``value`` as an element of a list for ``Value.elem``: itself when of known fields or a
+    tuple of known elements, ``NO_ELEM`` when it holds no fact at all (nothing it holds under
+    any key can matter), else None."""
+    if fields_known(value) or positions_known(value):
         return value
     return NO_ELEM if not value.facts else None
+
+
+def with_every_field(value: Value, facts: frozenset[Fact]) -> Value:
+    """``value`` with ``facts`` added to it, to each of its known fields and to each element
+    of a tuple of known elements (and to that element's fields)."""
+    if not facts:
+        return value
+    items = value.items
+    if items is not None:
+        items = tuple((k, v.with_facts(v.facts | facts)) for k, v in items)
+    elts = value.elts
+    if elts is not None:
+        elts = tuple(with_every_field(e, facts) for e in elts)
+    return replace(value, facts=value.facts | facts, items=items, elts=elts)
 
 
 def _on_every_field(fact: Fact) -> bool:
@@ -278,6 +298,17 @@ def list_elem(values: list[Value]) -> Value | None:
     return out
 
 
+def held_inside(elem: Value, depth: int = 0) -> set[Fact]:
+    """The facts held in the known fields and positions of ``elem`` (a list's ``Value.elem``)
+    and of theirs, a few levels down: what the elements hold, not the list's own order."""
+    out: set[Fact] = set()
+    for v in (*(v for _, v in elem.items or ()), *(elem.elts or ())):
+        out |= v.facts
+        if depth < 3:
+            out |= held_inside(v, depth + 1)
+    return out
+
+
 def element_fields(listed: Value) -> Value | None:
     """One element of ``listed`` with its fields known (``Value.elem``), carrying the list's
     facts of ``_on_every_field`` that no known field holds on every field, or None when the
@@ -286,16 +317,10 @@ def element_fields(listed: Value) -> Value | None:
     elem = listed.elem
     if elem is None or elem is NO_ELEM or listed.items is not None:
         return None
-    held = set(elem.facts)
-    for _, v in elem.items or ():
-        held |= v.facts
-    extra = listed.facts - held
+    extra = listed.facts - elem.facts - held_inside(elem)
     if not all(_on_every_field(f) for f in extra):
         return None
-    if not extra:
-        return elem
-    items = tuple((k, v.with_facts(v.facts | extra)) for k, v in elem.items or ())
-    return replace(elem, facts=elem.facts | extra, items=items)
+    return with_every_field(elem, extra)
 
 
 #: shapes of builtin values that hold no data attribute (``.context`` of one is no field)
@@ -341,6 +366,16 @@ def merge_elem(a: Value | None, b: Value | None) -> Value | None:
         return b
     if b is NO_ELEM:
         return a
+    if positions_known(a) and positions_known(b):
+        # tuples of known elements (``(step, result)`` pairs): position by position
+        assert a.elts is not None and b.elts is not None
+        if len(a.elts) != len(b.elts):
+            return None
+        return Value(
+            a.facts | b.facts,
+            a.shape if a.shape is b.shape else Shape.UNKNOWN,
+            elts=tuple(merge(x, y) for x, y in zip(a.elts, b.elts, strict=True)),
+        )
     out = merge(a, b)
     return out if fields_known(out) else None
 

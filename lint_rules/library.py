@@ -152,7 +152,9 @@ class LibraryMixin(EngineState):
                 return Value(shape=Shape.LIST)
             unordered = self.iteration_fact(first, node.args[0])
             facts = first.facts | {unordered} if unordered else first.facts
-            return Value(facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
+            return Value(
+                facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key, elem=first.elem
+            )
         if qual == "builtins.dict":
             role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
             content = next((kw.value for kw in node.keywords if kw.arg == "content"), None)
@@ -175,6 +177,22 @@ class LibraryMixin(EngineState):
             ):
                 return self.regranulate(first, spec)
             return self.stringify(first, node)
+        if (
+            qual == "builtins.zip"
+            and args
+            and not node.keywords
+            and len(args) == len(node.args)
+            and all(a.shape not in (Shape.SET, Shape.UNORDERED_LIST) for a in args)
+        ):
+            # pairs of the lists' elements: each position holds what one list's elements hold
+            return Value(
+                join(*args).facts,
+                Shape.LIST,
+                elem=Value(
+                    join(*args).without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts,
+                    elts=tuple(self.element_of(a) for a in args),
+                ),
+            )
         if qual in _PASS_THROUGH:
             for value in args:
                 if value.shape in (Shape.SET, Shape.UNORDERED_LIST):

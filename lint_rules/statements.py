@@ -32,7 +32,10 @@ from .frames import (
     Frame,
     element_fields,
     fields_known,
+    held_inside,
     merge,
+    positions_known,
+    with_every_field,
 )
 from .toolnames import combine
 
@@ -324,6 +327,18 @@ class StatementsMixin(EngineState):
                     if added:
                         old_added = frame.field_added.get(target.value.id, frozenset())
                         frame.field_added[target.value.id] = old_added | added
+                    held_obj = self.lookup(target.value.id)
+                    if held_obj.items is not None and isinstance(
+                        held_obj.ref, (ClassInfo, ExternalClass)
+                    ):
+                        # an object of known fields: that field now holds it too
+                        fields = dict(held_obj.items)
+                        stored = self.with_mutation_facts(value)
+                        was = fields.get(target.attr)
+                        fields[target.attr] = stored if was is None else merge(was, stored)
+                        frame.env[target.value.id] = replace(
+                            held_obj, items=tuple(sorted(fields.items()))
+                        )
                 field_key = f"{target.value.id}.{target.attr}"
                 old = frame.env.get(field_key)
                 frame.env[field_key] = self.with_mutation_facts(
@@ -539,15 +554,10 @@ class StatementsMixin(EngineState):
             element = known if known is not None else self.element_of(listed)
         if not self.frame.pinned:
             loop = self.fact(Kind.LOOP, stmt.target, "loop variable")
-            if fields_known(element):
-                # an element of known fields (``Value.elem``): each field is per iteration
-                element = replace(
-                    element,
-                    facts=element.facts | {loop},
-                    items=tuple(
-                        (k, v.with_facts(v.facts | {loop})) for k, v in element.items or ()
-                    ),
-                )
+            if fields_known(element) or positions_known(element):
+                # an element of known fields or a tuple of known elements (``Value.elem``):
+                # each field and each element is per iteration
+                element = with_every_field(element, frozenset({loop}))
             else:
                 element = Value(
                     element.facts | {loop},
@@ -558,11 +568,12 @@ class StatementsMixin(EngineState):
                 )
         self.assign(target, element, None)
         # what the body appends follows the iterable's order (a parameter's too), not an
-        # order held inside its elements' fields (a set listed in one field of each step)
+        # order held inside its elements' fields or positions (a set listed in one field of
+        # each step)
         order = {f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)}
         if order and element_fields(iterable) is not None:
             assert iterable.elem is not None
-            order -= {f for _, v in iterable.elem.items or () for f in v.facts}
+            order -= held_inside(iterable.elem)
         order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
         if unordered is not None:
             order.add(unordered)

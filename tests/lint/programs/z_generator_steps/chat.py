@@ -3,7 +3,7 @@
 # sandbox's.
 import openai
 
-from research import research, research_tagged
+from research import research, research_tagged, research_tools
 from steps import Step
 
 client = openai.AsyncOpenAI()
@@ -34,6 +34,28 @@ async def answer_tagged(query: str):
 async def answer_files(query: str):
     notes = []
     async for step in research(query, {}):
+        if isinstance(step, Step):
+            notes.append(f"{step.query}: {step.files}")
+    return await client.chat.completions.create(
+        model="gpt-4o",
+        messages=[{"role": "system", "content": "\n".join(notes)}, {"role": "user", "content": query}],  # PC002: 48 PC004: 48
+    )
+
+
+async def answer_tools(query: str):
+    notes = []
+    async for step in research_tools(query):
+        if isinstance(step, Step):
+            notes.extend(step.context)
+    return await client.chat.completions.create(
+        model="gpt-4o",
+        messages=[{"role": "system", "content": "\n".join(notes)}, {"role": "user", "content": query}],
+    )
+
+
+async def answer_tools_files(query: str):
+    notes = []
+    async for step in research_tools(query):
         if isinstance(step, Step):
             notes.append(f"{step.query}: {step.files}")
     return await client.chat.completions.create(
