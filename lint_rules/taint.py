@@ -166,6 +166,26 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
+def _first_turn_prompt(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """True for a function registered with ``@agent.system_prompt`` (or ``dynamic=False``):
+    pydantic-ai runs it when a conversation starts, with no message history, and keeps its
+    text in the history for the later runs (``Agent.system_prompt``'s ``dynamic``: "If True,
+    the system prompt will be reevaluated even when ``messages_history`` is provided"), so
+    what it computes is made once per conversation. ``dynamic=True`` (or not a constant)
+    runs it on every run."""
+    for dec in func.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if not (isinstance(target, ast.Attribute) and target.attr == "system_prompt"):
+            continue
+        dynamic = (
+            next((kw.value for kw in dec.keywords if kw.arg == "dynamic"), None)
+            if isinstance(dec, ast.Call)
+            else None
+        )
+        return dynamic is None or (isinstance(dynamic, ast.Constant) and dynamic.value is False)
+    return False
+
+
 def _joined_position(values: list[Value]) -> Value:
     """One position of the tuples a function returns on its paths, joined: a ``None`` (or
     ``True``/``False``) on some paths holds nothing, so where one value is left beside them
@@ -603,8 +623,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         env = dict(parent.env) if parent is not None else {}
         defs = dict(parent.defs) if parent is not None else {}
         summary = Summary(names, name=label, key=id(func))
-        pinned = (info is not None and func.name in INIT_METHODS) or bool(
-            CACHE_DECORATORS & set(decorators)
+        pinned = (
+            (info is not None and func.name in INIT_METHODS)
+            or bool(CACHE_DECORATORS & set(decorators))
+            or _first_turn_prompt(func)
         )
         frame = Frame(env, defs, func, info, self_name, pinned, summary=summary)
         if info is None and parent is not None and parent.cls is not None:
