@@ -155,6 +155,11 @@ def _annotated_shape(annotation: ast.expr | None) -> Shape:
     return Shape.UNKNOWN
 
 
+#: decorators that register a function as system text (pydantic-ai's ``@agent.system_prompt``
+#: and ``@agent.instructions``): what it returns is recorded as system text
+_PROMPT_DECORATORS = frozenset({"system_prompt", "instructions"})
+
+
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
     names = []
     for dec in node.decorator_list:
@@ -417,7 +422,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         texts = {f: segment(f) for f in functions}
         sink_calls = self.sink_calls
         flags = {
-            f: triggered(text) or any(call in text for call in sink_calls)
+            f: triggered(text)
+            or any(call in text for call in sink_calls)
+            # registered as a prompt by a decorator, on a line before the function's own
+            or bool(_PROMPT_DECORATORS.intersection(_decorator_names(f)))
             for f, text in texts.items()
         }
         # to a fixed point: each round looks only for calls of the functions found relevant
@@ -654,7 +662,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 env[extra.arg] = CLEAN
         # a decorator that registers the function as the system prompt (pydantic-ai's
         # @agent.system_prompt / @agent.instructions): what it returns is system text
-        summary.builder = bool({"system_prompt", "instructions"} & set(decorators))
+        summary.builder = bool(_PROMPT_DECORATORS & set(decorators))
         saved = self.frame
         self.frame = frame
         first_entry = len(self.entries)
