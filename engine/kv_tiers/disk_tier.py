@@ -298,9 +298,12 @@ class DiskTier:
         return data.view(self.dtype).reshape(self.block_shape)
 
     def _scan(self) -> None:
-        """Read every block file's header (oldest modification first) into the index."""
+        """Read every block file's header (oldest modification first) into the index. Only
+        regular files are read or deleted: anything else in the directory is left as it is."""
         found: list[tuple[float, int, DiskEntry]] = []
         for path in self.dir.iterdir():
+            if not path.is_file():
+                continue  # a folder, a FIFO, a dangling link: not a block file, left alone
             if path.suffix == ".tmp":
                 path.unlink(missing_ok=True)  # a write cut short by a crash
                 continue

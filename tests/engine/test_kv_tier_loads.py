@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import sys
 from pathlib import Path
 
@@ -212,3 +213,21 @@ def test_ram_tier_round_trip_keeps_the_bytes(mapped: bool) -> None:
     assert torch.equal(_block_of(pool, 2), before[1])
     for b in (1, 3, 4, 5, 6):
         assert torch.equal(_block_of(pool, b), before[b])
+
+
+def test_a_folder_or_fifo_named_like_a_block_file_is_left_alone(tmp_path: Path) -> None:
+    disk = _disk(tmp_path)
+    blocks = _write_blocks(disk, 2, seed=5)
+    (disk.dir / "notes.tmp").mkdir()
+    (disk.dir / "notes.tmp" / "kept").write_text("mine")
+    (disk.dir / "old.kvb").mkdir()
+    (disk.dir / "old.kvb" / "kept").write_text("mine too")
+    os.mkfifo(disk.dir / f"{1:032x}.kvb")  # opening it to read would wait for a writer
+    reopened = _disk(tmp_path)
+    assert set(reopened.entries) == set(blocks)
+    assert reopened.num_dropped == 0
+    assert (disk.dir / "notes.tmp" / "kept").read_text() == "mine"
+    assert (disk.dir / "old.kvb" / "kept").read_text() == "mine too"
+    for block_hash, data in blocks.items():
+        got = reopened.read(block_hash)
+        assert got is not None and torch.equal(got, data)
