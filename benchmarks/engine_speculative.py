@@ -508,7 +508,7 @@ def run(args: argparse.Namespace, lengths: list[int]) -> None:
     ours = Ours(model, spec)
     prompts = workloads(ours.plain.tokenizer)
     if args.only is not None:
-        prompts = [p for p in prompts if p[0] == args.only.replace("-", " ")]
+        prompts = [p for p in prompts if p[0].replace(" ", "-") == args.only]
     stop_ids = sorted(ours.plain.engine.eos_token_ids)
     cpp: LlamaCpp | None = None
     if not args.no_anchor and has_llama_cpp(args.llamacpp_venv):

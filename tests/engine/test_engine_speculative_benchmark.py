@@ -71,6 +71,14 @@ def test_a_speculative_config_the_engine_refuses_is_a_usage_error(
     assert_usage_error(done, message)
 
 
+def test_only_echo_heavy_runs_the_echo_heavy_prompts(tinystories_dir: Path) -> None:
+    # the tiny checkpoint's 512-token context holds no echo-heavy prompt: the run reaches
+    # the first one and says so (with no prompt selected, it failed printing an empty table)
+    done = run("--model", str(tinystories_dir), "--no-anchor", "--only", "echo-heavy",
+               "--repeats", "1", "--new", "2", "--threads", "1")  # fmt: skip
+    assert_usage_error(done, "tokens but max_model_len is 512")
+
+
 def test_a_small_verify_cost_run(tinystories_dir: Path) -> None:
     done = run("--model", str(tinystories_dir), "--verify-cost", "0,1,3", "--verify-steps", "3",
                "--threads", "1")  # fmt: skip
