@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 
@@ -31,6 +32,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.requests < 1:
         parser.error(f"--requests must be at least 1, got {args.requests}")
+    # Every request's 64 blocks are files in a temporary directory: refuse a count whose
+    # files would not fit there, before writing any (a full disk fails other jobs too).
+    needed = PER_REQUEST * args.requests * LAYERS * 2 * BLOCK * KV_HEADS * HEAD_DIM * 4
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    if needed > free:
+        parser.error(
+            f"--requests {args.requests} writes {needed / 2**30:.1f} GiB of block files to "
+            f"{tempfile.gettempdir()}, which has {free / 2**30:.1f} GiB free: pass fewer requests"
+        )
 
     import torch
     from engine_bench_model import machine
