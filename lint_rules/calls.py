@@ -449,9 +449,16 @@ class CallsMixin(EngineState):
                 # only what was stored into it here
                 held = held | receiver.ref.field_facts.get(path.split(".")[0], frozenset())
             if receiver_text is not None:
-                stored = self.frame.env.get(f"{receiver_text}.{path.split('.')[0]}")
+                parts = path.split(".")
+                stored = self.frame.env.get(f"{receiver_text}.{parts[0]}")
                 if stored is not None:
-                    held = held | stored.facts
+                    facts = stored.facts
+                    if len(parts) > 1 and self.frame.func is not None:
+                        # the callee reads one field of what we stored there
+                        # (``self.base_agent.system_message``): a parameter of ours stored
+                        # whole passes only that field
+                        facts = param_entry(facts, parts[1], id(self.frame.func), attribute=True)
+                    held = held | facts
             return held
 
         def held_at(path: str) -> frozenset[Fact]:
@@ -475,6 +482,17 @@ class CallsMixin(EngineState):
             for g in receiver.facts:
                 if g.kind is Kind.PARAM and g.param == SELF and "." not in g.detail:
                     g = replace(g, detail=f"self.{path}")  # our own receiver: keep the path
+                elif (
+                    g.kind is Kind.PARAM
+                    and g.param == SELF
+                    and g.detail.count(".") == 1
+                    and g.detail.startswith("self.")
+                    and "." not in path
+                ):
+                    # a field of our own receiver as the receiver (``self.base_agent.clone()``
+                    # reading ``system_message``): the summary names the field of that field
+                    # the method reads, not the whole object stored there
+                    g = replace(g, detail=f"{g.detail}.{parts[0]}")
                 elif g.kind is Kind.PARAM and g.param >= 0 and g.fix == (ours,):
                     # a parameter of ours as the receiver: our summary names the field its
                     # method reads (``handler.tool``), so a caller passes only that field
