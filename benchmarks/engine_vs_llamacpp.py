@@ -382,9 +382,7 @@ def main() -> None:
     load_peak = peak_rss_bytes()
     apart = reset_peak_rss()  # VmHWM from here on: the peak while serving
     if runner.fused_decode is not None:
-        print(
-            "ours: the fused CPU kernel (fp32 activations; int16 at the products of 2 rows or more)"
-        )
+        print("ours: the fused CPU kernel (fp32 activations; int16 per row into the int4 products)")
     else:
         print(f"ours: the torch path ({runner.fused_decode_unavailable or 'fused kernel off'})")
     cpp = (

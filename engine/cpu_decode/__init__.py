@@ -14,16 +14,19 @@ llama.cpp: ``benchmarks/engine_prefill_paths.py`` and ``benchmarks/engine_vs_lla
 
 - **int4 products** on the int4 layers' own grid (the same values as ``Int4Linear``), OpenMP
   over output rows:
-  - one row (a decode step at batch 1): a matrix-vector kernel with fp32 activations over the
-    same panels (``pack_panels``' layout, the kernel's one copy of the weights; 16 weight rows
-    at a time);
+  - every row's activations rounded to int16 per group of 32 (an error of at most 2^-16 of
+    each group's largest input), the products summed exactly in int32 (``vpmaddwd``) and
+    folded into fp32 by the same operations whatever the row count: a row's output is bit for
+    bit the same alone as inside a product of many rows (row-invariant numerics), so a
+    speculative verify pass's products give each row what a plain step's give it;
+  - one row (a decode step at batch 1): a matrix-vector kernel over the same panels
+    (``pack_panels``' layout, the kernel's one copy of the weights; 16 weight rows at a time),
+    the codes widened to int16 in registers;
   - two rows or more: a GEMM over panels of 16 weight rows (``pack_panels``), each unpacked to
-    int16 once and multiplied by every row four at a time, with the rows' activations rounded
-    to int16 per group of 32 (an error of at most 2^-16 of each group's largest input) and
-    summed exactly in int32 (``vpmaddwd``). Twice the products per instruction of fp32 FMAs:
-    on SmolLM2's shapes at 64 rows, 1.6-1.7x the speed of an fp32 four-row GEMM over the same
-    int4 weights (``pc_matmul`` alone, 2 threads, AMD EPYC Zen 4 running this AVX2 code,
-    2026-12-02), at the same top-1 agreement with the fp32 model (docs/engine.md);
+    int16 once and multiplied by every row four at a time. Twice the products per instruction
+    of fp32 FMAs: on SmolLM2's shapes at 64 rows, 1.6-1.7x the speed of an fp32 four-row GEMM
+    over the same int4 weights (``pc_matmul`` alone, 2 threads, AMD EPYC Zen 4 running this
+    AVX2 code, 2026-12-02), at the same top-1 agreement with the fp32 model (docs/engine.md);
 - **paged causal attention** read in place through the block table (no gather), as the tasks
   of ``plan.attention_plan``: runs of whole blocks read for a set of rows with their queries
   stacked, so blocks several rows need (a cached system prompt, the keys of a prefill chunk)
@@ -37,7 +40,7 @@ The embedding, the final norm, the LM head and sampling stay in torch (``FusedDe
 (``FusedDecode.build`` says why not: the CPU, the compiler, dtypes, architecture). Once built it
 frees the int4 layers' dense fp32 copies (the torch path's prefill GEMM operand), so the torch
 path, which then runs only if a batch has an invalid slot, takes torch's int4 kernel. Numerics:
-fp32 activations, int16 at the products of two rows or more, so its logits are closer to the
+fp32 activations, int16 into the int4 products, so its logits are closer to the
 float model's than the torch int4 path's, which rounds activations to bf16 (2^-9 of each value)
 for torch's kernel.
 """

@@ -1,9 +1,10 @@
 /* One forward pass of a Llama-architecture decoder over M new tokens (decode rows, one per
  * sequence, and prefill chunks, several of one sequence) on an x86-64 CPU with AVX2 and FMA:
  * every decoder layer (RMSNorm, q/k/v, RoPE, KV store, paged causal attention, o, RMSNorm,
- * gate/up, SwiGLU, down) in one call. Activations are fp32, except that the products of two
- * rows or more (prefill chunks, decode batches) quantise each row's input to int16 per group of
- * 32 and multiply in integers (panel_gemm); one row's products stay in fp32 (q4_gemv).
+ * gate/up, SwiGLU, down) in one call. Activations are fp32, except that every int4 product
+ * quantises each row's input to int16 per group of 32 and multiplies in integers, with the same
+ * arithmetic per row whatever the row count (q4_gemv_i16 for one row, panel_gemm for more):
+ * a row's result is bit for bit the same alone or among others (row-invariant numerics).
  *
  * Why it exists: at batch 1 the torch path makes about 1,400 aten calls a step, and torch's CPU
  * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
@@ -91,8 +92,6 @@ static inline void f32_to_f16(const float *restrict src, uint16_t *restrict dst,
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
 }
 
-static inline __m256 u8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
-
 /* 8 bf16 (raw bits) -> fp32, exactly: the bits are fp32's upper half */
 static inline __m256 bf16x8_to_ps(const uint16_t *p) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
@@ -157,56 +156,6 @@ static inline float exp_sub_sum(float *s, int64_t n, float m) {
         for (int64_t i = j; i < n; i++) s[i] = out[i - j], l += out[i - j];
     }
     return l;
-}
-
-/* y [n] = W x [k] from W's panels of 16 rows (the layout panel_gemm reads, so one copy of the
- * weight serves both): per panel and group of 32 inputs, d * (q . x_group) + m * sum(x_group) for
- * its 16 rows at once. A step of the panel is 16 bytes, two inputs of each row (low nibbles rows
- * 0-7, high rows 8-15, each row's two inputs side by side): four FMAs against the pair
- * (x[2s], x[2s + 1]) broadcast, each row's two lanes summed at the group's end. xsum: scratch
- * [k / 32]. OpenMP over panels. */
-static void q4_gemv(const pc_q4 *w, const float *restrict x, float *restrict y,
-                    float *restrict xsum, int nthreads) {
-    const int64_t n = w->n, k = w->k, ng = k / 32;
-    for (int64_t g = 0; g < ng; g++) {
-        float s = 0.f;
-        for (int j = 0; j < 32; j++) s += x[32 * g + j];
-        xsum[g] = s;
-    }
-#pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t c = 0; c < n; c += 16) {
-        const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
-        const uint16_t *dm = w->pdm + c / 16 * ng * 32;
-        const __m128i mask = _mm_set1_epi8(15);
-        __m256 y0 = _mm256_setzero_ps(), y1 = y0;
-        for (int64_t g = 0; g < ng; g++) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t st = 16 * g; st < 16 * g + 16; st++) {
-                const __m128i raw = _mm_loadu_si128((const __m128i *)(pq + 16 * st));
-                const __m128i lo = _mm_and_si128(raw, mask);
-                const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-                const __m256 xv = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(x + 2 * st)));
-                a0 = _mm256_fmadd_ps(u8x8_to_ps(lo), xv, a0);
-                a1 = _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(lo, 8)), xv, a1);
-                a2 = _mm256_fmadd_ps(u8x8_to_ps(hi), xv, a2);
-                a3 = _mm256_fmadd_ps(u8x8_to_ps(_mm_srli_si128(hi, 8)), xv, a3);
-            }
-            /* hadd gives rows (0, 1, 4, 5, 2, 3, 6, 7); the 64-bit permute puts them in order */
-            const __m256 s0 = _mm256_castpd_ps(
-                _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a0, a1)), 0xD8));
-            const __m256 s1 = _mm256_castpd_ps(
-                _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(a2, a3)), 0xD8));
-            __m256 d[2], mm[2];
-            group_dm(dm + 32 * g, d, mm);
-            const __m256 xs = _mm256_set1_ps(xsum[g]);
-            y0 = _mm256_fmadd_ps(d[0], s0, y0);
-            y1 = _mm256_fmadd_ps(d[1], s1, y1);
-            y0 = _mm256_fmadd_ps(mm[0], xs, y0);
-            y1 = _mm256_fmadd_ps(mm[1], xs, y1);
-        }
-        _mm256_storeu_ps(y + c, y0);
-        _mm256_storeu_ps(y + c + 8, y1);
-    }
 }
 
 /* y[0..mr) [16] (rows ldy apart) = a[0..mr) [k] . b [k, 16] (rows ldb apart), mr <= 6: the
@@ -290,6 +239,20 @@ static void quantize_rows(const float *restrict x, int64_t ldx, int64_t M, int64
         }
 }
 
+/* f [2] (a panel's 16 output rows) += d * (dx * acc) + m * sx: one group's exact int32 sums acc
+ * of one activation row folded into its fp32 accumulators, the same operations in the same
+ * order whichever product (panel_gemm's tiles, q4_gemv_i16's one row) computed acc, so a row's
+ * result does not depend on how many rows the product had. */
+static inline __attribute__((always_inline)) void fold_group(const __m256i acc[2],
+                                                            const __m256 d[2], const __m256 m[2],
+                                                            float dx, float sx, __m256 f[2]) {
+    const __m256 xd = _mm256_set1_ps(dx), xs = _mm256_set1_ps(sx);
+    for (int i = 0; i < 2; i++) {
+        f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i]), _mm256_mul_ps(d[i], xd), f[i]);
+        f[i] = _mm256_fmadd_ps(m[i], xs, f[i]);
+    }
+}
+
 /* Rows of activations the panel GEMM's register tile takes at a time (measured: 3 and 6 are
  * slower on SmolLM2's shapes). */
 #define PANEL_TILE_ROWS 4
@@ -345,17 +308,8 @@ static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *
                     }
                     __m256 dv[2], mv[2];
                     group_dm(dm + g * 32, dv, mv);
-                    const __m256 d0 = dv[0], d1 = dv[1], m0 = mv[0], m1 = mv[1];
-                    for (int r = 0; r < PANEL_TILE_ROWS; r++) {
-                        const __m256 xd = _mm256_set1_ps(dx[rows[r] * ng + g]);
-                        const __m256 xs = _mm256_set1_ps(sx[rows[r] * ng + g]);
-                        f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]),
-                                                  _mm256_mul_ps(d0, xd), f[r][0]);
-                        f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]),
-                                                  _mm256_mul_ps(d1, xd), f[r][1]);
-                        f[r][0] = _mm256_fmadd_ps(m0, xs, f[r][0]);
-                        f[r][1] = _mm256_fmadd_ps(m1, xs, f[r][1]);
-                    }
+                    for (int r = 0; r < PANEL_TILE_ROWS; r++)
+                        fold_group(acc[r], dv, mv, dx[rows[r] * ng + g], sx[rows[r] * ng + g], f[r]);
                 }
                 for (int64_t r = 0; r < mr; r++) {
                     _mm256_storeu_ps(y + (m + r) * n + c, f[r][0]);
@@ -363,6 +317,43 @@ static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *
                 }
             }
         }
+    }
+}
+
+/* y [n] = W x for one row x as quantize_rows left it (qx [k], dx, sx [k / 32]) and W's int4
+ * panels: panel_gemm's arithmetic for a single row (the same exact int32 group sums, folded by
+ * the same fold_group), so a row's output is bit for bit the one it gets inside a product of
+ * many rows. The panel's codes are widened to int16 in registers as they are read (no unpacked
+ * copy: each is used once). OpenMP over panels. */
+static void q4_gemv_i16(const pc_q4 *w, const int16_t *restrict qx, const float *restrict dx,
+                        const float *restrict sx, float *restrict y, int nthreads) {
+    const int64_t n = w->n, k = w->k, ng = k / 32;
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int64_t c = 0; c < n; c += 16) {
+        const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
+        const uint16_t *dm = w->pdm + c / 16 * ng * 32;
+        const __m128i mask = _mm_set1_epi8(15);
+        __m256 f[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t g = 0; g < ng; g++) {
+            __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            const uint8_t *pg = pq + g * 16 * 16;
+            const int16_t *xg = qx + 32 * g;
+            for (int s = 0; s < 16; s++) {
+                const __m128i raw = _mm_loadu_si128((const __m128i *)(pg + 16 * s));
+                const __m256i w0 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, mask));
+                const __m256i w1 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), mask));
+                int32_t two;
+                __builtin_memcpy(&two, xg + 2 * s, 4);
+                const __m256i a = _mm256_set1_epi32(two);
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(w0, a));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(w1, a));
+            }
+            __m256 dv[2], mv[2];
+            group_dm(dm + g * 32, dv, mv);
+            fold_group(acc, dv, mv, dx[g], sx[g], f);
+        }
+        _mm256_storeu_ps(y + c, f[0]);
+        _mm256_storeu_ps(y + c + 8, f[1]);
     }
 }
 
@@ -378,18 +369,17 @@ static void panel_product(const pc_q4 *w, const float *x, int64_t ldx, int64_t M
     int16_t *qx = (int16_t *)qbuf;
     float *dx = qbuf + (M * w->k + 1) / 2, *sx = dx + M * (w->k / 32);
     quantize_rows(x, ldx, M, w->k, qx, dx, sx, nt);
-    panel_gemm(w, qx, dx, sx, M, y, nt);
+    if (M == 1)
+        q4_gemv_i16(w, qx, dx, sx, y, nt);
+    else
+        panel_gemm(w, qx, dx, sx, M, y, nt);
 }
 
-/* y [M, n] = x [M, k] (rows ldx apart) W^T: the matrix-vector kernel (fp32 activations) for
- * one row, the panels (int16 activations) for more. qbuf: pc_scratch_floats' share for
- * panel_product; xsum: [k / 32 + 1]. */
-static void matmul(const pc_q4 *w, const float *x, int64_t ldx, float *y, int64_t M, float *xsum,
-                   float *qbuf, int nt) {
-    if (M == 1)
-        q4_gemv(w, x, y, xsum, nt);
-    else
-        panel_product(w, x, ldx, M, y, qbuf, nt);
+/* y [M, n] = x [M, k] (rows ldx apart) W^T by panel_product. qbuf: pc_scratch_floats' share
+ * for it. */
+static void matmul(const pc_q4 *w, const float *x, int64_t ldx, float *y, int64_t M, float *qbuf,
+                   int nt) {
+    panel_product(w, x, ldx, M, y, qbuf, nt);
 }
 
 /* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm in fp32 */
@@ -798,7 +788,7 @@ static inline int64_t widest_input(const pc_dims *D) {
 int64_t pc_scratch_floats(const pc_dims *D, int64_t M) {
     const int64_t q = D->heads * D->head_dim, kv = D->kv_heads * D->head_dim;
     const int64_t widest = widest_input(D);
-    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) + widest / 32 + 1 +
+    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) +
            matmul_scratch_floats(widest, M);
 }
 
@@ -819,13 +809,13 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
     const int64_t inter = D->inter, qkvn = qn + 2 * kvn;
     const int nt = D->nthreads;
     float *h = scratch, *tmp = h + M * hid, *qkv = tmp + M * hid, *att = qkv + M * qkvn;
-    float *gu = att + M * qn, *xsum = gu + M * 2 * inter, *qbuf = xsum + widest_input(D) / 32 + 1;
+    float *gu = att + M * qn, *qbuf = gu + M * 2 * inter;
     float *work = scratch + pc_scratch_floats(D, M);
     for (int64_t L = 0; L < num_layers; L++) {
         const pc_layer *ly = layers + L;
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln1, h + m * hid, hid, D->eps);
-        matmul(&ly->qkv, h, hid, qkv, M, xsum, qbuf, nt);
+        matmul(&ly->qkv, h, hid, qkv, M, qbuf, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
             float *r = qkv + m * qkvn;
@@ -848,11 +838,11 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
             }
             M = nkeep;
         }
-        matmul(&ly->o, att, qn, tmp, M, xsum, qbuf, nt);
+        matmul(&ly->o, att, qn, tmp, M, qbuf, nt);
         add_rows(x, tmp, M * hid, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
-        matmul(&ly->gate_up, h, hid, gu, M, xsum, qbuf, nt);
+        matmul(&ly->gate_up, h, hid, gu, M, qbuf, nt);
         /* silu(g) * u of each row in place over its gate half [inter] */
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) {
@@ -866,7 +856,7 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
             }
             for (; i < inter; i++) g[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
         }
-        matmul(&ly->down, gu, 2 * inter, tmp, M, xsum, qbuf, nt); /* the gate halves, in place */
+        matmul(&ly->down, gu, 2 * inter, tmp, M, qbuf, nt); /* the gate halves, in place */
         add_rows(x, tmp, M * hid, nt);
     }
 }
@@ -929,11 +919,11 @@ void pc_pack_q4_panels(const uint8_t *qs, const uint16_t *dm, int64_t n, int64_t
  * kernel for M rows), and one layer's attention. */
 void pc_matmul(const pc_dims *D, const pc_q4 *w, const float *x, float *y, int64_t M,
                float *scratch) {
-    matmul(w, x, w->k, y, M, scratch, scratch + w->k / 32 + 1, D->nthreads);
+    matmul(w, x, w->k, y, M, scratch, D->nthreads);
 }
 
 /* Floats of scratch pc_matmul needs for M rows of k inputs. */
-int64_t pc_matmul_scratch_floats(int64_t k, int64_t M) { return k / 32 + 1 + matmul_scratch_floats(k, M); }
+int64_t pc_matmul_scratch_floats(int64_t k, int64_t M) { return matmul_scratch_floats(k, M); }
 
 void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const void *k_cache,
                         const void *v_cache, const int32_t *tables, int64_t table_stride,

@@ -281,8 +281,8 @@ class FusedDecode:
     (any batch whose slots are all valid) -> the final hidden states ``[rows, hidden]`` fp32
     (after the model's final norm; ``[len(output_rows), hidden]`` for those rows only), each
     token's K/V written to its slot: what ``LlamaForCausalLM.forward`` returns for that batch,
-    with fp32 activations into one row's int4 products and int16 (per group of 32) into those
-    of two rows or more (the torch kernel rounds them to bf16).
+    with each row's activations rounded to int16 (per group of 32) into the int4 products, the
+    same bits for a row whatever the pass's row count (the torch kernel rounds them to bf16).
     Speed on SmolLM2-135M (int4, 2 threads): a 1,088-token prefill in 1.30 s and 64 tokens
     after 1,024 cached in 0.099 s (medians, ``benchmarks/engine_vs_llamacpp.py`` on an AMD EPYC
     Zen 4 running this AVX2 code, docs/benchmarks.md#engine-vs-llamacpp); against the torch

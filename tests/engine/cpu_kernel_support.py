@@ -99,10 +99,10 @@ def rope_f64(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Ten
     return x * cos + rotated * sin
 
 
-#: ``assert_close`` tolerance of a pass of two rows or more against ``token_step_f64``'s exact
-#: products: the panel GEMM rounds each product's inputs to int16, by up to 2^-16 of their
+#: ``assert_close`` tolerance of a pass (of any number of rows) against ``token_step_f64``'s
+#: exact products: the kernel rounds each product's inputs to int16, by up to 2^-16 of their
 #: group's largest (about 1e-4 at the tinystories down projection's large inputs), and the next
-#: layer carries that on. A pass of one row takes fp32 products (1e-5 for K/V, 1e-4 hidden).
+#: layer carries that on.
 INT16_PASS = {"atol": 5e-4, "rtol": 5e-4}
 
 #: ``assert_close`` tolerance of a pass into an fp16 pool, its K/V and hidden states, against

@@ -321,6 +321,52 @@ def test_greedy_equals_plain_decoding_one_by_one(
     _drained(spec)
 
 
+# The speculative benchmark's natural-chat questions as a checkpoint without a chat template
+# gets them (benchmarks/engine_speculative.py), with its default drafting: on tinystories int4
+# the fox story's plain decoding has two best tokens 1.7e-5 apart in logprob at token 72.
+NATURAL_PROMPTS = [
+    "What are three simple ways to sleep better?\n",
+    "Write a short story about a fox who learns to swim.\n",
+    "Why is the sky blue? Explain it to a ten-year-old.\n",
+]
+BENCHMARK_SPEC = {
+    "method": "ngram",
+    "num_speculative_tokens": 5,
+    "prompt_lookup_max": 4,
+    "prompt_lookup_min": 2,
+}
+
+
+@pytest.mark.parametrize("weight_dtype", ["int4", "int8"])
+def test_quantized_greedy_equals_plain_decoding(
+    tinystories_dir: Path, all_prompts: list[str], weight_dtype: str
+) -> None:
+    """Quantised weights (int4 through the fused CPU kernel where it runs): a verify pass of
+    1 + k rows gives each row the logits a one-row step gives it, bit for bit, so no near-tie
+    flips (the fox story's at token 72 did when one row's products kept fp32 activations);
+    one by one under both draft settings, and int4 batched."""
+    prompts = all_prompts + NATURAL_PROMPTS
+    params = SamplingParams(temperature=0, max_tokens=128)
+    plain = _engine(tinystories_dir, None, weight_dtype=weight_dtype)
+    want = [_generate(plain, [p], params, prefix=f"p{i}-")[0] for i, p in enumerate(prompts)]
+    for spec_config in (SPEC, BENCHMARK_SPEC):
+        spec = _engine(tinystories_dir, spec_config, weight_dtype=weight_dtype)
+        for i, prompt in enumerate(prompts):
+            [got] = _generate(spec, [prompt], params, prefix=f"s{i}-")
+            assert got.output_token_ids == want[i].output_token_ids, prompt
+        assert spec.stats().spec_decode_num_accepted_tokens > 100
+        _drained(spec)
+    if weight_dtype != "int4":
+        # The torch path's weight-only layers switch from the int8 kernel to a dense GEMM at
+        # DENSE_MIN_ROWS rows, so a batch's verify pass may round otherwise than its plain step.
+        return
+    # Batched, against plain decoding of the same batch: the kernel's rows are independent.
+    plain_batch = _generate(plain, prompts, params, prefix="pb")
+    spec = _engine(tinystories_dir, BENCHMARK_SPEC, weight_dtype=weight_dtype)
+    got_batch = _generate(spec, prompts, params, prefix="sb")
+    assert [o.output_token_ids for o in got_batch] == [o.output_token_ids for o in plain_batch]
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
