@@ -5,21 +5,22 @@ back-off after wasted drafts.
 memory-bound CPU decode the weights are read once either way, but one row takes the fused
 kernel's one-row int4 product and two or more take its panel product, whose register tile
 holds ``VERIFY_TILE_ROWS`` (4) rows of activations: rows 2 to 4 cost about the same, and each
-further tile of 4 rows costs most of a plain step more (``verify_cost``). Measured on SmolLM2
-int4, fused CPU kernel, one torch thread, shared 2-core VM, 2026-12-03, steps of each size
-interleaved in one request (``benchmarks/engine_speculative.py --verify-cost``), medians of
-40-52 steps each, in three runs at load average 3-7: 1.28, 1.35 and 1.30 plain steps for 1
-draft; 1.41, 1.53 and 1.42 for 3; 2.22, 2.23 and 2.42 for 4; 2.35, 2.31 and 2.37 for 5; 2.58
-and 2.53 for 7; 3.17, 3.25 and 3.36 for 8; 3.65 for 11. A pass yields ``1 + a + a^2 + ... +
-a^k`` tokens on average when each next draft is right with probability ``a`` (given the ones
-before it were).
+further tile of 4 rows costs most of a plain step more (``verify_cost``). Every product,
+one row or a tile, rounds each row's activations to int16 per group of 32 (row-invariant
+numerics, so a verify row computes what a plain step would). Measured on SmolLM2 int4, fused
+CPU kernel, one torch thread, shared 2-core VM (Intel Xeon, AVX-512), 2026-12-04, steps of each
+size interleaved in one request (``benchmarks/engine_speculative.py --verify-cost``), medians of
+43-52 steps each, load average 0.6: a plain step 12.6 ms; 1.55 plain steps for 1 draft, 1.64
+for 2, 1.72 for 3, 2.50 for 4, 2.62 for 5, 2.78 for 7, 3.47 for 8. A pass yields
+``1 + a + a^2 + ... + a^k`` tokens on average when each next draft is right with probability
+``a`` (given the ones before it were).
 
 **Acceptance.** Each sequence keeps ``a`` as an exponentially weighted count of its verified
 draft positions (every position up to and including the first rejection is one trial),
 starting from ``PRIOR_ACCEPTED / PRIOR_TRIALS``, and drafts the ``k`` that maximises tokens per
 unit of cost (`best_draft_length`); ``k = 0`` when no length promises at least ``MIN_GAIN``
 times a plain step's rate (a margin for the estimate's noise and for a verify's cost, which
-moves with the machine's load: drafting starts at ``a`` about 0.41, not 0.3). While it does
+moves with the machine's load: drafting starts at ``a`` about 0.51, not 0.44). While it does
 not draft, each step still checks the first token of the draft it would have made against the
 token the model produced (a free trial), so the estimate recovers when the text turns to
 copying again.
@@ -61,10 +62,10 @@ __all__ = [
 VERIFY_TILE_ROWS = 4
 """Rows the fused CPU kernel's panel product takes per register tile (``PANEL_TILE_ROWS``)."""
 
-VERIFY_COST_FIRST_TILE = 0.3
+VERIFY_COST_FIRST_TILE = 0.47
 """Extra cost of switching from the one-row product to the panel product, in decode steps."""
 
-VERIFY_COST_PER_TOKEN = 0.06
+VERIFY_COST_PER_TOKEN = 0.085
 """Extra cost per draft token verified (its row's attention, LM head and sampling)."""
 
 VERIFY_COST_PER_TILE = 0.7
@@ -76,9 +77,10 @@ DECAY = 0.9
 MIN_GAIN = 1.1
 """Expected tokens per unit of cost a draft must promise, over a plain step's 1."""
 
-PRIOR_ACCEPTED = 1.0
+PRIOR_ACCEPTED = 1.2
 PRIOR_TRIALS = 2.0
-"""The estimate before any trial: 1 of 2, so a new sequence drafts a few tokens."""
+"""The estimate before any trial: 1.2 of 2 (0.6, above the 0.51 where drafting starts), so a new
+sequence drafts a few tokens."""
 
 BACKOFF_BASE_STEPS = 2
 """Decode steps without drafts after a first wasted verify (one that kept no draft)."""
@@ -93,7 +95,7 @@ def verify_cost(num_drafts: int) -> float:
     Returns:
         1.0 for no draft; ``1 + VERIFY_COST_FIRST_TILE + VERIFY_COST_PER_TOKEN * num_drafts +
         VERIFY_COST_PER_TILE * t`` with ``t`` the tiles of `VERIFY_TILE_ROWS` rows past the
-        first that ``num_drafts + 1`` rows fill (1.36 for 1 draft, 1.48 for 3, 2.24 for 4).
+        first that ``num_drafts + 1`` rows fill (1.555 for 1 draft, 1.725 for 3, 2.51 for 4).
 
     Raises:
         ValueError: ``num_drafts < 0``.

@@ -25,6 +25,8 @@ from promptcache.engine.spec_decode import (
     accepted_length,
 )
 from promptcache.engine.spec_decode.draft_length import (
+    PRIOR_ACCEPTED,
+    PRIOR_TRIALS,
     AcceptanceEstimate,
     best_draft_length,
     verify_cost,
@@ -199,11 +201,12 @@ def test_draft_length_follows_the_acceptance_estimate() -> None:
     assert lengths == sorted(lengths)
     assert best_draft_length(0.9, 3) == 3
     estimate = AcceptanceEstimate()
-    assert estimate.rate == 0.5
+    prior = PRIOR_ACCEPTED / PRIOR_TRIALS
+    assert estimate.rate == prior
     estimate.observe(4, 4)
     high = estimate.rate
     estimate.observe(0, 4)
-    assert 0.5 < estimate.rate < high
+    assert prior < estimate.rate < high
     for _ in range(30):
         estimate.observe(0, 1)
     assert estimate.rate < 0.05
@@ -231,7 +234,7 @@ def test_proposer_cuts_the_match_to_the_length_that_pays() -> None:
     )
     tokens = [rng.randint(0, 4) for _ in range(8)]
     for _ in range(60):
-        rate = proposer.acceptance_rate(0) or 0.5
+        rate = proposer.acceptance_rate(0) or PRIOR_ACCEPTED / PRIOR_TRIALS
         want = _brute_force_draft(tokens, 6, 1, 3)
         got = proposer.propose(0, tokens, 6)
         assert got == want[: best_draft_length(rate, len(want))]
