@@ -83,6 +83,10 @@ def _read_toml(path: Path) -> dict[str, object]:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+        raise ConfigError(
+            f"{path} nests arrays or inline tables too deeply to read; flatten them"
+        ) from None
 
 
 def _kind(value: object) -> str:

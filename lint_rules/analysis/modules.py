@@ -95,8 +95,8 @@ def _pyproject_roots(folder: str) -> tuple[Root, ...]:
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return ()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return ()  # RecursionError: arrays or tables nested too deeply for tomllib
     roots: list[Root] = [(folder, "", False)]
     package_dir = _table(data, "tool", "setuptools", "package-dir")
     if isinstance(package_dir, dict):

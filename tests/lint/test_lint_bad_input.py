@@ -62,6 +62,7 @@ def one_error_line(result: Result) -> str:
             '[tool.promptcache.lint.per-file-ignores]\n"[z-a]" = ["PC001"]\n',
             "bad pattern '[z-a]' in per-file-ignores",
         ),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nests arrays or inline tables too deeply"),
     ],
 )
 def test_bad_config_shapes_are_one_line_errors(project: Path, toml: str, expected: str) -> None:

@@ -129,3 +129,12 @@ def test_files_outside_the_run_root_are_named_from_their_common_folder(tmp_path:
     (tmp_path / "elsewhere").mkdir()
     index = ModuleIndex.build(files, tmp_path / "elsewhere")
     assert index.names[files[0]] == ("pkg.utils", False)
+
+
+def test_a_pyproject_nested_too_deeply_for_tomllib_declares_nothing(tmp_path: Path) -> None:
+    deep = "x = " + "[" * 5000 + "]" * 5000 + "\n"  # valid TOML; tomllib recurses per level
+    files = _tree(tmp_path, {"libs/deep/pyproject.toml": deep, "libs/deep/src/dpkg/m.py": ""})
+    index = ModuleIndex.build(files, tmp_path)
+    claims = _claims(index, tmp_path)
+    assert claims["dpkg.m"] == ["libs/deep/src/dpkg/m.py"]  # src/ is still a source root
+    assert claims["libs.deep.src.dpkg.m"] == ["libs/deep/src/dpkg/m.py"]
