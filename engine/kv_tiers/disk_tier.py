@@ -305,7 +305,8 @@ class DiskTier:
             if not path.is_file():
                 continue  # a folder, a FIFO, a dangling link: not a block file, left alone
             if path.suffix == ".tmp":
-                path.unlink(missing_ok=True)  # a write cut short by a crash
+                if not _writer_alive(path):
+                    path.unlink(missing_ok=True)  # a write cut short by a crash
                 continue
             if path.suffix != BLOCK_FILE_SUFFIX:
                 continue
@@ -349,3 +350,22 @@ class DiskTier:
         tokens = struct.unpack(f"<{num_tokens}q", raw_tokens)
         entry = DiskEntry(int.from_bytes(parent, "little"), tokens, size)
         return block_hash, entry, stat.st_mtime
+
+
+def _writer_alive(tmp: Path) -> bool:
+    """Whether another live process may still be writing ``tmp`` (``<hash>.<pid>.tmp``, written
+    by `DiskTier.put` of the engine with that pid): such a file is left for its writer to
+    rename; one of this process, of a process that is gone, or of a name without a pid is not."""
+    _, dot, pid_text = tmp.stem.rpartition(".")
+    if not dot or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # PermissionError: alive, another user's; OverflowError: not a pid
+    return True

@@ -231,3 +231,28 @@ def test_a_folder_or_fifo_named_like_a_block_file_is_left_alone(tmp_path: Path) 
     for block_hash, data in blocks.items():
         got = reopened.read(block_hash)
         assert got is not None and torch.equal(got, data)
+
+
+def test_a_write_in_progress_by_a_live_engine_is_left_to_it(tmp_path: Path) -> None:
+    """Two engines on one --kv-disk: one starting must not delete the other's ``.<pid>.tmp``
+    (its write would then fail); a crashed writer's, a nameless one's and our own are removed."""
+    import subprocess
+
+    disk = _disk(tmp_path)
+    _write_blocks(disk, 1, seed=6)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        live = disk.dir / f"{2:032x}.{other.pid}.tmp"
+        dead = disk.dir / f"{3:032x}.{gone.pid}.tmp"
+        mine = disk.dir / f"{4:032x}.{os.getpid()}.tmp"
+        nameless = disk.dir / f"{5:032x}.tmp"
+        for path in (live, dead, mine, nameless):
+            path.write_bytes(b"partial")
+        _disk(tmp_path)
+        assert live.read_bytes() == b"partial"
+        assert not dead.exists() and not mine.exists() and not nameless.exists()
+    finally:
+        other.kill()
+        other.wait()
