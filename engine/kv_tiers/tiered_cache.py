@@ -184,6 +184,8 @@ class KVTiers:
         self._pool_view_known = False  # whether `_pool_view` was looked for
         #: Pool blocks made resident when the tiers were built (`startup_seconds`).
         self.num_resident_blocks = 0
+        #: Disk read buffers made resident then (at most ``MAX_STAGED_BLOCKS``).
+        self.num_resident_buffers = 0
         #: Wall seconds of the start-up work: with a disk tier that holds blocks, the read
         #: buffers its first hits use and the pool blocks they are copied into (the first
         #: ``min(disk blocks, pool blocks)``, which a fresh block manager hands out first) are
@@ -195,6 +197,7 @@ class KVTiers:
             start = time.perf_counter()
             count = min(MAX_STAGED_BLOCKS, len(disk))
             self._buffers = [disk.new_buffer() for _ in range(count)]
+            self.num_resident_buffers = count
             num_pool_blocks = self.kv_caches[0].k_cache.shape[0]
             self.num_resident_blocks = min(len(disk), num_pool_blocks)
             _make_resident(self.kv_caches, self.num_resident_blocks)

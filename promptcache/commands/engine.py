@@ -529,8 +529,9 @@ def _tiers_text(tiers: Any) -> str:
         )
         if tiers.num_resident_blocks:
             parts[-1] += (
-                f"; {plural(tiers.num_resident_blocks, 'pool block')} made resident at start, "
-                f"with the read buffers for its blocks ({tiers.startup_seconds * 1000:.0f} ms)"
+                f"; {plural(tiers.num_resident_blocks, 'pool block')} and "
+                f"{plural(tiers.num_resident_buffers, 'disk read buffer')} made resident at "
+                f"start ({tiers.startup_seconds * 1000:.0f} ms)"
             )
     return ", ".join(parts)
 
