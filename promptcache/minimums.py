@@ -135,7 +135,8 @@ def load_model_minimums(path: str | Path) -> ModelMinimums:
     """Load a table in the bundled file's format (see ``data/model_minimums.toml``).
 
     Raises:
-        ConfigError: the file is missing, is not TOML, or a row lacks a key or has a bad value.
+        ConfigError: the file is missing, is not UTF-8 text, is not TOML or nests it too deeply to
+            read, or a row lacks a key or has a bad value.
     """
     file = Path(path)
     try:
@@ -144,6 +145,14 @@ def load_model_minimums(path: str | Path) -> ModelMinimums:
         raise ConfigError(f"cannot read model minimums file {file}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+        raise ConfigError(
+            f"{file} nests arrays or inline tables too deeply to read; flatten them"
+        ) from None
     return _parse(data, str(file))
 
 

@@ -397,6 +397,10 @@ def load_price_table(path: str | Path) -> PriceTable:
             f"price table {file} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
             "save it as UTF-8"
         ) from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+        raise ConfigError(
+            f"price table {file} nests arrays or inline tables too deeply to read; flatten them"
+        ) from None
     return _parse_table(data, str(file))
 
 

@@ -206,6 +206,12 @@ def test_minimum_overrides(tmp_path: Path) -> None:
     own.write_text("not toml [")
     with pytest.raises(ConfigError, match=r"is not valid TOML"):
         load_model_minimums(own)
+    own.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")  # valid, deeper than tomllib reads
+    with pytest.raises(ConfigError, match=r"nests arrays or inline tables too deeply"):
+        load_model_minimums(own)
+    own.write_bytes("name = \"caf\u00e9\"\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text"):
+        load_model_minimums(own)
     with pytest.raises(ConfigError, match=r"cannot read model minimums file"):
         load_model_minimums(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match=r"min_tokens must be a positive integer"):

@@ -402,6 +402,8 @@ def test_user_file_overrides_and_derives_cache_rates(tmp_path: Path) -> None:
         ('[models.x]\nfamily = "anthropic"\ninput = "abc"\noutput = "1"\n', "number"),
         ('[models.x]\nfamily = "anthropic"\ninput = 1\noutput = 1\naliases = "y"\n', "aliases"),
         ("[families.f]\ncache_read = 0.1\n", "missing cache_write_5m"),
+        # valid TOML that tomllib cannot read: it recurses once per level of nesting
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nests arrays or inline tables too deeply"),
     ],
 )
 def test_malformed_user_file_raises_config_error(tmp_path: Path, text: str, match: str) -> None:
