@@ -56,6 +56,9 @@ class ByteSize(click.ParamType):  # type: ignore[type-arg]
 
     name = "BYTES"
 
+    def __init__(self, minimum: int = 0) -> None:
+        self.minimum = minimum
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -71,10 +74,13 @@ class ByteSize(click.ParamType):  # type: ignore[type-arg]
         size = int(Decimal(match.group(1)) * _UNITS[unit])
         if size > MAX_BYTES:
             self.fail(f"{value!r} is more bytes than any machine has (at most 8 EiB)", param, ctx)
+        if size < self.minimum:
+            self.fail(f"{value!r} is {size} bytes; give at least {self.minimum}", param, ctx)
         return size
 
 
 BYTES = ByteSize()
+POSITIVE_BYTES = ByteSize(minimum=1)
 
 
 @click.group(name="engine")
@@ -179,7 +185,7 @@ def engine_group() -> None:
 )
 @click.option(
     "--kv-disk-bytes",
-    type=BYTES,
+    type=POSITIVE_BYTES,
     default=DEFAULT_KV_DISK_BYTES,
     show_default="16GiB",
     help="Byte budget of the --kv-disk block files (least recently used out).",

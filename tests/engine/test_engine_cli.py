@@ -112,6 +112,14 @@ def test_a_pool_larger_than_the_machine_is_a_one_line_error(
         _assert_clean_error(too_big, "more bytes than any machine has", option)
 
 
+def test_a_disk_tier_budget_of_no_bytes_names_its_option(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    for size in ("0", "0.4"):
+        result = _serve(tinystories_dir, "--kv-disk", str(tmp_path), "--kv-disk-bytes", size)
+        _assert_clean_error(result, "--kv-disk-bytes", "is 0 bytes; give at least 1")
+
+
 def _available_memory() -> int:
     """MemAvailable in bytes (Linux), which the engine's up-front size check compares with."""
     with open("/proc/meminfo", encoding="ascii") as meminfo:
