@@ -117,6 +117,11 @@ class DiskTier:
         #: Files dropped when the tier opened (unreadable header, wrong size) or when read
         #: (CRC mismatch, cut short): a count.
         self.num_dropped = 0
+        #: Block files deleted when the tier opened: damaged ones (`num_dropped` then) and the
+        #: least recently used ones over ``capacity_bytes`` (a smaller budget than they were
+        #: written under). The serve banner reports both.
+        self.num_dropped_at_open = 0
+        self.num_trimmed_at_open = 0
         self._scan()
 
     # Queries ---------------------------------------------------------------------------------
@@ -321,7 +326,8 @@ class DiskTier:
         for _, block_hash, entry in found:
             self.entries[block_hash] = entry
             self.num_bytes += entry.file_bytes
-        self._make_room(0, ())
+        self.num_dropped_at_open = self.num_dropped
+        self.num_trimmed_at_open = len(self._make_room(0, ()))
 
     def _read_header(self, path: Path) -> tuple[int, DiskEntry, float] | None:
         try:

@@ -533,6 +533,15 @@ def _tiers_text(tiers: Any) -> str:
             f"disk tier {disk.dir} holding {plural(len(disk), 'KV block')} "
             f"({_size(disk.num_bytes)} of {_size(disk.capacity_bytes)})"
         )
+        if disk.num_dropped_at_open:
+            parts[-1] += (
+                f"; {plural(disk.num_dropped_at_open, 'damaged block file')} deleted at start"
+            )
+        if disk.num_trimmed_at_open:
+            parts[-1] += (
+                f"; {plural(disk.num_trimmed_at_open, 'least recently used block file')} "
+                "deleted at start to fit --kv-disk-bytes"
+            )
         if tiers.num_resident_blocks:
             parts[-1] += (
                 f"; {plural(tiers.num_resident_blocks, 'pool block')} and "

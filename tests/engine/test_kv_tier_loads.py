@@ -256,3 +256,17 @@ def test_a_write_in_progress_by_a_live_engine_is_left_to_it(tmp_path: Path) -> N
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_blocks_deleted_at_open_are_counted(tmp_path: Path) -> None:
+    """What opening a tier deleted is counted (the serve banner reports it): a damaged file,
+    and the least recently used files over a budget smaller than the one they were written to."""
+    disk = _disk(tmp_path)
+    blocks = _write_blocks(disk, 3, seed=7)
+    file_bytes = next(iter(disk.entries.values())).file_bytes
+    (disk.dir / f"{9:032x}.kvb").write_bytes(b"not a block")
+    assert (disk.num_dropped_at_open, disk.num_trimmed_at_open) == (0, 0)
+    smaller = DiskTier(tmp_path, _key(), file_bytes, SHAPE, torch.float32)
+    assert (smaller.num_dropped_at_open, smaller.num_trimmed_at_open) == (1, 2)
+    assert len(smaller) == 1 and set(smaller.entries) < set(blocks)
+    assert len(list(smaller.dir.glob("*.kvb"))) == 1

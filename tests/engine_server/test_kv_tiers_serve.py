@@ -43,6 +43,7 @@ def test_a_restarted_server_serves_the_prefix_from_disk(tmp_path: Path) -> None:
     expected = (len(prompt_ids) - 1) // BLOCK * BLOCK
     # The prompt's full blocks and the full blocks of prompt + output were cached and flushed.
     assert len(files) == (len(prompt_ids) + 8 - 1) // BLOCK
+    (files[0].parent / f"{7:032x}{BLOCK_FILE_SUFFIX}").write_bytes(b"not a block")  # damaged
 
     command, port = _serve_command(
         TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "1MiB",
@@ -56,6 +57,8 @@ def test_a_restarted_server_serves_the_prefix_from_disk(tmp_path: Path) -> None:
         )
         metrics = httpx.get(f"{base}/metrics").text
     assert f"holding {len(files)} KV blocks" in second.stderr
+    assert "; 1 damaged block file deleted at start" in second.stderr
+    assert "deleted at start" not in first.stderr and "to fit" not in second.stderr
     # The start-up work the restarted server did before it was ready, and its cost.
     pool_blocks = re.search(r"(\d+) KV blocks of", second.stderr)
     assert pool_blocks is not None
