@@ -118,15 +118,8 @@ class Fact:
 
     def _with(self, **changes: object) -> Fact:
         """``dataclasses.replace(self, **changes)`` without its per-call introspection (a
-        fact is copied with a longer chain for every step it is passed on)."""
-        new = object.__new__(Fact)
-        state = new.__dict__
-        state.update(self.__dict__)
-        state.update(changes)
-        if "via" in changes:
-            state.pop("_proven", None)
-        new.__post_init__()
-        return new
+        fact is copied with a longer chain for every step it is passed on): `replace`."""
+        return replace(self, **changes)
 
     def _with_via(self, via: tuple[Step, ...]) -> Fact:
         """``self._with(via=via)``: the identity (every field but ``via``) and its hash are
