@@ -451,7 +451,9 @@ class Module:
                     helper.marks.add(root)
         returns = [n for n in own_nodes(func.body) if isinstance(n, ast.Return)]
         generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own_nodes(func.body))
-        for ret in returns:
+        # a block returned under ``if "cachePoint" in block:`` passes on a breakpoint its
+        # argument already carried (a converter's re-emit): it adds none
+        for ret in _unguarded_returns(func.body):
             value = ret.value
             if isinstance(value, ast.Dict) and dict_mark(value) is not None:
                 helper.returns_mark = True
@@ -482,6 +484,30 @@ class Module:
             not generator and bool(valued) and all(_single(v, scope, func) for v in valued)
         )
         return helper
+
+
+def _unguarded_returns(body: list[ast.stmt]) -> Iterator[ast.Return]:
+    """The ``return`` statements of ``body`` (not of nested functions) that are not in the body
+    of ``if "cache_control" in b`` nor in the else branch of its negation, as ``marks_in``
+    skips those branches."""
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            yield stmt
+        elif isinstance(stmt, ast.If):
+            member = membership_guard(stmt.test)
+            if member != "in":
+                yield from _unguarded_returns(stmt.body)
+            if member != "not in":
+                yield from _unguarded_returns(stmt.orelse)
+        elif not isinstance(stmt, _SCOPES):
+            for child in (*_blocks(stmt), *_loop_blocks(stmt)):
+                yield from _unguarded_returns(child)
+
+
+def _loop_blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+        yield stmt.body
+        yield stmt.orelse
 
 
 def _flag_tested(test: ast.expr, params: list[str], scope: Scope) -> str:
