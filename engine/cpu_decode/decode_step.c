@@ -3,8 +3,9 @@
  * every decoder layer (RMSNorm, q/k/v, RoPE, KV store, paged causal attention, o, RMSNorm,
  * gate/up, SwiGLU, down) in one call. Activations are fp32, except that every int4 product
  * quantises each row's input to int16 per group of 32 and multiplies in integers, with the same
- * arithmetic per row whatever the row count (q4_gemv_i16 for one row, panel_gemm for more):
- * a row's result is bit for bit the same alone or among others (row-invariant numerics).
+ * arithmetic per row whatever the row count (q4_rows' register tiles up to 8 rows, on AVX-512
+ * VNNI where the CPU has it, panel_gemm for more): a row's result is bit for bit the same alone
+ * or among others (row-invariant numerics).
  *
  * Why it exists: at batch 1 the torch path makes about 1,400 aten calls a step, and torch's CPU
  * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
@@ -241,8 +242,8 @@ static void quantize_rows(const float *restrict x, int64_t ldx, int64_t M, int64
 
 /* f [2] (a panel's 16 output rows) += d * (dx * acc) + m * sx: one group's exact int32 sums acc
  * of one activation row folded into its fp32 accumulators, the same operations in the same
- * order whichever product (panel_gemm's tiles, q4_gemv_i16's one row) computed acc, so a row's
- * result does not depend on how many rows the product had. */
+ * order whichever product (panel_gemm's tiles, q4_rows' or q4_rows_vnni's) computed acc, so a
+ * row's result does not depend on how many rows the product had. */
 static inline __attribute__((always_inline)) void fold_group(const __m256i acc[2],
                                                             const __m256 d[2], const __m256 m[2],
                                                             float dx, float sx, __m256 f[2]) {
@@ -320,40 +321,191 @@ static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *
     }
 }
 
-/* y [n] = W x for one row x as quantize_rows left it (qx [k], dx, sx [k / 32]) and W's int4
- * panels: panel_gemm's arithmetic for a single row (the same exact int32 group sums, folded by
- * the same fold_group), so a row's output is bit for bit the one it gets inside a product of
- * many rows. The panel's codes are widened to int16 in registers as they are read (no unpacked
- * copy: each is used once). OpenMP over panels. */
-static void q4_gemv_i16(const pc_q4 *w, const int16_t *restrict qx, const float *restrict dx,
-                        const float *restrict sx, float *restrict y, int nthreads) {
+/* Most rows a register tile of the small-product kernel (q4_rows) holds: each row keeps two
+ * int32 accumulators in registers (10 of AVX2's 16 at 5 rows, with the two widened weight
+ * vectors, the raw codes and the broadcast input beside them). */
+#define REG_TILE_MAX 5
+
+/* Products of at most this many rows take q4_rows (the codes widened in registers, once per
+ * tile); more rows take panel_gemm (a panel widened once into memory, read by every tile). */
+#define SMALL_PRODUCT_ROWS 8
+
+/* y [R, n] (rows n apart) for the R rows m0 .. m0 + R - 1 of x as quantize_rows left it, over the
+ * 16 output rows of panel c: the panel's codes are widened to int16 in registers as they are
+ * read, once for all R rows (no unpacked copy), and each row gets panel_gemm's exact int32
+ * group sums folded by the same fold_group, so a row's output is bit for bit the one it gets
+ * alone (R = 1, a decode step at batch 1) or in any other product. R is a compile-time
+ * constant at every call (q4_rows' switch), so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void q4_tile_regs(
+    const uint8_t *restrict pq, const uint16_t *restrict dm, int64_t k,
+    const int16_t *restrict qx, const float *restrict dx, const float *restrict sx, int64_t m0,
+    const int R, float *restrict y, int64_t n, int64_t c) {
+    const int64_t ng = k / 32;
+    const __m128i mask = _mm_set1_epi8(15);
+    __m256 f[REG_TILE_MAX][2];
+    for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i acc[REG_TILE_MAX][2];
+        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+        const uint8_t *pg = pq + g * 16 * 16;
+        const int16_t *xg = qx + m0 * k + 32 * g;
+#pragma GCC unroll 4
+        for (int s = 0; s < 16; s++) {
+            const __m128i raw = _mm_loadu_si128((const __m128i *)(pg + 16 * s));
+            const __m256i w0 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, mask));
+            const __m256i w1 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), mask));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                int32_t two;
+                __builtin_memcpy(&two, xg + r * k + 2 * s, 4);
+                const __m256i a = _mm256_set1_epi32(two);
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(w0, a));
+                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(w1, a));
+            }
+        }
+        __m256 dv[2], mv[2];
+        group_dm(dm + g * 32, dv, mv);
+        for (int r = 0; r < R; r++)
+            fold_group(acc[r], dv, mv, dx[(m0 + r) * ng + g], sx[(m0 + r) * ng + g], f[r]);
+    }
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(y + (m0 + r) * n + c, f[r][0]);
+        _mm256_storeu_ps(y + (m0 + r) * n + c + 8, f[r][1]);
+    }
+}
+
+/* The AVX-512 VNNI form of q4_tile_regs, for CPUs that have it (pc_set_vnni): vpdpwssd
+ * multiplies a 512-bit vector of the panel's 16 rows x 2 inputs by a row's two int16 inputs
+ * and adds the pairs into 16 int32 lanes in one instruction, where AVX2 takes a vpmaddwd and a
+ * vpaddd for each half; the codes are widened once per step for all R rows (broadcast,
+ * shift, mask, vpmovzxbw). The sums are the same exact int32 group sums (vpdpwssd does not
+ * saturate, and |sum| < 2^24) and each lane is folded by fold_group's operations in its order
+ * (d and m as group_dm makes them), so the outputs are the AVX2 kernels' bit for bit. Each row
+ * spreads a group's 16 steps over NACC accumulators (vpdpwssd's latency is 4-5 cycles), added
+ * exactly at the group's end. */
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Rows a q4_tile_vnni tile holds: one or two accumulators each, of AVX-512's 32 registers. */
+#define VNNI_TILE_MAX 8
+
+static inline __attribute__((always_inline)) VNNI_TARGET void q4_tile_vnni(
+    const uint8_t *restrict pq, const uint16_t *restrict dm, int64_t k,
+    const int16_t *restrict qx, const float *restrict dx, const float *restrict sx, int64_t m0,
+    const int R, float *restrict y, int64_t n, int64_t c) {
+    enum { NACC = 4 };
+    const int A = R <= 2 ? NACC : 2; /* accumulators per row in use */
+    const int64_t ng = k / 32;
+    const __m256i mask = _mm256_set1_epi8(15);
+    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4); /* high nibbles above */
+    const __m512 eight = _mm512_set1_ps(8.f);
+    __m512 f[VNNI_TILE_MAX];
+    for (int r = 0; r < R; r++) f[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i acc[VNNI_TILE_MAX][NACC];
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < A; i++) acc[r][i] = _mm512_setzero_si512();
+        const uint8_t *pg = pq + g * 16 * 16;
+        const int16_t *xg = qx + m0 * k + 32 * g;
+#pragma GCC unroll 16
+        for (int s = 0; s < 16; s++) {
+            const __m256i raw =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pg + 16 * s)));
+            const __m512i wv =
+                _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srlv_epi32(raw, shift), mask));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                int32_t two;
+                __builtin_memcpy(&two, xg + r * k + 2 * s, 4);
+                acc[r][s % A] = _mm512_dpwssd_epi32(acc[r][s % A], wv, _mm512_set1_epi32(two));
+            }
+        }
+        const __m512 d = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(dm + g * 32))), 16));
+        const __m512 z = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(dm + g * 32 + 16))), 16));
+        const __m512 m = _mm512_fnmadd_ps(eight, d, z);
+        for (int r = 0; r < R; r++) {
+            __m512i sum = acc[r][0];
+            for (int i = 1; i < A; i++) sum = _mm512_add_epi32(sum, acc[r][i]);
+            const __m512 xd = _mm512_set1_ps(dx[(m0 + r) * ng + g]);
+            const __m512 xs = _mm512_set1_ps(sx[(m0 + r) * ng + g]);
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, xd), f[r]);
+            f[r] = _mm512_fmadd_ps(m, xs, f[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (m0 + r) * n + c, f[r]);
+}
+
+/* q4_rows' panel loop with q4_tile_vnni's tiles. */
+static VNNI_TARGET void q4_rows_vnni(const pc_q4 *w, const int16_t *restrict qx,
+                                     const float *restrict dx, const float *restrict sx,
+                                     int64_t M, float *restrict y, int nthreads) {
     const int64_t n = w->n, k = w->k, ng = k / 32;
+    const int64_t tiles = (M + VNNI_TILE_MAX - 1) / VNNI_TILE_MAX;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t c = 0; c < n; c += 16) {
         const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
         const uint16_t *dm = w->pdm + c / 16 * ng * 32;
-        const __m128i mask = _mm_set1_epi8(15);
-        __m256 f[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t g = 0; g < ng; g++) {
-            __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-            const uint8_t *pg = pq + g * 16 * 16;
-            const int16_t *xg = qx + 32 * g;
-            for (int s = 0; s < 16; s++) {
-                const __m128i raw = _mm_loadu_si128((const __m128i *)(pg + 16 * s));
-                const __m256i w0 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, mask));
-                const __m256i w1 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), mask));
-                int32_t two;
-                __builtin_memcpy(&two, xg + 2 * s, 4);
-                const __m256i a = _mm256_set1_epi32(two);
-                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(w0, a));
-                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(w1, a));
+        for (int64_t t = 0, m0 = 0; t < tiles; t++) {
+            const int64_t R = (M - m0) / (tiles - t);
+            switch (R) {
+            case 1: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 1, y, n, c); break;
+            case 2: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 2, y, n, c); break;
+            case 3: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 3, y, n, c); break;
+            case 4: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 4, y, n, c); break;
+            case 5: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 5, y, n, c); break;
+            case 6: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 6, y, n, c); break;
+            case 7: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 7, y, n, c); break;
+            default: q4_tile_vnni(pq, dm, k, qx, dx, sx, m0, 8, y, n, c); break;
             }
-            __m256 dv[2], mv[2];
-            group_dm(dm + g * 32, dv, mv);
-            fold_group(acc, dv, mv, dx[g], sx[g], f);
+            m0 += R;
         }
-        _mm256_storeu_ps(y + c, f[0]);
-        _mm256_storeu_ps(y + c + 8, f[1]);
+    }
+}
+
+/* 1 while the int4 products of few rows take q4_rows_vnni: from the first product on, where
+ * the CPU has AVX-512 F, BW, VL and VNNI, unless pc_set_vnni turned it off; -1 undecided. */
+static int vnni_on = -1;
+
+static int vnni_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* Let the products of few rows use AVX-512 VNNI (on: 1, where the CPU has it) or keep them on
+ * AVX2 (0; tests run both). Returns 1 if they use VNNI now. The outputs are the same bits
+ * either way. */
+int pc_set_vnni(int32_t on) {
+    vnni_on = on && vnni_supported();
+    return vnni_on;
+}
+
+/* y [M, n] = x W^T for M <= SMALL_PRODUCT_ROWS rows of x as quantize_rows left it (qx, dx, sx)
+ * and W's int4 panels: for each panel, the rows in register tiles of at most REG_TILE_MAX,
+ * as even as they divide (6 rows: 3 + 3; 8: 4 + 4), each tile reading the panel's codes once
+ * (q4_tile_regs). One row (a decode step at batch 1) is the tile of 1; a verify pass of 1 + k
+ * rows at k <= 4 is one tile, whose extra rows cost their multiply-adds only. OpenMP over
+ * panels. */
+static void q4_rows(const pc_q4 *w, const int16_t *restrict qx, const float *restrict dx,
+                    const float *restrict sx, int64_t M, float *restrict y, int nthreads) {
+    const int64_t n = w->n, k = w->k, ng = k / 32;
+    const int64_t tiles = (M + REG_TILE_MAX - 1) / REG_TILE_MAX;
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int64_t c = 0; c < n; c += 16) {
+        const uint8_t *pq = w->pq + c / 16 * (k / 2) * 16;
+        const uint16_t *dm = w->pdm + c / 16 * ng * 32;
+        for (int64_t t = 0, m0 = 0; t < tiles; t++) {
+            const int64_t R = (M - m0) / (tiles - t); /* the rest, shared evenly */
+            switch (R) {
+            case 1: q4_tile_regs(pq, dm, k, qx, dx, sx, m0, 1, y, n, c); break;
+            case 2: q4_tile_regs(pq, dm, k, qx, dx, sx, m0, 2, y, n, c); break;
+            case 3: q4_tile_regs(pq, dm, k, qx, dx, sx, m0, 3, y, n, c); break;
+            case 4: q4_tile_regs(pq, dm, k, qx, dx, sx, m0, 4, y, n, c); break;
+            default: q4_tile_regs(pq, dm, k, qx, dx, sx, m0, 5, y, n, c); break;
+            }
+            m0 += R;
+        }
     }
 }
 
@@ -363,14 +515,19 @@ static inline int64_t matmul_scratch_floats(int64_t k, int64_t M) {
 }
 
 /* y [M, n] = x [M, k] (rows ldx apart) W^T by the panels: x quantised to int16 in qbuf
- * (M * k int16, then dx and sx: M * k / 16 floats), then panel_gemm. */
+ * (M * k int16, then dx and sx: M * k / 16 floats), then q4_rows_vnni (AVX-512 VNNI) or
+ * q4_rows (AVX2) for up to SMALL_PRODUCT_ROWS rows (decode steps, speculative verify passes),
+ * panel_gemm for more (prefill chunks). */
 static void panel_product(const pc_q4 *w, const float *x, int64_t ldx, int64_t M, float *y,
                           float *qbuf, int nt) {
     int16_t *qx = (int16_t *)qbuf;
     float *dx = qbuf + (M * w->k + 1) / 2, *sx = dx + M * (w->k / 32);
     quantize_rows(x, ldx, M, w->k, qx, dx, sx, nt);
-    if (M == 1)
-        q4_gemv_i16(w, qx, dx, sx, y, nt);
+    if (vnni_on < 0) vnni_on = vnni_supported();
+    if (M <= SMALL_PRODUCT_ROWS && vnni_on)
+        q4_rows_vnni(w, qx, dx, sx, M, y, nt);
+    else if (M <= SMALL_PRODUCT_ROWS)
+        q4_rows(w, qx, dx, sx, M, y, nt);
     else
         panel_gemm(w, qx, dx, sx, M, y, nt);
 }

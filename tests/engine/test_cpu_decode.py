@@ -63,8 +63,9 @@ def _dims(heads: int, kv_heads: int, hd: int, threads: int, kv_f16: bool = False
 @pytest.mark.parametrize("out_f, in_f", [(16, 32), (960, 576), (48, 1536), (3072, 576)])
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 16, 17, 70])
 def test_matmul_matches_float64(lib: ctypes.CDLL, out_f: int, in_f: int, rows: int) -> None:
-    """The matrix-vector kernel for one row and the panel GEMM for more (four rows at a time,
-    then the rest), both with int16 activations, on the layer's own grid."""
+    """The register tiles for up to 8 rows (one row: a decode step) and the panel GEMM for more
+    (four rows at a time, then the rest), all with int16 activations, on the layer's own
+    grid."""
     gen = torch.Generator().manual_seed(out_f + in_f)
     layer = Int4Linear(nn.Linear(in_f, out_f, bias=False))
     qs, dm = pack_int4(layer, lib)
@@ -134,24 +135,35 @@ def _pc_matmul(
 
 @pytest.mark.parametrize("out_f, in_f", [(48, 64), (960, 576), (64, 1536)])
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("vnni", [True, False])
 def test_a_rows_product_is_the_same_alone_or_among_others(
-    lib: ctypes.CDLL, out_f: int, in_f: int, threads: int
+    lib: ctypes.CDLL, out_f: int, in_f: int, threads: int, vnni: bool
 ) -> None:
     """Row-invariant numerics: each row's output is bit for bit the one it gets alone (a
-    decode step at batch 1), inside products of 2 to 8 rows at every place of the panel GEMM's
-    tiles of four (a speculative verify pass of 1 + k rows, a decode batch), so a verify pass
-    cannot flip a near-tie that plain decoding resolves."""
+    decode step at batch 1), inside products of 2 to 12 rows at every place (a speculative
+    verify pass of 1 + k rows, a decode batch): the small products' register tiles of every
+    size (up to 8 rows, on AVX-512 VNNI where the CPU has it, else AVX2 tiles of up to 5) and
+    the panel GEMM past 8 rows, so a verify pass cannot flip a near-tie that plain decoding
+    resolves. ``vnni=False`` keeps every product on AVX2 (a CPU without AVX-512 VNNI runs
+    that); with ``vnni=True`` on such a CPU both runs take AVX2."""
     gen = torch.Generator().manual_seed(out_f * in_f)
     layer = Int4Linear(nn.Linear(in_f, out_f, bias=False))
     qs, dm = pack_int4(layer, lib)
     packed = (qs, dm, *pack_panels(qs, dm, lib))
-    x = torch.randn(9, in_f, generator=gen) * torch.logspace(-3, 2, 9).unsqueeze(1)
+    x = torch.randn(13, in_f, generator=gen) * torch.logspace(-3, 2, 13).unsqueeze(1)
     x[4, :32] = 0.0  # a group of zeros (dx = 0)
-    alone = torch.cat([_pc_matmul(lib, packed, x[i : i + 1], threads) for i in range(9)])
-    for rows in range(2, 9):
-        for start in range(9 - rows + 1):
-            y = _pc_matmul(lib, packed, x[start : start + rows], threads)
-            assert torch.equal(y, alone[start : start + rows]), (rows, start)
+    try:
+        lib.pc_set_vnni(int(vnni))
+        alone = torch.cat([_pc_matmul(lib, packed, x[i : i + 1], threads) for i in range(13)])
+        for rows in range(2, 13):
+            for start in range(13 - rows + 1):
+                y = _pc_matmul(lib, packed, x[start : start + rows], threads)
+                assert torch.equal(y, alone[start : start + rows]), (rows, start)
+        if vnni:  # the AVX2 products give the same bits
+            lib.pc_set_vnni(0)
+            assert torch.equal(_pc_matmul(lib, packed, x[:6], threads), alone[:6])
+    finally:
+        lib.pc_set_vnni(1)
 
 
 @pytest.mark.parametrize(
