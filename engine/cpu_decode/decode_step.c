@@ -3,9 +3,9 @@
  * every decoder layer (RMSNorm, q/k/v, RoPE, KV store, paged causal attention, o, RMSNorm,
  * gate/up, SwiGLU, down) in one call. Activations are fp32, except that every int4 product
  * quantises each row's input to int16 per group of 32 and multiplies in integers, with the same
- * arithmetic per row whatever the row count (q4_rows' register tiles up to 8 rows, on AVX-512
- * VNNI where the CPU has it, panel_gemm for more): a row's result is bit for bit the same alone
- * or among others (row-invariant numerics).
+ * arithmetic per row whatever the row count (q4_rows_vnni's register tiles where the CPU has
+ * AVX-512 VNNI; else q4_rows' up to 8 rows, panel_gemm for more): a row's result is bit for bit
+ * the same alone or among others, and on either instruction set (row-invariant numerics).
  *
  * Why it exists: at batch 1 the torch path makes about 1,400 aten calls a step, and torch's CPU
  * int4 kernel and flash attention are slow at decode shapes; see engine/cpu_decode/__init__.py
@@ -326,8 +326,9 @@ static void panel_gemm(const pc_q4 *w, const int16_t *restrict qx, const float *
  * vectors, the raw codes and the broadcast input beside them). */
 #define REG_TILE_MAX 5
 
-/* Products of at most this many rows take q4_rows (the codes widened in registers, once per
- * tile); more rows take panel_gemm (a panel widened once into memory, read by every tile). */
+/* Without AVX-512 VNNI, products of at most this many rows take q4_rows (the codes widened in
+ * registers, once per tile); more rows take panel_gemm (a panel widened once into memory, read
+ * by every tile). */
 #define SMALL_PRODUCT_ROWS 8
 
 /* y [R, n] (rows n apart) for the R rows m0 .. m0 + R - 1 of x as quantize_rows left it, over the
@@ -436,7 +437,9 @@ static inline __attribute__((always_inline)) VNNI_TARGET void q4_tile_vnni(
     for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (m0 + r) * n + c, f[r]);
 }
 
-/* q4_rows' panel loop with q4_tile_vnni's tiles. */
+/* q4_rows' panel loop with q4_tile_vnni's tiles of up to VNNI_TILE_MAX rows (9 rows: 4 + 5),
+ * for any M: a prefill chunk's rows too (about half panel_gemm's time at 9 to 256 rows:
+ * pc_matmul over SmolLM2's shapes, 1 thread, paired). */
 static VNNI_TARGET void q4_rows_vnni(const pc_q4 *w, const int16_t *restrict qx,
                                      const float *restrict dx, const float *restrict sx,
                                      int64_t M, float *restrict y, int nthreads) {
@@ -463,7 +466,7 @@ static VNNI_TARGET void q4_rows_vnni(const pc_q4 *w, const int16_t *restrict qx,
     }
 }
 
-/* 1 while the int4 products of few rows take q4_rows_vnni: from the first product on, where
+/* 1 while the int4 products take q4_rows_vnni: from the first product on, where
  * the CPU has AVX-512 F, BW, VL and VNNI, unless pc_set_vnni turned it off; -1 undecided. */
 static int vnni_on = -1;
 
@@ -473,9 +476,9 @@ static int vnni_supported(void) {
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
-/* Let the products of few rows use AVX-512 VNNI (on: 1, where the CPU has it) or keep them on
- * AVX2 (0; tests run both). Returns 1 if they use VNNI now. The outputs are the same bits
- * either way. */
+/* Let the int4 products use AVX-512 VNNI (on: 1, where the CPU has it) or keep them on AVX2
+ * (0; tests run both). Returns 1 if they use VNNI now. The outputs are the same bits either
+ * way. */
 int pc_set_vnni(int32_t on) {
     vnni_on = on && vnni_supported();
     return vnni_on;
@@ -515,16 +518,16 @@ static inline int64_t matmul_scratch_floats(int64_t k, int64_t M) {
 }
 
 /* y [M, n] = x [M, k] (rows ldx apart) W^T by the panels: x quantised to int16 in qbuf
- * (M * k int16, then dx and sx: M * k / 16 floats), then q4_rows_vnni (AVX-512 VNNI) or
- * q4_rows (AVX2) for up to SMALL_PRODUCT_ROWS rows (decode steps, speculative verify passes),
- * panel_gemm for more (prefill chunks). */
+ * (M * k int16, then dx and sx: M * k / 16 floats), then q4_rows_vnni for any M where the CPU
+ * has AVX-512 VNNI, else q4_rows (AVX2) for up to SMALL_PRODUCT_ROWS rows (decode steps,
+ * speculative verify passes) and panel_gemm for more (prefill chunks). */
 static void panel_product(const pc_q4 *w, const float *x, int64_t ldx, int64_t M, float *y,
                           float *qbuf, int nt) {
     int16_t *qx = (int16_t *)qbuf;
     float *dx = qbuf + (M * w->k + 1) / 2, *sx = dx + M * (w->k / 32);
     quantize_rows(x, ldx, M, w->k, qx, dx, sx, nt);
     if (vnni_on < 0) vnni_on = vnni_supported();
-    if (M <= SMALL_PRODUCT_ROWS && vnni_on)
+    if (vnni_on)
         q4_rows_vnni(w, qx, dx, sx, M, y, nt);
     else if (M <= SMALL_PRODUCT_ROWS)
         q4_rows(w, qx, dx, sx, M, y, nt);
