@@ -568,6 +568,13 @@ class CallsMixin(EngineState):
                         held = entry_of(value, attr)
                         if held is value and parsed is not None and parsed[1]:
                             held = self.other_fields_left(held, where, parsed[0])
+                        if held is value and parsed is not None and parsed[1]:
+                            # our own object handed on whole (``send(self, q)`` reading
+                            # ``agent.prompt``): what ``self.prompt`` holds here, not every
+                            # field of it
+                            own = self.own_fields(value, [parsed[0]])
+                            if own is not None:
+                                held = Value(own)
                         if held is value and parsed is not None and self.frame.func:
                             # one entry of a parameter of ours passed whole (a message list
                             # handed on, read by the callee at ``m["content"]``): our summary
