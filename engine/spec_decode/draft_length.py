@@ -1,17 +1,18 @@
 """How many draft tokens a sequence should verify: an acceptance estimate, a cost model and a
 back-off after wasted drafts.
 
-**Cost.** A verify pass of ``k`` drafts computes ``k + 1`` rows instead of one. On a
-memory-bound CPU decode the weights are read once either way, but one row takes the fused
-kernel's one-row int4 product and two or more take its panel product, whose register tile
-holds ``VERIFY_TILE_ROWS`` (4) rows of activations: rows 2 to 4 cost about the same, and each
-further tile of 4 rows costs most of a plain step more (``verify_cost``). Every product,
-one row or a tile, rounds each row's activations to int16 per group of 32 (row-invariant
-numerics, so a verify row computes what a plain step would). Measured on SmolLM2 int4, fused
-CPU kernel, one torch thread, shared 2-core VM (Intel Xeon, AVX-512), 2026-12-04, steps of each
-size interleaved in one request (``benchmarks/engine_speculative.py --verify-cost``), medians of
-43-52 steps each, load average 0.6: a plain step 12.6 ms; 1.55 plain steps for 1 draft, 1.64
-for 2, 1.72 for 3, 2.50 for 4, 2.62 for 5, 2.78 for 7, 3.47 for 8. A pass yields
+**Cost.** A verify pass of ``k`` drafts computes ``k + 1`` rows instead of one. The fused CPU
+kernel's int4 products widen each panel of weights once per register tile of rows and reuse it
+for every row of the tile (``VERIFY_TILE_ROWS``, 8 rows, on AVX-512 VNNI), so a row more in the
+tile costs its multiply-adds, its attention and its LM head row, not another read of the
+weights; a ninth row starts a second tile (``verify_cost``). Every product rounds each row's
+activations to int16 per group of 32 (row-invariant numerics, so a verify row computes what a
+plain step would). Measured on SmolLM2 int4, fused CPU kernel, one torch thread, shared 2-core
+VM (Intel Xeon, AVX-512 VNNI), 2026-12-04, at 88dfa4f, steps of each size interleaved in one
+request (``benchmarks/engine_speculative.py --verify-cost``), medians of 68-84 steps each,
+load average 3.1 before and 5.6 after: a plain step 15.5 ms; 1.25 plain steps for 1 draft,
+1.36 for 2, 1.46 for 3, 1.67 for 4, 1.89 for 5, 2.31 for 6, 2.43 for 7, 2.66 for 8, 2.88 for 9
+(fitted on 1-5 drafts, the default's range: ``1.05 + 0.16 k``). A pass yields
 ``1 + a + a^2 + ... + a^k`` tokens on average when each next draft is right with probability
 ``a`` (given the ones before it were).
 
@@ -20,7 +21,7 @@ draft positions (every position up to and including the first rejection is one t
 starting from ``PRIOR_ACCEPTED / PRIOR_TRIALS``, and drafts the ``k`` that maximises tokens per
 unit of cost (`best_draft_length`); ``k = 0`` when no length promises at least ``MIN_GAIN``
 times a plain step's rate (a margin for the estimate's noise and for a verify's cost, which
-moves with the machine's load: drafting starts at ``a`` about 0.51, not 0.44). While it does
+moves with the machine's load: drafting starts at ``a`` about 0.33, not 0.21). While it does
 not draft, each step still checks the first token of the draft it would have made against the
 token the model produced (a free trial), so the estimate recovers when the text turns to
 copying again.
@@ -30,10 +31,11 @@ lifts it over the threshold, the next draft is rejected at its first token, and 
 verify costs ``verify_cost(k) - 1`` steps for nothing. So a verify that keeps none of its
 drafts pauses the sequence's drafting for ``BACKOFF_BASE_STEPS`` decode steps, doubled for each
 further wasted verify in a row, up to ``BACKOFF_MAX_STEPS``; a verify that keeps at least one
-draft (which pays: two tokens or more for one pass of at most 4 rows) ends the streak. Free
-trials go on during a pause. Over a 128-token chat answer this bounds the waste to a handful
-of verifies (pauses 2, 4, 8, 16, 32, 64 steps), while a copying sequence, whose drafts keep
-tokens, never pauses for more than a step or two after the point where its copy diverges.
+draft (which pays: two tokens or more for one pass that costs less than two steps) ends the
+streak. Free trials go on during a pause. Over a 128-token chat answer this bounds the waste
+to a handful of verifies (pauses 2, 4, 8, 16, 32, 64 steps), while a copying sequence, whose
+drafts keep tokens, never pauses for more than a step or two after the point where its copy
+diverges.
 The same idea as llama.cpp's n-gram cache, which drafts only continuations seen often enough
 (``draft_min_sample_size_*`` / ``draft_min_percent_*`` in ``common/ngram-cache.cpp``), and
 Hugging Face transformers' ``num_assistant_tokens_schedule="heuristic"`` (2 more draft tokens
@@ -59,16 +61,17 @@ __all__ = [
     "verify_cost",
 ]
 
-VERIFY_TILE_ROWS = 4
-"""Rows the fused CPU kernel's panel product takes per register tile (``PANEL_TILE_ROWS``)."""
+VERIFY_TILE_ROWS = 8
+"""Rows the fused CPU kernel's int4 products take per register tile on AVX-512 VNNI
+(``VNNI_TILE_MAX`` in ``engine/cpu_decode/decode_step.c``; AVX2 tiles hold up to 5)."""
 
-VERIFY_COST_FIRST_TILE = 0.47
-"""Extra cost of switching from the one-row product to the panel product, in decode steps."""
+VERIFY_COST_FIRST_TILE = 0.05
+"""Extra cost of a verify pass over a plain step, besides its draft rows, in decode steps."""
 
-VERIFY_COST_PER_TOKEN = 0.085
-"""Extra cost per draft token verified (its row's attention, LM head and sampling)."""
+VERIFY_COST_PER_TOKEN = 0.16
+"""Extra cost per draft token verified (its row's products, attention, LM head and sampling)."""
 
-VERIFY_COST_PER_TILE = 0.7
+VERIFY_COST_PER_TILE = 0.34
 """Extra cost of each further tile of `VERIFY_TILE_ROWS` rows, in decode steps."""
 
 DECAY = 0.9
@@ -79,7 +82,7 @@ MIN_GAIN = 1.1
 
 PRIOR_ACCEPTED = 1.2
 PRIOR_TRIALS = 2.0
-"""The estimate before any trial: 1.2 of 2 (0.6, above the 0.51 where drafting starts), so a new
+"""The estimate before any trial: 1.2 of 2 (0.6, above the 0.33 where drafting starts), so a new
 sequence drafts a few tokens."""
 
 BACKOFF_BASE_STEPS = 2
@@ -95,7 +98,8 @@ def verify_cost(num_drafts: int) -> float:
     Returns:
         1.0 for no draft; ``1 + VERIFY_COST_FIRST_TILE + VERIFY_COST_PER_TOKEN * num_drafts +
         VERIFY_COST_PER_TILE * t`` with ``t`` the tiles of `VERIFY_TILE_ROWS` rows past the
-        first that ``num_drafts + 1`` rows fill (1.555 for 1 draft, 1.725 for 3, 2.51 for 4).
+        first that ``num_drafts + 1`` rows fill (1.21 for 1 draft, 1.53 for 3, 1.85 for 5, 2.17
+        for 7, 2.67 for 8).
 
     Raises:
         ValueError: ``num_drafts < 0``.
