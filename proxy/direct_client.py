@@ -29,6 +29,7 @@ response head is awaited with it).
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,6 +37,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
 __all__ = ["DirectResponse", "DirectUpstream", "RawHeaders"]
@@ -146,12 +148,57 @@ def transport_error(exc: aiohttp.ClientError) -> httpx.TransportError:
     return httpx.ReadError(message)
 
 
+class _Handler(ResponseHandler):
+    """aiohttp's response protocol without two costs of each body read (a relayed stream makes
+    one read per event):
+
+    - the reader asks the protocol to resume reading after every read it takes from a buffer
+      below its low-water mark, and aiohttp's ``resume_reading`` then feeds the parser an empty
+      chunk and resumes the transport, paused or not (about 5 Python calls a read): here it does
+      that only when reading is paused (``pause_reading``, or a buffer's hold), the only state
+      in which the parser can hold unparsed bytes;
+    - ``sock_read``: aiohttp cancels its read-timeout timer and starts a new one on every
+      ``data_received``; here a read moves a deadline, and the one timer, when it fires, either
+      raises the timeout (the deadline passed) or waits for the deadline (a timer a timeout
+      period, not one a read). The timeout fires as aiohttp's would: ``sock_read`` seconds after
+      the last bytes arrived.
+    """
+
+    _read_deadline = 0.0  # loop.time() at which the read timeout fires
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        if self._reading_paused or self._buffer_paused:
+            super().resume_reading(resume_parser)
+
+    def _reschedule_timeout(self) -> None:
+        timeout = self._read_timeout
+        if not timeout:
+            self._drop_timeout()
+            return
+        self._read_deadline = self._loop.time() + timeout
+        if self._read_timeout_handle is None:
+            self._read_timeout_handle = self._loop.call_at(self._read_deadline, self._read_timer)
+
+    def _read_timer(self) -> None:
+        if self._loop.time() < self._read_deadline:  # bytes arrived since the timer started
+            self._read_timeout_handle = self._loop.call_at(self._read_deadline, self._read_timer)
+            return
+        self._read_timeout_handle = None
+        self._on_read_timeout()
+
+
 class _Connector(aiohttp.TCPConnector):
-    """aiohttp's TCP connector, remembering which connections already carried an exchange."""
+    """aiohttp's TCP connector, remembering which connections already carried an exchange; its
+    connections speak through ``_Handler`` (aiohttp's own protocol if its connector ever stops
+    building them with ``functools.partial(ResponseHandler, loop=...)``)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._used: weakref.WeakSet[object] = weakref.WeakSet()
+        factory = getattr(self, "_factory", None)
+        if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
+            handler: Any = functools.partial(_Handler, *factory.args, **factory.keywords)
+            self._factory = handler
 
     async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
         connection = await super().connect(req, traces, timeout)

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,17 +34,20 @@ COMPLETION = json.dumps(
 
 
 class RawUpstream:
-    """A TCP server answering each request with ``answer(n)`` (n: requests so far, from 0),
-    closing the connection after it when ``close_after`` is true, and closing it instead of
-    answering when ``n`` is in ``drop``; counts connections and keeps every request's bytes."""
+    """A TCP server answering each request with ``answer(n)`` (n: requests so far, from 0;
+    a list: its pieces written ``gap_s`` seconds apart), closing the connection after it when
+    ``close_after`` is true, and closing it instead of answering when ``n`` is in ``drop``;
+    counts connections and keeps every request's bytes."""
 
     def __init__(
         self,
-        answer: Callable[[int], bytes],
+        answer: Callable[[int], bytes | list[bytes]],
         close_after: bool = False,
         drop: frozenset[int] = frozenset(),
+        gap_s: float = 0.0,
     ) -> None:
         self.answer = answer
+        self.gap_s = gap_s
         self.close_after = close_after
         self.drop = drop
         self.connections = 0
@@ -83,7 +87,11 @@ class RawUpstream:
                 buffer = rest[length:]
                 if len(self.requests) - 1 in self.drop:
                     return
-                conn.sendall(self.answer(len(self.requests) - 1))
+                answer = self.answer(len(self.requests) - 1)
+                for i, piece in enumerate([answer] if isinstance(answer, bytes) else answer):
+                    if i:
+                        time.sleep(self.gap_s)
+                    conn.sendall(piece)
                 if self.close_after:
                     return
 
@@ -95,8 +103,9 @@ class RawUpstream:
 def proxy_to(tmp_path: Path) -> Iterator[Callable[[RawUpstream], str]]:
     servers: list[ServerThread] = []
 
-    def start(upstream: RawUpstream) -> str:
-        upstreams = {"openai": UpstreamConfig(name="openai", url=upstream.url, vendor="openai")}
+    def start(upstream: RawUpstream, **settings: Any) -> str:
+        config = UpstreamConfig(name="openai", url=upstream.url, vendor="openai", **settings)
+        upstreams = {"openai": config}
         app = build_app(mock_config(upstream.url, tmp_path / "log.db", upstreams=upstreams))
         servers.append(ServerThread(app).__enter__())
         return servers[-1].url
@@ -157,6 +166,35 @@ def test_a_stream_whose_end_arrives_with_its_last_event_is_relayed_whole(
         time.sleep(0.05)  # the log writer commits in the background
     usage = [(r["total_input_tokens"], r["output_tokens"], r["error"]) for r in rows]
     assert usage == [(7, 1, None)] * 2
+
+
+def test_the_read_timeout_counts_from_the_last_bytes_received(
+    proxy_to: Callable[..., str], tmp_path: Path
+) -> None:
+    # Events 0.25 s apart for 1 s in all, with a read timeout of 0.6 s: no wait between reads
+    # reaches the timeout, so every event is relayed, however long the stream runs; then the
+    # upstream stalls with its stream open, and the timeout ends the response with the vendor's
+    # error event, as the log says.
+    events = [b'data: {"id":"c1","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"%d"}}]}'
+              b"\n\n" % i for i in range(4)]  # fmt: skip
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked"
+    pieces = [head + b"\r\n\r\n", *(b"%x\r\n%s\r\n" % (len(e), e) for e in events)]
+    upstream = RawUpstream(lambda n: pieces, gap_s=0.25)
+    url = proxy_to(upstream, read_timeout_s=0.6)
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", url + "/v1/chat/completions", content=sent) as reply,
+    ):
+        relayed = b"".join(reply.iter_raw())
+    upstream.close()
+    assert relayed.startswith(b"".join(events))
+    assert b"did not answer in time" in relayed[len(b"".join(events)) :]
+    deadline = time.monotonic() + 10
+    while not (rows := read_rows(tmp_path / "log.db")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log writer commits in the background
+    assert "did not answer in time" in rows[0]["error"]
+    assert rows[0]["error"].endswith("(mid-response)")
 
 
 def test_the_upstream_sees_the_head_httpx_would_send(
