@@ -35,7 +35,10 @@ llama.cpp: ``benchmarks/engine_prefill_paths.py`` and ``benchmarks/engine_vs_lla
 - RMSNorm, RoPE (the model's cos / signed-sin tables), the KV store and SwiGLU in between;
   every row's K/V are stored before any row attends, so a chunk's tokens see each other.
 
-The embedding, the final norm, the LM head and sampling stay in torch (``FusedDecode``).
+The embedding, the final norm, the LM head and sampling stay in torch (``FusedDecode``); the
+head's ranking product (``int8_rows.c``, ``int8_rows_ranker``) runs in this library: its int8
+rows against each row's activations rounded to int16, summed exactly, so the head ranks its
+logits from the one int8 copy of the vocabulary matrix it shares with the embedding.
 ``EngineConfig.fused_cpu_decode`` turns it on or off; by default it runs wherever it can
 (``FusedDecode.build`` says why not: the CPU, the compiler, dtypes, architecture). Once built it
 frees the int4 layers' dense fp32 copies (the torch path's prefill GEMM operand), so the torch
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 from .fused import (
     FusedDecode,
+    int8_rows_ranker,
     kernel_codes,
     kernel_weights,
     pack_int4,
@@ -61,6 +65,7 @@ from .library import CpuDecodeUnavailable, load_library
 __all__ = [
     "CpuDecodeUnavailable",
     "FusedDecode",
+    "int8_rows_ranker",
     "kernel_codes",
     "kernel_weights",
     "load_library",

@@ -14,14 +14,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import torch
 
 from ..attention.base import AttnMetadata, KVCacheLayer
 from ..models.llama import DecoderLayer, LlamaForCausalLM
-from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear
+from ..models.quant_linear import INT4_GROUP_SIZE, Int4Linear, Int8Linear
 from .library import CpuDecodeUnavailable, Dims, Layer, Q4Weight, load_library
 from .plan import attention_plan
 
@@ -30,6 +30,7 @@ __all__ = [
     "MAX_PASS_ROWS",
     "FusedDecode",
     "drop_torch_copies",
+    "int8_rows_ranker",
     "kernel_codes",
     "kernel_scales",
     "kernel_weights",
@@ -248,6 +249,41 @@ def restore_dense_copies(model: torch.nn.Module) -> int:
     return count
 
 
+def int8_rows_ranker(
+    lib: ctypes.CDLL,
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The LM head's ranking product through the library (``pc_int8_rows_product``,
+    ``int8_rows.c``), as ``Int8Linear.ranker`` takes it: ``rank(rows, qweight, scale_bf16)``
+    with fp32 ``rows [R, in]`` (contiguous), int8 ``qweight [out, in]`` (``in`` a multiple of
+    16) and bf16 ``scale_bf16 [out]`` returns fp32 ``[R, out]``: each row rounded to int16 with
+    one scale (2^-16 of its largest value), the products summed exactly, then scaled; a row's
+    values do not depend on ``R``. It reads the head's own rows, so the head needs no second
+    copy of the vocabulary matrix to rank with.
+
+    Raises (from ``rank``):
+        MemoryError: the kernel could not allocate its scratch (``R * in`` int16).
+    """
+
+    def rank(rows: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        out_f, in_f = qweight.shape
+        out = torch.empty(rows.shape[0], out_f)
+        status = lib.pc_int8_rows_product(
+            rows.data_ptr(),
+            rows.shape[0],
+            qweight.data_ptr(),
+            scale.data_ptr(),
+            out_f,
+            in_f,
+            out.data_ptr(),
+            torch.get_num_threads(),
+        )
+        if status != 0:
+            raise MemoryError(f"the LM head's product could not allocate {rows.shape[0]} rows")
+        return out
+
+    return rank
+
+
 def _release_freed_memory() -> None:
     """Hand the freed dense copies' pages back to the OS (glibc's ``malloc_trim``): they were
     allocated layer by layer from malloc's heap, which keeps freed memory mapped, so without
@@ -407,6 +443,14 @@ class FusedDecode:
                 kv.v_cache.data_ptr(),
             )
             keep.extend((kv.k_cache, kv.v_cache))
+        head = model.lm_head
+        if (
+            isinstance(head, Int8Linear)
+            and head.refine_top > 0
+            and head.in_features % 16 == 0
+            and head.qweight.is_contiguous()
+        ):
+            head.ranker = int8_rows_ranker(lib)  # ranks from its own rows: no second copy
         _release_freed_memory()
         dims = Dims(
             cfg.hidden_size,

@@ -1,9 +1,10 @@
-"""Build and load ``decode_step.c``: the system C compiler, a per-user cache, ctypes.
+"""Build and load ``decode_step.c`` (the forward pass) and ``int8_rows.c`` (the LM head's ranking
+product) as one library: the system C compiler, a per-user cache, ctypes.
 
-The source is compiled once per (source, compiler, flags) into
+The sources are compiled once per (sources, compiler, flags) into
 ``$PROMPTCACHE_CPU_DECODE_DIR`` (default ``$XDG_CACHE_HOME/promptcache/cpu_decode``, i.e.
 ``~/.cache/promptcache/cpu_decode``) as ``decode_step-<hash>.so``; the name's hash covers the
-source text, the compiler command, its ``--version`` line and the flags, so an edit or another
+sources' text, the compiler command, its ``--version`` line and the flags, so an edit or another
 compiler builds afresh and a stale library is never loaded; a cached file that is not a complete ELF
 library (truncated, emptied) is built again. Compiling takes about a second. The compiler is
 ``$CC`` (split like a shell would: ``ccache gcc`` works) or the first of ``cc``, ``gcc``,
@@ -38,7 +39,7 @@ __all__ = [
     "load_library",
 ]
 
-SOURCE = Path(__file__).with_name("decode_step.c")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("decode_step.c", "int8_rows.c"))
 #: Compile flags. -ffast-math lets the compiler reorder fp32 sums (reductions) and call glibc's
 #: vectorised expf (libmvec); the kernels' results differ from torch's by summation order only
 #: (tests bound it). It is a compile flag only: gcc links a library built with it at link time
@@ -175,18 +176,19 @@ def _build(cc: tuple[str, ...], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
-    obj = tmp + ".o"
+    objs = [f"{tmp}.{i}.o" for i in range(len(SOURCES))]
     try:
-        for step, command in (
-            ("compiling", [*cc, *CFLAGS, "-c", str(SOURCE), "-o", obj]),
-            ("linking", [*cc, *LDFLAGS, obj, "-o", tmp, "-lm"]),
-        ):
+        steps = [
+            (f"compiling {source.name}", [*cc, *CFLAGS, "-c", str(source), "-o", obj])
+            for source, obj in zip(SOURCES, objs, strict=True)
+        ]
+        steps.append((f"linking {target.name}", [*cc, *LDFLAGS, *objs, "-o", tmp, "-lm"]))
+        for step, command in steps:
             proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode != 0:
                 first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
                 raise CpuDecodeUnavailable(
-                    f"{step} {SOURCE.name} with {shlex.join(cc)} failed: {first} (set $CC to "
-                    "another compiler)"
+                    f"{step} with {shlex.join(cc)} failed: {first} (set $CC to another compiler)"
                 )
         if not _complete_elf(tmp):
             raise CpuDecodeUnavailable(
@@ -196,7 +198,7 @@ def _build(cc: tuple[str, ...], target: Path) -> None:
         os.chmod(tmp, 0o755)  # mkstemp made it 0600: others sharing the directory may load it
         os.replace(tmp, target)  # atomic: a concurrent build never loads half a file
     finally:
-        for path in (tmp, obj):
+        for path in (tmp, *objs):
             if os.path.exists(path):
                 os.unlink(path)
 
@@ -229,7 +231,9 @@ def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
             f"the C compiler {name!r} printed no version for --version (set $CC to gcc or clang)"
         )
     key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(encoding="utf-8"), name, version, *CFLAGS, *LDFLAGS]).encode()
+        "\0".join(
+            [*(s.read_text(encoding="utf-8") for s in SOURCES), name, version, *CFLAGS, *LDFLAGS]
+        ).encode()
     ).hexdigest()[:16]
     target = directory / f"decode_step-{key}.so"
     try:
@@ -269,4 +273,6 @@ def _load(cc: tuple[str, ...], directory: Path) -> ctypes.CDLL:
     lib.pc_matmul_scratch_floats.argtypes = [i64, i64]
     lib.pc_paged_attention.restype = None
     lib.pc_paged_attention.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr]
+    lib.pc_int8_rows_product.restype = ctypes.c_int
+    lib.pc_int8_rows_product.argtypes = [ptr, i64, ptr, ptr, i64, i64, ptr, i32]
     return lib

@@ -40,8 +40,10 @@ weight per forward) was not measured.
 ``Int8Embedding`` (tied: the int8 head's own rows). The int8 LM head recomputes its top
 ``HEAD_REFINE_TOP`` logits per row exactly (``refine_top``): its kernel returns bf16, whose step
 at a logit of 25 (0.125) exceeded SmolLM2's fp32 margin between "The" and "L" (0.08) on the
-"capital of France" prompt. The candidates are ranked by an int4 copy of the head
-(``coarse_int4``), which reads half the bytes of the int8 one.
+"capital of France" prompt. The candidates are ranked by a product over the same int8 rows
+(``Int8Linear.ranker``: the fused CPU kernel's, ``engine/cpu_decode/int8_rows.c``, where it runs,
+else torch's int8 kernel), so the vocabulary matrix is held once (an int4 ranking copy of
+SmolLM2's head took 17 MiB more).
 
 Numerics: quantisation changes the logits, so greedy tokens can differ from the fp32 model's.
 Measured top-1 agreement with the fp32 logits over every position of one prompt
@@ -85,7 +87,8 @@ INT4_GROUP_SIZE = 32
 HEAD_REFINE_TOP = 64
 """Logits per row the int8 LM head recomputes exactly (``Int8Linear.refine_top``). 64 so that
 ``top_logprobs`` (at most 20 in OpenAI's API) come out as the int8 head's own: over 1,146
-SmolLM2-135M-Instruct decode rows ranked by the int4 pass, the 20 largest refined logits were
+SmolLM2-135M-Instruct decode rows ranked by an int4 pass (coarser than the int8 passes that rank
+them now), the 20 largest refined logits were
 the exact int8 head's 20 largest in all but 5 rows (1,109 missed with 16 refined, 258 with 32;
 the argmax in every row with each), for about 0.05 ms more per row-batch at 1 row and under
 1 ms at 16 (2026-12-01)."""
@@ -328,42 +331,43 @@ class Int8Linear(WeightOnlyLinear):
         prepack: prepack the dense copy for oneDNN where ``PREPACK_DENSE``; False keeps a plain
             matrix (the loader's, for a copy the fused CPU kernel reads once and frees).
         refine_top: for fp32 inputs, recompute the ``refine_top`` largest outputs of each row
-            exactly (fp32 activations times the int8 rows) instead of keeping the kernel's bf16
-            values: the LM head uses it so greedy picks are not decided by bf16 rounding.
-        coarse_int4: with ``refine_top``, compute the outputs with an int4 copy of the weight
-            (``quantize_int4_groups``; ``out * in / 2`` bytes more) and refine its top
-            ``refine_top`` from the int8 rows. The int4 kernel reads half the bytes: for
-            SmolLM2-135M-Instruct's ``[49152, 576]`` head, 0.94 against 2.58 ms at 1 row and
-            6.9 against 12.7 ms at 16 rows (2 threads, 2026-12-01). The refined outputs, the
-            ones greedy decoding picks from, keep their int8 values; the others are int4's.
-            Ignored (the int8 kernel runs) when the shape cannot be packed (``int4_packable``).
+            exactly (fp32 activations times the int8 rows) instead of keeping the ranking pass's
+            values: the LM head uses it so greedy picks are not decided by the rounding of the
+            pass that ranks them (torch's int8 kernel returns bf16). The ranking pass is
+            ``ranker`` where one is set, else torch's int8 kernel; the refined outputs, the ones
+            greedy decoding picks from, are the exact int8 values either way, the others the
+            ranking pass's.
+
+    Attributes:
+        ranker: None, or the product that ranks the outputs for ``refine_top``: called as
+            ``ranker(rows, qweight, scale_bf16)`` with fp32 ``rows [R, in]`` (contiguous), it
+            returns fp32 ``[R, out]`` approximations of ``rows`` times the int8 rows, without
+            the bias. ``FusedDecode.build`` sets the fused CPU kernel's
+            (``cpu_decode.int8_rows_ranker``: activations rounded to int16, exact integer sums;
+            on SmolLM2-135M-Instruct's ``[49152, 576]`` head as fast as the int4 ranking copy
+            this replaced, at 1 and 16 rows); a plain function, so a deep copy of the layer
+            shares it and reads its own rows.
     """
 
     qweight: torch.Tensor
     scale_bf16: torch.Tensor
-    coarse_qweight: torch.Tensor | None
-    coarse_scales_and_zeros: torch.Tensor | None
+    ranker: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None
 
     def __init__(
         self,
         linear: nn.Linear,
         dense_min_rows: int | None = DENSE_MIN_ROWS,
         refine_top: int = 0,
-        coarse_int4: bool = False,
         prepack: bool = True,
     ) -> None:
         super().__init__()
         self.refine_top = refine_top
+        self.ranker = None
         weight = linear.weight.detach()
         q, scale = quantize_int8_rows(weight)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.register_buffer("qweight", q)
         self.register_buffer("scale_bf16", scale)
-        coarse: tuple[torch.Tensor | None, ...] = (None, None)
-        if coarse_int4 and refine_top > 0 and int4_packable(*weight.shape):
-            coarse = quantize_int4_groups(weight)[:2]
-        self.register_buffer("coarse_qweight", coarse[0])
-        self.register_buffer("coarse_scales_and_zeros", coarse[1])
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
         dense = None if dense_min_rows is None else q.float() * scale.float()[:, None]
         self._keep_dense(dense_min_rows, dense, prepack)
@@ -376,18 +380,15 @@ class Int8Linear(WeightOnlyLinear):
         if self.refine_top <= 0 or x.dtype != torch.float32:
             return super().forward(x)
         rows = x.reshape(-1, self.in_features)
-        packed, sz = self.coarse_qweight, self.coarse_scales_and_zeros
-        if packed is None or sz is None:
+        if self.ranker is None:
             flat = super().forward(rows)
         else:
-            flat = torch._weight_int4pack_mm_for_cpu(
-                rows.to(torch.bfloat16), packed, INT4_GROUP_SIZE, sz
-            ).float()
+            flat = self.ranker(rows.contiguous(), self.qweight, self.scale_bf16)
             if self.bias is not None:
                 flat += self.bias
-        # The kernels' output is bf16: at a logit of 25 its step is 0.125, so near-ties among
-        # the leading tokens (common in greedy decoding) would be decided by rounding. The top
-        # candidates are recomputed exactly: fp32 activations times their int8 rows.
+        # torch's kernel's output is bf16: at a logit of 25 its step is 0.125, so near-ties
+        # among the leading tokens (common in greedy decoding) would be decided by rounding. The
+        # top candidates are recomputed exactly: fp32 activations times their int8 rows.
         top = flat.topk(min(self.refine_top, self.out_features), dim=-1).indices  # [R, k]
         exact = torch.einsum("ri,rki->rk", rows, self.qweight[top].float())
         exact.mul_(self.scale_bf16[top].float())
@@ -551,8 +552,8 @@ def quantize_linears(
     child named ``lm_head``) is quantised to int8 under both settings: in int4 it cost
     SmolLM2-135M-Instruct a tenth of its top-1 agreement with the fp32 logits (88.5% vs 96.3%
     over 512 positions with int4 decoder layers), which is why llama.cpp's own quant mixes keep
-    ``output.weight`` at 6-8 bits; an int4 copy only ranks the logits before the top
-    ``HEAD_REFINE_TOP`` are recomputed from the int8 rows (``Int8Linear(coarse_int4=True)``).
+    ``output.weight`` at 6-8 bits. The top ``HEAD_REFINE_TOP`` logits of each row are
+    recomputed exactly from the int8 rows (``Int8Linear.refine_top``).
     The token embedding (a child ``embed_tokens``) becomes an
     ``Int8Embedding``: with tied embeddings it reads the head's own int8 rows, otherwise its
     own int8 copy (top-1 agreement with and without: docs/engine.md).
@@ -595,9 +596,7 @@ def quantize_vocabulary(model: nn.Module) -> int:
     count = 0
     int8_head = None
     if isinstance(head, nn.Linear):
-        int8_head = Int8Linear(
-            head, dense_min_rows=None, refine_top=HEAD_REFINE_TOP, coarse_int4=True
-        )
+        int8_head = Int8Linear(head, dense_min_rows=None, refine_top=HEAD_REFINE_TOP)
         model.lm_head = int8_head
         count += 1
     if isinstance(embedding, nn.Embedding):

@@ -165,38 +165,41 @@ def test_head_refines_its_top_logits_to_the_exact_int8_values() -> None:
     assert torch.equal(got[others], rounded[others])  # the rest keep the kernel's values
 
 
-def test_int4_coarse_head_refines_the_same_top_logits_from_the_int8_rows() -> None:
-    """``coarse_int4``: an int4 pass ranks, the leading outputs are still the exact int8 ones."""
+def test_a_heads_ranker_ranks_and_the_top_logits_are_still_the_exact_int8_ones() -> None:
+    """``ranker``: its values rank the outputs and stand for the others; the leading outputs are
+    recomputed from the int8 rows as without it, and bf16 inputs never reach it."""
     gen = torch.Generator().manual_seed(4)
     linear = nn.Linear(64, 512, bias=True)
     linear.weight.data = torch.randn(512, 64, generator=gen)
     x = torch.randn(6, 64, generator=gen) * 4
-    layer = Int8Linear(linear, dense_min_rows=None, refine_top=8, coarse_int4=True)
+    layer = Int8Linear(linear, dense_min_rows=None, refine_top=8)
     int8_head = Int8Linear(linear, dense_min_rows=None, refine_top=8)
-    assert layer.coarse_qweight is not None
-    assert layer.coarse_qweight.numel() * layer.coarse_qweight.element_size() == 512 * 64 // 2
+    calls: list[tuple[int, ...]] = []
+
+    def rank(rows: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(rows.shape))
+        # a coarse ranking (the weights rounded to multiples of 4 codes), not the exact values
+        coarse = (q.float() / 4).round() * 4 * scale.float()[:, None]
+        return rows @ coarse.t()
+
+    layer.ranker = rank
     w8 = layer.qweight.double() * layer.scale_bf16.double()[:, None]
     exact = x.double() @ w8.t() + linear.bias.detach().double()
     got = layer(x)
+    assert calls == [(6, 64)]
     top = exact.topk(4, dim=-1).indices
     torch.testing.assert_close(
         got.gather(1, top).double(), exact.gather(1, top), rtol=1e-6, atol=1e-4
     )
     assert torch.equal(got.argmax(-1), int8_head(x).argmax(-1))
-    # outside the refined ones: the int4 kernel's values, which differ from int8's
-    coarse = (
-        torch._weight_int4pack_mm_for_cpu(
-            x.bfloat16(), layer.coarse_qweight, INT4_GROUP_SIZE, layer.coarse_scales_and_zeros
-        ).float()
-        + linear.bias.detach()
-    )
-    others = torch.ones_like(got, dtype=torch.bool).scatter_(1, coarse.topk(8).indices, False)
-    assert torch.equal(got[others], coarse[others])
+    # outside the refined ones: the ranker's values (plus the bias), which differ from int8's
+    ranked = rank(x, layer.qweight, layer.scale_bf16) + linear.bias.detach()
+    others = torch.ones_like(got, dtype=torch.bool).scatter_(1, ranked.topk(8).indices, False)
+    assert torch.equal(got[others], ranked[others])
     assert not torch.equal(got[others], int8_head(x)[others])
-    # bf16 activations are not refined, so they take the int8 kernel, never the int4 copy
+    # bf16 activations are not refined, so they take the int8 kernel, never the ranker
     assert torch.equal(layer(x.bfloat16()), int8_head(x.bfloat16()))
-    # a shape the packer cannot take keeps the int8 kernel only
-    assert Int8Linear(nn.Linear(40, 16), refine_top=4, coarse_int4=True).coarse_qweight is None
+    assert len(calls) == 2
 
 
 def test_int4_refuses_a_ragged_layer_and_unknown_names() -> None:
@@ -258,13 +261,14 @@ def test_smollm2_top1_agreement(
 
 
 def test_smollm2_int4_head_gives_the_int8_heads_top_20(smollm2_llm: LLM) -> None:
-    """The int4 ranking pass + ``HEAD_REFINE_TOP`` refined logits: the 20 largest logits of a
-    row (``top_logprobs`` reaches 20) are the exact int8 head's, and so is the argmax."""
+    """torch's int8 ranking pass (bf16 outputs) + ``HEAD_REFINE_TOP`` refined logits: the 20
+    largest logits of a row (``top_logprobs`` reaches 20) are the exact int8 head's, and so is
+    the argmax. (The fused kernel's ranking pass: test_cpu_decode.py.)"""
     runner = smollm2_llm.engine.runner
     quantised = copy.deepcopy(runner.model)
     quantize_linears(quantised, "int4")
     head = quantised.lm_head
-    assert isinstance(head, Int8Linear) and head.coarse_qweight is not None
+    assert isinstance(head, Int8Linear) and head.ranker is None
     assert head.refine_top == HEAD_REFINE_TOP
     inputs: list[torch.Tensor] = []
     hook = head.register_forward_hook(lambda _m, args, _out: inputs.append(args[0]))
@@ -285,7 +289,8 @@ def test_weight_dtype_reaches_the_model(tinystories_dir: Path) -> None:
     model = llm.engine.runner.model
     assert isinstance(model.layers[0].mlp.gate_up_proj, Int4Linear)
     assert isinstance(model.lm_head, Int8Linear)
-    assert model.lm_head.coarse_qweight is not None  # tinystories' head packs as int4 too
+    if llm.engine.runner.fused_decode is not None:  # ranks from its int8 rows in the kernel
+        assert model.lm_head.ranker is not None
     assert not any(isinstance(m, nn.Linear) for m in model.modules())
     [out] = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=8))
     assert len(out.output_token_ids) == 8
