@@ -97,7 +97,7 @@ but ``break_offset`` / ``break_excerpt`` stay NULL.
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import functools
 import json
 import logging
@@ -109,7 +109,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from promptcache.errors import PromptCacheError, StoreError
 from promptcache.fingerprint import (
@@ -454,6 +454,24 @@ def _excerpt(before: str, after: str) -> str:
     return redact_text(f"-{before}\n+{after}")
 
 
+_T = TypeVar("_T")
+
+
+def _replaced(obj: _T, **changes: Any) -> _T:
+    """``dataclasses.replace`` for this module's frozen dataclasses (no ``__post_init__``, no
+    ``init=False`` fields): a copy of the instance's ``__dict__`` with ``changes``, in C calls.
+    ``dataclasses.replace`` walks the fields in Python and calls ``__init__`` (about 15 us a
+    snapshot). A snapshot's cached properties are copied too: they depend on its fingerprint
+    and vendor, which the explainer never changes."""
+    new = object.__new__(type(obj))
+    vars(new).update(vars(obj), **changes)
+    return new
+
+
+def _started_at(snap: PrefixSnapshot) -> float:
+    return snap.started_at
+
+
 def routing_key(body: Any) -> str | None:
     """OpenAI's ``prompt_cache_key`` from a parsed request body (None when absent or not text)."""
     value = body.get("prompt_cache_key") if isinstance(body, dict) else None
@@ -511,14 +529,30 @@ class BreakExplainer:
 
     def _remember(self, snap: PrefixSnapshot) -> None:
         family = snap.family
+        # A family's snapshots are in start order, the oldest first (only this method writes
+        # them), so no sort and no sums over the whole family are needed here.
         snaps: list[PrefixSnapshot] = self._families.get(family) or []
-        if any(s.started_at > snap.started_at and snap.extended_by(s) for s in snaps):
-            return  # an earlier request finished late: a later one already covers it
-        kept = [s for s in snaps if not s.extended_by(snap)]
-        kept.append(snap)
-        kept.sort(key=lambda s: s.started_at)
-        kept = kept[-SNAPSHOTS_PER_FAMILY:]
-        self._chars += sum(s.num_chars for s in kept) - sum(s.num_chars for s in snaps)
+        started = snap.started_at
+        for later in reversed(snaps):  # those started after it: the end of the list
+            if later.started_at <= started:
+                break
+            if snap.extended_by(later):
+                return  # an earlier request finished late: a later one already covers it
+        kept = []
+        dropped = 0  # characters of the snapshots no longer kept
+        for s in snaps:
+            if s.extended_by(snap):
+                dropped += s.num_chars
+            else:
+                kept.append(s)
+        if not kept or kept[-1].started_at <= started:
+            kept.append(snap)
+        else:  # after those started at the same time, where a stable sort puts it
+            bisect.insort_right(kept, snap, key=_started_at)
+        if len(kept) > SNAPSHOTS_PER_FAMILY:
+            dropped += sum(s.num_chars for s in kept[:-SNAPSHOTS_PER_FAMILY])
+            kept = kept[-SNAPSHOTS_PER_FAMILY:]
+        self._chars += snap.num_chars - dropped
         self._families[family] = kept
         self._families.move_to_end(family)
         scope, model, first = family
@@ -540,7 +574,13 @@ class BreakExplainer:
         first = fp.segments[0].sha256 if fp.segments else None
         snaps: list[PrefixSnapshot] | None = self._families.get((scope, fp.model, first))
         if snaps:  # the longest cached prefix this request repeats; the latest of equals
-            return max(snaps, key=lambda s: (s.shared_prefix_chars(fp), s.started_at)), "family"
+            best = snaps[0]
+            most = best.shared_prefix_chars(fp)
+            for snap in snaps[1:]:  # max() by (shared, started_at) without a key call each
+                shared = snap.shared_prefix_chars(fp)
+                if shared > most or (shared == most and snap.started_at > best.started_at):
+                    best, most = snap, shared
+            return best, "family"
         other = self._latest(self._by_first.get((scope, first)))
         if other is not None and other.model != fp.model:
             return other, "model"
@@ -612,7 +652,7 @@ class BreakExplainer:
             segments = snap.fingerprint.segments
             family = previous.prefix_family if previous is not None else None
             family = family or (segments[0].sha256 if segments else None)
-            snap = dataclasses.replace(snap, prefix_family=family)
+            snap = _replaced(snap, prefix_family=family)
             self._remember(snap)
         lost = tokens_lost(
             result.reason,
@@ -620,7 +660,7 @@ class BreakExplainer:
             cache_read_tokens,
             previous.cached_tokens if previous is not None and result.previous_request_id else None,
         )
-        return dataclasses.replace(result, tokens_lost=lost, prefix_family=snap.prefix_family)
+        return _replaced(result, tokens_lost=lost, prefix_family=snap.prefix_family)
 
     def _explain(
         self,

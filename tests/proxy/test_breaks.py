@@ -431,3 +431,38 @@ def test_shared_prefix_and_extension_by_hash_match_a_segment_walk() -> None:
             assert old.extended_by(new) == extended_walk(old, new)
             kinds.add((shared_walk(old, new) > 0, extended_walk(old, new)))
     assert kinds >= {(False, False), (True, False), (True, True)}
+
+
+def test_remembering_keeps_what_sorting_the_whole_family_kept() -> None:
+    """The explainer's memory (each family's snapshots in start order, the text characters held)
+    against the plain rule: drop the snapshots the new one extends, add it, sort by start, keep
+    the latest SNAPSHOTS_PER_FAMILY, recount the characters; on requests that finish out of
+    start order (equal starts included), extend, fork and fill families past the limit."""
+    import random
+
+    from promptcache.proxy.breaks import SNAPSHOTS_PER_FAMILY
+
+    rng = random.Random(7)
+    turns = [f"turn {i}" for i in range(8)]
+    explainer = BreakExplainer()
+    families: dict[Any, list[PrefixSnapshot]] = {}
+    chars = 0
+    for i in range(400):
+        messages = turns[: rng.randint(1, len(turns))]
+        if rng.random() < 0.6:
+            messages = [*messages[:-1], f"changed {i}"]
+        request = body(system=rng.choice([LONG, LONG + " v2"]), messages=messages)
+        fingerprint = fingerprint_request(request, "anthropic")
+        started = float(i // 2 - rng.choice([0, 0, 0, 1, 3]))  # late finishers, equal starts
+        snap = PrefixSnapshot(f"r{i}", started, started, "anthropic", "k", fingerprint, True)
+        explainer.remember(snap)
+        snaps = families.get(snap.family, [])
+        if not any(s.started_at > snap.started_at and snap.extended_by(s) for s in snaps):
+            kept = sorted([*(s for s in snaps if not s.extended_by(snap)), snap],
+                          key=lambda s: s.started_at)[-SNAPSHOTS_PER_FAMILY:]  # fmt: skip
+            chars += sum(s.num_chars for s in kept) - sum(s.num_chars for s in snaps)
+            families[snap.family] = kept
+        ours = explainer._families.get(snap.family, [])
+        assert [s.request_id for s in ours] == [s.request_id for s in families[snap.family]]
+        assert explainer._chars == chars
+    assert max(len(v) for v in families.values()) == SNAPSHOTS_PER_FAMILY
