@@ -115,7 +115,11 @@ class _Splitter:
                 self.marker(f"{path}[{i}]", item["cachePoint"])
                 continue
             item_kind = kind
-            if role_kinds and isinstance(item, Mapping) and item.get("role") in _SYSTEM_ROLES:
+            if (
+                role_kinds
+                and (type(item) is dict or isinstance(item, Mapping))
+                and item.get("role") in _SYSTEM_ROLES
+            ):
                 item_kind = "system"
             self.add(f"{path}[{i}]", item_kind, item)
 
@@ -127,7 +131,8 @@ class _Splitter:
     def _strip(self, value: Any, path: str, index: int) -> Any:
         # Leaves (the exact scalar types json.loads gives) are kept as they are without a call
         # or a path string: they hold no marker, and most of a body is leaves.
-        if isinstance(value, Mapping):
+        # ``type(...) is dict`` first: isinstance with an ABC (Mapping) is a Python-level call.
+        if type(value) is dict or isinstance(value, Mapping):
             out: dict[Any, Any] = {}
             for key, item in value.items():
                 if key == "cache_control":
@@ -157,7 +162,11 @@ _LEAF_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
 def _is_cache_point(item: Any) -> bool:
-    return isinstance(item, Mapping) and "cachePoint" in item and len(item) == 1
+    return (
+        (type(item) is dict or isinstance(item, Mapping))
+        and "cachePoint" in item
+        and len(item) == 1
+    )
 
 
 #: The top-level fields ``split_request`` reads for each API (what the prefix is made of).

@@ -316,7 +316,7 @@ class _Reader:
     """Reads counts out of one vendor usage object, collecting warnings as it goes."""
 
     def __init__(self, vendor: str, payload: object) -> None:
-        if not isinstance(payload, Mapping):
+        if type(payload) is not dict and not isinstance(payload, Mapping):
             raise UsageParseError(
                 f"{vendor} usage must be a JSON object, got {type(payload).__name__}; "
                 "pass the response's usage object or use parse_usage() on the whole body"
@@ -664,7 +664,7 @@ def _merge_latest(into: dict[str, Any], update: Mapping[str, Any]) -> None:
 
 
 def _require_event(api: str, event: object) -> Mapping[str, Any]:
-    if not isinstance(event, Mapping):
+    if type(event) is not dict and not isinstance(event, Mapping):
         raise UsageParseError(
             f"{api} stream event must be a JSON object (the parsed SSE data), "
             f"got {type(event).__name__}"

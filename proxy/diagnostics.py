@@ -211,7 +211,7 @@ def response_id(payload: Mapping[str, Any]) -> str | None:
     ``message.id`` of Anthropic's ``message_start``; ``response.id`` of Responses stream events.
     """
     for container in (payload.get("message"), payload.get("response"), payload):
-        if isinstance(container, Mapping):
+        if type(container) is dict or (container is not None and isinstance(container, Mapping)):
             value = container.get("id")
             if isinstance(value, str) and value:
                 return value

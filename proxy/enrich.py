@@ -107,7 +107,7 @@ def response_model(payload: Mapping[str, Any]) -> str | None:
     Responses stream events; ``modelVersion`` on Gemini responses and chunks.
     """
     for container in (payload, payload.get("message"), payload.get("response")):
-        if isinstance(container, Mapping):
+        if type(container) is dict or (container is not None and isinstance(container, Mapping)):
             for key in ("model", "modelVersion"):
                 value = container.get(key)
                 if isinstance(value, str) and value:
