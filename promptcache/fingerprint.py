@@ -175,12 +175,20 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
     prev_digest = _EMPTY_DIGEST
     num_tokens = 0
     for raw in raw_segments:
-        text, data = canonical_json_and_bytes(raw.value)
-        seg_hash = hashlib.sha256(data)
-        sha = seg_hash.hexdigest()
-        tokens = _segment_tokens(sha, raw.kind, raw.value, text)
+        value = raw.value
+        key = _message_key(value)
+        known = _SEGMENTS_BY_MESSAGE.get(key) if key is not None else None
+        if known is None:
+            text, data = canonical_json_and_bytes(value)
+            seg_hash = hashlib.sha256(data)
+            digest, sha = seg_hash.digest(), seg_hash.hexdigest()
+            if key is not None:
+                _remember_message(key, (text, digest, sha))
+        else:
+            text, digest, sha = known
+        tokens = _segment_tokens(sha, raw.kind, value, text)
         segments.append(Segment(raw.path, raw.kind, sha, len(text), text, tokens))
-        link = hashlib.sha256(prev_digest + seg_hash.digest())  # chained[i]: over raw digests
+        link = hashlib.sha256(prev_digest + digest)  # chained[i]: over raw digests
         prev_digest = link.digest()
         prev = link.hexdigest()
         chained.append(prev)
@@ -195,6 +203,33 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
         breakpoints=[Breakpoint(b.path, b.ttl, b.segment_index) for b in raw_breakpoints],
         approx_prefix_tokens=num_tokens,
     )
+
+
+def _message_key(value: Any) -> tuple[str, str] | None:
+    """``(role, content)`` of a segment value that is exactly ``{"role": str, "content": str}``
+    (a chat or system message as parsed from JSON), whose canonical text those two strings fix;
+    None for any other value or a content over ``_SEGMENT_MEMO_MAX_CHARS``."""
+    if type(value) is dict and len(value) == 2:
+        role = value.get("role")
+        content = value.get("content")
+        if type(role) is str and type(content) is str and len(content) <= _SEGMENT_MEMO_MAX_CHARS:
+            return role, content
+    return None
+
+
+def _remember_message(key: tuple[str, str], known: tuple[str, bytes, str]) -> None:
+    """Keep a message segment's (canonical text, SHA-256 digest, hex digest), the oldest entries
+    dropped beyond ``_SEGMENT_MEMO_CHARS`` characters (content and text) in all."""
+    global _segment_memo_chars
+    size = len(key[1]) + len(known[0])
+    with _SEGMENT_MEMO_LOCK:
+        if key in _SEGMENTS_BY_MESSAGE or size > _SEGMENT_MEMO_CHARS:
+            return
+        while _SEGMENTS_BY_MESSAGE and _segment_memo_chars + size > _SEGMENT_MEMO_CHARS:
+            old_key, old = _SEGMENTS_BY_MESSAGE.popitem_first()
+            _segment_memo_chars -= len(old_key[1]) + len(old[0])
+        _SEGMENTS_BY_MESSAGE[key] = known
+        _segment_memo_chars += size
 
 
 def _segment_tokens(sha: str, kind: str, value: Any, text: str) -> int:
@@ -217,6 +252,23 @@ def _segment_tokens(sha: str, kind: str, value: Any, text: str) -> int:
 _TOKENS_BY_SHA: dict[str, int] = {}
 _TOKENS_CACHE_SIZE = 4096
 _TOKENS_LOCK = threading.Lock()
+
+
+class _Memo(dict[tuple[str, str], tuple[str, bytes, str]]):
+    def popitem_first(self) -> tuple[tuple[str, str], tuple[str, bytes, str]]:
+        key = next(iter(self))
+        return key, self.pop(key)
+
+
+#: Message segments seen recently, by ``(role, content)`` (``_message_key``): their canonical
+#: text and its SHA-256, so that the messages a conversation repeats on every turn (its system
+#: prompt, its earlier turns) are not serialised and hashed again on each request. A proxy
+#: fingerprints every request it forwards; bounded by characters, oldest entries dropped first.
+_SEGMENTS_BY_MESSAGE = _Memo()
+_SEGMENT_MEMO_CHARS = 16_000_000
+_SEGMENT_MEMO_MAX_CHARS = 1_000_000
+_SEGMENT_MEMO_LOCK = threading.Lock()
+_segment_memo_chars = 0
 
 
 def _prompt_strings(value: Any) -> list[str]:

@@ -304,3 +304,40 @@ def test_approx_tokens_count_prompt_text_and_are_memoised() -> None:
     assert first.approx_prefix_tokens == count_tokens("Be brief.") + count_tokens("hi there")
     assert len(fingerprint._TOKENS_BY_SHA) == 2
     assert fingerprint_request(body, "anthropic").approx_prefix_tokens == first.approx_prefix_tokens
+
+
+def test_messages_seen_before_hash_as_they_did_the_first_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Message segments of the plain ``{"role", "content"}`` shape come from the memo on a
+    repeat; every segment is the canonical JSON of its value and that text's SHA-256 either
+    way, and the memo stays within its character budget (the oldest dropped first)."""
+    monkeypatch.setattr(fingerprint, "_SEGMENTS_BY_MESSAGE", fingerprint._Memo())
+    monkeypatch.setattr(fingerprint, "_segment_memo_chars", 0)
+    monkeypatch.setattr(fingerprint, "_SEGMENT_MEMO_CHARS", 400)
+    system = 'You are terse. Ünïcödé, "quotes", \\ and a newline\n.' * 2
+    chat = [{"role": "system", "content": system}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello", "name": "bot"},  # three keys: not kept
+            {"role": "user", "content": [{"type": "text", "text": "a list"}]}]  # fmt: skip
+    anthropic = {"system": system, "messages": [
+        {"role": "user", "content": "hi", "cache_control": {"type": "ephemeral"}}]}  # fmt: skip
+    bodies = [({"model": "m", "messages": chat}, "openai_chat"), (anthropic, "anthropic"),
+              ({"model": "m", "messages": chat[:2]}, "openai_chat")]  # fmt: skip
+    first = [fingerprint_request(body, api) for body, api in bodies]
+    assert ("user", "hi") in fingerprint._SEGMENTS_BY_MESSAGE
+    assert ("assistant", "hello") not in fingerprint._SEGMENTS_BY_MESSAGE
+    again = [fingerprint_request(copy.deepcopy(body), api) for body, api in bodies]
+    assert again == first
+    for fp, (body, api) in zip(again, bodies, strict=True):
+        values = [raw.value for raw in fingerprint.split_request(body, api)[0]]
+        for segment, value in zip(fp.segments, values, strict=True):
+            assert segment.text == canonical_json(value)
+            assert segment.sha256 == hashlib.sha256(segment.text.encode()).hexdigest()
+    assert ("system", system) in fingerprint._SEGMENTS_BY_MESSAGE
+    # 60 more characters of content do not fit in 400 with the system message (about 250
+    # characters held, content and text): the oldest entry, the system message, goes
+    fingerprint_request({"model": "m", "messages": [{"role": "user", "content": "x" * 60}]})
+    assert ("system", system) not in fingerprint._SEGMENTS_BY_MESSAGE
+    assert ("user", "hi") in fingerprint._SEGMENTS_BY_MESSAGE
+    held = sum(len(k[1]) + len(v[0]) for k, v in fingerprint._SEGMENTS_BY_MESSAGE.items())
+    assert held == fingerprint._segment_memo_chars <= 400
