@@ -46,7 +46,14 @@ def ev() -> ModuleType:
 
 def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> None:
     seeds, repos = ev.load_repos(CORPUS / "repos.toml")
-    assert seeds == {1: 20261203, 2: 20261204, 3: 20261205, 4: 20261206, 5: 20261207}
+    assert seeds == {
+        1: 20261203,
+        2: 20261204,
+        3: 20261205,
+        4: 20261206,
+        5: 20261207,
+        6: 20261208,
+    }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
     assert len({r.tree for r in repos}) == len(repos)
@@ -60,7 +67,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
         halves = [r.half for r in members]
         assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
-    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8}
+    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8, 6: 8}
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
         "TransformerOptimus/SuperAGI",
@@ -88,6 +95,13 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         "TauricResearch/TradingAgents",
         "ai-christianson/RA.Aid",
         "pydantic/pydantic-ai",
+    ]
+    # batch 6 as recorded: sorted names shuffled by Random(20261208), the first 4 tuning
+    assert sorted(r.repo for r in repos if r.batch == 6 and r.half == "tuning") == [
+        "Josh-XT/AGiXT",
+        "frdel/agent-zero",
+        "stitionai/devika",
+        "strands-agents/sdk-python",
     ]
     assert ev.main(["split"]) == 0
 
