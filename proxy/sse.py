@@ -148,10 +148,10 @@ class SSEDecoder:
         last_id = self._last_id
         match = _SINGLE_DATA_EVENT.match
         append = events.append
+        new = tuple.__new__  # the named tuple's own __new__ is a Python function: one call an event
         while (found := match(buf, pos)) is not None:
-            append(
-                ServerSentEvent("", found[1].decode("utf-8", "replace"), last_id, None, found[0])
-            )
+            data = found[1].decode("utf-8", "replace")
+            append(new(ServerSentEvent, ("", data, last_id, None, found[0])))
             pos = found.end()
         return pos
 
