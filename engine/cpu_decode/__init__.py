@@ -51,6 +51,7 @@ for torch's kernel.
 from __future__ import annotations
 
 from .fused import (
+    SCRATCH_KEPT_ROWS,
     FusedDecode,
     int8_rows_ranker,
     kernel_codes,
@@ -63,6 +64,7 @@ from .fused import (
 from .library import CpuDecodeUnavailable, load_library
 
 __all__ = [
+    "SCRATCH_KEPT_ROWS",
     "CpuDecodeUnavailable",
     "FusedDecode",
     "int8_rows_ranker",

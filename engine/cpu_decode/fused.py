@@ -28,6 +28,7 @@ from .plan import attention_plan
 __all__ = [
     "KV_DTYPES",
     "MAX_PASS_ROWS",
+    "SCRATCH_KEPT_ROWS",
     "FusedDecode",
     "drop_torch_copies",
     "int8_rows_ranker",
@@ -54,6 +55,15 @@ call's tokens attend to the K/V an earlier one stored: the same outputs up to th
 summation order. The kernel's scratch grows with the rows of a call (about 26 KB a row for
 SmolLM2, 29 MB at 1,088 rows); this bounds it at about 7 MB, at the cost of reading the weights
 once per call."""
+
+SCRATCH_KEPT_ROWS = 64
+"""Calls of at most this many rows (decode steps, short prefill chunks, the new tail of a prompt
+after a prefix hit) reuse a scratch kept between passes; a longer call's scratch is allocated
+for its pass and freed when the pass ends (a mapping of its own: glibc's ``M_MMAP_THRESHOLD``,
+``engine/heap.py``), so a long prefill's scratch (about 6.5 MB written in calls of 218-256
+SmolLM2 rows, 9.4 MiB allocated) is not resident beside a full KV pool while decoding. That pass
+pays the page faults of its scratch again (about 0.3 ms per MB: 2 ms against a 1,088-token
+prefill's 1.25 s); passes of up to 64 rows pay none."""
 
 
 def _dense_values(layer: Int4Linear) -> torch.Tensor:
@@ -341,7 +351,8 @@ class FusedDecode:
         self._layers = layers
         self._dims = dims
         self._keep = keep  # the tensors the structs point into
-        self._scratch = torch.empty(0)
+        self._scratch = torch.empty(0)  # calls of up to SCRATCH_KEPT_ROWS rows
+        self._pass_scratch: torch.Tensor | None = None  # longer calls', for one pass
         #: Decode steps run through the kernel so far.
         self.steps = 0
 
@@ -493,24 +504,27 @@ class FusedDecode:
         calls = -(-rows // MAX_PASS_ROWS)
         step = -(-rows // calls)  # even calls: none of 1 row (its products would be fp32)
         outputs = []
-        for r0 in range(0, rows, step):
-            r1 = min(r0 + step, rows)
-            # each sequence's rows in [r0, r1), and its keys once they are stored
-            new = [max(0, min(b, r1) - max(a, r0)) for a, b in itertools.pairwise(starts)]
-            seen = [c - (b - min(b, r1)) for c, b in zip(ctx, starts[1:], strict=True)]
-            mine = None if keep is None else keep[(keep >= r0) & (keep < r1)] - r0
-            kept = self._call_rows(
-                x[r0:r1],
-                cos[r0:r1],
-                signed_sin[r0:r1],
-                slots[r0:r1],
-                tables,
-                table_list,
-                [max(1, c) for c in seen],
-                new,
-                mine,
-            )
-            outputs.append(x[r0 : r0 + kept])
+        try:
+            for r0 in range(0, rows, step):
+                r1 = min(r0 + step, rows)
+                # each sequence's rows in [r0, r1), and its keys once they are stored
+                new = [max(0, min(b, r1) - max(a, r0)) for a, b in itertools.pairwise(starts)]
+                seen = [c - (b - min(b, r1)) for c, b in zip(ctx, starts[1:], strict=True)]
+                mine = None if keep is None else keep[(keep >= r0) & (keep < r1)] - r0
+                kept = self._call_rows(
+                    x[r0:r1],
+                    cos[r0:r1],
+                    signed_sin[r0:r1],
+                    slots[r0:r1],
+                    tables,
+                    table_list,
+                    [max(1, c) for c in seen],
+                    new,
+                    mine,
+                )
+                outputs.append(x[r0 : r0 + kept])
+        finally:
+            self._pass_scratch = None  # a long pass's scratch, freed (SCRATCH_KEPT_ROWS)
         self.steps += 1
         hidden: torch.Tensor = model.norm(outputs[0] if calls == 1 else torch.cat(outputs))
         return hidden
@@ -546,8 +560,15 @@ class FusedDecode:
         )
         base = self._lib.pc_scratch_floats(ctypes.byref(self._dims), rows)
         need = base + plan.scratch_floats
-        if self._scratch.numel() < need:
-            self._scratch = torch.empty(need + need // 2)
+        if rows <= SCRATCH_KEPT_ROWS:
+            if self._scratch.numel() < need:
+                self._scratch = torch.empty(need + need // 2)
+            scratch = self._scratch
+        else:
+            if self._pass_scratch is None or self._pass_scratch.numel() < need:
+                self._pass_scratch = None  # freed before its successor is allocated
+                self._pass_scratch = torch.empty(need + need // 2)
+            scratch = self._pass_scratch
         keep = None if keep is None else keep.contiguous()
         kept = rows if keep is None else keep.numel()
         self._lib.pc_forward(
@@ -564,6 +585,6 @@ class FusedDecode:
             ctypes.byref(plan.struct),
             None if keep is None else keep.data_ptr(),
             kept,
-            self._scratch.data_ptr(),
+            scratch.data_ptr(),
         )
         return kept

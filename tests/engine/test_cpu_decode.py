@@ -37,6 +37,7 @@ from torch import nn
 
 from promptcache.engine import LLM, EngineConfig, SamplingParams
 from promptcache.engine.cpu_decode import (
+    SCRATCH_KEPT_ROWS,
     CpuDecodeUnavailable,
     FusedDecode,
     int8_rows_ranker,
@@ -329,6 +330,23 @@ def test_engine_runs_every_pass_through_the_kernel(lib: ctypes.CDLL, tinystories
     assert all(layer.dense is None for layer in layers)
     again = FusedDecode.build(fused.model, llm.engine.runner.kv_caches, torch.device("cpu"))
     assert again.model is fused.model
+
+
+def test_a_long_calls_scratch_is_freed_when_its_pass_ends(
+    lib: ctypes.CDLL, tinystories_dir: Path
+) -> None:
+    """Calls of more than ``SCRATCH_KEPT_ROWS`` rows take a scratch of their own, freed at the
+    end of the pass: the scratch kept between passes is only as large as the short calls'."""
+    llm = LLM(tinystories_dir, weight_dtype="int4")
+    fused = llm.engine.runner.fused_decode
+    assert isinstance(fused, FusedDecode)
+    ids = llm.tokenizer.encode("Once upon a time there was a little cat. " * 40)[:200]
+    params = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
+    [out] = llm.generate([ids], params)
+    assert len(out.output_token_ids) == 3
+    assert fused._pass_scratch is None
+    long_call = lib.pc_scratch_floats(ctypes.byref(fused._dims), SCRATCH_KEPT_ROWS + 1)
+    assert 0 < fused._scratch.numel() < long_call  # the decode steps' (1 row)
 
 
 def test_smollm2_answers_through_the_kernel(lib: ctypes.CDLL, smollm2_gguf: Path) -> None:
