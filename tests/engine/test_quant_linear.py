@@ -22,6 +22,7 @@ from promptcache.engine.models.quant_linear import (
     HEAD_REFINE_TOP,
     INT4_GROUP_SIZE,
     PREPACK_DENSE,
+    REFINE_ROWS,
     Int4Linear,
     Int8Embedding,
     Int8Linear,
@@ -163,6 +164,23 @@ def test_head_refines_its_top_logits_to_the_exact_int8_values() -> None:
     assert float((rounded.double() - exact).gather(1, top).abs().max()) > 1e-3
     others = torch.ones_like(got, dtype=torch.bool).scatter_(1, got.topk(8).indices, False)
     assert torch.equal(got[others], rounded[others])  # the rest keep the kernel's values
+
+
+@pytest.mark.parametrize("rows", [1, REFINE_ROWS + 1, 16])
+def test_refined_logits_are_the_bits_of_one_product_over_every_row(rows: int) -> None:
+    """The head refines ``REFINE_ROWS`` rows at a time: the same bits as one product over the
+    step's rows (its int8 rows picked, as fp32, times the activations, then scaled)."""
+    gen = torch.Generator().manual_seed(rows)
+    linear = nn.Linear(96, 640, bias=False)
+    linear.weight.data = torch.randn(640, 96, generator=gen)
+    x = torch.randn(rows, 96, generator=gen) * 4
+    layer = Int8Linear(linear, dense_min_rows=None, refine_top=32)
+    got = layer(x)
+    ranked = Int8Linear(linear, dense_min_rows=None)(x)
+    top = ranked.topk(32, dim=-1).indices
+    whole = torch.einsum("ri,rki->rk", x, layer.qweight[top].float())
+    whole.mul_(layer.scale_bf16[top].float())
+    assert torch.equal(got.gather(1, top), whole)
 
 
 def test_a_heads_ranker_ranks_and_the_top_logits_are_still_the_exact_int8_ones() -> None:
