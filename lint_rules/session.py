@@ -174,8 +174,9 @@ def configuration_label(label: str, requests: frozenset[str]) -> bool:
 def escaping(func: FunctionNode) -> set[int]:
     """``id``s of the expressions of ``func`` whose value leaves it: returned or yielded,
     stored into an attribute, or part of a value that is (through local names assigned from
-    them, and the arguments and elements of calls and containers, not the receiver of a
-    method call: ``agent.run(q)`` returns the run's result, not ``agent``)."""
+    them, unpacked names included, and the arguments and elements of calls and containers,
+    not the receiver of a method call: ``agent.run(q)`` returns the run's result, not
+    ``agent``)."""
     assigned: dict[str, list[ast.expr]] = {}
     roots: list[ast.expr] = []
     for node in ast.walk(func):
@@ -184,10 +185,15 @@ def escaping(func: FunctionNode) -> set[int]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                if isinstance(target, ast.Name):
-                    assigned.setdefault(target.id, []).append(node.value)
-                elif isinstance(target, (ast.Attribute, ast.Subscript)):
-                    roots.append(node.value)
+                # ``graph, backend = build()``: each name unpacked may hold what was built
+                parts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                for part in parts:
+                    if isinstance(part, ast.Starred):
+                        part = part.value
+                    if isinstance(part, ast.Name):
+                        assigned.setdefault(part.id, []).append(node.value)
+                    elif isinstance(part, (ast.Attribute, ast.Subscript)):
+                        roots.append(node.value)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)

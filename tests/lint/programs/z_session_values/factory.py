@@ -65,3 +65,21 @@ def run_spec(spec: dict, question: str):
             {"role": "user", "content": question},
         ],
     )
+
+
+def build_pair(model: str, folder: str):
+    agent = create_agent(model, system_prompt=f"Keep your files in {folder}.")
+    return agent, folder
+
+
+def make_graph(model: str):
+    # a factory that unpacks the agent from a pair and returns it: the folder is the graph's
+    folder = f"harbor-{uuid.uuid4()}"
+    graph, _folder = build_pair(model, folder)
+    return graph
+
+
+async def answer_with_pair(question: str):
+    # the look-alike: the pair is built and its agent run at once, for this request
+    graph, _folder = build_pair("gpt-4o", f"harbor-{uuid.uuid4()}")  # PC002: 52
+    return await graph.run(question)
