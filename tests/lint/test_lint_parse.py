@@ -191,3 +191,52 @@ def test_a_run_leaves_no_folder_of_shared_rewrites(
     results = lint_paths([code], LintConfig(root=code), jobs=1)
     assert sorted(Path(r.path).name for r in results) == ["generic.py", "plain.py"]
     assert list(temp.iterdir()) == []
+
+
+def _libcst_rewrite(source: str, error: SyntaxError) -> str | None:
+    from promptcache.lint_rules.parse import _libcst_module, _older
+
+    module = _libcst_module(source, error)
+    return None if module is None else str(module.visit(_older(module)).code)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads type parameters")
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class Box[T: (str, bytes) = str]:\n    def get[U](self, u: U) -> T: ...\n",
+        "def f[\n    T,\n    *Ts,\n    **P,\n](x): return x\n",
+        "class A:\n    @staticmethod\n    async def g[T: dict[str, int]]  (x: T) -> T: return x\n",
+    ],
+)
+def test_type_parameters_are_blanked_as_libcst_blanks_them(source: str) -> None:
+    from promptcache.lint_rules.parse import _type_params_blanked
+
+    with pytest.raises(SyntaxError) as caught:
+        ast.parse(source)
+    fast = _type_params_blanked(source, caught.value)
+    assert fast is not None and fast == _libcst_rewrite(source, caught.value)
+    assert fast.count("\n") == source.count("\n") and ast.parse(fast)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads type parameters")
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a list with a comment or a string in it, or other newer syntax: libcst rewrites it
+        "def f[\n    T,  # a comment\n](x): return x\n",
+        "def f[T: Literal[']']](x): return x\n",
+        "def f[T](x): return x\ntype Alias = int\n",
+        # the look-alike in a string beside a real list: not a definition
+        "def f[T](x): return x\ndoc = 'def g[U]('\n",
+        # not valid on any version: libcst rejects it, so PC000 stays
+        "def f[T, /](x): return x\n",
+        "def f[1](x): return x\n",
+    ],
+)
+def test_other_newer_syntax_is_left_to_libcst(source: str) -> None:
+    from promptcache.lint_rules.parse import _type_params_blanked
+
+    with pytest.raises(SyntaxError) as caught:
+        ast.parse(source)
+    assert _type_params_blanked(source, caught.value) is None
