@@ -25,6 +25,14 @@ writer commits every 0.5 s at this pace) through the writer's own insert
 and with each insert trigger dropped in turn; it prints the writer thread's CPU per row
 (``time.thread_time``, the best of 3) for each.
 
+``--callgrind N``: then the ``--db`` proxy once more under valgrind's callgrind (instrumented
+only while ``N`` measured requests run, after ``N // 3`` to warm up: ``callgrind_control -i``),
+printing its user-space instructions per request, all threads (the event loop, the log writer)
+together; a count, so two commits compare on a loaded machine where CPU seconds do not. valgrind
+runs the proxy some 50 times slower: give the replicas ``--event-gap-ms 25`` and
+``--concurrency 2`` so that each event still arrives in its own read, as it does without
+valgrind (the per-read work is a third of a request's instructions).
+
 ``--profile FILE``: the ``--db`` proxy's measured requests run under cProfile with the
 ``time.thread_time`` clock (the event-loop thread's CPU only; the proxy is started through this
 script's ``--profiled-proxy FILE``, which turns the profiler on and off on ``SIGUSR1``) and the
@@ -37,6 +45,8 @@ Usage::
     .venv/bin/python benchmarks/proxy_cpu_split.py --requests 300 --idle-s 10
     .venv/bin/python benchmarks/proxy_cpu_split.py --profile /tmp/proxy.pstats
     .venv/bin/python benchmarks/proxy_cpu_split.py --requests 300 --trigger-costs
+    .venv/bin/python benchmarks/proxy_cpu_split.py --requests 40 --idle-s 1 \
+        --event-gap-ms 25 --concurrency 2 --callgrind 60
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -211,6 +222,53 @@ def measure(
             proxy.kill()
 
 
+def count_instructions(args: argparse.Namespace, urls: list[str], folder: Path) -> None:
+    """The ``--callgrind`` run (see the module docstring): prints instructions per request."""
+    port = routing.free_port()
+    out = folder / f"callgrind-{port}.out"
+    proxy = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+         *routing.CLI, "proxy", "--upstream", ",".join(urls), "--routing-policy", "prefix",
+         "--port", str(port), "--log-level", "error", "--db", str(folder / f"log-{port}.db")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    rng = random.Random(0)
+    prompts = [f"This is the story book of tenant {t}. "
+               + " ".join(rng.choice(routing.WORDS) for _ in range(200))
+               for t in range(routing.TENANTS)]  # fmt: skip
+
+    def drive(requests: int) -> routing.Outcome:
+        return asyncio.run(routing.drive(url, prompts, requests=requests,
+                                         concurrency=args.concurrency, turns=4))  # fmt: skip
+
+    def instrument(state: str) -> None:
+        subprocess.run(["callgrind_control", "-i", state, str(proxy.pid)], check=True,
+                       capture_output=True, timeout=120)  # fmt: skip
+
+    try:
+        routing.wait_http(url + "/healthz", proxy, timeout_s=900)
+        drive(max(1, args.callgrind // 3))
+        instrument("on")
+        outcome = drive(args.callgrind)
+        instrument("off")
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        try:
+            proxy.wait(300)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+    if outcome.ok != args.callgrind:
+        raise SystemExit(f"only {outcome.ok} of {args.callgrind} requests came back whole "
+                         f"under callgrind: {outcome.errors[:2]}")  # fmt: skip
+    totals = [int(line.split()[1]) for line in out.read_text().splitlines()
+              if line.startswith("totals:")]  # fmt: skip
+    if not totals:
+        raise SystemExit(f"callgrind wrote no totals to {out}")
+    print(f"proxy, --db (callgrind) {totals[0] / args.callgrind / 1e6:.3f}M instructions per "
+          f"request, user space, all threads ({outcome.ok} requests whole)")  # fmt: skip
+
+
 def trigger_costs(
     source: Path, batch: int, repeats: int = 3
 ) -> tuple[int, list[tuple[str, float]]]:
@@ -289,6 +347,9 @@ def main() -> None:
                         help="also time inserting the --db run's rows with and without each "
                         "rollup trigger")  # fmt: skip
     parser.add_argument("--trigger-batch", type=_at_least(1, int), default=32)
+    parser.add_argument("--callgrind", type=_at_least(1, int), metavar="N",
+                        help="also count the --db proxy's instructions per request over N "
+                        "requests under valgrind's callgrind")  # fmt: skip
     parser.add_argument("--profile", metavar="FILE",
                         help="also run the --db proxy under cProfile, stats to FILE")  # fmt: skip
     parser.add_argument("--serve-mock", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -299,6 +360,9 @@ def main() -> None:
         return
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.callgrind is not None and not (shutil.which("valgrind") and shutil.which(
+            "callgrind_control")):  # fmt: skip
+        parser.error("--callgrind needs valgrind (valgrind and callgrind_control on PATH)")
     if args.serve_mock is not None:
         import uvicorn
 
@@ -326,6 +390,8 @@ def main() -> None:
                       f"{args.trigger_batch}: CPU per row")  # fmt: skip
                 for label, micros in costs:
                     print(f"  {label:<34} {micros:7.1f} us")
+            if args.callgrind is not None:
+                count_instructions(args, urls, Path(folder))
             if args.profile is not None:
                 Path(args.profile).unlink(missing_ok=True)
                 measure(args, urls, True, Path(folder), profile=args.profile)

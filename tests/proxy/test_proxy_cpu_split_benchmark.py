@@ -25,6 +25,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "proxy_cpu_split.p
         (["--trigger-batch", "1e999"], "argument --trigger-batch: '1e999' is not a whole number"),
         (["--event-gap-ms", "nan"], "argument --event-gap-ms: 'nan' is not a finite number"),
         (["--idle-s", "inf"], "argument --idle-s: 'inf' is not a finite number"),
+        (["--callgrind", "0"], "argument --callgrind: 0 is below 1: pass 1 or more"),
     ],
 )
 def test_bad_numbers_are_usage_errors(args: list[str], message: str) -> None:
