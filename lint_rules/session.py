@@ -19,9 +19,13 @@ value once per session (a conversation, a thread, an agent) and reuse it, so the
   function that returns the object built there or stores it into an attribute: an id minted
   while an agent is built names that agent (its working folder, its thread), and the agent
   with its prompt serves every request it is given. Where the function uses the object itself
-  (``create_agent(system_prompt=...).run(q)``), the id is the request's. A time in a factory's
-  prompt stays per request: a "now" is put there to be current, and agents whose prompt tells
-  the time are built per request (the nexent case of ``tests/lint/real_cases.toml``).
+  (``create_agent(system_prompt=...).run(q)``), the id is the request's; where it builds the
+  object before a loop whose passes send with it (``agents = build(values)``, then
+  ``agents[name].run(prompt)`` every round), the id (a ``random.randint()`` drawn once per
+  game) is the object's again, unless it is drawn and the object built inside the loop. A
+  time in a factory's prompt stays per request: a "now" is put there to be current, and
+  agents whose prompt tells the time are built per request (the nexent case of
+  ``tests/lint/real_cases.toml``).
 """
 
 from __future__ import annotations
@@ -201,6 +205,11 @@ def escaping(func: FunctionNode) -> set[int]:
             and isinstance(node.func.value, ast.Name)
         ):
             assigned.setdefault(node.func.value.id, []).extend(node.args)
+    return _reached(roots, assigned)
+
+
+def _reached(roots: list[ast.expr], assigned: dict[str, list[ast.expr]]) -> set[int]:
+    """``id``s of the expressions that are part of ``roots``' values (see ``escaping``)."""
     out: set[int] = set()
     names: set[str] = set()
     todo = list(roots)
@@ -225,6 +234,57 @@ def escaping(func: FunctionNode) -> set[int]:
             else:
                 stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+def _receiver_name(node: ast.expr) -> str | None:
+    """The local name whose object ``node`` reaches (``agents[name]`` -> ``agents``)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def reused_in_loops(func: FunctionNode) -> set[int]:
+    """``id``s of the expressions of ``func`` whose value is built before a loop and used by
+    it: assigned to a local name (``agents = build(values)``) outside a loop whose body calls
+    a method of that object (``agents[name].run(prompt)``), so every pass of the loop sends
+    with what was built once. The arguments and elements of calls and containers are part of
+    the value, as in ``escaping``."""
+    loops = [
+        node for node in ast.walk(func) if isinstance(node, (ast.For, ast.AsyncFor, ast.While))
+    ]
+    if not loops:
+        return set()
+    assigned: dict[str, list[ast.expr]] = {}
+    stores: list[tuple[str, ast.Assign | ast.AnnAssign]] = []
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                parts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                for part in parts:
+                    if isinstance(part, ast.Name):
+                        assigned.setdefault(part.id, []).append(node.value)
+                        stores.append((part.id, node))
+    roots: list[ast.expr] = []
+    for loop in loops:
+        inside = {id(n) for stmt in loop.body for n in ast.walk(stmt)}
+        used = {
+            name
+            for stmt in loop.body
+            for n in ast.walk(stmt)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and (name := _receiver_name(n.func.value)) is not None
+        }
+        for name, store in stores:
+            if (
+                name in used
+                and id(store) not in inside
+                and store.lineno < loop.lineno
+                and store.value is not None
+            ):
+                roots.append(store.value)
+    return _reached(roots, assigned) if roots else set()
 
 
 def pin_ids(facts: frozenset[Fact]) -> frozenset[Fact]:

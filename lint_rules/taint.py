@@ -56,7 +56,7 @@ from .frames import (
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
-from .session import configuration_label, escaping, pin_ids, reach
+from .session import configuration_label, escaping, pin_ids, reach, reused_in_loops
 from .sinks import SinkSpec
 from .statements import StatementsMixin, holds_no_object, merge_field
 
@@ -767,7 +767,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
     def pin_factory_entries(self, func: ast.FunctionDef | ast.AsyncFunctionDef, first: int) -> None:
         """A factory builds an agent once for many requests: an id ``func`` makes and passes
         to a configuration sink (``system_prompt=``, a ``"system_prompt"`` key, ``Agent(...)``)
-        whose object it returns or stores names that object, so in the entries it recorded
+        whose object it returns or stores, or uses in a loop after building it (each pass
+        sends with the object built once), names that object, so in the entries it recorded
         there (from ``first`` on) such ids are pinned (``session.py``)."""
         entries = self.entries
         requests = frozenset(s.label.rsplit(".", 1)[-1] for s in self.extra_sinks)
@@ -781,7 +782,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         ]
         if not found:
             return
-        leaving = escaping(func)
+        leaving = escaping(func) | reused_in_loops(func)
         for i in found:
             entry = entries[i]
             if id(entry.node) in leaving:
