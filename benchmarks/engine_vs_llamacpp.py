@@ -42,9 +42,15 @@ positions 0..1087, warm 1024..1087. Target: measured ratio <= 1.3x the FLOP rati
 
 llama.cpp build: the venv at ``--llamacpp-venv`` (default ``$PROMPTCACHE_LLAMACPP_VENV`` or
 ``~/.cache/promptcache/llama-cpp-venv``) must hold llama-cpp-python; ``--build`` creates it
-(pip builds the sdist with gcc + cmake, about 25-40 min on one core; the native build dies with
-SIGILL on some VMs, hence the explicit CMAKE_ARGS). Without it the script says so and exits 0,
-unless ``--ours-only`` runs our side of the same workload alone (our medians and RSS, no ratio).
+(pip builds the sdist with gcc + cmake, about 25-40 min on one core; the native build dies
+with SIGILL on some VMs, hence the explicit CMAKE_ARGS, which leave AVX-512 out). Without it the
+script says so and exits 0, unless ``--ours-only`` runs our side of the same workload alone
+(our medians and RSS, no ratio).
+
+Instruction set: that llama.cpp build runs AVX2 code, so our int4 products run AVX2 code too
+(``--ours-isa avx2``, the default: ``pc_set_vnni(0)``), and the ratios compare like with like.
+``--ours-isa native`` lets our kernel take AVX-512 VNNI where the CPU has it (as a user's engine
+does); the banner says which one ran.
 
 Usage::
 
@@ -341,6 +347,13 @@ def main() -> None:
     parser.add_argument(
         "--ours-only", action="store_true", help="run our side alone (no llama.cpp, no ratios)"
     )
+    parser.add_argument(
+        "--ours-isa",
+        choices=["avx2", "native"],
+        default="avx2",
+        help="our int4 products' instruction set: avx2 (as llama.cpp's build here) or native "
+        "(AVX-512 VNNI where the CPU has it)",
+    )
     parser.add_argument("--tokenize-corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tokenize_corpus is not None:
@@ -382,7 +395,14 @@ def main() -> None:
     load_peak = peak_rss_bytes()
     apart = reset_peak_rss()  # VmHWM from here on: the peak while serving
     if runner.fused_decode is not None:
-        print("ours: the fused CPU kernel (fp32 activations; int16 per row into the int4 products)")
+        from promptcache.engine.cpu_decode.library import load_library
+
+        vnni = load_library().pc_set_vnni(int(args.ours_isa == "native"))
+        isa = "AVX-512 VNNI" if vnni else "AVX2"
+        print(
+            "ours: the fused CPU kernel (fp32 activations; int16 per row into the int4 products, "
+            f"{isa} code; --ours-isa {args.ours_isa})"
+        )
     else:
         print(f"ours: the torch path ({runner.fused_decode_unavailable or 'fused kernel off'})")
     cpp = (
