@@ -176,13 +176,23 @@ def is_newer_python(source: str | bytes, error: SyntaxError) -> bool:
     return _libcst_module(source, error) is not None
 
 
+def where_broken(source: str | bytes, error: SyntaxError) -> SyntaxError:
+    """The error to report for ``source``, which the running Python rejected with ``error``
+    and which is not valid newer Python either: ``error``, or one further on when ``error``
+    is at a type parameter list that newer Pythons accept (``_where_broken``)."""
+    later: list[SyntaxError] = []
+    _type_params_blanked(source, error, later)
+    return _where_broken(error, later)
+
+
 def _rewrite(source: str | bytes, error: SyntaxError) -> str:
-    fast = _type_params_blanked(source, error)
+    later: list[SyntaxError] = []
+    fast = _type_params_blanked(source, error, later)
     if fast is not None:
         return fast
     module = _libcst_module(source, error)
     if module is None:
-        raise error
+        raise _where_broken(error, later)
     exact = module.code == source if isinstance(source, str) else module.bytes == source
     if not exact and not (isinstance(source, bytes) and b"\xef\xbb\xbf" + module.bytes == source):
         raise NewerSyntaxError("libcst does not reproduce the file: positions would be wrong")
@@ -196,12 +206,28 @@ _TYPE_PARAMS = re.compile(r"\b(def|class)[ \t]+(\w+)[ \t]*\[")
 _SIMPLE_PARAMS = re.compile(r"[\w\s,.:=*|()\[\]]*")
 
 
-def _type_params_blanked(source: str | bytes, error: SyntaxError) -> str | None:
+def _where_broken(error: SyntaxError, later: list[SyntaxError]) -> SyntaxError:
+    """The error to report for a file neither parser accepts: ``error``, the running
+    ``ast``'s first, unless the file with its type parameter lists blanked (same positions)
+    failed further on (``later``): the lists before that point are valid newer Python, and
+    the error there is the file's."""
+    if later:
+        blanked = later[0]
+        if (blanked.lineno or 0, blanked.offset or 0) > (error.lineno or 0, error.offset or 0):
+            blanked.filename = error.filename
+            return blanked
+    return error
+
+
+def _type_params_blanked(
+    source: str | bytes, error: SyntaxError, later: list[SyntaxError] | None = None
+) -> str | None:
     """``_rewrite``'s output without libcst, for the common case of a file whose only newer
     syntax is simple type parameter lists of classes and functions: each list, with the
     spaces around it, becomes spaces of the same width (as libcst's rewrite makes it). None
     when the file is not such a file, or is one that libcst would not be asked about
-    (``_libcst_module``): the caller then asks libcst."""
+    (``_libcst_module``): the caller then asks libcst. When the blanked file does not parse,
+    its ``SyntaxError`` is appended to ``later``."""
     if "too many" in str(error.msg) or "too complex" in str(error.msg):
         return None
     if not _near_newer_syntax(source, error) or _too_deep(source):
@@ -265,7 +291,11 @@ def _type_params_blanked(source: str | bytes, error: SyntaxError) -> str | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(rewritten)
-    except (SyntaxError, ValueError):
+    except SyntaxError as blanked_error:
+        if later is not None:
+            later.append(blanked_error)
+        return None
+    except ValueError:
         return None
     # every list blanked was one of a definition (not text in a string)
     defined = {

@@ -28,7 +28,7 @@ from .config import LintConfig
 from .context import ModuleContext
 from .facts import ASSUMED
 from .files import discover
-from .parse import NewerSyntaxError, is_newer_python, parse_kept
+from .parse import NewerSyntaxError, is_newer_python, parse_kept, where_broken
 from .registry import CHECKS, KNOWN_CODES
 from .rules.pc000_unparsable_file import from_error
 from .suppress import parse_suppressions
@@ -352,6 +352,8 @@ def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
         if is_template(raw, exc):
             return FileResult(path, skipped="template")
         if "PC000" in _codes_for(path, config):
+            if isinstance(exc, SyntaxError):
+                exc = where_broken(raw, exc)
             return FileResult(path, (from_error(path, exc),))
     return FileResult(path)
 

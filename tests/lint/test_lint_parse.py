@@ -240,3 +240,16 @@ def test_other_newer_syntax_is_left_to_libcst(source: str) -> None:
     with pytest.raises(SyntaxError) as caught:
         ast.parse(source)
     assert _type_params_blanked(source, caught.value) is None
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads the lists itself")
+@pytest.mark.parametrize("header", ["", HEADER], ids=["syntax-only", "analysed"])
+def test_a_generic_file_broken_elsewhere_is_pc000_where_it_is_broken(header: str) -> None:
+    # the type parameter list is valid Python 3.12; the error is the last line's
+    source = header + "def first[T](x: T) -> T:\n    return x\ny = (1 +\n"
+    (diagnostic,) = lint_source(source, "broken.py").diagnostics
+    assert diagnostic.code == "PC000"
+    assert diagnostic.location.line == source.count("\n")
+    with pytest.raises(SyntaxError) as raised:
+        parse_module(source, "broken.py")
+    assert (raised.value.lineno, raised.value.filename) == (source.count("\n"), "broken.py")
