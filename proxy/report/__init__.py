@@ -225,7 +225,10 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
             uri += "&immutable=1"
             conn, tables = _open_read_only(uri)
     except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"{path} is not a SQLite database ({exc}); pass --db") from exc
+        raise ConfigError(
+            f"{path} is not a SQLite database ({exc}); pass the proxy's --db file "
+            "(promptcache.db by default)"
+        ) from exc
     if "requests" not in tables or "schema_version" not in tables:
         conn.close()
         raise ConfigError(f"{path} has no promptcache `requests` table; pass the proxy's --db")

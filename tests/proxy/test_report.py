@@ -388,8 +388,9 @@ def test_bad_logs_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no proxy log"):
         build_report(tmp_path / "missing.db", since=0, until=1)
     (tmp_path / "text.db").write_text("not a database at all, just some text " * 50)
-    with pytest.raises(ConfigError, match="not a SQLite database"):
+    with pytest.raises(ConfigError, match="not a SQLite database") as raised:
         build_report(tmp_path / "text.db", since=0, until=1)
+    assert str(raised.value).endswith("pass the proxy's --db file (promptcache.db by default)")
     sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.close()
     with pytest.raises(ConfigError, match="no promptcache `requests` table"):
         build_report(tmp_path / "other.db", since=0, until=1)
