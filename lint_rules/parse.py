@@ -182,7 +182,7 @@ def where_broken(source: str | bytes, error: SyntaxError) -> SyntaxError:
     is at a type parameter list that newer Pythons accept (``_where_broken``)."""
     later: list[SyntaxError] = []
     _type_params_blanked(source, error, later)
-    return _where_broken(error, later)
+    return _where_broken(source, error, later)
 
 
 def _rewrite(source: str | bytes, error: SyntaxError) -> str:
@@ -192,7 +192,7 @@ def _rewrite(source: str | bytes, error: SyntaxError) -> str:
         return fast
     module = _libcst_module(source, error)
     if module is None:
-        raise _where_broken(error, later)
+        raise _where_broken(source, error, later)
     exact = module.code == source if isinstance(source, str) else module.bytes == source
     if not exact and not (isinstance(source, bytes) and b"\xef\xbb\xbf" + module.bytes == source):
         raise NewerSyntaxError("libcst does not reproduce the file: positions would be wrong")
@@ -206,14 +206,17 @@ _TYPE_PARAMS = re.compile(r"\b(def|class)[ \t]+(\w+)[ \t]*\[")
 _SIMPLE_PARAMS = re.compile(r"[\w\s,.:=*|()\[\]]*")
 
 
-def _where_broken(error: SyntaxError, later: list[SyntaxError]) -> SyntaxError:
+def _where_broken(source: str | bytes, error: SyntaxError, later: list[SyntaxError]) -> SyntaxError:
     """The error to report for a file neither parser accepts: ``error``, the running
     ``ast``'s first, unless the file with its type parameter lists blanked (same positions)
-    failed further on (``later``): the lists before that point are valid newer Python, and
-    the error there is the file's."""
+    failed further on (``later``) on a line without other newer syntax: the lists before that
+    point are valid newer Python, and the error there is the file's."""
     if later:
         blanked = later[0]
-        if (blanked.lineno or 0, blanked.offset or 0) > (error.lineno or 0, error.offset or 0):
+        if (blanked.lineno or 0, blanked.offset or 0) > (
+            error.lineno or 0,
+            error.offset or 0,
+        ) and not _newer_on_line(source, blanked.lineno or 0):
             blanked.filename = error.filename
             return blanked
     return error
@@ -325,6 +328,13 @@ def _too_deep(source: str | bytes) -> bool:
         elif byte in closing and depth:
             depth -= 1
     return False
+
+
+def _newer_on_line(source: str | bytes, line: int) -> bool:
+    """Whether line ``line`` (1-based) of ``source`` holds a construct newer Pythons added."""
+    data = source if isinstance(source, bytes) else source.encode("utf-8", "replace")
+    lines = data.splitlines()
+    return 1 <= line <= len(lines) and _NEWER.search(lines[line - 1]) is not None
 
 
 def _near_newer_syntax(source: str | bytes, error: SyntaxError) -> bool:

@@ -243,13 +243,27 @@ def test_other_newer_syntax_is_left_to_libcst(source: str) -> None:
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads the lists itself")
+@pytest.mark.parametrize(
+    ("source", "broken_line"),
+    [
+        # the type parameter list is valid Python 3.12: the error is the last line's
+        ("def first[T](x: T) -> T:\n    return x\ny = (1 +\n", 3),
+        ("def first[T](x: T) -> T:\n    return x +\n", 2),
+        # an error on a line of other newer syntax (a type statement) is not the file's:
+        # the first error stays
+        ("def first[T](x: T) -> T:\n    return x\ntype A = int\ny = (1 +\n", 1),
+    ],
+    ids=["later", "next-line", "type-statement"],
+)
 @pytest.mark.parametrize("header", ["", HEADER], ids=["syntax-only", "analysed"])
-def test_a_generic_file_broken_elsewhere_is_pc000_where_it_is_broken(header: str) -> None:
-    # the type parameter list is valid Python 3.12; the error is the last line's
-    source = header + "def first[T](x: T) -> T:\n    return x\ny = (1 +\n"
+def test_a_generic_file_broken_elsewhere_is_pc000_where_it_is_broken(
+    source: str, broken_line: int, header: str
+) -> None:
+    source = header + source
+    line = broken_line + header.count("\n")
     (diagnostic,) = lint_source(source, "broken.py").diagnostics
     assert diagnostic.code == "PC000"
-    assert diagnostic.location.line == source.count("\n")
+    assert diagnostic.location.line == line
     with pytest.raises(SyntaxError) as raised:
         parse_module(source, "broken.py")
-    assert (raised.value.lineno, raised.value.filename) == (source.count("\n"), "broken.py")
+    assert (raised.value.lineno, raised.value.filename) == (line, "broken.py")
