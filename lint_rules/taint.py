@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from .analysis.exports import exportable_value, fact_to_json, summary_to_json, value_to_json
-from .calls import _MUTATORS, CallsMixin, Unresolved
+from .calls import CallsMixin, Unresolved
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import (
@@ -56,7 +56,7 @@ from .frames import (
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
 from .regions import RegionsMixin
-from .session import configuration_label, escaping, pin_ids, reach, reused_in_loops
+from .session import configuration_label, escaping, pin_ids, reused_in_loops
 from .sinks import SinkSpec
 from .statements import StatementsMixin, holds_no_object, merge_field
 
@@ -220,60 +220,6 @@ def _yielded(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
     return out
 
 
-def _field_target(node: ast.expr, self_name: str) -> bool:
-    """Whether ``node`` (an assignment target, or what a mutator is called on) is a field of
-    ``self_name`` or an item or field inside one (``self.x``, ``self.x[k]``, ``self.x.y``)."""
-    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == self_name
-        ):
-            return True
-        node = node.value
-    return False
-
-
-def _stores_fields(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether ``method``'s text (nested functions included) stores into a field of its own
-    object: assigns to ``self.x`` (or an item or field inside it) or calls a mutator
-    (``append``, ``update``, ...) on one. Found once per tree (kept on the node: trees are
-    kept for later analyses of the file)."""
-    known: bool | None = method.__dict__.get("_stores_fields")
-    if known is not None:
-        return known
-    args = [*method.args.posonlyargs, *method.args.args]
-    found = False
-    if args:
-        self_name = args[0].arg
-        for node in ast.walk(method):
-            targets: list[ast.expr] = []
-            if isinstance(node, ast.Assign):
-                targets = node.targets
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
-                targets = [node.target]
-            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-                targets = [node.optional_vars]
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _MUTATORS
-            ):
-                targets = [node.func.value]
-            todo = list(targets)
-            while todo:
-                target = todo.pop()
-                if isinstance(target, (ast.Tuple, ast.List)):
-                    todo.extend(target.elts)
-                elif _field_target(target, self_name):
-                    found = True
-                    break
-            if found:
-                break
-    method.__dict__["_stores_fields"] = found
-    return found
-
-
 def _literal_none(value: Value) -> bool:
     return (
         value.ref == "literal"
@@ -355,8 +301,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
     def run(self) -> tuple[list[PrefixEntry], list[SinkCall]]:
         """Analyse the module; returns (prefix entries, sink calls).
 
-        Order: the module body (class bodies included), the pre-pass over the methods that
-        store into fields (``_prepass_classes``), then for each class with a relevant
+        Order: the module body (class bodies included), the pre-pass over the methods of
+        classes with a relevant method (``_prepass_classes``), then for each class with a relevant
         method its ``__init__``-like methods (so instance attributes are known), then every
         relevant function and method. Other functions are analysed only when something calls
         them (their summary is computed on demand).
@@ -391,10 +337,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
     def _prepass_classes(self) -> None:
         """What instance attributes hold is known only once every method that stores into
         them has run (``connect()`` fills ``self.tools``, ``all_tools()`` returns it). So the
-        methods of classes with a relevant method that store into a field of their object
-        (themselves or through methods they call on it, ``_stores_fields``) run once first,
-        recording nothing; their summaries are then dropped and recomputed with the
-        attributes complete."""
+        methods of classes with a relevant method run once first, recording nothing; their
+        summaries are then dropped and recomputed with the attributes complete. Every method
+        runs, not only those that store into fields: the names a method looks up while it
+        runs are what the program driver asks other modules to export, and findings elsewhere
+        depend on those exports."""
         classes = [
             info
             for info in self.classes.values()
@@ -408,8 +355,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             for info in classes:
                 methods = sorted(info.methods.values(), key=lambda m: m.name not in INIT_METHODS)
                 for method in methods:
-                    if any(_stores_fields(m) for m in reach(info, method)):
-                        self.summary(method)
+                    self.summary(method)
         finally:
             self.recording = True
         for key in set(self.summaries) - before:
