@@ -944,12 +944,28 @@ static inline int64_t widest_input(const pc_dims *D) {
     return w > q ? w : q;
 }
 
-/* Floats of scratch pc_forward needs for M rows besides the attention's (plan-sized). */
+/* The most rows pc_forward's MLP (gate/up, SwiGLU, down) runs at once: a call of more rows runs
+ * it over as few row blocks of at most this many as it can, each a multiple of 8 rows but the
+ * last (256 rows: 4 x 64; 218: 3 x 56 + 50; 65: 40 + 25), so its gate/up outputs (2 * inter
+ * floats a row, half of a row's scratch for SmolLM2) and the down product's int16 inputs are
+ * sized for a block, not for every row. Each row's products are the same bits whatever rows
+ * share its call (row-invariant numerics), so the blocks change no output; a block of 8 rows or
+ * more fills whole register tiles of the products (PANEL_TILE_ROWS, VNNI_TILE_MAX). */
+#define MLP_TILE_ROWS 64
+
+/* Rows of pc_forward's largest MLP block for M rows. */
+static inline int64_t mlp_tile_rows(int64_t M) { return M < MLP_TILE_ROWS ? M : MLP_TILE_ROWS; }
+
+/* Floats of scratch pc_forward needs for M rows besides the attention's (plan-sized): h, tmp,
+ * qkv and att for every row, gate/up outputs for an MLP block, and the products' quantised
+ * inputs (every row's for q/k/v and o, a block's for gate/up and down). */
 int64_t pc_scratch_floats(const pc_dims *D, int64_t M) {
     const int64_t q = D->heads * D->head_dim, kv = D->kv_heads * D->head_dim;
-    const int64_t widest = widest_input(D);
-    return M * (2 * D->hidden + (q + 2 * kv) + q + 2 * D->inter) +
-           matmul_scratch_floats(widest, M);
+    const int64_t T = mlp_tile_rows(M), attn_in = D->hidden > q ? D->hidden : q;
+    const int64_t qb_all = matmul_scratch_floats(attn_in, M);
+    const int64_t qb_tile = matmul_scratch_floats(widest_input(D), T);
+    return M * (2 * D->hidden + (q + 2 * kv) + q) + T * 2 * D->inter +
+           (qb_all > qb_tile ? qb_all : qb_tile);
 }
 
 /* Run every layer for M new tokens. x [M, hidden]: their embeddings in; out: the last layer's
@@ -969,7 +985,7 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
     const int64_t inter = D->inter, qkvn = qn + 2 * kvn;
     const int nt = D->nthreads;
     float *h = scratch, *tmp = h + M * hid, *qkv = tmp + M * hid, *att = qkv + M * qkvn;
-    float *gu = att + M * qn, *qbuf = gu + M * 2 * inter;
+    float *gu = att + M * qn, *qbuf = gu + mlp_tile_rows(M) * 2 * inter;
     float *work = scratch + pc_scratch_floats(D, M);
     for (int64_t L = 0; L < num_layers; L++) {
         const pc_layer *ly = layers + L;
@@ -1002,21 +1018,29 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
         add_rows(x, tmp, M * hid, nt);
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
         for (int64_t m = 0; m < M; m++) rms_norm(x + m * hid, ly->ln2, h + m * hid, hid, D->eps);
-        matmul(&ly->gate_up, h, hid, gu, M, qbuf, nt);
-        /* silu(g) * u of each row in place over its gate half [inter] */
-#pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
-        for (int64_t m = 0; m < M; m++) {
-            float *g = gu + m * 2 * inter;
-            int64_t i = 0;
-            for (; i + 8 <= inter; i += 8) {
-                const __m256 gv = _mm256_loadu_ps(g + i);
-                const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
-                const __m256 sig = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.f), e));
-                _mm256_storeu_ps(g + i, _mm256_mul_ps(sig, _mm256_loadu_ps(g + inter + i)));
+        /* the MLP over row blocks of at most MLP_TILE_ROWS (see there); tmp keeps every row's
+         * down output, added to x once all blocks ran */
+        const int64_t tiles = (M + MLP_TILE_ROWS - 1) / MLP_TILE_ROWS; /* 0 for no kept row */
+        const int64_t T = tiles ? ((M + tiles - 1) / tiles + 7) / 8 * 8 : 1; /* <= the most */
+        for (int64_t m0 = 0; m0 < M; m0 += T) {
+            const int64_t R = M - m0 < T ? M - m0 : T;
+            matmul(&ly->gate_up, h + m0 * hid, hid, gu, R, qbuf, nt);
+            /* silu(g) * u of each row in place over its gate half [inter] */
+#pragma omp parallel for num_threads(nt) schedule(static) if (R >= 32)
+            for (int64_t m = 0; m < R; m++) {
+                float *g = gu + m * 2 * inter;
+                int64_t i = 0;
+                for (; i + 8 <= inter; i += 8) {
+                    const __m256 gv = _mm256_loadu_ps(g + i);
+                    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+                    const __m256 sig = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+                    _mm256_storeu_ps(g + i, _mm256_mul_ps(sig, _mm256_loadu_ps(g + inter + i)));
+                }
+                for (; i < inter; i++) g[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
             }
-            for (; i < inter; i++) g[i] = g[i] / (1.f + expf(-g[i])) * g[inter + i];
+            /* the gate halves, in place */
+            matmul(&ly->down, gu, 2 * inter, tmp + m0 * hid, R, qbuf, nt);
         }
-        matmul(&ly->down, gu, 2 * inter, tmp, M, qbuf, nt); /* the gate halves, in place */
         add_rows(x, tmp, M * hid, nt);
     }
 }

@@ -52,16 +52,17 @@ MAX_PASS_ROWS = 256
 """Most rows (new tokens) one call of the kernel runs. A longer pass (a 1,088-token prompt) is
 run as consecutive calls of at most this many rows, each sequence's rows in order, so a later
 call's tokens attend to the K/V an earlier one stored: the same outputs up to the attention's
-summation order. The kernel's scratch grows with the rows of a call (about 26 KB a row for
-SmolLM2, 29 MB at 1,088 rows); this bounds it at about 7 MB, at the cost of reading the weights
-once per call."""
+summation order. The kernel's scratch grows with the rows of a call (for SmolLM2 about 12 KB a
+row and 0.8 MB for the MLP's blocks of 64 rows, ``MLP_TILE_ROWS`` in decode_step.c: 14 MB at
+1,088 rows); this bounds it at about 3.9 MB, at the cost of reading the weights once per
+call."""
 
 SCRATCH_KEPT_ROWS = 64
 """Calls of at most this many rows (decode steps, short prefill chunks, the new tail of a prompt
 after a prefix hit) reuse a scratch kept between passes; a longer call's scratch is allocated
 for its pass and freed when the pass ends (a mapping of its own: glibc's ``M_MMAP_THRESHOLD``,
-``engine/heap.py``), so a long prefill's scratch (about 6.5 MB written in calls of 218-256
-SmolLM2 rows, 9.4 MiB allocated) is not resident beside a full KV pool while decoding. That pass
+``engine/heap.py``), so a long prefill's scratch (3.4-3.9 MB besides the attention's in calls
+of 218-256 SmolLM2 rows) is not resident beside a full KV pool while decoding. That pass
 pays the page faults of its scratch again (about 0.3 ms per MB: 2 ms against a 1,088-token
 prefill's 1.25 s); passes of up to 64 rows pay none."""
 
