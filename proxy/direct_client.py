@@ -138,7 +138,10 @@ def transport_error(exc: aiohttp.ClientError) -> httpx.TransportError:
     if isinstance(exc, aiohttp.ServerTimeoutError):
         return httpx.ReadTimeout(message)
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(message)
+        # the OS's reason with the address, not aiohttp's "Cannot connect to host h:p
+        # ssl:default [...]", whose "ssl:default" is wrong for the plain http:// upstreams
+        # this client serves
+        return httpx.ConnectError(f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}")
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return httpx.RemoteProtocolError("Server disconnected without sending a response.")
     if isinstance(exc, aiohttp.ClientResponseError):  # the response head did not parse

@@ -219,7 +219,13 @@ def test_an_upstream_that_refuses_is_warned_about_at_start_and_at_the_first_refu
             )
             assert reply.status_code == 502
             assert "custom" not in reply.text
-            assert f"upstream {down} refused the connection" in reply.json()["error"]["message"]
+            message = reply.json()["error"]["message"]
+            # the address and the OS's reason; no "ssl:" (a plain http:// upstream)
+            assert message.startswith(
+                f"upstream {down} refused the connection or could not be reached: "
+                f"cannot connect to 127.0.0.1:{down.rsplit(':', 1)[1]}: [Errno 111] "
+            ), message
+            assert "ssl" not in message
     finally:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
