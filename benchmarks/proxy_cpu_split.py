@@ -331,7 +331,7 @@ def _at_least(low: float, kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if value < low:
             raise argparse.ArgumentTypeError(f"{text} is below {low}: pass {low} or more")
-        return value
+        return value + 0  # -0.0 + 0 is 0.0, so "-0" is printed as "0"
 
     return parse
 

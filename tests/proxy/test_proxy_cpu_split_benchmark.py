@@ -37,6 +37,17 @@ def test_bad_numbers_are_usage_errors(args: list[str], message: str) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_minus_zero_is_read_as_zero() -> None:
+    """``--event-gap-ms -0`` is 0, so the banner says "0 ms apart", not "-0 ms"."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import proxy_cpu_split
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    value = proxy_cpu_split._at_least(0, float)("-0")
+    assert f"{value:g}" == "0"
+
+
 def test_a_small_run_measures_every_request() -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--replicas", "2", "--requests", "6", "--concurrency", "2",
