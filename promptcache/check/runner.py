@@ -348,28 +348,71 @@ def _run_command(
         OSError: the command could not start.
     """
     own_group = stdin is not None
-    proc = subprocess.Popen(
-        list(command),
-        env=dict(env),
-        cwd=cwd,
-        stdout=out,
-        stdin=subprocess.PIPE if stdin is not None else None,
-        start_new_session=own_group,
-    )
+    proc: subprocess.Popen[bytes] | None = None
+    deferred = _DeferredStops()
     try:
+        try:
+            proc = subprocess.Popen(
+                list(command),
+                env=dict(env),
+                cwd=cwd,
+                stdout=out,
+                stdin=subprocess.PIPE if stdin is not None else None,
+                start_new_session=own_group,
+            )
+        finally:
+            deferred.replay()  # a Ctrl-C or SIGTERM that came while it started, raised here
         if isinstance(stdin, StdinRecorder):
             assert proc.stdin is not None
             threading.Thread(target=stdin.pump, args=(proc.stdin,), daemon=True).start()
             proc.wait(timeout)
         else:
             proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop(proc, own_group)
-        return None
-    except BaseException:  # Ctrl-C or SIGTERM of check: leave no command running
-        _stop(proc, own_group)
+    except BaseException as exc:  # a timeout, or Ctrl-C or SIGTERM of check: stop the command
+        if proc is not None:
+            _stop(proc, own_group)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return None
         raise
     return proc.returncode
+
+
+class _DeferredStops:
+    """Holds back SIGINT and SIGTERM while a command starts, then raises what came.
+
+    ``subprocess.Popen`` returns only once the command has started, and an exception raised
+    inside it (a Ctrl-C while it waits for the ``exec``) leaves the started command running
+    with no ``Popen`` to stop it. Created in the main thread, this records those signals
+    instead of acting on them; :meth:`replay` puts the handlers back and calls the one that
+    was due (Python's SIGINT handler raises ``KeyboardInterrupt``, check's SIGTERM handler
+    :class:`CheckTerminatedError`), where the caller can stop the command. Elsewhere (a
+    thread cannot set handlers) it does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.came: list[int] = []
+        self.previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._record)
+
+    def _record(self, signum: int, frame: Any) -> None:
+        self.came.append(signum)
+
+    def replay(self) -> None:
+        """Put the handlers back, then act on the first signal that came, if any."""
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        if not self.came:
+            return
+        sig = self.came[0]
+        handler = self.previous.get(sig)
+        if callable(handler):
+            handler(sig, None)
+        elif handler == signal.SIG_DFL:  # its default action: end this process
+            os.kill(os.getpid(), sig)
 
 
 def run_check(

@@ -6,6 +6,7 @@ the real capture endpoint."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -225,6 +226,30 @@ def test_stopping_check_stops_the_command_without_a_traceback(
     assert proc.returncode == status
     assert err.strip().splitlines() == [line]
     assert not _running(int(pid_file.read_text()))
+
+
+def test_a_stop_that_comes_while_the_command_starts_is_raised_after() -> None:
+    """A Ctrl-C or SIGTERM during ``Popen`` (which returns only once the command has started)
+    is held back and raised once ``Popen`` has returned, where the command can be stopped."""
+    from promptcache.check.runner import CheckTerminatedError, _DeferredStops, _terminated
+
+    deferred = _DeferredStops()
+    os.kill(os.getpid(), signal.SIGINT)  # held: no KeyboardInterrupt here
+    with pytest.raises(KeyboardInterrupt):
+        deferred.replay()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    previous = signal.signal(signal.SIGTERM, _terminated)  # as run_check sets it
+    try:
+        deferred = _DeferredStops()
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(CheckTerminatedError):
+            deferred.replay()
+        assert signal.getsignal(signal.SIGTERM) is _terminated
+        deferred = _DeferredStops()
+        deferred.replay()  # nothing came: nothing raised
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_repeats_say_which_runs_they_came_from(tmp_path: Path) -> None:
