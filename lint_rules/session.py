@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Iterator
 
 from .facts import PINNABLE, Fact, Kind, Value, map_facts
@@ -127,20 +128,33 @@ def storing_methods(info: ClassInfo, fact: Fact) -> set[FunctionNode]:
     return {m for m in found if m is not None}
 
 
+#: per class of an analysis: (method, fact) -> whether a field read there holds ``fact`` as
+#: the session's (``kept_from_session``); the answer depends only on the class's methods and
+#: the fact's places, and the same facts are read again and again (kept while ``info`` lives)
+_SESSION_FACTS: weakref.WeakKeyDictionary[ClassInfo, dict[tuple[FunctionNode, Fact], bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def kept_from_session(value: Value, info: ClassInfo, method: FunctionNode) -> Value:
     """``value``, read from a field of ``self`` in ``method``, with the per-request facts that
     only a method unconnected to ``method`` stored there pinned (see the module docstring)."""
     if not value.facts and value.elts is None and value.items is None:
         return value
     here = reach(info, method)
+    known = _SESSION_FACTS.setdefault(info, {})
 
     def session(fact: Fact) -> bool:
         if fact.pinned or fact.kind not in PINNABLE:
             return False
-        stores = storing_methods(info, fact)
-        if not stores:
-            return False
-        return not any(m in here or method in reach(info, m) for m in stores)
+        key = (method, fact)
+        found = known.get(key)
+        if found is None:
+            stores = storing_methods(info, fact)
+            found = known[key] = bool(stores) and not any(
+                m in here or method in reach(info, m) for m in stores
+            )
+        return found
 
     def change(facts: frozenset[Fact]) -> frozenset[Fact]:
         kept = [f for f in facts if session(f)]
