@@ -64,7 +64,8 @@ class LLM:
 
     Raises:
         ModelLoadError, ConfigError: as ``LLMEngine.from_pretrained``; ConfigError also for a
-            warm-up file or log that cannot be read or parsed (one line, as ``engine serve``).
+            warm-up file or log that cannot be read or parsed (one line, as ``engine serve``),
+            and for a warm-up with ``enable_prefix_caching=False`` (nothing would keep it).
     """
 
     def __init__(

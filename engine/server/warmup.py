@@ -259,8 +259,15 @@ def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport
     Call on the thread that owns the engine, before it serves anything else.
 
     Raises:
-        ConfigError: the engine refused a prompt (it cannot fit the KV pool, for one).
+        ConfigError: the engine has no prefix cache to keep the prompts' blocks in
+            (``enable_prefix_caching=False``), or it refused a prompt (it cannot fit the KV
+            pool, for one).
     """
+    if not engine.config.enable_prefix_caching:
+        raise ConfigError(
+            "a warm-up prefills prompts into the prefix cache; it needs "
+            "enable_prefix_caching=True (engine serve: leave out --no-enable-prefix-caching)"
+        )
     start = time.perf_counter()
     params = SamplingParams(temperature=0.0, max_tokens=1)
     ids: list[str] = []

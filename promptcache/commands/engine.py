@@ -334,6 +334,12 @@ def serve(
 
     if warmup_top is not None and warmup_log is None:
         raise click.UsageError("--top applies to --warmup-from-log PROXY_DB")
+    for option, given in (("--warmup", warmup_file), ("--warmup-from-log", warmup_log)):
+        if given is not None and not enable_prefix_caching:
+            raise click.UsageError(
+                f"{option} prefills prompts into the prefix cache; it needs prefix caching "
+                "(leave out --no-enable-prefix-caching)"
+            )
 
     check_host(host)  # an unknown --host is a typo, not a reason to ask for --api-key
     check_bind(host, api_key, insecure_no_auth)

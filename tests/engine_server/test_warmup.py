@@ -7,11 +7,13 @@ Block and token counts are computed here from the prompt's own token ids (the to
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
 import httpx
 import openai
+import pytest
 from click.testing import CliRunner
 from server_support import (
     BLOCK_SIZE,
@@ -25,10 +27,12 @@ from server_support import (
 from test_server_cli import _serve_command, _serving
 
 from promptcache.cli import cli
+from promptcache.engine import LLM
 from promptcache.engine.block_manager import prefix_block_hashes
 from promptcache.engine.server import create_app
 from promptcache.engine.server.protocol import ServingContext
 from promptcache.engine.server.warmup import WarmupReport, read_warmup_file
+from promptcache.errors import ConfigError
 
 MESSAGES = [
     {"role": "system", "content": LONG_PROMPT},
@@ -151,3 +155,27 @@ def test_a_bad_warmup_line_is_a_one_line_error(tmp_path: Path) -> None:
     command, _ = _serve_command(TINYSTORIES, "--warmup", str(missing))
     result = CliRunner().invoke(cli, command[1:])
     assert result.exit_code == 2 and "cannot read the warm-up file" in result.output
+
+
+def test_a_warmup_without_prefix_caching_is_refused(tmp_path: Path) -> None:
+    """A warm-up only fills the prefix cache, so without one it is refused up front, from the
+    CLI (before the port is bound or the model loads) and from Python."""
+    warm = tmp_path / "warm.jsonl"
+    warm.write_text(json.dumps({"prompt": OTHER_PROMPTS[0]}) + "\n")
+    with socket.socket() as busy:  # were the refusal late, the port in use would answer first
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        for option in (["--warmup", str(warm)], ["--warmup-from-log", str(tmp_path / "p.db")]):
+            command, _ = _serve_command(
+                TINYSTORIES, *option, "--no-enable-prefix-caching", "--port", port
+            )
+            result = CliRunner().invoke(cli, command[1:])
+            assert result.exit_code == 2, result.output
+            assert (
+                f"{option[0]} prefills prompts into the prefix cache; it needs prefix caching "
+                "(leave out --no-enable-prefix-caching)"
+            ) in result.output
+            assert "Traceback" not in result.output
+    with pytest.raises(ConfigError, match="needs enable_prefix_caching=True"):
+        LLM(TINYSTORIES, warmup=warm, enable_prefix_caching=False, num_blocks=8)
