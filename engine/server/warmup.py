@@ -81,6 +81,8 @@ class WarmupReport:
         num_prompt_tokens: their tokens, summed.
         num_cached_blocks: distinct full blocks of those prompts findable in the prefix cache
             (pool or tiers) once the warm-up finished.
+        num_blocks: distinct full blocks of those prompts; more than ``num_cached_blocks`` when
+            the cache could not keep them all (the pool and tiers hold fewer blocks).
         num_cached_tokens: prompt tokens already cached when each prompt was admitted (a
             prompt sharing a prefix with an earlier one, or blocks a disk tier restored).
         seconds: wall time of the warm-up.
@@ -92,6 +94,7 @@ class WarmupReport:
     num_cached_blocks: int
     num_cached_tokens: int
     seconds: float
+    num_blocks: int = 0
 
 
 def read_warmup_file(path: str | Path, ctx: ServingContext) -> list[WarmupRequest]:
@@ -302,4 +305,5 @@ def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport
         num_cached_blocks=num_blocks,
         num_cached_tokens=cached,
         seconds=time.perf_counter() - start,
+        num_blocks=len(hashes),
     )

@@ -632,10 +632,15 @@ def _warmup_banner(source: str) -> Any:
         if isinstance(result, BaseException):
             click.echo(f"promptcache engine: the warm-up from {source} failed: {result}", err=True)
             return
+        cached = plural(result.num_cached_blocks, "KV block") + " cached"
+        if result.num_cached_blocks < result.num_blocks:
+            cached = (
+                f"{result.num_cached_blocks} of {plural(result.num_blocks, 'KV block')} cached; "
+                "the others did not fit in the KV cache (--kv-cache-bytes, --kv-ram, --kv-disk)"
+            )
         click.echo(
             f"promptcache engine: warmed {plural(result.num_prompts, 'prompt')} from {source} "
-            f"({plural(result.num_prompt_tokens, 'token')}, "
-            f"{plural(result.num_cached_blocks, 'KV block')} cached) in {result.seconds:.2f} s",
+            f"({plural(result.num_prompt_tokens, 'token')}, {cached}) in {result.seconds:.2f} s",
             err=True,
         )
 

@@ -27,11 +27,12 @@ from server_support import (
 from test_server_cli import _serve_command, _serving
 
 from promptcache.cli import cli
+from promptcache.commands.engine import _warmup_banner
 from promptcache.engine import LLM
 from promptcache.engine.block_manager import prefix_block_hashes
 from promptcache.engine.server import create_app
 from promptcache.engine.server.protocol import ServingContext
-from promptcache.engine.server.warmup import WarmupReport, read_warmup_file
+from promptcache.engine.server.warmup import WarmupReport, read_warmup_file, run_warmup
 from promptcache.errors import ConfigError
 
 MESSAGES = [
@@ -179,3 +180,29 @@ def test_a_warmup_without_prefix_caching_is_refused(tmp_path: Path) -> None:
             assert "Traceback" not in result.output
     with pytest.raises(ConfigError, match="needs enable_prefix_caching=True"):
         LLM(TINYSTORIES, warmup=warm, enable_prefix_caching=False, num_blocks=8)
+
+
+def test_the_banner_says_when_the_cache_could_not_keep_every_warmed_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A warm-up larger than the KV cache keeps only what fits; the banner gives both counts."""
+    engine = load_engine(num_blocks=6)
+    ctx = ServingContext(
+        model_names=(MODEL_NAME,),
+        tokenizer=engine.tokenizer,
+        max_model_len=engine.effective_max_model_len,
+        vocab_size=engine.model_config.vocab_size,
+    )
+    prompts = [f"Story {i}. {LONG_PROMPT}" for i in range(3)]  # distinct from the first block
+    warm = tmp_path / "warm.jsonl"
+    warm.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
+    report = run_warmup(engine, read_warmup_file(warm, ctx))
+    blocks = {h for p in prompts for h in prefix_block_hashes(engine.tokenizer.encode(p), 16)}
+    assert report.num_blocks == len(blocks) > 6  # more full blocks than the whole pool
+    assert 0 < report.num_cached_blocks <= 6
+    _warmup_banner(str(warm))(report)
+    assert (
+        f"({report.num_prompt_tokens} tokens, {report.num_cached_blocks} of {len(blocks)} KV "
+        "blocks cached; the others did not fit in the KV cache (--kv-cache-bytes, --kv-ram, "
+        "--kv-disk)) in "
+    ) in capsys.readouterr().err
