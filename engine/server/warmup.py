@@ -229,7 +229,8 @@ def read_warmup_log(path: str | Path, top: int, ctx: ServingContext) -> LogWarmu
         names = ", ".join(repr(n) for n in ctx.model_names)
         raise ConfigError(
             f"the proxy log {file} stores no chat or completions body of {names} (it stores "
-            f"prefix families: {kinds}); serve under the logged name with --served-model-name"
+            f"prefix families: {kinds}); serve under the logged name (engine serve "
+            "--served-model-name NAME, LLM(served_model_name=NAME))"
         )
     requests: list[WarmupRequest] = []
     families: list[str] = []

@@ -326,6 +326,8 @@ def test_llm_warms_up_from_a_log_and_a_file(proxy_log: Path, tmp_path: Path) -> 
         LLM(TINYSTORIES, warmup_from_log=proxy_log, warmup_top=0, num_blocks=8)
     with pytest.raises(ConfigError, match="warmup_top needs warmup_from_log"):
         LLM(TINYSTORIES, warmup_top=2, num_blocks=8)
+    with pytest.raises(ConfigError, match=r"stores no .* LLM\(served_model_name=NAME\)\)$"):
+        LLM(TINYSTORIES, warmup_from_log=proxy_log, num_blocks=8)  # logged as MODEL_NAME
 
 
 def test_llm_names_the_families_it_passed_over(proxy_log: Path) -> None:
