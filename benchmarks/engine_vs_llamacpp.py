@@ -228,34 +228,35 @@ def pool_resident_bytes(runner: Any) -> int:
 
 
 def corpus_ids(model: Path, needed: int) -> array.array[int]:
-    """Token ids of the repository's docs by the model's tokenizer, repeated until ``needed``
-    long, as int32 (4 bytes a token: a list of Python ints takes 36, 5 MiB for 139k tokens).
-
-    A child process (``tokenize_corpus``) tokenises the text, so the tokenizer's temporaries
-    over the whole corpus (about 57 MiB for 126k tokens) are not counted in this process's
-    peak RSS, which stands for the engine's; the ids are kept compact for the same reason.
+    """The first ``needed`` token ids of the repository's docs by the model's tokenizer (the
+    text repeated if it is shorter), as int32 (4 bytes a token: a list of Python ints takes 36).
+    A child process (``tokenize_corpus``) tokenises the text and writes only those ``needed``,
+    so neither the tokenizer's temporaries over the whole corpus (about 57 MiB for 126k
+    tokens) nor the bytes of ids it does not use (reading the whole corpus's left 2 MiB of heap
+    pages resident) are counted in this process's peak RSS, which stands for the engine's.
     """
     child = subprocess.run(
-        [sys.executable, __file__, "--tokenize-corpus", str(model)], capture_output=True, check=True
+        [sys.executable, __file__, "--tokenize-corpus", str(model), "--corpus-tokens", str(needed)],
+        capture_output=True,
+        check=True,
     )
     ids = array.array("i")
     ids.frombytes(child.stdout)
-    while len(ids) < needed:
-        ids += ids
     return ids
 
 
-def tokenize_corpus(model: Path) -> None:
-    """Write the token ids of the repository's docs to stdout as native int32 (``corpus_ids``'
-    child: no Python int per token in the parent)."""
+def tokenize_corpus(model: Path, needed: int) -> None:
+    """Write the first ``needed`` token ids of the repository's docs (repeated if shorter) to
+    stdout as native int32 (``corpus_ids``' child: no Python int per token in the parent)."""
     from promptcache.engine.tokenizer import Tokenizer
 
     text = "\n\n".join(
         p.read_text(encoding="utf-8") for p in sorted((HERE.parent / "docs").glob("*.md"))
     )
-    sys.stdout.buffer.write(
-        array.array("i", Tokenizer.from_pretrained(model).encode(text)).tobytes()
-    )
+    ids = array.array("i", Tokenizer.from_pretrained(model).encode(text))
+    while len(ids) < needed:
+        ids += ids
+    sys.stdout.buffer.write(ids[:needed].tobytes())
 
 
 def flop_ratio(mc: Any) -> tuple[float, float, float]:
@@ -355,9 +356,10 @@ def main() -> None:
         "(AVX-512 VNNI where the CPU has it)",
     )
     parser.add_argument("--tokenize-corpus", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--corpus-tokens", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tokenize_corpus is not None:
-        tokenize_corpus(args.tokenize_corpus)
+        tokenize_corpus(args.tokenize_corpus, args.corpus_tokens)
         return
 
     import torch
@@ -411,7 +413,9 @@ def main() -> None:
         else LlamaCpp(args.llamacpp_venv, model, args.threads, n_ctx=args.kv_tokens)
     )
     r = args.repeats
-    ids = corpus_ids(model, (r + 1) * (COLD + REQUESTS * QUESTION) + 10 * COLD)
+    # fresh() takes a slot of COLD tokens a call: the warm-up, then per repeat a prompt, a
+    # system prompt and REQUESTS questions (and cut stops a slot short of the end)
+    ids = corpus_ids(model, (2 + r * (2 + REQUESTS)) * COLD)
     cut = iter(range(0, len(ids) - COLD, COLD))
 
     def fresh(n: int) -> list[int]:
