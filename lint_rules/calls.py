@@ -15,6 +15,7 @@ from . import sinks
 from .facts import (
     ASSUMED,
     CLEAN,
+    OVERRIDE,
     SELF,
     Fact,
     Kind,
@@ -33,6 +34,7 @@ from .facts import (
 )
 from .frames import (
     Bound,
+    Choice,
     ClassInfo,
     EngineState,
     ExternalClass,
@@ -41,6 +43,7 @@ from .frames import (
     Table,
     element_fields,
     held_inside,
+    is_abstract,
     known_elem,
     listed_elem,
     merge,
@@ -135,11 +138,20 @@ class CallsMixin(EngineState):
                 return field
         frame = self.frame
         receiver: Value | None = None
+        # the arguments' values, once evaluated for the summaries of methods that may run
+        memo: dict[int, Value] = {}
         if isinstance(func, ast.Attribute) and qual is None:
             receiver = self.eval(func.value)
+            if isinstance(receiver.ref, Choice) and self.recording:
+                # an object of one of several classes: what each class's method sends of the
+                # arguments is sent; the result is an unknown call's, below (not in the
+                # class pre-pass, whose summaries are dropped)
+                self.call_choices(receiver, func, node, memo)
             target = self.method_of(receiver, func.attr)
             if target is not None:
-                return self.call_bound(Bound(target, receiver, func.value), node)
+                called = self.call_bound(Bound(target, receiver, func.value), node, memo=memo)
+                self.call_overrides(receiver, func, node, memo)
+                return called
         if isinstance(func, ast.Name):
             local = frame.env.get(func.id)
             if local is not None and local.shape is Shape.FUNC:
@@ -156,10 +168,10 @@ class CallsMixin(EngineState):
                 return self.call_bound(Bound(found), node)
             if isinstance(found, ExternalClass):
                 return self.construct(found, node)
-        args = [self.eval(a) for a in node.args]
+        args = [memo.get(id(a)) or self.eval(a) for a in node.args]
         kwargs: dict[str | None, Value] = {}
         for kw in node.keywords:
-            value = self.eval(kw.value)
+            value = memo.get(id(kw.value)) or self.eval(kw.value)
             kwargs[kw.arg] = join(kwargs[kw.arg], value) if kw.arg in kwargs else value
             if kw.arg is not None and kw.arg != "system" and sinks.is_system_prompt_name(kw.arg):
                 self.record("system", value, kw.value, f"{chain[-1]}({kw.arg}=)")
@@ -247,7 +259,7 @@ class CallsMixin(EngineState):
             self.qualify(func) in PASS_THROUGH_FUNCTIONS
         ):
             return facts  # documented to return what its arguments hold
-        name, line = _called_name(node)
+        name, line = called_name(node)
         step = (f"{ASSUMED} {name}()", line, name, "")
         return frozenset(
             f.passed_on(step)
@@ -325,6 +337,79 @@ class CallsMixin(EngineState):
             return cls.methods.get(name)
         return None
 
+    def call_choices(
+        self, receiver: Value, func: ast.Attribute, node: ast.Call, memo: dict[int, Value]
+    ) -> None:
+        """A method called on an object that is one of several project classes' instances,
+        or may be (``Choice``): which runs is chosen at run time, so an argument that one
+        class's method (or an override of an abstract one) passes to a sink reaches it, with
+        a step naming that method's call. The object's fields are not known, so what the
+        methods send of them, return or store is not taken."""
+        assert isinstance(receiver.ref, Choice)
+        for cls in receiver.ref.classes:
+            one = replace(receiver, ref=cls, items=None)
+            target = self.method_of(one, func.attr)
+            if target is None:
+                continue
+            if self.may_send(target):
+                self.call_bound(
+                    Bound(target, one, func.value),
+                    node,
+                    via="its class chosen at run time",
+                    sinks_only=True,
+                    memo=memo,
+                )
+            self.call_overrides(one, func, node, memo)
+
+    def may_send(self, target: object) -> bool:
+        """Whether a method that may run at a call can send an argument to a sink: another
+        module's with a sink in its summary, or one of this module's whose text holds a
+        trigger word or a call of a sink function (``relevant``; the others' summaries are
+        not computed for this)."""
+        if isinstance(target, Summary):
+            return bool(target.param_sinks) or any(a[:1].isdigit() for a in target.attr_sinks)
+        return isinstance(target, ast.AST) and self.relevant(target)
+
+    def call_overrides(
+        self, receiver: Value, func: ast.Attribute, node: ast.Call, memo: dict[int, Value]
+    ) -> None:
+        """An abstract method called on an object of a project base class (``is_abstract``):
+        the methods that override it in the program's subclasses (class hierarchy analysis;
+        of this module's classes, or those the driver found in other modules) may run, so an
+        argument one of them passes to a sink reaches it, with a step naming the override's
+        call. What they return or store is not taken."""
+        cls, name = receiver.ref, func.attr
+        if not self.recording:
+            return  # the class pre-pass: its summaries are dropped
+        overrides: list[object] = []
+        if isinstance(cls, ExternalClass):
+            if name not in cls.abstract:
+                return
+            base = f"{cls.qualname.rsplit('.', 1)[-1]}.{name}"
+            overrides.extend(cls.overrides.get(name, ()))
+        elif isinstance(cls, ClassInfo):
+            method = cls.find_method(name)
+            if method is None or not is_abstract(method):
+                return
+            base = f"{cls.node.name}.{name}"
+            for info in self.classes.values():
+                own = info.methods.get(name)
+                if (
+                    own is not None
+                    and own is not method
+                    and self.may_send(own)
+                    and _inherits(info, cls)
+                ):
+                    overrides.append(own)
+        for target in overrides:
+            self.call_bound(
+                Bound(target, receiver, func.value),
+                node,
+                via=f"which overrides {base}",
+                sinks_only=True,
+                memo=memo,
+            )
+
     def construct(
         self,
         cls: ClassInfo | ExternalClass,
@@ -392,13 +477,27 @@ class CallsMixin(EngineState):
             return self.call_bound(Bound(func, self.lookup(self_name), receiver), node)
         return self.call_bound(Bound(func), node)
 
-    def call_bound(self, bound: Bound, node: ast.Call, stores_only: bool = False) -> Value:
+    def call_bound(
+        self,
+        bound: Bound,
+        node: ast.Call,
+        stores_only: bool = False,
+        via: str = "",
+        sinks_only: bool = False,
+        memo: dict[int, Value] | None = None,
+    ) -> Value:
         """Apply a summary at a call: PARAM facts of its return value become the arguments'
         facts (``SELF`` the receiver's), arguments reaching a sink inside are recorded here,
         and what it stores into an argument or the receiver is added to that object.
 
         With ``stores_only`` the value returned is what was stored into the receiver (for a
-        constructor call)."""
+        constructor call). With ``via`` (why this method runs: "which overrides
+        Base.method", "its class chosen at run time"), each argument that
+        reaches a sink carries a step at the method's call that sends it (none is recorded
+        where that call is not known); with ``sinks_only``, only those sinks are recorded and
+        CLEAN is returned.
+        ``memo``: the arguments' values by node id, evaluated once for several summaries of
+        one call."""
         target = bound.target
         if isinstance(target, Summary):
             summary = target
@@ -406,17 +505,26 @@ class CallsMixin(EngineState):
             summary = self.summary(target)
         else:
             return CLEAN
+
+        def evaluated(arg: ast.expr) -> Value:
+            if memo is None:
+                return self.eval(arg)
+            known = memo.get(id(arg))
+            if known is None:
+                known = memo[id(arg)] = self.eval(arg)
+            return known
+
         positional_offset = 0
         arg_values: dict[int, tuple[Value, ast.expr | None]] = {}
         extra: list[Value] = []
         for index, arg in enumerate(node.args):
-            value = self.eval(arg)
+            value = evaluated(arg)
             if isinstance(arg, ast.Starred):
                 extra.append(value)
             else:
                 arg_values[index + positional_offset] = (value, arg)
         for kw in node.keywords:
-            value = self.eval(kw.value)
+            value = evaluated(kw.value)
             if kw.arg is not None and kw.arg in summary.params:
                 arg_values[summary.params.index(kw.arg)] = (value, kw.value)
             else:
@@ -424,7 +532,7 @@ class CallsMixin(EngineState):
         receiver = bound.receiver
         if receiver is not None:
             arg_values[SELF] = (receiver, bound.receiver_expr)
-        called, call_line = _called_name(node)
+        called, call_line = called_name(node)
         fields = (
             dict(receiver.items) if receiver is not None and receiver.items is not None else None
         )
@@ -541,53 +649,17 @@ class CallsMixin(EngineState):
                 where = arg_values.get(index, (CLEAN, None))[1]
                 if where is not None:
                     self.breakpoint_calls.append((node, where, summary.name))
-        for index, targets in summary.param_sinks.items():
-            if index in arg_values:
-                value, where = arg_values[index]
-                if where is not None:
-                    for region, label, unseen in targets:
-                        self.record(
-                            region, _unproven(value, unseen), where, f"{summary.name}() -> {label}"
-                        )
-        for attr, targets in summary.attr_sinks.items():
-            if not attr[:1].isdigit():
-                continue
-            attr, grain = split_grain(attr)
-            attr, _, role = attr.partition("@")
-            # with a role: only the argument's messages of that role reach the sink (the callee
-            # reads them under a test of that role); what the caller put in others does not
-            # one entry of a dict argument (``page['body']``) or one field of an object
-            # (``data.instructions``) reaches the sink: what the caller stored there, when
-            # its keys or fields are known
-            index = int(attr[: len(attr) - len(entry_suffix(attr))])
-            parsed = entry_key(attr)
-            if index in arg_values:
-                value, where = arg_values[index]
-                if where is not None:
-                    for region, label, unseen in targets:
-                        held = entry_of(value, attr)
-                        if held is value and parsed is not None and parsed[1]:
-                            held = self.other_fields_left(held, where, parsed[0])
-                        if held is value and parsed is not None and parsed[1]:
-                            # our own object handed on whole (``send(self, q)`` reading
-                            # ``agent.prompt``): what ``self.prompt`` holds here, not every
-                            # field of it
-                            own = self.own_fields(value, [parsed[0]])
-                            if own is not None:
-                                held = Value(own)
-                        if held is value and parsed is not None and self.frame.func:
-                            # one entry of a parameter of ours passed whole (a message list
-                            # handed on, read by the callee at ``m["content"]``): our summary
-                            # names that entry, not the whole parameter
-                            held = held.with_facts(
-                                param_entry(held.facts, parsed[0], id(self.frame.func), parsed[1])
-                            )
-                        held = _unproven(held, unseen)
-                        if grain:
-                            held = Value(with_grain(held.facts, grain))
-                        if role:
-                            held = narrowed(held, role)
-                        self.record(region, held, where, f"{summary.name}() -> {label}")
+        outer_call, self.sink_call = self.sink_call, node
+        try:
+            self.record_param_sinks(summary, arg_values, via)
+            for fact, region, label in summary.outer:
+                # a nested function sending a parameter of ours (or of a function we are
+                # nested in) to a prefix region: called here, so do we
+                self.record(region, Value(frozenset({fact})), node, f"{summary.name}() -> {label}")
+        finally:
+            self.sink_call = outer_call
+        if sinks_only:
+            return CLEAN
         if receiver is not None:
             where = bound.receiver_expr if bound.receiver_expr is not None else node
             for attr, targets in summary.attr_sinks.items():
@@ -693,6 +765,85 @@ class CallsMixin(EngineState):
 
         result = substituted(summary.ret)
         return self.pin_if_once(result)
+
+    def record_param_sinks(
+        self,
+        summary: Summary,
+        arg_values: dict[int, tuple[Value, ast.expr | None]],
+        via: str = "",
+    ) -> None:
+        """The arguments of a call of ``summary`` that reach a sink inside it (its
+        ``param_sinks``, and the entries or fields of them in ``attr_sinks``), recorded at
+        the argument. With ``via`` (``call_bound``), each carries the step of the method's
+        call that sends it."""
+
+        def sent(value: Value, key: str) -> Value | None:
+            if not via:
+                return value
+            at = summary.sink_lines.get(key)
+            if at is None:
+                return None
+            line, name, path = at
+            step = (f"{OVERRIDE} {summary.name}, {via}", line, name, path)
+            return map_facts(
+                value,
+                lambda facts: frozenset(
+                    f.passed_on(step) if f.kind not in _UNCHAINED else f for f in facts
+                ),
+            )
+
+        for index, targets in summary.param_sinks.items():
+            if index in arg_values:
+                value, where = arg_values[index]
+                if where is not None:
+                    passed = sent(value, str(index))
+                    if passed is None:
+                        continue
+                    for region, label, unseen in targets:
+                        self.record(
+                            region, _unproven(passed, unseen), where, f"{summary.name}() -> {label}"
+                        )
+        for key, targets in summary.attr_sinks.items():
+            if not key[:1].isdigit():
+                continue
+            attr, grain = split_grain(key)
+            attr, _, role = attr.partition("@")
+            # with a role: only the argument's messages of that role reach the sink (the callee
+            # reads them under a test of that role); what the caller put in others does not
+            # one entry of a dict argument (``page['body']``) or one field of an object
+            # (``data.instructions``) reaches the sink: what the caller stored there, when
+            # its keys or fields are known
+            index = int(attr[: len(attr) - len(entry_suffix(attr))])
+            parsed = entry_key(attr)
+            if index in arg_values:
+                value, where = arg_values[index]
+                if where is not None:
+                    for region, label, unseen in targets:
+                        held = entry_of(value, attr)
+                        if held is value and parsed is not None and parsed[1]:
+                            held = self.other_fields_left(held, where, parsed[0])
+                        if held is value and parsed is not None and parsed[1]:
+                            # our own object handed on whole (``send(self, q)`` reading
+                            # ``agent.prompt``): what ``self.prompt`` holds here, not every
+                            # field of it
+                            own = self.own_fields(value, [parsed[0]])
+                            if own is not None:
+                                held = Value(own)
+                        if held is value and parsed is not None and self.frame.func:
+                            # one entry of a parameter of ours passed whole (a message list
+                            # handed on, read by the callee at ``m["content"]``): our summary
+                            # names that entry, not the whole parameter
+                            held = held.with_facts(
+                                param_entry(held.facts, parsed[0], id(self.frame.func), parsed[1])
+                            )
+                        held = _unproven(held, unseen)
+                        if grain:
+                            held = Value(with_grain(held.facts, grain))
+                        if role:
+                            held = narrowed(held, role)
+                        found = sent(held, key)
+                        if found is not None:
+                            self.record(region, found, where, f"{summary.name}() -> {label}")
 
     def other_fields_left(self, whole: Value, where: ast.expr, attr: str) -> Value:
         """``whole``, the value of the local object ``where`` passed to a callee that reads
@@ -1093,7 +1244,7 @@ def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:
     if fact.kind in _UNCHAINED or fact.pinned:
         return fact
     for step in via:
-        if step[0].startswith(ASSUMED):
+        if step[0].startswith((ASSUMED, OVERRIDE)):
             fact = fact.passed_on(step)
     return fact
 
@@ -1107,7 +1258,7 @@ def _unproven(value: Value, unseen: tuple[Step, ...]) -> Value:
     return map_facts(value, lambda facts: frozenset(unproven(f, unseen) for f in facts))
 
 
-def _called_name(node: ast.Call) -> tuple[str, int]:
+def called_name(node: ast.Call) -> tuple[str, int]:
     """The name written for a call's callee and its line: ``now_text`` for
     ``self.clock.now_text()``, ``factories`` for ``factories["now"]()``."""
     callee: ast.expr = node.func
@@ -1200,6 +1351,20 @@ def added_elem(old: Value, method: str, args: list[Value], keywords: bool) -> Va
     else:
         return None
     return merge_elem(listed_elem(old), added)
+
+
+def _inherits(info: ClassInfo, base: ClassInfo) -> bool:
+    """Whether ``base`` is among the same-module base classes of ``info``, at any depth."""
+    seen: set[int] = set()
+    todo = list(info.bases)
+    while todo:
+        cls = todo.pop()
+        if cls is base:
+            return True
+        if id(cls) not in seen:
+            seen.add(id(cls))
+            todo.extend(cls.bases)
+    return False
 
 
 def _has_method(cls: object, name: str) -> bool:

@@ -43,6 +43,18 @@ class Kind(enum.Enum):
 Step = tuple[str, int, str, str]
 #: the start of a chain step through a call whose code the analysis cannot see
 ASSUMED = "assumed to pass through"
+#: the step of a value sent by a method chosen by the receiver's class, one of several it may
+#: be (``calls.call_choices``) or a subclass's override of the abstract method called
+#: (``calls.call_overrides``); a summary keeps it beside the unproven steps, so the finding
+#: names the file and line of that method's call that sends it
+OVERRIDE = "sent by"
+
+
+def assumed(steps: tuple[tuple[str, int, str, str], ...]) -> bool:
+    """Whether a chain's ``steps`` pass through a call the analysis cannot see."""
+    return any(s[0].startswith(ASSUMED) for s in steps)
+
+
 #: how many steps a chain keeps (recursive and very long chains stay bounded)
 MAX_STEPS = 6
 

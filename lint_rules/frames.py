@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -61,6 +61,13 @@ class Summary:
     attr_sinks: dict[str, list[SinkTarget]] = field(default_factory=dict)
     name: str = ""
     key: int = 0
+    #: where each parameter (``param_sinks``' index as a string) or entry of one
+    #: (``attr_sinks``' key) is first sent: (line, the callee's name there, file or "" for
+    #: this one), named by a caller that reaches this method as an override
+    sink_lines: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    #: for a nested function: the parameters of an enclosing function that it sends to a
+    #: prefix region, (PARAM fact, region, label), recorded where it is called
+    outer: list[tuple[Fact, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,13 @@ class ExternalClass:
     methods: Mapping[str, Summary] = field(hash=False, compare=False)
     default_repr: bool = False
     field_facts: dict[str, frozenset[Fact]] = field(default_factory=dict, hash=False, compare=False)
+    #: its abstract methods (``is_abstract``), and for each, the overriding methods of its
+    #: subclasses anywhere in the program whose arguments reach a sink (the driver's
+    #: ``overrides``): a call of one on an object of this class may run any of them
+    abstract: frozenset[str] = field(default=frozenset(), hash=False, compare=False)
+    overrides: Mapping[str, tuple[Summary, ...]] = field(
+        default_factory=dict, hash=False, compare=False
+    )
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,70 @@ class Bound:
     target: object
     receiver: Value | None = field(default=None, compare=False)
     receiver_expr: ast.expr | None = field(default=None, compare=False)
+
+
+def is_abstract(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method with no implementation of its own: decorated ``@abstractmethod``, or whose
+    body (after its docstring) only raises ``NotImplementedError`` or is ``...``."""
+    for decorator in func.decorator_list:
+        name = decorator.attr if isinstance(decorator, ast.Attribute) else None
+        if isinstance(decorator, ast.Name):
+            name = decorator.id
+        if name == "abstractmethod":
+            return True
+    body = func.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    if len(body) != 1:
+        return False
+    stmt = body[0]
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+        return stmt.value.value is Ellipsis
+    if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+        exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """``Value.ref`` of an object that is one of several project classes' instances, or may
+    be one of them (``self.service = OpenAIChat()`` in one branch, ``AnthropicChat()`` in
+    another; ``svc = self.services[name]`` in one branch, ``self.service`` in another): an
+    argument of a method called on it reaches the sinks each class's method sends it to
+    (``calls.call_choices``). Anything else about the object (its fields, its repr, what its
+    methods return) is unknown, as for an object of no class."""
+
+    classes: tuple[object, ...]
+
+
+#: the most classes a ``Choice`` keeps (past that, the object is of no known class)
+MAX_CHOICES = 8
+
+
+def merged_ref(a: object, b: object) -> object:
+    """``Value.ref`` of a value that is ``a``'s on one path and ``b``'s on another: the same
+    ref, else a ``Choice`` of the project classes either may be an instance of (a side of no
+    class adds none), else None."""
+    if a == b:
+        return a
+    classes = tuple(dict.fromkeys((*_classes_of(a), *_classes_of(b))))
+    if not classes or len(classes) > MAX_CHOICES:
+        return None
+    return Choice(classes)
+
+
+def _classes_of(ref: object) -> tuple[object, ...]:
+    if isinstance(ref, Choice):
+        return ref.classes
+    if isinstance(ref, (ClassInfo, ExternalClass)):
+        return (ref,)
+    return ()
 
 
 @dataclass(eq=False)
@@ -204,7 +282,7 @@ def merge(a: Value, b: Value) -> Value:
         a.const if a.const == b.const else None,
         a.elem_str and b.elem_str,
         a.name_key if a.name_key == b.name_key else "",
-        a.ref if a.ref == b.ref else None,
+        merged_ref(a.ref, b.ref),
         items=items,
         # a side whose elements were not tracked counts as a list of unknown fields only as
         # ``listed_elem`` says: ``conv.message = []`` on a record read from a database keeps
@@ -398,10 +476,13 @@ class EngineState:
         module_frame: Frame
         entries: list[PrefixEntry]
         closures: dict[ast.AST, Frame]
+        enclosing: dict[ast.AST, Frame]
         method_class: dict[ast.AST, ClassInfo]
         field_stores: dict[str, dict[str, frozenset[Fact]]]
         breakpoint_calls: list[tuple[ast.Call, ast.expr, str]]
         recording: bool
+        sink_call: ast.Call | None
+        relevant: Callable[[ast.AST], bool]
 
         def _collect(self, body: list[ast.stmt]) -> None: ...
         def exec_block(self, body: list[ast.stmt]) -> None: ...
@@ -421,6 +502,7 @@ class EngineState:
         ) -> None: ...
         def lookup(self, name: str) -> Value: ...
         def qualify(self, node: ast.expr) -> str | None: ...
+        def annotated_class(self, annotation: ast.expr | None) -> object: ...
         def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None: ...
         def with_mutation_facts(self, value: Value) -> Value: ...
         def mutate(

@@ -77,16 +77,20 @@ class RegionsMixin(EngineState):
     def handle_sink(self, spec: SinkSpec, node: ast.Call) -> Value:
         sink = SinkCall(node, spec.api, spec.label)
         first_entry = len(self.entries)
-        for index, arg in enumerate(node.args):
-            kind = spec.positional.get(index)
-            if kind is not None and not isinstance(arg, ast.Starred):
-                self.walk_region(kind, arg, sink, f"{spec.label}()")
-            else:
-                self.eval(arg)
-                if isinstance(arg, ast.Starred):
-                    sink.complete = False
-        for name, value_node in self._keywords(node, sink, spec.params):
-            self.keyword_argument(spec, sink, name, value_node, f"{spec.label}({name}=)")
+        outer, self.sink_call = self.sink_call, node
+        try:
+            for index, arg in enumerate(node.args):
+                kind = spec.positional.get(index)
+                if kind is not None and not isinstance(arg, ast.Starred):
+                    self.walk_region(kind, arg, sink, f"{spec.label}()")
+                else:
+                    self.eval(arg)
+                    if isinstance(arg, ast.Starred):
+                        sink.complete = False
+            for name, value_node in self._keywords(node, sink, spec.params):
+                self.keyword_argument(spec, sink, name, value_node, f"{spec.label}({name}=)")
+        finally:
+            self.sink_call = outer
         extra_body = sink.params.get("extra_body")
         if extra_body is not None:
             key = dict_get(self.deref(extra_body[0])[0], "prompt_cache_key")

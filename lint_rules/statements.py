@@ -241,7 +241,14 @@ class StatementsMixin(EngineState):
 
     def stmt_AnnAssign(self, stmt: ast.AnnAssign) -> None:
         if stmt.value is not None:
-            self.assign(stmt.target, self.eval(stmt.value), stmt.value)
+            value = self.eval(stmt.value)
+            if value.ref is None and isinstance(stmt.target, (ast.Name, ast.Attribute)):
+                # a value of no known class, annotated with a project class
+                # (``self.service: ChatService = self.injector.get(kind)``): an instance of it
+                cls = self.annotated_class(stmt.annotation)
+                if isinstance(cls, (ClassInfo, ExternalClass)):
+                    value = replace(value, ref=cls)
+            self.assign(stmt.target, value, stmt.value)
 
     def stmt_AugAssign(self, stmt: ast.AugAssign) -> None:
         value = self.eval(stmt.value)
@@ -484,6 +491,7 @@ class StatementsMixin(EngineState):
             cls=frame.cls if shares_self else None,
             self_name=frame.self_name if shares_self else None,
         )
+        self.enclosing[stmt] = frame
         self.method_class.pop(stmt, None)
         self.frame.env[stmt.name] = Value(shape=Shape.FUNC, ref=stmt)
         self.summary(stmt)

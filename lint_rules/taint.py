@@ -25,17 +25,19 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from .analysis.exports import exportable_value, fact_to_json, summary_to_json, value_to_json
-from .calls import CallsMixin, Unresolved
+from .calls import CallsMixin, Unresolved, called_name
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import (
     ASSUMED,
     CLEAN,
+    OVERRIDE,
     SELF,
     Fact,
     Kind,
     Shape,
     Value,
+    assumed,
     entry_key,
     entry_suffix,
     join,
@@ -50,6 +52,7 @@ from .frames import (
     Frame,
     Summary,
     fields_known,
+    is_abstract,
     merge,
     yielded_elem,
 )
@@ -292,9 +295,15 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         self.entries: list[PrefixEntry] = []
         self.sinks: list[SinkCall] = []
         self.recording = True
+        #: the call whose arguments are being sent (a sink, or a function whose summary sends
+        #: them): where a parameter recorded meanwhile is sent (``Summary.sink_lines``)
+        self.sink_call: ast.Call | None = None
         self.module_frame = Frame(env={}, defs={}, pinned=True)
         self.frame = self.module_frame
         self.closures: dict[ast.AST, Frame] = {}
+        #: a nested function -> the frame of the function it is defined in (its parameters
+        #: are that function's, ``enclosing_summary``)
+        self.enclosing: dict[ast.AST, Frame] = {}
 
     # ------------------------------------------------------------------ driver
 
@@ -389,6 +398,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 "methods": {m: summary_to_json(self.summary(f), path) for m, f in methods},
                 "default_repr": info.default_repr,
             }
+            # what the driver needs to find the overrides of an abstract method in the
+            # program's subclasses (``Program._overrides``)
+            bases = [b for b in map(self._base_name, info.node.bases) if b is not None]
+            if bases:
+                classes[name]["bases"] = bases
+            abstract = sorted(m for m, f in info.methods.items() if is_abstract(f))
+            if abstract:
+                classes[name]["abstract"] = abstract
         for name in requests:
             if name in functions or name in classes:
                 continue
@@ -412,6 +429,16 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 for cls, fields in sorted(self.field_stores.items())
             }
         return out
+
+    def _base_name(self, node: ast.expr) -> str | None:
+        """How a class's base class is named for the driver: ``@Name`` for a class of this
+        module, its qualified name for an imported one, None for anything else."""
+        if isinstance(node, ast.Name) and node.id in self.classes:
+            return f"@{node.id}"
+        qual = self.qualify(node)
+        if qual is None or qual.startswith("builtins."):
+            return None
+        return qual
 
     def _close_relevance(self) -> None:
         """A function is relevant when its text holds a trigger word or a call of another
@@ -535,37 +562,52 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
 
     def record(self, region: str, value: Value, node: ast.AST, label: str) -> None:
         """A value enters a prefix region (or the tail, which is not recorded)."""
-        summary = self.frame.summary
-        if summary is not None and value.facts:
+        own = self.frame.summary
+        if own is not None and value.facts:
             key = id(self.frame.func)
             for f in value.facts:
-                if f.kind is Kind.PARAM and f.fix == (key,):
-                    # what of it: its contents without its order ("~sorted"), or its order only
-                    # ("~order": a list built by iterating it)
-                    grain = f"~{f.granularity}" if f.granularity in ("sorted", "order") else ""
-                    if f.param == SELF and f.detail.startswith("self."):
-                        name = f.detail[len("self.") :] + grain
-                        sinks = summary.attr_sinks.setdefault(name, [])
-                    elif f.param >= 0 and (
-                        entry_key(f.detail) is not None or f.role.startswith("=") or grain
-                    ):
-                        # one entry or field of a parameter: "<index>['<key>']", "<index>.<attr>";
-                        # only its messages of one role: "<index>@<role>", "<index>['k']@<role>"
-                        entry = f"{f.param}{entry_suffix(f.detail)}"
-                        if f.role.startswith("="):
-                            entry += f"@{f.role[1:]}"
-                        sinks = summary.attr_sinks.setdefault(entry + grain, [])
-                    else:
-                        sinks = summary.param_sinks.setdefault(f.param, [])
-                    # a parameter that reaches the region only through a call the analysis
-                    # cannot see keeps those steps: the caller's argument is unproven there
-                    # (one unproven flow per region and label is enough for ``--explain``;
-                    # a proven one replaces it)
-                    unseen = tuple(s for s in f.via if s[0].startswith(ASSUMED))
-                    same = [t for t in sinks if t[0] == region and t[1] == label]
-                    if not same or (not unseen and all(t[2] for t in same)):
-                        sinks[:] = [t for t in sinks if t not in same]
-                        sinks.append((region, label, unseen))
+                if f.kind is not Kind.PARAM:
+                    continue
+                if f.fix != (key,):
+                    # a parameter of an enclosing function, sent by a function nested in it
+                    # (``def get_generator(): return service.send(messages)``): the
+                    # enclosing function sends it where it calls this one (``call_bound``)
+                    if f.param >= 0 and self.encloses(f) and (f, region, label) not in own.outer:
+                        own.outer.append((f, region, label))
+                    continue
+                summary = own
+                # what of it: its contents without its order ("~sorted"), or its order only
+                # ("~order": a list built by iterating it)
+                grain = f"~{f.granularity}" if f.granularity in ("sorted", "order") else ""
+                if f.param == SELF and f.detail.startswith("self."):
+                    name = f.detail[len("self.") :] + grain
+                    sinks = summary.attr_sinks.setdefault(name, [])
+                elif f.param >= 0 and (
+                    entry_key(f.detail) is not None or f.role.startswith("=") or grain
+                ):
+                    # one entry or field of a parameter: "<index>['<key>']", "<index>.<attr>";
+                    # only its messages of one role: "<index>@<role>", "<index>['k']@<role>"
+                    entry = f"{f.param}{entry_suffix(f.detail)}"
+                    if f.role.startswith("="):
+                        entry += f"@{f.role[1:]}"
+                    name = entry + grain
+                    sinks = summary.attr_sinks.setdefault(name, [])
+                else:
+                    name = str(f.param)
+                    sinks = summary.param_sinks.setdefault(f.param, [])
+                call = self.sink_call
+                if call is not None and name not in summary.sink_lines:
+                    called, line = called_name(call)
+                    summary.sink_lines[name] = (line, called, "")
+                # a parameter that reaches the region only through a call the analysis
+                # cannot see keeps those steps: the caller's argument is unproven there
+                # (one unproven flow per region and label is enough for ``--explain``;
+                # a proven one replaces it); so does one sent by an override
+                unseen = tuple(s for s in f.via if s[0].startswith((ASSUMED, OVERRIDE)))
+                same = [t for t in sinks if t[0] == region and t[1] == label]
+                if not same or (not assumed(unseen) and all(assumed(t[2]) for t in same)):
+                    sinks[:] = [t for t in sinks if t not in same]
+                    sinks.append((region, label, unseen))
         if self.recording and value.facts:
             parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
             if region in ("system", "frozen", "session") and isinstance(
@@ -578,6 +620,21 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             self.entries.append(
                 PrefixEntry(region, value, node, label, self.frame.once, parts, self.frame.func)
             )
+
+    def encloses(self, fact: Fact) -> bool:
+        """Whether ``fact`` is a parameter's of a function this one is nested in (at any
+        depth)."""
+        func = self.frame.func
+        seen: set[int] = set()
+        while func is not None and id(func) not in seen:
+            seen.add(id(func))
+            parent = self.enclosing.get(func)
+            if parent is None or parent.func is None:
+                return False
+            if fact.fix == (id(parent.func),):
+                return True
+            func = parent.func
+        return False
 
     def add_sink(self, sink: SinkCall) -> None:
         if self.recording:

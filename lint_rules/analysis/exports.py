@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..facts import ASSUMED, PINNABLE, Fact, Kind, Shape, Value
+from ..facts import ASSUMED, OVERRIDE, PINNABLE, Fact, Kind, Shape, Value
 from ..frames import ClassInfo, ExternalClass, SinkTarget, Summary
 
 JSON = dict[str, Any]
@@ -57,7 +57,7 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         [
             [text, line, name, step_path or path]
             for text, line, name, step_path in fact.via
-            if not param_key or text.startswith(ASSUMED)
+            if not param_key or text.startswith((ASSUMED, OVERRIDE))
         ],
         fact.role,
     ]
@@ -159,6 +159,16 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
         },
         "builder": summary.builder,
         "marks": sorted(summary.marks),
+        **(
+            {
+                "sink_lines": {
+                    k: [line, name, p or path]
+                    for k, (line, name, p) in sorted(summary.sink_lines.items())
+                }
+            }
+            if summary.sink_lines
+            else {}
+        ),
     }
 
 
@@ -196,6 +206,9 @@ def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
         attr: frozenset(fact_from_json(f, key) for f in facts)
         for attr, facts in data.get("attr_stores", {}).items()
     }
+    summary.sink_lines = {
+        k: (int(v[0]), str(v[1]), str(v[2])) for k, v in data.get("sink_lines", {}).items()
+    }
     return summary
 
 
@@ -206,7 +219,7 @@ def interesting(data: JSON) -> bool:
     an argument to a sink. Flows of parameters alone matter only to a caller that passes a
     value with facts (the driver's ``carried``)."""
     if "methods" in data:
-        return any(interesting(m) for m in data["methods"].values())
+        return bool(data.get("overrides")) or any(interesting(m) for m in data["methods"].values())
     if "params" in data:
         ret = data["ret"]
         return bool(
@@ -270,6 +283,12 @@ class LazySummaries(Mapping[str, Summary]):
         return len(self._data)
 
 
+def _override(data: JSON) -> Summary:
+    """An overriding method's summary (``ExternalClass.overrides``): only where its arguments
+    reach a sink is read (the driver sends no more), so no class it names is looked up."""
+    return summary_from_json(data, lambda name: None)
+
+
 def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass | Value]:
     """The ``externals`` of an analysis, from the driver's blobs (qualified name -> export)."""
     loaded: dict[str, Summary | ExternalClass | Value] = {}
@@ -291,7 +310,17 @@ def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass |
         find = classes_in(module)
         if kind == "class":
             methods = LazySummaries(data["methods"], find)
-            cls = ExternalClass(f"{module}.{blob['name']}", methods, data["default_repr"])
+            overrides = {
+                method: tuple(_override(entry["summary"]) for entry in entries)
+                for method, entries in data.get("overrides", {}).items()
+            }
+            cls = ExternalClass(
+                f"{module}.{blob['name']}",
+                methods,
+                data["default_repr"],
+                abstract=frozenset(data.get("abstract", ())),
+                overrides=overrides,
+            )
             for attr, facts in data.get("field_facts", {}).items():
                 cls.field_facts[attr] = frozenset(fact_from_json(f, 0) for f in facts)
             loaded[qual] = cls

@@ -282,6 +282,10 @@ class Program:
     _sink_stamp: int = 0
     #: the folder this run's processes share rewritten newer-syntax sources through
     _rewrites: str | None = None
+    #: (file, class) -> its subclasses' (file, class) among the exported classes
+    #: (``_build_hierarchy``), and per file the version whose exports gave its part
+    _hierarchy: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    _bases: dict[str, tuple[int, tuple[Any, ...]]] = field(default_factory=dict)
 
     def run(self) -> list[Any]:
         from ..runner import FileResult
@@ -411,6 +415,7 @@ class Program:
         if field_facts != self._field_facts:
             self._field_facts = field_facts
             self._fields_version += 1
+        self._build_hierarchy(states, index)
         for path, state in states.items():
             memo = self._resolved.get(path)
             if (
@@ -507,6 +512,10 @@ class Program:
             touched.add(file)
             blob = self._lookup(states[file], symbol)
             stored = _stored_fields(blob, field_facts)
+            overrides = self._overrides(file, symbol, blob, states, touched, path)
+            if blob is not None and overrides:
+                # an abstract method overridden, with a sink, in the program's subclasses
+                blob = {**blob, "data": {**blob["data"], "overrides": overrides}}
             if blob is None:
                 out.request = (file, symbol.split(".")[0])
             elif stored:
@@ -523,6 +532,84 @@ class Program:
                             out.seen[cls] = more
         out.stamps = {f: states[f].version for f in touched}
         return out
+
+    def _overrides(
+        self,
+        file: str,
+        symbol: str,
+        blob: dict[str, Any] | None,
+        states: dict[str, FileState],
+        touched: set[str],
+        importer: str,
+    ) -> dict[str, list[Any]]:
+        """For the abstract methods of a class (its export's ``abstract``) that ``importer``'s
+        text calls (``.name(``), the methods of its subclasses anywhere in the program,
+        directly or through others, that override one and pass an argument to a sink: method
+        name -> [{"class": qualified name, "summary": what of the override's summary a caller
+        uses (``_sink_part``)}], in the order of the subclasses' qualified names. Each file
+        read is added to ``touched``. A file that never calls the method is not given them,
+        so it is not analysed again when they change."""
+        if blob is None or blob["kind"] != "class":
+            return {}
+        abstract = blob["data"].get("abstract")
+        if not abstract:
+            return {}
+        state = states[importer]
+        if state.calls is None:
+            state.calls = CallNames.read(importer)
+        calls = state.calls
+        abstract = [m for m in abstract if calls.contains(f".{m}(".encode())]
+        if not abstract:
+            return {}
+        found: dict[str, list[Any]] = {}
+        seen = {(file, symbol)}
+        todo = [(file, symbol)]
+        subclasses: list[tuple[str, str]] = []
+        while todo:
+            for sub in self._hierarchy.get(todo.pop(), ()):
+                if sub not in seen:
+                    seen.add(sub)
+                    todo.append(sub)
+                    subclasses.append(sub)
+        for sub_file, name in sorted(subclasses, key=lambda s: (states[s[0]].module, s[1])):
+            touched.add(sub_file)
+            data = states[sub_file].output.get("exports", {}).get("classes", {}).get(name)
+            if data is None:
+                continue
+            for method in abstract:
+                summary = data["methods"].get(method)
+                if summary is not None and _reaches_sink(summary):
+                    found.setdefault(method, []).append(
+                        {
+                            "class": f"{states[sub_file].module}.{name}",
+                            "summary": _sink_part(summary),
+                        }
+                    )
+        return found
+
+    def _build_hierarchy(self, states: dict[str, FileState], index: ModuleIndex) -> None:
+        """``_hierarchy``: (file, class) -> the (file, class) of each exported class that names
+        it as a base, through imports and re-exports; each file's part is found again only
+        when its output changed. A change bumps ``_fields_version`` (resolved names that read
+        the hierarchy are resolved again)."""
+        merged: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for path, state in states.items():
+            version, own = self._bases.get(path, (-1, ()))
+            if version != state.version:
+                found = []
+                for name, data in state.output.get("exports", {}).get("classes", {}).items():
+                    for base in data.get("bases", ()):
+                        qual = f"{state.module}.{base[1:]}" if base.startswith("@") else base
+                        target = self._resolve(qual, path, states, index, set())
+                        if target is not None:
+                            found.append((target, (path, name)))
+                own = tuple(found)
+                self._bases[path] = (state.version, own)
+            for target, sub in own:
+                merged.setdefault(target, []).append(sub)
+        if merged != self._hierarchy:
+            self._hierarchy = merged
+            self._fields_version += 1
 
     def _settled(
         self, todo: list[tuple[str, Task]], states: dict[str, FileState], wait: bool = True
@@ -633,6 +720,30 @@ def _sink_names(exports: dict[str, Any]) -> frozenset[bytes]:
             if data["param_sinks"] or data.get("attr_sinks"):
                 names.add(f".{name}(".encode())
     return frozenset(names)
+
+
+def _reaches_sink(summary: dict[str, Any]) -> bool:
+    """Whether an exported method's summary passes an argument (or an entry or field of one)
+    to a sink: what a caller that holds only the base class can prove of it."""
+    return bool(summary["param_sinks"]) or any(
+        a[:1].isdigit() for a in summary.get("attr_sinks", {})
+    )
+
+
+def _sink_part(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a caller holding only the base class uses of an override's exported summary:
+    where its arguments (or their entries) reach a sink, and the calls that send them; its
+    return value and stores are left empty, so a change in them is not a new input."""
+    return {
+        "name": summary["name"],
+        "params": summary["params"],
+        "ret": {"facts": [], "shape": "unknown"},
+        "param_sinks": summary["param_sinks"],
+        "stores": {},
+        "attr_sinks": {a: t for a, t in summary.get("attr_sinks", {}).items() if a[:1].isdigit()},
+        "builder": False,
+        "sink_lines": summary.get("sink_lines", {}),
+    }
 
 
 def _is_fact(data: list[Any]) -> bool:

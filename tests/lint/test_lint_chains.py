@@ -10,6 +10,7 @@ produce the reported value) fails here.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from lint_markers import FIXTURES, fixture_config
 from promptcache.lint_rules import Diagnostic, Related, lint_source
 from promptcache.lint_rules.chains import Lines, chain_holds
 from promptcache.lint_rules.config import parse_table
-from promptcache.lint_rules.facts import ASSUMED, Fact, Kind, Value, canonical
+from promptcache.lint_rules.facts import ASSUMED, OVERRIDE, Fact, Kind, Value, canonical
 from promptcache.lint_rules.registry import KNOWN_CODES
 from promptcache.lint_rules.runner import lint_paths
 
@@ -47,6 +48,12 @@ def _lines(path: str) -> list[str]:
 _STEP = re.compile(r"^`(?P<name>[^`]+)` passes it on: (?P<what>.+?) (?P<function>[\w.]+)(\(\))?$")
 #: what a step says the call did with the value
 _STEP_KINDS = ("returned by", "stored by", ASSUMED)
+#: a step at the call that sends the value inside a method chosen at run time (an override of
+#: the abstract method called, or the method of one of the classes the receiver may be)
+_SENT = re.compile(
+    rf"^`(?P<name>[^`]+)` passes it on: {OVERRIDE} (?P<function>[\w.]+), "
+    r"(which overrides [\w.]+|its class chosen at run time)$"
+)
 
 
 def _calls(line: str, name: str) -> bool:
@@ -84,6 +91,17 @@ def _check(diagnostics: list[Diagnostic]) -> list[str]:
                 )
             if r.origin or not r.value:
                 continue
+            sent = _SENT.match(r.message)
+            if sent is not None:
+                # the line calls the name given, inside the method the step names
+                if not _calls(line, r.value) or not _inside(
+                    r.location.path, r.location.line, sent["function"]
+                ):
+                    wrong.append(
+                        f"{where}: step {r.location.path}:{r.location.line} is not a "
+                        f"call of `{r.value}` in {sent['function']}: {line.strip()!r}"
+                    )
+                continue
             step = _STEP.match(r.message)
             if step is None or step["what"] not in _STEP_KINDS:
                 wrong.append(f"{where}: a step that says no call: {r.message!r}")
@@ -103,6 +121,24 @@ def _check(diagnostics: list[Diagnostic]) -> list[str]:
                     f"but names {step['function']} ({r.message})"
                 )
     return wrong
+
+
+def _inside(path: str, line: int, function: str) -> bool:
+    """Whether ``line`` of ``path`` is in the body of the method or function named
+    ``function`` (``Class.method`` or ``function``)."""
+    *owner, name = function.split(".")
+    for node in ast.walk(ast.parse("\n".join(_lines(path)))):
+        if isinstance(node, ast.ClassDef) and owner and node.name != owner[-1]:
+            continue
+        for sub in ast.iter_child_nodes(node) if owner else [node]:
+            if (
+                isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and sub.name == name
+                and sub.lineno <= line <= (sub.end_lineno or sub.lineno)
+                and (not owner or isinstance(node, ast.ClassDef))
+            ):
+                return True
+    return False
 
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.name)
