@@ -120,6 +120,12 @@ def test_a_disk_tier_budget_of_no_bytes_names_its_option(
         _assert_clean_error(result, "--kv-disk-bytes", "is 0 bytes; give at least 1")
 
 
+def test_a_disk_tier_budget_without_a_disk_tier_is_refused(tinystories_dir: Path) -> None:
+    """``--kv-disk-bytes`` alone would be ignored: it names the option it needs instead."""
+    result = _serve(tinystories_dir, "--kv-disk-bytes", "1GiB")
+    _assert_clean_error(result, "--kv-disk-bytes", "add --kv-disk DIR")
+
+
 def _available_memory() -> int:
     """MemAvailable in bytes (Linux), which the engine's up-front size check compares with."""
     with open("/proc/meminfo", encoding="ascii") as meminfo:
