@@ -17,9 +17,7 @@ Then, in waves until nothing changes (at most ``MAX_WAVES``; a file is analysed 
 4. a wave runs only the analyses whose inputs are settled: a file that takes summaries from
    another file due in the same wave waits for it (unless every due file waits on another, as
    in an import cycle). A module that imports many others is then analysed once they are done,
-   not once per round as their summaries trickle in. A file no other file takes summaries from
-   (an example script, an entry point) also waits while a file it depends on through others is
-   due.
+   not once per round as their summaries trickle in.
 
 Every analysis is looked up in the cache first (``cache.LintCache``), keyed by the file's
 content hash and a digest of its inputs, so a warm run re-analyses only what changed and what
@@ -617,39 +615,13 @@ class Program:
         """The analyses of ``todo`` to run in this wave: not those of files already analysed
         ``1 + MAX_ROUNDS`` times, and not yet those of files that take summaries from another
         file of ``todo`` (they run once those are done; if every file waits on another, as in
-        an import cycle, all run), nor those of files no other file takes summaries from while
-        a file they depend on, directly or through others, is in ``todo``. ``wait=False``: all
-        of them run."""
+        an import cycle, all run). ``wait=False``: all of them run."""
         todo = [(p, t) for p, t in todo if states[p].analyses <= MAX_ROUNDS]
         if not wait:
             return todo
         pending = {p for p, _ in todo}
-        ready = [(p, t) for p, t in todo if not (states[p].deps - {p}) & pending] or todo
-        # a file no other file takes summaries from (an example script, an entry point)
-        # waits until no file it depends on, directly or through others, is due: nothing
-        # it exports is read, so an analysis of it on inputs still moving is wasted
-        used: set[str] = set()
-        for path, state in states.items():
-            used.update(state.deps - {path})
-        waiting = {p for p, _ in ready if p not in used and self._upstream_due(p, states, pending)}
-        return [(p, t) for p, t in ready if p not in waiting] or ready
-
-    def _upstream_due(self, path: str, states: dict[str, FileState], pending: set[str]) -> bool:
-        """Whether a file ``path`` takes summaries from, directly or through others, is in
-        ``pending`` (``path`` itself not counted)."""
-        seen = {path}
-        todo = list(states[path].deps)
-        while todo:
-            dep = todo.pop()
-            if dep in seen:
-                continue
-            if dep in pending:
-                return True
-            seen.add(dep)
-            state = states.get(dep)
-            if state is not None:
-                todo.extend(state.deps)
-        return False
+        ready = [(p, t) for p, t in todo if not (states[p].deps - {p}) & pending]
+        return ready or todo
 
     def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
         """``name(`` for each exported function whose arguments reach a sink (``.name(``
