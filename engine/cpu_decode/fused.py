@@ -64,7 +64,10 @@ for its pass and freed when the pass ends (a mapping of its own: glibc's ``M_MMA
 ``engine/heap.py``), so a long prefill's scratch (3.4-3.9 MB besides the attention's in calls
 of 218-256 SmolLM2 rows) is not resident beside a full KV pool while decoding. That pass
 pays the page faults of its scratch again (about 0.3 ms per MB: 2 ms against a 1,088-token
-prefill's 1.25 s); passes of up to 64 rows pay none."""
+prefill's 1.25 s); passes of up to 64 rows pay none. While a long pass runs, the kept scratch
+is freed too (about 2 MB of SmolLM2's after a 64-row call over 1,088 keys), and made again
+when it ends with the part the short calls used written, so it is not resident beside the
+pass's own and the next short call takes no page faults."""
 
 
 def _dense_values(layer: Int4Linear) -> torch.Tensor:
@@ -296,10 +299,13 @@ def int8_rows_ranker(
 
 
 def _release_freed_memory() -> None:
-    """Hand the freed dense copies' pages back to the OS (glibc's ``malloc_trim``): they were
-    allocated layer by layer from malloc's heap, which keeps freed memory mapped, so without
-    this the process's RSS stays as high as with the copies (SmolLM2: 1,102 MiB after the build,
-    802 MiB after the trim, 2026-12-02). Nothing happens where libc has no ``malloc_trim``."""
+    """Hand freed heap pages back to the OS (glibc's ``malloc_trim``): malloc's heap keeps freed
+    memory mapped. At load, the freed dense copies, allocated layer by layer from the heap
+    (SmolLM2: 1,102 MiB after the build without this, 802 MiB after the trim, 2026-12-02); after
+    each long pass (``FusedDecode.__call__``), the heap pages its temporaries under glibc's mmap
+    threshold touched (a call's embeddings, RoPE rows, index lists), which would otherwise stay
+    resident beside the KV pool (about 0.3 ms a trim). Nothing happens where libc has no
+    ``malloc_trim``."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.malloc_trim(0)
@@ -353,6 +359,8 @@ class FusedDecode:
         self._dims = dims
         self._keep = keep  # the tensors the structs point into
         self._scratch = torch.empty(0)  # calls of up to SCRATCH_KEPT_ROWS rows
+        self._scratch_used = 0  # the most floats of it a call has used
+        self._scratch_lent = 0  # its size while a long pass has freed it (0: not freed)
         self._pass_scratch: torch.Tensor | None = None  # longer calls', for one pass
         #: Decode steps run through the kernel so far.
         self.steps = 0
@@ -491,10 +499,6 @@ class FusedDecode:
         only. A pass of more than ``MAX_PASS_ROWS`` rows runs as several calls (``_call_rows``)."""
         model = self.model
         rows = input_ids.shape[0]
-        x = model.embed_tokens(input_ids).to(torch.float32).contiguous()  # [rows, hidden]
-        cos, signed_sin = model.rotary(positions, torch.float32)  # [rows, 1, head_dim] each
-        cos = cos.reshape(rows, -1).contiguous()
-        signed_sin = signed_sin.reshape(rows, -1).contiguous()
         tables = meta.block_tables.to(torch.int32).contiguous()  # [seqs, width], -1 padded
         slots = meta.slot_mapping.to(torch.int64).contiguous()
         self._dims.nthreads = torch.get_num_threads()
@@ -512,10 +516,13 @@ class FusedDecode:
                 new = [max(0, min(b, r1) - max(a, r0)) for a, b in itertools.pairwise(starts)]
                 seen = [c - (b - min(b, r1)) for c, b in zip(ctx, starts[1:], strict=True)]
                 mine = None if keep is None else keep[(keep >= r0) & (keep < r1)] - r0
+                # the call's rows only: embedded and their RoPE rows taken per call, so a long
+                # pass holds one call's hidden states ([r1 - r0, hidden] fp32), not all of them
+                x, cos, signed_sin = self._inputs(input_ids[r0:r1], positions[r0:r1])
                 kept = self._call_rows(
-                    x[r0:r1],
-                    cos[r0:r1],
-                    signed_sin[r0:r1],
+                    x,
+                    cos,
+                    signed_sin,
                     slots[r0:r1],
                     tables,
                     table_list,
@@ -523,12 +530,46 @@ class FusedDecode:
                     new,
                     mine,
                 )
-                outputs.append(x[r0 : r0 + kept])
+                if calls == 1 or kept == r1 - r0:
+                    outputs.append(x[:kept])
+                elif kept:
+                    outputs.append(x[:kept].clone())  # not a view: the call's x is freed
         finally:
             self._pass_scratch = None  # a long pass's scratch, freed (SCRATCH_KEPT_ROWS)
+            if self._scratch_lent:
+                self._restore_kept_scratch()
+            if calls > 1 or rows > SCRATCH_KEPT_ROWS:
+                _release_freed_memory()  # the heap pages the pass's temporaries touched
         self.steps += 1
-        hidden: torch.Tensor = model.norm(outputs[0] if calls == 1 else torch.cat(outputs))
+        if len(outputs) == 1:
+            last = outputs[0]
+        elif outputs:
+            last = torch.cat(outputs)
+        else:
+            last = torch.empty(0, model.config.hidden_size)
+        hidden: torch.Tensor = model.norm(last)
         return hidden
+
+    def _inputs(
+        self, input_ids: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One call's inputs: the embeddings ``x [rows, hidden]`` and RoPE's ``cos`` /
+        ``signed_sin [rows, head_dim]`` rows of ``positions``, fp32, contiguous (each row's
+        values do not depend on the other rows)."""
+        model = self.model
+        rows = input_ids.shape[0]
+        x = model.embed_tokens(input_ids).to(torch.float32).contiguous()
+        cos, signed_sin = model.rotary(positions, torch.float32)  # [rows, 1, head_dim] each
+        return x, cos.reshape(rows, -1).contiguous(), signed_sin.reshape(rows, -1).contiguous()
+
+    def _restore_kept_scratch(self) -> None:
+        """The kept scratch again, as large as before the long pass freed it, with the part the
+        short calls have used written once: its pages are resident as they were, so the next
+        short call (a decode step, a prompt's new tail after a prefix hit) takes no page faults
+        (about 0.3 ms per MB), which the long pass's end takes instead."""
+        self._scratch = torch.empty(self._scratch_lent)
+        self._scratch[: min(self._scratch_used, self._scratch_lent)].zero_()
+        self._scratch_lent = 0
 
     def _call_rows(
         self,
@@ -564,8 +605,14 @@ class FusedDecode:
         if rows <= SCRATCH_KEPT_ROWS:
             if self._scratch.numel() < need:
                 self._scratch = torch.empty(need + need // 2)
+            self._scratch_used = max(self._scratch_used, need)
             scratch = self._scratch
         else:
+            if self._scratch.numel():
+                # the kept scratch is freed for the pass, so its pages are not resident beside
+                # the pass's own (about 2 MB of SmolLM2's, written by a 64-row call)
+                self._scratch_lent = self._scratch.numel()
+                self._scratch = torch.empty(0)
             if self._pass_scratch is None or self._pass_scratch.numel() < need:
                 self._pass_scratch = None  # freed before its successor is allocated
                 self._pass_scratch = torch.empty(need + need // 2)

@@ -336,7 +336,8 @@ def test_a_long_calls_scratch_is_freed_when_its_pass_ends(
     lib: ctypes.CDLL, tinystories_dir: Path
 ) -> None:
     """Calls of more than ``SCRATCH_KEPT_ROWS`` rows take a scratch of their own, freed at the
-    end of the pass: the scratch kept between passes is only as large as the short calls'."""
+    end of the pass: the scratch kept between passes is only as large as the short calls'. The
+    kept one is freed while a long pass runs and made again, as large, when it ends."""
     llm = LLM(tinystories_dir, weight_dtype="int4")
     fused = llm.engine.runner.fused_decode
     assert isinstance(fused, FusedDecode)
@@ -346,7 +347,13 @@ def test_a_long_calls_scratch_is_freed_when_its_pass_ends(
     assert len(out.output_token_ids) == 3
     assert fused._pass_scratch is None
     long_call = lib.pc_scratch_floats(ctypes.byref(fused._dims), SCRATCH_KEPT_ROWS + 1)
-    assert 0 < fused._scratch.numel() < long_call  # the decode steps' (1 row)
+    kept = fused._scratch
+    assert 0 < kept.numel() < long_call  # the decode steps' (1 row)
+    [again] = llm.generate([ids[::-1]], params)
+    assert len(again.output_token_ids) == 3
+    # the long pass freed the kept scratch and made it again, as large
+    assert fused._scratch is not kept and fused._scratch.numel() == kept.numel()
+    assert fused._scratch_lent == 0 and fused._pass_scratch is None
 
 
 def test_smollm2_answers_through_the_kernel(lib: ctypes.CDLL, smollm2_gguf: Path) -> None:

@@ -244,6 +244,7 @@ def test_a_pass_longer_than_max_pass_rows_matches_float64_reference(
     with torch.inference_mode():
         kept = fused(ids, pos, meta, output_rows=last)
     torch.testing.assert_close(kept.double(), torch.stack(expected_rows)[last], **INT16_PASS)
+    assert torch.equal(kept, hidden[last])  # each call's kept rows are its rows' own bits
 
 
 def test_smollm2_prefill_agreement_through_the_kernel(
