@@ -18,6 +18,7 @@
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* An int4 weight [n, k] (k a multiple of 32, n of 16): w[r, 32 b + j] = d * q + m with q in
  * 0..15, d = scale and m = zero - 8 * scale (fp32) from each group's bf16 scale and zero (the
@@ -866,11 +867,15 @@ int64_t pc_task_scratch_floats(const pc_dims *D, int64_t R, int64_t nblocks) {
 }
 
 /* out [M, heads * hd] for the rows' queries (row m at q + m * q_stride) by `plan`. Each thread
- * runs tasks in its own task_floats of `work`; the parts follow at nthreads * task_floats. */
+ * runs tasks in its own task_floats of `work`; the parts follow at nthreads * task_floats.
+ * wanted: NULL for every row, else a byte per row, 0 where its output is not needed: a task
+ * none of whose rows is wanted is skipped and such rows are not merged (their out rows are left
+ * as they were). A wanted row's tasks run as they would for every row, so its output is the
+ * same bits. */
 static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_stride,
                       const void *k_cache, const void *v_cache, const int32_t *tables,
                       int64_t table_stride, const pc_attn_plan *P, float *restrict out,
-                      float *restrict work) {
+                      float *restrict work, const uint8_t *wanted) {
     const int64_t hd = D->head_dim, H = D->heads, kvh = D->kv_heads, group = H / kvh;
     float *parts = work + D->nthreads * P->task_floats; /* [num_parts, H, 2 + hd] */
 #pragma omp parallel num_threads(D->nthreads)
@@ -880,6 +885,11 @@ static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_str
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < P->num_tasks; t++) {
             const int64_t r0 = P->rows_start[t], R = P->rows_start[t + 1] - r0, nq = R * group;
+            if (wanted) {
+                int64_t any = 0;
+                for (int64_t i = 0; i < R && !any; i++) any = wanted[P->task_rows[r0 + i]];
+                if (!any) continue;
+            }
             const int64_t Hv = H * R, per = (P->b1[t] - P->b0[t]) * D->block_size;
             float *pm = qb + Hv * hd, *pl = pm + Hv, *po = pl + Hv, *sc = po + Hv * hd;
             for (int64_t i = 0; i < R; i++) /* [kv_heads, rows, group, hd]: each KV head's */
@@ -911,7 +921,7 @@ static void attention(const pc_dims *D, int64_t M, const float *q, int64_t q_str
         }
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
-            for (int64_t hq = 0; hq < H; hq++) {
+            for (int64_t hq = 0; hq < H && (!wanted || wanted[m]); hq++) {
                 const int64_t p0 = P->parts_start[m], p1 = P->parts_start[m + 1];
                 float mx = -INFINITY, l = 0.f;
                 for (int64_t p = p0; p < p1; p++) {
@@ -971,7 +981,9 @@ int64_t pc_scratch_floats(const pc_dims *D, int64_t M) {
 /* Run every layer for M new tokens. x [M, hidden]: their embeddings in; out: the last layer's
  * outputs (before the final norm) of the rows keep[0 .. nkeep), ascending (all M when nkeep is
  * M; keep is then not read), in
- * x's first rows: the last layer's o projection and MLP run for those rows only. cos / ssin [M,
+ * x's first rows: the last layer's o projection and MLP run for those rows only, and its
+ * attention only for the plan's tasks that hold one of them (the tasks run as for every row, so
+ * the kept rows' outputs are the same bits). cos / ssin [M,
  * head_dim]: RotaryEmbedding's (cos, signed_sin) rows of their positions. slots [M]: where their
  * K/V go (every row's are stored before any row attends, so a prefill chunk's tokens see each
  * other). tables [*, table_stride] int32: the sequences' block ids; plan: what each row attends
@@ -987,6 +999,8 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
     float *h = scratch, *tmp = h + M * hid, *qkv = tmp + M * hid, *att = qkv + M * qkvn;
     float *gu = att + M * qn, *qbuf = gu + mlp_tile_rows(M) * 2 * inter;
     float *work = scratch + pc_scratch_floats(D, M);
+    uint8_t wanted[nkeep < M ? M : 1]; /* the last layer's rows whose attention is needed */
+    memset(wanted, 0, sizeof wanted);
     for (int64_t L = 0; L < num_layers; L++) {
         const pc_layer *ly = layers + L;
 #pragma omp parallel for num_threads(nt) schedule(static) if (M >= 32)
@@ -1005,8 +1019,12 @@ void pc_forward(const pc_layer *layers, int64_t num_layers, const pc_dims *D, in
                 for (int64_t i = 0; i < kvn; i++) kd[i] = r[qn + i], vd[i] = r[qn + kvn + i];
             }
         }
-        attention(D, M, qkv, qkvn, ly->k_cache, ly->v_cache, tables, table_stride, plan, att, work);
-        if (L == num_layers - 1 && nkeep < M) { /* only the kept rows go on */
+        const int last = L == num_layers - 1 && nkeep < M;
+        if (last) /* the attention of the kept rows only: the other rows' outputs go unused */
+            for (int64_t i = 0; i < nkeep; i++) wanted[keep[i]] = 1;
+        attention(D, M, qkv, qkvn, ly->k_cache, ly->v_cache, tables, table_stride, plan, att, work,
+                  last ? wanted : NULL);
+        if (last) { /* only the kept rows go on */
             for (int64_t i = 0; i < nkeep; i++) {
                 const int64_t m = keep[i]; /* ascending: row i's source is at or after it */
                 for (int64_t j = 0; j < qn; j++) att[i * qn + j] = att[m * qn + j];
@@ -1113,5 +1131,5 @@ void pc_paged_attention(const pc_dims *D, int64_t M, const float *q, const void 
                         const void *v_cache, const int32_t *tables, int64_t table_stride,
                         const pc_attn_plan *plan, float *out, float *work) {
     attention(D, M, q, D->heads * D->head_dim, k_cache, v_cache, tables, table_stride, plan, out,
-              work);
+              work, NULL);
 }

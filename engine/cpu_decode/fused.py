@@ -496,7 +496,9 @@ class FusedDecode:
         """See the class docstring. ``meta``: the batch (every slot valid); ``output_rows``:
         int64 ``[k]`` ascending rows whose hidden states are returned (None: all), as
         ``LlamaForCausalLM.forward``'s: the last layer's o projection and MLP run for them
-        only. A pass of more than ``MAX_PASS_ROWS`` rows runs as several calls (``_call_rows``)."""
+        only, and its attention only for the tasks that hold one of them (the same bits for
+        them). A pass of more than ``MAX_PASS_ROWS`` rows runs as several calls
+        (``_call_rows``)."""
         model = self.model
         rows = input_ids.shape[0]
         tables = meta.block_tables.to(torch.int32).contiguous()  # [seqs, width], -1 padded
