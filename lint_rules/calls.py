@@ -142,11 +142,14 @@ class CallsMixin(EngineState):
         memo: dict[int, Value] = {}
         if isinstance(func, ast.Attribute) and qual is None:
             receiver = self.eval(func.value)
-            if isinstance(receiver.ref, Choice) and self.recording:
-                # an object of one of several classes: what each class's method sends of the
-                # arguments is sent; the result is an unknown call's, below (not in the
-                # class pre-pass, whose summaries are dropped)
-                self.call_choices(receiver, func, node, memo)
+            if isinstance(receiver.ref, Choice):
+                if self.recording:
+                    # an object of one of several classes: what each class's method sends of
+                    # the arguments is sent; the result is an unknown call's, below
+                    self.call_choices(receiver, func, node, memo)
+                else:
+                    # not in the class pre-pass, whose summaries are dropped
+                    self.skipped_unrecorded()
             target = self.method_of(receiver, func.attr)
             if target is not None:
                 called = self.call_bound(Bound(target, receiver, func.value), node, memo=memo)
@@ -380,7 +383,14 @@ class CallsMixin(EngineState):
         call. What they return or store is not taken."""
         cls, name = receiver.ref, func.attr
         if not self.recording:
-            return  # the class pre-pass: its summaries are dropped
+            # the class pre-pass: its summaries are dropped
+            if (isinstance(cls, ExternalClass) and name in cls.abstract) or (
+                isinstance(cls, ClassInfo)
+                and (method := cls.find_method(name)) is not None
+                and is_abstract(method)
+            ):
+                self.skipped_unrecorded()
+            return
         overrides: list[object] = []
         if isinstance(cls, ExternalClass):
             if name not in cls.abstract:
@@ -644,7 +654,9 @@ class CallsMixin(EngineState):
                     out.add(f)
             return canonical(frozenset(out))
 
-        if self.recording:
+        if summary.marks and not self.recording:
+            self.skipped_unrecorded()  # the breakpoints this call marks are not recorded
+        elif self.recording:
             for index in summary.marks:
                 where = arg_values.get(index, (CLEAN, None))[1]
                 if where is not None:

@@ -208,10 +208,15 @@ def _joined_position(values: list[Value]) -> Value:
 def _yielded(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[int]:
     """``id``s of the values of ``func``'s own ``yield`` expressions (not those of a function
     or lambda nested in it); empty for a ``@contextmanager``, whose one yield is what
-    ``with`` binds, not what a loop iterates."""
-    if any("contextmanager" in name for name in _decorator_names(func)):
-        return set()
+    ``with`` binds, not what a loop iterates. Found once per tree (kept on the node: trees
+    are kept for later analyses of the file)."""
+    known: set[int] | None = func.__dict__.get("_yielded")
+    if known is not None:
+        return known
     out: set[int] = set()
+    func.__dict__["_yielded"] = out
+    if any("contextmanager" in name for name in _decorator_names(func)):
+        return out
     todo: list[ast.AST] = list(func.body)
     while todo:
         node = todo.pop()
@@ -245,6 +250,66 @@ def _reads_per_request_state(test: ast.expr, own: frozenset[str]) -> bool:
         if name is not None and names_per_request_state(name):
             return True
     return False
+
+
+class _Computed:
+    """What one summary computed by the class pre-pass depended on (``_prepass_classes``):
+    the fields of classes it read, as (class, table, attribute, value read); the summaries
+    it used, as (function, summary); and ``clean``: False once it met anything that makes it
+    a summary to compute again (a store into a field, an event a recording pass keeps, a
+    recursion cut); for a nested function, the frame it closed over."""
+
+    __slots__ = ("clean", "closure", "reads", "uses")
+
+    def __init__(self, closure: Frame | None) -> None:
+        self.reads: list[tuple[ClassInfo, str, str, object]] = []
+        self.uses: list[tuple[ast.AST, Summary]] = []
+        self.clean = True
+        #: for a function nested in another, the frame it closes over (``closures``)
+        self.closure = closure
+
+
+class _ReadLog(dict):  # type: ignore[type-arg]
+    """A class's ``attrs`` or ``attr_defs`` table (``name``) while the pre-pass runs: each
+    ``get`` is noted in the innermost summary being computed, and a store makes that summary
+    one to compute again."""
+
+    __slots__ = ("info", "name", "track")
+
+    def __init__(self, info: ClassInfo, name: str, track: list[_Computed]) -> None:
+        super().__init__(getattr(info, name))
+        self.info = info
+        self.name = name
+        self.track = track
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = dict.get(self, key, _MISSING)
+        if self.track:
+            self.track[-1].reads.append((self.info, self.name, key, value))
+        return default if value is _MISSING else value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if self.track:
+            self.track[-1].clean = False
+        dict.__setitem__(self, key, value)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if self.track:
+            self.track[-1].clean = False
+        return dict.setdefault(self, key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        if self.track:
+            self.track[-1].clean = False
+        dict.update(self, *args, **kwargs)
+
+    def pop(self, *args: Any) -> Any:
+        if self.track:
+            self.track[-1].clean = False
+        return dict.pop(self, *args)
+
+
+_MISSING = object()
 
 
 class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMixin, HttpSinksMixin):
@@ -298,6 +363,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: the call whose arguments are being sent (a sink, or a function whose summary sends
         #: them): where a parameter recorded meanwhile is sent (``Summary.sink_lines``)
         self.sink_call: ast.Call | None = None
+        #: while the class pre-pass runs: one ``_Computed`` per summary being computed,
+        #: innermost last (empty otherwise)
+        self._track: list[_Computed] = []
+        #: summaries the class pre-pass computed that the recording pass may take instead of
+        #: computing them again, with what each depended on (``_prepass_classes``, ``_take``)
+        self._kept: dict[ast.AST, tuple[Summary, _Computed]] = {}
+        #: the pre-pass's bookkeeping per summary it computed (None outside the pre-pass)
+        self._computed: dict[ast.AST, _Computed] | None = None
         self.module_frame = Frame(env={}, defs={}, pinned=True)
         self.frame = self.module_frame
         self.closures: dict[ast.AST, Frame] = {}
@@ -350,7 +423,15 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         summaries are then dropped and recomputed with the attributes complete. Every method
         runs, not only those that store into fields: the names a method looks up while it
         runs are what the program driver asks other modules to export, and findings elsewhere
-        depend on those exports."""
+        depend on those exports.
+
+        A summary the recording pass would compute the same is kept for it instead: one whose
+        run stored into no field, recorded nothing (no prefix entry with facts, no sink call,
+        no call of a function that marks a breakpoint), met no recursion cut and used only
+        summaries kept too. When the recording pass asks for it, it is taken, with the
+        summaries it used, if the fields it read hold equal values then, each summary it used
+        is the one there is then, and (for a nested function) the frame it closes over is
+        equal (``_take``)."""
         classes = [
             info
             for info in self.classes.values()
@@ -359,6 +440,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         if not classes:
             return
         before = set(self.summaries)
+        tables = list(self.classes.values())
+        for info in tables:
+            info.attrs = _ReadLog(info, "attrs", self._track)
+            info.attr_defs = _ReadLog(info, "attr_defs", self._track)
+        computed: dict[ast.AST, _Computed] = {}
+        self._computed = computed
         self.recording = False
         try:
             for info in classes:
@@ -367,8 +454,68 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     self.summary(method)
         finally:
             self.recording = True
+            self._computed = None
+            self._track.clear()
+            for info in tables:
+                info.attrs = dict(info.attrs)
+                info.attr_defs = dict(info.attr_defs)
+        # in the order computed, so the summaries one used come before it
+        candidates = set(before)
+        for func, done in computed.items():
+            if done.clean and all(use in candidates for use, _ in done.uses):
+                candidates.add(func)
         for key in set(self.summaries) - before:
-            del self.summaries[key]
+            summary = self.summaries.pop(key)
+            if key in candidates:
+                self._kept[key] = (summary, computed[key])
+
+    def _take(self, func: ast.AST) -> Summary | None:
+        """The pre-pass's summary of ``func`` (``_kept``) when computing it now would give
+        it again: the fields it read hold equal values now, and each summary it used is the
+        one there is now or is such a kept summary too (then taken with it). None, and
+        nothing taken, otherwise."""
+        taking: dict[ast.AST, Summary] = {}
+        if not self._still_holds(func, taking):
+            self._kept.pop(func, None)
+            return None
+        for key, summary in taking.items():
+            del self._kept[key]
+            self.summaries[key] = summary
+        return taking[func]
+
+    def _still_holds(self, func: ast.AST, taking: dict[ast.AST, Summary]) -> bool:
+        if func in taking:
+            return True
+        kept = self._kept.get(func)
+        if kept is None:
+            return False
+        summary, done = kept
+        then = done.closure
+        if then is not None:
+            # a nested function: computed again, it would close over the frame there is now
+            frame = self.closures.get(func)
+            if frame is not then and (
+                frame is None
+                or frame.cls is not then.cls
+                or frame.self_name != then.self_name
+                or frame.env != then.env
+                or frame.defs != then.defs
+            ):
+                return False
+        for info, name, key, value in done.reads:
+            now = dict.get(getattr(info, name), key, _MISSING)
+            if now is not value and (now is _MISSING or value is _MISSING or now != value):
+                return False
+        taking[func] = summary
+        for use, used in done.uses:
+            have = self.summaries.get(use)
+            if have is None:
+                if not self._still_holds(use, taking):
+                    return False
+                have = taking[use]
+            if have is not used:
+                return False
+        return True
 
     def export(self, requests: Collection[str], path: str) -> dict[str, Any]:
         """This module's exports for the program driver (see ``analysis.exports``): the
@@ -608,6 +755,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if not same or (not assumed(unseen) and all(assumed(t[2]) for t in same)):
                     sinks[:] = [t for t in sinks if t not in same]
                     sinks.append((region, label, unseen))
+        if self._track and value.facts:
+            self._track[-1].clean = False
         if self.recording and value.facts:
             parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
             if region in ("system", "frozen", "session") and isinstance(
@@ -636,7 +785,15 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             func = parent.func
         return False
 
+    def skipped_unrecorded(self) -> None:
+        """Code that runs only in the recording pass was skipped (the class pre-pass): the
+        summary being computed is not the one the recording pass computes."""
+        if self._track:
+            self._track[-1].clean = False
+
     def add_sink(self, sink: SinkCall) -> None:
+        if self._track:
+            self._track[-1].clean = False
         if self.recording:
             sink.loops = tuple(self.frame.loops)
             sink.function = self.frame.func
@@ -673,8 +830,16 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         a sink, or the objects the function stores into.
         """
         done = self.summaries.get(func)
+        track = self._track
         if done is not None:
+            if track:
+                track[-1].uses.append((func, done))
             return done
+        if func in self._kept:
+            # computed by the class pre-pass on what there is now (``_prepass_classes``)
+            taken = self._take(func)
+            if taken is not None:
+                return taken
         info = self.method_class.get(func)
         decorators = _decorator_names(func)
         is_static = "staticmethod" in decorators
@@ -686,9 +851,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         names = [a.arg for a in args] + [a.arg for a in func.args.kwonlyargs]
         label = f"{info.node.name}.{func.name}" if info is not None else func.name
         if func in self.in_progress:
+            if track:
+                track[-1].clean = False
             return Summary(names, name=label, key=id(func))
         self.in_progress.add(func)
         parent = self.closures.get(func)
+        computed = self._computed
+        if computed is not None:
+            track.append(_Computed(parent))
         env = dict(parent.env) if parent is not None else {}
         defs = dict(parent.defs) if parent is not None else {}
         summary = Summary(names, name=label, key=id(func))
@@ -732,6 +902,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         finally:
             self.frame = saved
             self.in_progress.discard(func)
+            if computed is not None and track:
+                computed[func] = track.pop()
         self.pin_factory_entries(func, first_entry)
         if summary.returns:
             values = [v for _, v in summary.returns]
@@ -765,6 +937,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     # reads them
                     summary.ret = Value(summary.ret.facts, elem=elem)
         self.summaries[func] = summary
+        if track:
+            track[-1].uses.append((func, summary))
         return summary
 
     def pin_factory_entries(self, func: ast.FunctionDef | ast.AsyncFunctionDef, first: int) -> None:
