@@ -334,8 +334,8 @@ def serve(
 
     if warmup_top is not None and warmup_log is None:
         raise click.UsageError("--top applies to --warmup-from-log PROXY_DB")
-    given = click.get_current_context().get_parameter_source("kv_disk_bytes")
-    if kv_disk is None and given is click.core.ParameterSource.COMMANDLINE:
+    budget_source = click.get_current_context().get_parameter_source("kv_disk_bytes")
+    if kv_disk is None and budget_source is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError(
             "--kv-disk-bytes is the byte budget of the --kv-disk tier: add --kv-disk DIR"
         )
