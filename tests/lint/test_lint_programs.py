@@ -69,6 +69,44 @@ def test_warm_run_reanalyses_only_what_changed(tmp_path: Path) -> None:
     assert again == cold
 
 
+def test_warm_run_freezes_cached_outputs_only_while_it_runs(tmp_path: Path) -> None:
+    """A warm run takes its cached outputs out of the garbage collector's sight while it runs
+    (``gc.freeze``): afterwards nothing is frozen and the collector is as the caller left it,
+    on or off; a caller's own frozen objects stay frozen (the run then freezes nothing)."""
+    import gc
+
+    from promptcache.lint_rules.analysis.program import lint_program
+    from promptcache.lint_rules.files import discover
+
+    folder = tmp_path / "prog"
+    shutil.copytree(PROGRAMS / "c_modules", folder)
+    config = parse_table({}, folder, KNOWN_CODES)
+    files = [str(p) for p in discover([folder], config, False)]
+    cache = tmp_path / "cache"
+    cold, _ = lint_program(files, config, 1, cache)
+    assert gc.get_freeze_count() == 0
+    warm, second = lint_program(files, config, 1, cache)
+    assert second.analysed == 0 and warm == cold
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    gc.disable()
+    try:
+        warm, _ = lint_program(files, config, 1, cache)
+        assert not gc.isenabled() and gc.get_freeze_count() == 0 and warm == cold
+    finally:
+        gc.enable()
+    held = [[index] for index in range(100)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        warm, _ = lint_program(files, config, 1, cache)
+        # neither unfrozen nor added to (frozen objects that died were freed)
+        assert len(held) <= gc.get_freeze_count() <= frozen and warm == cold
+    finally:
+        gc.unfreeze()
+    assert held[99] == [99]
+
+
 def test_plain_sink_names_force_only_files_naming_their_module(tmp_path: Path) -> None:
     """A file whose text holds ``find(`` only as another callable's (``url.find("?")``) is
     not analysed again for a sink function ``find`` of a module it never names; a file that
