@@ -363,14 +363,6 @@ class Program:
         if len(self._digests) > DIGESTS_KEPT:
             self._digests.clear()
         enabled = gc.isenabled()
-        if self._freeze:
-            # the outputs read from the cache stay alive for the rest of the run and hold no
-            # cycles: a warm run's are millions of lists and dicts, and the collections that
-            # traversed them again and again took about a fifth of its CPU time. So the
-            # garbage made so far is collected, the collector is paused while they are read,
-            # and then they are frozen (``gc.freeze``), out of its sight until the run ends
-            gc.collect(1)
-            gc.disable()
         try:
             pending = self._look_up(states, todo, config_key)
         finally:
@@ -391,8 +383,11 @@ class Program:
         self, states: dict[str, FileState], todo: list[tuple[str, Task]], config_key: str
     ) -> list[tuple[str, Task, str, str]]:
         """Take the cached outputs of ``todo``'s analyses; the others are returned, each
-        with its inputs' digest and the file's content hash."""
+        with its inputs' digest and the file's content hash. With ``_freeze``, the first
+        hit collects the garbage made so far and pauses the collector (``_round`` restarts
+        it, and freezes what was read)."""
         pending: list[tuple[str, Task, str, str]] = []
+        hit = False
         for path, task in todo:
             state = states[path]
             inputs = _inputs_digest(config_key, task, self._digests)
@@ -405,6 +400,16 @@ class Program:
             if self.cache is not None and state.content != "unreadable":
                 cached = self.cache.get(path, state.content, inputs)
             if cached is not None:
+                if self._freeze and not hit:
+                    # the outputs read from the cache stay alive for the rest of the run and
+                    # hold no cycles: a warm run's are millions of lists and dicts, and the
+                    # collections that traversed them again and again took about a fifth of
+                    # its CPU time. So they are read with the collector paused, then frozen
+                    # (``gc.freeze``), out of its sight until the run ends; garbage is
+                    # collected first, so that none is frozen
+                    gc.collect(1)
+                    gc.disable()
+                hit = True
                 self._accept(state, task, inputs, cached)
             else:
                 pending.append((path, task, inputs, state.content))
