@@ -280,9 +280,6 @@ class Program:
     _sink_stamp: int = 0
     #: the folder this run's processes share rewritten newer-syntax sources through
     _rewrites: str | None = None
-    #: ``name(`` of each sink function -> the parts of its modules' names
-    #: (``_sink_functions``)
-    _sink_modules: dict[bytes, set[bytes]] = field(default_factory=dict)
     #: (file, class) -> its subclasses' (file, class) among the exported classes
     #: (``_build_hierarchy``), and per file the version whose exports gave its part
     _hierarchy: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
@@ -508,20 +505,10 @@ class Program:
             state.sink_stamp = self._sink_stamp
             if unseen:
                 # search the file again only for names it was not yet searched for
+                state.scanned |= unseen
                 if state.calls is None:
                     state.calls = CallNames.read(path)
-                hits = {name for name in unseen if state.calls.contains(name)}
-                # a function's plain name (``find(``) is a call of it only where the file
-                # names a part of a module that defines one (``from .search import find``,
-                # ``search.find(...)``); else it is another callable's (``text.find(...)``),
-                # looked at again when the sink functions change
-                unnamed = {
-                    name
-                    for name in hits
-                    if not name.startswith(b".") and not self._names_module(path, name)
-                }
-                state.scanned |= unseen - unnamed
-                found = {name.decode() for name in hits - unnamed}
+                found = {name.decode() for name in unseen if state.calls.contains(name)}
                 if found:
                     # a triggered file is analysed anyway: only its functions that make
                     # such a call are added to those analysed
@@ -673,37 +660,15 @@ class Program:
 
     def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
         """``name(`` for each exported function whose arguments reach a sink (``.name(``
-        for a method); each file's are found again only when its output changed. Also sets
-        ``_sink_modules``: for each ``name(``, the parts of the names of the modules that
-        define such a function."""
+        for a method); each file's are found again only when its output changed."""
         names: set[bytes] = set()
-        modules: dict[bytes, set[bytes]] = {}
         for state in states.values():
             version, own = state.sink_names
             if version != state.version:
                 own = _sink_names(state.output.get("exports", {}))
                 state.sink_names = (state.version, own)
             names |= own
-            for name in own:
-                if not name.startswith(b"."):
-                    modules.setdefault(name, set()).update(
-                        part.encode() for part in state.module.split(".") if part
-                    )
-        self._sink_modules = modules
         return names
-
-    def _names_module(self, path: str, name: bytes) -> bool:
-        """Whether the file at ``path`` holds a part of the name of a module that defines a
-        sink function ``name(`` (``search`` or ``tools`` for ``tools.search``); a module
-        of unknown name counts as named."""
-        parts = self._sink_modules.get(name)
-        if not parts:
-            return True
-        try:
-            raw = Path(path).read_bytes()
-        except OSError:
-            return False
-        return any(part in raw for part in parts)
 
     def _resolve(
         self,

@@ -107,43 +107,6 @@ def test_warm_run_freezes_cached_outputs_only_while_it_runs(tmp_path: Path) -> N
     assert held[99] == [99]
 
 
-def test_plain_sink_names_force_only_files_naming_their_module(tmp_path: Path) -> None:
-    """A file whose text holds ``find(`` only as another callable's (``url.find("?")``) is
-    not analysed again for a sink function ``find`` of a module it never names; a file that
-    imports that module is, and its call is found."""
-    from promptcache.lint_rules.analysis.program import lint_program
-    from promptcache.lint_rules.files import discover
-
-    folder = tmp_path / "prog"
-    folder.mkdir()
-    (folder / "lookup.py").write_text(
-        "import anthropic\n\nclient = anthropic.Anthropic()\n\n\n"
-        "def find(text):\n"
-        "    return client.messages.create(\n"
-        '        model="claude-sonnet-4-6", max_tokens=1, system=text,\n'
-        '        messages=[{"role": "user", "content": "Find it."}],\n'
-        "    )\n"
-    )
-    urls = folder / "urls.py"
-    urls.write_text('def query_start(url):\n    return url.find("?")\n')
-
-    def run() -> tuple[set[tuple[str, int]], int]:
-        config = parse_table({}, folder, KNOWN_CODES)
-        files = [str(p) for p in discover([folder], config, False)]
-        results, program = lint_program(files, config, 1, None)
-        found = {(Path(r.path).name, d.location.line) for r in results for d in r.diagnostics}
-        return found, program.analysed
-
-    found, analysed = run()
-    assert found == set() and analysed == 2  # each file once: urls.py is not forced
-    urls.write_text(
-        "from datetime import datetime\n\nimport lookup\n\n\n"
-        "def stamped():\n    return lookup.find(datetime.now().isoformat())\n"
-    )
-    found, analysed = run()
-    assert found == {("urls.py", 7)} and analysed > 2
-
-
 def test_corrupt_cache_entries_are_misses(tmp_path: Path) -> None:
     folder = PROGRAMS / "b_builder"
     cache = tmp_path / "cache"
