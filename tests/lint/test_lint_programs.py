@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from lint_markers import program_markers as _markers
 
-from promptcache.lint_rules.config import parse_table
+from promptcache.lint_rules.config import LintConfig, parse_table
 from promptcache.lint_rules.registry import KNOWN_CODES
 from promptcache.lint_rules.runner import lint_paths
 
@@ -47,15 +47,21 @@ def test_every_program_has_a_positive() -> None:
     assert all(_markers(folder) for folder in CASES)
 
 
-def test_warm_run_reanalyses_only_what_changed(tmp_path: Path) -> None:
-    from promptcache.lint_rules.analysis.program import lint_program
+def _c_modules_copy(tmp_path: Path) -> tuple[Path, LintConfig, list[str], Path]:
+    """A copy of the ``c_modules`` program: its folder, config, files and a cache folder."""
     from promptcache.lint_rules.files import discover
 
     folder = tmp_path / "prog"
     shutil.copytree(PROGRAMS / "c_modules", folder)
     config = parse_table({}, folder, KNOWN_CODES)
     files = [str(p) for p in discover([folder], config, False)]
-    cache = tmp_path / "cache"
+    return folder, config, files, tmp_path / "cache"
+
+
+def test_warm_run_reanalyses_only_what_changed(tmp_path: Path) -> None:
+    from promptcache.lint_rules.analysis.program import lint_program
+
+    folder, config, files, cache = _c_modules_copy(tmp_path)
     cold, first = lint_program(files, config, 1, cache)
     assert first.analysed >= len(files)
     warm, second = lint_program(files, config, 1, cache)
@@ -76,13 +82,8 @@ def test_warm_run_freezes_cached_outputs_only_while_it_runs(tmp_path: Path) -> N
     import gc
 
     from promptcache.lint_rules.analysis.program import lint_program
-    from promptcache.lint_rules.files import discover
 
-    folder = tmp_path / "prog"
-    shutil.copytree(PROGRAMS / "c_modules", folder)
-    config = parse_table({}, folder, KNOWN_CODES)
-    files = [str(p) for p in discover([folder], config, False)]
-    cache = tmp_path / "cache"
+    _, config, files, cache = _c_modules_copy(tmp_path)
     cold, _ = lint_program(files, config, 1, cache)
     assert gc.get_freeze_count() == 0
     warm, second = lint_program(files, config, 1, cache)
@@ -148,7 +149,6 @@ def test_external_class_methods_are_read_on_first_use() -> None:
     up, once (the same object, so its PARAM facts keep one key), and unknown names are
     missing as from a dict."""
     from promptcache.lint_rules.analysis.exports import LazySummaries, load_externals
-    from promptcache.lint_rules.config import LintConfig
     from promptcache.lint_rules.frames import ExternalClass, Summary
     from promptcache.lint_rules.runner import analyse_source
 
