@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from ._checks import is_interpreted
 from .extend_attention import extend_attention
+from .launch import LaunchConfig
 from .paged_decode import paged_decode_attention
 from .store_kv import _store_kv_kernel, store_kv
 
-__all__ = ["extend_attention", "paged_decode_attention", "runs_on_cpu", "store_kv"]
+__all__ = ["LaunchConfig", "extend_attention", "paged_decode_attention", "runs_on_cpu", "store_kv"]
 
 
 def runs_on_cpu() -> bool:

@@ -128,17 +128,37 @@ def load_paged_tile(
     stride_tok,
     stride_head,
     BLOCK_SIZE: tl.constexpr,
+    EMULATE: tl.constexpr,
 ):
-    """Gather the rows of cache tokens ``toks`` of one kv head as a float32 [len(toks), BLOCK_D].
+    """Gather the rows of cache tokens ``toks`` of one kv head as a [len(toks), BLOCK_D] tile.
 
     Token ``t`` of a sequence lives in block ``block_table[t // BLOCK_SIZE]`` at offset
     ``t % BLOCK_SIZE``; the block id is looked up per token, so a tile may span several blocks
     and any block size works. Masked tokens and dims read as 0 (their block id is not read).
+    The tile keeps the cache's dtype on a GPU, so `as_dot_operand` converts it once; under the
+    interpreter (``EMULATE``) it is widened to float32, as every helper here expects there.
     """
     block_ids = tl.load(block_table_ptr + toks // BLOCK_SIZE, mask=tok_mask, other=0)
     rows = block_ids.to(tl.int64) * stride_block + (toks % BLOCK_SIZE) * stride_tok
     ptrs = cache_ptr + (rows + kv_head * stride_head)[:, None] + d[None, :]
-    return tl.load(ptrs, mask=tok_mask[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
+    return widen_if_emulated(
+        tl.load(ptrs, mask=tok_mask[:, None] & d_mask[None, :], other=0.0), EMULATE
+    )
+
+
+@triton.jit
+def widen_if_emulated(x, EMULATE: tl.constexpr):
+    """``x`` as float32 under the interpreter; on a GPU ``x`` unchanged.
+
+    On a GPU a tile goes straight from its stored dtype to the dot dtype (bf16 to bf16 is no
+    conversion; int8 and e4m3 codes convert exactly), which gives the same operands as widening
+    first, with one conversion per element instead of two.
+    """
+    if EMULATE:
+        y = x.to(tl.float32)
+    else:
+        y = x
+    return y
 
 
 @triton.jit

@@ -42,12 +42,18 @@ from ._checks import (
     next_power_of_2,
     tl_dtype,
 )
-from ._jit_helpers import as_dot_operand, cast_for_store, dot, load_paged_tile, softmax_step
+from ._jit_helpers import (
+    as_dot_operand,
+    cast_for_store,
+    dot,
+    load_paged_tile,
+    softmax_step,
+    widen_if_emulated,
+)
+from .launch import EXTEND_LAUNCH, LaunchConfig, check_launch
 
 __all__ = ["extend_attention"]
 
-_BLOCK_M = 64
-_BLOCK_N = 64
 _LOG2E = 1.4426950408889634
 
 
@@ -136,11 +142,11 @@ def _extend_attention_kernel(
         tok_mask = toks < prefix_len
         k = load_paged_tile(
             k_cache_ptr, block_table_ptr, toks, tok_mask, kv_head, d, d_mask,
-            stride_kc_block, stride_kc_tok, stride_kc_head, BLOCK_SIZE,
+            stride_kc_block, stride_kc_tok, stride_kc_head, BLOCK_SIZE, EMULATE,
         )  # fmt: skip
         v = load_paged_tile(
             v_cache_ptr, block_table_ptr, toks, tok_mask, kv_head, d, d_mask,
-            stride_vc_block, stride_vc_tok, stride_vc_head, BLOCK_SIZE,
+            stride_vc_block, stride_vc_tok, stride_vc_head, BLOCK_SIZE, EMULATE,
         )  # fmt: skip
         s = dot(q, tl.trans(as_dot_operand(k, DOT_DTYPE, EMULATE)), IEEE) * prefix_score_scale
         visible = tok_mask[None, :]
@@ -164,12 +170,14 @@ def _extend_attention_kernel(
             k_ptr + kv_rows[:, None] * stride_k_tok + kv_head * stride_k_head + d[None, :],
             mask=kv_mask,
             other=0.0,
-        ).to(tl.float32)
+        )
         v = tl.load(
             v_ptr + kv_rows[:, None] * stride_v_tok + kv_head * stride_v_head + d[None, :],
             mask=kv_mask,
             other=0.0,
-        ).to(tl.float32)
+        )
+        k = widen_if_emulated(k, EMULATE)
+        v = widen_if_emulated(v, EMULATE)
         s = dot(q, tl.trans(as_dot_operand(k, DOT_DTYPE, EMULATE)), IEEE) * qk_scale
         visible = col_mask[None, :] & (cols[None, :] <= rows[:, None])
         if WINDOWED:
@@ -202,6 +210,7 @@ def extend_attention(
     max_seqlen_q: int | None = None,
     out: torch.Tensor | None = None,
     sliding_window: int | None = None,
+    launch: LaunchConfig = EXTEND_LAUNCH,
 ) -> torch.Tensor:
     """Attention of each sequence's new tokens over its paged prefix plus, causally, themselves.
 
@@ -224,6 +233,9 @@ def extend_attention(
         sliding_window: if set, the token at position ``p`` (prefix included) sees only keys
             ``p - sliding_window < t <= p``; prefix blocks no new token sees are not read and
             may be -1.
+        launch: query rows and key tokens per tile, warps and pipeline stages
+            (`LaunchConfig`); the default is the best measured on an H200
+            (`promptcache.kernels.launch`).
 
     Returns:
         [num_new_tokens, num_heads, head_dim] in ``q``'s dtype (``out`` when given).
@@ -257,6 +269,7 @@ def extend_attention(
     k_scale, v_scale = check_scales(k_cache, k_scale, v_scale, num_kv_heads, q.dtype)
     scale = check_softmax_scale(scale)
     sliding_window = check_sliding_window(sliding_window)
+    launch = check_launch(launch)
     if max_seqlen_q is not None and (
         isinstance(max_seqlen_q, bool) or not isinstance(max_seqlen_q, int) or max_seqlen_q < 0
     ):
@@ -291,7 +304,7 @@ def extend_attention(
 
     quantized = k_cache.dtype in QUANTIZED_CACHE_DTYPES
     query_group = num_heads // num_kv_heads
-    grid = (num_heads, triton.cdiv(max_seqlen_q, _BLOCK_M), num_seqs)
+    grid = (num_heads, triton.cdiv(max_seqlen_q, launch.block_m), num_seqs)
     _extend_attention_kernel[grid](
         q, k, v, k_cache, v_cache, block_tables, cu_seqlens_q, prefix_lens,
         k_scale if quantized else q, v_scale if quantized else q, out,
@@ -304,8 +317,8 @@ def extend_attention(
         HEAD_DIM=head_dim,
         BLOCK_D=max(16, next_power_of_2(head_dim)),
         QUERY_GROUP=query_group,
-        BLOCK_M=_BLOCK_M,
-        BLOCK_N=_BLOCK_N,
+        BLOCK_M=launch.block_m,
+        BLOCK_N=launch.block_n,
         BLOCK_SIZE=block_size,
         QUANTIZED=quantized,
         WINDOWED=sliding_window is not None,
@@ -313,7 +326,7 @@ def extend_attention(
         OUT_DTYPE=tl_dtype(q.dtype),
         IEEE=q.dtype == torch.float32,
         EMULATE=is_interpreted(_extend_attention_kernel),
-        num_warps=4,
-        num_stages=2,
+        num_warps=launch.num_warps,
+        num_stages=launch.num_stages,
     )  # fmt: skip
     return out

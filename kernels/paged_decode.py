@@ -54,14 +54,12 @@ from ._checks import (
     tl_dtype,
 )
 from ._jit_helpers import as_dot_operand, cast_for_store, dot, load_paged_tile, softmax_step
+from .launch import DECODE_LAUNCH, LaunchConfig, check_launch
 
 __all__ = ["MAX_SPLITS", "choose_num_splits", "paged_decode_attention"]
 
 MAX_SPLITS = 64
 """Upper bound on splits per sequence (the reduce kernel holds all of them in one tile)."""
-
-_BLOCK_N = 64
-"""Tokens per tile of the split kernel."""
 
 _LOG2E = 1.4426950408889634
 
@@ -152,11 +150,11 @@ def _paged_decode_split_kernel(
         tok_mask = toks < end
         k = load_paged_tile(
             k_cache_ptr, block_table_ptr, toks, tok_mask, kv_head, d, d_mask,
-            stride_kc_block, stride_kc_tok, stride_kc_head, BLOCK_SIZE,
+            stride_kc_block, stride_kc_tok, stride_kc_head, BLOCK_SIZE, EMULATE,
         )  # fmt: skip
         v = load_paged_tile(
             v_cache_ptr, block_table_ptr, toks, tok_mask, kv_head, d, d_mask,
-            stride_vc_block, stride_vc_tok, stride_vc_head, BLOCK_SIZE,
+            stride_vc_block, stride_vc_tok, stride_vc_head, BLOCK_SIZE, EMULATE,
         )  # fmt: skip
         s = dot(q, tl.trans(as_dot_operand(k, DOT_DTYPE, EMULATE)), IEEE) * score_scale
         s = tl.where(tok_mask[None, :], s, float("-inf"))
@@ -236,15 +234,21 @@ def _paged_decode_reduce_kernel(
 
 
 def choose_num_splits(
-    num_seqs: int, num_kv_heads: int, max_context_tokens: int, num_sms: int
+    num_seqs: int,
+    num_kv_heads: int,
+    max_context_tokens: int,
+    num_sms: int,
+    launch: LaunchConfig = DECODE_LAUNCH,
 ) -> int:
-    """Splits per sequence so that about two programs run per streaming multiprocessor.
+    """Splits per sequence so that about ``launch.programs_per_sm`` programs run per streaming
+    multiprocessor.
 
     ``max_context_tokens`` is the longest context the block tables can address. Never more
-    splits than tiles of ``_BLOCK_N`` tokens, nor more than :data:`MAX_SPLITS`.
+    splits than tiles of ``launch.block_n`` tokens, nor more than :data:`MAX_SPLITS`.
     """
-    num_tiles = max(1, math.ceil(max_context_tokens / _BLOCK_N))
-    wanted = math.ceil(2 * num_sms / max(1, num_seqs * num_kv_heads))
+    num_tiles = max(1, math.ceil(max_context_tokens / launch.block_n))
+    programs = launch.programs_per_sm * num_sms
+    wanted = math.ceil(programs / max(1, num_seqs * num_kv_heads))
     return max(1, min(wanted, num_tiles, MAX_SPLITS))
 
 
@@ -267,6 +271,7 @@ def paged_decode_attention(
     out: torch.Tensor | None = None,
     num_splits: int | None = None,
     sliding_window: int | None = None,
+    launch: LaunchConfig = DECODE_LAUNCH,
 ) -> torch.Tensor:
     """Attention of one query token per sequence over that sequence's paged KV cache.
 
@@ -287,6 +292,8 @@ def paged_decode_attention(
         sliding_window: if set, the query sees only the last ``sliding_window`` tokens of its
             sequence (positions ``seq_len - sliding_window .. seq_len - 1``); the blocks before
             them are not read and may be -1.
+        launch: tile size, warps, pipeline stages and split target (`LaunchConfig`); the
+            default is the best measured on an H200 (`promptcache.kernels.launch`).
 
     Returns:
         [num_seqs, num_heads, head_dim] in ``q``'s dtype (``out`` when given).
@@ -312,6 +319,7 @@ def paged_decode_attention(
     k_scale, v_scale = check_scales(k_cache, k_scale, v_scale, num_kv_heads, q.dtype)
     scale = check_softmax_scale(scale)
     sliding_window = check_sliding_window(sliding_window)
+    launch = check_launch(launch)
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)):
         raise KernelInputError(f"num_splits must be an int or None, got {num_splits!r}")
     if out is None:
@@ -328,11 +336,13 @@ def paged_decode_attention(
 
     max_context_tokens = max(1, block_tables.shape[1] * block_size)
     if num_splits is None:
-        num_splits = choose_num_splits(num_seqs, num_kv_heads, max_context_tokens, _num_sms(device))
+        num_splits = choose_num_splits(
+            num_seqs, num_kv_heads, max_context_tokens, _num_sms(device), launch
+        )
     if not 1 <= num_splits <= MAX_SPLITS:
         raise KernelInputError(f"num_splits must be in 1..{MAX_SPLITS}, got {num_splits}")
-    tiles_per_split = math.ceil(math.ceil(max_context_tokens / _BLOCK_N) / num_splits)
-    tokens_per_split = tiles_per_split * _BLOCK_N
+    tiles_per_split = math.ceil(math.ceil(max_context_tokens / launch.block_n) / num_splits)
+    tokens_per_split = tiles_per_split * launch.block_n
     num_splits = math.ceil(max_context_tokens / tokens_per_split)
 
     quantized = k_cache.dtype in QUANTIZED_CACHE_DTYPES
@@ -365,7 +375,7 @@ def paged_decode_attention(
         BLOCK_D=block_d,
         QUERY_GROUP=query_group,
         BLOCK_H=max(16, next_power_of_2(query_group)),
-        BLOCK_N=_BLOCK_N,
+        BLOCK_N=launch.block_n,
         BLOCK_SIZE=block_size,
         QUANTIZED=quantized,
         SINGLE_SPLIT=single,
@@ -374,8 +384,8 @@ def paged_decode_attention(
         OUT_DTYPE=tl_dtype(q.dtype),
         IEEE=q.dtype == torch.float32,
         EMULATE=emulate,
-        num_warps=4,
-        num_stages=2,
+        num_warps=launch.num_warps,
+        num_stages=launch.num_stages,
     )  # fmt: skip
     if not single:
         _paged_decode_reduce_kernel[(num_heads, num_seqs)](

@@ -21,7 +21,7 @@ from kernel_inputs import (
 
 from promptcache.errors import KernelInputError
 from promptcache.kernels import paged_decode_attention
-from promptcache.kernels.paged_decode import MAX_SPLITS, choose_num_splits
+from promptcache.kernels.paged_decode import MAX_SPLITS
 from promptcache.kernels.reference import paged_decode_attention_ref
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -128,15 +128,6 @@ def test_empty_sequence_gives_zeros(gen: torch.Generator) -> None:
         assert torch.equal(out[0], torch.zeros_like(out[0]))
         assert torch.equal(out[2], torch.zeros_like(out[2]))
         assert not out[1].isnan().any()
-
-
-def test_choose_num_splits_fills_the_gpu() -> None:
-    # batch 1, 8 kv heads, 128k tokens on 132 SMs: ~264 programs wanted -> 33 splits
-    assert choose_num_splits(1, 8, 128 * 1024, 132) == 33
-    # a full batch needs no split; a short context cannot split beyond its tiles
-    assert choose_num_splits(256, 8, 4096, 132) == 1
-    assert choose_num_splits(1, 1, 100, 132) == 2
-    assert choose_num_splits(1, 1, 10**7, 10**4) == MAX_SPLITS
 
 
 def _args(gen: torch.Generator) -> dict[str, object]:
