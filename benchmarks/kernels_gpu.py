@@ -11,7 +11,14 @@ One run:
    ``scaled_dot_product_attention`` on the flash backend with the equivalent contiguous layout
    (kv heads repeated to the query heads, bottom-right causal mask): TFLOP/s and the ratio;
 4. every kernel result is checked against :mod:`promptcache.kernels.reference` (float64; first and
-   last sequence of each batch) and extend also against SDPA; a failed check fails the run.
+   last sequence of each batch) and extend also against SDPA; a failed check fails the run;
+5. with ``--engine-model DIR`` (a Llama checkpoint such as ``../shared/models/tinystories-656k``):
+   the engine end to end on the ``triton`` backend on the GPU. Its float32 greedy tokens must equal
+   the ``torch`` backend's on the CPU (a failed check); bf16 weights and an fp8 KV pool on the GPU
+   are compared with the torch backend in the same dtype on the GPU, and their agreement (tokens
+   equal, out of tokens generated) is reported, not judged, since the two backends round
+   differently. The prompts cover plain prefill, chunked prefill, prefill after a prefix-cache hit
+   and batched decode.
 
 Timing: CUDA events around each call, a 256 MiB write between calls so no data stays in L2, the
 median of ``--repeats`` calls after warm-up.
@@ -21,10 +28,20 @@ Usage::
     python benchmarks/kernels_gpu.py                  # needs CUDA; prints the table
     python benchmarks/kernels_gpu.py --json out.json  # also writes every row
     python benchmarks/kernels_gpu.py --check-only     # CPU, Triton interpreter, tiny shapes (CI)
+    python benchmarks/kernels_gpu.py --engine-model ../shared/models/tinystories-656k
+    python benchmarks/kernels_gpu.py --sweep all --json sweep.json  # launch configurations
+
+``--sweep all`` (or ``decode`` / ``extend``) times every launch configuration that
+`_sweep_launches` lists (:class:`promptcache.kernels.LaunchConfig`: tile sizes, warps, pipeline
+stages, paged decode's split target) on a few shapes (`SWEEP_DECODE`, `SWEEP_EXTEND`), checks
+each result against the float64 reference, and prints per shape the default's time and the
+fastest configurations; the kernels' defaults are chosen from it. With ``--check-only`` it runs
+a few configurations on tiny shapes under the interpreter.
 
 ``--check-only`` sets ``TRITON_INTERPRET=1`` itself and runs the same code paths on tiny shapes
-on the CPU (its times are interpreter times and mean nothing; targets are not judged); it exits
-1 if any check fails. Without ``--check-only`` and without CUDA the script exits 2 and says so.
+on the CPU (its times are interpreter times and mean nothing; targets are not judged; the engine
+section runs its float32 comparison only, with the interpreter's CPU kernels); it exits 1 if any
+check fails. Without ``--check-only`` and without CUDA the script exits 2 and says so.
 """
 
 from __future__ import annotations
@@ -55,6 +72,12 @@ EXTEND_CONFIGS = ((1, 0, 16384), (4, 0, 4096), (8, 0, 1024), (16, 2048, 512), (4
 CHECK_DECODE_BATCHES = (1, 3)
 CHECK_DECODE_CONTEXTS = (1, 300)
 CHECK_EXTEND_CONFIGS = ((2, 0, 20), (2, 37, 9))
+
+# Launch sweep: (batch, context) per KV dtype, and (num_seqs, prefix_len, new tokens).
+SWEEP_DECODE = ((32, 4096), (256, 4096), (64, 16384), (4, 131072), (64, 131072))
+SWEEP_EXTEND = ((1, 0, 16384), (8, 0, 1024), (16, 2048, 512), (4, 8192, 1024))
+CHECK_SWEEP_DECODE = ((3, 300),)
+CHECK_SWEEP_EXTEND = ((2, 37, 9),)
 
 DECODE_TARGET = 0.75  # of copy bandwidth, at batch >= 32 and context >= 4k (issue 8)
 EXTEND_TARGET = 0.8  # of SDPA flash throughput
@@ -368,11 +391,276 @@ def _extend_tail_err(
     return _rows_err(out[rows], ref)
 
 
+ENGINE_PREFIX = (
+    "Lily and Tom went to the park. They saw a big tree with red apples. Tom wanted to climb it, "
+    "but Lily said"
+)
+ENGINE_CALLS = (
+    (ENGINE_PREFIX, "Once upon a time"),
+    (ENGINE_PREFIX + " no, it is too high.", "The little dog"),  # a prefix-cache hit
+)
+ENGINE_MAX_TOKENS = 16
+
+
+def engine_greedy_ids(
+    model: str, device: str, backend: str, dtype: str, kv_cache_dtype: str = "auto"
+) -> list[list[int]]:
+    """Greedy output token ids of every prompt of `ENGINE_CALLS`, one ``generate`` call per tuple.
+
+    A 16-token step budget splits the 21-token prompt into two prefill chunks; the second call's
+    first prompt extends the first call's, so its prefill starts after a prefix-cache hit.
+
+    Raises:
+        RuntimeError: the second call found nothing in the prefix cache.
+    """
+    from promptcache.engine import LLM, SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=ENGINE_MAX_TOKENS, ignore_eos=True)
+    llm = LLM(
+        model=model,
+        device=device,
+        attention_backend=backend,
+        dtype=dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        fused_cpu_decode=False,
+        block_size=8,
+        max_num_batched_tokens=16,
+    )
+    ids: list[list[int]] = []
+    for call, prompts in enumerate(ENGINE_CALLS):
+        outputs = llm.generate(list(prompts), params)
+        if call == 1 and outputs[0].num_cached_tokens == 0:
+            raise RuntimeError("the second call should have hit the prefix cache")
+        ids += [list(out.output_token_ids) for out in outputs]
+    return ids
+
+
+def _agreement(got: list[list[int]], expected: list[list[int]]) -> tuple[int, int]:
+    """(tokens equal up to each prompt's first difference, tokens generated)."""
+    equal = 0
+    for g, e in zip(got, expected, strict=True):
+        for a, b in zip(g, e, strict=True):
+            if a != b:
+                break
+            equal += 1
+    return equal, sum(len(e) for e in expected)
+
+
+def bench_engine(model: str, check_only: bool) -> list[Row]:
+    """The engine on the triton backend against the torch backend (see the module docstring)."""
+    device = "cpu" if check_only else "cuda"
+    rows = []
+    expected = engine_greedy_ids(model, "cpu", "torch", "float32")
+    row = Row("engine", f"float32 triton on {device} vs torch on cpu")
+    got = engine_greedy_ids(model, device, "triton", "float32")
+    equal, total = _agreement(got, expected)
+    row.ok = got == expected
+    row.note = f"greedy tokens equal: {equal} of {total}"
+    rows.append(row)
+    if check_only:
+        return rows
+    for dtype, kv in (("bfloat16", "auto"), ("bfloat16", "fp8")):
+        row = Row("engine", f"{dtype} kv={kv} triton vs torch, both on cuda")
+        ref = engine_greedy_ids(model, "cuda", "torch", dtype, kv)
+        got = engine_greedy_ids(model, "cuda", "triton", dtype, kv)
+        equal, total = _agreement(got, ref)
+        row.note = f"greedy tokens equal: {equal} of {total} (reported, not judged)"
+        rows.append(row)
+    return rows
+
+
+def _sweep_launches(check_only: bool) -> tuple[list[Any], list[Any]]:
+    """(decode launches, extend launches) to try; the defaults come first."""
+    from promptcache.kernels import LaunchConfig
+    from promptcache.kernels.launch import DECODE_LAUNCH, EXTEND_LAUNCH
+
+    if check_only:
+        decode = [DECODE_LAUNCH, LaunchConfig(block_n=32, num_warps=4, num_stages=2,
+                                              programs_per_sm=8)]  # fmt: skip
+        extend = [EXTEND_LAUNCH, LaunchConfig(block_n=32, num_warps=4, num_stages=2, block_m=32)]
+        return decode, extend
+    decode = [DECODE_LAUNCH] + [
+        LaunchConfig(block_n=bn, num_warps=w, num_stages=st, programs_per_sm=ppsm)
+        for bn, w, st, ppsm in itertools.product((32, 64, 128), (4, 8), (2, 3, 4), (2, 8))
+    ]
+    extend = [EXTEND_LAUNCH] + [
+        LaunchConfig(block_n=bn, num_warps=w, num_stages=st, block_m=bm)
+        for bm, bn, w, st in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4))
+    ]
+    return list(dict.fromkeys(decode)), list(dict.fromkeys(extend))
+
+
+@dataclass
+class SweepRow:
+    """One launch configuration on one shape."""
+
+    kernel: str
+    config: str
+    launch: dict[str, int]
+    ms: float | None = None
+    max_rel_err: float | None = None
+    ok: bool = True
+    note: str = ""
+
+
+def sweep(
+    shape: Shape,
+    decode_shapes: tuple[tuple[int, int], ...],
+    extend_shapes: tuple[tuple[int, int, int], ...],
+    device: torch.device,
+    timer: Timer,
+    gen: torch.Generator,
+    kernels: tuple[str, ...] = ("decode", "extend"),
+) -> list[SweepRow]:
+    """Time every launch configuration of `_sweep_launches` on each shape; check each result."""
+    import torch
+
+    from promptcache.kernels import extend_attention, paged_decode_attention
+    from promptcache.kernels.reference import paged_decode_attention_ref
+
+    check_only = not timer.meaningful
+    decode_launches, extend_launches = _sweep_launches(check_only)
+    rows: list[SweepRow] = []
+
+    def one(kernel: str, config: str, launch: Any, call: Callable[[], Any],
+            err_of: Callable[[Any], float], tol: float) -> None:  # fmt: skip
+        row = SweepRow(kernel, config, asdict(launch))
+        try:
+            row.max_rel_err = err_of(call())
+            row.ok = row.max_rel_err <= tol
+            row.ms = timer(call)
+        except Exception as exc:  # a launch the chip cannot run (shared memory) is a result
+            row.ok = False
+            row.note = f"error: {type(exc).__name__}: {exc}"[:160]
+        rows.append(row)
+
+    if "decode" not in kernels:
+        decode_shapes = ()
+    if "extend" not in kernels:
+        extend_shapes = ()
+    for kv_dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        name = "fp8" if kv_dtype == torch.float8_e4m3fn else "bf16"
+        for batch, context in decode_shapes:
+            block_tables, num_blocks = _block_tables(batch, context, shape.block_size, device, gen)
+            cache_shape = (num_blocks, shape.block_size, shape.num_kv_heads, shape.head_dim)
+            k_cache = _random_cache(cache_shape, kv_dtype, device)
+            v_cache = _random_cache(cache_shape, kv_dtype, device)
+            scales: tuple[Any, Any] = (None, None)
+            if kv_dtype == torch.float8_e4m3fn:
+                scales = tuple(
+                    (torch.rand(shape.num_kv_heads, generator=gen) * 0.1 + 0.05).to(device)
+                    for _ in range(2)
+                )
+            q = torch.randn(batch, shape.num_heads, shape.head_dim, generator=gen).to(
+                device, torch.bfloat16
+            )
+            seq_lens = torch.full((batch,), context, dtype=torch.int32, device=device)
+            scale = shape.head_dim**-0.5
+            ends = sorted({0, batch - 1})
+            refs = [
+                paged_decode_attention_ref(
+                    q[i : i + 1],
+                    k_cache,
+                    v_cache,
+                    block_tables[i : i + 1],
+                    seq_lens[i : i + 1],
+                    scale,
+                    *scales,
+                )
+                for i in ends
+            ]
+
+            def decode_err(out: Any, refs: list[Any] = refs, ends: list[int] = ends) -> float:
+                return max(_rows_err(out[i : i + 1], r) for i, r in zip(ends, refs, strict=True))
+
+            for launch in decode_launches:
+                call = functools.partial(
+                    paged_decode_attention, q, k_cache, v_cache, block_tables, seq_lens, scale,
+                    *scales, launch=launch,
+                )  # fmt: skip
+                one("decode", f"{name} batch={batch} ctx={context}", launch, call, decode_err,
+                    1e-2)  # fmt: skip
+            del k_cache, v_cache
+            _release(device)
+
+    h, kvh, d, bs = shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.block_size
+    for num_seqs, prefix_len, num_new in extend_shapes:
+        total = prefix_len + num_new
+        block_tables, num_blocks = _block_tables(num_seqs, max(total, 1), bs, device, gen)
+        k_cache = _random_cache((num_blocks, bs, kvh, d), torch.bfloat16, device)
+        v_cache = _random_cache((num_blocks, bs, kvh, d), torch.bfloat16, device)
+        num_tokens = num_seqs * num_new
+        q = torch.randn(num_tokens, h, d, generator=gen).to(device, torch.bfloat16)
+        k = torch.randn(num_tokens, kvh, d, generator=gen).to(device, torch.bfloat16)
+        v = torch.randn(num_tokens, kvh, d, generator=gen).to(device, torch.bfloat16)
+        cu = torch.arange(0, num_tokens + 1, num_new, dtype=torch.int32, device=device)
+        prefix = torch.full((num_seqs,), prefix_len, dtype=torch.int32, device=device)
+        scale = d**-0.5
+        # The reference rows: the first sequence's last new tokens (see _extend_tail_err),
+        # computed on a copy of the pool so the timed calls read the pool as given.
+        k_ref_cache, v_ref_cache = k_cache.clone(), v_cache.clone()
+
+        def extend_err(
+            out: Any,
+            args: tuple[Any, ...] = (
+                q,
+                k,
+                v,
+                k_ref_cache,
+                v_ref_cache,
+                block_tables,
+                prefix_len,
+                num_new,
+                scale,
+            ),
+        ) -> float:
+            return _extend_tail_err(out, *args, tail=64)
+
+        for launch in extend_launches:
+            call = functools.partial(
+                extend_attention, q, k, v, k_cache, v_cache, block_tables, cu, prefix, scale,
+                max_seqlen_q=num_new, launch=launch,
+            )  # fmt: skip
+            one("extend", f"bf16 seqs={num_seqs} prefix={prefix_len} new={num_new}", launch,
+                call, extend_err, 2e-2)  # fmt: skip
+        del k_cache, v_cache, k_ref_cache, v_ref_cache
+        _release(device)
+    return rows
+
+
+def format_sweep(rows: list[SweepRow], top: int = 5) -> str:
+    """Per shape: the default launch (first row) and the ``top`` fastest that passed."""
+    lines = [
+        "| kernel | config | launch | ms | vs default | max rel err |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    shapes = dict.fromkeys((r.kernel, r.config) for r in rows)
+    failed = [r for r in rows if not r.ok]
+    for kernel, config in shapes:
+        group = [r for r in rows if (r.kernel, r.config) == (kernel, config)]
+        default = group[0]
+        passed = sorted((r for r in group if r.ok and r.ms is not None), key=lambda r: r.ms or 0)
+        for i, r in enumerate([default] + [r for r in passed[:top] if r is not default]):
+            unused = "block_m" if kernel == "decode" else "programs_per_sm"
+            launch = " ".join(f"{k}={v}" for k, v in r.launch.items() if k != unused)
+            ms = f"{r.ms:.3f}" if r.ms is not None else "-"
+            ratio = f"{r.ms / default.ms:.2f}" if r.ms and default.ms else "-"
+            err = f"{r.max_rel_err:.1e}" if r.max_rel_err is not None else "-"
+            label = "default: " if i == 0 else ""
+            lines.append(f"| {kernel} | {config} | {label}{launch} | {ms} | {ratio} | {err} |")
+    lines.append(f"\n{len(rows)} runs, {len(failed)} failed or errored")
+    for r in failed[:20]:
+        lines.append(f"failed: {r.kernel} {r.config} {r.launch}: err {r.max_rel_err} {r.note}")
+    return "\n".join(lines)
+
+
 def _kv_bytes(shape: Shape, batch: int, context: int, elem: int) -> int:
     return 2 * batch * context * shape.num_kv_heads * shape.head_dim * elem
 
 
-def run(check_only: bool, repeats: int, max_kv_gib: float, seed: int) -> Report:
+def run(
+    check_only: bool, repeats: int, max_kv_gib: float, seed: int, engine_model: str | None = None
+) -> Report:
     """Every configuration of one run; check-only uses tiny shapes and one untimed-quality call."""
     import torch
 
@@ -420,15 +708,30 @@ def run(check_only: bool, repeats: int, max_kv_gib: float, seed: int) -> Report:
         config = f"bf16 seqs={num_seqs} prefix={prefix_len} new={num_new}"
         report.rows.append(_guard(extend, "extend", config))
         _release(device)
+    if engine_model is not None:
+        try:
+            report.rows += bench_engine(engine_model, check_only)
+        except Exception as exc:  # the kernel rows above must still be printed
+            note = f"error: {type(exc).__name__}: {exc}"[:300]
+            report.rows.append(Row("engine", "triton backend", ok=False, note=note))
     return report
 
 
 def _guard(fn: Callable[[], Row], kernel: str, config: str) -> Row:
-    """Run one configuration; an exception becomes a failed row instead of ending the run."""
+    """Run one configuration; an exception becomes a failed row instead of ending the run.
+
+    Each row is also printed to stderr as it finishes, so a run stopped by a time limit still
+    shows what it measured.
+    """
     try:
-        return fn()
+        row = fn()
     except Exception as exc:  # one broken config must not hide the others' numbers
-        return Row(kernel, config, ok=False, note=f"error: {type(exc).__name__}: {exc}"[:200])
+        row = Row(kernel, config, ok=False, note=f"error: {type(exc).__name__}: {exc}"[:200])
+    ms = f"{row.ms:.3f} ms" if row.ms is not None else "-"
+    check = "ok" if row.ok else "FAIL"
+    print(f"done: {kernel} {config}: {ms} {row.rate} {check} {row.note}", file=sys.stderr,
+          flush=True)  # fmt: skip
+    return row
 
 
 def _release(device: torch.device) -> None:
@@ -462,6 +765,34 @@ def format_report(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _run_sweep(
+    check_only: bool, repeats: int, seed: int, json_path: str | None, kernels: tuple[str, ...]
+) -> int:
+    """``--sweep``: print the launch table; 1 if the default launch failed a check anywhere."""
+    import torch
+
+    started = time.perf_counter()
+    device = torch.device("cpu" if check_only else "cuda")
+    gen = torch.Generator().manual_seed(seed)
+    if check_only:
+        timer = Timer(device, repeats=1, warmup=0)
+        shapes = (CHECK_SHAPE, CHECK_SWEEP_DECODE, CHECK_SWEEP_EXTEND)
+    else:
+        timer = Timer(device, repeats=repeats, warmup=3)
+        shapes = (FULL_SHAPE, SWEEP_DECODE, SWEEP_EXTEND)
+    rows = sweep(*shapes, device, timer, gen, kernels)
+    print(format_sweep(rows))
+    print(f"\nseed {seed}; {time.perf_counter() - started:.1f} s")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"seed": seed, "rows": [asdict(r) for r in rows]}, f, indent=2)
+    bad = [r for r in rows if not r.ok and r.note == ""]  # wrong results, not launch errors
+    if bad:
+        print(f"{len(bad)} launch(es) gave a wrong result", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 a check failed, 2 cannot run here)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -478,6 +809,18 @@ def main(argv: list[str] | None = None) -> int:
         help="skip decode configs whose K+V pool exceeds this many GiB",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
+    parser.add_argument(
+        "--sweep",
+        choices=("all", "decode", "extend"),
+        default=None,
+        help="time every launch configuration of these kernels on a few shapes instead of "
+        "the benchmark",
+    )
+    parser.add_argument(
+        "--engine-model",
+        default=None,
+        help="also run the engine on the triton backend with this checkpoint directory",
+    )
     parser.add_argument("--json", dest="json_path", default=None, help="also write rows here")
     args = parser.parse_args(argv)
 
@@ -503,7 +846,13 @@ def main(argv: list[str] | None = None) -> int:
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     started = time.perf_counter()
-    report = run(args.check_only, args.repeats, args.max_kv_gib, seed)
+    if args.engine_model is not None and not os.path.isdir(args.engine_model):
+        print(f"error: --engine-model {args.engine_model!r} is not a directory", file=sys.stderr)
+        return 2
+    if args.sweep:
+        kernels = ("decode", "extend") if args.sweep == "all" else (args.sweep,)
+        return _run_sweep(args.check_only, args.repeats, seed, args.json_path, kernels)
+    report = run(args.check_only, args.repeats, args.max_kv_gib, seed, args.engine_model)
     print(format_report(report))
     print(f"\nseed {seed}; {time.perf_counter() - started:.1f} s")
     if args.json_path:
