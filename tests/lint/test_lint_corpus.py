@@ -54,6 +54,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         5: 20261207,
         6: 20261208,
         7: 20261209,
+        8: 20261210,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -68,7 +69,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
         halves = [r.half for r in members]
         assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
-    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8, 6: 8, 7: 8}
+    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8, 6: 8, 7: 8, 8: 8}
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
         "TransformerOptimus/SuperAGI",
@@ -161,7 +162,7 @@ def test_split_command_checks_every_batch(
 
 
 def _label_files() -> list[tuple[int, str]]:
-    return [(batch, half) for batch in range(1, 8) for half in ("tuning", "evaluation")]
+    return [(batch, half) for batch in range(1, 9) for half in ("tuning", "evaluation")]
 
 
 @pytest.mark.parametrize(("batch", "half"), _label_files())
