@@ -207,3 +207,19 @@ def test_corpus_trees_take_one_batch(bench: ModuleType, tmp_path: Path) -> None:
     assert names("tuning", 2) == ["c/three"]
     assert names("all", 3) == ["e/five", "f/six"]
     assert names("evaluation", 3) == ["f/six"]
+
+
+def test_parse_only_pass_counts_a_file_it_cannot_parse(bench: ModuleType, tmp_path: Path) -> None:
+    """``--tree`` on real code meets files the running Python cannot parse (3.12 type
+    parameters on 3.11, a broken file): the parse-only pass tries them, as the linter does,
+    and goes on instead of ending the run with a traceback."""
+    good = tmp_path / "good.py"
+    good.write_text("x = 1\n")
+    newer = tmp_path / "newer.py"
+    newer.write_text("def first[T](items: list[T]) -> T:\n    return items[0]\n")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    nul = tmp_path / "nul.py"
+    nul.write_bytes(b"x = 1\x00\n")
+    parsed = 2 if sys.version_info >= (3, 12) else 1  # good.py, and newer.py from 3.12 on
+    assert bench.parse_all([good, newer, broken, nul]) == parsed
