@@ -25,11 +25,16 @@ Workloads (``--workloads``), 8 tenants each with its own document of ``--system-
   shared inside one message);
 - ``completions``: ``/v1/completions`` prompts, the tenant's document then a new question.
 
+The floor: ``relay``, a bare ASGI app under uvicorn (uvloop, httptools) that sends each request
+to a replica picked by a hash of its body with one aiohttp session and streams the reply back
+unchanged (no prefix index, no log, no metrics; this script's ``--serve-relay``): what the
+server and client libraries the proxy is built on cost per request, before any of its own work.
+
 Per configuration (chat: ``round_robin``, ``least_loaded``, ``prefix``, ``kv_events``,
-``sglang`` and ``ideal``; rag and completions: ``prefix``, ``sglang`` and ``ideal``; ``--only``
-narrows them; ``kv_events``: each engine also publishes KV events, ``--kv-events-endpoint``
-with a replay endpoint, and the proxy runs from a ``--config`` file naming them, the tokenizer
-and the chat template) it reports:
+``sglang``, ``relay`` and ``ideal``; rag and completions: ``prefix``, ``sglang``, ``relay`` and
+``ideal``; ``--only`` narrows them; ``kv_events``: each engine also publishes KV events,
+``--kv-events-endpoint`` with a replay endpoint, and the proxy runs from a ``--config`` file
+naming them, the tokenizer and the chat template) it reports:
 
 - the fleet hit rate: sum of ``cached_tokens`` / sum of ``prompt_tokens``, from the engines'
   usage as the client received it;
@@ -37,7 +42,7 @@ and the chat template) it reports:
   ``/metrics``) and max/mean;
 - the router process's CPU per request (``/proc/PID/stat`` user + system, whole run /
   requests): ours is the whole proxy (logging, the cache-break explainer, usage and cost
-  included), the anchor's its one process (all its threads);
+  included), the anchor's its one process (all its threads), the relay's its one process;
 - added latency at concurrency 1: the median over ``--latency-requests`` (40) identical
   non-streamed chat requests through the router, less the median of the same sent straight to
   a replica, the two alternating, after 5 warm-up requests each;
@@ -54,7 +59,7 @@ Usage::
 
     .venv/bin/python benchmarks/proxy_routing.py
     .venv/bin/python benchmarks/proxy_routing.py --requests 120 --concurrency 8 \
-        --workloads chat rag completions --only prefix sglang ideal
+        --workloads chat rag completions --only prefix sglang relay ideal
     .venv/bin/python benchmarks/proxy_routing.py --chunk-sizes --only
 """
 
@@ -370,6 +375,81 @@ def start_anchor(python: Path, urls: list[str], port: int, log: Path) -> subproc
         )  # fmt: skip
 
 
+# -- the floor: a bare relay ----------------------------------------------------------------
+
+#: request and response headers not passed on by the relay (hop-by-hop, or recomputed)
+_HOP_HEADERS = frozenset({b"host", b"connection", b"keep-alive", b"transfer-encoding",
+                          b"content-length", b"te", b"upgrade"})  # fmt: skip
+
+
+def relay_app(urls: list[str]) -> Any:
+    """A bare ASGI relay: each request goes to one of ``urls`` picked by the CRC-32 of its body
+    (the same body, the same replica: as warm as a router's affinity keeps it; no prefix index),
+    through one aiohttp session with kept-alive connections, and its reply streams back read by
+    read. ``GET /healthz`` answers 200 itself."""
+    import zlib
+
+    import aiohttp
+
+    state: dict[str, Any] = {"session": None}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    state["session"] = aiohttp.ClientSession(
+                        connector=aiohttp.TCPConnector(limit=0), auto_decompress=False
+                    )
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await state["session"].close()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["path"] == "/healthz":
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-length", b"2")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b"ok"})
+            return  # fmt: skip
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        url = urls[zlib.crc32(body) % len(urls)]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
+                   if k not in _HOP_HEADERS}  # fmt: skip
+        target = url + scope["path"] + ("?" + scope["query_string"].decode() if
+                                        scope["query_string"] else "")  # fmt: skip
+        async with state["session"].request(scope["method"], target, data=body,
+                                            headers=headers) as upstream:  # fmt: skip
+            # the upstream's content-length stays (no chunked framing added to a sized body)
+            out = [(k.lower(), v) for k, v in upstream.raw_headers
+                   if k.lower() == b"content-length" or k.lower() not in _HOP_HEADERS]  # fmt: skip
+            await send({"type": "http.response.start", "status": upstream.status,
+                        "headers": out})  # fmt: skip
+            async for chunk in upstream.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def start_relay(port: int, urls: list[str]) -> subprocess.Popen[bytes]:
+    """The bare relay (`relay_app`) on 127.0.0.1:``port`` in front of ``urls``."""
+    return subprocess.Popen(
+        [sys.executable, __file__, "--serve-relay", str(port), "--relay-upstreams",
+         ",".join(urls)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 # -- processes ---------------------------------------------------------------------------
 
 
@@ -480,6 +560,9 @@ def run_config(
             except RuntimeError:
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise AnchorError(f"did not start: {' / '.join(tail)}") from None
+        elif name == "relay":
+            router = start_relay(router_port, urls)
+            wait_http(router_url + "/healthz", router)
         else:
             config = None
             if events is not None:
@@ -617,8 +700,8 @@ def chunk_size_table(prompts: list[str], repeats: int = 5) -> list[tuple[int, fl
     return rows
 
 
-CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", "ideal")
-SINGLE_CONFIGS = ("prefix", "sglang", "ideal")
+CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", "relay", "ideal")
+SINGLE_CONFIGS = ("prefix", "sglang", "relay", "ideal")
 
 
 def main() -> None:
@@ -640,8 +723,8 @@ def main() -> None:
         "--only",
         nargs="*",
         default=None,
-        help="configurations: round_robin least_loaded prefix kv_events sglang ideal kill "
-        "(rag and completions run prefix, sglang and ideal only)",
+        help="configurations: round_robin least_loaded prefix kv_events sglang relay ideal "
+        "kill (rag and completions run prefix, sglang, relay and ideal only)",
     )
     parser.add_argument(
         "--anchor-venv",
@@ -652,7 +735,16 @@ def main() -> None:
     parser.add_argument("--no-anchor", action="store_true", help="do not run SGLang's router")
     parser.add_argument("--chunk-sizes", action="store_true",
                         help="also measure chunk sizes 16-256 on a RAG prompt")  # fmt: skip
+    parser.add_argument("--serve-relay", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--relay-upstreams", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_relay is not None:
+        import uvicorn
+
+        uvicorn.run(relay_app(args.relay_upstreams.split(",")), host="127.0.0.1",
+                    port=args.serve_relay, log_level="warning", access_log=False,
+                    lifespan="on", loop="uvloop", http="httptools")  # fmt: skip
+        return
     if not args.pool_blocks:
         prompt_blocks = -(-args.system_tokens // BLOCK_SIZE)
         # a session's tail: its turns (question ~30 tokens + reply 12 + template) past the prompt
@@ -694,7 +786,7 @@ def main() -> None:
             for name in configs:
                 if name not in wanted or (name == "sglang" and anchor is None):
                     continue
-                latency = workload == args.workloads[0] and name in ("prefix", "sglang")
+                latency = workload == args.workloads[0] and name in ("prefix", "sglang", "relay")
                 try:
                     result = run_config(name, workload, args, prompts, Path(folder),
                                         anchor=anchor, latency=latency)  # fmt: skip
@@ -734,6 +826,12 @@ def summarise(results: dict[tuple[str, str], RunResult], workloads: list[str]) -
                 print(f"{workload}: added p50 latency at concurrency 1: prefix "
                       f"{ours.added_latency_ms:+.2f} ms vs sglang "
                       f"{theirs.added_latency_ms:+.2f} ms")  # fmt: skip
+        floor = results.get((workload, "relay"))
+        if floor is not None:
+            added = (f"; added p50 {floor.added_latency_ms:+.2f} ms"
+                     if floor.added_latency_ms is not None else "")  # fmt: skip
+            print(f"{workload}: the floor (bare uvicorn + aiohttp relay, no index, no log): "
+                  f"CPU per request {floor.proxy_cpu_ms_per_request:.2f} ms{added}")  # fmt: skip
     chat = {name: r for (w, name), r in results.items() if w == "chat"}
     if "kv_events" in chat and "prefix" in chat:
         print(f"chat: kv_events hit rate {chat['kv_events'].hit_rate:.1%} vs prefix "

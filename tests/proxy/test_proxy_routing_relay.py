@@ -1,0 +1,86 @@
+"""The bare relay that benchmarks/proxy_routing.py measures as the floor (``relay``): it passes
+a streamed reply through event for event and a sized reply with its size, and sends the same
+body to the same replica. Real mock replicas (benchmarks/proxy_cpu_split.py's) and the relay
+run as processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def routing() -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import proxy_routing
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return proxy_routing
+
+
+@pytest.fixture(scope="module")
+def fleet(routing: ModuleType) -> Iterator[tuple[str, list[str]]]:
+    """(relay URL, replica URLs): two mock replicas behind the relay."""
+    ports = [routing.free_port() for _ in range(2)]
+    mocks = [subprocess.Popen([sys.executable, str(BENCHMARKS / "proxy_cpu_split.py"),
+                               "--serve-mock", str(p), "--event-gap-ms", "0"])
+             for p in ports]  # fmt: skip
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    relay_port = routing.free_port()
+    relay = routing.start_relay(relay_port, urls)
+    try:
+        for proc, url in zip(mocks, urls, strict=True):
+            routing.wait_http(url + "/health", proc)
+        routing.wait_http(f"http://127.0.0.1:{relay_port}/healthz", relay)
+        yield f"http://127.0.0.1:{relay_port}", urls
+    finally:
+        for proc in [relay, *mocks]:
+            proc.terminate()
+        for proc in [relay, *mocks]:
+            proc.wait(30)
+
+
+def _events(text: str) -> list[str]:
+    return [block for block in text.split("\n\n") if block]
+
+
+def test_a_stream_passes_through_event_for_event(fleet: tuple[str, list[str]]) -> None:
+    relay, replicas = fleet
+    body = {"model": "tiny", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "a story"}]}  # fmt: skip
+    through = httpx.post(f"{relay}/v1/chat/completions", json=body, timeout=30)
+    assert through.status_code == 200
+    assert through.headers["content-type"] == "text/event-stream"
+    events = _events(through.text)
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    assert [c["choices"][0]["delta"]["content"] for c in chunks[:12]] == [" tok"] * 12
+    assert chunks[12]["usage"]["total_tokens"] == 312  # the mock's usage event, unchanged
+    direct = httpx.post(f"{replicas[0]}/v1/chat/completions", json=body, timeout=30)
+    assert len(_events(direct.text)) == len(events)
+
+
+def test_a_sized_reply_keeps_its_size_and_the_same_body_its_replica(
+    fleet: tuple[str, list[str]],
+) -> None:
+    relay, _ = fleet
+    got = httpx.get(f"{relay}/health", timeout=30)  # forwarded: the mock answers "ok"
+    assert (got.status_code, got.text, got.headers.get("content-length")) == (200, "ok", "2")
+    assert "chunked" not in got.headers.get("transfer-encoding", "")
+    body = {"model": "tiny", "stream": True, "messages": [{"role": "user", "content": "same"}]}
+    ids = []
+    for _ in range(3):
+        text = httpx.post(f"{relay}/v1/chat/completions", json=body, timeout=30).text
+        ids.append(int(json.loads(_events(text)[0].removeprefix("data: "))["id"].split("-")[1]))
+    # one replica's request counter: consecutive ids
+    assert ids == [ids[0], ids[0] + 1, ids[0] + 2]
