@@ -85,15 +85,15 @@ def mock_app(event_gap_s: float) -> Any:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await routing.read_body(receive)
         if scope["method"] != "POST":
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")],
+                }
+            )
             await send({"type": "http.response.body", "body": b"ok"})
             return  # fmt: skip
         served[0] += 1

@@ -382,6 +382,16 @@ _HOP_HEADERS = frozenset({b"host", b"connection", b"keep-alive", b"transfer-enco
                           b"content-length", b"te", b"upgrade"})  # fmt: skip
 
 
+async def read_body(receive: Any) -> bytes:
+    """The whole body of an ASGI HTTP request, read message by message."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 def relay_app(urls: list[str]) -> Any:
     """A bare ASGI relay: each request goes to one of ``urls`` picked by the CRC-32 of its body
     (the same body, the same replica: as warm as a router's affinity keeps it; no prefix index),
@@ -416,12 +426,7 @@ def relay_app(urls: list[str]) -> Any:
             )
             await send({"type": "http.response.body", "body": b"ok"})
             return  # fmt: skip
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         url = urls[zlib.crc32(body) % len(urls)]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
                    if k not in _HOP_HEADERS}  # fmt: skip
