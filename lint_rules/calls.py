@@ -75,6 +75,9 @@ FILE_CONTENT_METHODS = frozenset({"read_text", "read_bytes"})
 STREAM_READ_METHODS = frozenset(
     {"read", "read1", "readline", "readlines", "readexactly", "readuntil", "recv"}
 )
+#: streams whose data is the initial value they are built with
+#: (https://docs.python.org/3/library/io.html#io.StringIO, checked 2026-12-04)
+IN_MEMORY_STREAMS = frozenset({"io.StringIO", "io.BytesIO"})
 _STR_METHODS = {
     *_STR_KEEP_CONST,
     "replace",
@@ -266,9 +269,7 @@ class CallsMixin(EngineState):
         step = (f"{ASSUMED} {name}()", line, name, "")
         return frozenset(
             f.passed_on(step)
-            if f.kind not in _UNCHAINED
-            and not f.pinned
-            and not (f.kind is Kind.PARAM and f in receiver)
+            if f.kind not in _UNCHAINED and not (f.kind is Kind.PARAM and f in receiver)
             else f
             for f in facts
         )
@@ -958,7 +959,12 @@ class CallsMixin(EngineState):
             # a stream's data: what the stream holds (``io.StringIO(text).read()``), not the
             # size or the separator it is read with (``stdout.read(chunk_size)``)
             stream = _unobjected(receiver)
-            return Value(self.assumed(stream.facts, node, stream.facts)) if stream.facts else CLEAN
+            if not stream.facts:
+                return CLEAN
+            if isinstance(receiver.ref, Unresolved) and receiver.ref.qual in IN_MEMORY_STREAMS:
+                # an in-memory stream's data is the text it was built with
+                return Value(stream.facts)
+            return Value(self.assumed(stream.facts, node, stream.facts))
         if receiver.shape is Shape.STR:
             if method == "join":
                 unordered = self.iteration_fact(first, node.args[0]) if node.args else None
@@ -1252,8 +1258,10 @@ _UNCHAINED = frozenset({Kind.LOOP, Kind.VARIES})
 def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:
     """``fact`` (an argument's) carrying the unproven steps of ``via`` (the chain of the
     callee's parameter fact it stands for), so a finding made of it is shown only by
-    ``--explain``; facts of the kinds in ``_UNCHAINED`` and pinned facts stay as they are."""
-    if fact.kind in _UNCHAINED or fact.pinned:
+    ``--explain``; facts of the kinds in ``_UNCHAINED`` stay as they are. A pinned fact (a
+    value computed once, an environment value) is unproven too: what reaches the prompt
+    through an unseen call need not be it (``os.getenv(KEY)`` given to a client constructor)."""
+    if fact.kind in _UNCHAINED:
         return fact
     for step in via:
         if step[0].startswith((ASSUMED, OVERRIDE)):

@@ -203,9 +203,19 @@ SANITIZERS = frozenset(
 #: from them): a chain through them is proven, not assumed
 #: (https://docs.python.org/3/library/copy.html, .../dataclasses.html#dataclasses.asdict,
 #: .../html.html#html.escape, .../textwrap.html, .../os.path.html#os.path.join; checked
-#: 2026-12-03)
+#: 2026-12-03); and the numeric conversions ``int()``, ``float()``, ``round()`` and ``abs()``,
+#: whose result is the argument's number (``int(time.time())`` is still the time,
+#: ``float(os.getenv("TIMEOUT"))`` still the environment's value); and the in-memory streams
+#: ``io.StringIO``/``io.BytesIO``, whose buffer is the initial value given
+#: (https://docs.python.org/3/library/io.html#io.StringIO, checked 2026-12-04)
 PASS_THROUGH_FUNCTIONS = frozenset(
     {
+        "io.StringIO",
+        "io.BytesIO",
+        "builtins.int",
+        "builtins.float",
+        "builtins.round",
+        "builtins.abs",
         "copy.copy",
         "copy.deepcopy",
         "dataclasses.asdict",

@@ -196,6 +196,26 @@ def test_argument_to_a_parameter_sunk_through_an_unseen_call_is_unproven() -> No
     assert any("assumed to pass through get_instructions()" in m for m in notes[0][3])
 
 
+def test_value_computed_once_through_an_unseen_call_is_unproven() -> None:
+    """z_env_through_unseen_calls: environment values read at import (pinned) reach the system
+    text only through a library call (``keyring.get_password``) or a library constructor that a
+    helper of another module returns (``crewlib.Member``): each is a note naming that call,
+    not a finding, as for a per-request value."""
+    folder = PROGRAMS / "z_env_through_unseen_calls"
+    results = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
+    notes = sorted(
+        (Path(r.path).name, n.location.line, n.code, " ".join(x.message for x in n.related))
+        for r in results
+        for n in r.notes
+    )
+    assert [(name, line, code) for name, line, code, _ in notes] == [
+        ("bot.py", 19, "PC017"),
+        ("team.py", 19, "PC017"),
+    ]
+    assert "assumed to pass through get_password()" in notes[0][3]
+    assert "assumed to pass through Member()" in notes[1][3]
+
+
 _EVERY_PROGRAM = """
 import sys
 from pathlib import Path
