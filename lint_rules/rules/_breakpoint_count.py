@@ -80,6 +80,11 @@ class LazyScope(Scope):
         self._func = func
         self._scope: Scope | None = None
 
+    @property
+    def func(self) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda:
+        """The function whose names this scope holds."""
+        return self._func
+
     def _get(self) -> Scope:
         if self._scope is None:
             self._scope = function_scope(self._func)

@@ -33,7 +33,10 @@ Not counted as a breakpoint: copying another block's marker (`tool["cache_contro
 `.get("cache_control")`) and anything under `if "cache_control" in block` (it mirrors a marker
 already there). Not reported: loops with a `break` or a `return` (write, then stop: one
 breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
-`cache=use_cache and i == len(parts) - 1` included), a turn loop that calls the API (it marks
+`cache=use_cache and i == len(parts) - 1` included), marks under a counter that caps them
+(`if marked < 3:` whose branch marks and then runs `marked += 1`, the counter a local set once
+before the loop to a constant and otherwise only increased; the limit a constant giving at most
+4, or a name or field the analysis cannot know), a turn loop that calls the API (it marks
 only the newest message), comprehensions with an `if` or with both bounded and unbounded
 generators, helpers three calls deep or in other modules, and breakpoints from several loops or
 statements that only together exceed 4.
@@ -67,9 +70,11 @@ from ._breakpoint_count import (
     LazyScope,
     Module,
     Scope,
+    const_int,
     iter_size,
     marks_in,
     module_scope,
+    own_nodes,
     value_marks,
 )
 from ._shared import BREAKPOINT_APIS
@@ -149,7 +154,12 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue  # the result of a call we cannot see: no evidence it is long
         if any(isinstance(n, (ast.Break, ast.Return)) for n in _own_nodes(node.body)):
             continue  # stops at the first marked block (write, then break or return)
-        found = next(marks_in(node.body, _index_names(node), module, cls, guard=_guard), None)
+        capped = _counter_caps(node, chain, module, cls)
+
+        def guard(test: ast.expr, names: set[str], capped: set[int] = capped) -> bool:
+            return _guard(test, names) or id(test) in capped
+
+        found = next(marks_in(node.body, _index_names(node), module, cls, guard=guard), None)
         if found is None:
             continue
         if any(id(n) in sink_nodes for n in ast.walk(node)):
@@ -292,6 +302,116 @@ def _index_names(loop: ast.For | ast.AsyncFor) -> set[str]:
     ):
         return {loop.target.id}
     return set()
+
+
+def _counter_caps(
+    loop: ast.For | ast.AsyncFor, chain: list[Scope], module: Module, cls: ast.ClassDef | None
+) -> set[int]:
+    """The ``id`` of each ``if`` test in ``loop`` that caps its body's breakpoints at 4 in all:
+    ``if count < limit:`` whose body marks and then adds a positive constant to ``count``
+    (``count += 1``), where ``count`` is a local of the enclosing function bound only outside
+    the loop to a constant int >= 0 and otherwise only increased by constants, and ``limit`` is
+    a constant (a parameter at its default) or a value the analysis cannot know (no evidence
+    that it passes 4). The body then runs at most ``limit - start`` times per call."""
+    func = chain[0].func if chain and isinstance(chain[0], LazyScope) else None
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    in_loop = {id(n) for n in ast.walk(loop)}
+    caps: set[int] = set()
+    for stmt in ast.walk(loop):
+        if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
+            continue
+        test = stmt.test
+        if len(test.ops) != 1:
+            continue
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        if isinstance(op, (ast.Gt, ast.GtE)):  # limit > count
+            left, right = right, left
+            op = ast.Lt() if isinstance(op, ast.Gt) else ast.LtE()
+        if not isinstance(op, (ast.Lt, ast.LtE)) or not isinstance(left, ast.Name):
+            continue
+        counter = left.id
+        step = next(
+            (
+                const_int(s.value, [])
+                for s in stmt.body
+                if isinstance(s, ast.AugAssign)
+                and isinstance(s.op, ast.Add)
+                and isinstance(s.target, ast.Name)
+                and s.target.id == counter
+            ),
+            None,
+        )
+        if step is None or step < 1:
+            continue
+        start = _counter_start(func, counter, in_loop)
+        if start is None:
+            continue
+        limit = const_int(right, chain)
+        if limit is not None:
+            runs = max(0, -(-(limit - start) // step))
+            if isinstance(op, ast.LtE) and (limit - start) % step == 0 and limit >= start:
+                runs += 1
+            marks = sum(1 for _ in marks_in(stmt.body, set(), module, cls))
+            if runs * marks > MAX_BREAKPOINTS:
+                continue
+        elif not _named_limit(right, counter):
+            continue
+        caps.add(id(test))
+    return caps
+
+
+def _named_limit(node: ast.expr, counter: str) -> bool:
+    """True for a limit the analysis cannot know that is a name or a field of one
+    (``max_marks``, ``self.max_breakpoints``), not the counter itself; a call or an expression
+    (``len(messages)``) may grow with the loop."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id != counter
+
+
+def _counter_start(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, counter: str, in_loop: set[int]
+) -> int | None:
+    """The smallest value ``counter`` starts from when every binding of it in ``func`` is
+    ``counter = <int >= 0>`` outside the loop or ``counter += <int >= 1>``; None otherwise
+    (a parameter, a reset inside the loop, ``global``/``nonlocal``, any other store)."""
+    args = func.args
+    if counter in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+        return None
+    if any(
+        isinstance(n, (ast.Global, ast.Nonlocal)) and counter in n.names for n in ast.walk(func)
+    ):
+        return None
+    starts: list[int] = []
+    known: set[int] = set()  # the Name targets of those bindings
+    for node in own_nodes(func.body):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == counter for t in node.targets
+        ):
+            value = const_int(node.value, [])
+            if len(node.targets) != 1 or id(node) in in_loop or value is None or value < 0:
+                return None
+            starts.append(value)
+            known.add(id(node.targets[0]))
+        elif (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == counter
+        ):
+            value = const_int(node.value, [])
+            if not isinstance(node.op, ast.Add) or value is None or value < 1:
+                return None
+            known.add(id(node.target))
+    for node in own_nodes(func.body):
+        if (
+            isinstance(node, ast.Name)
+            and node.id == counter
+            and not isinstance(node.ctx, ast.Load)
+            and id(node) not in known
+        ):
+            return None  # a loop target, a tuple unpacking, ``del``, a walrus
+    return min(starts) if starts else None
 
 
 def _guard(test: ast.expr, index_names: set[str]) -> bool:
