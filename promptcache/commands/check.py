@@ -85,6 +85,19 @@ def check(
 
     if not command:
         raise ConfigError("no COMMAND given: use `promptcache check -- python app.py`")
+    if command[0].startswith("-"):
+        # An option click does not know lands here as the "command" (no program is named
+        # `-x`): say so rather than failing to run it.
+        import difflib
+
+        known = [o for p in click.get_current_context().command.params for o in p.opts]
+        near = difflib.get_close_matches(command[0].split("=")[0], known, n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise ConfigError(
+            f"no such option {command[0]}{hint} for `promptcache check`; see "
+            "`promptcache check --help`, and write the command after `--`: "
+            "`promptcache check [OPTIONS] -- python app.py`"
+        )
     if output is not None and not output.parent.resolve().is_dir():
         raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
     # Piped input is recorded as the first run reads it, and every later run reads the same

@@ -281,6 +281,21 @@ def test_no_command_is_one_error_line(args: tuple[str, ...]) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("args", "hint"), [(("--run", "3"), " (did you mean --runs?)"), (("--xyzzy",), "")]
+)
+def test_an_unknown_option_is_named_not_run_as_the_command(
+    args: tuple[str, ...], hint: str
+) -> None:
+    done = _cli("check", *args, "--", "python", "app.py")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: no such option {args[0]}{hint} for `promptcache check`; see "
+        "`promptcache check --help`, and write the command after `--`: "
+        "`promptcache check [OPTIONS] -- python app.py`"
+    ]
+
+
 def test_a_one_token_prefix_is_said_in_the_singular(tmp_path: Path) -> None:
     prog = _program(
         tmp_path,
