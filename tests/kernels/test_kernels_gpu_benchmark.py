@@ -56,3 +56,18 @@ def test_a_missing_model_directory_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "is not a directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_sweep_counts_in_the_docs_are_those_of_its_stored_rows() -> None:
+    repo = SCRIPT.parents[1]
+    rows = json.loads(
+        (repo / "benchmarks" / "results" / "kernels_gpu_h200_sweep_24d051b.json").read_text()
+    )["rows"]
+    text = " ".join((repo / "docs" / "benchmarks.md").read_text().split())
+    section = text[text.index("### Launch sweep and the chosen defaults") :]
+    for kernel in ("decode", "extend"):
+        launches = {json.dumps(r["launch"], sort_keys=True) for r in rows if r["kernel"] == kernel}
+        assert f" {len(launches)} {kernel} launches (" in section
+    launched = [r for r in rows if r["ms"] is not None]
+    assert all(r["ok"] for r in launched)
+    assert f"all {len(launched)} that launched passed; the {len(rows) - len(launched)} " in section
