@@ -1056,6 +1056,17 @@ class CallsMixin(EngineState):
         if method in ("keys", "values", "items", "copy"):
             return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)
         if (
+            method in _MODEL_DUMPS
+            and not node.args
+            and not any(kw.arg in (None, "include", "exclude") for kw in node.keywords)
+            and isinstance(receiver.ref, (ClassInfo, ExternalClass))
+            and receiver.items is not None
+        ):
+            # a project class's model built here, dumped whole by the library's method (not
+            # overridden, or method_of would have found it): a dict of its fields, each
+            # holding what was stored into it
+            return Value(receiver.facts, Shape.DICT, items=receiver.items)
+        if (
             method in ("get", "pop", "setdefault")
             and node.args
             and not isinstance(receiver.ref, (ClassInfo, ExternalClass))
@@ -1289,6 +1300,10 @@ def called_name(node: ast.Call) -> tuple[str, int]:
     if isinstance(callee, ast.Name):
         return callee.id, callee.lineno
     return ast.unparse(callee)[:40], node.lineno
+
+
+#: pydantic's methods that return a model's fields as a dict (``dict()`` in pydantic 1)
+_MODEL_DUMPS = frozenset({"model_dump", "dict"})
 
 
 def _unobjected(value: Value) -> Value:
