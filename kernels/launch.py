@@ -8,7 +8,7 @@ function; rounding differs only through the order of the online-softmax steps, w
 ``block_n``.
 
 The defaults are the configurations with the best geometric mean of time over the shapes of
-``benchmarks/kernels_gpu.py --sweep all`` on an NVIDIA H200 (72 decode and 36 extend
+``benchmarks/kernels_gpu.py --sweep all`` on an NVIDIA H200 (36 decode and 36 extend
 configurations; docs/benchmarks.md, "GPU kernels"). They are fixed, not autotuned: the same code
 runs under the Triton interpreter, which has no CUDA timing.
 """
