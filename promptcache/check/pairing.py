@@ -31,7 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promptcache.fingerprint import RequestFingerprint, Segment, first_divergence
+from promptcache.fingerprint import (
+    RequestFingerprint,
+    Segment,
+    _deepest_difference,
+    first_divergence,
+)
 from promptcache.minimums import ModelMinimums
 
 from .capture import CallSite, CapturedRequest
@@ -213,8 +218,36 @@ def compare_runs(
             excused.add(mark)
             below += 1
             continue
-        findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
+        found = _segment_findings(a, b, k, divergence.path, run, pids, clocks)
+        # A run that changed one kind, not the clock, finds nothing in a segment whose only
+        # difference is the unshifted clock ticking on (the clock's run reports it): look on
+        # in the later cached segments, where this run's own kind may have changed one.
+        j = k
+        while not found:
+            j = _next_difference(fa, fb, j, extent)
+            if j is None or (
+                j == last == len(fb.segments) - 1 and fa.segments[j].kind == "messages"
+            ):
+                break
+            if replies_vary and _is_reply(fa.segments[j]):
+                continue
+            seg_a, seg_b = fa.segments[j], fb.segments[j]
+            path, _ = _deepest_difference(
+                seg_a.path, json.loads(seg_a.text), json.loads(seg_b.text)
+            )
+            found = _segment_findings(a, b, j, path, run, pids, clocks)
+        findings += found
     return PairReport(findings, len(pairs), unpaired, below, no_breakpoint, one_message)
+
+
+def _next_difference(
+    fa: RequestFingerprint, fb: RequestFingerprint, k: int, extent: int
+) -> int | None:
+    """The next segment after ``k``, up to ``extent``, whose hashes differ; None if none."""
+    for i in range(k + 1, min(extent, len(fa.segments) - 1, len(fb.segments) - 1) + 1):
+        if fa.segments[i].sha256 != fb.segments[i].sha256:
+            return i
+    return None
 
 
 def _is_reply(segment: Segment) -> bool:

@@ -272,6 +272,34 @@ def test_repeats_say_which_runs_they_came_from(tmp_path: Path) -> None:
     assert "  seen in 4 requests from this call site, in runs 1 and 2" in render(result, "text")
 
 
+def test_isolate_finds_an_id_behind_a_time_in_an_earlier_message() -> None:
+    # the system prompt's time differs in every run (the unshifted clock ticks on); in the
+    # random run the request id in the next message is the difference that run caused. The
+    # program comes on standard input: a command line naming pytest's tmp_path (a path with
+    # "pytest" in it) would leave the clock standing still.
+    source = textwrap.dedent(
+        """
+        import datetime, httpx, uuid
+        system = "You are careful. " * 400 + datetime.datetime.now().isoformat()
+        httpx.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o",
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": f"request {uuid.uuid4()}"},
+                         {"role": "user", "content": "the question"}]})
+        """
+    )
+    result = run_check(
+        [sys.executable, "-"], isolate=True, stdout=sys.stderr, stdin=source.encode()
+    )
+    random_run = next(
+        r.perturbation.run for r in result.runs if r.perturbation.changed == ("random",)
+    )
+    found = sorted((f.rule, f.path, f.causes, f.seen_in) for f in result.findings)
+    assert found == [
+        ("PC001", "messages[0].content", ("clock",), (1,)),
+        ("PC002", "messages[1].content", ("random",), (random_run,)),
+    ]
+
+
 @pytest.mark.parametrize("args", [(), ("--",), ("--runs", "3")])
 def test_no_command_is_one_error_line(args: tuple[str, ...]) -> None:
     done = _cli("check", *args)
