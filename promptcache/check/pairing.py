@@ -224,11 +224,12 @@ def compare_runs(
         # in the later cached segments, where this run's own kind may have changed one.
         j = k
         while not found:
-            j = _next_difference(fa, fb, j, extent)
-            if j is None or (
-                j == last == len(fb.segments) - 1 and fa.segments[j].kind == "messages"
+            after = _next_difference(fa, fb, j, extent)
+            if after is None or (
+                after == last == len(fb.segments) - 1 and fa.segments[after].kind == "messages"
             ):
                 break
+            j = after
             if replies_vary and _is_reply(fa.segments[j]):
                 continue
             seg_a, seg_b = fa.segments[j], fb.segments[j]
