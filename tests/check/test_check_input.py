@@ -275,8 +275,8 @@ def test_repeats_say_which_runs_they_came_from(tmp_path: Path) -> None:
 def test_isolate_finds_an_id_behind_a_time_in_an_earlier_message() -> None:
     # the system prompt's time differs in every run (the unshifted clock ticks on); in the
     # random run the request id in the next message is the difference that run caused. The
-    # program comes on standard input: a command line naming pytest's tmp_path (a path with
-    # "pytest" in it) would leave the clock standing still.
+    # program comes on standard input: run from pytest's tmp_path (a path with "pytest" in
+    # it), the program read the same time to the microsecond in every run.
     source = textwrap.dedent(
         """
         import datetime, httpx, uuid
