@@ -90,6 +90,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
     output = config.getoption("promptcache_check_output")
+    output_format = config.getoption("promptcache_check_format")
     try:
         result = run_check(
             command,
@@ -97,11 +98,14 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             isolate=config.getoption("promptcache_check_isolate"),
             cwd=str(config.invocation_params.dir),
             timeout=config.getoption("promptcache_check_timeout"),
+            # as `promptcache check`: a JSON or SARIF report on stdout keeps stdout for itself,
+            # the sessions' own output goes to stderr
+            stdout=sys.stderr if not output and output_format in ("json", "sarif") else None,
         )
     except PromptCacheError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    text = render(result, config.getoption("promptcache_check_format"))
+    text = render(result, output_format)
     if output:
         try:
             Path(output).write_text(text, encoding="utf-8")

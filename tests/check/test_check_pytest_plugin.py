@@ -74,3 +74,14 @@ def test_plugin_timeout_stops_a_hanging_session(tmp_path: Path) -> None:
     checked = _pytest(tmp_path, "--promptcache-check", "--promptcache-check-timeout=2", ".")
     assert checked.returncode == 2
     assert "error: the command ran past --timeout 2 s in run 0 (baseline)" in checked.stderr
+
+
+def test_a_json_report_on_stdout_is_all_that_stdout_holds(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    proc = _pytest(tmp_path, "--promptcache-check", "--promptcache-check-format=json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [finding] = json.loads(proc.stdout)["findings"]  # the sessions' output is on stderr
+    assert finding["rule"] == "PC001"
+    assert proc.stderr.count("1 passed") == 2
