@@ -91,10 +91,24 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
     output = config.getoption("promptcache_check_output")
     output_format = config.getoption("promptcache_check_format")
+    runs = config.getoption("promptcache_check_runs")
+    # bad options are said before the session runs, in the names given on this command line
+    if runs < 2:
+        sys.stderr.write(
+            "error: --promptcache-check-runs must be at least 2 (a baseline and one perturbed "
+            f"run), got {runs}\n"
+        )
+        return 2
+    if output and not Path(output).resolve().parent.is_dir():
+        sys.stderr.write(
+            f"error: cannot write --promptcache-check-output {output}: folder "
+            f"{Path(output).parent} does not exist\n"
+        )
+        return 2
     try:
         result = run_check(
             command,
-            runs=config.getoption("promptcache_check_runs"),
+            runs=runs,
             isolate=config.getoption("promptcache_check_isolate"),
             cwd=str(config.invocation_params.dir),
             timeout=config.getoption("promptcache_check_timeout"),

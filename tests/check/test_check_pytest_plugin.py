@@ -85,3 +85,20 @@ def test_a_json_report_on_stdout_is_all_that_stdout_holds(tmp_path: Path) -> Non
     [finding] = json.loads(proc.stdout)["findings"]  # the sessions' output is on stderr
     assert finding["rule"] == "PC001"
     assert proc.stderr.count("1 passed") == 2
+
+
+def test_bad_plugin_options_are_said_before_the_session_runs(tmp_path: Path) -> None:
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    proc = _pytest(tmp_path, "--promptcache-check", "--promptcache-check-runs", "1")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "error: --promptcache-check-runs must be at least 2 (a baseline and one perturbed run), "
+        "got 1\n"
+    )
+    nowhere = tmp_path / "nowhere" / "check.json"
+    proc = _pytest(tmp_path, "--promptcache-check", f"--promptcache-check-output={nowhere}")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        f"error: cannot write --promptcache-check-output {nowhere}: folder "
+        f"{nowhere.parent} does not exist\n"
+    )
