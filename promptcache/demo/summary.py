@@ -37,7 +37,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from promptcache.changed_value import changed_value
-from promptcache.errors import ConfigError
+from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.formatting import percent, plural, usd
 from promptcache.pricing import ModelPrice, cost, lookup_price
 from promptcache.proxy.report import HIT_DEFINITION as REPORT_HIT_DEFINITION
@@ -75,18 +75,28 @@ def check_price_model(price_model: str) -> ModelPrice:
     """The price row of ``price_model`` if its vendor caches automatically with no write fee.
 
     Raises:
-        UnknownModelPriceError: no row matches ``price_model``.
-        ConfigError: the vendor's caching needs breakpoints the demo's apps do not send (see
-            the module docstring); the message names models that work.
+        ConfigError: no row matches ``price_model``, or the vendor's caching needs breakpoints
+            the demo's apps do not send (see the module docstring); the message names models
+            that work.
     """
-    price = lookup_price(price_model)
+    use = (
+        "Use a model whose vendor caches automatically: gpt-5 (default), gpt-4.1, gpt-4o, "
+        "gemini-2.5-flash, gemini-2.5-pro."
+    )
+    try:
+        price = lookup_price(price_model)
+    except UnknownModelPriceError:
+        # the pricing error's advice (rates=, --rates FILE) is for `promptcache cost`, which
+        # the demo does not take
+        raise ConfigError(
+            f"--price-as {price_model}: no such model in the price table. {use}"
+        ) from None
     if price.family not in AUTOMATIC_CACHING_FAMILIES or price.cache_write_5m > price.input:
         raise ConfigError(
             f"--price-as {price_model}: {price.model} caches only at breakpoints the request "
             "marks (and may bill writes), and the demo's apps mark none, so that vendor would "
             "have cached nothing; pricing the engine's cache hits at its rates would invent "
-            "savings. Use a model whose vendor caches automatically: gpt-5 (default), "
-            "gpt-4.1, gpt-4o, gemini-2.5-flash, gemini-2.5-pro."
+            f"savings. {use}"
         )
     return price
 

@@ -253,6 +253,22 @@ def test_demo_cli_refuses_claude_rates_before_starting_anything(tmp_path: Path) 
     assert not out.exists()  # nothing was started or written
 
 
+def test_demo_cli_says_an_unpriced_price_as_model_in_its_own_terms(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["demo", "--price-as", "nosuch", "--output-dir", str(out)])
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: --price-as nosuch: no such model in the price table. Use a model whose vendor "
+        "caches automatically: gpt-5 (default), gpt-4.1, gpt-4o, gemini-2.5-flash, "
+        "gemini-2.5-pro.\n"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("weight_dtype", [[], ["--weight-dtype", "int4"]], ids=["default", "given"])
 def test_a_truncated_model_file_names_where_its_path_came_from(
     tmp_path: Path, weight_dtype: list[str]
