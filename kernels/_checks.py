@@ -183,11 +183,16 @@ def check_block_tables(
     )
     if first is not None:
         used &= torch.arange(max_blocks) >= (first.to(torch.int64) // block_size)[:, None]
-    ids = block_tables[used]
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
+    bad = used & ((block_tables < 0) | (block_tables >= num_blocks))
+    if bool(bad.any()):
+        # name the first bad entry and the length that reads it: a -1 there is padding that
+        # the length runs into (the row is too short for it), a large id is past the pool
+        row, col = (int(i) for i in bad.nonzero()[0])
         raise KernelInputError(
-            f"block_tables holds block id {int(ids.min())}..{int(ids.max())} within {what}; "
-            f"valid ids are 0..{num_blocks - 1}"
+            f"block_tables[{row}, {col}] = {int(block_tables[row, col])}, but {what}[{row}] = "
+            f"{int(lens[row])} reads that block (tokens {col * block_size}.."
+            f"{(col + 1) * block_size - 1}); valid ids are 0..{num_blocks - 1}: give the "
+            f"sequence a block there or lower {what}[{row}]"
         )
 
 

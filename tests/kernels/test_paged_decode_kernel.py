@@ -155,6 +155,8 @@ BAD_INPUTS = [
      r"seq_lens must lie in \[0, max_blocks \* block_size\]"),
     ("bad-block-id", lambda a: {"block_tables": a["block_tables"].masked_fill(
         a["block_tables"] >= 0, 10_000)}, r"valid ids are 0\.\."),
+    ("length-past-its-row", lambda a: {"seq_lens": torch.tensor([17, 20], dtype=torch.int32)},
+     r"block_tables\[0, 1\] = -1, but seq_lens\[0\] = 17 reads that block \(tokens 8\.\.15\)"),
     ("scales-unquantized", lambda a: {"k_scale": torch.ones(2), "v_scale": torch.ones(2)},
      r"scales apply only to int8 and float8_e4m3fn caches"),
     ("missing-scales", lambda a: {"k_cache": a["k_cache"].to(I8), "v_cache": a["v_cache"].to(I8)},
