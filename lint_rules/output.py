@@ -32,7 +32,8 @@ def _all(results: Sequence[FileResult]) -> list[tuple[FileResult, Diagnostic]]:
 
 
 def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
-    """``path:line:col: PC001 message [origin: path:line]`` per finding, then a summary line."""
+    """``path:line:col: PC001 message [origin: path:line]`` per finding, then a summary line:
+    the findings, the files that hold them, the files checked, and the count per severity."""
     out = []
     pairs = _all(results)
     for result, d in pairs:
@@ -41,10 +42,11 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
     fixable_count = sum(1 for _, d in pairs if d.fix is not None)
     files = sum(1 for r in results if not r.skipped)
     if pairs:
+        flagged = len({id(r) for r, _ in pairs})
         summary = (
-            f"Found {len(pairs)} finding{'s' if len(pairs) != 1 else ''} in {files} "
-            f"file{'s' if files != 1 else ''} ({counts[Severity.ERROR]} error, "
-            f"{counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)."
+            f"Found {len(pairs)} finding{'s' if len(pairs) != 1 else ''} in {flagged} "
+            f"file{'s' if flagged != 1 else ''} of {files} checked ({counts[Severity.ERROR]} "
+            f"error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)."
         )
         if fixable_count and show_fixes:
             summary += f" {fixable_count} fixable with --fix."

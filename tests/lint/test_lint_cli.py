@@ -77,6 +77,25 @@ def test_exit_codes_follow_fail_on(project: Path) -> None:
     assert run("bad.py", "--fail-on", "never").exit_code == 0
 
 
+def test_summary_counts_the_files_with_findings_apart_from_the_files_checked(
+    project: Path,
+) -> None:
+    """Two findings in one file, two clean files beside it: "in 1 file of 3 checked", not "in
+    3 files"."""
+    both = (
+        BAD + "\ndef ask_day(q):\n    return client.messages.create(\n"
+        "        model='m', system=f'Day {datetime.date.today()}', messages=[q])\n"
+    )
+    (project / "both.py").write_text(both)
+    (project / "clean.py").write_text(CLEAN)
+    (project / "other.py").write_text(CLEAN)
+    result = run(".", "--fail-on", "never")
+    assert sum(line.startswith("both.py:") for line in result.output.splitlines()) == 2
+    assert result.output.rstrip().splitlines()[-1] == (
+        "Found 2 findings in 1 file of 3 checked (1 error, 0 warning, 1 info)."
+    )
+
+
 def test_unparsable_file_is_pc000_and_the_run_goes_on(project: Path) -> None:
     (project / "broken.py").write_text("def ask(:\n    client.messages.create()\n")
     (project / "bad.py").write_text(BAD)

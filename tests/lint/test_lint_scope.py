@@ -56,7 +56,7 @@ def test_templates_are_skipped_in_one_line_and_syntax_errors_are_info(project: P
     # the look-alikes: a file that does not parse for another reason is one info line each
     assert result.stdout.count("PC000") == 2
     assert "broken.py:1:" in result.stdout and "escaped.py:2:" in result.stdout
-    assert "Found 2 findings in 2 files (0 error, 0 warning, 2 info)." in result.stdout
+    assert "Found 2 findings in 2 files of 2 checked (0 error, 0 warning, 2 info)." in result.stdout
     assert run("src", "--fail-on", "info").exit_code == 1
     (src / "app.py").write_text("from app import run\n")
     (src / "setup_hooks.py").write_text("X = 1\n")
@@ -71,10 +71,10 @@ def test_test_files_are_left_out_unless_asked(project: Path) -> None:
         (src / name).write_text(SUBDAY)
     default = run("src")
     assert default.stdout.count("PC001") == 1 and "src/app.py:6:" in default.stdout
-    assert "Found 1 finding in 1 file " in default.stdout
+    assert "Found 1 finding in 1 file of 1 checked " in default.stdout
     everything = run("src", "--include-tests")
     assert everything.stdout.count("PC001") == 5
-    assert "Found 5 findings in 5 files " in everything.stdout
+    assert "Found 5 findings in 5 files of 5 checked " in everything.stdout
     # a test file named on the command line is linted
     named = run("src/test_app.py")
     assert named.stdout.count("PC001") == 1
