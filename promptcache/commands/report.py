@@ -103,6 +103,28 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+class HitRateThreshold(FiniteFloatRange):
+    """A hit rate from 0 to 1; a percentage (2 to 100) is refused with the fraction to
+    pass instead, as click's range message alone leaves the user to guess."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, 1.0)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if 2.0 <= number <= 100.0:
+            self.fail(
+                f"{value!r} is above 1: a hit rate is a fraction from 0 to 1, so for "
+                f"{number:g}% pass {number / 100:g}",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 @click.command(name="report")
 @click.option(
     "--db",
@@ -142,7 +164,7 @@ class FiniteFloatRange(click.FloatRange):
 )
 @click.option(
     "--fail-under-hit-rate",
-    type=FiniteFloatRange(0.0, 1.0),
+    type=HitRateThreshold(),
     default=None,
     help="Exit 1 when the token-weighted hit rate is below this (0..1), for CI or cron.",
 )

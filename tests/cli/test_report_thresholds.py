@@ -17,6 +17,14 @@ from promptcache.cli import cli
         ("--fail-under-hit-rate", "inf", "not in the range"),
         ("--fail-under-hit-rate", "1.5", "not in the range"),
         ("--fail-under-hit-rate", "-0.1", "not in the range"),
+        # a percentage: the fraction to pass instead
+        (
+            "--fail-under-hit-rate",
+            "90",
+            "'90' is above 1: a hit rate is a fraction from 0 to 1, so for 90% pass 0.9",
+        ),
+        ("--fail-under-hit-rate", "100", "so for 100% pass 1"),
+        ("--fail-under-hit-rate", "100.5", "not in the range"),
         ("--fail-over-cost", "nan", "'nan' is not a finite number; give a number >= 0"),
         ("--fail-over-cost", "inf", "'inf' is not a finite number; give a number >= 0"),
         ("--fail-over-cost", "-1", "not in the range"),
