@@ -177,6 +177,28 @@ def test_a_rows_product_is_the_same_alone_or_among_others(
         lib.pc_set_vnni(1)
 
 
+@pytest.mark.parametrize("rows", [64, 67])
+def test_a_prefill_products_rows_are_the_same_alone(lib: ctypes.CDLL, rows: int) -> None:
+    """The AVX2 panel GEMM at a prefill chunk's row counts (64: a warm request's new tokens, 16
+    whole register tiles; 67: a partial last tile) over several panels per thread gives every
+    row the bits it gets alone (the register-tile kernel of one row): its per-step sums
+    (written in assembly) are the same exact int32 sums."""
+    gen = torch.Generator().manual_seed(rows)
+    layer = Int4Linear(nn.Linear(576, 960, bias=False))
+    qs, dm = pack_int4(layer, lib)
+    packed = (qs, dm, *pack_panels(qs, dm, lib))
+    x = torch.randn(rows, 576, generator=gen) * torch.logspace(-3, 2, rows).unsqueeze(1)
+    x[5, 64:96] = 0.0  # a group of zeros (dx = 0)
+    x[7, :32] = 1e4 * torch.sign(x[7, :32])  # a group of int16 extremes (+-32767)
+    try:
+        lib.pc_set_vnni(0)
+        y = _pc_matmul(lib, packed, x, 2)
+        alone = torch.cat([_pc_matmul(lib, packed, x[i : i + 1], 1) for i in range(rows)])
+        assert torch.equal(y, alone)
+    finally:
+        lib.pc_set_vnni(1)
+
+
 @pytest.mark.parametrize(
     "heads, kv_heads, hd, ctxs, shared, threads",
     [
