@@ -80,9 +80,26 @@ def _child_args(args: tuple[str, ...] | list[str]) -> list[str]:
     return out
 
 
+def _given_without_check(args: tuple[str, ...] | list[str]) -> str | None:
+    """The first of this plugin's other options on the command line, when
+    ``--promptcache-check`` itself is not there (options in ``addopts`` are not looked at)."""
+    names = [arg.partition("=")[0] for arg in args]
+    if "--promptcache-check" in names:
+        return None
+    return next((name for name in names if name in _OPTIONS), None)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("promptcache_check"):
+        stray = _given_without_check(list(config.invocation_params.args))
+        if stray is not None:
+            sys.stderr.write(
+                f"error: {stray} does nothing without --promptcache-check; add "
+                "--promptcache-check to run the session under promptcache check, or drop "
+                f"{stray}\n"
+            )
+            return 2
         return None
     from promptcache.check.output import render
     from promptcache.check.runner import run_check

@@ -102,3 +102,11 @@ def test_bad_plugin_options_are_said_before_the_session_runs(tmp_path: Path) -> 
         f"error: cannot write --promptcache-check-output {nowhere}: folder "
         f"{nowhere.parent} does not exist\n"
     )
+    # an option of the plugin without --promptcache-check would silently run a plain session
+    proc = _pytest(tmp_path, "--promptcache-check-format=json")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "error: --promptcache-check-format does nothing without --promptcache-check; add "
+        "--promptcache-check to run the session under promptcache check, or drop "
+        "--promptcache-check-format\n"
+    )
