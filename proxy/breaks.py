@@ -160,6 +160,10 @@ BREAK_REASONS: Final[tuple[str, ...]] = (
     "new_prefix",
 )
 
+#: The reason logged for the first request of a prefix family: not a break (nothing earlier
+#: could be reused); the report counts it as new prefixes, /metrics as promptcache_new_prefixes.
+NOT_A_BREAK: Final = "new_prefix"
+
 #: Reasons whose tokens lost are the predecessor's cached tokens less the request's own reads
 #: (see ``proxy/rollup.py``); must match ``rollup._READS_KEPT``.
 READS_KEPT_REASONS: Final = ("anchor_changed", "lookback_exceeded", "breakpoint_moved")

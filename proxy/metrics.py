@@ -17,6 +17,8 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 ``promptcache_cost_usd_total``              counter    our computed cost, USD
 ``promptcache_cost_without_cache_usd_total`` counter   the same traffic priced with no cache
 ``promptcache_cache_breaks_total``          counter    cache breaks (+ ``reason``)
+``promptcache_new_prefixes_total``          counter    first requests of a prefix family (not
+                                                       breaks: nothing earlier to reuse)
 ``promptcache_cache_break_lost_tokens_total`` counter  input tokens the breaks lost (+ ``reason``)
 ``promptcache_cache_break_lost_usd_total``  counter    what those tokens cost over a cache read,
                                                        USD (+ ``reason``; priced models only)
@@ -62,6 +64,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .breaks import NOT_A_BREAK
 from .routing.metrics import RoutingCollector
 
 __all__ = ["DEGRADED_FOR_S", "MAX_MODEL_LABELS", "LogLossCollector", "ProxyMetrics", "install"]
@@ -123,6 +126,10 @@ class ProxyMetrics:
         )
         self.cache_breaks = counter(
             "promptcache_cache_breaks", "Cache breaks by reason (see proxy/breaks.py).", ("reason",)
+        )
+        self.new_prefixes = counter(
+            "promptcache_new_prefixes",
+            "First requests of a prefix family: not cache breaks, nothing earlier could be reused.",
         )
         self.break_lost_tokens = counter(
             "promptcache_cache_break_lost_tokens",
@@ -206,7 +213,9 @@ class ProxyMetrics:
             self._child(self.cost_without_cache_usd, vendor, model).inc(
                 float(record.cost_without_cache_usd)
             )
-        if record.break_reason is not None:
+        if record.break_reason == NOT_A_BREAK:  # as the report counts it: Summary.new_prefixes
+            self._child(self.new_prefixes, vendor, model).inc()
+        elif record.break_reason is not None:
             self._child(self.cache_breaks, vendor, model, record.break_reason).inc()
             self._observe_loss(record, vendor, model)
         if record.unexpected_miss:

@@ -326,7 +326,7 @@ def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 
 def test_metrics_count_the_same_traffic(logged: Any) -> None:
-    proxy, _ = logged
+    proxy, rows = logged
     samples = _samples(httpx.get(f"{proxy.url}/metrics").text)
     sonnet = {("vendor", "anthropic"), ("model", SONNET)}
     opus = {("vendor", "anthropic"), ("model", OPUS)}
@@ -338,6 +338,10 @@ def test_metrics_count_the_same_traffic(logged: Any) -> None:
     for reason, model in [("system_changed", sonnet), ("ttl_expired", opus)]:
         key = ("promptcache_cache_breaks_total", frozenset({*model, ("reason", reason)}))
         assert samples[key] == 1
+    # the first request of a family is not a break, as the report counts it
+    assert not [k for k in samples if ("reason", "new_prefix") in k[1]]
+    new = sum(v for (name, _), v in samples.items() if name == "promptcache_new_prefixes_total")
+    assert new == sum(r["break_reason"] == "new_prefix" for r in rows) == 1
     assert samples["promptcache_unexpected_misses_total", frozenset(opus)] == 1
     assert samples["promptcache_ttft_seconds_count", frozenset(sonnet)] == 4
     health = httpx.get(f"{proxy.url}/healthz")
