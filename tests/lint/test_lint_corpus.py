@@ -55,6 +55,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         6: 20261208,
         7: 20261209,
         8: 20261210,
+        9: 20261211,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -69,7 +70,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
         halves = [r.half for r in members]
         assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
-    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8, 6: 8, 7: 8, 8: 8}
+    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8, 6: 8, 7: 8, 8: 8, 9: 7}
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
         "TransformerOptimus/SuperAGI",
@@ -111,6 +112,12 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         "SakanaAI/AI-Scientist",
         "chatchat-space/Langchain-Chatchat",
         "modelscope/ms-agent",
+    ]
+    # batch 9 as recorded: sorted names shuffled by Random(20261211), the first 3 tuning
+    assert sorted(r.repo for r in repos if r.batch == 9 and r.half == "tuning") == [
+        "lastmile-ai/mcp-agent",
+        "microsoft/UFO",
+        "simular-ai/Agent-S",
     ]
     assert ev.main(["split"]) == 0
 
