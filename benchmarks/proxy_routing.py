@@ -302,10 +302,12 @@ async def drive_single(
     return out
 
 
-def added_latency_ms(router_url: str, replica_url: str, requests: int) -> float:
-    """Median ms of identical non-streamed chat requests through ``router_url``, less the median
-    sent straight to ``replica_url``: one at a time, alternating (so a change in the machine's
-    load hits both), after 5 warm-up requests each."""
+def latency_medians_ms(router_url: str, replica_url: str, requests: int) -> tuple[float, float]:
+    """(router, direct): median ms of identical non-streamed chat requests through
+    ``router_url`` and sent straight to ``replica_url``: one at a time, alternating (so a change
+    in the machine's load hits both), after 5 warm-up requests each. The added latency is their
+    difference; both are printed, so that work a router does after its response (which may
+    overlap the next direct request on a loaded machine) shows as a slower direct median."""
     body = {"model": "tiny", "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": "Once upon a time, Lily"}]}  # fmt: skip
     times: dict[str, list[float]] = {replica_url: [], router_url: []}
@@ -318,7 +320,7 @@ def added_latency_ms(router_url: str, replica_url: str, requests: int) -> float:
                 response.raise_for_status()
                 if i >= 5:
                     measured.append(elapsed * 1000)
-    return statistics.median(times[router_url]) - statistics.median(times[replica_url])
+    return statistics.median(times[router_url]), statistics.median(times[replica_url])
 
 
 def engine_requests(url: str) -> int:
@@ -512,6 +514,8 @@ class RunResult:
     wall_s: float
     killed: str | None = None
     added_latency_ms: float | None = None
+    #: (router, direct) medians the added latency is the difference of, in ms
+    latency_medians_ms: tuple[float, float] | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -594,11 +598,14 @@ def run_config(
             raise AnchorError(f"answered no request: {outcome.errors[:1]}")
         per_replica = {url: engine_requests(url) for url, proc in zip(urls, engines, strict=True)
                        if proc.poll() is None}  # fmt: skip
-        added = added_latency_ms(router_url, urls[0], args.latency_requests) if latency else None
+        medians = (
+            latency_medians_ms(router_url, urls[0], args.latency_requests) if latency else None
+        )
+        added = medians[0] - medians[1] if medians is not None else None
         total = outcome.ok + outcome.failed_before_response + outcome.failed_mid_stream
         cpu_ms = cpu * 1000 / max(1, total)
         return RunResult(name, workload, outcome, per_replica, cpu_ms, wall,
-                         killed[0] if killed else None, added)  # fmt: skip
+                         killed[0] if killed else None, added, medians)  # fmt: skip
     finally:
         if router is not None and router.poll() is None:
             router.send_signal(signal.SIGINT)
@@ -850,7 +857,11 @@ def summarise(results: dict[tuple[str, str], RunResult], workloads: list[str]) -
 
 def report(r: RunResult) -> None:
     counts = ", ".join(f"{n}" for n in sorted(r.per_replica.values(), reverse=True))
-    latency = f"  added p50 {r.added_latency_ms:+.2f} ms" if r.added_latency_ms is not None else ""
+    latency = ""
+    if r.added_latency_ms is not None and r.latency_medians_ms is not None:
+        router, direct = r.latency_medians_ms
+        latency = (f"  added p50 {r.added_latency_ms:+.2f} ms (router {router:.2f} ms, direct "
+                   f"{direct:.2f} ms)")  # fmt: skip
     print(
         f"{r.workload:<12} {r.name + (' (kill)' if r.killed else ''):<20} hit rate "
         f"{r.hit_rate:6.1%}  "
