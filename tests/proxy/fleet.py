@@ -59,6 +59,10 @@ class FleetReplica:
         self.health_status = 200
         self.cut_after_first_chunk = False
         self.cut_before_body = False
+        #: after a stream's first event, send nothing more until the client goes away
+        self.hang_after_first_chunk = False
+        #: set when a hung stream's client (the proxy) went away
+        self.disconnected = threading.Event()
         self.received: list[str] = []
         self.cached_tokens_sent = 0
         self.prompt_tokens_sent = 0
@@ -167,6 +171,11 @@ class FleetReplica:
             await send({"type": "http.response.body", "body": data, "more_body": True})
             if i == 0 and self.cut_after_first_chunk:
                 raise ConnectionAbortedError("cut mid-stream (test)")  # uvicorn drops it
+            if i == 0 and self.hang_after_first_chunk:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self.disconnected.set()
+                return
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 

@@ -212,3 +212,49 @@ def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
     cached = sum(r.cached_tokens_sent for r in fleet[:2])
     prompt = sum(r.prompt_tokens_sent for r in fleet[:2])
     assert f'promptcache_fleet_hit_rate{{upstream="fleet"}} {cached / prompt}' in metrics
+
+
+def test_a_routed_response_reaches_the_client_before_its_row_is_finished(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # The row's bookkeeping (hooks, usage, the break explainer) runs after the last byte went
+    # out: a hook that waits for the client to hold its whole response is never waited on by it.
+    url, db, app = start_fleet_proxy(fleet[:2])
+    client_has_it = [threading.Event(), threading.Event()]  # per request, in order
+    waited: list[bool] = []
+
+    def hook(record: Any) -> None:
+        waited.append(client_has_it[len(waited)].wait(10))
+
+    app.state.record_hooks.append(hook)
+    for i, stream in enumerate((False, True)):
+        with httpx.stream(
+            "POST", f"{url}/v1/chat/completions", json=chat("A", "q", stream=stream), timeout=30
+        ) as reply:
+            body = reply.read()
+        client_has_it[i].set()
+        assert reply.status_code == 200 and body.endswith(b"}" if not stream else b"[DONE]\n\n")
+    rows = rows_of(db, app, 2)
+    assert waited == [True, True]
+    for row in rows:
+        assert row["error"] is None and row["replica"] == fleet[0].url
+        assert row["total_input_tokens"] == PROMPT_TOKENS
+        assert row["ended_at"] >= row["started_at"] and row["latency_ms"] > 0
+    assert [r["route_reason"] for r in rows] == ["new_prefix", "prefix"]
+
+
+def test_a_routed_stream_the_client_leaves_mid_way_still_gets_its_row(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    fleet[0].hang_after_first_chunk = True
+    with httpx.stream(
+        "POST", f"{url}/v1/chat/completions", json=chat("A", "q", stream=True), timeout=30
+    ) as reply:
+        first = next(reply.iter_raw())
+        assert first.startswith(b"data: ")  # the first event, then the client goes away
+    assert fleet[0].disconnected.wait(10), "the proxy kept the replica's stream open"
+    (row,) = rows_of(db, app, 1)
+    assert row["error"] == "client disconnected before the response was complete"
+    assert (row["status"], row["stream"], row["replica"]) == (200, 1, fleet[0].url)
+    assert row["route_reason"] == "new_prefix" and row["route_attempts"] == 1
