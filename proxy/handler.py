@@ -4,7 +4,10 @@ One instance serves one vendor route (a pure ASGI app mounted by ``app.build_app
 
 1. read the body (over ``max_body_bytes`` -> 413) and parse it (not JSON -> the vendor's 400);
 2. pick the upstream (``ProxyConfig.select_upstream``) and open the upstream request with the
-   client's exact body bytes (refused -> 502, timeout -> 504, both vendor-shaped);
+   client's exact body bytes (refused -> 502, timeout -> 504, both vendor-shaped); what the
+   forwarding does not need (the request's id, its key fingerprint, the task that watches for
+   the client going away) is done once the request went out, while the upstream works on it
+   (``_after_send``);
 3. relay the response chunk by chunk as it arrives (one message to the server per upstream
    read); an SSE stream's bytes are kept and decoded into events in batches of
    ``DECODE_BATCH_BYTES`` and after the last byte, their JSON read in batches of
@@ -169,6 +172,10 @@ class _Exchange:
     decoder: SSEDecoder | None = None
     #: relayed SSE bytes not yet fed to ``decoder`` (a stream the proxy relays unchanged)
     undecoded: bytearray | None = None
+    #: work left for after the request went upstream (``_run_deferred`` runs it, once)
+    deferred: list[Callable[[], None]] = field(default_factory=list)
+    #: the task watching for the client going away (started by ``_after_send``)
+    watcher: asyncio.Task[None] | None = None
 
 
 class ProxyEndpoint:
@@ -182,17 +189,15 @@ class ProxyEndpoint:
         started = time.perf_counter()
         state = self.state
         record = None
-        secrets: list[str] = []
         if state.recording:
-            secrets = client_secrets(scope["headers"], scope["query_string"])
+            # The id and the key fingerprint are filled in by ``_identify``, once the request
+            # went upstream (or before anything reads them: see ``_run_deferred``).
             record = RequestRecord(
-                id=new_request_id(),
-                started_at=state.config.clock(),
-                route=scope["path"],
-                api=self.spec.api,
-                key_fingerprint=key_fingerprint(secrets, state.salt),
+                id="", started_at=state.config.clock(), route=scope["path"], api=self.spec.api
             )
-        ex = _Exchange(record=record, started=started, secrets=secrets)
+        ex = _Exchange(record=record, started=started)
+        if record is not None:
+            ex.deferred.append(lambda: self._identify(ex, record, scope))
         state.in_flight += 1
         try:
             await self._handle(ex, scope, receive, send)
@@ -202,6 +207,21 @@ class ProxyEndpoint:
                     self._finish(ex, record)
             finally:
                 state.in_flight -= 1
+
+    def _identify(self, ex: _Exchange, record: RequestRecord, scope: Scope) -> None:
+        """The record's id and key fingerprint, and the request's secrets (for redaction)."""
+        ex.secrets = client_secrets(scope["headers"], scope["query_string"])
+        record.id = new_request_id()
+        record.key_fingerprint = key_fingerprint(ex.secrets, self.state.salt)
+
+    def _after_send(self, ex: _Exchange, receive: Receive, task: asyncio.Task[Any]) -> None:
+        """Run once the request went upstream: start watching for the client going away (unless
+        the exchange already ended) and do the deferred work."""
+        if not ex.finished:
+            ex.watcher = asyncio.get_running_loop().create_task(
+                _watch_disconnect(receive, ex, task)
+            )
+        _run_deferred(ex)
 
     # -- request side ---------------------------------------------------------------------
 
@@ -284,9 +304,17 @@ class ProxyEndpoint:
         router = self.state.routers.get(upstream.name)
         # A plain asyncio task watches for the client going away and cancels this one (uvicorn
         # serves each request in its own task); an anyio task group costs ~90 calls a request.
+        # It starts, and the deferred work runs, in a callback that a callback queues: the first
+        # runs when this task next waits (for the upstream's answer), after what was already
+        # queued; the upstream client queues the write of the request before that wait (aiohttp
+        # writes the body in a task of its own), so the second runs after the request went out.
+        # Where the order differs (a new connection: this task waits for it first) the work
+        # merely runs earlier; ``_run_deferred`` is idempotent and runs first wherever its
+        # results are read.
         task = asyncio.current_task()
         assert task is not None
-        watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, ex, task))
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._after_send, ex, receive, task)
         try:
             if router is None:
                 await self._forward(ex, scope, send, upstream, body)
@@ -298,7 +326,8 @@ class ProxyEndpoint:
                 raise
         finally:
             ex.finished = True
-            watcher.cancel()
+            if ex.watcher is not None:
+                ex.watcher.cancel()
 
     async def _forward(
         self, ex: _Exchange, scope: Scope, send: Send, upstream: UpstreamConfig, body: bytes
@@ -370,6 +399,7 @@ class ProxyEndpoint:
             ex.fingerprint = fingerprint_request(ex.parsed, "anthropic")
         except PromptCacheError:
             return body  # describe_prompt logs why, later
+        _run_deferred(ex)  # the key fingerprint
         previous = diagnostics.previous_message_id(record.key_fingerprint, ex.fingerprint)
         edited = add_previous_message_id(body, ex.parsed, previous)
         if edited is None:
@@ -483,6 +513,7 @@ class ProxyEndpoint:
         """Send the response to the client: ``first`` (body bytes already read, if any), then
         the rest of ``chunks`` (``response.aiter_raw()``)."""
         record = ex.record
+        _run_deferred(ex)  # the id, for the response's header
         status = response.status_code
         is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
         ex.strip_usage_chunk = ex.strip_usage_chunk and is_sse and status < 400
@@ -651,6 +682,7 @@ class ProxyEndpoint:
 
     async def _reject(self, ex: _Exchange, send: Send, status: int, message: str) -> None:
         """Answer with a vendor-shaped error produced by the proxy itself."""
+        _run_deferred(ex)  # the id, for the response's header
         if ex.record is not None:
             ex.record.status = status
             ex.record.error = message
@@ -681,6 +713,7 @@ class ProxyEndpoint:
     def _finish(self, ex: _Exchange, record: RequestRecord) -> None:
         """Complete the record, run the hooks and queue the row. Never raises."""
         ended = ex.ended if ex.ended is not None else time.perf_counter()
+        _run_deferred(ex)
         record.latency_ms = (ended - ex.started) * 1000.0
         record.ended_at = record.started_at + (ended - ex.started)
         if ex.first_byte is not None:
@@ -901,6 +934,17 @@ def give_way() -> None:
 
 
 _SCHED_YIELD: Callable[[], None] | None = getattr(os, "sched_yield", None)
+
+
+def _run_deferred(ex: _Exchange) -> None:
+    """Run (and drop) the exchange's deferred work, in order; one that raises is logged and the
+    rest still run, so the record still gets its row. Never raises."""
+    while ex.deferred:
+        work = ex.deferred.pop(0)
+        try:
+            work()
+        except Exception:
+            logger.exception("deferred request bookkeeping failed")
 
 
 def _decode(ex: _Exchange) -> None:

@@ -258,3 +258,25 @@ def test_a_routed_stream_the_client_leaves_mid_way_still_gets_its_row(
     assert row["error"] == "client disconnected before the response was complete"
     assert (row["status"], row["stream"], row["replica"]) == (200, 1, fleet[0].url)
     assert row["route_reason"] == "new_prefix" and row["route_attempts"] == 1
+
+
+def test_each_row_has_the_id_its_response_carried_and_its_key_fingerprint(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # The id and the key fingerprint are filled in while the replica works on the request (or,
+    # for a request refused before forwarding, before the refusal goes out).
+    url, db, app = start_fleet_proxy(fleet[:2])
+    endpoint = f"{url}/v1/chat/completions"
+    replies = [
+        httpx.post(endpoint, json=chat("A", "q"), headers={"authorization": "Bearer key-1"}),
+        httpx.post(endpoint, json=chat("A", "q", stream=True), headers={"x-api-key": "key-1"}),
+        httpx.post(endpoint, content=b"{not json", headers={"authorization": "Bearer key-2"}),
+    ]
+    assert [r.status_code for r in replies] == [200, 200, 400]
+    rows = rows_of(db, app, 3)
+    ids = [r.headers["x-promptcache-request-id"] for r in replies]
+    assert [row["id"] for row in rows] == ids and len(set(ids)) == 3
+    assert all(len(i) == 32 for i in ids)
+    keys = [row["key_fingerprint"] for row in rows]
+    assert keys[0] is not None and keys[0] == keys[1] != keys[2] is not None
+    assert [row["replica"] for row in rows] == [fleet[0].url, fleet[0].url, None]
