@@ -17,6 +17,7 @@ from .facts import (
     CLEAN,
     OVERRIDE,
     SELF,
+    SPLATTED,
     Fact,
     Kind,
     Shape,
@@ -813,8 +814,15 @@ class CallsMixin(EngineState):
                     if passed is None:
                         continue
                     for region, label, unseen in targets:
+                        sent_value = passed
+                        if any(s[0].startswith(SPLATTED) for s in unseen):
+                            # one entry of a dict of keys not known here: as below
+                            sent_value = passed.without(*_UNCHAINED)
                         self.record(
-                            region, _unproven(passed, unseen), where, f"{summary.name}() -> {label}"
+                            region,
+                            _unproven(sent_value, unseen),
+                            where,
+                            f"{summary.name}() -> {label}",
                         )
         for key, targets in summary.attr_sinks.items():
             if not key[:1].isdigit():
@@ -833,6 +841,22 @@ class CallsMixin(EngineState):
                 if where is not None:
                     for region, label, unseen in targets:
                         held = entry_of(value, attr)
+                        if (
+                            unseen
+                            and parsed is not None
+                            and unseen[-1][0] == f"{SPLATTED}{unseen[-1][2]}[{parsed[0]!r}]"
+                            and value.shape is Shape.DICT
+                            and value.items is not None
+                            and held is not value
+                        ):
+                            # the dict the callee splats into the sink (``create(**payload)``)
+                            # is this argument, and it holds that key: sent as that keyword
+                            unseen = unseen[:-1]
+                        if any(s[0].startswith(SPLATTED) for s in unseen):
+                            # a dict of keys not known here: what it holds may be under any
+                            # key, so a condition or loop around it does not choose this one
+                            # (those facts cannot be marked unproven)
+                            held = held.without(*_UNCHAINED)
                         if held is value and parsed is not None and parsed[1]:
                             held = self.other_fields_left(held, where, parsed[0])
                         if held is value and parsed is not None and parsed[1]:
@@ -1337,8 +1361,9 @@ def entry_of(argument: Value, detail: str) -> Value:
     parameter (``page['body']``) the value stored under that key when the argument is a dict
     whose keys are known; for one field (``data.instructions``) what an object we built holds
     in that field (not what code elsewhere stores into that field of other instances),
-    nothing for a field of it that nothing stored into; else the whole argument (a key it is
-    not known to hold, a method, an argument of unknown shape)."""
+    nothing for a field of it that nothing stored into, nor for a key that a dict of known
+    keys does not hold; else the whole argument (a key of a value of unknown keys, a method,
+    an argument of unknown shape)."""
     parsed = entry_key(detail)
     if parsed is None:
         return argument
@@ -1363,6 +1388,11 @@ def entry_of(argument: Value, detail: str) -> Value:
         return argument
     held = dict(argument.items).get(key)
     if held is None:
+        if not is_object and argument.shape is Shape.DICT:
+            # a dict of known keys (``Value.items`` lists all of them) without this one: the
+            # callee's ``page["k"]`` raises and ``page.get("k")`` gives its own default, so
+            # nothing the caller put under its other keys is sent there
+            return CLEAN
         if not is_object or _has_method(argument.ref, key):
             return argument
         # a field of an object we built that nothing stored into holds nothing, as

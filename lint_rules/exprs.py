@@ -8,6 +8,7 @@ from .calls import order_of
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
+    SPLATTED,
     Fact,
     Kind,
     Shape,
@@ -183,6 +184,21 @@ class ExprsMixin(EngineState):
             # an entry of a parameter: the summary names it, so a caller passes only what it
             # stored under that key
             facts = param_entry(facts, node.slice.value, id(self.frame.func))
+            splatted = getattr(node, "_promptcache_splat", "")
+            if splatted:
+                # the entry a ``**name`` splat passes as this keyword (``regions._keywords``)
+                step = (
+                    f"{SPLATTED}{splatted}[{node.slice.value!r}]",
+                    node.lineno,
+                    splatted,
+                    "",
+                )
+                facts = frozenset(
+                    f.passed_on(step)
+                    if f.kind is Kind.PARAM and f.fix == (id(self.frame.func),)
+                    else f
+                    for f in facts
+                )
         if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):
             return Value(facts)
         return Value(facts, name_key=base.name_key) if facts else CLEAN

@@ -43,6 +43,10 @@ class Kind(enum.Enum):
 Step = tuple[str, int, str, str]
 #: the start of a chain step through a call whose code the analysis cannot see
 ASSUMED = "assumed to pass through"
+#: the start of the step of one entry of a parameter splatted whole into a sink
+#: (``create(**payload)``): proven where the caller's dict is known to hold that key, unproven
+#: where its keys are not known (what it holds may be under another key)
+SPLATTED = f"{ASSUMED} **"
 #: the step of a value sent by a method chosen by the receiver's class, one of several it may
 #: be (``calls.call_choices``) or a subclass's override of the abstract method called
 #: (``calls.call_overrides``); a summary keeps it beside the unproven steps, so the finding

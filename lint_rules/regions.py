@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .events import Block, SinkCall
-from .facts import CLEAN, Value
+from .facts import CLEAN, Kind, Value
 from .frames import EngineState
 from .sinks import SinkSpec
 
@@ -71,6 +71,20 @@ def literal_length(node: ast.AST) -> tuple[int, int] | None:
     return len(text), sum(1 for ch in text if ord(ch) > 127)
 
 
+def _entry_node(splat: ast.expr, key: str) -> ast.Subscript:
+    """``splat[key]`` at the splat's position: the entry a ``**splat`` passes as keyword
+    ``key``; made once per splat and key, so the analysis sees the same node on every pass."""
+    made: dict[str, ast.Subscript] = splat.__dict__.setdefault("_promptcache_entries", {})
+    node = made.get(key)
+    if node is None:
+        node = ast.Subscript(value=splat, slice=ast.Constant(value=key), ctx=ast.Load())
+        node._promptcache_splat = ast.unparse(splat)  # type: ignore[attr-defined]
+        ast.copy_location(node, splat)
+        ast.copy_location(node.slice, splat)
+        made[key] = node
+    return node
+
+
 class RegionsMixin(EngineState):
     """Structural walk of sink arguments (mixed into ``taint.Analyzer``)."""
 
@@ -87,7 +101,7 @@ class RegionsMixin(EngineState):
                     self.eval(arg)
                     if isinstance(arg, ast.Starred):
                         sink.complete = False
-            for name, value_node in self._keywords(node, sink, spec.params):
+            for name, value_node in self._keywords(node, sink, spec.params, spec.regions):
                 self.keyword_argument(spec, sink, name, value_node, f"{spec.label}({name}=)")
         finally:
             self.sink_call = outer
@@ -118,13 +132,21 @@ class RegionsMixin(EngineState):
             sink.messages = value
 
     def _keywords(
-        self, node: ast.Call, sink: SinkCall, params: Collection[str] = ()
+        self,
+        node: ast.Call,
+        sink: SinkCall,
+        params: Collection[str] = (),
+        regions: Collection[str] = (),
     ) -> Iterator[tuple[str, ast.expr]]:
         """The call's keyword arguments, with ``**kwargs`` splats of a dict built in the same
         scope mapped onto keywords: its literal's constant keys, then ``kwargs["k"] = v``
         assignments after it. Any other splat makes the request incomplete; when its value
         knows its keys (``Value.items``: a dict literal returned by a helper), those among
-        ``params`` go into ``sink.params``."""
+        ``params`` go into ``sink.params``. A splat of one of the function's own parameters,
+        whole (``def send(payload): create(**payload)``), passes each of ``regions`` not given
+        by keyword as that entry of the parameter (``payload["system"]``), so the summary says
+        which entry of the caller's dict reaches which region."""
+        named = {kw.arg for kw in node.keywords if kw.arg is not None}
         for kw in node.keywords:
             if kw.arg is not None:
                 yield kw.arg, kw.value
@@ -141,6 +163,10 @@ class RegionsMixin(EngineState):
                 for key_name, item_value in splat.items or ():
                     if key_name in params and key_name not in sink.params:
                         sink.params[key_name] = (kw.value, item_value)
+                if splat.items is None and self._own_param(kw.value, splat):
+                    for key_name in regions:
+                        if key_name not in named:
+                            yield key_name, _entry_node(kw.value, key_name)
                 continue
             for key, item in zip(literal.keys, literal.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
@@ -154,6 +180,24 @@ class RegionsMixin(EngineState):
                 value = self.assigned_value(assignment)
                 if value is not None:
                     yield key_name, value
+
+    def _own_param(self, expr: ast.expr, value: Value) -> bool:
+        """True when ``expr`` names one of the current function's own parameters, whole (not
+        an entry or field of one, not ``*args`` or ``**kwargs``), holding only what the caller
+        passed."""
+        func = self.frame.func
+        if func is None or not isinstance(expr, ast.Name) or expr.id not in self.frame.params:
+            return False
+        if (func.args.vararg and func.args.vararg.arg == expr.id) or (
+            func.args.kwarg and func.args.kwarg.arg == expr.id
+        ):
+            return False
+        # the parameter as the caller gave it: anything the function stored into it (under
+        # keys not known here) would spread to every entry read from it
+        own = (id(func),)
+        return any(f.detail == expr.id for f in value.facts) and all(
+            f.kind is Kind.PARAM and f.fix == own for f in value.facts
+        )
 
     def _grown(self, name: ast.expr, literal: ast.expr, sink: SinkCall | None) -> bool:
         """True when the list ``name`` (bound to ``literal``) gets an ``append``/``extend`` call

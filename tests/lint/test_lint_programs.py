@@ -216,6 +216,27 @@ def test_value_computed_once_through_an_unseen_call_is_unproven() -> None:
     assert "assumed to pass through Member()" in notes[1][3]
 
 
+def test_entry_of_a_splatted_parameter_from_a_dict_of_unknown_keys_is_unproven() -> None:
+    """z_splat_parameter: a sender that splats its dict parameter into the SDK call
+    (``create(**payload)``) sends each key as that keyword; a dict whose keys are not known
+    (another dict merged in with ``update``, an entry stored after the literal, a dict
+    comprehension that drops empty values) may hold the time under any key, so its flow to
+    ``system=`` is a note naming the splat, not a finding, also one call further out."""
+    folder = PROGRAMS / "z_splat_parameter"
+    results = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
+    notes = sorted(
+        (Path(r.path).name, n.location.line, n.code, " ".join(x.message for x in n.related))
+        for r in results
+        for n in r.notes
+    )
+    assert [(name, line, code) for name, line, code, _ in notes] == [
+        ("app.py", 59, "PC001"),
+        ("app.py", 62, "PC001"),
+        ("app.py", 93, "PC001"),
+    ]
+    assert all("assumed to pass through **payload" in note[3] for note in notes)
+
+
 _EVERY_PROGRAM = """
 import sys
 from pathlib import Path
