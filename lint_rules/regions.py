@@ -316,8 +316,8 @@ class RegionsMixin(EngineState):
 
     def _breakpoint(self, block: Block, holder: ast.Dict, key: str) -> None:
         value = dict_get(holder, key)
-        if value is None:
-            return
+        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+            return  # no key, or ``"cache_control": None``: no breakpoint
         block.bp_node = dict_key_node(holder, key)
         if isinstance(value, ast.Dict):
             block.breakpoint = value

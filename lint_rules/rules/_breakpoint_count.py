@@ -288,6 +288,12 @@ def is_copy(value: ast.expr) -> bool:
     return False
 
 
+def sets_none(value: ast.expr) -> bool:
+    """True when a breakpoint key or keyword given ``value`` adds no breakpoint: a copy of
+    another block's (``is_copy``) or ``None`` (``cache_control=None`` sets no breakpoint)."""
+    return (isinstance(value, ast.Constant) and value.value is None) or is_copy(value)
+
+
 def membership_guard(test: ast.expr) -> str | None:
     """ "in" for ``"cache_control" in block`` (the body only re-marks a marked block), "not in"
     for the negation (the else branch does), None otherwise."""
@@ -612,18 +618,19 @@ def _intlike(value: ast.expr) -> bool:
 
 
 def dict_mark(node: ast.Dict) -> ast.expr | None:
-    """The ``"cache_control": ...`` key of a block dict that adds a breakpoint (not a copy)."""
+    """The ``"cache_control": ...`` key of a block dict that adds a breakpoint (not a copy,
+    not ``None``)."""
     for key, value in zip(node.keys, node.values, strict=True):
-        if isinstance(key, ast.Constant) and key.value in KEYS and not is_copy(value):
+        if isinstance(key, ast.Constant) and key.value in KEYS and not sets_none(value):
             return key
     return None
 
 
 def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterator[ast.AST]:
     """Breakpoints an expression adds: block dicts and ``cache_control=`` keywords, not
-    copies, and not inside ``x if "cache_control" in b else y`` (re-marks a marked block).
-    A ``cache_control=`` keyword whose value is set only under an index guard (``is_last``,
-    a name in ``compared``, or a comparison) marks one element, not each: see
+    copies nor ``None``, and not inside ``x if "cache_control" in b else y`` (re-marks a
+    marked block). A ``cache_control=`` keyword whose value is set only under an index guard
+    (``is_last``, a name in ``compared``, or a comparison) marks one element, not each: see
     ``index_guarded``."""
     if isinstance(node, ast.IfExp):
         guard = membership_guard(node.test)
@@ -637,7 +644,7 @@ def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterat
         if key is not None:
             yield node
             return
-    if isinstance(node, ast.keyword) and node.arg in KEYS and not is_copy(node.value):
+    if isinstance(node, ast.keyword) and node.arg in KEYS and not sets_none(node.value):
         if not index_guarded(node.value, compared):
             yield node
         return
@@ -687,8 +694,9 @@ def marks_in(
 
     Not counted: statements under an ``if`` on an index in ``index_names``, on ``len(...)`` or
     on ``-1`` (they mark one element); the body of ``if "cache_control" in b`` (re-marks a
-    marked block); assignments that copy another block's breakpoint; nested loops and
-    functions (counted on their own). ``guard(test, index_names)`` decides the index tests.
+    marked block); assignments that copy another block's breakpoint or give it ``None``;
+    nested loops and functions (counted on their own). ``guard(test, index_names)`` decides
+    the index tests.
     """
     for stmt in body:
         if isinstance(stmt, ast.If):
@@ -731,7 +739,7 @@ def _stmt_marks(
         return
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        copy = stmt.value is not None and is_copy(stmt.value)
+        copy = stmt.value is not None and sets_none(stmt.value)
         for target in targets:
             for node in ast.walk(target):
                 if (

@@ -30,7 +30,8 @@ as `messages[-1]["content"]`, a name bound only to ints) counts as one element, 
 of that element are not counted.
 
 Not counted as a breakpoint: copying another block's marker (`tool["cache_control"]`,
-`.get("cache_control")`) and anything under `if "cache_control" in block` (it mirrors a marker
+`.get("cache_control")`), `None` as the marker (`cache_control=None`, `"cache_control": None`:
+no breakpoint is set) and anything under `if "cache_control" in block` (it mirrors a marker
 already there). Not reported: loops with a `break` or a `return` (write, then stop: one
 breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
 `cache=use_cache and i == len(parts) - 1` included), marks under a counter that caps them
@@ -101,8 +102,8 @@ def _check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue
         marks = [b.bp_node for b in sink.blocks if b.bp_node is not None]
         auto = sink.params.get("cache_control")
-        if auto is not None:
-            marks.append(auto[0])
+        if auto is not None and not (isinstance(auto[0], ast.Constant) and auto[0].value is None):
+            marks.append(auto[0])  # ``cache_control=None`` sets none
         if len(marks) > MAX_BREAKPOINTS:
             yield ctx.diagnostic(
                 "PC007",
