@@ -688,30 +688,35 @@ def marks_in(
     cls: ast.ClassDef | None,
     depth: int = 1,
     guard: Callable[[ast.expr, set[str]], bool] | None = None,
+    capped: Collection[int] = frozenset(),
 ) -> Iterator[tuple[ast.AST, str]]:
     """Each breakpoint ``body`` adds when it runs once, as (node, how: "set here", or what
     the same-module helper called there does).
 
     Not counted: statements under an ``if`` on an index in ``index_names``, on ``len(...)`` or
     on ``-1`` (they mark one element); the body of ``if "cache_control" in b`` (re-marks a
-    marked block); assignments that copy another block's breakpoint or give it ``None``;
-    nested loops and functions (counted on their own). ``guard(test, index_names)`` decides
-    the index tests.
+    marked block); the body (not the else branch) of an ``if`` whose test's ``id`` is in
+    ``capped`` (a counter caps how often it runs); assignments that copy another block's
+    breakpoint or give it ``None``; nested loops and functions (counted on their own).
+    ``guard(test, index_names)`` decides the index tests.
     """
     for stmt in body:
         if isinstance(stmt, ast.If):
             member = membership_guard(stmt.test)
             if guard is not None and member is None and guard(stmt.test, index_names):
                 continue
+            if member is None and id(stmt.test) in capped:
+                yield from marks_in(stmt.orelse, index_names, module, cls, depth, guard, capped)
+                continue
             if member != "in":
-                yield from marks_in(stmt.body, index_names, module, cls, depth, guard)
+                yield from marks_in(stmt.body, index_names, module, cls, depth, guard, capped)
             if member != "not in":
-                yield from marks_in(stmt.orelse, index_names, module, cls, depth, guard)
+                yield from marks_in(stmt.orelse, index_names, module, cls, depth, guard, capped)
             continue
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
             continue
         for child_body in _blocks(stmt):
-            yield from marks_in(child_body, index_names, module, cls, depth, guard)
+            yield from marks_in(child_body, index_names, module, cls, depth, guard, capped)
         yield from _stmt_marks(stmt, module, cls, depth)
 
 

@@ -37,10 +37,13 @@ breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a h
 `cache=use_cache and i == len(parts) - 1` included), marks under a counter that caps them
 (`if marked < 3:` whose branch marks and then runs `marked += 1`, the counter a local set once
 before the loop to a constant and otherwise only increased; the limit a constant giving at most
-4, or a name or field the analysis cannot know), a turn loop that calls the API (it marks
-only the newest message), comprehensions with an `if` or with both bounded and unbounded
-generators, helpers three calls deep or in other modules, and breakpoints from several loops or
-statements that only together exceed 4.
+4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:` whose
+branch runs `remaining -= 1`, counting down from a constant giving at most 4, by truthiness only
+when the steps reach 0 exactly; the else branch is not capped), a turn loop that calls the
+API (it marks only the newest message), comprehensions with an `if` or with both bounded and
+unbounded generators, helpers three calls deep or in other modules, and breakpoints from several
+loops or statements that only together exceed 4 (a capped loop's marks and one made before it
+included).
 
 ## Example
 ```python
@@ -156,11 +159,8 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
         if any(isinstance(n, (ast.Break, ast.Return)) for n in _own_nodes(node.body)):
             continue  # stops at the first marked block (write, then break or return)
         capped = _counter_caps(node, chain, module, cls)
-
-        def guard(test: ast.expr, names: set[str], capped: set[int] = capped) -> bool:
-            return _guard(test, names) or id(test) in capped
-
-        found = next(marks_in(node.body, _index_names(node), module, cls, guard=guard), None)
+        marks = marks_in(node.body, _index_names(node), module, cls, guard=_guard, capped=capped)
+        found = next(marks, None)
         if found is None:
             continue
         if any(id(n) in sink_nodes for n in ast.walk(node)):
@@ -308,58 +308,85 @@ def _index_names(loop: ast.For | ast.AsyncFor) -> set[str]:
 def _counter_caps(
     loop: ast.For | ast.AsyncFor, chain: list[Scope], module: Module, cls: ast.ClassDef | None
 ) -> set[int]:
-    """The ``id`` of each ``if`` test in ``loop`` that caps its body's breakpoints at 4 in all:
-    ``if count < limit:`` whose body marks and then adds a positive constant to ``count``
-    (``count += 1``), where ``count`` is a local of the enclosing function bound only outside
-    the loop to a constant int >= 0 and otherwise only increased by constants, and ``limit`` is
-    a constant (a parameter at its default) or a value the analysis cannot know (no evidence
-    that it passes 4). The body then runs at most ``limit - start`` times per call."""
+    """The ``id`` of each ``if`` test in ``loop`` whose body (not its else branch) a counter
+    caps at 4 breakpoints in all. A rising counter: ``if count < limit:`` whose body marks and
+    then adds a positive constant to ``count`` (``count += 1``); ``limit`` is a constant (a
+    parameter at its default) or a value the analysis cannot know (no evidence that it passes
+    4). A falling counter: ``if remaining:`` or ``if remaining > limit:`` whose body takes a
+    positive constant from it (``remaining -= 1``); ``limit`` is a constant, and a counter
+    tested by truthiness must reach 0 exactly (each start a multiple of the step: 3 less 2 at a
+    time gives -1, still true). The counter is a local of the enclosing function bound only
+    outside the loop to a constant int >= 0 and otherwise only moved the same way by constants.
+    The body then runs at most ``limit - start`` (``start - limit``) times per call. Marks made
+    elsewhere in the function are not added (several statements that only together pass 4 are
+    not reported)."""
     func = chain[0].func if chain and isinstance(chain[0], LazyScope) else None
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return set()
     in_loop = {id(n) for n in ast.walk(loop)}
     caps: set[int] = set()
     for stmt in ast.walk(loop):
-        if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
+        if not isinstance(stmt, ast.If):
             continue
-        test = stmt.test
-        if len(test.ops) != 1:
-            continue
-        op, left, right = test.ops[0], test.left, test.comparators[0]
-        if isinstance(op, (ast.Gt, ast.GtE)):  # limit > count
-            left, right = right, left
-            op = ast.Lt() if isinstance(op, ast.Gt) else ast.LtE()
-        if not isinstance(op, (ast.Lt, ast.LtE)) or not isinstance(left, ast.Name):
-            continue
-        counter = left.id
-        step = next(
-            (
-                const_int(s.value, [])
-                for s in stmt.body
-                if isinstance(s, ast.AugAssign)
-                and isinstance(s.op, ast.Add)
-                and isinstance(s.target, ast.Name)
-                and s.target.id == counter
-            ),
-            None,
-        )
-        if step is None or step < 1:
-            continue
-        start = _counter_start(func, counter, in_loop)
-        if start is None:
-            continue
-        limit = const_int(right, chain)
-        if limit is not None:
-            runs = max(0, -(-(limit - start) // step))
-            if isinstance(op, ast.LtE) and (limit - start) % step == 0 and limit >= start:
-                runs += 1
-            marks = sum(1 for _ in marks_in(stmt.body, set(), module, cls))
-            if runs * marks > MAX_BREAKPOINTS:
+        for counter, rising, bound, inclusive in _counter_tests(stmt.test):
+            move = ast.Add if rising else ast.Sub
+            step = next(
+                (
+                    const_int(s.value, [])
+                    for s in stmt.body
+                    if isinstance(s, ast.AugAssign)
+                    and isinstance(s.op, move)
+                    and isinstance(s.target, ast.Name)
+                    and s.target.id == counter
+                ),
+                None,
+            )
+            if step is None or step < 1:
                 continue
-        elif not _named_limit(right, counter):
-            continue
-        caps.add(id(test))
+            starts = _counter_starts(func, counter, in_loop, move)
+            if not starts:
+                continue
+            if bound is None:  # ``if remaining:`` stops only at 0 exactly
+                if any(start % step for start in starts):
+                    continue
+                runs = max(starts) // step
+            else:
+                limit = const_int(bound, chain)
+                if limit is None:
+                    if rising and _named_limit(bound, counter):
+                        caps.add(id(stmt.test))
+                    continue
+                if inclusive:  # count <= limit: count < limit + 1; the same falling
+                    limit += 1 if rising else -1
+                span = limit - min(starts) if rising else max(starts) - limit
+                runs = max(0, -(-span // step))
+            marks = sum(1 for _ in marks_in(stmt.body, set(), module, cls))
+            if runs * marks <= MAX_BREAKPOINTS:
+                caps.add(id(stmt.test))
     return caps
+
+
+def _counter_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None, bool]]:
+    """The counters an ``if`` test may cap by: (counter, rising, limit, inclusive) for
+    ``count < limit`` / ``count <= limit`` (rising, either side written first),
+    ``remaining > limit`` / ``remaining >= limit`` (falling) and ``remaining`` alone (falling,
+    limit None: tested by truthiness). The branch's own step decides which applies."""
+    if isinstance(test, ast.Name):
+        yield test.id, False, None, False
+        return
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return
+    op, low, high = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, (ast.Gt, ast.GtE)):  # high > low: low < high
+        low, high = high, low
+        op = ast.Lt() if isinstance(op, ast.Gt) else ast.LtE()
+    if not isinstance(op, (ast.Lt, ast.LtE)):
+        return
+    inclusive = isinstance(op, ast.LtE)
+    if isinstance(low, ast.Name):
+        yield low.id, True, high, inclusive
+    if isinstance(high, ast.Name):
+        yield high.id, False, low, inclusive
 
 
 def _named_limit(node: ast.expr, counter: str) -> bool:
@@ -371,12 +398,16 @@ def _named_limit(node: ast.expr, counter: str) -> bool:
     return isinstance(node, ast.Name) and node.id != counter
 
 
-def _counter_start(
-    func: ast.FunctionDef | ast.AsyncFunctionDef, counter: str, in_loop: set[int]
-) -> int | None:
-    """The smallest value ``counter`` starts from when every binding of it in ``func`` is
-    ``counter = <int >= 0>`` outside the loop or ``counter += <int >= 1>``; None otherwise
-    (a parameter, a reset inside the loop, ``global``/``nonlocal``, any other store)."""
+def _counter_starts(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    counter: str,
+    in_loop: set[int],
+    move: type[ast.Add] | type[ast.Sub],
+) -> list[int] | None:
+    """The values ``counter`` starts from when every binding of it in ``func`` is
+    ``counter = <int >= 0>`` outside the loop or ``counter += <int >= 1>`` (``-=`` for a
+    falling counter, ``move`` ``ast.Sub``); None otherwise (a parameter, a reset inside the
+    loop, ``global``/``nonlocal``, any other store)."""
     args = func.args
     if counter in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
         return None
@@ -401,7 +432,7 @@ def _counter_start(
             and node.target.id == counter
         ):
             value = const_int(node.value, [])
-            if not isinstance(node.op, ast.Add) or value is None or value < 1:
+            if not isinstance(node.op, move) or value is None or value < 1:
                 return None
             known.add(id(node.target))
     for node in own_nodes(func.body):
@@ -412,7 +443,7 @@ def _counter_start(
             and id(node) not in known
         ):
             return None  # a loop target, a tuple unpacking, ``del``, a walrus
-    return min(starts) if starts else None
+    return starts or None
 
 
 def _guard(test: ast.expr, index_names: set[str]) -> bool:

@@ -1,8 +1,11 @@
 # Breakpoints set in a loop over every message under a counter: `if marked < limit:` whose body
 # marks a block and then counts it places at most `limit` breakpoints per request, whatever the
-# length of the conversation. Beside them: a counter that is reset for each message, one
-# counted outside the guarded branch, a limit of 5, a limit computed from the messages, and
-# no counter at all: one breakpoint per message (PC007).
+# length of the conversation; so does `if remaining:` (or `if left > 0:`) whose body marks and
+# counts down from a constant. Beside them: a counter that is reset for each message, one
+# counted outside the guarded branch, a limit of 5, a limit computed from the messages, a
+# countdown never counted down, one from 5, one that steps past 0 (3, 1, -1: still true), a
+# mark besides the countdown's in each element or in the else branch, and no counter at all:
+# one breakpoint per message (PC007).
 import anthropic
 
 client = anthropic.Anthropic()
@@ -82,6 +85,82 @@ def mark_up_to_computed_limit(messages: list[dict], settings) -> None:
         if used < settings.limit_for(messages):
             message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
             used += 1
+
+
+def mark_system_and_newest_three(messages: list[dict]) -> list[dict]:
+    """The system message and the newest 3 messages, counted down: 4 breakpoints at most."""
+    if messages[0]["role"] == "system":
+        messages[0]["cache_control"] = {"type": "ephemeral"}
+    remaining = 3
+    for message in reversed(messages):
+        block = message
+        if block and isinstance(block, dict):
+            if remaining:
+                block["cache_control"] = {"type": "ephemeral"}
+                remaining -= 1
+            elif "cache_control" in block:
+                del block["cache_control"]
+    return messages
+
+
+def mark_while_some_left(messages: list[dict]) -> None:
+    left = 4
+    for message in reversed(messages):
+        if left > 0:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            left -= 1
+
+
+def mark_remaining_never_counted(messages: list[dict]) -> None:
+    remaining = 3
+    for message in reversed(messages):
+        if remaining:
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
+
+
+def mark_remaining_five(messages: list[dict]) -> None:
+    remaining = 5
+    for message in reversed(messages):
+        if remaining:
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
+            remaining -= 1
+
+
+def mark_remaining_past_zero(messages: list[dict]) -> None:
+    remaining = 3
+    for message in reversed(messages):
+        if remaining:
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
+            remaining -= 2
+
+
+def mark_remaining_and_every_first_block(messages: list[dict]) -> None:
+    remaining = 3
+    for message in reversed(messages):
+        if remaining:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            remaining -= 1
+        message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 8
+
+
+def mark_remaining_else_every_message(messages: list[dict]) -> None:
+    remaining = 3
+    for message in reversed(messages):
+        if remaining:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            remaining -= 1
+        else:
+            message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 12
+
+
+def mark_counted_else_every_message(messages: list[dict]) -> None:
+    used = 0
+    for message in messages:
+        if used < 3:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            used += 1
+        else:
+            message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 12
 
 
 def mark_every_message(messages: list[dict]) -> None:
