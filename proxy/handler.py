@@ -358,7 +358,7 @@ class ProxyEndpoint:
     ) -> None:
         """Send the request to the replica ``router`` picks; if that replica fails before the
         response started, once more to another one (never after: the client has bytes)."""
-        facts = self._facts(ex, model)
+        facts = self._facts(ex, model, router.policy.reads_prompt)
         decision = router.choose(facts)
         tried = []
         while decision is not None:
@@ -409,11 +409,13 @@ class ProxyEndpoint:
         record.vendor_diagnostics_added = 1
         return edited
 
-    def _facts(self, ex: _Exchange, model: str | None) -> RequestFacts:
-        """What the routing policy sees; fingerprints the prefix (kept for the record)."""
+    def _facts(self, ex: _Exchange, model: str | None, reads_prompt: bool) -> RequestFacts:
+        """What the routing policy sees; fingerprints the prefix (kept for the record) when the
+        policy ``reads_prompt``, else leaves that to the record, after the response."""
         api = self.spec.api
         if (
-            ex.fingerprint is None
+            reads_prompt
+            and ex.fingerprint is None
             and ex.parsed is not None
             and api is not None
             and self.spec.records_usage

@@ -173,6 +173,7 @@ class KVEventsPolicy(Policy):
     """
 
     name = "kv_events"
+    reads_prompt = False  # hashes the body's tokens itself
 
     def __init__(
         self,

@@ -49,10 +49,11 @@ class RequestFacts:
         model: the requested model, or None.
         chained: the chained prefix hashes (``promptcache.fingerprint``): ``chained[i]`` is the
             hex SHA-256 of the prefix up to segment ``i`` (tools, system blocks, messages); empty
-            when the body has no prefix.
+            when the body has no prefix, or for a policy whose ``reads_prompt`` is False.
         body: the parsed JSON body (read-only), for policies that need the tokens themselves.
         fingerprint: the body's prefix fingerprint (segment texts included), or None when the
-            body has no prefix; ``chunks`` is cut from it.
+            body has no prefix or the policy's ``reads_prompt`` is False; ``chunks`` is cut
+            from it.
     """
 
     api: str | None
@@ -154,6 +155,10 @@ class Policy:
     """
 
     name = "policy"
+    #: whether ``choose`` reads the request's prompt fingerprint (``RequestFacts.chained``,
+    #: ``fingerprint``, ``chunks``); when False the proxy leaves them empty and fingerprints the
+    #: request for its log after the response instead of before forwarding
+    reads_prompt = True
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         """Pick one of ``candidates`` for the request described by ``facts``."""
@@ -176,6 +181,7 @@ class LeastLoadedPolicy(Policy):
     """Each request to the replica with the fewest requests in flight."""
 
     name = "least_loaded"
+    reads_prompt = False
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         return decide(least_loaded(candidates), "least_loaded", 0, candidates)
@@ -185,6 +191,7 @@ class RoundRobinPolicy(Policy):
     """Each request to the next replica in list order (skipping those out of rotation)."""
 
     name = "round_robin"
+    reads_prompt = False
 
     def __init__(self) -> None:
         self._next = 0

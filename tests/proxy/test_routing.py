@@ -280,3 +280,21 @@ def test_each_row_has_the_id_its_response_carried_and_its_key_fingerprint(
     keys = [row["key_fingerprint"] for row in rows]
     assert keys[0] is not None and keys[0] == keys[1] != keys[2] is not None
     assert [row["replica"] for row in rows] == [fleet[0].url, fleet[0].url, None]
+
+
+def test_a_policy_that_reads_no_prompt_still_logs_the_prefix_columns(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # least_loaded does not read the fingerprint, so the proxy fingerprints the request for its
+    # row after the response instead of before forwarding: the row's columns are the same.
+    body = chat("tenant A", "hi", "ok", "more")
+    rows = []
+    for policy in ("prefix", "least_loaded"):
+        url, db, app = start_fleet_proxy(fleet[:2], policy=policy)
+        assert send(url, body).status_code == 200
+        (row,) = rows_of(db, app, 1)
+        assert row["route_policy"] == policy
+        rows.append(row)
+    columns = ("prefix_hash", "segment_hashes", "first_segment_hash", "approx_prefix_tokens")
+    assert rows[0]["prefix_hash"] is not None and rows[0]["approx_prefix_tokens"] > 0
+    assert [rows[1][c] for c in columns] == [rows[0][c] for c in columns]
