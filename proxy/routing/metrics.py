@@ -21,8 +21,10 @@
 ==========================================  =========  ==========================================
 
 All but the last are labelled ``upstream`` (the upstream's name) and ``replica`` (its base URL).
-The last three are counted from the request records (``RoutingCollector`` is also a record
-hook): a request counts on the replica that answered it, after its response ended. Tokens are
+All but the two gauges are counted from the request records (``RoutingCollector`` is also a
+record hook): a request counts once, on the replica that answered it, with its row's
+``route_reason``, after its response ended, so a request retried on another replica is one
+``retry`` there and nothing on the replica that failed, as in the log and the report. Tokens are
 the policy's: exact for ``kv_events`` (blocks x block size, what the engine then reports as
 cached), approximate for ``prefix`` (the prompt's approximate tokens pro rata of the matched
 characters); policies that match no prefix add nothing. The fleet hit rate weighs every
@@ -57,16 +59,23 @@ class RoutingCollector(Collector):
         self._regret: dict[tuple[str, str], list[int]] = {}
         #: upstream -> [cache-read tokens, prompt tokens] of requests with usage
         self._usage: dict[str, list[int]] = {}
+        #: (upstream, replica) -> requests per ``route_reason``
+        self._reasons: dict[tuple[str, str], dict[str, int]] = {}
 
     def __call__(self, record: Any) -> None:
-        """Count one request's ``route_best_tokens`` / ``route_chosen_tokens`` and usage."""
+        """Count one request's ``route_reason``, ``route_best_tokens`` /
+        ``route_chosen_tokens`` and usage, on the replica that answered it."""
         replica = getattr(record, "replica", None)
         if replica is None:
             return
         upstream = record.upstream or ""
         best, chosen = record.route_best_tokens, record.route_chosen_tokens
         prompt = record.total_input_tokens
+        reason = record.route_reason
         with self._lock:
+            if reason is not None:
+                reasons = self._reasons.setdefault((upstream, replica), {})
+                reasons[reason] = reasons.get(reason, 0) + 1
             if best is not None and chosen is not None:
                 sums = self._regret.setdefault((upstream, replica), [0, 0])
                 sums[0] += best
@@ -123,17 +132,19 @@ class RoutingCollector(Collector):
         with self._lock:
             sums = {key: list(v) for key, v in self._regret.items()}
             usage = {key: list(v) for key, v in self._usage.items()}
+            routed_by = {key: dict(v) for key, v in self._reasons.items()}
         for router in self.routers:
             name = router.upstream.name
             for replica in router.replicas:
                 key = [name, replica.url]
                 in_flight.add_metric(key, replica.in_flight)
                 healthy.add_metric(key, int(replica.healthy))
-                for reason, count in sorted(replica.routed_by_reason.items()):
+                reasons = routed_by.get((name, replica.url), {})
+                for reason, count in sorted(reasons.items()):
                     routed.add_metric([*key, reason], count)
-                by_prefix.add_metric(key, replica.routed_by_reason.get("prefix", 0))
+                by_prefix.add_metric(key, reasons.get("prefix", 0))
                 for kind in _FALLBACKS:
-                    fallbacks.add_metric([*key, kind], replica.routed_by_reason.get(kind, 0))
+                    fallbacks.add_metric([*key, kind], reasons.get(kind, 0))
                 best, lost = sums.get((name, replica.url), (0, 0))
                 available.add_metric(key, best)
                 regret.add_metric(key, lost)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from promptcache.errors import ConfigError
@@ -88,8 +88,6 @@ class Replica:
     in_flight: int = 0
     routed: int = 0
     last_error: str | None = None
-    #: requests routed, per ``Decision.reason``
-    routed_by_reason: dict[str, int] = field(default_factory=dict)
 
     @property
     def load(self) -> tuple[int, int]:

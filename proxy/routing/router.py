@@ -88,9 +88,6 @@ class Router:
             decision = dataclasses.replace(decision, reason="retry")
         replica = decision.replica
         replica.routed += 1
-        replica.routed_by_reason[decision.reason] = (
-            replica.routed_by_reason.get(decision.reason, 0) + 1
-        )
         return decision
 
     def target(self, replica: Replica) -> UpstreamConfig:

@@ -137,6 +137,43 @@ def test_when_every_replica_refuses_the_client_gets_one_502_after_one_retry(
     assert row["route_attempts"] == 2 and row["status"] == 502
 
 
+def test_a_retried_request_counts_once_in_the_metrics_as_its_row_does(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    for replica in fleet[:2]:
+        replica.stop()
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+    for question in ("hi", "again"):  # a new prefix, then the same one
+        try:
+            client.chat.completions.create(**chat("tenant A", question))
+        except openai.InternalServerError as exc:
+            assert exc.status_code == 502
+        else:
+            raise AssertionError("every replica refuses: expected a 502")
+    rows = rows_of(db, app, 2)
+    assert [(r["route_reason"], r["route_attempts"]) for r in rows] == [("retry", 2)] * 2
+    counted: dict[tuple[str, str], float] = {}
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith("promptcache_routed_total{"):
+            labels, value = line.rsplit(" ", 1)
+            reason = labels.split('reason="', 1)[1].split('"', 1)[0]
+            replica = labels.split('replica="', 1)[1].split('"', 1)[0]
+            counted[(replica, reason)] = counted.get((replica, reason), 0.0) + float(value)
+    # each request once, on the replica its row names, with its row's reason; the replica
+    # that refused first is not credited with a new_prefix or prefix routing
+    expected: dict[tuple[str, str], float] = {}
+    for r in rows:
+        key = (r["replica"], r["route_reason"])
+        expected[key] = expected.get(key, 0.0) + 1.0
+    assert counted == expected
+    metrics = httpx.get(f"{url}/metrics").text
+    for replica in fleet[:2]:
+        assert (
+            f'promptcache_routed_by_prefix_total{{replica="{replica.url}",upstream="fleet"}} 0.0'
+        ) in metrics
+
+
 def test_a_stream_that_breaks_after_its_first_byte_is_never_retried(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:
@@ -188,13 +225,13 @@ def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
     send(url, chat("A", "4"))  # replica 0 is 1 over replica 1 > margin 0: overloaded
     fleet[0].release()
     thread.join(30)
+    rows = rows_of(db, app, 4)  # routings count from the rows' records: wait for all four
     metrics = httpx.get(f"{url}/metrics").text
     assert f'promptcache_routed_by_prefix_total{{replica="{r0}",upstream="fleet"}} 2.0' in metrics
     assert (
         f'promptcache_route_fallbacks_total{{kind="overloaded",replica="{r1}",upstream="fleet"}} '
         "1.0"
     ) in metrics
-    rows = rows_of(db, app, 4)
     assert sorted(r["route_reason"] for r in rows) == [
         "new_prefix", "overloaded", "prefix", "prefix",
     ]  # fmt: skip
