@@ -38,7 +38,10 @@ def _codes(value: str | None) -> list[str]:
     show_default=True,
     help="Exit 1 when a finding is at least this severe ('never': always exit 0).",
 )
-@click.option("--select", help="Comma-separated rule codes to run (overrides the config).")
+@click.option(
+    "--select",
+    help="Comma-separated rule codes to run (replaces the config's select and ignore, as ruff's).",
+)
 @click.option("--ignore", help="Comma-separated rule codes to skip (added to the config).")
 @click.option(
     "--config",
@@ -137,7 +140,10 @@ def lint(
                 "--select out to run every rule",
                 param_hint="'--select'",
             )
-        config = replace(config, select=frozenset(get_rule(c).code for c in _codes(select)))
+        # as ruff's --select: the codes named here run even where the config ignores them
+        # (per-file-ignores and suppression comments still apply)
+        chosen = frozenset(get_rule(c).code for c in _codes(select))
+        config = replace(config, select=chosen, ignore=frozenset())
     if ignore is not None:
         config = replace(config, ignore=config.ignore | {get_rule(c).code for c in _codes(ignore)})
     targets = list(paths) or [Path(".")]

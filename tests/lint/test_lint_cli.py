@@ -126,6 +126,23 @@ def test_config_select_ignore_and_errors(project: Path) -> None:
         assert result.exit_code == 2 and "names no rule code" in result.output, result.output
 
 
+def test_cli_select_runs_a_rule_the_config_ignores(project: Path) -> None:
+    # as ruff's: --select replaces the config's select and ignore; --ignore still adds to it
+    (project / "bad.py").write_text(BAD)
+    (project / "pyproject.toml").write_text(
+        '[tool.promptcache.lint]\nselect = ["PC003"]\nignore = ["PC001"]\n'
+    )
+    assert run("bad.py").exit_code == 0
+    result = run("bad.py", "--select", "PC001")
+    assert result.exit_code == 1 and "bad.py:6:" in result.output and "PC001" in result.output
+    assert run("bad.py", "--select", "PC001", "--ignore", "PC001").exit_code == 0
+    (project / "pyproject.toml").write_text(
+        '[tool.promptcache.lint]\nignore = ["PC001"]\n'
+        '[tool.promptcache.lint.per-file-ignores]\n"bad.py" = ["PC001"]\n'
+    )
+    assert run("bad.py", "--select", "PC001").exit_code == 0  # per-file-ignores still apply
+
+
 def test_per_file_ignores_exclude_and_gitignore(project: Path) -> None:
     (project / ".git").mkdir()
     (project / ".gitignore").write_text("generated/\n")
