@@ -235,6 +235,10 @@ class Frame:
     pinned: bool = False
     loops: list[ast.stmt] = field(default_factory=list)
     mutation_facts: list[frozenset[Fact]] = field(default_factory=list)
+    #: each enclosing loop that pushed order facts onto ``mutation_facts``, with that entry
+    #: (the same object), so that a store whose place does not follow the loop's order
+    #: (``positional_loops``) can leave it out
+    loop_orders: list[tuple[ast.stmt, frozenset[Fact]]] = field(default_factory=list)
     summary: Summary | None = None
     params: dict[str, int] = field(default_factory=dict)
     #: name -> constant key -> the subscript assignment that set it (``kwargs["k"] = v``),

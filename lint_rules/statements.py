@@ -88,6 +88,32 @@ def _enumerated(stmt: ast.For | ast.AsyncFor) -> ast.expr | None:
     return None
 
 
+def _pairs_positions(iterable: ast.expr) -> bool:
+    """True for ``enumerate(...)`` and ``zip(...)``: each element may carry a position in
+    the iteration order beside the item."""
+    return (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id in ("enumerate", "zip")
+    )
+
+
+def _names(expr: ast.expr) -> set[str]:
+    """The names an expression reads."""
+    return {node.id for node in ast.walk(expr) if isinstance(node, ast.Name)}
+
+
+def _list_held(value: Value, made: ast.expr | None) -> bool:
+    """True when a name holds a list: of list shape, or made as ``[None] * n``."""
+    if value.shape is Shape.LIST:
+        return True
+    return (
+        isinstance(made, ast.BinOp)
+        and isinstance(made.op, ast.Mult)
+        and (isinstance(made.left, ast.List) or isinstance(made.right, ast.List))
+    )
+
+
 def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
     """``Value.elem`` of the list ``old`` once ``added`` is stored at ``stored``: with
     ``msgs[i]["key"] = v`` (one element's entry of a constant key) the elements' ``key`` may
@@ -358,10 +384,89 @@ class StatementsMixin(EngineState):
                 key = target.slice.value
                 if isinstance(key, str) and (base.id in frame.defs or base.id in frame.dict_keys):
                     frame.dict_keys.setdefault(base.id, {})[key] = target
-            if value.facts:
+            if not value.facts:
+                return
+            freed = self.positional_loops(target)
+            if not freed:
                 self.mutate(base, value, target)
+                return
+            # the item's place is its task's, not the loop's turn: the list keeps no order
+            # of those loops (per-request conditions and other loops still apply)
+            around = frame.mutation_facts
+            frame.mutation_facts = [m for m in around if not any(m is f for f in freed)]
+            try:
+                self.mutate(base, value, target)
+            finally:
+                frame.mutation_facts = around
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, None)
+
+    def positional_loops(self, target: ast.Subscript) -> list[frozenset[Fact]]:
+        """The order facts (``Frame.loop_orders`` entries) of the enclosing loops whose order a
+        store ``name[index] = ...`` does not follow: ``name`` holds a list (sized beforehand:
+        an item stored by index stays at that index) and ``index`` comes from the loop's
+        element, ``for future in as_completed(futures): out[futures[future]] = ...``,
+        ``i = futures[future]; out[i] = ...`` or ``index, answer = future.result(); out[index]
+        = answer``. Not freed: a dict (it keeps insertion order, here the loop's), a container
+        of unknown kind, an index a counter or a call gives (``out[i] = ...; i += 1``,
+        ``out[next(slots)]``), a loop over ``enumerate``/``zip`` or with a tuple target (a
+        position may come with the element)."""
+        frame = self.frame
+        base = target.value
+        if not frame.loop_orders or not isinstance(base, ast.Name):
+            return []
+        if not _list_held(self.lookup(base.id), frame.defs.get(base.id)):
+            return []
+        index = target.slice
+        names = _names(index)
+        if not names or any(isinstance(node, ast.Call) for node in ast.walk(index)):
+            return []
+        freed: list[frozenset[Fact]] = []
+        for loop, order in frame.loop_orders:
+            if not isinstance(loop, (ast.For, ast.AsyncFor)):
+                continue
+            if not isinstance(loop.target, ast.Name) or _pairs_positions(loop.iter):
+                continue
+            # a name counted up in the body before the store carries the loop's order
+            unstable = {f for f in order if f.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE)}
+            if any(self.lookup(name).facts & unstable for name in names):
+                continue
+            changed = {
+                node.id
+                for stmt in loop.body
+                for node in ast.walk(stmt)
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+            }
+            element = (loop.target.lineno, loop.target.col_offset)
+            if self._from_element(names, element, changed, 0):
+                freed.append(order)
+        return freed
+
+    def _from_element(
+        self, names: set[str], element: tuple[int, int], changed: set[str], depth: int
+    ) -> bool:
+        """True when ``names`` (of an index) give the same value for the same element on any
+        turn of the loop whose target is at ``element`` and one of them comes from it: each
+        holds the element's loop fact (``index`` of ``index, answer = future.result()``), is
+        set before the loop (the same on every turn) or is set in the body (``changed``) from
+        such names without a call (``i = futures[future]``; not ``i = i + 1`` nor ``i = 0``)."""
+        frame = self.frame
+        reached = False
+        for name in names:
+            if any(
+                f.kind is Kind.LOOP and (f.line, f.col) == element for f in self.lookup(name).facts
+            ):
+                reached = True
+                continue
+            if name not in changed:
+                continue
+            made = frame.defs.get(name)
+            if made is None or depth >= 3 or any(isinstance(n, ast.Call) for n in ast.walk(made)):
+                return False
+            if not self._from_element(_names(made), element, changed, depth + 1):
+                return False
+            reached = True
+        return reached
 
     def mutate(self, holder: ast.expr, added: Value, target: ast.expr | None = None) -> None:
         """``holder`` (a name, ``self``, ``self.x`` or ``self.x[k]``) now also holds ``added``:
@@ -533,12 +638,14 @@ class StatementsMixin(EngineState):
         frame.loops.append(stmt)
         if extra:
             frame.mutation_facts.append(extra)
+            frame.loop_orders.append((stmt, extra))
         try:
             self.exec_block(body)
         finally:
             frame.loops.pop()
             if extra:
                 frame.mutation_facts.pop()
+                frame.loop_orders.pop()
 
     def stmt_For(self, stmt: ast.For | ast.AsyncFor) -> None:
         iterable = self.eval(stmt.iter)

@@ -8,7 +8,10 @@ Reports text or tool lists built by iterating something whose order is not stabl
 frozenset (literal, `set(...)`, comprehension), `os.listdir`, `os.scandir`, `os.walk`,
 `glob.glob`, `Path.iterdir/glob/rglob`, `as_completed`, when the result enters the cached
 prefix. Iteration inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is
-fine and not reported.
+fine and not reported; nor is a list filled by index where the index comes from the element
+(`for future in as_completed(futures): out[futures[future]] = future.result()`): each item
+lands at its task's place, whatever order they finish in. A list appended to, a dict then
+iterated (it keeps insertion order) or an index counted per turn follow the loop's order.
 
 ## Why is this bad?
 The iteration order of a set of strings depends on the per-process hash seed: two workers, or
