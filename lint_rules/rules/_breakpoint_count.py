@@ -629,9 +629,10 @@ def dict_mark(node: ast.Dict) -> ast.expr | None:
 def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterator[ast.AST]:
     """Breakpoints an expression adds: block dicts and ``cache_control=`` keywords, not
     copies nor ``None``, and not inside ``x if "cache_control" in b else y`` (re-marks a
-    marked block). A ``cache_control=`` keyword whose value is set only under an index guard
-    (``is_last``, a name in ``compared``, or a comparison) marks one element, not each: see
-    ``index_guarded``."""
+    marked block). A ``cache_control=`` keyword or ``"cache_control":`` key whose value is set
+    only under an index guard (``is_last``, a name in ``compared``, or a comparison:
+    ``{"cache_control": MARK if i == len(parts) - 1 else None}``) marks one element, not each:
+    see ``index_guarded``."""
     if isinstance(node, ast.IfExp):
         guard = membership_guard(node.test)
         if guard != "in":
@@ -641,7 +642,7 @@ def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterat
         return
     if isinstance(node, ast.Dict):
         key = dict_mark(node)
-        if key is not None:
+        if key is not None and not index_guarded(node.values[node.keys.index(key)], compared):
             yield node
             return
     if isinstance(node, ast.keyword) and node.arg in KEYS and not sets_none(node.value):
