@@ -39,11 +39,12 @@ breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a h
 before the loop to a constant and otherwise only increased; the limit a constant giving at most
 4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:` whose
 branch runs `remaining -= 1`, counting down from a constant giving at most 4, by truthiness only
-when the steps reach 0 exactly; the else branch is not capped), a turn loop that calls the
-API (it marks only the newest message), comprehensions with an `if` or with both bounded and
-unbounded generators, helpers three calls deep or in other modules, and breakpoints from several
-loops or statements that only together exceed 4 (a capped loop's marks and one made before it
-included).
+when the steps reach 0 exactly; the counter's test may be one operand of an `and`, as in
+`if remaining and message["role"] == "user":`; the else branch is not capped), a turn loop
+that calls the API (it marks only the newest message), comprehensions with an `if` or with
+both bounded and unbounded generators, helpers three calls deep or in other modules, and
+breakpoints from several loops or statements that only together exceed 4 (a capped loop's
+marks and one made before it included).
 
 ## Example
 ```python
@@ -370,7 +371,13 @@ def _counter_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None,
     """The counters an ``if`` test may cap by: (counter, rising, limit, inclusive) for
     ``count < limit`` / ``count <= limit`` (rising, either side written first),
     ``remaining > limit`` / ``remaining >= limit`` (falling) and ``remaining`` alone (falling,
-    limit None: tested by truthiness). The branch's own step decides which applies."""
+    limit None: tested by truthiness), alone or as one operand of an ``and`` (``if remaining
+    and message["role"] == "user":``: the branch still runs only while the counter allows).
+    The branch's own step decides which applies."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        for operand in test.values:
+            yield from _counter_tests(operand)
+        return
     if isinstance(test, ast.Name):
         yield test.id, False, None, False
         return

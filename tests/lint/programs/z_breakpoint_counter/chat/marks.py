@@ -163,6 +163,22 @@ def mark_counted_else_every_message(messages: list[dict]) -> None:
             message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 12
 
 
+def mark_user_turns_while_some_left(messages: list[dict]) -> None:
+    remaining = 3
+    for message in reversed(messages):
+        if remaining and message["role"] == "user":
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            remaining -= 1
+
+
+def mark_user_turns_or_while_some_left(messages: list[dict]) -> None:
+    remaining = 3
+    for message in reversed(messages):
+        if remaining or message["role"] == "user":
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
+            remaining -= 1
+
+
 def mark_every_message(messages: list[dict]) -> None:
     for message in messages:
         message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 8
