@@ -68,7 +68,10 @@ def _codes(value: str | None) -> list[str]:
 )
 @click.option("--fix", is_flag=True, help="Apply the safe autofixes (PC003, PC004, PC005, PC014).")
 @click.option(
-    "--diff", is_flag=True, help="Print the autofixes as a patch; write nothing (even with --fix)."
+    "--diff",
+    is_flag=True,
+    help="Print the autofixes as a patch and nothing else (no report); write nothing (even "
+    "with --fix); exit 1 only when there is a patch, whatever the findings (as ruff's).",
 )
 @click.option(
     "--jobs",
@@ -113,7 +116,8 @@ def lint(
 ) -> None:
     """Lint Python files for code that breaks LLM prompt caching.
 
-    Exit status: 0 clean, 1 findings at or above --fail-on, 2 usage or config error.
+    Exit status: 0 clean, 1 findings at or above --fail-on (with --diff: a patch printed),
+    2 usage or config error.
     Settings come from [tool.promptcache.lint] in pyproject.toml; silence one line with
     `# promptcache: ignore[PC001]`.
 

@@ -209,6 +209,12 @@ def test_fix_and_diff(project: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "sort_keys=True" in (project / "app.py").read_text()
     assert run("app.py", "--diff").exit_code == 0
+    # --diff prints the patch and nothing else, and exits 1 only for a patch (as its help says):
+    # an error no fix removes is neither printed nor a failure there
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py", "--diff")
+    assert result.exit_code == 0 and result.output == ""
+    assert "exit 1 only when there is a patch" in " ".join(run("--help").output.split())
 
 
 def test_fix_keeps_the_file_encoding_and_line_endings(project: Path) -> None:
