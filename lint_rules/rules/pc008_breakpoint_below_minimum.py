@@ -72,8 +72,9 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             if tokens < minimum:
                 yield ctx.diagnostic(
                     "PC008",
-                    f"breakpoint after at most about {tokens} tokens, below the {minimum}-token "
-                    f"minimum of {model}: nothing is cached here; move it later or remove it",
+                    f"breakpoint after at most about {tokens} token{'' if tokens == 1 else 's'}, "
+                    f"below the {minimum}-token minimum of {model}: nothing is cached here; "
+                    "move it later or remove it",
                     block.bp_node,
                     Severity.WARNING,
                 )

@@ -107,3 +107,20 @@ def test_columns_are_utf8_bytes() -> None:
     (diagnostic,) = lint_source(source, "utf8.py").diagnostics
     line = source.splitlines()[diagnostic.location.line - 1]
     assert line.encode()[diagnostic.location.col :].startswith(b"time.time()")
+
+
+@pytest.mark.parametrize(
+    ("text", "estimate"), [("a", "about 1 token,"), ("word " * 30, "about 50 tokens,")]
+)
+def test_pc008_names_its_token_estimate_in_the_right_number(text: str, estimate: str) -> None:
+    # the estimate counts 3 ASCII characters a token, rounded up: 1 char -> 1, 150 -> 50
+    source = (
+        "import anthropic\nclient = anthropic.Anthropic()\nclient.messages.create(\n"
+        '    model="claude-sonnet-4-5", max_tokens=10,\n'
+        f'    system=[{{"type": "text", "text": {text!r},\n'
+        '        "cache_control": {"type": "ephemeral"}}],\n'
+        '    messages=[{"role": "user", "content": "hi"}],\n)\n'
+    )
+    (diagnostic,) = lint_source(source.encode(), "short.py").diagnostics
+    assert diagnostic.code == "PC008"
+    assert estimate in diagnostic.message
