@@ -119,6 +119,25 @@ BUILDER_METHODS = {
 class CallsMixin(EngineState):
     """Evaluation of ``ast.Call`` nodes and of attribute reads on known values."""
 
+    #: ``unproven(fact, steps)`` by (fact, steps), for one analysis (``unproven_all``)
+    unproven_memo: dict[tuple[Fact, tuple[Step, ...]], Fact]
+
+    def unproven_all(self, facts: frozenset[Fact], steps: tuple[Step, ...]) -> frozenset[Fact]:
+        """``frozenset(unproven(f, steps) for f in facts)``, each found in ``unproven_memo``
+        when it was made before (``unproven`` depends on nothing else): the same argument facts
+        meet the same unproven steps at call after call of one module (87% of the calls in a
+        serial cold run of vectorize-io/hindsight, which spent about 8% of its CPU time on
+        them: 17.9 -> 17.0 s with the memo, deepagents 22.9 -> 21.6 s, 2 shared cores)."""
+        memo = self.unproven_memo
+        out = []
+        for f in facts:
+            key = (f, steps)
+            done = memo.get(key)
+            if done is None:
+                done = memo[key] = unproven(f, steps)
+            out.append(done)
+        return frozenset(out)
+
     def eval_call(self, node: ast.Call) -> Value:
         func = node.func
         for kw in node.keywords:
@@ -648,7 +667,7 @@ class CallsMixin(EngineState):
                         # the callee passes this parameter on only through a call it cannot
                         # see: so is the argument, here
                         steps = tuple(s for s in f.via if s[0].startswith(ASSUMED))
-                        given = frozenset(unproven(g, steps) for g in given)
+                        given = self.unproven_all(given, steps)
                     out |= passed_role(given, f.role)
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))

@@ -347,6 +347,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: calls of a function (of any module) that puts a cache breakpoint on an argument:
         #: (the call, that argument, the function's name), for PC018
         self.breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = []
+        self.unproven_memo = {}
         self.extra_sinks = extra_sinks
         self.segment = segment
         self.triggered = triggered
