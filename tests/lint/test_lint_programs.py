@@ -196,18 +196,24 @@ def test_argument_to_a_parameter_sunk_through_an_unseen_call_is_unproven() -> No
     assert any("assumed to pass through get_instructions()" in m for m in notes[0][3])
 
 
+def _notes(program: str) -> list[tuple[str, int, str, str]]:
+    """The unproven flows (notes) of one program folder, sorted: (file name, line, code, the
+    messages of the chain's steps joined by spaces)."""
+    folder = PROGRAMS / program
+    results = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
+    return sorted(
+        (Path(r.path).name, n.location.line, n.code, " ".join(x.message for x in n.related))
+        for r in results
+        for n in r.notes
+    )
+
+
 def test_value_computed_once_through_an_unseen_call_is_unproven() -> None:
     """z_env_through_unseen_calls: environment values read at import (pinned) reach the system
     text only through a library call (``keyring.get_password``) or a library constructor that a
     helper of another module returns (``crewlib.Member``): each is a note naming that call,
     not a finding, as for a per-request value."""
-    folder = PROGRAMS / "z_env_through_unseen_calls"
-    results = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
-    notes = sorted(
-        (Path(r.path).name, n.location.line, n.code, " ".join(x.message for x in n.related))
-        for r in results
-        for n in r.notes
-    )
+    notes = _notes("z_env_through_unseen_calls")
     assert [(name, line, code) for name, line, code, _ in notes] == [
         ("bot.py", 19, "PC017"),
         ("team.py", 19, "PC017"),
@@ -222,13 +228,7 @@ def test_entry_of_a_splatted_parameter_from_a_dict_of_unknown_keys_is_unproven()
     (another dict merged in with ``update``, an entry stored after the literal, a dict
     comprehension that drops empty values) may hold the time under any key, so its flow to
     ``system=`` is a note naming the splat, not a finding, also one call further out."""
-    folder = PROGRAMS / "z_splat_parameter"
-    results = lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1)
-    notes = sorted(
-        (Path(r.path).name, n.location.line, n.code, " ".join(x.message for x in n.related))
-        for r in results
-        for n in r.notes
-    )
+    notes = _notes("z_splat_parameter")
     assert [(name, line, code) for name, line, code, _ in notes] == [
         ("app.py", 59, "PC001"),
         ("app.py", 62, "PC001"),
