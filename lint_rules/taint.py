@@ -238,6 +238,15 @@ def _literal_none(value: Value) -> bool:
     )
 
 
+def _unseen_rank(
+    unseen: tuple[tuple[str, int, str, str], ...],
+) -> tuple[bool, int, tuple[tuple[str, int, str, str], ...]]:
+    """How the unseen steps of one unproven flow to a sink compare with another's (smaller is
+    kept, as ``Fact.rank``): steps through no call the analysis cannot see first, then the
+    fewer, then by the steps' (file, line, name, text)."""
+    return assumed(unseen), len(unseen), tuple((p, line, n, t) for t, line, n, p in unseen)
+
+
 def _reads_per_request_state(test: ast.expr, own: frozenset[str]) -> bool:
     """Whether ``test`` reads a name or attribute that names per-request state
     (``names_per_request_state``), not counting the names in ``own``."""
@@ -752,8 +761,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 # (one unproven flow per region and label is enough for ``--explain``;
                 # a proven one replaces it); so does one sent by an override
                 unseen = tuple(s for s in f.via if s[0].startswith((ASSUMED, OVERRIDE)))
+                # of several, the one of smallest ``_unseen_rank``, whatever order they are
+                # met in (the facts of a set, a callee's sinks filled in a set's order: both
+                # change with the hash seed)
                 same = [t for t in sinks if t[0] == region and t[1] == label]
-                if not same or (not assumed(unseen) and all(assumed(t[2]) for t in same)):
+                if not same or all(_unseen_rank(unseen) < _unseen_rank(t[2]) for t in same):
                     sinks[:] = [t for t in sinks if t not in same]
                     sinks.append((region, label, unseen))
         if self._track and value.facts:

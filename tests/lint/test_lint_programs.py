@@ -237,6 +237,49 @@ def test_entry_of_a_splatted_parameter_from_a_dict_of_unknown_keys_is_unproven()
     assert all("assumed to pass through **payload" in note[3] for note in notes)
 
 
+_NOTES_OF = """
+import sys
+from pathlib import Path
+
+from promptcache.lint_rules.config import parse_table
+from promptcache.lint_rules.registry import KNOWN_CODES
+from promptcache.lint_rules.runner import lint_paths
+
+folder = Path(sys.argv[1])
+for result in lint_paths([folder], parse_table({}, folder, KNOWN_CODES), jobs=1):
+    for note in result.notes:
+        steps = " | ".join(x.message for x in note.related)
+        print(Path(result.path).name, note.location.line, note.code, steps)
+"""
+
+
+def test_unproven_flow_names_the_same_unseen_calls_under_every_hash_seed() -> None:
+    """z_unseen_steps_order: the relay passes one value as three arguments of the sender, each
+    reaching the system text through other unseen calls. Linted in fresh processes under four
+    hash seeds (set iteration orders), the one note is the same, naming the fewest unseen
+    calls (``keep()``), not whichever of the three was met first."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = set()
+    for seed in ("0", "1", "2", "3"):
+        done = subprocess.run(
+            [sys.executable, "-c", _NOTES_OF, str(PROGRAMS / "z_unseen_steps_order")],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
+    (note,) = outputs.pop().splitlines()
+    assert note.startswith("app.py 10 PC001 ")
+    assert "assumed to pass through keep()" in note
+    assert "get()" not in note and "hold()" not in note
+
+
 _EVERY_PROGRAM = """
 import sys
 from pathlib import Path
