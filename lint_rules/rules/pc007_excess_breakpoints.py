@@ -332,15 +332,7 @@ def _counter_caps(
         for counter, rising, bound, inclusive in _counter_tests(stmt.test):
             move = ast.Add if rising else ast.Sub
             step = next(
-                (
-                    const_int(s.value, [])
-                    for s in stmt.body
-                    if isinstance(s, ast.AugAssign)
-                    and isinstance(s.op, move)
-                    and isinstance(s.target, ast.Name)
-                    and s.target.id == counter
-                ),
-                None,
+                (n for n in (_step(s, counter, move) for s in stmt.body) if n is not None), None
             )
             if step is None or step < 1:
                 continue
@@ -396,6 +388,31 @@ def _counter_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None,
         yield high.id, False, low, inclusive
 
 
+def _step(stmt: ast.stmt, counter: str, move: type[ast.Add] | type[ast.Sub]) -> int | None:
+    """The constant ``stmt`` moves ``counter`` by in the direction ``move``: ``counter += k``
+    or ``counter = counter + k`` (``k + counter`` too) for ``ast.Add``, ``counter -= k`` or
+    ``counter = counter - k`` for ``ast.Sub``; None for any other statement."""
+    if isinstance(stmt, ast.AugAssign):
+        if isinstance(stmt.op, move) and isinstance(stmt.target, ast.Name):
+            return const_int(stmt.value, []) if stmt.target.id == counter else None
+        return None
+    if not (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and stmt.targets[0].id == counter
+        and isinstance(stmt.value, ast.BinOp)
+        and isinstance(stmt.value.op, move)
+    ):
+        return None
+    left, right = stmt.value.left, stmt.value.right
+    if isinstance(left, ast.Name) and left.id == counter:
+        return const_int(right, [])
+    if move is ast.Add and isinstance(right, ast.Name) and right.id == counter:
+        return const_int(left, [])
+    return None
+
+
 def _named_limit(node: ast.expr, counter: str) -> bool:
     """True for a limit the analysis cannot know that is a name or a field of one
     (``max_marks``, ``self.max_breakpoints``), not the counter itself; a call or an expression
@@ -412,9 +429,10 @@ def _counter_starts(
     move: type[ast.Add] | type[ast.Sub],
 ) -> list[int] | None:
     """The values ``counter`` starts from when every binding of it in ``func`` is
-    ``counter = <int >= 0>`` outside the loop or ``counter += <int >= 1>`` (``-=`` for a
-    falling counter, ``move`` ``ast.Sub``); None otherwise (a parameter, a reset inside the
-    loop, ``global``/``nonlocal``, any other store)."""
+    ``counter = <int >= 0>`` outside the loop or a step ``counter += <int >= 1>`` (``-=`` for a
+    falling counter, ``move`` ``ast.Sub``; also written ``counter = counter - 1``); None
+    otherwise (a parameter, a reset inside the loop, ``global``/``nonlocal``, any other
+    store)."""
     args = func.args
     if counter in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
         return None
@@ -425,6 +443,13 @@ def _counter_starts(
     starts: list[int] = []
     known: set[int] = set()  # the Name targets of those bindings
     for node in own_nodes(func.body):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp):
+            step = _step(node, counter, move)
+            if step is not None:  # ``counter = counter - 1``: a step, not a start
+                if step < 1:
+                    return None
+                known.add(id(node.targets[0]))
+                continue
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == counter for t in node.targets
         ):

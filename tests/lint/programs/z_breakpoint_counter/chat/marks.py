@@ -5,7 +5,8 @@
 # counted outside the guarded branch, a limit of 5, a limit computed from the messages, a
 # countdown never counted down, one from 5, one that steps past 0 (3, 1, -1: still true), a
 # mark besides the countdown's in each element or in the else branch, and no counter at all:
-# one breakpoint per message (PC007).
+# one breakpoint per message (PC007). A step spelled out (`left = left - 1`, `marked = 1 +
+# marked`) counts as `-= 1` / `+= 1`; from 5, or the wrong way, it is still reported.
 import anthropic
 
 client = anthropic.Anthropic()
@@ -177,6 +178,38 @@ def mark_user_turns_or_while_some_left(messages: list[dict]) -> None:
         if remaining or message["role"] == "user":
             message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
             remaining -= 1
+
+
+def mark_while_some_left_spelled_out(messages: list[dict]) -> None:
+    left = 3
+    for message in reversed(messages):
+        if left:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            left = left - 1
+
+
+def mark_counted_spelled_out(messages: list[dict]) -> None:
+    marked = 0
+    for message in reversed(messages):
+        if marked < 4:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            marked = 1 + marked
+
+
+def mark_spelled_out_five(messages: list[dict]) -> None:
+    left = 5
+    for message in reversed(messages):
+        if left:
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
+            left = left - 1
+
+
+def mark_spelled_out_the_wrong_way(messages: list[dict]) -> None:
+    left = 3
+    for message in reversed(messages):
+        if left:
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
+            left = left + 1
 
 
 def mark_every_message(messages: list[dict]) -> None:
