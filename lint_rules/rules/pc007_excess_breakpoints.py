@@ -34,7 +34,9 @@ Not counted as a breakpoint: copying another block's marker (`tool["cache_contro
 no breakpoint is set) and anything under `if "cache_control" in block` (it mirrors a marker
 already there). Not reported: loops with a `break` or a `return` (write, then stop: one
 breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
-`cache=use_cache and i == len(parts) - 1` included), marks under a counter that caps them
+`cache=use_cache and i == len(parts) - 1` included; also a block given a name that the loop
+resets to `None` for each element and binds to the marker only under such a test, `cc = None`
+then `if i == last: cc = MARK`, or binds to `MARK if i == last else None`), marks under a counter that caps them
 (`if marked < 3:` whose branch marks and then runs `marked += 1`, the counter a local set once
 before the loop to a constant and otherwise only increased; the limit a constant giving at most
 4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:` whose
@@ -71,15 +73,19 @@ from collections.abc import Iterator
 from .._base import Diagnostic, Severity
 from ..context import ModuleContext
 from ._breakpoint_count import (
+    KEYS,
     MAX_BREAKPOINTS,
     LazyScope,
     Module,
     Scope,
     const_int,
+    dict_mark,
+    index_guarded,
     iter_size,
     marks_in,
     module_scope,
     own_nodes,
+    sets_none,
     value_marks,
 )
 from ._shared import BREAKPOINT_APIS
@@ -160,8 +166,10 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
         if any(isinstance(n, (ast.Break, ast.Return)) for n in _own_nodes(node.body)):
             continue  # stops at the first marked block (write, then break or return)
         capped = _counter_caps(node, chain, module, cls)
-        marks = marks_in(node.body, _index_names(node), module, cls, guard=_guard, capped=capped)
-        found = next(marks, None)
+        index_names = _index_names(node)
+        marks = marks_in(node.body, index_names, module, cls, guard=_guard, capped=capped)
+        quiet = _quiet_names(node, index_names, capped, module.compared)
+        found = next((m for m in marks if not _quiet_mark(m[0], quiet)), None)
         if found is None:
             continue
         if any(id(n) in sink_nodes for n in ast.walk(node)):
@@ -476,6 +484,72 @@ def _counter_starts(
         ):
             return None  # a loop target, a tuple unpacking, ``del``, a walrus
     return starts or None
+
+
+def _quiet_mark(mark: ast.AST, quiet: set[str]) -> bool:
+    """True for a ``"cache_control": cc`` key or ``cache_control=cc`` keyword whose value is
+    a name in ``quiet`` (see ``_quiet_names``)."""
+    value: ast.expr | None = None
+    if isinstance(mark, ast.Dict):
+        key = dict_mark(mark)
+        value = mark.values[mark.keys.index(key)] if key is not None else None
+    elif isinstance(mark, ast.keyword) and mark.arg in KEYS:
+        value = mark.value
+    return isinstance(value, ast.Name) and value.id in quiet
+
+
+def _quiet_names(
+    loop: ast.For | ast.AsyncFor, index_names: set[str], capped: set[int], compared: set[str]
+) -> set[str]:
+    """The names a loop binds to a breakpoint only for the elements an index test or a counter
+    picks, and to ``None`` for the others: every binding of the name in the loop is ``None``,
+    a marker given only under an index test (``cc = MARK if i == last else None``), or one
+    made in the body of an ``if`` on the index (``if i == last: cc = MARK``, as ``_guard``
+    decides) or of an ``if`` a counter caps, after an unconditional ``cc = None`` at the top
+    of the loop body that resets it for each element. A block given such a name
+    (``{"cache_control": cc}``) is marked as often as the guarded binding runs, not once
+    per element. A name also bound anywhere else in the loop (a nested loop, an unpacking,
+    a marker given unconditionally) is not quiet."""
+    reset: set[str] = set()
+    conditional: set[str] = set()
+    chosen: set[str] = set()  # bound to a marker-or-None under an index test
+    bad: set[str] = set()
+    accounted: set[int] = set()
+
+    def visit(body: list[ast.stmt], guarded: bool, top: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                inner = guarded or _guard(stmt.test, index_names) or id(stmt.test) in capped
+                visit(stmt.body, inner, False)
+                visit(stmt.orelse, guarded, False)
+                continue
+            if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                visit(stmt.body, guarded, False)
+                continue
+            if not (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
+                continue
+            target = stmt.targets[0]
+            if sets_none(stmt.value):
+                if top:
+                    reset.add(target.id)
+                accounted.add(id(target))
+            elif index_guarded(stmt.value, compared):
+                chosen.add(target.id)
+                accounted.add(id(target))
+            elif guarded:
+                conditional.add(target.id)
+                accounted.add(id(target))
+
+    visit(loop.body, False, True)
+    for node in ast.walk(loop):
+        stored = isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+        if stored and id(node) not in accounted:
+            bad.add(node.id)  # type: ignore[attr-defined]
+    return {n for n in chosen | (conditional & reset) if n not in bad}
 
 
 def _guard(test: ast.expr, index_names: set[str]) -> bool:
