@@ -22,13 +22,20 @@ import hashlib
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from promptcache.canonical import canonical_json_and_bytes
 from promptcache.changed_value import ChangedValue, changed_value, text_excerpt
 from promptcache.errors import ConfigError
-from promptcache.segments import APIS, SegmentKind, detect_api, split_request
+from promptcache.segments import (
+    APIS,
+    RawBreakpoint,
+    RawSegment,
+    SegmentKind,
+    detect_api,
+    split_request,
+)
 from promptcache.tokens import count_tokens
 
 __all__ = [
@@ -36,11 +43,13 @@ __all__ = [
     "EMPTY_PREFIX_HASH",
     "Breakpoint",
     "Divergence",
+    "PromptTexts",
     "RequestFingerprint",
     "Segment",
     "detect_api",
     "fingerprint_request",
     "first_divergence",
+    "prompt_texts",
 ]
 
 #: The prefix hash of a request with no segments: SHA-256 of the empty byte string.
@@ -149,7 +158,9 @@ class RequestFingerprint:
             ) from None
 
 
-def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFingerprint:
+def fingerprint_request(
+    body: Mapping[str, Any], api: str = "auto", texts: PromptTexts | None = None
+) -> RequestFingerprint:
     """Hash every prefix segment of a vendor request body, and the chained prefix.
 
     Args:
@@ -157,6 +168,8 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
             ``openai_responses``, ``gemini`` generateContent, ``bedrock_converse`` or
             ``openai_completions`` request.
         api: one of ``APIS``, or ``"auto"`` to use ``detect_api(body)``.
+        texts: ``prompt_texts(body, api)`` already computed for this body (its segments are
+            then not split and serialised again); None to compute them here.
 
     Returns:
         A ``RequestFingerprint``. Equal segment values give equal hashes whatever their key
@@ -166,26 +179,24 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
         RequestShapeError: unknown ``api``, undetectable body or wrong container types.
         CanonicalizationError: a value has no canonical JSON form (NaN, Infinity...).
     """
-    if api == "auto":
-        api = detect_api(body)
-    raw_segments, raw_breakpoints = split_request(body, api)
+    if texts is None:
+        texts = prompt_texts(body, api)
+    api = texts.api
     segments: list[Segment] = []
     chained: list[str] = []
     prev = EMPTY_PREFIX_HASH
     prev_digest = _EMPTY_DIGEST
     num_tokens = 0
-    for raw in raw_segments:
+    for raw, text, known in zip(texts.segments, texts.texts, texts._known, strict=True):
         value = raw.value
-        key = _message_key(value)
-        known = _SEGMENTS_BY_MESSAGE.get(key) if key is not None else None
-        if known is None:
-            text, data = canonical_json_and_bytes(value)
-            seg_hash = hashlib.sha256(data)
+        if isinstance(known, bytes):  # serialised here: hash it (and remember a plain message)
+            seg_hash = hashlib.sha256(known)
             digest, sha = seg_hash.digest(), seg_hash.hexdigest()
+            key = _message_key(value)
             if key is not None:
                 _remember_message(key, (text, digest, sha))
         else:
-            text, digest, sha = known
+            _, digest, sha = known
         tokens = _segment_tokens(sha, raw.kind, value, text)
         segments.append(Segment(raw.path, raw.kind, sha, len(text), text, tokens))
         link = hashlib.sha256(prev_digest + digest)  # chained[i]: over raw digests
@@ -200,9 +211,58 @@ def fingerprint_request(body: Mapping[str, Any], api: str = "auto") -> RequestFi
         segments=segments,
         chained=chained,
         prefix_hash=prev,
-        breakpoints=[Breakpoint(b.path, b.ttl, b.segment_index) for b in raw_breakpoints],
+        breakpoints=[Breakpoint(b.path, b.ttl, b.segment_index) for b in texts.breakpoints],
         approx_prefix_tokens=num_tokens,
     )
+
+
+@dataclass(frozen=True)
+class PromptTexts:
+    """A body's prefix segments, split and serialised but not yet hashed or counted: what a
+    router needs to cut the prompt stream into chunks (``texts``), at a fraction of a whole
+    fingerprint's cost (no token counting, no SHA-256 chain). ``fingerprint_request(body, api,
+    texts)`` completes it.
+
+    Attributes:
+        api: the API the body was read as (one of ``APIS``).
+        segments: the raw segments, in prefix order (cache markers removed).
+        breakpoints: the cache markers found, in body order.
+        texts: each segment's canonical JSON text (``Segment.text``), in prefix order.
+    """
+
+    api: str
+    segments: list[RawSegment]
+    breakpoints: list[RawBreakpoint]
+    texts: list[str]
+    #: per segment, its UTF-8 bytes (serialised here) or the memo's (text, digest, hex digest)
+    _known: list[bytes | tuple[str, bytes, str]] = field(repr=False, compare=False)
+
+
+def prompt_texts(body: Mapping[str, Any], api: str = "auto") -> PromptTexts:
+    """Split ``body`` into its prefix segments and serialise each (see ``PromptTexts``);
+    messages seen recently come from the fingerprint's memo without serialising them again.
+
+    Raises:
+        RequestShapeError: unknown ``api``, undetectable body or wrong container types.
+        CanonicalizationError: a value has no canonical JSON form (NaN, Infinity...).
+    """
+    if api == "auto":
+        api = detect_api(body)
+    raw_segments, raw_breakpoints = split_request(body, api)
+    texts: list[str] = []
+    known_list: list[bytes | tuple[str, bytes, str]] = []
+    memo = _SEGMENTS_BY_MESSAGE
+    for raw in raw_segments:
+        key = _message_key(raw.value)
+        known = memo.get(key) if key is not None else None
+        if known is None:
+            text, data = canonical_json_and_bytes(raw.value)
+            texts.append(text)
+            known_list.append(data)
+        else:
+            texts.append(known[0])
+            known_list.append(known)
+    return PromptTexts(api, raw_segments, raw_breakpoints, texts, known_list)
 
 
 def _message_key(value: Any) -> tuple[str, str] | None:

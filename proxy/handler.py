@@ -39,7 +39,12 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from promptcache.errors import PromptCacheError, StoreError
-from promptcache.fingerprint import RequestFingerprint, fingerprint_request
+from promptcache.fingerprint import (
+    PromptTexts,
+    RequestFingerprint,
+    fingerprint_request,
+    prompt_texts,
+)
 from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
 
 from . import json_decode
@@ -65,7 +70,7 @@ from .forward import (
 from .prefix_store import PrefixStore
 from .record import RequestRecord, new_request_id
 from .redact import client_secrets, key_fingerprint, redact_text
-from .routing import Decision, RequestFacts
+from .routing import Decision, Policy, RequestFacts
 from .routing.router import Router
 from .sse import ServerSentEvent, SSEDecoder
 from .store import RequestStore
@@ -160,8 +165,11 @@ class _Exchange:
     silence_is_no_divergence: bool = False  # an Anthropic upstream was asked to compare
     response_id: str | None = None  # the vendor's id of the response
     response_model: str | None = None  # the model the response names
-    #: the prefix fingerprint, computed before forwarding when a router needs it
+    #: the prefix fingerprint, computed before forwarding when a router needs it (or after,
+    #: from ``prompt``, or by the record)
     fingerprint: RequestFingerprint | None = None
+    #: the prefix segments' texts, computed before forwarding for a router's chunks
+    prompt: PromptTexts | None = None
     #: the response status line went to the client (from then on, never retried)
     response_started: bool = False
     #: the disconnect watcher cancelled the exchange's task
@@ -358,7 +366,7 @@ class ProxyEndpoint:
     ) -> None:
         """Send the request to the replica ``router`` picks; if that replica fails before the
         response started, once more to another one (never after: the client has bytes)."""
-        facts = self._facts(ex, model, router.policy.reads_prompt)
+        facts = self._facts(ex, model, router.policy)
         decision = router.choose(facts)
         tried = []
         while decision is not None:
@@ -409,25 +417,35 @@ class ProxyEndpoint:
         record.vendor_diagnostics_added = 1
         return edited
 
-    def _facts(self, ex: _Exchange, model: str | None, reads_prompt: bool) -> RequestFacts:
-        """What the routing policy sees; fingerprints the prefix (kept for the record) when the
-        policy ``reads_prompt``, else leaves that to the record, after the response."""
+    def _facts(self, ex: _Exchange, model: str | None, policy: Policy) -> RequestFacts:
+        """What the routing policy sees. A policy that ``reads_prompt`` gets the prefix
+        fingerprint (kept for the record), or, when it does not ``needs_fingerprint``, only the
+        segments' texts (``prompt_texts``: its chunks' input), the fingerprint being computed
+        once the request went upstream (``_settle_route``); one that reads neither gets none,
+        and the record fingerprints the request after the response."""
         api = self.spec.api
-        if (
-            reads_prompt
-            and ex.fingerprint is None
-            and ex.parsed is not None
-            and api is not None
-            and self.spec.records_usage
-        ):
+        body = ex.parsed
+        if not policy.reads_prompt or body is None or api is None or not self.spec.records_usage:
+            return RequestFacts(api=api, model=model, body=body)
+        if ex.fingerprint is None and policy.needs_fingerprint:
             try:
-                ex.fingerprint = fingerprint_request(ex.parsed, api)
+                ex.fingerprint = fingerprint_request(body, api)
             except PromptCacheError:
                 ex.fingerprint = None  # describe_prompt logs why, later
-        chained = ex.fingerprint.chained if ex.fingerprint is not None else ()
+        if ex.fingerprint is not None:
+            fingerprint = ex.fingerprint
+            return RequestFacts(
+                api=api, model=model, chained=fingerprint.chained, body=body,
+                fingerprint=fingerprint,
+            )  # fmt: skip
+        try:
+            ex.prompt = prompt_texts(body, api)
+        except PromptCacheError:
+            return RequestFacts(api=api, model=model, body=body)  # describe_prompt logs why
         return RequestFacts(
-            api=api, model=model, chained=chained, body=ex.parsed, fingerprint=ex.fingerprint
-        )
+            api=api, model=model, body=body, prompt=ex.prompt,
+            prompt_tokens=lambda: _prompt_tokens(ex, api),
+        )  # fmt: skip
 
     def _note_route(self, ex: _Exchange, router: Router, decision: Decision, attempt: int) -> None:
         record = ex.record
@@ -442,6 +460,8 @@ class ProxyEndpoint:
         record.route_attempts = attempt
         record.route_best_tokens = decision.best_tokens
         record.route_chosen_tokens = decision.tokens
+        if decision.pending is not None:  # the token counts, once the request went upstream
+            ex.deferred.append(lambda: _settle_route(record, decision, attempt))
 
     async def _exchange(
         self,
@@ -947,6 +967,29 @@ def _run_deferred(ex: _Exchange) -> None:
             work()
         except Exception:
             logger.exception("deferred request bookkeeping failed")
+
+
+def _prompt_tokens(ex: _Exchange, api: str) -> int:
+    """The request's approximate prompt tokens, from its fingerprint (computed now from
+    ``ex.prompt`` when it was not yet, and kept for the record).
+
+    Raises:
+        PromptCacheError: the body cannot be fingerprinted (then the tokens stay unknown).
+    """
+    if ex.fingerprint is None:
+        assert ex.parsed is not None
+        ex.fingerprint = fingerprint_request(ex.parsed, api, ex.prompt)
+    return ex.fingerprint.approx_prefix_tokens
+
+
+def _settle_route(record: RequestRecord, decision: Decision, attempt: int) -> None:
+    """Fill the record's routing tokens from ``decision`` (``Decision.settled``), unless a later
+    attempt's decision has replaced it in the record."""
+    if record.route_attempts != attempt:
+        return
+    settled = decision.settled()
+    record.route_best_tokens = settled.best_tokens
+    record.route_chosen_tokens = settled.tokens
 
 
 def _decode(ex: _Exchange) -> None:

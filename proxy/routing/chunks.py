@@ -27,14 +27,20 @@ chunks (66).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, count
 from operator import xor
 
 from promptcache.fingerprint import RequestFingerprint
 
-__all__ = ["CHUNK_CHARS", "ChunkedPrompt", "chunk_ends", "chunk_hashes", "chunked_prompt"]
+__all__ = [
+    "CHUNK_CHARS",
+    "ChunkedPrompt",
+    "chunk_ends",
+    "chunk_hashes",
+    "chunked_prompt",
+    "chunked_texts",
+]
 
 #: Characters per chunk of the prompt stream (see the module docstring for why 64).
 CHUNK_CHARS = 64
@@ -77,22 +83,42 @@ def chunk_ends(lengths: Iterable[int], size: int = CHUNK_CHARS) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
 class ChunkedPrompt:
     """A request's chunk hashes and what a matched depth is worth.
 
-    Attributes:
+    Args:
         hashes: ``chunk_hashes`` of the prompt stream.
         lengths: the stream's pieces' lengths (characters).
-        tokens: the stream's approximate tokens (``RequestFingerprint.approx_prefix_tokens``).
+        tokens: the stream's approximate tokens (``RequestFingerprint.approx_prefix_tokens``),
+            or a function that counts them, called once, the first time ``tokens`` or
+            ``tokens_at`` is read (counting a new message's tokens costs more than hashing
+            its chunks, and routing needs only the hashes).
         size: characters per chunk.
     """
 
-    hashes: Sequence[int]
-    lengths: Sequence[int]
-    tokens: int
-    size: int = CHUNK_CHARS
-    _ends: list[int] = field(default_factory=list, repr=False, compare=False)
+    __slots__ = ("_count", "_ends", "_tokens", "hashes", "lengths", "size")
+
+    def __init__(
+        self,
+        hashes: Sequence[int],
+        lengths: Sequence[int],
+        tokens: int | Callable[[], int],
+        size: int = CHUNK_CHARS,
+    ) -> None:
+        self.hashes = hashes
+        self.lengths = lengths
+        self.size = size
+        self._tokens: int | None = None if callable(tokens) else tokens
+        self._count = tokens if callable(tokens) else None
+        self._ends: list[int] = []
+
+    @property
+    def tokens(self) -> int:
+        """The stream's approximate tokens (counted now if they were not yet)."""
+        if self._tokens is None:
+            assert self._count is not None
+            self._tokens = self._count()
+        return self._tokens
 
     def tokens_at(self, depth: int) -> int:
         """Approximate tokens of the first ``depth`` chunks: the prompt's tokens pro rata of
@@ -111,3 +137,11 @@ def chunked_prompt(fingerprint: RequestFingerprint, size: int = CHUNK_CHARS) -> 
     return ChunkedPrompt(
         chunk_hashes(texts, size), [len(t) for t in texts], fingerprint.approx_prefix_tokens, size
     )
+
+
+def chunked_texts(
+    texts: Sequence[str], tokens: int | Callable[[], int], size: int = CHUNK_CHARS
+) -> ChunkedPrompt:
+    """The chunk hashes of a prompt stream given as its segments' canonical texts
+    (``PromptTexts.texts``), its tokens given or counted when first read."""
+    return ChunkedPrompt(chunk_hashes(texts, size), [len(t) for t in texts], tokens, size)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from promptcache.errors import ConfigError
-from promptcache.fingerprint import RequestFingerprint
+from promptcache.fingerprint import PromptTexts, RequestFingerprint, fingerprint_request
 
-from .chunks import ChunkedPrompt, chunked_prompt
+from .chunks import ChunkedPrompt, chunked_prompt, chunked_texts
 
 if TYPE_CHECKING:
     from .settings import RoutingSettings
@@ -49,11 +49,19 @@ class RequestFacts:
         model: the requested model, or None.
         chained: the chained prefix hashes (``promptcache.fingerprint``): ``chained[i]`` is the
             hex SHA-256 of the prefix up to segment ``i`` (tools, system blocks, messages); empty
-            when the body has no prefix, or for a policy whose ``reads_prompt`` is False.
+            when the body has no prefix, or for a policy whose ``reads_prompt`` or
+            ``needs_fingerprint`` is False.
         body: the parsed JSON body (read-only), for policies that need the tokens themselves.
-        fingerprint: the body's prefix fingerprint (segment texts included), or None when the
-            body has no prefix or the policy's ``reads_prompt`` is False; ``chunks`` is cut
-            from it.
+        fingerprint: the body's prefix fingerprint (segment texts included), or None; when
+            set, ``chunks`` is cut from it.
+        prompt: the body's prefix segments serialised but not hashed or counted
+            (``promptcache.fingerprint.prompt_texts``), or None: what the proxy gives a policy
+            whose ``reads_prompt`` is True, so that the whole fingerprint (SHA-256 chain, token
+            counts) is computed after the request went upstream; ``chunks`` is cut from it
+            when there is no ``fingerprint``.
+        prompt_tokens: with ``prompt``, counts the prompt's approximate tokens when first
+            needed (the proxy's keeps the fingerprint it computes for the log); None counts
+            them with ``fingerprint_request(body, api, prompt)``.
     """
 
     api: str | None
@@ -61,12 +69,23 @@ class RequestFacts:
     chained: Sequence[str] = ()
     body: Mapping[str, Any] | None = None
     fingerprint: RequestFingerprint | None = None
+    prompt: PromptTexts | None = None
+    prompt_tokens: Callable[[], int] | None = None
 
     @functools.cached_property
     def chunks(self) -> ChunkedPrompt | None:
         """The prompt stream's chunk hashes (``chunks.py``), computed once; None without a
-        fingerprint."""
-        return chunked_prompt(self.fingerprint) if self.fingerprint is not None else None
+        fingerprint or prompt texts. Its ``tokens`` are counted only when read."""
+        if self.fingerprint is not None:
+            return chunked_prompt(self.fingerprint)
+        prompt = self.prompt
+        if prompt is None:
+            return None
+        count = self.prompt_tokens
+        if count is None:
+            body = self.body if self.body is not None else {}
+            count = lambda: fingerprint_request(body, prompt.api, prompt).approx_prefix_tokens  # noqa: E731
+        return chunked_texts(prompt.texts, count)
 
 
 @dataclass(eq=False)
@@ -116,6 +135,10 @@ class Decision:
             approximate tokens pro rata of the matched characters).
         tokens: prompt tokens the chosen replica held (achieved); ``best_tokens - tokens`` is
             the request's routing regret.
+        pending: when set, ``best_tokens`` and ``tokens`` are None until ``settled()``
+            computes them with it: ``() -> (best_tokens, tokens)``. The ``prefix`` policy
+            leaves them so, since they need the prompt's token count, which the request does
+            not need before it is forwarded.
     """
 
     replica: Replica
@@ -125,6 +148,15 @@ class Decision:
     least_in_flight: int = 0
     best_tokens: int | None = None
     tokens: int | None = None
+    pending: Callable[[], tuple[int, int]] | None = field(default=None, compare=False, repr=False)
+
+    def settled(self) -> Decision:
+        """This decision with ``best_tokens`` and ``tokens`` computed (itself when nothing is
+        pending)."""
+        if self.pending is None:
+            return self
+        best, chosen = self.pending()
+        return replace(self, best_tokens=best, tokens=chosen, pending=None)
 
 
 def least_loaded(candidates: Sequence[Replica]) -> Replica:
@@ -139,10 +171,11 @@ def decide(
     candidates: Sequence[Replica],
     best_tokens: int | None = None,
     tokens: int | None = None,
+    pending: Callable[[], tuple[int, int]] | None = None,
 ) -> Decision:
     """A ``Decision`` with the loads seen now among ``candidates``."""
     least = min(r.in_flight for r in candidates)
-    return Decision(replica, reason, depth, replica.in_flight, least, best_tokens, tokens)
+    return Decision(replica, reason, depth, replica.in_flight, least, best_tokens, tokens, pending)
 
 
 class Policy:
@@ -157,6 +190,11 @@ class Policy:
     #: ``fingerprint``, ``chunks``); when False the proxy leaves them empty and fingerprints the
     #: request for its log after the response instead of before forwarding
     reads_prompt = True
+    #: with ``reads_prompt``, whether ``choose`` reads the fingerprint itself
+    #: (``RequestFacts.chained``, ``fingerprint``); when False it reads only ``chunks``, and
+    #: the proxy gives it the segments' texts (``RequestFacts.prompt``) and computes the
+    #: fingerprint once the request went upstream
+    needs_fingerprint = True
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         """Pick one of ``candidates`` for the request described by ``facts``."""

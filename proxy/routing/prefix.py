@@ -16,7 +16,9 @@ above the least loaded candidate, the request goes to the least loaded one inste
 chosen replica then indexes every chunk of the request, at once, so concurrent requests of a
 new prefix follow the first. The decision carries the best candidate's matched tokens and the
 chosen one's (approximate: the prompt's tokens pro rata of the matched characters), whose
-difference is the request's routing regret.
+difference is the request's routing regret; they need the prompt's token count, so they are
+computed when the decision is ``settled()`` (the proxy does so once the request went upstream),
+and choosing needs only the chunks' hashes.
 
 The segment-level fingerprints (one hash per message) stay what the log and the cache-break
 explainer use; only routing reads the chunks.
@@ -28,6 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Sequence
 
+from .chunks import ChunkedPrompt
 from .policy import (
     Decision,
     Policy,
@@ -137,6 +140,7 @@ class PrefixPolicy(Policy):
     """Prefix affinity over prompt chunks, with a load check (see the module docstring)."""
 
     name = "prefix"
+    needs_fingerprint = False  # chunks only: the fingerprint waits until the request went out
 
     def __init__(self, settings: RoutingSettings, clock: Callable[[], float] = time.monotonic):
         self.load_margin = settings.load_margin
@@ -149,21 +153,28 @@ class PrefixPolicy(Policy):
             return decide(least, "new_prefix", 0, candidates)
         depths = self.index.depths(chunks.hashes, [r.index for r in candidates])
         deepest = max(depths.values())
-        best_tokens = chunks.tokens_at(deepest)
         if deepest == 0:
             decision = decide(least, "new_prefix", 0, candidates, 0, 0)
         else:
+            # The tokens need the prompt's token count: left to ``Decision.settled``.
             best = least_loaded([r for r in candidates if depths[r.index] == deepest])
             if best.in_flight - least.in_flight > self.load_margin:
-                tokens = chunks.tokens_at(depths[least.index])
-                decision = decide(least, "overloaded", deepest, candidates, best_tokens, tokens)
+                pending = _tokens_of(chunks, deepest, depths[least.index])
+                decision = decide(least, "overloaded", deepest, candidates, pending=pending)
             else:
-                decision = decide(best, "prefix", deepest, candidates, best_tokens, best_tokens)
+                pending = _tokens_of(chunks, deepest, deepest)
+                decision = decide(best, "prefix", deepest, candidates, pending=pending)
         self.index.insert(decision.replica.index, chunks.hashes)
         return decision
 
     def replica_down(self, replica: Replica) -> None:
         self.index.forget_replica(replica.index)
+
+
+def _tokens_of(chunks: ChunkedPrompt, best: int, chosen: int) -> Callable[[], tuple[int, int]]:
+    """``Decision.pending`` for a match of ``best`` chunks, ``chosen`` of them held by the
+    chosen replica: their approximate tokens, counted when first asked for."""
+    return lambda: (chunks.tokens_at(best), chunks.tokens_at(chosen))
 
 
 register_policy(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promptcache.fingerprint import fingerprint_request
+from promptcache.fingerprint import fingerprint_request, prompt_texts
 from promptcache.proxy.routing import Replica, RequestFacts, RoutingSettings
 from promptcache.proxy.routing.chunks import CHUNK_CHARS, chunk_ends, chunk_hashes, chunked_prompt
 from promptcache.proxy.routing.policy import RoundRobinPolicy
@@ -179,6 +179,35 @@ def _replicas(*in_flight: int) -> list[Replica]:
     return [Replica(i, f"http://r{i}", in_flight=n) for i, n in enumerate(in_flight)]
 
 
+def test_prompt_texts_give_the_fingerprints_chunks_and_count_tokens_only_when_read() -> None:
+    body = _body("Answer from the document.", DOCUMENT + "Question: how much?", "It is.", "Why?")
+    fingerprint = fingerprint_request(body, "openai_chat")
+    counted: list[int] = []
+
+    def count() -> int:
+        counted.append(1)
+        return fingerprint.approx_prefix_tokens
+
+    texts = prompt_texts(body, "openai_chat")
+    assert texts.texts == [s.text for s in fingerprint.segments]
+    facts = RequestFacts(api="openai_chat", model="m", body=body, prompt=texts,
+                         prompt_tokens=count)  # fmt: skip
+    assert facts.chunks is not None and counted == []
+    assert list(facts.chunks.hashes) == list(chunked_prompt(fingerprint).hashes)
+    assert fingerprint_request(body, "openai_chat", texts) == fingerprint
+    policy = PrefixPolicy(RoutingSettings())
+    replicas = _replicas(0, 0)
+    policy.choose(facts, replicas)
+    decision = policy.choose(facts, replicas)  # a match: its tokens wait for settled()
+    assert decision.reason == "prefix" and decision.best_tokens is None and counted == []
+    settled = decision.settled()
+    assert settled.best_tokens == settled.tokens == fingerprint.approx_prefix_tokens > 0
+    assert counted == [1] and settled.pending is None and settled.settled() is settled
+    # without prompt_tokens, the facts count them from the body
+    plain = RequestFacts(api="openai_chat", model="m", body=body, prompt=texts)
+    assert plain.chunks is not None and plain.chunks.tokens == fingerprint.approx_prefix_tokens
+
+
 def test_prefix_policy_prefers_the_match_within_the_margin_then_the_least_loaded() -> None:
     policy = PrefixPolicy(RoutingSettings(load_margin=2))
     facts = _facts(_body("sys " * 40, "u"))
@@ -189,13 +218,13 @@ def test_prefix_policy_prefers_the_match_within_the_margin_then_the_least_loaded
     assert (first.replica.index, first.reason, first.depth) == (0, "new_prefix", 0)
     assert (first.best_tokens, first.tokens) == (0, 0)
     replicas[0].in_flight = 2  # 2 over the least loaded: still within the margin
-    again = policy.choose(facts, replicas)
+    again = policy.choose(facts, replicas).settled()
     assert (again.replica.index, again.reason, again.depth, again.in_flight) == (
         0, "prefix", depth, 2,
     )  # fmt: skip
     assert again.best_tokens == again.tokens == tokens  # no regret
     replicas[0].in_flight = 3
-    over = policy.choose(facts, replicas)
+    over = policy.choose(facts, replicas).settled()
     assert (over.replica.index, over.reason, over.depth, over.least_in_flight) == (
         1, "overloaded", depth, 0,
     )  # fmt: skip

@@ -15,6 +15,9 @@ import httpx
 import openai
 from fleet import CACHED_TOKENS, PROMPT_TOKENS, FleetReplica, chat, rows_of, send, wait_for
 
+from promptcache.fingerprint import fingerprint_request
+from promptcache.proxy.routing.chunks import chunked_prompt
+
 
 def test_same_prefix_goes_to_the_same_replica_and_a_new_prefix_to_the_least_loaded(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
@@ -335,3 +338,27 @@ def test_a_policy_that_reads_no_prompt_still_logs_the_prefix_columns(
     columns = ("prefix_hash", "segment_hashes", "first_segment_hash", "approx_prefix_tokens")
     assert rows[0]["prefix_hash"] is not None and rows[0]["approx_prefix_tokens"] > 0
     assert [rows[1][c] for c in columns] == [rows[0][c] for c in columns]
+
+
+def test_a_matched_requests_route_tokens_and_fingerprint_come_from_its_whole_prompt(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # Before forwarding the proxy only cuts the prompt into chunks; the fingerprint and the
+    # decision's tokens are computed afterwards. Both must be what the whole request gives.
+    url, db, app = start_fleet_proxy(fleet[:2])
+    document = "The quarterly report says revenue grew in every region but the north. " * 6
+    first = chat(document, "How much did the north grow?")
+    second = chat(document, "How much did the north grow?", "It did not.", "And the south?")
+    send(url, first)
+    send(url, second)
+    rows = rows_of(db, app, 2)
+    expected = fingerprint_request(second, "openai_chat")
+    chunks = chunked_prompt(expected)
+    row = rows[1]
+    assert (row["route_reason"], row["replica"]) == ("prefix", rows[0]["replica"])
+    shared = len(chunked_prompt(fingerprint_request(first, "openai_chat")).hashes)
+    assert row["route_depth"] == shared < len(chunks.hashes)
+    assert row["route_best_tokens"] == row["route_chosen_tokens"] == chunks.tokens_at(shared) > 0
+    assert row["prefix_hash"] == expected.prefix_hash
+    assert row["approx_prefix_tokens"] == expected.approx_prefix_tokens
+    assert rows[0]["route_best_tokens"] == rows[0]["route_chosen_tokens"] == 0  # new prefix
