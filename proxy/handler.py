@@ -365,10 +365,13 @@ class ProxyEndpoint:
         body: bytes,
     ) -> None:
         """Send the request to the replica ``router`` picks; if that replica fails before the
-        response started, once more to another one (never after: the client has bytes)."""
+        response started, once more to another one (never after: the client has bytes). When
+        every replica tried failed, the client's 502 (504 when the last one timed out) names
+        each of them and why, in the order tried."""
         facts = self._facts(ex, model, router.policy)
         decision = router.choose(facts)
         tried = []
+        failures: list[str] = []  # why each replica tried failed (each names its URL)
         while decision is not None:
             replica = decision.replica
             tried.append(replica)
@@ -381,11 +384,17 @@ class ProxyEndpoint:
             except (UpstreamTimeoutError, UpstreamUnreachableError) as exc:
                 if isinstance(exc, UpstreamUnreachableError):
                     router.mark_down(replica, str(exc))
+                failures.append(str(exc))
                 retry = len(tried) < MAX_ATTEMPTS and not ex.response_started
                 decision = router.choose(facts, exclude=tried) if retry else None
                 if decision is None:
                     status = 504 if isinstance(exc, UpstreamTimeoutError) else 502
-                    await self._reject(ex, send, status, str(exc))
+                    message = failures[0]
+                    if len(failures) > 1:
+                        message = f"all {len(failures)} replicas tried failed: " + "; ".join(
+                            f"{i}. {failure}" for i, failure in enumerate(failures, 1)
+                        )
+                    await self._reject(ex, send, status, message)
                     return
                 logger.warning("retrying on %s: %s", decision.replica.url, exc)
 

@@ -135,9 +135,31 @@ def test_when_every_replica_refuses_the_client_gets_one_502_after_one_retry(
         replica.stop()
     response = send(url, chat("tenant A", "hi"))
     assert response.status_code == 502
-    assert "refused the connection" in response.json()["error"]["message"]
+    message = response.json()["error"]["message"]
     row = rows_of(db, app, 1)[0]
     assert row["route_attempts"] == 2 and row["status"] == 502
+    # the message names both replicas tried, in order (the row's replica is the last), and why
+    assert message.startswith("all 2 replicas tried failed: 1. upstream fleet (http://")
+    named = [r.url for r in fleet if r.url in message]
+    assert len(named) == 2 and message.index(row["replica"]) == max(map(message.index, named))
+    assert message.count("refused the connection") == 2 and row["error"] == message
+
+
+def test_a_502_after_a_retry_names_each_replica_tried_with_its_own_failure(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2])
+    fleet[0].stop()  # the first choice (least loaded, first in list) refuses
+    fleet[1].cut_before_body = True  # the retry's replica sends its head, then dies
+    response = send(url, chat("tenant A", "hi", stream=True))
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    first, second = message.removeprefix("all 2 replicas tried failed: ").split("; 2. ")
+    assert first.startswith(f"1. upstream fleet ({fleet[0].url}) refused the connection")
+    assert second.startswith(f"upstream fleet ({fleet[1].url}) broke the HTTP protocol")
+    assert second.endswith("(before any byte)")
+    row = rows_of(db, app, 1)[0]
+    assert (row["replica"], row["route_attempts"], row["error"]) == (fleet[1].url, 2, message)
 
 
 def test_a_retried_request_counts_once_in_the_metrics_as_its_row_does(
