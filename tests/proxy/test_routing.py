@@ -14,8 +14,11 @@ from typing import Any
 import httpx
 import openai
 from fleet import CACHED_TOKENS, PROMPT_TOKENS, FleetReplica, chat, rows_of, send, wait_for
+from servers import ServerThread
 
 from promptcache.fingerprint import fingerprint_request
+from promptcache.proxy.app import build_app
+from promptcache.proxy.config import URL_UPSTREAM_NAME, config_for_upstream, upstream_from_spec
 from promptcache.proxy.routing.chunks import chunked_prompt
 
 
@@ -384,3 +387,32 @@ def test_a_matched_requests_route_tokens_and_fingerprint_come_from_its_whole_pro
     assert row["prefix_hash"] == expected.prefix_hash
     assert row["approx_prefix_tokens"] == expected.approx_prefix_tokens
     assert rows[0]["route_best_tokens"] == rows[0]["route_chosen_tokens"] == 0  # new prefix
+
+
+def test_metrics_of_replicas_given_as_urls_name_the_replica_each_request_went_to(
+    fleet: list[FleetReplica], tmp_path: Path
+) -> None:
+    # ``--upstream URL1,URL2``: the upstream's name is the log's ``custom``; each routed request
+    # counts on the replica it went to (its row's ``replica``), not on the upstream as a whole.
+    upstream = upstream_from_spec(f"{fleet[0].url},{fleet[1].url}")
+    app = build_app(config_for_upstream(upstream, db_path=tmp_path / "urls.db",
+                                        flush_interval_s=0.05))  # fmt: skip
+    with ServerThread(app) as server:
+        for tenant, turn in (("A", "1"), ("B", "1"), ("A", "2"), ("A", "3")):
+            assert send(server.url, chat(f"tenant {tenant}", turn)).status_code == 200
+        rows = rows_of(tmp_path / "urls.db", app, 4)
+        metrics = httpx.get(f"{server.url}/metrics").text
+    assert {r["upstream"] for r in rows} == {URL_UPSTREAM_NAME}
+    assert sorted(r["replica"] for r in rows) == sorted([fleet[0].url] * 3 + [fleet[1].url])
+    routed: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("promptcache_routed_total{"):
+            labels, value = line.rsplit(" ", 1)
+            assert f'upstream="{URL_UPSTREAM_NAME}"' in labels
+            replica = labels.split('replica="', 1)[1].split('"', 1)[0]
+            routed[replica] = routed.get(replica, 0.0) + float(value)
+    assert routed == {fleet[0].url: 3.0, fleet[1].url: 1.0}
+    assert (
+        f'promptcache_routed_by_prefix_total{{replica="{fleet[0].url}",'
+        f'upstream="{URL_UPSTREAM_NAME}"}} 2.0'
+    ) in metrics
