@@ -94,7 +94,10 @@ def request_headers(
         auth_header: the proxy's own auth header name, removed.
     """
     headers = list(headers)
-    drop = _DROP_REQUEST | connection_options(headers)
+    drop = _DROP_REQUEST
+    named = [value for name, value in headers if name == b"connection"]  # ASGI: lower-case
+    if named:
+        drop = drop | _options(named)
     out = [(k, v) for k, v in headers if k not in drop and k != auth_header]
     out.append((b"accept-encoding", b"identity"))
     return out
@@ -103,7 +106,7 @@ def request_headers(
 def response_headers(
     headers: Sequence[tuple[bytes, bytes]], *, keep_length: bool
 ) -> list[tuple[bytes, bytes]]:
-    """The upstream's response headers as they go to the client.
+    """The upstream's response headers as they go to the client, names in lower case.
 
     Args:
         headers: the response's header pairs as received (``response.headers.raw``: httpx's,
@@ -111,9 +114,15 @@ def response_headers(
         keep_length: False when the proxy changes the body (drops a chunk), so the length is
             dropped and the server frames the body itself.
     """
-    drop = HOP_BY_HOP if keep_length else HOP_BY_HOP | {b"content-length"}
-    drop |= connection_options(headers)
-    return [(name, v) for k, v in headers if (name := k.lower()) not in drop]
+    drop = HOP_BY_HOP if keep_length else _HOP_BY_HOP_AND_LENGTH
+    lowered = [(k.lower(), v) for k, v in headers]
+    named = [value for name, value in lowered if name == b"connection"]
+    if named:
+        drop = drop | _options(named)
+    return [(k, v) for k, v in lowered if k not in drop]
+
+
+_HOP_BY_HOP_AND_LENGTH = HOP_BY_HOP | {b"content-length"}
 
 
 def connection_options(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[bytes]:
@@ -123,10 +132,12 @@ def connection_options(headers: Iterable[tuple[bytes, bytes]]) -> frozenset[byte
     names (``Connection: keep-alive, x-session`` makes ``x-session`` hop-by-hop) before
     forwarding the message.
     """
-    names: set[bytes] = set()
-    for name, value in headers:
-        if name.lower() == b"connection":
-            names.update(option.strip().lower() for option in value.split(b","))
+    return _options([value for name, value in headers if name.lower() == b"connection"])
+
+
+def _options(values: Iterable[bytes]) -> frozenset[bytes]:
+    """The header names listed in ``Connection`` header values (lower-case, no empty one)."""
+    names = {option.strip().lower() for value in values for option in value.split(b",")}
     names.discard(b"")
     return frozenset(names)
 

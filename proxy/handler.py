@@ -377,9 +377,12 @@ class ProxyEndpoint:
             tried.append(replica)
             self._note_route(ex, router, decision, len(tried))
             try:
-                with router.track(replica):
-                    target = router.target(replica)
-                    await self._exchange(ex, scope, send, target, body, peek=True)
+                replica.in_flight += 1  # ``router.track(replica)``, without a generator
+                try:
+                    await self._exchange(ex, scope, send, router.targets[replica.index], body,
+                                         peek=True)  # fmt: skip
+                finally:
+                    replica.in_flight -= 1
                 return
             except (UpstreamTimeoutError, UpstreamUnreachableError) as exc:
                 if isinstance(exc, UpstreamUnreachableError):

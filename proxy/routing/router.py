@@ -78,7 +78,7 @@ class Router:
 
         Replicas in rotation are preferred; with none in rotation, all that are not excluded.
         """
-        others = [r for r in self.replicas if r not in exclude]
+        others = [r for r in self.replicas if r not in exclude] if exclude else self.replicas
         if not others:
             return None
         candidates = [r for r in others if r.healthy] or others
