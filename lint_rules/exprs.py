@@ -17,6 +17,7 @@ from .facts import (
     join,
     narrowed,
     param_entry,
+    replace,
     wrapped,
 )
 from .frames import (
@@ -172,6 +173,12 @@ class ExprsMixin(EngineState):
         # computed key, ``tools[name]``, takes nothing of a parameter's order either)
         if isinstance(node.slice, ast.Constant):
             facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+            # but the element at a fixed place of a shuffled list is drawn at random
+            facts |= {
+                replace(f, kind=Kind.UNIQUE, granularity="")
+                for f in base.facts
+                if f.kind is Kind.UNORDERED and f.granularity == "shuffled"
+            }
         else:
             facts = base.ordered().facts
         if isinstance(base.ref, KeyedBy):

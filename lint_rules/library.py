@@ -97,11 +97,14 @@ class LibraryMixin(EngineState):
         if source is not None:
             kind, granularity, shape = source
             if qual == "random.shuffle" and node.args and isinstance(node.args[0], ast.Name):
+                # a shuffle draws a new order of the same elements: an order fact (PC004), which
+                # an element taken in a loop drops and what the loop appends keeps, as for a set
                 name = node.args[0].id
                 old = self.lookup(name)
-                self.frame.env[name] = old.with_facts(
-                    old.facts | {self.fact(kind, node, source_text(node))}
+                shuffled = self.fact(
+                    Kind.UNORDERED, node, source_text(node), granularity="shuffled"
                 )
+                self.frame.env[name] = old.with_facts(old.facts | {shuffled})
                 return CLEAN
             if qual == "os.getenv" or qual == "os.environ.get":
                 shape = Shape.STR

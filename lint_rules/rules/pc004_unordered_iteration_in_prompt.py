@@ -6,11 +6,14 @@ Fix: sometimes
 ## What it does
 Reports text or tool lists built by iterating something whose order is not stable: a set or
 frozenset (literal, `set(...)`, comprehension), `os.listdir`, `os.scandir`, `os.walk`,
-`glob.glob`, `Path.iterdir/glob/rglob`, `as_completed`, when the result enters the cached
-prefix. Iteration inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is
-fine and not reported; nor is a list filled by index where the index comes from the element
-(`for future in as_completed(futures): out[futures[future]] = future.result()`): each item
-lands at its task's place, whatever order they finish in. A list appended to, a dict then
+`glob.glob`, `Path.iterdir/glob/rglob`, `as_completed`, a list shuffled in place by
+`random.shuffle`, when the result enters the cached prefix. Each element taken in a loop is
+the same element whatever its turn, so a prompt built from one element is not reported; the
+element at a fixed index of a shuffled list (`pool[0]`) is drawn at random (PC002). Iteration
+inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is fine and not reported;
+nor is a list filled by index where the index comes from the element (`for future in
+as_completed(futures): out[futures[future]] = future.result()`): each item lands at its task's
+place, whatever order they finish in. A list appended to, a dict then
 iterated (it keeps insertion order) or an index counted per turn follow the loop's order.
 
 ## Why is this bad?
@@ -19,7 +22,8 @@ one worker after a restart, build different prompt bytes from the same data and 
 cached prefix (error). Directory listings come in filesystem order, stable on one machine but
 different on the next one and after files change, and vendor caches are shared by every
 machine of an organisation (warning). `as_completed` yields tasks in the order they finish,
-which changes from run to run (error).
+which changes from run to run (error), and a shuffled list comes in a new order on every call
+(error).
 
 ## Example
 ```python
@@ -82,6 +86,8 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             )
         elif fact.granularity == "completion":
             why = "it comes in the order the tasks finish, which changes from run to run"
+        elif fact.granularity == "shuffled":
+            why = "it is shuffled at random, a new order on every call"
         else:
             why = "its order differs between processes"
         yield ctx.diagnostic(
