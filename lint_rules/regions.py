@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .events import Block, SinkCall
-from .facts import CLEAN, Kind, Value
+from .facts import CLEAN, Kind, Shape, Value
 from .frames import EngineState
 from .sinks import SinkSpec
 
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 _REGION_RANK = {"tools": 0, "system": 1, "messages": 2}
 #: APIs whose cache covers only what precedes an explicit breakpoint
 _EXPLICIT_BREAKPOINTS = frozenset({"anthropic", "bedrock", "custom.anthropic", "custom.bedrock"})
+
+
+#: shapes of an argument that is not a history (``render(history, now)``)
+_SCALARS = frozenset({Shape.STR, Shape.NUM, Shape.DATETIME, Shape.DATE})
 
 
 def _span(node: ast.AST) -> tuple[int, int, int, int]:
@@ -220,6 +224,32 @@ class RegionsMixin(EngineState):
             ):
                 return True
         return False
+
+    def _rendered(self, call: ast.Call, value: Value, frame: Frame) -> Value:
+        """What of the history a call renders (``render(self.history)``, ``*to_api(history)``)
+        is made per request: the facts the call makes itself (an id or a time stamped on each
+        message as it is rendered), not those of the history it is given. A history handed to
+        it by name (``self.history``, a parameter ``history``) holds what was written into it
+        once, frozen there, as a stored history splatted whole (``*history``) does; so does
+        the object whose method renders it (``self.memory.messages()``): their facts
+        (compared by kind and birth place) are left out. Arguments that are text, numbers or
+        times (``render(history, now)``) are not histories: what they hold stays."""
+        given: set[tuple[object, ...]] = set()
+        receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+        for arg in (*receiver, *call.args, *(k.value for k in call.keywords)):
+            if isinstance(arg, ast.Starred):
+                arg = arg.value
+            if not isinstance(arg, (ast.Name, ast.Attribute)):
+                continue
+            held = self._value(arg, frame)
+            if held.shape in _SCALARS:
+                continue
+            given.update((f.kind, f.line, f.col, f.path) for f in held.facts)
+        if not given:
+            return value
+        return value.with_facts(
+            frozenset(f for f in value.facts if (f.kind, f.line, f.col, f.path) not in given)
+        )
 
     def assigned_value(self, target: ast.Subscript) -> ast.expr | None:
         """The right-hand side of the assignment whose target is ``target``."""
@@ -414,7 +444,12 @@ class RegionsMixin(EngineState):
         node, frame = self.deref(expr)
         elements: list[ast.expr] = []
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            self._value(node.left, frame)
+            left = self._value(node.left, frame)
+            # a history rendered by a call (``render(history) + [question]``) is rebuilt per
+            # request, as a splatted call is; a stored history (``self.history + [...]``)
+            # holds what was written into it once, frozen there
+            if isinstance(node.left, ast.Call):
+                self.record("messages", self._rendered(node.left, left, frame), node.left, label)
             if sink is not None:
                 sink.complete = False
                 sink.blocks.append(Block("messages", node.left, CLEAN, None, opaque=True))
@@ -422,12 +457,32 @@ class RegionsMixin(EngineState):
             if isinstance(right, (ast.List, ast.Tuple)):
                 elements = list(right.elts)
             else:
-                self._value(right, frame)
+                value = self._value(right, frame)
+                # a rendered history after the literal (``[system] + render(history)``) is
+                # prefix where the list is appended to before the sink (the newest message)
+                if (
+                    isinstance(right, ast.Call)
+                    and node is not expr
+                    and frame is self.frame
+                    and self._grown(expr, node, sink)
+                ):
+                    self.record("messages", self._rendered(right, value, frame), right, label)
                 return
         elif isinstance(node, (ast.List, ast.Tuple)):
             elements = list(node.elts)
         else:
             self.eval(expr)
+            # a history rendered by a call into a list that is appended to before the request
+            # (``messages = render(history); messages.append(question)``): what the call
+            # returned is prefix (the name holds the appended newest message too)
+            if (
+                isinstance(node, ast.Call)
+                and node is not expr
+                and frame is self.frame
+                and self._grown(expr, node, sink)
+            ):
+                rendered = self._rendered(node, self._value(node, frame), frame)
+                self.record("messages", rendered, node, label)
             if sink is not None:
                 sink.complete = False
                 sink.blocks.append(Block("messages", expr, CLEAN, None, opaque=True))
@@ -446,6 +501,8 @@ class RegionsMixin(EngineState):
                 # frozen there; a splatted call (``*render(history)``) is rebuilt per request
                 fresh = not isinstance(elt, ast.Starred) or isinstance(elt.value, ast.Call)
                 if not tail and (grown or fresh):
+                    if isinstance(elt, ast.Starred) and isinstance(elt.value, ast.Call):
+                        value = self._rendered(elt.value, value, frame)
                     self.record("messages", value, elt, label)
                 continue
             role = dict_get(elt, "role")
