@@ -1110,6 +1110,16 @@ class CallsMixin(EngineState):
             # holding what was stored into it
             return Value(receiver.facts, Shape.DICT, items=receiver.items)
         if (
+            method in _MODEL_JSON_DUMPS
+            and not node.args
+            and not any(kw.arg in (None, "include", "exclude") for kw in node.keywords)
+            and isinstance(receiver.ref, (ClassInfo, ExternalClass))
+            and receiver.items is not None
+        ):
+            # the same model dumped to JSON text (``model_dump_json()``): its fields' text, in
+            # the order the class declares them
+            return Value(receiver.facts, Shape.STR)
+        if (
             method in ("get", "pop", "setdefault")
             and node.args
             and not isinstance(receiver.ref, (ClassInfo, ExternalClass))
@@ -1347,6 +1357,8 @@ def called_name(node: ast.Call) -> tuple[str, int]:
 
 #: pydantic's methods that return a model's fields as a dict (``dict()`` in pydantic 1)
 _MODEL_DUMPS = frozenset({"model_dump", "dict"})
+#: pydantic's methods that return a model's fields as JSON text (``json()`` in pydantic 1)
+_MODEL_JSON_DUMPS = frozenset({"model_dump_json", "json"})
 
 
 def _unobjected(value: Value) -> Value:

@@ -3,6 +3,8 @@
 # message and read back under "content" into the system message is found (PC001). Beside it:
 # a dumped message of a literal system role (found where the message is built), the newest user
 # turn dumped whole, and a note whose time is in a field the system message does not read.
+# `model_dump_json()` is the same fields as JSON text: a note dumped whole into the system
+# message carries its time (found); dumped without its time field (`exclude=`) it does not.
 from datetime import datetime
 
 import openai
@@ -47,6 +49,28 @@ def ask_with_dumped_note(question: str):
         model="gpt-4o",
         messages=[
             {"role": "system", "content": note["content"]},
+            {"role": "user", "content": question},
+        ],
+    )
+
+
+def ask_with_note_json(question: str):
+    note = Note(content="Answer briefly.", created_at=datetime.now())
+    return client.chat.completions.create(
+        model="gpt-4o",
+        messages=[
+            {"role": "system", "content": note.model_dump_json()},  # PC001: 42
+            {"role": "user", "content": question},
+        ],
+    )
+
+
+def ask_with_note_json_without_time(question: str):
+    note = Note(content="Answer briefly.", created_at=datetime.now())
+    return client.chat.completions.create(
+        model="gpt-4o",
+        messages=[
+            {"role": "system", "content": note.model_dump_json(exclude={"created_at"})},
             {"role": "user", "content": question},
         ],
     )
