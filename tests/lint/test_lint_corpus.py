@@ -182,7 +182,10 @@ def test_split_command_checks_every_batch(
 
 
 def _label_files() -> list[tuple[int, str]]:
-    return [(batch, half) for batch in range(1, 9) for half in ("tuning", "evaluation")]
+    # every batch repos.toml records, so a new batch's label files are checked as they come
+    _, repos = _load().load_repos(CORPUS / "repos.toml")
+    batches = sorted({repo.batch for repo in repos})
+    return [(batch, half) for batch in batches for half in ("tuning", "evaluation")]
 
 
 @pytest.mark.parametrize(("batch", "half"), _label_files())
