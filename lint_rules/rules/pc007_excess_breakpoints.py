@@ -34,19 +34,23 @@ Not counted as a breakpoint: copying another block's marker (`tool["cache_contro
 no breakpoint is set) and anything under `if "cache_control" in block` (it mirrors a marker
 already there). Not reported: loops with a `break` or a `return` (write, then stop: one
 breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
-`cache=use_cache and i == len(parts) - 1` included; also a block given a name that the loop
-resets to `None` for each element and binds to the marker only under such a test, `cc = None`
-then `if i == last: cc = MARK`, or binds to `MARK if i == last else None`), marks under a counter that caps them
-(`if marked < 3:` whose branch marks and then runs `marked += 1`, the counter a local set once
-before the loop to a constant and otherwise only increased; the limit a constant giving at most
-4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:` whose
-branch runs `remaining -= 1`, counting down from a constant giving at most 4, by truthiness only
-when the steps reach 0 exactly; the counter's test may be one operand of an `and`, as in
-`if remaining and message["role"] == "user":`; the else branch is not capped), a turn loop
-that calls the API (it marks only the newest message), comprehensions with an `if` or with
-both bounded and unbounded generators, helpers three calls deep or in other modules, and
-breakpoints from several loops or statements that only together exceed 4 (a capped loop's
-marks and one made before it included).
+`cache=use_cache and i == len(parts) - 1` included, and a name the loop binds to such a test,
+`is_last = i == len(messages) - 1`; also a block given a name that the loop resets to `None`
+for each element and binds to the marker only under such a test, `cc = None` then `if i ==
+last: cc = MARK`, or binds to `MARK if i == last else None`), marks under a counter that caps
+them (`if marked < 3:` whose branch marks and then runs `marked += 1`, the counter a local set
+once before the loop to a constant and otherwise only increased; the limit a constant giving at
+most 4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:`
+whose branch runs `remaining -= 1`, counting down from a constant giving at most 4, by
+truthiness only when the steps reach 0 exactly; the counter's test may be one operand of an
+`and`, as in `if remaining and message["role"] == "user":`, and the step may sit beside the
+mark in an inner `if` of the branch, as in `if used < 2:` then `if message["role"] == "user":`
+marking and counting; the else branch is not capped; a loop whose body starts with `if count
+>= 3: continue` or `if not remaining: continue` and then marks and counts as such a branch
+does is capped the same way), a turn loop that calls the API (it marks only the newest
+message), comprehensions with an `if` or with both bounded and unbounded generators, helpers
+three calls deep or in other modules, and breakpoints from several loops or statements that
+only together exceed 4 (a capped loop's marks and one made before it included).
 
 ## Example
 ```python
@@ -166,7 +170,10 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
         if any(isinstance(n, (ast.Break, ast.Return)) for n in _own_nodes(node.body)):
             continue  # stops at the first marked block (write, then break or return)
         capped = _counter_caps(node, chain, module, cls)
+        if _continue_capped(node, chain, module, cls):
+            continue  # ``if count >= 3: continue`` before the marks: at most 3 per call
         index_names = _index_names(node)
+        index_names |= _index_tests(node, index_names)
         marks = marks_in(node.body, index_names, module, cls, guard=_guard, capped=capped)
         quiet = _quiet_names(node, index_names, capped, module.compared)
         found = next((m for m in marks if not _quiet_mark(m[0], quiet)), None)
@@ -338,33 +345,153 @@ def _counter_caps(
         if not isinstance(stmt, ast.If):
             continue
         for counter, rising, bound, inclusive in _counter_tests(stmt.test):
-            move = ast.Add if rising else ast.Sub
-            step = next(
-                (n for n in (_step(s, counter, move) for s in stmt.body) if n is not None), None
-            )
-            if step is None or step < 1:
-                continue
-            starts = _counter_starts(func, counter, in_loop, move)
-            if not starts:
-                continue
-            if bound is None:  # ``if remaining:`` stops only at 0 exactly
-                if any(start % step for start in starts):
-                    continue
-                runs = max(starts) // step
-            else:
-                limit = const_int(bound, chain)
-                if limit is None:
-                    if rising and _named_limit(bound, counter):
-                        caps.add(id(stmt.test))
-                    continue
-                if inclusive:  # count <= limit: count < limit + 1; the same falling
-                    limit += 1 if rising else -1
-                span = limit - min(starts) if rising else max(starts) - limit
-                runs = max(0, -(-span // step))
-            marks = sum(1 for _ in marks_in(stmt.body, set(), module, cls))
-            if runs * marks <= MAX_BREAKPOINTS:
+            body = stmt.body
+            if _caps(counter, rising, bound, inclusive, body, func, in_loop, chain, module, cls):
                 caps.add(id(stmt.test))
     return caps
+
+
+def _caps(
+    counter: str,
+    rising: bool,
+    bound: ast.expr | None,
+    inclusive: bool,
+    body: list[ast.stmt],
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    in_loop: set[int],
+    chain: list[Scope],
+    module: Module,
+    cls: ast.ClassDef | None,
+) -> bool:
+    """True when ``body``, run only while the counter test (``_counter_tests``) holds, sets at
+    most 4 breakpoints per call: each of its marks is stepped (``_stepped``) and the counter's
+    starts and limit allow few enough runs (see ``_counter_caps``)."""
+    move = ast.Add if rising else ast.Sub
+    step = _stepped(body, counter, move, module, cls)
+    if step is None or step < 1:
+        return False
+    starts = _counter_starts(func, counter, in_loop, move)
+    if not starts:
+        return False
+    if bound is None:  # ``if remaining:`` stops only at 0 exactly
+        if any(start % step for start in starts):
+            return False
+        runs = max(starts) // step
+    else:
+        limit = const_int(bound, chain)
+        if limit is None:
+            return rising and _named_limit(bound, counter)
+        if inclusive:  # count <= limit: count < limit + 1; the same falling
+            limit += 1 if rising else -1
+        span = limit - min(starts) if rising else max(starts) - limit
+        runs = max(0, -(-span // step))
+    marks = sum(1 for _ in marks_in(body, set(), module, cls))
+    return runs * marks <= MAX_BREAKPOINTS
+
+
+def _stepped(
+    body: list[ast.stmt],
+    counter: str,
+    move: type[ast.Add] | type[ast.Sub],
+    module: Module,
+    cls: ast.ClassDef | None,
+) -> int | None:
+    """The step by which ``body`` moves ``counter`` each time it marks: a step among its own
+    statements (``marked += 1``) covers every mark in it, nested ones included; without one,
+    each ``if`` branch in it that marks must have its own (``if used < 2:`` whose inner ``if
+    message["role"] == "user":`` marks and counts), and no other statement of it may mark.
+    None when a mark is not stepped (or nothing marks)."""
+    direct = next((n for n in (_step(s, counter, move) for s in body) if n is not None), None)
+    if direct is not None:
+        return direct
+    steps: list[int] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            for branch in (stmt.body, stmt.orelse):
+                if next(marks_in(branch, set(), module, cls), None) is None:
+                    continue
+                step = _stepped(branch, counter, move, module, cls)
+                if step is None:
+                    return None
+                steps.append(step)
+        elif next(marks_in([stmt], set(), module, cls), None) is not None:
+            return None
+    return min(steps) if steps else None
+
+
+def _continue_capped(
+    loop: ast.For | ast.AsyncFor, chain: list[Scope], module: Module, cls: ast.ClassDef | None
+) -> bool:
+    """True for a loop whose body starts by skipping the rest once a counter is spent (``if
+    count >= 3: continue``, ``if not remaining: continue``) and then marks and steps it as
+    ``_counter_caps`` asks of a capping ``if`` (``count += 1`` beside each mark): the rest of
+    the body marks at most 4 blocks per call. Nothing before the guard may mark."""
+    func = chain[0].func if chain and isinstance(chain[0], LazyScope) else None
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    in_loop = {id(n) for n in ast.walk(loop)}
+    for index, stmt in enumerate(loop.body):
+        if next(marks_in([stmt], set(), module, cls), None) is not None:
+            return False  # a mark before any guard
+        if not (
+            isinstance(stmt, ast.If)
+            and not stmt.orelse
+            and len(stmt.body) == 1
+            and isinstance(stmt.body[0], ast.Continue)
+        ):
+            continue
+        rest = loop.body[index + 1 :]
+        for counter, rising, bound, inclusive in _spent_tests(stmt.test):
+            if _caps(counter, rising, bound, inclusive, rest, func, in_loop, chain, module, cls):
+                return True
+    return False
+
+
+def _spent_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None, bool]]:
+    """The counter tests (as ``_counter_tests`` gives them) whose negation ``test`` is: a
+    rising ``count >= limit`` (``count > limit``) is spent where ``count < limit`` (``<=``)
+    fails; ``not remaining``, ``remaining == 0`` and ``remaining <= 0`` where a falling
+    ``remaining`` (tested by truthiness) is 0."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        if isinstance(test.operand, ast.Name):
+            yield test.operand.id, False, None, False
+        return
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, (ast.Lt, ast.LtE)):  # limit < count: count > limit
+        left, right = right, left
+        op = ast.Gt() if isinstance(op, ast.Lt) else ast.GtE()
+    if isinstance(op, (ast.GtE, ast.Gt)) and isinstance(left, ast.Name):
+        yield left.id, True, right, isinstance(op, ast.Gt)
+    if (
+        isinstance(op, (ast.Eq, ast.LtE))
+        and isinstance(left, ast.Name)
+        and isinstance(right, ast.Constant)
+        and right.value == 0
+    ):
+        yield left.id, False, None, False
+
+
+def _index_tests(loop: ast.For | ast.AsyncFor, index_names: set[str]) -> set[str]:
+    """Names the loop binds to a test of its index (``is_last = i == len(messages) - 1``):
+    an ``if is_last:`` marks one element, as ``if i == len(messages) - 1:`` does. Only a
+    comparison that ``_guard`` takes for an index test; each name bound once in the loop."""
+    found: set[str] = set()
+    bound: dict[str, int] = {}
+    for node in _own_nodes(loop.body):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound[node.id] = bound.get(node.id, 0) + 1
+    for node in _own_nodes(loop.body):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Compare)
+            and _guard(node.value, index_names)
+        ):
+            found.add(node.targets[0].id)
+    return {n for n in found if bound.get(n) == 1}
 
 
 def _counter_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None, bool]]:

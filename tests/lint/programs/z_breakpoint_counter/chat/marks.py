@@ -6,7 +6,12 @@
 # countdown never counted down, one from 5, one that steps past 0 (3, 1, -1: still true), a
 # mark besides the countdown's in each element or in the else branch, and no counter at all:
 # one breakpoint per message (PC007). A step spelled out (`left = left - 1`, `marked = 1 +
-# marked`) counts as `-= 1` / `+= 1`; from 5, or the wrong way, it is still reported.
+# marked`) counts as `-= 1` / `+= 1`; from 5, or the wrong way, it is still reported. The
+# step may sit beside the mark in an inner `if` of the capped branch (reported where another
+# inner branch marks uncounted), and a body that starts with `if count >= 3: continue` (or `if
+# not left: continue`) caps what follows (from 5, or after a mark made before the guard, it is
+# reported). A name bound to an index test (`is_last = index == len(messages) - 1`) guards as
+# the test does; one bound to a role test does not.
 import anthropic
 
 client = anthropic.Anthropic()
@@ -210,6 +215,78 @@ def mark_spelled_out_the_wrong_way(messages: list[dict]) -> None:
         if left:
             message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
             left = left + 1
+
+
+def mark_counted_in_inner_branch(messages: list[dict]) -> None:
+    used = 0
+    for message in reversed(messages):
+        if used < 2:
+            if message["role"] == "user":
+                message["content"][-1]["cache_control"] = EPHEMERAL
+                used += 1
+
+
+def mark_counted_in_one_inner_branch(messages: list[dict]) -> None:
+    used = 0
+    for message in reversed(messages):
+        if used < 2:
+            if message["role"] == "user":
+                message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 16
+                used += 1
+            else:
+                message["content"][-1]["cache_control"] = EPHEMERAL
+
+
+def mark_after_spent_guard(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        if count >= 3:
+            continue
+        if message["role"] == "user":
+            message["content"][-1]["cache_control"] = EPHEMERAL
+            count += 1
+
+
+def mark_after_spent_countdown(messages: list[dict]) -> None:
+    left = 2
+    for message in reversed(messages):
+        if not left:
+            continue
+        message["content"][-1]["cache_control"] = EPHEMERAL
+        left -= 1
+
+
+def mark_after_spent_guard_of_five(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        if count >= 5:
+            continue
+        message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 8
+        count += 1
+
+
+def mark_before_spent_guard(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 8
+        if count >= 2:
+            continue
+        message["content"][-1]["cache_control"] = EPHEMERAL
+        count += 1
+
+
+def mark_named_last(messages: list[dict]) -> None:
+    for index, message in enumerate(messages):
+        is_last = index == len(messages) - 1
+        if is_last:
+            message["content"][-1]["cache_control"] = EPHEMERAL
+
+
+def mark_named_role(messages: list[dict]) -> None:
+    for message in messages:
+        is_user = message["role"] == "user"
+        if is_user:
+            message["content"][-1]["cache_control"] = EPHEMERAL  # PC007: 12
 
 
 def mark_every_message(messages: list[dict]) -> None:
