@@ -682,6 +682,14 @@ class StatementsMixin(EngineState):
                     element.name_key,
                 )
         self.assign(target, element, None)
+        files = self._sorted_walk_files(stmt) if unordered is not None else None
+        if files is not None:
+            # ``os.walk`` whose body sorts the folders it is about to enter (``dirnames.sort()``)
+            # walks in a fixed order; each folder's file names are still in filesystem order
+            unordered = None
+            if isinstance(files, ast.Name):
+                listed = Value(element.facts, Shape.UNORDERED_LIST, elem_str=True, ref=iterable.ref)
+                self.assign(files, listed, None)
         # what the body appends follows the iterable's order (a parameter's too), not an
         # order held inside its elements' fields or positions (a set listed in one field of
         # each step)
@@ -696,6 +704,53 @@ class StatementsMixin(EngineState):
         self.exec_block(stmt.orelse)
 
     stmt_AsyncFor = stmt_For
+
+    def _sorted_walk_files(self, stmt: ast.For | ast.AsyncFor) -> ast.expr | None:
+        """The file-name target of ``for root, dirs, files in os.walk(top):`` whose body sorts
+        ``dirs`` in place at its top level (``dirs.sort()``, ``dirs[:] = sorted(dirs)``), so
+        the walk enters folders in name order (top-down, the default: with ``topdown=False``
+        the sort comes too late); None for any other loop."""
+        call = stmt.iter
+        target = stmt.target
+        if not (
+            isinstance(call, ast.Call)
+            and self.qualify(call.func) == "os.walk"
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 3
+            and isinstance(target.elts[1], ast.Name)
+        ):
+            return None
+        for kw in call.keywords:
+            if kw.arg == "topdown" and not (
+                isinstance(kw.value, ast.Constant) and kw.value.value is True
+            ):
+                return None
+        if len(call.args) > 1:
+            return None
+        dirs = target.elts[1].id
+        for sub in stmt.body:
+            if (
+                isinstance(sub, ast.Expr)
+                and isinstance(sub.value, ast.Call)
+                and isinstance(sub.value.func, ast.Attribute)
+                and sub.value.func.attr == "sort"
+                and isinstance(sub.value.func.value, ast.Name)
+                and sub.value.func.value.id == dirs
+            ):
+                return target.elts[2]
+            if (
+                isinstance(sub, ast.Assign)
+                and len(sub.targets) == 1
+                and isinstance(sub.targets[0], ast.Subscript)
+                and isinstance(sub.targets[0].value, ast.Name)
+                and sub.targets[0].value.id == dirs
+                and isinstance(sub.targets[0].slice, ast.Slice)
+                and isinstance(sub.value, ast.Call)
+                and isinstance(sub.value.func, ast.Name)
+                and sub.value.func.id == "sorted"
+            ):
+                return target.elts[2]
+        return None
 
     def stmt_While(self, stmt: ast.While) -> None:
         self.eval(stmt.test)
