@@ -997,11 +997,10 @@ def _prompt_tokens(ex: _Exchange, api: str) -> int:
 def _settle_route(record: RequestRecord, decision: Decision, attempt: int) -> None:
     """Fill the record's routing tokens from ``decision`` (``Decision.settled``), unless a later
     attempt's decision has replaced it in the record."""
-    if record.route_attempts != attempt:
+    if record.route_attempts != attempt or decision.pending is None:
         return
-    settled = decision.settled()
-    record.route_best_tokens = settled.best_tokens
-    record.route_chosen_tokens = settled.tokens
+    # ``decision.settled()``'s figures, without building the settled copy
+    record.route_best_tokens, record.route_chosen_tokens = decision.pending()
 
 
 def _decode(ex: _Exchange) -> None:
