@@ -11,7 +11,7 @@ import ast
 import textwrap
 
 from .events import SinkCall
-from .facts import CLEAN, Kind, Shape, Value, join, replace
+from .facts import CLEAN, Fact, Kind, Shape, Value, join, replace
 from .frames import EngineState
 from .sources import (
     CALL_SOURCES,
@@ -282,7 +282,10 @@ class LibraryMixin(EngineState):
         ):
             cleaned = first.without(Kind.REPR, Kind.JSON_UNSORTED)
             if first.shape is Shape.DICT:
+                # sort_keys orders a dict's keys, not the lists it holds
+                listed = _orders_in_values(first)
                 cleaned = cleaned.without(Kind.UNORDERED)
+                cleaned = cleaned.with_facts(cleaned.facts | listed)
             return Value(cleaned.facts, Shape.STR)
         if first.shape in (Shape.STR, Shape.NUM) or first.ref == "literal" or not node.args:
             return Value(first.facts, Shape.STR)
@@ -337,3 +340,18 @@ class LibraryMixin(EngineState):
         if node in self.argument_calls and not _fixed_keys(node):
             return "arguments", (0, 0)
         return None
+
+
+def _orders_in_values(value: Value, depth: int = 0) -> frozenset[Fact]:
+    """The order facts held in the values of a dict of known keys that are not dicts (a
+    ``list(set(tags))`` under ``"tags"``): ``json.dumps(..., sort_keys=True)`` sorts the keys
+    of every dict it writes, nested ones too, but writes a list's elements in their order."""
+    if value.items is None or depth > 4:
+        return frozenset()
+    found: set[Fact] = set()
+    for _key, item in value.items:
+        if item.shape is Shape.DICT:
+            found |= _orders_in_values(item, depth + 1)
+        else:
+            found |= {f for f in item.facts if f.kind is Kind.UNORDERED}
+    return frozenset(found)
