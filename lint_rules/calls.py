@@ -516,6 +516,7 @@ class CallsMixin(EngineState):
         via: str = "",
         sinks_only: bool = False,
         memo: dict[int, Value] | None = None,
+        returned: str = "returned by",
     ) -> Value:
         """Apply a summary at a call: PARAM facts of its return value become the arguments'
         facts (``SELF`` the receiver's), arguments reaching a sink inside are recorded here,
@@ -528,7 +529,8 @@ class CallsMixin(EngineState):
         where that call is not known); with ``sinks_only``, only those sinks are recorded and
         CLEAN is returned.
         ``memo``: the arguments' values by node id, evaluated once for several summaries of
-        one call."""
+        one call. ``returned``: the step the facts the callee makes gain where its value is
+        returned ("read from the property" for a property read)."""
         target = bound.target
         if isinstance(target, Summary):
             summary = target
@@ -639,7 +641,7 @@ class CallsMixin(EngineState):
                 out.add(g)
             return frozenset(out)
 
-        def substitute(facts: frozenset[Fact], verb: str = "returned by") -> frozenset[Fact]:
+        def substitute(facts: frozenset[Fact], verb: str = returned) -> frozenset[Fact]:
             """PARAM facts become the arguments' facts; facts the callee creates gain the
             step "<verb> <callee>" at this call."""
             step = (f"{verb} {summary.name}", call_line, called, "") if summary.name else None
@@ -1165,6 +1167,27 @@ class CallsMixin(EngineState):
                 value = value.with_facts(value.facts | extra)
         return value
 
+    def property_read(self, value: Value, node: ast.Attribute) -> Value:
+        """Reading a method decorated ``@property`` (or ``@functools.cached_property``) of a
+        project class runs it: ``self.system_prompt`` is what the method returns, as the call
+        ``self.system_prompt()`` would be (a cached property's value is computed once per
+        object, as a cached function's). Any other method read is the method itself."""
+        bound = value.ref
+        if value.shape is not Shape.FUNC or not isinstance(bound, Bound):
+            return value
+        target = bound.target
+        if not isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
+            (isinstance(d, ast.Name) and d.id in _PROPERTIES)
+            or (isinstance(d, ast.Attribute) and d.attr in _PROPERTIES)
+            for d in target.decorator_list
+        ):
+            return value
+        if getattr(node, "lineno", None) is None:
+            return value  # a read the analysis made up (a field path), not one in the code
+        call = ast.copy_location(ast.Call(func=node, args=[], keywords=[]), node)
+        call.end_lineno, call.end_col_offset = node.end_lineno, node.end_col_offset
+        return self.call_bound(bound, call, returned="read from the property")
+
     def _attribute_of(self, base: Value, node: ast.Attribute) -> Value:
         attr = node.attr
         method = self.method_of(base, attr)
@@ -1353,6 +1376,10 @@ def called_name(node: ast.Call) -> tuple[str, int]:
     if isinstance(callee, ast.Name):
         return callee.id, callee.lineno
     return ast.unparse(callee)[:40], node.lineno
+
+
+#: decorators that make a method read as an attribute: reading it runs the method
+_PROPERTIES = frozenset({"property", "cached_property"})
 
 
 #: pydantic's methods that return a model's fields as a dict (``dict()`` in pydantic 1)

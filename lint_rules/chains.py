@@ -6,8 +6,9 @@ at ``clock.py:12``. Before a finding is reported, each of those places is read b
 must exist in its file, the origin's line must hold the value it names (``now`` for
 ``datetime.now()``), and a step's line must call the name it gives (``now_text(``,
 ``.now_text(``, a table of callables ``factories[...](``, or the name ending the line, its
-arguments on the next). A finding whose chain does not hold is not proven: like a flow through
-a call the analysis cannot see, it is shown only by ``--explain``.
+arguments on the next), or read it where the step is a property's (``.system_prompt``). A
+finding whose chain does not hold is not proven: like a flow through a call the analysis cannot
+see, it is shown only by ``--explain``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ def chain_holds(diagnostic: Diagnostic, lines_of: Lines) -> bool:
             return False
         line = lines[related.location.line - 1]
         if step and not (related.value and calls(line, related.value)):
-            return False
+            # a property is read, not called: ``.system_prompt`` on the line
+            read = "passes it on: read from the property " in related.message
+            if not (read and related.value and reads(line, related.value)):
+                return False
         if related.origin and related.value and related.value not in line:
             return False
     return True
@@ -45,4 +49,10 @@ def calls(line: str, name: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(name)}\s*(\(|\[|$)", line.rstrip()) is not None
 
 
-__all__ = ["Lines", "calls", "chain_holds"]
+def reads(line: str, name: str) -> bool:
+    """True when ``line`` reads the attribute ``name`` (``self.name``, ``agent.name``), not
+    as the start of a longer name."""
+    return re.search(rf"\.{re.escape(name)}(?!\w)", line) is not None
+
+
+__all__ = ["Lines", "calls", "chain_holds", "reads"]

@@ -120,7 +120,8 @@ class ExprsMixin(EngineState):
                 method = frame.cls.find_method(node.attr)
                 if method is not None:
                     receiver = self.lookup(node.value.id)
-                    return Value(shape=Shape.FUNC, ref=Bound(method, receiver, node.value))
+                    bound = Value(shape=Shape.FUNC, ref=Bound(method, receiver, node.value))
+                    return self.property_read(bound, node)
                 return CLEAN
             if frame.func is not None and self.method_class.get(frame.func) is frame.cls:
                 # what only another entry point stored there is the session's (session.py)
@@ -134,7 +135,7 @@ class ExprsMixin(EngineState):
         if isinstance(node.value, ast.Name) and node.value.id in frame.field_added:
             # what was stored into another field of this object is not in this one
             base = base.with_facts(base.facts - frame.field_added[node.value.id])
-        value = self.attribute_of(base, node)
+        value = self.property_read(self.attribute_of(base, node), node)
         if isinstance(node.value, (ast.Name, ast.Attribute)):
             # a field this function stored into (``ctx.started = ...``, ``session.touch()``)
             stored = frame.env.get(f"{ast.unparse(node.value)}.{node.attr}")

@@ -47,7 +47,7 @@ def _lines(path: str) -> list[str]:
 #: a step of a chain: "`name` passes it on: <what> <function>" (``LintContext.chain``)
 _STEP = re.compile(r"^`(?P<name>[^`]+)` passes it on: (?P<what>.+?) (?P<function>[\w.]+)(\(\))?$")
 #: what a step says the call did with the value
-_STEP_KINDS = ("returned by", "stored by", ASSUMED)
+_STEP_KINDS = ("returned by", "stored by", ASSUMED, "read from the property")
 #: a step at the call that sends the value inside a method chosen at run time (an override of
 #: the abstract method called, or the method of one of the classes the receiver may be)
 _SENT = re.compile(
@@ -67,9 +67,10 @@ def _check(diagnostics: list[Diagnostic]) -> list[str]:
 
     Each location is a line of its file; the origin's line holds the value it names; each step
     is a call: its line calls the name it gives, it says what the call did (returned, stored or
-    an unproven pass-through), and the function it names is the one called there (the name
-    written is that function's last part, a method's or the function's own name, or its class
-    for a constructor, unless the line calls an entry of a table of callables)."""
+    an unproven pass-through), or a property read (its line reads ``.name``), and the function
+    it names is the one called there (the name written is that function's last part, a
+    method's or the function's own name, or its class for a constructor, unless the line calls
+    an entry of a table of callables)."""
     wrong = []
     for d in diagnostics:
         where = f"{d.code} at {d.location.path}:{d.location.line}"
@@ -106,7 +107,13 @@ def _check(diagnostics: list[Diagnostic]) -> list[str]:
             if step is None or step["what"] not in _STEP_KINDS:
                 wrong.append(f"{where}: a step that says no call: {r.message!r}")
                 continue
-            if not _calls(line, r.value):
+            read = step["what"] == "read from the property"
+            if read and not re.search(rf"\.{re.escape(r.value)}(?!\w)", line):
+                wrong.append(
+                    f"{where}: step {r.location.path}:{r.location.line} does not read "
+                    f"`.{r.value}`: {line.strip()!r} ({r.message})"
+                )
+            if not read and not _calls(line, r.value):
                 wrong.append(
                     f"{where}: step {r.location.path}:{r.location.line} does not call "
                     f"`{r.value}`: {line.strip()!r} ({r.message})"
