@@ -470,6 +470,15 @@ class CallsMixin(EngineState):
                     named.update(zip(order, args, strict=False))
                 else:
                     named = {}
+            if isinstance(cls, ClassInfo) and not (node.args and not named):
+                # a field left to its ``default_factory`` gets what the factory makes, per
+                # instance (``created_at: str = field(default_factory=lambda: now())``)
+                for name, factory in _default_factories(cls.node).items():
+                    if name not in named:
+                        made = self.factory_value(factory)
+                        if made.facts:
+                            named[name] = made
+                            facts = facts | made.facts
             if named and None not in named and (not node.args or len(named) >= len(node.args)):
                 fields = tuple(sorted((str(k), v) for k, v in named.items()))
             shape = Shape.OBJECT if default_repr else Shape.UNKNOWN
@@ -477,6 +486,20 @@ class CallsMixin(EngineState):
         instance = Value(shape=Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls, items=())
         stored = self.call_bound(Bound(init, instance, None), node, stores_only=True)
         return Value(stored.facts, instance.shape, ref=cls, items=stored.items)
+
+    def factory_value(self, factory: ast.expr) -> Value:
+        """What a field's ``default_factory`` makes when an instance is built here: the body of
+        a lambda, or a call of a named callable (``datetime.now``, ``uuid.uuid4``); anything
+        else (a class, ``list``) makes nothing followed."""
+        if isinstance(factory, ast.Lambda):
+            if factory.args.args or factory.args.posonlyargs or factory.args.kwonlyargs:
+                return CLEAN
+            return self.eval(factory.body)
+        if isinstance(factory, (ast.Name, ast.Attribute)):
+            call = ast.copy_location(ast.Call(func=factory, args=[], keywords=[]), factory)
+            call.end_lineno, call.end_col_offset = factory.end_lineno, factory.end_col_offset
+            return self.eval(call)
+        return CLEAN
 
     def call_value(self, callee: Value, node: ast.Call) -> Value:
         """Call a callable value (a nested function, a bound method, a table of them)."""
@@ -1529,6 +1552,27 @@ def split_grain(key: str) -> tuple[str, str]:
     if sep and grain in ("sorted", "order"):
         return base, grain
     return key, ""
+
+
+def _default_factories(cls: ast.ClassDef) -> dict[str, ast.expr]:
+    """The fields of ``cls`` declared with a default factory (``x: T =
+    field(default_factory=f)``, pydantic's ``Field(default_factory=f)``): name -> ``f``."""
+    found: dict[str, ast.expr] = {}
+    for stmt in cls.body:
+        if not (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ):
+            continue
+        func = stmt.value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in ("field", "Field"):
+            continue
+        for kw in stmt.value.keywords:
+            if kw.arg == "default_factory":
+                found[stmt.target.id] = kw.value
+    return found
 
 
 def _dataclass_fields(cls: ast.ClassDef) -> list[str]:

@@ -12,7 +12,7 @@ import textwrap
 
 from .events import SinkCall
 from .facts import CLEAN, Fact, Kind, Shape, Value, join, replace
-from .frames import EngineState
+from .frames import ClassInfo, EngineState, ExternalClass
 from .sources import (
     CALL_SOURCES,
     COMPLETION_ORDER_SOURCES,
@@ -89,6 +89,16 @@ class LibraryMixin(EngineState):
         kwargs: dict[str | None, Value],
     ) -> Value | None:
         first = args[0] if args else CLEAN
+        if (
+            qual == "dataclasses.asdict"
+            and len(node.args) == 1
+            and not node.keywords
+            and first.items is not None
+            and isinstance(first.ref, (ClassInfo, ExternalClass))
+        ):
+            # a project dataclass built here, as a dict of its fields: each holds what was
+            # stored into it (as ``model_dump()`` of a pydantic model)
+            return Value(first.facts, Shape.DICT, items=first.items)
         if qual in _PROCESS_STARTS:
             # a started process: what it prints and returns is the program's output, made of
             # neither its arguments nor its environment
