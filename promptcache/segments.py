@@ -160,6 +160,33 @@ class _Splitter:
 #: Exact types ``_Splitter._strip`` returns unchanged without descending into them.
 _LEAF_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
+#: Keys that make a message more than plain text for ``_Splitter`` (a marker, or a block).
+_MARKER_KEYS = ("cache_control", "prompt_cache_breakpoint", "cachePoint")
+
+
+def _simple_chat(messages: Any) -> list[RawSegment] | None:
+    """The segments ``_Splitter`` makes of a Chat Completions ``messages`` list whose every
+    message is a plain ``dict`` of scalar values (``{"role": "user", "content": "..."}``) with no
+    cache marker, without walking each message: a copy of it, its ``messages[i]`` path, and
+    kind ``system`` for a system or developer role. None for any other list (an empty one
+    included), which then takes the general path."""
+    if type(messages) is not list or not messages:
+        return None
+    out = []
+    leaves = _LEAF_TYPES
+    for i, item in enumerate(messages):
+        if type(item) is not dict:
+            return None
+        for value in item.values():
+            if type(value) not in leaves:
+                return None
+        for key in _MARKER_KEYS:
+            if key in item:
+                return None
+        kind: SegmentKind = "system" if item.get("role") in _SYSTEM_ROLES else "messages"
+        out.append(RawSegment(f"messages[{i}]", kind, dict(item)))
+    return out
+
 
 def _is_cache_point(item: Any) -> bool:
     return (
@@ -217,6 +244,10 @@ def split_request(
         raise RequestShapeError(f"unknown api {api!r}; use one of: {', '.join(APIS)}")
     if not isinstance(body, Mapping):
         raise RequestShapeError(f"a request body must be a JSON object, got {type(body).__name__}")
+    if api == "openai_chat" and "tools" not in body and "response_format" not in body:
+        simple = _simple_chat(body.get("messages"))
+        if simple is not None:
+            return simple, []
     s = _Splitter(api)
     if api == "anthropic":
         s.add_list("tools", "tools", body.get("tools"))

@@ -341,3 +341,43 @@ def test_messages_seen_before_hash_as_they_did_the_first_time(
     assert ("user", "hi") in fingerprint._SEGMENTS_BY_MESSAGE
     held = sum(len(k[1]) + len(v[0]) for k, v in fingerprint._SEGMENTS_BY_MESSAGE.items())
     assert held == fingerprint._segment_memo_chars <= 400
+
+
+_SCALARS = st.one_of(
+    st.text(max_size=20), st.integers(), st.booleans(), st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+)  # fmt: skip
+_MESSAGE_KEYS = st.sampled_from(
+    ["role", "content", "name", "cache_control", "prompt_cache_breakpoint", "cachePoint"]
+)
+_MESSAGES = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["system", "developer", "user", "assistant"]),
+             "content": st.text(max_size=30)}
+        ),
+        st.dictionaries(_MESSAGE_KEYS, st.one_of(_SCALARS, st.dictionaries(
+            st.sampled_from(["type", "ttl", "text"]), _SCALARS, max_size=2)), max_size=3),
+        st.lists(_SCALARS, max_size=2),
+    ),
+    min_size=1,
+    max_size=6,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=_MESSAGES)
+def test_plain_chat_messages_split_as_the_general_path_splits_them(
+    messages: list[Any],
+) -> None:
+    # A body with "tools": null takes the general path (and adds no tool segment); one without
+    # it takes the plain-message shortcut whenever every message is a plain dict of scalars.
+    body = {"model": "m", "messages": messages}
+    general = {**body, "tools": None}
+    try:
+        expected = fingerprint.split_request(general, "openai_chat")
+    except Exception as exc:  # the same error either way (a dict as a role is unhashable)
+        with pytest.raises(type(exc)):
+            fingerprint.split_request(body, "openai_chat")
+        return
+    assert fingerprint.split_request(body, "openai_chat") == expected
