@@ -252,6 +252,9 @@ class Frame:
     #: (``dia.prompt``) does not take them (``Value`` of ``<name>.<field>`` in ``env`` holds
     #: each field's)
     field_added: dict[str, frozenset[Fact]] = field(default_factory=dict)
+    #: True once this body called ``random.seed(x)`` with a value that holds no fact (a constant,
+    #: a setting): the module-level ``random.*`` draws after it repeat on every run of the body
+    seeded: bool = False
 
     @property
     def once(self) -> bool:

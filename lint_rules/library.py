@@ -103,9 +103,20 @@ class LibraryMixin(EngineState):
             # a started process: what it prints and returns is the program's output, made of
             # neither its arguments nor its environment
             return CLEAN
+        if qual == "random.seed":
+            # ``random.seed(42)`` (or a seed from a setting or a parameter) makes the draws
+            # after it in this body the same on every run of it; ``random.seed()`` or a seed
+            # made of a time or an id does not
+            self.frame.seeded = bool(node.args) and not any(
+                f.kind is Kind.TIME or f.kind is Kind.UNIQUE for f in args[0].facts
+            )
+            return CLEAN
         source = CALL_SOURCES.get(qual)
         if source is not None:
             kind, granularity, shape = source
+            if self.frame.seeded and qual.startswith("random."):
+                # a draw from the module generator after a fixed seed in this same body
+                return join(*args) if args else CLEAN
             if qual == "random.shuffle" and node.args and isinstance(node.args[0], ast.Name):
                 # a shuffle draws a new order of the same elements: an order fact (PC004), which
                 # an element taken in a loop drops and what the loop appends keeps, as for a set

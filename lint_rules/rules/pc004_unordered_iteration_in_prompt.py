@@ -23,7 +23,9 @@ cached prefix (error). Directory listings come in filesystem order, stable on on
 different on the next one and after files change, and vendor caches are shared by every
 machine of an organisation (warning). `as_completed` yields tasks in the order they finish,
 which changes from run to run (error), and a shuffled list comes in a new order on every call
-(error).
+(error), or in each process when it is shuffled once at import. A shuffle after
+`random.seed(x)` in the same body, where `x` is a constant, a setting or a parameter (not a time
+or an id), gives the same order on every run of that body and is not reported.
 
 ## Example
 ```python
@@ -86,6 +88,10 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             )
         elif fact.granularity == "completion":
             why = "it comes in the order the tasks finish, which changes from run to run"
+        elif fact.granularity == "shuffled" and fact.pinned:
+            why = (
+                "it is shuffled once per process without a seed, so each process has its own order"
+            )
         elif fact.granularity == "shuffled":
             why = "it is shuffled at random, a new order on every call"
         else:
