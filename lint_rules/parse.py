@@ -146,12 +146,15 @@ def parse_module(source: str | bytes, path: str) -> ast.Module:
                 return ast.parse(source, filename=path)
             except SyntaxError as error:
                 rewritten = _shared_rewrite(source)
+                parsed: list[ast.Module] = []
                 if rewritten is None:
-                    rewritten = _rewrite(source, error)
+                    rewritten = _rewrite(source, error, parsed)
                     _share_rewrite(source, rewritten)
             if len(_REWRITTEN) >= REWRITTEN_KEPT:
                 del _REWRITTEN[next(iter(_REWRITTEN))]
             _REWRITTEN[source] = rewritten
+            if parsed:
+                return parsed[0]  # the rewrite was parsed to check it: the same tree
         try:
             return ast.parse(rewritten, filename=path)
         except SyntaxError:
@@ -192,9 +195,15 @@ def where_broken(source: str | bytes, error: SyntaxError) -> SyntaxError:
     return _where_broken(source, error, later)
 
 
-def _rewrite(source: str | bytes, error: SyntaxError) -> str:
+def _rewrite(
+    source: str | bytes, error: SyntaxError, parsed: list[ast.Module] | None = None
+) -> str:
+    """``source`` rewritten for the running ``ast`` (see the module's docstring). A rewrite
+    that was parsed to check it (``_type_params_blanked``) has its tree appended to
+    ``parsed``. Raises ``SyntaxError`` (where the file is broken) when libcst rejects it too,
+    ``NewerSyntaxError`` when libcst does not reproduce it."""
     later: list[SyntaxError] = []
-    fast = _type_params_blanked(source, error, later)
+    fast = _type_params_blanked(source, error, later, parsed)
     if fast is not None:
         return fast
     module = _libcst_module(source, error)
@@ -230,14 +239,18 @@ def _where_broken(source: str | bytes, error: SyntaxError, later: list[SyntaxErr
 
 
 def _type_params_blanked(
-    source: str | bytes, error: SyntaxError, later: list[SyntaxError] | None = None
+    source: str | bytes,
+    error: SyntaxError,
+    later: list[SyntaxError] | None = None,
+    parsed: list[ast.Module] | None = None,
 ) -> str | None:
     """``_rewrite``'s output without libcst, for the common case of a file whose only newer
     syntax is simple type parameter lists of classes and functions: each list, with the
     spaces around it, becomes spaces of the same width (as libcst's rewrite makes it). None
     when the file is not such a file, or is one that libcst would not be asked about
     (``_libcst_module``): the caller then asks libcst. When the blanked file does not parse,
-    its ``SyntaxError`` is appended to ``later``."""
+    its ``SyntaxError`` is appended to ``later``; when it is the rewrite, its tree is
+    appended to ``parsed``."""
     if "too many" in str(error.msg) or "too complex" in str(error.msg):
         return None
     if not _near_newer_syntax(source, error) or _too_deep(source):
@@ -308,12 +321,29 @@ def _type_params_blanked(
     except ValueError:
         return None
     # every list blanked was one of a definition (not text in a string)
-    defined = {
-        (node.lineno, node.name)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    }
-    return rewritten if names <= defined else None
+    if not names <= _definitions(tree):
+        return None
+    if parsed is not None:
+        parsed.append(tree)
+    return rewritten
+
+
+def _definitions(tree: ast.Module) -> set[tuple[int, str]]:
+    """(line, name) of every ``def`` and ``class`` in ``tree``. Definitions are statements,
+    so only statement lists are visited (the bodies, ``else`` and ``finally`` blocks, the
+    handlers and the ``case`` blocks), not expressions (deepagents' 1.2 MB ``app.py``: 0.015 s;
+    ``ast.walk`` over its 90,000 nodes took 0.1 s, half as long as parsing it)."""
+    found: set[tuple[int, str]] = set()
+    todo: list[list[Any]] = [tree.body]
+    while todo:
+        for node in todo.pop():
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add((node.lineno, node.name))
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(node, name, None)
+                if isinstance(block, list) and block:
+                    todo.append(block)
+    return found
 
 
 #: every byte but the brackets (``bytes.translate``'s ``delete``)
