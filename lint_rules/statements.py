@@ -163,8 +163,14 @@ def merge_field(old: Value, new: Value) -> Value:
 
 def none_fields(info: ClassInfo) -> frozenset[str]:
     """The attributes that a method of ``info`` other than an ``__init__``-like one sets to
-    ``None`` (``anything.x = None``), found once per class (cached on ``info``)."""
+    ``None`` (``anything.x = None``), found once per class (cached on ``info``, and on its
+    ``ClassDef`` node: a class's methods are the ``def`` statements of its body, so the parsed
+    tree that each analysis of the file shares (``parse.parse_kept``) is walked once)."""
     if info.none_fields is None:
+        known: frozenset[str] | None = info.node.__dict__.get("_none_fields")
+        if known is not None:
+            info.none_fields = known
+            return known
         found: set[str] = set()
         for name, method in info.methods.items():
             if name in INIT_METHODS:
@@ -180,7 +186,7 @@ def none_fields(info: ClassInfo) -> frozenset[str]:
                         for target in targets
                         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                     )
-        info.none_fields = frozenset(found)
+        info.none_fields = info.node.__dict__["_none_fields"] = frozenset(found)
     return info.none_fields
 
 
