@@ -347,7 +347,7 @@ class CallsMixin(EngineState):
         return self.eval(node).facts
 
     def pin_if_once(self, value: Value) -> Value:
-        return value.pinned() if self.frame.once else value
+        return value.pinned() if self.frame.made_once else value
 
     # ------------------------------------------------------------------ project functions
 

@@ -256,10 +256,20 @@ class Frame:
     #: a setting): the module-level ``random.*`` draws after it repeat on every run of the body
     seeded: bool = False
 
+    #: a command-line entry point or a function defined in one
+    #: (``Analyzer.runs_once_per_process``): what it makes outside loops is made once per
+    #: process (``made_once``), though its prompts are not the global frozen layer (``once``)
+    process: bool = False
+
     @property
     def once(self) -> bool:
         """Code here runs once (module level outside loops, ``__init__``, a cached function)."""
         return self.pinned and not self.loops
+
+    @property
+    def made_once(self) -> bool:
+        """What code here makes is made once: ``once``, or a command's body outside loops."""
+        return (self.pinned or self.process) and not self.loops
 
 
 def merge(a: Value, b: Value) -> Value:

@@ -32,6 +32,7 @@ from .facts import (
     ASSUMED,
     CLEAN,
     OVERRIDE,
+    PINNABLE,
     SELF,
     Fact,
     Kind,
@@ -68,6 +69,10 @@ BUILTIN_NAMES = frozenset(dir(builtins))
 #: a class, or a module-level value
 External = Summary | ExternalClass | Value
 CACHE_DECORATORS = frozenset({"cache", "lru_cache", "cached_property", "cached"})
+#: decorators that register a command-line entry point (``Analyzer.runs_once_per_process``)
+_CLI_DECORATORS = frozenset({"click.command", "click.group"})
+#: calls that make a command-line app whose ``.command()``/``.callback()`` register entry points
+_CLI_APPS = frozenset({"typer.Typer", "typer.main.Typer", "click.Group", "click.core.Group"})
 
 
 #: words of identifiers that name per-request or per-turn state (a condition on them can change
@@ -161,6 +166,19 @@ def _annotated_shape(annotation: ast.expr | None) -> Shape:
 #: decorators that register a function as system text (pydantic-ai's ``@agent.system_prompt``
 #: and ``@agent.instructions``): what it returns is recorded as system text
 _PROMPT_DECORATORS = frozenset({"system_prompt", "instructions"})
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` at module level."""
+    test = stmt.test if isinstance(stmt, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
 
 
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
@@ -387,6 +405,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: a nested function -> the frame of the function it is defined in (its parameters
         #: are that function's, ``enclosing_summary``)
         self.enclosing: dict[ast.AST, Frame] = {}
+        #: module-level names of command-line apps (``_cli_apps``), found on first use
+        self._cli_app_names: frozenset[str] | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -713,7 +733,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             getattr(node, "lineno", 0),
             getattr(node, "col_offset", 0),
             detail,
-            pinned=self.frame.once,
+            # a command's environment values are not taken as the global frozen layer (PC017)
+            pinned=self.frame.once or (kind in PINNABLE and self.frame.made_once),
             **kwargs,  # type: ignore[arg-type]
         )
 
@@ -881,6 +902,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             or _first_turn_prompt(func)
         )
         frame = Frame(env, defs, func, info, self_name, pinned, summary=summary)
+        frame.process = self.runs_once_per_process(func)
         if info is None and parent is not None and parent.cls is not None:
             # a function nested in a method: ``self`` is the method's own object
             frame.cls, frame.self_name = parent.cls, parent.self_name
@@ -1051,6 +1073,65 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             if isinstance(found, Summary):
                 return Value(shape=Shape.FUNC, ref=Bound(found))
         return CLEAN
+
+    def runs_once_per_process(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """True for a command-line entry point and the functions defined inside it: a function
+        registered with ``@click.command()``/``@click.group()`` or with ``.command()``,
+        ``.callback()`` or ``.group()`` of a ``typer.Typer()``/``click.Group()`` made at module
+        level (or of a ``click`` group function), or a function called by name under ``if
+        __name__ == "__main__":``. The command runs once per process, so what it
+        makes before sending (a session's start time, its id) is the process's, as a value
+        computed at import is, and serves each request the process then sends; what it makes
+        inside a loop is per pass (``Frame.once``). ``.command()`` of any other object (a chat
+        bot's, a Slack app's: one call per message) is not one."""
+        parent = self.enclosing.get(func)
+        if parent is not None and parent.func is not None:
+            return parent.process
+        apps = self._cli_apps()
+        if f"{func.name}()" in apps and self.functions.get(func.name) is func:
+            return True
+        for dec in func.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            if self.qualify(target) in _CLI_DECORATORS:
+                return True
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr in ("command", "callback", "group")
+                and isinstance(target.value, ast.Name)
+                and target.value.id in apps
+            ):
+                return True
+        return False
+
+    def _cli_apps(self) -> frozenset[str]:
+        """Module-level names of command-line apps: ``app = typer.Typer()``, ``cli =
+        click.Group()``, functions decorated ``@click.group()``, and ``name()`` for each
+        function called by name under ``if __name__ == "__main__":`` (found once per
+        module)."""
+        found = self._cli_app_names
+        if found is not None:
+            return found
+        names = set()
+        for stmt in self.tree.body:
+            if _is_main_guard(stmt):
+                # ``if __name__ == "__main__": main()`` or ``asyncio.run(main())``: ``main`` runs
+                # once per process, as a command does
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                        names.add(f"{node.func.id}()")
+            elif (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Call)
+                and self.qualify(stmt.value.func) in _CLI_APPS
+            ):
+                names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for dec in stmt.decorator_list:
+                    target = dec.func if isinstance(dec, ast.Call) else dec
+                    if self.qualify(target) in ("click.group", "typer.Typer"):
+                        names.add(stmt.name)
+        self._cli_app_names = frozenset(names)
+        return self._cli_app_names
 
     def qualify(self, node: ast.expr) -> str | None:
         """Fully qualified dotted name of ``node`` through imports, or None."""
