@@ -50,7 +50,7 @@ from .frames import (
     merge,
     merge_elem,
 )
-from .library import source_text, span
+from .library import FEW_DETAIL, few_constant_choice, source_text, span
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
@@ -997,6 +997,10 @@ class CallsMixin(EngineState):
                     receiver.facts, Shape.STR if method != "astimezone" else receiver.shape
                 )
         if receiver.shape is Shape.RNG:
+            if method == "choice":
+                few = few_constant_choice(node)
+                if few is not None:
+                    return Value(frozenset({self.fact(Kind.VARIES, node, FEW_DETAIL)}), few)
             fact = self.fact(Kind.UNIQUE, node, f"{receiver.ref}.{method}()")
             return Value(frozenset({fact}))
         if receiver.shape is Shape.BUILDER:

@@ -78,6 +78,35 @@ def _fixed_keys(node: ast.AST) -> bool:
     return isinstance(shown, ast.Dict) and all(isinstance(key, ast.Constant) for key in shown.keys)
 
 
+#: the most constants a ``choice`` may pick from and still be a variant rather than a unique
+#: value: each of so few values makes one prefix, cached after its first request
+FEW_CHOICES = 16
+#: the qualified draws of one element of their argument
+#: how such a draw is named where it is reported (PC011: a model drawn so)
+FEW_DETAIL = "a random choice among constants"
+_CHOICE_CALLS = frozenset({"random.choice", "secrets.choice", "numpy.random.choice"})
+
+
+def few_constant_choice(node: ast.Call) -> Shape | None:
+    """The shape of a draw of one element (``random.choice(["x", "o"])``, ``rng.choice(...)``)
+    whose only argument is a list, tuple or set display of at most ``FEW_CHOICES`` constants
+    (``Shape.STR`` when all are strings): one of those few values, so a prompt holding it has
+    that many variants, each cached after its first request, not a new prefix per request; it
+    still varies per request (a model drawn so is PC011). None for any other draw (a
+    variable, a computed list, a ``size=`` or ``p=`` keyword, more constants)."""
+    if len(node.args) != 1 or node.keywords:
+        return None
+    shown = node.args[0]
+    if not isinstance(shown, (ast.List, ast.Tuple, ast.Set)):
+        return None
+    if not 0 < len(shown.elts) <= FEW_CHOICES:
+        return None
+    values = [elt.value for elt in shown.elts if isinstance(elt, ast.Constant)]
+    if len(values) != len(shown.elts):
+        return None
+    return Shape.STR if all(isinstance(v, str) for v in values) else Shape.UNKNOWN
+
+
 class LibraryMixin(EngineState):
     """``qualified_call``: the value of a call whose target resolves to a known import."""
 
@@ -127,6 +156,10 @@ class LibraryMixin(EngineState):
                 )
                 self.frame.env[name] = old.with_facts(old.facts | {shuffled})
                 return CLEAN
+            if qual in _CHOICE_CALLS:
+                few = few_constant_choice(node)
+                if few is not None:
+                    return Value(frozenset({self.fact(Kind.VARIES, node, FEW_DETAIL)}), few)
             if qual == "os.getenv" or qual == "os.environ.get":
                 shape = Shape.STR
             fact = self.fact(kind, node, source_text(node), granularity=granularity)
