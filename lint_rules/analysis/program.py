@@ -754,8 +754,9 @@ def _sink_part(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_fact(data: list[Any]) -> bool:
-    """Whether a JSON list is a fact (``exports.fact_to_json``)."""
-    return len(data) == 9 and isinstance(data[0], str) and isinstance(data[8], list)
+    """Whether a JSON list is a fact (``exports.fact_to_json``: 10 fields, the chain's steps
+    at index 8)."""
+    return len(data) == 10 and isinstance(data[0], str) and isinstance(data[8], list)
 
 
 def _assumed(steps: list[Any]) -> bool:
@@ -774,7 +775,7 @@ def _same_but_chains(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same_but_chains(v, b[k]) for k, v in a.items())
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         if _is_fact(a) and _is_fact(b):
-            return a[:8] == b[:8] and _assumed(a[8]) == _assumed(b[8])
+            return a[:8] == b[:8] and a[9:] == b[9:] and _assumed(a[8]) == _assumed(b[8])
         return all(_same_but_chains(x, y) for x, y in zip(a, b, strict=True))
     return False
 
