@@ -99,6 +99,8 @@ class FileState:
     #: the sink functions' ``name(`` texts found in this (untriggered) file
     sink_calls: set[str] = field(default_factory=set)
     carried: set[str] = field(default_factory=set)
+    #: every name this file's analyses wanted so far (``_wanted_names``), in first-wanted order
+    ever_wanted: dict[str, None] = field(default_factory=dict)
     #: ``name(`` byte strings this (untriggered) file was already searched for
     scanned: set[bytes] = field(default_factory=set)
     #: the ``name(`` texts in this file, read on its first search
@@ -465,12 +467,7 @@ class Program:
             state.deps = set()
             touched: set[str] = {path}
             added: list[tuple[str, str]] = []
-            for qual, carries in state.output.get("wanted", {}).items():
-                # once a value with facts was passed, the callee's summary stays wanted (else
-                # the file would flip between two analyses)
-                if carries:
-                    state.carried.add(qual)
-                carries = qual in state.carried
+            for qual, carries in _wanted_names(state):
                 hit = self._wanted.get((path, qual))
                 if (
                     hit is None
@@ -713,6 +710,30 @@ class Program:
         if head in exports.get("missing", ()):
             return {"kind": "none", "data": {}, "module": state.module}
         return None
+
+
+def _wanted_names(state: FileState) -> list[tuple[str, bool]]:
+    """The names ``state``'s file is given summaries of, each with whether a value with facts
+    was passed to it: those its latest analysis wants (in its order), then those an earlier
+    analysis wanted that it no longer does. Records the latest ones in ``state.ever_wanted``
+    and ``state.carried``.
+
+    Both only grow. A summary seen can change what the analysis asks for (a name resolved
+    through it is no longer wanted; without the summary it is wanted again), so taking only
+    the latest analysis's names can flip a file between two analyses every wave until its
+    cap, and the last of them decides its findings. Kept names make the names, and so the
+    summaries passed, grow only, which ends such a cycle. It is safe: an analysis that stopped
+    wanting a name did so with that name's summary in sight, and keeping the name keeps the
+    summary passed, so the analysis it stopped in stays the one that holds; a summary of a
+    name the analysis does not look up at all is not read."""
+    latest: dict[str, bool] = state.output.get("wanted", {})
+    for qual, carries in latest.items():
+        state.ever_wanted.setdefault(qual)
+        if carries:
+            state.carried.add(qual)
+    names = list(latest)
+    names += [qual for qual in state.ever_wanted if qual not in latest]
+    return [(qual, qual in state.carried) for qual in names]
 
 
 def _sink_names(exports: dict[str, Any]) -> frozenset[bytes]:
