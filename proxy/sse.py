@@ -22,9 +22,6 @@ from typing import NamedTuple
 __all__ = ["SSEDecoder", "ServerSentEvent"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
-#: One ``data`` line ending in LF, then an empty line: ``data:``, one optional space, the value
-#: (group 1; no CR or LF), LF LF. Matched on a ``bytearray``, the groups are ``bytes``.
-_SINGLE_DATA_EVENT = re.compile(rb"data: ?([^\r\n]*)\n\n")
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -144,15 +141,25 @@ class SSEDecoder:
         ending in LF followed by an empty line, in order, stopping at the first other one;
         returns the offset after the last one taken. Gives what the line loop gives for them
         (the line loop's state is empty before and after each)."""
+        # Each such event is ``data:``, one optional space, the value (no CR or LF), LF LF:
+        # rb"data: ?([^\r\n]*)\n\n", found with byte searches (memchr) instead of that regex,
+        # whose ``[^\r\n]*`` costs about 30 instructions per byte of the value.
         pos = 0
+        size = len(buf)
         last_id = self._last_id
-        match = _SINGLE_DATA_EVENT.match
+        find = buf.find
         append = events.append
         new = tuple.__new__  # the named tuple's own __new__ is a Python function: one call an event
-        while (found := match(buf, pos)) is not None:
-            data = found[1].decode("utf-8", "replace")
-            append(new(ServerSentEvent, ("", data, last_id, None, found[0])))
-            pos = found.end()
+        while buf.startswith(b"data:", pos):
+            value = pos + 5
+            lf = find(b"\n", value)
+            if lf < 0 or lf + 1 >= size or buf[lf + 1] != 0x0A or find(b"\r", value, lf) >= 0:
+                break
+            if value < lf and buf[value] == 0x20:
+                value += 1
+            data = buf[value:lf].decode("utf-8", "replace")
+            append(new(ServerSentEvent, ("", data, last_id, None, bytes(buf[pos : lf + 2]))))
+            pos = lf + 2
         return pos
 
     def _field(self, line: bytes) -> None:
