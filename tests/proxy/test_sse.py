@@ -146,6 +146,9 @@ _PIECES = [
     b"data: crlf\r\n\r\n",
     b"\n",
     b"data\n\n",
+    b"data:  two spaces\n\n",
+    b"data: a\r\n\n",
+    b"datum: x\n\n",
     b"data: half",
 ]
 
