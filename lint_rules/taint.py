@@ -181,6 +181,39 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
     )
 
 
+def _called_once(body: list[ast.stmt]) -> set[str]:
+    """``name()`` for each function called by name exactly once in ``body`` and not inside a
+    loop, a comprehension or a nested definition there."""
+    counts: dict[str, int] = {}
+    looped: set[str] = set()
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            counts[node.func.id] = counts.get(node.func.id, 0) + 1
+            if in_loop:
+                looped.add(node.func.id)
+        loop = isinstance(
+            node,
+            (
+                ast.For,
+                ast.AsyncFor,
+                ast.While,
+                ast.ListComp,
+                ast.SetComp,
+                ast.DictComp,
+                ast.GeneratorExp,
+            ),
+        )
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_loop or loop)
+
+    for stmt in body:
+        visit(stmt, False)
+    return {f"{name}()" for name, n in counts.items() if n == 1 and name not in looped}
+
+
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
     names = []
     for dec in node.decorator_list:
@@ -1078,8 +1111,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         """True for a command-line entry point and the functions defined inside it: a function
         registered with ``@click.command()``/``@click.group()`` or with ``.command()``,
         ``.callback()`` or ``.group()`` of a ``typer.Typer()``/``click.Group()`` made at module
-        level (or of a ``click`` group function), or a function called by name under ``if
-        __name__ == "__main__":``. The command runs once per process, so what it
+        level (or of a ``click`` group function), or a function called by name once, outside
+        loops, under ``if __name__ == "__main__":``. The command runs once per process, so what it
         makes before sending (a session's start time, its id) is the process's, as a value
         computed at import is, and serves each request the process then sends; what it makes
         inside a loop is per pass (``Frame.once``). ``.command()`` of any other object (a chat
@@ -1113,12 +1146,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             return found
         names = set()
         for stmt in self.tree.body:
-            if _is_main_guard(stmt):
+            if isinstance(stmt, ast.If) and _is_main_guard(stmt):
                 # ``if __name__ == "__main__": main()`` or ``asyncio.run(main())``: ``main`` runs
-                # once per process, as a command does
-                for node in ast.walk(stmt):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                        names.add(f"{node.func.id}()")
+                # once per process, as a command does; a function called there more than once,
+                # or in a loop (``for q in questions: ask(q)``), runs once per call
+                names.update(_called_once(stmt.body))
             elif (
                 isinstance(stmt, ast.Assign)
                 and isinstance(stmt.value, ast.Call)
