@@ -74,7 +74,21 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         assert {r.repo: r.half for r in members} == ev.split([r.repo for r in members], seed)
         halves = [r.half for r in members]
         assert abs(halves.count("tuning") - halves.count("evaluation")) <= 1
-    assert sizes == {1: 17, 2: 8, 3: 8, 4: 8, 5: 8, 6: 8, 7: 8, 8: 8, 9: 7, 10: 5, 11: 6, 12: 8, 13: 4}
+    assert sizes == {
+        1: 17,
+        2: 8,
+        3: 8,
+        4: 8,
+        5: 8,
+        6: 8,
+        7: 8,
+        8: 8,
+        9: 7,
+        10: 5,
+        11: 6,
+        12: 8,
+        13: 4,
+    }
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
         "TransformerOptimus/SuperAGI",
