@@ -496,9 +496,7 @@ class CallsMixin(EngineState):
                 return CLEAN
             return self.eval(factory.body)
         if isinstance(factory, (ast.Name, ast.Attribute)):
-            call = ast.copy_location(ast.Call(func=factory, args=[], keywords=[]), factory)
-            call.end_lineno, call.end_col_offset = factory.end_lineno, factory.end_col_offset
-            return self.eval(call)
+            return self.eval(_bare_call(factory))
         return CLEAN
 
     def call_value(self, callee: Value, node: ast.Call) -> Value:
@@ -1211,9 +1209,7 @@ class CallsMixin(EngineState):
             return value
         if getattr(node, "lineno", None) is None:
             return value  # a read the analysis made up (a field path), not one in the code
-        call = ast.copy_location(ast.Call(func=node, args=[], keywords=[]), node)
-        call.end_lineno, call.end_col_offset = node.end_lineno, node.end_col_offset
-        return self.call_bound(bound, call, returned="read from the property")
+        return self.call_bound(bound, _bare_call(node), returned="read from the property")
 
     def _attribute_of(self, base: Value, node: ast.Attribute) -> Value:
         attr = node.attr
@@ -1556,6 +1552,13 @@ def split_grain(key: str) -> tuple[str, str]:
     if sep and grain in ("sorted", "order"):
         return base, grain
     return key, ""
+
+
+def _bare_call(func: ast.expr) -> ast.Call:
+    """``func()``, made up at ``func``'s place (a field's factory run, a property read)."""
+    call = ast.copy_location(ast.Call(func=func, args=[], keywords=[]), func)
+    call.end_lineno, call.end_col_offset = func.end_lineno, func.end_col_offset
+    return call
 
 
 def _default_factories(cls: ast.ClassDef) -> dict[str, ast.expr]:

@@ -81,9 +81,9 @@ def _fixed_keys(node: ast.AST) -> bool:
 #: the most constants a ``choice`` may pick from and still be a variant rather than a unique
 #: value: each of so few values makes one prefix, cached after its first request
 FEW_CHOICES = 16
-#: the qualified draws of one element of their argument
 #: how such a draw is named where it is reported (PC011: a model drawn so)
 FEW_DETAIL = "a random choice among constants"
+#: the qualified draws of one element of their argument
 _CHOICE_CALLS = frozenset({"random.choice", "secrets.choice", "numpy.random.choice"})
 
 

@@ -168,9 +168,9 @@ def _annotated_shape(annotation: ast.expr | None) -> Shape:
 _PROMPT_DECORATORS = frozenset({"system_prompt", "instructions"})
 
 
-def _is_main_guard(stmt: ast.stmt) -> bool:
+def _is_main_guard(stmt: ast.If) -> bool:
     """``if __name__ == "__main__":`` at module level."""
-    test = stmt.test if isinstance(stmt, ast.If) else None
+    test = stmt.test
     return (
         isinstance(test, ast.Compare)
         and isinstance(test.left, ast.Name)
@@ -182,7 +182,7 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
 
 
 def _called_once(body: list[ast.stmt]) -> set[str]:
-    """``name()`` for each function called by name exactly once in ``body`` and not inside a
+    """The names of the functions called by name exactly once in ``body`` and not inside a
     loop, a comprehension or a nested definition there."""
     counts: dict[str, int] = {}
     looped: set[str] = set()
@@ -211,7 +211,7 @@ def _called_once(body: list[ast.stmt]) -> set[str]:
 
     for stmt in body:
         visit(stmt, False)
-    return {f"{name}()" for name, n in counts.items() if n == 1 and name not in looped}
+    return {name for name, n in counts.items() if n == 1 and name not in looped}
 
 
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
@@ -438,8 +438,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: a nested function -> the frame of the function it is defined in (its parameters
         #: are that function's, ``enclosing_summary``)
         self.enclosing: dict[ast.AST, Frame] = {}
-        #: module-level names of command-line apps (``_cli_apps``), found on first use
-        self._cli_app_names: frozenset[str] | None = None
+        #: module-level names of command-line apps, and of the functions the ``__main__`` guard
+        #: calls once (``_entry_names``), found on first use
+        self._entry_names_found: tuple[frozenset[str], frozenset[str]] | None = None
 
     # ------------------------------------------------------------------ driver
 
@@ -1120,8 +1121,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         parent = self.enclosing.get(func)
         if parent is not None and parent.func is not None:
             return parent.process
-        apps = self._cli_apps()
-        if f"{func.name}()" in apps and self.functions.get(func.name) is func:
+        apps, main_calls = self._entry_names()
+        if func.name in main_calls and self.functions.get(func.name) is func:
             return True
         for dec in func.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
@@ -1136,21 +1137,21 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 return True
         return False
 
-    def _cli_apps(self) -> frozenset[str]:
-        """Module-level names of command-line apps: ``app = typer.Typer()``, ``cli =
-        click.Group()``, functions decorated ``@click.group()``, and ``name()`` for each
-        function called by name under ``if __name__ == "__main__":`` (found once per
-        module)."""
-        found = self._cli_app_names
+    def _entry_names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(module-level names of command-line apps: ``app = typer.Typer()``, ``cli =
+        click.Group()``, functions decorated ``@click.group()``; the functions called by name
+        once, outside loops, under ``if __name__ == "__main__":``), found once per module."""
+        found = self._entry_names_found
         if found is not None:
             return found
-        names = set()
+        names: set[str] = set()
+        main_calls: set[str] = set()
         for stmt in self.tree.body:
             if isinstance(stmt, ast.If) and _is_main_guard(stmt):
                 # ``if __name__ == "__main__": main()`` or ``asyncio.run(main())``: ``main`` runs
                 # once per process, as a command does; a function called there more than once,
                 # or in a loop (``for q in questions: ask(q)``), runs once per call
-                names.update(_called_once(stmt.body))
+                main_calls.update(_called_once(stmt.body))
             elif (
                 isinstance(stmt, ast.Assign)
                 and isinstance(stmt.value, ast.Call)
@@ -1162,8 +1163,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     target = dec.func if isinstance(dec, ast.Call) else dec
                     if self.qualify(target) in ("click.group", "typer.Typer"):
                         names.add(stmt.name)
-        self._cli_app_names = frozenset(names)
-        return self._cli_app_names
+        self._entry_names_found = (frozenset(names), frozenset(main_calls))
+        return self._entry_names_found
 
     def qualify(self, node: ast.expr) -> str | None:
         """Fully qualified dotted name of ``node`` through imports, or None."""
