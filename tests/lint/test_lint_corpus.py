@@ -60,6 +60,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         11: 20261213,
         12: 20261214,
         13: 20261215,
+        14: 20261216,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -88,6 +89,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         11: 6,
         12: 8,
         13: 4,
+        14: 5,
     }
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
@@ -159,6 +161,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
     assert sorted(r.repo for r in repos if r.batch == 13 and r.half == "tuning") == [
         "awslabs/agent-squad",
         "stanford-oval/WikiChat",
+    ]
+    # batch 14 as recorded: sorted names shuffled by Random(20261216), the first 2 tuning
+    assert sorted(r.repo for r in repos if r.batch == 14 and r.half == "tuning") == [
+        "ScrapeGraphAI/Scrapegraph-ai",
+        "google/langextract",
     ]
     assert ev.main(["split"]) == 0
 
