@@ -61,6 +61,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         12: 20261214,
         13: 20261215,
         14: 20261216,
+        15: 20261217,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -90,6 +91,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         12: 8,
         13: 4,
         14: 5,
+        15: 8,
     }
     # batch 2 as recorded: sorted names shuffled by Random(20261204), the first 4 tuning
     assert sorted(r.repo for r in repos if r.batch == 2 and r.half == "tuning") == [
@@ -166,6 +168,13 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
     assert sorted(r.repo for r in repos if r.batch == 14 and r.half == "tuning") == [
         "ScrapeGraphAI/Scrapegraph-ai",
         "google/langextract",
+    ]
+    # batch 15 as recorded: sorted names shuffled by Random(20261217), the first 4 tuning
+    assert sorted(r.repo for r in repos if r.batch == 15 and r.half == "tuning") == [
+        "Canner/WrenAI",
+        "explodinggradients/ragas",
+        "langchain-ai/langgraph",
+        "truera/trulens",
     ]
     assert ev.main(["split"]) == 0
 
