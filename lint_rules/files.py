@@ -12,6 +12,7 @@ file ignore.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,16 @@ TEST_DIRS = frozenset({"tests", "test", "testing"})
 
 def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
     return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _special_file(path: Path) -> bool:
+    """A FIFO, socket or device named like a Python file (or a link to one): reading it could
+    block for ever, so a folder's walk leaves it out. A broken link or a link loop is kept: it
+    is reported as PC000, as a file that cannot be read."""
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
 
 
 def _git_root(start: Path) -> Path | None:
@@ -136,6 +147,8 @@ def discover(
                     include_tests or not is_test_path(name, False)
                 ):
                     path = folder / name
+                    if _special_file(path):
+                        continue
                     if not specs or not _ignored(path, False, specs):
                         found[path] = None
     return sorted(found)

@@ -151,3 +151,26 @@ def test_nothing_to_lint_warns_and_named_files_are_linted_as_given(project: Path
     result = run("docs/readme.txt")  # named explicitly: linted whatever its extension (as ruff)
     assert result.exit_code == 1 and "PC001" in result.stdout
     assert "No Python files" not in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need POSIX")
+def test_a_pipe_named_like_a_python_file_is_left_out_of_a_folder(project: Path) -> None:
+    # Reading a FIFO that nothing writes to blocks for ever: the run must not hang on it.
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text(BAD)
+    os.mkfifo(project / "src" / "pipe.py")
+    (project / "src" / "link.py").symlink_to(project / "src" / "pipe.py")
+    (project / "src" / "gone.py").symlink_to(project / "src" / "missing.py")
+    proc = subprocess.run(
+        [sys.executable, "-c", "from promptcache.cli import main; main()", "lint", "src"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "src/app.py:" in proc.stdout and "PC001" in proc.stdout
+    assert "pipe.py" not in proc.stdout and "link.py" not in proc.stdout
+    # the look-alike: a broken link is a file that cannot be read, reported as PC000
+    assert "src/gone.py:1:1: PC000" in proc.stdout
+    assert "in 2 files of 2 checked" in proc.stdout
