@@ -165,7 +165,8 @@ def _codes(value: object, key: str, where: str, known: frozenset[str]) -> frozen
             f"{where}: unknown rule code(s) {', '.join(unknown)} in {key}; "
             "run `promptcache rules` for the list"
         )
-    return codes
+    # "ALL" is every rule wherever codes are listed (as ruff's): ignore = ["ALL"] ignores them all
+    return known if "ALL" in codes else codes
 
 
 def parse_table(

@@ -21,6 +21,14 @@ def _codes(value: str | None) -> list[str]:
     return [c.strip().upper() for c in (value or "").split(",") if c.strip()]
 
 
+def _rule_codes(value: str) -> frozenset[str]:
+    """The codes a --select or --ignore names; ALL is every rule, as in the config (and ruff)."""
+    from promptcache.lint_rules.registry import KNOWN_CODES, get_rule
+
+    codes = _codes(value)
+    return KNOWN_CODES if "ALL" in codes else frozenset(get_rule(c).code for c in codes)
+
+
 @click.command(name="lint")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
@@ -40,9 +48,10 @@ def _codes(value: str | None) -> list[str]:
 )
 @click.option(
     "--select",
-    help="Comma-separated rule codes to run (replaces the config's select and ignore, as ruff's).",
+    help="Comma-separated rule codes to run, or ALL (replaces the config's select and ignore, "
+    "as ruff's).",
 )
-@click.option("--ignore", help="Comma-separated rule codes to skip (added to the config).")
+@click.option("--ignore", help="Comma-separated rule codes to skip, or ALL (added to the config).")
 @click.option(
     "--config",
     "config_path",
@@ -132,7 +141,7 @@ def lint(
     from promptcache.errors import UnknownRuleError
     from promptcache.lint_rules import config as lint_config
     from promptcache.lint_rules import output as render
-    from promptcache.lint_rules.registry import KNOWN_CODES, get_rule
+    from promptcache.lint_rules.registry import KNOWN_CODES
     from promptcache.lint_rules.runner import lint_paths
 
     found = config_path or lint_config.find_pyproject(Path.cwd())
@@ -146,10 +155,9 @@ def lint(
             )
         # as ruff's --select: the codes named here run even where the config ignores them
         # (per-file-ignores and suppression comments still apply)
-        chosen = frozenset(get_rule(c).code for c in _codes(select))
-        config = replace(config, select=chosen, ignore=frozenset())
+        config = replace(config, select=_rule_codes(select), ignore=frozenset())
     if ignore is not None:
-        config = replace(config, ignore=config.ignore | {get_rule(c).code for c in _codes(ignore)})
+        config = replace(config, ignore=config.ignore | _rule_codes(ignore))
     targets = list(paths) or [Path(".")]
     from promptcache.lint_rules.analysis.cache import DEFAULT_DIR
 

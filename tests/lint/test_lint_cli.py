@@ -143,6 +143,36 @@ def test_cli_select_runs_a_rule_the_config_ignores(project: Path) -> None:
     assert run("bad.py", "--select", "PC001").exit_code == 0  # per-file-ignores still apply
 
 
+def test_all_names_every_rule_on_the_command_line_and_in_the_config(project: Path) -> None:
+    # as ruff's: ALL is every rule in --select and --ignore, and in select, ignore and
+    # per-file-ignores (ignore = ["ALL"] ignores every rule)
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py", "--select", "ALL")
+    assert result.exit_code == 1 and "PC001" in result.output
+    result = run("bad.py", "--select", "all,PC001")
+    assert result.exit_code == 1 and "PC001" in result.output
+    result = run("bad.py", "--ignore", "ALL")
+    assert result.exit_code == 0 and "All checks passed (1 file)" in result.output
+    for table in (
+        'ignore = ["ALL"]\n',
+        'select = ["ALL"]\nignore = ["ALL"]\n',
+        '[tool.promptcache.lint.per-file-ignores]\n"bad.py" = ["ALL"]\n',
+    ):
+        (project / "pyproject.toml").write_text("[tool.promptcache.lint]\n" + table)
+        result = run("bad.py")
+        assert result.exit_code == 0 and "All checks passed" in result.output, table
+    # the look-alikes: ALL selected in the config runs PC001, and so does --select over an ignore
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nselect = ["ALL"]\n')
+    assert run("bad.py").exit_code == 1
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nignore = ["ALL"]\n')
+    result = run("bad.py", "--select", "ALL")
+    assert result.exit_code == 1 and "PC001" in result.output
+    (project / "pyproject.toml").write_text(
+        '[tool.promptcache.lint.per-file-ignores]\n"other.py" = ["ALL"]\n'
+    )
+    assert run("bad.py").exit_code == 1
+
+
 def test_per_file_ignores_exclude_and_gitignore(project: Path) -> None:
     (project / ".git").mkdir()
     (project / ".gitignore").write_text("generated/\n")
