@@ -777,10 +777,21 @@ class ProxyEndpoint:
         record.request_json = ex.parsed
         try:
             self._read_response(ex, record)
+        except ValueError as exc:  # not JSON, or usage that is not usage (UsageParseError)
+            logger.warning(
+                "request %s: recorded without usage: the upstream's response has none the proxy "
+                "can read (%s)",
+                record.id,
+                exc,
+            )
+        except Exception:
+            logger.exception("request %s: could not read usage", record.id)
+        # The prefix comes from the request alone: an unreadable response does not lose it.
+        try:
             if ex.parsed is not None and self.spec.api is not None:
                 describe_prompt(record, ex.parsed, self.spec.api, ex.fingerprint)
         except Exception:
-            logger.exception("request %s: could not read usage or prefix", record.id)
+            logger.exception("request %s: could not read the prefix", record.id)
         if ex.diagnosis is not None:
             record.vendor_miss_reason = ex.diagnosis.reason
             record.vendor_cache_missed_tokens = ex.diagnosis.missed_tokens

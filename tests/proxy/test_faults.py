@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -547,3 +548,102 @@ def test_client_limits_on_either_http_parser(parser: str) -> None:
         done.set()
         for thread in hanging:
             thread.join(20)
+
+
+async def _unreadable_usage_upstream(scope: Any, receive: Any, send: Any) -> None:
+    """An invented upstream answering 200 with what the model name asks for: a page that is
+    not JSON, a usage whose count is a string, or (``fine``) a usage that is readable."""
+    if scope["type"] != "http":
+        return
+    raw = b""
+    while True:
+        message = await receive()
+        raw += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    request = json.loads(raw)
+    model, path = request["model"], scope["path"]
+    anthropic_route = path.startswith("/v1/messages")
+    if model == "html":
+        body, kind = b"<html><body>maintenance</body></html>", b"text/html"
+    else:
+        count: Any = "ten" if model == "string-count" else 10
+        if anthropic_route:
+            reply: dict[str, Any] = {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [{"type": "text", "text": "hi"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": count, "output_tokens": 2},
+            }
+        else:
+            reply = {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "hi"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": count, "completion_tokens": 2, "total_tokens": 12},
+            }
+        body, kind = json.dumps(reply).encode(), b"application/json"
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_a_response_whose_usage_cannot_be_read_keeps_the_requests_prefix(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The prefix columns come from the request: an upstream page that is not JSON, or a usage
+    # count that is a string, leaves the usage NULL but not the prefix hash the break explainer
+    # needs, and the log says so in one line, not with a traceback.
+    from proxy_support import mock_config
+
+    from promptcache.proxy.app import build_app
+
+    with ServerThread(_unreadable_usage_upstream) as upstream:
+        app = build_app(mock_config(upstream.url, tmp_path / "log.db"))
+        with ServerThread(app) as server, caplog.at_level("WARNING"):
+            proxy = RunningProxy(server.url, tmp_path / "log.db", app, server)
+            chat = openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0)
+            messages: Any = [
+                {"role": "system", "content": "You answer questions about invented anvils."},
+                {"role": "user", "content": "hi"},
+            ]
+            for model in ("fine", "string-count"):
+                reply = chat.chat.completions.create(model=model, messages=messages)
+                assert reply.choices[0].message.content == "hi"
+            page = httpx.post(
+                proxy.url + "/v1/chat/completions", json={"model": "html", "messages": messages}
+            )
+            assert page.status_code == 200 and "maintenance" in page.text
+            claude = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+            claude.messages.create(
+                model="string-count",
+                max_tokens=8,
+                system="You sell invented anvils.",
+                messages=[{"role": "user", "content": "hi"}],
+            )
+            rows = proxy.rows(4)
+    by_model = {row["model"]: row for row in rows}
+    assert by_model["fine"]["total_input_tokens"] == 10 and by_model["fine"]["prefix_hash"]
+    for model in ("string-count", "html"):
+        row = by_model[model]
+        assert row["status"] == 200 and row["total_input_tokens"] is None
+        # as for the look-alike "fine": the request's prefix is recorded (the hash covers the
+        # model too, so each model has its own)
+        assert len(row["prefix_hash"] or "") == 64 and row["segment_hashes"], model
+    assert rows[-1]["api"] == "anthropic" and rows[-1]["prefix_hash"]
+    assert "Traceback" not in caplog.text and not any(r.exc_info for r in caplog.records)
+    warnings = [m for m in caplog.messages if "recorded without usage" in m]
+    assert len(warnings) == 3, caplog.text
+    assert "'prompt_tokens' must be an integer token count, got 'ten'" in warnings[0]
