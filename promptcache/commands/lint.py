@@ -104,7 +104,7 @@ def _rule_codes(value: str) -> frozenset[str]:
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the report to this file instead of stdout.",
+    help="Write the report (with --diff: the patch) to this file instead of stdout.",
 )
 def lint(
     paths: tuple[Path, ...],
@@ -176,8 +176,8 @@ def lint(
     if not results:
         click.echo("warning: No Python files found under the given path(s)", err=True)
     unwritten = 0
-    if diff:  # --diff never writes, with or without --fix (as ruff)
-        _apply_fixes(results, config, write=False, show_diff=True)
+    if diff:  # --diff never writes a source file, with or without --fix (as ruff)
+        _apply_fixes(results, config, write=False, show_diff=True, output=output)
         return
     if fix:
         results, unwritten = _apply_fixes(results, config, write=True, show_diff=False)
@@ -239,12 +239,13 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _apply_fixes(
-    results: list[Any], config: Any, write: bool, show_diff: bool
+    results: list[Any], config: Any, write: bool, show_diff: bool, output: Path | None = None
 ) -> tuple[list[Any], int]:
     """Fix (or diff) every file with fixable findings.
 
     Returns the results after fixing and how many files could not be written (each reported as
-    ``error: cannot write FILE: reason`` on stderr; the other files are still fixed).
+    ``error: cannot write FILE: reason`` on stderr; the other files are still fixed). The patch
+    of ``show_diff`` goes to ``output`` when given (written even when empty), else to stdout.
     """
     from promptcache.lint_rules.fix import fix_source, read_source, unified_diff
     from promptcache.lint_rules.runner import lint_source
@@ -252,6 +253,7 @@ def _apply_fixes(
     updated = []
     changed = 0
     unwritten = 0
+    patches: list[str] = []
     for result in results:
         if not any(d.fix is not None for d in result.diagnostics):
             updated.append(result)
@@ -264,7 +266,7 @@ def _apply_fixes(
             continue
         changed += 1
         if show_diff:
-            click.echo(unified_diff(before, after, result.path), nl=False)
+            patches.append(unified_diff(before, after, result.path))
         if write:
             try:
                 _write_atomically(path, after.encode(encoding))
@@ -278,6 +280,16 @@ def _apply_fixes(
             updated.append(lint_source(after, result.path, config))  # until the re-run
         else:
             updated.append(result)
+    if show_diff and output is not None:
+        try:
+            output.write_text("".join(patches), encoding="utf-8")
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise click.BadParameter(
+                f"cannot write {output}: {why}", param_hint="'--output'"
+            ) from exc
+    elif show_diff:
+        click.echo("".join(patches), nl=False)
     if show_diff and not write and changed:
         sys.exit(1)
     return updated, unwritten

@@ -4,6 +4,7 @@ file discovery, fixes, output formats (SARIF validated against the OASIS 2.1.0 s
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -245,6 +246,24 @@ def test_fix_and_diff(project: Path) -> None:
     result = run("bad.py", "--diff")
     assert result.exit_code == 0 and result.output == ""
     assert "exit 1 only when there is a patch" in " ".join(run("--help").output.split())
+
+
+def test_diff_with_output_writes_the_patch_there(project: Path) -> None:
+    # --output holds what the run produces: the report, or with --diff the patch, which then
+    # applies as it stands; stdout stays empty
+    (project / "app.py").write_text(FIXABLE)
+    result = run("app.py", "--diff", "--output", "fixes.patch")
+    assert result.exit_code == 1 and result.stdout == ""
+    patch = (project / "fixes.patch").read_text()
+    assert patch.startswith("--- a/app.py\n+++ b/app.py\n") and "sort_keys=True" in patch
+    applied = subprocess.run(["git", "apply", "fixes.patch"], cwd=project, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    assert "json.dumps(profile, sort_keys=True)" in (project / "app.py").read_text()
+    # the look-alike: nothing left to fix writes an empty patch (no stale one stays) and exits 0
+    result = run("app.py", "--diff", "--output", "fixes.patch")
+    assert result.exit_code == 0 and (project / "fixes.patch").read_text() == ""
+    result = run("app.py", "--diff", "--output", str(project / "no" / "fixes.patch"))
+    assert result.exit_code == 2 and "cannot write" in result.output
 
 
 def test_fix_keeps_the_file_encoding_and_line_endings(project: Path) -> None:
