@@ -202,7 +202,7 @@ def install(
 
     async def report(request: Request, as_json: bool) -> Response:
         if cache is None:
-            return _error(404, "the proxy records no log (--no-record): there is no report")
+            return _error(404, "the proxy records no log (--no-log): there is no report")
         window = request.query_params.get("window", DEFAULT_WINDOW)
         if window not in WINDOWS:
             return _error(400, f"unknown window {window!r}; use one of: {', '.join(WINDOWS)}")

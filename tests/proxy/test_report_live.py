@@ -93,9 +93,13 @@ def test_report_json_is_the_cli_json_and_follows_new_requests(
 
 def test_without_a_log_the_report_says_so(start_proxy: Callable[..., RunningProxy]) -> None:
     proxy = start_proxy(db_path=None)
+    # the option it names is the one that turns the log off (the look-alike --no-record is none)
+    options = CliRunner().invoke(promptcache_cli, ["proxy", "--help"]).output
+    assert "--no-log" in options and "--no-record" not in options
     for path in ("/report", "/report.json"):
         answer = httpx.get(proxy.url + path)
-        assert answer.status_code == 404 and "records no log" in answer.json()["error"]["message"]
+        message = answer.json()["error"]["message"]
+        assert answer.status_code == 404 and "records no log (--no-log)" in message
 
 
 def test_live_page_redraws_after_new_requests(
