@@ -51,6 +51,9 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     assert "error: no proxy log at" in missing.output and "Traceback" not in missing.output
     bad_time = runner.invoke(cli, ["report", "--since", "yesterday-ish"])
     assert bad_time.exit_code == 2 and "is not a time" in bad_time.output
+    # a usage error, as docs/report.md shows it: the usage line, then the option it names
+    assert bad_time.output.startswith("Usage: ")  # CliRunner names the program "cli"
+    assert "Error: Invalid value for '--since': 'yesterday-ish' is not a time" in bad_time.output
     log = tmp_path / "log.db"
     open_log(log).close()
     bad_metrics = runner.invoke(
