@@ -271,6 +271,15 @@ class ProxyEndpoint:
             except RecursionError:  # json's C parser: around 1,000 levels, less on a deep stack
                 too_deep = True
             except ValueError as exc:
+                encoding = _content_encoding(scope["headers"])
+                if encoding is not None:  # valid JSON, perhaps, but compressed: say so
+                    message = (
+                        f"request body is sent with content-encoding: {encoding}, which the "
+                        "proxy does not decode (it reads each request's JSON to record it); "
+                        "send the body uncompressed"
+                    )
+                    await self._reject(ex, send, 415, message)
+                    return
                 await self._reject(ex, send, 400, f"request body is not valid JSON: {exc}")
                 return
             if too_deep:
@@ -1022,6 +1031,16 @@ def _decode(ex: _Exchange) -> None:
         events = ex.decoder.feed(bytes(undecoded))
         undecoded.clear()
         ex.unread += [(e, _UNPARSED) for e in events]
+
+
+def _content_encoding(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The request's ``content-encoding`` (``gzip``...), or None when absent or ``identity``."""
+    for name, value in headers:
+        if name == b"content-encoding":
+            text = value.decode("latin-1").strip()
+            if text and text.lower() != "identity":
+                return text
+    return None
 
 
 async def _read_body(receive: Receive, headers: list[tuple[bytes, bytes]], limit: int) -> bytes:

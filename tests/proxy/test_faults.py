@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import socket
 import threading
@@ -647,3 +648,29 @@ def test_a_response_whose_usage_cannot_be_read_keeps_the_requests_prefix(
     warnings = [m for m in caplog.messages if "recorded without usage" in m]
     assert len(warnings) == 3, caplog.text
     assert "'prompt_tokens' must be an integer token count, got 'ten'" in warnings[0]
+
+
+@pytest.mark.parametrize(("dialect", "path"), ROUTES)
+def test_a_compressed_request_body_gets_415_naming_the_encoding(
+    start_proxy: Callable[..., RunningProxy], dialect: str, path: str
+) -> None:
+    # The body is valid JSON, gzip-compressed: the answer says so instead of calling it invalid
+    # JSON with a UTF-8 decoding error.
+    proxy = start_proxy()
+    body = json.dumps({"model": "m", "messages": [], "contents": []}).encode()
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    reply = httpx.post(proxy.url + path, content=gzip.compress(body), headers=headers)
+    assert reply.status_code == 415
+    message = assert_shape(dialect, reply.json(), 415)
+    assert "content-encoding: gzip" in message and "uncompressed" in message
+    # the look-alikes: the same JSON uncompressed (content-encoding: identity) is forwarded, and
+    # an uncompressed body that is not JSON stays a 400
+    headers["content-encoding"] = "identity"
+    assert httpx.post(proxy.url + path, content=body, headers=headers).status_code == 200
+    broken = httpx.post(proxy.url + path, content=body[:-1], headers=headers)
+    assert broken.status_code == 400 and "not valid JSON" in assert_shape(
+        dialect, broken.json(), 400
+    )
+    rows = proxy.rows(3)
+    assert [r["status"] for r in rows] == [415, 200, 400]
+    assert "content-encoding: gzip" in rows[0]["error"]
