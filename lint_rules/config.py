@@ -130,16 +130,23 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def load_config(path: Path | None, known_codes: frozenset[str]) -> LintConfig:
+def load_config(path: Path | None, known_codes: frozenset[str], named: bool = False) -> LintConfig:
     """Read ``path`` (a pyproject.toml) or return defaults when None.
 
     Raises ``ConfigError`` for unreadable TOML or bad values and ``UnknownRuleError`` for a rule
-    code that does not exist.
+    code that does not exist. ``named``: the user named the file (``--config``), so a file
+    without a ``[tool.promptcache.lint]`` table is an error too, not a silent run on defaults.
     """
     if path is None:
         return LintConfig()
-    table = lint_table(_read_toml(path), path) or {}
-    return parse_table(table, path.parent, known_codes, str(path))
+    table = lint_table(_read_toml(path), path)
+    if table is None and named:
+        raise ConfigError(
+            f"{path} has no [tool.promptcache.lint] table, so it sets nothing; put the settings "
+            'under it (e.g. [tool.promptcache.lint] then select = ["PC001"]), or leave --config '
+            "out to use the nearest pyproject.toml that has one"
+        )
+    return parse_table(table or {}, path.parent, known_codes, str(path))
 
 
 def _pattern(pattern: str, key: str, where: str) -> str:

@@ -145,7 +145,7 @@ def lint(
     from promptcache.lint_rules.runner import lint_paths
 
     found = config_path or lint_config.find_pyproject(Path.cwd())
-    config = lint_config.load_config(found, KNOWN_CODES)
+    config = lint_config.load_config(found, KNOWN_CODES, named=config_path is not None)
     if select is not None:
         if not _codes(select):  # an empty selection would read as "no restriction": every rule
             raise click.BadParameter(

@@ -127,6 +127,26 @@ def test_config_select_ignore_and_errors(project: Path) -> None:
         assert result.exit_code == 2 and "names no rule code" in result.output, result.output
 
 
+def test_a_config_file_named_without_the_lint_table_is_an_error(project: Path) -> None:
+    # --config names the file the settings come from: one without [tool.promptcache.lint] (a
+    # ruff.toml-style flat select, or another tool's file) sets nothing, so it is not run on
+    # defaults as if it had been read
+    (project / "bad.py").write_text(BAD)
+    for name, text in (
+        ("flat.toml", 'select = ["PC002"]\n'),
+        ("pyproject.toml", '[project]\nname = "app"\n[tool.ruff]\nselect = ["E"]\n'),
+    ):
+        (project / name).write_text(text)
+        result = run("bad.py", "--config", name)
+        assert result.exit_code == 2, result.output
+        assert f"{name} has no [tool.promptcache.lint] table" in result.output
+    # the look-alikes: the same file found on its own (not named) gives the defaults, and a
+    # named file with the table is read
+    assert run("bad.py").exit_code == 1
+    (project / "flat.toml").write_text('[tool.promptcache.lint]\nselect = ["PC002"]\n')
+    assert run("bad.py", "--config", "flat.toml").exit_code == 0
+
+
 def test_cli_select_runs_a_rule_the_config_ignores(project: Path) -> None:
     # as ruff's: --select replaces the config's select and ignore; --ignore still adds to it
     (project / "bad.py").write_text(BAD)
