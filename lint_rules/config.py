@@ -187,6 +187,11 @@ def parse_table(
             f"allowed: {', '.join(sorted(_KEYS))}"
         )
     select = _codes(table.get("select", []), "select", where, known)
+    if "select" in table and not select:  # as --select "": no code is a mistake, not every rule
+        raise ConfigError(
+            f'{where}: select = [] names no rule; list codes (select = ["PC001"]), use ["ALL"], '
+            "or leave select out to run every rule"
+        )
     ignore = _codes(table.get("ignore", []), "ignore", where, known)
     exclude = table.get("exclude", [])
     if not isinstance(exclude, list) or not all(isinstance(v, str) for v in exclude):

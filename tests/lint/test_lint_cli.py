@@ -127,6 +127,18 @@ def test_config_select_ignore_and_errors(project: Path) -> None:
         assert result.exit_code == 2 and "names no rule code" in result.output, result.output
 
 
+def test_an_empty_select_in_the_config_is_an_error_as_on_the_command_line(project: Path) -> None:
+    # select = [] names no rule: an error, as --select "" is (not a run of every rule)
+    (project / "bad.py").write_text(BAD)
+    (project / "pyproject.toml").write_text("[tool.promptcache.lint]\nselect = []\n")
+    result = run("bad.py")
+    assert result.exit_code == 2 and "select = [] names no rule" in result.output
+    # the look-alike: an empty ignore ignores nothing, and PC001 is found
+    (project / "pyproject.toml").write_text("[tool.promptcache.lint]\nignore = []\n")
+    result = run("bad.py")
+    assert result.exit_code == 1 and "PC001" in result.output
+
+
 def test_a_config_file_named_without_the_lint_table_is_an_error(project: Path) -> None:
     # --config names the file the settings come from: one without [tool.promptcache.lint] (a
     # ruff.toml-style flat select, or another tool's file) sets nothing, so it is not run on
