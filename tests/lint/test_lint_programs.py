@@ -108,6 +108,37 @@ def test_warm_run_freezes_cached_outputs_only_while_it_runs(tmp_path: Path) -> N
     assert held[99] == [99]
 
 
+def test_cold_run_freezes_each_analysis_heap_only_while_it_runs(tmp_path: Path) -> None:
+    """A cold run in this process collects the garbage and freezes what is left before each
+    analysis (``program._fresh_heap``), and unfreezes it at its end: afterwards nothing is
+    frozen and the collector is on; with the collector off, or with a caller's own frozen
+    objects, it freezes nothing, and its findings are the same each way."""
+    import gc
+
+    from promptcache.lint_rules.analysis.program import lint_program
+
+    _, config, files, _ = _c_modules_copy(tmp_path)
+    cold, first = lint_program(files, config, 1, None)
+    assert first.analysed >= len(files)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    gc.disable()
+    try:
+        again, _ = lint_program(files, config, 1, None)
+        assert not gc.isenabled() and gc.get_freeze_count() == 0 and again == cold
+    finally:
+        gc.enable()
+    held = [[index] for index in range(100)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        again, _ = lint_program(files, config, 1, None)
+        # neither unfrozen nor added to (frozen objects that died were freed)
+        assert len(held) <= gc.get_freeze_count() <= frozen and again == cold
+    finally:
+        gc.unfreeze()
+    assert held[99] == [99]
+
+
 def test_corrupt_cache_entries_are_misses(tmp_path: Path) -> None:
     folder = PROGRAMS / "b_builder"
     cache = tmp_path / "cache"
