@@ -106,7 +106,7 @@ def serve(
     check_bind(host, config.auth_token, insecure_no_auth)
     sock = listen_socket(host, port)  # before the log opens: a port in use fails in one line
     try:
-        app = build_app(config)
+        app = build_app(config, tune_gc=True)
     except BaseException:
         sock.close()
         raise
