@@ -198,10 +198,17 @@ def fingerprint_request(
         else:
             _, digest, sha = known
         tokens = _segment_tokens(sha, raw.kind, value, text)
-        segments.append(Segment(raw.path, raw.kind, sha, len(text), text, tokens))
-        link = hashlib.sha256(prev_digest + digest)  # chained[i]: over raw digests
-        prev_digest = link.digest()
-        prev = link.hexdigest()
+        # The segment and its link of the chain, by what fixes them (the text by its digest):
+        # a conversation's repeated turns take them from the memo instead of being hashed again.
+        step_key = (prev_digest, raw.path, raw.kind, digest, tokens)
+        step = _STEPS.get(step_key)
+        if step is None:
+            link = hashlib.sha256(prev_digest + digest)  # chained[i]: over raw digests
+            segment = Segment(raw.path, raw.kind, sha, len(text), text, tokens)
+            step = (segment, link.digest(), link.hexdigest())
+            _remember_step(step_key, step)
+        segment, prev_digest, prev = step
+        segments.append(segment)
         chained.append(prev)
         num_tokens += tokens
     model = body.get("modelId" if api == "bedrock_converse" else "model")
@@ -290,6 +297,34 @@ def _remember_message(key: tuple[str, str], known: tuple[str, bytes, str]) -> No
             _segment_memo_chars -= len(old_key[1]) + len(old[0])
         _SEGMENTS_BY_MESSAGE[key] = known
         _segment_memo_chars += size
+
+
+def _remember_step(key: _StepKey, step: tuple[Segment, bytes, str]) -> None:
+    """Keep one chain step of ``fingerprint_request``; the memo is emptied when its segments'
+    texts would pass ``_STEPS_CHARS`` characters in all, or it would hold ``_STEPS_MAX``
+    steps."""
+    global _steps_chars
+    size = step[0].num_chars
+    with _STEPS_LOCK:
+        if key in _STEPS or size > _STEPS_CHARS:
+            return
+        if _steps_chars + size > _STEPS_CHARS or len(_STEPS) >= _STEPS_MAX:
+            _STEPS.clear()
+            _steps_chars = 0
+        _STEPS[key] = step
+        _steps_chars += size
+
+
+#: (the previous link's digest, path, kind, the segment's digest, its tokens)
+_StepKey = tuple[bytes, str, str, bytes, int]
+#: ``fingerprint_request``'s chain steps: per ``_StepKey``, the ``Segment`` (frozen, shared by
+#: the fingerprints that repeat it) and the chain's next digest and hex digest. A proxy
+#: fingerprints every turn of a conversation, whose earlier turns repeat the same steps.
+_STEPS: dict[_StepKey, tuple[Segment, bytes, str]] = {}
+_STEPS_MAX = 65_536
+_STEPS_CHARS = 16_000_000
+_STEPS_LOCK = threading.Lock()
+_steps_chars = 0
 
 
 def _segment_tokens(sha: str, kind: str, value: Any, text: str) -> int:

@@ -18,18 +18,18 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from promptcache.errors import PromptCacheError, UnknownModelPriceError
-from promptcache.fingerprint import RequestFingerprint, fingerprint_request
+from promptcache.fingerprint import RequestFingerprint, Segment, fingerprint_request
 from promptcache.pricing import cost, default_price_table
 from promptcache.usage import Usage
 
 from .record import RequestRecord
 
-__all__ = ["apply_usage", "describe_prompt", "response_model", "warm_up"]
+__all__ = ["apply_usage", "describe_prompt", "response_model", "segment_hashes_json", "warm_up"]
 
 logger = logging.getLogger("promptcache.proxy")
 
@@ -53,24 +53,50 @@ def describe_prompt(
             logger.info("request %s: no prefix fingerprint: %s", record.id, exc)
             return
     record.fingerprint = fingerprint
-    record.segment_hashes = json.dumps(
-        [
-            {
-                "path": s.path,
-                "kind": s.kind,
-                "sha256": s.sha256,
-                "num_chars": s.num_chars,
-                "num_tokens": s.num_tokens,
-            }
-            for s in fingerprint.segments
-        ]
-    )
+    record.segment_hashes = segment_hashes_json(fingerprint.segments)
     record.prefix_hash = fingerprint.prefix_hash
     record.first_segment_hash = fingerprint.segments[0].sha256 if fingerprint.segments else None
     record.approx_prefix_tokens = fingerprint.approx_prefix_tokens
     record.breakpoints = json.dumps(
         [{"path": b.path, "ttl": b.ttl} for b in fingerprint.breakpoints]
     )
+
+
+def segment_hashes_json(segments: Sequence[Segment]) -> str:
+    """The ``segment_hashes`` column: ``json.dumps`` of a list with one object per segment
+    (``path``, ``kind``, ``sha256``, ``num_chars``, ``num_tokens``), the same text.
+
+    A list's ``json.dumps`` is its items' ``json.dumps`` joined by ``", "`` in brackets, and
+    the segments a conversation repeats on every turn (its system prompt, its earlier turns)
+    have the same five values each time: their items' text is kept by those values
+    (``_SEGMENT_ITEMS``) instead of serialised again for every request.
+    """
+    items = _SEGMENT_ITEMS
+    parts = []
+    for s in segments:
+        key = (s.path, s.kind, s.sha256, s.num_chars, s.num_tokens)
+        item = items.get(key)
+        if item is None:
+            item = json.dumps(
+                {
+                    "path": s.path,
+                    "kind": s.kind,
+                    "sha256": s.sha256,
+                    "num_chars": s.num_chars,
+                    "num_tokens": s.num_tokens,
+                }
+            )
+            if len(items) >= _SEGMENT_ITEMS_MAX:
+                items.clear()
+            items[key] = item
+        parts.append(item)
+    return "[" + ", ".join(parts) + "]"
+
+
+#: ``segment_hashes_json``'s item texts by their five values; emptied when it holds
+#: ``_SEGMENT_ITEMS_MAX`` (about 300 bytes an entry: 20 MB at most).
+_SEGMENT_ITEMS: dict[tuple[str, str, str, int, int | None], str] = {}
+_SEGMENT_ITEMS_MAX = 65_536
 
 
 def apply_usage(record: RequestRecord, usage: Usage, price_as: str | None = None) -> None:
