@@ -99,7 +99,8 @@ def discover(
     Files given directly are kept, unless ``force_exclude`` (as pre-commit passes every staged
     file): then the config's ``exclude`` applies to them too. Inside folders, test folders and
     test files (``is_test_path``) are left out unless ``include_tests``; a test file or folder
-    named on the command line is linted.
+    named on the command line is linted, a test folder with all its files (``tests/test_app.py``
+    for ``lint tests``).
     """
     exclude = [(config.root.resolve(), _spec(list(config.exclude)))] if config.exclude else []
     found: dict[Path, None] = {}
@@ -125,6 +126,8 @@ def discover(
                 if not _ignored(top, True, parents):
                     initial.extend(parents)
         inherited: dict[Path, list[tuple[Path, pathspec.PathSpec[Any]]]] = {top: initial}
+        # a test folder named on the command line is linted whole: its files are tests too
+        tests_here = include_tests or is_test_path(top.name, True)
         for dirpath, dirnames, filenames in os.walk(top):
             folder = Path(dirpath)
             specs = inherited.pop(folder, initial)
@@ -137,15 +140,13 @@ def discover(
                 for d in dirnames
                 if not d.startswith(".")
                 and d not in SKIP_DIRS
-                and (include_tests or not is_test_path(d, True))
+                and (tests_here or not is_test_path(d, True))
                 and not _ignored(folder / d, True, specs)
             )
             for child in dirnames:
                 inherited[folder / child] = specs
             for name in filenames:
-                if name.endswith((".py", ".pyi")) and (
-                    include_tests or not is_test_path(name, False)
-                ):
+                if name.endswith((".py", ".pyi")) and (tests_here or not is_test_path(name, False)):
                     path = folder / name
                     if _special_file(path):
                         continue

@@ -174,7 +174,7 @@ def lint(
     if errors:
         raise UnknownRuleError("bad suppression comment(s):\n  " + "\n  ".join(errors))
     if not results:
-        click.echo("warning: No Python files found under the given path(s)", err=True)
+        click.echo(_nothing_to_lint(targets, config, force_exclude, include_tests), err=True)
     unwritten = 0
     if diff:  # --diff never writes a source file, with or without --fix (as ruff)
         _apply_fixes(results, config, write=False, show_diff=True, output=output)
@@ -213,6 +213,21 @@ def lint(
         threshold = Severity.parse(fail_on)
         if any(d.severity >= threshold for r in results for d in r.diagnostics):
             sys.exit(1)
+
+
+def _nothing_to_lint(
+    targets: list[Path], config: Any, force_exclude: bool, include_tests: bool
+) -> str:
+    """The warning of a run that found no file to lint: test files left out are not none."""
+    from promptcache.lint_rules.files import discover
+
+    tests = 0 if include_tests else len(discover(targets, config, force_exclude, True))
+    if tests:
+        return (
+            f"warning: No Python files to lint under the given path(s): {tests} test "
+            f"file{'s' if tests != 1 else ''} left out (--include-tests lints them)"
+        )
+    return "warning: No Python files found under the given path(s)"
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

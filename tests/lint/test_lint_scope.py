@@ -82,6 +82,25 @@ def test_test_files_are_left_out_unless_asked(project: Path) -> None:
     assert run("src/tests").stdout.count("PC001") == 1
 
 
+def test_a_test_folder_named_is_linted_with_its_test_files(project: Path) -> None:
+    # `promptcache lint tests` lints the test files in it (the docs: a test folder named on the
+    # command line is linted); they are still left out of a folder that only holds it
+    tests = project / "src" / "tests"
+    (tests / "unit").mkdir(parents=True)
+    for name in ("test_app.py", "unit/test_more.py", "conftest.py"):
+        (tests / name).write_text(SUBDAY)
+    named = run("src/tests")
+    assert named.stdout.count("PC001") == 3 and "in 3 files of 3 checked" in named.stdout
+    assert "No Python files" not in named.stderr
+    around = run("src")
+    assert around.exit_code == 0 and "All checks passed (0 files)" in around.stdout
+    # and the warning says the files were left out as tests, not that there are none
+    assert "3 test files left out (--include-tests lints them)" in around.stderr
+    assert "No Python files found" not in around.stderr
+    (project / "docs").mkdir()
+    assert "No Python files found under the given path(s)" in run("docs").stderr
+
+
 def test_unproven_flows_are_no_findings_and_show_with_explain(project: Path) -> None:
     (project / "unseen.py").write_text(THROUGH_UNSEEN_CALL)
     (project / "seen.py").write_text(SUBDAY)
