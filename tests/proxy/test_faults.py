@@ -144,6 +144,11 @@ def test_unknown_routes_get_404_naming_the_supported_ones(
     wrong_method = httpx.post(proxy.url + "/v1/models", json={})
     assert wrong_method.status_code == 405
     assert "GET" in assert_shape("openai", wrong_method.json(), 405)
+    # as docs/proxy.md says: a request id only where there is a row (the bad Gemini method)
+    assert "x-promptcache-request-id" not in reply.headers
+    assert "x-promptcache-request-id" not in wrong_method.headers
+    row = proxy.row()
+    assert gemini.headers["x-promptcache-request-id"] == row["id"] and row["status"] == 404
 
 
 @pytest.mark.parametrize(
