@@ -198,6 +198,9 @@ class ProxyApp(Starlette):
         super().__init__(*args, **kwargs)
         #: (method, path) -> the endpoint inside the user middleware
         self.direct: dict[tuple[str, str], ASGIApp] = {}
+        # A path no route serves is a 404 listing the routes, a trailing slash too: Starlette
+        # would answer 307 to the path without it, at the host the client's Host header names.
+        self.router.redirect_slashes = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

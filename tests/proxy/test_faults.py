@@ -144,6 +144,12 @@ def test_unknown_routes_get_404_naming_the_supported_ones(
     wrong_method = httpx.post(proxy.url + "/v1/models", json={})
     assert wrong_method.status_code == 405
     assert "GET" in assert_shape("openai", wrong_method.json(), 405)
+    # a vendor route with a trailing slash is not that route: a 404 listing the routes, not a
+    # redirect (307) to the Host header's host
+    for path, dialect in (("/v1/chat/completions/", "openai"), ("/v1/messages/", "anthropic")):
+        slash = httpx.post(proxy.url + path, json={"model": "m", "messages": []})
+        assert slash.status_code == 404 and "location" not in slash.headers, path
+        assert "POST /v1/chat/completions" in assert_shape(dialect, slash.json(), 404)
     # as docs/proxy.md says: a request id only where there is a row (the bad Gemini method)
     assert "x-promptcache-request-id" not in reply.headers
     assert "x-promptcache-request-id" not in wrong_method.headers
