@@ -163,6 +163,14 @@ def lint(
 
     cache = None if no_cache else (cache_dir or config.root / DEFAULT_DIR)
     results = lint_paths(targets, config, jobs, force_exclude, cache, include_tests)
+    if output is not None and os.path.realpath(output) in {
+        os.path.realpath(r.path) for r in results
+    }:  # the report (or patch) would replace the source it is about
+        raise click.BadParameter(
+            f"{output} is one of the files being linted; writing the report there would "
+            "replace its source: pick another file",
+            param_hint="'--output'",
+        )
     templates = sum(1 for r in results if r.skipped == "template")
     if templates:
         click.echo(

@@ -174,3 +174,21 @@ def test_a_pipe_named_like_a_python_file_is_left_out_of_a_folder(project: Path) 
     # the look-alike: a broken link is a file that cannot be read, reported as PC000
     assert "src/gone.py:1:1: PC000" in proc.stdout
     assert "in 2 files of 2 checked" in proc.stdout
+
+
+def test_output_onto_a_linted_file_is_refused_and_the_source_kept(project: Path) -> None:
+    # -o app.py (a slip for -o app.txt) would replace the source with the report about it
+    (project / "app.py").write_text(FIXABLE)
+    (project / "link.py").symlink_to(project / "app.py")
+    for args in (
+        ("app.py", "-o", "app.py"),
+        (".", "-o", "./link.py"),
+        (".", "--diff", "-o", "app.py"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 2, args
+        assert "is one of the files being linted" in result.output
+        assert (project / "app.py").read_text() == FIXABLE, args
+    # the look-alike: a report file beside the sources is written
+    result = run(".", "-o", "report.txt")
+    assert result.exit_code == 0 and "PC003" in (project / "report.txt").read_text()
