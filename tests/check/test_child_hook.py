@@ -79,3 +79,39 @@ def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
         "import os\nos.environ['CHAINED_SITECUSTOMIZE_RAN'] = 'yes'\n"
     )
     assert _probe(tmp_path, 0, False, str(theirs))["chained"] == "yes"
+
+
+PID_PROBE = """
+import json, os
+pid = os.getpid()
+os.kill(pid, 0)  # its own changed number reaches the process itself
+print(json.dumps({
+    "pid": pid,
+    "proc": os.path.exists(f"/proc/{pid}/status"),
+    "self": os.readlink("/proc/self") if os.path.exists("/proc/self") else None,
+    "ppid": os.getppid(),
+}))
+"""
+
+
+def test_the_changed_pid_is_no_address_of_the_process_as_the_docs_say(tmp_path: Path) -> None:
+    # docs/check.md, what it cannot see: code that addresses its own process by os.getpid()
+    # (/proc/<pid>, psutil.Process(os.getpid())) does not find it, in run 0 too; os.kill of it
+    # and os.getppid() are the real ones
+    if not os.path.exists("/proc/self/status"):
+        return  # no /proc to address
+    plan = plan_runs(2, isolate=False, start=1_800_000_000.0)[0]
+    env = plan.env(dict(os.environ), "http://127.0.0.1:9", [])
+    out = subprocess.run(
+        [sys.executable, "-c", PID_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(out.stdout)
+    assert seen["pid"] == 40_000 and seen["ppid"] == os.getpid()
+    assert str(seen["self"]) != "40000"  # the real process, under another number
+    # the look-alike, without check: the number is the process's own
+    plain = subprocess.run(
+        [sys.executable, "-c", PID_PROBE], capture_output=True, text=True, check=True
+    )
+    assert json.loads(plain.stdout)["proc"] is True
+    if str(seen["self"]) != "40000" and not os.path.exists("/proc/40000"):
+        assert seen["proc"] is False
