@@ -25,11 +25,13 @@ from .facts import (
     Value,
     canonical,
     entry_key,
+    entry_path,
     entry_suffix,
     join,
     map_facts,
     narrowed,
     param_entry,
+    param_path,
     passed_role,
     replace,
 )
@@ -597,10 +599,10 @@ class CallsMixin(EngineState):
             else None
         )
 
-        def receiver_attr(path: str) -> frozenset[Fact]:
-            """``held_at(path)`` and what calls in this function stored into that field of
-            the receiver (``session.touch()`` -> ``session.last_seen``)."""
-            held = held_at(path)
+        def receiver_attr(path: str, sunk: bool = False) -> frozenset[Fact]:
+            """``held_at(path, sunk)`` and what calls in this function stored into that field
+            of the receiver (``session.touch()`` -> ``session.last_seen``)."""
+            held = held_at(path, sunk)
             if (
                 receiver is not None
                 and isinstance(receiver.ref, ExternalClass)
@@ -623,10 +625,12 @@ class CallsMixin(EngineState):
                     held = held | facts
             return held
 
-        def held_at(path: str) -> frozenset[Fact]:
+        def held_at(path: str, sunk: bool = False) -> frozenset[Fact]:
             """What the receiver holds at ``path`` (``state.tool_context``): the field of an
             object we built, as deep as its fields are known, else all of what it holds
-            (field-insensitive). Our own receiver passes the path on."""
+            (field-insensitive). Our own receiver passes the path on; so does a parameter of
+            ours, or one entry or field of it (``variant.agent``), for a field that reaches a
+            sink (``sunk``: ``variant.agent.builder``, see ``param_path``)."""
             assert receiver is not None
             value = receiver
             parts = path.split(".")
@@ -658,7 +662,11 @@ class CallsMixin(EngineState):
                 elif g.kind is Kind.PARAM and g.param >= 0 and g.fix == (ours,):
                     # a parameter of ours as the receiver: our summary names the field its
                     # method reads (``handler.tool``), so a caller passes only that field
-                    (g,) = param_entry(frozenset({g}), parts[0], ours, attribute=True)
+                    if sunk:
+                        suffix = "".join(f".{part}" for part in parts)
+                        (g,) = param_path(frozenset({g}), suffix, ours)
+                    else:
+                        (g,) = param_entry(frozenset({g}), parts[0], ours, attribute=True)
                 out.add(g)
             return frozenset(out)
 
@@ -722,7 +730,7 @@ class CallsMixin(EngineState):
                 if attr[:1].isdigit():
                     continue
                 attr, grain = split_grain(attr)
-                held = Value(with_grain(receiver_attr(attr), grain))
+                held = Value(with_grain(receiver_attr(attr, sunk=True), grain))
                 for region, label, unseen in targets:
                     self.record(
                         region, _unproven(held, unseen), where, f"{summary.name}() -> {label}"
@@ -882,7 +890,8 @@ class CallsMixin(EngineState):
                 value, where = arg_values[index]
                 if where is not None:
                     for region, label, unseen in targets:
-                        held = entry_of(value, attr)
+                        held, rest = entry_and_rest(value, attr)
+                        followed = held
                         if (
                             unseen
                             and parsed is not None
@@ -908,12 +917,13 @@ class CallsMixin(EngineState):
                             own = self.own_fields(value, [parsed[0]])
                             if own is not None:
                                 held = Value(own)
-                        if held is value and parsed is not None and self.frame.func:
+                        if held is followed and rest and self.frame.func:
                             # one entry of a parameter of ours passed whole (a message list
-                            # handed on, read by the callee at ``m["content"]``): our summary
-                            # names that entry, not the whole parameter
+                            # handed on, read by the callee at ``m["content"]``), or passed
+                            # under a known key: our summary names that entry, not the whole
+                            # parameter
                             held = held.with_facts(
-                                param_entry(held.facts, parsed[0], id(self.frame.func), parsed[1])
+                                param_path(held.facts, rest, id(self.frame.func))
                             )
                         held = _unproven(held, unseen)
                         if grain:
@@ -1444,10 +1454,32 @@ def entry_of(argument: Value, detail: str) -> Value:
     in that field (not what code elsewhere stores into that field of other instances),
     nothing for a field of it that nothing stored into, nor for a key that a dict of known
     keys does not hold; else the whole argument (a key of a value of unknown keys, a method,
-    an argument of unknown shape)."""
-    parsed = entry_key(detail)
-    if parsed is None:
-        return argument
+    an argument of unknown shape). A path of several (``variant.agent.llm``) is followed
+    as deep as the values met are known: an agent stored in a variant we built passes only
+    what its ``llm`` field holds, not its other fields."""
+    return entry_and_rest(argument, detail)[0]
+
+
+def entry_and_rest(argument: Value, detail: str) -> tuple[Value, str]:
+    """``entry_of(argument, detail)`` and the part of the path it did not follow, as a
+    suffix (``.llm``: the value returned is what the argument holds at ``variant.agent``,
+    whose ``llm`` field is not known); "" where it followed all of it, or where ``detail``
+    names a whole parameter."""
+    path = entry_path(detail)
+    if path is None:
+        return argument, ""
+    held = argument
+    for depth, (key, attribute) in enumerate(path):
+        inner = _entry_at(held, key, attribute)
+        if inner is held:
+            return held, "".join(f".{k}" if a else f"[{k!r}]" for k, a in path[depth:])
+        held = inner
+    return held, ""
+
+
+def _entry_at(argument: Value, key: str, attribute: bool) -> Value:
+    """What ``argument[key]`` (``argument.key`` with ``attribute``) holds (``entry_of``, one
+    step); ``argument`` itself where that is not known."""
     if argument.items is None and argument.shape is Shape.LIST:
         # a list whose elements are dicts of known keys or objects of known fields: a
         # callee that reads one key of its elements (``m["content"] for m in messages``,
@@ -1455,11 +1487,10 @@ def entry_of(argument: Value, detail: str) -> Value:
         element = element_fields(argument)
         if element is None:
             return argument
-        from_element = entry_of(element, detail)
+        from_element = _entry_at(element, key, attribute)
         return argument if from_element is element else from_element
     if argument.items is None:
         return argument
-    key, attribute = parsed
     is_object = isinstance(argument.ref, (ClassInfo, ExternalClass))
     if attribute and not is_object and argument.shape is Shape.DICT and not hasattr(dict, key):
         # a field of a dict of known keys (``config.tool`` of ``{"configurable": ...}``): a

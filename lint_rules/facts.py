@@ -399,7 +399,8 @@ def param_entry(
     of the function's own parameters (``func_key``: its ``fix``) becomes the PARAM fact of
     that entry (detail ``page['body']`` or ``data.instructions``), so a summary says which
     entry or field of an argument it returns or sends to a sink. A PARAM fact already of an
-    entry, or of the receiver, is kept."""
+    entry, or of the receiver, is kept (what a function returns or stores names one level:
+    ``param_path`` goes deeper, for sinks only)."""
     if not any(f.kind is Kind.PARAM for f in facts):
         return facts
     suffix = f".{key}" if attribute else f"[{key!r}]"
@@ -414,26 +415,69 @@ def param_entry(
     )
 
 
-_ENTRY = re.compile(r"^(\w+)(?:\[(?P<key>'[^']*'|\"[^\"]*\")\]|\.(?P<attr>\w+))$")
+#: how many keys and fields, one after another, the PARAM fact of what reaches a sink may name
+#: (``variant.agent.builder``); a deeper one keeps the path so far
+MAX_ENTRY_DEPTH = 3
+
+
+def param_path(facts: frozenset[Fact], suffix: str, func_key: int) -> frozenset[Fact]:
+    """``facts`` read at ``suffix`` (``['agent'].builder``, see ``entry_suffix``) on their way
+    to a sink: a PARAM fact of one of the function's own parameters, whole or already one
+    entry or field of it (``variant.agent``), names the longer path
+    (``variant.agent.builder``), at most ``MAX_ENTRY_DEPTH`` keys and fields deep (the first
+    of ``suffix``'s that fit), so a caller passes only what it holds there; a PARAM fact of
+    the receiver, or one that names that many already, is kept. Only what a summary records
+    as reaching a sink goes deeper than one level: a function's return value names one
+    (``param_entry``), as a value read at many paths would otherwise carry one fact per
+    path."""
+    texts = [m.group(0) for m in _STEPS.finditer(suffix)]
+    if not texts or not any(f.kind is Kind.PARAM for f in facts):
+        return facts
+    out = set()
+    for f in facts:
+        if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
+            depth = 0 if f.detail.isidentifier() else len(entry_path(f.detail) or ())
+            room = MAX_ENTRY_DEPTH - depth
+            if (depth or f.detail.isidentifier()) and room > 0:
+                f = replace(f, detail=f.detail + "".join(texts[:room]))
+        out.add(f)
+    return frozenset(out)
+
+
+_STEP = r"\[(?:'[^']*'|\"[^\"]*\")\]|\.\w+"
+_ENTRY = re.compile(rf"^(\w+)((?:{_STEP})+)$")
+_STEPS = re.compile(r"\[(?P<key>'[^']*'|\"[^\"]*\")\]|\.(?P<attr>\w+)")
 
 
 @functools.lru_cache(maxsize=4096)
-def entry_key(detail: str) -> tuple[str, bool] | None:
-    """(key, is an attribute) of the PARAM fact of one entry or field of a parameter
-    (``page['body']`` -> ("body", False), ``data.instructions`` -> ("instructions", True)),
-    None for a whole parameter. The name before it may be a parameter index (``0['body']``)."""
+def entry_path(detail: str) -> tuple[tuple[str, bool], ...] | None:
+    """Each (key, is an attribute) of the PARAM fact of an entry or field of a parameter,
+    outermost first (``variant['agent'].llm`` -> (("agent", False), ("llm", True))), None for
+    a whole parameter. The name before it may be a parameter index (``0['body']``)."""
     match = _ENTRY.match(detail)
     if match is None:
         return None
-    if match["attr"] is not None:
-        return match["attr"], True
-    return str(ast.literal_eval(match["key"])), False
+    return tuple(
+        (step["attr"], True)
+        if step["attr"] is not None
+        else (str(ast.literal_eval(step["key"])), False)
+        for step in _STEPS.finditer(match[2])
+    )
+
+
+def entry_key(detail: str) -> tuple[str, bool] | None:
+    """(key, is an attribute) of the first entry or field a parameter's PARAM fact names
+    (``page['body']`` -> ("body", False), ``data.instructions`` -> ("instructions", True)),
+    None for a whole parameter."""
+    path = entry_path(detail)
+    return path[0] if path else None
 
 
 def entry_suffix(detail: str) -> str:
-    """The part of an entry's PARAM detail after the parameter's name (``['body']``)."""
+    """The part of an entry's PARAM detail after the parameter's name (``['body']``,
+    ``.agent.llm``)."""
     match = _ENTRY.match(detail)
-    return detail[match.end(1) :] if match is not None else ""
+    return match[2] if match is not None else ""
 
 
 #: message roles that a constant ``role`` of a chat message can name (OpenAI, Anthropic,
