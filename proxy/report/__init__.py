@@ -80,6 +80,7 @@ __all__ = [
     "build_report",
     "connect_log",
     "pick_bucket_s",
+    "usd_text",
 ]
 
 #: Values accepted by ``--group-by``.
@@ -161,12 +162,12 @@ class Report:
         return money
 
 
-#: Decimal places of the USD strings in :meth:`Report.to_dict` (micro-dollars, as in the CSV).
+#: Decimal places of the USD strings in :meth:`Report.to_dict` and the CSV (micro-dollars).
 JSON_USD_PLACES = 6
 _USD_QUANTUM = Decimal(1).scaleb(-JSON_USD_PLACES)
 
 
-def _usd_text(value: float) -> str:
+def usd_text(value: float) -> str:
     """``value`` (USD) as a plain decimal string rounded to :data:`JSON_USD_PLACES` places.
 
     The hourly rollups sum per-request costs as SQLite REALs, so a sum carries float noise in
@@ -177,10 +178,10 @@ def _usd_text(value: float) -> str:
 
 
 def _money_as_text(node: Any) -> Any:
-    """A copy of ``node``: each float under a ``*_usd`` or ``usd_*`` key as :func:`_usd_text`."""
+    """A copy of ``node``: each float under a ``*_usd`` or ``usd_*`` key as :func:`usd_text`."""
     if isinstance(node, dict):
         return {
-            k: _usd_text(v)
+            k: usd_text(v)
             if (k.endswith("_usd") or k.startswith("usd_")) and isinstance(v, float)
             else _money_as_text(v)
             for k, v in node.items()

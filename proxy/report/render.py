@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from decimal import Decimal
 
 from rich.console import Console
 from rich.table import Table
@@ -20,7 +21,7 @@ from promptcache import formatting
 from promptcache.formatting import percent
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
-from . import Report, Summary
+from . import Report, Summary, usd_text
 from .advice import NO_RECOMMENDATIONS
 from .agreement import Agreement, AgreementExample, AgreementRow
 from .replicas import ReplicaSummary
@@ -312,7 +313,8 @@ FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: object) -> object:
-    """One CSV cell: ``None`` empty, floats rounded to 6 decimals, text neutralised.
+    """One CSV cell: ``None`` empty, floats rounded to 6 decimals in plain notation
+    (``0.000045``, never ``4.5e-05``), text neutralised.
 
     Text that starts with ``=``, ``+``, ``-``, ``@``, tab or carriage return (a model named
     ``=HYPERLINK(...)`` reaches the log from any client) gets a leading single quote, so a
@@ -323,7 +325,7 @@ def csv_cell(value: object) -> object:
     if value is None:
         return ""
     if isinstance(value, float):
-        return round(value, 6)
+        return format(Decimal(repr(round(value, 6))), "f")
     if isinstance(value, str) and value.startswith(FORMULA_TRIGGERS):
         return "'" + value
     return value
@@ -332,7 +334,10 @@ def csv_cell(value: object) -> object:
 def render_csv(report: Report) -> str:
     """One CSV row per ``--group-by`` group plus a ``(total)`` row; header :data:`CSV_COLUMNS`.
 
-    Rates and USD are rounded to 6 decimals; empty cells mean "not applicable" (no input).
+    Money (the ``*_usd`` columns, US dollars) is the JSON's decimal string (see
+    :meth:`~.report.Report.to_dict`: 6 places, ``0.000045``, never ``4.5e-05``); rates are
+    fractions 0..1 rounded to 6 decimals, also in plain notation; empty cells mean "not
+    applicable" (no input).
     ``priced_as`` names the stand-in price rows behind the costs (the proxy's ``price_as``), as
     ``model=stand-in`` joined by ``; ``: every pair on the ``(total)`` row, the group's own
     pair on ``--group-by model`` rows, empty otherwise. Text cells that a spreadsheet would
@@ -352,7 +357,11 @@ def render_csv(report: Report) -> str:
             pairs = [(s.group, stand_ins[s.group])] if by_model else []
         values.append("; ".join(f"{model or '(no model)'}={rates}" for model, rates in pairs))
         values += [report.since, report.until]
-        lines.append(_csv_line([csv_cell(v) for v in values]))
+        cells = [
+            usd_text(v) if column.endswith("_usd") and isinstance(v, float) else csv_cell(v)
+            for column, v in zip(CSV_COLUMNS, values, strict=True)
+        ]
+        lines.append(_csv_line(cells))
     return "".join(lines)
 
 
