@@ -249,8 +249,12 @@ def report_command(
     failures = []
     rate = result.total.token_hit_rate
     if fail_under_hit_rate is not None and (rate or 0.0) < fail_under_hit_rate:
-        shown = "n/a (no input tokens)" if rate is None else percent(rate)
-        failures.append(f"hit rate {shown} is under {percent(fail_under_hit_rate)}")
+        under = percent(fail_under_hit_rate)
+        failures.append(
+            f"no input tokens in the window, counted as hit rate {percent(0.0)}, under {under}"
+            if rate is None
+            else f"hit rate {percent(rate)} is under {under}"
+        )
     if fail_over_cost is not None and result.total.cost_usd > fail_over_cost:
         failures.append(f"cost {usd(result.total.cost_usd)} is over {usd(fail_over_cost)}")
     if failures:

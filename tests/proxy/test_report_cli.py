@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from promptcache.cli import cli
 from promptcache.commands.report import GROUP_BY, TimeBound
+from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import GROUP_BY_CHOICES
 from promptcache.proxy.store import open_log
 
@@ -73,9 +74,43 @@ def test_output_file_and_empty_log(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["total"]["requests"] == 0
     assert [r["kind"] for r in data["recommendations"]] == ["no_data"]
-    # no input tokens: the hit-rate alarm fires rather than passing silently
-    alarm = CliRunner().invoke(cli, ["report", "--db", str(log), "--fail-under-hit-rate", "0.5"])
-    assert alarm.exit_code == 1 and "n/a (no input tokens)" in alarm.output
+    # no input tokens: the hit-rate alarm fires rather than passing silently, and says why
+    # (a rate of "n/a" is not "under 50.0%"; the window counts as 0%)
+    window = ["--since", "2020-01-01", "--until", "2020-01-02"]
+    alarm = CliRunner().invoke(
+        cli, ["report", "--db", str(log), *window, "--fail-under-hit-rate", "0.5"]
+    )
+    assert alarm.exit_code == 1
+    assert alarm.stderr.splitlines()[-1] == (
+        "alert: no input tokens in the window, counted as hit rate 0.0%, under 50.0%"
+    )
+    # a threshold of 0 is never crossed, with input or without
+    zero = CliRunner().invoke(cli, ["report", "--db", str(log), *window,
+                                    "--fail-under-hit-rate", "0"])  # fmt: skip
+    assert zero.exit_code == 0 and "alert" not in zero.stderr
+
+
+def test_the_hit_rate_alert_names_a_measured_rate(tmp_path: Path) -> None:
+    """The look-alike of the empty window: with input tokens the alert gives the rate."""
+    log = tmp_path / "log.db"
+    row = dict.fromkeys(COLUMN_NAMES)
+    row.update(
+        id="r0", started_at=1_764_493_200.0, stream=0, status=200, vendor="anthropic",
+        api="anthropic", model="claude-haiku-4-5", uncached_input_tokens=75,
+        cache_read_tokens=25, cache_write_5m_tokens=0, cache_write_1h_tokens=0,
+        cache_write_unknown_tokens=0, output_tokens=1, reasoning_tokens=0,
+        total_input_tokens=100,
+    )  # fmt: skip
+    db = open_log(log)
+    with db.conn:
+        db.table("requests").insert_all([row])
+    db.close()
+    window = ["--since", "2025-11-30", "--until", "2025-12-01"]
+    alarm = CliRunner().invoke(
+        cli, ["report", "--db", str(log), *window, "--fail-under-hit-rate", "0.5"]
+    )
+    assert alarm.exit_code == 1
+    assert alarm.stderr.splitlines()[-1] == "alert: hit rate 25.0% is under 50.0%"
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "99999999d", "1e300"])
