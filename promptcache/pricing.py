@@ -81,16 +81,23 @@ _CACHE_KEYS: Final = ("cache_read", "cache_write_5m", "cache_write_1h")
 _MILLION: Final = Decimal(1_000_000)
 
 
+#: The highest rate (or multiplier) a price table may give: $1 a token. The dearest bundled
+#: row is $75 per million; a Decimal has no overflow, so a slip such as ``input = "1e400"``
+#: would otherwise price every request in 400-digit dollar amounts.
+MAX_RATE: Final = Decimal(1_000_000)
+
+
 def _decimal(value: object, what: str) -> Decimal:
-    """A rate as an exact Decimal; floats go through ``str`` so 0.3 stays 0.3."""
+    """A rate as an exact Decimal; floats go through ``str`` so 0.3 stays 0.3. Refused unless
+    finite, not negative and at most :data:`MAX_RATE`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
         raise ConfigError(f"{what} must be a number or a numeric string, got {value!r}")
     try:
         result = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
     except InvalidOperation:
         raise ConfigError(f"{what} must be a number, got {value!r}") from None
-    if not result.is_finite() or result < 0:
-        raise ConfigError(f"{what} must be a finite number >= 0, got {value!r}")
+    if not result.is_finite() or not 0 <= result <= MAX_RATE:
+        raise ConfigError(f"{what} must be a finite number from 0 to {MAX_RATE}, got {value!r}")
     return result
 
 

@@ -144,6 +144,45 @@ def test_rates_file_errors_are_clean(tmp_path: Path) -> None:
     assert code == 2 and "not valid TOML" in err
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("input", '"1e400"'),  # a finite Decimal, and 400-digit dollar amounts
+        ("input", '"1000000.01"'),
+        ("output", '"inf"'),
+        ("output", "nan"),
+        ("cache_read", "-0.5"),
+        ("input", "1e400"),  # TOML reads inf
+    ],
+)
+def test_a_rate_out_of_range_is_an_error_naming_it(tmp_path: Path, field: str, value: str) -> None:
+    rows = {"input": "2", "output": "8", "cache_read": "0.2"} | {field: value}
+    rates = tmp_path / "rates.toml"
+    body = "".join(f"{k} = {v}\n" for k, v in rows.items())
+    rates.write_text(f'[models."acme-1"]\nfamily = "anthropic"\n{body}', encoding="utf-8")
+    usage = '{"input_tokens": 1000, "output_tokens": 10}'
+    code, out, err = run("-", "-m", "acme-1", "--api", "anthropic", "--rates", str(rates),
+                         stdin=usage)  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.startswith(f'error: {rates}: [models."acme-1"].{field} must be a finite number')
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_highest_rate_allowed_prices_normally(tmp_path: Path) -> None:
+    """The look-alike: $1 a token (1000000 per million) is accepted and priced exactly."""
+    rates = tmp_path / "rates.toml"
+    rates.write_text(
+        '[models."acme-1"]\ninput = "1000000"\noutput = 0\ncache_read = 1\n'
+        'cache_write_5m = 1\ncache_write_1h = "1000000"\n',
+        encoding="utf-8",
+    )
+    usage = '{"input_tokens": 3, "output_tokens": 0}'
+    code, out, err = run("-", "-m", "acme-1", "--api", "anthropic", "--rates", str(rates),
+                         "--format", "json", stdin=usage)  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["total_usd"] == "3"
+
+
 def test_a_rates_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     rates = tmp_path / "c.toml"
     rates.write_bytes(b"\xff\xfe")
