@@ -22,6 +22,9 @@ API_CHOICES = (
     "openai_completions",
 )
 _SHORT = 12
+#: The TTLs a cache marker may give (``cache_control`` and Bedrock ``cachePoint``), as
+#: promptcache.breakpoints.check_ttl accepts them; any other is refused by the vendor.
+VALID_TTLS = ("5m", "1h")
 
 
 @click.command(name="hash")
@@ -70,6 +73,13 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
             f"{'it' if len(ignored) == 1 else 'them'} out{hint}",
             err=True,
         )
+    for bp in fp.breakpoints:
+        if bp.ttl is not None and bp.ttl not in VALID_TTLS:
+            click.echo(
+                f"warning: the cache marker at {bp.path} has ttl {bp.ttl}; the vendor accepts "
+                "only 5m or 1h",
+                err=True,
+            )
     if output_format == "json":
         data: dict[str, Any] = fp.to_dict()
         for segment in data["segments"]:
@@ -82,7 +92,10 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
 
     marks: dict[int, list[str]] = {}
     for bp in fp.breakpoints:
-        marks.setdefault(bp.segment_index, []).append(bp.ttl or "vendor")
+        shown = bp.ttl or "vendor"
+        if bp.ttl is not None and bp.ttl not in VALID_TTLS:
+            shown = f"{bp.ttl} (invalid)"
+        marks.setdefault(bp.segment_index, []).append(shown)
     table = Table(title=f"{fp.api} request, model {fp.model or '-'}")
     for column in ("#", "segment", "kind", "chars", "sha256", "prefix hash", "breakpoint"):
         table.add_column(column, justify="right" if column in ("#", "chars") else "left")

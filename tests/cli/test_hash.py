@@ -109,3 +109,38 @@ def test_fields_named_ignored_are_really_left_out_of_the_hashes() -> None:
             extended = {**body, field: "an ignored value"}
             assert ignored_prompt_fields(extended, api) == [field]
             assert fingerprint_request(extended, api).prefix_hash == prefix, (api, field)
+
+
+def _marked(ttl: object) -> str:
+    block = {"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": ttl}}
+    body = {"model": "x", "max_tokens": 1, "messages": [{"role": "user", "content": [block]}]}
+    return json.dumps(body)
+
+
+def test_a_ttl_the_vendor_does_not_accept_is_a_warning_and_marked_invalid() -> None:
+    """``"ttl": 5`` (a number, or any text but 5m and 1h) is not a TTL Anthropic accepts; the hash
+    is still made (markers never change it) but the table no longer shows a breakpoint "5"."""
+    for ttl in (5, "10m", "1H"):
+        result = CliRunner().invoke(cli, ["hash", "-", "--api", "anthropic"], input=_marked(ttl))
+        assert result.exit_code == 0, result.output
+        assert result.stderr == (
+            f"warning: the cache marker at messages[0].content[0] has ttl {ttl}; the vendor "
+            "accepts only 5m or 1h\n"
+        )
+        row = next(line for line in result.stdout.splitlines() if "messages[0]" in line)
+        assert row.rstrip("│ ").endswith(f"{ttl} (invalid)")
+        as_json = CliRunner().invoke(cli, ["hash", "-", "--format", "json"], input=_marked(ttl))
+        assert as_json.stderr == result.stderr
+        json.loads(as_json.stdout)  # stdout stays valid JSON
+
+
+def test_a_valid_or_absent_ttl_is_no_warning() -> None:
+    for ttl, shown in (("5m", "5m"), ("1h", "1h")):
+        result = CliRunner().invoke(cli, ["hash", "-", "--api", "anthropic"], input=_marked(ttl))
+        assert result.exit_code == 0 and result.stderr == ""
+        row = next(line for line in result.stdout.splitlines() if "messages[0]" in line)
+        assert row.rstrip("│ ").endswith(shown)
+    body = json.loads(_marked("5m"))
+    del body["messages"][0]["content"][0]["cache_control"]["ttl"]  # Anthropic's default, 5m
+    result = CliRunner().invoke(cli, ["hash", "-"], input=json.dumps(body))
+    assert result.exit_code == 0 and result.stderr == ""
