@@ -162,6 +162,11 @@ def lint(
     from promptcache.lint_rules.analysis.cache import DEFAULT_DIR
 
     cache = None if no_cache else (cache_dir or config.root / DEFAULT_DIR)
+    if cache is not None:
+        why = _unwritable(cache)
+        if why is not None:  # the cache would drop every write: say so, and leave it out
+            click.echo(f"warning: lint cache off: cannot write to {cache} ({why})", err=True)
+            cache = None
     results = lint_paths(targets, config, jobs, force_exclude, cache, include_tests)
     if output is not None and os.path.realpath(output) in {
         os.path.realpath(r.path) for r in results
@@ -221,6 +226,34 @@ def lint(
         threshold = Severity.parse(fail_on)
         if any(d.severity >= threshold for r in results for d in r.diagnostics):
             sys.exit(1)
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why a file cannot be written in ``folder`` (the lint cache), or None when it can.
+
+    Tried for real, as the cache would write (permission bits say nothing for root, and
+    ``/proc`` refuses new entries whatever they say): the folders missing on the way are made,
+    a temporary file is created and removed, then the folders made here are removed again, so
+    a run that writes nothing leaves nothing behind.
+    """
+    made: list[Path] = []
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        made.append(probe)
+        probe = probe.parent
+    try:
+        for step in reversed(made):
+            step.mkdir()
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for step in made:
+            with contextlib.suppress(OSError):
+                step.rmdir()
+    return None
 
 
 def _nothing_to_lint(

@@ -192,3 +192,33 @@ def test_output_onto_a_linted_file_is_refused_and_the_source_kept(project: Path)
     # the look-alike: a report file beside the sources is written
     result = run(".", "-o", "report.txt")
     assert result.exit_code == 0 and "PC003" in (project / "report.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [("/proc/nope", "No such file or directory"), ("app.py/cache", "Not a directory")],
+)
+def test_a_cache_folder_that_cannot_be_written_is_said_once(
+    project: Path, where: str, why: str
+) -> None:
+    """The cache drops writes it cannot make without failing the run; the run says so."""
+    if where.startswith("/proc") and not Path("/proc/self").exists():
+        pytest.skip("needs a /proc")
+    (project / "app.py").write_text(BAD)
+    result = run("app.py", "--cache-dir", where)
+    assert result.exit_code == 1 and "PC001" in result.stdout
+    assert result.stderr == f"warning: lint cache off: cannot write to {where} ({why})\n"
+    assert run("app.py", "--cache-dir", where, "--no-cache").stderr == ""  # no cache, no word
+
+
+def test_a_writable_cache_folder_is_used_silently_and_a_dry_probe_leaves_nothing(
+    project: Path,
+) -> None:
+    (project / "app.py").write_text(BAD)
+    result = run("app.py", "--cache-dir", "new/cache")
+    assert result.exit_code == 1 and result.stderr == ""
+    assert any((project / "new" / "cache").glob("lint-*/*.json"))  # the cache was written
+    (project / "empty").mkdir()
+    result = run("empty", "--cache-dir", "other/cache")  # nothing to lint, nothing to cache
+    assert "lint cache" not in result.stderr
+    assert not (project / "other").exists()
