@@ -288,8 +288,8 @@ def spec_from_config(entry: dict[str, object]) -> SinkSpec:
 
     Keys: ``call`` (qualified name such as ``myapp.llm.ask``, or ``*.ask``/``*.llm.ask`` for a
     trailing attribute chain), and any of ``system``, ``tools``, ``messages``, ``text`` mapping to
-    a keyword name (str) or positional index (int), or a list of them; ``model`` names the
-    model keyword. Raises ``ValueError`` with the fix on anything else.
+    a keyword name (an identifier) or positional index (an int from 0), or a list of them;
+    ``model`` names the model keyword. Raises ``ValueError`` with the fix on anything else.
     """
     allowed = {"call", "system", "tools", "messages", "text", "model"}
     unknown = set(entry) - allowed
@@ -311,6 +311,16 @@ def spec_from_config(entry: dict[str, object]) -> SinkSpec:
             if isinstance(item, bool) or not isinstance(item, (str, int)):
                 raise ValueError(
                     f"sinks entry {call!r}: {region} must be a keyword name or an argument index"
+                )
+            if isinstance(item, int) and item < 0:
+                raise ValueError(
+                    f"sinks entry {call!r}: {region} = {item} is not an argument index (0 or "
+                    "more, counted from the first argument)"
+                )
+            if isinstance(item, str) and not item.isidentifier():
+                raise ValueError(
+                    f"sinks entry {call!r}: {region} = {item!r} is not a keyword name "
+                    '(a parameter name such as "system_prompt")'
                 )
             if isinstance(item, int):
                 positional[item] = "system" if region == "text" else region

@@ -63,6 +63,18 @@ def one_error_line(result: Result) -> str:
             "bad pattern '[z-a]' in per-file-ignores",
         ),
         ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nests arrays or inline tables too deeply"),
+        (
+            '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\nsystem = -1\n',
+            "sinks entry 'myapp.ask': system = -1 is not an argument index (0 or more",
+        ),
+        (
+            '[[tool.promptcache.lint.sinks]]\ncall = "*.ask"\nmessages = [1, -2]\n',
+            "sinks entry '*.ask': messages = -2 is not an argument index (0 or more",
+        ),
+        (
+            '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\ntext = ""\n',
+            "sinks entry 'myapp.ask': text = '' is not a keyword name",
+        ),
     ],
 )
 def test_bad_config_shapes_are_one_line_errors(project: Path, toml: str, expected: str) -> None:
@@ -92,6 +104,21 @@ def run_limited(cwd: Path, *args: str, max_file_bytes: int) -> subprocess.Comple
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_sink_given_by_index_0_or_a_keyword_is_accepted(project: Path) -> None:
+    """The look-alike of ``system = -1``: index 0 and a keyword name both make the call a sink."""
+    (project / "app.py").write_text(
+        "import datetime\nfrom myapp import ask\n"
+        "def go(q):\n    return ask(f'Now {datetime.datetime.now()}', q)\n"
+        "def go_kw(q):\n    return ask(q, system_prompt=f'Now {datetime.datetime.now()}')\n"
+    )
+    (project / "pyproject.toml").write_text(
+        '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\nsystem = [0, "system_prompt"]\n'
+    )
+    result = run("app.py")
+    assert result.exit_code == 1, result.output
+    assert "app.py:4:" in result.stdout and "app.py:6:" in result.stdout
+
+
 def test_fix_that_cannot_be_written_is_an_error_and_never_truncates(tmp_path: Path) -> None:
     big = FIXABLE + "# " + "padding " * 200 + "\n"
     (tmp_path / "big.py").write_text(big)
