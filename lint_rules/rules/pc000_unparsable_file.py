@@ -1,14 +1,16 @@
-"""File cannot be parsed.
+"""File cannot be read or parsed.
 
 Severity: info
 Fix: none
 
 ## What it does
-Reports a Python file that the standard `ast` module cannot parse (a syntax error, a null byte,
-an undecodable encoding), as one info line. The linter reports it and goes on with the other
-files; it never stops with a traceback. A file whose syntax error is on a line holding `{{` or
-`{%` is a template of a Python file (cookiecutter, copier, Jinja: `{{ folder_name }}`): it is
-skipped, not reported, and the run says how many it skipped.
+Reports a Python file that cannot be read (inside a folder: a symbolic link loop, a link to
+nothing, a file without read permission; "cannot read this file: <reason>") or that the standard
+`ast` module cannot parse (a syntax error, a null byte, an undecodable encoding; "cannot parse
+this file: <reason>"), as one info line. The linter reports it and goes on with the other files;
+it never stops with a traceback. A file whose syntax error is on a line holding `{{` or `{%` is
+a template of a Python file (cookiecutter, copier, Jinja: `{{ folder_name }}`): it is skipped,
+not reported, and the run says how many it skipped.
 
 ## Why is this bad?
 Nothing in the file can be checked, so a cache breaker in it would go unnoticed.
@@ -31,11 +33,27 @@ def ask():
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+
 from .._base import Diagnostic, Location, Severity
 
 
 def from_error(path: str, exc: Exception) -> Diagnostic:
-    """The PC000 diagnostic for ``exc`` (SyntaxError, ValueError or UnicodeDecodeError)."""
+    """The PC000 diagnostic for ``exc``: an OSError is a file that could not be read; a
+    SyntaxError, ValueError or UnicodeDecodeError one that could not be parsed."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if exc.errno == errno.ELOOP:
+            reason += " (a symbolic link loop)"
+        else:
+            with contextlib.suppress(OSError):
+                if os.path.islink(path):
+                    reason += f" (a symbolic link to {os.readlink(path)!r})"
+        return Diagnostic(
+            "PC000", f"cannot read this file: {reason}", Location(path, 1, 0, 1, 0), Severity.INFO
+        )
     line = getattr(exc, "lineno", None) or 1
     col = max((getattr(exc, "offset", None) or 1) - 1, 0)
     reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__

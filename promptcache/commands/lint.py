@@ -29,8 +29,30 @@ def _rule_codes(value: str) -> frozenset[str]:
     return KNOWN_CODES if "ALL" in codes else frozenset(get_rule(c).code for c in codes)
 
 
+def _existing_paths(
+    ctx: click.Context, param: click.Parameter, paths: tuple[Path, ...]
+) -> tuple[Path, ...]:
+    """``paths`` if each names something to lint; else a usage error that says what is wrong,
+    a symbolic link loop or a link to nothing included (click's own check calls both "does
+    not exist")."""
+    for path in paths:
+        try:
+            path.stat()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                why = "is a symbolic link loop (following it never reaches a file)"
+            elif path.is_symlink():
+                why = f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+            elif exc.errno == errno.ENOENT:
+                why = "does not exist"
+            else:
+                why = f"cannot be read: {exc.strerror or exc}"
+            raise click.BadParameter(f"Path {str(path)!r} {why}.", ctx, param) from None
+    return paths
+
+
 @click.command(name="lint")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), callback=_existing_paths)
 @click.option(
     "--format",
     "output_format",

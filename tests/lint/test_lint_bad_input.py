@@ -249,3 +249,40 @@ def test_a_writable_cache_folder_is_used_silently_and_a_dry_probe_leaves_nothing
     result = run("empty", "--cache-dir", "other/cache")  # nothing to lint, nothing to cache
     assert "lint cache" not in result.stderr
     assert not (project / "other").exists()
+
+
+def test_a_named_link_loop_or_link_to_nothing_is_named_as_such(project: Path) -> None:
+    (project / "self.py").symlink_to("self.py")
+    (project / "gone.py").symlink_to("missing.py")
+    for name, why in (
+        ("self.py", "is a symbolic link loop (following it never reaches a file)"),
+        ("gone.py", "is a symbolic link to 'missing.py', which does not exist"),
+        ("nothere.py", "does not exist"),  # the look-alike: no link at all
+    ):
+        result = run(name)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert result.stderr.splitlines()[-1] == (
+            f"Error: Invalid value for '[PATHS]...': Path '{name}' {why}."
+        )
+    (project / "link.py").symlink_to("app.py")  # a link to a file is linted as that file
+    assert run("link.py").exit_code == 0
+
+
+def test_a_file_in_a_folder_that_cannot_be_read_is_not_called_unparsable(project: Path) -> None:
+    (project / "src").mkdir()
+    (project / "src" / "loop.py").symlink_to("loop.py")
+    (project / "src" / "gone.py").symlink_to("missing.py")
+    (project / "src" / "broken.py").write_text("def f(:\n")  # the look-alike: read, not parsed
+    result = run("src", "--fail-on", "info")
+    assert result.exit_code == 1  # PC000 is info: it fails the run only with --fail-on info
+    lines = sorted(result.stdout.splitlines()[:3])
+    assert lines[0].startswith("src/broken.py:1:") and "PC000 cannot parse this file: " in lines[0]
+    assert lines[1] == (
+        "src/gone.py:1:1: PC000 cannot read this file: No such file or directory "
+        "(a symbolic link to 'missing.py')"
+    )
+    assert lines[2] == (
+        "src/loop.py:1:1: PC000 cannot read this file: Too many levels of symbolic links "
+        "(a symbolic link loop)"
+    )
+    assert run("src").exit_code == 0
