@@ -8,6 +8,9 @@ are in ``library.py``.
 from __future__ import annotations
 
 import ast
+import datetime
+import pathlib
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -99,6 +102,31 @@ _STR_METHODS = {
     "safe_substitute",
     "translate",
 }
+#: methods of the value types a parameter may hold (str, bytes, numbers, containers, dates and
+#: times, paths, ``string.Template``): such a method of an element of a parameter's container
+#: returns what that element holds (``line.strip()``). Any other method of such an element
+#: whose class the analysis cannot see (``mw.on_prompt(prompt)`` on an element of a list of
+#: middlewares) need not return any of what the objects hold in their fields.
+_VALUE_TYPE_METHODS = frozenset(
+    name
+    for kind in (
+        str,
+        bytes,
+        int,
+        float,
+        list,
+        dict,
+        set,
+        tuple,
+        datetime.datetime,
+        datetime.timedelta,
+        datetime.time,
+        pathlib.PurePath,
+        string.Template,
+    )
+    for name in dir(kind)
+    if not name.startswith("_")
+)
 #: list methods after which an index no longer names the element it named
 _REORDERING = frozenset({"pop", "remove", "reverse", "clear"})
 _MUTATORS = {"append", "extend", "insert", "add", "update", "appendleft", "extendleft"}
@@ -281,7 +309,10 @@ class CallsMixin(EngineState):
         by ``--explain``). A parameter's fact is marked too, so that the caller's argument is
         unproven there as well, unless it is one of the ``receiver``'s facts: a method of the
         parameter's own value (``moment.astimezone(zone)``, ``text.title()``) returns what
-        that value holds."""
+        that value holds. For an element of the parameter's container (a receiver with a
+        ``LOOP`` fact, ``for mw in self.middlewares``) only a value type's method
+        (``_VALUE_TYPE_METHODS``) does: ``mw.on_prompt(text)`` need not return what the
+        middlewares hold in their fields, which is what the caller's container carries."""
         func = node.func
         if (isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS) or (
             self.qualify(func) in PASS_THROUGH_FUNCTIONS
@@ -289,6 +320,12 @@ class CallsMixin(EngineState):
             return facts  # documented to return what its arguments hold
         name, line = called_name(node)
         step = (f"{ASSUMED} {name}()", line, name, "")
+        if any(f.kind is Kind.LOOP for f in receiver) and not (
+            isinstance(func, ast.Attribute) and func.attr in _VALUE_TYPE_METHODS
+        ):
+            # an element of what the parameter holds (``for mw in self.middlewares``): the
+            # caller's argument is the whole container, each element's fields included
+            receiver = frozenset()
         return frozenset(
             f.passed_on(step)
             if f.kind not in _UNCHAINED and not (f.kind is Kind.PARAM and f in receiver)
