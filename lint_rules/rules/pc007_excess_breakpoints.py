@@ -35,22 +35,24 @@ no breakpoint is set) and anything under `if "cache_control" in block` (it mirro
 already there). Not reported: loops with a `break` or a `return` (write, then stop: one
 breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
 `cache=use_cache and i == len(parts) - 1` included, and a name the loop binds to such a test,
-`is_last = i == len(messages) - 1`; also a block given a name that the loop resets to `None`
-for each element and binds to the marker only under such a test, `cc = None` then `if i ==
-last: cc = MARK`, or binds to `MARK if i == last else None`), marks under a counter that caps
-them (`if marked < 3:` whose branch marks and then runs `marked += 1`, the counter a local set
-once before the loop to a constant and otherwise only increased; the limit a constant giving at
-most 4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:`
-whose branch runs `remaining -= 1`, counting down from a constant giving at most 4, by
-truthiness only when the steps reach 0 exactly; the counter's test may be one operand of an
-`and`, as in `if remaining and message["role"] == "user":`, and the step may sit beside the
-mark in an inner `if` of the branch, as in `if used < 2:` then `if message["role"] == "user":`
-marking and counting; the else branch is not capped; a loop whose body starts with `if count
->= 3: continue` or `if not remaining: continue` and then marks and counts as such a branch
-does is capped the same way), a turn loop that calls the API (it marks only the newest
-message), comprehensions with an `if` or with both bounded and unbounded generators, helpers
-three calls deep or in other modules, and breakpoints from several loops or statements that
-only together exceed 4 (a capped loop's marks and one made before it included).
+`is_last = i == len(messages) - 1`; also a block given a name that the loop resets to `None` for
+each element and binds to the marker only under such a test, `cc = None` then `if i == last: cc
+= MARK`, or binds to `MARK if i == last else None`), marks under a counter that caps them (`if
+marked < 3:` whose branch marks and then runs `marked += 1`, or that is followed in its own
+block by `marked += 1` with no `continue` that can skip it, as in `if count < 2:` marking, else
+removing an old marker, then `count += 1` for each user message; the counter a local set once
+before the loop to a constant and otherwise only increased; the limit a constant giving at most
+4, or a name or field the analysis cannot know; or `if remaining:` / `if remaining > 0:` whose
+branch runs `remaining -= 1`, counting down from a constant giving at most 4, by truthiness only
+when the steps reach 0 exactly; the counter's test may be one operand of an `and`, as in `if
+remaining and message["role"] == "user":`, and the step may sit beside the mark in an inner `if`
+of the branch, as in `if used < 2:` then `if message["role"] == "user":` marking and counting;
+the else branch is not capped; a loop whose body starts with `if count >= 3: continue` or `if
+not remaining: continue` and then marks and counts as such a branch does is capped the same
+way), a turn loop that calls the API (it marks only the newest message), comprehensions with an
+`if` or with both bounded and unbounded generators, helpers three calls deep or in other
+modules, and breakpoints from several loops or statements that only together exceed 4 (a capped
+loop's marks and one made before it included).
 
 ## Example
 ```python
@@ -326,7 +328,8 @@ def _counter_caps(
 ) -> set[int]:
     """The ``id`` of each ``if`` test in ``loop`` whose body (not its else branch) a counter
     caps at 4 breakpoints in all. A rising counter: ``if count < limit:`` whose body marks and
-    then adds a positive constant to ``count`` (``count += 1``); ``limit`` is a constant (a
+    then adds a positive constant to ``count`` (``count += 1``), or is followed in its own
+    block by that step (``_step_after``); ``limit`` is a constant (a
     parameter at its default) or a value the analysis cannot know (no evidence that it passes
     4). A falling counter: ``if remaining:`` or ``if remaining > limit:`` whose body takes a
     positive constant from it (``remaining -= 1``); ``limit`` is a constant, and a counter
@@ -341,14 +344,68 @@ def _counter_caps(
         return set()
     in_loop = {id(n) for n in ast.walk(loop)}
     caps: set[int] = set()
-    for stmt in ast.walk(loop):
-        if not isinstance(stmt, ast.If):
-            continue
-        for counter, rising, bound, inclusive in _counter_tests(stmt.test):
-            body = stmt.body
-            if _caps(counter, rising, bound, inclusive, body, func, in_loop, chain, module, cls):
-                caps.add(id(stmt.test))
+    for block in _stmt_lists(loop):
+        for index, stmt in enumerate(block):
+            if not isinstance(stmt, ast.If):
+                continue
+            for counter, rising, bound, inclusive in _counter_tests(stmt.test):
+                body = stmt.body
+                after = _step_after(stmt, block[index + 1 :], counter, rising)
+                if after is not None:  # ``if count < 2: mark`` then ``count += 1`` below it
+                    body = [*body, after]
+                if _caps(
+                    counter, rising, bound, inclusive, body, func, in_loop, chain, module, cls
+                ):
+                    caps.add(id(stmt.test))
     return caps
+
+
+def _stmt_lists(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every list of statements inside ``node`` (its body, else branches, handlers, cases),
+    not descending into nested functions or classes."""
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(node, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+            for stmt in block:
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    yield from _stmt_lists(stmt)
+    for handler in getattr(node, "handlers", None) or []:
+        yield from _stmt_lists(handler)
+    for case in getattr(node, "cases", None) or []:
+        yield from _stmt_lists(case)
+
+
+def _step_after(
+    test_if: ast.If, following: list[ast.stmt], counter: str, rising: bool
+) -> ast.stmt | None:
+    """The step of ``counter`` that runs after every pass through ``test_if``: the first
+    statement of ``following`` (the statements after the ``if`` in its own block) that moves
+    the counter as ``_step`` reads it (``count += 1`` for a rising counter), when no
+    ``continue`` of the enclosing loop in the ``if`` or in the statements before the step can
+    skip it. A ``break`` or ``return`` leaves the loop and only lowers the count. None
+    otherwise."""
+    move = ast.Add if rising else ast.Sub
+    skipped: list[ast.stmt] = [test_if]
+    for stmt in following:
+        if _step(stmt, counter, move) is not None:
+            if any(_continues(s) for s in skipped):
+                return None
+            return stmt
+        skipped.append(stmt)
+    return None
+
+
+def _continues(node: ast.AST) -> bool:
+    """True when ``node`` holds a ``continue`` of the loop around it (not of a loop nested in
+    it, nor in a nested function)."""
+    if isinstance(node, ast.Continue):
+        return True
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return any(_continues(s) for s in node.orelse)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return False
+    return any(_continues(child) for child in ast.iter_child_nodes(node))
 
 
 def _caps(

@@ -275,6 +275,45 @@ def mark_before_spent_guard(messages: list[dict]) -> None:
         count += 1
 
 
+def mark_then_count_below(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        if message["role"] == "user":
+            if count < 2:
+                message["content"][0]["cache_control"] = EPHEMERAL
+            elif "cache_control" in message["content"][0]:
+                del message["content"][0]["cache_control"]
+            count += 1
+
+
+def mark_then_count_below_past_four(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        if count < 6:
+            message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 12
+        count += 1
+
+
+def mark_then_skip_the_count(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        if count < 2:
+            message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 12
+            if message["role"] == "user":
+                continue
+        count += 1
+
+
+def mark_then_count_in_other_branch(messages: list[dict]) -> None:
+    count = 0
+    for message in reversed(messages):
+        if message["role"] == "user":
+            if count < 2:
+                message["content"][0]["cache_control"] = EPHEMERAL  # PC007: 16
+        else:
+            count += 1
+
+
 def mark_named_last(messages: list[dict]) -> None:
     for index, message in enumerate(messages):
         is_last = index == len(messages) - 1
