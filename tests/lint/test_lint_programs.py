@@ -7,6 +7,7 @@ with the cache off, with a cold cache, and again with the warm cache.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -88,11 +89,20 @@ def test_warm_run_freezes_cached_outputs_only_while_it_runs(tmp_path: Path) -> N
     assert gc.get_freeze_count() == 0
     warm, second = lint_program(files, config, 1, cache)
     assert second.analysed == 0 and warm == cold
+    _assert_collector_left_as_found(lambda: lint_program(files, config, 1, cache)[0], cold)
+
+
+def _assert_collector_left_as_found(run: Callable[[], object], want: object) -> None:
+    """``run()`` gives ``want`` each time and leaves the garbage collector as it found it: on
+    with nothing frozen, off with nothing frozen, and with a caller's own frozen objects still
+    frozen (none unfrozen, none added)."""
+    import gc
+
     assert gc.get_freeze_count() == 0 and gc.isenabled()
     gc.disable()
     try:
-        warm, _ = lint_program(files, config, 1, cache)
-        assert not gc.isenabled() and gc.get_freeze_count() == 0 and warm == cold
+        assert run() == want
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
     finally:
         gc.enable()
     held = [[index] for index in range(100)]
@@ -100,9 +110,9 @@ def test_warm_run_freezes_cached_outputs_only_while_it_runs(tmp_path: Path) -> N
     try:
         frozen = gc.get_freeze_count()
         assert frozen > 0
-        warm, _ = lint_program(files, config, 1, cache)
+        assert run() == want
         # neither unfrozen nor added to (frozen objects that died were freed)
-        assert len(held) <= gc.get_freeze_count() <= frozen and warm == cold
+        assert len(held) <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
     assert held[99] == [99]
@@ -113,30 +123,12 @@ def test_cold_run_freezes_each_analysis_heap_only_while_it_runs(tmp_path: Path) 
     analysis (``program._fresh_heap``), and unfreezes it at its end: afterwards nothing is
     frozen and the collector is on; with the collector off, or with a caller's own frozen
     objects, it freezes nothing, and its findings are the same each way."""
-    import gc
-
     from promptcache.lint_rules.analysis.program import lint_program
 
     _, config, files, _ = _c_modules_copy(tmp_path)
     cold, first = lint_program(files, config, 1, None)
     assert first.analysed >= len(files)
-    assert gc.get_freeze_count() == 0 and gc.isenabled()
-    gc.disable()
-    try:
-        again, _ = lint_program(files, config, 1, None)
-        assert not gc.isenabled() and gc.get_freeze_count() == 0 and again == cold
-    finally:
-        gc.enable()
-    held = [[index] for index in range(100)]
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        again, _ = lint_program(files, config, 1, None)
-        # neither unfrozen nor added to (frozen objects that died were freed)
-        assert len(held) <= gc.get_freeze_count() <= frozen and again == cold
-    finally:
-        gc.unfreeze()
-    assert held[99] == [99]
+    _assert_collector_left_as_found(lambda: lint_program(files, config, 1, None)[0], cold)
 
 
 def test_corrupt_cache_entries_are_misses(tmp_path: Path) -> None:
