@@ -64,3 +64,14 @@ class ServerThread:
         self.server.should_exit = True
         self._thread.join(30)
         self._sock.close()
+
+
+async def read_body(receive: Any) -> bytes:
+    """The whole request body of an ASGI ``http`` scope, joined from its ``http.request``
+    messages (``receive`` is the app's receive callable)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body

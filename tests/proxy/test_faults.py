@@ -17,7 +17,7 @@ import httpx2  # the official clients' transport: they let its errors through
 import openai
 import pytest
 from proxy_support import RunningProxy
-from servers import ServerThread
+from servers import ServerThread, read_body
 from upstreams import MockUpstream
 
 from promptcache.proxy.config import UpstreamConfig
@@ -567,13 +567,7 @@ async def _unreadable_usage_upstream(scope: Any, receive: Any, send: Any) -> Non
     not JSON, a usage whose count is a string, or (``fine``) a usage that is readable."""
     if scope["type"] != "http":
         return
-    raw = b""
-    while True:
-        message = await receive()
-        raw += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    request = json.loads(raw)
+    request = json.loads(await read_body(receive))
     model, path = request["model"], scope["path"]
     anthropic_route = path.startswith("/v1/messages")
     if model == "html":

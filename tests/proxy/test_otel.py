@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from proxy_support import FakeClock, RunningProxy, read_rows, wait_until_serving
-from servers import ServerThread
+from servers import ServerThread, read_body
 from starlette.types import Receive, Scope, Send
 from upstreams import recorded
 
@@ -64,12 +64,7 @@ class OtlpReceiver:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         if scope["method"] != "POST" or scope["path"] != "/v1/traces":
             await send({"type": "http.response.start", "status": 404, "headers": []})
             await send({"type": "http.response.body", "body": b""})
