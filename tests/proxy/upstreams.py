@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servers import read_body
 from starlette.types import Receive, Scope, Send
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vendors"
@@ -101,16 +102,11 @@ async def request_body(scope: Scope, receive: Receive, send: Send) -> bytes | No
     """The whole HTTP request body; None after answering a lifespan scope (startup and
     shutdown complete). Shared by the mock upstreams' ASGI entry points."""
     if scope["type"] == "lifespan":
-        while (message := await receive())["type"] != "lifespan.shutdown":
+        while (await receive())["type"] != "lifespan.shutdown":
             await send({"type": "lifespan.startup.complete"})
         await send({"type": "lifespan.shutdown.complete"})
         return None
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            return body
+    return await read_body(receive)
 
 
 class MockUpstream:
