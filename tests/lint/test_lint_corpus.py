@@ -62,6 +62,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         13: 20261215,
         14: 20261216,
         15: 20261217,
+        16: 20261218,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -92,6 +93,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         13: 4,
         14: 5,
         15: 8,
+        16: 8,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -165,6 +167,12 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "explodinggradients/ragas",
             "langchain-ai/langgraph",
             "truera/trulens",
+        ],
+        16: [
+            "PromtEngineer/localGPT",
+            "Shubhamsaboo/awesome-llm-apps",
+            "guardrails-ai/guardrails",
+            "sinaptik-ai/pandas-ai",
         ],
     }
     for batch, tuning in recorded.items():
