@@ -66,7 +66,28 @@ def _text(value: object, what: str) -> str:
         raise ConfigError(f"{what} must be a str, got {type(value).__name__}")
     if not value.strip():
         raise ConfigError(f"{what} is empty; vendors reject empty text blocks: leave it out")
+    return _utf8(value, what)
+
+
+def _utf8(value: str, what: str) -> str:
+    """``value``, or ConfigError when it holds a lone surrogate, which no request can carry."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{what} holds a lone surrogate ({value[exc.start : exc.end]!r} at character "
+            f"{exc.start}), which UTF-8 cannot encode, so no client can send it; fix the "
+            "text's decoding"
+        ) from None
     return value
+
+
+def _title(value: object, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a str or None, got {type(value).__name__}")
+    return _utf8(value, what)
 
 
 @dataclass
@@ -170,12 +191,14 @@ class PromptBuilder:
     def rules(self, text: str, *, title: str | None = None) -> PromptBuilder:
         """Add a block of rules (frozen), rendered under ``## title`` when a title is given."""
         body = self._frozen("rules", _text(text, "rules text"))
+        title = _title(title, "rules title")
         self._s.frozen.append(f"## {title}\n\n{body}" if title else body)
         return self
 
     def knowledge(self, text: str, *, title: str | None = None) -> PromptBuilder:
         """Add a knowledge document (frozen), wrapped in ``<document title="...">`` tags."""
         body = self._frozen("knowledge", _text(text, "knowledge text"))
+        title = _title(title, "knowledge title")
         attr = f' title="{html.escape(title, quote=True)}"' if title else ""
         self._s.frozen.append(f"<document{attr}>\n{body}\n</document>")
         return self
@@ -244,6 +267,7 @@ class PromptBuilder:
     def session(self, text: str, *, title: str | None = None) -> PromptBuilder:
         """Add session content (user profile, task background, conversation summary)."""
         body = _text(text, "session text")
+        title = _title(title, "session title")
         self._later("session")
         self._s.session.append(f"## {title}\n\n{body}" if title else body)
         return self
@@ -251,6 +275,7 @@ class PromptBuilder:
     def dynamic(self, text: str, *, title: str | None = None) -> PromptBuilder:
         """Add per-request content (the question, logs, time); rendered after everything else."""
         body = _text(text, "dynamic text")
+        title = _title(title, "dynamic title")
         self._later("dynamic")
         self._s.dynamic.append(f"## {title}\n\n{body}" if title else body)
         return self

@@ -5,6 +5,7 @@ Each case here used to escape as an AttributeError/TypeError from deep inside th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -92,3 +93,47 @@ def test_first_divergence_of_request_bodies_says_to_fingerprint_them() -> None:
         first_divergence(body, body)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="new is a dict"):
         first_divergence(fingerprint_request(body), body)  # type: ignore[arg-type]
+
+
+LONE = "a child \ud83d story"  # half of a surrogate pair, as a bad decode leaves it
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda b: b.system(LONE),
+        lambda b: b.rules(LONE),
+        lambda b: b.rules("Be kind.", title=LONE),
+        lambda b: b.knowledge("Doc.", title=LONE),
+        lambda b: b.example("Hi", LONE),
+        lambda b: b.tool("lookup", LONE, {"type": "object"}),
+        lambda b: b.session(LONE),
+        lambda b: b.session("Ada.", title=LONE),
+        lambda b: b.add_user(LONE),
+        lambda b: b.add_assistant(LONE),
+        lambda b: b.dynamic(LONE),
+        lambda b: b.dynamic("Why?", title=LONE),
+    ],
+)
+def test_builder_refuses_a_lone_surrogate_when_it_is_added(
+    add: Callable[[PromptBuilder], object],
+) -> None:
+    # The OpenAI and Gemini renderings used to pass it through, and the official client then
+    # failed deep inside its JSON encoder; only the Anthropic rendering refused it.
+    b = PromptBuilder("gpt-4o", cache_key="team-1").system("You tell stories.")
+    with pytest.raises(ConfigError, match=r"lone surrogate \('\\ud83d' at character 8\)"):
+        add(b)
+
+
+def test_builder_keeps_a_whole_surrogate_pair_and_other_unicode() -> None:
+    text = "a child \U0001f436 story, caf\u00e9, \u4e2d\u6587"
+    b = PromptBuilder("gpt-4o", cache_key="team-1").system("You tell stories.")
+    b.knowledge("Doc.", title=text).session("Ada.", title=text).dynamic(text, title=text)
+    params = b.to_openai_chat()
+    assert params["messages"][-1]["content"] == f"## {text}\n\n{text}"
+    assert f'title="{text}"' in params["messages"][0]["content"]
+
+
+def test_builder_title_must_be_text() -> None:
+    with pytest.raises(ConfigError, match="session title must be a str or None, got int"):
+        PromptBuilder("gpt-4o").session("Ada.", title=5)  # type: ignore[arg-type]
