@@ -87,8 +87,10 @@ class PrefixGuard:
 
         Raises:
             RequestShapeError, CanonicalizationError: as ``fingerprint_request``.
-            ConfigError: the store cannot be read or written.
+            ConfigError: the store cannot be read or written, or ``key`` is not a str (the JSON
+                file keeps keys as text, so ``key=7`` would never find what it stored).
         """
+        _check_key(key)
         new = fingerprint_request(body, api)
         old = self.last(key)
         self._store(key, new)
@@ -105,6 +107,7 @@ class PrefixGuard:
 
     def last(self, key: str = "default") -> RequestFingerprint | None:
         """The stored fingerprint for ``key``, or None."""
+        _check_key(key)
         data = self._load_sqlite(key) if self._sqlite else self._load_json().get(key)
         return None if data is None else RequestFingerprint.from_dict(data)
 
@@ -180,6 +183,23 @@ class PrefixGuard:
                 db.close()
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(f"cannot write PrefixGuard database {self.path}: {exc}") from None
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str):
+        raise ConfigError(
+            f"PrefixGuard key must be a str (a prompt name or a tenant), got "
+            f"{type(key).__name__} {key!r}: a JSON store keeps keys as text, so it would never "
+            "find the fingerprint stored under it again; pass str(key)"
+        )
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"PrefixGuard key {key!r} holds a lone surrogate "
+            f"({key[exc.start : exc.end]!r} at character {exc.start}), which neither store "
+            "can write; fix the text's decoding"
+        ) from None
 
 
 def _last_cached_index(fp: RequestFingerprint) -> int:

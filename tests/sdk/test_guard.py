@@ -82,3 +82,37 @@ def test_bad_paths_and_corrupt_files(tmp_path: Path) -> None:
     not_db.write_text("this is not sqlite" * 100)
     with pytest.raises(ConfigError, match=r"cannot read PrefixGuard database"):
         PrefixGuard(not_db).last()
+
+
+def _dated(day: str) -> dict[str, Any]:
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": f"You review code. Today is {day}."},
+            {"role": "user", "content": "Is this loop fine?"},
+        ],
+    }
+
+
+@pytest.mark.parametrize("name", ["guard.json", "guard.db"])
+@pytest.mark.parametrize("key", [7, None, ("tenant", 1), "tenant\udc80"])
+def test_a_key_that_is_not_text_is_a_config_error(tmp_path: Path, name: str, key: Any) -> None:
+    # key=7 or None in a JSON store was written as the text "7" / "null" and looked up as 7 /
+    # None, so the guard never found it again and missed every change; in SQLite None raised
+    # sqlite_utils' PrimaryKeyRequired and a lone surrogate a UnicodeEncodeError.
+    guard = PrefixGuard(tmp_path / name)
+    with pytest.raises(ConfigError, match="PrefixGuard key"):
+        guard.check(_dated("2026-12-01"), "openai_chat", key=key)
+    with pytest.raises(ConfigError, match="PrefixGuard key"):
+        guard.last(key)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no temp file
+
+
+@pytest.mark.parametrize("name", ["guard.json", "guard.db"])
+@pytest.mark.parametrize("key", ["7", "", "ключ \U0001f511"])
+def test_any_text_key_finds_its_fingerprint_again(tmp_path: Path, name: str, key: str) -> None:
+    guard = PrefixGuard(tmp_path / name)
+    assert guard.check(_dated("2026-12-01"), "openai_chat", key=key) is None
+    d = PrefixGuard(tmp_path / name).check(_dated("2026-12-02"), "openai_chat", key=key)
+    assert d is not None and d.path == "messages[0].content"
+    assert (d.value.kind, d.value.before, d.value.after) == ("a date", "2026-12-01", "2026-12-02")
