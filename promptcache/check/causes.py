@@ -130,12 +130,22 @@ def differing_regions(a: str, b: str) -> list[Region]:
 
 
 def is_reordering(
-    old: RequestFingerprint, new: RequestFingerprint, old_text: str, new_text: str
+    old: RequestFingerprint,
+    new: RequestFingerprint,
+    old_text: str,
+    new_text: str,
+    kind: str | None = None,
 ) -> bool:
     """Whether ``new`` holds the same items as ``old`` in another order: the same segments
-    reordered, or the same words inside the differing segment."""
+    reordered, the same segments of the differing segment's ``kind`` reordered (a tool list
+    from a set, while a later system text changed too), or the same words inside the differing
+    segment."""
     if Counter(s.sha256 for s in old.segments) == Counter(s.sha256 for s in new.segments):
         return True
+    if kind is not None:
+        same_kind = [Counter(s.sha256 for s in fp.segments if s.kind == kind) for fp in (old, new)]
+        if same_kind[0] == same_kind[1]:
+            return True
     return Counter(_TOKENS.findall(old_text)) == Counter(_TOKENS.findall(new_text))
 
 

@@ -275,7 +275,7 @@ def _segment_findings(
     clocks: Sequence[float],
 ) -> list[Finding]:
     seg_a, seg_b = a.fingerprint.segments[k], b.fingerprint.segments[k]
-    reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text)
+    reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text, seg_a.kind)
     # the user's own text where the difference is inside one string, else the canonical JSON
     old_text, new_text = _strings_at(seg_a, seg_b, path) or (seg_a.text, seg_b.text)
     found = differing_regions(old_text, new_text)
