@@ -297,7 +297,7 @@ def _read_metrics(source: str) -> str:
         try:
             response = httpx.get(source, timeout=10.0)
             response.raise_for_status()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise click.BadParameter(
                 f"cannot read {source}: {exc}", param_hint="--engine-metrics"
             ) from None
@@ -307,4 +307,10 @@ def _read_metrics(source: str) -> str:
     except OSError as exc:
         raise click.BadParameter(
             f"cannot read {source}: {exc.strerror}", param_hint="--engine-metrics"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(
+            f"cannot read {source}: not UTF-8 text (byte {exc.start}); a Prometheus "
+            "exposition is text, saved from the engine server's /metrics",
+            param_hint="--engine-metrics",
         ) from None

@@ -75,3 +75,37 @@ def test_engine_metrics_are_shown_in_the_table_report(tmp_path: Path) -> None:
         assert line.rstrip(" │|").endswith(value), line
     plain = CliRunner().invoke(cli, ["report", "--db", str(db)])
     assert plain.exit_code == 0 and "Engine KV pool" not in plain.stdout
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        # the proxy's own log given by mistake: binary, not UTF-8 (a UnicodeDecodeError escaped)
+        ("log.db", "cannot read {tmp}/log.db: not UTF-8 text (byte "),
+        # a bracketed IPv6 host left open (httpx.InvalidURL is no HTTPError and escaped)
+        ("http://[::1", "cannot read http://[::1: Invalid port: ':1'"),
+    ],
+)
+def test_engine_metrics_that_cannot_be_read_are_usage_errors(
+    tmp_path: Path, source: str, message: str
+) -> None:
+    from promptcache.proxy.store import open_log
+
+    db = tmp_path / "log.db"
+    open_log(db).close()
+    given = str(tmp_path / source) if source == "log.db" else source
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--engine-metrics", given])
+    assert result.exit_code == 2, result.output  # an escaped exception exits 1
+    assert "Invalid value for --engine-metrics: " + message.format(tmp=tmp_path) in result.output
+
+
+def test_engine_metrics_in_utf8_with_non_ascii_help_text_are_read(tmp_path: Path) -> None:
+    from promptcache.proxy.store import open_log
+
+    db, metrics = tmp_path / "log.db", tmp_path / "metrics.txt"
+    open_log(db).close()
+    help_text = "# HELP x_total caf\u00e9 \u2713\n# TYPE x_total counter\nx_total 1\n"
+    metrics.write_text(help_text + METRICS, "utf-8")
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--engine-metrics", str(metrics)])
+    assert result.exit_code == 0, result.output
+    assert "Engine KV pool (--engine-metrics)" in result.stdout
