@@ -77,8 +77,12 @@ def fused_kernel_unavailable(config: EngineConfig, model_config: ModelConfig) ->
         return "turned off (--no-fused-cpu-decode)"
     if not config.device.startswith("cpu"):
         return f"the device is {config.device}, not the CPU"
+    if config.weight_dtype == "auto":
+        # EngineConfig's "auto" is weights in the model dtype: what --weight-dtype auto chose
+        # for float weights (a GGUF file of 4-bit weights is int4 by then)
+        return "the weights are float, not int4 (--weight-dtype int4 quantises them)"
     if config.weight_dtype != "int4":
-        return f"weight_dtype is {config.weight_dtype!r}, not 'int4'"
+        return f"the weights are {config.weight_dtype}, not int4 (--weight-dtype int4)"
     dtype = model_config.kv_element_dtype("auto", config.dtype)
     if dtype != "float32":
         return f"the model runs in {dtype}, not float32"

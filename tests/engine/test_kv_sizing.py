@@ -88,3 +88,29 @@ def test_kv_size_prints_the_bytes_of_the_pool_the_engine_allocates(
     config = EngineConfig(weight_dtype="int4", kv_cache_bytes=printed * 16, **engine_args)  # type: ignore[arg-type]
     size_kv_pools(config, ModelConfig.from_pretrained(tinystories_dir), swap_space=printed * 16 * 5)
     assert config.num_cpu_blocks == 5
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        # a checkpoint directory's float weights: EngineConfig's "auto", which the line used to
+        # print as "weight_dtype is 'auto', not 'int4'", also for an explicit --weight-dtype float
+        ((), "would not serve: the weights are float, not int4 (--weight-dtype int4 quantises"),
+        (("--weight-dtype", "float"), "would not serve: the weights are float, not int4"),
+        (("--weight-dtype", "int8"), "would not serve: the weights are int8, not int4"),
+        (("--weight-dtype", "int4", "--no-fused-cpu-decode"), "would not serve: turned off"),
+    ],
+)
+def test_kv_size_says_why_the_fused_kernel_would_not_serve(
+    tinystories_dir: Path, options: tuple[str, ...], why: str
+) -> None:
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["engine", "kv-size", "--model", str(tinystories_dir), *options]
+    )
+    assert result.exit_code == 0, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("fused kernel")]
+    assert line.startswith(f"fused kernel  {why}"), line
