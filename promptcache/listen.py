@@ -134,11 +134,20 @@ class ReportCancelled:
 
 class _NoCancelledTraceback(logging.Filter):
     """Drops uvicorn's error record of a request task that ended in ``CancelledError`` (already
-    reported in one line by :class:`ReportCancelled`)."""
+    reported in one line by :class:`ReportCancelled`), and the traceback text Starlette's
+    lifespan sends when a second Ctrl-C (uvicorn's force quit) cancels it while it waits for the
+    shutdown message (``lifespan.shutdown.failed``, logged by uvicorn as a plain message)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = record.exc_info
-        return not (info and info[0] is not None and issubclass(info[0], asyncio.CancelledError))
+        if info and info[0] is not None and issubclass(info[0], asyncio.CancelledError):
+            return False
+        message = record.msg
+        return not (
+            isinstance(message, str)
+            and message.startswith("Traceback (most recent call last):")
+            and message.rstrip().endswith("CancelledError")
+        )
 
 
 def run_uvicorn(

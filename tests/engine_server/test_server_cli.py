@@ -372,3 +372,69 @@ def test_serve_a_sliding_window_model_frees_its_blocks_and_says_so(tmp_path: Pat
         "that fall out of it are freed as sequences grow"
     ) in err
     assert "Traceback" not in err
+
+
+def test_a_second_ctrl_c_cuts_a_waiting_request_in_one_line_and_still_saves_the_cache(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C makes uvicorn wait for the requests in flight; a second Ctrl-C (its force quit)
+    cancels them, and also Starlette's lifespan, which then sent its CancelledError traceback
+    for uvicorn to log as an error. Now one warning line names the cut request, nothing else is
+    logged as an error, the engine still writes its cached blocks to --kv-disk, and Ctrl-C
+    exits 0."""
+    import threading
+
+    command, port = _serve_command(
+        TINYSTORIES, "--log-level", "info", "--kv-disk", str(tmp_path / "kv")
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[str] = []
+    up, waiting = threading.Event(), threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "Application startup complete" in line:
+                up.set()
+            if "Waiting for connections to close" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert up.wait(60), "".join(lines)
+        warm = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions",
+            json={"model": str(TINYSTORIES), "prompt": "Once upon a time " * 10, "max_tokens": 2},
+            timeout=60,
+        )
+        assert warm.status_code == 200, warm.text
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            # the handler waits for a body that never comes; 100 Continue says it is waiting
+            sock.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+            )
+            assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
+            proc.send_signal(signal.SIGINT)
+            assert waiting.wait(30), "".join(lines)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    reader.join(30)
+    assert proc.stderr is not None
+    proc.stderr.close()
+    stderr = "".join(lines)
+    assert "Traceback" not in stderr and "CancelledError" not in stderr, stderr
+    assert "ERROR:" not in stderr, stderr
+    cut = [ln for ln in lines if "cancelled at shutdown" in ln]
+    assert len(cut) == 1 and cut[0].startswith("WARNING:  request POST /v1/completions from ")
+    assert cut[0].rstrip().endswith("cancelled at shutdown (no response sent)")
+    assert any(ln.startswith("INFO:     wrote ") and "cached KV blocks to the disk tier" in ln
+               for ln in lines), stderr
+    assert list((tmp_path / "kv").glob("*/*.kvb"))
