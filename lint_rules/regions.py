@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .events import Block, SinkCall
-from .facts import CLEAN, Kind, Shape, Value
-from .frames import EngineState
-from .sinks import SinkSpec
+from .facts import CLEAN, Kind, Shape, Value, replace
+from .frames import ClassInfo, EngineState, ExternalClass
+from .sinks import SinkSpec, sent_tool_fields
 
 if TYPE_CHECKING:
     from .frames import Frame
@@ -87,6 +87,80 @@ def _entry_node(splat: ast.expr, key: str) -> ast.Subscript:
         ast.copy_location(node.slice, splat)
         made[key] = node
     return node
+
+
+def _tool_fields(value: Value, module: str) -> dict[str, frozenset[str] | None] | None:
+    """The sent fields (``sinks.sent_tool_fields``) of the SDK tool class ``value`` is an
+    instance of, when its fields are known; None otherwise (``module``: the module being
+    analysed, for a class of its own)."""
+    if value.items is None:
+        return None
+    ref = value.ref
+    if isinstance(ref, ExternalClass):
+        return sent_tool_fields(ref.qualname)
+    if isinstance(ref, ClassInfo) and module:
+        return sent_tool_fields(f"{module}.{ref.node.name}")
+    return None
+
+
+def _kept(value: Value, sent: frozenset[str] | None) -> set[tuple[object, ...]]:
+    """The identities (``Fact.identity``) of the facts of ``value`` that a tool definition
+    sends when it sends the fields ``sent`` of it (None: all of it): those of its fields in
+    ``sent``, and those it holds outside every field (chosen per request, built in a loop);
+    all of them when its fields are not known."""
+    if sent is None or value.items is None:
+        return {f.identity for f in value.facts}
+    in_fields = {f.identity for _, held in value.items for f in held.facts}
+    kept = {f.identity for f in value.facts} - in_fields
+    for key, held in value.items:
+        if key in sent:
+            kept |= {f.identity for f in held.facts}
+    return kept
+
+
+def _unsent(value: Value, module: str) -> set[tuple[object, ...]]:
+    """The identities of the facts that ``value``, an SDK tool object, holds only in what its
+    SDK does not send (``sinks.sent_tool_fields``); empty for any other value."""
+    fields = _tool_fields(value, module)
+    if fields is None:
+        return set()
+    assert value.items is not None
+    in_fields = {f.identity for _, held in value.items for f in held.facts}
+    kept = {f.identity for f in value.facts} - in_fields
+    for key, held in value.items:
+        if key in fields:
+            kept |= _kept(held, fields[key])
+    return {f.identity for f in value.facts} - kept
+
+
+def sent_tools(value: Value, module: str = "") -> Value:
+    """``value``, given to a tools region, as the SDK sends it: an SDK tool object
+    (``sinks.SENT_TOOL_FIELDS``) with only what its sent fields hold, and a list whose
+    elements are all known (``Value.elem``, or ``Value.elts`` of a list of fixed length)
+    without what its tool objects hold only in unsent fields; any other value as it is. A fact
+    that a sent field, another element or the list itself (its order, a choice) also holds is
+    kept."""
+    if not value.facts:
+        return value
+    elements: tuple[Value, ...]
+    if value.items is not None:
+        elements = (value,)
+    elif value.elem is not None:
+        elements = (value.elem,)
+    elif value.elts is not None and not value.more:
+        elements = value.elts
+    else:
+        return value
+    dropped: set[tuple[object, ...]] = set()
+    kept: set[tuple[object, ...]] = set()
+    for element in elements:
+        unsent = _unsent(element, module)
+        dropped |= unsent
+        kept |= {f.identity for f in element.facts} - unsent
+    dropped -= kept
+    if not dropped:
+        return value
+    return replace(value, facts=frozenset(f for f in value.facts if f.identity not in dropped))
 
 
 class RegionsMixin(EngineState):

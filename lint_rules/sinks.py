@@ -230,6 +230,90 @@ SPECS: tuple[SinkSpec, ...] = (
     ),
 )
 
+#: The tool classes of the agent SDKs whose ``Agent`` is a sink above, by the qualified name
+#: of their definition, and the fields of each that the SDK sends as the tool's definition.
+#: Any other field (the function or executor that runs the tool, approval callbacks, timeouts,
+#: whatever state those keep) never leaves the process, so what it holds is not in the
+#: prefix. A dotted name sends one field of the object that field holds: a computer tool
+#: sends its computer's ``environment`` and ``dimensions``, not the browser it drives.
+#: openai-agents: ``FunctionTool`` as ``Converter.tool_to_openai`` (chat completions) and
+#: ``Converter._convert_function_tool`` (responses) build it, the hosted tools as
+#: ``Converter._convert_tool`` (``models/openai_responses.py``) does, field by field.
+#: pydantic-ai: ``Tool.tool_def`` and each model's ``_map_tool_definition`` (name, description,
+#: the function's parameter schema, strict); the fields that shape that schema are kept too.
+SENT_TOOL_FIELDS: dict[str, frozenset[str]] = {
+    "agents.tool.FunctionTool": frozenset(
+        {
+            "name",
+            "description",
+            "params_json_schema",
+            "strict_json_schema",
+            "defer_loading",
+            "allowed_callers",
+            "output_json_schema",
+            "_tool_namespace",
+            "_tool_namespace_description",
+        }
+    ),
+    "agents.tool.WebSearchTool": frozenset(
+        {"filters", "user_location", "search_context_size", "external_web_access"}
+    ),
+    "agents.tool.FileSearchTool": frozenset(
+        {
+            "vector_store_ids",
+            "max_num_results",
+            "ranking_options",
+            "filters",
+            "include_search_results",
+        }
+    ),
+    "agents.tool.ComputerTool": frozenset({"computer.environment", "computer.dimensions"}),
+    "agents.tool.CustomTool": frozenset(
+        {"name", "description", "format", "defer_loading", "allowed_callers", "tool_config"}
+    ),
+    "agents.tool.HostedMCPTool": frozenset({"tool_config"}),
+    "agents.tool.ApplyPatchTool": frozenset({"tool_config", "allowed_callers"}),
+    "agents.tool.ShellTool": frozenset({"environment", "allowed_callers"}),
+    "agents.tool.ImageGenerationTool": frozenset({"tool_config"}),
+    "agents.tool.CodeInterpreterTool": frozenset({"tool_config"}),
+    "agents.tool.LocalShellTool": frozenset(),
+    "agents.tool.ToolSearchTool": frozenset({"description", "execution", "parameters"}),
+    "agents.tool.ProgrammaticToolCallingTool": frozenset(),
+    "pydantic_ai.tools.Tool": frozenset(
+        {
+            "function",
+            "function_schema",
+            "takes_ctx",
+            "name",
+            "description",
+            "prepare",
+            "docstring_format",
+            "require_parameter_descriptions",
+            "strict",
+            "defer_loading",
+            "include_return_schema",
+        }
+    ),
+}
+
+
+def sent_tool_fields(qualname: str) -> dict[str, frozenset[str] | None] | None:
+    """The fields of the SDK tool class ``qualname`` that its SDK sends (``SENT_TOOL_FIELDS``),
+    each with the fields of what it holds that are sent (None: all of it); None for a class
+    that is not such a tool class."""
+    names = SENT_TOOL_FIELDS.get(qualname)
+    if names is None:
+        return None
+    out: dict[str, frozenset[str] | None] = {}
+    for name in sorted(names):
+        head, _, rest = name.partition(".")
+        if not rest:
+            out[head] = None
+        elif head not in out or out[head] is not None:
+            out[head] = (out.get(head) or frozenset()) | {rest}
+    return out
+
+
 #: methods whose name says "count tokens": never sinks, even on a matching chain
 NOT_SINKS = frozenset({"count_tokens"})
 

@@ -59,7 +59,7 @@ from .frames import (
 )
 from .http_sinks import HttpSinksMixin
 from .library import LibraryMixin
-from .regions import RegionsMixin
+from .regions import RegionsMixin, sent_tools
 from .session import configuration_label, escaping, pin_ids, reused_in_loops
 from .sinks import SinkSpec
 from .statements import StatementsMixin, holds_no_object, merge_field
@@ -773,7 +773,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         )
 
     def record(self, region: str, value: Value, node: ast.AST, label: str) -> None:
-        """A value enters a prefix region (or the tail, which is not recorded)."""
+        """A value enters a prefix region (or the tail, which is not recorded). A tool object
+        of an agent SDK enters the tools region with only what its SDK sends of it
+        (``regions.sent_tools``)."""
+        if region == "tools":
+            value = sent_tools(value, self.module)
         own = self.frame.summary
         if own is not None and value.facts:
             key = id(self.frame.func)
