@@ -341,6 +341,9 @@ class SlidingWindow:
     before the slide; frozen and session (system) breakpoints are kept.
 
     Every request passed to :meth:`apply` is taken as sent. Use one instance per conversation.
+    The marks it places in one request are taken off again when the next request holds the same
+    block objects (an agent loop that appends to one message list), before it marks the new
+    one; markers of the caller's own are left alone.
 
     Args:
         slide_after: positions after which to slide (default :data:`SLIDE_AFTER_POSITIONS`).
@@ -359,10 +362,14 @@ class SlidingWindow:
         self.rule = rule
         # (chained prefix hash through the segment of the last write, its position)
         self._last: tuple[int, str, int] | None = None
+        # the blocks apply() marked in the previous request (the marked text block, or the
+        # inserted cachePoint block), taken off again if the next request holds them
+        self._placed: list[dict[str, Any]] = []
 
     def reset(self) -> None:
         """Forget the previous request (a new conversation)."""
         self._last = None
+        self._placed = []
 
     def apply(
         self,
@@ -388,8 +395,14 @@ class SlidingWindow:
         Raises:
             RequestShapeError: ``params`` is not a request of ``api``.
         """
-        if tail:
-            _mark_tail(params, api)
+        placed = self._placed
+        self._placed = []
+        # An agent loop passes the same message objects again, each turn longer: the marks this
+        # window put on the previous request are still on them. Take them off, so the marks do
+        # not pile up past the 4 the API accepts; the new tail (or a slide) reads that write.
+        _unplace(params, placed)
+        if tail and (path := _mark_tail(params, api)) is not None:
+            self._placed.append(_block_at(params, path))
         fp = fingerprint_request(params, api)
         positions = block_positions(fp)
         note = SlideNote(None, None, "")
@@ -412,6 +425,7 @@ class SlidingWindow:
         ):
             note = self._slide(params, api, fp, positions, last[2], max(marks), ttl)
             if note.path is not None:
+                self._placed.append(_block_at(params, note.path))
                 fp = fingerprint_request(params, api)
                 positions = block_positions(fp) or positions
         self._remember(fp, positions, api)
@@ -516,19 +530,51 @@ def _markable(messages: list[Any], api: str, m: int, j: int) -> bool:
     return blocks[j].get("type") not in _UNMARKABLE
 
 
-def _mark_tail(params: dict[str, Any], api: str) -> None:
+def _mark_tail(params: dict[str, Any], api: str) -> str | None:
+    """Mark the last block of the last message; its path, or None when nothing was marked
+    (no message, or the block carries a marker already)."""
     messages = params.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
-        return
+        return None
     content = messages[-1].get("content")
     if isinstance(content, list) and content:
         last = content[-1]
         if _is_cache_point(last) or (isinstance(last, Mapping) and "cache_control" in last):
-            return
+            return None
         kept = [i for i, block in enumerate(content) if not _is_cache_point(block)]
-        _mark_block(params, api, len(messages) - 1, len(kept) - 1)
-    elif isinstance(content, str):
-        _mark_block(params, api, len(messages) - 1, 0)
+        return _mark_block(params, api, len(messages) - 1, len(kept) - 1)
+    if isinstance(content, str):
+        return _mark_block(params, api, len(messages) - 1, 0)
+    return None
+
+
+def _block_at(params: dict[str, Any], path: str) -> dict[str, Any]:
+    """The block at ``messages[m].content[j]`` (a path ``_mark_block`` returned)."""
+    m, j = (int(n) for n in re.findall(r"\[(\d+)\]", path))
+    block: dict[str, Any] = params["messages"][m]["content"][j]
+    return block
+
+
+def _unplace(params: dict[str, Any], placed: list[dict[str, Any]]) -> None:
+    """Take the markers of ``placed`` (blocks a window marked, found by identity) off the
+    messages of ``params``: an inserted cachePoint block is removed, a text block loses its
+    ``cache_control``."""
+    if not placed:
+        return
+    ours = {id(block) for block in placed}
+    messages = params.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for i in range(len(content) - 1, -1, -1):
+            block = content[i]
+            if id(block) not in ours:
+                continue
+            if _is_cache_point(block):
+                del content[i]
+            else:
+                block.pop("cache_control", None)
 
 
 def _is_cache_point(block: Any) -> bool:

@@ -224,3 +224,70 @@ def test_the_slide_skips_thinking_blocks() -> None:
     far["messages"][1]["content"][14] = {"type": "thinking", "thinking": "hmm", "signature": "s"}
     note = window.apply(far, "anthropic")
     assert note.path == "messages[1].content[13]"  # the block before the thinking one
+
+
+def _marks(params: dict[str, Any], api: str) -> list[str]:
+    return [bp.path for bp in fingerprint_request(params, api).breakpoints]
+
+
+@pytest.mark.parametrize("api", ["anthropic", "bedrock_converse"])
+def test_an_agent_loop_over_one_message_list_keeps_one_tail_mark(api: str) -> None:
+    # docs/sdk.md's loop: the same `messages` list, two messages longer each turn. The tail
+    # mark of turn k stayed on its block in turn k + 1, so turn 3 sent 5 breakpoints (a 400).
+    bedrock = api == "bedrock_converse"
+
+    def block(t: str) -> dict[str, Any]:
+        return {"text": t} if bedrock else text(t)
+
+    system: list[dict[str, Any]] = [block("You are an agent.")]
+    if bedrock:
+        system.append({"cachePoint": {"type": "default"}})
+    else:
+        system[0]["cache_control"] = EPHEMERAL
+    top = "system[1]" if bedrock else "system[0]"  # the marker's own path
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [block("the task")]}]
+    window = SlidingWindow()
+    seen = []
+    for turn in range(6):
+        params: dict[str, Any] = {"model": MODEL, "system": system, "messages": messages}
+        window.apply(params, api, tail=True)
+        seen.append(_marks(params, api))
+        messages += [
+            {"role": "assistant", "content": [block(f"step {turn}")]},
+            {"role": "user", "content": [block(f"result {turn}")]},
+        ]
+    tail = "content[1]" if bedrock else "content[0]"
+    assert seen == [[top, f"messages[{2 * k}].{tail}"] for k in range(6)]
+    # the user's own marker on the last block stays, and is not taken off the turn after
+    messages[-1]["content"] = [block("mine")]
+    if bedrock:
+        messages[-1]["content"].append({"cachePoint": {"type": "default"}})
+    else:
+        messages[-1]["content"][0]["cache_control"] = EPHEMERAL
+    params = {"model": MODEL, "system": system, "messages": messages}
+    window.apply(params, api, tail=True)
+    assert _marks(params, api) == [top, f"messages[12].{tail}"]
+    messages += [{"role": "assistant", "content": [block("step 6")]}]
+    params = {"model": MODEL, "system": system, "messages": messages}
+    window.apply(params, api, tail=True)
+    assert _marks(params, api) == [top, f"messages[12].{tail}", f"messages[13].{tail}"]
+
+
+def test_a_loop_over_one_list_still_slides_when_a_turn_adds_many_blocks() -> None:
+    # the look-alike that must still slide: with the old tail mark gone, a burst of 30 messages
+    # gets a sliding mark within reach of the previous write, and the next turn drops it again
+    window = SlidingWindow()
+    system = [text("You are an agent.", mark=True)]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [text("the task")]}]
+    window.apply({"model": MODEL, "system": system, "messages": messages}, "anthropic", tail=True)
+    messages += [{"role": "user", "content": [text(f"burst {i}")]} for i in range(30)]
+    params: dict[str, Any] = {"model": MODEL, "system": system, "messages": messages}
+    note = window.apply(params, "anthropic", tail=True)
+    assert note.path == "messages[15].content[0]"
+    assert _marks(params, "anthropic") == [
+        "system[0]", "messages[15].content[0]", "messages[30].content[0]"
+    ]
+    messages += [{"role": "user", "content": [text("one more")]}]
+    params = {"model": MODEL, "system": system, "messages": messages}
+    assert window.apply(params, "anthropic", tail=True).path is None
+    assert _marks(params, "anthropic") == ["system[0]", "messages[31].content[0]"]
