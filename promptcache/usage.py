@@ -350,8 +350,8 @@ class _Reader:
         if value is None:
             if required:
                 raise UsageParseError(
-                    f"{self.vendor} usage has no {paths[0]!r}: this does not look like a "
-                    f"{self.vendor} usage object (check the --api / api argument)"
+                    f"{self.vendor} usage has no {paths[0]!r}: this does not look like "
+                    f"{self.vendor}'s usage object (check the --api / api argument)"
                 )
             return 0
         return value

@@ -554,3 +554,23 @@ def test_bedrock_buckets_sum_to_vendor_total(uncached: int, read: int, w5: int, 
     u = Usage.from_bedrock_converse(raw)
     assert u.total_input_tokens == vendor_total_input("bedrock_converse", raw)
     assert (u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.warnings) == (w5, w1h, ())
+
+
+@pytest.mark.parametrize(
+    ("api", "payload", "missing"),
+    [
+        ("anthropic", {"output_tokens": 3}, "input_tokens"),
+        ("openai_chat", {"completion_tokens": 3}, "prompt_tokens"),
+        ("bedrock_converse", {"outputTokens": 3}, "inputTokens"),
+    ],
+)
+def test_a_missing_required_count_names_the_vendor_in_a_sentence(
+    api: str, payload: dict[str, Any], missing: str
+) -> None:
+    # "does not look like a anthropic usage object": the article was "a" before every vendor
+    with pytest.raises(UsageParseError) as caught:
+        Usage.from_api(api, payload)
+    assert str(caught.value) == (
+        f"{api} usage has no {missing!r}: this does not look like {api}'s usage object "
+        "(check the --api / api argument)"
+    )
