@@ -23,6 +23,7 @@ from ._base import Diagnostic
 from .analysis.cache import diagnostic_to_json, digest
 from .analysis.exports import load_externals
 from .analysis.program import Task, lint_program
+from .analysis.reads import InputReads
 from .chains import Lines, chain_holds
 from .config import LintConfig
 from .context import ModuleContext
@@ -168,6 +169,7 @@ def analyse_source(
     requests: Collection[str] = (),
     force: bool = False,
     sink_calls: Collection[str] = (),
+    reads: InputReads | None = None,
 ) -> tuple[FileResult, dict[str, Any], dict[str, bool], bool]:
     """Lint one module as part of a program; returns (result, exports, wanted, triggered).
 
@@ -175,7 +177,8 @@ def analyse_source(
     other modules export, as the program driver's blobs; ``requests``: symbols to export
     whether or not a rule needed them; ``force``: analyse even without a trigger word;
     ``sink_calls``: the ``name(`` texts of other modules' sink functions that the file calls
-    (a function holding one is analysed as if it held a trigger word).
+    (a function holding one is analysed as if it held a trigger word); ``reads``: where the
+    parts of ``externals`` that the analysis reads are noted (``analysis.reads``).
     ``exports`` and ``wanted`` are described in ``analysis.program``.
     """
     raw = source.encode("utf-8") if isinstance(source, str) else source
@@ -215,7 +218,7 @@ def analyse_source(
                 lambda text: _triggered(text, config),
                 module,
                 is_package,
-                load_externals(externals) if externals else None,
+                load_externals(externals, reads) if externals else None,
                 tuple(name.encode() for name in sink_calls),
             )
             if triggered or force:
@@ -290,8 +293,11 @@ def proven(diagnostic: Diagnostic) -> bool:
     )
 
 
-def analyse_file(task: Task, config: LintConfig, raw: bytes | None = None) -> dict[str, Any]:
-    """Run one of the program driver's tasks; the output is plain JSON data (cacheable)."""
+def analyse_file(
+    task: Task, config: LintConfig, raw: bytes | None = None, reads: InputReads | None = None
+) -> dict[str, Any]:
+    """Run one of the program driver's tasks; the output is plain JSON data (cacheable).
+    ``reads``: where what the analysis reads of ``task.externals`` is noted."""
     content = ""
     if raw is None:
         try:
@@ -310,6 +316,7 @@ def analyse_file(task: Task, config: LintConfig, raw: bytes | None = None) -> di
         task.requests,
         task.force,
         task.sink_calls,
+        reads,
     )
     return _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
 

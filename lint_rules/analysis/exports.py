@@ -23,6 +23,7 @@ from typing import Any
 
 from ..facts import ASSUMED, OVERRIDE, PINNABLE, Fact, Kind, Shape, Value
 from ..frames import ClassInfo, ExternalClass, SinkTarget, Summary
+from .reads import InputReads, ReadFields
 
 JSON = dict[str, Any]
 #: value shapes worth exporting for a module-level value even without facts
@@ -263,23 +264,39 @@ class LazySummaries(Mapping[str, Summary]):
     """An external class's methods: name -> ``Summary``, each read from its JSON on first
     use (a module that calls a large class uses few of its methods; reading them all took
     about a fifth of the analyses' time on browser-use). Each method's summary is read once,
-    so its PARAM facts keep one key (``Summary.key``)."""
+    so its PARAM facts keep one key (``Summary.key``). ``reads``: where each method name
+    looked up (found or not) is noted, under the class's qualified name ``qual``, and a
+    listing of them all."""
 
-    def __init__(self, data: dict[str, JSON], classes: Callable[[str], object]) -> None:
+    def __init__(
+        self,
+        data: dict[str, JSON],
+        classes: Callable[[str], object],
+        qual: str = "",
+        reads: InputReads | None = None,
+    ) -> None:
         self._data = data
         self._classes = classes
         self._read: dict[str, Summary] = {}
+        self._qual = qual
+        self._reads = reads
 
     def __getitem__(self, name: str) -> Summary:
+        if self._reads is not None:
+            self._reads.methods.setdefault(self._qual, set()).add(name)
         summary = self._read.get(name)
         if summary is None:
             summary = self._read[name] = summary_from_json(self._data[name], self._classes)
         return summary
 
     def __iter__(self) -> Iterator[str]:
+        if self._reads is not None:
+            self._reads.listed.add(self._qual)
         return iter(self._data)
 
     def __len__(self) -> int:
+        if self._reads is not None:
+            self._reads.listed.add(self._qual)
         return len(self._data)
 
 
@@ -289,13 +306,19 @@ def _override(data: JSON) -> Summary:
     return summary_from_json(data, lambda name: None)
 
 
-def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass | Value]:
-    """The ``externals`` of an analysis, from the driver's blobs (qualified name -> export)."""
+def load_externals(
+    blobs: dict[str, Any], reads: InputReads | None = None
+) -> dict[str, Summary | ExternalClass | Value]:
+    """The ``externals`` of an analysis, from the driver's blobs (qualified name -> export).
+    ``reads``: where the classes a summary names, the methods read and the fields whose facts
+    are read are noted (``reads.InputReads``)."""
     loaded: dict[str, Summary | ExternalClass | Value] = {}
 
     def classes_in(module: str) -> Callable[[str], object]:
         def find(name: str) -> object:
             qual = f"{module}.{name[1:]}" if name.startswith("@") else name
+            if reads is not None:
+                reads.found.add(qual)
             return load(qual)
 
         return find
@@ -309,20 +332,22 @@ def load_externals(blobs: dict[str, Any]) -> dict[str, Summary | ExternalClass |
         kind, data, module = blob["kind"], blob["data"], blob["module"]
         find = classes_in(module)
         if kind == "class":
-            methods = LazySummaries(data["methods"], find)
+            methods = LazySummaries(data["methods"], find, qual, reads)
             overrides = {
                 method: tuple(_override(entry["summary"]) for entry in entries)
                 for method, entries in data.get("overrides", {}).items()
             }
+            field_facts = {} if reads is None else ReadFields(qual, reads)
+            for attr, facts in data.get("field_facts", {}).items():
+                field_facts[attr] = frozenset(fact_from_json(f, 0) for f in facts)
             cls = ExternalClass(
                 f"{module}.{blob['name']}",
                 methods,
                 data["default_repr"],
+                field_facts,
                 abstract=frozenset(data.get("abstract", ())),
                 overrides=overrides,
             )
-            for attr, facts in data.get("field_facts", {}).items():
-                cls.field_facts[attr] = frozenset(fact_from_json(f, 0) for f in facts)
             loaded[qual] = cls
             return cls
         if kind == "function":

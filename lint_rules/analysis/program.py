@@ -19,9 +19,11 @@ Then, in waves until nothing changes (at most ``MAX_WAVES``; a file is analysed 
    in an import cycle). A module that imports many others is then analysed once they are done,
    not once per round as their summaries trickle in.
 
-Every analysis is looked up in the cache first (``cache.LintCache``), keyed by the file's
-content hash and a digest of its inputs, so a warm run re-analyses only what changed and what
-sees a changed summary.
+An analysis whose task differs from the file's last one only in parts of the summaries that
+analysis did not read (a method of a class it never calls) is not run: its output is that
+one's again (``reads.same_where_read``). Every analysis is looked up in the cache first
+(``cache.LintCache``), keyed by the file's content hash and a digest of its inputs, so a warm
+run re-analyses only what changed and what sees a changed summary.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from .cache import LintCache, diagnostic_from_json, diagnostic_to_json, digest
 from .callnames import CallNames
 from .exports import interesting
 from .modules import ModuleIndex
+from .reads import InputReads, same_where_read
 
 #: fixpoint rounds after the first (a chain of calls across N modules needs about N); past
 #: this, findings that need a longer chain are missed (on real agent trees 4 rounds settle
@@ -114,6 +117,9 @@ class FileState:
     analyses: int = 0
     #: the files whose summaries this file's latest analysis asked for
     deps: set[str] = field(default_factory=set)
+    #: the task of the analysis that gave ``output`` and what it read of its externals
+    #: (``reads.InputReads``); None when ``output`` came from the cache
+    ran: tuple[Task, InputReads] | None = None
     #: bumped each time an analysis (or a cached one) changes ``output``
     version: int = 0
 
@@ -268,14 +274,16 @@ def _fresh_heap() -> None:
     gc.freeze()
 
 
-def _run_task(task: Task, raw: bytes | None = None) -> dict[str, Any]:
+def _run_task(task: Task, raw: bytes | None = None) -> tuple[dict[str, Any], InputReads]:
+    """Run one analysis; returns its output and what it read of ``task.externals``."""
     from ..runner import analyse_file
 
     config = _WORKER_CONFIG
     assert config is not None
     if _WORKER_FREEZES:
         _fresh_heap()
-    return analyse_file(task, config, raw)
+    reads = InputReads()
+    return analyse_file(task, config, raw, reads), reads
 
 
 @dataclass
@@ -287,7 +295,10 @@ class Program:
     jobs: int
     cache: LintCache | None = None
     rounds: int = 0
+    #: analyses run, and analyses whose output was taken again from the file's last one
+    #: because nothing it read changed (``_reused``)
     analysed: int = 0
+    reused: int = 0
     _pool: Executor | None = None
     #: per file, its wanted names resolved at the last plan (reused while nothing they read
     #: changed: a wave re-plans only the files whose inputs may have moved)
@@ -397,14 +408,45 @@ class Program:
                 gc.enable()
         if self._freeze and len(pending) < len(todo):
             gc.freeze()
-        outputs = self._execute([task for _, task, _, _ in pending])
-        for (path, task, inputs, content), output in zip(pending, outputs, strict=True):
+        run = []
+        for path, task, inputs, content in pending:
+            output = self._reused(states[path], task)
+            if output is None:
+                run.append((path, task, inputs, content))
+                continue
+            self.reused += 1
+            self._accept(states[path], task, inputs, output)
+            if self.cache is not None and content != "unreadable":
+                self.cache.put(path, content, inputs, output)
+        outputs = self._execute([task for _, task, _, _ in run])
+        for (path, task, inputs, content), (output, reads) in zip(run, outputs, strict=True):
             self.analysed += 1
             if output.get("content"):
                 content = states[path].content = output["content"]
             self._accept(states[path], task, inputs, output)
+            states[path].ran = (task, reads)
             if self.cache is not None and content != "unreadable":
                 self.cache.put(path, content, inputs, output)
+
+    def _reused(self, state: FileState, task: Task) -> dict[str, Any] | None:
+        """The output of the file's last analysis run, when ``task`` differs from that
+        analysis's task only in parts of its externals that the analysis did not read
+        (``reads.same_where_read``): running it would give that output again. Else None."""
+        if state.ran is None:
+            return None
+        last, reads = state.ran
+        if (
+            task.requests != last.requests
+            or task.force != last.force
+            or task.sink_calls != last.sink_calls
+            or task.module != last.module
+            or task.is_package != last.is_package
+            or not same_where_read(
+                last.externals, task.externals, state.output.get("wanted", {}), reads
+            )
+        ):
+            return None
+        return state.output
 
     def _look_up(
         self, states: dict[str, FileState], todo: list[tuple[str, Task]], config_key: str
@@ -438,6 +480,7 @@ class Program:
                     gc.disable()
                 hit = True
                 self._accept(state, task, inputs, cached)
+                state.ran = None
             else:
                 pending.append((path, task, inputs, state.content))
         return pending
@@ -451,7 +494,7 @@ class Program:
         state.externals = task.externals
         state.requests = frozenset(task.requests)
 
-    def _execute(self, tasks: list[Task]) -> list[dict[str, Any]]:
+    def _execute(self, tasks: list[Task]) -> list[tuple[dict[str, Any], InputReads]]:
         if not tasks:
             return []
         workers = self.jobs or os.cpu_count() or 1
