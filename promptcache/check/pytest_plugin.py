@@ -116,6 +116,13 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             f"run), got {runs}\n"
         )
         return 2
+    timeout = config.getoption("promptcache_check_timeout")
+    if timeout is not None and not timeout > 0:
+        sys.stderr.write(
+            "error: --promptcache-check-timeout must be a positive number of seconds, got "
+            f"{timeout:g}\n"
+        )
+        return 2
     if output and not Path(output).resolve().parent.is_dir():
         sys.stderr.write(
             f"error: cannot write --promptcache-check-output {output}: folder "
@@ -128,7 +135,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             runs=runs,
             isolate=config.getoption("promptcache_check_isolate"),
             cwd=str(config.invocation_params.dir),
-            timeout=config.getoption("promptcache_check_timeout"),
+            timeout=timeout,
             # as `promptcache check`: a JSON or SARIF report on stdout keeps stdout for itself,
             # the sessions' own output goes to stderr
             stdout=sys.stderr if not output and output_format in ("json", "sarif") else None,

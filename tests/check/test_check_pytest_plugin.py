@@ -110,3 +110,16 @@ def test_bad_plugin_options_are_said_before_the_session_runs(tmp_path: Path) -> 
         "--promptcache-check to run the session under promptcache check, or drop "
         "--promptcache-check-format\n"
     )
+
+
+def test_a_timeout_that_is_not_positive_names_the_plugin_option(tmp_path: Path) -> None:
+    # it was refused by the runner as "--timeout must be a positive number of seconds", an
+    # option this command line never had
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    for value, shown in (("0", "0"), ("-1.5", "-1.5"), ("nan", "nan")):
+        proc = _pytest(tmp_path, "--promptcache-check", f"--promptcache-check-timeout={value}")
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert proc.stderr == (
+            "error: --promptcache-check-timeout must be a positive number of seconds, got "
+            f"{shown}\n"
+        )
