@@ -375,7 +375,12 @@ def _newer_on_line(source: str | bytes, line: int) -> bool:
 
 
 def _near_newer_syntax(source: str | bytes, error: SyntaxError) -> bool:
-    """Whether the lines around ``error`` hold a construct newer Pythons added."""
+    """Whether the lines around ``error`` hold a construct newer Pythons added, or ``error``
+    is one of Python 3.11's f-string errors (``f-string expression part cannot include a
+    backslash``, ``f-string: expecting '}'``): those are raised at the replacement field, which
+    can be many lines below the prefix of a triple-quoted f-string, and PEP 701 lifted them."""
+    if str(error.msg).startswith("f-string"):
+        return True
     data = source if isinstance(source, bytes) else source.encode("utf-8", "replace")
     lines = data.splitlines()
     line = error.lineno or 0

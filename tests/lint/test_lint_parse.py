@@ -267,3 +267,30 @@ def test_a_generic_file_broken_elsewhere_is_pc000_where_it_is_broken(
     with pytest.raises(SyntaxError) as raised:
         parse_module(source, "broken.py")
     assert (raised.value.lineno, raised.value.filename) == (line, "broken.py")
+
+
+# a replacement field lines below its f-string's prefix: Python 3.11 reports the error at the
+# field ("f-string expression part cannot include a backslash"), where no prefix is in sight
+TOOLS_PROMPT = (
+    "def tools_prompt(names):\n"
+    '    return f"""\n'
+    "    Available tools:\n"
+    "    {'\\n\\n'.join(names)}\n"
+    '    """\n'
+)
+
+
+@pytest.mark.parametrize("header", ["", HEADER], ids=["syntax-only", "analysed"])
+def test_an_f_string_field_lines_below_its_prefix_is_newer_syntax(header: str) -> None:
+    assert lint_source(header + TOOLS_PROMPT, "tools.py").diagnostics == ()
+
+
+@pytest.mark.parametrize("header", ["", HEADER], ids=["syntax-only", "analysed"])
+def test_an_f_string_broken_lines_below_its_prefix_is_still_pc000(header: str) -> None:
+    # an empty replacement field is invalid on every version: PC000 at that line
+    source = header + TOOLS_PROMPT.replace("{'\\n\\n'.join(names)}", "{}")
+    (diagnostic,) = lint_source(source, "broken.py").diagnostics
+    assert diagnostic.code == "PC000"
+    assert diagnostic.message.startswith("cannot parse this file")
+    with pytest.raises(SyntaxError):
+        parse_module(source, "broken.py")
