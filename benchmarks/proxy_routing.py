@@ -29,6 +29,11 @@ The floor: ``relay``, a bare ASGI app under uvicorn (uvloop, httptools) that sen
 to a replica picked by a hash of its body with one aiohttp session and streams the reply back
 unchanged (no prefix index, no log, no metrics; this script's ``--serve-relay``): what the
 server and client libraries the proxy is built on cost per request, before any of its own work.
+``relay_granian`` (run only when ``--only`` names it; it needs ``pip install granian``) is the
+same app under granian instead (a Rust HTTP server, its ASGI interface, one worker process,
+uvloop, HTTP/1.1): the floor with the other server. On this project's 2 shared cores it costs
+more CPU per request than under uvicorn (docs/benchmarks.md, "The floor under granian"), so the
+proxy stays on uvicorn.
 
 Per configuration (chat: ``round_robin``, ``least_loaded``, ``prefix``, ``kv_events``,
 ``sglang``, ``relay`` and ``ideal``; rag and completions: ``prefix``, ``sglang``, ``relay`` and
@@ -40,13 +45,18 @@ naming them, the tokenizer and the chat template) it reports:
   usage as the client received it;
 - requests per replica (each engine's own count, ``promptcache_engine_requests_total`` in its
   ``/metrics``) and max/mean;
-- the router process's CPU per request (``/proc/PID/stat`` user + system, whole run /
-  requests): ours is the whole proxy (logging, the cache-break explainer, usage and cost
-  included), the anchor's its one process (all its threads), the relay's its one process;
+- the router process's CPU per request (``/proc/PID/stat`` user + system of it and of the
+  processes it started, whole run / requests): ours is the whole proxy (logging, the
+  cache-break explainer, usage and cost included), the anchor's its one process (all its
+  threads), the relay's its one process (under granian, its main process and its worker);
 - added latency at concurrency 1: the median over ``--latency-requests`` (40) identical
   non-streamed chat requests through the router, less the median of the same sent straight to
   a replica, the two alternating, after 5 warm-up requests each;
 - wall time.
+
+``--repeats N`` runs each configuration N times, the configurations alternating, and then
+prints each one's median CPU per request, added latency and wall time (tokens and requests per
+replica summed over the repeats).
 
 Then (chat) ``prefix`` again with one replica SIGKILLed after ``--kill-at`` (40%) of the
 requests finished: requests that failed before any response byte reached the client (target 0)
@@ -61,12 +71,16 @@ Usage::
     .venv/bin/python benchmarks/proxy_routing.py --requests 120 --concurrency 8 \
         --workloads chat rag completions --only prefix sglang relay ideal
     .venv/bin/python benchmarks/proxy_routing.py --chunk-sizes --only
+    .venv/bin/python benchmarks/proxy_routing.py --workloads chat \
+        --only prefix sglang relay relay_granian --latency-requests 20 --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -115,9 +129,16 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds so far of process ``pid`` (all its threads) and of the
+    processes it started that are still running (granian serves from a worker process), from
+    Linux's /proc."""
+    proc = Path(f"/proc/{pid}")
+    fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for task in proc.glob("task/*/children"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # ended since
+            total += sum(cpu_seconds(int(child)) for child in task.read_text().split())
+    return total
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
@@ -448,11 +469,30 @@ def relay_app(urls: list[str]) -> Any:
     return app
 
 
-def start_relay(port: int, urls: list[str]) -> subprocess.Popen[bytes]:
-    """The bare relay (`relay_app`) on 127.0.0.1:``port`` in front of ``urls``."""
+def serve_relay(port: int, urls: list[str], server: str) -> None:
+    """Serve `relay_app` on 127.0.0.1:``port`` until interrupted: under uvicorn (uvloop,
+    httptools) or granian (its ASGI interface, one worker process, uvloop, HTTP/1.1)."""
+    app = relay_app(urls)
+    if server == "uvicorn":
+        import uvicorn
+
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                    lifespan="on", loop="uvloop", http="httptools")  # fmt: skip
+        return
+    from granian import Granian
+    from granian.constants import HTTPModes, Interfaces, Loops
+
+    Granian("relay", address="127.0.0.1", port=port, interface=Interfaces.ASGI,
+            loop=Loops.uvloop, http=HTTPModes.http1, websockets=False,
+            log_enabled=False).serve(target_loader=lambda: app, wrap_loader=False)  # fmt: skip
+
+
+def start_relay(port: int, urls: list[str], server: str = "uvicorn") -> subprocess.Popen[bytes]:
+    """The bare relay (`relay_app`) on 127.0.0.1:``port`` in front of ``urls``, under
+    ``server`` (`serve_relay`)."""
     return subprocess.Popen(
         [sys.executable, __file__, "--serve-relay", str(port), "--relay-upstreams",
-         ",".join(urls)],
+         ",".join(urls), "--relay-server", server],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -569,8 +609,8 @@ def run_config(
             except RuntimeError:
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise AnchorError(f"did not start: {' / '.join(tail)}") from None
-        elif name == "relay":
-            router = start_relay(router_port, urls)
+        elif name in RELAY_SERVERS:
+            router = start_relay(router_port, urls, RELAY_SERVERS[name])
             wait_http(router_url + "/healthz", router)
         else:
             config = None
@@ -712,8 +752,11 @@ def chunk_size_table(prompts: list[str], repeats: int = 5) -> list[tuple[int, fl
     return rows
 
 
-CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", "relay", "ideal")
-SINGLE_CONFIGS = ("prefix", "sglang", "relay", "ideal")
+CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", "relay",
+                "relay_granian", "ideal")  # fmt: skip
+SINGLE_CONFIGS = ("prefix", "sglang", "relay", "relay_granian", "ideal")
+#: the bare relay's configurations and the server each runs under
+RELAY_SERVERS = {"relay": "uvicorn", "relay_granian": "granian"}
 
 
 def main() -> None:
@@ -735,8 +778,9 @@ def main() -> None:
         "--only",
         nargs="*",
         default=None,
-        help="configurations: round_robin least_loaded prefix kv_events sglang relay ideal "
-        "kill (rag and completions run prefix, sglang, relay and ideal only)",
+        help="configurations: round_robin least_loaded prefix kv_events sglang relay "
+        "relay_granian ideal kill (rag and completions run prefix, sglang, relay, relay_granian "
+        "and ideal only; relay_granian runs only when named here)",
     )
     parser.add_argument(
         "--anchor-venv",
@@ -745,17 +789,20 @@ def main() -> None:
         help="venv with (or to install) sglang-router (default: %(default)s)",
     )
     parser.add_argument("--no-anchor", action="store_true", help="do not run SGLang's router")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each configuration, alternating; the summary gives the "
+                        "median CPU per request and added latency")  # fmt: skip
     parser.add_argument("--chunk-sizes", action="store_true",
                         help="also measure chunk sizes 16-256 on a RAG prompt")  # fmt: skip
     parser.add_argument("--serve-relay", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--relay-upstreams", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--relay-server", default="uvicorn", choices=["uvicorn", "granian"],
+                        help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {args.repeats}")
     if args.serve_relay is not None:
-        import uvicorn
-
-        uvicorn.run(relay_app(args.relay_upstreams.split(",")), host="127.0.0.1",
-                    port=args.serve_relay, log_level="warning", access_log=False,
-                    lifespan="on", loop="uvloop", http="httptools")  # fmt: skip
+        serve_relay(args.serve_relay, args.relay_upstreams.split(","), args.relay_server)
         return
     if not args.pool_blocks:
         prompt_blocks = -(-args.system_tokens // BLOCK_SIZE)
@@ -780,7 +827,11 @@ def main() -> None:
         print("chunk size | us to hash a RAG request | chunks | shared chars left unmatched")
         for size, us, chunks, lost in chunk_size_table(prompts):
             print(f"{size:10} | {us:24.1f} | {chunks:6} | {lost:.1f}")
-    wanted = set(args.only if args.only is not None else [*CHAT_CONFIGS, "kill"])
+    defaults = [name for name in CHAT_CONFIGS if name != "relay_granian"]
+    wanted = set(args.only if args.only is not None else [*defaults, "kill"])
+    if "relay_granian" in wanted and importlib.util.find_spec("granian") is None:
+        print("relay_granian: NOT MEASURED: granian is not installed (pip install granian)")
+        wanted.discard("relay_granian")
     anchor = None
     anchor_failed = ""
     if "sglang" in wanted and not args.no_anchor:
@@ -791,34 +842,74 @@ def main() -> None:
             print(f"anchor: sglang-router {version} ({anchor}), policy cache_aware")
     elif "sglang" in wanted:
         print("anchor: left out (--no-anchor)")
-    results: dict[tuple[str, str], RunResult] = {}
+    runs: dict[tuple[str, str], list[RunResult]] = {}
+    timed = ("prefix", "sglang", *RELAY_SERVERS)
     with tempfile.TemporaryDirectory() as folder:
         for workload in args.workloads:
             configs = CHAT_CONFIGS if workload == "chat" else SINGLE_CONFIGS
-            for name in configs:
-                if name not in wanted or (name == "sglang" and anchor is None):
-                    continue
-                latency = workload == args.workloads[0] and name in ("prefix", "sglang", "relay")
-                try:
-                    result = run_config(name, workload, args, prompts, Path(folder),
-                                        anchor=anchor, latency=latency)  # fmt: skip
-                except AnchorError as exc:
-                    anchor_failed, anchor = str(exc), None
-                    print(f"{workload:<12} sglang: NOT MEASURED: {exc}")
-                    continue
-                results[(workload, name)] = result
-                report(result)
+            for _ in range(args.repeats):  # the configurations alternate, repeat by repeat
+                for name in configs:
+                    if name not in wanted or (name == "sglang" and anchor is None):
+                        continue
+                    latency = workload == args.workloads[0] and name in timed
+                    try:
+                        result = run_config(name, workload, args, prompts, Path(folder),
+                                            anchor=anchor, latency=latency)  # fmt: skip
+                    except AnchorError as exc:
+                        anchor_failed, anchor = str(exc), None
+                        print(f"{workload:<12} sglang: NOT MEASURED: {exc}")
+                        continue
+                    runs.setdefault((workload, name), []).append(result)
+                    report(result)
             if workload == "chat" and "kill" in wanted:
                 killed = run_config("prefix", workload, args, prompts, Path(folder), kill=True)
                 report(killed)
                 print(f"  killed {killed.killed} after {args.kill_at:.0%} of the requests: "
                       f"{killed.outcome.failed_before_response} failed before any response byte, "
                       f"{killed.outcome.failed_mid_stream} failed mid-stream")  # fmt: skip
+    results = {key: median_result(repeats) for key, repeats in runs.items()}
+    if args.repeats > 1:
+        print(f"medians over {args.repeats} alternating repeats:")
+        for result in results.values():
+            report(result)
     summarise(results, args.workloads)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if anchor_failed:
         print(f"anchor (sglang-router): NOT MEASURED: {anchor_failed}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def median_result(runs: list[RunResult]) -> RunResult:
+    """One configuration's repeats as one result: the median CPU per request and added latency
+    (and the medians of its router and direct medians), the tokens and replica counts summed."""
+    first = runs[0]
+    outcome = Outcome(
+        ok=sum(r.outcome.ok for r in runs),
+        failed_before_response=sum(r.outcome.failed_before_response for r in runs),
+        failed_mid_stream=sum(r.outcome.failed_mid_stream for r in runs),
+        prompt_tokens=sum(r.outcome.prompt_tokens for r in runs),
+        cached_tokens=sum(r.outcome.cached_tokens for r in runs),
+        errors=[e for r in runs for e in r.outcome.errors],
+    )
+    per_replica = Counter[str]()
+    for r in runs:  # fresh ports each run: the counts add up by rank, busiest first
+        for rank, n in enumerate(sorted(r.per_replica.values(), reverse=True)):
+            per_replica[f"#{rank}"] += n
+    timed = [r.latency_medians_ms for r in runs if r.latency_medians_ms is not None]
+    medians = None
+    if timed:
+        medians = (statistics.median(t[0] for t in timed), statistics.median(t[1] for t in timed))
+    added = [r.added_latency_ms for r in runs if r.added_latency_ms is not None]
+    return RunResult(
+        first.name,
+        first.workload,
+        outcome,
+        dict(per_replica),
+        statistics.median(r.proxy_cpu_ms_per_request for r in runs),
+        statistics.median(r.wall_s for r in runs),
+        added_latency_ms=statistics.median(added) if added else None,
+        latency_medians_ms=medians,
+    )
 
 
 def summarise(results: dict[tuple[str, str], RunResult], workloads: list[str]) -> None:
@@ -838,11 +929,13 @@ def summarise(results: dict[tuple[str, str], RunResult], workloads: list[str]) -
                 print(f"{workload}: added p50 latency at concurrency 1: prefix "
                       f"{ours.added_latency_ms:+.2f} ms vs sglang "
                       f"{theirs.added_latency_ms:+.2f} ms")  # fmt: skip
-        floor = results.get((workload, "relay"))
-        if floor is not None:
+        for name, server in RELAY_SERVERS.items():
+            floor = results.get((workload, name))
+            if floor is None:
+                continue
             added = (f"; added p50 {floor.added_latency_ms:+.2f} ms"
                      if floor.added_latency_ms is not None else "")  # fmt: skip
-            print(f"{workload}: the floor (bare uvicorn + aiohttp relay, no index, no log): "
+            print(f"{workload}: the floor (bare {server} + aiohttp relay, no index, no log): "
                   f"CPU per request {floor.proxy_cpu_ms_per_request:.2f} ms{added}")  # fmt: skip
     chat = {name: r for (w, name), r in results.items() if w == "chat"}
     if "kv_events" in chat and "prefix" in chat:

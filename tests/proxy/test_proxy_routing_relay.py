@@ -1,11 +1,13 @@
-"""The bare relay that benchmarks/proxy_routing.py measures as the floor (``relay``): it passes
-a streamed reply through event for event and a sized reply with its size, and sends the same
-body to the same replica. Real mock replicas (benchmarks/proxy_cpu_split.py's) and the relay
-run as processes on 127.0.0.1."""
+"""The bare relay that benchmarks/proxy_routing.py measures as the floor (``relay`` under
+uvicorn, ``relay_granian`` under granian): it passes a streamed reply through event for event
+and a sized reply with its size, and sends the same body to the same replica. Real mock
+replicas (benchmarks/proxy_cpu_split.py's) and the relay run as processes on 127.0.0.1. The
+router's CPU counts the processes it started (granian serves from a worker process)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,16 +30,18 @@ def routing() -> ModuleType:
     return proxy_routing
 
 
-@pytest.fixture(scope="module")
-def fleet(routing: ModuleType) -> Iterator[tuple[str, list[str]]]:
-    """(relay URL, replica URLs): two mock replicas behind the relay."""
+@pytest.fixture(scope="module", params=["uvicorn", "granian"])
+def fleet(routing: ModuleType, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[str]]]:
+    """(relay URL, replica URLs): two mock replicas behind the relay, under each server."""
+    if request.param == "granian":
+        pytest.importorskip("granian")
     ports = [routing.free_port() for _ in range(2)]
     mocks = [subprocess.Popen([sys.executable, str(BENCHMARKS / "proxy_cpu_split.py"),
                                "--serve-mock", str(p), "--event-gap-ms", "0"])
              for p in ports]  # fmt: skip
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     relay_port = routing.free_port()
-    relay = routing.start_relay(relay_port, urls)
+    relay = routing.start_relay(relay_port, urls, request.param)
     try:
         for proc, url in zip(mocks, urls, strict=True):
             routing.wait_http(url + "/health", proc)
@@ -84,3 +88,37 @@ def test_a_sized_reply_keeps_its_size_and_the_same_body_its_replica(
         ids.append(int(json.loads(_events(text)[0].removeprefix("data: "))["id"].split("-")[1]))
     # one replica's request counter: consecutive ids
     assert ids == [ids[0], ids[0] + 1, ids[0] + 2]
+
+
+_BURN = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+print(child.pid, flush=True)
+child.wait()
+"""
+#: the child: CPU until its own count reaches 0.3 s, then a line, then it waits for the end of
+#: its stdin (the parent's, the test's pipe)
+_CHILD = """
+import sys, time
+while time.process_time() < 0.3:
+    pass
+print("burnt", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_router_cpu_counts_the_processes_it_started(routing: ModuleType) -> None:
+    with subprocess.Popen([sys.executable, "-c", _BURN, _CHILD], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as parent:  # fmt: skip
+        assert parent.stdin is not None and parent.stdout is not None
+        try:
+            child = int(parent.stdout.readline())
+            # the child's stdout is the parent's: its line comes through the same pipe
+            assert parent.stdout.readline().strip() == "burnt"
+            own = Path(f"/proc/{parent.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            # the parent itself has done next to nothing: only its child's CPU makes the total
+            assert (int(own[11]) + int(own[12])) / os.sysconf("SC_CLK_TCK") < 0.2
+            assert routing.cpu_seconds(child) >= 0.29
+            assert routing.cpu_seconds(parent.pid) >= 0.29
+        finally:
+            parent.stdin.close()  # the child reads its end and exits; the parent waits for it
