@@ -1,5 +1,6 @@
-"""The bare relay that benchmarks/proxy_routing.py measures as the floor (``relay`` under
-uvicorn, ``relay_granian`` under granian): it passes a streamed reply through event for event
+"""The bare relay that benchmarks/proxy_routing.py measures as the floor (``relay``, under
+uvicorn; ``relay_granian`` is the same app under granian, which is no dependency of the
+project, so it is not tested here): it passes a streamed reply through event for event
 and a sized reply with its size, and sends the same body to the same replica. Real mock
 replicas (benchmarks/proxy_cpu_split.py's) and the relay run as processes on 127.0.0.1. The
 router's CPU counts the processes it started (granian serves from a worker process)."""
@@ -30,18 +31,16 @@ def routing() -> ModuleType:
     return proxy_routing
 
 
-@pytest.fixture(scope="module", params=["uvicorn", "granian"])
-def fleet(routing: ModuleType, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[str]]]:
-    """(relay URL, replica URLs): two mock replicas behind the relay, under each server."""
-    if request.param == "granian":
-        pytest.importorskip("granian")
+@pytest.fixture(scope="module")
+def fleet(routing: ModuleType) -> Iterator[tuple[str, list[str]]]:
+    """(relay URL, replica URLs): two mock replicas behind the relay under uvicorn."""
     ports = [routing.free_port() for _ in range(2)]
     mocks = [subprocess.Popen([sys.executable, str(BENCHMARKS / "proxy_cpu_split.py"),
                                "--serve-mock", str(p), "--event-gap-ms", "0"])
              for p in ports]  # fmt: skip
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     relay_port = routing.free_port()
-    relay = routing.start_relay(relay_port, urls, request.param)
+    relay = routing.start_relay(relay_port, urls, "uvicorn")
     try:
         for proc, url in zip(mocks, urls, strict=True):
             routing.wait_http(url + "/health", proc)
