@@ -63,6 +63,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         14: 20261216,
         15: 20261217,
         16: 20261218,
+        17: 20261219,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -94,6 +95,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         14: 5,
         15: 8,
         16: 8,
+        17: 8,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -173,6 +175,12 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Shubhamsaboo/awesome-llm-apps",
             "guardrails-ai/guardrails",
             "sinaptik-ai/pandas-ai",
+        ],
+        17: [
+            "AI4Finance-Foundation/FinRobot",
+            "Farama-Foundation/chatarena",
+            "OpenBMB/ToolBench",
+            "Shaunwei/RealChar",
         ],
     }
     for batch, tuning in recorded.items():
