@@ -345,8 +345,13 @@ class PromptBuilder:
             dynamic=list(s.dynamic) if dynamic else [],
         )
         o = other._s
-        if o.session or o.history or o.dynamic:
-            o.later_layer = s.later_layer or "fork"
+        # the error for a frozen addition names a method whose content the copy still holds
+        if o.session:
+            o.later_layer = "session"
+        elif o.history:
+            o.later_layer = "add_user" if o.history[0].role == "user" else "add_assistant"
+        elif o.dynamic:
+            o.later_layer = "dynamic"
         return other
 
     # -- shared rendering helpers ----------------------------------------------------------

@@ -131,3 +131,26 @@ def test_approx_tokens_per_layer(builder: PromptBuilder) -> None:
     tokens = builder.approx_tokens()
     assert set(tokens) == {"tools", "frozen", "session", "history", "dynamic"}
     assert tokens["frozen"] > 1024 and 0 < tokens["dynamic"] < 20
+
+
+@pytest.mark.parametrize(
+    ("kept", "named"),
+    [
+        # the session was left out: the error named session() all the same
+        ({"session": False}, "add_user"),
+        ({"session": False, "history": False}, "dynamic"),
+        ({"dynamic": False}, "session"),  # the look-alike: the session is still there
+        ({}, "session"),
+    ],
+)
+def test_a_fork_names_a_later_layer_it_still_holds(kept: dict[str, bool], named: str) -> None:
+    b = PromptBuilder("claude-sonnet-4-5").system("Role.").session("Ada.")
+    b.add_user("hi").add_assistant("hello").dynamic("Why?")
+    with pytest.raises(LayerOrderError, match=rf"but {named}\(\) already added later-layer"):
+        b.fork(**kept).system("late")
+
+
+def test_a_fork_whose_history_starts_with_the_assistant_names_add_assistant() -> None:
+    b = PromptBuilder("claude-sonnet-4-5").system("Role.").add_assistant("How can I help?")
+    with pytest.raises(LayerOrderError, match=r"but add_assistant\(\) already added"):
+        b.fork().rules("late")
