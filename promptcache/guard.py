@@ -14,11 +14,17 @@ import json
 import os
 import sqlite3
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from promptcache.errors import ConfigError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: one process per JSON store (SQLite still locks)
+    fcntl = None  # type: ignore[assignment]
 from promptcache.fingerprint import (
     Divergence,
     RequestFingerprint,
@@ -92,8 +98,10 @@ class PrefixGuard:
         """
         _check_key(key)
         new = fingerprint_request(body, api)
-        old = self.last(key)
-        self._store(key, new)
+        # read the stored fingerprint and store the new one in one step, under the store's
+        # lock, so processes sharing the store (web-server workers) lose no update
+        data = self._swap_sqlite(key, new) if self._sqlite else self._swap_json(key, new)
+        old = None if data is None else RequestFingerprint.from_dict(data)
         if old is None:
             return None
         divergence = first_divergence(old, new)
@@ -112,6 +120,11 @@ class PrefixGuard:
         return None if data is None else RequestFingerprint.from_dict(data)
 
     # -- storage -------------------------------------------------------------------------------
+    #
+    # Several processes may share one store. A JSON file is read, updated and replaced under an
+    # exclusive lock on a file beside it (``NAME.lock``); an SQLite database does the read and
+    # the write in one ``BEGIN IMMEDIATE`` transaction and waits up to 30 s for another
+    # writer's lock.
 
     def _load_json(self) -> dict[str, Any]:
         if not self.path.exists():
@@ -128,61 +141,96 @@ class PrefixGuard:
         entries = data.get("entries")
         return entries if isinstance(entries, dict) else {}
 
-    def _store(self, key: str, fp: RequestFingerprint) -> None:
-        if self._sqlite:
-            self._store_sqlite(key, fp)
-            return
-        entries = self._load_json()
-        entries[key] = fp.to_dict()
-        payload = json.dumps({"format": _JSON_FORMAT, "entries": entries}, ensure_ascii=False)
+    @contextmanager
+    def _json_lock(self) -> Iterator[None]:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(payload)
-            os.replace(tmp, self.path)
+            handle = open(self.path.with_name(self.path.name + ".lock"), "a")  # noqa: SIM115
         except OSError as exc:
             raise ConfigError(f"cannot write PrefixGuard file {self.path}: {exc}") from None
+        with handle:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            yield  # the lock goes with the descriptor
 
-    def _db(self) -> Any:
-        import sqlite_utils
+    def _swap_json(self, key: str, fp: RequestFingerprint) -> dict[str, Any] | None:
+        with self._json_lock():
+            entries = self._load_json()
+            old = entries.get(key)
+            entries[key] = fp.to_dict()
+            payload = json.dumps({"format": _JSON_FORMAT, "entries": entries}, ensure_ascii=False)
+            tmp = None
+            try:
+                fd, tmp = tempfile.mkstemp(
+                    dir=self.path.parent, prefix=self.path.name, suffix=".tmp"
+                )
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(payload)
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                if tmp is not None:
+                    Path(tmp).unlink(missing_ok=True)
+                raise ConfigError(f"cannot write PrefixGuard file {self.path}: {exc}") from None
+        return old
 
+    def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return sqlite_utils.Database(self.path)
+        return sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
 
     def _load_sqlite(self, key: str) -> dict[str, Any] | None:
         try:
-            db = self._db()
+            conn = self._connect()
             try:
-                if _TABLE not in db.table_names():
-                    return None
-                rows = list(db[_TABLE].rows_where("key = ?", [key]))
+                row = conn.execute(
+                    f"SELECT fingerprint FROM [{_TABLE}] WHERE key = ?", (key,)
+                ).fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                row = None
             finally:
-                db.close()
+                conn.close()
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(f"cannot read PrefixGuard database {self.path}: {exc}") from None
-        if not rows:
+        if row is None:
             return None
-        loaded: dict[str, Any] = json.loads(rows[0]["fingerprint"])
+        loaded: dict[str, Any] = json.loads(row[0])
         return loaded
 
-    def _store_sqlite(self, key: str, fp: RequestFingerprint) -> None:
-        row = {
-            "key": key,
-            "api": fp.api,
-            "model": fp.model,
-            "prefix_hash": fp.prefix_hash,
-            "fingerprint": json.dumps(fp.to_dict(), ensure_ascii=False),
-        }
+    def _swap_sqlite(self, key: str, fp: RequestFingerprint) -> dict[str, Any] | None:
         try:
-            db = self._db()
+            conn = self._connect()
             try:
-                with db.conn:
-                    db[_TABLE].upsert(row, pk="key")
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS [{_TABLE}] ([key] TEXT PRIMARY KEY, [api] TEXT, "
+                    "[model] TEXT, [prefix_hash] TEXT, [fingerprint] TEXT)"
+                )
+                row = conn.execute(
+                    f"SELECT fingerprint FROM [{_TABLE}] WHERE key = ?", (key,)
+                ).fetchone()
+                conn.execute(
+                    f"INSERT INTO [{_TABLE}] (key, api, model, prefix_hash, fingerprint) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET api = excluded.api, "
+                    "model = excluded.model, prefix_hash = excluded.prefix_hash, "
+                    "fingerprint = excluded.fingerprint",
+                    (
+                        key,
+                        fp.api,
+                        fp.model,
+                        fp.prefix_hash,
+                        json.dumps(fp.to_dict(), ensure_ascii=False),
+                    ),
+                )
+                conn.execute("COMMIT")
             finally:
-                db.close()
+                conn.close()  # an open transaction is rolled back
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(f"cannot write PrefixGuard database {self.path}: {exc}") from None
+        if row is None:
+            return None
+        loaded: dict[str, Any] = json.loads(row[0])
+        return loaded
 
 
 def _check_key(key: object) -> None:

@@ -116,3 +116,30 @@ def test_any_text_key_finds_its_fingerprint_again(tmp_path: Path, name: str, key
     d = PrefixGuard(tmp_path / name).check(_dated("2026-12-02"), "openai_chat", key=key)
     assert d is not None and d.path == "messages[0].content"
     assert (d.value.kind, d.value.before, d.value.after) == ("a date", "2026-12-01", "2026-12-02")
+
+
+def _first_sight(args: tuple[str, int]) -> bool:
+    path, i = args
+    return PrefixGuard(path).check(_dated("2026-12-01"), "openai_chat", key=f"tenant-{i}") is None
+
+
+def _next_day(args: tuple[str, int]) -> bool:
+    path, i = args
+    d = PrefixGuard(path).check(_dated("2026-12-02"), "openai_chat", key=f"tenant-{i}")
+    return d is not None and d.value is not None and d.value.after == "2026-12-02"
+
+
+@pytest.mark.parametrize("name", ["guard.json", "guard.db"])
+def test_processes_sharing_one_store_lose_no_fingerprint(tmp_path: Path, name: str) -> None:
+    # web-server workers share one store. The JSON file was read, updated and replaced without
+    # a lock, so concurrent checks dropped each other's keys (82 of 200 changes reported with
+    # 8 workers); SQLite raised "database is locked" when two first writes met
+    import multiprocessing
+
+    path = str(tmp_path / name)
+    jobs = [(path, i) for i in range(120)]
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        assert all(pool.map(_first_sight, jobs, chunksize=1))
+        assert all(pool.map(_next_day, jobs, chunksize=1))
+    assert PrefixGuard(path).last("tenant-119") is not None
+    assert not list(tmp_path.glob("*.tmp"))
