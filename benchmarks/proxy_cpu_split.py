@@ -20,9 +20,11 @@ counts of streamed requests that came back whole are checked (every request must
 
 ``--trigger-costs``: then the log writer's share: the ``--db`` run's logged rows (warm-up and
 measured) are inserted again, in transactions of ``--trigger-batch`` rows (32: about what the
-writer commits every 0.5 s at this pace) through the writer's own insert
-(``proxy/store.py``), into fresh logs with every rollup trigger on ``requests``, with none,
-and with each insert trigger dropped in turn; it prints the writer thread's CPU per row
+writer commits every 0.5 s at this pace) through the store's insert (``proxy/store.py``),
+into fresh logs with every rollup trigger on ``requests``, with none, and with each insert
+trigger dropped in turn, and last the way the proxy's writer inserts them (its connection's
+triggers off, each batch added to the rollups by one statement a rollup:
+``proxy/writer_rollups.py``); it prints the writer thread's CPU per row
 (``time.thread_time``, the best of 3) for each.
 
 ``--callgrind N``: then the ``--db`` proxy once more under valgrind's callgrind (instrumented
@@ -273,11 +275,12 @@ def trigger_costs(
     source: Path, batch: int, repeats: int = 3
 ) -> tuple[int, list[tuple[str, float]]]:
     """(rows, [(label, microseconds of CPU per row)]) of inserting ``source``'s rows again
-    (``--trigger-costs`` in the module docstring): ``all triggers``, ``no triggers``, then
-    ``without NAME`` for each insert trigger on ``requests``."""
+    (``--trigger-costs`` in the module docstring): ``all triggers``, ``no triggers``,
+    ``without NAME`` for each insert trigger on ``requests``, then ``the writer's batches``."""
     import sqlite3
 
-    from promptcache.proxy.store import _insert, open_log
+    from promptcache.proxy.store import _write_batch, open_log
+    from promptcache.proxy.writer_rollups import take_over
 
     conn = sqlite3.connect(source)
     conn.row_factory = sqlite3.Row
@@ -300,9 +303,10 @@ def trigger_costs(
                 if drop == "*" or name == drop:
                     db.conn.execute(f'DROP TRIGGER "{name}"')
             db.conn.commit()
+            writer = take_over(db.conn) if drop == "writer" else None
             start = time.thread_time()
             for first in range(0, len(rows), batch):
-                _insert(db, [dict(r) for r in rows[first : first + batch]])
+                _write_batch(db, [dict(r) for r in rows[first : first + batch]], writer)
             best = min(best, (time.thread_time() - start) / len(rows) * 1e6)
             inserted = db.conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
             db.close()
@@ -315,6 +319,7 @@ def trigger_costs(
         everything, names = per_row(None, folder)
         costs = [("all triggers", everything), ("no triggers", per_row("*", folder)[0])]
         costs += [(f"without {name}", per_row(name, folder)[0]) for name in names]
+        costs.append(("the writer's batches", per_row("writer", folder)[0]))
     return len(rows), costs
 
 

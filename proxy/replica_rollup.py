@@ -66,7 +66,10 @@ REPLICA_SUMS: Final = (
 _STEP5_SUMS: Final = REPLICA_SUMS[:10]
 #: ``report_replica_hourly``'s columns, in table order.
 REPLICA_COLUMNS: Final = ("hour", "upstream", "replica", *(name for name, _ in REPLICA_SUMS))
-_KEY: Final = "CAST({r}.started_at / 3600 AS INTEGER), COALESCE({r}.upstream, ''), {r}.replica"
+#: The rollup key of a request ``{r}``: hour, upstream, replica.
+_KEY_PARTS: Final = ("CAST({r}.started_at / 3600 AS INTEGER)", "COALESCE({r}.upstream, '')",
+                     "{r}.replica")  # fmt: skip
+_KEY: Final = ", ".join(_KEY_PARTS)
 
 
 def _upsert(
@@ -88,10 +91,9 @@ def replica_rows(
     or a table of new rows) matching ``where`` that has a replica; summed they equal the
     rollup's rows for those requests."""
     values = ", ".join(f"{expr.format(r='r')} AS {name}" for name, expr in sums)
-    return (
-        f"SELECT {_KEY.format(r='r')}, {values} FROM {source} AS r"
-        f" WHERE r.replica IS NOT NULL AND ({where})"
-    )
+    names = zip(_KEY_PARTS, REPLICA_COLUMNS[:3], strict=True)
+    key = ", ".join(f"{expr.format(r='r')} AS {name}" for expr, name in names)
+    return f"SELECT {key}, {values} FROM {source} AS r WHERE r.replica IS NOT NULL AND ({where})"
 
 
 def add_routing_columns(db: Database) -> None:

@@ -4,7 +4,9 @@
 rows (each carries JSON usage and segment hashes) takes SQLite several seconds, and every
 ``GROUP BY`` sorts them. So the log keeps, next to ``requests``, small additive tables updated
 inside the insert's own transaction by ``AFTER INSERT`` triggers (nothing to run, nothing to
-forget, and a ``sqlite3`` shell inserting rows keeps them right too):
+forget, and a ``sqlite3`` shell inserting rows keeps them right too; the proxy's own writer
+turns them off for its connection and adds each batch with one statement a rollup, to the same
+values: :mod:`.writer_rollups`):
 
 ``report_hourly``         per (UTC hour, model, route, key_fingerprint, vendor): request counts,
                           the usage buckets, cost and cost without cache, breaks, unexpected

@@ -67,7 +67,8 @@ def test_a_small_run_measures_every_request() -> None:
 
 def test_trigger_costs_insert_every_row_with_each_trigger_set(tmp_path: Path) -> None:
     """``--trigger-costs`` on a small real log: every row inserted again (the function checks
-    the count in each fresh log), one figure for all triggers, none, and each insert trigger."""
+    the count in each fresh log), one figure for all triggers, none, each insert trigger, and
+    the proxy writer's way."""
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import proxy_cpu_split
@@ -97,5 +98,6 @@ def test_trigger_costs_insert_every_row_with_each_trigger_set(tmp_path: Path) ->
         "all triggers",
         "no triggers",
         *(f"without {n}" for n in names),
+        "the writer's batches",
     ]
     assert len(names) >= 7
