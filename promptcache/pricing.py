@@ -543,13 +543,25 @@ def cost(
     Raises:
         UsageParseError: ``usage`` is not a :class:`~promptcache.usage.Usage` (e.g. the vendor's
             raw usage dict: parse it first).
-        ConfigError: ``model`` is not a str.
+        ConfigError: ``model`` is not a str, ``rates`` is not a :class:`ModelPrice` or
+            ``table`` not a :class:`PriceTable`.
         UnknownModelPriceError: ``rates`` is None and no row matches ``model``.
     """
     if not isinstance(usage, Usage):
         raise UsageParseError(
             f"cost() needs a promptcache.Usage, got {type(usage).__name__}; parse the vendor's "
             "usage first: Usage.from_api(api, usage_dict) or parse_usage(api, response_body)"
+        )
+    if rates is not None and not isinstance(rates, ModelPrice):
+        raise ConfigError(
+            f"cost(rates=...) needs a promptcache.ModelPrice, got {type(rates).__name__}; "
+            "build one: ModelPrice(model=..., input=Decimal(...), output=..., cache_read=..., "
+            "cache_write_5m=..., cache_write_1h=...) in USD per million tokens"
+        )
+    if table is not None and not isinstance(table, PriceTable):
+        raise ConfigError(
+            f"cost(table=...) needs a PriceTable, got {type(table).__name__}; read one with "
+            "load_price_table(path) (the bundled format), or pass one row as rates=ModelPrice(...)"
         )
     warnings = list(usage.warnings)
     if rates is None:

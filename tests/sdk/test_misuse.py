@@ -137,3 +137,32 @@ def test_builder_keeps_a_whole_surrogate_pair_and_other_unicode() -> None:
 def test_builder_title_must_be_text() -> None:
     with pytest.raises(ConfigError, match="session title must be a str or None, got int"):
         PromptBuilder("gpt-4o").session("Ada.", title=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        # both were AttributeErrors from inside cost(): 'dict' object has no attribute ...
+        ("rates", {"input": 1}, r"cost\(rates=\.\.\.\) needs a promptcache\.ModelPrice, got"),
+        ("table", {"gpt-4o": {"input": 1}}, r"cost\(table=\.\.\.\) needs a PriceTable, got dict"),
+    ],
+)
+def test_cost_rates_and_table_of_the_wrong_type(option: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        cost(Usage.from_anthropic(ANTHROPIC_USAGE), "gpt-4o", **{option: value})  # type: ignore[arg-type]
+
+
+def test_cost_takes_a_model_price_and_a_loaded_table(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from promptcache import ModelPrice
+
+    usage = Usage.from_anthropic(ANTHROPIC_USAGE)
+    row = ModelPrice(
+        model="acme-1", input=Decimal(2), output=Decimal(8), cache_read=Decimal("0.2"),
+        cache_write_5m=Decimal("2.5"), cache_write_1h=Decimal(4),
+    )  # fmt: skip
+    assert cost(usage, "acme-1", rates=row).total_usd == Decimal("0.0028")
+    path = tmp_path / "prices.toml"
+    path.write_text('[models."acme-1"]\nfamily = "anthropic"\ninput = "2"\noutput = "8"\n')
+    assert cost(usage, "acme-1", table=load_price_table(path)).total_usd == Decimal("0.0028")
