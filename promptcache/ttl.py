@@ -231,6 +231,14 @@ def advise_ttl(
             ``datetime``), a negative prefix size, or neither ``model`` nor ``rates``.
         UnknownModelPriceError: ``model`` has no price row and no ``rates`` were given.
     """
+    if timestamps is not None and not isinstance(timestamps, (str, bytes, Sequence)):
+        try:
+            timestamps = list(timestamps)  # a generator would be used up by the checks below
+        except TypeError:
+            raise ConfigError(
+                "advise_ttl needs the request timestamps as a list of seconds, got "
+                f"{type(timestamps).__name__}"
+            ) from None
     if not timestamps:
         raise ConfigError("advise_ttl needs at least one request timestamp (seconds)")
     for t in timestamps:
@@ -282,6 +290,18 @@ def advise_ttl_counts(
         raise ConfigError(f"span_s must be a finite number >= 0, got {counts.span_s!r}")
     if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
         raise ConfigError(f"prefix_tokens must be an int >= 0, got {prefix_tokens!r}")
+    if min_cacheable_tokens is not None and (
+        isinstance(min_cacheable_tokens, bool)
+        or not isinstance(min_cacheable_tokens, int)
+        or min_cacheable_tokens < 0
+    ):
+        raise ConfigError(
+            f"min_cacheable_tokens must be an int >= 0 or None, got {min_cacheable_tokens!r}"
+        )
+    if rates is not None and not isinstance(rates, ModelPrice):
+        raise ConfigError(
+            f"advise_ttl(rates=...) needs a promptcache.ModelPrice, got {type(rates).__name__}"
+        )
     if rates is None:
         if model is None:
             raise ConfigError("advise_ttl needs a model name or explicit rates")

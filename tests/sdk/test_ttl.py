@@ -155,3 +155,30 @@ def test_advice_from_counts_equals_advice_from_times(
 def test_bad_counts(counts: TTLWriteCounts) -> None:
     with pytest.raises(ConfigError):
         advise_ttl_counts(counts, 1000, SONNET)
+
+
+def test_timestamps_from_a_generator_or_a_set_give_the_list_s_advice() -> None:
+    # a generator was used up by the argument checks and ended in IndexError
+    stamps = [i * 600.0 for i in range(13)]
+    expected = advise_ttl(stamps, 10_000, "claude-sonnet-4-5")
+    assert expected.recommendation == "1h"
+    from_generator = advise_ttl((s for s in stamps), 10_000, "claude-sonnet-4-5")
+    assert from_generator == expected
+    assert advise_ttl(set(stamps), 10_000, "claude-sonnet-4-5") == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"min_cacheable_tokens": -1}, "min_cacheable_tokens must be an int >= 0 or None, got -1"),
+        # a str was a TypeError from the comparison
+        ({"min_cacheable_tokens": "1024"}, "min_cacheable_tokens must be an int >= 0 or None"),
+        # a dict of rates was an AttributeError
+        ({"rates": {"input": 3}}, r"advise_ttl\(rates=\.\.\.\) needs a promptcache\.ModelPrice"),
+    ],
+)
+def test_bad_minimum_and_rates_are_config_errors(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        advise_ttl([0.0, 60.0], 10_000, "claude-sonnet-4-5", **options)  # type: ignore[arg-type]
+    below = advise_ttl([0.0, 60.0], 10_000, "claude-sonnet-4-5", min_cacheable_tokens=20_000)
+    assert below.recommendation == "none"
