@@ -140,7 +140,7 @@ def load_model_minimums(path: str | Path) -> ModelMinimums:
     """
     file = Path(path)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        data = tomllib.loads(file.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ConfigError(f"cannot read model minimums file {file}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -394,7 +394,7 @@ def load_price_table(path: str | Path) -> PriceTable:
     """
     file = Path(path)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        data = tomllib.loads(file.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ConfigError(f"cannot read price table {file}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -166,3 +166,29 @@ def test_cost_takes_a_model_price_and_a_loaded_table(tmp_path: Path) -> None:
     path = tmp_path / "prices.toml"
     path.write_text('[models."acme-1"]\nfamily = "anthropic"\ninput = "2"\noutput = "8"\n')
     assert cost(usage, "acme-1", table=load_price_table(path)).total_usd == Decimal("0.0028")
+
+
+def test_toml_files_saved_with_a_byte_order_mark_load(tmp_path: Path) -> None:
+    # Windows editors write UTF-8 with a BOM; it was "not valid TOML: Invalid statement (at
+    # line 1, column 1)", a character the user cannot see. The JSON inputs already accepted it.
+    from decimal import Decimal
+
+    from promptcache.minimums import load_model_minimums
+
+    prices = '[models."acme-1"]\nfamily = "anthropic"\ninput = "2"\noutput = "8"\n'
+    minimums = (
+        '[[models]]\nname = "Mine"\nvendor = "user"\npatterns = ["my-*"]\nmin_tokens = 7\n'
+        'source_url = "local"\nchecked = "2026-11-30"\n'
+    )
+    for bom in (b"", b"\xef\xbb\xbf"):
+        (tmp_path / "prices.toml").write_bytes(bom + prices.encode())
+        (tmp_path / "mins.toml").write_bytes(bom + minimums.encode())
+        usage = Usage.from_anthropic(ANTHROPIC_USAGE)
+        table = load_price_table(tmp_path / "prices.toml")
+        assert cost(usage, "acme-1", table=table).total_usd == Decimal("0.0028")
+        row = load_model_minimums(tmp_path / "mins.toml").lookup("my-model")
+        assert row is not None and row.min_tokens == 7
+    # a BOM in the middle is still a character TOML refuses
+    (tmp_path / "prices.toml").write_bytes(prices.encode() + b"\xef\xbb\xbf")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_price_table(tmp_path / "prices.toml")
