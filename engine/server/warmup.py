@@ -106,7 +106,7 @@ def read_warmup_file(path: str | Path, ctx: ServingContext) -> list[WarmupReques
     """
     file = Path(path).expanduser()
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # may start with a BOM, as bodies may
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ConfigError(f"cannot read the warm-up file {file}: {reason}") from None

@@ -206,3 +206,19 @@ def test_the_banner_says_when_the_cache_could_not_keep_every_warmed_block(
         "blocks cached; the others did not fit in the KV cache (--kv-cache-bytes, --kv-ram, "
         "--kv-disk)) in "
     ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_a_warmup_file_saved_with_a_byte_order_mark_reads_its_first_line(
+    tmp_path: Path, bom: bytes
+) -> None:
+    # a UTF-8 BOM (Windows editors) made line 1 "not JSON (Unexpected UTF-8 BOM ...)", though
+    # the server takes a request body that starts with one; line 2 is bad on purpose, so the
+    # error says line 1 was read
+    warm = tmp_path / "warm.jsonl"
+    lines = json.dumps({"prompt": "Once upon a time"}) + "\n" + json.dumps({"n": 1}) + "\n"
+    warm.write_bytes(bom + lines.encode())
+    command, _ = _serve_command(TINYSTORIES, "--warmup", str(warm))
+    result = CliRunner().invoke(cli, command[1:])
+    assert result.exit_code == 2, result.output
+    assert f"{warm}:2: a warm-up request needs 'messages' (chat) or 'prompt'" in result.output
