@@ -33,7 +33,7 @@ import socket
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -309,8 +309,7 @@ class UpstreamPool:
         self._urls[key] = url
         return url
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         upstream: UpstreamConfig,
         method: str,
@@ -318,8 +317,9 @@ class UpstreamPool:
         query_string: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-    ) -> AsyncIterator[httpx.Response]:
-        """Send a request; yields the response with its body not yet read, closes it after.
+    ) -> AbstractAsyncContextManager[httpx.Response]:
+        """Send a request: an async context manager whose ``async with`` gives the response with
+        its body not yet read, and closes it after.
 
         Leaving the block early (the client went away) closes the upstream connection.
 
@@ -329,19 +329,24 @@ class UpstreamPool:
         """
         state = self._state(upstream)
         if state.direct is not None and method != "HEAD":
-            await self._admit(upstream, state)
-            try:
-                target = raw_path + b"?" + query_string if query_string else raw_path
-                direct = await self._send_direct(
-                    upstream, state.direct, method, target, headers, body
-                )
-                try:
-                    yield direct  # type: ignore[misc]  # httpx.Response's interface, in part
-                finally:
-                    direct.release()
-            finally:
-                state.slots.release()
-            return
+            # A plain object rather than a generator-based context manager: this is every
+            # routed request's way upstream, before it went out.
+            target = raw_path + b"?" + query_string if query_string else raw_path
+            return _DirectExchange(self, upstream, state, method, target, headers, body)
+        return self._stream_httpx(upstream, state, method, raw_path, query_string, headers, body)
+
+    @asynccontextmanager
+    async def _stream_httpx(
+        self,
+        upstream: UpstreamConfig,
+        state: _Upstream,
+        method: str,
+        raw_path: bytes,
+        query_string: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> AsyncIterator[httpx.Response]:
+        """``stream`` through httpx (``https://`` upstreams, environment proxies, ``HEAD``)."""
         # httpx.Request, not client.build_request: no client default headers (User-Agent...) or
         # cookies are added to what the client sent.
         request = httpx.Request(
@@ -442,6 +447,48 @@ class UpstreamPool:
             if state.direct is not None:
                 await state.direct.aclose()
         self._states.clear()
+
+
+class _DirectExchange:
+    """``UpstreamPool.stream`` through an upstream's aiohttp session (``direct_client``): takes
+    a connection permit and sends the request on entering, gives the response; on leaving, ends
+    the exchange (``DirectResponse.release``) and gives the permit back."""
+
+    __slots__ = ("_args", "_pool", "_response", "_state", "_upstream")
+
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        upstream: UpstreamConfig,
+        state: _Upstream,
+        method: str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> None:
+        self._pool = pool
+        self._upstream = upstream
+        self._state = state
+        self._args = (method, target, headers, body)
+        self._response: DirectResponse | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        upstream, state = self._upstream, self._state
+        assert state.direct is not None
+        await self._pool._admit(upstream, state)
+        try:
+            self._response = await self._pool._send_direct(upstream, state.direct, *self._args)
+        except BaseException:
+            state.slots.release()
+            raise
+        return self._response  # type: ignore[return-value]  # httpx.Response's interface, in part
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            assert self._response is not None
+            self._response.release()
+        finally:
+            self._state.slots.release()
 
 
 class _Stream(httpcore.AsyncNetworkStream):

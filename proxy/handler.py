@@ -200,9 +200,7 @@ class ProxyEndpoint:
         if state.recording:
             # The id and the key fingerprint are filled in by ``_identify``, once the request
             # went upstream (or before anything reads them: see ``_run_deferred``).
-            record = RequestRecord(
-                id="", started_at=state.config.clock(), route=scope["path"], api=self.spec.api
-            )
+            record = RequestRecord.begin(state.config.clock(), scope["path"], self.spec.api)
         ex = _Exchange(record=record, started=started)
         if record is not None:
             ex.deferred.append(lambda: self._identify(ex, record, scope))

@@ -125,6 +125,21 @@ class RequestRecord:
     #: the model the response names (``model``; Gemini's ``modelVersion``), for the span export
     response_model: str | None = field(default=None, repr=False, compare=False)
 
+    @classmethod
+    def begin(cls, started_at: float, route: str | None, api: str | None) -> RequestRecord:
+        """A new record of a request that just arrived: ``RequestRecord(id="", started_at=...,
+        route=..., api=...)``, every other field at its default, built by copying the defaults
+        in one C call instead of the generated ``__init__``'s 64 assignments (the proxy makes
+        one per request before forwarding it). Every default is immutable, so nothing is
+        shared between records."""
+        record = object.__new__(cls)
+        fields = record.__dict__
+        fields.update(_BLANK)
+        fields["started_at"] = started_at
+        fields["route"] = route
+        fields["api"] = api
+        return record
+
     def as_row(self) -> dict[str, Any]:
         """The column values, keyed by column name, ready for ``Table.insert_all``."""
         return dict(zip(COLUMN_NAMES, _column_values(self), strict=True))
@@ -147,6 +162,13 @@ _USAGE_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 COLUMN_NAMES: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(RequestRecord) if f.metadata.get("column")
 )
+#: Every field of a new record (``RequestRecord.begin``), in ``__init__``'s order: the
+#: defaults, ``id`` empty. A field with a default factory (a mutable default) would need its own
+#: object per record, and ``begin`` would be wrong: none has one (checked here).
+_BLANK: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(RequestRecord)}
+_BLANK["id"] = ""
+if any(f.default_factory is not dataclasses.MISSING for f in dataclasses.fields(RequestRecord)):
+    raise TypeError("RequestRecord.begin copies defaults: a default factory needs its own object")
 #: A record's column values in ``COLUMN_NAMES`` order, read in one C call.
 _column_values = operator.attrgetter(*COLUMN_NAMES)
 

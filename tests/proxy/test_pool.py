@@ -3,6 +3,7 @@ connection freed on any pooled client (the proxy keeps several small clients per
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -110,3 +111,27 @@ def test_requests_still_waiting_at_shutdown_are_logged(
     assert all("cancelled before a response started" in r["error"] for r in waiting)
     [cut] = [r for r in rows if r["status"] is not None]
     assert cut["status"] == 200 and cut["error"].startswith("cancelled mid-response")
+
+
+def test_a_request_the_upstream_refused_gives_its_connection_back(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # One connection in all: each request that finds the upstream closed must free it again,
+    # so the next one is refused too (502) instead of waiting out the pool timeout (504).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    proxy = start_proxy(upstreams=openai_upstream(closed, max_connections=1, pool_timeout_s=0.3))
+    statuses = [stream(proxy.url, 0)[0] for _ in range(3)]
+    assert statuses == [502, 502, 502]
+
+
+def test_a_request_answered_gives_its_connection_back(
+    start_proxy: Callable[..., RunningProxy], mock_server: ServerThread
+) -> None:
+    # The same single connection, with an upstream that answers: every request is served.
+    proxy = start_proxy(
+        upstreams=openai_upstream(mock_server.url, max_connections=1, pool_timeout_s=0.3)
+    )
+    statuses = [stream(proxy.url, 0)[0] for _ in range(3)]
+    assert statuses == [200, 200, 200]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from promptcache.proxy.record import new_request_id
+from promptcache.proxy.record import RequestRecord, new_request_id
 
 
 def test_request_ids_are_uuid7_hex_unique_and_time_ordered() -> None:
@@ -24,3 +24,22 @@ def test_request_ids_are_uuid7_hex_unique_and_time_ordered() -> None:
     assert later > max(first)
     # random bits differ within one millisecond
     assert len({rid[13:] for rid in first}) == len(first)
+
+
+def test_a_begun_record_is_the_one_init_makes() -> None:
+    begun = RequestRecord.begin(1764900000.5, "/v1/chat/completions", "openai_chat")
+    made = RequestRecord(
+        id="", started_at=1764900000.5, route="/v1/chat/completions", api="openai_chat"
+    )
+    assert begun == made
+    assert list(begun.__dict__.items()) == list(made.__dict__.items())
+    assert begun.as_row() == made.as_row()
+
+
+def test_begun_records_share_no_field() -> None:
+    first = RequestRecord.begin(1.0, "/v1/messages", "anthropic")
+    first.status = 200
+    first.model = "claude"
+    second = RequestRecord.begin(2.0, "/v1/messages", "anthropic")
+    assert second.status is None and second.model is None and second.id == ""
+    assert second != first
