@@ -304,6 +304,8 @@ def trigger_costs(
                     db.conn.execute(f'DROP TRIGGER "{name}"')
             db.conn.commit()
             writer = take_over(db.conn) if drop == "writer" else None
+            if writer is not None:
+                writer.database = db  # the store opens a second connection for it
             start = time.thread_time()
             for first in range(0, len(rows), batch):
                 _write_batch(db, [dict(r) for r in rows[first : first + batch]], writer)

@@ -486,7 +486,7 @@ class RequestStore:
             self._run_postgres()
             return
         db = open_log(self.path)
-        self._rollups = take_over(db.conn)
+        self._rollups = self._take_over()
         pending: list[dict[str, Any]] = []
         try:
             while True:
@@ -514,8 +514,25 @@ class RequestStore:
                     return
         finally:
             db.close()
+            if self._rollups is not None and self._rollups.database is not None:
+                self._rollups.database.close()
             with self._progress:
                 self._progress.notify_all()
+
+    def _take_over(self) -> TakeOver | None:
+        """A second connection to the log, its row triggers off, for the batches the writer
+        adds to the rollups itself (``_write_batch``); None where they cannot be turned off."""
+        fast = open_log(self.path)
+        try:
+            writer = take_over(fast.conn)
+        except BaseException:
+            fast.close()
+            raise
+        if not writer.statements:
+            fast.close()
+            return None
+        writer.database = fast
+        return writer
 
     def _run_postgres(self) -> None:
         """The writer loop of a Postgres log: like SQLite's, one ``COPY`` per batch
@@ -734,14 +751,26 @@ def _insert(db: Database, rows: list[dict[str, Any]]) -> None:
         _insert_rows(db.conn, rows)
 
 
+#: Rows from which a batch goes in through the writer's batch statements: each batch pays
+#: for the statements about what 3.5 rows save on the triggers (callgrind, 600 logged rows
+#: inserted again: 960k instructions a batch + 313k a row, against 553k + 430k).
+BATCH_STATEMENT_MIN_ROWS = 4
+
+
 def _write_batch(db: Database, rows: list[dict[str, Any]], writer: TakeOver | None) -> None:
     """The writer's insert of ``rows`` (same keys, in the same order), in one transaction:
-    with ``writer``'s batch statements, which add the rows to the rollups whose triggers the
-    connection has off (:mod:`.writer_rollups`), or through the triggers (``_insert``)."""
-    if writer is None or not writer.statements:
+    on ``writer``'s connection, its row triggers off, with its batch statements, which add the
+    rows to the rollups (:mod:`.writer_rollups`); or, for fewer than
+    ``BATCH_STATEMENT_MIN_ROWS`` rows or without ``writer``, on ``db`` through the triggers."""
+    if (
+        writer is None
+        or writer.database is None
+        or not writer.statements
+        or len(rows) < BATCH_STATEMENT_MIN_ROWS
+    ):
         _insert(db, rows)
         return
-    conn = db.conn
+    conn = writer.database.conn
     # IMMEDIATE: the file's write lock first, so that no other writer's rows come between the
     # largest rowid read here and this batch's
     conn.execute("BEGIN IMMEDIATE")

@@ -41,6 +41,8 @@ import sqlite3
 import sys
 from typing import Final
 
+from sqlite_utils import Database
+
 from .replica_rollup import REPLICA_SUMS, replica_rows
 from .rollup import (
     _BREAK_TRIGGER,
@@ -183,6 +185,8 @@ class TakeOver:
         self.statements = statements
         #: the main schema's ``PRAGMA schema_version`` the statements were chosen for
         self.schema_version = schema_version
+        #: the log opened on the connection taken over (set by its owner, ``RequestStore``)
+        self.database: Database | None = None
 
     def renew(self, conn: sqlite3.Connection) -> None:
         """Take over again, for the log's schema as it is now (another connection changed

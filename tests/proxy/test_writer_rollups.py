@@ -9,6 +9,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.store import RequestStore, _write_batch, open_log
 from promptcache.proxy.writer_rollups import take_over
@@ -99,9 +101,12 @@ def through_triggers(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def test_the_writer_keeps_every_rollup_as_the_row_triggers_do(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [2, 7, 50])
+def test_the_writer_keeps_every_rollup_as_the_row_triggers_do(tmp_path: Path, batch: int) -> None:
+    """Batches of 2 rows go in through the triggers (fewer than BATCH_STATEMENT_MIN_ROWS),
+    of 7 and 50 through the batch statements: the same rollups either way."""
     rows = invented_rows(300)
-    store = RequestStore(tmp_path / "writer.db", flush_interval_s=1.0, batch_rows=7)
+    store = RequestStore(tmp_path / "writer.db", flush_interval_s=1.0, batch_rows=batch)
     store.start()
     for row in rows:
         assert store.submit(row)
