@@ -27,7 +27,7 @@ from promptcache.fingerprint import RequestFingerprint
 
 from .perturbation import Perturbation
 
-__all__ = ["Region", "differing_regions", "is_reordering", "region_causes"]
+__all__ = ["Region", "differing_regions", "is_reordering", "moved_regions", "region_causes"]
 
 _EXCERPT: Final = 30
 _MERGE_GAP: Final = 3
@@ -147,6 +147,35 @@ def is_reordering(
         if same_kind[0] == same_kind[1]:
             return True
     return Counter(_TOKENS.findall(old_text)) == Counter(_TOKENS.findall(new_text))
+
+
+def moved_regions(
+    regions: Sequence[Region], pids: set[int], clocks: Sequence[float]
+) -> list[bool]:
+    """For each region, whether it is part of a reordering inside a segment that changed in
+    other ways too (a time and a set's order in one system prompt): every word it lost appears
+    among the words the segment's other such regions gained, and every word it gained among
+    those they lost. Regions holding a clock reading or a process id are left out of it."""
+    words = [
+        (Counter(_TOKENS.findall(r.before)), Counter(_TOKENS.findall(r.after))) for r in regions
+    ]
+    plain = [
+        not _is_clock([r.before, r.after], clocks) and not _is_pid([r.before, r.after], pids)
+        for r in regions
+    ]
+    lost: Counter[str] = Counter()
+    gained: Counter[str] = Counter()
+    for (before, after), keep in zip(words, plain, strict=True):
+        if keep:
+            lost += before
+            gained += after
+    return [
+        keep
+        and bool(before or after)
+        and all(gained[w] >= n for w, n in before.items())
+        and all(lost[w] >= n for w, n in after.items())
+        for (before, after), keep in zip(words, plain, strict=True)
+    ]
 
 
 def _is_clock(words: Sequence[str], clocks: Sequence[float]) -> bool:

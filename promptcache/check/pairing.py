@@ -40,7 +40,7 @@ from promptcache.fingerprint import (
 from promptcache.minimums import ModelMinimums
 
 from .capture import CallSite, CapturedRequest
-from .causes import Region, differing_regions, is_reordering, region_causes
+from .causes import Region, differing_regions, is_reordering, moved_regions, region_causes
 from .findings import CAUSE_RULES, Finding
 from .perturbation import Perturbation
 
@@ -281,13 +281,15 @@ def _segment_findings(
     found = differing_regions(old_text, new_text)
     # a reordering is one finding, shown where the two orders first differ
     regions: list[Region | None] = [found[0] if found else None] if reordered else list(found)
+    # else a stretch may still be items in another order beside other changes of the segment
+    moved = [reordered] if reordered else moved_regions(found, pids, clocks)
     out: list[Finding] = []
     seen: set[tuple[str, ...]] = set()
-    for region in regions:
+    for region, in_order in zip(regions, moved, strict=True):
         causes = region_causes(
             region,
             run,
-            reordered=reordered,
+            reordered=in_order,
             listings_before=b.request.listings,
             pids=pids,
             clocks=clocks,
@@ -296,7 +298,7 @@ def _segment_findings(
             continue
         seen.add(causes)
         where = "the tool list" if seg_a.kind == "tools" else path
-        what = "is in another order" if reordered else "differs"
+        what = "is in another order" if in_order else "differs"
         before = region.before_excerpt if region is not None else seg_a.text[:60]
         after = region.after_excerpt if region is not None else seg_b.text[:60]
         out.append(
