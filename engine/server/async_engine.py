@@ -276,7 +276,9 @@ class AsyncEngine:
 
         result: WarmupReport | BaseException
         try:
-            result = self.warmup_report = run_warmup(self.engine, self.warmup)
+            result = self.warmup_report = run_warmup(
+                self.engine, self.warmup, should_stop=self._stopping.is_set
+            )
         except Exception as exc:  # reported, and the server serves without the warm-up
             logger.exception("the warm-up failed")
             result = exc

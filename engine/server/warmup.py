@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,6 +87,9 @@ class WarmupReport:
         num_cached_tokens: prompt tokens already cached when each prompt was admitted (a
             prompt sharing a prefix with an earlier one, or blocks a disk tier restored).
         seconds: wall time of the warm-up.
+        stopped: the server began to stop before the warm-up finished (Ctrl-C, SIGTERM): the
+            prompts still running were aborted; ``num_finished`` of ``num_prompts`` were done.
+        num_finished: prompts prefilled to the end.
     """
 
     num_requests: int
@@ -95,6 +99,8 @@ class WarmupReport:
     num_cached_tokens: int
     seconds: float
     num_blocks: int = 0
+    stopped: bool = False
+    num_finished: int = 0
 
 
 def read_warmup_file(path: str | Path, ctx: ServingContext) -> list[WarmupRequest]:
@@ -257,10 +263,16 @@ def read_warmup_log(path: str | Path, top: int, ctx: ServingContext) -> LogWarmu
     return LogWarmup(requests, families, skipped)
 
 
-def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport:
+def run_warmup(
+    engine: LLMEngine,
+    requests: list[WarmupRequest],
+    should_stop: Callable[[], bool] | None = None,
+) -> WarmupReport:
     """Prefill every prompt of `requests` (one greedy token each) and wait until all finish.
 
-    Call on the thread that owns the engine, before it serves anything else.
+    Call on the thread that owns the engine, before it serves anything else. ``should_stop``
+    is asked between engine steps (the server passes its shutdown flag): once it answers True
+    the prompts still running are aborted and the report says ``stopped``.
 
     Raises:
         ConfigError: the engine has no prefix cache to keep the prompts' blocks in
@@ -290,11 +302,18 @@ def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport
             ids.append(request_id)
             num_tokens += len(prompt)
             hashes.update(prefix_block_hashes(prompt, engine.config.block_size, request.cache_salt))
-    cached = 0
+    cached = finished = 0
+    stopped = False
     while engine.has_unfinished_requests():
+        if should_stop is not None and should_stop():
+            for request_id in ids:
+                engine.abort_request(request_id)  # finished ones are ignored
+            stopped = True
+            break
         for out in engine.step():
             if out.finished:
                 cached += out.num_cached_tokens
+                finished += 1
     bm = engine.scheduler.block_manager
     held = bm.cached_block_hashes()
     tiers = engine.kv_tiers
@@ -307,4 +326,6 @@ def run_warmup(engine: LLMEngine, requests: list[WarmupRequest]) -> WarmupReport
         num_cached_tokens=cached,
         seconds=time.perf_counter() - start,
         num_blocks=len(hashes),
+        stopped=stopped,
+        num_finished=finished,
     )

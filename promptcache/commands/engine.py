@@ -637,6 +637,14 @@ def _warmup_banner(source: str) -> Any:
         if isinstance(result, BaseException):
             click.echo(f"promptcache engine: the warm-up from {source} failed: {result}", err=True)
             return
+        if result.stopped:
+            click.echo(
+                f"promptcache engine: the warm-up from {source} stopped at shutdown after "
+                f"{result.seconds:.2f} s ({result.num_finished} of "
+                f"{plural(result.num_prompts, 'prompt')} prefilled)",
+                err=True,
+            )
+            return
         cached = plural(result.num_cached_blocks, "KV block") + " cached"
         if result.num_cached_blocks < result.num_blocks:
             cached = (

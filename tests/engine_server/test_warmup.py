@@ -222,3 +222,71 @@ def test_a_warmup_file_saved_with_a_byte_order_mark_reads_its_first_line(
     result = CliRunner().invoke(cli, command[1:])
     assert result.exit_code == 2, result.output
     assert f"{warm}:2: a warm-up request needs 'messages' (chat) or 'prompt'" in result.output
+
+
+def test_a_warmup_asked_to_stop_aborts_its_prompts_and_frees_their_blocks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The server's shutdown flag is asked between engine steps: the warm-up of 40 prompts
+    stops after 3 steps, its running prompts aborted, every pool block free again, and the
+    banner says so. Without the flag the same warm-up runs to the end."""
+    from promptcache.engine.server.warmup import WarmupRequest
+
+    engine = load_engine(max_num_batched_tokens=64)
+
+    prompts = [engine.tokenizer.encode(f"Story {i}. {LONG_PROMPT}") for i in range(40)]
+    requests = [WarmupRequest(i + 1, [p], None) for i, p in enumerate(prompts)]
+    asked = 0
+
+    def stop_after_three_steps() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 3
+
+    report = run_warmup(engine, requests, should_stop=stop_after_three_steps)
+    assert report.stopped and report.num_finished < report.num_prompts == 40
+    assert not engine.has_unfinished_requests()
+    manager = engine.scheduler.block_manager
+    assert manager.num_free_blocks == manager.num_blocks  # nothing held by an aborted prompt
+    _warmup_banner("warm.jsonl")(report)
+    assert capsys.readouterr().err == (
+        f"promptcache engine: the warm-up from warm.jsonl stopped at shutdown after "
+        f"{report.seconds:.2f} s ({report.num_finished} of 40 prompts prefilled)\n"
+    )
+    whole = run_warmup(load_engine(max_num_batched_tokens=64), requests, should_stop=lambda: False)
+    assert not whole.stopped and whole.num_finished == whole.num_prompts == 40
+
+
+def test_ctrl_c_during_a_long_warmup_stops_it_and_saves_what_it_cached(tmp_path: Path) -> None:
+    """Ctrl-C while the engine thread warmed up waited for the whole warm-up; past the 10 s
+    the shutdown waits for the thread, the process died with 'terminate called without an
+    active exception' (exit 134) and wrote no block to --kv-disk."""
+    import os
+    import signal
+    import subprocess
+
+    warm = tmp_path / "warm.jsonl"
+    lines = (json.dumps({"prompt": f"Story {i}: {LONG_PROMPT}"}) + "\n" for i in range(3000))
+    warm.write_text("".join(lines), encoding="utf-8")
+    command, _ = _serve_command(
+        TINYSTORIES, "--warmup", str(warm), "--kv-disk", str(tmp_path / "kv"), "--log-level", "info"
+    )
+    proc = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    assert proc.stderr is not None
+    lines_seen = []
+    for line in proc.stderr:
+        lines_seen.append(line)
+        if "Application startup complete" in line:  # the warm-up runs on the engine thread
+            proc.send_signal(signal.SIGINT)
+            break
+    _, rest = proc.communicate(timeout=120)
+    stderr = "".join(lines_seen) + rest
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "terminate called" not in stderr
+    [stopped] = [ln for ln in stderr.splitlines() if "stopped at shutdown" in ln]
+    assert stopped.startswith(f"promptcache engine: the warm-up from {warm} stopped at shutdown")
+    assert stopped.endswith(" of 3000 prompts prefilled)")
+    assert "cached KV blocks to the disk tier" in stderr
+    assert list((tmp_path / "kv").glob("*/*.kvb"))
