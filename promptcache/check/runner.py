@@ -201,6 +201,15 @@ def analyse(
                 f"whose clock the hook could not move ({unshifted[0]}): a time value in them "
                 "was not perturbed"
             )
+        failed = [r.status for r in run.requests if forwarded and r.api and r.status >= 400]
+        if failed:
+            statuses = ", ".join(str(s) for s in sorted(set(failed)))
+            unreachable = " (502: the upstream could not be reached)" if 502 in failed else ""
+            notes.append(
+                f"run {run.perturbation.run}: {len(failed)} forwarded LLM request(s) got an "
+                f"error answer, HTTP {statuses}{unreachable}: the command may have sent fewer "
+                "or other requests than it would to a working API"
+            )
         unhooked = sum(1 for r in run.requests if not r.hooked)
         if unhooked:
             notes.append(

@@ -168,3 +168,44 @@ def test_forward_sends_each_request_to_the_upstream(tmp_path: Path, upstream: st
     captured = [q.body for r in result.runs for q in r.requests]
     assert captured == [body for _, _, body in _Upstream.seen]
     assert [q.status for r in result.runs for q in r.requests] == [200] * 4
+
+
+UNREACHABLE = """
+import httpx, os
+reply = httpx.post(
+    os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+)
+print(reply.status_code)
+"""
+
+
+def test_forward_to_an_upstream_that_fails_says_so_in_a_note(
+    tmp_path: Path, upstream: str
+) -> None:
+    # every forwarded request got a 502 (no upstream listening) and check said only
+    # "0 findings", exit 0: a CI job with a wrong upstream passed without a word
+    program = tmp_path / "unreachable.py"
+    program.write_text(UNREACHABLE, encoding="utf-8")
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    out = tmp_path / "out.txt"
+    env = {**__import__("os").environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{closed}/v1"}
+    with out.open("w") as handle:
+        result = run_check([sys.executable, str(program)], forward=True, env=env, stdout=handle)
+    assert out.read_text().split() == ["502", "502"]
+    assert result.exit_code == 0 and result.findings == []
+    assert result.notes == [
+        f"run {k}: 1 forwarded LLM request(s) got an error answer, HTTP 502 (502: the upstream "
+        "could not be reached): the command may have sent fewer or other requests than it "
+        "would to a working API"
+        for k in (0, 1)
+    ]
+    # the look-alike: a working upstream leaves no such note
+    env["OPENAI_BASE_URL"] = upstream
+    with out.open("w") as handle:
+        result = run_check([sys.executable, str(program)], forward=True, env=env, stdout=handle)
+    assert out.read_text().split() == ["200", "200"] and result.notes == []
