@@ -303,15 +303,19 @@ def trigger_costs(
                 if drop == "*" or name == drop:
                     db.conn.execute(f'DROP TRIGGER "{name}"')
             db.conn.commit()
-            writer = take_over(db.conn) if drop == "writer" else None
-            if writer is not None:
-                writer.database = db  # the store opens a second connection for it
+            writer = None
+            if drop == "writer":  # as the store does: a second connection, its triggers off
+                fast = open_log(folder / f"{drop}-{i}.db")
+                writer = take_over(fast.conn)
+                writer.database = fast
             start = time.thread_time()
             for first in range(0, len(rows), batch):
                 _write_batch(db, [dict(r) for r in rows[first : first + batch]], writer)
             best = min(best, (time.thread_time() - start) / len(rows) * 1e6)
             inserted = db.conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
             db.close()
+            if writer is not None and writer.database is not None:
+                writer.database.close()
             if inserted != len(rows):
                 raise SystemExit(f"trigger costs: {inserted} of {len(rows)} rows inserted")
         return best, names
