@@ -1,9 +1,12 @@
 """``promptcache log copy SRC DST``: move a request log into another backend (SQLite into the
 Postgres log a fleet shares, or any backend into any), once.
 
-Every ``requests`` row of SRC goes into DST in one transaction, oldest first (a request's
-predecessor before it, so DST's rollup triggers credit read-backs as they did in SRC); DST's
-rollups are kept by its own triggers, so its report over the copied rows equals SRC's. The
+Every ``requests`` row of SRC goes into DST in one transaction, oldest first, except that a
+request's predecessor (``previous_request_id``) always goes in before it: a predecessor can have
+arrived later than the request that names it (it answered sooner, under concurrency), and DST's
+rollup triggers read the predecessor when the request goes in (the tokens a break lost, the
+read-back credit), as SRC's did when the proxy logged the two in that order. DST's rollups are
+kept by its own triggers, so its report over the copied rows equals SRC's. The
 request bodies kept by ``--store-prefixes`` (``prefix_bodies``, one per prefix family) follow
 in the same transaction, the latest body of a family winning as when a proxy writes them.
 
@@ -72,19 +75,45 @@ def log_identity(db: Any) -> str:
     return str(row[0])
 
 
-def _source_rows(
-    src: str | Path, columns: list[str], *, table: str = "requests", order: str = "started_at, id"
-) -> Iterator[tuple[Any, ...]]:
-    """SRC's rows of ``table`` (``columns``, in that order) sorted by ``order``, streamed."""
-    names = ", ".join(columns)
-    order = f"ORDER BY {order}"
+def _requests_in_order(src: str | Path, columns: list[str]) -> Iterator[tuple[Any, ...]]:
+    """SRC's ``requests`` (``columns``) by ``started_at, id``, streamed, each predecessor
+    before the requests that name it: a request whose predecessor sorts after it, or is itself
+    held back, is held until the predecessor has gone (only those are kept in memory; the
+    predecessor is looked up through the primary key)."""
+    names = ", ".join(f"r.{c}" for c in columns)
+    later = (
+        "LEFT JOIN requests AS p ON p.id = r.previous_request_id AND (p.started_at > r.started_at"
+        " OR (p.started_at = r.started_at AND p.id > r.id))"
+    )
+    query = f"SELECT {names}, p.id FROM requests AS r {later} ORDER BY r.started_at, r.id"
+    at, previous_at = columns.index("id"), columns.index("previous_request_id")
+    waiting: dict[str, list[tuple[Any, ...]]] = {}  # predecessor id -> requests held for it
+    held: set[str] = set()
+    for *values, sorts_later in _source_rows(src, query):
+        row = tuple(values)
+        if sorts_later is not None or row[previous_at] in held:
+            waiting.setdefault(str(row[previous_at]), []).append(row)
+            held.add(str(row[at]))
+            continue
+        ready = [row]
+        while ready:
+            done = ready.pop()
+            held.discard(str(done[at]))
+            yield done
+            ready.extend(reversed(waiting.pop(str(done[at]), [])))
+    for rows in waiting.values():  # not reached: a waited-for predecessor is in SRC
+        yield from rows
+
+
+def _source_rows(src: str | Path, query: str) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``query`` over SRC, streamed."""
     if is_postgres_url(src):
         from .store_postgres import connect
 
         conn = connect(str(src))
         try:
             with conn.cursor(name="promptcache_log_copy") as cursor:
-                cursor.execute(f"SELECT {names} FROM {table} {order}".encode())
+                cursor.execute(query.encode())
                 while batch := cursor.fetchmany(CHUNK_ROWS):
                     yield from batch
         finally:
@@ -92,7 +121,7 @@ def _source_rows(
         return
     conn_lite = sqlite3.connect(_read_only_uri(src), uri=True)
     try:
-        cursor_lite = conn_lite.execute(f"SELECT {names} FROM {table} {order}")
+        cursor_lite = conn_lite.execute(query)
         while batch_lite := cursor_lite.fetchmany(CHUNK_ROWS):
             yield from batch_lite
     finally:
@@ -206,7 +235,7 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
                 "promptcache where DST is written"
             )
         empty = dst_db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0
-        rows = _source_rows(src, columns)
+        rows = _requests_in_order(src, columns)
         try:
             count = (
                 _copy_postgres(dst_db, columns, rows)
@@ -246,7 +275,8 @@ def _copy_prefix_bodies(db: Any, src: str | Path) -> int:
     """Upsert SRC's ``prefix_bodies`` into DST's open transaction (a family's latest body
     wins); returns the rows written."""
     written = 0
-    for row in _source_rows(src, list(PREFIX_COLUMNS), table=PREFIX_TABLE, order="started_at"):
+    query = f"SELECT {', '.join(PREFIX_COLUMNS)} FROM {PREFIX_TABLE} ORDER BY started_at"
+    for row in _source_rows(src, query):
         # Postgres text cannot hold NUL: stored as its JSON escape, as the requests' COPY does
         values = [v.replace("\x00", "\\u0000") if isinstance(v, str) else v for v in row]
         written += max(db.execute(PREFIX_UPSERT, values).rowcount, 0)

@@ -13,12 +13,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_postgres_report import T0, all_rows, assert_same, sqlite_log
 
 from promptcache.errors import ConfigError
 from promptcache.proxy.log_copy import COPY_MARKER, copy_log, log_identity
+from promptcache.proxy.record import COLUMN_NAMES
 from promptcache.proxy.report import build_report
 from promptcache.proxy.store import open_log
 from promptcache.proxy.store_postgres import PgConnection
@@ -275,3 +277,59 @@ def test_stored_prefix_bodies_follow_the_requests(tmp_path: Path, pg_url: str) -
     assert one.returncode == 0, one.stderr
     assert "\nand 3 stored prefix bodies (--store-prefixes)" in one.stdout, one.stdout
     assert bodies(back) == [stored[0], newer, stored[2]]
+
+
+def _turns(arrivals: list[float]) -> list[dict[str, Any]]:
+    """One conversation's requests in the order a proxy logs them, each naming the one before
+    as its predecessor and breaking the cache; ``arrivals`` are their ``started_at`` offsets.
+    Under concurrency a predecessor may have *arrived* later than its successor (it answered
+    sooner), so ``started_at`` need not grow along the chain."""
+    rows = []
+    for i, offset in enumerate(arrivals):
+        values = dict.fromkeys(COLUMN_NAMES)
+        values.update(
+            id=f"turn-{i}",
+            started_at=T0 + offset,
+            ended_at=T0 + 100,
+            vendor="openai",
+            api="openai_chat",
+            route="/v1/chat/completions",
+            model="gpt-4o",
+            status=200,
+            stream=0,
+            key_fingerprint="k1",
+            uncached_input_tokens=40,
+            cache_read_tokens=60,
+            total_input_tokens=100,
+            output_tokens=5,
+            previous_request_id=f"turn-{i - 1}" if i else None,
+            break_reason="system_changed" if i else None,
+            break_segment="messages[0].content" if i else None,
+        )
+        rows.append(values)
+    return rows
+
+
+def _breaks(location: str | Path) -> list[tuple[Any, ...]]:
+    db = open_log(location)
+    try:
+        return [tuple(r) for r in db.execute("SELECT * FROM report_breaks_hourly").fetchall()]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize(
+    "arrivals",
+    [[0.0, 10.0, 20.0], [20.0, 10.0, 30.0], [20.0, 0.0, 10.0]],
+    ids=["in-order", "predecessor-arrived-later", "predecessor-held-for-its-own"],
+)
+def test_a_predecessor_that_arrived_later_is_copied_before_its_successor(
+    tmp_path: Path, pg_url: str, arrivals: list[float]
+) -> None:
+    src = sqlite_log(tmp_path / "proxy.db", _turns(arrivals))
+    lost = _breaks(src)
+    assert [row[4:6] for row in lost] == [(2, 80)]  # each break lost its 40 uncached tokens
+    copy_log(src, tmp_path / "copy.db")
+    assert _breaks(tmp_path / "copy.db") == lost
+    copy_log(src, pg_url)
+    assert _breaks(pg_url) == lost
