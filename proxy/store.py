@@ -31,6 +31,7 @@ unfinished transaction is rolled back by the server, and every earlier batch is 
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import secrets
@@ -291,6 +292,7 @@ def _open_postgres(url: str) -> Database:
     # the subset of sqlite_utils.Database the migrations use (store_postgres.py)
     db: Any = PgDatabase(PgConnection(url))
     try:
+        _refuse_other_schema(db, redact_url(url))
         migrate(db, name=redact_url(url))
     except Exception as exc:
         db.close()
@@ -298,6 +300,50 @@ def _open_postgres(url: str) -> Database:
             raise
         raise StoreError(f"cannot open the request log {redact_url(url)}: {exc}") from exc
     return db  # type: ignore[no-any-return]
+
+
+def _refuse_other_schema(db: Any, shown: str) -> None:
+    """Refuse a Postgres schema that holds a table named like one of the log's but no migrated
+    log (no ``schema_version`` row): another program's ``requests``, say. Migrating it would
+    fail halfway (``relation "requests" already exists``) and leave ``schema_version`` behind.
+    Other programs' tables under other names may share the schema with a log.
+
+    Raises:
+        StoreError: naming the database and the clashing tables; nothing was written.
+    """
+    tables = {
+        str(row[0])
+        for row in db.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+    }
+    version = 0
+    if "schema_version" in tables:
+        row = db.conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+        version = int(row[0])
+    db.conn.commit()
+    if version > 0:
+        return
+    clash = sorted(tables & _log_tables())
+    if clash:
+        raise StoreError(
+            f"{shown} is not a promptcache request log but holds tables of the same names "
+            f"({', '.join(clash)}); it was left as it was: give another database, or one "
+            "promptcache wrote"
+        )
+
+
+@functools.cache
+def _log_tables() -> frozenset[str]:
+    """The tables a log's migrations create (``schema_version`` aside), read off a log
+    migrated in memory."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        migrate(Database(conn))
+        names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    finally:
+        conn.close()
+    return frozenset(str(n[0]) for n in names) - {"schema_version"}
 
 
 #: Postgres advisory lock key held while migrating (two proxies starting at once take turns).

@@ -8,7 +8,9 @@ import threading
 import uuid
 
 import psycopg
+import pytest
 
+from promptcache.errors import StoreError
 from promptcache.proxy.record import RequestRecord
 from promptcache.proxy.store import SCHEMA_VERSION, WRITE_ATTEMPTS, RequestStore, open_log
 from promptcache.proxy.store_postgres import PgConnection
@@ -118,3 +120,45 @@ def test_two_stores_starting_at_once_migrate_once(pg_url: str) -> None:
     with PgConnection(pg_url) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
     assert versions == list(range(1, SCHEMA_VERSION + 1))
+
+
+def tables(url: str) -> list[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            b"SELECT table_name FROM information_schema.tables"
+            b" WHERE table_schema = current_schema() ORDER BY table_name"
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_another_programs_requests_table_is_refused_and_left_as_it_was(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(b"CREATE TABLE requests (id TEXT PRIMARY KEY, placed_at DOUBLE PRECISION)")
+        conn.execute(b"INSERT INTO requests VALUES ('order-1', 1.0)")
+    for _ in range(2):  # a second try meets the same database, not one half-migrated
+        with pytest.raises(StoreError) as refused:
+            open_log(pg_url)
+        assert "is not a promptcache request log" in str(refused.value)
+        assert "same names (requests)" in str(refused.value)
+        assert "left as it was" in str(refused.value)
+        assert tables(pg_url) == ["requests"]
+    # the same table under a half-migrated log's empty schema_version: still refused
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(b"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+    with pytest.raises(StoreError, match="same names"):
+        open_log(pg_url)
+
+
+def test_another_programs_tables_under_other_names_share_the_schema(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(b"CREATE TABLE orders (id TEXT PRIMARY KEY)")
+        conn.execute(b"INSERT INTO orders VALUES ('order-1')")
+    db = open_log(pg_url)
+    db.close()
+    assert {"orders", "requests", "schema_version"} <= set(tables(pg_url))
+    db = open_log(pg_url)  # and a migrated log opens again
+    db.close()
+    with PgConnection(pg_url) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == 1
+        version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        assert version == SCHEMA_VERSION
