@@ -55,7 +55,7 @@ from .frames import (
     merge,
     merge_elem,
 )
-from .library import FEW_DETAIL, few_constant_choice, source_text, span
+from .library import FEW_DETAIL, source_text, span
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
@@ -1043,7 +1043,7 @@ class CallsMixin(EngineState):
                 )
         if receiver.shape is Shape.RNG:
             if method == "choice":
-                few = few_constant_choice(node)
+                few = self.few_choice(node, first)
                 if few is not None:
                     return Value(frozenset({self.fact(Kind.VARIES, node, FEW_DETAIL)}), few)
             fact = self.fact(Kind.UNIQUE, node, f"{receiver.ref}.{method}()")

@@ -107,8 +107,92 @@ def few_constant_choice(node: ast.Call) -> Shape | None:
     return Shape.STR if all(isinstance(v, str) for v in values) else Shape.UNKNOWN
 
 
+#: the ``Value.ref`` of a name another module binds once to a display of at most
+#: ``FEW_CHOICES`` constants and never changes, as an importer looks it up: strings, or others
+FEW_STRINGS = "few strings"
+FEW_CONSTANTS = "few constants"
+#: methods that change a list or set in place (a name they are called on is not fixed)
+_MUTATORS = frozenset(
+    {"append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse", "add"}
+    | {"update", "discard", "difference_update", "intersection_update", "__setitem__"}
+)
+
+
+def fixed_names(tree: ast.Module) -> tuple[dict[str, Shape], frozenset[str]]:
+    """What a module's text proves of its names, for ``random.choice(NAME)``: the names bound
+    at module level, once in the whole module, to a list, tuple or set display of at most
+    ``FEW_CHOICES`` constants (``SYSTEM_PROMPTS = ["You are ...", ...]``), each with its
+    ``few_constant_choice`` shape; and every name bound exactly once in the module (an
+    assignment, an import, a definition) and never changed in place: no ``global`` or
+    ``nonlocal`` of it, no mutating method called on it (``NAME.append``), no item stored or
+    deleted, no ``shuffle(NAME)``."""
+    bound: dict[str, int] = {}
+    changed: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.alias):
+            names = [node.asname or node.name.partition(".")[0]]
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names = [node.name]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            changed.update(node.names)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.attr in _MUTATORS:
+                changed.add(node.value.id)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                changed.add(node.value.id)
+        elif isinstance(node, ast.Call) and source_text(node.func).endswith("shuffle"):
+            changed.update(a.id for a in node.args if isinstance(a, ast.Name))
+        for name in names:
+            bound[name] = bound.get(name, 0) + 1
+    once = frozenset(n for n, count in bound.items() if count == 1 and n not in changed)
+    few: dict[str, Shape] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, shown = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, shown = stmt.target, stmt.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in once:
+            shape = few_constant_choice(ast.Call(ast.Name("choice"), [shown], []))
+            if shape is not None:
+                few[target.id] = shape
+    return few, once
+
+
 class LibraryMixin(EngineState):
     """``qualified_call``: the value of a call whose target resolves to a known import."""
+
+    def few_choice(self, node: ast.Call, first: Value) -> Shape | None:
+        """``few_constant_choice``, also for a draw from a name (``first`` its value) that
+        holds few constants on every call: bound once in this module, at module level, to
+        such a display, or imported once from a module that binds it so (``FEW_STRINGS``,
+        ``FEW_CONSTANTS``), and in both modules never rebound or changed (``fixed_names``).
+        A name of the function's own scope, or one changed anywhere, is not."""
+        few = few_constant_choice(node)
+        if few is not None or len(node.args) != 1 or node.keywords:
+            return few
+        shown = node.args[0]
+        if not isinstance(shown, ast.Name) or shown.id in self.frame.env:
+            return None
+        if self.fixed is None:
+            self.fixed = fixed_names(self.tree)
+        few_here, once = self.fixed
+        name = shown.id
+        if name in self.module_frame.env:
+            return few_here.get(name)
+        if name in self.imports and name in once:
+            if first.ref == FEW_STRINGS:
+                return Shape.STR
+            if first.ref == FEW_CONSTANTS:
+                return Shape.UNKNOWN
+        return None
 
     def qualified_call(
         self,
@@ -157,7 +241,7 @@ class LibraryMixin(EngineState):
                 self.frame.env[name] = old.with_facts(old.facts | {shuffled})
                 return CLEAN
             if qual in _CHOICE_CALLS:
-                few = few_constant_choice(node)
+                few = self.few_choice(node, first)
                 if few is not None:
                     return Value(frozenset({self.fact(Kind.VARIES, node, FEW_DETAIL)}), few)
             if qual == "os.getenv" or qual == "os.environ.get":

@@ -58,7 +58,7 @@ from .frames import (
     yielded_elem,
 )
 from .http_sinks import HttpSinksMixin
-from .library import LibraryMixin
+from .library import FEW_CONSTANTS, FEW_STRINGS, LibraryMixin, fixed_names
 from .regions import RegionsMixin, sent_tools
 from .session import configuration_label, escaping, pin_ids, reused_in_loops
 from .sinks import SinkSpec
@@ -413,6 +413,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         self.triggered = triggered
         self.relevant: Callable[[ast.AST], bool] = lambda node: True
         self.imports: dict[str, str] = {}
+        self.fixed: tuple[dict[str, Shape], frozenset[str]] | None = None
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.method_class: dict[ast.AST, ClassInfo] = {}
@@ -623,6 +624,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             value = self.module_frame.env.get(name)
             if value is not None and exportable_value(value):
                 values[name] = value_to_json(value.pinned(), path, lambda key: False)
+            elif value is not None and (few := self.fixed_few(name)) is not None:
+                # a name bound once to few constants: what ``few_choice`` of an importer reads
+                ref = FEW_STRINGS if few is Shape.STR else FEW_CONSTANTS
+                values[name] = {"facts": [], "shape": Shape.UNKNOWN.value, "ref": ref}
             elif name not in self.imports:
                 missing.append(name)
         out: dict[str, Any] = {"aliases": dict(self.imports)}
@@ -640,6 +645,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 for cls, fields in sorted(self.field_stores.items())
             }
         return out
+
+    def fixed_few(self, name: str) -> Shape | None:
+        """The ``few_constant_choice`` shape of a module-level name bound once to a display
+        of few constants and never changed (``library.fixed_names``), else None."""
+        if self.fixed is None:
+            self.fixed = fixed_names(self.tree)
+        return self.fixed[0].get(name)
 
     def _base_name(self, node: ast.expr) -> str | None:
         """How a class's base class is named for the driver: ``@Name`` for a class of this
