@@ -56,6 +56,7 @@ from .frames import (
     merge_elem,
 )
 from .library import FEW_DETAIL, source_text, span
+from .regions import later_history_turns
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
@@ -1387,7 +1388,13 @@ class CallsMixin(EngineState):
         return Value(facts, shape, name_key=name_key)
 
     def record_message_content(self, content: ast.expr, label: str) -> None:
-        """The content of a system/developer message dict is system prompt text."""
+        """The content of a system/developer message dict is system prompt text, unless the
+        message is appended to a history after the model's reply (``later_history_turns``):
+        a turn of the history, written there once."""
+        func = self.frame.func
+        if func is not None and id(content) in later_history_turns(func):
+            self.eval(content)
+            return
         if isinstance(content, (ast.List, ast.Tuple)):
             for block in content.elts:
                 text = _dict_get(block, "text") if isinstance(block, ast.Dict) else None

@@ -58,6 +58,120 @@ def dict_get(node: ast.AST, key: str) -> ast.expr | None:
     return None
 
 
+#: roles of the model's own reply in a chat history (OpenAI, Anthropic; Gemini's ``model``)
+_REPLY_ROLES = frozenset({"assistant", "model"})
+
+
+def _message_parts(node: ast.expr) -> tuple[str, list[ast.expr]] | None:
+    """The constant role of a chat message and the nodes of its other values: a dict display
+    (``{"role": "system", "content": text}``) or a call with a ``role=`` keyword
+    (``Message(role="system", content=text)``, ``dict(role=...)``) or a class-named callee
+    given the role first (``Message("system", text)``). None for anything else."""
+    if isinstance(node, ast.Dict):
+        role = dict_get(node, "role")
+        others = [
+            v for k, v in zip(node.keys, node.values, strict=True) if k is None or v is not role
+        ]
+    elif isinstance(node, ast.Call):
+        role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
+        others = [kw.value for kw in node.keywords if kw.arg != "role"]
+        callee = (
+            node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        )
+        if role is None and node.args and callee[:1].isupper():
+            role, others = node.args[0], [*node.args[1:], *others]
+        else:
+            others = [*node.args, *others]
+    else:
+        return None
+    if isinstance(role, ast.Constant) and isinstance(role.value, str):
+        return role.value, others
+    return None
+
+
+def _appended(stmt: ast.stmt) -> tuple[str, list[ast.expr]] | None:
+    """The list a statement appends to (the source of a name or a field of one) and the
+    elements it appends: ``L.append(m)``, ``L.extend([...])``, ``L += [...]``,
+    ``L = L + [...]``. None for any other statement."""
+    target: ast.expr | None = None
+    added: ast.expr | None = None
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        if (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("append", "extend")
+            and len(call.args) == 1
+            and not call.keywords
+        ):
+            target = call.func.value
+            added = call.args[0] if call.func.attr == "extend" else ast.List([call.args[0]])
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        target, added = stmt.target, stmt.value
+    elif (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.value, ast.BinOp)
+        and isinstance(stmt.value.op, ast.Add)
+        and ast.unparse(stmt.value.left) == ast.unparse(stmt.targets[0])
+    ):
+        target, added = stmt.targets[0], stmt.value.right
+    if not isinstance(target, (ast.Name, ast.Attribute)) or not isinstance(
+        added, (ast.List, ast.Tuple)
+    ):
+        return None
+    return ast.unparse(target), list(added.elts)
+
+
+def later_history_turns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of the value nodes (its content) of each system or developer message that
+    ``func`` appends to a history list after the model's own reply: an earlier statement of
+    the same block, or of a block around it, appended to the same list (``L``, ``self.L``)
+    a message of role ``assistant`` or ``model`` with a value that is not a literal (what the
+    model answered). Such a message is not the system prompt at the head of the request: the
+    history it joins already holds this conversation's own reply before it, and what is
+    written there once stays, as a user or tool turn does (a stored history is frozen:
+    ``region_messages``). A system message appended first, or only after other roles or in a
+    branch or loop that may not have run, is not one. Found once per tree (kept on the
+    node)."""
+    known: frozenset[int] | None = func.__dict__.get("_later_turns")
+    if known is None:
+        out: set[int] = set()
+        _later_turns(func.body, frozenset(), out)
+        known = func.__dict__["_later_turns"] = frozenset(out)
+    return known
+
+
+def _later_turns(body: list[ast.stmt], replied: frozenset[str], out: set[int]) -> None:
+    lists = set(replied)
+    for stmt in body:
+        found = _appended(stmt)
+        if found is not None:
+            key, elements = found
+            for elt in elements:
+                parts = _message_parts(elt)
+                if parts is None:
+                    continue
+                role, others = parts
+                if role in ("system", "developer") and key in lists:
+                    out.update(id(node) for node in others)
+                elif role in _REPLY_ROLES and any(
+                    not isinstance(node, ast.Constant) for node in others
+                ):
+                    lists.add(key)
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        inner = frozenset(lists)
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                _later_turns(block, inner, out)
+        for handler in getattr(stmt, "handlers", ()):
+            _later_turns(handler.body, inner, out)
+        for case in getattr(stmt, "cases", ()):
+            _later_turns(case.body, inner, out)
+
+
 def dict_key_node(node: ast.Dict, key: str) -> ast.expr | None:
     for k in node.keys:
         if isinstance(k, ast.Constant) and k.value == key:
