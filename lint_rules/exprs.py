@@ -35,6 +35,7 @@ from .frames import (
 )
 from .session import kept_from_session
 from .sinks import is_system_prompt_name
+from .statements import picked_from
 from .toolnames import combine, literal_key
 
 
@@ -174,6 +175,16 @@ class ExprsMixin(EngineState):
         # computed key, ``tools[name]``, takes nothing of a parameter's order either)
         if isinstance(node.slice, ast.Constant):
             facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+            made = self.frame.defs.get(node.value.id) if isinstance(node.value, ast.Name) else None
+            if isinstance(made, ast.DictComp) and not _gathers(made.value):
+                # one value of a dict built by a comprehension over a parameter, looked up by
+                # key: that element's contents, not the parameter's order
+                facts = picked_from(
+                    facts,
+                    frozenset(
+                        f for f in facts if f.kind is Kind.PARAM and f.granularity == "order"
+                    ),
+                )
             # but the element at a fixed place of a shuffled list is drawn at random
             facts |= {
                 replace(f, kind=Kind.UNIQUE, granularity="")
@@ -514,6 +525,14 @@ class ExprsMixin(EngineState):
             # a message object of a constant role (``ChatMessage(role="user", content=q)``)
             value = wrapped(value, role.value)
         return value
+
+
+def _gathers(expr: ast.expr) -> bool:
+    """True when ``expr`` holds a comprehension (a list of several elements, in order)."""
+    return any(
+        isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp))
+        for n in ast.walk(expr)
+    )
 
 
 def _class_name(func: ast.expr) -> bool:

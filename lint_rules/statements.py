@@ -140,6 +140,102 @@ def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
     )
 
 
+def _body_nodes(body: list[ast.stmt]) -> list[tuple[ast.AST, bool]]:
+    """The nodes of a loop's ``body`` (not those of the functions and classes it defines),
+    each with whether it runs only under a condition: inside an ``if``, or after an ``if``
+    of the body that skips the rest (``if entry.task != task: continue``)."""
+    out: list[tuple[ast.AST, bool]] = []
+    todo: list[tuple[ast.AST, bool]] = []
+    guarded = False
+    for stmt in body:
+        todo.append((stmt, guarded))
+        if isinstance(stmt, ast.If) and _skips(stmt.body):
+            guarded = True
+    while todo:
+        node, under = todo.pop()
+        out.append((node, under))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.If):
+            todo.append((node.test, under))
+            todo.extend((sub, True) for sub in [*node.body, *node.orelse])
+        else:
+            todo.extend((sub, under) for sub in ast.iter_child_nodes(node))
+    return out
+
+
+def _skips(body: list[ast.stmt]) -> bool:
+    """True when ``body`` ends by leaving the loop's turn (``continue``, ``break``, ...)."""
+    return bool(body) and isinstance(body[-1], (ast.Continue, ast.Break, ast.Return, ast.Raise))
+
+
+def _target_names(target: ast.expr) -> set[str]:
+    """The names an assignment target binds (``best_score, best = ...``)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {name for elt in target.elts for name in _target_names(elt)}
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return set()
+
+
+def loop_names(stmt: ast.For | ast.AsyncFor) -> tuple[set[str], set[str], set[int]]:
+    """The names a loop's body picks an element into, those it gathers into, and the ids of
+    the ``return`` statements that pick one. Picked: bound only under a condition by plain
+    assignments whose value reads neither the name itself nor the iterable's names (``best =
+    item``, ``best_score, best = score, item``). Gathered: every other name the body binds or
+    changes (``text += item``, ``text = text + item``, ``out.append(item)``, ``out[i] =
+    item``, ``obj.field = item``, ``last = item`` on every turn), which keeps the iteration's
+    order. A ``return`` under a condition picks; one on the first turn returns the first
+    element, whose place is the order's."""
+    iterated = _names(stmt.iter)
+    picked: set[str] = set()
+    gathered: set[str] = set()
+    returns: set[int] = set()
+    for node, under in _body_nodes(stmt.body):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            read = _names(node.value)
+            for target in targets:
+                bound = _target_names(target)
+                if not under or read & (bound | iterated):
+                    gathered |= bound
+                else:
+                    picked |= bound
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension)):
+            gathered |= _target_names(node.target)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if isinstance(node.func.value, ast.Name):  # a method called on it: ``out.append``
+                gathered.add(node.func.value.id)
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.value, ast.Name):
+            if not isinstance(node.ctx, ast.Load):  # a store into it: ``out[i] = item``
+                gathered.add(node.value.id)
+        elif isinstance(node, ast.NamedExpr):
+            gathered.add(node.target.id)
+        elif isinstance(node, ast.Return) and under:
+            returns.add(id(node))
+    return picked - gathered, gathered, returns
+
+
+def picked_from(facts: frozenset[Fact], iterated: frozenset[Fact]) -> frozenset[Fact]:
+    """``facts`` of one element picked from a collection built from parameters (their facts
+    in ``iterated``, whole or of their order): the contents of those parameters, not their
+    order (granularity "sorted", as a sorted parameter's), whatever field of the element is
+    read (``entries.content``); the order decides only between equal candidates, which the
+    analysis cannot show exist. Facts of a parameter's order alone go."""
+    params = {(f.param, f.fix, f.path) for f in iterated if f.kind is Kind.PARAM}
+    out: set[Fact] = set()
+    for f in facts:
+        if f.kind is not Kind.PARAM or (f.param, f.fix, f.path) not in params:
+            out.add(f)
+        elif f.granularity == "":
+            out.add(replace(f, granularity="sorted"))
+        elif f.granularity != "order":
+            out.add(f)
+    return frozenset(out)
+
+
 def _leaves(body: list[ast.stmt]) -> bool:
     """True when running ``body`` always ends in a ``return`` or ``raise`` at its own level
     (the code after the statement holding it is not reached from it)."""
@@ -634,6 +730,8 @@ class StatementsMixin(EngineState):
         if stmt.value is None or self.frame.summary is None:
             return
         value = self.eval(stmt.value)
+        if self.frame.loop_orders:
+            value = self.picked_return(stmt, value)
         summary = self.frame.summary
         summary.returns.append((stmt.value, value))
         if summary.builder and self.frame.func is not None:
@@ -707,9 +805,38 @@ class StatementsMixin(EngineState):
         if unordered is not None:
             order.add(unordered)
         self._loop(stmt, stmt.body, frozenset(order))
+        self.pick_after(stmt, iterable, frozenset(order))
         self.exec_block(stmt.orelse)
 
     stmt_AsyncFor = stmt_For
+
+    def pick_after(self, stmt: ast.For | ast.AsyncFor, iterable: Value, order: frozenset[Fact]):
+        """After a loop over a parameter, a name its body picked one element into (``best =
+        item`` under a condition, read after the loop) holds that element's contents, not
+        the parameter's order; a name holding the loop's order gathered it and keeps it."""
+        whole = frozenset(f for f in iterable.facts if f.kind is Kind.PARAM and f.granularity == "")
+        if not whole:
+            return
+        env = self.frame.env
+        for name in loop_names(stmt)[0]:
+            value = env.get(name)
+            if value is not None and value.facts and not value.facts & order:
+                env[name] = value.with_facts(picked_from(value.facts, whole))
+
+    def picked_return(self, stmt: ast.Return, value: Value) -> Value:
+        """What ``return`` inside loops over parameters returns: one element picked (``for
+        item in items: if ...: return item``) holds its contents without the parameters'
+        order, unless it reads a name the loop gathers into or the iterable itself."""
+        assert stmt.value is not None
+        read = _names(stmt.value)
+        for loop, order in self.frame.loop_orders:
+            if not isinstance(loop, (ast.For, ast.AsyncFor)) or value.facts & order:
+                continue
+            _picked, gathered, returns = loop_names(loop)
+            if id(stmt) not in returns or read & (_names(loop.iter) | gathered):
+                continue
+            value = value.with_facts(picked_from(value.facts, order))
+        return value
 
     def _sorted_walk_files(self, stmt: ast.For | ast.AsyncFor) -> ast.expr | None:
         """The file-name target of ``for root, dirs, files in os.walk(top):`` whose body sorts
