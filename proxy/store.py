@@ -367,10 +367,13 @@ def migrate(db: Database, *, name: str | None = None) -> int:
     if postgres:
         begin = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
         conn.execute(begin)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version"
-            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
+        # created only where missing: CREATE TABLE IF NOT EXISTS needs the CREATE privilege
+        # even when the table exists, and a role that only writes rows has none
+        if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version"
+                " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
         conn.commit()
     else:
         begin = "BEGIN IMMEDIATE"

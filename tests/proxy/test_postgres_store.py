@@ -162,3 +162,40 @@ def test_another_programs_tables_under_other_names_share_the_schema(pg_url: str)
         assert conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == 1
         version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
         assert version == SCHEMA_VERSION
+
+
+def role_url(pg_url: str, *grants: str) -> str:
+    """A new login role on the log's database with ``grants`` (and no CREATE on its schema);
+    its URL."""
+    role = f"proxy_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN".encode())
+        conn.execute(b"REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}".encode())
+        for grant in grants:
+            conn.execute(grant.format(role=role).encode())
+    return pg_url.replace("postgres@", f"{role}@", 1)
+
+
+def test_a_role_that_only_writes_rows_logs_to_a_migrated_log(pg_url: str) -> None:
+    open_log(pg_url).close()  # the first start, by a role with CREATE
+    url = role_url(
+        pg_url, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"
+    )
+    store = RequestStore(url, flush_interval_s=0.05)
+    store.start()
+    try:
+        for _ in range(20):
+            assert store.submit(row())
+        assert store.flush(30)
+    finally:
+        store.close()
+    assert (store.written_rows, store.failed_rows, store.dropped_rows) == (20, 0, 0)
+    assert count(pg_url) == 20
+
+
+def test_a_role_without_create_cannot_make_the_first_start(pg_url: str) -> None:
+    url = role_url(pg_url)
+    with pytest.raises(StoreError, match="permission denied for schema public"):
+        open_log(url)
+    assert tables(pg_url) == []
