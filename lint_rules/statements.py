@@ -810,7 +810,9 @@ class StatementsMixin(EngineState):
 
     stmt_AsyncFor = stmt_For
 
-    def pick_after(self, stmt: ast.For | ast.AsyncFor, iterable: Value, order: frozenset[Fact]):
+    def pick_after(
+        self, stmt: ast.For | ast.AsyncFor, iterable: Value, order: frozenset[Fact]
+    ) -> None:
         """After a loop over a parameter, a name its body picked one element into (``best =
         item`` under a condition, read after the loop) holds that element's contents, not
         the parameter's order; a name holding the loop's order gathered it and keeps it."""
