@@ -82,7 +82,8 @@ def latest_layout(
 ) -> LayoutRow | None:
     """The latest successful request in ``[t0, t1)`` with a logged layout; with ``reason``, the
     latest that broke for it (None when there is none)."""
-    where = "break_reason = :reason" if reason is not None else "1"
+    # "1 = 1", not "1": Postgres takes no integer as a truth value
+    where = "break_reason = :reason" if reason is not None else "1 = 1"
     index = f"INDEXED BY idx_requests_{'break_reason' if reason is not None else 'started_at'}"
     sql = f"""
         SELECT id, segment_hashes, breakpoints, approx_prefix_tokens, total_input_tokens

@@ -224,3 +224,24 @@ def test_deleting_rows_subtracts_them_from_the_rollups(tmp_path: Path, pg_url: s
     assert_same(
         [dataclasses.asdict(r) for r in b.replicas], [dataclasses.asdict(r) for r in a.replicas]
     )
+
+
+@pytest.mark.parametrize("breaks", [False, True], ids=["no-breaks", "with-breaks"])
+def test_the_page_of_a_window_without_breaks_equals_sqlite(
+    tmp_path: Path, pg_url: str, breaks: bool
+) -> None:
+    """The page shows the latest request's layout when no break names one: a window whose
+    requests broke nothing (or that holds none) reads it on Postgres as on SQLite."""
+    rows = [r for r in varied_rows(120) if breaks or r["break_reason"] is None]
+    assert any(r["break_reason"] for r in rows) is breaks
+    lite = sqlite_log(tmp_path / "log.db", rows)
+    postgres_log(pg_url, rows)
+    for since, until in [WINDOWS[0], (T0 - 9 * 3600, T0 - 8 * 3600)]:  # the rows', an empty one
+        a = build_report(lite, since=since, until=until, now=T0 + 3600)
+        b = build_report(pg_url, since=since, until=until, now=T0 + 3600)
+        page_a = build_page(a)
+        page_b = build_page(b)
+        assert_same(
+            dataclasses.asdict(dataclasses.replace(page_b, report=a)),
+            dataclasses.asdict(dataclasses.replace(page_a, report=a)),
+        )
