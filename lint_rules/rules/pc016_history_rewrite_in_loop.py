@@ -12,8 +12,10 @@ an earlier `i`; and a method that puts a system message into a fresh list, adds 
 history `self.<attr>` after it and stores the list back as `self.<attr>` (every call puts one
 more system message in front of the earlier turns). In a function that is handed the whole
 history as a parameter (called once
-per turn), only a window that keeps the newest messages, `history = history[-20:]`, is
-reported: a fixed cut such as `messages[1:]` drops the same message every turn.
+per turn), only a window that keeps the newest messages, `history = history[-20:]`, written
+before the call that sends the history is reported: a fixed cut such as `messages[1:]` drops
+the same message every turn, and a window after the call (in the handler of a failed request)
+rebinds a name that no later turn's request reads.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -161,6 +163,12 @@ def _window(node: ast.AST, target: Target) -> str | None:
     return None
 
 
+def _after(node: ast.AST, call: ast.Call) -> bool:
+    """The statement ``node`` ends after ``call`` starts (same function, no loop between)."""
+    end = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+    return end > (call.lineno, call.col_offset)
+
+
 def _scopes(ctx: ModuleContext, sink_function: ast.AST | None, target: Target) -> list[ast.AST]:
     if target[0] != "self" or sink_function is None:
         return []
@@ -255,16 +263,21 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue
         scopes: list[ast.AST] = [sink.loops[0]] if sink.loops else []
         rewrite = _rewrite
+        before: ast.Call | None = None
         if not scopes:
             scopes = _scopes(ctx, sink.function, target)
         if not scopes and sink.function is not None and _is_parameter(sink.function, target):
             # a per-turn function handed the whole history: only a window that keeps the last
-            # N messages moves every turn (a fixed cut such as messages[1:] does not)
-            scopes, rewrite = [sink.function], _window
+            # N messages moves every turn (a fixed cut such as messages[1:] does not), and only
+            # one written before the call: no loop encloses it, and the window rebinds a local
+            # name, so one after it (a retry in an except handler) never reaches what it sends
+            scopes, rewrite, before = [sink.function], _window, sink.node
         for scope in scopes:
             for node in ast.walk(scope):
                 why = rewrite(node, target)
                 if why is None:
+                    continue
+                if before is not None and _after(node, before):
                     continue
                 key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
                 if key in seen:
