@@ -46,6 +46,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from promptcache.errors import StoreError
+from promptcache.formatting import plural
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from .dialect import is_postgres, is_postgres_url
@@ -528,7 +529,15 @@ class RequestStore:
             self._wake.set()
             self._thread.join(timeout_s)
             if self._thread.is_alive():
-                logger.error("request log writer did not finish within %.0f s", timeout_s)
+                with self._progress:
+                    unwritten = self._accepted - self._handled
+                logger.error(
+                    "request log writer did not finish within %.0f s: %s not written (the "
+                    "database did not take them in time: a lock, a stalled disk or server); "
+                    "they are lost when the process exits",
+                    timeout_s,
+                    plural(unwritten, "row"),
+                )
 
     def _run(self) -> None:
         if self.postgres:

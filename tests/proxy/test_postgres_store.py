@@ -199,3 +199,30 @@ def test_a_role_without_create_cannot_make_the_first_start(pg_url: str) -> None:
     with pytest.raises(StoreError, match="permission denied for schema public"):
         open_log(url)
     assert tables(pg_url) == []
+
+
+def test_a_stop_that_cannot_write_in_time_says_how_many_rows_it_loses(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    with psycopg.connect(pg_url) as holder:  # another session holds the table
+        holder.execute(b"LOCK TABLE requests IN ACCESS EXCLUSIVE MODE")
+        for _ in range(7):
+            assert store.submit(row())
+        store.close(timeout_s=1)
+        holder.rollback()
+    assert "did not finish within 1 s: 7 rows not written" in caplog.text
+    assert "they are lost when the process exits" in caplog.text
+
+
+def test_a_stop_that_writes_in_time_reports_nothing_lost(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    for _ in range(7):
+        assert store.submit(row())
+    store.close(timeout_s=30)
+    assert "did not finish" not in caplog.text
+    assert (store.written_rows, count(pg_url)) == (7, 7)
