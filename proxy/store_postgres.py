@@ -144,9 +144,10 @@ class PgConnection:
         try:
             cursor.execute(to_postgres(sql), params if params is not None else ())
         except psycopg.Error as exc:
+            # the server's first line, as it wrote it (no repr quotes); the class without one
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             raise StoreError(
-                f"cannot read the request log {redact_url(self.url)}: "
-                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+                f"the request log {redact_url(self.url)} refused a statement: {reason}"
             ) from exc
         return _Cursor(cursor)
 
