@@ -635,11 +635,23 @@ def _routing_from_table(
 
 
 def _check_distinct(urls: tuple[str, ...], what: str) -> None:
-    seen: set[str] = set()
+    """Refuse one server listed twice, also when spelt two ways (``http://LOCALHOST:8000`` and
+    ``http://localhost:8000``, ``http://gpu-1`` and ``http://gpu-1:80``, with and without
+    credentials): it would take two replicas' share of the traffic."""
+    seen: dict[tuple[str, str, int, str], str] = {}
     for url in urls:
-        if url in seen:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        key = (parts.scheme.lower(), parts.hostname or "", port, parts.path.rstrip("/"))
+        first = seen.get(key)
+        if first == url:
             raise ConfigError(f"{what} lists {redact_url(url)} twice; list each replica once")
-        seen.add(url)
+        if first is not None:
+            raise ConfigError(
+                f"{what} lists {redact_url(first)} and {redact_url(url)}, one server spelt two "
+                "ways; list each replica once"
+            )
+        seen[key] = url
 
 
 def check_bind(host: str, auth_token: str | None, insecure_no_auth: bool) -> None:

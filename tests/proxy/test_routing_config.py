@@ -95,6 +95,43 @@ def test_bad_upstream_lists(spec: str, policy: str | None, message: str) -> None
         upstream_from_spec(spec, policy=policy)
 
 
+@pytest.mark.parametrize(
+    ("spec", "first", "second"),
+    [
+        ("http://LOCALHOST:8001,http://localhost:8001", "http://LOCALHOST:8001", None),
+        ("http://gpu-1,http://gpu-1:80", "http://gpu-1", "http://gpu-1:80"),
+        ("https://gpu-1:443,https://gpu-1/", "https://gpu-1:443", "https://gpu-1"),
+        ("HTTP://gpu-1:8000,http://gpu-1:8000", "HTTP://gpu-1:8000", "http://gpu-1:8000"),
+        ("http://u:secret99@gpu-1:8000,http://gpu-1:8000", "http://***@gpu-1:8000", None),
+    ],
+)
+def test_one_server_spelt_two_ways_is_listed_twice(
+    spec: str, first: str, second: str | None
+) -> None:
+    second = second or spec.split(",")[1]
+    with pytest.raises(ConfigError) as err:
+        upstream_from_spec(spec)
+    assert f"lists {first} and {second}, one server spelt two ways" in str(err.value)
+    assert "secret99" not in str(err.value)
+    with pytest.raises(ConfigError, match="one server spelt two ways"):
+        config_from_dict(fleet(replicas=spec.split(",")), source="f.toml")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "http://gpu-1:8000,http://gpu-1:8001",  # two ports
+        "http://gpu-1,https://gpu-1",  # 80 and 443
+        "http://gpu-1:8000/a,http://gpu-1:8000/b",  # two paths behind one gateway
+        "http://gpu-1:8000,http://gpu-2:8000",
+    ],
+)
+def test_two_servers_that_look_alike_are_two_replicas(spec: str) -> None:
+    assert len(upstream_from_spec(spec).replicas) == 2
+    config = config_from_dict(fleet(replicas=spec.split(",")), source="f.toml")
+    assert len(config.upstreams["fleet"].replicas) == 2
+
+
 def test_a_registered_policy_gets_its_own_keys_checked_and_kept_in_options() -> None:
     from promptcache.proxy.routing import PolicySpec, register_policy
     from promptcache.proxy.routing.policy import LeastLoadedPolicy
