@@ -64,6 +64,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         15: 20261217,
         16: 20261218,
         17: 20261219,
+        18: 20261220,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -96,6 +97,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         15: 8,
         16: 8,
         17: 8,
+        18: 8,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -181,6 +183,12 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Farama-Foundation/chatarena",
             "OpenBMB/ToolBench",
             "Shaunwei/RealChar",
+        ],
+        18: [
+            "pinecone-io/canopy",
+            "vocodedev/vocode-python",
+            "xtekky/gpt4free",
+            "zou-group/textgrad",
         ],
     }
     for batch, tuning in recorded.items():
