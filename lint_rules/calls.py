@@ -655,7 +655,16 @@ class CallsMixin(EngineState):
                 stored = self.frame.env.get(f"{receiver_text}.{parts[0]}")
                 if stored is not None:
                     facts = stored.facts
-                    if len(parts) > 1 and self.frame.func is not None:
+                    if (
+                        len(parts) > 1
+                        and stored.items is not None
+                        and isinstance(stored.ref, (ClassInfo, ExternalClass))
+                    ):
+                        # an instance of a project class stored there by a method we called
+                        # (``api.start()`` storing ``Chat(chat_id=...)`` into ``api.last``):
+                        # the callee's read of one field takes that field's facts alone
+                        facts = dict(stored.items).get(parts[1], CLEAN).facts
+                    elif len(parts) > 1 and self.frame.func is not None:
                         # the callee reads one field of what we stored there
                         # (``self.base_agent.system_message``): a parameter of ours stored
                         # whole passes only that field
@@ -773,6 +782,20 @@ class CallsMixin(EngineState):
                     self.record(
                         region, _unproven(held, unseen), where, f"{summary.name}() -> {label}"
                     )
+
+        def stored_object(attr: str, facts: frozenset[Fact]) -> Value:
+            """What the callee stored into ``<receiver>.<attr>``, substituted: an instance of
+            a project class keeps its class and each field's facts (``summary.attr_objects``),
+            anything else is its facts alone."""
+            added = substitute(facts, "stored by")
+            made = summary.attr_objects.get(attr)
+            if made is None or made.items is None:
+                return Value(added)
+            items = tuple(
+                (name, Value(substitute(part.facts, "stored by"))) for name, part in made.items
+            )
+            return Value(added, ref=made.ref, items=items)
+
         stored_self: frozenset[Fact] = frozenset()
         frame = self.frame
         own_receiver = (
@@ -796,7 +819,15 @@ class CallsMixin(EngineState):
                 by_attr = frozenset()
                 for attr, attr_facts in summary.attr_stores.items():
                     by_attr |= attr_facts
-                    new = self.with_mutation_facts(Value(substitute(attr_facts, "stored by")))
+                    new = self.with_mutation_facts(stored_object(attr, attr_facts))
+                    if new.items is not None and new.facts:
+                        # the loop and condition facts of this call reach each field too
+                        new = replace(
+                            new,
+                            items=tuple(
+                                (name, self.with_mutation_facts(part)) for name, part in new.items
+                            ),
+                        )
                     if new.facts:
                         key = f"{receiver_text}.{attr}"
                         old = self.frame.env.get(key)
@@ -830,8 +861,19 @@ class CallsMixin(EngineState):
                 continue
             added = substitute(facts, "stored by")
             if added:
-                old = attrs.get(attr, CLEAN)
-                attrs[attr] = Value(old.facts | added)
+                old = attrs.get(attr)
+                new_object = stored_object(attr, facts)
+                if old is None and new_object.items is not None:
+                    attrs[attr] = new_object
+                elif (
+                    old is not None
+                    and new_object.items is not None
+                    and old.items is not None
+                    and old.ref == new_object.ref
+                ):
+                    attrs[attr] = merge(old, new_object)
+                else:
+                    attrs[attr] = Value((old or CLEAN).facts | added)
         if stores_only:
             return Value(stored_self, items=tuple(sorted(attrs.items())))
         if (

@@ -43,11 +43,14 @@ class Summary:
     PARAM facts again standing for arguments; ``attr_stores``: the part of ``stores[SELF]``
     stored into each attribute (``self.sections``), so an object's attributes keep their own
     facts (a message's ``created_at`` is not its ``content``); ``attr_sinks``: likewise, the
-    receiver's attributes that reach a sink (``self._system_prompt``); ``marks``: the
-    parameters whose contents the function puts a cache breakpoint on (``cache_control``
-    written into an element of ``messages``). ``name`` is how a
-    finding names the function (``Clock.now_text``); ``key`` identifies its PARAM facts
-    (``Fact.fix == (key,)``).
+    receiver's attributes that reach a sink (``self._system_prompt``); ``attr_objects``: for an
+    attribute every store into which was an instance of one project class whose fields are
+    known (``self.last = Chat(chat_id=...)``), that object: its class and the facts of each
+    field, so a caller's read of ``self.last.notes`` takes only ``notes``' facts (None: some
+    store was of another value); ``marks``: the parameters whose contents the function puts
+    a cache breakpoint on (``cache_control`` written into an element of ``messages``).
+    ``name`` is how a finding names the function (``Clock.now_text``); ``key`` identifies its
+    PARAM facts (``Fact.fix == (key,)``).
     """
 
     params: list[str]
@@ -58,6 +61,7 @@ class Summary:
     marks: frozenset[int] = frozenset()
     stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
     attr_stores: dict[str, frozenset[Fact]] = field(default_factory=dict)
+    attr_objects: dict[str, Value | None] = field(default_factory=dict)
     attr_sinks: dict[str, list[SinkTarget]] = field(default_factory=dict)
     name: str = ""
     key: int = 0

@@ -30,6 +30,7 @@ from .frames import (
     EngineState,
     ExternalClass,
     Frame,
+    Summary,
     element_fields,
     fields_known,
     held_inside,
@@ -332,6 +333,7 @@ class StatementsMixin(EngineState):
         if summary is None or attr not in summary.attr_stores:
             return
         old = summary.attr_stores.pop(attr)
+        summary.attr_objects.pop(attr, None)
         kept: frozenset[Fact] = frozenset()
         for facts in summary.attr_stores.values():
             kept |= facts
@@ -649,9 +651,39 @@ class StatementsMixin(EngineState):
             if not facts <= known:
                 summary.stores[index] = canonical(known | facts)
             if index == SELF and attr:
+                self._note_object(summary, attr, added, facts)
                 old = summary.attr_stores.get(attr, frozenset())
                 if not facts <= old or attr not in summary.attr_stores:
                     summary.attr_stores[attr] = canonical(old | facts)
+
+    @staticmethod
+    def _note_object(summary: Summary, attr: str, added: Value, facts: frozenset[Fact]) -> None:
+        """``summary.attr_objects[attr]`` gains ``added`` (``facts``: what the store keeps of
+        it) when it is an instance of a project class whose fields are known: its class and
+        each field's facts (those of the object outside its fields go to every field; a field
+        it does not name holds nothing, as in ``_attribute_of``). Anything else, or an
+        instance of another class, leaves the attribute's fields unknown (None)."""
+        first = attr not in summary.attr_stores
+        known = summary.attr_objects.get(attr)
+        if not first and known is None:
+            return
+        if added.items is None or not isinstance(added.ref, (ClassInfo, ExternalClass)):
+            summary.attr_objects[attr] = None
+            return
+        parts = {name: value.facts & facts for name, value in added.items}
+        inside = frozenset().union(*parts.values())
+        whole = facts - inside
+        stored = Value(
+            facts,
+            ref=added.ref,
+            items=tuple((name, Value(canonical(part | whole))) for name, part in parts.items()),
+        )
+        if first:
+            summary.attr_objects[attr] = stored
+            return
+        assert known is not None
+        joined = merge(known, stored)
+        summary.attr_objects[attr] = joined if joined.items is not None else None
 
     def container_of(self, name: str, depth: int = 0) -> ast.expr | None:
         """The parameter (a name) or field of the receiver (``self.data``) whose entry the

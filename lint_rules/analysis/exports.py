@@ -154,6 +154,10 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
             attr: sorted((fact_to_json(f, path) for f in facts if exported(f, own)), key=repr)
             for attr, facts in sorted(summary.attr_stores.items())
         },
+        "attr_objects": {
+            attr: None if made is None else value_to_json(made, path, own)
+            for attr, made in sorted(summary.attr_objects.items())
+        },
         "attr_sinks": {
             a: [_target_to_json(t, path) for t in ts]
             for a, ts in sorted(summary.attr_sinks.items())
@@ -206,6 +210,10 @@ def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
     summary.attr_stores = {
         attr: frozenset(fact_from_json(f, key) for f in facts)
         for attr, facts in data.get("attr_stores", {}).items()
+    }
+    summary.attr_objects = {
+        attr: None if made is None else value_from_json(made, key, classes)
+        for attr, made in data.get("attr_objects", {}).items()
     }
     summary.sink_lines = {
         k: (int(v[0]), str(v[1]), str(v[2])) for k, v in data.get("sink_lines", {}).items()
