@@ -33,6 +33,7 @@ from .facts import (
     join,
     map_facts,
     narrowed,
+    other_keys_dropped,
     param_entry,
     param_path,
     passed_role,
@@ -1249,6 +1250,8 @@ class CallsMixin(EngineState):
                 if held is not None:
                     return join(held, *args[1:]) if len(args) > 1 else held
             entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                entry = entry.with_facts(other_keys_dropped(entry.facts, key.value))
             if isinstance(receiver.ref, KeyedBy):
                 entry = entry.with_facts(entry.facts - receiver.ref.facts)
             if isinstance(key, ast.Constant) and self.frame.func is not None:

@@ -16,6 +16,7 @@ from .facts import (
     concat,
     join,
     narrowed,
+    other_keys_dropped,
     param_entry,
     replace,
     wrapped,
@@ -175,6 +176,8 @@ class ExprsMixin(EngineState):
         # computed key, ``tools[name]``, takes nothing of a parameter's order either)
         if isinstance(node.slice, ast.Constant):
             facts = base.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+            if isinstance(node.slice.value, str):
+                facts = other_keys_dropped(facts, node.slice.value)
             made = self.frame.defs.get(node.value.id) if isinstance(node.value, ast.Name) else None
             if isinstance(made, ast.DictComp) and not _gathers(made.value):
                 # one value of a dict built by a comprehension over a parameter, looked up by

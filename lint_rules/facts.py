@@ -377,6 +377,35 @@ def join(*values: Value) -> Value:
     return Value(facts)
 
 
+#: the start of the detail of the fact an ``if`` on a per-request value gives what it stores
+CHOSEN_BY_IF = "chosen by the `if` at line"
+
+
+def keyed_conditions(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
+    """``facts`` of an ``if`` around a store ``d[key] = ...`` of a constant ``key``: each
+    such fact (``CHOSEN_BY_IF``) names the key (``fix == ("key", key)``), so a read of another
+    constant key of ``d`` leaves it out (``other_keys_dropped``); the whole dict keeps it."""
+    return frozenset(
+        replace(f, fix=("key", key))
+        if f.kind is Kind.VARIES and not f.fix and f.detail.startswith(CHOSEN_BY_IF)
+        else f
+        for f in facts
+    )
+
+
+def other_keys_dropped(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
+    """``facts`` of a dict read at the constant ``key``, less the facts of an ``if`` that
+    stored only another constant key (``keyed_conditions``): that ``if`` chose what the other
+    key holds, not this one's value."""
+    if not any(f.kind is Kind.VARIES and f.fix[:1] == ("key",) for f in facts):
+        return facts
+    return frozenset(
+        f
+        for f in facts
+        if not (f.kind is Kind.VARIES and f.fix[:1] == ("key",) and f.fix != ("key", key))
+    )
+
+
 def concat(*values: Value) -> Value:
     """The value of string concatenation: union of facts, constant when every part is."""
     facts: frozenset[Fact] = frozenset()

@@ -11,6 +11,7 @@ import ast
 
 from .calls import Unresolved, order_of
 from .facts import (
+    CHOSEN_BY_IF,
     CLEAN,
     MESSAGE_ROLES,
     SELF,
@@ -21,6 +22,7 @@ from .facts import (
     canonical,
     concat,
     join,
+    keyed_conditions,
     narrowed,
     replace,
 )
@@ -491,13 +493,24 @@ class StatementsMixin(EngineState):
             if not value.facts:
                 return
             freed = self.positional_loops(target)
+            around = frame.mutation_facts
+            if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                # an `if` around a store of one constant key chose that key's value: reading
+                # another constant key does not take its fact (see ``other_keys_dropped``)
+                key = target.slice.value
+                frame.mutation_facts = [
+                    m if any(m is f for f in freed) else keyed_conditions(m, key) for m in around
+                ]
             if not freed:
-                self.mutate(base, value, target)
+                try:
+                    self.mutate(base, value, target)
+                finally:
+                    frame.mutation_facts = around
                 return
             # the item's place is its task's, not the loop's turn: the list keeps no order
             # of those loops (per-request conditions and other loops still apply)
-            around = frame.mutation_facts
-            frame.mutation_facts = [m for m in around if not any(m is f for f in freed)]
+            unfreed = [m for m in frame.mutation_facts if not any(m is f for f in freed)]
+            frame.mutation_facts = unfreed
             try:
                 self.mutate(base, value, target)
             finally:
@@ -929,7 +942,7 @@ class StatementsMixin(EngineState):
         frame = self.frame
         runtime = self.runtime_test(stmt.test, tested)
         extra = (
-            frozenset({self.fact(Kind.VARIES, stmt, f"chosen by the `if` at line {stmt.lineno}")})
+            frozenset({self.fact(Kind.VARIES, stmt, f"{CHOSEN_BY_IF} {stmt.lineno}")})
             if runtime
             else frozenset()
         )
