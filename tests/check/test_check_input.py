@@ -234,7 +234,7 @@ def test_a_stop_that_comes_while_the_command_starts_is_raised_after() -> None:
     from promptcache.check.runner import CheckTerminatedError, _DeferredStops, _terminated
 
     deferred = _DeferredStops()
-    os.kill(os.getpid(), signal.SIGINT)  # held: no KeyboardInterrupt here
+    signal.raise_signal(signal.SIGINT)  # held: no KeyboardInterrupt here
     with pytest.raises(KeyboardInterrupt):
         deferred.replay()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -242,7 +242,7 @@ def test_a_stop_that_comes_while_the_command_starts_is_raised_after() -> None:
     previous = signal.signal(signal.SIGTERM, _terminated)  # as run_check sets it
     try:
         deferred = _DeferredStops()
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)
         with pytest.raises(CheckTerminatedError):
             deferred.replay()
         assert signal.getsignal(signal.SIGTERM) is _terminated
