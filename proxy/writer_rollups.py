@@ -277,15 +277,8 @@ def _set_triggers(conn: sqlite3.Connection, *, on: bool) -> bool:
     if setconfig is not None:
         setconfig(_ENABLE_TRIGGER, on)
         return bool(conn.getconfig(_ENABLE_TRIGGER)) == on  # type: ignore[attr-defined]
-    if (
-        sys.implementation.name != "cpython"
-        or sys.platform != "linux"
-        or sys.version_info
-        >= (
-            3,
-            12,
-        )
-    ):
+    cpython_on_linux = sys.implementation.name == "cpython" and sys.platform == "linux"
+    if not cpython_on_linux or sys.version_info >= (3, 12):
         return False
     import _sqlite3
 
