@@ -193,6 +193,9 @@ def _start_check_on_sleeper(tmp: Path) -> tuple[subprocess.Popen[str], Path]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # Ctrl-C's default action, as a terminal gives it: a test run started in the background
+        # by a non-interactive shell passes SIGINT on ignored, and check would never see it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for _ in range(600):  # until the sleeper has started
         if pid_file.exists() and pid_file.read_text():
@@ -233,14 +236,17 @@ def test_a_stop_that_comes_while_the_command_starts_is_raised_after() -> None:
     is held back and raised once ``Popen`` has returned, where the command can be stopped."""
     from promptcache.check.runner import CheckTerminatedError, _DeferredStops, _terminated
 
-    deferred = _DeferredStops()
-    signal.raise_signal(signal.SIGINT)  # held: no KeyboardInterrupt here
-    with pytest.raises(KeyboardInterrupt):
-        deferred.replay()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
+    # Python's own Ctrl-C handler, as at an interactive start: a job started in the background
+    # by a non-interactive shell inherits SIGINT ignored, and then no KeyboardInterrupt comes.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGTERM, _terminated)  # as run_check sets it
     try:
+        deferred = _DeferredStops()
+        signal.raise_signal(signal.SIGINT)  # held: no KeyboardInterrupt here
+        with pytest.raises(KeyboardInterrupt):
+            deferred.replay()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
         deferred = _DeferredStops()
         signal.raise_signal(signal.SIGTERM)
         with pytest.raises(CheckTerminatedError):
@@ -250,6 +256,7 @@ def test_a_stop_that_comes_while_the_command_starts_is_raised_after() -> None:
         deferred.replay()  # nothing came: nothing raised
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def test_repeats_say_which_runs_they_came_from(tmp_path: Path) -> None:
