@@ -65,6 +65,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         16: 20261218,
         17: 20261219,
         18: 20261220,
+        19: 20261221,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -98,6 +99,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         16: 8,
         17: 8,
         18: 8,
+        19: 8,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -189,6 +191,12 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "vocodedev/vocode-python",
             "xtekky/gpt4free",
             "zou-group/textgrad",
+        ],
+        19: [
+            "ServiceNow/BrowserGym",
+            "VRSEN/agency-swarm",
+            "explosion/spacy-llm",
+            "zhayujie/chatgpt-on-wechat",
         ],
     }
     for batch, tuning in recorded.items():
