@@ -51,7 +51,7 @@ from .prefix_store import PrefixStore
 from .report import live as report_live
 from .routing.router import Router
 from .store import RequestStore
-from .vendors import ROUTES, SUPPORTED_ROUTES, Dialect, dialect_for_path, error_body
+from .vendors import OWN_ROUTES, ROUTES, SUPPORTED_ROUTES, Dialect, dialect_for_path, error_body
 
 __all__ = ["build_app"]
 
@@ -134,8 +134,11 @@ def build_app(config: ProxyConfig, *, tune_gc: bool = False) -> Starlette:
             raise exc
         path = request.url.path
         if exc.status_code == 404:
-            message = f"no route {request.method} {path}; the proxy serves " + ", ".join(
-                SUPPORTED_ROUTES
+            message = (
+                f"no route {request.method} {path}; the proxy serves "
+                + ", ".join(SUPPORTED_ROUTES)
+                + ", and answers itself "
+                + ", ".join(OWN_ROUTES)
             )
         elif exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")

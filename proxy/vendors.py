@@ -73,6 +73,11 @@ SUPPORTED_ROUTES: tuple[str, ...] = (
     "POST /v1beta/models/{model}:countTokens",
 )
 
+#: What the proxy answers itself, never forwarded (metrics, liveness, the live report): named
+#: after the vendor routes in the 404 of a path nothing serves, so a mistyped ``/metric`` or
+#: ``/reports`` finds the right one.
+OWN_ROUTES: tuple[str, ...] = ("GET /metrics", "GET /healthz", "GET /report", "GET /report.json")
+
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",

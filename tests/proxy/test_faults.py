@@ -138,6 +138,13 @@ def test_unknown_routes_get_404_naming_the_supported_ones(
     assert reply.status_code == 404
     message = assert_shape("openai", reply.json(), 404)
     assert "POST /v1/messages" in message and "POST /v1/chat/completions" in message
+    # docs/proxy.md's routes table lists the proxy's own routes too, and so does the 404: a
+    # mistyped /metric finds /metrics there
+    typo = httpx.get(proxy.url + "/metric")
+    assert typo.status_code == 404
+    assert assert_shape("openai", typo.json(), 404).endswith(
+        "and answers itself GET /metrics, GET /healthz, GET /report, GET /report.json"
+    )
     gemini = httpx.post(proxy.url + "/v1beta/models/gemini-2.5-flash:explode", json={})
     assert gemini.status_code == 404
     assert "generateContent" in assert_shape("gemini", gemini.json(), 404)
