@@ -1,8 +1,9 @@
 """Pair the requests of two runs and find where their cacheable prefixes differ.
 
 Pairing: request ``i`` of the baseline with request ``i`` of the other run, per call site, in
-order. Requests whose prefixes are identical are paired first, so that workers finishing in
-another order (a process pool) do not pair unrelated requests.
+order. Requests whose prefixes are identical are paired first, and a request with no identical
+partner goes with the one of the other run's next 16 that differs least (ties in order), so
+that workers finishing in another order (a process pool) do not pair unrelated requests.
 
 Each pair is compared with the SDK's fingerprint core (``promptcache.fingerprint``: per-segment
 hashes in the vendor's prefix order, ``first_divergence``), the same one the proxy's break
@@ -29,7 +30,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from promptcache.fingerprint import (
     RequestFingerprint,
@@ -130,10 +131,64 @@ def pair_runs(base: Sequence[Sent], other: Sequence[Sent]) -> tuple[list[tuple[S
             else:
                 left.append(a)
         right = [b for b in by_site_b.get(site, []) if id(b) not in taken]
-        pairs += list(zip(left, right, strict=False))
+        pairs += _closest_pairs(left, right)
         unpaired += abs(len(left) - len(right))
     pairs.sort(key=lambda pair: pair[0].request.seq)
     return pairs, unpaired
+
+
+#: How many of the other run's next unpaired requests a request is compared with for its
+#: partner: workers finishing in another order reorder requests only that far apart.
+_PARTNER_WINDOW: Final = 16
+
+
+def _closest_pairs(left: list[Sent], right: list[Sent]) -> list[tuple[Sent, Sent]]:
+    """Pair requests that have no identical partner, each of ``left`` in order with the one of
+    the next ``_PARTNER_WINDOW`` of ``right`` that differs least: the longest shared run of
+    segments, then the fewest characters changed in the first segment that differs; the
+    earliest on a tie, so a program that sends its requests in the same order is paired in
+    order. Pool workers that put their own data beside a time in the prefix and finish in
+    another order are then not compared with each other's data."""
+    pairs: list[tuple[Sent, Sent]] = []
+    waiting = list(right)
+    for a in left:
+        if not waiting:
+            break
+        best = 0
+        if len(waiting) > 1:
+            scores = [_closeness(a, b) for b in waiting[:_PARTNER_WINDOW]]
+            best = scores.index(max(scores))
+        pairs.append((a, waiting.pop(best)))
+    return pairs
+
+
+def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
+    """How alike two requests are: segments shared from the start, then minus the characters
+    the first differing segment changes (its length outside the shared start and end)."""
+    fa, fb = a.fingerprint, b.fingerprint
+    shared = 0
+    for x, y in zip(fa.chained, fb.chained, strict=False):
+        if x != y:
+            break
+        shared += 1
+    if shared >= min(len(fa.segments), len(fb.segments)):
+        return shared, 0
+    x, y = fa.segments[shared].text, fb.segments[shared].text
+    start = _common_start(x, y)
+    end = _common_start(x[start:][::-1], y[start:][::-1])
+    return shared, 2 * (start + end) - len(x) - len(y)
+
+
+def _common_start(x: str, y: str) -> int:
+    """Length of the longest common prefix of two strings (a binary search over slices)."""
+    low, high = 0, min(len(x), len(y))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if x[:middle] == y[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _identity(sent: Sent) -> tuple[object, ...]:

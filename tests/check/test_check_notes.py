@@ -104,3 +104,34 @@ def test_requests_sent_in_another_order_are_paired_by_content(tmp_path: Path) ->
     first = [r.json_body["messages"][0]["content"][:20] for r in result.runs[1].requests]
     assert first == ["Document about refun", "Document about parce"]  # the order did change
     assert result.findings == [] and result.notes == []
+
+
+REORDERED_DATED = """
+import datetime, os, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+topics = ["parcels", "refunds", "returns"]
+if os.getpid() % 2:  # run 1 (pid 47919) sends them in another order, as a pool might
+    topics.reverse()
+for topic in topics:
+    system = f"Today is {datetime.datetime.now():%Y-%m-%d %H:%M}. Document {topic}. " + "x " * 1500
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "sum up"}]
+    httpx.post(url, json={"model": "gpt-4o-mini", "messages": messages}, timeout=30)
+"""
+
+
+def test_requests_in_another_order_that_all_differ_are_paired_with_the_closest(
+    tmp_path: Path,
+) -> None:
+    # every request's prefix differs (the date), so none has an identical partner: each is
+    # compared with the one of the other run that differs least, not with the one sent at
+    # the same position, whose other document would read as a random difference
+    program = tmp_path / "reordered_dated.py"
+    program.write_text(REORDERED_DATED, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    topics = [r.json_body["messages"][0]["content"].split()[5] for r in result.runs[1].requests]
+    assert topics == ["returns.", "refunds.", "parcels."]  # the order did change
+    assert [(f.rule, f.causes, f.requests) for f in result.findings] == [("PC001", ("clock",), 3)]
+    for finding in result.findings:
+        assert finding.before is not None and finding.after is not None
+        assert finding.before.split("Document")[1] == finding.after.split("Document")[1]
