@@ -43,7 +43,9 @@ def check_apps(paths: dict[str, Path], output_dir: Path) -> dict[str, list[Check
     """
     procs = {}
     for name, path in paths.items():
-        report = output_dir / f"check-{name}.json"
+        # absolute: check runs in the repository (its findings name examples/...), while a
+        # relative output_dir (the default out/demo) is the user's working directory's
+        report = (output_dir / f"check-{name}.json").resolve()
         log = (output_dir / f"check-{name}.txt").open("w", encoding="utf-8")
         args = [sys.executable, "-c", _CLI, "check", "--format", "json", "--output", str(report)]
         procs[name] = (

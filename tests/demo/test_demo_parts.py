@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from promptcache.demo.check_step import check_apps
 from promptcache.demo.instructions import (
     fit_instructions,
     longest_request_tokens,
@@ -100,6 +101,24 @@ def test_a_context_too_short_for_any_section_says_what_to_lower(tmp_path: Path) 
             apps[0].load_instructions(), apps, plan_workload(1, 4), tokenizer,
             max_model_len=512, max_tokens=256,
         )  # fmt: skip
+
+
+def test_the_check_step_writes_a_relative_output_dir_of_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `promptcache demo` run outside the clone: check runs in the repository, the reports go to
+    # the user's out/demo (the default --output-dir), not to the repository's
+    monkeypatch.chdir(tmp_path)
+    out = Path("out") / "demo"
+    out.mkdir(parents=True)
+    apps = {name: ROOT / "examples" / f"{name}_app.py" for name in ("naive", "layered")}
+    found = check_apps(apps, out)
+    assert sorted(f.code for f in found["naive"]) == ["PC001", "PC002"]
+    assert found["layered"] == []
+    assert sorted(p.name for p in (tmp_path / out).glob("check-*.json")) == [
+        "check-layered.json",
+        "check-naive.json",
+    ]
 
 
 def test_explicit_model_directory() -> None:
