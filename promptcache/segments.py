@@ -303,7 +303,11 @@ def split_request(
         s.add("prompt", "messages", body["prompt"])
     if not s.segments and not s.breakpoints:
         guess = _guess_api(body)
-        hint = f" (it looks like {guess}: pass api={guess!r})" if guess and guess != api else ""
+        hint = (
+            f" (it looks like {guess}: pass api={guess!r}, or --api {guess} on the command line)"
+            if guess and guess != api
+            else ""
+        )
         raise RequestShapeError(
             f"found no prompt content for api {api!r}: none of its tools/system/messages fields "
             f"are present{hint}"

@@ -64,6 +64,8 @@ def test_bad_json_and_unknown_shape_are_clean_errors() -> None:
     assert "error: cannot tell which API" in unknown.output and "--api" in unknown.output
     wrong = runner.invoke(cli, ["hash", "-", "--api", "openai_completions"], input=json.dumps(BODY))
     assert wrong.exit_code == 2 and "looks like anthropic" in wrong.output
+    # the fix is named as a command-line user gives it, as for the undetectable body above
+    assert "--api anthropic" in wrong.output
     assert unknown.exception is None or isinstance(unknown.exception, SystemExit)
 
 
