@@ -100,6 +100,11 @@ def check(
         )
     if output is not None and not output.parent.resolve().is_dir():
         raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
+    if output is not None and _named_by(output, command):
+        raise ConfigError(
+            f"cannot write --output {output}: the command names that file; the report would "
+            "replace it: pick another file"
+        )
     # Piped input is recorded as the first run reads it, and every later run reads the same
     # bytes (they would otherwise read nothing).
     stdin = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer
@@ -123,3 +128,20 @@ def check(
     else:
         click.echo(text, nl=False)
     sys.exit(result.exit_code)
+
+
+def _named_by(output: Path, command: tuple[str, ...]) -> bool:
+    """Whether ``output`` is an existing file that an argument of ``command`` names (as a
+    whole, or after ``=`` in ``--option=FILE``): ``-o smoke.py`` for ``-o smoke.sarif``."""
+    import os
+
+    if not output.is_file():
+        return False
+    for arg in command:
+        for name in {arg, arg.partition("=")[2]} - {""}:
+            try:
+                if os.path.isfile(name) and os.path.samefile(name, output):
+                    return True
+            except OSError:
+                continue
+    return False

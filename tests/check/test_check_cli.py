@@ -122,3 +122,30 @@ def test_output_file_and_bad_runs(tmp_path: Path) -> None:
         "no LLM request was captured in run 0, so nothing was compared: the command sent none "
         "to the capture endpoint (see docs/check.md, what check cannot see)"
     ]
+
+
+def test_output_that_is_a_file_the_command_names_is_refused(tmp_path: Path) -> None:
+    # `-o smoke.py` for `-o smoke.sarif`: the report would replace the program's source
+    program = tmp_path / "smoke.py"
+    source = "print('ran')\n"
+    program.write_text(source, encoding="utf-8")
+    data = tmp_path / "questions.txt"
+    data.write_text("q\n", encoding="utf-8")
+    for output, args in (
+        (program, [str(program)]),
+        (tmp_path / "." / "smoke.py", [str(program)]),
+        (data, [str(program), f"--questions={data}"]),
+    ):
+        proc = cli("check", "-o", str(output), "--", sys.executable, *args, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stdout == "" and "Traceback" not in proc.stderr
+        assert proc.stderr == (
+            f"error: cannot write --output {output}: the command names that file; the report "
+            "would replace it: pick another file\n"
+        )
+    assert program.read_text(encoding="utf-8") == source
+    assert data.read_text(encoding="utf-8") == "q\n"
+    # a report beside them is written as before
+    proc = cli("check", "-o", "report.txt", "--", sys.executable, str(program), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "report.txt").read_text(encoding="utf-8").endswith("0 findings in 2 runs\n")
