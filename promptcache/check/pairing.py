@@ -140,6 +140,7 @@ def pair_runs(base: Sequence[Sent], other: Sequence[Sent]) -> tuple[list[tuple[S
 #: How many of the other run's next unpaired requests a request is compared with for its
 #: partner: workers finishing in another order reorder requests only that far apart.
 _PARTNER_WINDOW: Final = 16
+_WORD: Final = re.compile(r"[\w:.+/-]")
 
 
 def _closest_pairs(left: list[Sent], right: list[Sent]) -> list[tuple[Sent, Sent]]:
@@ -164,7 +165,8 @@ def _closest_pairs(left: list[Sent], right: list[Sent]) -> list[tuple[Sent, Sent
 
 def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
     """How alike two requests are: segments shared from the start, then minus the characters
-    the first differing segment changes (its length outside the shared start and end)."""
+    the first differing segment changes (its length outside the shared start and end, widened
+    to whole words)."""
     fa, fb = a.fingerprint, b.fingerprint
     shared = 0
     for x, y in zip(fa.chained, fb.chained, strict=False):
@@ -176,6 +178,12 @@ def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
     x, y = fa.segments[shared].text, fb.segments[shared].text
     start = _common_start(x, y)
     end = _common_start(x[start:][::-1], y[start:][::-1])
+    # widened to whole words, as the findings' regions are: two uuids, numbers or times share
+    # a few characters by chance, which must not decide between otherwise equal partners
+    while start > 0 and _WORD.match(x[start - 1]):
+        start -= 1
+    while end > 0 and _WORD.match(x[len(x) - end]):
+        end -= 1
     return shared, 2 * (start + end) - len(x) - len(y)
 
 

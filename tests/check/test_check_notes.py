@@ -135,3 +135,30 @@ def test_requests_in_another_order_that_all_differ_are_paired_with_the_closest(
     for finding in result.findings:
         assert finding.before is not None and finding.after is not None
         assert finding.before.split("Document")[1] == finding.after.split("Document")[1]
+
+
+SEQUENTIAL_IDS = """
+import os, uuid, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+for turn in range(8):
+    system = f"Request id: {uuid.uuid4()}. " + "Answer briefly. " * 400
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": f"q{turn}"}]
+    httpx.post(url, json={"model": "gpt-4o-mini", "messages": messages}, timeout=30)
+"""
+
+
+def test_requests_that_all_differ_alike_stay_paired_in_order(tmp_path: Path) -> None:
+    # every pair differs by one uuid; uuids share a few characters by chance, which must not
+    # pair request 0 of run 0 with another request of run 1 than its own
+    program = tmp_path / "sequential_ids.py"
+    program.write_text(SEQUENTIAL_IDS, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    ids = [
+        [q.json_body["messages"][0]["content"].split()[2].rstrip(".") for q in run.requests]
+        for run in result.runs
+    ]
+    assert [(f.rule, f.causes, f.requests) for f in result.findings] == [("PC002", ("random",), 8)]
+    (finding,) = result.findings
+    assert finding.before is not None and finding.after is not None
+    assert ids[0][0] in finding.before and ids[1][0] in finding.after
