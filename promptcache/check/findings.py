@@ -58,6 +58,9 @@ class Finding:
         run: the perturbed run that showed the difference (0 for structure findings).
         requests: how many requests at this call site showed it, over all the runs.
         seen_in: the runs those requests came from (``(0,)`` for structure findings).
+        moved_in: for items found in another order, the list or string that holds them
+            (``tools``); where two orders first differ changes from run to run, so repeats
+            are merged by this path rather than by ``path``. None otherwise.
     """
 
     rule: str
@@ -72,6 +75,7 @@ class Finding:
     run: int = 0
     requests: int = 1
     seen_in: tuple[int, ...] = ()
+    moved_in: str | None = None
 
     @property
     def title(self) -> str:
@@ -80,4 +84,4 @@ class Finding:
 
     def key(self) -> tuple[object, ...]:
         """What makes two findings the same one (repeats at one call site are merged)."""
-        return (self.site, self.rule, self.check, self.path, self.causes)
+        return (self.site, self.rule, self.check, self.moved_in or self.path, self.causes)

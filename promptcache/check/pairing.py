@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -378,9 +378,27 @@ def _segment_findings(
                 before=before,
                 after=after,
                 run=run.run,
+                moved_in=_moved_in(a.fingerprint, b.fingerprint, seg_a, path) if in_order else None,
             )
         )
     return out
+
+
+def _moved_in(fa: RequestFingerprint, fb: RequestFingerprint, seg: Segment, path: str) -> str:
+    """The list or string whose items are in another order: the list of the segments (``tools``
+    for tools in another order), else the path inside the segment up to its first index (the
+    string, or the list inside it)."""
+    for kinds in (None, {seg.kind}):  # all the segments, or those of the differing kind
+        held = [
+            Counter(s.sha256 for s in fp.segments if kinds is None or s.kind in kinds)
+            for fp in (fa, fb)
+        ]
+        if held[0] == held[1]:
+            return re.sub(r"\[\d+\]$", "", seg.path)
+    if not path.startswith(seg.path):
+        return path
+    rest = path[len(seg.path) :]
+    return seg.path + rest.split("[", 1)[0]
 
 
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")

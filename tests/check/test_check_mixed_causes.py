@@ -4,9 +4,12 @@ changed: real child processes through the official openai client (programs/mixed
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from check_support import by_function, check_program
+
+from promptcache.check.runner import run_check
 
 
 def test_a_reordered_tool_list_beside_a_random_change_is_the_hash_seed(tmp_path: Path) -> None:
@@ -43,3 +46,39 @@ def test_a_set_s_order_beside_a_time_in_one_message_is_found_too(tmp_path: Path)
     }
     [order] = [f for f in result.findings if f.rule == "PC004"]
     assert "messages[0].content is in another order" in order.message
+
+
+SET_TOOLS = """
+import os, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+names = {"read_file", "write_file", "list_dir", "grep", "run_tests"}
+tools = [{"type": "function", "function": {"name": n, "description": "A tool. " * 100}}
+         for n in names]
+for turn in range(2):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "go"}]
+    body = {"model": "gpt-4o-mini", "tools": tools, "messages": messages}
+    httpx.post(url, json=body, timeout=30)
+"""
+
+
+def test_one_tool_list_in_other_orders_is_one_finding_over_the_runs(tmp_path: Path) -> None:
+    # each run's hash seed gives the set another order, which first differs from run 0's at
+    # another position (tools[0] in one run, tools[1] in another): still one tool list from one
+    # set, so one finding seen in every perturbed run, not one per position
+    program = tmp_path / "set_tools.py"
+    program.write_text(SET_TOOLS, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], runs=4, stdout=out)
+    firsts = {
+        run.perturbation.run: next(
+            i
+            for i, tool in enumerate(run.requests[0].json_body["tools"])
+            if tool != result.runs[0].requests[0].json_body["tools"][i]
+        )
+        for run in result.runs[1:]
+    }
+    assert len(set(firsts.values())) > 1, firsts  # the orders first differ at other positions
+    assert [(f.rule, f.causes, f.requests, f.seen_in) for f in result.findings] == [
+        ("PC005", ("hash_seed",), 6, (1, 2, 3))
+    ]
+    assert result.findings[0].moved_in == "tools"
