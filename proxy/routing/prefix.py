@@ -9,16 +9,26 @@ that served a prefix most likely still holds its KV blocks; the index cannot see
 entries expire after ``prefix_ttl_s`` and each replica keeps at most ``max_prefixes`` chunk
 hashes (least recently used dropped first).
 
-Per request: each candidate's depth is the number of leading chunks it holds; the deepest wins,
-among equals the least loaded. If that replica has more than ``load_margin`` requests in flight
-above the least loaded candidate, the request goes to the least loaded one instead
-(``overloaded``); a prefix no candidate holds goes to the least loaded (``new_prefix``). The
-chosen replica then indexes every chunk of the request, at once, so concurrent requests of a
-new prefix follow the first. The decision carries the best candidate's matched tokens and the
-chosen one's (approximate: the prompt's tokens pro rata of the matched characters), whose
-difference is the request's routing regret; they need the prompt's token count, so they are
-computed when the decision is ``settled()`` (the proxy does so once the request went upstream),
-and choosing needs only the chunks' hashes.
+Per request: each candidate's depth is the number of leading chunks it holds; the deepest wins
+unless it has more than ``load_margin`` requests in flight above the least loaded candidate.
+Among equally deep replicas within the margin, the one that has held the matched prefix the
+longest wins (its *home*), then the least loaded. When every deepest replica is over the
+margin, the request goes to the least loaded one instead (``overloaded``); a prefix no candidate
+holds goes to the least loaded (``new_prefix``). The chosen replica then indexes every chunk of
+the request, at once, so concurrent requests of a new prefix follow the first. The decision
+carries the best candidate's matched tokens and the chosen one's (approximate: the prompt's
+tokens pro rata of the matched characters), whose difference is the request's routing regret;
+they need the prompt's token count, so they are computed when the decision is ``settled()``
+(the proxy does so once the request went upstream), and choosing needs only the chunks' hashes.
+
+Why the home and not the least loaded among equals: a request the load margin sent elsewhere
+leaves its prefix indexed on two replicas. Were ties broken by load, that one decision would
+split the prefix's later requests between the two for as long as both entries live, though
+neither is over the margin: the prefix then takes cache on both replicas, each caching more
+prefixes than it was given, and engines whose caches are sized for their share evict and
+recompute. Load moves a request only through the margin; the home keeps the prefix where it
+was, and the other copy serves only while the home is over the margin (otherwise it ages out of
+that engine's cache).
 
 The segment-level fingerprints (one hash per message) stay what the log and the cache-break
 explainer use; only routing reads the chunks.
@@ -26,6 +36,7 @@ explainer use; only routing reads the chunks.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Sequence
@@ -62,8 +73,12 @@ class PrefixIndex:
     what a replica holds of a chain is always a leading run. ``depths`` relies on that and
     binary-searches each candidate's run (about ``log2(len(chained))`` lookups per candidate).
 
-    Memory: about 170 bytes per (hash, replica) entry (an ``OrderedDict`` item of an int and a
-    float, measured with ``tracemalloc``), so 4 replicas x 20,000 chunks is about 14 MB.
+    Each entry keeps when it was last inserted (for the TTL) and since when the replica has held
+    it without a break (``held_since``: an entry that expired or was evicted starts again).
+
+    Memory: about 180 bytes per (hash, replica) entry (an ``OrderedDict`` item of an int and a
+    tuple of two floats, measured with ``tracemalloc`` over entries inserted twice), so 4
+    replicas x 20,000 chunks is about 14 MB.
     """
 
     def __init__(
@@ -75,7 +90,8 @@ class PrefixIndex:
         self.max_prefixes = max_prefixes
         self.ttl_s = ttl_s
         self.clock = clock
-        self._lru: dict[int, OrderedDict[Hashable, float]] = {}  # replica -> hash -> inserted at
+        # replica -> hash -> (last inserted at, held since)
+        self._lru: dict[int, OrderedDict[Hashable, tuple[float, float]]] = {}
 
     def __len__(self) -> int:
         """(hash, replica) entries held."""
@@ -90,15 +106,28 @@ class PrefixIndex:
         """Note that ``replica`` now holds every prefix in ``chained`` (deepest refreshed
         first, so the shallowest is the most recently used)."""
         now = self.clock()
+        oldest = now - self.ttl_s
+        fresh = (now, now)
         lru = self._lru.get(replica)
         if lru is None:
             lru = self._lru[replica] = OrderedDict()
         to_end = lru.move_to_end
+        get = lru.get
         for h in reversed(chained):
-            lru[h] = now
+            held = get(h)
+            lru[h] = fresh if held is None or held[0] < oldest else (now, held[1])
             to_end(h)
         for _ in range(len(lru) - self.max_prefixes):
             lru.popitem(last=False)
+
+    def held_since(self, replica: int, h: Hashable) -> float:
+        """Since when ``replica`` has held ``h`` without a break (its first insert since it was
+        last expired or evicted); ``inf`` when it does not hold it."""
+        lru = self._lru.get(replica)
+        held = lru.get(h) if lru is not None else None
+        if held is None or held[0] < self.clock() - self.ttl_s:
+            return math.inf
+        return held[1]
 
     def depths(self, chained: Sequence[Hashable], candidates: Collection[int]) -> dict[int, int]:
         """Per candidate, how many leading hashes of ``chained`` it holds (0 for none)."""
@@ -110,7 +139,7 @@ class PrefixIndex:
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 at = lru.get(chained[mid - 1]) if lru is not None else None
-                if at is not None and at >= oldest:
+                if at is not None and at[0] >= oldest:
                     lo = mid
                 else:
                     if at is not None and lru is not None:  # expired, as is the rest of the chain
@@ -157,15 +186,24 @@ class PrefixPolicy(Policy):
             decision = decide(least, "new_prefix", 0, candidates, 0, 0)
         else:
             # The tokens need the prompt's token count: left to ``Decision.settled``.
-            best = least_loaded([r for r in candidates if depths[r.index] == deepest])
-            if best.in_flight - least.in_flight > self.load_margin:
+            limit = least.in_flight + self.load_margin
+            holders = [r for r in candidates if depths[r.index] == deepest and r.in_flight <= limit]
+            if not holders:
                 pending = _tokens_of(chunks, deepest, depths[least.index])
                 decision = decide(least, "overloaded", deepest, candidates, pending=pending)
             else:
+                best = holders[0] if len(holders) == 1 else self._home(holders, chunks, deepest)
                 pending = _tokens_of(chunks, deepest, deepest)
                 decision = decide(best, "prefix", deepest, candidates, pending=pending)
         self.index.insert(decision.replica.index, chunks.hashes)
         return decision
+
+    def _home(self, holders: Sequence[Replica], chunks: ChunkedPrompt, depth: int) -> Replica:
+        """Of ``holders`` (each holding the first ``depth`` chunks), the one that has held the
+        deepest of them the longest, then the least loaded."""
+        h = chunks.hashes[depth - 1]
+        since = self.index.held_since
+        return min(holders, key=lambda r: (since(r.index, h), r.in_flight, r.routed))
 
     def replica_down(self, replica: Replica) -> None:
         self.index.forget_replica(replica.index)

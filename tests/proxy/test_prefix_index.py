@@ -3,6 +3,7 @@ the TTL)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -86,6 +87,27 @@ def test_each_replica_keeps_at_most_max_prefixes_the_most_recent(
             assert index.longest_match([h], {replica}) == (1, [replica])
         for h in sent[:-8]:
             assert index.longest_match([h], {replica}) == (0, [])
+
+
+def test_held_since_is_the_first_insert_of_an_unbroken_hold() -> None:
+    clock = Clock()
+    index = PrefixIndex(max_prefixes=3, ttl_s=10, clock=clock)
+    index.insert(0, ["a", "a-b"])
+    clock.now = 5.0
+    index.insert(0, ["a", "a-b"])  # refreshed: still held since 0
+    index.insert(1, ["a"])
+    assert (index.held_since(0, "a"), index.held_since(0, "a-b"), index.held_since(1, "a")) == (
+        0.0, 0.0, 5.0,
+    )  # fmt: skip
+    assert index.held_since(1, "a-b") == index.held_since(2, "a") == math.inf
+    clock.now = 15.5  # replica 0's entries expired: inserted again, held since now
+    index.insert(0, ["a"])
+    assert index.held_since(0, "a") == 15.5 and index.held_since(0, "a-b") == math.inf
+    index.insert(2, ["a"])
+    index.insert(2, ["x", "x-y", "x-z"])  # 3 at most per replica: replica 2's "a" is evicted
+    clock.now = 16.0
+    index.insert(2, ["a"])
+    assert index.held_since(2, "a") == 16.0
 
 
 def test_forgetting_a_replica_drops_its_prefixes_only() -> None:
@@ -229,9 +251,16 @@ def test_prefix_policy_prefers_the_match_within_the_margin_then_the_least_loaded
         1, "overloaded", depth, 0,
     )  # fmt: skip
     assert (over.best_tokens, over.tokens) == (tokens, 0)  # regret: all of it
-    # replicas 0 and 1 now both hold it: the tie goes to the less loaded
+    # replicas 0 and 1 now both hold it: replica 0 is still over the margin, replica 1 is not
     tie = policy.choose(facts, replicas)
     assert (tie.replica.index, tie.reason) == (1, "prefix")
+    # once replica 0 is back within the margin, the tie goes to it, the replica that has held
+    # the prefix the longest, though replica 1 has fewer in flight and was routed fewer
+    replicas[0].in_flight, replicas[0].routed = 1, 5
+    home = policy.choose(facts, replicas).settled()
+    assert (home.replica.index, home.reason, home.best_tokens, home.tokens) == (
+        0, "prefix", tokens, tokens,
+    )  # fmt: skip
 
 
 def test_no_prefix_goes_to_the_least_loaded_and_ties_to_the_fewest_routed() -> None:

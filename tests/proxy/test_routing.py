@@ -80,6 +80,36 @@ def test_load_margin_sends_a_matching_request_to_the_least_loaded_replica(
     assert len(fleet[0].received) == 3 and fleet[1].received == ["tenant A"]
 
 
+def test_a_request_the_load_margin_sent_elsewhere_leaves_its_prefix_at_home(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet[:2], load_margin=1)
+    home, other = fleet[0], fleet[1]
+    send(url, chat("tenant A", "warm up"))
+    home.hold()
+    results: list[httpx.Response] = []
+    threads = []
+    for i in range(3):  # the third is over the margin: replica 1 serves tenant A once
+        thread = threading.Thread(target=lambda: results.append(send(url, chat("tenant A", "q"))))
+        thread.start()
+        threads.append(thread)
+        wait_for(lambda n=2 + i: len(home.received) + len(other.received) == n, "arrival")
+    home.release()
+    for thread in threads:
+        thread.join(30)
+    assert other.received == ["tenant A"]
+    # Both replicas now hold tenant A's prefix to the same depth, and neither is over the
+    # margin: its requests go back to the replica that held it first, though replica 1 has
+    # been sent fewer requests; one overloaded request does not split the tenant over two.
+    for _ in range(3):
+        assert send(url, chat("tenant A", "q")).status_code == 200
+    assert len(home.received) == 6 and other.received == ["tenant A"]
+    rows = rows_of(db, app, 7)
+    assert [(r["replica"], r["route_reason"]) for r in rows[4:]] == [(home.url, "prefix")] * 3
+    assert [r["cache_read_tokens"] for r in rows[4:]] == [CACHED_TOKENS] * 3
+    assert [r["route_best_tokens"] == r["route_chosen_tokens"] for r in rows[4:]] == [True] * 3
+
+
 def test_a_failing_health_check_takes_a_replica_out_until_it_passes_again(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:
