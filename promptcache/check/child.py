@@ -12,17 +12,17 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
   distinct per process; ``os.kill`` of it is mapped back to the real pid). ``PYTHONHASHSEED``
   is set by the parent in the environment, since only the interpreter's start can apply it;
 - **tags** every HTTP request that ``httpx``, ``httpx2`` (the official ``anthropic`` and
-  ``openai`` clients' HTTP layer) or ``requests`` sends to the capture endpoint with the call
-  site (the first stack frame in the user's code), the run, the (reported) pid and how many
-  directory listings of the user's code it has reordered so far;
+  ``openai`` clients' HTTP layer), ``requests`` or ``aiohttp`` sends to the capture endpoint
+  with the call site (the first stack frame in the user's code), the run, the (reported) pid
+  and how many directory listings of the user's code it has reordered so far;
 - **reroutes** posts those libraries send straight to a vendor host (``api.anthropic.com``,
   ``api.openai.com``, ``generativelanguage.googleapis.com``) to the capture endpoint, the
   original URL in a header, so clients that ignore the ``*_BASE_URL`` variables are captured.
 
 Forked processes inherit all of it; processes started anew load it again through
-``PYTHONPATH``. Patching happens once per process; ``httpx``/``httpx2``/``requests`` are
-patched when first imported (an import hook), so a program that never imports them pays
-nothing for them.
+``PYTHONPATH``. Patching happens once per process; ``httpx``/``httpx2``/``requests``/
+``aiohttp`` are patched when first imported (an import hook), so a program that never imports
+them pays nothing for them.
 """
 
 from __future__ import annotations
@@ -211,10 +211,35 @@ def _patch_requests(module: ModuleType) -> None:
     session_type.send = send
 
 
+def _patch_aiohttp(module: ModuleType) -> None:
+    """Wrap ``aiohttp.ClientSession._request`` (``get``, ``post`` and ``request`` go through
+    it): the headers merged into the call's own, the URL resolved against the session's
+    ``base_url`` first."""
+    from multidict import CIMultiDict
+
+    session_type = module.ClientSession
+    original = session_type._request
+
+    async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
+        added: dict[str, str] = {}
+        build = getattr(self, "_build_url", None)
+        url = str(build(str_or_url) if build is not None else str_or_url)
+        target = _tag(url, added.__setitem__, sys._getframe(1))
+        if added:
+            headers = CIMultiDict(kwargs.get("headers") or {})
+            for name, value in added.items():
+                headers[name] = value
+            kwargs["headers"] = headers
+        return await original(self, method, target if target != url else str_or_url, **kwargs)
+
+    session_type._request = _request
+
+
 _PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "httpx": _patch_httpx_like,
     "httpx2": _patch_httpx_like,
     "requests": _patch_requests,
+    "aiohttp": _patch_aiohttp,
 }
 
 

@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from promptcache.check.runner import run_check
 
 POST = """
@@ -43,9 +45,10 @@ def test_a_child_without_time_machine_is_noted(tmp_path: Path) -> None:
 def test_requests_without_the_hook_are_noted(tmp_path: Path) -> None:
     notes = _run(tmp_path, "-I")  # isolated mode ignores PYTHONPATH: no sitecustomize
     assert notes == [
-        f"run {run}: 1 request(s) came without the in-process hook (not a Python process, or "
-        "python -I/-S): no call site, and the clock, random, listing and pid changes did not "
-        "apply to them"
+        f"run {run}: 1 request(s) came without the in-process hook's headers (from a process "
+        "without the hook: not Python, or python -I/-S; or through a client other than httpx, "
+        "httpx2, requests and aiohttp): no call site, and in a process without the hook the "
+        "clock, random, listing and pid changes did not apply to them"
         for run in (0, 1)
     ]
 
@@ -162,3 +165,44 @@ def test_requests_that_all_differ_alike_stay_paired_in_order(tmp_path: Path) -> 
     (finding,) = result.findings
     assert finding.before is not None and finding.after is not None
     assert ids[0][0] in finding.before and ids[1][0] in finding.after
+
+
+AIOHTTP = """
+import asyncio, os, uuid, aiohttp
+
+async def ask():
+    system = f"Request {uuid.uuid4()}. " + "Answer briefly. " * 400
+    body = {"model": "gpt-4o-mini", "messages": [
+        {"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+    async with aiohttp.ClientSession() as session:
+        async with session.post("https://api.openai.com/v1/chat/completions", json=body) as r:
+            assert r.status == 200, r.status
+    async with aiohttp.ClientSession(base_url=os.environ["OPENAI_BASE_URL"] + "/") as session:
+        async with session.post("chat/completions", json=body) as r:
+            assert r.status == 200, r.status
+
+asyncio.run(ask())
+"""
+
+
+def test_aiohttp_requests_carry_their_call_site(tmp_path: Path) -> None:
+    # aiohttp is tagged like httpx and requests: a call site for each request, a post straight
+    # to the vendor's host rerouted to the endpoint, and no note of requests without the hook
+    pytest.importorskip("aiohttp")
+    program = tmp_path / "aiohttp_app.py"
+    program.write_text(AIOHTTP, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    assert result.notes == []
+    for run in result.runs:
+        assert [q.site.function if q.site else None for q in run.requests] == ["ask", "ask"]
+        assert [q.headers.get("x-promptcache-check-upstream") for q in run.requests] == [
+            "https://api.openai.com/v1/chat/completions",
+            None,
+        ]
+    # one finding per call site (the two posts), each at its line of the program
+    lines = [i for i, text in enumerate(AIOHTTP.splitlines(), 1) if "session.post(" in text]
+    assert [
+        (f.rule, f.causes, f.site.path if f.site else None, f.site.line if f.site else None)
+        for f in result.findings
+    ] == [("PC002", ("random",), str(program), line) for line in lines]
