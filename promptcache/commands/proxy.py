@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ._log_db import LOG_DB
-from ._server_options import client_limit_options
+from ._server_options import Seconds, client_limit_options
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -104,7 +104,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     "graceful_shutdown_s",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Seconds(min_open=False),
     metavar="SECONDS",
     help="How long a stop (Ctrl-C, SIGTERM) waits for requests still running; then each is "
     "cancelled, logged in one line, and its row written.",
