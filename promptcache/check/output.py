@@ -3,13 +3,15 @@
 Every format names the call site (the first stack frame in the user's code), the rule, the
 perturbation that caused a difference and the request path. SARIF results are located at the
 call site, relative to the current folder (``%SRCROOT%``) where they can be, like
-``promptcache lint``'s SARIF.
+``promptcache lint``'s SARIF; a finding without a call site at the file COMMAND runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
@@ -147,28 +149,62 @@ def result_json(result: CheckResult) -> dict[str, Any]:
 
 
 def _sarif_location(site: CallSite, root: Path) -> dict[str, Any]:
-    absolute = Path(os.path.abspath(site.path))
+    return {
+        "physicalLocation": {
+            "artifactLocation": _artifact(site.path, root),
+            "region": {"startLine": site.line},
+        }
+    }
+
+
+def _command_file(command: Sequence[str]) -> Path | None:
+    """The file COMMAND runs: the first argument after the program that names an existing file
+    (``smoke.py`` of ``python smoke.py``), else the program itself (a path, or found on
+    ``PATH``)."""
+    for arg in command[1:]:
+        if not arg.startswith("-") and os.path.isfile(arg):
+            return Path(os.path.abspath(arg))
+    if command:
+        program = command[0] if os.sep in command[0] else shutil.which(command[0])
+        if program and os.path.isfile(program):
+            return Path(os.path.abspath(program))
+    return None
+
+
+def _artifact(path: str | Path, root: Path) -> dict[str, str]:
+    absolute = Path(os.path.abspath(path))
     try:
-        artifact = {"uri": quote(absolute.relative_to(root).as_posix()), "uriBaseId": _ROOT_ID}
+        return {"uri": quote(absolute.relative_to(root).as_posix()), "uriBaseId": _ROOT_ID}
     except ValueError:
-        artifact = {"uri": absolute.as_uri()}
-    return {"physicalLocation": {"artifactLocation": artifact, "region": {"startLine": site.line}}}
+        return {"uri": absolute.as_uri()}
 
 
 def render_sarif(result: CheckResult) -> str:
-    """SARIF 2.1.0: one result per finding, located at its call site."""
+    """SARIF 2.1.0: one result per finding, located at its call site. A finding without one
+    is located at the file COMMAND runs (no region): GitHub code scanning refuses a whole
+    upload in which one result has no location."""
     root = Path.cwd().resolve()
     used = sorted({f.rule for f in result.findings} | set(RULE_TITLES))
     results = []
+    script = _command_file(result.command)
     for f in result.findings:
+        text = f"{_headline(f)} ({f.api}, {f.path})"
         entry: dict[str, Any] = {
             "ruleId": f.rule,
             "level": "error",
-            "message": {"text": f"{_headline(f)} ({f.api}, {f.path})"},
+            "message": {"text": text},
             "properties": {"check": f.check, "causes": list(f.causes), "path": f.path},
         }
         if f.site is not None:
             entry["locations"] = [_sarif_location(f.site, root)]
+        elif script is not None:
+            where = _relative(str(script))
+            entry["message"]["text"] = (
+                f"{text}; call site unknown, shown at {where}, which the command runs"
+            )
+            entry["locations"] = [
+                {"physicalLocation": {"artifactLocation": _artifact(script, root)}}
+            ]
         results.append(entry)
     doc = {
         "$schema": SCHEMA_URI,

@@ -149,3 +149,33 @@ def test_output_that_is_a_file_the_command_names_is_refused(tmp_path: Path) -> N
     proc = cli("check", "-o", "report.txt", "--", sys.executable, str(program), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "report.txt").read_text(encoding="utf-8").endswith("0 findings in 2 runs\n")
+
+
+URLLIB_APP = """
+import json, os, urllib.request, uuid
+system = f"Request {uuid.uuid4()}. " + "Answer briefly. " * 400
+body = {"model": "gpt-4o-mini", "messages": [
+    {"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+request = urllib.request.Request(
+    os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+    headers={"content-type": "application/json"})
+urllib.request.urlopen(request).read()
+"""
+
+
+def test_sarif_result_without_a_call_site_still_has_a_location(tmp_path: Path) -> None:
+    # urllib carries no call site; GitHub code scanning refuses a whole upload in which one
+    # result has no location, so the result is located at the script the command runs
+    (tmp_path / "smoke.py").write_text(URLLIB_APP, encoding="utf-8")
+    proc = cli("check", "--format", "sarif", "--", sys.executable, "smoke.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text(encoding="utf-8")))
+    [result] = doc["runs"][0]["results"]
+    assert result["ruleId"] == "PC002"
+    assert result["locations"] == [
+        {"physicalLocation": {"artifactLocation": {"uri": "smoke.py", "uriBaseId": "%SRCROOT%"}}}
+    ]
+    assert result["message"]["text"].endswith(
+        "; call site unknown, shown at smoke.py, which the command runs"
+    )
