@@ -63,7 +63,7 @@ def _text_line(result: FileResult, d: Diagnostic, show_fixes: bool = True) -> st
     if origins:
         first = origins[0].location
         steps = "".join(
-            f", {r.message.split(': ', 1)[-1]} at {r.location.path}:{r.location.line}"
+            f", {r.message.split('passes it on: ', 1)[-1]} at {r.location.path}:{r.location.line}"
             for r in d.related
             if not r.origin and r.value and "passes it on: " in r.message
         )

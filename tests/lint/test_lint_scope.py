@@ -117,3 +117,26 @@ def test_unproven_flows_are_no_findings_and_show_with_explain(project: Path) -> 
     seen = run("seen.py", "--explain")
     assert seen.exit_code == 1 and "seen.py:6:" in seen.stdout and "PC001" in seen.stdout
     assert "explain:" not in seen.stderr
+
+
+THROUGH_A_DICT_OF_FUNCTIONS = (
+    "import anthropic\nimport time\nclient = anthropic.Anthropic()\n"
+    "def stamped():\n"
+    "    return f'At {time.time()}'\n"
+    "def ask(q, which):\n"
+    "    system = {'stamped': stamped}[which]()\n"
+    "    return client.messages.create(model='m', max_tokens=1, system=system, messages=[q])\n"
+)
+
+
+def test_a_step_whose_value_holds_a_colon_is_written_whole(project: Path) -> None:
+    # the step's value is the dict literal's source (`{'stamped': stamped}`): its own ': '
+    # was taken for the end of "`VALUE` passes it on: ", so the line read
+    # "[origin: app.py:5, stamped}` passes it on: returned by stamped at app.py:7]"; the
+    # line is a finding's when the chain is read back as proven, else --explain's
+    (project / "app.py").write_text(THROUGH_A_DICT_OF_FUNCTIONS)
+    explained = run("app.py", "--explain")
+    assert explained.exit_code in (0, 1), explained.output
+    text = explained.stdout + explained.stderr
+    [line] = [row for row in text.splitlines() if "PC001" in row]
+    assert line.endswith("[origin: app.py:5, returned by stamped at app.py:7]"), line
