@@ -873,9 +873,9 @@ def kv_size_command(
         ("per batch", f"{s.batch} x {s.tokens:,} tokens = {human_bytes(s.bytes_per_batch)}"),
         (
             "budget",
-            f"{human_bytes(s.budget)} holds {s.budget_blocks:,} blocks of {s.block_size} tokens "
-            f"= {s.budget_tokens:,} tokens = {s.budget_requests:,} requests of "
-            f"{s.tokens:,} tokens",
+            f"{human_bytes(s.budget)} holds {plural(s.budget_blocks, 'block', grouped=True)} "
+            f"of {s.block_size} tokens = {s.budget_tokens:,} tokens = "
+            f"{plural(s.budget_requests, 'request', grouped=True)} of {s.tokens:,} tokens",
         ),
     ]
     width = max(len(k) for k, _ in rows)

@@ -74,6 +74,26 @@ def test_kv_size_table_shows_the_formula_and_reads_a_config_file() -> None:
     assert "64 tokens = 65,536 B (64.00 KiB)" in result.output
 
 
+def test_kv_size_table_counts_one_block_and_one_request_in_the_singular() -> None:
+    # a budget that holds one request (SmolLM2's 8,192 tokens in the default 256 MiB read
+    # "= 1 requests of 8,192 tokens"): 32 blocks of 16 tokens = 512 tokens = 1 request of 512
+    one = CliRunner().invoke(
+        cli, ["engine", "kv-size", "--model", str(TINYSTORIES), "--budget", "512KiB"]
+    )
+    assert one.exit_code == 0, one.output
+    assert "holds 32 blocks of 16 tokens = 512 tokens = 1 request of 512 tokens" in one.output
+    block = CliRunner().invoke(
+        cli,
+        ["engine", "kv-size", "--model", str(TINYSTORIES), "--budget", "16KiB", "--tokens", "8"],
+    )
+    assert block.exit_code == 0, block.output
+    assert "holds 1 block of 16 tokens = 16 tokens = 1 request of 8 tokens" in block.output
+    many = CliRunner().invoke(
+        cli, ["engine", "kv-size", "--model", str(TINYSTORIES), "--budget", "64MiB"]
+    )
+    assert "holds 4,096 blocks of 16 tokens = 65,536 tokens = 128 requests of 512" in many.output
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("268435456", 268_435_456), ("256MiB", 256 * 2**20), ("1.5GiB", 3 * 2**29), ("4GB", 4e9),
