@@ -57,7 +57,7 @@ from .frames import (
     merge_elem,
 )
 from .library import FEW_DETAIL, source_text, span
-from .regions import later_history_turns
+from .regions import later_history_turns, measured_messages
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
@@ -1435,9 +1435,13 @@ class CallsMixin(EngineState):
     def record_message_content(self, content: ast.expr, label: str) -> None:
         """The content of a system/developer message dict is system prompt text, unless the
         message is appended to a history after the model's reply (``later_history_turns``):
-        a turn of the history, written there once."""
+        a turn of the history, written there once; or unless the message is only given to a
+        call that measures it (``measured_messages``: its tokens counted), which sends
+        nothing."""
         func = self.frame.func
-        if func is not None and id(content) in later_history_turns(func):
+        if func is not None and (
+            id(content) in later_history_turns(func) or id(content) in measured_messages(func)
+        ):
             self.eval(content)
             return
         if isinstance(content, (ast.List, ast.Tuple)):

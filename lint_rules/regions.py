@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .events import Block, SinkCall
 from .facts import CLEAN, Kind, Shape, Value, replace
 from .frames import ClassInfo, EngineState, ExternalClass
-from .sinks import SinkSpec, sent_tool_fields
+from .sinks import SinkSpec, is_measure_name, sent_tool_fields
 
 if TYPE_CHECKING:
     from .frames import Frame
@@ -138,6 +138,38 @@ def later_history_turns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozens
         out: set[int] = set()
         _later_turns(func.body, frozenset(), out)
         known = func.__dict__["_later_turns"] = frozenset(out)
+    return known
+
+
+def measured_messages(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of the value nodes (its content) of each chat message (``_message_parts``) that
+    ``func`` gives straight to a call named for measuring it (``is_measure_name``: ``len(...)``,
+    ``count_tokens(...)``, ``self._estimate_message_tokens(...)``), as an argument or an
+    element of a list or tuple display given as one. Such a message is counted, to size what is
+    sent, and never sent itself. Found once per tree (kept on the node)."""
+    known: frozenset[int] | None = func.__dict__.get("_measured")
+    if known is None:
+        out: set[int] = set()
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = node.func
+            name = (
+                callee.attr
+                if isinstance(callee, ast.Attribute)
+                else callee.id
+                if isinstance(callee, ast.Name)
+                else ""
+            )
+            if not is_measure_name(name):
+                continue
+            for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                elements = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
+                for elt in elements:
+                    parts = _message_parts(elt)
+                    if parts is not None:
+                        out.update(id(value) for value in parts[1])
+        known = func.__dict__["_measured"] = frozenset(out)
     return known
 
 

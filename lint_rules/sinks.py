@@ -56,6 +56,29 @@ def is_system_prompt_name(name: str) -> bool:
     return False
 
 
+#: first words of a function named for what it counts (``count_tokens``, ``num_tokens_from``,
+#: ``estimate_message_tokens``); ``get`` counts only with a measure as its last word
+_COUNTING = frozenset(
+    {"count", "num", "number", "estimate", "calc", "calculate", "compute", "measure"}
+)
+
+
+def is_measure_name(name: str) -> bool:
+    """True for a function named for a count or size of what it is given: ``len``,
+    ``count_tokens``, ``num_tokens_from_messages``, ``_estimate_message_tokens``,
+    ``get_token_count``; False for one named for returning it cut to a size
+    (``trim_to_max_tokens``, ``fit_to_context_length``, ``get_token_limited_message``), whose
+    first word is no counting verb."""
+    words = [w for w in name.lower().split("_") if w]
+    if words == ["len"]:
+        return True
+    if len(words) < 2:
+        return False
+    if words[0] == "get":
+        return words[-1] in _MEASURES
+    return words[0] in _COUNTING and bool(_MEASURES.intersection(words[1:]))
+
+
 @dataclass(frozen=True)
 class SinkSpec:
     """How one API is called: match rule, required keywords, and argument regions.

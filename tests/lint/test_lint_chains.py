@@ -351,6 +351,23 @@ def test_getattr_of_a_constant_name_reads_that_field() -> None:
     assert not _check(findings)
 
 
+def test_a_measured_system_message_is_not_the_sink_named() -> None:
+    """``programs/z_measured_messages``: two executors build a ``{"role": "system"}`` message
+    of their stored prompt only to count its tokens before trimming the history. The one
+    that sends the prompt through a transport the linter does not know gives no finding; the
+    one that sends it to ``chat.completions.create`` is found, and its chain names that
+    request, not the counted message."""
+    folder = HERE / "programs" / "z_measured_messages"
+    config = parse_table({}, folder, KNOWN_CODES)
+    results = lint_paths([folder], config, jobs=1)
+    (finding,) = [d for r in results for d in r.diagnostics]
+    assert finding.code == "PC001"
+    assert Path(finding.location.path).name == "app.py" and finding.location.line == 15
+    assert "(OpenAIExecutor.run() -> chat.completions.create(messages=))" in finding.message
+    assert "message)" not in finding.message
+    assert not _check([finding])
+
+
 def test_a_chain_whose_places_do_not_show_it_is_not_proven() -> None:
     """``chains.chain_holds`` reads back each place a chain names: the findings of
     ``programs/c_modules`` hold against their files; the same finding read against a file
