@@ -35,9 +35,10 @@ no breakpoint is set) and anything under `if "cache_control" in block` (it mirro
 already there). Not reported: loops with a `break` or a `return` (write, then stop: one
 breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
 `cache=use_cache and i == len(parts) - 1` included, and a name the loop binds to such a test,
-`is_last = i == len(messages) - 1`; also a block given a name that the loop resets to `None` for
-each element and binds to the marker only under such a test, `cc = None` then `if i == last: cc
-= MARK`, or binds to `MARK if i == last else None`), marks under a counter that caps them (`if
+`is_last = i == len(messages) - 1`, or to an `and` holding one, `cache = use_cache and i ==
+last`; also a block given a name that the loop resets to `None` for each element and binds to
+the marker only under such a test, `cc = None` then `if i == last: cc = MARK`, or binds to
+`MARK if i == last else None`), marks under a counter that caps them (`if
 marked < 3:` whose branch marks and then runs `marked += 1`, or that is followed in its own
 block by `marked += 1` with no `continue` that can skip it, as in `if count < 2:` marking, else
 removing an old marker, then `count += 1` for each user message; the counter a local set once
@@ -533,7 +534,9 @@ def _spent_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None, b
 def _index_tests(loop: ast.For | ast.AsyncFor, index_names: set[str]) -> set[str]:
     """Names the loop binds to a test of its index (``is_last = i == len(messages) - 1``):
     an ``if is_last:`` marks one element, as ``if i == len(messages) - 1:`` does. Only a
-    comparison that ``_guard`` takes for an index test; each name bound once in the loop."""
+    comparison that ``_guard`` takes for an index test, alone or as one operand of an ``and``
+    (``should_cache = add_cache and i == last``: true only where the index test is); each name
+    bound once in the loop."""
     found: set[str] = set()
     bound: dict[str, int] = {}
     for node in _own_nodes(loop.body):
@@ -544,11 +547,18 @@ def _index_tests(loop: ast.For | ast.AsyncFor, index_names: set[str]) -> set[str
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Compare)
-            and _guard(node.value, index_names)
+            and _index_compare(node.value, index_names)
         ):
             found.add(node.targets[0].id)
     return {n for n in found if bound.get(n) == 1}
+
+
+def _index_compare(value: ast.expr, index_names: set[str]) -> bool:
+    """True for an index test ``_guard`` takes (``i == last``), or an ``and`` with one such
+    comparison among its operands (an ``or`` may hold where the index test fails)."""
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+        return any(_index_compare(operand, index_names) for operand in value.values)
+    return isinstance(value, ast.Compare) and _guard(value, index_names)
 
 
 def _counter_tests(test: ast.expr) -> Iterator[tuple[str, bool, ast.expr | None, bool]]:
