@@ -1340,7 +1340,10 @@ class CallsMixin(EngineState):
         if base.facts and self.frame.func is not None:
             # a field of a parameter: the summary names it, so a caller whose object's fields
             # are known passes only what that field holds
-            return Value(param_entry(base.facts, attr, id(self.frame.func), attribute=True))
+            line = getattr(node, "lineno", None)
+            return Value(
+                param_entry(base.facts, attr, id(self.frame.func), attribute=True, line=line)
+            )
         return Value(base.facts) if base.facts else CLEAN
 
     # ------------------------------------------------------------------ helpers

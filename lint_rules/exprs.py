@@ -205,7 +205,7 @@ class ExprsMixin(EngineState):
         ):
             # an entry of a parameter: the summary names it, so a caller passes only what it
             # stored under that key
-            facts = param_entry(facts, node.slice.value, id(self.frame.func))
+            facts = param_entry(facts, node.slice.value, id(self.frame.func), line=node.lineno)
             splatted = getattr(node, "_promptcache_splat", "")
             if splatted:
                 # the entry a ``**name`` splat passes as this keyword (``regions._keywords``)

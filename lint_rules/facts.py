@@ -422,26 +422,35 @@ def concat(*values: Value) -> Value:
 
 
 def param_entry(
-    facts: frozenset[Fact], key: str, func_key: int, attribute: bool = False
+    facts: frozenset[Fact],
+    key: str,
+    func_key: int,
+    attribute: bool = False,
+    line: int | None = None,
 ) -> frozenset[Fact]:
     """``facts`` read at ``[key]`` (or, with ``attribute``, at ``.key``): a PARAM fact of one
     of the function's own parameters (``func_key``: its ``fix``) becomes the PARAM fact of
     that entry (detail ``page['body']`` or ``data.instructions``), so a summary says which
     entry or field of an argument it returns or sends to a sink. A PARAM fact already of an
     entry, or of the receiver, is kept (what a function returns or stores names one level:
-    ``param_path`` goes deeper, for sinks only)."""
+    ``param_path`` goes deeper, for sinks only). Given the ``line`` of the read, such a fact
+    read one level deeper (``resolved.snapshot`` read at ``.session_id``) gains an unproven
+    step: the caller will pass all that ``resolved.snapshot`` holds, its other fields too (a
+    time stamped beside the text read), so a finding made of it is an unproven flow."""
     if not any(f.kind is Kind.PARAM for f in facts):
         return facts
     suffix = f".{key}" if attribute else f"[{key!r}]"
-    return frozenset(
-        replace(f, detail=f"{f.detail}{suffix}")
-        if f.kind is Kind.PARAM
-        and f.param >= 0
-        and f.fix == (func_key,)
-        and f.detail.isidentifier()
-        else f
-        for f in facts
-    )
+    out = set()
+    for f in facts:
+        if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
+            if f.detail.isidentifier():
+                f = replace(f, detail=f"{f.detail}{suffix}")
+            elif line is not None:
+                f = f.passed_on(
+                    (f"{ASSUMED} {f.detail}{suffix}, read below {f.detail}", line, f.detail, "")
+                )
+        out.add(f)
+    return frozenset(out)
 
 
 #: how many keys and fields, one after another, the PARAM fact of what reaches a sink may name
