@@ -1,9 +1,11 @@
 """Pair the requests of two runs and find where their cacheable prefixes differ.
 
 Pairing: request ``i`` of the baseline with request ``i`` of the other run, per call site, in
-order. Requests whose prefixes are identical are paired first, and a request with no identical
-partner goes with the one of the other run's next 16 that differs least (ties in order), so
-that workers finishing in another order (a process pool) do not pair unrelated requests.
+order. Requests whose prefixes are identical are paired first, then requests that are
+identical once what the perturbations write is masked (dates, times, numbers of five digits or
+more, uuids and hex ids), and a request still without a partner goes with the one of the other
+run's next 16 that differs least (ties in order), so that workers finishing in another order
+(a process or thread pool) do not pair unrelated requests.
 
 Each pair is compared with the SDK's fingerprint core (``promptcache.fingerprint``: per-segment
 hashes in the vendor's prefix order, ``first_divergence``), the same one the proxy's break
@@ -25,10 +27,11 @@ reported whatever the prompt.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -117,24 +120,50 @@ def pair_runs(base: Sequence[Sent], other: Sequence[Sent]) -> tuple[list[tuple[S
     pairs: list[tuple[Sent, Sent]] = []
     unpaired = 0
     for site in by_site_a.keys() | by_site_b.keys():
-        waiting: dict[tuple[object, ...], list[Sent]] = defaultdict(list)
-        for b in by_site_b.get(site, []):
-            waiting[_identity(b)].append(b)
-        left: list[Sent] = []
-        taken: set[int] = set()
-        for a in by_site_a.get(site, []):
-            same = waiting.get(_identity(a))
-            if same:
-                match = same.pop(0)
-                taken.add(id(match))
-                pairs.append((a, match))
-            else:
-                left.append(a)
-        right = [b for b in by_site_b.get(site, []) if id(b) not in taken]
+        left, right = by_site_a.get(site, []), by_site_b.get(site, [])
+        for key in (_identity, _masked_identity):
+            found, left, right = _pair_equal(key, left, right)
+            pairs += found
         pairs += _closest_pairs(left, right)
         unpaired += abs(len(left) - len(right))
     pairs.sort(key=lambda pair: pair[0].request.seq)
     return pairs, unpaired
+
+
+def _pair_equal(
+    key: Callable[[Sent], tuple[object, ...]], left: list[Sent], right: list[Sent]
+) -> tuple[list[tuple[Sent, Sent]], list[Sent], list[Sent]]:
+    """Pair each of ``left`` in order with the first of ``right`` of the same ``key``;
+    returns the pairs and what is left of each side, in order."""
+    waiting: dict[tuple[object, ...], list[Sent]] = defaultdict(list)
+    for b in right:
+        waiting[key(b)].append(b)
+    pairs: list[tuple[Sent, Sent]] = []
+    rest: list[Sent] = []
+    taken: set[int] = set()
+    for a in left:
+        same = waiting.get(key(a))
+        if same:
+            match = same.pop(0)
+            taken.add(id(match))
+            pairs.append((a, match))
+        else:
+            rest.append(a)
+    return pairs, rest, [b for b in right if id(b) not in taken]
+
+
+#: Where the perturbations write in a text: dates, times and numbers of five digits or more
+#: (``2026-12-05 04:05:28.49``, unix times, process ids, random draws), uuids and hex ids.
+_VOLATILE: Final = re.compile(r"\d[\d:.\-]{4,}|[0-9a-fA-F]{8,}(?:-[0-9a-fA-F-]{27})?")
+
+
+def _masked_identity(sent: Sent) -> tuple[object, ...]:
+    """What two requests share when they differ only where a perturbation writes (a time, an
+    id, a process id): the request with those stretches masked. Workers that each send their
+    own document beside a time, in another order in each run, are paired by their documents."""
+    fp = sent.fingerprint
+    text = "\x00".join(_VOLATILE.sub("\x01", seg.text) for seg in fp.segments)
+    return (hashlib.sha256(text.encode()).hexdigest(), fp.api, fp.model)
 
 
 #: How many of the other run's next unpaired requests a request is compared with for its

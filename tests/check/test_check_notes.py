@@ -206,3 +206,28 @@ def test_aiohttp_requests_carry_their_call_site(tmp_path: Path) -> None:
         (f.rule, f.causes, f.site.path if f.site else None, f.site.line if f.site else None)
         for f in result.findings
     ] == [("PC002", ("random",), str(program), line) for line in lines]
+
+
+REORDERED_FAR = """
+import datetime, os, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+numbers = list(range(40))
+if os.getpid() % 2:  # run 1 sends them in reverse: a partner is up to 39 requests away
+    numbers.reverse()
+for number in numbers:
+    system = f"Now {datetime.datetime.now()}. Document {number}. " + "x " * 1500
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "sum up"}]
+    httpx.post(url, json={"model": "gpt-4o-mini", "messages": messages}, timeout=30)
+"""
+
+
+def test_requests_far_from_their_partners_are_paired_by_what_the_time_leaves(
+    tmp_path: Path,
+) -> None:
+    # 64 pool workers reorder requests further than the closest-partner window: with the time
+    # masked each request still has one partner, its own document
+    program = tmp_path / "reordered_far.py"
+    program.write_text(REORDERED_FAR, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    assert [(f.rule, f.causes, f.requests) for f in result.findings] == [("PC001", ("clock",), 40)]
