@@ -178,6 +178,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's listen backlog is 5: a program opening dozens of connections at once (a
+    # thread pool of 64 workers) had some reset by the kernel before they were accepted
+    request_queue_size = 1024
     owner: CaptureServer
 
 

@@ -4,6 +4,7 @@ with the hook's headers; Gemini through raw HTTP (no Gemini client is installed 
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
@@ -89,3 +90,34 @@ def test_stream_usage_chunk_only_when_asked(server: CaptureServer) -> None:
         )
         == REPLY_TEXT
     )
+
+
+def test_dozens_of_connections_opened_at_once_are_all_queued() -> None:
+    # a pool of 64 workers connects all at once; with socketserver's backlog of 5 the kernel
+    # dropped the connections past the sixth while the endpoint was busy accepting, and
+    # the program saw connection resets. Here the endpoint accepts nothing until all 64 have
+    # connected, then answers each of them.
+    endpoint = CaptureServer()
+    host, port = endpoint.origin.removeprefix("http://").rsplit(":", 1)
+    body = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
+    request = (
+        b"POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+        b"application/json\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+    ) % (len(body), body)
+    sockets = []
+    try:
+        for _ in range(64):
+            sock = socket.socket()
+            sockets.append(sock)
+            sock.settimeout(0.5)
+            sock.connect((host, int(port)))  # past the backlog: TimeoutError
+        with endpoint:
+            for sock in sockets:
+                sock.settimeout(30)
+                sock.sendall(request)
+                assert sock.recv(64).startswith(b"HTTP/1.1 200 "), "no answer"
+        assert len(endpoint.requests()) == 64
+    finally:
+        for sock in sockets:
+            sock.close()
+        endpoint.close()
