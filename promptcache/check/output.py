@@ -23,7 +23,7 @@ from .findings import RULE_TITLES, Finding
 from .perturbation import KIND_LABELS
 from .runner import CheckResult
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "named_by_command", "render"]
 
 FORMATS: Final = ("text", "json", "sarif", "github")
 SCHEMA_URI: Final = (
@@ -169,6 +169,22 @@ def _command_file(command: Sequence[str]) -> Path | None:
         if program and os.path.isfile(program):
             return Path(os.path.abspath(program))
     return None
+
+
+def named_by_command(output: str | Path, command: Sequence[str]) -> bool:
+    """Whether the report file ``output`` is an existing file that an argument of COMMAND
+    names (as a whole, or after ``=`` in ``--option=FILE``): ``-o smoke.py`` for
+    ``-o smoke.sarif``, which would replace the program's source with the report."""
+    if not os.path.isfile(output):
+        return False
+    for arg in command:
+        for name in {arg, arg.partition("=")[2]} - {""}:
+            try:
+                if os.path.isfile(name) and os.path.samefile(name, output):
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def _artifact(path: str | Path, root: Path) -> dict[str, str]:

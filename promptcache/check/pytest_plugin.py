@@ -101,7 +101,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             )
             return 2
         return None
-    from promptcache.check.output import render
+    from promptcache.check.output import named_by_command, render
     from promptcache.check.runner import run_check
     from promptcache.errors import PromptCacheError
 
@@ -127,6 +127,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         sys.stderr.write(
             f"error: cannot write --promptcache-check-output {output}: folder "
             f"{Path(output).parent} does not exist\n"
+        )
+        return 2
+    if output and named_by_command(output, command):
+        sys.stderr.write(
+            f"error: cannot write --promptcache-check-output {output}: the session names that "
+            "file; the report would replace it: pick another file\n"
         )
         return 2
     try:

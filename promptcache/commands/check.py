@@ -79,7 +79,7 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import render
+    from promptcache.check.output import named_by_command, render
     from promptcache.check.runner import run_check
     from promptcache.errors import ConfigError
 
@@ -100,7 +100,7 @@ def check(
         )
     if output is not None and not output.parent.resolve().is_dir():
         raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
-    if output is not None and _named_by(output, command):
+    if output is not None and named_by_command(output, command):
         raise ConfigError(
             f"cannot write --output {output}: the command names that file; the report would "
             "replace it: pick another file"
@@ -128,20 +128,3 @@ def check(
     else:
         click.echo(text, nl=False)
     sys.exit(result.exit_code)
-
-
-def _named_by(output: Path, command: tuple[str, ...]) -> bool:
-    """Whether ``output`` is an existing file that an argument of ``command`` names (as a
-    whole, or after ``=`` in ``--option=FILE``): ``-o smoke.py`` for ``-o smoke.sarif``."""
-    import os
-
-    if not output.is_file():
-        return False
-    for arg in command:
-        for name in {arg, arg.partition("=")[2]} - {""}:
-            try:
-                if os.path.isfile(name) and os.path.samefile(name, output):
-                    return True
-            except OSError:
-                continue
-    return False

@@ -123,3 +123,20 @@ def test_a_timeout_that_is_not_positive_names_the_plugin_option(tmp_path: Path) 
             "error: --promptcache-check-timeout must be a positive number of seconds, got "
             f"{shown}\n"
         )
+
+
+def test_a_report_over_a_test_file_the_session_names_is_refused(tmp_path: Path) -> None:
+    # `--promptcache-check-output test_prompt.py` (for test_prompt.json) would replace the
+    # test file with the report after both sessions ran
+    suite = tmp_path / "test_prompt.py"
+    suite.write_text(SUITE, encoding="utf-8")
+    proc = _pytest(
+        tmp_path, "--promptcache-check", "--promptcache-check-output", "test_prompt.py",
+        "test_prompt.py",
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "error: cannot write --promptcache-check-output test_prompt.py: the session names "
+        "that file; the report would replace it: pick another file\n"
+    )
+    assert suite.read_text(encoding="utf-8") == SUITE
