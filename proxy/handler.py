@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -277,6 +278,15 @@ class ProxyEndpoint:
                         "send the body uncompressed"
                     )
                     await self._reject(ex, send, 415, message)
+                    return
+                if _int_too_long(exc):  # valid JSON that Python will not convert
+                    digits = sys.get_int_max_str_digits()
+                    message = (
+                        f"request body holds an integer of more than {digits} "
+                        "digits, which the proxy cannot read (it reads each request's JSON to "
+                        "record it) and no API field takes; send shorter numbers"
+                    )
+                    await self._reject(ex, send, 400, message)
                     return
                 await self._reject(ex, send, 400, f"request body is not valid JSON: {exc}")
                 return
@@ -862,6 +872,13 @@ class ProxyEndpoint:
 #: is 1). Python's json parser gives up at a depth that depends on the stack (about 1,000), and
 #: vendors refuse far shallower bodies, so the proxy answers 400 at one fixed, documented depth.
 MAX_JSON_DEPTH = 512
+
+
+def _int_too_long(exc: ValueError) -> bool:
+    """Whether ``exc`` is Python's refusal to convert an integer of more digits than
+    ``sys.get_int_max_str_digits()`` (4300 by default): valid JSON, but ``json.loads`` raises a
+    plain ``ValueError`` telling the reader to call ``sys.set_int_max_str_digits``."""
+    return type(exc) is ValueError and "integer string conversion" in str(exc)
 
 
 def _nested_deeper_than(parsed: Any, raw: bytes, limit: int) -> bool:

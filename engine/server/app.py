@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -247,6 +248,15 @@ async def _json_body(request: Request) -> Any:
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        if type(exc) is ValueError and "integer string conversion" in str(exc):
+            # valid JSON, but Python converts no integer of more than 4300 digits (by default)
+            # and its message tells the reader to call sys.set_int_max_str_digits
+            raise RequestFieldError(
+                "We could not read the JSON body of your request: it holds an integer of more "
+                f"than {sys.get_int_max_str_digits()} digits, and no field takes a number that "
+                "long. Send shorter numbers.",
+                code="invalid_value",
+            ) from None
         raise RequestFieldError(
             f"We could not parse the JSON body of your request ({exc}). Send a JSON object "
             "with Content-Type: application/json.",

@@ -308,6 +308,23 @@ def test_a_huge_number_is_named_briefly_not_echoed_digit_by_digit(server: Server
         assert len(message) < 200, message
 
 
+def test_an_integer_longer_than_python_converts_is_a_400_that_names_no_python_call(
+    server: Server,
+) -> None:
+    """5000 digits is valid JSON, but past Python's int-conversion limit (4300 digits): the
+    client is told to send shorter numbers, not to call sys.set_int_max_str_digits."""
+    for field in ("max_tokens", "foo"):  # a known field and an ignored one alike
+        response = httpx.post(
+            f"{server.v1}/completions",
+            content=b'{"model": "tiny", "prompt": "Hi", "%s": %s}' % (field.encode(), b"9" * 5000),
+            headers={"content-type": "application/json"},
+            timeout=30,
+        )
+        error = _assert_openai_error(response, 400, None)
+        assert "4300 digits" in error["message"] and "Send shorter numbers" in error["message"]
+        assert "sys." not in error["message"] and len(error["message"]) < 200
+
+
 def test_integral_numbers_are_integers_in_every_integer_field(server: Server) -> None:
     """2.0 means 2 for every integer field alike (as vLLM's pydantic models read it)."""
     body = {

@@ -75,6 +75,26 @@ def test_malformed_json_gets_the_vendors_400_and_is_logged(
     assert rows[0]["route"] == path
 
 
+@pytest.mark.parametrize(("dialect", "path"), ROUTES)
+def test_an_integer_longer_than_python_converts_gets_a_400_saying_so(
+    start_proxy: Callable[..., RunningProxy],
+    mock_upstream: MockUpstream,
+    dialect: str,
+    path: str,
+) -> None:
+    # 5000 digits is valid JSON, but past Python's int-conversion limit (4300 digits)
+    proxy = start_proxy()
+    body = b'{"model": "m", "max_tokens": ' + b"9" * 5000 + b', "messages": []}'
+    reply = httpx.post(proxy.url + path, content=body, timeout=30)
+    assert reply.status_code == 400, reply.text
+    message = assert_shape(dialect, reply.json(), 400)
+    assert "integer of more than 4300 digits" in message and "send shorter numbers" in message
+    assert "not valid JSON" not in message and "sys." not in message
+    assert mock_upstream.requests == []
+    row = proxy.row()
+    assert row["status"] == 400 and "4300 digits" in row["error"]
+
+
 def test_a_request_sqlite_cannot_store_as_sent_is_logged_and_logging_goes_on(
     start_proxy: Callable[..., RunningProxy],
 ) -> None:
