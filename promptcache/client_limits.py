@@ -13,7 +13,9 @@ fails. Checking ``--auth-token`` / ``--api-key`` does not help: they are read fr
   first byte) gets ``408`` and is closed; a head over ``max_head_bytes`` gets ``431`` and is
   closed;
 - a body timeout: a request body not complete ``body_timeout_s`` after its head gets ``408``
-  and is closed (the app sees the client disconnect);
+  and is closed (the app sees the client disconnect); a request answered before its body has
+  all arrived (413) still has the rest of that body read and dropped, under the same timer,
+  before the connection waits for its next request head;
 - a connection limit: with ``max_connections`` open, a new connection closes the one that has
   waited longest for a request head (a slow client, or an idle keep-alive one); when every
   connection is busy with a request, the new one gets ``503`` and is closed;
@@ -152,6 +154,9 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
         _body_timer: Any = None
         _seen_cycle: Any = None
         _head_bytes = 0
+        #: answered before its body was all read (a 413): the rest of that body is still to
+        #: come, and the next head only after it
+        _body_after_response = False
 
         def connection_made(self, transport: Any) -> None:
             if len(self.server_state.connections) - len(closing) >= max_connections:
@@ -204,9 +209,31 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
             if self._body_timer is not None and not self._seen_cycle.more_body:
                 self._body_timer.cancel()
                 self._body_timer = None
+            if self._body_after_response and self._body_ended():
+                self._body_after_response = False  # the answered request's body has ended
+                if not self.transport.is_closing():
+                    self._await_head(timer=False)
+
+        def _body_ended(self) -> bool:
+            """Whether the current request's body has all arrived. h11 does not tell the cycle
+            of a body that ends after the response (it drops it and starts the next cycle)."""
+            if not self._seen_cycle.more_body:
+                return True
+            conn = getattr(self, "conn", None)  # h11's connection; httptools has none
+            if conn is None:
+                return False
+            import h11  # uvicorn's dependency, as the h11 protocol is
+
+            return bool(conn.their_state is not h11.SEND_BODY)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            cycle = self._seen_cycle
+            if cycle is not None and cycle.more_body:
+                # answered early (413): the bytes still coming are that request's body, which
+                # uvicorn reads and drops, not a next request's head (the body timer runs on)
+                self._body_after_response = True
+                return
             if not self.transport.is_closing() and not getattr(self, "pipeline", None):
                 # Idle until the next request: uvicorn's keep-alive timer closes it if nothing
                 # comes; the head timer starts with the next request's first byte.

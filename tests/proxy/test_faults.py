@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -16,10 +17,11 @@ import httpx
 import httpx2  # the official clients' transport: they let its errors through
 import openai
 import pytest
-from proxy_support import RunningProxy
+from proxy_support import RunningProxy, mock_config
 from servers import ServerThread, read_body
 from upstreams import MockUpstream
 
+from promptcache.proxy.app import build_app
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.record import RequestRecord
 from promptcache.proxy.report import build_report
@@ -706,3 +708,41 @@ def test_a_compressed_request_body_gets_415_naming_the_encoding(
     rows = proxy.rows(3)
     assert [r["status"] for r in rows] == [415, 200, 400]
     assert "content-encoding: gzip" in rows[0]["error"]
+
+
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_a_413_answered_before_the_body_ends_keeps_the_connection_for_the_next_request(
+    tmp_path: Path, mock_server: ServerThread, parser: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The proxy answers 413 as soon as a body passes --max-body-bytes; the rest of that body
+    # (here 300 KB) is still that request's, not a request head over the 64 KiB head limit:
+    # the same connection then serves the next request, and no head-size warning is logged.
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from promptcache.client_limits import ClientLimits, protocol_class
+
+    base = H11Protocol if parser == "h11" else HttpToolsProtocol
+    app = build_app(mock_config(mock_server.url, tmp_path / "log.db", max_body_bytes=1000))
+    server = ServerThread(app, http=protocol_class(ClientLimits(), 8, base))
+    with server, socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+        files = sock.makefile("rb")
+
+        def answer() -> tuple[bytes, bytes]:
+            status = files.readline()
+            length = 0
+            while (line := files.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            return status, files.read(length)
+
+        big = b'{"model": "m", "messages": [], "x": "' + b"a" * 300_000 + b'"}'
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\n"
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(big) + big)
+        status, body = answer()
+        assert status.startswith(b"HTTP/1.1 413 "), status + body
+        small = b'{"model": "m", "messages": []}'
+        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(small) + small)
+        status, body = answer()
+        assert status.startswith(b"HTTP/1.1 200 "), status + body
+    assert "request head passed" not in caplog.text
