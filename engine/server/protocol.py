@@ -589,7 +589,7 @@ def _token_ids(
         ids.append(token)
     if not ids and not allow_empty:
         raise RequestFieldError(
-            "the prompt is empty: send at least one token", param=param, code="invalid_value"
+            f"{param} is empty: send at least one token", param=param, code="invalid_value"
         )
     return ids
 
@@ -607,6 +607,8 @@ def _completion_prompts(prompt: object, ctx: ServingContext) -> tuple[list[str],
         items = [list(prompt)]
     elif isinstance(prompt, list) and all(isinstance(p, str) or _is_token_list(p) for p in prompt):
         items = list(prompt)
+    elif isinstance(prompt, list):
+        raise _bad_prompt_item(prompt, ctx)
     else:
         raise _wrong_type(
             "prompt", "a string, an array of strings, or an array of token-id arrays", prompt
@@ -628,15 +630,36 @@ def _completion_prompts(prompt: object, ctx: ServingContext) -> tuple[list[str],
             ids = ctx.tokenizer.encode(_check_text(item, where))
             text = item
         else:
-            ids = _token_ids(item, "prompt", ctx)
+            ids = _token_ids(item, where, ctx)
             text = ctx.tokenizer.decode(ids)
         if not ids:
             raise RequestFieldError(
-                "the prompt is empty: send at least one token", param="prompt", code="invalid_value"
+                f"{where} is empty: send at least one token", param=where, code="invalid_value"
             )
         texts.append(text)
         token_lists.append(ids)
     return texts, token_lists
+
+
+def _bad_prompt_item(prompt: list[object], ctx: ServingContext) -> RequestFieldError:
+    """The error naming the first element of a ``prompt`` array that is neither a string nor a
+    token-id array (nor, in an array that starts with a number, an integer token id)."""
+    if isinstance(prompt[0], (int, float)) and not isinstance(prompt[0], bool):
+        try:  # token ids, one of them not an integer: _token_ids names it
+            _token_ids(prompt, "prompt", ctx)
+        except RequestFieldError as exc:
+            return exc
+    for i, item in enumerate(prompt):
+        if isinstance(item, list):
+            try:
+                _token_ids(item, f"prompt[{i}]", ctx, allow_empty=True)
+            except RequestFieldError as exc:
+                return exc
+        elif not isinstance(item, str):
+            return _wrong_type(f"prompt[{i}]", "a string or an array of token ids", item)
+    return _wrong_type(
+        "prompt", "a string, an array of strings, or an array of token-id arrays", prompt
+    )
 
 
 def _messages(value: object) -> list[dict[str, Any]]:
@@ -653,9 +676,18 @@ def _messages(value: object) -> list[dict[str, Any]]:
         if not isinstance(message, Mapping):
             raise _wrong_type(where, "an object", message)
         role = message.get("role")
-        if role not in CHAT_ROLES:
+        if role is None:
             raise RequestFieldError(
-                f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
+                f"{where}.role is required: one of {', '.join(CHAT_ROLES)}",
+                param=f"{where}.role",
+                code="missing_required_parameter",
+            )
+        if not isinstance(role, str):
+            raise _wrong_type(f"{where}.role", f"one of {', '.join(CHAT_ROLES)}", role)
+        if role not in CHAT_ROLES:
+            shown = repr(role) if len(role) <= 40 else f"a {len(role)}-character string"
+            raise RequestFieldError(
+                f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {shown}",
                 param=f"{where}.role",
                 code="invalid_value",
             )
@@ -704,10 +736,12 @@ def _text_parts(parts: Sequence[object], where: str) -> str:
     texts: list[str] = []
     for j, part in enumerate(parts):
         if not isinstance(part, Mapping) or part.get("type") != "text":
-            kind = part.get("type") if isinstance(part, Mapping) else _json_type(part)
+            if isinstance(part, Mapping):
+                found = f"{part.get('type')!r} parts are not supported by this text-only model"
+            else:
+                found = f"got {_json_type(part)}"
             raise RequestFieldError(
-                f"{where}[{j}] must be a text part ({{'type': 'text', 'text': ...}}); "
-                f"{kind!r} parts are not supported by this text-only model",
+                f"{where}[{j}] must be a text part ({{'type': 'text', 'text': ...}}); {found}",
                 param=f"{where}[{j}]",
                 code="invalid_value",
             )

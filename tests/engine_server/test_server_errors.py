@@ -83,7 +83,7 @@ BAD_REQUESTS = [
     ("/completions", {"prompt": [1, "a"]}, "prompt", "invalid_type"),
     ("/completions", {"prompt": [99999]}, "prompt", "invalid_value"),
     ("/completions", {"prompt": []}, "prompt", "invalid_value"),
-    ("/completions", {"prompt": [[]]}, "prompt", "invalid_value"),
+    ("/completions", {"prompt": [[]]}, "prompt[0]", "invalid_value"),
     ("/completions", {"stop": 7}, "stop", "invalid_type"),
     ("/completions", {"model": None}, "model", "missing_required_parameter"),
     ("/completions", {"stream_options": {"include_usage": True}}, "stream_options",
@@ -143,7 +143,7 @@ BAD_REQUESTS = [
     ("/completions", {"stop_token_ids": [-1]}, "stop_token_ids", "invalid_value"),
     ("/completions", {"stop_token_ids": [1.5]}, "stop_token_ids", "invalid_type"),
     ("/completions", {"prompt": [2**63]}, "prompt", "invalid_value"),
-    ("/completions", {"prompt": [[5, 10**30]]}, "prompt", "invalid_value"),
+    ("/completions", {"prompt": [[5, 10**30]]}, "prompt[0]", "invalid_value"),
     # Output-changing features the server does not implement (UNSUPPORTED_FIELDS).
     ("/chat/completions", {"functions": [{"name": "f", "parameters": {}}]}, "functions",
      "unsupported_parameter"),
@@ -306,6 +306,44 @@ def test_a_huge_number_is_named_briefly_not_echoed_digit_by_digit(server: Server
         ]
         assert shown in message and "2147483647" in message
         assert len(message) < 200, message
+
+
+@pytest.mark.parametrize(
+    ("path", "changes", "param", "message"),
+    [
+        ("/completions", {"prompt": [1.5]}, "prompt",
+         "prompt[0] must be an integer token id, got a number"),
+        ("/completions", {"prompt": [5, 1.5]}, "prompt",
+         "prompt[1] must be an integer token id, got a number"),
+        ("/completions", {"prompt": ["Hi", 7]}, "prompt[1]",
+         "prompt[1] must be a string or an array of token ids, got a number"),
+        ("/completions", {"prompt": ["Hi", {"text": "x"}]}, "prompt[1]",
+         "prompt[1] must be a string or an array of token ids, got an object"),
+        ("/completions", {"prompt": [[5], [6, "x"]]}, "prompt[1]",
+         "prompt[1][1] must be an integer token id, got a string"),
+        ("/completions", {"prompt": [[5, 6], [7, 10**30]]}, "prompt[1]",
+         "prompt[1][1] is a 31-digit number, outside the vocabulary"),
+        ("/completions", {"prompt": [[5, 6], []]}, "prompt[1]",
+         "prompt[1] is empty: send at least one token"),
+        ("/chat/completions", {"messages": [{"content": "Hi"}]}, "messages[0].role",
+         "messages[0].role is required: one of system, developer, user, assistant, tool"),
+        ("/chat/completions", {"messages": [{"role": {"name": "user"}, "content": "Hi"}]},
+         "messages[0].role", "messages[0].role must be one of system, developer, user, "
+         "assistant, tool, got an object"),
+        ("/chat/completions", {"messages": [{"role": "u" * 5000, "content": "Hi"}]},
+         "messages[0].role", "got a 5000-character string"),
+        ("/chat/completions", {"messages": [{"role": "user", "content": ["Hi"]}]},
+         "messages[0].content[0]", "must be a text part ({'type': 'text', 'text': ...}); got "
+         "a string"),
+    ],
+)  # fmt: skip
+def test_a_bad_prompt_element_or_role_is_named_where_it_is(
+    server: Server, path: str, changes: dict[str, Any], param: str, message: str
+) -> None:
+    body = {**(OK_COMPLETION if path == "/completions" else OK_CHAT), **changes}
+    error = _assert_openai_error(_post(server, path, body), 400, param)
+    assert message in error["message"], error["message"]
+    assert "None" not in error["message"] and len(error["message"]) < 200
 
 
 def test_an_integer_longer_than_python_converts_is_a_400_that_names_no_python_call(
