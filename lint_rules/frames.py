@@ -280,6 +280,15 @@ def merge(a: Value, b: Value) -> Value:
     """Join two values of the same variable from different paths, keeping a common shape."""
     if a is b:
         return a
+    # a path on which nothing is known of the value (``Session.from_dict(data)``, a call the
+    # analysis does not follow) holds no fact in any field: beside an instance of a project
+    # class of known fields built on the other path, each field holds what that instance put
+    # there, and a time stamped into one field does not spread over the others
+    for known, other in ((a, b), (b, a)):
+        if other == CLEAN and known.items is not None and isinstance(
+            known.ref, (ClassInfo, ExternalClass)
+        ):
+            return known
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
     items = None
     same_class = a.ref == b.ref and isinstance(a.ref, (ClassInfo, ExternalClass))

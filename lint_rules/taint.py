@@ -998,12 +998,19 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             ):
                 # dicts of known keys on every return: each key holds what any put there
                 summary.ret = functools.reduce(merge, values)
+            # a return of which nothing is known (``Record.from_dict(data)``, a call the
+            # analysis does not follow) holds no fact in any field: beside an instance built on
+            # another path it is left out, so the time stamped into one field of that instance
+            # (``Record(id=id)``, ``created_at`` from its factory) stays in that field
+            built = [v for v in values if v != CLEAN]
+            if not any(isinstance(v.ref, (ClassInfo, ExternalClass)) for v in built):
+                built = values
             if len(values) > 1 and all(
-                isinstance(v.ref, (ClassInfo, ExternalClass)) or holds_no_object(v) for v in values
+                isinstance(v.ref, (ClassInfo, ExternalClass)) or holds_no_object(v) for v in built
             ):
                 # an instance of a project class (or None) on every return (``return
                 # self._client`` on two paths): that instance, its class and fields kept
-                summary.ret = functools.reduce(merge_field, values)
+                summary.ret = functools.reduce(merge_field, built)
             sizes = {len(v.elts) if v.elts is not None else -1 for v in values}
             if len(values) > 1 and len(sizes) == 1 and -1 not in sizes:
                 summary.ret = replace(
