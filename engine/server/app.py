@@ -248,6 +248,13 @@ async def _json_body(request: Request) -> Any:
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        encoding = request.headers.get("content-encoding", "").strip()
+        if encoding and encoding.lower() != "identity":  # JSON, perhaps, but compressed
+            raise HTTPException(
+                415,
+                f"Content-Encoding {encoding!r} is not supported: this server does not "
+                "decompress request bodies; send the JSON body uncompressed.",
+            ) from exc
         if type(exc) is ValueError and "integer string conversion" in str(exc):
             # valid JSON, but Python converts no integer of more than 4300 digits (by default)
             # and its message tells the reader to call sys.set_int_max_str_digits

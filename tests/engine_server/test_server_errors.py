@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -464,6 +465,28 @@ def test_a_body_that_is_not_declared_json_is_a_415(server: Server, content_type:
     error = _assert_openai_error(response, 415, None)
     assert error["code"] == "unsupported_media_type"
     assert "application/json" in error["message"]
+
+
+def test_a_compressed_body_is_a_415_asking_for_it_uncompressed(server: Server) -> None:
+    body = json.dumps(OK_COMPLETION).encode()
+    for encoding, content in (("gzip", gzip.compress(body)), ("br", b"\x1b\x10\x00")):
+        response = httpx.post(
+            f"{server.v1}/completions",
+            content=content,
+            headers={"content-type": "application/json", "content-encoding": encoding},
+        )
+        error = _assert_openai_error(response, 415, None)
+        assert error["code"] == "unsupported_media_type"
+        assert f"Content-Encoding '{encoding}' is not supported" in error["message"]
+        assert "send the JSON body uncompressed" in error["message"]
+    # a body that is plain JSON whatever its header says is read as it is
+    response = httpx.post(
+        f"{server.v1}/completions",
+        content=body,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
 
 
 @pytest.mark.parametrize(
