@@ -41,13 +41,20 @@ _WHITESPACE = " \t\n\r"
 
 
 def needs_include_usage(body: dict[str, Any]) -> bool:
-    """True for a streaming chat request that did not ask for usage (and could)."""
+    """True for a streaming chat request that did not ask for usage (and could).
+
+    ``include_usage`` set to anything but a boolean or null (``"yes"``, ``1``) is the client's
+    mistake, which the upstream answers: overwriting it with ``true`` would turn a request the
+    upstream refuses into one it serves."""
     if body.get("stream") is not True:
         return False
     options = body.get("stream_options")
     if options is None:
         return True
-    return isinstance(options, dict) and options.get("include_usage") is not True
+    if not isinstance(options, dict):
+        return False
+    flag = options.get("include_usage")
+    return flag is None or flag is False
 
 
 def is_injected_usage_chunk(chunk: dict[str, Any]) -> bool:

@@ -71,6 +71,11 @@ def test_non_utf8_body_is_left_alone() -> None:
         ({"stream": True, "stream_options": None}, True),
         ({"stream": True, "stream_options": {"include_usage": False}}, True),
         ({"stream": True, "stream_options": {"include_usage": True}}, False),
+        ({"stream": True, "stream_options": {"include_usage": None}}, True),
+        # not a boolean: the client's mistake, for the upstream to answer
+        ({"stream": True, "stream_options": {"include_usage": "yes"}}, False),
+        ({"stream": True, "stream_options": {"include_usage": 1}}, False),
+        ({"stream": True, "stream_options": {"include_usage": 0}}, False),
         ({"stream": False}, False),
         ({}, False),
     ],
