@@ -233,7 +233,11 @@ async def _json_body(request: Request) -> Any:
             f"Content-Type {content_type!r} is not supported: send the body as JSON with "
             "Content-Type: application/json (curl: -H 'Content-Type: application/json').",
         )
-    too_large = HTTPException(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    too_large = HTTPException(
+        413,
+        f"the request body is larger than this server's limit of {MAX_BODY_BYTES} bytes "
+        f"({MAX_BODY_BYTES // 2**20} MiB); send a smaller body",
+    )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise too_large

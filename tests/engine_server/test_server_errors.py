@@ -278,6 +278,8 @@ def test_oversized_body_is_a_413_even_without_content_length(server: Server) -> 
     response = httpx.post(f"{server.v1}/completions", content=chunks(), timeout=60)
     assert response.status_code == 413
     assert response.json()["error"]["type"] == "invalid_request_error"
+    message = response.json()["error"]["message"]
+    assert "limit of 33554432 bytes (32 MiB); send a smaller body" in message
 
 
 def test_a_pool_smaller_than_max_model_len_caps_prompts_and_default_max_tokens() -> None:
