@@ -25,8 +25,9 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
     "--routing-policy",
     metavar="POLICY",
     help="How requests spread over the replicas of --upstream URL1,URL2,...: prefix (default: "
-    "the replica that served the prompt's prefix, unless it is overloaded), least_loaded or "
-    "round_robin.",
+    "the replica that served the prompt's prefix, unless it carries more than its share of "
+    "the load: over 4 requests in flight above the other replicas' mean and over twice that "
+    "mean; load_margin and load_ratio in --config), least_loaded or round_robin.",
 )
 @click.option(
     "--config",

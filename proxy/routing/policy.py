@@ -122,8 +122,8 @@ class Decision:
     Attributes:
         replica: the chosen replica.
         reason: ``prefix`` (the replica holding its longest prefix), ``new_prefix`` (no replica
-            holds any of it: least loaded), ``overloaded`` (the matching replica had more than
-            ``load_margin`` requests above the least loaded one: least loaded),
+            holds any of it: least loaded), ``overloaded`` (the matching replica was over its
+            share of the load, ``load_margin`` and ``load_ratio``: least loaded),
             ``least_loaded``, ``round_robin``, ``kv_events`` (cached blocks); the router sets
             ``retry`` on a second attempt.
         depth: how much of the prefix the best-matching replica held: chunks of the prompt

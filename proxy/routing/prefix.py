@@ -10,25 +10,38 @@ entries expire after ``prefix_ttl_s`` and each replica keeps at most ``max_prefi
 hashes (least recently used dropped first).
 
 Per request: each candidate's depth is the number of leading chunks it holds; the deepest wins
-unless it has more than ``load_margin`` requests in flight above the least loaded candidate.
-Among equally deep replicas within the margin, the one that has held the matched prefix the
-longest wins (its *home*), then the least loaded. When every deepest replica is over the
-margin, the request goes to the least loaded one instead (``overloaded``); a prefix no candidate
-holds goes to the least loaded (``new_prefix``). The chosen replica then indexes every chunk of
-the request, at once, so concurrent requests of a new prefix follow the first. The decision
+unless it is over its share of the load: more than ``load_margin`` requests in flight above the
+mean of the other candidates, and more than ``load_ratio`` times that mean. Among equally deep
+replicas within their share, the one that has held the matched prefix the longest wins (its
+*home*), then the least loaded. When every deepest replica is over its share, the request goes
+to the least loaded one instead (``overloaded``); a prefix no candidate holds goes to the least
+loaded (``new_prefix``). The chosen replica then indexes every chunk of the request, at once,
+so concurrent requests of a new prefix follow the first. The decision
 carries the best candidate's matched tokens and the chosen one's (approximate: the prompt's
 tokens pro rata of the matched characters), whose difference is the request's routing regret;
 they need the prompt's token count, so they are computed when the decision is ``settled()``
 (the proxy does so once the request went upstream), and choosing needs only the chunks' hashes.
 
-Why the home and not the least loaded among equals: a request the load margin sent elsewhere
+Why the home and not the least loaded among equals: a request the load check sent elsewhere
 leaves its prefix indexed on two replicas. Were ties broken by load, that one decision would
 split the prefix's later requests between the two for as long as both entries live, though
-neither is over the margin: the prefix then takes cache on both replicas, each caching more
+neither is over its share: the prefix then takes cache on both replicas, each caching more
 prefixes than it was given, and engines whose caches are sized for their share evict and
-recompute. Load moves a request only through the margin; the home keeps the prefix where it
-was, and the other copy serves only while the home is over the margin (otherwise it ages out of
-that engine's cache).
+recompute. Load moves a request only through the load check; the home keeps the prefix where
+it was, and the other copy serves only while the home is over its share (otherwise it ages out
+of that engine's cache).
+
+Why the other replicas' mean and not the least loaded one: leaving the holder costs the request
+its prefix (recomputed elsewhere) and leaves a second copy in a second cache, so it should take
+an imbalance of the fleet, not of one moment. Under an even load the least loaded replica is
+the minimum over the fleet, which arrivals and completions push to 0 or 1 most of the time:
+the holder was "above the least loaded by the margin" on noise, the more often the more
+replicas there were. The others' mean moves little, so the holder leaves only when it carries
+more than its share; with two replicas the mean is the other one. The ratio keeps the margin
+meaningful at high load, where a fixed difference of a few requests is noise too (with the
+defaults a replica with 100 requests in flight beside others at 64 keeps its prefixes, one with
+129 does not); at low load the margin decides (a holder with more than ``load_margin`` in
+flight beside idle replicas leaves).
 
 The segment-level fingerprints (one hash per message) stay what the log and the cache-break
 explainer use; only routing reads the chunks.
@@ -173,6 +186,7 @@ class PrefixPolicy(Policy):
 
     def __init__(self, settings: RoutingSettings, clock: Callable[[], float] = time.monotonic):
         self.load_margin = settings.load_margin
+        self.load_ratio = settings.load_ratio
         self.index = PrefixIndex(settings.max_prefixes, settings.prefix_ttl_s, clock)
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
@@ -186,8 +200,8 @@ class PrefixPolicy(Policy):
             decision = decide(least, "new_prefix", 0, candidates, 0, 0)
         else:
             # The tokens need the prompt's token count: left to ``Decision.settled``.
-            limit = least.in_flight + self.load_margin
-            holders = [r for r in candidates if depths[r.index] == deepest and r.in_flight <= limit]
+            over = self._over_share(candidates)
+            holders = [r for r in candidates if depths[r.index] == deepest and not over(r)]
             if not holders:
                 pending = _tokens_of(chunks, deepest, depths[least.index])
                 decision = decide(least, "overloaded", deepest, candidates, pending=pending)
@@ -197,6 +211,22 @@ class PrefixPolicy(Policy):
                 decision = decide(best, "prefix", deepest, candidates, pending=pending)
         self.index.insert(decision.replica.index, chunks.hashes)
         return decision
+
+    def _over_share(self, candidates: Sequence[Replica]) -> Callable[[Replica], bool]:
+        """Whether a replica is over its share of the load: more than ``load_margin`` requests
+        in flight above the mean of the other candidates, and more than ``load_ratio`` times
+        it. A lone candidate never is."""
+        others = len(candidates) - 1
+        total = sum(r.in_flight for r in candidates)
+        margin, ratio = self.load_margin, self.load_ratio
+
+        def over(replica: Replica) -> bool:
+            if not others:
+                return False
+            mean = (total - replica.in_flight) / others
+            return replica.in_flight - mean > margin and replica.in_flight > ratio * mean
+
+        return over
 
     def _home(self, holders: Sequence[Replica], chunks: ChunkedPrompt, depth: int) -> Replica:
         """Of ``holders`` (each holding the first ``depth`` chunks), the one that has held the

@@ -5,8 +5,9 @@ Read from the ``[upstreams.NAME]`` table that lists ``replicas`` (see ``proxy/co
     [upstreams.fleet]
     replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
     policy = "prefix"          # or "least_loaded", "round_robin", "kv_events"
-    load_margin = 4            # prefix: leave the matching replica when it has this many more
-                               # requests in flight than the least loaded one
+    load_margin = 4            # prefix: leave the matching replica only when it has more than
+                               # this many requests in flight above the other replicas' mean
+    load_ratio = 2.0           # prefix: ... and more than this many times that mean
     health_path = "/health"    # GET every health_interval_s; 200 = in rotation
     health_interval_s = 2
     prefix_ttl_s = 600         # prefix: forget a replica's prefix after this long unused
@@ -35,9 +36,14 @@ class RoutingSettings:
     Attributes:
         policy: a registered policy name (``proxy.routing.POLICIES``): ``prefix`` (default),
             ``least_loaded``, ``round_robin``, ``kv_events`` where available.
-        load_margin: requests in flight (a count); ``prefix`` sends a request to its matching
-            replica only while that replica has at most this many more requests in flight than
-            the least loaded healthy one.
+        load_margin: requests in flight (a count); ``prefix`` leaves a request's matching
+            replica only when that replica has more than this many requests in flight above
+            the mean of the other replicas in rotation (and more than ``load_ratio`` times it);
+            ``kv_events`` when its best holder has more than this many above the least loaded
+            replica.
+        load_ratio: ``prefix``: a matching replica is also over its share only with more than
+            this many times the other replicas' mean requests in flight (a number >= 1), so
+            that at high load a difference of ``load_margin`` alone does not move a request.
         health_path: path GET-ed on each replica (``/health`` on our engine, vLLM and SGLang);
             any answer but 2xx, or none within ``health_timeout_s``, takes it out of rotation.
         health_interval_s: seconds between health checks of each replica.
@@ -55,6 +61,7 @@ class RoutingSettings:
 
     policy: str = "prefix"
     load_margin: int = 4
+    load_ratio: float = 2.0
     health_path: str = "/health"
     health_interval_s: float = 2.0
     health_timeout_s: float = 2.0
@@ -67,6 +74,13 @@ class RoutingSettings:
             raise ConfigError(f"policy must be a policy name (a string), got {self.policy!r}")
         _whole(self.load_margin, "load_margin", minimum=0)
         _whole(self.max_prefixes, "max_prefixes", minimum=1)
+        ratio = self.load_ratio
+        if not (
+            isinstance(ratio, (int, float))
+            and not isinstance(ratio, bool)
+            and 1 <= ratio < math.inf
+        ):
+            raise ConfigError(f"load_ratio must be a finite number >= 1, got {ratio!r}")
         for key in ("health_interval_s", "health_timeout_s", "prefix_ttl_s"):
             value = getattr(self, key)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)

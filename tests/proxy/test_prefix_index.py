@@ -263,6 +263,27 @@ def test_prefix_policy_prefers_the_match_within_the_margin_then_the_least_loaded
     )  # fmt: skip
 
 
+def test_at_high_load_the_margin_moves_a_request_only_past_the_load_ratio() -> None:
+    policy = PrefixPolicy(RoutingSettings(load_margin=2, load_ratio=2.0))
+    facts = _facts(_body("sys " * 40, "u"))
+    replicas = _replicas(0, 0, 0, 0)
+    assert policy.choose(facts, replicas).replica.index == 0
+    for r in replicas[1:]:
+        r.in_flight = 10
+    # 10 above the others' mean of 10 is past the margin, but not twice the mean: it stays
+    replicas[0].in_flight = 20
+    assert policy.choose(facts, replicas).reason == "prefix"
+    replicas[0].in_flight = 21
+    over = policy.choose(facts, replicas)
+    assert (over.replica.index, over.reason) == (1, "overloaded")
+    # beside idle replicas the margin alone decides
+    policy = PrefixPolicy(RoutingSettings(load_margin=2, load_ratio=2.0))
+    replicas = _replicas(0, 0, 0, 0)
+    policy.choose(facts, replicas)
+    replicas[0].in_flight = 3
+    assert policy.choose(facts, replicas).reason == "overloaded"
+
+
 def test_no_prefix_goes_to_the_least_loaded_and_ties_to_the_fewest_routed() -> None:
     policy = PrefixPolicy(RoutingSettings())
     replicas = _replicas(1, 0, 0)

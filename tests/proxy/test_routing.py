@@ -80,6 +80,49 @@ def test_load_margin_sends_a_matching_request_to_the_least_loaded_replica(
     assert len(fleet[0].received) == 3 and fleet[1].received == ["tenant A"]
 
 
+def test_the_load_margin_counts_from_the_other_replicas_mean_not_from_the_idlest_one(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    url, db, app = start_fleet_proxy(fleet, load_margin=1)
+    send(url, chat("tenant A", "warm up"))  # tenant A lives on replica 0, B on replica 1
+    send(url, chat("tenant B", "warm up"))
+    assert [r.received for r in fleet] == [["tenant A"], ["tenant B"], []]
+    fleet[0].hold()
+    fleet[1].hold()
+    results: list[httpx.Response] = []
+    threads = []
+
+    def arrive(tenant: str, n: int) -> None:
+        thread = threading.Thread(target=lambda: results.append(send(url, chat(tenant, "q"))))
+        thread.start()
+        threads.append(thread)
+        # wait until it reached a replica before the next arrives, so each sees the last
+        wait_for(lambda: sum(len(r.received) for r in fleet) == n, "arrival")
+
+    arrive("tenant B", 3)  # replica 1: 2 in flight
+    arrive("tenant B", 4)
+    for n in (5, 6, 7):  # replica 0: 0, 1, then 2 in flight when they arrive
+        arrive("tenant A", n)
+    # The third had replica 0 at 2 in flight, 2 above the idle replica 2 but 1 above the
+    # others' mean (2 and 0): within its share, it stayed with its prefix. The fourth finds
+    # replica 0 at 3, 2 above that mean and more than twice it: over its share, it goes to
+    # the least loaded.
+    arrive("tenant A", 8)
+    assert [len(r.received) for r in fleet] == [4, 3, 1] and fleet[2].received == ["tenant A"]
+    fleet[0].release()
+    fleet[1].release()
+    for thread in threads:
+        thread.join(30)
+    assert [r.status_code for r in results] == [200] * 6
+    rows = rows_of(db, app, 8)
+    routed = sorted((r["route_in_flight"], r["route_reason"], r["replica"]) for r in rows[2:])
+    assert routed == [
+        (0, "overloaded", fleet[2].url), (0, "prefix", fleet[0].url),
+        (0, "prefix", fleet[1].url), (1, "prefix", fleet[0].url), (1, "prefix", fleet[1].url),
+        (2, "prefix", fleet[0].url),
+    ]  # fmt: skip
+
+
 def test_a_request_the_load_margin_sent_elsewhere_leaves_its_prefix_at_home(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:

@@ -22,7 +22,7 @@ def test_a_fleet_table_lists_replicas_and_its_routing(tmp_path: Path) -> None:
         "[upstreams.fleet]\n"
         'replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002/"]\n'
         'policy = "least_loaded"\nload_margin = 2\nhealth_path = "/healthz"\n'
-        "health_interval_s = 0.5\nmax_prefixes = 100\nread_timeout_s = 30\n",
+        "health_interval_s = 0.5\nmax_prefixes = 100\nread_timeout_s = 30\nload_ratio = 1.5\n",
         encoding="utf-8",
     )
     upstream = load_config_file(path).upstreams["fleet"]
@@ -30,7 +30,7 @@ def test_a_fleet_table_lists_replicas_and_its_routing(tmp_path: Path) -> None:
     assert upstream.url == "http://127.0.0.1:8001" and upstream.read_timeout_s == 30
     assert upstream.routing == RoutingSettings(
         policy="least_loaded", load_margin=2, health_path="/healthz", health_interval_s=0.5,
-        max_prefixes=100,
+        max_prefixes=100, load_ratio=1.5,
     )  # fmt: skip
 
 
@@ -61,6 +61,8 @@ def test_upstream_flag_takes_a_comma_separated_list() -> None:
         ({"url": "http://a:1", "policy": "prefix"}, "lists no `replicas`"),
         ({"replicas": ["http://a:1"], "policy": "fastest"}, "unknown routing policy 'fastest'"),
         ({"replicas": ["http://a:1"], "load_margin": -1}, "load_margin must be a whole number"),
+        ({"replicas": ["http://a:1"], "load_ratio": 0.5}, "load_ratio must be a finite number"),
+        ({"replicas": ["http://a:1"], "load_ratio": "2"}, "load_ratio must be a finite number"),
         ({"replicas": ["http://a:1"], "health_path": "health"}, "starting with '/'"),
         ({"replicas": ["http://a:1"], "prefix_ttl_s": 0}, "prefix_ttl_s must be a finite"),
         ({"replicas": ["http://a:1"], "max_prefixes": True}, "max_prefixes must be a whole"),
