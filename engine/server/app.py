@@ -60,6 +60,12 @@ logger = logging.getLogger(__name__)
 #: Larger request bodies get HTTP 413.
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
+#: The routes, for the 404 and 405 answers.
+SERVED_ROUTES = (
+    "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{id}, "
+    "GET /health and GET /metrics"
+)
+
 T = TypeVar("T")
 
 #: Status for a client that disconnected before its answer was ready (nobody reads it; 499 is
@@ -402,7 +408,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         raise exc
     # 413 and 415 carry our own full messages; Starlette's 404 / 405 just "Not Found"...
     own = exc.status_code in (413, 415)
-    message = exc.detail if own else f"{exc.detail}: {request.url.path}"
+    message = exc.detail if own else f"{exc.detail}: {request.method} {request.url.path}"
+    if exc.status_code in (404, 405):  # say what is served: an Anthropic or Responses client
+        message += f"; this server serves {SERVED_ROUTES} (the OpenAI API)"
     code = "unsupported_media_type" if exc.status_code == 415 else None
     response = _error(exc.status_code, message, code=code)
     response.headers.update(exc.headers or {})

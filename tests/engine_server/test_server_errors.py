@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -217,6 +218,19 @@ def test_malformed_json_or_non_object_body_is_a_400(server: Server, content: byt
 def test_unknown_path_and_method_are_openai_shaped(server: Server) -> None:
     _assert_openai_error(httpx.post(f"{server.v1}/embeddings", json={}), 404, None)
     _assert_openai_error(httpx.get(f"{server.v1}/completions"), 405, None)
+    served = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models"
+    # the official Anthropic client pointed at the engine: told what the server does serve
+    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as info:
+        client.messages.create(
+            model="tiny", max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
+        )
+    message = info.value.body["error"]["message"]  # type: ignore[index]
+    assert message.startswith("Not Found: POST /v1/messages; this server serves ")
+    assert served in message
+    wrong_method = httpx.get(f"{server.v1}/chat/completions").json()["error"]["message"]
+    assert wrong_method.startswith("Method Not Allowed: GET /v1/chat/completions; this server")
+    assert served in wrong_method
     missing = httpx.get(f"{server.v1}/models/gpt-4o")
     assert _assert_openai_error(missing, 404, "model")["code"] == "model_not_found"
 
