@@ -26,6 +26,6 @@ def ask(question: str) -> str:
 
 def ask_with_note(question: str) -> str:
     export = build_export("You are terse.", f"saved at {datetime.now():%H:%M:%S}")
-    messages = [from_note(export), {"role": "user", "content": question}]  # PC001: 17
+    messages = [from_note(export), {"role": "user", "content": question}]  # PC001: 16
     reply = client.chat.completions.create(model="m", messages=messages)
     return reply.choices[0].message.content
