@@ -16,7 +16,7 @@ new family, two fallbacks still find its predecessor so that the usual breakers 
 of hidden as ``new_prefix``:
 
 1. the latest request with the same key and first segment but another model -> ``model_changed``;
-2. the latest request with the same key and model, if it is *related*: segments making up at
+2. the latest request with the same key, model and API, if it is *related*: segments making up at
    least half of its characters reappear unchanged (a reordered tool list), or its first changed
    segment keeps at least :data:`RELATED_MIN_COMMON_CHARS` characters in common before the
    change (a timestamp at the end of ``system[0]``), or lines and sentences it shares with the
@@ -589,7 +589,9 @@ class BreakExplainer:
         if other is not None and other.model != fp.model:
             return other, "model"
         latest = self._latest(self._by_model.get((scope, fp.model)))
-        if latest is not None and _related(latest, fp):
+        # only a request of the same API is an edit: a legacy completions prompt holding a chat
+        # request's system text is another prompt (no template around it), not its system_changed
+        if latest is not None and latest.fingerprint.api == fp.api and _related(latest, fp):
             return latest, "edited"
         return None, "none"
 
