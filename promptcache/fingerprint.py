@@ -46,6 +46,7 @@ __all__ = [
     "PromptTexts",
     "RequestFingerprint",
     "Segment",
+    "common_prefix_len",
     "detect_api",
     "fingerprint_request",
     "first_divergence",
@@ -455,7 +456,7 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
             )
     for index, (a, b) in enumerate(zip(old.segments, new.segments, strict=False)):
         if a.sha256 != b.sha256:
-            offset = _common_prefix_len(a.text, b.text)
+            offset = common_prefix_len(a.text, b.text)
             path, strings = _deepest_difference(a.path, json.loads(a.text), json.loads(b.text))
             if strings is None:
                 return Divergence(
@@ -469,7 +470,7 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
                     after=_excerpt(b.text, offset),
                 )
             old_text, new_text = strings
-            field_offset = _common_prefix_len(old_text, new_text)
+            field_offset = common_prefix_len(old_text, new_text)
             return Divergence(
                 index=index,
                 change="changed",
@@ -493,7 +494,8 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
     return None
 
 
-def _common_prefix_len(a: str, b: str) -> int:
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the longest common prefix of two strings, in characters."""
     limit = min(len(a), len(b))
     lo, hi = 0, limit  # binary search on slices: fast for 100k-character segments
     while lo < hi:

@@ -39,6 +39,7 @@ from promptcache.fingerprint import (
     RequestFingerprint,
     Segment,
     _deepest_difference,
+    common_prefix_len,
     first_divergence,
 )
 from promptcache.minimums import ModelMinimums
@@ -205,8 +206,8 @@ def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
     if shared >= min(len(fa.segments), len(fb.segments)):
         return shared, 0
     x, y = fa.segments[shared].text, fb.segments[shared].text
-    start = _common_start(x, y)
-    end = _common_start(x[start:][::-1], y[start:][::-1])
+    start = common_prefix_len(x, y)
+    end = common_prefix_len(x[start:][::-1], y[start:][::-1])
     # widened to whole words, as the findings' regions are: two uuids, numbers or times share
     # a few characters by chance, which must not decide between otherwise equal partners
     while start > 0 and _WORD.match(x[start - 1]):
@@ -214,18 +215,6 @@ def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
     while end > 0 and _WORD.match(x[len(x) - end]):
         end -= 1
     return shared, 2 * (start + end) - len(x) - len(y)
-
-
-def _common_start(x: str, y: str) -> int:
-    """Length of the longest common prefix of two strings (a binary search over slices)."""
-    low, high = 0, min(len(x), len(y))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if x[:middle] == y[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _identity(sent: Sent) -> tuple[object, ...]:
