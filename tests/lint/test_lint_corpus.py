@@ -66,6 +66,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         17: 20261219,
         18: 20261220,
         19: 20261221,
+        20: 20261222,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -100,6 +101,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         17: 8,
         18: 8,
         19: 8,
+        20: 2,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -197,6 +199,9 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "VRSEN/agency-swarm",
             "explosion/spacy-llm",
             "zhayujie/chatgpt-on-wechat",
+        ],
+        20: [
+            "AgentOps-AI/agentops",
         ],
     }
     for batch, tuning in recorded.items():
