@@ -78,6 +78,33 @@ COST_TERMS: Final = (
 )
 _RATE_KEYS: Final = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
 _CACHE_KEYS: Final = ("cache_read", "cache_write_5m", "cache_write_1h")
+#: The keys a price file may hold, at the top, in a ``[families.*]`` table and in a
+#: ``[models.*]`` row (or its ``above_tier``): anything else is a typo whose rate would be
+#: silently replaced by a derived one, so it is refused.
+_TABLE_KEYS: Final = ("families", "models")
+_FAMILY_KEYS: Final = (*_CACHE_KEYS, "source_url", "checked", "note")
+_ROW_KEYS: Final = (
+    "family",
+    *_RATE_KEYS,
+    "source_url",
+    "checked",
+    "aliases",
+    "tier_max_input_tokens",
+    "above_tier",
+    "exception",
+    "note",
+)
+
+
+def _check_keys(spec: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    unknown = [str(key) for key in spec if key not in allowed]
+    if unknown:
+        raise ConfigError(
+            f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(allowed)}"
+        )
+
+
 _MILLION: Final = Decimal(1_000_000)
 
 
@@ -280,6 +307,7 @@ class PriceTable:
 
 
 def _parse_table(data: Mapping[str, Any], source: str) -> PriceTable:
+    _check_keys(data, _TABLE_KEYS, f"{source}: the price table")
     families: dict[str, FamilyMultipliers] = {}
     raw_families = data.get("families", {})
     if not isinstance(raw_families, Mapping):
@@ -287,6 +315,7 @@ def _parse_table(data: Mapping[str, Any], source: str) -> PriceTable:
     for name, spec in raw_families.items():
         if not isinstance(spec, Mapping):
             raise ConfigError(f"{source}: [families.{name}] must be a table")
+        _check_keys(spec, _FAMILY_KEYS, f"{source}: [families.{name}]")
         missing = [k for k in _CACHE_KEYS if k not in spec]
         if missing:
             raise ConfigError(f"{source}: [families.{name}] is missing {', '.join(missing)}")
@@ -317,6 +346,7 @@ def _parse_row(
     where = where or f'{source}: [models."{name}"]'
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where} must be a table")
+    _check_keys(spec, _ROW_KEYS, where)
     missing = [k for k in ("input", "output") if k not in spec]
     if missing:
         raise ConfigError(f"{where} is missing {', '.join(missing)} (USD per million tokens)")

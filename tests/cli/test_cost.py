@@ -183,6 +183,19 @@ def test_the_highest_rate_allowed_prices_normally(tmp_path: Path) -> None:
     assert json.loads(out)["total_usd"] == "3"
 
 
+def test_a_misspelt_rate_in_a_rates_file_is_refused(tmp_path: Path) -> None:
+    rates = tmp_path / "rates.toml"
+    rates.write_text(
+        '[models."acme-1"]\nfamily = "anthropic"\ninput = "2"\noutput = "8"\n'
+        'cache_write_1hr = "3"\n',
+        encoding="utf-8",
+    )
+    code, out, err = run("-", "-m", "acme-1", "--api", "anthropic", "--rates", str(rates),
+                         stdin='{"input_tokens": 10, "output_tokens": 1}')  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.startswith(f'error: {rates}: [models."acme-1"] has unknown key(s) cache_write_1hr')
+
+
 def test_a_rates_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     rates = tmp_path / "c.toml"
     rates.write_bytes(b"\xff\xfe")

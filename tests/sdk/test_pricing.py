@@ -414,6 +414,31 @@ def test_malformed_user_file_raises_config_error(tmp_path: Path, text: str, matc
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        # a misspelt rate beside a family: the derived 1h rate (8) would replace the user's 3
+        ('[models.x]\nfamily = "anthropic"\ninput = 4\noutput = 20\ncache_write_1hr = 3\n',
+         r'\[models\."x"\] has unknown key\(s\) cache_write_1hr; allowed: family, input'),
+        ('[models.x]\nfamily = "anthropic"\ninput = 4\noutput = 20\ntier_max_input_tokens = 9\n'
+         "[models.x.above_tier]\ninput = 8\noutput = 40\ncache_reads = 1\n",
+         r"above_tier has unknown key\(s\) cache_reads"),
+        ("[families.f]\ncache_read = 0.1\ncache_write_5m = 1\ncache_write_1h = 2\nread = 1\n",
+         r"\[families\.f\] has unknown key\(s\) read"),
+        ('[model.x]\nfamily = "anthropic"\ninput = 4\noutput = 20\n',
+         r"the price table has unknown key\(s\) model; allowed: families, models"),
+    ],
+)  # fmt: skip
+def test_unknown_keys_in_a_user_file_are_config_errors(
+    tmp_path: Path, text: str, match: str
+) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=match) as info:
+        load_price_table(path)
+    assert str(path) in str(info.value)
+
+
 def test_missing_user_file_raises_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_price_table(tmp_path / "nope.toml")
