@@ -64,6 +64,11 @@ class PrefixGuard:
         *,
         scope: Literal["cached_prefix", "all"] = "cached_prefix",
     ) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(
+                f"PrefixGuard path must be a file path (str or Path) ending in .json or .db, "
+                f"got {type(path).__name__}"
+            )
         self.path = Path(path)
         suffix = self.path.suffix.lower()
         if suffix != ".json" and suffix not in _SQLITE_SUFFIXES:

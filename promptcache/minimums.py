@@ -13,6 +13,7 @@ https://ai.google.dev/gemini-api/docs/caching .
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -136,8 +137,13 @@ def load_model_minimums(path: str | Path) -> ModelMinimums:
 
     Raises:
         ConfigError: the file is missing, is not UTF-8 text, is not TOML or nests it too deeply to
-            read, or a row lacks a key or has a bad value.
+            read, or a row lacks a key or has a bad value; ``path`` is not a path.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(
+            f"load_model_minimums() needs the path of a TOML file (str or Path), "
+            f"got {type(path).__name__}"
+        )
     file = Path(path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8-sig"))

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -422,6 +423,11 @@ def load_price_table(path: str | Path) -> PriceTable:
         ConfigError: the file is missing, is not UTF-8 text, is not valid TOML, or a row is
             malformed; the message names the file and the row.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(
+            f"load_price_table() needs the path of a TOML file (str or Path), "
+            f"got {type(path).__name__}"
+        )
     file = Path(path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8-sig"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -120,8 +120,9 @@ class PromptBuilder:
         minimums: a model-minimum table to use instead of the bundled one.
 
     Raises:
-        ConfigError: a ``model`` that is not a str, unknown breakpoint location, bad TTL, or a
-            bad ``cache_key``.
+        ConfigError: a ``model`` that is not a str, ``breakpoints`` that is not a sequence of
+            known locations (``None`` included: pass ``()`` for none), bad TTL, a bad
+            ``cache_key`` or ``min_prefix_tokens``, or ``minimums`` that is not a ModelMinimums.
     """
 
     def __init__(
@@ -135,10 +136,15 @@ class PromptBuilder:
         min_prefix_tokens: int | None = None,
         minimums: ModelMinimums | None = None,
     ) -> None:
-        unknown = [loc for loc in breakpoints if loc not in AUTO_LOCATIONS]
-        if unknown or isinstance(breakpoints, str):
+        locations = (
+            None
+            if isinstance(breakpoints, str) or not isinstance(breakpoints, Iterable)
+            else tuple(breakpoints)  # once: a generator is used up by the check
+        )
+        if locations is None or any(loc not in AUTO_LOCATIONS for loc in locations):
             raise ConfigError(
-                f"breakpoints must be a sequence of {AUTO_LOCATIONS}, got {breakpoints!r}"
+                f"breakpoints must be a sequence of {AUTO_LOCATIONS} (() for no automatic "
+                f"breakpoint), got {breakpoints!r}"
             )
         if model is not None and not isinstance(model, str):
             raise ConfigError(f"model must be a model name (str), got {type(model).__name__}")
@@ -156,11 +162,18 @@ class PromptBuilder:
             or not isinstance(min_prefix_tokens, int)
             or min_prefix_tokens < 1
         ):
-            raise ConfigError(f"min_prefix_tokens must be a positive int, got {min_prefix_tokens}")
+            raise ConfigError(
+                f"min_prefix_tokens must be a positive int, got {min_prefix_tokens!r}"
+            )
+        if minimums is not None and not isinstance(minimums, ModelMinimums):
+            raise ConfigError(
+                f"minimums must be a ModelMinimums table (default_model_minimums(), "
+                f"load_model_minimums(path)), got {type(minimums).__name__}"
+            )
         self.model = model
         self.cache_key = cache_key
         self.normalize_frozen = normalize_frozen
-        self.auto_breakpoints: tuple[str, ...] = tuple(breakpoints)
+        self.auto_breakpoints: tuple[str, ...] = locations
         self.ttls: dict[str, Ttl] = ttls
         self.min_prefix_tokens = min_prefix_tokens
         self.minimums = minimums
@@ -386,14 +399,10 @@ class PromptBuilder:
             if key in s.markers:
                 ttl = s.markers[key] or self.ttls[label]
                 name = label if is_auto else "marker"
-                requested.append(
-                    PlannedBreakpoint(name, layer, index, ttl, cumulative, WHY[name])
-                )
+                requested.append(PlannedBreakpoint(name, layer, index, ttl, cumulative, WHY[name]))
             elif is_auto:
                 requested.append(
-                    PlannedBreakpoint(
-                        label, layer, index, self.ttls[label], cumulative, WHY[label]
-                    )
+                    PlannedBreakpoint(label, layer, index, self.ttls[label], cumulative, WHY[label])
                 )
 
         for i, tool in enumerate(s.tools):

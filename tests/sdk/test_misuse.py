@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from promptcache import Conversation, PromptBuilder, Usage, advise_ttl, cost, load_price_table
+from promptcache import (
+    Conversation,
+    PrefixGuard,
+    PromptBuilder,
+    Usage,
+    advise_ttl,
+    cost,
+    load_model_minimums,
+    load_price_table,
+)
 from promptcache.errors import ConfigError, UsageParseError
 
 ANTHROPIC_USAGE = {"input_tokens": 1000, "output_tokens": 100}
@@ -192,3 +201,43 @@ def test_toml_files_saved_with_a_byte_order_mark_load(tmp_path: Path) -> None:
     (tmp_path / "prices.toml").write_bytes(prices.encode() + b"\xef\xbb\xbf")
     with pytest.raises(ConfigError, match="is not valid TOML"):
         load_price_table(tmp_path / "prices.toml")
+
+
+@pytest.mark.parametrize("breakpoints", [None, 5])
+def test_builder_breakpoints_that_are_not_a_sequence_say_how_to_ask_for_none(
+    breakpoints: object,
+) -> None:
+    with pytest.raises(
+        ConfigError, match=r"breakpoints must be a sequence .*\(\) for no automatic"
+    ):
+        PromptBuilder("claude-sonnet-4-5", breakpoints=breakpoints)  # type: ignore[arg-type]
+
+
+def test_builder_breakpoints_from_a_generator_are_kept() -> None:
+    builder = PromptBuilder("claude-sonnet-4-5", breakpoints=(loc for loc in ["frozen"]))
+    assert builder.auto_breakpoints == ("frozen",)
+
+
+def test_builder_minimums_of_the_wrong_type_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"minimums must be a ModelMinimums table"):
+        PromptBuilder("claude-sonnet-4-5", minimums="model_minimums.toml")  # type: ignore[arg-type]
+
+
+def test_builder_min_prefix_tokens_as_text_is_shown_as_text() -> None:
+    with pytest.raises(ConfigError, match=r"positive int, got '2048'$"):
+        PromptBuilder("claude-sonnet-4-5", min_prefix_tokens="2048")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("load", "message"),
+    [
+        (lambda: PrefixGuard(None), r"PrefixGuard path must be a file path"),  # type: ignore[arg-type]
+        (lambda: load_price_table(None), r"load_price_table\(\) needs the path"),  # type: ignore[arg-type]
+        (lambda: load_model_minimums(None), r"load_model_minimums\(\) needs the path"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_store_or_table_path_of_none_is_a_config_error(
+    load: Callable[[], object], message: str
+) -> None:  # os.environ.get("PRICES") when the variable is unset
+    with pytest.raises(ConfigError, match=message):
+        load()
