@@ -1241,6 +1241,9 @@ class CallsMixin(EngineState):
             method in ("get", "pop", "setdefault")
             and node.args
             and not isinstance(receiver.ref, (ClassInfo, ExternalClass))
+            # an object of known fields (``client.tools``, a field holding an instance its
+            # constructor built) is no container: its ``get()`` is its class's method
+            and not (receiver.items is not None and receiver.shape is not Shape.DICT)
         ):
             # one entry of a container (``d.get("k", default)``): as ``d["k"]``, what the
             # container's entries hold, or the field of a dict literal; not its order
