@@ -32,6 +32,8 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["MinimumRow", "ModelMinimums", "default_model_minimums", "load_model_minimums"]
 
 _REQUIRED = ("name", "vendor", "patterns", "min_tokens", "source_url", "checked")
+#: Every key a row may hold: another is a typo (``tool_cachng``) that would be ignored.
+_ROW_KEYS = (*_REQUIRED, "note", "tool_caching", "lint_min_tokens")
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,9 @@ class ModelMinimums:
         return ModelMinimums((row, *self.rows))
 
 
-def _check_min(value: Any, where: str) -> int:
+def _check_min(value: Any, where: str, key: str = "min_tokens") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: min_tokens must be a positive integer, got {value!r}")
+        raise ConfigError(f"{where}: {key} must be a positive integer, got {value!r}")
     return value
 
 
@@ -108,12 +110,24 @@ def _parse(data: Mapping[str, Any], origin: str) -> ModelMinimums:
     rows = []
     for i, row in enumerate(rows_data):
         where = f"{origin}: [[models]] #{i + 1}"
+        if not isinstance(row, Mapping):
+            raise ConfigError(f"{where} must be a table ([[models]]), got {type(row).__name__}")
+        unknown = sorted(str(key) for key in row if key not in _ROW_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_ROW_KEYS)}"
+            )
         missing = [key for key in _REQUIRED if key not in row]
         if missing:
             raise ConfigError(f"{where} lacks {', '.join(missing)}")
         patterns = row["patterns"]
         if not isinstance(patterns, Sequence) or isinstance(patterns, str) or not patterns:
             raise ConfigError(f"{where}: patterns must be a non-empty list of strings")
+        tool_caching = row.get("tool_caching", True)
+        if not isinstance(tool_caching, bool):  # "false" as a string would read as true
+            raise ConfigError(
+                f"{where}: tool_caching must be true or false (no quotes), got {tool_caching!r}"
+            )
         rows.append(
             MinimumRow(
                 name=str(row["name"]),
@@ -122,10 +136,12 @@ def _parse(data: Mapping[str, Any], origin: str) -> ModelMinimums:
                 min_tokens=_check_min(row["min_tokens"], where),
                 source_url=str(row["source_url"]),
                 checked=str(row["checked"]),
-                tool_caching=bool(row.get("tool_caching", True)),
+                tool_caching=tool_caching,
                 note=str(row.get("note", "")),
                 lint_min_tokens=(
-                    _check_min(row["lint_min_tokens"], where) if "lint_min_tokens" in row else None
+                    _check_min(row["lint_min_tokens"], where, "lint_min_tokens")
+                    if "lint_min_tokens" in row
+                    else None
                 ),
             )
         )

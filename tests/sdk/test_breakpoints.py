@@ -209,13 +209,43 @@ def test_minimum_overrides(tmp_path: Path) -> None:
     own.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")  # valid, deeper than tomllib reads
     with pytest.raises(ConfigError, match=r"nests arrays or inline tables too deeply"):
         load_model_minimums(own)
-    own.write_bytes("name = \"caf\u00e9\"\n".encode("latin-1"))
+    own.write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
     with pytest.raises(ConfigError, match=r"is not UTF-8 text"):
         load_model_minimums(own)
     with pytest.raises(ConfigError, match=r"cannot read model minimums file"):
         load_model_minimums(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match=r"min_tokens must be a positive integer"):
         table.with_override("m", 0)
+
+
+_MINE = (
+    '[[models]]\nname = "Mine"\nvendor = "bedrock"\npatterns = ["my-*"]\nmin_tokens = 7\n'
+    'source_url = "local"\nchecked = "2026-11-30"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        # a string "false" would read as true: the tools breakpoint kept where nothing caches
+        ('tool_caching = "false"\n', r"tool_caching must be true or false \(no quotes\)"),
+        ("tool_cachng = false\n", r"#1 has unknown key\(s\) tool_cachng; allowed: name, vendor"),
+        ('lint_min_tokens = "5"\n', r"#1: lint_min_tokens must be a positive integer, got '5'"),
+    ],
+)  # fmt: skip
+def test_own_minimums_file_refuses_typos_and_quoted_booleans(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    own = tmp_path / "mins.toml"
+    own.write_text(_MINE + extra, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_model_minimums(own)
+    own.write_text("models = [1]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"#1 must be a table \(\[\[models\]\]\), got int"):
+        load_model_minimums(own)
+    own.write_text(_MINE + "tool_caching = false\n", encoding="utf-8")
+    row = load_model_minimums(own).lookup("my-model")
+    assert row is not None and row.tool_caching is False
 
 
 def test_bedrock_nova_cannot_cache_tools() -> None:
