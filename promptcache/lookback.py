@@ -101,7 +101,8 @@ def _is_tool_block(block: Any, api: str) -> bool:
         return False
     if api == "bedrock_converse":
         return any(key in block for key in _BEDROCK_TOOL_KEYS)
-    return block.get("type") in _TOOL_TYPES
+    kind = block.get("type")  # a type that is not a string (a list, an object) is no tool's
+    return type(kind) is str and kind in _TOOL_TYPES
 
 
 def _segment_blocks(kind: str, value: Any, api: str) -> list[bool]:
@@ -527,7 +528,8 @@ def _markable(messages: list[Any], api: str, m: int, j: int) -> bool:
         return False
     if api == "bedrock_converse":
         return "reasoningContent" not in blocks[j]
-    return blocks[j].get("type") not in _UNMARKABLE
+    kind = blocks[j].get("type")
+    return not (type(kind) is str and kind in _UNMARKABLE)
 
 
 def _mark_tail(params: dict[str, Any], api: str) -> str | None:

@@ -118,7 +118,10 @@ class _Splitter:
             if (
                 role_kinds
                 and (type(item) is dict or isinstance(item, Mapping))
-                and item.get("role") in _SYSTEM_ROLES
+                # a role that is not a string (a list, an object: the client's mistake, which
+                # the vendor answers) is no system role, and cannot be looked up in a set
+                and type(role := item.get("role")) is str
+                and role in _SYSTEM_ROLES
             ):
                 item_kind = "system"
             self.add(f"{path}[{i}]", item_kind, item)
