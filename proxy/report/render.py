@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 
 from promptcache import formatting
@@ -213,15 +213,34 @@ def replica_cells(r: ReplicaSummary) -> list[str]:
     ]  # fmt: skip
 
 
-def replica_table(report: Report) -> Table:
-    """Requests and hit rate by replica, then each fleet's total (``Report.replicas``)."""
-    table = Table(title="By replica", title_justify="left")
-    for name in REPLICA_HEADER:
-        table.add_column(name, justify="left" if name in REPLICA_HEADER[:2] else "right",
-                         overflow="fold")  # fmt: skip
-    for r in report.replicas:
-        table.add_row(*replica_cells(r), style="bold" if r.replica is None else None)
-    return table
+#: Where the text report splits the by-replica columns after the upstream and replica names:
+#: load and hits in one table, routing in a second. All 14 in one table of 120 characters
+#: squeezed each name to 5 characters a line (``http:`` ``//127`` ``.0.0.`` ...).
+REPLICA_TEXT_SPLIT = REPLICA_HEADER.index("by prefix")
+
+
+def replica_table(report: Report) -> Group:
+    """Requests and hit rate by replica, then each fleet's total (``Report.replicas``): two
+    tables, each headed by the upstream and replica names (load and hits; routing)."""
+    rows = [replica_cells(r) for r in report.replicas]
+    styles = ["bold" if r.replica is None else None for r in report.replicas]
+    tables = []
+    for title, columns, lines in (
+        ("By replica", range(2, REPLICA_TEXT_SPLIT), " "),
+        # a routing header of two words takes two lines, leaving the names room
+        ("By replica: routing", range(REPLICA_TEXT_SPLIT, len(REPLICA_HEADER)), "\n"),
+    ):
+        table = Table(title=title, title_justify="left")
+        for i in (0, 1):
+            table.add_column(REPLICA_HEADER[i], overflow="fold")
+        for i in columns:
+            table.add_column(
+                REPLICA_HEADER[i].replace(" ", lines), justify="right", overflow="fold"
+            )
+        for cells, style in zip(rows, styles, strict=True):
+            table.add_row(*(cells[i] for i in (0, 1, *columns)), style=style)
+        tables.append(table)
+    return Group(*tables)
 
 
 #: Header of the agreement table (text and HTML), one cell per :func:`agreement_cells` value.

@@ -70,12 +70,39 @@ def test_the_report_shows_requests_and_hit_rate_by_replica_and_the_fleet_total(
     assert total.max_over_mean == pytest.approx(max(len(r.received) for r in fleet) / mean)
     text = render_table(report, width=200)
     assert "By replica" in text and "(fleet total)" in text and fleet[2].url in text
-    assert "routed/avail" in text and "regret tok" in text
+    assert "routed/avail" in text and "regret" in text  # "regret tok" on two header lines
     html = render_html(report)
     assert f'data-replica="{fleet[0].url}"' in html and 'class="fleet-total"' in html
     data = json.loads(CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "json"])
                       .output)  # fmt: skip
     assert [r["requests"] for r in data["replicas"]] == [r.requests for r in report.replicas]
+
+
+def test_the_command_line_table_keeps_each_replica_url_on_one_line(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # `promptcache report` prints 120 characters wide: the 14 by-replica columns in one table
+    # folded each URL into 5-character pieces (http: / //127 / .0.0. / 1:800 / 1)
+    url, db, app = start_fleet_proxy(fleet)
+    _traffic(url, turns=1)
+    rows_of(db, app, 5)
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--since", "1h"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 120
+    start = lines.index(next(line for line in lines if line.startswith("By replica")))
+    table = lines[start : lines.index(next(line for line in lines if line.startswith("No cache")))]
+    for replica in fleet:
+        count = len(replica.received)
+        # the URL whole, with its requests (first table) and its new prefixes (second)
+        mine = [line.split("│") for line in table if f" {replica.url} " in line]
+        assert len(mine) == 2, "\n".join(table)
+        assert mine[0][3].strip() == mine[1][4].strip() == str(count), "\n".join(table)
+    assert sum("(fleet total)" in line for line in table) == 2
+    assert [line.rstrip() for line in table if line.startswith("By replica")] == [
+        "By replica",
+        "By replica: routing",
+    ]
 
 
 def test_several_db_files_report_as_one_and_add_up(
