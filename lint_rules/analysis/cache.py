@@ -1,7 +1,9 @@
 """The lint cache: each file's analysis results, keyed by what they depend on.
 
 One JSON file per linted file under ``<cache dir>/lint-<version>/``, named by a hash of the
-file's absolute path. It holds the file's content hash and up to ``KEEP`` outputs, each keyed
+file's absolute path. It holds the file's content hash, the path as the run named it (the
+outputs' locations are relative to the working folder, so a run from another folder misses)
+and up to ``KEEP`` outputs, each keyed
 by the digest of its inputs: the settings, the summaries of the other modules the file was
 analysed with, and the symbols it was asked to export. A file whose content or inputs changed
 misses; nothing else is trusted. Writes go through a temporary file and ``os.replace``, so a
@@ -96,9 +98,12 @@ class LintCache:
                 if isinstance(loaded, dict):
                     entry = loaded
             self._entries[path] = entry
-        if entry.get("content") != content:
+        # the outputs name files as this run shows them (relative to the working folder), so
+        # a run from another folder, which names the same file otherwise, must not take them
+        if entry.get("content") != content or entry.get("path") != path:
             entry.clear()
             entry["content"] = content
+            entry["path"] = path
             entry["outputs"] = {}
         return entry
 

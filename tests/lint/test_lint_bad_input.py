@@ -286,3 +286,22 @@ def test_a_file_in_a_folder_that_cannot_be_read_is_not_called_unparsable(project
         "(a symbolic link loop)"
     )
     assert run("src").exit_code == 0
+
+
+def test_a_warm_cache_names_files_from_the_folder_the_run_is_in(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache folder is shared by runs from any folder of the project (it sits beside
+    pyproject.toml); a finding cached by a run from the root must not come back, from a
+    subfolder, under the root's relative path (src/app.py, a file that is not there)."""
+    (project / "pyproject.toml").write_text("[tool.promptcache.lint]\n")
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text(BAD)
+    first = run("src", "--format", "json")
+    assert first.exit_code == 1 and '"filename": "src/app.py"' in first.stdout
+    monkeypatch.chdir(project / "src")
+    for _ in range(2):  # cold for this folder, then warm
+        again = run(".", "--format", "json")
+        assert again.exit_code == 1 and '"filename": "app.py"' in again.stdout
+        assert "src/app.py" not in again.stdout
+    assert any((project / ".promptcache_cache").glob("lint-*/*.json"))  # it was one cache
