@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -455,6 +457,40 @@ def test_a_second_ctrl_c_cuts_a_waiting_request_in_one_line_and_still_saves_the_
     cut = [ln for ln in lines if "cancelled at shutdown" in ln]
     assert len(cut) == 1 and cut[0].startswith("WARNING:  request POST /v1/completions from ")
     assert cut[0].rstrip().endswith("cancelled at shutdown (no response sent)")
-    assert any(ln.startswith("INFO:     wrote ") and "cached KV blocks to the disk tier" in ln
-               for ln in lines), stderr
+    assert any(
+        ln.startswith("INFO:     wrote ") and "cached KV blocks to the disk tier" in ln
+        for ln in lines
+    ), stderr
     assert list((tmp_path / "kv").glob("*/*.kvb"))
+
+
+def test_the_docs_quick_start_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/engine-server.md opens with a serve command that names a chat template file, and a
+    # client: the page must give that file's text, and the command print the banner it shows
+    docs = Path(__file__).resolve().parents[2] / "docs" / "engine-server.md"
+    head = docs.read_text(encoding="utf-8").split("\n## ", 1)[0]
+    console = re.search(r"```console\n\$ (.*?)\n```", head, flags=re.DOTALL)
+    assert console is not None
+    command_text, *shown = console.group(1).replace("\\\n", " ").splitlines()
+    args = shlex.split(command_text)
+    name = args[args.index("--chat-template") + 1]
+    jinja = re.search(r"saved as `([^`]+)`.*?```jinja\n(.*?)```", head, flags=re.DOTALL)
+    assert jinja is not None, f"the page never gives the text of {name}"
+    assert jinja.group(1) == name
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text(jinja.group(2), encoding="utf-8")
+    doc_model, doc_port = args[args.index("--model") + 1], args[args.index("--port") + 1]
+    options = [a for a in args[3:] if a not in ("--model", doc_model, "--port", doc_port)]
+    command, port = _serve_command(TINYSTORIES, *options)
+    client_code = head.split("```python\n", 1)[1].split("```", 1)[0]
+    with _serving(command, f"http://127.0.0.1:{port}") as served:
+        exec(client_code.replace(":8000/", f":{port}/"), {})  # the page's client, as written
+    printed = capsys.readouterr().out
+    assert printed.strip() and printed.split()[-1] == "0"  # the reply, then 0 cached tokens
+    assert shown and all(
+        line.replace(doc_model, str(TINYSTORIES)).replace(f":{doc_port}/", f":{port}/")
+        in served.stderr
+        for line in shown
+    ), served.stderr
