@@ -116,21 +116,28 @@ _PER_REQUEST_WORDS = frozenset(
 #: ``message_index``): per-turn state when those words are
 _COUNTER_WORDS = frozenset({"count", "index", "idx", "number", "num", "len", "length", "size"})
 
+#: first words of a name that bound what the words after it name (``max_tokens``, ``min_turns``):
+#: a limit set for the call, not the state it limits
+_BOUND_WORDS = frozenset({"max", "min", "maximum", "minimum"})
+
 
 def names_per_request_state(name: str) -> bool:
     """True when an identifier names per-turn state: its last word (the head of an English
     compound: ``user_question`` is a question, ``response_type`` a type) is one of
     ``_PER_REQUEST_WORDS``, or a counter of one (``turn_count``). A setting named after the
     request (``response_type``, ``response_schema``, ``message_format``) is fixed per call
-    site, not per turn.
+    site, not per turn, and so is a bound on the state (``max_tokens``, ``max_turns``: its
+    first word is ``max`` or ``min``), a limit the caller sets.
 
     >>> [names_per_request_state(n) for n in ("question", "num_turns", "turn_count")]
     [True, True, True]
     >>> [names_per_request_state(n) for n in ("response_type", "response_schema", "tools")]
     [False, False, False]
+    >>> [names_per_request_state(n) for n in ("max_tokens", "used_tokens", "min_turns")]
+    [False, True, False]
     """
     words = [w for w in name.lower().split("_") if w]
-    if not words:
+    if not words or (len(words) > 1 and words[0] in _BOUND_WORDS):
         return False
     if words[-1] in _PER_REQUEST_WORDS:
         return True
