@@ -29,6 +29,7 @@ https://nginx.org/en/docs/http/ngx_http_core_module.html#client_header_timeout, 
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -105,13 +106,15 @@ def default_max_connections(open_files: int, fds_per_connection: int = 1) -> int
     return max(16, min(MAX_DEFAULT_CONNECTIONS, (open_files - RESERVED_FDS) // fds_per_connection))
 
 
-def _response(status: bytes) -> bytes:
-    return b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-
-
-_408 = _response(b"408 Request Timeout")
-_431 = _response(b"431 Request Header Fields Too Large")
-_503 = _response(b"503 Service Unavailable")
+def _response(status: bytes, kind: str, message: str) -> bytes:
+    """A whole HTTP response that closes the connection, with an error body the official
+    OpenAI, Anthropic and Gemini clients all read a message from (``error.message``): these
+    answers go out before the request's route is known, so no one vendor's shape is chosen."""
+    body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body
+    )
 
 
 class _Notes:
@@ -147,6 +150,30 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
     closing: set[Any] = set()  # closed here, their connection_lost not yet run
     notes = _Notes()
     head_s, body_s = limits.head_timeout_s, limits.body_timeout_s
+    head_late = _response(
+        b"408 Request Timeout",
+        "invalid_request_error",
+        f"the request line and headers did not all arrive within {head_s:g} s of the "
+        "connection (the server's --header-timeout); send the request head at once",
+    )
+    body_late = _response(
+        b"408 Request Timeout",
+        "invalid_request_error",
+        f"the request body did not all arrive within {body_s:g} s of its headers (the server's "
+        "--body-timeout); send the body at once, or raise --body-timeout",
+    )
+    head_large = _response(
+        b"431 Request Header Fields Too Large",
+        "invalid_request_error",
+        f"the request line and headers are larger than {limits.max_head_bytes:,} bytes; send "
+        "fewer or shorter headers",
+    )
+    busy = _response(
+        b"503 Service Unavailable",
+        "overloaded_error",
+        f"all {max_connections:,} client connections this server allows are busy with requests "
+        "(its --max-client-connections); retry shortly, or raise --max-client-connections",
+    )
 
     class Limited(base):  # type: ignore[misc, valid-type]
         _refused = False
@@ -163,7 +190,7 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
                 victim = next(iter(waiting), None)
                 if victim is None:
                     self._refused = True
-                    transport.write(_503)
+                    transport.write(busy)
                     transport.close()
                     notes.note(
                         "refused",
@@ -204,7 +231,7 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
                     "head-size",
                     f"closed a connection whose request head passed {limits.max_head_bytes} bytes",
                 )
-                self._end(_431)
+                self._end(head_large)
                 return
             if self._body_timer is not None and not self._seen_cycle.more_body:
                 self._body_timer.cancel()
@@ -270,7 +297,7 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
                 f"closed a connection that sent no complete request head within {head_s:g} s "
                 "(--header-timeout)",
             )
-            self._end(_408)
+            self._end(head_late)
 
         def _body_expired(self) -> None:
             self._body_timer = None
@@ -282,7 +309,7 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
                 f"closed a connection whose request body was not complete within {body_s:g} s "
                 "(--body-timeout)",
             )
-            self._end(None if cycle.response_started else _408)
+            self._end(None if cycle.response_started else body_late)
 
         def _end(self, response: bytes | None) -> None:
             """Close the connection, after ``response`` when given."""
