@@ -35,7 +35,7 @@ from .frames import (
     merge_elem,
 )
 from .session import kept_from_session
-from .sinks import is_system_prompt_name
+from .sinks import is_system_prompt_name, logged_dicts
 from .statements import picked_from
 from .toolnames import combine, literal_key
 
@@ -386,6 +386,7 @@ class ExprsMixin(EngineState):
         content: ast.expr | None = None
         callables: list[object] = []
         items: list[tuple[str, Value]] | None = []
+        logged = id(node) in logged_dicts(self.tree)
         for key, item in zip(node.keys, node.values, strict=True):
             if key is None:
                 literal = False
@@ -407,6 +408,7 @@ class ExprsMixin(EngineState):
                     and isinstance(key.value, str)
                     and key.value != "system"
                     and is_system_prompt_name(key.value)
+                    and not logged
                 ):
                     # a config entry named like a system prompt, as a keyword of that name is
                     self.record("system", v, item, f'{{"{key.value}": ...}}')
@@ -421,7 +423,7 @@ class ExprsMixin(EngineState):
                         items = None
             if v.facts:
                 facts |= v.facts
-        if role in ("system", "developer") and content is not None:
+        if role in ("system", "developer") and content is not None and not logged:
             self.record_message_content(content, f'{{"role": "{role}"}} message')
         if callables:
             return Value(facts, Shape.DICT, ref=Table(tuple(callables)))

@@ -79,6 +79,47 @@ def is_measure_name(name: str) -> bool:
     return words[0] in _COUNTING and bool(_MEASURES.intersection(words[1:]))
 
 
+#: methods of a logger that write a record (``logger.info(...)``, ``logging.debug(...)``)
+_LOG_LEVELS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+)
+
+
+def _is_logger(node: ast.expr) -> bool:
+    """``logging``, or a name or field named for a logger: ``logger``, ``log``, ``_LOGGER``,
+    ``self.logger``, ``app_logger``."""
+    name = (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else ""
+    )
+    words = [w for w in name.lower().split("_") if w]
+    return bool(words) and words[-1] in ("logging", "logger", "log")
+
+
+def logged_dicts(tree: ast.AST) -> frozenset[int]:
+    """The ids of the dict displays inside the arguments of a logging call in ``tree``
+    (``logger.info("built", extra={"system_prompt": prompt})``, ``log.debug({"role":
+    "system", ...})``): a log record, never a request, so a system-prompt key or a system
+    message there is no sink. Found once per tree (kept on the node)."""
+    known: frozenset[int] | None = tree.__dict__.get("_logged_dicts")
+    if known is None:
+        out: set[int] = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _LOG_LEVELS
+                and _is_logger(node.func.value)
+            ):
+                for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                    out.update(id(n) for n in ast.walk(arg) if isinstance(n, ast.Dict))
+        known = tree.__dict__["_logged_dicts"] = frozenset(out)
+    return known
+
+
 @dataclass(frozen=True)
 class SinkSpec:
     """How one API is called: match rule, required keywords, and argument regions.
