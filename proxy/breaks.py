@@ -50,7 +50,9 @@ Reason codes (:data:`BREAK_REASONS`), first match wins:
                        content block inserted or removed (a synthetic whitespace anchor that
                        appears and disappears, VS Code issue #323642): a *structural* change,
                        no text was edited
-``ttl_expired``        same cached prefix, but the gap since the predecessor > its TTL
+``ttl_expired``        same cached prefix, but the gap since the predecessor > its TTL and the
+                       vendor reported no cache read; never for a self-hosted upstream
+                       (``engine``, ``openai_compatible``: LRU caches with no TTL)
 ``lookback_exceeded``  same cached prefix within the TTL, but no breakpoint of the request lies
                        within 20 block positions after the predecessor's last written
                        breakpoint (Anthropic's lookback window, ``promptcache.lookback``), so
@@ -208,7 +210,7 @@ class PrefixSnapshot:
         request_id: the row's id.
         started_at: unix seconds.
         ready_at: unix seconds from which its cache write is readable (first byte, else end).
-        vendor: the ``vendor`` column (``engine`` has no TTL).
+        vendor: the ``vendor`` column (``engine`` and ``openai_compatible`` have no TTL).
         fingerprint: its segments; texts are empty when ``has_text`` is False.
         has_text: whether segment texts are known (offsets and excerpts need them).
         routing_key: OpenAI's ``prompt_cache_key``, when the request sent one.
@@ -246,8 +248,9 @@ class PrefixSnapshot:
 
     @property
     def ttl_s(self) -> float | None:
-        """Lifetime in seconds of this request's cache entry (None: no TTL, engine upstream)."""
-        if self.vendor == "engine":
+        """Lifetime in seconds of this request's cache entry (None: no TTL, a self-hosted
+        upstream: the engine's, vLLM's and SGLang's prefix caches evict by LRU, not by time)."""
+        if self.vendor in SELF_HOSTED_VENDORS:
             return None
         ttls = [TTL_SECONDS.get(bp.ttl, DEFAULT_TTL_S) for bp in self.fingerprint.breakpoints]
         return max(ttls, default=DEFAULT_TTL_S)
@@ -726,7 +729,9 @@ class BreakExplainer:
                 reason = "anchor_changed"
             return BreakExplanation(reason, segment, offset, excerpt, prev_id, False, gap)
         ttl = previous.ttl_s
-        if ttl is not None and gap is not None and gap > ttl:
+        # past the TTL, but the vendor read the cache (a vendor that kept it longer, or another
+        # request that refreshed it): not expired
+        if ttl is not None and gap is not None and gap > ttl and not read:
             return BreakExplanation("ttl_expired", previous_request_id=prev_id, gap_s=gap)
         carries_cache = index is None or index > previous.cached_extent
         if carries_cache and snap.has_text and lookback_applies(fp.api, fp.model):

@@ -211,9 +211,17 @@ def test_a_change_after_the_last_breakpoint_is_not_a_break() -> None:
 def test_ttl_expiry_follows_the_breakpoint_ttl(ttl: str | None, gap: float, expired: bool) -> None:
     d = Driver()
     d.send(body(ttl=ttl), 0)
-    result = d.send(body(ttl=ttl), gap)
+    result = d.send(body(ttl=ttl), gap, read=0)  # the vendor read nothing back
     assert result.reason == ("ttl_expired" if expired else None)
     assert result.gap_s == gap
+
+
+def test_a_cache_read_past_the_ttl_is_no_expiry() -> None:
+    # the vendor kept the prefix longer than its TTL (or another request refreshed it)
+    d = Driver()
+    d.send(body(), 0)
+    result = d.send(body(), 400, read=100)
+    assert result.reason is None and result.expected_hit
 
 
 def test_engine_upstream_has_no_ttl() -> None:
