@@ -308,14 +308,30 @@ def split_request(
         guess = _guess_api(body)
         hint = (
             f" (it looks like {guess}: pass api={guess!r}, or --api {guess} on the command line)"
-            if guess and guess != api
+            if guess and guess != api and _has_content(body, guess)
             else ""
         )
+        fields = sorted(PROMPT_FIELDS[api] - {"cache_control"})
+        present = sorted(k for k in fields if k in body)
+        state = (
+            f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} empty"
+            if present
+            else "none is present"
+        )
         raise RequestShapeError(
-            f"found no prompt content for api {api!r}: none of its tools/system/messages fields "
-            f"are present{hint}"
+            f"found no prompt content for api {api!r}: of its prompt fields "
+            f"({', '.join(fields)}), {state}{hint}"
         )
     return s.segments, s.breakpoints
+
+
+def _has_content(body: Mapping[str, Any], api: str) -> bool:
+    """Whether ``body`` read as ``api`` gives any segment (a hint must lead somewhere)."""
+    try:
+        segments, breakpoints = split_request(body, api)
+    except RequestShapeError:
+        return False
+    return bool(segments or breakpoints)
 
 
 def detect_api(body: Mapping[str, Any]) -> str:

@@ -238,7 +238,7 @@ def test_round_trip_through_dict() -> None:
     [
         ({"messages": "hi"}, "anthropic", r"`messages` must be a list, got str"),
         ({"model": "x"}, "anthropic", r"found no prompt content"),
-        ({"contents": []}, "anthropic", r"looks like gemini"),
+        ({"contents": [{"parts": [{"text": "hi"}]}]}, "anthropic", r"looks like gemini"),
         ({"messages": []}, "cohere", r"unknown api 'cohere'"),
         ({"foo": 1}, "auto", r"cannot tell which API.*keys: foo"),
         ([1, 2], "auto", r"must be a JSON object"),
@@ -247,6 +247,26 @@ def test_round_trip_through_dict() -> None:
 def test_shape_errors(body: Any, api: str, message: str) -> None:
     with pytest.raises(RequestShapeError, match=message):
         fingerprint_request(body, api)
+
+
+@pytest.mark.parametrize(
+    ("body", "api", "message"),
+    [
+        ({"model": "x"}, "anthropic", "prompt fields (messages, system, tools), none is present"),
+        # present but empty: the fields are there, and no other API would read more from them
+        ({"messages": []}, "anthropic", "(messages, system, tools), messages is empty"),
+        ({"messages": None, "system": []}, "anthropic", "messages, system are empty"),
+        ({"contents": []}, "anthropic", "(messages, system, tools), none is present"),
+        ({"model": "m"}, "gemini", "(cachedContent, cached_content, contents, systemInstruction,"),
+    ],
+)  # fmt: skip
+def test_an_empty_body_names_the_api_s_own_fields_and_no_hint_that_leads_nowhere(
+    body: Any, api: str, message: str
+) -> None:
+    with pytest.raises(RequestShapeError) as info:
+        fingerprint_request(body, api)
+    assert message in str(info.value)
+    assert "looks like" not in str(info.value)
 
 
 def test_nan_in_body_is_a_canonicalization_error() -> None:
