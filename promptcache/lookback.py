@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from promptcache.errors import ConfigError, RequestShapeError
 from promptcache.fingerprint import Breakpoint, RequestFingerprint, fingerprint_request
 
 __all__ = [
@@ -395,7 +396,22 @@ class SlidingWindow:
 
         Raises:
             RequestShapeError: ``params`` is not a request of ``api``.
+            ConfigError: ``api`` is another API (its requests carry no breakpoints to slide),
+                or ``ttl`` is not ``"5m"``, ``"1h"`` or None.
         """
+        if api not in ("anthropic", "bedrock_converse"):
+            raise ConfigError(
+                f"SlidingWindow.apply(api={api!r}): the 20-block lookback and its breakpoints "
+                "are Anthropic's and Bedrock's; use 'anthropic' or 'bedrock_converse' (OpenAI "
+                "and Gemini cache automatically, with no breakpoint to place)"
+            )
+        if ttl is not None and ttl not in ("5m", "1h"):
+            raise ConfigError(f"SlidingWindow.apply(ttl=...): use '5m', '1h' or None, got {ttl!r}")
+        if not isinstance(params, dict):
+            raise RequestShapeError(
+                "SlidingWindow.apply() needs the request parameters as a dict (marked in "
+                f"place), got {type(params).__name__}"
+            )
         placed = self._placed
         self._placed = []
         # An agent loop passes the same message objects again, each turn longer: the marks this

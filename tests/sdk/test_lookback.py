@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from promptcache import PromptBuilder
+from promptcache.errors import ConfigError, RequestShapeError
 from promptcache.fingerprint import fingerprint_request
 from promptcache.lookback import (
     ANTHROPIC_LOOKBACK,
@@ -285,9 +286,36 @@ def test_a_loop_over_one_list_still_slides_when_a_turn_adds_many_blocks() -> Non
     note = window.apply(params, "anthropic", tail=True)
     assert note.path == "messages[15].content[0]"
     assert _marks(params, "anthropic") == [
-        "system[0]", "messages[15].content[0]", "messages[30].content[0]"
+        "system[0]",
+        "messages[15].content[0]",
+        "messages[30].content[0]",
     ]
     messages += [{"role": "user", "content": [text("one more")]}]
     params = {"model": MODEL, "system": system, "messages": messages}
     assert window.apply(params, "anthropic", tail=True).path is None
     assert _marks(params, "anthropic") == ["system[0]", "messages[31].content[0]"]
+
+
+@pytest.mark.parametrize("api", ["openai_chat", "gemini", "bedrock"])
+def test_apply_refuses_an_api_without_breakpoints_and_marks_nothing(api: str) -> None:
+    """An OpenAI chat request given to the window got an Anthropic cache_control on its last
+    block (a field OpenAI does not have) and no error."""
+    params = {
+        "model": "gpt-5",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    with pytest.raises(ConfigError, match=r"use 'anthropic' or 'bedrock_converse'"):
+        SlidingWindow().apply(params, api, tail=True)  # type: ignore[arg-type]
+    assert "cache_control" not in params["messages"][0]["content"][0]
+
+
+def test_apply_refuses_a_bad_ttl_and_params_that_are_not_a_dict() -> None:
+    params = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    with pytest.raises(ConfigError, match=r"use '5m', '1h' or None, got '2h'"):
+        SlidingWindow().apply(params, "anthropic", tail=True, ttl="2h")  # type: ignore[arg-type]
+    assert "cache_control" not in params["messages"][0]["content"][0]
+    with pytest.raises(RequestShapeError, match=r"needs the request parameters as a dict"):
+        SlidingWindow().apply(None, "anthropic", tail=True)  # type: ignore[arg-type]
