@@ -6,10 +6,11 @@ before forwarding (``forward.request_headers``), so vendors never see it. ``/hea
 for load balancers. A missing or wrong token gets 401 in the vendor shape of the route, and the
 request is neither forwarded nor recorded.
 
-The live report's paths (``/report``, ``/report.json``: :mod:`.report.live`) also accept the
-token as the password of HTTP Basic auth (RFC 7617; any user name), since a browser cannot add
-a custom header to a page load; their 401 carries ``WWW-Authenticate: Basic`` so the browser
-asks for it.
+The live report's paths (``/report``, ``/report.json``: :mod:`.report.live`) and ``/metrics``
+also accept the token as the password of HTTP Basic auth (RFC 7617; any user name), since a
+browser cannot add a custom header to a page load, and a Prometheus scrape job sends Basic auth
+(``basic_auth``) where it may send no other header; their 401 carries ``WWW-Authenticate:
+Basic`` so the browser asks for it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ __all__ = ["AuthMiddleware"]
 
 #: Paths served without the token.
 OPEN_PATHS = frozenset({"/healthz"})
-#: Paths where the token may also come as the password of HTTP Basic auth (the live report).
-BASIC_AUTH_PATHS = frozenset({"/report", "/report.json"})
+#: Paths where the token may also come as the password of HTTP Basic auth (the live report,
+#: and the metrics a Prometheus scrape job reads with ``basic_auth``).
+BASIC_AUTH_PATHS = frozenset({"/report", "/report.json", "/metrics"})
 _BASIC_CHALLENGE = b'Basic realm="promptcache report", charset="UTF-8"'
 
 

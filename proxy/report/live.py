@@ -38,7 +38,6 @@ from starlette.routing import Route
 
 from promptcache.errors import PromptCacheError
 
-from ..middleware import BASIC_AUTH_PATHS
 from . import Report, build_report
 from .html import LiveOptions, render_html, render_main
 from .render import render_json
@@ -57,8 +56,8 @@ __all__ = [
 #: Window choices of the live page: name -> seconds back from now.
 WINDOWS: Final[dict[str, int]] = {"15m": 900, "1h": 3600, "24h": 86400, "7d": 7 * 86400}
 DEFAULT_WINDOW: Final = "1h"
-#: The paths this module serves (the auth middleware offers Basic auth on them).
-REPORT_PATHS: Final = BASIC_AUTH_PATHS
+#: The paths this module serves (the auth middleware offers Basic auth on them, and on /metrics).
+REPORT_PATHS: Final = frozenset({"/report", "/report.json"})
 _NO_STORE: Final = {"cache-control": "no-store"}
 #: Seconds a window's report is served as built, new rows or not (the page polls every few).
 REFRESH_S: Final = 5.0

@@ -172,3 +172,25 @@ def test_rows_sqlite_refuses_are_counted_and_health_recovers(tmp_path: Path) -> 
     finally:
         conn.close()
         store.close()
+
+
+def test_a_scrape_job_reads_metrics_behind_the_auth_token_with_basic_auth(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # a proxy beyond loopback needs --auth-token; Prometheus sends it as basic_auth's password
+    # (any user name), as a browser does for the live report, where it may send no other header
+    token = "scrape-token-0123456789"
+    proxy = start_proxy(auth_token=token)
+    refused = httpx.get(proxy.url + "/metrics")
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Basic ")
+    assert httpx.get(proxy.url + "/metrics", auth=("prometheus", "guess")).status_code == 401
+    scraped = httpx.get(proxy.url + "/metrics", auth=("prometheus", token))
+    assert scraped.status_code == 200
+    names = {f.name for f in text_string_to_metric_families(scraped.text)}
+    assert "promptcache_requests" in names
+    header = httpx.get(proxy.url + "/metrics", headers={"x-promptcache-auth": token})
+    assert header.status_code == 200
+    # the vendor routes still want the header, never Basic auth
+    vendor = httpx.post(proxy.url + "/v1/chat/completions", json={}, auth=("", token))
+    assert vendor.status_code == 401
