@@ -100,22 +100,33 @@ class TTLAdvice:
         """A multi-line, human-readable account of the simulation and the break-even points."""
         p = self.price
         lines = [
-            f"TTL advice for {p.model}: prefix of {self.prefix_tokens:,} tokens, "
-            f"{self.num_requests} requests over {_duration(self.span_s)}",
+            f"TTL advice for {p.model}: prefix of {_count(self.prefix_tokens, 'token')}, "
+            f"{_count(self.num_requests, 'request')} over {_duration(self.span_s)}",
             f"  rates (USD per million tokens): input {p.input}, cache read {p.cache_read}, "
             f"5m write {p.cache_write_5m}, 1h write {p.cache_write_1h}",
         ]
-        size = f"{self.prefix_tokens:,} tokens"
+        size = _count(self.prefix_tokens, "token")
         for option in self.options.values():
-            label = "uncached" if option.ttl == "none" else "writes"
-            arithmetic = f"{option.num_writes} {label} x {size} x ${option.write_rate}/MTok"
+            writes = (
+                f"{option.num_writes} uncached"
+                if option.ttl == "none"
+                else _count(option.num_writes, "write")
+            )
+            arithmetic = f"{writes} x {size} x ${option.write_rate}/MTok"
             if option.ttl != "none":
-                arithmetic += f" + {option.num_reads} reads x {size} x ${option.read_rate}/MTok"
+                reads = _count(option.num_reads, "read")
+                arithmetic += f" + {reads} x {size} x ${option.read_rate}/MTok"
             lines.append(f"  {option.ttl + ':':<5} {arithmetic} = {_usd(option.cost_usd)}")
         for ttl in ("5m", "1h"):
             needed = _break_even_reads(p, ttl)
             if needed is None:
                 lines.append(f"  break-even {ttl}: reads are not cheaper than input; never pays")
+            elif needed == 0:
+                lines.append(
+                    f"  break-even {ttl}: a write costs no more than input and a read saves "
+                    f"${p.input - p.cache_read}/MTok, so a write pays off from its first read "
+                    "and costs nothing extra without one"
+                )
             else:
                 lines.append(
                     f"  break-even {ttl}: a write costs ${_premium(p, ttl)}/MTok over input and a "
@@ -145,6 +156,11 @@ def _duration(seconds: float) -> str:
 def _premium(p: ModelPrice, ttl: str) -> Decimal:
     write = p.cache_write_5m if ttl == "5m" else p.cache_write_1h
     return write - p.input
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 write``, ``3 writes``, ``10,000 tokens``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _break_even_reads(p: ModelPrice, ttl: str) -> float | None:

@@ -62,7 +62,7 @@ def test_below_minimum_prefix_forces_none_with_note() -> None:
 
 def test_explain_shows_the_arithmetic() -> None:
     text = advise_ttl([i * 240 for i in range(10)], 10_000, SONNET).explain()
-    assert "1 writes x 10,000 tokens x $3.75/MTok + 9 reads x 10,000 tokens x $0.30/MTok" in text
+    assert "1 write x 10,000 tokens x $3.75/MTok + 9 reads x 10,000 tokens x $0.30/MTok" in text
     assert "= $0.064500" in text
     assert "pays off after 0.28 reads" in text  # (3.75 - 3) / (3 - 0.30)
     assert "pays off after 1.11 reads" in text  # (6 - 3) / (3 - 0.30)
@@ -182,3 +182,16 @@ def test_bad_minimum_and_rates_are_config_errors(options: dict[str, object], mes
         advise_ttl([0.0, 60.0], 10_000, "claude-sonnet-4-5", **options)  # type: ignore[arg-type]
     below = advise_ttl([0.0, 60.0], 10_000, "claude-sonnet-4-5", min_cacheable_tokens=20_000)
     assert below.recommendation == "none"
+
+
+def test_explain_counts_in_the_singular_and_a_free_write_needs_no_read() -> None:
+    """GPT-5 writes cost the input rate: 'pays off after 0.00 reads (1 before the entry
+    expires)' said both that no read and that one read was needed; '1 writes', '1 requests'."""
+    text = advise_ttl([0.0], 1, "gpt-5").explain()
+    assert "prefix of 1 token, 1 request over" in text
+    assert "5m:   1 write x 1 token x $1.25/MTok + 0 reads x 1 token x $0.125/MTok" in text
+    assert (
+        "a write costs no more than input and a read saves $1.125/MTok, so a write pays "
+        "off from its first read" in text
+    )
+    assert "0.00 reads" not in text and "1 writes" not in text
