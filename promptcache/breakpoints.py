@@ -167,7 +167,8 @@ def plan_breakpoints(
         elif minimum is not None and bp.prefix_tokens < minimum:
             warnings.append(
                 f"skipped cache breakpoint at {bp.where}: cumulative prefix is about "
-                f"{bp.prefix_tokens} tokens, below the minimum of {source} for {model}; "
+                f"{bp.prefix_tokens} token{'' if bp.prefix_tokens == 1 else 's'}, below the "
+                f"minimum of {source} for {model}; "
                 "nothing would be cached there"
             )
         else:

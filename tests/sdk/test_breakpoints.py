@@ -259,3 +259,9 @@ def test_bedrock_nova_cannot_cache_tools() -> None:
     assert plan.warnings[0].startswith("skipped cache breakpoint at tools[0] (tools): Amazon Nova")
     same_on_anthropic = plan_breakpoints(requested, model="claude-sonnet-4-5", vendor="anthropic")
     assert len(same_on_anthropic.kept) == 2
+
+
+def test_a_one_token_prefix_is_one_token_in_the_warning() -> None:
+    rendered = PromptBuilder("claude-sonnet-4-5").system("Hi").dynamic("q").to_anthropic()
+    (warning,) = rendered.warnings
+    assert "cumulative prefix is about 1 token, below the minimum of 1024 tokens" in warning
