@@ -103,6 +103,8 @@ BUCKET_LADDER_S: tuple[float, ...] = (
 MAX_BUCKETS = 30
 #: Prefix families the TTL advisor looks at (the busiest by input tokens).
 TTL_FAMILIES = 10
+#: Seconds opening a log waits for another connection's lock (sqlite3's default busy timeout).
+LOCK_WAIT_S = 5.0
 _MILLION = Decimal(1_000_000)
 
 
@@ -202,7 +204,8 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
     Raises:
         ConfigError: the file does not exist or is not a promptcache proxy log.
         StoreError: an older log could not be migrated, or the log is newer than this
-            promptcache; the Postgres server cannot be reached.
+            promptcache, or another connection holds it locked; the Postgres server cannot be
+            reached.
     """
     if is_postgres_url(db_path):
         return _connect_postgres(str(db_path))
@@ -225,6 +228,16 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
             # 2026-11-30); a proxy still writing there would not be seen.
             uri += "&immutable=1"
             conn, tables = _open_read_only(uri)
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise ConfigError(f"cannot read the request log {path}: {exc}") from exc
+        # a SQLite file another connection holds locked (the proxy's WAL log never locks its
+        # readers out: a `sqlite3` shell in BEGIN EXCLUSIVE, or a copy in rollback-journal mode
+        # being written)
+        raise StoreError(
+            f"the request log {path} is locked by another connection ({exc}) after waiting "
+            f"{LOCK_WAIT_S:g} s: end the transaction that holds it, then report again"
+        ) from exc
     except sqlite3.DatabaseError as exc:
         raise ConfigError(
             f"{path} is not a SQLite database ({exc}); pass the proxy's --db file "
@@ -285,7 +298,7 @@ def _connect_postgres(url: str) -> sqlite3.Connection:
 
 def _open_read_only(uri: str) -> tuple[sqlite3.Connection, set[str]]:
     """A connection to ``uri`` and the names in its ``sqlite_master`` (closed if reading fails)."""
-    conn = sqlite3.connect(uri, uri=True)
+    conn = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT_S)
     try:
         return conn, {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     except BaseException:

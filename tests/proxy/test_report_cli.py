@@ -148,6 +148,25 @@ def test_a_log_from_a_newer_promptcache_is_refused(tmp_path: Path) -> None:
     assert "newer than this promptcache" in result.output
 
 
+def test_a_locked_log_is_called_locked_not_a_file_that_is_not_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a copy of a log in rollback-journal mode, held by a `sqlite3` shell in BEGIN EXCLUSIVE
+    # (the proxy's own WAL log never locks its readers out)
+    monkeypatch.setattr("promptcache.proxy.report.LOCK_WAIT_S", 0.2, raising=False)
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    with closing(sqlite3.connect(log, isolation_level=None)) as holder:
+        assert holder.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+        holder.execute("BEGIN EXCLUSIVE")
+        result = CliRunner().invoke(cli, ["report", "--db", str(log)])
+        holder.execute("ROLLBACK")
+    assert result.exit_code == 2, result.output
+    assert "is locked by another connection" in result.output, result.output
+    assert "not a SQLite database" not in result.output and "Traceback" not in result.output
+    assert CliRunner().invoke(cli, ["report", "--db", str(log)]).exit_code == 0  # released
+
+
 def test_a_log_one_step_behind_is_migrated_before_reading(tmp_path: Path) -> None:
     from promptcache.proxy.store import SCHEMA_VERSION
 
