@@ -11,7 +11,7 @@ import ast
 import datetime
 import pathlib
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from . import sinks
@@ -339,7 +339,9 @@ class CallsMixin(EngineState):
         """A message object built with a literal system role, ``Message(role="system",
         content=...)`` or ``Message("system", text)`` (a project's own class, LlamaIndex
         ``ChatMessage``, ...): its content is system text. The literal role is the evidence;
-        the class name alone is not."""
+        the class name alone is not. A class of the linted program counts only where some
+        module is seen to turn such objects into request messages (``converted_classes``):
+        the program driver names the others in ``unsent`` (a terminal's display records)."""
         role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
         positional = role is None and bool(node.args)
         if positional:
@@ -350,6 +352,15 @@ class CallsMixin(EngineState):
             and chain[-1][:1].isupper()
         ):
             return
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.classes and func.id not in self.frame.env:
+            qual: str | None = f"{self.module}.{func.id}"
+        else:
+            qual = self.qualify(func)
+        if qual is not None and not qual.startswith("builtins."):
+            self.message_classes.add(qual)
+            if qual in self.unsent:
+                return
         label = f"{chain[-1]}(role={role.value!r})"
         if positional and len(node.args) > 1:
             self.record_message_content(node.args[1], label)
@@ -1457,6 +1468,63 @@ class CallsMixin(EngineState):
                 self.record("system", self.eval(target), target, label)
         else:
             self.record("system", self.eval(content), content, label)
+
+
+def converted_classes(
+    tree: ast.Module, module: str, classes: Mapping[str, ClassInfo], imports: Mapping[str, str]
+) -> list[str]:
+    """Qualified names of the message classes this module is seen to turn into request
+    messages: a role dict built from an object's role field (``{"role": m.role, ...}``,
+    ``m.role.value``), or an object dumped into a dict of its fields (pydantic's
+    ``model_dump()``, ``dataclasses.asdict()``), counts for every class the module defines or
+    imports (the objects' class is not known there); a role dict built from ``self.role`` in
+    a method of one of the module's classes counts for that class. Only capitalised names
+    (``message_object``'s)."""
+    own: set[str] = set()
+    seen: set[int] = set()
+    for name, info in classes.items():
+        for method in info.methods.values():
+            args = method.args.posonlyargs + method.args.args
+            if not args:
+                continue
+            for node in ast.walk(method):
+                base = _role_field(node) if isinstance(node, ast.Dict) else None
+                if isinstance(base, ast.Name) and base.id == args[0].arg:
+                    own.add(f"{module}.{name}")
+                    seen.add(id(node))
+    anywhere = any(
+        (isinstance(node, ast.Dict) and id(node) not in seen and _role_field(node) is not None)
+        or (isinstance(node, ast.Call) and _dumped(node))
+        for node in ast.walk(tree)
+    )
+    if anywhere:
+        own.update(f"{module}.{name}" for name in classes)
+        own.update(qual for qual in imports.values() if qual.rsplit(".", 1)[-1][:1].isupper())
+    return sorted(own)
+
+
+def _dumped(node: ast.Call) -> bool:
+    """``x.model_dump(...)`` (pydantic, https://docs.pydantic.dev/latest/concepts/serialization/)
+    or ``asdict(x)`` / ``dataclasses.asdict(x)``
+    (https://docs.python.org/3/library/dataclasses.html#dataclasses.asdict): an object's fields
+    as a dict."""
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr == "model_dump" or (
+            func.attr == "asdict" and isinstance(func.value, ast.Name)
+        )
+    return isinstance(func, ast.Name) and func.id == "asdict"
+
+
+def _role_field(node: ast.Dict) -> ast.expr | None:
+    """The object whose ``role`` field gives this dict's "role" entry (``m`` of
+    ``{"role": m.role}`` or ``{"role": m.role.value}``), or None."""
+    for key, value in zip(node.keys, node.values, strict=True):
+        if isinstance(key, ast.Constant) and key.value == "role":
+            for part in ast.walk(value):
+                if isinstance(part, ast.Attribute) and part.attr == "role":
+                    return part.value
+    return None
 
 
 @dataclass(frozen=True)

@@ -509,6 +509,9 @@ class EngineState:
         enclosing: dict[ast.AST, Frame]
         method_class: dict[ast.AST, ClassInfo]
         field_stores: dict[str, dict[str, frozenset[Fact]]]
+        module: str
+        unsent: frozenset[str]
+        message_classes: set[str]
         breakpoint_calls: list[tuple[ast.Call, ast.expr, str]]
         recording: bool
         sink_call: ast.Call | None

@@ -170,6 +170,7 @@ def analyse_source(
     force: bool = False,
     sink_calls: Collection[str] = (),
     reads: InputReads | None = None,
+    unsent: Collection[str] = (),
 ) -> tuple[FileResult, dict[str, Any], dict[str, bool], bool]:
     """Lint one module as part of a program; returns (result, exports, wanted, triggered).
 
@@ -178,7 +179,8 @@ def analyse_source(
     whether or not a rule needed them; ``force``: analyse even without a trigger word;
     ``sink_calls``: the ``name(`` texts of other modules' sink functions that the file calls
     (a function holding one is analysed as if it held a trigger word); ``reads``: where the
-    parts of ``externals`` that the analysis reads are noted (``analysis.reads``).
+    parts of ``externals`` that the analysis reads are noted (``analysis.reads``);
+    ``unsent``: the program's own message classes no module turns into request messages.
     ``exports`` and ``wanted`` are described in ``analysis.program``.
     """
     raw = source.encode("utf-8") if isinstance(source, str) else source
@@ -220,6 +222,7 @@ def analyse_source(
                 is_package,
                 load_externals(externals, reads) if externals else None,
                 tuple(name.encode() for name in sink_calls),
+                unsent,
             )
             if triggered or force:
                 entries, sinks = analyzer.run()
@@ -317,8 +320,12 @@ def analyse_file(
         task.force,
         task.sink_calls,
         reads,
+        task.unsent,
     )
-    return _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
+    output = _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
+    if task.unsent:
+        output["unsent"] = list(task.unsent)
+    return output
 
 
 def _output(

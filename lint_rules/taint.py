@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from .analysis.exports import exportable_value, fact_to_json, summary_to_json, value_to_json
-from .calls import CallsMixin, Unresolved, called_name
+from .calls import CallsMixin, Unresolved, called_name, converted_classes
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import (
@@ -395,8 +395,16 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         is_package: bool = False,
         externals: Mapping[str, External] | None = None,
         sink_calls: Collection[bytes] = (),
+        unsent: Collection[str] = (),
     ) -> None:
         self.tree = tree
+        #: qualified names of the program's own message classes (or callables) that no module
+        #: is seen to turn into request messages (``message_classes``, ``converts``): their
+        #: objects of a literal system role are not taken as system text (``message_object``)
+        self.unsent = frozenset(unsent)
+        #: qualified names of what builds this module's message objects of a literal system
+        #: role (exported as ``message_classes``)
+        self.message_classes: set[str] = set()
         #: ``name(`` texts of other modules' functions whose arguments reach a sink (the
         #: program driver's reason to analyse a file without a trigger word)
         self.sink_calls = tuple(sink_calls)
@@ -643,6 +651,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 out[key] = table
         if missing:
             out["missing"] = sorted(missing)
+        if self.message_classes:
+            out["message_classes"] = sorted(self.message_classes)
+        converts = converted_classes(self.tree, self.module, self.classes, self.imports)
+        if converts:
+            out["converts"] = converts
         if self.field_stores:
             out["field_stores"] = {
                 cls: {

@@ -85,6 +85,9 @@ class Task:
     #: ``name(`` / ``.name(`` texts of the sink functions of other modules that this file
     #: calls (why it is forced): its functions that make such a call are analysed
     sink_calls: tuple[str, ...] = ()
+    #: qualified names of the program's own message classes that this file builds with a
+    #: literal system role and that no module turns into request messages (``_unsent``)
+    unsent: tuple[str, ...] = ()
 
 
 @dataclass
@@ -227,6 +230,7 @@ def _inputs_digest(
             task.force,
             list(task.sink_calls),
             task.module,
+            list(task.unsent),
         ],
         sort_keys=True,
         separators=(",", ":"),
@@ -381,7 +385,12 @@ class Program:
         return results
 
     def _task(
-        self, path: str, state: FileState, externals: dict[str, Any], requests: Iterable[str]
+        self,
+        path: str,
+        state: FileState,
+        externals: dict[str, Any],
+        requests: Iterable[str],
+        unsent: tuple[str, ...] = (),
     ) -> Task:
         return Task(
             path,
@@ -391,6 +400,7 @@ class Program:
             tuple(sorted(requests)),
             state.force,
             tuple(sorted(state.sink_calls)),
+            unsent,
         )
 
     # ------------------------------------------------------------------ rounds
@@ -439,6 +449,7 @@ class Program:
             task.requests != last.requests
             or task.force != last.force
             or task.sink_calls != last.sink_calls
+            or task.unsent != last.unsent
             or task.module != last.module
             or task.is_package != last.is_package
             or not same_where_read(
@@ -572,6 +583,7 @@ class Program:
         if sink_names != self._sink_names:
             self._sink_names = sink_names
             self._sink_stamp += 1
+        unsent = self._unsent(states, index)
         todo = []
         for path, state in states.items():
             unseen = sink_names - state.scanned if state.sink_stamp != self._sink_stamp else set()
@@ -588,16 +600,44 @@ class Program:
                     if not state.output.get("triggered"):
                         state.force = True
                     state.sink_calls |= found
-            task = self._task(path, state, externals[path], requests[path])
+            task = self._task(path, state, externals[path], requests[path], unsent.get(path, ()))
             changed = (
                 not _same_but_chains(task.externals, state.externals)
                 or frozenset(task.requests) != state.requests
                 or task.force != bool(state.output.get("forced"))
                 or list(task.sink_calls) != state.output.get("sink_calls", [])
+                or list(task.unsent) != state.output.get("unsent", [])
             )
             if changed:
                 todo.append((path, task))
         return todo
+
+    def _unsent(
+        self, states: dict[str, FileState], index: ModuleIndex
+    ) -> dict[str, tuple[str, ...]]:
+        """Per file, the program's own message classes (or callables) it builds with a
+        literal system role (its export's ``message_classes``) that no module turns into
+        request messages (no module's ``converts`` names them, through imports and
+        re-exports): a message object of such a class is not taken as system text. A name
+        that is no file's of the program (a library's class) is never in it."""
+        touched: set[str] = set()
+        converted: set[tuple[str, str]] = set()
+        for path, state in states.items():
+            for qual in state.output.get("exports", {}).get("converts", ()):
+                found = self._resolve(qual, path, states, index, touched)
+                if found is not None:
+                    converted.add(found)
+        out: dict[str, tuple[str, ...]] = {}
+        for path, state in states.items():
+            built = state.output.get("exports", {}).get("message_classes", ())
+            names = []
+            for qual in built:
+                found = self._resolve(qual, path, states, index, touched)
+                if found is not None and found not in converted:
+                    names.append(qual)
+            if names:
+                out[path] = tuple(sorted(names))
+        return out
 
     def _resolve_wanted(
         self,

@@ -1,7 +1,7 @@
 """Session stores that load a record fresh or from disk, then fold the turns that overflow
 the window into one system summary at the head of the history. The record is stamped with
 its start time when it is built; one read from disk comes from a class method the analysis
-does not follow (``Session.from_dict``)."""
+does not follow (``Session.from_dict``). A turn is sent as the dict ``Turn.to_dict`` builds."""
 
 import dataclasses
 import json
@@ -15,6 +15,10 @@ WINDOW = 20
 class Turn:
     role: str
     content: str
+
+    def to_dict(self):
+        """The request message this turn is sent as."""
+        return {"role": self.role, "content": self.content}
 
 
 @dataclasses.dataclass
