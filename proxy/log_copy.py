@@ -165,6 +165,11 @@ def _check_source(src: str | Path) -> tuple[str, list[str]]:
             try:
                 probe.execute("SELECT 1 FROM requests LIMIT 1").fetchall()
             except sqlite3.DatabaseError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):  # another connection's lock
+                    raise ConfigError(
+                        f"{src} is locked by another connection ({exc}): end the transaction "
+                        "that holds it, then copy again"
+                    ) from exc
                 raise ConfigError(f"{src} is not a promptcache log ({exc})") from exc
             version: int | None
             try:

@@ -225,6 +225,11 @@ def read_warmup_log(path: str | Path, top: int, ctx: ServingContext) -> LogWarmu
         except StoreError as exc:  # SQLite: a log older than the table; Postgres: any failure
             raise ConfigError(str(exc) if postgres else no_prefixes) from None
         except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):  # another connection's lock
+                raise ConfigError(
+                    f"the proxy log {file} is locked by another connection ({exc}): end the "
+                    "transaction that holds it, then start again"
+                ) from None
             raise ConfigError(f"{file} is not a promptcache proxy log ({exc})") from None
     finally:
         conn.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,13 @@ def test_bad_warmup_logs_are_one_line_errors(tmp_path: Path) -> None:
     assert f"{garbage} is not a promptcache proxy log" in _serve_error(
         "--warmup-from-log", str(garbage)
     )
+    # a log another connection holds locked is locked, not "not a proxy log"
+    with closing(sqlite3.connect(plain, isolation_level=None)) as holder:
+        assert holder.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+        holder.execute("BEGIN EXCLUSIVE")
+        locked = _serve_error("--warmup-from-log", str(plain))
+        holder.execute("ROLLBACK")
+    assert f"the proxy log {plain} is locked by another connection" in locked, locked
     assert "0 is not in the range x>=1" in _serve_error(
         "--warmup-from-log", str(plain), "--top", "0"
     )

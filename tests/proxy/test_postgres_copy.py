@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,13 @@ def test_refusals(tmp_path: Path) -> None:
     sqlite3.connect(junk).execute("CREATE TABLE t (x)").connection.close()
     with pytest.raises(ConfigError, match="not a promptcache log"):
         copy_log(junk, tmp_path / "dst.db")
+    # a log another connection holds locked is locked, not "not a promptcache log"
+    with closing(sqlite3.connect(twin, isolation_level=None)) as holder:
+        assert holder.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(ConfigError, match="is locked by another connection"):
+            copy_log(twin, tmp_path / "dst.db")
+        holder.execute("ROLLBACK")
     assert not (tmp_path / "dst.db").exists()
 
 
