@@ -7,7 +7,9 @@ libcst) are imported inside the command callbacks, so ``promptcache --help`` sta
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 
 import click
@@ -69,6 +71,24 @@ EXTRA_MODULES: frozenset[str] = frozenset(
 )
 
 
+#: errnos only a write gives, for want of room (disk full, quota, file too large): one line
+_WRITE_ERRNOS = frozenset(
+    code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if code is not None
+)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so the bytes still buffered for it can be
+    flushed at exit without a second error."""
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError, AttributeError):
+        return
+    os.dup2(null, fd)
+    os.close(null)
+
+
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when the subcommand is needed."""
 
@@ -122,5 +142,21 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (``promptcache``)."""
-    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="promptcache")
+    """Console-script entry point (``promptcache``).
+
+    A write that fails for want of room (a full disk, a quota, ``> /dev/full``) is one line
+    and exit status 2, not a traceback, whichever command (or ``--help``) was writing.
+    """
+    try:
+        cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="promptcache")
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        # Without a file name it was standard output; what is still buffered there would fail
+        # again when Python flushes it at exit, so it goes to the null device.
+        where = exc.filename
+        if where is None:
+            where = "the output (standard output)"
+            _discard_stdout()
+        click.echo(f"error: cannot write {where}: {exc.strerror}", err=True)
+        sys.exit(2)

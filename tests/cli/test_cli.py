@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -46,3 +47,37 @@ def test_unknown_command_is_rejected() -> None:
     result = CliRunner().invoke(cli, ["no-such-command"])
     assert result.exit_code == 2
     assert "No such command" in result.output
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["rules"],
+        ["lint", "app.py"],
+        ["hash", "body.json"],
+        ["cost", "usage.json", "-m", "gpt-4o"],
+    ],
+)
+def test_a_full_disk_under_stdout_is_one_line_and_status_2(tmp_path: Path, args: list[str]) -> None:
+    """`promptcache lint . > report.txt` on a full disk printed a 30-line OSError traceback
+    (and `--help` too); it is one line naming standard output, with nothing after it."""
+    (tmp_path / "app.py").write_text("import datetime\n" * 2000)
+    (tmp_path / "body.json").write_text(
+        '{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    )
+    (tmp_path / "usage.json").write_text('{"prompt_tokens": 10, "completion_tokens": 1}')
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-c", "from promptcache.cli import main; main()", *args],
+            cwd=tmp_path,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        "error: cannot write the output (standard output): No space left on device\n"
+    )
