@@ -9,6 +9,7 @@ The runs are sequential: each costs the program's own time plus the capture over
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -339,6 +340,32 @@ class StdinRecorder:
             return self.recorded
 
 
+def _why_not_run(program: str, exc: OSError, cwd: str | os.PathLike[str] | None) -> str:
+    """Why ``program`` could not be started, and what to run instead."""
+    reason = exc.strerror or str(exc)
+    where = Path(cwd or ".") / program
+    if not program:
+        return "the command is empty; give a program, e.g. `promptcache check -- python app.py`"
+    if exc.errno == errno.ENOENT and "/" not in program:
+        return (
+            f"{reason}: no such program on PATH (a shell builtin or alias needs a shell: "
+            f"sh -c '...')"
+        )
+    if exc.errno == errno.EACCES and where.is_dir():
+        return f"{reason}: it is a folder, not a program"
+    if exc.errno == errno.EACCES and where.is_file() and not os.access(where, os.X_OK):
+        return (
+            f"{reason}: the file is not executable; run it through its interpreter "
+            f"(python {program}, sh {program}) or make it executable (chmod +x {program})"
+        )
+    if exc.errno == errno.ENOEXEC:
+        return (
+            f"{reason}: the file has no #! line naming its interpreter; run it through one "
+            f"(python {program}, sh {program})"
+        )
+    return reason
+
+
 def _run_command(
     command: Sequence[str],
     env: Mapping[str, str],
@@ -518,7 +545,7 @@ def _run_all(
                 status = _run_command(command, child_env, cwd, out, given, timeout)
             except OSError as exc:
                 raise CommandFailedError(
-                    f"cannot run {command[0]!r}: {exc.strerror or exc}"
+                    f"cannot run {command[0]!r}: {_why_not_run(command[0], exc, cwd)}"
                 ) from None
             finally:
                 if isinstance(given, StdinRecorder):

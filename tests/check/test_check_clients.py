@@ -88,6 +88,30 @@ def test_a_missing_command_is_a_one_line_error() -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        # each said only the OS's words ('Permission denied' for an empty command and a folder)
+        ("", "the command is empty; give a program, e.g. `promptcache check -- python app.py`"),
+        ("./folder", "Permission denied: it is a folder, not a program"),
+        ("./smoke.sh", "the file is not executable; run it through its interpreter"),
+        ("./bare.sh", "the file has no #! line naming its interpreter; run it through one"),
+        ("cd", "no such program on PATH (a shell builtin or alias needs a shell"),
+    ],
+)
+def test_a_command_that_cannot_start_says_what_to_run_instead(
+    tmp_path: Path, command: str, says: str
+) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "smoke.sh").write_text("#!/bin/sh\necho hi\n")  # not executable
+    (tmp_path / "bare.sh").write_text("echo hi\n")
+    (tmp_path / "bare.sh").chmod(0o755)
+    proc = cli("check", "--", command, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: cannot run {command!r}: ")
+    assert says in proc.stderr and proc.stderr.count("\n") == 1
+
+
 class _Upstream(BaseHTTPRequestHandler):
     """A vendor stand-in: answers chat completions as OpenAI would, streaming or not."""
 
@@ -180,9 +204,7 @@ print(reply.status_code)
 """
 
 
-def test_forward_to_an_upstream_that_fails_says_so_in_a_note(
-    tmp_path: Path, upstream: str
-) -> None:
+def test_forward_to_an_upstream_that_fails_says_so_in_a_note(tmp_path: Path, upstream: str) -> None:
     # every forwarded request got a 502 (no upstream listening) and check said only
     # "0 findings", exit 0: a CI job with a wrong upstream passed without a word
     program = tmp_path / "unreachable.py"
