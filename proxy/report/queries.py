@@ -230,7 +230,14 @@ def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[Wa
               TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_5m_tokens END),
               TOTAL(CASE WHEN x.started_at + 3600 > :now THEN x.cache_write_1h_tokens END),
               TOTAL(CASE WHEN x.started_at + 300 > :now THEN x.cache_write_unknown_tokens END),
-              COUNT(*)
+              -- the requests with a write still pending (not every latest one of the hour: an
+              -- expired one is wasted)
+              SUM(CASE WHEN (x.started_at + 300 > :now
+                             AND COALESCE(x.cache_write_5m_tokens, 0)
+                                 + COALESCE(x.cache_write_unknown_tokens, 0) > 0)
+                        OR (x.started_at + 3600 > :now
+                            AND COALESCE(x.cache_write_1h_tokens, 0) > 0)
+                       THEN 1 ELSE 0 END)
             FROM (SELECT model, vendor, started_at, cache_write_5m_tokens,
                     cache_write_1h_tokens, cache_write_unknown_tokens,
                     MAX(started_at) OVER (PARTITION BY key_fingerprint, model,

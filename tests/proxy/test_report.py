@@ -292,6 +292,18 @@ def test_writes_still_within_their_ttl_are_not_wasted_yet(tmp_path: Path) -> Non
     assert later.wasted_writes.premium_usd == pytest.approx(500 * 3 / 1e6)
 
 
+def test_an_expired_write_without_a_successor_counts_its_request_within_the_hour(
+    tmp_path: Path,
+) -> None:
+    # the last write of its family, never read: past its 5 minutes it is wasted, tokens and
+    # request alike, also in the hour after it (when it was still in the pending query's range)
+    family = {"key_fingerprint": "k", "model": "claude-sonnet-4-5", "first_segment_hash": "f"}
+    log = write_log(tmp_path / "log.db", [row("w1", T0, **family, **usage(w5=1000))])
+    for now, expected in ((T0 + 200, (0, 0)), (T0 + 600, (1000, 1)), (T0 + 7200, (1000, 1))):
+        wasted = build_report(log, since=T0, until=T0 + 3600, now=now).wasted_writes
+        assert (wasted.tokens, wasted.requests) == expected, now - T0
+
+
 def test_ttft_percentiles_are_nearest_rank(tmp_path: Path) -> None:
     rows = [
         row(f"h{i}", T0 + i, ttft_ms=float(v), **usage(read=5))
