@@ -42,7 +42,8 @@ def _artifact(path: str, root: Path) -> dict[str, str]:
         relative = absolute.relative_to(root)
     except ValueError:
         return {"uri": absolute.as_uri()}
-    return {"uri": quote(relative.as_posix()), "uriBaseId": ROOT_ID}
+    # quoted as the name's bytes: a name that is not UTF-8 keeps them (%FF), as as_uri() does
+    return {"uri": quote(os.fsencode(relative.as_posix())), "uriBaseId": ROOT_ID}
 
 
 def _region(result: FileResult, loc: Location, exact: bool = False) -> dict[str, int]:

@@ -87,7 +87,9 @@ class LintCache:
         return cls(folder)
 
     def _file(self, path: str) -> Path:
-        return self.folder / f"{digest(os.path.abspath(path).encode())}.json"
+        # fsencode: a file name that is not UTF-8 (b"bad\xff.py", read as a lone surrogate)
+        # hashes as its bytes rather than failing to encode
+        return self.folder / f"{digest(os.fsencode(os.path.abspath(path)))}.json"
 
     def _entry(self, path: str, content: str) -> dict[str, Any]:
         entry = self._entries.get(path)

@@ -305,3 +305,23 @@ def test_a_warm_cache_names_files_from_the_folder_the_run_is_in(
         assert again.exit_code == 1 and '"filename": "app.py"' in again.stdout
         assert "src/app.py" not in again.stdout
     assert any((project / ".promptcache_cache").glob("lint-*/*.json"))  # it was one cache
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs a file system that takes any bytes")
+def test_a_file_name_that_is_not_utf8_is_linted_and_reported(tmp_path: Path) -> None:
+    """b"bad\\xff.py" (a name from a Latin-1 system) made every run with the cache, and every
+    SARIF report, end in UnicodeEncodeError: surrogates not allowed."""
+    (tmp_path / os.fsdecode(b"bad\xff.py")).write_text(BAD)
+    for fmt in ("text", "sarif", "text"):  # cold (writes the cache), SARIF, warm
+        args = ["lint", ".", "--format", fmt]
+        proc = subprocess.run(
+            [sys.executable, "-c", "from promptcache.cli import main; main()", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=120,
+        )
+        assert proc.returncode == 1 and proc.stderr == b"", proc.stderr.decode(errors="replace")
+        if fmt == "text":
+            assert proc.stdout.startswith(b"bad\xff.py:6:")  # the name as its bytes
+        else:
+            assert '"uri": "bad%FF.py"' in proc.stdout.decode()
