@@ -261,6 +261,9 @@ def test_upstream_timeout_gives_504(
     assert reply.json()["error"]["type"] == "timeout_error"
     row = proxy.row()
     assert row["status"] == 504 and "did not answer in time" in row["error"]
+    # which limit ran out, and where to raise it
+    assert "(read_timeout_s = 0.3 s, set per upstream in --config)" in row["error"]
+    assert "read_timeout_s = 0.3 s" in reply.json()["error"]["message"]
 
 
 def test_client_disconnect_closes_the_upstream_and_keeps_partial_usage(
