@@ -675,12 +675,13 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
         httpx.RemoteProtocolError: "broke the HTTP protocol",
         httpx.ReadError: "dropped the connection",
     }.get(type(exc), "failed")
-    setting = {
+    settings: dict[type[httpx.TransportError], tuple[str, float]] = {
         httpx.ConnectTimeout: ("connect_timeout_s", upstream.connect_timeout_s),
         httpx.ReadTimeout: ("read_timeout_s", upstream.read_timeout_s),
         httpx.WriteTimeout: ("write_timeout_s", upstream.write_timeout_s),
         httpx.PoolTimeout: ("pool_timeout_s", upstream.pool_timeout_s),
-    }.get(type(exc))
+    }
+    setting = settings.get(type(exc))
     if setting is not None:  # which limit ran out, and where it is set
         kind += f" ({setting[0]} = {setting[1]:g} s, set per upstream in --config)"
     detail = redact_url(str(exc)) or type(exc).__name__
