@@ -258,7 +258,8 @@ NO_BREAK = "(no break)"
 def agreement_line(a: Agreement) -> str:
     """The agreement table's title: what was counted, and the three verdicts."""
     return (
-        f"Our break reasons against the vendors' own diagnoses: {a.requests:,} requests with one, "
+        "Our break reasons against the vendors' own diagnoses: "
+        f"{formatting.plural(a.requests, 'request', grouped=True)} with one, "
         f"{a.agree:,} agree, {a.disagree:,} disagree, {a.inconclusive:,} inconclusive; "
         f"{a.same_previous:,} compared with the same previous request"
     )

@@ -161,7 +161,8 @@ def test_agreement_table_matches_an_independent_count(
     assert text.exit_code == 0, text.output
     flat = " ".join(text.output.split())
     assert (
-        f"{a.requests} requests with one, {a.agree} agree, {a.disagree} disagree, "
+        f"{a.requests} request{'s' * (a.requests != 1)} with one, {a.agree} agree, "
+        f"{a.disagree} disagree, "
         f"{a.inconclusive} inconclusive; {a.same_previous} compared with the same previous request"
     ) in flat
     for request_id in disagreeing:
@@ -200,3 +201,18 @@ def test_the_agreement_table_of_a_postgres_log_equals_sqlite_s(
     on_postgres = build_report(pg_url, since=now - 3600, until=now + 60, now=now)
     assert on_sqlite.agreement is not None
     assert on_postgres.agreement == on_sqlite.agreement
+
+
+def test_one_request_with_a_diagnosis_is_singular() -> None:
+    from promptcache.proxy.report.agreement import Agreement
+    from promptcache.proxy.report.render import agreement_line
+
+    one = agreement_line(Agreement(1, 1, 0, 0, 0, (), ()))
+    assert one.startswith(
+        "Our break reasons against the vendors' own diagnoses: 1 request with one,"
+    )
+    assert (
+        agreement_line(Agreement(1200, 1200, 0, 0, 0, (), ()))
+        .split(": ")[1]
+        .startswith("1,200 requests with one,")
+    )
