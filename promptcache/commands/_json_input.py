@@ -23,6 +23,10 @@ def read_json_object(stream: IO[str], *, param_hint: str, what: str) -> dict[str
     try:
         payload = json.load(stream)
     except json.JSONDecodeError as exc:
+        if not exc.doc.strip():  # 'Expecting value: line 1 column 1 (char 0)' says nothing here
+            raise click.BadParameter(
+                f"the input is empty; expected a JSON object ({what})", param_hint=param_hint
+            ) from None
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint=param_hint) from None
     except RecursionError:
         raise click.BadParameter(

@@ -125,6 +125,9 @@ def test_unknown_model_is_a_clean_error() -> None:
     ("stdin", "args", "message"),
     [
         ("{not json", [], "not valid JSON"),
+        # an empty file said 'not valid JSON: Expecting value: line 1 column 1 (char 0)'
+        ("", [], "the input is empty; expected a JSON object (a usage object or a response body)"),
+        (" \n", [], "the input is empty; expected a JSON object"),
         ("[1, 2]", [], "expected a JSON object"),
         ('{"usage": null, "type": "message"}', ["--api", "anthropic"], "no anthropic usage"),
         ('{"usage": {"input_tokens": 1}}', ["--api", "gemini"], "no gemini usage"),
