@@ -173,6 +173,11 @@ class ProxyMetrics:
         name = model or "unknown"
         if name in self._models:
             return name
+        # a lone surrogate ("\ud800" in the JSON body) cannot be written as UTF-8: in a label
+        # it would fail every later scrape; escaped as the log stores it
+        name = name.encode("utf-8", "backslashreplace").decode("utf-8")
+        if name in self._models:
+            return name
         if len(self._models) >= MAX_MODEL_LABELS:
             return "other"
         self._models.add(name)

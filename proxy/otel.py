@@ -160,7 +160,7 @@ def operation_name(record: RequestRecord) -> str:
 def span_name(record: RequestRecord) -> str:
     """``{gen_ai.operation.name} {gen_ai.request.model}``, or the operation alone."""
     operation = operation_name(record)
-    return f"{operation} {record.model}" if record.model else operation
+    return _utf8(f"{operation} {record.model}") if record.model else operation
 
 
 def ttl_tier(breakpoints: str | None) -> str | None:
@@ -226,7 +226,14 @@ def span_attributes(
         "replica": record.replica,
     }
     attrs.update({f"promptcache.{k}": v for k, v in ours.items() if v is not None})
-    return attrs
+    # a lone surrogate from the client's body (the model, a key in a segment path) cannot be
+    # encoded in OTLP's protobuf and would lose the whole export batch: escaped as the log has it
+    return {k: _utf8(v) if isinstance(v, str) else v for k, v in attrs.items()}
+
+
+def _utf8(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates) as backslash escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class SpanExport:

@@ -194,3 +194,25 @@ def test_a_scrape_job_reads_metrics_behind_the_auth_token_with_basic_auth(
     # the vendor routes still want the header, never Basic auth
     vendor = httpx.post(proxy.url + "/v1/chat/completions", json={}, auth=("", token))
     assert vendor.status_code == 401
+
+
+def test_a_model_name_with_a_lone_surrogate_does_not_break_the_scrape(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # "\ud800" is valid JSON but no UTF-8 text: as a label it made every later scrape a 500
+    proxy = start_proxy()
+    body = b'{"model": "gpt-\\ud800", "messages": [{"role": "user", "content": "hi"}]}'
+    reply = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        content=body,
+        headers={"content-type": "application/json"},
+    )
+    assert reply.status_code == 200
+    scraped = httpx.get(proxy.url + "/metrics")
+    assert scraped.status_code == 200, scraped.text
+    requests = next(
+        f for f in text_string_to_metric_families(scraped.text) if f.name == "promptcache_requests"
+    )
+    assert {s.labels["model"] for s in requests.samples if s.name.endswith("_total")} == {
+        "gpt-\\ud800"  # escaped, as the log stores it
+    }

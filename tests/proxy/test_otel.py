@@ -471,3 +471,25 @@ def test_the_endpoint_setting() -> None:
         config_from_dict({**base, "otel": {"url": "http://collector:4318"}}, source="p.toml")
     with pytest.raises(ConfigError, match="--otlp-endpoint 'ftp://x' is not an http"):
         config_from_dict(base, source="p.toml", otlp_endpoint="ftp://x")
+
+
+def test_a_model_name_with_a_lone_surrogate_does_not_lose_the_export(
+    start_proxy: Callable[..., RunningProxy], receiver: tuple[OtlpReceiver, str]
+) -> None:
+    # "\ud800" is valid JSON but no UTF-8 text: as a span attribute it failed the protobuf
+    # encoding of the whole batch, losing the other requests' spans with it
+    otlp, otlp_url = receiver
+    proxy = start_proxy(db_path=None, otlp_endpoint=otlp_url)
+    for model in ("gpt-4o", "gpt-\\ud800"):
+        body = '{"model": "' + model + '", "messages": [{"role": "user", "content": "hi"}]}'
+        reply = httpx.post(
+            f"{proxy.url}/v1/chat/completions",
+            content=body.encode(),
+            headers={"content-type": "application/json"},
+        )
+        assert reply.status_code == 200
+    proxy.server.stop()
+    spans = otlp.wait(2)
+    models = sorted(attributes(s.attributes)["gen_ai.request.model"] for s in spans)
+    assert models == ["gpt-4o", "gpt-\\ud800"]  # escaped, as the log stores it
+    assert sorted(s.name for s in spans) == ["chat gpt-4o", "chat gpt-\\ud800"]
