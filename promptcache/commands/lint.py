@@ -285,11 +285,24 @@ def _nothing_to_lint(
     from promptcache.lint_rules.files import discover
 
     tests = 0 if include_tests else len(discover(targets, config, force_exclude, True))
+    # files named on the command line (pre-commit's staged files) that exclude leaves out
+    excluded = (
+        len(discover(targets, config, False, True)) - len(discover(targets, config, True, True))
+        if force_exclude
+        else 0
+    )
+    why = []
     if tests:
-        return (
-            f"warning: No Python files to lint under the given path(s): {tests} test "
-            f"file{'s' if tests != 1 else ''} left out (--include-tests lints them)"
+        why.append(
+            f"{tests} test file{'s' if tests != 1 else ''} left out (--include-tests lints them)"
         )
+    if excluded:
+        why.append(
+            f"{excluded} file{'s' if excluded != 1 else ''} left out by the config's exclude "
+            "(--force-exclude applies it to the paths named on the command line)"
+        )
+    if why:
+        return f"warning: No Python files to lint under the given path(s): {'; '.join(why)}"
     return "warning: No Python files found under the given path(s)"
 
 

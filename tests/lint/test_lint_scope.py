@@ -140,3 +140,20 @@ def test_a_step_whose_value_holds_a_colon_is_written_whole(project: Path) -> Non
     text = explained.stdout + explained.stderr
     [line] = [row for row in text.splitlines() if "PC001" in row]
     assert line.endswith("[origin: app.py:5, returned by stamped at app.py:7]"), line
+
+
+def test_a_staged_file_that_exclude_leaves_out_is_not_called_missing(project: Path) -> None:
+    """pre-commit runs `promptcache lint --force-exclude FILE...`; a staged file the config
+    excludes was 'warning: No Python files found', as if it did not exist."""
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nexclude = ["legacy/"]\n')
+    (project / "legacy").mkdir()
+    (project / "legacy" / "old.py").write_text(SUBDAY)
+    (project / "legacy" / "older.py").write_text(SUBDAY)
+    result = run("--force-exclude", "legacy/old.py", "legacy/older.py")
+    assert result.exit_code == 0 and "All checks passed (0 files)" in result.stdout
+    assert result.stderr == (
+        "warning: No Python files to lint under the given path(s): 2 files left out by the "
+        "config's exclude (--force-exclude applies it to the paths named on the command line)\n"
+    )
+    # without --force-exclude a file named is linted, excluded or not
+    assert run("legacy/old.py").stdout.count("PC001") == 1
