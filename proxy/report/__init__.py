@@ -210,6 +210,11 @@ def connect_log(db_path: str | Path) -> sqlite3.Connection:
     if is_postgres_url(db_path):
         return _connect_postgres(str(db_path))
     path = Path(db_path)
+    if path.is_dir():
+        raise ConfigError(
+            f"{path} is a folder, not a proxy log: pass the file the proxy's --db names "
+            "(promptcache.db by default)"
+        )
     if not path.is_file():
         raise ConfigError(
             f"no proxy log at {path}: start `promptcache proxy --db {path}` first, or pass "

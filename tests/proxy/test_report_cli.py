@@ -167,6 +167,14 @@ def test_a_locked_log_is_called_locked_not_a_file_that_is_not_sqlite(
     assert CliRunner().invoke(cli, ["report", "--db", str(log)]).exit_code == 0  # released
 
 
+def test_a_folder_given_as_the_log_is_called_a_folder(tmp_path: Path) -> None:
+    # not "no proxy log at X: start `promptcache proxy --db X` first", which the proxy refuses
+    result = CliRunner().invoke(cli, ["report", "--db", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {tmp_path} is a folder, not a proxy log" in result.output
+    assert "start `promptcache proxy" not in result.output
+
+
 def test_a_log_one_step_behind_is_migrated_before_reading(tmp_path: Path) -> None:
     from promptcache.proxy.store import SCHEMA_VERSION
 
