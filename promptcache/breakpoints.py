@@ -175,13 +175,15 @@ def plan_breakpoints(
             kept.append(bp)
     # Only the breakpoints actually sent can break the order: a skipped 5m one is never seen.
     last_5m: PlannedBreakpoint | None = None
-    for bp in kept:
+    for i, bp in enumerate(kept):
         if bp.ttl == "5m" and last_5m is None:
             last_5m = bp
         elif bp.ttl == "1h" and last_5m is not None:
+            # every 5m breakpoint before this one must become 1h, not only the first
+            labels = list(dict.fromkeys(k.label for k in kept[:i] if k.ttl == "5m"))
             raise BreakpointTTLOrderError(
                 f"breakpoint {bp.where} has ttl '1h' but comes after {last_5m.where} with ttl "
                 "'5m'; longer TTLs must come first in the prefix (the API answers 400): set "
-                f"{last_5m.label!r} to '1h' too, or {bp.label!r} to '5m'"
+                f"{' and '.join(map(repr, labels))} to '1h' too, or {bp.label!r} to '5m'"
             )
     return BreakpointPlan(tuple(kept), tuple(warnings), minimum)

@@ -265,3 +265,19 @@ def test_a_one_token_prefix_is_one_token_in_the_warning() -> None:
     rendered = PromptBuilder("claude-sonnet-4-5").system("Hi").dynamic("q").to_anthropic()
     (warning,) = rendered.warnings
     assert "cumulative prefix is about 1 token, below the minimum of 1024 tokens" in warning
+
+
+def test_ttl_order_error_names_every_5m_breakpoint_before_the_1h_one() -> None:
+    """It named only the first ('set frozen to 1h too'); done, the render failed again on
+    session, so the fix it gave did not fix it."""
+
+    def build(ttl: dict[str, str]) -> PromptBuilder:
+        b = PromptBuilder("claude-sonnet-4-5", ttl=ttl, min_prefix_tokens=1)
+        return b.system("Role.").session("s").add_user("u").add_assistant("a").dynamic("q")
+
+    with pytest.raises(
+        BreakpointTTLOrderError, match=r"set 'frozen' and 'session' to '1h' too, or 'history'"
+    ):
+        build({"history": "1h"}).to_anthropic()
+    done = build({"history": "1h", "frozen": "1h", "session": "1h"}).to_anthropic()
+    assert [bp.ttl for bp in done.breakpoints] == ["1h", "1h", "1h"]
