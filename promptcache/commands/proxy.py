@@ -201,9 +201,17 @@ def proxy(
     if target.replicas and target.routing is not None:
         urls = ", ".join(redact_url(url) for url in target.replicas)
         shown = f"{len(target.replicas)} replicas ({urls}), policy {target.routing.policy}"
-    banner = (
-        f"promptcache proxy on {http_url(host, port)} -> {shown}"
-        + ("" if db is None else f", recording to {redact_url(str(db))}")
+    if config.rules:  # a --config file's routes: the default alone would hide where they go
+        routes = []
+        for rule in config.rules:
+            match = " and ".join(
+                [f"path {rule.path_prefix}*"] * (rule.path_prefix is not None)
+                + [f"model {rule.model_prefix}*"] * (rule.model_prefix is not None)
+            )
+            routes.append(f"{match} -> {config.upstreams[rule.upstream].display_url}")
+        shown += " (default); " + "; ".join(routes)
+    banner = f"promptcache proxy on {http_url(host, port)} -> {shown}" + (
+        "" if db is None else f", recording to {redact_url(str(db))}"
     )
     if config.otlp_endpoint is not None:
         from promptcache.proxy.otel import traces_url

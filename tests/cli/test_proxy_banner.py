@@ -114,3 +114,24 @@ def test_vendor_diagnostics_without_an_anthropic_route_says_nothing_is_asked() -
         f"promptcache proxy on http://127.0.0.1:{port} -> http://127.0.0.1:8000, not asking for "
         "cache diagnostics (no route leads to Anthropic)"
     )
+
+
+def test_a_config_files_routes_are_in_the_banner(tmp_path: Path) -> None:
+    # the default upstream alone said "-> https://api.anthropic.com" for a file that sends
+    # local/* models to an engine and chat to OpenAI
+    config = tmp_path / "upstreams.toml"
+    config.write_text(
+        'default_upstream = "anthropic"\n'
+        '[upstreams.local]\nurl = "http://127.0.0.1:8000"\nvendor = "engine"\n'
+        '[[routes]]\nmodel_prefix = "local/"\nupstream = "local"\n'
+        '[[routes]]\npath_prefix = "/v1/chat/"\nmodel_prefix = "gpt-"\nupstream = "openai"\n'
+    )
+    port = _free_port()
+    stderr = _banner_of_a_running_proxy(
+        ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
+    )
+    assert stderr.splitlines()[0] == (
+        f"promptcache proxy on http://127.0.0.1:{port} -> https://api.anthropic.com (default); "
+        "model local/* -> http://127.0.0.1:8000; path /v1/chat/* and model gpt-* -> "
+        "https://api.openai.com"
+    )
