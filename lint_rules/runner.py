@@ -244,7 +244,11 @@ def analyse_source(
                         (diagnostics if held else notes).append(diagnostic)
         except RecursionError:
             # code nested deeper than the analysis can follow: say so, lint the other files
-            diagnostics = [_not_analysed(path, "it nests deeper than the analysis can follow")]
+            diagnostics = (
+                [_not_analysed(path, "it nests deeper than the analysis can follow")]
+                if "PC000" in codes
+                else []
+            )
     suppressions = parse_suppressions(text, KNOWN_CODES)
     kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
     kept = _merge_duplicates(kept)
@@ -306,7 +310,9 @@ def analyse_file(
         try:
             raw = Path(task.path).read_bytes()
         except OSError as exc:
-            result = FileResult(task.path, (from_error(task.path, exc),))
+            # PC000 like a file that does not parse: only where --select/ignore keep it
+            selected = "PC000" in _codes_for(task.path, config)
+            result = FileResult(task.path, (from_error(task.path, exc),) if selected else ())
             return _output(result, {}, {}, False, task.force, "unreadable", task.sink_calls)
     content = digest(raw)
     result, exports, wanted, triggered = analyse_source(
@@ -396,7 +402,8 @@ def lint_file(path: str, config: LintConfig) -> FileResult:
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        return FileResult(path, (from_error(path, exc),))
+        selected = "PC000" in _codes_for(path, config)
+        return FileResult(path, (from_error(path, exc),) if selected else ())
     return lint_source(raw, path, config)
 
 

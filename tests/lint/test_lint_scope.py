@@ -157,3 +157,24 @@ def test_a_staged_file_that_exclude_leaves_out_is_not_called_missing(project: Pa
     )
     # without --force-exclude a file named is linted, excluded or not
     assert run("legacy/old.py").stdout.count("PC001") == 1
+
+
+def test_select_and_ignore_apply_to_a_file_that_cannot_be_read(project: Path) -> None:
+    """`--select PC001` dropped the PC000 of a file that does not parse but kept that of a
+    link to nothing or a link loop: 3 info lines and '5 findings' for a run asking for PC001."""
+    (project / "app.py").write_text(SUBDAY)
+    (project / "broken.py").write_text("def (:\n")
+    (project / "gone.py").symlink_to("missing.py")
+    (project / "loop.py").symlink_to("loop.py")
+    everything = run(".")
+    assert everything.stdout.count("PC000") == 3
+    for args in (["--select", "PC001"], ["--ignore", "PC000"]):
+        result = run(".", *args)
+        assert "PC000" not in result.stdout, args
+        assert (
+            "Found 1 finding in 1 file of 4 checked (1 error, 0 warning, 0 info)" in result.stdout
+        )
+    (project / "pyproject.toml").write_text(
+        '[tool.promptcache.lint.per-file-ignores]\n"gone.py" = ["PC000"]\n'
+    )
+    assert run(".").stdout.count("PC000") == 2
