@@ -67,6 +67,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         18: 20261220,
         19: 20261221,
         20: 20261222,
+        21: 20261223,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -102,6 +103,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         18: 8,
         19: 8,
         20: 2,
+        21: 7,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -202,6 +204,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         ],
         20: [
             "AgentOps-AI/agentops",
+        ],
+        21: [
+            "PySpur-Dev/pyspur",
+            "X-PLUG/MobileAgent",
+            "anthropics/claude-agent-sdk-python",
         ],
     }
     for batch, tuning in recorded.items():
