@@ -341,5 +341,10 @@ def canned_response(
         if action == "countTokens":
             return None, _json({"totalTokens": _tokens(size)})
     dialect = {"anthropic": "anthropic", "openai": "openai"}.get(vendor, "gemini")
-    message = f"promptcache check's capture endpoint does not serve {method} {path}"
+    message = (
+        f"promptcache check's capture endpoint does not serve {method} {path}: it answers "
+        "only LLM requests (chat completions, responses, completions, messages, "
+        "generateContent) with canned replies; run check with --forward to send every "
+        "request to the real API, or leave this call out of the checked command"
+    )
     return None, CannedResponse(404, "application/json", error_body(dialect, 404, message))  # type: ignore[arg-type]

@@ -65,6 +65,12 @@ def test_hook_headers_are_recorded_and_unknown_routes_get_vendor_errors(
     missing = httpx.post(f"{base}/embeddings", json={"input": "x"})
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "invalid_request_error"
+    # a RAG smoke script's embeddings call fails here: the error says what check serves and
+    # what to do, not only what it does not serve
+    assert missing.json()["error"]["message"].endswith(
+        "with canned replies; run check with --forward to send every request to the real API, "
+        "or leave this call out of the checked command"
+    )
     anthropic_missing = httpx.post(server.base_urls()["ANTHROPIC_BASE_URL"] + "/v1/batches")
     assert anthropic_missing.json()["type"] == "error"
     first, second, third = server.requests()
