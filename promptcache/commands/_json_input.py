@@ -27,6 +27,20 @@ def read_json_object(stream: IO[str], *, param_hint: str, what: str) -> dict[str
             raise click.BadParameter(
                 f"the input is empty; expected a JSON object ({what})", param_hint=param_hint
             ) from None
+        head = exc.doc.lstrip()
+        if head.startswith(("data:", "event:", ":")):  # a saved stream (curl -N)
+            example = ", e.g. the data of the event that carries the final usage"
+            raise click.BadParameter(
+                "this is a streamed response (server-sent events), not one JSON object; pass "
+                f"{what} as JSON{example if 'usage' in what else ''}",
+                param_hint=param_hint,
+            ) from None
+        if exc.msg == "Extra data":  # JSON Lines, or two bodies in one file
+            raise click.BadParameter(
+                f"more text after the first JSON value, at line {exc.lineno} column {exc.colno} "
+                f"(JSON Lines, or two bodies in one file?); pass one JSON object ({what})",
+                param_hint=param_hint,
+            ) from None
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint=param_hint) from None
     except RecursionError:
         raise click.BadParameter(

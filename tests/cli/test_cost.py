@@ -129,6 +129,13 @@ def test_unknown_model_is_a_clean_error() -> None:
         ("", [], "the input is empty; expected a JSON object (a usage object or a response body)"),
         (" \n", [], "the input is empty; expected a JSON object"),
         ("[1, 2]", [], "expected a JSON object"),
+        # a stream saved with curl -N, and JSON Lines: both were 'not valid JSON: ...'
+        (
+            'event: message_start\ndata: {"type": "message_start"}\n\n',
+            [],
+            "this is a streamed response (server-sent events), not one JSON object",
+        ),
+        ('{"a": 1}\n{"b": 2}\n', [], "more text after the first JSON value, at line 2 column 1"),
         ('{"usage": null, "type": "message"}', ["--api", "anthropic"], "no anthropic usage"),
         ('{"usage": {"input_tokens": 1}}', ["--api", "gemini"], "no gemini usage"),
         ('{"input_tokens": "many"}', ["--api", "anthropic"], "integer token count"),
