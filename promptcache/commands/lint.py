@@ -181,6 +181,16 @@ def lint(
     if ignore is not None:
         config = replace(config, ignore=config.ignore | _rule_codes(ignore))
     targets = list(paths) or [Path(".")]
+    # A notebook named on the command line is JSON, which parses as one Python dict display:
+    # it would be 'All checks passed' with none of its cells read. Say so, and leave it out.
+    notebooks = [t for t in targets if t.suffix.lower() == ".ipynb" and t.is_file()]
+    for notebook in notebooks:
+        click.echo(
+            f"warning: skipped {notebook}: a Jupyter notebook is JSON, and its cells are not "
+            f"linted; export them (jupyter nbconvert --to script {notebook}) and lint the .py",
+            err=True,
+        )
+    targets = [t for t in targets if t not in notebooks]
     from promptcache.lint_rules.analysis.cache import DEFAULT_DIR
 
     cache = None if no_cache else (cache_dir or config.root / DEFAULT_DIR)

@@ -8,6 +8,7 @@ beside it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,20 @@ def test_select_and_ignore_apply_to_a_file_that_cannot_be_read(project: Path) ->
         '[tool.promptcache.lint.per-file-ignores]\n"gone.py" = ["PC000"]\n'
     )
     assert run(".").stdout.count("PC000") == 2
+
+
+def test_a_notebook_named_is_said_to_be_left_out_not_passed(project: Path) -> None:
+    """A notebook's JSON parses as one Python dict display, so `promptcache lint nb.ipynb`
+    said 'All checks passed (1 file)' for a notebook whose cell puts the time in a prompt."""
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": SUBDAY}
+    notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (project / "nb.ipynb").write_text(json.dumps(notebook))
+    (project / "app.py").write_text(SUBDAY)
+    result = run("nb.ipynb", "app.py")
+    assert result.stderr.startswith(
+        "warning: skipped nb.ipynb: a Jupyter notebook is JSON, and its cells are not linted; "
+        "export them (jupyter nbconvert --to script nb.ipynb) and lint the .py\n"
+    )
+    assert "Found 1 finding in 1 file of 1 checked" in result.stdout  # app.py's, not nb's
+    alone = run("nb.ipynb")
+    assert "All checks passed (0 files)" in alone.stdout and "(1 file)" not in alone.stdout
