@@ -305,8 +305,10 @@ class ExprsMixin(EngineState):
         body = self.eval(node.body)
         orelse = self.eval(node.orelse)
         value = merge(body, orelse)
-        if self.runtime_test(node.test, test) and not (
-            body.const is not None and body.const == orelse.const
+        if (
+            self.runtime_test(node.test, test)
+            and not (body.const is not None and body.const == orelse.const)
+            and not _normalises(node)
         ):
             value = value.with_facts(
                 value.facts | {self.fact(Kind.VARIES, node, "a conditional expression")}
@@ -545,3 +547,36 @@ def _class_name(func: ast.expr) -> bool:
     as ``CallsMixin.message_object`` requires for a role passed by position."""
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     return name[:1].isupper()
+
+
+def _tested(test: ast.expr) -> ast.expr | None:
+    """The value a condition tests for being set: ``x`` in ``x``, ``not x``, ``x is None``
+    and ``x is not None``; None for any other condition."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        test = test.left
+    return test if isinstance(test, (ast.Name, ast.Attribute)) else None
+
+
+def _normalises(node: ast.IfExp) -> bool:
+    """True for a conditional that only fills in or converts the value it tests, ``x if x
+    else None``, ``str(x) if x is not None else "auto"``: one branch reads the tested value
+    and the other is a constant, so the result changes exactly when that value does and
+    chooses nothing of its own (the value's own facts are kept in the branch that reads it)."""
+    subject = _tested(node.test)
+    if subject is None:
+        return False
+    key = ast.dump(subject)
+    for reads, other in ((node.body, node.orelse), (node.orelse, node.body)):
+        if isinstance(other, ast.Constant) and any(
+            isinstance(n, type(subject)) and ast.dump(n) == key for n in ast.walk(reads)
+        ):
+            return True
+    return False

@@ -6,7 +6,9 @@ Fix: none
 ## What it does
 Reports `tool_choice`, `thinking`, `reasoning_effort`, `reasoning` and `output_config` arguments
 whose value is chosen per request inside the calling function (a conditional, an `if` on the
-turn number, a random choice).
+turn number, a random choice). A conditional that only fills in or converts the value it tests
+(`{"type": choice} if choice else None`) chooses nothing of its own: it changes only when that
+value does.
 
 ## Why is this bad?
 At Anthropic, "`tool_choice` ... and thinking parameters invalidate messages": a turn whose
