@@ -1480,27 +1480,36 @@ def converted_classes(
     imports (the objects' class is not known there); a role dict built from ``self.role`` in
     a method of one of the module's classes counts for that class. Only capitalised names
     (``message_object``'s)."""
+    kept: dict[str, list[str]] = tree.__dict__.setdefault("_converted", {})
+    known = kept.get(module)
+    if known is not None:
+        return list(known)
+    role_dicts: set[int] = set()
+    dumped = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            if _role_field(node) is not None:
+                role_dicts.add(id(node))
+        elif isinstance(node, ast.Call) and not dumped:
+            dumped = _dumped(node)
     own: set[str] = set()
-    seen: set[int] = set()
-    for name, info in classes.items():
-        for method in info.methods.values():
-            args = method.args.posonlyargs + method.args.args
-            if not args:
-                continue
-            for node in ast.walk(method):
-                base = _role_field(node) if isinstance(node, ast.Dict) else None
-                if isinstance(base, ast.Name) and base.id == args[0].arg:
-                    own.add(f"{module}.{name}")
-                    seen.add(id(node))
-    anywhere = any(
-        (isinstance(node, ast.Dict) and id(node) not in seen and _role_field(node) is not None)
-        or (isinstance(node, ast.Call) and _dumped(node))
-        for node in ast.walk(tree)
-    )
-    if anywhere:
+    if role_dicts:
+        for name, info in classes.items():
+            for method in info.methods.values():
+                args = method.args.posonlyargs + method.args.args
+                if not args:
+                    continue
+                for node in ast.walk(method):
+                    if isinstance(node, ast.Dict) and id(node) in role_dicts:
+                        base = _role_field(node)
+                        if isinstance(base, ast.Name) and base.id == args[0].arg:
+                            own.add(f"{module}.{name}")
+                            role_dicts.discard(id(node))
+    if role_dicts or dumped:
         own.update(f"{module}.{name}" for name in classes)
         own.update(qual for qual in imports.values() if qual.rsplit(".", 1)[-1][:1].isupper())
-    return sorted(own)
+    kept[module] = sorted(own)
+    return list(kept[module])
 
 
 def _dumped(node: ast.Call) -> bool:
