@@ -8,16 +8,27 @@ same way at the stop. They are usage errors now (exit 2, no traceback), naming t
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from click.testing import CliRunner
 
 from promptcache.cli import cli
 
+
+def _free_port() -> str:
+    """A port nothing listens on now: the engine checks its port before its model, so a busy
+    default port (8000) would end the command with another error."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
 SERVERS = {
     # each fails right after its options are read (a log folder, a model that is not there),
     # so a value the option check lets through ends the command rather than starting a server
     "proxy": ["proxy", "--upstream", "engine", "--db", "no-such-folder/log.db"],
-    "engine serve": ["engine", "serve", "--model", "no-such-model-folder"],
+    "engine serve": ["engine", "serve", "--model", "no-such-model-folder", "--port", _free_port()],
 }
 
 
