@@ -180,6 +180,12 @@ def lint(
         config = replace(config, select=_rule_codes(select), ignore=frozenset())
     if ignore is not None:
         config = replace(config, ignore=config.ignore | _rule_codes(ignore))
+    if not config.enabled(KNOWN_CODES):  # what follows would read as a clean run
+        click.echo(
+            "warning: no rule is enabled (the select and ignore of the command line and the "
+            "config leave none), so nothing is checked",
+            err=True,
+        )
     targets = list(paths) or [Path(".")]
     # A notebook named on the command line is JSON, which parses as one Python dict display:
     # it would be 'All checks passed' with none of its cells read. Say so, and leave it out.

@@ -176,6 +176,17 @@ def test_cli_select_runs_a_rule_the_config_ignores(project: Path) -> None:
     assert run("bad.py", "--select", "PC001").exit_code == 0  # per-file-ignores still apply
 
 
+def test_a_selection_that_leaves_no_rule_says_that_nothing_is_checked(project: Path) -> None:
+    # its "All checks passed" alone would read as a clean file
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py", "--select", "PC001", "--ignore", "PC001")
+    assert result.exit_code == 0
+    assert "warning: no rule is enabled" in result.stderr and "nothing is checked" in result.stderr
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nignore = ["ALL"]\n')
+    assert "warning: no rule is enabled" in run("bad.py").stderr
+    assert "no rule is enabled" not in run("bad.py", "--select", "PC001").stderr
+
+
 def test_all_names_every_rule_on_the_command_line_and_in_the_config(project: Path) -> None:
     # as ruff's: ALL is every rule in --select and --ignore, and in select, ignore and
     # per-file-ignores (ignore = ["ALL"] ignores every rule)
