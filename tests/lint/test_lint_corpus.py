@@ -68,6 +68,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         19: 20261221,
         20: 20261222,
         21: 20261223,
+        22: 20261224,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -104,6 +105,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         19: 8,
         20: 2,
         21: 7,
+        22: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -209,6 +211,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "PySpur-Dev/pyspur",
             "X-PLUG/MobileAgent",
             "anthropics/claude-agent-sdk-python",
+        ],
+        22: [
+            "WooooDyy/AgentGym",
+            "modelscope/modelscope-agent",
         ],
     }
     for batch, tuning in recorded.items():
