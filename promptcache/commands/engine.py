@@ -334,6 +334,12 @@ def serve(
 
     if warmup_top is not None and warmup_log is None:
         raise click.UsageError("--top applies to --warmup-from-log PROXY_DB")
+    # Clients must send the name as `model`: an empty one could never be named.
+    for name in served_model_names:
+        if not name.strip():
+            raise click.UsageError(
+                f"--served-model-name {name!r} is blank: give the name clients send as `model`"
+            )
     budget_source = click.get_current_context().get_parameter_source("kv_disk_bytes")
     if kv_disk is None and budget_source is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError(

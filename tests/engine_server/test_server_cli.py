@@ -156,6 +156,21 @@ def test_serve_reports_a_port_in_use_before_loading_the_model() -> None:
     assert "Traceback" not in result.output and "promptcache engine:" not in result.output
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_serve_rejects_a_blank_served_model_name_before_loading(name: str) -> None:
+    """A name clients could not send as ``model``: exit 2 and one line, before the model loads."""
+    result = CliRunner().invoke(
+        cli,
+        [
+            *("engine", "serve", "--model", str(TINYSTORIES)),
+            *("--served-model-name", "tiny", "--served-model-name", name),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert f"--served-model-name {name!r} is blank" in result.output
+    assert "Traceback" not in result.output and "promptcache engine:" not in result.output
+
+
 def test_serve_calls_an_unknown_host_unknown_not_insecure() -> None:
     result = CliRunner().invoke(
         cli, ["engine", "serve", "--model", str(TINYSTORIES), "--host", "not a host"]
