@@ -126,5 +126,9 @@ def check(
         except OSError as exc:
             raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
     else:
+        if program_out is None and text:
+            # The program's output came first on this stdout and need not end in a newline:
+            # a blank line keeps the report's first line (a `::error` command too) off it.
+            click.echo()
         click.echo(text, nl=False)
     sys.exit(result.exit_code)

@@ -179,3 +179,16 @@ def test_sarif_result_without_a_call_site_still_has_a_location(tmp_path: Path) -
     assert result["message"]["text"].endswith(
         "; call site unknown, shown at smoke.py, which the command runs"
     )
+
+
+def test_text_report_starts_on_its_own_line_after_output_without_a_newline() -> None:
+    proc = cli("check", "--", sys.executable, "-c", "import sys; sys.stdout.write('progress 100%')")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "progress 100%progress 100%"  # both runs' output, then the report
+    assert lines[1].startswith("run 0: baseline; 0 LLM request(s) captured in ")
+    assert lines[-1] == "promptcache check: 0 findings in 2 runs"
+    # output that ends its line is followed by a blank one, then the report
+    proc = cli("check", "--", sys.executable, "-c", "print('done')")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("done\ndone\n\nrun 0: baseline; ")
