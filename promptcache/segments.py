@@ -295,6 +295,7 @@ def split_request(
                 s.add(key, "system", body[key])
         s.add_list("contents", "messages", body.get("contents"))
     elif api == "bedrock_converse":
+        _refuse_foreign_markers(body)
         tool_config = body.get("toolConfig")
         if tool_config is not None:
             if not isinstance(tool_config, Mapping):
@@ -323,6 +324,41 @@ def split_request(
             f"({', '.join(fields)}), {state}{hint}"
         )
     return s.segments, s.breakpoints
+
+
+def _refuse_foreign_markers(body: Mapping[str, Any]) -> None:
+    """A Converse block has no ``cache_control`` (Converse marks a cache point with a
+    ``{"cachePoint": ...}`` block) and ``system`` is no string (a list of blocks): a body with
+    either was written for another API, and reading it as Converse would mark it wrongly.
+
+    Raises:
+        RequestShapeError: naming the fields and the API the body looks like.
+    """
+    # a top-level cache_control is left out of the hashes with a warning, like every other
+    # field of another API (`ignored_prompt_fields`)
+    found = ["`system` as a string"] if isinstance(body.get("system"), str) else []
+    for key in ("system", "messages"):
+        items = body.get(key)
+        for i, item in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(item, Mapping) and "cache_control" in item:
+                found.append(f"`{key}[{i}].cache_control`")
+            content = item.get("content") if isinstance(item, Mapping) else None
+            for j, block in enumerate(content if isinstance(content, list) else ()):
+                if isinstance(block, Mapping) and "cache_control" in block:
+                    found.append(f"`{key}[{i}].content[{j}].cache_control`")
+    if not found:
+        return
+    guess = _guess_api(body)
+    hint = (
+        f"; it looks like {guess}: pass api={guess!r}, or --api {guess} on the command line"
+        if guess and guess != "bedrock_converse" and _has_content(body, guess)
+        else ""
+    )
+    raise RequestShapeError(
+        f"bedrock_converse request with {', '.join(found)}, which Converse does not accept (it "
+        "takes `system` as a list of blocks and marks a cache point with a "
+        f'{{"cachePoint": {{"type": "default"}}}} block){hint}'
+    )
 
 
 def _has_content(body: Mapping[str, Any], api: str) -> bool:

@@ -69,6 +69,39 @@ def test_bad_json_and_unknown_shape_are_clean_errors() -> None:
     assert unknown.exception is None or isinstance(unknown.exception, SystemExit)
 
 
+def test_an_anthropic_body_hashed_as_bedrock_converse_is_an_error_naming_the_fields() -> None:
+    # Converse blocks have no cache_control (its marker is a cachePoint block), and its system
+    # is a list of blocks (a top-level cache_control alone is an ignored field: a warning)
+    blocks = {
+        "model": "claude-sonnet-4-5",
+        "system": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+    }
+    top = {
+        "model": "claude-sonnet-4-5",
+        "system": "rules",
+        "cache_control": {"type": "ephemeral"},
+        "messages": [{"role": "user", "content": "q"}],
+    }
+    for body, named in (
+        (blocks, "`system[0].cache_control`, `messages[0].content[0].cache_control`"),
+        (top, "`system` as a string"),
+    ):
+        result = CliRunner().invoke(
+            cli, ["hash", "-", "--api", "bedrock_converse"], input=json.dumps(body)
+        )
+        assert result.exit_code == 2, result.output
+        assert f"bedrock_converse request with {named}, which Converse does not" in result.output
+        assert "--api anthropic" in result.output and "Traceback" not in result.output
+    right = CliRunner().invoke(cli, ["hash", "-", "--api", "anthropic"], input=json.dumps(blocks))
+    assert right.exit_code == 0, right.output
+
+
 def test_a_field_the_api_does_not_read_is_a_warning_on_stderr(tmp_path: Path) -> None:
     path = tmp_path / "req.json"
     path.write_text(json.dumps(BODY))
