@@ -245,8 +245,8 @@ class DirectUpstream:
             limit=max_connections, limit_per_host=0, keepalive_timeout=keepalive_s
         )
         self._session = self._new_session(self._connector)
-        #: for a request sent once more: its connections are closed after their exchange, so
-        #: it never holds an idle one and each request opens a new one
+        #: for a request sent once more: a connection it kept is closed when next asked for
+        #: (no keep-alive time), so each such request opens a new one
         self._fresh: aiohttp.ClientSession | None = None
         self._urls: dict[str, URL] = {}
 
@@ -311,7 +311,13 @@ class DirectUpstream:
                 exc,
             )
             if self._fresh is None:
-                connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
+                # aiohttp hands a connection back to the pool once the body is read; with no
+                # keep-alive time a kept one is closed when next asked for, so a later retry
+                # never goes out on it (force_close would add "Connection: close" to the
+                # request, which is relayed byte for byte)
+                connector = aiohttp.TCPConnector(
+                    limit=self._max_connections, limit_per_host=0, keepalive_timeout=0
+                )
                 self._fresh = self._new_session(connector)
             try:
                 response = await self._fresh.request(method, url, headers=pairs, data=body or None)

@@ -297,6 +297,25 @@ def test_a_pooled_connection_closed_under_a_request_is_retried_on_a_new_one(
     assert len(upstream.requests) == 3 and upstream.requests[1] == upstream.requests[2]
 
 
+def test_a_retried_request_never_goes_out_on_a_connection_kept_from_another_retry(
+    proxy_to: Callable[[RawUpstream], str],
+) -> None:
+    # aiohttp hands a connection back to its pool once the body is read, so the retries'
+    # session kept the first retry's connection, and a later retry went out on it: a connection
+    # as likely to have been closed by the upstream's idle timeout as the one just dropped
+    # (a rare 502 under load). Each retry opens a new connection.
+    ok = response(COMPLETION, b"content-length: %d" % len(COMPLETION))
+    upstream = RawUpstream(lambda n: ok, drop=frozenset({1, 4}))
+    url = proxy_to(upstream)
+    with httpx.Client() as client:
+        answers = [client.post(url + "/v1/chat/completions", content=BODY) for _ in range(4)]
+    upstream.close()
+    assert [a.status_code for a in answers] == [200] * 4
+    # A (requests 0, 1 dropped), B (the first retry), C (2, 3 dropped), D (the second retry)
+    assert len(upstream.requests) == 6
+    assert upstream.connections == 4
+
+
 def test_a_new_connection_closed_unanswered_is_not_retried(
     proxy_to: Callable[[RawUpstream], str],
 ) -> None:
