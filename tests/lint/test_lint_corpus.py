@@ -69,6 +69,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         20: 20261222,
         21: 20261223,
         22: 20261224,
+        23: 20261225,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -106,6 +107,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         20: 2,
         21: 7,
         22: 5,
+        23: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -215,6 +217,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         22: [
             "WooooDyy/AgentGym",
             "modelscope/modelscope-agent",
+        ],
+        23: [
+            "mcp-use/mcp-use",
+            "virattt/ai-hedge-fund",
         ],
     }
     for batch, tuning in recorded.items():
