@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from promptcache.canonical import canonical_json_and_bytes
 from promptcache.changed_value import ChangedValue, changed_value, text_excerpt
-from promptcache.errors import ConfigError
+from promptcache.errors import CanonicalizationError, ConfigError
 from promptcache.segments import (
     APIS,
     RawBreakpoint,
@@ -264,13 +264,25 @@ def prompt_texts(body: Mapping[str, Any], api: str = "auto") -> PromptTexts:
         key = _message_key(raw.value)
         known = memo.get(key) if key is not None else None
         if known is None:
-            text, data = canonical_json_and_bytes(raw.value)
+            try:
+                text, data = canonical_json_and_bytes(raw.value)
+            except CanonicalizationError as exc:
+                raise CanonicalizationError(_at_segment(str(exc), raw.path)) from None
             texts.append(text)
             known_list.append(data)
         else:
             texts.append(known[0])
             known_list.append(known)
     return PromptTexts(api, raw_segments, raw_breakpoints, texts, known_list)
+
+
+def _at_segment(message: str, path: str) -> str:
+    """``message`` of a segment's ``CanonicalizationError`` located in the whole request body: its
+    JSON path starts at the segment (``$.content[0]``), so ``$`` becomes the segment's own path
+    (``messages[1].content[0]``); a message without a path is prefixed with the segment's."""
+    if message.startswith("$"):
+        return path + message[1:]
+    return f"{path}: {message}"
 
 
 def _message_key(value: Any) -> tuple[str, str] | None:

@@ -277,6 +277,48 @@ def test_nan_in_body_is_a_canonicalization_error() -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "api", "where"),
+    [
+        (
+            {
+                "model": "m",
+                "system": "s",
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "user", "content": [{"type": "text", "text": "y", "n": float("nan")}]},
+                ],
+            },
+            "anthropic",
+            "messages[1].content[0].n is nan",
+        ),
+        (
+            {"tools": [{"name": "t", "input_schema": {"default": float("inf")}}], "messages": []},
+            "anthropic",
+            "tools[0].input_schema.default is inf",
+        ),
+        (
+            {"contents": [{"role": "user", "parts": [{"text": "x", "n": float("nan")}]}]},
+            "gemini",
+            "contents[0].parts[0].n is nan",
+        ),
+        (
+            {"system": [{"type": "text", "text": "a"}, {"type": "text", "text": "\ud800"}]},
+            "anthropic",
+            "system[1]: a string contains a lone surrogate",
+        ),
+    ],
+)
+def test_a_value_without_json_form_is_located_in_the_whole_body(
+    body: dict[str, Any], api: str, where: str
+) -> None:
+    # the error's JSON path starts at the request, not at the segment (`$.content[0].n`), so
+    # `promptcache hash` and the SDK point at the field that holds the value
+    with pytest.raises(CanonicalizationError) as info:
+        fingerprint_request(body, api)
+    assert str(info.value).startswith(where)
+
+
+@pytest.mark.parametrize(
     ("body", "api"),
     [
         ({"system": "s", "messages": []}, "anthropic"),
