@@ -8,13 +8,17 @@ block placed right AFTER the block it closes (``"ttl": "1h"`` added for 1h break
 4, TTLs non-increasing along tools -> system -> messages (``PromptBuilder.plan_breakpoints``).
 
 Converse requires user and assistant roles to alternate, so dynamic content after a user history
-message is appended to that message's content instead of forming a new message.
+message is appended to that message's content instead of forming a new message. A history that
+does not alternate, or starts with an assistant message, is a ``ConfigError`` here: Converse
+answers it with a ValidationException ("A conversation must alternate between user and assistant
+roles", "A conversation must start with a user message").
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from promptcache.errors import ConfigError
 from promptcache.prompt_types import RenderedRequest
 from promptcache.render._common import (
     positive_int,
@@ -33,6 +37,26 @@ def cache_point(ttl: str) -> dict[str, Any]:
     return {"cachePoint": spec}
 
 
+def require_alternation(builder: PromptBuilder) -> None:
+    """Raise ``ConfigError`` unless the history starts with a user message and alternates."""
+    roles = [turn.role for turn in builder.history]
+    if roles and roles[0] != "user":
+        raise ConfigError(
+            "to_bedrock_converse(): the history starts with an assistant message, and Converse "
+            "requires a conversation to start with a user message (its ValidationException: "
+            "'A conversation must start with a user message'): add_user() before the first "
+            "add_assistant()"
+        )
+    for k in range(1, len(roles)):
+        if roles[k] == roles[k - 1]:
+            raise ConfigError(
+                f"to_bedrock_converse(): history messages {k - 1} and {k} are both {roles[k]} "
+                "messages, and Converse requires user and assistant messages to alternate (its "
+                "ValidationException: 'A conversation must alternate between user and assistant "
+                f"roles'): join the two texts in one add_{roles[k]}() call"
+            )
+
+
 def render_bedrock_converse(builder: PromptBuilder, *, max_tokens: int) -> RenderedRequest:
     """Keyword arguments for ``boto3.client("bedrock-runtime").converse(**params)``.
 
@@ -41,11 +65,13 @@ def render_bedrock_converse(builder: PromptBuilder, *, max_tokens: int) -> Rende
         when non-empty, ``system`` and ``toolConfig``.
 
     Raises:
-        ConfigError: no model, nothing to answer, or a bad ``max_tokens``.
+        ConfigError: no model, nothing to answer, a bad ``max_tokens``, or a history whose
+            roles do not alternate from a user message on.
         BreakpointLimitError, BreakpointTTLOrderError: see ``promptcache.breakpoints``.
     """
     model = require_model(builder, "to_bedrock_converse")
     require_content(builder, "to_bedrock_converse")
+    require_alternation(builder)
     plan = builder.plan_breakpoints("bedrock")
     marks = {(bp.layer, bp.index): bp.ttl for bp in plan.kept}
     params: dict[str, Any] = {"modelId": model}

@@ -332,6 +332,37 @@ def test_bedrock_merges_dynamic_into_trailing_user_turn() -> None:
 
 
 @pytest.mark.parametrize(
+    ("roles", "message"),
+    [
+        (("user", "user"), "history messages 0 and 1 are both user messages"),
+        (("user", "assistant", "assistant"), "history messages 1 and 2 are both assistant"),
+        (("assistant", "user"), "the history starts with an assistant message"),
+    ],
+)
+def test_bedrock_refuses_a_history_converse_would_reject(
+    roles: tuple[str, ...], message: str
+) -> None:
+    # Converse answers a ValidationException for these ("A conversation must alternate between
+    # user and assistant roles", "... must start with a user message"); the builder says so and
+    # how to fix it before anything is sent
+    b = PromptBuilder("anthropic.claude-sonnet-4-5-20250929-v1:0", min_prefix_tokens=1)
+    b.system("Role.")
+    for i, role in enumerate(roles):
+        (b.add_user if role == "user" else b.add_assistant)(f"turn {i}")
+    b.dynamic("logs")
+    with pytest.raises(ConfigError, match="Converse requires") as info:
+        b.to_bedrock_converse()
+    assert message in str(info.value)
+
+
+def test_bedrock_accepts_an_alternating_history() -> None:
+    b = PromptBuilder("anthropic.claude-sonnet-4-5-20250929-v1:0", min_prefix_tokens=1)
+    b.system("Role.").add_user("a").add_assistant("b").add_user("c").add_assistant("d")
+    messages = b.dynamic("e").to_bedrock_converse()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+
+
+@pytest.mark.parametrize(
     "api", ["anthropic", "openai_chat", "openai_responses", "gemini", "bedrock_converse"]
 )
 def test_frozen_prefix_is_stable_across_questions(api: str) -> None:
