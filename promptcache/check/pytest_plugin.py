@@ -102,7 +102,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             return 2
         return None
     from promptcache.check.output import named_by_command, render
-    from promptcache.check.runner import run_check
+    from promptcache.check.runner import CommandNames, run_check
     from promptcache.errors import PromptCacheError
 
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
@@ -135,6 +135,17 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             "file; the report would replace it: pick another file\n"
         )
         return 2
+    session_names = CommandNames(
+        "the test session",
+        "--promptcache-check-timeout",
+        {
+            pytest.ExitCode.TESTS_FAILED: "pytest: tests failed; check needs a session that passes",
+            pytest.ExitCode.INTERRUPTED: "pytest: interrupted",
+            pytest.ExitCode.INTERNAL_ERROR: "pytest: internal error",
+            pytest.ExitCode.USAGE_ERROR: "pytest: usage error",
+            pytest.ExitCode.NO_TESTS_COLLECTED: "pytest: no tests were collected",
+        },
+    )
     try:
         result = run_check(
             command,
@@ -142,6 +153,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             isolate=config.getoption("promptcache_check_isolate"),
             cwd=str(config.invocation_params.dir),
             timeout=timeout,
+            names=session_names,
             # as `promptcache check`: a JSON or SARIF report on stdout keeps stdout for itself,
             # the sessions' own output goes to stderr
             stdout=sys.stderr if not output and output_format in ("json", "sarif") else None,

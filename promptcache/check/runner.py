@@ -56,6 +56,17 @@ class CommandFailedError(PromptCacheError):
     """COMMAND exited non-zero (or could not start) in one of the runs."""
 
 
+@dataclass(frozen=True)
+class CommandNames:
+    """How a failed run's error names what ran: ``promptcache check`` runs "the command" with
+    ``--timeout``; the pytest plugin runs "the test session" with its own option, and says what
+    pytest's exit statuses mean."""
+
+    subject: str = "the command"
+    timeout_option: str = "--timeout"
+    statuses: Mapping[int, str] = field(default_factory=dict)
+
+
 class CommandTimeoutError(CommandFailedError):
     """COMMAND ran past ``--timeout`` in one of the runs and was killed."""
 
@@ -466,6 +477,7 @@ def run_check(
     minimums: ModelMinimums | None = None,
     timeout: float | None = None,
     stdin: bytes | IO[bytes] | None = None,
+    names: CommandNames | None = None,
 ) -> CheckResult:
     """Run ``command`` once per perturbation (``plan_runs``) and compare the runs.
 
@@ -485,6 +497,8 @@ def run_check(
         stdin: what every run reads on its standard input: bytes, or a binary stream copied
             to the first run and recorded, the later runs reading what the first was given;
             None: the runs share our standard input.
+        names: how the errors name the command, its timeout option and its exit statuses
+            (default: ``promptcache check``'s; the pytest plugin names its session).
 
     Raises:
         ConfigError: ``command`` is empty, ``runs`` below 2 or ``timeout`` not positive.
@@ -512,7 +526,17 @@ def run_check(
     previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
     try:
         results = _run_all(
-            command, plans, forward, upstreams, base_env, not_user, cwd, out, given, timeout
+            command,
+            plans,
+            forward,
+            upstreams,
+            base_env,
+            not_user,
+            cwd,
+            out,
+            given,
+            timeout,
+            names or CommandNames(),
         )
     finally:
         if in_main:
@@ -532,6 +556,7 @@ def _run_all(
     out: IO[Any],
     given: bytes | StdinRecorder | None,
     timeout: float | None,
+    names: CommandNames,
 ) -> list[RunResult]:
     """Every run of ``run_check``, in order (see there for the errors raised)."""
     results: list[RunResult] = []
@@ -552,19 +577,22 @@ def _run_all(
                     given = given.finish()
             duration = time.perf_counter() - started
             what = plan.describe().partition(": ")[2]
+            subject = names.subject
             if status is None:
                 raise CommandTimeoutError(
-                    f"the command ran past --timeout {timeout:g} s in run {plan.run} ({what}) "
-                    "and was stopped; any output it printed is above"
+                    f"{subject} ran past {names.timeout_option} {timeout:g} s in run {plan.run} "
+                    f"({what}) and was stopped; any output it printed is above"
                 )
             if status < 0:
                 raise CommandFailedError(
-                    f"the command was killed by {signal.Signals(-status).name} in run "
+                    f"{subject} was killed by {signal.Signals(-status).name} in run "
                     f"{plan.run} ({what}); any output it printed is above"
                 )
             if status != 0:
+                meaning = names.statuses.get(status)
+                said = f" ({meaning})" if meaning else ""
                 raise CommandFailedError(
-                    f"the command exited with status {status} in run {plan.run} ({what}); "
+                    f"{subject} exited with status {status}{said} in run {plan.run} ({what}); "
                     "any output it printed is above"
                 )
             results.append(RunResult(plan, status, duration, server.requests(plan.run)))

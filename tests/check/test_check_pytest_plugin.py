@@ -64,7 +64,21 @@ def test_plugin_is_inert_without_the_option_and_a_failing_suite_is_2(tmp_path: P
     assert plain.returncode == 1 and "1 failed" in plain.stdout
     checked = _pytest(tmp_path, "--promptcache-check", "test_fail.py")
     assert checked.returncode == 2
-    assert "error: the command exited with status 1 in run 0 (baseline)" in checked.stderr
+    # the session, not a command, and what pytest's status says
+    assert (
+        "error: the test session exited with status 1 (pytest: tests failed; check needs a "
+        "session that passes) in run 0 (baseline)"
+    ) in checked.stderr
+
+
+def test_a_session_that_collects_no_test_says_so(tmp_path: Path) -> None:
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    checked = _pytest(tmp_path, "--promptcache-check", "-k", "no_such_test", "test_prompt.py")
+    assert checked.returncode == 2
+    assert (
+        "error: the test session exited with status 5 (pytest: no tests were collected) in "
+        "run 0 (baseline)"
+    ) in checked.stderr
 
 
 def test_plugin_timeout_stops_a_hanging_session(tmp_path: Path) -> None:
@@ -73,7 +87,10 @@ def test_plugin_timeout_stops_a_hanging_session(tmp_path: Path) -> None:
     )
     checked = _pytest(tmp_path, "--promptcache-check", "--promptcache-check-timeout=2", ".")
     assert checked.returncode == 2
-    assert "error: the command ran past --timeout 2 s in run 0 (baseline)" in checked.stderr
+    # the option given here, not `promptcache check`'s --timeout
+    assert (
+        "error: the test session ran past --promptcache-check-timeout 2 s in run 0 (baseline)"
+    ) in checked.stderr
 
 
 def test_a_json_report_on_stdout_is_all_that_stdout_holds(tmp_path: Path) -> None:
