@@ -107,12 +107,24 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
 
 
 def priced_as_notes(report: Report) -> list[str]:
-    """One line per model the proxy priced at another model's rates (``price_as``)."""
-    return [
-        f"{p.requests:,} requests for {p.model or '(no model)'} (no price row) are priced at "
-        f"{p.priced_as}'s rates (proxy price_as)"
+    """One line per model the proxy priced at another model's rates (``price_as``), then one for
+    the requests no rates priced (their model has no price row), which every cost figure leaves
+    out: without that line a log of self-hosted traffic reads as costing $0."""
+    notes = [
+        f"{formatting.plural(p.requests, 'request', grouped=True)} for "
+        f"{p.model or '(no model)'} (no price row) {'is' if p.requests == 1 else 'are'} priced "
+        f"at {p.priced_as}'s rates (proxy price_as)"
         for p in report.priced_as
     ]
+    unpriced = report.total.unpriced_requests
+    if unpriced:
+        notes.append(
+            f"{formatting.plural(unpriced, 'request', grouped=True)} "
+            f"{'is' if unpriced == 1 else 'are'} unpriced (no price row for the model) and in "
+            "no cost or $ figure; a proxy started with --price-as MODEL prices such requests at "
+            "MODEL's rates (docs/proxy.md)"
+        )
+    return notes
 
 
 def render_table(report: Report, *, width: int = 120, color: bool = False) -> str:

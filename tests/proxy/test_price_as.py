@@ -74,9 +74,10 @@ def test_unpriced_model_is_priced_as_the_named_model_and_priced_models_keep_thei
     assert [(p.model, p.priced_as, p.requests) for p in report.priced_as] == [
         (ENGINE_MODEL, "gpt-5", 1)
     ]
-    note = f"1 requests for {ENGINE_MODEL} (no price row) are priced at gpt-5's rates"
+    note = f"1 request for {ENGINE_MODEL} (no price row) is priced at gpt-5's rates"
     assert note in render_table(report, width=200)
     assert note.replace("'", "&#39;") in render_html(report)
+    assert "--price-as MODEL" not in render_table(report, width=200)
     runner = CliRunner()
     result = runner.invoke(cli, ["report", "--db", str(proxy.db_path), "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -102,6 +103,17 @@ def test_without_price_as_an_unpriced_model_stays_unpriced(
     assert row["cost_usd"] is None and row["priced_as"] is None
     report = build_report(proxy.db_path, since=time.time() - 3600, until=time.time() + 60)
     assert report.total.unpriced_requests == 1 and report.priced_as == ()
+    # its cost is no $0: the table and the page say it is left out, and how to price it
+    note = (
+        "1 request is unpriced (no price row for the model) and in no cost or $ figure; a proxy "
+        "started with --price-as MODEL prices such requests at MODEL's rates (docs/proxy.md)"
+    )
+    assert f"* {note}" in render_table(report, width=300)
+    assert note.replace("'", "&#39;") in render_html(report)
+    _chat(proxy, ENGINE_MODEL)
+    proxy.rows(2)
+    report = build_report(proxy.db_path, since=time.time() - 3600, until=time.time() + 60)
+    assert "* 2 requests are unpriced (no price row" in render_table(report, width=300)
 
 
 def test_price_as_flag_fills_only_upstreams_without_their_own() -> None:

@@ -80,20 +80,23 @@ def browse_example(sample, doc):
 
 
 def browse_maybe(sample, doc, output):
-    # the reply is appended only under a condition: it may not be there
+    # the reply is appended only under a condition: it may not be there (and the question
+    # follows the contents, so they are not the request's newest message either)
     messages = [Message(**m) for m in sample["input"]]
     if output:
         messages.append(Message(role="assistant", content=output))
     sections = set(doc.keys())
     messages.append(Message(role="system", content=f"Table of contents: {sections}"))  # PC015: 73
+    messages.append(Message("user", sample["question"]))
     return _ask(messages)
 
 
 def browse_other_list(sample, doc, output):
-    # the reply went into another list
+    # the reply went into another list (and the question follows the contents)
     messages = [Message(**m) for m in sample["input"]]
     notes = []
     notes.append(Message(role="assistant", content=output))
     sections = set(doc.keys())
     messages.append(Message(role="system", content=f"Table of contents: {sections}"))  # PC015: 73
+    messages.append(Message("user", sample["question"]))
     return _ask(messages)
