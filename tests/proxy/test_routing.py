@@ -353,6 +353,25 @@ def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
     assert f'promptcache_fleet_hit_rate{{upstream="fleet"}} {cached / prompt}' in metrics
 
 
+def test_every_series_a_fleet_proxy_exports_is_in_the_metrics_table_of_docs_report_md(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    """docs/report.md's Metrics table is where a reader looks a series up: each family the
+    proxy's /metrics declares (prometheus_client's ``_created`` timestamps aside) is listed."""
+    url, db, app = start_fleet_proxy(fleet[:2])
+    send(url, chat("A", "1"))
+    rows_of(db, app, 1)
+    names = {
+        line.split()[2]
+        for line in httpx.get(f"{url}/metrics").text.splitlines()
+        if line.startswith("# TYPE ") and not line.split()[2].endswith("_created")
+    }
+    assert "promptcache_route_regret_tokens_total" in names  # the fleet's series are exported
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+    table = docs.split("\n## Metrics\n", 1)[1].split("```promql", 1)[0]
+    assert sorted(n for n in names if f"`{n}`" not in table) == []
+
+
 def test_a_routed_response_reaches_the_client_before_its_row_is_finished(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:
