@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -345,6 +347,26 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
+
+
+def _patch(before: str, after: str, path: str, encoding: str) -> str:
+    r"""The ``--diff`` patch from ``before`` to ``after`` as ``git apply`` and ``patch`` read it:
+    lines end at ``\n`` only (a form feed or U+2028 inside a line stays in it), a last line
+    without one is marked ``\ No newline at end of file``, and a UTF-8 BOM the file starts with
+    is kept on its first line, so the context matches the file's bytes."""
+    bom = "\ufeff" if encoding == "utf-8-sig" else ""
+    out = []
+    for line in difflib.unified_diff(
+        _LINE.findall(bom + before),
+        _LINE.findall(bom + after),
+        fromfile=f"a/{path}",
+        tofile=f"b/{path}",
+    ):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
 def _apply_fixes(
     results: list[Any], config: Any, write: bool, show_diff: bool, output: Path | None = None
 ) -> tuple[list[Any], int]:
@@ -354,7 +376,7 @@ def _apply_fixes(
     ``error: cannot write FILE: reason`` on stderr; the other files are still fixed). The patch
     of ``show_diff`` goes to ``output`` when given (written even when empty), else to stdout.
     """
-    from promptcache.lint_rules.fix import fix_source, read_source, unified_diff
+    from promptcache.lint_rules.fix import fix_source, read_source
     from promptcache.lint_rules.runner import lint_source
 
     updated = []
@@ -373,7 +395,7 @@ def _apply_fixes(
             continue
         changed += 1
         if show_diff:
-            patches.append(unified_diff(before, after, result.path))
+            patches.append(_patch(before, after, result.path, encoding))
         if write:
             try:
                 _write_atomically(path, after.encode(encoding))

@@ -322,6 +322,32 @@ def test_fix_keeps_the_file_encoding_and_line_endings(project: Path) -> None:
         assert fixed == raw.replace(b"json.dumps(profile)", b"json.dumps(profile, sort_keys=True)")
 
 
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        # the BOM was left out of the patch's first context line: `git apply` refused it
+        (
+            "bom.py",
+            b"\xef\xbb\xbf" + FIXABLE.replace("\nimport", ",").replace("\nc", "; c").encode(),
+        ),
+        # the fixed last line had no newline: its - and + lines were glued into one
+        ("no_final_newline.py", FIXABLE.rstrip("\n").encode()),
+        # a form feed and U+2028 in a string split lines where git sees none
+        ("separators.py", (FIXABLE + "NOTE = 'a\x0cb\u2028c'\n").encode()),
+        ("crlf.py", FIXABLE.replace("\n", "\r\n").encode()),
+    ],
+)
+def test_diff_applies_with_git_as_fix_writes_it(project: Path, name: str, raw: bytes) -> None:
+    (project / name).write_bytes(raw)
+    assert run(name, "--diff", "--output", "fixes.patch").exit_code == 1
+    applied = subprocess.run(["git", "apply", "fixes.patch"], cwd=project, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    patched = (project / name).read_bytes()
+    (project / name).write_bytes(raw)
+    assert run(name, "--fix").exit_code == 0
+    assert patched == (project / name).read_bytes() != raw
+
+
 def test_output_to_a_missing_folder_is_a_usage_error(project: Path) -> None:
     (project / "bad.py").write_text(BAD)
     result = run("bad.py", "--output", str(project / "no" / "such" / "out.sarif"))
