@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from .calls import Unresolved, order_of
+from .calls import Unresolved, order_of, split_grain, unproven, with_grain
 from .facts import (
     CHOSEN_BY_IF,
     CLEAN,
@@ -328,6 +328,7 @@ class StatementsMixin(EngineState):
                 # field now holds this value alone (``self.tools = sorted(self.tools)``)
                 self.forget_store(target.attr)
             self.assign(target, value, stmt.value)
+            self.field_read_back(target, value)
 
     def forget_store(self, attr: str) -> None:
         """The summary forgets what the function stored into ``self.<attr>`` so far."""
@@ -381,6 +382,7 @@ class StatementsMixin(EngineState):
                 if isinstance(cls, (ClassInfo, ExternalClass)):
                     value = replace(value, ref=cls)
             self.assign(stmt.target, value, stmt.value)
+            self.field_read_back(stmt.target, value)
 
     def stmt_AugAssign(self, stmt: ast.AugAssign) -> None:
         value = self.eval(stmt.value)
@@ -395,6 +397,41 @@ class StatementsMixin(EngineState):
             self.frame.defs.pop(stmt.target.id, None)
         else:
             self.assign(stmt.target, new, None)
+            self.field_read_back(stmt.target, value)
+
+    def field_read_back(self, target: ast.expr, value: Value) -> None:
+        """``agent.system_prompt += now`` in a function given ``agent: Agent``: a value stored
+        into a field of a parameter, an object of a project class (not our own ``self``),
+        whose own method reads that field into a prefix region (``Summary.attr_sinks``:
+        ``Agent.loop`` sends ``self.system_prompt`` as the system prompt of each request), is
+        in that region of every request that method sends from this object afterwards;
+        recorded here, at the store. Only what this statement stores counts (not what the
+        field held before, nor a parameter of ours in it: what a caller passes is that
+        caller's to report); an object built here is left to the calls made on it."""
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+            return
+        name = target.value.id
+        if name == self.frame.self_name or name not in self.frame.params:
+            return
+        stored = self.with_mutation_facts(value).without(Kind.PARAM)
+        if not stored.facts:
+            return
+        cls = self.lookup(name).ref
+        if isinstance(cls, ExternalClass):
+            methods = [cls.methods[name] for name in sorted(cls.methods)]
+        elif isinstance(cls, ClassInfo):
+            methods = [self.summary(cls.methods[name]) for name in sorted(cls.methods)]
+        else:
+            return
+        for summary in methods:
+            for key, targets in sorted(summary.attr_sinks.items()):
+                attr, grain = split_grain(key)
+                if attr != target.attr:
+                    continue
+                held = with_grain(stored.facts, grain)
+                for region, label, unseen in targets:
+                    sent = frozenset(unproven(f, unseen) for f in held) if unseen else held
+                    self.record(region, Value(sent), target, f"{summary.name}() -> {label}")
 
     def with_mutation_facts(self, value: Value) -> Value:
         """Add the facts of enclosing unordered loops and per-request conditions."""
