@@ -7,6 +7,7 @@ libcst) are imported inside the command callbacks, so ``promptcache --help`` sta
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib
 import os
@@ -103,6 +104,32 @@ class LazyGroup(click.Group):
                 raise TypeError(f"{COMMANDS[cmd_name]} is not a click command")
             return command
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command names the closest ones, also those of a group
+        (``promptcache serve`` -> ``Did you mean 'engine serve'?``): click looks for close
+        matches only among the commands a group holds, and this group holds none until one is
+        asked for, so it never suggested any."""
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+        ):
+            # each command by its own name, and a group's by theirs too: serve -> engine serve
+            full = {n: n for n in self.list_commands(ctx)}
+            for group in list(full):
+                command = self.get_command(ctx, group)
+                if isinstance(command, click.Group):
+                    for sub in command.list_commands(ctx):
+                        full.setdefault(sub, f"{group} {sub}")
+            close = dict.fromkeys(full[n] for n in difflib.get_close_matches(name, full))
+            hint = f" Did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> object:
         """Turn our own errors into a one-line message and exit status 2, never a traceback;

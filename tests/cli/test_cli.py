@@ -49,6 +49,26 @@ def test_unknown_command_is_rejected() -> None:
     assert "No such command" in result.output
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("serve", "engine serve"),
+        ("kv-size", "engine kv-size"),
+        ("reprot", "report"),
+        ("copy", "log copy"),
+    ],
+)
+def test_an_unknown_command_names_the_command_meant_also_inside_a_group(
+    typed: str, meant: str
+) -> None:
+    # `promptcache serve` is what a reader of "engine serve" types first
+    result = CliRunner().invoke(cli, [typed])
+    assert result.exit_code == 2
+    assert f"Error: No such command '{typed}'. Did you mean '{meant}'?" in result.output
+    result = CliRunner().invoke(cli, ["xyzzy"])
+    assert result.exit_code == 2 and "Error: No such command 'xyzzy'.\n" in result.output
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize(
     "args",
