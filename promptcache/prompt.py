@@ -83,10 +83,17 @@ def _utf8(value: str, what: str) -> str:
 
 
 def _title(value: object, what: str) -> str | None:
+    """``value`` as a heading's or document's title: None, or one line of text."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise ConfigError(f"{what} must be a str or None, got {type(value).__name__}")
+    if not value.strip():
+        raise ConfigError(f"{what} is blank ({value!r}); pass title=None for no heading")
+    if value.splitlines() != [value]:
+        raise ConfigError(
+            f"{what} {value!r} has a line break; a title is one line: put the rest in the text"
+        )
     return _utf8(value, what)
 
 
@@ -187,6 +194,10 @@ class PromptBuilder:
         self._check_frozen_open(method)
         return normalize_text(text) if self.normalize_frozen else text
 
+    def _frozen_title(self, value: object, what: str) -> str | None:
+        title = _title(value, what)
+        return normalize_text(title) if title is not None and self.normalize_frozen else title
+
     def _check_frozen_open(self, method: str) -> None:
         if self._s.later_layer is not None:
             raise LayerOrderError(
@@ -204,14 +215,14 @@ class PromptBuilder:
     def rules(self, text: str, *, title: str | None = None) -> PromptBuilder:
         """Add a block of rules (frozen), rendered under ``## title`` when a title is given."""
         body = self._frozen("rules", _text(text, "rules text"))
-        title = _title(title, "rules title")
+        title = self._frozen_title(title, "rules title")
         self._s.frozen.append(f"## {title}\n\n{body}" if title else body)
         return self
 
     def knowledge(self, text: str, *, title: str | None = None) -> PromptBuilder:
         """Add a knowledge document (frozen), wrapped in ``<document title="...">`` tags."""
         body = self._frozen("knowledge", _text(text, "knowledge text"))
-        title = _title(title, "knowledge title")
+        title = self._frozen_title(title, "knowledge title")
         attr = f' title="{html.escape(title, quote=True)}"' if title else ""
         self._s.frozen.append(f"<document{attr}>\n{body}\n</document>")
         return self

@@ -241,3 +241,31 @@ def test_a_store_or_table_path_of_none_is_a_config_error(
 ) -> None:  # os.environ.get("PRICES") when the variable is unset
     with pytest.raises(ConfigError, match=message):
         load()
+
+
+@pytest.mark.parametrize(
+    ("title", "said"),
+    [
+        ("   ", "is blank ('   '); pass title=None for no heading"),
+        ("", "is blank (''); pass title=None for no heading"),
+        ("Rules\nfor billing", "has a line break; a title is one line"),
+        ("Rules\n", "has a line break; a title is one line"),
+    ],
+)
+@pytest.mark.parametrize("method", ["rules", "knowledge", "session", "dynamic"])
+def test_a_blank_or_multiline_title_is_refused(method: str, title: str, said: str) -> None:
+    # a blank title rendered an empty heading ('##   ' above the text), a line break split the
+    # heading into a heading and a stray line of body
+    b = PromptBuilder("gpt-4o")
+    with pytest.raises(ConfigError, match=f"{method} title") as info:
+        getattr(b, method)("Text.", title=title)
+    assert said in str(info.value)
+
+
+def test_a_frozen_title_is_normalised_as_its_text() -> None:
+    # trailing spaces in a rules title were sent as they were, so "Rules " and "Rules" gave two
+    # frozen prefixes although normalize_frozen promises that invisible differences do not
+    b = PromptBuilder("gpt-4o").rules("Be kind.", title="Rules  ").knowledge("Doc.", title="D ")
+    assert b.frozen_blocks == ("## Rules\n\nBe kind.", '<document title="D">\nDoc.\n</document>')
+    raw = PromptBuilder("gpt-4o", normalize_frozen=False).rules("Be kind.", title="Rules  ")
+    assert raw.frozen_blocks == ("## Rules  \n\nBe kind.",)
