@@ -57,7 +57,7 @@ from .frames import (
     merge_elem,
 )
 from .library import FEW_DETAIL, source_text, span
-from .regions import later_history_turns, measured_messages
+from .regions import later_history_turns, measured_messages, tail_system_turns
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
@@ -1481,10 +1481,13 @@ class CallsMixin(EngineState):
         message is appended to a history after the model's reply (``later_history_turns``):
         a turn of the history, written there once; or unless the message is only given to a
         call that measures it (``measured_messages``: its tokens counted), which sends
-        nothing."""
+        nothing; or unless it is appended last to a list of the request's messages
+        (``tail_system_turns``): the newest message, after all that a cache holds."""
         func = self.frame.func
         if func is not None and (
-            id(content) in later_history_turns(func) or id(content) in measured_messages(func)
+            id(content) in later_history_turns(func)
+            or id(content) in measured_messages(func)
+            or id(content) in tail_system_turns(func)
         ):
             self.eval(content)
             return

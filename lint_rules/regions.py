@@ -828,3 +828,117 @@ class RegionsMixin(EngineState):
                     self.record("messages", value, text, label)
             else:
                 self.eval(elt)
+
+
+def tail_system_turns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of the value nodes (its content) of each system or developer message that
+    ``func`` appends last to a list of messages it made: a local name bound earlier (in the
+    same block or one around it) to something other than an empty list (``messages =
+    build(history)``, ``[system, *history]``), appended to where nothing that can run after
+    the append (the rest of its block and of each block around it, a loop around it whole
+    unless the name is bound inside that loop) adds to that name, or reads it other than
+    whole as a call's argument or a dict display's value (``generate(messages)``). Such a
+    message (a per-request hint, ``[Event: ...]``) is the newest of its request, after all
+    that a cache holds, not the system prompt at its head. One appended to an empty list,
+    followed by more (``messages.extend(history)``, ``messages.append(user)``), or where the
+    list is read in part or spliced (``[*messages, user]``, ``messages + rest``) is not one.
+    Found once per tree (kept on the node)."""
+    known: frozenset[int] | None = func.__dict__.get("_tail_turns")
+    if known is None:
+        out: set[int] = set()
+        parents: dict[int, ast.AST] = {}
+        for node in ast.walk(func):
+            for child in ast.iter_child_nodes(node):
+                parents[id(child)] = node
+        _tail_turns(func.body, [], parents, out)
+        known = func.__dict__["_tail_turns"] = frozenset(out)
+    return known
+
+
+def _tail_turns(
+    body: list[ast.stmt],
+    path: list[tuple[list[ast.stmt], int]],
+    parents: dict[int, ast.AST],
+    out: set[int],
+) -> None:
+    for index, stmt in enumerate(body):
+        here = [*path, (body, index)]
+        found = _appended(stmt)
+        if found is not None and found[0].isidentifier():
+            key, elements = found
+            contents = [
+                node
+                for elt in elements
+                for parts in [_message_parts(elt)]
+                if parts is not None and parts[0] in ("system", "developer")
+                for node in parts[1]
+            ]
+            if contents and _appended_last(key, here, parents):
+                out.update(id(node) for node in contents)
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                _tail_turns(block, here, parents, out)
+        for handler in getattr(stmt, "handlers", ()):
+            _tail_turns(handler.body, here, parents, out)
+        for case in getattr(stmt, "cases", ()):
+            _tail_turns(case.body, here, parents, out)
+
+
+def _empty_list(node: ast.expr) -> bool:
+    return (isinstance(node, (ast.List, ast.Tuple)) and not node.elts) or (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "list"
+        and not node.args
+    )
+
+
+def _appended_last(
+    key: str, path: list[tuple[list[ast.stmt], int]], parents: dict[int, ast.AST]
+) -> bool:
+    """Whether the append at the end of ``path`` is the last thing added to the local list
+    ``key`` (``tail_system_turns``)."""
+    bound_at = -1
+    for level in range(len(path) - 1, -1, -1):
+        block, index = path[level]
+        for stmt in reversed(block[:index]):
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == key
+            ):
+                if _empty_list(stmt.value):
+                    return False
+                bound_at = level
+                break
+        if bound_at >= 0:
+            break
+    if bound_at < 0:
+        return False
+    after: list[ast.stmt] = []
+    for level, (block, index) in enumerate(path):
+        after.extend(block[index + 1 :])
+        if level < len(path) - 1 and level >= bound_at:
+            loop = block[index]
+            if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+                after.extend(loop.body)
+    for stmt in after:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.stmt):
+                found = _appended(node)
+                if found is not None and found[0] == key:
+                    return False
+            if isinstance(node, ast.Name) and node.id == key and isinstance(node.ctx, ast.Load):
+                parent = parents.get(id(node))
+                whole = (isinstance(parent, ast.Call) and node in parent.args) or (
+                    isinstance(parent, ast.keyword)
+                    or (isinstance(parent, ast.Dict) and node in parent.values)
+                )
+                if not whole:
+                    return False
+    return True

@@ -17,7 +17,8 @@ Definitions (shared with :mod:`.rollup`):
 - *token-weighted hit rate* = sum(cache_read_tokens) / sum(total_input_tokens);
 - *request-weighted hit rate* = mean over requests with input of cache_read / total_input;
 - *wasted write tokens* = write tokens - read-back tokens - tokens still *pending* (written less
-  than one TTL before ``now`` by a request whose family has had no later request yet).
+  than one TTL before ``now`` by a request whose family has had no later successful request
+  yet: a failed one, which reads nothing, is no successor).
 """
 
 from __future__ import annotations
@@ -242,7 +243,10 @@ def wasted_writes(conn: sqlite3.Connection, w: Window, *, now: float) -> list[Wa
                     cache_write_1h_tokens, cache_write_unknown_tokens,
                     MAX(started_at) OVER (PARTITION BY key_fingerprint, model,
                                           {FAMILY_KEY.format(r="requests")}) AS latest
-                  FROM requests WHERE started_at > :now - 3600) AS x
+                  FROM requests WHERE started_at > :now - 3600
+                    -- a later request that failed (a 529, a client gone) read nothing back: the
+                    -- break explainer never makes it a successor, so the write still waits
+                    AND status >= 200 AND status < 300) AS x
             WHERE x.started_at >= :t0 AND x.started_at < :t1
               AND x.started_at = x.latest
               AND COALESCE(x.vendor, '') != 'engine'

@@ -304,6 +304,24 @@ def test_an_expired_write_without_a_successor_counts_its_request_within_the_hour
         assert (wasted.tokens, wasted.requests) == expected, now - T0
 
 
+def test_a_write_followed_only_by_failed_requests_is_still_pending(tmp_path: Path) -> None:
+    # the explainer chains successful requests only: a 529 (or a client gone, no status) after
+    # the last write reads nothing back, so that write is no more wasted than with no successor
+    family = {"key_fingerprint": "k", "model": "claude-sonnet-4-5", "first_segment_hash": "f"}
+    log = write_log(
+        tmp_path / "log.db",
+        [
+            row("w1", T0, **family, **usage(w5=1000)),
+            row("e1", T0 + 30, **family, status=529, error="upstream answered 529: Overloaded"),
+            row("e2", T0 + 40, **family, status=None, error="client disconnected"),
+        ],
+    )
+    fresh = build_report(log, since=T0, until=T0 + 3600, now=T0 + 200).wasted_writes
+    assert (fresh.tokens, fresh.requests) == (0, 0)
+    later = build_report(log, since=T0, until=T0 + 3600, now=T0 + 600).wasted_writes
+    assert (later.tokens, later.requests) == (1000, 1)
+
+
 def test_ttft_percentiles_are_nearest_rank(tmp_path: Path) -> None:
     rows = [
         row(f"h{i}", T0 + i, ttft_ms=float(v), **usage(read=5))
