@@ -238,6 +238,14 @@ def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
+def _were(count: int) -> str:
+    return "was" if count == 1 else "were"
+
+
+def _their(count: int) -> str:
+    return "its" if count == 1 else "their"
+
+
 def _pct(value: float | None) -> str:
     return percent(value)
 
@@ -267,9 +275,10 @@ def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recomme
     if total.unexpected_misses:
         return Recommendation(
             "prefix_stability",
-            f"{head} No prefix change explains it, but {total.unexpected_misses} requests sent "
-            "an unchanged prefix within the TTL and read nothing: send one request and wait "
-            "for its first token before fanning out parallel requests on the same prefix.",
+            f"{head} No prefix change explains it, but "
+            f"{_n(total.unexpected_misses, 'request')} sent an unchanged prefix within the TTL "
+            "and read nothing: send one request and wait for its first token before fanning out "
+            "parallel requests on the same prefix.",
         )
     return Recommendation(
         "prefix_stability",
@@ -335,7 +344,8 @@ def recommend(
         out.append(
             Recommendation(
                 "ttl",
-                f"{expired.breaks} requests came after their prefix's TTL ran out "
+                f"{_n(expired.breaks, 'request')} came after {_their(expired.breaks)} prefix's "
+                "TTL ran out "
                 f"({expired.tokens_lost:,} tokens re-processed): where the vendor allows it use "
                 "a 1-hour TTL for prefixes reused every few minutes to an hour.",
             )
@@ -345,8 +355,8 @@ def recommend(
             Recommendation(
                 "wasted_writes",
                 f"{_n(wasted.requests, 'cache write')} ({wasted.tokens:,} tokens, "
-                f"{usd(wasted.premium_usd, grouped=False)} write premium) were never read within "
-                "their TTL"
+                f"{usd(wasted.premium_usd, grouped=False)} write premium) "
+                f"{_were(wasted.requests)} never read within {_their(wasted.requests)} TTL"
                 + (" and caching cost more than it saved" if total.net_savings_usd < 0 else "")
                 + ": put breakpoints only on content that repeats, not on one-off prompts.",
             )
@@ -355,9 +365,9 @@ def recommend(
         out.append(
             Recommendation(
                 "unexpected_miss",
-                f"{total.unexpected_misses} requests sent an unchanged prefix within the TTL but "
-                "read nothing from the cache: check for parallel requests sent before the first "
-                "write finished, and compare with the vendor's miss reason.",
+                f"{_n(total.unexpected_misses, 'request')} sent an unchanged prefix within the "
+                "TTL but read nothing from the cache: check for parallel requests sent before the "
+                "first write finished, and compare with the vendor's miss reason.",
             )
         )
     if engine is not None:

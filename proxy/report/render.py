@@ -96,7 +96,8 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
         ("Net savings (write premium included)", usd(s.net_savings_usd)),
         (
             "Wasted writes (never read within TTL)",
-            f"{wasted.tokens:,} tokens in {wasted.requests:,} requests, "
+            f"{wasted.tokens:,} tokens in "
+            f"{formatting.plural(wasted.requests, 'request', grouped=True)}, "
             f"{usd(wasted.premium_usd)} premium",
         ),
         ("Unpriced requests (not in cost)", f"{s.unpriced_requests:,}"),

@@ -322,6 +322,31 @@ def test_a_write_followed_only_by_failed_requests_is_still_pending(tmp_path: Pat
     assert (later.tokens, later.requests) == (1000, 1)
 
 
+def test_counts_of_one_take_the_singular_in_the_summary_and_the_advice(tmp_path: Path) -> None:
+    # one wasted write, one TTL expiry, one unexpected miss: '1 request', 'was', 'its'
+    family = {"key_fingerprint": "k", "model": "claude-sonnet-4-5", "first_segment_hash": "f"}
+    log = write_log(
+        tmp_path / "log.db",
+        [
+            row("w1", T0, **family, **usage(w5=1000, uncached=100)),
+            row("x1", T0 + 900, **family, previous_request_id="w1", break_reason="ttl_expired",
+                **usage(uncached=1100)),
+            row("m1", T0 + 910, **family, previous_request_id="x1", unexpected_miss=1,
+                **usage(uncached=1100)),
+        ],
+    )  # fmt: skip
+    report = build_report(log, since=T0, until=T0 + 3600, now=T0 + 3600)
+    wasted = dict(summary_rows(report.total, report))["Wasted writes (never read within TTL)"]
+    assert wasted.startswith("1,000 tokens in 1 request, $")
+    advice = " ".join(r.message for r in report.recommendations)
+    assert "1 cache write (1,000 tokens, $0.0008 write premium) was never read within its TTL" in (
+        advice
+    )
+    assert "1 request came after its prefix's TTL ran out" in advice
+    assert "1 request sent an unchanged prefix within the TTL" in advice
+    assert " 1 requests " not in advice and " were never" not in advice
+
+
 def test_ttft_percentiles_are_nearest_rank(tmp_path: Path) -> None:
     rows = [
         row(f"h{i}", T0 + i, ttft_ms=float(v), **usage(read=5))
