@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from promptcache.errors import CanonicalizationError
+from promptcache.errors import CanonicalizationError, ConfigError
 
 __all__ = [
     "canonical_json",
@@ -42,6 +43,10 @@ def _path_str(path: tuple[str | int, ...]) -> str:
     return out
 
 
+#: Bits of an int that every limit on int-to-text conversion lets through (Python's least
+#: ``sys.set_int_max_str_digits`` is 640 digits, over 2,100 bits); longer ints are checked.
+_INT_BITS_ALWAYS_SHOWN: Final = 2000
+
 #: Deepest nesting ``_plain`` accepts: far beyond any real request or JSON Schema, and well inside
 #: Python's recursion limit; deeper (or cyclic) input raises CanonicalizationError.
 MAX_DEPTH: Final = 200
@@ -59,7 +64,17 @@ def _plain(obj: object, path: tuple[str | int, ...]) -> Any:
     if isinstance(obj, str):
         return str.__str__(obj)  # the plain value, even for str-mixin enums
     if isinstance(obj, int):
-        return int.__int__(obj)
+        value = int.__int__(obj)
+        if value.bit_length() > _INT_BITS_ALWAYS_SHOWN:
+            try:
+                str(value)
+            except ValueError:  # more digits than sys.get_int_max_str_digits()
+                raise CanonicalizationError(
+                    f"{_path_str(path)} is an integer of more than "
+                    f"{sys.get_int_max_str_digits()} digits, more than Python turns into text "
+                    "(sys.set_int_max_str_digits): send it as a string"
+                ) from None
+        return value
     if isinstance(obj, float):
         value = float.__float__(obj)
         if not math.isfinite(value):
@@ -168,7 +183,13 @@ def canonical_json_and_bytes(obj: object) -> tuple[str, bytes]:
     Raises:
         CanonicalizationError: as ``canonical_json``.
     """
-    text = _ENCODE_SORTED(obj) if _is_exact_json(obj, 0) else _ENCODE(_plain(obj, ()))
+    try:
+        text = _ENCODE_SORTED(obj) if _is_exact_json(obj, 0) else _ENCODE(_plain(obj, ()))
+    except CanonicalizationError:
+        raise
+    except ValueError:  # an int too long to turn into text: _plain says where it is
+        _plain(obj, ())
+        raise
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -265,6 +286,11 @@ def normalize_text(text: str) -> str:
 
     Returns:
         The normalised text.
+
+    Raises:
+        ConfigError: ``text`` is not a ``str``.
     """
+    if not isinstance(text, str):
+        raise ConfigError(f"normalize_text() needs str text, got {type(text).__name__}")
     unified = text.replace("\r\n", "\n").replace("\r", "\n")
     return "\n".join(line.rstrip() for line in unified.split("\n"))

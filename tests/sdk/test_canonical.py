@@ -17,7 +17,7 @@ from promptcache.canonical import (
     normalize_text,
     sort_keys_deep,
 )
-from promptcache.errors import CanonicalizationError
+from promptcache.errors import CanonicalizationError, ConfigError
 
 # JSON values without NaN/Infinity; text excludes lone surrogates (no UTF-8 form).
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -141,3 +141,26 @@ def test_normalize_text_is_idempotent_and_clean(text: str) -> None:
     assert normalize_text(once) == once
     assert "\r" not in once
     assert all(line == line.rstrip() for line in once.split("\n"))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda big: {"a": [1, big]},  # exact JSON values: the fast path
+        lambda big: {"a": (1, big)},  # a tuple: through sort_keys_deep's conversion
+        lambda big: {"a": [1, -big]},
+    ],
+)
+def test_an_int_too_long_for_text_is_located(build: Any) -> None:
+    # json's own ValueError ("Exceeds the limit (4300 digits) for integer string conversion")
+    # came through without the path or what to do
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json(build(10**5000))
+    assert str(info.value).startswith("$.a[1] is an integer of more than 4300 digits")
+    assert str(info.value).endswith("send it as a string")
+    assert canonical_json(build(10**600)) == canonical_json(json.loads(json.dumps(build(10**600))))
+
+
+def test_normalize_text_needs_text() -> None:
+    with pytest.raises(ConfigError, match="normalize_text\\(\\) needs str text, got int"):
+        normalize_text(5)  # type: ignore[arg-type]
