@@ -64,17 +64,17 @@ def _plain(obj: object, path: tuple[str | int, ...]) -> Any:
     if isinstance(obj, str):
         return str.__str__(obj)  # the plain value, even for str-mixin enums
     if isinstance(obj, int):
-        value = int.__int__(obj)
-        if value.bit_length() > _INT_BITS_ALWAYS_SHOWN:
+        number = int.__int__(obj)
+        if number.bit_length() > _INT_BITS_ALWAYS_SHOWN:
             try:
-                str(value)
+                str(number)
             except ValueError:  # more digits than sys.get_int_max_str_digits()
                 raise CanonicalizationError(
                     f"{_path_str(path)} is an integer of more than "
                     f"{sys.get_int_max_str_digits()} digits, more than Python turns into text "
                     "(sys.set_int_max_str_digits): send it as a string"
                 ) from None
-        return value
+        return number
     if isinstance(obj, float):
         value = float.__float__(obj)
         if not math.isfinite(value):
