@@ -222,7 +222,7 @@ def replica_cells(r: ReplicaSummary) -> list[str]:
         pct(r.token_hit_rate), f"{r.cache_read_tokens:,}", f"{r.total_input_tokens:,}",
         f"{r.routed_prefix:,}", f"{r.routed_new_prefix:,}", f"{r.routed_overloaded:,}",
         f"{r.retried:,}", f"{r.errors:,}",
-        pct(r.routed_share), f"{r.regret_tokens:,}",
+        pct(r.routed_share), f"{r.regret_tokens:,}" if r.available_tokens else "n/a",
     ]  # fmt: skip
 
 

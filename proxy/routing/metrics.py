@@ -27,7 +27,8 @@ record hook): a request counts once, on the replica that answered it, with its r
 ``retry`` there and nothing on the replica that failed, as in the log and the report. Tokens are
 the policy's: exact for ``kv_events`` (blocks x block size, what the engine then reports as
 cached), approximate for ``prefix`` (the prompt's approximate tokens pro rata of the matched
-characters); policies that match no prefix add nothing. The fleet hit rate weighs every
+characters); policies that match no prefix (``least_loaded``, ``round_robin``) measure no
+regret, so their replicas have no sample of the two token series. The fleet hit rate weighs every
 request by its prompt tokens (a 10,000-token miss counts 10,000 times a 1-token hit), unlike an
 average of per-request hit rates.
 """
@@ -145,9 +146,10 @@ class RoutingCollector(Collector):
                 by_prefix.add_metric(key, reasons.get("prefix", 0))
                 for kind in _FALLBACKS:
                     fallbacks.add_metric([*key, kind], reasons.get(kind, 0))
-                best, lost = sums.get((name, replica.url), (0, 0))
-                available.add_metric(key, best)
-                regret.add_metric(key, lost)
+                if router.policy.matches_prefixes:  # least_loaded, round_robin: none to show
+                    best, lost = sums.get((name, replica.url), (0, 0))
+                    available.add_metric(key, best)
+                    regret.add_metric(key, lost)
             cached, prompt = usage.get(name, (0, 0))
             if prompt:
                 hit_rate.add_metric([name], cached / prompt)

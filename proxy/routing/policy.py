@@ -201,6 +201,9 @@ class Policy:
     #: the proxy gives it the segments' texts (``RequestFacts.prompt``) and computes the
     #: fingerprint once the request went upstream
     needs_fingerprint = True
+    #: whether the policy measures what each replica holds of a request (``route_best_tokens``
+    #: / ``route_chosen_tokens``); when False it has no routing regret to report, not a zero one
+    matches_prefixes = True
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         """Pick one of ``candidates`` for the request described by ``facts``."""
@@ -224,6 +227,7 @@ class LeastLoadedPolicy(Policy):
 
     name = "least_loaded"
     reads_prompt = False
+    matches_prefixes = False
 
     def choose(self, facts: RequestFacts, candidates: Sequence[Replica]) -> Decision:
         return decide(least_loaded(candidates), "least_loaded", 0, candidates)
@@ -234,6 +238,7 @@ class RoundRobinPolicy(Policy):
 
     name = "round_robin"
     reads_prompt = False
+    matches_prefixes = False
 
     def __init__(self) -> None:
         self._next = 0

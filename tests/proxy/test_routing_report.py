@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from fleet import PROMPT_TOKENS, FleetReplica, chat, rows_of, send
@@ -23,7 +24,7 @@ from promptcache.errors import ConfigError
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report.html import render_html
 from promptcache.proxy.report.page import build_page
-from promptcache.proxy.report.render import render_table
+from promptcache.proxy.report.render import render_table, replica_cells
 
 TENANTS = ("A", "B", "C", "D", "E")
 
@@ -76,6 +77,37 @@ def test_the_report_shows_requests_and_hit_rate_by_replica_and_the_fleet_total(
     data = json.loads(CliRunner().invoke(cli, ["report", "--db", str(db), "--format", "json"])
                       .output)  # fmt: skip
     assert [r["requests"] for r in data["replicas"]] == [r.requests for r in report.replicas]
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_loaded"])
+def test_a_policy_that_matches_no_prefix_shows_no_regret_rather_than_zero(
+    policy: str,
+    fleet: list[FleetReplica],
+    start_fleet_proxy: Callable[..., tuple[str, Path, Any]],
+) -> None:
+    # round_robin never asks which replica holds a prompt: its regret is unknown, and a 0
+    # beside the prefix policy's (the docs compare policies by it) would read as the better one
+    url, db, app = start_fleet_proxy(fleet, policy=policy)
+    _traffic(url, turns=2)
+    rows = rows_of(db, app, 10)
+    assert {r["route_reason"] for r in rows} == {policy}
+    assert {(r["route_best_tokens"], r["route_chosen_tokens"]) for r in rows} == {(None, None)}
+    metrics = httpx.get(f"{url}/metrics").text
+    assert f'promptcache_routed_total{{reason="{policy}",replica="{fleet[0].url}"' in metrics
+    assert "promptcache_route_regret_tokens_total{" not in metrics
+    assert "promptcache_route_available_tokens_total{" not in metrics
+    report = build_report(db, **_window())
+    for line in report.replicas:
+        assert replica_cells(line)[-2:] == ["n/a", "n/a"], line
+    # a prefix fleet's replica that held nothing of its requests still shows both as n/a, and
+    # one whose requests found their prefix shows its (zero) regret
+    url, db, app = start_fleet_proxy(fleet)
+    _traffic(url, turns=2)
+    rows_of(db, app, 10)
+    metrics = httpx.get(f"{url}/metrics").text
+    assert f'promptcache_route_regret_tokens_total{{replica="{fleet[0].url}"' in metrics
+    cells = [replica_cells(line)[-2:] for line in build_report(db, **_window()).replicas]
+    assert ["100.0%", "0"] in cells
 
 
 def test_the_command_line_table_keeps_each_replica_url_on_one_line(
