@@ -57,6 +57,7 @@ from .frames import (
     merge_elem,
 )
 from .library import FEW_DETAIL, source_text, span
+from .nodes import all_nodes
 from .regions import later_history_turns, measured_messages, tail_system_turns
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
@@ -1516,7 +1517,7 @@ def converted_classes(
         return list(known)
     role_dicts: set[int] = set()
     dumped = False
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Dict):
             if _role_field(node) is not None:
                 role_dicts.add(id(node))

@@ -13,6 +13,7 @@ import textwrap
 from .events import SinkCall
 from .facts import CLEAN, Fact, Kind, Shape, Value, join, replace
 from .frames import ClassInfo, EngineState, ExternalClass
+from .nodes import all_nodes
 from .sources import (
     CALL_SOURCES,
     COMPLETION_ORDER_SOURCES,
@@ -125,10 +126,18 @@ def fixed_names(tree: ast.Module) -> tuple[dict[str, Shape], frozenset[str]]:
     ``few_constant_choice`` shape; and every name bound exactly once in the module (an
     assignment, an import, a definition) and never changed in place: no ``global`` or
     ``nonlocal`` of it, no mutating method called on it (``NAME.append``), no item stored or
-    deleted, no ``shuffle(NAME)``."""
+    deleted, no ``shuffle(NAME)``. Found once per tree (kept on the node: callers must not
+    change it)."""
+    known: tuple[dict[str, Shape], frozenset[str]] | None = tree.__dict__.get("_fixed_names")
+    if known is None:
+        known = tree.__dict__["_fixed_names"] = _find_fixed_names(tree)
+    return known
+
+
+def _find_fixed_names(tree: ast.Module) -> tuple[dict[str, Shape], frozenset[str]]:
     bound: dict[str, int] = {}
     changed: set[str] = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         names: list[str] = []
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             names = [node.id]

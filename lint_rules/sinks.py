@@ -21,6 +21,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from .nodes import all_nodes
+
 _BUILDER_NAME = re.compile(
     r"(^|_)(system_?prompts?|system_?messages?|system_?instructions?|sys_?prompt)($|_)"
 )
@@ -107,7 +109,7 @@ def logged_dicts(tree: ast.AST) -> frozenset[int]:
     known: frozenset[int] | None = tree.__dict__.get("_logged_dicts")
     if known is None:
         out: set[int] = set()
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

@@ -13,6 +13,8 @@ import ast
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
+from ..nodes import all_nodes
+
 KEYS = ("cache_control", "cachePoint")
 MAX_BREAKPOINTS = 4
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -102,7 +104,7 @@ class LazyScope(Scope):
 def module_scope(tree: ast.Module) -> Scope:
     scope = Scope()
     _bind_body(scope, tree.body)
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Global):  # written from a function: not a constant
             for name in node.names:
                 scope.bind(name, None)
@@ -383,7 +385,7 @@ class Module:
         #: names bound to a comparison (``is_last = i == len(parts) - 1``): an index guard
         #: when passed as a helper's flag
         self.compared: set[str] = set()
-        for node in ast.walk(tree):  # one walk of the tree for all three tables
+        for node in all_nodes(tree):  # one walk of the tree for all three tables
             if isinstance(node, ast.ClassDef):
                 self.methods[id(node)] = {n.name: n for n in node.body if isinstance(n, _FUNCS)}
                 for n in node.body:
