@@ -247,7 +247,10 @@ def analyse(
         else:
             notes.append(
                 "no LLM request was captured in run 0, so nothing was compared: the command "
-                "sent none to the capture endpoint (see docs/check.md, what check cannot see)"
+                "sent none to the capture endpoint (a client given its own base_url, such as "
+                "a local server's, sends past it: read the URL from OPENAI_BASE_URL or "
+                "ANTHROPIC_BASE_URL, which check sets; see docs/check.md, what check cannot "
+                "see)"
             )
     findings = structure_findings(readable[0], minimums)
     for run, sents in zip(runs[1:], readable[1:], strict=True):

@@ -120,7 +120,9 @@ def test_output_file_and_bad_runs(tmp_path: Path) -> None:
     assert [r["requests"] for r in doc["runs"]] == [0, 0]
     assert doc["notes"] == [
         "no LLM request was captured in run 0, so nothing was compared: the command sent none "
-        "to the capture endpoint (see docs/check.md, what check cannot see)"
+        "to the capture endpoint (a client given its own base_url, such as a local server's, "
+        "sends past it: read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
+        "sets; see docs/check.md, what check cannot see)"
     ]
 
 
