@@ -157,6 +157,7 @@ def proxy(
     from promptcache.client_limits import ClientLimits
     from promptcache.hosts import check_host, http_url
     from promptcache.proxy.config import (
+        UpstreamConfig,
         check_bind,
         config_for_upstream,
         load_config_file,
@@ -196,11 +197,16 @@ def proxy(
     db = config.db_path
     if isinstance(db, Path):
         _check_db(db)  # so a bad --db is the only line printed, not one after the banner
-    target = config.upstreams[config.default_upstream]
-    shown = target.display_url
-    if target.replicas and target.routing is not None:
-        urls = ", ".join(redact_url(url) for url in target.replicas)
-        shown = f"{len(target.replicas)} replicas ({urls}), policy {target.routing.policy}"
+
+    def where(target: UpstreamConfig) -> str:
+        """An upstream as the banner shows it: its URL, or a fleet's replicas and policy (its
+        ``url`` is only the first replica's, which a route to it does not go to alone)."""
+        if target.replicas and target.routing is not None:
+            urls = ", ".join(redact_url(url) for url in target.replicas)
+            return f"{len(target.replicas)} replicas ({urls}), policy {target.routing.policy}"
+        return target.display_url
+
+    shown = where(config.upstreams[config.default_upstream])
     if config.rules:  # a --config file's routes: the default alone would hide where they go
         routes = []
         for rule in config.rules:
@@ -208,7 +214,7 @@ def proxy(
                 [f"path {rule.path_prefix}*"] * (rule.path_prefix is not None)
                 + [f"model {rule.model_prefix}*"] * (rule.model_prefix is not None)
             )
-            routes.append(f"{match} -> {config.upstreams[rule.upstream].display_url}")
+            routes.append(f"{match} -> {where(config.upstreams[rule.upstream])}")
         shown += " (default); " + "; ".join(routes)
     banner = f"promptcache proxy on {http_url(host, port)} -> {shown}" + (
         "" if db is None else f", recording to {redact_url(str(db))}"

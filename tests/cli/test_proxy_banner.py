@@ -135,3 +135,23 @@ def test_a_config_files_routes_are_in_the_banner(tmp_path: Path) -> None:
         "model local/* -> http://127.0.0.1:8000; path /v1/chat/* and model gpt-* -> "
         "https://api.openai.com"
     )
+
+
+def test_a_route_to_a_fleet_names_its_replicas_not_its_first_one(tmp_path: Path) -> None:
+    # "model m* -> http://127.0.0.1:8001" read as if that one replica took the route's traffic
+    config = tmp_path / "fleet.toml"
+    config.write_text(
+        'default_upstream = "openai"\n'
+        '[upstreams.fleet]\nreplicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]\n'
+        'policy = "least_loaded"\n'
+        '[[routes]]\nmodel_prefix = "m"\nupstream = "fleet"\n'
+    )
+    port = _free_port()
+    stderr = _banner_of_a_running_proxy(
+        ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
+    )
+    assert stderr.splitlines()[0] == (
+        f"promptcache proxy on http://127.0.0.1:{port} -> https://api.openai.com (default); "
+        "model m* -> 2 replicas (http://127.0.0.1:8001, http://127.0.0.1:8002), policy "
+        "least_loaded"
+    )
