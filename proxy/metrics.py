@@ -23,7 +23,9 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
 ``promptcache_cache_break_lost_usd_total``  counter    what those tokens cost over a cache read,
                                                        USD (+ ``reason``; priced models only)
 ``promptcache_unexpected_misses_total``     counter    same prefix within the TTL, 0 cache reads
-``promptcache_upstream_errors_total``       counter    status >= 500 or transport error
+``promptcache_upstream_errors_total``       counter    status >= 500 (the proxy's 502 / 504 for
+                                                       an upstream it could not reach or hear
+                                                       from included; not a client that left)
 ``promptcache_request_latency_seconds``     histogram  request start to last byte
 ``promptcache_ttft_seconds``                histogram  request start to first body byte
 ``promptcache_log_rows_dropped_total``      counter    rows that never reached the log file
@@ -147,7 +149,8 @@ class ProxyMetrics:
         )
         self.upstream_errors = counter(
             "promptcache_upstream_errors",
-            "Upstream failures: HTTP status >= 500 or a transport error (status 0).",
+            "Upstream failures: HTTP status >= 500, the proxy's 502 / 504 for an unreachable or "
+            "silent upstream included.",
             ("status",),
         )
         self.latency = Histogram(
@@ -202,7 +205,9 @@ class ProxyMetrics:
         model = self._model_label(record.model)
         status = int(record.status or 0)
         self._child(self.requests, vendor, model, str(status)).inc()
-        if status == 0 or status >= 500:
+        # No status: nothing was answered because the client left (or the proxy stopped) first,
+        # which is no upstream failure; a refused, reset or timed-out upstream is a 502 / 504.
+        if status >= 500:
             self._child(self.upstream_errors, vendor, model, str(status)).inc()
         if record.uncached_input_tokens is not None:
             self._child(self.input_tokens, vendor, model).inc(record.uncached_input_tokens)

@@ -54,14 +54,49 @@ def test_each_app_has_its_own_registry() -> None:
 
 def test_upstream_errors_count_5xx_and_transport_failures() -> None:
     metrics = ProxyMetrics()
-    for status in (200, 404, 529, 0):
+    for status in (200, 404, 529, 502, 0):
         metrics(record(status=status))
     errors = {
         dict(labels)["status"]: v
         for (name, labels), v in values(metrics).items()
         if name == "promptcache_upstream_errors_total"
     }
-    assert errors == {"529": 1, "0": 1}
+    assert errors == {"529": 1, "502": 1}  # a transport failure is the proxy's 502 / 504
+
+
+def test_a_client_that_leaves_before_the_answer_is_no_upstream_error(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # The upstream answers after 3 s; the client gives up after 0.5 s. Its row has no status
+    # (nothing was answered), which the counter took for a transport failure of the upstream,
+    # so every user who pressed stop raised the upstream error rate.
+    proxy = start_proxy()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json=CHAT,
+            headers={"x-mock-fault": "slow"},
+            timeout=0.5,
+        )
+    row = proxy.row()
+    assert row["status"] is None and row["error"].startswith("client disconnected")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(httpx.get(proxy.url + "/metrics").text)
+        for s in family.samples
+    }
+    labels = (("model", "gpt-4o"), ("status", "0"), ("vendor", "openai"))
+    assert samples[("promptcache_requests_total", labels)] == 1
+    assert not [k for k in samples if k[0] == "promptcache_upstream_errors_total"]
+    # an upstream that fails is still one
+    httpx.post(
+        proxy.url + "/v1/chat/completions", json=CHAT, headers={"x-mock-fault": "status-503"}
+    )
+    proxy.rows(2)
+    text = httpx.get(proxy.url + "/metrics").text
+    assert (
+        'promptcache_upstream_errors_total{model="gpt-4o",status="503",vendor="openai"} 1.0' in text
+    )
 
 
 def test_model_labels_are_capped() -> None:
