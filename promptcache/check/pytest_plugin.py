@@ -101,6 +101,15 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             )
             return 2
         return None
+    import os
+
+    from promptcache.check.child import PLAN_ENV
+
+    if os.environ.get(PLAN_ENV):
+        # this session is one of a check's runs (`--promptcache-check` in addopts, which the
+        # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
+        # tests; checking it again would start runs of runs, without end
+        return None
     from promptcache.check.output import named_by_command, render
     from promptcache.check.runner import CommandNames, run_check
     from promptcache.errors import PromptCacheError

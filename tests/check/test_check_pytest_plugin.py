@@ -93,6 +93,37 @@ def test_plugin_timeout_stops_a_hanging_session(tmp_path: Path) -> None:
     ) in checked.stderr
 
 
+def test_the_option_in_addopts_checks_the_session_once(tmp_path: Path) -> None:
+    # each run of the session reads addopts too, so each run checked itself again: runs of
+    # runs without end, until something killed them
+    import os
+    import signal
+
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --promptcache-check\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_prompt.py"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, so a runaway is stopped whole
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # SIGTERM: each check stops its own runs before it ends
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 1, out + err
+    assert out.count("1 passed") == 2  # the baseline and one perturbed run, each once
+    assert "PC001 time-in-prefix" in out
+
+
 def test_a_json_report_on_stdout_is_all_that_stdout_holds(tmp_path: Path) -> None:
     import json
 
