@@ -179,6 +179,13 @@ class Router:
             return
         if 200 <= status < 300:
             self.mark_up(replica)
+        elif status in (404, 405):  # a server without that path (an engine other than ours)
+            self.mark_down(
+                replica,
+                f"health check answered HTTP {status} to GET {self.settings.health_path}; if "
+                "the server has no such path, set health_path in its [upstreams.NAME] table of "
+                'a --config file to one it answers with a 2xx (e.g. "/v1/models")',
+            )
         else:
             self.mark_down(replica, f"health check answered HTTP {status}")
 

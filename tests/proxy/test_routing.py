@@ -6,6 +6,7 @@ proxy under uvicorn, driven with the official openai client and httpx.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 from fleet import CACHED_TOKENS, PROMPT_TOKENS, FleetReplica, chat, rows_of, send, wait_for
 from servers import ServerThread
 
@@ -172,6 +174,33 @@ def test_a_failing_health_check_takes_a_replica_out_until_it_passes_again(
     wait_for(lambda: router.replicas[1].healthy, "replica 1 rejoining")
     assert send(url, chat("E", "hi")).status_code == 200  # least loaded: fewest routed
     assert fleet[1].received == ["E"]
+
+
+def test_a_health_path_the_replicas_lack_says_how_to_set_it_and_routing_goes_on(
+    fleet: list[FleetReplica],
+    start_fleet_proxy: Callable[..., tuple[str, Path, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a server without /health (404) left the rotation with only "answered HTTP 404": nothing
+    # said the path is configurable, and the whole fleet was 'unhealthy' on /metrics
+    url, db, app = start_fleet_proxy(fleet[:2], health_interval_s=0.05)
+    router = app.state.proxy.routers["fleet"]
+    with caplog.at_level(logging.WARNING):
+        for replica in fleet[:2]:
+            replica.health_status = 404
+        wait_for(lambda: not any(r.healthy for r in router.replicas), "both leaving the rotation")
+    lines = [r.getMessage() for r in caplog.records if "out of rotation" in r.getMessage()]
+    assert len(lines) == 2 and all(
+        "health check answered HTTP 404 to GET /health; if the server has no such path, set "
+        "health_path in its [upstreams.NAME] table of a --config file" in line
+        for line in lines
+    ), lines
+    # none in rotation: the policy still chooses among all, a prefix goes back where it was
+    for question in ("1", "2", "3"):
+        assert send(url, chat("A", question)).status_code == 200
+    rows = rows_of(db, app, 3)
+    assert [r["route_reason"] for r in rows] == ["new_prefix", "prefix", "prefix"]
+    assert len({r["replica"] for r in rows}) == 1
 
 
 def test_a_refused_connection_is_retried_once_on_another_replica(
