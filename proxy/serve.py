@@ -63,10 +63,15 @@ def unreachable_upstreams(
 
 def _warn_unreachable(config: ProxyConfig) -> None:
     for upstream, why in unreachable_upstreams(config):
+        hint = ""
+        if upstream.vendor == "engine":  # the bundled engine's address: say how to start one
+            port = urlsplit(upstream.url).port or 80
+            hint = f" (start it: promptcache engine serve --model PATH --port {port})"
         logger.warning(
-            "upstream %s is not reachable (%s); requests to it get 502 until it is",
+            "upstream %s is not reachable (%s); requests to it get 502 until it is%s",
             upstream.described,
             why,
+            hint,
         )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import signal
 import socket
 import sqlite3
@@ -20,6 +22,8 @@ from slow_client_support import SlowClients, limit_open_files
 from upstreams import MockUpstream
 
 from promptcache.cli import cli
+from promptcache.proxy.config import config_for_upstream
+from promptcache.proxy.serve import _warn_unreachable
 
 
 @pytest.mark.parametrize(
@@ -242,6 +246,27 @@ def test_an_upstream_that_refuses_is_warned_about_at_start_and_at_the_first_refu
     assert refused[0].startswith(f"WARNING:  upstream {down} refused the connection")
     assert refused[0].endswith("clients get 502 until it answers (logged once until then)")
     assert "custom" not in stderr and "Traceback" not in stderr
+
+
+def test_an_engine_upstream_that_is_not_running_says_how_to_start_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `--upstream engine` before `promptcache engine serve`: the warning named the address only
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    engine = dataclasses.replace(
+        config_for_upstream("engine", db_path=None).upstreams["engine"],
+        url=f"http://127.0.0.1:{port}",
+    )
+    config = config_for_upstream(engine, db_path=None)
+    with caplog.at_level(logging.WARNING, logger="promptcache.proxy"):
+        _warn_unreachable(config)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"upstream engine (http://127.0.0.1:{port}) is not reachable (connection refused); "
+        "requests to it get 502 until it is (start it: promptcache engine serve --model PATH "
+        f"--port {port})"
+    ]
 
 
 def test_sigterm_after_the_grace_period_prints_one_line_per_cancelled_request(
