@@ -111,7 +111,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # tests; checking it again would start runs of runs, without end
         return None
     from promptcache.check.output import named_by_command, render
-    from promptcache.check.runner import CommandNames, run_check
+    from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
 
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
@@ -144,17 +144,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             "file; the report would replace it: pick another file\n"
         )
         return 2
-    session_names = CommandNames(
-        "the test session",
-        "--promptcache-check-timeout",
-        {
-            pytest.ExitCode.TESTS_FAILED: "pytest: tests failed; check needs a session that passes",
-            pytest.ExitCode.INTERRUPTED: "pytest: interrupted",
-            pytest.ExitCode.INTERNAL_ERROR: "pytest: internal error",
-            pytest.ExitCode.USAGE_ERROR: "pytest: usage error",
-            pytest.ExitCode.NO_TESTS_COLLECTED: "pytest: no tests were collected",
-        },
-    )
+    session_names = CommandNames("the test session", "--promptcache-check-timeout", PYTEST_STATUSES)
     try:
         result = run_check(
             command,

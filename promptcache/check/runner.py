@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from promptcache.errors import ConfigError, PromptCacheError
 from promptcache.fingerprint import fingerprint_request
@@ -54,6 +55,27 @@ KILL_GRACE_S = 5.0
 
 class CommandFailedError(PromptCacheError):
     """COMMAND exited non-zero (or could not start) in one of the runs."""
+
+
+#: What pytest's exit statuses mean (``pytest.ExitCode``), said when a checked session fails.
+PYTEST_STATUSES: Final[Mapping[int, str]] = {
+    1: "pytest: tests failed; check needs a session that passes",
+    2: "pytest: interrupted",
+    3: "pytest: internal error",
+    4: "pytest: usage error",
+    5: "pytest: no tests were collected",
+}
+
+
+def runs_pytest(command: Sequence[str]) -> bool:
+    """Whether ``command`` is a pytest session: ``pytest ...``, ``python -m pytest ...`` or
+    ``uv run pytest ...`` (``run pytest`` of any runner)."""
+    if not command:
+        return False
+    if os.path.basename(command[0]) in ("pytest", "py.test"):
+        return True
+    pairs = itertools.pairwise(command)
+    return any(a in ("-m", "run") and b in ("pytest", "py.test") for a, b in pairs)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def check(
     is shown) or on bad input.
     """
     from promptcache.check.output import named_by_command, render
-    from promptcache.check.runner import run_check
+    from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
 
     if not command:
@@ -118,6 +118,7 @@ def check(
         stdout=program_out,
         timeout=timeout,
         stdin=stdin,
+        names=CommandNames(statuses=PYTEST_STATUSES) if runs_pytest(command) else None,
     )
     text = render(result, output_format)
     if output is not None:

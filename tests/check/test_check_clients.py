@@ -81,6 +81,29 @@ def test_a_failing_command_is_exit_2_naming_the_run(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("runner", "status", "meaning"),
+    [
+        (("-m", "pytest"), 1, "pytest: tests failed; check needs a session that passes"),
+        (("-m", "pytest", "-k", "no_such_test"), 5, "pytest: no tests were collected"),
+    ],
+)
+def test_a_failing_pytest_command_says_what_its_status_means(
+    tmp_path: Path, runner: tuple[str, ...], status: int, meaning: str
+) -> None:
+    # "exited with status 5" alone: pytest's statuses say why (5: nothing collected)
+    (tmp_path / "test_fails.py").write_text("def test_no():\n    assert False\n")
+    proc = cli(
+        "check", "--", sys.executable, *runner, "-q", "-p", "no:cacheprovider", "test_fails.py",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: the command exited with status {status} ({meaning}) in run 0 (baseline); any "
+        "output it printed is above"
+    )
+
+
 def test_a_missing_command_is_a_one_line_error() -> None:
     proc = cli("check", "--", "no-such-program-promptcache")
     assert proc.returncode == 2
