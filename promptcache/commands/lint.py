@@ -350,21 +350,27 @@ def _write_atomically(path: Path, data: bytes) -> None:
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")
 
 
-def _patch(before: str, after: str, path: str, encoding: str) -> str:
+def _patch(before: str, after: str, path: str, encoding: str) -> bytes:
     r"""The ``--diff`` patch from ``before`` to ``after`` as ``git apply`` and ``patch`` read it:
     lines end at ``\n`` only (a form feed or U+2028 inside a line stays in it), a last line
-    without one is marked ``\ No newline at end of file``, and a UTF-8 BOM the file starts with
-    is kept on its first line, so the context matches the file's bytes."""
+    without one is marked ``\ No newline at end of file``, a UTF-8 BOM the file starts with is
+    kept on its first line, and the file's lines are in the file's own encoding (its coding
+    cookie's, such as latin-1), so the context matches the file's bytes."""
     bom = "\ufeff" if encoding == "utf-8-sig" else ""
+    text_encoding = "utf-8" if encoding == "utf-8-sig" else encoding
     out = []
-    for line in difflib.unified_diff(
+    lines = difflib.unified_diff(
         _LINE.findall(bom + before),
         _LINE.findall(bom + after),
         fromfile=f"a/{path}",
         tofile=f"b/{path}",
-    ):
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+    )
+    for number, line in enumerate(lines):
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        # the ---/+++ header names the path (UTF-8); the hunks are the file's text
+        out.append(line.encode("utf-8" if number < 2 else text_encoding))
+    return b"".join(out)
 
 
 def _apply_fixes(
@@ -382,7 +388,7 @@ def _apply_fixes(
     updated = []
     changed = 0
     unwritten = 0
-    patches: list[str] = []
+    patches: list[bytes] = []
     for result in results:
         if not any(d.fix is not None for d in result.diagnostics):
             updated.append(result)
@@ -411,14 +417,14 @@ def _apply_fixes(
             updated.append(result)
     if show_diff and output is not None:
         try:
-            output.write_text("".join(patches), encoding="utf-8")
+            output.write_bytes(b"".join(patches))
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise click.BadParameter(
                 f"cannot write {output}: {why}", param_hint="'--output'"
             ) from exc
     elif show_diff:
-        click.echo("".join(patches), nl=False)
+        click.echo(b"".join(patches), nl=False)
     if show_diff and not write and changed:
         sys.exit(1)
     return updated, unwritten

@@ -335,6 +335,12 @@ def test_fix_keeps_the_file_encoding_and_line_endings(project: Path) -> None:
         # a form feed and U+2028 in a string split lines where git sees none
         ("separators.py", (FIXABLE + "NOTE = 'a\x0cb\u2028c'\n").encode()),
         ("crlf.py", FIXABLE.replace("\n", "\r\n").encode()),
+        # the hunk's text was UTF-8, the file latin-1: its context did not match
+        (
+            "latin.py",
+            b"# -*- coding: latin-1 -*-\n"
+            + FIXABLE.replace("keys in", "caf\u00e9 keys in").encode("latin-1"),
+        ),
     ],
 )
 def test_diff_applies_with_git_as_fix_writes_it(project: Path, name: str, raw: bytes) -> None:
