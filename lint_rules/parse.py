@@ -54,6 +54,19 @@ _NEWER = re.compile(
     re.MULTILINE,
 )
 
+#: the line ends Python's tokenizer counts (``str.splitlines`` also ends lines at ``\x0c``,
+#: ``\x1c``-``\x1e``, ``\x85``, U+2028 and U+2029, which may sit inside a string or comment)
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of Python source ``text`` as the parser numbers them (``lines[n - 1]`` is line
+    ``n`` of an ``ast`` node), without their line ends."""
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
 
 #: rewritten sources kept per process: the program driver analyses a file up to 5 times, and
 #: libcst's parse and rewrite of each took about a quarter of a cold run's CPU time on

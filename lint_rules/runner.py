@@ -29,7 +29,7 @@ from .config import LintConfig
 from .context import ModuleContext
 from .facts import ASSUMED
 from .files import discover
-from .parse import NewerSyntaxError, is_newer_python, parse_kept, where_broken
+from .parse import NewerSyntaxError, is_newer_python, parse_kept, source_lines, where_broken
 from .registry import CHECKS, KNOWN_CODES
 from .rules.pc000_unparsable_file import from_error
 from .suppress import parse_suppressions
@@ -258,7 +258,7 @@ def analyse_source(
     errors = tuple(f"{path}:{e}" for e in suppressions.errors)
     lines: dict[int, str] = {}
     if kept or notes:
-        all_lines = text.splitlines()
+        all_lines = source_lines(text)
         for d in [*kept, *notes]:
             wanted_lines = [d.location.line, d.location.end_line]
             wanted_lines += [r.location.line for r in d.related if r.location.path == path]
@@ -278,12 +278,12 @@ def analyse_source(
 def _line_reader(path: str, text: str) -> Lines:
     """The lines of a file a chain names: ``text`` for ``path`` itself, another file read
     once (None when it cannot be read or decoded)."""
-    read: dict[str, list[str] | None] = {path: text.splitlines()}
+    read: dict[str, list[str] | None] = {path: source_lines(text)}
 
     def lines_of(name: str) -> list[str] | None:
         if name not in read:
             try:
-                read[name] = decode_source(Path(name).read_bytes()).splitlines()
+                read[name] = source_lines(decode_source(Path(name).read_bytes()))
             except (OSError, UnicodeDecodeError, SyntaxError):
                 read[name] = None
         return read[name]

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Fix, Severity, TextEdit
 from ..context import ModuleContext
+from ..parse import source_lines
 from ._shared import BREAKPOINT_APIS
 
 _ALIASES = {
@@ -60,7 +61,7 @@ def _canonical(text: str) -> str | None:
 
 
 def _quote(node: ast.Constant, ctx: ModuleContext) -> str:
-    line = ctx.source.splitlines()[node.lineno - 1].encode()
+    line = source_lines(ctx.source)[node.lineno - 1].encode()
     raw = line[node.col_offset : node.end_col_offset or node.col_offset].decode(errors="replace")
     return "'" if raw.startswith("'") else '"'
 

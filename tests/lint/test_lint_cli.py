@@ -471,3 +471,14 @@ def test_sarif_every_artifact_location_is_relative_to_srcroot(project: Path) -> 
     outside = _artifact_locations(elsewhere["runs"][0]["results"])
     assert {a["uri"] for a in outside} == {(project / "bad.py").resolve().as_uri()}
     assert all("uriBaseId" not in a for a in outside)
+
+
+@pytest.mark.parametrize("char", ["\x0c", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_line_separators_inside_strings_keep_findings(project: Path, char: str) -> None:
+    # str.splitlines ends a line at these characters; Python's parser does not, so a chain
+    # checked against lines split that way pointed one line too low and was dropped
+    (project / "app.py").write_text(f"NOTE = 'a{char}b'\n" + FIXABLE, encoding="utf-8")
+    result = run("app.py", "--no-cache", "--format", "json")
+    (finding,) = json.loads(result.output)
+    assert finding["code"] == "PC003"
+    assert finding["location"]["row"] == 7
