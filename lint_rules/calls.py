@@ -58,7 +58,12 @@ from .frames import (
 )
 from .library import FEW_DETAIL, source_text, span
 from .nodes import all_nodes
-from .regions import later_history_turns, measured_messages, tail_system_turns
+from .regions import (
+    later_history_turns,
+    measured_messages,
+    tail_system_turns,
+    yielded_turns,
+)
 from .sources import (
     DATETIME_ATTR_GRANULARITY,
     ENV_ATTRS,
@@ -1483,12 +1488,15 @@ class CallsMixin(EngineState):
         a turn of the history, written there once; or unless the message is only given to a
         call that measures it (``measured_messages``: its tokens counted), which sends
         nothing; or unless it is appended last to a list of the request's messages
-        (``tail_system_turns``): the newest message, after all that a cache holds."""
+        (``tail_system_turns``): the newest message, after all that a cache holds; or unless
+        it is a tool's, hook's or command's result handed one at a time to the loop that
+        writes it into the history (``yielded_turns``), frozen there."""
         func = self.frame.func
         if func is not None and (
             id(content) in later_history_turns(func)
             or id(content) in measured_messages(func)
             or id(content) in tail_system_turns(func)
+            or id(content) in yielded_turns(func, self.tree)
         ):
             self.eval(content)
             return

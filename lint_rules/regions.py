@@ -141,6 +141,219 @@ def later_history_turns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozens
     return known
 
 
+def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
+    """The nodes of ``func``'s own body, not of a function, lambda or class nested in it."""
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+            ):
+                todo.append(child)
+
+
+def _callee_name(node: ast.expr) -> str:
+    return (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else ""
+    )
+
+
+def _turn_stream(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr] | None:
+    """The values ``func`` yields (``yield v``, ``yield from v``) when it is a generator that
+    yields no chat message of a role other than system or developer and does not hand on a
+    sequence's items one by one (``for m in history: yield m``). None for any other function:
+    one that yields nothing, or builds a request's messages (a user turn, the history)."""
+    yielded: list[ast.expr] = []
+    args = func.args
+    # names that stand for items of something else: a parameter, a loop's or a with's target
+    relayed = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    relayed.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    for node in _own_nodes(func):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
+            target = node.optional_vars if isinstance(node, ast.withitem) else node.target
+            if target is not None:
+                relayed.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
+            parts = _message_parts(node.value)
+            if parts is not None and parts[0] not in ("system", "developer"):
+                return None
+            yielded.append(node.value)
+    if any(isinstance(v, ast.Name) and v.id in relayed for v in yielded):
+        return None
+    return yielded or None
+
+
+#: words of a decorator or a keyword under which a function handed on makes a prompt, not a
+#: turn (``@agent.system_prompt``, ``instructions=make_rules``), or of a decorator that
+#: registers nothing (``@functools.cache``, ``@property``)
+_NOT_TURN_WORDS = (
+    "system",
+    "prompt",
+    "instruction",
+    "cache",
+    "wraps",
+    "property",
+    "setter",
+    "abstract",
+    "override",
+    "overload",
+    "contextmanager",
+)
+
+
+def _handed_on(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Names of functions a module hands on instead of calling: a bare name (or
+    ``self.name``) that is not called where it stands (``ToolSpec(execute=run_tool)``,
+    ``register_hook("x", on_tool)``), and apart the functions decorated by a registering call
+    or attribute (``@command("lesson")``, ``@mcp.tool``). Not under a keyword, nor with a
+    decorator, that names a prompt (``_NOT_TURN_WORDS``)."""
+    callees: set[int] = set()
+    excluded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callees.add(id(node.func))
+            for kw in node.keywords:
+                if kw.arg and any(w in kw.arg.lower() for w in _NOT_TURN_WORDS):
+                    excluded.update(id(n) for n in ast.walk(kw.value))
+    named: set[str] = set()
+    decorated: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in callees or id(node) in excluded:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            named.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            named.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for deco in node.decorator_list:
+                text = ast.unparse(deco).lower()
+                if isinstance(deco, (ast.Call, ast.Attribute)) and not any(
+                    w in text for w in _NOT_TURN_WORDS
+                ):
+                    decorated.add(node.name)
+    return named, decorated
+
+
+def _turn_sources(tree: ast.Module) -> tuple[frozenset[int], frozenset[str]]:
+    """The functions of a module whose results are turns handed one at a time to a loop the
+    module does not show (the ids of their nodes), and the names of the functions whose
+    every call there (at least one) is such a function's yielded value. A generator of turns
+    (``_turn_stream``) is one where the module hands it on (``_handed_on``: a tool's execute
+    function, a hook, a command), or where it is called there only (at least once) for
+    another one to yield its items (``yield from read_one(path)``). A generator called by
+    name to be listed, splatted or composed into something else (``yield from
+    prompt_timeinfo()`` in a prompt builder nothing hands on) is not one. Found once per
+    tree."""
+    known: tuple[frozenset[int], frozenset[str]] | None = tree.__dict__.get("_turn_sources")
+    if known is not None:
+        return known
+    funcs = [
+        node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    streams = {id(f): f for f in funcs if _turn_stream(f) is not None}
+    named, decorated = _handed_on(tree)
+    handed = named | decorated
+    # every call of a name, and the calls that a generator of the module yields whole
+    calls: dict[str, list[int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _callee_name(node.func)
+            if name:
+                calls.setdefault(name, []).append(id(node))
+    yielded_by: dict[int, int] = {}
+    for key, func in streams.items():
+        for value in _turn_stream(func) or ():
+            if isinstance(value, ast.Call):
+                yielded_by[id(value)] = key
+    # a function handed on that returns a generator's call (``def execute_fn(cmd): return
+    # run(cmd)``, ``execute_fn=execute_fn``) hands that generator's items on as its own
+    relays: set[int] = set()
+    for func in funcs:
+        if func.name in handed and id(func) not in streams:
+            for node in _own_nodes(func):
+                if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+                    yielded_by[id(node.value)] = id(func)
+                    relays.add(id(func))
+    turns = {key for key, func in streams.items() if func.name in handed}
+    grew = True
+    while grew:
+        grew = False
+        for key, func in streams.items():
+            if key in turns or func.name in handed:
+                continue
+            sites = calls.get(func.name, [])
+            if sites and all(yielded_by.get(site) in turns | relays for site in sites):
+                turns.add(key)
+                grew = True
+    returned = frozenset(
+        func.name
+        for func in funcs
+        if func.name not in named
+        and calls.get(func.name)
+        and all(yielded_by.get(site) in turns for site in calls[func.name])
+    )
+    known = tree.__dict__["_turn_sources"] = (frozenset(turns), returned)
+    return known
+
+
+def yielded_turns(func: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module) -> frozenset[int]:
+    """The ids of the value nodes (its content) of each system or developer message object
+    that ``func`` hands, one at a time, to a loop that writes it into a history: a message
+    that a generator of turns (``_turn_sources``: a tool's, hook's or command's generator
+    that the module hands on, or one only it yields from) yields (``yield Message("system",
+    out)``, or a name bound once to it and yielded), or that ``func`` returns (``return
+    Message(...)``) where every call of ``func`` in its module is yielded whole by such a
+    generator (``yield new_session(cmd)``). The caller appends each item to the
+    conversation's log after the model's reply that asked for it, and the whole log is sent
+    on later turns, so what it holds is written once and frozen, as ``later_history_turns``'
+    turns are. Found once per tree (kept on the node)."""
+    known: frozenset[int] | None = func.__dict__.get("_yielded_turns")
+    if known is not None:
+        return known
+    out: set[int] = set()
+    turns, returned = _turn_sources(tree)
+    messages: list[ast.expr] = []
+    if id(func) in turns:
+        stream = _turn_stream(func) or []
+        names = {v.id for v in stream if isinstance(v, ast.Name)}
+        bound: dict[str, list[ast.expr | None]] = {}
+        for node in _own_nodes(func):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name) and name.id in names:
+                            bound.setdefault(name.id, []).append(node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+                target = node.target
+                if isinstance(target, ast.Name) and target.id in names:
+                    bound.setdefault(target.id, []).append(None)
+        messages += [v for v in stream if not isinstance(v, ast.Name)]
+        messages += [values[0] for values in bound.values() if len(values) == 1 and values[0]]
+    if func.name in returned:
+        messages += [
+            node.value
+            for node in _own_nodes(func)
+            if isinstance(node, ast.Return) and node.value is not None
+        ]
+    for value in messages:
+        parts = _message_parts(value)
+        if parts is not None and parts[0] in ("system", "developer"):
+            out.update(id(node) for node in parts[1])
+    known = func.__dict__["_yielded_turns"] = frozenset(out)
+    return known
+
+
 def measured_messages(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
     """The ids of the value nodes (its content) of each chat message (``_message_parts``) that
     ``func`` gives straight to a call named for measuring it (``is_measure_name``: ``len(...)``,
