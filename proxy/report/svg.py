@@ -19,7 +19,7 @@ from typing import Final
 
 from markupsafe import Markup, escape
 
-from promptcache.formatting import percent
+from promptcache.formatting import percent, plural
 
 from .page import BreakStrip, PageTimeline, TtftHistogram
 
@@ -234,7 +234,8 @@ def ttft_chart(hist: TtftHistogram) -> Markup:
             y0 = mid - h if sign < 0 else mid
             label_y = y0 - 3 if sign < 0 else mid + h + 11
             low, high = hist.edges_ms[i], hist.edges_ms[i + 1]
-            tip = f"{series}: {count:,} requests with TTFT {_edge(low)}-{_edge(high)} ms"
+            requests = plural(count, "request", grouped=True)
+            tip = f"{series}: {requests} with TTFT {_edge(low)}-{_edge(high)} ms"
             parts.append(
                 _rect(series, count, (x0, y0, slot * 0.8, h), colour, tip)
                 + f'<text class="count" x="{x0 + slot * 0.4:.1f}" y="{label_y:.1f}" '
@@ -247,6 +248,12 @@ def ttft_chart(hist: TtftHistogram) -> Markup:
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _breaks_differ(count: int) -> str:
+    """``1 break first differs``, ``3 breaks first differ``."""
+    verb = "differs" if count == 1 else "differ"
+    return f"{plural(count, 'break', grouped=True)} first {verb}"
 
 
 def strip_svg(strip: BreakStrip) -> Markup:
@@ -267,7 +274,7 @@ def strip_svg(strip: BreakStrip) -> Markup:
         colour = KIND_COLOURS.get(seg.kind, GREY)
         tip = f"{seg.path} ({seg.kind}): {percent(strip.share(seg))} of the prompt"
         if seg.breaks:
-            tip += f"; {seg.breaks:,} breaks first differ here"
+            tip += f"; {_breaks_differ(seg.breaks)} here"
         box = (x, y0, max(0.5, w - 1), bar_h)
         parts.append(_rect(seg.kind, size, box, colour, tip, " segment"))
         if seg.breakpoint_ttl is not None:
@@ -282,7 +289,7 @@ def strip_svg(strip: BreakStrip) -> Markup:
         if seg.breaks:
             fraction = seg.offset / seg.chars if seg.offset is not None and seg.chars else 0.0
             mx = x + w * min(1.0, max(0.0, fraction))
-            mark = f"{seg.breaks:,} breaks first differ in {seg.path}"
+            mark = f"{_breaks_differ(seg.breaks)} in {seg.path}"
             ty = y0 + bar_h + 3
             parts.append(
                 f'<path class="divergence" data-value="{seg.breaks}" '

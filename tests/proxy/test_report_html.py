@@ -18,9 +18,15 @@ from page_log import HOSTILE, STEP_S, T0, N, is_hit, reason_of, write_page_log
 
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report.html import render_html
-from promptcache.proxy.report.page import PageBucket, PageTimeline
+from promptcache.proxy.report.page import (
+    BreakStrip,
+    PageBucket,
+    PageTimeline,
+    StripSegment,
+    TtftHistogram,
+)
 from promptcache.proxy.report.render import summary_rows
-from promptcache.proxy.report.svg import line_chart
+from promptcache.proxy.report.svg import line_chart, strip_svg, ttft_chart
 
 BREAKS = [i for i in range(N) if reason_of(i) not in (None, "new_prefix")]
 
@@ -134,6 +140,25 @@ def test_errors_and_ttft_are_worded_for_what_they_count(page: Path) -> None:
     for errors, shown in ((1, "1 error)"), (2, "2 errors)"), (1200, "1,200 errors)")):
         total = dataclasses.replace(report.total, errors=errors)
         assert dict(summary_rows(total, report))["Requests"].endswith(shown)
+
+
+def test_chart_tooltips_give_a_count_of_one_its_singular() -> None:
+    hist = TtftHistogram((0.0, 500.0, 1000.0), hit=(1, 2), miss=(0, 1), caption="")
+    tips = re.findall(r"<title>([^<]*)</title>", str(ttft_chart(hist)))
+    assert tips == ["hit: 1 request with TTFT 0-500 ms", "hit: 2 requests with TTFT 500-1s ms",
+                    "miss: 1 request with TTFT 500-1s ms"]  # fmt: skip
+    segments = tuple(
+        StripSegment(path, kind, 100, 25, None, breaks, 10, breaks)
+        for path, kind, breaks in (("tools[0]", "tools", 1), ("system[0]", "system", 3))
+    )
+    strip = BreakStrip("r1", "system_changed", segments, outside=0, unplaced=())
+    tips = re.findall(r"<title>([^<]*)</title>", str(strip_svg(strip)))
+    assert tips == [
+        "tools[0] (tools): 50.0% of the prompt; 1 break first differs here",
+        "1 break first differs in tools[0]",
+        "system[0] (system): 50.0% of the prompt; 3 breaks first differ here",
+        "3 breaks first differ in system[0]",
+    ]
 
 
 def test_docs_show_the_screenshots_the_script_makes() -> None:
