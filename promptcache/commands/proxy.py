@@ -215,7 +215,9 @@ def proxy(
                 + [f"model {rule.model_prefix}*"] * (rule.model_prefix is not None)
             )
             routes.append(f"{match} -> {where(config.upstreams[rule.upstream])}")
-        shown += " (default); " + "; ".join(routes)
+        # "default upstream:" before it, not "(default)" after: after a fleet's "policy
+        # least_loaded" that read as if the policy were the default one
+        shown = f"default upstream: {shown}; " + "; ".join(routes)
     banner = f"promptcache proxy on {http_url(host, port)} -> {shown}" + (
         "" if db is None else f", recording to {redact_url(str(db))}"
     )

@@ -131,7 +131,8 @@ def test_a_config_files_routes_are_in_the_banner(tmp_path: Path) -> None:
         ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
     )
     assert stderr.splitlines()[0] == (
-        f"promptcache proxy on http://127.0.0.1:{port} -> https://api.anthropic.com (default); "
+        f"promptcache proxy on http://127.0.0.1:{port} -> default upstream: "
+        "https://api.anthropic.com; "
         "model local/* -> http://127.0.0.1:8000; path /v1/chat/* and model gpt-* -> "
         "https://api.openai.com"
     )
@@ -151,7 +152,29 @@ def test_a_route_to_a_fleet_names_its_replicas_not_its_first_one(tmp_path: Path)
         ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
     )
     assert stderr.splitlines()[0] == (
-        f"promptcache proxy on http://127.0.0.1:{port} -> https://api.openai.com (default); "
+        f"promptcache proxy on http://127.0.0.1:{port} -> default upstream: "
+        "https://api.openai.com; "
         "model m* -> 2 replicas (http://127.0.0.1:8001, http://127.0.0.1:8002), policy "
         "least_loaded"
     )
+
+
+def test_a_default_fleet_with_routes_is_named_the_default_upstream(tmp_path: Path) -> None:
+    # "..., policy least_loaded (default); ..." read as if least_loaded were the default policy
+    config = tmp_path / "fleet.toml"
+    config.write_text(
+        'default_upstream = "fleet"\n'
+        '[upstreams.fleet]\nreplicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]\n'
+        'policy = "least_loaded"\n'
+        '[[routes]]\nmodel_prefix = "gpt-"\nupstream = "openai"\n'
+    )
+    port = _free_port()
+    stderr = _banner_of_a_running_proxy(
+        ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
+    )
+    assert stderr.splitlines()[0] == (
+        f"promptcache proxy on http://127.0.0.1:{port} -> default upstream: 2 replicas "
+        "(http://127.0.0.1:8001, http://127.0.0.1:8002), policy least_loaded; model gpt-* -> "
+        "https://api.openai.com"
+    )
+    assert "(default)" not in stderr
