@@ -60,7 +60,7 @@ from promptcache.pricing import default_price_table, lookup_price
 from .dialect import is_postgres_url
 from .otel import traces_url
 from .redact import MIN_SECRET_CHARS, redact_url
-from .routing import ROUTING_KEYS, RoutingSettings, policy_spec
+from .routing import KNOWN_POLICIES, POLICIES, ROUTING_KEYS, RoutingSettings, policy_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -305,6 +305,24 @@ def check_price_as(model: object, what: str) -> str:
     return model
 
 
+def _bad_routing_policy(policy: str) -> str:
+    """Why ``--routing-policy POLICY`` is refused, naming only the policies it takes: kv_events
+    needs per-replica keys that only a config file holds."""
+    head = (
+        f"routing policy {policy!r} is not available in this promptcache build"
+        if policy in KNOWN_POLICIES
+        else f"unknown routing policy {policy!r}"
+    )
+    accepted = ", ".join(sorted(name for name in POLICIES if name != "kv_events"))
+    tail = (
+        ' (kv_events is set in a --config file: policy = "kv_events" in an [upstreams.NAME] '
+        "table; docs/proxy.md, Routing by KV events)"
+        if "kv_events" in POLICIES
+        else ""
+    )
+    return f"{head}; --routing-policy takes one of {accepted}{tail}"
+
+
 def upstream_from_spec(
     spec: str, name: str | None = None, *, policy: str | None = None
 ) -> UpstreamConfig:
@@ -345,6 +363,8 @@ def upstream_from_spec(
                 '[upstreams.NAME] table with policy = "kv_events" and pass --config '
                 "(docs/proxy.md, Routing by KV events)"
             )
+        if policy is not None and policy not in POLICIES:
+            raise ConfigError(_bad_routing_policy(policy))
         routing = RoutingSettings() if policy is None else RoutingSettings(policy=policy)
         return UpstreamConfig(
             name=name or URL_UPSTREAM_NAME,

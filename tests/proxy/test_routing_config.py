@@ -163,3 +163,23 @@ def test_a_registered_policy_gets_its_own_keys_checked_and_kept_in_options() -> 
             config_from_dict(fleet(replicas=["http://a:1"], endpoints=["x"]), source="f.toml")
     finally:
         POLICIES.pop("test_keys")
+
+
+def test_a_bad_routing_policy_lists_only_what_the_command_line_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # kv_events was listed among the choices although --routing-policy kv_events is refused
+    with pytest.raises(ConfigError) as caught:
+        upstream_from_spec("http://a:1,http://b:1", policy="bogus")
+    assert str(caught.value) == (
+        "unknown routing policy 'bogus'; --routing-policy takes one of least_loaded, prefix, "
+        'round_robin (kv_events is set in a --config file: policy = "kv_events" in an '
+        "[upstreams.NAME] table; docs/proxy.md, Routing by KV events)"
+    )
+    monkeypatch.delitem(POLICIES, "kv_events")  # as in a build without it
+    with pytest.raises(ConfigError) as caught:
+        upstream_from_spec("http://a:1,http://b:1", policy="bogus")
+    assert str(caught.value) == (
+        "unknown routing policy 'bogus'; --routing-policy takes one of least_loaded, prefix, "
+        "round_robin"
+    )
