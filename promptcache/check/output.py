@@ -89,8 +89,7 @@ def render_text(result: CheckResult) -> str:
     for run in result.runs:
         prompts = sum(1 for r in run.requests if r.api is not None)
         lines.append(
-            f"{run.perturbation.describe()}; {prompts} LLM request(s) captured in "
-            f"{run.duration_s:.2f} s"
+            f"{run.describe()}; {prompts} LLM request(s) captured in {run.duration_s:.2f} s"
         )
     for note in result.notes:
         lines.append(f"note: {note}")
@@ -109,7 +108,7 @@ def result_json(result: CheckResult) -> dict[str, Any]:
             {
                 "run": r.perturbation.run,
                 "changes": list(r.perturbation.changed),
-                "description": r.perturbation.describe(),
+                "description": r.describe(),
                 "exit_status": r.exit_status,
                 "duration_s": round(r.duration_s, 3),
                 "requests": len(r.requests),

@@ -119,6 +119,28 @@ class RunResult:
     duration_s: float
     requests: list[CapturedRequest] = field(default_factory=list)
 
+    def describe(self) -> str:
+        """What this run did: ``Perturbation.describe``, but a clock change the hook could not
+        make (the child's Python lacks time-machine) is said as not made."""
+        plan = self.perturbation
+        hooked = [r for r in self.requests if r.hooked]
+        unmoved = [r.clock_problem for r in hooked if r.clock_problem]
+        if "clock" not in plan.changed or not unmoved:
+            return plan.describe()
+        labels = plan.labels()
+        at = plan.changed.index("clock")
+        if len(unmoved) < len(hooked):
+            labels[at] = (
+                f"{labels[at][:-1]}, but not in the processes of {len(unmoved)} of "
+                f"{len(hooked)} request(s): {unmoved[0]})"
+            )
+            return f"run {plan.run}: changes " + "; ".join(labels)
+        del labels[at]
+        unchanged = f"the wall clock was not moved ({unmoved[0]})"
+        if not labels:
+            return f"run {plan.run}: changes nothing: {unchanged}"
+        return f"run {plan.run}: changes " + "; ".join(labels) + f"; {unchanged}"
+
 
 @dataclass
 class CheckResult:

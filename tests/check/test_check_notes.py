@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from promptcache.check.output import render_text
 from promptcache.check.runner import run_check
 
 POST = """
@@ -40,6 +41,55 @@ def test_a_child_without_time_machine_is_noted(tmp_path: Path) -> None:
         "(time-machine is not installed in this Python): a time value in them was not perturbed"
         for run in (0, 1)
     ]
+
+
+def _fake_time_machine(tmp_path: Path) -> Path:
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "time_machine.py").write_text("raise ImportError('not here')\n")
+    return fake
+
+
+def test_a_run_line_says_the_clock_was_not_moved(tmp_path: Path) -> None:
+    program = tmp_path / "post.py"
+    program.write_text(POST, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(_fake_time_machine(tmp_path))}
+    with (tmp_path / "out.txt").open("w") as out:
+        both = run_check([sys.executable, str(program)], env=env, stdout=out)
+        alone = run_check([sys.executable, str(program)], env=env, stdout=out, isolate=True)
+    line = next(s for s in render_text(both).splitlines() if s.startswith("run 1:"))
+    assert "changes the wall clock" not in line
+    assert line.startswith("run 1: changes PYTHONHASHSEED=")
+    assert "; the wall clock was not moved (time-machine is not installed in this Python); " in line
+    assert alone.runs[1].describe() == (
+        "run 1: changes nothing: the wall clock was not moved "
+        "(time-machine is not installed in this Python)"
+    )
+    assert alone.runs[2].describe() == alone.runs[2].perturbation.describe()
+
+
+PARENT_AND_CHILD = (
+    POST
+    + """
+import subprocess, sys
+fake = os.environ["FAKE_TIME_MACHINE"]
+env = {**os.environ, "PYTHONPATH": fake + os.pathsep + os.environ["PYTHONPATH"]}
+subprocess.run([sys.executable, __file__.replace("parent.py", "post.py")], env=env, check=True)
+"""
+)
+
+
+def test_a_run_line_says_which_processes_kept_their_clock(tmp_path: Path) -> None:
+    (tmp_path / "post.py").write_text(POST, encoding="utf-8")
+    program = tmp_path / "parent.py"
+    program.write_text(PARENT_AND_CHILD, encoding="utf-8")
+    env = {**os.environ, "FAKE_TIME_MACHINE": str(_fake_time_machine(tmp_path))}
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], env=env, stdout=out, isolate=True)
+    assert result.runs[1].describe() == (
+        "run 1: changes the wall clock (+1 day 3:17:42, but not in the processes of 1 of 2 "
+        "request(s): time-machine is not installed in this Python)"
+    )
 
 
 def test_requests_without_the_hook_are_noted(tmp_path: Path) -> None:
