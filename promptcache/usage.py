@@ -297,8 +297,7 @@ class Usage:
         uncached = r.count("inputTokens", required=True)
         read = r.count("cacheReadInputTokens")
         flat = r.optional("cacheWriteInputTokens")
-        split_5m, split_1h = _bedrock_cache_details(r)
-        w5, w1h, unknown = _split_writes(r, flat, split_5m, split_1h, "cacheWriteInputTokens")
+        w5, w1h, unknown = _bedrock_writes(r, flat)
         return r.build(
             uncached_input_tokens=uncached,
             cache_read_tokens=read,
@@ -462,31 +461,52 @@ def _split_writes(
     return w5, w1h, 0
 
 
-def _bedrock_cache_details(r: _Reader) -> tuple[int | None, int | None]:
+def _bedrock_writes(r: _Reader, flat: int | None) -> tuple[int, int, int]:
+    """Bedrock's cache writes -> (5m, 1h, unknown): ``cacheWriteInputTokens`` reconciled with
+    ``cacheDetails``, whose entries split that total by TTL; an entry with a TTL other than 5m
+    or 1h is part of the split (its tokens are not also the total's remainder) and counted as
+    unknown, once."""
     details = r.payload.get("cacheDetails")
     if details is None:
-        return None, None
+        details = []
     if not isinstance(details, list):
         raise UsageParseError(
             f"bedrock_converse usage field 'cacheDetails' must be a list, got {details!r}"
         )
-    totals: dict[str, int] = {}
+    totals = {"5m": 0, "1h": 0}
+    odd: list[tuple[int, object, int]] = []
     for i, entry in enumerate(details):
         if not isinstance(entry, Mapping):
             raise UsageParseError(f"bedrock_converse cacheDetails[{i}] must be an object")
         tokens = r._as_count(f"cacheDetails[{i}].inputTokens", entry.get("inputTokens"))
         ttl = entry.get("ttl")
-        if ttl not in ("5m", "1h"):
-            r.warnings.append(
-                f"cacheDetails[{i}] has unknown ttl {ttl!r}; its {tokens} tokens counted as "
-                "cache_write_unknown_tokens"
-            )
-            ttl = "unknown"
-        totals[str(ttl)] = totals.get(str(ttl), 0) + tokens
-    if not totals:  # an empty list: "no cache creation occurred"
-        return None, None
-    # Unknown-TTL entries are left out of the split so _split_writes assigns them to "unknown".
-    return totals.get("5m", 0), totals.get("1h", 0)
+        if ttl in totals:
+            totals[str(ttl)] += tokens
+        else:
+            odd.append((i, ttl, tokens))
+    name = "cacheWriteInputTokens"
+    if not details:  # absent, or an empty list: "no cache creation occurred"
+        return _split_writes(r, flat, None, None, name)
+    if not odd:
+        return _split_writes(r, flat, totals["5m"], totals["1h"], name)
+    w5, w1h, unknown = totals["5m"], totals["1h"], sum(tokens for _, _, tokens in odd)
+    for i, ttl, tokens in odd:
+        r.warnings.append(
+            f"cacheDetails[{i}] has unknown ttl {ttl!r}; its {tokens} tokens counted as "
+            "cache_write_unknown_tokens"
+        )
+    split = f"{w5} + {w1h} + {unknown} of unknown ttl"
+    if flat is None or flat == w5 + w1h + unknown:
+        return w5, w1h, unknown
+    if flat > w5 + w1h + unknown:
+        rest = flat - w5 - w1h - unknown
+        r.warnings.append(
+            f"{name}={flat} exceeds its TTL split ({split}); the remaining {rest} also "
+            "counted as cache_write_unknown_tokens"
+        )
+        return w5, w1h, unknown + rest
+    r.warnings.append(f"{name}={flat} is less than its TTL split ({split}); the split was used")
+    return w5, w1h, unknown
 
 
 def _parse_openai_style(usage: Mapping[str, Any], vendor: str) -> Usage:

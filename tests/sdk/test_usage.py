@@ -354,7 +354,36 @@ def test_bedrock_unknown_ttl_entry_is_unknown_with_warning() -> None:
         }
     )
     assert (u.cache_write_5m_tokens, u.cache_write_unknown_tokens) == (64, 32)
-    assert any("24h" in w for w in u.warnings)
+    # The entry is part of the total's split: one warning, its 32 tokens counted once.
+    assert u.warnings == (
+        "cacheDetails[1] has unknown ttl '24h'; its 32 tokens counted as "
+        "cache_write_unknown_tokens",
+    )
+
+
+def test_bedrock_unknown_ttl_entry_counts_without_a_total() -> None:
+    u = Usage.from_bedrock_converse(
+        {"inputTokens": 1, "cacheDetails": [{"inputTokens": 50, "ttl": "2h"}]}
+    )
+    assert u.cache_write_unknown_tokens == 50 and u.total_input_tokens == 51
+    assert u.warnings == (
+        "cacheDetails[0] has unknown ttl '2h'; its 50 tokens counted as cache_write_unknown_tokens",
+    )
+
+
+def test_bedrock_total_beyond_a_split_with_unknown_ttl_counts_only_the_rest() -> None:
+    u = Usage.from_bedrock_converse(
+        {
+            "inputTokens": 1,
+            "cacheWriteInputTokens": 90,
+            "cacheDetails": [{"inputTokens": 30, "ttl": "5m"}, {"inputTokens": 50, "ttl": "2h"}],
+        }
+    )
+    assert (u.cache_write_5m_tokens, u.cache_write_unknown_tokens) == (30, 60)
+    assert u.warnings[1] == (
+        "cacheWriteInputTokens=90 exceeds its TTL split (30 + 0 + 50 of unknown ttl); the "
+        "remaining 10 also counted as cache_write_unknown_tokens"
+    )
 
 
 def test_bedrock_stream_accepts_decoded_event_stream_payload() -> None:
