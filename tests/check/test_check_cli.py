@@ -194,3 +194,34 @@ def test_text_report_starts_on_its_own_line_after_output_without_a_newline() -> 
     proc = cli("check", "--", sys.executable, "-c", "print('done')")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("done\ndone\n\nrun 0: baseline; ")
+
+
+STARTED_AT_IMPORT = """
+import os
+from datetime import datetime
+
+from openai import OpenAI
+
+STARTED = datetime.now().isoformat()
+SYSTEM = f"You are a support assistant. Session started {STARTED}. " + "Answer briefly. " * 400
+client = OpenAI(base_url=os.environ.get("OPENAI_BASE_URL"))
+
+for question in ("hi", "bye"):
+    client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+    )
+"""
+
+
+def test_a_clock_read_at_import_is_silent_under_lint_and_found_by_check(tmp_path: Path) -> None:
+    # docs/check.md, "Run both": lint reads it as pinned once per process; check runs the
+    # script in two processes, whose prefixes differ.
+    app = tmp_path / "app.py"
+    app.write_text(STARTED_AT_IMPORT, encoding="utf-8")
+    lint = cli("lint", str(app), cwd=tmp_path)
+    assert (lint.returncode, lint.stdout) == (0, "All checks passed (1 file).\n")
+    check = cli("check", "--", sys.executable, str(app), cwd=tmp_path)
+    assert check.returncode == 1
+    assert f"{app.name}:12 in <module>: PC001 time-in-prefix" in check.stdout
+    assert "seen in 2 requests from this call site" in check.stdout
