@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import re
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import aiohttp
 import httpx
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
 __all__ = ["DirectResponse", "DirectUpstream", "RawHeaders"]
@@ -147,8 +149,22 @@ def transport_error(exc: aiohttp.ClientError) -> httpx.TransportError:
     if isinstance(exc, aiohttp.ClientResponseError):  # the response head did not parse
         return httpx.RemoteProtocolError(f"malformed HTTP response: {exc.message}")
     if isinstance(exc, aiohttp.ClientPayloadError):
+        cut = _body_cut_short(exc.__cause__)
+        if cut is not None:  # not aiohttp's "Response payload is not completed: <...Error: 400"
+            return httpx.ReadError(f"closed before the end of the response body ({cut})")
         return httpx.RemoteProtocolError(message)
     return httpx.ReadError(message)
+
+
+def _body_cut_short(cause: BaseException | None) -> str | None:
+    """What was missing when the connection closed inside a response body (``cause``: the
+    parser's error at the connection's end), or None for another payload error."""
+    if isinstance(cause, TransferEncodingError):
+        return "its chunked body's last chunk never came"
+    if isinstance(cause, ContentLengthError):
+        received = re.search(r"received \d+ of \d+ bytes", cause.message)
+        return received.group(0) if received else "fewer bytes than its content-length"
+    return None
 
 
 class _Handler(ResponseHandler):

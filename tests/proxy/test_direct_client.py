@@ -326,3 +326,44 @@ def test_a_new_connection_closed_unanswered_is_not_retried(
     assert answer.status_code == 502
     assert "broke the HTTP protocol" in answer.json()["error"]["message"]
     assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("framing", "missing"),
+    [
+        (b"transfer-encoding: chunked", "its chunked body's last chunk never came"),
+        (b"content-length: 1000", "received 168 of 1000 bytes"),  # 2 events of 84 bytes
+    ],
+)
+def test_a_stream_the_upstream_cuts_short_ends_with_a_plain_error_event(
+    proxy_to: Callable[..., str], tmp_path: Path, framing: bytes, missing: str
+) -> None:
+    # The upstream closes the connection after two whole events, before its body's end: the
+    # client's error event read aiohttp's "Response payload is not completed:
+    # <TransferEncodingError: 400, message='Not enough data to satisfy transfer length
+    # header.'>"; it now says what happened, as the log does.
+    events = [b'data: {"id":"c1","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"%d"}}]}'
+              b"\n\n" % i for i in range(2)]  # fmt: skip
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + framing + b"\r\n\r\n"
+    chunked = framing.startswith(b"transfer")
+    pieces = [head, *(b"%x\r\n%s\r\n" % (len(e), e) if chunked else e for e in events)]
+    upstream = RawUpstream(lambda n: pieces, close_after=True)
+    url = proxy_to(upstream)
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", url + "/v1/chat/completions", content=sent) as reply,
+    ):
+        relayed = b"".join(reply.iter_raw())
+    upstream.close()
+    assert len(b"".join(events)) == 168 and relayed.startswith(b"".join(events))
+    error = json.loads(relayed[len(b"".join(events)) :].removeprefix(b"data: "))["error"]
+    expected = (
+        f"upstream openai ({upstream.url}) dropped the connection: closed before the end of the "
+        f"response body ({missing}) (mid-response)"
+    )
+    assert (error["message"], error["type"]) == (expected, "server_error")
+    deadline = time.monotonic() + 10
+    while not (rows := read_rows(tmp_path / "log.db")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log writer commits in the background
+    assert rows[0]["error"] == expected
