@@ -22,6 +22,7 @@ from markupsafe import Markup, escape
 from promptcache.formatting import percent, plural
 
 from .page import BreakStrip, PageTimeline, TtftHistogram
+from .page_sql import TTFT_EDGES_MS
 
 __all__ = [
     "GREY",
@@ -203,6 +204,18 @@ def _edge(ms: float) -> str:
     return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms:g}"
 
 
+def _ttft_bin(low: float, high: float) -> str:
+    """A TTFT bin in words, each edge with its unit: ``0-500 ms``, ``500 ms-1 s``, ``1-2 s``;
+    the last bin (from the last inner edge) holds every longer TTFT: ``20 s or more``."""
+    if high >= TTFT_EDGES_MS[-1]:
+        return f"{low:g} ms or more" if low < 1000 else f"{low / 1000:g} s or more"
+    if high < 1000:
+        return f"{low:g}-{high:g} ms"
+    if low >= 1000:
+        return f"{low / 1000:g}-{high / 1000:g} s"
+    return f"{low:g} ms-{high / 1000:g} s"
+
+
 def ttft_chart(hist: TtftHistogram) -> Markup:
     """Hits (upper half, bars up) and misses (lower half, bars down) on shared TTFT bins, each
     bar labelled with its count; bar height is the share of its class, so the two shapes
@@ -235,7 +248,7 @@ def ttft_chart(hist: TtftHistogram) -> Markup:
             label_y = y0 - 3 if sign < 0 else mid + h + 11
             low, high = hist.edges_ms[i], hist.edges_ms[i + 1]
             requests = plural(count, "request", grouped=True)
-            tip = f"{series}: {requests} with TTFT {_edge(low)}-{_edge(high)} ms"
+            tip = f"{series}: {requests} with TTFT {_ttft_bin(low, high)}"
             parts.append(
                 _rect(series, count, (x0, y0, slot * 0.8, h), colour, tip)
                 + f'<text class="count" x="{x0 + slot * 0.4:.1f}" y="{label_y:.1f}" '

@@ -145,8 +145,13 @@ def test_errors_and_ttft_are_worded_for_what_they_count(page: Path) -> None:
 def test_chart_tooltips_give_a_count_of_one_its_singular() -> None:
     hist = TtftHistogram((0.0, 500.0, 1000.0), hit=(1, 2), miss=(0, 1), caption="")
     tips = re.findall(r"<title>([^<]*)</title>", str(ttft_chart(hist)))
-    assert tips == ["hit: 1 request with TTFT 0-500 ms", "hit: 2 requests with TTFT 500-1s ms",
-                    "miss: 1 request with TTFT 500-1s ms"]  # fmt: skip
+    assert tips == ["hit: 1 request with TTFT 0-500 ms", "hit: 2 requests with TTFT 500 ms-1 s",
+                    "miss: 1 request with TTFT 500 ms-1 s"]  # fmt: skip
+    # each edge has its unit ("500-1s ms" read as milliseconds); the last bin is open-ended
+    hist = TtftHistogram((1000.0, 2000.0, 20000.0, 60000.0), hit=(1, 0, 3), miss=(0, 0, 0),
+                         caption="")  # fmt: skip
+    tips = re.findall(r"<title>([^<]*)</title>", str(ttft_chart(hist)))
+    assert tips == ["hit: 1 request with TTFT 1-2 s", "hit: 3 requests with TTFT 20 s or more"]
     segments = tuple(
         StripSegment(path, kind, 100, 25, None, breaks, 10, breaks)
         for path, kind, breaks in (("tools[0]", "tools", 1), ("system[0]", "system", 3))
