@@ -414,36 +414,9 @@ class CallsMixin(EngineState):
         or an external summary), or None."""
         cls = receiver.ref
         if isinstance(cls, ClassInfo):
-            return cls.find_method(name) or self.inherited_method(cls, name)
+            return cls.find_method(name)
         if isinstance(cls, ExternalClass):
             return cls.methods.get(name)
-        return None
-
-    def inherited_method(self, cls: ClassInfo, name: str) -> Summary | None:
-        """The method ``name`` that a class of this module, none of whose same-module
-        ancestors defines it, inherits from a base class of another module (whose export
-        holds the methods that class inherits in turn), those bases searched breadth first
-        as ``find_method`` searches; None if none defines it."""
-        seen: set[int] = set()
-        todo = [cls]
-        while todo:
-            info = todo.pop(0)
-            if id(info) in seen:
-                continue
-            seen.add(id(info))
-            todo.extend(info.bases)
-            local = {b.node.name for b in info.bases}
-            for base in info.node.bases:
-                if isinstance(base, ast.Subscript):  # a generic base: ``Base[T]``
-                    base = base.value
-                if isinstance(base, ast.Name) and base.id in local:
-                    continue
-                qual = self.qualify(base)
-                external = self.external(qual) if qual is not None else None
-                if isinstance(external, ExternalClass):
-                    method = external.methods.get(name)
-                    if method is not None:
-                        return method
         return None
 
     def call_choices(

@@ -675,10 +675,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
 
     def _base_name(self, node: ast.expr) -> str | None:
         """How a class's base class is named for the driver: ``@Name`` for a class of this
-        module, its qualified name for an imported one, None for anything else; a generic
-        base (``BaseAdapter[dict[str, Any]]``) is named as its class."""
-        if isinstance(node, ast.Subscript):
-            node = node.value
+        module, its qualified name for an imported one, None for anything else."""
         if isinstance(node, ast.Name) and node.id in self.classes:
             return f"@{node.id}"
         qual = self.qualify(node)
@@ -745,8 +742,6 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 }
                 info = ClassInfo(stmt, methods)
                 for base_node in stmt.bases:
-                    if isinstance(base_node, ast.Subscript):  # a generic base: ``Base[T]``
-                        base_node = base_node.value
                     local = (
                         self.classes.get(base_node.id) if isinstance(base_node, ast.Name) else None
                     )

@@ -152,9 +152,6 @@ class _Wanted:
     dep: str | None = None
     request: tuple[str, str] | None = None
     seen: dict[str, Any] = field(default_factory=dict)
-    #: base classes of a class given with its inherited methods that their files do not yet
-    #: export (``Program._inherited``), each asked of its file
-    base_requests: tuple[tuple[str, str], ...] = ()
 
 
 def linter_fingerprint() -> str:
@@ -326,10 +323,6 @@ class Program:
     #: (``_build_hierarchy``), and per file the version whose exports gave its part
     _hierarchy: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _bases: dict[str, tuple[int, tuple[Any, ...]]] = field(default_factory=dict)
-    #: an inherited method summary qualified for the module that defines it, kept per
-    #: (summary, module) with the summary: a fresh copy each time a class is resolved took
-    #: a third of a cold run's CPU time on aider-sized projects
-    _qualified: dict[tuple[int, str], tuple[Any, Any]] = field(default_factory=dict)
     #: whether this run moves the outputs it reads from the cache out of the collector's
     #: sight (``gc.freeze``), and unfreezes them at its end: only when nothing else in the
     #: process is frozen
@@ -574,10 +567,9 @@ class Program:
                 touched.update(hit.stamps)
                 if hit.dep is not None:
                     state.deps.add(hit.dep)
-                for request in (hit.request, *hit.base_requests):
-                    if request is not None:
-                        requests[request[0]].add(request[1])
-                        added.append(request)
+                if hit.request is not None:
+                    requests[hit.request[0]].add(hit.request[1])
+                    added.append(hit.request)
                 seen.update(hit.seen)
             externals[path] = seen
             self._resolved[path] = _Resolved(
@@ -665,8 +657,6 @@ class Program:
             out.dep = file
             touched.add(file)
             blob = self._lookup(states[file], symbol)
-            if blob is not None and blob["kind"] == "class":
-                blob, out.base_requests = self._inherited(file, blob, states, index, touched)
             stored = _stored_fields(blob, field_facts)
             overrides = self._overrides(file, symbol, blob, states, touched, path)
             if blob is not None and overrides:
@@ -742,56 +732,6 @@ class Program:
                         }
                     )
         return found
-
-    def _inherited(
-        self,
-        file: str,
-        blob: dict[str, Any],
-        states: dict[str, FileState],
-        index: ModuleIndex,
-        touched: set[str],
-    ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
-        """A class's export given with the methods it inherits from its project base classes,
-        of its own module or others, through imports and re-exports: a method it defines
-        wins, then its bases' in ``ClassInfo.find_method``'s order (breadth first, left to
-        right). An inherited method's summary names the classes of its own module by their
-        qualified names. Also the base classes their files do not export yet, to ask of them.
-        Each file read is added to ``touched``."""
-        methods: dict[str, Any] = dict(blob["data"]["methods"])
-        missing: list[tuple[str, str]] = []
-        seen = {(file, str(blob["name"]))}
-        todo = [(file, blob)]
-        while todo:
-            at, cls = todo.pop(0)
-            module = cls["module"]
-            for base in cls["data"].get("bases", ()):
-                qual = f"{module}.{base[1:]}" if base.startswith("@") else base
-                found = self._resolve(qual, at, states, index, touched)
-                if found is None or found in seen:
-                    continue
-                seen.add(found)
-                base_file, symbol = found
-                touched.add(base_file)
-                data = self._lookup(states[base_file], symbol)
-                if data is None:
-                    if "." not in symbol:
-                        missing.append(found)
-                    continue
-                if data["kind"] != "class":
-                    continue
-                base_module = data["module"]
-                for name, summary in data["data"]["methods"].items():
-                    if name not in methods:
-                        key = (id(summary), base_module)
-                        kept = self._qualified.get(key)
-                        if kept is None or kept[0] is not summary:
-                            qualified = _qualified_classes(summary, base_module)
-                            kept = self._qualified[key] = (summary, qualified)
-                        methods[name] = kept[1]
-                todo.append((base_file, data))
-        if len(methods) == len(blob["data"]["methods"]):
-            return blob, tuple(missing)
-        return {**blob, "data": {**blob["data"], "methods": methods}}, tuple(missing)
 
     def _build_hierarchy(self, states: dict[str, FileState], index: ModuleIndex) -> None:
         """``_hierarchy``: (file, class) -> the (file, class) of each exported class that names
@@ -1000,22 +940,6 @@ def _stored_fields(
     if blob is None or blob["kind"] != "class":
         return {}
     return field_facts.get(f"{blob['module']}.{blob['name']}", {})
-
-
-def _qualified_classes(data: Any, module: str) -> Any:
-    """An exported summary of ``module`` with each of that module's classes it names
-    (``"class": "@Name"``) named by its qualified name, for a summary given under a class of
-    another module (an inherited method)."""
-    if isinstance(data, dict):
-        return {
-            k: f"{module}.{v[1:]}"
-            if k == "class" and isinstance(v, str) and v.startswith("@")
-            else _qualified_classes(v, module)
-            for k, v in data.items()
-        }
-    if isinstance(data, list):
-        return [_qualified_classes(v, module) for v in data]
-    return data
 
 
 def _class_refs(blob: dict[str, Any]) -> list[str]:
