@@ -46,6 +46,15 @@ def _banner_of_a_running_proxy(args: list[str], url: str) -> str:
     return stderr
 
 
+def _banner_with_config(config: Path) -> tuple[int, str]:
+    """The port and banner of a proxy started with ``--config config`` (no log)."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    return port, _banner_of_a_running_proxy(
+        ["--config", str(config), "--port", str(port), "--no-log"], url
+    )
+
+
 def test_a_port_in_use_prints_the_error_and_no_banner(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -126,10 +135,7 @@ def test_a_config_files_routes_are_in_the_banner(tmp_path: Path) -> None:
         '[[routes]]\nmodel_prefix = "local/"\nupstream = "local"\n'
         '[[routes]]\npath_prefix = "/v1/chat/"\nmodel_prefix = "gpt-"\nupstream = "openai"\n'
     )
-    port = _free_port()
-    stderr = _banner_of_a_running_proxy(
-        ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
-    )
+    port, stderr = _banner_with_config(config)
     assert stderr.splitlines()[0] == (
         f"promptcache proxy on http://127.0.0.1:{port} -> default upstream: "
         "https://api.anthropic.com; "
@@ -147,10 +153,7 @@ def test_a_route_to_a_fleet_names_its_replicas_not_its_first_one(tmp_path: Path)
         'policy = "least_loaded"\n'
         '[[routes]]\nmodel_prefix = "m"\nupstream = "fleet"\n'
     )
-    port = _free_port()
-    stderr = _banner_of_a_running_proxy(
-        ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
-    )
+    port, stderr = _banner_with_config(config)
     assert stderr.splitlines()[0] == (
         f"promptcache proxy on http://127.0.0.1:{port} -> default upstream: "
         "https://api.openai.com; "
@@ -168,10 +171,7 @@ def test_a_default_fleet_with_routes_is_named_the_default_upstream(tmp_path: Pat
         'policy = "least_loaded"\n'
         '[[routes]]\nmodel_prefix = "gpt-"\nupstream = "openai"\n'
     )
-    port = _free_port()
-    stderr = _banner_of_a_running_proxy(
-        ["--config", str(config), "--port", str(port), "--no-log"], f"http://127.0.0.1:{port}"
-    )
+    port, stderr = _banner_with_config(config)
     assert stderr.splitlines()[0] == (
         f"promptcache proxy on http://127.0.0.1:{port} -> default upstream: 2 replicas "
         "(http://127.0.0.1:8001, http://127.0.0.1:8002), policy least_loaded; model gpt-* -> "

@@ -120,6 +120,16 @@ def response(body: bytes, *head: bytes) -> bytes:
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
+def streamed_chat(url: str) -> bytes:
+    """The raw bytes a streaming chat completion through the proxy at ``url`` relays."""
+    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", url + "/v1/chat/completions", content=sent) as reply,
+    ):
+        return b"".join(reply.iter_raw())
+
+
 def test_a_kept_alive_connection_carries_the_next_requests(
     proxy_to: Callable[[RawUpstream], str],
 ) -> None:
@@ -181,12 +191,7 @@ def test_the_read_timeout_counts_from_the_last_bytes_received(
     pieces = [head + b"\r\n\r\n", *(b"%x\r\n%s\r\n" % (len(e), e) for e in events)]
     upstream = RawUpstream(lambda n: pieces, gap_s=0.25)
     url = proxy_to(upstream, read_timeout_s=0.6)
-    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-    with (
-        httpx.Client(timeout=30) as client,
-        client.stream("POST", url + "/v1/chat/completions", content=sent) as reply,
-    ):
-        relayed = b"".join(reply.iter_raw())
+    relayed = streamed_chat(url)
     upstream.close()
     assert relayed.startswith(b"".join(events))
     assert b"did not answer in time" in relayed[len(b"".join(events)) :]
@@ -349,12 +354,7 @@ def test_a_stream_the_upstream_cuts_short_ends_with_a_plain_error_event(
     pieces = [head, *(b"%x\r\n%s\r\n" % (len(e), e) if chunked else e for e in events)]
     upstream = RawUpstream(lambda n: pieces, close_after=True)
     url = proxy_to(upstream)
-    sent = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-    with (
-        httpx.Client(timeout=30) as client,
-        client.stream("POST", url + "/v1/chat/completions", content=sent) as reply,
-    ):
-        relayed = b"".join(reply.iter_raw())
+    relayed = streamed_chat(url)
     upstream.close()
     assert len(b"".join(events)) == 168 and relayed.startswith(b"".join(events))
     error = json.loads(relayed[len(b"".join(events)) :].removeprefix(b"data: "))["error"]
