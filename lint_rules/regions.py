@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from .events import Block, SinkCall
 from .facts import CLEAN, Kind, Shape, Value, replace
 from .frames import ClassInfo, EngineState, ExternalClass
+from .nodes import all_nodes
 from .sinks import SinkSpec, is_measure_name, sent_tool_fields
 
 if TYPE_CHECKING:
@@ -215,7 +216,7 @@ def _handed_on(tree: ast.Module) -> tuple[set[str], set[str]]:
     decorator, that names a prompt (``_NOT_TURN_WORDS``)."""
     callees: set[int] = set()
     excluded: set[int] = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Call):
             callees.add(id(node.func))
             for kw in node.keywords:
@@ -223,7 +224,7 @@ def _handed_on(tree: ast.Module) -> tuple[set[str], set[str]]:
                     excluded.update(id(n) for n in ast.walk(kw.value))
     named: set[str] = set()
     decorated: set[str] = set()
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if id(node) in callees or id(node) in excluded:
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -258,15 +259,13 @@ def _turn_sources(tree: ast.Module) -> tuple[frozenset[int], frozenset[str]]:
     known: tuple[frozenset[int], frozenset[str]] | None = tree.__dict__.get("_turn_sources")
     if known is not None:
         return known
-    funcs = [
-        node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
+    funcs = [n for n in all_nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     streams = {id(f): f for f in funcs if _turn_stream(f) is not None}
     named, decorated = _handed_on(tree)
     handed = named | decorated
     # every call of a name, and the calls that a generator of the module yields whole
     calls: dict[str, list[int]] = {}
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if isinstance(node, ast.Call):
             name = _callee_name(node.func)
             if name:
