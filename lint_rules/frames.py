@@ -285,8 +285,10 @@ def merge(a: Value, b: Value) -> Value:
     # class of known fields built on the other path, each field holds what that instance put
     # there, and a time stamped into one field does not spread over the others
     for known, other in ((a, b), (b, a)):
-        if other == CLEAN and known.items is not None and isinstance(
-            known.ref, (ClassInfo, ExternalClass)
+        if (
+            other == CLEAN
+            and known.items is not None
+            and isinstance(known.ref, (ClassInfo, ExternalClass))
         ):
             return known
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
