@@ -623,7 +623,10 @@ def _run_all(
                 if isinstance(given, StdinRecorder):
                     given = given.finish()
             duration = time.perf_counter() - started
-            what = plan.describe().partition(": ")[2]
+            result = RunResult(plan, status or 0, duration, server.requests(plan.run))
+            # said from what the run's requests report, so a clock it could not move is not
+            # quoted as moved
+            what = result.describe().partition(": ")[2]
             subject = names.subject
             if status is None:
                 raise CommandTimeoutError(
@@ -642,5 +645,5 @@ def _run_all(
                     f"{subject} exited with status {status}{said} in run {plan.run} ({what}); "
                     "any output it printed is above"
                 )
-            results.append(RunResult(plan, status, duration, server.requests(plan.run)))
+            results.append(result)
     return results

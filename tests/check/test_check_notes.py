@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from promptcache.check.output import render_text
-from promptcache.check.runner import run_check
+from promptcache.check.runner import CommandFailedError, CommandTimeoutError, run_check
 
 POST = """
 import os, httpx
@@ -66,6 +66,37 @@ def test_a_run_line_says_the_clock_was_not_moved(tmp_path: Path) -> None:
         "(time-machine is not installed in this Python)"
     )
     assert alone.runs[2].describe() == alone.runs[2].perturbation.describe()
+
+
+# run 0 posts and exits; run 1 posts, then dies of a signal or sleeps past the timeout
+POST_THEN_FAIL = (
+    POST
+    + """
+import signal, sys, time
+if os.getpid() != 40000:  # run 0 reports 40000
+    if sys.argv[1:] == ["kill"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "timeout"),
+    [([], CommandTimeoutError, 3.0), (["kill"], CommandFailedError, None)],
+)
+def test_a_failed_run_is_not_said_to_have_moved_the_clock(
+    tmp_path: Path, args: list[str], error: type[Exception], timeout: float | None
+) -> None:
+    program = tmp_path / "post.py"
+    program.write_text(POST_THEN_FAIL, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(_fake_time_machine(tmp_path))}
+    with (tmp_path / "out.txt").open("w") as out, pytest.raises(error) as failed:
+        run_check([sys.executable, str(program), *args], env=env, stdout=out, timeout=timeout)
+    said = str(failed.value)
+    assert "in run 1 (changes PYTHONHASHSEED=" in said
+    assert "changes the wall clock" not in said
+    assert "; the wall clock was not moved (time-machine is not installed in this Python))" in said
 
 
 PARENT_AND_CHILD = (
