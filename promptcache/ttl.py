@@ -20,6 +20,7 @@ illustrate what a write premium would cost.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
@@ -79,8 +80,11 @@ class TTLAdvice:
         prefix_tokens: tokens in the shared prefix.
         num_requests: requests replayed.
         span_s: seconds from the first to the last request.
-        price: the rates used (USD per million tokens).
-        note: why the recommendation was forced, if it was (prefix below the minimum).
+        price: the rates used (USD per million tokens): a tiered row's ``above_tier`` rates
+            when the prefix alone exceeds its ``tier_max_input_tokens``.
+        note: what the figures rest on, if anything needs saying: the prefix is above the
+            row's long-context tier (priced at the higher rates, or underestimated when the row
+            has none), or below the model's minimum (the recommendation is forced to none).
     """
 
     recommendation: TTLChoice
@@ -239,6 +243,10 @@ def advise_ttl(
         min_cacheable_tokens: the model's minimum cacheable prefix; below it the vendor does not
             cache at all, so the advice is ``none``.
 
+    A prefix longer than a tiered row's ``tier_max_input_tokens`` (Claude Sonnet 4.5 above
+    200,000 tokens) makes every request a long-context one: it is priced at the row's
+    ``above_tier`` rates, and ``note`` says so.
+
     Returns:
         A :class:`TTLAdvice` whose ``options`` hold the arithmetic for every TTL.
 
@@ -322,6 +330,23 @@ def advise_ttl_counts(
         if model is None:
             raise ConfigError("advise_ttl needs a model name or explicit rates")
         rates = (table or default_price_table()).lookup(model)
+    notes: list[str] = []
+    tier = rates.tier_max_input_tokens
+    if tier is not None and prefix_tokens > tier:
+        # every request holds the prefix, so every request is above the tier, billed whole at
+        # the higher rates (as cost() prices one request)
+        if rates.above_tier is not None:
+            notes.append(
+                f"the prefix ({prefix_tokens:,} tokens) exceeds the {tier:,}-token tier of the "
+                f"{rates.model!r} row, so every request is billed at its above-tier rates"
+            )
+            rates = dataclasses.replace(rates.above_tier, model=rates.model)
+        else:
+            notes.append(
+                f"the prefix ({prefix_tokens:,} tokens) exceeds the {tier:,}-token tier of the "
+                f"{rates.model!r} row, which has no above_tier rates; the vendor bills more "
+                "above it, so these figures are underestimates"
+            )
     per_token = Decimal(prefix_tokens) / _MILLION
     options: dict[str, TTLOption] = {
         "none": TTLOption("none", n, 0, rates.input, rates.cache_read, n * per_token * rates.input)
@@ -334,10 +359,9 @@ def advise_ttl_counts(
         reads = n - writes
         total = per_token * (writes * write_rate + reads * rates.cache_read)
         options[ttl] = TTLOption(ttl, writes, reads, write_rate, rates.cache_read, total)
-    note = ""
     if min_cacheable_tokens is not None and prefix_tokens < min_cacheable_tokens:
         recommendation: TTLChoice = "none"
-        note = (
+        notes.append(
             f"the prefix ({prefix_tokens:,} tokens) is below the model's minimum cacheable "
             f"prefix ({min_cacheable_tokens:,}); the vendor would not cache it"
         )
@@ -351,5 +375,5 @@ def advise_ttl_counts(
         num_requests=n,
         span_s=counts.span_s,
         price=rates,
-        note=note,
+        note="; ".join(notes),
     )

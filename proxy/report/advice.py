@@ -106,7 +106,8 @@ class TtlAdvice:
             family's counts, :func:`promptcache.ttl.advise_ttl_counts`).
         current_cost_usd, recommended_cost_usd: simulated prefix cost of each.
         savings_usd: ``current_cost_usd - recommended_cost_usd`` (>= 0).
-        note: the advisor's note (prefix below the model's minimum), or "".
+        note: the advisor's note (prefix above the price row's long-context tier, or below
+            the model's minimum), or "".
     """
 
     key_fingerprint: str | None

@@ -195,3 +195,24 @@ def test_explain_counts_in_the_singular_and_a_free_write_needs_no_read() -> None
         "off from its first read" in text
     )
     assert "0.00 reads" not in text and "1 writes" not in text
+
+
+def test_a_prefix_above_the_long_context_tier_is_priced_at_the_higher_rates() -> None:
+    """A 300,000-token Sonnet 4.5 prefix puts every request above the 200,000-token tier, which
+    bills at $6 input / $0.60 read / $7.50 5m write / $12 1h write per MTok; the advisor priced
+    it at the base rates ($3 ...), half of every figure it printed."""
+    advice = advise_ttl([0, 60, 120], 300_000, SONNET)
+    assert advice.options["none"].cost_usd == Decimal("5.4")  # 3 x 300k x $6/MTok
+    assert advice.options["5m"].cost_usd == Decimal("2.61")  # 300k x (7.50 + 2 x 0.60) / 1M
+    assert advice.options["1h"].cost_usd == Decimal("3.96")  # 300k x (12 + 2 x 0.60) / 1M
+    assert advice.savings_usd == Decimal("2.79")
+    text = advice.explain()
+    assert text.startswith(f"TTL advice for {SONNET}: prefix of 300,000 tokens")
+    assert "input 6, cache read 0.60, 5m write 7.50, 1h write 12" in text
+    assert "exceeds the 200,000-token tier" in advice.note and advice.note in text
+    # at the tier itself the base rates hold, as cost() prices one request
+    assert advise_ttl([0], 200_000, SONNET).options["none"].cost_usd == Decimal("0.6")
+    # a tiered row without above-tier rates says its figures are an underestimate
+    flat = ModelPrice("tiered", 1, 1, Decimal("0.1"), 1, 1, tier_max_input_tokens=10)
+    assert "underestimate" in advise_ttl([0, 1], 11, rates=flat).note
+    assert advise_ttl([0, 1], 10, rates=flat).note == ""
