@@ -70,6 +70,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         21: 20261223,
         22: 20261224,
         23: 20261225,
+        24: 20261226,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -108,6 +109,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         21: 7,
         22: 5,
         23: 5,
+        24: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -221,6 +223,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         23: [
             "mcp-use/mcp-use",
             "virattt/ai-hedge-fund",
+        ],
+        24: [
+            "huggingface/lighteval",
+            "neo4j/neo4j-graphrag-python",
         ],
     }
     for batch, tuning in recorded.items():
