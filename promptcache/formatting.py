@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-__all__ = ["percent", "plural", "usd"]
+__all__ = ["exact_places", "percent", "plural", "usd"]
 
 
 def usd(
@@ -29,6 +29,14 @@ def usd(
     if minus_first and value < 0:
         return f"-{symbol}{-value:{spec}}"
     return f"{symbol}{value:{spec}}"
+
+
+def exact_places(amounts: list[Decimal], minimum: int = 6) -> int:
+    """Decimal places that print every one of ``amounts`` exactly, at least ``minimum``: one
+    token at $0.05/MTok is $0.00000005, which 6 places would print as 0.000000. Give the same
+    places to every amount of one table, so the column lines up."""
+    exponents = [amount.normalize().as_tuple().exponent for amount in amounts]
+    return max([minimum, *(-e for e in exponents if isinstance(e, int))])
 
 
 def percent(value: float | Decimal | None, places: int = 1, *, missing: str = "n/a") -> str:

@@ -29,7 +29,7 @@ from decimal import Decimal
 from typing import Final, Literal
 
 from promptcache.errors import ConfigError
-from promptcache.formatting import usd
+from promptcache.formatting import exact_places, usd
 from promptcache.pricing import ModelPrice, PriceTable, default_price_table
 
 __all__ = [
@@ -110,6 +110,7 @@ class TTLAdvice:
             f"5m write {p.cache_write_5m}, 1h write {p.cache_write_1h}",
         ]
         size = _count(self.prefix_tokens, "token")
+        places = exact_places([*(o.cost_usd for o in self.options.values()), self.savings_usd])
         for option in self.options.values():
             writes = (
                 f"{option.num_writes} uncached"
@@ -120,7 +121,7 @@ class TTLAdvice:
             if option.ttl != "none":
                 reads = _count(option.num_reads, "read")
                 arithmetic += f" + {reads} x {size} x ${option.read_rate}/MTok"
-            lines.append(f"  {option.ttl + ':':<5} {arithmetic} = {_usd(option.cost_usd)}")
+            lines.append(f"  {option.ttl + ':':<5} {arithmetic} = {_usd(option.cost_usd, places)}")
         for ttl in ("5m", "1h"):
             needed = _break_even_reads(p, ttl)
             if needed is None:
@@ -138,17 +139,17 @@ class TTLAdvice:
                     f"{needed:.2f} reads ({max(1, math.ceil(needed))} before the entry expires)"
                 )
         best = self.options[self.recommendation]
-        verdict = f"  recommendation: {self.recommendation} ({_usd(best.cost_usd)}"
+        verdict = f"  recommendation: {self.recommendation} ({_usd(best.cost_usd, places)}"
         if self.recommendation != "none":
-            verdict += f", saves {_usd(self.savings_usd)} against no caching"
+            verdict += f", saves {_usd(self.savings_usd, places)} against no caching"
         lines.append(verdict + ")")
         if self.note:
             lines.append(f"  note: {self.note}")
         return "\n".join(lines)
 
 
-def _usd(value: Decimal) -> str:
-    return usd(value, 6, grouped=False)
+def _usd(value: Decimal, places: int) -> str:
+    return usd(value, places, grouped=False)
 
 
 def _duration(seconds: float) -> str:

@@ -8,7 +8,7 @@ from typing import IO, Any
 import click
 
 from promptcache.commands._json_input import read_json_object
-from promptcache.formatting import percent, usd
+from promptcache.formatting import exact_places, percent, usd
 
 #: Same names as promptcache.usage.VENDOR_APIS (kept here so --help imports nothing else;
 #: tests/cli/test_cost.py checks they agree).
@@ -98,22 +98,27 @@ def _print_table(data: dict[str, Any], api: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    amounts = [row["usd"] for row in data["terms"].values()]
+    amounts += [data["total_usd"], data["cost_without_cache_usd"], data["savings_usd"]]
+    places = exact_places([Decimal(amount) for amount in amounts])
     table = Table(title=f"{data['model']} ({api}), price row {data['price_row']!r}")
     table.add_column("term")
     table.add_column("tokens", justify="right")
     table.add_column("USD / MTok", justify="right")
     table.add_column("USD", justify="right")
     for term, row in data["terms"].items():
-        table.add_row(term, f"{row['tokens']:,}", row["rate_usd_per_mtok"], _usd(row["usd"]))
+        table.add_row(
+            term, f"{row['tokens']:,}", row["rate_usd_per_mtok"], _usd(row["usd"], places)
+        )
     table.add_section()
-    table.add_row("total", "", "", _usd(data["total_usd"]), style="bold")
+    table.add_row("total", "", "", _usd(data["total_usd"], places), style="bold")
     console = Console(highlight=False, soft_wrap=True)
     console.print(table)
     without = Decimal(data["cost_without_cache_usd"])
     savings = Decimal(data["savings_usd"])
     share = f" ({percent(savings / without)} of the uncached cost)" if without else ""
-    console.print(f"cost without cache: {_usd(data['cost_without_cache_usd'], '$')}")
-    console.print(f"savings:            {_usd(data['savings_usd'], '$')}{share}")
+    console.print(f"cost without cache: {_usd(data['cost_without_cache_usd'], places, '$')}")
+    console.print(f"savings:            {_usd(data['savings_usd'], places, '$')}{share}")
     console.print(f"cache hit rate:     {percent(data['hit_rate'])}")
     console.print(_rates_line(data["source_url"], data["checked"]))
 
@@ -126,7 +131,7 @@ def _rates_line(source_url: str, checked: str) -> str:
     return f"rates from {source} ({when})"
 
 
-def _usd(value: str, symbol: str = "") -> str:
+def _usd(value: str, places: int, symbol: str = "") -> str:
     from decimal import Decimal
 
-    return usd(Decimal(value), 6, grouped=False, symbol=symbol)
+    return usd(Decimal(value), places, grouped=False, symbol=symbol)

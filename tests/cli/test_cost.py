@@ -72,6 +72,24 @@ def test_bare_usage_from_stdin() -> None:
     assert data["terms"]["uncached_input"]["tokens"] == 86
 
 
+def test_amounts_under_a_millionth_of_a_dollar_are_shown_not_rounded_to_zero() -> None:
+    """10 tokens on gpt-5-nano cost $0.000000495: the table printed every amount as 0.000000
+    and 'savings: $0.000000 (45.0% of the uncached cost)'; each amount is now exact."""
+    usage = {
+        "prompt_tokens": 10,
+        "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": 9},
+    }
+    code, out, err = run("-", "--model", "gpt-5-nano", stdin=json.dumps(usage))
+    assert code == 0, err
+    # 1 x $0.05 + 9 x $0.005 + 1 x $0.40 per MTok; without cache 10 x $0.05 + 1 x $0.40
+    assert "0.000000050" in out and "0.000000045" in out and "0.000000400" in out
+    assert "0.000000495" in out
+    assert "cost without cache: $0.000000900" in out
+    assert "savings:            $0.000000405 (45.0% of the uncached cost)" in out
+    assert "0.000000 " not in out and "0.000000\n" not in out
+
+
 def test_ambiguous_usage_needs_api() -> None:
     usage = json.dumps({"input_tokens": 1000, "output_tokens": 10})
     code, _, err = run("-", "--model", "claude-sonnet-4-5", stdin=usage)

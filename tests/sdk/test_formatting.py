@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from promptcache.formatting import percent
+from promptcache.formatting import exact_places, percent
 from promptcache.proxy.report.advice import EngineKvStats, _engine
 
 
@@ -34,3 +34,10 @@ def test_the_engine_advice_rounds_a_small_hit_rate_like_the_rest_of_the_report()
     assert rec is not None
     assert "KV pool 95.0% full" in rec.message and "(hit rate 0.4%)" in rec.message
     assert "hit rate 0%" not in rec.message
+
+
+def test_exact_places_keep_every_digit_of_an_amount() -> None:
+    assert exact_places([Decimal("0.006216"), Decimal("0")]) == 6
+    assert exact_places([Decimal("0.00000005"), Decimal("0.0024")]) == 8
+    assert exact_places([Decimal("1.50"), Decimal("1E+2")]) == 6  # trailing zeros do not count
+    assert exact_places([Decimal("0.1")], minimum=2) == 2

@@ -216,3 +216,13 @@ def test_a_prefix_above_the_long_context_tier_is_priced_at_the_higher_rates() ->
     flat = ModelPrice("tiered", 1, 1, Decimal("0.1"), 1, 1, tier_max_input_tokens=10)
     assert "underestimate" in advise_ttl([0, 1], 11, rates=flat).note
     assert advise_ttl([0, 1], 10, rates=flat).note == ""
+
+
+def test_explain_shows_amounts_under_a_millionth_of_a_dollar() -> None:
+    """A 1-token prefix on gpt-5-nano: every option printed as '= $0.000000' and the advice as
+    'saves $0.000000', though the options differ; each amount is now shown exactly."""
+    text = advise_ttl([0, 60, 120], 1, "gpt-5-nano").explain()
+    assert "none: 3 uncached x 1 token x $0.05/MTok = $0.00000015" in text
+    assert "= $0.00000006" in text  # 1 x $0.05 + 2 x $0.005 per MTok
+    assert "recommendation: 5m ($0.00000006, saves $0.00000009 against no caching)" in text
+    assert "$0.000000 " not in text and "$0.000000)" not in text
