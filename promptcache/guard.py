@@ -53,6 +53,9 @@ class PrefixGuard:
             automatically). ``"all"`` reports any change.
 
     Appending segments (history growing) is never reported: the old prefix is still a prefix.
+    A different ``model`` (``modelId``) or API than the stored request's is reported as a
+    change at segment 0 whose ``path`` is ``"model"`` (``"modelId"``, ``"api"``): the vendor
+    caches per model, so nothing of the old prefix is read.
 
     Raises:
         ConfigError: unsupported file suffix or unknown ``scope``; later, an unreadable store.
@@ -93,8 +96,9 @@ class PrefixGuard:
                 own last fingerprint.
 
         Returns:
-            The first divergence inside the watched prefix, or None when there is none (or no
-            fingerprint was stored for ``key`` yet).
+            The first divergence inside the watched prefix (a switch of model or API counts as
+            one at segment 0), or None when there is none (or no fingerprint was stored for
+            ``key`` yet).
 
         Raises:
             RequestShapeError, CanonicalizationError: as ``fingerprint_request``.
@@ -109,6 +113,9 @@ class PrefixGuard:
         old = None if data is None else RequestFingerprint.from_dict(data)
         if old is None:
             return None
+        switched = _switch(old, new)
+        if switched is not None:
+            return switched
         divergence = first_divergence(old, new)
         if divergence is None or divergence.change == "added":
             return None
@@ -253,6 +260,29 @@ def _check_key(key: object) -> None:
             f"({key[exc.start : exc.end]!r} at character {exc.start}), which neither store "
             "can write; fix the text's decoding"
         ) from None
+
+
+def _switch(old: RequestFingerprint, new: RequestFingerprint) -> Divergence | None:
+    """A change of model (or of API) between the two requests, as a change at segment 0: the
+    vendor keeps its cache per model, so none of the old prefix is read, however alike the
+    segments are. A request body without a model (Gemini names it in the URL) is not compared."""
+    if old.api != new.api:
+        path, before, after = "api", old.api, new.api
+    elif old.model is not None and new.model is not None and old.model != new.model:
+        path = "modelId" if new.api == "bedrock_converse" else "model"
+        before, after = old.model, new.model
+    else:
+        return None
+    return Divergence(
+        index=0,
+        change="changed",
+        segment_path=path,
+        path=path,
+        offset=0,
+        field_offset=None,
+        before=json.dumps(before, ensure_ascii=False),
+        after=json.dumps(after, ensure_ascii=False),
+    )
 
 
 def _last_cached_index(fp: RequestFingerprint) -> int:

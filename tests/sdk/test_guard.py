@@ -143,3 +143,31 @@ def test_processes_sharing_one_store_lose_no_fingerprint(tmp_path: Path, name: s
         assert all(pool.map(_next_day, jobs, chunksize=1))
     assert PrefixGuard(path).last("tenant-119") is not None
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("name", ["guard.json", "guard.db"])
+def test_a_switch_of_model_or_api_is_reported(tmp_path: Path, name: str) -> None:
+    """The same prompt sent to another model reads nothing of the old model's cache, yet the
+    guard compared segments only and answered None: no reason for the hit rate's drop."""
+    guard = PrefixGuard(tmp_path / name)
+    guard.check(_body("Rules.", "q1"))
+    opus = _body("Rules.", "q1") | {"model": "claude-opus-4-5"}
+    d = guard.check(opus)
+    assert d is not None
+    assert (d.index, d.change, d.path) == (0, "changed", "model")
+    assert d.describe() == "model changed: '\"claude-sonnet-4-5\"' -> '\"claude-opus-4-5\"'"
+    assert guard.check(opus) is None  # the new model's prefix is stored now
+    chat = {"model": "claude-opus-4-5", "messages": [{"role": "user", "content": "q1"}]}
+    d = guard.check(chat, "openai_chat")
+    assert d is not None and (d.path, d.before, d.after) == ("api", '"anthropic"', '"openai_chat"')
+    bedrock = {
+        "modelId": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "messages": [{"role": "user", "content": [{"text": "q1"}]}],
+    }
+    guard.check(bedrock, "bedrock_converse", key="b")
+    nova = bedrock | {"modelId": "amazon.nova-pro-v1:0"}
+    d = guard.check(nova, "bedrock_converse", key="b")
+    assert d is not None and d.path == "modelId" and "nova" in d.after
+    gemini = {"contents": [{"role": "user", "parts": [{"text": "q1"}]}]}  # model in the URL
+    guard.check(gemini, "gemini", key="g")
+    assert guard.check(gemini, "gemini", key="g") is None
