@@ -261,22 +261,21 @@ class Usage:
             UsageParseError: not an object, no known count present, or a count not an integer.
         """
         r = _Reader("gemini", usage_metadata)
+        # each count is read once: a second read would repeat its warning (a negative count)
         known = (
-            ("promptTokenCount", "prompt_token_count"),
-            ("candidatesTokenCount", "candidates_token_count"),
-            ("totalTokenCount", "total_token_count"),
-            ("cachedContentTokenCount", "cached_content_token_count"),
+            r.optional("promptTokenCount", "prompt_token_count"),
+            r.optional("candidatesTokenCount", "candidates_token_count"),
+            r.optional("totalTokenCount", "total_token_count"),
+            r.optional("cachedContentTokenCount", "cached_content_token_count"),
         )
-        if all(r.optional(*names) is None for names in known):
+        if all(value is None for value in known):
             raise UsageParseError(
                 "gemini usageMetadata has none of promptTokenCount, candidatesTokenCount, "
                 "totalTokenCount, cachedContentTokenCount; pass the response's usageMetadata"
             )
-        prompt = r.count("promptTokenCount", "prompt_token_count")
-        read = r.count("cachedContentTokenCount", "cached_content_token_count")
+        prompt, candidates, _, read = (value or 0 for value in known)
         tool_use = r.count("toolUsePromptTokenCount", "tool_use_prompt_token_count")
         thoughts = r.count("thoughtsTokenCount", "thoughts_token_count")
-        candidates = r.count("candidatesTokenCount", "candidates_token_count")
         uncached = r.remainder(prompt, read, "promptTokenCount", "cachedContentTokenCount")
         return r.build(
             uncached_input_tokens=uncached + tool_use,

@@ -438,6 +438,19 @@ def test_negative_counts_clamp_with_warning() -> None:
     assert "negative" in u.warnings[0]
 
 
+def test_a_negative_gemini_count_is_warned_about_once() -> None:
+    """Gemini's counts were read twice (once to see that any is present), so each negative one
+    gave the same warning twice."""
+    u = Usage.from_gemini({"promptTokenCount": -1, "candidatesTokenCount": -2})
+    assert u.warnings == (
+        "promptTokenCount was negative (-1); counted as 0",
+        "candidatesTokenCount was negative (-2); counted as 0",
+    )
+    u = Usage.from_gemini({"prompt_token_count": 10, "total_token_count": -3})
+    assert u.warnings == ("total_token_count was negative (-3); counted as 0",)
+    assert u.uncached_input_tokens == 10
+
+
 def test_absurd_counts_are_rejected_not_stored() -> None:
     # 2**64 cannot be stored in SQLite and a few 2**62 overflow a SUM over the log
     with pytest.raises(UsageParseError, match="more than any request can hold"):
