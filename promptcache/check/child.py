@@ -51,6 +51,13 @@ HEADER_PID = "x-promptcache-check-pid"
 HEADER_LISTINGS = "x-promptcache-check-listings"
 HEADER_UPSTREAM = "x-promptcache-check-upstream"
 HEADER_NO_CLOCK = "x-promptcache-check-no-clock"
+#: A file the hook appends one JSON line to for each LLM request that went to another host
+#: than the capture endpoint (a client given its own ``base_url``): check reads it per run.
+PASSED_ENV = "PROMPTCACHE_CHECK_PASSED"
+
+#: How the path of an LLM API call ends (OpenAI-compatible servers, Anthropic, Gemini).
+LLM_PATH_ENDS = ("/chat/completions", "/completions", "/responses", "/messages")
+LLM_PATH_METHODS = (":generateContent", ":streamGenerateContent")
 
 #: Vendor API hosts whose requests are rerouted to the capture endpoint, and the endpoint's
 #: mount for each.
@@ -76,6 +83,7 @@ class _State:
     real_getpid: Callable[[], int] = os.getpid
     root_pid = 0
     clock_problem = ""
+    passed_log = ""
 
 
 S = _State()
@@ -156,7 +164,9 @@ def _tag(url: str, set_header: Callable[[str, str], None], frame: FrameType | No
         target = f"{S.endpoint}/{vendor}{slash}{path}"
         set_header(HEADER_UPSTREAM, url)
         set_header("host", S.endpoint.partition("://")[2])
-    if target.startswith(S.endpoint + "/"):
+    if not target.startswith(S.endpoint + "/"):
+        _note_passed(url, host_port, path, frame)
+    else:
         set_header(HEADER_RUN, str(S.run))
         set_header(HEADER_PID, str(os.getpid()))
         set_header(HEADER_LISTINGS, str(S.listings))
@@ -166,6 +176,25 @@ def _tag(url: str, set_header: Callable[[str, str], None], frame: FrameType | No
         if site_value:
             set_header(HEADER_SITE, site_value)
     return target
+
+
+def _note_passed(url: str, host_port: str, path: str, frame: FrameType | None) -> None:
+    """Record an LLM API call that goes past the capture endpoint (its URL without the query
+    or user info, which may hold a key, and its call site) in the run's passed file."""
+    route = "/" + path.partition("?")[0].partition("#")[0].rstrip("/")
+    if not S.passed_log or not (route.endswith(LLM_PATH_ENDS) or route.endswith(LLM_PATH_METHODS)):
+        return
+    scheme = url.partition("://")[0]
+    line = {
+        "run": S.run,
+        "url": f"{scheme}://{host_port.rsplit('@', 1)[-1]}{route}",
+        "site": call_site(frame),
+    }
+    try:
+        with open(S.passed_log, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line) + "\n")
+    except OSError:
+        pass  # the note is lost, never the program's request
 
 
 def _patch_httpx_like(module: ModuleType) -> None:
@@ -416,6 +445,7 @@ def install() -> None:
     S.plan = plan
     S.endpoint = str(plan["endpoint"]).rstrip("/")
     S.run = int(plan["run"])
+    S.passed_log = os.environ.get(PASSED_ENV, "")
     S.not_user = _not_user_prefixes(list(plan.get("not_user", [])))
     paths = sysconfig.get_paths()
     S.stdlib = tuple(

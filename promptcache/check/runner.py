@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -26,7 +28,8 @@ from promptcache.errors import ConfigError, PromptCacheError
 from promptcache.fingerprint import fingerprint_request
 from promptcache.minimums import ModelMinimums, default_model_minimums
 
-from .capture import CapturedRequest, CaptureServer
+from .capture import CallSite, CapturedRequest, CaptureServer
+from .child import PASSED_ENV
 from .findings import Finding
 from .pairing import Sent, compare_runs
 from .perturbation import Perturbation, plan_runs
@@ -112,12 +115,16 @@ class RunResult:
         exit_status: the command's exit status.
         duration_s: wall time of the run, seconds.
         requests: every request the endpoint received during it, in arrival order.
+        passed: the LLM API calls its hooked processes sent to another host than the
+            endpoint (a client given its own ``base_url``), not captured: ``(url, call
+            site)``, the URL without its query.
     """
 
     perturbation: Perturbation
     exit_status: int
     duration_s: float
     requests: list[CapturedRequest] = field(default_factory=list)
+    passed: list[tuple[str, CallSite | None]] = field(default_factory=list)
 
     def describe(self) -> str:
         """What this run did: ``Perturbation.describe``, but a clock change the hook could not
@@ -186,10 +193,15 @@ _REWRITE_WARNING = (
 
 
 def _child_env(
-    base: Mapping[str, str], run: Perturbation, server: CaptureServer, not_user: Sequence[str]
+    base: Mapping[str, str],
+    run: Perturbation,
+    server: CaptureServer,
+    not_user: Sequence[str],
+    passed_log: str,
 ) -> dict[str, str]:
     env = run.env(base, server.origin, not_user)
     env.update(server.base_urls())
+    env[PASSED_ENV] = passed_log
     # The hook imports time-machine before pytest loads plugins, and time-machine is a pytest
     # plugin: pytest would warn in every run that it cannot rewrite its asserts.
     env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -W {_REWRITE_WARNING!r}".strip()
@@ -234,6 +246,15 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
+def _site_words(site: CallSite) -> str:
+    """``app.py:12 in main``, the path relative to the current folder where it can be."""
+    try:
+        path = Path(site.path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        path = site.path
+    return f"{path}:{site.line} in {site.function}"
+
+
 def analyse(
     runs: Sequence[RunResult], minimums: ModelMinimums | None = None, *, forwarded: bool = False
 ) -> tuple[list[Finding], list[str]]:
@@ -265,6 +286,18 @@ def analyse(
                 f"run {run.perturbation.run}: {len(failed)} forwarded LLM request(s) got an "
                 f"error answer, HTTP {statuses}{unreachable}: the command may have sent fewer "
                 "or other requests than it would to a working API"
+            )
+        if run.passed:
+            url, site = run.passed[0]
+            where = f", from {_site_words(site)}" if site is not None else ""
+            more = len({u for u, _ in run.passed}) - 1
+            others = f"; {more} other URL(s)" if more else ""
+            notes.append(
+                f"run {run.perturbation.run}: {len(run.passed)} request(s) to an LLM API route "
+                f"went past the capture endpoint (the first to {url}{where}{others}): a client "
+                "given its own base_url is not captured, so they were not compared; read the "
+                "URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check sets "
+                "(docs/check.md, what check cannot see)"
             )
         unhooked = sum(1 for r in run.requests if not r.hooked)
         if unhooked:
@@ -592,6 +625,23 @@ def run_check(
     return CheckResult(list(command), results, findings, notes)
 
 
+def _read_passed(log: str, run: int) -> list[tuple[str, CallSite | None]]:
+    """The calls of ``run`` that the hook wrote to ``log`` as sent past the endpoint."""
+    out: list[tuple[str, CallSite | None]] = []
+    try:
+        with open(log, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a process that died while writing
+                if isinstance(entry, dict) and entry.get("run") == run:
+                    out.append((str(entry.get("url")), CallSite.parse(entry.get("site"))))
+    except FileNotFoundError:
+        pass
+    return out
+
+
 def _run_all(
     command: Sequence[str],
     plans: Sequence[Perturbation],
@@ -607,10 +657,14 @@ def _run_all(
 ) -> list[RunResult]:
     """Every run of ``run_check``, in order (see there for the errors raised)."""
     results: list[RunResult] = []
-    with CaptureServer(forward=forward, upstreams=upstreams) as server:
+    with (
+        CaptureServer(forward=forward, upstreams=upstreams) as server,
+        tempfile.TemporaryDirectory(prefix="promptcache-check-") as scratch,
+    ):
+        passed_log = os.path.join(scratch, "passed.jsonl")
         for plan in plans:
             server.current_run = plan.run
-            child_env = _child_env(base_env, plan, server, not_user)
+            child_env = _child_env(base_env, plan, server, not_user, passed_log)
             out.flush()
             started = time.perf_counter()
             try:
@@ -623,7 +677,13 @@ def _run_all(
                 if isinstance(given, StdinRecorder):
                     given = given.finish()
             duration = time.perf_counter() - started
-            result = RunResult(plan, status or 0, duration, server.requests(plan.run))
+            result = RunResult(
+                plan,
+                status or 0,
+                duration,
+                server.requests(plan.run),
+                _read_passed(passed_log, plan.run),
+            )
             # said from what the run's requests report, so a clock it could not move is not
             # quoted as moved
             what = result.describe().partition(": ")[2]

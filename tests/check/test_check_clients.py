@@ -254,3 +254,39 @@ def test_forward_to_an_upstream_that_fails_says_so_in_a_note(tmp_path: Path, ups
     with out.open("w") as handle:
         result = run_check([sys.executable, str(program)], forward=True, env=env, stdout=handle)
     assert out.read_text().split() == ["200", "200"] and result.notes == []
+
+
+MIXED = """
+import os, httpx, openai
+body = {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                   {"role": "user", "content": "hi"}]}
+print(openai.OpenAI().chat.completions.create(**body).choices[0].message.content)
+local = openai.OpenAI(base_url=os.environ["LOCAL_URL"], max_retries=0)
+print(local.chat.completions.create(**body).choices[0].message.content)
+azure = os.environ["LOCAL_URL"] + "/chat/completions?api-version=1&api-key=secret"
+print(httpx.post(azure, json=body).status_code)
+print(httpx.post(os.environ["LOCAL_URL"] + "/embeddings", json={"input": "x"}).status_code)
+"""
+
+
+def test_a_client_with_its_own_base_url_beside_captured_ones_is_noted(
+    tmp_path: Path, upstream: str
+) -> None:
+    # one client read OPENAI_BASE_URL and was captured, so run 0 was not empty and check said
+    # nothing of the client that sent its requests to its own base_url, uncompared
+    program = tmp_path / "mixed.py"
+    program.write_text(MIXED, encoding="utf-8")
+    out = tmp_path / "out.txt"
+    env = {**__import__("os").environ, "LOCAL_URL": upstream}
+    with out.open("w") as handle:
+        result = run_check([sys.executable, str(program)], env=env, stdout=handle, cwd=tmp_path)
+    assert [sum(1 for q in r.requests if q.api) for r in result.runs] == [1, 1]
+    assert len(_Upstream.seen) == 6  # both runs reached the local server, the key with them
+    url = f"{upstream}/chat/completions"
+    assert result.notes == [
+        f"run {k}: 2 request(s) to an LLM API route went past the capture endpoint (the first "
+        f"to {url}, from {program}:7 in <module>): a client given its own base_url is not "
+        "captured, so they were not compared; read the URL from OPENAI_BASE_URL or "
+        "ANTHROPIC_BASE_URL, which check sets (docs/check.md, what check cannot see)"
+        for k in (0, 1)
+    ]
