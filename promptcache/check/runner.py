@@ -291,10 +291,10 @@ def analyse(
             url, site = run.passed[0]
             where = f", from {_site_words(site)}" if site is not None else ""
             more = len({u for u, _ in run.passed}) - 1
-            others = f"; {more} other URL(s)" if more else ""
+            also = f"; {more} other URL(s)" if more else ""
             notes.append(
                 f"run {run.perturbation.run}: {len(run.passed)} request(s) to an LLM API route "
-                f"went past the capture endpoint (the first to {url}{where}{others}): a client "
+                f"went past the capture endpoint (the first to {url}{where}{also}): a client "
                 "given its own base_url is not captured, so they were not compared; read the "
                 "URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check sets "
                 "(docs/check.md, what check cannot see)"
