@@ -383,6 +383,13 @@ class _Reader:
         return total - part
 
     def build(self, **counts: int) -> Usage:
+        output, reasoning = counts.get("output_tokens", 0), counts.get("reasoning_tokens", 0)
+        if reasoning > output:  # reasoning is a part of the output, never more than all of it
+            self.warnings.append(
+                f"reasoning tokens ({reasoning}) exceed the output tokens ({output}) they are "
+                f"part of; reasoning counted as {output}"
+            )
+            counts["reasoning_tokens"] = output
         try:
             raw = _copy_usage(self.payload)
         except RecursionError:

@@ -451,6 +451,35 @@ def test_a_negative_gemini_count_is_warned_about_once() -> None:
     assert u.uncached_input_tokens == 10
 
 
+def test_reasoning_above_the_output_is_clamped_with_a_warning() -> None:
+    """reasoning_tokens is the part of output_tokens spent on reasoning; a usage object saying
+    50 of 5 output tokens were reasoning was kept as is, without a word."""
+    u = Usage.from_openai_chat(
+        {
+            "prompt_tokens": 100,
+            "completion_tokens": 5,
+            "completion_tokens_details": {"reasoning_tokens": 50},
+        }
+    )
+    assert (u.output_tokens, u.reasoning_tokens) == (5, 5)
+    assert u.warnings == (
+        "reasoning tokens (50) exceed the output tokens (5) they are part of; "
+        "reasoning counted as 5",
+    )
+    u = Usage.from_openai_responses(
+        {"input_tokens": 10, "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 3}}
+    )
+    assert (u.output_tokens, u.reasoning_tokens) == (0, 0) and len(u.warnings) == 1
+    ok = Usage.from_openai_chat(
+        {
+            "prompt_tokens": 1,
+            "completion_tokens": 5,
+            "completion_tokens_details": {"reasoning_tokens": 5},
+        }
+    )
+    assert (ok.reasoning_tokens, ok.warnings) == (5, ())
+
+
 def test_absurd_counts_are_rejected_not_stored() -> None:
     # 2**64 cannot be stored in SQLite and a few 2**62 overflow a SUM over the log
     with pytest.raises(UsageParseError, match="more than any request can hold"):
@@ -558,10 +587,11 @@ def test_openai_chat_buckets_never_negative(
         }
     )
     consistent = cached + written <= prompt
-    assert (u.warnings == ()) == consistent
+    assert (u.warnings == ()) == (consistent and reasoning <= completion)
     if consistent:
         assert u.total_input_tokens == prompt
     assert min(buckets(u)) >= 0
+    assert u.reasoning_tokens == min(reasoning, completion)
 
 
 @given(counts, counts, counts, counts, counts)
