@@ -155,6 +155,8 @@ class PromptBuilder:
             )
         if model is not None and not isinstance(model, str):
             raise ConfigError(f"model must be a model name (str), got {type(model).__name__}")
+        if model is not None:
+            _utf8(model, "model")
         if isinstance(ttl, str) or not isinstance(ttl, Mapping):
             ttls = {loc: check_ttl(ttl, "PromptBuilder(ttl=...)") for loc in AUTO_LOCATIONS}
         else:
@@ -164,6 +166,8 @@ class PromptBuilder:
             ttls = {loc: check_ttl(ttl.get(loc, "5m"), f"ttl[{loc!r}]") for loc in AUTO_LOCATIONS}
         if cache_key is not None and (not isinstance(cache_key, str) or not cache_key.strip()):
             raise ConfigError("cache_key must be a non-empty str (a stable tenant or session id)")
+        if cache_key is not None:
+            _utf8(cache_key, "cache_key")
         if min_prefix_tokens is not None and (
             isinstance(min_prefix_tokens, bool)
             or not isinstance(min_prefix_tokens, int)

@@ -82,6 +82,12 @@ def test_constructor_validation() -> None:
         PromptBuilder(cache_key=" ")
     with pytest.raises(ConfigError, match=r"min_prefix_tokens must be a positive int"):
         PromptBuilder(min_prefix_tokens=0)
+    # a lone surrogate (a bad decode) was sent on as prompt_cache_key or model, which no UTF-8
+    # request can carry; both are refused where they are given, as prompt text is
+    with pytest.raises(ConfigError, match=r"cache_key holds a lone surrogate \('\\ud83d' at"):
+        PromptBuilder("gpt-4o", cache_key="team-\ud83d")
+    with pytest.raises(ConfigError, match=r"^model holds a lone surrogate"):
+        PromptBuilder("gpt-4o-\udc80")
     with pytest.raises(ConfigError, match=r"needs frozen content before it"):
         PromptBuilder().cache_breakpoint()
 
