@@ -186,8 +186,8 @@ class Usage:
         """Parse an Anthropic Messages ``usage`` object (cache tokens beside ``input_tokens``).
 
         Also fits Claude on Bedrock InvokeModel and Vertex, which return the same object.
-        Anthropic does not report thinking tokens apart from ``output_tokens``, so
-        ``reasoning_tokens`` is 0.
+        ``reasoning_tokens`` is ``output_tokens_details.thinking_tokens``, the part of
+        ``output_tokens`` spent on thinking (0 when absent).
 
         Raises:
             UsageParseError: not an object, ``input_tokens`` missing, or a count not an integer.
@@ -206,6 +206,7 @@ class Usage:
             cache_write_1h_tokens=w1h,
             cache_write_unknown_tokens=unknown,
             output_tokens=r.count("output_tokens"),
+            reasoning_tokens=r.count("output_tokens_details.thinking_tokens"),
         )
 
     @classmethod

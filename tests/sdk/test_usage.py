@@ -227,6 +227,30 @@ def test_anthropic_stream_keeps_latest_value_never_sums() -> None:
     )
 
 
+def test_anthropic_thinking_tokens_are_the_reasoning_part_of_the_output() -> None:
+    """Anthropic reports thinking in usage.output_tokens_details.thinking_tokens (a part of
+    output_tokens, as the official client's Usage type says); it was read as 0."""
+    body = {
+        "input_tokens": 30,
+        "output_tokens": 2820,
+        "output_tokens_details": {"thinking_tokens": 1240},
+    }
+    u = Usage.from_anthropic(body)
+    assert (u.output_tokens, u.reasoning_tokens, u.warnings) == (2820, 1240, ())
+    acc = stream_accumulator("anthropic")  # message_start, then the cumulative message_delta
+    acc.feed(
+        {"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}}
+    )
+    acc.feed(
+        {
+            "type": "message_delta",
+            "usage": {"output_tokens": 2820, "output_tokens_details": {"thinking_tokens": 1240}},
+        }
+    )
+    assert acc.result() == u
+    assert Usage.from_anthropic({"input_tokens": 1, "output_tokens": 2}).reasoning_tokens == 0
+
+
 def test_anthropic_stream_without_usage_events_gives_none() -> None:
     acc = stream_accumulator("anthropic")
     acc.feed({"type": "ping"})
