@@ -387,7 +387,8 @@ class SlidingWindow:
             params: Anthropic Messages or Bedrock Converse parameters with their breakpoints.
             api: ``"anthropic"`` or ``"bedrock_converse"``.
             tail: also mark the last block of the last message (the usual agent-loop
-                breakpoint, so the next request reads this one) unless it is marked already.
+                breakpoint, so the next request reads this one) unless it is marked already,
+                or the request holds 4 breakpoints already (then ``why`` says so).
             ttl: the sliding breakpoint's TTL; None: that of the request's last breakpoint (so
                 TTLs never increase along the prefix, which the API would reject with a 400).
 
@@ -418,11 +419,19 @@ class SlidingWindow:
         # window put on the previous request are still on them. Take them off, so the marks do
         # not pile up past the 4 the API accepts; the new tail (or a slide) reads that write.
         _unplace(params, placed)
-        if tail and (path := _mark_tail(params, api)) is not None:
+        note = SlideNote(None, None, "")
+        if tail and len(fingerprint_request(params, api).breakpoints) >= MAX_BREAKPOINTS:
+            # a fifth breakpoint is a 400 from the API; the caller's own markers stay
+            note = SlideNote(
+                None,
+                None,
+                f"no tail breakpoint: the request holds {MAX_BREAKPOINTS} breakpoints already, "
+                "the most the API accepts",
+            )
+        elif tail and (path := _mark_tail(params, api)) is not None:
             self._placed.append(_block_at(params, path))
         fp = fingerprint_request(params, api)
         positions = block_positions(fp)
-        note = SlideNote(None, None, "")
         if positions is None:
             return note
         last = self._last
@@ -440,7 +449,8 @@ class SlidingWindow:
             and max(marks) - last[2] > self.slide_after
             and not any(last[2] <= p <= last[2] + self.slide_after for p in marks)
         ):
-            note = self._slide(params, api, fp, positions, last[2], max(marks), ttl)
+            slid = self._slide(params, api, fp, positions, last[2], max(marks), ttl)
+            note = slid if slid.path is not None or not note.why else note
             if note.path is not None:
                 self._placed.append(_block_at(params, note.path))
                 fp = fingerprint_request(params, api)

@@ -319,3 +319,37 @@ def test_apply_refuses_a_bad_ttl_and_params_that_are_not_a_dict() -> None:
     assert "cache_control" not in params["messages"][0]["content"][0]
     with pytest.raises(RequestShapeError, match=r"needs the request parameters as a dict"):
         SlidingWindow().apply(None, "anthropic", tail=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("api", ["anthropic", "bedrock_converse"])
+def test_the_tail_mark_never_makes_a_fifth_breakpoint(api: str) -> None:
+    """A request with 4 markers of the caller's own got a fifth on its last block from
+    apply(tail=True), which the API answers with a 400; the tail is left unmarked now, the
+    caller's markers stay, and the note says why."""
+    bedrock = api == "bedrock_converse"
+    point = {"cachePoint": {"type": "default"}}
+
+    def marked(t: str) -> list[dict[str, Any]]:
+        return [{"text": t}, dict(point)] if bedrock else [text(t, mark=True)]
+
+    params: dict[str, Any] = {
+        "model": MODEL,
+        "system": marked("one") + marked("two"),
+        "messages": [
+            {"role": "user", "content": marked("q1")},
+            {"role": "assistant", "content": marked("a1")},
+            {"role": "user", "content": [{"text": "q2"} if bedrock else text("q2")]},
+        ],
+    }
+    before = _marks(params, api)
+    assert len(before) == 4
+    note = SlidingWindow().apply(params, api, tail=True)
+    assert _marks(params, api) == before
+    assert note.path is None
+    assert note.why == (
+        "no tail breakpoint: the request holds 4 breakpoints already, the most the API accepts"
+    )
+    # with three, the tail is marked as before
+    params["messages"][1]["content"] = [{"text": "a1"} if bedrock else text("a1")]
+    SlidingWindow().apply(params, api, tail=True)
+    assert len(_marks(params, api)) == 4
