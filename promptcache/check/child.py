@@ -143,7 +143,10 @@ def call_site(frame: FrameType | None) -> str:
 
 def _not_user_prefixes(extra: list[str]) -> tuple[str, ...]:
     paths = sysconfig.get_paths()
-    found = {paths.get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    # "scripts": the console-script wrappers pip writes (bin/pytest, bin/uvicorn), never the
+    # user's code, so a test is not said to be "called from .venv/bin/pytest:8"
+    keys = ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+    found = {paths.get(key, "") for key in keys}
     found.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
     user_site = site.getusersitepackages() if hasattr(site, "getusersitepackages") else ""
     found.update([user_site, os.path.dirname(os.path.abspath(__file__)), *extra])

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+
+from promptcache.check.runner import run_check
 
 SUITE = """
 import datetime
@@ -188,3 +191,18 @@ def test_a_report_over_a_test_file_the_session_names_is_refused(tmp_path: Path) 
         "that file; the report would replace it: pick another file\n"
     )
     assert suite.read_text(encoding="utf-8") == SUITE
+
+
+def test_a_finding_under_the_pytest_script_names_no_caller_in_it(tmp_path: Path) -> None:
+    # `promptcache check -- pytest` runs the console script pip wrote into the environment's
+    # bin folder; its frame was taken as the user's code, so every finding of the session said
+    # "called from .venv/bin/pytest:8 in <module>"
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    script = Path(sysconfig.get_paths()["scripts"]) / "pytest"
+    command = [str(script), "-q", "-p", "no:cacheprovider", "test_prompt.py"]
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check(command, stdout=out, cwd=tmp_path)
+    [finding] = result.findings
+    assert finding.site is not None and finding.site.function == "test_reply"
+    assert finding.site.callers == ()
