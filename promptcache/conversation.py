@@ -71,7 +71,10 @@ class Conversation:
         self._prompt = self._base.fork()
         if summary is not None:
             self._prompt.session(summary, title=_SUMMARY_TITLE)
+        # history tokens counted so far, and of how many messages: the history is append-only,
+        # so messages added through ``prompt.add_user`` as well are counted when next asked
         self._history_tokens = 0
+        self._counted = 0
 
     @property
     def prompt(self) -> PromptBuilder:
@@ -91,19 +94,22 @@ class Conversation:
 
     @property
     def history_tokens(self) -> int:
-        """Approximate tokens of the history text (``cl100k_base``; see promptcache.tokens)."""
+        """Approximate tokens of the history text (``cl100k_base``; see promptcache.tokens),
+        messages added through ``prompt.add_user``/``prompt.add_assistant`` included."""
+        history = self._prompt.history
+        for turn in history[self._counted :]:
+            self._history_tokens += count_tokens(turn.text)
+        self._counted = len(history)
         return self._history_tokens
 
     def add_user(self, text: str) -> Conversation:
         """Append a user message. Returns ``self``."""
         self._prompt.add_user(text)
-        self._history_tokens += count_tokens(text)
         return self
 
     def add_assistant(self, text: str) -> Conversation:
         """Append an assistant message. Returns ``self``."""
         self._prompt.add_assistant(text)
-        self._history_tokens += count_tokens(text)
         return self
 
     def should_compact(self) -> bool:

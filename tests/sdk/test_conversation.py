@@ -27,6 +27,20 @@ def test_tracks_turns_and_tokens_and_leaves_base_alone() -> None:
     assert base.history == ()
 
 
+def test_messages_added_through_the_prompt_count_toward_compaction() -> None:
+    """conv.prompt is the builder the docs render from; messages added with
+    conv.prompt.add_user() counted in num_turns but not in history_tokens, so a conversation
+    past max_history_tokens never asked to be compacted."""
+    conv = Conversation(_base(), max_history_tokens=20)
+    conv.prompt.add_user("word " * 19)
+    assert conv.history_tokens == count_tokens("word " * 19)
+    assert not conv.should_compact()
+    conv.prompt.add_assistant("two more")
+    conv.add_user("and one")  # the two ways mix
+    assert conv.history_tokens == sum(count_tokens(t.text) for t in conv.history)
+    assert conv.should_compact()
+
+
 def test_should_compact_past_turn_threshold() -> None:
     conv = Conversation(_base(), max_turns=4)
     for i in range(2):
