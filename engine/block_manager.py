@@ -521,15 +521,21 @@ class BlockManager:
         return loads
 
     def cached_blocks(self) -> list[tuple[int, int, int, tuple[int, ...]]]:
-        """Every pool block findable by hash: (block id, hash, parent hash, token ids).
+        """Every pool block findable by hash: (block id, hash, parent hash, token ids), least
+        recently used first: the free queue's cached blocks in eviction order (a chain's tail
+        before its head, as sequences free them), then the blocks in use, each chain's later
+        blocks before its earlier ones.
 
-        Changes nothing. Used to write the pool's cached blocks to the disk tier at close.
+        Changes nothing. Used to write the pool's cached blocks to the disk tier at close, in
+        that order, so the disk tier's LRU order (which survives a restart) is the pool's.
         """
+        free = [b for b in self._free if self.blocks[b].block_hash is not None]
+        in_use = [b for b in reversed(self._cached.values()) if self.blocks[b].ref_count > 0]
         out = []
-        for block_hash, block_id in self._cached.items():
+        for block_id in free + in_use:
             block = self.blocks[block_id]
-            assert block.parent_hash is not None  # set together with block_hash
-            out.append((block_id, block_hash, block.parent_hash, block.token_ids))
+            assert block.block_hash is not None and block.parent_hash is not None
+            out.append((block_id, block.block_hash, block.parent_hash, block.token_ids))
         return out
 
     def append_slots(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]]:

@@ -404,11 +404,16 @@ class KVTiers:
     # Engine -----------------------------------------------------------------------------------
 
     def flush(self, pool_blocks: Iterable[tuple[int, int, int, tuple[int, ...]]]) -> int:
-        """Write cached pool blocks and RAM blocks that the disk tier lacks to disk.
+        """Write cached pool blocks and RAM blocks that the disk tier lacks to disk, and leave
+        the disk tier's LRU order (file modification times, which a restarted tier reads) that
+        of the blocks' last use: the RAM tier's blocks, which the pool evicted, least recently
+        used first, then the pool's in its own order. A budget smaller than what the disk holds
+        (or blocks the disk takes later) then deletes the blocks used longest ago, a chain's tail
+        before its head, never a hot prefix's first block before the blocks that follow it.
 
         Args:
-            pool_blocks: (block id, hash, parent hash, token ids) of the pool's cached blocks
-                (`BlockManager.cached_blocks`).
+            pool_blocks: (block id, hash, parent hash, token ids) of the pool's cached blocks,
+                least recently used first (`BlockManager.cached_blocks`).
 
         Returns:
             Blocks written (0 without a disk tier).
@@ -417,18 +422,26 @@ class KVTiers:
         disk = self.disk
         if disk is None:
             return 0
+        pool = list(pool_blocks)
+        in_pool = {block_hash for _, block_hash, _, _ in pool}
         written = 0
-        for block_id, block_hash, parent_hash, token_ids in pool_blocks:
-            if block_hash not in disk:
-                self._disk_write(block_hash, parent_hash, token_ids, self._gather(block_id))
-                written += block_hash in disk
+        order: list[int] = []  # every block flushed, least recently used first
         if self.host is not None:
             for block_hash in self.host.lru_order():
+                if block_hash in in_pool:
+                    continue  # promoted: its recency is the pool block's
                 if block_hash not in disk:
                     entry = self.host.entries[block_hash]
                     data = self.host.block(entry.slot)
                     self._disk_write(block_hash, entry.parent_hash, entry.token_ids, data)
                     written += block_hash in disk
+                order.append(block_hash)
+        for block_id, block_hash, parent_hash, token_ids in pool:
+            if block_hash not in disk:
+                self._disk_write(block_hash, parent_hash, token_ids, self._gather(block_id))
+                written += block_hash in disk
+            order.append(block_hash)
+        disk.mark_used_in_order(order)
         return written
 
     def clear(self) -> None:

@@ -344,3 +344,48 @@ def test_a_prefix_of_more_disk_blocks_than_are_kept_staged_is_restored(
     tiers = restarted.kv_tiers
     assert tiers is not None and tiers.num_loaded == n
     assert tiers.num_resident_blocks == min(tiers.num_disk_blocks, restarted.runner.num_blocks)
+
+
+def _hit_after_restart_within(
+    model: Path, tmp_path: Path, prompt: str, num_files: int, **kw: Any
+) -> RequestOutput:
+    """`prompt`'s output on an engine restarted over the disk tier in `tmp_path` with a budget
+    of `num_files` block files (the least recently used files beyond it deleted at open)."""
+    probe = _engine(model, kv_disk_dir=str(tmp_path / "probe"))
+    assert probe.kv_tiers is not None and probe.kv_tiers.disk is not None
+    budget = num_files * probe.kv_tiers.disk.file_bytes
+    restarted = _engine(model, kv_disk_dir=str(tmp_path / "kv"), kv_disk_bytes=budget, **kw)
+    assert restarted.kv_tiers is not None and restarted.kv_tiers.disk is not None
+    assert restarted.kv_tiers.num_disk_blocks == num_files
+    assert restarted.kv_tiers.disk.num_trimmed_at_open > 0
+    return _run(restarted, prompt, "after-restart")
+
+
+def test_a_smaller_disk_budget_after_restart_keeps_a_prefix_not_its_tail(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    """close() writes a chain's blocks so that a budget that keeps only some of them keeps its
+    leading blocks: a tail block without its parent can never be hit, so keeping it instead of
+    the first block serves nothing."""
+    writer = _engine(tinystories_dir, kv_disk_dir=str(tmp_path / "kv"))
+    _run(writer, STORY_A, "a")
+    n = _full_blocks(writer, STORY_A)
+    assert writer.close() >= n > 2
+    out = _hit_after_restart_within(tinystories_dir, tmp_path, STORY_A, n - 1)
+    assert out.num_cached_tokens_by_tier == {"pool": 0, "ram": 0, "disk": (n - 1) * BS}
+
+
+def test_a_smaller_disk_budget_after_restart_keeps_the_most_recently_used_prompt(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    """The RAM tier holds what the pool evicted, so its blocks are older than the pool's: with
+    room for only the newest prompt's blocks after a restart, that prompt is served from disk."""
+    writer = _engine(tinystories_dir, kv_disk_dir=str(tmp_path / "kv"), kv_ram_bytes=64 * 2**20)
+    _run(writer, STORY_A, "a")
+    _run(writer, STORY_B, "b")  # evicts most of A into RAM (tail first)
+    tiers = writer.kv_tiers
+    assert tiers is not None and tiers.num_ram_blocks > 0
+    n = _full_blocks(writer, STORY_B)
+    writer.close()
+    out = _hit_after_restart_within(tinystories_dir, tmp_path, STORY_B, n)
+    assert out.num_cached_tokens_by_tier == {"pool": 0, "ram": 0, "disk": n * BS}
