@@ -57,10 +57,31 @@ __all__ = [
 EMPTY_PREFIX_HASH = hashlib.sha256(b"").hexdigest()
 _EMPTY_DIGEST = hashlib.sha256(b"").digest()
 
-#: Keys whose string values are not prompt text (structure or binary payloads); not counted in
-#: ``approx_prefix_tokens``.
+#: Keys whose string values are not prompt text (structure, ids, binary payloads and opaque
+#: tokens); not counted in ``approx_prefix_tokens``. Besides the generic ones: OpenAI's
+#: ``image_url`` (a data URL or link: a string in Responses ``input_image``, an object in Chat),
+#: ``file_data`` (Chat ``file``, Responses ``input_file``: base64) and ``file_id``, Gemini's
+#: ``fileUri``/``file_uri``, the ``signature`` of Anthropic thinking blocks and Bedrock
+#: reasoning, and the ``encrypted_content`` of Responses reasoning items.
 _UNCOUNTED_KEYS = frozenset(
-    {"type", "role", "data", "bytes", "url", "media_type", "mimeType", "mime_type", "id"}
+    {
+        "type",
+        "role",
+        "data",
+        "bytes",
+        "url",
+        "media_type",
+        "mimeType",
+        "mime_type",
+        "id",
+        "image_url",
+        "file_data",
+        "file_id",
+        "fileUri",
+        "file_uri",
+        "signature",
+        "encrypted_content",
+    }
 )
 _EXCERPT_CHARS = 30
 

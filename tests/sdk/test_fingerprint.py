@@ -368,6 +368,68 @@ def test_approx_tokens_count_prompt_text_and_are_memoised() -> None:
     assert fingerprint_request(body, "anthropic").approx_prefix_tokens == first.approx_prefix_tokens
 
 
+B64 = "iVBORw0KGgo" * 4000  # 44,000 characters of base64, as an image or a PDF is sent
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        (  # Responses input_image: image_url is the data URL itself, a string
+            "openai_responses",
+            {
+                "model": "gpt-5",
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "input_image", "image_url": f"data:image/png;base64,{B64}"},
+                            {"type": "input_file", "file_data": B64, "filename": "a.pdf"},
+                            {"type": "input_text", "text": "hi there"},
+                        ],
+                    },
+                    {"type": "reasoning", "encrypted_content": B64, "summary": []},
+                ],
+            },
+        ),
+        (  # Chat file part: file_data is base64
+            "openai_chat",
+            {
+                "model": "gpt-5",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "file", "file": {"file_data": B64, "filename": "a.pdf"}},
+                            {"type": "text", "text": "hi there"},
+                        ],
+                    }
+                ],
+            },
+        ),
+        (  # a thinking block's signature in the history
+            "anthropic",
+            {
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "thinking", "thinking": "hi", "signature": B64}],
+                    },
+                    {"role": "user", "content": "there"},
+                ],
+            },
+        ),
+    ],
+)
+def test_binary_payloads_and_opaque_tokens_are_not_counted(api: str, body: dict[str, Any]) -> None:
+    """approx_prefix_tokens is documented to leave images and other binary payloads out, yet a
+    Responses image (its image_url is the data URL string), a file's file_data, a reasoning
+    item's encrypted_content or a thinking signature counted as ~11,000 tokens each."""
+    fp = fingerprint_request(body, api)
+    assert fp.approx_prefix_tokens < 20, fp.approx_prefix_tokens
+
+
 def test_messages_seen_before_hash_as_they_did_the_first_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
