@@ -50,7 +50,32 @@ def _existing_paths(
             else:
                 why = f"cannot be read: {exc.strerror or exc}"
             raise click.BadParameter(f"Path {str(path)!r} {why}.", ctx, param) from None
+        kind = _special_kind(path)
+        if kind is not None:  # a walk leaves such a file out; named, it would vanish unsaid
+            raise click.BadParameter(
+                f"Path {str(path)!r} is {kind}, not a file or folder: name a Python file or a "
+                "folder that holds some.",
+                ctx,
+                param,
+            )
     return paths
+
+
+def _special_kind(path: Path) -> str | None:
+    """What ``path`` (followed through links) is when it is neither a regular file nor a
+    folder (reading a FIFO or a device could block for ever or never end); None otherwise."""
+    mode = path.stat().st_mode
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
 
 
 @click.command(name="lint")

@@ -268,6 +268,24 @@ def test_a_named_link_loop_or_link_to_nothing_is_named_as_such(project: Path) ->
     assert run("link.py").exit_code == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_or_device_named_on_the_command_line_is_an_error(project: Path) -> None:
+    # a FIFO named on the command line was dropped without a word ('No Python files found',
+    # exit 0), as a folder's walk leaves it out
+    os.mkfifo(project / "pipe.py")
+    result = run("pipe.py")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '[PATHS]...': Path 'pipe.py' is a named pipe (FIFO), not a "
+        "file or folder: name a Python file or a folder that holds some."
+    )
+    if Path(os.devnull).exists():
+        assert "is a character device, not a file or folder" in run(os.devnull).stderr
+    (project / "app.py").write_text(BAD)  # the look-alike: a folder holding the pipe is linted
+    result = run(".")
+    assert result.exit_code == 1 and "PC001" in result.stdout
+
+
 def test_a_file_in_a_folder_that_cannot_be_read_is_not_called_unparsable(project: Path) -> None:
     (project / "src").mkdir()
     (project / "src" / "loop.py").symlink_to("loop.py")
