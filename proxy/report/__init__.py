@@ -180,11 +180,14 @@ def usd_text(value: float) -> str:
 
 
 def _money_as_text(node: Any) -> Any:
-    """A copy of ``node``: each float under a ``*_usd`` or ``usd_*`` key as :func:`usd_text`."""
+    """A copy of ``node``: each number under a ``*_usd`` or ``usd_*`` key as :func:`usd_text`
+    (an int too: SQL's ``COALESCE(SUM(cost_usd), 0)`` over no rows is the integer 0)."""
     if isinstance(node, dict):
         return {
             k: usd_text(v)
-            if (k.endswith("_usd") or k.startswith("usd_")) and isinstance(v, float)
+            if (k.endswith("_usd") or k.startswith("usd_"))
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
             else _money_as_text(v)
             for k, v in node.items()
         }

@@ -90,6 +90,32 @@ def test_output_file_and_empty_log(tmp_path: Path) -> None:
     assert zero.exit_code == 0 and "alert" not in zero.stderr
 
 
+def test_an_empty_window_gives_its_money_as_decimal_strings_too(tmp_path: Path) -> None:
+    """docs/report.md: every money field of the JSON is a decimal string. With no request in
+    the window the sums were SQL's integer 0 and came out as the number 0 beside "0" elsewhere,
+    so a consumer reading the strings as documented broke on the one window with no traffic."""
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    result = CliRunner().invoke(cli, ["report", "--db", str(log), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    found: list[tuple[str, object]] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key.endswith("_usd") or key.startswith("usd_"):
+                    found.append((key, value))
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(data)
+    assert {key for key, _ in found} >= {"cost_usd", "cost_without_cache_usd", "net_savings_usd"}
+    assert all(value == "0" for _, value in found), found
+
+
 def test_the_hit_rate_alert_names_a_measured_rate(tmp_path: Path) -> None:
     """The look-alike of the empty window: with input tokens the alert gives the rate."""
     log = tmp_path / "log.db"
