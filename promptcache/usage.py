@@ -122,7 +122,8 @@ class Usage:
         warnings: human-readable notes about inconsistent or incomplete vendor data.
 
     Raises:
-        UsageParseError: a count is negative or not an ``int``, or ``vendor`` is unknown.
+        UsageParseError: a count is negative, not an ``int`` or above :data:`MAX_TOKEN_COUNT`,
+            ``reasoning_tokens`` exceeds ``output_tokens``, or ``vendor`` is unknown.
     """
 
     vendor: str
@@ -143,10 +144,20 @@ class Usage:
             )
         for name in _COUNT_FIELDS:
             value = getattr(self, name)
-            if type(value) is int and value >= 0:  # the common case, without isinstance
+            if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:  # the common case
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UsageParseError(f"Usage.{name} must be an int >= 0, got {value!r}")
+            if value > MAX_TOKEN_COUNT:
+                raise UsageParseError(
+                    f"Usage.{name} is {value} tokens, more than any request can hold (the limit "
+                    f"is {MAX_TOKEN_COUNT}); this is not a token count"
+                )
+        if self.reasoning_tokens > self.output_tokens:
+            raise UsageParseError(
+                f"Usage.reasoning_tokens ({self.reasoning_tokens}) is the part of output_tokens "
+                f"({self.output_tokens}) spent on reasoning, so it cannot exceed it"
+            )
 
     @property
     def cache_write_tokens(self) -> int:

@@ -538,6 +538,15 @@ def test_usage_direct_construction_is_validated() -> None:
     with pytest.raises(UsageParseError):
         Usage(vendor="mistral")
     assert Usage(vendor="gemini").hit_rate == 0.0
+    # what the parsers refuse or clamp, the constructor refused not: Usage(uncached_input_tokens
+    # =10**30) was priced at $6e24, and 5 reasoning tokens of 1 output token were kept
+    with pytest.raises(UsageParseError, match=r"more than any request can hold"):
+        Usage(vendor="anthropic", uncached_input_tokens=10**30)
+    assert Usage(vendor="anthropic", cache_read_tokens=2**40).total_input_tokens == 2**40
+    with pytest.raises(
+        UsageParseError, match=r"reasoning_tokens \(5\) is the part of output_tokens"
+    ):
+        Usage(vendor="openai_chat", output_tokens=1, reasoning_tokens=5)
 
 
 def test_equality_ignores_raw_and_usage_is_hashable() -> None:
