@@ -31,6 +31,7 @@ from typing import Final, Literal
 from promptcache.errors import ConfigError
 from promptcache.formatting import exact_places, usd
 from promptcache.pricing import ModelPrice, PriceTable, default_price_table
+from promptcache.usage import MAX_TOKEN_COUNT
 
 __all__ = [
     "LIFETIME_S",
@@ -253,7 +254,8 @@ def advise_ttl(
 
     Raises:
         ConfigError: no timestamps, a timestamp that is not a finite number (e.g. a
-            ``datetime``), a negative prefix size, or neither ``model`` nor ``rates``.
+            ``datetime``), a prefix size below 0 or above ``MAX_TOKEN_COUNT`` (2**40), or
+            neither ``model`` nor ``rates``.
         UnknownModelPriceError: ``model`` has no price row and no ``rates`` were given.
     """
     if timestamps is not None and not isinstance(timestamps, (str, bytes, Sequence)):
@@ -274,8 +276,7 @@ def advise_ttl(
             )
     if any(not math.isfinite(t) for t in timestamps):
         raise ConfigError("request timestamps must be finite numbers of seconds")
-    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
-        raise ConfigError(f"prefix_tokens must be an int >= 0, got {prefix_tokens!r}")
+    _check_prefix_tokens(prefix_tokens)
     if rates is None:
         if model is None:
             raise ConfigError("advise_ttl needs a model name or explicit rates")
@@ -286,6 +287,16 @@ def advise_ttl(
         rates=rates,
         min_cacheable_tokens=min_cacheable_tokens,
     )
+
+
+def _check_prefix_tokens(prefix_tokens: object) -> None:
+    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
+        raise ConfigError(f"prefix_tokens must be an int >= 0, got {prefix_tokens!r}")
+    if prefix_tokens > MAX_TOKEN_COUNT:
+        raise ConfigError(
+            f"prefix_tokens is {prefix_tokens}, more than any request can hold (the limit is "
+            f"{MAX_TOKEN_COUNT}); pass the prefix size in tokens"
+        )
 
 
 def advise_ttl_counts(
@@ -302,7 +313,8 @@ def advise_ttl_counts(
 
     Raises:
         ConfigError: ``num_requests`` < 1, write counts outside ``1..num_requests``, a negative
-            or non-finite span, a negative prefix size, or neither ``model`` nor ``rates``.
+            or non-finite span, a prefix size below 0 or above 2**40, or neither ``model`` nor
+            ``rates``.
         UnknownModelPriceError: ``model`` has no price row and no ``rates`` were given.
     """
     n = counts.num_requests
@@ -313,8 +325,7 @@ def advise_ttl_counts(
             raise ConfigError(f"{name} must be between 1 and num_requests ({n}), got {writes}")
     if not math.isfinite(counts.span_s) or counts.span_s < 0:
         raise ConfigError(f"span_s must be a finite number >= 0, got {counts.span_s!r}")
-    if isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, int) or prefix_tokens < 0:
-        raise ConfigError(f"prefix_tokens must be an int >= 0, got {prefix_tokens!r}")
+    _check_prefix_tokens(prefix_tokens)
     if min_cacheable_tokens is not None and (
         isinstance(min_cacheable_tokens, bool)
         or not isinstance(min_cacheable_tokens, int)

@@ -89,6 +89,7 @@ def test_explicit_rates_and_no_read_discount() -> None:
         ({"timestamps": [], "prefix_tokens": 10, "model": SONNET}, ConfigError),
         ({"timestamps": [float("nan")], "prefix_tokens": 10, "model": SONNET}, ConfigError),
         ({"timestamps": [0.0], "prefix_tokens": -1, "model": SONNET}, ConfigError),
+        ({"timestamps": [0.0], "prefix_tokens": 10**30, "model": SONNET}, ConfigError),
         ({"timestamps": [0.0], "prefix_tokens": 10}, ConfigError),
         (
             {"timestamps": [0.0], "prefix_tokens": 10, "model": "no-such-model"},
