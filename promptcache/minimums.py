@@ -75,7 +75,12 @@ class ModelMinimums:
     rows: tuple[MinimumRow, ...]
 
     def lookup(self, model: str) -> MinimumRow | None:
-        """The row for ``model`` (an Anthropic, Bedrock, OpenAI or Gemini id), or None."""
+        """The row for ``model`` (an Anthropic, Bedrock, OpenAI or Gemini id), or None.
+
+        Raises:
+            ConfigError: ``model`` is not a str.
+        """
+        _check_model(model, "lookup(model)")
         name = model.lower()
         for row in self.rows:
             if any(fnmatch.fnmatchcase(name, pattern.lower()) for pattern in row.patterns):
@@ -88,13 +93,19 @@ class ModelMinimums:
         """A copy where ``model`` (exact id) has ``min_tokens``, ahead of every bundled row.
 
         Raises:
-            ConfigError: ``min_tokens`` is not a positive int.
+            ConfigError: ``model`` is not a str, or ``min_tokens`` is not a positive int.
         """
+        _check_model(model, "with_override(model, ...)")
         _check_min(min_tokens, f"override for {model}")
         existing = self.lookup(model)
         base = existing or MinimumRow(model, "user", (), min_tokens, source, "", True)
         row = replace(base, name=model, patterns=(model,), min_tokens=min_tokens, source_url=source)
         return ModelMinimums((row, *self.rows))
+
+
+def _check_model(model: object, where: str) -> None:
+    if not isinstance(model, str):
+        raise ConfigError(f"{where} needs a model name (str), got {type(model).__name__}")
 
 
 def _check_min(value: Any, where: str, key: str = "min_tokens") -> int:

@@ -216,6 +216,13 @@ def test_minimum_overrides(tmp_path: Path) -> None:
         load_model_minimums(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match=r"min_tokens must be a positive integer"):
         table.with_override("m", 0)
+    # a model that is not a name was an AttributeError ('int' object has no attribute 'lower')
+    with pytest.raises(
+        ConfigError, match=r"^lookup\(model\) needs a model name \(str\), got NoneType"
+    ):
+        table.lookup(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^with_override\(model, ...\) needs a model name"):
+        table.with_override(5, 1024)  # type: ignore[arg-type]
 
 
 _MINE = (
