@@ -502,6 +502,12 @@ class PromptBuilder:
         ``api`` is one of ``anthropic``, ``openai_chat``, ``openai_responses``, ``gemini``,
         ``bedrock_converse``. OpenAI renderings leave ``prompt_cache_key`` out when no
         ``cache_key`` is set (it is not part of the prefix).
+
+        Raises:
+            ConfigError: ``api`` is not one of those, or the rendering's own errors (nothing to
+                answer, no model).
+            BreakpointLimitError, BreakpointTTLOrderError: as ``to_anthropic`` and
+                ``to_bedrock_converse``.
         """
         from promptcache.fingerprint import fingerprint_request
 
@@ -516,6 +522,6 @@ class PromptBuilder:
             "gemini": self.to_gemini,
             "bedrock_converse": self.to_bedrock_converse,
         }
-        if api not in renderers:
+        if not isinstance(api, str) or api not in renderers:
             raise ConfigError(f"fingerprint(api={api!r}): use one of {sorted(renderers)}")
         return fingerprint_request(renderers[api](), api)

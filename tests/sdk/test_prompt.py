@@ -160,3 +160,10 @@ def test_a_fork_whose_history_starts_with_the_assistant_names_add_assistant() ->
     b = PromptBuilder("claude-sonnet-4-5").system("Role.").add_assistant("How can I help?")
     with pytest.raises(LayerOrderError, match=r"but add_assistant\(\) already added"):
         b.fork().rules("late")
+
+
+def test_fingerprint_of_an_api_that_is_not_a_name_is_a_config_error() -> None:
+    """fingerprint(api=["anthropic"]) raised TypeError: unhashable type: 'list'."""
+    b = PromptBuilder("claude-sonnet-4-5").system("s").dynamic("q")
+    with pytest.raises(ConfigError, match=r"fingerprint\(api=\['anthropic'\]\): use one of"):
+        b.fingerprint(["anthropic"])  # type: ignore[arg-type]
