@@ -155,7 +155,9 @@ class ModelPrice:
         note: free text for readers.
 
     Raises:
-        ConfigError: a rate is negative, not finite or not a number.
+        ConfigError: ``model`` is not a str; a rate is negative, not finite or not a number;
+            ``tier_max_input_tokens`` is not a positive int or None; ``above_tier`` is not a
+            ModelPrice (or is tiered itself), or is given without a tier.
     """
 
     model: str
@@ -174,10 +176,28 @@ class ModelPrice:
     note: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model, str):
+            raise ConfigError(
+                f"ModelPrice(model=...) needs the model name (str), got {type(self.model).__name__}"
+            )
         for key in _RATE_KEYS:
             object.__setattr__(self, key, _decimal(getattr(self, key), f"{self.model}.{key}"))
-        if self.above_tier is not None and self.tier_max_input_tokens is None:
+        tier = self.tier_max_input_tokens
+        if tier is not None and (isinstance(tier, bool) or not isinstance(tier, int) or tier <= 0):
+            raise ConfigError(
+                f"{self.model}.tier_max_input_tokens must be a positive integer (input tokens) "
+                f"or None, got {tier!r}"
+            )
+        above = self.above_tier
+        if above is not None and not isinstance(above, ModelPrice):
+            raise ConfigError(
+                f"{self.model}.above_tier must be a ModelPrice (the rates above the tier) or "
+                f"None, got {type(above).__name__}"
+            )
+        if above is not None and tier is None:
             raise ConfigError(f"{self.model}: above_tier rates need tier_max_input_tokens")
+        if above is not None and above.tier_max_input_tokens is not None:
+            raise ConfigError(f"{self.model}.above_tier cannot itself be tiered")
 
     def rate(self, term: str) -> Decimal:
         """The USD/MTok rate that applies to a :data:`COST_TERMS` entry."""

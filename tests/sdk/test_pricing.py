@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -184,6 +185,33 @@ def test_bad_user_rates_are_rejected() -> None:
             cache_write_5m=Decimal(0),
             cache_write_1h=Decimal(0),
         )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"tier_max_input_tokens": "200000"}, r"x.tier_max_input_tokens must be a positive"),
+        ({"tier_max_input_tokens": -5}, r"x.tier_max_input_tokens must be a positive integer"),
+        ({"tier_max_input_tokens": 5, "above_tier": {"input": 2}}, r"above_tier must be a Model"),
+        (
+            {
+                "tier_max_input_tokens": 5,
+                "above_tier": ModelPrice("y", 2, 2, 2, 2, 2, tier_max_input_tokens=9),
+            },
+            r"x.above_tier cannot itself be tiered",
+        ),
+    ],
+)
+def test_a_bad_tier_in_model_price_is_refused_when_built(
+    extra: dict[str, Any], message: str
+) -> None:
+    """ModelPrice built by hand took a tier of '200000' or an above_tier dict, and cost() then
+    failed with TypeError ('>' not supported between int and str) or AttributeError ('dict'
+    object has no attribute 'rate'); a negative tier priced every request above it."""
+    with pytest.raises(ConfigError, match=message):
+        ModelPrice("x", 1, 1, 1, 1, 1, **extra)
+    with pytest.raises(ConfigError, match=r"needs the model name \(str\), got int"):
+        ModelPrice(5, 1, 1, 1, 1, 1)  # type: ignore[arg-type]
 
 
 def test_tiered_row_without_above_tier_rates_warns_underestimate() -> None:
