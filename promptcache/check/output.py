@@ -235,6 +235,15 @@ def render_sarif(result: CheckResult) -> str:
                 },
                 "originalUriBaseIds": {_ROOT_ID: {"uri": root.as_uri() + "/"}},
                 "results": results,
+                # the notes (nothing compared, requests not captured) as the text report's
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "toolExecutionNotifications": [
+                            {"level": "note", "message": {"text": note}} for note in result.notes
+                        ],
+                    }
+                ],
             }
         ],
     }
@@ -251,7 +260,8 @@ def _escape_property(text: str) -> str:
 
 def render_github(result: CheckResult) -> str:
     """GitHub Actions workflow commands: one ``::error`` annotation per finding, at its call
-    site (https://docs.github.com/en/actions/reference/workflow-commands-for-github-actions ,
+    site, then one ``::notice`` per note, as the text report's notes
+    (https://docs.github.com/en/actions/reference/workflow-commands-for-github-actions ,
     checked 2026-12-03)."""
     lines = []
     for f in result.findings:
@@ -264,6 +274,9 @@ def render_github(result: CheckResult) -> str:
         if f.before is not None or f.after is not None:
             text += f"\nrun 0: {f.before!r}\nrun {f.run}: {f.after!r}"
         lines.append(f"::error {','.join(props)}::{_escape_data(text)}")
+    for note in result.notes:
+        title = _escape_property("promptcache check note")
+        lines.append(f"::notice title={title}::{_escape_data(note)}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -126,6 +126,39 @@ def test_output_file_and_bad_runs(tmp_path: Path) -> None:
     ]
 
 
+NOTHING_CAPTURED = (
+    "no LLM request was captured in run 0, so nothing was compared: the command sent none "
+    "to the capture endpoint (a client given its own base_url, such as a local server's, "
+    "sends past it: read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
+    "sets; see docs/check.md, what check cannot see)"
+)
+
+
+def test_github_and_sarif_reports_carry_the_notes(tmp_path: Path) -> None:
+    # the notes were in the text and JSON reports only: a CI job with --format github or
+    # sarif whose program sent nothing check could compare showed nothing at all, exit 0
+    quiet = [sys.executable, "-c", "pass"]
+    proc = cli("check", "--format", "github", "--", *quiet, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "",  # the line that keeps a report off the program's unfinished last line
+        "::notice title=promptcache check note::" + NOTHING_CAPTURED,
+    ]
+    proc = cli("check", "--format", "sarif", "--", *quiet, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text(encoding="utf-8")))
+    assert doc["runs"][0]["results"] == []
+    assert doc["runs"][0]["invocations"] == [
+        {
+            "executionSuccessful": True,
+            "toolExecutionNotifications": [
+                {"level": "note", "message": {"text": NOTHING_CAPTURED}}
+            ],
+        }
+    ]
+
+
 def test_output_that_is_a_file_the_command_names_is_refused(tmp_path: Path) -> None:
     # `-o smoke.py` for `-o smoke.sarif`: the report would replace the program's source
     program = tmp_path / "smoke.py"
