@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["PromptBuilder", "RenderedRequest", "ToolSpec", "Turn"]
 
 #: Tool names both Anthropic and OpenAI accept.
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch: "$" would let "run\n" through
 
 
 @lru_cache(maxsize=4096)
@@ -252,7 +252,7 @@ class PromptBuilder:
                 JSON Schema object (``"type": "object"``).
             CanonicalizationError: the schema holds a value with no JSON form.
         """
-        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             raise ConfigError(f"tool name {name!r} must be 1-64 characters of A-Z a-z 0-9 _ -")
         if any(t.name == name for t in self._s.tools):
             raise ConfigError(f"tool {name!r} is already defined; tool names must be unique")

@@ -59,6 +59,9 @@ def test_tools_are_canonical_and_validated() -> None:
         b.tool("q", "again", {"type": "object"})
     with pytest.raises(ConfigError, match=r"must be 1-64 characters"):
         b.tool("bad name", "d", {"type": "object"})
+    # a trailing newline passed the pattern's "$" and was sent on as the tool's name
+    with pytest.raises(ConfigError, match=r"tool name 'run\\n' must be 1-64 characters"):
+        b.tool("run\n", "d", {"type": "object"})
     with pytest.raises(ConfigError, match=r'"type": "object"'):
         b.tool("t2", "d", {"type": "string"})
     with pytest.raises(CanonicalizationError, match=r"is nan"):
