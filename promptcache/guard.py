@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from promptcache.canonical import canonical_json
 from promptcache.errors import ConfigError
 
 try:
@@ -55,7 +56,10 @@ class PrefixGuard:
     Appending segments (history growing) is never reported: the old prefix is still a prefix.
     A different ``model`` (``modelId``) or API than the stored request's is reported as a
     change at segment 0 whose ``path`` is ``"model"`` (``"modelId"``, ``"api"``): the vendor
-    caches per model, so nothing of the old prefix is read.
+    caches per model, so nothing of the old prefix is read. An Anthropic request whose
+    ``tool_choice`` or ``thinking`` differs from the stored one's is reported as a change at
+    its first message (``path`` ``"tool_choice"`` or ``"thinking"``): those parameters
+    invalidate the cached messages, not the tools and system.
 
     Raises:
         ConfigError: unsupported file suffix or unknown ``scope``; later, an unreadable store.
@@ -107,9 +111,11 @@ class PrefixGuard:
         """
         _check_key(key)
         new = fingerprint_request(body, api)
+        settings = _message_settings(body, new.api)
+        stored = {**new.to_dict(), _SETTINGS: settings}
         # read the stored fingerprint and store the new one in one step, under the store's
         # lock, so processes sharing the store (web-server workers) lose no update
-        data = self._swap_sqlite(key, new) if self._sqlite else self._swap_json(key, new)
+        data = self._swap_sqlite(key, new, stored) if self._sqlite else self._swap_json(key, stored)
         old = None if data is None else RequestFingerprint.from_dict(data)
         if old is None:
             return None
@@ -117,7 +123,14 @@ class PrefixGuard:
         if switched is not None:
             return switched
         divergence = first_divergence(old, new)
-        if divergence is None or divergence.change == "added":
+        if divergence is not None and divergence.change == "added":
+            divergence = None
+        old_settings = data.get(_SETTINGS) if isinstance(data, dict) else None
+        if isinstance(old_settings, dict):  # None: stored before settings were kept
+            toggled = _settings_change(old_settings, settings, new)
+            if toggled is not None and (divergence is None or toggled.index < divergence.index):
+                divergence = toggled
+        if divergence is None:
             return None
         if self.scope == "cached_prefix":
             watched = max(_last_cached_index(old), _last_cached_index(new))
@@ -165,11 +178,11 @@ class PrefixGuard:
                 fcntl.flock(handle, fcntl.LOCK_EX)
             yield  # the lock goes with the descriptor
 
-    def _swap_json(self, key: str, fp: RequestFingerprint) -> dict[str, Any] | None:
+    def _swap_json(self, key: str, stored: dict[str, Any]) -> dict[str, Any] | None:
         with self._json_lock():
             entries = self._load_json()
             old = entries.get(key)
-            entries[key] = fp.to_dict()
+            entries[key] = stored
             payload = json.dumps({"format": _JSON_FORMAT, "entries": entries}, ensure_ascii=False)
             tmp = None
             try:
@@ -209,7 +222,9 @@ class PrefixGuard:
         loaded: dict[str, Any] = json.loads(row[0])
         return loaded
 
-    def _swap_sqlite(self, key: str, fp: RequestFingerprint) -> dict[str, Any] | None:
+    def _swap_sqlite(
+        self, key: str, fp: RequestFingerprint, stored: dict[str, Any]
+    ) -> dict[str, Any] | None:
         try:
             conn = self._connect()
             try:
@@ -231,7 +246,7 @@ class PrefixGuard:
                         fp.api,
                         fp.model,
                         fp.prefix_hash,
-                        json.dumps(fp.to_dict(), ensure_ascii=False),
+                        json.dumps(stored, ensure_ascii=False),
                     ),
                 )
                 conn.execute("COMMIT")
@@ -283,6 +298,52 @@ def _switch(old: RequestFingerprint, new: RequestFingerprint) -> Divergence | No
         before=json.dumps(before, ensure_ascii=False),
         after=json.dumps(after, ensure_ascii=False),
     )
+
+
+#: The stored entry's field holding :func:`_message_settings` (beside the fingerprint's own).
+_SETTINGS = "message_settings"
+
+#: Request parameters outside the segments whose change invalidates the cached messages, per API:
+#: Anthropic's tool_choice and thinking (enabled or not, budget): "tool_choice, adding/removing
+#: images and thinking parameters invalidate messages"
+#: (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, checked 2026-11-30).
+_MESSAGE_SETTINGS: dict[str, tuple[str, ...]] = {"anthropic": ("tool_choice", "thinking")}
+
+
+def _message_settings(body: Mapping[str, Any], api: str) -> dict[str, str]:
+    """The canonical JSON of each of ``body``'s message-invalidating parameters that is set."""
+    return {
+        name: canonical_json(body[name])
+        for name in _MESSAGE_SETTINGS.get(api, ())
+        if body.get(name) is not None
+    }
+
+
+def _settings_change(
+    old: Mapping[str, Any], new: Mapping[str, str], fp: RequestFingerprint
+) -> Divergence | None:
+    """A changed message-invalidating parameter, as a change at the first message segment (the
+    vendor keeps the tools and system cached, and reads none of the messages)."""
+    first = next((i for i, seg in enumerate(fp.segments) if seg.kind == "messages"), None)
+    if first is None:
+        return None
+    for name in _MESSAGE_SETTINGS.get(fp.api, ()):
+        before, after = old.get(name), new.get(name)
+        if before != after:
+            return Divergence(
+                index=first,
+                change="changed",
+                segment_path=fp.segments[first].path,
+                path=name,
+                offset=0,
+                field_offset=None,
+                before=_NOT_SET if before is None else str(before),
+                after=_NOT_SET if after is None else after,
+            )
+    return None
+
+
+_NOT_SET = "(not set)"
 
 
 def _last_cached_index(fp: RequestFingerprint) -> int:

@@ -171,3 +171,46 @@ def test_a_switch_of_model_or_api_is_reported(tmp_path: Path, name: str) -> None
     gemini = {"contents": [{"role": "user", "parts": [{"text": "q1"}]}]}  # model in the URL
     guard.check(gemini, "gemini", key="g")
     assert guard.check(gemini, "gemini", key="g") is None
+
+
+@pytest.mark.parametrize("name", ["guard.json", "guard.db"])
+def test_a_changed_thinking_or_tool_choice_is_reported_at_the_first_message(
+    tmp_path: Path, name: str
+) -> None:
+    """Anthropic drops the cached messages when tool_choice or the thinking parameters change,
+    but those sit outside every segment, so the guard saw the same prefix and answered None."""
+    guard = PrefixGuard(tmp_path / name)
+    body = _body("Rules.", "q1", breakpoint=False)  # no breakpoints: every segment is watched
+    body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+    guard.check(body)
+    assert guard.check(copy.deepcopy(body)) is None  # the same settings
+    more = copy.deepcopy(body) | {"thinking": {"type": "enabled", "budget_tokens": 4096}}
+    d = guard.check(more)
+    assert d is not None
+    assert (d.index, d.segment_path, d.path) == (2, "messages[0]", "thinking")
+    assert d.describe() == (
+        'thinking changed: \'{"budget_tokens":1024,"type":"enabled"}\' -> '
+        '\'{"budget_tokens":4096,"type":"enabled"}\''
+    )
+    forced = copy.deepcopy(more) | {"tool_choice": {"type": "any"}}
+    d = guard.check(forced)
+    assert d is not None and (d.path, d.before, d.after) == (
+        "tool_choice",
+        "(not set)",
+        '{"type":"any"}',
+    )
+    # a change in the system comes first; history growing with a setting changed is reported
+    longer = copy.deepcopy(forced)
+    longer["messages"] += [{"role": "assistant", "content": "a"}, {"role": "user", "content": "q2"}]
+    del longer["tool_choice"]
+    d = guard.check(longer)
+    assert d is not None and (d.path, d.after) == ("tool_choice", "(not set)")
+    edited = copy.deepcopy(longer)
+    edited["system"][1]["text"] = "Other rules."
+    edited["thinking"] = {"type": "disabled"}
+    d = guard.check(edited)
+    assert d is not None and d.path == "system[1].text"
+    # the tools and system stay cached: with breakpoints only there, nothing watched changed
+    cached = PrefixGuard(tmp_path / f"sys-{name}")
+    cached.check(_body("Rules.", "q1"))
+    assert cached.check(_body("Rules.", "q1") | {"thinking": {"type": "disabled"}}) is None
