@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from promptcache.errors import ConfigError, RequestShapeError
+from promptcache.errors import BreakpointTTLOrderError, ConfigError, RequestShapeError
 from promptcache.fingerprint import Breakpoint, RequestFingerprint, fingerprint_request
 
 __all__ = [
@@ -399,6 +399,9 @@ class SlidingWindow:
             RequestShapeError: ``params`` is not a request of ``api``.
             ConfigError: ``api`` is another API (its requests carry no breakpoints to slide),
                 or ``ttl`` is not ``"5m"``, ``"1h"`` or None.
+            BreakpointTTLOrderError: a slide is due and ``ttl`` would put it out of TTL order
+                (``"1h"`` after a 5m breakpoint, ``"5m"`` before a 1h one); no slide is placed
+                (the tail mark, if any, stays).
         """
         if api not in ("anthropic", "bedrock_converse"):
             raise ConfigError(
@@ -449,7 +452,11 @@ class SlidingWindow:
             and max(marks) - last[2] > self.slide_after
             and not any(last[2] <= p <= last[2] + self.slide_after for p in marks)
         ):
-            slid = self._slide(params, api, fp, positions, last[2], max(marks), ttl)
+            try:
+                slid = self._slide(params, api, fp, positions, last[2], max(marks), ttl)
+            except BreakpointTTLOrderError:
+                self._last = last  # nothing slid: a retry with another ttl slides from there
+                raise
             note = slid if slid.path is not None or not note.why else note
             if note.path is not None:
                 self._placed.append(_block_at(params, note.path))
@@ -505,6 +512,8 @@ class SlidingWindow:
                 fp.breakpoints,
                 key=lambda bp: breakpoint_position(bp, fp.breakpoints, positions, api) or -1,
             ).ttl
+        else:
+            _check_slide_ttl(fp, positions, api, positions[first_message + m][j], ttl)
         path = _mark_block(params, api, m, j, ttl or "5m")
         first_message = next((i for i, s in enumerate(fp.segments) if s.kind == "messages"), 0)
         reach = positions[first_message + m][j] - write
@@ -515,6 +524,25 @@ class SlidingWindow:
             f"{self.rule.checked}); this one, {reach} positions after that write, reads it"
         )
         return SlideNote(path, m, why, dropped)
+
+
+def _check_slide_ttl(
+    fp: RequestFingerprint, positions: list[list[int]], api: str, at: int, ttl: str
+) -> None:
+    """Refuse a sliding breakpoint whose TTL the request's other breakpoints put out of order:
+    a 1h one after a 5m one, or a 5m one before a 1h one (the API answers 400)."""
+    for bp in fp.breakpoints:
+        p = breakpoint_position(bp, fp.breakpoints, positions, api)
+        if p is None or bp.ttl not in ("5m", "1h") or bp.ttl == ttl:
+            continue
+        if (p < at and bp.ttl == "5m") or (p > at and bp.ttl == "1h"):
+            order = "after" if p < at else "before"
+            raise BreakpointTTLOrderError(
+                f"SlidingWindow.apply(ttl={ttl!r}): the sliding breakpoint would come {order} "
+                f"{bp.path} with ttl {bp.ttl!r}; longer TTLs must come first in the prefix (the "
+                "API answers 400): pass ttl=None (the TTL of the request's last breakpoint) or "
+                f"{bp.ttl!r}"
+            )
 
 
 def _mark_block(params: dict[str, Any], api: str, m: int, j: int, ttl: str = "5m") -> str:

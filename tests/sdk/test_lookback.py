@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from promptcache import PromptBuilder
-from promptcache.errors import ConfigError, RequestShapeError
+from promptcache.errors import BreakpointTTLOrderError, ConfigError, RequestShapeError
 from promptcache.fingerprint import fingerprint_request
 from promptcache.lookback import (
     ANTHROPIC_LOOKBACK,
@@ -353,3 +353,32 @@ def test_the_tail_mark_never_makes_a_fifth_breakpoint(api: str) -> None:
     params["messages"][1]["content"] = [{"text": "a1"} if bedrock else text("a1")]
     SlidingWindow().apply(params, api, tail=True)
     assert len(_marks(params, api)) == 4
+
+
+def test_a_slide_ttl_out_of_order_is_refused_and_a_retry_still_slides() -> None:
+    """apply(ttl='1h') put a 1h sliding breakpoint after the system's 5m one, a request the API
+    answers with a 400 (longer TTLs first); it is refused now, with no slide placed, and the
+    window still slides on a retry with ttl=None."""
+    window = SlidingWindow()
+    system = [text("You are an agent.", mark=True)]  # 5m
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [text("the task")]}]
+    window.apply({"model": MODEL, "system": system, "messages": messages}, "anthropic", tail=True)
+    messages += [{"role": "user", "content": [text(f"burst {i}")]} for i in range(30)]
+    params: dict[str, Any] = {"model": MODEL, "system": system, "messages": messages}
+    with pytest.raises(
+        BreakpointTTLOrderError, match=r"would come after system\[0\] with ttl '5m'"
+    ):
+        window.apply(params, "anthropic", tail=True, ttl="1h")
+    assert _marks(params, "anthropic") == ["system[0]", "messages[30].content[0]"]
+    note = window.apply(params, "anthropic", tail=True)
+    assert note.path == "messages[15].content[0]"
+    ttls = [bp.ttl for bp in fingerprint_request(params, "anthropic").breakpoints]
+    assert ttls == ["5m", "5m", "5m"]
+    # a 1h system breakpoint takes a 1h slide
+    window = SlidingWindow()
+    system = [{**text("You are an agent."), "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    messages = [{"role": "user", "content": [text("the task")]}]
+    window.apply({"model": MODEL, "system": system, "messages": messages}, "anthropic", tail=True)
+    messages += [{"role": "user", "content": [text(f"burst {i}")]} for i in range(30)]
+    params = {"model": MODEL, "system": system, "messages": messages}
+    assert window.apply(params, "anthropic", tail=True, ttl="1h").path is not None
