@@ -93,8 +93,9 @@ def resolve_model_path(model: str | Path) -> Path:
     try:
         return Path(snapshot_download(text, allow_patterns=_HUB_FILES))
     except Exception as exc:  # huggingface_hub raises many unrelated types
+        reason = " ".join(str(exc).split())  # its messages span lines; the error is one line
         raise ModelLoadError(
-            f"cannot fetch {text!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). "
+            f"cannot fetch {text!r} from the Hugging Face Hub ({type(exc).__name__}: {reason}). "
             f"Offline? Download it where there is network (`hf download {text}`) and pass "
             "the local directory instead."
         ) from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,24 @@ def test_an_allocation_the_allocator_refuses_is_a_one_line_error(
     assert "Traceback" not in proc.stderr and "enforce fail" not in proc.stderr
     assert f"could not allocate 4,294,967,296 bytes (4.0 GiB) for {what} on cpu" in proc.stderr
     assert f"({option})" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_hub_id_that_cannot_be_fetched_is_a_one_line_error(tmp_path: Path) -> None:
+    """huggingface_hub's messages span several lines ('Got: ConnectError: ...\nAn error
+    happened while trying to locate the files on the Hub, ...'); the error quotes it on one."""
+    with socket.socket() as probe:  # a port on this machine that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    env = _env_without("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{closed}", HF_HUB_CACHE=str(tmp_path / "hub"))
+    proc = _run_cli("serve", "--model", "promptcache-tests/absent-model", env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "error: cannot fetch 'promptcache-tests/absent-model' from the Hugging Face Hub" in (
+        proc.stderr
+    )
+    assert "`hf download promptcache-tests/absent-model`" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
