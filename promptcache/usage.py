@@ -95,6 +95,20 @@ USAGE_TOKEN_COLUMNS: Final[tuple[str, ...]] = (
 MAX_TOKEN_COUNT: Final[int] = 2**40
 
 
+def _plain(value: object) -> object:
+    """``value``, or the plain dict of an official client's response object (a pydantic model:
+    ``anthropic``'s ``Usage`` and ``Message``, ``openai``'s ``CompletionUsage``, stream events),
+    as the vendor sent it (``model_dump(mode="json", by_alias=True)``)."""
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        dumped = dump(mode="json", by_alias=True)
+        if isinstance(dumped, dict):
+            return dumped
+    return value
+
+
 def _check_api(api: str) -> None:
     if api not in VENDOR_APIS:
         raise ConfigError(f"unknown api {api!r}: use one of {', '.join(VENDOR_APIS)}")
@@ -326,6 +340,7 @@ class _Reader:
     """Reads counts out of one vendor usage object, collecting warnings as it goes."""
 
     def __init__(self, vendor: str, payload: object) -> None:
+        payload = _plain(payload)
         if type(payload) is not dict and not isinstance(payload, Mapping):
             raise UsageParseError(
                 f"{vendor} usage must be a JSON object, got {type(payload).__name__}; "
@@ -585,6 +600,7 @@ def parse_usage(api: str, response_json: Mapping[str, Any]) -> Usage | None:
         UsageParseError: the body is not an object, or its usage object is malformed.
     """
     _check_api(api)
+    response_json = _plain(response_json)  # type: ignore[assignment]
     if not isinstance(response_json, Mapping):
         raise UsageParseError(
             f"{api} response body must be a JSON object, got {type(response_json).__name__}"
@@ -623,6 +639,7 @@ def detect_api(payload: Mapping[str, Any]) -> str:
         UsageParseError: the payload matches no vendor, or more than one with different
             meanings; the message says to pass ``api`` explicitly.
     """
+    payload = _plain(payload)  # type: ignore[assignment]
     if not isinstance(payload, Mapping):
         raise UsageParseError(f"expected a JSON object, got {type(payload).__name__}")
     for key in ("type", "object"):
@@ -702,6 +719,7 @@ def _merge_latest(into: dict[str, Any], update: Mapping[str, Any]) -> None:
 
 
 def _require_event(api: str, event: object) -> Mapping[str, Any]:
+    event = _plain(event)
     if type(event) is not dict and not isinstance(event, Mapping):
         raise UsageParseError(
             f"{api} stream event must be a JSON object (the parsed SSE data), "

@@ -679,3 +679,48 @@ def test_a_missing_required_count_names_the_vendor_in_a_sentence(
         f"{api} usage has no {missing!r}: this does not look like {api}'s usage object "
         "(check the --api / api argument)"
     )
+
+
+def test_the_official_clients_response_objects_are_read_as_their_json() -> None:
+    """Usage.from_anthropic(response.usage), parse_usage('anthropic', response) and
+    acc.feed(event) with the objects the official clients return were refused ('must be a
+    JSON object, got Usage; pass the response's usage object'), though that is what was
+    passed; they are read as the JSON the vendor sent."""
+    from anthropic.types import (
+        Message,
+        MessageDeltaUsage,
+        RawMessageDeltaEvent,
+        RawMessageStartEvent,
+    )
+    from anthropic.types import Usage as AnthropicUsage
+    from openai.types import CompletionUsage
+
+    usage = AnthropicUsage(input_tokens=12, output_tokens=7, cache_read_input_tokens=2048)
+    expected = Usage.from_anthropic(
+        {"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 2048}
+    )
+    assert Usage.from_anthropic(usage) == expected
+    message = Message(
+        id="m", type="message", role="assistant", model="claude-sonnet-4-5", content=[],
+        stop_reason="end_turn", stop_sequence=None, usage=usage,
+    )  # fmt: skip
+    assert parse_usage("anthropic", message) == expected
+    assert detect_api(message) == "anthropic"
+    acc = stream_accumulator("anthropic")
+    start = usage.model_copy(update={"output_tokens": 1})
+    acc.feed(
+        RawMessageStartEvent(
+            type="message_start", message=message.model_copy(update={"usage": start})
+        )
+    )
+    acc.feed(
+        RawMessageDeltaEvent(
+            type="message_delta",
+            delta={"stop_reason": "end_turn", "stop_sequence": None},
+            usage=MessageDeltaUsage(output_tokens=7),
+        )
+    )
+    assert acc.result() == expected
+    chat = CompletionUsage(prompt_tokens=10, completion_tokens=2, total_tokens=12)
+    assert Usage.from_openai_chat(chat).uncached_input_tokens == 10
+    assert Usage.from_openai_chat(chat).raw["total_tokens"] == 12
