@@ -442,6 +442,44 @@ class StatementsMixin(EngineState):
             facts = facts | extra
         return value.with_facts(facts)
 
+    def fresh_each_turn(self, name: str, store: ast.Attribute) -> list[frozenset[Fact]]:
+        """The order facts (``Frame.loop_orders`` entries) of the enclosing loops that bind
+        ``name`` afresh on every turn before ``store`` (a field store into it): ``mine =
+        copy.deepcopy(settings)``, ``mine = Settings()`` (a class, by its capitalised name)
+        or a container literal, a statement of a block in the loop's body that a later
+        statement of that block holds the store in. Each turn's object then holds that
+        turn's element, as a name rebound in the body does, not the loop's order; an object
+        bound before the loop, by any other call (which may hand back a shared one) or after
+        the store stays the loop's."""
+        frame = self.frame
+        made = frame.defs.get(name)
+        if made is None or not frame.loop_orders or not self._new_object(made):
+            return []
+        freed: list[frozenset[Fact]] = []
+        for loop, order in frame.loop_orders:
+            if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and _bound_before(
+                loop.body, made, store
+            ):
+                freed.append(order)
+        return freed
+
+    def _new_object(self, expr: ast.expr) -> bool:
+        """True when ``expr`` makes a new object: a copy (``copy.copy``, ``copy.deepcopy``),
+        a call of a capitalised name (a class) or a dict, list or set display."""
+        if isinstance(expr, (ast.Dict, ast.List, ast.Set)):
+            return True
+        if not isinstance(expr, ast.Call):
+            return False
+        if self.qualify(expr.func) in ("copy.copy", "copy.deepcopy"):
+            return True
+        func = expr.func
+        name = ""
+        if isinstance(func, ast.Attribute):
+            name = func.attr
+        elif isinstance(func, ast.Name):
+            name = func.id
+        return name[:1].isupper() and not name.isupper()
+
     def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None:
         frame = self.frame
         if isinstance(target, ast.Name):
@@ -493,33 +531,15 @@ class StatementsMixin(EngineState):
                     old_here = frame.env.get(field_key)
                     frame.env[field_key] = passed if old_here is None else merge(old_here, passed)
             elif isinstance(target.value, ast.Name):
-                # a field of another object (``ctx.started = time.time()``): that field holds
-                # it, read back by ``ctx.started``. A parameter's other fields do not (nor do
-                # its callers' objects); a local object of unknown type still carries it whole
-                if target.value.id not in frame.params:
-                    held = self.lookup(target.value.id).facts
-                    self.mutate(target.value, value)
-                    added = self.lookup(target.value.id).facts - held
-                    if added:
-                        old_added = frame.field_added.get(target.value.id, frozenset())
-                        frame.field_added[target.value.id] = old_added | added
-                    held_obj = self.lookup(target.value.id)
-                    if held_obj.items is not None and isinstance(
-                        held_obj.ref, (ClassInfo, ExternalClass)
-                    ):
-                        # an object of known fields: that field now holds it too
-                        fields = dict(held_obj.items)
-                        stored = self.with_mutation_facts(value)
-                        was = fields.get(target.attr)
-                        fields[target.attr] = stored if was is None else merge(was, stored)
-                        frame.env[target.value.id] = replace(
-                            held_obj, items=tuple(sorted(fields.items()))
-                        )
-                field_key = f"{target.value.id}.{target.attr}"
-                old = frame.env.get(field_key)
-                frame.env[field_key] = self.with_mutation_facts(
-                    value if old is None else merge(old, value)
-                )
+                # an object made afresh on each turn of a loop before this store holds this
+                # turn's value only, as a name rebound in the body does: no order of that loop
+                freed = self.fresh_each_turn(target.value.id, target)
+                around = frame.mutation_facts
+                frame.mutation_facts = [m for m in around if not any(m is f for f in freed)]
+                try:
+                    self.store_field(target, value)
+                finally:
+                    frame.mutation_facts = around
         elif isinstance(target, ast.Subscript):
             # d["k"] = v / lst[i] = v: the container now holds v
             base = target.value
@@ -554,6 +574,32 @@ class StatementsMixin(EngineState):
                 frame.mutation_facts = around
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, None)
+
+    def store_field(self, target: ast.Attribute, value: Value) -> None:
+        """``obj.attr = value`` for a name ``obj`` that is not our own ``self``: a field of
+        another object (``ctx.started = time.time()``) holds it, read back by
+        ``ctx.started``. A parameter's other fields do not (nor do its callers' objects); a
+        local object of unknown type still carries it whole."""
+        frame = self.frame
+        assert isinstance(target.value, ast.Name)
+        if target.value.id not in frame.params:
+            held = self.lookup(target.value.id).facts
+            self.mutate(target.value, value)
+            added = self.lookup(target.value.id).facts - held
+            if added:
+                old_added = frame.field_added.get(target.value.id, frozenset())
+                frame.field_added[target.value.id] = old_added | added
+            held_obj = self.lookup(target.value.id)
+            if held_obj.items is not None and isinstance(held_obj.ref, (ClassInfo, ExternalClass)):
+                # an object of known fields: that field now holds it too
+                fields = dict(held_obj.items)
+                stored = self.with_mutation_facts(value)
+                was = fields.get(target.attr)
+                fields[target.attr] = stored if was is None else merge(was, stored)
+                frame.env[target.value.id] = replace(held_obj, items=tuple(sorted(fields.items())))
+        field_key = f"{target.value.id}.{target.attr}"
+        old = frame.env.get(field_key)
+        frame.env[field_key] = self.with_mutation_facts(value if old is None else merge(old, value))
 
     def positional_loops(self, target: ast.Subscript) -> list[frozenset[Fact]]:
         """The order facts (``Frame.loop_orders`` entries) of the enclosing loops whose order a
@@ -1200,3 +1246,34 @@ def _sets_role(scope: ast.AST, role: str) -> bool:
                 ):
                     return True
     return False
+
+def _bound_before(body: list[ast.stmt], made: ast.expr, store: ast.expr) -> bool:
+    """True when a block of ``body`` (itself or one nested in its statements, not in a
+    function or class defined there) has a statement ``name = made`` followed, in the same
+    block, by a statement that holds ``store``."""
+    for stmt_index, stmt in enumerate(body):
+        if isinstance(stmt, ast.Assign) and stmt.value is made:
+            return any(
+                node is store for later in body[stmt_index + 1 :] for node in ast.walk(later)
+            )
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for block in _blocks(stmt):
+            if _bound_before(block, made, store):
+                return True
+    return False
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists nested directly in ``stmt`` (bodies, else and finally blocks,
+    handlers, match cases)."""
+    blocks: list[list[ast.stmt]] = []
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            blocks.append(block)
+    for handler in getattr(stmt, "handlers", ()):
+        blocks.append(handler.body)
+    for case in getattr(stmt, "cases", ()):
+        blocks.append(case.body)
+    return blocks
