@@ -6,7 +6,8 @@ the character offset and (only when bodies are stored) a short redacted excerpt.
 
 The explainer looks predecessors up by same ``key_fingerprint``, OpenAI ``prompt_cache_key`` (when
 the request sends one: OpenAI routes caches by a prefix hash combined with it,
-https://developers.openai.com/api/docs/guides/prompt-caching, checked 2026-11-30), ``model`` and
+https://developers.openai.com/api/docs/guides/prompt-caching, checked 2026-11-30), ``cache_salt``
+(when sent: our engine and vLLM never share blocks across salts), ``model`` and
 ``first_segment_hash``. Several users of one app share a family (same key, same frozen system
 prompt), and the cache serves any earlier prefix that is still live, not just the last request's:
 so the explainer keeps up to :data:`SNAPSHOTS_PER_FAMILY` recent snapshots per family and compares
@@ -196,7 +197,8 @@ SELF_HOSTED_VENDORS: Final = frozenset({"engine", "openai_compatible"})
 #: Models whose minimum cacheable prefix is kept looked up (distinct model ids seen).
 MAX_MINIMUM_CACHE: Final = 1024
 
-#: (key fingerprint, prompt_cache_key): whose cache entries a request can read.
+#: (key fingerprint, prompt_cache_key and cache_salt as `routing_key` joins them): whose cache
+#: entries a request can read.
 CacheScope = tuple[str | None, str | None]
 #: (cache scope, model, first segment hash).
 FamilyKey = tuple[CacheScope, str | None, str | None]
@@ -213,7 +215,8 @@ class PrefixSnapshot:
         vendor: the ``vendor`` column (``engine`` and ``openai_compatible`` have no TTL).
         fingerprint: its segments; texts are empty when ``has_text`` is False.
         has_text: whether segment texts are known (offsets and excerpts need them).
-        routing_key: OpenAI's ``prompt_cache_key``, when the request sent one.
+        routing_key: OpenAI's ``prompt_cache_key`` and the engine's ``cache_salt``
+            (:func:`routing_key`), when the request sent either.
         cached_tokens: tokens its cache entry holds, for the next request's tokens lost: cache
             reads + writes where writes are reported (explicit breakpoints), else its whole
             input (automatic caching); None when its usage is unknown.
@@ -480,9 +483,17 @@ def _started_at(snap: PrefixSnapshot) -> float:
 
 
 def routing_key(body: Any) -> str | None:
-    """OpenAI's ``prompt_cache_key`` from a parsed request body (None when absent or not text)."""
-    value = body.get("prompt_cache_key") if isinstance(body, dict) else None
-    return value if isinstance(value, str) and value else None
+    """What, beside the API key, scopes the cache entries a request can read, from a parsed
+    request body: OpenAI's ``prompt_cache_key``, and the ``cache_salt`` of our engine and vLLM
+    (requests with different salts never share KV blocks, so each salt is a cache of its own);
+    None when the body sends neither as text."""
+    if not isinstance(body, dict):
+        return None
+    key, salt = body.get("prompt_cache_key"), body.get("cache_salt")
+    key = key if isinstance(key, str) and key else None
+    if not isinstance(salt, str) or not salt:
+        return key
+    return f"{key or ''}\x00cache_salt={salt}"  # NUL: no prompt_cache_key ends up the same
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -833,9 +844,10 @@ class BreakExplainer:
         successful requests per family started at or after ``since`` (unix s), at most
         ``max_families`` x that many rows, newest first. Returns how many families it holds.
 
-        Segment texts and ``prompt_cache_key`` come from the stored body when there is one
-        (``--store-bodies``) and its hashes match; otherwise the snapshot has hashes only and no
-        routing key (the first request of such a session after a restart is a ``new_prefix``).
+        Segment texts, ``prompt_cache_key`` and ``cache_salt`` come from the stored body when
+        there is one (``--store-bodies``) and its hashes match; otherwise the snapshot has hashes
+        only and no routing key (the first request of such a session after a restart is a
+        ``new_prefix``).
         ``db_path`` is a SQLite file or a ``postgresql://`` URL (every proxy's rows, on a log
         several proxies share).
 

@@ -1,0 +1,62 @@
+"""`cache_salt` (our engine's and vLLM's tenant isolation) through the proxy's break explainer.
+
+Requests with different salts never share KV blocks, so a tenant's first request cannot read
+another tenant's copy of the same prompt: it opens a prefix of its own, it is no unexpected
+miss. A real tinystories engine on 127.0.0.1 behind a real proxy, a real SQLite log and report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from proxy_support import RunningProxy
+from servers import ServerThread
+
+from promptcache.engine import LLMEngine
+from promptcache.engine.server import create_app
+from promptcache.proxy.config import UpstreamConfig
+from promptcache.proxy.report import build_report
+from promptcache.proxy.report.render import render_table
+
+TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
+PROMPT = (
+    "Once upon a time, there was a little girl named Lily. She liked to play outside in the "
+    "park with her friends and her dog, who was very fast and liked to run after the ball."
+)
+
+
+@pytest.fixture(scope="module")
+def engine_url() -> Iterator[str]:
+    assert TINYSTORIES.is_dir(), f"test checkpoint missing: {TINYSTORIES}"
+    engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
+    with ServerThread(create_app(engine, served_model_names=["tiny"])) as server:
+        yield server.url
+
+
+def test_a_new_salt_opens_its_own_prefix_and_is_no_unexpected_miss(
+    start_proxy: Callable[..., RunningProxy], engine_url: str
+) -> None:
+    engine = UpstreamConfig(name="openai", url=engine_url, vendor="engine")
+    proxy = start_proxy(upstreams={"openai": engine})
+    cached = []
+    for salt in ("tenant-a", "tenant-b", "tenant-a", "tenant-b"):
+        body = {"model": "tiny", "prompt": PROMPT, "max_tokens": 2, "cache_salt": salt}
+        response = httpx.post(f"{proxy.url}/v1/completions", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        cached.append(response.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+    # the engine's own figures: each tenant's first request reads nothing, its second reads
+    assert cached[0] == cached[1] == 0 and cached[2] > 0 and cached[3] > 0
+    rows = proxy.rows(4)
+    assert [r["cache_read_tokens"] for r in rows] == cached
+    assert [r["break_reason"] for r in rows] == ["new_prefix", "new_prefix", None, None]
+    assert [r["unexpected_miss"] for r in rows] == [0, 0, 0, 0]
+    assert [r["expected_hit"] for r in rows] == [0, 0, 1, 1]
+
+    report = build_report(proxy.db_path, since=time.time() - 3600, until=time.time() + 60)
+    assert report.total.unexpected_misses == 0
+    text = render_table(report, width=200)
+    assert "wait for its first token before fanning out" not in text
