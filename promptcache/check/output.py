@@ -8,6 +8,8 @@ call site, relative to the current folder (``%SRCROOT%``) where they can be, lik
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -23,7 +25,7 @@ from .findings import RULE_TITLES, Finding
 from .perturbation import KIND_LABELS
 from .runner import CheckResult
 
-__all__ = ["FORMATS", "named_by_command", "render"]
+__all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
 
 FORMATS: Final = ("text", "json", "sarif", "github")
 SCHEMA_URI: Final = (
@@ -184,6 +186,29 @@ def named_by_command(output: str | Path, command: Sequence[str]) -> bool:
             except OSError:
                 continue
     return False
+
+
+def cannot_write(output: str | Path) -> str | None:
+    """Why the report file ``output`` cannot be written, found before the runs (which may
+    take minutes, or cost money with ``--forward``) rather than after them; None when it can.
+
+    The file is opened for appending, so an existing one is left as it is; one this probe
+    creates is removed again (through a symbolic link, the file it points to)."""
+    created = not os.path.exists(output)
+    if not created and not os.path.isfile(output):
+        return None  # a pipe or device (/dev/stdout): opening it is not a harmless probe
+    try:
+        with open(output, "ab"):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if os.path.islink(output) and exc.errno != errno.ELOOP:
+            why += f" (a symbolic link to {os.readlink(output)!r})"
+        return why
+    if created:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.realpath(output))
+    return None
 
 
 def _artifact(path: str | Path, root: Path) -> dict[str, str]:

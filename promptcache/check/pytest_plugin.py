@@ -110,7 +110,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
         # tests; checking it again would start runs of runs, without end
         return None
-    from promptcache.check.output import named_by_command, render
+    from promptcache.check.output import cannot_write, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
 
@@ -132,7 +132,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             f"{timeout:g}\n"
         )
         return 2
-    if output and not Path(output).resolve().parent.is_dir():
+    folder = Path(output).parent if output else None
+    # not resolve(): a symbolic link loop in the path raised RuntimeError, a traceback; such
+    # a path is said by cannot_write below
+    if folder is not None and not folder.is_dir() and not folder.is_symlink():
         sys.stderr.write(
             f"error: cannot write --promptcache-check-output {output}: folder "
             f"{Path(output).parent} does not exist\n"
@@ -143,6 +146,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             f"error: cannot write --promptcache-check-output {output}: the session names that "
             "file; the report would replace it: pick another file\n"
         )
+        return 2
+    why = cannot_write(output) if output else None
+    if why is not None:  # said now, not after the sessions
+        sys.stderr.write(f"error: cannot write --promptcache-check-output {output}: {why}\n")
         return 2
     session_names = CommandNames("the test session", "--promptcache-check-timeout", PYTEST_STATUSES)
     try:

@@ -79,7 +79,7 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import named_by_command, render
+    from promptcache.check.output import cannot_write, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
 
@@ -98,13 +98,18 @@ def check(
             "`promptcache check --help`, and write the command after `--`: "
             "`promptcache check [OPTIONS] -- python app.py`"
         )
-    if output is not None and not output.parent.resolve().is_dir():
+    # not resolve(): a symbolic link loop in the path raised RuntimeError, a traceback; such
+    # a path is said by cannot_write below
+    if output is not None and not output.parent.is_dir() and not output.parent.is_symlink():
         raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
     if output is not None and named_by_command(output, command):
         raise ConfigError(
             f"cannot write --output {output}: the command names that file; the report would "
             "replace it: pick another file"
         )
+    why = cannot_write(output) if output is not None else None
+    if why is not None:  # said now, not after the runs
+        raise ConfigError(f"cannot write --output {output}: {why}")
     # Piped input is recorded as the first run reads it, and every later run reads the same
     # bytes (they would otherwise read nothing).
     stdin = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer

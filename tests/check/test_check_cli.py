@@ -186,6 +186,34 @@ def test_output_that_is_a_file_the_command_names_is_refused(tmp_path: Path) -> N
     assert (tmp_path / "report.txt").read_text(encoding="utf-8").endswith("0 findings in 2 runs\n")
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_the_runs(tmp_path: Path) -> None:
+    # only a missing folder was found before the runs: a link loop, a link into a missing
+    # folder or an unwritable file failed after both runs had run (with --forward, paid for),
+    # and a folder that is a link loop was a RuntimeError traceback
+    (tmp_path / "loop.json").symlink_to("loop.json")
+    (tmp_path / "loopdir").symlink_to("loopdir")
+    (tmp_path / "dangling.json").symlink_to(Path("nowhere") / "x.json")
+    ran = [sys.executable, "-c", "print('ran')"]
+    for name, why in (
+        ("loop.json", "Too many levels of symbolic links"),
+        ("loopdir/x.json", "Too many levels of symbolic links"),
+        ("dangling.json", "No such file or directory (a symbolic link to 'nowhere/x.json')"),
+        ("nodir/x.json", "folder nodir does not exist"),
+    ):
+        proc = cli("check", "-o", name, "--", *ran, cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (2, "")  # the command never ran
+        assert proc.stderr == f"error: cannot write --output {name}: {why}\n"
+    # the look-alikes: a new file, and a link to a file yet to be made, are written; the
+    # probe leaves nothing behind when the run then fails
+    (tmp_path / "link.json").symlink_to("target.json")
+    for name in ("new.json", "link.json"):
+        proc = cli("check", "-o", name, "--", *ran, cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (0, "ran\nran\n"), proc.stderr
+        assert (tmp_path / name).read_text().endswith("0 findings in 2 runs\n")
+    proc = cli("check", "-o", "failed.json", "--", sys.executable, "-c", "raise SystemExit(3)")
+    assert proc.returncode == 2 and not (tmp_path / "failed.json").exists()
+
+
 URLLIB_APP = """
 import json, os, urllib.request, uuid
 system = f"Request {uuid.uuid4()}. " + "Answer briefly. " * 400

@@ -193,6 +193,25 @@ def test_a_report_over_a_test_file_the_session_names_is_refused(tmp_path: Path) 
     assert suite.read_text(encoding="utf-8") == SUITE
 
 
+def test_a_report_file_that_cannot_be_written_is_refused_before_the_sessions(
+    tmp_path: Path,
+) -> None:
+    # a link loop as the report (or its folder) was a RuntimeError traceback
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    (tmp_path / "loop.json").symlink_to("loop.json")
+    (tmp_path / "loopdir").symlink_to("loopdir")
+    for name in ("loop.json", "loopdir/x.json"):
+        proc = _pytest(
+            tmp_path, "--promptcache-check", "--promptcache-check-output", name,
+            "test_prompt.py",
+        )  # fmt: skip
+        assert (proc.returncode, proc.stdout) == (2, "")  # no session ran
+        assert proc.stderr == (
+            f"error: cannot write --promptcache-check-output {name}: Too many levels of "
+            "symbolic links\n"
+        )
+
+
 def test_a_finding_under_the_pytest_script_names_no_caller_in_it(tmp_path: Path) -> None:
     # `promptcache check -- pytest` runs the console script pip wrote into the environment's
     # bin folder; its frame was taken as the user's code, so every finding of the session said
