@@ -76,7 +76,20 @@ class RequestFacts:
     @functools.cached_property
     def chunks(self) -> ChunkedPrompt | None:
         """The prompt stream's chunk hashes (``chunks.py``), computed once; None without a
-        fingerprint or prompt texts. Its ``tokens`` are counted only when read."""
+        fingerprint or prompt texts. Its ``tokens`` are counted only when read.
+
+        A body's ``cache_salt`` (our engine's and vLLM's tenant isolation: requests with
+        different salts never share KV blocks) is folded into every hash, so a prompt matches
+        only the replicas that cached it under the same salt (or, unsalted, under none)."""
+        chunks = self._unsalted_chunks()
+        salt = self.body.get("cache_salt") if self.body is not None else None
+        if chunks is None or not isinstance(salt, str) or not salt:
+            return chunks
+        mark = hash(("cache_salt", salt))
+        chunks.hashes = [h ^ mark for h in chunks.hashes]
+        return chunks
+
+    def _unsalted_chunks(self) -> ChunkedPrompt | None:
         if self.fingerprint is not None:
             return chunked_prompt(self.fingerprint)
         prompt = self.prompt

@@ -211,3 +211,37 @@ def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
     assert cached[2] >= 16 * (len(DOCUMENTS["lily"]) // 4 // 16 - 1)
     assert cached[0] == cached[1] == 0 and cached[3] < 16
     assert [r["cache_read_tokens"] for r in rows] == cached
+
+
+def test_a_salted_prompt_routes_by_its_own_salt(engines: list[str], tmp_path: Path) -> None:
+    """Requests with different `cache_salt` values never share KV blocks, so a prompt another
+    tenant's salt cached is held nowhere for this one: it is a new prefix (least loaded), with
+    no held depth that no replica can serve, and a repeat of a salt goes back to its holder."""
+    upstream = UpstreamConfig(
+        name="fleet", url=engines[0], vendor="openai_compatible", replicas=tuple(engines),
+        routing=RoutingSettings(health_interval_s=60.0),
+    )  # fmt: skip
+    db = tmp_path / "log.db"
+    config = ProxyConfig(
+        upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db, flush_interval_s=0.05
+    )
+    app = build_app(config)
+    prompt = DOCUMENTS["sue"] + " (salted) What did Sue sing?"
+    cached = []
+    with ServerThread(app) as proxy:
+        for salt in ("tenant-a", "tenant-b", "tenant-a"):
+            body = {"model": "tiny", "prompt": prompt, "max_tokens": 2, "cache_salt": salt}
+            reply = httpx.post(f"{proxy.url}/v1/completions", json=body, timeout=60)
+            assert reply.status_code == 200, reply.text
+            cached.append(reply.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+        deadline = time.monotonic() + 10
+        while len(rows := read_rows(db)) < 3 and time.monotonic() < deadline:
+            app.state.store.flush()
+            time.sleep(0.05)
+    assert [(r["route_reason"], r["route_depth"]) for r in rows][:2] == [
+        ("new_prefix", 0),
+        ("new_prefix", 0),
+    ]
+    assert rows[2]["route_reason"] == "prefix" and rows[2]["route_depth"] > 0
+    assert rows[2]["replica"] == rows[0]["replica"] != rows[1]["replica"]
+    assert cached[0] == cached[1] == 0 and cached[2] > 0  # the engines' own figures
