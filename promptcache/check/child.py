@@ -17,7 +17,10 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
   and how many directory listings of the user's code it has reordered so far;
 - **reroutes** posts those libraries send straight to a vendor host (``api.anthropic.com``,
   ``api.openai.com``, ``generativelanguage.googleapis.com``) to the capture endpoint, the
-  original URL in a header, so clients that ignore the ``*_BASE_URL`` variables are captured.
+  original URL in a header, so clients that ignore the ``*_BASE_URL`` variables are captured;
+- **records** each request to an LLM API route (``/chat/completions``, ``/messages``, ...)
+  that goes to any other host, a client given its own ``base_url``, as a line in the file
+  ``PROMPTCACHE_CHECK_PASSED`` names, so that check can say what it did not capture.
 
 Forked processes inherit all of it; processes started anew load it again through
 ``PYTHONPATH``. Patching happens once per process; ``httpx``/``httpx2``/``requests``/
