@@ -155,6 +155,7 @@ def proxy(
         promptcache proxy --upstream http://10.0.0.5:8000,http://10.0.0.6:8000 --db fleet.db
     """
     from promptcache.client_limits import ClientLimits
+    from promptcache.formatting import plural
     from promptcache.hosts import check_host, http_url
     from promptcache.proxy.config import (
         UpstreamConfig,
@@ -203,7 +204,8 @@ def proxy(
         ``url`` is only the first replica's, which a route to it does not go to alone)."""
         if target.replicas and target.routing is not None:
             urls = ", ".join(redact_url(url) for url in target.replicas)
-            return f"{len(target.replicas)} replicas ({urls}), policy {target.routing.policy}"
+            count = plural(len(target.replicas), "replica")  # a one-replica fleet: "1 replica"
+            return f"{count} ({urls}), policy {target.routing.policy}"
         return target.display_url
 
     shown = where(config.upstreams[config.default_upstream])

@@ -178,3 +178,16 @@ def test_a_default_fleet_with_routes_is_named_the_default_upstream(tmp_path: Pat
         "https://api.openai.com"
     )
     assert "(default)" not in stderr
+
+
+def test_a_one_replica_fleet_is_one_replica(tmp_path: Path) -> None:
+    # "-> 1 replicas (http://127.0.0.1:8001), policy prefix"
+    config = tmp_path / "fleet.toml"
+    config.write_text(
+        'default_upstream = "fleet"\n[upstreams.fleet]\nreplicas = ["http://127.0.0.1:8001"]\n'
+    )
+    port, stderr = _banner_with_config(config)
+    assert stderr.splitlines()[0] == (
+        f"promptcache proxy on http://127.0.0.1:{port} -> 1 replica (http://127.0.0.1:8001), "
+        "policy prefix"
+    )
