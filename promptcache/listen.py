@@ -9,7 +9,9 @@ the banner (and, for the engine, after the model has loaded).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import json
 import logging
 import socket
 import sys
@@ -27,7 +29,14 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["STARTUP_FAILURE", "ReportCancelled", "listen_socket", "log_to_stderr", "run_uvicorn"]
+__all__ = [
+    "SHUTDOWN_STATUS",
+    "STARTUP_FAILURE",
+    "ReportCancelled",
+    "listen_socket",
+    "log_to_stderr",
+    "run_uvicorn",
+]
 
 #: Exit status when the server could not start (uvicorn's own ``STARTUP_FAILURE``).
 STARTUP_FAILURE = 3
@@ -90,12 +99,29 @@ def log_to_stderr(level: str | int) -> None:
 logger = logging.getLogger("promptcache.server")
 
 
+#: The answer to a request the server cancels at shutdown before it answered: a 503 in the
+#: error shape every vendor client reads a message from (``client_limits``), not uvicorn's plain
+#: ``500 Internal Server Error``, which reads as a server bug.
+SHUTDOWN_STATUS = 503
+_SHUTDOWN_BODY = json.dumps(
+    {
+        "type": "error",
+        "error": {
+            "type": "overloaded_error",
+            "message": "the server stopped before it answered this request (it is shutting "
+            "down); send the request again once the server is back, or to another one",
+        },
+    }
+).encode()
+
+
 class ReportCancelled:
     """ASGI wrapper: a request cancelled while the server stops (uvicorn cancels what is still
-    running when ``timeout_graceful_shutdown`` runs out) is logged as one warning line naming it,
-    instead of uvicorn's "Exception in ASGI application" traceback of the ``CancelledError``
-    (:class:`_NoCancelledTraceback` drops that record). The cancellation still propagates, so
-    uvicorn answers 500 or closes the connection as it would."""
+    running when ``timeout_graceful_shutdown`` runs out, or at a second Ctrl-C) is logged as one
+    warning line naming it, instead of uvicorn's "Exception in ASGI application" traceback of the
+    ``CancelledError`` (:class:`_NoCancelledTraceback` drops that record). One whose response had
+    not started is answered :data:`SHUTDOWN_STATUS` with a JSON error, the connection closed; a
+    started one is cut (uvicorn closes its connection). The cancellation still propagates."""
 
     def __init__(self, app: ASGIApp, grace_s: float | None) -> None:
         self.app = app
@@ -120,7 +146,12 @@ class ReportCancelled:
             client = scope.get("client")
             peer = f" from {client[0]}:{client[1]}" if client else ""
             grace = f" after the {self.grace_s:g} s grace" if self.grace_s is not None else ""
-            sent = f"status {started[0]} sent, body cut" if started else "no response sent"
+            if started:
+                sent = f"status {started[0]} sent, body cut"
+            else:
+                sent = f"no response had started: answered {SHUTDOWN_STATUS}"
+                with contextlib.suppress(Exception):  # a client already gone: nothing to tell
+                    await _answer_shutdown(send)
             logger.warning(
                 "request %s %s%s cancelled at shutdown%s (%s)",
                 scope.get("method", "?"),
@@ -130,6 +161,21 @@ class ReportCancelled:
                 sent,
             )
             raise
+
+
+async def _answer_shutdown(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": SHUTDOWN_STATUS,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(_SHUTDOWN_BODY)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _SHUTDOWN_BODY, "more_body": False})
 
 
 class _NoCancelledTraceback(logging.Filter):
