@@ -13,6 +13,7 @@ import errno
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -431,12 +432,32 @@ class StdinRecorder:
             return self.recorded
 
 
+def _runnable(program: str, cwd: str | os.PathLike[str] | None) -> bool:
+    """Whether ``program`` names a program: one on PATH, or a file (relative to ``cwd``)."""
+    if "/" in program:
+        return (Path(cwd or ".") / program).is_file()
+    return shutil.which(program) is not None
+
+
 def _why_not_run(program: str, exc: OSError, cwd: str | os.PathLike[str] | None) -> str:
     """Why ``program`` could not be started, and what to run instead."""
     reason = exc.strerror or str(exc)
     where = Path(cwd or ".") / program
     if not program:
         return "the command is empty; give a program, e.g. `promptcache check -- python app.py`"
+    name, assigns, _ = program.partition("=")
+    if exc.errno == errno.ENOENT and assigns and name.isidentifier():
+        return (
+            f"{reason}: {program} sets an environment variable, which only a shell reads: put "
+            f"it before promptcache ({program} promptcache check -- ...) or run the command "
+            f"through env (promptcache check -- env {program} ...)"
+        )
+    first = program.split()[0] if program.strip() else ""
+    if exc.errno == errno.ENOENT and first != program and _runnable(first, cwd):
+        return (
+            f"{reason}: the command is one word holding spaces; give the program and each "
+            f"argument as words of their own: promptcache check -- {program.strip()}"
+        )
     if exc.errno == errno.ENOENT and "/" not in program:
         return (
             f"{reason}: no such program on PATH (a shell builtin or alias needs a shell: "

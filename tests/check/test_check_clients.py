@@ -120,6 +120,18 @@ def test_a_missing_command_is_a_one_line_error() -> None:
         ("./smoke.sh", "the file is not executable; run it through its interpreter"),
         ("./bare.sh", "the file has no #! line naming its interpreter; run it through one"),
         ("cd", "no such program on PATH (a shell builtin or alias needs a shell"),
+        # these two said only that no such program is on PATH
+        (
+            "LANG=C",
+            "LANG=C sets an environment variable, which only a shell reads: put it before "
+            "promptcache (LANG=C promptcache check -- ...) or run the command through env "
+            "(promptcache check -- env LANG=C ...)",
+        ),
+        (
+            "sh smoke.sh",
+            "the command is one word holding spaces; give the program and each argument as "
+            "words of their own: promptcache check -- sh smoke.sh",
+        ),
     ],
 )
 def test_a_command_that_cannot_start_says_what_to_run_instead(
