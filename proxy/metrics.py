@@ -295,7 +295,8 @@ def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyM
     ``/healthz`` answers 200 while the app serves, with ``{"status": "ok"}``; with a log it adds
     ``"writer_queue"`` (rows waiting) and ``"log_rows_dropped"`` (rows lost so far), and says
     ``"status": "degraded"`` while rows are being lost: within ``degraded_for_s`` seconds of the
-    latest loss. It stays 200 then: forwarding works, only the log is incomplete.
+    latest loss, and while a Postgres log's writes fail (the rows wait). It stays 200 then:
+    forwarding works, only the log is incomplete.
 
     Returns:
         the :class:`ProxyMetrics` now attached to ``app``.
@@ -329,6 +330,8 @@ def install(app: Starlette, *, degraded_for_s: float = DEGRADED_FOR_S) -> ProxyM
             body["log_rows_dropped"] = store.dropped_rows + store.failed_rows
             last = store.last_loss_at
             if last is not None and time.monotonic() - last < degraded_for_s:
+                body["status"] = "degraded"
+            if getattr(store, "failing_since", None) is not None:  # a Postgres log away
                 body["status"] = "degraded"
         return JSONResponse(body)
 

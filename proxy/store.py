@@ -22,9 +22,13 @@ The log may instead be a Postgres database (``--db postgresql://user@host/dbname
 several proxies write at once: the same migrations run there through the adapters of
 :mod:`.store_postgres` (SQL translated by :mod:`.dialect`, rollups kept by
 :mod:`.rollup_postgres`), under an advisory lock. Each batch is one ``COPY`` in one
-transaction. A batch that fails for want of the server (connection lost, deadlock) stays queued
-and is tried again each flush interval, up to ``WRITE_ATTEMPTS`` tries, then counted in
-``failed_rows``; a batch the server refuses for its data is written row by row, as on SQLite.
+transaction. A batch that fails for want of the server (connection lost, server restarting or
+down, deadlock) stays queued and is tried again each flush interval for as long as the server
+stays away, while later rows wait behind it in the bounded queue (beyond ``queue_rows`` they are
+dropped and counted, as for a stalled disk); ``failing_since`` says since when. Only a stop
+gives up on it: ``close()`` keeps trying until its time is nearly out, then counts the rows
+still unwritten in ``failed_rows``. A batch the server refuses for its data is written row by
+row, as on SQLite.
 ``kill -9`` of one proxy loses at most its last flush interval of rows, as on SQLite: an
 unfinished transaction is rolled back by the server, and every earlier batch is committed.
 """
@@ -70,8 +74,9 @@ logger = logging.getLogger("promptcache.proxy.store")
 
 #: Seconds a connection waits for another connection's lock before giving up (then we retry).
 BUSY_TIMEOUT_S = 5.0
-#: Tries of one batch on a Postgres log (one per flush interval) before its rows count as lost.
-WRITE_ATTEMPTS = 5
+#: Seconds between the warnings of a Postgres log whose writes keep failing (the first failure
+#: is logged at once, and the write that succeeds again).
+FAILING_WARN_EVERY_S = 60.0
 
 
 def _v1_requests(db: Database) -> None:
@@ -451,6 +456,7 @@ class RequestStore:
         #: per-database random salt for key fingerprints (bytes)
         self.salt: bytes = bytes.fromhex(row[0])
         self._rows: deque[dict[str, Any]] = deque()
+        self._pending: list[dict[str, Any]] = []  # the writer's batch, taken from ``_rows``
         self._wake = threading.Event()
         self._progress = threading.Condition()
         self._accepted = 0  # rows taken by submit()
@@ -465,17 +471,23 @@ class RequestStore:
         #: rows dropped because the queue was full
         self.dropped_rows = 0
         #: rows the database refused (constraint, trigger, full disk...), each logged with its
-        #: id, and Postgres batches still failing after ``WRITE_ATTEMPTS`` tries
+        #: id, and Postgres rows a stop could not write in its time (the server away)
         self.failed_rows = 0
-        self._attempts = 0  # failed tries of the pending Postgres batch
+        #: ``time.monotonic()`` since which a Postgres log's writes keep failing (None: they
+        #: succeed); the rows wait in the queue meanwhile
+        self.failing_since: float | None = None
+        self._warned_at = 0.0  # when the latest warning about failing writes was logged
+        self._dropped_before = 0  # dropped_rows when the writes began to fail
+        self._stop_deadline = float("inf")  # a stop's last moment to try (close())
         #: how the SQLite writer keeps the rollups (``writer_rollups.take_over``), from its start
         self._rollups: TakeOver | None = None
         #: ``time.monotonic()`` of the latest row dropped or refused (None: none lost yet)
         self.last_loss_at: float | None = None
 
     def queue_size(self) -> int:
-        """Rows waiting for the writer thread right now."""
-        return len(self._rows)
+        """Rows waiting to be written right now: queued, or in the batch the writer is trying
+        (which a locked file or a Postgres server away keeps unwritten)."""
+        return len(self._rows) + len(self._pending)
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -525,6 +537,9 @@ class RequestStore:
             return
         self._closed = True
         if self._thread.is_alive():
+            # a Postgres batch the server does not take is tried until just before the join
+            # gives up, then counted as lost by the writer itself (it ends, and says how many)
+            self._stop_deadline = time.monotonic() + max(timeout_s - 1.0, timeout_s / 2)
             self._stopping = True
             self._wake.set()
             self._thread.join(timeout_s)
@@ -545,7 +560,7 @@ class RequestStore:
             return
         db = open_log(self.path)
         self._rollups = self._take_over()
-        pending: list[dict[str, Any]] = []
+        pending = self._pending
         try:
             while True:
                 self._wake.wait(self.flush_interval_s)
@@ -599,7 +614,7 @@ class RequestStore:
 
         assert isinstance(self.path, str)
         conn: Any = None
-        pending: list[dict[str, Any]] = []
+        pending = self._pending
         try:
             while True:
                 self._wake.wait(self.flush_interval_s)
@@ -642,33 +657,59 @@ class RequestStore:
             self._progress.notify_all()
 
     def _give_up(self, rows: list[dict[str, Any]], exc: Exception, *, final: bool) -> bool:
-        """Count one failed try of the pending batch ``rows``: False (keep them for the next
-        round) until ``WRITE_ATTEMPTS`` tries failed, then drop them (``failed_rows``) and
-        return True. On the final flush the tries follow each other after a short pause."""
-        self._attempts += 1
-        if self._attempts < WRITE_ATTEMPTS:
+        """Count one failed try of the pending batch ``rows`` (the server away, a deadlock):
+        False, keep them for the next round, for as long as the proxy runs; on the final flush
+        the tries follow each other after a short pause until the stop's time is nearly out
+        (``close``), then the rows are dropped (``failed_rows``) and True returned."""
+        now = time.monotonic()
+        waiting = len(rows) + len(self._rows)
+        if self.failing_since is None:
+            self.failing_since = self._warned_at = now
+            self._dropped_before = self.dropped_rows
             logger.warning(
-                "request log: writing %d rows failed (%s); retrying (try %d of %d)",
-                len(rows),
+                "request log: writing %s failed (%s); they stay queued and are tried again "
+                "every %.1f s until the server takes them",
+                plural(len(rows), "row"),
                 exc,
-                self._attempts,
-                WRITE_ATTEMPTS,
+                self.flush_interval_s,
             )
+        elif now - self._warned_at >= FAILING_WARN_EVERY_S:
+            self._warned_at = now
+            logger.warning(
+                "request log: writes still failing after %.0f s (%s); %s waiting",
+                now - self.failing_since,
+                exc,
+                plural(waiting, "row"),
+            )
+        if not final or now < self._stop_deadline:
             if final:
                 time.sleep(min(self.flush_interval_s, 0.2))
             return False
-        self._attempts = 0
         self.failed_rows += len(rows)
-        self.last_loss_at = time.monotonic()
+        self.last_loss_at = now
         logger.error(
-            "request log: %d rows lost after %d tries (ids %s...): %s",
-            len(rows),
-            WRITE_ATTEMPTS,
+            "request log: %s lost at the stop (ids %s...): the server did not take them in "
+            "%.0f s of tries: %s",
+            plural(len(rows), "row"),
             ", ".join(str(r.get("id")) for r in rows[:3]),
+            now - self.failing_since,
             exc,
         )
         rows.clear()
         return True
+
+    def _written_again(self) -> None:
+        """A write succeeded: end a spell of failures, saying how long it lasted."""
+        if self.failing_since is not None:
+            dropped = self.dropped_rows - self._dropped_before
+            logger.warning(
+                "request log: writing again after %.0f s of failed writes; %s",
+                time.monotonic() - self.failing_since,
+                "no row lost"
+                if dropped == 0
+                else f"{plural(dropped, 'row')} dropped meanwhile (the queue was full)",
+            )
+            self.failing_since = None
 
     def _write_postgres(self, conn: Any, rows: list[dict[str, Any]], final: bool) -> bool:
         """Insert ``rows`` in one transaction and clear the list (True), or keep them for a
@@ -703,10 +744,10 @@ class RequestStore:
                 else:
                     self.written_rows += 1
             rows.clear()
-            self._attempts = 0
+            self._written_again()
             return True
         self.written_rows += len(rows)
-        self._attempts = 0
+        self._written_again()
         rows.clear()
         return True
 

@@ -1,18 +1,24 @@
 """The proxy's log writer on a real Postgres server (pg_server.py): batches survive a lost
-connection, a server that stays away costs the batch after its tries (counted), a row the
-server refuses costs only itself, and two stores starting at once migrate once."""
+connection and a server away for seconds (kept queued, ``/healthz`` degraded meanwhile), a stop
+while it is away counts what it could not write, a row the server refuses costs only itself,
+and two stores starting at once migrate once."""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
+import httpx
 import psycopg
 import pytest
+from proxy_support import mock_config
+from servers import ServerThread
 
 from promptcache.errors import StoreError
+from promptcache.proxy.app import build_app
 from promptcache.proxy.record import RequestRecord
-from promptcache.proxy.store import SCHEMA_VERSION, WRITE_ATTEMPTS, RequestStore, open_log
+from promptcache.proxy.store import SCHEMA_VERSION, RequestStore, open_log
 from promptcache.proxy.store_postgres import PgConnection
 
 
@@ -54,31 +60,87 @@ def test_a_lost_connection_is_retried_without_losing_rows(pg_url: str) -> None:
     assert count(pg_url) == 100
 
 
-def test_a_server_that_stays_away_costs_the_batch_after_its_tries(pg_url: str) -> None:
-    dbname = pg_url.rsplit("/", 1)[1]
+def refuse_connections(url: str, refuse: bool) -> None:
+    """Make the log's database refuse new connections (and end the open ones), or take them
+    again: the server restarting or down, as the proxy's writer sees it."""
+    dbname = url.rsplit("/", 1)[1]
+    admin(url, f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS {'false' if refuse else 'true'}")
+    if refuse:
+        admin(
+            url,
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dbname}'",
+        )
+
+
+def test_a_server_away_for_seconds_loses_no_row(pg_url: str) -> None:
+    # the writer gave a batch up after 5 tries, one per flush interval: 2.5 s at the default
+    # 0.5 s, so a Postgres restart of a few seconds cost every row answered meanwhile
     store = RequestStore(pg_url, flush_interval_s=0.05)
     store.start()
     try:
         store.submit(row())
         assert store.flush(30)
-        admin(pg_url, f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS false")
-        admin(
-            pg_url,
-            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dbname}'",
-        )
-        lost = [row() for _ in range(7)]
-        for values in lost:
+        refuse_connections(pg_url, True)
+        waiting = [row() for _ in range(7)]
+        for values in waiting:
             store.submit(values)
-        assert store.flush(60)
-        assert store.failed_rows == 7 and store.last_loss_at is not None
-        admin(pg_url, f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true")
-        store.submit(row())
+        time.sleep(2.0)  # 40 flush intervals
+        assert store.failing_since is not None
+        assert (store.failed_rows, store.last_loss_at) == (0, None)
+        refuse_connections(pg_url, False)
         assert store.flush(30)
+        assert store.failing_since is None
     finally:
         store.close()
-    assert (store.written_rows, store.failed_rows) == (2, 7)
-    assert count(pg_url) == 2
-    assert WRITE_ATTEMPTS > 1  # retried before being counted
+    assert (store.written_rows, store.failed_rows, store.dropped_rows) == (8, 0, 0)
+    assert count(pg_url) == 8
+
+
+def test_a_stop_while_the_server_is_away_counts_the_rows_it_could_not_write(pg_url: str) -> None:
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        refuse_connections(pg_url, True)
+        for _ in range(3):
+            store.submit(row())
+        started = time.monotonic()
+        store.close(timeout_s=3)
+        took = time.monotonic() - started
+    finally:
+        refuse_connections(pg_url, False)
+    assert 1 < took < 3, took  # tried until the stop's time was nearly out, then ended
+    assert store.failed_rows == 3 and store.last_loss_at is not None
+    assert count(pg_url) == 0
+
+
+def test_healthz_is_degraded_while_the_log_server_is_away(
+    pg_url: str, mock_server: ServerThread
+) -> None:
+    app = build_app(mock_config(mock_server.url, pg_url))  # type: ignore[arg-type]
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    with ServerThread(app) as proxy:
+        assert httpx.get(proxy.url + "/healthz").json()["status"] == "ok"
+        refuse_connections(pg_url, True)
+        try:
+            for _ in range(3):
+                answer = httpx.post(proxy.url + "/v1/chat/completions", json=chat)
+                assert answer.status_code == 200, answer.text
+            deadline = time.monotonic() + 10
+            while httpx.get(proxy.url + "/healthz").json()["status"] != "degraded":
+                assert time.monotonic() < deadline, "/healthz never said degraded"
+                time.sleep(0.05)
+            time.sleep(1.0)  # past the former 5 tries at this proxy's 0.05 s flush interval
+            health = httpx.get(proxy.url + "/healthz").json()
+            assert health == {"status": "degraded", "writer_queue": 3, "log_rows_dropped": 0}
+        finally:
+            refuse_connections(pg_url, False)
+        assert app.state.store.flush(30)
+        assert httpx.get(proxy.url + "/healthz").json() == {
+            "status": "ok",
+            "writer_queue": 0,
+            "log_rows_dropped": 0,
+        }
+    assert count(pg_url) == 3
 
 
 def test_a_row_the_server_refuses_loses_only_itself(pg_url: str) -> None:
