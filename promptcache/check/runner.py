@@ -458,6 +458,13 @@ def _why_not_run(program: str, exc: OSError, cwd: str | os.PathLike[str] | None)
             f"{reason}: the command is one word holding spaces; give the program and each "
             f"argument as words of their own: promptcache check -- {program.strip()}"
         )
+    if exc.errno == errno.ENOENT and "/" not in program and where.is_file():
+        interpreter = "python" if program.endswith(".py") else "sh"
+        return (
+            f"{reason}: no program on PATH is named {program}; the file of that name in this "
+            f"folder is run through its interpreter ({interpreter} {program}) or by its path "
+            f"(./{program})"
+        )
     if exc.errno == errno.ENOENT and "/" not in program:
         return (
             f"{reason}: no such program on PATH (a shell builtin or alias needs a shell: "

@@ -120,7 +120,12 @@ def test_a_missing_command_is_a_one_line_error() -> None:
         ("./smoke.sh", "the file is not executable; run it through its interpreter"),
         ("./bare.sh", "the file has no #! line naming its interpreter; run it through one"),
         ("cd", "no such program on PATH (a shell builtin or alias needs a shell"),
-        # these two said only that no such program is on PATH
+        # these three said only that no such program is on PATH
+        (
+            "smoke.sh",
+            "no program on PATH is named smoke.sh; the file of that name in this folder is run "
+            "through its interpreter (sh smoke.sh) or by its path (./smoke.sh)",
+        ),
         (
             "LANG=C",
             "LANG=C sets an environment variable, which only a shell reads: put it before "
