@@ -19,8 +19,9 @@ checked 2026-12-01):
   token_ids, block_size, lora_id, medium]``, ``["BlockRemoved", block_hashes, medium]``,
   ``["AllBlocksCleared"]``; a batch is ``[ts, events]`` with ``ts`` Unix time in seconds;
 - replay: a ROUTER socket; a client sends the first sequence number it wants as 8 bytes
-  big-endian (a REQ or DEALER frame ``[b"", seq]``) and gets ``[b"", seq, payload]`` for every
-  buffered batch from there on, then ``[b"", -1 (8 bytes, signed big-endian), b""]``.
+  big-endian (a DEALER frame ``[b"", seq]``) and gets ``[b"", seq, payload]`` for every
+  buffered batch from there on, then ``[b"", -1 (8 bytes, signed big-endian), b""]`` (a REQ
+  socket takes one reply per request: it reads only the first).
 
 Block hashes: the engine's own hash (`promptcache.engine.block_manager.hash_block_tokens`) is
 128 bits; msgpack integers stop at 64 bits, so events carry `external_block_hash` of it, the
