@@ -684,5 +684,39 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
     setting = settings.get(type(exc))
     if setting is not None:  # which limit ran out, and where it is set
         kind += f" ({setting[0]} = {setting[1]:g} s, set per upstream in --config)"
+    tls = tls_failure(exc)
+    if tls is not None:  # the connection was taken: what failed is the TLS handshake
+        kind = tls
     detail = redact_url(str(exc)) or type(exc).__name__
     return f"upstream {upstream.described} {kind}: {detail}"
+
+
+def tls_failure(exc: BaseException) -> str | None:
+    """What to say of a failed TLS handshake behind ``exc`` (an ``ssl.SSLError`` among its
+    causes), with what to change; None when no TLS error caused it.
+
+    A server that speaks plain HTTP answers a ClientHello with bytes that are no TLS record
+    (``WRONG_VERSION_NUMBER``, ``record layer failure``, ``packet length too long``); an
+    untrusted certificate is an ``ssl.SSLCertVerificationError``.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                "presented a TLS certificate the proxy does not trust (for a private CA, "
+                "start the proxy with SSL_CERT_FILE set to its CA bundle)"
+            )
+        if isinstance(cause, ssl.SSLError):
+            text = str(cause)
+            plain = ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "record layer failure",
+                     "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST", "wrong version number")  # fmt: skip
+            if any(marker in text for marker in plain):
+                return (
+                    "did not answer the TLS handshake as a TLS server would (it seems to speak "
+                    "plain HTTP: give its URL with http:// instead of https://)"
+                )
+            return "failed the TLS handshake"
+        cause = cause.__cause__ or cause.__context__
+    return None

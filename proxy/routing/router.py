@@ -28,6 +28,7 @@ import httpx
 
 from ..config import URL_UPSTREAM_NAME, UpstreamConfig
 from ..direct_client import DirectUpstream
+from ..forward import tls_failure
 from ..redact import redact_url
 from .policy import Decision, Policy, Replica, RequestFacts, make_policy
 from .settings import RoutingSettings
@@ -175,7 +176,9 @@ class Router:
             else:
                 status = (await self._client.get(url)).status_code
         except httpx.HTTPError as exc:
-            self.mark_down(replica, f"health check failed: {type(exc).__name__}: {exc}")
+            tls = tls_failure(exc)  # what to change, not only the SSL library's words
+            why = f"{type(exc).__name__}: {exc}" if tls is None else f"it {tls}: {exc}"
+            self.mark_down(replica, f"health check failed: {why}")
             return
         if 200 <= status < 300:
             self.mark_up(replica)
