@@ -57,7 +57,7 @@ from promptcache.errors import ConfigError, UnknownModelPriceError
 from promptcache.hosts import is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
-from .dialect import is_postgres_url
+from .dialect import is_postgres_url, log_url_problem
 from .otel import traces_url
 from .redact import MIN_SECRET_CHARS, redact_url
 from .routing import KNOWN_POLICIES, POLICIES, ROUTING_KEYS, RoutingSettings, policy_spec
@@ -494,6 +494,9 @@ def config_from_dict(
         )
     if log.get("db"):
         db = log["db"]
+        problem = log_url_problem(db)
+        if problem is not None:
+            raise ConfigError(f"{source}: [log] db: {problem}")
         # --db (or --no-log) on the command line wins over the file
         overrides.setdefault("db_path", db if is_postgres_url(db) else Path(db))
     if "store_prefixes" in data:

@@ -41,10 +41,39 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["POSTGRES_SCHEMES", "is_postgres", "is_postgres_url", "to_postgres"]
+__all__ = ["POSTGRES_SCHEMES", "is_postgres", "is_postgres_url", "log_url_problem", "to_postgres"]
 
 #: URL schemes that name a Postgres log (libpq's two spellings).
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+#: ``scheme://`` at the start of a value: a URL, whatever its scheme (RFC 3986's scheme chars)
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def log_url_problem(value: str) -> str | None:
+    """What is wrong with a ``--db`` / ``[log] db`` value that is a URL but not a Postgres one
+    (``postgresql+psycopg://``, ``mysql://``, ``sqlite:///x.db``, a misspelt scheme), which
+    would otherwise be taken for a SQLite path (its ``//`` folded, its password printed);
+    None for a Postgres URL or a path. The URL is shown with its password masked."""
+    found = _URL_SCHEME.match(value)
+    if found is None or is_postgres_url(value):
+        return None
+    from .redact import redact_url
+
+    scheme, shown = found.group(1).lower(), redact_url(value)
+    if scheme.startswith(("postgresql+", "postgres+")):
+        base, driver = scheme.split("+", 1)
+        return (
+            f"{shown} names a SQLAlchemy driver; the log takes libpq's URL: drop '+{driver}' "
+            f"({base}://user@host/dbname)"
+        )
+    if scheme == "sqlite":
+        return f"{shown}: a SQLite log is given by its file path, not a sqlite:// URL"
+    return (
+        f"{shown} is a {scheme}:// URL; the log is a SQLite file path or a "
+        "postgresql://user@host/dbname URL"
+    )
 
 
 def is_postgres_url(value: object) -> bool:

@@ -43,6 +43,12 @@ class LogDb(_ParamType):
             return text
         if not text:
             self.fail("give a SQLite file or a postgresql:// URL", param, ctx)
+        if "://" in text:  # another scheme's URL, not a file: say so (its password masked)
+            from promptcache.proxy.dialect import log_url_problem
+
+            problem = log_url_problem(text)
+            if problem is not None:
+                self.fail(problem, param, ctx)
         return Path(text)
 
 

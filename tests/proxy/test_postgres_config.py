@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from promptcache.cli import cli
 from promptcache.errors import ConfigError
 from promptcache.proxy.config import config_from_dict
 from promptcache.proxy.dialect import is_postgres_url
@@ -36,6 +38,53 @@ def test_postgres_urls() -> None:
     assert is_postgres_url(URL) and is_postgres_url("postgres://u@h/d")
     assert is_postgres_url("POSTGRESQL://u@h/d")
     assert not is_postgres_url("postgresql.db") and not is_postgres_url(Path("postgresql://x"))
+
+
+OTHER_URLS = [
+    (
+        "postgresql+psycopg://proxy:s3cret-pw@db.internal/promptcache",
+        "postgresql+psycopg://***@db.internal/promptcache names a SQLAlchemy driver; the log "
+        "takes libpq's URL: drop '+psycopg' (postgresql://user@host/dbname)",
+    ),
+    (
+        "mysql://proxy:s3cret-pw@db.internal/promptcache",
+        "mysql://***@db.internal/promptcache is a mysql:// URL; the log is a SQLite file path "
+        "or a postgresql://user@host/dbname URL",
+    ),
+    (
+        "sqlite:///promptcache.db",
+        "sqlite:///promptcache.db: a SQLite log is given by its file path, not a sqlite:// URL",
+    ),
+]
+
+
+@pytest.mark.parametrize(("url", "message"), OTHER_URLS)
+def test_a_url_of_another_scheme_is_refused_with_its_password_masked(
+    url: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # taken for a SQLite path: 'cannot create the request log
+    # postgresql+psycopg:/proxy:s3cret-pw@db.internal/promptcache: folder ... does not exist;
+    # create it', the password printed and the advice wrong
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    for args in (
+        ["proxy", "--upstream", "openai", "--port", "1", "--db", url],
+        ["report", "--db", url],
+        ["log", "copy", "a.db", url],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in " ".join(result.output.split()), (args, result.output)
+        assert "s3cret-pw" not in result.output
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'default_upstream = "openai"\n[log]\ndb = "{url}"\n')
+    with pytest.raises(ConfigError) as refused:
+        config_from_dict({"default_upstream": "openai", "log": {"db": url}}, source="proxy.toml")
+    assert str(refused.value) == f"proxy.toml: [log] db: {message}"
+    result = runner.invoke(cli, ["proxy", "--config", str(config), "--port", "1"])
+    assert result.exit_code == 2 and "s3cret-pw" not in result.output, result.output
+    assert message in " ".join(result.output.split()), result.output
+    assert list(tmp_path.iterdir()) == [config]  # no file or folder made of the URL
 
 
 def test_without_postgres_the_tests_skip_with_how_to_get_it(
