@@ -271,8 +271,11 @@ def lint(
         text = render.render_json(results)
     elif output_format == "github":
         text = render.render_github(results)
-    else:
+    elif config.enabled(KNOWN_CODES):
         text = render.render_text(results)
+    else:  # "All checks passed" would be said of a run that checked nothing
+        files = sum(1 for r in results if not r.skipped)
+        text = f"Nothing checked: no rule is enabled ({files} file{'s' if files != 1 else ''})\n"
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")

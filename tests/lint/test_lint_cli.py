@@ -182,6 +182,8 @@ def test_a_selection_that_leaves_no_rule_says_that_nothing_is_checked(project: P
     result = run("bad.py", "--select", "PC001", "--ignore", "PC001")
     assert result.exit_code == 0
     assert "warning: no rule is enabled" in result.stderr and "nothing is checked" in result.stderr
+    # and the report's own line said "All checks passed (1 file)." of that run
+    assert result.stdout == "Nothing checked: no rule is enabled (1 file)\n"
     (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nignore = ["ALL"]\n')
     assert "warning: no rule is enabled" in run("bad.py").stderr
     assert "no rule is enabled" not in run("bad.py", "--select", "PC001").stderr
@@ -196,15 +198,18 @@ def test_all_names_every_rule_on_the_command_line_and_in_the_config(project: Pat
     result = run("bad.py", "--select", "all,PC001")
     assert result.exit_code == 1 and "PC001" in result.output
     result = run("bad.py", "--ignore", "ALL")
-    assert result.exit_code == 0 and "All checks passed (1 file)" in result.output
-    for table in (
-        'ignore = ["ALL"]\n',
-        'select = ["ALL"]\nignore = ["ALL"]\n',
-        '[tool.promptcache.lint.per-file-ignores]\n"bad.py" = ["ALL"]\n',
+    assert (
+        result.exit_code == 0 and result.stdout == "Nothing checked: no rule is enabled (1 file)\n"
+    )
+    nothing, passed = "Nothing checked: no rule is enabled", "All checks passed"
+    for table, says in (
+        ('ignore = ["ALL"]\n', nothing),
+        ('select = ["ALL"]\nignore = ["ALL"]\n', nothing),
+        ('[tool.promptcache.lint.per-file-ignores]\n"bad.py" = ["ALL"]\n', passed),
     ):
         (project / "pyproject.toml").write_text("[tool.promptcache.lint]\n" + table)
         result = run("bad.py")
-        assert result.exit_code == 0 and "All checks passed" in result.output, table
+        assert result.exit_code == 0 and result.stdout.startswith(says), table
     # the look-alikes: ALL selected in the config runs PC001, and so does --select over an ignore
     (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nselect = ["ALL"]\n')
     assert run("bad.py").exit_code == 1
