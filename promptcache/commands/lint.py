@@ -61,6 +61,42 @@ def _existing_paths(
     return paths
 
 
+def _unused_configs(paths: list[Path], used: Path | None) -> list[Path]:
+    """The pyproject.toml files with a [tool.promptcache.lint] table that are nearer to a
+    named folder or file (its own, or one above it) than ``used``, the one found from the
+    current folder: a folder linted from outside its project runs on other settings.
+
+    Each folder is looked at once, and a pyproject.toml is parsed only where there is one (as
+    pre-commit names every staged file); one that cannot be read is left to the run that
+    uses it."""
+    import tomllib
+
+    from promptcache.errors import ConfigError
+    from promptcache.lint_rules.config import lint_table
+
+    stop = used.resolve().parent if used is not None else None
+    seen: set[Path] = set()
+    unused: dict[Path, None] = {}
+    for named in paths:
+        folder = (named if named.is_dir() else named.parent).resolve()
+        while folder not in seen and folder != stop:
+            seen.add(folder)
+            candidate = folder / "pyproject.toml"
+            if candidate.is_file():
+                try:
+                    data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                    has_table = lint_table(data, candidate) is not None
+                except (OSError, ValueError, RecursionError, ConfigError):
+                    has_table = False
+                if has_table:
+                    unused[Path(os.path.relpath(candidate))] = None
+                    break
+            if folder.parent == folder:
+                break
+            folder = folder.parent
+    return list(unused)
+
+
 def _special_kind(path: Path) -> str | None:
     """What ``path`` (followed through links) is when it is neither a regular file nor a
     folder (reading a FIFO or a device could block for ever or never end); None otherwise."""
@@ -195,6 +231,16 @@ def lint(
 
     found = config_path or lint_config.find_pyproject(Path.cwd())
     config = lint_config.load_config(found, KNOWN_CODES, named=config_path is not None)
+    if config_path is None:
+        for unused in _unused_configs(list(paths), found):
+            click.echo(
+                f"warning: {unused} has a [tool.promptcache.lint] table that this run does not "
+                "use: settings come from the nearest pyproject.toml at or above the current "
+                f"folder ({os.path.relpath(found) if found is not None else 'none: the defaults'}"
+                f"); run from "
+                f"{unused.parent} or pass --config {unused}",
+                err=True,
+            )
     if select is not None:
         if not _codes(select):  # an empty selection would read as "no restriction": every rule
             raise click.BadParameter(

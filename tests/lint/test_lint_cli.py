@@ -189,6 +189,30 @@ def test_a_selection_that_leaves_no_rule_says_that_nothing_is_checked(project: P
     assert "no rule is enabled" not in run("bad.py", "--select", "PC001").stderr
 
 
+def test_a_named_folders_own_config_that_the_run_does_not_use_is_said(project: Path) -> None:
+    # `promptcache lint app` from outside app/ ran on the defaults without a word, though
+    # app/pyproject.toml ignores PC001: its findings looked like the project's own
+    (project / "app").mkdir()
+    (project / "app" / "bad.py").write_text(BAD)
+    (project / "app" / "pyproject.toml").write_text('[tool.promptcache.lint]\nignore = ["PC001"]\n')
+    result = run("app")
+    assert result.exit_code == 1 and "PC001" in result.stdout
+    assert result.stderr == (
+        f"warning: {Path('app', 'pyproject.toml')} has a [tool.promptcache.lint] table that this "
+        "run does not use: settings come from the nearest pyproject.toml at or above the current "
+        f"folder (none: the defaults); run from app or pass --config "
+        f"{Path('app', 'pyproject.toml')}\n"
+    )
+    assert run("app/bad.py").stderr == result.stderr  # a file names its folder's config too
+    # the look-alikes: the same config named, or found from the current folder, says nothing
+    result = run("app", "--config", "app/pyproject.toml")
+    assert (result.exit_code, result.stderr) == (0, "")
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nignore = ["PC017"]\n')
+    assert "(pyproject.toml); run from app" in run("app").stderr
+    (project / "app" / "pyproject.toml").write_text("[project]\nname = 'app'\n")  # no table
+    assert run("app").stderr == ""
+
+
 def test_all_names_every_rule_on_the_command_line_and_in_the_config(project: Path) -> None:
     # as ruff's: ALL is every rule in --select and --ignore, and in select, ignore and
     # per-file-ignores (ignore = ["ALL"] ignores every rule)
