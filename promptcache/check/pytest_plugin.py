@@ -53,7 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="report format (default text)",
     )
     group.addoption(
-        "--promptcache-check-output", default=None, help="write the report to this file"
+        "--promptcache-check-output",
+        default=None,
+        help="write the report to this file ('-': stdout)",
     )
     group.addoption(
         "--promptcache-check-timeout",
@@ -116,6 +118,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
     output = config.getoption("promptcache_check_output")
+    if output == "-":
+        output = None  # '-' is stdout, as for `promptcache check -o -`
     output_format = config.getoption("promptcache_check_format")
     runs = config.getoption("promptcache_check_runs")
     # bad options are said before the session runs, in the names given on this command line

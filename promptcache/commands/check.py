@@ -55,7 +55,7 @@ FORMATS = ("text", "json", "sarif", "github")
     "-o",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
     default=None,
-    help="Write the report to this file instead of stdout.",
+    help="Write the report to this file instead of stdout ('-': stdout).",
 )
 def check(
     command: tuple[str, ...],
@@ -83,6 +83,8 @@ def check(
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
 
+    if output is not None and str(output) == "-":
+        output = None  # '-' is stdout, as for the commands that read '-' as stdin
     if not command:
         raise ConfigError("no COMMAND given: use `promptcache check -- python app.py`")
     if command[0].startswith("-"):

@@ -189,7 +189,7 @@ def _special_kind(path: Path) -> str | None:
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the report (with --diff: the patch) to this file instead of stdout.",
+    help="Write the report (with --diff: the patch) to this file instead of stdout ('-': stdout).",
 )
 def lint(
     paths: tuple[Path, ...],
@@ -224,6 +224,9 @@ def lint(
     from dataclasses import replace
 
     from promptcache.errors import UnknownRuleError
+
+    if output is not None and str(output) == "-":
+        output = None  # '-' is stdout, as for the commands that read '-' as stdin
     from promptcache.lint_rules import config as lint_config
     from promptcache.lint_rules import output as render
     from promptcache.lint_rules.registry import KNOWN_CODES

@@ -214,6 +214,18 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_runs(tmp_path: P
     assert proc.returncode == 2 and not (tmp_path / "failed.json").exists()
 
 
+def test_an_output_of_dash_is_stdout(tmp_path: Path) -> None:
+    # `-o -` wrote the report into a file named '-'
+    proc = cli(
+        "check", "--format", "json", "-o", "-", "--", sys.executable, "-c", "print('ran')",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["findings"] == []
+    assert proc.stderr == "ran\nran\n"  # the program's output kept off the report's stdout
+    assert not (tmp_path / "-").exists()
+
+
 URLLIB_APP = """
 import json, os, urllib.request, uuid
 system = f"Request {uuid.uuid4()}. " + "Answer briefly. " * 400

@@ -189,6 +189,16 @@ def test_a_selection_that_leaves_no_rule_says_that_nothing_is_checked(project: P
     assert "no rule is enabled" not in run("bad.py", "--select", "PC001").stderr
 
 
+def test_an_output_of_dash_is_stdout(project: Path) -> None:
+    # `-o -` wrote the report (or the patch) into a file named '-'
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py", "-o", "-")
+    assert result.exit_code == 1 and "bad.py:6:" in result.stdout
+    result = run("bad.py", "--format", "json", "--output", "-")
+    assert json.loads(result.stdout)[0]["code"] == "PC001"
+    assert not (project / "-").exists()
+
+
 def test_a_named_folders_own_config_that_the_run_does_not_use_is_said(project: Path) -> None:
     # `promptcache lint app` from outside app/ ran on the defaults without a word, though
     # app/pyproject.toml ignores PC001: its findings looked like the project's own
