@@ -20,6 +20,11 @@ holds, from the KV events the replicas publish (``promptcache engine serve
   replica has published any event yet), and so does a body that cannot be tokenised
   (``least_loaded``).
 
+A replica that was sent requests of at least one full block ``SILENT_FEED_S`` seconds ago and has
+published no KV event since the proxy started (a wrong ``kv_events_endpoints`` entry or
+``kv_events_topic``, an engine started without ``--kv-events-endpoint``) is named in one warning
+line, once: without its events the policy cannot know what it holds.
+
 Each decision carries the deepest candidate's held tokens and the chosen one's (blocks x block
 size): the request's routing regret is their difference, exact for our engine.
 
@@ -38,6 +43,7 @@ Config (``[upstreams.NAME]``, one endpoint per replica, in the order of ``replic
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections import OrderedDict
@@ -61,12 +67,17 @@ from .policy import (
 )
 from .settings import RoutingSettings
 
-__all__ = ["PENDING_TTL_S", "KVEventsPolicy"]
+__all__ = ["PENDING_TTL_S", "SILENT_FEED_S", "KVEventsPolicy"]
+
+logger = logging.getLogger("promptcache.proxy.routing")
 
 V = TypeVar("V")
 
 #: Seconds a routed request's blocks count as held by its replica before its events arrive.
 PENDING_TTL_S = 10.0
+#: Seconds after its first request of a full block by which a replica should have published a
+#: KV event (ours and vLLM's publish within milliseconds of the prefill); else one warning.
+SILENT_FEED_S = 15.0
 
 _KEYS = frozenset(
     {
@@ -193,6 +204,11 @@ class KVEventsPolicy(Policy):
         )
         self.pending = _Pending(settings.max_prefixes, clock)
         self.homes = _Homes(settings.max_prefixes)
+        self._clock = clock
+        self._topic = str(options.get("kv_events_topic", DEFAULT_TOPIC))
+        #: replica -> [when it was first sent a request of a full block, requests since]
+        self._unheard: dict[int, list[float]] = {}
+        self._heard: set[int] = set()  # replicas that published an event, or were warned about
 
     async def start(self) -> None:
         await asyncio.to_thread(self.feed.start)
@@ -236,7 +252,38 @@ class KVEventsPolicy(Policy):
             decision = decide(best, reason, depth, candidates, available, available)
         self.pending.note(decision.replica.index, salted)
         self.homes.note(decision.replica.index, salted)
+        if salted and decision.replica.index not in self._heard:
+            self._check_heard(decision.replica)
         return decision
+
+    def _check_heard(self, replica: Replica) -> None:
+        """Warn once about ``replica`` when it has published no KV event ``SILENT_FEED_S``
+        seconds after it was first sent a request of a full block (see the module docstring)."""
+        i = replica.index
+        if self.feed.blocks[i].num_batches:
+            self._heard.add(i)
+            self._unheard.pop(i, None)
+            return
+        now = self._clock()
+        first = self._unheard.setdefault(i, [now, 0])
+        first[1] += 1
+        if now - first[0] < SILENT_FEED_S:
+            return
+        self._heard.add(i)
+        where = self.feed.endpoints[i].endpoint
+        logger.warning(
+            "kv_events: replica %s was sent %d requests of at least one full KV block since %.0f "
+            "s ago but has published no KV event on %s (topic '%s'): check kv_events_endpoints "
+            "entry %d against its engine's --kv-events-endpoint, and kv_events_topic against "
+            "its --kv-events-topic; until its events arrive the proxy cannot know what its "
+            "cache holds",
+            replica.url,
+            int(first[1]),
+            now - first[0],
+            where,
+            self._topic,
+            i + 1,
+        )
 
     def replica_down(self, replica: Replica) -> None:
         self.feed.reset(replica.index)

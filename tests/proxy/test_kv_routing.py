@@ -25,7 +25,7 @@ from promptcache.errors import ConfigError
 from promptcache.proxy.app import build_app
 from promptcache.proxy.config import ProxyConfig, UpstreamConfig
 from promptcache.proxy.routing import Replica, RequestFacts, RoutingSettings
-from promptcache.proxy.routing.kv_events import PENDING_TTL_S, KVEventsPolicy
+from promptcache.proxy.routing.kv_events import PENDING_TTL_S, SILENT_FEED_S, KVEventsPolicy
 
 TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
@@ -330,6 +330,51 @@ def test_routing_regret_is_what_the_best_replica_would_have_served(
     rate = sum(c for c, _ in usages) / sum(p for _, p in usages)
     line = next(x for x in metrics.splitlines() if x.startswith("promptcache_fleet_hit_rate{"))
     assert float(line.split()[-1]) == pytest.approx(rate)
+
+
+def test_a_replica_that_publishes_no_events_is_named_once(
+    template_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a wrong kv_events_endpoints entry or topic left the fleet routing blind without a word:
+    # every request least_loaded / new_prefix, the proxy serving as if all were well
+    now = [100.0]
+    fake = [
+        {"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"},
+        {"events": "tcp://127.0.0.1:3", "replay": "tcp://127.0.0.1:4"},
+    ]
+    policy = KVEventsPolicy(
+        _settings(fake, str(template_file)), ["http://a", "http://b"], clock=lambda: now[0]
+    )
+    replicas = [Replica(0, "http://a"), Replica(1, "http://b")]
+    long_a = RequestFacts(api="openai_chat", model="tiny", body=_chat(SYSTEM_A, "Why?"))
+    long_b = RequestFacts(api="openai_chat", model="tiny", body=_chat(SYSTEM_B, "Why?"))
+    short = RequestFacts(
+        api="openai_completions", model="tiny", body={"model": "tiny", "prompt": "Once upon"}
+    )
+    hashes = policy.hasher.hashes("openai_completions", short.body or {}, BLOCK_SIZE)
+    assert hashes is not None and not hashes[0]  # shorter than a block: no event is due
+    with caplog.at_level("WARNING", logger="promptcache.proxy.routing"):
+        assert policy.choose(long_a, replicas).replica.index == 0
+        assert policy.choose(long_b, [replicas[1]]).replica.index == 1
+        _hold(policy, 0, long_a.body or {}, 2)  # replica a publishes; b never does
+        now[0] += SILENT_FEED_S - 1
+        policy.choose(long_b, [replicas[1]])
+        assert caplog.records == []  # not yet
+        now[0] += 2
+        for _ in range(3):
+            policy.choose(short, [replicas[1]])
+        assert caplog.records == []  # prompts of no full block ask for no event
+        for _ in range(3):
+            policy.choose(long_a, replicas[:1])
+            policy.choose(long_b, [replicas[1]])
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [
+        f"kv_events: replica http://b was sent 3 requests of at least one full KV block since "
+        f"{SILENT_FEED_S + 1:.0f} s ago but has published no KV event on tcp://127.0.0.1:3 "
+        "(topic 'kv-events'): check kv_events_endpoints entry 2 against its engine's "
+        "--kv-events-endpoint, and kv_events_topic against its --kv-events-topic; until its "
+        "events arrive the proxy cannot know what its cache holds"
+    ]
 
 
 def _reference_choice(
