@@ -686,7 +686,8 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
     def _close_relevance(self) -> None:
         """A function is relevant when its text holds a trigger word or a call of another
         module's sink function (``sink_calls``); functions that call a relevant function are
-        relevant too (a volatile argument can flow into its sink), to a fixed point."""
+        relevant too (a volatile argument can flow into its sink), to a fixed point; a
+        relevant ``__init__``, ``__new__`` or ``__call__`` is called by its class's name."""
         segment, triggered = self.segment, self.triggered
         if segment is None or triggered is None:
             return
@@ -707,6 +708,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         found = [f for f, on in flags.items() if on]
         while found and not all(flags.values()):
             calls = [f"{f.name}(".encode() for f in found]
+            # a class is called by its own name: ``Job(stamp)`` runs ``Job.__init__`` (and a
+            # function that makes a callable object often calls it there, ``Job()(stamp)``)
+            calls += [
+                f"{self.method_class[f].node.name}(".encode()
+                for f in found
+                if f.name in ("__init__", "__new__", "__call__") and f in self.method_class
+            ]
             found = []
             for func, on in flags.items():
                 if not on and any(call in texts[func] for call in calls):
