@@ -136,6 +136,13 @@ def test_a_json_report_on_stdout_is_all_that_stdout_holds(tmp_path: Path) -> Non
     [finding] = json.loads(proc.stdout)["findings"]  # the sessions' output is on stderr
     assert finding["rule"] == "PC001"
     assert proc.stderr.count("1 passed") == 2
+    # `--promptcache-check-output -` is the same stdout, not a file named '-'
+    proc = _pytest(
+        tmp_path, "--promptcache-check", "--promptcache-check-format=json",
+        "--promptcache-check-output", "-",
+    )  # fmt: skip
+    assert [f["rule"] for f in json.loads(proc.stdout)["findings"]] == ["PC001"]
+    assert not (tmp_path / "-").exists()
 
 
 def test_bad_plugin_options_are_said_before_the_session_runs(tmp_path: Path) -> None:
