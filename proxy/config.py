@@ -492,6 +492,11 @@ def config_from_dict(
         raise ConfigError(
             f'{source}: [log] may only set db = "FILE" or db = "postgresql://user@host/dbname"'
         )
+    if "db" in log and not log["db"].strip():
+        raise ConfigError(
+            f"{source}: [log] db is empty; give a SQLite file path or a "
+            "postgresql://user@host/dbname URL, or leave db out for promptcache.db"
+        )
     if log.get("db"):
         db = log["db"]
         problem = log_url_problem(db)

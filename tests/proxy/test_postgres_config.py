@@ -34,6 +34,17 @@ def test_a_bad_log_table_is_one_line(log: object) -> None:
         config_from_dict({"default_upstream": "openai", "log": log}, source="f")
 
 
+@pytest.mark.parametrize("db", ["", "  "])
+def test_an_empty_log_db_is_refused_not_taken_for_the_default_file(db: str) -> None:
+    # db = "" (a URL left out of a template) logged to ./promptcache.db without a word
+    with pytest.raises(ConfigError) as refused:
+        config_from_dict({"default_upstream": "openai", "log": {"db": db}}, source="f")
+    assert str(refused.value) == (
+        "f: [log] db is empty; give a SQLite file path or a postgresql://user@host/dbname URL, "
+        "or leave db out for promptcache.db"
+    )
+
+
 def test_postgres_urls() -> None:
     assert is_postgres_url(URL) and is_postgres_url("postgres://u@h/d")
     assert is_postgres_url("POSTGRESQL://u@h/d")
