@@ -28,12 +28,13 @@ Series (all labelled ``vendor`` and ``model``; units in the name, Prometheus sty
                                                        from included; not a client that left)
 ``promptcache_request_latency_seconds``     histogram  request start to last byte
 ``promptcache_ttft_seconds``                histogram  request start to first body byte
-``promptcache_log_rows_dropped_total``      counter    rows that never reached the log file
+``promptcache_log_rows_dropped_total``      counter    rows that never reached the log
                                                        (``reason``; no vendor/model labels)
 ==========================================  =========  =====================================
 
 ``promptcache_log_rows_dropped_total`` counts ``reason="queue_full"`` (the writer fell behind: a
-stalled disk) and ``reason="write_failed"`` (SQLite refused the row: a full disk, a broken file);
+stalled disk, a Postgres server away) and ``reason="write_failed"`` (the database refused the
+row: a full disk, a broken file; or a stop came while a Postgres server was away);
 while rows are being lost ``/healthz`` says ``"degraded"`` (see :func:`install`).
 
 Tokens lost by a break are the explainer's (``breaks.tokens_lost``), priced as the report prices
@@ -265,7 +266,8 @@ class LogLossCollector(Collector):
     """``promptcache_log_rows_dropped_total{reason}``, read from a ``RequestStore`` at scrape.
 
     The store counts its losses itself (``dropped_rows``: the queue was full; ``failed_rows``:
-    SQLite refused the row), on the event loop and on its writer thread; reading them when
+    the database refused the row, or a stop could not write it), on the event loop and on its
+    writer thread; reading them when
     Prometheus scrapes keeps both paths free of metrics code.
     """
 
@@ -276,8 +278,9 @@ class LogLossCollector(Collector):
         """Yield the one counter family, labelled ``reason``."""
         family = CounterMetricFamily(
             "promptcache_log_rows_dropped",
-            "Request rows that never reached the log file: the writer's queue was full "
-            "(queue_full) or SQLite refused them, e.g. a full disk (write_failed).",
+            "Request rows that never reached the log: the writer's queue was full "
+            "(queue_full), or the database refused them, e.g. a full disk, or a Postgres "
+            "server away at the stop did not take them (write_failed).",
             labels=["reason"],
         )
         family.add_metric(["queue_full"], self.store.dropped_rows)

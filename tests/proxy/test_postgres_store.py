@@ -132,6 +132,14 @@ def test_healthz_is_degraded_while_the_log_server_is_away(
             time.sleep(1.0)  # past the former 5 tries at this proxy's 0.05 s flush interval
             health = httpx.get(proxy.url + "/healthz").json()
             assert health == {"status": "degraded", "writer_queue": 3, "log_rows_dropped": 0}
+            # the loss counter's help spoke of 'the log file' and 'SQLite' on a Postgres log
+            scraped = httpx.get(proxy.url + "/metrics").text
+            help_line = next(
+                line
+                for line in scraped.splitlines()
+                if line.startswith("# HELP promptcache_log_rows_dropped_total")
+            )
+            assert "SQLite" not in help_line and "log file" not in help_line, help_line
         finally:
             refuse_connections(pg_url, False)
         assert app.state.store.flush(30)
