@@ -364,9 +364,7 @@ class ProxyEndpoint:
         except UpstreamUnreachableError as exc:
             if upstream.url not in self.state.unreachable:
                 self.state.unreachable.add(upstream.url)
-                logger.warning(
-                    "%s; clients get 502 until it answers (logged once until then)", exc
-                )
+                logger.warning("%s; clients get 502 until it answers (logged once until then)", exc)
             await self._reject(ex, send, 502, str(exc))
         else:
             if self.state.unreachable:
@@ -403,7 +401,7 @@ class ProxyEndpoint:
                 return
             except (UpstreamTimeoutError, UpstreamUnreachableError) as exc:
                 if isinstance(exc, UpstreamUnreachableError):
-                    router.mark_down(replica, str(exc))
+                    router.mark_down(replica, str(exc), refused=True)
                 failures.append(str(exc))
                 retry = len(tried) < MAX_ATTEMPTS and not ex.response_started
                 decision = router.choose(facts, exclude=tried) if retry else None

@@ -110,12 +110,19 @@ class Router:
         name, ``URL_UPSTREAM_NAME``, is internal)."""
         return "" if self.upstream.name == URL_UPSTREAM_NAME else f"{self.upstream.name} "
 
-    def mark_down(self, replica: Replica, reason: str) -> None:
-        """Take ``replica`` out of rotation until a health check passes."""
+    def mark_down(self, replica: Replica, reason: str, *, refused: bool = False) -> None:
+        """Take ``replica`` out of rotation until a health check passes.
+
+        ``refused``: a request sent to it failed to reach it. The policy then forgets what it
+        holds even when it was out of rotation already: with no replica in rotation requests
+        still go to it, and the choice noted the request's prefix there, which it never got.
+        """
         replica.last_error = reason
         if replica.healthy:
             replica.healthy = False
             logger.warning("%sreplica %s out of rotation: %s", self._named, replica.url, reason)
+            self.policy.replica_down(replica)
+        elif refused:
             self.policy.replica_down(replica)
 
     def mark_up(self, replica: Replica) -> None:

@@ -251,6 +251,30 @@ def test_when_every_replica_refuses_the_client_gets_one_502_after_one_retry(
     assert message.count("refused the connection") == 2 and row["error"] == message
 
 
+def test_a_prefix_sent_to_replicas_that_refused_it_is_not_held_there_when_they_return(
+    fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
+) -> None:
+    # with every replica out of rotation the choice still noted the prefix on the replicas
+    # that refused it, so once they were back it was routed as held ('prefix', its tokens as
+    # available) to a replica that had never seen it, and its cache read 0
+    url, db, app = start_fleet_proxy(fleet[:2], health_interval_s=0.05)
+    router = app.state.proxy.routers["fleet"]
+    for replica in fleet[:2]:
+        replica.stop()
+    wait_for(lambda: not any(r.healthy for r in router.replicas), "both out of rotation")
+    assert send(url, chat("tenant A", "hi")).status_code == 502  # both refuse it
+    for replica in fleet[:2]:
+        replica.start()
+    wait_for(lambda: all(r.healthy for r in router.replicas), "both back in rotation")
+    assert send(url, chat("tenant A", "hi")).status_code == 200
+    row = rows_of(db, app, 2)[-1]
+    assert (row["route_reason"], row["route_depth"], row["route_best_tokens"]) == (
+        "new_prefix", 0, 0,
+    )  # fmt: skip
+    assert row["cache_read_tokens"] == 0  # what the replica then held, as the row now says
+    assert [r.received for r in fleet[:2]].count(["tenant A"]) == 1
+
+
 def test_a_502_after_a_retry_names_each_replica_tried_with_its_own_failure(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:
