@@ -143,8 +143,12 @@ class PrefixStore:
         )
         #: rows upserted so far (a family written twice counts twice)
         self.written_rows = 0
-        #: bodies that could not be written (logged with their request id)
+        #: bodies that could not be written (logged with their request id), and those a stop
+        #: could not write while a Postgres server was away
         self.failed_rows = 0
+        #: ``time.monotonic()`` since which a Postgres log's writes keep failing, else None
+        self.failing_since: float | None = None
+        self._warned_at = 0.0
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -222,7 +226,44 @@ class PrefixStore:
             self._wake.wait(self.flush_interval_s)
             self._wake.clear()
             self._write_round(final=False)
-        self.flush()
+        if not self.flush():
+            self._lost_at_stop()
+
+    def _lost_at_stop(self) -> None:
+        """Count and name, in one line, the bodies a stop could not write."""
+        with self._lock:
+            lost, self._pending = self._pending, {}
+        if not lost:
+            return
+        self.failed_rows += len(lost)
+        logger.error(
+            "prefix store: %s not written at the stop (the log did not take them; requests %s...)",
+            "1 body" if len(lost) == 1 else f"{len(lost)} bodies",
+            ", ".join(item.request_id for item in list(lost.values())[:3]),
+        )
+
+    def _failing(self, exc: Exception) -> None:
+        """One failed round on a Postgres log: one warning when the writes start failing, then
+        one a minute (rounds come every ``flush_interval_s``, and faster at a stop)."""
+        from .store import FAILING_WARN_EVERY_S  # store.py imports this module
+
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = self._warned_at = now
+            logger.warning("prefix store: %s; the bodies stay queued and are tried again", exc)
+        elif now - self._warned_at >= FAILING_WARN_EVERY_S:
+            self._warned_at = now
+            logger.warning(
+                "prefix store: writes still failing after %.0f s: %s", now - self.failing_since, exc
+            )
+
+    def _written_again(self) -> None:
+        if self.failing_since is not None:
+            logger.warning(
+                "prefix store: writing again after %.0f s of failed writes",
+                time.monotonic() - self.failing_since,
+            )
+            self.failing_since = None
 
     def _write_round(self, *, final: bool) -> bool:
         """Upsert every waiting body in one transaction; False (bodies kept) when locked."""
@@ -280,7 +321,7 @@ class PrefixStore:
             conn = PgConnection(url)
         except StoreError as exc:
             self._requeue(batch)
-            logger.warning("prefix store: %s; retrying", exc)
+            self._failing(exc)
             return False
         try:
             for row in rows:
@@ -289,11 +330,12 @@ class PrefixStore:
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.OperationalError):
                 self._requeue(batch)
-                logger.warning("prefix store: %s (%s); retrying", redact_url(url), exc)
+                self._failing(StoreError(f"{redact_url(url)}: {exc}"))
                 return False
             self._fail(batch, exc)
         else:
             self.written_rows += len(rows)
+            self._written_again()
         finally:
             conn.close()
         return True

@@ -275,3 +275,67 @@ def test_a_postgres_log_keeps_and_ranks_the_bodies_too(
     messages = json.loads(bodies[ranked[0].prefix_family][1])["messages"]
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
     assert warmup.requests[0].prompts == [tokenizer.encode(text, add_special_tokens=False)]
+
+
+def _refuse(url: str, refuse: bool) -> None:
+    """The log's database refuses new connections (and ends the open ones), or takes them."""
+    import psycopg
+
+    dbname = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS {str(not refuse).lower()}")
+        if refuse:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (dbname,),
+            )
+
+
+def test_a_postgres_server_away_is_one_warning_and_a_stop_counts_what_it_lost(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # each round (every flush interval, every 50 ms at a stop) logged '...; retrying': 267
+    # warning lines for a 5 s outage and a stop, and the bodies a stop gave up were not counted
+    import time
+
+    from promptcache.proxy.prefix_store import PrefixStore
+
+    def offer(store: PrefixStore, family: str) -> None:
+        store.offer(
+            key_fingerprint="k", model="m", prefix_family=family, api="openai_chat",
+            request_id="r-" + family, started_at=time.time(), body=b"{}", secrets=(),
+        )  # fmt: skip
+
+    open_log(pg_url).close()
+    store = PrefixStore(pg_url, flush_interval_s=0.02)
+    store.start()
+    with caplog.at_level("WARNING", logger="promptcache.proxy.prefix_store"):
+        _refuse(pg_url, True)
+        try:
+            offer(store, "f1")
+            time.sleep(1.0)  # 50 rounds
+            assert store.failing_since is not None
+        finally:
+            _refuse(pg_url, False)
+        deadline = time.monotonic() + 10
+        while store.written_rows < 1:
+            assert time.monotonic() < deadline, "the body was not written once the server was back"
+            time.sleep(0.02)
+        _refuse(pg_url, True)
+        try:
+            offer(store, "f2")
+            offer(store, "f3")
+            store.close(timeout_s=30)  # its flush gives up after 10 s
+        finally:
+            _refuse(pg_url, False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4, lines
+    assert lines[0].startswith("prefix store: cannot connect to the request log ")
+    assert lines[0].endswith("; the bodies stay queued and are tried again")
+    assert lines[1].startswith("prefix store: writing again after ")
+    assert lines[2].startswith("prefix store: cannot connect")
+    assert lines[3] == (
+        "prefix store: 2 bodies not written at the stop (the log did not take them; requests "
+        "r-f2, r-f3...)"
+    )
+    assert (store.written_rows, store.failed_rows) == (1, 2)
