@@ -69,7 +69,7 @@ import json
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -142,8 +142,8 @@ def traces_url(endpoint: str, what: str = "--otlp-endpoint") -> str:
             f"{what} {endpoint!r} is not an http(s) URL; give the collector's OTLP/HTTP "
             "address, e.g. http://127.0.0.1:4318"
         )
-    if parts.path in ("", "/"):
-        return endpoint.rstrip("/") + TRACES_PATH
+    if parts.path in ("", "/"):  # the path goes before a query or fragment, not after it
+        return urlunsplit(parts._replace(path=TRACES_PATH))
     return endpoint
 
 

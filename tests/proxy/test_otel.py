@@ -39,6 +39,7 @@ from upstreams import recorded
 
 from promptcache.errors import ConfigError
 from promptcache.proxy.config import RouteRule, UpstreamConfig, config_from_dict
+from promptcache.proxy.otel import traces_url
 from promptcache.proxy.routing import RoutingSettings
 
 T0 = 1_764_493_200.0
@@ -450,6 +451,17 @@ def test_missing_opentelemetry_packages_are_one_error_line(
         f"error: --otlp-endpoint needs the OpenTelemetry packages ({blocked} is missing); "
         "install promptcache[proxy] (in a clone of its repository: pip install '.[proxy]')"
     ]
+
+
+def test_the_traces_path_goes_before_a_query() -> None:
+    # 'http://collector:4318?tenant=a' became 'http://collector:4318?tenant=a/v1/traces': the
+    # spans went to the collector's root path, the query's value carrying the path
+    assert traces_url("http://collector:4318?tenant=a") == (
+        "http://collector:4318/v1/traces?tenant=a"
+    )
+    assert traces_url("http://collector:4318/") == "http://collector:4318/v1/traces"
+    assert traces_url("http://collector:4318") == "http://collector:4318/v1/traces"
+    assert traces_url("https://c.example/otlp/v1/traces") == "https://c.example/otlp/v1/traces"
 
 
 def test_the_endpoint_setting() -> None:
