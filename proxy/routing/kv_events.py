@@ -327,6 +327,35 @@ def _endpoint_list(value: object, key: str, count: int) -> None:
             f"{key} lists {len(value)} address(es) for {count} replicas; give one per replica, "
             "in the order of `replicas`"
         )
+    for address in value:
+        problem = _address_problem(address)
+        if problem is not None:
+            raise ConfigError(
+                f"{key}: {address!r} {problem}; give the address a subscriber connects to, "
+                "tcp://HOST:PORT (the engine's --kv-events-endpoint with its host: tcp://* "
+                "binds, it does not connect)"
+            )
+
+
+def _address_problem(address: str) -> str | None:
+    """Why a ZeroMQ socket could not connect to ``address`` (ZeroMQ's own check, which the
+    feed's thread would otherwise meet, and a TCP port in 1-65535), else None."""
+    import zmq
+
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    sock = ctx.socket(zmq.SUB)
+    try:
+        sock.connect(address)
+    except zmq.ZMQError as exc:
+        reason = zmq.strerror(exc.errno) if exc.errno is not None else type(exc).__name__
+        return f"is not a ZeroMQ address ({reason})"
+    finally:
+        sock.close(linger=0)
+    if address.startswith("tcp://"):
+        port = address.rsplit(":", 1)[-1]
+        if not (port.isdigit() and 1 <= int(port) <= 65535):
+            return f"has port {port!r}, not one of 1-65535"
+    return None
 
 
 def check_options(settings: RoutingSettings, replicas: Sequence[str]) -> None:

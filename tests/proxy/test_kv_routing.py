@@ -248,6 +248,33 @@ def test_kv_events_config_errors(template_file: Path) -> None:
         KVEventsPolicy(bad, urls)
 
 
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("127.0.0.1:5557", "is not a ZeroMQ address (Invalid argument)"),
+        ("tcp://*:5557", "is not a ZeroMQ address (Invalid argument)"),
+        ("http://127.0.0.1:5557", "is not a ZeroMQ address (Protocol not supported)"),
+        ("tcp://127.0.0.1:70000", "has port '70000', not one of 1-65535"),
+    ],
+)
+def test_an_address_no_subscriber_can_connect_to_is_a_config_error(
+    template_file: Path, address: str, why: str
+) -> None:
+    # the feed's thread died on it ('Exception in thread promptcache-kv-feed: ... ZMQError:
+    # Invalid argument'), the proxy waited 10 s for it, then served with no KV events at all
+    for key in ("kv_events_endpoints", "kv_events_replay_endpoints"):
+        good = _settings([{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}] * 2,
+                         str(template_file))  # fmt: skip
+        options = {**good.options, key: ["tcp://127.0.0.1:3", address]}
+        with pytest.raises(ConfigError) as refused:
+            KVEventsPolicy(RoutingSettings(policy="kv_events", options=options), ["a", "b"])
+        assert str(refused.value) == (
+            f"{key}: {address!r} {why}; give the address a subscriber connects to, "
+            "tcp://HOST:PORT (the engine's --kv-events-endpoint with its host: tcp://* binds, "
+            "it does not connect)"
+        )
+
+
 def test_a_fleet_table_configures_kv_events(tmp_path: Path, template_file: Path) -> None:
     from promptcache.proxy.config import load_config_file
 
