@@ -574,6 +574,17 @@ def _upstream_from_table(name: str, table: Mapping[str, Any], source: str) -> Up
     where = f"{source}: [upstreams.{name}]"
     table, replicas, routing = _routing_from_table(table, where)
     bad = set(table) - _UPSTREAM_KEYS
+    other = {
+        key: spec.name for spec in POLICIES.values() for key in spec.keys if key in bad
+    }  # another policy's settings: the table names no policy, or another one
+    if other and replicas:
+        names = sorted(set(other.values()))
+        chosen = routing.policy if routing is not None else "prefix"
+        raise ConfigError(
+            f"{where} sets {', '.join(sorted(other))}, settings of policy "
+            f"{' / '.join(repr(n) for n in names)}, but its policy is {chosen!r}; add "
+            f'policy = "{names[0]}" to route with them, or remove them'
+        )
     if bad:
         raise ConfigError(
             f"{where} has unknown keys {sorted(bad)}; allowed: {', '.join(sorted(_UPSTREAM_KEYS))}"

@@ -75,6 +75,26 @@ def test_bad_fleet_tables_say_what_to_change(table: dict[str, object], message: 
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("policy", [None, "round_robin"])
+def test_kv_events_settings_without_that_policy_say_to_set_it(policy: str | None) -> None:
+    # 'has unknown keys [kv_events_endpoints, tokenizer]; allowed: ...' listed neither them nor
+    # the policy they need, though they are the kv_events policy's own keys
+    table: dict[str, object] = {
+        "replicas": ["http://a:1", "http://b:1"],
+        "kv_events_endpoints": ["tcp://a:5557", "tcp://b:5557"],
+        "tokenizer": "models/tiny",
+    }
+    if policy is not None:
+        table["policy"] = policy
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(fleet(**table), source="f.toml")
+    assert str(err.value) == (
+        "f.toml: [upstreams.fleet] sets kv_events_endpoints, tokenizer, settings of policy "
+        f"'kv_events', but its policy is '{policy or 'prefix'}'; add policy = \"kv_events\" to "
+        "route with them, or remove them"
+    )
+
+
 def test_a_policy_missing_from_this_build_is_an_error_not_a_silent_fallback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -159,7 +179,8 @@ def test_a_registered_policy_gets_its_own_keys_checked_and_kept_in_options() -> 
         assert routing is not None and routing.options == {"endpoints": ["x", "y"]}
         with pytest.raises(ConfigError, match="one address per replica"):
             config_from_dict(fleet(**table, endpoints=["x"]), source="f.toml")
-        with pytest.raises(ConfigError, match="unknown keys"):  # not a key of another policy
+        # not a key of the prefix policy: refused, naming the policy whose key it is
+        with pytest.raises(ConfigError, match="settings of policy 'test_keys', but its policy"):
             config_from_dict(fleet(replicas=["http://a:1"], endpoints=["x"]), source="f.toml")
     finally:
         POLICIES.pop("test_keys")
