@@ -103,6 +103,10 @@ class Fact:
     #: constant; "" when unknown. On a PARAM fact, ``"=system"`` says the parameter was read
     #: only where its message role is tested equal to ``"system"`` (see ``narrowed``)
     role: str = ""
+    #: the constant keys under which a time or id (``KEYED_KINDS``) was stored into a dict,
+    #: outermost first (``ctx["recipient"]["time"] = now`` gives ``("recipient", "time")``):
+    #: a read of another constant key of that dict does not take it (``key_read``)
+    key: tuple[str, ...] = ()
     #: every field but ``via``: what the fact is, whatever chain brought it (``canonical``)
     identity: tuple[object, ...] = field(init=False, repr=False, compare=False)
     #: the hash of ``identity``, and of every compared field, computed once (facts are hashed
@@ -123,6 +127,7 @@ class Fact:
             self.site,
             self.path,
             self.role,
+            self.key,
         )
         identity_hash = hash(identity)
         object.__setattr__(self, "identity", identity)
@@ -393,10 +398,35 @@ def keyed_conditions(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
     )
 
 
+#: the kinds of fact a store under a constant key of a dict tags with that key (``keyed``)
+KEYED_KINDS = frozenset({Kind.TIME, Kind.UNIQUE})
+
+
+def keyed(facts: frozenset[Fact], path: tuple[str, ...]) -> frozenset[Fact]:
+    """``facts`` stored into a dict under the constant keys ``path`` (outermost first): each
+    time or id fact gains them in front of the keys it was under already, so a read of
+    another constant key of that dict leaves it out (``key_read``)."""
+    if not path or not any(f.kind in KEYED_KINDS for f in facts):
+        return facts
+    return frozenset(replace(f, key=(*path, *f.key)) if f.kind in KEYED_KINDS else f for f in facts)
+
+
+def key_read(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
+    """``facts`` of a dict read at the constant ``key``: a fact stored under another constant
+    key (``keyed``) is left out, one stored under this key loses it (it is what the entry
+    holds, under the keys after it); a fact of no key (the whole dict's) stays."""
+    if not any(f.key for f in facts):
+        return facts
+    return frozenset(
+        f if not f.key else replace(f, key=f.key[1:]) for f in facts if not f.key or f.key[0] == key
+    )
+
+
 def other_keys_dropped(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
     """``facts`` of a dict read at the constant ``key``, less the facts of an ``if`` that
     stored only another constant key (``keyed_conditions``): that ``if`` chose what the other
     key holds, not this one's value."""
+    facts = key_read(facts, key)
     if not any(f.kind is Kind.VARIES and f.fix[:1] == ("key",) for f in facts):
         return facts
     return frozenset(

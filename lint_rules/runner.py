@@ -66,6 +66,7 @@ TRIGGERS: tuple[bytes, ...] = (
     b"completion(",
     b"from_messages",
     b"bind_tools",
+    b"create_agent",
     b"Agent(",
     b"PromptBuilder",
     b"cache_control",

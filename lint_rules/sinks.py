@@ -287,6 +287,21 @@ SPECS: tuple[SinkSpec, ...] = (
         positional={0: "tools"},
         params=("tool_choice",),
     ),
+    # LangChain v1's agent factory, ``create_agent(model, tools=None, *, system_prompt=None,
+    # ...)``: the tools (second positional or ``tools=``) are bound to the model in that order
+    # and the system prompt opens every request of the agent
+    # (https://docs.langchain.com/oss/python/releases/langchain-v1 and
+    # https://docs.langchain.com/oss/python/langchain/agents, checked 2026-12-05)
+    SinkSpec(
+        "langchain.agent",
+        "create_agent",
+        qualnames=frozenset(
+            {"langchain.agents.create_agent", "langchain.agents.factory.create_agent"}
+        ),
+        regions={"tools": "tools", "system_prompt": "system"},
+        positional={1: "tools"},
+        params=("model",),
+    ),
     SinkSpec(
         "agent",
         "Agent",

@@ -207,9 +207,18 @@ SANITIZERS = frozenset(
 #: whose result is the argument's number (``int(time.time())`` is still the time,
 #: ``float(os.getenv("TIMEOUT"))`` still the environment's value); and the in-memory streams
 #: ``io.StringIO``/``io.BytesIO``, whose buffer is the initial value given
-#: (https://docs.python.org/3/library/io.html#io.StringIO, checked 2026-12-04)
+#: (https://docs.python.org/3/library/io.html#io.StringIO, checked 2026-12-04); and the Google Gen
+#: AI SDK's tool objects ``types.Tool(function_declarations=[...])``, ``types.ToolDict`` and
+#: ``types.FunctionDeclaration(...)``: the SDK sends them as the request's ``tools``, field by
+#: field, declarations in the list's order
+#: (https://www.mintlify.com/googleapis/python-genai/concepts/types, https://cloud.google.com/
+#: vertex-ai/generative-ai/docs/model-reference/function-calling, checked 2026-12-05)
 PASS_THROUGH_FUNCTIONS = frozenset(
     {
+        "google.genai.types.Tool",
+        "google.genai.types.ToolDict",
+        "google.genai.types.FunctionDeclaration",
+        "google.genai.types.FunctionDeclarationDict",
         "io.StringIO",
         "io.BytesIO",
         "builtins.int",

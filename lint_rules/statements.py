@@ -22,6 +22,7 @@ from .facts import (
     canonical,
     concat,
     join,
+    keyed,
     keyed_conditions,
     narrowed,
     replace,
@@ -549,6 +550,10 @@ class StatementsMixin(EngineState):
                     frame.dict_keys.setdefault(base.id, {})[key] = target
             if not value.facts:
                 return
+            path = constant_keys(target)
+            if path:
+                # a time or id stored under constant keys is that entry's, not its siblings'
+                value = value.with_facts(keyed(value.facts, path))
             freed = self.positional_loops(target)
             around = frame.mutation_facts
             if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
@@ -726,6 +731,11 @@ class StatementsMixin(EngineState):
             index = frame.params[holder.id]
         else:
             inner = self.container_of(holder.id)
+            if inner is not None:
+                # stored into an entry of the container: under that entry's keys there
+                path = self.alias_keys(holder.id)
+                if path:
+                    added = added.with_facts(keyed(added.facts, path))
             if isinstance(inner, ast.Name) and inner.id != holder.id:
                 self.note_store(inner, added, attr)
             elif (
@@ -780,6 +790,38 @@ class StatementsMixin(EngineState):
         assert known is not None
         joined = merge(known, stored)
         summary.attr_objects[attr] = joined if joined.items is not None else None
+
+    def alias_keys(self, name: str, depth: int = 0) -> tuple[str, ...]:
+        """The constant string keys, outermost first, of the entry of a container the local
+        ``name`` is bound to (``container_of``): ``("recipient",)`` for ``recipient =
+        context.setdefault("recipient", {})``; ``()`` where one of them is not a constant
+        string (the entry's place is then not known)."""
+        expr = self.frame.defs.get(name)
+        key: object = None
+        base: ast.expr | None = None
+        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+            key, base = expr.slice.value, expr.value
+        elif (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in ("setdefault", "get")
+            and expr.args
+            and isinstance(expr.args[0], ast.Constant)
+        ):
+            key, base = expr.args[0].value, expr.func.value
+        if not isinstance(key, str):
+            return ()
+        frame = self.frame
+        if (
+            isinstance(base, ast.Name)
+            and base.id not in frame.params
+            and base.id != frame.self_name
+        ):
+            if depth >= 3 or base.id == name:
+                return ()
+            outer = self.alias_keys(base.id, depth + 1)
+            return (*outer, key) if outer else ()
+        return (key,)
 
     def container_of(self, name: str, depth: int = 0) -> ast.expr | None:
         """The parameter (a name) or field of the receiver (``self.data``) whose entry the
@@ -1246,6 +1288,20 @@ def _sets_role(scope: ast.AST, role: str) -> bool:
                 ):
                     return True
     return False
+
+
+def constant_keys(target: ast.Subscript) -> tuple[str, ...]:
+    """The constant string keys, outermost first, a store ``d["a"]["b"] = v`` writes under
+    (``("a", "b")``); ``()`` where one of them is not a constant string."""
+    path: list[str] = []
+    node: ast.expr = target
+    while isinstance(node, ast.Subscript):
+        if not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            return ()
+        path.append(node.slice.value)
+        node = node.value
+    return tuple(reversed(path))
+
 
 def _bound_before(body: list[ast.stmt], made: ast.expr, store: ast.expr) -> bool:
     """True when a block of ``body`` (itself or one nested in its statements, not in a

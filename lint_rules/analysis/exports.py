@@ -44,7 +44,7 @@ def exported(fact: Fact, own: Callable[[int], bool]) -> bool:
 
 def fact_to_json(fact: Fact, path: str) -> list[Any]:
     param_key = fact.kind is Kind.PARAM
-    return [
+    out: list[Any] = [
         fact.kind.value,
         fact.line,
         fact.col,
@@ -62,6 +62,10 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         ],
         fact.role,
     ]
+    if fact.key:
+        # the constant keys it was stored under (``Fact.key``), only where there are some
+        out.append(list(fact.key))
+    return out
 
 
 def fact_from_json(item: list[Any], key: int) -> Fact:
@@ -78,6 +82,7 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
         path=item[7],
         via=tuple((str(s[0]), int(s[1]), str(s[2]), str(s[3])) for s in item[8]),
         role=str(item[9]) if len(item) > 9 else "",
+        key=tuple(str(k) for k in item[10]) if len(item) > 10 else (),
     )
 
 

@@ -891,9 +891,9 @@ def _sink_part(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_fact(data: list[Any]) -> bool:
-    """Whether a JSON list is a fact (``exports.fact_to_json``: 10 fields, the chain's steps
-    at index 8)."""
-    return len(data) == 10 and isinstance(data[0], str) and isinstance(data[8], list)
+    """Whether a JSON list is a fact (``exports.fact_to_json``: 10 fields, 11 with the keys
+    it was stored under, the chain's steps at index 8)."""
+    return len(data) in (10, 11) and isinstance(data[0], str) and isinstance(data[8], list)
 
 
 def _assumed(steps: list[Any]) -> bool:
