@@ -796,19 +796,7 @@ class StatementsMixin(EngineState):
         ``name`` is bound to (``container_of``): ``("recipient",)`` for ``recipient =
         context.setdefault("recipient", {})``; ``()`` where one of them is not a constant
         string (the entry's place is then not known)."""
-        expr = self.frame.defs.get(name)
-        key: object = None
-        base: ast.expr | None = None
-        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
-            key, base = expr.slice.value, expr.value
-        elif (
-            isinstance(expr, ast.Call)
-            and isinstance(expr.func, ast.Attribute)
-            and expr.func.attr in ("setdefault", "get")
-            and expr.args
-            and isinstance(expr.args[0], ast.Constant)
-        ):
-            key, base = expr.args[0].value, expr.func.value
+        key, base = _entry_of(self.frame.defs.get(name))
         if not isinstance(key, str):
             return ()
         frame = self.frame
@@ -829,18 +817,7 @@ class StatementsMixin(EngineState):
         ``recipient = context.setdefault("recipient", {})``, ``context["recipient"]`` or
         ``context.get("recipient")`` (a nested container is shared, not copied), also through
         such locals in turn; None for any other binding."""
-        expr = self.frame.defs.get(name)
-        base: ast.expr | None = None
-        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
-            base = expr.value
-        elif (
-            isinstance(expr, ast.Call)
-            and isinstance(expr.func, ast.Attribute)
-            and expr.func.attr in ("setdefault", "get")
-            and expr.args
-            and isinstance(expr.args[0], ast.Constant)
-        ):
-            base = expr.func.value
+        base = _entry_of(self.frame.defs.get(name))[1]
         frame = self.frame
         if isinstance(base, ast.Name):
             if base.id in frame.params or base.id == frame.self_name:
@@ -1333,3 +1310,20 @@ def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
     for case in getattr(stmt, "cases", ()):
         blocks.append(case.body)
     return blocks
+
+
+def _entry_of(expr: ast.expr | None) -> tuple[object, ast.expr | None]:
+    """The constant key and the container of an entry a local is bound to: ``("r", ctx)`` for
+    ``ctx["r"]``, ``ctx.setdefault("r", {})`` or ``ctx.get("r")``; ``(None, None)`` for any
+    other binding (a computed key, a call of something else)."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        return expr.slice.value, expr.value
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in ("setdefault", "get")
+        and expr.args
+        and isinstance(expr.args[0], ast.Constant)
+    ):
+        return expr.args[0].value, expr.func.value
+    return None, None
