@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from promptcache.errors import ConfigError, StoreError
 
@@ -78,9 +79,22 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
         conn = psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        for secret in _passwords_in(url):  # libpq quotes a malformed one in its message
+            reason = reason.replace(secret, "***")
+        if "invalid percent-encoded token" in reason:
+            reason += "; write a % in the user name or password as %25"
         raise StoreError(f"cannot connect to the request log {redact_url(url)}: {reason}") from exc
     conn.adapters.register_loader("numeric", _NumericLoader)
     return conn
+
+
+def _passwords_in(url: str) -> list[str]:
+    """The password of ``url`` as written and percent-decoded (longest first), if it has one."""
+    userinfo = url.partition("://")[2].partition("?")[0].rpartition("@")[0]
+    password = userinfo.partition(":")[2]
+    if not password:
+        return []
+    return sorted({password, unquote(password)} - {""}, key=len, reverse=True)
 
 
 class _Cursor:

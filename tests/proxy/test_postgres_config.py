@@ -98,6 +98,29 @@ def test_a_url_of_another_scheme_is_refused_with_its_password_masked(
     assert list(tmp_path.iterdir()) == [config]  # no file or folder made of the URL
 
 
+def test_a_password_with_a_bare_percent_is_not_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # libpq refuses '50%off' (not percent-encoded) and quotes it: 'invalid percent-encoded
+    # token: "50%off-S3cret"', the password in clear under a URL shown as ***@
+    pytest.importorskip("psycopg")
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://proxy:50%off-S3cret@127.0.0.1:1/promptcache"
+    runner = CliRunner()
+    for args in (
+        ["proxy", "--upstream", "openai", "--port", "1", "--db", url],
+        ["report", "--db", url],
+        ["log", "copy", url, "b.db"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "S3cret" not in result.output and "50%off" not in result.output, result.output
+        assert (
+            "cannot connect to the request log postgresql://***@127.0.0.1:1/promptcache: invalid "
+            'percent-encoded token: "***"; write a % in the user name or password as %25'
+        ) in " ".join(result.output.split()), (args, result.output)
+
+
 def test_without_postgres_the_tests_skip_with_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
