@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -161,10 +162,8 @@ def _completion(document: str, question: str) -> tuple[str, dict[str, object]]:
     return "/v1/completions", {"prompt": f"{document} {question}", "max_tokens": 2}
 
 
-@pytest.mark.parametrize("shape", [_rag, _completion], ids=["rag", "completions"])
-def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
-    engines: list[str], tmp_path: Path, shape: object
-) -> None:
+def _fleet_app(engines: list[str], tmp_path: Path) -> tuple[Any, Path]:
+    """A prefix-routing proxy app over the engines (health checks out of the way) and its log."""
     upstream = UpstreamConfig(
         name="fleet", url=engines[0], vendor="openai_compatible", replicas=tuple(engines),
         routing=RoutingSettings(health_interval_s=60.0),
@@ -173,7 +172,23 @@ def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
     config = ProxyConfig(
         upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db, flush_interval_s=0.05
     )
-    app = build_app(config)
+    return build_app(config), db
+
+
+def _rows_when_logged(app: Any, db: Path, count: int) -> list[dict[str, Any]]:
+    """The log's rows once ``count`` of them are written (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while len(rows := read_rows(db)) < count and time.monotonic() < deadline:
+        app.state.store.flush()
+        time.sleep(0.05)
+    return rows
+
+
+@pytest.mark.parametrize("shape", [_rag, _completion], ids=["rag", "completions"])
+def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
+    engines: list[str], tmp_path: Path, shape: object
+) -> None:
+    app, db = _fleet_app(engines, tmp_path)
     build = shape if callable(shape) else None
     assert build is not None
     # each shape its own ending, so the engines' caches from the other shape do not count
@@ -195,10 +210,7 @@ def test_a_prefix_shared_inside_one_message_routes_to_its_holder(
             assert reply.status_code == 200, reply.text
             details = reply.json()["usage"].get("prompt_tokens_details") or {}
             cached.append(details.get("cached_tokens") or 0)
-        deadline = time.monotonic() + 10
-        while len(rows := read_rows(db)) < 4 and time.monotonic() < deadline:
-            app.state.store.flush()
-            time.sleep(0.05)
+        rows = _rows_when_logged(app, db, 4)
     assert [(r["replica"], r["route_reason"]) for r in rows] == [
         (engines[0], "new_prefix"),
         (engines[1], "new_prefix"),
@@ -217,15 +229,7 @@ def test_a_salted_prompt_routes_by_its_own_salt(engines: list[str], tmp_path: Pa
     """Requests with different `cache_salt` values never share KV blocks, so a prompt another
     tenant's salt cached is held nowhere for this one: it is a new prefix (least loaded), with
     no held depth that no replica can serve, and a repeat of a salt goes back to its holder."""
-    upstream = UpstreamConfig(
-        name="fleet", url=engines[0], vendor="openai_compatible", replicas=tuple(engines),
-        routing=RoutingSettings(health_interval_s=60.0),
-    )  # fmt: skip
-    db = tmp_path / "log.db"
-    config = ProxyConfig(
-        upstreams={"fleet": upstream}, default_upstream="fleet", db_path=db, flush_interval_s=0.05
-    )
-    app = build_app(config)
+    app, db = _fleet_app(engines, tmp_path)
     prompt = DOCUMENTS["sue"] + " (salted) What did Sue sing?"
     cached = []
     with ServerThread(app) as proxy:
@@ -234,10 +238,7 @@ def test_a_salted_prompt_routes_by_its_own_salt(engines: list[str], tmp_path: Pa
             reply = httpx.post(f"{proxy.url}/v1/completions", json=body, timeout=60)
             assert reply.status_code == 200, reply.text
             cached.append(reply.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
-        deadline = time.monotonic() + 10
-        while len(rows := read_rows(db)) < 3 and time.monotonic() < deadline:
-            app.state.store.flush()
-            time.sleep(0.05)
+        rows = _rows_when_logged(app, db, 3)
     assert [(r["route_reason"], r["route_depth"]) for r in rows][:2] == [
         ("new_prefix", 0),
         ("new_prefix", 0),
