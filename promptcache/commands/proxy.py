@@ -143,7 +143,8 @@ def proxy(
     """Run a local proxy that records every request's cache usage, cost and prefix hashes.
 
     Point a client's base URL at the proxy; requests are forwarded byte for byte (streams chunk
-    by chunk) and recorded in the SQLite --db file. API keys are never stored.
+    by chunk) and recorded in the --db log: a SQLite file, or a Postgres database given as a
+    postgresql:// URL. API keys are never stored.
 
     \b
     Example:

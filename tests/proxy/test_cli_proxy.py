@@ -156,6 +156,23 @@ def test_a_port_in_use_is_one_line_before_the_log_opens(tmp_path: Path) -> None:
     assert not db_path.exists()  # bound first, so nothing was created
 
 
+def test_help_and_docs_say_the_log_may_be_postgres() -> None:
+    # --help said rows go to "the SQLite --db file" and docs/proxy.md's --db row "the SQLite
+    # log", though --db takes a postgresql:// URL as well
+    result = CliRunner().invoke(cli, ["proxy", "--help"])
+    assert result.exit_code == 0, result.output
+    description = " ".join(result.output.split("Example:")[0].split())
+    assert "SQLite --db file" not in description
+    assert (
+        "recorded in the --db log: a SQLite file, or a Postgres database given as a "
+        "postgresql:// URL." in description
+    )
+    docs = Path(__file__).parents[2] / "docs" / "proxy.md"
+    db_rows = [ln for ln in docs.read_text().splitlines() if ln.startswith("| `--db ")]
+    assert len(db_rows) == 1
+    assert "a SQLite file" in db_rows[0] and "postgresql://" in db_rows[0]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
