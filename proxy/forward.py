@@ -687,7 +687,9 @@ def describe_transport_error(upstream: UpstreamConfig, exc: httpx.TransportError
     tls = tls_failure(exc)
     if tls is not None:  # the connection was taken: what failed is the TLS handshake
         kind = tls
-    detail = redact_url(str(exc)) or type(exc).__name__
+    # httpx ends some messages with a period ("Server disconnected without sending a
+    # response."); callers append "; clients get 502 ..." or " (before any byte)"
+    detail = redact_url(str(exc)).removesuffix(".") or type(exc).__name__
     return f"upstream {upstream.described} {kind}: {detail}"
 
 

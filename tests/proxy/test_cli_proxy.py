@@ -265,6 +265,61 @@ def test_an_upstream_that_refuses_is_warned_about_at_start_and_at_the_first_refu
     assert "custom" not in stderr and "Traceback" not in stderr
 
 
+def test_an_upstream_that_closes_without_a_response_is_told_in_one_sentence(
+    tmp_path: Path,
+) -> None:
+    # the upstream takes the connection, reads the request and closes it without a byte: the
+    # warning read "...without sending a response.; clients get 502" (httpx's period kept)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def close_every_connection() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+
+    thread = threading.Thread(target=close_every_connection, daemon=True)
+    thread.start()
+    port, upstream = free_port(), f"http://127.0.0.1:{listener.getsockname()[1]}"
+    command = [
+        sys.executable, "-c", "from promptcache.cli import main; main()",
+        "proxy", "--upstream", upstream, "--port", str(port), "--db", str(tmp_path / "l.db"),
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(proc, url + "/healthz")
+        reply = httpx.post(url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": []})
+        assert reply.status_code == 502
+        assert reply.json()["error"]["message"] == (
+            f"upstream {upstream} broke the HTTP protocol: Server disconnected without sending "
+            "a response"
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert proc.returncode == 0, stderr
+    broke = [ln for ln in stderr.splitlines() if "broke the HTTP protocol" in ln]
+    assert broke == [
+        f"WARNING:  upstream {upstream} broke the HTTP protocol: Server disconnected without "
+        "sending a response; clients get 502 until it answers (logged once until then)"
+    ], stderr
+
+
 def test_an_engine_upstream_that_is_not_running_says_how_to_start_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
