@@ -274,16 +274,36 @@ class PromptBuilder:
 
         Raises:
             LayerOrderError: called after session/history/dynamic content.
-            ConfigError: nothing frozen added yet, or a bad ``ttl``.
+            ConfigError: nothing frozen added yet, a bad ``ttl``, or the block is already
+                marked with another TTL (``None`` counts as the builder's TTL for it).
         """
         self._check_frozen_open("cache_breakpoint")
         checked = None if ttl is None else check_ttl(ttl, "cache_breakpoint(ttl=...)")
         if self._s.frozen:
-            self._s.markers[("frozen", len(self._s.frozen) - 1)] = checked
+            key, block = ("frozen", len(self._s.frozen) - 1), "the frozen block added last"
         elif self._s.tools:
-            self._s.markers[("tools", len(self._s.tools) - 1)] = checked
+            key = ("tools", len(self._s.tools) - 1)
+            block = f"tool {self._s.tools[-1].name!r}"
         else:
             raise ConfigError("cache_breakpoint() needs frozen content before it to mark")
+        if key in self._s.markers:
+            # a block holds one breakpoint with one TTL: a second, different TTL is a mistake
+            # (the later call would silently win); the same TTL again changes nothing
+            before = self._s.markers[key]
+            old_ttl, new_ttl = before or self.ttls[key[0]], checked or self.ttls[key[0]]
+            if old_ttl != new_ttl:
+
+                def call(given: Ttl | None, ttl: Ttl) -> str:
+                    if given is None:
+                        return f"cache_breakpoint() (the builder's {key[0]} TTL, {ttl!r})"
+                    return f"cache_breakpoint(ttl={given!r})"
+
+                raise ConfigError(
+                    f"{call(checked, new_ttl)} on {block}, which {call(before, old_ttl)} already "
+                    "marked: a block has one breakpoint with one TTL, so keep one call"
+                )
+            checked = checked or before
+        self._s.markers[key] = checked
         return self
 
     # -- later layers ----------------------------------------------------------------------

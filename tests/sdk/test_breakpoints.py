@@ -89,6 +89,34 @@ def test_marker_ttl_and_dedupe_with_auto_location() -> None:
     assert rendered["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
 
 
+def test_a_second_marker_with_another_ttl_on_one_block_is_refused() -> None:
+    # cache_breakpoint("1h") then cache_breakpoint("5m") on one block kept the last TTL without
+    # a word; the same TTL again (or no ttl where it is the builder's) changes nothing
+    b = PromptBuilder("claude-sonnet-4-5", min_prefix_tokens=1).system("Rules.")
+    b.cache_breakpoint(ttl="1h").cache_breakpoint(ttl="1h")
+    with pytest.raises(
+        ConfigError,
+        match=r"^cache_breakpoint\(ttl='5m'\) on the frozen block added last, which "
+        r"cache_breakpoint\(ttl='1h'\) already marked: a block has one breakpoint with one "
+        r"TTL, so keep one call$",
+    ):
+        b.cache_breakpoint(ttl="5m")
+    with pytest.raises(
+        ConfigError,
+        match=r"^cache_breakpoint\(\) \(the builder's frozen TTL, '5m'\) on the frozen block",
+    ):
+        b.cache_breakpoint()
+    b.knowledge("Docs.").dynamic("q")
+    assert [(bp.label, bp.ttl) for bp in b.to_anthropic().breakpoints] == [
+        ("marker", "1h"),
+        ("frozen", "5m"),
+    ]
+    tools = PromptBuilder("claude-sonnet-4-5").tool("t", "d", {"type": "object"})
+    tools.cache_breakpoint().cache_breakpoint(ttl="5m")
+    with pytest.raises(ConfigError, match=r"^cache_breakpoint\(ttl='1h'\) on tool 't', which"):
+        tools.cache_breakpoint(ttl="1h")
+
+
 def test_ttl_order_1h_after_5m_raises() -> None:
     b = PromptBuilder("claude-sonnet-4-5", ttl={"session": "1h"}, min_prefix_tokens=1)
     b.system("Role.").session("s").dynamic("q")
