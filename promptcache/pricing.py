@@ -156,6 +156,7 @@ class ModelPrice:
 
     Raises:
         ConfigError: ``model`` is not a str; a rate is negative, not finite or not a number;
+            ``aliases`` is a str (pass a list of names) or holds a name that is not a str;
             ``tier_max_input_tokens`` is not a positive int or None; ``above_tier`` is not a
             ModelPrice (or is tiered itself), or is given without a tier.
     """
@@ -182,6 +183,17 @@ class ModelPrice:
             )
         for key in _RATE_KEYS:
             object.__setattr__(self, key, _decimal(getattr(self, key), f"{self.model}.{key}"))
+        aliases = self.aliases
+        if isinstance(aliases, str):  # would be read one character at a time
+            raise ConfigError(
+                f"{self.model}.aliases must be a list of names, got the string {aliases!r}; "
+                f"pass a list: aliases=[{aliases!r}]"
+            )
+        if not isinstance(aliases, (list, tuple)) or not all(isinstance(a, str) for a in aliases):
+            raise ConfigError(
+                f"{self.model}.aliases must be a list of names (str), got {aliases!r}"
+            )
+        object.__setattr__(self, "aliases", tuple(aliases))
         tier = self.tier_max_input_tokens
         if tier is not None and (isinstance(tier, bool) or not isinstance(tier, int) or tier <= 0):
             raise ConfigError(

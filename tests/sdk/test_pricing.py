@@ -15,6 +15,7 @@ from promptcache.errors import ConfigError, PricingError, UnknownModelPriceError
 from promptcache.pricing import (
     COST_TERMS,
     ModelPrice,
+    PriceTable,
     cost,
     default_price_table,
     load_price_table,
@@ -185,6 +186,22 @@ def test_bad_user_rates_are_rejected() -> None:
             cache_write_5m=Decimal(0),
             cache_write_1h=Decimal(0),
         )
+
+
+def test_aliases_given_as_one_string_are_refused() -> None:
+    # aliases="my-llm-v2" was taken and read one character at a time ("m", "y", "-", ...), so
+    # the table priced a model named "m" at these rates and "my-llm-v2" not at all
+    with pytest.raises(
+        ConfigError,
+        match=r"^my-llm.aliases must be a list of names, got the string 'my-llm-v2'; pass a "
+        r"list: aliases=\['my-llm-v2'\]$",
+    ):
+        ModelPrice("my-llm", 1, 1, 1, 1, 1, aliases="my-llm-v2")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"my-llm.aliases must be a list of names \(str\)"):
+        ModelPrice("my-llm", 1, 1, 1, 1, 1, aliases=["ok", 7])  # type: ignore[list-item]
+    row = ModelPrice("my-llm", 1, 1, 1, 1, 1, aliases=["my-llm-v2"])  # type: ignore[arg-type]
+    assert row.aliases == ("my-llm-v2",)
+    assert PriceTable({"my-llm": row}).match("my-llm-v2") == (row, None)
 
 
 @pytest.mark.parametrize(
