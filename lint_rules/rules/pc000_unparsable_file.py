@@ -7,10 +7,11 @@ Fix: none
 Reports a Python file that cannot be read (inside a folder: a symbolic link loop, a link to
 nothing, a file without read permission; "cannot read this file: <reason>") or that the standard
 `ast` module cannot parse (a syntax error, a null byte, an undecodable encoding; "cannot parse
-this file: <reason>"), as one info line. The linter reports it and goes on with the other files;
-it never stops with a traceback. A file whose syntax error is on a line holding `{{` or `{%` is
-a template of a Python file (cookiecutter, copier, Jinja: `{{ folder_name }}`): it is skipped,
-not reported, and the run says how many it skipped.
+this file: <reason>"; a file saved as UTF-16 is told to be saved as UTF-8), as one info line.
+The linter reports it and goes on with the other files; it never stops with a traceback. A file
+whose syntax error is on a line holding `{{` or `{%` is a template of a Python file (cookiecutter,
+copier, Jinja: `{{ folder_name }}`): it is skipped, not reported, and the run says how many it
+skipped.
 
 ## Why is this bad?
 Nothing in the file can be checked, so a cache breaker in it would go unnoticed.
@@ -57,9 +58,27 @@ def from_error(path: str, exc: Exception) -> Diagnostic:
     line = getattr(exc, "lineno", None) or 1
     col = max((getattr(exc, "offset", None) or 1) - 1, 0)
     reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
+    if "null bytes" in reason and _seems_utf16(path):
+        reason += " (the file seems to be UTF-16; save it as UTF-8)"
     return Diagnostic(
         "PC000",
         f"cannot parse this file: {reason}",
         Location(path, line, col, line, col),
         Severity.INFO,
+    )
+
+
+def _seems_utf16(path: str) -> bool:
+    """Whether the file at ``path`` starts with a UTF-16 byte order mark, or has the NUL byte
+    of UTF-16 beside most characters of its start (ASCII text saved as UTF-16 without one)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(512)
+    except OSError:
+        return False
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    even, odd = head[0::2], head[1::2]
+    return len(odd) >= 2 and (
+        odd.count(0) * 4 >= len(odd) * 3 or even.count(0) * 4 >= len(even) * 3
     )

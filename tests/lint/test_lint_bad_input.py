@@ -343,3 +343,29 @@ def test_a_file_name_that_is_not_utf8_is_linted_and_reported(tmp_path: Path) -> 
             assert proc.stdout.startswith(b"bad\xff.py:6:")  # the name as its bytes
         else:
             assert '"uri": "bad%FF.py"' in proc.stdout.decode()
+
+
+def test_a_utf16_file_is_told_to_be_saved_as_utf8(project: Path) -> None:
+    # a .py file saved as UTF-16 (Windows editors, PowerShell's Out-File) was reported as
+    # "source code string cannot contain null bytes", which does not say what to do
+    (project / "bom.py").write_bytes(BAD.encode("utf-16"))  # with its byte order mark
+    (project / "le.py").write_bytes(BAD.encode("utf-16-le"))  # without one
+    (project / "be.py").write_bytes(BAD.encode("utf-16-be"))
+    (project / "nul.py").write_bytes(BAD.encode() + b"x = '\0'\n")  # look-alike: one stray NUL
+    result = run("bom.py", "le.py", "be.py", "nul.py", "--fail-on", "info")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    messages = {
+        line.split(":", 1)[0]: line.split(" PC000 ", 1)[1]
+        for line in result.stdout.splitlines()
+        if " PC000 " in line
+    }
+    utf16 = (
+        "cannot parse this file: source code string cannot contain null bytes (the file seems "
+        "to be UTF-16; save it as UTF-8)"
+    )
+    assert messages == {
+        "bom.py": utf16,
+        "le.py": utf16,
+        "be.py": utf16,
+        "nul.py": "cannot parse this file: source code string cannot contain null bytes",
+    }, result.stdout
