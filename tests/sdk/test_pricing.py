@@ -189,8 +189,9 @@ def test_bad_user_rates_are_rejected() -> None:
 
 
 def test_aliases_given_as_one_string_are_refused() -> None:
-    # aliases="my-llm-v2" was taken and read one character at a time ("m", "y", "-", ...), so
-    # the table priced a model named "m" at these rates and "my-llm-v2" not at all
+    # aliases="my-llm-v2" was taken and read one character at a time, so the table priced
+    # models named "m", "y", "l", "v", "2" and "-" at these rates (the alias itself only matched
+    # through the "-v2" version suffix being dropped)
     with pytest.raises(
         ConfigError,
         match=r"^my-llm.aliases must be a list of names, got the string 'my-llm-v2'; pass a "
