@@ -71,6 +71,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         22: 20261224,
         23: 20261225,
         24: 20261226,
+        25: 20261227,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -110,6 +111,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         22: 5,
         23: 5,
         24: 5,
+        25: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -227,6 +229,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         24: [
             "huggingface/lighteval",
             "neo4j/neo4j-graphrag-python",
+        ],
+        25: [
+            "NVIDIA/garak",
+            "camel-ai/crab",
         ],
     }
     for batch, tuning in recorded.items():
