@@ -119,7 +119,10 @@ def _print_table(data: dict[str, Any], api: str) -> None:
     share = f" ({percent(savings / without)} of the uncached cost)" if without else ""
     console.print(f"cost without cache: {_usd(data['cost_without_cache_usd'], places, '$')}")
     console.print(f"savings:            {_usd(data['savings_usd'], places, '$')}{share}")
-    console.print(f"cache hit rate:     {percent(data['hit_rate'])}")
+    # a hit rate is a share of the input: with no input tokens there is none to give
+    total_input = sum(row["tokens"] for term, row in data["terms"].items() if term != "output")
+    hit_rate = percent(data["hit_rate"]) if total_input else "n/a (no input tokens)"
+    console.print(f"cache hit rate:     {hit_rate}")
     console.print(_rates_line(data["source_url"], data["checked"]))
 
 

@@ -90,6 +90,25 @@ def test_amounts_under_a_millionth_of_a_dollar_are_shown_not_rounded_to_zero() -
     assert "0.000000 " not in out and "0.000000\n" not in out
 
 
+def test_no_input_tokens_has_no_hit_rate() -> None:
+    """A response with output and no input (a bare {"input_tokens": 0, ...}) printed 'cache hit
+    rate: 0.0%', a share of nothing; the table says there is none, and a response with input
+    still gives its share."""
+    usage = {"input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5}
+    code, out, err = run(
+        "-", "-m", "claude-sonnet-4-5", "--api", "anthropic", stdin=json.dumps(usage)
+    )
+    assert code == 0, err
+    assert "cache hit rate:     n/a (no input tokens)" in out
+    assert "0.0%" not in out.split("cache hit rate:")[1]
+    usage = {"input_tokens": 3, "cache_read_input_tokens": 1, "output_tokens": 5}
+    code, out, err = run(
+        "-", "-m", "claude-sonnet-4-5", "--api", "anthropic", stdin=json.dumps(usage)
+    )
+    assert code == 0, err
+    assert "cache hit rate:     25.0%" in out
+
+
 def test_ambiguous_usage_needs_api() -> None:
     usage = json.dumps({"input_tokens": 1000, "output_tokens": 10})
     code, _, err = run("-", "--model", "claude-sonnet-4-5", stdin=usage)
