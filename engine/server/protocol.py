@@ -547,8 +547,15 @@ def _stop(fields: _Fields) -> list[str] | None:
     if stop is None:
         return None
     items = [stop] if isinstance(stop, str) else stop
-    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+    if not isinstance(items, list):
         raise _wrong_type("stop", "a string or an array of strings", stop)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):  # "got an array" would contradict "an array of strings"
+            raise RequestFieldError(
+                f"stop[{i}] must be a string, got {_json_type(item)}",
+                param="stop",
+                code="invalid_type",
+            )
     for item in items:
         if not item:
             raise RequestFieldError(
