@@ -67,9 +67,13 @@ class Conversation:
         self.max_turns = max_turns
         self.max_history_tokens = max_history_tokens
         self.summary = summary
-        self._base = base.fork(history=False, dynamic=False)
-        self._prompt = self._base.fork()
+        self._prompt = base.fork(history=False, dynamic=False)
+        # where the summary block sits in the session layer (None: no summary); content added
+        # later through ``prompt`` (frozen while it is open, session blocks) is the
+        # conversation's own and stays across ``compact``, the summary alone is replaced
+        self._summary_at: int | None = None
         if summary is not None:
+            self._summary_at = len(self._prompt.session_blocks)
             self._prompt.session(summary, title=_SUMMARY_TITLE)
         # history tokens counted so far, and of how many messages: the history is append-only,
         # so messages added through ``prompt.add_user`` as well are counted when next asked
@@ -119,18 +123,21 @@ class Conversation:
     def compact(self, summary: str) -> Conversation:
         """Commit and clear: a new conversation with ``summary`` in the session layer.
 
-        The new conversation has the same frozen and session layers (so the frozen cache still
-        hits), ``summary`` as its last session block (replacing any earlier summary: write it to
-        cover the earlier summary too), an empty history, and the same thresholds. ``self`` is
-        unchanged.
+        The new conversation has the same frozen and session layers, what was added through
+        ``prompt`` included (so the frozen cache still hits), ``summary`` as its last session
+        block (replacing any earlier summary: write it to cover the earlier summary too), an
+        empty history, and the same thresholds. ``self`` is unchanged.
 
         Raises:
             ConfigError: ``summary`` is empty or not a str.
         """
         if not isinstance(summary, str) or not summary.strip():
             raise ConfigError("compact() needs a non-empty summary of the conversation so far")
+        base = self._prompt.fork(history=False, dynamic=False)
+        if self._summary_at is not None:
+            del base._s.session[self._summary_at]  # the new summary replaces it, placed last
         return Conversation(
-            self._base,
+            base,
             max_turns=self.max_turns,
             max_history_tokens=self.max_history_tokens,
             summary=summary,

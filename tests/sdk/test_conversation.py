@@ -110,3 +110,32 @@ def test_bad_thresholds(kwargs: dict[str, int]) -> None:
 def test_empty_summary_is_rejected() -> None:
     with pytest.raises(ConfigError, match=r"needs a non-empty summary"):
         Conversation(_base()).compact("  ")
+
+
+def test_compact_keeps_what_was_added_through_the_prompt() -> None:
+    """compact() rebuilt the conversation from the base given to Conversation(), so a document
+    added with conv.prompt.knowledge() while the frozen layer was open, or a session block added
+    with conv.prompt.session(), was gone after compact: the frozen prefix changed (its cache
+    missed) and the session fact was lost. Both stay; the summary alone is replaced, last."""
+    base = PromptBuilder("claude-sonnet-4-5", min_prefix_tokens=1).system("You are a reviewer.")
+    conv = Conversation(base)
+    conv.prompt.knowledge("Use ruff.", title="house rules")
+    conv.prompt.session("User: Ada.")
+    conv.add_user("q").add_assistant("a")
+    fresh = conv.compact("First summary.")
+    assert fresh.prompt.frozen_blocks == conv.prompt.frozen_blocks
+    assert fresh.prompt.session_blocks == (
+        "User: Ada.",
+        "## Summary of the conversation so far\n\nFirst summary.",
+    )
+    fresh.prompt.session("Ada prefers short answers.")
+    again = fresh.add_user("q2").compact("Second summary.")
+    assert again.prompt.session_blocks == (
+        "User: Ada.",
+        "Ada prefers short answers.",
+        "## Summary of the conversation so far\n\nSecond summary.",
+    )
+    before = conv.prompt.fork(history=False).dynamic("q").fingerprint()
+    after = again.prompt.fork().dynamic("q").fingerprint()
+    assert before.segments[:3] == after.segments[:3]  # tools none; both frozen blocks, session
+    assert base.frozen_blocks == ("You are a reviewer.",)  # the base is never modified
