@@ -543,7 +543,21 @@ class CallsMixin(EngineState):
             return Value(facts, shape, ref=cls, items=fields)
         instance = Value(shape=Shape.OBJECT if default_repr else Shape.UNKNOWN, ref=cls, items=())
         stored = self.call_bound(Bound(init, instance, None), node, stores_only=True)
-        return Value(stored.facts, instance.shape, ref=cls, items=stored.items)
+        facts, items = stored.facts, stored.items
+        if isinstance(cls, ClassInfo) and items is not None:
+            # a pydantic model whose own ``__init__`` hands its fields to pydantic's: a field
+            # neither given here, nor by that ``__init__``, gets what its factory makes
+            kept = dict(items)
+            for name, factory in _handed_factories(cls.node, init, node).items():
+                if name not in kept:
+                    made = self.factory_value(factory)
+                    if made.facts:
+                        kept[name] = made
+                        facts = facts | made.facts
+            if len(kept) > len(items):
+                items = tuple(sorted(kept.items()))
+        return Value(facts, instance.shape, ref=cls, items=items)
+
 
     def factory_value(self, factory: ast.expr) -> Value:
         """What a field's ``default_factory`` makes when an instance is built here: the body of
@@ -1780,9 +1794,12 @@ def _bare_call(func: ast.expr) -> ast.Call:
     return call
 
 
-def _default_factories(cls: ast.ClassDef) -> dict[str, ast.expr]:
+def _default_factories(
+    cls: ast.ClassDef, makers: tuple[str, ...] = ("field", "Field")
+) -> dict[str, ast.expr]:
     """The fields of ``cls`` declared with a default factory (``x: T =
-    field(default_factory=f)``, pydantic's ``Field(default_factory=f)``): name -> ``f``."""
+    field(default_factory=f)``, pydantic's ``Field(default_factory=f)``; ``makers``: the
+    names of the calls that count): name -> ``f``."""
     found: dict[str, ast.expr] = {}
     for stmt in cls.body:
         if not (
@@ -1793,12 +1810,60 @@ def _default_factories(cls: ast.ClassDef) -> dict[str, ast.expr]:
             continue
         func = stmt.value.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name not in ("field", "Field"):
+        if name not in makers:
             continue
         for kw in stmt.value.keywords:
             if kw.arg == "default_factory":
                 found[stmt.target.id] = kw.value
     return found
+
+
+def _handed_factories(cls: ast.ClassDef, init: object, node: ast.Call) -> dict[str, ast.expr]:
+    """The fields of pydantic model ``cls`` declared ``Field(default_factory=f)`` that its own
+    ``init`` (``def __init__(self, goal, **kwargs): super().__init__(goal=goal, **kwargs)``)
+    leaves to that factory when the class is called as ``node``: not a parameter of ``init``,
+    not a keyword of its ``super().__init__(...)`` call, not a keyword of ``node`` (nothing
+    where ``node`` or that call splats a dict of its own). A dataclass's factory does not run
+    under an ``__init__`` of its own; {} for any other ``init``."""
+    if not isinstance(init, (ast.FunctionDef, ast.AsyncFunctionDef)) or init not in cls.body:
+        return {}
+    handed = [
+        call
+        for call in ast.walk(init)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "__init__"
+        and isinstance(call.func.value, ast.Call)
+        and isinstance(call.func.value.func, ast.Name)
+        and call.func.value.func.id == "super"
+    ]
+    if len(handed) != 1:
+        return {}
+    given = {kw.arg for kw in (*handed[0].keywords, *node.keywords)}
+    kwargs = init.args.kwarg.arg if init.args.kwarg is not None else None
+    splats = [kw.value for kw in handed[0].keywords if kw.arg is None]
+    if None in {kw.arg for kw in node.keywords} or any(
+        not (isinstance(v, ast.Name) and v.id == kwargs) for v in splats
+    ):
+        return {}
+    args = [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs]
+    params = {a.arg for a in args}
+    self_name = args[0].arg if args else None
+    # what ``init`` stores itself (``self.key = "kept"``) is its own, whatever the value
+    stored = {
+        target.attr
+        for stmt in ast.walk(init)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == self_name
+    }
+    return {
+        name: factory
+        for name, factory in _default_factories(cls, ("Field",)).items()
+        if name not in given and name not in params and name not in stored
+    }
 
 
 def _dataclass_fields(cls: ast.ClassDef) -> list[str]:

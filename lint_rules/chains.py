@@ -5,10 +5,10 @@ was born and each call that passed it on: "`now_text` passes it on: returned by 
 at ``clock.py:12``. Before a finding is reported, each of those places is read back: the line
 must exist in its file, the origin's line must hold the value it names (``now`` for
 ``datetime.now()``), and a step's line must call the name it gives (``now_text(``,
-``.now_text(``, a table of callables ``factories[...](``, or the name ending the line, its
-arguments on the next), or read it where the step is a property's (``.system_prompt``). A
-finding whose chain does not hold is not proven: like a flow through a call the analysis cannot
-see, it is shown only by ``--explain``.
+``.now_text(``, a table of callables ``factories[...](``, the name ending the line, its
+arguments on the next, or a field's ``default_factory=now_text``), or read it where the step is
+a property's (``.system_prompt``). A finding whose chain does not hold is not proven: like a
+flow through a call the analysis cannot see, it is shown only by ``--explain``.
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ def chain_holds(diagnostic: Diagnostic, lines_of: Lines) -> bool:
 
 
 def calls(line: str, name: str) -> bool:
-    """True when ``line`` calls ``name``: ``name(``, ``obj.name(``, ``name[key](``, or ``name``
-    last on the line (the call's arguments follow on the next)."""
-    return re.search(rf"(?<!\w){re.escape(name)}\s*(\(|\[|$)", line.rstrip()) is not None
+    """True when ``line`` calls ``name``: ``name(``, ``obj.name(``, ``name[key](``, ``name``
+    last on the line (the call's arguments follow on the next), or ``default_factory=name``
+    (a field's factory, run for each instance built)."""
+    if re.search(rf"(?<!\w){re.escape(name)}\s*(\(|\[|$)", line.rstrip()) is not None:
+        return True
+    return re.search(rf"default_factory\s*=\s*{re.escape(name)}(?![\w.])", line) is not None
 
 
 def reads(line: str, name: str) -> bool:

@@ -57,9 +57,12 @@ _SENT = re.compile(
 
 
 def _calls(line: str, name: str) -> bool:
-    """True when ``line`` calls ``name`` (``name(``, ``.name(``, ``name[...](``, or ``name``
-    ending the line, its arguments on the next)."""
-    return re.search(rf"(?<![\w]){re.escape(name)}\s*(\(|\[|$)", line.rstrip()) is not None
+    """True when ``line`` calls ``name`` (``name(``, ``.name(``, ``name[...](``, ``name``
+    ending the line, its arguments on the next, or a field's ``default_factory=name``, which
+    pydantic calls for each instance built)."""
+    if re.search(rf"(?<![\w]){re.escape(name)}\s*(\(|\[|$)", line.rstrip()) is not None:
+        return True
+    return re.search(rf"default_factory\s*=\s*{re.escape(name)}(?![\w.])", line) is not None
 
 
 def _check(diagnostics: list[Diagnostic]) -> list[str]:
@@ -403,3 +406,8 @@ def test_a_chain_whose_places_do_not_show_it_is_not_proven() -> None:
     assert not chain_holds(d, edited(step, f"    # {step.value} is not called here"))
     assert not chain_holds(d, lambda path: [] if path == step.location.path else _lines(path))
     assert not chain_holds(d, lambda path: None)
+    # a field's factory is called by pydantic for each instance: ``default_factory=name``
+    # shows the step, a longer name or another attribute does not
+    assert chain_holds(d, edited(step, f"    key: str = Field(default_factory={step.value})"))
+    assert not chain_holds(d, edited(step, f"    key: str = Field(default_factory={step.value}_x)"))
+    assert not chain_holds(d, edited(step, f"    key: str = Field(default_factory={step.value}.a)"))
