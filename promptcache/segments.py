@@ -102,13 +102,21 @@ class _Splitter:
         self.segments.append(RawSegment(path, kind, self._strip(value, path, index)))
 
     def add_list(
-        self, path: str, kind: SegmentKind, items: Any, *, role_kinds: bool = False
+        self,
+        path: str,
+        kind: SegmentKind,
+        items: Any,
+        *,
+        role_kinds: bool = False,
+        or_string: bool = False,
     ) -> None:
+        """``or_string``: the API also takes a plain string there (the caller adds that one)."""
         if items is None:
             return
         if not isinstance(items, list):
+            expected = "a string or a list" if or_string else "a list"
             raise RequestShapeError(
-                f"{self.api} request: `{path}` must be a list, got {type(items).__name__}"
+                f"{self.api} request: `{path}` must be {expected}, got {type(items).__name__}"
             )
         for i, item in enumerate(items):
             if _is_cache_point(item):
@@ -258,7 +266,7 @@ def split_request(
         if isinstance(system, str):
             s.add("system", "system", system)
         else:
-            s.add_list("system", "system", system)
+            s.add_list("system", "system", system, or_string=True)
         s.add_list("messages", "messages", body.get("messages"))
         if "cache_control" in body:
             s.marker("cache_control", body["cache_control"])
@@ -281,7 +289,7 @@ def split_request(
         if isinstance(items, str):
             s.add("input", "messages", items)
         else:
-            s.add_list("input", "messages", items, role_kinds=True)
+            s.add_list("input", "messages", items, role_kinds=True, or_string=True)
     elif api == "gemini":
         for key in ("cachedContent", "cached_content"):
             if key in body:

@@ -237,6 +237,17 @@ def test_round_trip_through_dict() -> None:
     ("body", "api", "message"),
     [
         ({"messages": "hi"}, "anthropic", r"`messages` must be a list, got str"),
+        # a string is also a valid system prompt and Responses input: the message says so
+        (
+            {"system": 7, "messages": []},
+            "anthropic",
+            r"`system` must be a string or a list, got int",
+        ),
+        (
+            {"input": {"role": "user"}},
+            "openai_responses",
+            r"`input` must be a string or a list, got dict",
+        ),
         ({"model": "x"}, "anthropic", r"found no prompt content"),
         ({"contents": [{"parts": [{"text": "hi"}]}]}, "anthropic", r"looks like gemini"),
         ({"messages": []}, "cohere", r"unknown api 'cohere'"),
