@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -496,6 +497,17 @@ def routing_key(body: Any) -> str | None:
     return f"{key or ''}\x00cache_salt={salt}"  # NUL: no prompt_cache_key ends up the same
 
 
+def family_id(first_segment_hash: str, key_for_routing: str | None) -> str:
+    """The prefix family a request opens (no predecessor): its first segment's hash, or, for a
+    request sent with a ``prompt_cache_key`` or ``cache_salt`` (``routing_key``), the SHA-256 of
+    that key and the hash, so that each key and each salt, a cache of its own, is a family of
+    its own in the report (its families, TTL advice, stored prefixes) as in the explainer."""
+    if key_for_routing is None:
+        return first_segment_hash
+    joined = f"{key_for_routing}\x00{first_segment_hash}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(joined).hexdigest()
+
+
 class _Lru(OrderedDict[Any, Any]):
     def touch(self, key: Any, value: Any, limit: int) -> None:
         self[key] = value
@@ -671,7 +683,9 @@ class BreakExplainer:
             )
             segments = snap.fingerprint.segments
             family = previous.prefix_family if previous is not None else None
-            family = family or (segments[0].sha256 if segments else None)
+            family = family or (
+                family_id(segments[0].sha256, snap.routing_key) if segments else None
+            )
             snap = _replaced(snap, prefix_family=family)
             self._remember(snap)
         lost = tokens_lost(
@@ -790,7 +804,13 @@ class BreakExplainer:
 
     def _fill(self, record: RequestRecord) -> None:
         fp = record.fingerprint
-        record.prefix_family = record.first_segment_hash  # unless a predecessor is found
+        key_for_routing = routing_key(record.request_json)
+        # unless a predecessor is found
+        record.prefix_family = (
+            family_id(record.first_segment_hash, key_for_routing)
+            if record.first_segment_hash is not None
+            else None
+        )
         if fp is None or record.status is None or not 200 <= record.status < 300:
             return
         write = None
@@ -808,7 +828,7 @@ class BreakExplainer:
             key_fingerprint=record.key_fingerprint,
             fingerprint=fp,
             has_text=True,
-            routing_key=routing_key(record.request_json),
+            routing_key=key_for_routing,
             cached_tokens=cached_tokens_of(
                 record.api,
                 record.breakpoints,

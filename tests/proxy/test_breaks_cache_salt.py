@@ -20,6 +20,7 @@ from promptcache.engine import LLMEngine
 from promptcache.engine.server import create_app
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.report import build_report
+from promptcache.proxy.report.page import build_page
 from promptcache.proxy.report.render import render_table
 
 TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
@@ -60,3 +61,27 @@ def test_a_new_salt_opens_its_own_prefix_and_is_no_unexpected_miss(
     assert report.total.unexpected_misses == 0
     text = render_table(report, width=200)
     assert "wait for its first token before fanning out" not in text
+
+
+def test_each_salt_is_a_family_of_its_own_in_the_report(
+    start_proxy: Callable[..., RunningProxy], engine_url: str
+) -> None:
+    # both tenants' rows got the prompt's first segment hash as their family, so the report's
+    # families table (and TTL advice, stored prefixes) showed the two caches as one family
+    engine = UpstreamConfig(name="openai", url=engine_url, vendor="engine")
+    proxy = start_proxy(upstreams={"openai": engine})
+    for salt in ("tenant-a", "tenant-b", "tenant-a", "tenant-b", None):
+        body = {"model": "tiny", "prompt": PROMPT, "max_tokens": 2}
+        if salt is not None:
+            body["cache_salt"] = salt
+        response = httpx.post(f"{proxy.url}/v1/completions", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+    rows = proxy.rows(5)
+    families = [r["prefix_family"] for r in rows]
+    assert families[0] == families[2] and families[1] == families[3]
+    assert len({families[0], families[1], families[4]}) == 3, families
+    assert families[4] == rows[4]["first_segment_hash"]  # unsalted: the first segment's hash
+
+    report = build_report(proxy.db_path, since=time.time() - 3600, until=time.time() + 60)
+    page = build_page(report)
+    assert sorted(f.requests for f in page.families) == [1, 2, 2], page.families
