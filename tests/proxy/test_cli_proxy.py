@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from port_support import free_ports
 from proxy_support import read_rows, wait_until_serving
 from servers import ServerThread
 from slow_client_support import SlowClients, limit_open_files
@@ -225,7 +226,8 @@ def test_an_upstream_that_refuses_is_warned_about_at_start_and_at_the_first_refu
 ) -> None:
     # nothing listens on the upstream's port: the proxy starts anyway, says so, answers 502,
     # and logs the first refused request (not every one) at the default log level
-    port, down = free_port(), f"http://127.0.0.1:{free_port()}"
+    port, down_port = free_ports(2)
+    down = f"http://127.0.0.1:{down_port}"
     command = [
         sys.executable, "-c", "from promptcache.cli import main; main()",
         "proxy", "--upstream", down, "--port", str(port), "--db", str(tmp_path / "l.db"),
@@ -467,8 +469,8 @@ def test_slow_clients_cannot_hold_the_proxys_connections(mock_server: ServerThre
 
 
 def test_replicas_given_as_urls_are_named_by_url_in_warnings(tmp_path: Path) -> None:
-    port = free_port()
-    down = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+    port, *down_ports = free_ports(3)
+    down = [f"http://127.0.0.1:{p}" for p in down_ports]
     command = [
         sys.executable, "-c", "from promptcache.cli import main; main()",
         "proxy", "--upstream", ",".join(down), "--port", str(port), "--no-log",

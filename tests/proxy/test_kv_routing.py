@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from port_support import free_ports
 from proxy_support import read_rows, wait_until_serving
 from servers import ServerThread
 
@@ -38,13 +38,6 @@ SYSTEM_B = (
     "You answer questions about the farm. The farm has three cows, two horses, a pond with "
     "ducks and a red barn where the old farmer keeps his tractor and the hay for winter."
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _chat(system: str, user: str) -> dict[str, Any]:
@@ -76,9 +69,10 @@ def engines(template_file: Path) -> Iterator[list[dict[str, str]]]:
     procs: list[subprocess.Popen[str]] = []
     replicas = []
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    ports = free_ports(6)  # distinct: each replica's HTTP, events and replay sockets
     try:
-        for _ in range(2):
-            port, events, replay = _free_port(), _free_port(), _free_port()
+        for i in range(2):
+            port, events, replay = ports[3 * i : 3 * i + 3]
             command = [
                 str(Path(sys.executable).with_name("promptcache")), "engine", "serve",
                 "--model", str(TINYSTORIES), "--port", str(port), "--served-model-name", "tiny",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from port_support import free_ports
 from prometheus_client.parser import text_string_to_metric_families
 from proxy_support import wait_until_serving
 from servers import ServerThread
@@ -34,12 +34,6 @@ from promptcache.proxy.store_postgres import PgConnection
 
 PROXIES = 4
 PROMPTCACHE = str(Path(sys.executable).parent / "promptcache")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -52,8 +46,7 @@ def fleet(tmp_path: Path, pg_url: str, mock_server: ServerThread) -> Iterator[li
     )
     proxies = []
     try:
-        for _ in range(PROXIES):
-            port = free_port()
+        for port in free_ports(PROXIES):
             command = [PROMPTCACHE, "proxy", "--config", str(config), "--port", str(port)]
             proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
             proxies.append(Proxy(proc, f"http://127.0.0.1:{port}"))

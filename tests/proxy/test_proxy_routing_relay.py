@@ -17,6 +17,7 @@ from types import ModuleType
 
 import httpx
 import pytest
+from port_support import free_ports
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -34,12 +35,11 @@ def routing() -> ModuleType:
 @pytest.fixture(scope="module")
 def fleet(routing: ModuleType) -> Iterator[tuple[str, list[str]]]:
     """(relay URL, replica URLs): two mock replicas behind the relay under uvicorn."""
-    ports = [routing.free_port() for _ in range(2)]
+    *ports, relay_port = free_ports(3)
     mocks = [subprocess.Popen([sys.executable, str(BENCHMARKS / "proxy_cpu_split.py"),
                                "--serve-mock", str(p), "--event-gap-ms", "0"])
              for p in ports]  # fmt: skip
     urls = [f"http://127.0.0.1:{p}" for p in ports]
-    relay_port = routing.free_port()
     relay = routing.start_relay(relay_port, urls, "uvicorn")
     try:
         for proc, url in zip(mocks, urls, strict=True):

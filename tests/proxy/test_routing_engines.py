@@ -22,6 +22,7 @@ import httpx
 import openai
 import pytest
 import uvicorn
+from port_support import free_ports
 from proxy_support import read_rows, wait_until_serving
 from servers import ServerThread
 
@@ -60,10 +61,9 @@ def _free_port() -> int:
 def engines() -> Iterator[list[str]]:
     assert TINYSTORIES.is_dir(), f"test checkpoint missing: {TINYSTORIES}"
     servers, threads, urls = [], [], []
-    for _ in range(2):
+    for port in free_ports(2):  # the first binds in its thread, after the second is picked
         engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
         app = create_app(engine, served_model_names=["tiny"], chat_template=CHAT_TEMPLATE)
-        port = _free_port()
         server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
