@@ -79,6 +79,12 @@ BUSY_TIMEOUT_S = 5.0
 FAILING_WARN_EVERY_S = 60.0
 
 
+def one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line: libpq writes some over three (``server closed the
+    connection unexpectedly`` then a tab-indented hint), which a log line must not split."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _v1_requests(db: Database) -> None:
     """Create ``requests`` (one row per request), its indexes, and ``proxy_settings`` (salt)."""
     text, real, integer = str, float, int
@@ -667,18 +673,20 @@ class RequestStore:
             self.failing_since = self._warned_at = now
             self._dropped_before = self.dropped_rows
             logger.warning(
-                "request log: writing %s failed (%s); they stay queued and are tried again "
-                "every %.1f s until the server takes them",
+                "request log: writing %s failed (%s); %s queued and tried again every %.1f s "
+                "until the server takes %s",
                 plural(len(rows), "row"),
-                exc,
+                one_line(exc),
+                "it stays" if len(rows) == 1 else "they stay",
                 self.flush_interval_s,
+                "it" if len(rows) == 1 else "them",
             )
         elif now - self._warned_at >= FAILING_WARN_EVERY_S:
             self._warned_at = now
             logger.warning(
                 "request log: writes still failing after %.0f s (%s); %s waiting",
                 now - self.failing_since,
-                exc,
+                one_line(exc),
                 plural(waiting, "row"),
             )
         if not final or now < self._stop_deadline:
@@ -693,7 +701,7 @@ class RequestStore:
             plural(len(rows), "row"),
             ", ".join(str(r.get("id")) for r in rows[:3]),
             now - self.failing_since,
-            exc,
+            one_line(exc),
         )
         rows.clear()
         return True
@@ -730,7 +738,7 @@ class RequestStore:
             logger.warning(
                 "request log: a batch of %d rows failed (%s); writing them one by one",
                 len(rows),
-                exc,
+                one_line(exc),
             )
             for row in rows:
                 try:
@@ -739,7 +747,9 @@ class RequestStore:
                     self.failed_rows += 1
                     self.last_loss_at = time.monotonic()
                     logger.error(
-                        "request log: row %s could not be written: %s", row.get("id"), row_exc
+                        "request log: row %s could not be written: %s",
+                        row.get("id"),
+                        one_line(row_exc),
                     )
                 else:
                     self.written_rows += 1

@@ -5,8 +5,11 @@ and two stores starting at once migrate once."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
+import urllib.parse
 import uuid
 
 import httpx
@@ -301,3 +304,80 @@ def test_a_stop_that_writes_in_time_reports_nothing_lost(
     store.close(timeout_s=30)
     assert "did not finish" not in caplog.text
     assert (store.written_rows, count(pg_url)) == (7, 7)
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 in front of the Postgres server; ``cut()`` closes every
+    relayed connection at once, as a server that dies without a word does (no error message
+    from it: libpq says the server closed the connection unexpectedly)."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def cut(self) -> None:
+        with self.lock:
+            cut, self.sockets = self.sockets, []
+        for sock in cut:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+def test_a_server_gone_without_a_word_is_one_warning_line(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # libpq's message for it spans three lines ('server closed the connection unexpectedly',
+    # then a tab-indented hint), which the writer's warning printed as they were: one log
+    # record in three lines, the last two without the 'request log:' that says whose they are
+    parts = urllib.parse.urlsplit(pg_url)
+    relay = Relay(parts.port or 5432)
+    url = pg_url.replace(f":{parts.port}/", f":{relay.port}/")
+    store = RequestStore(url, flush_interval_s=0.1)
+    store.start()
+    try:
+        assert store.submit(row())
+        assert store.flush(30)
+        relay.cut()
+        assert store.submit(row())
+        assert store.flush(30)
+    finally:
+        store.close()
+        relay.close()
+    assert (store.written_rows, store.failed_rows, count(pg_url)) == (2, 0, 2)
+    failed = [r.getMessage() for r in caplog.records if "writing 1 row failed" in r.getMessage()]
+    assert len(failed) == 1, caplog.text
+    assert "server closed the connection unexpectedly" in failed[0]
+    assert "\n" not in failed[0] and "\t" not in failed[0], failed[0]
+    assert "; it stays queued and tried again every 0.1 s until the server takes it" in failed[0]
