@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import time
@@ -207,6 +208,8 @@ def report_command(
         promptcache report --engine-metrics http://127.0.0.1:8000/metrics
         promptcache report --db proxy-a.db --db proxy-b.db   # several proxies as one
     """
+    if output is not None:
+        _refuse_output_onto_a_log(output, dbs)
     from promptcache.proxy.report import build_report
     from promptcache.proxy.report.advice import EngineKvStats
     from promptcache.proxy.report.html import render_html
@@ -260,6 +263,26 @@ def report_command(
     if failures:
         click.echo("alert: " + "; ".join(failures), err=True)
         raise SystemExit(1)
+
+
+def _refuse_output_onto_a_log(output: Path, dbs: tuple[Path | str, ...]) -> None:
+    """A usage error when ``--output`` names a SQLite log being read (or its -wal, -shm or
+    -journal file): writing the report there would replace the log's rows with the report."""
+    target = output.resolve()
+    for db in dbs:
+        if not isinstance(db, Path):  # a Postgres URL
+            continue
+        log = db.resolve()
+        companions = [log.with_name(log.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+        same = target in (log, *companions) or (
+            target.exists() and log.exists() and os.path.samefile(target, log)
+        )
+        if same:
+            raise click.BadParameter(
+                f"{output} is the proxy log given with --db {db} (or a file of it): writing the "
+                "report there would destroy the log; give another file",
+                param_hint="--output",
+            )
 
 
 def _engine_table(engine: EngineKvStats, *, color: bool) -> str:

@@ -161,6 +161,37 @@ def test_output_into_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.parametrize("target", ["log.db", "log.db-wal", "./sub/../log.db", "link.db"])
+def test_output_onto_the_log_is_refused_and_the_log_kept(tmp_path: Path, target: str) -> None:
+    # `report -o log.db` wrote the text report over the proxy's log: every row was gone
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    with closing(sqlite3.connect(log)) as conn, conn:
+        conn.execute("INSERT INTO requests (id, started_at, stream) VALUES ('r1', 1.0, 0)")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.db").symlink_to(log)
+    before = log.read_bytes()
+    result = CliRunner().invoke(
+        cli, ["report", "--db", str(log), "--since", "0", "--output", str(tmp_path / target)]
+    )
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert (
+        f"Invalid value for --output: {tmp_path / target} is the proxy log given with --db "
+        f"{log} (or a file of it): writing the report there would destroy the log; give "
+        "another file" in message
+    ), message
+    assert log.read_bytes() == before
+    with closing(sqlite3.connect(log)) as conn:
+        assert conn.execute("SELECT id FROM requests").fetchall() == [("r1",)]
+    # another file beside it is written as before
+    elsewhere = tmp_path / "report.txt"
+    done = CliRunner().invoke(cli, ["report", "--db", str(log), "--output", str(elsewhere)])
+    assert done.exit_code == 0 and elsewhere.read_text(encoding="utf-8").startswith(
+        "promptcache report"
+    )
+
+
 def test_a_log_from_a_newer_promptcache_is_refused(tmp_path: Path) -> None:
     from promptcache.proxy.store import SCHEMA_VERSION
 
