@@ -18,8 +18,11 @@ explainer uses. A difference is reported when it lies inside the cacheable prefi
   cacheable length (``promptcache.minimums``, the linter's conservative value);
 - never in the request's own last message alone: that is the dynamic tail (a new question)
   every request may change;
-- never where an earlier pair had the same difference and it was excused there: a value from
-  a turn's tail that the conversation then carries as history is that difference seen again.
+- never where an earlier pair had the same difference in its messages and it was excused
+  there: a value from a turn's tail that the conversation then carries as history is that
+  difference seen again. A difference an earlier request did not cache for its own reasons (its
+  prompt below the minimum, a system or tools segment past its breakpoints) is judged again in
+  each later request, which may cache it.
 
 ``prompt_cache_key`` and ``model`` are part of the cache key: a difference in either is
 reported whatever the prompt.
@@ -287,8 +290,13 @@ def compare_runs(
             and fa.segments[k].kind == "messages"
             and fb.segments[k].kind == "messages"
         )
-        if k > extent or tail or (replies_vary and _is_reply(fa.segments[k])):
-            excused.add(mark)
+        reply = replies_vary and _is_reply(fa.segments[k])
+        if k > extent or tail or reply:
+            if tail or reply or fa.segments[k].kind == "messages":
+                # conversation content a later request carries as history: excused there too.
+                # A system or tools difference past this request's breakpoints (or in one
+                # without any) is not: a later request that caches it is judged on its own
+                excused.add(mark)
             if tail and k == 0:
                 one_message += 1
             if extent < 0 and not tail and fa.api in EXPLICIT_BREAKPOINT_APIS:
@@ -296,8 +304,7 @@ def compare_runs(
             continue
         minimum = minimum_tokens(fa.model, minimums)
         if minimum is not None and prefix_tokens(fa, extent) < minimum:
-            excused.add(mark)
-            below += 1
+            below += 1  # not excused later: a longer request with this difference caches it
             continue
         found = _segment_findings(a, b, k, divergence.path, run, pids, clocks)
         # A run that changed one kind, not the clock, finds nothing in a segment whose only

@@ -312,3 +312,63 @@ def test_requests_far_from_their_partners_are_paired_by_what_the_time_leaves(
     with (tmp_path / "out.txt").open("w") as out:
         result = run_check([sys.executable, str(program)], stdout=out)
     assert [(f.rule, f.causes, f.requests) for f in result.findings] == [("PC001", ("clock",), 40)]
+
+
+GROWING = """
+import datetime, os, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+system = {"role": "system", "content": "Now: " + datetime.datetime.now().isoformat()}
+history = [{"role": "user", "content": "hi"}]
+def ask():  # the conversation's first request is far below gpt-4o-mini's 1,024-token minimum
+    httpx.post(url, json={"model": "gpt-4o-mini", "messages": [system, *history]}, timeout=30)
+ask()
+history += [{"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "here is my file: " + "word " * 1500}]
+ask()  # now the prompt is cached, the clock in its system message with it
+"""
+
+
+def test_a_short_first_request_does_not_hide_the_break_of_a_longer_one(tmp_path: Path) -> None:
+    """The first request's clock difference, below the minimum, was excused and remembered, so
+    the same difference in the second request, 1,500 tokens long and cached, was excused too:
+    0 findings, and a note counting 1 short pair. The long request is judged on its own."""
+    program = tmp_path / "growing.py"
+    program.write_text(GROWING, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    assert [(f.rule, f.path) for f in result.findings] == [("PC001", "messages[0].content")]
+    assert result.notes == [
+        "run 1: 1 request pair(s) differ only in prompts shorter than the model's minimum "
+        "cacheable prefix (nothing is cached there yet); not reported",
+    ]
+
+
+UNMARKED_FIRST = """
+import os, httpx
+url = os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages"
+system = [{"type": "text", "text": f"You help. Worker {os.getpid()}."}]
+def ask(messages):
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "system": system, "messages": messages}
+    httpx.post(url, json=body, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
+ask([{"role": "user", "content": "hi"}])  # no breakpoint: caches nothing
+ask([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+     {"role": "user", "content": [{"type": "text", "text": "file: " + "word " * 3000,
+                                   "cache_control": {"type": "ephemeral"}}]},
+     {"role": "assistant", "content": "ok"}, {"role": "user", "content": "sum it up"}])
+"""
+
+
+def test_a_request_without_breakpoint_does_not_hide_a_later_cached_break(tmp_path: Path) -> None:
+    """The pid in the system prompt of a first request without breakpoints was excused and
+    remembered, and the second request, which caches 3,000 tokens after it, was excused too."""
+    program = tmp_path / "unmarked.py"
+    program.write_text(UNMARKED_FIRST, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    assert [(f.rule, f.path, f.requests) for f in result.findings] == [
+        ("PC002", "system[0].text", 1)
+    ]
+    assert result.notes == [
+        "run 1: 1 request pair(s) differ in Anthropic/Bedrock requests that carry no cache "
+        "breakpoint (those APIs cache nothing unasked); not reported",
+    ]
