@@ -123,6 +123,12 @@ def _print_table(data: dict[str, Any], api: str) -> None:
     total_input = sum(row["tokens"] for term, row in data["terms"].items() if term != "output")
     hit_rate = percent(data["hit_rate"]) if total_input else "n/a (no input tokens)"
     console.print(f"cache hit rate:     {hit_rate}")
+    if data["above_tier"]:  # the rates above differ from the row's base rates: say why
+        console.print(
+            f"long context:       {total_input:,} input tokens exceed the row's "
+            f"{data['tier_max_input_tokens']:,}-token tier, so every term is priced at its "
+            "above-tier rates"
+        )
     console.print(_rates_line(data["source_url"], data["checked"]))
 
 

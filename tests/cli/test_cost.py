@@ -109,6 +109,28 @@ def test_no_input_tokens_has_no_hit_rate() -> None:
     assert "cache hit rate:     25.0%" in out
 
 
+def test_a_request_above_the_tier_says_its_rates_are_the_above_tier_ones() -> None:
+    """250,000 input tokens on claude-sonnet-4-5 were priced at $6/MTok, not the row's $3, and
+    the table showed the 6 under the row's name without a word of why; a line says so now, and
+    a request at the tier has none."""
+    usage = {"input_tokens": 250_000, "output_tokens": 10}
+    code, out, err = run(
+        "-", "-m", "claude-sonnet-4-5", "--api", "anthropic", stdin=json.dumps(usage)
+    )
+    assert code == 0, err
+    assert "1.500225" in out  # 250,000 x $6 + 10 x $22.50 per MTok
+    assert (
+        "long context:       250,000 input tokens exceed the row's 200,000-token tier, so every "
+        "term is priced at its above-tier rates"
+    ) in out
+    usage = {"input_tokens": 200_000, "output_tokens": 10}
+    code, out, err = run(
+        "-", "-m", "claude-sonnet-4-5", "--api", "anthropic", stdin=json.dumps(usage)
+    )
+    assert code == 0, err
+    assert "0.600150" in out and "long context" not in out
+
+
 def test_ambiguous_usage_needs_api() -> None:
     usage = json.dumps({"input_tokens": 1000, "output_tokens": 10})
     code, _, err = run("-", "--model", "claude-sonnet-4-5", stdin=usage)
