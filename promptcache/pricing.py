@@ -289,10 +289,23 @@ class PriceTable:
                 self._index.setdefault(alias.lower(), key)
 
     def with_fallback(self, other: PriceTable) -> PriceTable:
-        """A table whose rows and families are this table's, then ``other``'s for the rest."""
-        return PriceTable(
+        """A table whose rows and families are this table's, then ``other``'s for the rest.
+
+        Names follow the rows: every name this table gives (a row's own or an alias) finds this
+        table's row, also where ``other`` has a row of that name; an alias ``other`` gives a row
+        that this table replaces (same key) finds the replacement, which prices the same model.
+        """
+        merged = PriceTable(
             models={**other.models, **self.models}, families={**other.families, **self.families}
         )
+        index = {name: key for name, key in other._index.items() if key not in self.models}
+        for name, key in other._index.items():
+            if key in self.models:
+                index.setdefault(name, key)
+        index.update(self._index)
+        merged._index.clear()
+        merged._index.update(index)
+        return merged
 
     def match(self, model: str) -> tuple[ModelPrice, str | None]:
         """The row for ``model`` and a warning when a fallback row was used (see module doc).

@@ -438,6 +438,32 @@ def test_user_file_overrides_and_derives_cache_rates(tmp_path: Path) -> None:
     assert table.lookup("gpt-5").input == Decimal("1.25")  # bundled rows still there
 
 
+def test_user_rows_win_by_every_name_they_give_or_replace(tmp_path: Path) -> None:
+    """Names followed the bundled table: a user row replacing claude-sonnet-4 left its bundled
+    alias claude-sonnet-4-0 unknown (UnknownModelPriceError where the bundled table priced it),
+    and a user row aliased claude-sonnet-4-5 lost to the bundled row of that name, so the
+    negotiated rates were silently not used."""
+    path = tmp_path / "prices.toml"
+    path.write_text(
+        '[models."claude-sonnet-4"]\nfamily = "anthropic"\ninput = "2"\noutput = "10"\n'
+        '[models."my-sonnet"]\nfamily = "anthropic"\ninput = "1.5"\noutput = "7"\n'
+        'aliases = ["claude-sonnet-4-5"]\n',
+        encoding="utf-8",
+    )
+    bundled = default_price_table()
+    assert bundled.lookup("claude-sonnet-4-0").model == "claude-sonnet-4"
+    table = load_price_table(path).with_fallback(bundled)
+    assert table.lookup("claude-sonnet-4-0").input == Decimal(2)  # the replaced row's alias
+    assert table.lookup("claude-sonnet-4").input == Decimal(2)
+    for name in ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929", "CLAUDE-SONNET-4-5"):
+        assert table.lookup(name).model == "my-sonnet", name
+    assert table.lookup("us.anthropic.claude-sonnet-4-5-20250929-v1:0").model == (
+        "anthropic.claude-sonnet-4-5"  # the Bedrock row is another price, still bundled
+    )
+    assert table.lookup("gpt-5").input == Decimal("1.25")  # bundled rows still there
+    assert bundled.lookup("claude-sonnet-4-5").input == Decimal(3)  # the bundled table unchanged
+
+
 @pytest.mark.parametrize(
     ("text", "match"),
     [
