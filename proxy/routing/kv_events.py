@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 from promptcache.engine.kv_events import DEFAULT_TOPIC
 from promptcache.errors import ConfigError
 
+from ..redact import redact_url
 from .kv_index import KVEventFeed, PromptHasher, ReplicaEndpoints
 from .policy import (
     Decision,
@@ -317,7 +318,8 @@ def _template(options: Mapping[str, Any]) -> str | None:
     return str(value)
 
 
-def _endpoint_list(value: object, key: str, count: int) -> None:
+def _endpoint_list(value: object, key: str, replicas: Sequence[str]) -> None:
+    count = len(replicas)
     if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
         raise ConfigError(
             f"{key} must be a list of ZeroMQ addresses (tcp://HOST:PORT), got {value!r}"
@@ -334,6 +336,16 @@ def _endpoint_list(value: object, key: str, count: int) -> None:
                 f"{key}: {address!r} {problem}; give the address a subscriber connects to, "
                 "tcp://HOST:PORT (the engine's --kv-events-endpoint with its host: tcp://* "
                 "binds, it does not connect)"
+            )
+    flag = "--kv-events-endpoint" if key == "kv_events_endpoints" else "--kv-events-replay-endpoint"
+    first: dict[str, int] = {}
+    for i, address in enumerate(value):
+        j = first.setdefault(address.strip().lower(), i)
+        if j != i:  # replica i would be credited with replica j's blocks, and never warned of
+            raise ConfigError(
+                f"{key} lists {address!r} for both {redact_url(replicas[j])} and "
+                f"{redact_url(replicas[i])}; each replica publishes its own KV events: give "
+                f"each the address of its own engine's {flag}, in the order of `replicas`"
             )
 
 
@@ -370,10 +382,10 @@ def check_options(settings: RoutingSettings, replicas: Sequence[str]) -> None:
             "policy kv_events needs kv_events_endpoints (one ZeroMQ address per replica, the "
             "engines' --kv-events-endpoint) and tokenizer (the replicas' checkpoint directory)"
         )
-    _endpoint_list(options["kv_events_endpoints"], "kv_events_endpoints", len(replicas))
+    _endpoint_list(options["kv_events_endpoints"], "kv_events_endpoints", replicas)
     if options.get("kv_events_replay_endpoints") is not None:
         _endpoint_list(
-            options["kv_events_replay_endpoints"], "kv_events_replay_endpoints", len(replicas)
+            options["kv_events_replay_endpoints"], "kv_events_replay_endpoints", replicas
         )
     for key in ("kv_events_topic", "tokenizer", "chat_template"):
         if key in options and not isinstance(options[key], str):

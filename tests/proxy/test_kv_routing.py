@@ -168,7 +168,8 @@ def test_the_proxy_routes_by_the_blocks_each_engine_reports(
 
 @pytest.fixture
 def policy(template_file: Path) -> KVEventsPolicy:
-    fake = [{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}] * 3
+    fake = [{"events": f"tcp://127.0.0.1:{i + 1}", "replay": f"tcp://127.0.0.1:{i + 4}"}
+            for i in range(3)]  # fmt: skip
     return KVEventsPolicy(
         _settings(fake, str(template_file), load_margin=2), ["http://a", "http://b", "http://c"]
     )
@@ -234,7 +235,8 @@ def test_kv_events_config_errors(template_file: Path) -> None:
     one = [{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}]
     with pytest.raises(ConfigError, match="lists 1 address"):
         KVEventsPolicy(_settings(one, str(template_file)), urls)
-    settings = _settings(one * 2, str(template_file))
+    two = [*one, {"events": "tcp://127.0.0.1:3", "replay": "tcp://127.0.0.1:4"}]
+    settings = _settings(two, str(template_file))
     bad = RoutingSettings(
         policy="kv_events", options={**settings.options, "tokenizer": "/no/such/model"}
     )
@@ -257,7 +259,8 @@ def test_an_address_no_subscriber_can_connect_to_is_a_config_error(
     # the feed's thread died on it ('Exception in thread promptcache-kv-feed: ... ZMQError:
     # Invalid argument'), the proxy waited 10 s for it, then served with no KV events at all
     for key in ("kv_events_endpoints", "kv_events_replay_endpoints"):
-        good = _settings([{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}] * 2,
+        good = _settings([{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"},
+                          {"events": "tcp://127.0.0.1:5", "replay": "tcp://127.0.0.1:6"}],
                          str(template_file))  # fmt: skip
         options = {**good.options, key: ["tcp://127.0.0.1:3", address]}
         with pytest.raises(ConfigError) as refused:
@@ -266,6 +269,29 @@ def test_an_address_no_subscriber_can_connect_to_is_a_config_error(
             f"{key}: {address!r} {why}; give the address a subscriber connects to, "
             "tcp://HOST:PORT (the engine's --kv-events-endpoint with its host: tcp://* binds, "
             "it does not connect)"
+        )
+
+
+def test_one_address_for_two_replicas_is_a_config_error(template_file: Path) -> None:
+    # accepted: both feeds followed one engine, so the other replica was credited with its
+    # blocks (a request routed there as 'kv_events', 6 blocks held, read 0 from its cache) and
+    # its own events were never heard, nor warned of
+    urls = ["http://127.0.0.1:8001", "http://user:pw@127.0.0.1:8002"]
+    flags = {
+        "kv_events_endpoints": "--kv-events-endpoint",
+        "kv_events_replay_endpoints": "--kv-events-replay-endpoint",
+    }
+    for key, flag in flags.items():
+        good = _settings([{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"},
+                          {"events": "tcp://127.0.0.1:3", "replay": "tcp://127.0.0.1:4"}],
+                         str(template_file))  # fmt: skip
+        options = {**good.options, key: ["tcp://localhost:5557", "tcp://LOCALHOST:5557"]}
+        with pytest.raises(ConfigError) as refused:
+            KVEventsPolicy(RoutingSettings(policy="kv_events", options=options), urls)
+        assert str(refused.value) == (
+            f"{key} lists 'tcp://LOCALHOST:5557' for both http://127.0.0.1:8001 and "
+            "http://***@127.0.0.1:8002; each replica publishes its own KV events: give each "
+            f"the address of its own engine's {flag}, in the order of `replicas`"
         )
 
 
@@ -445,7 +471,8 @@ def test_choices_follow_the_rules_over_random_holdings_loads_and_pending_windows
     """Random events, loads, clock steps and resets: every decision is the one the rules give
     when each replica's stored, pending and home depths are counted in full."""
     now = [100.0]
-    fake = [{"events": "tcp://127.0.0.1:1", "replay": "tcp://127.0.0.1:2"}] * 3
+    fake = [{"events": f"tcp://127.0.0.1:{i + 1}", "replay": f"tcp://127.0.0.1:{i + 4}"}
+            for i in range(3)]  # fmt: skip
     policy = KVEventsPolicy(
         _settings(fake, str(template_file), load_margin=1, max_prefixes=40),
         ["http://a", "http://b", "http://c"],
