@@ -48,6 +48,10 @@ TTLChoice = Literal["none", "5m", "1h"]
 #: proxy's break classifier reads it too).
 LIFETIME_S: Final[dict[str, float]] = {"5m": 300.0, "1h": 3600.0}
 _MILLION: Final = Decimal(1_000_000)
+#: Price-table families whose vendor lets a request choose a 5-minute or 1-hour TTL (Claude, on
+#: the Claude API and on Bedrock: https://platform.claude.com/docs/en/build-with-claude/prompt-caching,
+#: checked 2026-11-30); rows of another family get a note that the choice is no setting there.
+TTL_CHOICE_FAMILIES: Final = frozenset({"anthropic"})
 
 
 @dataclass(frozen=True)
@@ -343,6 +347,12 @@ def advise_ttl_counts(
             raise ConfigError("advise_ttl needs a model name or explicit rates")
         rates = (table or default_price_table()).lookup(model)
     notes: list[str] = []
+    if rates.family and rates.family not in TTL_CHOICE_FAMILIES:
+        notes.append(
+            f"the {rates.model!r} row is of the {rates.family!r} family, whose vendor offers "
+            "no 5m/1h TTL to choose (Anthropic and Claude on Bedrock do): the options price "
+            "cache lifetimes the vendor sets itself, so the recommendation is no setting"
+        )
     tier = rates.tier_max_input_tokens
     if tier is not None and prefix_tokens > tier:
         # every request holds the prefix, so every request is above the tier, billed whole at

@@ -227,3 +227,18 @@ def test_explain_shows_amounts_under_a_millionth_of_a_dollar() -> None:
     assert "= $0.00000006" in text  # 1 x $0.05 + 2 x $0.005 per MTok
     assert "recommendation: 5m ($0.00000006, saves $0.00000009 against no caching)" in text
     assert "$0.000000 " not in text and "$0.000000)" not in text
+
+
+def test_advice_for_a_model_without_a_ttl_choice_says_so() -> None:
+    """advise_ttl(..., "gpt-5") recommended '1h', a TTL OpenAI has no setting for, without a
+    word; the advice says the choice exists only for Claude. A Claude row, and a user's row of
+    no family, get no such note."""
+    starts = [0, 600, 1200]
+    for model in ("gpt-5", "gemini-2.5-flash", "amazon.nova-pro"):
+        advice = advise_ttl(starts, 10_000, model)
+        assert "offers no 5m/1h TTL to choose" in advice.note, model
+        assert advice.note in advice.explain()
+    assert advise_ttl(starts, 10_000, "claude-sonnet-4-5").note == ""
+    assert advise_ttl(starts, 10_000, "anthropic.claude-sonnet-4-5").note == ""
+    mine = ModelPrice("acme-1", 2, 8, "0.2", "2.5", 4)
+    assert advise_ttl(starts, 10_000, rates=mine).note == ""
