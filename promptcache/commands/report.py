@@ -35,6 +35,16 @@ _FIRST_S = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 _LAST_S = datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp()
 
 
+def _invocation_now(ctx: click.Context | None) -> float:
+    """The one "now" of a command's run: ``--since 24h``, ``--until 1h`` and the default
+    ``--until`` all count from it (each reading the clock anew made ``--since 24h`` a window of
+    24 hours and the seconds the command took to start)."""
+    if ctx is None:
+        return time.time()
+    now: float = ctx.find_root().meta.setdefault("promptcache.report.now", time.time())
+    return now
+
+
 class TimeBound(_ParamType):
     """A point in time: a duration back from now (``90m``, ``24h``, ``7d``), an ISO 8601 date
     or date-time (UTC unless it carries an offset), or unix seconds. Converts to unix seconds."""
@@ -50,7 +60,7 @@ class TimeBound(_ParamType):
         if isinstance(value, (int, float)):
             return self._in_calendar(float(value), str(value), param, ctx)
         text = str(value)
-        now = self.now if self.now is not None else time.time()
+        now = self.now if self.now is not None else _invocation_now(ctx)
         match = _DURATION.match(text)
         if match:
             back = float(match.group(1)) * _UNITS[match.group(2)]
@@ -218,7 +228,7 @@ def report_command(
     engine = None
     if engine_metrics is not None:
         engine = EngineKvStats.from_prometheus(_read_metrics(engine_metrics))
-    now = time.time()
+    now = _invocation_now(click.get_current_context())
     result = build_report(
         dbs,
         since=since,

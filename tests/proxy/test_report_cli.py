@@ -192,6 +192,22 @@ def test_output_onto_the_log_is_refused_and_the_log_kept(tmp_path: Path, target:
     )
 
 
+@pytest.mark.parametrize(
+    ("window", "seconds"), [(["--since", "1h"], 3600), (["--since", "3h", "--until", "1h"], 7200)]
+)
+def test_durations_count_back_from_one_now(tmp_path: Path, window: list[str], seconds: int) -> None:
+    # each bound read the clock when it was parsed and the default --until once more later, so
+    # --since 1h gave a window of an hour and the time the command took to start
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    result = CliRunner().invoke(cli, ["report", "--db", str(log), *window, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["until"] - data["since"] == seconds
+    if "--until" not in window:
+        assert data["until"] == data["generated_at"]
+
+
 def test_a_log_from_a_newer_promptcache_is_refused(tmp_path: Path) -> None:
     from promptcache.proxy.store import SCHEMA_VERSION
 
