@@ -313,9 +313,7 @@ class PrefixStore:
     ) -> bool:
         """:meth:`_write_round` on a Postgres log: one transaction per round; a server that
         cannot be reached or a lost connection keeps the bodies for the next round."""
-        import psycopg
-
-        from .store_postgres import PgConnection, redact_url
+        from .store_postgres import PgConnection, redact_url, server_away
 
         try:
             conn = PgConnection(url)
@@ -328,7 +326,7 @@ class PrefixStore:
                 conn.execute(PREFIX_UPSERT, row)
             conn.commit()
         except StoreError as exc:
-            if isinstance(exc.__cause__, psycopg.OperationalError):
+            if exc.__cause__ is not None and server_away(exc.__cause__):
                 self._requeue(batch)
                 self._failing(StoreError(f"{redact_url(url)}: {exc}"))
                 return False

@@ -484,6 +484,7 @@ class RequestStore:
         self.failing_since: float | None = None
         self._warned_at = 0.0  # when the latest warning about failing writes was logged
         self._dropped_before = 0  # dropped_rows when the writes began to fail
+        self._failed_before = 0  # failed_rows then
         self._stop_deadline = float("inf")  # a stop's last moment to try (close())
         #: how the SQLite writer keeps the rollups (``writer_rollups.take_over``), from its start
         self._rollups: TakeOver | None = None
@@ -672,6 +673,7 @@ class RequestStore:
         if self.failing_since is None:
             self.failing_since = self._warned_at = now
             self._dropped_before = self.dropped_rows
+            self._failed_before = self.failed_rows
             logger.warning(
                 "request log: writing %s failed (%s); %s queued and tried again every %.1f s "
                 "until the server takes %s",
@@ -710,31 +712,41 @@ class RequestStore:
         """A write succeeded: end a spell of failures, saying how long it lasted."""
         if self.failing_since is not None:
             dropped = self.dropped_rows - self._dropped_before
+            refused = self.failed_rows - self._failed_before
+            lost = [
+                f"{plural(dropped, 'row')} dropped meanwhile (the queue was full)"
+                if dropped
+                else "",
+                f"{plural(refused, 'row')} refused by the server (each logged above with its id)"
+                if refused
+                else "",
+            ]
             logger.warning(
                 "request log: writing again after %.0f s of failed writes; %s",
                 time.monotonic() - self.failing_since,
-                "no row lost"
-                if dropped == 0
-                else f"{plural(dropped, 'row')} dropped meanwhile (the queue was full)",
+                "; ".join(part for part in lost if part) or "no row lost",
             )
             self.failing_since = None
 
     def _write_postgres(self, conn: Any, rows: list[dict[str, Any]], final: bool) -> bool:
         """Insert ``rows`` in one transaction and clear the list (True), or keep them for a
-        later try (False). A lost connection, a deadlock or a serialization failure is retried
-        (``_give_up``); a batch the server refuses for its data is written row by row, so only
-        the rows that fail are lost (``failed_rows``), each logged with its id."""
+        later try (False). A lost connection, a deadlock, a serialization failure or a server
+        that takes no writes (a hot standby, ``default_transaction_read_only``) is retried
+        (``_give_up``; :func:`.store_postgres.server_away`); a batch the server refuses for its
+        data is written row by row, so only the rows that fail are lost (``failed_rows``), each
+        logged with its id."""
         import psycopg
 
-        from .store_postgres import insert_rows, storable
+        from .store_postgres import insert_rows, server_away, storable
 
         try:
             insert_rows(conn, rows)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            if not conn.closed and conn.broken:
-                conn.close()
-            return self._give_up(rows, exc, final=final)
         except (psycopg.Error, ValueError, OverflowError) as exc:
+            if server_away(exc):
+                read_only = isinstance(exc, psycopg.errors.ReadOnlySqlTransaction)
+                if not conn.closed and (conn.broken or read_only):
+                    conn.close()  # a new session sees a promoted server, a setting undone
+                return self._give_up(rows, exc, final=final)
             logger.warning(
                 "request log: a batch of %d rows failed (%s); writing them one by one",
                 len(rows),

@@ -50,11 +50,25 @@ __all__ = [
     "insert_rows",
     "redact_url",
     "require_log",
+    "server_away",
     "storable",
 ]
 
 #: Seconds a connection attempt waits for the server.
 CONNECT_TIMEOUT_S = 10
+
+
+def server_away(exc: BaseException) -> bool:
+    """Whether a failed write failed for the server's state, not for its rows: the connection
+    (lost, refused, the server restarting, a deadlock: ``OperationalError``,
+    ``InterfaceError``), or a server that takes no writes now (SQLSTATE 25006
+    ``read_only_sql_transaction``: a hot standby, a failover not promoted yet,
+    ``default_transaction_read_only``), whose session must be opened again to write. Rows
+    kept for such a failure are written once the server takes them."""
+    return isinstance(
+        exc,
+        psycopg.OperationalError | psycopg.InterfaceError | psycopg.errors.ReadOnlySqlTransaction,
+    )
 
 
 class _NumericLoader(Loader):

@@ -381,3 +381,66 @@ def test_a_server_gone_without_a_word_is_one_warning_line(
     assert "server closed the connection unexpectedly" in failed[0]
     assert "\n" not in failed[0] and "\t" not in failed[0], failed[0]
     assert "; it stays queued and tried again every 0.1 s until the server takes it" in failed[0]
+
+
+def read_only(url: str, on: bool) -> None:
+    """Make the log's database take no writes (as a hot standby, or a failover not promoted
+    yet: SQLSTATE 25006), or writes again; its open sessions are ended so new ones see it."""
+    dbname = url.rsplit("/", 1)[1]
+    admin(
+        url, f"ALTER DATABASE {dbname} SET default_transaction_read_only = {'on' if on else 'off'}"
+    )
+    admin(url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dbname}'")
+
+
+def test_a_server_that_takes_no_writes_for_a_while_loses_no_row(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 'cannot execute COPY FROM in a read-only transaction' was taken for a fault of the rows:
+    # each was written alone, refused, and lost with an error line of its own, then 'writing
+    # again ...; no row lost'; and the session stayed read-only after the server took writes
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        store.submit(row())
+        assert store.flush(30)
+        read_only(pg_url, True)
+        for _ in range(5):
+            store.submit(row())
+        time.sleep(1.0)  # 20 flush intervals
+        assert (store.failed_rows, store.last_loss_at) == (0, None)
+        assert store.failing_since is not None
+        read_only(pg_url, False)
+        assert store.flush(30)
+    finally:
+        store.close()
+    assert (store.written_rows, store.failed_rows, count(pg_url)) == (6, 0, 6)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("could not be written" in m for m in messages), messages
+    assert messages[-1].endswith("of failed writes; no row lost"), messages
+
+
+def test_writing_again_counts_the_rows_the_server_refused_meanwhile(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the first write after a spell of failures refused a row for its data (lost, logged with
+    # its id), and the next line said 'writing again after 1 s of failed writes; no row lost'
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        store.submit(row())
+        assert store.flush(30)
+        refuse_connections(pg_url, True)
+        store.submit(row())
+        store.submit(row(status="not a status"))  # INTEGER column: the server refuses it
+        time.sleep(0.5)
+        assert store.failing_since is not None
+        refuse_connections(pg_url, False)
+        assert store.flush(30)
+    finally:
+        store.close()
+    assert (store.written_rows, store.failed_rows, count(pg_url)) == (2, 1, 2)
+    again = [r.getMessage() for r in caplog.records if "writing again" in r.getMessage()]
+    assert len(again) == 1 and again[0].endswith(
+        "of failed writes; 1 row refused by the server (each logged above with its id)"
+    ), again

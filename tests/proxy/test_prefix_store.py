@@ -339,3 +339,45 @@ def test_a_postgres_server_away_is_one_warning_and_a_stop_counts_what_it_lost(
         "r-f2, r-f3...)"
     )
     assert (store.written_rows, store.failed_rows) == (1, 2)
+
+
+def test_a_postgres_server_that_takes_no_writes_keeps_the_bodies(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 'cannot execute INSERT in a read-only transaction' (a hot standby, a failover not
+    # promoted yet) was taken for a fault of the bodies: they were dropped at once
+    import time
+
+    import psycopg
+
+    from promptcache.proxy.prefix_store import PrefixStore
+
+    open_log(pg_url).close()
+    dbname = pg_url.rsplit("/", 1)[1]
+    maintenance = pg_url.rsplit("/", 1)[0] + "/postgres"
+
+    def read_only(on: bool) -> None:
+        with psycopg.connect(maintenance, autocommit=True) as conn:
+            conn.execute(
+                f"ALTER DATABASE {dbname} SET default_transaction_read_only = "
+                f"{'on' if on else 'off'}".encode()
+            )
+
+    store = PrefixStore(pg_url, flush_interval_s=0.02)
+    store.start()
+    read_only(True)
+    try:
+        store.offer(
+            key_fingerprint="k", model="m", prefix_family="f1", api="openai_chat",
+            request_id="r-f1", started_at=time.time(), body=b"{}", secrets=(),
+        )  # fmt: skip
+        time.sleep(0.5)  # 25 rounds
+        assert (store.written_rows, store.failed_rows) == (0, 0)
+        assert store.failing_since is not None
+    finally:
+        read_only(False)
+    store.close(timeout_s=30)
+    assert (store.written_rows, store.failed_rows) == (1, 0)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute(b"SELECT request_id FROM prefix_bodies").fetchall() == [("r-f1",)]
+    assert "read-only transaction" in caplog.text
