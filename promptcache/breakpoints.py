@@ -76,7 +76,11 @@ class PlannedBreakpoint:
             ``PromptBuilder.cache_breakpoint``) or ``"sliding"`` (kept within Anthropic's
             lookback window, ``promptcache.lookback``).
         layer: ``"tools"``, ``"system"`` or ``"messages"``: which request list holds the block.
-        index: index of the marked tool, system block or message in that list.
+        index: index of the marked tool, system block or message in the builder's order: in
+            that list for Anthropic; Bedrock's own ``cachePoint`` blocks, which the rendered
+            lists hold after each marked block, are not counted (the session block of a
+            request whose frozen layer ends in a cachePoint is ``system[2]`` here, the third
+            text block, and ``system[3]`` in the request and in ``promptcache hash``).
         ttl: ``"5m"`` or ``"1h"``.
         prefix_tokens: approximate cumulative prefix, in tokens, up to and including the block.
         why: why it is there, one sentence (the rendered plan, ``RenderedRequest.plan``).
