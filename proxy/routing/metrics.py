@@ -8,6 +8,8 @@
                                                        least_loaded, round_robin, kv_events,
                                                        retry)
 ``promptcache_routed_by_prefix_total``      counter    routed to the replica holding their prefix
+                                                       (``prefix`` policy; ``kv_events`` ones
+                                                       are ``routed{reason="kv_events"}``)
 ``promptcache_route_fallbacks_total``       counter    not sent where the policy preferred:
                                                        ``kind="overloaded"`` (load margin) or
                                                        ``kind="retry"`` (another replica failed)
@@ -104,7 +106,9 @@ class RoutingCollector(Collector):
         )
         by_prefix = CounterMetricFamily(
             "promptcache_routed_by_prefix",
-            "Requests routed to the replica that held their longest prefix.",
+            "Requests the prefix policy routed to the replica that held their longest prefix "
+            "(route_reason prefix); a kv_events fleet counts its requests routed by the blocks "
+            'a replica holds in promptcache_routed_total{reason="kv_events"}.',
             labels=labels,
         )
         fallbacks = CounterMetricFamily(

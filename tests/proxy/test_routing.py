@@ -386,6 +386,14 @@ def test_metrics_count_in_flight_routed_by_prefix_and_overloaded_per_replica(
     rows = rows_of(db, app, 4)  # routings count from the rows' records: wait for all four
     metrics = httpx.get(f"{url}/metrics").text
     assert f'promptcache_routed_by_prefix_total{{replica="{r0}",upstream="fleet"}} 2.0' in metrics
+    # its HELP said 'Requests routed to the replica that held their longest prefix.', which a
+    # kv_events fleet's scrape printed above its 0s, its requests routed to holders uncounted
+    assert (
+        "# HELP promptcache_routed_by_prefix_total Requests the prefix policy routed to the "
+        "replica that held their longest prefix (route_reason prefix); a kv_events fleet counts "
+        "its requests routed by the blocks a replica holds in "
+        'promptcache_routed_total{reason="kv_events"}.\n'
+    ) in metrics
     assert (
         f'promptcache_route_fallbacks_total{{kind="overloaded",replica="{r1}",upstream="fleet"}} '
         "1.0"
