@@ -677,6 +677,12 @@ def _detect_bare(usage: Mapping[str, Any]) -> str:
             "service_tier",
         }
         responses = keys & {"input_tokens_details", "output_tokens_details", "total_tokens"}
+        details = usage.get("output_tokens_details")
+        if isinstance(details, Mapping) and "thinking_tokens" in details:
+            # Anthropic's output_tokens_details holds thinking_tokens (Responses' holds
+            # reasoning_tokens): it names Anthropic, not Responses
+            responses.discard("output_tokens_details")
+            anthropic.add("output_tokens_details")
         if anthropic and not responses:
             return "anthropic"
         if responses and not anthropic:

@@ -567,6 +567,34 @@ def test_equality_ignores_raw_and_usage_is_hashable() -> None:
         ({"promptTokenCount": 1}, "gemini"),
         ({"inputTokens": 1, "outputTokens": 2}, "bedrock_converse"),
         ({"usage": {"prompt_tokens": 1}}, "openai_chat"),
+        # Anthropic reports thinking in output_tokens_details too: with its cache fields beside
+        # it this was refused as ambiguous, and alone it was taken for Responses (whose
+        # output_tokens_details holds reasoning_tokens), which counts cache tokens inside input
+        (
+            {
+                "input_tokens": 10,
+                "cache_read_input_tokens": 100,
+                "output_tokens": 50,
+                "output_tokens_details": {"thinking_tokens": 30},
+            },
+            "anthropic",
+        ),
+        (
+            {
+                "input_tokens": 1,
+                "output_tokens": 5,
+                "output_tokens_details": {"thinking_tokens": 3},
+            },
+            "anthropic",
+        ),
+        (
+            {
+                "input_tokens": 1,
+                "output_tokens": 5,
+                "output_tokens_details": {"reasoning_tokens": 3},
+            },
+            "openai_responses",
+        ),
     ],
 )
 def test_detect_api_on_bare_usage(payload: dict[str, Any], api: str) -> None:
