@@ -313,6 +313,9 @@ class PrefixStore:
     ) -> bool:
         """:meth:`_write_round` on a Postgres log: one transaction per round; a server that
         cannot be reached or a lost connection keeps the bodies for the next round."""
+        import psycopg
+
+        from .store import one_line  # store.py imports this module
         from .store_postgres import PgConnection, redact_url, server_away
 
         try:
@@ -325,10 +328,13 @@ class PrefixStore:
             for row in rows:
                 conn.execute(PREFIX_UPSERT, row)
             conn.commit()
-        except StoreError as exc:
-            if exc.__cause__ is not None and server_away(exc.__cause__):
+        except (StoreError, psycopg.Error) as exc:  # psycopg's own: from the commit
+            cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+            if not isinstance(exc, StoreError):  # a StoreError names the log already
+                exc = StoreError(f"the request log {redact_url(url)}: {one_line(exc)}")
+            if cause is not None and server_away(cause):
                 self._requeue(batch)
-                self._failing(StoreError(f"{redact_url(url)}: {exc}"))
+                self._failing(exc)
                 return False
             self._fail(batch, exc)
         else:

@@ -381,3 +381,56 @@ def test_a_postgres_server_that_takes_no_writes_keeps_the_bodies(
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(b"SELECT request_id FROM prefix_bodies").fetchall() == [("r-f1",)]
     assert "read-only transaction" in caplog.text
+
+
+def test_a_postgres_commit_that_fails_for_the_server_keeps_the_bodies(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the upserts were checked for the server going away, not the commit after them: a
+    # session ended there (a restart, a failover) raised psycopg's own error out of the
+    # writer thread, which died with a traceback, and no body was written from then on
+    import time
+
+    import psycopg
+
+    from promptcache.proxy.prefix_store import PrefixStore
+
+    open_log(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        # a check run at each commit, failing as a server shutting down does (57P01)
+        conn.execute(
+            b"CREATE FUNCTION at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            b"RAISE EXCEPTION 'terminating connection due to administrator command' "
+            b"USING ERRCODE = '57P01'; END $$"
+        )
+        conn.execute(
+            b"CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT OR UPDATE ON prefix_bodies "
+            b"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION at_commit()"
+        )
+    store = PrefixStore(pg_url, flush_interval_s=0.02)
+    store.start()
+    try:
+        store.offer(
+            key_fingerprint="k", model="m", prefix_family="f1", api="openai_chat",
+            request_id="r-f1", started_at=time.time(), body=b"{}", secrets=(),
+        )  # fmt: skip
+        time.sleep(0.5)  # 25 rounds
+        assert (store.written_rows, store.failed_rows) == (0, 0)
+        assert store.failing_since is not None
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(b"DROP TRIGGER at_commit ON prefix_bodies")
+    store.offer(
+        key_fingerprint="k", model="m", prefix_family="f2", api="openai_chat",
+        request_id="r-f2", started_at=time.time(), body=b"{}", secrets=(),
+    )  # fmt: skip
+    store.close(timeout_s=30)
+    assert (store.written_rows, store.failed_rows) == (2, 0)
+    with psycopg.connect(pg_url) as conn:
+        got = conn.execute(b"SELECT request_id FROM prefix_bodies ORDER BY 1").fetchall()
+    assert got == [("r-f1",), ("r-f2",)]
+    lines = [r.getMessage() for r in caplog.records if r.name.endswith("prefix_store")]
+    assert lines[0].startswith("prefix store: the request log postgresql://"), lines
+    assert ": terminating connection due to administrator command" in lines[0]
+    assert lines[0].endswith("; the bodies stay queued and are tried again"), lines
+    assert "\n" not in lines[0]
