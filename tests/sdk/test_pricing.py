@@ -438,6 +438,14 @@ def test_user_file_overrides_and_derives_cache_rates(tmp_path: Path) -> None:
     assert table.lookup("gpt-5").input == Decimal("1.25")  # bundled rows still there
 
 
+def test_gemini_2_0_flash_is_priced_by_its_version_name() -> None:
+    """gemini-2.0-flash-001, the stable version Gemini 2.0 Flash is called by (and that
+    Vertex requests name), had no row: cost() raised and the proxy left its requests unpriced."""
+    table = default_price_table()
+    for name in ("gemini-2.0-flash-001", "models/gemini-2.0-flash-001"):
+        assert table.lookup(name).model == "gemini-2.0-flash", name
+
+
 def test_user_rows_win_by_every_name_they_give_or_replace(tmp_path: Path) -> None:
     """Names followed the bundled table: a user row replacing claude-sonnet-4 left its bundled
     alias claude-sonnet-4-0 unknown (UnknownModelPriceError where the bundled table priced it),
