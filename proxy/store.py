@@ -314,6 +314,26 @@ def _open_postgres(url: str) -> Database:
     return db  # type: ignore[no-any-return]
 
 
+def _refuse_read_only(db: Any, url: str) -> None:
+    """Refuse a Postgres session that takes no writes: a proxy started on a hot standby (or
+    with ``default_transaction_read_only`` set for its database or user) would serve and keep
+    every row queued until the queue overflowed. A report may read such a server.
+
+    Raises:
+        StoreError: naming the log and what to give.
+    """
+    from .store_postgres import redact_url
+
+    (value,) = db.execute("SHOW transaction_read_only").fetchone()
+    db.conn.commit()
+    if str(value).lower() == "on":
+        raise StoreError(
+            f"the request log {redact_url(url)} takes no writes (transaction_read_only is on: "
+            "a hot standby, or default_transaction_read_only set for the database or user); "
+            "give the URL of a server that takes writes (the primary)"
+        )
+
+
 def _refuse_other_schema(db: Any, shown: str) -> None:
     """Refuse a Postgres schema that holds a table named like one of the log's but no migrated
     log (no ``schema_version`` row): another program's ``requests``, say. Migrating it would
@@ -457,6 +477,8 @@ class RequestStore:
         db = open_log(self.path)
         try:
             row = db.execute("SELECT value FROM proxy_settings WHERE key = 'key_salt'").fetchone()
+            if self.postgres:
+                _refuse_read_only(db, str(self.path))
         finally:
             db.close()
         #: per-database random salt for key fingerprints (bytes)

@@ -444,3 +444,24 @@ def test_writing_again_counts_the_rows_the_server_refused_meanwhile(
     assert len(again) == 1 and again[0].endswith(
         "of failed writes; 1 row refused by the server (each logged above with its id)"
     ), again
+
+
+def test_a_proxy_does_not_start_on_a_server_that_takes_no_writes(pg_url: str) -> None:
+    # it started (the log was migrated already) and kept every row queued, the queue
+    # overflowing in time; a report may still read such a server (a hot standby)
+    from promptcache.proxy.report import build_report
+
+    open_log(pg_url).close()
+    read_only(pg_url, True)
+    with pytest.raises(StoreError) as refused:
+        RequestStore(pg_url)
+    shown = pg_url.replace("postgres@", "***@")
+    assert str(refused.value) == (
+        f"the request log {shown} takes no writes (transaction_read_only is on: a hot standby, "
+        "or default_transaction_read_only set for the database or user); give the URL of a "
+        "server that takes writes (the primary)"
+    )
+    report = build_report(pg_url, since=time.time() - 3600, until=time.time() + 60)
+    assert report.total.requests == 0
+    read_only(pg_url, False)
+    RequestStore(pg_url).close()
