@@ -198,6 +198,17 @@ SELF_HOSTED_VENDORS: Final = frozenset({"engine", "openai_compatible"})
 #: Models whose minimum cacheable prefix is kept looked up (distinct model ids seen).
 MAX_MINIMUM_CACHE: Final = 1024
 
+#: Route endings of requests that only count a prompt's tokens (Anthropic's
+#: ``/v1/messages/count_tokens``, Gemini's ``:countTokens``): they read and write no cache, so
+#: they are neither explained nor any request's predecessor.
+COUNT_ONLY_ROUTES: Final = ("/count_tokens", ":countTokens")
+
+
+def counts_tokens_only(route: str | None) -> bool:
+    """Whether a request on ``route`` only counts tokens (see :data:`COUNT_ONLY_ROUTES`)."""
+    return route is not None and route.endswith(COUNT_ONLY_ROUTES)
+
+
 #: (key fingerprint, prompt_cache_key and cache_salt as `routing_key` joins them): whose cache
 #: entries a request can read.
 CacheScope = tuple[str | None, str | None]
@@ -813,6 +824,8 @@ class BreakExplainer:
         )
         if fp is None or record.status is None or not 200 <= record.status < 300:
             return
+        if counts_tokens_only(record.route):
+            return
         write = None
         if record.total_input_tokens is not None:
             write = (
@@ -888,7 +901,9 @@ class BreakExplainer:
                         ORDER BY started_at DESC) AS rn
                       FROM requests
                       WHERE started_at >= ? AND first_segment_hash IS NOT NULL
-                        AND status >= 200 AND status < 300 AND segment_hashes IS NOT NULL)
+                        AND status >= 200 AND status < 300 AND segment_hashes IS NOT NULL
+                        AND COALESCE(route, '') NOT LIKE '%/count_tokens'
+                        AND COALESCE(route, '') NOT LIKE '%:countTokens')
                 WHERE rn <= ? ORDER BY started_at DESC LIMIT ?
                 """,
             (since, SNAPSHOTS_PER_FAMILY, self.max_families * SNAPSHOTS_PER_FAMILY),
