@@ -199,6 +199,7 @@ class CallsMixin(EngineState):
                 return field
         frame = self.frame
         receiver: Value | None = None
+        made: ClassInfo | None = None
         # the arguments' values, once evaluated for the summaries of methods that may run
         memo: dict[int, Value] = {}
         if isinstance(func, ast.Attribute) and qual is None:
@@ -220,6 +221,20 @@ class CallsMixin(EngineState):
             local = frame.env.get(func.id)
             if local is not None and local.shape is Shape.FUNC:
                 return self.call_value(local, node)
+            if (
+                local is not None
+                and func.id == frame.self_name
+                and isinstance(frame.cls, ClassInfo)
+                and isinstance(frame.func, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and any(
+                    isinstance(d, ast.Name) and d.id == "classmethod"
+                    for d in frame.func.decorator_list
+                )
+            ):
+                # ``cls(...)`` in a classmethod (``Config.load_from_env()`` returning
+                # ``cls(**kwargs)``): an instance of the class (or of a subclass), so its
+                # methods resolve; what it holds stays an unknown call's (unproven)
+                made = frame.cls
             if local is None and func.id in self.functions:
                 return self.apply_summary(self.functions[func.id], node)
         elif not isinstance(func, ast.Attribute):
@@ -272,7 +287,11 @@ class CallsMixin(EngineState):
         parts = [_unobjected(v) for v in (*args, *kwargs.values())]
         if receiver is not None:
             parts.append(_unobjected(receiver))
-        tag = Unresolved(qual) if qual is not None and not qual.startswith("builtins.") else None
+        tag: object = (
+            Unresolved(qual) if qual is not None and not qual.startswith("builtins.") else None
+        )
+        if made is not None:
+            tag = made
         if not parts:
             return CLEAN if tag is None else Value(ref=tag)
         joined = join(*parts)

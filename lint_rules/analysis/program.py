@@ -35,7 +35,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -669,15 +669,32 @@ class Program:
                 out.seen[qual] = {**blob, "data": {**blob["data"], "field_facts": stored}}
             elif carries or interesting(blob["data"]):
                 out.seen[qual] = blob
-                for cls in _class_refs(blob):
+                called = self._called(path, states)
+                todo = _class_refs(blob, called)
+                while todo:
+                    # a class the value is an instance of, and those its methods called here
+                    # return, and so on (``Settings.from_env().make_runner().ask(...)``)
+                    cls = todo.pop()
                     ref = self._resolve(cls, path, states, index, touched)
-                    if ref is not None:
+                    if ref is not None and cls not in out.seen:
                         touched.add(ref[0])
                         more = self._lookup(states[ref[0]], ref[1])
                         if more is not None:
                             out.seen[cls] = more
+                            todo.extend(_class_refs(more, called))
         out.stamps = {f: states[f].version for f in touched}
         return out
+
+    def _called(self, importer: str, states: dict[str, FileState]) -> Callable[[str], bool]:
+        """Whether ``importer``'s text calls a method of this name (``.name(``)."""
+
+        def called(name: str) -> bool:
+            state = states[importer]
+            if state.calls is None:
+                state.calls = CallNames.read(importer)
+            return state.calls.contains(f".{name}(".encode())
+
+        return called
 
     def _overrides(
         self,
@@ -942,9 +959,11 @@ def _stored_fields(
     return field_facts.get(f"{blob['module']}.{blob['name']}", {})
 
 
-def _class_refs(blob: dict[str, Any]) -> list[str]:
+def _class_refs(blob: dict[str, Any], called: Callable[[str], bool]) -> list[str]:
     """Qualified names of the classes an exported value or return value refers to (its
-    tuple elements, fields and list elements included)."""
+    tuple elements, fields and list elements included), and for a class, those its methods
+    return that the importer calls (``called``: ``settings.make_runner()`` returning
+    ``Runner(...)``, so the importer's ``runner.ask(...)`` is that class's method)."""
     module = blob["module"]
     out = []
 
@@ -964,6 +983,10 @@ def _class_refs(blob: dict[str, Any]) -> list[str]:
         visit(data["ret"])
     elif blob["kind"] == "value":
         visit(data)
+    elif blob["kind"] == "class":
+        for name, method in data["methods"].items():
+            if called(name):
+                visit(method["ret"])
     return out
 
 
