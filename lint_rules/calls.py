@@ -1452,6 +1452,8 @@ class CallsMixin(EngineState):
         if iterable.shape not in (Shape.SET, Shape.UNORDERED_LIST):
             return None
         birth = iterable.ref if isinstance(iterable.ref, tuple) else (0, 0, "a set")
+        if iterable.shape is Shape.SET and birth[3:] == ("numbers",):
+            return None  # a set of numbers: the same order in every process (``exprs._numbers``)
         return Fact(
             Kind.UNORDERED,
             node.lineno,

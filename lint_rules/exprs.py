@@ -194,6 +194,10 @@ class ExprsMixin(EngineState):
                 for f in base.facts
                 if f.kind is Kind.UNORDERED and f.granularity == "shuffled"
             }
+            if type(node.slice.value) is int and base.shape is Shape.LIST:
+                # and which element sits at a fixed place of a list in a set's order
+                # (``list(set(answers))[0]``) is up to the hash seed
+                facts |= {f for f in base.facts if f.kind is Kind.UNORDERED and not f.granularity}
         else:
             facts = base.ordered().facts
         if isinstance(base.ref, KeyedBy):
@@ -378,7 +382,7 @@ class ExprsMixin(EngineState):
             join(*values).facts if values else frozenset(),
             Shape.SET,
             elem_str=all(v.shape is Shape.STR for v in values),
-            ref=(node.lineno, node.col_offset, "a set literal"),
+            ref=(node.lineno, node.col_offset, "a set literal", *_numbers(values)),
         )
 
     def expr_Dict(self, node: ast.Dict) -> Value:
@@ -580,3 +584,10 @@ def _normalises(node: ast.IfExp) -> bool:
         ):
             return True
     return False
+
+
+def _numbers(values: list[Value]) -> tuple[str, ...]:
+    """``("numbers",)`` for the elements of a set literal that are all numbers, else ``()``: a
+    number hashes to itself, so such a set comes in the same order in every process (the
+    set's ``ref`` then ends with it, ``CallsMixin.iteration_fact``)."""
+    return ("numbers",) if values and all(v.shape is Shape.NUM for v in values) else ()

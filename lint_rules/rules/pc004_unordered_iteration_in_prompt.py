@@ -9,7 +9,10 @@ frozenset (literal, `set(...)`, comprehension), `os.listdir`, `os.scandir`, `os.
 `glob.glob`, `Path.iterdir/glob/rglob`, `as_completed`, a list shuffled in place by
 `random.shuffle`, when the result enters the cached prefix. Each element taken in a loop is
 the same element whatever its turn, so a prompt built from one element is not reported; the
-element at a fixed index of a shuffled list (`pool[0]`) is drawn at random (PC002). Iteration
+element at a fixed index of a shuffled list (`pool[0]`) is drawn at random (PC002), and the one
+at a fixed index of a list made from a set (`list(set(answers))[0]`) is whichever element the
+hash seed puts there (reported). A set literal of numbers is not reported: a number hashes to
+itself, so its order is the same in every process. Iteration
 inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is fine and not reported;
 nor is a list filled by index where the index comes from the element (`for future in
 as_completed(futures): out[futures[future]] = future.result()`): each item lands at its task's
