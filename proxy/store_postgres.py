@@ -319,10 +319,26 @@ def insert_rows(conn: psycopg.Connection[Any], rows: Sequence[Mapping[str, Any]]
 def require_log(conn: PgConnection) -> int:
     """The log's schema version: 0 when the database holds no promptcache log (no ``requests``
     or no ``schema_version`` table in the current schema)."""
+    # the catalog, not information_schema.tables, which lists only the tables the role has a
+    # privilege on: a role that may not read the log would be told there is none
     row = conn.execute(
-        "SELECT COUNT(*) FROM information_schema.tables"
-        " WHERE table_schema = current_schema() AND table_name IN ('requests', 'schema_version')"
+        "SELECT COUNT(*) FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')"
+        " AND c.relname IN ('requests', 'schema_version')"
     ).fetchone()
     if int(row[0]) < 2:
         return 0
-    return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+    try:
+        version = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+    except StoreError as exc:
+        if not isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+            raise
+        conn.rollback()
+        user, schema = conn.execute("SELECT current_user, current_schema()").fetchone()
+        raise StoreError(
+            f"{redact_url(conn.url)} holds a promptcache log that role {user} may not read "
+            f"({exc.__cause__}); grant it SELECT on the log's tables (GRANT SELECT ON ALL "
+            f"TABLES IN SCHEMA {schema} TO {user}), or give the URL of a role that may"
+        ) from None
+    return int(version[0])

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -465,3 +466,33 @@ def test_a_proxy_does_not_start_on_a_server_that_takes_no_writes(pg_url: str) ->
     assert report.total.requests == 0
     read_only(pg_url, False)
     RequestStore(pg_url).close()
+
+
+def test_a_role_that_may_not_read_the_log_is_told_so_not_that_there_is_none(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # information_schema.tables lists only the tables a role has a privilege on, so `report`
+    # and `log copy` told such a role 'holds no promptcache log; start `promptcache proxy
+    # --db ...` first', about a log proxies were writing to
+    from promptcache.proxy.log_copy import copy_log
+    from promptcache.proxy.report import build_report
+
+    open_log(pg_url).close()
+    url = role_url(pg_url)  # no grant on the tables
+    role = url.split("//", 1)[1].split("@", 1)[0]
+    shown = pg_url.replace("postgres@", "***@")
+    expected = (
+        f"{shown} holds a promptcache log that role {role} may not read (permission denied "
+        f"for table schema_version); grant it SELECT on the log's tables (GRANT SELECT ON ALL "
+        f"TABLES IN SCHEMA public TO {role}), or give the URL of a role that may"
+    )
+    with pytest.raises(StoreError) as refused:
+        build_report(url, since=time.time() - 3600, until=time.time() + 60)
+    assert str(refused.value) == expected
+    with pytest.raises(StoreError) as refused:
+        copy_log(url, tmp_path / "copy.db")
+    assert str(refused.value) == expected
+    reader = role_url(pg_url, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    assert (
+        build_report(reader, since=time.time() - 3600, until=time.time() + 60).total.requests == 0
+    )
