@@ -77,6 +77,7 @@ __all__ = [
     "hourly_rows",
     "rebuild_break_rollup",
     "rebuild_family_rollup",
+    "recount_deleted_breaks",
 ]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
@@ -345,20 +346,66 @@ def _break_trigger() -> str:
     )
 
 
-def break_rows(where: str, source: str = "requests") -> str:
+def break_rows(
+    where: str,
+    source: str = "requests",
+    *,
+    predecessors: str = "requests",
+    breaks: int = 1,
+) -> str:
     """One row per break of ``source AS r`` (``requests``, or a table of new rows) matching
     ``where``, shaped like a ``report_breaks_hourly`` row (``breaks`` = 1): its hour, reason,
-    model, segment and tokens lost (the module docstring's definitions)."""
+    model, segment and tokens lost (the module docstring's definitions), its predecessor looked
+    up in ``predecessors`` (a table or subquery; tokens lost are 0 without one). ``breaks=0``:
+    the tokens lost alone (what a request's break lost through a predecessor being deleted)."""
     loss = _LOSS_INPUTS.format(lost=_TOKENS_LOST.format(r="r"), r="r")
-    return f"""SELECT hour, reason, model, segment, 1 AS breaks, lost_all AS tokens_lost,
+    return f"""SELECT hour, reason, model, segment, {breaks} AS breaks, lost_all AS tokens_lost,
                    lost_5m AS tokens_lost_write_5m, lost_1h AS tokens_lost_write_1h
             FROM (SELECT hour, reason, model, segment, {_LOSS_SPLIT}
                   FROM (SELECT CAST(r.started_at / 3600 AS INTEGER) AS hour,
                           r.break_reason AS reason, COALESCE(r.model, '') AS model,
                           COALESCE(r.break_segment, '') AS segment, {loss}
                         FROM {source} AS r
-                          LEFT JOIN requests AS p ON p.id = r.previous_request_id
+                          LEFT JOIN {predecessors} AS p ON p.id = r.previous_request_id
                         WHERE r.break_reason IS NOT NULL AND ({where})))"""
+
+
+#: The columns of a request that its successor's tokens lost read (``p`` in
+#: :data:`_TOKENS_LOST`), and those its own read (``r``).
+_AS_PREDECESSOR: Final = ("id", "api", "breakpoints", "cache_read_tokens", "total_input_tokens",
+                          "cache_write_5m_tokens", "cache_write_1h_tokens",
+                          "cache_write_unknown_tokens")  # fmt: skip
+_AS_BREAK: Final = (*_AS_PREDECESSOR, "started_at", "break_reason", "model", "break_segment",
+                    "previous_request_id")  # fmt: skip
+
+
+def _old_row(columns: tuple[str, ...]) -> str:
+    """The deleted row ``OLD`` of a delete trigger as a one-row table of ``columns``."""
+    return "(SELECT " + ", ".join(f"OLD.{c} AS {c}" for c in columns) + ")"
+
+
+def _unbreak_statements() -> list[str]:
+    """The delete trigger's ``report_breaks_hourly`` part, row ``OLD`` gone: its own break
+    (counted, and the tokens it lost through its predecessor, if that is still logged), and the
+    tokens its successors' breaks lost through it (0 now that it is gone, as a report of the
+    rows left computes them). So the rollup equals the rows left, whatever order rows go in."""
+    own = break_rows("true", _old_row(_AS_BREAK))
+    successors = break_rows(
+        "r.previous_request_id = OLD.id", predecessors=_old_row(_AS_PREDECESSOR), breaks=0
+    )
+    return [
+        f"""UPDATE report_breaks_hourly SET breaks = breaks - d.n,
+              tokens_lost = tokens_lost - d.lost,
+              tokens_lost_write_5m = tokens_lost_write_5m - d.lost_5m,
+              tokens_lost_write_1h = tokens_lost_write_1h - d.lost_1h
+            FROM (SELECT hour AS h, reason AS rs, model AS m, segment AS sg, SUM(breaks) AS n,
+                    SUM(tokens_lost) AS lost, SUM(tokens_lost_write_5m) AS lost_5m,
+                    SUM(tokens_lost_write_1h) AS lost_1h
+                  FROM ({rows}) GROUP BY 1, 2, 3, 4) AS d
+            WHERE report_breaks_hourly.hour = d.h AND report_breaks_hourly.reason = d.rs
+              AND report_breaks_hourly.model = d.m AND report_breaks_hourly.segment = d.sg"""
+        for rows in (own, successors)
+    ]
 
 
 def _break_backfill() -> str:
@@ -419,10 +466,7 @@ def _triggers() -> list[str]:
     unhourly = _hourly_upsert(
         f"SELECT {_HOURLY_KEY.format(r=o)}, {_HOURLY_VALUES.format(r=o)} WHERE true", sign="-"
     )
-    unbreak = """UPDATE report_breaks_hourly SET breaks = breaks - 1
-        WHERE OLD.break_reason IS NOT NULL AND hour = CAST(OLD.started_at / 3600 AS INTEGER)
-          AND reason = OLD.break_reason AND model = COALESCE(OLD.model, '')
-          AND segment = COALESCE(OLD.break_segment, '')"""
+    unbreak = ";\n".join(_unbreak_statements())
     return [
         f"CREATE TRIGGER report_rollup_insert AFTER INSERT ON requests BEGIN\n{hourly};\nEND",
         # the others run only for the rows they concern (WHEN skips the whole body)
@@ -495,6 +539,23 @@ def rebuild_break_rollup(db: Database) -> None:
     db.execute("DROP TABLE IF EXISTS report_breaks_hourly")
     for statement in (ddl, _break_trigger(), _break_backfill()):
         db.execute(statement)
+
+
+def recount_deleted_breaks(db: Database) -> None:
+    """Schema step 17: deleting a row took only its break count out of
+    ``report_breaks_hourly``, so the tokens (and dollars) it lost stayed in the report's figures
+    of any window holding its hour; the delete trigger now takes out its tokens lost and those
+    its successors lost through it (:func:`_unbreak_statements`), and the rollup is refilled
+    from the rows logged, which takes out what earlier deletions left behind."""
+    if is_postgres(db):
+        from . import rollup_postgres
+
+        rollup_postgres.install_hourly(db)  # its delete trigger holds the breaks part
+        rebuild_break_rollup(db)
+        return
+    db.execute("DROP TRIGGER IF EXISTS report_rollup_delete")
+    db.execute(next(t for t in _triggers() if t.startswith("CREATE TRIGGER report_rollup_delete")))
+    rebuild_break_rollup(db)
 
 
 def rebuild_family_rollup(db: Database) -> None:

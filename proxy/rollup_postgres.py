@@ -144,19 +144,31 @@ def install_hourly(db: Any) -> None:
                 _hourly_rows("old_rows", read_back=False),
                 sign="-",
             ),
-            """UPDATE report_breaks_hourly SET breaks = breaks - d.n
-               FROM (SELECT CAST(started_at / 3600 AS INTEGER) AS hour, break_reason AS reason,
-                       COALESCE(model, '') AS model, COALESCE(break_segment, '') AS segment,
-                       COUNT(*) AS n
-                     FROM old_rows WHERE break_reason IS NOT NULL GROUP BY 1, 2, 3, 4) AS d
-               WHERE report_breaks_hourly.hour = d.hour
-                 AND report_breaks_hourly.reason = d.reason
-                 AND report_breaks_hourly.model = d.model
-                 AND report_breaks_hourly.segment = d.segment""",
+            *_unbreak_statements(),
         ],
     )
     db.execute("DELETE FROM report_hourly")
     db.execute(_upsert("report_hourly", _HOURLY_KEYS, columns, _hourly_rows("requests")))
+
+
+def _unbreak_statements() -> list[str]:
+    """The delete trigger's ``report_breaks_hourly`` part (the SQLite trigger's, for a
+    statement's rows): each deleted break, counted, with the tokens it lost through its
+    predecessor (still logged, or deleted by the same statement), and the tokens that the breaks
+    of the requests left lost through a deleted predecessor (0 now, as the rows left give)."""
+    keys, values = BREAK_COLUMNS[:4], BREAK_COLUMNS[4:]
+    return [
+        _upsert("report_breaks_hourly", keys, values, rows, sign="-")
+        for rows in (
+            break_rows("true", "old_rows"),
+            break_rows("true", "old_rows", predecessors="old_rows", breaks=0),
+            break_rows(
+                "r.previous_request_id IN (SELECT id FROM old_rows)",
+                predecessors="old_rows",
+                breaks=0,
+            ),
+        )
+    ]
 
 
 def install_breaks(db: Any) -> None:

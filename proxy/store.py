@@ -64,6 +64,7 @@ from .rollup import (
     add_prefix_families,
     add_report_rollups,
     rebuild_break_rollup,
+    recount_deleted_breaks,
 )
 from .ttft_rollup import add_ttft_rollup
 from .writer_rollups import TakeOver, take_over
@@ -238,6 +239,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_ttft_rollup,  # step 14: TTFT histogram, a percentile reads one bucket's rows (#33)
     add_gap_rollup,  # step 15: 5-minute gaps per family and hour, for the TTL advisor (#33)
     reseek_gap_triggers,  # step 16: the gap triggers' seeks, one bound a side (#32)
+    recount_deleted_breaks,  # step 17: a deleted row's tokens lost leave the break rollup too
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
