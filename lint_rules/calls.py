@@ -1362,8 +1362,9 @@ class CallsMixin(EngineState):
         method = self.method_of(base, attr)
         if method is not None:
             return Value(shape=Shape.FUNC, ref=Bound(method, base, node.value))
-        if isinstance(base.ref, (ClassInfo, ExternalClass)) and base.items is not None:
-            # an object we built: its field holds what was stored there, nothing else
+        if isinstance(base.ref, (ClassInfo, ExternalClass, Choice)) and base.items is not None:
+            # an object we built (or, a ``Choice`` with items, that or a dict of known keys): its
+            # field holds what was stored there, nothing else
             return dict(base.items).get(attr, CLEAN)
         if any(f.kind is Kind.PARAM and f.param == SELF and "." in f.detail for f in base.facts):
             # a field of a field of the receiver: the summary names the path

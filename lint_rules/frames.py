@@ -151,7 +151,9 @@ class Choice:
     another; ``svc = self.services[name]`` in one branch, ``self.service`` in another): an
     argument of a method called on it reaches the sinks each class's method sends it to
     (``calls.call_choices``). Anything else about the object (its fields, its repr, what its
-    methods return) is unknown, as for an object of no class."""
+    methods return) is unknown, as for an object of no class, except the fields of one that is
+    an instance of known fields on one path and a dict of known keys on the other (``Value.items``,
+    ``merge``)."""
 
     classes: tuple[object, ...]
 
@@ -294,10 +296,16 @@ def merge(a: Value, b: Value) -> Value:
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
     items = None
     same_class = a.ref == b.ref and isinstance(a.ref, (ClassInfo, ExternalClass))
-    if a.items is not None and b.items is not None and (shape is Shape.DICT or same_class):
-        # two dicts of known keys (``page = {...} if x else {...}``), or two instances of one
+    if (
+        a.items is not None
+        and b.items is not None
+        and (shape is Shape.DICT or same_class or _object_or_dict(a, b))
+    ):
+        # two dicts of known keys (``page = {...} if x else {...}``), two instances of one
         # project class whose fields are known (``self.helper`` set in ``__init__`` and again
-        # later): each key or field holds what either put there
+        # later), or one such instance and one such dict (``[search_tool, {"name": ...}]``, read
+        # as ``t.name if isinstance(t, Tool) else t["name"]``): each key or field holds what
+        # either put there
         left, right = dict(a.items), dict(b.items)
         items = tuple(
             (
@@ -325,6 +333,15 @@ def merge(a: Value, b: Value) -> Value:
     )
 
 
+def _object_or_dict(a: Value, b: Value) -> bool:
+    """True when one of ``a`` and ``b`` is an instance of a project class built with its fields
+    known and the other a dict of known keys (both with ``Value.items``)."""
+    return any(
+        isinstance(one.ref, (ClassInfo, ExternalClass)) and other.shape is Shape.DICT
+        for one, other in ((a, b), (b, a))
+    )
+
+
 @dataclass(frozen=True)
 class KeyedBy:
     """``Value.ref`` of a dict built by a comprehension (``{key(c): i for i, c in ...}``):
@@ -340,9 +357,9 @@ NO_ELEM = Value(shape=Shape.DICT, items=())
 
 def fields_known(value: Value) -> bool:
     """True when ``value`` is a dict of known keys or an object of a class we know, built with
-    its fields known (``Value.items``)."""
+    its fields known (``Value.items``), or either of them (a ``Choice`` with items, ``merge``)."""
     return value.items is not None and (
-        value.shape is Shape.DICT or isinstance(value.ref, (ClassInfo, ExternalClass))
+        value.shape is Shape.DICT or isinstance(value.ref, (ClassInfo, ExternalClass, Choice))
     )
 
 
