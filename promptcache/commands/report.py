@@ -229,6 +229,12 @@ def report_command(
     if engine_metrics is not None:
         engine = EngineKvStats.from_prometheus(_read_metrics(engine_metrics))
     now = _invocation_now(click.get_current_context())
+    if until is None and since >= now:
+        raise click.BadParameter(
+            "the window from --since to now is empty: give a duration above 0 (30m, 24h) or a "
+            "time in the past",
+            param_hint="'--since'",
+        )
     result = build_report(
         dbs,
         since=since,

@@ -304,3 +304,16 @@ def test_a_log_on_a_read_only_mount_is_read_and_an_old_one_says_what_to_do(
         stale = runner.invoke(cli, ["report", "--db", str(folder / "old.db")])
     assert stale.exit_code == 2
     assert "copy it somewhere writable" in stale.output and "Traceback" not in stale.output
+
+
+@pytest.mark.parametrize("since", ["0m", "2999-01-01"])
+def test_an_empty_window_to_now_names_since_alone(tmp_path: Path, since: str) -> None:
+    # with no --until the window ends now: the error was "--until must be later than --since"
+    log = tmp_path / "log.db"
+    open_log(log).close()
+    result = CliRunner().invoke(cli, ["report", "--db", str(log), "--since", since])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--since': the window from --since to now is empty" in result.output
+    assert "--until" not in result.output and "Traceback" not in result.output
+    given = CliRunner().invoke(cli, ["report", "--db", str(log), "--since", "1h", "--until", "2h"])
+    assert given.exit_code != 0 and "--until must be later than --since" in given.output
