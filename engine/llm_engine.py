@@ -88,7 +88,8 @@ class LLMEngine:
         elif config.max_model_len > limit:
             raise ConfigError(
                 f"max_model_len={config.max_model_len} exceeds the {limit} positions this model "
-                "supports (max_position_embeddings x rope scaling factor); lower max_model_len"
+                "supports (max_position_embeddings x rope scaling factor); lower max_model_len "
+                f"(--max-model-len) to {limit} or less"
             )
         config.validate()
         self.config = config

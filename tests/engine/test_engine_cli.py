@@ -275,6 +275,11 @@ def test_a_block_larger_than_max_model_len_is_refused(tinystories_dir: Path) -> 
     )
     explicit = _serve(tinystories_dir, "--max-model-len", "64", "--block-size", "128")
     _assert_clean_error(explicit, "block_size=128 is larger than max_model_len=64")
+    # beyond the model's positions: the flag to lower and the most it takes
+    beyond = _serve(tinystories_dir, "--max-model-len", "100000")
+    _assert_clean_error(
+        beyond, "max_model_len=100000 exceeds the 512 positions", "(--max-model-len) to 512 or less"
+    )
     with pytest.raises(ConfigError, match="block_size=16 is larger than max_model_len=8"):
         EngineConfig(max_model_len=8)
     assert EngineConfig(max_model_len=16, block_size=16).max_blocks_per_seq() == 1
