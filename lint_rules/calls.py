@@ -19,6 +19,7 @@ from .facts import (
     ASSUMED,
     CLEAN,
     OVERRIDE,
+    SAMPLED,
     SELF,
     SPLATTED,
     Fact,
@@ -38,6 +39,7 @@ from .facts import (
     param_path,
     passed_role,
     replace,
+    sampled,
 )
 from .frames import (
     Bound,
@@ -56,7 +58,7 @@ from .frames import (
     merge,
     merge_elem,
 )
-from .library import FEW_DETAIL, source_text, span
+from .library import FEW_DETAIL, sample_of, source_text, span
 from .nodes import all_nodes
 from .regions import (
     later_history_turns,
@@ -1136,10 +1138,21 @@ class CallsMixin(EngineState):
                     receiver.facts, Shape.STR if method != "astimezone" else receiver.shape
                 )
         if receiver.shape is Shape.RNG:
+            if method == "sample":
+                drawn = sample_of(
+                    node,
+                    first,
+                    self.fact(Kind.UNIQUE, node, f"{receiver.ref}.{method}()", granularity=SAMPLED),
+                )
+                if drawn is not None:
+                    return drawn
             if method == "choice":
                 few = self.few_choice(node, first)
                 if few is not None:
                     return Value(frozenset({self.fact(Kind.VARIES, node, FEW_DETAIL)}), few)
+                picked = self.picked_whole(node, first)
+                if picked is not None:
+                    return picked
             fact = self.fact(Kind.UNIQUE, node, f"{receiver.ref}.{method}()")
             return Value(frozenset({fact}))
         if receiver.shape is Shape.BUILDER:
@@ -1471,7 +1484,9 @@ class CallsMixin(EngineState):
 
     def element_of(self, iterable: Value) -> Value:
         """The loop variable's value when iterating ``iterable``."""
+        # one element of a sample is one of the pool's values, whichever was drawn
         facts = iterable.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
+        facts -= sampled(facts)
         shape = Shape.STR if iterable.elem_str else Shape.UNKNOWN
         name_key = "elem" if iterable.name_key in ("elem", "attr") else ""
         if iterable.shape is Shape.TOOL_RESULT:
@@ -1485,7 +1500,7 @@ class CallsMixin(EngineState):
             return known.with_facts(
                 frozenset(
                     f
-                    for f in known.facts
+                    for f in known.facts - sampled(iterable.facts)
                     if f in inside or f.kind not in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
                 )
             )

@@ -19,6 +19,7 @@ from .facts import (
     other_keys_dropped,
     param_entry,
     replace,
+    sampled,
     wrapped,
 )
 from .frames import (
@@ -188,7 +189,9 @@ class ExprsMixin(EngineState):
                         f for f in facts if f.kind is Kind.PARAM and f.granularity == "order"
                     ),
                 )
-            # but the element at a fixed place of a shuffled list is drawn at random
+            # but the element at a fixed place of a shuffled or sampled list is drawn at random
+            drawn = sampled(facts)
+            facts = (facts - drawn) | {replace(f, granularity="") for f in drawn}
             facts |= {
                 replace(f, kind=Kind.UNIQUE, granularity="")
                 for f in base.facts
@@ -506,6 +509,7 @@ class ExprsMixin(EngineState):
                 f for f in iterable.facts if f.kind in (Kind.TOOLS_UNSTABLE, Kind.UNORDERED)
             )
             facts.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
+            facts.update(sampled(iterable.facts))
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
             for cond in gen.ifs:

@@ -68,6 +68,17 @@ SELF = -1
 #: Kinds whose facts stop mattering when the value is computed once (at import or per session).
 PINNABLE = frozenset({Kind.TIME, Kind.UNIQUE, Kind.VARIES, Kind.LOOP})
 
+#: the granularity of the UNIQUE fact of a list drawn by ``random.sample(pool, k)``: which
+#: elements of the pool it holds, in which order, is new per call, but each element is one of
+#: the pool's values, so an element taken in a loop holds only what the pool's elements hold;
+#: text or a list that gathers them (a join, what the loop appends) keeps the fact
+SAMPLED = "sampled"
+
+
+def sampled(facts: frozenset[Fact]) -> frozenset[Fact]:
+    """The facts of ``facts`` that mark the draw of a ``random.sample`` (``SAMPLED``)."""
+    return frozenset(f for f in facts if f.kind is Kind.UNIQUE and f.granularity == SAMPLED)
+
 
 @dataclass(frozen=True)
 class Fact:

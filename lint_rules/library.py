@@ -11,7 +11,7 @@ import ast
 import textwrap
 
 from .events import SinkCall
-from .facts import CLEAN, Fact, Kind, Shape, Value, join, replace
+from .facts import CLEAN, SAMPLED, Fact, Kind, Shape, Value, join, replace
 from .frames import ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
 from .sources import (
@@ -175,8 +175,63 @@ def _find_fixed_names(tree: ast.Module) -> tuple[dict[str, Shape], frozenset[str
     return few, once
 
 
+_NO_FACT = Fact(Kind.UNIQUE, 0, 0, "")
+
+
+def sample_of(node: ast.Call, pool: Value, fact: Fact) -> Value | None:
+    """``random.sample(pool, k)`` (or ``rng.sample``): a list of ``k`` of the pool's elements,
+    drawn per call: the pool's facts and ``fact``, a ``SAMPLED`` fact, which an element taken
+    in a loop drops and a join or what the loop appends keeps. None where the elements are not
+    whole values of the pool: a draw from a string (characters), a ``range`` (numbers) or a
+    constant, which stays a unique value."""
+    if not node.args:
+        return None
+    given = node.args[0]
+    if (
+        pool.shape is Shape.STR
+        or isinstance(given, ast.Constant)
+        or (isinstance(given, ast.Call) and source_text(given.func) == "range")
+        or (isinstance(given, ast.Attribute) and source_text(given).startswith("string."))
+    ):
+        return None
+    return Value(pool.facts | {fact}, Shape.LIST, elem_str=pool.elem_str, elem=pool.elem)
+
+
+_DRAWN_AGAIN = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+
+
+def _in_comprehension(func: ast.AST, node: ast.Call) -> bool:
+    """Whether ``node`` is inside a comprehension, generator expression or lambda of ``func``
+    (where each element is drawn again, a draw per turn)."""
+    inside: set[int] | None = func.__dict__.get("_promptcache_comprehended")
+    if inside is None:
+        inside = set()
+        for sub in ast.walk(func):
+            if isinstance(sub, _DRAWN_AGAIN):
+                inside.update(id(n) for n in ast.walk(sub) if isinstance(n, ast.Call))
+        func.__dict__["_promptcache_comprehended"] = inside
+    return id(node) in inside
+
+
 class LibraryMixin(EngineState):
     """``qualified_call``: the value of a call whose target resolves to a known import."""
+
+    def picked_whole(self, node: ast.Call, pool: Value) -> Value | None:
+        """``random.choice(pool)`` (or ``rng.choice``) of a pool of whole values, drawn once
+        in this body: one of the pool's elements, a value that repeats (a prefix cached when
+        it does), not a new value per call: the element's facts and a ``VARIES`` fact (a
+        model drawn so is PC011, a tool list PC006). None where the drawn elements may be
+        combined or are not whole values: a draw inside a loop or a comprehension (drawn
+        again each turn), from a string (a character), a ``range`` (a number) or a
+        constant, or with more arguments."""
+        if len(node.args) != 1 or node.keywords or sample_of(node, pool, _NO_FACT) is None:
+            return None
+        scope = self.frame.func if self.frame.func is not None else self.tree
+        if self.frame.loops or _in_comprehension(scope, node):
+            return None
+        element = self.element_of(pool)
+        picked = self.fact(Kind.VARIES, node, source_text(node))
+        return Value(element.facts | {picked}, element.shape, elem_str=element.elem_str)
 
     def few_choice(self, node: ast.Call, first: Value) -> Shape | None:
         """``few_constant_choice``, also for a draw from a name (``first`` its value) that
@@ -249,10 +304,19 @@ class LibraryMixin(EngineState):
                 )
                 self.frame.env[name] = old.with_facts(old.facts | {shuffled})
                 return CLEAN
+            if qual == "random.sample":
+                drawn = sample_of(
+                    node, first, self.fact(kind, node, source_text(node), granularity=SAMPLED)
+                )
+                if drawn is not None:
+                    return replace(drawn, facts=drawn.facts | join(*args[1:]).facts)
             if qual in _CHOICE_CALLS:
                 few = self.few_choice(node, first)
                 if few is not None:
                     return Value(frozenset({self.fact(Kind.VARIES, node, FEW_DETAIL)}), few)
+                picked = self.picked_whole(node, first) if qual == "random.choice" else None
+                if picked is not None:
+                    return picked
             if qual == "os.getenv" or qual == "os.environ.get":
                 shape = Shape.STR
             fact = self.fact(kind, node, source_text(node), granularity=granularity)

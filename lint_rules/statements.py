@@ -26,6 +26,7 @@ from .facts import (
     keyed_conditions,
     narrowed,
     replace,
+    sampled,
 )
 from .frames import (
     INIT_METHODS,
@@ -949,6 +950,7 @@ class StatementsMixin(EngineState):
             assert iterable.elem is not None
             order -= held_inside(iterable.elem)
         order.update(f for f in order_of(iterable.facts) if f.kind is Kind.PARAM)
+        order.update(sampled(iterable.facts))
         if unordered is not None:
             order.add(unordered)
         self._loop(stmt, stmt.body, frozenset(order))

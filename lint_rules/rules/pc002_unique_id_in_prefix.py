@@ -17,7 +17,13 @@ a unique value there also spreads requests over machines.
 ## Known problems
 `uuid5`/`uuid3` of constants, a seeded `random.Random(42)`, the process id (`os.getpid()`,
 fixed for the process: one prefix per worker, the same on every request it serves) and ids
-computed once per session (in `__init__`) or at import are stable and not reported. An id used
+computed once per session (in `__init__`) or at import are stable and not reported. One
+whole element drawn from a pool, `random.choice(pool)` (or `rng.choice`) outside any loop or
+comprehension, or an element of `random.sample(pool, k)` (or `rng.sample`) taken in a loop, is
+one of the pool's values, a prefix that repeats and is cached when it does, and is not
+reported; text or a tool list that gathers sampled elements in their drawn order (a join, what
+the loop appends), an element at a fixed index of a sample, draws made in a loop or a
+comprehension, and draws from a string (characters) or a `range` (numbers) are. An id used
 only as a key, a path or in a condition is not prompt text and is not followed. Ids in
 `metadata=`, `user=`, `extra_headers=` or the newest user message are outside the prefix and
 not reported. A chain through a call the analysis cannot see is not a finding: `promptcache

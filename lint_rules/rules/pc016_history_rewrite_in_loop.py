@@ -8,7 +8,9 @@ For a message list passed to an LLM call inside a loop (or kept in `self.<attr>`
 object whose methods are called turn after turn), reports statements that change messages
 before the newest one: `pop(0)` or `pop(i)`, `del history[0]`, `insert(i, ...)` before the end,
 `remove(...)`, a sliding window `history = history[-20:]`, and assignments to `history[i]` for
-an earlier `i`; and a method that puts a system message into a fresh list, adds the stored
+an earlier `i` (also of the messages kept on an object, `branch.messages =
+branch.messages[-4:]` for the `branch` of a loop that sends `branch.messages`); and a method
+that puts a system message into a fresh list, adds the stored
 history `self.<attr>` after it and stores the list back as `self.<attr>` (every call puts one
 more system message in front of the earlier turns). In a function that is handed the whole
 history as a parameter (called once
@@ -61,14 +63,14 @@ Target = tuple[str, str]
 
 
 def _target(node: ast.expr) -> Target | None:
+    """The history a node names: a plain name, ``self.<attr>``, or an attribute of another
+    name (``conv.messages`` of a loop variable), as ``("attr", "conv.messages")``."""
     if isinstance(node, ast.Name):
         return ("name", node.id)
-    if (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    ):
-        return ("self", node.attr)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        if node.value.id == "self":
+            return ("self", node.attr)
+        return ("attr", f"{node.value.id}.{node.attr}")
     return None
 
 

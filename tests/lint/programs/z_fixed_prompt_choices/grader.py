@@ -41,19 +41,21 @@ def ask_fixed_here(sample):
 
 
 def ask_appended(sample):
-    # another function of its module appends to OPENERS: not a fixed set of texts
+    # another function of its module appends to OPENERS: still one whole element of the list,
+    # drawn once, a value that repeats
     system = random.choice(OPENERS)
     return client.chat.completions.create(
         model="gpt-4o",
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": sample}],  # PC002: 48
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": sample}],
     )
 
 
 def ask_many(sample):
+    # one of 500 fixed texts: each a prefix cached when it repeats
     system = random.choice(TOPICS)
     return client.chat.completions.create(
         model="gpt-4o",
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": sample}],  # PC002: 48
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": sample}],
     )
 
 
@@ -63,7 +65,7 @@ def ask_rebound(sample):
     system = random.choice(NOTES)
     return client.chat.completions.create(
         model="gpt-4o",
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": sample}],  # PC002: 48
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": sample}],
     )
 
 
