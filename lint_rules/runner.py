@@ -82,6 +82,24 @@ def _triggered(raw: bytes, config: LintConfig) -> bool:
     return any(s.label.rsplit(".", 1)[-1].encode() in raw for s in config.sinks)
 
 
+def _kept_triggered(tree: ast.AST, config: LintConfig) -> Callable[[bytes], bool]:
+    """``_triggered`` for the texts of ``tree``'s functions (``Analyzer``'s relevance), each
+    text's answer kept on the tree for ``config``'s sink names: the program driver analyses
+    a file a few times on the one tree it keeps (``parse.parse_kept``), and each analysis
+    asks again for every function's text."""
+    words = tuple(s.label.rsplit(".", 1)[-1] for s in config.sinks)
+    kept: dict[tuple[str, ...], dict[bytes, bool]] = tree.__dict__.setdefault("_triggered", {})
+    memo = kept.setdefault(words, {})
+
+    def triggered(text: bytes) -> bool:
+        known = memo.get(text)
+        if known is None:
+            known = memo[text] = _triggered(text, config)
+        return known
+
+    return triggered
+
+
 def _segments(raw: bytes) -> Callable[[ast.AST], bytes]:
     """The source bytes of a node's lines (cheap: line offsets are computed once)."""
     starts = [0, *itertools.accumulate(map(len, raw.splitlines(keepends=True)))]
@@ -218,7 +236,7 @@ def analyse_source(
                 tree,
                 config.sinks,
                 _segments(raw),
-                lambda text: _triggered(text, config),
+                _kept_triggered(tree, config),
                 module,
                 is_package,
                 load_externals(externals, reads) if externals else None,

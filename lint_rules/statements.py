@@ -193,7 +193,16 @@ def loop_names(stmt: ast.For | ast.AsyncFor) -> tuple[set[str], set[str], set[in
     changes (``text += item``, ``text = text + item``, ``out.append(item)``, ``out[i] =
     item``, ``obj.field = item``, ``last = item`` on every turn), which keeps the iteration's
     order. A ``return`` under a condition picks; one on the first turn returns the first
-    element, whose place is the order's."""
+    element, whose place is the order's. Found once per loop (kept on the node: trees are
+    kept for later analyses of the file, and a loop runs again in each summary that holds
+    it; callers must not change the sets)."""
+    known: tuple[set[str], set[str], set[int]] | None = stmt.__dict__.get("_loop_names")
+    if known is None:
+        known = stmt.__dict__["_loop_names"] = _find_loop_names(stmt)
+    return known
+
+
+def _find_loop_names(stmt: ast.For | ast.AsyncFor) -> tuple[set[str], set[str], set[int]]:
     iterated = _names(stmt.iter)
     picked: set[str] = set()
     gathered: set[str] = set()
