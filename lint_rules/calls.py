@@ -579,7 +579,6 @@ class CallsMixin(EngineState):
                 items = tuple(sorted(kept.items()))
         return Value(facts, instance.shape, ref=cls, items=items)
 
-
     def factory_value(self, factory: ast.expr) -> Value:
         """What a field's ``default_factory`` makes when an instance is built here: the body of
         a lambda, or a call of a named callable (``datetime.now``, ``uuid.uuid4``); anything
