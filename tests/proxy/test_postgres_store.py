@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from fleet import wait_for
 from proxy_support import mock_config
 from servers import ServerThread
 
@@ -88,6 +89,7 @@ def test_a_server_away_for_seconds_loses_no_row(pg_url: str) -> None:
         waiting = [row() for _ in range(7)]
         for values in waiting:
             store.submit(values)
+        wait_for(lambda: store.failing_since is not None, "a failed write", 30)
         time.sleep(2.0)  # 40 flush intervals
         assert store.failing_since is not None
         assert (store.failed_rows, store.last_loss_at) == (0, None)
@@ -408,6 +410,7 @@ def test_a_server_that_takes_no_writes_for_a_while_loses_no_row(
         read_only(pg_url, True)
         for _ in range(5):
             store.submit(row())
+        wait_for(lambda: store.failing_since is not None, "a failed write", 30)
         time.sleep(1.0)  # 20 flush intervals
         assert (store.failed_rows, store.last_loss_at) == (0, None)
         assert store.failing_since is not None
@@ -434,6 +437,7 @@ def test_writing_again_counts_the_rows_the_server_refused_meanwhile(
         refuse_connections(pg_url, True)
         store.submit(row())
         store.submit(row(status="not a status"))  # INTEGER column: the server refuses it
+        wait_for(lambda: store.failing_since is not None, "a failed write", 30)
         time.sleep(0.5)
         assert store.failing_since is not None
         refuse_connections(pg_url, False)

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from fleet import wait_for
 from proxy_support import RunningProxy, wait_until_serving
 from servers import ServerThread
 
@@ -313,6 +314,7 @@ def test_a_postgres_server_away_is_one_warning_and_a_stop_counts_what_it_lost(
         _refuse(pg_url, True)
         try:
             offer(store, "f1")
+            wait_for(lambda: store.failing_since is not None, "a failed write", 30)
             time.sleep(1.0)  # 50 rounds
             assert store.failing_since is not None
         finally:
@@ -371,6 +373,7 @@ def test_a_postgres_server_that_takes_no_writes_keeps_the_bodies(
             key_fingerprint="k", model="m", prefix_family="f1", api="openai_chat",
             request_id="r-f1", started_at=time.time(), body=b"{}", secrets=(),
         )  # fmt: skip
+        wait_for(lambda: store.failing_since is not None, "a failed write", 30)
         time.sleep(0.5)  # 25 rounds
         assert (store.written_rows, store.failed_rows) == (0, 0)
         assert store.failing_since is not None
@@ -414,6 +417,7 @@ def test_a_postgres_commit_that_fails_for_the_server_keeps_the_bodies(
             key_fingerprint="k", model="m", prefix_family="f1", api="openai_chat",
             request_id="r-f1", started_at=time.time(), body=b"{}", secrets=(),
         )  # fmt: skip
+        wait_for(lambda: store.failing_since is not None, "a failed write", 30)
         time.sleep(0.5)  # 25 rounds
         assert (store.written_rows, store.failed_rows) == (0, 0)
         assert store.failing_since is not None
