@@ -143,4 +143,4 @@ def _rates_line(source_url: str, checked: str) -> str:
 def _usd(value: str, places: int, symbol: str = "") -> str:
     from decimal import Decimal
 
-    return usd(Decimal(value), places, grouped=False, symbol=symbol)
+    return usd(Decimal(value), places, grouped=False, symbol=symbol, minus_first=True)

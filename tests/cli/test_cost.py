@@ -147,6 +147,11 @@ def test_negative_savings_and_warning_on_stderr() -> None:
     assert code == 0
     assert Decimal(json.loads(out)["savings_usd"]) < 0
     assert err.startswith("warning: ") and "TTL split" in err
+    # the table's sign comes before the dollar sign, as the report prints it: -$0.01, not $-0.01
+    code, table, _ = run(str(path), "--model", "claude-3-7-sonnet-20250219")
+    assert code == 0
+    savings = next(line for line in table.splitlines() if line.startswith("savings:"))
+    assert savings.split()[1].startswith("-$") and "$-" not in table, table
 
 
 def test_rates_file_prices_unknown_model(tmp_path: Path) -> None:
