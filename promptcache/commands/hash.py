@@ -104,12 +104,14 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
             str(i),
             segment.path,
             segment.kind,
-            str(segment.num_chars),
+            f"{segment.num_chars:,}",
             segment.sha256[:_SHORT],
             chained[:_SHORT],
             ", ".join(marks.get(i, [])),
         )
     console = Console(width=110)
     console.print(table)
-    console.print(f"segments: {len(fp.segments)}   approx prefix tokens: {fp.approx_prefix_tokens}")
+    console.print(
+        f"segments: {len(fp.segments):,}   approx prefix tokens: {fp.approx_prefix_tokens:,}"
+    )
     console.print(f"prefix hash: {fp.prefix_hash}")

@@ -179,3 +179,24 @@ def test_a_valid_or_absent_ttl_is_no_warning() -> None:
     del body["messages"][0]["content"][0]["cache_control"]["ttl"]  # Anthropic's default, 5m
     result = CliRunner().invoke(cli, ["hash", "-"], input=json.dumps(body))
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_a_long_prompt_counts_with_thousands_separators(tmp_path: Path) -> None:
+    # the table printed "approx prefix tokens: 1800" and "5400" chars, where every other
+    # command groups its thousands
+    from promptcache.tokens import count_tokens
+
+    text = "The quick brown fox jumps. " * 200
+    body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": text}]}
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(body))
+    result = CliRunner().invoke(cli, ["hash", str(path)])
+    assert result.exit_code == 0, result.output
+    tokens = count_tokens(text)  # the message's text is the prompt's only counted text
+    assert tokens >= 1000
+    assert f"approx prefix tokens: {tokens:,}" in result.output
+    # the message's canonical JSON: sorted keys, no spaces
+    message = {"content": text, "role": "user"}
+    chars = len(json.dumps(message, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
+    assert chars >= 1000
+    assert f" {chars:,} " in result.output
