@@ -32,6 +32,7 @@ from .facts import (
     entry_path,
     entry_suffix,
     join,
+    keyed_field,
     map_facts,
     narrowed,
     other_keys_dropped,
@@ -781,8 +782,23 @@ class CallsMixin(EngineState):
                         given = receiver_attr(f.detail[len("self.") :])
                     elif f.param >= 0 and f.param in arg_values:
                         argument = arg_values[f.param][0]
-                        held = entry_of(argument, f.detail)
+                        held, rest = entry_and_rest(argument, f.detail)
                         given = held.facts
+                        base = f.detail[: -len(rest)] if rest else f.detail
+                        if rest and held is not argument and keyed_field(f.detail):
+                            # the field was followed, not the key read below it: all the
+                            # field holds is passed, its other keys too (an unproven step)
+                            given = self.unproven_all(
+                                given,
+                                (
+                                    (
+                                        f"{ASSUMED} {f.detail}, read below {base}",
+                                        call_line,
+                                        f.detail,
+                                        "",
+                                    ),
+                                ),
+                            )
                         parsed = entry_key(f.detail)
                         if held is argument and parsed is not None and self.frame.func:
                             # one field of a parameter of ours passed whole: our summary
@@ -790,6 +806,11 @@ class CallsMixin(EngineState):
                             given = param_entry(
                                 given, parsed[0], id(self.frame.func), attribute=parsed[1]
                             )
+                            if keyed_field(f.detail):
+                                # and the key it reads of that field (``tools.parameters``
+                                # read at ``['properties']``)
+                                key = (entry_path(f.detail) or ())[1][0]
+                                given = param_entry(given, key, id(self.frame.func), line=call_line)
                     elif f.param in arg_values:
                         given = arg_values[f.param][0].facts
                     given = with_grain(given, f.granularity)
@@ -846,7 +867,7 @@ class CallsMixin(EngineState):
             items = tuple(
                 (name, Value(substitute(part.facts, "stored by"))) for name, part in made.items
             )
-            return Value(added, ref=made.ref, items=items)
+            return Value(added, made.shape, ref=made.ref, items=items)
 
         stored_self: frozenset[Fact] = frozenset()
         frame = self.frame
@@ -1056,6 +1077,14 @@ class CallsMixin(EngineState):
                             # parameter
                             held = held.with_facts(
                                 param_path(held.facts, rest, id(self.frame.func))
+                            )
+                        if rest and followed is not value and keyed_field(attr):
+                            # the field was followed, not the key read below it: all the
+                            # field holds is sent, its other keys too (an unproven step)
+                            base = attr[: -len(rest)]
+                            unseen = (
+                                *unseen,
+                                (f"{ASSUMED} {attr}, read below {base}", where.lineno, attr, ""),
                             )
                         held = _unproven(held, unseen)
                         if grain:

@@ -484,7 +484,8 @@ def param_entry(
     out = set()
     for f in facts:
         if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
-            if f.detail.isidentifier():
+            deeper = line is not None and not attribute and _one_field(f.detail)
+            if f.detail.isidentifier() or deeper:
                 f = replace(f, detail=f"{f.detail}{suffix}")
             elif line is not None:
                 f = f.passed_on(
@@ -542,6 +543,21 @@ def entry_path(detail: str) -> tuple[tuple[str, bool], ...] | None:
         else (str(ast.literal_eval(step["key"])), False)
         for step in _STEPS.finditer(match[2])
     )
+
+
+def _one_field(detail: str) -> bool:
+    """Whether ``detail`` names one field of a parameter (``tool.parameters``): a key read
+    below it (``tool.parameters['properties']``) names that key too, so a caller that built
+    the object and the dict in that field passes only what it put under that key."""
+    path = entry_path(detail)
+    return path is not None and len(path) == 1 and path[0][1]
+
+
+def keyed_field(detail: str) -> bool:
+    """Whether ``detail`` names a key of one field of a parameter
+    (``tool.parameters['properties']``, see ``_one_field``)."""
+    path = entry_path(detail)
+    return path is not None and len(path) == 2 and path[0][1] and not path[1][1]
 
 
 def entry_key(detail: str) -> tuple[str, bool] | None:

@@ -777,13 +777,15 @@ class StatementsMixin(EngineState):
         """``summary.attr_objects[attr]`` gains ``added`` (``facts``: what the store keeps of
         it) when it is an instance of a project class whose fields are known: its class and
         each field's facts (those of the object outside its fields go to every field; a field
-        it does not name holds nothing, as in ``_attribute_of``). Anything else, or an
-        instance of another class, leaves the attribute's fields unknown (None)."""
+        it does not name holds nothing, as in ``_attribute_of``); a dict of known keys
+        likewise keeps each key's facts (``self.parameters = {"properties": ...}``). Anything
+        else, or an instance of another class, leaves the attribute's fields unknown (None)."""
         first = attr not in summary.attr_stores
         known = summary.attr_objects.get(attr)
         if not first and known is None:
             return
-        if added.items is None or not isinstance(added.ref, (ClassInfo, ExternalClass)):
+        keyed = added.shape is Shape.DICT and not isinstance(added.ref, (ClassInfo, ExternalClass))
+        if added.items is None or not (keyed or isinstance(added.ref, (ClassInfo, ExternalClass))):
             summary.attr_objects[attr] = None
             return
         parts = {name: value.facts & facts for name, value in added.items}
@@ -791,6 +793,7 @@ class StatementsMixin(EngineState):
         whole = facts - inside
         stored = Value(
             facts,
+            added.shape if keyed else Shape.UNKNOWN,
             ref=added.ref,
             items=tuple((name, Value(canonical(part | whole))) for name, part in parts.items()),
         )
