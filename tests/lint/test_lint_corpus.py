@@ -72,6 +72,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         23: 20261225,
         24: 20261226,
         25: 20261227,
+        26: 20261228,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -112,6 +113,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         23: 5,
         24: 5,
         25: 5,
+        26: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -233,6 +235,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         25: [
             "NVIDIA/garak",
             "camel-ai/crab",
+        ],
+        26: [
+            "aliasrobotics/cai",
+            "apache/burr",
         ],
     }
     for batch, tuning in recorded.items():
