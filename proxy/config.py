@@ -60,7 +60,15 @@ from promptcache.pricing import default_price_table, lookup_price
 from .dialect import is_postgres_url, log_url_problem
 from .otel import traces_url
 from .redact import MIN_SECRET_CHARS, redact_url
-from .routing import KNOWN_POLICIES, POLICIES, ROUTING_KEYS, RoutingSettings, policy_spec
+from .routing import (
+    KNOWN_POLICIES,
+    POLICIES,
+    ROUTING_KEYS,
+    TUNING_KEYS,
+    PolicySpec,
+    RoutingSettings,
+    policy_spec,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -666,11 +674,28 @@ def _routing_from_table(
     _check_distinct(replicas, where + " replicas")
     try:
         spec = policy_spec(keys.get("policy", "prefix"))
+        _check_read(spec, keys)
         options = {k: rest.pop(k) for k in list(rest) if k in spec.keys}
         routing = RoutingSettings(**keys, options=options)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return rest, replicas, routing
+
+
+def _check_read(spec: PolicySpec, keys: Mapping[str, Any]) -> None:
+    """Refuse a tuning key the chosen policy does not read (``load_ratio`` under
+    ``kv_events``, ``load_margin`` under ``round_robin``): it would be accepted and do
+    nothing, and the user would believe the fleet tuned."""
+    unread = sorted((set(keys) & TUNING_KEYS) - spec.reads)
+    if not unread:
+        return
+    readers = sorted({p.name for p in POLICIES.values() if p.reads & set(unread)})
+    hint = f"; they are read by policy {' / '.join(repr(n) for n in readers)}" if readers else ""
+    raise ConfigError(
+        f"sets {', '.join(unread)}, which policy {spec.name!r} does not read{hint}: remove "
+        f"{'it' if len(unread) == 1 else 'them'} or choose a policy that reads "
+        f"{'it' if len(unread) == 1 else 'them'}"
+    )
 
 
 def _check_distinct(urls: tuple[str, ...], what: str) -> None:

@@ -15,6 +15,7 @@ from . import prefix as _prefix  # noqa: F401  (registers the "prefix" policy)
 from .policy import (
     KNOWN_POLICIES,
     POLICIES,
+    TUNING_KEYS,
     Decision,
     Policy,
     PolicySpec,
@@ -30,6 +31,7 @@ __all__ = [
     "KNOWN_POLICIES",
     "POLICIES",
     "ROUTING_KEYS",
+    "TUNING_KEYS",
     "Decision",
     "Policy",
     "PolicySpec",

@@ -400,5 +400,6 @@ register_policy(
         "vLLM --kv-events-config) and their tokenizer on the proxy's machine",
         keys=_KEYS,
         check=check_options,
+        reads=frozenset({"load_margin", "max_prefixes"}),
     )
 )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "POLICIES",
+    "TUNING_KEYS",
     "Decision",
     "LeastLoadedPolicy",
     "Policy",
@@ -279,6 +280,8 @@ class PolicySpec:
             ``RoutingSettings.options``).
         check: validates those keys (raises ``ConfigError``) given the settings and replica
             URLs; None accepts any values.
+        reads: the tuning keys of ``RoutingSettings`` it reads (of ``TUNING_KEYS``); a table
+            that sets another one for this policy is refused, since the value would do nothing.
     """
 
     name: str
@@ -286,6 +289,11 @@ class PolicySpec:
     needs: str
     keys: frozenset[str] = frozenset()
     check: Callable[[RoutingSettings, Sequence[str]], None] | None = None
+    reads: frozenset[str] = frozenset()
+
+
+#: ``RoutingSettings`` keys that only some policies read (health checks apply to every policy).
+TUNING_KEYS = frozenset({"load_margin", "load_ratio", "prefix_ttl_s", "max_prefixes"})
 
 
 #: Registered policies by name.

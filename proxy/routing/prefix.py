@@ -251,5 +251,6 @@ register_policy(
         lambda settings, replicas: PrefixPolicy(settings),
         needs="nothing beyond the OpenAI-compatible API; works best when the replicas cache "
         "prefixes automatically (our engine, vLLM --enable-prefix-caching, SGLang's radix cache)",
+        reads=frozenset({"load_margin", "load_ratio", "prefix_ttl_s", "max_prefixes"}),
     )
 )

@@ -21,7 +21,7 @@ def test_a_fleet_table_lists_replicas_and_its_routing(tmp_path: Path) -> None:
         'default_upstream = "fleet"\n'
         "[upstreams.fleet]\n"
         'replicas = ["http://127.0.0.1:8001", "http://127.0.0.1:8002/"]\n'
-        'policy = "least_loaded"\nload_margin = 2\nhealth_path = "/healthz"\n'
+        'policy = "prefix"\nload_margin = 2\nhealth_path = "/healthz"\n'
         "health_interval_s = 0.5\nmax_prefixes = 100\nread_timeout_s = 30\nload_ratio = 1.5\n",
         encoding="utf-8",
     )
@@ -29,9 +29,31 @@ def test_a_fleet_table_lists_replicas_and_its_routing(tmp_path: Path) -> None:
     assert upstream.replicas == ("http://127.0.0.1:8001", "http://127.0.0.1:8002")
     assert upstream.url == "http://127.0.0.1:8001" and upstream.read_timeout_s == 30
     assert upstream.routing == RoutingSettings(
-        policy="least_loaded", load_margin=2, health_path="/healthz", health_interval_s=0.5,
+        policy="prefix", load_margin=2, health_path="/healthz", health_interval_s=0.5,
         max_prefixes=100, load_ratio=1.5,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("policy", "keys", "named"),
+    [
+        ("kv_events", {"load_ratio": 1.5}, "load_ratio, which policy 'kv_events' does not read"),
+        ("round_robin", {"load_margin": 2}, "load_margin, which policy 'round_robin' does not"),
+        (
+            "least_loaded",
+            {"prefix_ttl_s": 60, "max_prefixes": 10},
+            "max_prefixes, prefix_ttl_s, which policy 'least_loaded' does not read",
+        ),
+    ],
+)
+def test_a_tuning_key_the_policy_does_not_read_is_refused(
+    policy: str, keys: dict[str, object], named: str
+) -> None:
+    table = fleet(replicas=["http://a:1", "http://b:2"], policy=policy, **keys)
+    with pytest.raises(ConfigError, match=r"\[upstreams\.fleet\]") as caught:
+        config_from_dict(table, source="t")
+    assert named in str(caught.value) and "remove" in str(caught.value)
+    assert "'prefix'" in str(caught.value)  # who does read it
 
 
 def test_replicas_default_to_the_prefix_policy() -> None:
