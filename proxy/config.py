@@ -529,6 +529,11 @@ def config_from_dict(
     otel = data.get("otel", {})
     if not isinstance(otel, Mapping) or set(otel) - {"endpoint"}:
         raise ConfigError(f'{source}: [otel] may only set endpoint = "http://HOST:4318"')
+    if "otel" in data and "endpoint" not in otel and overrides.get("otlp_endpoint") is None:
+        raise ConfigError(
+            f"{source}: [otel] sets no endpoint, so no span would be exported; add endpoint = "
+            f'"http://HOST:4318" (an OTLP/HTTP collector) or remove the [otel] table'
+        )
     if "endpoint" in otel:
         if not isinstance(otel["endpoint"], str):
             raise ConfigError(f"{source}: [otel] endpoint must be a URL (a string)")

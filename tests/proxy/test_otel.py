@@ -477,12 +477,17 @@ def test_the_endpoint_setting() -> None:
     )
     assert flag_wins.otlp_endpoint == "http://other:4318/custom/traces"
     assert config_from_dict(base, source="p.toml").otlp_endpoint is None
+    flag = "http://other:4318"
     with pytest.raises(ConfigError, match=r"p\.toml: \[otel\] endpoint 'collector:4318' is not"):
         config_from_dict({**base, "otel": {"endpoint": "collector:4318"}}, source="p.toml")
     with pytest.raises(ConfigError, match=r"\[otel\] may only set endpoint"):
         config_from_dict({**base, "otel": {"url": "http://collector:4318"}}, source="p.toml")
     with pytest.raises(ConfigError, match="--otlp-endpoint 'ftp://x' is not an http"):
         config_from_dict(base, source="p.toml", otlp_endpoint="ftp://x")
+    with pytest.raises(ConfigError, match=r"p\.toml: \[otel\] sets no endpoint, so no span"):
+        config_from_dict({**base, "otel": {}}, source="p.toml")  # it would export nothing
+    flag_only = config_from_dict({**base, "otel": {}}, source="p.toml", otlp_endpoint=flag)
+    assert flag_only.otlp_endpoint == flag
 
 
 def test_a_model_name_with_a_lone_surrogate_does_not_lose_the_export(
