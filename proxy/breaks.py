@@ -552,7 +552,9 @@ class BreakExplainer:
         # FamilyKey -> list[PrefixSnapshot], oldest first, at most SNAPSHOTS_PER_FAMILY
         self._families: _Lru = _Lru()
         self._by_first: _Lru = _Lru()  # (scope, first segment) -> FamilyKey (model switches)
-        self._by_model: _Lru = _Lru()  # (scope, model) -> FamilyKey (edited first segment)
+        # (scope, model, api) -> FamilyKey (edited first segment): per API, so a chat request
+        # in between does not hide the completions prompt a completions prompt edits
+        self._by_model: _Lru = _Lru()
         self._chars = 0
         self._lock = threading.Lock()
         # model -> min_tokens: the table is immutable and scanning its fnmatch patterns costs
@@ -598,7 +600,7 @@ class BreakExplainer:
         self._families.move_to_end(family)
         scope, model, first = family
         self._by_first.touch((scope, first), family, self.max_families)
-        self._by_model.touch((scope, model), family, self.max_families)
+        self._by_model.touch((scope, model, snap.fingerprint.api), family, self.max_families)
         while len(self._families) > 1 and (
             self._chars > self.max_text_chars or len(self._families) > self.max_families
         ):
@@ -625,7 +627,7 @@ class BreakExplainer:
         other = self._latest(self._by_first.get((scope, first)))
         if other is not None and other.model != fp.model:
             return other, "model"
-        latest = self._latest(self._by_model.get((scope, fp.model)))
+        latest = self._latest(self._by_model.get((scope, fp.model, fp.api)))
         # only a request of the same API is an edit: a legacy completions prompt holding a chat
         # request's system text is another prompt (no template around it), not its system_changed
         if latest is not None and latest.fingerprint.api == fp.api and _related(latest, fp):
