@@ -37,7 +37,7 @@ from .frames import (
 )
 from .session import kept_from_session
 from .sinks import is_system_prompt_name, logged_dicts
-from .statements import picked_from
+from .statements import constant_truth, picked_from
 from .toolnames import combine, literal_key
 
 
@@ -308,6 +308,11 @@ class ExprsMixin(EngineState):
         return CLEAN
 
     def expr_IfExp(self, node: ast.IfExp) -> Value:
+        truth = constant_truth(node.test)
+        if truth is not None:
+            # a condition of literals only (``x if 0 % 2 else y``): the other branch never runs
+            self.eval(node.test)
+            return self.eval(node.body if truth else node.orelse)
         test = self.eval(node.test)
         body = self.eval(node.body)
         orelse = self.eval(node.orelse)

@@ -145,6 +145,92 @@ def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
     )
 
 
+#: operators folded by ``constant_truth`` (no power: ``9 ** 9 ** 9`` would not end)
+_FOLDED_BINOPS: dict[type, object] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+_FOLDED_COMPARES: dict[type, object] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+_UNKNOWN = object()
+
+
+def _literal_value(node: ast.expr) -> object:
+    """The value of an expression made only of literals (numbers, booleans, ``None``,
+    strings) and arithmetic, comparisons, ``not`` and ``and``/``or`` of them; ``_UNKNOWN``
+    for anything else (a name, a call, an operator not folded here). Arithmetic is folded
+    on numbers only."""
+    if isinstance(node, ast.Constant):
+        literal = node.value
+        if literal is None or isinstance(literal, (bool, int, float, str)):
+            return literal
+        return _UNKNOWN
+    if isinstance(node, ast.UnaryOp):
+        operand = _literal_value(node.operand)
+        if operand is _UNKNOWN:
+            return _UNKNOWN
+        if isinstance(node.op, ast.Not):
+            return not operand
+        if isinstance(operand, (int, float)) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -operand if isinstance(node.op, ast.USub) else +operand
+        return _UNKNOWN
+    if isinstance(node, ast.BinOp):
+        fold = _FOLDED_BINOPS.get(type(node.op))
+        left, right = _literal_value(node.left), _literal_value(node.right)
+        if fold is None or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right)
+        ):
+            return _UNKNOWN
+        try:
+            return fold(left, right)  # type: ignore[operator]
+        except (ArithmeticError, ValueError):
+            return _UNKNOWN
+    if isinstance(node, ast.Compare):
+        left = _literal_value(node.left)
+        result = True
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            fold = _FOLDED_COMPARES.get(type(op))
+            right = _literal_value(comparator)
+            if fold is None or left is _UNKNOWN or right is _UNKNOWN:
+                return _UNKNOWN
+            try:
+                result = result and bool(fold(left, right))  # type: ignore[operator]
+            except TypeError:
+                return _UNKNOWN
+            left = right
+        return result
+    if isinstance(node, ast.BoolOp):
+        values = [_literal_value(v) for v in node.values]
+        if any(v is _UNKNOWN for v in values):
+            return _UNKNOWN
+        out = values[0]
+        for value in values[1:]:
+            if isinstance(node.op, ast.And) and not out:
+                break
+            if isinstance(node.op, ast.Or) and out:
+                break
+            out = value
+        return out
+    return _UNKNOWN
+
+
+def constant_truth(test: ast.expr) -> bool | None:
+    """Whether a condition made only of literals holds (``0 % 2`` never, ``1 < 2`` always):
+    the branch it rules out can never run. ``None`` when the condition reads anything else."""
+    value = _literal_value(test)
+    return None if value is _UNKNOWN else bool(value)
+
+
 def _body_nodes(body: list[ast.stmt]) -> list[tuple[ast.AST, bool]]:
     """The nodes of a loop's ``body`` (not those of the functions and classes it defines),
     each with whether it runs only under a condition: inside an ``if``, or after an ``if``
@@ -1050,10 +1136,18 @@ class StatementsMixin(EngineState):
 
     def stmt_While(self, stmt: ast.While) -> None:
         self.eval(stmt.test)
-        self._loop(stmt, stmt.body, frozenset())
+        if constant_truth(stmt.test) is not False:
+            # ``while False:`` never runs its body
+            self._loop(stmt, stmt.body, frozenset())
         self.exec_block(stmt.orelse)
 
     def stmt_If(self, stmt: ast.If) -> None:
+        truth = constant_truth(stmt.test)
+        if truth is not None:
+            # a condition of literals only: the other branch can never run
+            self.eval(stmt.test)
+            self.exec_block(stmt.body if truth else stmt.orelse)
+            return
         tested = self.eval(stmt.test)
         frame = self.frame
         runtime = self.runtime_test(stmt.test, tested)
