@@ -10,14 +10,18 @@ before the newest one: `pop(0)` or `pop(i)`, `del history[0]`, `insert(i, ...)` 
 `remove(...)`, a sliding window `history = history[-20:]`, and assignments to `history[i]` for
 an earlier `i` (also of the messages kept on an object, `branch.messages =
 branch.messages[-4:]` for the `branch` of a loop that sends `branch.messages`); and a method
-that puts a system message into a fresh list, adds the stored
-history `self.<attr>` after it and stores the list back as `self.<attr>` (every call puts one
-more system message in front of the earlier turns). In a function that is handed the whole
-history as a parameter (called once
-per turn), only a window that keeps the newest messages, `history = history[-20:]`, written
-before the call that sends the history is reported: a fixed cut such as `messages[1:]` drops
-the same message every turn, and a window after the call (in the handler of a failed request)
-rebinds a name that no later turn's request reads.
+that puts a system message into a fresh list, adds the stored history `self.<attr>` after it
+and stores the list back as `self.<attr>` (every call puts one more system message in front of
+the earlier turns). A chat object that builds each request afresh from a window of the newest
+stored turns, `self.<attr>[-n:]` (read in one method, followed through the local lists it is
+added to, the methods of the class that return them and the calls that hand them to the method
+that sends them), is reported when a method of the class adds to `self.<attr>`; a fixed cut
+(`self.history[:40]`), a window that is only logged and a window of turns nothing adds to after
+the constructor are not. In a function that is handed the whole history as a parameter (called
+once per turn), only a window that keeps the newest messages, `history = history[-20:]`,
+written before the call that sends the history is reported: a fixed cut such as `messages[1:]`
+drops the same message every turn, and a window after the call (in the handler of a failed
+request) rebinds a name that no later turn's request reads.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -237,6 +241,170 @@ def _prepended(function: ast.AST, name: str) -> tuple[ast.AST, str] | None:
     return added if added is not None and added[1] in stored else None
 
 
+def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _owner(ctx: ModuleContext, function: ast.AST | None) -> ast.ClassDef | None:
+    if function is None:
+        return None
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.ClassDef) and function in node.body:
+            return node
+    return None
+
+
+def _grown(cls: ast.ClassDef, attr: str) -> bool:
+    """A method of ``cls`` (not its constructor) adds to ``self.<attr>``: the history grows."""
+    for name, method in _methods(cls).items():
+        if name in INIT_METHODS:
+            continue
+        for node in ast.walk(method):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "extend")
+                and _target(node.func.value) == ("self", attr)
+            ):
+                return True
+            if (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.op, ast.Add)
+                and _target(node.target) == ("self", attr)
+            ):
+                return True
+    return False
+
+
+def _negative(lower: ast.expr | None) -> bool:
+    """``-n``, ``-2 * n``: a lower bound counted from the end."""
+    if isinstance(lower, ast.BinOp) and isinstance(lower.op, ast.Mult):
+        lower = lower.left
+    return isinstance(lower, ast.UnaryOp) and isinstance(lower.op, ast.USub)
+
+
+def _stored_windows(
+    cls: ast.ClassDef,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    expr: ast.expr,
+    out: dict[tuple[int, int], tuple[ast.Subscript, str]],
+    depth: int = 0,
+    visited: set[tuple[int, str]] | None = None,
+) -> None:
+    """The windows ``self.<attr>[-n:]`` of a history a method of ``cls`` adds to, whose
+    messages make up ``expr`` (in ``function``): followed through local names (assigned,
+    added to, extended, appended, a loop over them), the methods of ``cls`` that return them
+    and the callers that pass them to ``function``'s parameter."""
+    if depth > 6:
+        return
+    step = depth + 1
+    visited = set() if visited is None else visited
+    if isinstance(expr, ast.Subscript):
+        target = _target(expr.value)
+        if (
+            isinstance(expr.slice, ast.Slice)
+            and expr.slice.upper is None
+            and _negative(expr.slice.lower)
+            and target is not None
+            and target[0] == "self"
+            and _grown(cls, target[1])
+        ):
+            out.setdefault((expr.lineno, expr.col_offset), (expr, target[1]))
+        return
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        _stored_windows(cls, function, expr.left, out, step, visited)
+        _stored_windows(cls, function, expr.right, out, step, visited)
+        return
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        for elt in expr.elts:
+            if isinstance(elt, ast.Starred):
+                _stored_windows(cls, function, elt.value, out, step, visited)
+        return
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id == "list" and len(expr.args) == 1:
+            _stored_windows(cls, function, expr.args[0], out, step, visited)
+        elif isinstance(func, ast.Attribute) and func.attr == "copy" and not expr.args:
+            _stored_windows(cls, function, func.value, out, step, visited)
+        elif _target(func) == ("self", getattr(func, "attr", "")) and not expr.args:
+            method = _methods(cls).get(getattr(func, "attr", ""))
+            if (
+                method is not None
+                and method.name not in INIT_METHODS
+                and (id(method), "") not in visited
+            ):
+                visited.add((id(method), ""))
+                for node in ast.walk(method):
+                    if isinstance(node, ast.Return) and node.value is not None:
+                        _stored_windows(cls, method, node.value, out, step, visited)
+        return
+    if not isinstance(expr, ast.Name):
+        return
+    name = expr.id
+    if (id(function), name) in visited:
+        return
+    visited.add((id(function), name))
+    if _is_parameter(function, ("name", name)):
+        args = function.args
+        positional = [a.arg for a in [*args.posonlyargs, *args.args]]
+        static = any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list
+        )
+        index = positional.index(name) - (not static) if name in positional else None
+        for caller_name, caller in _methods(cls).items():
+            if caller_name in INIT_METHODS:
+                continue
+            for node in ast.walk(caller):
+                if not (
+                    isinstance(node, ast.Call) and _target(node.func) == ("self", function.name)
+                ):
+                    continue
+                passed = [k.value for k in node.keywords if k.arg == name]
+                if index is not None and 0 <= index < len(node.args):
+                    passed.append(node.args[index])
+                for value in passed:
+                    if not isinstance(value, ast.Starred):
+                        _stored_windows(cls, caller, value, out, step, visited)
+        return
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ) or (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+        ):
+            _stored_windows(cls, function, node.value, out, step, visited)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+            and len(node.args) == 1
+        ):
+            if node.func.attr == "extend" or _loop_target(function, node.args[0]):
+                _stored_windows(cls, function, node.args[0], out, step, visited)
+        elif (
+            isinstance(node, (ast.For, ast.AsyncFor))
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+        ):
+            _stored_windows(cls, function, node.iter, out, step, visited)
+
+
+def _loop_target(function: ast.AST, value: ast.expr) -> bool:
+    """``value`` is the name a ``for`` of ``function`` binds (each element appended)."""
+    return isinstance(value, ast.Name) and any(
+        isinstance(node, (ast.For, ast.AsyncFor))
+        and isinstance(node.target, ast.Name)
+        and node.target.id == value.id
+        for node in ast.walk(function)
+    )
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     for sink in ctx.sinks:
@@ -260,6 +428,29 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                         Severity.WARNING,
                         (Related(ctx.location(sink.node), "the history is sent here"),),
                     )
+        cls = _owner(ctx, sink.function)
+        if (
+            cls is not None
+            and isinstance(sink.function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and sink.function.name not in INIT_METHODS
+        ):
+            windows: dict[tuple[int, int], tuple[ast.Subscript, str]] = {}
+            _stored_windows(cls, sink.function, sink.messages, windows)
+            for key, (node, attr) in sorted(windows.items()):
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield ctx.diagnostic(
+                    "PC016",
+                    f"a sliding window of the stored history `self.{attr}` (its newest "
+                    f"messages) makes up the messages sent to {sink.label}, and the history "
+                    "grows every turn: once it is longer than the window, the oldest message "
+                    "kept changes on every call and the cache misses from it on: send the "
+                    "whole history, or compact rarely",
+                    node,
+                    Severity.WARNING,
+                    (Related(ctx.location(sink.node), "the history is sent here"),),
+                )
         target = _target(sink.messages)
         if target is None:
             continue
