@@ -270,6 +270,9 @@ def compare_runs(
     pids = {s.request.pid for s in (*base, *other) if s.request.pid is not None}
     findings: list[Finding] = []
     excused: set[tuple[int, str, str]] = set()
+    # the same, per segment (its hashes in the two runs), for the segments after a pair's first
+    # difference, whose chained hashes that earlier difference changed
+    excused_segments: set[tuple[str, str]] = set()
     below = no_breakpoint = one_message = 0
     for a, b in pairs:
         findings += _key_findings(a, b, run, pids, clocks)
@@ -297,6 +300,7 @@ def compare_runs(
                 # A system or tools difference past this request's breakpoints (or in one
                 # without any) is not: a later request that caches it is judged on its own
                 excused.add(mark)
+                excused_segments.add((fa.segments[k].sha256, fb.segments[k].sha256))
             if tail and k == 0:
                 one_message += 1
             if extent < 0 and not tail and fa.api in EXPLICIT_BREAKPOINT_APIS:
@@ -306,37 +310,45 @@ def compare_runs(
         if minimum is not None and prefix_tokens(fa, extent) < minimum:
             below += 1  # not excused later: a longer request with this difference caches it
             continue
-        found = _segment_findings(a, b, k, divergence.path, run, pids, clocks)
-        # A run that changed one kind, not the clock, finds nothing in a segment whose only
-        # difference is the unshifted clock ticking on (the clock's run reports it): look on
-        # in the later cached segments, where this run's own kind may have changed one.
-        j = k
-        while not found:
-            after = _next_difference(fa, fb, j, extent)
-            if after is None or (
-                after == last == len(fb.segments) - 1 and fa.segments[after].kind == "messages"
-            ):
-                break
-            j = after
-            if replies_vary and _is_reply(fa.segments[j]):
-                continue
+        findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
+        # Every later cached segment that differs is a cache breaker of its own (a tool list
+        # from a set does not hide a time in the system prompt after it; in a run that changed
+        # one kind, not the clock, the first may be only the unshifted clock ticking on, which
+        # finds nothing). A list of one kind in another order was reported at its first
+        # difference; the rest of that kind is the same reordering.
+        permuted = _permuted_kinds(fa, fb)
+        done = {fa.segments[k].kind} & permuted
+        for j in range(k + 1, min(last, len(fb.segments) - 1) + 1):
             seg_a, seg_b = fa.segments[j], fb.segments[j]
+            if seg_a.sha256 == seg_b.sha256:
+                continue
+            pair = (seg_a.sha256, seg_b.sha256)
+            tail = j == last == len(fb.segments) - 1 and seg_a.kind == seg_b.kind == "messages"
+            if j > extent or tail or (replies_vary and _is_reply(seg_a)):
+                if tail or seg_a.kind == "messages":
+                    excused_segments.add(pair)  # carried as history by a later request
+                continue
+            if pair in excused_segments or seg_a.kind in done:
+                continue
+            if seg_a.kind in permuted:
+                done.add(seg_a.kind)
             path, _ = _deepest_difference(
                 seg_a.path, json.loads(seg_a.text), json.loads(seg_b.text)
             )
-            found = _segment_findings(a, b, j, path, run, pids, clocks)
-        findings += found
+            findings += _segment_findings(a, b, j, path, run, pids, clocks)
     return PairReport(findings, len(pairs), unpaired, below, no_breakpoint, one_message)
 
 
-def _next_difference(
-    fa: RequestFingerprint, fb: RequestFingerprint, k: int, extent: int
-) -> int | None:
-    """The next segment after ``k``, up to ``extent``, whose hashes differ; None if none."""
-    for i in range(k + 1, min(extent, len(fa.segments) - 1, len(fb.segments) - 1) + 1):
-        if fa.segments[i].sha256 != fb.segments[i].sha256:
-            return i
-    return None
+def _permuted_kinds(fa: RequestFingerprint, fb: RequestFingerprint) -> set[str]:
+    """The segment kinds whose segments the two requests hold in another order (the same
+    segments of that kind, not in the same order)."""
+    out: set[str] = set()
+    for kind in {s.kind for s in fa.segments}:
+        old = [s.sha256 for s in fa.segments if s.kind == kind]
+        new = [s.sha256 for s in fb.segments if s.kind == kind]
+        if old != new and Counter(old) == Counter(new):
+            out.add(kind)
+    return out
 
 
 def _is_reply(segment: Segment) -> bool:
