@@ -348,6 +348,8 @@ def tokens_lost(
     """
     if reason is None or reason == "new_prefix" or total_input is None:
         return None
+    if reason == "below_minimum":  # never served from cache: a stable prefix saves nothing
+        return 0
     got = read or 0
     cap = cached_before or 0
     if reason in READS_KEPT_REASONS:

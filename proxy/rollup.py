@@ -40,7 +40,9 @@ Definitions (shared with ``breaks.py`` and ``report/``):
   writes where the API reports writes (Anthropic, Bedrock, an OpenAI request with
   ``prompt_cache_breakpoint``, any row with write tokens), and its whole input where caching is
   automatic and no write is reported (OpenAI, Gemini, the engine upstream: every prompt token it
-  prefilled is in cache afterwards);
+  prefilled is in cache afterwards); 0 for ``below_minimum``: a prompt under the model's
+  minimum cacheable prefix is never served from cache, so a stable prefix would have saved
+  nothing;
 - of those, the first ones are billed as the request's own writes (the lost tokens are the front
   of the prompt, and 1h breakpoints come before 5m ones): ``MIN(lost, 1h writes)`` as 1h writes,
   then ``MIN(the rest, 5m + TTL-unknown writes)`` as 5m writes, the rest as plain input. The
@@ -78,6 +80,7 @@ __all__ = [
     "rebuild_break_rollup",
     "rebuild_family_rollup",
     "recount_deleted_breaks",
+    "zero_below_minimum_losses",
 ]
 
 ROLLUP_TABLES: Final = ("report_hourly", "report_breaks_hourly", "report_family_hourly")
@@ -172,13 +175,14 @@ _READS_KEPT: Final = "(" + ", ".join(f"'{reason}'" for reason in READS_KEPT_REAS
 #: Tokens a break lost (see the module docstring); ``{r}`` the request, ``p`` its predecessor
 #: (all NULL when there is none: then 0).
 _TOKENS_LOST: Final = f"""
+    CASE WHEN {{r}}.break_reason = 'below_minimum' THEN 0 ELSE
     MAX(0, MIN(COALESCE({{r}}.total_input_tokens, 0) - COALESCE({{r}}.cache_read_tokens, 0),
                CASE WHEN p.api IN ('anthropic', 'bedrock_converse')
                          OR COALESCE(p.breakpoints, '[]') <> '[]' OR {_P_WRITES} > 0
                     THEN COALESCE(p.cache_read_tokens, 0) + {_P_WRITES}
                     ELSE COALESCE(p.total_input_tokens, 0) END
                - CASE WHEN {{r}}.break_reason IN {_READS_KEPT}
-                      THEN COALESCE({{r}}.cache_read_tokens, 0) ELSE 0 END))
+                      THEN COALESCE({{r}}.cache_read_tokens, 0) ELSE 0 END)) END
 """
 
 #: One break's ``(lost, w1, w5)`` inputs over request ``{r}`` joined to predecessor ``p``.
@@ -556,6 +560,14 @@ def recount_deleted_breaks(db: Database) -> None:
     db.execute("DROP TRIGGER IF EXISTS report_rollup_delete")
     db.execute(next(t for t in _triggers() if t.startswith("CREATE TRIGGER report_rollup_delete")))
     rebuild_break_rollup(db)
+
+
+def zero_below_minimum_losses(db: Database) -> None:
+    """Schema step 18: a ``below_minimum`` break lost its whole uncached input (capped at its
+    predecessor's), though a prompt under the minimum cacheable prefix is never served from
+    cache; it now loses 0 tokens (:data:`_TOKENS_LOST`). Reinstalls the triggers that hold that
+    definition and refills ``report_breaks_hourly`` from the rows logged."""
+    recount_deleted_breaks(db)
 
 
 def rebuild_family_rollup(db: Database) -> None:

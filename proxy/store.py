@@ -65,6 +65,7 @@ from .rollup import (
     add_report_rollups,
     rebuild_break_rollup,
     recount_deleted_breaks,
+    zero_below_minimum_losses,
 )
 from .ttft_rollup import add_ttft_rollup
 from .writer_rollups import TakeOver, take_over
@@ -240,6 +241,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     add_gap_rollup,  # step 15: 5-minute gaps per family and hour, for the TTL advisor (#33)
     reseek_gap_triggers,  # step 16: the gap triggers' seeks, one bound a side (#32)
     recount_deleted_breaks,  # step 17: a deleted row's tokens lost leave the break rollup too
+    zero_below_minimum_losses,  # step 18: a below_minimum break loses no tokens
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
