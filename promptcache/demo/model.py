@@ -73,6 +73,12 @@ class ModelChoice:
 def _choice(path: Path, source: str) -> ModelChoice:
     if path.is_file() and path.suffix.lower() == ".gguf":
         return ModelChoice(path.resolve(), path.stem.lower(), source)
+    if path.is_file():
+        folder = " (pass the folder that holds it)" if path.name == "config.json" else ""
+        raise ConfigError(
+            f"{path} ({source}) is a file but not a .gguf file, and a checkpoint is a "
+            f"directory{folder}; " + HOW_TO_GIVE_A_MODEL
+        )
     if not (path / "config.json").is_file():
         raise ConfigError(
             f"{path} ({source}) has no config.json, so it is not a checkpoint directory; "

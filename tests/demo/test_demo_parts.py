@@ -135,6 +135,15 @@ def test_environment_variable_comes_after_the_option(tmp_path: Path) -> None:
         resolve_model(str(tmp_path / "nope"), environ=env)
 
 
+def test_a_file_that_is_not_gguf_is_named_a_file_not_a_folder_without_config() -> None:
+    # it said "config.json has no config.json, so it is not a checkpoint directory"
+    with pytest.raises(ConfigError) as info:
+        resolve_model(str(MODEL / "config.json"), environ={})
+    assert "is a file but not a .gguf file" in str(info.value)
+    assert "pass the folder that holds it" in str(info.value)
+    assert "has no config.json" not in str(info.value)
+
+
 def test_the_default_is_the_smollm2_file(tmp_path: Path) -> None:
     gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     gguf.write_bytes(b"GGUF")
