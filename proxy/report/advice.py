@@ -8,7 +8,8 @@ there (and on Bedrock), not at OpenAI or Gemini, and the engine has no TTL at al
 :func:`recommend` then writes the recommendations in the standard escalation order:
 
 1. prefix stability: the costliest break reason with a known fix (:data:`FIXES`), naming its top
-   segment, at any hit rate; without one, a low token-weighted hit rate (< :data:`LOW_HIT_RATE`)
+   segment, at any hit rate (above :data:`LOW_HIT_RATE`, not ``below_minimum``);
+   without one, a low token-weighted hit rate (< :data:`LOW_HIT_RATE`)
    says what else keeps it low (parallel misses, one-off prefixes);
 2. TTL: families whose cheapest TTL differs from the one in use (a high hit rate with gaps just
    past the TTL), and TTL expiries in general;
@@ -254,9 +255,16 @@ def _pct(value: float | None) -> str:
 def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
     """The prefix-stability recommendation: the costliest break reason that has a fix (its top
     segment, breaks, tokens and dollars lost, an example request and the fix), whatever the hit
-    rate; at a low hit rate without such a break, what else keeps the hit rate low; else None."""
-    content = [r for r in reasons if r.reason in _CONTENT_REASONS and r.breaks]
+    rate; at a low hit rate without such a break, what else keeps the hit rate low; else None.
+    Above the low hit rate, ``below_minimum`` breaks ask for no fix: nothing of a prompt under
+    the minimum cacheable prefix is cacheable, so they re-process no cacheable input (they lose
+    0 tokens by definition)."""
     low = total.token_hit_rate is not None and total.token_hit_rate < LOW_HIT_RATE
+    content = [
+        r
+        for r in reasons
+        if r.reason in _CONTENT_REASONS and r.breaks and (low or r.reason != "below_minimum")
+    ]
     rate = _pct(total.token_hit_rate)
     head = f"Token-weighted hit rate is {rate}: make the prefix stable first."
     if content:

@@ -26,7 +26,15 @@ SHORT = "Once upon a time, Lily"  # far under one 16-token KV block (+ the recom
 BREAKS = "SELECT breaks, tokens_lost FROM report_breaks_hourly WHERE reason = 'below_minimum'"
 
 
-def _log_short_prompts(db: Path) -> list[tuple[int, int, str | None, int]]:
+STORY = (
+    "Once upon a time, there was a little girl named Lily. She liked to play outside in the "
+    "park with her friends. One day, she found a big red ball under a tree. "
+) * 3
+
+
+def _log_short_prompts(db: Path, repeats: int = 0) -> list[tuple[int, int, str | None, int]]:
+    """Logs SHORT three times, then a long prompt ``repeats`` times; returns the short ones'
+    rows (input, cache read, break reason, whether a predecessor was found)."""
     engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
     upstream_app = create_app(engine, served_model_names=["tiny"])
     with ServerThread(upstream_app) as upstream:
@@ -44,16 +52,18 @@ def _log_short_prompts(db: Path) -> list[tuple[int, int, str | None, int]]:
                 )
                 assert done.usage is not None and done.usage.prompt_tokens_details is not None
                 assert done.usage.prompt_tokens_details.cached_tokens == 0
+            for _ in range(repeats):
+                client.completions.create(model="tiny", prompt=STORY, max_tokens=2)
             rows: list[tuple[int, int, str | None, int]] = []
             deadline = time.monotonic() + 10
-            while len(rows) < 3 and time.monotonic() < deadline:
+            while len(rows) < 3 + repeats and time.monotonic() < deadline:
                 time.sleep(0.05)
                 with closing(sqlite3.connect(db)) as conn:
                     rows = conn.execute(
                         "SELECT total_input_tokens, cache_read_tokens, break_reason,"
                         " previous_request_id IS NOT NULL FROM requests ORDER BY started_at"
                     ).fetchall()
-    return rows
+    return rows[:3]
 
 
 def test_a_prompt_under_one_kv_block_loses_no_tokens(tmp_path: Path) -> None:
@@ -95,3 +105,16 @@ def test_step_18_takes_the_tokens_lost_out_of_a_logged_below_minimum_break(
     open_log(db).close()  # migrates
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute(BREAKS).fetchall() == [(3, 0)]
+
+
+def test_breaks_that_lose_nothing_ask_for_no_fix_at_a_high_hit_rate(tmp_path: Path) -> None:
+    # most input is read from cache; the short prompts' breaks re-process nothing cacheable, so
+    # "cache breaks still re-process input" would not be true
+    db = tmp_path / "log.db"
+    _log_short_prompts(db, repeats=4)
+    report = build_report(db, since=time.time() - 3600, until=time.time() + 1)
+    assert report.total.token_hit_rate is not None and report.total.token_hit_rate > 0.5
+    assert [(r.reason, r.breaks, r.tokens_lost) for r in report.break_reasons] == [
+        ("below_minimum", 3, 0)
+    ]
+    assert [r.kind for r in report.recommendations] == []
