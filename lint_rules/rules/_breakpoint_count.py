@@ -236,7 +236,14 @@ def iter_size(
         return min(known) if known else None
     if isinstance(node, ast.NamedExpr):
         return iter_size(node.value, chain, module, cls, depth)
-    if isinstance(node, ast.Name) and node.id not in module.resized:
+    if isinstance(node, ast.Name) and node.id in module.resized:
+        for index, scope in enumerate(chain):  # picked = []; picked.append(i); if len(...
+            if scope.names.get(node.id) is not None:
+                if isinstance(scope, LazyScope) and not isinstance(scope.func, ast.Lambda):
+                    return self_capped_size(node.id, scope.func, chain[index:])
+                return None
+        return None
+    if isinstance(node, ast.Name):
         for index, scope in enumerate(chain):  # tail = messages[-2:]; for m in tail: ...
             values = scope.names.get(node.id)
             if values is not None:
@@ -271,6 +278,216 @@ def iter_size(
     if helper is not None and helper.returns_one:
         return 1
     return None
+
+
+#: list methods that neither grow a list nor hand it to code that could
+_LIST_READS = frozenset({"index", "count", "copy"})
+
+
+def self_capped_size(
+    name: str, func: ast.FunctionDef | ast.AsyncFunctionDef, chain: list[Scope]
+) -> int | None:
+    """At most how many elements the local list ``name`` of ``func`` holds when the loop that
+    fills it stops itself at a constant length: ``name`` is bound once, to ``[]``, and grows
+    only by one ``name.append(...)`` statement, which a ``len`` test of the list stops: ``if
+    len(name) >= n: break`` (``== n``, ``> n - 1``; ``return`` too) after the append in its own
+    block with no ``continue`` between, the same test before the statement holding the append
+    in the loop's body, or ``while len(name) < n:`` (also in an ``and``) as the loop. That
+    loop must be the innermost around the append and the only one around it that is not also
+    around the binding (an outer loop that entered it again would add one more each time).
+    ``chain[0]`` is ``func``'s scope. Every other
+    use of ``name`` only reads it (``len``, ``in``, iterating, an index, ``.index``/``.count``/
+    ``.copy``); one passed to a call, returned, aliased or used in a nested function may grow
+    elsewhere. None when any of that does not hold."""
+    scope = chain[0]
+    values = scope.names.get(name)
+    if values is None or len(values) != 1 or name in scope.params:
+        return None
+    start = values[0]
+    if not (isinstance(start, ast.List) and not start.elts):
+        return None
+    parents: dict[int, ast.AST] = {}
+    for walked in ast.walk(func):
+        for child in ast.iter_child_nodes(walked):
+            parents[id(child)] = walked
+    growth: list[ast.Expr] = []
+    binding: ast.Assign | None = None
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        if _in_nested_scope(node, func, parents):
+            return None
+        parent = parents.get(id(node))
+        if isinstance(node.ctx, ast.Store):
+            if isinstance(parent, ast.Assign) and parent.value is start:
+                binding = parent
+                continue
+            return None
+        use = _list_use(node, parent, parents)
+        if use is None:
+            return None
+        if isinstance(use, ast.Expr):
+            growth.append(use)
+    if binding is None or len(growth) != 1:
+        return None
+    return _append_cap(name, growth[0], binding, func, parents, chain)
+
+
+def _in_nested_scope(node: ast.AST, func: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    parent = parents.get(id(node))
+    while parent is not None and parent is not func:
+        if isinstance(parent, _SCOPES):
+            return True
+        parent = parents.get(id(parent))
+    return False
+
+
+def _list_use(
+    node: ast.Name, parent: ast.AST | None, parents: dict[int, ast.AST]
+) -> ast.AST | None:
+    """What reading the list ``node`` does: the ``name.append(...)`` statement for a growth,
+    the reading node for a read that cannot grow it, None for anything else."""
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        call = parents.get(id(parent))
+        if not (isinstance(call, ast.Call) and call.func is parent):
+            return None
+        if parent.attr in _LIST_READS:
+            return call
+        statement = parents.get(id(call))
+        if parent.attr == "append" and len(call.args) == 1 and isinstance(statement, ast.Expr):
+            return statement
+        return None
+    if isinstance(parent, ast.Call) and _is_len(parent) and parent.args[0] is node:
+        return parent
+    if isinstance(parent, ast.Compare) and node in parent.comparators:
+        op = parent.ops[parent.comparators.index(node)]
+        return parent if isinstance(op, (ast.In, ast.NotIn)) else None
+    if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+        return parent
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return parent if isinstance(parent.ctx, ast.Load) else None
+    return None
+
+
+def _is_len(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and not node.keywords
+    )
+
+
+def _append_cap(
+    name: str,
+    append: ast.Expr,
+    binding: ast.AST,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    parents: dict[int, ast.AST],
+    chain: list[Scope],
+) -> int | None:
+    """``self_capped_size``'s cap on the one ``append`` statement, or None."""
+    loops: list[ast.For | ast.AsyncFor | ast.While] = []
+    trail: list[ast.AST] = [append]  # the append, then each node above it up to ``func``
+    parent = parents.get(id(append))
+    while parent is not None and parent is not func:
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)):
+            loops.append(parent)
+        trail.append(parent)
+        parent = parents.get(id(parent))
+    around_binding: set[int] = set()
+    parent = parents.get(id(binding))
+    while parent is not None and parent is not func:
+        around_binding.add(id(parent))
+        parent = parents.get(id(parent))
+    if not loops or any(id(loop) not in around_binding for loop in loops[1:]):
+        return None
+    loop = loops[0]
+    if id(loop) in around_binding:
+        return None
+    if isinstance(loop, ast.While):  # ``while len(name) < n and ...:``
+        tests = loop.test.values if isinstance(loop.test, ast.BoolOp) else [loop.test]
+        if isinstance(loop.test, ast.BoolOp) and not isinstance(loop.test.op, ast.And):
+            return None
+        sizes = [_stop_size(name, t, chain, stop_when=False) for t in tests]
+        return min((s for s in sizes if s is not None), default=None)
+    # the check after the append, in the append's own block
+    block = next(
+        (b for b in _stmt_blocks(parents.get(id(append))) if any(s is append for s in b)), []
+    )
+    after = block[next((i for i, s in enumerate(block) if s is append), len(block)) + 1 :]
+    for stmt in after:
+        size = _stop_check(name, stmt, chain)
+        if size is not None:
+            return size
+        if _has_continue(stmt):
+            break
+    # the check before the statement of the loop's body that holds the append
+    holder = trail[trail.index(loop) - 1]
+    for stmt in loop.body:
+        if stmt is holder:
+            break
+        size = _stop_check(name, stmt, chain)
+        if size is not None:
+            return size
+    return None
+
+
+def _stmt_blocks(node: ast.AST | None) -> Iterator[list[ast.stmt]]:
+    for key in ("body", "orelse", "finalbody"):
+        block = getattr(node, key, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(node, "handlers", None) or []:
+        yield handler.body
+
+
+def _has_continue(node: ast.AST) -> bool:
+    if isinstance(node, ast.Continue):
+        return True
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
+        return False
+    return any(_has_continue(child) for child in ast.iter_child_nodes(node))
+
+
+def _stop_check(name: str, stmt: ast.stmt, chain: list[Scope]) -> int | None:
+    """n for ``if len(name) >= n: break`` (or ``return``), else None."""
+    if not (
+        isinstance(stmt, ast.If)
+        and not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], (ast.Break, ast.Return))
+    ):
+        return None
+    return _stop_size(name, stmt.test, chain, stop_when=True)
+
+
+def _stop_size(name: str, test: ast.expr, chain: list[Scope], stop_when: bool) -> int | None:
+    """The length at which ``test`` on ``len(name)`` stops the loop: true from it on
+    (``len(name) >= n``, ``== n``, ``> n - 1``) when ``stop_when``, false from it on
+    (``len(name) < n``, ``!= n``, ``<= n - 1``) when not. None for any other test, or n < 1."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    flipped = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+    if _is_len(right) and not _is_len(left):
+        left, right = right, left
+        op = flipped.get(type(op), type(op))()
+    if not (_is_len(left) and isinstance(left, ast.Call)):
+        return None
+    arg = left.args[0]
+    if not (isinstance(arg, ast.Name) and arg.id == name):
+        return None
+    limit = const_int(right, chain)
+    if limit is None:
+        return None
+    if stop_when:
+        sizes = {ast.GtE: limit, ast.Eq: limit, ast.Gt: limit + 1}
+    else:
+        sizes = {ast.Lt: limit, ast.NotEq: limit, ast.LtE: limit + 1}
+    size = sizes.get(type(op))
+    return size if size is not None and size >= 1 else None
 
 
 # ----------------------------------------------------------------------------- helpers
