@@ -119,6 +119,79 @@ def _list_held(value: Value, made: ast.expr | None) -> bool:
     )
 
 
+def _key_copy(stmt: ast.For | ast.AsyncFor) -> tuple[str, str, list[ast.expr]] | None:
+    """``("d", "out", tests)`` for a loop ``for k, v in d.items():`` whose body only copies
+    each entry, ``out[k] = v``, maybe under filters that call nothing (``if v is not None:``,
+    or ``if v is None: continue`` before the copy); ``tests`` are those filters. None for any
+    other loop."""
+    it = stmt.iter
+    target = stmt.target
+    if not (
+        isinstance(it, ast.Call)
+        and not it.args
+        and not it.keywords
+        and isinstance(it.func, ast.Attribute)
+        and it.func.attr == "items"
+        and isinstance(it.func.value, ast.Name)
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+        and all(isinstance(n, ast.Name) for n in target.elts)
+        and not stmt.orelse
+    ):
+        return None
+    key, value = (n.id for n in target.elts if isinstance(n, ast.Name))
+    source = it.func.value.id
+    if key == value or source in (key, value):
+        return None
+    outs: set[str] = set()
+    tests: list[ast.expr] = []
+
+    def copies(body: list[ast.stmt]) -> bool:
+        for sub in body:
+            if isinstance(sub, ast.If) and not sub.orelse:
+                if any(isinstance(n, (ast.Call, ast.NamedExpr)) for n in ast.walk(sub.test)):
+                    return False
+                tests.append(sub.test)
+                if [type(s) for s in sub.body] == [ast.Continue]:
+                    continue
+                if not copies(sub.body):
+                    return False
+            elif (
+                isinstance(sub, ast.Assign)
+                and len(sub.targets) == 1
+                and isinstance(sub.targets[0], ast.Subscript)
+                and isinstance(sub.targets[0].value, ast.Name)
+                and isinstance(sub.targets[0].slice, ast.Name)
+                and sub.targets[0].slice.id == key
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == value
+            ):
+                outs.add(sub.targets[0].value.id)
+            else:
+                return False
+        return True
+
+    if not copies(stmt.body) or len(outs) != 1:
+        return None
+    out = outs.pop()
+    if out in (key, value, source):
+        return None
+    return source, out, tests
+
+
+def _stored_key(stored: ast.expr, name: str) -> str | None:
+    """``"k"`` for a store ``name["k"] = ...`` into the name itself, else None."""
+    if (
+        isinstance(stored, ast.Subscript)
+        and isinstance(stored.value, ast.Name)
+        and stored.value.id == name
+        and isinstance(stored.slice, ast.Constant)
+        and isinstance(stored.slice.value, str)
+    ):
+        return stored.slice.value
+    return None
+
+
 def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
     """``Value.elem`` of the list ``old`` once ``added`` is stored at ``stored``: with
     ``msgs[i]["key"] = v`` (one element's entry of a constant key) the elements' ``key`` may
@@ -645,6 +718,21 @@ class StatementsMixin(EngineState):
                 if isinstance(key, str) and (base.id in frame.defs or base.id in frame.dict_keys):
                     frame.dict_keys.setdefault(base.id, {})[key] = target
             if not value.facts:
+                if isinstance(base, ast.Name):
+                    # a value of no fact under a constant key of a dict of known keys replaces
+                    # what that key held
+                    old = frame.env.get(base.id)
+                    key = _stored_key(target, base.id)
+                    if (
+                        key
+                        and old is not None
+                        and old.items is not None
+                        and old.shape is Shape.DICT
+                        and not isinstance(old.ref, (ClassInfo, ExternalClass))
+                    ):
+                        frame.env[base.id] = replace(
+                            old, items=tuple({**dict(old.items), key: value}.items())
+                        )
                 return
             path = constant_keys(target)
             if path:
@@ -800,8 +888,15 @@ class StatementsMixin(EngineState):
         if isinstance(holder, ast.Name):
             old = self.lookup(holder.id)
             # an instance of a project class keeps its fields (the call that stored into it
-            # updates them); any other container's item values are no longer known
+            # updates them); a dict of known keys given a value under a constant key
+            # (``kwargs["api_key"] = key``) keeps its other keys and now holds that value under
+            # this one; any other container's item values are no longer known
             fields = old.items if isinstance(old.ref, (ClassInfo, ExternalClass)) else None
+            key = _stored_key(stored, holder.id)
+            if fields is None and old.items is not None and old.shape is Shape.DICT and key:
+                held = dict(old.items)
+                held[key] = added
+                fields = tuple(held.items())
             frame.env[holder.id] = Value(
                 old.facts | added.facts,
                 old.shape,
@@ -1051,11 +1146,44 @@ class StatementsMixin(EngineState):
         order.update(sampled(iterable.facts))
         if unordered is not None:
             order.add(unordered)
+        copy = _key_copy(stmt)
+        source = self.frame.env.get(copy[0]) if copy is not None else None
+        start = self.frame.env.get(copy[1]) if copy is not None else None
         self._loop(stmt, stmt.body, frozenset(order))
         self.pick_after(stmt, iterable, frozenset(order))
+        if copy is not None and source is not None and start is not None:
+            self.copied_keys(stmt, copy, source, start)
         self.exec_block(stmt.orelse)
 
     stmt_AsyncFor = stmt_For
+
+    def copied_keys(
+        self,
+        stmt: ast.For | ast.AsyncFor,
+        copy: tuple[str, str, list[ast.expr]],
+        source: Value,
+        start: Value,
+    ) -> None:
+        """After ``for k, v in d.items(): out[k] = v`` (``_key_copy``) into an ``out`` that was
+        an empty dict, ``out`` holds some of ``d``'s keys, each with the value ``d`` held there:
+        a dict of ``d``'s known keys (``Value.items``), as ``d`` is, so a read of one key takes
+        what was under that key rather than every key's facts. Only when ``d``'s keys are
+        known and each filter reads nothing per request but the key and value."""
+        _source_name, out, tests = copy
+        if not (
+            source.items is not None
+            and source.shape is Shape.DICT
+            and not isinstance(source.ref, (ClassInfo, ExternalClass))
+            and start.items == ()
+            and start.shape is Shape.DICT
+        ):
+            return
+        target = stmt.target
+        assert isinstance(target, ast.Tuple)
+        own = frozenset(n.id for n in target.elts if isinstance(n, ast.Name))
+        if any(self.runtime_test(test, self.eval(test), own) for test in tests):
+            return
+        self.frame.env[out] = Value(source.facts, Shape.DICT, items=source.items)
 
     def pick_after(
         self, stmt: ast.For | ast.AsyncFor, iterable: Value, order: frozenset[Fact]

@@ -248,14 +248,14 @@ def test_value_computed_once_through_an_unseen_call_is_unproven() -> None:
 def test_entry_of_a_splatted_parameter_from_a_dict_of_unknown_keys_is_unproven() -> None:
     """z_splat_parameter: a sender that splats its dict parameter into the SDK call
     (``create(**payload)``) sends each key as that keyword; a dict whose keys are not known
-    (another dict merged in with ``update``, an entry stored after the literal, a dict
-    comprehension that drops empty values) may hold the time under any key, so its flow to
-    ``system=`` is a note naming the splat, not a finding, also one call further out."""
+    (another dict merged in with ``update``, a dict comprehension that drops empty values) may
+    hold the time under any key, so its flow to ``system=`` is a note naming the splat, not a
+    finding, also one call further out (an entry stored after the literal under a constant key
+    keeps the keys known: a finding, not a note)."""
     notes = _notes("z_splat_parameter")
     assert [(name, line, code) for name, line, code, _ in notes] == [
         ("app.py", 59, "PC001"),
-        ("app.py", 62, "PC001"),
-        ("app.py", 93, "PC001"),
+        ("app.py", 97, "PC001"),
     ]
     assert all("assumed to pass through **payload" in note[3] for note in notes)
 

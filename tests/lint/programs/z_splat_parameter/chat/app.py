@@ -51,15 +51,19 @@ async def stamped_question(history, question):
 
 
 async def stamped_unknown_keys(history, extra):
-    # the dict's keys are not known once another dict is merged in (or an entry stored into
-    # it): which key holds the time is not shown, an unproven flow (``--explain``)
+    # the dict's keys are not known once another dict is merged in: which key holds the time
+    # is not shown, an unproven flow (``--explain``)
     arguments = {"model": "m", "messages": history}
     arguments.update({"system": f"Now: {time.time()}"})
     arguments.update(extra)
-    await send(arguments)
+    return await send(arguments)
+
+
+async def stamped_stored_key(history):
+    # an entry stored under a constant key keeps the dict's keys known: the time is the system
     later = {"model": "m", "messages": history}
     later["system"] = f"Now: {time.time()}"
-    return await send(later)
+    return await send(later)  # PC001: 22
 
 
 async def tools_chosen_unknown_keys(history, tools, question):
