@@ -670,7 +670,21 @@ def _bad_prompt_item(prompt: list[object], ctx: ServingContext) -> RequestFieldE
 
 
 def _messages(value: object) -> list[dict[str, Any]]:
-    """Check the message list's shape and flatten text-part arrays to strings."""
+    """Check the message list's shape and flatten text-part arrays to strings.
+
+    An assistant message may carry ``"content": null``. OpenAI's chat API requires an
+    assistant's content "unless `tool_calls` or `function_call` is specified", and the
+    ``openai`` client sends ``null`` back when a tool-call turn is replayed
+    (``ChatCompletionAssistantMessageParam`` in openai-python 3.63.0, generated from OpenAI's
+    API spec; the same text in the openai-node reference, checked 2026-12-05:
+    https://elsoul.github.io/skeet-ai/interfaces/openai.OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam-1.html
+    ). The template sees ``""`` there, as in vLLM (``_parse_chat_message_content`` in
+    vllm/entrypoints/chat_utils.py turns ``None`` into no text parts, joined to ``""``): the
+    renderer drops ``None`` values as transformers does, and a template written
+    ``'...' + message['content']`` fails on the missing key. Every other role's content is
+    required (``ChatCompletionUserMessageParam.content`` is ``Required``), so ``null`` there
+    is a 400 naming ``messages[i].content``.
+    """
     if not isinstance(value, list):
         raise _wrong_type("messages", "an array of message objects", value)
     if not value:
@@ -709,6 +723,8 @@ def _messages(value: object) -> list[dict[str, Any]]:
                 param=f"{where}.content",
                 code="missing_required_parameter",
             )
+        if content is None:  # an assistant turn that only called tools
+            content = ""
         _check_message_values(message, where)
         out.append({**message, "content": content})
     return out
