@@ -30,6 +30,9 @@ from .perturbation import Perturbation
 __all__ = ["Region", "differing_regions", "is_reordering", "moved_regions", "region_causes"]
 
 _EXCERPT: Final = 30
+#: At most this many characters of a differing stretch are shown (then ``…``): a reordered
+#: document can make one stretch thousands of characters long.
+_MAX_SHOWN: Final = 80
 _MERGE_GAP: Final = 3
 _MAX_DIFF_CHARS: Final = 20_000
 _WORD: Final = re.compile(r"[\w:.+/-]")
@@ -54,7 +57,8 @@ class Region:
     Attributes:
         before, after: the differing words in the baseline and in the other run.
         before_excerpt, after_excerpt: the same with up to 30 characters around them, on one
-            line (newlines shown as ``⏎``, tabs as ``⇥``).
+            line (newlines shown as ``⏎``, tabs as ``⇥``); a stretch over 80 characters is
+            cut there, ending in ``…``.
     """
 
     before: str
@@ -79,6 +83,14 @@ def _shown(text: str) -> str:
         .replace("\r", "\u23ce")
         .replace("\t", "\u21e5")
     )
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` with up to 30 characters around it, on one line; a stretch longer
+    than 80 characters is cut there and ends in ``…``."""
+    if end - start > _MAX_SHOWN:
+        return _shown(text[max(0, start - _EXCERPT) : start + _MAX_SHOWN]) + "\u2026"
+    return _shown(text[max(0, start - _EXCERPT) : end + _EXCERPT])
 
 
 def differing_regions(a: str, b: str) -> list[Region]:
@@ -122,8 +134,8 @@ def differing_regions(a: str, b: str) -> list[Region]:
             Region(
                 a[s_a:e_a],
                 b[s_b:e_b],
-                _shown(a[max(0, s_a - _EXCERPT) : e_a + _EXCERPT]),
-                _shown(b[max(0, s_b - _EXCERPT) : e_b + _EXCERPT]),
+                _excerpt(a, s_a, e_a),
+                _excerpt(b, s_b, e_b),
             )
         )
     return regions
@@ -149,9 +161,7 @@ def is_reordering(
     return Counter(_TOKENS.findall(old_text)) == Counter(_TOKENS.findall(new_text))
 
 
-def moved_regions(
-    regions: Sequence[Region], pids: set[int], clocks: Sequence[float]
-) -> list[bool]:
+def moved_regions(regions: Sequence[Region], pids: set[int], clocks: Sequence[float]) -> list[bool]:
     """For each region, whether it is part of a reordering inside a segment that changed in
     other ways too (a time and a set's order in one system prompt): every word it lost appears
     among the words the segment's other such regions gained, and every word it gained among

@@ -178,6 +178,33 @@ def test_a_reordering_shows_where_the_orders_differ(tmp_path: Path) -> None:
     assert "Skill " in (finding.before or "") and "Skill " in (finding.after or "")
 
 
+def test_a_reordering_of_long_documents_shows_a_short_excerpt(tmp_path: Path) -> None:
+    # documents of 300 characters from a listing, repeated: where the orders first differ the
+    # differing stretch runs to the end of the text, and the excerpt printed 36,688 characters
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a", "b", "c", "d", "e", "f"):
+        (docs / f"{name}.md").write_text(f"Doc {name}. " + "lorem ipsum " * 25 + "\n")
+    prog = _program(
+        tmp_path,
+        f"""
+        import os, httpx
+        folder = {str(docs)!r}
+        text = "".join(open(os.path.join(folder, n)).read() for n in os.listdir(folder))
+        httpx.post("https://api.openai.com/v1/chat/completions", json={{"model": "gpt-4o",
+            "messages": [{{"role": "system", "content": text * 20}},
+                         {{"role": "user", "content": "hi"}}]}})
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    (finding,) = result.findings
+    assert finding.rule == "PC004"
+    for excerpt in (finding.before or "", finding.after or ""):
+        assert excerpt.startswith("Doc "), excerpt
+        assert len(excerpt) <= 30 + 80 + 1, (len(excerpt), excerpt)
+    assert any(e.endswith("\u2026") for e in (finding.before or "", finding.after or ""))
+
+
 def _start_check_on_sleeper(tmp: Path) -> tuple[subprocess.Popen[str], Path]:
     pid_file = tmp / "sleeper.pid"
     # the real pid (the hook makes os.getpid() report another number)
