@@ -81,7 +81,14 @@ from .stream_options import (
     inject_include_usage,
     needs_include_usage,
 )
-from .vendors import GEMINI_ACTIONS, SUPPORTED_ROUTES, RouteSpec, error_body, error_message_of
+from .vendors import (
+    GEMINI_ACTIONS,
+    OWN_ROUTES,
+    SUPPORTED_ROUTES,
+    RouteSpec,
+    error_body,
+    error_message_of,
+)
 
 __all__ = ["REQUEST_ID_HEADER", "ProxyEndpoint", "ProxyState", "RecordHook"]
 
@@ -263,6 +270,17 @@ class ProxyEndpoint:
             streaming = action == "streamGenerateContent"
             if action == "countTokens":
                 ex.usage_api = None
+        elif "model" in scope.get("path_params", ()):  # GET /v1/models/{model}
+            model = str(scope["path_params"]["model"])
+            if not model:  # /v1/models/ names no model: a path no route serves
+                message = (
+                    f"no route {scope['method']} {scope['path']}; the proxy serves "
+                    + ", ".join(SUPPORTED_ROUTES)
+                    + ", and answers itself "
+                    + ", ".join(OWN_ROUTES)
+                )
+                await self._reject(ex, send, 404, message)
+                return
         if self.spec.json_body:
             try:
                 parsed = json_decode.loads(body)

@@ -27,7 +27,7 @@ https://github.com/open-telemetry/semantic-conventions-genai/blob/main/docs/gen-
                                                ``text_completion`` (Completions),
                                                ``generate_content`` (Gemini); custom values for
                                                routes no well-known value fits: ``count_tokens``,
-                                               ``list_models``
+                                               ``list_models``, ``retrieve_model``
 ``gen_ai.provider.name``                       ``anthropic``, ``openai``, ``gcp.gemini`` (well-known
                                                values); the ``vendor`` column otherwise
                                                (``engine``, ``openai_compatible``)
@@ -154,6 +154,8 @@ def operation_name(record: RequestRecord) -> str:
         return "count_tokens"
     if route == "/v1/models":
         return "list_models"
+    if route.startswith("/v1/models/"):
+        return "retrieve_model"
     return OPERATION_NAMES.get(record.api or "", "chat")
 
 

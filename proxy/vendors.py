@@ -33,7 +33,7 @@ class RouteSpec:
         dialect: whose error shape a client of this route expects.
         api: the wire format of the body, as the SDK names it (``anthropic``, ``openai_chat``,
             ``openai_responses``, ``openai_completions``, ``gemini``); ``None`` for routes that
-            carry no prompt (``GET /v1/models``).
+            carry no prompt (``GET /v1/models``, ``GET /v1/models/{model}``).
         records_usage: whether the response carries token usage worth parsing.
         json_body: whether the request must carry a JSON object body.
     """
@@ -54,6 +54,9 @@ ROUTES: tuple[RouteSpec, ...] = (
     RouteSpec("/v1/responses", ("POST",), "openai", "openai_responses", True, True),
     RouteSpec("/v1/completions", ("POST",), "openai", "openai_completions", True, True),
     RouteSpec("/v1/models", ("GET",), "openai", None, False, False),
+    # One model's card (``client.models.retrieve``); ``path``: served names may hold a slash
+    # (``local/tiny``), which the openai client sends as %2F and the server decodes.
+    RouteSpec("/v1/models/{model:path}", ("GET",), "openai", None, False, False),
     RouteSpec("/v1beta/models/{target}", ("POST",), "gemini", "gemini", True, True),
 )
 
@@ -68,6 +71,7 @@ SUPPORTED_ROUTES: tuple[str, ...] = (
     "POST /v1/responses",
     "POST /v1/completions",
     "GET /v1/models",
+    "GET /v1/models/{model}",
     "POST /v1beta/models/{model}:generateContent",
     "POST /v1beta/models/{model}:streamGenerateContent?alt=sse",
     "POST /v1beta/models/{model}:countTokens",

@@ -112,6 +112,7 @@ def receiver() -> Iterator[tuple[OtlpReceiver, str]]:
 
 OPERATIONS = {
     "/v1/models": "list_models",
+    "/v1/models/gpt-4o": "retrieve_model",
     "/v1/messages/count_tokens": "count_tokens",
     "/v1/messages": "chat",
     "/v1/chat/completions": "chat",
@@ -329,7 +330,8 @@ def test_streamed_response_models_and_routes_without_inference(
     receiver: tuple[OtlpReceiver, str],
 ) -> None:
     """The response model of an Anthropic stream (on ``message_start``) and a Gemini SSE stream
-    (``modelVersion`` on its chunks); token counting and the model list get spans too."""
+    (``modelVersion`` on its chunks); token counting, the model list and a model's card get
+    spans too."""
     otlp, otlp_url = receiver
     proxy = start_proxy(otlp_endpoint=otlp_url)
     claude = anthropic.Anthropic(api_key=KEY, base_url=proxy.url, max_retries=0)
@@ -352,9 +354,10 @@ def test_streamed_response_models_and_routes_without_inference(
     )
     assert counted.input_tokens == 2095
     assert httpx.get(f"{proxy.url}/v1/models").status_code == 200
-    rows = proxy.rows(4)
+    assert httpx.get(f"{proxy.url}/v1/models/gpt-4o").status_code == 200
+    rows = proxy.rows(5)
     proxy.server.stop()
-    spans = spans_by_request(otlp, 4)
+    spans = spans_by_request(otlp, 5)
 
     sse = {
         "anthropic": recorded("anthropic", "cache_write_1h", "sse"),
@@ -363,13 +366,13 @@ def test_streamed_response_models_and_routes_without_inference(
     assert b'"message_start","message":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL",' in sse["anthropic"]
     assert b'"model":"claude-sonnet-4-5-20250929"' in sse["anthropic"]
     assert b'"modelVersion":"gemini-2.5-pro"' in sse["gemini"]
-    replayed = ["claude-sonnet-4-5-20250929", "gemini-2.5-pro", None, None]
+    replayed = ["claude-sonnet-4-5-20250929", "gemini-2.5-pro", None, None, None]
     for row, model in zip(rows, replayed, strict=True):
         check_span(spans[row["id"]], row, mock_server.url, model)
-    assert [r["stream"] for r in rows] == [1, 1, 0, 0]
+    assert [r["stream"] for r in rows] == [1, 1, 0, 0, 0]
     assert rows[0]["cache_write_1h_tokens"] > 0
     names = [spans[r["id"]].name for r in rows]
-    assert names[2:] == ["count_tokens claude-sonnet-4-5", "list_models"]
+    assert names[2:] == ["count_tokens claude-sonnet-4-5", "list_models", "retrieve_model gpt-4o"]
 
 
 def test_spans_go_out_without_a_log(

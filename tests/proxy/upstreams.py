@@ -161,6 +161,9 @@ class MockUpstream:
             models = {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}
             await _json(send, 200, models)
             return
+        if path.startswith("/v1/models/") and request.method == "GET":
+            await _retrieve_model(send, path.removeprefix("/v1/models/"))
+            return
         if path == "/v1/messages/count_tokens":
             await _json(send, 200, {"input_tokens": 2095})
             return
@@ -298,6 +301,28 @@ def _vendor_error(api: str, status: int) -> dict[str, Any]:
             "code": None,
         }
     }
+
+
+#: ``GET /v1/models/{model}`` as OpenAI answers it: the model object ``{id, created, object,
+#: owned_by}`` (https://developers.openai.com/api/reference/cli/resources/models/methods/retrieve,
+#: checked 2026-12-05), or OpenAI's 404 ``model_not_found`` error for a model it does not serve.
+MODEL_CARDS = {
+    "gpt-4o": {"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"}
+}
+
+
+async def _retrieve_model(send: Send, model: str) -> None:
+    card = MODEL_CARDS.get(model)
+    if card is not None:
+        await _json(send, 200, card)
+        return
+    error = {
+        "message": f"The model `{model}` does not exist or you do not have access to it.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "model_not_found",
+    }
+    await _json(send, 404, {"error": error})
 
 
 async def _json(send: Send, status: int, payload: Any) -> None:
