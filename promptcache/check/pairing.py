@@ -310,12 +310,15 @@ def compare_runs(
         if minimum is not None and prefix_tokens(fa, extent) < minimum:
             below += 1  # not excused later: a longer request with this difference caches it
             continue
-        findings += _segment_findings(a, b, k, divergence.path, run, pids, clocks)
-        # Every later cached segment that differs is a cache breaker of its own (a tool list
-        # from a set does not hide a time in the system prompt after it; in a run that changed
-        # one kind, not the clock, the first may be only the unshifted clock ticking on, which
-        # finds nothing). A list of one kind in another order was reported at its first
-        # difference; the rest of that kind is the same reordering.
+        found = _segment_findings(a, b, k, divergence.path, run, pids, clocks)
+        # Every later cached segment that differs may hold a cache breaker of its own (a tool
+        # list from a set does not hide a time in the system prompt after it; in a run that
+        # changed one kind, not the clock, the first may be only the unshifted clock ticking
+        # on, which finds nothing). A list of one kind in another order was reported at its
+        # first difference; the rest of that kind is the same reordering. A rule and cause
+        # already found in this request is the same bug again further on (a time in every
+        # stored history turn), not reported once per message.
+        reported = {(f.rule, f.causes) for f in found}
         permuted = _permuted_kinds(fa, fb)
         done = {fa.segments[k].kind} & permuted
         for j in range(k + 1, min(last, len(fb.segments) - 1) + 1):
@@ -335,7 +338,11 @@ def compare_runs(
             path, _ = _deepest_difference(
                 seg_a.path, json.loads(seg_a.text), json.loads(seg_b.text)
             )
-            findings += _segment_findings(a, b, j, path, run, pids, clocks)
+            for finding in _segment_findings(a, b, j, path, run, pids, clocks):
+                if (finding.rule, finding.causes) not in reported:
+                    reported.add((finding.rule, finding.causes))
+                    found.append(finding)
+        findings += found
     return PairReport(findings, len(pairs), unpaired, below, no_breakpoint, one_message)
 
 

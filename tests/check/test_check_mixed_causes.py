@@ -115,3 +115,29 @@ def test_the_questions_carried_as_history_after_a_time_in_the_system_are_not_rep
     assert [(f.rule, f.path, f.causes, f.requests) for f in result.findings] == [
         ("PC001", "messages[0].content", ("clock",), 3)
     ]
+
+
+TIME_IN_EVERY_TURN = """
+import os, time, httpx
+url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+history = [{"role": "system", "content": "Rules. " * 1200}]
+for question in ("one", "two", "three", "four"):
+    body = {"model": "gpt-4o-mini", "messages": [*history, {"role": "user", "content": question}]}
+    reply = httpx.post(url, json=body, timeout=30).json()["choices"][0]["message"]["content"]
+    # the turn is stored with the time it was asked: each run writes other history
+    history.append({"role": "user", "content": f"[{time.strftime('%H:%M:%S')}] {question}"})
+    history.append({"role": "assistant", "content": reply})
+"""
+
+
+def test_a_time_in_every_stored_turn_is_one_finding_not_one_per_message(tmp_path: Path) -> None:
+    # the later differing segments of a request are read too, but the same rule and cause
+    # again in a later message is the same bug (one line stores every turn), not one
+    # finding per message the conversation has by then
+    program = tmp_path / "time_in_every_turn.py"
+    program.write_text(TIME_IN_EVERY_TURN, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], stdout=out)
+    assert [(f.rule, f.path, f.causes, f.requests) for f in result.findings] == [
+        ("PC001", "messages[1].content", ("clock",), 3)
+    ]
