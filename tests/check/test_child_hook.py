@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,17 @@ def test_each_kind_changes_and_run_0_keeps_the_file_system_order(tmp_path: Path)
     # what the run descriptions print: "os.getpid() = 40000" in run 0, "= 47919" in run 1
     assert (base["pid"], changed["pid"]) == (40_000, 47_919)
     assert plan_runs(2, isolate=False, start=0.0)[1].describe().endswith("(os.getpid() = 47919)")
+
+
+def test_random_is_seeded_as_the_docs_say(tmp_path: Path) -> None:
+    # docs/check.md said "seeded with 0", but random.seed(0) draws 0.8444...: run k seeds
+    # `random` with the string "k-0" (a forked child reseeds with its own pid)
+    base, changed = _probe(tmp_path, 0, False), _probe(tmp_path, 1, False)
+    assert base["random"] == random.Random("0-0").random()
+    assert changed["random"] == random.Random("1-0").random()
+    docs = (Path(__file__).parents[2] / "docs" / "check.md").read_text(encoding="utf-8")
+    assert 'seeded from the run\'s number: `random.seed("0-0")`' in docs
+    assert '| `random.seed("k-0")` |' in docs
 
 
 def test_an_isolated_run_changes_only_its_kind(tmp_path: Path) -> None:
