@@ -105,10 +105,18 @@ def _is_user_file(filename: str) -> bool:
     return cached
 
 
+#: Where a forked ``multiprocessing`` child starts: the frames below it are the parent's at the
+#: fork (``with Pool(3) as pool:``), copied with its memory, not the worker's callers.
+_PROCESS_START = os.path.join("multiprocessing", "process.py")
+
+
 def _first_user_frame(frame: FrameType | None) -> FrameType | None:
     while frame is not None:
-        if _is_user_file(frame.f_code.co_filename):
+        code = frame.f_code
+        if _is_user_file(code.co_filename):
             return frame
+        if code.co_name == "_bootstrap" and code.co_filename.endswith(_PROCESS_START):
+            return None
         frame = frame.f_back
     return None
 

@@ -419,3 +419,32 @@ def test_a_one_message_prompt_that_differs_is_counted_in_a_note(tmp_path: Path) 
         "run 1: 2 request pair(s) differ in a prompt that is one message (a legacy completion's "
         "prompt, a lone user message), read as the dynamic tail; not reported"
     ]
+
+
+def test_a_pool_worker_is_not_said_to_be_called_from_where_the_pool_forked(
+    tmp_path: Path,
+) -> None:
+    # a forked worker's stack goes on below multiprocessing's process start into the parent's
+    # frames at the fork: the request was said to be "called from prog.py:10 in <module>", the
+    # `with Pool(2)` line, which calls no worker function
+    prog = _program(
+        tmp_path,
+        """
+        import multiprocessing, os, httpx
+
+        def work(question):
+            url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": question}]}
+            return httpx.post(url, json=body, timeout=30).status_code
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                print(pool.map(work, ["a", "b"]))
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    sites = [r.site for run in result.runs for r in run.requests]
+    assert len(sites) == 4
+    for site in sites:
+        assert site is not None and (site.line, site.function) == (7, "work")
+        assert site.callers == (), site.callers
