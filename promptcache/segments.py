@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from promptcache.errors import RequestShapeError
 
@@ -329,9 +329,13 @@ def split_request(
         )
         raise RequestShapeError(
             f"found no prompt content for api {api!r}: of its prompt fields "
-            f"({', '.join(fields)}), {state}{hint}"
+            f"({', '.join(fields)}), {state}{hint or _as_hint(_response_hint(body))}"
         )
     return s.segments, s.breakpoints
+
+
+def _as_hint(text: str) -> str:
+    return f"; this is {text}" if text else ""
 
 
 def _refuse_foreign_markers(body: Mapping[str, Any]) -> None:
@@ -392,12 +396,33 @@ def detect_api(body: Mapping[str, Any]) -> str:
         raise RequestShapeError(f"a request body must be a JSON object, got {type(body).__name__}")
     guess = _guess_api(body)
     if guess is None:
+        response = _response_hint(body)
+        if response:
+            raise RequestShapeError(f"this is {response}")
         raise RequestShapeError(
             "cannot tell which API this request body is for (no messages, input, contents or "
             f"prompt field; keys: {', '.join(sorted(map(str, body))) or 'none'}); pass the API "
             f"explicitly (api=... or --api), one of: {', '.join(APIS)}"
         )
     return guess
+
+
+#: Top-level fields of a vendor's response body that no request body has.
+_RESPONSE_FIELDS: Final = ("choices", "candidates", "usage", "usageMetadata", "stop_reason")
+
+
+def _response_hint(body: Mapping[str, Any]) -> str:
+    """``"a response body (it has ...) ..."`` when ``body`` is a vendor's response (an answer,
+    with its usage), which holds no prompt to fingerprint; ``""`` otherwise."""
+    found = [key for key in _RESPONSE_FIELDS if key in body]
+    if not found:
+        return ""
+    fields = ", ".join(f"`{key}`" for key in found)
+    return (
+        f"a response body (it has {fields}), not a request: it holds the answer, not the prompt; "
+        "fingerprint the request body that was sent (its messages, system, tools), and price a "
+        "response with `promptcache cost` (promptcache.cost)"
+    )
 
 
 def _guess_api(body: Mapping[str, Any]) -> str | None:

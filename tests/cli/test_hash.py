@@ -200,3 +200,28 @@ def test_a_long_prompt_counts_with_thousands_separators(tmp_path: Path) -> None:
     chars = len(json.dumps(message, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
     assert chars >= 1000
     assert f" {chars:,} " in result.output
+
+
+def test_a_response_body_is_named_one_rather_than_asking_for_api(tmp_path: Path) -> None:
+    # a response saved from the API (the file `promptcache cost` reads) holds no prompt; the
+    # error asked for --api, which then only said that no prompt field was present
+    response = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 12, "output_tokens": 3},
+    }
+    path = tmp_path / "response.json"
+    path.write_text(json.dumps(response))
+    runner = CliRunner()
+    for args in (["hash", str(path)], ["hash", "--api", "anthropic", str(path)]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2, result.output
+        assert "this is a response body (it has `usage`, `stop_reason`), not a request" in (
+            result.output
+        )
+        assert "`promptcache cost`" in result.output
+        assert "pass the API explicitly" not in result.output
