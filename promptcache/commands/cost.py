@@ -21,6 +21,9 @@ API_CHOICES = (
     "bedrock_converse",
 )
 _CONTAINERS = ("usage", "usageMetadata", "usage_metadata")
+#: Top-level fields of a request body (what ``promptcache hash`` reads), which no usage object
+#: or response body has.
+_REQUEST_FIELDS = ("messages", "contents", "input", "instructions", "system", "prompt", "tools")
 
 
 @click.command(name="cost")
@@ -69,6 +72,20 @@ def cost_command(
     payload = read_json_object(
         usage_json, param_hint="USAGE_JSON", what="a usage object or a response body"
     )
+    counts = any(
+        key.lower().endswith(("tokens", "tokencount", "token_count"))
+        and not key.lower().startswith("max")  # a request's max_tokens is a limit, not a count
+        for key in payload
+    )
+    request = [key for key in _REQUEST_FIELDS if key in payload]
+    if request and not counts and not any(key in payload for key in _CONTAINERS):
+        fields = ", ".join(f"`{key}`" for key in request)
+        raise click.BadParameter(
+            f"this is a request body (it has {fields}), not a response: it holds the prompt, "
+            "not the token counts; price the usage object or the whole body of the response "
+            "(`promptcache hash` fingerprints a request)",
+            param_hint="USAGE_JSON",
+        )
     api = api or detect_api(payload)
     if any(key in payload for key in _CONTAINERS):
         usage = parse_usage(api, payload)

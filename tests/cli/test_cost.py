@@ -305,3 +305,32 @@ def test_rates_without_a_date_or_source_say_so(tmp_path: Path, extra: str, line:
         assert shown.endswith("(checked 2026-12-01)")
     elif "source_url" in extra:
         assert shown.endswith("prices (the row gives no checked date)")
+
+
+@pytest.mark.parametrize("api", [[], ["--api", "anthropic"]])
+def test_a_request_body_is_named_one_rather_than_asking_for_api(api: list[str]) -> None:
+    # the request that was sent holds no token counts: the error asked for --api, and with
+    # --api said the object did not look like anthropic's usage
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,  # a limit, not a count
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    code, _, err = run("-", "-m", "claude-sonnet-4-5", *api, stdin=json.dumps(body))
+    assert code == 2
+    assert "this is a request body (it has `messages`, `system`), not a response" in err
+    assert "pass the api explicitly" not in err and "does not look like" not in err
+
+
+def test_a_responses_body_echoing_instructions_and_tools_is_still_priced() -> None:
+    # a Responses API response repeats the request's instructions and tools beside its usage
+    body = {
+        "object": "response",
+        "instructions": "Be brief.",
+        "tools": [],
+        "output": [],
+        "usage": {"input_tokens": 100, "output_tokens": 5, "total_tokens": 105},
+    }
+    code, out, _ = run("-", "-m", "gpt-5", stdin=json.dumps(body))
+    assert code == 0 and "gpt-5 (openai_responses)" in out
