@@ -513,9 +513,18 @@ def sets_none(value: ast.expr) -> bool:
     return (isinstance(value, ast.Constant) and value.value is None) or is_copy(value)
 
 
-def membership_guard(test: ast.expr) -> str | None:
+def membership_guard(test: ast.expr, elements: Collection[str] = frozenset()) -> str | None:
     """ "in" for ``"cache_control" in block`` (the body only re-marks a marked block), "not in"
-    for the negation (the else branch does), None otherwise."""
+    for the negation (the else branch does), None otherwise. For a name in ``elements`` (what a
+    loop binds to each element) a test that the element carries a marker is "in" as well:
+    ``item.get("cache_control")``, ``item["cache_control"]``, ``item.cache_control``,
+    ``getattr(item, "cache_control", None)``, alone, with ``is not None`` or as one operand of
+    an ``and`` (the body copies the caller's marker onto the block it builds, one for one);
+    ``not`` such a read, or ``... is None``, is "not in"."""
+    if elements:
+        read = _element_marker_test(test, elements)
+        if read is not None:
+            return read
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -527,6 +536,50 @@ def membership_guard(test: ast.expr) -> str | None:
         if isinstance(test.ops[0], ast.NotIn):
             return "not in"
     return None
+
+
+def _element_marker_test(test: ast.expr, elements: Collection[str]) -> str | None:
+    """``membership_guard``'s reading of a test on a loop element's own marker."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        if any(_element_marker_test(v, elements) == "in" for v in test.values):
+            return "in"
+        return None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return "not in" if _element_marker_test(test.operand, elements) == "in" else None
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+        and _element_marker_read(test.left, elements)
+    ):
+        return "in" if isinstance(test.ops[0], ast.IsNot) else "not in"
+    return "in" if _element_marker_read(test, elements) else None
+
+
+def _element_marker_read(node: ast.expr, elements: Collection[str]) -> bool:
+    """True for a read of the marker of a name in ``elements`` (or of a part of it):
+    ``item.get("cache_control")``, ``item["cache_control"]``, ``item.cache_control``,
+    ``getattr(item, "cache_control", None)``."""
+    owner: ast.expr | None = None
+    if isinstance(node, ast.Subscript):
+        if isinstance(node.slice, ast.Constant) and node.slice.value in KEYS:
+            owner = node.value
+    elif isinstance(node, ast.Attribute):
+        if node.attr in KEYS:
+            owner = node.value
+    elif isinstance(node, ast.Call) and node.args:
+        first = node.args[0]
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "get":
+            if isinstance(first, ast.Constant) and first.value in KEYS:
+                owner = func.value
+        elif isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
+            key = node.args[1]
+            if isinstance(key, ast.Constant) and key.value in KEYS:
+                owner = first
+    return owner is not None and chain_root(owner) in elements
 
 
 def chain_root(node: ast.expr) -> str | None:
@@ -909,34 +962,45 @@ def marks_in(
     depth: int = 1,
     guard: Callable[[ast.expr, set[str]], bool] | None = None,
     capped: Collection[int] = frozenset(),
+    elements: Collection[str] = frozenset(),
 ) -> Iterator[tuple[ast.AST, str]]:
     """Each breakpoint ``body`` adds when it runs once, as (node, how: "set here", or what
     the same-module helper called there does).
 
     Not counted: statements under an ``if`` on an index in ``index_names``, on ``len(...)`` or
     on ``-1`` (they mark one element); the body of ``if "cache_control" in b`` (re-marks a
-    marked block); the body (not the else branch) of an ``if`` whose test's ``id`` is in
+    marked block; also one on the marker of a name in ``elements``, such as ``if
+    item.get("cache_control"):`` for a loop's ``item``); the body (not the else branch) of an
+    ``if`` whose test's ``id`` is in
     ``capped`` (a counter caps how often it runs); assignments that copy another block's
     breakpoint or give it ``None``; nested loops and functions (counted on their own).
     ``guard(test, index_names)`` decides the index tests.
     """
     for stmt in body:
         if isinstance(stmt, ast.If):
-            member = membership_guard(stmt.test)
+            member = membership_guard(stmt.test, elements)
             if guard is not None and member is None and guard(stmt.test, index_names):
                 continue
             if member is None and id(stmt.test) in capped:
-                yield from marks_in(stmt.orelse, index_names, module, cls, depth, guard, capped)
+                yield from marks_in(
+                    stmt.orelse, index_names, module, cls, depth, guard, capped, elements
+                )
                 continue
             if member != "in":
-                yield from marks_in(stmt.body, index_names, module, cls, depth, guard, capped)
+                yield from marks_in(
+                    stmt.body, index_names, module, cls, depth, guard, capped, elements
+                )
             if member != "not in":
-                yield from marks_in(stmt.orelse, index_names, module, cls, depth, guard, capped)
+                yield from marks_in(
+                    stmt.orelse, index_names, module, cls, depth, guard, capped, elements
+                )
             continue
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
             continue
         for child_body in _blocks(stmt):
-            yield from marks_in(child_body, index_names, module, cls, depth, guard, capped)
+            yield from marks_in(
+                child_body, index_names, module, cls, depth, guard, capped, elements
+            )
         yield from _stmt_marks(stmt, module, cls, depth)
 
 

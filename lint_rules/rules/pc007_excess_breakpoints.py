@@ -36,8 +36,15 @@ element, so the blocks of that element are not counted.
 Not counted as a breakpoint: copying another block's marker (`tool["cache_control"]`,
 `.get("cache_control")`), `None` as the marker (`cache_control=None`, `"cache_control": None`:
 no breakpoint is set) and anything under `if "cache_control" in block` (it mirrors a marker
-already there). Not reported: loops with a `break` or a `return` (write, then stop: one
-breakpoint), marks only under a test on the index, on `len(...)` or on `-1` (a helper's
+already there), or, in a loop, under a test that the loop's element carries a marker (`for item
+in message.content:` then `if item.get("cache_control"):`, also `item["cache_control"]`,
+`item.cache_control` and `... is not None`): the block built for it copies the caller's marker,
+one for one, as a message converter does. A test of anything else (`if
+options.get("cache_control"):`, a setting) still counts a mark per element, and so does `if not
+item.get("cache_control"):` (it marks each element that has none).
+
+Not reported: loops with a `break` or a `return` (write, then stop: one breakpoint), marks
+only under a test on the index, on `len(...)` or on `-1` (a helper's
 `cache=use_cache and i == len(parts) - 1` included, and a name the loop binds to such a test,
 `is_last = i == len(messages) - 1`, or to an `and` holding one, `cache = use_cache and i ==
 last`; also a block given a name that the loop resets to `None` for each element and binds to
@@ -181,7 +188,10 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue  # ``if count >= 3: continue`` before the marks: at most 3 per call
         index_names = _index_names(node)
         index_names |= _index_tests(node, index_names)
-        marks = marks_in(node.body, index_names, module, cls, guard=_guard, capped=capped)
+        elements = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        marks = marks_in(
+            node.body, index_names, module, cls, guard=_guard, capped=capped, elements=elements
+        )
         quiet = _quiet_names(node, index_names, capped, module.compared)
         found = next((m for m in marks if not _quiet_mark(m[0], quiet)), None)
         if found is None:
