@@ -106,10 +106,10 @@ def cost_command(
     if output_format == "json":
         click.echo(json.dumps({"api": api, **breakdown.to_dict()}, indent=2))
     else:
-        _print_table(breakdown.to_dict(), api)
+        _print_table(breakdown.to_dict(), api, rates_file)
 
 
-def _print_table(data: dict[str, Any], api: str) -> None:
+def _print_table(data: dict[str, Any], api: str, rates_file: str | None = None) -> None:
     from decimal import Decimal
 
     from rich.console import Console
@@ -146,15 +146,21 @@ def _print_table(data: dict[str, Any], api: str) -> None:
             f"{data['tier_max_input_tokens']:,}-token tier, so every term is priced at its "
             "above-tier rates"
         )
-    console.print(_rates_line(data["source_url"], data["checked"]))
+    console.print(_rates_line(data["source_url"], data["checked"], data["price_row"], rates_file))
 
 
-def _rates_line(source_url: str, checked: str) -> str:
-    """Where the rates came from and when they were checked, saying so when a row of the user's
-    rates file gives no ``source_url`` or no ``checked`` date."""
-    source = source_url or "user rates (the row gives no source_url)"
-    when = f"checked {checked}" if checked else "the row gives no checked date"
-    return f"rates from {source} ({when})"
+def _rates_line(source_url: str, checked: str, row: str, rates_file: str | None) -> str:
+    """Where the rates came from and when they were checked. A row without ``source_url`` (only
+    a user's rates file has one: every bundled row names its source) is named with its file;
+    a missing ``source_url`` or ``checked`` date is said once, in one parenthesis."""
+    source = source_url or f"row {row!r} of {rates_file or 'the user rates'}"
+    missing = [
+        key for key, value in (("source_url", source_url), ("checked date", checked)) if not value
+    ]
+    notes = [f"checked {checked}"] if checked else []
+    if missing:
+        notes.append(f"the row gives no {' and no '.join(missing)}")
+    return f"rates from {source} ({'; '.join(notes)})"
 
 
 def _usd(value: str, places: int, symbol: str = "") -> str:

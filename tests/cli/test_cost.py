@@ -282,8 +282,11 @@ def test_a_rates_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "line"),
     [
-        ("", "rates from user rates (the row gives no source_url) (the row gives no checked date)"),
-        ('checked = "2026-12-01"\n', "rates from user rates (the row gives no source_url) "),
+        (
+            "",
+            "rates from row 'acme-1' of {rates} (the row gives no source_url and no checked date)",
+        ),
+        ('checked = "2026-12-01"\n', "rates from row 'acme-1' of {rates} (checked 2026-12-01; the"),
         ('source_url = "https://acme.example/prices"\n', "rates from https://acme.example/"),
     ],
 )
@@ -299,10 +302,10 @@ def test_rates_without_a_date_or_source_say_so(tmp_path: Path, extra: str, line:
     )
     assert code == 0, err
     (shown,) = [ln for ln in out.splitlines() if ln.startswith("rates from")]
-    assert shown.startswith(line)
-    assert "(checked )" not in out
+    assert shown.startswith(line.format(rates=rates))
+    assert "(checked )" not in out and shown.count("(") == 1  # one parenthesis
     if "checked" in extra:
-        assert shown.endswith("(checked 2026-12-01)")
+        assert shown.endswith("(checked 2026-12-01; the row gives no source_url)")
     elif "source_url" in extra:
         assert shown.endswith("prices (the row gives no checked date)")
 
