@@ -73,6 +73,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         24: 20261226,
         25: 20261227,
         26: 20261228,
+        27: 20261229,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -114,6 +115,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         24: 5,
         25: 5,
         26: 5,
+        27: 3,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -239,6 +241,9 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         26: [
             "aliasrobotics/cai",
             "apache/burr",
+        ],
+        27: [
+            "protectai/llm-guard",
         ],
     }
     for batch, tuning in recorded.items():
