@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from importlib.util import decode_source
+from pathlib import Path
 
 from ._base import Diagnostic, Location, Severity
+from .parse import source_lines
 from .registry import RULES
 from .runner import FileResult
 
@@ -25,6 +28,32 @@ def char_column(line_text: str | None, byte_col: int) -> int:
 def _col(result: FileResult, location: Location, end: bool = False) -> int:
     line = location.end_line if end else location.line
     return char_column(result.lines.get(line), location.end_col if end else location.col)
+
+
+class Columns:
+    """1-based character columns of the places a report names, each in its own file: a place
+    in the finding's file from the lines its ``FileResult`` keeps, a step of its chain in
+    another module from that file, read once per report (a file that cannot be read or
+    decoded gives the byte column + 1, as ``char_column`` of an unknown line)."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, list[str] | None] = {}
+
+    def _line(self, path: str, number: int) -> str | None:
+        if path not in self._files:
+            try:
+                self._files[path] = source_lines(decode_source(Path(path).read_bytes()))
+            except (OSError, UnicodeDecodeError, SyntaxError):
+                self._files[path] = None
+        lines = self._files[path]
+        return lines[number - 1] if lines is not None and 0 < number <= len(lines) else None
+
+    def __call__(self, result: FileResult, location: Location, end: bool = False) -> int:
+        number = location.end_line if end else location.line
+        col = location.end_col if end else location.col
+        if location.path == result.path:
+            return char_column(result.lines.get(number), col)
+        return char_column(self._line(location.path, number), col)
 
 
 def _all(results: Sequence[FileResult]) -> list[tuple[FileResult, Diagnostic]]:
@@ -105,6 +134,7 @@ def _loc_json(result: FileResult, location: Location) -> dict[str, object]:
 def render_json(results: Sequence[FileResult]) -> str:
     """A JSON array, one object per finding (stable keys, 1-based rows and columns)."""
     items = []
+    columns = Columns()
     for result, d in _all(results):
         rule = RULES.get(d.code)
         items.append(
@@ -119,7 +149,7 @@ def render_json(results: Sequence[FileResult]) -> str:
                     {
                         "filename": r.location.path,
                         "row": r.location.line,
-                        "column": char_column(result.lines.get(r.location.line), r.location.col),
+                        "column": columns(result, r.location),
                         "message": r.message,
                         "value": r.value,
                     }

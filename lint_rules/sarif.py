@@ -21,7 +21,7 @@ from urllib.parse import quote
 from promptcache import __version__
 
 from ._base import Location, Severity
-from .output import char_column
+from .output import Columns
 from .registry import RULES
 from .runner import FileResult
 
@@ -46,20 +46,19 @@ def _artifact(path: str, root: Path) -> dict[str, str]:
     return {"uri": quote(os.fsencode(relative.as_posix())), "uriBaseId": ROOT_ID}
 
 
-def _region(result: FileResult, loc: Location, exact: bool = False) -> dict[str, int]:
+def _region(
+    result: FileResult, loc: Location, columns: Columns, exact: bool = False
+) -> dict[str, int]:
     """``exact``: always give the end (a fix's region; an insertion ends where it starts)."""
-    region = {
-        "startLine": loc.line,
-        "startColumn": char_column(result.lines.get(loc.line), loc.col),
-    }
+    region = {"startLine": loc.line, "startColumn": columns(result, loc)}
     if exact or (loc.end_line and (loc.end_line, loc.end_col) != (loc.line, loc.col)):
         region["endLine"] = loc.end_line
-        region["endColumn"] = char_column(result.lines.get(loc.end_line), loc.end_col)
+        region["endColumn"] = columns(result, loc, end=True)
     return region
 
 
-def _physical(result: FileResult, loc: Location, root: Path) -> dict[str, object]:
-    return {"artifactLocation": _artifact(loc.path, root), "region": _region(result, loc)}
+def _physical(result: FileResult, loc: Location, root: Path, columns: Columns) -> dict[str, object]:
+    return {"artifactLocation": _artifact(loc.path, root), "region": _region(result, loc, columns)}
 
 
 def rule_descriptors() -> list[dict[str, Any]]:
@@ -87,6 +86,7 @@ def render_sarif(results: Sequence[FileResult], root: Path | None = None) -> str
     folder, which the paths in ``results`` are relative to)."""
     root = Path(os.path.abspath(root if root is not None else Path.cwd()))
     index = {code: i for i, code in enumerate(RULES)}
+    columns = Columns()
     sarif_results = []
     for result in results:
         for d in result.diagnostics:
@@ -95,13 +95,13 @@ def render_sarif(results: Sequence[FileResult], root: Path | None = None) -> str
                 "ruleIndex": index.get(d.code, 0),
                 "level": _LEVELS[d.severity],
                 "message": {"text": d.message},
-                "locations": [{"physicalLocation": _physical(result, d.location, root)}],
+                "locations": [{"physicalLocation": _physical(result, d.location, root, columns)}],
             }
             if d.related:
                 item["relatedLocations"] = [
                     {
                         "id": number,
-                        "physicalLocation": _physical(result, r.location, root),
+                        "physicalLocation": _physical(result, r.location, root, columns),
                         "message": {"text": r.message},
                     }
                     for number, r in enumerate(d.related)
@@ -124,6 +124,7 @@ def render_sarif(results: Sequence[FileResult], root: Path | None = None) -> str
                                                 e.end_line,
                                                 e.end_col,
                                             ),
+                                            columns,
                                             exact=True,
                                         ),
                                         "insertedContent": {"text": e.text},

@@ -521,3 +521,33 @@ def test_line_separators_inside_strings_keep_findings(project: Path, char: str) 
     (finding,) = json.loads(result.output)
     assert finding["code"] == "PC003"
     assert finding["location"]["row"] == 7
+
+
+def test_a_chain_step_in_another_module_gets_its_own_files_character_column(
+    project: Path,
+) -> None:
+    # the time is born in prompts.py after 7 two-byte letters; the finding is in agent.py, whose
+    # own lines cannot place it: JSON and SARIF give the character column in prompts.py
+    (project / "pkg").mkdir()
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "prompts.py").write_text(
+        "from datetime import datetime\n\n\ndef system_prompt() -> str:\n"
+        '    return "Сегодня: " + str(datetime.now())\n',
+        encoding="utf-8",
+    )
+    (project / "pkg" / "agent.py").write_text(
+        "import anthropic\n\nfrom pkg.prompts import system_prompt\n\n"
+        "client = anthropic.Anthropic()\n\n\ndef ask(q):\n"
+        "    return client.messages.create(model='m', system=system_prompt(), messages=[q])\n"
+    )
+    line = '    return "Сегодня: " + str(datetime.now())'
+    expected = line.index("datetime.now") + 1  # 30; its UTF-8 byte offset + 1 would be 37
+    (item,) = json.loads(run("pkg", "--format", "json").output)
+    assert (item["filename"], item["code"]) == ("pkg/agent.py", "PC001")
+    origin = item["related"][0]
+    assert (origin["filename"], origin["row"], origin["column"]) == ("pkg/prompts.py", 5, expected)
+    log = json.loads(run("pkg", "--format", "sarif").output)
+    (result,) = log["runs"][0]["results"]
+    where = result["relatedLocations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"] == "pkg/prompts.py"
+    assert (where["region"]["startLine"], where["region"]["startColumn"]) == (5, expected)
