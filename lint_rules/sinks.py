@@ -460,7 +460,8 @@ def spec_from_config(entry: dict[str, object]) -> SinkSpec:
     unknown = set(entry) - allowed
     if unknown:
         raise ValueError(
-            f"unknown key(s) {sorted(unknown)} in a sinks entry; allowed: {sorted(allowed)}"
+            f"unknown key(s) {', '.join(sorted(unknown))} in a sinks entry; allowed: "
+            f"{', '.join(sorted(allowed))}"
         )
     call = entry.get("call")
     if not isinstance(call, str) or not call.strip("*."):
@@ -492,6 +493,11 @@ def spec_from_config(entry: dict[str, object]) -> SinkSpec:
             else:
                 regions[item] = "system" if region == "text" else region
     model = entry.get("model")
+    if model is not None and not (isinstance(model, str) and model.isidentifier()):
+        raise ValueError(
+            f"sinks entry {call!r}: model = {model!r} is not a keyword name (the parameter "
+            'that takes the model, such as "model")'
+        )
     params = (model,) if isinstance(model, str) else ()
     if call.startswith("*."):
         return SinkSpec(

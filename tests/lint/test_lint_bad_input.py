@@ -75,6 +75,19 @@ def one_error_line(result: Result) -> str:
             '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\ntext = ""\n',
             "sinks entry 'myapp.ask': text = '' is not a keyword name",
         ),
+        # a model that names no parameter would leave PC011 silently off for the sink
+        (
+            '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\nsystem = 0\nmodel = 5\n',
+            "sinks entry 'myapp.ask': model = 5 is not a keyword name",
+        ),
+        (
+            '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\nsystem = 0\nmodel = ["m"]\n',
+            "sinks entry 'myapp.ask': model = ['m'] is not a keyword name",
+        ),
+        (
+            '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\nsystem = 0\nmodel = "a-b"\n',
+            "sinks entry 'myapp.ask': model = 'a-b' is not a keyword name",
+        ),
     ],
 )
 def test_bad_config_shapes_are_one_line_errors(project: Path, toml: str, expected: str) -> None:
@@ -83,6 +96,17 @@ def test_bad_config_shapes_are_one_line_errors(project: Path, toml: str, expecte
         line = one_error_line(run(*args))
         assert expected in line and "pyproject.toml" in line, line
         assert "unknown key" not in line
+
+
+def test_an_unknown_key_of_a_sinks_entry_is_named_as_the_tables_are(project: Path) -> None:
+    (project / "pyproject.toml").write_text(
+        '[[tool.promptcache.lint.sinks]]\ncall = "myapp.ask"\nsystem = 0\nprompt = 1\n'
+    )
+    line = one_error_line(run("."))
+    assert line.endswith(
+        "unknown key(s) prompt in a sinks entry; allowed: call, messages, model, system, text, "
+        "tools"
+    ), line
 
 
 def run_limited(cwd: Path, *args: str, max_file_bytes: int) -> subprocess.CompletedProcess[str]:
