@@ -88,6 +88,22 @@ def is_test_path(name: str, is_dir: bool) -> bool:
     return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest"
 
 
+def _in_test_scope(given: Path, root: Path) -> bool:
+    """A file named on the command line that a folder's walk would leave out as a test: a test
+    file, or one inside a test folder (counted from ``root``, the config's folder, or else from
+    the current folder, so a project kept under a ``test`` folder is not all tests)."""
+    named = Path(os.path.abspath(given))
+    if is_test_path(named.name, False):
+        return True
+    for base in (root.resolve(), Path.cwd()):
+        try:
+            folders = named.parent.relative_to(base).parts
+        except ValueError:
+            continue
+        return any(is_test_path(part, True) for part in folders)
+    return False
+
+
 def discover(
     paths: list[Path],
     config: LintConfig,
@@ -97,18 +113,22 @@ def discover(
     """Python files under ``paths``, sorted, without repeats.
 
     Files given directly are kept, unless ``force_exclude`` (as pre-commit passes every staged
-    file): then the config's ``exclude`` applies to them too. Inside folders, test folders and
-    test files (``is_test_path``) are left out unless ``include_tests``; a test file or folder
-    named on the command line is linted, a test folder with all its files (``tests/test_app.py``
-    for ``lint tests``).
+    file): then the config's ``exclude`` applies to them too, and so does the test scope below
+    (unless ``include_tests``), so a hook lints what ``lint .`` lints. Inside folders, test
+    folders and test files (``is_test_path``) are left out unless ``include_tests``; a test
+    file or folder named on the command line is linted, a test folder with all its files
+    (``tests/test_app.py`` for ``lint tests``).
     """
     exclude = [(config.root.resolve(), _spec(list(config.exclude)))] if config.exclude else []
     found: dict[Path, None] = {}
     for given in paths:
         top = given.resolve()
         if top.is_file():
-            if not (force_exclude and exclude and _ignored(top, False, exclude)):
-                found[Path(os.path.abspath(given))] = None  # as named, even if a symlink
+            if force_exclude and exclude and _ignored(top, False, exclude):
+                continue
+            if force_exclude and not include_tests and _in_test_scope(given, config.root):
+                continue  # pre-commit's staged test file: `lint .` leaves it out too
+            found[Path(os.path.abspath(given))] = None  # as named, even if a symlink
             continue
         # a folder named on the command line is linted even if excluded (unless force_exclude)
         named_excluded = bool(exclude) and _ignored(top, True, exclude) and not force_exclude

@@ -146,7 +146,8 @@ def _special_kind(path: Path) -> str | None:
 @click.option(
     "--force-exclude",
     is_flag=True,
-    help="Apply the config's exclude to files named on the command line (for pre-commit).",
+    help="Apply the config's exclude to files named on the command line, and leave out the "
+    "test files among them unless --include-tests (for pre-commit).",
 )
 @click.option(
     "--include-tests",

@@ -160,6 +160,45 @@ def test_a_staged_file_that_exclude_leaves_out_is_not_called_missing(project: Pa
     assert run("legacy/old.py").stdout.count("PC001") == 1
 
 
+def test_staged_test_files_are_left_out_as_lint_dot_leaves_them_out(project: Path) -> None:
+    """pre-commit runs `promptcache lint --force-exclude FILE...` on every staged file: a staged
+    test (tests/helpers.py, test_app.py) was linted and failed the hook, while CI's
+    `promptcache lint .` leaves tests out and passes."""
+    (project / "tests").mkdir()
+    (project / "tests" / "helpers.py").write_text(SUBDAY)
+    (project / "test_app.py").write_text(SUBDAY)
+    (project / "app.py").write_text("X = 1\n")
+    staged = ("tests/helpers.py", "test_app.py", "app.py")
+    assert run(".").exit_code == 0
+    hook = run("--force-exclude", *staged)
+    assert hook.exit_code == 0, hook.output
+    assert hook.stdout == "All checks passed (1 file).\n"
+    alone = run("--force-exclude", "tests/helpers.py", "test_app.py")
+    assert alone.stderr == (
+        "warning: No Python files to lint under the given path(s): 2 test files left out "
+        "(--include-tests lints them)\n"
+    )
+    # the look-alikes: --include-tests in the hook's args, or the files named without
+    # --force-exclude, lint them
+    for args in (("--force-exclude", "--include-tests", *staged), staged):
+        result = run(*args)
+        assert result.exit_code == 1 and result.stdout.count("PC001") == 2, args
+        assert "Found 2 findings in 2 files of 3 checked" in result.stdout, args
+
+
+def test_a_project_kept_in_a_test_folder_is_not_all_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the test folders are counted from the config's folder: /.../test/proj/app.py is no test
+    root = tmp_path / "test" / "proj"
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[tool.promptcache.lint]\n")
+    (root / "app.py").write_text(SUBDAY)
+    monkeypatch.chdir(root)
+    assert run("--force-exclude", "app.py").stdout.count("PC001") == 1
+    assert run("--force-exclude", str(root / "app.py")).stdout.count("PC001") == 1
+
+
 def test_select_and_ignore_apply_to_a_file_that_cannot_be_read(project: Path) -> None:
     """`--select PC001` dropped the PC000 of a file that does not parse but kept that of a
     link to nothing or a link loop: 3 info lines and '5 findings' for a run asking for PC001."""
