@@ -88,20 +88,27 @@ def is_test_path(name: str, is_dir: bool) -> bool:
     return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest"
 
 
-def _in_test_scope(given: Path, root: Path) -> bool:
-    """A file named on the command line that a folder's walk would leave out as a test: a test
-    file, or one inside a test folder (counted from ``root``, the config's folder, or else from
-    the current folder, so a project kept under a ``test`` folder is not all tests)."""
+def walk_leaves_out(given: Path, root: Path, include_tests: bool) -> str:
+    """Why a folder's walk would leave out this file, named on the command line: "folder" when
+    a folder on its way is hidden or one of ``SKIP_DIRS``, "test" for a test file or one in a
+    test folder (unless ``include_tests``); "" when the walk lints it. The folders are counted
+    from ``root``, the config's folder, or else from the current folder, so a project kept
+    under a ``test`` or ``build`` folder is not left out whole."""
     named = Path(os.path.abspath(given))
-    if is_test_path(named.name, False):
-        return True
+    folders: tuple[str, ...] = ()
     for base in (root.resolve(), Path.cwd()):
         try:
             folders = named.parent.relative_to(base).parts
         except ValueError:
             continue
-        return any(is_test_path(part, True) for part in folders)
-    return False
+        break
+    if any(part.startswith(".") or part in SKIP_DIRS for part in folders):
+        return "folder"
+    if include_tests:
+        return ""
+    if is_test_path(named.name, False) or any(is_test_path(part, True) for part in folders):
+        return "test"
+    return ""
 
 
 def discover(
@@ -113,8 +120,8 @@ def discover(
     """Python files under ``paths``, sorted, without repeats.
 
     Files given directly are kept, unless ``force_exclude`` (as pre-commit passes every staged
-    file): then the config's ``exclude`` applies to them too, and so does the test scope below
-    (unless ``include_tests``), so a hook lints what ``lint .`` lints. Inside folders, test
+    file): then the config's ``exclude`` applies to them too, and so does what a walk leaves
+    out (``walk_leaves_out``), so a hook lints what ``lint .`` lints. Inside folders, test
     folders and test files (``is_test_path``) are left out unless ``include_tests``; a test
     file or folder named on the command line is linted, a test folder with all its files
     (``tests/test_app.py`` for ``lint tests``).
@@ -124,10 +131,11 @@ def discover(
     for given in paths:
         top = given.resolve()
         if top.is_file():
+            # pre-commit's staged files: what `lint .` leaves out is left out here too
+            if force_exclude and walk_leaves_out(given, config.root, include_tests):
+                continue
             if force_exclude and exclude and _ignored(top, False, exclude):
                 continue
-            if force_exclude and not include_tests and _in_test_scope(given, config.root):
-                continue  # pre-commit's staged test file: `lint .` leaves it out too
             found[Path(os.path.abspath(given))] = None  # as named, even if a symlink
             continue
         # a folder named on the command line is linted even if excluded (unless force_exclude)

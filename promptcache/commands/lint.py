@@ -146,8 +146,9 @@ def _special_kind(path: Path) -> str | None:
 @click.option(
     "--force-exclude",
     is_flag=True,
-    help="Apply the config's exclude to files named on the command line, and leave out the "
-    "test files among them unless --include-tests (for pre-commit).",
+    help="Apply the config's exclude to files named on the command line, and leave out those "
+    "a folder's walk leaves out (test files unless --include-tests, hidden and build folders) "
+    "(for pre-commit).",
 )
 @click.option(
     "--include-tests",
@@ -378,12 +379,20 @@ def _nothing_to_lint(
     targets: list[Path], config: Any, force_exclude: bool, include_tests: bool
 ) -> str:
     """The warning of a run that found no file to lint: test files left out are not none."""
-    from promptcache.lint_rules.files import discover
+    from promptcache.lint_rules.files import discover, walk_leaves_out
 
     tests = 0 if include_tests else len(discover(targets, config, force_exclude, True))
-    # files named on the command line (pre-commit's staged files) that exclude leaves out
+    # files named on the command line (pre-commit's staged files) in a folder the walk skips
+    skipped = (
+        sum(1 for t in targets if t.is_file() and walk_leaves_out(t, config.root, True))
+        if force_exclude
+        else 0
+    )
+    # and the others of them that exclude leaves out
     excluded = (
-        len(discover(targets, config, False, True)) - len(discover(targets, config, True, True))
+        len(discover(targets, config, False, True))
+        - len(discover(targets, config, True, True))
+        - skipped
         if force_exclude
         else 0
     )
@@ -391,6 +400,11 @@ def _nothing_to_lint(
     if tests:
         why.append(
             f"{tests} test file{'s' if tests != 1 else ''} left out (--include-tests lints them)"
+        )
+    if skipped:
+        why.append(
+            f"{skipped} file{'s' if skipped != 1 else ''} left out in folders that a folder's "
+            "walk skips (hidden ones, __pycache__, build, dist, venv, node_modules, ...)"
         )
     if excluded:
         why.append(

@@ -186,11 +186,33 @@ def test_staged_test_files_are_left_out_as_lint_dot_leaves_them_out(project: Pat
         assert "Found 2 findings in 2 files of 3 checked" in result.stdout, args
 
 
+def test_staged_files_in_folders_the_walk_skips_are_left_out_and_counted(project: Path) -> None:
+    """A staged .github/scripts/notes.py or build/gen.py was linted by the hook, though
+    `promptcache lint .` skips hidden and build folders; each reason is counted apart."""
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nexclude = ["legacy/"]\n')
+    for name in (".github/scripts/notes.py", "build/gen.py", "legacy/old.py"):
+        (project / name).parent.mkdir(parents=True)
+        (project / name).write_text(SUBDAY)
+    assert run(".").stdout == "All checks passed (0 files).\n"
+    hook = run("--force-exclude", ".github/scripts/notes.py", "build/gen.py", "legacy/old.py")
+    assert hook.exit_code == 0 and hook.stdout == "All checks passed (0 files).\n"
+    assert hook.stderr == (
+        "warning: No Python files to lint under the given path(s): 2 files left out in folders "
+        "that a folder's walk skips (hidden ones, __pycache__, build, dist, venv, node_modules, "
+        "...); 1 file left out by the config's exclude (--force-exclude applies it to the paths "
+        "named on the command line)\n"
+    )
+    # the look-alike: named without --force-exclude, each is linted
+    named = run(".github/scripts/notes.py", "build/gen.py", "legacy/old.py")
+    assert named.exit_code == 1 and named.stdout.count("PC001") == 3
+
+
 def test_a_project_kept_in_a_test_folder_is_not_all_tests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the test folders are counted from the config's folder: /.../test/proj/app.py is no test
-    root = tmp_path / "test" / "proj"
+    # the folders are counted from the config's folder: /.../test/.work/build/proj/app.py is
+    # neither a test nor in a skipped folder
+    root = tmp_path / "test" / ".work" / "build" / "proj"
     root.mkdir(parents=True)
     (root / "pyproject.toml").write_text("[tool.promptcache.lint]\n")
     (root / "app.py").write_text(SUBDAY)
