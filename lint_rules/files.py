@@ -1,7 +1,8 @@
 """Which files ``promptcache lint PATH...`` looks at: Python files, minus excludes and .gitignore.
 
 Files and folders named on the command line are always linted: neither ``exclude`` nor a
-parent's .gitignore hides a path you name (``force_exclude`` restores ``exclude`` for them).
+parent's .gitignore hides a path you name (``force_exclude`` restores ``exclude`` for them, and
+leaves out a named file that a folder's walk would leave out, ``walk_leaves_out``).
 Inside folders, hidden folders and the usual build, cache and virtualenv folders are skipped
 (ruff's default list), and test folders and test files unless asked for; then the config's
 ``exclude`` patterns (gitignore syntax, relative to the

@@ -444,10 +444,10 @@ def lint_paths(
     """Discover files and lint them as one program; results in path order.
 
     ``jobs``: worker processes (default: the CPU count; 1 = serial). ``force_exclude``: apply
-    ``exclude`` to files named directly. ``cache_dir``: where cached results live (None: no
-    cache). ``include_tests``: also lint test folders and test files found inside folders
-    (``files.is_test_path``). Values are followed across the files' functions, methods and
-    modules (see ``analysis.program``).
+    ``exclude`` to files named directly, and leave out those a folder's walk leaves out.
+    ``cache_dir``: where cached results live (None: no cache). ``include_tests``: also lint
+    test folders and test files found inside folders (``files.is_test_path``). Values are
+    followed across the files' functions, methods and modules (see ``analysis.program``).
     """
     found = discover(list(paths), config, force_exclude, include_tests)
     files = [_display(p) for p in found]
