@@ -28,7 +28,9 @@ def _rule_codes(value: str) -> frozenset[str]:
     from promptcache.lint_rules.registry import KNOWN_CODES, get_rule
 
     codes = _codes(value)
-    return KNOWN_CODES if "ALL" in codes else frozenset(get_rule(c).code for c in codes)
+    # every code is checked, also beside ALL (as the config's): ALL,PC999 is an error
+    named = frozenset(get_rule(c).code for c in codes if c != "ALL")
+    return KNOWN_CODES if "ALL" in codes else named
 
 
 def _existing_paths(

@@ -551,3 +551,20 @@ def test_a_chain_step_in_another_module_gets_its_own_files_character_column(
     where = result["relatedLocations"][0]["physicalLocation"]
     assert where["artifactLocation"]["uri"] == "pkg/prompts.py"
     assert (where["region"]["startLine"], where["region"]["startColumn"]) == (5, expected)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--select", "ALL,PC999"), ("--select", "PC999,all"), ("--ignore", "ALL,PC99")],
+)
+def test_an_unknown_code_beside_all_on_the_command_line_is_an_error(
+    project: Path, args: tuple[str, ...]
+) -> None:
+    # `--select ALL,PC999` ran every rule and said nothing of PC999, while the config's
+    # select = ["ALL", "PC999"] is an error
+    (project / "bad.py").write_text(BAD)
+    result = run("bad.py", *args)
+    assert result.exit_code == 2, result.output
+    assert "unknown rule 'PC99" in result.output and "PC001 " not in result.output
+    # the look-alike: ALL beside a known code runs
+    assert run("bad.py", args[0], "ALL,PC001").exit_code == (1 if args[0] == "--select" else 0)
