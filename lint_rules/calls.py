@@ -261,7 +261,11 @@ class CallsMixin(EngineState):
             result = self.qualified_call(qual, node, args, kwargs)
             if result is not None:
                 return self.pin_if_once(result)
-            if any(_carries(v) for v in (*args, *kwargs.values())):
+            if any(
+                f.kind not in (Kind.PARAM, Kind.LOOP)
+                for v in (*args, *kwargs.values())
+                for f in v.facts
+            ):
                 self.external(qual, carries=True)
         if isinstance(func, ast.Name) and func.id not in frame.env and func.id in self.classes:
             return self.construct(self.classes[func.id], node, args, kwargs)
@@ -270,7 +274,11 @@ class CallsMixin(EngineState):
             if result is not None:
                 return result
             if isinstance(receiver.ref, Unresolved) and (
-                any(_carries(v) for v in (*args, *kwargs.values()))
+                any(
+                    f.kind not in (Kind.PARAM, Kind.LOOP)
+                    for v in (*args, *kwargs.values())
+                    for f in v.facts
+                )
                 or any(self.frame.mutation_facts)
             ):
                 # a method of an object built by another module's callable, given a value
@@ -805,7 +813,7 @@ class CallsMixin(EngineState):
                                 given = param_entry(given, key, id(self.frame.func), line=call_line)
                     elif f.param in arg_values:
                         given = arg_values[f.param][0].facts
-                    given = with_grain(given, f.granularity) | self.iterated_set(f, arg_values)
+                    given = with_grain(given, f.granularity)
                     if not f.proven:
                         # the callee passes this parameter on only through a call it cannot
                         # see: so is the argument, here
@@ -1502,19 +1510,6 @@ class CallsMixin(EngineState):
             fix=(*span(node), iterable.elem_str),
         )
 
-    def iterated_set(
-        self, param: Fact, arg_values: dict[int, tuple[Value, ast.expr | None]]
-    ) -> frozenset[Fact]:
-        """The UNORDERED fact of a set passed whole (``registry.tools_for(self.loaded)``) as
-        the parameter of ``param``, a callee's PARAM fact of that parameter's order (the callee
-        built what it returns or stores by iterating it, ``with_grain``): the callee's list
-        comes in the set's order, as if the caller had iterated the set at the argument."""
-        if param.granularity != "order" or entry_path(param.detail) is not None:
-            return frozenset()
-        argument, where = arg_values.get(param.param, (CLEAN, None))
-        fact = self.iteration_fact(argument, where) if where is not None else None
-        return frozenset({fact}) if fact is not None else frozenset()
-
     def element_of(self, iterable: Value) -> Value:
         """The loop variable's value when iterating ``iterable``."""
         # one element of a sample is one of the pool's values, whichever was drawn
@@ -1821,17 +1816,6 @@ def _has_method(cls: object, name: str) -> bool:
     if isinstance(cls, ClassInfo):
         return cls.find_method(name) is not None
     return isinstance(cls, ExternalClass) and name in cls.methods
-
-
-def _carries(value: Value) -> bool:
-    """Whether an argument matters to another module's callee whose summary passes its
-    parameters on (the driver then supplies it): a value with a fact of its own, or a set whose
-    order is the hash seed's (``iteration_fact``: not a set literal of numbers), which a callee
-    iterating it passes on as its order (``CallsMixin.iterated_set``)."""
-    if any(f.kind not in (Kind.PARAM, Kind.LOOP) for f in value.facts):
-        return True
-    ref = value.ref
-    return value.shape is Shape.SET and not (isinstance(ref, tuple) and ref[3:] == ("numbers",))
 
 
 def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:

@@ -296,18 +296,7 @@ class ExprsMixin(EngineState):
         return join(left, right)
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Value:
-        values = [self.eval(v) for v in node.values]
-        out = join(*values)
-        first = values[0].ref
-        if (
-            isinstance(node.op, ast.Or)
-            and isinstance(first, (ClassInfo, ExternalClass))
-            and all(v.ref == first for v in values)
-        ):
-            # ``registry or build_registry()``: whichever operand it is, an instance of that
-            # project class, so its methods resolve (its fields are not known)
-            return Value(out.facts, ref=first)
-        return out
+        return join(*(self.eval(v) for v in node.values))
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
         return self.eval(node.operand)

@@ -561,44 +561,13 @@ class StatementsMixin(EngineState):
         if old.shape in (Shape.LIST, Shape.SET, Shape.DICT):
             name_key = combine(old.name_key, value.name_key)
             new = Value(new.facts, old.shape, elem_str=old.elem_str, name_key=name_key)
-        counted = self.counted_loops(stmt)
-        around = self.frame.mutation_facts
-        self.frame.mutation_facts = [m for m in around if not any(m is f for f in counted)]
-        try:
-            new = self.with_mutation_facts(new)
-        finally:
-            self.frame.mutation_facts = around
+        new = self.with_mutation_facts(new)
         if isinstance(stmt.target, ast.Name):
             self.frame.env[stmt.target.id] = new
             self.frame.defs.pop(stmt.target.id, None)
         else:
             self.assign(stmt.target, new, None)
             self.field_read_back(stmt.target, value)
-
-    def counted_loops(self, stmt: ast.AugAssign) -> list[frozenset[Fact]]:
-        """The order facts of the enclosing loops that ``n += 1`` (a name, a constant int)
-        only counts the turns of: a loop whose body reads ``n`` nowhere else and cannot stop
-        early (no ``break``, ``return`` or ``raise``) ends with the same count in any order,
-        so ``n`` holds no order of it (a set looped only to count its elements)."""
-        target = stmt.target
-        if not (
-            isinstance(target, ast.Name)
-            and isinstance(stmt.op, ast.Add)
-            and isinstance(stmt.value, ast.Constant)
-            and type(stmt.value.value) is int
-        ):
-            return []
-        out: list[frozenset[Fact]] = []
-        for loop, order in self.frame.loop_orders:
-            inside = [n for s in getattr(loop, "body", []) for n in ast.walk(s)]
-            if any(
-                isinstance(n, (ast.Break, ast.Return, ast.Raise))
-                or (isinstance(n, ast.Name) and n.id == target.id and n is not target)
-                for n in inside
-            ):
-                continue
-            out.append(order)
-        return out
 
     def field_read_back(self, target: ast.expr, value: Value) -> None:
         """``agent.system_prompt += now`` in a function given ``agent: Agent``: a value stored

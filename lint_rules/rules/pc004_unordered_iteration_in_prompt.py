@@ -17,11 +17,7 @@ inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is fine and
 nor is a list filled by index where the index comes from the element (`for future in
 as_completed(futures): out[futures[future]] = future.result()`): each item lands at its task's
 place, whatever order they finish in. A list appended to, a dict then
-iterated (it keeps insertion order) or an index counted per turn follow the loop's order; a
-count of the turns (`n += 1`, `n` read nowhere else in a loop that cannot stop early) does not.
-A set passed to a function that builds its result by iterating it
-(`registry.tools_for(self.loaded_skills)`, in this module or another) gives that result the
-set's order; the finding's chain starts at the argument.
+iterated (it keeps insertion order) or an index counted per turn follow the loop's order.
 
 ## Why is this bad?
 The iteration order of a set of strings depends on the per-process hash seed: two workers, or
