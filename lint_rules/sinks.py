@@ -233,6 +233,25 @@ SPECS: tuple[SinkSpec, ...] = (
         regions={"system_instruction": "system", "tools": "tools"},
         params=("model_name",),
     ),
+    # the google.generativeai SDK's ``GenerativeModel(...).generate_content(contents=...)``
+    # (also on a model kept in a field, or one built from the module kept in one,
+    # ``self.client.GenerativeModel(...)``): ``contents`` is the conversation sent, history
+    # then newest turn last, as the new SDK's ``models.generate_content`` above ("the content
+    # of the current conversation with the model ... conversation history + latest request":
+    # GenerateContentRequest.contents,
+    # https://www.rubydoc.info/gems/google-cloud-ai_platform-v1/0.41.0/Google/Cloud/AIPlatform/V1/GenerateContentRequest),
+    # and Gemini 2.5 and newer cache its common prefix implicitly
+    # (https://ai.google.dev/gemini-api/docs/caching, both checked 2026-12-05). Matched on the
+    # ``contents`` keyword (or a ``**`` splat) only: ``model.generate_content(prompt)`` with a
+    # positional prompt is not a sink
+    SinkSpec(
+        "gemini.legacy",
+        "GenerativeModel.generate_content",
+        suffixes=(("generate_content",), ("generate_content_async",)),
+        guard=("contents",),
+        regions={"contents": "messages"},
+        messages_kw="contents",
+    ),
     SinkSpec(
         "gemini.caches",
         "caches.create",
