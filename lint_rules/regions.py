@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 _REGION_RANK = {"tools": 0, "system": 1, "messages": 2}
 #: APIs whose cache covers only what precedes an explicit breakpoint
-_EXPLICIT_BREAKPOINTS = frozenset({"anthropic", "bedrock", "custom.anthropic", "custom.bedrock"})
+_EXPLICIT_BREAKPOINTS = frozenset(
+    {"anthropic", "bedrock", "bedrock.invoke", "custom.anthropic", "custom.bedrock"}
+)
 
 
 #: shapes of an argument that is not a history (``render(history, now)``)
