@@ -803,14 +803,21 @@ class CallsMixin(EngineState):
                         if held is argument and parsed is not None and self.frame.func:
                             # one field of a parameter of ours passed whole: our summary
                             # names that field (``sdk.notifications``), not all of ``sdk``
-                            given = param_entry(
+                            fields = param_entry(
                                 given, parsed[0], id(self.frame.func), attribute=parsed[1]
                             )
                             if keyed_field(f.detail):
                                 # and the key it reads of that field (``tools.parameters``
-                                # read at ``['properties']``)
+                                # read at ``['properties']``): only a fact that became that
+                                # field; one already naming an entry of a parameter of ours
+                                # (``body.title``) is kept, as by the field read, not taken
+                                # one level deeper as if ``body.title`` were the object read
                                 key = (entry_path(f.detail) or ())[1][0]
-                                given = param_entry(given, key, id(self.frame.func), line=call_line)
+                                made = fields - given
+                                fields = (fields - made) | param_entry(
+                                    made, key, id(self.frame.func), line=call_line
+                                )
+                            given = fields
                     elif f.param in arg_values:
                         given = arg_values[f.param][0].facts
                     given = with_grain(given, f.granularity)
