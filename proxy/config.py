@@ -695,11 +695,12 @@ def _check_read(spec: PolicySpec, keys: Mapping[str, Any]) -> None:
     if not unread:
         return
     readers = sorted({p.name for p in POLICIES.values() if p.reads & set(unread)})
-    hint = f"; they are read by policy {' / '.join(repr(n) for n in readers)}" if readers else ""
+    it = "it" if len(unread) == 1 else "them"
+    is_read = "it is read" if len(unread) == 1 else "they are read"
+    hint = f"; {is_read} by policy {' / '.join(repr(n) for n in readers)}" if readers else ""
     raise ConfigError(
         f"sets {', '.join(unread)}, which policy {spec.name!r} does not read{hint}: remove "
-        f"{'it' if len(unread) == 1 else 'them'} or choose a policy that reads "
-        f"{'it' if len(unread) == 1 else 'them'}"
+        f"{it} or choose a policy that reads {it}"
     )
 
 

@@ -54,6 +54,9 @@ def test_a_tuning_key_the_policy_does_not_read_is_refused(
         config_from_dict(table, source="t")
     assert named in str(caught.value) and "remove" in str(caught.value)
     assert "'prefix'" in str(caught.value)  # who does read it
+    one = len(keys) == 1
+    assert ("it is read by" if one else "they are read by") in str(caught.value)
+    assert str(caught.value).endswith("a policy that reads it" if one else "reads them")
 
 
 def test_replicas_default_to_the_prefix_policy() -> None:
