@@ -8,6 +8,9 @@ values that differ between its branches as VARIES; ``return`` feeds the function
 from __future__ import annotations
 
 import ast
+import operator
+from collections.abc import Callable
+from typing import Any
 
 from .calls import Unresolved, order_of, split_grain, unproven, with_grain
 from .facts import (
@@ -179,6 +182,21 @@ def _key_copy(stmt: ast.For | ast.AsyncFor) -> tuple[str, str, list[ast.expr]] |
     return source, out, tests
 
 
+def _keyed_dict(value: Value) -> bool:
+    """Whether ``value`` is a plain dict whose keys the analysis knows (``{"model": m, ...}``,
+    ``Value.items``), not an instance of a project class (whose fields ``ClassInfo`` keeps)."""
+    return (
+        value.items is not None
+        and value.shape is Shape.DICT
+        and not isinstance(value.ref, (ClassInfo, ExternalClass))
+    )
+
+
+def _with_key(old: Value, key: str, added: Value) -> tuple[tuple[str, Value], ...]:
+    """The items of the keyed dict ``old`` once ``added`` is stored under ``key``."""
+    return tuple({**dict(old.items or ()), key: added}.items())
+
+
 def _stored_key(stored: ast.expr, name: str) -> str | None:
     """``"k"`` for a store ``name["k"] = ...`` into the name itself, else None."""
     if (
@@ -219,21 +237,21 @@ def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
 
 
 #: operators folded by ``constant_truth`` (no power: ``9 ** 9 ** 9`` would not end)
-_FOLDED_BINOPS: dict[type, object] = {
-    ast.Add: lambda a, b: a + b,
-    ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
-    ast.Div: lambda a, b: a / b,
-    ast.FloorDiv: lambda a, b: a // b,
-    ast.Mod: lambda a, b: a % b,
+_FOLDED_BINOPS: dict[type, Callable[[Any, Any], object]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
 }
-_FOLDED_COMPARES: dict[type, object] = {
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-    ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b,
-    ast.GtE: lambda a, b: a >= b,
+_FOLDED_COMPARES: dict[type, Callable[[Any, Any], object]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
 }
 _UNKNOWN = object()
 
@@ -265,7 +283,7 @@ def _literal_value(node: ast.expr) -> object:
         ):
             return _UNKNOWN
         try:
-            return fold(left, right)  # type: ignore[operator]
+            return fold(left, right)
         except (ArithmeticError, ValueError):
             return _UNKNOWN
     if isinstance(node, ast.Compare):
@@ -277,7 +295,7 @@ def _literal_value(node: ast.expr) -> object:
             if fold is None or left is _UNKNOWN or right is _UNKNOWN:
                 return _UNKNOWN
             try:
-                result = result and bool(fold(left, right))  # type: ignore[operator]
+                result = result and bool(fold(left, right))
             except TypeError:
                 return _UNKNOWN
             left = right
@@ -723,16 +741,8 @@ class StatementsMixin(EngineState):
                     # what that key held
                     old = frame.env.get(base.id)
                     key = _stored_key(target, base.id)
-                    if (
-                        key
-                        and old is not None
-                        and old.items is not None
-                        and old.shape is Shape.DICT
-                        and not isinstance(old.ref, (ClassInfo, ExternalClass))
-                    ):
-                        frame.env[base.id] = replace(
-                            old, items=tuple({**dict(old.items), key: value}.items())
-                        )
+                    if key and old is not None and _keyed_dict(old):
+                        frame.env[base.id] = replace(old, items=_with_key(old, key, value))
                 return
             path = constant_keys(target)
             if path:
@@ -893,10 +903,8 @@ class StatementsMixin(EngineState):
             # this one; any other container's item values are no longer known
             fields = old.items if isinstance(old.ref, (ClassInfo, ExternalClass)) else None
             key = _stored_key(stored, holder.id)
-            if fields is None and old.items is not None and old.shape is Shape.DICT and key:
-                held = dict(old.items)
-                held[key] = added
-                fields = tuple(held.items())
+            if fields is None and key and _keyed_dict(old):
+                fields = _with_key(old, key, added)
             frame.env[holder.id] = Value(
                 old.facts | added.facts,
                 old.shape,
@@ -965,7 +973,7 @@ class StatementsMixin(EngineState):
         known = summary.attr_objects.get(attr)
         if not first and known is None:
             return
-        keyed = added.shape is Shape.DICT and not isinstance(added.ref, (ClassInfo, ExternalClass))
+        keyed = _keyed_dict(added)
         if added.items is None or not (keyed or isinstance(added.ref, (ClassInfo, ExternalClass))):
             summary.attr_objects[attr] = None
             return
@@ -1170,13 +1178,7 @@ class StatementsMixin(EngineState):
         what was under that key rather than every key's facts. Only when ``d``'s keys are
         known and each filter reads nothing per request but the key and value."""
         _source_name, out, tests = copy
-        if not (
-            source.items is not None
-            and source.shape is Shape.DICT
-            and not isinstance(source.ref, (ClassInfo, ExternalClass))
-            and start.items == ()
-            and start.shape is Shape.DICT
-        ):
+        if not (_keyed_dict(source) and start.items == () and start.shape is Shape.DICT):
             return
         target = stmt.target
         assert isinstance(target, ast.Tuple)
