@@ -2,9 +2,16 @@
 
 Checked against the OASIS SARIF 2.1.0 JSON schema in the test suite. Columns are 1-based
 character columns. Every file URI is a relative, forward-slash path with ``uriBaseId``
-"%SRCROOT%", which the run's ``originalUriBaseIds`` gives as the root folder's ``file:`` URI
-(the current folder unless told otherwise); a file outside the root gets its absolute ``file:``
-URI and no ``uriBaseId`` (SARIF 2.1.0 §3.4.4: an absolute URI has none). A fix's
+"%SRCROOT%", which the run's ``originalUriBaseIds`` gives as the root folder's ``file:`` URI:
+the root of the git repository the current folder is in (the nearest folder at or above it that
+holds ``.git``), else the current folder. GitHub code scanning reads a relative URI as relative
+to the root of the repository analysed ("Specifying the root for source files" in
+https://docs.github.com/en/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning
+, checked 2026-12-05), so a run in a sub-folder of the repository (``cd backend && promptcache
+lint . --format sarif``) still names ``backend/app.py``. A file outside the root gets its
+absolute ``file:`` URI and no ``uriBaseId`` (SARIF 2.1.0 §3.4.4: an absolute URI has none;
+§3.14.14 ``originalUriBaseIds``; https://docs.oasis-open.org/sarif/sarif/v2.1.0/, checked
+2026-12-05). A fix's
 ``deletedRegion`` always has an end, also for an insertion (end == start): without one, §3.30.8
 would mean "to the end of the line".
 """
@@ -81,10 +88,21 @@ def rule_descriptors() -> list[dict[str, Any]]:
     return descriptors
 
 
+def repository_root(folder: Path) -> Path:
+    """The root of the git repository ``folder`` is in (the nearest folder at or above it that
+    holds ``.git``, a folder or, in a worktree or submodule, a file), else ``folder``."""
+    folder = Path(os.path.abspath(folder))
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
 def render_sarif(results: Sequence[FileResult], root: Path | None = None) -> str:
-    """One SARIF 2.1.0 log with a single run; URIs relative to ``root`` (default: the current
-    folder, which the paths in ``results`` are relative to)."""
-    root = Path(os.path.abspath(root if root is not None else Path.cwd()))
+    """One SARIF 2.1.0 log with a single run; URIs relative to ``root`` (default: the root of
+    the git repository the current folder is in, else the current folder; the paths in
+    ``results`` are relative to the current folder)."""
+    root = Path(os.path.abspath(root if root is not None else repository_root(Path.cwd())))
     index = {code: i for i, code in enumerate(RULES)}
     columns = Columns()
     sarif_results = []
