@@ -150,7 +150,14 @@ def load_config(path: Path | None, known_codes: frozenset[str], named: bool = Fa
 
 
 def _pattern(pattern: str, key: str, where: str) -> str:
-    """``pattern`` if pathspec compiles it as a gitignore pattern, else ``ConfigError``."""
+    """``pattern`` if pathspec compiles it as a gitignore pattern, else ``ConfigError``; so is a
+    pattern wrapped in quotes (``"'gen/*'"``, as copied from a shell): gitignore syntax reads the
+    quotes as part of the name, so it would match nothing."""
+    if len(pattern) >= 2 and pattern[0] == pattern[-1] and pattern[0] in "'\"":
+        raise ConfigError(
+            f"{where}: bad pattern {pattern!r} in {key}: it is wrapped in quotes, which gitignore "
+            f"syntax reads as part of the name, so it matches nothing; write {pattern[1:-1]!r}"
+        )
     try:
         pathspec.GitIgnoreSpec.from_lines([pattern])
     except (re.error, ValueError) as exc:
@@ -228,6 +235,13 @@ def parse_table(
         sinks = tuple(spec_from_config(entry) for entry in sinks_raw)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+    for entry, sink in zip(sinks_raw, sinks, strict=True):
+        if not sink.regions and not sink.positional:  # it would check nothing, silently
+            raise ConfigError(
+                f"{where}: sinks entry {entry['call']!r} names no argument to check; add system, "
+                "tools, messages or text (a keyword name or an argument index), e.g. system = "
+                '"system_prompt"'
+            )
     return LintConfig(
         root=root,
         select=select,

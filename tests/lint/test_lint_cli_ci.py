@@ -53,3 +53,62 @@ def test_sarif_from_a_sub_folder_names_paths_from_the_repository_root(
         for loc in item["locations"]
     ]
     assert locations == [{"uri": "backend/app.py", "uriBaseId": "%SRCROOT%"}]
+
+
+@pytest.mark.parametrize("pattern", ["'gen/*'", '"gen/"'])
+def test_a_quoted_exclude_pattern_is_an_error_not_a_pattern_that_matches_nothing(
+    project: Path, pattern: str
+) -> None:
+    (project / "gen").mkdir()
+    (project / "gen" / "made.py").write_text(BAD)
+    (project / "pyproject.toml").write_text(
+        f"[tool.promptcache.lint]\nexclude = [{json.dumps(pattern)}]\n"
+    )
+    result = run(".")
+    assert result.exit_code == 2, result.output
+    assert f"bad pattern {pattern!r} in exclude: it is wrapped in quotes" in result.output
+    assert f"write {pattern[1:-1]!r}" in result.output
+    # as the error says: without the quotes it leaves gen/ out
+    (project / "pyproject.toml").write_text(
+        f"[tool.promptcache.lint]\nexclude = [{json.dumps(pattern[1:-1])}]\n"
+    )
+    assert run(".").exit_code == 0
+
+
+def test_a_quoted_per_file_ignores_pattern_is_an_error(project: Path) -> None:
+    (project / "app.py").write_text(BAD)
+    (project / "pyproject.toml").write_text(
+        '[tool.promptcache.lint.per-file-ignores]\n"\'app.py\'" = ["PC001"]\n'
+    )
+    result = run(".")
+    assert result.exit_code == 2 and "in per-file-ignores: it is wrapped in quotes" in result.output
+
+
+SINK_CALLER = (
+    "from datetime import datetime\nfrom myapp import llm\n"
+    "def go(q):\n"
+    "    return llm.ask(q, system_prompt=f'now {datetime.now()}')\n"
+)
+
+
+@pytest.mark.parametrize("roles", ["", "system = []\n", 'model = "model"\n'])
+def test_a_sink_entry_that_names_no_argument_is_an_error(project: Path, roles: str) -> None:
+    """A [[sinks]] entry with only call (or empty lists) checks nothing: it must not pass as
+    'All checks passed'."""
+    (project / "myapp").mkdir()
+    (project / "myapp" / "llm.py").write_text(
+        "def ask(prompt, system_prompt=None):\n    return 1\n"
+    )
+    (project / "app.py").write_text(SINK_CALLER)
+    (project / "pyproject.toml").write_text(
+        f'[[tool.promptcache.lint.sinks]]\ncall = "myapp.llm.ask"\n{roles}'
+    )
+    result = run(".")
+    assert result.exit_code == 2, result.output
+    assert "sinks entry 'myapp.llm.ask' names no argument to check" in result.output
+    assert "Traceback" not in result.output
+    # with the argument named, as the error says, the time is found
+    (project / "pyproject.toml").write_text(
+        '[[tool.promptcache.lint.sinks]]\ncall = "myapp.llm.ask"\nsystem = "system_prompt"\n'
+    )
+    assert run(".").exit_code == 1
