@@ -23,6 +23,7 @@ _OPTIONS = {
     "--promptcache-check-output": True,
     "--promptcache-check-timeout": True,
 }
+_FORMATS = ("text", "json", "sarif", "github")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,10 +35,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run this session under `promptcache check`: twice, perturbed, and report the LLM "
         "requests whose cacheable prefix differs",
     )
+    # the values are read in pytest_cmdline_main, not by argparse (type=, choices=): a value
+    # argparse refuses is pytest's usage error, exit 4, where check's bad input is exit 2
     group.addoption(
         "--promptcache-check-runs",
-        type=int,
-        default=2,
+        default="2",
         help="runs in all, the baseline included (default 2)",
     )
     group.addoption(
@@ -48,9 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--promptcache-check-format",
-        choices=("text", "json", "sarif", "github"),
         default="text",
-        help="report format (default text)",
+        help="report format: " + ", ".join(_FORMATS) + " (default text)",
     )
     group.addoption(
         "--promptcache-check-output",
@@ -59,7 +60,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--promptcache-check-timeout",
-        type=float,
         default=None,
         metavar="SECONDS",
         help="stop a run that takes longer than this and fail the check (exit 2)",
@@ -121,15 +121,37 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if output == "-":
         output = None  # '-' is stdout, as for `promptcache check -o -`
     output_format = config.getoption("promptcache_check_format")
-    runs = config.getoption("promptcache_check_runs")
     # bad options are said before the session runs, in the names given on this command line
+    if output_format not in _FORMATS:
+        sys.stderr.write(
+            f"error: --promptcache-check-format must be one of {', '.join(_FORMATS)}, got "
+            f"{output_format!r}\n"
+        )
+        return 2
+    runs_given = str(config.getoption("promptcache_check_runs"))
+    try:
+        runs = int(runs_given)
+    except ValueError:
+        sys.stderr.write(
+            f"error: --promptcache-check-runs must be a whole number, at least 2, got "
+            f"{runs_given!r}\n"
+        )
+        return 2
     if runs < 2:
         sys.stderr.write(
             "error: --promptcache-check-runs must be at least 2 (a baseline and one perturbed "
             f"run), got {runs}\n"
         )
         return 2
-    timeout = config.getoption("promptcache_check_timeout")
+    timeout_given = config.getoption("promptcache_check_timeout")
+    try:
+        timeout = None if timeout_given is None else float(timeout_given)
+    except ValueError:
+        sys.stderr.write(
+            "error: --promptcache-check-timeout must be a positive number of seconds, got "
+            f"{timeout_given!r}\n"
+        )
+        return 2
     if timeout is not None and not timeout > 0:
         sys.stderr.write(
             "error: --promptcache-check-timeout must be a positive number of seconds, got "

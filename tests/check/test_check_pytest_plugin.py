@@ -183,6 +183,28 @@ def test_a_timeout_that_is_not_positive_names_the_plugin_option(tmp_path: Path) 
         )
 
 
+def test_a_value_the_plugin_does_not_take_is_its_error_exit_2(tmp_path: Path) -> None:
+    # argparse refused these itself: pytest's usage error, exit 4, where every other bad
+    # plugin option (and `promptcache check --format xml`) is exit 2
+    (tmp_path / "test_prompt.py").write_text(SUITE, encoding="utf-8")
+    for option, value, said in (
+        ("format", "xml", "must be one of text, json, sarif, github"),
+        ("format", "JSON", "must be one of text, json, sarif, github"),
+        ("runs", "abc", "must be a whole number, at least 2"),
+        ("runs", "2.5", "must be a whole number, at least 2"),
+        ("timeout", "abc", "must be a positive number of seconds"),
+    ):
+        proc = _pytest(tmp_path, "--promptcache-check", f"--promptcache-check-{option}={value}")
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+        assert proc.stderr == f"error: --promptcache-check-{option} {said}, got {value!r}\n"
+    # the same value in its own argument
+    proc = _pytest(tmp_path, "--promptcache-check", "--promptcache-check-format", "xml")
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr == (
+        "error: --promptcache-check-format must be one of text, json, sarif, github, got 'xml'\n"
+    )
+
+
 def test_a_report_over_a_test_file_the_session_names_is_refused(tmp_path: Path) -> None:
     # `--promptcache-check-output test_prompt.py` (for test_prompt.json) would replace the
     # test file with the report after both sessions ran
