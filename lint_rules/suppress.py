@@ -3,7 +3,8 @@
 A trailing comment suppresses findings on its own line; a comment alone on a line suppresses
 findings on that line and the next one (the "line above" form). ``ignore-file`` anywhere in the
 file suppresses the codes for the whole file. Codes are required and checked: an unknown code is
-an error, so a typo cannot silently disable nothing.
+an error, so a typo cannot silently disable nothing. Case does not matter (as ruff's ``# NOQA``):
+``# PROMPTCACHE: IGNORE[pc001]`` is the same comment.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-_COMMENT = re.compile(r"promptcache:\s*(ignore-file|ignore)\b\s*(\[([^\]]*)\])?")
+_COMMENT = re.compile(r"promptcache:\s*(ignore-file|ignore)\b\s*(\[([^\]]*)\])?", re.IGNORECASE)
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Suppressions:
 def parse_suppressions(source: str, known: frozenset[str]) -> Suppressions:
     """Read suppression comments from ``source`` (cheap when there are none)."""
     result = Suppressions()
-    if "promptcache:" not in source:
+    if _COMMENT.search(source) is None:
         return result
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
@@ -44,9 +45,10 @@ def parse_suppressions(source: str, known: frozenset[str]) -> Suppressions:
         if match is None:
             continue
         line = token.start[0]
+        kind = match.group(1).lower()
         if match.group(2) is None:
             result.errors.append(
-                f"{line}: name the rules to ignore, e.g. `# promptcache: {match.group(1)}[PC001]`"
+                f"{line}: name the rules to ignore, e.g. `# promptcache: {kind}[PC001]`"
             )
             continue
         codes = {c.strip().upper() for c in match.group(3).split(",") if c.strip()}
@@ -57,7 +59,7 @@ def parse_suppressions(source: str, known: frozenset[str]) -> Suppressions:
                 f"`{match.group(0)}`; run `promptcache rules` for the list"
             )
             codes -= set(unknown)
-        if match.group(1) == "ignore-file":
+        if kind == "ignore-file":
             result.file_wide |= codes
             continue
         result.by_line.setdefault(line, set()).update(codes)

@@ -112,3 +112,28 @@ def test_a_sink_entry_that_names_no_argument_is_an_error(project: Path, roles: s
         '[[tool.promptcache.lint.sinks]]\ncall = "myapp.llm.ask"\nsystem = "system_prompt"\n'
     )
     assert run(".").exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# PROMPTCACHE: IGNORE[PC001]",
+        "# promptcache: IGNORE[pc001]",
+        "# Promptcache: Ignore-File[PC001]",
+    ],
+)
+def test_a_suppression_comment_in_capitals_suppresses(project: Path, comment: str) -> None:
+    """As ruff's # NOQA: case does not matter, rather than a comment that silently does nothing."""
+    (project / "app.py").write_text(BAD.replace("messages=[q])\n", f"messages=[q])  {comment}\n"))
+    result = run("app.py")
+    assert result.exit_code == 0, result.output
+    assert "All checks passed" in result.output
+
+
+def test_a_suppression_comment_in_capitals_is_checked(project: Path) -> None:
+    (project / "app.py").write_text(
+        BAD.replace("messages=[q])\n", "messages=[q])  # PROMPTCACHE: IGNORE[PC01]\n")
+    )
+    result = run("app.py")
+    assert result.exit_code == 2
+    assert "unknown rule id(s) PC01 in `PROMPTCACHE: IGNORE[PC01]`" in result.output
