@@ -63,6 +63,26 @@ def _existing_paths(
     return paths
 
 
+PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
+
+
+def _python_source(path: Path) -> bool:
+    """Whether a file named on the command line is Python source: it ends in .py, .pyi or .pyw
+    (any case), or it has no extension and its first line is a ``#!`` naming python (a script,
+    as pre-commit's ``types: [python]`` names it). A script that cannot be read is kept, so
+    the run reports it (PC000) rather than leave it out unsaid."""
+    if path.suffix.lower() in PYTHON_SUFFIXES:
+        return True
+    if path.suffix:
+        return False
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return True
+    return first.startswith(b"#!") and b"python" in first
+
+
 def _unused_configs(paths: list[Path], used: Path | None) -> list[Path]:
     """The pyproject.toml files with a [tool.promptcache.lint] table that are nearer to a
     named folder or file (its own, or one above it) than ``used``, the one found from the
@@ -277,6 +297,20 @@ def lint(
             err=True,
         )
     targets = [t for t in targets if t not in notebooks]
+    # Any other file named that is not Python (README.md, data.json from `git ls-files`) would
+    # be parsed as Python: a PC000 line, or a JSON dict that passes. Say so, and leave it out.
+    others = [t for t in targets if t.is_file() and not _python_source(t)]
+    if others:
+        names = ", ".join(str(t) for t in others[:5])
+        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+        click.echo(
+            f"warning: skipped {len(others)} named file{'s' if len(others) != 1 else ''} that "
+            f"{'are' if len(others) != 1 else 'is'} not Python source ({names}{more}): a named "
+            "file is linted when it ends in .py, .pyi or .pyw, or has no extension and a #! line "
+            "naming python",
+            err=True,
+        )
+        targets = [t for t in targets if t not in others]
     from promptcache.lint_rules.analysis.cache import DEFAULT_DIR
 
     cache = None if no_cache else (cache_dir or config.root / DEFAULT_DIR)

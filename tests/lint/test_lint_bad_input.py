@@ -193,15 +193,19 @@ def test_diff_never_writes_even_with_fix(project: Path) -> None:
     assert (project / "app.py").read_text() == FIXABLE
 
 
-def test_nothing_to_lint_warns_and_named_files_are_linted_as_given(project: Path) -> None:
+def test_nothing_to_lint_warns_and_a_named_file_that_is_not_python_is_skipped(
+    project: Path,
+) -> None:
     (project / "docs").mkdir()
     (project / "docs" / "readme.txt").write_text(BAD)
     result = run("docs")
     assert result.exit_code == 0
     assert "warning: No Python files found under the given path(s)" in result.stderr
-    result = run("docs/readme.txt")  # named explicitly: linted whatever its extension (as ruff)
-    assert result.exit_code == 1 and "PC001" in result.stdout
-    assert "No Python files" not in result.stderr
+    result = run("docs/readme.txt")  # named explicitly: not Python source, said and left out
+    assert result.exit_code == 0 and "PC001" not in result.stdout
+    assert "warning: skipped 1 named file that is not Python source (docs/readme.txt)" in (
+        result.stderr
+    )
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need POSIX")

@@ -137,3 +137,28 @@ def test_a_suppression_comment_in_capitals_is_checked(project: Path) -> None:
     result = run("app.py")
     assert result.exit_code == 2
     assert "unknown rule id(s) PC01 in `PROMPTCACHE: IGNORE[PC01]`" in result.output
+
+
+def test_named_files_that_are_not_python_are_skipped_and_said_to_be(project: Path) -> None:
+    """`promptcache lint $(git ls-files)` names data.json and README.md too: a JSON object
+    parses as a Python dict (it said 'All checks passed (1 file)' of data.json) and a README
+    gave a PC000 line. Only Python source is linted; the rest is named on stderr."""
+    (project / "data.json").write_text('{"system": "Be brief.", "tools": []}\n')
+    (project / "README.md").write_text("# App\n\nRun `python app.py`.\n")
+    (project / "Makefile").write_text("all:\n\techo hi\n")
+    (project / "APP.PY").write_text(BAD)  # an extension in capitals is still Python
+    (project / "tool").write_text("#!/usr/bin/env python3\n" + BAD)  # a script, as pre-commit
+    result = run("data.json", "README.md", "Makefile", "APP.PY", "tool")
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        "warning: skipped 3 named files that are not Python source (data.json, README.md, "
+        "Makefile): a named file is linted when it ends in .py, .pyi or .pyw, or has no "
+        "extension and a #! line naming python\n"
+    )
+    assert "APP.PY:6:" in result.stdout and "tool:7:" in result.stdout
+    assert "Found 2 findings in 2 files of 2 checked" in result.stdout
+    assert "PC000" not in result.stdout and "data.json" not in result.stdout
+    alone = run("data.json")
+    assert alone.exit_code == 0
+    assert "All checks passed (1 file)" not in alone.stdout
+    assert "skipped 1 named file that is not Python source (data.json)" in alone.stderr
