@@ -80,6 +80,10 @@ A change after the predecessor's last breakpoint (Anthropic/Bedrock) is not a br
 cached there. Appended segments (history growing) are never breaks, and neither is a request
 whose first change is its own last message: the new question of a stateless app, or the first
 turn of a new conversation that shares the system prompt (and session layer) of a longer one.
+Where the upstream caches every prefix by itself (not Anthropic's or Bedrock's breakpoints), a
+request that only leaves out the predecessor's last messages is no break either: it reads all
+it shares with the predecessor and has nothing more (a new conversation whose first turn is the
+longer one's).
 
 TTL of the predecessor's cache entry: 5 min (the vendors' default), 1 h when any of its
 breakpoints says ``"ttl": "1h"``, 30 min for OpenAI's explicit ``prompt_cache_breakpoint``;
@@ -434,6 +438,19 @@ def _tail_replaced(old: RequestFingerprint, new: RequestFingerprint, index: int)
     )
 
 
+def _tail_dropped(old: RequestFingerprint, new: RequestFingerprint, index: int) -> bool:
+    """Whether the request repeats every one of its segments from ``old`` and only leaves out
+    ``old``'s last messages (a new conversation that starts as ``old`` did, a retry of an
+    earlier turn), where the upstream caches every prefix by itself (not Anthropic's or
+    Bedrock's breakpoints, which cache only where they are placed). Not a break: the request
+    reads all it shares with ``old``, and it has nothing more."""
+    return (
+        index == len(new.segments)
+        and old.segments[index].kind == "messages"
+        and new.api not in EXPLICIT_BREAKPOINT_APIS
+    )
+
+
 def _related(old: PrefixSnapshot, new: RequestFingerprint) -> bool:
     """Whether ``new`` looks like an edit of ``old`` (see the module docstring, fallback 2)."""
     kept = {s.sha256 for s in new.segments}
@@ -743,6 +760,7 @@ class BreakExplainer:
             index is not None
             and index <= previous.cached_extent
             and not _tail_replaced(old, fp, index)
+            and not _tail_dropped(old, fp, index)
         ):
             segment: str | None = (
                 fp.segments[index].path if index < len(fp.segments) else old.segments[index].path
