@@ -192,12 +192,51 @@ def canonical_json_and_bytes(obj: object) -> tuple[str, bytes]:
         raise
     try:
         data = text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise CanonicalizationError(
-            f"a string contains a lone surrogate ({text[exc.start : exc.end]!r} at character "
-            f"{exc.start} of the JSON text) that UTF-8 cannot encode; fix the text's decoding"
-        ) from None
+    except UnicodeEncodeError:
+        raise CanonicalizationError(_lone_surrogate(_plain(obj, ()), ())) from None
     return text, data
+
+
+def _surrogate_at(text: str) -> int | None:
+    """Index of the first lone surrogate in ``text``, or None when UTF-8 can encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def _lone_surrogate(plain: Any, path: tuple[str | int, ...]) -> str:
+    """The error for the first lone surrogate of ``plain`` (``_plain``'s output, keys sorted)
+    in the order of its canonical text, located by its JSON path; '' when there is none."""
+    if isinstance(plain, str):
+        at = _surrogate_at(plain)
+        if at is None:
+            return ""
+        where = f"{_path_str(path)} holds a lone surrogate ({plain[at]!r} at character {at})"
+    elif isinstance(plain, dict):
+        for key, value in plain.items():
+            at = _surrogate_at(key)
+            if at is not None:
+                where = (
+                    f"{_path_str(path)} has a key holding a lone surrogate ({key[at]!r} at "
+                    f"character {at} of {key!r})"
+                )
+                break
+            found = _lone_surrogate(value, (*path, key))
+            if found:
+                return found
+        else:
+            return ""
+    elif isinstance(plain, list):
+        for index, item in enumerate(plain):
+            found = _lone_surrogate(item, (*path, index))
+            if found:
+                return found
+        return ""
+    else:
+        return ""
+    return f"{where} that UTF-8 cannot encode; fix the text's decoding"
 
 
 def canonical_json(obj: object) -> str:
@@ -214,8 +253,8 @@ def canonical_json(obj: object) -> str:
         The canonical text (``str``). Encode with UTF-8 for bytes (``canonical_json_bytes``).
 
     Raises:
-        CanonicalizationError: as for ``sort_keys_deep``; also for strings holding lone UTF-16
-            surrogates, which have no UTF-8 encoding.
+        CanonicalizationError: as for ``sort_keys_deep``; also for strings (values or keys)
+            holding lone UTF-16 surrogates, which have no UTF-8 encoding, named by their path.
     """
     return canonical_json_and_bytes(obj)[0]
 
@@ -239,13 +278,14 @@ def canonical_tool_schema(tool: Mapping[str, Any], *, normalize: bool = True) ->
     https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30).
 
     Raises:
-        CanonicalizationError: ``tool`` contains a value with no canonical JSON form, or a
-            ``required`` array holding something other than strings.
+        CanonicalizationError: ``tool`` contains a value with no canonical JSON form (a lone
+            surrogate included), or a ``required`` array holding something other than strings.
     """
     plain = _plain(tool, ())
     if not isinstance(plain, dict):  # pragma: no cover - _plain keeps mappings as dicts
         raise CanonicalizationError("a tool definition must be a JSON object")
     result: dict[str, Any] = _canonical_schema_node(plain, normalize, ("tool",))
+    canonical_json_bytes(result)  # a lone surrogate has no UTF-8 form: no request carries it
     return result
 
 

@@ -18,6 +18,7 @@ from promptcache.canonical import (
     sort_keys_deep,
 )
 from promptcache.errors import CanonicalizationError, ConfigError
+from promptcache.prompt import PromptBuilder
 
 # JSON values without NaN/Infinity; text excludes lone surrogates (no UTF-8 form).
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -79,6 +80,51 @@ def test_subclasses_lose_their_repr() -> None:
 def test_rejects_values_without_a_canonical_form(value: object, message: str) -> None:
     with pytest.raises(CanonicalizationError, match=message):
         canonical_json(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            {"a": {"b": ["fine", "x\ud800y"]}},
+            "$.a.b[1] holds a lone surrogate ('\\ud800' at character 1) that UTF-8 cannot "
+            "encode; fix the text's decoding",
+        ),
+        (
+            {"z": "ok", "a": {"k\udce9": 1}},
+            "$.a has a key holding a lone surrogate ('\\udce9' at character 1 of 'k\\udce9') "
+            "that UTF-8 cannot encode; fix the text's decoding",
+        ),
+        # the first in the canonical text: keys sorted, so $.a before $.b however built
+        (
+            {"b": "\ud800", "a": ("\udfff",)},
+            "$.a[0] holds a lone surrogate ('\\udfff' at character 0) that UTF-8 cannot "
+            "encode; fix the text's decoding",
+        ),
+        ("\ud83d", "$ holds a lone surrogate ('\\ud83d' at character 0)"),
+    ],
+)
+def test_a_lone_surrogate_is_located_by_its_json_path(value: object, message: str) -> None:
+    # the error said only 'a string contains a lone surrogate (... at character 53 of the JSON
+    # text)', where every other value without a JSON form names its path
+    with pytest.raises(CanonicalizationError) as info:
+        canonical_json(value)
+    assert str(info.value).startswith(message)
+
+
+def test_a_tool_schema_with_a_lone_surrogate_is_refused_when_the_tool_is_added() -> None:
+    # canonical_tool_schema let it through, so PromptBuilder.tool() took it and the renderer
+    # failed later without naming the tool or the place
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "description": "caf\udce9"}},
+    }
+    with pytest.raises(CanonicalizationError, match=r"^\$\.properties\.city\.description holds"):
+        canonical_tool_schema(schema)
+    builder = PromptBuilder("claude-sonnet-4-5").system("You plan trips.")
+    with pytest.raises(CanonicalizationError, match=r"^\$\.properties\.city\.description holds"):
+        builder.tool("weather", "Weather of a city.", schema)
+    assert builder.tools == ()
 
 
 def test_canonicalization_error_is_a_value_error() -> None:

@@ -90,12 +90,41 @@ def reference_canonical_json(obj: object) -> str:
     )
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    except UnicodeEncodeError:
         raise CanonicalizationError(
-            f"a string contains a lone surrogate ({text[exc.start : exc.end]!r} at character "
-            f"{exc.start} of the JSON text) that UTF-8 cannot encode; fix the text's decoding"
+            _ref_first_surrogate(_ref_plain(obj, ()), ())
+            + " that UTF-8 cannot encode; fix the text's decoding"
         ) from None
     return text
+
+
+def _ref_lone(text: str) -> int | None:
+    return next((i for i, ch in enumerate(text) if 0xD800 <= ord(ch) <= 0xDFFF), None)
+
+
+def _ref_first_surrogate(plain: Any, path: tuple[str | int, ...]) -> str:
+    """Where the first lone surrogate of the canonical text is, by the JSON path ('' if none)."""
+    if isinstance(plain, str):
+        at = _ref_lone(plain)
+        if at is None:
+            return ""
+        return f"{_ref_path(path)} holds a lone surrogate ({plain[at]!r} at character {at})"
+    children: list[tuple[str | None, tuple[str | int, ...], Any]] = []
+    if isinstance(plain, dict):
+        children = [(key, (*path, key), value) for key, value in sorted(plain.items())]
+    elif isinstance(plain, list):
+        children = [(None, (*path, i), item) for i, item in enumerate(plain)]
+    for key, child_path, child in children:
+        at = None if key is None else _ref_lone(key)
+        if key is not None and at is not None:
+            return (
+                f"{_ref_path(path)} has a key holding a lone surrogate ({key[at]!r} at "
+                f"character {at} of {key!r})"
+            )
+        found = _ref_first_surrogate(child, child_path)
+        if found:
+            return found
+    return ""
 
 
 def _outcome(fn: Any, value: object) -> tuple[str, Any]:

@@ -315,7 +315,7 @@ def test_nan_in_body_is_a_canonicalization_error() -> None:
         (
             {"system": [{"type": "text", "text": "a"}, {"type": "text", "text": "\ud800"}]},
             "anthropic",
-            "system[1]: a string contains a lone surrogate",
+            "system[1].text holds a lone surrogate",
         ),
     ],
 )
