@@ -122,6 +122,10 @@ class DiskTier:
         #: least recently used ones over ``capacity_bytes`` (a smaller budget than they were
         #: written under). The serve banner reports both.
         self.num_dropped_at_open = 0
+        #: Block writes that failed (disk full, a file over the size limit, the directory gone)
+        #: and the last one's reason (``strerror``), for the shutdown's report.
+        self.num_write_failures = 0
+        self.last_write_error: str | None = None
         self.num_trimmed_at_open = 0
         self._scan()
 
@@ -190,8 +194,11 @@ class DiskTier:
                 fh.write(tokens)
                 fh.write(payload)
             os.replace(tmp, path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        except OSError as exc:
+            self.num_write_failures += 1
+            self.last_write_error = exc.strerror or str(exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
             return removed
         self.entries[block_hash] = DiskEntry(parent_hash, tuple(token_ids), size)
         self.num_bytes += size

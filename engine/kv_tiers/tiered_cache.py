@@ -182,6 +182,9 @@ class KVTiers:
         self._buffers: list[np.ndarray] = []
         self._pool_view: np.ndarray | None = None
         self._pool_view_known = False  # whether `_pool_view` was looked for
+        #: Blocks the last `flush` could not write to disk (disk full...): the disk tier's
+        #: ``last_write_error`` says why.
+        self.flush_failures = 0
         #: Pool blocks made resident when the tiers were built (`startup_seconds`).
         self.num_resident_blocks = 0
         #: Disk read buffers made resident then (at most ``MAX_STAGED_BLOCKS``).
@@ -416,12 +419,14 @@ class KVTiers:
                 least recently used first (`BlockManager.cached_blocks`).
 
         Returns:
-            Blocks written (0 without a disk tier).
+            Blocks written (0 without a disk tier). Those that could not be written (disk full)
+            are counted in ``flush_failures``.
         """
         self.flush_demotions()
         disk = self.disk
         if disk is None:
             return 0
+        failures_before = disk.num_write_failures
         pool = list(pool_blocks)
         in_pool = {block_hash for _, block_hash, _, _ in pool}
         written = 0
@@ -442,6 +447,7 @@ class KVTiers:
                 written += block_hash in disk
             order.append(block_hash)
         disk.mark_used_in_order(order)
+        self.flush_failures = disk.num_write_failures - failures_before
         return written
 
     def clear(self) -> None:

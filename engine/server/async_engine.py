@@ -267,6 +267,16 @@ class AsyncEngine:
             else:
                 if written:
                     logger.info("wrote %d cached KV blocks to the disk tier", written)
+                tiers = self.engine.kv_tiers
+                if tiers is not None and tiers.disk is not None and tiers.flush_failures:
+                    logger.warning(
+                        "could not write %d of the %d cached KV blocks to the disk tier %s (%s); "
+                        "a restart will not find them",
+                        tiers.flush_failures,
+                        tiers.flush_failures + written,
+                        tiers.disk.dir,
+                        tiers.disk.last_write_error,
+                    )
 
     def _run_warmup(self) -> None:
         if not self.warmup or self.ready.is_set():

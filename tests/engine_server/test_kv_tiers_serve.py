@@ -5,6 +5,7 @@ come from the prompt's token ids and the block files on disk, not from the serve
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import httpx
@@ -115,3 +116,37 @@ def test_ram_tier_hits_are_reported_apart_from_pool_hits() -> None:
     assert _metric(metrics, f'{tier}{{tier="pool"}}') == expected + splits[2]["pool"]
     hits = _metric(metrics, "promptcache_engine_prefix_cache_hits_tokens_total")
     assert hits == sum(_metric(metrics, f'{tier}{{tier="{t}"}}') for t in ("pool", "ram", "disk"))
+
+
+def test_blocks_the_disk_refuses_at_shutdown_are_reported(tmp_path: Path) -> None:
+    # a disk that takes no more (here a file size limit under one block file, which fails
+    # every block write with EFBIG as a full disk fails it with ENOSPC): the server said
+    # nothing, and a user expecting a warm restart found an empty tier
+    disk = tmp_path / "kv"
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "1MiB",
+        "--kv-disk", str(disk),
+    )  # fmt: skip
+    limit = 4096  # key.json fits, a block file (about 16 KiB) does not
+    limited = [
+        sys.executable, "-c",
+        "import os, resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+        "os.execv(sys.argv[1], sys.argv[1:])",
+        *command,
+    ]  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    with _serving(limited, base) as served:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        client.completions.create(model="tiny", prompt=LONG_PROMPT, max_tokens=8, temperature=0)
+    prompt_ids = Tokenizer.from_pretrained(TINYSTORIES).encode(LONG_PROMPT)
+    blocks = (len(prompt_ids) + 8 - 1) // BLOCK  # the full blocks of prompt + output
+    assert not list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
+    assert not list(disk.glob("*/*.tmp"))
+    key_dir = next(disk.iterdir())
+    expected = (
+        f"could not write {blocks} of the {blocks} cached KV blocks to the disk tier {key_dir} "
+        f"(File too large); a restart will not find them"
+    )
+    assert expected in served.stderr, served.stderr
+    assert "Traceback" not in served.stderr
