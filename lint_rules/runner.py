@@ -452,4 +452,20 @@ def lint_paths(
     found = discover(list(paths), config, force_exclude, include_tests)
     files = [_display(p) for p in found]
     results, _ = lint_program(files, config, jobs, cache_dir)
-    return results
+    return _once_per_file(results)
+
+
+def _once_per_file(results: list[FileResult]) -> list[FileResult]:
+    """One result per file on disk: a file reached twice (``sub/link.py``, a symbolic link to
+    ``pkg/app.py``, or named both ways) is reported once, under the path that goes through no
+    link where there is one, else the first, so its findings are neither counted twice nor
+    patched twice by ``--diff``. Every path is still analysed (a module may be imported by
+    the link's name)."""
+    by_file: dict[str, list[FileResult]] = {}
+    for result in results:
+        by_file.setdefault(os.path.realpath(result.path), []).append(result)
+    kept = set()
+    for real, same in by_file.items():
+        direct = [r for r in same if os.path.abspath(r.path) == real]
+        kept.add(id((direct or same)[0]))
+    return [r for r in results if id(r) in kept]

@@ -162,3 +162,41 @@ def test_named_files_that_are_not_python_are_skipped_and_said_to_be(project: Pat
     assert alone.exit_code == 0
     assert "All checks passed (1 file)" not in alone.stdout
     assert "skipped 1 named file that is not Python source (data.json)" in alone.stderr
+
+
+FIXABLE = (
+    "import json\nimport anthropic\nclient = anthropic.Anthropic()\n"
+    "def ask(q, fields):\n"
+    "    profile = {k: fields[k] for k in set(fields)}  # keys in a set's order\n"
+    "    return client.messages.create(model='m', system=json.dumps(profile), messages=[q])\n"
+)
+
+
+@pytest.mark.parametrize(
+    "names", [(".",), ("pkg", "sub"), ("sub/link.py", "pkg/app.py"), ("pkg", "pkg/app.py")]
+)
+def test_a_file_reached_twice_through_a_link_is_reported_once(
+    project: Path, names: tuple[str, ...]
+) -> None:
+    (project / "pkg").mkdir()
+    (project / "sub").mkdir()
+    (project / "pkg" / "app.py").write_text(BAD)
+    (project / "sub" / "link.py").symlink_to(Path("..") / "pkg" / "app.py")
+    result = run(*names, "--format", "json")
+    assert result.exit_code == 1, result.output
+    paths = [finding["filename"] for finding in json.loads(result.stdout)]
+    assert paths == ["pkg/app.py"]  # under its own name, not the link's
+
+
+def test_a_file_reached_twice_is_patched_once_by_diff(project: Path) -> None:
+    """Two copies of one patch: `git apply` fails on the second."""
+    (project / "pkg").mkdir()
+    (project / "pkg" / "app.py").write_text(FIXABLE)
+    (project / "link.py").symlink_to(Path("pkg") / "app.py")
+    result = run(".", "--diff")
+    assert result.exit_code == 1
+    assert result.stdout.count("+++ ") == 1 and "+++ b/pkg/app.py" in result.stdout
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    patch = project / "fix.patch"
+    patch.write_text(result.stdout)
+    subprocess.run(["git", "apply", "--check", str(patch)], cwd=project, check=True)
