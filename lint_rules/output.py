@@ -2,11 +2,15 @@
 
 Columns in every output are 1-based character columns (diagnostics store 0-based UTF-8 byte
 columns, as ``ast`` reports them; the runner keeps each flagged line's text to convert).
+GitHub annotations name each file from the root of the git repository the current folder is in
+(``repository_root``), as GitHub places ``file=`` from the repository's root: a run in
+``backend/`` says ``file=backend/app.py``. Text and JSON name files from the current folder.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from importlib.util import decode_source
 from pathlib import Path
@@ -186,15 +190,37 @@ def _escape_property(text: str) -> str:
 _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
-def render_github(results: Sequence[FileResult]) -> str:
-    """GitHub Actions workflow commands (``::error file=...::message``), one per finding."""
+def repository_root(folder: Path) -> Path:
+    """The root of the git repository ``folder`` is in (the nearest folder at or above it that
+    holds ``.git``, a folder or, in a worktree or submodule, a file), else ``folder``."""
+    folder = Path(os.path.abspath(folder))
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def _from_root(path: str, root: Path) -> str:
+    """``path`` (relative to the current folder) relative to ``root`` where it is under it."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(root).as_posix()
+    except ValueError:
+        return str(absolute)
+
+
+def render_github(results: Sequence[FileResult], root: Path | None = None) -> str:
+    """GitHub Actions workflow commands (``::error file=...::message``), one per finding; files
+    relative to ``root`` (default: ``repository_root`` of the current folder)."""
+    root = Path(os.path.abspath(root if root is not None else repository_root(Path.cwd())))
     out = []
     for result, d in _all(results):
         rule = RULES.get(d.code)
         title = f"{d.code} {rule.name}" if rule else d.code
         loc = d.location
+        where = _escape_property(_from_root(loc.path, root))
         props = (
-            f"file={_escape_property(loc.path)},line={loc.line},col={_col(result, loc)},"
+            f"file={where},line={loc.line},col={_col(result, loc)},"
             f"endLine={loc.end_line or loc.line},title={_escape_property(title)}"
         )
         out.append(f"::{_LEVELS[d.severity]} {props}::{_escape_data(d.message)}")

@@ -28,7 +28,7 @@ from urllib.parse import quote
 from promptcache import __version__
 
 from ._base import Location, Severity
-from .output import Columns
+from .output import Columns, repository_root
 from .registry import RULES
 from .runner import FileResult
 
@@ -86,16 +86,6 @@ def rule_descriptors() -> list[dict[str, Any]]:
             }
         )
     return descriptors
-
-
-def repository_root(folder: Path) -> Path:
-    """The root of the git repository ``folder`` is in (the nearest folder at or above it that
-    holds ``.git``, a folder or, in a worktree or submodule, a file), else ``folder``."""
-    folder = Path(os.path.abspath(folder))
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return folder
 
 
 def render_sarif(results: Sequence[FileResult], root: Path | None = None) -> str:

@@ -200,3 +200,22 @@ def test_a_file_reached_twice_is_patched_once_by_diff(project: Path) -> None:
     patch = project / "fix.patch"
     patch.write_text(result.stdout)
     subprocess.run(["git", "apply", "--check", str(patch)], cwd=project, check=True)
+
+
+def test_github_annotations_from_a_sub_folder_name_paths_from_the_repository_root(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub places an annotation's file= from the repository's root: file=app.py from a run
+    in backend/ would point at no file of the pull request."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "backend").mkdir()
+    (project / "backend" / "app.py").write_text(BAD)
+    monkeypatch.chdir(project / "backend")
+    result = run(".", "--format", "github")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("::error file=backend/app.py,line=6,")
+    # without a repository around it, the current folder is the root
+    monkeypatch.chdir(project)
+    (project / ".git").rename(project / "git-was-here")
+    monkeypatch.chdir(project / "backend")
+    assert run(".", "--format", "github").stdout.startswith("::error file=app.py,line=6,")
