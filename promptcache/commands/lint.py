@@ -47,6 +47,14 @@ def _existing_paths(
                 why = "is a symbolic link loop (following it never reaches a file)"
             elif path.is_symlink():
                 why = f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+            elif exc.errno == errno.ENOENT and str(path) == "-":
+                why = "does not exist (source is not read from stdin: name files or folders)"
+            elif exc.errno == errno.ENOENT and any(c in str(path) for c in "*?["):
+                # quoted in a CI step's YAML or a script, a glob reaches us unexpanded
+                why = (
+                    "does not exist (a glob pattern is not expanded here: name the folder, "
+                    "which is searched for .py files, or let the shell expand it unquoted)"
+                )
             elif exc.errno == errno.ENOENT:
                 why = "does not exist"
             else:

@@ -219,3 +219,20 @@ def test_github_annotations_from_a_sub_folder_name_paths_from_the_repository_roo
     (project / ".git").rename(project / "git-was-here")
     monkeypatch.chdir(project / "backend")
     assert run(".", "--format", "github").stdout.startswith("::error file=app.py,line=6,")
+
+
+def test_a_quoted_glob_on_the_command_line_is_said_to_be_unexpanded(project: Path) -> None:
+    """`promptcache lint "src/**/*.py"` in a CI step: the shell leaves the quoted glob as it
+    is, and 'does not exist' alone hides why."""
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text(BAD)
+    result = run("src/**/*.py")
+    assert result.exit_code == 2
+    assert (
+        "Path 'src/**/*.py' does not exist (a glob pattern is not expanded here: name the "
+        "folder, which is searched for .py files, or let the shell expand it unquoted)"
+    ) in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    dash = run("-")
+    assert dash.exit_code == 2
+    assert "(source is not read from stdin: name files or folders)" in dash.output
