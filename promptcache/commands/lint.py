@@ -432,13 +432,12 @@ def _nothing_to_lint(
         if force_exclude
         else 0
     )
-    # and the others of them that exclude leaves out
-    excluded = (
-        len(discover(targets, config, False, True))
-        - len(discover(targets, config, True, True))
-        - skipped
-        if force_exclude
-        else 0
+    # and the files that the config's exclude leaves out: named ones (with force_exclude) and
+    # those inside the folders searched
+    from dataclasses import replace
+
+    excluded = len(discover(targets, replace(config, exclude=()), force_exclude, True)) - len(
+        discover(targets, config, force_exclude, True)
     )
     why = []
     if tests:
@@ -452,8 +451,12 @@ def _nothing_to_lint(
         )
     if excluded:
         why.append(
-            f"{excluded} file{'s' if excluded != 1 else ''} left out by the config's exclude "
-            "(--force-exclude applies it to the paths named on the command line)"
+            f"{excluded} file{'s' if excluded != 1 else ''} left out by the config's exclude"
+            + (
+                " (--force-exclude applies it to the paths named on the command line)"
+                if force_exclude
+                else ""
+            )
         )
     if why:
         return f"warning: No Python files to lint under the given path(s): {'; '.join(why)}"

@@ -236,3 +236,20 @@ def test_a_quoted_glob_on_the_command_line_is_said_to_be_unexpanded(project: Pat
     dash = run("-")
     assert dash.exit_code == 2
     assert "(source is not read from stdin: name files or folders)" in dash.output
+
+
+def test_nothing_to_lint_counts_the_files_the_config_excludes(project: Path) -> None:
+    """With every file excluded by the config, the warning said 'No Python files found',
+    though there are some: it now says the exclude left them out."""
+    (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nexclude = ["src/gen/"]\n')
+    (project / "src" / "gen").mkdir(parents=True)
+    (project / "src" / "gen" / "a.py").write_text(BAD)
+    (project / "src" / "gen" / "b.py").write_text(BAD)
+    (project / "tests").mkdir()
+    (project / "tests" / "test_a.py").write_text(BAD)
+    result = run(".")
+    assert result.exit_code == 0 and result.stdout == "All checks passed (0 files).\n"
+    assert result.stderr == (
+        "warning: No Python files to lint under the given path(s): 1 test file left out "
+        "(--include-tests lints them); 2 files left out by the config's exclude\n"
+    )
