@@ -266,16 +266,20 @@ class AsyncEngine:
                 logger.exception("writing the cached KV blocks to the disk tier failed")
             else:
                 if written:
-                    logger.info("wrote %d cached KV blocks to the disk tier", written)
+                    noun = "block" if written == 1 else "blocks"
+                    logger.info("wrote %d cached KV %s to the disk tier", written, noun)
                 tiers = self.engine.kv_tiers
                 if tiers is not None and tiers.disk is not None and tiers.flush_failures:
+                    total = tiers.flush_failures + written
                     logger.warning(
-                        "could not write %d of the %d cached KV blocks to the disk tier %s (%s); "
-                        "a restart will not find them",
+                        "could not write %d of the %d cached KV %s to the disk tier %s (%s); "
+                        "a restart will not find %s",
                         tiers.flush_failures,
-                        tiers.flush_failures + written,
+                        total,
+                        "block" if total == 1 else "blocks",
                         tiers.disk.dir,
                         tiers.disk.last_write_error,
+                        "it" if tiers.flush_failures == 1 else "them",
                     )
 
     def _run_warmup(self) -> None:

@@ -150,3 +150,26 @@ def test_blocks_the_disk_refuses_at_shutdown_are_reported(tmp_path: Path) -> Non
     )
     assert expected in served.stderr, served.stderr
     assert "Traceback" not in served.stderr
+
+
+def test_the_stop_counts_one_written_block_in_the_singular(tmp_path: Path) -> None:
+    disk = tmp_path / "kv"
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-disk", str(disk), "--log-level", "info"
+    )
+    prompt = "Once upon a time, there was a dog."
+    prompt_ids = Tokenizer.from_pretrained(TINYSTORIES).encode(prompt)
+    assert (len(prompt_ids) + 8 - 1) // BLOCK == 1  # prompt + output fill one block
+    base = f"http://127.0.0.1:{port}"
+    with _serving(command, base) as served:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        reply = client.completions.create(
+            model="tiny",
+            prompt=prompt,
+            max_tokens=8,
+            temperature=0,
+            extra_body={"ignore_eos": True},
+        )
+    assert reply.usage is not None and reply.usage.completion_tokens == 8
+    assert len(list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))) == 1
+    assert "INFO:     wrote 1 cached KV block to the disk tier\n" in served.stderr, served.stderr
