@@ -214,8 +214,8 @@ def _special_kind(path: Path) -> str | None:
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="PROMPTCACHE_CACHE_DIR",
-    help="Where cached results live (default: .promptcache_cache beside pyproject.toml; "
-    "env PROMPTCACHE_CACHE_DIR).",
+    help="Where cached results live (default: .promptcache_cache beside the pyproject.toml "
+    "the settings come from, else in the current folder; env PROMPTCACHE_CACHE_DIR).",
 )
 @click.option(
     "--output",

@@ -253,3 +253,26 @@ def test_nothing_to_lint_counts_the_files_the_config_excludes(project: Path) -> 
         "warning: No Python files to lint under the given path(s): 1 test file left out "
         "(--include-tests lints them); 2 files left out by the config's exclude\n"
     )
+
+
+def test_the_cache_folder_is_where_the_help_says(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The help said 'beside pyproject.toml'; a pyproject.toml without a lint table is not
+    the settings' one, and the cache goes to the current folder."""
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\n')
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text(BAD)
+    monkeypatch.chdir(project / "src")
+    assert CliRunner().invoke(cli, ["lint", "."]).exit_code == 1
+    assert (project / "src" / ".promptcache_cache").is_dir()
+    assert not (project / ".promptcache_cache").exists()
+    helptext = " ".join(CliRunner().invoke(cli, ["lint", "--help"]).output.split())
+    assert (
+        "default: .promptcache_cache beside the pyproject.toml the settings come from, else in "
+        "the current folder" in helptext
+    )
+    # with a lint table, the cache goes beside it
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\n[tool.promptcache.lint]\n')
+    assert CliRunner().invoke(cli, ["lint", "."]).exit_code == 1
+    assert (project / ".promptcache_cache").is_dir()
