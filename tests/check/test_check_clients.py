@@ -85,7 +85,11 @@ def test_a_failing_command_is_exit_2_naming_the_run(tmp_path: Path) -> None:
     ("runner", "status", "meaning"),
     [
         (("-m", "pytest"), 1, "pytest: tests failed; check needs a session that passes"),
-        (("-m", "pytest", "-k", "no_such_test"), 5, "pytest: no tests were collected"),
+        (
+            ("-m", "pytest", "-k", "no_such_test"),
+            5,
+            "pytest: no tests ran (none collected, or all deselected)",
+        ),
     ],
 )
 def test_a_failing_pytest_command_says_what_its_status_means(
