@@ -436,8 +436,16 @@ def _nothing_to_lint(
     # those inside the folders searched
     from dataclasses import replace
 
-    excluded = len(discover(targets, replace(config, exclude=()), force_exclude, True)) - len(
-        discover(targets, config, force_exclude, True)
+    unexcluded = len(discover(targets, replace(config, exclude=()), force_exclude, True))
+    excluded = unexcluded - len(discover(targets, config, force_exclude, True))
+    # and before them, those that .gitignore files leave out
+    ignored = (
+        len(
+            discover(
+                targets, replace(config, exclude=(), respect_gitignore=False), force_exclude, True
+            )
+        )
+        - unexcluded
     )
     why = []
     if tests:
@@ -457,6 +465,11 @@ def _nothing_to_lint(
                 if force_exclude
                 else ""
             )
+        )
+    if ignored:
+        why.append(
+            f"{ignored} file{'s' if ignored != 1 else ''} left out by .gitignore "
+            "(respect-gitignore = false in the config lints them)"
         )
     if why:
         return f"warning: No Python files to lint under the given path(s): {'; '.join(why)}"

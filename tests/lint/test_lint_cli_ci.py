@@ -276,3 +276,19 @@ def test_the_cache_folder_is_where_the_help_says(
     (project / "pyproject.toml").write_text('[project]\nname = "app"\n[tool.promptcache.lint]\n')
     assert CliRunner().invoke(cli, ["lint", "."]).exit_code == 1
     assert (project / ".promptcache_cache").is_dir()
+
+
+def test_nothing_to_lint_counts_the_files_gitignore_leaves_out(project: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / ".gitignore").write_text("gen/\n")
+    (project / "gen").mkdir()
+    (project / "gen" / "made.py").write_text(BAD)
+    result = run(".")
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "warning: No Python files to lint under the given path(s): 1 file left out by "
+        ".gitignore (respect-gitignore = false in the config lints them)\n"
+    )
+    # as it says
+    (project / "pyproject.toml").write_text("[tool.promptcache.lint]\nrespect-gitignore = false\n")
+    assert run(".").exit_code == 1
