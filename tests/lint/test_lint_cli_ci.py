@@ -1,7 +1,8 @@
-"""`promptcache lint` as a CI job meets it: SARIF paths from a sub-folder of a repository,
-files named on the command line that are not Python, config mistakes that would check nothing
-(quoted patterns, a sink with no argument), suppression comments in capitals, and one file
-reached twice through a symbolic link. Each runs the real command on real files."""
+"""`promptcache lint` as a CI job meets it: SARIF and GitHub annotation paths from a
+sub-folder of a repository, files named on the command line that are not Python, a quoted glob,
+config mistakes that would check nothing (quoted patterns, a sink with no argument), suppression
+comments in capitals, one file reached twice through a symbolic link, what the nothing-to-lint
+warning counts and where the cache goes. Each runs the real command on real files."""
 
 from __future__ import annotations
 
