@@ -45,6 +45,7 @@ disk tier uses "DISK", our own name (vLLM has no disk medium). Pool events keep 
 
 from __future__ import annotations
 
+import logging
 import mmap
 import time
 from collections import OrderedDict
@@ -56,6 +57,8 @@ import torch
 
 from .disk_tier import DiskTier
 from .host_tier import HostTier
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..attention.base import KVCacheLayer
@@ -185,6 +188,10 @@ class KVTiers:
         #: Blocks the last `flush` could not write to disk (disk full...): the disk tier's
         #: ``last_write_error`` says why.
         self.flush_failures = 0
+        # whether the disk refused the last block written while serving (warned once per run
+        # of refusals), and whether `flush` is writing (its failures are counted instead)
+        self._disk_refusing = False
+        self._flushing = False
         #: Pool blocks made resident when the tiers were built (`startup_seconds`).
         self.num_resident_blocks = 0
         #: Disk read buffers made resident then (at most ``MAX_STAGED_BLOCKS``).
@@ -427,6 +434,19 @@ class KVTiers:
         if disk is None:
             return 0
         failures_before = disk.num_write_failures
+        self._flushing = True
+        try:
+            written, order = self._flush_to(disk, pool_blocks)
+        finally:
+            self._flushing = False
+        disk.mark_used_in_order(order)
+        self.flush_failures = disk.num_write_failures - failures_before
+        return written
+
+    def _flush_to(
+        self, disk: DiskTier, pool_blocks: Iterable[tuple[int, int, int, tuple[int, ...]]]
+    ) -> tuple[int, list[int]]:
+        """`flush`'s writes: (blocks written, every block flushed least recently used first)."""
         pool = list(pool_blocks)
         in_pool = {block_hash for _, block_hash, _, _ in pool}
         written = 0
@@ -446,9 +466,7 @@ class KVTiers:
                 self._disk_write(block_hash, parent_hash, token_ids, self._gather(block_id))
                 written += block_hash in disk
             order.append(block_hash)
-        disk.mark_used_in_order(order)
-        self.flush_failures = disk.num_write_failures - failures_before
-        return written
+        return written, order
 
     def clear(self) -> None:
         """Drop every RAM block and delete every disk block."""
@@ -549,8 +567,18 @@ class KVTiers:
         disk = self.disk
         assert disk is not None
         start = time.perf_counter()
+        failures = disk.num_write_failures
         removed = disk.write(block_hash, parent_hash, token_ids, data, self._pinned)
         self.seconds["write"] += time.perf_counter() - start
+        refused = disk.num_write_failures > failures
+        if refused and not self._disk_refusing and not self._flushing:
+            logger.warning(
+                "could not write an evicted KV block to the disk tier %s (%s); blocks evicted "
+                "while the disk refuses them are dropped, and a restart will not find them",
+                disk.dir,
+                disk.last_write_error,
+            )
+        self._disk_refusing = refused
         for gone in removed:
             staged = self._staged.pop(gone, None)
             if staged is not None:

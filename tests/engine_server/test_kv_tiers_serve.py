@@ -118,6 +118,19 @@ def test_ram_tier_hits_are_reported_apart_from_pool_hits() -> None:
     assert hits == sum(_metric(metrics, f'{tier}{{tier="{t}"}}') for t in ("pool", "ram", "disk"))
 
 
+def _block_files_refused(command: list[str]) -> list[str]:
+    """``command`` under a file size limit that key.json fits and a block file (about 16 KiB)
+    does not: every block write fails with EFBIG, as a full disk fails it with ENOSPC."""
+    limit = 4096
+    return [
+        sys.executable, "-c",
+        "import os, resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+        "os.execv(sys.argv[1], sys.argv[1:])",
+        *command,
+    ]  # fmt: skip
+
+
 def test_blocks_the_disk_refuses_at_shutdown_are_reported(tmp_path: Path) -> None:
     # a disk that takes no more (here a file size limit under one block file, which fails
     # every block write with EFBIG as a full disk fails it with ENOSPC): the server said
@@ -127,16 +140,8 @@ def test_blocks_the_disk_refuses_at_shutdown_are_reported(tmp_path: Path) -> Non
         TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "1MiB",
         "--kv-disk", str(disk),
     )  # fmt: skip
-    limit = 4096  # key.json fits, a block file (about 16 KiB) does not
-    limited = [
-        sys.executable, "-c",
-        "import os, resource, sys\n"
-        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
-        "os.execv(sys.argv[1], sys.argv[1:])",
-        *command,
-    ]  # fmt: skip
     base = f"http://127.0.0.1:{port}"
-    with _serving(limited, base) as served:
+    with _serving(_block_files_refused(command), base) as served:
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
         client.completions.create(model="tiny", prompt=LONG_PROMPT, max_tokens=8, temperature=0)
     prompt_ids = Tokenizer.from_pretrained(TINYSTORIES).encode(LONG_PROMPT)
@@ -173,3 +178,35 @@ def test_the_stop_counts_one_written_block_in_the_singular(tmp_path: Path) -> No
     assert reply.usage is not None and reply.usage.completion_tokens == 8
     assert len(list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))) == 1
     assert "INFO:     wrote 1 cached KV block to the disk tier\n" in served.stderr, served.stderr
+
+
+def test_blocks_the_disk_refuses_while_serving_are_reported_once(tmp_path: Path) -> None:
+    # a pool of 4 blocks: the second story evicts the first one's blocks to a disk that
+    # refuses them; they were dropped without a word, the stop's count never saw them
+    disk = tmp_path / "kv"
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-cache-bytes", "64KiB",
+        "--kv-disk", str(disk),
+    )  # fmt: skip
+    stories = [
+        "Once upon a time, there was a little girl named Lily. She liked to play outside "
+        "with her friends in the big green park.",
+        "The little dog ran to the park. The little dog ran to the park. The little dog ran.",
+        "Tom had a red ball. He threw it high and his cat ran after it all day long.",
+    ]
+    tokenizer = Tokenizer.from_pretrained(TINYSTORIES)
+    stories = [f"{story} {story}" for story in stories]
+    sizes = [len(tokenizer.encode(story)) + 8 for story in stories]  # with the output
+    assert all((n - 1) // BLOCK >= 2 and n <= 4 * BLOCK for n in sizes)  # 2 cached blocks each
+    base = f"http://127.0.0.1:{port}"
+    with _serving(_block_files_refused(command), base) as served:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        for story in stories:
+            client.completions.create(model="tiny", prompt=story, max_tokens=8, temperature=0)
+    warning = (
+        f"could not write an evicted KV block to the disk tier {next(disk.iterdir())} "
+        "(File too large); blocks evicted while the disk refuses them are dropped, and a "
+        "restart will not find them"
+    )
+    assert served.stderr.count(warning) == 1, served.stderr
+    assert not list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
