@@ -7,6 +7,7 @@ each lives in; nothing heavy (torch, starlette) is imported until a name is used
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,14 +27,26 @@ def lazy_exports(
     Returns:
         ``(__getattr__, __dir__)``: the first imports the name's module on first use and keeps
         the value in the package (so later lookups are plain attribute reads); it raises
-        ``AttributeError`` for a name not in ``where``.
+        ``AttributeError`` for a name not in ``where``, and ``ImportError`` naming the module
+        and the cause when the module's own import fails with an ``AttributeError``.
     """
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, package), name)
+        try:
+            loaded = importlib.import_module(module, package)
+        except AttributeError as exc:
+            # raised by the module's own import (a local struct.py shadowing the standard
+            # library's, a circular import): left an AttributeError, Python would say "cannot
+            # import name" of a name that exists and drop the cause
+            raise ImportError(
+                f"cannot load {package}.{name}: importing "
+                f"{importlib.util.resolve_name(module, package)} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        value = getattr(loaded, name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import promptcache
 
@@ -53,3 +54,41 @@ def test_import_loads_no_sdk_module_until_a_name_is_used() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["promptcache.errors,promptcache.lazy", "True"]
+
+
+def test_a_module_that_fails_to_load_is_said_not_hidden_as_a_missing_name(tmp_path: Path) -> None:
+    # An AttributeError inside the module's own import (a script named struct.py beside the
+    # user's code shadows the standard library's: "partially initialized module 'struct' has no
+    # attribute 'calcsize'") left the lazy __getattr__ as an AttributeError, which Python shows
+    # as "cannot import name 'PromptBuilder' from 'promptcache'": a name that exists, said
+    # missing, and the real cause gone.
+    import subprocess
+    import sys
+
+    pkg = tmp_path / "lazypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from promptcache.lazy import lazy_exports\n"
+        "__getattr__, __dir__ = lazy_exports(__name__, {'Thing': '.broken'})\n",
+        encoding="utf-8",
+    )
+    (pkg / "broken.py").write_text(
+        "import lazypkg.helper as helper\nThing = helper.calcsize\n", encoding="utf-8"
+    )
+    (pkg / "helper.py").write_text("size = 4\n", encoding="utf-8")
+    said = (
+        "ImportError: cannot load lazypkg.Thing: importing lazypkg.broken failed: "
+        "AttributeError: module 'lazypkg.helper' has no attribute 'calcsize'"
+    )
+    for code in ("from lazypkg import Thing", "import lazypkg; lazypkg.Thing"):
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 1
+        assert proc.stderr.strip().splitlines()[-1] == said
+    # a name that is not exported is still the plain AttributeError (hasattr() is False)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import lazypkg; print(hasattr(lazypkg, 'Other'))"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert proc.stdout == "False\n"
