@@ -122,11 +122,13 @@ class DiskTier:
         #: least recently used ones over ``capacity_bytes`` (a smaller budget than they were
         #: written under). The serve banner reports both.
         self.num_dropped_at_open = 0
+        self.num_trimmed_at_open = 0
         #: Block writes that failed (disk full, a file over the size limit, the directory gone)
         #: and the last one's reason (``strerror``), for the shutdown's report.
         self.num_write_failures = 0
         self.last_write_error: str | None = None
-        self.num_trimmed_at_open = 0
+        #: Why the last `read` that returned None refused its file.
+        self.last_read_error: str | None = None
         self._scan()
 
     # Queries ---------------------------------------------------------------------------------
@@ -242,11 +244,17 @@ class DiskTier:
                     got += n
             finally:
                 os.close(fd)
-        except OSError:
+        except OSError as exc:
             got = -1
+            self.last_read_error = exc.strerror or str(exc)
         data = None
         if got == entry.file_bytes:
             data = self._decode(view[: entry.file_bytes], block_hash, entry)
+            if data is None:
+                self.last_read_error = "its header, token ids or CRC-32 do not match"
+        elif got >= 0:
+            size = "cut short" if got < entry.file_bytes else "grown"
+            self.last_read_error = f"{size} since the tier indexed it"
         if data is None:
             self.num_dropped += 1
             self.remove(block_hash)

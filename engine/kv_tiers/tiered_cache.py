@@ -290,6 +290,11 @@ class KVTiers:
             self._staged[block_hash] = (buffer, data)
         self.seconds["read"] += time.perf_counter() - start
         if data is None:
+            logger.warning(
+                "dropped the KV block file %s (%s); its tokens are computed again",
+                self.disk.path(block_hash),
+                self.disk.last_read_error,
+            )
             self._removed(block_hash, MEDIUM_DISK)
             return False
         return True

@@ -210,3 +210,45 @@ def test_blocks_the_disk_refuses_while_serving_are_reported_once(tmp_path: Path)
     )
     assert served.stderr.count(warning) == 1, served.stderr
     assert not list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
+
+
+def test_a_block_file_damaged_on_disk_is_reported_when_read(tmp_path: Path) -> None:
+    # a bit flipped in every block file after a clean stop: the restarted tier indexes them
+    # (headers intact), the first read fails its CRC and the file is dropped, which the server
+    # did without a word: the user saw a cold prefix and a file gone
+    disk = tmp_path / "kv"
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-disk", str(disk)
+    )
+    base = f"http://127.0.0.1:{port}"
+    with _serving(command, base):
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        client.completions.create(model="tiny", prompt=LONG_PROMPT, max_tokens=8, temperature=0)
+    files = sorted(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
+    assert len(files) >= 2
+    for path in files:
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF  # the payload's last byte
+        path.write_bytes(bytes(data))
+
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-disk", str(disk)
+    )
+    base = f"http://127.0.0.1:{port}"
+    with _serving(command, base) as second:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        reply = client.completions.create(
+            model="tiny", prompt=LONG_PROMPT, max_tokens=8, temperature=0
+        )
+    assert f"holding {len(files)} KV blocks" in second.stderr
+    assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+    assert reply.usage.prompt_tokens_details.cached_tokens == 0  # the first block failed
+    # one file read (the match ends at it), dropped, and written again at the stop
+    warnings = [ln for ln in second.stderr.splitlines() if "dropped the KV block file" in ln]
+    assert len(warnings) == 1, second.stderr
+    named = re.fullmatch(
+        r"WARNING:  dropped the KV block file (\S+) \(its header, token ids or CRC-32 do not "
+        r"match\); its tokens are computed again",
+        warnings[0],
+    )
+    assert named is not None and Path(named.group(1)) in files, warnings[0]
