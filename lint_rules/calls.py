@@ -141,6 +141,9 @@ _VALUE_TYPE_METHODS = frozenset(
 #: list methods after which an index no longer names the element it named
 _REORDERING = frozenset({"pop", "remove", "reverse", "clear"})
 _MUTATORS = {"append", "extend", "insert", "add", "update", "appendleft", "extendleft"}
+#: the marks that end the ``ref`` of a set literal whose order is the same in every process
+#: (``exprs._stable_order``)
+_STABLE_SETS = (("numbers",), ("one element",))
 #: ``promptcache.PromptBuilder`` methods -> region ("" = the tail, not part of the cached prefix):
 #: frozen layer (system, rules, knowledge, example, tool), session layer, then the dynamic layer
 #: and the append-only history, which render last.
@@ -1265,7 +1268,9 @@ class CallsMixin(EngineState):
             if own_attr and frame.cls is not None and isinstance(target, ast.Attribute):
                 old = frame.cls.attrs.get(target.attr, CLEAN)
                 name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
-                frame.cls.attrs[target.attr] = replace(old, name_key=name_key)
+                frame.cls.attrs[target.attr] = replace(
+                    old, name_key=name_key, ref=added_to_set(old, method, args, kwargs)
+                )
             return CLEAN
         if method in _MUTATORS and isinstance(target, ast.Name):
             name = target.id
@@ -1298,7 +1303,7 @@ class CallsMixin(EngineState):
                 None,
                 elem_str,
                 name_key,
-                old.ref,
+                added_to_set(old, method, args, kwargs),
                 elts,
                 None,
                 more,
@@ -1501,8 +1506,9 @@ class CallsMixin(EngineState):
         if iterable.shape not in (Shape.SET, Shape.UNORDERED_LIST):
             return None
         birth = iterable.ref if isinstance(iterable.ref, tuple) else (0, 0, "a set")
-        if iterable.shape is Shape.SET and birth[3:] == ("numbers",):
-            return None  # a set of numbers: the same order in every process (``exprs._numbers``)
+        if iterable.shape is Shape.SET and birth[3:] in _STABLE_SETS:
+            # a set of numbers or of one element: the same order in every process
+            return None
         return Fact(
             Kind.UNORDERED,
             node.lineno,
@@ -1955,3 +1961,25 @@ def _dataclass_fields(cls: ast.ClassDef) -> list[str]:
         and isinstance(stmt.target, ast.Name)
         and "ClassVar" not in ast.unparse(stmt.annotation)
     ]
+
+
+def added_to_set(
+    old: Value, method: str, args: list[Value], kwargs: Mapping[str | None, Value]
+) -> object:
+    """The ``ref`` of ``old`` after ``old.<method>(*args)`` adds to it: a set literal's mark of
+    an order that is the same in every process (``_STABLE_SETS``) stays only when the set
+    still holds numbers only (``add`` of a number, ``update`` from sets of numbers); a string
+    added, or a second element added to a set of one, leaves a set whose order follows the
+    per-process hash seed."""
+    ref = old.ref
+    if old.shape is not Shape.SET or not isinstance(ref, tuple) or ref[3:] not in _STABLE_SETS:
+        return ref
+    if ref[3:] == ("numbers",) and not kwargs and args:
+        if method == "add" and len(args) == 1 and args[0].shape is Shape.NUM:
+            return ref
+        if method == "update" and all(
+            a.shape is Shape.SET and isinstance(a.ref, tuple) and a.ref[3:] == ("numbers",)
+            for a in args
+        ):
+            return ref
+    return ref[:3]

@@ -289,7 +289,7 @@ class ExprsMixin(EngineState):
                 left.facts | right.facts,
                 Shape.SET,
                 elem_str=left.elem_str and right.elem_str,
-                ref=left.ref or right.ref,
+                ref=_set_operation_ref(node.op, left, right),
             )
         if isinstance(node.op, ast.BitOr) and Shape.DICT in (left.shape, right.shape):
             return Value(left.facts | right.facts, Shape.DICT)
@@ -390,7 +390,7 @@ class ExprsMixin(EngineState):
             join(*values).facts if values else frozenset(),
             Shape.SET,
             elem_str=all(v.shape is Shape.STR for v in values),
-            ref=(node.lineno, node.col_offset, "a set literal", *_numbers(values)),
+            ref=(node.lineno, node.col_offset, "a set literal", *_stable_order(node, values)),
         )
 
     def expr_Dict(self, node: ast.Dict) -> Value:
@@ -595,8 +595,33 @@ def _normalises(node: ast.IfExp) -> bool:
     return False
 
 
-def _numbers(values: list[Value]) -> tuple[str, ...]:
-    """``("numbers",)`` for the elements of a set literal that are all numbers, else ``()``: a
-    number hashes to itself, so such a set comes in the same order in every process (the
-    set's ``ref`` then ends with it, ``CallsMixin.iteration_fact``)."""
-    return ("numbers",) if values and all(v.shape is Shape.NUM for v in values) else ()
+def _set_operation_ref(op: ast.operator, left: Value, right: Value) -> object:
+    """The ``ref`` of ``left <op> right`` where one side is a set: the set literal's mark of an
+    order that is the same in every process (``_stable_order``) stays where the result still
+    has it, a part of the marked ``left`` (``-``, ``&``) or of a marked ``right`` (``&``), or
+    a union of sets of numbers only; a union with anything else may hold strings."""
+    ref = left.ref or right.ref
+    if not isinstance(ref, tuple) or len(ref) < 4:
+        return ref
+    if isinstance(op, (ast.Sub, ast.BitAnd)) and left.shape is Shape.SET and left.ref is ref:
+        return ref
+    if isinstance(op, ast.BitAnd):
+        return ref
+    numbers = all(
+        side.shape is Shape.SET and isinstance(side.ref, tuple) and side.ref[3:] == ("numbers",)
+        for side in (left, right)
+    )
+    return ref if numbers else ref[:3]
+
+
+def _stable_order(node: ast.Set, values: list[Value]) -> tuple[str, ...]:
+    """The mark of a set literal whose order is the same in every process, else ``()`` (the
+    set's ``ref`` then ends with it, ``CallsMixin.iteration_fact``): ``("numbers",)`` when
+    its elements are all numbers (a number hashes to itself), ``("one element",)`` for a
+    single element that is not unpacked (one element has one order). What is added to the
+    set later keeps the mark only while it still holds (``calls.added_to_set``)."""
+    if values and all(v.shape is Shape.NUM for v in values):
+        return ("numbers",)
+    if len(node.elts) == 1 and not isinstance(node.elts[0], ast.Starred):
+        return ("one element",)
+    return ()

@@ -355,11 +355,12 @@ class LibraryMixin(EngineState):
             value = first.ordered()
             return Value(value.facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
         if qual in ("builtins.set", "builtins.frozenset"):
+            ref = (node.lineno, node.col_offset, f"{qual[9:]}()")
+            if first.shape is Shape.SET and isinstance(first.ref, tuple) and first.ref[3:]:
+                # a copy of a set literal of numbers or of one element keeps its one order
+                ref = first.ref
             return Value(
-                first.without(Kind.UNORDERED).facts,
-                Shape.SET,
-                elem_str=first.elem_str,
-                ref=(node.lineno, node.col_offset, f"{qual[9:]}()"),
+                first.without(Kind.UNORDERED).facts, Shape.SET, elem_str=first.elem_str, ref=ref
             )
         if qual in ("builtins.list", "builtins.tuple"):
             if not node.args:

@@ -12,7 +12,10 @@ the same element whatever its turn, so a prompt built from one element is not re
 element at a fixed index of a shuffled list (`pool[0]`) is drawn at random (PC002), and the one
 at a fixed index of a list made from a set (`list(set(answers))[0]`) is whichever element the
 hash seed puts there (reported). A set literal of numbers is not reported: a number hashes to
-itself, so its order is the same in every process. Iteration
+itself, so its order is the same in every process; nor is a set literal of one element (one
+element has one order). A value not known to be a number added to such a set of numbers
+(`.add`, `.update`, a union), such as a string, or a second element added to a set of one,
+makes it a set whose order may change per process (reported). Iteration
 inside `sorted(...)`, or of a list sorted in place (`names.sort()`), is fine and not reported;
 nor is a list filled by index where the index comes from the element (`for future in
 as_completed(futures): out[futures[future]] = future.result()`): each item lands at its task's
