@@ -6,7 +6,7 @@ Only the standard library is imported here (the CLI's ``--help`` stays fast).
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 __all__ = ["exact_places", "percent", "plural", "usd"]
 
@@ -24,11 +24,22 @@ def usd(
     ``grouped``: thousands separators. ``symbol``: put before the number ("" for table cells
     whose header says USD). A negative amount reads ``"$-0.5000"``, or ``"-$0.5000"`` with
     ``minus_first``.
+
+    A half rounds away from zero on the decimal value: ``usd(0.00015)`` -> ``"$0.0002"`` (the
+    float's shortest text, ``"0.00015"``, is the figure rounded, not its binary value just
+    below), and ``usd(Decimal("0.00025"))`` -> ``"$0.0003"`` (not half-to-even's 0.0002).
     """
+    if isinstance(value, Decimal):
+        amount = value
+    else:  # an int exactly; a float by its shortest text
+        amount = Decimal(int(value)) if isinstance(value, int) else Decimal(str(value))
+    if amount.is_finite():
+        amount = amount.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+        amount = amount if amount else amount.copy_abs()  # -0.00001 rounds to 0, unsigned
     spec = f"{',' if grouped else ''}.{places}f"
-    if minus_first and value < 0:
-        return f"-{symbol}{-value:{spec}}"
-    return f"{symbol}{value:{spec}}"
+    if minus_first and amount < 0:
+        return f"-{symbol}{-amount:{spec}}"
+    return f"{symbol}{amount:{spec}}"
 
 
 def exact_places(amounts: list[Decimal], minimum: int = 6) -> int:

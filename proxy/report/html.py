@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from jinja2 import Environment
 from markupsafe import Markup, escape
 
+from promptcache import formatting
+
 from . import Report
 from .advice import NO_RECOMMENDATIONS
 from .page import Page, build_page
@@ -138,7 +140,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
                 ),
             ],
             y_max=top_cost * 1.1,
-            y_fmt=lambda v: f"${v:,.4f}" if top_cost < 1 else f"${v:,.2f}",
+            y_fmt=lambda v: formatting.usd(v, 4 if top_cost < 1 else 2),
         ),
         breaks_chart=breaks_chart(timeline, colours),
         ttft=page.ttft,

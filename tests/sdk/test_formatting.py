@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from promptcache.formatting import exact_places, percent
+from promptcache.formatting import exact_places, percent, usd
 from promptcache.proxy.report.advice import EngineKvStats, _engine
 
 
@@ -41,3 +41,20 @@ def test_exact_places_keep_every_digit_of_an_amount() -> None:
     assert exact_places([Decimal("0.00000005"), Decimal("0.0024")]) == 8
     assert exact_places([Decimal("1.50"), Decimal("1E+2")]) == 6  # trailing zeros do not count
     assert exact_places([Decimal("0.1")], minimum=2) == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "kwargs", "shown"),
+    [
+        (0.00015, {}, "$0.0002"),  # the float sits just below 0.00015; its text is the figure
+        (Decimal("0.00025"), {}, "$0.0003"),  # half away from zero, not half-to-even's 0.0002
+        (-0.00015, {"minus_first": True}, "-$0.0002"),
+        (Decimal("-0.00025"), {}, "$-0.0003"),
+        (-0.00001, {"minus_first": True}, "$0.0000"),  # rounds to zero: no sign
+        (2.675, {"places": 2}, "$2.68"),  # float 2.675 is 2.67499999...
+        (1234.5, {}, "$1,234.5000"),
+        (7, {"places": 2, "grouped": False, "symbol": ""}, "7.00"),
+    ],
+)
+def test_usd_rounds_half_away_from_zero_on_the_decimal_figure(value, kwargs, shown) -> None:
+    assert usd(value, **kwargs) == shown
