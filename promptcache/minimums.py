@@ -117,7 +117,12 @@ def _check_min(value: Any, where: str, key: str = "min_tokens") -> int:
 def _parse(data: Mapping[str, Any], origin: str) -> ModelMinimums:
     rows_data = data.get("models")
     if not isinstance(rows_data, list) or not rows_data:
-        raise ConfigError(f"{origin}: expected one or more [[models]] tables")
+        raise ConfigError(
+            f"{origin} has no rows; a row is a [[models]] table with name, vendor, patterns, "
+            'min_tokens, source_url and checked, such as name = "Acme 1", vendor = "acme", '
+            'patterns = ["acme-1*"], min_tokens = 1024, source_url = "https://...", '
+            'checked = "2026-12-01"'
+        )
     rows = []
     for i, row in enumerate(rows_data):
         where = f"{origin}: [[models]] #{i + 1}"
@@ -164,7 +169,8 @@ def load_model_minimums(path: str | Path) -> ModelMinimums:
 
     Raises:
         ConfigError: the file is missing, is not UTF-8 text, is not TOML or nests it too deeply to
-            read, or a row lacks a key or has a bad value; ``path`` is not a path.
+            read, has no ``[[models]]`` row, or a row lacks a key or has a bad value; ``path``
+            is not a path.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(

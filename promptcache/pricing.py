@@ -465,8 +465,9 @@ def load_price_table(path: str | Path) -> PriceTable:
     ``load_price_table(p).with_fallback(default_price_table())``.
 
     Raises:
-        ConfigError: the file is missing, is not UTF-8 text, is not valid TOML, or a row is
-            malformed; the message names the file and the row.
+        ConfigError: the file is missing, is not UTF-8 text, is not valid TOML, has no
+            ``[models."<name>"]`` row, or a row is malformed; the message names the file and
+            the row.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(
@@ -489,7 +490,14 @@ def load_price_table(path: str | Path) -> PriceTable:
         raise ConfigError(
             f"price table {file} nests arrays or inline tables too deeply to read; flatten them"
         ) from None
-    return _parse_table(data, str(file))
+    table = _parse_table(data, str(file))
+    if not table.models:  # families alone price nothing: rows already parsed keep their rates
+        raise ConfigError(
+            f'price table {file} has no rows; a row is a [models."<name>"] table, such as '
+            '[models."acme-1"] with input = "2", output = "8" and family = "anthropic" '
+            "(or cache_read, cache_write_5m and cache_write_1h), in USD per million tokens"
+        )
+    return table
 
 
 @functools.cache

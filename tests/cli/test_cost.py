@@ -178,6 +178,28 @@ def test_rates_file_prices_unknown_model(tmp_path: Path) -> None:
     assert json.loads(out)["total_usd"] == "0.2"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "# my rates\n",
+        "[models]\n",
+        '[families.mine]\ncache_read = "0.1"\ncache_write_5m = "1.25"\ncache_write_1h = "2"\n',
+    ],
+)
+def test_rates_file_without_rows_is_refused_like_a_minimums_file(tmp_path: Path, text: str) -> None:
+    # an empty rates file priced with the bundled rows without a word
+    rates = tmp_path / "rates.toml"
+    rates.write_text(text, encoding="utf-8")
+    usage = json.dumps({"input_tokens": 10, "output_tokens": 5})
+    code, out, err = run(
+        "-", "-m", "claude-sonnet-4-5", "--api", "anthropic", "--rates", str(rates), stdin=usage
+    )
+    assert code == 2 and out == ""
+    assert f"price table {rates} has no rows" in err
+    assert '[models."acme-1"] with input = "2", output = "8"' in err
+
+
 def test_unknown_model_is_a_clean_error() -> None:
     path = VENDORS / "openai_chat" / "cached.json"
     code, out, err = run(str(path), "--model", "gpt-4o-turbo-x")

@@ -70,6 +70,17 @@ def test_price_file_with_unknown_family_names_it(tmp_path: Path) -> None:
         load_price_table(path)
 
 
+@pytest.mark.parametrize("loader", [load_price_table, load_model_minimums])
+def test_price_and_minimums_files_without_rows_are_both_refused(
+    tmp_path: Path, loader: Callable[[Path], object]
+) -> None:
+    path = tmp_path / "empty.toml"
+    path.write_text("# nothing yet\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"has no rows; a row is a \[") as info:
+        loader(path)
+    assert str(path) in str(info.value) and "such as" in str(info.value)
+
+
 def test_canonical_json_too_deep_or_cyclic_is_a_canonicalization_error() -> None:
     from promptcache import canonical_json
     from promptcache.errors import CanonicalizationError
