@@ -78,8 +78,9 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
         flagged = len({id(r) for r, _ in pairs})
         summary = (
             f"Found {len(pairs)} finding{'s' if len(pairs) != 1 else ''} in {flagged} "
-            f"file{'s' if flagged != 1 else ''} of {files} checked ({counts[Severity.ERROR]} "
-            f"error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info)."
+            f"file{'s' if flagged != 1 else ''} of {files} checked "
+            f"({_count(counts[Severity.ERROR], 'error')}, "
+            f"{_count(counts[Severity.WARNING], 'warning')}, {counts[Severity.INFO]} info)."
         )
         if fixable_count and show_fixes:
             summary += f" {fixable_count} fixable with --fix."
@@ -87,6 +88,11 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
         summary = f"All checks passed ({files} file{'s' if files != 1 else ''})."
     out.append(summary)
     return "\n".join(out) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 error``, ``0 errors``, ``2 warnings`` ("info" is a mass noun: ``2 info``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _text_line(result: FileResult, d: Diagnostic, show_fixes: bool = True) -> str:

@@ -67,7 +67,7 @@ def test_exit_codes_follow_fail_on(project: Path) -> None:
     assert (
         day.exit_code == 0
         and "PC001" in day.output
-        and "(0 error, 0 warning, 1 info)" in day.output
+        and "(0 errors, 0 warnings, 1 info)" in day.output
     )
     assert run("day.py", "--fail-on", "info").exit_code == 1
     (project / "bad.py").write_text(BAD)
@@ -93,7 +93,7 @@ def test_summary_counts_the_files_with_findings_apart_from_the_files_checked(
     result = run(".", "--fail-on", "never")
     assert sum(line.startswith("both.py:") for line in result.output.splitlines()) == 2
     assert result.output.rstrip().splitlines()[-1] == (
-        "Found 2 findings in 1 file of 3 checked (1 error, 0 warning, 1 info)."
+        "Found 2 findings in 1 file of 3 checked (1 error, 0 warnings, 1 info)."
     )
 
 

@@ -57,7 +57,8 @@ def test_templates_are_skipped_in_one_line_and_syntax_errors_are_info(project: P
     # the look-alikes: a file that does not parse for another reason is one info line each
     assert result.stdout.count("PC000") == 2
     assert "broken.py:1:" in result.stdout and "escaped.py:2:" in result.stdout
-    assert "Found 2 findings in 2 files of 2 checked (0 error, 0 warning, 2 info)." in result.stdout
+    summary = "Found 2 findings in 2 files of 2 checked (0 errors, 0 warnings, 2 info)."
+    assert summary in result.stdout
     assert run("src", "--fail-on", "info").exit_code == 1
     (src / "app.py").write_text("from app import run\n")
     (src / "setup_hooks.py").write_text("X = 1\n")
@@ -234,7 +235,7 @@ def test_select_and_ignore_apply_to_a_file_that_cannot_be_read(project: Path) ->
         result = run(".", *args)
         assert "PC000" not in result.stdout, args
         assert (
-            "Found 1 finding in 1 file of 4 checked (1 error, 0 warning, 0 info)" in result.stdout
+            "Found 1 finding in 1 file of 4 checked (1 error, 0 warnings, 0 info)" in result.stdout
         )
     (project / "pyproject.toml").write_text(
         '[tool.promptcache.lint.per-file-ignores]\n"gone.py" = ["PC000"]\n'
