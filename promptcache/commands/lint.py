@@ -259,6 +259,10 @@ def lint(
 
     if output is not None and str(output) == "-":
         output = None  # '-' is stdout, as for the commands that read '-' as stdin
+    if output is not None:  # before the analysis, which can take minutes on a large tree
+        why = _output_unwritable(output)
+        if why is not None:
+            raise click.BadParameter(f"cannot write {output}: {why}", param_hint="'--output'")
     from promptcache.lint_rules import config as lint_config
     from promptcache.lint_rules import output as render
     from promptcache.lint_rules.registry import KNOWN_CODES
@@ -389,6 +393,25 @@ def lint(
         threshold = Severity.parse(fail_on)
         if any(d.severity >= threshold for r in results for d in r.diagnostics):
             sys.exit(1)
+
+
+def _output_unwritable(output: Path) -> str | None:
+    """Why the report file ``output`` cannot be written, or None when it can: its folder is
+    missing or not a folder, or refuses a file (tried for real, as :func:`_unwritable`); an
+    existing file is opened for appending, which changes nothing in it."""
+    folder = output.parent
+    if not folder.exists():
+        return f"its folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if output.exists():
+        try:
+            with output.open("ab"):
+                pass
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        return None
+    return _unwritable(folder)
 
 
 def _unwritable(folder: Path) -> str | None:

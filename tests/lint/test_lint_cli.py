@@ -199,6 +199,26 @@ def test_an_output_of_dash_is_stdout(project: Path) -> None:
     assert not (project / "-").exists()
 
 
+def test_an_unwritable_output_is_refused_before_the_analysis(project: Path) -> None:
+    # a missing folder for -o was found only when the report was written, after the whole lint:
+    # here the analysis would end in a bad-suppression error and fill the cache folder
+    (project / "e.py").write_text("x = 1  # promptcache: ignore[PC404]\n")
+    (project / "a_file").write_text("")
+    cache = project / "lint-cache"
+    for target, why in [
+        (Path("no", "report.txt"), f"its folder {Path('no')} does not exist"),
+        (Path("a_file", "report.txt"), "a_file is not a folder"),
+    ]:
+        for extra in ([], ["--diff"]):
+            result = run("e.py", *extra, "--cache-dir", str(cache), "-o", str(target))
+            assert result.exit_code == 2, result.output
+            assert f"Invalid value for '--output': cannot write {target}: {why}" in result.output
+            assert "PC404" not in result.output and not cache.exists()
+    # a writable one still runs the lint
+    result = run("e.py", "--cache-dir", str(cache), "-o", "report.txt")
+    assert result.exit_code == 2 and "PC404" in result.output
+
+
 def test_a_named_folders_own_config_that_the_run_does_not_use_is_said(project: Path) -> None:
     # `promptcache lint app` from outside app/ ran on the defaults without a word, though
     # app/pyproject.toml ignores PC001: its findings looked like the project's own
