@@ -74,14 +74,23 @@ def usd(value: float) -> str:
     return formatting.usd(value, minus_first=True)
 
 
+def requests_text(s: Summary) -> str:
+    """``3 (2 with usage, 1 without; 2 errors out of all 3)``: with and without usage split the
+    requests; the errors are counted out of all of them, since an error can carry usage (a
+    stream cut off after Anthropic's ``message_start``, a mid-stream ``event: error``)."""
+    without = s.requests - s.requests_with_usage
+    errors = formatting.plural(s.errors, "error", grouped=True)
+    of = f"all {s.requests:,}" if s.requests != 1 else "1"
+    return (
+        f"{s.requests:,} ({s.requests_with_usage:,} with usage, {without:,} without; "
+        f"{errors} out of {of})"
+    )
+
+
 def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
     wasted = report.wasted_writes
     return [
-        (
-            "Requests",
-            f"{s.requests:,} ({s.requests_with_usage:,} with usage, "
-            f"{formatting.plural(s.errors, 'error', grouped=True)})",
-        ),
+        ("Requests", requests_text(s)),
         ("Hit rate, token-weighted", pct(s.token_hit_rate)),
         ("Hit rate, request-weighted", pct(s.request_hit_rate)),
         ("Requests with a cache hit (read >= 1 cached token)", f"{s.hit_requests:,}"),

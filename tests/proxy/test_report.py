@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import defaultdict
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,33 @@ def test_counts_of_one_take_the_singular_in_the_summary_and_the_advice(tmp_path:
     assert "1 request came after its prefix's TTL ran out" in advice
     assert "1 request sent an unchanged prefix within the TTL" in advice
     assert " 1 requests " not in advice and " were never" not in advice
+
+
+def test_the_requests_line_splits_by_usage_and_counts_errors_out_of_all(tmp_path: Path) -> None:
+    # '3 (2 with usage, 2 errors)' read as a split of 3, though a stream cut off after its
+    # usage is both: the line now splits by usage and counts the errors out of all requests
+    log = write_log(
+        tmp_path / "log.db",
+        [
+            row("ok", T0, model="claude-sonnet-4-5", **usage()),
+            row("cut", T0 + 60, model="claude-sonnet-4-5", stream=1,
+                error="client disconnected before the response was complete", **usage()),
+            row("gone", T0 + 120, model="claude-sonnet-4-5", status=502,
+                error="upstream unreachable"),
+        ],
+    )  # fmt: skip
+    with closing(sqlite3.connect(log)) as conn:  # counted apart, from the rows themselves
+        total, with_usage, errors, both = conn.execute(
+            "SELECT COUNT(*), COUNT(total_input_tokens), "
+            "SUM(status IS NULL OR status = 0 OR status >= 400 OR error IS NOT NULL), "
+            "SUM(total_input_tokens IS NOT NULL AND error IS NOT NULL) FROM requests"
+        ).fetchone()
+    assert (total, with_usage, errors, both) == (3, 2, 2, 1)
+    report = build_report(log, since=T0, until=T0 + 3600, now=T0 + 3600)
+    assert dict(summary_rows(report.total, report))["Requests"] == (
+        f"{total} ({with_usage} with usage, {total - with_usage} without; "
+        f"{errors} errors out of all {total})"
+    )
 
 
 def test_ttft_percentiles_are_nearest_rank(tmp_path: Path) -> None:

@@ -137,9 +137,13 @@ def test_errors_and_ttft_are_worded_for_what_they_count(page: Path) -> None:
     text = " ".join(page.read_text(encoding="utf-8").split())
     assert "the whole response when not" in text  # a non-streamed TTFT is the whole response
     report = build_report(page.parent / "log.db", since=T0, until=T0 + 120, now=T0 + 86400)
-    for errors, shown in ((1, "1 error)"), (2, "2 errors)"), (1200, "1,200 errors)")):
+    for errors, shown in (
+        (1, "1 error out of"),
+        (2, "2 errors out of"),
+        (1200, "1,200 errors out of"),
+    ):
         total = dataclasses.replace(report.total, errors=errors)
-        assert dict(summary_rows(total, report))["Requests"].endswith(shown)
+        assert f"; {shown} all {total.requests:,})" in dict(summary_rows(total, report))["Requests"]
 
 
 def test_chart_tooltips_give_a_count_of_one_its_singular() -> None:
