@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import IO, Any
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from promptcache.commands._json_input import read_json_object
 from promptcache.errors import PromptCacheError
+
+if TYPE_CHECKING:
+    from promptcache.fingerprint import Breakpoint
 
 #: Same names as promptcache.segments.APIS (kept here so --help imports nothing else;
 #: tests/cli/test_hash.py checks they agree).
@@ -80,6 +84,9 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
                 "only 5m or 1h",
                 err=True,
             )
+    order = _ttl_order_warning(fp.breakpoints)
+    if order is not None:
+        click.echo(f"warning: {order}", err=True)
     if output_format == "json":
         data: dict[str, Any] = fp.to_dict()
         for segment in data["segments"]:
@@ -115,3 +122,34 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
         f"segments: {len(fp.segments):,}   approx prefix tokens: {fp.approx_prefix_tokens:,}"
     )
     console.print(f"prefix hash: {fp.prefix_hash}")
+
+
+def _ttl_order_warning(breakpoints: Sequence[Breakpoint]) -> str | None:
+    """The first ``1h`` marker that follows a ``5m`` one, said with what to change; None when
+    the TTLs fall in order. A marker without ``ttl`` counts as the vendor's ``5m``.
+
+    Both vendors that let a request set a TTL refuse one whose longer TTLs do not come first in
+    the prefix (tools, then system, then messages). Checked 2026-12-05:
+    Anthropic, https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("Mixing
+    different TTLs"; the rule as quoted in
+    https://portkey.ai/docs/aigw/integrations/llms/anthropic/prompt-caching: "1-hour entries
+    must appear before 5-minute entries"), a 400; Bedrock ``cachePoint``, TTLs non-increasing
+    across toolConfig, system and messages (https://strandsagents.com/docs/api/typescript/
+    BedrockCacheTTL/, citing
+    https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_CachePointBlock.html),
+    a ValidationException. ``PromptBuilder`` raises ``BreakpointTTLOrderError`` and
+    ``promptcache check`` reports PC014 for the same order.
+    """
+    ordered = sorted(breakpoints, key=lambda b: b.segment_index)  # stable: block order within
+    for i, bp in enumerate(ordered):
+        if bp.ttl != "1h":
+            continue
+        shorter = [b.path for b in ordered[:i] if b.ttl == "5m"]
+        if shorter:
+            return (
+                f"the cache marker at {bp.path} has ttl 1h but follows the one at {shorter[0]} "
+                "with ttl 5m (no ttl is 5m); longer TTLs must come first in the prefix, and "
+                f"the vendor refuses the request (Anthropic: 400): give {' and '.join(shorter)} "
+                f"ttl 1h too, or {bp.path} ttl 5m"
+            )
+    return None

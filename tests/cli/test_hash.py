@@ -181,6 +181,49 @@ def test_a_valid_or_absent_ttl_is_no_warning() -> None:
     assert result.exit_code == 0 and result.stderr == ""
 
 
+def test_a_1h_marker_after_a_5m_one_is_a_warning() -> None:
+    """Longer TTLs must come first in the prefix (the vendor refuses the request otherwise); the
+    hash said nothing of a 5m system marker (no ttl is 5m) before a 1h one in messages."""
+    mark = {"type": "ephemeral"}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1,
+        "system": [{"type": "text", "text": "s", "cache_control": mark}],
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "text": "a", "cache_control": {**mark, "ttl": "1h"}},
+                {"type": "text", "text": "b", "cache_control": {**mark, "ttl": "5m"}},
+            ]},
+        ],
+    }  # fmt: skip
+    warning = (
+        "warning: the cache marker at messages[0].content[0] has ttl 1h but follows the one at "
+        "system[0] with ttl 5m (no ttl is 5m); longer TTLs must come first in the prefix, and "
+        "the vendor refuses the request (Anthropic: 400): give system[0] ttl 1h too, or "
+        "messages[0].content[0] ttl 5m\n"
+    )
+    for fmt in ("table", "json"):
+        result = CliRunner().invoke(cli, ["hash", "-", "--format", fmt], input=json.dumps(body))
+        assert result.exit_code == 0 and result.stderr == warning, result.output
+    # in order (1h, 1h, 5m): no warning
+    body["system"][0]["cache_control"] = {**mark, "ttl": "1h"}
+    result = CliRunner().invoke(cli, ["hash", "-"], input=json.dumps(body))
+    assert result.exit_code == 0 and result.stderr == ""
+    # Bedrock's cachePoint: a bare one (5m) in system, then a 1h one in messages
+    converse = {
+        "modelId": "anthropic.claude-sonnet-4-5",
+        "system": [{"text": "s"}, {"cachePoint": {"type": "default"}}],
+        "messages": [{"role": "user", "content": [
+            {"text": "a"}, {"cachePoint": {"type": "default", "ttl": "1h"}},
+        ]}],
+    }  # fmt: skip
+    result = CliRunner().invoke(
+        cli, ["hash", "-", "--api", "bedrock_converse"], input=json.dumps(converse)
+    )
+    assert result.exit_code == 0
+    assert "has ttl 1h but follows the one at system[1] with ttl 5m" in result.stderr
+
+
 def test_a_long_prompt_counts_with_thousands_separators(tmp_path: Path) -> None:
     # the table printed "approx prefix tokens: 1800" and "5400" chars, where every other
     # command groups its thousands
