@@ -139,6 +139,9 @@ class Report:
     #: our break reasons against the vendors' own diagnoses (:mod:`.report.agreement`); None
     #: when no request of the window carries one
     agreement: Agreement | None = None
+    #: breaks of the engine upstream that lost tokens: their ``tokens_lost`` counts whole
+    #: tokens, the engine reuses whole KV blocks (see ``render.ENGINE_LOST_NOTE``)
+    engine_breaks: int = 0
 
     @property
     def db_shown(self) -> str:
@@ -529,6 +532,7 @@ def build_report(
         advice = tuple(advise_families(conn, w, prices.get, limit=TTL_FAMILIES))
         replicas = tuple(replica_summaries(conn, w))
         agreed = agreement(conn, w)
+        engine_breaks = q.engine_breaks(conn, w)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
     finally:
@@ -552,4 +556,5 @@ def build_report(
         priced_as=priced_as,
         replicas=replicas,
         agreement=agreed,
+        engine_breaks=engine_breaks,
     )

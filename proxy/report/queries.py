@@ -46,6 +46,7 @@ __all__ = [
     "break_examples",
     "break_groups",
     "busiest_families",
+    "engine_breaks",
     "family_start_times",
     "family_write_counts",
     "group_totals",
@@ -140,6 +141,18 @@ def new_prefixes(
         GROUP BY grp
     """
     return {grp: n for grp, n in conn.execute(sql, w.params())}
+
+
+def engine_breaks(conn: sqlite3.Connection, w: Window) -> int:
+    """Breaks with tokens lost on the engine upstream in the window (``new_prefix`` and
+    ``below_minimum`` lose none). Read through ``idx_requests_break_reason``: breaks are few."""
+    sql = f"""
+        SELECT COUNT(*) FROM requests INDEXED BY idx_requests_break_reason
+        WHERE break_reason IS NOT NULL AND break_reason NOT IN ('new_prefix', 'below_minimum')
+          AND vendor = 'engine' AND {_ROWS}
+    """
+    n: int = conn.execute(sql, w.params()).fetchone()[0]
+    return n
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from promptcache import formatting
 from promptcache.formatting import percent
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
+from ..breaks import ENGINE_BLOCK_TOKENS
 from . import Report, Summary, usd_text
 from .advice import NO_RECOMMENDATIONS
 from .agreement import Agreement, AgreementExample, AgreementRow
@@ -37,6 +38,7 @@ __all__ = [
     "agreement_line",
     "agreement_tables",
     "csv_cell",
+    "engine_lost_note",
     "pct",
     "priced_as_notes",
     "render_csv",
@@ -44,6 +46,7 @@ __all__ = [
     "render_table",
     "replica_cells",
     "replica_table",
+    "requests_text",
     "summary_rows",
     "usd",
     "window_time",
@@ -72,6 +75,18 @@ def pct(value: float | None) -> str:
 
 def usd(value: float) -> str:
     return formatting.usd(value, minus_first=True)
+
+
+def engine_lost_note(breaks: int) -> str:
+    """What the tokens lost of the engine upstream's breaks count: whole tokens, where the
+    engine reuses whole KV blocks only and always computes the last prompt token (docs/engine.md),
+    so one such break could have read up to a block fewer tokens than its figure."""
+    return (
+        f"{formatting.plural(breaks, 'break')} of the engine upstream: tokens lost counts whole "
+        "tokens, but the engine reads its prefix cache in whole KV blocks "
+        f"({ENGINE_BLOCK_TOKENS} tokens at its default --block-size) and always computes the "
+        "last prompt token, so each such break lost up to one block fewer than counted"
+    )
 
 
 def requests_text(s: Summary) -> str:
@@ -185,6 +200,8 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
             "\n".join(b.example_ids),
         )  # fmt: skip
     console.print(breaks if report.break_reasons else "No cache breaks recorded.")
+    if report.engine_breaks and report.break_reasons:
+        console.print(f"  * {engine_lost_note(report.engine_breaks)}", soft_wrap=False)
     if report.agreement is not None:
         for table in agreement_tables(report.agreement):
             console.print(table)

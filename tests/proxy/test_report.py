@@ -6,6 +6,7 @@ rollups. The live-proxy path (and the CLI) is covered in test_breaks_e2e.py.
 
 from __future__ import annotations
 
+import html
 import sqlite3
 import time
 from collections import defaultdict
@@ -27,7 +28,8 @@ from promptcache.proxy.report.advice import (
     Recommendation,
     recommend,
 )
-from promptcache.proxy.report.render import render_csv, summary_rows
+from promptcache.proxy.report.html import render_html
+from promptcache.proxy.report.render import render_csv, render_table, summary_rows
 from promptcache.proxy.rollup import ROLLUP_TABLES
 from promptcache.proxy.store import MIGRATIONS, migrate, open_log
 
@@ -373,6 +375,42 @@ def test_the_requests_line_splits_by_usage_and_counts_errors_out_of_all(tmp_path
         f"{total} ({with_usage} with usage, {total - with_usage} without; "
         f"{errors} errors out of all {total})"
     )
+
+
+@pytest.mark.parametrize(
+    ("vendor", "api", "first"),
+    [
+        ("engine", "openai_chat", usage(uncached=100)),
+        ("anthropic", "anthropic", usage(w5=100, uncached=0)),
+    ],
+)
+def test_an_engine_break_says_its_tokens_lost_count_whole_tokens_not_blocks(
+    tmp_path: Path, vendor: str, api: str, first: dict[str, int]
+) -> None:
+    # the engine reuses whole 16-token blocks and computes the last prompt token: of the 100
+    # tokens its predecessor had, at most 96 could be read back, yet the break counts 100
+    family = {"key_fingerprint": "k", "model": "tinystories", "first_segment_hash": "f"}
+    log = write_log(
+        tmp_path / "log.db",
+        [
+            row("p", T0, vendor=vendor, api=api, **family, **first),
+            row("b", T0 + 10, vendor=vendor, api=api, **family, previous_request_id="p",
+                break_reason="system_changed", **usage(uncached=120)),
+        ],
+    )  # fmt: skip
+    report = build_report(log, since=T0, until=T0 + 3600, now=T0 + 3600)
+    assert [(b.reason, b.tokens_lost) for b in report.break_reasons] == [("system_changed", 100)]
+    text = " ".join(render_table(report, width=200).split())
+    note = (
+        "* 1 break of the engine upstream: tokens lost counts whole tokens, but the engine reads "
+        "its prefix cache in whole KV blocks (16 tokens at its default --block-size) and always "
+        "computes the last prompt token, so each such break lost up to one block fewer than "
+        "counted"
+    )
+    assert (note in text) == (vendor == "engine")
+    assert report.engine_breaks == (1 if vendor == "engine" else 0)
+    page = " ".join(html.unescape(render_html(report)).split())
+    assert (note in page) == (vendor == "engine")
 
 
 def test_ttft_percentiles_are_nearest_rank(tmp_path: Path) -> None:
