@@ -103,3 +103,33 @@ def test_the_whole_system_prompt_is_sent_and_the_layered_app_reuses_it(
     # child's profile and the first turn from the cache; the naive app's first line differs.
     assert reads["layered"][1] >= fit["tokens"]
     assert all(read < 64 for read in reads["naive"])
+
+
+def test_the_naive_apps_first_block_is_what_docs_demo_md_says_it_is(tmp_path: Path) -> None:
+    """docs/demo.md ("Reading the numbers") quotes the naive app's first KV block, which is all
+    a naive request can read from the cache: it must hold what SmolLM2's tokenizer and chat
+    template put there (through the seconds of the time, so only requests in the same second
+    share it)."""
+    from promptcache.demo.model import resolve_model
+    from promptcache.demo.runner import load_app, load_tokenizer
+    from promptcache.engine.config import EngineConfig
+
+    assert GGUF is not None
+    tokenizer, _ = load_tokenizer(resolve_model(None, environ={}, allow_download=False), tmp_path)
+    naive = load_app(ROOT / "examples" / "naive_app.py", "naive_block_doc")
+    child = naive.Child("Mia", 5, "dogs")
+    messages = [
+        {"role": "system", "content": naive.build_system_prompt(child, "# StoryTime")},
+        {"role": "user", "content": "Tell me a story."},
+    ]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    block_size = EngineConfig.__dataclass_fields__["block_size"].default
+    first_block = tokenizer.decode(ids[:block_size], skip_special_tokens=False)
+    time_of_day = messages[0]["content"].split(". ", 1)[0].removeprefix("Current time: ")
+    assert first_block.endswith(f"Current time: {time_of_day}."), first_block
+    doc = " ".join((ROOT / "docs" / "demo.md").read_text(encoding="utf-8").split())
+    shown = first_block.replace(time_of_day, "12:41:47").replace("\n", "⏎")
+    assert f"Block 0 of its prompt ({block_size} tokens, `{shown}`, through the seconds)" in doc, (
+        shown
+    )
