@@ -1415,9 +1415,14 @@ class CallsMixin(EngineState):
         method = self.method_of(base, attr)
         if method is not None:
             return Value(shape=Shape.FUNC, ref=Bound(method, base, node.value))
-        if isinstance(base.ref, (ClassInfo, ExternalClass, Choice)) and base.items is not None:
-            # an object we built (or, a ``Choice`` with items, that or a dict of known keys): its
-            # field holds what was stored there, nothing else
+        if (
+            isinstance(base.ref, (ClassInfo, ExternalClass, Choice))
+            and base.items is not None
+            and not (isinstance(base.ref, Choice) and _has_method(base.ref, attr))
+        ):
+            # an object we built (or, a ``Choice`` with items, one of several such objects or
+            # dicts of known keys, none of whose classes has a method or property of that name):
+            # its field holds what was stored there, nothing else
             return dict(base.items).get(attr, CLEAN)
         if any(f.kind is Kind.PARAM and f.param == SELF and "." in f.detail for f in base.facts):
             # a field of a field of the receiver: the summary names the path
@@ -1771,12 +1776,19 @@ def _entry_at(argument: Value, key: str, attribute: bool) -> Value:
         return argument if from_element is element else from_element
     if argument.items is None:
         return argument
-    is_object = isinstance(argument.ref, (ClassInfo, ExternalClass))
+    # an object we built, or (a field read) one of several such objects or dicts of known
+    # keys (``Choice``): a dict's field read raises, so the objects' fields are what is sent
+    is_object = isinstance(argument.ref, (ClassInfo, ExternalClass)) or (
+        attribute and isinstance(argument.ref, Choice)
+    )
     if attribute and not is_object and argument.shape is Shape.DICT and not hasattr(dict, key):
         # a field of a dict of known keys (``config.tool`` of ``{"configurable": ...}``): a
         # dict has no such attribute, so the callee's read raises and sends nothing of it
         return CLEAN
     if attribute != is_object:
+        return argument
+    if isinstance(argument.ref, Choice) and _has_method(argument.ref, key):
+        # one of the classes computes it (a property): not a field of the known fields
         return argument
     held = dict(argument.items).get(key)
     if held is None:
@@ -1825,7 +1837,10 @@ def _inherits(info: ClassInfo, base: ClassInfo) -> bool:
 
 
 def _has_method(cls: object, name: str) -> bool:
-    """True when ``cls`` (a ``ClassInfo`` or ``ExternalClass``) has a method ``name``."""
+    """True when ``cls`` (a ``ClassInfo`` or ``ExternalClass``, or a ``Choice``: one of its
+    classes) has a method ``name``."""
+    if isinstance(cls, Choice):
+        return any(_has_method(one, name) for one in cls.classes)
     if isinstance(cls, ClassInfo):
         return cls.find_method(name) is not None
     return isinstance(cls, ExternalClass) and name in cls.methods

@@ -368,7 +368,17 @@ class ExprsMixin(EngineState):
         ref: object = "literal" if literal else None
         if callables:
             ref = Table(tuple(callables))
-        starred = any(isinstance(e, ast.Starred) for e in node.elts)
+        spread = tuple(isinstance(e, ast.Starred) for e in node.elts)
+        starred = any(spread)
+        # a starred list's elements of known fields count as the display's own (``[system,
+        # *history]``), as both sides of ``[system] + history`` do, where one side's are known
+        elem = None
+        if isinstance(node, ast.List) and (
+            not starred
+            or not all(spread)
+            or any(v.elem is not None for v, s in zip(values, spread, strict=True) if s)
+        ):
+            elem = list_elem(values, spread)
         return Value(
             facts,
             Shape.LIST,
@@ -379,7 +389,7 @@ class ExprsMixin(EngineState):
             elts=None
             if starred or (isinstance(node, ast.List) and len(values) > 16)
             else tuple(values),
-            elem=list_elem(values) if isinstance(node, ast.List) and not starred else None,
+            elem=elem,
         )
 
     expr_Tuple = expr_List

@@ -151,9 +151,10 @@ class Choice:
     another; ``svc = self.services[name]`` in one branch, ``self.service`` in another): an
     argument of a method called on it reaches the sinks each class's method sends it to
     (``calls.call_choices``). Anything else about the object (its fields, its repr, what its
-    methods return) is unknown, as for an object of no class, except the fields of one that is
-    an instance of known fields on one path and a dict of known keys on the other (``Value.items``,
-    ``merge``)."""
+    methods return) is unknown, as for an object of no class, except the fields when each path
+    built it with its fields known, an instance of a project class or a dict of known keys
+    (``Value.items``, ``merge``); a read of a name that one of the classes defines as a method
+    or property takes all the object holds (``calls._attribute_of``)."""
 
     classes: tuple[object, ...]
 
@@ -295,16 +296,12 @@ def merge(a: Value, b: Value) -> Value:
             return known
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
     items = None
-    same_class = a.ref == b.ref and isinstance(a.ref, (ClassInfo, ExternalClass))
-    if (
-        a.items is not None
-        and b.items is not None
-        and (shape is Shape.DICT or same_class or _object_or_dict(a, b))
-    ):
-        # two dicts of known keys (``page = {...} if x else {...}``), two instances of one
-        # project class whose fields are known (``self.helper`` set in ``__init__`` and again
-        # later), or one such instance and one such dict (``[search_tool, {"name": ...}]``, read
-        # as ``t.name if isinstance(t, Tool) else t["name"]``): each key or field holds what
+    if a.items is not None and b.items is not None and fields_known(a) and fields_known(b):
+        # two dicts of known keys (``page = {...} if x else {...}``), two instances of project
+        # classes whose fields are known (``self.helper`` set in ``__init__`` and again later;
+        # ``[SystemMessage(content=...), AssistantMessage(content=..., took=...)]``), or one
+        # such instance and one such dict (``[search_tool, {"name": ...}]``, read as
+        # ``t.name if isinstance(t, Tool) else t["name"]``): each key or field holds what
         # either put there
         left, right = dict(a.items), dict(b.items)
         items = tuple(
@@ -330,15 +327,6 @@ def merge(a: Value, b: Value) -> Value:
         elem=merge_elem(listed_elem(a), listed_elem(b))
         if a.elem is not None or b.elem is not None
         else None,
-    )
-
-
-def _object_or_dict(a: Value, b: Value) -> bool:
-    """True when one of ``a`` and ``b`` is an instance of a project class built with its fields
-    known and the other a dict of known keys (both with ``Value.items``)."""
-    return any(
-        isinstance(one.ref, (ClassInfo, ExternalClass)) and other.shape is Shape.DICT
-        for one, other in ((a, b), (b, a))
     )
 
 
@@ -372,10 +360,12 @@ def positions_known(value: Value) -> bool:
 def known_elem(value: Value) -> Value | None:
     """``value`` as an element of a list for ``Value.elem``: itself when of known fields or a
     tuple of known elements, ``NO_ELEM`` when it holds no fact at all (nothing it holds under
-    any key can matter), else None."""
+    any key can matter) or only facts that ``element_fields`` carries on every field (a tool's
+    result got from the receiver's environment, a caller's message: whatever it holds under
+    any key is no more than those, as ``listed_elem`` says of a list), else None."""
     if fields_known(value) or positions_known(value):
         return value
-    return NO_ELEM if not value.facts else None
+    return NO_ELEM if all(_on_every_field(f) for f in value.facts) else None
 
 
 def with_every_field(value: Value, facts: frozenset[Fact]) -> Value:
@@ -414,12 +404,14 @@ def listed_elem(listed: Value) -> Value | None:
     return listed.elem
 
 
-def list_elem(values: list[Value]) -> Value | None:
+def list_elem(values: list[Value], spread: tuple[bool, ...] = ()) -> Value | None:
     """``Value.elem`` of a list literal of ``values``: ``NO_ELEM`` when empty, None when one of
-    them is not of known fields."""
+    them is not of known fields. ``spread`` says which of them are starred (``[system,
+    *history]``): such a value stands for its list's elements (``listed_elem``), as the right
+    side of ``[system] + history`` does."""
     out: Value | None = NO_ELEM
-    for v in values:
-        out = merge_elem(out, known_elem(v))
+    for i, v in enumerate(values):
+        out = merge_elem(out, listed_elem(v) if i < len(spread) and spread[i] else known_elem(v))
         if out is None:
             return None
     return out
@@ -460,11 +452,11 @@ def yielded_elem(yielded: list[Value]) -> Value | None:
     """``Value.elem`` of a generator whose ``yield`` expressions give ``yielded``, so that a
     field read of the loop variable of ``for step in gen()`` takes only what was put into that
     field: the yielded objects of known fields merged field by field (or, where it yields no
-    such object, its dicts of known keys), None when there is none or they are not of one
-    class; a yielded builtin value with no data attribute (a status string or dict, a number,
-    a list) adds its facts to the element read whole only. What any other yielded value holds
-    is left to ``element_fields``: on every field when a parameter's or unproven, else the
-    element is read whole."""
+    such object, its dicts of known keys), None when there is none; a yielded builtin value
+    with no data attribute (a status string or dict, a number, a list) adds its facts to the
+    element read whole only. What any other yielded value holds is left to
+    ``element_fields``: on every field when a parameter's or unproven, else the element is
+    read whole."""
     objects = [
         v for v in yielded if fields_known(v) and isinstance(v.ref, (ClassInfo, ExternalClass))
     ]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .events import Block, SinkCall
 from .facts import CLEAN, Kind, Shape, Value, replace
-from .frames import ClassInfo, EngineState, ExternalClass
+from .frames import Choice, ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
 from .sinks import SinkSpec, is_measure_name, sent_tool_fields
 
@@ -503,11 +503,14 @@ def sent_tools(value: Value, module: str = "") -> Value:
     if not value.facts:
         return value
     elements: tuple[Value, ...]
+    whole = value.elts is not None and not value.more
     if value.items is not None:
         elements = (value,)
-    elif value.elem is not None:
+    elif value.elem is not None and not (whole and isinstance(value.elem.ref, Choice)):
         elements = (value.elem,)
     elif value.elts is not None and not value.more:
+        # also a list of tools of several classes (its ``elem`` a ``Choice``, whose fields
+        # are merged across the classes): each element's class says what it sends
         elements = value.elts
     else:
         return value
