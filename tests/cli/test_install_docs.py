@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(
@@ -47,3 +53,12 @@ def test_readme_says_where_torch_comes_from() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "PyTorch's CPU index, https://download.pytorch.org/whl/cpu" in readme
     assert "tools/torch_source.py" in readme and "TORCH_INDEX=URL" in readme
+
+
+def test_readme_names_every_extra_of_pyproject() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"# extras: ([\w, ]+)", readme)
+    assert listed is not None
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = pyproject["project"]["optional-dependencies"]
+    assert sorted(listed.group(1).replace(" ", "").split(",")) == sorted(extras)
