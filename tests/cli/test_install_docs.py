@@ -62,3 +62,14 @@ def test_readme_names_every_extra_of_pyproject() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     extras = pyproject["project"]["optional-dependencies"]
     assert sorted(listed.group(1).replace(" ", "").split(",")) == sorted(extras)
+
+
+def test_readme_says_to_activate_the_venv_before_its_first_bare_command() -> None:
+    """`make` installs `promptcache` into .venv/bin only: a command shown as `promptcache ...`
+    (and `promptcache check -- python app.py`, whose `python` comes from PATH) needs the venv
+    active, and the README says so before it shows the first such command."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    after_make = readme.index("\n```\n", readme.index("make test")) + 5
+    first_bare = re.search(r"(?<![\w/.`-])`promptcache (?!demo`)\w", readme[after_make:])
+    assert first_bare is not None
+    assert "source .venv/bin/activate" in readme[after_make : after_make + first_bare.start()]
