@@ -67,3 +67,26 @@ def test_editable_install_maps_every_folder() -> None:
         (promptcache.kernels, "kernels"),
     ]:
         assert Path(module.__file__ or "").parent == ROOT / folder
+
+
+def test_the_build_raises_no_setuptools_deprecation(tmp_path: Path) -> None:
+    """setuptools says a deprecated pyproject.toml form (a license table, ...) stops building
+    on a set date; the metadata build must pass with those warnings turned into errors."""
+    code = (
+        "import os, sys, warnings\n"
+        "from setuptools.warnings import SetuptoolsDeprecationWarning\n"
+        "warnings.simplefilter('error', SetuptoolsDeprecationWarning)\n"
+        "from setuptools import build_meta\n"
+        "os.chdir(sys.argv[1])\n"
+        "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[2]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(ROOT), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    metadata = (tmp_path / done.stdout.strip().splitlines()[-1] / "METADATA").read_text()
+    assert "License-Expression: Apache-2.0" in metadata
