@@ -165,6 +165,8 @@ class CallsMixin(EngineState):
 
     #: ``unproven(fact, steps)`` by (fact, steps), for one analysis (``unproven_all``)
     unproven_memo: dict[tuple[Fact, tuple[Step, ...]], Fact]
+    #: ``passed``'s results by its arguments, for one analysis
+    passed_memo: dict[tuple[frozenset[Fact], str, tuple[Step, ...], str], frozenset[Fact]]
 
     def unproven_all(self, facts: frozenset[Fact], steps: tuple[Step, ...]) -> frozenset[Fact]:
         """``frozenset(unproven(f, steps) for f in facts)``, each found in ``unproven_memo``
@@ -181,6 +183,26 @@ class CallsMixin(EngineState):
                 done = memo[key] = unproven(f, steps)
             out.append(done)
         return frozenset(out)
+
+    def passed(
+        self, given: frozenset[Fact], grain: str, steps: tuple[Step, ...], role: str
+    ) -> frozenset[Fact]:
+        """What a caller's argument facts ``given`` become where the callee's PARAM fact has
+        granularity ``grain``, the unproven ``steps`` (``unseen_steps``) and ``role``; each
+        found in ``passed_memo`` when it was made before in this analysis (it depends on
+        nothing else): the same argument facts meet the same parameter facts at call after
+        call, a summary's return value and stores name them again and again, and each is a
+        map over every one of the argument's facts."""
+        key = (given, grain, steps, role)
+        done = self.passed_memo.get(key)
+        if done is None:
+            out = with_grain(given, grain)
+            if steps:
+                # the callee passes this parameter on only through a call it cannot see: so
+                # is the argument, here
+                out = self.unproven_all(out, steps)
+            done = self.passed_memo[key] = passed_role(out, role)
+        return done
 
     def eval_call(self, node: ast.Call) -> Value:
         func = node.func
@@ -773,6 +795,11 @@ class CallsMixin(EngineState):
                 out.add(g)
             return frozenset(out)
 
+        #: what the argument facts become for a PARAM fact of the callee that does not read
+        #: a field of the receiver, by what that depends on: the summary's return value, its
+        #: stores and their fields name the same parameters again and again
+        by_param: dict[tuple[int, str, str, tuple[Step, ...], str], frozenset[Fact]] = {}
+
         def substitute(facts: frozenset[Fact], verb: str = returned) -> frozenset[Fact]:
             """PARAM facts become the arguments' facts; facts the callee creates gain the
             step "<verb> <callee>" at this call."""
@@ -780,61 +807,68 @@ class CallsMixin(EngineState):
             out: set[Fact] = set()
             for f in facts:
                 if f.kind is Kind.PARAM and f.fix == (summary.key,):
-                    given: frozenset[Fact] = frozenset()
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
+                        # what the receiver's field holds may change between substitutions
+                        # (a store of this call into it): not kept in ``by_param``
                         given = receiver_attr(f.detail[len("self.") :])
-                    elif f.param >= 0 and f.param in arg_values:
-                        argument = arg_values[f.param][0]
-                        held, rest = entry_and_rest(argument, f.detail)
-                        given = held.facts
-                        base = f.detail[: -len(rest)] if rest else f.detail
-                        if rest and held is not argument and keyed_field(f.detail):
-                            # the field was followed, not the key read below it: all the
-                            # field holds is passed, its other keys too (an unproven step)
-                            given = self.unproven_all(
-                                given,
-                                (
-                                    (
-                                        f"{ASSUMED} {f.detail}, read below {base}",
-                                        call_line,
-                                        f.detail,
-                                        "",
-                                    ),
-                                ),
-                            )
-                        parsed = entry_key(f.detail)
-                        if held is argument and parsed is not None and self.frame.func:
-                            # one field of a parameter of ours passed whole: our summary
-                            # names that field (``sdk.notifications``), not all of ``sdk``
-                            fields = param_entry(
-                                given, parsed[0], id(self.frame.func), attribute=parsed[1]
-                            )
-                            if keyed_field(f.detail):
-                                # and the key it reads of that field (``tools.parameters``
-                                # read at ``['properties']``): only a fact that became that
-                                # field; one already naming an entry of a parameter of ours
-                                # (``body.title``) is kept, as by the field read, not taken
-                                # one level deeper as if ``body.title`` were the object read
-                                key = (entry_path(f.detail) or ())[1][0]
-                                made = fields - given
-                                fields = (fields - made) | param_entry(
-                                    made, key, id(self.frame.func), line=call_line
-                                )
-                            given = fields
-                    elif f.param in arg_values:
-                        given = arg_values[f.param][0].facts
-                    given = with_grain(given, f.granularity)
-                    if not f.proven:
-                        # the callee passes this parameter on only through a call it cannot
-                        # see: so is the argument, here
-                        steps = tuple(s for s in f.via if s[0].startswith(ASSUMED))
-                        given = self.unproven_all(given, steps)
-                    out |= passed_role(given, f.role)
+                        out |= self.passed(given, f.granularity, unseen_steps(f), f.role)
+                        continue
+                    steps = unseen_steps(f)
+                    key = (f.param, f.detail, f.granularity, steps, f.role)
+                    done = by_param.get(key)
+                    if done is None:
+                        given = argument_facts(f)
+                        done = by_param[key] = self.passed(given, f.granularity, steps, f.role)
+                    out |= done
                 elif step is not None and f.kind is not Kind.PARAM:
                     out.add(f.passed_on(step))
                 else:
                     out.add(f)
             return canonical(frozenset(out))
+
+        def argument_facts(f: Fact) -> frozenset[Fact]:
+            """The facts of the argument the callee's PARAM fact ``f`` names, at the entry
+            or field it reads (not a field of the receiver: ``receiver_attr``)."""
+            given: frozenset[Fact] = frozenset()
+            if f.param >= 0 and f.param in arg_values:
+                argument = arg_values[f.param][0]
+                held, rest = entry_and_rest(argument, f.detail)
+                given = held.facts
+                base = f.detail[: -len(rest)] if rest else f.detail
+                if rest and held is not argument and keyed_field(f.detail):
+                    # the field was followed, not the key read below it: all the
+                    # field holds is passed, its other keys too (an unproven step)
+                    given = self.unproven_all(
+                        given,
+                        (
+                            (
+                                f"{ASSUMED} {f.detail}, read below {base}",
+                                call_line,
+                                f.detail,
+                                "",
+                            ),
+                        ),
+                    )
+                parsed = entry_key(f.detail)
+                if held is argument and parsed is not None and self.frame.func:
+                    # one field of a parameter of ours passed whole: our summary
+                    # names that field (``sdk.notifications``), not all of ``sdk``
+                    fields = param_entry(given, parsed[0], id(self.frame.func), attribute=parsed[1])
+                    if keyed_field(f.detail):
+                        # and the key it reads of that field (``tools.parameters``
+                        # read at ``['properties']``): only a fact that became that
+                        # field; one already naming an entry of a parameter of ours
+                        # (``body.title``) is kept, as by the field read, not taken
+                        # one level deeper as if ``body.title`` were the object read
+                        key = (entry_path(f.detail) or ())[1][0]
+                        made = fields - given
+                        fields = (fields - made) | param_entry(
+                            made, key, id(self.frame.func), line=call_line
+                        )
+                    given = fields
+            elif f.param in arg_values:
+                given = arg_values[f.param][0].facts
+            return given
 
         if summary.marks and not self.recording:
             self.skipped_unrecorded()  # the breakpoints this call marks are not recorded
@@ -1743,6 +1777,14 @@ def entry_of(argument: Value, detail: str) -> Value:
     as deep as the values met are known: an agent stored in a variant we built passes only
     what its ``llm`` field holds, not its other fields."""
     return entry_and_rest(argument, detail)[0]
+
+
+def unseen_steps(f: Fact) -> tuple[Step, ...]:
+    """The steps of ``f``'s chain through a call the analysis cannot see (empty when
+    ``f.proven``)."""
+    if f.proven:
+        return ()
+    return tuple(s for s in f.via if s[0].startswith(ASSUMED))
 
 
 def entry_and_rest(argument: Value, detail: str) -> tuple[Value, str]:

@@ -423,6 +423,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: (the call, that argument, the function's name), for PC018
         self.breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = []
         self.unproven_memo = {}
+        self.passed_memo = {}
         self.extra_sinks = extra_sinks
         self.segment = segment
         self.triggered = triggered
