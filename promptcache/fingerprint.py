@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ __all__ = [
     "fingerprint_request",
     "first_divergence",
     "prompt_texts",
+    "ttl_out_of_order",
 ]
 
 #: The prefix hash of a request with no segments: SHA-256 of the empty byte string.
@@ -125,6 +126,27 @@ class Breakpoint:
     path: str
     ttl: str | None
     segment_index: int
+
+
+def ttl_out_of_order(
+    breakpoints: Sequence[Breakpoint],
+) -> tuple[Breakpoint, tuple[Breakpoint, ...]] | None:
+    """The first ``"1h"`` marker that follows a ``"5m"`` one in the prefix, with every ``"5m"``
+    marker before it (prefix order, the first one first); None when the TTLs fall in order.
+
+    Anthropic answers 400 and Bedrock a ValidationException to a request whose longer TTLs do
+    not all come before its shorter ones. Markers are taken in prefix order (by
+    ``segment_index``, then as listed); one whose TTL the vendor fixes (None) or that is not
+    ``"5m"``/``"1h"`` takes no part.
+    """
+    ordered = sorted(breakpoints, key=lambda b: b.segment_index)  # stable: block order within
+    for i, bp in enumerate(ordered):
+        if bp.ttl != "1h":
+            continue
+        shorter = tuple(b for b in ordered[:i] if b.ttl == "5m")
+        if shorter:
+            return bp, shorter
+    return None
 
 
 @dataclass(frozen=True)

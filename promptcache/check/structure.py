@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from promptcache.breakpoints import MAX_BREAKPOINTS
-from promptcache.fingerprint import RequestFingerprint
+from promptcache.fingerprint import RequestFingerprint, ttl_out_of_order
 from promptcache.lookback import check_lookback, lookback_applies
 from promptcache.minimums import ModelMinimums
 
@@ -59,19 +59,15 @@ def _one(sent: Sent, minimums: ModelMinimums) -> list[Finding]:
             f"{len(fp.breakpoints)} cache breakpoints in one request; the API accepts at most "
             f"{MAX_BREAKPOINTS} and answers 400",
         )
-    seen_short = None
-    for bp in fp.breakpoints:
-        ttl = bp.ttl or "5m"
-        if ttl == "5m" and seen_short is None:
-            seen_short = bp.path
-        elif ttl == "1h" and seen_short is not None:
-            add(
-                "PC014",
-                bp.path,
-                f'a "1h" breakpoint ({bp.path}) follows a "5m" one ({seen_short}); the API '
-                'answers 400: put every "1h" breakpoint before the "5m" ones',
-            )
-            break
+    out_of_order = ttl_out_of_order(fp.breakpoints)
+    if out_of_order is not None:
+        late, shorter = out_of_order
+        add(
+            "PC014",
+            late.path,
+            f'a "1h" breakpoint ({late.path}) follows a "5m" one ({shorter[0].path}); the API '
+            'answers 400: put every "1h" breakpoint before the "5m" ones',
+        )
     minimum = minimum_tokens(fp.model, minimums)
     if minimum is not None:
         for bp in fp.breakpoints:

@@ -140,16 +140,15 @@ def _ttl_order_warning(breakpoints: Sequence[Breakpoint]) -> str | None:
     a ValidationException. ``PromptBuilder`` raises ``BreakpointTTLOrderError`` and
     ``promptcache check`` reports PC014 for the same order.
     """
-    ordered = sorted(breakpoints, key=lambda b: b.segment_index)  # stable: block order within
-    for i, bp in enumerate(ordered):
-        if bp.ttl != "1h":
-            continue
-        shorter = [b.path for b in ordered[:i] if b.ttl == "5m"]
-        if shorter:
-            return (
-                f"the cache marker at {bp.path} has ttl 1h but follows the one at {shorter[0]} "
-                "with ttl 5m (no ttl is 5m); longer TTLs must come first in the prefix, and "
-                f"the vendor refuses the request (Anthropic: 400): give {' and '.join(shorter)} "
-                f"ttl 1h too, or {bp.path} ttl 5m"
-            )
-    return None
+    from promptcache.fingerprint import ttl_out_of_order
+
+    found = ttl_out_of_order(breakpoints)
+    if found is None:
+        return None
+    bp, shorter = found
+    return (
+        f"the cache marker at {bp.path} has ttl 1h but follows the one at {shorter[0].path} "
+        "with ttl 5m (no ttl is 5m); longer TTLs must come first in the prefix, and "
+        f"the vendor refuses the request (Anthropic: 400): give "
+        f"{' and '.join(b.path for b in shorter)} ttl 1h too, or {bp.path} ttl 5m"
+    )

@@ -516,3 +516,14 @@ def test_plain_chat_messages_split_as_the_general_path_splits_them(
             fingerprint.split_request(body, "openai_chat")
         return
     assert fingerprint.split_request(body, "openai_chat") == expected
+
+
+def test_ttl_out_of_order_names_the_1h_marker_and_every_5m_one_before_it() -> None:
+    """One rule for ``promptcache hash`` and check's PC014: markers in prefix order (by segment,
+    whatever order they are listed in), a vendor-fixed TTL (None) taking no part."""
+    bp = fingerprint.Breakpoint
+    tools, system, late = bp("tools[0]", "5m", 0), bp("system[0]", "5m", 1), bp("m[0]", "1h", 2)
+    assert fingerprint.ttl_out_of_order([late, system, tools]) == (late, (tools, system))
+    assert fingerprint.ttl_out_of_order([bp("system[0]", "1h", 1), bp("m[0]", "5m", 2)]) is None
+    assert fingerprint.ttl_out_of_order([bp("a", None, 0), bp("b", "1h", 1)]) is None
+    assert fingerprint.ttl_out_of_order([late, bp("cache_control", "5m", 3)]) is None
