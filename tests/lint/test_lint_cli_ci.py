@@ -240,8 +240,8 @@ def test_a_quoted_glob_on_the_command_line_is_said_to_be_unexpanded(project: Pat
 
 
 def test_nothing_to_lint_counts_the_files_the_config_excludes(project: Path) -> None:
-    """With every file excluded by the config, the warning said 'No Python files found',
-    though there are some: it now says the exclude left them out."""
+    """With every file excluded by the config, the warning counts the files the exclude left
+    out, rather than saying 'No Python files found' of a folder that holds some."""
     (project / "pyproject.toml").write_text('[tool.promptcache.lint]\nexclude = ["src/gen/"]\n')
     (project / "src" / "gen").mkdir(parents=True)
     (project / "src" / "gen" / "a.py").write_text(BAD)

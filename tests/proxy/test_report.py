@@ -351,8 +351,8 @@ def test_counts_of_one_take_the_singular_in_the_summary_and_the_advice(tmp_path:
 
 
 def test_the_requests_line_splits_by_usage_and_counts_errors_out_of_all(tmp_path: Path) -> None:
-    # '3 (2 with usage, 2 errors)' read as a split of 3, though a stream cut off after its
-    # usage is both: the line now splits by usage and counts the errors out of all requests
+    # a stream cut off after its usage both has usage and is an error, so the line splits the
+    # requests by usage and counts the errors out of all of them (not as a third part of 3)
     log = write_log(
         tmp_path / "log.db",
         [
