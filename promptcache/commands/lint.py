@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from promptcache.formatting import plural
+
 FORMATS = ("text", "json", "sarif", "github")
 FAIL_ON = ("error", "warning", "info", "never")
 
@@ -316,8 +318,8 @@ def lint(
         names = ", ".join(str(t) for t in others[:5])
         more = f" and {len(others) - 5} more" if len(others) > 5 else ""
         click.echo(
-            f"warning: skipped {len(others)} named file{'s' if len(others) != 1 else ''} that "
-            f"{'are' if len(others) != 1 else 'is'} not Python source ({names}{more}): a named "
+            f"warning: skipped {plural(len(others), 'named file')} that "
+            f"{'is' if len(others) == 1 else 'are'} not Python source ({names}{more}): a named "
             "file is linted when it ends in .py, .pyi or .pyw, or has no extension and a #! line "
             "naming python",
             err=True,
@@ -343,7 +345,7 @@ def lint(
     templates = sum(1 for r in results if r.skipped == "template")
     if templates:
         click.echo(
-            f"skipped {templates} template file{'s' if templates != 1 else ''} "
+            f"skipped {plural(templates, 'template file')} "
             "(.py files whose syntax error is a {{ }} or {% %} placeholder)",
             err=True,
         )
@@ -374,7 +376,7 @@ def lint(
         text = render.render_text(results)
     else:  # "All checks passed" would be said of a run that checked nothing
         files = sum(1 for r in results if not r.skipped)
-        text = f"Nothing checked: no rule is enabled ({files} file{'s' if files != 1 else ''})\n"
+        text = f"Nothing checked: no rule is enabled ({plural(files, 'file')})\n"
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
@@ -472,17 +474,15 @@ def _nothing_to_lint(
     )
     why = []
     if tests:
-        why.append(
-            f"{tests} test file{'s' if tests != 1 else ''} left out (--include-tests lints them)"
-        )
+        why.append(f"{plural(tests, 'test file')} left out (--include-tests lints them)")
     if skipped:
         why.append(
-            f"{skipped} file{'s' if skipped != 1 else ''} left out in folders that a folder's "
+            f"{plural(skipped, 'file')} left out in folders that a folder's "
             "walk skips (hidden ones, __pycache__, build, dist, venv, node_modules, ...)"
         )
     if excluded:
         why.append(
-            f"{excluded} file{'s' if excluded != 1 else ''} left out by the config's exclude"
+            f"{plural(excluded, 'file')} left out by the config's exclude"
             + (
                 " (--force-exclude applies it to the paths named on the command line)"
                 if force_exclude
@@ -491,7 +491,7 @@ def _nothing_to_lint(
         )
     if ignored:
         why.append(
-            f"{ignored} file{'s' if ignored != 1 else ''} left out by .gitignore "
+            f"{plural(ignored, 'file')} left out by .gitignore "
             "(respect-gitignore = false in the config lints them)"
         )
     if why:
