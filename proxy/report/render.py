@@ -95,7 +95,7 @@ def requests_text(s: Summary) -> str:
     stream cut off after Anthropic's ``message_start``, a mid-stream ``event: error``)."""
     without = s.requests - s.requests_with_usage
     errors = formatting.plural(s.errors, "error", grouped=True)
-    of = f"all {s.requests:,}" if s.requests != 1 else "1"
+    of = f"all {s.requests:,}" if s.requests > 1 else str(s.requests)  # 'all' of two or more
     return (
         f"{s.requests:,} ({s.requests_with_usage:,} with usage, {without:,} without; "
         f"{errors} out of {of})"

@@ -377,6 +377,17 @@ def test_the_requests_line_splits_by_usage_and_counts_errors_out_of_all(tmp_path
     )
 
 
+def test_the_requests_line_of_an_empty_window_says_no_all(tmp_path: Path) -> None:
+    # 'all' is said of two or more: '0 errors out of all 0' is not a sentence
+    report = build_report(
+        write_log(tmp_path / "log.db", [row("ok", T0, **usage())]),
+        since=T0 + 60, until=T0 + 120, now=T0 + 120,
+    )  # fmt: skip
+    assert dict(summary_rows(report.total, report))["Requests"] == (
+        "0 (0 with usage, 0 without; 0 errors out of 0)"
+    )
+
+
 @pytest.mark.parametrize(
     ("vendor", "api", "first"),
     [
