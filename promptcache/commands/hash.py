@@ -148,7 +148,7 @@ def _ttl_order_warning(breakpoints: Sequence[Breakpoint]) -> str | None:
     bp, shorter = found
     return (
         f"the cache marker at {bp.path} has ttl 1h but follows the one at {shorter[0].path} "
-        "with ttl 5m (no ttl is 5m); longer TTLs must come first in the prefix, and "
-        f"the vendor refuses the request (Anthropic: 400): give "
+        "with ttl 5m (a marker without ttl is 5m); longer TTLs must come first in the prefix, "
+        "and the vendor refuses the request (Anthropic: 400): give "
         f"{' and '.join(b.path for b in shorter)} ttl 1h too, or {bp.path} ttl 5m"
     )

@@ -182,8 +182,8 @@ def test_a_valid_or_absent_ttl_is_no_warning() -> None:
 
 
 def test_a_1h_marker_after_a_5m_one_is_a_warning() -> None:
-    """Longer TTLs must come first in the prefix (the vendor refuses the request otherwise); the
-    hash said nothing of a 5m system marker (no ttl is 5m) before a 1h one in messages."""
+    """Longer TTLs must come first in the prefix (the vendor refuses the request otherwise): a 5m
+    system marker (one without ttl included) before a 1h one in messages is a warning."""
     mark = {"type": "ephemeral"}
     body = {
         "model": "claude-sonnet-4-5",
@@ -198,9 +198,9 @@ def test_a_1h_marker_after_a_5m_one_is_a_warning() -> None:
     }  # fmt: skip
     warning = (
         "warning: the cache marker at messages[0].content[0] has ttl 1h but follows the one at "
-        "system[0] with ttl 5m (no ttl is 5m); longer TTLs must come first in the prefix, and "
-        "the vendor refuses the request (Anthropic: 400): give system[0] ttl 1h too, or "
-        "messages[0].content[0] ttl 5m\n"
+        "system[0] with ttl 5m (a marker without ttl is 5m); longer TTLs must come first in the "
+        "prefix, and the vendor refuses the request (Anthropic: 400): give system[0] ttl 1h "
+        "too, or messages[0].content[0] ttl 5m\n"
     )
     for fmt in ("table", "json"):
         result = CliRunner().invoke(cli, ["hash", "-", "--format", fmt], input=json.dumps(body))
