@@ -67,7 +67,7 @@ PYTEST_STATUSES: Final[Mapping[int, str]] = {
     2: "pytest: interrupted",
     3: "pytest: internal error",
     4: "pytest: usage error",
-    5: "pytest: no tests ran (none collected, or all deselected)",
+    5: "pytest: no tests ran: none collected, or all deselected",
 }
 
 

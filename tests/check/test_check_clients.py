@@ -88,7 +88,7 @@ def test_a_failing_command_is_exit_2_naming_the_run(tmp_path: Path) -> None:
         (
             ("-m", "pytest", "-k", "no_such_test"),
             5,
-            "pytest: no tests ran (none collected, or all deselected)",
+            "pytest: no tests ran: none collected, or all deselected",
         ),
     ],
 )

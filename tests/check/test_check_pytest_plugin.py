@@ -81,8 +81,8 @@ def test_a_session_that_collects_no_test_says_so(tmp_path: Path) -> None:
     # the test was collected and deselected: pytest's status 5 is "no tests ran", not "none
     # collected"
     assert (
-        "error: the test session exited with status 5 (pytest: no tests ran (none collected, "
-        "or all deselected)) in run 0 (baseline)"
+        "error: the test session exited with status 5 (pytest: no tests ran: none collected, "
+        "or all deselected) in run 0 (baseline)"
     ) in checked.stderr
 
 
