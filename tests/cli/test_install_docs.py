@@ -73,3 +73,17 @@ def test_readme_says_to_activate_the_venv_before_its_first_bare_command() -> Non
     first_bare = re.search(r"(?<![\w/.`-])`promptcache (?!demo`)\w", readme[after_make:])
     assert first_bare is not None
     assert "source .venv/bin/activate" in readme[after_make : after_make + first_bare.start()]
+
+
+def test_readme_says_what_each_extra_of_all_is_for() -> None:
+    """The prose that says `all` is 'those four' names each extra `all` holds."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    prose = readme[readme.index("The core (`pip install .`") : readme.index("`all` is")]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    held = re.fullmatch(
+        r"promptcache\[([\w,]+)\]", pyproject["project"]["optional-dependencies"]["all"][0]
+    )
+    assert held is not None
+    extras = held.group(1).split(",")
+    assert "`all` is those four" in readme and len(extras) == 4
+    assert [e for e in extras if f"`{e}` extra" not in prose] == []
