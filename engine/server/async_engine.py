@@ -272,8 +272,9 @@ class AsyncEngine:
                 if tiers is not None and tiers.disk is not None and tiers.flush_failures:
                     total = tiers.flush_failures + written
                     logger.warning(
-                        "could not write %d of the %d cached KV %s to the disk tier %s (%s); "
-                        "a restart will not find %s",
+                        # of the blocks this stop wrote: those already on disk are not counted
+                        "could not write %d of the %d cached KV %s not yet on the disk tier %s "
+                        "(%s); a restart will not find %s",
                         tiers.flush_failures,
                         total,
                         "block" if total == 1 else "blocks",

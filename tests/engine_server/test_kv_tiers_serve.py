@@ -150,8 +150,8 @@ def test_blocks_the_disk_refuses_at_shutdown_are_reported(tmp_path: Path) -> Non
     assert not list(disk.glob("*/*.tmp"))
     key_dir = next(disk.iterdir())
     expected = (
-        f"could not write {blocks} of the {blocks} cached KV blocks to the disk tier {key_dir} "
-        f"(File too large); a restart will not find them"
+        f"could not write {blocks} of the {blocks} cached KV blocks not yet on the disk tier "
+        f"{key_dir} (File too large); a restart will not find them"
     )
     assert expected in served.stderr, served.stderr
     assert "Traceback" not in served.stderr
