@@ -139,8 +139,9 @@ class Report:
     #: our break reasons against the vendors' own diagnoses (:mod:`.report.agreement`); None
     #: when no request of the window carries one
     agreement: Agreement | None = None
-    #: breaks of the engine upstream that lost tokens: their ``tokens_lost`` counts whole
-    #: tokens, the engine reuses whole KV blocks (see ``render.ENGINE_LOST_NOTE``)
+    #: breaks of the engine upstream whose reason counts tokens lost (``queries.engine_breaks``):
+    #: their ``tokens_lost`` counts whole tokens, the engine reuses whole KV blocks
+    #: (``render.engine_lost_note``)
     engine_breaks: int = 0
 
     @property

@@ -144,8 +144,9 @@ def new_prefixes(
 
 
 def engine_breaks(conn: sqlite3.Connection, w: Window) -> int:
-    """Breaks with tokens lost on the engine upstream in the window (``new_prefix`` and
-    ``below_minimum`` lose none). Read through ``idx_requests_break_reason``: breaks are few."""
+    """Breaks on the engine upstream in the window whose reason counts tokens lost (all but
+    ``new_prefix`` and ``below_minimum``, which lose none; a break's figure can still be 0).
+    Read through ``idx_requests_break_reason``: breaks are few."""
     sql = f"""
         SELECT COUNT(*) FROM requests INDEXED BY idx_requests_break_reason
         WHERE break_reason IS NOT NULL AND break_reason NOT IN ('new_prefix', 'below_minimum')
