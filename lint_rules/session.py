@@ -157,7 +157,7 @@ def kept_from_session(value: Value, info: ClassInfo, method: FunctionNode) -> Va
         return found
 
     def change(facts: frozenset[Fact]) -> frozenset[Fact]:
-        kept = [f for f in facts if session(f)]
+        kept = {f for f in facts if session(f)}
         if not kept:
             return facts
         return frozenset(f.pin() if f in kept else f for f in facts)
