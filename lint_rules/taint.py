@@ -307,9 +307,23 @@ def _unseen_rank(
 
 def _reads_per_request_state(test: ast.expr, own: frozenset[str]) -> bool:
     """Whether ``test`` reads a name or attribute that names per-request state
-    (``names_per_request_state``), not counting the names in ``own``."""
+    (``names_per_request_state``), not counting the names in ``own``.
+
+    Of a chain of field reads only the field read last counts: ``llm_request.config.tools``
+    reads the request's configured tools, fixed for the session, while ``request.messages``
+    reads its messages. The object a method is called on still counts (``query.strip()``
+    reads the query)."""
+    through: set[int] = set()
+    called: set[int] = set()
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call):
+            called.add(id(node.func))
+        elif isinstance(node, ast.Attribute) and id(node) not in called:
+            through.add(id(node.value))
     for node in ast.walk(test):
         name = None
+        if id(node) in through:
+            continue
         if isinstance(node, ast.Name) and node.id not in own:
             name = node.id
         elif isinstance(node, ast.Attribute):
