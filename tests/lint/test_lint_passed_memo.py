@@ -7,20 +7,12 @@ every test program and on the linter's own modules, and the kept answers must be
 from __future__ import annotations
 
 import ast
-import dataclasses
-from pathlib import Path
-from typing import Any
+
+from analysis_outcome import FILES, analyse
 
 from promptcache.lint_rules.calls import with_grain
-from promptcache.lint_rules.config import LintConfig
 from promptcache.lint_rules.facts import Fact, Step, passed_role
-from promptcache.lint_rules.runner import _segments, _triggered
-from promptcache.lint_rules.taint import Analyzer, ClassInfo
-
-ROOT = Path(__file__).resolve().parents[2]
-FILES = sorted(
-    [*(ROOT / "tests" / "lint" / "programs").rglob("*.py"), *(ROOT / "lint_rules").rglob("*.py")]
-)
+from promptcache.lint_rules.taint import Analyzer
 
 
 class Afresh(Analyzer):
@@ -48,47 +40,6 @@ class Counting(Analyzer):
         return super().passed(given, grain, steps, role)
 
 
-def _plain(obj: Any) -> Any:
-    """``obj`` with each class of the module named by its node (each analysis has its own
-    ``ClassInfo`` objects), for comparing two analyses of one tree."""
-    if isinstance(obj, ClassInfo):
-        return ("class", obj.node)
-    if isinstance(obj, (Fact, ast.AST)):
-        return obj
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return (
-            type(obj).__name__,
-            *(_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)),
-        )
-    if isinstance(obj, (list, tuple)):
-        return tuple(_plain(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (set, frozenset)):
-        return frozenset(_plain(x) for x in obj)
-    return obj
-
-
-def _analyse(cls: type[Analyzer], tree: ast.Module, raw: bytes, path: Path) -> tuple[Any, ...]:
-    config = LintConfig()
-    analyzer = cls(
-        tree, config.sinks, _segments(raw), lambda text: _triggered(text, config), path.stem
-    )
-    entries, sinks = analyzer.run()
-    exports = analyzer.export((*analyzer.functions, *analyzer.classes), str(path))
-    hits = analyzer.hits if isinstance(analyzer, Counting) else 0
-    fields = {info.node: (info.attrs, info.attr_defs) for info in analyzer.classes.values()}
-    return (
-        _plain(entries),
-        _plain(sinks),
-        analyzer.breakpoint_calls,
-        analyzer.wanted,
-        exports,
-        _plain(fields),
-        hits,
-    )
-
-
 def test_kept_answers_give_what_computing_them_again_gives() -> None:
     assert len(FILES) > 50
     hits = 0
@@ -96,8 +47,9 @@ def test_kept_answers_give_what_computing_them_again_gives() -> None:
         raw = path.read_bytes()
         # one tree for both: facts name functions by the id of their node
         tree = ast.parse(raw)
-        again = _analyse(Afresh, tree, raw, path)
-        kept = _analyse(Counting, tree, raw, path)
-        assert kept[:-1] == again[:-1], path
-        hits += kept[-1]
+        again, _ = analyse(Afresh, tree, raw, path)
+        kept, counting = analyse(Counting, tree, raw, path)
+        assert kept == again, path
+        assert isinstance(counting, Counting)
+        hits += counting.hits
     assert hits > 100
