@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from importlib.util import decode_source
 from pathlib import Path
 
+from promptcache.formatting import plural
+
 from ._base import Diagnostic, Location, Severity
+from .files import _git_root
 from .parse import source_lines
 from .registry import RULES
 from .runner import FileResult
@@ -77,10 +80,9 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
     if pairs:
         flagged = len({id(r) for r, _ in pairs})
         summary = (
-            f"Found {len(pairs)} finding{'s' if len(pairs) != 1 else ''} in {flagged} "
-            f"file{'s' if flagged != 1 else ''} of {files} checked "
-            f"({_count(counts[Severity.ERROR], 'error')}, "
-            f"{_count(counts[Severity.WARNING], 'warning')}, {counts[Severity.INFO]} info)."
+            f"Found {plural(len(pairs), 'finding')} in {plural(flagged, 'file')} of {files} "
+            f"checked ({plural(counts[Severity.ERROR], 'error')}, "
+            f"{plural(counts[Severity.WARNING], 'warning')}, {counts[Severity.INFO]} info)."
         )
         if fixable_count and show_fixes:
             summary += f" {fixable_count} fixable with --fix."
@@ -88,11 +90,6 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
         summary = f"All checks passed ({files} file{'s' if files != 1 else ''})."
     out.append(summary)
     return "\n".join(out) + "\n"
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 error``, ``0 errors``, ``2 warnings`` ("info" is a mass noun: ``2 info``)."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _text_line(result: FileResult, d: Diagnostic, show_fixes: bool = True) -> str:
@@ -200,10 +197,7 @@ def repository_root(folder: Path) -> Path:
     """The root of the git repository ``folder`` is in (the nearest folder at or above it that
     holds ``.git``, a folder or, in a worktree or submodule, a file), else ``folder``."""
     folder = Path(os.path.abspath(folder))
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return folder
+    return _git_root(folder) or folder
 
 
 def _from_root(path: str, root: Path) -> str:
