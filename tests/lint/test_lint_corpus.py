@@ -75,6 +75,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         26: 20261228,
         27: 20261229,
         28: 20261230,
+        29: 20261231,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -118,6 +119,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         26: 5,
         27: 3,
         28: 5,
+        29: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -250,6 +252,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         28: [
             "Arize-ai/openinference",
             "microsoft/markitdown",
+        ],
+        29: [
+            "MaiM-with-u/MaiBot",
+            "PacktPublishing/LLM-Engineers-Handbook",
         ],
     }
     for batch, tuning in recorded.items():
