@@ -13,7 +13,9 @@ https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html):
   reorders, because silently promoting a 5m breakpoint to 1h doubles its write price (1.25x -> 2x);
 * a breakpoint whose cumulative prefix is below the model's minimum cacheable length would write
   nothing: it is dropped and a warning saying so is returned, never silently. Minimums come from
-  ``promptcache.minimums``; token counts are ``cl100k_base`` approximations.
+  ``promptcache.minimums``; token counts are ``cl100k_base`` approximations. A model whose row
+  belongs to another vendor's API (``gpt-4o`` rendered for Anthropic) is checked against the
+  smallest minimum of the rendered API's own rows instead, with a warning naming both.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ WHY: dict[str, str] = {
 }
 #: Anthropic and Bedrock accept at most this many breakpoints per request.
 MAX_BREAKPOINTS = 4
+#: The minimum table's vendors (``MinimumRow.vendor``) whose models each API serves.
+_SERVED_BY: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"anthropic"}),
+    "bedrock": frozenset({"anthropic", "bedrock"}),
+}
+#: Cloud vendors of the bundled table; a row of another label (a user's own) applies anywhere.
+_CLOUD_VENDORS = frozenset({"anthropic", "bedrock", "openai", "gemini"})
+_API_NAME = {"anthropic": "Anthropic", "bedrock": "Bedrock"}
+#: ``MinimumRow.vendor`` -> the words for its models ("an OpenAI model").
+_A_VENDOR = {
+    "anthropic": "an Anthropic",
+    "bedrock": "a Bedrock",
+    "openai": "an OpenAI",
+    "gemini": "a Gemini",
+}
 
 
 def check_ttl(value: object, where: str) -> Ttl:
@@ -133,7 +150,9 @@ def plan_breakpoints(
         min_prefix_tokens: use this minimum (tokens) instead of the table's.
 
     Returns:
-        A ``BreakpointPlan``.
+        A ``BreakpointPlan``. Its warnings say so when ``model``'s row is another cloud vendor's
+        (OpenAI, Gemini; Amazon Nova for ``"anthropic"``): that row's minimum is then replaced
+        by the smallest of the rendered API's own rows (below it no model there caches).
 
     Raises:
         BreakpointLimitError: more than ``MAX_BREAKPOINTS`` requested.
@@ -150,6 +169,25 @@ def plan_breakpoints(
     table = minimums or default_model_minimums()
     row = table.lookup(model)
     warnings: list[str] = []
+    own_vendors = _SERVED_BY[vendor]
+    if row is not None and row.vendor.lower() in _CLOUD_VENDORS - own_vendors:
+        # another cloud vendor's model (gpt-4o sent to the Messages API): its row's minimum is
+        # not this API's rule; the smallest of this API's own rows is (below it, no model here
+        # caches), as automatic_cache_warnings does for the OpenAI and Gemini renderings
+        own = [r for r in table.rows if r.vendor.lower() in own_vendors]
+        api = _API_NAME[vendor]
+        if min_prefix_tokens is not None:
+            checked = f"breakpoints were checked against min_prefix_tokens ({min_prefix_tokens})"
+        elif own:
+            smallest = min(own, key=lambda r: r.min_tokens).describe()
+            checked = f"breakpoints were checked against the smallest {api} minimum, {smallest}"
+        else:
+            checked = f"the table has no {api} row, so its minimum was not applied"
+        warnings.append(
+            f"model {model!r} is {_A_VENDOR[row.vendor.lower()]} model "
+            f"({row.name}), not one of the {api} API's, whose caching rules differ: {checked}"
+        )
+        row = min(own, key=lambda r: r.min_tokens) if own else None
     if min_prefix_tokens is not None:
         minimum: int | None = min_prefix_tokens
         source = f"{min_prefix_tokens} tokens (min_prefix_tokens)"

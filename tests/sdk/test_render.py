@@ -376,3 +376,40 @@ def test_frozen_prefix_is_stable_across_questions(api: str) -> None:
 def test_fingerprint_rejects_unknown_api() -> None:
     with pytest.raises(ConfigError, match=r"fingerprint\(api='cohere'\)"):
         small_builder().fingerprint("cohere")
+
+
+def test_an_openai_builder_rendered_for_anthropic_or_bedrock_is_warned_with_their_rule() -> None:
+    # A gpt-4o builder's row is OpenAI's (1024 tokens, automatic caching); the request goes to
+    # an API with explicit breakpoints and its own per-model minimums, so the breakpoints are
+    # checked against that API's rows (the smallest of them: a breakpoint below it caches on no
+    # model there) and the warning names both.
+    gpt = PromptBuilder("gpt-4o").system("word " * 800).dynamic("q")
+    (frozen,) = gpt.to_anthropic().breakpoints
+    assert 512 < frozen.prefix_tokens < 1024  # below OpenAI's minimum, above Claude Opus 5's
+    for rendered, api in (
+        (gpt.to_anthropic(), "Anthropic"),
+        (gpt.to_bedrock_converse(), "Bedrock"),
+    ):
+        (warning,) = rendered.warnings
+        assert warning.startswith(
+            f"model 'gpt-4o' is an OpenAI model (OpenAI GPT and o-series), not one of the {api} "
+            "API's, whose caching rules differ: breakpoints were checked against the smallest "
+            f"{api} minimum, 512 tokens (Claude Opus 5 / Fable 5 / Mythos 5; "
+            "https://platform.claude.com/docs/en/build-with-claude/prompt-caching, checked "
+        )
+        assert "developers.openai.com" not in warning
+        assert [bp.label for bp in rendered.breakpoints] == ["frozen"]
+    short = PromptBuilder("gpt-4o").system("word " * 300).dynamic("q").to_anthropic()
+    assert short.breakpoints == ()
+    skipped = short.warnings[1]
+    assert "below the minimum of 512 tokens (Claude Opus 5" in skipped
+    assert "OpenAI" not in skipped
+    own = PromptBuilder("gpt-4o", min_prefix_tokens=100).system("word " * 300).dynamic("q")
+    assert own.to_anthropic().warnings == (
+        "model 'gpt-4o' is an OpenAI model (OpenAI GPT and o-series), not one of the Anthropic "
+        "API's, whose caching rules differ: breakpoints were checked against min_prefix_tokens "
+        "(100)",
+    )
+    # Claude on Bedrock is Bedrock's own: no such warning
+    claude = PromptBuilder("claude-sonnet-4-5").system("word " * 1100).dynamic("q")
+    assert claude.to_bedrock_converse().warnings == ()
