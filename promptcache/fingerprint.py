@@ -500,9 +500,16 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
     usually history growing, which caching expects) or ``removed``.
 
     Raises:
-        TypeError: ``old`` or ``new`` is not a ``RequestFingerprint`` (a request body, say).
+        TypeError: ``old`` or ``new`` is not a ``RequestFingerprint`` (a request body, say, or
+            None where there is no earlier request yet).
     """
     for name, value in (("old", old), ("new", new)):
+        if value is None:
+            raise TypeError(
+                f"first_divergence() compares two fingerprints: {name} is None, not a "
+                "fingerprint: with no earlier request there is nothing to compare; compare only "
+                "once both requests' fingerprint_request(body) results exist"
+            )
         if not isinstance(value, RequestFingerprint):
             raise TypeError(
                 f"first_divergence() compares fingerprints: {name} is a {type(value).__name__}; "

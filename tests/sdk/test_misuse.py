@@ -113,6 +113,11 @@ def test_first_divergence_of_request_bodies_says_to_fingerprint_them() -> None:
         first_divergence(body, body)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="new is a dict"):
         first_divergence(fingerprint_request(body), body)  # type: ignore[arg-type]
+    # None (no earlier request yet) is named as None, with what to do instead
+    with pytest.raises(TypeError, match=r"old is None, not a fingerprint: .* compare only once"):
+        first_divergence(None, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="new is None"):
+        first_divergence(fingerprint_request(body), None)  # type: ignore[arg-type]
 
 
 LONE = "a child \ud83d story"  # half of a surrogate pair, as a bad decode leaves it
