@@ -92,8 +92,11 @@ request (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, c
 
 Cross-check: a request with no break (same prefix, within the TTL, predecessor's first byte
 already back so its write had landed) is ``expected_hit``; if the vendor then reports 0 cache-read
-tokens it is flagged ``unexpected_miss``. Anthropic's own ``cache_miss_reason`` is stored beside
-ours by the proxy (``vendor_miss_reason``, ``proxy/diagnostics.py``).
+tokens it is flagged ``unexpected_miss``. A request whose only message is new (its dynamic tail)
+shares no whole segment: it is ``expected_hit`` only when the start of that message it kept
+reaches the minimum cacheable prefix (:func:`_kept_text_tokens`). Anthropic's own
+``cache_miss_reason`` is stored beside ours by the proxy (``vendor_miss_reason``,
+``proxy/diagnostics.py``).
 
 State: up to :data:`SNAPSHOTS_PER_FAMILY` snapshots (fingerprints with segment texts) per family,
 a snapshot dropped once a later one extends its cached prefix, in an LRU bounded by families and
@@ -436,6 +439,28 @@ def _tail_replaced(old: RequestFingerprint, new: RequestFingerprint, index: int)
         and new.segments[index].kind == "messages"
         and old.segments[index].kind == "messages"
     )
+
+
+def _kept_text_tokens(old: PrefixSnapshot, new: PrefixSnapshot) -> float:
+    """Approximate tokens at the start of ``new``'s first segment that ``old``'s first segment
+    has too: the part of a changed lone message (a legacy completions ``prompt``, a chat
+    request of one user message) that an automatic prefix cache can still read. Its
+    ``cl100k_base`` count scaled by the share of its characters kept; 0 when either text is
+    unknown (a snapshot rebuilt without a stored body) or the count is."""
+    old_segments, new_segments = old.fingerprint.segments, new.fingerprint.segments
+    if not (old.has_text and new.has_text and old_segments and new_segments):
+        return 0.0
+    a, b = old_segments[0].text, new_segments[0]
+    if b.num_tokens is None or not b.num_chars:
+        return 0.0
+    low, high = 0, min(len(a), len(b.text))  # the longest common start, by slices (C speed)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b.text[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return b.num_tokens * low / b.num_chars
 
 
 def _tail_dropped(old: RequestFingerprint, new: RequestFingerprint, index: int) -> bool:
@@ -806,6 +831,8 @@ class BreakExplainer:
                     gap,
                 )
         expected = previous.cached_extent >= 0 and previous.ready_at <= snap.started_at
+        if expected and index == 0:  # its lone message is new: only the text it kept is read
+            expected = _kept_text_tokens(previous, snap) >= (minimum or ENGINE_MIN_TOKENS)
         return BreakExplanation(None, previous_request_id=prev_id, expected_hit=expected, gap_s=gap)
 
     def _minimum_tokens(self, model: str | None, vendor: str | None) -> int | None:
