@@ -262,7 +262,7 @@ def open_log(path: Path | str) -> Database:
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the request log {path}: {exc}") from exc
+        raise StoreError(f"cannot open the request log {path}: {_open_problem(path, exc)}") from exc
     try:
         _refuse_other_database(conn, path)
         db = Database(conn)
@@ -275,6 +275,17 @@ def open_log(path: Path | str) -> Database:
             raise StoreError(f"cannot open the request log {path}: {exc}") from exc
         raise
     return db
+
+
+def _open_problem(path: Path | str, exc: sqlite3.Error) -> str:
+    """What to change when SQLite cannot open ``path`` at all: its message ("unable to open
+    database file") names neither a missing folder nor a folder given as the file."""
+    file = Path(path)
+    if file.is_dir():
+        return f"{file} is a folder; give the name of a log file"
+    if not file.parent.is_dir():
+        return f"folder {file.parent} does not exist; create it or give another path"
+    return str(exc)
 
 
 def _refuse_other_database(conn: sqlite3.Connection, path: Path | str) -> None:

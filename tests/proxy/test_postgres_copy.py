@@ -124,6 +124,27 @@ def test_refusals(tmp_path: Path) -> None:
     assert not (tmp_path / "dst.db").exists()
 
 
+def test_a_destination_sqlite_cannot_create_says_what_to_change(tmp_path: Path) -> None:
+    # SQLite's own "unable to open database file" names neither cause
+    src = sqlite_log(tmp_path / "proxy.db", all_rows()[:2])
+    missing = tmp_path / "no-such-folder" / "dst.db"
+    done = cli("log", "copy", str(src), str(missing))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"error: cannot open the request log {missing}: folder {missing.parent} does not "
+        "exist; create it or give another path\n"
+    )
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    done = cli("log", "copy", str(src), str(folder))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"error: cannot open the request log {folder}: {folder} is a folder; give the name of "
+        "a log file\n"
+    )
+    assert list(folder.iterdir()) == [] and not missing.parent.exists()
+
+
 def test_a_source_on_a_read_only_mount_is_copied_and_an_old_one_says_what_to_do(
     tmp_path: Path,
 ) -> None:
