@@ -92,9 +92,17 @@ def check(
         # `-x`): say so rather than failing to run it.
         import difflib
 
-        known = [o for p in click.get_current_context().command.params for o in p.opts]
-        near = difflib.get_close_matches(command[0].split("=")[0], known, n=1)
-        hint = f" (did you mean {near[0]}?)" if near else ""
+        # compared without their dashes, which every long option shares: with them,
+        # '--bogus' came close enough to '--runs'
+        known = {
+            o.lstrip("-"): o
+            for p in click.get_current_context().command.params
+            for o in p.opts
+            if o.startswith("--")
+        }
+        typed = command[0].split("=")[0].lstrip("-")
+        near = difflib.get_close_matches(typed, list(known), n=1)
+        hint = f" (did you mean {known[near[0]]}?)" if near else ""
         raise ConfigError(
             f"no such option {command[0]}{hint} for `promptcache check`; see "
             "`promptcache check --help`, and write the command after `--`: "

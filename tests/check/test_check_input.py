@@ -344,7 +344,14 @@ def test_no_command_is_one_error_line(args: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "hint"), [(("--run", "3"), " (did you mean --runs?)"), (("--xyzzy",), "")]
+    ("args", "hint"),
+    [
+        (("--run", "3"), " (did you mean --runs?)"),
+        (("--tim", "3"), " (did you mean --timeout?)"),
+        (("--xyzzy",), ""),
+        # the leading dashes alone made '--bogus' look like '--runs' (ratio 0.62)
+        (("--bogus",), ""),
+    ],
 )
 def test_an_unknown_option_is_named_not_run_as_the_command(
     args: tuple[str, ...], hint: str
