@@ -111,7 +111,11 @@ def check(
     # not resolve(): a symbolic link loop in the path raised RuntimeError, a traceback; such
     # a path is said by cannot_write below
     if output is not None and not output.parent.is_dir() and not output.parent.is_symlink():
-        raise ConfigError(f"cannot write --output {output}: folder {output.parent} does not exist")
+        folder = output.parent
+        problem = (
+            f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+        )
+        raise ConfigError(f"cannot write --output {output}: {problem}")
     if output is not None and named_by_command(output, command):
         raise ConfigError(
             f"cannot write --output {output}: the command names that file; the report would "

@@ -258,8 +258,16 @@ def report_command(
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
+            folder = output.parent
+            why = (
+                f"its folder {folder} does not exist"
+                if not folder.exists()
+                else f"{folder} is not a folder"
+                if not folder.is_dir()
+                else exc.strerror
+            )
             raise click.BadParameter(
-                f"cannot write {output}: {exc.strerror}", param_hint="--output"
+                f"cannot write {output}: {why}", param_hint="--output"
             ) from None
         click.echo(f"wrote {output}", err=True)
     else:
