@@ -283,6 +283,8 @@ def _open_problem(path: Path | str, exc: sqlite3.Error) -> str:
     file = Path(path)
     if file.is_dir():
         return f"{file} is a folder; give the name of a log file"
+    if file.parent.exists() and not file.parent.is_dir():
+        return f"{file.parent} is not a folder; give another path"
     if not file.parent.is_dir():
         return f"folder {file.parent} does not exist; create it or give another path"
     return str(exc)

@@ -268,10 +268,13 @@ def _check_db(db: Path) -> None:
     """
     folder = db.parent
     if not folder.is_dir():
+        problem = (
+            f"{folder} is not a folder; pick another --db"
+            if folder.exists()
+            else f"folder {folder} does not exist; create it or pick another --db"
+        )
         raise click.BadParameter(
-            f"cannot create the request log {db}: folder {folder} does not exist; create it or "
-            "pick another --db",
-            param_hint="--db",
+            f"cannot create the request log {db}: {problem}", param_hint="--db"
         )
     if not db.exists():
         if not os.access(folder, os.W_OK | os.X_OK):

@@ -82,6 +82,8 @@ def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     [
         ("missing/dir/x.db", "does not exist; create it or pick another --db"),
         ("notsqlite.db", "notsqlite.db is not a SQLite file"),
+        # a file where the folder should be: not "folder .../notsqlite.db does not exist"
+        ("notsqlite.db/x.db", "notsqlite.db is not a folder; pick another --db"),
     ],
 )
 def test_a_bad_db_is_refused_before_the_banner(tmp_path: Path, db: str, message: str) -> None:
