@@ -34,7 +34,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,10 @@ class Report:
     #: their ``tokens_lost`` counts whole tokens, the engine reuses whole KV blocks
     #: (``render.engine_lost_note``)
     engine_breaks: int = 0
+    #: breaks of the OpenAI and OpenAI-compatible upstreams whose tokens lost counts the
+    #: predecessor's whole input, by vendor (``queries.automatic_breaks``): those caches hold
+    #: whole blocks (``render.block_lost_notes``)
+    automatic_breaks: dict[str, int] = field(default_factory=dict)
 
     @property
     def db_shown(self) -> str:
@@ -534,6 +538,7 @@ def build_report(
         replicas = tuple(replica_summaries(conn, w))
         agreed = agreement(conn, w)
         engine_breaks = q.engine_breaks(conn, w)
+        automatic = q.automatic_breaks(conn, w)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the request log {db_path}: {exc}") from exc
     finally:
@@ -558,4 +563,5 @@ def build_report(
         replicas=replicas,
         agreement=agreed,
         engine_breaks=engine_breaks,
+        automatic_breaks=automatic,
     )

@@ -32,7 +32,7 @@ from .render import (
     agreement_cells,
     agreement_example_cells,
     agreement_line,
-    engine_lost_note,
+    block_lost_notes,
     pct,
     priced_as_notes,
     replica_cells,
@@ -107,11 +107,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
         until=window_time(report.until),
         summary=summary_rows(report.total, report),
         priced_as_notes=priced_as_notes(report),
-        engine_lost_note=(
-            engine_lost_note(report.engine_breaks)
-            if report.engine_breaks and report.break_reasons
-            else ""
-        ),
+        block_lost_notes=block_lost_notes(report),
         strip=strip,
         strip_svg=strip_svg(strip) if strip else "",
         has_breakpoints=bool(strip and any(s.breakpoint_ttl is not None for s in strip.segments)),

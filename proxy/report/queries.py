@@ -35,6 +35,7 @@ from ..ttft_rollup import BUCKET_MS
 from .window import BREAKS, FAMILIES, HOURLY, IN_WINDOW, TTFT, Window
 
 __all__ = [
+    "BLOCK_CACHE_VENDORS",
     "GROUP_BY_SQL",
     "BreakGroupRow",
     "FamilyRow",
@@ -43,6 +44,7 @@ __all__ = [
     "TimelineRow",
     "TtftRow",
     "WasteRow",
+    "automatic_breaks",
     "break_examples",
     "break_groups",
     "busiest_families",
@@ -154,6 +156,35 @@ def engine_breaks(conn: sqlite3.Connection, w: Window) -> int:
     """
     n: int = conn.execute(sql, w.params()).fetchone()[0]
     return n
+
+
+#: Upstreams whose own prefix cache holds whole blocks, not whole tokens, and whose breaks
+#: :func:`automatic_breaks` counts (the engine upstream's are :func:`engine_breaks`).
+BLOCK_CACHE_VENDORS: Final = ("openai", "openai_compatible")
+
+
+def automatic_breaks(conn: sqlite3.Connection, w: Window) -> dict[str, int]:
+    """Breaks in the window on the :data:`BLOCK_CACHE_VENDORS` upstreams whose tokens lost
+    counts the predecessor's whole input as cached (the predecessor carried no breakpoint and
+    reported no cache write: the upstream cached it by itself), by vendor; reasons as
+    :func:`engine_breaks`. A break whose predecessor is no longer logged loses 0 and is left
+    out. Read through ``idx_requests_break_reason``: breaks are few."""
+    vendors = ", ".join(f"'{v}'" for v in BLOCK_CACHE_VENDORS)
+    sql = f"""
+        SELECT r.vendor, COUNT(*)
+        FROM requests AS r INDEXED BY idx_requests_break_reason
+          JOIN requests AS p ON p.id = r.previous_request_id
+        WHERE r.break_reason IS NOT NULL
+          AND r.break_reason NOT IN ('new_prefix', 'below_minimum')
+          AND r.vendor IN ({vendors})
+          AND r.started_at >= :t0 AND r.started_at < :t1
+          AND COALESCE(p.api, '') NOT IN ('anthropic', 'bedrock_converse')
+          AND COALESCE(p.breakpoints, '[]') = '[]'
+          AND COALESCE(p.cache_write_5m_tokens, 0) + COALESCE(p.cache_write_1h_tokens, 0)
+              + COALESCE(p.cache_write_unknown_tokens, 0) = 0
+        GROUP BY r.vendor ORDER BY r.vendor
+    """
+    return {vendor: n for vendor, n in conn.execute(sql, w.params())}
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ __all__ = [
     "agreement_example_cells",
     "agreement_line",
     "agreement_tables",
+    "block_lost_notes",
     "csv_cell",
     "engine_lost_note",
     "pct",
@@ -87,6 +88,41 @@ def engine_lost_note(breaks: int) -> str:
         f"({ENGINE_BLOCK_TOKENS} tokens at its default --block-size) and always computes the "
         "last prompt token, so each such break lost up to one block fewer than counted"
     )
+
+
+#: Where OpenAI documents that its cache holds 1,024 tokens and then 128-token increments.
+OPENAI_CACHING_URL = "https://developers.openai.com/api/docs/guides/prompt-caching"
+#: Where vLLM documents that it caches full blocks only and computes the last prompt token.
+VLLM_CACHING_URL = "https://docs.vllm.ai/en/latest/design/prefix_caching.html"
+
+
+def block_lost_notes(report: Report) -> list[str]:
+    """One sentence per upstream whose breaks' tokens lost count whole tokens where its prefix
+    cache holds whole blocks (the engine upstream, ``report.engine_breaks``; OpenAI and
+    OpenAI-compatible ones, ``report.automatic_breaks``): how far each such figure can exceed
+    what a stable prefix could have read. Empty without breaks in the table."""
+    if not report.break_reasons:
+        return []
+    notes = [engine_lost_note(report.engine_breaks)] if report.engine_breaks else []
+    openai = report.automatic_breaks.get("openai", 0)
+    if openai:
+        notes.append(
+            f"{formatting.plural(openai, 'break')} of the OpenAI upstream: tokens lost counts "
+            "the predecessor's whole input as cached, but OpenAI's automatic cache holds a "
+            "prompt's prefix from 1,024 tokens on, in 128-token increments "
+            f"({OPENAI_CACHING_URL}), so each such break lost up to 127 tokens fewer than "
+            "counted, and none when it or its predecessor had fewer than 1,024"
+        )
+    compatible = report.automatic_breaks.get("openai_compatible", 0)
+    if compatible:
+        notes.append(
+            f"{formatting.plural(compatible, 'break')} of OpenAI-compatible upstreams: tokens "
+            "lost counts the predecessor's whole input as cached, but an engine's automatic "
+            "prefix cache holds whole KV blocks only (vLLM's also leaves out the last prompt "
+            f"token: {VLLM_CACHING_URL}), so each such break lost up to one block fewer than "
+            "counted"
+        )
+    return notes
 
 
 def requests_text(s: Summary) -> str:
@@ -200,8 +236,8 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
             "\n".join(b.example_ids),
         )  # fmt: skip
     console.print(breaks if report.break_reasons else "No cache breaks recorded.")
-    if report.engine_breaks and report.break_reasons:
-        console.print(f"  * {engine_lost_note(report.engine_breaks)}", soft_wrap=False)
+    for note in block_lost_notes(report):
+        console.print(f"  * {note}", soft_wrap=False)
     if report.agreement is not None:
         for table in agreement_tables(report.agreement):
             console.print(table)

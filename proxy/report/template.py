@@ -246,7 +246,7 @@ data-label="reason">{{ b.reason }}</td>
 ({{ b.top_segment_breaks }}){%- else %}-{% endif %}</td>
 <td data-label="examples">{% for i in b.example_ids %}<code>{{ i }}</code> {% endfor %}</td></tr>
 {% endfor %}</table></div>{% else %}<p>No cache breaks recorded.</p>{% endif %}
-{% if engine_lost_note %}<p class="note engine-lost small">* {{ engine_lost_note }}</p>{% endif %}
+{% for note in block_lost_notes %}<p class="note block-lost small">* {{ note }}</p>{% endfor %}
 {% if report.agreement %}<h3>Our reasons against the vendors' own</h3>
 <p id="agreement-line">{{ agreement_line(report.agreement) }}</p>
 <div class="scroll"><table id="agreement"><tr>{% for name in agreement_header %}
