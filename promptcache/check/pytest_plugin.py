@@ -162,10 +162,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     # not resolve(): a symbolic link loop in the path raised RuntimeError, a traceback; such
     # a path is said by cannot_write below
     if folder is not None and not folder.is_dir() and not folder.is_symlink():
-        sys.stderr.write(
-            f"error: cannot write --promptcache-check-output {output}: folder "
-            f"{Path(output).parent} does not exist\n"
+        problem = (
+            f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
         )
+        sys.stderr.write(f"error: cannot write --promptcache-check-output {output}: {problem}\n")
         return 2
     if output and named_by_command(output, command):
         sys.stderr.write(
