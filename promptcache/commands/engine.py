@@ -22,6 +22,7 @@ from promptcache.engine.kv_sizing import KVSize, human_bytes, kv_size
 from promptcache.engine.weight_choice import WEIGHT_CHOICES
 from promptcache.formatting import plural
 
+from ._option_args import OptionArgCommand, looks_like_model
 from ._server_options import client_limit_options
 
 __all__ = ["ByteSize", "KVSize", "engine_group", "kv_size"]
@@ -94,7 +95,9 @@ def engine_group() -> None:
     """
 
 
-@engine_group.command(name="serve")
+@engine_group.command(
+    name="serve", cls=OptionArgCommand, value_option="--model", looks_like=looks_like_model
+)
 @click.option(
     "--model", required=True, metavar="PATH|HUB_ID", help="Checkpoint dir, .gguf file or hub id."
 )
@@ -741,7 +744,9 @@ def _read_chat_template(value: str | None) -> str | None:
 # kv-size ------------------------------------------------------------------------------------------
 
 
-@engine_group.command(name="kv-size")
+@engine_group.command(
+    name="kv-size", cls=OptionArgCommand, value_option="--model", looks_like=looks_like_model
+)
 @click.option(
     "--model",
     required=True,

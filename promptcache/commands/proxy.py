@@ -8,12 +8,18 @@ from pathlib import Path
 import click
 
 from ._log_db import LOG_DB
+from ._option_args import OptionArgCommand, looks_like_upstream
 from ._server_options import Seconds, client_limit_options
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-@click.command(name="proxy")
+@click.command(
+    name="proxy",
+    cls=OptionArgCommand,
+    value_option="--upstream",
+    looks_like=looks_like_upstream,
+)
 @click.option(
     "--upstream",
     metavar="NAME|URL",

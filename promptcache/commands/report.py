@@ -16,6 +16,7 @@ import click
 from promptcache.formatting import percent, usd
 
 from ._log_db import LOG_DB
+from ._option_args import OptionArgCommand, looks_like_log
 
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
     from promptcache.proxy.report.advice import EngineKvStats
@@ -136,7 +137,7 @@ class HitRateThreshold(FiniteFloatRange):
         return super().convert(value, param, ctx)
 
 
-@click.command(name="report")
+@click.command(name="report", cls=OptionArgCommand, value_option="--db", looks_like=looks_like_log)
 @click.option(
     "--db",
     "dbs",
