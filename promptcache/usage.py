@@ -543,6 +543,10 @@ def _bedrock_writes(r: _Reader, flat: int | None) -> tuple[int, int, int]:
 
 
 def _parse_openai_style(usage: Mapping[str, Any], vendor: str) -> Usage:
+    if type(usage) is dict:
+        plain = _plain_openai_style(usage, vendor)
+        if plain is not None:
+            return plain
     r = _Reader(vendor, usage)
     total = r.count("prompt_tokens", required=True)
     read = r.optional("prompt_tokens_details.cached_tokens")
@@ -563,6 +567,53 @@ def _parse_openai_style(usage: Mapping[str, Any], vendor: str) -> Usage:
         cache_write_unknown_tokens=write,
         output_tokens=r.count("completion_tokens"),
         reasoning_tokens=r.count("completion_tokens_details.reasoning_tokens"),
+    )
+
+
+def _plain_openai_style(usage: dict[str, Any], vendor: str) -> Usage | None:
+    """``_parse_openai_style``'s answer for the usage an OpenAI-compatible engine reports on
+    every request (``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.
+    cached_tokens`` and ``completion_tokens_details.reasoning_tokens`` plain ints within
+    bounds, no cache-write count, nothing to warn about), read with one ``get`` a field instead
+    of the general reader's dotted paths; None for anything else (the general reader then
+    decides, and words any error or warning)."""
+    total = usage.get("prompt_tokens")
+    if type(total) is not int or not 0 <= total <= MAX_TOKEN_COUNT:
+        return None
+    details = usage.get("prompt_tokens_details")
+    if type(details) is not dict or details.get("cache_write_tokens") is not None:
+        return None  # no details: DeepSeek's fields may stand in
+    read = details.get("cached_tokens")
+    if type(read) is not int or not 0 <= read <= total:
+        return None
+    if usage.get("cache_write_tokens") is not None:
+        return None
+    output = usage.get("completion_tokens", 0)
+    if output is None:
+        output = 0
+    elif type(output) is not int or not 0 <= output <= MAX_TOKEN_COUNT:
+        return None
+    reasoning = 0
+    output_details = usage.get("completion_tokens_details")
+    if output_details is not None:
+        if type(output_details) is not dict:
+            return None
+        reasoning = output_details.get("reasoning_tokens", 0)
+        if reasoning is None:
+            reasoning = 0
+        elif type(reasoning) is not int or not 0 <= reasoning <= output:
+            return None
+    try:
+        raw = _copy_usage(usage)
+    except RecursionError:
+        return None
+    return Usage(
+        vendor=vendor,
+        uncached_input_tokens=total - read,
+        cache_read_tokens=read,
+        output_tokens=output,
+        reasoning_tokens=reasoning,
+        raw=raw,
     )
 
 
