@@ -180,10 +180,16 @@ def new_request_id() -> str:
     the log's primary-key index grows at its end instead of at random pages: with 50,000 rows
     logged an insert costs about 25 us of SQLite CPU instead of 37 us with random (v4) ids, and
     the gap widens as the file grows. The other 74 bits (after the version and variant bits)
-    are random from ``os.urandom``.
+    are random from ``os.urandom``, read 4,090 bytes (409 ids) at a time: one system call per
+    409 ids instead of one per id (a forked child reads its own).
     """
     ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")  # 80 bits, 74 of them used
+    while True:
+        try:
+            rand = _RANDOMS.pop()  # 80 bits, 74 of them used; atomic, so threads need no lock
+            break
+        except IndexError:
+            _refill_randoms()
     value = (
         (ms & 0xFFFF_FFFF_FFFF) << 80
         | 0x7 << 76  # version 7
@@ -192,3 +198,18 @@ def new_request_id() -> str:
         | rand & ((1 << 62) - 1)  # 62 random bits (rand_b)
     )
     return f"{value:032x}"
+
+
+#: 80-bit random numbers ``new_request_id`` has not used yet (each is used once).
+_RANDOMS: list[int] = []
+_RANDOMS_A_READ = 409
+
+
+def _refill_randoms() -> None:
+    """Add ``_RANDOMS_A_READ`` numbers to ``_RANDOMS`` from one ``os.urandom`` read."""
+    data = os.urandom(10 * _RANDOMS_A_READ)
+    _RANDOMS.extend(int.from_bytes(data[i : i + 10], "big") for i in range(0, len(data), 10))
+
+
+if hasattr(os, "register_at_fork"):  # a child must not hand out its parent's numbers again
+    os.register_at_fork(after_in_child=_RANDOMS.clear)

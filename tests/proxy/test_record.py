@@ -26,6 +26,22 @@ def test_request_ids_are_uuid7_hex_unique_and_time_ordered() -> None:
     assert len({rid[13:] for rid in first}) == len(first)
 
 
+def test_ids_take_each_random_number_of_a_read_once_and_a_child_reads_its_own() -> None:
+    from promptcache.proxy import record
+
+    record._RANDOMS.clear()  # what a forked child does first (os.register_at_fork)
+    new_request_id()
+    assert len(record._RANDOMS) == record._RANDOMS_A_READ - 1  # one read, one number taken
+    held = list(record._RANDOMS)
+    ids = [new_request_id() for _ in range(len(held))]
+    assert record._RANDOMS == []
+    assert len(set(ids)) == len(ids) and all(uuid.UUID(hex=i).version == 7 for i in ids)
+    record._RANDOMS.clear()
+    new_request_id()
+    assert len(record._RANDOMS) == len(held)
+    assert held != record._RANDOMS  # a new read, not the numbers already handed out
+
+
 def test_a_begun_record_is_the_one_init_makes() -> None:
     begun = RequestRecord.begin(1764900000.5, "/v1/chat/completions", "openai_chat")
     made = RequestRecord(
