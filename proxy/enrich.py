@@ -57,8 +57,9 @@ def describe_prompt(
     record.prefix_hash = fingerprint.prefix_hash
     record.first_segment_hash = fingerprint.segments[0].sha256 if fingerprint.segments else None
     record.approx_prefix_tokens = fingerprint.approx_prefix_tokens
-    record.breakpoints = json.dumps(
-        [{"path": b.path, "ttl": b.ttl} for b in fingerprint.breakpoints]
+    breakpoints = fingerprint.breakpoints
+    record.breakpoints = (  # most requests mark none: json.dumps([]) without the encoder
+        json.dumps([{"path": b.path, "ttl": b.ttl} for b in breakpoints]) if breakpoints else "[]"
     )
 
 
