@@ -93,10 +93,11 @@ request (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, c
 Cross-check: a request with no break (same prefix, within the TTL, predecessor's first byte
 already back so its write had landed) is ``expected_hit``; if the vendor then reports 0 cache-read
 tokens it is flagged ``unexpected_miss``. A request whose only message is new (its dynamic tail)
-shares no whole segment: it is ``expected_hit`` only when the start of that message it kept
-reaches the minimum cacheable prefix (:func:`_kept_text_tokens`). Anthropic's own
-``cache_miss_reason`` is stored beside ours by the proxy (``vendor_miss_reason``,
-``proxy/diagnostics.py``).
+shares no whole segment: it is ``expected_hit`` only where the upstream caches every prefix by
+itself (not Anthropic's or Bedrock's breakpoints, which cache whole blocks) and the start of
+that message it kept reaches the minimum cacheable prefix (:func:`_kept_text_tokens`).
+Anthropic's own ``cache_miss_reason`` is stored beside ours by the proxy
+(``vendor_miss_reason``, ``proxy/diagnostics.py``).
 
 State: up to :data:`SNAPSHOTS_PER_FAMILY` snapshots (fingerprints with segment texts) per family,
 a snapshot dropped once a later one extends its cached prefix, in an LRU bounded by families and
@@ -831,8 +832,11 @@ class BreakExplainer:
                     gap,
                 )
         expected = previous.cached_extent >= 0 and previous.ready_at <= snap.started_at
-        if expected and index == 0:  # its lone message is new: only the text it kept is read
-            expected = _kept_text_tokens(previous, snap) >= (minimum or ENGINE_MIN_TOKENS)
+        if expected and index == 0:  # its lone message is new: only the text it kept is read,
+            # where the upstream caches every prefix by itself (a breakpoint caches whole blocks)
+            expected = fp.api not in EXPLICIT_BREAKPOINT_APIS and _kept_text_tokens(
+                previous, snap
+            ) >= (minimum or ENGINE_MIN_TOKENS)
         return BreakExplanation(None, previous_request_id=prev_id, expected_hit=expected, gap_s=gap)
 
     def _minimum_tokens(self, model: str | None, vendor: str | None) -> int | None:

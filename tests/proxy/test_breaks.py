@@ -180,6 +180,28 @@ def test_a_new_last_question_is_the_tail_not_a_break() -> None:
     assert rewritten.reason == "messages_changed"
 
 
+def test_a_lone_marked_message_changed_at_its_end_is_no_expected_hit_on_anthropic() -> None:
+    # Anthropic reads only whole blocks up to a breakpoint: a request whose one message (its
+    # breakpoint on it) kept a long start but changed its end shares no cached block, so a
+    # read of 0 is what it should get, not an unexpected miss
+    def lone(question: str, *, marked: bool = True) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "text", "text": LONG + question}
+        if marked:
+            block["cache_control"] = {"type": "ephemeral"}
+        return {"model": MODEL, "messages": [{"role": "user", "content": [block]}]}
+
+    d = Driver()
+    assert d.send(lone("Name a prime."), 0, read=0, write=1200).reason == "new_prefix"
+    again = d.send(lone("Spell cat."), 10, read=0, write=1200)
+    assert (again.reason, again.previous_request_id, again.expected_hit) == (None, "r1", False)
+    # where the upstream caches every prefix by itself, the kept start is read: expected
+    auto = Driver(vendor="openai")
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": LONG + "Name a prime."}]}
+    auto.send(chat, 0, read=0, api="openai_chat")
+    chat["messages"][0]["content"] = LONG + "Spell cat."
+    assert auto.send(chat, 10, read=0, api="openai_chat").expected_hit
+
+
 def test_a_new_conversation_after_a_longer_one_is_not_a_break() -> None:
     # The same system prompt, then a 3-turn story; then a new story starts with its own first
     # question: it reads the system prompt and has nothing else that could have been cached.
