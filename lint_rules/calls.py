@@ -41,6 +41,7 @@ from .facts import (
     passed_role,
     replace,
     sampled,
+    stable_set,
 )
 from .frames import (
     Bound,
@@ -141,9 +142,6 @@ _VALUE_TYPE_METHODS = frozenset(
 #: list methods after which an index no longer names the element it named
 _REORDERING = frozenset({"pop", "remove", "reverse", "clear"})
 _MUTATORS = {"append", "extend", "insert", "add", "update", "appendleft", "extendleft"}
-#: the marks that end the ``ref`` of a set literal whose order is the same in every process
-#: (``exprs._stable_order``)
-_STABLE_SETS = (("numbers",), ("one element",))
 #: ``promptcache.PromptBuilder`` methods -> region ("" = the tail, not part of the cached prefix):
 #: frozen layer (system, rules, knowledge, example, tool), session layer, then the dynamic layer
 #: and the append-only history, which render last.
@@ -1352,7 +1350,12 @@ class CallsMixin(EngineState):
             if v.elts is not None and v.shape is Shape.LIST:
                 frame.env[target.id] = replace(v, elts=None)
         if method in ("keys", "values", "items", "copy"):
-            return Value(receiver.facts, Shape.LIST if method != "copy" else receiver.shape)
+            # a copy of a set of one order in every process (``{1, 2}.copy()``) keeps that order
+            return Value(
+                receiver.facts,
+                Shape.LIST if method != "copy" else receiver.shape,
+                ref=receiver.ref if method == "copy" and stable_set(receiver) else None,
+            )
         if (
             method in _MODEL_DUMPS
             and not node.args
@@ -1545,7 +1548,7 @@ class CallsMixin(EngineState):
         if iterable.shape not in (Shape.SET, Shape.UNORDERED_LIST):
             return None
         birth = iterable.ref if isinstance(iterable.ref, tuple) else (0, 0, "a set")
-        if iterable.shape is Shape.SET and birth[3:] in _STABLE_SETS:
+        if stable_set(iterable):
             # a set of numbers or of one element: the same order in every process
             return None
         return Fact(
@@ -2024,12 +2027,12 @@ def added_to_set(
     old: Value, method: str, args: list[Value], kwargs: Mapping[str | None, Value]
 ) -> object:
     """The ``ref`` of ``old`` after ``old.<method>(*args)`` adds to it: a set literal's mark of
-    an order that is the same in every process (``_STABLE_SETS``) stays only when the set
+    an order that is the same in every process (``facts.STABLE_SETS``) stays only when the set
     still holds numbers only (``add`` of a number, ``update`` from sets of numbers); a string
     added, or a second element added to a set of one, leaves a set whose order follows the
     per-process hash seed."""
     ref = old.ref
-    if old.shape is not Shape.SET or not isinstance(ref, tuple) or ref[3:] not in _STABLE_SETS:
+    if not stable_set(old) or not isinstance(ref, tuple):
         return ref
     if ref[3:] == ("numbers",) and not kwargs and args:
         if method == "add" and len(args) == 1 and args[0].shape is Shape.NUM:

@@ -380,6 +380,18 @@ def replace(obj: _T, /, **changes: Any) -> _T:
 
 CLEAN = Value()
 STR = Value(shape=Shape.STR)
+#: the marks that end the ``ref`` of a set whose order is the same in every process: a set
+#: literal of numbers only or of one element (``exprs._stable_order``), and what keeps its
+#: order (a copy, an intersection with it, a union of sets of numbers)
+STABLE_SETS = (("numbers",), ("one element",))
+
+
+def stable_set(value: Value) -> bool:
+    """True when ``value`` is a set whose iteration order is the same in every process (its
+    ``ref`` ends with one of ``STABLE_SETS``)."""
+    return (
+        value.shape is Shape.SET and isinstance(value.ref, tuple) and value.ref[3:] in STABLE_SETS
+    )
 
 
 def join(*values: Value) -> Value:

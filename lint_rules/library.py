@@ -11,7 +11,7 @@ import ast
 import textwrap
 
 from .events import SinkCall
-from .facts import CLEAN, SAMPLED, Fact, Kind, Shape, Value, join, replace
+from .facts import CLEAN, SAMPLED, Fact, Kind, Shape, Value, join, replace, stable_set
 from .frames import ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
 from .sources import (
@@ -355,9 +355,9 @@ class LibraryMixin(EngineState):
             value = first.ordered()
             return Value(value.facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
         if qual in ("builtins.set", "builtins.frozenset"):
-            ref = (node.lineno, node.col_offset, f"{qual[9:]}()")
-            if first.shape is Shape.SET and isinstance(first.ref, tuple) and first.ref[3:]:
-                # a copy of a set literal of numbers or of one element keeps its one order
+            ref: object = (node.lineno, node.col_offset, f"{qual[9:]}()")
+            if stable_set(first):
+                # a copy of a set of numbers or of one element keeps its one order
                 ref = first.ref
             return Value(
                 first.without(Kind.UNORDERED).facts, Shape.SET, elem_str=first.elem_str, ref=ref
