@@ -120,6 +120,10 @@ _COUNTER_WORDS = frozenset({"count", "index", "idx", "number", "num", "len", "le
 #: a limit set for the call, not the state it limits
 _BOUND_WORDS = frozenset({"max", "min", "maximum", "minimum"})
 
+#: first words of a name that say it is the system's part of the prompt (``system_prompt``,
+#: ``sys_msg``): the instructions the session is configured with, not a turn's input
+_SYSTEM_WORDS = frozenset({"system", "sys"})
+
 
 def names_per_request_state(name: str) -> bool:
     """True when an identifier names per-turn state: its last word (the head of an English
@@ -127,7 +131,10 @@ def names_per_request_state(name: str) -> bool:
     ``_PER_REQUEST_WORDS``, or a counter of one (``turn_count``). A setting named after the
     request (``response_type``, ``response_schema``, ``message_format``) is fixed per call
     site, not per turn, and so is a bound on the state (``max_tokens``, ``max_turns``: its
-    first word is ``max`` or ``min``), a limit the caller sets.
+    first word is ``max`` or ``min``), a limit the caller sets, and the system's part of the
+    prompt (``system_prompt``, ``sys_msg``: its first word is ``system`` or ``sys``), the
+    instructions the session is configured with (a system prompt that does change carries
+    the volatile value that changes it).
 
     >>> [names_per_request_state(n) for n in ("question", "num_turns", "turn_count")]
     [True, True, True]
@@ -135,9 +142,11 @@ def names_per_request_state(name: str) -> bool:
     [False, False, False]
     >>> [names_per_request_state(n) for n in ("max_tokens", "used_tokens", "min_turns")]
     [False, True, False]
+    >>> [names_per_request_state(n) for n in ("system_prompt", "sys_msg", "user_prompt")]
+    [False, False, True]
     """
     words = [w for w in name.lower().split("_") if w]
-    if not words or (len(words) > 1 and words[0] in _BOUND_WORDS):
+    if not words or (len(words) > 1 and words[0] in _BOUND_WORDS | _SYSTEM_WORDS):
         return False
     if words[-1] in _PER_REQUEST_WORDS:
         return True
