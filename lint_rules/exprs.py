@@ -20,6 +20,7 @@ from .facts import (
     param_entry,
     replace,
     sampled,
+    stable_set,
     wrapped,
 )
 from .frames import (
@@ -606,22 +607,25 @@ def _normalises(node: ast.IfExp) -> bool:
 
 
 def _set_operation_ref(op: ast.operator, left: Value, right: Value) -> object:
-    """The ``ref`` of ``left <op> right`` where one side is a set: the set literal's mark of an
-    order that is the same in every process (``_stable_order``) stays where the result still
-    has it, a part of the marked ``left`` (``-``, ``&``) or of a marked ``right`` (``&``), or
-    a union of sets of numbers only; a union with anything else may hold strings."""
-    ref = left.ref or right.ref
-    if not isinstance(ref, tuple) or len(ref) < 4:
-        return ref
-    if isinstance(op, (ast.Sub, ast.BitAnd)) and left.shape is Shape.SET and left.ref is ref:
-        return ref
+    """The ``ref`` of ``left <op> right`` where one side is a set: the mark of an order that is
+    the same in every process (``facts.STABLE_SETS``) stays where the result is a part of a
+    marked set, ``left`` of ``-`` or either side of ``&`` (``words & {"a"} & {1, 2}`` is a
+    part of ``{1, 2}``), or a union or symmetric difference of sets of numbers only; with
+    anything else it may hold strings, and the result keeps a side's ref without the mark."""
     if isinstance(op, ast.BitAnd):
-        return ref
-    numbers = all(
-        side.shape is Shape.SET and isinstance(side.ref, tuple) and side.ref[3:] == ("numbers",)
+        for side in (left, right):
+            if stable_set(side):
+                return side.ref
+    elif isinstance(op, ast.Sub):
+        if stable_set(left):
+            return left.ref
+    elif all(
+        stable_set(side) and isinstance(side.ref, tuple) and side.ref[3:] == ("numbers",)
         for side in (left, right)
-    )
-    return ref if numbers else ref[:3]
+    ):
+        return left.ref
+    ref = left.ref or right.ref
+    return ref[:3] if isinstance(ref, tuple) and len(ref) > 3 else ref
 
 
 def _stable_order(node: ast.Set, values: list[Value]) -> tuple[str, ...]:
