@@ -1008,21 +1008,7 @@ class CallsMixin(EngineState):
                     kept, facts=kept.facts | listed, items=tuple(sorted(attrs.items()))
                 )
 
-        def substituted(value: Value, depth: int = 0) -> Value:
-            """``value`` with its facts substituted, and those of its tuple elements, fields
-            and list elements' fields (an object, a dict or a list of messages returned whole
-            keeps its structure)."""
-            elts = items = elem = None
-            if depth < 3 and value.elts is not None:
-                elts = tuple(substituted(e, depth + 1) for e in value.elts)
-            if depth < 3 and value.items is not None:
-                items = tuple((k, substituted(v, depth + 1)) for k, v in value.items)
-            if value.elem is not None:
-                # not a level of its own: the fields of a returned tuple's message list
-                elem = substituted(value.elem, depth)
-            return replace(value, facts=substitute(value.facts), elts=elts, items=items, elem=elem)
-
-        result = substituted(summary.ret)
+        result = _substituted(summary.ret, substitute)
         return self.pin_if_once(result)
 
     def record_param_sinks(
@@ -1695,6 +1681,26 @@ class Unresolved:
 _BOOKKEEPING = frozenset({Kind.PARAM, Kind.LOOP, Kind.VARIES})
 #: fact kinds whose chain is not kept (a PARAM fact keeps its unproven steps: ``unproven``)
 _UNCHAINED = frozenset({Kind.LOOP, Kind.VARIES})
+
+
+def _substituted(
+    value: Value, substitute: Callable[[frozenset[Fact]], frozenset[Fact]], depth: int = 0
+) -> Value:
+    """``value`` with its facts substituted (``substitute``: ``call_bound``'s, for one call),
+    and those of its tuple elements, fields and list elements' fields (an object, a dict or a
+    list of messages returned whole keeps its structure). A module function, not a closure
+    in ``call_bound``: a closure that calls itself is a reference cycle, which would keep
+    every closure of the call (and what they hold) alive until the cyclic collector traced
+    it."""
+    elts = items = elem = None
+    if depth < 3 and value.elts is not None:
+        elts = tuple(_substituted(e, substitute, depth + 1) for e in value.elts)
+    if depth < 3 and value.items is not None:
+        items = tuple((k, _substituted(v, substitute, depth + 1)) for k, v in value.items)
+    if value.elem is not None:
+        # not a level of its own: the fields of a returned tuple's message list
+        elem = _substituted(value.elem, substitute, depth)
+    return replace(value, facts=substitute(value.facts), elts=elts, items=items, elem=elem)
 
 
 def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:

@@ -178,8 +178,10 @@ class Fact:
         """The same fact, carried one step further (``step``: ("returned by f", line, "f",
         "")); at most ``MAX_STEPS`` steps are kept, and a function already on the chain is not
         added again, so recursive chains stay bounded."""
-        if any(s[0] == step[0] for s in self.via):
-            return self
+        text = step[0]
+        for s in self.via:  # a loop, not ``any``: about a million calls in a large module
+            if s[0] == text:
+                return self
         if len(self.via) >= MAX_STEPS:
             # keep the first steps, and an unproven step wherever it came
             if not step[0].startswith(ASSUMED) or any(s[0].startswith(ASSUMED) for s in self.via):
@@ -207,18 +209,35 @@ class Fact:
         return self.kind in (Kind.TIME, Kind.UNIQUE, Kind.VARIES) and not self.pinned
 
 
+#: fact sets ``canonical`` found holding one fact per identity hash (it returned them as they
+#: are): the same sets are made canonical again and again (every ``Value`` built from them),
+#: and looking one up hashes it in C, once per set object, where the test walks its facts in
+#: Python. Emptied past ``_CANONICAL_KEPT`` sets and after each analysis (``forget_canonical``)
+_CANONICAL: set[frozenset[Fact]] = set()
+_CANONICAL_KEPT = 50_000
+
+
 def canonical(facts: frozenset[Fact]) -> frozenset[Fact]:
     """``facts`` with one fact per identity (``Fact.identity``: everything but the chain):
     the same origin reached along several paths keeps the chain of smallest ``Fact.rank``,
     whatever order the paths were met in, so fact sets stay as small as the origins they
     name and a chain, hence a finding, does not depend on the order sets are iterated in."""
-    if len(facts) < 2:
+    if len(facts) < 2 or facts in _CANONICAL:
         return facts
     # equal identities have equal hashes: without a repeated hash no identity repeats
     hashes = {f._identity_hash for f in facts}
     if len(hashes) == len(facts):
+        if len(_CANONICAL) >= _CANONICAL_KEPT:
+            _CANONICAL.clear()
+        _CANONICAL.add(facts)
         return facts
     return best_chains(facts)
+
+
+def forget_canonical() -> None:
+    """Let go of the fact sets ``canonical`` remembers (at the end of an analysis, so they
+    do not outlive it)."""
+    _CANONICAL.clear()
 
 
 def best_chains(facts: Iterable[Fact]) -> frozenset[Fact]:

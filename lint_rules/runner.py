@@ -27,7 +27,7 @@ from .analysis.reads import InputReads
 from .chains import Lines, chain_holds
 from .config import LintConfig
 from .context import ModuleContext
-from .facts import ASSUMED
+from .facts import ASSUMED, forget_canonical
 from .files import discover
 from .parse import NewerSyntaxError, is_newer_python, parse_kept, source_lines, where_broken
 from .registry import CHECKS, KNOWN_CODES
@@ -268,6 +268,8 @@ def analyse_source(
                 if "PC000" in codes
                 else []
             )
+        finally:
+            forget_canonical()
     suppressions = parse_suppressions(text, KNOWN_CODES)
     kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
     kept = _merge_duplicates(kept)
