@@ -464,6 +464,62 @@ class CallsMixin(EngineState):
             return cls.methods.get(name)
         return None
 
+    def own_method(self, receiver: Value, holder: ast.expr, name: str) -> bool:
+        """Whether ``receiver`` (the value of ``holder``) is, or may be, an instance of a
+        project class that defines its own method ``name`` (an API client's ``list_tools()``,
+        not MCP's): one of the classes of a ``Choice`` that does, or the class a parameter is
+        annotated with where the module takes that name from another module's ``import *``.
+        An object of another module's class not known yet (``Unresolved``, or such an
+        annotation) asks the driver for that class, so that on the next pass its method is
+        found where it defines one (``method_of``, or here)."""
+        ref = receiver.ref
+        if isinstance(ref, Choice):
+            return any(
+                self.method_of(replace(receiver, ref=cls), name) is not None for cls in ref.classes
+            )
+        if isinstance(ref, Unresolved):
+            self.external(ref.qual, carries=True)
+            return False
+        if ref is not None:
+            return False
+        for qual in self.star_imported_class(holder):
+            found = self.external(qual, carries=True)
+            if isinstance(found, ExternalClass) and found.methods.get(name) is not None:
+                return True
+        return False
+
+    def star_imported_class(self, holder: ast.expr) -> list[str]:
+        """The qualified names the class a parameter ``holder`` is annotated with may have
+        (``def f(api: ApiRequest)``) when that name is neither defined nor imported by name
+        here: ``<module>.<name>`` for each module this one imports ``*`` from."""
+        func = self.frame.func
+        if not isinstance(holder, ast.Name) or func is None:
+            return []
+        args = func.args
+        annotation = next(
+            (
+                a.annotation
+                for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+                if a.arg == holder.id
+            ),
+            None,
+        )
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            annotation = ast.Name(id=annotation.value)
+        if (
+            not isinstance(annotation, ast.Name)
+            or annotation.id in self.classes
+            or annotation.id in self.imports
+        ):
+            return []
+        found = []
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                module = self.absolute_module(stmt.module, stmt.level)
+                if module is not None:
+                    found.append(f"{module}.{annotation.id}")
+        return found
+
     def call_choices(
         self, receiver: Value, func: ast.Attribute, node: ast.Call, memo: dict[int, Value]
     ) -> None:
@@ -1221,7 +1277,7 @@ class CallsMixin(EngineState):
                     if region and kw.arg is not None:
                         self.record(region, kwargs[kw.arg], kw.value, f"PromptBuilder.{method}()")
             return receiver
-        if method in TOOL_PRODUCERS_METHODS:
+        if method in TOOL_PRODUCERS_METHODS and not self.own_method(receiver, func.value, method):
             fact = self.fact(Kind.TOOLS_UNSTABLE, node, f"{source_text(func)}()")
             return Value(frozenset({fact}), Shape.TOOL_RESULT)
         if method in UNORDERED_PATH_METHODS:

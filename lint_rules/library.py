@@ -11,7 +11,19 @@ import ast
 import textwrap
 
 from .events import SinkCall
-from .facts import CLEAN, SAMPLED, Fact, Kind, Shape, Value, join, replace, stable_set
+from .facts import (
+    CLEAN,
+    MESSAGE_ROLES,
+    SAMPLED,
+    Fact,
+    Kind,
+    Shape,
+    Value,
+    join,
+    replace,
+    stable_set,
+    wrapped,
+)
 from .frames import ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
 from .sources import (
@@ -379,7 +391,16 @@ class LibraryMixin(EngineState):
                 and content is not None
             ):
                 self.record_message_content(content, f"dict(role={role.value!r})")
-            return Value(join(*args, *kwargs.values()).facts, Shape.DICT)
+            made = Value(join(*args, *kwargs.values()).facts, Shape.DICT)
+            if node.args or any(kw.arg is None for kw in node.keywords):
+                # keys of another mapping or of a ``**`` splat: not known here
+                return made
+            # keywords only: a dict of known keys, as the literal ``{"role": ..., ...}`` is, and
+            # a chat message of a constant role marks what it holds with that role
+            made = replace(made, items=tuple((str(kw.arg), kwargs[kw.arg]) for kw in node.keywords))
+            if isinstance(role, ast.Constant) and role.value in MESSAGE_ROLES:
+                return wrapped(made, role.value)
+            return made
         if qual in ("builtins.str", "builtins.repr"):
             if not node.args:
                 return Value(shape=Shape.STR, const="")

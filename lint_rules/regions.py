@@ -593,6 +593,7 @@ class RegionsMixin(EngineState):
                 yield kw.arg, kw.value
                 continue
             literal, frame = self.deref(kw.value)
+            literal = self.keyword_dict(literal)
             later = (
                 self.frame.dict_keys.get(kw.value.id, {}) if isinstance(kw.value, ast.Name) else {}
             )
@@ -721,6 +722,30 @@ class RegionsMixin(EngineState):
             yield
         finally:
             self.frame = saved
+
+    def keyword_dict(self, node: ast.expr) -> ast.expr:
+        """``node``, or for a ``dict(k=v, ...)`` call of keywords only the dict display it
+        equals (``{"k": v, ...}``: made once per call, located at it, its values the call's
+        own nodes), so that the keys of a chat message or of a splatted request built this
+        way are read as a literal's are."""
+        if (
+            not isinstance(node, ast.Call)
+            or node.args
+            or any(kw.arg is None for kw in node.keywords)
+            or self.qualify(node.func) != "builtins.dict"
+        ):
+            return node
+        made: ast.Dict | None = node.__dict__.get("_promptcache_dict")
+        if made is None:
+            made = ast.copy_location(
+                ast.Dict(
+                    keys=[ast.copy_location(ast.Constant(kw.arg), kw) for kw in node.keywords],
+                    values=[kw.value for kw in node.keywords],
+                ),
+                node,
+            )
+            node.__dict__["_promptcache_dict"] = made
+        return made
 
     def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]:
         """Follow names to the literal last assigned to them; returns (node, frame to eval in)."""
@@ -927,8 +952,9 @@ class RegionsMixin(EngineState):
         # a named list appended to after its literal (``messages.append(question)``): the
         # newest message is the appended one, so every element of the literal is prefix
         grown = node is not expr and frame is self.frame and self._grown(expr, node, sink)
-        for index, elt in enumerate(elements):
+        for index, written in enumerate(elements):
             tail = index == len(elements) - 1 and not grown
+            elt = self.keyword_dict(written)
             if isinstance(elt, ast.Starred) or not isinstance(elt, ast.Dict):
                 value = self._value(elt, frame)
                 if sink is not None:
