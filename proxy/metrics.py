@@ -136,7 +136,9 @@ class ProxyMetrics:
         )
         self.break_lost_tokens = counter(
             "promptcache_cache_break_lost_tokens",
-            "Input tokens cache breaks lost (prefilled again instead of read), by reason.",
+            "Input tokens cache breaks lost (prefilled again instead of read), by reason; where "
+            "caching is automatic, at most this many (a vendor caches in increments, an engine "
+            "in KV blocks).",
             ("reason",),
         )
         self.break_lost_usd = counter(
