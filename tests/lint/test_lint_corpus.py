@@ -76,6 +76,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         27: 20261229,
         28: 20261230,
         29: 20261231,
+        30: 20270101,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -120,6 +121,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         27: 3,
         28: 5,
         29: 5,
+        30: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -256,6 +258,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         29: [
             "MaiM-with-u/MaiBot",
             "PacktPublishing/LLM-Engineers-Handbook",
+        ],
+        30: [
+            "Marker-Inc-Korea/AutoRAG",
+            "google/adk-samples",
         ],
     }
     for batch, tuning in recorded.items():
