@@ -112,7 +112,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
         # tests; checking it again would start runs of runs, without end
         return None
-    from promptcache.check.output import cannot_write, named_by_command, render
+    from promptcache.check.output import cannot_write, missing_folder, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
 
@@ -158,13 +158,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             f"{timeout:g}\n"
         )
         return 2
-    folder = Path(output).parent if output else None
-    # not resolve(): a symbolic link loop in the path raised RuntimeError, a traceback; such
-    # a path is said by cannot_write below
-    if folder is not None and not folder.is_dir() and not folder.is_symlink():
-        problem = (
-            f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
-        )
+    problem = missing_folder(output) if output else None
+    if problem:
         sys.stderr.write(f"error: cannot write --promptcache-check-output {output}: {problem}\n")
         return 2
     if output and named_by_command(output, command):

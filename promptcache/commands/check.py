@@ -79,7 +79,7 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import cannot_write, named_by_command, render
+    from promptcache.check.output import cannot_write, missing_folder, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
 
@@ -108,13 +108,8 @@ def check(
             "`promptcache check --help`, and write the command after `--`: "
             "`promptcache check [OPTIONS] -- python app.py`"
         )
-    # not resolve(): a symbolic link loop in the path raised RuntimeError, a traceback; such
-    # a path is said by cannot_write below
-    if output is not None and not output.parent.is_dir() and not output.parent.is_symlink():
-        folder = output.parent
-        problem = (
-            f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
-        )
+    problem = missing_folder(output) if output is not None else None
+    if problem:
         raise ConfigError(f"cannot write --output {output}: {problem}")
     if output is not None and named_by_command(output, command):
         raise ConfigError(
