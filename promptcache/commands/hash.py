@@ -77,6 +77,9 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
             f"{'it' if len(ignored) == 1 else 'them'} out{hint}",
             err=True,
         )
+    role = _foreign_role_warning(body, fp.api)
+    if role is not None:
+        click.echo(f"warning: {role}", err=True)
     for bp in fp.breakpoints:
         if bp.ttl is not None and bp.ttl not in VALID_TTLS:
             click.echo(
@@ -122,6 +125,41 @@ def hash_command(request_json: IO[str], api: str, output_format: str) -> None:
         f"segments: {len(fp.segments):,}   approx prefix tokens: {fp.approx_prefix_tokens:,}"
     )
     console.print(f"prefix hash: {fp.prefix_hash}")
+
+
+def _foreign_role_warning(body: dict[str, Any], api: str) -> str | None:
+    """What is wrong with the first message whose role ``api`` does not take, with the API the
+    body looks like; None when every message's role is one it takes (or ``api`` takes any).
+
+    Anthropic Messages and Bedrock Converse take only ``user`` and ``assistant`` messages, the
+    system prompt in a field of its own: Anthropic answers 400 (``Unexpected role "system"``,
+    https://platform.claude.com/docs/en/api/messages), Converse a ValidationException
+    (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html). An
+    OpenAI Chat body hashed as either (its system prompt a ``system`` or ``developer`` message)
+    is a request the vendor never answers, let alone caches.
+    """
+    from promptcache.segments import detect_api
+
+    if api not in ("anthropic", "bedrock_converse"):
+        return None
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if type(role) is str and role not in ("user", "assistant"):
+            where = "`system`" if api == "anthropic" else "`system` blocks"
+            try:
+                looks = detect_api(body)
+            except PromptCacheError:
+                looks = api
+            hint = f"; the body looks like {looks}: try --api {looks}" if looks != api else ""
+            return (
+                f"messages[{i}] has role {role!r}, but {api} requests take only user and "
+                f"assistant messages (the system prompt goes in {where}) and the vendor refuses "
+                f"this one{hint}"
+            )
+    return None
 
 
 def _ttl_order_warning(breakpoints: Sequence[Breakpoint]) -> str | None:

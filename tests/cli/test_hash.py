@@ -268,3 +268,46 @@ def test_a_response_body_is_named_one_rather_than_asking_for_api(tmp_path: Path)
         )
         assert "`promptcache cost`" in result.output
         assert "pass the API explicitly" not in result.output
+
+
+def test_a_system_role_message_in_an_anthropic_or_converse_body_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    # An OpenAI Chat body (its system prompt as a message) hashed as Anthropic or Bedrock
+    # Converse: those APIs take only user and assistant messages and answer 400 (Anthropic:
+    # "Unexpected role \"system\"") or a ValidationException, so the hashes are of a request the
+    # vendor never caches.
+    path = tmp_path / "chat.json"
+    path.write_text(
+        json.dumps(
+            {
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "You are X."},
+                    {"role": "user", "content": "hi"},
+                ],
+            }
+        )
+    )
+    for api in ("anthropic", "bedrock_converse"):
+        result = CliRunner().invoke(cli, ["hash", "--api", api, "--format", "json", str(path)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == (
+            f"warning: messages[0] has role 'system', but {api} requests take only user and "
+            "assistant messages (the system prompt goes in "
+            f"{'`system`' if api == 'anthropic' else '`system` blocks'}) and the vendor refuses "
+            "this one; the body looks like openai_chat: try --api openai_chat\n"
+        )
+        assert json.loads(result.stdout)["api"] == api
+    # the API that takes system-role messages, and Anthropic's own shape, warn about nothing
+    for api, body in (
+        ("openai_chat", json.loads(path.read_text())),
+        ("anthropic", BODY),
+        (
+            "bedrock_converse",
+            {"modelId": "m", "messages": [{"role": "user", "content": [{"text": "hi"}]}]},
+        ),
+    ):
+        result = CliRunner().invoke(cli, ["hash", "--api", api, "-"], input=json.dumps(body))
+        assert result.exit_code == 0, result.output
+        assert result.stderr == "", (api, result.stderr)
