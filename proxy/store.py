@@ -50,6 +50,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from promptcache.errors import StoreError
+from promptcache.folders import folder_problem
 from promptcache.formatting import plural
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
@@ -283,11 +284,8 @@ def _open_problem(path: Path | str, exc: sqlite3.Error) -> str:
     file = Path(path)
     if file.is_dir():
         return f"{file} is a folder; give the name of a log file"
-    if file.parent.exists() and not file.parent.is_dir():
-        return f"{file.parent} is not a folder; give another path"
-    if not file.parent.is_dir():
-        return f"folder {file.parent} does not exist; create it or give another path"
-    return str(exc)
+    problem = folder_problem(file)
+    return str(exc) if problem is None else f"{problem}; give another path"
 
 
 def _refuse_other_database(conn: sqlite3.Connection, path: Path | str) -> None:

@@ -25,7 +25,7 @@ from .findings import RULE_TITLES, Finding
 from .perturbation import KIND_LABELS
 from .runner import CheckResult
 
-__all__ = ["FORMATS", "cannot_write", "missing_folder", "named_by_command", "render"]
+__all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
 
 FORMATS: Final = ("text", "json", "sarif", "github")
 SCHEMA_URI: Final = (
@@ -170,16 +170,6 @@ def _command_file(command: Sequence[str]) -> Path | None:
         if program and os.path.isfile(program):
             return Path(os.path.abspath(program))
     return None
-
-
-def missing_folder(output: str | Path) -> str | None:
-    """Why the folder of the report file ``output`` cannot hold it: ``folder X does not exist``
-    or ``X is not a folder`` (a file); None when it is a folder or a symbolic link (not
-    resolved: a link loop raised RuntimeError, a traceback; :func:`cannot_write` says it)."""
-    folder = Path(output).parent
-    if folder.is_dir() or folder.is_symlink():
-        return None
-    return f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
 
 
 def named_by_command(output: str | Path, command: Sequence[str]) -> bool:

@@ -112,9 +112,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
         # tests; checking it again would start runs of runs, without end
         return None
-    from promptcache.check.output import cannot_write, missing_folder, named_by_command, render
+    from promptcache.check.output import cannot_write, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
+    from promptcache.folders import folder_problem
 
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
     output = config.getoption("promptcache_check_output")
@@ -158,7 +159,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             f"{timeout:g}\n"
         )
         return 2
-    problem = missing_folder(output) if output else None
+    problem = folder_problem(output) if output else None
     if problem:
         sys.stderr.write(f"error: cannot write --promptcache-check-output {output}: {problem}\n")
         return 2

@@ -79,9 +79,10 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import cannot_write, missing_folder, named_by_command, render
+    from promptcache.check.output import cannot_write, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
+    from promptcache.folders import folder_problem
 
     if output is not None and str(output) == "-":
         output = None  # '-' is stdout, as for the commands that read '-' as stdin
@@ -108,7 +109,7 @@ def check(
             "`promptcache check --help`, and write the command after `--`: "
             "`promptcache check [OPTIONS] -- python app.py`"
         )
-    problem = missing_folder(output) if output is not None else None
+    problem = folder_problem(output) if output is not None else None
     if problem:
         raise ConfigError(f"cannot write --output {output}: {problem}")
     if output is not None and named_by_command(output, command):

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from promptcache.folders import folder_problem
 from promptcache.formatting import plural
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -399,13 +400,12 @@ def lint(
 
 def _output_unwritable(output: Path) -> str | None:
     """Why the report file ``output`` cannot be written, or None when it can: its folder is
-    missing or not a folder, or refuses a file (tried for real, as :func:`_unwritable`); an
-    existing file is opened for appending, which changes nothing in it."""
-    folder = output.parent
-    if not folder.exists():
-        return f"its folder {folder} does not exist"
-    if not folder.is_dir():
-        return f"{folder} is not a folder"
+    missing or not a folder (:func:`~promptcache.folders.folder_problem`), or refuses a file
+    (tried for real, as :func:`_unwritable`); an existing file is opened for appending, which
+    changes nothing in it."""
+    problem = folder_problem(output)
+    if problem is not None:
+        return problem
     if output.exists():
         try:
             with output.open("ab"):
@@ -413,7 +413,7 @@ def _output_unwritable(output: Path) -> str | None:
         except OSError as exc:
             return exc.strerror or str(exc)
         return None
-    return _unwritable(folder)
+    return _unwritable(output.parent)
 
 
 def _unwritable(folder: Path) -> str | None:

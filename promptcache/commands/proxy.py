@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from promptcache.folders import folder_problem
+
 from ._log_db import LOG_DB
 from ._option_args import OptionArgCommand, looks_like_upstream
 from ._server_options import Seconds, client_limit_options
@@ -273,14 +275,10 @@ def _check_db(db: Path) -> None:
         click.BadParameter: the message says what to change.
     """
     folder = db.parent
-    if not folder.is_dir():
-        problem = (
-            f"{folder} is not a folder; pick another --db"
-            if folder.exists()
-            else f"folder {folder} does not exist; create it or pick another --db"
-        )
+    problem = folder_problem(db)
+    if problem is not None:
         raise click.BadParameter(
-            f"cannot create the request log {db}: {problem}", param_hint="--db"
+            f"cannot create the request log {db}: {problem}; pick another --db", param_hint="--db"
         )
     if not db.exists():
         if not os.access(folder, os.W_OK | os.X_OK):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from promptcache.folders import folder_problem
 from promptcache.formatting import percent, usd
 
 from ._log_db import LOG_DB
@@ -259,14 +260,7 @@ def report_command(
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            folder = output.parent
-            why = (
-                f"its folder {folder} does not exist"
-                if not folder.exists()
-                else f"{folder} is not a folder"
-                if not folder.is_dir()
-                else exc.strerror
-            )
+            why = folder_problem(output) or exc.strerror or str(exc)
             raise click.BadParameter(
                 f"cannot write {output}: {why}", param_hint="--output"
             ) from None

@@ -193,14 +193,18 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_runs(tmp_path: P
     (tmp_path / "loop.json").symlink_to("loop.json")
     (tmp_path / "loopdir").symlink_to("loopdir")
     (tmp_path / "dangling.json").symlink_to(Path("nowhere") / "x.json")
+    (tmp_path / "dangling").symlink_to("nowhere")
     (tmp_path / "file.txt").write_text("x")
     ran = [sys.executable, "-c", "print('ran')"]
     for name, why in (
         ("loop.json", "Too many levels of symbolic links"),
         ("loopdir/x.json", "Too many levels of symbolic links"),
         ("dangling.json", "No such file or directory (a symbolic link to 'nowhere/x.json')"),
+        # the words of lint, report, proxy --db and log copy
         ("nodir/x.json", "folder nodir does not exist"),
         ("file.txt/x.json", "file.txt is not a folder"),  # was "folder file.txt does not exist"
+        ("file.txt/sub/x.json", "file.txt is not a folder"),  # the file on the way is named
+        ("dangling/x.json", "folder dangling does not exist (a symbolic link to 'nowhere')"),
     ):
         proc = cli("check", "-o", name, "--", *ran, cwd=tmp_path)
         assert (proc.returncode, proc.stdout) == (2, "")  # the command never ran

@@ -162,13 +162,17 @@ def test_bad_plugin_options_are_said_before_the_session_runs(tmp_path: Path) -> 
         f"error: cannot write --promptcache-check-output {nowhere}: folder "
         f"{nowhere.parent} does not exist\n"
     )
-    under_a_file = tmp_path / "test_prompt.py" / "check.json"  # not "folder ... does not exist"
-    proc = _pytest(tmp_path, "--promptcache-check", f"--promptcache-check-output={under_a_file}")
-    assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == (
-        f"error: cannot write --promptcache-check-output {under_a_file}: "
-        f"{under_a_file.parent} is not a folder\n"
-    )
+    # not "folder ... does not exist"; the file is named however deep the report would be
+    suite = tmp_path / "test_prompt.py"
+    for under_a_file in (suite / "check.json", suite / "sub" / "check.json"):
+        proc = _pytest(
+            tmp_path, "--promptcache-check", f"--promptcache-check-output={under_a_file}"
+        )
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert proc.stderr == (
+            f"error: cannot write --promptcache-check-output {under_a_file}: {suite} is not a "
+            "folder\n"
+        )
     # an option of the plugin without --promptcache-check would silently run a plain session
     proc = _pytest(tmp_path, "--promptcache-check-format=json")
     assert (proc.returncode, proc.stdout) == (2, "")

@@ -205,9 +205,10 @@ def test_an_unwritable_output_is_refused_before_the_analysis(project: Path) -> N
     (project / "e.py").write_text("x = 1  # promptcache: ignore[PC404]\n")
     (project / "a_file").write_text("")
     cache = project / "lint-cache"
-    for target, why in [
-        (Path("no", "report.txt"), f"its folder {Path('no')} does not exist"),
+    for target, why in [  # the words of check, report, proxy --db and log copy
+        (Path("no", "report.txt"), f"folder {Path('no')} does not exist"),
         (Path("a_file", "report.txt"), "a_file is not a folder"),
+        (Path("a_file", "sub", "report.txt"), "a_file is not a folder"),  # the file on the way
     ]:
         for extra in ([], ["--diff"]):
             result = run("e.py", *extra, "--cache-dir", str(cache), "-o", str(target))

@@ -80,10 +80,12 @@ def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("db", "message"),
     [
-        ("missing/dir/x.db", "does not exist; create it or pick another --db"),
+        # the words of lint, report, check and log copy, then the option to change
+        ("missing/dir/x.db", "missing/dir does not exist; pick another --db"),
         ("notsqlite.db", "notsqlite.db is not a SQLite file"),
         # a file where the folder should be: not "folder .../notsqlite.db does not exist"
         ("notsqlite.db/x.db", "notsqlite.db is not a folder; pick another --db"),
+        ("notsqlite.db/sub/x.db", "notsqlite.db is not a folder; pick another --db"),
     ],
 )
 def test_a_bad_db_is_refused_before_the_banner(tmp_path: Path, db: str, message: str) -> None:

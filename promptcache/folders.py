@@ -1,0 +1,45 @@
+"""The one test of whether a file's folder can hold it, for every command that writes a file
+the user names (``lint -o``, ``report -o``, ``check -o``, ``proxy --db``, the request log's
+``log copy DST``), so each says a missing folder, or a file where the folder should be, in
+the same words.
+
+Only the standard library is imported here (the CLI's ``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["folder_problem"]
+
+
+def folder_problem(file: str | Path) -> str | None:
+    """Why the folder of ``file`` cannot hold it, or None when that folder exists.
+
+    The answer is one of:
+
+    - ``folder X does not exist`` (X the folder as given, relative if ``file`` is; a dangling
+      symbolic link adds `` (a symbolic link to 'T')``);
+    - ``X is not a folder``: X is the folder, or the first folder above it, that is a file
+      (or anything else but a folder), so ``a_file/sub/out.json`` names ``a_file``;
+    - the system's words for any other failure to look the folder up, such as
+      ``Too many levels of symbolic links`` or ``Permission denied``.
+
+    Nothing is created; whether the folder lets a file be written is left to the caller.
+    """
+    folder = Path(file).parent
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:  # a file on the way: name it, not the folder under it
+            for above in folder.parents:
+                if above.exists() and not above.is_dir():
+                    return f"{above} is not a folder"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            link = f" (a symbolic link to {os.readlink(folder)!r})" if folder.is_symlink() else ""
+            return f"folder {folder} does not exist{link}"
+        return exc.strerror or str(exc)
+    return None if stat.S_ISDIR(mode) else f"{folder} is not a folder"
