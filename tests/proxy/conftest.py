@@ -12,6 +12,10 @@
 ``postgres_server`` (session) / ``pg_url`` (function): a real Postgres server and a fresh
 database on it (pg_server.py).
 
+``engine_url`` (module): a real tinystories engine server on 127.0.0.1 (the bundled engine,
+model name ``tiny``), one per test module; ``engine_chat_template`` (module) is its chat
+template, None (the checkpoint's own) unless the module overrides that fixture.
+
 Helpers the tests import (``RunningProxy``, ``read_rows``, ``mock_config``) are in
 proxy_support.py.
 """
@@ -62,6 +66,32 @@ def start_proxy(
     yield start
     for server in running:
         server.stop()
+
+
+#: The small test checkpoint in the shared data (never copied into the repository).
+TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
+
+
+@pytest.fixture(scope="module")
+def engine_chat_template() -> str | None:
+    """The chat template ``engine_url``'s engine serves chat requests with: None, the
+    checkpoint's own. A module whose chat requests need another defines this fixture itself."""
+    return None
+
+
+@pytest.fixture(scope="module")
+def engine_url(engine_chat_template: str | None) -> Iterator[str]:
+    """Base URL (``http://127.0.0.1:PORT``) of the bundled engine serving tinystories as
+    ``tiny`` (float32, 64 KV blocks, seed 0) under uvicorn. One engine per module: its prefix
+    cache carries over from one test of the module to the next."""
+    from promptcache.engine import LLMEngine
+    from promptcache.engine.server import create_app
+
+    assert TINYSTORIES.is_dir(), f"test checkpoint missing: {TINYSTORIES}"
+    engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
+    app = create_app(engine, served_model_names=["tiny"], chat_template=engine_chat_template)
+    with ServerThread(app) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="session")

@@ -8,34 +8,20 @@ miss. A real tinystories engine on 127.0.0.1 behind a real proxy, a real SQLite 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import httpx
-import pytest
 from proxy_support import RunningProxy
-from servers import ServerThread
 
-from promptcache.engine import LLMEngine
-from promptcache.engine.server import create_app
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report.page import build_page
 from promptcache.proxy.report.render import render_table
 
-TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 PROMPT = (
     "Once upon a time, there was a little girl named Lily. She liked to play outside in the "
     "park with her friends and her dog, who was very fast and liked to run after the ball."
 )
-
-
-@pytest.fixture(scope="module")
-def engine_url() -> Iterator[str]:
-    assert TINYSTORIES.is_dir(), f"test checkpoint missing: {TINYSTORIES}"
-    engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
-    with ServerThread(create_app(engine, served_model_names=["tiny"])) as server:
-        yield server.url
 
 
 def test_a_new_salt_opens_its_own_prefix_and_is_no_unexpected_miss(

@@ -10,21 +10,16 @@ real proxy, the official ``openai`` client, a real SQLite log and report.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import openai
 import pytest
 from proxy_support import RunningProxy
-from servers import ServerThread
 
-from promptcache.engine import LLMEngine
-from promptcache.engine.server import create_app
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report.render import render_table
 
-TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
@@ -37,12 +32,9 @@ BLOCK_SIZE = 16
 
 
 @pytest.fixture(scope="module")
-def engine_url() -> Iterator[str]:
-    assert TINYSTORIES.is_dir(), f"test checkpoint missing: {TINYSTORIES}"
-    engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
-    app = create_app(engine, served_model_names=["tiny"], chat_template=CHAT_TEMPLATE)
-    with ServerThread(app) as server:
-        yield server.url
+def engine_chat_template() -> str:
+    """``engine_url``'s engine (conftest.py) renders chat requests with CHAT_TEMPLATE."""
+    return CHAT_TEMPLATE
 
 
 def test_dropping_the_last_messages_is_no_break_where_caching_is_automatic(

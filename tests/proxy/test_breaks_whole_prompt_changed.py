@@ -14,33 +14,18 @@ SQLite log and report.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import openai
-import pytest
 from proxy_support import RunningProxy
-from servers import ServerThread
 
-from promptcache.engine import LLMEngine
-from promptcache.engine.server import create_app
 from promptcache.proxy.config import UpstreamConfig
 from promptcache.proxy.report import build_report
 from promptcache.proxy.report.render import render_table
 
-TINYSTORIES = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "tinystories-656k"
 STORY = (
     "Once upon a time there was a little dog named Max who lived in a big house with a garden. "
 ) * 8
-
-
-@pytest.fixture(scope="module")
-def engine_url() -> Iterator[str]:
-    assert TINYSTORIES.is_dir(), f"test checkpoint missing: {TINYSTORIES}"
-    engine = LLMEngine.from_pretrained(TINYSTORIES, dtype="float32", num_blocks=64, seed=0)
-    app = create_app(engine, served_model_names=["tiny"])
-    with ServerThread(app) as server:
-        yield server.url
 
 
 def test_a_prompt_changed_at_its_start_is_no_expected_hit(
