@@ -176,7 +176,7 @@ class ProxyMetrics:
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def _model_label(self, model: str | None) -> str:
-        name = model or "unknown"
+        name = model or "(none)"  # as `report --group-by model` names it
         if name in self._models:
             return name
         # a lone surrogate ("\ud800" in the JSON body) cannot be written as UTF-8: in a label

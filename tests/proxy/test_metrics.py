@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -10,11 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 from proxy_support import RunningProxy
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from promptcache.cli import cli
 from promptcache.proxy.metrics import MAX_MODEL_LABELS, ProxyMetrics, install
 from promptcache.proxy.record import RequestRecord
 from promptcache.proxy.store import RequestStore
@@ -251,3 +254,27 @@ def test_a_model_name_with_a_lone_surrogate_does_not_break_the_scrape(
     assert {s.labels["model"] for s in requests.samples if s.name.endswith("_total")} == {
         "gpt-\\ud800"  # escaped, as the log stores it
     }
+
+
+def test_a_request_without_a_model_is_model_none_in_metrics_as_in_the_report(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # the same request is one group under one name in /metrics and in `report --group-by model`
+    proxy = start_proxy()
+    reply = httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert reply.status_code == 200
+    proxy.rows(1)
+    scraped = httpx.get(proxy.url + "/metrics")
+    requests = next(
+        f for f in text_string_to_metric_families(scraped.text) if f.name == "promptcache_requests"
+    )
+    assert {s.labels["model"] for s in requests.samples if s.name.endswith("_total")} == {"(none)"}
+    result = CliRunner().invoke(
+        cli,
+        ["report", "--db", str(proxy.db_path), "--group-by", "model", "--format", "json"],
+    )
+    assert result.exit_code == 0, result.output
+    assert [g["group"] for g in json.loads(result.stdout)["groups"]] == ["(none)"]
