@@ -1,7 +1,7 @@
 """The one test of whether a file's folder can hold it, for every command that writes a file
 the user names (``lint -o``, ``report -o``, ``check -o``, ``proxy --db``, the request log's
-``log copy DST``), so each says a missing folder, or a file where the folder should be, in
-the same words.
+``log copy DST``, a file above ``demo --output-dir``), so each says a missing folder, or a
+file where the folder should be, in the same words.
 
 Only the standard library is imported here (the CLI's ``--help`` stays fast).
 """

@@ -31,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from promptcache.engine.tokenizer import Tokenizer
 from promptcache.errors import ConfigError, DemoError, ModelLoadError
+from promptcache.folders import folder_problem
 from promptcache.formatting import percent, plural
 
 from .check_step import check_apps
@@ -452,8 +453,13 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        # a file where the folder, or a folder above it, should be: said in the words of every
+        # command that writes a file (summary.json is one the demo writes in it)
+        in_the_way = isinstance(exc, (FileExistsError, NotADirectoryError))
+        why = folder_problem(out / "summary.json") if in_the_way else None
         raise ConfigError(
-            f"cannot create --output-dir {out} ({exc}); pass a writable folder"
+            f"cannot create --output-dir {out}: {why or exc.strerror or exc}; pass a writable "
+            "folder"
         ) from exc
     model = resolve_model(options.model)
     try:

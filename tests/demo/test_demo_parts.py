@@ -297,6 +297,24 @@ def test_demo_cli_says_an_unpriced_price_as_model_in_its_own_terms(tmp_path: Pat
     assert not out.exists()
 
 
+def test_an_output_dir_under_a_file_names_the_file(tmp_path: Path) -> None:
+    # in the words of lint, report, check, proxy --db and log copy; was Python's
+    # "([Errno 20] Not a directory: '.../a_file/sub')"
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+
+    (tmp_path / "a_file").write_text("x")
+    for out in (tmp_path / "a_file" / "sub", tmp_path / "a_file" / "sub" / "deeper"):
+        result = CliRunner().invoke(cli, ["demo", "--output-dir", str(out)])
+        assert result.exit_code == 2
+        assert result.output == (
+            f"error: cannot create --output-dir {out}: {tmp_path / 'a_file'} is not a folder; "
+            "pass a writable folder\n"
+        )
+    assert (tmp_path / "a_file").read_text() == "x"
+
+
 @pytest.mark.parametrize("weight_dtype", [[], ["--weight-dtype", "int4"]], ids=["default", "given"])
 def test_a_truncated_model_file_names_where_its_path_came_from(
     tmp_path: Path, weight_dtype: list[str]
