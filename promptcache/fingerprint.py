@@ -36,7 +36,7 @@ from promptcache.segments import (
     detect_api,
     split_request,
 )
-from promptcache.tokens import count_tokens
+from promptcache.tokens import count_tokens_reusing
 
 __all__ = [
     "APIS",
@@ -387,12 +387,14 @@ def _segment_tokens(sha: str, kind: str, value: Any, text: str) -> int:
     """Approximate tokens of one segment, memoised by its hash.
 
     A proxy fingerprints every request, and the frozen segments repeat from one request to the
-    next; tokenizing only unseen segments keeps a warm call close to the cost of hashing.
+    next; tokenizing only unseen segments keeps a warm call close to the cost of hashing. An
+    unseen segment that starts as one seen before (a shared document, then a new question, in
+    one message) reuses the counts of its shared pieces (``count_tokens_reusing``).
     """
     cached = _TOKENS_BY_SHA.get(sha)
     if cached is None:
         counted = text if kind == "tools" else "\n".join(_prompt_strings(value))
-        cached = count_tokens(counted)
+        cached = count_tokens_reusing(counted)
         with _TOKENS_LOCK:
             if len(_TOKENS_BY_SHA) >= _TOKENS_CACHE_SIZE:
                 del _TOKENS_BY_SHA[next(iter(_TOKENS_BY_SHA))]  # drop the oldest entry
