@@ -10,7 +10,8 @@ that each event is its own upstream read, as a real engine's tokens are), behind
 (the default proxy: log, explainer, metrics) and once with ``--no-log``. The load is
 ``benchmarks/proxy_routing.py``'s chat workload (8 tenants' documents of about 1,200
 characters, 4-turn sessions, streamed with usage) at ``--concurrency`` (8), ``--requests`` (600)
-requests, after as many again to warm up.
+requests, after as many again to warm up; ``--workload rag`` or ``completions`` sends its
+single-message workloads instead (each request one tenant's document and a new question).
 
 Per configuration it prints the proxy's CPU per request from ``/proc/PID/task/*/stat`` (user +
 system, 10 ms ticks): the event-loop thread (the process's main thread) and the other threads
@@ -199,7 +200,8 @@ def measure(
                 proxy.send_signal(signal.SIGUSR1)  # profiler on
             before = thread_cpu(proxy.pid)
             outcome = asyncio.run(routing.drive(url, prompts, requests=args.requests,
-                                                concurrency=args.concurrency, turns=4))  # fmt: skip
+                                                concurrency=args.concurrency, turns=4,
+                                                workload=args.workload))  # fmt: skip
             runs.append((outcome, split(proxy.pid, before, thread_cpu(proxy.pid))))
         if profile is not None:
             proxy.send_signal(signal.SIGUSR1)  # profiler off, stats written
@@ -242,7 +244,8 @@ def count_instructions(args: argparse.Namespace, urls: list[str], folder: Path) 
 
     def drive(requests: int) -> routing.Outcome:
         return asyncio.run(routing.drive(url, prompts, requests=requests,
-                                         concurrency=args.concurrency, turns=4))  # fmt: skip
+                                         concurrency=args.concurrency, turns=4,
+                                         workload=args.workload))  # fmt: skip
 
     def instrument(state: str) -> None:
         subprocess.run(["callgrind_control", "-i", state, str(proxy.pid)], check=True,
@@ -354,6 +357,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=_at_least(1, int), default=8)
     parser.add_argument("--event-gap-ms", type=_at_least(0, float), default=5.0)
     parser.add_argument("--idle-s", type=_at_least(1, float), default=20.0)
+    parser.add_argument("--workload", choices=("chat", "rag", "completions"), default="chat",
+                        help="proxy_routing.py's workload to send (default: chat)")  # fmt: skip
     parser.add_argument("--trigger-costs", action="store_true",
                         help="also time inserting the --db run's rows with and without each "
                         "rollup trigger")  # fmt: skip
@@ -381,7 +386,7 @@ def main() -> None:
                     log_level="warning", access_log=False, lifespan="on")  # fmt: skip
         return
     print(f"load average {os.getloadavg()[0]:.2f}; {args.replicas} mock replicas, "
-          f"{args.requests} chat requests at concurrency {args.concurrency}, events "
+          f"{args.requests} {args.workload} requests at concurrency {args.concurrency}, events "
           f"{args.event_gap_ms:g} ms apart")  # fmt: skip
     ports = [routing.free_port() for _ in range(args.replicas)]
     mocks = [subprocess.Popen([sys.executable, __file__, "--serve-mock", str(p),

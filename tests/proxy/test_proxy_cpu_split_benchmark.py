@@ -48,20 +48,20 @@ def test_minus_zero_is_read_as_zero() -> None:
     assert f"{value:g}" == "0"
 
 
-def test_a_small_run_measures_every_request() -> None:
+@pytest.mark.parametrize("workload", ["chat", "rag"])
+def test_a_small_run_measures_every_request(workload: str) -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--replicas", "2", "--requests", "6", "--concurrency", "2",
-         "--idle-s", "1", "--event-gap-ms", "0"],
+         "--idle-s", "1", "--event-gap-ms", "0", "--workload", workload],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert f"6 {workload} requests at concurrency 2" in done.stdout.splitlines()[0]
     lines = [line for line in done.stdout.splitlines() if line.startswith("proxy, ")]
     assert [line.split()[1] for line in lines] == ["--db", "--no-log"]
     for line in lines:
         assert line.endswith("(6 requests whole)")
-        total, loop, others = (
-            float(x) for x in re.findall(r"([0-9.]+) ms(?!/s)", line)[:3]
-        )
+        total, loop, others = (float(x) for x in re.findall(r"([0-9.]+) ms(?!/s)", line)[:3])
         assert total == pytest.approx(loop + others, abs=0.011)
 
 
