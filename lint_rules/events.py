@@ -65,6 +65,21 @@ class Block:
     opaque: bool = False
 
 
+@dataclass(frozen=True)
+class TurnContext:
+    """A system message's ``content`` ahead of a stored ``history`` in a request's message
+    list whose ``newest`` message holds the same parameter (``shared``, the PARAM fact the
+    content holds, with the calls that passed it on): text made from each turn's input
+    placed before the turns that the cache would otherwise keep. ``grown``: a statement of
+    the function that appends to the history."""
+
+    content: ast.expr
+    history: ast.expr
+    newest: ast.expr
+    grown: ast.expr | ast.stmt
+    shared: Fact
+
+
 @dataclass
 class SinkCall:
     """A recognised LLM API call (or SDK render) and what the rules need to know about it.
@@ -87,3 +102,7 @@ class SinkCall:
     loops: tuple[ast.stmt, ...] = ()
     function: ast.AST | None = None
     once: bool = False
+    #: system message contents ahead of a stored history that the same function grows, made
+    #: from what its newest user message holds: (the content, the history, the newest
+    #: message, the parameter they share), for PC010
+    turn_context: list[TurnContext] = field(default_factory=list)

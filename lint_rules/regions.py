@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .events import Block, SinkCall
+from .events import Block, SinkCall, TurnContext
 from .facts import CLEAN, Kind, Shape, Value, replace
 from .frames import Choice, ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
@@ -449,6 +449,82 @@ def _entry_node(splat: ast.expr, key: str) -> ast.Subscript:
     return node
 
 
+def _key_node(holder: ast.expr, key: str) -> ast.Subscript:
+    """``holder[key]`` at the holder's position: what a named dict holds under ``key`` where
+    it is read; made once per holder and key, so the analysis sees the same node on every
+    pass."""
+    made: dict[str, ast.Subscript] = holder.__dict__.setdefault("_promptcache_keys", {})
+    node = made.get(key)
+    if node is None:
+        node = ast.Subscript(value=holder, slice=ast.Constant(value=key), ctx=ast.Load())
+        ast.copy_location(node, holder)
+        ast.copy_location(node.slice, holder)
+        made[key] = node
+    return node
+
+
+#: keywords of a request whose text comes ahead of its messages
+_SYSTEM_KEYWORDS = frozenset({"system", "instructions", "system_instruction"})
+
+
+def _list_parts(node: ast.expr) -> list[tuple[ast.expr, bool]] | None:
+    """The parts of a message list written as a literal or a sum of lists, in order, each
+    with whether it is a whole list (``*history``, the ``history`` of ``[system] + history``)
+    rather than one message; None for any other expression."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [
+            (elt.value, True) if isinstance(elt, ast.Starred) else (elt, False) for elt in node.elts
+        ]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = _list_parts(node.left)
+        right = _list_parts(node.right)
+        if left is None:
+            left = [(node.left, True)]
+        if right is None:
+            right = [(node.right, True)]
+        return left + right
+    return None
+
+
+def _message_role(message: ast.Dict | None) -> str | None:
+    role = dict_get(message, "role") if message is not None else None
+    return role.value if isinstance(role, ast.Constant) and isinstance(role.value, str) else None
+
+
+def _stored_history(node: ast.expr, params: set[str], self_name: str | None) -> bool:
+    """True for a history the request does not rebuild: a parameter of the function, or a
+    field of ``self`` (``self.history``)."""
+    if isinstance(node, ast.Name):
+        return node.id in params
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and self_name is not None
+        and node.value.id == self_name
+    )
+
+
+def _grows_in(func: ast.AST, history: ast.expr) -> ast.Call | ast.AugAssign | None:
+    """The first statement of ``func`` (outside nested functions and classes) that appends
+    to ``history`` (``history.append(...)``, ``.extend(...)``, ``history += ...``), or None."""
+    want = ast.unparse(history)
+    todo: list[ast.AST] = list(ast.iter_child_nodes(func))
+    found: list[ast.Call | ast.AugAssign] = []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and ast.unparse(node.func.value) == want
+        ) or (isinstance(node, ast.AugAssign) and ast.unparse(node.target) == want):
+            found.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
+
+
 def _tool_fields(value: Value, module: str) -> dict[str, frozenset[str] | None] | None:
     """The sent fields (``sinks.sent_tool_fields``) of the SDK tool class ``value`` is an
     instance of, when its fields are known; None otherwise (``module``: the module being
@@ -621,6 +697,9 @@ class RegionsMixin(EngineState):
             for key_name, assignment in later.items():
                 value = self.assigned_value(assignment)
                 if value is not None:
+                    # the entry the dict holds at the call, on every path (the value yielded
+                    # is the last one assigned)
+                    value.__dict__["_promptcache_held"] = _key_node(kw.value, key_name)
                     yield key_name, value
 
     def _own_param(self, expr: ast.expr, value: Value) -> bool:
@@ -904,6 +983,8 @@ class RegionsMixin(EngineState):
 
     def region_messages(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
         node, frame = self.deref(expr)
+        if sink is not None and self.recording:
+            self._note_turn_context(expr, node, frame, sink)
         elements: list[ast.expr] = []
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left = self._value(node.left, frame)
@@ -998,6 +1079,83 @@ class RegionsMixin(EngineState):
                     sink.blocks.append(block)
                     previous = block
 
+    def _note_turn_context(
+        self, expr: ast.expr, node: ast.expr, frame: Frame, sink: SinkCall
+    ) -> None:
+        """Note on ``sink`` each system message ahead of a stored history whose content holds
+        what the newest user message holds (``SinkCall.turn_context``): a list written in
+        place or bound to a name not appended to before the sink (``[system, *history,
+        user]``, ``[system] + history + [user]``), its last element a user message, a
+        history between that is a parameter or a field of ``self`` which the function
+        appends to (the turn written back, read again next turn), and a parameter of the
+        function, proven (no call the analysis cannot see on the way), in both."""
+        func = self.frame.func
+        if func is None or frame is not self.frame or self.frame.once:
+            return
+        if node is not expr and self._grown(expr, node, sink):
+            return
+        parts = _list_parts(node)
+        if parts is None or len(parts) < 2:
+            return
+        newest, stored = parts[-1]
+        newest_message = self._literal_message(newest)
+        if stored or _message_role(newest_message) != "user":
+            return
+        params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+        # the newest message's text is a parameter, whole (``"content": question``): the
+        # turn's input, not a setting of the session written into it
+        text = dict_get(newest_message, "content") if newest_message is not None else None
+        if not isinstance(text, ast.Name) or text.id not in params:
+            return
+        own = (id(func),)
+        held = {
+            (f.param, f.detail)
+            for f in self._value(text, frame).facts
+            if f.kind is Kind.PARAM and f.fix == own and f.proven and f.detail == text.id
+        }
+        if not held:
+            return
+        # the system text: a keyword of the call (``system=``, ``instructions=``), ahead of
+        # every message, or a system message of the list, ahead of what follows it
+        candidates = [(kw.value, 0) for kw in sink.node.keywords if kw.arg in _SYSTEM_KEYWORDS]
+        for index, (part, stored) in enumerate(parts[:-1]):
+            message = None if stored else self._literal_message(part)
+            if _message_role(message) in ("system", "developer"):
+                content = dict_get(message, "content") if message is not None else None
+                if content is not None:
+                    candidates.append((content, index + 1))
+        for content, start in candidates:
+            history = grown = None
+            for later, later_stored in parts[start:-1]:
+                if later_stored and _stored_history(later, params, self.frame.self_name):
+                    grown = _grows_in(func, later)
+                    if grown is not None:
+                        history = later
+                        break
+            if history is None or grown is None:
+                continue
+            shared = sorted(
+                (
+                    f
+                    for f in self._value(content, frame).facts
+                    if f.kind is Kind.PARAM
+                    and f.fix == own
+                    and f.proven
+                    and (f.param, f.detail) in held
+                ),
+                key=lambda f: f.rank,
+            )
+            if shared:
+                sink.turn_context.append(TurnContext(content, history, newest, grown, shared[0]))
+
+    def _literal_message(self, node: ast.expr) -> ast.Dict | None:
+        """The dict literal of a message: ``node`` itself, or the literal a local name was
+        last bound to."""
+        if isinstance(node, ast.Name):
+            bound = self.frame.defs.get(node.id)
+            node = bound if bound is not None else node
+        return node if isinstance(node, ast.Dict) else None
+
     def region_bedrock_tools(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
         node, frame = self.deref(expr)
         tools = dict_get(node, "tools")
@@ -1010,6 +1168,13 @@ class RegionsMixin(EngineState):
             else:
                 with self.in_frame(frame):
                     self.region_tools(tools, sink, label)
+            held = expr if node is not expr else getattr(node, "_promptcache_held", None)
+            if held is not None:
+                # the dict last assigned to the name (or to a splatted dict's key) is one
+                # path's; what the name holds here joins every path's (``config = {"tools":
+                # tools}`` in one branch, ``{"tools": DEFAULT}`` in the other), and later edits
+                # to its list
+                self.record("tools", self.eval(_key_node(held, "tools")), expr, label)
             return
         self.region_tools(expr, sink, label)
 

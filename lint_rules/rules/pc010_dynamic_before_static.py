@@ -1,4 +1,4 @@
-r"""Dynamic content placed before long static content.
+r"""Dynamic content placed before long static content or the stored history.
 
 Severity: warning
 Fix: none
@@ -9,10 +9,29 @@ frozen and session layers, reports a part that varies per call (a function param
 variable, a time or unique value) placed before a static part of at least 2,048 characters
 (about 512 tokens, the smallest model minimum).
 
+It also reports system text made from each turn's input ahead of the conversation history:
+a request whose newest message is a user message holding a parameter of the function whole
+(`{"role": "user", "content": question}`), whose system text (`system=`, `instructions=`, or
+a system message of the list) holds that parameter too (`search(question)` in the
+instructions, through the program's own functions), and whose message list holds, after that
+system text, a stored history (a parameter or a field of `self`, `*history`, `[system] +
+self.history + [user]`) that the same function appends to.
+
 ## Why is this bad?
 The cache key is an exact prefix. Per-user or per-request text at the start makes everything
 after it, the long static instructions included, a different prefix for every user or request;
-the static part could be cached once and shared if it came first.
+the static part could be cached once and shared if it came first. Text retrieved for each
+turn's question and put in the system prompt does the same to the conversation: the history,
+which grows by one turn per request and would otherwise be read from the cache, is sent after
+a system prompt that is new every turn, so all of it is written again on every request.
+
+## Known problems
+The retrieved-context case is reported only when each step is proven: the parameter reaches
+the system text through code the analysis reads (context from a vector store's client is an
+unproven flow, not a finding), the newest message's text is that parameter itself (a message
+that also carries a setting of the session, `f"[{user_name}] {text}"`, is not), and the
+function itself appends to the history it sends (a history handed in and never written back
+may be rebuilt by the caller each time).
 
 ## Example
 ```python
@@ -20,10 +39,29 @@ def system_prompt(user):
     return f"You are helping {user.name}.\n\n{LONG_RULES}"
 ```
 
+```python
+def respond(history, question):
+    context = "\n".join(search(question))
+    system = {"role": "system", "content": f"{RULES}\n{context}"}
+    user = {"role": "user", "content": question}
+    reply = client.chat.completions.create(model=MODEL, messages=[system, *history, user])
+    history.append(user)
+```
+
 ## Use instead
 ```python
 def system_prompt(user):
     return f"{LONG_RULES}\n\nYou are helping {user.name}."
+```
+
+```python
+def respond(history, question):
+    context = "\n".join(search(question))
+    user = {"role": "user", "content": f"{context}\n\n{question}"}
+    reply = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "system", "content": RULES}, *history, user]
+    )
+    history.append({"role": "user", "content": question})
 ```
 
 ## References
@@ -36,7 +74,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .._base import Diagnostic, Severity
+from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
 from ._shared import LONG_STATIC_CHARS
 
@@ -51,8 +89,44 @@ def _message(node: ast.AST, length: int) -> str:
     )
 
 
+def _short(node: ast.AST) -> str:
+    what = ast.unparse(node)
+    return what if len(what) <= 40 else what[:37] + "..."
+
+
+def _turn_context(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Diagnostic]:
+    """A system message made from what the newest message holds, ahead of a stored history
+    the function appends to (``SinkCall.turn_context``)."""
+    for sink in ctx.sinks:
+        if sink.once:
+            continue
+        for found in sink.turn_context:
+            key = (found.content.lineno, found.content.col_offset)
+            if key in seen:
+                continue
+            seen.add(key)
+            fact = found.shared
+            name = fact.detail
+            history = _short(found.history)
+            grown = found.grown.lineno
+            message = (
+                f"`{_short(found.content)}` is made from `{name}`, which the newest message "
+                f"(line {found.newest.lineno}) holds too, and is system text ahead of the "
+                f"stored history `{history}` (appended to at line {grown}): it changes every "
+                "turn, so none of the history after it is read from the cache: put it in the "
+                "newest message instead"
+            )
+            related = (
+                *ctx.chain(fact, f"`{name}`, the turn's input, is a parameter here"),
+                Related(ctx.location(found.newest), "the newest message holds it too"),
+                Related(ctx.location(found.grown), f"`{history}` is appended to here"),
+            )
+            yield ctx.diagnostic("PC010", message, found.content, Severity.WARNING, related)
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
+    yield from _turn_context(ctx, seen)
     for entry in ctx.entries:
         if entry.once or not entry.parts or entry.region not in ("system", "frozen", "session"):
             continue
