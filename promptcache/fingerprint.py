@@ -448,7 +448,10 @@ class Divergence:
             new request has it) or ``"removed"`` (only the old one has it).
         segment_path: that segment's path in the new request (the old one's when removed).
         path: JSON path of the first differing value inside it, e.g. ``system[1].text``
-            (equals ``segment_path`` for added/removed segments).
+            (equals ``segment_path`` for added/removed segments). When the two requests hold
+            segments of different places at ``index`` (a tool or system block added or removed
+            before it: ``tools[1]`` in the old request, ``system[0]`` in the new), the old
+            request's segment path, where its prefix stops being reused.
         offset: character offset of the first differing character in the segment's canonical
             JSON text (0 for added/removed segments); internal: users see ``field_offset``.
         field_offset: character offset of the first differing character inside the differing
@@ -462,6 +465,8 @@ class Divergence:
             text_excerpt`); else None.
         value: with ``field_offset``, the value holding the first difference (its start in the
             string, both sides, and its kind: a time, a date, an id...); else None.
+        old_segment_path: the old request's segment path at ``index`` when it differs from
+            ``segment_path`` (segments of different places there); else None.
     """
 
     index: int
@@ -475,6 +480,7 @@ class Divergence:
     text_before: str | None = None
     text_after: str | None = None
     value: ChangedValue | None = None
+    old_segment_path: str | None = None
 
     def describe(self) -> str:
         """One line for logs and the CLI. Positions count characters of the text the user
@@ -484,6 +490,11 @@ class Divergence:
         it."""
         if self.change != "changed":
             return f"segment {self.index} ({self.segment_path}) {self.change}"
+        if self.old_segment_path is not None:
+            return (
+                f"segment {self.index} was {self.old_segment_path}, now {self.segment_path} "
+                f"(segments added or removed at or before it): {self.before!r} -> {self.after!r}"
+            )
         if self.value is None or self.text_before is None:
             return f"{self.path} changed: {self.before!r} -> {self.after!r}"
         value = self.value
@@ -521,6 +532,20 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
     for index, (a, b) in enumerate(zip(old.segments, new.segments, strict=False)):
         if a.sha256 != b.sha256:
             offset = common_prefix_len(a.text, b.text)
+            if a.path != b.path:
+                # segments of different places (one added or removed before): no key of one is
+                # a key of the other, so nothing inside them is compared
+                return Divergence(
+                    index=index,
+                    change="changed",
+                    segment_path=b.path,
+                    path=a.path,
+                    offset=offset,
+                    field_offset=None,
+                    before=_excerpt(a.text, offset),
+                    after=_excerpt(b.text, offset),
+                    old_segment_path=a.path,
+                )
             path, strings = _deepest_difference(a.path, json.loads(a.text), json.loads(b.text))
             if strings is None:
                 return Divergence(

@@ -527,3 +527,55 @@ def test_ttl_out_of_order_names_the_1h_marker_and_every_5m_one_before_it() -> No
     assert fingerprint.ttl_out_of_order([bp("system[0]", "1h", 1), bp("m[0]", "5m", 2)]) is None
     assert fingerprint.ttl_out_of_order([bp("a", None, 0), bp("b", "1h", 1)]) is None
     assert fingerprint.ttl_out_of_order([late, bp("cache_control", "5m", 3)]) is None
+
+
+def test_divergence_where_a_segment_was_removed_or_added_before_names_both_places() -> None:
+    # A tool removed from the list (or added to it): at the first differing index the two
+    # requests hold segments of different places, tools[1] in one and system[0] in the other. The
+    # path must be one of the old request's (where its cached prefix stops), never a key of one
+    # segment under the other's path ("tools[1].description"), and describe() says both places.
+    def tool(name: str) -> dict[str, Any]:
+        return {"name": name, "description": "d", "input_schema": {"type": "object"}}
+
+    two = {"model": "m", "tools": [tool("a"), tool("b")],
+           "system": [{"type": "text", "text": "S " * 50}],
+           "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    one = {**two, "tools": [tool("a")]}
+    removed = first_divergence(
+        fingerprint_request(two, "anthropic"), fingerprint_request(one, "anthropic")
+    )
+    assert removed is not None
+    assert (removed.index, removed.change, removed.segment_path, removed.path) == (
+        1,
+        "changed",
+        "system[0]",
+        "tools[1]",
+    )
+    assert removed.old_segment_path == "tools[1]" and removed.field_offset is None
+    assert removed.describe() == (
+        "segment 1 was tools[1], now system[0] (segments added or removed at or before it): "
+        f"{removed.before!r} -> {removed.after!r}"
+    )
+    added = first_divergence(
+        fingerprint_request(one, "anthropic"), fingerprint_request(two, "anthropic")
+    )
+    assert added is not None and (added.segment_path, added.path) == ("tools[1]", "system[0]")
+    assert added.describe().startswith("segment 1 was system[0], now tools[1] (")
+    # a whole list gone: an OpenAI Chat request that drops its tools starts with its messages
+    chat = {"model": "gpt-4o", "messages": [{"role": "system", "content": "You are helpful."}]}
+    with_tools = {**chat, "tools": [{"type": "function", "function": {"name": "f"}}]}
+    gone = first_divergence(
+        fingerprint_request(with_tools, "openai_chat"), fingerprint_request(chat, "openai_chat")
+    )
+    assert gone is not None and (gone.index, gone.segment_path, gone.path) == (
+        0,
+        "messages[0]",
+        "tools[0]",
+    )
+    assert gone.describe().startswith("segment 0 was tools[0], now messages[0] (")
+    # segments at the same place still name the differing value inside them
+    same = first_divergence(
+        fingerprint_request(two, "anthropic"),
+        fingerprint_request({**two, "tools": [tool("a"), tool("c")]}, "anthropic"),
+    )
+    assert same is not None and same.path == "tools[1].name" and same.old_segment_path is None
