@@ -60,7 +60,7 @@ from .frames import (
     merge,
     merge_elem,
 )
-from .library import FEW_DETAIL, sample_of, source_text, span
+from .library import FEW_DETAIL, sample_of, source_text, span, substituted
 from .nodes import all_nodes
 from .regions import (
     later_history_turns,
@@ -1301,6 +1301,13 @@ class CallsMixin(EngineState):
                 # an in-memory stream's data is the text it was built with
                 return Value(stream.facts)
             return Value(self.assumed(stream.facts, node, stream.facts))
+        if (
+            method in ("sub", "subn")
+            and isinstance(receiver.ref, Unresolved)
+            and receiver.ref.qual == "re.compile"
+        ):
+            # a compiled pattern's ``.sub(repl, string)``: as ``re.sub``
+            return substituted(args, kwargs, method == "subn")
         if receiver.shape is Shape.STR:
             if method == "join":
                 unordered = self.iteration_fact(first, node.args[0]) if node.args else None

@@ -57,6 +57,8 @@ _PROCESS_STARTS = frozenset(
         "subprocess.run",
     }
 )
+#: ``re.sub``/``re.subn``: the string argument with its matches replaced by the replacement
+_REGEX_SUBSTITUTIONS = frozenset({"re.sub", "re.subn"})
 _BUILDER_QUALS = frozenset({"promptcache.PromptBuilder", "promptcache.prompt.PromptBuilder"})
 
 
@@ -69,6 +71,18 @@ def source_text(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
     return "<expr>"
+
+
+def substituted(held: list[Value], kwargs: dict[str | None, Value], subn: bool) -> Value:
+    """What ``re.sub(pattern, repl, string)`` (``held``: ``[repl, string]``, the positional
+    arguments after the pattern) or a compiled pattern's ``.sub(repl, string)`` returns: the
+    string with its matches replaced (https://docs.python.org/3/library/re.html#re.sub, checked
+    2026-12-06), so what the string and a replacement text hold is in the result, a proven
+    step; the pattern only chooses where. A replacement function's result is not known here.
+    ``subn`` gives the pair (text, count): no shape."""
+    parts = held[:2] + [value for key, value in kwargs.items() if key in ("repl", "string")]
+    facts = join(*parts).facts if parts else frozenset()
+    return Value(facts) if subn else Value(facts, Shape.STR)
 
 
 def span(node: ast.AST) -> tuple[int, int, int, int]:
@@ -288,6 +302,8 @@ class LibraryMixin(EngineState):
             # a project dataclass built here, as a dict of its fields: each holds what was
             # stored into it (as ``model_dump()`` of a pydantic model)
             return Value(first.facts, Shape.DICT, items=first.items)
+        if qual in _REGEX_SUBSTITUTIONS:
+            return substituted(args[1:], kwargs, qual == "re.subn")
         if qual in _PROCESS_STARTS:
             # a started process: what it prints and returns is the program's output, made of
             # neither its arguments nor its environment
