@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOW_HIT_RATE",
+    "NOTHING_TO_CHANGE",
     "NO_RECOMMENDATIONS",
     "EngineKvStats",
     "Recommendation",
@@ -53,8 +54,11 @@ __all__ = [
     "recommend",
 ]
 
-#: What every view says when :func:`recommend` returns nothing.
-NO_RECOMMENDATIONS: Final = "none: caching works as intended in this window."
+#: Why :func:`recommend` returned nothing, a sentence; the HTML report's "What to change first"
+#: card gives it after "Nothing:".
+NOTHING_TO_CHANGE: Final = "caching works as intended in this window."
+#: What every list of recommendations says when :func:`recommend` returns nothing.
+NO_RECOMMENDATIONS: Final = f"none: {NOTHING_TO_CHANGE}"
 #: Below this token-weighted hit rate, prefix stability is the first thing to fix.
 LOW_HIT_RATE: Final = 0.5
 #: KV-pool use (fraction of blocks) from which the engine is under memory pressure.

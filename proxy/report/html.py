@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 from promptcache import formatting
 
 from . import Report
-from .advice import NO_RECOMMENDATIONS
+from .advice import NO_RECOMMENDATIONS, NOTHING_TO_CHANGE
 from .page import Page, build_page
 from .render import (
     AGREEMENT_EXAMPLE_HEADER,
@@ -150,6 +150,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
         code_spans=code_spans,
         ttft_note=TTFT_NOTE,
         no_recommendations=NO_RECOMMENDATIONS,
+        nothing_to_change=NOTHING_TO_CHANGE,
         replica_header=REPLICA_HEADER,
         replica_cells=replica_cells,
         agreement_header=AGREEMENT_HEADER,

@@ -139,7 +139,7 @@ dollars are what reading them from the cache would have saved</div></div>
 <div class="card" id="top-change"><div class="muted small">What to change first</div>
 {% if h.change %}<div class="small" data-kind="{{ h.change.kind }}">
 {{- code_spans(h.change.message) }}</div>{% else %}<div class="small">Nothing:
-{{ no_recommendations }}</div>{% endif %}
+{{ nothing_to_change }}</div>{% endif %}
 </div>
 </section>
 {% for note in priced_as_notes %}<p class="note priced-as small">* {{ note }}</p>
