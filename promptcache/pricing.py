@@ -342,7 +342,8 @@ class PriceTable:
         close = difflib.get_close_matches(candidates[-1], sorted(self._index), n=3, cutoff=0.6)
         hint = f" Close matches: {', '.join(close)}." if close else ""
         return (
-            f"no price for model {model!r}.{hint} Pass rates=ModelPrice(...) to cost(), or "
+            f"no price for model {model!r}.{hint} Pass rates=ModelPrice(...) to cost() or "
+            "advise_ttl(), or "
             f'--rates FILE with a [models."{candidates[-1]}"] row (input, output, cache_read, '
             "cache_write_5m, cache_write_1h in USD per million tokens) to `promptcache cost`."
         )

@@ -242,3 +242,14 @@ def test_advice_for_a_model_without_a_ttl_choice_says_so() -> None:
     assert advise_ttl(starts, 10_000, "anthropic.claude-sonnet-4-5").note == ""
     mine = ModelPrice("acme-1", 2, 8, "0.2", "2.5", 4)
     assert advise_ttl(starts, 10_000, rates=mine).note == ""
+
+
+def test_an_unknown_model_names_the_rates_argument_of_the_call_that_raised() -> None:
+    # advise_ttl takes rates= as cost() does: the error must not send its caller to cost()
+    with pytest.raises(UnknownModelPriceError) as raised:
+        advise_ttl([0, 10], 5000, "my-finetune")
+    assert "rates=ModelPrice(...) to cost() or advise_ttl()" in str(raised.value)
+    mine = ModelPrice(model="my-finetune", input=Decimal("3"), output=Decimal("15"),
+                      cache_read=Decimal("0.3"), cache_write_5m=Decimal("3.75"),
+                      cache_write_1h=Decimal("6"))  # fmt: skip
+    assert advise_ttl([0, 10], 5000, "my-finetune", rates=mine).recommendation == "5m"
