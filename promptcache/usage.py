@@ -56,6 +56,7 @@ from typing import Any, Final, Protocol
 from promptcache.errors import ConfigError, UsageParseError
 
 __all__ = [
+    "API_HINT",
     "MAX_TOKEN_COUNT",
     "USAGE_TOKEN_COLUMNS",
     "VENDOR_APIS",
@@ -112,6 +113,11 @@ def _plain(value: object) -> object:
 def _check_api(api: str) -> None:
     if api not in VENDOR_APIS:
         raise ConfigError(f"unknown api {api!r}: use one of {', '.join(VENDOR_APIS)}")
+
+
+#: How a caller that named the API picks another, the end of the error for a usage object that
+#: lacks its API's required count; the proxy, whose API comes from the route, leaves it out.
+API_HINT: Final = " (check the --api / api argument)"
 
 
 @dataclass(frozen=True)
@@ -376,7 +382,7 @@ class _Reader:
             if required:
                 raise UsageParseError(
                     f"{self.vendor} usage has no {paths[0]!r}: this does not look like "
-                    f"{self.vendor}'s usage object (check the --api / api argument)"
+                    f"{self.vendor}'s usage object{API_HINT}"
                 )
             return 0
         return value

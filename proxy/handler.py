@@ -46,7 +46,7 @@ from promptcache.fingerprint import (
     fingerprint_request,
     prompt_texts,
 )
-from promptcache.usage import UsageAccumulator, parse_usage, stream_accumulator
+from promptcache.usage import API_HINT, UsageAccumulator, parse_usage, stream_accumulator
 
 from . import json_decode
 from .config import ProxyConfig, UpstreamConfig
@@ -815,7 +815,8 @@ class ProxyEndpoint:
                 "request %s: recorded without usage: the upstream's response has none the proxy "
                 "can read (%s)",
                 record.id,
-                exc,
+                # the API is the route's: no --api option or api argument to check
+                str(exc).removesuffix(API_HINT),
             )
         except Exception:
             logger.exception("request %s: could not read usage", record.id)

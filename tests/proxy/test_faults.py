@@ -632,6 +632,8 @@ async def _unreadable_usage_upstream(scope: Any, receive: Any, send: Any) -> Non
                 ],
                 "usage": {"prompt_tokens": count, "completion_tokens": 2, "total_tokens": 12},
             }
+            if model == "no-count":  # a usage object without its required count
+                del reply["usage"]["prompt_tokens"]
         body, kind = json.dumps(reply).encode(), b"application/json"
     headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -685,6 +687,32 @@ def test_a_response_whose_usage_cannot_be_read_keeps_the_requests_prefix(
     warnings = [m for m in caplog.messages if "recorded without usage" in m]
     assert len(warnings) == 3, caplog.text
     assert "'prompt_tokens' must be an integer token count, got 'ten'" in warnings[0]
+
+
+def test_usage_missing_its_count_is_logged_without_a_hint_at_an_option_the_proxy_lacks(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The proxy takes the API from the route, not from an --api option or api argument: the
+    # warning names what is missing and leaves out the SDK's and `promptcache cost`'s hint.
+    from proxy_support import mock_config
+
+    with ServerThread(_unreadable_usage_upstream) as upstream:
+        app = build_app(mock_config(upstream.url, tmp_path / "log.db"))
+        with ServerThread(app) as server, caplog.at_level("WARNING"):
+            proxy = RunningProxy(server.url, tmp_path / "log.db", app, server)
+            chat = openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0)
+            chat.chat.completions.create(
+                model="no-count", messages=[{"role": "user", "content": "hi"}]
+            )
+            row = proxy.row()
+    assert row["status"] == 200 and row["total_input_tokens"] is None
+    warnings = [m for m in caplog.messages if "recorded without usage" in m]
+    assert len(warnings) == 1, caplog.text
+    assert warnings[0].endswith(
+        "recorded without usage: the upstream's response has none the proxy can read "
+        "(openai_chat usage has no 'prompt_tokens': this does not look like openai_chat's "
+        "usage object)"
+    ), warnings[0]
 
 
 @pytest.mark.parametrize(("dialect", "path"), ROUTES)
