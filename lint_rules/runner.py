@@ -205,7 +205,7 @@ def analyse_source(
     raw = source.encode("utf-8") if isinstance(source, str) else source
     triggered = _triggered(raw, config)
     run_engine = triggered or force or bool(requests)
-    if not run_engine and b"promptcache:" not in raw:
+    if not run_engine and b"promptcache:" not in raw:  # (``_compiled_only``)
         # no rule can fire, but a file that does not parse is still PC000: compiling to
         # bytecode checks the syntax about 1.6x faster than building the Python-level tree
         return _syntax_only(raw, path, config), {}, {}, False
@@ -336,23 +336,54 @@ def analyse_file(
             result = FileResult(task.path, (from_error(task.path, exc),) if selected else ())
             return _output(result, {}, {}, False, task.force, "unreadable", task.sink_calls)
     content = digest(raw)
-    result, exports, wanted, triggered = analyse_source(
-        raw,
-        task.path,
-        config,
-        task.module,
-        task.is_package,
-        task.externals,
-        task.requests,
-        task.force,
-        task.sink_calls,
-        reads,
-        task.unsent,
-    )
-    output = _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
+    if _compiled_only(raw, config, task.force, task.requests):
+        # the syntax check is all this analysis would do, and it tells only this file's own
+        # result: the driver does it once the file's last analysis is known (``checked``),
+        # not for a file a later analysis parses anyway (in a cold run most of them)
+        output = _output(FileResult(task.path), {}, {}, False, task.force, content, task.sink_calls)
+        output[UNCHECKED] = True
+    else:
+        result, exports, wanted, triggered = analyse_source(
+            raw,
+            task.path,
+            config,
+            task.module,
+            task.is_package,
+            task.externals,
+            task.requests,
+            task.force,
+            task.sink_calls,
+            reads,
+            task.unsent,
+        )
+        output = _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
     if task.unsent:
         output["unsent"] = list(task.unsent)
     return output
+
+
+#: the key of an ``analyse_file`` output whose syntax check is still to be done (``checked``)
+UNCHECKED = "syntax_unchecked"
+
+
+def _compiled_only(raw: bytes, config: LintConfig, force: bool, requests: Collection[str]) -> bool:
+    """Whether ``analyse_source`` only compiles this file (``_syntax_only``): nothing triggers,
+    forces or asks for its analysis, and it holds no suppression comment."""
+    return not (force or requests or _triggered(raw, config)) and b"promptcache:" not in raw
+
+
+def checked(output: dict[str, Any], path: str, config: LintConfig) -> dict[str, Any]:
+    """``output``, an ``analyse_file`` output whose syntax check was left for later
+    (``UNCHECKED``), with its result as ``analyse_source`` gives it for a file it only
+    compiles (``_syntax_only``; PC000 where the file cannot be read now)."""
+    try:
+        result = _syntax_only(Path(path).read_bytes(), path, config)
+    except OSError as exc:
+        selected = "PC000" in _codes_for(path, config)
+        result = FileResult(path, (from_error(path, exc),) if selected else ())
+    out = {k: v for k, v in output.items() if k != UNCHECKED}
+    out["result"] = _output(result, {}, {}, False, False, "")["result"]
+    return out
 
 
 def _output(

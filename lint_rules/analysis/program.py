@@ -3,6 +3,8 @@
 Round 0 analyses every file alone (in worker processes when there are many). Each analysis
 reports what the file *wants* from other modules (the qualified names it calls, reads or
 annotates with) and *exports* (its aliases, and the summaries asked of it or that reach a sink).
+A file that is only compiled (for PC000) is compiled after the last wave, if no later analysis
+parsed it (``runner.UNCHECKED``).
 Then, in waves until nothing changes (at most ``MAX_WAVES``; a file is analysed at most
 ``1 + MAX_ROUNDS`` times):
 
@@ -359,6 +361,7 @@ class Program:
                     break
                 self.rounds += 1
                 self._round(states, todo, config_key)
+            self._check_syntax(states)
         finally:
             gc.set_threshold(*thresholds)
             if self._freeze or self._freeze_each:
@@ -437,6 +440,17 @@ class Program:
             states[path].ran = (task, reads)
             if self.cache is not None and content != "unreadable":
                 self.cache.put(path, content, inputs, output)
+
+    def _check_syntax(self, states: dict[str, FileState]) -> None:
+        """Do the syntax check that each file's last analysis left for later (``runner.
+        checked``: a file no analysis parsed is compiled, for PC000), and cache the output."""
+        from ..runner import UNCHECKED, checked
+
+        for path, state in states.items():
+            if state.output.get(UNCHECKED):
+                state.output = checked(state.output, path, self.config)
+                if self.cache is not None and state.content != "unreadable":
+                    self.cache.put(path, state.content, state.inputs, state.output)
 
     def _reused(self, state: FileState, task: Task) -> dict[str, Any] | None:
         """The output of the file's last analysis run, when ``task`` differs from that
