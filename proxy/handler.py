@@ -281,6 +281,10 @@ class ProxyEndpoint:
                 )
                 await self._reject(ex, send, 404, message)
                 return
+        if ex.record is not None:
+            # a model the path names (Gemini, GET /v1/models/{model}): a body refused below
+            # still belongs to it in the log and the metrics
+            ex.record.model = model
         if self.spec.json_body:
             try:
                 parsed = json_decode.loads(body)

@@ -77,6 +77,20 @@ def test_malformed_json_gets_the_vendors_400_and_is_logged(
     assert rows[0]["route"] == path
 
 
+def test_a_malformed_gemini_body_is_logged_under_the_model_its_path_names(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # Gemini names the model in the path, not the body: a request the proxy refuses for its
+    # body still belongs to that model in the log, the report and /metrics.
+    proxy = start_proxy()
+    path = "/v1beta/models/gemini-2.5-flash:generateContent"
+    reply = httpx.post(proxy.url + path, content=b'{"contents": [')
+    assert reply.status_code == 400
+    assert [(r["model"], r["status"]) for r in proxy.rows(1)] == [("gemini-2.5-flash", 400)]
+    scraped = httpx.get(proxy.url + "/metrics").text
+    assert 'model="gemini-2.5-flash",status="400"' in scraped
+
+
 @pytest.mark.parametrize(("dialect", "path"), ROUTES)
 def test_an_integer_longer_than_python_converts_gets_a_400_saying_so(
     start_proxy: Callable[..., RunningProxy],
