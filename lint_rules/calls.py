@@ -397,17 +397,30 @@ class CallsMixin(EngineState):
         positional = role is None and bool(node.args)
         if positional:
             role = node.args[0]
+        func = node.func
+        own = (
+            isinstance(func, ast.Name) and func.id in self.classes and func.id not in self.frame.env
+        )
+        if isinstance(func, ast.Name) and own:
+            qual: str | None = f"{self.module}.{func.id}"
+        else:
+            qual = self.qualify(func)
+        if role is None and chain[-1][:1].isupper():
+            # a class of the program whose body fixes the role (``class SystemMessage:
+            # role: Literal["system"] = "system"``), built with its content by keyword
+            cls = self.classes[func.id] if isinstance(func, ast.Name) and own else None
+            fixed = cls.fixed_role() if cls is not None else ""
+            if cls is None and qual is not None:
+                found = self.externals.get(qual)
+                fixed = found.role if isinstance(found, ExternalClass) else ""
+            if fixed:
+                role = ast.Constant(value=fixed)
         if not (
             isinstance(role, ast.Constant)
             and role.value in ("system", "developer")
             and chain[-1][:1].isupper()
         ):
             return
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in self.classes and func.id not in self.frame.env:
-            qual: str | None = f"{self.module}.{func.id}"
-        else:
-            qual = self.qualify(func)
         if qual is not None and not qual.startswith("builtins."):
             self.message_classes.add(qual)
             if qual in self.unsent:

@@ -96,6 +96,8 @@ class ExternalClass:
     overrides: Mapping[str, tuple[Summary, ...]] = field(
         default_factory=dict, hash=False, compare=False
     )
+    #: the role its class body fixes for every instance (``ClassInfo.fixed_role``), or ""
+    role: str = field(default="", hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,26 @@ class ClassInfo:
     #: name -> ``find_method(name)`` (a class's methods and bases are fixed once the module
     #: is collected)
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | None] = field(default_factory=dict)
+
+    def fixed_role(self) -> str:
+        """``"system"`` or ``"developer"`` when the class body (or a same-module base's) sets
+        its ``role`` field to that literal (pydantic's ``role: Literal["system"] = "system"``,
+        a dataclass default): a message class whose every instance that keeps the default is
+        of that role; "" otherwise."""
+        seen: set[int] = set()
+        todo = [self]
+        while todo:
+            info = todo.pop(0)
+            if id(info) in seen:
+                continue
+            seen.add(id(info))
+            default = info.attr_defs.get("role")
+            if default is not None:
+                if isinstance(default, ast.Constant) and default.value in ("system", "developer"):
+                    return str(default.value)
+                return ""
+            todo.extend(info.bases)
+        return ""
 
     def find_method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The method ``name`` of this class or of a same-module base class (MRO depth-first)."""
@@ -562,7 +584,7 @@ class EngineState:
         def self_attr_facts(self, self_name: str, attr: str) -> frozenset[Fact]: ...
         def external(self, qual: str, carries: bool = False) -> object: ...
 
-        externals: object
+        externals: Mapping[str, object]
 
         def eval_call(self, node: ast.Call) -> Value: ...
         def qualified_call(

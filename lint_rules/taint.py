@@ -649,6 +649,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 "methods": {m: summary_to_json(self.summary(f), path) for m, f in methods},
                 "default_repr": info.default_repr,
             }
+            role = info.fixed_role()
+            if role:
+                classes[name]["role"] = role
             # what the driver needs to find the overrides of an abstract method in the
             # program's subclasses (``Program._overrides``)
             bases = [b for b in map(self._base_name, info.node.bases) if b is not None]

@@ -360,6 +360,7 @@ def load_externals(
                 field_facts,
                 abstract=frozenset(data.get("abstract", ())),
                 overrides=overrides,
+                role=data.get("role", ""),
             )
             loaded[qual] = cls
             return cls
