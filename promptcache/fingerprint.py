@@ -450,8 +450,9 @@ class Divergence:
         path: JSON path of the first differing value inside it, e.g. ``system[1].text``
             (equals ``segment_path`` for added/removed segments). When the two requests hold
             segments of different places at ``index`` (a tool or system block added or removed
-            before it: ``tools[1]`` in the old request, ``system[0]`` in the new), the old
-            request's segment path, where its prefix stops being reused.
+            there: ``tools[1]`` in the old request, ``system[0]`` in the new), the path of
+            the segment added (``segment_path``, when the old request's segment at ``index``
+            comes later in the new one) or else removed (``old_segment_path``).
         offset: character offset of the first differing character in the segment's canonical
             JSON text (0 for added/removed segments); internal: users see ``field_offset``.
         field_offset: character offset of the first differing character inside the differing
@@ -534,12 +535,15 @@ def first_divergence(old: RequestFingerprint, new: RequestFingerprint) -> Diverg
             offset = common_prefix_len(a.text, b.text)
             if a.path != b.path:
                 # segments of different places (one added or removed before): no key of one is
-                # a key of the other, so nothing inside them is compared
+                # a key of the other, so nothing inside them is compared. The path is the
+                # segment added (the new request holds the old one's further on) or else the
+                # segment removed.
+                inserted = any(s.path == a.path for s in new.segments[index + 1 :])
                 return Divergence(
                     index=index,
                     change="changed",
                     segment_path=b.path,
-                    path=a.path,
+                    path=b.path if inserted else a.path,
                     offset=offset,
                     field_offset=None,
                     before=_excerpt(a.text, offset),

@@ -532,8 +532,8 @@ def test_ttl_out_of_order_names_the_1h_marker_and_every_5m_one_before_it() -> No
 def test_divergence_where_a_segment_was_removed_or_added_before_names_both_places() -> None:
     # A tool removed from the list (or added to it): at the first differing index the two
     # requests hold segments of different places, tools[1] in one and system[0] in the other. The
-    # path must be one of the old request's (where its cached prefix stops), never a key of one
-    # segment under the other's path ("tools[1].description"), and describe() says both places.
+    # path is the tool removed or added, never a key of one segment under the other's path
+    # ("tools[1].description"), and describe() says both places.
     def tool(name: str) -> dict[str, Any]:
         return {"name": name, "description": "d", "input_schema": {"type": "object"}}
 
@@ -559,7 +559,9 @@ def test_divergence_where_a_segment_was_removed_or_added_before_names_both_place
     added = first_divergence(
         fingerprint_request(one, "anthropic"), fingerprint_request(two, "anthropic")
     )
-    assert added is not None and (added.segment_path, added.path) == ("tools[1]", "system[0]")
+    # the tool added is named: the old request's system block comes later in the new one
+    assert added is not None and (added.segment_path, added.path) == ("tools[1]", "tools[1]")
+    assert added.old_segment_path == "system[0]"
     assert added.describe().startswith("segment 1 was system[0], now tools[1] (")
     # a whole list gone: an OpenAI Chat request that drops its tools starts with its messages
     chat = {"model": "gpt-4o", "messages": [{"role": "system", "content": "You are helpful."}]}
@@ -573,6 +575,10 @@ def test_divergence_where_a_segment_was_removed_or_added_before_names_both_place
         "tools[0]",
     )
     assert gone.describe().startswith("segment 0 was tools[0], now messages[0] (")
+    added_list = first_divergence(
+        fingerprint_request(chat, "openai_chat"), fingerprint_request(with_tools, "openai_chat")
+    )
+    assert added_list is not None and added_list.path == "tools[0]"
     # segments at the same place still name the differing value inside them
     same = first_divergence(
         fingerprint_request(two, "anthropic"),
