@@ -278,3 +278,16 @@ def test_a_request_without_a_model_is_model_none_in_metrics_as_in_the_report(
     )
     assert result.exit_code == 0, result.output
     assert [g["group"] for g in json.loads(result.stdout)["groups"]] == ["(none)"]
+
+
+def test_health_without_a_log_is_the_status_alone(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # docs/report.md: under --no-log /healthz has no writer_queue or log_rows_dropped to give
+    proxy = start_proxy(db_path=None)
+    assert httpx.post(
+        proxy.url + "/v1/chat/completions",
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+    ).is_success
+    health = httpx.get(proxy.url + "/healthz")
+    assert (health.status_code, health.json()) == (200, {"status": "ok"})
