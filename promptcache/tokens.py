@@ -181,10 +181,11 @@ def count_tokens_reusing(text: str) -> int:
 
 
 def _remember_piece(piece: str, counted: int) -> None:
-    """Keep ``piece``'s count, dropping the oldest pieces beyond ``_PIECES_CHARS`` in all."""
+    """Keep ``piece``'s count, dropping the oldest pieces beyond ``_PIECES_CHARS`` in all (a
+    piece longer than that is not kept)."""
     global _pieces_chars
     with _PIECES_LOCK:
-        if piece in _PIECES:
+        if piece in _PIECES or len(piece) > _PIECES_CHARS:
             return
         while _PIECES and _pieces_chars + len(piece) > _PIECES_CHARS:
             old = next(iter(_PIECES))

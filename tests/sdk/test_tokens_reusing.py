@@ -18,6 +18,13 @@ _PARTS = ["a", "Zq", "é", "ß", "中文", "1", "234", "'s", "'ll", "'T", " ", "
           " a", " word", " The", "don't", " 12", "x" * 40]  # fmt: skip
 
 
+def _forget() -> None:
+    """Empty the remembered pieces (and their character count, which bounds them)."""
+    with tokens._PIECES_LOCK:
+        tokens._PIECES.clear()
+        tokens._pieces_chars = 0
+
+
 def _random_text(rng: random.Random, chars: int) -> str:
     parts: list[str] = []
     size = 0
@@ -51,7 +58,7 @@ def test_a_shared_document_is_counted_once() -> None:
     document = " ".join(rng.choice(words) for _ in range(200))
     first = document + "\nQuestion: which replica holds it?"
     second = document + "\nQuestion: how many blocks are cached?"
-    tokens._PIECES.clear()
+    _forget()
     assert count_tokens_reusing(first) == count_tokens(first)
     remembered = dict(tokens._PIECES)
     # the pieces before the last, in order from the start
@@ -67,13 +74,17 @@ def test_a_shared_document_is_counted_once() -> None:
 
 def test_the_remembered_pieces_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "_PIECES_CHARS", 2000)
-    tokens._PIECES.clear()
-    monkeypatch.setattr(tokens, "_pieces_chars", 0)
+    _forget()
     rng = random.Random(11)
     for _ in range(50):
         text = " ".join("".join(rng.choice("abcdef") for _ in range(6)) for _ in range(100))
         assert count_tokens_reusing(text) == count_tokens(text)
     assert 0 < sum(map(len, tokens._PIECES)) == tokens._pieces_chars <= 2000
+    # a piece longer than the whole bound (a long run without a cut) is counted, not kept
+    text = "a" + "1 " * 1500 + "word " + "b" * 300
+    assert count_tokens_reusing(text) == count_tokens(text)
+    assert 0 < sum(map(len, tokens._PIECES)) == tokens._pieces_chars <= 2000
+    _forget()
 
 
 def test_not_a_string() -> None:
