@@ -33,6 +33,7 @@ from .render import (
     agreement_example_cells,
     agreement_line,
     block_lost_notes,
+    money,
     pct,
     priced_as_notes,
     replica_cells,
@@ -160,6 +161,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
         agreement_line=agreement_line,
         pct=pct,
         usd=usd,
+        money=money,
         num="{:,}".format,
         ms="{:,.1f}".format,
     )

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from decimal import Decimal
+from typing import Final
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -76,6 +77,18 @@ def pct(value: float | None) -> str:
 
 def usd(value: float) -> str:
     return formatting.usd(value, minus_first=True)
+
+
+#: A dollar figure of requests none of which could be priced (their models have no price row).
+UNPRICED: Final = "n/a (unpriced)"
+
+
+def money(s: Summary, value: float) -> str:
+    """``value`` in dollars, or :data:`UNPRICED` when ``s`` (the window or a group) has requests
+    with usage and every one of them is unpriced: their cost is unknown, not $0."""
+    if s.unpriced_requests and s.unpriced_requests >= s.requests_with_usage:
+        return UNPRICED
+    return usd(value)
 
 
 def engine_lost_note(breaks: int) -> str:
@@ -151,9 +164,9 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
         ("Input tokens, cache write 1h", f"{s.cache_write_1h_tokens:,}"),
         ("Input tokens, cache write (TTL unknown)", f"{s.cache_write_unknown_tokens:,}"),
         ("Output tokens", f"{s.output_tokens:,}"),
-        ("Cost", usd(s.cost_usd)),
-        ("Cost without cache", usd(s.cost_without_cache_usd)),
-        ("Net savings (write premium included)", usd(s.net_savings_usd)),
+        ("Cost", money(s, s.cost_usd)),
+        ("Cost without cache", money(s, s.cost_without_cache_usd)),
+        ("Net savings (write premium included)", money(s, s.net_savings_usd)),
         (
             "Wasted writes (never read within TTL)",
             f"{wasted.tokens:,} tokens in "
@@ -215,7 +228,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
             groups.add_row(
                 g.group or "-", f"{g.requests:,}", pct(g.token_hit_rate),
                 pct(g.request_hit_rate), f"{g.cache_read_tokens:,}",
-                f"{g.cache_write_tokens:,}", usd(g.cost_usd), usd(g.net_savings_usd),
+                f"{g.cache_write_tokens:,}", money(g, g.cost_usd), money(g, g.net_savings_usd),
                 f"{g.breaks:,}",
             )  # fmt: skip
         console.print(groups)

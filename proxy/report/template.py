@@ -267,8 +267,9 @@ data-label="reason">{{ b.reason }}</td>
 <th class="n">cost without cache</th><th class="n">savings</th><th class="n">breaks</th></tr>
 {% for g in report.groups %}<tr><td>{{ g.group }}</td><td class="n">{{ num(g.requests) }}</td>
 <td class="n">{{ pct(g.token_hit_rate) }}</td><td class="n">{{ pct(g.request_hit_rate) }}</td>
-<td class="n">{{ usd(g.cost_usd) }}</td><td class="n">{{ usd(g.cost_without_cache_usd) }}</td>
-<td class="n">{{ usd(g.net_savings_usd) }}</td><td class="n">{{ num(g.breaks) }}</td></tr>
+<td class="n">{{ money(g, g.cost_usd) }}</td>
+<td class="n">{{ money(g, g.cost_without_cache_usd) }}</td>
+<td class="n">{{ money(g, g.net_savings_usd) }}</td><td class="n">{{ num(g.breaks) }}</td></tr>
 {% endfor %}</table></div>{% endif %}
 {% if report.replicas %}<h3>By replica</h3>
 <div class="scroll"><table id="replicas"><tr>{% for name in replica_header %}
