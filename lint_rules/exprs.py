@@ -8,6 +8,7 @@ from .calls import order_of
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
+    SPLAT_KEYED_KINDS,
     SPLATTED,
     Fact,
     Kind,
@@ -15,6 +16,7 @@ from .facts import (
     Value,
     concat,
     join,
+    keyed,
     narrowed,
     other_keys_dropped,
     param_entry,
@@ -412,10 +414,14 @@ class ExprsMixin(EngineState):
         callables: list[object] = []
         items: list[tuple[str, Value]] | None = []
         logged = id(node) in logged_dicts(self.tree)
+        # the facts of each constant string key, kept apart while a ``**splat`` may follow
+        under: list[tuple[str, frozenset[Fact]]] = []
+        spread = False
         for key, item in zip(node.keys, node.values, strict=True):
             if key is None:
                 literal = False
                 items = None
+                spread = True
                 v = self.eval(item)
             else:
                 if not isinstance(key, ast.Constant):
@@ -446,8 +452,16 @@ class ExprsMixin(EngineState):
                         items.append((key.value, v))
                     else:
                         items = None
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and v.facts:
+                    under.append((key.value, v.facts))
+                    continue
             if v.facts:
                 facts |= v.facts
+        for name, held in under:
+            # with a splat the keys are not all known (``items`` is None), but a constant key
+            # still holds only what was written under it: a read of another constant key of
+            # this dict (``request["instructions"]``) takes none of it (``key_read``)
+            facts |= keyed(held, (name,), SPLAT_KEYED_KINDS) if spread else held
         if role in ("system", "developer") and content is not None and not logged:
             self.record_message_content(content, f'{{"role": "{role}"}} message')
         if callables:

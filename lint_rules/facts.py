@@ -444,13 +444,21 @@ def keyed_conditions(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
 KEYED_KINDS = frozenset({Kind.TIME, Kind.UNIQUE})
 
 
-def keyed(facts: frozenset[Fact], path: tuple[str, ...]) -> frozenset[Fact]:
+#: what a constant key of a dict display with a ``**splat`` keeps as its own (``expr_Dict``):
+#: a time, an id, and a JSON text dumped without sorted keys
+SPLAT_KEYED_KINDS = KEYED_KINDS | {Kind.JSON_UNSORTED}
+
+
+def keyed(
+    facts: frozenset[Fact], path: tuple[str, ...], kinds: frozenset[Kind] = KEYED_KINDS
+) -> frozenset[Fact]:
     """``facts`` stored into a dict under the constant keys ``path`` (outermost first): each
-    time or id fact gains them in front of the keys it was under already, so a read of
-    another constant key of that dict leaves it out (``key_read``)."""
-    if not path or not any(f.kind in KEYED_KINDS for f in facts):
+    fact of ``kinds`` (a time or an id unless told) gains them in front of the keys it was
+    under already, so a read of another constant key of that dict leaves it out
+    (``key_read``)."""
+    if not path or not any(f.kind in kinds for f in facts):
         return facts
-    return frozenset(replace(f, key=(*path, *f.key)) if f.kind in KEYED_KINDS else f for f in facts)
+    return frozenset(replace(f, key=(*path, *f.key)) if f.kind in kinds else f for f in facts)
 
 
 def key_read(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
