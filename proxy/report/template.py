@@ -127,12 +127,12 @@ MAIN: Final = """<header>
 </header>
 <section id="headline" class="cards">
 <div class="card" id="saved"><div class="muted small">Caching saved</div>
-<div class="big">{{ usd(h.saved_usd) }}</div>
+<div class="big">{{ money(report.total, h.saved_usd) }}</div>
 <div class="small">{% if h.saved_fraction is not none %}{{ pct(h.saved_fraction) }} of the
 {{ usd(report.total.cost_without_cache_usd) }} it would have cost without cache{% else %}no priced
 traffic in this window{% endif %}</div></div>
 <div class="card" id="left"><div class="muted small">Left on the table</div>
-<div class="big">{{ usd(h.left_usd) }}</div>
+<div class="big">{{ money(report.total, h.left_usd) }}</div>
 <div class="small">{{ num(h.left_tokens) }} input tokens lost to {{ num(report.total.breaks) }}
 cache break{{ "" if report.total.breaks == 1 else "s" }} (the upstream's token counts); the
 dollars are what reading them from the cache would have saved</div></div>

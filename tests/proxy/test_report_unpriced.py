@@ -51,6 +51,14 @@ def test_cost_of_only_unpriced_requests_is_not_shown_as_zero_dollars(
     assert rows["Cost"] == rows["Cost without cache"] == UNKNOWN, rows
     assert rows["Net savings (write premium included)"] == UNKNOWN
     assert rows["Unpriced requests (not in cost)"] == "2"
+    page = tmp_path / "unpriced.html"
+    _report(proxy.db_path, "--format", "html", "--output", str(page))
+    headline = re.search(r'<section id="headline"(.*?)</section>', page.read_text(), re.S)
+    assert headline is not None
+    assert "$" not in _text(headline.group(1)), _text(headline.group(1))
+    assert "Caching saved n/a (unpriced) no priced traffic in this window" in _text(
+        headline.group(1)
+    )
 
     # a priced model beside it: the window has a cost, the unpriced group still none
     client.chat.completions.create(
