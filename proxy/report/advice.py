@@ -256,6 +256,24 @@ def _pct(value: float | None) -> str:
     return percent(value)
 
 
+def _unpriced(total: Summary) -> bool:
+    """Whether every request with usage in the window is unpriced: its dollars are unknown."""
+    return bool(total.unpriced_requests) and total.unpriced_requests >= total.requests_with_usage
+
+
+def _and_usd(total: Summary, amount: float) -> str:
+    """`` and $X`` after a token count, or nothing for $0 where no request is priced."""
+    return "" if not amount and _unpriced(total) else f" and {usd(amount, grouped=False)}"
+
+
+def _premium(total: Summary, amount: float) -> str:
+    """``, $X write premium`` after a token count, or nothing for $0 where no request is
+    priced."""
+    if not amount and _unpriced(total):
+        return ""
+    return f", {usd(amount, grouped=False)} write premium"
+
+
 def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
     """The prefix-stability recommendation: the costliest break reason that has a fix (its top
     segment, breaks, tokens and dollars lost, an example request and the fix), whatever the hit
@@ -280,7 +298,7 @@ def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recomme
         return Recommendation(
             "prefix_stability",
             f"{head} Top breaker: {where} ({top.reason}, {_n(top.breaks, 'break')}, "
-            f"{top.tokens_lost:,} tokens and {usd(top.usd_lost, grouped=False)} lost{example}). "
+            f"{top.tokens_lost:,} tokens{_and_usd(total, top.usd_lost)} lost{example}). "
             f"Fix: {FIXES[top.reason]}.",
         )
     if not low:
@@ -367,8 +385,8 @@ def recommend(
         out.append(
             Recommendation(
                 "wasted_writes",
-                f"{_n(wasted.requests, 'cache write')} ({wasted.tokens:,} tokens, "
-                f"{usd(wasted.premium_usd, grouped=False)} write premium) "
+                f"{_n(wasted.requests, 'cache write')} ({wasted.tokens:,} tokens"
+                f"{_premium(total, wasted.premium_usd)}) "
                 f"{_were(wasted.requests)} never read within {_their(wasted.requests)} TTL"
                 + (" and caching cost more than it saved" if total.net_savings_usd < 0 else "")
                 + ": put breakpoints only on content that repeats, not on one-off prompts.",

@@ -84,9 +84,10 @@ UNPRICED: Final = "n/a (unpriced)"
 
 
 def money(s: Summary, value: float) -> str:
-    """``value`` in dollars, or :data:`UNPRICED` when ``s`` (the window or a group) has requests
-    with usage and every one of them is unpriced: their cost is unknown, not $0."""
-    if s.unpriced_requests and s.unpriced_requests >= s.requests_with_usage:
+    """``value`` in dollars, or :data:`UNPRICED` for a zero amount of ``s`` (the window or a
+    group) when it has requests with usage and every one of them is unpriced: their cost is
+    unknown, not $0."""
+    if not value and s.unpriced_requests and s.unpriced_requests >= s.requests_with_usage:
         return UNPRICED
     return usd(value)
 
@@ -171,7 +172,7 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
             "Wasted writes (never read within TTL)",
             f"{wasted.tokens:,} tokens in "
             f"{formatting.plural(wasted.requests, 'request', grouped=True)}, "
-            f"{usd(wasted.premium_usd)} premium",
+            f"{money(s, wasted.premium_usd)} premium",
         ),
         ("Unpriced requests (not in cost)", f"{s.unpriced_requests:,}"),
         ("Cache breaks", f"{s.breaks:,}"),
@@ -244,7 +245,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     breaks.add_column("example request ids", no_wrap=True, min_width=32)
     for b in report.break_reasons:
         breaks.add_row(
-            b.reason, f"{b.breaks:,}", f"{b.tokens_lost:,}", usd(b.usd_lost),
+            b.reason, f"{b.breaks:,}", f"{b.tokens_lost:,}", money(report.total, b.usd_lost),
             f"{b.top_segment} ({b.top_segment_breaks})" if b.top_segment else "-",
             "\n".join(b.example_ids),
         )  # fmt: skip

@@ -241,7 +241,7 @@ requests (successful only; a hit read &ge; 1 cached token). Measured as the {{ t
 data-label="reason">{{ b.reason }}</td>
 <td class="n" data-label="breaks">{{ num(b.breaks) }}</td>
 <td class="n" data-label="tokens lost">{{ num(b.tokens_lost) }}</td>
-<td class="n" data-label="$ lost">{{ usd(b.usd_lost) }}</td>
+<td class="n" data-label="$ lost">{{ money(report.total, b.usd_lost) }}</td>
 <td data-label="top segment">{% if b.top_segment %}<code>{{ b.top_segment }}</code>
 ({{ b.top_segment_breaks }}){%- else %}-{% endif %}</td>
 <td data-label="examples">{% for i in b.example_ids %}<code>{{ i }}</code> {% endfor %}</td></tr>

@@ -37,9 +37,14 @@ def test_cost_of_only_unpriced_requests_is_not_shown_as_zero_dollars(
 ) -> None:
     proxy = start_proxy()
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test-unpriced-0123")
-    for _ in range(2):
+    rules = "Answer questions about Acme orders briefly and cite the order database. " * 20
+    for i in range(2):  # a time in the system prompt: the second request is a break
         client.chat.completions.create(
-            model="my-finetune", messages=[{"role": "user", "content": "Where is order 17?"}]
+            model="my-finetune",
+            messages=[
+                {"role": "system", "content": f"Time: 09:0{i}. {rules}"},
+                {"role": "user", "content": "Where is order 17?"},
+            ],
         )
     proxy.rows(2)
     text = _report(proxy.db_path)
@@ -51,6 +56,9 @@ def test_cost_of_only_unpriced_requests_is_not_shown_as_zero_dollars(
     assert rows["Cost"] == rows["Cost without cache"] == UNKNOWN, rows
     assert rows["Net savings (write premium included)"] == UNKNOWN
     assert rows["Unpriced requests (not in cost)"] == "2"
+    assert rows["Wasted writes (never read within TTL)"].endswith(f"{UNKNOWN} premium")
+    reason = next(line for line in text.splitlines() if "system_changed" in line)
+    assert "n/a" in reason and "$" not in reason, reason  # $ lost
     page = tmp_path / "unpriced.html"
     _report(proxy.db_path, "--format", "html", "--output", str(page))
     headline = re.search(r'<section id="headline"(.*?)</section>', page.read_text(), re.S)
