@@ -77,6 +77,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         28: 20261230,
         29: 20261231,
         30: 20270101,
+        31: 20270102,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -122,6 +123,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         28: 5,
         29: 5,
         30: 5,
+        31: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -262,6 +264,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         30: [
             "Marker-Inc-Korea/AutoRAG",
             "google/adk-samples",
+        ],
+        31: [
+            "castorini/ragnarok",
+            "microsoft/promptbench",
         ],
     }
     for batch, tuning in recorded.items():
