@@ -25,7 +25,7 @@ from .findings import RULE_TITLES, Finding
 from .perturbation import KIND_LABELS
 from .runner import CheckResult
 
-__all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
+__all__ = ["FORMATS", "cannot_write", "is_python_source", "named_by_command", "render"]
 
 FORMATS: Final = ("text", "json", "sarif", "github")
 SCHEMA_URI: Final = (
@@ -186,6 +186,14 @@ def named_by_command(output: str | Path, command: Sequence[str]) -> bool:
             except OSError:
                 continue
     return False
+
+
+def is_python_source(output: str | Path) -> bool:
+    """Whether the report file ``output`` is an existing Python source file (``.py``, ``.pyi``
+    or ``.pyw``, any case): one the command need not name to run (a test file of a folder
+    that pytest collects, a module of ``python -m pkg``), whose source the report would
+    replace."""
+    return os.path.isfile(output) and Path(output).suffix.lower() in {".py", ".pyi", ".pyw"}
 
 
 def cannot_write(output: str | Path) -> str | None:

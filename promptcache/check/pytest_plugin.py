@@ -112,7 +112,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
         # tests; checking it again would start runs of runs, without end
         return None
-    from promptcache.check.output import cannot_write, named_by_command, render
+    from promptcache.check.output import (
+        cannot_write,
+        is_python_source,
+        named_by_command,
+        render,
+    )
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
     from promptcache.folders import folder_problem
@@ -167,6 +172,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         sys.stderr.write(
             f"error: cannot write --promptcache-check-output {output}: the session names that "
             "file; the report would replace it: pick another file\n"
+        )
+        return 2
+    if output and is_python_source(output):
+        sys.stderr.write(
+            f"error: cannot write --promptcache-check-output {output}: that file is Python "
+            "source; the report would replace it: pick another file\n"
         )
         return 2
     why = cannot_write(output) if output else None

@@ -79,7 +79,12 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import cannot_write, named_by_command, render
+    from promptcache.check.output import (
+        cannot_write,
+        is_python_source,
+        named_by_command,
+        render,
+    )
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
     from promptcache.folders import folder_problem
@@ -115,6 +120,11 @@ def check(
     if output is not None and named_by_command(output, command):
         raise ConfigError(
             f"cannot write --output {output}: the command names that file; the report would "
+            "replace it: pick another file"
+        )
+    if output is not None and is_python_source(output):
+        raise ConfigError(
+            f"cannot write --output {output}: that file is Python source; the report would "
             "replace it: pick another file"
         )
     why = cannot_write(output) if output is not None else None

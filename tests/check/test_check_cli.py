@@ -186,6 +186,31 @@ def test_output_that_is_a_file_the_command_names_is_refused(tmp_path: Path) -> N
     assert (tmp_path / "report.txt").read_text(encoding="utf-8").endswith("0 findings in 2 runs\n")
 
 
+def test_output_that_is_python_source_the_command_does_not_name_is_refused(
+    tmp_path: Path,
+) -> None:
+    # `-- pytest tests` names the folder, `-- python -m pkg` a module: the report replaced a
+    # test file or a module after both runs, as the command named none of them
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pkg").mkdir()
+    test_file = tmp_path / "tests" / "test_app.py"
+    module = tmp_path / "pkg" / "__main__.py"
+    for source in (test_file, module, tmp_path / "pkg" / "__init__.py"):
+        source.write_text("print('ran')\n", encoding="utf-8")
+    for output, args in (
+        ("tests/test_app.py", ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]),
+        ("pkg/__main__.py", ["-m", "pkg"]),
+    ):
+        proc = cli("check", "-o", output, "--", sys.executable, *args, cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout
+        assert proc.stderr == (
+            f"error: cannot write --output {output}: that file is Python source; the report "
+            "would replace it: pick another file\n"
+        )
+    assert test_file.read_text(encoding="utf-8") == module.read_text(encoding="utf-8")
+    assert module.read_text(encoding="utf-8") == "print('ran')\n"
+
+
 def test_an_output_that_cannot_be_written_is_refused_before_the_runs(tmp_path: Path) -> None:
     # only a missing folder was found before the runs: a link loop, a link into a missing
     # folder or an unwritable file failed after both runs had run (with --forward, paid for),

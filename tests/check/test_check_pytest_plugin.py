@@ -235,6 +235,25 @@ def test_a_report_over_a_test_file_the_session_names_is_refused(tmp_path: Path) 
     assert suite.read_text(encoding="utf-8") == SUITE
 
 
+def test_a_report_over_a_test_file_of_a_named_folder_is_refused(tmp_path: Path) -> None:
+    # the session names the folder `tests`, not the file: the report replaced the test file
+    # after both sessions ran; a Python source file is refused wherever it lies, as pytest with
+    # no path at all collects test files it never names
+    (tmp_path / "tests").mkdir()
+    suite = tmp_path / "tests" / "test_prompt.py"
+    suite.write_text(SUITE, encoding="utf-8")
+    for output, paths in (("tests/test_prompt.py", ["tests"]), ("./tests/test_prompt.py", [])):
+        proc = _pytest(
+            tmp_path, "--promptcache-check", "--promptcache-check-output", output, *paths
+        )
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout
+        assert proc.stderr == (
+            f"error: cannot write --promptcache-check-output {output}: that file is Python "
+            "source; the report would replace it: pick another file\n"
+        )
+        assert suite.read_text(encoding="utf-8") == SUITE
+
+
 def test_a_report_file_that_cannot_be_written_is_refused_before_the_sessions(
     tmp_path: Path,
 ) -> None:
