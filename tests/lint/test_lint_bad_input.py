@@ -249,6 +249,36 @@ def test_output_onto_a_linted_file_is_refused_and_the_source_kept(project: Path)
     assert result.exit_code == 0 and "PC003" in (project / "report.txt").read_text()
 
 
+def test_output_onto_python_source_that_is_not_linted_is_refused(project: Path) -> None:
+    # `lint . -o tests/test_app.py`: the default scope leaves the test file out, so it was not
+    # "one of the files being linted", and the report replaced it; so did `-o other.py` for a
+    # module not named
+    (project / "app.py").write_text(FIXABLE)
+    (project / "tests").mkdir()
+    test_file = project / "tests" / "test_app.py"
+    other = project / "other.py"
+    for source in (test_file, other):
+        source.write_text("x = 1\n")
+    for args in ((".", "-o", "tests/test_app.py"), ("app.py", "-o", "other.py")):
+        proc = subprocess.run(
+            [sys.executable, "-c", "from promptcache.cli import main; main()", "lint", *args],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (proc.returncode, proc.stdout) == (2, ""), args
+        assert f"{args[2]} is Python source; writing the report there would replace it" in (
+            " ".join(proc.stderr.split())
+        )
+        assert "Traceback" not in proc.stderr
+    assert test_file.read_text() == other.read_text() == "x = 1\n"
+    # the look-alike: a report file that is not Python source, existing or not, is written
+    (project / "report.txt").write_text("old\n")
+    result = run(".", "-o", "report.txt")
+    assert result.exit_code == 0 and "PC003" in (project / "report.txt").read_text()
+
+
 @pytest.mark.parametrize(
     ("where", "why"),
     [("/proc/nope", "No such file or directory"), ("app.py/cache", "Not a directory")],
