@@ -654,40 +654,46 @@ async def _unreadable_usage_upstream(scope: Any, receive: Any, send: Any) -> Non
     await send({"type": "http.response.body", "body": body})
 
 
+@contextlib.contextmanager
+def _unreadable_usage_proxy(tmp_path: Path) -> Iterator[tuple[RunningProxy, openai.OpenAI]]:
+    """A proxy logging to ``tmp_path/log.db`` in front of ``_unreadable_usage_upstream``, and
+    the official OpenAI client through it; both servers stop when the block ends."""
+    with ServerThread(_unreadable_usage_upstream) as upstream:
+        app = build_app(mock_config(upstream.url, tmp_path / "log.db"))
+        with ServerThread(app) as server:
+            proxy = RunningProxy(server.url, tmp_path / "log.db", app, server)
+            yield (
+                proxy,
+                openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0),
+            )
+
+
 def test_a_response_whose_usage_cannot_be_read_keeps_the_requests_prefix(
-    tmp_path: Any, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The prefix columns come from the request: an upstream page that is not JSON, or a usage
     # count that is a string, leaves the usage NULL but not the prefix hash the break explainer
     # needs, and the log says so in one line, not with a traceback.
-    from proxy_support import mock_config
-
-    from promptcache.proxy.app import build_app
-
-    with ServerThread(_unreadable_usage_upstream) as upstream:
-        app = build_app(mock_config(upstream.url, tmp_path / "log.db"))
-        with ServerThread(app) as server, caplog.at_level("WARNING"):
-            proxy = RunningProxy(server.url, tmp_path / "log.db", app, server)
-            chat = openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0)
-            messages: Any = [
-                {"role": "system", "content": "You answer questions about invented anvils."},
-                {"role": "user", "content": "hi"},
-            ]
-            for model in ("fine", "string-count"):
-                reply = chat.chat.completions.create(model=model, messages=messages)
-                assert reply.choices[0].message.content == "hi"
-            page = httpx.post(
-                proxy.url + "/v1/chat/completions", json={"model": "html", "messages": messages}
-            )
-            assert page.status_code == 200 and "maintenance" in page.text
-            claude = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
-            claude.messages.create(
-                model="string-count",
-                max_tokens=8,
-                system="You sell invented anvils.",
-                messages=[{"role": "user", "content": "hi"}],
-            )
-            rows = proxy.rows(4)
+    with _unreadable_usage_proxy(tmp_path) as (proxy, chat), caplog.at_level("WARNING"):
+        messages: Any = [
+            {"role": "system", "content": "You answer questions about invented anvils."},
+            {"role": "user", "content": "hi"},
+        ]
+        for model in ("fine", "string-count"):
+            reply = chat.chat.completions.create(model=model, messages=messages)
+            assert reply.choices[0].message.content == "hi"
+        page = httpx.post(
+            proxy.url + "/v1/chat/completions", json={"model": "html", "messages": messages}
+        )
+        assert page.status_code == 200 and "maintenance" in page.text
+        claude = anthropic.Anthropic(base_url=proxy.url, api_key=ANTHROPIC_KEY, max_retries=0)
+        claude.messages.create(
+            model="string-count",
+            max_tokens=8,
+            system="You sell invented anvils.",
+            messages=[{"role": "user", "content": "hi"}],
+        )
+        rows = proxy.rows(4)
     by_model = {row["model"]: row for row in rows}
     assert by_model["fine"]["total_input_tokens"] == 10 and by_model["fine"]["prefix_hash"]
     for model in ("string-count", "html"):
@@ -704,21 +710,13 @@ def test_a_response_whose_usage_cannot_be_read_keeps_the_requests_prefix(
 
 
 def test_usage_missing_its_count_is_logged_without_a_hint_at_an_option_the_proxy_lacks(
-    tmp_path: Any, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The proxy takes the API from the route, not from an --api option or api argument: the
     # warning names what is missing and leaves out the SDK's and `promptcache cost`'s hint.
-    from proxy_support import mock_config
-
-    with ServerThread(_unreadable_usage_upstream) as upstream:
-        app = build_app(mock_config(upstream.url, tmp_path / "log.db"))
-        with ServerThread(app) as server, caplog.at_level("WARNING"):
-            proxy = RunningProxy(server.url, tmp_path / "log.db", app, server)
-            chat = openai.OpenAI(base_url=proxy.url + "/v1", api_key=OPENAI_KEY, max_retries=0)
-            chat.chat.completions.create(
-                model="no-count", messages=[{"role": "user", "content": "hi"}]
-            )
-            row = proxy.row()
+    with _unreadable_usage_proxy(tmp_path) as (proxy, chat), caplog.at_level("WARNING"):
+        chat.chat.completions.create(model="no-count", messages=[{"role": "user", "content": "hi"}])
+        row = proxy.row()
     assert row["status"] == 200 and row["total_input_tokens"] is None
     warnings = [m for m in caplog.messages if "recorded without usage" in m]
     assert len(warnings) == 1, caplog.text
