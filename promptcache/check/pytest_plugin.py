@@ -113,6 +113,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # tests; checking it again would start runs of runs, without end
         return None
     from promptcache.check.output import (
+        PYTHON_NAME,
         cannot_write,
         is_python_source,
         named_by_command,
@@ -176,8 +177,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return 2
     if output and is_python_source(output):
         sys.stderr.write(
-            f"error: cannot write --promptcache-check-output {output}: that file is Python "
-            "source; the report would replace it: pick another file\n"
+            f"error: cannot write --promptcache-check-output {output}: {PYTHON_NAME}\n"
         )
         return 2
     why = cannot_write(output) if output else None

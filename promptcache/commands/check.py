@@ -80,6 +80,7 @@ def check(
     is shown) or on bad input.
     """
     from promptcache.check.output import (
+        PYTHON_NAME,
         cannot_write,
         is_python_source,
         named_by_command,
@@ -123,10 +124,7 @@ def check(
             "replace it: pick another file"
         )
     if output is not None and is_python_source(output):
-        raise ConfigError(
-            f"cannot write --output {output}: that file is Python source; the report would "
-            "replace it: pick another file"
-        )
+        raise ConfigError(f"cannot write --output {output}: {PYTHON_NAME}")
     why = cannot_write(output) if output is not None else None
     if why is not None:  # said now, not after the runs
         raise ConfigError(f"cannot write --output {output}: {why}")

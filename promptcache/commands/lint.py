@@ -343,12 +343,11 @@ def lint(
             "replace its source: pick another file",
             param_hint="'--output'",
         )
-    if (
-        output is not None and output.is_file() and output.suffix.lower() in {".py", ".pyi", ".pyw"}
-    ):  # a test file the default scope leaves out, a module not named: source all the same
+    if output is not None and output.suffix.lower() in {".py", ".pyi", ".pyw"}:
+        # a test file the default scope leaves out, a module not named: source all the same
         raise click.BadParameter(
-            f"{output} is Python source; writing the report there would replace it: pick "
-            "another file",
+            f"{output}: a report is not Python source; a .py, .pyi or .pyw name would replace "
+            "a source file or be read as one: pick another name",
             param_hint="'--output'",
         )
     templates = sum(1 for r in results if r.skipped == "template")

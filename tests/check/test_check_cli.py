@@ -200,13 +200,16 @@ def test_output_that_is_python_source_the_command_does_not_name_is_refused(
     for output, args in (
         ("tests/test_app.py", ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]),
         ("pkg/__main__.py", ["-m", "pkg"]),
+        ("report.py", ["-m", "pkg"]),  # a new one too: else a second run would refuse it
     ):
         proc = cli("check", "-o", output, "--", sys.executable, *args, cwd=tmp_path)
         assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout
         assert proc.stderr == (
-            f"error: cannot write --output {output}: that file is Python source; the report "
-            "would replace it: pick another file\n"
+            f"error: cannot write --output {output}: a report is not Python source; a .py, "
+            ".pyi or .pyw name would replace a source file or be read as one: pick another "
+            "name\n"
         )
+    assert not (tmp_path / "report.py").exists()
     assert test_file.read_text(encoding="utf-8") == module.read_text(encoding="utf-8")
     assert module.read_text(encoding="utf-8") == "print('ran')\n"
 

@@ -242,14 +242,19 @@ def test_a_report_over_a_test_file_of_a_named_folder_is_refused(tmp_path: Path) 
     (tmp_path / "tests").mkdir()
     suite = tmp_path / "tests" / "test_prompt.py"
     suite.write_text(SUITE, encoding="utf-8")
-    for output, paths in (("tests/test_prompt.py", ["tests"]), ("./tests/test_prompt.py", [])):
+    for output, paths in (
+        ("tests/test_prompt.py", ["tests"]),
+        ("./tests/test_prompt.py", []),
+        ("report.PY", ["tests"]),
+    ):
         proc = _pytest(
             tmp_path, "--promptcache-check", "--promptcache-check-output", output, *paths
         )
         assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout
         assert proc.stderr == (
-            f"error: cannot write --promptcache-check-output {output}: that file is Python "
-            "source; the report would replace it: pick another file\n"
+            f"error: cannot write --promptcache-check-output {output}: a report is not "
+            "Python source; a .py, .pyi or .pyw name would replace a source file or be read "
+            "as one: pick another name\n"
         )
         assert suite.read_text(encoding="utf-8") == SUITE
 

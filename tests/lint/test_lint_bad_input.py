@@ -259,7 +259,11 @@ def test_output_onto_python_source_that_is_not_linted_is_refused(project: Path) 
     other = project / "other.py"
     for source in (test_file, other):
         source.write_text("x = 1\n")
-    for args in ((".", "-o", "tests/test_app.py"), ("app.py", "-o", "other.py")):
+    for args in (
+        (".", "-o", "tests/test_app.py"),
+        ("app.py", "-o", "other.py"),
+        ("app.py", "-o", "report.pyi"),  # a new one too: else a second run would refuse it
+    ):
         proc = subprocess.run(
             [sys.executable, "-c", "from promptcache.cli import main; main()", "lint", *args],
             cwd=project,
@@ -268,11 +272,13 @@ def test_output_onto_python_source_that_is_not_linted_is_refused(project: Path) 
             timeout=60,
         )
         assert (proc.returncode, proc.stdout) == (2, ""), args
-        assert f"{args[2]} is Python source; writing the report there would replace it" in (
-            " ".join(proc.stderr.split())
-        )
+        assert (
+            f"{args[2]}: a report is not Python source; a .py, .pyi or .pyw name would replace "
+            "a source file or be read as one: pick another name"
+        ) in " ".join(proc.stderr.split())
         assert "Traceback" not in proc.stderr
     assert test_file.read_text() == other.read_text() == "x = 1\n"
+    assert not (project / "report.pyi").exists()
     # the look-alike: a report file that is not Python source, existing or not, is written
     (project / "report.txt").write_text("old\n")
     result = run(".", "-o", "report.txt")
