@@ -1,7 +1,8 @@
-"""The one test of whether a file's folder can hold it, for every command that writes a file
-the user names (``lint -o``, ``report -o``, ``check -o``, ``proxy --db``, the request log's
-``log copy DST``, a file above ``demo --output-dir``), so each says a missing folder, or a
-file where the folder should be, in the same words.
+"""The tests of a file path the user names for a command to write, shared so that each
+command says the same thing in the same words: whether the file's folder can hold it
+(``lint -o``, ``report -o``, ``check -o``, ``proxy --db``, the request log's ``log copy DST``,
+a file above ``demo --output-dir``), and whether a report's name is a Python source file's
+(``lint -o``, ``check -o``, ``--promptcache-check-output``).
 
 Only the standard library is imported here (the CLI's ``--help`` stays fast).
 """
@@ -12,8 +13,15 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Final
 
-__all__ = ["folder_problem"]
+__all__ = ["PYTHON_NAME", "folder_problem", "is_python_source"]
+
+#: Why a report is refused a Python source file's name (see :func:`is_python_source`).
+PYTHON_NAME: Final = (
+    "a report is not Python source; a .py, .pyi or .pyw name would replace a source file or be "
+    "read as one: pick another name"
+)
 
 
 def folder_problem(file: str | Path) -> str | None:
@@ -43,3 +51,11 @@ def folder_problem(file: str | Path) -> str | None:
             return f"folder {folder} does not exist{link}"
         return exc.strerror or str(exc)
     return None if stat.S_ISDIR(mode) else f"{folder} is not a folder"
+
+
+def is_python_source(output: str | Path) -> bool:
+    """Whether the report file ``output`` has a Python source file's name (``.py``, ``.pyi``
+    or ``.pyw``, any case), existing or not: an existing one may be source the command need
+    not name to run (a test file of a folder that pytest collects, a module of ``python -m
+    pkg``), which the report would replace; a new one would be collected and linted as code."""
+    return Path(output).suffix.lower() in {".py", ".pyi", ".pyw"}

@@ -25,14 +25,7 @@ from .findings import RULE_TITLES, Finding
 from .perturbation import KIND_LABELS
 from .runner import CheckResult
 
-__all__ = [
-    "FORMATS",
-    "PYTHON_NAME",
-    "cannot_write",
-    "is_python_source",
-    "named_by_command",
-    "render",
-]
+__all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
 
 FORMATS: Final = ("text", "json", "sarif", "github")
 SCHEMA_URI: Final = (
@@ -193,20 +186,6 @@ def named_by_command(output: str | Path, command: Sequence[str]) -> bool:
             except OSError:
                 continue
     return False
-
-
-PYTHON_NAME: Final = (
-    "a report is not Python source; a .py, .pyi or .pyw name would replace a source file or be "
-    "read as one: pick another name"
-)
-
-
-def is_python_source(output: str | Path) -> bool:
-    """Whether the report file ``output`` has a Python source file's name (``.py``, ``.pyi``
-    or ``.pyw``, any case), existing or not: an existing one may be source the command need
-    not name to run (a test file of a folder that pytest collects, a module of ``python -m
-    pkg``), which the report would replace; a new one would be collected and linted as code."""
-    return Path(output).suffix.lower() in {".py", ".pyi", ".pyw"}
 
 
 def cannot_write(output: str | Path) -> str | None:

@@ -112,16 +112,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
         # tests; checking it again would start runs of runs, without end
         return None
-    from promptcache.check.output import (
-        PYTHON_NAME,
-        cannot_write,
-        is_python_source,
-        named_by_command,
-        render,
-    )
+    from promptcache.check.output import cannot_write, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
-    from promptcache.folders import folder_problem
+    from promptcache.folders import PYTHON_NAME, folder_problem, is_python_source
 
     command = [sys.executable, "-m", "pytest", *_child_args(list(config.invocation_params.args))]
     output = config.getoption("promptcache_check_output")

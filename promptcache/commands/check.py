@@ -79,16 +79,10 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import (
-        PYTHON_NAME,
-        cannot_write,
-        is_python_source,
-        named_by_command,
-        render,
-    )
+    from promptcache.check.output import cannot_write, named_by_command, render
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
-    from promptcache.folders import folder_problem
+    from promptcache.folders import PYTHON_NAME, folder_problem, is_python_source
 
     if output is not None and str(output) == "-":
         output = None  # '-' is stdout, as for the commands that read '-' as stdin

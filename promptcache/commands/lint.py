@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from promptcache.folders import folder_problem
+from promptcache.folders import PYTHON_NAME, folder_problem, is_python_source
 from promptcache.formatting import plural
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -343,13 +343,9 @@ def lint(
             "replace its source: pick another file",
             param_hint="'--output'",
         )
-    if output is not None and output.suffix.lower() in {".py", ".pyi", ".pyw"}:
+    if output is not None and is_python_source(output):
         # a test file the default scope leaves out, a module not named: source all the same
-        raise click.BadParameter(
-            f"{output}: a report is not Python source; a .py, .pyi or .pyw name would replace "
-            "a source file or be read as one: pick another name",
-            param_hint="'--output'",
-        )
+        raise click.BadParameter(f"{output}: {PYTHON_NAME}", param_hint="'--output'")
     templates = sum(1 for r in results if r.skipped == "template")
     if templates:
         click.echo(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from promptcache.folders import folder_problem
+from promptcache.folders import folder_problem, is_python_source
 
 
 def test_an_existing_folder_has_no_problem(tmp_path: Path) -> None:
@@ -53,3 +53,11 @@ def test_a_file_where_a_folder_should_be_is_named(tmp_path: Path) -> None:
 def test_a_link_loop_is_the_systems_words(tmp_path: Path) -> None:
     (tmp_path / "loop").symlink_to("loop")
     assert folder_problem(tmp_path / "loop" / "out.json") == os.strerror(errno.ELOOP)
+
+
+def test_a_python_source_name_is_one_whether_or_not_the_file_exists(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("x = 1\n")
+    for name in ("app.py", "new.py", "stubs.PYI", "gui.pyw", "sub/report.Py"):
+        assert is_python_source(tmp_path / name), name
+    for name in ("report.json", "report.sarif", "py", "report.py.txt", "report.pyc"):
+        assert not is_python_source(name), name
