@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -215,29 +215,31 @@ class ClassInfo:
         its ``role`` field to that literal (pydantic's ``role: Literal["system"] = "system"``,
         a dataclass default): a message class whose every instance that keeps the default is
         of that role; "" otherwise."""
-        seen: set[int] = set()
-        todo = [self]
-        while todo:
-            info = todo.pop(0)
-            if id(info) in seen:
-                continue
-            seen.add(id(info))
+        for info in self.lineage():
             default = info.attr_defs.get("role")
             if default is not None:
                 if isinstance(default, ast.Constant) and default.value in ("system", "developer"):
                     return str(default.value)
                 return ""
-            todo.extend(info.bases)
         return ""
 
     def find_method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        """The method ``name`` of this class or of a same-module base class (MRO depth-first)."""
+        """The method ``name`` of this class or of a same-module base class (breadth-first)."""
         if name in self.found:
             return self.found[name]
         method = self.found[name] = self._find_method(name)
         return method
 
     def _find_method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for info in self.lineage():
+            method = info.methods.get(name)
+            if method is not None:
+                return method
+        return None
+
+    def lineage(self) -> Iterator[ClassInfo]:
+        """This class, then its same-module base classes, breadth-first (each once, the order
+        ``find_method`` and ``fixed_role`` look in)."""
         seen: set[int] = set()
         todo = [self]
         while todo:
@@ -245,11 +247,8 @@ class ClassInfo:
             if id(info) in seen:
                 continue
             seen.add(id(info))
-            method = info.methods.get(name)
-            if method is not None:
-                return method
+            yield info
             todo.extend(info.bases)
-        return None
 
 
 @dataclass

@@ -43,15 +43,8 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def _methods(info: ClassInfo) -> Iterator[FunctionNode]:
-    seen: set[int] = set()
-    todo = [info]
-    while todo:
-        cls = todo.pop(0)
-        if id(cls) in seen:
-            continue
-        seen.add(id(cls))
+    for cls in info.lineage():
         yield from cls.methods.values()
-        todo.extend(cls.bases)
 
 
 def _self_calls(method: FunctionNode) -> set[str]:
