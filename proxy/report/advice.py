@@ -256,20 +256,15 @@ def _pct(value: float | None) -> str:
     return percent(value)
 
 
-def _unpriced(total: Summary) -> bool:
-    """Whether every request with usage in the window is unpriced: its dollars are unknown."""
-    return bool(total.unpriced_requests) and total.unpriced_requests >= total.requests_with_usage
-
-
 def _and_usd(total: Summary, amount: float) -> str:
     """`` and $X`` after a token count, or nothing for $0 where no request is priced."""
-    return "" if not amount and _unpriced(total) else f" and {usd(amount, grouped=False)}"
+    return "" if not amount and total.all_unpriced else f" and {usd(amount, grouped=False)}"
 
 
 def _premium(total: Summary, amount: float) -> str:
     """``, $X write premium`` after a token count, or nothing for $0 where no request is
     priced."""
-    if not amount and _unpriced(total):
+    if not amount and total.all_unpriced:
         return ""
     return f", {usd(amount, grouped=False)} write premium"
 

@@ -87,7 +87,7 @@ def money(s: Summary, value: float) -> str:
     """``value`` in dollars, or :data:`UNPRICED` for a zero amount of ``s`` (the window or a
     group) when it has requests with usage and every one of them is unpriced: their cost is
     unknown, not $0."""
-    if not value and s.unpriced_requests and s.unpriced_requests >= s.requests_with_usage:
+    if not value and s.all_unpriced:
         return UNPRICED
     return usd(value)
 

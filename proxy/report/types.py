@@ -55,6 +55,12 @@ class Summary:
         writes = (self.cache_write_5m_tokens, self.cache_write_1h_tokens)
         return sum(writes) + self.cache_write_unknown_tokens
 
+    @property
+    def all_unpriced(self) -> bool:
+        """Whether there are requests with usage and every one is unpriced: the dollars of
+        these requests are unknown, not $0."""
+        return bool(self.unpriced_requests) and self.unpriced_requests >= self.requests_with_usage
+
 
 @dataclass(frozen=True)
 class PricedAs:
