@@ -78,6 +78,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         29: 20261231,
         30: 20270101,
         31: 20270102,
+        32: 20270103,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -124,6 +125,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         29: 5,
         30: 5,
         31: 5,
+        32: 4,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -268,6 +270,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         31: [
             "castorini/ragnarok",
             "microsoft/promptbench",
+        ],
+        32: [
+            "kreneskyp/ix",
+            "zilliztech/akcio",
         ],
     }
     for batch, tuning in recorded.items():
