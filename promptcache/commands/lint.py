@@ -263,9 +263,21 @@ def lint(
     if output is not None and str(output) == "-":
         output = None  # '-' is stdout, as for the commands that read '-' as stdin
     if output is not None:  # before the analysis, which can take minutes on a large tree
+        if is_python_source(output):
+            # a test file the default scope leaves out, a module not named: source all the same
+            raise click.BadParameter(f"{output}: {PYTHON_NAME}", param_hint="'--output'")
         why = _output_unwritable(output)
         if why is not None:
             raise click.BadParameter(f"cannot write {output}: {why}", param_hint="'--output'")
+    for option, codes in (("--select", select), ("--ignore", ignore)):
+        if codes is not None and not _codes(codes):
+            # an empty --select would read as "no restriction" (every rule), an empty
+            # --ignore as a list given by mistake: both are a slip
+            raise click.BadParameter(
+                f"{codes!r} names no rule code; give codes such as PC001,PC005, or leave "
+                f"{option} out to {'run every rule' if option == '--select' else 'skip none'}",
+                param_hint=f"'{option}'",
+            )
     from promptcache.lint_rules import config as lint_config
     from promptcache.lint_rules import output as render
     from promptcache.lint_rules.registry import KNOWN_CODES
@@ -284,12 +296,6 @@ def lint(
                 err=True,
             )
     if select is not None:
-        if not _codes(select):  # an empty selection would read as "no restriction": every rule
-            raise click.BadParameter(
-                f"{select!r} names no rule code; give codes such as PC001,PC005, or leave "
-                "--select out to run every rule",
-                param_hint="'--select'",
-            )
         # as ruff's --select: the codes named here run even where the config ignores them
         # (per-file-ignores and suppression comments still apply)
         config = replace(config, select=_rule_codes(select), ignore=frozenset())
@@ -343,9 +349,6 @@ def lint(
             "replace its source: pick another file",
             param_hint="'--output'",
         )
-    if output is not None and is_python_source(output):
-        # a test file the default scope leaves out, a module not named: source all the same
-        raise click.BadParameter(f"{output}: {PYTHON_NAME}", param_hint="'--output'")
     templates = sum(1 for r in results if r.skipped == "template")
     if templates:
         click.echo(

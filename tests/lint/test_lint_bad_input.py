@@ -232,28 +232,33 @@ def test_a_pipe_named_like_a_python_file_is_left_out_of_a_folder(project: Path) 
 
 
 def test_output_onto_a_linted_file_is_refused_and_the_source_kept(project: Path) -> None:
-    # -o app.py (a slip for -o app.txt) would replace the source with the report about it
-    (project / "app.py").write_text(FIXABLE)
-    (project / "link.py").symlink_to(project / "app.py")
+    # -o tool (a slip for -o tool.txt) would replace the source with the report about it; a
+    # script named on the command line is linted without a .py name (a .py name is refused
+    # before the analysis: test_output_onto_python_source_is_refused_before_the_analysis)
+    script = "#!/usr/bin/env python3\n" + FIXABLE
+    (project / "tool").write_text(script)
+    (project / "link").symlink_to(project / "tool")
     for args in (
-        ("app.py", "-o", "app.py"),
-        (".", "-o", "./link.py"),
-        (".", "--diff", "-o", "app.py"),
+        ("tool", "-o", "tool"),
+        ("tool", "-o", "./link"),
+        ("tool", "--diff", "-o", "tool"),
     ):
         result = run(*args)
         assert result.exit_code == 2, args
         assert "is one of the files being linted" in result.output
-        assert (project / "app.py").read_text() == FIXABLE, args
+        assert (project / "tool").read_text() == script, args
     # the look-alike: a report file beside the sources is written
-    result = run(".", "-o", "report.txt")
+    result = run("tool", "-o", "report.txt")
     assert result.exit_code == 0 and "PC003" in (project / "report.txt").read_text()
 
 
-def test_output_onto_python_source_that_is_not_linted_is_refused(project: Path) -> None:
+def test_output_onto_python_source_is_refused_before_the_analysis(project: Path) -> None:
     # `lint . -o tests/test_app.py`: the default scope leaves the test file out, so it was not
     # "one of the files being linted", and the report replaced it; so did `-o other.py` for a
-    # module not named
+    # module not named. A .py, .pyi or .pyw name is refused before the analysis, which can
+    # take minutes on a large tree: nothing is analysed, so no result is cached.
     (project / "app.py").write_text(FIXABLE)
+    (project / "link.py").symlink_to(project / "app.py")
     (project / "tests").mkdir()
     test_file = project / "tests" / "test_app.py"
     other = project / "other.py"
@@ -263,6 +268,9 @@ def test_output_onto_python_source_that_is_not_linted_is_refused(project: Path) 
         (".", "-o", "tests/test_app.py"),
         ("app.py", "-o", "other.py"),
         ("app.py", "-o", "report.pyi"),  # a new one too: else a second run would refuse it
+        ("app.py", "-o", "app.py"),  # linted ones as well
+        (".", "-o", "./link.py"),
+        (".", "--diff", "-o", "app.py"),
     ):
         proc = subprocess.run(
             [sys.executable, "-c", "from promptcache.cli import main; main()", "lint", *args],
@@ -273,12 +281,14 @@ def test_output_onto_python_source_that_is_not_linted_is_refused(project: Path) 
         )
         assert (proc.returncode, proc.stdout) == (2, ""), args
         assert (
-            f"{args[2]}: a report is not Python source; a .py, .pyi or .pyw name would replace "
-            "a source file or be read as one: pick another name"
+            f"{Path(args[-1])}: a report is not Python source; a .py, .pyi or .pyw name would "
+            "replace a source file or be read as one: pick another name"
         ) in " ".join(proc.stderr.split())
         assert "Traceback" not in proc.stderr
     assert test_file.read_text() == other.read_text() == "x = 1\n"
+    assert (project / "app.py").read_text() == FIXABLE
     assert not (project / "report.pyi").exists()
+    assert not (project / ".promptcache_cache").exists()  # refused before any analysis
     # the look-alike: a report file that is not Python source, existing or not, is written
     (project / "report.txt").write_text("old\n")
     result = run(".", "-o", "report.txt")

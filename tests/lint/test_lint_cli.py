@@ -123,8 +123,16 @@ def test_config_select_ignore_and_errors(project: Path) -> None:
     assert run("bad.py", "--select", "PC002").exit_code == 0
     assert run("bad.py", "--select", "PC01").exit_code == 2
     for empty in ("", ",,", " , "):  # no code at all is a mistake, not "every rule"
-        result = run("bad.py", "--select", empty)
+        result = run("bad.py", "--select", empty, "--cache-dir", "fresh")
         assert result.exit_code == 2 and "names no rule code" in result.output, result.output
+        assert "leave --select out to run every rule" in result.output
+        # the same for --ignore (it was read as ignoring nothing, without a word)
+        result = run("bad.py", "--ignore", empty, "--cache-dir", "fresh")
+        assert result.exit_code == 2 and "names no rule code" in result.output, result.output
+        assert "leave --ignore out to skip none" in result.output
+    assert not (project / "fresh").exists()  # refused before any analysis
+    result = run("bad.py", "--ignore", "PC002")  # the look-alike: a code is named
+    assert result.exit_code == 1 and "PC001" in result.output
 
 
 def test_an_empty_select_in_the_config_is_an_error_as_on_the_command_line(project: Path) -> None:
