@@ -415,7 +415,13 @@ def _break_reasons(
     conn: sqlite3.Connection, w: Window, prices: _Prices
 ) -> tuple[BreakReasonSummary, ...]:
     per_reason: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"breaks": 0, "tokens": 0, "usd": Decimal(0), "segments": defaultdict(int)}
+        lambda: {
+            "breaks": 0,
+            "tokens": 0,
+            "usd": Decimal(0),
+            "unpriced": 0,
+            "segments": defaultdict(int),
+        }
     )
     for row in q.break_groups(conn, w):
         if row.reason == NOT_A_BREAK:
@@ -424,7 +430,9 @@ def _break_reasons(
         item["breaks"] += row.breaks
         item["tokens"] += row.tokens_lost
         price = prices.get(row.model)
-        if price is not None:
+        if price is None:
+            item["unpriced"] += row.breaks
+        else:
             item["usd"] += (
                 row.tokens_lost * (price.input - price.cache_read)
                 + row.tokens_lost_write_5m * (price.cache_write_5m - price.input)
@@ -445,6 +453,7 @@ def _break_reasons(
                 top_segment=top[0],
                 top_segment_breaks=top[1],
                 example_ids=tuple(q.break_examples(conn, w, reason, EXAMPLES_PER_REASON)),
+                unpriced_breaks=item["unpriced"],
             )
         )
     out.sort(key=lambda b: (-b.usd_lost, -b.tokens_lost, -b.breaks, b.reason))
@@ -452,19 +461,23 @@ def _break_reasons(
 
 
 def _wasted(conn: sqlite3.Connection, w: Window, now: float, prices: _Prices) -> WastedWrites:
-    tokens = requests = 0
+    tokens = requests = unpriced = 0
     premium = Decimal(0)
     for row in q.wasted_writes(conn, w, now=now):
         tokens += row.wasted_5m_tokens + row.wasted_1h_tokens + row.wasted_unknown_tokens
         requests += row.wasted_requests
         price = prices.get(row.model)
-        if price is not None:
+        if price is None:
+            unpriced += row.wasted_requests
+        else:
             premium += (
                 row.wasted_5m_tokens * (price.cache_write_5m - price.input)
                 + row.wasted_1h_tokens * (price.cache_write_1h - price.input)
                 + row.wasted_unknown_tokens * (price.cache_write_5m - price.input)
             ) / _MILLION
-    return WastedWrites(tokens=tokens, requests=requests, premium_usd=float(premium))
+    return WastedWrites(
+        tokens=tokens, requests=requests, premium_usd=float(premium), unpriced_requests=unpriced
+    )
 
 
 def build_report(

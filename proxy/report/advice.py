@@ -256,15 +256,20 @@ def _pct(value: float | None) -> str:
     return percent(value)
 
 
-def _and_usd(total: Summary, amount: float) -> str:
-    """`` and $X`` after a token count, or nothing for $0 where no request is priced."""
-    return "" if not amount and total.all_unpriced else f" and {usd(amount, grouped=False)}"
+def _and_usd(total: Summary, reason: BreakReasonSummary) -> str:
+    """`` and $X`` after the tokens ``reason`` lost, or nothing for $0 where no request of the
+    window, or none of the reason's breaks, is priced."""
+    amount = reason.usd_lost
+    if not amount and (total.all_unpriced or reason.all_unpriced):
+        return ""
+    return f" and {usd(amount, grouped=False)}"
 
 
-def _premium(total: Summary, amount: float) -> str:
-    """``, $X write premium`` after a token count, or nothing for $0 where no request is
-    priced."""
-    if not amount and total.all_unpriced:
+def _premium(total: Summary, wasted: WastedWrites) -> str:
+    """``, $X write premium`` after the wasted tokens, or nothing for $0 where no request of
+    the window, or none of the wasted writes, is priced."""
+    amount = wasted.premium_usd
+    if not amount and (total.all_unpriced or wasted.all_unpriced):
         return ""
     return f", {usd(amount, grouped=False)} write premium"
 
@@ -293,7 +298,7 @@ def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recomme
         return Recommendation(
             "prefix_stability",
             f"{head} Top breaker: {where} ({top.reason}, {_n(top.breaks, 'break')}, "
-            f"{top.tokens_lost:,} tokens{_and_usd(total, top.usd_lost)} lost{example}). "
+            f"{top.tokens_lost:,} tokens{_and_usd(total, top)} lost{example}). "
             f"Fix: {FIXES[top.reason]}.",
         )
     if not low:
@@ -381,7 +386,7 @@ def recommend(
             Recommendation(
                 "wasted_writes",
                 f"{_n(wasted.requests, 'cache write')} ({wasted.tokens:,} tokens"
-                f"{_premium(total, wasted.premium_usd)}) "
+                f"{_premium(total, wasted)}) "
                 f"{_were(wasted.requests)} never read within {_their(wasted.requests)} TTL"
                 + (" and caching cost more than it saved" if total.net_savings_usd < 0 else "")
                 + ": put breakpoints only on content that repeats, not on one-off prompts.",

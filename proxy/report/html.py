@@ -29,6 +29,7 @@ from .render import (
     AGREEMENT_HEADER,
     REPLICA_HEADER,
     TTFT_NOTE,
+    UNPRICED,
     agreement_cells,
     agreement_example_cells,
     agreement_line,
@@ -162,6 +163,7 @@ def render_main(report: Report, page: Page | None = None) -> str:
         pct=pct,
         usd=usd,
         money=money,
+        unpriced=UNPRICED,
         num="{:,}".format,
         ms="{:,.1f}".format,
     )

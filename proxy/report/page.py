@@ -85,6 +85,8 @@ class Headline:
         saved_fraction: ``saved_usd / cost_without_cache_usd`` (None without priced traffic).
         left_usd, left_tokens: dollars and input tokens lost to cache breaks in the window
             (tokens as the upstream counted them in its usage).
+        left_unpriced: whether every one of those breaks is of an unpriced model, so that the
+            dollars lost are unknown, not ``left_usd``'s $0.
         change: what to change first: the report's first recommendation
             (:func:`.report.advice.recommend`, the list ``promptcache report`` prints), None
             when there is none.
@@ -95,6 +97,7 @@ class Headline:
     left_usd: float
     left_tokens: int
     change: Recommendation | None
+    left_unpriced: bool = False
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,7 @@ def _headline(report: Report) -> Headline:
         left_usd=sum(b.usd_lost for b in reasons),
         left_tokens=sum(b.tokens_lost for b in reasons),
         change=report.recommendations[0] if report.recommendations else None,
+        left_unpriced=bool(reasons) and all(b.all_unpriced for b in reasons),
     )
 
 

@@ -23,7 +23,7 @@ from promptcache.formatting import percent
 from promptcache.usage import USAGE_TOKEN_COLUMNS
 
 from ..breaks import ENGINE_BLOCK_TOKENS
-from . import Report, Summary, usd_text
+from . import BreakReasonSummary, Report, Summary, WastedWrites, usd_text
 from .advice import NO_RECOMMENDATIONS
 from .agreement import Agreement, AgreementExample, AgreementRow
 from .replicas import ReplicaSummary
@@ -83,11 +83,12 @@ def usd(value: float) -> str:
 UNPRICED: Final = "n/a (unpriced)"
 
 
-def money(s: Summary, value: float) -> str:
+def money(s: Summary, value: float, part: BreakReasonSummary | WastedWrites | None = None) -> str:
     """``value`` in dollars, or :data:`UNPRICED` for a zero amount of ``s`` (the window or a
-    group) when it has requests with usage and every one of them is unpriced: their cost is
-    unknown, not $0."""
-    if not value and s.all_unpriced:
+    group) when it has requests with usage and every one of them is unpriced, or of ``part``
+    (a break reason, the wasted writes) when every one of its requests is unpriced: their cost
+    is unknown, not $0."""
+    if not value and (s.all_unpriced or (part is not None and part.all_unpriced)):
         return UNPRICED
     return usd(value)
 
@@ -172,7 +173,7 @@ def summary_rows(s: Summary, report: Report) -> list[tuple[str, str]]:
             "Wasted writes (never read within TTL)",
             f"{wasted.tokens:,} tokens in "
             f"{formatting.plural(wasted.requests, 'request', grouped=True)}, "
-            f"{money(s, wasted.premium_usd)} premium",
+            f"{money(s, wasted.premium_usd, wasted)} premium",
         ),
         ("Unpriced requests (not in cost)", f"{s.unpriced_requests:,}"),
         ("Cache breaks", f"{s.breaks:,}"),
@@ -245,7 +246,7 @@ def render_table(report: Report, *, width: int = 120, color: bool = False) -> st
     breaks.add_column("example request ids", no_wrap=True, min_width=32)
     for b in report.break_reasons:
         breaks.add_row(
-            b.reason, f"{b.breaks:,}", f"{b.tokens_lost:,}", money(report.total, b.usd_lost),
+            b.reason, f"{b.breaks:,}", f"{b.tokens_lost:,}", money(report.total, b.usd_lost, b),
             f"{b.top_segment} ({b.top_segment_breaks})" if b.top_segment else "-",
             "\n".join(b.example_ids),
         )  # fmt: skip

@@ -132,7 +132,7 @@ MAIN: Final = """<header>
 {{ usd(report.total.cost_without_cache_usd) }} it would have cost without cache{% else %}no priced
 traffic in this window{% endif %}</div></div>
 <div class="card" id="left"><div class="muted small">Left on the table</div>
-<div class="big">{{ money(report.total, h.left_usd) }}</div>
+<div class="big">{{ unpriced if h.left_unpriced else money(report.total, h.left_usd) }}</div>
 <div class="small">{{ num(h.left_tokens) }} input tokens lost to {{ num(report.total.breaks) }}
 cache break{{ "" if report.total.breaks == 1 else "s" }} (the upstream's token counts); the
 dollars are what reading them from the cache would have saved</div></div>
@@ -241,7 +241,7 @@ requests (successful only; a hit read &ge; 1 cached token). Measured as the {{ t
 data-label="reason">{{ b.reason }}</td>
 <td class="n" data-label="breaks">{{ num(b.breaks) }}</td>
 <td class="n" data-label="tokens lost">{{ num(b.tokens_lost) }}</td>
-<td class="n" data-label="$ lost">{{ money(report.total, b.usd_lost) }}</td>
+<td class="n" data-label="$ lost">{{ money(report.total, b.usd_lost, b) }}</td>
 <td data-label="top segment">{% if b.top_segment %}<code>{{ b.top_segment }}</code>
 ({{ b.top_segment_breaks }}){%- else %}-{% endif %}</td>
 <td data-label="examples">{% for i in b.example_ids %}<code>{{ i }}</code> {% endfor %}</td></tr>

@@ -96,6 +96,8 @@ class BreakReasonSummary:
         top_segment: the segment path that broke most often for this reason (None for reasons
             without a segment, such as ``ttl_expired``), with ``top_segment_breaks`` its count.
         example_ids: request ids with the most tokens lost.
+        unpriced_breaks: how many of ``breaks`` are of a model without a price row (and no
+            ``price_as`` stand-in), whose dollars are in no ``usd_lost``.
     """
 
     reason: str
@@ -105,15 +107,31 @@ class BreakReasonSummary:
     top_segment: str | None
     top_segment_breaks: int
     example_ids: tuple[str, ...]
+    unpriced_breaks: int = 0
+
+    @property
+    def all_unpriced(self) -> bool:
+        """Whether every break of this reason is of an unpriced model: its dollars lost are
+        unknown, not $0."""
+        return bool(self.unpriced_breaks) and self.unpriced_breaks >= self.breaks
 
 
 @dataclass(frozen=True)
 class WastedWrites:
-    """Cache writes never read within their TTL: tokens, requests, and the premium paid (USD)."""
+    """Cache writes never read within their TTL: tokens, requests, and the premium paid (USD).
+
+    ``unpriced_requests`` of the ``requests`` are of a model without a price row (and no
+    ``price_as`` stand-in): their premium is in no ``premium_usd``."""
 
     tokens: int
     requests: int
     premium_usd: float
+    unpriced_requests: int = 0
+
+    @property
+    def all_unpriced(self) -> bool:
+        """Whether every wasted write is of an unpriced model: the premium is unknown, not $0."""
+        return bool(self.unpriced_requests) and self.unpriced_requests >= self.requests
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ then ``promptcache report`` as text and HTML.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+import anthropic
 import openai
 from click.testing import CliRunner
 from proxy_support import RunningProxy
@@ -85,3 +87,68 @@ def test_cost_of_only_unpriced_requests_is_not_shown_as_zero_dollars(
     assert groups is not None
     row = next(r for r in groups.group(1).split("<tr>") if "my-finetune" in r)
     assert _text(row).count(UNKNOWN) == 3  # cost, cost without cache, savings
+
+
+def test_breaks_and_writes_of_an_unpriced_model_beside_priced_traffic_show_no_dollars(
+    start_proxy: Callable[..., RunningProxy], tmp_path: Path
+) -> None:
+    """A window with priced traffic has a cost, but the break reason and the wasted writes
+    that only an unpriced model caused have unknown dollars, not $0.0000."""
+    proxy = start_proxy()
+    anthropic_client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-test-unpriced-01")
+    rules = "Answer questions about Acme orders briefly and cite the order database. " * 20
+    for i in range(2):  # a 1h write, then a break that reads none of it: both wasted
+        anthropic_client.messages.create(
+            model="claude-custom-1",
+            max_tokens=64,
+            system=[
+                {"type": "text", "text": rules},
+                {
+                    "type": "text",
+                    "text": f"Time: 09:0{i}.",
+                    "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                },
+            ],
+            messages=[{"role": "user", "content": "Where is order 17?"}],
+            extra_headers={"x-mock-case": "cache_write_1h"},
+        )
+    openai_client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test-unpriced-0123")
+    openai_client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "Where is order 17?"}]
+    )
+    proxy.rows(3)
+    text = _report(proxy.db_path)
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in text.splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["Cost"].startswith("$"), rows  # gpt-4o is priced
+    assert rows["Unpriced requests (not in cost)"] == "2"
+    wasted = rows["Wasted writes (never read within TTL)"]
+    assert wasted == f"188,086 tokens in 1 request, {UNKNOWN} premium", wasted
+    reason = next(line for line in text.splitlines() if "system_changed" in line)
+    assert "n/a" in reason and "$" not in reason, reason  # $ lost
+    advice = " ".join(text.split("Recommendations", 1)[1].split())
+    assert "$0.0000" not in advice, advice
+    assert "(system_changed, 1 break, 188,086 tokens lost;" in advice, advice
+    assert "1 cache write (188,086 tokens) was never read" in advice, advice
+    data = json.loads(_report(proxy.db_path, "--format", "json"))
+    assert data["wasted_writes"] == {
+        "tokens": 188086,
+        "requests": 1,
+        "premium_usd": "0",
+        "unpriced_requests": 1,
+    }
+    (reason_json,) = data["break_reasons"]
+    assert (reason_json["breaks"], reason_json["unpriced_breaks"]) == (1, 1), reason_json
+
+    page = tmp_path / "report.html"
+    _report(proxy.db_path, "--format", "html", "--output", str(page))
+    document = page.read_text()
+    row = re.search(r'<tr data-reason="system_changed">(.*?)</tr>', document, re.S)
+    assert row is not None
+    assert UNKNOWN in _text(row.group(1)) and "$" not in _text(row.group(1)), _text(row.group(1))
+    left = re.search(r'<div class="card" id="left">(.*?)</div></div>', document, re.S)
+    assert left is not None
+    assert _text(left.group(1)).startswith(f"Left on the table {UNKNOWN} 188,086 input tokens")
