@@ -31,11 +31,28 @@ from typing import Any, Final
 
 from promptcache.proxy.vendors import error_body
 
-__all__ = ["REPLY_TEXT", "CannedResponse", "canned_response", "route_api"]
+__all__ = ["REPLY_TEXT", "SERVED_ROUTES", "CannedResponse", "canned_response", "route_api"]
 
 #: The text of every canned reply.
 REPLY_TEXT: Final = "This is a canned reply from promptcache check."
 _CREATED: Final = 1_764_489_600  # a fixed timestamp: the same bytes in every run
+
+#: Mount -> the routes :func:`canned_response` answers on it (a Gemini action after any model
+#: path), as the 404 of every other route on that mount lists them.
+SERVED_ROUTES: Final[dict[str, tuple[str, ...]]] = {
+    "anthropic": ("POST /v1/messages", "POST /v1/messages/count_tokens"),
+    "openai": (
+        "POST /v1/chat/completions",
+        "POST /v1/responses",
+        "POST /v1/completions",
+        "GET /v1/models",
+    ),
+    "gemini": (
+        "POST /v1beta/models/{model}:generateContent",
+        "POST /v1beta/models/{model}:streamGenerateContent",
+        "POST /v1beta/models/{model}:countTokens",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -343,8 +360,8 @@ def canned_response(
     dialect = {"anthropic": "anthropic", "openai": "openai"}.get(vendor, "gemini")
     message = (
         f"promptcache check's capture endpoint does not serve {method} {path}: it answers "
-        "only LLM requests (chat completions, responses, completions, messages, "
-        "generateContent) with canned replies; run check with --forward to send every "
-        "request to the real API, or leave this call out of the checked command"
+        f"only {', '.join(SERVED_ROUTES.get(vendor, ()))} on this API's base URL with canned "
+        "replies; run check with --forward to send every request to the real API, or leave "
+        "this call out of the checked command"
     )
     return None, CannedResponse(404, "application/json", error_body(dialect, 404, message))  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ with the hook's headers; Gemini through raw HTTP (no Gemini client is installed 
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import httpx
@@ -127,3 +128,34 @@ def test_dozens_of_connections_opened_at_once_are_all_queued() -> None:
         for sock in sockets:
             sock.close()
         endpoint.close()
+
+
+_NAMED_ROUTE = re.compile(r"\b(GET|POST) (/[^\s,;]+)")
+
+
+@pytest.mark.parametrize(
+    ("base_variable", "unknown", "must_name"),
+    [
+        ("ANTHROPIC_BASE_URL", "/v1/batches", "POST /v1/messages/count_tokens"),
+        ("OPENAI_BASE_URL", "/embeddings", "GET /v1/models"),
+        ("GOOGLE_GEMINI_BASE_URL", "/v1beta/models/m:embedContent", ":countTokens"),
+    ],
+)
+def test_the_404_of_an_unknown_route_names_every_route_the_mount_answers(
+    server: CaptureServer, base_variable: str, unknown: str, must_name: str
+) -> None:
+    # the message is what a user reads to learn what check serves: each route it names is
+    # answered, and a route that is answered (count_tokens, countTokens) is named
+    base = server.base_urls()[base_variable]
+    missing = httpx.post(base + unknown, json={"input": "x"})
+    assert missing.status_code == 404
+    message = missing.json()["error"]["message"]
+    named = _NAMED_ROUTE.findall(message.split(": ", 1)[1])
+    assert named and must_name in message
+    origin = base.removesuffix("/v1") if base_variable == "OPENAI_BASE_URL" else base
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "contents": []}
+    for method, path in named:
+        answered = httpx.request(
+            method, origin + path.replace("{model}", "m"), json=body if method == "POST" else None
+        )
+        assert answered.status_code == 200, (method, path)
