@@ -277,7 +277,9 @@ def _premium(total: Summary, wasted: WastedWrites) -> str:
 def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recommendation | None:
     """The prefix-stability recommendation: the costliest break reason that has a fix (its top
     segment, breaks, tokens and dollars lost, an example request and the fix), whatever the hit
-    rate; at a low hit rate without such a break, what else keeps the hit rate low; else None.
+    rate; at a low hit rate without such a break, what else keeps the hit rate low (requests
+    that sent an unchanged prefix and read nothing; most requests opening a new prefix; hits
+    whose input lies mostly after the part that repeats); else None.
     Above the low hit rate, ``below_minimum`` breaks ask for no fix: nothing of a prompt under
     the minimum cacheable prefix is cacheable, so they re-process no cacheable input (they lose
     0 tokens by definition)."""
@@ -311,10 +313,22 @@ def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recomme
             "and read nothing: send one request and wait for its first token before fanning out "
             "parallel requests on the same prefix.",
         )
+    if total.new_prefixes * 2 > total.requests_with_usage:
+        why = "Most traffic opens new prefixes; caching pays only when the same prefix "
+    elif total.hit_requests:
+        return Recommendation(
+            "prefix_stability",
+            f"{head} {total.hit_requests:,} of {total.requests_with_usage:,} requests read from "
+            "the cache, but most input comes after the part that repeats between requests: put "
+            "what stays the same (instructions, tools, shared documents) first and what varies "
+            "last.",
+        )
+    else:
+        why = "Caching pays only when the same prefix "
     return Recommendation(
         "prefix_stability",
-        f"{head} Most traffic opens new prefixes; caching pays only when the same prefix "
-        "repeats within the TTL, so share one frozen prefix (tools, system) across requests.",
+        f"{head} {why}repeats within the TTL, so share one frozen prefix (tools, system) across "
+        "requests.",
     )
 
 
