@@ -290,6 +290,34 @@ class ProxyConfig:
                 return self.upstreams[rule.upstream]
         return self.upstreams[self.default_upstream]
 
+    def route_vendor(self, path: str, model: str | None) -> str | None:
+        """The ``vendor`` of the upstream a request for ``path`` goes to, read without its
+        body: for a request refused before an upstream was chosen (a body too large or not
+        JSON), so its row and ``/metrics`` name the vendor it was bound for.
+
+        Args:
+            path: the request's path, e.g. ``/v1/chat/completions``.
+            model: the model the path names (Gemini, ``GET /v1/models/{model}``); None when
+                only the body could name one (it was not read).
+
+        Returns:
+            the vendor every upstream the request could go to shares: with ``model`` known,
+            that of :meth:`select_upstream`; without it, a rule on the model's prefix may or
+            may not match, so both its upstream and the later ones are candidates. None when
+            the candidates' vendors differ (the body's model would have chosen).
+        """
+        if model is not None:
+            return self.select_upstream(path, model).vendor
+        vendors: set[str] = set()
+        for rule in self.rules:
+            if rule.path_prefix is not None and not path.startswith(rule.path_prefix):
+                continue
+            vendors.add(self.upstreams[rule.upstream].vendor)
+            if rule.model_prefix is None:  # matches whatever the body holds: later rules never
+                return vendors.pop() if len(vendors) == 1 else None
+        vendors.add(self.upstreams[self.default_upstream].vendor)
+        return vendors.pop() if len(vendors) == 1 else None
+
 
 def check_price_as(model: object, what: str) -> str:
     """``model`` if the bundled price table has a row for it (``price_as`` / ``--price-as``).

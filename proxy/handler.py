@@ -785,6 +785,8 @@ class ProxyEndpoint:
         """Complete the record, run the hooks and queue the row. Never raises."""
         ended = ex.ended if ex.ended is not None else time.perf_counter()
         _run_deferred(ex)
+        if record.vendor is None:  # refused (or left) before an upstream was chosen
+            record.vendor = self.state.config.route_vendor(record.route or "", record.model)
         record.latency_ms = (ended - ex.started) * 1000.0
         record.ended_at = record.started_at + (ended - ex.started)
         if ex.first_byte is not None:

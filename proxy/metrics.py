@@ -204,6 +204,8 @@ class ProxyMetrics:
             logger.exception("metrics hook failed for request %s", getattr(record, "id", "?"))
 
     def _observe(self, record: Any) -> None:
+        # None only for a request refused before it went upstream whose vendor only its body's
+        # model could have chosen (ProxyConfig.route_vendor)
         vendor = record.vendor or "unknown"
         model = self._model_label(record.model)
         status = int(record.status or 0)

@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from promptcache.cli import cli
+from promptcache.proxy.config import RouteRule, UpstreamConfig
 from promptcache.proxy.metrics import MAX_MODEL_LABELS, ProxyMetrics, install
 from promptcache.proxy.record import RequestRecord
 from promptcache.proxy.store import RequestStore
@@ -291,3 +292,51 @@ def test_health_without_a_log_is_the_status_alone(
     ).is_success
     health = httpx.get(proxy.url + "/healthz")
     assert (health.status_code, health.json()) == (200, {"status": "ok"})
+
+
+def _requests_by_vendor(proxy: RunningProxy) -> dict[str, float]:
+    scraped = httpx.get(proxy.url + "/metrics").text
+    family = next(
+        f for f in text_string_to_metric_families(scraped) if f.name == "promptcache_requests"
+    )
+    return {s.labels["vendor"]: s.value for s in family.samples if s.name.endswith("_total")}
+
+
+def test_a_body_refused_before_it_went_upstream_counts_under_its_routes_vendor(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # the test config sends /v1/messages to anthropic, /v1beta/ to gemini and the rest to
+    # openai by path alone: a body the proxy refuses (not JSON, too large) was bound for that
+    # vendor whatever it held, so the log and /metrics name it rather than vendor="unknown"
+    proxy = start_proxy(max_body_bytes=1_000)
+    refused = [
+        httpx.post(proxy.url + "/v1/messages", content=b"{not json"),
+        httpx.post(proxy.url + "/v1/chat/completions", content=b"x" * 2_000),
+        httpx.post(proxy.url + "/v1beta/models/gemini-2.5-flash:generateContent", content=b"["),
+    ]
+    assert [r.status_code for r in refused] == [400, 413, 400]
+    rows = proxy.rows(3)
+    assert sorted(r["vendor"] for r in rows) == ["anthropic", "gemini", "openai"]
+    assert {r["upstream"] for r in rows} == {None}  # it went nowhere
+    assert _requests_by_vendor(proxy) == {"anthropic": 1, "gemini": 1, "openai": 1}
+
+
+def test_a_refused_body_whose_model_would_choose_the_vendor_is_vendor_unknown(
+    start_proxy: Callable[..., RunningProxy],
+) -> None:
+    # a model rule sends local/ models to an engine: a chat body that cannot be read could have
+    # gone to the engine or to openai, so neither is named; a Gemini path names its model, so
+    # its refused body is still gemini's
+    engine = UpstreamConfig(name="local", url="http://127.0.0.1:9", vendor="engine")
+    proxy = start_proxy(
+        upstreams={"local": engine}, rules=(RouteRule("local", model_prefix="local/"),)
+    )
+    assert httpx.post(proxy.url + "/v1/chat/completions", content=b"{").status_code == 400
+    gemini = proxy.url + "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert httpx.post(gemini, content=b"{").status_code == 400
+    rows = proxy.rows(2)
+    assert sorted((r["route"], r["vendor"]) for r in rows) == [
+        ("/v1/chat/completions", None),
+        ("/v1beta/models/gemini-2.5-flash:generateContent", "gemini"),
+    ]
+    assert _requests_by_vendor(proxy) == {"unknown": 1, "gemini": 1}
