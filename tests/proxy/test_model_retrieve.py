@@ -99,3 +99,6 @@ def test_models_path_with_no_model_is_a_404_listing_the_routes(
     assert message.startswith("no route GET /v1/models/; the proxy serves ")
     assert "GET /v1/models/{model}" in message
     assert not mock_upstream.requests
+    # docs/proxy.md, Errors: this 404 is logged, as a bad Gemini method's is
+    [row] = proxy.rows(1)
+    assert (row["route"], row["status"], row["error"]) == ("/v1/models/", 404, message)
