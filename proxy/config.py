@@ -508,7 +508,21 @@ def config_from_dict(
     default: UpstreamConfig | None = None,
     **overrides: Any,
 ) -> ProxyConfig:
-    """Build a ``ProxyConfig`` from parsed TOML (see ``load_config_file``)."""
+    """Build a ``ProxyConfig`` from parsed TOML (see ``load_config_file``).
+
+    Args:
+        data: the file's top-level table (format in the module docstring).
+        source: how error messages name the file (its path).
+        default: the upstream given with ``--upstream``; it replaces ``default_upstream``.
+        **overrides: other ``ProxyConfig`` fields from the command line; ``db_path`` and
+            ``otlp_endpoint`` given there win over the file's ``[log]`` and ``[otel]``.
+
+    Raises:
+        ConfigError: an unknown top-level key, a ``[log]``, ``[otel]``, ``[upstreams.NAME]``
+            or ``[[routes]]`` table that is malformed, a flag that is not true or false, or a
+            rule or ``default_upstream`` naming no upstream, or neither ``default_upstream``
+            nor ``default``.
+    """
     unknown = set(data) - {
         "default_upstream",
         "upstreams",
