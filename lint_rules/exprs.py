@@ -121,7 +121,7 @@ class ExprsMixin(EngineState):
             and node.value.id == frame.self_name
             and frame.cls is not None
         ):
-            value = frame.cls.attrs.get(node.attr)
+            value = frame.cls.attr(node.attr)
             if value is None:
                 method = frame.cls.find_method(node.attr)
                 if method is not None:

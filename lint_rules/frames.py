@@ -237,6 +237,16 @@ class ClassInfo:
                 return method
         return None
 
+    def attr(self, name: str) -> Value | None:
+        """What the instance attribute ``name`` holds: what this class's methods store into
+        it, else what a same-module base class's do (an object of a subclass has the fields
+        its base's ``__init__`` set); None when no class of the lineage stores into it."""
+        for info in self.lineage():
+            value = info.attrs.get(name)
+            if value is not None:
+                return value
+        return None
+
     def lineage(self) -> Iterator[ClassInfo]:
         """This class, then its same-module base classes, breadth-first (each once, the order
         ``find_method`` and ``fixed_role`` look in)."""

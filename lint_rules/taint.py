@@ -24,7 +24,13 @@ import functools
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from .analysis.exports import exportable_value, fact_to_json, summary_to_json, value_to_json
+from .analysis.exports import (
+    exportable_value,
+    fact_to_json,
+    local_class_names,
+    summary_to_json,
+    value_to_json,
+)
 from .calls import CallsMixin, Unresolved, called_name, converted_classes
 from .events import PrefixEntry, SinkCall
 from .exprs import ExprsMixin
@@ -498,11 +504,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         self.exec_block(self.tree.body)
         self._prepass_classes()
         for info in self.classes.values():
-            methods = list(info.methods.values())
-            if any(self.relevant(m) for m in methods):
-                for method in methods:
-                    if method.name in INIT_METHODS:
-                        self.summary(method)
+            if any(self.relevant(m) for m in info.methods.values()):
+                # a same-module base's ``__init__`` sets fields the subclass's methods read
+                for base in info.lineage():
+                    for method in base.methods.values():
+                        if method.name in INIT_METHODS:
+                            self.summary(method)
         for func in self.functions.values():
             if self.relevant(func):
                 self.summary(func)
@@ -536,11 +543,15 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         summaries it used, if the fields it read hold equal values then, each summary it used
         is the one there is then, and (for a nested function) the frame it closes over is
         equal (``_take``)."""
-        classes = [
-            info
-            for info in self.classes.values()
-            if any(self.relevant(m) for m in info.methods.values())
-        ]
+        classes = list(
+            dict.fromkeys(
+                base
+                for info in self.classes.values()
+                if any(self.relevant(m) for m in info.methods.values())
+                # a subclass's methods read what its same-module bases' methods store
+                for base in info.lineage()
+            )
+        )
         if not classes:
             return
         before = set(self.summaries)
@@ -642,6 +653,11 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 for m in info.methods.values()
             ):
                 wanted_classes.add(name)
+        # a class of this module that an exported function returns an instance of
+        # (``make_store()`` returning ``Store(...)``): the importer calls its methods on what
+        # the function returned, so the driver looks the class up too (``_class_refs``)
+        for data in functions.values():
+            wanted_classes.update(n for n in local_class_names(data["ret"]) if n in self.classes)
         for name in sorted(wanted_classes):
             info = self.classes[name]
             methods = sorted(info.methods.items(), key=lambda kv: kv[0] not in INIT_METHODS)

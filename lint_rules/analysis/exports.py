@@ -258,6 +258,23 @@ def _own_facts(value: JSON) -> bool:
 _SHAPE_NAMES = frozenset(s.value for s in _EXPORTED_SHAPES)
 
 
+def local_class_names(value: JSON) -> list[str]:
+    """The names of the exporting module's own classes (``"@Store"`` -> ``Store``) that an
+    exported value (``value_to_json``), its elements, fields or list element are instances
+    of."""
+    out = []
+    name = value.get("class")
+    if isinstance(name, str) and name.startswith("@"):
+        out.append(name[1:])
+    for e in value.get("elts") or ():
+        out.extend(local_class_names(e))
+    for _, v in value.get("items") or ():
+        out.extend(local_class_names(v))
+    if "elem" in value:
+        out.extend(local_class_names(value["elem"]))
+    return out
+
+
 def _class_name(cls: ClassInfo | ExternalClass) -> str:
     if isinstance(cls, ExternalClass):
         return cls.qualname
