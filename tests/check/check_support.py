@@ -1,4 +1,5 @@
-"""Helpers for the check tests: run `promptcache check` on the programs in programs/."""
+"""Helpers for the check tests: run `promptcache check` on the programs in programs/ or on a
+program's source."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def check_program(tmp: Path, *args: str, **options: object) -> tuple[CheckResult
             [sys.executable, str(PROGRAMS / args[0]), *args[1:]], stdout=handle, **options
         )  # type: ignore[arg-type]
     return result, out.read_text(encoding="utf-8")
+
+
+def check_source(tmp: Path, name: str, source: str, *args: str, **options: object) -> CheckResult:
+    """``run_check`` on ``python TMP/NAME ARGS...``, the file NAME written with ``source``; the
+    program's stdout (all runs) goes to TMP/out.txt."""
+    program = tmp / name
+    program.write_text(source, encoding="utf-8")
+    with (tmp / "out.txt").open("w", encoding="utf-8") as out:
+        return run_check([sys.executable, str(program), *args], stdout=out, **options)  # type: ignore[arg-type]
 
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

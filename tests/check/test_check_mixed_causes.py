@@ -4,12 +4,9 @@ changed: real child processes through the official openai client (programs/mixed
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from check_support import by_function, check_program
-
-from promptcache.check.runner import run_check
+from check_support import by_function, check_program, check_source
 
 
 def test_a_reordered_tool_list_beside_a_random_change_is_both_breakers(tmp_path: Path) -> None:
@@ -71,10 +68,7 @@ def test_one_tool_list_in_other_orders_is_one_finding_over_the_runs(tmp_path: Pa
     # each run's hash seed gives the set another order, which first differs from run 0's at
     # another position (tools[0] in one run, tools[1] in another): still one tool list from one
     # set, so one finding seen in every perturbed run, not one per position
-    program = tmp_path / "set_tools.py"
-    program.write_text(SET_TOOLS, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], runs=4, stdout=out)
+    result = check_source(tmp_path, "set_tools.py", SET_TOOLS, runs=4)
     firsts = {
         run.perturbation.run: next(
             i
@@ -108,10 +102,7 @@ def test_the_questions_carried_as_history_after_a_time_in_the_system_are_not_rep
     # every later differing segment is judged on its own, but each question's time was the
     # dynamic tail when it was asked: carried as history in the next turn (after the system
     # prompt's own time) it is that excused difference again, not a finding
-    program = tmp_path / "time_everywhere.py"
-    program.write_text(TIME_EVERYWHERE, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "time_everywhere.py", TIME_EVERYWHERE)
     assert [(f.rule, f.path, f.causes, f.requests) for f in result.findings] == [
         ("PC001", "messages[0].content", ("clock",), 3)
     ]
@@ -134,10 +125,7 @@ def test_a_time_in_every_stored_turn_is_one_finding_not_one_per_message(tmp_path
     # the later differing segments of a request are read too, but the same rule and cause
     # again in a later message is the same bug (one line stores every turn), not one
     # finding per message the conversation has by then
-    program = tmp_path / "time_in_every_turn.py"
-    program.write_text(TIME_IN_EVERY_TURN, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "time_in_every_turn.py", TIME_IN_EVERY_TURN)
     assert [(f.rule, f.path, f.causes, f.requests) for f in result.findings] == [
         ("PC001", "messages[1].content", ("clock",), 3)
     ]

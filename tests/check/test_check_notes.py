@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from check_support import check_source
 
 from promptcache.check.output import render_text
 from promptcache.check.runner import CommandFailedError, CommandTimeoutError, run_check
@@ -154,10 +155,7 @@ pid_many()
 
 
 def test_short_prompts_and_unpaired_requests_are_noted(tmp_path: Path) -> None:
-    program = tmp_path / "uncompared.py"
-    program.write_text(UNCOMPARED, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "uncompared.py", UNCOMPARED)
     assert result.findings == []
     assert [sum(1 for q in r.requests if q.api) for r in result.runs] == [2, 3]
     assert result.notes == [
@@ -181,10 +179,7 @@ for document in documents:
 
 
 def test_requests_sent_in_another_order_are_paired_by_content(tmp_path: Path) -> None:
-    program = tmp_path / "reordered.py"
-    program.write_text(REORDERED, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "reordered.py", REORDERED)
     first = [r.json_body["messages"][0]["content"][:20] for r in result.runs[1].requests]
     assert first == ["Document about refun", "Document about parce"]  # the order did change
     assert result.findings == [] and result.notes == []
@@ -209,10 +204,7 @@ def test_requests_in_another_order_that_all_differ_are_paired_with_the_closest(
     # every request's prefix differs (the date), so none has an identical partner: each is
     # compared with the one of the other run that differs least, not with the one sent at
     # the same position, whose other document would read as a random difference
-    program = tmp_path / "reordered_dated.py"
-    program.write_text(REORDERED_DATED, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "reordered_dated.py", REORDERED_DATED)
     topics = [r.json_body["messages"][0]["content"].split()[5] for r in result.runs[1].requests]
     assert topics == ["returns.", "refunds.", "parcels."]  # the order did change
     assert [(f.rule, f.causes, f.requests) for f in result.findings] == [("PC001", ("clock",), 3)]
@@ -234,10 +226,7 @@ for turn in range(8):
 def test_requests_that_all_differ_alike_stay_paired_in_order(tmp_path: Path) -> None:
     # every pair differs by one uuid; uuids share a few characters by chance, which must not
     # pair request 0 of run 0 with another request of run 1 than its own
-    program = tmp_path / "sequential_ids.py"
-    program.write_text(SEQUENTIAL_IDS, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "sequential_ids.py", SEQUENTIAL_IDS)
     ids = [
         [q.json_body["messages"][0]["content"].split()[2].rstrip(".") for q in run.requests]
         for run in result.runs
@@ -270,10 +259,7 @@ def test_aiohttp_requests_carry_their_call_site(tmp_path: Path) -> None:
     # aiohttp is tagged like httpx and requests: a call site for each request, a post straight
     # to the vendor's host rerouted to the endpoint, and no note of requests without the hook
     pytest.importorskip("aiohttp")
-    program = tmp_path / "aiohttp_app.py"
-    program.write_text(AIOHTTP, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "aiohttp_app.py", AIOHTTP)
     assert result.notes == []
     for run in result.runs:
         assert [q.site.function if q.site else None for q in run.requests] == ["ask", "ask"]
@@ -286,7 +272,7 @@ def test_aiohttp_requests_carry_their_call_site(tmp_path: Path) -> None:
     assert [
         (f.rule, f.causes, f.site.path if f.site else None, f.site.line if f.site else None)
         for f in result.findings
-    ] == [("PC002", ("random",), str(program), line) for line in lines]
+    ] == [("PC002", ("random",), str(tmp_path / "aiohttp_app.py"), line) for line in lines]
 
 
 REORDERED_FAR = """
@@ -307,10 +293,7 @@ def test_requests_far_from_their_partners_are_paired_by_what_the_time_leaves(
 ) -> None:
     # 64 pool workers reorder requests further than the closest-partner window: with the time
     # masked each request still has one partner, its own document
-    program = tmp_path / "reordered_far.py"
-    program.write_text(REORDERED_FAR, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "reordered_far.py", REORDERED_FAR)
     assert [(f.rule, f.causes, f.requests) for f in result.findings] == [("PC001", ("clock",), 40)]
 
 
@@ -332,10 +315,7 @@ def test_a_short_first_request_does_not_hide_the_break_of_a_longer_one(tmp_path:
     """The first request's clock difference, below the minimum, was excused and remembered, so
     the same difference in the second request, 1,500 tokens long and cached, was excused too:
     0 findings, and a note counting 1 short pair. The long request is judged on its own."""
-    program = tmp_path / "growing.py"
-    program.write_text(GROWING, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "growing.py", GROWING)
     assert [(f.rule, f.path) for f in result.findings] == [("PC001", "messages[0].content")]
     assert result.notes == [
         "run 1: 1 request pair(s) differ only in prompts shorter than the model's minimum "
@@ -361,10 +341,7 @@ ask([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"
 def test_a_request_without_breakpoint_does_not_hide_a_later_cached_break(tmp_path: Path) -> None:
     """The pid in the system prompt of a first request without breakpoints was excused and
     remembered, and the second request, which caches 3,000 tokens after it, was excused too."""
-    program = tmp_path / "unmarked.py"
-    program.write_text(UNMARKED_FIRST, encoding="utf-8")
-    with (tmp_path / "out.txt").open("w") as out:
-        result = run_check([sys.executable, str(program)], stdout=out)
+    result = check_source(tmp_path, "unmarked.py", UNMARKED_FIRST)
     assert [(f.rule, f.path, f.requests) for f in result.findings] == [
         ("PC002", "system[0].text", 1)
     ]
