@@ -29,6 +29,7 @@ from promptcache.hosts import http_url
 
 from .canned import canned_response, route_api
 from .child import (
+    HEADER_DRAWN,
     HEADER_LISTINGS,
     HEADER_NO_CLOCK,
     HEADER_PID,
@@ -89,6 +90,9 @@ class CapturedRequest:
         site: the call site the hook reported, None when it reported none.
         pid: the process id the hook reported (perturbed like ``os.getpid()``), or None.
         listings: directory listings of user code the hook had reordered before it, or None.
+        drawn: whether the sending process had drawn from ``random``, ``uuid4``/``uuid1`` or
+            ``secrets`` before it, the HTTP and LLM clients' own draws left out (``child.
+            CLIENT_MODULES``); None when the hook did not say.
         hooked: whether the request carried the hook's headers at all.
         clock_problem: why the hook could not move the sending process's clock ("" when it
             did, or had not to).
@@ -111,6 +115,7 @@ class CapturedRequest:
     status: int = 0
     json_body: Any = field(default=None, repr=False)
     clock_problem: str = ""
+    drawn: bool | None = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -255,6 +260,7 @@ class CaptureServer:
         run_header = headers.get(HEADER_RUN, "")
         pid = headers.get(HEADER_PID, "")
         listings = headers.get(HEADER_LISTINGS, "")
+        drawn = headers.get(HEADER_DRAWN, "")
         with self._lock:
             run = int(run_header) if run_header.isdigit() else self.current_run
             seq = self._seq_by_run.get(run, 0)
@@ -275,6 +281,7 @@ class CaptureServer:
                 hooked=bool(run_header),
                 json_body=parsed,
                 clock_problem=unquote(headers.get(HEADER_NO_CLOCK, "")),
+                drawn={"1": True, "0": False}.get(drawn),
             )
             self._requests.append(request)
         return request

@@ -10,7 +10,14 @@ for evidence:
 - ``pid``: a number in the region is a process id the run's requests reported;
 - ``clock``: the region holds a time of day, a date, a weekday or month name, or a unix time
   within three days of the run's clock;
-- ``random`` (random, uuid4, secrets): any other difference.
+- ``random`` (random, uuid4, secrets): any other difference, when the sending process had
+  drawn from them before the request (its HTTP and LLM clients' own draws left out);
+- ``unexplained`` (:data:`.findings.UNEXPLAINED`): any other difference when it had not (or the
+  hook did not say): a value check does not change, such as a monotonic clock or a file an
+  earlier run wrote, differs.
+
+A run that changes ``random`` alone names ``unexplained`` in the same way; one that changes
+another kind alone names that kind.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Final
 from promptcache.changed_value import changed_value
 from promptcache.fingerprint import RequestFingerprint
 
+from .findings import UNEXPLAINED
 from .perturbation import Perturbation
 
 __all__ = ["Region", "differing_regions", "is_reordering", "moved_regions", "region_causes"]
@@ -212,12 +220,14 @@ def region_causes(
     *,
     reordered: bool,
     listings_before: int | None,
+    drawn: bool | None,
     pids: set[int],
     clocks: Sequence[float],
 ) -> tuple[str, ...]:
     """The perturbation kinds a difference comes from; empty when the run did not cause it
     (with one kind changed, not the clock, a time value that differs is the unshifted clock
-    having ticked on between the runs: the clock's own run reports it).
+    having ticked on between the runs: the clock's own run reports it), or ``(UNEXPLAINED,)``
+    when the run shows none of its changes in it.
 
     Args:
         region: the differing words (None for a whole-segment or key difference).
@@ -225,6 +235,9 @@ def region_causes(
         reordered: :func:`is_reordering` of the two requests.
         listings_before: directory listings of user code the sending process had reordered
             before the request (the hook's count), None when unknown.
+        drawn: whether the sending process had drawn from random, uuid4/uuid1 or secrets
+            before the request, its clients' own draws left out (the hook's header), None when
+            unknown: ``random`` is named only when it had.
         pids: process ids the two runs' requests reported.
         clocks: unix seconds of the two runs' clocks.
     """
@@ -237,6 +250,8 @@ def region_causes(
             and _is_clock([region.before, region.after], clocks)
         ):
             return ()  # the unshifted clock ticked on: the clock run reports this value
+        if changed == ("random",) and not drawn:
+            return (UNEXPLAINED,)  # nothing was drawn: the seed cannot have changed it
         return changed
     if reordered:
         order = [k for k in ("hash_seed", "listdir") if k in changed]
@@ -249,4 +264,4 @@ def region_causes(
         return ("pid",)
     if "clock" in changed and _is_clock(words, clocks):
         return ("clock",)
-    return ("random",) if "random" in changed else changed
+    return ("random",) if "random" in changed and drawn else (UNEXPLAINED,)

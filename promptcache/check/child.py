@@ -13,8 +13,10 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
   is set by the parent in the environment, since only the interpreter's start can apply it;
 - **tags** every HTTP request that ``httpx``, ``httpx2`` (the official ``anthropic`` and
   ``openai`` clients' HTTP layer), ``requests`` or ``aiohttp`` sends to the capture endpoint
-  with the call site (the first stack frame in the user's code), the run, the (reported) pid
-  and how many directory listings of the user's code it has reordered so far;
+  with the call site (the first stack frame in the user's code), the run, the (reported) pid,
+  how many directory listings of the user's code it has reordered so far and whether the
+  program (not its HTTP and LLM clients) has drawn from ``random``, ``uuid4``/``uuid1`` or
+  ``secrets``;
 - **reroutes** posts those libraries send straight to a vendor host (``api.anthropic.com``,
   ``api.openai.com``, ``generativelanguage.googleapis.com``) to the capture endpoint, the
   original URL in a header, so clients that ignore the ``*_BASE_URL`` variables are captured;
@@ -52,6 +54,7 @@ HEADER_RUN = "x-promptcache-check-run"
 HEADER_SITE = "x-promptcache-check-site"
 HEADER_PID = "x-promptcache-check-pid"
 HEADER_LISTINGS = "x-promptcache-check-listings"
+HEADER_DRAWN = "x-promptcache-check-drawn"
 HEADER_UPSTREAM = "x-promptcache-check-upstream"
 HEADER_NO_CLOCK = "x-promptcache-check-no-clock"
 #: A file the hook appends one JSON line to for each LLM request that went to another host
@@ -71,6 +74,26 @@ VENDOR_HOSTS = {
 }
 
 
+class _DrawNoting(random.Random):
+    """``random.Random`` that notes in ``S.drawn`` the first value the program draws (not its
+    HTTP and LLM clients: :func:`_note_draw`).
+
+    Every draw (``choice``, ``sample``, ``shuffle``, ``uniform``, ``randbytes``...) goes
+    through :meth:`random` or :meth:`getrandbits`, so these two see them all; the values are
+    ``random.Random``'s own for the same seed.
+    """
+
+    def random(self) -> float:
+        if not S.drawn:
+            _note_draw(sys._getframe(1))
+        return super().random()
+
+    def getrandbits(self, k: int, /) -> int:
+        if not S.drawn:
+            _note_draw(sys._getframe(1))
+        return super().getrandbits(k)
+
+
 class _State:
     """Everything the patches need, set once by :func:`install`."""
 
@@ -78,11 +101,12 @@ class _State:
     run = 0
     plan: dict[str, Any] = {}  # noqa: RUF012 - one process-wide instance
     listings = 0
+    drawn = False  # the program drew from random, uuid4/uuid1 or secrets (_note_draw)
     forks = 0
     not_user: tuple[str, ...] = ()
     stdlib: tuple[str, ...] = ()
     user_cache: dict[str, bool] = {}  # noqa: RUF012
-    rng: random.Random = random.Random(0)
+    rng: random.Random = _DrawNoting(0)
     real_getpid: Callable[[], int] = os.getpid
     root_pid = 0
     clock_problem = ""
@@ -184,6 +208,7 @@ def _tag(url: str, set_header: Callable[[str, str], None], frame: FrameType | No
         set_header(HEADER_RUN, str(S.run))
         set_header(HEADER_PID, str(os.getpid()))
         set_header(HEADER_LISTINGS, str(S.listings))
+        set_header(HEADER_DRAWN, "1" if S.drawn else "0")
         if S.clock_problem:
             set_header(HEADER_NO_CLOCK, quote(S.clock_problem))
         site_value = call_site(frame)
@@ -377,12 +402,60 @@ def _patch_listings() -> None:
     os.scandir = patched_scandir  # type: ignore[assignment]
 
 
+#: Modules whose own draws are not the program's: the HTTP and LLM clients and retry helpers
+#: (a retry's jitter; the ``openai`` and ``anthropic`` clients' idempotency key, a uuid4 per
+#: request), whose values never go into a prompt.
+CLIENT_MODULES = (
+    "openai",
+    "anthropic",
+    "google.genai",
+    "google.auth",
+    "botocore",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "requests",
+    "urllib3",
+    "aiohttp",
+    "tenacity",
+    "backoff",
+)
+_CLIENT_PREFIXES = tuple(f"{name}." for name in CLIENT_MODULES)
+
+
+def _note_draw(frame: FrameType | None) -> None:
+    """Set ``S.drawn`` unless the first frame outside the standard library and this hook (whose
+    ``uuid4`` and ``secrets`` draw for their callers) is in one of :data:`CLIENT_MODULES`: the
+    program's code, or a library drawing for it (a pydantic ``default_factory=uuid4``)."""
+    while frame is not None and (
+        frame.f_code.co_filename == __file__ or _is_stdlib_file(frame.f_code.co_filename)
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return
+    module = str(frame.f_globals.get("__name__", ""))
+    if module not in CLIENT_MODULES and not module.startswith(_CLIENT_PREFIXES):
+        S.drawn = True
+
+
+def _draw_noting_module() -> None:
+    """Point ``random``'s module functions (``random.random``, ``random.choice``...: methods
+    of one hidden instance) at a :class:`_DrawNoting` instance."""
+    hidden = random._inst
+    noting = _DrawNoting()
+    for name in dir(random):
+        if getattr(getattr(random, name), "__self__", None) is hidden:
+            setattr(random, name, getattr(noting, name))
+    random._inst = noting
+
+
 def _seed_streams(seed: int, salt: str) -> None:
     random.seed(f"{seed}-{salt}")
     S.rng.seed(f"promptcache-check-{seed}-{salt}")
 
 
 def _patch_random(seed: int) -> None:
+    _draw_noting_module()
     _seed_streams(seed, "0")
 
     def uuid4() -> uuid.UUID:

@@ -10,8 +10,13 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from .capture import CallSite
+from .perturbation import KIND_LABELS
 
-__all__ = ["CAUSE_RULES", "RULE_TITLES", "Finding"]
+__all__ = ["CAUSE_LABELS", "CAUSE_RULES", "RULE_TITLES", "UNEXPLAINED", "Finding"]
+
+#: The cause of a difference in which the run shows none of the changes check made (no time,
+#: pid or reordering in it, and no draw from random, uuid4 or secrets by the program).
+UNEXPLAINED: Final = "unexplained"
 
 #: The rule codes check reports, with the names ``promptcache rules`` gives them.
 RULE_TITLES: Final[dict[str, str]] = {
@@ -34,6 +39,15 @@ CAUSE_RULES: Final[dict[str, str]] = {
     "pid": "PC002",
     "hash_seed": "PC004",
     "listdir": "PC004",
+    UNEXPLAINED: "PC002",
+}
+#: Cause -> how reports name it.
+CAUSE_LABELS: Final[dict[str, str]] = {
+    **KIND_LABELS,
+    UNEXPLAINED: (
+        "none of the changes check made that the run shows (a value check does not change, "
+        "such as a monotonic clock or a file an earlier run wrote)"
+    ),
 }
 
 
@@ -47,7 +61,8 @@ class Finding:
             ``"structure"`` (a request broke a vendor rule by itself).
         causes: the perturbation kinds the difference comes from (``promptcache.check.
             perturbation.KINDS``); more than one only when the runs cannot tell them apart
-            (run with ``--isolate``); empty for structure findings.
+            (run with ``--isolate``); ``(UNEXPLAINED,)`` when the run shows none of them in
+            it; empty for structure findings.
         site: the call site of the request (None when the hook could not report one).
         api: the request's wire format.
         path: JSON path in the request of the difference (``messages[0].content``) or of the

@@ -21,8 +21,7 @@ from urllib.parse import quote
 from promptcache import __version__
 
 from .capture import CallSite
-from .findings import RULE_TITLES, Finding
-from .perturbation import KIND_LABELS
+from .findings import CAUSE_LABELS, RULE_TITLES, Finding
 from .runner import CheckResult
 
 __all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
@@ -57,7 +56,7 @@ def _relative(path: str) -> str:
 
 
 def _causes(finding: Finding) -> str:
-    return " or ".join(KIND_LABELS[c] for c in finding.causes)
+    return " or ".join(CAUSE_LABELS[c] for c in finding.causes)
 
 
 def _headline(finding: Finding) -> str:

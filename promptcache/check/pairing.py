@@ -398,6 +398,7 @@ def _segment_findings(
             run,
             reordered=in_order,
             listings_before=b.request.listings,
+            drawn=b.request.drawn,
             pids=pids,
             clocks=clocks,
         )
@@ -485,6 +486,7 @@ def _key_findings(
             run,
             reordered=False,
             listings_before=b.request.listings,
+            drawn=b.request.drawn,
             pids=pids,
             clocks=clocks,
         )

@@ -1,0 +1,58 @@
+"""A prefix that differs between the runs for a reason check does not change (a monotonic
+clock, a counter an earlier run left on disk) is reported without naming random, uuid4 and
+secrets, which the program never drew from; a draw of the program's own is still named. Real
+child processes through the official openai client and the real capture endpoint."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from check_support import check_source
+
+from promptcache.check.output import render
+
+_ASK = """
+import os, random, sys, time
+from openai import OpenAI
+
+def ask(system):
+    OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "system", "content": system + " You are careful." * 400},
+        {"role": "user", "content": "hi"}])
+
+kind = sys.argv[1]
+if kind == "monotonic":
+    ask(f"Uptime {time.monotonic():.6f} s.")
+elif kind == "disk":
+    path = sys.argv[2]
+    visits = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(visits))
+    ask(f"Visit number {visits}.")
+else:
+    ask(f"Lucky number {random.randint(1, 10**6)}.")
+"""
+
+
+def _check(tmp: Path, *args: str) -> tuple[list[tuple[str, tuple[str, ...]]], str]:
+    result = check_source(tmp, "app.py", textwrap.dedent(_ASK), *args)
+    return [(f.rule, f.causes) for f in result.findings], render(result, "text")
+
+
+def test_a_monotonic_clock_reading_is_not_said_to_be_random(tmp_path: Path) -> None:
+    found, text = _check(tmp_path, "monotonic")
+    assert found == [("PC002", ("unexplained",))]
+    assert "caused by random" not in text
+    assert "caused by none of the changes check made that the run shows" in text
+
+
+def test_a_counter_an_earlier_run_left_on_disk_is_not_said_to_be_random(tmp_path: Path) -> None:
+    found, text = _check(tmp_path, "disk", str(tmp_path / "visits.txt"))
+    assert found == [("PC002", ("unexplained",))]
+    assert "caused by random" not in text
+
+
+def test_a_draw_of_the_program_s_own_is_still_named(tmp_path: Path) -> None:
+    found, text = _check(tmp_path, "draw")
+    assert found == [("PC002", ("random",))]
+    assert "caused by random, uuid4 and secrets" in text
