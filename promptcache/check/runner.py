@@ -317,10 +317,12 @@ def analyse(
                 f"none of run 0's {prompts} LLM request(s) could be read, so nothing was compared"
             )
         elif others:
+            missing = sum(1 for r in runs[0].requests if r.status == 404)
             notes.append(
                 f"no LLM request was captured in run 0, so nothing was compared: the command "
-                f"sent {others} request(s) to routes of the capture endpoint that are not an "
-                "LLM API it knows (answered 404)"
+                f"sent {others} request(s) to routes of the capture endpoint that carry no "
+                "prompt it compares (such as count_tokens or GET /v1/models)"
+                + (f", {missing} of them answered 404" if missing else "")
             )
         else:
             notes.append(

@@ -135,6 +135,9 @@ kind = sys.argv[1]
 if kind == "not-json":
     httpx.post("https://api.openai.com/v1/chat/completions", content=b"not json",
                headers={"content-type": "application/json"})
+elif kind == "count":
+    httpx.post("https://api.anthropic.com/v1/messages/count_tokens", json={"model": "m",
+               "messages": [{"role": "user", "content": "hi"}]})
 else:
     httpx.post("https://api.openai.com/v1/frobnicate", json={"a": 1})
 """
@@ -152,7 +155,19 @@ def test_a_request_to_an_unknown_route_is_counted_in_the_note(tmp_path: Path) ->
     result = run_check([sys.executable, _program(tmp_path, _POST), "route"], stdout=sys.stderr)
     assert [len(r.requests) for r in result.runs] == [1, 1]
     assert any("sent 1 request(s) to routes of the capture endpoint" in n for n in result.notes)
+    assert any(n.endswith(", 1 of them answered 404") for n in result.notes)
     assert not any("sent none" in n for n in result.notes)
+
+
+def test_a_request_to_a_route_without_a_prompt_is_not_said_to_be_answered_404(
+    tmp_path: Path,
+) -> None:
+    # count_tokens is served (a count, no prompt to compare): the note counts it, and does not
+    # call it a 404
+    result = run_check([sys.executable, _program(tmp_path, _POST), "count"], stdout=sys.stderr)
+    [note] = [n for n in result.notes if "nothing was compared" in n]
+    assert "sent 1 request(s) to routes of the capture endpoint that carry no prompt" in note
+    assert "404" not in note
 
 
 def test_a_reordering_shows_where_the_orders_differ(tmp_path: Path) -> None:
