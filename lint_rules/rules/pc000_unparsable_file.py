@@ -34,6 +34,7 @@ def ask():
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import os
@@ -69,16 +70,35 @@ def from_error(path: str, exc: Exception) -> Diagnostic:
 
 
 def _seems_utf16(path: str) -> bool:
-    """Whether the file at ``path`` starts with a UTF-16 byte order mark, or has the NUL byte
-    of UTF-16 beside most characters of its start (ASCII text saved as UTF-16 without one)."""
+    """Whether the start of the file at ``path`` (its first 512 bytes) is text saved as UTF-16:
+    a UTF-16 byte order mark, or the NUL byte of UTF-16 beside most characters on one side
+    (even or odd offsets: ASCII text saved as UTF-16 without a mark), and in either case bytes
+    that decode as UTF-16 of that byte order into text with no NUL or other control character
+    but tab, newline, carriage return and form feed. A binary file (an ELF executable, a
+    compiled module) has NUL bytes at both offsets and decodes to U+0000 and other control
+    characters, so it is not UTF-16."""
     try:
         with open(path, "rb") as file:
             head = file.read(512)
     except OSError:
         return False
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return True
-    even, odd = head[0::2], head[1::2]
-    return len(odd) >= 2 and (
-        odd.count(0) * 4 >= len(odd) * 3 or even.count(0) * 4 >= len(even) * 3
-    )
+    if head.startswith(b"\xff\xfe"):
+        encoding, body = "utf-16-le", head[2:]
+    elif head.startswith(b"\xfe\xff"):
+        encoding, body = "utf-16-be", head[2:]
+    else:
+        even, odd = head[0::2], head[1::2]
+        if len(odd) < 2:
+            return False
+        if odd.count(0) * 4 >= len(odd) * 3:
+            encoding, body = "utf-16-le", head
+        elif even.count(0) * 4 >= len(even) * 3:
+            encoding, body = "utf-16-be", head
+        else:
+            return False
+    try:
+        # not final: the 512 bytes may end inside a character or a surrogate pair
+        text = codecs.getincrementaldecoder(encoding)().decode(body, final=False)
+    except UnicodeDecodeError:
+        return False
+    return all(char >= " " or char in "\t\n\r\x0c" for char in text) and "\x7f" not in text

@@ -4,6 +4,7 @@ line naming what to change and exit status 2, never a traceback."""
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -426,7 +427,20 @@ def test_a_utf16_file_is_told_to_be_saved_as_utf8(project: Path) -> None:
     (project / "le.py").write_bytes(BAD.encode("utf-16-le"))  # without one
     (project / "be.py").write_bytes(BAD.encode("utf-16-be"))
     (project / "nul.py").write_bytes(BAD.encode() + b"x = '\0'\n")  # look-alike: one stray NUL
-    result = run("bom.py", "le.py", "be.py", "nul.py", "--fail-on", "info")
+    # the 512 bytes read end between the two halves of a surrogate pair (U+1F600)
+    split = "# " + "x" * 253 + "\U0001f600\n" + BAD
+    assert split.encode("utf-16-le")[510:514] == "\U0001f600".encode("utf-16-le")
+    (project / "split.py").write_bytes(split.encode("utf-16-le"))
+    # look-alikes: a binary file (an x86-64 ELF executable's header and program headers) has
+    # NUL bytes at most odd offsets too, but does not decode as UTF-16 text; nor with a mark
+    fields = (2, 1, 1, 0, 0, 3, 62, 1, 0x61D0, 64, 0x24770, 0, 64, 56, 13, 64, 31, 30)
+    elf_header = struct.pack("<4s5B7x2HI3QI6H", b"\x7fELF", *fields)
+    program_header = struct.pack("<2I6Q", 6, 4, 64, 64, 64, 0x2D8, 0x2D8, 8)
+    elf = elf_header + program_header * 8
+    (project / "elf.py").write_bytes(elf)
+    (project / "markelf.py").write_bytes(b"\xff\xfe" + elf)
+    names = ("bom.py", "le.py", "be.py", "split.py", "nul.py", "elf.py", "markelf.py")
+    result = run(*names, "--fail-on", "info")
     assert result.exit_code == 1 and "Traceback" not in result.output
     messages = {
         line.split(":", 1)[0]: line.split(" PC000 ", 1)[1]
@@ -437,9 +451,13 @@ def test_a_utf16_file_is_told_to_be_saved_as_utf8(project: Path) -> None:
         "cannot parse this file: source code string cannot contain null bytes (the file seems "
         "to be UTF-16; save it as UTF-8)"
     )
+    nul = "cannot parse this file: source code string cannot contain null bytes"
     assert messages == {
         "bom.py": utf16,
         "le.py": utf16,
         "be.py": utf16,
-        "nul.py": "cannot parse this file: source code string cannot contain null bytes",
+        "split.py": utf16,
+        "nul.py": nul,
+        "elf.py": nul,
+        "markelf.py": nul,
     }, result.stdout
