@@ -50,7 +50,8 @@ class ExprsMixin(EngineState):
     def flatten(
         self, node: ast.expr, depth: int = 0, known: Value | None = None
     ) -> list[tuple[ast.AST, Value]]:
-        """The pieces of text built by f-strings, ``+`` and ``sep.join([...])``, in order.
+        """The pieces of text built by f-strings, ``+`` and ``sep.join([...])``, in order (a
+        constant ``sep`` is a piece between each two elements).
 
         ``known``: the value of ``node`` itself, already evaluated by the caller: a node that
         is not split into pieces is not evaluated again (evaluating a constructor call again
@@ -83,8 +84,17 @@ class ExprsMixin(EngineState):
             and len(node.args) == 1
             and isinstance(node.args[0], (ast.List, ast.Tuple))
         ):
+            separator = node.func.value
             out = []
-            for elt in node.args[0].elts:
+            for index, elt in enumerate(node.args[0].elts):
+                if (
+                    index
+                    and isinstance(separator, ast.Constant)
+                    and isinstance(separator.value, str)
+                    and separator.value
+                ):
+                    # the separator's text is a piece too, between each two elements
+                    out.append((separator, self.eval(separator)))
                 out.extend(self.flatten(elt, depth + 1))
             return out
         return [(node, known if known is not None else self.eval(node))]

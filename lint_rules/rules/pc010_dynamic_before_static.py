@@ -6,8 +6,10 @@ Fix: none
 ## What it does
 In the system prompt (a string built from parts, or a list of system blocks) and the SDK's
 frozen and session layers, reports a part that varies per call (a function parameter, a loop
-variable, a time or unique value) placed before a static part of at least 2,048 characters
-(about 512 tokens, the smallest model minimum).
+variable, a time or unique value) placed before static text of at least 2,048 characters
+(about 512 tokens, the smallest model minimum): the static pieces, or system blocks, between
+it and the next part that varies, together. The message gives that text's length in
+characters ("at least" when a piece of it has a length the analysis does not know).
 
 It also reports system text made from each turn's input ahead of the conversation history:
 a request whose newest message is a user message holding a parameter of the function whole
@@ -79,14 +81,33 @@ from ..context import ModuleContext
 from ._shared import LONG_STATIC_CHARS
 
 
-def _message(node: ast.AST, length: int) -> str:
+def _message(node: ast.AST, length: int, unknown: bool) -> str:
     what = ast.unparse(node) if isinstance(node, ast.expr) else "text"
     if len(what) > 40:
         what = what[:37] + "..."
+    count = f"at least {length}" if unknown else str(length)
     return (
-        f"`{what}` varies per call and comes before {length} characters of static text, "
+        f"`{what}` varies per call and comes before {count} characters of static text, "
         "which then cannot be cached across calls: put the static text first"
     )
+
+
+def _static_after(pieces: list[tuple[bool, int | None]]) -> tuple[int, bool]:
+    """The longest static text in ``pieces`` (each: varies per call, length in characters or
+    None when not known): a run of consecutive static pieces is one text (``f"{now}\\n{RULES}"``
+    puts 1 + len(RULES) characters after ``now``). Returns its known characters and whether a
+    piece of unknown length is in it (then it holds at least that many)."""
+    best, best_unknown = 0, False
+    run, unknown = 0, False
+    for dynamic, length in (*pieces, (True, None)):
+        if not dynamic:
+            run += length or 0
+            unknown = unknown or length is None
+            continue
+        if run > best:
+            best, best_unknown = run, unknown
+        run, unknown = 0, False
+    return best, best_unknown
 
 
 def _short(node: ast.AST) -> str:
@@ -133,12 +154,13 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         for index, (node, dynamic, _, _) in enumerate(entry.parts):
             if not dynamic:
                 continue
-            longest = max((n or 0 for _, d, n, _ in entry.parts[index + 1 :] if not d), default=0)
+            longest, unknown = _static_after([(d, n) for _, d, n, _ in entry.parts[index + 1 :]])
             if longest >= LONG_STATIC_CHARS:
                 key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
                 if key not in seen:
                     seen.add(key)
-                    yield ctx.diagnostic("PC010", _message(node, longest), node, Severity.WARNING)
+                    message = _message(node, longest, unknown)
+                    yield ctx.diagnostic("PC010", message, node, Severity.WARNING)
             break
     for sink in ctx.sinks:
         if sink.once:
@@ -147,8 +169,8 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         for index, block in enumerate(system):
             if not block.value.dynamic:
                 continue
-            longest = max(
-                (b.length or 0 for b in system[index + 1 :] if not b.value.dynamic), default=0
+            longest, unknown = _static_after(
+                [(b.value.dynamic, b.length) for b in system[index + 1 :]]
             )
             node = block.node
             if isinstance(node, ast.Dict):
@@ -163,5 +185,6 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
             if longest >= LONG_STATIC_CHARS and key not in seen:
                 seen.add(key)
-                yield ctx.diagnostic("PC010", _message(node, longest), node, Severity.WARNING)
+                message = _message(node, longest, unknown)
+                yield ctx.diagnostic("PC010", message, node, Severity.WARNING)
             break

@@ -35,3 +35,37 @@ def test_every_rule_has_a_flagged_fixture_line() -> None:
             covered[code] = covered.get(code, 0) + 1
     missing = sorted(set(RULES) - set(covered) - {"PC000"})
     assert not missing, f"rules without a flagged fixture line: {missing}"
+
+
+def test_pc010_counts_the_static_text_after_the_varying_part() -> None:
+    """PC010's "comes before N characters of static text" is the length of the static text
+    between the varying part and the next one, counted here from the text itself: the
+    newline written in the f-string counts, not only the longest piece, so do a join's
+    separators, and a piece of unknown length makes it "at least"."""
+    rules = "Always cite the policy section you rely on. " * 60
+    half = "Answer in the language of the question. " * 40
+    source = (
+        "import datetime\nimport anthropic\nclient = anthropic.Anthropic()\n"
+        f"RULES = {rules!r}\nHALF = {half!r}\n"
+        "def ask(q, user):\n"
+        "    now = datetime.datetime.now()\n"
+        "    client.messages.create(model='m', system=f'Now: {now}\\n{RULES}', messages=[q])\n"
+        "    client.messages.create(model='m', system=f'{user}\\n{HALF}\\n{HALF}.', messages=[q])\n"
+        "    client.messages.create(\n"
+        "        model='m', system=f'{user}\\n{RULES}{open(\"extra.txt\").read()}', messages=[q]\n"
+        "    )\n"
+        "    client.messages.create(model='m', system='\\n\\n'.join([user, HALF, HALF]))\n"
+        "    client.messages.create(model='m', system='\\n\\n'.join([user, HALF, user, HALF]))\n"
+    )
+    result = lint_source(source, "app.py", fixture_config(Path("PC010.py"), source))
+    counts = {
+        d.location.line: d.message.split(" comes before ", 1)[1].split(" characters", 1)[0]
+        for d in result.diagnostics
+    }
+    assert counts == {
+        8: str(len(f"\n{rules}")),
+        9: str(len(f"\n{half}\n{half}.")),
+        11: "at least " + str(len(f"\n{rules}")),
+        13: str(len("\n\n".join(["", half, half]))),  # the separators count
+        # line 14: a varying part between the halves leaves 1,602 characters after each
+    }, result.diagnostics
