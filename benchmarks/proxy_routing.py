@@ -29,11 +29,20 @@ The floor: ``relay``, a bare ASGI app under uvicorn (uvloop, httptools) that sen
 to a replica picked by a hash of its body with one aiohttp session and streams the reply back
 unchanged (no prefix index, no log, no metrics; this script's ``--serve-relay``): what the
 server and client libraries the proxy is built on cost per request, before any of its own work.
-``relay_granian`` (run only when ``--only`` names it; it needs ``pip install granian``) is the
-same app under granian instead (a Rust HTTP server, its ASGI interface, one worker process,
-uvloop, HTTP/1.1): the floor with the other server. On this project's 2 shared cores it costs
-more CPU per request than under uvicorn (docs/benchmarks.md, "The floor under granian"), so the
-proxy stays on uvicorn.
+The same relay over other server and client libraries, each run only when ``--only`` names it
+(docs/benchmarks.md, "The floor under granian" and "Other server and client libraries under the
+relay"):
+
+- ``relay_lean``: uvicorn with the proxy's own settings (no ``server`` or ``date`` header);
+- ``relay_aiohttp``: an aiohttp web server (its low-level ``web.Server``: aiohttp's C parser, no
+  ASGI layer, no application router) with the same aiohttp client;
+- ``relay_pyreqwest``: uvicorn, the upstream through pyreqwest (Rust: reqwest and hyper on a
+  Tokio runtime thread; ``pip install pyreqwest``, no dependency of the project);
+- ``relay_httptools``: uvicorn, the upstream through the thinnest client the project's own
+  dependencies allow: kept-alive connections of the relay's own, the response parsed by
+  httptools (llhttp), no timeouts or retries;
+- ``relay_granian``: granian instead of uvicorn (a Rust HTTP server, its ASGI interface, one
+  worker process, uvloop, HTTP/1.1; ``pip install granian``).
 
 Per configuration (chat: ``round_robin``, ``least_loaded``, ``prefix``, ``kv_events``,
 ``sglang``, ``relay`` and ``ideal``; rag and completions: ``prefix``, ``sglang``, ``relay`` and
@@ -48,7 +57,8 @@ naming them, the tokenizer and the chat template) it reports:
 - the router process's CPU per request (``/proc/PID/stat`` user + system of it and of the
   processes it started, whole run / requests): ours is the whole proxy (logging, the
   cache-break explainer, usage and cost included), the anchor's its one process (all its
-  threads), the relay's its one process (under granian, its main process and its worker);
+  threads), the relay's its one process (all its threads: pyreqwest's Tokio thread too; under
+  granian, its main process and its worker);
 - added latency at concurrency 1: the median over ``--latency-requests`` (40) identical
   non-streamed chat requests through the router, less the median of the same sent straight to
   a replica, the two alternating, after 5 warm-up requests each;
@@ -73,6 +83,8 @@ Usage::
     .venv/bin/python benchmarks/proxy_routing.py --chunk-sizes --only
     .venv/bin/python benchmarks/proxy_routing.py --workloads chat \
         --only prefix sglang relay relay_granian --latency-requests 20 --repeats 3
+    .venv/bin/python benchmarks/proxy_routing.py --workloads chat --only prefix sglang \
+        relay relay_pyreqwest relay_aiohttp --latency-requests 20 --repeats 3
 """
 
 from __future__ import annotations
@@ -415,15 +427,21 @@ async def read_body(receive: Any) -> bytes:
             return body
 
 
-def relay_app(urls: list[str]) -> Any:
+def relay_app(urls: list[str], client: str = "aiohttp") -> Any:
     """A bare ASGI relay: each request goes to one of ``urls`` picked by the CRC-32 of its body
     (the same body, the same replica: as warm as a router's affinity keeps it; no prefix index),
-    through one aiohttp session with kept-alive connections, and its reply streams back read by
-    read. ``GET /healthz`` answers 200 itself."""
+    through one ``client`` (aiohttp's session; pyreqwest's, `_pyreqwest_relay_app`; or
+    httptools' parser under connections of its own, `_httptools_relay_app`) with kept-alive
+    connections, and its reply streams back read by read. ``GET /healthz`` answers 200
+    itself."""
     import zlib
 
     import aiohttp
 
+    if client == "pyreqwest":
+        return _pyreqwest_relay_app(urls)
+    if client == "httptools":
+        return _httptools_relay_app(urls)
     state: dict[str, Any] = {"session": None}
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -469,15 +487,254 @@ def relay_app(urls: list[str]) -> Any:
     return app
 
 
-def serve_relay(port: int, urls: list[str], server: str) -> None:
-    """Serve `relay_app` on 127.0.0.1:``port`` until interrupted: under uvicorn (uvloop,
-    httptools) or granian (its ASGI interface, one worker process, uvloop, HTTP/1.1)."""
-    app = relay_app(urls)
-    if server == "uvicorn":
+def _pyreqwest_relay_app(urls: list[str]) -> Any:
+    """`relay_app` with pyreqwest's client (Rust: reqwest and hyper on a Tokio runtime thread)
+    instead of aiohttp's: no decompression, no redirects, kept-alive connections."""
+    import zlib
+
+    from pyreqwest.client import ClientBuilder
+
+    state: dict[str, Any] = {"client": None}
+    hop = {k.decode("latin-1") for k in _HOP_HEADERS} - {"content-length"}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    state["client"] = (ClientBuilder().gzip(False).brotli(False).zstd(False)
+                                       .deflate(False).follow_redirects(False).build())  # fmt: skip
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await state["client"].close()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["path"] == "/healthz":
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", b"2")]})  # fmt: skip
+            await send({"type": "http.response.body", "body": b"ok"})
+            return
+        body = await read_body(receive)
+        url = urls[zlib.crc32(body) % len(urls)]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
+                   if k not in _HOP_HEADERS}  # fmt: skip
+        target = url + scope["path"] + ("?" + scope["query_string"].decode() if
+                                        scope["query_string"] else "")  # fmt: skip
+        request = (state["client"].request(scope["method"], target).headers(headers)
+                   .body_bytes(body).build_streamed())  # fmt: skip
+        async with request as upstream:
+            out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in upstream.headers.items()
+                   if k not in hop]  # fmt: skip
+            await send({"type": "http.response.start", "status": upstream.status,
+                        "headers": out})  # fmt: skip
+            reader = upstream.body_reader
+            while (chunk := await reader.read_chunk()) is not None:
+                await send({"type": "http.response.body", "body": bytes(chunk),
+                            "more_body": True})  # fmt: skip
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+class _HttptoolsConnection:
+    """One kept-alive HTTP/1.1 connection of `_httptools_relay_app`'s client: the response
+    parsed by httptools' C parser (llhttp), its body handed over as whatever one read held."""
+
+    def __init__(self) -> None:
+        import httptools
+
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport: Any = None
+        self.head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body = bytearray()
+        self.waiter: asyncio.Future[None] | None = None
+        self.done = False
+        self.reusable = True
+
+    # asyncio.Protocol
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done() and (self.body or self.done):
+            waiter.set_result(None)
+
+    def eof_received(self) -> None:
+        self.reusable = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.reusable = False
+        self.done = True
+        for future in (self.head, self.waiter):
+            if future is not None and not future.done():
+                future.set_exception(exc or ConnectionError("upstream closed the connection"))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        assert self.head is not None
+        self.reusable = self.parser.should_keep_alive()
+        self.head.set_result((self.parser.get_status_code(), self.headers))
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+    async def chunks(self) -> Any:
+        """The body, a read's worth at a time."""
+        while True:
+            if self.body:
+                chunk, self.body = bytes(self.body), bytearray()
+                yield chunk
+            elif self.done:
+                return
+            else:
+                self.waiter = asyncio.get_running_loop().create_future()
+                await self.waiter
+
+
+def _httptools_relay_app(urls: list[str]) -> Any:
+    """`relay_app` with the thinnest client this project's dependencies allow: keep-alive
+    connections of its own (`_HttptoolsConnection`), each request head written with its body
+    in one write, the response parsed by httptools; no timeouts, no retries."""
+    import zlib
+    from urllib.parse import urlsplit
+
+    idle: dict[str, list[_HttptoolsConnection]] = {url: [] for url in urls}
+    hosts = {url: urlsplit(url) for url in urls}
+
+    async def connect(url: str) -> _HttptoolsConnection:
+        pool = idle[url]
+        while pool:
+            connection = pool.pop()
+            if connection.reusable and not connection.transport.is_closing():
+                return connection
+        split = hosts[url]
+        _, connection = await asyncio.get_running_loop().create_connection(
+            _HttptoolsConnection, split.hostname, split.port
+        )
+        return connection
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["path"] == "/healthz":
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", b"2")]})  # fmt: skip
+            await send({"type": "http.response.body", "body": b"ok"})
+            return
+        body = await read_body(receive)
+        url = urls[zlib.crc32(body) % len(urls)]
+        connection = await connect(url)
+        target = scope.get("raw_path") or scope["path"].encode()
+        if scope["query_string"]:
+            target += b"?" + scope["query_string"]
+        head = [scope["method"].encode(), b" ", target, b" HTTP/1.1\r\nhost: ",
+                hosts[url].netloc.encode(), b"\r\n"]  # fmt: skip
+        for k, v in scope["headers"]:
+            if k not in _HOP_HEADERS:
+                head += [k, b": ", v, b"\r\n"]
+        head += [b"content-length: ", str(len(body)).encode(), b"\r\n\r\n", body]
+        connection.head = asyncio.get_running_loop().create_future()
+        connection.headers, connection.done = [], False
+        connection.transport.write(b"".join(head))
+        status, headers = await connection.head
+        out = [(k.lower(), v) for k, v in headers
+               if k.lower() == b"content-length" or k.lower() not in _HOP_HEADERS]  # fmt: skip
+        await send({"type": "http.response.start", "status": status, "headers": out})
+        async for chunk in connection.chunks():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        connection.head = None
+        if connection.reusable:
+            idle[url].append(connection)
+        else:
+            connection.transport.close()
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def _serve_aiohttp_relay(port: int, urls: list[str]) -> None:
+    """The relay as an aiohttp web server: aiohttp's low-level ``web.Server`` (its C HTTP
+    parser, no application router, no ASGI layer) on uvloop, the upstream through one aiohttp
+    session, each upstream read written on as it came."""
+    import zlib
+
+    import aiohttp
+    import uvloop
+    from aiohttp import web
+
+    async def main() -> None:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                        auto_decompress=False)  # fmt: skip
+        hop = {k.decode("latin-1") for k in _HOP_HEADERS}
+
+        async def handle(request: web.BaseRequest) -> web.StreamResponse:
+            if request.path == "/healthz":
+                return web.Response(body=b"ok")
+            body = await request.read()
+            url = urls[zlib.crc32(body) % len(urls)]
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in hop}
+            async with session.request(request.method, url + request.path_qs, data=body,
+                                       headers=headers) as upstream:  # fmt: skip
+                response = web.StreamResponse(status=upstream.status)
+                for k, v in upstream.raw_headers:
+                    name = k.decode("latin-1")
+                    if name.lower() not in hop:
+                        response.headers.add(name, v.decode("latin-1"))
+                if upstream.content_length is not None:
+                    response.content_length = upstream.content_length
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+            await response.write_eof()
+            return response
+
+        server = web.Server(handle, access_log=None)
+        listener = await asyncio.get_running_loop().create_server(server, "127.0.0.1", port)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            listener.close()
+            await server.shutdown(5)
+            await session.close()
+
+    uvloop.run(main())
+
+
+def serve_relay(port: int, urls: list[str], server: str, client: str = "aiohttp") -> None:
+    """Serve the relay on 127.0.0.1:``port`` until interrupted: `relay_app` (its upstream
+    through ``client``) under uvicorn (uvloop, httptools), uvicorn with the proxy's settings
+    (``uvicorn_lean``: no ``server`` or ``date`` header, lifespan on) or granian (its ASGI
+    interface, one worker process, uvloop, HTTP/1.1); or (``aiohttp``) an aiohttp web server
+    with no ASGI layer (`_serve_aiohttp_relay`)."""
+    if server == "aiohttp":
+        _serve_aiohttp_relay(port, urls)
+        return
+    app = relay_app(urls, client)
+    if server in ("uvicorn", "uvicorn_lean"):
         import uvicorn
 
+        lean = server == "uvicorn_lean"
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                    lifespan="on", loop="uvloop", http="httptools")  # fmt: skip
+                    lifespan="on", loop="uvloop", http="httptools", server_header=not lean,
+                    date_header=not lean)  # fmt: skip
         return
     from granian import Granian
     from granian.constants import HTTPModes, Interfaces, Loops
@@ -487,12 +744,14 @@ def serve_relay(port: int, urls: list[str], server: str) -> None:
             log_enabled=False).serve(target_loader=lambda: app, wrap_loader=False)  # fmt: skip
 
 
-def start_relay(port: int, urls: list[str], server: str = "uvicorn") -> subprocess.Popen[bytes]:
-    """The bare relay (`relay_app`) on 127.0.0.1:``port`` in front of ``urls``, under
-    ``server`` (`serve_relay`)."""
+def start_relay(
+    port: int, urls: list[str], server: str = "uvicorn", client: str = "aiohttp"
+) -> subprocess.Popen[bytes]:
+    """The bare relay on 127.0.0.1:``port`` in front of ``urls``, under ``server``, its
+    upstream through ``client`` (`serve_relay`)."""
     return subprocess.Popen(
         [sys.executable, __file__, "--serve-relay", str(port), "--relay-upstreams",
-         ",".join(urls), "--relay-server", server],
+         ",".join(urls), "--relay-server", server, "--relay-client", client],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -610,7 +869,7 @@ def run_config(
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise AnchorError(f"did not start: {' / '.join(tail)}") from None
         elif name in RELAY_SERVERS:
-            router = start_relay(router_port, urls, RELAY_SERVERS[name])
+            router = start_relay(router_port, urls, *RELAY_SERVERS[name])
             wait_http(router_url + "/healthz", router)
         else:
             config = None
@@ -752,11 +1011,22 @@ def chunk_size_table(prompts: list[str], repeats: int = 5) -> list[tuple[int, fl
     return rows
 
 
-CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", "relay",
-                "relay_granian", "ideal")  # fmt: skip
-SINGLE_CONFIGS = ("prefix", "sglang", "relay", "relay_granian", "ideal")
-#: the bare relay's configurations and the server each runs under
-RELAY_SERVERS = {"relay": "uvicorn", "relay_granian": "granian"}
+#: the bare relay's configurations: (server, upstream client) each runs with (`serve_relay`)
+RELAY_SERVERS = {
+    "relay": ("uvicorn", "aiohttp"),
+    "relay_lean": ("uvicorn_lean", "aiohttp"),
+    "relay_aiohttp": ("aiohttp", "aiohttp"),
+    "relay_pyreqwest": ("uvicorn", "pyreqwest"),
+    "relay_httptools": ("uvicorn", "httptools"),
+    "relay_granian": ("granian", "aiohttp"),
+}
+#: relay configurations run only when ``--only`` names them, and the package each needs
+#: beyond the project's own
+RELAY_OPTIONAL = {"relay_lean": None, "relay_aiohttp": None, "relay_pyreqwest": "pyreqwest",
+                  "relay_httptools": None, "relay_granian": "granian"}  # fmt: skip
+CHAT_CONFIGS = ("round_robin", "least_loaded", "prefix", "kv_events", "sglang", *RELAY_SERVERS,
+                "ideal")  # fmt: skip
+SINGLE_CONFIGS = ("prefix", "sglang", *RELAY_SERVERS, "ideal")
 
 
 def main() -> None:
@@ -779,8 +1049,9 @@ def main() -> None:
         nargs="*",
         default=None,
         help="configurations: round_robin least_loaded prefix kv_events sglang relay "
-        "relay_granian ideal kill (rag and completions run prefix, sglang, relay, relay_granian "
-        "and ideal only; relay_granian runs only when named here)",
+        "relay_lean relay_aiohttp relay_pyreqwest relay_granian ideal kill (rag and "
+        "completions run prefix, sglang, the relays and ideal only; relay_lean, relay_aiohttp, "
+        "relay_pyreqwest and relay_granian run only when named here)",
     )
     parser.add_argument(
         "--anchor-venv",
@@ -796,13 +1067,19 @@ def main() -> None:
                         help="also measure chunk sizes 16-256 on a RAG prompt")  # fmt: skip
     parser.add_argument("--serve-relay", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--relay-upstreams", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--relay-server", default="uvicorn", choices=["uvicorn", "granian"],
+    parser.add_argument("--relay-server", default="uvicorn",
+                        choices=["uvicorn", "uvicorn_lean", "granian", "aiohttp"],
+                        help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--relay-client", default="aiohttp",
+                        choices=["aiohttp", "pyreqwest", "httptools"],
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, not {args.repeats}")
     if args.serve_relay is not None:
-        serve_relay(args.serve_relay, args.relay_upstreams.split(","), args.relay_server)
+        serve_relay(
+            args.serve_relay, args.relay_upstreams.split(","), args.relay_server, args.relay_client
+        )
         return
     if not args.pool_blocks:
         prompt_blocks = -(-args.system_tokens // BLOCK_SIZE)
@@ -827,11 +1104,12 @@ def main() -> None:
         print("chunk size | us to hash a RAG request | chunks | shared chars left unmatched")
         for size, us, chunks, lost in chunk_size_table(prompts):
             print(f"{size:10} | {us:24.1f} | {chunks:6} | {lost:.1f}")
-    defaults = [name for name in CHAT_CONFIGS if name != "relay_granian"]
+    defaults = [name for name in CHAT_CONFIGS if name not in RELAY_OPTIONAL]
     wanted = set(args.only if args.only is not None else [*defaults, "kill"])
-    if "relay_granian" in wanted and importlib.util.find_spec("granian") is None:
-        print("relay_granian: NOT MEASURED: granian is not installed (pip install granian)")
-        wanted.discard("relay_granian")
+    for name, package in RELAY_OPTIONAL.items():
+        if name in wanted and package and importlib.util.find_spec(package) is None:
+            print(f"{name}: NOT MEASURED: {package} is not installed (pip install {package})")
+            wanted.discard(name)
     anchor = None
     anchor_failed = ""
     if "sglang" in wanted and not args.no_anchor:
@@ -929,13 +1207,13 @@ def summarise(results: dict[tuple[str, str], RunResult], workloads: list[str]) -
                 print(f"{workload}: added p50 latency at concurrency 1: prefix "
                       f"{ours.added_latency_ms:+.2f} ms vs sglang "
                       f"{theirs.added_latency_ms:+.2f} ms")  # fmt: skip
-        for name, server in RELAY_SERVERS.items():
+        for name, (server, client) in RELAY_SERVERS.items():
             floor = results.get((workload, name))
             if floor is None:
                 continue
             added = (f"; added p50 {floor.added_latency_ms:+.2f} ms"
                      if floor.added_latency_ms is not None else "")  # fmt: skip
-            print(f"{workload}: the floor (bare {server} + aiohttp relay, no index, no log): "
+            print(f"{workload}: the floor (bare {server} + {client} relay, no index, no log): "
                   f"CPU per request {floor.proxy_cpu_ms_per_request:.2f} ms{added}")  # fmt: skip
     chat = {name: r for (w, name), r in results.items() if w == "chat"}
     if "kv_events" in chat and "prefix" in chat:

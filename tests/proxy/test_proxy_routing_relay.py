@@ -1,9 +1,11 @@
-"""The bare relay that benchmarks/proxy_routing.py measures as the floor (``relay``, under
-uvicorn; ``relay_granian`` is the same app under granian, which is no dependency of the
-project, so it is not tested here): it passes a streamed reply through event for event
-and a sized reply with its size, and sends the same body to the same replica. Real mock
-replicas (benchmarks/proxy_cpu_split.py's) and the relay run as processes on 127.0.0.1. The
-router's CPU counts the processes it started (granian serves from a worker process)."""
+"""The bare relays that benchmarks/proxy_routing.py measures as the floor (``relay``, under
+uvicorn; ``relay_lean``, uvicorn with the proxy's settings; ``relay_aiohttp``, an aiohttp web
+server; ``relay_httptools``, uvicorn with a client on httptools' parser; ``relay_granian`` and
+``relay_pyreqwest`` need granian and pyreqwest, which are no dependencies of the project, so
+they are not tested here): each passes a streamed reply through event for event and a sized
+reply with its size, and sends the same body to the same replica. Real mock replicas
+(benchmarks/proxy_cpu_split.py's) and the relay run as processes on 127.0.0.1. The router's CPU
+counts the processes it started (granian serves from a worker process)."""
 
 from __future__ import annotations
 
@@ -32,15 +34,15 @@ def routing() -> ModuleType:
     return proxy_routing
 
 
-@pytest.fixture(scope="module")
-def fleet(routing: ModuleType) -> Iterator[tuple[str, list[str]]]:
-    """(relay URL, replica URLs): two mock replicas behind the relay under uvicorn."""
+@pytest.fixture(scope="module", params=["relay", "relay_lean", "relay_aiohttp", "relay_httptools"])
+def fleet(request: pytest.FixtureRequest, routing: ModuleType) -> Iterator[tuple[str, list[str]]]:
+    """(relay URL, replica URLs): two mock replicas behind one of the relays."""
     *ports, relay_port = free_ports(3)
     mocks = [subprocess.Popen([sys.executable, str(BENCHMARKS / "proxy_cpu_split.py"),
                                "--serve-mock", str(p), "--event-gap-ms", "0"])
              for p in ports]  # fmt: skip
     urls = [f"http://127.0.0.1:{p}" for p in ports]
-    relay = routing.start_relay(relay_port, urls, "uvicorn")
+    relay = routing.start_relay(relay_port, urls, *routing.RELAY_SERVERS[request.param])
     try:
         for proc, url in zip(mocks, urls, strict=True):
             routing.wait_http(url + "/health", proc)
