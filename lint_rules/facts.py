@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import enum
 import functools
+import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ def sampled(facts: frozenset[Fact]) -> frozenset[Fact]:
     return frozenset(f for f in facts if f.kind is Kind.UNIQUE and f.granularity == SAMPLED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Fact:
     """One reason a value is volatile, with the place it was born.
 
@@ -125,6 +126,46 @@ class Fact:
     _identity_hash: int = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
 
+    def __init__(
+        self,
+        kind: Kind,
+        line: int,
+        col: int,
+        detail: str,
+        granularity: str = "",
+        pinned: bool = False,
+        param: int = -1,
+        fix: tuple[int | str | bool, ...] = (),
+        site: tuple[int, int] = (0, 0),
+        path: str = "",
+        via: tuple[Step, ...] = (),
+        role: str = "",
+        key: tuple[str, ...] = (),
+    ) -> None:
+        """The dataclass's constructor and ``__post_init__`` in one, writing the fields into
+        the instance's dict (the generated one of a frozen dataclass calls
+        ``object.__setattr__`` once per field; facts are made a few hundred thousand times in
+        a large module's analysis)."""
+        identity = (kind, line, col, detail, granularity, pinned, param, fix, site, path, role, key)
+        identity_hash = hash(identity)
+        state = self.__dict__
+        state["kind"] = kind
+        state["line"] = line
+        state["col"] = col
+        state["detail"] = detail
+        state["granularity"] = granularity
+        state["pinned"] = pinned
+        state["param"] = param
+        state["fix"] = fix
+        state["site"] = site
+        state["path"] = path
+        state["via"] = via
+        state["role"] = role
+        state["key"] = key
+        state["identity"] = identity
+        state["_identity_hash"] = identity_hash
+        state["_hash"] = hash((identity_hash, via))
+
     def __post_init__(self) -> None:
         identity = (
             self.kind,
@@ -148,6 +189,16 @@ class Fact:
     def __hash__(self) -> int:
         return self._hash
 
+    def __eq__(self, other: object) -> bool:
+        """The dataclass's ``__eq__`` (every compared field equal), cheaper: facts of unequal
+        hashes differ (the hash is of those fields), and equal facts met again and again in
+        set unions compare two tuples, not two tuples of thirteen fields built each time."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        if self._hash != other._hash:
+            return False
+        return bool(self.via == other.via and self.identity == other.identity)
+
     def _with(self, **changes: object) -> Fact:
         """``dataclasses.replace(self, **changes)`` without its per-call introspection (a
         fact is copied with a longer chain for every step it is passed on): `replace`."""
@@ -162,6 +213,7 @@ class Fact:
         state["via"] = via
         state["_hash"] = hash((self._identity_hash, via))
         state.pop("_proven", None)
+        state.pop("_unseen", None)
         return new
 
     @property
@@ -217,6 +269,10 @@ _CANONICAL: set[frozenset[Fact]] = set()
 _CANONICAL_KEPT = 50_000
 
 
+#: a fact's ``_identity_hash``, read in C (``canonical`` reads it of every fact of a set)
+_IDENTITY_HASH = operator.attrgetter("_identity_hash")
+
+
 def canonical(facts: frozenset[Fact]) -> frozenset[Fact]:
     """``facts`` with one fact per identity (``Fact.identity``: everything but the chain):
     the same origin reached along several paths keeps the chain of smallest ``Fact.rank``,
@@ -225,7 +281,7 @@ def canonical(facts: frozenset[Fact]) -> frozenset[Fact]:
     if len(facts) < 2 or facts in _CANONICAL:
         return facts
     # equal identities have equal hashes: without a repeated hash no identity repeats
-    hashes = {f._identity_hash for f in facts}
+    hashes = set(map(_IDENTITY_HASH, facts))
     if len(hashes) == len(facts):
         if len(_CANONICAL) >= _CANONICAL_KEPT:
             _CANONICAL.clear()
@@ -270,6 +326,10 @@ def _ranks_below(f: Fact, old: Fact) -> bool:
     return f.rank < old.rank
 
 
+#: the empty fact set, ``Value``'s default
+_NO_FACTS: frozenset[Fact] = frozenset()
+
+
 class Shape(enum.Enum):
     """What kind of object a value is, as far as the linter can tell."""
 
@@ -289,7 +349,7 @@ class Shape(enum.Enum):
     TOOL_RESULT = "tool result"  # what MCP list_tools() returns (has .tools)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Value:
     """What the linter knows about one expression's value.
 
@@ -318,9 +378,50 @@ class Value:
     more: bool = False
     elem: Value | None = None
 
+    def __init__(
+        self,
+        facts: frozenset[Fact] = _NO_FACTS,
+        shape: Shape = Shape.UNKNOWN,
+        const: str | None = None,
+        elem_str: bool = False,
+        name_key: str = "",
+        ref: object = None,
+        elts: tuple[Value, ...] | None = None,
+        items: tuple[tuple[str, Value], ...] | None = None,
+        more: bool = False,
+        elem: Value | None = None,
+    ) -> None:
+        """The dataclass's constructor and ``__post_init__`` in one, writing the fields into
+        the instance's dict (the generated one of a frozen dataclass calls
+        ``object.__setattr__`` once per field; a large module's analysis makes about a million
+        values)."""
+        state = self.__dict__
+        state["facts"] = canonical(facts) if len(facts) > 1 else facts
+        state["shape"] = shape
+        state["const"] = const
+        state["elem_str"] = elem_str
+        state["name_key"] = name_key
+        state["ref"] = ref
+        state["elts"] = elts
+        state["items"] = items
+        state["more"] = more
+        state["elem"] = elem
+
     def __post_init__(self) -> None:
         if len(self.facts) > 1:
             object.__setattr__(self, "facts", canonical(self.facts))
+
+    def __eq__(self, other: object) -> bool:
+        """The dataclass's ``__eq__`` (the fields compared in order, as tuples compare them:
+        the same object, or equal), without building two tuples of ten fields each."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine, theirs = self.__dict__, other.__dict__
+        for name in _VALUE_FIELDS:
+            a, b = mine[name], theirs[name]
+            if a is not b and not a == b:
+                return False
+        return True
 
     def with_facts(self, facts: frozenset[Fact]) -> Value:
         return replace(self, facts=facts)
@@ -375,6 +476,10 @@ class Value:
         )
 
 
+#: ``Value``'s fields, in the order its ``__eq__`` compares them
+_VALUE_FIELDS = tuple(f.name for f in dataclasses.fields(Value))
+
+
 def replace(obj: _T, /, **changes: Any) -> _T:
     """``dataclasses.replace(obj, **changes)``; for a ``Fact`` or a ``Value`` (copied with one
     field changed hundreds of thousands of times in a large module's analysis) without its
@@ -390,6 +495,7 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     state.update(changes)
     if "via" in changes:
         state.pop("_proven", None)
+        state.pop("_unseen", None)
     if cls is Value and "facts" not in changes:
         # the facts are ``obj``'s, already made canonical when it was built
         return new
