@@ -61,7 +61,7 @@ from .frames import (
     merge_elem,
 )
 from .library import FEW_DETAIL, sample_of, source_text, span, substituted
-from .nodes import all_nodes
+from .nodes import all_nodes, name_text
 from .regions import (
     later_history_turns,
     measured_messages,
@@ -393,6 +393,8 @@ class CallsMixin(EngineState):
         the class name alone is not. A class of the linted program counts only where some
         module is seen to turn such objects into request messages (``converted_classes``):
         the program driver names the others in ``unsent`` (a terminal's display records)."""
+        if not chain[-1][:1].isupper():
+            return  # not a class's name: no message object, whatever its role
         role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
         positional = role is None and bool(node.args)
         if positional:
@@ -415,11 +417,7 @@ class CallsMixin(EngineState):
                 fixed = found.role if isinstance(found, ExternalClass) else ""
             if fixed:
                 role = ast.Constant(value=fixed)
-        if not (
-            isinstance(role, ast.Constant)
-            and role.value in ("system", "developer")
-            and chain[-1][:1].isupper()
-        ):
+        if not (isinstance(role, ast.Constant) and role.value in ("system", "developer")):
             return
         if qual is not None and not qual.startswith("builtins."):
             self.message_classes.add(qual)
@@ -777,7 +775,7 @@ class CallsMixin(EngineState):
         )
 
         receiver_text = (
-            ast.unparse(bound.receiver_expr)
+            name_text(bound.receiver_expr)
             if isinstance(bound.receiver_expr, (ast.Name, ast.Attribute))
             else None
         )
@@ -867,13 +865,22 @@ class CallsMixin(EngineState):
         #: stores and their fields name the same parameters again and again
         by_param: dict[tuple[int, str, str, tuple[Step, ...], str], frozenset[Fact]] = {}
 
+        #: the step a fact the callee creates gains, by verb (``substitute``)
+        steps_by_verb: dict[str, Step | None] = {}
+        own_fix = (summary.key,)
+
         def substitute(facts: frozenset[Fact], verb: str = returned) -> frozenset[Fact]:
             """PARAM facts become the arguments' facts; facts the callee creates gain the
             step "<verb> <callee>" at this call."""
-            step = (f"{verb} {summary.name}", call_line, called, "") if summary.name else None
+            if verb in steps_by_verb:
+                step = steps_by_verb[verb]
+            else:
+                step = steps_by_verb[verb] = (
+                    (f"{verb} {summary.name}", call_line, called, "") if summary.name else None
+                )
             out: set[Fact] = set()
             for f in facts:
-                if f.kind is Kind.PARAM and f.fix == (summary.key,):
+                if f.kind is Kind.PARAM and f.fix == own_fix:
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
                         # what the receiver's field holds may change between substitutions
                         # (a store of this call into it): not kept in ``by_param``
@@ -1866,10 +1873,13 @@ def entry_of(argument: Value, detail: str) -> Value:
 
 def unseen_steps(f: Fact) -> tuple[Step, ...]:
     """The steps of ``f``'s chain through a call the analysis cannot see (empty when
-    ``f.proven``)."""
-    if f.proven:
-        return ()
-    return tuple(s for s in f.via if s[0].startswith(ASSUMED))
+    ``f.proven``); computed once per fact (copies with another ``via`` drop it:
+    ``Fact._with_via``, ``facts.replace``)."""
+    known: tuple[Step, ...] | None = f.__dict__.get("_unseen")
+    if known is None:
+        known = () if f.proven else tuple(s for s in f.via if s[0].startswith(ASSUMED))
+        f.__dict__["_unseen"] = known
+    return known
 
 
 def entry_and_rest(argument: Value, detail: str) -> tuple[Value, str]:

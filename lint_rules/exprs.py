@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from .calls import order_of
 from .facts import (
@@ -38,10 +39,14 @@ from .frames import (
     merge,
     merge_elem,
 )
+from .nodes import name_text
 from .session import kept_from_session
 from .sinks import is_system_prompt_name, logged_dicts
 from .statements import constant_truth, picked_from
 from .toolnames import combine, literal_key
+
+#: node type -> (the analyzer class, its ``expr_<NodeType>`` method or None), for ``eval``
+_EXPR_HANDLERS: dict[type, tuple[type, Callable[..., Value] | None]] = {}
 
 
 class ExprsMixin(EngineState):
@@ -102,10 +107,17 @@ class ExprsMixin(EngineState):
     # ------------------------------------------------------------------ expressions
 
     def eval(self, node: ast.expr) -> Value:
-        handler = getattr(self, f"expr_{type(node).__name__}", None)
+        # the ``expr_<NodeType>`` method of this class, found once per node type
+        found = _EXPR_HANDLERS.get(node.__class__)
+        if found is None or found[0] is not self.__class__:
+            found = _EXPR_HANDLERS[node.__class__] = (
+                self.__class__,
+                getattr(self.__class__, f"expr_{type(node).__name__}", None),
+            )
+        handler = found[1]
         if handler is None:
             return CLEAN
-        result: Value = handler(node)
+        result: Value = handler(self, node)
         if self.frame.narrowed and isinstance(node, (ast.Subscript, ast.Attribute)):
             role = self.frame.narrowed.get(ast.dump(node))
             if role is not None:
@@ -154,7 +166,7 @@ class ExprsMixin(EngineState):
         value = self.property_read(self.attribute_of(base, node), node)
         if isinstance(node.value, (ast.Name, ast.Attribute)):
             # a field this function stored into (``ctx.started = ...``, ``session.touch()``)
-            stored = frame.env.get(f"{ast.unparse(node.value)}.{node.attr}")
+            stored = frame.env.get(f"{name_text(node.value)}.{node.attr}")
             if stored is not None:
                 return merge(value, stored)
         return value

@@ -36,4 +36,26 @@ def all_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
-__all__ = ["all_nodes"]
+def name_text(node: ast.Name | ast.Attribute) -> str:
+    """``ast.unparse(node)`` of a name or an attribute (``self.client.chat``), the dotted
+    names joined without the unparser's per-call setup when the chain ends at a name (its
+    output is exactly that); any other chain (``make().client``) is unparsed once and the
+    text kept on the node (the trees are shared and never changed)."""
+    if node.__class__ is ast.Name:
+        return node.id
+    parts: list[str] = []
+    current: ast.AST = node
+    while current.__class__ is ast.Attribute:
+        parts.append(current.attr)
+        current = current.value
+    if current.__class__ is ast.Name:
+        parts.append(current.id)
+        parts.reverse()
+        return ".".join(parts)
+    known: str | None = node.__dict__.get("_unparsed")
+    if known is None:
+        known = node.__dict__["_unparsed"] = ast.unparse(node)
+    return known
+
+
+__all__ = ["all_nodes", "name_text"]

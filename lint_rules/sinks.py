@@ -18,6 +18,7 @@ a message list whose last element is the newest (tail) message; ``text`` plain p
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -47,10 +48,12 @@ _MEASURES = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def is_system_prompt_name(name: str) -> bool:
     """True for names like ``build_system_prompt``, ``SYSTEM_PROMPT``, ``system_message``;
     False for a count or size of one (a word of ``_MEASURES`` after it:
-    ``system_prompt_tokens``, ``system_prompt_char_count``), which is a number, not text."""
+    ``system_prompt_tokens``, ``system_prompt_char_count``), which is a number, not text.
+    Remembered per name (the same names and keys are asked about at every call)."""
     lowered = name.lower()
     for match in _BUILDER_NAME.finditer(lowered):
         if not _MEASURES.intersection(lowered[match.end() :].split("_")):
@@ -419,7 +422,15 @@ NOT_SINKS = frozenset({"count_tokens"})
 
 
 def call_chain(func: ast.expr) -> tuple[str, ...]:
-    """Attribute names of a call target, root first: ``a.b.c`` -> ("a", "b", "c")."""
+    """Attribute names of a call target, root first: ``a.b.c`` -> ("a", "b", "c"). Kept on
+    the node (every analysis of a file evaluates its calls again; trees are never changed)."""
+    known: tuple[str, ...] | None = func.__dict__.get("_call_chain")
+    if known is None:
+        known = func.__dict__["_call_chain"] = _call_chain(func)
+    return known
+
+
+def _call_chain(func: ast.expr) -> tuple[str, ...]:
     parts: list[str] = []
     node = func
     while isinstance(node, ast.Attribute):

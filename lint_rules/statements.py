@@ -477,6 +477,11 @@ def none_fields(info: ClassInfo) -> frozenset[str]:
     return info.none_fields
 
 
+#: statement type -> (the analyzer class, its ``stmt_<NodeType>`` method or None), for
+#: ``exec_stmt``
+_STMT_HANDLERS: dict[type, tuple[type, Callable[..., None] | None]] = {}
+
+
 class StatementsMixin(EngineState):
     """``exec_block()`` and one ``stmt_<NodeType>`` method per statement type."""
 
@@ -485,9 +490,16 @@ class StatementsMixin(EngineState):
             self.exec_stmt(stmt)
 
     def exec_stmt(self, stmt: ast.stmt) -> None:
-        handler = getattr(self, f"stmt_{type(stmt).__name__}", None)
+        # the ``stmt_<NodeType>`` method of this class, found once per statement type
+        found = _STMT_HANDLERS.get(stmt.__class__)
+        if found is None or found[0] is not self.__class__:
+            found = _STMT_HANDLERS[stmt.__class__] = (
+                self.__class__,
+                getattr(self.__class__, f"stmt_{type(stmt).__name__}", None),
+            )
+        handler = found[1]
         if handler is not None:
-            handler(stmt)
+            handler(self, stmt)
 
     def stmt_Expr(self, stmt: ast.Expr) -> None:
         self.eval(stmt.value)
