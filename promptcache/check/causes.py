@@ -17,7 +17,8 @@ for evidence:
   earlier run wrote, differs.
 
 A run that changes ``random`` alone names ``unexplained`` in the same way; one that changes
-another kind alone names that kind.
+another kind alone names that kind (``runner`` makes a difference that the runs of every kind
+show ``unexplained``).
 """
 
 from __future__ import annotations

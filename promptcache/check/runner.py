@@ -31,7 +31,7 @@ from promptcache.minimums import ModelMinimums, default_model_minimums
 
 from .capture import CallSite, CapturedRequest, CaptureServer
 from .child import PASSED_ENV
-from .findings import Finding
+from .findings import CAUSE_RULES, UNEXPLAINED, Finding
 from .pairing import Sent, compare_runs
 from .perturbation import Perturbation, plan_runs
 from .structure import structure_findings
@@ -247,6 +247,42 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
+#: Finding paths whose rule is the field's, whatever the cause (``pairing._key_findings``).
+_KEY_PATHS: Final = frozenset({"prompt_cache_key", "model"})
+
+
+def _every_kind_unexplained(
+    findings: Sequence[Finding], perturbed: Sequence[Perturbation]
+) -> list[Finding]:
+    """``findings`` with the differences that a run of every kind shows (``--isolate``), at
+    one call site and path and from the same baseline text, made :data:`UNEXPLAINED`.
+
+    Each isolated run changes one kind and names it as the cause of what differs from run 0;
+    a value that differs from the baseline's in the runs of every kind, whichever one was
+    changed, is none of them (a monotonic clock, a counter an earlier run left on disk).
+    Findings of runs that change several kinds are returned as they are.
+
+    Args:
+        findings: the difference and structure findings of every perturbed run, unmerged.
+        perturbed: the perturbed runs' perturbations (runs 1 and later).
+    """
+    kinds = {p.changed[0] for p in perturbed if len(p.changed) == 1}
+    if len(kinds) < 2 or any(len(p.changed) != 1 for p in perturbed):
+        return list(findings)
+    kind_of = {p.run: p.changed[0] for p in perturbed}
+    shown: dict[tuple[object, ...], set[str]] = {}
+    for f in findings:
+        if f.check == "difference" and f.before is not None:
+            shown.setdefault((f.site, f.path, f.before), set()).add(kind_of[f.run])
+    out = []
+    for f in findings:
+        if f.check == "difference" and shown.get((f.site, f.path, f.before)) == kinds:
+            rule = f.rule if f.path in _KEY_PATHS else CAUSE_RULES[UNEXPLAINED]
+            f = replace(f, causes=(UNEXPLAINED,), rule=rule, moved_in=None)
+        out.append(f)
+    return out
+
+
 def _site_words(site: CallSite) -> str:
     """``app.py:12 in main``, the path relative to the current folder where it can be."""
     try:
@@ -363,7 +399,7 @@ def analyse(
                 "Anthropic/Bedrock requests that carry no cache breakpoint (those APIs cache "
                 "nothing unasked); not reported"
             )
-    merged = _merge(findings)
+    merged = _merge(_every_kind_unexplained(findings, [r.perturbation for r in runs[1:]]))
     merged.sort(
         key=lambda f: (
             f.site is None,

@@ -34,8 +34,10 @@ else:
 """
 
 
-def _check(tmp: Path, *args: str) -> tuple[list[tuple[str, tuple[str, ...]]], str]:
-    result = check_source(tmp, "app.py", textwrap.dedent(_ASK), *args)
+def _check(
+    tmp: Path, *args: str, **options: object
+) -> tuple[list[tuple[str, tuple[str, ...]]], str]:
+    result = check_source(tmp, "app.py", textwrap.dedent(_ASK), *args, **options)
     return [(f.rule, f.causes) for f in result.findings], render(result, "text")
 
 
@@ -56,3 +58,15 @@ def test_a_draw_of_the_program_s_own_is_still_named(tmp_path: Path) -> None:
     found, text = _check(tmp_path, "draw")
     assert found == [("PC002", ("random",))]
     assert "caused by random, uuid4 and secrets" in text
+
+
+def test_isolated_runs_that_all_show_a_difference_name_none_of_their_kinds(
+    tmp_path: Path,
+) -> None:
+    # each isolated run changes one kind and named it: the monotonic reading was PC001 "caused
+    # by the wall clock", PC004 "caused by PYTHONHASHSEED", ... in five findings. It differs
+    # from the baseline's in the run of every kind, so it is none of them: one finding
+    found, text = _check(tmp_path, "monotonic", isolate=True)
+    assert found == [("PC002", ("unexplained",))]
+    assert "caused by none of the changes check made that the run shows" in text
+    assert "in runs 1, 2, 3, 4 and 5" in text
