@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from promptcache.demo.workload import MAX_USERS
 from promptcache.engine.weight_choice import WEIGHT_CHOICES
 
 
@@ -20,10 +21,11 @@ from promptcache.engine.weight_choice import WEIGHT_CHOICES
 )
 @click.option(
     "--users",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_USERS),
     default=3,
     show_default=True,
-    help="Simulated users sending requests at the same time.",
+    help=f"Simulated users sending requests at the same time, at most {MAX_USERS}: the "
+    "sequences the demo's engine runs at once (engine serve's default --max-num-seqs).",
 )
 @click.option(
     "--requests-per-user",

@@ -46,9 +46,9 @@ from .summary import (
     render_summary,
     summarize_variant,
 )
-from .workload import RequestResult, UserPlan, plan_workload, run_variant
+from .workload import STORY_ARCS, RequestResult, UserPlan, plan_workload, run_variant
 
-__all__ = ["CHAT_TEMPLATE", "DemoOptions", "DemoResult", "run_demo"]
+__all__ = ["CHAT_TEMPLATE", "DemoOptions", "DemoResult", "run_demo", "workload_line"]
 
 #: Plain-text chat template for base models that ship none (tinystories-656k): one
 #: ``role: content`` line per message, then ``assistant:`` for the answer.
@@ -431,6 +431,25 @@ def _weights_in_words(weight_dtype: str) -> str:
     return f"{weight_dtype} weight-only linear layers"
 
 
+def workload_line(users: int, requests_per_user: int, max_tokens: int) -> str:
+    """The workload in words, as ``plan_workload`` builds it: ``3 parents at once, 4 requests
+    each, stories of 4 turns, answers of up to 32 tokens``; stories are four-turn arcs, fewer
+    turns when a user sends fewer requests, the last one cut short when the count is not a
+    multiple of four (``stories of 4 turns (the last of 2)``)."""
+    arc = len(STORY_ARCS[0])
+    if requests_per_user < arc:
+        stories = f"stories of {plural(requests_per_user, 'turn')}"
+    elif requests_per_user % arc:
+        stories = f"stories of {arc} turns (the last of {requests_per_user % arc})"
+    else:
+        stories = f"stories of {arc} turns"
+    return (
+        f"{plural(users, 'parent', grouped=True)} at once, "
+        f"{plural(requests_per_user, 'request', grouped=True)} each, {stories}, "
+        f"answers of up to {plural(max_tokens, 'token', grouped=True)}"
+    )
+
+
 def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     """Run every step; print progress and the summary to ``console``.
 
@@ -477,9 +496,8 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         "(examples/naive_app.py) and [bold]layered[/bold] (examples/layered_app.py).\n"
         f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine "
         f"with {_weights_in_words(weight_dtype)} ({why}).\n"
-        f"Workload, the same for both apps: {plural(options.users, 'parent')} at once, "
-        f"{options.requests_per_user} requests each, stories of 4 turns, answers of up to "
-        f"{options.max_tokens} tokens.\n"
+        f"Workload, the same for both apps: "
+        f"{workload_line(options.users, options.requests_per_user, options.max_tokens)}.\n"
     )
 
     console.print("[bold]1. Lint both apps[/bold] (promptcache lint)")

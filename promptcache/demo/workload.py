@@ -27,12 +27,18 @@ from promptcache.errors import DemoError
 
 __all__ = [
     "CHILDREN",
+    "MAX_USERS",
     "STORY_ARCS",
     "RequestResult",
     "UserPlan",
     "plan_workload",
     "run_variant",
 ]
+
+#: The most simulated users (one thread and one engine sequence each): the sequences the demo's
+#: engine runs at once, ``engine serve``'s default ``--max-num-seqs``; more would queue in the
+#: engine instead of chatting at the same time.
+MAX_USERS = 64
 
 #: (name, age, favourite): one per simulated user, reused with a number past the list's end.
 CHILDREN: tuple[tuple[str, int, str], ...] = (

@@ -420,3 +420,48 @@ def test_the_lint_sentence_follows_the_findings(found: bool) -> None:
     else:
         assert "catches" not in text
         assert "`promptcache lint` reported nothing for naive.py in this run." in text
+
+
+def test_more_users_than_the_engine_runs_at_once_are_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    """One user is one thread and one engine sequence; the demo's engine runs its default
+    --max-num-seqs sequences at once, so more users would not chat at once, and a huge count
+    sized the prompts of every user before anything ran."""
+    from click.testing import CliRunner
+
+    from promptcache.cli import cli
+    from promptcache.commands.engine import serve
+
+    (max_num_seqs,) = [p.default for p in serve.params if p.name == "max_num_seqs"]
+    out = tmp_path / "out"
+    refused = CliRunner().invoke(cli, ["demo", "--users", "65", "--output-dir", str(out)])
+    assert refused.exit_code == 2
+    assert max_num_seqs == 64
+    assert "Invalid value for '--users': 65 is not in the range 1<=x<=64." in refused.output
+    assert not out.exists()  # nothing was started or written
+    help_text = " ".join(CliRunner().invoke(cli, ["demo", "--help"]).output.split())
+    assert "at most 64: the sequences the demo's engine runs at once" in help_text
+
+
+@pytest.mark.parametrize(
+    ("users", "requests", "max_tokens", "line"),
+    [
+        (3, 4, 32, "3 parents at once, 4 requests each, stories of 4 turns, answers of up to 32 "
+         "tokens"),
+        (1, 1, 1, "1 parent at once, 1 request each, stories of 1 turn, answers of up to 1 "
+         "token"),
+        (2, 6, 16, "2 parents at once, 6 requests each, stories of 4 turns (the last of 2), "
+         "answers of up to 16 tokens"),
+        (64, 8, 256, "64 parents at once, 8 requests each, stories of 4 turns, answers of up to "
+         "256 tokens"),
+    ],
+)  # fmt: skip
+def test_the_workload_line_says_what_runs(
+    users: int, requests: int, max_tokens: int, line: str
+) -> None:
+    from promptcache.demo.runner import workload_line
+
+    assert workload_line(users, requests, max_tokens) == line
+    turns = [len(c) for c in plan_workload(users, requests)[0].conversations]
+    assert f"stories of {max(turns)} turn" in line
