@@ -193,7 +193,10 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
             node.body, index_names, module, cls, guard=_guard, capped=capped, elements=elements
         )
         quiet = _quiet_names(node, index_names, capped, module.compared)
-        found = next((m for m in marks if not _quiet_mark(m[0], quiet)), None)
+        found = next(
+            (m for m in marks if not _quiet_mark(m[0], quiet) and not _one_object(m[0], node)),
+            None,
+        )
         if found is None:
             continue
         if any(id(n) in sink_nodes for n in ast.walk(node)):
@@ -692,6 +695,31 @@ def _counter_starts(
         ):
             return None  # a loop target, a tuple unpacking, ``del``, a walrus
     return starts or None
+
+
+def _one_object(mark: ast.AST, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+    """True for a mark ``block["cache_control"] = cc`` whose ``block`` names one object for
+    the whole loop: the loop neither binds the name nor reads it other than to store into
+    one of its keys (``for data in message.data: if ...: item["cache_control"] = ...`` on an
+    ``item`` made before the loop). Each pass sets the same key of the same dict again, so
+    the loop leaves one breakpoint there, however long it runs."""
+    if not (
+        isinstance(mark, ast.Subscript)
+        and isinstance(mark.ctx, ast.Store)
+        and isinstance(mark.value, ast.Name)
+    ):
+        return False
+    name = mark.value.id
+    stored_into = {
+        id(n.value)
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Store)
+        and isinstance(n.value, ast.Name)
+    }
+    return all(
+        id(n) in stored_into for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name
+    )
 
 
 def _quiet_mark(mark: ast.AST, quiet: set[str]) -> bool:
