@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,25 +14,20 @@ from promptcache.client_limits import (
     DEFAULT_KEEP_ALIVE_S,
 )
 
+from ._numbers import FiniteFloatRange
+
 __all__ = ["Seconds", "client_limit_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Seconds(click.FloatRange):
-    """A finite number of seconds: ``float()`` takes ``nan`` and ``inf``, which pass a range
-    check (a NaN compares false) and then fail inside the event loop's timers, a traceback on
-    the first request or at the stop rather than a usage error."""
+class Seconds(FiniteFloatRange):
+    """A finite number of seconds, above 0 (``min_open``) or from 0: ``nan`` and ``inf`` would
+    fail inside the event loop's timers, a traceback on the first request or at the stop
+    rather than a usage error."""
 
     def __init__(self, *, min_open: bool) -> None:
-        super().__init__(min=0, min_open=min_open)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            bound = "> 0" if self.min_open else ">= 0"
-            self.fail(f"{value!r} is not a finite number; give seconds {bound}", param, ctx)
-        return number
+        super().__init__(min=0, min_open=min_open, unit="seconds")
 
 
 _SECONDS = Seconds(min_open=True)

@@ -17,6 +17,7 @@ from promptcache.folders import folder_problem
 from promptcache.formatting import percent, usd
 
 from ._log_db import LOG_DB
+from ._numbers import FiniteFloatRange
 from ._option_args import OptionArgCommand, looks_like_log
 
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; older ones cannot be subscripted
@@ -98,22 +99,6 @@ class TimeBound(_ParamType):
                 ctx,
             )
         return seconds
-
-
-class FiniteFloatRange(click.FloatRange):
-    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (which float() accepts, and
-    with which a threshold could never fire or would always fire)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            wanted = (
-                f"a number from {self.min:g} to {self.max:g}"
-                if self.min is not None and self.max is not None
-                else f"a number >= {self.min:g}"
-            )
-            self.fail(f"{value!r} is not a finite number; give {wanted}", param, ctx)
-        return number
 
 
 class HitRateThreshold(FiniteFloatRange):
