@@ -800,7 +800,12 @@ class Program:
             return todo
         pending = {p for p, _ in todo}
         ready = [(p, t) for p, t in todo if not (states[p].deps - {p}) & pending]
-        return ready or todo
+        if ready:
+            return ready
+        # every due file waits on another: run the import cycles that wait on no other due
+        # file (``_source_cycles``); the files that take summaries from them wait for them
+        first = _source_cycles({p: (states[p].deps - {p}) & pending for p in pending})
+        return [(p, t) for p, t in todo if p in first]
 
     def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
         """``name(`` for each exported function whose arguments reach a sink (``.name(``
@@ -857,6 +862,57 @@ class Program:
         if head in exports.get("missing", ()):
             return {"kind": "none", "data": {}, "module": state.module}
         return None
+
+
+def _source_cycles(edges: dict[str, set[str]]) -> set[str]:
+    """The members of the strongly connected components of the graph ``edges`` (node -> the
+    nodes it waits on, each a key of ``edges``) that wait on no node outside their own
+    component: the import cycles whose inputs no other due analysis will change. Never
+    empty for a non-empty graph (a finite graph's components form a DAG, which has a sink)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    component: dict[str, int] = {}
+    components: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(sorted(edges[root])))]
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component[member] = len(components)
+                    members.append(member)
+                    if member == node:
+                        break
+                components.append(members)
+    out: set[str] = set()
+    for number, members in enumerate(components):
+        if all(component[d] == number for m in members for d in edges[m]):
+            out.update(members)
+    return out
 
 
 def _wanted_names(state: FileState) -> list[tuple[str, bool]]:
