@@ -17,9 +17,10 @@ Then, in waves until nothing changes (at most ``MAX_WAVES``; a file is analysed 
 3. files that no rule could flag on their own (no trigger word) are analysed once they call a
    function whose summary reaches a sink;
 4. a wave runs only the analyses whose inputs are settled: a file that takes summaries from
-   another file due in the same wave waits for it (unless every due file waits on another, as
-   in an import cycle). A module that imports many others is then analysed once they are done,
-   not once per round as their summaries trickle in.
+   another file due in the same wave waits for it. When every due file waits on another (import
+   cycles), the cycles that wait on no other due file run first (``_source_cycles``). A module
+   that imports many others is then analysed once they are done, not once per round as their
+   summaries trickle in.
 
 An analysis whose task differs from the file's last one only in parts of the summaries that
 analysis did not read (a method of a class it never calls) is not run: its output is that
