@@ -44,6 +44,8 @@ _EXCERPT: Final = 30
 _MAX_SHOWN: Final = 80
 _MERGE_GAP: Final = 3
 _MAX_DIFF_CHARS: Final = 20_000
+_MAX_DIFF_TOKENS: Final = 4_000
+_DIFF_TOKEN: Final = re.compile(r"\w+|\s+|[^\w\s]")
 _WORD: Final = re.compile(r"[\w:.+/-]")
 _TOKENS: Final = re.compile(r"\w+|[^\w\s]")
 _CLOCK: Final = re.compile(
@@ -102,12 +104,61 @@ def _excerpt(text: str, start: int, end: int) -> str:
     return _shown(text[max(0, start - _EXCERPT) : end + _EXCERPT])
 
 
+def _edits(a: str, b: str) -> list[tuple[int, int, int, int]]:
+    """The edits that turn ``a`` into ``b`` as character spans ``(a_start, a_end, b_start,
+    b_end)`` in text order, found on tokens (``_DIFF_TOKEN``): pairwise when both have as many
+    tokens, else by ``SequenceMatcher`` on the token lists, else (over ``_MAX_DIFF_CHARS``
+    characters or ``_MAX_DIFF_TOKENS`` tokens) one edit of the whole."""
+    if max(len(a), len(b)) > _MAX_DIFF_CHARS:
+        return [(0, len(a), 0, len(b))]
+    tokens_a = [(m.start(), m.end()) for m in _DIFF_TOKEN.finditer(a)]
+    tokens_b = [(m.start(), m.end()) for m in _DIFF_TOKEN.finditer(b)]
+    texts_a = [a[s:e] for s, e in tokens_a]
+    texts_b = [b[s:e] for s, e in tokens_b]
+    if len(texts_a) == len(texts_b):
+        return [
+            (*tokens_a[k], *tokens_b[k])
+            for k, (x, y) in enumerate(zip(texts_a, texts_b, strict=True))
+            if x != y
+        ]
+    if max(len(texts_a), len(texts_b)) > _MAX_DIFF_TOKENS:
+        return [(0, len(a), 0, len(b))]
+    edits = []
+    matcher = SequenceMatcher(None, texts_a, texts_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        edits.append(
+            (
+                tokens_a[i1][0] if i1 < i2 else _at(tokens_a, i1, len(a)),
+                tokens_a[i2 - 1][1] if i1 < i2 else _at(tokens_a, i1, len(a)),
+                tokens_b[j1][0] if j1 < j2 else _at(tokens_b, j1, len(b)),
+                tokens_b[j2 - 1][1] if j1 < j2 else _at(tokens_b, j1, len(b)),
+            )
+        )
+    return edits
+
+
+def _at(tokens: list[tuple[int, int]], k: int, end: int) -> int:
+    """The character offset where token ``k`` starts (``end`` past the last token)."""
+    return tokens[k][0] if k < len(tokens) else end
+
+
+def _word_at(text: str, k: int) -> bool:
+    """Whether ``text[k]`` exists and is a word character (a letter, digit or ``_``)."""
+    return 0 <= k < len(text) and (text[k].isalnum() or text[k] == "_")
+
+
 def differing_regions(a: str, b: str) -> list[Region]:
     """Every stretch where ``b`` differs from ``a``, widened to whole words, in text order.
 
     Edits closer than 3 characters are one region. Only the part between the common prefix
-    and the common suffix is compared; when that part is over 20,000 characters it is one
-    region.
+    and the common suffix is compared, token by token (runs of word characters, of spaces, and
+    single other characters): when both parts have as many tokens, each differing pair of
+    tokens is an edit (linear time: the same template with other values, however repetitive);
+    otherwise a diff of the token lists finds the edits, and over 20,000 characters or 4,000
+    tokens the part is one region (a diff of repetitive text costs up to the product of the
+    lengths).
     """
     p = 0
     limit = min(len(a), len(b))
@@ -116,21 +167,24 @@ def differing_regions(a: str, b: str) -> list[Region]:
     q = 0
     while q < limit - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
         q += 1
+    # the compared parts start and end on whole words ("7" against "1007" is one token pair)
+    while p > 0 and _word_at(a, p - 1) and (_word_at(a, p) or _word_at(b, p)):
+        p -= 1
+    while (
+        q > 0
+        and _word_at(a, len(a) - q)
+        and (_word_at(a, len(a) - q - 1) or _word_at(b, len(b) - q - 1))
+    ):
+        q -= 1
     mid_a, mid_b = a[p : len(a) - q], b[p : len(b) - q]
     if not mid_a and not mid_b:
         return []
     spans: list[tuple[int, int, int, int]] = []
-    if max(len(mid_a), len(mid_b)) > _MAX_DIFF_CHARS:
-        spans = [(0, len(mid_a), 0, len(mid_b))]
-    else:
-        matcher = SequenceMatcher(None, mid_a, mid_b, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                continue
-            if spans and i1 - spans[-1][1] <= _MERGE_GAP and j1 - spans[-1][3] <= _MERGE_GAP:
-                spans[-1] = (spans[-1][0], i2, spans[-1][2], j2)
-            else:
-                spans.append((i1, i2, j1, j2))
+    for i1, i2, j1, j2 in _edits(mid_a, mid_b):
+        if spans and i1 - spans[-1][1] <= _MERGE_GAP and j1 - spans[-1][3] <= _MERGE_GAP:
+            spans[-1] = (spans[-1][0], i2, spans[-1][2], j2)
+        else:
+            spans.append((i1, i2, j1, j2))
     regions: list[Region] = []
     seen: set[tuple[int, int]] = set()
     for i1, i2, j1, j2 in spans:
