@@ -105,6 +105,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -427,6 +428,35 @@ async def read_body(receive: Any) -> bytes:
             return body
 
 
+async def relay_preamble(
+    scope: dict[str, Any],
+    receive: Any,
+    send: Any,
+    startup: Callable[[], Awaitable[None]] | None = None,
+    shutdown: Callable[[], Awaitable[None]] | None = None,
+) -> bool:
+    """What every bare relay answers itself: the ASGI lifespan (``startup``/``shutdown`` run
+    around it) and ``GET /healthz`` (200, ``ok``). True when the request was answered here."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if startup is not None:
+                    await startup()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if shutdown is not None:
+                    await shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return True
+    if scope["path"] == "/healthz":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"2")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b"ok"})
+        return True
+    return False
+
+
 def relay_app(urls: list[str], client: str = "aiohttp") -> Any:
     """A bare ASGI relay: each request goes to one of ``urls`` picked by the CRC-32 of its body
     (the same body, the same replica: as warm as a router's affinity keeps it; no prefix index),
@@ -444,29 +474,17 @@ def relay_app(urls: list[str], client: str = "aiohttp") -> Any:
         return _httptools_relay_app(urls)
     state: dict[str, Any] = {"session": None}
 
+    async def startup() -> None:
+        state["session"] = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), auto_decompress=False
+        )
+
+    async def shutdown() -> None:
+        await state["session"].close()
+
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    state["session"] = aiohttp.ClientSession(
-                        connector=aiohttp.TCPConnector(limit=0), auto_decompress=False
-                    )
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await state["session"].close()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["path"] == "/healthz":
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-length", b"2")],
-                }
-            )
-            await send({"type": "http.response.body", "body": b"ok"})
-            return  # fmt: skip
+        if await relay_preamble(scope, receive, send, startup, shutdown):
+            return
         body = await read_body(receive)
         url = urls[zlib.crc32(body) % len(urls)]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
@@ -497,22 +515,15 @@ def _pyreqwest_relay_app(urls: list[str]) -> Any:
     state: dict[str, Any] = {"client": None}
     hop = {k.decode("latin-1") for k in _HOP_HEADERS} - {"content-length"}
 
+    async def startup() -> None:
+        state["client"] = (ClientBuilder().gzip(False).brotli(False).zstd(False)
+                           .deflate(False).follow_redirects(False).build())  # fmt: skip
+
+    async def shutdown() -> None:
+        await state["client"].close()
+
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    state["client"] = (ClientBuilder().gzip(False).brotli(False).zstd(False)
-                                       .deflate(False).follow_redirects(False).build())  # fmt: skip
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await state["client"].close()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["path"] == "/healthz":
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-length", b"2")]})  # fmt: skip
-            await send({"type": "http.response.body", "body": b"ok"})
+        if await relay_preamble(scope, receive, send, startup, shutdown):
             return
         body = await read_body(receive)
         url = urls[zlib.crc32(body) % len(urls)]
@@ -623,18 +634,7 @@ def _httptools_relay_app(urls: list[str]) -> Any:
         return connection
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["path"] == "/healthz":
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-length", b"2")]})  # fmt: skip
-            await send({"type": "http.response.body", "body": b"ok"})
+        if await relay_preamble(scope, receive, send):
             return
         body = await read_body(receive)
         url = urls[zlib.crc32(body) % len(urls)]
