@@ -34,3 +34,15 @@ def test_values_of_other_lengths_in_a_template() -> None:
         ("7", "1234"),
         ("9:05", "10:45"),
     ]
+
+
+def test_a_long_part_whose_token_count_changed_is_one_region() -> None:
+    # over 1,000 tokens with words inserted: one region from the first change to the last
+    old = "".join(SENTENCE.format(n=k) for k in range(100))
+    new = "".join(SENTENCE.format(n=k) + ("x " if k in (10, 90) else "") for k in range(100))
+    regions = differing_regions(old, new)
+    assert len(regions) == 1
+    # the region runs from the first inserted word to the last, the sentences between unchanged
+    assert regions[0].after.startswith("x Step 11:")
+    assert regions[0].after.endswith("next step. x")
+    assert regions[0].before == regions[0].after[2:-2]
