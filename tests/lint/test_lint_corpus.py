@@ -79,6 +79,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         30: 20270101,
         31: 20270102,
         32: 20270103,
+        33: 20270104,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -126,6 +127,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         30: 5,
         31: 5,
         32: 4,
+        33: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -274,6 +276,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         32: [
             "kreneskyp/ix",
             "zilliztech/akcio",
+        ],
+        33: [
+            "LiveBench/LiveBench",
+            "NousResearch/atropos",
+            "aws-samples/aws-genai-llm-chatbot",
         ],
     }
     for batch, tuning in recorded.items():
