@@ -704,7 +704,9 @@ class RequestStore:
         """Count one failed try of the pending batch ``rows`` (the server away, a deadlock):
         False, keep them for the next round, for as long as the proxy runs; on the final flush
         the tries follow each other after a short pause until the stop's time is nearly out
-        (``close``), then the rows are dropped (``failed_rows``) and True returned."""
+        (``close``), then the rows are dropped (``failed_rows``), with every row still queued
+        behind them (the queue takes no row once the stop began), in one error line, and True
+        returned."""
         now = time.monotonic()
         waiting = len(rows) + len(self._rows)
         if self.failing_since is None:
@@ -732,17 +734,22 @@ class RequestStore:
             if final:
                 time.sleep(min(self.flush_interval_s, 0.2))
             return False
-        self.failed_rows += len(rows)
+        queued = len(self._rows)
+        named = [str(r.get("id")) for r in [*rows, *list(self._rows)[:3]][:3]]
+        self.failed_rows += len(rows) + queued
         self.last_loss_at = now
         logger.error(
-            "request log: %s lost at the stop (ids %s...): the server did not take them in "
+            "request log: %s lost at the stop (ids %s%s): the server did not take them in "
             "%.0f s of tries: %s",
-            plural(len(rows), "row"),
-            ", ".join(str(r.get("id")) for r in rows[:3]),
+            plural(len(rows) + queued, "row"),
+            ", ".join(named),
+            "..." if len(rows) + queued > len(named) else "",
             now - self.failing_since,
             one_line(exc),
         )
         rows.clear()
+        self._rows.clear()
+        self._count_handled(queued)
         return True
 
     def _written_again(self) -> None:

@@ -500,3 +500,41 @@ def test_a_role_that_may_not_read_the_log_is_told_so_not_that_there_is_none(
     assert (
         build_report(reader, since=time.time() - 3600, until=time.time() + 60).total.requests == 0
     )
+
+
+def test_a_stop_while_the_server_is_away_says_every_lost_row_in_one_line(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # more rows than one batch (500): one error line counts them all, not one line per batch
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        refuse_connections(pg_url, True)
+        ids = [uuid.uuid4().hex for _ in range(1_200)]
+        for row_id in ids:
+            assert store.submit(row(id=row_id))
+        store.close(timeout_s=3)
+    finally:
+        refuse_connections(pg_url, False)
+    lines = [r.getMessage() for r in caplog.records if "lost at the stop" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"request log: 1200 rows lost at the stop (ids {ids[0]}, {ids[1]}, {ids[2]}...): "
+    )
+    assert store.failed_rows == 1_200 and count(pg_url) == 0
+
+
+def test_a_stop_that_loses_few_rows_names_them_all_without_an_ellipsis(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RequestStore(pg_url, flush_interval_s=0.05)
+    store.start()
+    try:
+        refuse_connections(pg_url, True)
+        ids = [uuid.uuid4().hex for _ in range(2)]
+        for row_id in ids:
+            assert store.submit(row(id=row_id))
+        store.close(timeout_s=3)
+    finally:
+        refuse_connections(pg_url, False)
+    assert f"request log: 2 rows lost at the stop (ids {ids[0]}, {ids[1]}): " in caplog.text
