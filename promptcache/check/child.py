@@ -15,8 +15,8 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
   ``openai`` clients' HTTP layer), ``requests`` or ``aiohttp`` sends to the capture endpoint
   with the call site (the first stack frame in the user's code), the run, the (reported) pid,
   how many directory listings of the user's code it has reordered so far and whether the
-  program (not its HTTP and LLM clients) has drawn from ``random``, ``uuid4``/``uuid1`` or
-  ``secrets``;
+  program (not its HTTP and LLM clients, nor OpenTelemetry) has drawn from ``random``,
+  ``uuid4``/``uuid1`` or ``secrets``;
 - **reroutes** posts those libraries send straight to a vendor host (``api.anthropic.com``,
   ``api.openai.com``, ``generativelanguage.googleapis.com``) to the capture endpoint, the
   original URL in a header, so clients that ignore the ``*_BASE_URL`` variables are captured;
@@ -402,10 +402,12 @@ def _patch_listings() -> None:
     os.scandir = patched_scandir  # type: ignore[assignment]
 
 
-#: Modules whose own draws are not the program's: the HTTP and LLM clients and retry helpers
-#: (a retry's jitter; the ``openai`` and ``anthropic`` clients' idempotency key, a uuid4 per
-#: request), whose values never go into a prompt.
+#: Modules whose own draws are not the program's: the HTTP and LLM clients, retry helpers and
+#: tracing (a retry's jitter; the ``openai`` and ``anthropic`` clients' idempotency key, a uuid4
+#: per request; OpenTelemetry, which the ``anthropic`` client imports, draws a uuid4 per context
+#: key at import and trace and span ids per span), whose values never go into a prompt.
 CLIENT_MODULES = (
+    "opentelemetry",
     "openai",
     "anthropic",
     "google.genai",

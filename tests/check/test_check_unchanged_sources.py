@@ -48,6 +48,29 @@ def test_a_monotonic_clock_reading_is_not_said_to_be_random(tmp_path: Path) -> N
     assert "caused by none of the changes check made that the run shows" in text
 
 
+_ASK_ANTHROPIC = """
+import time
+import anthropic
+
+anthropic.Anthropic().messages.create(
+    model="claude-sonnet-4-5", max_tokens=10,
+    system=[{"type": "text", "text": f"Uptime {time.monotonic():.6f} s." + " Be careful." * 400,
+             "cache_control": {"type": "ephemeral"}}],
+    messages=[{"role": "user", "content": "hi"}])
+"""
+
+
+def test_the_anthropic_client_s_tracing_import_is_not_a_draw_of_the_program(
+    tmp_path: Path,
+) -> None:
+    # importing anthropic imports opentelemetry (a dependency of the client), whose context
+    # module draws a uuid4 per key it creates: every anthropic app was 'caused by random'
+    result = check_source(tmp_path, "app.py", textwrap.dedent(_ASK_ANTHROPIC))
+    text = render(result, "text")
+    assert [(f.rule, f.causes) for f in result.findings] == [("PC002", ("unexplained",))]
+    assert "caused by random" not in text
+
+
 def test_a_counter_an_earlier_run_left_on_disk_is_not_said_to_be_random(tmp_path: Path) -> None:
     found, text = _check(tmp_path, "disk", str(tmp_path / "visits.txt"))
     assert found == [("PC002", ("unexplained",))]
