@@ -525,6 +525,93 @@ def _grows_in(func: ast.AST, history: ast.expr) -> ast.Call | ast.AugAssign | No
     return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp)
+
+
+def _comprehension(node: ast.expr, frame: Frame) -> ast.ListComp | ast.GeneratorExp | None:
+    """The list comprehension or generator expression ``node`` is, or the one a name of
+    ``frame`` was last bound to (``stamped = [... for m in history]``); None otherwise."""
+    if isinstance(node, ast.Name):
+        node = frame.defs.get(node.id, node)
+    return node if isinstance(node, _COMPREHENSIONS) else None
+
+
+def _appends_to(stmt: ast.stmt, name: str) -> ast.expr | None:
+    """The value ``stmt`` appends to the list ``name`` (``name.append(v)``), or None."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "append"
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == name
+        and len(call.args) == 1
+        and not call.keywords
+    ):
+        return call.args[0]
+    return None
+
+
+def _extends_with(stmt: ast.stmt, name: str) -> ast.ListComp | ast.GeneratorExp | None:
+    """The comprehension ``stmt`` adds to the list ``name`` (``name.extend([... for
+    ...])``), or None. (``name += [...]`` rebinds the name: the list is then not followed.)"""
+    added: ast.expr | None = None
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        if (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr == "extend"
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == name
+            and len(call.args) == 1
+        ):
+            added = call.args[0]
+    return added if isinstance(added, _COMPREHENSIONS) else None
+
+
+def _loop_appends(
+    body: list[ast.stmt],
+    name: str,
+    iters: list[ast.expr],
+    out: list[tuple[ast.expr, list[ast.expr]]],
+) -> None:
+    """Each value appended to ``name`` inside a ``for`` loop of ``body`` (at any depth, not
+    in a nested definition), with the iterables of the loops around it, outermost first."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        added = _appends_to(stmt, name)
+        if added is not None and iters:
+            out.append((added, list(iters)))
+            continue
+        comp = _extends_with(stmt, name)
+        if comp is not None:
+            out.append((comp, list(iters)))
+            continue
+        here = [*iters, stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else iters
+        for block in ("body", "orelse", "finalbody"):
+            _loop_appends(getattr(stmt, block, []), name, here, out)
+        for handler in getattr(stmt, "handlers", []):
+            _loop_appends(handler.body, name, here, out)
+
+
+def earlier_turns(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, start: int, end: int
+) -> list[tuple[ast.expr, list[ast.expr]]]:
+    """The messages a function writes into its local list ``name`` by iterating something
+    (``for m in history: name.append({...})``, ``name += [... for m in history]``) after
+    line ``start`` and before the statement at the function's top level that appends the
+    newest message (``name.append(question)``), itself before line ``end`` (the request):
+    each appended value (a comprehension: the whole of it) with the iterables of the loops
+    around it. Empty when no top-level append follows them: the last appended is then the
+    newest message."""
+    own = [s for s in func.body if start < s.lineno < end]
+    last = max((i for i, s in enumerate(own) if _appends_to(s, name) is not None), default=-1)
+    out: list[tuple[ast.expr, list[ast.expr]]] = []
+    _loop_appends(own[:last], name, [], out)
+    return out
+
+
 def _tool_fields(value: Value, module: str) -> dict[str, frozenset[str] | None] | None:
     """The sent fields (``sinks.sent_tool_fields``) of the SDK tool class ``value`` is an
     instance of, when its fields are known; None otherwise (``module``: the module being
@@ -767,6 +854,44 @@ class RegionsMixin(EngineState):
         return value.with_facts(
             frozenset(f for f in value.facts if (f.kind, f.line, f.col, f.path) not in given)
         )
+
+    def _restamped(self, iters: list[ast.expr], value: Value, frame: Frame) -> Value:
+        """What a comprehension or loop writes per request from the history it iterates
+        (``[{"role": m["role"], "content": f"[{now}] {m['content']}"} for m in history]``):
+        the facts it adds itself (the time stamped on every earlier turn), not those of the
+        iterables ``iters``, whose messages hold what was written into them once, frozen
+        there (as a history a call renders: ``_rendered``)."""
+        given: set[tuple[object, ...]] = set()
+        for it in iters:
+            given.update((f.kind, f.line, f.col, f.path) for f in self._value(it, frame).facts)
+        if not given:
+            return value
+        return value.with_facts(
+            frozenset(f for f in value.facts if (f.kind, f.line, f.col, f.path) not in given)
+        )
+
+    def _record_earlier_turns(
+        self, name: ast.expr, literal: ast.expr, sink: SinkCall, label: str
+    ) -> None:
+        """Record as prefix each message the function writes into its list ``name`` (bound to
+        ``literal``) by iterating a history before it appends the newest message
+        (``earlier_turns``): the turns are rebuilt on every request, so what the loop adds to
+        them per request (``_restamped``) changes the cached prefix."""
+        func = self.frame.func
+        if not isinstance(name, ast.Name) or func is None:
+            return
+        start = getattr(literal, "end_lineno", 0) or 0
+        for added, iters in earlier_turns(func, name.id, start, sink.node.lineno):
+            if isinstance(added, _COMPREHENSIONS):
+                iters = [*iters, *(gen.iter for gen in added.generators)]
+                text: ast.expr = added
+            else:
+                content = dict_get(added, "content")
+                text = content if content is not None else added
+            role = dict_get(added, "role")
+            system = isinstance(role, ast.Constant) and role.value in ("system", "developer")
+            value = self._restamped(iters, self.eval(text), self.frame)
+            self.record("system" if system else "messages", value, text, label)
 
     def assigned_value(self, target: ast.Subscript) -> ast.expr | None:
         """The right-hand side of the assignment whose target is ``target``."""
@@ -1019,12 +1144,16 @@ class RegionsMixin(EngineState):
             # (``messages = render(history); messages.append(question)``): what the call
             # returned is prefix (the name holds the appended newest message too)
             if (
-                isinstance(node, ast.Call)
+                isinstance(node, (ast.Call, *_COMPREHENSIONS))
                 and node is not expr
                 and frame is self.frame
                 and self._grown(expr, node, sink)
             ):
-                rendered = self._rendered(node, self._value(node, frame), frame)
+                if isinstance(node, ast.Call):
+                    rendered = self._rendered(node, self._value(node, frame), frame)
+                else:  # ``messages = [... for m in history]``, then the newest appended
+                    iters = [gen.iter for gen in node.generators]
+                    rendered = self._restamped(iters, self._value(node, frame), frame)
                 self.record("messages", rendered, node, label)
             if sink is not None:
                 sink.complete = False
@@ -1033,6 +1162,8 @@ class RegionsMixin(EngineState):
         # a named list appended to after its literal (``messages.append(question)``): the
         # newest message is the appended one, so every element of the literal is prefix
         grown = node is not expr and frame is self.frame and self._grown(expr, node, sink)
+        if grown and sink is not None:
+            self._record_earlier_turns(expr, node, sink, label)
         for index, written in enumerate(elements):
             tail = index == len(elements) - 1 and not grown
             elt = self.keyword_dict(written)
@@ -1044,10 +1175,16 @@ class RegionsMixin(EngineState):
                 # a splatted stored history (``*history``) holds what was written into it once,
                 # frozen there; a splatted call (``*render(history)``) is rebuilt per request
                 fresh = not isinstance(elt, ast.Starred) or isinstance(elt.value, ast.Call)
+                # a splatted comprehension over the history (``*[... for m in history]``, or
+                # a name bound to one) is rebuilt per request too, from the frozen history
+                comp = _comprehension(elt.value, frame) if isinstance(elt, ast.Starred) else None
                 if not tail and (grown or fresh):
                     if isinstance(elt, ast.Starred) and isinstance(elt.value, ast.Call):
                         value = self._rendered(elt.value, value, frame)
                     self.record("messages", value, elt, label)
+                elif not tail and comp is not None:
+                    iters = [gen.iter for gen in comp.generators]
+                    self.record("messages", self._restamped(iters, value, frame), elt, label)
                 continue
             role = dict_get(elt, "role")
             role_name = role.value if isinstance(role, ast.Constant) else None
