@@ -27,6 +27,7 @@ from .facts import (
     Shape,
     Step,
     Value,
+    When,
     canonical,
     entry_key,
     entry_path,
@@ -880,6 +881,12 @@ class CallsMixin(EngineState):
                 )
             out: set[Fact] = set()
             for f in facts:
+                if f.when:
+                    # made by one branch of a condition on a parameter: not where this call
+                    # takes the other one (``branch_taken``)
+                    if branch_taken(f.when) is False:
+                        continue
+                    f = replace(f, when=())
                 if f.kind is Kind.PARAM and f.fix == own_fix:
                     if f.param == SELF and f.detail.startswith("self.") and receiver is not None:
                         # what the receiver's field holds may change between substitutions
@@ -899,6 +906,22 @@ class CallsMixin(EngineState):
                 else:
                     out.add(f)
             return canonical(frozenset(out))
+
+        def branch_taken(when: When) -> bool | None:
+            """Whether this call takes the branch ``when`` (``Fact.when``) needs: the truth of
+            the constant argument given for that parameter, or of the default it leaves; None
+            when that is not known (an argument that is not a literal, a splat)."""
+            if not when:
+                return True
+            index, needed, default = when
+            if index in arg_values:
+                given = arg_values[index][1]
+                if not isinstance(given, ast.Constant):
+                    return None
+                return bool(given.value) is needed
+            if extra or default < 0:
+                return None
+            return bool(default) is needed
 
         def argument_facts(f: Fact) -> frozenset[Fact]:
             """The facts of the argument the callee's PARAM fact ``f`` names, at the entry

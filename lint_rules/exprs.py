@@ -15,6 +15,7 @@ from .facts import (
     Kind,
     Shape,
     Value,
+    When,
     concat,
     join,
     keyed,
@@ -341,6 +342,15 @@ class ExprsMixin(EngineState):
         test = self.eval(node.test)
         body = self.eval(node.body)
         orelse = self.eval(node.orelse)
+        chosen = self._chosen_by_param(node.test, test)
+        if chosen is not None:
+            # the caller picks the branch (``include_hour_min=True``, or the default it
+            # leaves): what one branch alone makes is marked with the truth it needs
+            index, default = chosen
+            body, orelse = (
+                _branch_only(body, orelse, (index, True, default)),
+                _branch_only(orelse, body, (index, False, default)),
+            )
         value = merge(body, orelse)
         if (
             self.runtime_test(node.test, test)
@@ -351,6 +361,27 @@ class ExprsMixin(EngineState):
                 value.facts | {self.fact(Kind.VARIES, node, "a conditional expression")}
             )
         return value
+
+    def _chosen_by_param(self, test: ast.expr, value: Value) -> tuple[int, int] | None:
+        """For a condition that is one parameter of the function being summarised, as it was
+        given (``include_hour_min``, no reassignment): its index and the truth of its
+        constant default (1, 0, or -1 where it has none or a default of another kind).
+        None for any other condition."""
+        func = self.frame.func
+        if not isinstance(test, ast.Name) or func is None or self.frame.summary is None:
+            return None
+        index = self.frame.params.get(test.id)
+        if index is None or len(value.facts) != 1 or test.id in _rebound(func):
+            return None
+        (fact,) = value.facts
+        if not (
+            fact.kind is Kind.PARAM
+            and fact.param == index
+            and fact.detail == test.id
+            and fact.fix == (id(func),)
+        ):
+            return None
+        return index, _default_truth(func, test.id)
 
     def expr_Yield(self, node: ast.Yield | ast.YieldFrom) -> Value:
         """``yield X`` is a return for the caller that iterates the generator; the value
@@ -592,6 +623,43 @@ class ExprsMixin(EngineState):
             # a message object of a constant role (``ChatMessage(role="user", content=q)``)
             value = wrapped(value, role.value)
         return value
+
+
+def _branch_only(branch: Value, other: Value, when: When) -> Value:
+    """``branch`` with each fact that ``other`` lacks (a parameter's excepted) marked as
+    made only where the parameter has the truth ``when`` names (``Fact.when``)."""
+    only = [f for f in branch.facts - other.facts if f.kind is not Kind.PARAM and not f.when]
+    if not only:
+        return branch
+    return branch.with_facts((branch.facts - set(only)) | {replace(f, when=when) for f in only})
+
+
+def _rebound(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The names ``func``'s body binds (assigned, deleted, a loop's or a with's target),
+    found once per tree (kept on the node)."""
+    known: frozenset[str] | None = func.__dict__.get("_rebound_names")
+    if known is None:
+        known = func.__dict__["_rebound_names"] = frozenset(
+            node.id
+            for stmt in func.body
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+        )
+    return known
+
+
+def _default_truth(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> int:
+    """The truth of the constant default of ``func``'s parameter ``name``: 1, 0, or -1 where
+    it has no default or one that is not a constant."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    given = positional[len(positional) - len(args.defaults) :]
+    pairs = list(zip(given, args.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
+    for arg, default in pairs:
+        if arg.arg == name:
+            return int(bool(default.value)) if isinstance(default, ast.Constant) else -1
+    return -1
 
 
 def _gathers(expr: ast.expr) -> bool:

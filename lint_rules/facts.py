@@ -81,6 +81,10 @@ def sampled(facts: frozenset[Fact]) -> frozenset[Fact]:
     return frozenset(f for f in facts if f.kind is Kind.UNIQUE and f.granularity == SAMPLED)
 
 
+#: ``Fact.when``: (a parameter's index, the truth it needs, the truth of its default), or ()
+When = tuple[int, bool, int] | tuple[()]
+
+
 @dataclass(frozen=True, init=False)
 class Fact:
     """One reason a value is volatile, with the place it was born.
@@ -119,6 +123,12 @@ class Fact:
     #: outermost first (``ctx["recipient"]["time"] = now`` gives ``("recipient", "time")``):
     #: a read of another constant key of that dict does not take it (``key_read``)
     key: tuple[str, ...] = ()
+    #: a fact only one branch of a conditional expression on a parameter of the function
+    #: makes (``fmt_a if include_hour else fmt_b``): (the parameter's index, the truth of the
+    #: parameter that branch needs, the truth of its constant default: 1, 0, or -1 for no
+    #: default); a caller whose argument (or the default it leaves) takes the other branch
+    #: does not get it (``calls.call_bound``). ``()`` for every other fact
+    when: When = ()
     #: every field but ``via``: what the fact is, whatever chain brought it (``canonical``)
     identity: tuple[object, ...] = field(init=False, repr=False, compare=False)
     #: the hash of ``identity``, and of every compared field, computed once (facts are hashed
@@ -141,12 +151,27 @@ class Fact:
         via: tuple[Step, ...] = (),
         role: str = "",
         key: tuple[str, ...] = (),
+        when: When = (),
     ) -> None:
         """The dataclass's constructor and ``__post_init__`` in one, writing the fields into
         the instance's dict (the generated one of a frozen dataclass calls
         ``object.__setattr__`` once per field; facts are made a few hundred thousand times in
         a large module's analysis)."""
-        identity = (kind, line, col, detail, granularity, pinned, param, fix, site, path, role, key)
+        identity = (
+            kind,
+            line,
+            col,
+            detail,
+            granularity,
+            pinned,
+            param,
+            fix,
+            site,
+            path,
+            role,
+            key,
+            when,
+        )
         identity_hash = hash(identity)
         state = self.__dict__
         state["kind"] = kind
@@ -162,6 +187,7 @@ class Fact:
         state["via"] = via
         state["role"] = role
         state["key"] = key
+        state["when"] = when
         state["identity"] = identity
         state["_identity_hash"] = identity_hash
         state["_hash"] = hash((identity_hash, via))
@@ -180,6 +206,7 @@ class Fact:
             self.path,
             self.role,
             self.key,
+            self.when,
         )
         identity_hash = hash(identity)
         object.__setattr__(self, "identity", identity)

@@ -62,9 +62,12 @@ def fact_to_json(fact: Fact, path: str) -> list[Any]:
         ],
         fact.role,
     ]
-    if fact.key:
-        # the constant keys it was stored under (``Fact.key``), only where there are some
+    if fact.key or fact.when:
+        # the constant keys it was stored under (``Fact.key``), only where there are some,
+        # or where the branch of a parameter it needs (``Fact.when``) follows
         out.append(list(fact.key))
+    if fact.when:
+        out.append(list(fact.when))
     return out
 
 
@@ -83,6 +86,7 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
         via=tuple((str(s[0]), int(s[1]), str(s[2]), str(s[3])) for s in item[8]),
         role=str(item[9]) if len(item) > 9 else "",
         key=tuple(str(k) for k in item[10]) if len(item) > 10 else (),
+        when=(int(item[11][0]), bool(item[11][1]), int(item[11][2])) if len(item) > 11 else (),
     )
 
 
