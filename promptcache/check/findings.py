@@ -41,12 +41,13 @@ CAUSE_RULES: Final[dict[str, str]] = {
     "listdir": "PC004",
     UNEXPLAINED: "PC002",
 }
-#: Cause -> how reports name it.
+#: Cause -> how reports name it: the text after "caused by" for a perturbation kind, the
+#: whole clause for :data:`UNEXPLAINED`, which no change of check's caused.
 CAUSE_LABELS: Final[dict[str, str]] = {
     **KIND_LABELS,
     UNEXPLAINED: (
-        "none of the changes check made that the run shows (a value check does not change, "
-        "such as a monotonic clock or a file an earlier run wrote)"
+        "unexplained: none of the changes check made shows in it (a value check does not "
+        "change, such as a monotonic clock or a file an earlier run wrote)"
     ),
 }
 

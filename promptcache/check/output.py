@@ -21,7 +21,7 @@ from urllib.parse import quote
 from promptcache import __version__
 
 from .capture import CallSite
-from .findings import CAUSE_LABELS, RULE_TITLES, Finding
+from .findings import CAUSE_LABELS, RULE_TITLES, UNEXPLAINED, Finding
 from .runner import CheckResult
 
 __all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
@@ -60,9 +60,11 @@ def _causes(finding: Finding) -> str:
 
 
 def _headline(finding: Finding) -> str:
-    if finding.check == "difference":
-        return f"{finding.message}; caused by {_causes(finding)}"
-    return finding.message
+    if finding.check != "difference":
+        return finding.message
+    if finding.causes == (UNEXPLAINED,):
+        return f"{finding.message}; {CAUSE_LABELS[UNEXPLAINED]}"
+    return f"{finding.message}; caused by {_causes(finding)}"
 
 
 def _in_runs(finding: Finding) -> str:

@@ -45,7 +45,7 @@ def test_a_monotonic_clock_reading_is_not_said_to_be_random(tmp_path: Path) -> N
     found, text = _check(tmp_path, "monotonic")
     assert found == [("PC002", ("unexplained",))]
     assert "caused by random" not in text
-    assert "caused by none of the changes check made that the run shows" in text
+    assert "inside the cacheable prefix; unexplained: none of the changes check made shows" in text
 
 
 _ASK_ANTHROPIC = """
@@ -91,5 +91,5 @@ def test_isolated_runs_that_all_show_a_difference_name_none_of_their_kinds(
     # from the baseline's in the run of every kind, so it is none of them: one finding
     found, text = _check(tmp_path, "monotonic", isolate=True)
     assert found == [("PC002", ("unexplained",))]
-    assert "caused by none of the changes check made that the run shows" in text
+    assert "inside the cacheable prefix; unexplained: none of the changes check made shows" in text
     assert "in runs 1, 2, 3, 4 and 5" in text
