@@ -221,15 +221,19 @@ def _artifact(path: str | Path, root: Path) -> dict[str, str]:
 
 
 def render_sarif(result: CheckResult) -> str:
-    """SARIF 2.1.0: one result per finding, located at its call site. A finding without one
-    is located at the file COMMAND runs (no region): GitHub code scanning refuses a whole
-    upload in which one result has no location."""
+    """SARIF 2.1.0: one result per finding, located at its call site, its callers (the frames
+    of the user's code that called it) named in the message and as related locations, so the
+    findings of two callers of one helper differ. A finding without a call site is located at
+    the file COMMAND runs (no region): GitHub code scanning refuses a whole upload in which one
+    result has no location."""
     root = Path.cwd().resolve()
     used = sorted({f.rule for f in result.findings} | set(RULE_TITLES))
     results = []
     script = _command_file(result.command)
     for f in result.findings:
         text = f"{_headline(f)} ({f.api}, {f.path})"
+        if _called_from(f.site):
+            text += f"; {_called_from(f.site)}"
         entry: dict[str, Any] = {
             "ruleId": f.rule,
             "level": "error",
@@ -238,6 +242,18 @@ def render_sarif(result: CheckResult) -> str:
         }
         if f.site is not None:
             entry["locations"] = [_sarif_location(f.site, root)]
+            if f.site.callers:
+                entry["relatedLocations"] = [
+                    {
+                        "id": number,
+                        "physicalLocation": {
+                            "artifactLocation": _artifact(path, root),
+                            "region": {"startLine": line},
+                        },
+                        "message": {"text": f"caller {number + 1}, in {function}"},
+                    }
+                    for number, (path, line, function) in enumerate(f.site.callers)
+                ]
         elif script is not None:
             where = _relative(str(script))
             entry["message"]["text"] = (

@@ -5,6 +5,7 @@ the real capture endpoint."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -423,6 +424,49 @@ def test_a_helper_that_wraps_the_client_names_its_callers(tmp_path: Path) -> Non
         assert site.callers == ((prog, caller, "<module>"),)
     text = render(result, "text")
     assert f"  called from {prog}:{callers[0]} in <module>" in text
+
+
+def test_sarif_findings_of_two_callers_of_one_helper_name_their_callers(tmp_path: Path) -> None:
+    # the two results were the same text at the same line: which caller sent which request was
+    # in the text and GitHub reports only
+    prog = _program(
+        tmp_path,
+        """
+        import datetime, httpx
+        def post(question):
+            httpx.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o",
+                "messages": [{"role": "system", "content": "You are careful. " * 400
+                              + datetime.datetime.now().isoformat()},
+                             {"role": "user", "content": question}]})
+        def morning():
+            post("good morning")
+        def evening():
+            post("good evening")
+        morning()
+        evening()
+        """,
+    )
+    result = run_check([sys.executable, prog], stdout=sys.stderr)
+    lines = Path(prog).read_text().splitlines()
+    line_of = {name: lines.index(f'    post("good {name}")') + 1 for name in ("morning", "evening")}
+    at = {name: lines.index(f"{name}()") + 1 for name in ("morning", "evening")}
+    doc = json.loads(render(result, "sarif"))
+    texts = sorted(r["message"]["text"] for r in doc["runs"][0]["results"])
+    assert [t.split("; called from ")[1] for t in texts] == [
+        f"{prog}:{line_of['evening']} in evening, from {prog}:{at['evening']} in <module>",
+        f"{prog}:{line_of['morning']} in morning, from {prog}:{at['morning']} in <module>",
+    ]
+    related = sorted(
+        [
+            (loc["physicalLocation"]["region"]["startLine"], loc["message"]["text"])
+            for loc in r["relatedLocations"]
+        ]
+        for r in doc["runs"][0]["results"]
+    )
+    assert related == [
+        [(line_of["morning"], "caller 1, in morning"), (at["morning"], "caller 2, in <module>")],
+        [(line_of["evening"], "caller 1, in evening"), (at["evening"], "caller 2, in <module>")],
+    ]
 
 
 def test_a_one_message_prompt_that_differs_is_counted_in_a_note(tmp_path: Path) -> None:
