@@ -87,6 +87,9 @@ _QUERY_CREDENTIAL = re.compile(
 )
 #: ``scheme://user:password@`` in a URL, or in text quoting one (an httpx error message).
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@")
+#: The ``user:password@`` part of a text that is one URL (it starts with the scheme), spaces
+#: included: a password not percent-encoded may hold one, and no other word follows it there.
+_LEADING_USERINFO = re.compile(r"(?i)^([a-z][a-z0-9+.\-]*://)[^/?#\n]*@")
 _JSON_CREDENTIAL = re.compile(
     r'("(?i:api[_-]?key|x-api-key|x-goog-api-key|authorization|access[_-]?token|secret|password)"'
     r'\s*:\s*)"(?:[^"\\]|\\.)*"'
@@ -136,8 +139,10 @@ def redact_url(text: str) -> str:
     replaced by ``***@`` and the value of every credential query parameter by ``[REDACTED]``.
 
     How a URL is shown: the access log, the banner, messages and the log's `error` column; the
-    request itself still goes to the URL as given.
+    request itself still goes to the URL as given. A text that starts with a URL has that URL's
+    ``user:password@`` masked even when it holds a space (``postgresql://u:my pw@host/db``).
     """
+    text = _LEADING_USERINFO.sub(r"\1***@", text)
     text = _USERINFO.sub(r"\1***@", text)
     return _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
 

@@ -121,6 +121,33 @@ def test_a_password_with_a_bare_percent_is_not_printed(
         ) in " ".join(result.output.split()), (args, result.output)
 
 
+@pytest.mark.parametrize(
+    ("userinfo", "quoted"),
+    [("proxy:my S3cret", "***"), ("bad user:S3cret", "bad user")],
+)
+def test_a_space_in_the_user_name_or_password_does_not_print_the_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, userinfo: str, quoted: str
+) -> None:
+    # libpq refuses a space that is not percent-encoded; the URL around its message was shown
+    # as given, password and all, since a URL's user:password@ part was taken to hold no space
+    pytest.importorskip("psycopg")
+    monkeypatch.chdir(tmp_path)
+    url = f"postgresql://{userinfo}@127.0.0.1:1/promptcache"
+    runner = CliRunner()
+    for args in (
+        ["proxy", "--upstream", "openai", "--port", "1", "--db", url],
+        ["report", "--db", url],
+        ["log", "copy", url, "b.db"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "S3cret" not in result.output, result.output
+        assert (
+            "cannot connect to the request log postgresql://***@127.0.0.1:1/promptcache: "
+            f'unexpected spaces found in "{quoted}"'
+        ) in " ".join(result.output.split()), (args, result.output)
+
+
 def test_without_postgres_the_tests_skip_with_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
