@@ -211,8 +211,9 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
 
     Raises:
         ConfigError: SRC is missing or not a log; SRC and DST are the same log; DST already
-            holds a copy of SRC (the message says when it was made and how many rows), or a
-            request of SRC by its id (the message names it); nothing is written then.
+            holds a copy of SRC's log (SRC, or the log whose key salt SRC took in a copy: the
+            message names what was copied, when and how many rows), or a request of SRC by its
+            id (the message names it); nothing is written then.
         StoreError: either database cannot be opened, or the copy failed (DST unchanged).
     """
     if _same_location(src, dst):
@@ -226,11 +227,17 @@ def copy_log(src: str | Path, dst: str | Path) -> CopyResult:
             raise ConfigError(f"{_shown(src)} and {_shown(dst)} are the same log; nothing to copy")
         done = _marker(dst_db, identity)
         if done is not None:
+            copied = plural(int(done.get("rows") or 0), "row")
+            if done.get("source") in (None, _shown(src)):
+                raise ConfigError(
+                    f"{_shown(dst)} already holds a copy of {_shown(src)} (log {identity[:8]}): "
+                    f"{copied} copied at {done.get('copied_at_utc')}; a log is copied once"
+                )
+            # SRC took the key salt of that log from a copy (a copy of a copy, a copy back)
             raise ConfigError(
-                f"{_shown(dst)} already holds a copy of {_shown(src)} (log {identity[:8]}): "
-                f"{plural(int(done.get('rows') or 0), 'row')} copied at "
-                f"{done.get('copied_at_utc')}; "
-                "a log is copied once"
+                f"{_shown(dst)} already holds a copy of log {identity[:8]}: {copied} copied "
+                f"from {done['source']} at {done.get('copied_at_utc')}; {_shown(src)} is that "
+                "log or a copy of it (the same key salt), and a log is copied once"
             )
         have = set(_columns(dst_db))
         missing = [c for c in columns if c not in have]

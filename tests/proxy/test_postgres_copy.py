@@ -281,6 +281,27 @@ def test_one_request_is_counted_in_the_singular(tmp_path: Path) -> None:
     assert count(dst) == 1
 
 
+def test_a_copy_of_a_copy_refused_names_the_copy_the_destination_holds(tmp_path: Path) -> None:
+    # a.db -> b.db -> c.db, then c.db back into b.db: b.db holds a.db's copy (5 rows), which
+    # c.db shares the key salt of; the refusal said 'b.db already holds a copy of c.db: 5 rows'
+    a = sqlite_log(tmp_path / "a.db", all_rows()[:5])
+    b, c = tmp_path / "b.db", tmp_path / "c.db"
+    copy_log(a, b)
+    copy_log(b, c)
+    identity = log_identity(open_log(a))
+    refused = cli("log", "copy", str(c), str(b))
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(
+        f"error: {b} already holds a copy of log {identity[:8]}: 5 rows copied from {a} at "
+    ), refused.stderr
+    assert f"; {c} is that log or a copy of it (the same key salt), and a log is copied once" in (
+        refused.stderr
+    )
+    assert f"a copy of {c}" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert count(b) == 5
+
+
 def bodies(location: str | Path) -> list[tuple[object, ...]]:
     db = open_log(location)
     try:
