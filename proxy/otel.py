@@ -77,6 +77,7 @@ from promptcache.errors import ConfigError
 from promptcache.ttl import LIFETIME_S
 
 from .record import RequestRecord
+from .redact import redact_url
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -130,8 +131,10 @@ def traces_url(endpoint: str, what: str = "--otlp-endpoint") -> str:
     as given. ``what``: how the error message names the setting.
 
     Raises:
-        ConfigError: not an http(s) URL with a host.
+        ConfigError: not an http(s) URL with a host, or its port is not one from 1 to 65535
+            (the message shows the URL with its ``user:password@`` masked).
     """
+    shown = redact_url(endpoint)
     try:
         parts = urlsplit(endpoint)
         host = parts.hostname
@@ -139,8 +142,17 @@ def traces_url(endpoint: str, what: str = "--otlp-endpoint") -> str:
         host = None
     if not host or parts.scheme not in ("http", "https"):
         raise ConfigError(
-            f"{what} {endpoint!r} is not an http(s) URL; give the collector's OTLP/HTTP "
+            f"{what} {shown!r} is not an http(s) URL; give the collector's OTLP/HTTP "
             "address, e.g. http://127.0.0.1:4318"
+        )
+    try:
+        port = parts.port
+    except ValueError:  # out of range, or not a number
+        port = 0
+    if port == 0:
+        raise ConfigError(
+            f"{what} {shown!r} has an invalid port; give a port from 1 to 65535 "
+            "(e.g. http://127.0.0.1:4318) or none for the scheme's default"
         )
     if parts.path in ("", "/"):  # the path goes before a query or fragment, not after it
         return urlunsplit(parts._replace(path=TRACES_PATH))

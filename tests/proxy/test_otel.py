@@ -493,6 +493,24 @@ def test_the_endpoint_setting() -> None:
     assert flag_only.otlp_endpoint == flag
 
 
+def test_an_endpoint_with_a_bad_port_is_refused_and_its_password_never_shown() -> None:
+    # port 99999 started the proxy, 'spans to http://127.0.0.1:99999/v1/traces', and every
+    # export failed ('Failed to parse'); the upstream URL's own port is checked at the start
+    base = {"default_upstream": "openai"}
+    for endpoint in ("http://127.0.0.1:99999", "http://127.0.0.1:0", "http://127.0.0.1:port"):
+        with pytest.raises(ConfigError) as refused:
+            config_from_dict(base, source="p.toml", otlp_endpoint=endpoint)
+        assert str(refused.value) == (
+            f"--otlp-endpoint {endpoint!r} has an invalid port; give a port from 1 to 65535 "
+            "(e.g. http://127.0.0.1:4318) or none for the scheme's default"
+        )
+    with pytest.raises(ConfigError) as refused:
+        config_from_dict(base, source="p.toml", otlp_endpoint="ftp://user:S3cret-pw@collector")
+    assert "S3cret" not in str(refused.value)
+    assert "'ftp://***@collector' is not an http(s) URL" in str(refused.value)
+    assert traces_url("http://user:pw@collector:4318") == "http://user:pw@collector:4318/v1/traces"
+
+
 def test_a_model_name_with_a_lone_surrogate_does_not_lose_the_export(
     start_proxy: Callable[..., RunningProxy], receiver: tuple[OtlpReceiver, str]
 ) -> None:
