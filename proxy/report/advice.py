@@ -10,7 +10,7 @@ there (and on Bedrock), not at OpenAI or Gemini, and the engine has no TTL at al
 1. prefix stability: the costliest break reason with a known fix (:data:`FIXES`), naming its top
    segment, at any hit rate (above :data:`LOW_HIT_RATE`, not ``below_minimum``);
    without one, a low token-weighted hit rate (< :data:`LOW_HIT_RATE`)
-   says what else keeps it low (parallel misses, one-off prefixes);
+   says what else keeps it low (prefixes the upstream dropped, one-off prefixes);
 2. TTL: families whose cheapest TTL differs from the one in use (a high hit rate with gaps just
    past the TTL), and TTL expiries in general;
 3. cache writes nobody read (the write premium wasted);
@@ -240,6 +240,16 @@ class Recommendation:
     message: str
 
 
+#: Why a request read nothing of a prefix its predecessor had written (its first token was back,
+#: so the write had landed; ``expected_hit``): not parallel requests, but an upstream that no
+#: longer held it.
+_DROPPED = (
+    "the upstream no longer held the prefix (an engine evicts it when its KV pool fills and "
+    "loses it when it restarts: --kv-cache-bytes, --kv-ram, --kv-disk; a vendor's cache is best "
+    "effort: compare with its miss reason)"
+)
+
+
 def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
@@ -309,9 +319,8 @@ def _stability(total: Summary, reasons: Sequence[BreakReasonSummary]) -> Recomme
         return Recommendation(
             "prefix_stability",
             f"{head} No prefix change explains it, but "
-            f"{_n(total.unexpected_misses, 'request')} sent an unchanged prefix within the TTL "
-            "and read nothing: send one request and wait for its first token before fanning out "
-            "parallel requests on the same prefix.",
+            f"{_n(total.unexpected_misses, 'request')} sent an unchanged prefix within the TTL, "
+            f"after the previous request's first token, and read nothing: {_DROPPED}.",
         )
     if total.new_prefixes * 2 > total.requests_with_usage:
         why = "Most traffic opens new prefixes; caching pays only when the same prefix "
@@ -411,8 +420,8 @@ def recommend(
             Recommendation(
                 "unexpected_miss",
                 f"{_n(total.unexpected_misses, 'request')} sent an unchanged prefix within the "
-                "TTL but read nothing from the cache: check for parallel requests sent before the "
-                "first write finished, and compare with the vendor's miss reason.",
+                "TTL, after the previous request's first token, but read nothing from the cache: "
+                f"{_DROPPED}.",
             )
         )
     if engine is not None:
