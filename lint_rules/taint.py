@@ -350,9 +350,10 @@ def _reads_per_request_state(test: ast.expr, own: frozenset[str]) -> bool:
 
 class _Computed:
     """What one summary computed by the class pre-pass depended on (``_prepass_classes``):
-    the fields of classes it read, as (class, table, attribute, value read); the summaries
-    it used, as (function, summary); and ``clean``: False once it met anything that makes it
-    a summary to compute again (a store into a field, an event a recording pass keeps, a
+    the fields of classes it read, as (class, table, attribute, value read), a store of the
+    value a field already held counting as a read of it; the summaries it used, as
+    (function, summary); and ``clean``: False once it met anything that makes it a summary
+    to compute again (a store that changes a field, an event a recording pass keeps, a
     recursion cut); for a nested function, the frame it closed over."""
 
     __slots__ = ("clean", "closure", "reads", "uses")
@@ -368,7 +369,7 @@ class _Computed:
 class _ReadLog(dict):  # type: ignore[type-arg]
     """A class's ``attrs`` or ``attr_defs`` table (``name``) while the pre-pass runs: each
     ``get`` is noted in the innermost summary being computed, and a store makes that summary
-    one to compute again."""
+    one to compute again unless the field already held an equal value (``_stored``)."""
 
     __slots__ = ("info", "name", "track")
 
@@ -386,13 +387,25 @@ class _ReadLog(dict):  # type: ignore[type-arg]
 
     def __setitem__(self, key: str, value: Any) -> None:
         if self.track:
-            self.track[-1].clean = False
+            self._stored(key, value)
         dict.__setitem__(self, key, value)
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if self.track:
-            self.track[-1].clean = False
+            self._stored(key, dict.get(self, key, default))
         return dict.setdefault(self, key, default)
+
+    def _stored(self, key: str, value: Any) -> None:
+        """``value`` stored under ``key`` by the innermost summary being computed. A value
+        equal to the one the field holds counts as a read of it: computed again while the
+        field holds it, the summary stores that value again and the table stays as it is
+        (the value stored follows from what the summary read). Any other store makes the
+        summary one to compute again."""
+        old = dict.get(self, key, _MISSING)
+        if old is not _MISSING and (old is value or old == value):
+            self.track[-1].reads.append((self.info, self.name, key, old))
+        else:
+            self.track[-1].clean = False
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         if self.track:
@@ -537,12 +550,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         depend on those exports.
 
         A summary the recording pass would compute the same is kept for it instead: one whose
-        run stored into no field, recorded nothing (no prefix entry with facts, no sink call,
-        no call of a function that marks a breakpoint), met no recursion cut and used only
-        summaries kept too. When the recording pass asks for it, it is taken, with the
-        summaries it used, if the fields it read hold equal values then, each summary it used
-        is the one there is then, and (for a nested function) the frame it closes over is
-        equal (``_take``)."""
+        run changed no field (a store of the value the field held counts as a read of it),
+        recorded nothing (no prefix entry with facts, no sink call, no call of a function
+        that marks a breakpoint) and met no recursion cut. When the recording pass asks for
+        it, it is taken, with the kept summaries it used, if the fields it read hold equal
+        values then, each summary it used is (or equals) the one there is then or is a kept
+        one that holds too, and (for a nested function) the frame it closes over is equal
+        (``_take``); a summary it used that the recording pass has not computed yet and that
+        was not kept makes it one to compute again."""
         classes = list(
             dict.fromkeys(
                 base
@@ -574,21 +589,17 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             for info in tables:
                 info.attrs = dict(info.attrs)
                 info.attr_defs = dict(info.attr_defs)
-        # in the order computed, so the summaries one used come before it
-        candidates = set(before)
-        for func, done in computed.items():
-            if done.clean and all(use in candidates for use, _ in done.uses):
-                candidates.add(func)
         for key in set(self.summaries) - before:
             summary = self.summaries.pop(key)
-            if key in candidates:
-                self._kept[key] = (summary, computed[key])
+            done = computed[key]
+            if done.clean:
+                self._kept[key] = (summary, done)
 
     def _take(self, func: ast.AST) -> Summary | None:
         """The pre-pass's summary of ``func`` (``_kept``) when computing it now would give
         it again: the fields it read hold equal values now, and each summary it used is the
-        one there is now or is such a kept summary too (then taken with it). None, and
-        nothing taken, otherwise."""
+        one there is now, or equal to it (a summary computed again the same), or is such a
+        kept summary too (then taken with it). None, and nothing taken, otherwise."""
         taking: dict[ast.AST, Summary] = {}
         if not self._still_holds(func, taking):
             self._kept.pop(func, None)
@@ -628,7 +639,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if not self._still_holds(use, taking):
                     return False
                 have = taking[use]
-            if have is not used:
+            if have is not used and have != used:
                 return False
         return True
 
