@@ -94,7 +94,8 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         for secret in _passwords_in(url):  # libpq quotes a malformed one in its message
-            reason = reason.replace(secret, "***")
+            # the password as a whole word, not inside one ('p' is no part of 'port')
+            reason = re.sub(rf"(?<![\w%]){re.escape(secret)}(?![\w%])", "***", reason)
         if "invalid percent-encoded token" in reason:
             reason += "; write a % in the user name or password as %25"
         raise StoreError(f"cannot connect to the request log {redact_url(url)}: {reason}") from exc

@@ -148,6 +148,21 @@ def test_a_space_in_the_user_name_or_password_does_not_print_the_password(
         ) in " ".join(result.output.split()), (args, result.output)
 
 
+def test_a_short_password_is_not_masked_inside_the_words_of_the_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the password 'p' was masked wherever the letter stood: 'connection to server at
+    # "127.0.0.1", ***ort 1 failed: Connection refused'
+    pytest.importorskip("psycopg")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["report", "--db", "postgresql://u:p@127.0.0.1:1/x"])
+    assert result.exit_code == 2, result.output
+    assert (
+        "cannot connect to the request log postgresql://***@127.0.0.1:1/x: connection failed: "
+        'connection to server at "127.0.0.1", port 1 failed: Connection refused'
+    ) in " ".join(result.output.split()), result.output
+
+
 def test_without_postgres_the_tests_skip_with_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
