@@ -189,6 +189,8 @@ class ModuleIndex:
 
     names: dict[str, tuple[str, bool]] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)
+    #: (absolute folder, stem) -> file, built on first use by ``_sibling``
+    _by_folder: dict[tuple[str, str], str] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, paths: Iterable[str], root: Path) -> ModuleIndex:
@@ -225,16 +227,37 @@ class ModuleIndex:
         return index
 
     def file_of(self, module: str, importer: str) -> str | None:
-        """The file of ``module`` as seen from ``importer`` (a path), or None."""
+        """The file of ``module`` as seen from ``importer`` (a path), or None.
+
+        A top-level name no file claims is the importer's sibling ``<module>.py`` when the
+        importer's folder is not a package and the name is not the standard library's: a
+        script run as ``python src/tools/app.py`` imports ``clock`` from ``src/tools/``,
+        which the source root ``src`` names ``tools.clock``.
+        """
         candidates = self.files.get(module)
         if not candidates:
-            return None
+            return self._sibling(module, importer)
         unique = sorted(set(candidates))
         if len(unique) == 1:
             return unique[0]
         here = os.path.dirname(os.path.abspath(importer))
         local = [c for c in unique if os.path.dirname(os.path.abspath(c)) == here]
         return local[0] if len(local) == 1 else None
+
+    def _sibling(self, module: str, importer: str) -> str | None:
+        if "." in module or module in sys.stdlib_module_names:
+            return None
+        here = os.path.dirname(os.path.abspath(importer))
+        if _is_package_dir(here):
+            return None
+        if self._by_folder is None:
+            by_folder: dict[tuple[str, str], str] = {}
+            for path in self.names:
+                folder, filename = os.path.split(os.path.abspath(path))
+                if filename.endswith(".py"):
+                    by_folder.setdefault((folder, filename[: -len(".py")]), path)
+            self._by_folder = by_folder
+        return self._by_folder.get((here, module))
 
     def split(self, qual: str, importer: str) -> tuple[str, str] | None:
         """``app.prompts.context.current_context`` -> (defining file, ``current_context``):

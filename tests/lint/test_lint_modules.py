@@ -6,6 +6,10 @@ Real files in a temporary tree; each case is a layout a project declares in its 
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from promptcache.lint_rules.analysis.modules import ModuleIndex
@@ -138,3 +142,60 @@ def test_a_pyproject_nested_too_deeply_for_tomllib_declares_nothing(tmp_path: Pa
     claims = _claims(index, tmp_path)
     assert claims["dpkg.m"] == ["libs/deep/src/dpkg/m.py"]  # src/ is still a source root
     assert claims["libs.deep.src.dpkg.m"] == ["libs/deep/src/dpkg/m.py"]
+
+
+CLI = (sys.executable, "-c", "from promptcache.cli import main; main()", "lint")
+
+
+def test_a_script_folder_under_src_imports_its_siblings(tmp_path: Path) -> None:
+    """``python src/tools/app.py`` puts ``src/tools/`` on ``sys.path``: its ``import clock``
+    is the sibling ``clock.py``, though ``src`` names that file ``tools.clock``. A standard
+    library name, a name with dots and an importer inside a package keep their meaning."""
+    files = _tree(
+        tmp_path,
+        {
+            "src/tools/app.py": "",
+            "src/tools/clock.py": "",
+            "src/tools/string.py": "",
+            "src/pkg/__init__.py": "",
+            "src/pkg/run.py": "",
+            "src/pkg/clock.py": "",
+        },
+    )
+    index = ModuleIndex.build(files, tmp_path)
+    app = str(tmp_path / "src" / "tools" / "app.py")
+    assert "clock" not in _claims(index, tmp_path)
+    assert index.file_of("clock", app) == str(tmp_path / "src" / "tools" / "clock.py")
+    assert index.split("clock.stamp", app) == (
+        str(tmp_path / "src" / "tools" / "clock.py"),
+        "stamp",
+    )
+    assert index.file_of("string", app) is None  # the standard library's
+    assert index.file_of("tools.clock", app) == str(tmp_path / "src" / "tools" / "clock.py")
+    assert index.file_of("app.clock", app) is None
+    assert index.file_of("clock", str(tmp_path / "src" / "pkg" / "run.py")) is None
+
+
+def test_lint_of_a_script_folder_under_src_follows_its_sibling_import(tmp_path: Path) -> None:
+    """The real CLI, given ``src/p_many_paths`` (``app.py`` imports ``clock``), reports the
+    clock's chain as it does for the same folder elsewhere."""
+    source = Path(__file__).parent / "programs" / "p_many_paths"
+    outputs = []
+    for parent in ("src", "scripts"):
+        folder = tmp_path / parent / "p_many_paths"
+        shutil.copytree(source, folder)
+        done = subprocess.run(
+            [*CLI, "--no-cache", "--jobs", "1", "--format", "json", f"{parent}/p_many_paths"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        (finding,) = json.loads(done.stdout)
+        outputs.append([(Path(r["filename"]).name, r["row"]) for r in finding["related"]])
+    assert (
+        outputs[0]
+        == outputs[1]
+        == [("clock.py", 8), ("clock.py", 12), ("app.py", 11), ("app.py", 18)]
+    )
