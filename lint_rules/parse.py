@@ -147,7 +147,7 @@ def _share_rewrite(source: str | bytes, rewritten: str) -> None:
 #: files analysed before it, in the same order, so the trees kept must hold them all: with
 #: less, the least recently used is always the next one wanted and none is found (a serial
 #: cold run of deepagents asks for 823 trees: with 2 MB 778 are parsed, with 8 MB 426, about
-#: one per file; a fresh tree also costs the collector two passes over it). 2 MB -> 8 MB,
+#: one per file; a fresh tree also costs the collector a pass over it). 2 MB -> 8 MB,
 #: serial cold CPU on 2 shared cores (load 3-5): deepagents 26.0 -> 23.6 s, hindsight 18.2 ->
 #: 15.7 s, openai-agents-python 18.6 -> 15.7 s, browser-use 10.7 -> 9.9 s; peak RSS 211 ->
 #: 377, 195 -> 331, 162 -> 288, 155 -> 166 MiB (open-chat-studio, 1,312 files: 118 -> 132)
@@ -207,8 +207,12 @@ def parse_kept(source: str | bytes, path: str) -> ast.Module:
         _TREES[source] = tree
         _TREES_SIZE[0] += size
         while _TREES_SIZE[0] > TREES_KEPT_BYTES:
-            oldest, _ = _TREES.popitem(last=False)
+            oldest, dropped = _TREES.popitem(last=False)
             _TREES_SIZE[0] -= len(oldest)
+            # the list of its nodes kept on the tree (``nodes.all_nodes``) holds the tree
+            # itself: without it, the tree is freed by its reference count, even where the
+            # collector no longer sees it (``gc.freeze``)
+            dropped.__dict__.pop("_all_nodes", None)
     return tree
 
 
