@@ -1080,6 +1080,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             ):
                 # dicts of known keys on every return: each key holds what any put there
                 summary.ret = functools.reduce(merge, values)
+            if len(values) > 1 and all(v.elem is not None for v in values):
+                # lists of elements of known fields on every return (``return questions``
+                # after the loop that fills it, ``return [Question(text=..., size="medium")]``
+                # as the fallback): each field of the elements holds what either put there, so
+                # a set stored in one field does not spread over the others
+                merged = functools.reduce(merge, values)
+                if merged.elem is not None:
+                    summary.ret = merged
             # a return of which nothing is known (``Record.from_dict(data)``, a call the
             # analysis does not follow) holds no fact in any field: beside an instance built on
             # another path it is left out, so the time stamped into one field of that instance
