@@ -279,6 +279,9 @@ def test_a_502_after_a_retry_names_each_replica_tried_with_its_own_failure(
     fleet: list[FleetReplica], start_fleet_proxy: Callable[..., tuple[str, Path, Any]]
 ) -> None:
     url, db, app = start_fleet_proxy(fleet[:2])
+    # the proxy's first health round must have reached both replicas: a check that found the
+    # first one stopped would take it out of rotation, and the retry would go the other way
+    wait_for(lambda: all(r.health_checks for r in fleet[:2]), "the first health round")
     fleet[0].stop()  # the first choice (least loaded, first in list) refuses
     fleet[1].cut_before_body = True  # the retry's replica sends its head, then dies
     response = send(url, chat("tenant A", "hi", stream=True))
