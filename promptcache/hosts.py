@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from urllib.parse import SplitResult
 
 from .errors import ConfigError
 
-__all__ = ["check_host", "http_url", "is_loopback_host"]
+__all__ = ["check_host", "check_url_port", "http_url", "is_loopback_host"]
 
 
 def http_url(host: str, port: int) -> str:
@@ -16,6 +17,30 @@ def http_url(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}"
+
+
+def check_url_port(parts: SplitResult, named: str, example: str) -> None:
+    """Refuse a URL whose port is 0, above 65535 or not a number (``urlsplit`` accepts such a
+    URL; only reading its ``.port`` fails, or gives 0). A URL with no port passes.
+
+    Args:
+        parts: the URL, split.
+        named: how the message names the URL, e.g. ``"upstream URL 'http://***@host:99999'"``
+            (with its ``user:password@`` already masked).
+        example: a URL with a valid port for the message to suggest.
+
+    Raises:
+        ConfigError: the port is invalid; the message says what to give instead.
+    """
+    try:
+        port = parts.port
+    except ValueError:  # out of range, or not a number
+        port = 0
+    if port == 0:
+        raise ConfigError(
+            f"{named} has an invalid port; give a port from 1 to 65535 (e.g. {example}) or none "
+            "for the scheme's default"
+        )
 
 
 def is_loopback_host(host: str) -> bool:

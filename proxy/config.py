@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promptcache.errors import ConfigError, UnknownModelPriceError
-from promptcache.hosts import is_loopback_host
+from promptcache.hosts import check_url_port, is_loopback_host
 from promptcache.pricing import default_price_table, lookup_price
 
 from .dialect import is_postgres_url, log_url_problem
@@ -447,15 +447,7 @@ def _check_url(url: str) -> str:
             f"upstream {shown!r} is neither one of {', '.join(KNOWN_UPSTREAMS)} nor an http(s) "
             "URL; give e.g. --upstream openai or --upstream http://127.0.0.1:8000"
         )
-    try:
-        port = parts.port
-    except ValueError:  # out of range, or not a number
-        port = 0
-    if port == 0:
-        raise ConfigError(
-            f"upstream URL {shown!r} has an invalid port; give a port from 1 to 65535 "
-            "(e.g. http://127.0.0.1:8000) or none for the scheme's default"
-        )
+    check_url_port(parts, f"upstream URL {shown!r}", "http://127.0.0.1:8000")
     if parts.query or parts.fragment:
         raise ConfigError(f"upstream URL {shown!r} must not have a query or fragment")
     if parts.path.rstrip("/").endswith("/v1"):

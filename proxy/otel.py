@@ -74,6 +74,7 @@ from urllib.parse import urlsplit, urlunsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from promptcache.errors import ConfigError
+from promptcache.hosts import check_url_port
 from promptcache.ttl import LIFETIME_S
 
 from .record import RequestRecord
@@ -145,15 +146,7 @@ def traces_url(endpoint: str, what: str = "--otlp-endpoint") -> str:
             f"{what} {shown!r} is not an http(s) URL; give the collector's OTLP/HTTP "
             "address, e.g. http://127.0.0.1:4318"
         )
-    try:
-        port = parts.port
-    except ValueError:  # out of range, or not a number
-        port = 0
-    if port == 0:
-        raise ConfigError(
-            f"{what} {shown!r} has an invalid port; give a port from 1 to 65535 "
-            "(e.g. http://127.0.0.1:4318) or none for the scheme's default"
-        )
+    check_url_port(parts, f"{what} {shown!r}", "http://127.0.0.1:4318")
     if parts.path in ("", "/"):  # the path goes before a query or fragment, not after it
         return urlunsplit(parts._replace(path=TRACES_PATH))
     return endpoint
