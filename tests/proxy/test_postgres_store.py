@@ -502,20 +502,27 @@ def test_a_role_that_may_not_read_the_log_is_told_so_not_that_there_is_none(
     )
 
 
-def test_a_stop_while_the_server_is_away_says_every_lost_row_in_one_line(
-    pg_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    # more rows than one batch (500): one error line counts them all, not one line per batch
+def _stop_while_the_server_is_away(pg_url: str, rows: int) -> tuple[RequestStore, list[str]]:
+    """A store that took ``rows`` new rows and was closed while the server refused connections;
+    with the rows' ids, in the order submitted."""
     store = RequestStore(pg_url, flush_interval_s=0.05)
     store.start()
     try:
         refuse_connections(pg_url, True)
-        ids = [uuid.uuid4().hex for _ in range(1_200)]
+        ids = [uuid.uuid4().hex for _ in range(rows)]
         for row_id in ids:
             assert store.submit(row(id=row_id))
         store.close(timeout_s=3)
     finally:
         refuse_connections(pg_url, False)
+    return store, ids
+
+
+def test_a_stop_while_the_server_is_away_says_every_lost_row_in_one_line(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # more rows than one batch (500): one error line counts them all, not one line per batch
+    store, ids = _stop_while_the_server_is_away(pg_url, 1_200)
     lines = [r.getMessage() for r in caplog.records if "lost at the stop" in r.getMessage()]
     assert len(lines) == 1, lines
     assert lines[0].startswith(
@@ -527,14 +534,5 @@ def test_a_stop_while_the_server_is_away_says_every_lost_row_in_one_line(
 def test_a_stop_that_loses_few_rows_names_them_all_without_an_ellipsis(
     pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = RequestStore(pg_url, flush_interval_s=0.05)
-    store.start()
-    try:
-        refuse_connections(pg_url, True)
-        ids = [uuid.uuid4().hex for _ in range(2)]
-        for row_id in ids:
-            assert store.submit(row(id=row_id))
-        store.close(timeout_s=3)
-    finally:
-        refuse_connections(pg_url, False)
+    _, ids = _stop_while_the_server_is_away(pg_url, 2)
     assert f"request log: 2 rows lost at the stop (ids {ids[0]}, {ids[1]}): " in caplog.text
