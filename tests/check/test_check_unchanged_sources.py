@@ -5,6 +5,8 @@ child processes through the official openai client and the real capture endpoint
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -65,6 +67,11 @@ def test_the_anthropic_client_s_tracing_import_is_not_a_draw_of_the_program(
 ) -> None:
     # importing anthropic imports opentelemetry (a dependency of the client), whose context
     # module draws a uuid4 per key it creates: every anthropic app was 'caused by random'
+    imports = "import sys, anthropic; print('opentelemetry.context' in sys.modules)"
+    probe = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True)
+    assert probe.stdout.strip() == "True", (
+        "the installed anthropic client does not import opentelemetry: nothing to test"
+    )
     result = check_source(tmp_path, "app.py", textwrap.dedent(_ASK_ANTHROPIC))
     text = render(result, "text")
     assert [(f.rule, f.causes) for f in result.findings] == [("PC002", ("unexplained",))]
