@@ -150,11 +150,12 @@ def result_json(result: CheckResult) -> dict[str, Any]:
     }
 
 
-def _sarif_location(site: CallSite, root: Path) -> dict[str, Any]:
+def _sarif_location(path: str, line: int, root: Path) -> dict[str, Any]:
+    """A SARIF location: line ``line`` (1-based) of ``path``, relative to ``root`` when under it."""
     return {
         "physicalLocation": {
-            "artifactLocation": _artifact(site.path, root),
-            "region": {"startLine": site.line},
+            "artifactLocation": _artifact(path, root),
+            "region": {"startLine": line},
         }
     }
 
@@ -232,8 +233,9 @@ def render_sarif(result: CheckResult) -> str:
     script = _command_file(result.command)
     for f in result.findings:
         text = f"{_headline(f)} ({f.api}, {f.path})"
-        if _called_from(f.site):
-            text += f"; {_called_from(f.site)}"
+        called_from = _called_from(f.site)
+        if called_from:
+            text += f"; {called_from}"
         entry: dict[str, Any] = {
             "ruleId": f.rule,
             "level": "error",
@@ -241,15 +243,12 @@ def render_sarif(result: CheckResult) -> str:
             "properties": {"check": f.check, "causes": list(f.causes), "path": f.path},
         }
         if f.site is not None:
-            entry["locations"] = [_sarif_location(f.site, root)]
+            entry["locations"] = [_sarif_location(f.site.path, f.site.line, root)]
             if f.site.callers:
                 entry["relatedLocations"] = [
                     {
                         "id": number,
-                        "physicalLocation": {
-                            "artifactLocation": _artifact(path, root),
-                            "region": {"startLine": line},
-                        },
+                        **_sarif_location(path, line, root),
                         "message": {"text": f"caller {number + 1}, in {function}"},
                     }
                     for number, (path, line, function) in enumerate(f.site.callers)
@@ -311,8 +310,9 @@ def render_github(result: CheckResult) -> str:
         if f.site is not None:
             props.insert(0, f"file={_escape_property(_relative(f.site.path))},line={f.site.line}")
         text = f"{_headline(f)} ({f.api}, {f.path})"
-        if _called_from(f.site):
-            text += f"; {_called_from(f.site)}"
+        called_from = _called_from(f.site)
+        if called_from:
+            text += f"; {called_from}"
         if f.before is not None or f.after is not None:
             text += f"\nrun 0: {f.before!r}\nrun {f.run}: {f.after!r}"
         lines.append(f"::error {','.join(props)}::{_escape_data(text)}")
