@@ -276,7 +276,9 @@ def test_one_request_is_counted_in_the_singular(tmp_path: Path) -> None:
     assert count(dst) == 1
     again = cli("log", "copy", str(src), str(dst))
     assert again.returncode == 2
-    assert f"(log {log_identity(open_log(src))[:8]}): 1 row copied at " in again.stderr
+    with closing(open_log(src)) as db:
+        identity = log_identity(db)
+    assert f"(log {identity[:8]}): 1 row copied at " in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
     assert count(dst) == 1
 
@@ -288,7 +290,8 @@ def test_a_copy_of_a_copy_refused_names_the_copy_the_destination_holds(tmp_path:
     b, c = tmp_path / "b.db", tmp_path / "c.db"
     copy_log(a, b)
     copy_log(b, c)
-    identity = log_identity(open_log(a))
+    with closing(open_log(a)) as db:
+        identity = log_identity(db)
     refused = cli("log", "copy", str(c), str(b))
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.startswith(
