@@ -612,6 +612,21 @@ def earlier_turns(
     return out
 
 
+def _births(value: Value) -> Iterator[tuple[object, ...]]:
+    """Each fact of ``value`` by its kind and birth place (line, column, file)."""
+    return ((f.kind, f.line, f.col, f.path) for f in value.facts)
+
+
+def _without_births(value: Value, given: set[tuple[object, ...]]) -> Value:
+    """``value`` without the facts born where one in ``given`` was (``_births``): what a
+    history handed to a renderer or a loop held already, frozen there."""
+    if not given:
+        return value
+    return value.with_facts(
+        frozenset(f for f in value.facts if (f.kind, f.line, f.col, f.path) not in given)
+    )
+
+
 def _tool_fields(value: Value, module: str) -> dict[str, frozenset[str] | None] | None:
     """The sent fields (``sinks.sent_tool_fields``) of the SDK tool class ``value`` is an
     instance of, when its fields are known; None otherwise (``module``: the module being
@@ -848,12 +863,8 @@ class RegionsMixin(EngineState):
             held = self._value(arg, frame)
             if held.shape in _SCALARS:
                 continue
-            given.update((f.kind, f.line, f.col, f.path) for f in held.facts)
-        if not given:
-            return value
-        return value.with_facts(
-            frozenset(f for f in value.facts if (f.kind, f.line, f.col, f.path) not in given)
-        )
+            given.update(_births(held))
+        return _without_births(value, given)
 
     def _restamped(self, iters: list[ast.expr], value: Value, frame: Frame) -> Value:
         """What a comprehension or loop writes per request from the history it iterates
@@ -863,12 +874,8 @@ class RegionsMixin(EngineState):
         there (as a history a call renders: ``_rendered``)."""
         given: set[tuple[object, ...]] = set()
         for it in iters:
-            given.update((f.kind, f.line, f.col, f.path) for f in self._value(it, frame).facts)
-        if not given:
-            return value
-        return value.with_facts(
-            frozenset(f for f in value.facts if (f.kind, f.line, f.col, f.path) not in given)
-        )
+            given.update(_births(self._value(it, frame)))
+        return _without_births(value, given)
 
     def _record_earlier_turns(
         self, name: ast.expr, literal: ast.expr, sink: SinkCall, label: str
