@@ -163,15 +163,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = owner.record(mount, self.command, "/" + rest, query, headers, body, parsed)
         request.api = route_api(mount, self.command, request.path)
+        # the status is recorded before the answer is written: a client that has its answer
+        # (and check, once the program exits) reads it, not the 0 it starts at
         if owner.forwarder is not None:
-            status = owner.forwarder.relay(self, request)
+            owner.forwarder.relay(self, request)
         else:
             _, answer = canned_response(
                 mount, self.command, request.path, query, parsed, request.seq, len(body)
             )
-            status = answer.status
+            request.status = answer.status
             self._send(answer.status, answer.content_type, answer.body)
-        request.status = status
 
     def _send(self, status: int, content_type: str, body: bytes) -> None:
         self.send_response(status)

@@ -104,7 +104,8 @@ class Forwarder:
 
     def relay(self, handler: BaseHTTPRequestHandler, request: CapturedRequest) -> int:
         """Send ``request`` upstream and write the answer to ``handler``; returns the status
-        (502 in the Anthropic/OpenAI/Gemini error shape when the upstream cannot be reached)."""
+        (502 in the Anthropic/OpenAI/Gemini error shape when the upstream cannot be reached),
+        also set as ``request.status`` before the answer is written."""
         headers = {
             k: v
             for k, v in request.headers.items()
@@ -121,6 +122,7 @@ class Forwarder:
 
             dialect = {"anthropic": "anthropic", "openai": "openai"}.get(request.vendor, "gemini")
             body = error_body(dialect, 502, f"upstream {url} unreachable: {exc}")  # type: ignore[arg-type]
+            request.status = 502  # before the answer: see capture._handle
             handler.send_response(502)
             handler.send_header("content-type", "application/json")
             handler.send_header("content-length", str(len(body)))
@@ -128,6 +130,7 @@ class Forwarder:
             handler.wfile.write(body)
             return 502
         try:
+            request.status = response.status_code
             handler.send_response(response.status_code)
             for name, value in response.headers.multi_items():
                 if name.lower() not in _HOP_BY_HOP and name.lower() != "content-encoding":
