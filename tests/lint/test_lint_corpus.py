@@ -80,6 +80,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         31: 20270102,
         32: 20270103,
         33: 20270104,
+        34: 20270105,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -128,6 +129,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         31: 5,
         32: 4,
         33: 6,
+        34: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -281,6 +283,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "LiveBench/LiveBench",
             "NousResearch/atropos",
             "aws-samples/aws-genai-llm-chatbot",
+        ],
+        34: [
+            "Arindam200/awesome-ai-apps",
+            "UiPath/uipath-langchain-python",
+            "rag-web-ui/rag-web-ui",
         ],
     }
     for batch, tuning in recorded.items():
