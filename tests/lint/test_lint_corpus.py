@@ -81,6 +81,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         32: 20270103,
         33: 20270104,
         34: 20270105,
+        35: 20270106,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -130,6 +131,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         32: 4,
         33: 6,
         34: 6,
+        35: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -288,6 +290,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Arindam200/awesome-ai-apps",
             "UiPath/uipath-langchain-python",
             "rag-web-ui/rag-web-ui",
+        ],
+        35: [
+            "InternLM/HuixiangDou",
+            "THUDM/AutoWebGLM",
+            "langchain-ai/skills-benchmarks",
         ],
     }
     for batch, tuning in recorded.items():
