@@ -554,9 +554,16 @@ def _appends_to(stmt: ast.stmt, name: str) -> ast.expr | None:
 
 def _extends_with(stmt: ast.stmt, name: str) -> ast.ListComp | ast.GeneratorExp | None:
     """The comprehension ``stmt`` adds to the list ``name`` (``name.extend([... for
-    ...])``), or None. (``name += [...]`` rebinds the name: the list is then not followed.)"""
+    ...])``, ``name += [... for ...]``), or None."""
     added: ast.expr | None = None
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+    if (
+        isinstance(stmt, ast.AugAssign)
+        and isinstance(stmt.op, ast.Add)
+        and isinstance(stmt.target, ast.Name)
+        and stmt.target.id == name
+    ):
+        added = stmt.value
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
         if (
             isinstance(call.func, ast.Attribute)
@@ -824,14 +831,24 @@ class RegionsMixin(EngineState):
 
     def _grown(self, name: ast.expr, literal: ast.expr, sink: SinkCall | None) -> bool:
         """True when the list ``name`` (bound to ``literal``) gets an ``append``/``extend`` call
-        between the literal and the sink call, in straight-line code of the same function."""
+        or a ``name += ...`` between the literal and the sink call, in straight-line code of
+        the same function."""
         func = self.frame.func
         if not isinstance(name, ast.Name) or func is None or sink is None:
             return False
         start = getattr(literal, "end_lineno", 0) or 0
         end = sink.node.lineno
         for stmt in func.body:  # top-level statements only: a conditional append may not run
-            if not isinstance(stmt, ast.Expr) or not start < stmt.lineno < end:
+            if not start < stmt.lineno < end:
+                continue
+            if (
+                isinstance(stmt, ast.AugAssign)
+                and isinstance(stmt.op, ast.Add)
+                and isinstance(stmt.target, ast.Name)
+                and stmt.target.id == name.id
+            ):
+                return True
+            if not isinstance(stmt, ast.Expr):
                 continue
             call = stmt.value
             if (

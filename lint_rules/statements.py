@@ -122,6 +122,27 @@ def _list_held(value: Value, made: ast.expr | None) -> bool:
     )
 
 
+def _as_extend(stmt: ast.AugAssign, defs: dict[str, ast.expr]) -> ast.Call | None:
+    """``name.extend(value)`` for ``name += value`` where ``name`` was last bound to a list
+    display or a list comprehension (``defs``: the frame's last bindings): a list extended in
+    place, the same object, not a new binding. None for any other augmented assignment. The
+    call is made once per statement (kept on the node), at the statement's place."""
+    target = stmt.target
+    if not (
+        isinstance(stmt.op, ast.Add)
+        and isinstance(target, ast.Name)
+        and isinstance(defs.get(target.id), (ast.List, ast.ListComp))
+    ):
+        return None
+    made: ast.Call | None = stmt.__dict__.get("_promptcache_extend")
+    if made is None:
+        receiver = ast.copy_location(ast.Name(target.id, ast.Load()), target)
+        func = ast.copy_location(ast.Attribute(receiver, "extend", ast.Load()), target)
+        made = ast.copy_location(ast.Call(func, [stmt.value], []), stmt)
+        stmt.__dict__["_promptcache_extend"] = made
+    return made
+
+
 def _key_copy(stmt: ast.For | ast.AsyncFor) -> tuple[str, str, list[ast.expr]] | None:
     """``("d", "out", tests)`` for a loop ``for k, v in d.items():`` whose body only copies
     each entry, ``out[k] = v``, maybe under filters that call nothing (``if v is not None:``,
@@ -585,6 +606,12 @@ class StatementsMixin(EngineState):
             self.field_read_back(stmt.target, value)
 
     def stmt_AugAssign(self, stmt: ast.AugAssign) -> None:
+        extend = _as_extend(stmt, self.frame.defs)
+        if extend is not None:
+            # ``messages += [...]`` on a list this function made: the same list, extended in
+            # place, as ``messages.extend([...])`` (its literal stays known to the regions)
+            self.eval(extend)
+            return
         value = self.eval(stmt.value)
         old = self.eval(stmt.target) if not isinstance(stmt.target, ast.Subscript) else CLEAN
         new = concat(old, value) if isinstance(stmt.op, ast.Add) else join(old, value)
