@@ -47,6 +47,8 @@ _PASS_THROUGH = {
     "itertools.chain",
     "itertools.islice",
 }
+#: ``cast(T, value)``: returns ``value`` itself at run time
+_CASTS = frozenset({"typing.cast", "typing_extensions.cast"})
 #: calls that start a process; the process object, its pipes and a run's result (stdout,
 #: returncode) carry nothing of the ``args``/``env=`` it was started with
 _PROCESS_STARTS = frozenset(
@@ -292,6 +294,12 @@ class LibraryMixin(EngineState):
         kwargs: dict[str | None, Value],
     ) -> Value | None:
         first = args[0] if args else CLEAN
+        if qual in _CASTS:
+            # ``cast(T, value)`` tells a type checker what ``value`` is and returns it
+            # unchanged: what it holds, and what it is, are the value's
+            held = args[1] if len(args) > 1 else kwargs.get("val")
+            if held is not None:
+                return held
         if (
             qual == "dataclasses.asdict"
             and len(node.args) == 1
