@@ -16,6 +16,7 @@ from .facts import (
     Shape,
     Value,
     When,
+    branch_only,
     concat,
     join,
     keyed,
@@ -348,8 +349,8 @@ class ExprsMixin(EngineState):
             # leaves): what one branch alone makes is marked with the truth it needs
             index, default = chosen
             body, orelse = (
-                _branch_only(body, orelse, (index, True, default)),
-                _branch_only(orelse, body, (index, False, default)),
+                branch_only(body, orelse, (index, True, default)),
+                branch_only(orelse, body, (index, False, default)),
             )
         value = merge(body, orelse)
         if (
@@ -382,6 +383,21 @@ class ExprsMixin(EngineState):
         ):
             return None
         return index, _default_truth(func, test.id)
+
+    def branch_param(self, test: ast.expr) -> When | None:
+        """For the condition of an ``if`` statement that is one parameter of the function
+        being summarised, as it was given, or its negation (``if include_hour_min:``, ``if
+        not include_hour_min:``): the ``Fact.when`` its body needs (the parameter's index,
+        the truth the body needs, the truth of its default). None for any other condition."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        name = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+        if not isinstance(name, ast.Name) or self.frame.summary is None:
+            return None
+        chosen = self._chosen_by_param(name, self.lookup(name.id))
+        if chosen is None:
+            return None
+        index, default = chosen
+        return (index, not negated, default)
 
     def expr_Yield(self, node: ast.Yield | ast.YieldFrom) -> Value:
         """``yield X`` is a return for the caller that iterates the generator; the value
@@ -623,15 +639,6 @@ class ExprsMixin(EngineState):
             # a message object of a constant role (``ChatMessage(role="user", content=q)``)
             value = wrapped(value, role.value)
         return value
-
-
-def _branch_only(branch: Value, other: Value, when: When) -> Value:
-    """``branch`` with each fact that ``other`` lacks (a parameter's excepted) marked as
-    made only where the parameter has the truth ``when`` names (``Fact.when``)."""
-    only = [f for f in branch.facts - other.facts if f.kind is not Kind.PARAM and not f.when]
-    if not only:
-        return branch
-    return branch.with_facts((branch.facts - set(only)) | {replace(f, when=when) for f in only})
 
 
 def _rebound(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:

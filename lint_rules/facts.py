@@ -13,7 +13,7 @@ import enum
 import functools
 import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -804,3 +804,59 @@ def map_facts(value: Value, change: Callable[[frozenset[Fact]], frozenset[Fact]]
     if not value.facts and elts is None and items is None and elem is None:
         return value
     return replace(value, facts=change(value.facts), elts=elts, items=items, elem=elem)
+
+
+def branch_only(branch: Value, other: Value, when: When) -> Value:
+    """``branch`` with each fact that ``other`` lacks (a parameter's excepted) marked as
+    made only where the parameter has the truth ``when`` names (``Fact.when``)."""
+    only = [f for f in branch.facts - other.facts if f.kind is not Kind.PARAM and not f.when]
+    if not only:
+        return branch
+    return branch.with_facts((branch.facts - set(only)) | {replace(f, when=when) for f in only})
+
+
+def other_branch(when: When) -> When:
+    """The condition of the other branch of the ``if`` that needs ``when``."""
+    if not when:
+        return when
+    index, needed, default = when
+    return (index, not needed, default)
+
+
+def branches_only(body: Value, orelse: Value, when: When) -> tuple[Value, Value]:
+    """The values of one name after the two branches of an ``if`` on a parameter (``when``:
+    what the body needs), each with what it alone holds marked with its branch's condition
+    (``branch_only``), as for a conditional expression on that parameter."""
+    return (
+        branch_only(body, orelse, when),
+        branch_only(orelse, body, other_branch(when)),
+    )
+
+
+def branch_marked(
+    returns: list[tuple[ast.expr, Value]], conditions: Mapping[int, tuple[When, ...]]
+) -> list[tuple[ast.expr, Value]]:
+    """``returns`` (a summary's, in order) with each fact made only under one condition on a
+    parameter marked with it (``Fact.when``): a fact that every return holding it holds under
+    that condition (``conditions``: the index of each return run inside ``if`` branches on a
+    parameter -> their conditions, innermost last). A parameter's facts, and facts marked
+    already (by a conditional expression), stay as they are."""
+    common: dict[tuple[object, ...], list[When]] = {}
+    for index, (_node, value) in enumerate(returns):
+        held = conditions.get(index, ())
+        for fact in value.facts:
+            if fact.kind is Kind.PARAM or fact.when:
+                continue
+            known = common.get(fact.identity)
+            common[fact.identity] = list(held) if known is None else [c for c in known if c in held]
+    marks = {identity: found[-1] for identity, found in common.items() if found}
+    if not marks:
+        return returns
+    out = []
+    for node, value in returns:
+        facts = frozenset(
+            replace(f, when=marks[f.identity]) if f.identity in marks and not f.when else f
+            for f in value.facts
+        )
+        out.append((node, value if facts == value.facts else value.with_facts(facts)))
+    return out

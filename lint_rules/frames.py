@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .facts import CLEAN, Fact, Kind, Shape, Step, Value, replace
+from .facts import CLEAN, Fact, Kind, Shape, Step, Value, When, replace
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall
@@ -293,6 +293,13 @@ class Frame:
     #: True once this body called ``random.seed(x)`` with a value that holds no fact (a constant,
     #: a setting): the module-level ``random.*`` draws after it repeat on every run of the body
     seeded: bool = False
+    #: the conditions on a parameter of the function (``Fact.when``) that the code being run
+    #: needs: an enclosing ``if include_hour_min:`` or ``if not include_hour_min:`` branch, or
+    #: one that returns or raises, for the rest of its block; innermost last
+    branches: list[When] = field(default_factory=list)
+    #: the index of each ``return`` in ``summary.returns`` run under ``branches`` -> those
+    #: conditions (``branch_marked``)
+    return_branches: dict[int, tuple[When, ...]] = field(default_factory=dict)
 
     #: a command-line entry point or a function defined in one
     #: (``Analyzer.runs_once_per_process``): what it makes outside loops is made once per
@@ -615,6 +622,7 @@ class EngineState:
         def iteration_fact(self, iterable: Value, node: ast.expr) -> Fact | None: ...
         def element_of(self, iterable: Value) -> Value: ...
         def record_message_content(self, content: ast.expr, label: str) -> None: ...
+        def branch_param(self, test: ast.expr) -> When | None: ...
         def formatted(self, part: ast.FormattedValue) -> Value: ...
         def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]: ...
         def walk_region(

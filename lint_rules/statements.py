@@ -22,12 +22,14 @@ from .facts import (
     Kind,
     Shape,
     Value,
+    branches_only,
     canonical,
     concat,
     join,
     keyed,
     keyed_conditions,
     narrowed,
+    other_branch,
     replace,
     sampled,
 )
@@ -507,8 +509,12 @@ class StatementsMixin(EngineState):
     """``exec_block()`` and one ``stmt_<NodeType>`` method per statement type."""
 
     def exec_block(self, body: list[ast.stmt]) -> None:
+        frame = self.frame
+        depth = len(frame.branches)
         for stmt in body:
             self.exec_stmt(stmt)
+        # a condition an ``if`` that returns left for the rest of this block ends with it
+        del frame.branches[depth:]
 
     def exec_stmt(self, stmt: ast.stmt) -> None:
         # the ``stmt_<NodeType>`` method of this class, found once per statement type
@@ -1122,6 +1128,9 @@ class StatementsMixin(EngineState):
             value = self.picked_return(stmt, value)
         summary = self.frame.summary
         summary.returns.append((stmt.value, value))
+        if self.frame.branches:
+            # run only where the caller's argument takes these branches (``branch_marked``)
+            self.frame.return_branches[len(summary.returns) - 1] = tuple(self.frame.branches)
         if summary.builder and self.frame.func is not None:
             self.record("system", value, stmt.value, f"{self.frame.func.name}() return")
 
@@ -1328,6 +1337,12 @@ class StatementsMixin(EngineState):
         before = dict(frame.env)
         if extra:
             frame.mutation_facts.append(extra)
+        # ``if include_hour_min:`` (or ``if not ...``) on a parameter: the caller's argument
+        # picks the branch (``Fact.when``)
+        when = self.branch_param(stmt.test)
+        depth = len(frame.branches)
+        if when is not None:
+            frame.branches.append(when)
         narrowed_dumps: list[str] = []
         for subject, role in self.role_tests(stmt.test):
             # the body runs only for messages of that role
@@ -1352,6 +1367,8 @@ class StatementsMixin(EngineState):
                     frame.pinned = pinned
             else:
                 self.exec_block(stmt.body)
+            if when is not None:
+                frame.branches[-1] = other_branch(when)
             for key in narrowed_dumps:
                 frame.narrowed.pop(key, None)
             narrowed_dumps = []
@@ -1359,6 +1376,7 @@ class StatementsMixin(EngineState):
             frame.env = dict(before)
             self.exec_block(stmt.orelse)
         finally:
+            del frame.branches[depth:]
             if extra:
                 frame.mutation_facts.pop()
             for key in narrowed_dumps:
@@ -1368,6 +1386,9 @@ class StatementsMixin(EngineState):
             # one branch returns or raises: the code after the `if` sees only the other's values
             # (``if not session_id: conv = {...}; ...; return`` beside ``conv = load(id)``)
             frame.env = after_else if _leaves(stmt.body) else after_body
+            if when is not None:
+                # and runs, to the end of this block, only where the other branch is taken
+                frame.branches.append(other_branch(when) if _leaves(stmt.body) else when)
             return
         merged = dict(after_else)
         for name, value in after_body.items():
@@ -1377,6 +1398,9 @@ class StatementsMixin(EngineState):
             if other is None:
                 merged[name] = value
                 continue
+            if when is not None:
+                # what one branch alone put there is that branch's (``Fact.when``)
+                value, other = branches_only(value, other, when)
             joined = merge(value, other)
             if runtime and value.const != other.const:
                 joined = joined.with_facts(joined.facts | extra)

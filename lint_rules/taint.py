@@ -45,6 +45,7 @@ from .facts import (
     Shape,
     Value,
     assumed,
+    branch_marked,
     entry_key,
     entry_suffix,
     join,
@@ -1072,6 +1073,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             if computed is not None and track:
                 computed[func] = track.pop()
         self.pin_factory_entries(func, first_entry)
+        if frame.return_branches:
+            # ``if include_hour_min: return ...``: what only such returns make is made only
+            # where the caller's argument takes their branches
+            summary.returns = branch_marked(summary.returns, frame.return_branches)
         if summary.returns:
             values = [v for _, v in summary.returns]
             summary.ret = values[0] if len(values) == 1 else join(*values)
