@@ -7,14 +7,16 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from promptcache.folders import folder_problem
-from promptcache.formatting import percent, usd
+from promptcache.formatting import dollars, percent, usd
 
 from ._log_db import LOG_DB
 from ._numbers import FiniteFloatRange
@@ -36,6 +38,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 #: Unix seconds of 0001-01-01 and 9999-12-31 (datetime's range), the widest window accepted.
 _FIRST_S = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 _LAST_S = datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp()
+#: A hit rate (float) or a dollar amount (Decimal), as an alert prints it beside its threshold.
+T = TypeVar("T", float, Decimal)
 
 
 def _invocation_now(ctx: click.Context | None) -> float:
@@ -256,17 +260,32 @@ def report_command(
     failures = []
     rate = result.total.token_hit_rate
     if fail_under_hit_rate is not None and (rate or 0.0) < fail_under_hit_rate:
-        under = percent(fail_under_hit_rate)
+        shown, under = _told_apart(rate or 0.0, fail_under_hit_rate, percent, range(1, 7))
         failures.append(
-            f"no input tokens in the window, counted as hit rate {percent(0.0)}, under {under}"
+            f"no input tokens in the window, counted as hit rate {shown}, under {under}"
             if rate is None
-            else f"hit rate {percent(rate)} is under {under}"
+            else f"hit rate {shown} is under {under}"
         )
-    if fail_over_cost is not None and result.total.cost_usd > fail_over_cost:
-        failures.append(f"cost {usd(result.total.cost_usd)} is over {usd(fail_over_cost)}")
+    cost = dollars(result.total.cost_usd)
+    if fail_over_cost is not None and cost > Decimal(str(fail_over_cost)):
+        shown, over = _told_apart(cost, Decimal(str(fail_over_cost)), usd, range(4, 11))
+        failures.append(f"cost {shown} is over {over}")
     if failures:
         click.echo("alert: " + "; ".join(failures), err=True)
         raise SystemExit(1)
+
+
+def _told_apart(
+    value: T, limit: T, show: Callable[[T, int], str], places: range
+) -> tuple[str, str]:
+    """``value`` and the alert threshold ``limit`` it crossed as ``show`` prints them, at the
+    fewest of ``places`` that print them differently (a hit rate of 64.07% under 0.641 is
+    "64.07%" under "64.10%", not "64.1%" under "64.1%"); at the last of ``places`` if none does."""
+    for n in places:
+        shown = show(value, n), show(limit, n)
+        if shown[0] != shown[1]:
+            break
+    return shown
 
 
 def _refuse_output_onto_a_log(output: Path, dbs: tuple[Path | str, ...]) -> None:

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from promptcache.formatting import exact_places, percent, usd
+from promptcache.formatting import dollars, exact_places, percent, usd
 from promptcache.proxy.report.advice import EngineKvStats, _engine
 
 
@@ -52,9 +52,24 @@ def test_exact_places_keep_every_digit_of_an_amount() -> None:
         (Decimal("-0.00025"), {}, "$-0.0003"),
         (-0.00001, {"minus_first": True}, "$0.0000"),  # rounds to zero: no sign
         (2.675, {"places": 2}, "$2.68"),  # float 2.675 is 2.67499999...
+        # a difference of float sums: -0.0022499999999999985 is the exact -0.00225
+        (0.01821 - 0.02046, {"minus_first": True}, "-$0.0023"),
+        (0.0365 - 0.0115, {"places": 2}, "$0.03"),  # 0.024999999999999998 is 0.025
+        (0.000049999, {}, "$0.0000"),  # a figure below the half stays below it
+        (1.5e-11, {"places": 12}, "$0.000000000015"),  # places past FLOAT_PLACES: as given
         (1234.5, {}, "$1,234.5000"),
         (7, {"places": 2, "grouped": False, "symbol": ""}, "7.00"),
     ],
 )
 def test_usd_rounds_half_away_from_zero_on_the_decimal_figure(value, kwargs, shown) -> None:
     assert usd(value, **kwargs) == shown
+
+
+def test_dollars_read_a_float_sum_as_the_amount_it_stands_for() -> None:
+    assert dollars(0.01821 - 0.02046) == Decimal("-0.00225")  # -0.0022499999999999985
+    assert dollars(0.1 + 0.2) == Decimal("0.3")  # 0.30000000000000004
+    assert dollars(0.02046) > Decimal("0.02045") and not dollars(0.02046) > Decimal("0.02046")
+    assert dollars(0.00000000875) == Decimal("0.0000000088")  # read to 10 places
+    assert dollars(25) == Decimal(25)
+    assert dollars(1e30) == Decimal("1E+30")  # too large for 10 places: as it is
+    assert not dollars(float("nan")).is_finite() and dollars(float("inf")) == Decimal("Infinity")
