@@ -72,6 +72,10 @@ class Summary:
     #: for a nested function: the parameters of an enclosing function that it sends to a
     #: prefix region, (PARAM fact, region, label), recorded where it is called
     outer: list[tuple[Fact, str, str]] = field(default_factory=list)
+    #: parameter index -> the facts the function stores under a constant key into that
+    #: parameter's ``state`` (``callback_context.state["clock"] = now``: an agent framework's
+    #: session state, read by ``LibraryMixin.adk_state_instructions``)
+    state_stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

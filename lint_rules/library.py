@@ -8,6 +8,7 @@ builtins (``sorted``, ``set``, ``str``, ``hash``, ...), ``json.dumps``, ``yaml.d
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 
 from .events import SinkCall
@@ -47,6 +48,22 @@ _PASS_THROUGH = {
     "itertools.chain",
     "itertools.islice",
 }
+#: Google ADK's LLM agent class (``Agent`` is ``LlmAgent``), by the names it is imported by
+_ADK_AGENTS = frozenset(
+    {
+        "google.adk.Agent",
+        "google.adk.agents.Agent",
+        "google.adk.agents.LlmAgent",
+        "google.adk.agents.llm_agent.Agent",
+        "google.adk.agents.llm_agent.LlmAgent",
+    }
+)
+#: a placeholder ADK fills from the session state when it builds each request's instruction
+#: (``flows/llm_flows/instructions.py``, ``utils/instructions_utils.py``: ``{key}``, ``{key?}``)
+_ADK_PLACEHOLDER = re.compile(r"{+[^{}]*}+")
+#: the detail of a parameter's fact that reads one constant key of its state
+#: (``ctx.state['clock']``)
+_STATE_ENTRY = re.compile(r"^\w+\.state\[(['\"])(.*)\1\]$")
 #: ``cast(T, value)``: returns ``value`` itself at run time
 _CASTS = frozenset({"typing.cast", "typing_extensions.cast"})
 #: calls that start a process; the process object, its pipes and a run's result (stdout,
@@ -62,6 +79,47 @@ _PROCESS_STARTS = frozenset(
 #: ``re.sub``/``re.subn``: the string argument with its matches replaced by the replacement
 _REGEX_SUBSTITUTIONS = frozenset({"re.sub", "re.subn"})
 _BUILDER_QUALS = frozenset({"promptcache.PromptBuilder", "promptcache.prompt.PromptBuilder"})
+
+
+def _state_gets(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None:
+    """The constant keys ``func`` reads from its first parameter's state with ``.get(key)``
+    (``ctx.state.get("clock", "")``) outside a test or a comparison; None where that state
+    is used any other way (passed on whole, iterated, read by a computed key), so that what
+    the function returns of it is not known key by key."""
+    params = func.args.posonlyargs + func.args.args
+    if not params:
+        return None
+    name = params[0].arg
+    tested: set[int] = set()
+    for node in ast.walk(func):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            tested.update(id(n) for n in ast.walk(node.test))
+        elif isinstance(node, ast.Compare):
+            tested.update(id(n) for n in ast.walk(node))
+    keys: set[str] = set()
+    gets: set[int] = set()
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            gets.add(id(node.func.value))
+            if id(node) not in tested:
+                keys.add(node.args[0].value)
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "state"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+            and id(node) not in gets
+        ):
+            return None
+    return keys
 
 
 def source_text(node: ast.AST) -> str:
@@ -244,6 +302,76 @@ def _in_comprehension(func: ast.AST, node: ast.Call) -> bool:
 class LibraryMixin(EngineState):
     """``qualified_call``: the value of a call whose target resolves to a known import."""
 
+    def adk_state_instructions(self, node: ast.Call) -> None:
+        """An ADK agent (``Agent(instruction=..., before_agent_callback=stamp)``) whose callback
+        stores a time or an id into the session state under a constant key
+        (``callback_context.state["clock"] = now``) and whose instruction reads that key: a
+        template's ``{clock}`` or ``{clock?}``, which ADK fills from the state each time it
+        builds a request, or a function given as the instruction that reads
+        ``ctx.state["clock"]`` (``.get("clock")``). The callback runs before every run of the
+        agent, so that entry of the system instruction changes with every request; recorded
+        at the instruction. Not with ``static_instruction=``: ADK then sends the
+        ``instruction`` after the history, as the request's tail."""
+        given = {kw.arg: kw.value for kw in node.keywords if kw.arg is not None}
+        callback = given.get("before_agent_callback")
+        if callback is None:
+            return
+        stored = self.adk_state_stores(callback)
+        if not stored:
+            return
+        for name in ("global_instruction", "instruction"):
+            instruction = given.get(name)
+            if instruction is None or (name == "instruction" and "static_instruction" in given):
+                continue
+            label = f"{ast.unparse(node.func)}({name}=)"
+            provider = self.adk_provider(instruction)
+            keys: set[str] = set()
+            if provider is not None:
+                # the function returns entries of the state of the context ADK hands it
+                # (``ctx.state["clock"]``, or ``ctx.state.get("clock")`` where each use of
+                # the state is such a read of a constant key)
+                got = _state_gets(provider)
+                for f in self.summary(provider).ret.facts:
+                    if f.kind is not Kind.PARAM or f.param != 0:
+                        continue
+                    read = _STATE_ENTRY.match(f.detail)
+                    if read is not None:
+                        keys.add(read.group(2))
+                    elif f.detail.endswith(".state") and got is not None:
+                        keys.update(got)
+            else:
+                template = self.eval(instruction).const
+                for match in _ADK_PLACEHOLDER.finditer(template or ""):
+                    keys.add(match.group().lstrip("{").rstrip("}").strip().removesuffix("?"))
+            held = frozenset(f for f in stored if f.key[:1] and f.key[0] in keys)
+            if held:
+                self.record("system", Value(held), instruction, label)
+
+    def adk_state_stores(self, callback: ast.expr) -> frozenset[Fact]:
+        """The times and ids that ``callback`` (a function of this module, or a list of them)
+        stores into its first parameter's state under a constant key
+        (``callback_context.state["clock"] = now``): the facts of its summary's stores into
+        that parameter that carry a key."""
+        names = callback.elts if isinstance(callback, (ast.List, ast.Tuple)) else [callback]
+        out: set[Fact] = set()
+        for name in names:
+            if not isinstance(name, ast.Name) or name.id in self.frame.env:
+                continue
+            func = self.functions.get(name.id)
+            if func is None:
+                continue
+            for f in self.summary(func).state_stores.get(0, frozenset()):
+                if f.key and f.kind in (Kind.TIME, Kind.UNIQUE) and not f.pinned:
+                    out.add(f)
+        return frozenset(out)
+
+    def adk_provider(self, instruction: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function of this module given as an ADK instruction (an instruction provider,
+        called with the request's context), or None."""
+        if isinstance(instruction, ast.Name) and instruction.id not in self.frame.env:
+            return self.functions.get(instruction.id)
+        return None
+
     def picked_whole(self, node: ast.Call, pool: Value) -> Value | None:
         """``random.choice(pool)`` (or ``rng.choice``) of a pool of whole values, drawn once
         in this body: one of the pool's elements, a value that repeats (a prefix cached when
@@ -300,6 +428,8 @@ class LibraryMixin(EngineState):
             held = args[1] if len(args) > 1 else kwargs.get("val")
             if held is not None:
                 return held
+        if qual in _ADK_AGENTS:
+            self.adk_state_instructions(node)
         if (
             qual == "dataclasses.asdict"
             and len(node.args) == 1

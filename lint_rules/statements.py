@@ -793,6 +793,7 @@ class StatementsMixin(EngineState):
             if path:
                 # a time or id stored under constant keys is that entry's, not its siblings'
                 value = value.with_facts(keyed(value.facts, path))
+                self.note_state_store(target, value)
             freed = self.positional_loops(target)
             around = frame.mutation_facts
             if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
@@ -818,6 +819,36 @@ class StatementsMixin(EngineState):
                 frame.mutation_facts = around
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, None)
+
+    def note_state_store(self, target: ast.Subscript, value: Value) -> None:
+        """``callback_context.state["clock"] = now`` (or through a local bound to
+        ``callback_context.state``), a store under a constant key into the ``state`` field of
+        a parameter: noted in the summary (``Summary.state_stores``)."""
+        frame = self.frame
+        summary = frame.summary
+        if summary is None or not value.facts:
+            return
+        holder: ast.expr = target
+        while isinstance(holder, ast.Subscript):
+            holder = holder.value
+        if isinstance(holder, ast.Name):
+            bound = frame.defs.get(holder.id)
+            holder = bound if isinstance(bound, ast.Attribute) else holder
+        if not (
+            isinstance(holder, ast.Attribute)
+            and holder.attr == "state"
+            and isinstance(holder.value, ast.Name)
+            and holder.value.id in frame.params
+            and holder.value.id != frame.self_name
+        ):
+            return
+        if frame.func is not None and _under_state_test(frame.func, target):
+            # ``if "started" not in callback_context.state:``: written once, on the first run
+            # of the session, and the same on every later request
+            return
+        index = frame.params[holder.value.id]
+        stored = self.with_mutation_facts(value).facts
+        summary.state_stores[index] = summary.state_stores.get(index, frozenset()) | stored
 
     def store_field(self, target: ast.Attribute, value: Value) -> None:
         """``obj.attr = value`` for a name ``obj`` that is not our own ``self``: a field of
@@ -1611,6 +1642,35 @@ def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
     for case in getattr(stmt, "cases", ()):
         blocks.append(case.body)
     return blocks
+
+
+def _under_state_test(func: ast.AST, node: ast.expr) -> bool:
+    """True when ``node`` is inside an ``if`` (or a conditional expression) of ``func`` whose
+    test reads a ``state`` field (``if "started" not in ctx.state:``, ``if not
+    state.get("started"):``) or a local bound to one."""
+    spans: list[tuple[int, int]] | None = func.__dict__.get("_state_tests")
+    if spans is None:
+        bound = {
+            target.id
+            for stmt in ast.walk(func)
+            if isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Attribute)
+            and stmt.value.attr == "state"
+            for target in stmt.targets
+            if isinstance(target, ast.Name)
+        }
+        spans = []
+        for test in ast.walk(func):
+            if not isinstance(test, (ast.If, ast.IfExp, ast.While)):
+                continue
+            if any(
+                (isinstance(n, ast.Attribute) and n.attr == "state")
+                or (isinstance(n, ast.Name) and n.id in bound)
+                for n in ast.walk(test.test)
+            ):
+                spans.append((test.lineno, getattr(test, "end_lineno", test.lineno) or 0))
+        func.__dict__["_state_tests"] = spans
+    return any(start <= node.lineno <= end for start, end in spans)
 
 
 def _entry_of(expr: ast.expr | None) -> tuple[object, ast.expr | None]:
