@@ -167,7 +167,7 @@ UNSUPPORTED_FIELDS: tuple[UnsupportedField, ...] = (
     UnsupportedField(
         name="logit_bias",
         endpoints=_BOTH,
-        feature="logit_bias",
+        feature="biasing the logits of chosen tokens",
         allowed="null or {}",
         instead="leave it out; stop_token_ids can end generation at chosen tokens",
         is_noop=_absent_or_empty_object,
