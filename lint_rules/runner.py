@@ -11,6 +11,7 @@ import ast
 import itertools
 import os
 import warnings
+from array import array
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from importlib.util import decode_source
@@ -32,7 +33,7 @@ from .files import discover
 from .parse import NewerSyntaxError, is_newer_python, parse_kept, source_lines, where_broken
 from .registry import CHECKS, KNOWN_CODES
 from .rules.pc000_unparsable_file import from_error
-from .suppress import parse_suppressions
+from .suppress import Suppressions, parse_suppressions
 from .taint import Analyzer
 
 #: what parsing or compiling a module may raise for bad input (never a linter bug)
@@ -82,6 +83,26 @@ def _triggered(raw: bytes, config: LintConfig) -> bool:
     return any(s.label.rsplit(".", 1)[-1].encode() in raw for s in config.sinks)
 
 
+#: ``_triggered``'s answers for whole files, by the file's content hash (``digest``) and the
+#: configured sink names: the program driver analyses a file a few times, and each analysis
+#: searched the whole text for every trigger word again, twice when it was neither forced
+#: nor asked for summaries (``_compiled_only``, then ``analyse_source``)
+_FILES_TRIGGERED: dict[tuple[str, tuple[str, ...]], bool] = {}
+#: answers kept in one process; past this many, the kept ones are dropped
+FILES_TRIGGERED_KEPT = 50_000
+
+
+def _file_triggered(raw: bytes, content: str, config: LintConfig) -> bool:
+    """``_triggered(raw, config)`` for a file whose ``digest`` is ``content``, kept."""
+    key = (content, tuple(s.label for s in config.sinks))
+    known = _FILES_TRIGGERED.get(key)
+    if known is None:
+        if len(_FILES_TRIGGERED) >= FILES_TRIGGERED_KEPT:
+            _FILES_TRIGGERED.clear()
+        known = _FILES_TRIGGERED[key] = _triggered(raw, config)
+    return known
+
+
 def _kept_triggered(tree: ast.AST, config: LintConfig) -> Callable[[bytes], bool]:
     """``_triggered`` for the texts of ``tree``'s functions (``Analyzer``'s relevance), each
     text's answer kept on the tree for ``config``'s sink names: the program driver analyses
@@ -102,7 +123,7 @@ def _kept_triggered(tree: ast.AST, config: LintConfig) -> Callable[[bytes], bool
 
 def _segments(raw: bytes) -> Callable[[ast.AST], bytes]:
     """The source bytes of a node's lines (cheap: line offsets are computed once)."""
-    starts = [0, *itertools.accumulate(map(len, raw.splitlines(keepends=True)))]
+    starts = array("q", [0, *itertools.accumulate(map(len, raw.splitlines(keepends=True)))])
 
     def segment(node: ast.AST) -> bytes:
         first = getattr(node, "lineno", 1) - 1
@@ -110,6 +131,24 @@ def _segments(raw: bytes) -> Callable[[ast.AST], bytes]:
         return raw[starts[min(first, len(starts) - 1)] : starts[min(last, len(starts) - 1)]]
 
     return segment
+
+
+def _kept_segments(tree: ast.AST, raw: bytes) -> Callable[[ast.AST], bytes]:
+    """``_segments(raw)`` for the text ``tree`` was parsed from, kept on the tree (the
+    program driver analyses a file a few times on the one tree it keeps)."""
+    known: Callable[[ast.AST], bytes] | None = tree.__dict__.get("_segments")
+    if known is None:
+        known = tree.__dict__["_segments"] = _segments(raw)
+    return known
+
+
+def _kept_suppressions(tree: ast.AST, text: str) -> Suppressions:
+    """``parse_suppressions(text, KNOWN_CODES)`` for the text ``tree`` was parsed from, kept
+    on the tree. The caller must not change it."""
+    known: Suppressions | None = tree.__dict__.get("_suppressions")
+    if known is None:
+        known = tree.__dict__["_suppressions"] = parse_suppressions(text, KNOWN_CODES)
+    return known
 
 
 @dataclass(frozen=True)
@@ -190,6 +229,7 @@ def analyse_source(
     sink_calls: Collection[str] = (),
     reads: InputReads | None = None,
     unsent: Collection[str] = (),
+    triggered: bool | None = None,
 ) -> tuple[FileResult, dict[str, Any], dict[str, bool], bool]:
     """Lint one module as part of a program; returns (result, exports, wanted, triggered).
 
@@ -199,11 +239,13 @@ def analyse_source(
     ``sink_calls``: the ``name(`` texts of other modules' sink functions that the file calls
     (a function holding one is analysed as if it held a trigger word); ``reads``: where the
     parts of ``externals`` that the analysis reads are noted (``analysis.reads``);
-    ``unsent``: the program's own message classes no module turns into request messages.
+    ``unsent``: the program's own message classes no module turns into request messages;
+    ``triggered``: ``_triggered`` of the source when the caller knows it already.
     ``exports`` and ``wanted`` are described in ``analysis.program``.
     """
     raw = source.encode("utf-8") if isinstance(source, str) else source
-    triggered = _triggered(raw, config)
+    if triggered is None:
+        triggered = _triggered(raw, config)
     run_engine = triggered or force or bool(requests)
     if not run_engine and b"promptcache:" not in raw:  # (``_compiled_only``)
         # no rule can fire, but a file that does not parse is still PC000: compiling to
@@ -236,7 +278,7 @@ def analyse_source(
             analyzer = Analyzer(
                 tree,
                 config.sinks,
-                _segments(raw),
+                _kept_segments(tree, raw),
                 _kept_triggered(tree, config),
                 module,
                 is_package,
@@ -271,7 +313,7 @@ def analyse_source(
             )
         finally:
             forget_canonical()
-    suppressions = parse_suppressions(text, KNOWN_CODES)
+    suppressions = _kept_suppressions(tree, text)
     kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
     kept = _merge_duplicates(kept)
     notes = _merge_duplicates(
@@ -342,7 +384,8 @@ def analyse_file(
             result = FileResult(task.path, (from_error(task.path, exc),) if selected else ())
             return _output(result, {}, {}, False, task.force, "unreadable", task.sink_calls)
     content = digest(raw)
-    if _compiled_only(raw, config, task.force, task.requests):
+    triggered = _file_triggered(raw, content, config)
+    if _compiled_only(raw, config, task.force, task.requests, triggered):
         # the syntax check is all this analysis would do, and it tells only this file's own
         # result: the driver does it once the file's last analysis is known (``checked``),
         # not for a file a later analysis parses anyway (in a cold run most of them)
@@ -361,6 +404,7 @@ def analyse_file(
             task.sink_calls,
             reads,
             task.unsent,
+            triggered,
         )
         output = _output(result, exports, wanted, triggered, task.force, content, task.sink_calls)
     if task.unsent:
@@ -372,10 +416,21 @@ def analyse_file(
 UNCHECKED = "syntax_unchecked"
 
 
-def _compiled_only(raw: bytes, config: LintConfig, force: bool, requests: Collection[str]) -> bool:
+def _compiled_only(
+    raw: bytes,
+    config: LintConfig,
+    force: bool,
+    requests: Collection[str],
+    triggered: bool | None = None,
+) -> bool:
     """Whether ``analyse_source`` only compiles this file (``_syntax_only``): nothing triggers,
-    forces or asks for its analysis, and it holds no suppression comment."""
-    return not (force or requests or _triggered(raw, config)) and b"promptcache:" not in raw
+    forces or asks for its analysis, and it holds no suppression comment. ``triggered``:
+    ``_triggered`` of ``raw`` when the caller knows it already."""
+    if force or requests:
+        return False
+    if triggered is None:
+        triggered = _triggered(raw, config)
+    return not triggered and b"promptcache:" not in raw
 
 
 def checked(output: dict[str, Any], path: str, config: LintConfig) -> dict[str, Any]:
