@@ -34,6 +34,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from promptcache.formatting import plural
+
 __all__ = [
     "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_HEAD_TIMEOUT_S",
@@ -117,6 +119,16 @@ def _response(status: bytes, kind: str, message: str) -> bytes:
     )
 
 
+def _all_busy(count: int, noun: str) -> str:
+    """That every one of ``count`` connections is busy: ``all 4 client connections this server
+    allows are busy with requests``, or for a limit of one ``the 1 client connection this server
+    allows is busy with a request``. ``noun`` is in the singular ("connection", "client
+    connection this server allows"); its first "connection" takes the plural's "s"."""
+    if count == 1:
+        return f"the 1 {noun} is busy with a request"
+    return f"all {count:,} {noun.replace('connection', 'connections', 1)} are busy with requests"
+
+
 class _Notes:
     """Logs the first time each limit acts (a warning), later ones at debug level: an attack
     would otherwise write a line per connection."""
@@ -171,8 +183,8 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
     busy = _response(
         b"503 Service Unavailable",
         "overloaded_error",
-        f"all {max_connections:,} client connections this server allows are busy with requests "
-        "(its --max-client-connections); retry shortly, or raise --max-client-connections",
+        f"{_all_busy(max_connections, 'client connection this server allows')} (its "
+        "--max-client-connections); retry shortly, or raise --max-client-connections",
     )
 
     class Limited(base):  # type: ignore[misc, valid-type]
@@ -194,14 +206,15 @@ def protocol_class(limits: ClientLimits, max_connections: int, base: type | None
                     transport.close()
                     notes.note(
                         "refused",
-                        f"refused a connection: all {max_connections} connections are busy "
-                        "with requests (--max-client-connections)",
+                        f"refused a connection: {_all_busy(max_connections, 'connection')} "
+                        "(--max-client-connections)",
                     )
                     return
                 victim._end(None)
                 notes.note(
                     "evicted",
-                    f"{max_connections} connections open (--max-client-connections): closed "
+                    f"{plural(max_connections, 'connection', grouped=True)} open "
+                    "(--max-client-connections): closed "
                     "the one waiting longest for a request, for a new one",
                 )
             super().connection_made(transport)

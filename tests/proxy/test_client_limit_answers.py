@@ -80,3 +80,57 @@ def test_a_client_turned_away_is_told_which_limit_and_what_to_do(tmp_path: Path)
     assert head.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     message = json.loads(body)["error"]["message"]
     assert "within 0.5 s" in message and "--header-timeout" in message
+
+
+def test_a_limit_of_one_connection_is_told_in_the_singular(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With --max-client-connections 1 the answer read "all 1 client connections this server
+    allows are busy with requests", and the log "1 connections open"."""
+    with (
+        ServerThread(MockUpstream()) as upstream,
+        ServerThread(
+            build_app(mock_config(upstream.url, tmp_path / "log.db")),
+            http=protocol_class(ClientLimits(), 1),
+        ) as proxy,
+    ):
+        mock = upstream.app
+        assert isinstance(mock, MockUpstream)
+        body = json.dumps({"model": "gpt-4o", "stream": True, "messages": []}).encode()
+        head = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nx-mock-fault: hang\r\n"
+            b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+        )
+        with caplog.at_level("WARNING", logger="promptcache.server"):
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as busy:
+                busy.sendall(head + body)
+                deadline = time.monotonic() + 20
+                while not mock.requests and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                with (
+                    openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0) as c,
+                    pytest.raises(openai.InternalServerError) as info,
+                ):
+                    c.models.list()
+            assert info.value.status_code == 503
+            assert info.value.message.endswith(
+                "the 1 client connection this server allows is busy with a request (its "
+                "--max-client-connections); retry shortly, or raise --max-client-connections"
+            ), info.value.message
+            mock.disconnected.wait(10)
+            # an idle connection holds the one place; a new one replaces it
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as idle:
+                idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+                assert idle.recv(65536).startswith(b"HTTP/1.1 200")
+                with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as new:
+                    new.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                    assert _read_until_closed(new).startswith(b"HTTP/1.1 200")
+        logged = [r.getMessage() for r in caplog.records if r.name == "promptcache.server"]
+        assert any(
+            m.startswith("refused a connection: the 1 connection is busy with a request (")
+            for m in logged
+        ), logged
+        assert any(
+            m.startswith("1 connection open (--max-client-connections): closed the one")
+            for m in logged
+        ), logged
