@@ -168,12 +168,14 @@ divergence</span></figcaption></figure>
 <td class="n" data-label="share">{{ pct(strip.share(s)) }}</td>
 <td class="n" data-label="breaks here">{{ num(s.breaks) }}</td>
 <td data-label="first differing character">{% if s.offset is not none %}character
-{{ num(s.offset) }} ({{ num(s.offset_breaks) }} breaks){% elif s.breaks %}offset not logged
+{{ num(s.offset) }} ({{ num(s.offset_breaks) }} break{{ "" if s.offset_breaks == 1 else "s" }})
+{%- elif s.breaks %}offset not logged
 {%- endif %}{% if s.breakpoint_ttl is not none %}{{ "; " if s.breaks }}breakpoint
 {{- " " + s.breakpoint_ttl if s.breakpoint_ttl }}{% endif %}</td></tr>
 {% endfor %}</table></div>
-{% if strip.outside %}<p class="small">{{ num(strip.outside) }} more breaks first differ in
-segments this request does not have.</p>{% endif %}
+{% if strip.outside %}<p class="small">{{ num(strip.outside) }} more
+{{ "break first differs" if strip.outside == 1 else "breaks first differ" }} in segments this
+request does not have.</p>{% endif %}
 {% if strip.unplaced %}<p class="small">Breaks not tied to a segment: {% for r, n in strip.unplaced
 %}{{ r }} {{ num(n) }}{{ ", " if not loop.last }}{% endfor %}.</p>{% endif %}
 {% else %}<p>No request with a logged prompt layout in this window.</p>{% endif %}
@@ -208,7 +210,8 @@ request's first segment hash), costliest first.</p>
 <td data-label="top break reason">{% if f.top_reason %}{{ f.top_reason }}
 ({{ num(f.top_reason_breaks) }}){%- else %}-{% endif %}</td></tr>
 {% endfor %}</table></div>{% if more_families %}<p class="small">{{ num(more_families) }} more
-families.</p>{% endif %}{% else %}<p>No prefix families in this window.</p>{% endif %}
+famil{{ "y" if more_families == 1 else "ies" }}.</p>{% endif %}{% else %}<p>No prefix families in
+this window.</p>{% endif %}
 </section>
 <section id="over-time">
 <h2>Over time</h2>

@@ -197,3 +197,23 @@ def test_a_hit_rate_alert_prints_the_rate_and_its_threshold_apart(proxy: Running
     )
     assert _alert(db, "--fail-under-hit-rate", "0.6") == (1, "alert: hit rate 49.8% is under 60.0%")
     assert _alert(db, "--fail-under-hit-rate", "0.498") == (0, "")
+
+
+def test_the_page_counts_one_break_in_the_singular(proxy: RunningProxy, tmp_path: Path) -> None:
+    """The prompt strip's table read "character 0 (1 breaks)" for one break."""
+    rules = "Answer questions about Acme invoices briefly and cite the ledger. " * 200
+    with anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-test-rounding-04") as client:
+        for kind, system in (("write", rules), ("miss", "Changed. " + rules)):
+            client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=16,
+                system=[{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+                messages=[{"role": "user", "content": kind}],
+            )
+    proxy.rows(2)
+    page = tmp_path / "report.html"
+    _report(proxy.db_path, "--format", "html", "--output", str(page))
+    strip = re.search(r'<table id="strip-segments"(.*?)</table>', page.read_text(), re.S)
+    assert strip is not None
+    row = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", strip.group(1))).split())
+    assert "system[0] system" in row and "character 0 (1 break)" in row, row
