@@ -1388,12 +1388,32 @@ class CallsMixin(EngineState):
                 and holder.id == frame.self_name
                 and frame.cls is not None
             )
+            before = (
+                frame.cls.attrs.get(target.attr, CLEAN)
+                if own_attr and frame.cls is not None and isinstance(target, ast.Attribute)
+                else CLEAN
+            )
             self.mutate(target, join(*args, *kwargs.values()))
             if own_attr and frame.cls is not None and isinstance(target, ast.Attribute):
                 old = frame.cls.attrs.get(target.attr, CLEAN)
                 name_key = mutated_key(old.name_key, method, node, [a.name_key for a in args])
+                # a list field that only ever gets objects of known fields appended
+                # (``self.turns.append(Turn(text=..., sent_at=now))``) keeps their fields, so
+                # that a method reading one field of each element takes only that field
+                # (not chat messages, objects with a ``role`` field: a ``message.role ==
+                # "system"`` test picks their contents by the role the whole element holds)
+                elem = (
+                    added_elem(before, method, args, bool(kwargs))
+                    if old.shape is Shape.LIST
+                    and before.shape in (Shape.LIST, Shape.UNKNOWN)
+                    and not any(key == "role" for a in args for key, _ in a.items or ())
+                    else None
+                )
                 frame.cls.attrs[target.attr] = replace(
-                    old, name_key=name_key, ref=added_to_set(old, method, args, kwargs)
+                    old,
+                    name_key=name_key,
+                    ref=added_to_set(old, method, args, kwargs),
+                    elem=elem,
                 )
             return CLEAN
         if method in _MUTATORS and isinstance(target, ast.Name):
