@@ -233,6 +233,38 @@ def _stored_key(stored: ast.expr, name: str) -> str | None:
     return None
 
 
+def _stores_what_it_tests(stmt: ast.If) -> bool:
+    """True for ``if value: config["key"] = value`` (the test ``value``, ``value is not
+    None`` or ``not value``; no ``else``; a body of stores of that name under constant string
+    keys): what the dict then holds is a function of ``value`` alone, whose facts the store
+    carries, so the condition chooses nothing of its own (the dict's other keys, such as its
+    tools, are not chosen by it)."""
+    test = stmt.test
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        test = test.left
+    if not isinstance(test, ast.Name) or stmt.orelse:
+        return False
+    return all(
+        isinstance(sub, ast.Assign)
+        and len(sub.targets) == 1
+        and isinstance(sub.targets[0], ast.Subscript)
+        and isinstance(sub.targets[0].value, ast.Name)
+        and isinstance(sub.targets[0].slice, ast.Constant)
+        and isinstance(sub.targets[0].slice.value, str)
+        and isinstance(sub.value, ast.Name)
+        and sub.value.id == test.id
+        for sub in stmt.body
+    )
+
+
 def stored_elem(old: Value, stored: ast.expr, added: Value) -> Value | None:
     """``Value.elem`` of the list ``old`` once ``added`` is stored at ``stored``: with
     ``msgs[i]["key"] = v`` (one element's entry of a constant key) the elements' ``key`` may
@@ -1359,7 +1391,7 @@ class StatementsMixin(EngineState):
             return
         tested = self.eval(stmt.test)
         frame = self.frame
-        runtime = self.runtime_test(stmt.test, tested)
+        runtime = self.runtime_test(stmt.test, tested) and not _stores_what_it_tests(stmt)
         extra = (
             frozenset({self.fact(Kind.VARIES, stmt, f"{CHOSEN_BY_IF} {stmt.lineno}")})
             if runtime
