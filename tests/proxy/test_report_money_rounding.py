@@ -23,7 +23,8 @@ import anthropic
 import pytest
 from click.testing import CliRunner
 from proxy_support import RunningProxy, mock_config
-from servers import ServerThread, read_body
+from servers import ServerThread
+from upstreams import request_body
 
 from promptcache.cli import cli
 from promptcache.proxy.app import build_app
@@ -53,12 +54,10 @@ USAGE = {
 
 
 async def _upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+    raw = await request_body(scope, receive, send)
+    if raw is None:
         return
-    body = json.loads(await read_body(receive))
+    body = json.loads(raw)
     kind = body["messages"][-1]["content"]
     answer = {
         "id": f"msg_{kind}",
@@ -130,7 +129,7 @@ def test_net_savings_round_the_exact_amount_not_the_float_sums_noise(
     }
     assert rows["Cost"] == _cents4(total["cost_usd"]) == "$0.0205"
     assert rows["Cost without cache"] == _cents4(total["cost_without_cache_usd"]) == "$0.0182"
-    # the float difference of the two sums is -0.0022499999999999985: -$0.0022 before
+    # the float difference of the two sums, -0.0022499999999999985, prints as -0.00225 does
     assert rows["Net savings (write premium included)"] == "-$0.0023", rows
     assert rows["Wasted writes (never read within TTL)"] == (
         "3,000 tokens in 1 request, $0.0023 premium"
@@ -153,8 +152,8 @@ def _alert(db: Path, *args: str) -> tuple[int, str]:
 
 
 def test_an_alert_prints_the_figure_and_its_threshold_apart(proxy: RunningProxy) -> None:
-    """An alert's two figures differ as printed: at the 4 places of the table a cost of
-    $0.02046 over a threshold of 0.02045 read "$0.0205 is over $0.0205"."""
+    """An alert's two figures differ as printed: a cost of $0.02046 over a threshold of 0.02045
+    is not "$0.0205 is over $0.0205", as both print at the table's 4 places."""
     _send(proxy, "sk-ant-test-rounding-02", ("write", "miss"))
     db = proxy.db_path
     assert Decimal(json.loads(_report(db, "--format", "json"))["total"]["cost_usd"]) == Decimal(
@@ -181,8 +180,8 @@ def test_an_alert_prints_the_figure_and_its_threshold_apart(proxy: RunningProxy)
 
 
 def test_a_hit_rate_alert_prints_the_rate_and_its_threshold_apart(proxy: RunningProxy) -> None:
-    """A hit rate of 3,000 / 6,020 = 49.83% under a threshold of 0.4984 read "49.8% is under
-    49.8%" at the table's one place."""
+    """A hit rate of 3,000 / 6,020 = 49.83% under a threshold of 0.4984 is not "49.8% is under
+    49.8%", as both print at the table's one place."""
     _send(proxy, "sk-ant-test-rounding-03", ("miss", "read"))
     db = proxy.db_path
     total = json.loads(_report(db, "--format", "json"))["total"]
@@ -200,7 +199,7 @@ def test_a_hit_rate_alert_prints_the_rate_and_its_threshold_apart(proxy: Running
 
 
 def test_the_page_counts_one_break_in_the_singular(proxy: RunningProxy, tmp_path: Path) -> None:
-    """The prompt strip's table read "character 0 (1 breaks)" for one break."""
+    """The prompt strip's table counts one break as "character 0 (1 break)", not "(1 breaks)"."""
     rules = "Answer questions about Acme invoices briefly and cite the ledger. " * 200
     with anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-test-rounding-04") as client:
         for kind, system in (("write", rules), ("miss", "Changed. " + rules)):
