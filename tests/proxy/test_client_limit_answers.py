@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import anthropic
@@ -29,6 +31,26 @@ def _read_until_closed(sock: socket.socket) -> bytes:
     return received
 
 
+@contextmanager
+def _requests_held(port: int, mock: MockUpstream, count: int) -> Iterator[None]:
+    """``count`` connections to the proxy on ``port``, each with a streamed chat request that
+    the mock upstream holds open (``x-mock-fault: hang``): inside, once the upstream has them
+    all, they hold ``count`` of the proxy's client connections; closed on leaving."""
+    body = json.dumps({"model": "gpt-4o", "stream": True, "messages": []}).encode()
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nx-mock-fault: hang\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+    )
+    with ExitStack() as held:
+        for _ in range(count):
+            sock = held.enter_context(socket.create_connection(("127.0.0.1", port), timeout=20))
+            sock.sendall(head + body)
+        deadline = time.monotonic() + 20
+        while len(mock.requests) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield
+
+
 def test_a_client_turned_away_is_told_which_limit_and_what_to_do(tmp_path: Path) -> None:
     limits = ClientLimits(head_timeout_s=0.5)
     with (
@@ -41,18 +63,7 @@ def test_a_client_turned_away_is_told_which_limit_and_what_to_do(tmp_path: Path)
         mock = upstream.app
         assert isinstance(mock, MockUpstream)
         # two requests in flight hold both connections the limit allows
-        body = json.dumps({"model": "gpt-4o", "stream": True, "messages": []}).encode()
-        head = (
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nx-mock-fault: hang\r\n"
-            b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
-        )
-        busy = [socket.create_connection(("127.0.0.1", proxy.port), timeout=20) for _ in "ab"]
-        try:
-            for sock in busy:
-                sock.sendall(head + body)
-            deadline = time.monotonic() + 20
-            while len(mock.requests) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
+        with _requests_held(proxy.port, mock, 2):
             client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0)
             with pytest.raises(openai.InternalServerError) as info:
                 client.chat.completions.create(
@@ -69,9 +80,6 @@ def test_a_client_turned_away_is_told_which_limit_and_what_to_do(tmp_path: Path)
                     messages=[{"role": "user", "content": "hi"}],
                 )
             assert "--max-client-connections" in refused.value.message
-        finally:
-            for sock in busy:
-                sock.close()
         mock.disconnected.wait(10)  # both requests ended: their connections are free again
 
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as slow:
@@ -85,8 +93,8 @@ def test_a_client_turned_away_is_told_which_limit_and_what_to_do(tmp_path: Path)
 def test_a_limit_of_one_connection_is_told_in_the_singular(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """With --max-client-connections 1 the answer read "all 1 client connections this server
-    allows are busy with requests", and the log "1 connections open"."""
+    """With --max-client-connections 1 the answer and the log speak of the one connection in the
+    singular, not "all 1 client connections ... are busy" or "1 connections open"."""
     with (
         ServerThread(MockUpstream()) as upstream,
         ServerThread(
@@ -96,22 +104,13 @@ def test_a_limit_of_one_connection_is_told_in_the_singular(
     ):
         mock = upstream.app
         assert isinstance(mock, MockUpstream)
-        body = json.dumps({"model": "gpt-4o", "stream": True, "messages": []}).encode()
-        head = (
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nx-mock-fault: hang\r\n"
-            b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
-        )
         with caplog.at_level("WARNING", logger="promptcache.server"):
-            with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as busy:
-                busy.sendall(head + body)
-                deadline = time.monotonic() + 20
-                while not mock.requests and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                with (
-                    openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0) as c,
-                    pytest.raises(openai.InternalServerError) as info,
-                ):
-                    c.models.list()
+            with (
+                _requests_held(proxy.port, mock, 1),
+                openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0) as c,
+                pytest.raises(openai.InternalServerError) as info,
+            ):
+                c.models.list()
             assert info.value.status_code == 503
             assert info.value.message.endswith(
                 "the 1 client connection this server allows is busy with a request (its "
