@@ -17,13 +17,14 @@ from browser_support import Chromium, assert_report_drawn
 from page_log import HOSTILE, STEP_S, T0, N, is_hit, reason_of, write_page_log
 
 from promptcache.proxy.report import build_report
-from promptcache.proxy.report.html import render_html
+from promptcache.proxy.report.html import render_html, render_main
 from promptcache.proxy.report.page import (
     BreakStrip,
     PageBucket,
     PageTimeline,
     StripSegment,
     TtftHistogram,
+    build_page,
 )
 from promptcache.proxy.report.render import summary_rows
 from promptcache.proxy.report.svg import line_chart, strip_svg, ttft_chart
@@ -180,3 +181,27 @@ def test_docs_show_the_screenshots_the_script_makes() -> None:
     for name in shown:
         data = (root / "docs" / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and 20_000 < len(data) < 300_000, name
+
+
+@pytest.mark.parametrize(
+    ("count", "breaks", "families"),
+    [
+        (1, "1 more break first differs in", "1 more family."),
+        (2, "2 more breaks first differ in", "2 more families."),
+        (1200, "1,200 more breaks first differ in", "1,200 more families."),
+    ],
+)
+def test_breaks_and_families_left_off_the_page_are_counted_in_words(
+    page: Path, count: int, breaks: str, families: str
+) -> None:
+    """The notes under the strip's table and the families' table, for breaks in segments the
+    drawn request does not have and for the families past the table's ten."""
+    report = build_report(page.parent / "log.db", since=T0, until=T0 + 120, now=T0 + 86400)
+    built = build_page(report)
+    assert built.strip is not None and built.families
+    built = dataclasses.replace(
+        built, strip=dataclasses.replace(built.strip, outside=count), more_families=count
+    )
+    text = " ".join(re.sub(r"<[^>]+>", " ", render_main(report, built)).split())
+    assert f"{breaks} segments this request does not have." in text, text
+    assert families in text, text
