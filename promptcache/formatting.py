@@ -37,9 +37,10 @@ def usd(
     A half rounds away from zero on the decimal value: ``usd(0.00015)`` -> ``"$0.0002"`` (the
     float's shortest text, ``"0.00015"``, is the figure rounded, not its binary value just
     below), and ``usd(Decimal("0.00025"))`` -> ``"$0.0003"`` (not half-to-even's 0.0002). A
-    float is first read to :data:`FLOAT_PLACES` places, which drops the binary noise of a sum or
-    difference of amounts: the report's cost without cache minus its cost, $0.01821 - $0.02046,
-    is the float -0.0022499999999999985, and prints ``"-$0.0023"`` as the exact -0.00225 does.
+    float is first read to :data:`FLOAT_PLACES` places (by its shortest text when ``places`` is
+    that many or more), which drops the binary noise of a sum or difference of amounts: the
+    report's cost without cache minus its cost, $0.01821 - $0.02046, is the float
+    -0.0022499999999999985, and prints ``"-$0.0023"`` as the exact -0.00225 does.
     """
     amount = value if isinstance(value, Decimal) else dollars(value)
     if isinstance(value, float) and amount.is_finite() and places >= FLOAT_PLACES:
