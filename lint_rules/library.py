@@ -103,6 +103,10 @@ def _state_gets(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "state"
+            and isinstance(node.func.value.value, ast.Name)
+            and node.func.value.value.id == name
             and node.args
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
