@@ -41,7 +41,7 @@ from .frames import (
     merge,
     merge_elem,
 )
-from .nodes import name_text
+from .nodes import name_text, tested_subject
 from .session import kept_from_session
 from .sinks import is_system_prompt_name, logged_dicts
 from .statements import constant_truth, picked_from
@@ -684,28 +684,12 @@ def _class_name(func: ast.expr) -> bool:
     return name[:1].isupper()
 
 
-def _tested(test: ast.expr) -> ast.expr | None:
-    """The value a condition tests for being set: ``x`` in ``x``, ``not x``, ``x is None``
-    and ``x is not None``; None for any other condition."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test = test.operand
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        test = test.left
-    return test if isinstance(test, (ast.Name, ast.Attribute)) else None
-
-
 def _normalises(node: ast.IfExp) -> bool:
     """True for a conditional that only fills in or converts the value it tests, ``x if x
     else None``, ``str(x) if x is not None else "auto"``: one branch reads the tested value
     and the other is a constant, so the result changes exactly when that value does and
     chooses nothing of its own (the value's own facts are kept in the branch that reads it)."""
-    subject = _tested(node.test)
+    subject = tested_subject(node.test)
     if subject is None:
         return False
     key = ast.dump(subject)

@@ -58,4 +58,20 @@ def name_text(node: ast.Name | ast.Attribute) -> str:
     return known
 
 
-__all__ = ["all_nodes", "name_text"]
+def tested_subject(test: ast.expr) -> ast.expr | None:
+    """The value a condition tests for being set: ``x`` in ``x``, ``not x``, ``x is None``
+    and ``x is not None``; None for any other condition."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        test = test.left
+    return test if isinstance(test, (ast.Name, ast.Attribute)) else None
+
+
+__all__ = ["all_nodes", "name_text", "tested_subject"]

@@ -552,18 +552,24 @@ def _appends_to(stmt: ast.stmt, name: str) -> ast.expr | None:
     return None
 
 
-def _extends_with(stmt: ast.stmt, name: str) -> ast.ListComp | ast.GeneratorExp | None:
-    """The comprehension ``stmt`` adds to the list ``name`` (``name.extend([... for
-    ...])``, ``name += [... for ...]``), or None."""
-    added: ast.expr | None = None
+def _added_in_place(stmt: ast.stmt, name: str) -> ast.expr | None:
+    """The value ``name += value`` adds to the list ``name`` in place; None for any other
+    statement."""
     if (
         isinstance(stmt, ast.AugAssign)
         and isinstance(stmt.op, ast.Add)
         and isinstance(stmt.target, ast.Name)
         and stmt.target.id == name
     ):
-        added = stmt.value
-    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return stmt.value
+    return None
+
+
+def _extends_with(stmt: ast.stmt, name: str) -> ast.ListComp | ast.GeneratorExp | None:
+    """The comprehension ``stmt`` adds to the list ``name`` (``name.extend([... for
+    ...])``, ``name += [... for ...]``), or None."""
+    added = _added_in_place(stmt, name)
+    if added is None and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
         if (
             isinstance(call.func, ast.Attribute)
@@ -841,12 +847,7 @@ class RegionsMixin(EngineState):
         for stmt in func.body:  # top-level statements only: a conditional append may not run
             if not start < stmt.lineno < end:
                 continue
-            if (
-                isinstance(stmt, ast.AugAssign)
-                and isinstance(stmt.op, ast.Add)
-                and isinstance(stmt.target, ast.Name)
-                and stmt.target.id == name.id
-            ):
+            if _added_in_place(stmt, name.id) is not None:
                 return True
             if not isinstance(stmt, ast.Expr):
                 continue

@@ -47,6 +47,7 @@ from .frames import (
     positions_known,
     with_every_field,
 )
+from .nodes import tested_subject
 from .toolnames import combine
 
 #: dict keys that put a cache breakpoint on a block (Anthropic, Bedrock)
@@ -239,17 +240,7 @@ def _stores_what_it_tests(stmt: ast.If) -> bool:
     keys): what the dict then holds is a function of ``value`` alone, whose facts the store
     carries, so the condition chooses nothing of its own (the dict's other keys, such as its
     tools, are not chosen by it)."""
-    test = stmt.test
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test = test.operand
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        test = test.left
+    test = tested_subject(stmt.test)
     if not isinstance(test, ast.Name) or stmt.orelse:
         return False
     return all(
