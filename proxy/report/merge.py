@@ -36,15 +36,24 @@ def merged_log(paths: Sequence[str | Path]) -> Iterator[Path]:
     """A temporary log holding every row of ``paths``; deleted when the block ends.
 
     Raises:
-        ConfigError: a path is given twice, or is not a proxy log.
+        ConfigError: a path is given twice, two paths name the same file (a symlink or a hard
+            link to it), or a path is not a proxy log.
         StoreError: a log could not be read or migrated, or the temporary log written.
     """
     from . import connect_log  # report imports this module
 
     resolved = [Path(p).resolve() for p in paths]
-    for i, path in enumerate(resolved):
-        if path in resolved[:i]:
+    files = [_file_identity(path) for path in resolved]
+    for i, file in enumerate(files):
+        if file not in files[:i]:
+            continue
+        first = files.index(file)
+        if Path(paths[first]) == Path(paths[i]):
             raise ConfigError(f"--db {paths[i]} is given twice; give each log once")
+        raise ConfigError(
+            f"--db {paths[first]} and --db {paths[i]} name the same file ({resolved[first]}); "
+            "give each log once"
+        )
     for given in paths:
         connect_log(given).close()  # checks it, and migrates an older log in place
     with tempfile.TemporaryDirectory(prefix="promptcache-report-") as folder:
@@ -68,6 +77,16 @@ def merged_log(paths: Sequence[str | Path]) -> Iterator[Path]:
         finally:
             conn.close()
         yield merged
+
+
+def _file_identity(path: Path) -> tuple[int, int] | Path:
+    """What names one file however it is reached: its device and inode numbers (a symlink and a
+    hard link land on their target's), or the resolved ``path`` itself when it cannot be read."""
+    try:
+        info = path.stat()
+    except OSError:
+        return path
+    return (info.st_dev, info.st_ino)
 
 
 def _attach(conn: sqlite3.Connection, path: Path) -> None:

@@ -8,6 +8,7 @@ own reports.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -182,6 +183,25 @@ def test_the_same_log_twice_is_refused(tmp_path: Path) -> None:
         build_report([log, tmp_path / "." / "a.db"], **_window())
     result = CliRunner().invoke(cli, ["report", "--db", str(log), "--db", str(log)])
     assert result.exit_code == 2 and "given twice" in result.output
+
+
+def test_a_link_to_a_log_given_beside_it_is_named_as_the_same_file(tmp_path: Path) -> None:
+    from promptcache.proxy.store import open_log
+
+    log = tmp_path / "a.db"
+    open_log(log).close()
+    symlink = tmp_path / "link-to-a.db"
+    symlink.symlink_to(log)
+    hard = tmp_path / "hard-a.db"
+    os.link(log, hard)
+    for other in (symlink, hard):
+        expected = f"--db {log} and --db {other} name the same file ({log.resolve()}); "
+        with pytest.raises(ConfigError) as raised:
+            build_report([log, other], **_window())
+        assert str(raised.value) == expected + "give each log once"
+        result = CliRunner().invoke(cli, ["report", "--db", str(log), "--db", str(other)])
+        assert result.exit_code == 2 and expected in result.output
+        assert "given twice" not in result.output
 
 
 def test_a_version_4_log_gains_the_routing_columns_and_keeps_its_rows(tmp_path: Path) -> None:
