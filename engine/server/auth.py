@@ -1,8 +1,9 @@
 """Optional bearer-token check for the ``/v1`` routes (``serve --api-key``).
 
 The official clients send ``Authorization: Bearer <api_key>``; with a key configured, a request
-to ``/v1/...`` without the right one gets OpenAI's 401 body. ``/health`` and ``/metrics`` stay
-open (probes and scrapers). Plain ASGI middleware, so streaming responses pass through untouched.
+to ``/v1/...`` without the right one gets OpenAI's 401 body (OpenAI's missing-key wording when
+no ``Authorization`` header is sent). ``/health`` and ``/metrics`` stay open (probes and
+scrapers). Plain ASGI middleware, so streaming responses pass through untouched.
 
 The header is parsed as RFC 7235 / RFC 6750 say: the scheme ``Bearer`` in any letter case, one
 or more spaces, then the token. A key must be something a client can send in that header
@@ -71,8 +72,31 @@ def bearer_token(authorization: bytes) -> bytes | None:
     return token or None
 
 
+_MISSING_KEY_ERROR: dict[str, str | None] = {
+    "message": "You didn't provide an API key. You need to provide the server's --api-key in an "
+    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY; the "
+    "client's api_key).",
+    "type": "invalid_request_error",
+    "param": None,
+    "code": None,
+}
+"""The 401 ``error`` object for a ``/v1`` request with no ``Authorization`` header: OpenAI's
+wording and codes for a request that sends no key (``code`` null)."""
+
+_INCORRECT_KEY_ERROR: dict[str, str | None] = {
+    "message": "Incorrect API key provided: send the server's --api-key as "
+    "'Authorization: Bearer <key>' (the client's api_key).",
+    "type": "invalid_request_error",
+    "param": None,
+    "code": "invalid_api_key",
+}
+"""The 401 ``error`` object for a ``/v1`` request whose ``Authorization`` header does not carry
+the key (another key, another scheme, an empty token)."""
+
+
 class BearerAuth:
-    """Reject ``/v1`` requests whose ``Authorization`` header is not ``Bearer <api_key>``.
+    """Reject ``/v1`` requests whose ``Authorization`` header is not ``Bearer <api_key>``: a
+    401 with `_MISSING_KEY_ERROR` when the header is absent, else `_INCORRECT_KEY_ERROR`.
 
     Raises:
         ConfigError: at construction, an ``api_key`` that ``validate_api_key`` refuses.
@@ -86,20 +110,13 @@ class BearerAuth:
         if scope["type"] != "http" or not scope["path"].startswith("/v1"):
             await self.app(scope, receive, send)
             return
-        token = bearer_token(dict(scope["headers"]).get(b"authorization", b""))
+        authorization = dict(scope["headers"]).get(b"authorization")
+        token = bearer_token(authorization) if authorization is not None else None
         if token is not None and hmac.compare_digest(token, self._expected):
             await self.app(scope, receive, send)
             return
         body = json.dumps(
-            {
-                "error": {
-                    "message": "Incorrect API key provided: send the server's --api-key as "
-                    "'Authorization: Bearer <key>' (the client's api_key).",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": "invalid_api_key",
-                }
-            }
+            {"error": _MISSING_KEY_ERROR if authorization is None else _INCORRECT_KEY_ERROR}
         ).encode()
         await send(
             {

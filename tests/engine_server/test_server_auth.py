@@ -42,6 +42,37 @@ def test_v1_routes_need_the_key_probes_do_not(keyed_url: str) -> None:
     assert httpx.get(f"{keyed_url}/metrics").status_code == 200
 
 
+def test_a_request_with_no_key_gets_openais_missing_key_error(keyed_url: str) -> None:
+    client = openai.OpenAI(base_url=f"{keyed_url}/v1", api_key=KEY, max_retries=0)
+    no_header = {"Authorization": openai.Omit()}  # the client sends no Authorization header
+    with pytest.raises(openai.AuthenticationError) as info:
+        client.completions.create(model="tiny", prompt="Hi", max_tokens=2, extra_headers=no_header)
+    assert info.value.status_code == 401
+    assert info.value.body == {
+        "message": "You didn't provide an API key. You need to provide the server's --api-key in "
+        "an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY; the "
+        "client's api_key).",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    assert info.value.request.headers.get("authorization") is None
+    response = httpx.get(f"{keyed_url}/v1/models")
+    assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+    assert response.json() == {"error": info.value.body}
+    # a key that is sent but wrong keeps the incorrect-key error
+    wrong = openai.OpenAI(base_url=f"{keyed_url}/v1", api_key="guess", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as info:
+        wrong.models.list()
+    assert info.value.body == {
+        "message": "Incorrect API key provided: send the server's --api-key as "
+        "'Authorization: Bearer <key>' (the client's api_key).",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+
+
 @pytest.mark.parametrize(
     ("authorization", "status"),
     [
