@@ -63,7 +63,7 @@ class SpeculativeConfig:
         if self.method not in SPECULATIVE_METHODS:
             raise ConfigError(
                 f"speculative_config method must be one of {', '.join(SPECULATIVE_METHODS)} "
-                f"(prompt lookup; this engine has no draft model), got {self.method!r}"
+                f"(prompt lookup; this engine has no draft model), got {_as_json(self.method)}"
             )
         _check_count("num_speculative_tokens", self.num_speculative_tokens, MAX_SPECULATIVE_TOKENS)
         _check_count("prompt_lookup_max", self.prompt_lookup_max)
@@ -145,10 +145,19 @@ def _check_count(name: str, value: Any, high: int | None = None) -> None:
     Raises:
         ConfigError: naming ``name`` and the value."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"speculative_config {name} must be an integer, got {value!r}")
+        raise ConfigError(f"speculative_config {name} must be an integer, got {_as_json(value)}")
     if value < 1 or (high is not None and value > high):
         bound = f"between 1 and {high}" if high is not None else ">= 1"
         raise ConfigError(f"speculative_config {name} must be {bound}, got {value}")
+
+
+def _as_json(value: Any) -> str:
+    """``value`` as JSON text, as ``--speculative-config`` spells it (``true``, ``null``,
+    ``"4"``); ``repr`` for a Python value JSON has no spelling for."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _json_type(value: Any) -> str:

@@ -53,6 +53,25 @@ def _free_port() -> int:
             "error: speculative_config prompt_lookup_min must be >= 1, got 0",
         ),
         ("null", '"num_speculative_tokens": 4}, got null'),
+        # a bad value is shown as it was written in JSON, not as Python prints it
+        (
+            '{"method": "ngram", "num_speculative_tokens": true}',
+            "error: speculative_config num_speculative_tokens must be an integer, got true",
+        ),
+        (
+            '{"method": "ngram", "num_speculative_tokens": "4"}',
+            'error: speculative_config num_speculative_tokens must be an integer, got "4"',
+        ),
+        (
+            '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": false}',
+            "error: speculative_config prompt_lookup_max must be an integer, got false",
+        ),
+        (
+            '{"method": "ngram", "num_speculative_tokens": [4]}',
+            "error: speculative_config num_speculative_tokens must be an integer, got [4]",
+        ),
+        ('{"method": null, "num_speculative_tokens": 2}', "draft model), got null"),
+        ('{"method": "medusa", "num_speculative_tokens": 2}', 'draft model), got "medusa"'),
     ],
 )
 def test_bad_speculative_config_is_a_one_line_error(
