@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from servers import read_body
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vendors"
 
@@ -141,14 +141,32 @@ class MockUpstream:
             self.requests.append(request)
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        answered = False
+
+        async def send_counted(message: Message) -> None:
+            # the request stops being in flight before its last bytes leave: a client that has
+            # them may reuse the connection at once, and the next request must not be counted
+            # beside this one while this handler has yet to return
+            nonlocal answered
+            if (
+                message["type"] == "http.response.body"
+                and not message.get("more_body", False)
+                and not answered
+            ):
+                answered = True
+                with self._lock:
+                    self.in_flight -= 1
+            await send(message)
+
         try:
-            await self._route(request, receive, send)
+            await self._route(request, receive, send_counted)
         except asyncio.CancelledError:
             self._note_disconnect()
             raise
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            if not answered:
+                with self._lock:
+                    self.in_flight -= 1
 
     def _note_disconnect(self) -> None:
         with self._lock:
