@@ -8,7 +8,9 @@ In the system prompt (a string built from parts, or a list of system blocks) and
 frozen and session layers, reports a part that varies per call (a function parameter, a loop
 variable, a time or unique value) placed before static text of at least 2,048 characters
 (about 512 tokens, the smallest model minimum): the static pieces, or system blocks, between
-it and the next part that varies, together. The message gives that text's length in
+it and the next part that varies, together. A date that changes once a day (`date.today()`,
+`%Y-%m-%d`) is not reported here: the text after it stays cached all day, and PC001 reports
+it as an info. The message gives that text's length in
 characters ("at least" when a piece of it has a length the analysis does not know).
 
 It also reports system text made from each turn's input ahead of the conversation history:
@@ -78,7 +80,20 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
+from ..facts import SELF, Fact, Kind
 from ._shared import LONG_STATIC_CHARS
+
+
+def _per_call(facts: frozenset[Fact]) -> bool:
+    """True where ``facts`` make a piece differ from one call to the next (``Value.dynamic``)
+    by more than a date: a time that changes only once a day (``date.today()``, ``%Y-%m-%d``)
+    keeps the static text after it cached all day, and PC001 reports it as an info."""
+    return any(
+        (f.volatile and not (f.kind is Kind.TIME and f.granularity != "subday"))
+        or f.kind is Kind.LOOP
+        or (f.kind is Kind.PARAM and f.param != SELF)
+        for f in facts
+    )
 
 
 def _message(node: ast.AST, length: int, unknown: bool) -> str:
@@ -151,8 +166,8 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry in ctx.entries:
         if entry.once or not entry.parts or entry.region not in ("system", "frozen", "session"):
             continue
-        for index, (node, dynamic, _, _) in enumerate(entry.parts):
-            if not dynamic:
+        for index, (node, dynamic, _, facts) in enumerate(entry.parts):
+            if not dynamic or not _per_call(facts):
                 continue
             longest, unknown = _static_after([(d, n) for _, d, n, _ in entry.parts[index + 1 :]])
             if longest >= LONG_STATIC_CHARS:
@@ -167,7 +182,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue
         system = [b for b in sink.blocks if b.region == "system"]
         for index, block in enumerate(system):
-            if not block.value.dynamic:
+            if not block.value.dynamic or not _per_call(block.value.facts):
                 continue
             longest, unknown = _static_after(
                 [(b.value.dynamic, b.length) for b in system[index + 1 :]]
