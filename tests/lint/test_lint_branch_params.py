@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from branch_requests import ASK
+
 from promptcache.lint_rules import Severity, lint_source
 from promptcache.lint_rules.config import parse_table
 from promptcache.lint_rules.registry import KNOWN_CODES
@@ -31,22 +33,9 @@ def rebound(include_hour_min: bool = False) -> str:
     return now.strftime("%H:%M") if include_hour_min else now.strftime("%Y-%m-%d")
 """
 
-CALLS = """
-import openai
-
-client = openai.OpenAI()
-RULES = "Answer briefly and cite the manual. " * 80
-
-
-def ask(question: str, text: str):
-    return client.chat.completions.create(
-        model="gpt-4o",
-        messages=[
-            {"role": "system", "content": f"{text}\\n{RULES}"},
-            {"role": "user", "content": question},
-        ],
-    )
-
+CALLS = (
+    ASK
+    + """
 
 def by_default(question: str):
     return ask(question, day_time())
@@ -71,6 +60,7 @@ def by_setting(question: str, precise: bool):
 def by_rebound(question: str):
     return ask(question, rebound())
 """
+)
 
 #: the line of each caller's ``return`` in CALLS, and the severity its PC001 must have
 WANT = [

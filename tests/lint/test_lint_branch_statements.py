@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from branch_requests import ASK
+
 from promptcache.lint_rules import Severity, lint_source
 from promptcache.lint_rules.config import parse_table
 from promptcache.lint_rules.registry import KNOWN_CODES
@@ -64,23 +66,6 @@ def rebound(include_hour_min: bool = False) -> str:
     if include_hour_min:
         return now.strftime("%H:%M")
     return now.strftime("%Y-%m-%d")
-"""
-
-ASK = """
-import openai
-
-client = openai.OpenAI()
-RULES = "Answer briefly and cite the manual. " * 80
-
-
-def ask(question: str, text: str):
-    return client.chat.completions.create(
-        model="gpt-4o",
-        messages=[
-            {"role": "system", "content": f"{text}\\n{RULES}"},
-            {"role": "user", "content": question},
-        ],
-    )
 """
 
 #: (the helper's call, the severity its caller's PC001 must have)
