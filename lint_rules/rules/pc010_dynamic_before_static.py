@@ -80,7 +80,7 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
-from ..facts import SELF, Fact, Kind
+from ..facts import Fact, Kind, Value
 from ._shared import LONG_STATIC_CHARS
 
 
@@ -88,12 +88,9 @@ def _per_call(facts: frozenset[Fact]) -> bool:
     """True where ``facts`` make a piece differ from one call to the next (``Value.dynamic``)
     by more than a date: a time that changes only once a day (``date.today()``, ``%Y-%m-%d``)
     keeps the static text after it cached all day, and PC001 reports it as an info."""
-    return any(
-        (f.volatile and not (f.kind is Kind.TIME and f.granularity != "subday"))
-        or f.kind is Kind.LOOP
-        or (f.kind is Kind.PARAM and f.param != SELF)
-        for f in facts
-    )
+    return Value(
+        frozenset(f for f in facts if not (f.kind is Kind.TIME and f.granularity != "subday"))
+    ).dynamic
 
 
 def _message(node: ast.AST, length: int, unknown: bool) -> str:
