@@ -388,7 +388,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; {args.replicas} mock replicas, "
           f"{args.requests} {args.workload} requests at concurrency {args.concurrency}, events "
           f"{args.event_gap_ms:g} ms apart")  # fmt: skip
-    ports = [routing.free_port() for _ in range(args.replicas)]
+    ports = routing.free_ports(args.replicas)
     mocks = [subprocess.Popen([sys.executable, __file__, "--serve-mock", str(p),
                                "--event-gap-ms", str(args.event_gap_ms)])
              for p in ports]  # fmt: skip

@@ -136,9 +136,18 @@ CLI = [sys.executable, "-c", "from promptcache.cli import main; main()"]
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports on 127.0.0.1: every socket stays bound until all are
+    picked, since ports asked for one at a time can repeat (the kernel picks at random), and
+    two servers given one port leave one URL answered by the other's server."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -845,11 +854,13 @@ def run_config(
     ideal = name == "ideal"
     count = 1 if ideal else args.replicas
     pool = args.pool_blocks * (args.replicas if ideal else 1)
-    ports = [free_port() for _ in range(count)]
+    ports = free_ports(count * (3 if name == "kv_events" else 1))
     events = None
     if name == "kv_events":
-        events = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}")
-                  for _ in ports]  # fmt: skip
+        events = [(f"tcp://127.0.0.1:{ports[count + 2 * i]}",
+                   f"tcp://127.0.0.1:{ports[count + 2 * i + 1]}")
+                  for i in range(count)]  # fmt: skip
+        ports = ports[:count]
     engines = [start_engine(p, pool, events[i] if events else None) for i, p in enumerate(ports)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     router = None
