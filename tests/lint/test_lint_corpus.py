@@ -82,6 +82,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         33: 20270104,
         34: 20270105,
         35: 20270106,
+        36: 20270107,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -132,6 +133,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         33: 6,
         34: 6,
         35: 6,
+        36: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -295,6 +297,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "InternLM/HuixiangDou",
             "THUDM/AutoWebGLM",
             "langchain-ai/skills-benchmarks",
+        ],
+        36: [
+            "ComposioHQ/composio",
+            "hud-evals/hud-python",
         ],
     }
     for batch, tuning in recorded.items():
