@@ -504,8 +504,12 @@ class SlidingWindow:
                 return SlideNote(
                     None,
                     None,
-                    f"no sliding breakpoint: {MAX_BREAKPOINTS} breakpoints already set on the "
-                    "tools/system layers",
+                    f"no sliding breakpoint: the request holds {MAX_BREAKPOINTS} breakpoints "
+                    "already, the most the API accepts, and none may give way to one on "
+                    f"messages[{m}] (only a tools breakpoint or one on an earlier message does; "
+                    f"system breakpoints are kept): its newest breakpoint is {tail - write} block "
+                    "positions after the previous request's last write, and a breakpoint reads "
+                    f"at most {self.rule.blocks} back",
                 )
         if ttl is None:
             ttl = max(

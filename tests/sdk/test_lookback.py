@@ -382,3 +382,31 @@ def test_a_slide_ttl_out_of_order_is_refused_and_a_retry_still_slides() -> None:
     messages += [{"role": "user", "content": [text(f"burst {i}")]} for i in range(30)]
     params = {"model": MODEL, "system": system, "messages": messages}
     assert window.apply(params, "anthropic", tail=True, ttl="1h").path is not None
+
+
+@pytest.mark.parametrize("render", ["to_anthropic", "to_bedrock_converse"])
+def test_no_room_for_a_slide_says_which_breakpoints_hold_the_four_places(render: str) -> None:
+    """A marker, the frozen and session breakpoints (three on the system) and the history one (on
+    the newest message) fill the 4 places; the slide cannot take one, and the warning names what
+    holds them: it said '4 breakpoints already set on the tools/system layers', one of which
+    was on a message."""
+    builder = (
+        PromptBuilder(model=MODEL, min_prefix_tokens=1)
+        .system("Rules that change monthly. " * 40)
+        .cache_breakpoint()
+        .system("Documents that change daily. " * 40)
+        .session("User: Ada.")
+    )
+    builder.add_user("hello").add_assistant("hi")
+    getattr(builder, render)()
+    for i in range(12):  # 24 history messages at once
+        builder.add_user(f"question {i}").add_assistant(f"answer {i}")
+    rendered = getattr(builder, render)()
+    assert [bp.label for bp in rendered.breakpoints] == ["marker", "frozen", "session", "history"]
+    assert rendered.warnings == (
+        "no sliding breakpoint: the request holds 4 breakpoints already, the most the API "
+        "accepts, and none may give way to one on messages[16] (only a tools breakpoint or one "
+        "on an earlier message does; system breakpoints are kept): its newest breakpoint is 24 "
+        "block positions after the previous request's last write, and a breakpoint reads at "
+        "most 20 back",
+    )
