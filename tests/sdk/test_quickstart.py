@@ -42,3 +42,90 @@ def test_quickstart_output() -> None:
     assert "first change at messages[0].content[0].text" in out
     assert "cache breaker found: system[0].text changed" in out
     assert "prompt_cache_key='acme-billing-team'" in out
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"[│|]", line)[1:-1]]
+
+
+def _row(out: str, first: str) -> list[str]:
+    for line in out.splitlines():
+        cells = _cells(line)
+        if cells and cells[0] == first:
+            return cells
+    raise AssertionError(f"no table row {first!r} in the example's output:\n{out}")
+
+
+def _count(cell: str) -> int:
+    return int(cell.replace(",", ""))
+
+
+def _usd(cell: str) -> float:
+    return float(cell.removeprefix("$").replace(",", ""))
+
+
+def test_every_number_the_quickstart_prints_follows_from_its_token_counts() -> None:
+    """Each layer, breakpoint, segment and cost figure agrees with the token counts the example
+    prints and Anthropic's list rates for Claude Sonnet 4.5 ($3 input, $15 output per million
+    tokens; 5-minute writes 1.25x, reads 0.1x of input), computed here by hand."""
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    layers = {name: _count(_row(out, name)[1]) for name in ("tools", "frozen", "session")}
+    assert _count(_row(out, "history")[1]) == 0  # no history before the first question
+    question = _count(_row(out, "dynamic")[1])
+    frozen = layers["tools"] + layers["frozen"]
+    assert _number(r"frozen tokens: ([\d,]+)", out) == frozen
+    # the two breakpoints: end of the frozen layer, end of the session layer (its 18 tokens)
+    assert _row(out, "system[3]")[1:] == ["frozen", "5m", f"{frozen:,}"]
+    assert _row(out, "system[4]")[1:] == ["session", "5m", f"{frozen + layers['session']:,}"]
+    assert "OpenAI rendering: 3 messages, 2 tools" in out  # frozen, session, question
+    segments = [_row(out, str(i))[1] for i in range(8)]
+    assert segments == [f"tools[{i}]" for i in range(2)] + [f"system[{i}]" for i in range(5)] + [
+        "messages[0]"
+    ]
+    assert "prefix shared for 7 of 8 segments" in out  # all but the question
+    # the breaker appends to the 70-character first system block
+    system = "You are a senior engineer reviewing code for the Acme billing service."
+    assert f"changed at char {len(system)} of the text" in out
+    per_day, later = 1_000, 999
+    uncached = layers["session"] + question
+    rate_in, rate_out = 3 / 1e6, 15 / 1e6
+    assert _row(out, "cached prefix: write")[1:] == [
+        f"{frozen:,}",
+        "",
+        _cells_usd(frozen * 1.25 * rate_in),
+    ]
+    assert _row(out, "cached prefix: reads")[1:] == [
+        f"{frozen * later:,}",
+        "",
+        _cells_usd(frozen * later * 0.1 * rate_in),
+    ]
+    without_prefix = frozen * per_day * rate_in
+    assert _row(out, "prefix at input rate")[1:] == [
+        f"{frozen * per_day:,}",
+        _cells_usd(without_prefix),
+        "",
+    ]
+    tail = uncached * per_day * rate_in
+    assert _row(out, "session + question")[1:] == [
+        f"{uncached * per_day:,}",
+        _cells_usd(tail),
+        _cells_usd(tail),
+    ]
+    output = 300 * per_day * rate_out
+    assert _row(out, "output")[1:] == ["300,000", _cells_usd(output), _cells_usd(output)]
+    with_cache = frozen * (1.25 + later * 0.1) * rate_in + tail + output
+    without = without_prefix + tail + output
+    total = _row(out, "total")
+    assert (_usd(total[2]), _usd(total[3])) == (round(without, 2), round(with_cache, 2))
+    saving_input = 100 * (1 - (with_cache - output) / (without - output))
+    assert f"saving on input: {saving_input:.1f}%" in out
+    saving = f"saving in total: {100 * (1 - with_cache / without):.1f}%"
+    assert f"{saving} (${without - with_cache:,.2f} per day)" in out
+
+
+def _cells_usd(value: float) -> str:
+    return f"${value:,.2f}"
