@@ -340,7 +340,9 @@ class SlidingWindow:
     write, and the request's own last breakpoint writes the rest for the next request. At most 4
     breakpoints stay: if a fifth would be needed, the tools breakpoint goes first (the frozen
     system breakpoint's prefix contains the tools), then the earliest message breakpoint
-    before the slide; frozen and session (system) breakpoints are kept.
+    before the slide; frozen and session (system) breakpoints are kept. A Bedrock request whose
+    ``modelId`` is not a Claude model (Amazon Nova) never gets a sliding breakpoint under the
+    default rule: AWS documents the lookback for Claude models only (:func:`lookback_applies`).
 
     Every request passed to :meth:`apply` is taken as sent. Use one instance per conversation.
     The marks it places in one request are taken off again when the next request holds the same
@@ -436,6 +438,10 @@ class SlidingWindow:
         fp = fingerprint_request(params, api)
         positions = block_positions(fp)
         if positions is None:
+            return note
+        if self.rule is ANTHROPIC_LOOKBACK and fp.model and not lookback_applies(api, fp.model):
+            # AWS documents the lookback for Claude models only: nothing to slide for (Nova)
+            self._last = None
             return note
         last = self._last
         self._last = None

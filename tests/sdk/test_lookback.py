@@ -410,3 +410,36 @@ def test_no_room_for_a_slide_says_which_breakpoints_hold_the_four_places(render:
         "block positions after the previous request's last write, and a breakpoint reads at "
         "most 20 back",
     )
+
+
+def test_no_sliding_breakpoint_for_a_bedrock_model_without_the_documented_lookback() -> None:
+    """AWS documents the 20-block lookback for Claude models only (lookback_applies): a Nova
+    conversation that grows by 24 messages got a 'sliding' breakpoint whose plan cited
+    Anthropic's rule as if it held for Nova; it keeps its frozen, session and history ones."""
+    renders = {}
+    for model in ("us.amazon.nova-pro-v1:0", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"):
+        builder = PromptBuilder(model=model, min_prefix_tokens=1).system("Rules. " * 40)
+        builder.session("User: Ada.").add_user("hello").add_assistant("hi")
+        builder.to_bedrock_converse()
+        for i in range(12):
+            builder.add_user(f"question {i}").add_assistant(f"answer {i}")
+        renders[model] = builder.to_bedrock_converse()
+    nova, claude = renders.values()
+    assert [bp.label for bp in nova.breakpoints] == ["frozen", "session", "history"]
+    assert nova.warnings == ()
+    assert [bp.label for bp in claude.breakpoints] == ["frozen", "session", "sliding", "history"]
+    # the same through SlidingWindow, for a loop that keeps its own Converse messages
+    params = {
+        "modelId": "amazon.nova-pro-v1:0",
+        "messages": [{"role": "user", "content": [{"text": "q"}]}],
+    }
+    window = SlidingWindow()
+    window.apply(params, "bedrock_converse", tail=True)
+    for i in range(12):
+        params["messages"] += [
+            {"role": "assistant", "content": [{"text": f"a{i}"}]},
+            {"role": "user", "content": [{"text": f"q{i}"}]},
+        ]
+    note = window.apply(params, "bedrock_converse", tail=True)
+    assert note.path is None
+    assert _marks(params, "bedrock_converse") == ["messages[24].content[1]"]
