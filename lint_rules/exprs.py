@@ -611,11 +611,17 @@ class ExprsMixin(EngineState):
             facts.update(sampled(iterable.facts))
             element = self.element_of(iterable)
             self.assign(gen.target, element, None)
+            own = frozenset(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
             for cond in gen.ifs:
                 tested = self.eval(cond)
-                own = frozenset(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
                 if self.runtime_test(cond, tested, own):
                     facts.add(self.fact(Kind.VARIES, cond, "a filter in a comprehension"))
+                for subject, role in self.role_tests(cond):
+                    # ``m["content"] for m in messages if m["role"] == "system"``: the element
+                    # and the later filters see only the messages of that role, as in the body
+                    # of ``if m["role"] == "system":`` in a loop
+                    if isinstance(subject, ast.Name) and subject.id in own:
+                        self.frame.env[subject.id] = narrowed(self.lookup(subject.id), role)
         return frozenset(facts), saved
 
     def expr_Lambda(self, node: ast.Lambda) -> Value:
