@@ -8,8 +8,8 @@ current time and a fresh request id at the very top of that system prompt, as ma
 
 Prompt caches (the vendors' and the bundled engine's) reuse the longest *identical prefix* of a
 request. Here the prompt changes within its first line on every request, so two requests share
-at most those few tokens before the time: everything after them is prefilled again and billed at
-the full input rate. ``promptcache lint examples/naive_app.py`` flags both values:
+only the tokens before the time (before the request id, within one second): the rest is prefilled
+again, billed at the full input rate. ``promptcache lint examples/naive_app.py`` flags both values:
 
 - PC001 (a time value in the cached prefix) for ``now`` in ``build_system_prompt``;
 - PC002 (a unique id in the cached prefix) for ``request_id`` in ``build_system_prompt``.
