@@ -40,6 +40,7 @@ from typing import Any, Final, Literal
 
 from promptcache.errors import BreakpointTTLOrderError, ConfigError, RequestShapeError
 from promptcache.fingerprint import Breakpoint, RequestFingerprint, fingerprint_request
+from promptcache.minimums import default_model_minimums
 
 __all__ = [
     "ANTHROPIC_LOOKBACK",
@@ -95,6 +96,17 @@ def lookback_applies(api: str, model: str | None) -> bool:
         lowered = model.lower()
         return "anthropic" in lowered or "claude" in lowered
     return False
+
+
+def _known_without_lookback(api: str, model: str | None) -> bool:
+    """Whether ``model`` is a Bedrock model that the bundled minimum table knows as another
+    vendor's than Anthropic (Amazon Nova), for which AWS documents no lookback. A model id the
+    table does not know (an application inference profile ARN) may name a Claude model: a
+    sliding breakpoint there costs little, a missed one the whole conversation's prefix."""
+    if api != "bedrock_converse" or not model or lookback_applies(api, model):
+        return False
+    row = default_model_minimums().lookup(model)
+    return row is not None and row.vendor.lower() != "anthropic"
 
 
 def _is_tool_block(block: Any, api: str) -> bool:
@@ -341,8 +353,9 @@ class SlidingWindow:
     breakpoints stay: if a fifth would be needed, the tools breakpoint goes first (the frozen
     system breakpoint's prefix contains the tools), then the earliest message breakpoint
     before the slide; frozen and session (system) breakpoints are kept. A Bedrock request whose
-    ``modelId`` is not a Claude model (Amazon Nova) never gets a sliding breakpoint under the
-    default rule: AWS documents the lookback for Claude models only (:func:`lookback_applies`).
+    ``modelId`` the bundled minimum table knows as a model of another vendor than Anthropic
+    (Amazon Nova) never gets a sliding breakpoint under the default rule: AWS documents the
+    lookback for Claude models only (:func:`lookback_applies`).
 
     Every request passed to :meth:`apply` is taken as sent. Use one instance per conversation.
     The marks it places in one request are taken off again when the next request holds the same
@@ -439,7 +452,7 @@ class SlidingWindow:
         positions = block_positions(fp)
         if positions is None:
             return note
-        if self.rule is ANTHROPIC_LOOKBACK and fp.model and not lookback_applies(api, fp.model):
+        if self.rule is ANTHROPIC_LOOKBACK and _known_without_lookback(api, fp.model):
             # AWS documents the lookback for Claude models only: nothing to slide for (Nova)
             self._last = None
             return note

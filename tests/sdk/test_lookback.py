@@ -417,17 +417,24 @@ def test_no_sliding_breakpoint_for_a_bedrock_model_without_the_documented_lookba
     conversation that grows by 24 messages got a 'sliding' breakpoint whose plan cited
     Anthropic's rule as if it held for Nova; it keeps its frozen, session and history ones."""
     renders = {}
-    for model in ("us.amazon.nova-pro-v1:0", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"):
+    profile = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3"
+    for model in (
+        "us.amazon.nova-pro-v1:0",
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        profile,
+    ):
         builder = PromptBuilder(model=model, min_prefix_tokens=1).system("Rules. " * 40)
         builder.session("User: Ada.").add_user("hello").add_assistant("hi")
         builder.to_bedrock_converse()
         for i in range(12):
             builder.add_user(f"question {i}").add_assistant(f"answer {i}")
         renders[model] = builder.to_bedrock_converse()
-    nova, claude = renders.values()
+    nova, claude, opaque = renders.values()
     assert [bp.label for bp in nova.breakpoints] == ["frozen", "session", "history"]
     assert nova.warnings == ()
     assert [bp.label for bp in claude.breakpoints] == ["frozen", "session", "sliding", "history"]
+    # an id that names no model may be Claude's: it keeps the slide that saves its prefix
+    assert [bp.label for bp in opaque.breakpoints] == ["frozen", "session", "sliding", "history"]
     # the same through SlidingWindow, for a loop that keeps its own Converse messages
     params = {
         "modelId": "amazon.nova-pro-v1:0",
