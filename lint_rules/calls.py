@@ -61,7 +61,15 @@ from .frames import (
     merge,
     merge_elem,
 )
-from .library import FEW_DETAIL, sample_of, source_text, span, substituted
+from .library import (
+    FEW_DETAIL,
+    imported_modules,
+    range_draw_unique,
+    sample_of,
+    source_text,
+    span,
+    substituted,
+)
 from .nodes import all_nodes, name_text
 from .regions import (
     later_history_turns,
@@ -368,9 +376,11 @@ class CallsMixin(EngineState):
         (``_VALUE_TYPE_METHODS``) does: ``mw.on_prompt(text)`` need not return what the
         middlewares hold in their fields, which is what the caller's container carries."""
         func = node.func
-        if (isinstance(func, ast.Attribute) and func.attr in PASS_THROUGH_METHODS) or (
-            self.qualify(func) in PASS_THROUGH_FUNCTIONS
-        ):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in PASS_THROUGH_METHODS
+            and not self.module_function(func)
+        ) or self.qualify(func) in PASS_THROUGH_FUNCTIONS:
             return facts  # documented to return what its arguments hold
         name, line = called_name(node)
         step = (f"{ASSUMED} {name}()", line, name, "")
@@ -385,6 +395,20 @@ class CallsMixin(EngineState):
             if f.kind not in _UNCHAINED and not (f.kind is Kind.PARAM and f in receiver)
             else f
             for f in facts
+        )
+
+    def module_function(self, func: ast.Attribute) -> bool:
+        """Whether ``func`` is a function of a module imported whole (``import chevron``, then
+        ``chevron.render(template=..., data=..., partials_ext=...)``), not a method of a
+        template object (Jinja's ``Template.render``, LangChain's ``format``): a library's own
+        function, whose arguments need not all be in what it returns (a file extension to look
+        partials up by, a delimiter)."""
+        base = func.value
+        return (
+            isinstance(base, ast.Name)
+            and base.id in imported_modules(self.tree)
+            and base.id not in self.frame.env
+            and base.id not in self.module_frame.env
         )
 
     def message_object(self, node: ast.Call, chain: tuple[str, ...]) -> None:
@@ -1308,6 +1332,13 @@ class CallsMixin(EngineState):
                 picked = self.picked_whole(node, first)
                 if picked is not None:
                     return picked
+            if (
+                method in ("randint", "randrange")
+                and not self.drawn_again(node)
+                and not range_draw_unique(node, method)
+            ):
+                varies = self.fact(Kind.VARIES, node, f"{receiver.ref}.{method}()")
+                return Value(frozenset({varies}) | join(*args).facts)
             fact = self.fact(Kind.UNIQUE, node, f"{receiver.ref}.{method}()")
             return Value(frozenset({fact}))
         if receiver.shape is Shape.BUILDER:

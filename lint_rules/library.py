@@ -198,6 +198,74 @@ def few_constant_choice(node: ast.Call) -> Shape | None:
     return Shape.STR if all(isinstance(v, str) for v in values) else Shape.UNKNOWN
 
 
+#: the qualified draws of one whole number between bounds, ``randint(a, b)`` and
+#: ``randrange([start,] stop[, step])``, of the module generator (``rng.randint`` is a method)
+RANGE_DRAWS = frozenset({"random.randint", "random.randrange"})
+#: bounds written as names that stand for a huge constant (an id's range)
+_HUGE_BOUNDS = frozenset({"sys.maxsize"})
+
+
+def _bound(node: ast.expr) -> int | None:
+    """The whole number a bound written in the source holds: an int literal, ``-n``,
+    ``sys.maxsize``, or ``+ - * // ** <<`` of such (``10**9``, ``2**32 - 1``; a power or shift
+    of a base past 2**64, or by more than 256, is not worked out); None for any other
+    expression (a name, a field, a call), whose value the analysis does not know."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return int(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _bound(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, (ast.Attribute, ast.Name)) and source_text(node) in _HUGE_BOUNDS:
+        return 2**63 - 1
+    if isinstance(node, ast.BinOp):
+        left, right = _bound(node.left), _bound(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.FloorDiv) and right:
+            return left // right
+        if isinstance(node.op, ast.Pow) and abs(left) <= 2**64 and 0 <= right <= 256:
+            return int(left**right)
+        if isinstance(node.op, ast.LShift) and abs(left) <= 2**64 and 0 <= right <= 256:
+            return left << right
+    return None
+
+
+def range_draw_unique(node: ast.Call, method: str) -> bool:
+    """Whether a draw of a whole number between bounds (``random.randint(a, b)``, ``randrange``,
+    ``rng.randint``; ``method`` its name) is shown to be a new value per call: its bounds are
+    written as numbers (``randint(0, 10**9)``) spanning more than ``FEW_CHOICES`` values, or
+    the call is one the bounds cannot be read from (keywords, a ``step`` not written as a
+    number). A draw between bounds written as numbers spanning at most ``FEW_CHOICES`` values
+    (``randint(1, 6)``) is one of that many, each prefix cached after its first request; one
+    between bounds the analysis does not know (``randrange(self.low, self.high)``, a setting)
+    is not shown to be more than such a few: both only vary per call."""
+    if node.keywords or not 1 <= len(node.args) <= (2 if method == "randint" else 3):
+        return True
+    bounds = [_bound(arg) for arg in node.args]
+    if method == "randint":
+        if len(bounds) != 2:
+            return True
+        low, high, step = bounds[0], bounds[1], 1
+    elif len(bounds) == 1:
+        low, high, step = 0, bounds[0], 1
+    else:
+        low, high = bounds[0], bounds[1]
+        given = bounds[2] if len(bounds) == 3 else 1
+        if given is None or given == 0:
+            return True
+        step = abs(given)
+    if low is None or high is None:
+        return False
+    count = abs(high - low) // step + (1 if method == "randint" else 0)
+    return count > FEW_CHOICES
+
+
 #: the ``Value.ref`` of a name another module binds once to a display of at most
 #: ``FEW_CHOICES`` constants and never changes, as an importer looks it up: strings, or others
 FEW_STRINGS = "few strings"
@@ -263,6 +331,22 @@ def _find_fixed_names(tree: ast.Module) -> tuple[dict[str, Shape], frozenset[str
             if shape is not None:
                 few[target.id] = shape
     return few, once
+
+
+def imported_modules(tree: ast.Module) -> frozenset[str]:
+    """The names an ``import`` statement anywhere in the module binds to a module (``import
+    chevron``, ``import os.path`` binds ``os``, ``import numpy as np`` binds ``np``), not those
+    ``from ... import`` binds (which may be objects). Found once per tree (kept on the node)."""
+    known: frozenset[str] | None = tree.__dict__.get("_imported_modules")
+    if known is None:
+        known = frozenset(
+            alias.asname or alias.name.partition(".")[0]
+            for node in all_nodes(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        )
+        tree.__dict__["_imported_modules"] = known
+    return known
 
 
 _NO_FACT = Fact(Kind.UNIQUE, 0, 0, "")
@@ -376,6 +460,13 @@ class LibraryMixin(EngineState):
             return self.functions.get(instruction.id)
         return None
 
+    def drawn_again(self, node: ast.Call) -> bool:
+        """Whether the draw ``node`` runs again within one call of this body: inside a loop,
+        a comprehension, a generator expression or a lambda (``"".join(choice(chars) for _ in
+        range(8))``, an id made of many draws)."""
+        scope = self.frame.func if self.frame.func is not None else self.tree
+        return bool(self.frame.loops) or _in_comprehension(scope, node)
+
     def picked_whole(self, node: ast.Call, pool: Value) -> Value | None:
         """``random.choice(pool)`` (or ``rng.choice``) of a pool of whole values, drawn once
         in this body: one of the pool's elements, a value that repeats (a prefix cached when
@@ -386,8 +477,7 @@ class LibraryMixin(EngineState):
         constant, or with more arguments."""
         if len(node.args) != 1 or node.keywords or sample_of(node, pool, _NO_FACT) is None:
             return None
-        scope = self.frame.func if self.frame.func is not None else self.tree
-        if self.frame.loops or _in_comprehension(scope, node):
+        if self.drawn_again(node):
             return None
         element = self.element_of(pool)
         picked = self.fact(Kind.VARIES, node, source_text(node))
@@ -480,6 +570,11 @@ class LibraryMixin(EngineState):
                 )
                 if drawn is not None:
                     return replace(drawn, facts=drawn.facts | join(*args[1:]).facts)
+            if qual in RANGE_DRAWS and not self.drawn_again(node):
+                method = qual.rpartition(".")[2]
+                if not range_draw_unique(node, method):
+                    varies = self.fact(Kind.VARIES, node, source_text(node))
+                    return Value(frozenset({varies}) | join(*args).facts)
             if qual in _CHOICE_CALLS:
                 few = self.few_choice(node, first)
                 if few is not None:

@@ -23,7 +23,13 @@ comprehension, or an element of `random.sample(pool, k)` (or `rng.sample`) taken
 one of the pool's values, a prefix that repeats and is cached when it does, and is not
 reported; text or a tool list that gathers sampled elements in their drawn order (a join, what
 the loop appends), an element at a fixed index of a sample, draws made in a loop or a
-comprehension, and draws from a string (characters) or a `range` (numbers) are. An id used
+comprehension, and draws from a string (characters) or a `range` (numbers) are. A whole
+number drawn between bounds, `random.randint(a, b)` or `random.randrange(...)` (or `rng.`'s),
+outside any loop or comprehension, is one of a few values when its bounds are written as
+numbers spanning at most 16 (`randint(1, 6)`), and is not shown to be more when the analysis
+cannot read its bounds (`randrange(self.low, self.high)` of a setting): it varies per request
+(a model drawn so is PC011) but is not reported here; bounds written as numbers spanning more
+(`randint(1000, 9999)`, `randrange(10**12)`, `sys.maxsize`) are. An id used
 only as a key, a path or in a condition is not prompt text and is not followed. Ids in
 `metadata=`, `user=`, `extra_headers=` or the newest user message are outside the prefix and
 not reported. A chain through a call the analysis cannot see is not a finding: `promptcache
