@@ -169,12 +169,35 @@ def born_in(fact: Fact, function: ast.AST | None) -> bool:
     return start <= fact.line <= end
 
 
+def request_scope(sink: SinkCall) -> ast.AST | None:
+    """The code that runs once per request to ``sink``: the function around the call, or for
+    a call at module level the outermost loop around it (each pass sends again); None for a
+    call at module level outside loops (it runs once)."""
+    if sink.function is not None:
+        return sink.function
+    return sink.loops[0] if sink.loops else None
+
+
+def made_in(fact: Fact, function: ast.AST | None) -> bool:
+    """True when ``fact`` was born inside ``function``'s lines, or was returned to it by a
+    call on its lines (``pick_model()`` drawing ``random.choice(MODELS)`` afresh on each
+    call): made anew each time ``function`` runs."""
+    if born_in(fact, function):
+        return True
+    if function is None or not fact.via:
+        return False
+    what, line, _, path = fact.via[-1]
+    start = getattr(function, "lineno", 0)
+    end = getattr(function, "end_lineno", None) or start
+    return what.startswith("returned by ") and not path and start <= line <= end
+
+
 def first_fact_born_in(
     value: Value, function: ast.AST | None, kinds: Collection[Kind]
 ) -> Fact | None:
-    """The earliest-born unpinned fact of ``value`` among ``kinds`` that was born inside
-    ``function`` (so it changes from one request to the next), or None."""
-    facts = [f for f in value.facts if f.kind in kinds and not f.pinned and born_in(f, function)]
+    """The earliest-born unpinned fact of ``value`` among ``kinds`` that was made inside
+    ``function`` (``made_in``: so it changes from one request to the next), or None."""
+    facts = [f for f in value.facts if f.kind in kinds and not f.pinned and made_in(f, function)]
     return min(facts, key=lambda f: (f.line, f.col, f.detail, f.rank)) if facts else None
 
 

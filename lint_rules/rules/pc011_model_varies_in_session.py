@@ -5,9 +5,11 @@ Fix: none
 
 ## What it does
 Reports the `model` (`modelId` for Bedrock) of an LLM call when it is chosen per request inside
-the calling function: a conditional expression, an `if` that assigns different models, or a
-random choice. A model passed in by the caller, set in `__init__` or a module constant is not
-reported.
+the calling function (for a call at module level, inside the loop around it: a script's
+turns): a conditional expression, an `if` that assigns different models, or a random choice,
+there or in a helper it calls there (`model=pick_model()`). A model passed in by the caller, set
+in `__init__`, a module constant, drawn at module level outside loops or by a `functools.cache`
+helper is not reported.
 
 ## Why is this bad?
 Caches are per model: "switching models always misses" (Anthropic prompt caching docs). Routing
@@ -36,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
-from ..context import ModuleContext, first_fact_born_in
+from ..context import ModuleContext, first_fact_born_in, request_scope
 from ..facts import Kind
 
 _KINDS = (Kind.VARIES, Kind.UNIQUE, Kind.TIME)
@@ -48,7 +50,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             param = sink.params.get(key)
             if param is None:
                 continue
-            origin = first_fact_born_in(param[1], sink.function, _KINDS)
+            origin = first_fact_born_in(param[1], request_scope(sink), _KINDS)
             if origin is not None:
                 yield ctx.diagnostic(
                     "PC011",

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .._base import Diagnostic, Severity
-from ..context import ModuleContext, first_fact_born_in
+from ..context import ModuleContext, first_fact_born_in, request_scope
 from ..facts import Kind
 
 _PARAMS = ("tool_choice", "thinking", "reasoning_effort", "reasoning", "output_config")
@@ -50,7 +50,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             param = sink.params.get(key)
             if param is None:
                 continue
-            origin = first_fact_born_in(param[1], sink.function, _KINDS)
+            origin = first_fact_born_in(param[1], request_scope(sink), _KINDS)
             if origin is not None:
                 yield ctx.diagnostic(
                     "PC012",
