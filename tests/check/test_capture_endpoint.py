@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 import re
 import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -128,6 +132,40 @@ def test_dozens_of_connections_opened_at_once_are_all_queued() -> None:
         for sock in sockets:
             sock.close()
         endpoint.close()
+
+
+def _handler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if "process_request_thread" in t.name]
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "the endpoint's handler thread never got there"
+        time.sleep(0.01)
+
+
+def test_a_connection_the_program_resets_prints_no_traceback(
+    server: CaptureServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # a program killed at --timeout (or by Ctrl-C) mid-request resets its connection; the
+    # endpoint's thread then fails reading it, and socketserver printed that traceback
+    # ('Exception occurred during processing of request ... ConnectionResetError') into the
+    # program's output above check's own 'ran past --timeout' line
+    host, port = server.origin.removeprefix("http://").rsplit(":", 1)
+    before = set(_handler_threads())
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(b"POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+    _wait_for(lambda: bool(set(_handler_threads()) - before))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # SO_LINGER 0: an RST, as the kernel sends for a killed process's socket
+    _wait_for(lambda: not set(_handler_threads()) - before)
+    assert capfd.readouterr() == ("", "")
+    answer = httpx.post(
+        server.base_urls()["OPENAI_BASE_URL"] + "/chat/completions",
+        json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert answer.status_code == 200  # the endpoint serves on
 
 
 _NAMED_ROUTE = re.compile(r"\b(GET|POST) (/[^\s,;]+)")
