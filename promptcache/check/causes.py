@@ -8,8 +8,8 @@ for evidence:
   multiset of segments, or of words inside one segment); ``listdir`` is ruled out when the
   process had reordered no directory listing of the user's code before the request;
 - ``pid``: a number in the region is a process id the run's requests reported;
-- ``clock``: the region holds a time of day, a date, a weekday or month name, or a unix time
-  within three days of the run's clock;
+- ``clock``: the region holds a time of day, a date, a weekday or month name, a day of the
+  month beside a month name ("December 6"), or a unix time within three days of the run's clock;
 - ``random`` (random, uuid4, secrets): any other difference, when the sending process had
   drawn from them before the request (its HTTP and LLM clients' own draws left out);
 - ``unexplained`` (:data:`.findings.UNEXPLAINED`): any other difference when it had not (or the
@@ -59,6 +59,14 @@ _CLOCK: Final = re.compile(
     re.IGNORECASE,
 )
 _NUMBER: Final = re.compile(r"\d+")
+_MONTH: Final = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+#: A day of the month is a number of one or two digits written beside a month name
+#: ("December 6", "Dec. 6th", "6 December", "6th of December"); the region holds the number
+#: alone when the month is the same in both runs.
+_DAY_OF_MONTH: Final = re.compile(r"\d{1,2}(?:st|nd|rd|th)?")
 _EPOCH_WINDOW_S: Final = 3 * 86_400
 #: ``promptcache.changed_value`` kinds that are clock readings.
 _CLOCK_KINDS: Final = frozenset({"a time", "a date", "a timestamp", "a Unix timestamp"})
@@ -236,8 +244,7 @@ def moved_regions(regions: Sequence[Region], pids: set[int], clocks: Sequence[fl
         (Counter(_TOKENS.findall(r.before)), Counter(_TOKENS.findall(r.after))) for r in regions
     ]
     plain = [
-        not _is_clock([r.before, r.after], clocks) and not _is_pid([r.before, r.after], pids)
-        for r in regions
+        not _region_is_clock(r, clocks) and not _is_pid([r.before, r.after], pids) for r in regions
     ]
     lost: Counter[str] = Counter()
     gained: Counter[str] = Counter()
@@ -266,6 +273,26 @@ def _is_clock(words: Sequence[str], clocks: Sequence[float]) -> bool:
                 if any(abs(value - c) <= _EPOCH_WINDOW_S for c in clocks):
                     return True
     return False
+
+
+def _beside_month(word: str, excerpt: str) -> bool:
+    """Whether ``word`` is a day of the month written beside a month name in ``excerpt`` (the
+    region's excerpt, which holds the words around it)."""
+    if not _DAY_OF_MONTH.fullmatch(word):
+        return False
+    day = re.escape(word)
+    pattern = rf"\b{_MONTH}\.?\s+{day}(?!\w)|(?<!\w){day}\s+(?:of\s+)?{_MONTH}\b"
+    return re.search(pattern, excerpt, re.IGNORECASE) is not None
+
+
+def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
+    """``_is_clock`` of the region's words, or a day of the month that changed beside a month
+    name that did not ("Sunday, December 6" and "Monday, December 7": the 6 is the clock's)."""
+    if _is_clock([region.before, region.after], clocks):
+        return True
+    return _beside_month(region.before, region.before_excerpt) and _beside_month(
+        region.after, region.after_excerpt
+    )
 
 
 def _is_pid(words: Iterable[str], pids: set[int]) -> bool:
@@ -305,7 +332,7 @@ def region_causes(
             changed != ("clock",)
             and not reordered
             and region is not None
-            and _is_clock([region.before, region.after], clocks)
+            and _region_is_clock(region, clocks)
         ):
             return ()  # the unshifted clock ticked on: the clock run reports this value
         if changed == ("random",) and not drawn:
@@ -320,6 +347,6 @@ def region_causes(
     words = [region.before, region.after] if region is not None else []
     if "pid" in changed and _is_pid(words, pids):
         return ("pid",)
-    if "clock" in changed and _is_clock(words, clocks):
+    if "clock" in changed and region is not None and _region_is_clock(region, clocks):
         return ("clock",)
     return ("random",) if "random" in changed and drawn else (UNEXPLAINED,)

@@ -28,7 +28,14 @@ from promptcache.lookback import check_lookback, lookback_applies
 from promptcache.minimums import ModelMinimums
 
 from .findings import Finding
-from .pairing import EXPLICIT_BREAKPOINT_APIS, Sent, cached_extent, minimum_tokens
+from .pairing import (
+    EXPLICIT_BREAKPOINT_APIS,
+    Sent,
+    anthropic_tool_tokens,
+    cached_extent,
+    minimum_tokens,
+    prefix_tokens,
+)
 
 __all__ = ["structure_findings"]
 
@@ -71,13 +78,15 @@ def _one(sent: Sent, minimums: ModelMinimums) -> list[Finding]:
     minimum = minimum_tokens(fp.model, minimums)
     if minimum is not None:
         for bp in fp.breakpoints:
-            tokens = sum(s.num_tokens or 0 for s in fp.segments[: bp.segment_index + 1])
+            tokens = prefix_tokens(fp, bp.segment_index)
             if tokens < minimum:
+                added = anthropic_tool_tokens(fp, bp.segment_index)
+                of_tools = f" ({added} of them the API's own tools' definitions)" if added else ""
                 add(
                     "PC008",
                     bp.path,
                     f"the breakpoint at {bp.path} closes a prefix of about {tokens} "
-                    f"token{'' if tokens == 1 else 's'}, below "
+                    f"token{'' if tokens == 1 else 's'}{of_tools}, below "
                     f"{fp.model}'s minimum of {minimum}: it writes nothing to the cache",
                 )
                 break
@@ -100,7 +109,7 @@ def _key_change(sent: Sent, earlier: Sequence[Sent], minimums: ModelMinimums) ->
             or not _carries(old, fp)
         ):
             continue
-        if minimum is not None and old.approx_prefix_tokens < minimum:
+        if minimum is not None and prefix_tokens(old, len(old.segments) - 1) < minimum:
             return []
         if prev.routing_key == sent.routing_key:
             return []
