@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -132,6 +133,28 @@ def test_dozens_of_connections_opened_at_once_are_all_queued() -> None:
         for sock in sockets:
             sock.close()
         endpoint.close()
+
+
+def test_a_request_that_forces_a_tool_call_gets_the_canned_text(server: CaptureServer) -> None:
+    # docs/check.md, what it cannot see: the canned reply never calls a tool, even where the
+    # request requires one, so an agent loop ends (or fails) after its first turn
+    tool = {"type": "function", "function": {"name": "list_tables", "parameters": {}}}
+    openai = httpx.post(
+        server.base_urls()["OPENAI_BASE_URL"] + "/chat/completions",
+        json={"model": "o3-mini", "messages": [{"role": "user", "content": "hi"}],
+              "tools": [tool], "tool_choice": "required"},
+    ).json()  # fmt: skip
+    assert openai["choices"][0]["message"]["content"] == REPLY_TEXT
+    assert "tool_calls" not in openai["choices"][0]["message"]
+    anthropic = httpx.post(
+        server.base_urls()["ANTHROPIC_BASE_URL"] + "/v1/messages",
+        json={"model": "claude-sonnet-4-5", "max_tokens": 9, "tool_choice": {"type": "any"},
+              "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+              "messages": [{"role": "user", "content": "hi"}]},
+    ).json()  # fmt: skip
+    assert anthropic["content"] == [{"type": "text", "text": REPLY_TEXT}]
+    docs = (Path(__file__).parents[2] / "docs" / "check.md").read_text(encoding="utf-8")
+    assert f"Every canned reply is the one text, `{REPLY_TEXT}`" in " ".join(docs.split())
 
 
 def _handler_threads() -> list[threading.Thread]:
