@@ -764,17 +764,19 @@ def wrapped(value: Value, role: str) -> Value:
 
 
 def narrowed(value: Value, role: str) -> Value:
-    """``value`` where a test says its message role equals the constant ``role``: facts
-    marked with another role are dropped; facts of unknown role are kept; a parameter's fact
-    is marked ``"=<role>"``, so that a caller passes only the facts of its argument that may
-    be in a message of that role (``Fact.role``)."""
+    """``value`` where a test says its message role equals the constant ``role`` (or one of
+    the roles ``role`` joins by commas, ``"developer,system"``): facts marked with another
+    role are dropped; facts of unknown role are kept; a parameter's fact is marked
+    ``"=<role>"``, so that a caller passes only the facts of its argument that may be in a
+    message of that role (``Fact.role``)."""
+    roles = frozenset(role.split(","))
 
     def keep(facts: frozenset[Fact]) -> frozenset[Fact]:
         out = set()
         for f in facts:
             if f.kind is Kind.PARAM and (not f.role or f.role.startswith("=")):
                 out.add(replace(f, role=f"={role}"))
-            elif f.role in ("", role):
+            elif not f.role or f.role in roles:
                 out.add(f)
         return frozenset(out)
 

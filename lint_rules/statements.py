@@ -1513,28 +1513,40 @@ class StatementsMixin(EngineState):
     def role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]:
         """The (message, role) pairs a condition requires: ``m.role == "system"``,
         ``m["role"] == "system"`` or ``m.get("role") == "system"``, alone or as a term of an
-        ``and``, with a constant role of ``MESSAGE_ROLES``. None where the function also sets
-        a message's role to a value that may be that role (``m.role = kind``): the role a
-        message was built with is then no longer the role it has."""
+        ``and``, with a constant role of ``MESSAGE_ROLES``; or one of a few such roles,
+        ``m["role"] in ("system", "developer")`` (a tuple, list or set of them), given as the
+        roles joined by commas (``"developer,system"``, see ``facts.narrowed``). None where the
+        function also sets a message's role to a value that may be one of them (``m.role =
+        kind``): the role a message was built with is then no longer the role it has."""
         terms = (
             test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         )
         out = []
         for term in terms:
-            if not (
-                isinstance(term, ast.Compare)
-                and len(term.ops) == 1
-                and isinstance(term.ops[0], ast.Eq)
-            ):
+            if not (isinstance(term, ast.Compare) and len(term.ops) == 1):
                 continue
             left, right = term.left, term.comparators[0]
-            if isinstance(left, ast.Constant):
-                left, right = right, left
-            if not (isinstance(right, ast.Constant) and right.value in MESSAGE_ROLES):
+            if isinstance(term.ops[0], ast.Eq):
+                if isinstance(left, ast.Constant):
+                    left, right = right, left
+                if not (isinstance(right, ast.Constant) and right.value in MESSAGE_ROLES):
+                    continue
+                roles = [str(right.value)]
+            elif isinstance(term.ops[0], ast.In) and isinstance(
+                right, (ast.Tuple, ast.List, ast.Set)
+            ):
+                roles = [
+                    e.value
+                    for e in right.elts
+                    if isinstance(e, ast.Constant) and e.value in MESSAGE_ROLES
+                ]
+                if not roles or len(roles) != len(right.elts):
+                    continue
+            else:
                 continue
             subject = _role_subject(left)
-            if subject is not None and not self._sets_role(str(right.value)):
-                out.append((subject, str(right.value)))
+            if subject is not None and not any(self._sets_role(r) for r in roles):
+                out.append((subject, ",".join(sorted(set(roles)))))
         return out
 
     def _sets_role(self, role: str) -> bool:
