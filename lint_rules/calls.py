@@ -28,6 +28,7 @@ from .facts import (
     Step,
     Value,
     When,
+    branch_only,
     canonical,
     entry_key,
     entry_path,
@@ -53,6 +54,7 @@ from .frames import (
     KeyedBy,
     Summary,
     Table,
+    Texts,
     element_fields,
     held_inside,
     is_abstract,
@@ -1304,7 +1306,7 @@ class CallsMixin(EngineState):
         )
         if timeish:
             if method == "strftime":
-                return self.regranulate(receiver, first.const)
+                return self.formatted_as(receiver, first)
             if method == "date":
                 value = self.regranulate(receiver, "%d")
                 return Value(value.facts, Shape.DATE)
@@ -1639,6 +1641,23 @@ class CallsMixin(EngineState):
         return Value(base.facts) if base.facts else CLEAN
 
     # ------------------------------------------------------------------ helpers
+
+    def formatted_as(self, value: Value, fmt: Value) -> Value:
+        """``value.strftime(fmt)``: its TIME facts as ``fmt`` formats them. A format that is one
+        of a few constants (``Texts``: ``"%H:%M" if precise else "%Y-%m-%d"``) formats them as
+        each of its texts does, what one text alone makes marked with the condition that text
+        needs (``Fact.when``), so a call that fixes the condition gets its text's precision."""
+        texts = fmt.ref.texts if fmt.const is None and isinstance(fmt.ref, Texts) else None
+        if texts is None:
+            return self.regranulate(value, fmt.const)
+        made = [self.regranulate(value, text).facts for text, _ in texts]
+        facts: set[Fact] = set()
+        for index, ((_, when), own) in enumerate(zip(texts, made, strict=True)):
+            if when:
+                others = frozenset().union(*made[:index], *made[index + 1 :])
+                own = branch_only(Value(own), Value(others), when).facts
+            facts |= own
+        return Value(frozenset(facts), Shape.STR)
 
     def regranulate(self, value: Value, fmt: str | None) -> Value:
         """TIME facts as formatted by ``fmt`` (None: unknown format, keep as is)."""

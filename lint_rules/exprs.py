@@ -35,6 +35,7 @@ from .frames import (
     ExternalClass,
     KeyedBy,
     Table,
+    Texts,
     fields_known,
     list_elem,
     listed_elem,
@@ -279,6 +280,16 @@ class ExprsMixin(EngineState):
                 f.kind is Kind.TIME for f in value.facts
             ):
                 return self.regranulate(value, text)
+        if (
+            isinstance(spec, ast.JoinedStr)
+            and len(spec.values) == 1
+            and isinstance(spec.values[0], ast.FormattedValue)
+            and (value.shape in (Shape.DATETIME, Shape.DATE) or Kind.TIME in value.kinds())
+        ):
+            # ``f"{now:{fmt}}"`` with a format that is one of a few constants
+            fmt = self.eval(spec.values[0].value)
+            if fmt.const is not None or isinstance(fmt.ref, Texts):
+                return self.formatted_as(value, fmt)
         return self.stringify(value, part)
 
     def expr_BinOp(self, node: ast.BinOp) -> Value:
@@ -353,6 +364,11 @@ class ExprsMixin(EngineState):
                 branch_only(orelse, body, (index, False, default)),
             )
         value = merge(body, orelse)
+        if chosen is not None and isinstance(value.ref, Texts) and body.const and orelse.const:
+            # two constants (a format): each is the text only where the caller picks it
+            index, default = chosen
+            texts = ((body.const, (index, True, default)), (orelse.const, (index, False, default)))
+            value = replace(value, ref=Texts(texts))
         if (
             self.runtime_test(node.test, test)
             and not (body.const is not None and body.const == orelse.const)

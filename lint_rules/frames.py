@@ -169,6 +169,42 @@ class Choice:
 MAX_CHOICES = 8
 
 
+@dataclass(frozen=True)
+class Texts:
+    """``Value.ref`` of a str that is one of a few constants, each made on its own path
+    (``fmt = "%H:%M" if precise else "%Y-%m-%d"``, or an ``if`` that binds the name to another
+    constant): each text with the condition on a parameter of the function being summarised
+    that it needs (``Fact.when``; ``()`` where none is known). At most ``MAX_CHOICES`` texts.
+    ``calls.formatted_as`` reads a time formatted by such a format as each text formats it."""
+
+    texts: tuple[tuple[str, When], ...]
+
+
+def texts_of(value: Value) -> tuple[tuple[str, When], ...] | None:
+    """The constants a str value may be (each with the condition it needs), or None when it
+    may be any text."""
+    if value.shape is not Shape.STR:
+        return None
+    if value.const is not None:
+        return ((value.const, ()),)
+    return value.ref.texts if isinstance(value.ref, Texts) else None
+
+
+def merged_texts(a: Value, b: Value) -> Texts | None:
+    """``Value.ref`` of a str that is ``a`` on one path and ``b`` on another when each is one
+    of a few constants: every text of either, a text both may be (under different conditions)
+    needing none; None when either may be any text or there are more than ``MAX_CHOICES``."""
+    left, right = texts_of(a), texts_of(b)
+    if left is None or right is None:
+        return None
+    texts: dict[str, When] = {}
+    for text, when in (*left, *right):
+        texts[text] = when if texts.get(text, when) == when else ()
+    if len(texts) > MAX_CHOICES:
+        return None
+    return Texts(tuple(texts.items()))
+
+
 def merged_ref(a: object, b: object) -> object:
     """``Value.ref`` of a value that is ``a``'s on one path and ``b``'s on another: the same
     ref, else a ``Choice`` of the project classes either may be an instance of (a side of no
@@ -355,13 +391,17 @@ def merge(a: Value, b: Value) -> Value:
             )
             for key in sorted(set(left) | set(right))
         )
+    const = a.const if a.const == b.const else None
+    ref = merged_ref(a.ref, b.ref)
+    if shape is Shape.STR and const is None:
+        ref = merged_texts(a, b) or ref
     return Value(
         a.facts | b.facts,
         shape,
-        a.const if a.const == b.const else None,
+        const,
         a.elem_str and b.elem_str,
         a.name_key if a.name_key == b.name_key else "",
-        merged_ref(a.ref, b.ref),
+        ref,
         items=items,
         # a side whose elements were not tracked counts as a list of unknown fields only as
         # ``listed_elem`` says: ``conv.message = []`` on a record read from a database keeps
@@ -622,6 +662,7 @@ class EngineState:
         def attribute_source(self, node: ast.Attribute, qual: str) -> Value: ...
         def attribute_of(self, base: Value, node: ast.Attribute) -> Value: ...
         def property_read(self, value: Value, node: ast.Attribute) -> Value: ...
+        def formatted_as(self, value: Value, fmt: Value) -> Value: ...
         def regranulate(self, value: Value, fmt: str | None) -> Value: ...
         def stringify(self, value: Value, node: ast.AST) -> Value: ...
         def iteration_fact(self, iterable: Value, node: ast.expr) -> Fact | None: ...

@@ -25,7 +25,7 @@ from .facts import (
     stable_set,
     wrapped,
 )
-from .frames import ClassInfo, EngineState, ExternalClass
+from .frames import ClassInfo, EngineState, ExternalClass, Texts
 from .nodes import all_nodes
 from .sources import (
     CALL_SOURCES,
@@ -598,6 +598,13 @@ class LibraryMixin(EngineState):
                 Shape.STR,
             )
         if qual == "time.strftime":
+            if len(node.args) == 1 and first.const is None and isinstance(first.ref, Texts):
+                # one of a few formats: the time now as each formats it (``formatted_as``)
+                now = self.fact(Kind.TIME, node, source_text(node), granularity="subday")
+                return Value(
+                    first.facts | self.formatted_as(Value(frozenset({now})), first).facts,
+                    Shape.STR,
+                )
             if len(node.args) == 1:
                 fmt = first.const
                 grain = format_granularity(fmt) if fmt is not None else "subday"
@@ -605,7 +612,7 @@ class LibraryMixin(EngineState):
                     return Value(first.facts, Shape.STR)
                 fact = self.fact(Kind.TIME, node, source_text(node), granularity=grain)
                 return Value(first.facts | {fact}, Shape.STR)
-            return self.regranulate(join(*args[1:]), first.const)
+            return self.formatted_as(join(*args[1:]), first)
         if qual in ("random.Random", "random.SystemRandom", "numpy.random.default_rng"):
             if qual == "random.SystemRandom" or (not node.args and not node.keywords):
                 return Value(shape=Shape.RNG, ref=source_text(node))

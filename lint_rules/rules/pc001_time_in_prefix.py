@@ -13,7 +13,9 @@ system prompt, a message before the newest one, the SDK's frozen or session laye
 
 The granularity comes from the format string: text that changes within a day (`%H:%M`,
 `isoformat()`) is an error, a date (`%Y-%m-%d`, `date.today()`) is info (it breaks the prefix
-once a day), a month or a year is not reported.
+once a day), a month or a year is not reported. A format that is one of a few constants
+(`fmt = "%H:%M" if precise else "%Y-%m-%d"`) counts as the one a caller's argument picks, or
+else the finer of them.
 
 A chain that passes through a call the analysis cannot see (a third-party function whose
 result is assumed to carry its arguments) is not a finding: `promptcache lint --explain` shows
