@@ -24,7 +24,7 @@ from .capture import CallSite
 from .findings import CAUSE_LABELS, RULE_TITLES, UNEXPLAINED, Finding
 from .runner import CheckResult
 
-__all__ = ["FORMATS", "cannot_write", "named_by_command", "render"]
+__all__ = ["FORMATS", "cannot_write", "named_by_command", "render", "summary"]
 
 FORMATS: Final = ("text", "json", "sarif", "github")
 SCHEMA_URI: Final = (
@@ -96,11 +96,14 @@ def render_text(result: CheckResult) -> str:
         )
     for note in result.notes:
         lines.append(f"note: {note}")
-    count = len(result.findings)
-    lines.append(
-        f"promptcache check: {count} finding{'' if count == 1 else 's'} in {len(result.runs)} runs"
-    )
+    lines.append(summary(result))
     return "\n".join(lines) + "\n"
+
+
+def summary(result: CheckResult) -> str:
+    """The text report's last line: ``promptcache check: N finding(s) in M runs``."""
+    count, runs = len(result.findings), len(result.runs)
+    return f"promptcache check: {count} finding{'' if count == 1 else 's'} in {runs} runs"
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:

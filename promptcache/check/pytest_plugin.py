@@ -112,7 +112,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         # runs read too, or `promptcache check -- pytest --promptcache-check`): it runs the
         # tests; checking it again would start runs of runs, without end
         return None
-    from promptcache.check.output import cannot_write, named_by_command, render
+    from promptcache.check.output import cannot_write, named_by_command, render, summary
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check
     from promptcache.errors import PromptCacheError
     from promptcache.folders import PYTHON_NAME, folder_problem, is_python_source
@@ -203,6 +203,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
                 f"error: cannot write --promptcache-check-output {output}: {exc.strerror or exc}\n"
             )
             return 2
+        sys.stderr.write(f"{summary(result)}; report written to {output}\n")
     else:
         sys.stdout.write(text)
     return result.exit_code

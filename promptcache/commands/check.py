@@ -79,7 +79,7 @@ def check(
     Exit status: 0 clean, 1 findings, 2 when COMMAND failed or ran past --timeout (its output
     is shown) or on bad input.
     """
-    from promptcache.check.output import cannot_write, named_by_command, render
+    from promptcache.check.output import cannot_write, named_by_command, render, summary
     from promptcache.check.runner import PYTEST_STATUSES, CommandNames, run_check, runs_pytest
     from promptcache.errors import ConfigError
     from promptcache.folders import PYTHON_NAME, folder_problem, is_python_source
@@ -143,6 +143,9 @@ def check(
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+        # the report is in the file: one line says what it holds, so that a job failing with
+        # status 1 says why in its log
+        click.echo(f"{summary(result)}; report written to {output}", err=True)
     else:
         if program_out is None and text:
             # The program's output came first on this stdout and need not end in a newline:

@@ -51,6 +51,10 @@ def test_plugin_runs_the_session_twice_and_reports(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.count("1 passed") == 2  # the suite ran in each run
+    # the session fails (1) with its report in a file: one line says why
+    assert proc.stderr.endswith(
+        f"promptcache check: 1 finding in 2 runs; report written to {report}\n"
+    ), proc.stderr
     assert "warning" not in proc.stdout  # none of check's making (time-machine's rewrite)
     import json
 
