@@ -88,7 +88,9 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in found:
         subday = fact.granularity == "subday"
         if subday:
-            why = "it changes every request, so the prefix never matches"
+            why = (
+                "it changes more than once a day, so the prefix is written afresh each time it does"
+            )
         else:
             why = "it changes once a day, so the prefix is written afresh each day"
         yield ctx.diagnostic(

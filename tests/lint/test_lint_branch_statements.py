@@ -100,7 +100,7 @@ def _calls() -> tuple[str, list[tuple[int, Severity]]]:
 
 
 #: what each severity's message says of how often the time changes
-OFTEN = {Severity.INFO: "it changes once a day", Severity.ERROR: "it changes every request"}
+OFTEN = {Severity.INFO: "it changes once a day", Severity.ERROR: "it changes more than once a day"}
 
 
 def _time_findings(diagnostics: object) -> list[tuple[int, Severity]]:
