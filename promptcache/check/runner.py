@@ -477,6 +477,31 @@ def _runnable(program: str, cwd: str | os.PathLike[str] | None) -> bool:
     return shutil.which(program) is not None
 
 
+def _forced_tool_call(requests: Sequence[CapturedRequest]) -> str:
+    """A clause for a failed run whose last LLM request required a tool call, which the canned
+    reply never makes (an agent that treats a reply without one as an error stops there);
+    empty otherwise."""
+    sent = [r for r in requests if r.api is not None]
+    body = sent[-1].json_body if sent else None
+    if not isinstance(body, dict):
+        return ""
+    choice = body.get("tool_choice")
+    if choice == "required":
+        asked = 'tool_choice "required"'
+    elif isinstance(choice, dict) and choice.get("type") in ("any", "tool", "function"):
+        asked = f"tool_choice {json.dumps(choice, separators=(', ', ': '))}"
+    else:
+        config = body.get("toolConfig")
+        calling = config.get("functionCallingConfig") if isinstance(config, dict) else None
+        if not (isinstance(calling, dict) and calling.get("mode") == "ANY"):
+            return ""
+        asked = 'functionCallingConfig mode "ANY"'
+    return (
+        f"; its last request required a tool call ({asked}), and check's canned reply is a "
+        "text that never calls a tool (docs/check.md, what check cannot see)"
+    )
+
+
 def _why_not_run(program: str, exc: OSError, cwd: str | os.PathLike[str] | None) -> str:
     """Why ``program`` could not be started, and what to run instead."""
     reason = exc.strerror or str(exc)
@@ -767,9 +792,10 @@ def _run_all(
             if status != 0:
                 meaning = names.statuses.get(status)
                 said = f" ({meaning})" if meaning else ""
+                forced = "" if forward else _forced_tool_call(result.requests)
                 raise CommandFailedError(
                     f"{subject} exited with status {status}{said} in run {plan.run} ({what}); "
-                    "any output it printed is above"
+                    f"any output it printed is above{forced}"
                 )
             results.append(result)
     return results

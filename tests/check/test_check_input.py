@@ -514,3 +514,75 @@ def test_a_pool_worker_is_not_said_to_be_called_from_where_the_pool_forked(
     for site in sites:
         assert site is not None and (site.line, site.function) == (7, "work")
         assert site.callers == (), site.callers
+
+
+FORCES_A_TOOL = """
+import sys
+import anthropic
+import openai
+
+KIND = sys.argv[1]
+if KIND == "openai":
+    reply = openai.OpenAI().chat.completions.create(
+        model="o3-mini",
+        messages=[{"role": "user", "content": "How many users are there?"}],
+        tools=[{"type": "function", "function": {"name": "list_tables", "parameters": {}}}],
+        tool_choice="required",
+    )
+    called = bool(reply.choices[0].message.tool_calls)
+elif KIND == "gemini":
+    import os
+
+    import httpx
+
+    reply = httpx.post(
+        os.environ["GOOGLE_GEMINI_BASE_URL"] + "/v1beta/models/gemini-2.5-flash:generateContent",
+        json={
+            "contents": [{"role": "user", "parts": [{"text": "How many users are there?"}]}],
+            "tools": [{"functionDeclarations": [{"name": "list_tables"}]}],
+            "toolConfig": {"functionCallingConfig": {"mode": "ANY"}},
+        },
+    ).json()
+    called = any("functionCall" in p for p in reply["candidates"][0]["content"]["parts"])
+else:
+    choice = {"type": "tool", "name": "list_tables"} if KIND == "anthropic" else {"type": "auto"}
+    message = anthropic.Anthropic().messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "How many users are there?"}],
+        tools=[{"name": "list_tables", "input_schema": {"type": "object"}}],
+        tool_choice=choice,
+    )
+    called = any(block.type == "tool_use" for block in message.content)
+if not called:
+    sys.exit("No function call in this response - should never happen")
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "asked"),
+    [
+        ("openai", 'tool_choice "required"'),
+        ("anthropic", 'tool_choice {"type": "tool", "name": "list_tables"}'),
+        ("gemini", 'functionCallingConfig mode "ANY"'),
+        ("auto", None),
+    ],
+)
+def test_a_run_that_fails_after_a_forced_tool_call_says_the_reply_never_calls_one(
+    tmp_path: Path, kind: str, asked: str | None
+) -> None:
+    # disler's single-file agents send tool_choice="required" and raise on a reply without a
+    # tool call: the run failed with only 'exited with status 1', as if the agent were broken
+    program = tmp_path / "agent.py"
+    program.write_text(FORCES_A_TOOL, encoding="utf-8")
+    proc = _cli("check", "--", sys.executable, str(program), kind, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    failed = (
+        "error: the command exited with status 1 in run 0 (baseline); any output it printed "
+        "is above"
+    )
+    hint = (
+        f"; its last request required a tool call ({asked}), and check's canned reply is a text "
+        "that never calls a tool (docs/check.md, what check cannot see)\n"
+    )
+    assert proc.stderr.endswith(failed + (hint if asked else "\n")), proc.stderr
