@@ -18,6 +18,7 @@ from . import sinks
 from .facts import (
     ASSUMED,
     CLEAN,
+    ONE_SERVER,
     OVERRIDE,
     SAMPLED,
     SELF,
@@ -34,6 +35,7 @@ from .facts import (
     entry_path,
     entry_suffix,
     join,
+    joined_servers,
     keyed_field,
     map_facts,
     narrowed,
@@ -1068,6 +1070,9 @@ class CallsMixin(EngineState):
                                 (name, self.with_mutation_facts(part)) for name, part in new.items
                             ),
                         )
+                    if bound.receiver_expr is not None:
+                        # a registry filled in a loop over servers joins their tool lists
+                        new = self.joined(new, bound.receiver_expr)
                     if new.facts:
                         key = f"{receiver_text}.{attr}"
                         old = self.frame.env.get(key)
@@ -1125,9 +1130,13 @@ class CallsMixin(EngineState):
             if kept is not None and kept.items is not None:
                 # a tool list in an unstable order stored into a field (``toolset.setup()``
                 # filling ``toolset.tools`` from ``list_tools()``) is carried by the object
-                # too: a list of such objects flattened into tools has that order
-                listed = frozenset(
-                    f for v in attrs.values() for f in v.facts if f.kind is Kind.TOOLS_UNSTABLE
+                # too: a list of such objects flattened into tools has that order, the tool
+                # lists of several sources (each toolset may be another server's) joined
+                listed = joined_servers(
+                    frozenset(
+                        f for v in attrs.values() for f in v.facts if f.kind is Kind.TOOLS_UNSTABLE
+                    ),
+                    lambda f: True,
                 )
                 self.frame.env[bound.receiver_expr.id] = replace(
                     kept, facts=kept.facts | listed, items=tuple(sorted(attrs.items()))
@@ -1354,7 +1363,10 @@ class CallsMixin(EngineState):
                         self.record(region, kwargs[kw.arg], kw.value, f"PromptBuilder.{method}()")
             return receiver
         if method in TOOL_PRODUCERS_METHODS and not self.own_method(receiver, func.value, method):
-            fact = self.fact(Kind.TOOLS_UNSTABLE, node, f"{source_text(func)}()")
+            # one server's list, in its own order (``ONE_SERVER``) until joined with others'
+            fact = self.fact(
+                Kind.TOOLS_UNSTABLE, node, f"{source_text(func)}()", granularity=ONE_SERVER
+            )
             return Value(frozenset({fact}), Shape.TOOL_RESULT)
         if method in UNORDERED_PATH_METHODS:
             return Value(
@@ -1486,8 +1498,8 @@ class CallsMixin(EngineState):
                 more,
                 added_elem(old, method, args, bool(kwargs)),
             )
-            self.frame.env[name] = self.with_mutation_facts(new)
-            self.note_store(target, self.with_mutation_facts(added))
+            self.frame.env[name] = self.joined(self.with_mutation_facts(new), target)
+            self.note_store(target, self.joined(self.with_mutation_facts(added), target))
             return CLEAN
         if method in _REORDERING and isinstance(target, ast.Name):
             # elements removed or moved: which element is at which index is no longer known

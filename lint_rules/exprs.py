@@ -19,7 +19,9 @@ from .facts import (
     branch_only,
     concat,
     join,
+    joined_servers,
     keyed,
+    made_within,
     narrowed,
     other_keys_dropped,
     param_entry,
@@ -576,7 +578,7 @@ class ExprsMixin(EngineState):
             name_key = "attr"
         shape = Shape.SET if isinstance(node, ast.SetComp) else Shape.LIST
         return Value(
-            element.facts | facts,
+            per_element_joined(element.facts | facts, node),
             shape,
             elem=element if shape is Shape.LIST and fields_known(element) else None,
             elem_str=element.shape is Shape.STR,
@@ -598,7 +600,7 @@ class ExprsMixin(EngineState):
             self.frame.env = saved
         keys_only = key.facts - value.facts - facts
         return Value(
-            key.facts | value.facts | facts,
+            per_element_joined(key.facts | value.facts | facts, node),
             Shape.DICT,
             ref=KeyedBy(keys_only) if keys_only else None,
         )
@@ -661,6 +663,21 @@ class ExprsMixin(EngineState):
             # a message object of a constant role (``ChatMessage(role="user", content=q)``)
             value = wrapped(value, role.value)
         return value
+
+
+def per_element_joined(
+    facts: frozenset[Fact],
+    node: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp,
+) -> frozenset[Fact]:
+    """``facts`` of a comprehension with each tool list of one MCP server made after its first
+    iterable (in a later ``for``, a filter or the element: once per element of that iterable,
+    ``[t for s in sessions for t in (await s.list_tools()).tools]``) made a fact of several
+    servers' lists joined (``joined_servers``); a list made before, or in the first iterable
+    (``[t.name for t in listed.tools]``), is one server's still."""
+    first = node.generators[0].iter
+    start = (first.end_lineno or first.lineno, first.end_col_offset or 0)
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return joined_servers(facts, lambda f: made_within(f, start, end, start[0] + 1))
 
 
 def _rebound(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:

@@ -66,6 +66,40 @@ MAX_STEPS = 6
 #: ``Fact.param`` of the receiver (``self``) of a method, in summaries
 SELF = -1
 
+#: ``Fact.granularity`` of a TOOLS_UNSTABLE fact of one MCP server's tool list
+#: (``session.list_tools()``, ``load_mcp_tools(session)``): in the order that server registers
+#: its tools, the same in every session unless the server itself reorders, so not shown to
+#: change (PC005 reports it only under ``--explain``). Joined with other servers' lists
+#: (``joined_servers``) it is a fact of granularity "": the join follows the order the
+#: servers are listed, connect or answer in
+ONE_SERVER = "one server"
+#: the start of the related note of a finding whose value is not shown to change between
+#: sessions (one MCP server's own tool list): an unproven flow, as one through a call the
+#: analysis cannot see (``runner.proven``)
+NOT_SHOWN = "not shown to change:"
+
+
+def made_within(fact: Fact, start: tuple[int, int], end: tuple[int, int], first_line: int) -> bool:
+    """True when ``fact`` (a fact of the file being analysed, or one returned to it) was
+    made between the positions ``start`` and ``end`` (line, column) of this file: born
+    there, or passed on by a call on a line from ``first_line`` to ``end``'s
+    (``load_one(server)`` returning a list it fetched; a step names a line, not a column,
+    so ``first_line`` is the first line that lies wholly after ``start``)."""
+    if not fact.path and start <= (fact.line, fact.col) <= end:
+        return True
+    return any(not path and first_line <= line <= end[0] for _, line, _, path in fact.via)
+
+
+def joined_servers(facts: frozenset[Fact], inside: Callable[[Fact], bool]) -> frozenset[Fact]:
+    """``facts`` with each fact of one MCP server's tool list (``ONE_SERVER``) for which
+    ``inside`` holds made a fact of several servers' lists joined (granularity "")."""
+    if not any(f.granularity == ONE_SERVER and inside(f) for f in facts):
+        return facts
+    return frozenset(
+        f._with(granularity="") if f.granularity == ONE_SERVER and inside(f) else f for f in facts
+    )
+
+
 #: Kinds whose facts stop mattering when the value is computed once (at import or per session).
 PINNABLE = frozenset({Kind.TIME, Kind.UNIQUE, Kind.VARIES, Kind.LOOP})
 

@@ -15,12 +15,14 @@ from .events import SinkCall
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
+    ONE_SERVER,
     SAMPLED,
     Fact,
     Kind,
     Shape,
     Value,
     join,
+    joined_servers,
     replace,
     stable_set,
     wrapped,
@@ -30,6 +32,7 @@ from .nodes import all_nodes
 from .sources import (
     CALL_SOURCES,
     COMPLETION_ORDER_SOURCES,
+    MCP_TOOL_PRODUCERS,
     NO_ARG_TIME_SOURCES,
     PER_PROCESS_SOURCES,
     SANITIZERS,
@@ -742,7 +745,10 @@ class LibraryMixin(EngineState):
                 ),
             )
         if qual in TOOL_PRODUCERS:
-            fact = self.fact(Kind.TOOLS_UNSTABLE, node, source_text(node))
+            # one MCP server's tools (``ONE_SERVER``); entry points and modules are listed in
+            # installation order
+            grain = ONE_SERVER if qual in MCP_TOOL_PRODUCERS else ""
+            fact = self.fact(Kind.TOOLS_UNSTABLE, node, source_text(node), granularity=grain)
             return Value(frozenset({fact}), Shape.LIST, name_key="elem")
         if qual in _BUILDER_QUALS:
             sink = SinkCall(node, "promptcache", "PromptBuilder")
@@ -758,7 +764,20 @@ class LibraryMixin(EngineState):
         if qual in ("pathlib.Path", "pathlib.PurePath"):
             return Value(join(*args).facts, ref="path") if args else Value(ref="path")
         if qual in ("asyncio.gather",):
-            return Value(join(*args).facts, Shape.LIST) if args else CLEAN
+            if not args:
+                return CLEAN
+            facts = join(*args).facts
+            listing = [
+                a
+                for a, v in zip(node.args, args, strict=False)
+                if any(f.granularity == ONE_SERVER for f in v.facts)
+            ]
+            if len(listing) > 1 or any(isinstance(a, ast.Starred) for a in listing):
+                # the tool lists of several MCP servers (two awaitables that list tools, or
+                # a starred list of them), joined; one server's list gathered beside other
+                # work (``gather(session.list_tools(), session.list_prompts())``) is not
+                facts = joined_servers(facts, lambda f: True)
+            return Value(facts, Shape.LIST)
         return None
 
     def json_dumps(self, node: ast.Call, first: Value) -> Value:

@@ -121,7 +121,7 @@ def render_notes(results: Sequence[FileResult]) -> str:
     out = [
         f"explain: {count} unproven flow{'s' if count != 1 else ''} (not findings: the chain "
         "passes through a call the analysis cannot see, or a place it names does not show that "
-        "step):"
+        "step, or what it carries is not shown to change):"
     ]
     out.extend(f"  {_text_line(r, d, show_fixes=False)}" for r, d in notes)
     return "\n".join(out) + "\n"

@@ -28,7 +28,7 @@ from .analysis.reads import InputReads
 from .chains import Lines, chain_holds
 from .config import LintConfig
 from .context import ModuleContext
-from .facts import ASSUMED, forget_canonical
+from .facts import ASSUMED, NOT_SHOWN, forget_canonical
 from .files import discover
 from .parse import NewerSyntaxError, is_newer_python, parse_kept, source_lines, where_broken
 from .registry import CHECKS, KNOWN_CODES
@@ -362,9 +362,12 @@ def _line_reader(path: str, text: str) -> Lines:
 
 def proven(diagnostic: Diagnostic) -> bool:
     """False when a step of the finding's chain passes through a call whose code the analysis
-    cannot see ("assumed to pass through f()"): an unproven flow, shown only by ``--explain``."""
+    cannot see ("assumed to pass through f()"), or a note of it says that what it carries is
+    not shown to change (``NOT_SHOWN``: one MCP server's own tool list): an unproven flow,
+    shown only by ``--explain``."""
     return not any(
-        r.message.startswith("`") and f"passes it on: {ASSUMED}" in r.message
+        (r.message.startswith("`") and f"passes it on: {ASSUMED}" in r.message)
+        or r.message.startswith(NOT_SHOWN)
         for r in diagnostic.related
     )
 

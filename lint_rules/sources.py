@@ -172,6 +172,8 @@ TOOL_PRODUCERS: frozenset[str] = frozenset(
         "pkgutil.iter_modules",
     }
 )
+#: of those, the ones that list one MCP server's tools (``facts.ONE_SERVER``)
+MCP_TOOL_PRODUCERS = frozenset({"langchain_mcp_adapters.tools.load_mcp_tools"})
 
 #: calls whose result carries none of the argument's facts
 SANITIZERS = frozenset(

@@ -26,8 +26,11 @@ from .facts import (
     canonical,
     concat,
     join,
+    joined_servers,
     keyed,
     keyed_conditions,
+    made_within,
+    map_facts,
     narrowed,
     other_branch,
     replace,
@@ -107,6 +110,32 @@ def _pairs_positions(iterable: ast.expr) -> bool:
         and isinstance(iterable.func, ast.Name)
         and iterable.func.id in ("enumerate", "zip")
     )
+
+
+def _binds(loop: ast.For | ast.AsyncFor, holder: ast.expr) -> bool:
+    """True when ``loop`` (its target or body) binds ``holder``'s name or the field it is
+    (``tools = []`` in the body, ``self.tools = []``), found once per loop (kept on the
+    node): what it holds then lasts one turn."""
+    bound: frozenset[str] | None = loop.__dict__.get("_bound_texts")
+    if bound is None:
+        nodes = [node for part in (loop.target, *loop.body) for node in ast.walk(part)]
+        # ``tools += more`` extends what ``tools`` holds, it does not start it again
+        extended = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
+        bound = loop.__dict__["_bound_texts"] = frozenset(
+            ast.unparse(node)
+            for node in nodes
+            if isinstance(node, (ast.Name, ast.Attribute))
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and id(node) not in extended
+        )
+    while isinstance(holder, ast.Subscript):
+        holder = holder.value
+    while True:
+        if ast.unparse(holder) in bound:
+            return True
+        if not isinstance(holder, ast.Attribute):
+            return False
+        holder = holder.value
 
 
 def _names(expr: ast.expr) -> set[str]:
@@ -647,7 +676,7 @@ class StatementsMixin(EngineState):
         if old.shape in (Shape.LIST, Shape.SET, Shape.DICT):
             name_key = combine(old.name_key, value.name_key)
             new = Value(new.facts, old.shape, elem_str=old.elem_str, name_key=name_key)
-        new = self.with_mutation_facts(new)
+        new = self.joined(self.with_mutation_facts(new), stmt.target)
         if isinstance(stmt.target, ast.Name):
             self.frame.env[stmt.target.id] = new
             self.frame.defs.pop(stmt.target.id, None)
@@ -966,6 +995,43 @@ class StatementsMixin(EngineState):
             reached = True
         return reached
 
+    def joined(self, value: Value, holder: ast.expr) -> Value:
+        """``value`` as stored into ``holder`` here: a tool list of one MCP server
+        (``ONE_SERVER``) made inside the body of an enclosing ``for`` loop that does not
+        bind ``holder`` (a list, dict or registry that outlives each turn: ``for server in
+        servers: tools.extend(await load(server))``, ``registry.register(tool)``) is joined
+        there with the other servers' lists, so its fact becomes one of several servers'
+        (``joined_servers``). A list rebuilt on each turn, a ``while`` loop (pages of one
+        server's list) or a loop over the one list's own tools joins nothing."""
+        loops = [
+            loop
+            for loop in self.frame.loops
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and not _binds(loop, holder)
+        ]
+        if not loops:
+            return value
+
+        def inside(fact: Fact) -> bool:
+            for loop in loops:
+                first = loop.body[0]
+                end = (loop.end_lineno or loop.lineno, loop.end_col_offset or 0)
+                header = loop.iter.end_lineno or loop.lineno
+                lines = first.lineno if first.lineno > header else header + 1
+                if made_within(fact, (first.lineno, first.col_offset), end, lines):
+                    return True
+            return False
+
+        changed = False
+
+        def join_facts(facts: frozenset[Fact]) -> frozenset[Fact]:
+            nonlocal changed
+            out = joined_servers(facts, inside)
+            changed = changed or out is not facts
+            return out
+
+        new = map_facts(value, join_facts)
+        return new if changed else value
+
     def mutate(self, holder: ast.expr, added: Value, target: ast.expr | None = None) -> None:
         """``holder`` (a name, ``self``, ``self.x`` or ``self.x[k]``) now also holds ``added``:
         its value gains the facts (and the loop and condition facts around this statement),
@@ -974,7 +1040,7 @@ class StatementsMixin(EngineState):
         if not added.facts and not self.frame.mutation_facts:
             return
         frame = self.frame
-        added = self.with_mutation_facts(added)
+        added = self.joined(self.with_mutation_facts(added), holder)
         if frame.once:  # stored where code runs once: computed once
             added = added.pinned()
         stored = target if target is not None else holder

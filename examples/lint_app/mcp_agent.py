@@ -12,17 +12,17 @@ SYSTEM = "You are a careful research agent. Use the tools; cite every source you
 
 
 class Agent:
-    """One conversation with an MCP server session."""
+    """One conversation with the tools of several MCP server sessions."""
 
-    def __init__(self, session: Any) -> None:
-        self.session = session
+    def __init__(self, sessions: list[Any]) -> None:
+        self.sessions = sessions
         self.history: list[dict[str, Any]] = []
 
     async def tools(self) -> list[dict[str, Any]]:
-        listed = await self.session.list_tools()
+        listed = [t for s in self.sessions for t in (await s.list_tools()).tools]
         return [
             {"name": t.name, "description": t.description, "input_schema": t.inputSchema}
-            for t in listed.tools
+            for t in listed
         ]
 
     async def ask(self, question: str) -> Any:

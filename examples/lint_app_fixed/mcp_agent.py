@@ -12,18 +12,18 @@ SYSTEM = "You are a careful research agent. Use the tools; cite every source you
 
 
 class Agent:
-    """One conversation with an MCP server session, on one model."""
+    """One conversation with the tools of several MCP server sessions, on one model."""
 
-    def __init__(self, session: Any, model: str = "claude-sonnet-4-5") -> None:
-        self.session = session
+    def __init__(self, sessions: list[Any], model: str = "claude-sonnet-4-5") -> None:
+        self.sessions = sessions
         self.model = model
         self.history: list[dict[str, Any]] = []
 
     async def tools(self) -> list[dict[str, Any]]:
-        listed = await self.session.list_tools()
+        listed = [t for s in self.sessions for t in (await s.list_tools()).tools]
         return [
             {"name": t.name, "description": t.description, "input_schema": t.inputSchema}
-            for t in sorted(listed.tools, key=lambda tool: tool.name)
+            for t in sorted(listed, key=lambda tool: tool.name)
         ]
 
     async def ask(self, question: str) -> Any:

@@ -64,9 +64,9 @@ def test_rewrite_check_refuses_broken_code_and_lost_comments() -> None:
 _MCP_TOOLS = (
     "import openai\n"
     "client = openai.OpenAI()\n"
-    "async def ask(session, q, extra):\n"
-    "    listed = await session.list_tools()\n"
-    '    tools = [{"name": t.name, "type": "function"} for t in listed.tools]\n'
+    "async def ask(sessions, q, extra):\n"
+    "    listed = [t for s in sessions for t in (await s.list_tools()).tools]\n"
+    '    tools = [{"name": t.name, "type": "function"} for t in listed]\n'
     "    tools = tools + {added}\n"
     '    return client.responses.create(model="m", tools=tools, input=q)\n'
 )

@@ -1,5 +1,5 @@
 """A user turn that joins a set is the newest message, not the system text the formatter
-gathers; a tool dict filled from list_tools() keeps the server's order unless it is sorted."""
+gathers; a tool dict filled from the servers' list_tools() keeps their order unless it is sorted."""
 
 from __future__ import annotations
 
@@ -22,26 +22,26 @@ async def answer(topics: set[str]) -> str:
     return response.content[0].text
 
 
-async def tools_of(session: ClientSession) -> dict[str, dict]:
-    listed = await session.list_tools()
-    return {t.name: {"name": t.name, "input_schema": t.inputSchema} for t in listed.tools}
+async def tools_of(sessions: list[ClientSession]) -> dict[str, dict]:
+    listed = [t for session in sessions for t in (await session.list_tools()).tools]
+    return {t.name: {"name": t.name, "input_schema": t.inputSchema} for t in listed}
 
 
-async def ask(session: ClientSession, question: str) -> str:
+async def ask(sessions: list[ClientSession], question: str) -> str:
     response = await client.messages.create(
         model="claude-sonnet-4-6",
         max_tokens=512,
-        tools=in_order(await tools_of(session)),  # PC005: 14
+        tools=in_order(await tools_of(sessions)),  # PC005: 14
         messages=[{"role": "user", "content": question}],
     )
     return response.content[0].text
 
 
-async def ask_sorted(session: ClientSession, question: str) -> str:
+async def ask_sorted(sessions: list[ClientSession], question: str) -> str:
     response = await client.messages.create(
         model="claude-sonnet-4-6",
         max_tokens=512,
-        tools=by_name_sorted(await tools_of(session)),
+        tools=by_name_sorted(await tools_of(sessions)),
         messages=[{"role": "user", "content": question}],
     )
     return response.content[0].text

@@ -1,9 +1,10 @@
 """Requests built with ``dict(k=v)`` keywords, read as the dict literals they equal: a time
-in an earlier turn of a splatted request, or tools listed by MCP, are found; the newest
+in an earlier turn of a splatted request, or tools listed by two MCP servers, are found; the newest
 turn, the content of a message whose time sits under another key, and tools listed by the
 app's own API client (annotated with a class taken by ``import *``, or built from a class
 imported by name) are not."""
 
+import asyncio
 from datetime import datetime
 
 from mcp import ClientSession
@@ -48,17 +49,17 @@ def stamped_under_another_key(question: str):
     return client.chat.completions.create(model="m", messages=messages)
 
 
-async def mcp_tools(session: ClientSession, question: str):
-    listed = await session.list_tools()
+async def mcp_tools(session: ClientSession, other: ClientSession, question: str):
+    listed = await asyncio.gather(session.list_tools(), other.list_tools())
     params = dict(model="m", messages=[dict(role="user", content=question)])
-    params["tools"] = [{"type": "function", "function": {"name": t.name}} for t in listed.tools]  # PC005: 22
+    params["tools"] = [{"type": "function", "function": {"name": t.name}} for one in listed for t in one.tools]  # PC005: 22
     return client.chat.completions.create(**params)
 
 
-async def logged_session_tools(session: LoggedSession, question: str):
-    listed = await session.list_tools()
+async def logged_session_tools(session: LoggedSession, other: LoggedSession, question: str):
+    listed = await asyncio.gather(session.list_tools(), other.list_tools())
     params = dict(model="m", messages=[dict(role="user", content=question)])
-    params["tools"] = [{"type": "function", "function": {"name": t.name}} for t in listed.tools]  # PC005: 22
+    params["tools"] = [{"type": "function", "function": {"name": t.name}} for one in listed for t in one.tools]  # PC005: 22
     return client.chat.completions.create(**params)
 
 
@@ -90,10 +91,10 @@ def client_tools_given(question: str):
     )
 
 
-async def logged_session_tools_given(session: LoggedSession, question: str):
-    listed = await session.list_tools()
+async def logged_session_tools_given(session: LoggedSession, other: LoggedSession, question: str):
+    listed = await asyncio.gather(session.list_tools(), other.list_tools())
     return client.chat.completions.create(
         model="m",
         messages=[{"role": "user", "content": question}],
-        tools=[{"type": "function", "function": {"name": t.name}} for t in listed.tools],  # PC005: 14
+        tools=[{"type": "function", "function": {"name": t.name}} for one in listed for t in one.tools],  # PC005: 14
     )

@@ -19,15 +19,15 @@ async def stamped_branch(history, brief):
     return await send(body)  # PC001: 22
 
 
-async def tools_listed(session, history):
-    listed = await session.list_tools()
-    tools = [{"name": t.name, "input_schema": t.inputSchema} for t in listed.tools]
+async def tools_listed(sessions, history):
+    listed = [t for session in sessions for t in (await session.list_tools()).tools]
+    tools = [{"name": t.name, "input_schema": t.inputSchema} for t in listed]
     return await send({"model": "m", "tools": tools, "messages": history})  # PC005: 22
 
 
-async def tools_sorted(session, history):
-    listed = await session.list_tools()
-    tools = [{"name": t.name, "input_schema": t.inputSchema} for t in listed.tools]
+async def tools_sorted(sessions, history):
+    listed = [t for session in sessions for t in (await session.list_tools()).tools]
+    tools = [{"name": t.name, "input_schema": t.inputSchema} for t in listed]
     tools.sort(key=lambda t: t["name"])
     return await send({"model": "m", "tools": tools, "messages": history})
 
