@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from branch_requests import ASK
+from branch_requests import ASK, time_findings, time_findings_across_modules
 
 from promptcache.lint_rules import Severity, lint_source
-from promptcache.lint_rules.config import parse_table
-from promptcache.lint_rules.registry import KNOWN_CODES
-from promptcache.lint_rules.runner import lint_paths
 
 HELPER = """
 from datetime import datetime
@@ -99,31 +96,15 @@ def _calls() -> tuple[str, list[tuple[int, Severity]]]:
     return "\n".join(lines) + "\n", want
 
 
-#: what each severity's message says of how often the time changes
-OFTEN = {Severity.INFO: "it changes once a day", Severity.ERROR: "it changes more than once a day"}
-
-
-def _time_findings(diagnostics: object) -> list[tuple[int, Severity]]:
-    found = [d for d in diagnostics if d.code == "PC001"]  # type: ignore[attr-defined]
-    for d in found:
-        assert OFTEN[d.severity] in d.message
-    return sorted((d.location.line, d.severity) for d in found)
-
-
 def test_each_call_gets_the_precision_of_the_branch_it_takes() -> None:
     calls, want = _calls()
     offset = HELPER.count("\n")
-    found = _time_findings(lint_source(HELPER + calls, "app.py").diagnostics)
+    found = time_findings(lint_source(HELPER + calls, "app.py").diagnostics)
     assert found == [(line + offset, severity) for line, severity in want]
 
 
 def test_the_branch_is_chosen_across_modules(tmp_path: Path) -> None:
     calls, want = _calls()
     names = "assigned, both_branches, overwritten, rebound, returned, returned_early"
-    (tmp_path / "prompt_utils.py").write_text(HELPER, encoding="utf-8")
-    (tmp_path / "app.py").write_text(f"from prompt_utils import {names}\n{calls}", encoding="utf-8")
-    config = parse_table({}, tmp_path, KNOWN_CODES)
-    for cache_dir in (None, tmp_path / "cache", tmp_path / "cache"):  # off, cold, warm
-        results = lint_paths([tmp_path], config, jobs=1, cache_dir=cache_dir)
-        found = _time_findings(d for r in results for d in r.diagnostics)
+    for found in time_findings_across_modules(tmp_path, HELPER, names, calls):
         assert found == [(line + 1, severity) for line, severity in want]

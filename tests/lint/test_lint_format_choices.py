@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from branch_requests import ASK
+from branch_requests import ASK, time_findings, time_findings_across_modules
 
 from promptcache.lint_rules import Severity, lint_source
-from promptcache.lint_rules.config import parse_table
-from promptcache.lint_rules.registry import KNOWN_CODES
-from promptcache.lint_rules.runner import lint_paths
 
 HELPER = """
 import time
@@ -133,30 +130,16 @@ def any_format(question: str, fmt: str):
 """
 
 
-def _time_findings(diagnostics: object) -> list[tuple[int, Severity]]:
-    return sorted(
-        (d.location.line, d.severity)
-        for d in diagnostics  # type: ignore[attr-defined]
-        if d.code == "PC001"
-    )
-
-
 def test_each_call_gets_the_precision_of_the_format_it_picks() -> None:
     source = HELPER + CALLS
     offset = HELPER.count("\n")
-    found = _time_findings(lint_source(source, "app.py").diagnostics)
+    found = time_findings(lint_source(source, "app.py").diagnostics)
     assert found == [(line + offset, severity) for line, severity in WANT]
 
 
 def test_the_format_is_picked_across_modules(tmp_path: Path) -> None:
-    (tmp_path / "prompt_utils.py").write_text(HELPER, encoding="utf-8")
-    (tmp_path / "app.py").write_text(
-        "from prompt_utils import clock, coarse, rebound, stamp\n" + CALLS, encoding="utf-8"
-    )
-    config = parse_table({}, tmp_path, KNOWN_CODES)
-    for cache_dir in (None, tmp_path / "cache", tmp_path / "cache"):  # off, cold, warm
-        results = lint_paths([tmp_path], config, jobs=1, cache_dir=cache_dir)
-        found = _time_findings(d for r in results for d in r.diagnostics)
+    names = "clock, coarse, rebound, stamp"
+    for found in time_findings_across_modules(tmp_path, HELPER, names, CALLS):
         assert found == [(line + 1, severity) for line, severity in WANT]
 
 
@@ -164,7 +147,7 @@ def test_a_format_chosen_where_the_request_is_sent_takes_the_finer() -> None:
     """Minute or day: the error a time to the minute alone gets; day or year: the daily
     info; month or year: nothing; a constant format named in the f-string's spec: its own
     precision; a format of unknown text: the time as it is (an error)."""
-    found = _time_findings(lint_source(LOCAL, "app.py").diagnostics)
+    found = time_findings(lint_source(LOCAL, "app.py").diagnostics)
     assert found == [
         (19, Severity.ERROR),
         (24, Severity.INFO),
