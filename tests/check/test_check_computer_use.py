@@ -25,8 +25,8 @@ def test_the_apis_own_tools_count_toward_the_prefix_a_breakpoint_caches(tmp_path
 
 def test_a_day_of_the_month_beside_its_month_name_is_the_clock(tmp_path: Path) -> None:
     # "Sunday, December 6, 2026" against "Monday, December 7, 2026": the weekday and the day
-    # are two changed stretches; the day, a bare number, read as random (or unexplained) and
-    # gave a second finding, PC002, for the one date
+    # are two changed stretches; the day, a bare number beside its month name, is the clock's
+    # too: one finding for the one date, not a second one (PC002) for the number
     result, _ = check_program(tmp_path, "computer_use_date.py", "%A, %B %-d, %Y")
     assert [(f.rule, f.path, f.causes) for f in result.findings] == [
         ("PC001", "system[0].text", ("clock",))

@@ -572,7 +572,7 @@ def test_a_run_that_fails_after_a_forced_tool_call_says_the_reply_never_calls_on
     tmp_path: Path, kind: str, asked: str | None
 ) -> None:
     # disler's single-file agents send tool_choice="required" and raise on a reply without a
-    # tool call: the run failed with only 'exited with status 1', as if the agent were broken
+    # tool call: 'exited with status 1' alone would read as if the agent were broken
     program = tmp_path / "agent.py"
     program.write_text(FORCES_A_TOOL, encoding="utf-8")
     proc = _cli("check", "--", sys.executable, str(program), kind, cwd=tmp_path)

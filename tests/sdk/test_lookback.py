@@ -388,8 +388,7 @@ def test_a_slide_ttl_out_of_order_is_refused_and_a_retry_still_slides() -> None:
 def test_no_room_for_a_slide_says_which_breakpoints_hold_the_four_places(render: str) -> None:
     """A marker, the frozen and session breakpoints (three on the system) and the history one (on
     the newest message) fill the 4 places; the slide cannot take one, and the warning names what
-    holds them: it said '4 breakpoints already set on the tools/system layers', one of which
-    was on a message."""
+    holds them, one of them on a message, not the tools and system layers alone."""
     builder = (
         PromptBuilder(model=MODEL, min_prefix_tokens=1)
         .system("Rules that change monthly. " * 40)
@@ -414,8 +413,9 @@ def test_no_room_for_a_slide_says_which_breakpoints_hold_the_four_places(render:
 
 def test_no_sliding_breakpoint_for_a_bedrock_model_without_the_documented_lookback() -> None:
     """AWS documents the 20-block lookback for Claude models only (lookback_applies): a Nova
-    conversation that grows by 24 messages got a 'sliding' breakpoint whose plan cited
-    Anthropic's rule as if it held for Nova; it keeps its frozen, session and history ones."""
+    conversation that grows by 24 messages gets no 'sliding' breakpoint, whose plan would cite
+    Anthropic's rule as if it held for Nova, and keeps its frozen, session and history ones;
+    a Claude model id, and an id that names no model, slide."""
     renders = {}
     profile = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3"
     for model in (
