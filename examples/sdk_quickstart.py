@@ -241,12 +241,12 @@ def main() -> None:
     assert broken_change is not None
     console.print(f"cache breaker found: {broken_change.describe()}")
 
-    # Cost of a day. The prefix up to the last frozen breakpoint is written once and read by
-    # every later request (1,000 requests a day keep the 5-minute cache warm in busy hours);
-    # session + question are billed as uncached input each time.
-    frozen_bp = next(bp for bp in anthropic_params.breakpoints if bp.label == "frozen")
-    cached = frozen_bp.prefix_tokens
-    uncached = layers["session"] + layers["dynamic"]
+    # Cost of a day. The prefix up to the last breakpoint the rendering carries (here the
+    # session block's: every request comes from the same user) is written by the first request
+    # and read by every later one (1,000 requests a day keep the 5-minute cache warm in busy
+    # hours); whatever follows it (the question) bills as uncached input each time.
+    cached = max(bp.prefix_tokens for bp in anthropic_params.breakpoints)
+    uncached = sum(layers.values()) - cached
     first = cost(
         Usage(
             "anthropic",
@@ -283,7 +283,7 @@ def main() -> None:
             None,
         ),
         (
-            "session + question",
+            "question (uncached)",
             uncached * REQUESTS_PER_DAY,
             uncached * REQUESTS_PER_DAY * price.input / 1_000_000,
             first.terms["uncached_input"] + n_later * later.terms["uncached_input"],

@@ -24,9 +24,10 @@ def test_quickstart_output() -> None:
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert "warning:" not in out
-    prefix = _number(r"frozen tokens: ([\d,]+)", out)
+    # the session layer carries the last breakpoint: the whole prefix up to it is cached
+    prefix = _number(r"session\s*[│|]\s+5m\s*[│|]\s+([\d,]+)", out)
     assert 9_000 <= prefix <= 11_000
-    uncached = _number(r"session \+ question\s*[│|]\s+([\d,]+)", out) / 1_000
+    uncached = _number(r"question \(uncached\)\s*[│|]\s+([\d,]+)", out) / 1_000
     # Expected saving on input from Anthropic's documented multipliers alone (1 write at 1.25x,
     # 999 reads at 0.1x, the uncached tail at 1x), independent of the price table.
     expected = 1 - (1.25 * prefix + 999 * 0.1 * prefix + 1_000 * uncached) / (
@@ -91,33 +92,37 @@ def test_every_number_the_quickstart_prints_follows_from_its_token_counts() -> N
     system = "You are a senior engineer reviewing code for the Acme billing service."
     assert f"changed at char {len(system)} of the text" in out
     per_day, later = 1_000, 999
-    uncached = layers["session"] + question
+    # Every request carries the same session block (one user), so the breakpoint on it is
+    # written by the first request and read by the 999 after it, like the frozen one: only the
+    # question after the last breakpoint bills as uncached input.
+    cached = frozen + layers["session"]
+    uncached = question
     rate_in, rate_out = 3 / 1e6, 15 / 1e6
     assert _row(out, "cached prefix: write")[1:] == [
-        f"{frozen:,}",
+        f"{cached:,}",
         "",
-        _cells_usd(frozen * 1.25 * rate_in),
+        _cells_usd(cached * 1.25 * rate_in),
     ]
     assert _row(out, "cached prefix: reads")[1:] == [
-        f"{frozen * later:,}",
+        f"{cached * later:,}",
         "",
-        _cells_usd(frozen * later * 0.1 * rate_in),
+        _cells_usd(cached * later * 0.1 * rate_in),
     ]
-    without_prefix = frozen * per_day * rate_in
+    without_prefix = cached * per_day * rate_in
     assert _row(out, "prefix at input rate")[1:] == [
-        f"{frozen * per_day:,}",
+        f"{cached * per_day:,}",
         _cells_usd(without_prefix),
         "",
     ]
     tail = uncached * per_day * rate_in
-    assert _row(out, "session + question")[1:] == [
+    assert _row(out, "question (uncached)")[1:] == [
         f"{uncached * per_day:,}",
         _cells_usd(tail),
         _cells_usd(tail),
     ]
     output = 300 * per_day * rate_out
     assert _row(out, "output")[1:] == ["300,000", _cells_usd(output), _cells_usd(output)]
-    with_cache = frozen * (1.25 + later * 0.1) * rate_in + tail + output
+    with_cache = cached * (1.25 + later * 0.1) * rate_in + tail + output
     without = without_prefix + tail + output
     total = _row(out, "total")
     assert (_usd(total[2]), _usd(total[3])) == (round(without, 2), round(with_cache, 2))
