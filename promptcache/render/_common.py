@@ -56,7 +56,9 @@ def automatic_cache_warnings(builder: PromptBuilder, vendor: str) -> list[str]:
     Claude id rendered for OpenAI's API): then the rendered vendor's smallest minimum is used,
     since that API applies its own rule whatever the model is called. Rows of self-hosted or
     user-defined models apply as they are. Models missing from the table get no
-    warning: OpenAI-compatible servers use arbitrary model names.
+    warning: OpenAI-compatible servers use arbitrary model names, and Google documents no
+    minimum for Gemini 2.5 Flash-Lite (its ``gemini-2.5-flash-lite*`` ids have no row;
+    https://ai.google.dev/gemini-api/docs/caching , checked 2026-12-06).
     """
     total = sum(builder.approx_tokens().values())
     if builder.min_prefix_tokens is not None:

@@ -28,7 +28,9 @@ def render_gemini(builder: PromptBuilder) -> RenderedRequest:
 
     Returns:
         ``RenderedRequest`` with ``contents`` and, when non-empty, ``systemInstruction`` and
-        ``tools``; ``warnings`` notes a prompt below the model's implicit-caching minimum.
+        ``tools``; ``warnings`` notes a prompt below the model's implicit-caching minimum
+        (none for a model missing from the minimum table, such as Gemini 2.5 Flash-Lite, whose
+        minimum Google does not document).
 
     Raises:
         ConfigError: nothing to answer.

@@ -212,6 +212,42 @@ def test_bundled_minimums(model: str, minimum: int) -> None:
     assert row.checked == "2026-11-30" and row.source_url.startswith("https://")
 
 
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gemini-2.5-flash-lite",
+        "models/gemini-2.5-flash-lite",
+        "gemini-2.5-flash-lite-preview-06-17",
+    ],
+)
+def test_gemini_flash_lite_has_no_bundled_minimum(model: str) -> None:
+    """Google's caching page (https://ai.google.dev/gemini-api/docs/caching , checked
+    2026-12-06) lists minimums for Gemini 2.5 Flash and 2.5 Pro but none for 2.5 Flash-Lite, so
+    the table gives Flash-Lite no row rather than Flash's 2,048: it is treated like any model
+    missing from the table, whose short prompts are rendered without a below-minimum warning."""
+    assert default_model_minimums().lookup(model) is None
+    short = PromptBuilder(model).system("Role.").dynamic("q")
+    assert short.to_gemini().warnings == ()
+    assert short.to_openai_chat(include_cache_key=False).warnings == ()
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gemini-2.5-flash",
+        "models/gemini-2.5-flash",
+        "gemini-2.5-flash-preview-09-2025",
+        "gemini-2.5-flash-image",
+        "gemini-2.5-flash-001",
+    ],
+)
+def test_gemini_flash_ids_other_than_flash_lite_keep_the_flash_minimum(model: str) -> None:
+    row = default_model_minimums().lookup(model)
+    assert row is not None and row.name == "Gemini 2.5 Flash" and row.min_tokens == 2048
+    (warning,) = PromptBuilder(model).system("Role.").dynamic("q").to_gemini().warnings
+    assert "below the Gemini minimum of 2048 tokens (Gemini 2.5 Flash; " in warning
+
+
 def test_minimum_overrides(tmp_path: Path) -> None:
     table = default_model_minimums().with_override("claude-sonnet-4-5", 50)
     row = table.lookup("claude-sonnet-4-5")
