@@ -23,8 +23,9 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
+from promptcache.builtin_tools import builtin_tool_tokens
 from promptcache.canonical import canonical_json_and_bytes
 from promptcache.changed_value import ChangedValue, changed_value, text_excerpt
 from promptcache.errors import CanonicalizationError, ConfigError
@@ -99,7 +100,9 @@ class Segment:
         num_chars: ``len(text)`` in characters (not bytes).
         text: the segment's canonical JSON text, cache markers removed.
         num_tokens: its share of ``approx_prefix_tokens`` (``cl100k_base`` tokens of its
-            prompt text; the segments' counts sum to it); None when not known (a segment
+            prompt text, plus, for an Anthropic built-in tool such as ``computer_20250124``,
+            the tokens the API adds for its definition, ``promptcache.builtin_tools``; the
+            segments' counts sum to it); None when not known (a segment
             rebuilt from a log that kept its size in characters only).
     """
 
@@ -162,8 +165,10 @@ class RequestFingerprint:
         breakpoints: cache markers found, in body order.
         approx_prefix_tokens: tokens of the prompt text in all segments, counted with
             ``cl100k_base`` (an approximation for non-OpenAI models; see ``promptcache.tokens``).
-            Tool definitions count as their canonical JSON; images and other binary payloads
-            are not counted.
+            Tool definitions count as their canonical JSON, and an Anthropic built-in tool
+            (computer use, text editor, bash) also counts the definition the API expands it
+            into (``promptcache.builtin_tools``); images and other binary payloads are not
+            counted.
     """
 
     api: str
@@ -200,6 +205,10 @@ class RequestFingerprint:
                 f"stored fingerprint is not in the expected format ({exc!r}); delete it and "
                 "let it be recorded again"
             ) from None
+
+
+#: APIs whose tool list may name Anthropic's built-in tools (``promptcache.builtin_tools``).
+_BUILTIN_TOOL_APIS: Final = frozenset({"anthropic", "bedrock_converse"})
 
 
 def fingerprint_request(
@@ -242,6 +251,8 @@ def fingerprint_request(
         else:
             _, digest, sha = known
         tokens = _segment_tokens(sha, raw.kind, value, text)
+        if raw.kind == "tools" and api in _BUILTIN_TOOL_APIS and isinstance(value, Mapping):
+            tokens += builtin_tool_tokens(value)  # the definition the API expands it into
         # The segment and its link of the chain, by what fixes them (the text by its digest):
         # a conversation's repeated turns take them from the memo instead of being hashed again.
         step_key = (prev_digest, raw.path, raw.kind, digest, tokens)

@@ -24,6 +24,7 @@ with the ``warnings`` and ``breakpoints`` of the rendering attached as attribute
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from promptcache.breakpoints import (
     check_ttl,
     plan_breakpoints,
 )
+from promptcache.builtin_tools import builtin_tool_tokens
 from promptcache.canonical import canonical_json, canonical_tool_schema, normalize_text
 from promptcache.errors import ConfigError, LayerOrderError
 from promptcache.lookback import SlidingWindow
@@ -54,11 +56,20 @@ __all__ = ["PromptBuilder", "RenderedRequest", "ToolSpec", "Turn"]
 
 #: Tool names both Anthropic and OpenAI accept.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch: "$" would let "run\n" through
+_BUILTIN_TYPE = re.compile(r"[a-z][a-z_]*_\d{8}")  # an Anthropic tool's versioned type
 
 
 @lru_cache(maxsize=4096)
 def _tokens(text: str) -> int:
     return count_tokens(text)
+
+
+def _tool_tokens(tool: ToolSpec) -> int:
+    """A tool's approximate tokens: its Anthropic entry's canonical JSON, plus the definition
+    the API adds for a built-in tool (``promptcache.builtin_tools``)."""
+    return _tokens(canonical_json(tool.anthropic_entry())) + builtin_tool_tokens(
+        tool.anthropic_type
+    )
 
 
 def _text(value: object, what: str) -> str:
@@ -266,6 +277,49 @@ class PromptBuilder:
         self._s.tools.append(ToolSpec(name, desc, schema))
         return self
 
+    def anthropic_tool(self, tool_type: str, name: str, **params: Any) -> PromptBuilder:
+        """Add one of Anthropic's built-in tools (frozen), e.g. ``anthropic_tool(
+        "computer_20250124", "computer", display_width_px=1024, display_height_px=768)``.
+
+        The request names the tool in a few bytes and the API adds its full definition to the
+        prompt: ``plan_breakpoints`` and ``approx_tokens`` count the tokens Anthropic documents
+        for it (``promptcache.builtin_tools``: 735 for the computer tool, 700 for the text
+        editor, 245 for bash). Only ``to_anthropic()`` renders such a tool.
+
+        Raises:
+            LayerOrderError: called after session/history/dynamic content.
+            ConfigError: bad or duplicate name, a ``tool_type`` that is not a versioned type
+                (``name_YYYYMMDD``), or a ``type``, ``name`` or ``cache_control`` parameter.
+            CanonicalizationError: a parameter has no JSON form.
+        """
+        self._check_frozen_open("anthropic_tool")
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            raise ConfigError(f"tool name {name!r} must be 1-64 characters of A-Z a-z 0-9 _ -")
+        if any(t.name == name for t in self._s.tools):
+            raise ConfigError(f"tool {name!r} is already defined; tool names must be unique")
+        if not isinstance(tool_type, str) or not _BUILTIN_TYPE.fullmatch(tool_type):
+            raise ConfigError(
+                f"tool {name!r}: {tool_type!r} is not a versioned Anthropic tool type such as "
+                "'computer_20250124', 'text_editor_20250728' or 'bash_20250124'"
+            )
+        clash = sorted({"type", "name", "cache_control"} & params.keys())
+        if clash:
+            raise ConfigError(
+                f"tool {name!r}: {clash[0]!r} is set by the builder, not as a parameter"
+            )
+        canonical = json.loads(canonical_json(dict(params)))
+        self._s.tools.append(ToolSpec(name, "", {}, tool_type, canonical))
+        return self
+
+    def _custom_tools_only(self, renderer: str) -> None:
+        """Raise ``ConfigError`` when an Anthropic built-in tool cannot be rendered."""
+        builtin = [t.name for t in self._s.tools if t.anthropic_type is not None]
+        if builtin:
+            raise ConfigError(
+                f"{renderer}() cannot render Anthropic's built-in tool {builtin[0]!r}: only "
+                "to_anthropic() sends those"
+            )
+
     def cache_breakpoint(self, ttl: str | None = None) -> PromptBuilder:
         """Mark a breakpoint after the frozen item added last (a tool or a system block).
 
@@ -407,7 +461,7 @@ class PromptBuilder:
     def approx_tokens(self) -> dict[str, int]:
         """Approximate tokens per layer (tools, frozen, session, history, dynamic), cl100k_base."""
         return {
-            "tools": sum(_tokens(canonical_json(t.__dict__)) for t in self._s.tools),
+            "tools": sum(_tool_tokens(t) for t in self._s.tools),
             "frozen": sum(_tokens(b) for b in self._s.frozen),
             "session": sum(_tokens(b) for b in self._s.session),
             "history": sum(_tokens(t.text) for t in self._s.history),
@@ -441,7 +495,7 @@ class PromptBuilder:
                 )
 
         for i, tool in enumerate(s.tools):
-            cumulative += _tokens(canonical_json(tool.__dict__))
+            cumulative += _tool_tokens(tool)
             want("tools", i, ("tools", i), "tools", i == len(s.tools) - 1)
         for j, block in enumerate(s.frozen):
             cumulative += _tokens(block)
@@ -472,6 +526,8 @@ class PromptBuilder:
         """Keyword arguments for boto3 ``bedrock-runtime`` ``converse`` (see render.bedrock)."""
         from promptcache.render.bedrock import render_bedrock_converse
 
+        self._custom_tools_only("to_bedrock_converse")
+
         return render_bedrock_converse(self, max_tokens=max_tokens)
 
     def to_openai_chat(
@@ -484,6 +540,8 @@ class PromptBuilder:
     ) -> RenderedRequest:
         """Keyword arguments for ``openai.OpenAI().chat.completions.create`` (see render.openai)."""
         from promptcache.render.openai import render_openai_chat
+
+        self._custom_tools_only("to_openai_chat")
 
         return render_openai_chat(
             self,
@@ -503,6 +561,8 @@ class PromptBuilder:
         """Keyword arguments for ``openai.OpenAI().responses.create`` (see render.openai)."""
         from promptcache.render.openai import render_openai_responses
 
+        self._custom_tools_only("to_openai_responses")
+
         return render_openai_responses(
             self,
             include_cache_key=include_cache_key,
@@ -513,6 +573,8 @@ class PromptBuilder:
     def to_gemini(self) -> RenderedRequest:
         """The JSON body of a Gemini ``generateContent`` request (see render.gemini)."""
         from promptcache.render.gemini import render_gemini
+
+        self._custom_tools_only("to_gemini")
 
         return render_gemini(self)
 

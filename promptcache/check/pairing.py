@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from promptcache.builtin_tools import builtin_tool_tokens
 from promptcache.fingerprint import (
     RequestFingerprint,
     Segment,
@@ -95,23 +96,10 @@ def cached_extent(fp: RequestFingerprint) -> int:
     return len(fp.segments) - 1
 
 
-#: Input tokens the Anthropic API adds for each of its own tools, by the tool's versioned
-#: ``type`` (``computer_20250124``, ``text_editor_20250728``, ``bash_20250124``): the request
-#: names the tool in a few bytes and the API expands it into a full definition, which sits in
-#: the cached prefix (tools come first). Counts from Anthropic's computer use, text editor and
-#: bash tool pages (checked 2026-12-06): 735 for the computer tool (683 for
-#: ``computer_20241022``), 700 for the text editor, 245 for bash.
-_ANTHROPIC_TOOL_TOKENS: Final = (
-    (re.compile(r"computer_20241022"), 683),
-    (re.compile(r"computer_\d{8}"), 735),
-    (re.compile(r"text_editor_\d{8}"), 700),
-    (re.compile(r"bash_\d{8}"), 245),
-)
-
-
 def anthropic_tool_tokens(fp: RequestFingerprint, extent: int) -> int:
     """Tokens the API adds for its own tools among segments ``0..extent`` of an Anthropic or
-    Bedrock request (0 for other APIs and for tools the request defines itself)."""
+    Bedrock request (``promptcache.builtin_tools``; 0 for other APIs and for tools the request
+    defines itself). The fingerprint's ``num_tokens`` already include them."""
     if fp.api not in EXPLICIT_BREAKPOINT_APIS:
         return 0
     added = 0
@@ -122,17 +110,16 @@ def anthropic_tool_tokens(fp: RequestFingerprint, extent: int) -> int:
             tool = json.loads(seg.text)
         except ValueError:
             continue
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if isinstance(kind, str):
-            added += next((n for p, n in _ANTHROPIC_TOOL_TOKENS if p.fullmatch(kind)), 0)
+        if isinstance(tool, dict):
+            added += builtin_tool_tokens(tool)
     return added
 
 
 def prefix_tokens(fp: RequestFingerprint, extent: int) -> int:
-    """Approximate tokens of segments ``0..extent``: their text in ``cl100k_base`` tokens, plus
-    the definitions the Anthropic API adds for its own tools (``anthropic_tool_tokens``)."""
-    own = sum(seg.num_tokens or 0 for seg in fp.segments[: extent + 1])
-    return own + anthropic_tool_tokens(fp, extent)
+    """Approximate tokens of segments ``0..extent``: their text in ``cl100k_base`` tokens, with
+    the definitions the Anthropic API adds for its own tools (counted in ``Segment.num_tokens``,
+    see ``anthropic_tool_tokens``)."""
+    return sum(seg.num_tokens or 0 for seg in fp.segments[: extent + 1])
 
 
 def minimum_tokens(model: str | None, minimums: ModelMinimums) -> int | None:

@@ -55,11 +55,7 @@ def render_anthropic(builder: PromptBuilder, *, max_tokens: int) -> RenderedRequ
     params: dict[str, Any] = {"model": model, "max_tokens": positive_int(max_tokens, "max_tokens")}
     tools = []
     for i, tool in enumerate(builder.tools):
-        entry: dict[str, Any] = {
-            "name": tool.name,
-            "description": tool.description,
-            "input_schema": tool.input_schema,
-        }
+        entry: dict[str, Any] = tool.anthropic_entry()
         if ("tools", i) in marks:
             entry["cache_control"] = cache_control(marks["tools", i])
         tools.append(entry)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from check_support import check_program
 
-from promptcache.check import pairing
+from promptcache import builtin_tools
 
 
 def test_the_apis_own_tools_count_toward_the_prefix_a_breakpoint_caches(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_the_docs_give_the_tool_definitions_check_counts() -> None:
         "735 tokens for the computer tool (683 for `computer_20241022`), 700 for the text "
         "editor, 245 for bash" in " ".join(docs.split())
     )
-    counted = {p.pattern: n for p, n in pairing._ANTHROPIC_TOOL_TOKENS}
+    counted = {p.pattern: n for p, n in builtin_tools.BUILTIN_TOOL_TOKENS}
     assert counted == {
         "computer_20241022": 683,
         r"computer_\d{8}": 735,
