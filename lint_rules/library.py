@@ -265,7 +265,8 @@ def range_draw_unique(node: ast.Call, method: str) -> bool:
         step = abs(given)
     if low is None or high is None:
         return False
-    count = abs(high - low) // step + (1 if method == "randint" else 0)
+    # randint draws both bounds; range(low, high, step) holds ceil(|high - low| / step) values
+    count = abs(high - low) + 1 if method == "randint" else -(-abs(high - low) // step)
     return count > FEW_CHOICES
 
 
