@@ -63,6 +63,9 @@ from ..facts import NOT_SHOWN, ONE_SERVER, Kind
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    # two passes, not one partitioned: facts_in_prefix keeps one fact per place and origin
+    # whatever its granularity, so one pass could keep a server's own list where a joined
+    # list of the same call reaches the same place and report the joined one as unproven
     joined = list(
         ctx.facts_in_prefix(
             lambda f, e: f.kind is Kind.TOOLS_UNSTABLE and f.granularity != ONE_SERVER,
