@@ -83,6 +83,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         34: 20270105,
         35: 20270106,
         36: 20270107,
+        37: 20270108,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -134,6 +135,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         34: 6,
         35: 6,
         36: 5,
+        37: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -301,6 +303,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         36: [
             "ComposioHQ/composio",
             "hud-evals/hud-python",
+        ],
+        37: [
+            "lancedb/vectordb-recipes",
+            "mit-submit/A2rchi",
+            "trypromptly/LLMStack",
         ],
     }
     for batch, tuning in recorded.items():
