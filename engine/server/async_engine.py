@@ -260,6 +260,9 @@ class AsyncEngine:
             error = EngineError("the engine is shutting down; retry against a running server")
             self._fail_tracked(error)
             self._reject_queued(error)
+            tiers = self.engine.kv_tiers
+            disk = tiers.disk if tiers is not None else None
+            held_before = len(disk) if disk is not None else 0
             try:
                 written = self.engine.close()
             except Exception:
@@ -267,8 +270,24 @@ class AsyncEngine:
             else:
                 if written:
                     noun = "block" if written == 1 else "blocks"
-                    logger.info("wrote %d cached KV %s to the disk tier", written, noun)
-                tiers = self.engine.kv_tiers
+                    # a --kv-disk-bytes smaller than what the stop writes deletes the blocks used
+                    # longest ago as it goes: say how many a restart finds, not only the writes
+                    kept = len(disk) if disk is not None else written
+                    deleted = held_before + written - kept
+                    if deleted > 0:
+                        logger.info(
+                            "wrote %d cached KV %s to the disk tier, which keeps the %d used last "
+                            "within --kv-disk-bytes: the %d used longer ago %s deleted, and a "
+                            "restart will not find %s",
+                            written,
+                            noun,
+                            kept,
+                            deleted,
+                            "was" if deleted == 1 else "were",
+                            "it" if deleted == 1 else "them",
+                        )
+                    else:
+                        logger.info("wrote %d cached KV %s to the disk tier", written, noun)
                 if tiers is not None and tiers.disk is not None and tiers.flush_failures:
                     total = tiers.flush_failures + written
                     logger.warning(

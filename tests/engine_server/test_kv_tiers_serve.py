@@ -180,6 +180,48 @@ def test_the_stop_counts_one_written_block_in_the_singular(tmp_path: Path) -> No
     assert "INFO:     wrote 1 cached KV block to the disk tier\n" in served.stderr, served.stderr
 
 
+def test_the_stop_says_how_many_written_blocks_the_disk_budget_keeps(tmp_path: Path) -> None:
+    # --kv-disk-bytes for two block files: the stop writes every cached block, least recently
+    # used first, and the budget deletes all but the last two. 'wrote N blocks' alone read as if
+    # a restart would find N.
+    disk = tmp_path / "kv"
+    # tinystories: 2 layers x K/V x 16 tokens x 4 heads x 16 dims x fp32, + header and token ids
+    file_bytes = 16_568
+    command, port = _serve_command(
+        TINYSTORIES, "--served-model-name", "tiny", "--kv-disk", str(disk),
+        "--kv-disk-bytes", str(2 * file_bytes + 100), "--log-level", "info",
+    )  # fmt: skip
+    prompt = f"{LONG_PROMPT} {LONG_PROMPT}"
+    prompt_ids = Tokenizer.from_pretrained(TINYSTORIES).encode(prompt)
+    blocks = (len(prompt_ids) + 8 - 1) // BLOCK  # the full blocks of prompt + output
+    assert blocks > 3
+    base = f"http://127.0.0.1:{port}"
+    with _serving(command, base) as served:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        client.completions.create(
+            model="tiny",
+            prompt=prompt,
+            max_tokens=8,
+            temperature=0,
+            extra_body={"ignore_eos": True},
+        )
+    files = list(disk.glob(f"*/*{BLOCK_FILE_SUFFIX}"))
+    assert [f.stat().st_size for f in files] == [file_bytes, file_bytes]
+    expected = (
+        f"INFO:     wrote {blocks} cached KV blocks to the disk tier, which keeps the 2 used "
+        f"last within --kv-disk-bytes: the {blocks - 2} used longer ago were deleted, and a "
+        "restart will not find them\n"
+    )
+    assert expected in served.stderr, served.stderr
+    # the restart finds the two kept, the prompt's first blocks, as the stop said
+    with _serving(command, base) as restarted:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+        reply = client.completions.create(model="tiny", prompt=prompt, max_tokens=1)
+        assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+        assert reply.usage.prompt_tokens_details.cached_tokens == 2 * BLOCK
+    assert "holding 2 KV blocks" in restarted.stderr, restarted.stderr
+
+
 def test_blocks_the_disk_refuses_while_serving_are_reported_once(tmp_path: Path) -> None:
     # a pool of 4 blocks: the second story evicts the first one's blocks to a disk that
     # refuses them; they were dropped without a word, the stop's count never saw them
