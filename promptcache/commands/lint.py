@@ -224,7 +224,8 @@ def _special_kind(path: Path) -> str | None:
     "--output",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the report (with --diff: the patch) to this file instead of stdout ('-': stdout).",
+    help="Write the report (with --diff: the patch) to this file instead of stdout ('-': stdout); "
+    "the report's summary line goes to stderr.",
 )
 def lint(
     paths: tuple[Path, ...],
@@ -371,6 +372,13 @@ def lint(
         results = lint_paths(targets, config, jobs, force_exclude, cache, include_tests)
     if explain:
         click.echo(render.render_notes(results), nl=False, err=True)
+    report = ""  # the text report: printed, or summed up in one line beside --output's file
+    if output_format == "text" or output is not None:
+        if config.enabled(KNOWN_CODES):
+            report = render.render_text(results)
+        else:  # "All checks passed" would be said of a run that checked nothing
+            files = sum(1 for r in results if not r.skipped)
+            report = f"Nothing checked: no rule is enabled ({plural(files, 'file')})\n"
     if output_format == "sarif":
         from promptcache.lint_rules.sarif import render_sarif
 
@@ -379,11 +387,8 @@ def lint(
         text = render.render_json(results)
     elif output_format == "github":
         text = render.render_github(results)
-    elif config.enabled(KNOWN_CODES):
-        text = render.render_text(results)
-    else:  # "All checks passed" would be said of a run that checked nothing
-        files = sum(1 for r in results if not r.skipped)
-        text = f"Nothing checked: no rule is enabled ({plural(files, 'file')})\n"
+    else:
+        text = report
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
@@ -392,6 +397,9 @@ def lint(
             raise click.BadParameter(
                 f"cannot write {output}: {why}", param_hint="'--output'"
             ) from exc
+        # the text report's last line, so a CI log that fails on the exit status says why
+        summary = report.strip().rsplit("\n", 1)[-1].removesuffix(".")
+        click.echo(f"promptcache lint: {summary}; report written to {output}", err=True)
     else:
         click.echo(text, nl=False)
     if unwritten:

@@ -207,6 +207,35 @@ def test_an_output_of_dash_is_stdout(project: Path) -> None:
     assert not (project / "-").exists()
 
 
+def test_a_report_written_to_a_file_is_summed_up_on_stderr(project: Path) -> None:
+    # `lint . --format sarif -o promptcache.sarif` failed a CI job (exit 1) with nothing printed:
+    # the log said neither what was found nor where the report went
+    (project / "bad.py").write_text(BAD)
+    (project / "ok.py").write_text("x = 1\n")
+    summary = "Found 1 finding in 1 file of 2 checked (1 error, 0 warnings, 0 info)"
+    for extra in ([], ["--format", "sarif"], ["--format", "json"], ["--format", "github"]):
+        result = run(".", *extra, "-o", "report.out")
+        assert result.exit_code == 1 and result.stdout == "", extra
+        assert result.stderr == f"promptcache lint: {summary}; report written to report.out\n"
+    assert (project / "report.out").read_text().count("::error file=bad.py,line=6,") == 1
+    result = run(".", "-o", "report.out")
+    assert (project / "report.out").read_text().splitlines()[-1] == f"{summary}."
+    # a clean run says so too, and the patch of --diff -o is not a report
+    result = run("ok.py", "-o", "report.out")
+    assert result.exit_code == 0
+    assert (
+        result.stderr
+        == "promptcache lint: All checks passed (1 file); report written to report.out\n"
+    )
+    result = run("bad.py", "--diff", "-o", "fixes.patch")
+    assert "report written" not in result.stderr
+    result = run("bad.py", "--ignore", "ALL", "--format", "sarif", "-o", "report.out")
+    assert result.stderr.endswith(
+        "promptcache lint: Nothing checked: no rule is enabled (1 file); report written to "
+        "report.out\n"
+    )
+
+
 def test_an_unwritable_output_is_refused_before_the_analysis(project: Path) -> None:
     # a missing folder for -o was found only when the report was written, after the whole lint:
     # here the analysis would end in a bad-suppression error and fill the cache folder
