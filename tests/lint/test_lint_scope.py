@@ -258,3 +258,32 @@ def test_a_notebook_named_is_said_to_be_left_out_not_passed(project: Path) -> No
     assert "Found 1 finding in 1 file of 1 checked" in result.stdout  # app.py's, not nb's
     alone = run("nb.ipynb")
     assert "All checks passed (0 files)" in alone.stdout and "(1 file)" not in alone.stdout
+
+
+def test_a_hook_sees_only_the_staged_modules_and_pass_filenames_false_sees_them_all(
+    project: Path,
+) -> None:
+    """docs/lint.md, pre-commit: the hook lints the staged files as one program, so a commit
+    that stages only the module sending the request does not see the time another module
+    puts in it; `pass_filenames: false` (no paths: the current folder) lints the project."""
+    (project / "app").mkdir()
+    (project / "app" / "__init__.py").write_text("")
+    (project / "app" / "prompts.py").write_text(
+        "import time\ndef system_prompt():\n    return f'At {time.time()}'\n"
+    )
+    (project / "app" / "bot.py").write_text(
+        "import anthropic\nfrom app.prompts import system_prompt\n"
+        "client = anthropic.Anthropic()\n"
+        "def ask(q):\n"
+        "    return client.messages.create(\n"
+        "        model='m', max_tokens=1, system=system_prompt(), messages=[q])\n"
+    )
+    staged = run("--force-exclude", "app/bot.py")
+    assert staged.exit_code == 0 and staged.stdout == "All checks passed (1 file).\n"
+    for args in (("--force-exclude",), ("--force-exclude", "app/bot.py", "app/prompts.py")):
+        result = run(*args)
+        assert result.exit_code == 1, args
+        assert result.stdout.count("app/bot.py:6:") == 1, result.stdout
+        assert "[origin: app/prompts.py:3, returned by system_prompt at app/bot.py:6]" in (
+            result.stdout
+        )
