@@ -323,6 +323,26 @@ def test_llm_context_manager_persists_the_disk_tier(tinystories_dir: Path, tmp_p
     assert again.output_token_ids == first.output_token_ids
 
 
+def test_an_llm_left_open_writes_only_the_blocks_it_evicted(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    # docs/engine.md, across restarts: close() (or the end of a with block) writes the cached
+    # blocks; an LLM left open has written only what its pool evicted, here nothing
+    from promptcache.engine import LLM
+
+    opts: dict[str, Any] = dict(dtype="float32", block_size=BS, max_model_len=64)
+    left_open = LLM(tinystories_dir, kv_disk_dir=str(tmp_path), **opts)
+    [first] = left_open.generate(STORY_A, GREEDY)
+    assert left_open.engine.stats().kv_tier_blocks["disk"] == 0
+    with LLM(tinystories_dir, kv_disk_dir=str(tmp_path), **opts) as llm:
+        [again] = llm.generate(STORY_A, GREEDY)
+    assert again.num_cached_tokens == 0
+    assert again.output_token_ids == first.output_token_ids
+    with LLM(tinystories_dir, kv_disk_dir=str(tmp_path), **opts) as llm:  # the with block wrote
+        [third] = llm.generate(STORY_A, GREEDY)
+    assert third.num_cached_tokens_by_tier["disk"] == _full_blocks(llm.engine, STORY_A) * BS
+
+
 def test_a_prefix_of_more_disk_blocks_than_are_kept_staged_is_restored(
     tinystories_dir: Path, tmp_path: Path
 ) -> None:
