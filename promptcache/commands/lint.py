@@ -600,7 +600,7 @@ def _apply_fixes(
                 click.echo(f"error: cannot write {result.path}: {why}", err=True)
                 updated.append(result)
                 continue
-            click.echo(f"fixed {count} finding(s) in {result.path}", err=True)
+            click.echo(f"fixed {plural(count, 'finding')} in {result.path}", err=True)
             updated.append(lint_source(after, result.path, config))  # until the re-run
         else:
             updated.append(result)

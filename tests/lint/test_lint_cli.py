@@ -378,8 +378,13 @@ def test_fix_and_diff(project: Path) -> None:
     assert (project / "app.py").read_text() == FIXABLE
     result = run("app.py", "--fix", "--fail-on", "warning")
     assert result.exit_code == 0, result.output
+    assert result.stderr == "fixed 1 finding in app.py\n"  # counted as the report counts
     assert "sort_keys=True" in (project / "app.py").read_text()
     assert run("app.py", "--diff").exit_code == 0
+    twice = FIXABLE + FIXABLE.split("\n", 3)[3].replace("def ask(", "def ask_again(")
+    (project / "two.py").write_text(twice)
+    assert run("two.py").stdout.count("PC003 [*]") == 2
+    assert run("two.py", "--fix").stderr == "fixed 2 findings in two.py\n"
     # --diff prints the patch and nothing else, and exits 1 only for a patch (as its help says):
     # an error no fix removes is neither printed nor a failure there
     (project / "bad.py").write_text(BAD)
