@@ -108,6 +108,11 @@ class DiskTier:
             self.dir.mkdir(parents=True, exist_ok=True)
             key_file = self.dir / "key.json"
             key_file.write_text(json.dumps(key.as_json(), indent=2) + "\n", encoding="utf-8")
+        except FileExistsError:  # mkdir(exist_ok=True): DIR/<key> is there and no folder
+            raise ConfigError(
+                f"cannot use {self.root} as the KV disk tier: {self.dir} is not a directory; "
+                "pass a writable directory to --kv-disk"
+            ) from None
         except OSError as exc:
             raise ConfigError(
                 f"cannot use {self.root} as the KV disk tier ({exc.strerror or exc}); pass a "

@@ -265,6 +265,27 @@ def test_tier_settings_are_checked(tinystories_dir: Path, tmp_path: Path) -> Non
         _engine(tinystories_dir, kv_disk_dir=str(blocker / "sub"))
 
 
+def test_a_disk_tier_folder_taken_by_a_file_is_named_in_the_error(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    # DIR/<key> taken by a file gave 'cannot use DIR as the KV disk tier (File exists)', naming
+    # a writable DIR and not the file in the way
+    engine = _engine(tinystories_dir, kv_disk_dir=str(tmp_path / "kv"))
+    assert engine.kv_tiers is not None and engine.kv_tiers.disk is not None
+    key_dir = engine.kv_tiers.disk.dir
+    engine.close()
+    for child in key_dir.iterdir():
+        child.unlink()
+    key_dir.rmdir()
+    key_dir.write_text("not a folder")
+    with pytest.raises(ConfigError) as caught:
+        _engine(tinystories_dir, kv_disk_dir=str(tmp_path / "kv"))
+    assert str(caught.value) == (
+        f"cannot use {tmp_path / 'kv'} as the KV disk tier: {key_dir} is not a directory; pass a "
+        "writable directory to --kv-disk"
+    )
+
+
 def test_random_workload_with_tight_pool_and_tiers_matches_a_large_pool(
     tinystories_dir: Path, tmp_path: Path
 ) -> None:
