@@ -352,6 +352,20 @@ class Frame:
         return self.pinned and not self.loops
 
     @property
+    def object_state(self) -> bool:
+        """What code here stores into a field of ``self`` is the object's state, built once
+        per object: an ``__init__``-like method, outside loops or inside ``for`` loops only
+        (``for t in tools: self.ids[t] = uuid4().hex`` fills the field once, as a store outside
+        the loop would); a ``while`` loop there may serve requests, so it is not."""
+        return (
+            self.pinned
+            and self.cls is not None
+            and self.func is not None
+            and self.func.name in INIT_METHODS
+            and all(isinstance(loop, (ast.For, ast.AsyncFor)) for loop in self.loops)
+        )
+
+    @property
     def made_once(self) -> bool:
         """What code here makes is made once: ``once``, or a command's body outside loops."""
         return (self.pinned or self.process) and not self.loops

@@ -138,6 +138,18 @@ def _binds(loop: ast.For | ast.AsyncFor, holder: ast.expr) -> bool:
         holder = holder.value
 
 
+def _into_self(holder: ast.expr, self_name: str | None) -> bool:
+    """True when ``holder`` is a field of ``self`` or an item of one (``self.ids``,
+    ``self.ids[k]``)."""
+    while isinstance(holder, ast.Subscript):
+        holder = holder.value
+    return (
+        isinstance(holder, ast.Attribute)
+        and isinstance(holder.value, ast.Name)
+        and holder.value.id == self_name
+    )
+
+
 def _names(expr: ast.expr) -> set[str]:
     """The names an expression reads."""
     return {node.id for node in ast.walk(expr) if isinstance(node, ast.Name)}
@@ -801,6 +813,10 @@ class StatementsMixin(EngineState):
                 and frame.cls is not None
             ):
                 old = frame.cls.attrs.get(target.attr)
+                if frame.object_state:
+                    # a field set by ``__init__``, in a loop or from what one filled: the
+                    # object's state, built once per object
+                    value = value.pinned()
                 kept = value.without(Kind.PARAM) if value.facts else value
                 frame.cls.attrs[target.attr] = kept if old is None else merge_field(old, kept)
                 if expr is not None and target.attr not in frame.cls.attr_defs:
@@ -1042,6 +1058,9 @@ class StatementsMixin(EngineState):
         frame = self.frame
         added = self.joined(self.with_mutation_facts(added), holder)
         if frame.once:  # stored where code runs once: computed once
+            added = added.pinned()
+        elif frame.object_state and _into_self(holder, frame.self_name):
+            # a field filled in a loop of ``__init__``: built once per object
             added = added.pinned()
         stored = target if target is not None else holder
         while isinstance(holder, ast.Subscript):
