@@ -348,7 +348,7 @@ class ExprsMixin(EngineState):
         return CLEAN
 
     def expr_IfExp(self, node: ast.IfExp) -> Value:
-        truth = constant_truth(node.test)
+        truth = constant_truth(node.test, self.frame.func)
         if truth is not None:
             # a condition of literals only (``x if 0 % 2 else y``): the other branch never runs
             self.eval(node.test)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .calls import Unresolved, order_of, split_grain, unproven, with_grain
@@ -343,18 +343,20 @@ _FOLDED_COMPARES: dict[type, Callable[[Any, Any], object]] = {
 _UNKNOWN = object()
 
 
-def _literal_value(node: ast.expr) -> object:
+def _literal_value(node: ast.expr, fixed: Mapping[str, object] = {}) -> object:
     """The value of an expression made only of literals (numbers, booleans, ``None``,
-    strings) and arithmetic, comparisons, ``not`` and ``and``/``or`` of them; ``_UNKNOWN``
-    for anything else (a name, a call, an operator not folded here). Arithmetic is folded
-    on numbers only."""
+    strings), names of ``fixed`` (name -> the literal it always holds) and arithmetic,
+    comparisons, ``not`` and ``and``/``or`` of them; ``_UNKNOWN`` for anything else (another
+    name, a call, an operator not folded here). Arithmetic is folded on numbers only."""
+    if isinstance(node, ast.Name):
+        return fixed.get(node.id, _UNKNOWN)
     if isinstance(node, ast.Constant):
         literal = node.value
         if literal is None or isinstance(literal, (bool, int, float, str)):
             return literal
         return _UNKNOWN
     if isinstance(node, ast.UnaryOp):
-        operand = _literal_value(node.operand)
+        operand = _literal_value(node.operand, fixed)
         if operand is _UNKNOWN:
             return _UNKNOWN
         if isinstance(node.op, ast.Not):
@@ -364,7 +366,7 @@ def _literal_value(node: ast.expr) -> object:
         return _UNKNOWN
     if isinstance(node, ast.BinOp):
         fold = _FOLDED_BINOPS.get(type(node.op))
-        left, right = _literal_value(node.left), _literal_value(node.right)
+        left, right = _literal_value(node.left, fixed), _literal_value(node.right, fixed)
         if fold is None or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right)
         ):
@@ -374,11 +376,11 @@ def _literal_value(node: ast.expr) -> object:
         except (ArithmeticError, ValueError):
             return _UNKNOWN
     if isinstance(node, ast.Compare):
-        left = _literal_value(node.left)
+        left = _literal_value(node.left, fixed)
         result = True
         for op, comparator in zip(node.ops, node.comparators, strict=True):
             fold = _FOLDED_COMPARES.get(type(op))
-            right = _literal_value(comparator)
+            right = _literal_value(comparator, fixed)
             if fold is None or left is _UNKNOWN or right is _UNKNOWN:
                 return _UNKNOWN
             try:
@@ -388,7 +390,7 @@ def _literal_value(node: ast.expr) -> object:
             left = right
         return result
     if isinstance(node, ast.BoolOp):
-        values = [_literal_value(v) for v in node.values]
+        values = [_literal_value(v, fixed) for v in node.values]
         if any(v is _UNKNOWN for v in values):
             return _UNKNOWN
         out = values[0]
@@ -402,11 +404,82 @@ def _literal_value(node: ast.expr) -> object:
     return _UNKNOWN
 
 
-def constant_truth(test: ast.expr) -> bool | None:
-    """Whether a condition made only of literals holds (``0 % 2`` never, ``1 < 2`` always):
-    the branch it rules out can never run. ``None`` when the condition reads anything else."""
-    value = _literal_value(test)
+def constant_truth(
+    test: ast.expr,
+    func: ast.FunctionDef | ast.AsyncFunctionDef | None = None,
+) -> bool | None:
+    """Whether a condition made only of literals holds (``0 % 2`` never, ``1 < 2`` always),
+    or of the local names of ``func`` bound once to a literal (``precise = False``, then
+    ``if precise:``): the branch it rules out can never run. ``None`` when the condition
+    reads anything else."""
+    value = _literal_value(test, fixed_locals(func) if func is not None else {})
     return None if value is _UNKNOWN else bool(value)
+
+
+def fixed_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Mapping[str, object]:
+    """The local names of ``func`` that always hold one literal: bound exactly once in its
+    body, by ``name = <literal>`` (``precise = False``), and by nothing else (no parameter,
+    loop target, ``with``/``except``/``import`` name, augmented assignment, ``del``,
+    ``global``/``nonlocal`` there or ``nonlocal`` in a function nested in it). A read then
+    gets that literal or fails. Found once per tree (kept on the node; callers must not
+    change the mapping)."""
+    known: dict[str, object] | None = func.__dict__.get("_fixed_locals")
+    if known is None:
+        known = func.__dict__["_fixed_locals"] = _find_fixed_locals(func)
+    return known
+
+
+def _find_fixed_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, object]:
+    bindings: dict[str, int] = {}
+    literal: dict[str, object] = {}
+    shared: set[str] = set()
+    args = func.args
+    for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+        if arg is not None:
+            shared.add(arg.arg)
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            if not isinstance(node, ast.Lambda):
+                bindings[node.name] = bindings.get(node.name, 0) + 2
+            # a nested function may rebind one of ours through ``nonlocal``
+            shared.update(
+                name
+                for sub in ast.walk(node)
+                if isinstance(sub, (ast.Nonlocal, ast.Global))
+                for name in sub.names
+            )
+            continue
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            shared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bindings[node.id] = bindings.get(node.id, 0) + 1
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            value = _literal_value(node.value)
+            if isinstance(target, ast.Name) and value is not _UNKNOWN:
+                literal[target.id] = value
+        else:
+            # other bindings: ``import x as name``, ``except E as name``, ``case name``,
+            # ``name += 1`` (its target is counted as well)
+            name = None
+            if isinstance(node, ast.alias):
+                name = (node.asname or node.name).split(".")[0]
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+                name = node.name
+            elif isinstance(node, ast.MatchMapping):
+                name = node.rest
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                name = node.target.id
+            if name:
+                bindings[name] = bindings.get(name, 0) + 2
+        todo.extend(ast.iter_child_nodes(node))
+    return {
+        name: value
+        for name, value in literal.items()
+        if bindings.get(name) == 1 and name not in shared
+    }
 
 
 def _body_nodes(body: list[ast.stmt]) -> list[tuple[ast.AST, bool]]:
@@ -1453,13 +1526,13 @@ class StatementsMixin(EngineState):
 
     def stmt_While(self, stmt: ast.While) -> None:
         self.eval(stmt.test)
-        if constant_truth(stmt.test) is not False:
+        if constant_truth(stmt.test, self.frame.func) is not False:
             # ``while False:`` never runs its body
             self._loop(stmt, stmt.body, frozenset())
         self.exec_block(stmt.orelse)
 
     def stmt_If(self, stmt: ast.If) -> None:
-        truth = constant_truth(stmt.test)
+        truth = constant_truth(stmt.test, self.frame.func)
         if truth is not None:
             # a condition of literals only: the other branch can never run
             self.eval(stmt.test)
