@@ -94,6 +94,10 @@ class Diagnostic:
 
     ``location`` is where the volatile value enters the cached prefix (or the construct at
     fault); ``related`` lists origins (where the value was born) and other helpful places.
+    ``requested``: the lines, in ``location``'s file, of the request arguments the value
+    enters through (``system=s`` for ``s = f"{now}"``, reported at the f-string's line), ()
+    where none is known: a suppression on all of them covers the finding as one on
+    ``location``'s line does.
     """
 
     code: str
@@ -102,6 +106,7 @@ class Diagnostic:
     severity: Severity
     related: tuple[Related, ...] = ()
     fix: Fix | None = None
+    requested: tuple[int, ...] = field(default=(), compare=False)
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:

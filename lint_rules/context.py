@@ -30,6 +30,10 @@ class ModuleContext:
     sinks: list[SinkCall] = field(default_factory=list)
     #: calls that put a cache breakpoint on an argument: (call, argument, function name)
     breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = field(default_factory=list)
+    #: ``requested_lines`` of each node an entry is recorded at, by ``id``, made on first use
+    _requested: dict[int, tuple[int, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def location(self, node: ast.AST) -> Location:
         line: int = getattr(node, "lineno", 1)
@@ -75,7 +79,26 @@ class ModuleContext:
         related: tuple[Related, ...] = (),
         fix: Fix | None = None,
     ) -> Diagnostic:
-        return Diagnostic(code, message, self.location(node), severity, related, fix)
+        location = self.location(node)
+        requested = self.requested_lines(node)
+        return Diagnostic(code, message, location, severity, related, fix, requested)
+
+    def requested_lines(self, node: ast.AST) -> tuple[int, ...]:
+        """The lines of the request arguments through which ``node``, where an entry enters a
+        prefix region (or a piece of its text), enters a request: ``system=s3`` for
+        ``s2 = s.strip()`` that ``s3 = s2`` names, ``messages=msgs`` for a ``{"role":
+        "system"}`` dict in ``msgs``; () where no entry at ``node`` enters through a request's
+        argument (a system message no request in this module is seen to send)."""
+        if self._requested is None:
+            found: dict[int, set[int]] = {}
+            for entry in self.entries:
+                line = getattr(entry.arg, "lineno", None)
+                if line is None:
+                    continue
+                for at in (entry.node, *(part[0] for part in entry.parts)):
+                    found.setdefault(id(at), set()).add(line)
+            self._requested = {k: tuple(sorted(v)) for k, v in found.items()}
+        return self._requested.get(id(node), ())
 
     def facts_in_prefix(
         self,

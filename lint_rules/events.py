@@ -30,6 +30,9 @@ class PrefixEntry:
     ``parts``: for text built from pieces (f-string, ``+``, ``join``), each piece in order as
     (node, varies per call, length in characters when constant, the piece's facts).
     ``function``: the function whose body records the entry (None at module level).
+    ``arg``: the request's argument the value enters through (``system=s3``'s ``s3``, also
+    where ``node`` is the text a name holds, ``s3 = f"Now {now}"``), or None where the entry
+    is recorded outside a request's arguments (a helper's call that sends its parameter).
     """
 
     region: str
@@ -39,6 +42,7 @@ class PrefixEntry:
     once: bool
     parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
     function: ast.AST | None = None
+    arg: ast.AST | None = field(default=None, compare=False)
 
 
 @dataclass

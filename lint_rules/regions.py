@@ -720,6 +720,10 @@ def sent_tools(value: Value, module: str = "") -> Value:
 class RegionsMixin(EngineState):
     """Structural walk of sink arguments (mixed into ``taint.Analyzer``)."""
 
+    #: the argument of a request being walked into its region (``system=s3``'s ``s3``), or
+    #: None: where a value recorded meanwhile enters the request (``PrefixEntry.arg``)
+    sink_arg: ast.expr | None = None
+
     def handle_sink(self, spec: SinkSpec, node: ast.Call) -> Value:
         sink = SinkCall(node, spec.api, spec.label)
         first_entry = len(self.entries)
@@ -1061,8 +1065,14 @@ class RegionsMixin(EngineState):
     # ------------------------------------------------------------------ regions
 
     def walk_region(self, kind: str, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+        """Walk ``expr``, an argument of a request (or an entry of a request's body), into its
+        region; entries recorded meanwhile enter the request at ``expr`` (``sink_arg``)."""
         handler = getattr(self, f"region_{kind}")
-        handler(expr, sink, label)
+        outer, self.sink_arg = self.sink_arg, expr
+        try:
+            handler(expr, sink, label)
+        finally:
+            self.sink_arg = outer
 
     def region_tools(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
         node, frame = self.deref(expr)

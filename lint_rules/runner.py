@@ -314,11 +314,8 @@ def analyse_source(
         finally:
             forget_canonical()
     suppressions = _kept_suppressions(tree, text)
-    kept = [d for d in diagnostics if not suppressions.suppressed(d.code, d.location.line)]
-    kept = _merge_duplicates(kept)
-    notes = _merge_duplicates(
-        [d for d in notes if not suppressions.suppressed(d.code, d.location.line)]
-    )
+    kept = _merge_duplicates([d for d in diagnostics if not _suppressed(suppressions, d)])
+    notes = _merge_duplicates([d for d in notes if not _suppressed(suppressions, d)])
     errors = tuple(f"{path}:{e}" for e in suppressions.errors)
     lines: dict[int, str] = {}
     if kept or notes:
@@ -497,6 +494,16 @@ def _syntax_only(raw: bytes, path: str, config: LintConfig) -> FileResult:
 def _not_analysed(path: str, why: str) -> Diagnostic:
     diagnostic = from_error(path, ValueError(f"cannot analyse this file: {why}"))
     return replace(diagnostic, message=f"cannot analyse this file: {why}")
+
+
+def _suppressed(suppressions: Suppressions, diagnostic: Diagnostic) -> bool:
+    """Whether a comment covers ``diagnostic``: on the line it is reported at, or on each line
+    where its value enters a request (``Diagnostic.requested``)."""
+    code = diagnostic.code
+    if suppressions.suppressed(code, diagnostic.location.line):
+        return True
+    lines = diagnostic.requested
+    return bool(lines) and all(suppressions.suppressed(code, line) for line in lines)
 
 
 def _merge_duplicates(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

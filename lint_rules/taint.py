@@ -934,7 +934,16 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     for n, v in self.flatten(node, known=value)
                 )
             self.entries.append(
-                PrefixEntry(region, value, node, label, self.frame.once, parts, self.frame.func)
+                PrefixEntry(
+                    region,
+                    value,
+                    node,
+                    label,
+                    self.frame.once,
+                    parts,
+                    self.frame.func,
+                    self.sink_arg,
+                )
             )
 
     def encloses(self, fact: Fact) -> bool:
