@@ -1398,7 +1398,12 @@ class CallsMixin(EngineState):
             return substituted(args, kwargs, method == "subn")
         if receiver.shape is Shape.STR:
             if method == "join":
-                unordered = self.iteration_fact(first, node.args[0]) if node.args else None
+                # ``str.join`` raises TypeError at an element that is not a str: what it
+                # iterates holds strings, so wrapping it in ``sorted(...)`` is a safe fix
+                iterated = first
+                if first.shape in (Shape.SET, Shape.UNORDERED_LIST) and not first.elem_str:
+                    iterated = replace(first, elem_str=True)
+                unordered = self.iteration_fact(iterated, node.args[0]) if node.args else None
                 facts = receiver.facts | first.facts
                 if unordered is not None:
                     facts = facts | {unordered}

@@ -47,7 +47,11 @@ system = "You handle: " + ", ".join(sorted(tags))
 
 ## Fix safety
 The fix wraps the iterated expression in `sorted(...)`. It is offered only when the elements
-are known to be strings or paths (so they compare), and is safe then.
+are known to be strings or paths (so they compare), and is safe then: string literals, the
+parts of `str.split()`, the names of a directory listing, or what `str.join` iterates
+(`", ".join(set(labels))`: join raises on an element that is not a string). An annotation
+(`labels: list[str]`) is not proof: a set of such elements iterated by a `for` loop gets no
+fix.
 
 ## References
 - https://docs.python.org/3/reference/datamodel.html#object.__hash__ (hash randomisation)

@@ -1,16 +1,19 @@
-"""Where a user puts a suppression: where the value enters the request.
+"""Where a user puts a suppression, and the PC004 fix of what ``str.join`` iterates.
 
 A finding whose text is built on another line than the request's argument (``s2 =
 s.strip()``, then ``s3 = s2`` sent as ``system=s3``) is reported at the line that builds the
 text; a ``# promptcache: ignore[...]`` comment on the line where the value enters the request
 (``system=s3``, ``messages=msgs`` for a ``{"role": "system"}`` message in ``msgs``) covers it
 too, as docs/lint.md says, and one for another rule or one on only some of the requests it
-enters does not.
+enters does not. ``str.join`` takes only strings, so a set it iterates
+is wrapped in ``sorted(...)`` by ``--fix`` whatever the set was built from; a set iterated by a
+``for`` loop of elements not known to be strings is not.
 """
 
 from __future__ import annotations
 
 from promptcache.lint_rules import LintConfig, lint_source
+from promptcache.lint_rules.fix import fix_source
 
 HEAD = """\
 from datetime import datetime
@@ -116,3 +119,49 @@ def test_a_system_message_is_covered_where_it_is_sent() -> None:
         "messages=msgs,", "messages=msgs,  # promptcache: ignore[PC001]"
     )
     assert _found(only_sent) == [("PC001", 18)]
+
+
+JOINED = """\
+def ask(q: str, labels: list[str]) -> object:
+    names = set(labels)
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=1024,
+        system="Labels: " + ", ".join(set(labels)) + "; " + ", ".join(names),
+        messages=[{"role": "user", "content": q}],
+    )
+"""
+
+LOOPED = """\
+def ask(q: str, labels: list[str]) -> object:
+    text = ""
+    for label in set(labels):
+        text += f"{label}\\n"
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=1024,
+        system=text,
+        messages=[{"role": "user", "content": q}],
+    )
+"""
+
+
+def test_a_set_that_str_join_iterates_is_fixed_with_sorted() -> None:
+    result = lint_source(HEAD + JOINED, "app.py", LintConfig())
+    assert [(d.code, d.fix is not None) for d in result.diagnostics] == [
+        ("PC004", True),
+        ("PC004", True),
+    ]
+    fixed, count = fix_source(HEAD + JOINED, "app.py", LintConfig())
+    assert count == 2
+    assert (
+        '        system="Labels: " + ", ".join(sorted(set(labels))) + "; " + '
+        '", ".join(sorted(names)),\n' in fixed
+    )
+    assert lint_source(fixed, "app.py", LintConfig()).diagnostics == ()
+
+
+def test_a_set_of_elements_not_known_to_be_strings_gets_no_fix() -> None:
+    # a `for` loop takes any element: `labels: list[str]` is an annotation, not a proof
+    result = lint_source(HEAD + LOOPED, "app.py", LintConfig())
+    assert [(d.code, d.fix) for d in result.diagnostics] == [("PC004", None)]
