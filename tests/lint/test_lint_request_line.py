@@ -24,7 +24,7 @@ client = anthropic.Anthropic()
 
 """
 
-#: the new user's shape: the text is made two names before the request
+#: the text is made two names before the request (``s2``, then ``s3 = s2`` sent as ``system=s3``)
 RENAMED = """\
 def ask(q: str) -> object:
     now = datetime.now()
