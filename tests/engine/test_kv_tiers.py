@@ -364,6 +364,21 @@ def test_an_llm_left_open_writes_only_the_blocks_it_evicted(
     assert third.num_cached_tokens_by_tier["disk"] == _full_blocks(llm.engine, STORY_A) * BS
 
 
+def test_an_engine_left_open_has_on_disk_only_the_blocks_that_left_ram(
+    tinystories_dir: Path, tmp_path: Path
+) -> None:
+    # docs/engine.md, across restarts: before close(), the disk holds the blocks evicted from
+    # the RAM tier, or from the pool when there is no RAM tier
+    with_ram = _engine(tinystories_dir, kv_disk_dir=str(tmp_path / "ram"), kv_ram_bytes=2**26)
+    without_ram = _engine(tinystories_dir, kv_disk_dir=str(tmp_path / "pool"))
+    for engine in (with_ram, without_ram):
+        _run(engine, STORY_A, "a")
+        _run(engine, STORY_B, "b")  # a 10-block pool: B evicts most of A
+    assert with_ram.stats().kv_tier_blocks["ram"] > 0
+    assert with_ram.stats().kv_tier_blocks["disk"] == 0
+    assert without_ram.stats().kv_tier_blocks["disk"] > 0
+
+
 def test_a_prefix_of_more_disk_blocks_than_are_kept_staged_is_restored(
     tinystories_dir: Path, tmp_path: Path
 ) -> None:
