@@ -509,8 +509,11 @@ def is_copy(value: ast.expr) -> bool:
 
 def sets_none(value: ast.expr) -> bool:
     """True when a breakpoint key or keyword given ``value`` adds no breakpoint: a copy of
-    another block's (``is_copy``) or ``None`` (``cache_control=None`` sets no breakpoint)."""
-    return (isinstance(value, ast.Constant) and value.value is None) or is_copy(value)
+    another block's (``is_copy``), ``None`` (``cache_control=None`` sets no breakpoint) or
+    ``False`` (``message.cache(cache_control=False)`` clears one)."""
+    if isinstance(value, ast.Constant):
+        return value.value is None or value.value is False
+    return is_copy(value)
 
 
 def membership_guard(test: ast.expr, elements: Collection[str] = frozenset()) -> str | None:
@@ -597,7 +600,9 @@ class Helper:
     ``returns_mark``: it returns a block dict with a breakpoint; ``returns_one``: it returns a
     single index or element (an int, a subscript, a name bound to an int), never a collection;
     ``flag``: the parameter that decides whether the block it returns is marked
-    (``if cache: block["cache_control"] = ...; return block``), "" if none.
+    (``if cache: block["cache_control"] = ...; return block``), "" if none; ``passes``: the
+    parameter every marked block it returns takes its marker from (``return {"cachePoint":
+    point}``, ``point`` bound only as the parameter), "" if none.
     """
 
     node: ast.FunctionDef | ast.AsyncFunctionDef
@@ -606,6 +611,20 @@ class Helper:
     returns_mark: bool = False
     returns_one: bool = False
     flag: str = ""
+    passes: str = ""
+
+    def copies(self, call: ast.Call) -> bool:
+        """True when ``call`` gives ``passes`` a copy of another block's marker or ``None``
+        (``sets_none``): the block it returns carries that marker, one for one, no new one."""
+        if not self.passes:
+            return False
+        given: ast.expr | None = None
+        if self.passes in self.params and self.params.index(self.passes) < len(call.args):
+            given = call.args[self.params.index(self.passes)]
+        for keyword in call.keywords:
+            if keyword.arg == self.passes:
+                given = keyword.value
+        return given is not None and not isinstance(given, ast.Starred) and sets_none(given)
 
     def flag_set(self, call: ast.Call, compared: Collection[str] = frozenset()) -> bool:
         """True when ``call`` may set the helper's ``flag`` on every call: a literal ``True``,
@@ -736,13 +755,21 @@ class Module:
         generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own_nodes(func.body))
         # a block returned under ``if "cachePoint" in block:`` passes on a breakpoint its
         # argument already carried (a converter's re-emit): it adds none
+        passed: set[str | None] = set()  # where each marked block returned takes its marker
         for ret in _unguarded_returns(func.body):
             value = ret.value
-            if isinstance(value, ast.Dict) and dict_mark(value) is not None:
+            if isinstance(value, ast.Dict) and (key := dict_mark(value)) is not None:
                 helper.returns_mark = True
+                mark = value.values[value.keys.index(key)]
+                passed.add(mark.id if isinstance(mark, ast.Name) else None)
             elif isinstance(value, ast.Call):
                 callee = self.helper(value, cls, depth + 1)
-                helper.returns_mark |= callee is not None and callee.returns_mark
+                if callee is not None and callee.returns_mark:
+                    helper.returns_mark = True
+                    passed.add(None)
+        only = next(iter(passed)) if len(passed) == 1 else None
+        if only in params and len(scope.names.get(only, [])) == 1:
+            helper.passes = only
         returned = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
         for stmt in own_nodes(func.body):
             if not isinstance(stmt, ast.If) or stmt.orelse:
@@ -1047,9 +1074,10 @@ def _stmt_marks(
             name = ast.unparse(node.func)
             if helper.marked_arg(node) is not None:
                 yield node, f"{name}() sets it"
-            elif (helper.returns_mark or helper.flag_set(node, module.compared)) and not (
-                isinstance(stmt, ast.Expr) and stmt.value is node
-            ):
+            elif (
+                (helper.returns_mark and not helper.copies(node))
+                or helper.flag_set(node, module.compared)
+            ) and not (isinstance(stmt, ast.Expr) and stmt.value is node):
                 yield node, f"{name}() returns a marked block"  # that is stored
     yield from ((n, "set here") for n in expr_marks(stmt, module.compared))
 

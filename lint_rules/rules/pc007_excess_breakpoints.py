@@ -43,6 +43,13 @@ one for one, as a message converter does. A test of anything else (`if
 options.get("cache_control"):`, a setting) still counts a mark per element, and so does `if not
 item.get("cache_control"):` (it marks each element that has none).
 
+A copy reached through a name or a helper is a copy as well: a name every binding of which is
+in the loop and is such a copy or `None` (`cc = msg.extra.get("cache_control")`, `if cc :=
+part.get("cache_control"):`), and a same-module helper that returns the marker it is given
+wrapped (`return {"cachePoint": point}`) called with such a copy
+(`cache_point(msg.meta.get("cachePoint"))`). `False` is no marker either, as `None` is
+(`message.cache(cache_control=False)` clears one).
+
 Not reported: loops with a `break` or a `return` (write, then stop: one breakpoint), marks
 only under a test on the index, on `len(...)` or on `-1` (a helper's
 `cache=use_cache and i == len(parts) - 1` included, and a name the loop binds to such a test,
@@ -193,8 +200,15 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
             node.body, index_names, module, cls, guard=_guard, capped=capped, elements=elements
         )
         quiet = _quiet_names(node, index_names, capped, module.compared)
+        copied = _copied_names(node, chain[0])
         found = next(
-            (m for m in marks if not _quiet_mark(m[0], quiet) and not _one_object(m[0], node)),
+            (
+                m
+                for m in marks
+                if not _quiet_mark(m[0], quiet | copied)
+                and not _copied_store(m[0], node, copied)
+                and not _one_object(m[0], node)
+            ),
             None,
         )
         if found is None:
@@ -732,6 +746,54 @@ def _quiet_mark(mark: ast.AST, quiet: set[str]) -> bool:
     elif isinstance(mark, ast.keyword) and mark.arg in KEYS:
         value = mark.value
     return isinstance(value, ast.Name) and value.id in quiet
+
+
+def _copied_names(loop: ast.For | ast.AsyncFor, scope: Scope) -> set[str]:
+    """The names that hold only a copy of a marker or ``None``: every binding of the name in
+    its function is in ``loop``, a plain ``cc = item.get("cache_control")``, ``cc =
+    msg.extra["cache_control"]``, ``cc = None`` or ``if cc := ...:`` of such a value
+    (``sets_none``), and the name is no parameter. A block given such a name carries the
+    marker the element already had, one for one, as a block given the copy itself does."""
+    values: dict[str, list[bool]] = {}
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(sets_none(node.value))
+        elif isinstance(node, ast.NamedExpr):
+            values.setdefault(node.target.id, []).append(sets_none(node.value))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            copy = node.value is not None and sets_none(node.value)
+            values.setdefault(node.target.id, []).append(copy)
+    return {
+        name
+        for name, copies in values.items()
+        if all(copies)
+        and name not in scope.params
+        and len(scope.names.get(name, [])) == len(copies)
+        and len(copies) == _stores(loop, name)
+    }
+
+
+def _stores(loop: ast.For | ast.AsyncFor, name: str) -> int:
+    return sum(
+        1
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+    )
+
+
+def _copied_store(mark: ast.AST, loop: ast.For | ast.AsyncFor, copied: set[str]) -> bool:
+    """True for a mark ``block["cache_control"] = cc`` whose ``cc`` is in ``copied``."""
+    if not copied or not isinstance(mark, ast.Subscript):
+        return False
+    return any(
+        isinstance(n, ast.Assign)
+        and any(t is mark for t in n.targets)
+        and isinstance(n.value, ast.Name)
+        and n.value.id in copied
+        for n in ast.walk(loop)
+    )
 
 
 def _quiet_names(
