@@ -13,15 +13,17 @@ branch.messages[-4:]` for the `branch` of a loop that sends `branch.messages`); 
 that puts a system message into a fresh list, adds the stored history `self.<attr>` after it
 and stores the list back as `self.<attr>` (every call puts one more system message in front of
 the earlier turns). A chat object that builds each request afresh from a window of the newest
-stored turns, `self.<attr>[-n:]` (read in one method, followed through the local lists it is
-added to, the methods of the class that return them and the calls that hand them to the method
-that sends them), is reported when a method of the class adds to `self.<attr>`; a fixed cut
-(`self.history[:40]`), a window that is only logged and a window of turns nothing adds to after
-the constructor are not. In a function that is handed the whole history as a parameter (called
-once per turn), only a window that keeps the newest messages, `history = history[-20:]`,
-written before the call that sends the history is reported: a fixed cut such as `messages[1:]`
-drops the same message every turn, and a window after the call (in the handler of a failed
-request) rebinds a name that no later turn's request reads.
+stored turns, `self.<attr>[-n:]` or a loop that appends the same turns one by one (`for i, m
+in enumerate(self.<attr>)` that skips while `i < len(self.<attr>) - n`; read in one method,
+followed through the local lists it is added to, the methods of the class that return them and
+the calls that hand them to the method that sends them), is reported when a method of the
+class adds to `self.<attr>`; a fixed cut (`self.history[:40]`), a window that is only logged
+and a window of turns nothing adds to after the constructor are not. In a function that is
+handed the whole history as a parameter (called once per turn), only a window that keeps the
+newest messages, `history = history[-20:]`, written before the call that sends the history is
+reported: a fixed cut such as `messages[1:]` drops the same message every turn, and a window
+after the call (in the handler of a failed request) rebinds a name that no later turn's request
+reads.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -61,6 +63,7 @@ from collections.abc import Iterator
 
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
+from ..statements import fixed_locals
 from ..taint import INIT_METHODS
 
 Target = tuple[str, str]
@@ -287,14 +290,15 @@ def _stored_windows(
     cls: ast.ClassDef,
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     expr: ast.expr,
-    out: dict[tuple[int, int], tuple[ast.Subscript, str]],
+    out: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str]],
     depth: int = 0,
     visited: set[tuple[int, str]] | None = None,
 ) -> None:
     """The windows ``self.<attr>[-n:]`` of a history a method of ``cls`` adds to, whose
     messages make up ``expr`` (in ``function``): followed through local names (assigned,
     added to, extended, appended, a loop over them), the methods of ``cls`` that return them
-    and the callers that pass them to ``function``'s parameter."""
+    and the callers that pass them to ``function``'s parameter. A loop that appends only the
+    newest n messages of ``self.<attr>`` (``_loop_window``) is such a window too."""
     if depth > 6:
         return
     step = depth + 1
@@ -387,12 +391,140 @@ def _stored_windows(
         ):
             if node.func.attr == "extend" or _loop_target(function, node.args[0]):
                 _stored_windows(cls, function, node.args[0], out, step, visited)
+            elif node.func.attr == "append":
+                kept = _loop_window(function, node)
+                if kept is not None and _grown(cls, kept[1]):
+                    out.setdefault((kept[0].lineno, kept[0].col_offset), kept)
         elif (
             isinstance(node, (ast.For, ast.AsyncFor))
             and isinstance(node.target, ast.Name)
             and node.target.id == name
         ):
             _stored_windows(cls, function, node.iter, out, step, visited)
+
+
+def _loop_window(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, append: ast.Call
+) -> tuple[ast.If, str] | None:
+    """``append`` (``msgs.append(m)``) adds only the newest n messages of ``self.<attr>``,
+    one by one, as ``msgs.extend(self.<attr>[-n:])`` would: its argument is the element ``m``
+    of ``for i, m in enumerate(self.<attr>)`` (or its part of ``enumerate(zip(self.<attr>,
+    ...))``), and the loop's body either starts the turn with ``if i < len(self.<attr>) - n:
+    continue`` or appends under ``if i >= len(self.<attr>) - n:``, where ``n`` is a positive
+    whole number or a local name bound once to one (``last_num = 3``). Returns that ``if`` and
+    the attribute; None for any other shape."""
+    element = append.args[0] if len(append.args) == 1 and not append.keywords else None
+    if not isinstance(element, ast.Name):
+        return None
+    for loop in ast.walk(function):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse:
+            continue
+        source = _enumerated_source(loop, element.id)
+        if source is None:
+            continue
+        index, attr = source
+        if any(
+            isinstance(n, ast.Name)
+            and n.id in (index, element.id)
+            and isinstance(n.ctx, (ast.Store, ast.Del))
+            for stmt in loop.body
+            for n in ast.walk(stmt)
+        ):
+            return None
+        for stmt in loop.body:
+            holds = any(n is append for n in ast.walk(stmt))
+            if (
+                isinstance(stmt, ast.If)
+                and not stmt.orelse
+                and not holds
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], ast.Continue)
+                and _before_window(function, stmt.test, index, attr, ast.Lt)
+            ):
+                return stmt, attr
+            if holds:
+                if (
+                    isinstance(stmt, ast.If)
+                    and not stmt.orelse
+                    and any(n is append for b in stmt.body for n in ast.walk(b))
+                    and _before_window(function, stmt.test, index, attr, ast.GtE)
+                ):
+                    return stmt, attr
+                return None
+    return None
+
+
+def _enumerated_source(loop: ast.For | ast.AsyncFor, element: str) -> tuple[str, str] | None:
+    """For ``for i, m in enumerate(self.<attr>)`` and ``element`` ``m`` (or ``for i, (m, a)
+    in enumerate(zip(self.<attr>, ...))``, ``m`` taken from ``self.<attr>``): the index name
+    and the attribute."""
+    target, call = loop.target, loop.iter
+    if not (
+        isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+        and isinstance(target.elts[0], ast.Name)
+        and isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "enumerate"
+        and len(call.args) == 1
+        and not call.keywords
+    ):
+        return None
+    index, item, sequence = target.elts[0].id, target.elts[1], call.args[0]
+    if (
+        isinstance(item, ast.Tuple)
+        and isinstance(sequence, ast.Call)
+        and isinstance(sequence.func, ast.Name)
+        and sequence.func.id == "zip"
+        and len(sequence.args) == len(item.elts)
+        and all(k.arg == "strict" for k in sequence.keywords)
+    ):
+        for part, zipped in zip(item.elts, sequence.args, strict=True):
+            if isinstance(part, ast.Name) and part.id == element:
+                item, sequence = part, zipped
+                break
+    held = _target(sequence)
+    if isinstance(item, ast.Name) and item.id == element and held and held[0] == "self":
+        return index, held[1]
+    return None
+
+
+def _before_window(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    test: ast.expr,
+    index: str,
+    attr: str,
+    op: type[ast.cmpop],
+) -> bool:
+    """``test`` is ``index <op> len(self.<attr>) - n``, ``n`` a positive whole number (or a
+    local name of ``function`` bound once to one)."""
+    if not (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == index
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], op)
+    ):
+        return False
+    bound = test.comparators[0]
+    if not (
+        isinstance(bound, ast.BinOp)
+        and isinstance(bound.op, ast.Sub)
+        and isinstance(bound.left, ast.Call)
+        and isinstance(bound.left.func, ast.Name)
+        and bound.left.func.id == "len"
+        and len(bound.left.args) == 1
+        and _target(bound.left.args[0]) == ("self", attr)
+    ):
+        return False
+    size = bound.right
+    if isinstance(size, ast.Name):
+        value = fixed_locals(function).get(size.id)
+    elif isinstance(size, ast.Constant):
+        value = size.value
+    else:
+        return False
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _loop_target(function: ast.AST, value: ast.expr) -> bool:
@@ -434,7 +566,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             and isinstance(sink.function, (ast.FunctionDef, ast.AsyncFunctionDef))
             and sink.function.name not in INIT_METHODS
         ):
-            windows: dict[tuple[int, int], tuple[ast.Subscript, str]] = {}
+            windows: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str]] = {}
             _stored_windows(cls, sink.function, sink.messages, windows)
             for key, (node, attr) in sorted(windows.items()):
                 if key in seen:
