@@ -420,8 +420,8 @@ def _loop_window(
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse:
             continue
         source = _enumerated_source(loop, element.id)
-        if source is None:
-            continue
+        if source is None or not any(n is append for n in ast.walk(loop)):
+            continue  # another loop's window (one only logged) is not what ``append`` adds
         index, attr = source
         if any(
             isinstance(n, ast.Name)
