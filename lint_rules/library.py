@@ -13,6 +13,7 @@ import textwrap
 
 from .events import SinkCall
 from .facts import (
+    ASSUMED,
     CLEAN,
     MESSAGE_ROLES,
     ONE_SERVER,
@@ -723,6 +724,7 @@ class LibraryMixin(EngineState):
                         granularity=why[0],
                         site=why[1],
                     )
+                    fact = _as_shown(fact, first)
                     facts = first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts
                     return Value(facts | {fact}, Shape.STR)
             return Value(first.facts, Shape.STR)
@@ -819,6 +821,7 @@ class LibraryMixin(EngineState):
             granularity=why[0],
             site=why[1],
         )
+        fact = _as_shown(fact, first)
         # sorting the keys is the fix of a dict built in an unstable order: one finding, PC003
         return Value(first.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts | {fact}, Shape.STR)
 
@@ -853,6 +856,24 @@ class LibraryMixin(EngineState):
         if node in self.argument_calls and not _fixed_keys(node):
             return "arguments", (0, 0)
         return None
+
+
+def _as_shown(fact: Fact, dumped: Value) -> Fact:
+    """``fact``, the unstable key order of ``dumped``'s text, carrying the unproven steps of
+    the order fact that shows it when no such fact of ``dumped`` is proven: an order that
+    reaches the dumped value only through a call the analysis cannot see (a model's answer,
+    stored into an object one of whose fields holds a set) is an unproven flow, shown by
+    ``--explain``, not a finding. A tool call's ``arguments`` (no order fact) stay as they are."""
+    evidence = [
+        f for f in dumped.facts if f.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE) and not f.pinned
+    ]
+    if not evidence or any(f.proven for f in evidence):
+        return fact
+    shown = min(evidence, key=lambda f: (len(f.via), f.path, f.line, f.col, f.detail))
+    for step in shown.via:
+        if step[0].startswith(ASSUMED):
+            fact = fact.passed_on(step)
+    return fact
 
 
 def _orders_in_values(value: Value, depth: int = 0) -> frozenset[Fact]:

@@ -1465,16 +1465,25 @@ class StatementsMixin(EngineState):
     def picked_return(self, stmt: ast.Return, value: Value) -> Value:
         """What ``return`` inside loops over parameters returns: one element picked (``for
         item in items: if ...: return item``) holds its contents without the parameters'
-        order, unless it reads a name the loop gathers into or the iterable itself."""
+        order, unless it reads a name the loop gathers into or the iterable itself. So does
+        one picked from a collection in an unstable order (files listed by ``os.listdir``
+        into a field, ``for api in self.apis: if api["name"] == name: return api``): the
+        element carries the order it was iterated in, but which one matches is decided by
+        the test, the order only between equal candidates (as for a parameter's)."""
         assert stmt.value is not None
         read = _names(stmt.value)
         for loop, order in self.frame.loop_orders:
-            if not isinstance(loop, (ast.For, ast.AsyncFor)) or value.facts & order:
+            if not isinstance(loop, (ast.For, ast.AsyncFor)):
+                continue
+            iterated = frozenset(
+                f for f in value.facts & order if f.kind in (Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+            )
+            if value.facts & (order - iterated):
                 continue
             _picked, gathered, returns = loop_names(loop)
             if id(stmt) not in returns or read & (_names(loop.iter) | gathered):
                 continue
-            value = value.with_facts(picked_from(value.facts, order))
+            value = value.with_facts(picked_from(value.facts - iterated, order))
         return value
 
     def _sorted_walk_files(self, stmt: ast.For | ast.AsyncFor) -> ast.expr | None:

@@ -494,17 +494,34 @@ def _stop_size(name: str, test: ast.expr, chain: list[Scope], stop_when: bool) -
 
 
 def is_copy(value: ast.expr) -> bool:
-    """True when ``value`` reads another block's breakpoint (``tool["cache_control"]``)."""
+    """True when ``value`` reads another block's breakpoint (``tool["cache_control"]``,
+    ``tool.get("cache_control")``), or another object's (``item.cache_control``,
+    ``getattr(item, "cache_control", None)``: what it already carries, one for one). An
+    attribute of ``self`` or ``cls`` (``self.cache_control``) is the object's own setting,
+    given to each block it is written into: not a copy."""
     if isinstance(value, ast.Subscript):
         return isinstance(value.slice, ast.Constant) and value.slice.value in KEYS
+    if isinstance(value, ast.Attribute):
+        return value.attr in KEYS and chain_root(value.value) not in _OWN
     if isinstance(value, ast.Call):
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr == "get" and value.args:
             first = value.args[0]
             return isinstance(first, ast.Constant) and first.value in KEYS
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(value.args) >= 2:
+            key = value.args[1]
+            return (
+                isinstance(key, ast.Constant)
+                and key.value in KEYS
+                and chain_root(value.args[0]) not in _OWN
+            )
         if len(value.args) == 1 and not value.keywords:  # dict(...), copy.deepcopy(...)
             return is_copy(value.args[0])
     return False
+
+
+#: the names whose attributes are an object's own settings, not a copied block's marker
+_OWN = frozenset({"self", "cls"})
 
 
 def sets_none(value: ast.expr) -> bool:

@@ -20,7 +20,10 @@ the cached prefix. Anthropic's docs warn that tool-use JSON must keep a stable k
 ## Known problems
 Python dicts keep insertion order, so a dict built the same way on every request (a literal,
 a pydantic `model_dump()` or `model_json_schema()`, a response parsed from a server) dumps to
-the same text and is not reported, whatever its values.
+the same text and is not reported, whatever its values. Where the only such source reaches the
+dumped value through a call the analysis cannot see (a set listed into one request's prompt,
+then the model's answer to it dumped into the next), the answer's keys come in the order the
+model wrote them: an unproven flow, shown by `--explain`, not a finding.
 
 ## Example
 ```python

@@ -34,7 +34,10 @@ int, a subscript such as `messages[-1]["content"]`, a name bound only to ints) c
 element, so the blocks of that element are not counted.
 
 Not counted as a breakpoint: copying another block's marker (`tool["cache_control"]`,
-`.get("cache_control")`), `None` as the marker (`cache_control=None`, `"cache_control": None`:
+`.get("cache_control")`) or another object's (`item.cache_control`, `getattr(item,
+"cache_control", None)`: what that object carries, one for one, such as the HTTP header of
+stored file metadata; not an attribute of `self` or `cls`, the object's own setting given to
+every block), `None` as the marker (`cache_control=None`, `"cache_control": None`:
 no breakpoint is set) and anything under `if "cache_control" in block` (it mirrors a marker
 already there), or, in a loop, under a test that the loop's element carries a marker (`for item
 in message.content:` then `if item.get("cache_control"):`, also `item["cache_control"]`,
