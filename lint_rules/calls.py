@@ -18,6 +18,7 @@ from . import sinks
 from .facts import (
     ASSUMED,
     CLEAN,
+    MESSAGE_ROLES,
     ONE_SERVER,
     OVERRIDE,
     SAMPLED,
@@ -957,7 +958,7 @@ class CallsMixin(EngineState):
             given: frozenset[Fact] = frozenset()
             if f.param >= 0 and f.param in arg_values:
                 argument = arg_values[f.param][0]
-                held, rest = entry_and_rest(argument, f.detail)
+                held, rest = entry_and_rest(argument, f.detail, call_line)
                 given = held.facts
                 base = f.detail[: -len(rest)] if rest else f.detail
                 if rest and held is not argument and keyed_field(f.detail):
@@ -975,7 +976,11 @@ class CallsMixin(EngineState):
                         ),
                     )
                 parsed = entry_key(f.detail)
-                if held is argument and parsed is not None and self.frame.func:
+                if (
+                    (held is argument or rest == entry_suffix(f.detail))
+                    and parsed is not None
+                    and self.frame.func
+                ):
                     # one field of a parameter of ours passed whole: our summary
                     # names that field (``sdk.notifications``), not all of ``sdk``
                     fields = param_entry(given, parsed[0], id(self.frame.func), attribute=parsed[1])
@@ -1205,7 +1210,7 @@ class CallsMixin(EngineState):
                 value, where = arg_values[index]
                 if where is not None:
                     for region, label, unseen in targets:
-                        held, rest = entry_and_rest(value, attr)
+                        held, rest = entry_and_rest(value, attr, where.lineno)
                         followed = held
                         if (
                             unseen
@@ -1223,13 +1228,14 @@ class CallsMixin(EngineState):
                             # key, so a condition or loop around it does not choose this one
                             # (those facts cannot be marked unproven)
                             held = held.without(*_UNCHAINED)
-                        if held is value and parsed is not None and parsed[1]:
-                            held = self.other_fields_left(held, where, parsed[0])
-                        if held is value and parsed is not None and parsed[1]:
+                        field = parsed[0] if parsed is not None and parsed[1] else None
+                        if held is value and isinstance(field, str):
+                            held = self.other_fields_left(held, where, field)
+                        if held is value and isinstance(field, str):
                             # our own object handed on whole (``send(self, q)`` reading
                             # ``agent.prompt``): what ``self.prompt`` holds here, not every
                             # field of it
-                            own = self.own_fields(value, [parsed[0]])
+                            own = self.own_fields(value, [field])
                             if own is not None:
                                 held = Value(own)
                         if held is followed and rest and self.frame.func:
@@ -1992,7 +1998,7 @@ def unseen_steps(f: Fact) -> tuple[Step, ...]:
     return known
 
 
-def entry_and_rest(argument: Value, detail: str) -> tuple[Value, str]:
+def entry_and_rest(argument: Value, detail: str, line: int = 0) -> tuple[Value, str]:
     """``entry_of(argument, detail)`` and the part of the path it did not follow, as a
     suffix (``.llm``: the value returned is what the argument holds at ``variant.agent``,
     whose ``llm`` field is not known); "" where it followed all of it, or where ``detail``
@@ -2001,17 +2007,57 @@ def entry_and_rest(argument: Value, detail: str) -> tuple[Value, str]:
     if path is None:
         return argument, ""
     held = argument
+    #: the first of the positions met last that were not followed (``messages[0]`` of a list
+    #: whose first elements are not known), None where there is none
+    unfollowed: int | None = None
     for depth, (key, attribute) in enumerate(path):
         inner = _entry_at(held, key, attribute)
+        if inner is held and isinstance(key, int):
+            # any of its elements: what they hold below is read on (``['content']``)
+            if key == 0 and line:
+                held = _first_unknown(held, line)
+            if unfollowed is None:
+                unfollowed = depth
+            continue
         if inner is held:
-            return held, "".join(f".{k}" if a else f"[{k!r}]" for k, a in path[depth:])
-        held = inner
+            start = depth if unfollowed is None else unfollowed
+            return held, "".join(f".{k}" if a else f"[{k!r}]" for k, a in path[start:])
+        held, unfollowed = inner, None
+    if unfollowed is not None:
+        return held, "".join(f".{k}" if a else f"[{k!r}]" for k, a in path[unfollowed:])
     return held, ""
 
 
-def _entry_at(argument: Value, key: str, attribute: bool) -> Value:
+def _first_unknown(argument: Value, line: int) -> Value:
+    """``argument[0]`` where the list's first elements are not known (a history loaded, or
+    ``[system, *history, question]``): any of its elements, but what it holds in a chat
+    message of a constant role other than ``system`` or ``developer`` is not shown to be
+    there (a user turn a caller appended after the system message a list begins with): an
+    unproven step at the call on ``line`` (``--explain``). ``argument`` itself where it holds
+    no such fact."""
+    if not any(f.role in _LATER_ROLES for f in argument.facts):
+        return argument
+    step = (f"{ASSUMED} [0] of a list whose first message is not known", line, "[0]", "")
+    return map_facts(
+        argument,
+        lambda facts: frozenset(f.passed_on(step) if f.role in _LATER_ROLES else f for f in facts),
+    )
+
+
+#: roles of a chat message that a list of messages does not begin with where it has a system
+#: message (``_first_unknown``)
+_LATER_ROLES = MESSAGE_ROLES - {"system", "developer"}
+
+
+def _entry_at(argument: Value, key: str | int, attribute: bool) -> Value:
     """What ``argument[key]`` (``argument.key`` with ``attribute``) holds (``entry_of``, one
-    step); ``argument`` itself where that is not known."""
+    step); ``argument`` itself where that is not known. An ``int`` key is a position: the
+    element there of a list or tuple whose first elements are known (``[system]``, then
+    appends)."""
+    if isinstance(key, int):
+        if argument.elts is not None and key < len(argument.elts):
+            return argument.elts[key]
+        return argument
     if argument.items is None and argument.shape is Shape.LIST:
         # a list whose elements are dicts of known keys or objects of known fields: a
         # callee that reads one key of its elements (``m["content"] for m in messages``,

@@ -191,6 +191,10 @@ class ExprsMixin(EngineState):
         ):
             return base.elts[node.slice.value]
         if isinstance(node.slice, ast.Slice):
+            if base.elts is not None:
+                # the elements a slice keeps at the places they take there (``[1:]``,
+                # ``[:-1]``); a reversed or computed slice, none known
+                return replace(base, elts=_sliced(base, node.slice))
             return base
         if (
             base.items is not None
@@ -235,6 +239,16 @@ class ExprsMixin(EngineState):
             facts = base.ordered().facts
         if isinstance(base.ref, KeyedBy):
             facts = facts - base.ref.facts
+        if (
+            isinstance(node.slice, ast.Constant)
+            and type(node.slice.value) is int
+            and node.slice.value >= 0
+            and self.frame.func is not None
+        ):
+            # an element of a parameter at a fixed place (``messages[0]``): the summary names
+            # it, so a caller whose list's first elements are known passes only that element
+            # (its system message, not the turns appended after it)
+            facts = param_entry(facts, node.slice.value, id(self.frame.func))
         if (
             isinstance(node.slice, ast.Constant)
             and isinstance(node.slice.value, str)
@@ -706,6 +720,50 @@ def _default_truth(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> i
         if arg.arg == name:
             return int(bool(default.value)) if isinstance(default, ast.Constant) else -1
     return -1
+
+
+def _sliced(base: Value, part: ast.Slice) -> tuple[Value, ...] | None:
+    """The known first elements (``Value.elts``) of ``base[part]``: those from a constant
+    start of zero or more, up to a constant stop (a negative one counts from the end, known
+    only where no element follows the known ones), or all of them reversed by ``[::-1]``
+    where no element follows them; None where the slice has another step, or a start or
+    stop that is not such a constant."""
+    elts = base.elts
+    if elts is None:
+        return None
+    if part.step is not None:
+        reverse = (
+            isinstance(part.step, ast.UnaryOp)
+            and isinstance(part.step.op, ast.USub)
+            and isinstance(part.step.operand, ast.Constant)
+            and part.step.operand.value == 1
+        )
+        if reverse and part.lower is None and part.upper is None and not base.more:
+            return elts[::-1]  # ``[::-1]`` of a list whose every element is known
+        return None
+    bounds: list[int | None] = []
+    for bound in (part.lower, part.upper):
+        if bound is None:
+            bounds.append(None)
+        elif isinstance(bound, ast.Constant) and type(bound.value) is int:
+            bounds.append(bound.value)
+        elif (
+            isinstance(bound, ast.UnaryOp)
+            and isinstance(bound.op, ast.USub)
+            and isinstance(bound.operand, ast.Constant)
+            and type(bound.operand.value) is int
+        ):
+            bounds.append(-bound.operand.value)
+        else:
+            return None
+    start, stop = bounds
+    if start is not None and start < 0:
+        return None
+    if stop is not None and stop < 0:
+        # after further elements, the known ones stay first (which of them remain is not
+        # known: an index past the end reads nothing)
+        stop = None if base.more else len(elts) + stop
+    return elts[start:stop]
 
 
 def _gathers(expr: ast.expr) -> bool:

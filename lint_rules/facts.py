@@ -670,7 +670,7 @@ def concat(*values: Value) -> Value:
 
 def param_entry(
     facts: frozenset[Fact],
-    key: str,
+    key: str | int,
     func_key: int,
     attribute: bool = False,
     line: int | None = None,
@@ -683,7 +683,9 @@ def param_entry(
     ``param_path`` goes deeper, for sinks only). Given the ``line`` of the read, such a fact
     read one level deeper (``resolved.snapshot`` read at ``.session_id``) gains an unproven
     step: the caller will pass all that ``resolved.snapshot`` holds, its other fields too (a
-    time stamped beside the text read), so a finding made of it is an unproven flow."""
+    time stamped beside the text read), so a finding made of it is an unproven flow. An
+    ``int`` key is a position (``messages[0]``): the element there, read below as the whole
+    parameter is (``messages[0]['content']``)."""
     if not any(f.kind is Kind.PARAM for f in facts):
         return facts
     suffix = f".{key}" if attribute else f"[{key!r}]"
@@ -691,7 +693,7 @@ def param_entry(
     for f in facts:
         if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
             deeper = line is not None and not attribute and _one_field(f.detail)
-            if f.detail.isidentifier() or deeper:
+            if f.detail.isidentifier() or positional(f.detail) or deeper:
                 f = replace(f, detail=f"{f.detail}{suffix}")
             elif line is not None:
                 f = f.passed_on(
@@ -730,25 +732,37 @@ def param_path(facts: frozenset[Fact], suffix: str, func_key: int) -> frozenset[
     return frozenset(out)
 
 
-_STEP = r"\[(?:'[^']*'|\"[^\"]*\")\]|\.\w+"
+_STEP = r"\[(?:'[^']*'|\"[^\"]*\"|\d+)\]|\.\w+"
 _ENTRY = re.compile(rf"^(\w+)((?:{_STEP})+)$")
-_STEPS = re.compile(r"\[(?P<key>'[^']*'|\"[^\"]*\")\]|\.(?P<attr>\w+)")
+_STEPS = re.compile(r"\[(?P<key>'[^']*'|\"[^\"]*\")\]|\[(?P<index>\d+)\]|\.(?P<attr>\w+)")
+_POSITIONS = re.compile(r"^\w+(?:\[\d+\])+$")
 
 
 @functools.lru_cache(maxsize=4096)
-def entry_path(detail: str) -> tuple[tuple[str, bool], ...] | None:
+def entry_path(detail: str) -> tuple[tuple[str | int, bool], ...] | None:
     """Each (key, is an attribute) of the PARAM fact of an entry or field of a parameter,
     outermost first (``variant['agent'].llm`` -> (("agent", False), ("llm", True))), None for
-    a whole parameter. The name before it may be a parameter index (``0['body']``)."""
+    a whole parameter. The name before it may be a parameter index (``0['body']``). A key
+    that is an ``int`` is a position in a list (``messages[0]['content']`` -> ((0, False),
+    ("content", False))): the element at that index, not every element."""
     match = _ENTRY.match(detail)
     if match is None:
         return None
     return tuple(
         (step["attr"], True)
         if step["attr"] is not None
+        else (int(step["index"]), False)
+        if step["index"] is not None
         else (str(ast.literal_eval(step["key"])), False)
         for step in _STEPS.finditer(match[2])
     )
+
+
+def positional(detail: str) -> bool:
+    """Whether ``detail`` names an element of a parameter by position alone
+    (``messages[0]``, ``rows[0][1]``): read below, it names the entry or field read there, as
+    the whole parameter would (``param_entry``)."""
+    return _POSITIONS.match(detail) is not None
 
 
 def _one_field(detail: str) -> bool:
@@ -766,7 +780,7 @@ def keyed_field(detail: str) -> bool:
     return path is not None and len(path) == 2 and path[0][1] and not path[1][1]
 
 
-def entry_key(detail: str) -> tuple[str, bool] | None:
+def entry_key(detail: str) -> tuple[str | int, bool] | None:
     """(key, is an attribute) of the first entry or field a parameter's PARAM fact names
     (``page['body']`` -> ("body", False), ``data.instructions`` -> ("instructions", True)),
     None for a whole parameter."""
