@@ -630,18 +630,25 @@ class Helper:
     flag: str = ""
     passes: str = ""
 
+    def argument(self, call: ast.Call, param: str) -> ast.expr | None:
+        """What ``call`` gives the parameter ``param``: the argument at its position or the
+        keyword of its name (the keyword when both); None when it gives none, or a ``*args``
+        stands there."""
+        given: ast.expr | None = None
+        if param in self.params and self.params.index(param) < len(call.args):
+            given = call.args[self.params.index(param)]
+        for keyword in call.keywords:
+            if keyword.arg == param:
+                given = keyword.value
+        return None if isinstance(given, ast.Starred) else given
+
     def copies(self, call: ast.Call) -> bool:
         """True when ``call`` gives ``passes`` a copy of another block's marker or ``None``
         (``sets_none``): the block it returns carries that marker, one for one, no new one."""
         if not self.passes:
             return False
-        given: ast.expr | None = None
-        if self.passes in self.params and self.params.index(self.passes) < len(call.args):
-            given = call.args[self.params.index(self.passes)]
-        for keyword in call.keywords:
-            if keyword.arg == self.passes:
-                given = keyword.value
-        return given is not None and not isinstance(given, ast.Starred) and sets_none(given)
+        given = self.argument(call, self.passes)
+        return given is not None and sets_none(given)
 
     def flag_set(self, call: ast.Call, compared: Collection[str] = frozenset()) -> bool:
         """True when ``call`` may set the helper's ``flag`` on every call: a literal ``True``,
@@ -651,13 +658,8 @@ class Helper:
         which is an index guard."""
         if not self.flag:
             return False
-        given: ast.expr | None = None
-        if self.flag in self.params and self.params.index(self.flag) < len(call.args):
-            given = call.args[self.params.index(self.flag)]
-        for keyword in call.keywords:
-            if keyword.arg == self.flag:
-                given = keyword.value
-        if given is None or isinstance(given, ast.Starred):
+        given = self.argument(call, self.flag)
+        if given is None:
             return False
         if isinstance(given, ast.Constant):
             return given.value is True
