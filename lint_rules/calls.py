@@ -35,6 +35,8 @@ from .facts import (
     entry_key,
     entry_path,
     entry_suffix,
+    field_keyed,
+    field_read,
     join,
     joined_servers,
     keyed_field,
@@ -47,6 +49,7 @@ from .facts import (
     replace,
     sampled,
     stable_set,
+    unfielded,
 )
 from .frames import (
     Bound,
@@ -678,7 +681,10 @@ class CallsMixin(EngineState):
                         made = self.factory_value(factory)
                         if made.facts:
                             named[name] = made
-                            facts = facts | made.facts
+                            # the object's own, as that field's: where its fields are no
+                            # longer known (kept in a dict, read back with ``.get``), a read
+                            # of another field does not take it (``field_read``)
+                            facts = facts | field_keyed(made.facts, name)
             if named and None not in named and (not node.args or len(named) >= len(node.args)):
                 fields = tuple(sorted((str(k), v) for k, v in named.items()))
             shape = Shape.OBJECT if default_repr else Shape.UNKNOWN
@@ -942,11 +948,14 @@ class CallsMixin(EngineState):
             when that is not known (an argument that is not a literal, a splat)."""
             if not when:
                 return True
-            index, needed, default = when
+            index, needed, default = when[0], when[1], when[2]
             if index in arg_values:
                 given = arg_values[index][1]
                 if not isinstance(given, ast.Constant):
                     return None
+                if len(when) > 3:
+                    # a test against a constant (``kind == 0``): whether the argument equals it
+                    return (given.value == when[3]) is needed
                 return bool(given.value) is needed
             if extra or default < 0:
                 return None
@@ -1327,6 +1336,10 @@ class CallsMixin(EngineState):
                 return Value(value.facts, Shape.DATE)
             if method == "replace" and {"hour", "minute"} <= set(kwargs):
                 return Value(self.regranulate(receiver, "%d").facts, Shape.DATE)
+            if method == "replace" and receiver.shape in (Shape.DATETIME, Shape.DATE):
+                # another field set (``tzinfo=timezone.utc``, ``microsecond=0``): the same
+                # moment, or one as fine as the hour it keeps
+                return Value(receiver.facts, receiver.shape)
             if method in DATETIME_ATTR_GRANULARITY:
                 return self.attribute_of(receiver, func)
             if method in ("isoformat", "ctime", "astimezone", "isoweekday", "weekday"):
@@ -1629,6 +1642,10 @@ class CallsMixin(EngineState):
             # dicts of known keys, none of whose classes has a method or property of that name):
             # its field holds what was stored there, nothing else
             return dict(base.items).get(attr, CLEAN)
+        # a time or id a field's factory made is that field's, not its siblings' (``construct``)
+        read = field_read(base.facts, attr)
+        if read is not base.facts:
+            base = base.with_facts(read)
         if any(f.kind is Kind.PARAM and f.param == SELF and "." in f.detail for f in base.facts):
             # a field of a field of the receiver: the summary names the path
             return Value(
@@ -1701,7 +1718,8 @@ class CallsMixin(EngineState):
     def stringify(self, value: Value, node: ast.AST) -> Value:
         """``str(value)`` / f-string / ``%s`` / ``.format``: the repr problems of PC015/PC004."""
         shape = value.shape
-        facts = value.facts
+        # the text has no fields: a time or id of one of the object's fields is the text's
+        facts = unfielded(value.facts)
         if shape is Shape.SET:
             facts = facts | {self.fact(Kind.REPR, node, "the repr of a set", granularity="error")}
         elif shape is Shape.UNORDERED_LIST:
@@ -1714,7 +1732,7 @@ class CallsMixin(EngineState):
             if self.varying_key_order(node, value) is not None:
                 fact = self.fact(Kind.REPR, node, "the repr of a dict", granularity="warning")
                 # the dict's order is the one problem: one finding, PC015
-                facts = value.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts | {fact}
+                facts = unfielded(value.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE).facts) | {fact}
         elif shape is Shape.OBJECT and value.ref is not None:
             cls = getattr(value.ref, "node", None)
             name = cls.name if isinstance(cls, ast.ClassDef) else "an object"
@@ -2068,6 +2086,10 @@ def _entry_at(argument: Value, key: str | int, attribute: bool) -> Value:
         from_element = _entry_at(element, key, attribute)
         return argument if from_element is element else from_element
     if argument.items is None:
+        facts = field_read(argument.facts, key) if attribute else argument.facts
+        if facts is not argument.facts:
+            # a time or id a field's factory made is in that field only (``construct``)
+            return argument.with_facts(facts)
         return argument
     # an object we built, or (a field read) one of several such objects or dicts of known
     # keys (``Choice``): a dict's field read raises, so the objects' fields are what is sent

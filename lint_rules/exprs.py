@@ -423,6 +423,19 @@ class ExprsMixin(EngineState):
         the truth the body needs, the truth of its default). None for any other condition."""
         negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
         name = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+        compared = _compared_constant(name)
+        if compared is not None:
+            # ``if kind == 0:`` (``!=``, or the constant first): the caller's argument, or
+            # the default it leaves, picks the branch by whether it equals the constant
+            name, const, equal = compared
+            if self.frame.summary is None or self.frame.func is None:
+                return None
+            chosen = self._chosen_by_param(name, self.lookup(name.id))
+            if chosen is None:
+                return None
+            index, _ = chosen
+            default = _default_equality(self.frame.func, name.id, const)
+            return (index, equal is not negated, default, const)
         if not isinstance(name, ast.Name) or self.frame.summary is None:
             return None
         chosen = self._chosen_by_param(name, self.lookup(name.id))
@@ -764,6 +777,43 @@ def _sliced(base: Value, part: ast.Slice) -> tuple[Value, ...] | None:
         # known: an index past the end reads nothing)
         stop = None if base.more else len(elts) + stop
     return elts[start:stop]
+
+
+def _compared_constant(test: ast.expr) -> tuple[ast.Name, int | str, bool] | None:
+    """For ``name == const`` or ``name != const`` (either side first) with ``const`` an int or
+    a str literal (not a bool): the name, the constant, and whether the test is ``==``. None
+    for any other test."""
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
+    ):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not isinstance(left, ast.Name) or not isinstance(right, ast.Constant):
+        return None
+    const = right.value
+    if isinstance(const, bool) or not isinstance(const, (int, str)):
+        return None
+    return left, const, isinstance(test.ops[0], ast.Eq)
+
+
+def _default_equality(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, const: object
+) -> int:
+    """Whether the constant default of ``func``'s parameter ``name`` equals ``const``: 1, 0, or
+    -1 where it has no default or one that is not a constant."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    given = positional[len(positional) - len(args.defaults) :]
+    pairs = list(zip(given, args.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
+    for arg, default in pairs:
+        if arg.arg == name:
+            return int(default.value == const) if isinstance(default, ast.Constant) else -1
+    return -1
 
 
 def _gathers(expr: ast.expr) -> bool:

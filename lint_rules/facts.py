@@ -115,8 +115,10 @@ def sampled(facts: frozenset[Fact]) -> frozenset[Fact]:
     return frozenset(f for f in facts if f.kind is Kind.UNIQUE and f.granularity == SAMPLED)
 
 
-#: ``Fact.when``: (a parameter's index, the truth it needs, the truth of its default), or ()
-When = tuple[int, bool, int] | tuple[()]
+#: ``Fact.when``: (a parameter's index, the truth it needs, the truth of its default), or ();
+#: for a test of the parameter against a constant (``kind == 0``), that constant follows, and
+#: the truths are those of the test (the default's: whether it equals the constant)
+When = tuple[int, bool, int] | tuple[int, bool, int, int | str] | tuple[()]
 
 
 @dataclass(frozen=True, init=False)
@@ -631,11 +633,46 @@ def keyed(
 def key_read(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
     """``facts`` of a dict read at the constant ``key``: a fact stored under another constant
     key (``keyed``) is left out, one stored under this key loses it (it is what the entry
-    holds, under the keys after it); a fact of no key (the whole dict's) stays."""
-    if not any(f.key for f in facts):
+    holds, under the keys after it); a fact of no key (the whole dict's), or of an object's
+    field (``field_keyed``: not an entry of a dict), stays."""
+    if not any(f.key and not f.key[0].startswith(".") for f in facts):
         return facts
     return frozenset(
-        f if not f.key else replace(f, key=f.key[1:]) for f in facts if not f.key or f.key[0] == key
+        f if not f.key or f.key[0].startswith(".") else replace(f, key=f.key[1:])
+        for f in facts
+        if not f.key or f.key[0].startswith(".") or f.key[0] == key
+    )
+
+
+def field_keyed(facts: frozenset[Fact], name: str) -> frozenset[Fact]:
+    """``facts`` of what an object's field ``name`` holds, as facts of the whole object: each
+    time or id is marked as that field's (the key ``.name``), so a read of another field of
+    the object, where its fields are no longer known one by one (``field_read``), leaves it
+    out, while the object itself (shown whole, turned into text) keeps it."""
+    return keyed(facts, (f".{name}",))
+
+
+def field_read(facts: frozenset[Fact], name: str) -> frozenset[Fact]:
+    """``facts`` of an object whose fields are not known, read at its field ``name``: a fact
+    marked as another field's (``field_keyed``) is left out, one marked as this field's loses
+    the mark; every other fact stays."""
+    if not any(f.key and f.key[0].startswith(".") for f in facts):
+        return facts
+    own = f".{name}"
+    return frozenset(
+        replace(f, key=f.key[1:]) if f.key[:1] == (own,) else f
+        for f in facts
+        if not (f.key and f.key[0].startswith(".") and f.key[0] != own)
+    )
+
+
+def unfielded(facts: frozenset[Fact]) -> frozenset[Fact]:
+    """``facts`` of an object made into text (``str()``, an f-string): the marks of the fields
+    they were in (``field_keyed``) go, as the text has no fields."""
+    if not any(f.key and f.key[0].startswith(".") for f in facts):
+        return facts
+    return frozenset(
+        replace(f, key=f.key[1:]) if f.key and f.key[0].startswith(".") else f for f in facts
     )
 
 
@@ -869,8 +906,8 @@ def other_branch(when: When) -> When:
     """The condition of the other branch of the ``if`` that needs ``when``."""
     if not when:
         return when
-    index, needed, default = when
-    return (index, not needed, default)
+    index, needed, *rest = when
+    return (index, not needed, *rest)
 
 
 def branches_only(body: Value, orelse: Value, when: When) -> tuple[Value, Value]:

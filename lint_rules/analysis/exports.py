@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..facts import ASSUMED, OVERRIDE, PINNABLE, Fact, Kind, Shape, Value
+from ..facts import ASSUMED, OVERRIDE, PINNABLE, Fact, Kind, Shape, Value, When
 from ..frames import ClassInfo, ExternalClass, SinkTarget, Summary
 from .reads import InputReads, ReadFields
 
@@ -86,8 +86,18 @@ def fact_from_json(item: list[Any], key: int) -> Fact:
         via=tuple((str(s[0]), int(s[1]), str(s[2]), str(s[3])) for s in item[8]),
         role=str(item[9]) if len(item) > 9 else "",
         key=tuple(str(k) for k in item[10]) if len(item) > 10 else (),
-        when=(int(item[11][0]), bool(item[11][1]), int(item[11][2])) if len(item) > 11 else (),
+        when=_when_from_json(item[11]) if len(item) > 11 else (),
     )
+
+
+def _when_from_json(item: list[Any]) -> When:
+    """A ``Fact.when`` read back: three items, or four with the constant its test compares
+    the parameter with (an int or a str)."""
+    head = (int(item[0]), bool(item[1]), int(item[2]))
+    if len(item) > 3:
+        const = item[3]
+        return (*head, const if isinstance(const, str) else int(const))
+    return head
 
 
 def value_to_json(value: Value, path: str, own: Callable[[int], bool]) -> JSON:
