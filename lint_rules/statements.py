@@ -587,6 +587,13 @@ def picked_from(facts: frozenset[Fact], iterated: frozenset[Fact]) -> frozenset[
     return frozenset(out)
 
 
+def _exits(body: list[ast.stmt]) -> bool:
+    """True when running ``body`` always ends in a ``return``, ``raise``, ``continue`` or
+    ``break`` at its own level: the rest of the block holding the statement it belongs to
+    is not reached from it."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
 def _leaves(body: list[ast.stmt]) -> bool:
     """True when running ``body`` always ends in a ``return`` or ``raise`` at its own level
     (the code after the statement holding it is not reached from it)."""
@@ -648,10 +655,29 @@ class StatementsMixin(EngineState):
     def exec_block(self, body: list[ast.stmt]) -> None:
         frame = self.frame
         depth = len(frame.branches)
+        skips = self.role_skips
+        mark = len(skips)
         for stmt in body:
             self.exec_stmt(stmt)
         # a condition an ``if`` that returns left for the rest of this block ends with it
         del frame.branches[depth:]
+        if len(skips) > mark:
+            # and so does a message's role an ``if`` that skips the others left
+            # (``past_failed_role_tests``): the next turn of the loop, and the code after it,
+            # see every message again
+            for name, whole, narrow in skips[mark:]:
+                if frame.env.get(name) is narrow:
+                    frame.env[name] = whole
+            del skips[mark:]
+
+    @property
+    def role_skips(self) -> list[tuple[str, Value, Value]]:
+        """(name, its value before, its value after) of each message narrowed to a role for
+        the rest of a block being run (``past_failed_role_tests``), innermost last."""
+        found: list[tuple[str, Value, Value]] | None = self.__dict__.get("_role_skips")
+        if found is None:
+            found = self.__dict__["_role_skips"] = []
+        return found
 
     def exec_stmt(self, stmt: ast.stmt) -> None:
         # the ``stmt_<NodeType>`` method of this class, found once per statement type
@@ -1565,6 +1591,12 @@ class StatementsMixin(EngineState):
         if when is not None:
             frame.branches.append(when)
         narrowed_dumps: list[str] = []
+        # the names of the messages (and their roles) the test's failure requires
+        failed = [
+            (subject.id, role)
+            for subject, role in self.failed_role_tests(stmt.test)
+            if isinstance(subject, ast.Name) and subject.id in frame.env
+        ]
         for subject, role in self.role_tests(stmt.test):
             # the body runs only for messages of that role
             if isinstance(subject, ast.Name):
@@ -1595,6 +1627,9 @@ class StatementsMixin(EngineState):
             narrowed_dumps = []
             after_body = frame.env
             frame.env = dict(before)
+            for name, role in failed:
+                # ``if m["role"] != "system": ... else:``: the else runs only for that role
+                frame.env[name] = narrowed(before[name], role)
             self.exec_block(stmt.orelse)
         finally:
             del frame.branches[depth:]
@@ -1610,6 +1645,7 @@ class StatementsMixin(EngineState):
             if when is not None:
                 # and runs, to the end of this block, only where the other branch is taken
                 frame.branches.append(other_branch(when) if _leaves(stmt.body) else when)
+            self.past_failed_role_tests(stmt, failed)
             return
         merged = dict(after_else)
         for name, value in after_body.items():
@@ -1627,6 +1663,22 @@ class StatementsMixin(EngineState):
                 joined = joined.with_facts(joined.facts | extra)
             merged[name] = joined
         frame.env = merged
+        self.past_failed_role_tests(stmt, failed)
+
+    def past_failed_role_tests(self, stmt: ast.If, failed: list[tuple[str, str]]) -> None:
+        """After ``if m["role"] != "system": ...; continue`` (``failed``: the names of the
+        messages and the roles the test's failure requires, ``failed_role_tests``): where the
+        body always leaves the block (``continue``, ``break``, ``return``, ``raise``) and the
+        ``else`` does not, nor binds the message anew, the rest of the block sees only that
+        role's messages (``exec_block`` gives the name its value back at the block's end)."""
+        if not failed or not _exits(stmt.body) or _exits(stmt.orelse):
+            return
+        env = self.frame.env
+        for name, role in failed:
+            if not _rebinds(stmt.orelse, name) and name in env:
+                whole = env[name]
+                env[name] = narrowed(whole, role)
+                self.role_skips.append((name, whole, env[name]))
 
     def computed_once(self, stmt: ast.If) -> bool:
         """True for a field filled on first use, ``if self.x is None: ... self.x = ...``
@@ -1682,39 +1734,77 @@ class StatementsMixin(EngineState):
         ``m["role"] == "system"`` or ``m.get("role") == "system"``, alone or as a term of an
         ``and``, with a constant role of ``MESSAGE_ROLES``; or one of a few such roles,
         ``m["role"] in ("system", "developer")`` (a tuple, list or set of them), given as the
-        roles joined by commas (``"developer,system"``, see ``facts.narrowed``). None where the
-        function also sets a message's role to a value that may be one of them (``m.role =
-        kind``): the role a message was built with is then no longer the role it has."""
+        roles joined by commas (``"developer,system"``, see ``facts.narrowed``). The role may
+        be read into a local first (``role = m["role"]``, then ``role == "system"``). None
+        where the function also sets a message's role to a value that may be one of them
+        (``m.role = kind``): the role a message was built with is then no longer the role it
+        has."""
         terms = (
             test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         )
         out = []
         for term in terms:
-            if not (isinstance(term, ast.Compare) and len(term.ops) == 1):
-                continue
-            left, right = term.left, term.comparators[0]
-            if isinstance(term.ops[0], ast.Eq):
-                if isinstance(left, ast.Constant):
-                    left, right = right, left
-                if not (isinstance(right, ast.Constant) and right.value in MESSAGE_ROLES):
-                    continue
-                roles = [str(right.value)]
-            elif isinstance(term.ops[0], ast.In) and isinstance(
-                right, (ast.Tuple, ast.List, ast.Set)
-            ):
-                roles = [
-                    e.value
-                    for e in right.elts
-                    if isinstance(e, ast.Constant) and e.value in MESSAGE_ROLES
-                ]
-                if not roles or len(roles) != len(right.elts):
-                    continue
-            else:
-                continue
-            subject = _role_subject(left)
-            if subject is not None and not any(self._sets_role(r) for r in roles):
-                out.append((subject, ",".join(sorted(set(roles)))))
+            found = self._role_term(term, negated=False)
+            if found is not None:
+                out.append(found)
         return out
+
+    def failed_role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]:
+        """The (message, role) pairs a condition requires where it is false: ``m["role"] !=
+        "system"``, ``m["role"] not in ("system", "developer")`` or ``not m["role"] ==
+        "system"`` (the forms of ``role_tests``), alone or as a term of an ``or``: the
+        ``else`` of ``if m["role"] != "system":``, and the code after it where its body ends
+        in ``continue``, ``break``, ``return`` or ``raise``, see only that role's messages."""
+        terms = (
+            test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        )
+        out = []
+        for term in terms:
+            found = self._role_term(term, negated=True)
+            if found is not None:
+                out.append(found)
+        return out
+
+    def _role_term(self, term: ast.expr, negated: bool) -> tuple[ast.expr, str] | None:
+        """(message, roles joined by commas) of one comparison of a message's role with
+        constant roles (``role_tests``): with ``negated``, one that holds where the message's
+        role is not one of them (``!=``, ``not in``, ``not (... == ...)``)."""
+        if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not):
+            term, negated = term.operand, not negated
+        if not (isinstance(term, ast.Compare) and len(term.ops) == 1):
+            return None
+        op = term.ops[0]
+        equal, member = (ast.NotEq, ast.NotIn) if negated else (ast.Eq, ast.In)
+        left, right = term.left, term.comparators[0]
+        if isinstance(op, equal):
+            if isinstance(left, ast.Constant):
+                left, right = right, left
+            if not (isinstance(right, ast.Constant) and right.value in MESSAGE_ROLES):
+                return None
+            roles = [str(right.value)]
+        elif isinstance(op, member) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            roles = [
+                e.value
+                for e in right.elts
+                if isinstance(e, ast.Constant) and e.value in MESSAGE_ROLES
+            ]
+            if not roles or len(roles) != len(right.elts):
+                return None
+        else:
+            return None
+        subject = self.role_subject(left)
+        if subject is None or any(self._sets_role(r) for r in roles):
+            return None
+        return subject, ",".join(sorted(set(roles)))
+
+    def role_subject(self, node: ast.expr) -> ast.expr | None:
+        """The message whose role ``node`` reads (``_role_subject``), also through a local
+        bound to it (``role = m["role"]``, then ``role``), or None."""
+        if isinstance(node, ast.Name):
+            bound = self.frame.defs.get(node.id)
+            subject = _role_subject(bound) if bound is not None else None
+            return subject if isinstance(subject, ast.Name) else None
+        return _role_subject(node)
 
     def _sets_role(self, role: str) -> bool:
         """True when the current function (or module body) assigns a message's role a value
@@ -1747,14 +1837,58 @@ class StatementsMixin(EngineState):
 
     def stmt_Match(self, stmt: ast.Match) -> None:
         self.eval(stmt.subject)
+        # ``match m["role"]:`` (or a local bound to it): a case of constant roles runs only
+        # for the messages of those roles, as the body of ``if m["role"] == "system":``
+        subject = self.role_subject(stmt.subject)
+        name = subject.id if isinstance(subject, ast.Name) else None
         for case in stmt.cases:
+            roles = _case_roles(case)
+            if (
+                name is None
+                or roles is None
+                or name not in self.frame.env
+                or any(self._sets_role(r) for r in roles)
+            ):
+                self.exec_block(case.body)
+                continue
+            whole = self.frame.env[name]
+            self.frame.env[name] = narrowed(whole, ",".join(sorted(roles)))
             self.exec_block(case.body)
+            if not _rebinds(case.body, name):
+                self.frame.env[name] = whole
 
     def stmt_Import(self, stmt: ast.Import | ast.ImportFrom) -> None:
         if self.frame is not self.module_frame:
             self._collect([stmt])
 
     stmt_ImportFrom = stmt_Import
+
+
+def _case_roles(case: ast.match_case) -> frozenset[str] | None:
+    """The constant roles of ``MESSAGE_ROLES`` a case of a ``match`` on a message's role
+    takes (``case "system":``, ``case "system" | "developer":``), None for any other case
+    (a capture, a wildcard, a guard)."""
+    if case.guard is not None:
+        return None
+    options = case.pattern.patterns if isinstance(case.pattern, ast.MatchOr) else [case.pattern]
+    roles = set()
+    for option in options:
+        if not (
+            isinstance(option, ast.MatchValue)
+            and isinstance(option.value, ast.Constant)
+            and option.value.value in MESSAGE_ROLES
+        ):
+            return None
+        roles.add(str(option.value.value))
+    return frozenset(roles)
+
+
+def _rebinds(body: list[ast.stmt], name: str) -> bool:
+    """True when ``body`` binds ``name`` anywhere in it (in a function defined there too)."""
+    return any(
+        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
+        for node in ast.walk(ast.Module(body=body, type_ignores=[]))
+    )
 
 
 def _role_subject(node: ast.expr) -> ast.expr | None:
