@@ -724,6 +724,13 @@ def _rebound(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
 def _default_truth(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> int:
     """The truth of the constant default of ``func``'s parameter ``name``: 1, 0, or -1 where
     it has no default or one that is not a constant."""
+    default = _param_default(func, name)
+    return int(bool(default.value)) if isinstance(default, ast.Constant) else -1
+
+
+def _param_default(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.expr | None:
+    """The default of ``func``'s parameter ``name`` (positional or keyword-only), or None where
+    it has none."""
     args = func.args
     positional = [*args.posonlyargs, *args.args]
     given = positional[len(positional) - len(args.defaults) :]
@@ -731,8 +738,8 @@ def _default_truth(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> i
     pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
     for arg, default in pairs:
         if arg.arg == name:
-            return int(bool(default.value)) if isinstance(default, ast.Constant) else -1
-    return -1
+            return default
+    return None
 
 
 def _sliced(base: Value, part: ast.Slice) -> tuple[Value, ...] | None:
@@ -805,15 +812,8 @@ def _default_equality(
 ) -> int:
     """Whether the constant default of ``func``'s parameter ``name`` equals ``const``: 1, 0, or
     -1 where it has no default or one that is not a constant."""
-    args = func.args
-    positional = [*args.posonlyargs, *args.args]
-    given = positional[len(positional) - len(args.defaults) :]
-    pairs = list(zip(given, args.defaults, strict=True))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
-    for arg, default in pairs:
-        if arg.arg == name:
-            return int(default.value == const) if isinstance(default, ast.Constant) else -1
-    return -1
+    default = _param_default(func, name)
+    return int(default.value == const) if isinstance(default, ast.Constant) else -1
 
 
 def _gathers(expr: ast.expr) -> bool:

@@ -1739,15 +1739,7 @@ class StatementsMixin(EngineState):
         where the function also sets a message's role to a value that may be one of them
         (``m.role = kind``): the role a message was built with is then no longer the role it
         has."""
-        terms = (
-            test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-        )
-        out = []
-        for term in terms:
-            found = self._role_term(term, negated=False)
-            if found is not None:
-                out.append(found)
-        return out
+        return self._role_terms(test, ast.And, negated=False)
 
     def failed_role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]:
         """The (message, role) pairs a condition requires where it is false: ``m["role"] !=
@@ -1755,15 +1747,16 @@ class StatementsMixin(EngineState):
         "system"`` (the forms of ``role_tests``), alone or as a term of an ``or``: the
         ``else`` of ``if m["role"] != "system":``, and the code after it where its body ends
         in ``continue``, ``break``, ``return`` or ``raise``, see only that role's messages."""
-        terms = (
-            test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
-        )
-        out = []
-        for term in terms:
-            found = self._role_term(term, negated=True)
-            if found is not None:
-                out.append(found)
-        return out
+        return self._role_terms(test, ast.Or, negated=True)
+
+    def _role_terms(
+        self, test: ast.expr, joiner: type[ast.boolop], negated: bool
+    ) -> list[tuple[ast.expr, str]]:
+        """``_role_term`` of ``test`` alone, or of each term of it joined by ``joiner``."""
+        terms = [test]
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, joiner):
+            terms = test.values
+        return [found for term in terms if (found := self._role_term(term, negated)) is not None]
 
     def _role_term(self, term: ast.expr, negated: bool) -> tuple[ast.expr, str] | None:
         """(message, roles joined by commas) of one comparison of a message's role with
