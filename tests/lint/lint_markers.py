@@ -14,6 +14,7 @@ import re
 import tokenize
 from pathlib import Path
 
+from promptcache.lint_rules import FileResult, lint_source
 from promptcache.lint_rules.config import LintConfig, parse_table
 from promptcache.lint_rules.registry import KNOWN_CODES
 
@@ -48,3 +49,9 @@ def fixture_config(path: Path, source: str) -> LintConfig:
             table = json.loads(line.removeprefix("# OPTIONS:"))
             return parse_table(table, path.parent, KNOWN_CODES)
     return parse_table({"select": [path.name[:5]]}, path.parent, KNOWN_CODES)
+
+
+def lint_fixture(path: Path) -> tuple[str, FileResult]:
+    """The fixture's source and what ``lint_source`` gives it under its own config."""
+    source = path.read_text(encoding="utf-8")
+    return source, lint_source(source, str(path), fixture_config(path, source))

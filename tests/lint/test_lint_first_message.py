@@ -5,9 +5,7 @@ turn is an unproven flow, shown by ``--explain`` with the step it is not shown t
 
 from __future__ import annotations
 
-from lint_markers import FIXTURES, expected_markers, fixture_config
-
-from promptcache.lint_rules import lint_source
+from lint_markers import FIXTURES, expected_markers, lint_fixture
 
 FIXTURE = FIXTURES / "PC001_first_message.py"
 #: the calls whose list's first element is not known: a history appended to, and
@@ -16,8 +14,7 @@ UNKNOWN_FIRST_LINES = {57, 62}
 
 
 def test_a_user_turn_of_a_list_of_unknown_first_element_is_an_unproven_flow() -> None:
-    source = FIXTURE.read_text(encoding="utf-8")
-    result = lint_source(source, str(FIXTURE), fixture_config(FIXTURE, source))
+    source, result = lint_fixture(FIXTURE)
     notes = {d.location.line for d in result.notes if d.code == "PC001"}
     assert notes == UNKNOWN_FIRST_LINES
     assert not notes & {line for line, _, _ in expected_markers(source)}
@@ -32,8 +29,7 @@ def test_a_user_turn_of_a_list_of_unknown_first_element_is_an_unproven_flow() ->
 
 
 def test_a_list_that_begins_with_the_system_message_sends_no_later_turn() -> None:
-    source = FIXTURE.read_text(encoding="utf-8")
-    result = lint_source(source, str(FIXTURE), fixture_config(FIXTURE, source))
+    source, result = lint_fixture(FIXTURE)
     lines = {d.location.line for d in result.diagnostics} | {d.location.line for d in result.notes}
     # chat_loop's history starts from [system] and appends the user's timed turn in a loop
     assert 51 not in lines

@@ -5,10 +5,9 @@ joined are findings (the fixture's markers, checked by ``test_lint_fixtures``)."
 from __future__ import annotations
 
 from click.testing import CliRunner
-from lint_markers import FIXTURES, expected_markers, fixture_config
+from lint_markers import FIXTURES, expected_markers, lint_fixture
 
 from promptcache.cli import cli
-from promptcache.lint_rules import lint_source
 
 FIXTURE = FIXTURES / "PC005_servers.py"
 #: the ``tools=`` lines of the functions that send one server's list
@@ -16,8 +15,7 @@ ONE_SERVER_LINES = {84, 89, 94, 107, 115, 127, 132}
 
 
 def test_one_server_lists_are_unproven_flows_and_joined_lists_findings() -> None:
-    source = FIXTURE.read_text(encoding="utf-8")
-    result = lint_source(source, str(FIXTURE), fixture_config(FIXTURE, source))
+    source, result = lint_fixture(FIXTURE)
     notes = {d.location.line for d in result.notes if d.code == "PC005"}
     assert notes == ONE_SERVER_LINES
     assert not notes & {line for line, _, _ in expected_markers(source)}
