@@ -84,6 +84,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         35: 20270106,
         36: 20270107,
         37: 20270108,
+        38: 20270109,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -136,6 +137,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         35: 6,
         36: 5,
         37: 6,
+        38: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -308,6 +310,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "lancedb/vectordb-recipes",
             "mit-submit/A2rchi",
             "trypromptly/LLMStack",
+        ],
+        38: [
+            "The-Pocket/PocketFlow",
+            "abi/screenshot-to-code",
+            "snap-stanford/MLAgentBench",
         ],
     }
     for batch, tuning in recorded.items():
