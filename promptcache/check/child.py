@@ -6,9 +6,10 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
 ``promptcache.check.perturbation.Perturbation.plan``) and then:
 
 - **perturbs** what the plan says: the wall clock (``time_machine.travel`` to the plan's
-  instant, ticking); ``random`` (seeded), ``uuid.uuid4``/``uuid1`` and ``secrets`` (a
-  run-specific deterministic stream); the order of ``os.listdir`` and ``os.scandir`` (which
-  ``glob``, ``os.walk`` and ``Path.iterdir`` call); ``os.getpid`` (a run-specific number, kept
+  instant, ticking; ``time.ctime()`` and ``time.asctime()`` are given its time); ``random``
+  (seeded), ``uuid.uuid4``/``uuid1`` and ``secrets`` (a run-specific deterministic stream);
+  the order of ``os.listdir`` and ``os.scandir`` (which ``glob``, ``os.walk`` and
+  ``Path.iterdir`` call); ``os.getpid`` (a run-specific number, kept
   distinct per process; ``os.kill`` of it is mapped back to the real pid). ``PYTHONHASHSEED``
   is set by the parent in the environment, since only the interpreter's start can apply it;
 - **tags** every HTTP request that ``httpx``, ``httpx2`` (the official ``anthropic`` and
@@ -522,7 +523,26 @@ def _start_clock(instant: float) -> str | None:
         for name in hidden:
             sys.modules.pop(name, None)
     time_machine.travel(instant, tick=True).start()
+    _patch_clock_texts()
     return None
+
+
+def _patch_clock_texts() -> None:
+    """``time.ctime()`` and ``time.asctime()`` without an argument read the C clock, which
+    time-machine does not move: give them the travelled time, as ``time.strftime`` has it. An
+    explicit instant (``time.ctime(0)``) is left as it is."""
+    import time
+
+    ctime, asctime = time.ctime, time.asctime
+
+    def travelled_ctime(seconds: Any = None) -> str:
+        return ctime(time.time() if seconds is None else seconds)
+
+    def travelled_asctime(moment: Any = None) -> str:
+        return asctime(time.localtime() if moment is None else moment)
+
+    time.ctime = travelled_ctime
+    time.asctime = travelled_asctime
 
 
 def install() -> None:

@@ -127,3 +127,38 @@ def test_the_changed_pid_is_no_address_of_the_process_as_the_docs_say(tmp_path: 
     assert json.loads(plain.stdout)["proc"] is True
     if str(seen["self"]) != "40000" and not os.path.exists("/proc/40000"):
         assert seen["proc"] is False
+
+
+CLOCK_TEXT_PROBE = """
+import json, time
+print(json.dumps({
+    "time": time.time(),
+    "ctime": time.mktime(time.strptime(time.ctime())),
+    "asctime": time.mktime(time.strptime(time.asctime())),
+    "ctime_none": time.mktime(time.strptime(time.ctime(None))),
+    "ctime_0": time.ctime(0),
+    "asctime_epoch": time.asctime(time.gmtime(0)),
+}))
+"""
+
+
+def test_ctime_and_asctime_without_an_argument_read_the_travelled_clock(tmp_path: Path) -> None:
+    # time.ctime() and time.asctime() read the C clock, which time-machine does not move: a
+    # prompt with `time.ctime()` kept the real time in every run, so a date from it
+    # (`time.ctime()[:10]`) was the same in both runs and check missed it
+    for run in (0, 1):
+        plan = plan_runs(2, isolate=False, start=1_800_000_000.0)[run]
+        env = plan.env(dict(os.environ), "http://127.0.0.1:9", [])
+        out = subprocess.run(
+            [sys.executable, "-c", CLOCK_TEXT_PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seen = json.loads(out.stdout)
+        for key in ("ctime", "asctime", "ctime_none"):
+            assert abs(seen[key] - seen["time"]) < 30, (run, key, seen)
+        # an explicit instant is not the clock: it stays what it names
+        assert seen["ctime_0"] == __import__("time").ctime(0)
+        assert seen["asctime_epoch"] == "Thu Jan  1 00:00:00 1970"

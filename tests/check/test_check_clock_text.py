@@ -1,0 +1,43 @@
+"""A date written by ``time.ctime()`` or ``time.asctime()`` (no argument: the clock) is moved in
+the perturbed run and found, while one of a fixed instant (``time.ctime(0)``) stays the same and
+is not reported. Real child processes through the official openai client and the real capture
+endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from check_support import check_source
+
+_PROGRAM = """
+import time
+from openai import OpenAI
+
+RULES = " You are careful." * 400
+
+def today():  # the month and day only ("Dec  6"): the same all day long
+    OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "system", "content": "Today is " + time.ctime()[4:10] + ", all day." + RULES},
+        {"role": "user", "content": "hi"}])
+
+def stamped():
+    OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "system", "content": "Date: " + time.asctime()[4:10] + ", local." + RULES},
+        {"role": "user", "content": "hi"}])
+
+def epoch():  # a fixed instant, not the clock
+    OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "system", "content": "Epoch: " + time.ctime(0)[4:10] + ", 1970." + RULES},
+        {"role": "user", "content": "hi"}])
+
+today()
+stamped()
+epoch()
+"""
+
+
+def test_a_day_from_ctime_or_asctime_is_found_and_a_fixed_instant_is_not(tmp_path: Path) -> None:
+    result = check_source(tmp_path, "clock_text.py", _PROGRAM)
+    found = sorted((f.site.function if f.site else "", f.rule, f.causes) for f in result.findings)
+    assert found == [("stamped", "PC001", ("clock",)), ("today", "PC001", ("clock",))]
+    assert result.exit_code == 1
