@@ -8,8 +8,9 @@ for evidence:
   multiset of segments, or of words inside one segment); ``listdir`` is ruled out when the
   process had reordered no directory listing of the user's code before the request;
 - ``pid``: a number in the region is a process id the run's requests reported;
-- ``clock``: the region holds a time of day, a date, a weekday or month name, a day of the
-  month beside a month name ("December 6"), or a unix time within three days of the run's clock;
+- ``clock``: the region holds a time of day, a date, a weekday or month name, a weekday's
+  abbreviation changed into another ("Sun" and "Tue"), a day of the month beside a month name
+  ("December 6", also at a sentence's end), or a unix time within three days of the run's clock;
 - ``random`` (random, uuid4, secrets): any other difference, when the sending process had
   drawn from them before the request (its HTTP and LLM clients' own draws left out);
 - ``unexplained`` (:data:`.findings.UNEXPLAINED`): any other difference when it had not (or the
@@ -59,6 +60,7 @@ _CLOCK: Final = re.compile(
     re.IGNORECASE,
 )
 _NUMBER: Final = re.compile(r"\d+")
+_WEEKDAY_ABBREVIATION: Final = re.compile(r"\b(?:mon|tue|wed|thu|fri|sat|sun)\b", re.IGNORECASE)
 _MONTH: Final = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -277,7 +279,9 @@ def _is_clock(words: Sequence[str], clocks: Sequence[float]) -> bool:
 
 def _beside_month(word: str, excerpt: str) -> bool:
     """Whether ``word`` is a day of the month written beside a month name in ``excerpt`` (the
-    region's excerpt, which holds the words around it)."""
+    region's excerpt, which holds the words around it); a full stop after it ends the sentence
+    ("Today is December 6.", where the region's word is ``6.``)."""
+    word = word.removesuffix(".")
     if not _DAY_OF_MONTH.fullmatch(word):
         return False
     day = re.escape(word)
@@ -285,10 +289,19 @@ def _beside_month(word: str, excerpt: str) -> bool:
     return re.search(pattern, excerpt, re.IGNORECASE) is not None
 
 
+def _weekday_abbreviations(text: str) -> set[str]:
+    return {m.group().lower() for m in _WEEKDAY_ABBREVIATION.finditer(text)}
+
+
 def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
-    """``_is_clock`` of the region's words, or a day of the month that changed beside a month
-    name that did not ("Sunday, December 6" and "Monday, December 7": the 6 is the clock's)."""
+    """``_is_clock`` of the region's words, a weekday abbreviation changed into another
+    ("Sun" and "Tue", as ``time.ctime()`` and ``%a`` write them: alone, "sun" or "sat" may be a
+    word of the text), or a day of the month that changed beside a month name that did not
+    ("Sunday, December 6" and "Monday, December 7": the 6 is the clock's)."""
     if _is_clock([region.before, region.after], clocks):
+        return True
+    before, after = _weekday_abbreviations(region.before), _weekday_abbreviations(region.after)
+    if before and after and before != after:
         return True
     return _beside_month(region.before, region.before_excerpt) and _beside_month(
         region.after, region.after_excerpt

@@ -41,3 +41,49 @@ def test_a_day_from_ctime_or_asctime_is_found_and_a_fixed_instant_is_not(tmp_pat
     found = sorted((f.site.function if f.site else "", f.rule, f.causes) for f in result.findings)
     assert found == [("stamped", "PC001", ("clock",)), ("today", "PC001", ("clock",))]
     assert result.exit_code == 1
+
+
+_DATES = """
+import random, time
+from datetime import datetime
+from openai import OpenAI
+
+RULES = " You are careful." * 400
+
+def ask(system):
+    OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "system", "content": system + RULES}, {"role": "user", "content": "hi"}])
+
+def sentence_end():  # the day ends the sentence: the changed word is "6."
+    ask("Today is " + datetime.now().strftime("%B %-d") + ".")
+
+def weekday_abbreviation():  # "Sun Dec  6" against "Tue Dec  8", as ctime() writes it
+    ask("Today is " + time.ctime()[:10] + ".")
+
+def room_number():  # a number at a sentence's end, beside no month name
+    ask("Your room is " + str(random.randint(1, 99)) + ".")
+
+def sky():  # "sun" is a weekday's abbreviation only beside another one
+    ask("Look at the " + random.choice(["sun", "moon", "stars"]) + " tonight.")
+
+sentence_end()
+weekday_abbreviation()
+room_number()
+sky()
+"""
+
+
+def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path: Path) -> None:
+    # "Today is December 6." and "Today is Sun Dec  6." were reported as PC002, "unexplained":
+    # the changed word was "6." (not a bare day beside its month) and "Sun" (not "Sunday")
+    result = check_source(tmp_path, "dates.py", _DATES)
+    found = {
+        (f.site.callers[0][2] if f.site and f.site.callers else "", f.rule, f.causes)
+        for f in result.findings
+    }
+    assert found == {
+        ("sentence_end", "PC001", ("clock",)),
+        ("weekday_abbreviation", "PC001", ("clock",)),
+        ("room_number", "PC002", ("random",)),
+        ("sky", "PC002", ("random",)),
+    }
