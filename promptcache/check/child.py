@@ -426,19 +426,47 @@ CLIENT_MODULES = (
 _CLIENT_PREFIXES = tuple(f"{name}." for name in CLIENT_MODULES)
 
 
-def _note_draw(frame: FrameType | None) -> None:
-    """Set ``S.drawn`` unless the first frame outside the standard library and this hook (whose
-    ``uuid4`` and ``secrets`` draw for their callers) is in one of :data:`CLIENT_MODULES`: the
-    program's code, or a library drawing for it (a pydantic ``default_factory=uuid4``)."""
+def _is_client_frame(frame: FrameType) -> bool:
+    module = str(frame.f_globals.get("__name__", ""))
+    return module in CLIENT_MODULES or module.startswith(_CLIENT_PREFIXES)
+
+
+def _outside_hook_and_stdlib(frame: FrameType | None) -> FrameType | None:
+    """``frame`` or the first of its callers that is neither this hook nor the standard library
+    (frozen ``importlib`` frames included)."""
     while frame is not None and (
-        frame.f_code.co_filename == __file__ or _is_stdlib_file(frame.f_code.co_filename)
+        frame.f_code.co_filename == __file__
+        or frame.f_code.co_filename.startswith("<frozen ")
+        or _is_stdlib_file(frame.f_code.co_filename)
     ):
         frame = frame.f_back
-    if frame is None:
+    return frame
+
+
+def _imported_by_client(frame: FrameType) -> bool:
+    """Whether ``frame``, a module's top-level code, runs because a client module imports it,
+    directly or through other modules' imports: ``httpx`` imports its command line's ``rich``
+    wherever click, rich and pygments are installed, and ``rich.style`` draws an id at import."""
+    while frame.f_code.co_name == "<module>":
+        importer = _outside_hook_and_stdlib(frame.f_back)
+        if importer is None:
+            return False
+        if _is_client_frame(importer):
+            return True
+        frame = importer
+    return False
+
+
+def _note_draw(frame: FrameType | None) -> None:
+    """Set ``S.drawn`` unless the first frame outside the standard library and this hook (whose
+    ``uuid4`` and ``secrets`` draw for their callers) is in one of :data:`CLIENT_MODULES`, or is
+    a module's top-level code that a client module's import runs: the program's code, or a
+    library drawing for it (a pydantic ``default_factory=uuid4``, a module of the program's
+    drawing an id at import)."""
+    frame = _outside_hook_and_stdlib(frame)
+    if frame is None or _is_client_frame(frame) or _imported_by_client(frame):
         return
-    module = str(frame.f_globals.get("__name__", ""))
-    if module not in CLIENT_MODULES and not module.startswith(_CLIENT_PREFIXES):
-        S.drawn = True
+    S.drawn = True
 
 
 def _draw_noting_module() -> None:

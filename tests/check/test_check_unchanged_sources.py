@@ -100,3 +100,43 @@ def test_isolated_runs_that_all_show_a_difference_name_none_of_their_kinds(
     assert found == [("PC002", ("unexplained",))]
     assert "inside the cacheable prefix; unexplained: none of the changes check made shows" in text
     assert "in runs 1, 2, 3, 4 and 5" in text
+
+
+_ASK_THROUGH_HTTPX = """
+import time
+import httpx
+from openai import OpenAI
+
+OpenAI(http_client=httpx.Client(timeout=30)).chat.completions.create(
+    model="gpt-4o-mini", messages=[
+        {"role": "system", "content": f"Uptime {time.monotonic():.6f} s." + " Be careful." * 400},
+        {"role": "user", "content": "hi"}])
+"""
+
+
+def test_a_draw_a_client_s_import_makes_is_not_the_program_s(tmp_path: Path) -> None:
+    # httpx imports its command line (httpx._main) wherever click, rich and pygments are
+    # installed (typer brings all three), and rich.style draws getrandbits(24) at import: an
+    # uptime in the system prompt read 'caused by random, uuid4 and secrets' in such a venv
+    imports = "import sys, httpx; print('rich.style' in sys.modules)"
+    probe = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True)
+    assert probe.stdout.strip() == "True", (
+        "the installed httpx does not import rich: nothing to test"
+    )
+    result = check_source(tmp_path, "app.py", textwrap.dedent(_ASK_THROUGH_HTTPX))
+    text = render(result, "text")
+    assert [(f.rule, f.causes) for f in result.findings] == [("PC002", ("unexplained",))]
+    assert "caused by random" not in text
+
+
+def test_an_id_the_program_s_own_module_draws_at_import_is_still_named(tmp_path: Path) -> None:
+    # a module's top-level draw counts when the program imports it (a session id made once)
+    (tmp_path / "session.py").write_text(
+        "import uuid\nSESSION = uuid.uuid4().hex\n", encoding="utf-8"
+    )
+    source = _ASK_THROUGH_HTTPX.replace(
+        "import httpx\n", "import httpx\nfrom session import SESSION\n"
+    ).replace("Uptime {time.monotonic():.6f} s.", "Session {SESSION}.")
+    result = check_source(tmp_path, "app.py", textwrap.dedent(source))
+    assert [(f.rule, f.causes) for f in result.findings] == [("PC002", ("random",))]
+    assert "caused by random, uuid4 and secrets" in render(result, "text")
