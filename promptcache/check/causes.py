@@ -9,7 +9,8 @@ for evidence:
   process had reordered no directory listing of the user's code before the request;
 - ``pid``: a number in the region is a process id the run's requests reported;
 - ``clock``: the region holds a time of day, a date, a weekday or month name, a weekday's
-  abbreviation changed into another ("Sun" and "Tue"), a day of the month beside a month name
+  abbreviation changed into another ("Sun" and "Tue"), the runs' own dates in digits without a
+  year or marks (``12/06``, ``6.12``, ``20261206``), a day of the month beside a month name
   ("December 6", also at a sentence's end), or a unix time within three days of the run's clock;
 - ``random`` (random, uuid4, secrets): any other difference, when the sending process had
   drawn from them before the request (its HTTP and LLM clients' own draws left out);
@@ -25,6 +26,7 @@ show ``unexplained``).
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +63,8 @@ _CLOCK: Final = re.compile(
 )
 _NUMBER: Final = re.compile(r"\d+")
 _WEEKDAY_ABBREVIATION: Final = re.compile(r"\b(?:mon|tue|wed|thu|fri|sat|sun)\b", re.IGNORECASE)
+#: A date in digits without the marks ``_CLOCK`` knows: ``20261206``, ``12/06``, ``6.12``.
+_SHORT_DATE: Final = re.compile(r"(?<![\d/.])(?:\d{8}|\d{1,2}[/.]\d{1,2})(?![\d/]|\.\d)")
 _MONTH: Final = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -289,6 +293,27 @@ def _beside_month(word: str, excerpt: str) -> bool:
     return re.search(pattern, excerpt, re.IGNORECASE) is not None
 
 
+def _clock_dates(clocks: Sequence[float]) -> set[str]:
+    """The dates of the runs' clocks (a day either side, in UTC and local time: a run lasts,
+    and the program may write either) as ``_SHORT_DATE`` writes them: ``20261206``, and the
+    month and day with ``/`` or ``.`` in either order, with and without leading zeros."""
+    dates: set[str] = set()
+    for clock in clocks:
+        for shift in (-86_400, 0, 86_400):
+            for moment in (time.gmtime(clock + shift), time.localtime(clock + shift)):
+                year, month, day = moment.tm_year, moment.tm_mon, moment.tm_mday
+                dates.add(f"{year}{month:02}{day:02}")
+                for first, second in ((month, day), (day, month)):
+                    for mark in "/.":
+                        dates.add(f"{first}{mark}{second}")
+                        dates.add(f"{first:02}{mark}{second:02}")
+    return dates
+
+
+def _short_dates(text: str, dates: set[str]) -> set[str]:
+    return {word for word in _SHORT_DATE.findall(text) if word in dates}
+
+
 def _weekday_abbreviations(text: str) -> set[str]:
     return {m.group().lower() for m in _WEEKDAY_ABBREVIATION.finditer(text)}
 
@@ -296,11 +321,17 @@ def _weekday_abbreviations(text: str) -> set[str]:
 def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
     """``_is_clock`` of the region's words, a weekday abbreviation changed into another
     ("Sun" and "Tue", as ``time.ctime()`` and ``%a`` write them: alone, "sun" or "sat" may be a
-    word of the text), or a day of the month that changed beside a month name that did not
-    ("Sunday, December 6" and "Monday, December 7": the 6 is the clock's)."""
+    word of the text), a date in digits that is a run's clock's date on both sides (``12/06``
+    and ``12/08``, ``20261206``: alone, ``3/4`` is a fraction), or a day of the month that
+    changed beside a month name that did not ("Sunday, December 6" and "Monday, December 7":
+    the 6 is the clock's)."""
     if _is_clock([region.before, region.after], clocks):
         return True
     before, after = _weekday_abbreviations(region.before), _weekday_abbreviations(region.after)
+    if before and after and before != after:
+        return True
+    dates = _clock_dates(clocks)
+    before, after = _short_dates(region.before, dates), _short_dates(region.after, dates)
     if before and after and before != after:
         return True
     return _beside_month(region.before, region.before_excerpt) and _beside_month(

@@ -60,6 +60,15 @@ def sentence_end():  # the day ends the sentence: the changed word is "6."
 def weekday_abbreviation():  # "Sun Dec  6" against "Tue Dec  8", as ctime() writes it
     ask("Today is " + time.ctime()[:10] + ".")
 
+def compact():  # "20261206", as in a log file's or a session's name
+    ask("Session " + datetime.now().strftime("%Y%m%d") + " notes.")
+
+def month_day():  # "12/06": month and day, no year
+    ask("Today is " + datetime.now().strftime("%m/%d") + ".")
+
+def ratio():  # "3/4" is no date: only the runs' own dates are the clock's
+    ask("Mix them " + str(random.randint(1, 9)) + "/" + str(random.randint(1, 9)) + ".")
+
 def room_number():  # a number at a sentence's end, beside no month name
     ask("Your room is " + str(random.randint(1, 99)) + ".")
 
@@ -68,6 +77,9 @@ def sky():  # "sun" is a weekday's abbreviation only beside another one
 
 sentence_end()
 weekday_abbreviation()
+compact()
+month_day()
+ratio()
 room_number()
 sky()
 """
@@ -75,7 +87,8 @@ sky()
 
 def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path: Path) -> None:
     # "Today is December 6." and "Today is Sun Dec  6." were reported as PC002, "unexplained":
-    # the changed word was "6." (not a bare day beside its month) and "Sun" (not "Sunday")
+    # the changed word was "6." (not a bare day beside its month) and "Sun" (not "Sunday"); so
+    # were the digits-only dates "20261206" and "12/06"
     result = check_source(tmp_path, "dates.py", _DATES)
     found = {
         (f.site.callers[0][2] if f.site and f.site.callers else "", f.rule, f.causes)
@@ -84,6 +97,9 @@ def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path:
     assert found == {
         ("sentence_end", "PC001", ("clock",)),
         ("weekday_abbreviation", "PC001", ("clock",)),
+        ("compact", "PC001", ("clock",)),
+        ("month_day", "PC001", ("clock",)),
+        ("ratio", "PC002", ("random",)),
         ("room_number", "PC002", ("random",)),
         ("sky", "PC002", ("random",)),
     }
