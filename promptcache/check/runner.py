@@ -502,6 +502,22 @@ def _forced_tool_call(requests: Sequence[CapturedRequest]) -> str:
     )
 
 
+def _went_past(passed: Sequence[tuple[str, CallSite | None]]) -> str:
+    """A clause for a failed run that sent LLM API calls past the capture endpoint (a client
+    given its own base_url, such as a local proxy's that is not running, fails on the
+    connection); empty otherwise."""
+    if not passed:
+        return ""
+    url, site = passed[0]
+    where = f", from {_site_words(site)}" if site is not None else ""
+    return (
+        f"; it sent {len(passed)} request(s) to an LLM API route past the capture endpoint "
+        f"(the first to {url}{where}), which check neither answers nor captures: a client "
+        "given its own base_url; read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, "
+        "which check sets (docs/check.md, what check cannot see)"
+    )
+
+
 def _why_not_run(program: str, exc: OSError, cwd: str | os.PathLike[str] | None) -> str:
     """Why ``program`` could not be started, and what to run instead."""
     reason = exc.strerror or str(exc)
@@ -779,15 +795,16 @@ def _run_all(
             # quoted as moved
             what = result.describe().partition(": ")[2]
             subject = names.subject
+            past = _went_past(result.passed)
             if status is None:
                 raise CommandTimeoutError(
                     f"{subject} ran past {names.timeout_option} {timeout:g} s in run {plan.run} "
-                    f"({what}) and was stopped; any output it printed is above"
+                    f"({what}) and was stopped; any output it printed is above{past}"
                 )
             if status < 0:
                 raise CommandFailedError(
                     f"{subject} was killed by {signal.Signals(-status).name} in run "
-                    f"{plan.run} ({what}); any output it printed is above"
+                    f"{plan.run} ({what}); any output it printed is above{past}"
                 )
             if status != 0:
                 meaning = names.statuses.get(status)
@@ -795,7 +812,7 @@ def _run_all(
                 forced = "" if forward else _forced_tool_call(result.requests)
                 raise CommandFailedError(
                     f"{subject} exited with status {status}{said} in run {plan.run} ({what}); "
-                    f"any output it printed is above{forced}"
+                    f"any output it printed is above{forced}{past}"
                 )
             results.append(result)
     return results

@@ -311,3 +311,44 @@ def test_a_client_with_its_own_base_url_beside_captured_ones_is_noted(
         "ANTHROPIC_BASE_URL, which check sets (docs/check.md, what check cannot see)"
         for k in (0, 1)
     ]
+
+
+OWN_BASE_URL = """
+import os, sys, openai
+body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+openai.OpenAI().chat.completions.create(**body)  # captured
+if sys.argv[1] == "own":
+    local = openai.OpenAI(base_url=os.environ["LOCAL_URL"], max_retries=0)
+    local.chat.completions.create(**body)  # a proxy that is not running: connection refused
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("kind", ["own", "captured"])
+def test_a_run_that_fails_sending_past_the_endpoint_says_so(tmp_path: Path, kind: str) -> None:
+    # a coding agent whose client reads its own setting (base_url=settings.LLM_BASE_URL, a
+    # LiteLLM proxy at localhost:4444 by default) failed with openai's 'Connection error.' and
+    # only 'exited with status 1 in run 0': the note on requests sent past the endpoint came
+    # only with runs that succeed
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    program = tmp_path / "agent.py"
+    program.write_text(OWN_BASE_URL, encoding="utf-8")
+    env = {**__import__("os").environ, "LOCAL_URL": f"http://127.0.0.1:{closed}/v1"}
+    with (tmp_path / "out.txt").open("w") as out, pytest.raises(CommandFailedError) as failed:
+        run_check([sys.executable, str(program), kind], env=env, stdout=out)
+    said = str(failed.value)
+    assert said.startswith("the command exited with status 1 in run 0 (baseline); ")
+    if kind == "captured":
+        assert said.endswith("; any output it printed is above"), said
+        return
+    assert said.endswith(
+        "; any output it printed is above; it sent 1 request(s) to an LLM API route past the "
+        f"capture endpoint (the first to http://127.0.0.1:{closed}/v1/chat/completions, from "
+        f"{program}:7 in <module>), which check neither answers nor captures: a client given "
+        "its own base_url; read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
+        "sets (docs/check.md, what check cannot see)"
+    ), said
