@@ -10,8 +10,9 @@ for evidence:
 - ``pid``: a number in the region is a process id the run's requests reported;
 - ``clock``: the region holds a time of day, a date, a weekday or month name, a weekday's
   abbreviation changed into another ("Sun" and "Tue"), the runs' own dates in digits without a
-  year or marks (``12/06``, ``6.12``, ``20261206``), a day of the month beside a month name
-  ("December 6", also at a sentence's end), or a unix time within three days of the run's clock;
+  year or marks (``12/06``, ``6.12``, ``20261206``), an hour with am or pm, a day of the
+  month beside a month name ("December 6", also at a sentence's end), or a unix time within
+  three days of the run's clock;
 - ``random`` (random, uuid4, secrets): any other difference, when the sending process had
   drawn from them before the request (its HTTP and LLM clients' own draws left out);
 - ``unexplained`` (:data:`.findings.UNEXPLAINED`): any other difference when it had not (or the
@@ -293,6 +294,16 @@ def _beside_month(word: str, excerpt: str) -> bool:
     return re.search(pattern, excerpt, re.IGNORECASE) is not None
 
 
+def _beside_meridiem(word: str, excerpt: str) -> bool:
+    """Whether ``word`` is an hour written with am or pm (``11 PM``, ``2pm``), or the hour
+    alone when the am or pm beside it in ``excerpt`` did not change."""
+    hour = re.fullmatch(r"(\d{1,2})(?:\s?[ap]\.?m\.?)?", word.removesuffix("."), re.IGNORECASE)
+    if hour is None:
+        return False
+    pattern = rf"(?<![\w:.]){hour.group(1)}\s?[ap]\.?m\b"
+    return re.search(pattern, excerpt, re.IGNORECASE) is not None
+
+
 def _clock_dates(clocks: Sequence[float]) -> set[str]:
     """The dates of the runs' clocks (a day either side, in UTC and local time: a run lasts,
     and the program may write either) as ``_SHORT_DATE`` writes them: ``20261206``, and the
@@ -322,7 +333,8 @@ def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
     """``_is_clock`` of the region's words, a weekday abbreviation changed into another
     ("Sun" and "Tue", as ``time.ctime()`` and ``%a`` write them: alone, "sun" or "sat" may be a
     word of the text), a date in digits that is a run's clock's date on both sides (``12/06``
-    and ``12/08``, ``20261206``: alone, ``3/4`` is a fraction), or a day of the month that
+    and ``12/08``, ``20261206``: alone, ``3/4`` is a fraction), an hour with am or pm
+    (``11 PM`` and ``02 AM``), or a day of the month that
     changed beside a month name that did not ("Sunday, December 6" and "Monday, December 7":
     the 6 is the clock's)."""
     if _is_clock([region.before, region.after], clocks):
@@ -333,6 +345,10 @@ def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
     dates = _clock_dates(clocks)
     before, after = _short_dates(region.before, dates), _short_dates(region.after, dates)
     if before and after and before != after:
+        return True
+    if _beside_meridiem(region.before, region.before_excerpt) and _beside_meridiem(
+        region.after, region.after_excerpt
+    ):
         return True
     return _beside_month(region.before, region.before_excerpt) and _beside_month(
         region.after, region.after_excerpt

@@ -66,6 +66,9 @@ def compact():  # "20261206", as in a log file's or a session's name
 def month_day():  # "12/06": month and day, no year
     ask("Today is " + datetime.now().strftime("%m/%d") + ".")
 
+def hour():  # "11 PM": the hour with am or pm, no minutes
+    ask("It is " + datetime.now().strftime("%I %p") + " here.")
+
 def ratio():  # "3/4" is no date: only the runs' own dates are the clock's
     ask("Mix them " + str(random.randint(1, 9)) + "/" + str(random.randint(1, 9)) + ".")
 
@@ -79,6 +82,7 @@ sentence_end()
 weekday_abbreviation()
 compact()
 month_day()
+hour()
 ratio()
 room_number()
 sky()
@@ -88,7 +92,7 @@ sky()
 def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path: Path) -> None:
     # "Today is December 6." and "Today is Sun Dec  6." were reported as PC002, "unexplained":
     # the changed word was "6." (not a bare day beside its month) and "Sun" (not "Sunday"); so
-    # were the digits-only dates "20261206" and "12/06"
+    # were the digits-only dates "20261206" and "12/06", and the hour "11 PM"
     result = check_source(tmp_path, "dates.py", _DATES)
     found = {
         (f.site.callers[0][2] if f.site and f.site.callers else "", f.rule, f.causes)
@@ -99,6 +103,7 @@ def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path:
         ("weekday_abbreviation", "PC001", ("clock",)),
         ("compact", "PC001", ("clock",)),
         ("month_day", "PC001", ("clock",)),
+        ("hour", "PC001", ("clock",)),
         ("ratio", "PC002", ("random",)),
         ("room_number", "PC002", ("random",)),
         ("sky", "PC002", ("random",)),
