@@ -751,7 +751,7 @@ def _detect_bare(usage: Mapping[str, Any]) -> str:
         )
     raise UsageParseError(
         "cannot tell which vendor this usage comes from (no prompt_tokens, input_tokens, "
-        "inputTokens or promptTokenCount); pass the api explicitly, one of "
+        "inputTokens or promptTokenCount); pass the api explicitly (--api or api=...), one of "
         + ", ".join(VENDOR_APIS)
     )
 

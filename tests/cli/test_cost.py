@@ -141,6 +141,14 @@ def test_ambiguous_usage_needs_api() -> None:
     assert code == 0 and json.loads(out)["total_usd"] == "0.00315"
 
 
+def test_a_usage_of_no_known_vendor_names_the_api_option() -> None:
+    # it said "pass the api explicitly, one of anthropic, ...", naming no option to pass it with
+    code, out, err = run("-", "--model", "gpt-4o", stdin='{"tokens": 5}')
+    assert code == 2 and out == ""
+    assert err.startswith("error: cannot tell which vendor this usage comes from")
+    assert "(--api or api=...), one of anthropic, openai_chat" in err
+
+
 def test_negative_savings_and_warning_on_stderr() -> None:
     path = VENDORS / "anthropic" / "no_ttl_split.json"
     code, out, err = run(str(path), "--model", "claude-3-7-sonnet-20250219", "--format", "json")
