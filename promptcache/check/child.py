@@ -14,7 +14,8 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
   is set by the parent in the environment, since only the interpreter's start can apply it;
 - **tags** every HTTP request that ``httpx``, ``httpx2`` (the official ``anthropic`` and
   ``openai`` clients' HTTP layer), ``requests`` or ``aiohttp`` sends to the capture endpoint
-  with the call site (the first stack frame in the user's code), the run, the (reported) pid,
+  with the call site (the first stack frame in the user's code; in a worker thread that runs
+  only library code, the one that submitted its task), the run, the (reported) pid,
   how many directory listings of the user's code it has reordered so far and whether the
   program (not its HTTP and LLM clients, nor OpenTelemetry) has drawn from ``random``,
   ``uuid4``/``uuid1`` or ``secrets``;
@@ -42,6 +43,7 @@ import secrets
 import site
 import sys
 import sysconfig
+import threading
 import uuid
 from base64 import urlsafe_b64encode
 from collections.abc import Callable, Iterator
@@ -177,6 +179,17 @@ def call_site(frame: FrameType | None) -> str:
     return quote("\t".join(parts), safe="/")
 
 
+#: The call site of the user's code that handed the running task to this worker thread
+#: (:func:`_patch_executor`), for a request sent from a thread that runs only library code.
+_HANDED = threading.local()
+
+
+def request_site(frame: FrameType | None) -> str:
+    """:func:`call_site` of ``frame``, else (no user frame in this thread) the one that handed
+    this thread its task: ``await asyncio.to_thread(client.chat.completions.create, ...)``."""
+    return call_site(frame) or str(getattr(_HANDED, "site", ""))
+
+
 def _not_user_prefixes(extra: list[str]) -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     # "scripts": the console-script wrappers pip writes (bin/pytest, bin/uvicorn), never the
@@ -212,7 +225,7 @@ def _tag(url: str, set_header: Callable[[str, str], None], frame: FrameType | No
         set_header(HEADER_DRAWN, "1" if S.drawn else "0")
         if S.clock_problem:
             set_header(HEADER_NO_CLOCK, quote(S.clock_problem))
-        site_value = call_site(frame)
+        site_value = request_site(frame)
         if site_value:
             set_header(HEADER_SITE, site_value)
     return target
@@ -228,7 +241,7 @@ def _note_passed(url: str, host_port: str, path: str, frame: FrameType | None) -
     line = {
         "run": S.run,
         "url": f"{scheme}://{host_port.rsplit('@', 1)[-1]}{route}",
-        "site": call_site(frame),
+        "site": request_site(frame),
     }
     try:
         with open(S.passed_log, "a", encoding="utf-8") as log:
@@ -304,11 +317,38 @@ def _patch_aiohttp(module: ModuleType) -> None:
     session_type._request = _request
 
 
+def _patch_executor(module: ModuleType) -> None:
+    """Wrap ``concurrent.futures.ThreadPoolExecutor.submit`` (``asyncio.to_thread`` and
+    ``loop.run_in_executor`` hand their calls to it) so that the task runs with the call site
+    of the code that submitted it: a client method handed straight to a worker thread leaves
+    no frame of the user's code on that thread's stack."""
+    executor_type = module.ThreadPoolExecutor
+    original = executor_type.submit
+
+    def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        site = request_site(sys._getframe(1))
+        if not site:
+            return original(self, fn, *args, **kwargs)
+
+        def handed(*inner_args: Any, **inner_kwargs: Any) -> Any:
+            before = getattr(_HANDED, "site", "")
+            _HANDED.site = site
+            try:
+                return fn(*inner_args, **inner_kwargs)
+            finally:
+                _HANDED.site = before
+
+        return original(self, handed, *args, **kwargs)
+
+    executor_type.submit = submit
+
+
 _PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "httpx": _patch_httpx_like,
     "httpx2": _patch_httpx_like,
     "requests": _patch_requests,
     "aiohttp": _patch_aiohttp,
+    "concurrent.futures.thread": _patch_executor,
 }
 
 

@@ -352,3 +352,66 @@ def test_a_run_that_fails_sending_past_the_endpoint_says_so(tmp_path: Path, kind
         "its own base_url; read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
         "sets (docs/check.md, what check cannot see)"
     ), said
+
+
+HANDED_TO_A_THREAD = """
+import asyncio, sys, time
+from concurrent.futures import ThreadPoolExecutor
+from openai import OpenAI
+
+client = OpenAI()
+
+
+def messages(question):
+    system = f"Uptime {time.monotonic():.6f} s." + " Be careful." * 400
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+async def ask(question):
+    return await asyncio.to_thread(
+        client.chat.completions.create, model="gpt-4o-mini", messages=messages(question)
+    )
+
+
+def ask_in_a_worker(question):
+    return client.chat.completions.create(model="gpt-4o-mini", messages=messages(question))
+
+
+async def main():
+    if sys.argv[1] == "to_thread":
+        await ask("hi")
+    else:
+        with ThreadPoolExecutor() as pool:
+            pool.submit(ask_in_a_worker, "hi").result()
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "site", "callers"),
+    [
+        ("to_thread", ("ask", 15), [("main", 26), ("<module>", 32)]),
+        ("submit", ("ask_in_a_worker", 21), []),
+    ],
+)
+def test_a_request_sent_from_a_worker_thread_is_named_where_it_was_handed_over(
+    tmp_path: Path, kind: str, site: tuple[str, int], callers: list[tuple[str, int]]
+) -> None:
+    # a robot agent calls `await asyncio.to_thread(self.client.chat.completions.create, ...)`:
+    # the worker thread's stack holds only threading, concurrent.futures and openai, and both
+    # of its findings read '(call site unknown)'. A function of the program's run in the worker
+    # is still the call site itself, with no caller from the thread that submitted it
+    program = tmp_path / "agent.py"
+    program.write_text(HANDED_TO_A_THREAD, encoding="utf-8")
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program), kind], stdout=out)
+    [finding] = result.findings
+    assert (finding.rule, finding.causes) == ("PC002", ("unexplained",))
+    assert finding.site is not None
+    assert (finding.site.path, finding.site.function, finding.site.line) == (
+        str(program),
+        *site,
+    )
+    assert [(function, line) for _, line, function in finding.site.callers] == callers
