@@ -225,7 +225,7 @@ def _special_kind(path: Path) -> str | None:
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the report (with --diff: the patch) to this file instead of stdout ('-': stdout); "
-    "the report's summary line goes to stderr.",
+    "the report's summary line (with --diff: what the patch fixes) goes to stderr.",
 )
 def lint(
     paths: tuple[Path, ...],
@@ -576,6 +576,7 @@ def _apply_fixes(
 
     updated = []
     changed = 0
+    fixes = 0
     unwritten = 0
     patches: list[bytes] = []
     for result in results:
@@ -589,6 +590,7 @@ def _apply_fixes(
             updated.append(result)
             continue
         changed += 1
+        fixes += count
         if show_diff:
             patches.append(_patch(before, after, result.path, encoding))
         if write:
@@ -612,6 +614,13 @@ def _apply_fixes(
             raise click.BadParameter(
                 f"cannot write {output}: {why}", param_hint="'--output'"
             ) from exc
+        # one line on stderr, as a report written with --output gets: what the file holds
+        held = (
+            f"a patch fixing {plural(fixes, 'finding')} in {plural(changed, 'file')}"
+            if changed
+            else "an empty patch (no autofix to apply)"
+        )
+        click.echo(f"promptcache lint: {held} written to {output}", err=True)
     elif show_diff:
         click.echo(b"".join(patches), nl=False)
     if show_diff and not write and changed:

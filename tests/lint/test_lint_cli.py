@@ -399,6 +399,10 @@ def test_diff_with_output_writes_the_patch_there(project: Path) -> None:
     (project / "app.py").write_text(FIXABLE)
     result = run("app.py", "--diff", "--output", "fixes.patch")
     assert result.exit_code == 1 and result.stdout == ""
+    # one line on stderr says what the file holds, as for a report written with --output
+    assert result.stderr == (
+        "promptcache lint: a patch fixing 1 finding in 1 file written to fixes.patch\n"
+    )
     patch = (project / "fixes.patch").read_text()
     assert patch.startswith("--- a/app.py\n+++ b/app.py\n") and "sort_keys=True" in patch
     applied = subprocess.run(["git", "apply", "fixes.patch"], cwd=project, capture_output=True)
@@ -407,6 +411,9 @@ def test_diff_with_output_writes_the_patch_there(project: Path) -> None:
     # the look-alike: nothing left to fix writes an empty patch (no stale one stays) and exits 0
     result = run("app.py", "--diff", "--output", "fixes.patch")
     assert result.exit_code == 0 and (project / "fixes.patch").read_text() == ""
+    assert result.stderr == (
+        "promptcache lint: an empty patch (no autofix to apply) written to fixes.patch\n"
+    )
     result = run("app.py", "--diff", "--output", str(project / "no" / "fixes.patch"))
     assert result.exit_code == 2 and "cannot write" in result.output
 
