@@ -19,9 +19,11 @@ for evidence:
   hook did not say): a value check does not change, such as a monotonic clock or a file an
   earlier run wrote, differs.
 
-A run that changes ``random`` alone names ``unexplained`` in the same way; one that changes
-another kind alone names that kind (``runner`` makes a difference that the runs of every kind
-show ``unexplained``).
+A run that changes ``random`` alone names ``unexplained`` in the same way, one that changes
+the listing order alone where the process had reordered no listing of the user's code, and one
+that changes the process id alone where no reported pid shows in a differing region; one that
+changes another kind alone names that kind (``runner`` makes a difference that the runs of two
+kinds or more show ``unexplained``).
 """
 
 from __future__ import annotations
@@ -387,6 +389,7 @@ def region_causes(
         clocks: unix seconds of the two runs' clocks.
     """
     changed = run.changed
+    words = [region.before, region.after] if region is not None else []
     if len(changed) == 1:
         if (
             changed != ("clock",)
@@ -397,6 +400,10 @@ def region_causes(
             return ()  # the unshifted clock ticked on: the clock run reports this value
         if changed == ("random",) and not drawn:
             return (UNEXPLAINED,)  # nothing was drawn: the seed cannot have changed it
+        if changed == ("listdir",) and listings_before == 0:
+            return (UNEXPLAINED,)  # no listing of the user's code was reordered before it
+        if changed == ("pid",) and region is not None and not _is_pid(words, pids):
+            return (UNEXPLAINED,)  # no process id shows in it
         return changed
     if reordered:
         order = [k for k in ("hash_seed", "listdir") if k in changed]
@@ -404,7 +411,6 @@ def region_causes(
             order = ["hash_seed"]
         if order:
             return tuple(order)
-    words = [region.before, region.after] if region is not None else []
     if "pid" in changed and _is_pid(words, pids):
         return ("pid",)
     if "clock" in changed and region is not None and _region_is_clock(region, clocks):

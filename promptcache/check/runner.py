@@ -251,15 +251,18 @@ def _merge(findings: Sequence[Finding]) -> list[Finding]:
 _KEY_PATHS: Final = frozenset({"prompt_cache_key", "model"})
 
 
-def _every_kind_unexplained(
+def _several_kinds_unexplained(
     findings: Sequence[Finding], perturbed: Sequence[Perturbation]
 ) -> list[Finding]:
-    """``findings`` with the differences that a run of every kind shows (``--isolate``), at
-    one call site and path and from the same baseline text, made :data:`UNEXPLAINED`.
+    """``findings`` with the differences that the runs of two kinds or more show
+    (``--isolate``), at one call site and path and from the same baseline text, made
+    :data:`UNEXPLAINED`.
 
     Each isolated run changes one kind and names it as the cause of what differs from run 0;
-    a value that differs from the baseline's in the runs of every kind, whichever one was
-    changed, is none of them (a monotonic clock, a counter an earlier run left on disk).
+    a run keeps every other kind as run 0 has it, so a value that differs from the baseline's
+    in the runs of two kinds is neither of them (a monotonic clock, an uptime, a counter an
+    earlier run left on disk; a time that merely ticked on is left out of the other kinds'
+    runs before this, and the clock's own run may count it as the time it shows beside it).
     Findings of runs that change several kinds are returned as they are.
 
     Args:
@@ -276,7 +279,7 @@ def _every_kind_unexplained(
             shown.setdefault((f.site, f.path, f.before), set()).add(kind_of[f.run])
     out = []
     for f in findings:
-        if f.check == "difference" and shown.get((f.site, f.path, f.before)) == kinds:
+        if f.check == "difference" and len(shown.get((f.site, f.path, f.before), ())) >= 2:
             rule = f.rule if f.path in _KEY_PATHS else CAUSE_RULES[UNEXPLAINED]
             f = replace(f, causes=(UNEXPLAINED,), rule=rule, moved_in=None)
         out.append(f)
@@ -399,7 +402,7 @@ def analyse(
                 "Anthropic/Bedrock requests that carry no cache breakpoint (those APIs cache "
                 "nothing unasked); not reported"
             )
-    merged = _merge(_every_kind_unexplained(findings, [r.perturbation for r in runs[1:]]))
+    merged = _merge(_several_kinds_unexplained(findings, [r.perturbation for r in runs[1:]]))
     merged.sort(
         key=lambda f: (
             f.site is None,

@@ -140,3 +140,38 @@ def test_an_id_the_program_s_own_module_draws_at_import_is_still_named(tmp_path:
     result = check_source(tmp_path, "app.py", textwrap.dedent(source))
     assert [(f.rule, f.causes) for f in result.findings] == [("PC002", ("random",))]
     assert "caused by random, uuid4 and secrets" in render(result, "text")
+
+
+_DATE_AND_UPTIME = """
+import time
+from datetime import datetime
+from openai import OpenAI
+
+up = time.monotonic()
+system = (
+    f"Current date: {datetime.now():%A, %B %d, %Y}" + " Be careful." * 400
+    + f" System uptime: {int(up // 60)} minutes and {up % 60:.2f} seconds. Volume: 5/10."
+)
+OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+    {"role": "system", "content": system}, {"role": "user", "content": "hi"}])
+"""
+
+
+def test_isolated_runs_name_no_kind_for_an_uptime_beside_a_date(tmp_path: Path) -> None:
+    # a robot agent's system prompt holds the date and the machine's uptime: the clock's run
+    # counts the uptime with the date (one PC001), so the uptime did not differ in the runs
+    # of every kind, and the hash-seed, listing and pid runs each named their own kind for it
+    # (two PC004 and a PC002 'caused by the process id'), though it is none of them
+    found, text = _check_source(tmp_path, _DATE_AND_UPTIME, isolate=True)
+    assert sorted(found) == [("PC001", ("clock",)), ("PC002", ("unexplained",))]
+    assert "PYTHONHASHSEED" not in text.split("\nrun 0:")[0]
+    assert "caused by directory-listing order" not in text
+    assert "caused by the process id" not in text
+    assert "in runs 2, 3, 4 and 5" in text
+
+
+def _check_source(
+    tmp: Path, source: str, **options: object
+) -> tuple[list[tuple[str, tuple[str, ...]]], str]:
+    result = check_source(tmp, "app.py", textwrap.dedent(source), **options)
+    return [(f.rule, f.causes) for f in result.findings], render(result, "text")
