@@ -34,6 +34,10 @@ class ModuleContext:
     _requested: dict[int, tuple[int, ...]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    #: the columns of the calls on each line, by the called name (``chain``), made on first use
+    _call_columns: dict[tuple[int, str], int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def location(self, node: ast.AST) -> Location:
         line: int = getattr(node, "lineno", 1)
@@ -62,13 +66,32 @@ class ModuleContext:
         by Clock.now_text"), in this module or the ones it came through, innermost first."""
         steps = tuple(
             Related(
-                Location(path or self.path, line, 0, line, 0),
+                Location(path or self.path, line, col, line, col),
                 f"`{name}` passes it on: {text}",
                 value=name,
             )
             for text, line, name, path in fact.via
+            for col in (0 if path and path != self.path else self.call_column(line, name),)
         )
         return (self.origin(fact, message), *steps)
+
+    def call_column(self, line: int, name: str) -> int:
+        """The column of the first call of ``name`` (``f(...)``, ``obj.f(...)``) that starts
+        on ``line`` of this module, where a chain's step passed a value on; 0 where none does
+        (a step that is no call: ``[0]``, a property)."""
+        if self._call_columns is None:
+            found: dict[tuple[int, str], int] = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    called = func.attr if isinstance(func, ast.Attribute) else None
+                    if isinstance(func, ast.Name):
+                        called = func.id
+                    key = (node.lineno, called or "")
+                    if called and (key not in found or node.col_offset < found[key]):
+                        found[key] = node.col_offset
+            self._call_columns = found
+        return self._call_columns.get((line, name), 0)
 
     def diagnostic(
         self,

@@ -623,6 +623,33 @@ def test_a_chain_step_in_another_module_gets_its_own_files_character_column(
     assert (where["region"]["startLine"], where["region"]["startColumn"]) == (5, expected)
 
 
+def test_a_chain_step_at_a_call_gets_the_calls_character_column(project: Path) -> None:
+    # "`system_prompt` passes it on" at agent.py's call: JSON and SARIF gave column 1; the
+    # call's own character column (after a two-byte letter) is named, as the text's line is
+    (project / "pkg").mkdir()
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "prompts.py").write_text(
+        "from datetime import datetime\n\n\ndef system_prompt(who):\n"
+        "    return str(datetime.now()) + who\n"
+    )
+    line = "    return client.messages.create(model='é', system=system_prompt(q), messages=[q])"
+    (project / "pkg" / "agent.py").write_text(
+        "import anthropic\n\nfrom pkg.prompts import system_prompt\n\n"
+        f"client = anthropic.Anthropic()\n\n\ndef ask(q):\n{line}\n",
+        encoding="utf-8",
+    )
+    expected = line.index("system_prompt(") + 1
+    (item,) = json.loads(run("pkg", "--format", "json").output)
+    origin, step = item["related"]
+    assert (origin["filename"], origin["row"], origin["column"]) == ("pkg/prompts.py", 5, 16)
+    assert step["message"] == "`system_prompt` passes it on: returned by system_prompt"
+    assert (step["filename"], step["row"], step["column"]) == ("pkg/agent.py", 9, expected)
+    log = json.loads(run("pkg", "--format", "sarif").output)
+    (result,) = log["runs"][0]["results"]
+    region = result["relatedLocations"][1]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (9, expected)
+
+
 @pytest.mark.parametrize(
     "args",
     [("--select", "ALL,PC999"), ("--select", "PC999,all"), ("--ignore", "ALL,PC99")],
