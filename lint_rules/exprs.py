@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 from .calls import order_of
@@ -52,6 +53,11 @@ from .toolnames import combine, literal_key
 
 #: node type -> (the analyzer class, its ``expr_<NodeType>`` method or None), for ``eval``
 _EXPR_HANDLERS: dict[type, tuple[type, Callable[..., Value] | None]] = {}
+
+
+#: a strftime directive in a format spec (``%Y``, ``%-d``); a number's spec (``.0f``, ``.1%``)
+#: holds none
+_STRFTIME = re.compile(r"%[-_0^#]?[a-zA-Z]")
 
 
 class ExprsMixin(EngineState):
@@ -292,8 +298,11 @@ class ExprsMixin(EngineState):
             isinstance(v, ast.Constant) for v in spec.values
         ):
             text = "".join(str(v.value) for v in spec.values if isinstance(v, ast.Constant))
-            if value.shape in (Shape.DATETIME, Shape.DATE) or any(
-                f.kind is Kind.TIME for f in value.facts
+            # a date's spec is a strftime pattern; a number's (``f"{time.time():.0f}"``,
+            # ``:d``, ``:>10``) keeps its value, seconds changing every request, so only a spec
+            # with a strftime directive regranulates a time of no known date shape
+            if value.shape in (Shape.DATETIME, Shape.DATE) or (
+                any(f.kind is Kind.TIME for f in value.facts) and _STRFTIME.search(text)
             ):
                 return self.regranulate(value, text)
         if (

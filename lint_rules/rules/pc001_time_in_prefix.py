@@ -63,6 +63,7 @@ from .._base import Diagnostic, Severity
 from ..context import ModuleContext
 from ..events import PrefixEntry
 from ..facts import Fact, Kind
+from ._shared import how_often
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
@@ -87,12 +88,9 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     )
     for entry, fact in found:
         subday = fact.granularity == "subday"
-        if subday:
-            why = (
-                "it changes more than once a day, so the prefix is written afresh each time it does"
-            )
-        else:
-            why = "it changes once a day, so the prefix is written afresh each day"
+        why = f"it changes {how_often(fact)}, so the prefix is written afresh " + (
+            "each time it does" if subday else "each day"
+        )
         yield ctx.diagnostic(
             "PC001",
             f"time value `{fact.detail}` enters the cached prefix ({entry.sink}); {why}: move "

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
 from ..facts import Kind
-from ._shared import BREAKPOINT_APIS
+from ._shared import BREAKPOINT_APIS, how_often
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
@@ -57,11 +57,24 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             ]
             if block.bp_node is not None:
                 if volatile and not block.tail and stable is not None:
-                    origin = min(volatile, key=lambda f: (f.line, f.col))
+                    # a date (PC001's daily info) makes the block change once a day, not on
+                    # every request: named only when nothing in the block changes more often
+                    daily = [f for f in volatile if how_often(f) == "once a day"]
+                    every = [f for f in volatile if f not in daily]
+                    origin = min(every or daily, key=lambda f: (f.line, f.col))
+                    if every:
+                        what = (
+                            f"changes every request (`{origin.detail}`): it is written each "
+                            "time and never read"
+                        )
+                    else:
+                        what = (
+                            f"changes once a day (`{origin.detail}`): it is written afresh "
+                            "each day, with everything before it"
+                        )
                     yield ctx.diagnostic(
                         "PC009",
-                        f"breakpoint on a block that changes every request (`{origin.detail}`): "
-                        "it is written each time and never read; put it on the stable block "
+                        f"breakpoint on a block that {what}; put it on the stable block "
                         f"before it (line {getattr(stable.node, 'lineno', 0)})",
                         block.bp_node,
                         Severity.ERROR,

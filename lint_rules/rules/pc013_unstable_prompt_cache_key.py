@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from .._base import Diagnostic, Severity
 from ..context import ModuleContext
 from ..facts import Kind
-from ._shared import CACHE_KEY_APIS
+from ._shared import CACHE_KEY_APIS, how_often
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
@@ -53,12 +53,22 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             continue
         facts = [f for f in param[1].facts if f.kind in (Kind.UNIQUE, Kind.TIME) and not f.pinned]
         if facts:
-            origin = min(facts, key=lambda f: (f.line, f.col))
+            # the most often changing origin named, with how often it changes (a time
+            # formatted to the minute or the day is not new on every request)
+            rank = {"on every request": 0, "more than once a day": 1, "once a day": 2}
+            origin = min(facts, key=lambda f: (rank[how_often(f)], f.line, f.col))
+            often = how_often(origin)
+            if often == "on every request":
+                why = "new on every request; it routes each request away from its cache"
+            else:
+                why = (
+                    f"which changes {often}; each new key routes the requests away from the "
+                    "cache built under the one before"
+                )
             yield ctx.diagnostic(
                 "PC013",
-                f"prompt_cache_key comes from `{origin.detail}`, new on every request; it "
-                "routes each request away from its cache: derive it from a tenant or "
-                "conversation id",
+                f"prompt_cache_key comes from `{origin.detail}`, {why}: derive it from a tenant "
+                "or conversation id",
                 param[0],
                 Severity.ERROR,
                 ctx.chain(origin),
