@@ -2086,9 +2086,15 @@ def _entry_at(argument: Value, key: str | int, attribute: bool) -> Value:
         from_element = _entry_at(element, key, attribute)
         return argument if from_element is element else from_element
     if argument.items is None:
-        facts = field_read(argument.facts, key) if attribute else argument.facts
+        facts = (
+            field_read(argument.facts, key)
+            if attribute
+            else other_keys_dropped(argument.facts, key)
+        )
         if facts is not argument.facts:
-            # a time or id a field's factory made is in that field only (``construct``)
+            # a time or id a field's factory made is in that field only (``construct``), and
+            # one the caller stored under another constant key of a dict whose keys are not
+            # all known (``settings["trace_id"] = uuid4()``) is not in this entry (``keyed``)
             return argument.with_facts(facts)
         return argument
     # an object we built, or (a field read) one of several such objects or dicts of known

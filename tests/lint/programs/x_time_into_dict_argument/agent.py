@@ -25,7 +25,7 @@ class NestedClockAgent:
 
     def messages(self, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         add_clock_nested(self.context)
-        prompt = render(self.template, self.context["person"])
+        prompt = render(self.template, self.context)
         return [{"role": "system", "content": prompt}, *history]  # PC001: 46
 
 
