@@ -12,6 +12,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import sinks
 from .calls import Unresolved, order_of, split_grain, unproven, with_grain
 from .facts import (
     CHOSEN_BY_IF,
@@ -912,7 +913,7 @@ class StatementsMixin(EngineState):
                 and frame.cls is not None
             ):
                 old = frame.cls.attrs.get(target.attr)
-                if frame.object_state:
+                if self.object_state():
                     # a field set by ``__init__``, in a loop or from what one filled: the
                     # object's state, built once per object
                     value = value.pinned()
@@ -1147,6 +1148,52 @@ class StatementsMixin(EngineState):
         new = map_facts(value, join_facts)
         return new if changed else value
 
+    def object_state(self) -> bool:
+        """``Frame.object_state``, unless a ``for`` loop around the store sends a request on
+        each pass (``sends``): ``for q in questions: self.system = f"{now}"; self.ask(q)`` stores
+        a new time before each request, as the same loop in a method run per request does."""
+        frame = self.frame
+        return frame.object_state and not any(self.sends(loop) for loop in frame.loops)
+
+    def sends(self, body: ast.AST, depth: int = 0) -> bool:
+        """Whether ``body`` (a loop, a function) calls a request (a sink that sends messages),
+        itself or through a method of ``self``'s class or a function of the module that does
+        (two calls deep); nested functions and classes are not read. Kept on the node."""
+        known: dict[int, bool] = body.__dict__.setdefault("_promptcache_sends", {})
+        if depth in known:
+            return known[depth]
+        known[depth] = False  # a method that calls itself
+        frame = self.frame
+        found = False
+        stack: list[ast.AST] = list(ast.iter_child_nodes(body))
+        while stack and not found:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            spec = sinks.match(node, sinks.call_chain(func), self.qualify(func), self.extra_sinks)
+            if spec is not None:
+                # a request (one that sends messages), not a prompt object or an agent's
+                # configuration built there
+                found = bool(spec.messages_kw)
+            elif depth < 2:
+                callee: ast.AST | None = None
+                if (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id == frame.self_name
+                    and frame.cls is not None
+                ):
+                    callee = frame.cls.find_method(func.attr)
+                elif isinstance(func, ast.Name) and func.id not in frame.env:
+                    callee = self.functions.get(func.id)
+                found = callee is not None and self.sends(callee, depth + 1)
+        known[depth] = found
+        return found
+
     def mutate(self, holder: ast.expr, added: Value, target: ast.expr | None = None) -> None:
         """``holder`` (a name, ``self``, ``self.x`` or ``self.x[k]``) now also holds ``added``:
         its value gains the facts (and the loop and condition facts around this statement),
@@ -1158,7 +1205,7 @@ class StatementsMixin(EngineState):
         added = self.joined(self.with_mutation_facts(added), holder)
         if frame.once:  # stored where code runs once: computed once
             added = added.pinned()
-        elif frame.object_state and _into_self(holder, frame.self_name):
+        elif self.object_state() and _into_self(holder, frame.self_name):
             # a field filled in a loop of ``__init__``: built once per object
             added = added.pinned()
         stored = target if target is not None else holder

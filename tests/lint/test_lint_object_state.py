@@ -132,3 +132,55 @@ class Server:
 """
     )
     assert findings(source) == [("PC001", 15, Severity.ERROR), ("PC001", 28, Severity.ERROR)]
+
+
+def test_a_loop_of_init_that_sends_through_a_method_is_reported() -> None:
+    """A ``for`` loop of ``__init__`` that stores a field and then sends a request on each
+    pass, directly or through a method of the object, stores a new value before each
+    request: per request, not the object's state. The look-alike loop calls a method that
+    sends nothing (it only registers each tool): its stores are the object's."""
+    source = (
+        HEAD
+        + """
+    def __init__(self, questions):
+        for question in questions:
+            self.system = f"now {time.time()}"
+            self.ask(question)
+"""
+        + ASK
+    )
+    # where the request reads the field, and where the program's call sends it
+    assert findings(source) == [("PC001", 22, Severity.ERROR), ("PC001", 30, Severity.ERROR)]
+    direct = (
+        HEAD
+        + """
+    def __init__(self, questions):
+        self.stamps = {}
+        for question in questions:
+            self.stamps[question] = f"now {time.time()}"
+            client.chat.completions.create(
+                model="gpt-4o",
+                messages=[
+                    {"role": "system", "content": self.stamps[question]},
+                    {"role": "user", "content": question},
+                ],
+            )
+"""
+    )
+    assert findings(direct) == [("PC001", 19, Severity.ERROR)]
+    quiet = (
+        HEAD
+        + """
+    def __init__(self, tools):
+        self.ids = {}
+        for tool in tools:
+            self.ids[tool] = uuid.uuid4().hex
+            self.register(tool)
+        self.system = "Tools: " + ", ".join(f"{k}={v}" for k, v in self.ids.items())
+
+    def register(self, tool):
+        self.ids.setdefault(tool, "")
+"""
+        + ASK
+    )
+    assert findings(quiet) == []
