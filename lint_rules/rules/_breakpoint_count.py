@@ -493,16 +493,20 @@ def _stop_size(name: str, test: ast.expr, chain: list[Scope], stop_when: bool) -
 # ----------------------------------------------------------------------------- helpers
 
 
-def is_copy(value: ast.expr) -> bool:
+def is_copy(value: ast.expr, per_element: Collection[str] | None = None) -> bool:
     """True when ``value`` reads another block's breakpoint (``tool["cache_control"]``,
     ``tool.get("cache_control")``), or another object's (``item.cache_control``,
     ``getattr(item, "cache_control", None)``: what it already carries, one for one). An
     attribute of ``self`` or ``cls`` (``self.cache_control``) is the object's own setting,
-    given to each block it is written into: not a copy."""
+    given to each block it is written into: not a copy. With ``per_element``, the names bound
+    anew for each element where the value is read (a loop's or a comprehension's targets and
+    the names its body binds; a helper's parameters): only an attribute of one of them is a
+    copy, while one of an object bound once for all elements (``settings.cache_control`` of a
+    parameter or a module's setting) gives each element the same marker."""
     if isinstance(value, ast.Subscript):
         return isinstance(value.slice, ast.Constant) and value.slice.value in KEYS
     if isinstance(value, ast.Attribute):
-        return value.attr in KEYS and chain_root(value.value) not in _OWN
+        return value.attr in KEYS and _copied_from(value.value, per_element)
     if isinstance(value, ast.Call):
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr == "get" and value.args:
@@ -513,24 +517,45 @@ def is_copy(value: ast.expr) -> bool:
             return (
                 isinstance(key, ast.Constant)
                 and key.value in KEYS
-                and chain_root(value.args[0]) not in _OWN
+                and _copied_from(value.args[0], per_element)
             )
         if len(value.args) == 1 and not value.keywords:  # dict(...), copy.deepcopy(...)
-            return is_copy(value.args[0])
+            return is_copy(value.args[0], per_element)
     return False
+
+
+def _copied_from(holder: ast.expr, per_element: Collection[str] | None) -> bool:
+    """Whether an attribute of ``holder`` is another object's own marker (``is_copy``)."""
+    root = chain_root(holder)
+    return root not in _OWN and (per_element is None or root in per_element)
+
+
+def bound_names(*nodes: ast.AST) -> frozenset[str]:
+    """The names ``nodes`` bind (targets, ``:=``, a loop's or comprehension's targets), not
+    inside functions or classes defined there: what is bound anew for each element."""
+    found: set[str] = set()
+    stack: list[ast.AST] = [child for node in nodes for child in ast.iter_child_nodes(node)]
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, _SCOPES):
+            continue
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            found.add(sub.id)
+        stack.extend(ast.iter_child_nodes(sub))
+    return frozenset(found)
 
 
 #: the names whose attributes are an object's own settings, not a copied block's marker
 _OWN = frozenset({"self", "cls"})
 
 
-def sets_none(value: ast.expr) -> bool:
+def sets_none(value: ast.expr, per_element: Collection[str] | None = None) -> bool:
     """True when a breakpoint key or keyword given ``value`` adds no breakpoint: a copy of
     another block's (``is_copy``), ``None`` (``cache_control=None`` sets no breakpoint) or
     ``False`` (``message.cache(cache_control=False)`` clears one)."""
     if isinstance(value, ast.Constant):
         return value.value is None or value.value is False
-    return is_copy(value)
+    return is_copy(value, per_element)
 
 
 def membership_guard(test: ast.expr, elements: Collection[str] = frozenset()) -> str | None:
@@ -759,7 +784,9 @@ class Module:
                 for inner in ast.walk(stmt.value):
                     if isinstance(inner, ast.Dict):
                         stored_into[id(inner)] = stmt.targets[0]
-        for node, _via in marks_in(func.body, set(), self, cls, depth + 1):
+        # a helper's parameters and the names it binds are its own on each call
+        per_element = bound_names(func) | params
+        for node, _via in marks_in(func.body, set(), self, cls, depth + 1, per_element=per_element):
             target: ast.AST | None = stored_into.get(id(node), node)
             if isinstance(node, ast.Call):
                 callee = self.helper(node, cls, depth + 1)
@@ -777,7 +804,7 @@ class Module:
         passed: set[str | None] = set()  # where each marked block returned takes its marker
         for ret in _unguarded_returns(func.body):
             value = ret.value
-            if isinstance(value, ast.Dict) and (key := dict_mark(value)) is not None:
+            if isinstance(value, ast.Dict) and (key := dict_mark(value, per_element)) is not None:
                 helper.returns_mark = True
                 mark = value.values[value.keys.index(key)]
                 passed.add(mark.id if isinstance(mark, ast.Name) else None)
@@ -935,16 +962,24 @@ def _intlike(value: ast.expr) -> bool:
 # ----------------------------------------------------------------------------- marks
 
 
-def dict_mark(node: ast.Dict) -> ast.expr | None:
+def dict_mark(node: ast.Dict, per_element: Collection[str] | None = None) -> ast.expr | None:
     """The ``"cache_control": ...`` key of a block dict that adds a breakpoint (not a copy,
-    not ``None``)."""
+    not ``None``; ``per_element`` as for ``is_copy``)."""
     for key, value in zip(node.keys, node.values, strict=True):
-        if isinstance(key, ast.Constant) and key.value in KEYS and not sets_none(value):
+        if (
+            isinstance(key, ast.Constant)
+            and key.value in KEYS
+            and not sets_none(value, per_element)
+        ):
             return key
     return None
 
 
-def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterator[ast.AST]:
+def expr_marks(
+    node: ast.AST,
+    compared: Collection[str] = frozenset(),
+    per_element: Collection[str] | None = None,
+) -> Iterator[ast.AST]:
     """Breakpoints an expression adds: block dicts and ``cache_control=`` keywords, not
     copies nor ``None``, and not inside ``x if "cache_control" in b else y`` (re-marks a
     marked block). A ``cache_control=`` keyword or ``"cache_control":`` key whose value is set
@@ -954,23 +989,27 @@ def expr_marks(node: ast.AST, compared: Collection[str] = frozenset()) -> Iterat
     if isinstance(node, ast.IfExp):
         guard = membership_guard(node.test)
         if guard != "in":
-            yield from expr_marks(node.body, compared)
+            yield from expr_marks(node.body, compared, per_element)
         if guard != "not in":
-            yield from expr_marks(node.orelse, compared)
+            yield from expr_marks(node.orelse, compared, per_element)
         return
     if isinstance(node, ast.Dict):
-        key = dict_mark(node)
+        key = dict_mark(node, per_element)
         if key is not None and not index_guarded(node.values[node.keys.index(key)], compared):
             yield node
             return
-    if isinstance(node, ast.keyword) and node.arg in KEYS and not sets_none(node.value):
+    if (
+        isinstance(node, ast.keyword)
+        and node.arg in KEYS
+        and not sets_none(node.value, per_element)
+    ):
         if not index_guarded(node.value, compared):
             yield node
         return
     if isinstance(node, _SCOPES):
         return
     for child in ast.iter_child_nodes(node):
-        yield from expr_marks(child, compared)
+        yield from expr_marks(child, compared, per_element)
 
 
 def _is_index_test(node: ast.expr, compared: Collection[str]) -> bool:
@@ -980,11 +1019,13 @@ def _is_index_test(node: ast.expr, compared: Collection[str]) -> bool:
 
 def index_guarded(value: ast.expr, compared: Collection[str]) -> bool:
     """True when a breakpoint value is given only under an index test, so a loop marks one
-    element: ``{...} if is_last else None``, or a helper called with ``flag and is_last`` (or
-    with ``is_last``) that gives a breakpoint only when its flag is true (issue shape 3)."""
+    element: ``{...} if is_last else None`` (or ``else False``, which sets none either), or a
+    helper called with ``flag and is_last`` (or with ``is_last``) that gives a breakpoint only
+    when its flag is true (issue shape 3)."""
     if isinstance(value, ast.IfExp):
         none_branch = any(
-            isinstance(b, ast.Constant) and b.value is None for b in (value.body, value.orelse)
+            isinstance(b, ast.Constant) and (b.value is None or b.value is False)
+            for b in (value.body, value.orelse)
         )
         return none_branch and _is_index_test(value.test, compared)
     if isinstance(value, ast.Call):
@@ -1009,6 +1050,7 @@ def marks_in(
     guard: Callable[[ast.expr, set[str]], bool] | None = None,
     capped: Collection[int] = frozenset(),
     elements: Collection[str] = frozenset(),
+    per_element: Collection[str] | None = None,
 ) -> Iterator[tuple[ast.AST, str]]:
     """Each breakpoint ``body`` adds when it runs once, as (node, how: "set here", or what
     the same-module helper called there does).
@@ -1020,7 +1062,8 @@ def marks_in(
     ``if`` whose test's ``id`` is in
     ``capped`` (a counter caps how often it runs); assignments that copy another block's
     breakpoint or give it ``None``; nested loops and functions (counted on their own).
-    ``guard(test, index_names)`` decides the index tests.
+    ``guard(test, index_names)`` decides the index tests. ``per_element``: as for
+    ``is_copy``.
     """
     for stmt in body:
         if isinstance(stmt, ast.If):
@@ -1029,25 +1072,41 @@ def marks_in(
                 continue
             if member is None and id(stmt.test) in capped:
                 yield from marks_in(
-                    stmt.orelse, index_names, module, cls, depth, guard, capped, elements
+                    stmt.orelse,
+                    index_names,
+                    module,
+                    cls,
+                    depth,
+                    guard,
+                    capped,
+                    elements,
+                    per_element,
                 )
                 continue
             if member != "in":
                 yield from marks_in(
-                    stmt.body, index_names, module, cls, depth, guard, capped, elements
+                    stmt.body, index_names, module, cls, depth, guard, capped, elements, per_element
                 )
             if member != "not in":
                 yield from marks_in(
-                    stmt.orelse, index_names, module, cls, depth, guard, capped, elements
+                    stmt.orelse,
+                    index_names,
+                    module,
+                    cls,
+                    depth,
+                    guard,
+                    capped,
+                    elements,
+                    per_element,
                 )
             continue
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
             continue
         for child_body in _blocks(stmt):
             yield from marks_in(
-                child_body, index_names, module, cls, depth, guard, capped, elements
+                child_body, index_names, module, cls, depth, guard, capped, elements, per_element
             )
-        yield from _stmt_marks(stmt, module, cls, depth)
+        yield from _stmt_marks(stmt, module, cls, depth, per_element)
 
 
 def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
@@ -1065,7 +1124,11 @@ def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
 
 
 def _stmt_marks(
-    stmt: ast.stmt, module: Module, cls: ast.ClassDef | None, depth: int
+    stmt: ast.stmt,
+    module: Module,
+    cls: ast.ClassDef | None,
+    depth: int,
+    per_element: Collection[str] | None = None,
 ) -> Iterator[tuple[ast.AST, str]]:
     """Breakpoints of one simple statement (its nested blocks are walked by ``marks_in``)."""
     if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try, ast.Match)) or (
@@ -1074,7 +1137,7 @@ def _stmt_marks(
         return
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        copy = stmt.value is not None and sets_none(stmt.value)
+        copy = stmt.value is not None and sets_none(stmt.value, per_element)
         for target in targets:
             for node in ast.walk(target):
                 if (
@@ -1098,11 +1161,14 @@ def _stmt_marks(
                 or helper.flag_set(node, module.compared)
             ) and not (isinstance(stmt, ast.Expr) and stmt.value is node):
                 yield node, f"{name}() returns a marked block"  # that is stored
-    yield from ((n, "set here") for n in expr_marks(stmt, module.compared))
+    yield from ((n, "set here") for n in expr_marks(stmt, module.compared, per_element))
 
 
 def value_marks(
-    value: ast.expr, module: Module, cls: ast.ClassDef | None
+    value: ast.expr,
+    module: Module,
+    cls: ast.ClassDef | None,
+    per_element: Collection[str] | None = None,
 ) -> Iterator[tuple[ast.AST, str]]:
     """Breakpoints of an expression whose value is kept (a comprehension's element)."""
-    return _stmt_marks(ast.Return(value=value), module, cls, 1)
+    return _stmt_marks(ast.Return(value=value), module, cls, 1, per_element)

@@ -37,7 +37,9 @@ Not counted as a breakpoint: copying another block's marker (`tool["cache_contro
 `.get("cache_control")`) or another object's (`item.cache_control`, `getattr(item,
 "cache_control", None)`: what that object carries, one for one, such as the HTTP header of
 stored file metadata; not an attribute of `self` or `cls`, the object's own setting given to
-every block), `None` as the marker (`cache_control=None`, `"cache_control": None`:
+every block, nor one of an object bound once for all the elements rather than by the loop, the
+comprehension or a helper's call, such as a settings parameter or a module's settings object,
+`settings.cache_control`), `None` as the marker (`cache_control=None`, `"cache_control": None`:
 no breakpoint is set) and anything under `if "cache_control" in block` (it mirrors a marker
 already there), or, in a loop, under a test that the loop's element carries a marker (`for item
 in message.content:` then `if item.get("cache_control"):`, also `item["cache_control"]`,
@@ -59,7 +61,8 @@ only under a test on the index, on `len(...)` or on `-1` (a helper's
 `is_last = i == len(messages) - 1`, or to an `and` holding one, `cache = use_cache and i ==
 last`; also a block given a name that the loop resets to `None` for each element and binds to
 the marker only under such a test, `cc = None` then `if i == last: cc = MARK`, or binds to
-`MARK if i == last else None`), marks under a counter that caps them (`if
+`MARK if i == last else None`, or gives the block `MARK if is_last else None` or
+`... else False`), marks under a counter that caps them (`if
 marked < 3:` whose branch marks and then runs `marked += 1`, or that is followed in its own
 block by `marked += 1` with no `continue` that can skip it, as in `if count < 2:` marking, else
 removing an old marker, then `count += 1` for each user message; the counter a local set once
@@ -106,6 +109,7 @@ from ._breakpoint_count import (
     LazyScope,
     Module,
     Scope,
+    bound_names,
     const_int,
     dict_mark,
     index_guarded,
@@ -200,7 +204,14 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
         index_names |= _index_tests(node, index_names)
         elements = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
         marks = marks_in(
-            node.body, index_names, module, cls, guard=_guard, capped=capped, elements=elements
+            node.body,
+            index_names,
+            module,
+            cls,
+            guard=_guard,
+            capped=capped,
+            elements=elements,
+            per_element=bound_names(node),
         )
         quiet = _quiet_names(node, index_names, capped, module.compared)
         copied = _copied_names(node, chain[0])
@@ -279,7 +290,8 @@ def _check_comprehension(
     if not known and not all(_whole_collection(g.iter, module, cls) for g in comp.generators):
         return
     elts = [comp.key, comp.value] if isinstance(comp, ast.DictComp) else [comp.elt]
-    found = next((m for elt in elts for m in value_marks(elt, module, cls)), None)
+    per_element = bound_names(comp)
+    found = next((m for elt in elts for m in value_marks(elt, module, cls, per_element)), None)
     if found is None:
         return
     mark, how = found
