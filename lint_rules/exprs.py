@@ -533,6 +533,7 @@ class ExprsMixin(EngineState):
         facts: frozenset[Fact] = frozenset()
         literal = True
         role = None
+        marked: str | None = None
         content: ast.expr | None = None
         callables: list[object] = []
         items: list[tuple[str, Value]] | None = []
@@ -552,6 +553,10 @@ class ExprsMixin(EngineState):
                     self.eval(key)
                 elif key.value == "role" and isinstance(item, ast.Constant):
                     role = item.value
+                elif key.value == "role":
+                    # a member of the module's role enum (``Role.USER``): marks what the
+                    # message holds with that role, as the string does
+                    marked = self.const_role(item)
                 elif key.value == "content":
                     content = item
                 elif key.value == "arguments" and isinstance(item, ast.Call):
@@ -597,7 +602,9 @@ class ExprsMixin(EngineState):
             items=tuple(items) if items is not None else None,
         )
         # a chat message of a constant role: what it holds is marked with that role
-        return wrapped(out, role) if role in MESSAGE_ROLES else out
+        if role in MESSAGE_ROLES:
+            return wrapped(out, role)
+        return wrapped(out, marked) if marked is not None else out
 
     def expr_ListComp(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> Value:
         facts, saved = self.comprehension(node.generators)
@@ -695,9 +702,11 @@ class ExprsMixin(EngineState):
         role = next((kw.value for kw in node.keywords if kw.arg == "role"), None)
         if role is None and node.args and _class_name(node.func):
             role = node.args[0]  # ``Message("user", text)``: the role first, by position
-        if isinstance(role, ast.Constant) and role.value in MESSAGE_ROLES:
-            # a message object of a constant role (``ChatMessage(role="user", content=q)``)
-            value = wrapped(value, role.value)
+        constant = self.const_role(role) if role is not None else None
+        if constant is not None:
+            # a message object of a constant role (``ChatMessage(role="user", content=q)``,
+            # ``Msg(Role.USER, text)`` with a member of the module's role enum)
+            value = wrapped(value, constant)
         return value
 
 

@@ -15,7 +15,6 @@ from .events import SinkCall
 from .facts import (
     ASSUMED,
     CLEAN,
-    MESSAGE_ROLES,
     ONE_SERVER,
     SAMPLED,
     Fact,
@@ -663,8 +662,9 @@ class LibraryMixin(EngineState):
             # keywords only: a dict of known keys, as the literal ``{"role": ..., ...}`` is, and
             # a chat message of a constant role marks what it holds with that role
             made = replace(made, items=tuple((str(kw.arg), kwargs[kw.arg]) for kw in node.keywords))
-            if isinstance(role, ast.Constant) and role.value in MESSAGE_ROLES:
-                return wrapped(made, role.value)
+            constant = self.const_role(role) if role is not None else None
+            if constant is not None:
+                return wrapped(made, constant)
             return made
         if qual in ("builtins.str", "builtins.repr"):
             if not node.args:

@@ -1817,17 +1817,14 @@ class StatementsMixin(EngineState):
         equal, member = (ast.NotEq, ast.NotIn) if negated else (ast.Eq, ast.In)
         left, right = term.left, term.comparators[0]
         if isinstance(op, equal):
-            if isinstance(left, ast.Constant):
+            if self.const_role(left) is not None:
                 left, right = right, left
-            if not (isinstance(right, ast.Constant) and right.value in MESSAGE_ROLES):
+            role = self.const_role(right)
+            if role is None:
                 return None
-            roles = [str(right.value)]
+            roles = [role]
         elif isinstance(op, member) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
-            roles = [
-                e.value
-                for e in right.elts
-                if isinstance(e, ast.Constant) and e.value in MESSAGE_ROLES
-            ]
+            roles = [r for e in right.elts if (r := self.const_role(e)) is not None]
             if not roles or len(roles) != len(right.elts):
                 return None
         else:
@@ -1836,6 +1833,21 @@ class StatementsMixin(EngineState):
         if subject is None or any(self._sets_role(r) for r in roles):
             return None
         return subject, ",".join(sorted(set(roles)))
+
+    def const_role(self, node: ast.expr) -> str | None:
+        """The constant message role of ``MESSAGE_ROLES`` that ``node`` is: a string constant,
+        or a member of an ``Enum`` class of this module whose value is that string
+        (``Role.SYSTEM``, ``Role.SYSTEM.value`` for ``class Role(str, Enum): SYSTEM =
+        "system"``); None for anything else (an enum of another module included)."""
+        if isinstance(node, ast.Constant):
+            return (
+                node.value if isinstance(node.value, str) and node.value in MESSAGE_ROLES else None
+            )
+        if isinstance(node, ast.Attribute) and node.attr == "value":
+            node = node.value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return _enum_roles(self.tree).get((node.value.id, node.attr))
+        return None
 
     def role_subject(self, node: ast.expr) -> ast.expr | None:
         """The message whose role ``node`` reads (``_role_subject``), also through a local
@@ -1882,7 +1894,7 @@ class StatementsMixin(EngineState):
         subject = self.role_subject(stmt.subject)
         name = subject.id if isinstance(subject, ast.Name) else None
         for case in stmt.cases:
-            roles = _case_roles(case)
+            roles = _case_roles(case, self.const_role)
             if (
                 name is None
                 or roles is None
@@ -1904,23 +1916,54 @@ class StatementsMixin(EngineState):
     stmt_ImportFrom = stmt_Import
 
 
-def _case_roles(case: ast.match_case) -> frozenset[str] | None:
+def _case_roles(
+    case: ast.match_case, role_of: Callable[[ast.expr], str | None]
+) -> frozenset[str] | None:
     """The constant roles of ``MESSAGE_ROLES`` a case of a ``match`` on a message's role
-    takes (``case "system":``, ``case "system" | "developer":``), None for any other case
-    (a capture, a wildcard, a guard)."""
+    takes (``case "system":``, ``case "system" | "developer":``, ``case Role.SYSTEM:`` of an
+    enum of the module: ``role_of``), None for any other case (a capture, a wildcard, a
+    guard)."""
     if case.guard is not None:
         return None
     options = case.pattern.patterns if isinstance(case.pattern, ast.MatchOr) else [case.pattern]
     roles = set()
     for option in options:
-        if not (
-            isinstance(option, ast.MatchValue)
-            and isinstance(option.value, ast.Constant)
-            and option.value.value in MESSAGE_ROLES
-        ):
+        role = role_of(option.value) if isinstance(option, ast.MatchValue) else None
+        if role is None:
             return None
-        roles.add(str(option.value.value))
+        roles.add(role)
     return frozenset(roles)
+
+
+#: base classes whose subclasses' members compare by their value or are read by it
+_ENUM_BASES = frozenset({"Enum", "StrEnum"})
+
+
+def _enum_roles(tree: ast.Module) -> dict[tuple[str, str], str]:
+    """(class, member) -> role, for each member of an ``Enum`` (or ``StrEnum``) class at
+    the top of ``tree`` whose value is a role of ``MESSAGE_ROLES`` (``class Role(str, Enum):
+    SYSTEM = "system"``). Kept on the tree."""
+    known: dict[tuple[str, str], str] | None = tree.__dict__.get("_promptcache_enum_roles")
+    if known is not None:
+        return known
+    known = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef) or not any(
+            (base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")) in _ENUM_BASES
+            for base in node.bases
+        ):
+            continue
+        for stmt in node.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.Constant)
+                and stmt.value.value in MESSAGE_ROLES
+            ):
+                known[(node.name, stmt.targets[0].id)] = str(stmt.value.value)
+    tree.__dict__["_promptcache_enum_roles"] = known
+    return known
 
 
 def _rebinds(body: list[ast.stmt], name: str) -> bool:
