@@ -38,6 +38,12 @@ class ModuleContext:
     _call_columns: dict[tuple[int, str], int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    #: for a node a finding of ``facts_in_prefix`` is reported at, by ``id``: the other lines
+    #: where the same value enters a request (another request's argument, a helper's call
+    #: that sends it), each of which needs its own suppression (``requested_lines``)
+    _also_sent: dict[int, set[int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def location(self, node: ast.AST) -> Location:
         line: int = getattr(node, "lineno", 1)
@@ -111,7 +117,10 @@ class ModuleContext:
         prefix region (or a piece of its text), enters a request: ``system=s3`` for
         ``s2 = s.strip()`` that ``s3 = s2`` names, ``messages=msgs`` for a ``{"role":
         "system"}`` dict in ``msgs``; () where no entry at ``node`` enters through a request's
-        argument (a system message no request in this module is seen to send)."""
+        argument (a system message no request in this module is seen to send). Where the
+        value reported there also enters a request elsewhere (another request, a helper's
+        call that sends it: ``facts_in_prefix``), those lines are among them too, so one
+        comment does not silence the others."""
         if self._requested is None:
             found: dict[int, set[int]] = {}
             for entry in self.entries:
@@ -121,7 +130,11 @@ class ModuleContext:
                 for at in (entry.node, *(part[0] for part in entry.parts)):
                     found.setdefault(id(at), set()).add(line)
             self._requested = {k: tuple(sorted(v)) for k, v in found.items()}
-        return self._requested.get(id(node), ())
+        lines = self._requested.get(id(node), ())
+        also = self._also_sent.get(id(node))
+        if not lines or not also:
+            return lines
+        return tuple(sorted(also.union(lines)))
 
     def facts_in_prefix(
         self,
@@ -138,6 +151,9 @@ class ModuleContext:
         choice does not depend on the order a fact set is iterated in (the hash seed).
         """
         best: dict[tuple[object, ...], tuple[PrefixEntry, Fact]] = {}
+        # each key's places: (line of the request's argument or of the helper's call's, the
+        # node the value is at, whether it entered through a request's argument)
+        places: dict[tuple[object, ...], set[tuple[int, int, bool]]] = {}
         for entry in self.entries:
             if entry.region not in regions:
                 continue
@@ -153,6 +169,10 @@ class ModuleContext:
                 # a fact returned by a helper is reported in each function it reaches
                 where_from = id(entry.function) if fact.via or path else 0
                 key = (fact.kind, path, fact.line, fact.col, fact.detail, where_from)
+                through = entry.arg if entry.arg is not None else where.node
+                places.setdefault(key, set()).add(
+                    (getattr(through, "lineno", 0), id(where.node), entry.arg is not None)
+                )
                 old = best.get(key)
                 if old is None:
                     best[key] = (where, fact)
@@ -162,6 +182,16 @@ class ModuleContext:
                     here == there and _tie(fact, self.path) < _tie(old[1], self.path)
                 ):
                     best[key] = (where, fact)
+        for found, (where, _fact) in best.items():
+            # where else the value enters a request: a request's argument, or a helper's call
+            # (recorded at its argument), but not the reported place itself
+            also = {
+                line
+                for line, at, argument in places[found]
+                if line and (argument or at != id(where.node))
+            }
+            if also:
+                self._also_sent.setdefault(id(where.node), set()).update(also)
         yield from sorted(
             best.values(),
             key=lambda pair: (_pos(pair[0].node), pair[1].line, _tie(pair[1], self.path)),

@@ -670,7 +670,13 @@ class EngineState:
         def handle_sink(self, spec: SinkSpec, node: ast.Call) -> Value: ...
         def http_post(self, node: ast.Call) -> Value | None: ...
         def keyword_argument(
-            self, spec: SinkSpec, sink: SinkCall, name: str, value: ast.expr, label: str
+            self,
+            spec: SinkSpec,
+            sink: SinkCall,
+            name: str,
+            value: ast.expr,
+            label: str,
+            at: ast.expr | None = None,
         ) -> None: ...
         def assigned_value(self, target: ast.Subscript) -> ast.expr | None: ...
         def drop_uncached(self, sink: SinkCall, first_entry: int) -> None: ...
@@ -689,5 +695,10 @@ class EngineState:
         def formatted(self, part: ast.FormattedValue) -> Value: ...
         def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]: ...
         def walk_region(
-            self, kind: str, expr: ast.expr, sink: SinkCall | None, label: str
+            self,
+            kind: str,
+            expr: ast.expr,
+            sink: SinkCall | None,
+            label: str,
+            at: ast.expr | None = None,
         ) -> None: ...

@@ -737,8 +737,8 @@ class RegionsMixin(EngineState):
                     self.eval(arg)
                     if isinstance(arg, ast.Starred):
                         sink.complete = False
-            for name, value_node in self._keywords(node, sink, spec.params, spec.regions):
-                self.keyword_argument(spec, sink, name, value_node, f"{spec.label}({name}=)")
+            for name, value_node, at in self._keywords(node, sink, spec.params, spec.regions):
+                self.keyword_argument(spec, sink, name, value_node, f"{spec.label}({name}=)", at)
         finally:
             self.sink_call = outer
         extra_body = sink.params.get("extra_body")
@@ -753,13 +753,21 @@ class RegionsMixin(EngineState):
         return CLEAN
 
     def keyword_argument(
-        self, spec: SinkSpec, sink: SinkCall, name: str, value: ast.expr, label: str
+        self,
+        spec: SinkSpec,
+        sink: SinkCall,
+        name: str,
+        value: ast.expr,
+        label: str,
+        at: ast.expr | None = None,
     ) -> None:
         """One named argument of a sink (a keyword, a splatted or posted dict's key): walked
-        into its region, recorded as a cache parameter, or evaluated as an ordinary value."""
+        into its region, recorded as a cache parameter, or evaluated as an ordinary value.
+        ``at``: where it enters the request, when not at ``value`` (the ``**kwargs`` of a
+        splatted dict's key)."""
         kind = spec.regions.get(name)
         if kind is not None:
-            self.walk_region(kind, value, sink, label)
+            self.walk_region(kind, value, sink, label, at)
         elif name in spec.params:
             sink.params[name] = (value, self.eval(value))
         else:
@@ -773,19 +781,21 @@ class RegionsMixin(EngineState):
         sink: SinkCall,
         params: Collection[str] = (),
         regions: Collection[str] = (),
-    ) -> Iterator[tuple[str, ast.expr]]:
-        """The call's keyword arguments, with ``**kwargs`` splats of a dict built in the same
-        scope mapped onto keywords: its literal's constant keys, then ``kwargs["k"] = v``
-        assignments after it. Any other splat makes the request incomplete; when its value
-        knows its keys (``Value.items``: a dict literal returned by a helper), those among
-        ``params`` go into ``sink.params``. A splat of one of the function's own parameters,
-        whole (``def send(payload): create(**payload)``), passes each of ``regions`` not given
-        by keyword as that entry of the parameter (``payload["system"]``), so the summary says
-        which entry of the caller's dict reaches which region."""
+    ) -> Iterator[tuple[str, ast.expr, ast.expr]]:
+        """The call's keyword arguments, each as (name, value, where it enters the request:
+        the value, or the splat's ``kwargs`` of ``**kwargs``), with ``**kwargs`` splats of a
+        dict built in the same scope mapped onto keywords: its literal's constant keys, then
+        ``kwargs["k"] = v`` assignments after it. Any other splat makes the request
+        incomplete; when its value knows its keys (``Value.items``: a dict literal returned by
+        a helper), those among ``params`` go into ``sink.params``. A splat of one of the
+        function's own parameters, whole (``def send(payload): create(**payload)``), passes
+        each of ``regions`` not given by keyword as that entry of the parameter
+        (``payload["system"]``), so the summary says which entry of the caller's dict reaches
+        which region."""
         named = {kw.arg for kw in node.keywords if kw.arg is not None}
         for kw in node.keywords:
             if kw.arg is not None:
-                yield kw.arg, kw.value
+                yield kw.arg, kw.value, kw.value
                 continue
             literal, frame = self.deref(kw.value)
             literal = self.keyword_dict(literal)
@@ -803,12 +813,12 @@ class RegionsMixin(EngineState):
                 if splat.items is None and self._own_param(kw.value, splat):
                     for key_name in regions:
                         if key_name not in named:
-                            yield key_name, _entry_node(kw.value, key_name)
+                            yield key_name, _entry_node(kw.value, key_name), kw.value
                 continue
             for key, item in zip(literal.keys, literal.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
                     if key.value not in later:
-                        yield key.value, item
+                        yield key.value, item, kw.value
                 else:
                     if item is not None:
                         self.eval(item)
@@ -819,7 +829,7 @@ class RegionsMixin(EngineState):
                     # the entry the dict holds at the call, on every path (the value yielded
                     # is the last one assigned)
                     value.__dict__["_promptcache_held"] = _key_node(kw.value, key_name)
-                    yield key_name, value
+                    yield key_name, value, kw.value
 
     def _own_param(self, expr: ast.expr, value: Value) -> bool:
         """True when ``expr`` names one of the current function's own parameters, whole (not
@@ -1064,11 +1074,19 @@ class RegionsMixin(EngineState):
 
     # ------------------------------------------------------------------ regions
 
-    def walk_region(self, kind: str, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
+    def walk_region(
+        self,
+        kind: str,
+        expr: ast.expr,
+        sink: SinkCall | None,
+        label: str,
+        at: ast.expr | None = None,
+    ) -> None:
         """Walk ``expr``, an argument of a request (or an entry of a request's body), into its
-        region; entries recorded meanwhile enter the request at ``expr`` (``sink_arg``)."""
+        region; entries recorded meanwhile enter the request at ``at``, or at ``expr``
+        (``sink_arg``): a splatted dict's entry at the ``**kwargs`` that splats it."""
         handler = getattr(self, f"region_{kind}")
-        outer, self.sink_arg = self.sink_arg, expr
+        outer, self.sink_arg = self.sink_arg, at if at is not None else expr
         try:
             handler(expr, sink, label)
         finally:

@@ -93,6 +93,78 @@ def test_a_text_sent_in_two_requests_needs_the_comment_on_both() -> None:
     assert _found(TWICE.format(first=comment, second=comment)) == []
 
 
+#: one text sent in a request and handed to a helper that sends it in another
+THROUGH_HELPER = """\
+def send(system: str, q: str) -> object:
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=1024,
+        system=system,
+        messages=[{{"role": "user", "content": q}}],
+    )
+
+
+def ask(q: str) -> object:
+    s = f"Now {{datetime.now()}}"
+    client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=1024,
+        system=s,{first}
+        messages=[{{"role": "user", "content": q}}],
+    )
+    return send(s, q){second}
+"""
+
+
+def test_a_text_also_sent_through_a_helper_needs_the_comment_at_the_helpers_call() -> None:
+    """The helper's call is where the text enters that other request: a comment on the
+    direct request's line alone leaves it reported, as a second request does (``TWICE``);
+    with one at each, or one on the line it is reported at, it is covered."""
+    comment = "  # promptcache: ignore[PC001]"
+    assert _found(THROUGH_HELPER.format(first="", second="")) == [("PC001", 17)]
+    assert _found(THROUGH_HELPER.format(first=comment, second="")) == [("PC001", 17)]
+    assert _found(THROUGH_HELPER.format(first="", second=comment)) == [("PC001", 17)]
+    assert _found(THROUGH_HELPER.format(first=comment, second=comment)) == []
+    reported = THROUGH_HELPER.format(first="", second="").replace(
+        'datetime.now()}"', 'datetime.now()}"  # promptcache: ignore[PC001]'
+    )
+    assert _found(reported) == []
+
+
+#: a text sent through a dict splatted into the request, built on the line of the splat or
+#: above it
+SPLATTED = """\
+def ask(q: str) -> object:
+    kwargs = {{"system": f"Now {{datetime.now()}}"}}
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=1024,
+        **kwargs,{comment}
+        messages=[{{"role": "user", "content": q}}],
+    )
+
+
+def ask_later(q: str) -> object:
+    kwargs = {{"model": "claude-sonnet-4-5", "max_tokens": 1024}}
+    kwargs["system"] = f"Now {{datetime.now()}}"
+    return client.messages.create(
+        **kwargs,{comment}
+        messages=[{{"role": "user", "content": q}}],
+    )
+"""
+
+
+def test_a_comment_on_the_splat_covers_what_the_dict_sends() -> None:
+    """``**kwargs,`` is where the dict's entries enter the request: a comment there covers
+    them as one on ``system=s`` does; another rule's code does not."""
+    assert _found(SPLATTED.format(comment="")) == [("PC001", 8), ("PC001", 19)]
+    assert _found(SPLATTED.format(comment="  # promptcache: ignore[PC001]")) == []
+    assert _found(SPLATTED.format(comment="  # promptcache: ignore[PC002]")) == [
+        ("PC001", 8),
+        ("PC001", 19),
+    ]
+
+
 #: a system message built before the request, and one no request here is seen to send
 SYSTEM_MESSAGE = """\
 def ask(q: str) -> object:
