@@ -328,16 +328,10 @@ def analyse(
                 "or other requests than it would to a working API"
             )
         if run.passed:
-            url, site = run.passed[0]
-            where = f", from {_site_words(site)}" if site is not None else ""
-            more = len({u for u, _ in run.passed}) - 1
-            also = f"; {more} other URL(s)" if more else ""
             notes.append(
                 f"run {run.perturbation.run}: {len(run.passed)} request(s) to an LLM API route "
-                f"went past the capture endpoint (the first to {url}{where}{also}): a client "
-                "given its own base_url is not captured, so they were not compared; read the "
-                "URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check sets "
-                "(docs/check.md, what check cannot see)"
+                f"went past the capture endpoint ({_first_past(run.passed)}): a client given "
+                f"its own base_url is not captured, so they were not compared; {_PAST_ADVICE}"
             )
         unhooked = sum(1 for r in run.requests if not r.hooked)
         if unhooked:
@@ -505,19 +499,35 @@ def _forced_tool_call(requests: Sequence[CapturedRequest]) -> str:
     )
 
 
+#: what to change where a client sent LLM requests past the capture endpoint (the note of a
+#: run that did, and the error of one that failed)
+_PAST_ADVICE: Final = (
+    "read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check sets "
+    "(docs/check.md, what check cannot see)"
+)
+
+
+def _first_past(passed: Sequence[tuple[str, CallSite | None]]) -> str:
+    """Where the first of the LLM requests sent past the capture endpoint went, its call site
+    and how many other URLs the others went to: ``the first to URL, from app.py:7 in
+    <module>; 1 other URL(s)``."""
+    url, site = passed[0]
+    where = f", from {_site_words(site)}" if site is not None else ""
+    more = len({u for u, _ in passed}) - 1
+    also = f"; {more} other URL(s)" if more else ""
+    return f"the first to {url}{where}{also}"
+
+
 def _went_past(passed: Sequence[tuple[str, CallSite | None]]) -> str:
     """A clause for a failed run that sent LLM API calls past the capture endpoint (a client
     given its own base_url, such as a local proxy's that is not running, fails on the
     connection); empty otherwise."""
     if not passed:
         return ""
-    url, site = passed[0]
-    where = f", from {_site_words(site)}" if site is not None else ""
     return (
         f"; it sent {len(passed)} request(s) to an LLM API route past the capture endpoint "
-        f"(the first to {url}{where}), which check neither answers nor captures: a client "
-        "given its own base_url; read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, "
-        "which check sets (docs/check.md, what check cannot see)"
+        f"({_first_past(passed)}), which check neither answers nor captures: a client given "
+        f"its own base_url; {_PAST_ADVICE}"
     )
 
 

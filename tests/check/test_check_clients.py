@@ -354,6 +354,22 @@ def test_a_run_that_fails_sending_past_the_endpoint_says_so(tmp_path: Path, kind
     ), said
 
 
+def test_a_failed_run_s_requests_past_the_endpoint_count_their_other_urls() -> None:
+    # the error of a failed run said where the first request past the endpoint went, but not
+    # that others went elsewhere, which the note of a run that succeeds says
+    from promptcache.check.runner import _went_past
+
+    one = "http://127.0.0.1:4444/v1/chat/completions"
+    other = "http://127.0.0.1:5555/v1/messages"
+    said = _went_past([(one, None), (other, None), (one, None)])
+    assert said.startswith(
+        f"; it sent 3 request(s) to an LLM API route past the capture endpoint (the first to "
+        f"{one}; 1 other URL(s)), which check neither answers nor captures"
+    ), said
+    assert "1 other URL" not in _went_past([(one, None), (one, None)])
+    assert _went_past([]) == ""
+
+
 HANDED_TO_A_THREAD = """
 import asyncio, sys, time
 from concurrent.futures import ThreadPoolExecutor
