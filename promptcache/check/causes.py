@@ -8,11 +8,11 @@ for evidence:
   multiset of segments, or of words inside one segment); ``listdir`` is ruled out when the
   process had reordered no directory listing of the user's code before the request;
 - ``pid``: a number in the region is a process id the run's requests reported;
-- ``clock``: the region holds a time of day, a date, a weekday or month name, a weekday's
-  abbreviation changed into another ("Sun" and "Tue"), the runs' own dates in digits without a
-  year or marks (``12/06``, ``6.12``, ``20261206``), an hour with am or pm, a day of the
-  month beside a month name ("December 6", also at a sentence's end), or a unix time within
-  three days of the run's clock;
+- ``clock``: the region holds a time of day, a date, a weekday or month name, the weekday's
+  abbreviation or the hour with am or pm that each run's clock reads ("Sun" and "Tue",
+  "11 PM" and "02 AM"), the runs' own dates in digits without a year or marks (``12/06``,
+  ``6.12``, ``20261206``), a day of the month beside a month name ("December 6", also at a
+  sentence's end), or a unix time within three days of the run's clock;
 - ``random`` (random, uuid4, secrets): any other difference, when the sending process had
   drawn from them before the request (its HTTP and LLM clients' own draws left out);
 - ``unexplained`` (:data:`.findings.UNEXPLAINED`): any other difference when it had not (or the
@@ -31,10 +31,10 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Final
+from typing import Any, Final
 
 from promptcache.changed_value import changed_value
 from promptcache.fingerprint import RequestFingerprint
@@ -296,14 +296,42 @@ def _beside_month(word: str, excerpt: str) -> bool:
     return re.search(pattern, excerpt, re.IGNORECASE) is not None
 
 
-def _beside_meridiem(word: str, excerpt: str) -> bool:
-    """Whether ``word`` is an hour written with am or pm (``11 PM``, ``2pm``), or the hour
-    alone when the am or pm beside it in ``excerpt`` did not change."""
+def _meridiem_hours(word: str, excerpt: str) -> set[int]:
+    """``{hour}`` where ``word`` is an hour written with am or pm (``11 PM``, ``2pm``), or the
+    hour alone when the am or pm beside it in ``excerpt`` did not change; empty otherwise."""
     hour = re.fullmatch(r"(\d{1,2})(?:\s?[ap]\.?m\.?)?", word.removesuffix("."), re.IGNORECASE)
     if hour is None:
-        return False
+        return set()
     pattern = rf"(?<![\w:.]){hour.group(1)}\s?[ap]\.?m\b"
-    return re.search(pattern, excerpt, re.IGNORECASE) is not None
+    return {int(hour.group(1))} if re.search(pattern, excerpt, re.IGNORECASE) else set()
+
+
+#: how long after its start a run's clock may still be read by the program (a run lasts;
+#: under an hour, so its start and this moment show every hour and weekday it passes)
+_RUN_S: Final = 1800.0
+_WEEKDAYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _read_as_the_clocks(
+    before: set[Any],
+    after: set[Any],
+    clocks: Sequence[float],
+    read: Callable[[time.struct_time], Any],
+) -> bool:
+    """Whether ``before`` and ``after`` differ and hold what ``read`` (a weekday, an hour)
+    gives of run 0's clock and of the other run's, read in one time zone (UTC or local) at the
+    run's start or up to :data:`_RUN_S` later. In a run that leaves the clock alone both
+    clocks read the same, so a value that changed there is not the clock's (a weekday or an
+    hour drawn from ``random``) unless the run crossed midnight or the hour."""
+    if not before or not after or before == after or not clocks:
+        return False
+    first, last = clocks[0], clocks[-1]
+    for convert in (time.gmtime, time.localtime):
+        read_before = {read(convert(first + late)) for late in (0.0, _RUN_S)}
+        read_after = {read(convert(last + late)) for late in (0.0, _RUN_S)}
+        if before & read_before and after & read_after:
+            return True
+    return False
 
 
 def _clock_dates(clocks: Sequence[float]) -> set[str]:
@@ -338,18 +366,27 @@ def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
     and ``12/08``, ``20261206``: alone, ``3/4`` is a fraction), an hour with am or pm
     (``11 PM`` and ``02 AM``), or a day of the month that
     changed beside a month name that did not ("Sunday, December 6" and "Monday, December 7":
-    the 6 is the clock's)."""
+    the 6 is the clock's). The weekday and the hour count only as the two runs' clocks read
+    them (``_read_as_the_clocks``): ``random.choice(["Mon", "Tue"])`` or
+    ``f"{random.randint(1, 12)} PM"`` is no clock."""
     if _is_clock([region.before, region.after], clocks):
         return True
-    before, after = _weekday_abbreviations(region.before), _weekday_abbreviations(region.after)
-    if before and after and before != after:
+    if _read_as_the_clocks(
+        _weekday_abbreviations(region.before),
+        _weekday_abbreviations(region.after),
+        clocks,
+        lambda moment: _WEEKDAYS[moment.tm_wday],
+    ):
         return True
     dates = _clock_dates(clocks)
     before, after = _short_dates(region.before, dates), _short_dates(region.after, dates)
     if before and after and before != after:
         return True
-    if _beside_meridiem(region.before, region.before_excerpt) and _beside_meridiem(
-        region.after, region.after_excerpt
+    if _read_as_the_clocks(
+        _meridiem_hours(region.before, region.before_excerpt),
+        _meridiem_hours(region.after, region.after_excerpt),
+        clocks,
+        lambda moment: moment.tm_hour % 12 or 12,
     ):
         return True
     return _beside_month(region.before, region.before_excerpt) and _beside_month(

@@ -108,3 +108,53 @@ def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path:
         ("room_number", "PC002", ("random",)),
         ("sky", "PC002", ("random",)),
     }
+
+
+_DRAWN_LIKE_THE_CLOCK = """
+import random, time
+from datetime import datetime
+from openai import OpenAI
+
+RULES = " You are careful." * 400
+
+def ask(system):
+    OpenAI().chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "system", "content": system + RULES}, {"role": "user", "content": "hi"}])
+
+def drawn_hour():  # an hour with pm drawn from random, not read from the clock
+    ask("The shop opens at " + str(random.randint(1, 12)) + " PM.")
+
+DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+
+def drawn_weekday():  # a weekday's abbreviation drawn from random
+    ask("Your shift is on " + random.choice(DAYS) + ".")
+
+def hour():
+    ask("It is " + datetime.now().strftime("%I %p") + " here.")
+
+def weekday():
+    ask("Today is " + time.ctime()[:3] + ".")
+
+drawn_hour()
+drawn_weekday()
+hour()
+weekday()
+"""
+
+
+def test_an_hour_or_weekday_drawn_from_random_is_not_the_clock(tmp_path: Path) -> None:
+    # "7 PM" against "3 PM" and "Tue" against "Fri" from random were read as the clock: PC001
+    # 'caused by the wall clock', and with --isolate the random run took them for the clock
+    # having ticked on and left them to the clock's run, which does not change them: no finding
+    for isolate in (False, True):
+        result = check_source(tmp_path, "drawn.py", _DRAWN_LIKE_THE_CLOCK, isolate=isolate)
+        found = {
+            (f.site.callers[0][2] if f.site and f.site.callers else "", f.rule, f.causes)
+            for f in result.findings
+        }
+        assert found == {
+            ("drawn_hour", "PC002", ("random",)),
+            ("drawn_weekday", "PC002", ("random",)),
+            ("hour", "PC001", ("clock",)),
+            ("weekday", "PC001", ("clock",)),
+        }, (isolate, found)
