@@ -196,6 +196,9 @@ class ModuleIndex:
     #: deepagents' 422 files, most of a warm run's planning), each time walking the prefixes
     #: with a path made absolute and a package folder looked up on disk
     _splits: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
+    #: file -> its absolute folder (``_folder``): a new name's ``split`` asks it of the
+    #: importer and of each file claiming a prefix, and each ``abspath`` reads the cwd
+    _folders: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, paths: Iterable[str], root: Path) -> ModuleIndex:
@@ -245,14 +248,21 @@ class ModuleIndex:
         unique = sorted(set(candidates))
         if len(unique) == 1:
             return unique[0]
-        here = os.path.dirname(os.path.abspath(importer))
-        local = [c for c in unique if os.path.dirname(os.path.abspath(c)) == here]
+        here = self._folder(importer)
+        local = [c for c in unique if self._folder(c) == here]
         return local[0] if len(local) == 1 else None
+
+    def _folder(self, path: str) -> str:
+        """The absolute folder of ``path``, kept per path for the run."""
+        folder = self._folders.get(path)
+        if folder is None:
+            folder = self._folders[path] = os.path.dirname(os.path.abspath(path))
+        return folder
 
     def _sibling(self, module: str, importer: str) -> str | None:
         if "." in module or module in sys.stdlib_module_names:
             return None
-        here = os.path.dirname(os.path.abspath(importer))
+        here = self._folder(importer)
         if _is_package_dir(here):
             return None
         if self._by_folder is None:

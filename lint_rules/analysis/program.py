@@ -111,10 +111,15 @@ class FileState:
     carried: set[str] = field(default_factory=set)
     #: every name this file's analyses wanted so far (``_wanted_names``), in first-wanted order
     ever_wanted: dict[str, None] = field(default_factory=dict)
+    #: the latest ``wanted`` that ``_wanted_names`` was given, and its answer
+    named: tuple[dict[str, bool], list[tuple[str, bool]]] | None = None
     #: ``name(`` byte strings this (untriggered) file was already searched for
     scanned: set[bytes] = field(default_factory=set)
-    #: the ``name(`` texts in this file, read on its first search
+    #: the ``name(`` texts in this file, read on its first search (``call_names``)
     calls: CallNames | None = None
+    #: the file's bytes as read for ``content``, kept for ``calls`` when its output came from
+    #: the cache (a warm run searches nearly every file in its first plan) until that plan ends
+    raw: bytes | None = None
     #: ``Program._sink_stamp`` when this file was last compared with the sink functions
     sink_stamp: int = -1
     #: the ``version`` whose output gave ``sink_names``, and the ``name(`` texts of the
@@ -135,27 +140,114 @@ class FileState:
 class _Resolved:
     """What planning derived from one file's wanted names, and what it read to do so: the
     version of each file it consulted (itself included) and of the merged field stores.
-    While none of those changed, the same names resolve to the same summaries."""
+    While none of those changed, the same names resolve to the same summaries. The field
+    stores matter only when one of its names read them (``reads_fields``). ``names`` and
+    ``hits``: the file's wanted names (``_wanted_names``) and how each resolved (``_Wanted``);
+    when the file's names are the same and each still resolves to the same ``_Wanted``, the
+    same summaries are passed, so ``seen`` is kept (the same object, which the inputs' digest
+    and the comparison with the file's last task read at once)."""
 
     stamps: dict[str, int]
     fields: int
     seen: dict[str, Any]
     deps: set[str]
     requests: list[tuple[str, str]]
+    names: list[tuple[str, bool]] = field(default_factory=list)
+    hits: list[_Wanted] = field(default_factory=list)
+    reads_fields: bool = True
 
 
 @dataclass
-class _Wanted:
-    """One wanted name of one file, resolved: the defining file (``dep``), a symbol to ask
-    of it (``request``) or the summaries the file sees (``seen``); valid while the files in
-    ``stamps`` keep their versions, the field stores theirs and ``carries`` is the same."""
+class _Read:
+    """What resolving a name read of the files' exports: each file's version (``stamps``) and
+    each (file, name) read with what its exports held under that name (``heads``, ``_head``).
+    The answer holds while the files keep their versions, and also when a file whose version
+    moved holds the same under each name read: a file's new output often changes other names
+    than those asked of it."""
 
     stamps: dict[str, int]
-    fields: int
-    carries: bool
+    heads: dict[tuple[str, str], tuple[Any, ...]]
+
+    def still_valid(self, states: dict[str, FileState]) -> bool:
+        """Whether every name read holds what it held, in the files whose version moved;
+        if so, the stamps move to the files' versions (the next check is one comparison)."""
+        moved = {f for f, v in self.stamps.items() if states[f].version != v}
+        if not moved:
+            return True
+        for (file, head), held in self.heads.items():
+            if file in moved and _head(states[file], head) != held:
+                return False
+        for file in moved:
+            self.stamps[file] = states[file].version
+        return True
+
+    def note(self, touched: set[tuple[str, str]], states: dict[str, FileState]) -> None:
+        """Record the (file, name) pairs read (``touched``) as they are now."""
+        self.stamps = {f: states[f].version for f, _ in touched}
+        self.heads = {(f, h): _head(states[f], h) for f, h in touched}
+
+
+@dataclass
+class _Kept(_Read):
+    """A name resolved by ``Program._resolve`` for ``Program._unsent``, and what it read."""
+
+    found: tuple[str, str] | None = None
+
+
+@dataclass
+class _Wanted(_Read):
+    """One wanted name of one file, resolved: the defining file (``dep``), a symbol to ask
+    of it (``request``) or the summaries the file sees (``seen``); valid while what it read
+    of the files' exports holds (``_Read``), the field stores keep their version and
+    ``carries`` is the same. So it is too when the field stores or the class hierarchy
+    changed but the parts read of them hold the same (``stored``: the class's merged field
+    facts; ``subclasses``: (file, class) -> its entry of ``Program._hierarchy``), as for most
+    names, which read neither."""
+
+    fields: int = 0
+    carries: bool = False
     dep: str | None = None
     request: tuple[str, str] | None = None
     seen: dict[str, Any] = field(default_factory=dict)
+    stored: tuple[str, dict[str, list[Any]]] | None = None
+    subclasses: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+
+    def same_fields(
+        self,
+        field_facts: dict[str, dict[str, list[Any]]],
+        hierarchy: dict[tuple[str, str], list[tuple[str, str]]],
+        version: int,
+    ) -> bool:
+        """Whether the field stores and the hierarchy (of ``version``) hold what was read of
+        them; if so, ``fields`` moves to ``version``."""
+        if self.stored is not None and field_facts.get(self.stored[0], {}) != self.stored[1]:
+            return False
+        if any(list(hierarchy.get(node, ())) != held for node, held in self.subclasses.items()):
+            return False
+        self.fields = version
+        return True
+
+
+def _call_names(state: FileState, path: str) -> CallNames:
+    """The ``name(`` texts of ``path`` (``state``'s file), from its kept bytes if any."""
+    if state.calls is None:
+        raw, state.raw = state.raw, None
+        state.calls = CallNames(path, raw) if raw is not None else CallNames.read(path)
+    return state.calls
+
+
+def _head(state: FileState, head: str) -> tuple[Any, ...]:
+    """All that resolving a name reads of ``state``'s exports under its first part ``head``
+    (``Program._resolve``, ``_lookup``, ``_overrides``): the alias, the function, the class
+    (its methods included), the value of that name, and whether it is known to be missing."""
+    exports = state.output.get("exports", {})
+    return (
+        exports.get("aliases", {}).get(head),
+        exports.get("functions", {}).get(head),
+        exports.get("classes", {}).get(head),
+        exports.get("values", {}).get(head),
+        head in exports.get("missing", ()),
+    )
 
 
 def linter_fingerprint() -> str:
@@ -209,23 +301,35 @@ def _part_digest(data: Any, parts: dict[int, tuple[Any, str]]) -> str:
 
 
 def _inputs_digest(
-    config_key: str, task: Task, parts: dict[int, tuple[Any, str]] | None = None
+    config_key: str,
+    task: Task,
+    parts: dict[int, tuple[Any, str]] | None = None,
+    blobs: dict[int, tuple[Any, list[str]]] | None = None,
 ) -> str:
     """A digest of everything an analysis of ``task`` reads besides the file's text.
 
     ``parts``: the summaries in ``task.externals`` already digested, by the ``id`` of their
     ``data`` (each kept with its digest, so that its ``id`` is not reused; summaries are never
     changed in place). A class summary is shared by every file that imports it, and the same
-    summaries are seen wave after wave, so each is serialised once per run."""
+    summaries are seen wave after wave, so each is serialised once per run. ``blobs``: the
+    same for each external as a whole (by the ``id`` of the blob, kept with its digests): the
+    planner hands the same blobs to a file wave after wave, and to each file that imports the
+    same name."""
     externals: list[list[str]] = []
     for qual, blob in sorted(task.externals.items()):
+        known = blobs.get(id(blob)) if blobs is not None and parts is not None else None
+        if known is not None:
+            externals.append([qual, *known[1]])
+            continue
         data = blob.get("data") if isinstance(blob, dict) else None
         if data is None or parts is None:
-            externals.append([qual, _json_digest(blob)])
-            continue
-        part = _part_digest(data, parts)
-        rest = {k: v for k, v in blob.items() if k != "data"}
-        externals.append([qual, _json_digest(rest), part])
+            pieces = [_json_digest(blob)]
+        else:
+            rest = {k: v for k, v in blob.items() if k != "data"}
+            pieces = [_json_digest(rest), _part_digest(data, parts)]
+        if blobs is not None and parts is not None:
+            blobs[id(blob)] = (blob, pieces)
+        externals.append([qual, *pieces])
     blob = json.dumps(
         [
             config_key,
@@ -342,10 +446,14 @@ class Program:
     _resolved: dict[str, _Resolved] = field(default_factory=dict)
     #: (file, wanted name) -> how it resolved, for files whose other names' targets changed
     _wanted: dict[tuple[str, str], _Wanted] = field(default_factory=dict)
+    #: (name, importer) -> how ``_unsent`` resolved it (``_resolve_kept``)
+    _kept: dict[tuple[str, str], _Kept] = field(default_factory=dict)
     _field_facts: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     _fields_version: int = 0
     #: summaries digested for the inputs' digests (``_inputs_digest``'s ``parts``)
     _digests: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    #: the same for whole externals (``_inputs_digest``'s ``blobs``)
+    _blob_digests: dict[int, tuple[Any, list[str]]] = field(default_factory=dict)
     #: the sink functions' ``name(`` texts at the last plan, and a count bumped when they
     #: change (a file compared with them since has nothing new to search for)
     _sink_names: set[bytes] = field(default_factory=set)
@@ -442,8 +550,9 @@ class Program:
     def _round(
         self, states: dict[str, FileState], todo: list[tuple[str, Task]], config_key: str
     ) -> None:
-        if len(self._digests) > DIGESTS_KEPT:
+        if len(self._digests) + len(self._blob_digests) > DIGESTS_KEPT:
             self._digests.clear()
+            self._blob_digests.clear()
         enabled = gc.isenabled()
         try:
             pending = self._look_up(states, todo, config_key)
@@ -515,16 +624,19 @@ class Program:
         hit = False
         for path, task in todo:
             state = states[path]
-            inputs = _inputs_digest(config_key, task, self._digests)
+            inputs = _inputs_digest(config_key, task, self._digests, self._blob_digests)
+            raw = None
             if not state.content:
                 try:
-                    state.content = digest(Path(path).read_bytes())
+                    raw = Path(path).read_bytes()
+                    state.content = digest(raw)
                 except OSError:
                     state.content = "unreadable"
             cached = None
             if self.cache is not None and state.content != "unreadable":
                 cached = self.cache.get(path, state.content, inputs)
             if cached is not None:
+                state.raw = raw
                 if self._freeze and not hit:
                     # the outputs read from the cache stay alive for the rest of the run and
                     # hold no cycles: a warm run's are millions of lists and dicts, and the
@@ -585,43 +697,63 @@ class Program:
             memo = self._resolved.get(path)
             if (
                 memo is not None
-                and memo.fields == self._fields_version
+                and (memo.fields == self._fields_version or not memo.reads_fields)
                 and all(states[f].version == v for f, v in memo.stamps.items())
             ):
                 externals[path] = memo.seen
-                state.deps = set(memo.deps)
+                state.deps = memo.deps
                 for file, symbol in memo.requests:
                     requests[file].add(symbol)
                 continue
-            seen: dict[str, Any] = {}
-            state.deps = set()
-            touched: set[str] = {path}
-            added: list[tuple[str, str]] = []
-            for qual, carries in _wanted_names(state):
+            names = _wanted_names(state)
+            hits: list[_Wanted] = []
+            for qual, carries in names:
                 hit = self._wanted.get((path, qual))
                 if (
                     hit is None
                     or hit.carries != carries
-                    or hit.fields != self._fields_version
-                    or any(states[f].version != v for f, v in hit.stamps.items())
+                    or (
+                        hit.fields != self._fields_version
+                        and not hit.same_fields(field_facts, self._hierarchy, self._fields_version)
+                    )
+                    or not hit.still_valid(states)
                 ):
                     hit = self._resolve_wanted(qual, carries, path, states, index, field_facts)
                     self._wanted[(path, qual)] = hit
-                touched.update(hit.stamps)
-                if hit.dep is not None:
-                    state.deps.add(hit.dep)
-                if hit.request is not None:
-                    requests[hit.request[0]].add(hit.request[1])
-                    added.append(hit.request)
-                seen.update(hit.seen)
-            externals[path] = seen
-            self._resolved[path] = _Resolved(
-                {f: states[f].version for f in touched},
-                self._fields_version,
-                seen,
-                set(state.deps),
-                added,
-            )
+                hits.append(hit)
+            if (
+                memo is None
+                or memo.names is not names
+                or any(h is not m for h, m in zip(hits, memo.hits, strict=True))
+            ):
+                seen: dict[str, Any] = {}
+                deps: set[str] = set()
+                touched: set[str] = {path}
+                added: list[tuple[str, str]] = []
+                for hit in hits:
+                    touched.update(hit.stamps)
+                    if hit.dep is not None:
+                        deps.add(hit.dep)
+                    if hit.request is not None:
+                        added.append(hit.request)
+                    seen.update(hit.seen)
+                memo = self._resolved[path] = _Resolved(
+                    dict.fromkeys(touched, 0),
+                    self._fields_version,
+                    seen,
+                    deps,
+                    added,
+                    names,
+                    hits,
+                    any(h.stored is not None or h.subclasses for h in hits),
+                )
+            # the same files read (each name's stamps moved to their versions when checked)
+            memo.stamps = {f: states[f].version for f in memo.stamps}
+            memo.fields = self._fields_version
+            externals[path] = memo.seen
+            state.deps = memo.deps
+            for file, symbol in memo.requests:
+                requests[file].add(symbol)
         sink_names = self._sink_functions(states)
         if sink_names != self._sink_names:
             self._sink_names = sink_names
@@ -634,25 +766,27 @@ class Program:
             if unseen:
                 # search the file again only for names it was not yet searched for
                 state.scanned |= unseen
-                if state.calls is None:
-                    state.calls = CallNames.read(path)
-                found = {name.decode() for name in unseen if state.calls.contains(name)}
+                calls = _call_names(state, path)
+                found = {name.decode() for name in unseen if calls.contains(name)}
                 if found:
                     # a triggered file is analysed anyway: only its functions that make
                     # such a call are added to those analysed
                     if not state.output.get("triggered"):
                         state.force = True
                     state.sink_calls |= found
-            task = self._task(path, state, externals[path], requests[path], unsent.get(path, ()))
+            state.raw = None  # searched, or not to be searched for now
+            # the task is made only for a file whose task differs from its last one (most
+            # files' do not, wave after wave)
+            own = unsent.get(path, ())
             changed = (
-                not _same_but_chains(task.externals, state.externals)
-                or frozenset(task.requests) != state.requests
-                or task.force != bool(state.output.get("forced"))
-                or list(task.sink_calls) != state.output.get("sink_calls", [])
-                or list(task.unsent) != state.output.get("unsent", [])
+                not _same_but_chains(externals[path], state.externals)
+                or requests[path] != state.requests
+                or state.force != bool(state.output.get("forced"))
+                or sorted(state.sink_calls) != state.output.get("sink_calls", [])
+                or list(own) != state.output.get("unsent", [])
             )
             if changed:
-                todo.append((path, task))
+                todo.append((path, self._task(path, state, externals[path], requests[path], own)))
         return todo
 
     def _unsent(
@@ -663,11 +797,10 @@ class Program:
         request messages (no module's ``converts`` names them, through imports and
         re-exports): a message object of such a class is not taken as system text. A name
         that is no file's of the program (a library's class) is never in it."""
-        touched: set[str] = set()
         converted: set[tuple[str, str]] = set()
         for path, state in states.items():
             for qual in state.output.get("exports", {}).get("converts", ()):
-                found = self._resolve(qual, path, states, index, touched)
+                found = self._resolve_kept(qual, path, states, index)
                 if found is not None:
                     converted.add(found)
         out: dict[str, tuple[str, ...]] = {}
@@ -675,12 +808,25 @@ class Program:
             built = state.output.get("exports", {}).get("message_classes", ())
             names = []
             for qual in built:
-                found = self._resolve(qual, path, states, index, touched)
+                found = self._resolve_kept(qual, path, states, index)
                 if found is not None and found not in converted:
                     names.append(qual)
             if names:
                 out[path] = tuple(sorted(names))
         return out
+
+    def _resolve_kept(
+        self, qual: str, importer: str, states: dict[str, FileState], index: ModuleIndex
+    ) -> tuple[str, str] | None:
+        """``_resolve`` (with nothing to note), kept per (``qual``, ``importer``) while what
+        it read holds (``_Read``): ``_unsent`` resolves the same names in every wave."""
+        kept = self._kept.get((qual, importer))
+        if kept is None or not kept.still_valid(states):
+            touched: set[tuple[str, str]] = set()
+            kept = _Kept({}, {}, self._resolve(qual, importer, states, index, touched))
+            kept.note(touched, states)
+            self._kept[(qual, importer)] = kept
+        return kept.found
 
     def _resolve_wanted(
         self,
@@ -692,16 +838,18 @@ class Program:
         field_facts: dict[str, dict[str, list[Any]]],
     ) -> _Wanted:
         """Resolve one name ``path`` wants (see ``_plan``)."""
-        touched: set[str] = set()
-        out = _Wanted({}, self._fields_version, carries)
+        touched: set[tuple[str, str]] = set()
+        out = _Wanted({}, {}, self._fields_version, carries)
         found = self._resolve(qual, path, states, index, touched)
         if found is not None:
             file, symbol = found
             out.dep = file
-            touched.add(file)
+            touched.add((file, symbol.partition(".")[0]))
             blob = self._lookup(states[file], symbol)
             stored = _stored_fields(blob, field_facts)
-            overrides = self._overrides(file, symbol, blob, states, touched, path)
+            if blob is not None and blob["kind"] == "class":
+                out.stored = (f"{blob['module']}.{blob['name']}", stored)
+            overrides = self._overrides(file, symbol, blob, states, touched, path, out.subclasses)
             if blob is not None and overrides:
                 # an abstract method overridden, with a sink, in the program's subclasses
                 blob = {**blob, "data": {**blob["data"], "overrides": overrides}}
@@ -720,12 +868,12 @@ class Program:
                     cls = todo.pop()
                     ref = self._resolve(cls, path, states, index, touched)
                     if ref is not None and cls not in out.seen:
-                        touched.add(ref[0])
+                        touched.add((ref[0], ref[1].partition(".")[0]))
                         more = self._lookup(states[ref[0]], ref[1])
                         if more is not None:
                             out.seen[cls] = more
                             todo.extend(_class_refs(more, called))
-        out.stamps = {f: states[f].version for f in touched}
+        out.note(touched, states)
         return out
 
     def _called(self, importer: str, states: dict[str, FileState]) -> Callable[[str], bool]:
@@ -733,9 +881,7 @@ class Program:
 
         def called(name: str) -> bool:
             state = states[importer]
-            if state.calls is None:
-                state.calls = CallNames.read(importer)
-            return state.calls.contains(f".{name}(".encode())
+            return _call_names(state, importer).contains(f".{name}(".encode())
 
         return called
 
@@ -745,25 +891,25 @@ class Program:
         symbol: str,
         blob: dict[str, Any] | None,
         states: dict[str, FileState],
-        touched: set[str],
+        touched: set[tuple[str, str]],
         importer: str,
+        subclasses_read: dict[tuple[str, str], list[tuple[str, str]]] | None = None,
     ) -> dict[str, list[Any]]:
         """For the abstract methods of a class (its export's ``abstract``) that ``importer``'s
         text calls (``.name(``), the methods of its subclasses anywhere in the program,
         directly or through others, that override one and pass an argument to a sink: method
         name -> [{"class": qualified name, "summary": what of the override's summary a caller
-        uses (``_sink_part``)}], in the order of the subclasses' qualified names. Each file
-        read is added to ``touched``. A file that never calls the method is not given them,
-        so it is not analysed again when they change."""
+        uses (``_sink_part``)}], in the order of the subclasses' qualified names. Each (file,
+        class name) read is added to ``touched``, and each entry of ``_hierarchy`` read to
+        ``subclasses_read``. A file that never calls the method is not given them, so it is
+        not analysed again when they change."""
         if blob is None or blob["kind"] != "class":
             return {}
         abstract = blob["data"].get("abstract")
         if not abstract:
             return {}
         state = states[importer]
-        if state.calls is None:
-            state.calls = CallNames.read(importer)
-        calls = state.calls
+        calls = _call_names(state, importer)
         abstract = [m for m in abstract if calls.contains(f".{m}(".encode())]
         if not abstract:
             return {}
@@ -772,13 +918,17 @@ class Program:
         todo = [(file, symbol)]
         subclasses: list[tuple[str, str]] = []
         while todo:
-            for sub in self._hierarchy.get(todo.pop(), ()):
+            node = todo.pop()
+            direct = self._hierarchy.get(node, ())
+            if subclasses_read is not None:
+                subclasses_read[node] = list(direct)
+            for sub in direct:
                 if sub not in seen:
                     seen.add(sub)
                     todo.append(sub)
                     subclasses.append(sub)
         for sub_file, name in sorted(subclasses, key=lambda s: (states[s[0]].module, s[1])):
-            touched.add(sub_file)
+            touched.add((sub_file, name))
             data = states[sub_file].output.get("exports", {}).get("classes", {}).get(name)
             if data is None:
                 continue
@@ -854,17 +1004,17 @@ class Program:
         importer: str,
         states: dict[str, FileState],
         index: ModuleIndex,
-        touched: set[str],
+        touched: set[tuple[str, str]],
     ) -> tuple[str, str] | None:
         """The (file, symbol) defining ``qual`` as ``importer`` names it, through re-exports;
-        adds each file whose exports it read to ``touched``."""
+        adds each (file, name) whose exports it read to ``touched`` (``_head``)."""
         for _ in range(_ALIAS_DEPTH):
             found = index.split(qual, importer)
             if found is None:
                 return None
             file, symbol = found
-            touched.add(file)
             head, _, rest = symbol.partition(".")
+            touched.add((file, head))
             aliases = states[file].output.get("exports", {}).get("aliases", {})
             target = aliases.get(head)
             if target is None or target == qual:
@@ -959,13 +1109,21 @@ def _wanted_names(state: FileState) -> list[tuple[str, bool]]:
     summary passed, so the analysis it stopped in stays the one that holds; a summary of a
     name the analysis does not look up at all is not read."""
     latest: dict[str, bool] = state.output.get("wanted", {})
+    if state.named is not None:
+        # the same names in the same order (an output read again, or one whose summaries
+        # changed) add nothing to the kept ones: the same answer
+        last, names_then = state.named
+        if last is latest or (last == latest and list(last) == list(latest)):
+            return names_then
     for qual, carries in latest.items():
         state.ever_wanted.setdefault(qual)
         if carries:
             state.carried.add(qual)
     names = list(latest)
     names += [qual for qual in state.ever_wanted if qual not in latest]
-    return [(qual, qual in state.carried) for qual in names]
+    out = [(qual, qual in state.carried) for qual in names]
+    state.named = (latest, out)
+    return out
 
 
 def _sink_names(exports: dict[str, Any]) -> frozenset[bytes]:
