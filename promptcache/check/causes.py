@@ -8,11 +8,12 @@ for evidence:
   multiset of segments, or of words inside one segment); ``listdir`` is ruled out when the
   process had reordered no directory listing of the user's code before the request;
 - ``pid``: a number in the region is a process id the run's requests reported;
-- ``clock``: the region holds a time of day, a date, a weekday or month name, the weekday's
-  abbreviation or the hour with am or pm that each run's clock reads ("Sun" and "Tue",
-  "11 PM" and "02 AM"), the runs' own dates in digits without a year or marks (``12/06``,
-  ``6.12``, ``20261206``), a day of the month beside a month name ("December 6", also at a
-  sentence's end), or a unix time within three days of the run's clock;
+- ``clock``: the region holds a time of day, a date, a weekday's name or abbreviation, a
+  month's name or an hour with am or pm changed by as much as the runs' clocks moved ("Sun"
+  and "Tue", "11 PM" and "02 AM", also a day the program derives from the clock), the runs'
+  own dates in digits without a year or marks (``12/06``, ``6.12``, ``20261206``), a day of
+  the month beside a month name ("December 6", also at a sentence's end), or a unix time
+  within three days of the run's clock;
 - ``random`` (random, uuid4, secrets): any other difference, when the sending process had
   drawn from them before the request (its HTTP and LLM clients' own draws left out);
 - ``unexplained`` (:data:`.findings.UNEXPLAINED`): any other difference when it had not (or the
@@ -34,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any, Final
+from typing import Final
 
 from promptcache.changed_value import changed_value
 from promptcache.fingerprint import RequestFingerprint
@@ -57,15 +58,10 @@ _MAX_DIFF_TOKENS: Final = 1_000
 _DIFF_TOKEN: Final = re.compile(r"\w+|\s+|[^\w\s]")
 _WORD: Final = re.compile(r"[\w:.+/-]")
 _TOKENS: Final = re.compile(r"\w+|[^\w\s]")
-_CLOCK: Final = re.compile(
-    r"\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|"
-    r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*day\b|"
-    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
-    re.IGNORECASE,
-)
+_CLOCK: Final = re.compile(r"\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}")
 _NUMBER: Final = re.compile(r"\d+")
-_WEEKDAY_ABBREVIATION: Final = re.compile(r"\b(?:mon|tue|wed|thu|fri|sat|sun)\b", re.IGNORECASE)
+#: A weekday's name or abbreviation ("Sunday", "Sun"), its first three letters captured.
+_WEEKDAY: Final = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)(?:[a-z]*day)?\b", re.IGNORECASE)
 #: A date in digits without the marks ``_CLOCK`` knows: ``20261206``, ``12/06``, ``6.12``.
 _SHORT_DATE: Final = re.compile(r"(?<![\d/.])(?:\d{8}|\d{1,2}[/.]\d{1,2})(?![\d/]|\.\d)")
 _MONTH: Final = (
@@ -76,6 +72,7 @@ _MONTH: Final = (
 #: ("December 6", "Dec. 6th", "6 December", "6th of December"); the region holds the number
 #: alone when the month is the same in both runs.
 _DAY_OF_MONTH: Final = re.compile(r"\d{1,2}(?:st|nd|rd|th)?")
+_MONTH_NAME: Final = re.compile(rf"\b{_MONTH}\b", re.IGNORECASE)
 _EPOCH_WINDOW_S: Final = 3 * 86_400
 #: ``promptcache.changed_value`` kinds that are clock readings.
 _CLOCK_KINDS: Final = frozenset({"a time", "a date", "a timestamp", "a Unix timestamp"})
@@ -310,28 +307,53 @@ def _meridiem_hours(word: str, excerpt: str) -> set[int]:
 #: under an hour, so its start and this moment show every hour and weekday it passes)
 _RUN_S: Final = 1800.0
 _WEEKDAYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+#: the months as ``_months`` reads them, by their index from 0
+_MONTHS: Final = (
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "may",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "oct",
+    "nov",
+    "dec",
+)
 
 
-def _read_as_the_clocks(
-    before: set[Any],
-    after: set[Any],
+def _moved_as_the_clocks(
+    before: set[int],
+    after: set[int],
     clocks: Sequence[float],
-    read: Callable[[time.struct_time], Any],
+    read: Callable[[time.struct_time], int],
+    period: int,
+    *,
+    derived: bool = True,
 ) -> bool:
-    """Whether ``before`` and ``after`` differ and hold what ``read`` (a weekday, an hour)
-    gives of run 0's clock and of the other run's, read in one time zone (UTC or local) at the
-    run's start or up to :data:`_RUN_S` later. In a run that leaves the clock alone both
-    clocks read the same, so a value that changed there is not the clock's (a weekday or an
-    hour drawn from ``random``) unless the run crossed midnight or the hour."""
+    """Whether a value of ``before`` changed into one of ``after`` by as much as ``read`` (the
+    weekday, the month, the hour on a 12-hour dial, counted modulo ``period``) moved from run
+    0's clock to the other run's, read in one time zone (UTC or local) at the run's start or
+    up to :data:`_RUN_S` later: a day the clock's run moved on by one, also (``derived``) a
+    day the program derives from the clock ("tomorrow is Monday"); without ``derived`` the
+    values must be what the two clocks read. A run that leaves the clock alone moves it by
+    nothing, or by one where it crossed midnight or the hour, so a value drawn from
+    ``random`` that changed there is not the clock's."""
     if not before or not after or before == after or not clocks:
         return False
     first, last = clocks[0], clocks[-1]
-    for convert in (time.gmtime, time.localtime):
-        read_before = {read(convert(first + late)) for late in (0.0, _RUN_S)}
-        read_after = {read(convert(last + late)) for late in (0.0, _RUN_S)}
-        if before & read_before and after & read_after:
-            return True
-    return False
+    pairs = {
+        (read(convert(first + late_before)), read(convert(last + late_after)))
+        for convert in (time.gmtime, time.localtime)
+        for late_before in (0.0, _RUN_S)
+        for late_after in (0.0, _RUN_S)
+    }
+    if not derived:
+        return any(old in before and new in after and old != new for old, new in pairs)
+    moves = {(new - old) % period for old, new in pairs} - {0}
+    return any((new - old) % period in moves for old in before for new in after if new != old)
 
 
 def _clock_dates(clocks: Sequence[float]) -> set[str]:
@@ -355,38 +377,45 @@ def _short_dates(text: str, dates: set[str]) -> set[str]:
     return {word for word in _SHORT_DATE.findall(text) if word in dates}
 
 
-def _weekday_abbreviations(text: str) -> set[str]:
-    return {m.group().lower() for m in _WEEKDAY_ABBREVIATION.finditer(text)}
+def _weekdays(text: str) -> set[int]:
+    return {_WEEKDAYS.index(m.group(1).lower()) for m in _WEEKDAY.finditer(text)}
+
+
+def _months(text: str) -> set[int]:
+    return {_MONTHS.index(m.group().lower()[:3]) for m in _MONTH_NAME.finditer(text)}
 
 
 def _region_is_clock(region: Region, clocks: Sequence[float]) -> bool:
-    """``_is_clock`` of the region's words, a weekday abbreviation changed into another
-    ("Sun" and "Tue", as ``time.ctime()`` and ``%a`` write them: alone, "sun" or "sat" may be a
-    word of the text), a date in digits that is a run's clock's date on both sides (``12/06``
-    and ``12/08``, ``20261206``: alone, ``3/4`` is a fraction), an hour with am or pm
-    (``11 PM`` and ``02 AM``), or a day of the month that
-    changed beside a month name that did not ("Sunday, December 6" and "Monday, December 7":
-    the 6 is the clock's). The weekday and the hour count only as the two runs' clocks read
-    them (``_read_as_the_clocks``): ``random.choice(["Mon", "Tue"])`` or
-    ``f"{random.randint(1, 12)} PM"`` is no clock."""
+    """``_is_clock`` of the region's words (a time of day, a date with its marks, a unix
+    time), a weekday's name or abbreviation ("Sunday", "Sun" as ``time.ctime()`` and ``%a``
+    write it), a month's name or an hour with am or pm (``11 PM`` and ``02 AM``) changed by as
+    much as the runs' clocks moved (``_moved_as_the_clocks``: ``random.choice(["Mon", "Tue"])``,
+    ``f"{random.randint(1, 12)} PM"`` or "may" changed into "must" is no clock), a date in
+    digits that is a run's clock's date on both sides (``12/06`` and ``12/08``, ``20261206``:
+    alone, ``3/4`` is a fraction), or a day of the month that changed beside a month name that
+    did not ("Sunday, December 6" and "Monday, December 7": the 6 is the clock's)."""
     if _is_clock([region.before, region.after], clocks):
         return True
-    if _read_as_the_clocks(
-        _weekday_abbreviations(region.before),
-        _weekday_abbreviations(region.after),
-        clocks,
-        lambda moment: _WEEKDAYS[moment.tm_wday],
+    before, after = region.before, region.after
+    if _moved_as_the_clocks(
+        _weekdays(before), _weekdays(after), clocks, lambda moment: moment.tm_wday, 7
+    ):
+        return True
+    if _moved_as_the_clocks(
+        _months(before), _months(after), clocks, lambda moment: moment.tm_mon - 1, 12
     ):
         return True
     dates = _clock_dates(clocks)
-    before, after = _short_dates(region.before, dates), _short_dates(region.after, dates)
-    if before and after and before != after:
+    old_dates, new_dates = _short_dates(before, dates), _short_dates(after, dates)
+    if old_dates and new_dates and old_dates != new_dates:
         return True
-    if _read_as_the_clocks(
+    if _moved_as_the_clocks(
         _meridiem_hours(region.before, region.before_excerpt),
         _meridiem_hours(region.after, region.after_excerpt),
         clocks,
         lambda moment: moment.tm_hour % 12 or 12,
+        12,
+        derived=False,
     ):
         return True
     return _beside_month(region.before, region.before_excerpt) and _beside_month(

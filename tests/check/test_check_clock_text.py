@@ -112,7 +112,7 @@ def test_a_date_at_a_sentence_end_or_with_a_short_weekday_is_the_clock(tmp_path:
 
 _DRAWN_LIKE_THE_CLOCK = """
 import random, time
-from datetime import datetime
+from datetime import datetime, timedelta
 from openai import OpenAI
 
 RULES = " You are careful." * 400
@@ -129,23 +129,38 @@ DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 def drawn_weekday():  # a weekday's abbreviation drawn from random
     ask("Your shift is on " + random.choice(DAYS) + ".")
 
+NAMES = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+def drawn_weekday_name():  # a weekday's name drawn from random
+    ask("Your shift is on " + random.choice(NAMES) + ".")
+
+def drawn_month():  # a month's name drawn from random
+    ask("Plan for " + random.choice(["January", "March", "May", "July", "October"]) + ".")
+
 def hour():
     ask("It is " + datetime.now().strftime("%I %p") + " here.")
 
 def weekday():
     ask("Today is " + time.ctime()[:3] + ".")
 
+def tomorrow():  # a weekday the program derives from the clock
+    ask("Tomorrow is " + (datetime.now() + timedelta(days=1)).strftime("%A") + ".")
+
 drawn_hour()
 drawn_weekday()
+drawn_weekday_name()
+drawn_month()
 hour()
 weekday()
+tomorrow()
 """
 
 
 def test_an_hour_or_weekday_drawn_from_random_is_not_the_clock(tmp_path: Path) -> None:
-    # "7 PM" against "3 PM" and "Tue" against "Fri" from random were read as the clock: PC001
-    # 'caused by the wall clock', and with --isolate the random run took them for the clock
-    # having ticked on and left them to the clock's run, which does not change them: no finding
+    # "7 PM" against "3 PM", "Tue" against "Fri", "Wednesday" against "Friday" and "March"
+    # against "July" from random were read as the clock: PC001 'caused by the wall clock', and
+    # with --isolate the random run took them for the clock having ticked on and left them to
+    # the clock's run, which does not change them: no finding
     for isolate in (False, True):
         result = check_source(tmp_path, "drawn.py", _DRAWN_LIKE_THE_CLOCK, isolate=isolate)
         found = {
@@ -155,6 +170,9 @@ def test_an_hour_or_weekday_drawn_from_random_is_not_the_clock(tmp_path: Path) -
         assert found == {
             ("drawn_hour", "PC002", ("random",)),
             ("drawn_weekday", "PC002", ("random",)),
+            ("drawn_weekday_name", "PC002", ("random",)),
+            ("drawn_month", "PC002", ("random",)),
             ("hour", "PC001", ("clock",)),
             ("weekday", "PC001", ("clock",)),
+            ("tomorrow", "PC001", ("clock",)),
         }, (isolate, found)
