@@ -1070,20 +1070,9 @@ def marks_in(
             member = membership_guard(stmt.test, elements)
             if guard is not None and member is None and guard(stmt.test, index_names):
                 continue
-            if member is None and id(stmt.test) in capped:
-                yield from marks_in(
-                    stmt.orelse,
-                    index_names,
-                    module,
-                    cls,
-                    depth,
-                    guard,
-                    capped,
-                    elements,
-                    per_element,
-                )
-                continue
-            if member != "in":
+            # a capped test (``capped``) runs its body a bounded number of times: only its
+            # else branch counts
+            if member != "in" and not (member is None and id(stmt.test) in capped):
                 yield from marks_in(
                     stmt.body, index_names, module, cls, depth, guard, capped, elements, per_element
                 )
