@@ -5,13 +5,16 @@ Fix: none
 
 ## What it does
 Reports a `cache_control` (or `cachePoint`) breakpoint on a tool, system block or earlier
-message whose text changes every request (a time or unique value), when a stable block before
-it, after the previous breakpoint, carries no breakpoint.
+message whose text changes every request (a time or unique value) or every day (a date, which
+PC001 reports as info), when a stable block before it, after the previous breakpoint, carries
+no breakpoint.
 
 ## Why is this bad?
 "A breakpoint on a block that changes every request never hits: put it on the last stable
 block" (Anthropic prompt caching docs). The request pays a cache write at 1.25x every time and
 never reads it, so it costs more than no caching; the stable part before it is never cached.
+A block holding only a date is read within the day, but each new day writes it afresh with
+everything before it, which a breakpoint on the stable block would keep.
 
 ## Known problems
 The newest message is exempt: marking it is how a conversation caches incrementally.
