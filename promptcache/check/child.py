@@ -34,6 +34,8 @@ them pays nothing for them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.abc
 import importlib.machinery
 import json
@@ -137,15 +139,24 @@ def _is_user_file(filename: str) -> bool:
 _PROCESS_START = os.path.join("multiprocessing", "process.py")
 
 
-def _first_user_frame(frame: FrameType | None) -> FrameType | None:
+#: Where the event loop runs a step of an asyncio task (``Handle._run``): the frames below it
+#: are the loop's and its caller's (``asyncio.run(main())``), not the callers of the task.
+_LOOP_STEP = os.path.join("asyncio", "events.py")
+
+
+def _first_user_frame(frame: FrameType | None) -> tuple[FrameType | None, FrameType | None]:
+    """The first user frame at or above ``frame`` (None where there is none), and the event
+    loop's step of a task where the walk stopped there instead (None otherwise)."""
     while frame is not None:
         code = frame.f_code
         if _is_user_file(code.co_filename):
-            return frame
+            return frame, None
         if code.co_name == "_bootstrap" and code.co_filename.endswith(_PROCESS_START):
-            return None
+            return None, None
+        if code.co_name == "_run" and code.co_filename.endswith(_LOOP_STEP):
+            return None, frame
         frame = frame.f_back
-    return None
+    return None, None
 
 
 def _is_stdlib_file(filename: str) -> bool:
@@ -165,18 +176,40 @@ def _called_from_user_code(frame: FrameType | None) -> bool:
 MAX_CALLERS = 2
 
 
-def call_site(frame: FrameType | None) -> str:
-    """``PATH\\tLINE\\tQUALNAME`` of the first user frame at or above ``frame``, then the same
-    for up to :data:`MAX_CALLERS` user frames that called it, tab-separated and URL-quoted
-    (header values are Latin-1); ``""`` when every frame is library code."""
+#: The user frames (:func:`_site_parts`) of the code that created the running asyncio task
+#: (:func:`_patch_event_loop`), for the frames below the loop's step of that task.
+_TASK_SITE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "promptcache_check_task_site", default=()
+)
+
+
+def _site_parts(frame: FrameType | None) -> list[str]:
+    """``PATH\\tLINE\\tQUALNAME`` of the first user frame at or above ``frame`` and of up to
+    :data:`MAX_CALLERS` user frames that called it; in an asyncio task, the frames of the code
+    that created the task follow its own (the frames below the loop, where that is not known)."""
     parts: list[str] = []
-    user = _first_user_frame(frame)
-    while user is not None and len(parts) <= MAX_CALLERS:
+    while len(parts) <= MAX_CALLERS:
+        user, loop_step = _first_user_frame(frame)
+        if user is None and loop_step is not None:
+            created_by = _TASK_SITE.get()
+            if created_by:
+                parts += created_by[: MAX_CALLERS + 1 - len(parts)]
+                break
+            frame = loop_step.f_back
+            continue
+        if user is None:
+            break
         code = user.f_code
         name = getattr(code, "co_qualname", code.co_name)
         parts.append(f"{os.path.abspath(code.co_filename)}\t{user.f_lineno}\t{name}")
-        user = _first_user_frame(user.f_back)
-    return quote("\t".join(parts), safe="/")
+        frame = user.f_back
+    return parts
+
+
+def call_site(frame: FrameType | None) -> str:
+    """:func:`_site_parts` of ``frame``, tab-separated and URL-quoted (header values are
+    Latin-1); ``""`` when every frame is library code."""
+    return quote("\t".join(_site_parts(frame)), safe="/")
 
 
 #: The call site of the user's code that handed the running task to this worker thread
@@ -343,12 +376,37 @@ def _patch_executor(module: ModuleType) -> None:
     executor_type.submit = submit
 
 
+def _patch_event_loop(module: ModuleType) -> None:
+    """Wrap ``asyncio.BaseEventLoop.create_task`` (``asyncio.create_task``, ``gather`` and
+    ``TaskGroup`` call it) so that the task runs with the user frames of the code that created
+    it: a task a library makes for the model call (LangChain's ``astream``) holds no frame of
+    the user's code, and below the loop's step lies only ``asyncio.run(main())``. A context the
+    caller passes (LangChain passes one) gets the site beside its own variables."""
+    if sys.version_info < (3, 11):
+        return  # no context argument before 3.11
+    loop_type = module.BaseEventLoop
+    original = loop_type.create_task
+
+    def create_task(self: Any, coro: Any, *args: Any, **kwargs: Any) -> Any:
+        parts = tuple(_site_parts(sys._getframe(1)))
+        if parts:
+            context = kwargs.get("context")
+            if context is None:
+                kwargs["context"] = context = contextvars.copy_context()
+            with contextlib.suppress(RuntimeError):  # a context being run now: left as it is
+                context.run(_TASK_SITE.set, parts)
+        return original(self, coro, *args, **kwargs)
+
+    loop_type.create_task = create_task
+
+
 _PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "httpx": _patch_httpx_like,
     "httpx2": _patch_httpx_like,
     "requests": _patch_requests,
     "aiohttp": _patch_aiohttp,
     "concurrent.futures.thread": _patch_executor,
+    "asyncio.base_events": _patch_event_loop,
 }
 
 

@@ -431,3 +431,52 @@ def test_a_request_sent_from_a_worker_thread_is_named_where_it_was_handed_over(
         *site,
     )
     assert [(function, line) for _, line, function in finding.site.callers] == callers
+
+
+IN_A_TASK = """
+import asyncio, contextvars, sys, time
+from openai import AsyncOpenAI
+
+client = AsyncOpenAI()
+system = f"Uptime {time.monotonic():.6f} s." + " Be careful." * 400
+messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+
+
+async def main():
+    call = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    if sys.argv[1] == "task":
+        await asyncio.create_task(call)  # TASK
+    elif sys.argv[1] == "task_with_context":
+        loop = asyncio.get_running_loop()
+        await loop.create_task(call, context=contextvars.copy_context())  # CONTEXT
+    else:
+        await call  # AWAIT
+
+
+asyncio.run(main())  # RUN
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "marker"), [("task", "TASK"), ("task_with_context", "CONTEXT"), ("await", "AWAIT")]
+)
+def test_a_request_sent_from_a_task_is_named_where_the_task_was_made(
+    tmp_path: Path, kind: str, marker: str
+) -> None:
+    # LangChain's astream runs the model call in a task it creates (passing a context of its
+    # own): that task's stack holds no frame of the user's code, and the walk went on below
+    # the event loop to 'asyncio.run(main())', so the finding named the <module> line. Awaited
+    # in place, the call's site is the await (the look-alike, unchanged)
+    program = tmp_path / "agent.py"
+    program.write_text(IN_A_TASK, encoding="utf-8")
+    lines = IN_A_TASK.splitlines()
+    line_of = {
+        m: next(i for i, t in enumerate(lines, 1) if t.endswith(f"# {m}"))
+        for m in ("TASK", "CONTEXT", "AWAIT", "RUN")
+    }
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program), kind], stdout=out)
+    [finding] = result.findings
+    assert finding.site is not None
+    assert (finding.site.function, finding.site.line) == ("main", line_of[marker])
+    assert [(f, n) for _, n, f in finding.site.callers] == [("<module>", line_of["RUN"])]
