@@ -1157,6 +1157,11 @@ class CallsMixin(EngineState):
                 )
 
         result = _substituted(summary.ret, substitute)
+        handed = _handed_back(summary, arg_values)
+        if handed is not None:
+            # the callee returns its argument itself (``return mood`` after saving it): the
+            # caller gets that object back, its fields kept apart as before the call
+            result = replace(handed, facts=result.facts)
         return self.pin_if_once(result)
 
     def record_param_sinks(
@@ -1918,6 +1923,34 @@ def _substituted(
         # not a level of its own: the fields of a returned tuple's message list
         elem = _substituted(value.elem, substitute, depth)
     return replace(value, facts=substitute(value.facts), elts=elts, items=items, elem=elem)
+
+
+def _handed_back(
+    summary: Summary, arg_values: dict[int, tuple[Value, ast.expr | None]]
+) -> Value | None:
+    """The argument a function returns unchanged on every path (``def save(obj): ...;
+    return obj``), when it is an object or dict whose fields are known: its return value is
+    the one PARAM fact of that whole parameter (its name alone: no field or entry of it, no
+    sorting, no branch, no unproven step), and it stores nothing into that parameter. None otherwise."""
+    ret = summary.ret
+    if len(ret.facts) != 1 or ret.items is not None or ret.elts is not None:
+        return None
+    (f,) = ret.facts
+    if (
+        f.kind is not Kind.PARAM
+        or f.fix != (summary.key,)
+        or not 0 <= f.param < len(summary.params)
+        or f.detail != summary.params[f.param]
+        or f.granularity
+        or f.when
+        or f.via
+        or f.role
+        or f.param in summary.stores
+        or f.param not in arg_values
+    ):
+        return None
+    argument = arg_values[f.param][0]
+    return argument if argument.items is not None else None
 
 
 def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:

@@ -670,6 +670,14 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         # the function returned, so the driver looks the class up too (``_class_refs``)
         for data in functions.values():
             wanted_classes.update(n for n in local_class_names(data["ret"]) if n in self.classes)
+        todo = sorted(wanted_classes)
+        while todo:
+            info = self.classes[todo.pop()]
+            for func in info.methods.values():
+                for n in local_class_names(summary_to_json(self.summary(func), path)["ret"]):
+                    if n in self.classes and n not in wanted_classes:
+                        wanted_classes.add(n)
+                        todo.append(n)
         for name in sorted(wanted_classes):
             info = self.classes[name]
             methods = sorted(info.methods.items(), key=lambda kv: kv[0] not in INIT_METHODS)
