@@ -1931,7 +1931,8 @@ def _handed_back(
     """The argument a function returns unchanged on every path (``def save(obj): ...;
     return obj``), when it is an object or dict whose fields are known: its return value is
     the one PARAM fact of that whole parameter (its name alone: no field or entry of it, no
-    sorting, no branch, no unproven step), and it stores nothing into that parameter. None otherwise."""
+    sorting, no branch, no unproven step), and it stores nothing into that parameter. None
+    otherwise."""
     ret = summary.ret
     if len(ret.facts) != 1 or ret.items is not None or ret.elts is not None:
         return None

@@ -7,7 +7,8 @@ Fix: none
 Reports a `cache_control` (or `cachePoint`) breakpoint on a tool, system block or earlier
 message whose text changes every request (a time or unique value) or every day (a date, which
 PC001 reports as info), when a stable block before it, after the previous breakpoint, carries
-no breakpoint.
+no breakpoint. A block that changes only once a day is reported as info, as PC001 grades a
+date; one that changes more often is an error.
 
 ## Why is this bad?
 "A breakpoint on a block that changes every request never hits: put it on the last stable
@@ -80,7 +81,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                         f"breakpoint on a block that {what}; put it on the stable block "
                         f"before it (line {getattr(stable.node, 'lineno', 0)})",
                         block.bp_node,
-                        Severity.ERROR,
+                        Severity.ERROR if every else Severity.INFO,
                         (
                             *ctx.chain(origin),
                             Related(ctx.location(stable.node), "stable block without breakpoint"),

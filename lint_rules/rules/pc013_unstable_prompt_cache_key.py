@@ -7,7 +7,9 @@ Fix: none
 Reports an OpenAI `prompt_cache_key` (keyword or inside `extra_body`) built from a per-request
 unique or time value: `uuid4()`, `secrets.token_hex()`, `random`, `time.time()`; or computed
 from the whole message history sent with it (`hash(json.dumps(messages))`, or a same-module
-helper that reads its whole argument), which grows every turn.
+helper that reads its whole argument), which grows every turn. A key that changes only once a
+day (a date) is reported as info, as PC001 grades a date; one that changes more often is an
+error.
 
 ## Why is this bad?
 OpenAI routes a request by a hash of about the first 256 tokens combined with
@@ -70,7 +72,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                 f"prompt_cache_key comes from `{origin.detail}`, {why}: derive it from a tenant "
                 "or conversation id",
                 param[0],
-                Severity.ERROR,
+                Severity.INFO if often == "once a day" else Severity.ERROR,
                 ctx.chain(origin),
             )
             continue

@@ -104,7 +104,11 @@ def ask(question: str, skills: str):
         max_tokens=256,
         system=[
             {"type": "text", "text": skills},
-            {"type": "text", "text": f"Today is {date.today():%A, %B %d}", "cache_control": {"type": "ephemeral"}},
+            {
+                "type": "text",
+                "text": f"Today is {date.today():%A, %B %d}",
+                "cache_control": {"type": "ephemeral"},
+            },
         ],
         messages=[{"role": "user", "content": question}],
     )
@@ -119,6 +123,8 @@ def test_a_breakpoint_on_a_date_says_it_changes_once_a_day_as_pc001() -> None:
         "each day"
     )
     assert "every request" not in found["PC009"].message
+    # graded as PC001 grades the same date: info, not an error
+    assert (found["PC001"].severity, found["PC009"].severity) == (Severity.INFO, Severity.INFO)
 
 
 def test_a_breakpoint_on_a_time_still_changes_every_request() -> None:
@@ -127,6 +133,7 @@ def test_a_breakpoint_on_a_time_still_changes_every_request() -> None:
     assert found["PC009"].message.startswith(
         "breakpoint on a block that changes every request (`datetime.now()`)"
     )
+    assert found["PC009"].severity is Severity.ERROR
 
 
 CACHE_KEY = """
@@ -160,3 +167,5 @@ def test_a_cache_key_from_a_time_says_how_often_it_changes(key: str, often: str)
     (found,) = [d for d in lint_source(source, "app.py").diagnostics if d.code == "PC013"]
     assert f"prompt_cache_key comes from `{key.split(':')[0]}`, {often}" in found.message
     assert ("new on every request" in found.message) is (key == "uuid4()")
+    daily = often == "which changes once a day"
+    assert found.severity is (Severity.INFO if daily else Severity.ERROR)
