@@ -356,7 +356,11 @@ async def _model(request: Request) -> Response:
 async def _health(request: Request) -> Response:
     engine = _state(request).engine
     if engine.is_alive and not engine.ready.is_set():
-        return JSONResponse({"status": "warming up"}, status_code=503)
+        body: dict[str, str | int] = {"status": "warming up"}
+        progress = engine.warmup_progress
+        if progress is not None:
+            body["prompts_prefilled"], body["prompts"] = progress
+        return JSONResponse(body, status_code=503)
     if engine.is_alive:
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "engine stopped"}, status_code=503)

@@ -162,6 +162,8 @@ class AsyncEngine:
         self.ready = threading.Event()
         #: What the warm-up did, once it has run.
         self.warmup_report: WarmupReport | None = None
+        #: ``(prompts prefilled, prompts)`` of the warm-up once its prompts are queued, else None.
+        self.warmup_progress: tuple[int, int] | None = None
         self.metrics = metrics
         self.kv_events = kv_events
         self._kv_recorder = engine.enable_kv_events() if kv_events is not None else None
@@ -311,7 +313,10 @@ class AsyncEngine:
         result: WarmupReport | BaseException
         try:
             result = self.warmup_report = run_warmup(
-                self.engine, self.warmup, should_stop=self._stopping.is_set
+                self.engine,
+                self.warmup,
+                should_stop=self._stopping.is_set,
+                on_progress=self._warmup_progress,
             )
         except Exception as exc:  # reported, and the server serves without the warm-up
             logger.exception("the warm-up failed")
@@ -322,6 +327,9 @@ class AsyncEngine:
         if self.on_warmup_done is not None:
             self.on_warmup_done(result)  # before ready: the banner line precedes the first 200
         self.ready.set()
+
+    def _warmup_progress(self, prefilled: int, total: int) -> None:
+        self.warmup_progress = (prefilled, total)  # one tuple: /health reads it whole
 
     def _drain_commands(self, block: bool) -> None:
         """Apply every queued command; if ``block``, first wait (bounded) for one to arrive."""

@@ -18,7 +18,8 @@ names, answered); a body the parser refuses is passed over, named in the result,
 family takes its place.
 
 The server runs the warm-up on its engine thread before any request, and ``/health`` answers
-503 ``{"status": "warming up"}`` until it has finished.
+503 ``{"status": "warming up"}`` until it has finished; once every prompt is queued the body also
+counts them, ``"prompts_prefilled"`` of ``"prompts"``.
 """
 
 from __future__ import annotations
@@ -272,12 +273,15 @@ def run_warmup(
     engine: LLMEngine,
     requests: list[WarmupRequest],
     should_stop: Callable[[], bool] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> WarmupReport:
     """Prefill every prompt of `requests` (one greedy token each) and wait until all finish.
 
     Call on the thread that owns the engine, before it serves anything else. ``should_stop``
     is asked between engine steps (the server passes its shutdown flag): once it answers True
-    the prompts still running are aborted and the report says ``stopped``.
+    the prompts still running are aborted and the report says ``stopped``. ``on_progress`` is
+    called with ``(prompts prefilled, prompts)`` once every prompt is queued and after each
+    engine step.
 
     Raises:
         ConfigError: the engine has no prefix cache to keep the prompts' blocks in
@@ -309,6 +313,8 @@ def run_warmup(
             hashes.update(prefix_block_hashes(prompt, engine.config.block_size, request.cache_salt))
     cached = finished = 0
     stopped = False
+    if on_progress is not None:
+        on_progress(0, len(ids))
     while engine.has_unfinished_requests():
         if should_stop is not None and should_stop():
             for request_id in ids:
@@ -319,6 +325,8 @@ def run_warmup(
             if out.finished:
                 cached += out.num_cached_tokens
                 finished += 1
+        if on_progress is not None:
+            on_progress(finished, len(ids))
     bm = engine.scheduler.block_manager
     held = bm.cached_block_hashes()
     tiers = engine.kv_tiers

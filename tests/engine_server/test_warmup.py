@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -92,7 +93,13 @@ def test_health_waits_for_the_warmup_and_its_prompts_are_cached(tmp_path: Path) 
     )
     with LiveServer(app) as live:
         health = httpx.get(f"{live.url}/health", timeout=10)
-        assert health.status_code == 503 and health.json() == {"status": "warming up"}
+        assert health.status_code == 503  # the warm-up is done, its report not yet handed on
+        num_prompts = sum(len(r.prompts) for r in warmup)
+        assert health.json() == {
+            "status": "warming up",
+            "prompts_prefilled": num_prompts,
+            "prompts": num_prompts,
+        }
         release.set()
         for _ in range(200):
             health = httpx.get(f"{live.url}/health", timeout=10)
@@ -253,8 +260,17 @@ def test_a_warmup_asked_to_stop_aborts_its_prompts_and_frees_their_blocks(
         f"promptcache engine: the warm-up from warm.jsonl stopped at shutdown after "
         f"{report.seconds:.2f} s ({report.num_finished} of 40 prompts prefilled)\n"
     )
-    whole = run_warmup(load_engine(max_num_batched_tokens=64), requests, should_stop=lambda: False)
+    progress: list[tuple[int, int]] = []
+    whole = run_warmup(
+        load_engine(max_num_batched_tokens=64),
+        requests,
+        should_stop=lambda: False,
+        on_progress=lambda done, total: progress.append((done, total)),
+    )
     assert not whole.stopped and whole.num_finished == whole.num_prompts == 40
+    assert progress[0] == (0, 40) and progress[-1] == (40, 40)  # queued, then one per step
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+    assert len(progress) > 2  # 40 prompts in 64-token steps take several steps
 
 
 def test_ctrl_c_during_a_long_warmup_stops_it_and_saves_what_it_cached(tmp_path: Path) -> None:
@@ -268,7 +284,7 @@ def test_ctrl_c_during_a_long_warmup_stops_it_and_saves_what_it_cached(tmp_path:
     warm = tmp_path / "warm.jsonl"
     lines = (json.dumps({"prompt": f"Story {i}: {LONG_PROMPT}"}) + "\n" for i in range(3000))
     warm.write_text("".join(lines), encoding="utf-8")
-    command, _ = _serve_command(
+    command, port = _serve_command(
         TINYSTORIES, "--warmup", str(warm), "--kv-disk", str(tmp_path / "kv"), "--log-level", "info"
     )
     proc = subprocess.Popen(
@@ -279,8 +295,17 @@ def test_ctrl_c_during_a_long_warmup_stops_it_and_saves_what_it_cached(tmp_path:
     for line in proc.stderr:
         lines_seen.append(line)
         if "Application startup complete" in line:  # the warm-up runs on the engine thread
-            proc.send_signal(signal.SIGINT)
             break
+    prefilled = 0
+    for _ in range(1200):  # Ctrl-C once some prompts are prefilled, so some blocks are cached
+        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10)
+        assert health.status_code == 503, health.text  # 3,000 prompts: still warming up
+        prefilled = health.json().get("prompts_prefilled", 0)
+        if prefilled:
+            break
+        time.sleep(0.05)
+    assert prefilled and health.json()["prompts"] == 3000, health.text
+    proc.send_signal(signal.SIGINT)
     _, rest = proc.communicate(timeout=120)
     stderr = "".join(lines_seen) + rest
     assert proc.returncode == 0, stderr
@@ -288,5 +313,7 @@ def test_ctrl_c_during_a_long_warmup_stops_it_and_saves_what_it_cached(tmp_path:
     [stopped] = [ln for ln in stderr.splitlines() if "stopped at shutdown" in ln]
     assert stopped.startswith(f"promptcache engine: the warm-up from {warm} stopped at shutdown")
     assert stopped.endswith(" of 3000 prompts prefilled)")
+    done = int(stopped.rsplit("(", 1)[1].split(" of ")[0])
+    assert prefilled <= done < 3000, stopped
     assert "cached KV blocks to the disk tier" in stderr
     assert list((tmp_path / "kv").glob("*/*.kvb"))
