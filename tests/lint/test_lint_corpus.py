@@ -85,6 +85,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         36: 20270107,
         37: 20270108,
         38: 20270109,
+        39: 20270110,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -138,6 +139,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         36: 5,
         37: 6,
         38: 6,
+        39: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -315,6 +317,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "The-Pocket/PocketFlow",
             "abi/screenshot-to-code",
             "snap-stanford/MLAgentBench",
+        ],
+        39: [
+            "AI-Citizen/SolidGPT",
+            "aws-samples/bedrock-chat",
+            "google/langfun",
         ],
     }
     for batch, tuning in recorded.items():
