@@ -370,8 +370,6 @@ def lint(
         results, unwritten = _apply_fixes(results, config, write=True, show_diff=False)
         # what is left, as one program again: a fix in one module can change another's findings
         results = lint_paths(targets, config, jobs, force_exclude, cache, include_tests)
-    if explain:
-        click.echo(render.render_notes(results), nl=False, err=True)
     report = ""  # the text report: printed, or summed up in one line beside --output's file
     if output_format == "text" or output is not None:
         if config.enabled(KNOWN_CODES):
@@ -402,6 +400,9 @@ def lint(
         click.echo(f"promptcache lint: {summary}; report written to {output}", err=True)
     else:
         click.echo(text, nl=False)
+    if explain:  # after the report, so on a terminal the flows follow the findings they are not
+        notes = render.render_notes(results)
+        click.echo(notes or "explain: 0 unproven flows\n", nl=False, err=True)
     if unwritten:
         sys.exit(2)
     if fail_on != "never":

@@ -665,3 +665,55 @@ def test_an_unknown_code_beside_all_on_the_command_line_is_an_error(
     assert "unknown rule 'PC99" in result.output and "PC001 " not in result.output
     # the look-alike: ALL beside a known code runs
     assert run("bad.py", args[0], "ALL,PC001").exit_code == (1 if args[0] == "--select" else 0)
+
+
+UNPROVEN = (
+    "import datetime\nimport anthropic\nfrom somelib import fill\n"
+    "client = anthropic.Anthropic()\n"
+    "def ask(q):\n"
+    "    return client.messages.create(\n"
+    "        model='m', system=fill(f'Now {datetime.datetime.now()}'), messages=[q])\n"
+)
+
+
+def _lint_merged(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command, its stdout and stderr in one stream, as a terminal shows them."""
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "promptcache", "lint", "--no-cache", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+
+
+def test_explain_prints_the_unproven_flows_after_the_report(project: Path) -> None:
+    """docs/lint.md: --explain prints them on stderr after the report; they came first on a
+    terminal (before the findings and the summary line)."""
+    (project / "app.py").write_text(UNPROVEN)
+    (project / "bad.py").write_text(BAD)
+    done = _lint_merged(project, "--explain", ".")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1  # the finding of bad.py; the unproven flow never counts
+    summary = lines.index("Found 1 finding in 1 file of 2 checked (1 error, 0 warnings, 0 info).")
+    heading = next(i for i, text in enumerate(lines) if text.startswith("explain: 1 unproven "))
+    assert lines[0].startswith("bad.py:6:")
+    assert summary < heading
+    assert lines[heading + 1].startswith("  app.py:7:")
+    assert "assumed to pass through fill()" in lines[heading + 1]
+    assert len(lines) == heading + 2
+
+
+def test_explain_with_no_unproven_flow_says_so(project: Path) -> None:
+    """--explain on a tree without an unproven flow printed nothing, so a reader could not tell
+    it had run; without --explain there is no such line."""
+    (project / "bad.py").write_text(BAD)
+    done = _lint_merged(project, "--explain", ".")
+    assert done.stdout.splitlines()[-1] == "explain: 0 unproven flows"
+    assert done.returncode == 1
+    plain = _lint_merged(project, ".")
+    assert "explain" not in plain.stdout
+    assert plain.stdout.splitlines()[-1].startswith("Found 1 finding in 1 file")
