@@ -86,6 +86,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         37: 20270108,
         38: 20270109,
         39: 20270110,
+        40: 20270111,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -140,6 +141,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         37: 6,
         38: 6,
         39: 6,
+        40: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -322,6 +324,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AI-Citizen/SolidGPT",
             "aws-samples/bedrock-chat",
             "google/langfun",
+        ],
+        40: [
+            "langchain-ai/openevals",
+            "microsoft/RecAI",
+            "microsoft/genaiops-promptflow-template",
         ],
     }
     for batch, tuning in recorded.items():
