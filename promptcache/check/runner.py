@@ -362,8 +362,8 @@ def analyse(
                 "no LLM request was captured in run 0, so nothing was compared: the command "
                 "sent none to the capture endpoint (a client given its own base_url, such as "
                 "a local server's, sends past it: read the URL from OPENAI_BASE_URL or "
-                "ANTHROPIC_BASE_URL, which check sets; see docs/check.md, what check cannot "
-                "see)"
+                'ANTHROPIC_BASE_URL, which check sets; see docs/check.md, "What it cannot '
+                'see")'
             )
     findings = structure_findings(readable[0], minimums)
     for run, sents in zip(runs[1:], readable[1:], strict=True):
@@ -495,7 +495,7 @@ def _forced_tool_call(requests: Sequence[CapturedRequest]) -> str:
         asked = 'functionCallingConfig mode "ANY"'
     return (
         f"; its last request required a tool call ({asked}), and check's canned reply is a "
-        "text that never calls a tool (docs/check.md, what check cannot see)"
+        'text that never calls a tool (docs/check.md, "What it cannot see")'
     )
 
 
@@ -503,7 +503,7 @@ def _forced_tool_call(requests: Sequence[CapturedRequest]) -> str:
 #: run that did, and the error of one that failed)
 _PAST_ADVICE: Final = (
     "read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check sets "
-    "(docs/check.md, what check cannot see)"
+    '(docs/check.md, "What it cannot see")'
 )
 
 

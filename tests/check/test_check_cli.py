@@ -124,7 +124,7 @@ def test_output_file_and_bad_runs(tmp_path: Path) -> None:
         "no LLM request was captured in run 0, so nothing was compared: the command sent none "
         "to the capture endpoint (a client given its own base_url, such as a local server's, "
         "sends past it: read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
-        "sets; see docs/check.md, what check cannot see)"
+        'sets; see docs/check.md, "What it cannot see")'
     ]
 
 
@@ -132,7 +132,7 @@ NOTHING_CAPTURED = (
     "no LLM request was captured in run 0, so nothing was compared: the command sent none "
     "to the capture endpoint (a client given its own base_url, such as a local server's, "
     "sends past it: read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
-    "sets; see docs/check.md, what check cannot see)"
+    'sets; see docs/check.md, "What it cannot see")'
 )
 
 

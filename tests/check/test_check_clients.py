@@ -308,7 +308,7 @@ def test_a_client_with_its_own_base_url_beside_captured_ones_is_noted(
         f"run {k}: 2 request(s) to an LLM API route went past the capture endpoint (the first "
         f"to {url}, from {program}:7 in <module>): a client given its own base_url is not "
         "captured, so they were not compared; read the URL from OPENAI_BASE_URL or "
-        "ANTHROPIC_BASE_URL, which check sets (docs/check.md, what check cannot see)"
+        'ANTHROPIC_BASE_URL, which check sets (docs/check.md, "What it cannot see")'
         for k in (0, 1)
     ]
 
@@ -350,7 +350,7 @@ def test_a_run_that_fails_sending_past_the_endpoint_says_so(tmp_path: Path, kind
         f"capture endpoint (the first to http://127.0.0.1:{closed}/v1/chat/completions, from "
         f"{program}:7 in <module>), which check neither answers nor captures: a client given "
         "its own base_url; read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check "
-        "sets (docs/check.md, what check cannot see)"
+        'sets (docs/check.md, "What it cannot see")'
     ), said
 
 

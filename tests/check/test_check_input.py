@@ -583,6 +583,6 @@ def test_a_run_that_fails_after_a_forced_tool_call_says_the_reply_never_calls_on
     )
     hint = (
         f"; its last request required a tool call ({asked}), and check's canned reply is a text "
-        "that never calls a tool (docs/check.md, what check cannot see)\n"
+        'that never calls a tool (docs/check.md, "What it cannot see")\n'
     )
     assert proc.stderr.endswith(failed + (hint if asked else "\n")), proc.stderr
