@@ -87,6 +87,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         38: 20270109,
         39: 20270110,
         40: 20270111,
+        41: 20270112,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -142,6 +143,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         38: 6,
         39: 6,
         40: 6,
+        41: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -329,6 +331,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "langchain-ai/openevals",
             "microsoft/RecAI",
             "microsoft/genaiops-promptflow-template",
+        ],
+        41: [
+            "RayVentura/ShortGPT",
+            "allenai/asta-paper-finder",
+            "microsoft/AIOpsLab",
         ],
     }
     for batch, tuning in recorded.items():
