@@ -404,7 +404,11 @@ def _segment_findings(
     clocks: Sequence[float],
 ) -> list[Finding]:
     seg_a, seg_b = a.fingerprint.segments[k], b.fingerprint.segments[k]
-    reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text, seg_a.kind)
+    # the same segments of one kind in another order: only where both differing segments are of
+    # that kind. A system message one run adds before the question (a summary an earlier run
+    # wrote) meets the other run's question there, and the questions, alike, are no reordering
+    kind = seg_a.kind if seg_a.kind == seg_b.kind else None
+    reordered = is_reordering(a.fingerprint, b.fingerprint, seg_a.text, seg_b.text, kind)
     # the user's own text where the difference is inside one string, else the canonical JSON
     old_text, new_text = _strings_at(seg_a, seg_b, path) or (seg_a.text, seg_b.text)
     found = differing_regions(old_text, new_text)

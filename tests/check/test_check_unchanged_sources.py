@@ -175,3 +175,43 @@ def _check_source(
 ) -> tuple[list[tuple[str, tuple[str, ...]]], str]:
     result = check_source(tmp, "app.py", textwrap.dedent(source), **options)
     return [(f.rule, f.causes) for f in result.findings], render(result, "text")
+
+
+_SUMMARY = """
+import os, sys
+from openai import OpenAI
+
+path = sys.argv[1]
+messages = [{"role": "system", "content": "You are careful." * 400}]
+if sys.argv[2] == "summary" and os.path.exists(path):  # what the last session left behind
+    messages.append({"role": "system", "content": "Summary: " + open(path).read()})
+if sys.argv[2] == "set":  # the look-alike: system messages in a set's order
+    for name in {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}:
+        messages.append({"role": "system", "content": f"Tool {name} is available."})
+messages.append({"role": "user", "content": "What is 2+2?"})
+OpenAI().chat.completions.create(model="gpt-4o-mini", messages=messages)
+open(path, "w").write("the user asked about sums")
+"""
+
+
+def test_a_message_an_earlier_run_left_on_disk_before_the_question_is_no_reordering(
+    tmp_path: Path,
+) -> None:
+    """Run 1 reads the summary run 0 wrote into a system message before the question, so its
+    messages[1] is that summary where run 0's is the question. The messages apart from the
+    system ones were the same in both runs, which read as 'the same segments of that kind in
+    another order': PC004 'is in another order ... caused by PYTHONHASHSEED' (found on a fresh
+    CLI app that keeps a rolling summary on disk). It is a value check does not change."""
+    result = check_source(
+        tmp_path, "app.py", textwrap.dedent(_SUMMARY), str(tmp_path / "s.txt"), "summary"
+    )
+    text = render(result, "text")
+    assert [(f.rule, f.causes) for f in result.findings] == [("PC002", ("unexplained",))]
+    assert "messages[1].content differs between run 0 and run 1" in text
+    assert "in another order" not in text
+    # the look-alike: system messages that are the same items in another order still are
+    result = check_source(
+        tmp_path, "app.py", textwrap.dedent(_SUMMARY), str(tmp_path / "t.txt"), "set"
+    )
+    assert [(f.rule, f.causes) for f in result.findings] == [("PC004", ("hash_seed",))]
+    assert "is in another order between run 0 and run 1" in render(result, "text")
