@@ -504,7 +504,9 @@ def _patch_listings() -> None:
 #: Modules whose own draws are not the program's: the HTTP and LLM clients, retry helpers and
 #: tracing (a retry's jitter; the ``openai`` and ``anthropic`` clients' idempotency key, a uuid4
 #: per request; OpenTelemetry, which the ``anthropic`` client imports, draws a uuid4 per context
-#: key at import and trace and span ids per span), whose values never go into a prompt.
+#: key at import and trace and span ids per span), whose values never go into a prompt; and
+#: rich, which command-line apps import for their output: ``rich.style`` numbers its styles
+#: from a ``getrandbits(24)`` drawn at import, an id that is never text.
 CLIENT_MODULES = (
     "opentelemetry",
     "openai",
@@ -520,6 +522,7 @@ CLIENT_MODULES = (
     "aiohttp",
     "tenacity",
     "backoff",
+    "rich",
 )
 _CLIENT_PREFIXES = tuple(f"{name}." for name in CLIENT_MODULES)
 
