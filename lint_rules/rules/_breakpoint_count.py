@@ -689,7 +689,8 @@ class Helper:
         if isinstance(given, ast.Constant):
             return given.value is True
         return not any(
-            isinstance(n, ast.Compare) or (isinstance(n, ast.Name) and n.id in compared)
+            (isinstance(n, ast.Compare) and not picks_many(n))
+            or (isinstance(n, ast.Name) and n.id in compared)
             for n in ast.walk(given)
         )
 
@@ -735,7 +736,7 @@ class Module:
                 ):
                     self.resized.add(node.value.id)
             elif isinstance(node, ast.Assign) and any(
-                isinstance(n, ast.Compare) for n in ast.walk(node.value)
+                isinstance(n, ast.Compare) and not picks_many(n) for n in ast.walk(node.value)
             ):
                 self.compared.update(t.id for t in node.targets if isinstance(t, ast.Name))
         self._memo: dict[tuple[int, int], Helper] = {}
@@ -1013,8 +1014,34 @@ def expr_marks(
 
 
 def _is_index_test(node: ast.expr, compared: Collection[str]) -> bool:
-    """``i == len(parts) - 1``, or a name bound to a comparison (``is_last``)."""
-    return isinstance(node, ast.Compare) or (isinstance(node, ast.Name) and node.id in compared)
+    """``i == len(parts) - 1``, or a name bound to a comparison (``is_last``); not a
+    comparison that lets more than 4 indexes through (``picks_many``: ``i < 10``)."""
+    if isinstance(node, ast.Compare):
+        return not picks_many(node)
+    return isinstance(node, ast.Name) and node.id in compared
+
+
+#: the least constant bound of ``x < N`` (``x <= N``: one less) that lets more than 4 indexes
+#: through whether they count from 0 or from 1 (``enumerate(blocks, 1)``)
+_MANY_BELOW = MAX_BREAKPOINTS + 2
+
+
+def picks_many(test: ast.expr) -> bool:
+    """True for a comparison of a value below a constant that lets more than 4 indexes
+    through: ``i < 10`` (or ``10 > i``) picks the first 10 elements, ``i <= 4`` at least the 4
+    from 1 to 4 and the 0 of a count from 0 (``i < 5`` is not taken: from 1, 4 indexes). A
+    breakpoint given under such a test marks that many blocks, not one."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    op, bound = test.ops[0], None
+    if isinstance(op, (ast.Lt, ast.LtE)):
+        bound = test.comparators[0]
+    elif isinstance(op, (ast.Gt, ast.GtE)):
+        bound = test.left
+    if not (isinstance(bound, ast.Constant) and type(bound.value) is int):
+        return False
+    inclusive = isinstance(op, (ast.LtE, ast.GtE))
+    return bound.value + inclusive >= _MANY_BELOW
 
 
 def index_guarded(value: ast.expr, compared: Collection[str]) -> bool:

@@ -62,7 +62,9 @@ only under a test on the index, on `len(...)` or on `-1` (a helper's
 last`; also a block given a name that the loop resets to `None` for each element and binds to
 the marker only under such a test, `cc = None` then `if i == last: cc = MARK`, or binds to
 `MARK if i == last else None`, or gives the block `MARK if is_last else None` or
-`... else False`), marks under a counter that caps them (`if
+`... else False`; but not a test of a value below a constant that lets more than 4 indexes
+through, counted from 0 or from 1: `MARK if i < 10 else None` or `if i <= 6:` marks the first
+10 or 7 blocks, while `i < 3` marks at most 3), marks under a counter that caps them (`if
 marked < 3:` whose branch marks and then runs `marked += 1`, or that is followed in its own
 block by `marked += 1` with no `continue` that can skip it, as in `if count < 2:` marking, else
 removing an old marker, then `count += 1` for each user message; the counter a local set once
@@ -117,6 +119,7 @@ from ._breakpoint_count import (
     marks_in,
     module_scope,
     own_nodes,
+    picks_many,
     sets_none,
     value_marks,
 )
@@ -866,6 +869,10 @@ def _quiet_names(
 
 
 def _guard(test: ast.expr, index_names: set[str]) -> bool:
+    if picks_many(test):
+        return False  # ``if i < 10:`` marks the first 10 elements, not one
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_guard(operand, index_names) for operand in test.values)
     for node in ast.walk(test):
         if isinstance(node, ast.Name) and (node.id in index_names or node.id == "len"):
             return True
