@@ -130,9 +130,10 @@ def later_history_turns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozens
     ``func`` appends to a history list after the model's own reply: an earlier statement of
     the same block, or of a block around it, appended to the same list (``L``, ``self.L``)
     a message of role ``assistant`` or ``model`` with a value that is not a literal (what the
-    model answered). Such a message is not the system prompt at the head of the request: the
-    history it joins already holds this conversation's own reply before it, and what is
-    written there once stays, as a user or tool turn does (a stored history is frozen:
+    model answered), or a later statement of a loop's own body appends one to it on every
+    pass (``_replied_each_pass``). Such a message is not the system prompt at the head of the
+    request: the history it joins already holds this conversation's own reply before it, and
+    what is written there once stays, as a user or tool turn does (a stored history is frozen:
     ``region_messages``). A system message appended first, or only after other roles or in a
     branch or loop that may not have run, is not one. Found once per tree (kept on the
     node)."""
@@ -387,6 +388,58 @@ def measured_messages(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset
     return known
 
 
+def _replied_each_pass(loop: ast.For | ast.AsyncFor | ast.While) -> frozenset[str]:
+    """The lists a statement of ``loop``'s own body (not a branch of it) appends the model's
+    reply to (a message of role ``assistant`` or ``model`` holding what is not a literal) on
+    every pass, where nothing in the loop rebinds, cuts or reorders that list (an assignment
+    to it other than ``L = L + [...]``, an item or slice store, ``del``, ``pop``, ``insert``,
+    ``remove``, ``clear``, ``sort``, ``reverse``). A system message the same body appends to
+    such a list before the reply (``history.append({"role": "system", "content":
+    f"{left:.2f} seconds left"})``, then the request, then the reply) follows the previous
+    pass's reply from the second pass on, and on the first it is the newest message: the list
+    only grows, so what it is given once stays where it was written."""
+    found: set[str] = set()
+    for stmt in loop.body:
+        appended = _appended(stmt)
+        if appended is None:
+            continue
+        key, elements = appended
+        for elt in elements:
+            parts = _message_parts(elt)
+            if (
+                parts is not None
+                and parts[0] in _REPLY_ROLES
+                and any(not isinstance(node, ast.Constant) for node in parts[1])
+            ):
+                found.add(key)
+    if not found:
+        return frozenset()
+    appends = {id(stmt) for stmt in loop.body if _appended(stmt) is not None}
+    for node in ast.walk(loop):
+        if id(node) in appends:
+            continue
+        touched: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            touched = [t.value if isinstance(t, ast.Subscript) else t for t in node.targets]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            target = node.target
+            touched = [target.value if isinstance(target, ast.Subscript) else target]
+        elif isinstance(node, ast.Delete):
+            touched = [t.value if isinstance(t, ast.Subscript) else t for t in node.targets]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("pop", "insert", "remove", "clear", "sort", "reverse")
+        ):
+            touched = [node.func.value]
+        for target in touched:
+            if isinstance(target, (ast.Tuple, ast.List)):
+                touched.extend(target.elts)
+            elif isinstance(target, (ast.Name, ast.Attribute)):
+                found.discard(ast.unparse(target))
+    return frozenset(found)
+
+
 def _later_turns(body: list[ast.stmt], replied: frozenset[str], out: set[int]) -> None:
     lists = set(replied)
     for stmt in body:
@@ -411,7 +464,10 @@ def _later_turns(body: list[ast.stmt], replied: frozenset[str], out: set[int]) -
         for name in ("body", "orelse", "finalbody"):
             block = getattr(stmt, name, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                _later_turns(block, inner, out)
+                if name == "body" and isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                    _later_turns(block, inner | _replied_each_pass(stmt), out)
+                else:
+                    _later_turns(block, inner, out)
         for handler in getattr(stmt, "handlers", ()):
             _later_turns(handler.body, inner, out)
         for case in getattr(stmt, "cases", ()):

@@ -1,6 +1,7 @@
 """A solver that talks with the model over a sample's history (invented)."""
 
 import datetime
+import time
 
 from openai import OpenAI
 
@@ -100,3 +101,48 @@ def browse_other_list(sample, doc, output):
     messages.append(Message(role="system", content=f"Table of contents: {sections}"))  # PC015: 73
     messages.append(Message("user", sample["question"]))
     return _ask(messages)
+
+
+def countdown(task, deadline, steps):
+    # the time left is told before each request, the reply appended after it: the list only
+    # grows, so from the second pass on the note follows the last reply, and it stays where
+    # it was written (the newest message of the request that first sends it)
+    history = [{"role": "system", "content": "Solve the task."}, {"role": "user", "content": task}]
+    for _ in range(steps):
+        left = deadline - time.time()
+        history.append({"role": "system", "content": f"You have {left:.2f} seconds left."})
+        reply = client.chat.completions.create(model="gpt-4o", messages=history)
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+
+
+def countdown_head(task, deadline, steps):
+    # the same note rebuilt at the head of every request: the system prompt changes
+    turns = [{"role": "user", "content": task}]
+    for _ in range(steps):
+        left = deadline - time.time()  # PC001: 15
+        note = {"role": "system", "content": f"You have {left:.2f} seconds left."}
+        reply = client.chat.completions.create(model="gpt-4o", messages=[note, *turns])
+        turns.append({"role": "assistant", "content": reply.choices[0].message.content})
+
+
+def countdown_cut(task, deadline, steps):
+    # the list is cut to its newest turns on every pass: the note written once moves to the
+    # head of the request and on, so the prefix is rewritten
+    history = [{"role": "user", "content": task}]
+    for _ in range(steps):
+        history = history[-6:]  # PC016: 8
+        left = deadline - time.time()  # PC001: 15
+        history.append({"role": "system", "content": f"You have {left:.2f} seconds left."})
+        reply = client.chat.completions.create(model="gpt-4o", messages=history)
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+
+
+def countdown_maybe(task, deadline, steps):
+    # the reply is appended only under a condition: it may never follow the note
+    history = [{"role": "user", "content": task}]
+    for _ in range(steps):
+        left = deadline - time.time()  # PC001: 15
+        history.append({"role": "system", "content": f"You have {left:.2f} seconds left."})
+        reply = client.chat.completions.create(model="gpt-4o", messages=history)
+        if reply.choices:
+            history.append({"role": "assistant", "content": reply.choices[0].message.content})
