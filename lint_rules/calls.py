@@ -37,6 +37,7 @@ from .facts import (
     entry_suffix,
     field_keyed,
     field_read,
+    into_fields,
     join,
     joined_servers,
     keyed_field,
@@ -1102,6 +1103,15 @@ class CallsMixin(EngineState):
             holder = arg_values.get(index, (CLEAN, None))[1]
             if holder is not None:
                 self.mutate(holder, Value(added))
+                kept = frame.env.get(holder.id) if isinstance(holder, ast.Name) else None
+                if (
+                    kept is not None
+                    and kept.items is not None
+                    and isinstance(kept.ref, (ClassInfo, ExternalClass))
+                ):
+                    # an object of known fields: what the callee stored into one field of it
+                    # (``touch(member)`` setting ``member.since``) is that field's
+                    frame.env[holder.id] = replace(kept, items=into_fields(kept.items, added))
         attrs: dict[str, Value] = dict(fields) if fields is not None else {}
         for attr, facts in summary.attr_stores.items():
             params = {f.param for f in facts if f.kind is Kind.PARAM and f.fix == (summary.key,)}
@@ -1160,8 +1170,14 @@ class CallsMixin(EngineState):
         handed = _handed_back(summary, arg_values)
         if handed is not None:
             # the callee returns its argument itself (``return mood`` after saving it): the
-            # caller gets that object back, its fields kept apart as before the call
-            result = replace(handed, facts=result.facts)
+            # caller gets that object back, its fields kept apart as before the call, with
+            # what the callee stored into one of them (``m.since = now; return m``) there
+            index = next(iter(summary.ret.facts)).param
+            stored = substitute(summary.stores.get(index, frozenset()), "stored by")
+            assert handed.items is not None
+            result = replace(
+                handed, facts=result.facts | stored, items=into_fields(handed.items, stored)
+            )
         return self.pin_if_once(result)
 
     def record_param_sinks(
@@ -1931,8 +1947,8 @@ def _handed_back(
     """The argument a function returns unchanged on every path (``def save(obj): ...;
     return obj``), when it is an object or dict whose fields are known: its return value is
     the one PARAM fact of that whole parameter (its name alone: no field or entry of it, no
-    sorting, no branch, no unproven step), and it stores nothing into that parameter. None
-    otherwise."""
+    sorting, no branch, no unproven step), and it stores nothing into that parameter but into
+    its fields (``field_keyed``: ``m.since = now``). None otherwise."""
     ret = summary.ret
     if len(ret.facts) != 1 or ret.items is not None or ret.elts is not None:
         return None
@@ -1946,7 +1962,7 @@ def _handed_back(
         or f.when
         or f.via
         or f.role
-        or f.param in summary.stores
+        or not all(g.key and g.key[0].startswith(".") for g in summary.stores.get(f.param, ()))
         or f.param not in arg_values
     ):
         return None

@@ -666,6 +666,24 @@ def field_read(facts: frozenset[Fact], name: str) -> frozenset[Fact]:
     )
 
 
+def into_fields(
+    items: tuple[tuple[str, Value], ...], facts: frozenset[Fact]
+) -> tuple[tuple[str, Value], ...]:
+    """The fields ``items`` of an object whose fields are known, once ``facts`` are stored
+    into it: each fact marked as one field's (``field_keyed``: a helper's ``member.since =
+    now`` on the object it was given) goes into that field, without the mark; the others
+    stay the whole object's, as before."""
+    fields = dict(items)
+    changed = False
+    for f in facts:
+        if f.key and f.key[0].startswith("."):
+            name = f.key[0][1:]
+            held = fields.get(name, CLEAN)
+            fields[name] = held.with_facts(held.facts | {replace(f, key=f.key[1:])})
+            changed = True
+    return tuple(sorted(fields.items())) if changed else items
+
+
 def unfielded(facts: frozenset[Fact]) -> frozenset[Fact]:
     """``facts`` of an object made into text (``str()``, an f-string): the marks of the fields
     they were in (``field_keyed``) go, as the text has no fields."""

@@ -17,6 +17,7 @@ from .calls import Unresolved, order_of, split_grain, unproven, with_grain
 from .facts import (
     CHOSEN_BY_IF,
     CLEAN,
+    KEYED_KINDS,
     MESSAGE_ROLES,
     SELF,
     Fact,
@@ -26,6 +27,7 @@ from .facts import (
     branches_only,
     canonical,
     concat,
+    field_keyed,
     join,
     joined_servers,
     keyed,
@@ -1040,6 +1042,15 @@ class StatementsMixin(EngineState):
                 was = fields.get(target.attr)
                 fields[target.attr] = stored if was is None else merge(was, stored)
                 frame.env[target.value.id] = replace(held_obj, items=tuple(sorted(fields.items())))
+        elif target.value.id != frame.self_name:
+            # a time or an id stored into a field of a parameter (``member.since = now``):
+            # the caller's object holds it in that field (``Summary.stores``, marked as that
+            # field's, so a read of another field leaves it out)
+            made = frozenset(
+                f for f in self.with_mutation_facts(value).facts if f.kind in KEYED_KINDS
+            )
+            if made:
+                self.note_store(target.value, Value(field_keyed(made, target.attr)))
         field_key = f"{target.value.id}.{target.attr}"
         old = frame.env.get(field_key)
         frame.env[field_key] = self.with_mutation_facts(value if old is None else merge(old, value))
