@@ -69,6 +69,7 @@ from .frames import (
     listed_elem,
     merge,
     merge_elem,
+    set_values_birth,
 )
 from .library import (
     FEW_DETAIL,
@@ -1589,26 +1590,35 @@ class CallsMixin(EngineState):
         ):
             # one entry of a container (``d.get("k", default)``): as ``d["k"]``, what the
             # container's entries hold, or the field of a dict literal; not its order
-            key = node.args[0]
-            if receiver.items is not None and isinstance(key, ast.Constant):
-                held = dict(receiver.items).get(str(key.value))
-                if held is not None:
-                    return join(held, *args[1:]) if len(args) > 1 else held
-            entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
-            if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                entry = entry.with_facts(other_keys_dropped(entry.facts, key.value))
-            if isinstance(receiver.ref, KeyedBy):
-                entry = entry.with_facts(entry.facts - receiver.ref.facts)
-            if isinstance(key, ast.Constant) and self.frame.func is not None:
-                entry = entry.with_facts(
-                    param_entry(entry.facts, str(key.value), id(self.frame.func))
-                )
-            return (
-                Value(join(Value(entry.facts), *args[1:]).facts)
-                if len(args) > 1
-                else Value(entry.facts)
-            )
+            entry_value = self.container_entry(node, receiver, args)
+            holder = node.func.value if isinstance(node.func, ast.Attribute) else None
+            birth = set_values_birth(holder, self.frame) if holder is not None else None
+            if birth is not None:
+                # one value of a dict whose values are sets (``by_scope.get(scope, ())``)
+                return Value(entry_value.facts, Shape.SET, ref=birth)
+            return entry_value
         return None
+
+    def container_entry(self, node: ast.Call, receiver: Value, args: list[Value]) -> Value:
+        """``receiver.get(key, ...)`` (or ``pop``, ``setdefault``) of a container: what its
+        entries hold (``library_method``)."""
+        key = node.args[0]
+        if receiver.items is not None and isinstance(key, ast.Constant):
+            held = dict(receiver.items).get(str(key.value))
+            if held is not None:
+                return join(held, *args[1:]) if len(args) > 1 else held
+        entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            entry = entry.with_facts(other_keys_dropped(entry.facts, key.value))
+        if isinstance(receiver.ref, KeyedBy):
+            entry = entry.with_facts(entry.facts - receiver.ref.facts)
+        if isinstance(key, ast.Constant) and self.frame.func is not None:
+            entry = entry.with_facts(param_entry(entry.facts, str(key.value), id(self.frame.func)))
+        return (
+            Value(join(Value(entry.facts), *args[1:]).facts)
+            if len(args) > 1
+            else Value(entry.facts)
+        )
 
     # ------------------------------------------------------------------ attributes
 

@@ -44,6 +44,7 @@ from .frames import (
     listed_elem,
     merge,
     merge_elem,
+    set_values_birth,
 )
 from .nodes import name_text, tested_subject
 from .session import kept_from_session
@@ -183,6 +184,14 @@ class ExprsMixin(EngineState):
         return value
 
     def expr_Subscript(self, node: ast.Subscript) -> Value:
+        value = self._subscript(node)
+        birth = set_values_birth(node.value, self.frame)
+        if birth is not None and isinstance(node.ctx, ast.Load):
+            # one value of a dict whose values are sets (``by_scope[scope]``): a set
+            return Value(value.facts, Shape.SET, ref=birth)
+        return value
+
+    def _subscript(self, node: ast.Subscript) -> Value:
         base = self.eval(node.value)
         self.eval(node.slice)
         if isinstance(base.ref, Table):

@@ -702,3 +702,87 @@ class EngineState:
             label: str,
             at: ast.expr | None = None,
         ) -> None: ...
+
+
+def _set_expr(node: ast.expr) -> tuple[int, int, str] | None:
+    """Where a set ``node`` is made and how it is written, for ``set_values_birth``:
+    ``set()``, ``set(x)``, ``frozenset(...)``, a set comprehension or a set display (not one
+    of numbers only or of one element, in one order in every process). None for anything
+    else."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id in ("set", "frozenset"):
+            return node.lineno, node.col_offset, f"{node.func.id}()"
+        return None
+    if isinstance(node, ast.SetComp):
+        return node.lineno, node.col_offset, "a set comprehension"
+    if isinstance(node, ast.Set) and len(node.elts) > 1:
+        if all(
+            isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) for e in node.elts
+        ):
+            return None
+        return node.lineno, node.col_offset, "a set literal"
+    return None
+
+
+def _set_values_in(scope: ast.AST, text: str) -> tuple[int, int, str] | None:
+    """The first set stored as a value of the dict written ``text`` (``self.by_scope``,
+    ``groups``) in ``scope``: ``text.setdefault(k, set())``, ``text[k] = set()`` (or any
+    set ``_set_expr`` takes) or ``text = defaultdict(set)``. None when there is none."""
+    for node in ast.walk(scope):
+        found: tuple[int, int, str] | None = None
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "setdefault"
+            and len(node.args) == 2
+            and ast.unparse(node.func.value) == text
+        ):
+            found = _set_expr(node.args[1])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and not isinstance(target.slice, ast.Slice)
+                    and ast.unparse(target.value) == text
+                ):
+                    found = found or _set_expr(node.value)
+                elif (
+                    ast.unparse(target) == text
+                    and isinstance(node.value, ast.Call)
+                    and ast.unparse(node.value.func) in ("defaultdict", "collections.defaultdict")
+                    and node.value.args
+                    and isinstance(node.value.args[0], ast.Name)
+                    and node.value.args[0].id in ("set", "frozenset")
+                ):
+                    arg = node.value.args[0]
+                    found = found or (arg.lineno, arg.col_offset, f"{arg.id}()")
+        if found is not None:
+            return found
+    return None
+
+
+def set_values_birth(holder: ast.expr, frame: Frame) -> tuple[int, int, str] | None:
+    """Where the sets are made that the dict ``holder`` holds as its values: a local of the
+    function or a field of our own object (``self.by_scope``, filled by any method of the
+    class) given a set under a key (``_set_values_in``). Iterating one of its values
+    (``for name in self.by_scope.get(scope, ())``) then gives a set's order, which for
+    strings changes with each process's hash seed. None for any other holder."""
+    if isinstance(holder, ast.Name) and frame.func is not None and holder.id != frame.self_name:
+        scope: ast.AST = frame.func
+    elif (
+        isinstance(holder, ast.Attribute)
+        and isinstance(holder.value, ast.Name)
+        and holder.value.id == frame.self_name
+        and frame.cls is not None
+    ):
+        scope = frame.cls.node
+    else:
+        return None
+    text = ast.unparse(holder)
+    if isinstance(holder, ast.Attribute):
+        text = f"self.{holder.attr}"
+    memo: dict[str, tuple[int, int, str] | None] = scope.__dict__.setdefault("_set_values", {})
+    if text not in memo:
+        memo[text] = _set_values_in(scope, text)
+    return memo[text]
