@@ -23,6 +23,7 @@ import pathspec
 from ._base import Diagnostic
 from .analysis.cache import diagnostic_to_json, digest
 from .analysis.exports import load_externals
+from .analysis.modules import relative_path
 from .analysis.program import Task, lint_program, parsing
 from .analysis.reads import InputReads
 from .chains import Lines, chain_holds
@@ -531,8 +532,9 @@ def lint_file(path: str, config: LintConfig) -> FileResult:
 
 
 def _display(path: Path) -> str:
+    """``path`` relative to the working folder (``os.path.relpath``'s answer)."""
     try:
-        return os.path.relpath(path)
+        return relative_path(os.path.abspath(path), os.getcwd())
     except ValueError:
         return str(path)
 

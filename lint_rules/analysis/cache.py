@@ -86,17 +86,19 @@ class LintCache:
         folder = root / f"lint-{version}"
         return cls(folder)
 
-    def _file(self, path: str) -> Path:
+    def _file(self, path: str) -> str:
         # fsencode: a file name that is not UTF-8 (b"bad\xff.py", read as a lone surrogate)
-        # hashes as its bytes rather than failing to encode
-        return self.folder / f"{digest(os.fsencode(os.path.abspath(path)))}.json"
+        # hashes as its bytes rather than failing to encode. A string, not a Path: a warm run
+        # opens every file's entry, and pathlib's parsing of each name cost more than the open
+        return os.path.join(self.folder, f"{digest(os.fsencode(os.path.abspath(path)))}.json")
 
     def _entry(self, path: str, content: str) -> dict[str, Any]:
         entry = self._entries.get(path)
         if entry is None:
             entry = {}
             with contextlib.suppress(OSError, ValueError):
-                loaded = json.loads(self._file(path).read_bytes())
+                with open(self._file(path), "rb") as handle:
+                    loaded = json.loads(handle.read())
                 if isinstance(loaded, dict):
                     entry = loaded
             self._entries[path] = entry

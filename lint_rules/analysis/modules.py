@@ -163,10 +163,22 @@ def _project_top(folder: str) -> str:
         current = parent
 
 
+def relative_path(path: str, folder: str) -> str:
+    """``os.path.relpath(path, folder)`` for an absolute, normalised ``path``
+    (``os.path.abspath``'s). A path below the folder is cut from its text: a normalised path
+    that starts with ``folder`` and a separator has that folder's own normalised path there
+    (``relpath`` makes both absolute and walks their parts, much slower over a large tree's
+    files and roots)."""
+    start = folder + os.sep
+    if path.startswith(start) and len(path) > len(start):
+        return path[len(start) :]
+    return os.path.relpath(path, folder)
+
+
 def _dotted(path: str, root: str, prefix: str) -> str | None:
     """``path``'s module name as imported from ``root`` under ``prefix``, if it is below
-    ``root`` and every part is an identifier."""
-    rel = os.path.relpath(path, root)
+    ``root`` and every part is an identifier. ``path`` is absolute and normalised."""
+    rel = relative_path(path, root)
     if rel.startswith(".."):
         return None
     rel = rel[: -len(".py")] if rel.endswith(".py") else rel
@@ -206,7 +218,7 @@ class ModuleIndex:
         paths = list(paths)
         absolute = {path: os.path.abspath(path) for path in paths}
         top = os.path.abspath(root)
-        outside = [a for a in absolute.values() if os.path.relpath(a, top).startswith("..")]
+        outside = [a for a in absolute.values() if relative_path(a, top).startswith("..")]
         roots = source_roots(
             sorted({os.path.dirname(a) for a in absolute.values() if a not in outside}), top
         )

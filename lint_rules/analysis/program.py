@@ -448,8 +448,10 @@ class Program:
     _wanted: dict[tuple[str, str], _Wanted] = field(default_factory=dict)
     #: (name, importer) -> how ``_unsent`` resolved it (``_resolve_kept``)
     _kept: dict[tuple[str, str], _Kept] = field(default_factory=dict)
+    #: the merged field stores at the last change of ``_fields_version``, and as last merged
     _field_facts: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     _fields_version: int = 0
+    _merged: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     #: summaries digested for the inputs' digests (``_inputs_digest``'s ``parts``)
     _digests: dict[int, tuple[Any, str]] = field(default_factory=dict)
     #: the same for whole externals (``_inputs_digest``'s ``blobs``)
@@ -464,6 +466,23 @@ class Program:
     #: (``_build_hierarchy``), and per file the version whose exports gave its part
     _hierarchy: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _bases: dict[str, tuple[int, tuple[Any, ...]]] = field(default_factory=dict)
+    #: what a plan needs to look at again (``_plan``): the files given an output (analysed,
+    #: cached or reused) since the last plan; per file, the files whose ``_resolved`` read it
+    #: (its version is in their stamps); the files whose ``_resolved`` read the field stores
+    #: or the hierarchy, and the ``_fields_version`` of the last plan; per file, the symbols
+    #: the files' ``_resolved`` ask of it (how many ask each); the files of the last plan's
+    #: tasks; ``_unsent``'s last answer
+    _fresh: set[str] = field(default_factory=set)
+    _readers: dict[str, set[str]] = field(default_factory=dict)
+    _field_readers: set[str] = field(default_factory=set)
+    _planned_fields: int = 0
+    _asked: dict[str, dict[str, int]] = field(default_factory=dict)
+    _due: set[str] = field(default_factory=set)
+    _last_unsent: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: per file, its exports' field stores as the merged ones last took them (``_field_facts``)
+    #: and its ``converts`` and ``message_classes`` when it has any (``_unsent``)
+    _stores: dict[str, Any] = field(default_factory=dict)
+    _messages: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     #: whether this run moves the outputs it reads from the cache out of the collector's
     #: sight (``gc.freeze``), and unfreezes them at its end: only when nothing else in the
     #: process is frozen
@@ -628,7 +647,8 @@ class Program:
             raw = None
             if not state.content:
                 try:
-                    raw = Path(path).read_bytes()
+                    with open(path, "rb") as handle:
+                        raw = handle.read()
                     state.content = digest(raw)
                 except OSError:
                     state.content = "unreadable"
@@ -654,6 +674,7 @@ class Program:
         return pending
 
     def _accept(self, state: FileState, task: Task, inputs: str, output: dict[str, Any]) -> None:
+        self._fresh.add(task.path)
         state.analyses += 1
         if output != state.output:  # a cached or repeated analysis often gives the same
             state.version += 1
@@ -686,24 +707,33 @@ class Program:
     # ------------------------------------------------------------------ planning
 
     def _plan(self, states: dict[str, FileState], index: ModuleIndex) -> list[tuple[str, Task]]:
-        requests: dict[str, set[str]] = {f: set(s.requests) for f, s in states.items()}
-        externals: dict[str, dict[str, Any]] = {}
-        field_facts = _field_facts(states)
-        if field_facts != self._field_facts:
-            self._field_facts = field_facts
-            self._fields_version += 1
-        self._build_hierarchy(states, index)
+        """The tasks of the files whose task differs from their last one's. Only what may
+        have moved since the last plan is looked at again: the files given an output since
+        (``_fresh``), the files whose resolved names read one of them (``_readers``), or read
+        the field stores or the hierarchy when those changed, the files they now ask other
+        symbols of, the files whose ``_unsent`` entry changed and the last plan's tasks (one
+        left for a later wave is due again); every file when the sink functions changed. Any
+        other file's task is what it was at the last plan, where it was not due (a warm run
+        replays about 16 waves, most of which give a few files an output)."""
+        fresh, self._fresh = self._fresh, set()
+        field_facts = self._merged_fields(states, fresh)
+        self._build_hierarchy(states, index, fresh)
+        dirty: set[str] = set()
+        for path in fresh:
+            dirty |= self._readers.get(path, set())
+        if self._planned_fields != self._fields_version:
+            dirty |= self._field_readers
+            self._planned_fields = self._fields_version
+        check = fresh | self._due | dirty
         for path, state in states.items():
             memo = self._resolved.get(path)
-            if (
-                memo is not None
-                and (memo.fields == self._fields_version or not memo.reads_fields)
-                and all(states[f].version == v for f, v in memo.stamps.items())
+            if memo is not None and (
+                path not in dirty
+                or (
+                    (memo.fields == self._fields_version or not memo.reads_fields)
+                    and all(states[f].version == v for f, v in memo.stamps.items())
+                )
             ):
-                externals[path] = memo.seen
-                state.deps = memo.deps
-                for file, symbol in memo.requests:
-                    requests[file].add(symbol)
                 continue
             names = _wanted_names(state)
             hits: list[_Wanted] = []
@@ -737,7 +767,7 @@ class Program:
                     if hit.request is not None:
                         added.append(hit.request)
                     seen.update(hit.seen)
-                memo = self._resolved[path] = _Resolved(
+                new = _Resolved(
                     dict.fromkeys(touched, 0),
                     self._fields_version,
                     seen,
@@ -747,20 +777,25 @@ class Program:
                     hits,
                     any(h.stored is not None or h.subclasses for h in hits),
                 )
+                self._remember(path, memo, new, check)
+                memo = new
             # the same files read (each name's stamps moved to their versions when checked)
             memo.stamps = {f: states[f].version for f in memo.stamps}
             memo.fields = self._fields_version
-            externals[path] = memo.seen
             state.deps = memo.deps
-            for file, symbol in memo.requests:
-                requests[file].add(symbol)
-        sink_names = self._sink_functions(states)
+        sink_names = self._sink_functions(states, fresh)
         if sink_names != self._sink_names:
             self._sink_names = sink_names
             self._sink_stamp += 1
-        unsent = self._unsent(states, index)
+        unsent = self._unsent(states, index, fresh)
+        for path in unsent.keys() | self._last_unsent.keys():
+            if unsent.get(path) != self._last_unsent.get(path):
+                check.add(path)
+        self._last_unsent = unsent
         todo = []
         for path, state in states.items():
+            if path not in check and state.sink_stamp == self._sink_stamp:
+                continue
             unseen = sink_names - state.scanned if state.sink_stamp != self._sink_stamp else set()
             state.sink_stamp = self._sink_stamp
             if unseen:
@@ -778,34 +813,89 @@ class Program:
             # the task is made only for a file whose task differs from its last one (most
             # files' do not, wave after wave)
             own = unsent.get(path, ())
+            externals = self._resolved[path].seen
+            requests = state.requests.union(self._asked.get(path, ()))
             changed = (
-                not _same_but_chains(externals[path], state.externals)
-                or requests[path] != state.requests
+                not _same_but_chains(externals, state.externals)
+                or requests != state.requests
                 or state.force != bool(state.output.get("forced"))
                 or sorted(state.sink_calls) != state.output.get("sink_calls", [])
                 or list(own) != state.output.get("unsent", [])
             )
             if changed:
-                todo.append((path, self._task(path, state, externals[path], requests[path], own)))
+                todo.append((path, self._task(path, state, externals, requests, own)))
+        self._due = {path for path, _ in todo}
         return todo
 
+    def _remember(self, path: str, old: _Resolved | None, new: _Resolved, check: set[str]) -> None:
+        """Index ``new``, the resolved names of ``path`` that replace ``old``: the files it
+        reads (``_readers``), whether it reads the field stores, the symbols it asks (the
+        files asked, before and now, go into ``check``)."""
+        if old is not None:
+            for file in old.stamps:
+                self._readers[file].discard(path)
+            for file, symbol in old.requests:
+                asked = self._asked[file]
+                asked[symbol] -= 1
+                if not asked[symbol]:
+                    del asked[symbol]
+                check.add(file)
+        for file in new.stamps:
+            self._readers.setdefault(file, set()).add(path)
+        for file, symbol in new.requests:
+            asked = self._asked.setdefault(file, {})
+            asked[symbol] = asked.get(symbol, 0) + 1
+            check.add(file)
+        if new.reads_fields:
+            self._field_readers.add(path)
+        else:
+            self._field_readers.discard(path)
+        self._resolved[path] = new
+
+    def _merged_fields(
+        self, states: dict[str, FileState], fresh: set[str]
+    ) -> dict[str, dict[str, list[Any]]]:
+        """The merged field stores (``_field_facts``), merged again only when a file given an
+        output since the last plan (``fresh``) stores other facts; a change bumps
+        ``_fields_version``."""
+        changed = not self._stores
+        for path in fresh:
+            stores = states[path].output.get("exports", {}).get("field_stores", {})
+            if self._stores.get(path, {}) != stores:
+                changed = True
+            self._stores[path] = stores
+        if changed:
+            self._merged = _field_facts(states)
+        if self._merged is not self._field_facts and self._merged != self._field_facts:
+            self._field_facts = self._merged
+            self._fields_version += 1
+        return self._merged
+
     def _unsent(
-        self, states: dict[str, FileState], index: ModuleIndex
+        self, states: dict[str, FileState], index: ModuleIndex, fresh: set[str]
     ) -> dict[str, tuple[str, ...]]:
         """Per file, the program's own message classes (or callables) it builds with a
         literal system role (its export's ``message_classes``) that no module turns into
         request messages (no module's ``converts`` names them, through imports and
         re-exports): a message object of such a class is not taken as system text. A name
-        that is no file's of the program (a library's class) is never in it."""
+        that is no file's of the program (a library's class) is never in it. Only the files
+        that export either are read (``_messages``, updated for the files of ``fresh``, given
+        an output since the last plan)."""
+        for path in fresh:
+            exports = states[path].output.get("exports", {})
+            both = (exports.get("converts", ()), exports.get("message_classes", ()))
+            if any(both):
+                self._messages[path] = both
+            else:
+                self._messages.pop(path, None)
         converted: set[tuple[str, str]] = set()
-        for path, state in states.items():
-            for qual in state.output.get("exports", {}).get("converts", ()):
+        for path, (converts, _) in self._messages.items():
+            for qual in converts:
                 found = self._resolve_kept(qual, path, states, index)
                 if found is not None:
                     converted.add(found)
         out: dict[str, tuple[str, ...]] = {}
-        for path, state in states.items():
-            built = state.output.get("exports", {}).get("message_classes", ())
+        for path, (_, built) in self._messages.items():
             names = []
             for qual in built:
                 found = self._resolve_kept(qual, path, states, index)
@@ -943,13 +1033,17 @@ class Program:
                     )
         return found
 
-    def _build_hierarchy(self, states: dict[str, FileState], index: ModuleIndex) -> None:
+    def _build_hierarchy(
+        self, states: dict[str, FileState], index: ModuleIndex, fresh: set[str]
+    ) -> None:
         """``_hierarchy``: (file, class) -> the (file, class) of each exported class that names
         it as a base, through imports and re-exports; each file's part is found again only
-        when its output changed. A change bumps ``_fields_version`` (resolved names that read
-        the hierarchy are resolved again)."""
-        merged: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for path, state in states.items():
+        when its output changed (only a file of ``fresh``, given an output since the last
+        plan, can have), and the parts merged again only when one changed. A change bumps
+        ``_fields_version`` (resolved names that read the hierarchy are resolved again)."""
+        changed = False
+        for path in fresh:
+            state = states[path]
             version, own = self._bases.get(path, (-1, ()))
             if version != state.version:
                 found = []
@@ -959,9 +1053,13 @@ class Program:
                         target = self._resolve(qual, path, states, index, set())
                         if target is not None:
                             found.append((target, (path, name)))
-                own = tuple(found)
-                self._bases[path] = (state.version, own)
-            for target, sub in own:
+                changed = changed or tuple(found) != own
+                self._bases[path] = (state.version, tuple(found))
+        if not changed:
+            return
+        merged: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for path in states:
+            for target, sub in self._bases.get(path, (-1, ()))[1]:
                 merged.setdefault(target, []).append(sub)
         if merged != self._hierarchy:
             self._hierarchy = merged
@@ -986,16 +1084,23 @@ class Program:
         first = _source_cycles({p: (states[p].deps - {p}) & pending for p in pending})
         return [(p, t) for p, t in todo if p in first]
 
-    def _sink_functions(self, states: dict[str, FileState]) -> set[bytes]:
+    def _sink_functions(self, states: dict[str, FileState], fresh: set[str]) -> set[bytes]:
         """``name(`` for each exported function whose arguments reach a sink (``.name(``
-        for a method); each file's are found again only when its output changed."""
-        names: set[bytes] = set()
-        for state in states.values():
+        for a method); each file's are found again only when its output changed (only a file
+        of ``fresh`` can have), and gathered again only when one's changed."""
+        changed = False
+        for path in fresh:
+            state = states[path]
             version, own = state.sink_names
             if version != state.version:
-                own = _sink_names(state.output.get("exports", {}))
-                state.sink_names = (state.version, own)
-            names |= own
+                new = _sink_names(state.output.get("exports", {}))
+                changed = changed or new != own
+                state.sink_names = (state.version, new)
+        if not changed:
+            return self._sink_names
+        names: set[bytes] = set()
+        for state in states.values():
+            names |= state.sink_names[1]
         return names
 
     def _resolve(

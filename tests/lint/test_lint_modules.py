@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from promptcache.lint_rules.analysis.modules import ModuleIndex
+from promptcache.lint_rules.analysis.modules import ModuleIndex, relative_path
 
 
 def _tree(root: Path, files: dict[str, str]) -> list[str]:
@@ -199,3 +199,17 @@ def test_lint_of_a_script_folder_under_src_follows_its_sibling_import(tmp_path: 
         == outputs[1]
         == [("clock.py", 8), ("clock.py", 12), ("app.py", 11), ("app.py", 18)]
     )
+
+
+def test_relative_path_is_relpath_for_normalised_absolute_paths() -> None:
+    """``relative_path`` cuts a path below the folder from its text; every other pair (the
+    folder itself, a sibling whose name extends the folder's, the root folder, a folder
+    written with ``.``, ``..``, a doubled or a trailing separator) gives ``os.path.relpath``'s
+    answer too."""
+    import os
+
+    folders = ["/a", "/a/b", "/a/b/", "/a/./b", "/a/x/../b", "//a", "/", "/a/bc"]
+    paths = ["/a/b/c.py", "/a/b", "/a/bc/d.py", "/a/..x.py", "/z/y.py", "/a/b/c/d/e.py"]
+    for folder in folders:
+        for path in map(os.path.abspath, paths):
+            assert relative_path(path, folder) == os.path.relpath(path, folder), (path, folder)
