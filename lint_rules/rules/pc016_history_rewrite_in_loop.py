@@ -17,8 +17,14 @@ stored turns, `self.<attr>[-n:]` or a loop that appends the same turns one by on
 in enumerate(self.<attr>)` that skips while `i < len(self.<attr>) - n`; read in one method,
 followed through the local lists it is added to, the methods of the class that return them and
 the calls that hand them to the method that sends them), is reported when a method of the
-class adds to `self.<attr>`; a fixed cut (`self.history[:40]`), a window that is only logged
-and a window of turns nothing adds to after the constructor are not. In a function that is
+class adds to `self.<attr>`; so is a call that hands `self.<attr>` to a helper of the module
+or class that keeps the newest messages that fit a limit (it walks its list argument from the
+end, `for m in reversed(history)`, adds each message to a fresh list it returns, not under a
+condition, and stops at an ordering test, `if total + n > budget: break`), and, where a
+history is sent from a loop, `history = helper(history)`. A fixed cut (`self.history[:40]`, a
+forward walk that keeps the oldest messages that fit), a budget check that raises, a backwards
+walk without a stop, a window that is only logged and a window of turns nothing adds to after
+the constructor are not. In a function that is
 handed the whole history as a parameter (called once per turn), only a window that keeps the
 newest messages, `history = history[-20:]`, written before the call that sends the history is
 reported: a fixed cut such as `messages[1:]` drops the same message every turn, and a window
@@ -60,6 +66,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
@@ -290,9 +297,10 @@ def _stored_windows(
     cls: ast.ClassDef,
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     expr: ast.expr,
-    out: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str]],
+    out: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str, Trim | None]],
     depth: int = 0,
     visited: set[tuple[int, str]] | None = None,
+    helpers: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
 ) -> None:
     """The windows ``self.<attr>[-n:]`` of a history a method of ``cls`` adds to, whose
     messages make up ``expr`` (in ``function``): followed through local names (assigned,
@@ -313,23 +321,29 @@ def _stored_windows(
             and target[0] == "self"
             and _grown(cls, target[1])
         ):
-            out.setdefault((expr.lineno, expr.col_offset), (expr, target[1]))
+            out.setdefault((expr.lineno, expr.col_offset), (expr, target[1], None))
         return
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        _stored_windows(cls, function, expr.left, out, step, visited)
-        _stored_windows(cls, function, expr.right, out, step, visited)
+        _stored_windows(cls, function, expr.left, out, step, visited, helpers)
+        _stored_windows(cls, function, expr.right, out, step, visited, helpers)
         return
     if isinstance(expr, (ast.List, ast.Tuple)):
         for elt in expr.elts:
             if isinstance(elt, ast.Starred):
-                _stored_windows(cls, function, elt.value, out, step, visited)
+                _stored_windows(cls, function, elt.value, out, step, visited, helpers)
         return
     if isinstance(expr, ast.Call):
         func = expr.func
+        trim = _trimmed(cls, expr, helpers or {})
+        if trim is not None:
+            target = _target(trim.argument)
+            if target is not None and target[0] == "self" and _grown(cls, target[1]):
+                out.setdefault((expr.lineno, expr.col_offset), (expr, target[1], trim))
+            return
         if isinstance(func, ast.Name) and func.id == "list" and len(expr.args) == 1:
-            _stored_windows(cls, function, expr.args[0], out, step, visited)
+            _stored_windows(cls, function, expr.args[0], out, step, visited, helpers)
         elif isinstance(func, ast.Attribute) and func.attr == "copy" and not expr.args:
-            _stored_windows(cls, function, func.value, out, step, visited)
+            _stored_windows(cls, function, func.value, out, step, visited, helpers)
         elif _target(func) == ("self", getattr(func, "attr", "")) and not expr.args:
             method = _methods(cls).get(getattr(func, "attr", ""))
             if (
@@ -340,7 +354,7 @@ def _stored_windows(
                 visited.add((id(method), ""))
                 for node in ast.walk(method):
                     if isinstance(node, ast.Return) and node.value is not None:
-                        _stored_windows(cls, method, node.value, out, step, visited)
+                        _stored_windows(cls, method, node.value, out, step, visited, helpers)
         return
     if not isinstance(expr, ast.Name):
         return
@@ -368,7 +382,7 @@ def _stored_windows(
                     passed.append(node.args[index])
                 for value in passed:
                     if not isinstance(value, ast.Starred):
-                        _stored_windows(cls, caller, value, out, step, visited)
+                        _stored_windows(cls, caller, value, out, step, visited, helpers)
         return
     for node in ast.walk(function):
         if (
@@ -380,7 +394,7 @@ def _stored_windows(
             and isinstance(node.target, ast.Name)
             and node.target.id == name
         ):
-            _stored_windows(cls, function, node.value, out, step, visited)
+            _stored_windows(cls, function, node.value, out, step, visited, helpers)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -390,17 +404,17 @@ def _stored_windows(
             and len(node.args) == 1
         ):
             if node.func.attr == "extend" or _loop_target(function, node.args[0]):
-                _stored_windows(cls, function, node.args[0], out, step, visited)
+                _stored_windows(cls, function, node.args[0], out, step, visited, helpers)
             elif node.func.attr == "append":
                 kept = _loop_window(function, node)
                 if kept is not None and _grown(cls, kept[1]):
-                    out.setdefault((kept[0].lineno, kept[0].col_offset), kept)
+                    out.setdefault((kept[0].lineno, kept[0].col_offset), (*kept, None))
         elif (
             isinstance(node, (ast.For, ast.AsyncFor))
             and isinstance(node.target, ast.Name)
             and node.target.id == name
         ):
-            _stored_windows(cls, function, node.iter, out, step, visited)
+            _stored_windows(cls, function, node.iter, out, step, visited, helpers)
 
 
 def _loop_window(
@@ -537,8 +551,254 @@ def _loop_target(function: ast.AST, value: ast.expr) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Trim:
+    """A call of a helper that returns a window of the newest messages of its list argument
+    (``_budget_trim``): the argument it trims, the helper's name, the parameter and the
+    statement where its walk stops."""
+
+    argument: ast.expr
+    helper: str
+    parameter: str
+    stop: ast.stmt
+
+
+def _module_functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions defined at the top level of a module, by name."""
+    body = tree.body if isinstance(tree, ast.Module) else []
+    return {f.name: f for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _whole_number(node: ast.expr | None) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _whole_number(node.operand)
+        return None if inner is None else -inner
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+    ):
+        return node.value
+    return None
+
+
+def _walked_backwards(loop: ast.For | ast.AsyncFor, params: set[str]) -> str | None:
+    """``for m in reversed(p)`` (or ``reversed(p[:-1])``, ``reversed(p[1:])``) over a
+    parameter ``p``: the parameter, walked from its newest element. A slice that ends at a
+    fixed index (``p[:10]``) walks the same elements every call and is no window."""
+    walk = loop.iter
+    if not (
+        isinstance(walk, ast.Call)
+        and isinstance(walk.func, ast.Name)
+        and walk.func.id == "reversed"
+        and len(walk.args) == 1
+        and not walk.keywords
+    ):
+        return None
+    sequence = walk.args[0]
+    if isinstance(sequence, ast.Subscript) and isinstance(sequence.slice, ast.Slice):
+        cut = sequence.slice
+        lower, upper = _whole_number(cut.lower), _whole_number(cut.upper)
+        if (
+            cut.step is not None
+            or (cut.lower is not None and (lower is None or lower < 0))
+            or (cut.upper is not None and (upper is None or upper >= 0))
+        ):
+            return None
+        sequence = sequence.value
+    if isinstance(sequence, ast.Name) and sequence.id in params:
+        return sequence.id
+    return None
+
+
+def _kept_into(stmt: ast.stmt, element: str) -> str | None:
+    """``kept.insert(0, m)`` or ``kept.append(m)`` of the loop's element ``m``: ``kept``."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    call = stmt.value
+    if not (
+        isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and not call.keywords
+    ):
+        return None
+    args = call.args
+    if call.func.attr == "append" and len(args) == 1:
+        added = args[0]
+    elif call.func.attr == "insert" and len(args) == 2 and _whole_number(args[0]) == 0:
+        added = args[1]
+    else:
+        return None
+    return call.func.value.id if isinstance(added, ast.Name) and added.id == element else None
+
+
+def _stops_at_limit(stmt: ast.stmt, kept: str) -> bool:
+    """``if <an ordering comparison>: break`` (or ``return kept``): the walk stops once a
+    budget or count is passed (a role test, ``if m["role"] == "system": break``, is no
+    limit)."""
+    return (
+        isinstance(stmt, ast.If)
+        and any(
+            isinstance(b, ast.Break)
+            or (isinstance(b, ast.Return) and b.value is not None and _made_from(b.value, kept))
+            for b in stmt.body
+        )
+        and any(
+            isinstance(n, ast.Compare)
+            and any(isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)) for op in n.ops)
+            for n in ast.walk(stmt.test)
+        )
+    )
+
+
+def _made_from(expr: ast.expr, name: str) -> bool:
+    """``expr`` is the list ``name``, reversed or joined to other messages (``kept``,
+    ``kept[::-1]``, ``list(reversed(kept))``, ``[first, *kept]``, ``[first] + kept``)."""
+    if isinstance(expr, ast.Name):
+        return expr.id == name
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+        cut = expr.slice
+        return (
+            cut.lower is None
+            and cut.upper is None
+            and _whole_number(cut.step) == -1
+            and _made_from(expr.value, name)
+        )
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in ("list", "reversed")
+        and len(expr.args) == 1
+        and not expr.keywords
+    ):
+        return _made_from(expr.args[0], name)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _made_from(expr.left, name) or _made_from(expr.right, name)
+    if isinstance(expr, ast.List):
+        return any(isinstance(e, ast.Starred) and _made_from(e.value, name) for e in expr.elts)
+    return False
+
+
+def _budget_trim(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ast.stmt] | None:
+    """A helper that returns a window of the newest elements of a list parameter: it walks the
+    parameter from its end (``for m in reversed(history)``), adds each element to a fresh local
+    list (``kept.insert(0, m)`` or ``kept.append(m)``, not under a condition), stops once a
+    limit is passed (``if total + n > budget: break``, before or after the add) and returns
+    that list (``kept``, ``kept[::-1]``, ``list(reversed(kept))``, or with other messages).
+    Returns the parameter and the ``if`` that stops the walk; None for any other shape (a walk
+    without a stop keeps every element, a check that raises trims nothing)."""
+    args = function.args
+    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    for loop in ast.walk(function):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
+            continue
+        param = _walked_backwards(loop, params)
+        if param is None:
+            continue
+        kept = {k for k in (_kept_into(s, loop.target.id) for s in loop.body) if k is not None}
+        if len(kept) != 1:
+            continue
+        (name,) = kept
+        stop = next((s for s in loop.body if _stops_at_limit(s, name)), None)
+        if stop is None:
+            continue
+        binds = [
+            n
+            for n in ast.walk(function)
+            if (
+                isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+            )
+            or (isinstance(n, ast.AnnAssign) and _target(n.target) == ("name", name))
+        ]
+        fresh = bool(binds) and all(
+            (isinstance(n, ast.AnnAssign) or len(n.targets) == 1)
+            and n.value is not None
+            and (
+                isinstance(n.value, ast.List)
+                or (
+                    isinstance(n.value, ast.Call)
+                    and isinstance(n.value.func, ast.Name)
+                    and n.value.func.id == "list"
+                    and not n.value.args
+                )
+            )
+            for n in binds
+        )
+        if name in params or not fresh:
+            continue
+        if any(
+            isinstance(n, ast.Return) and n.value is not None and _made_from(n.value, name)
+            for n in ast.walk(function)
+        ):
+            return param, stop
+    return None
+
+
+def _trimmed(
+    cls: ast.ClassDef | None,
+    call: ast.Call,
+    helpers: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+) -> Trim | None:
+    """``call`` calls a function of the module (``trim(history)``) or a method of ``cls``
+    (``self._trim(self.history)``) that returns a window of the newest elements of one of its
+    arguments (``_budget_trim``): that argument, as passed."""
+    func = call.func
+    static = True
+    if isinstance(func, ast.Name):
+        helper = helpers.get(func.id)
+    elif cls is not None and _target(func) == ("self", getattr(func, "attr", "")):
+        helper = _methods(cls).get(getattr(func, "attr", ""))
+        static = helper is not None and any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in helper.decorator_list
+        )
+    else:
+        return None
+    if helper is None:
+        return None
+    found = _budget_trim(helper)
+    if found is None:
+        return None
+    param, stop = found
+    passed = [k.value for k in call.keywords if k.arg == param]
+    positional = [a.arg for a in [*helper.args.posonlyargs, *helper.args.args]]
+    if param in positional:
+        index = positional.index(param) - (not static)
+        if 0 <= index < len(call.args) and not any(
+            isinstance(a, ast.Starred) for a in call.args[: index + 1]
+        ):
+            passed.append(call.args[index])
+    if len(passed) != 1:
+        return None
+    return Trim(passed[0], helper.name, param, stop)
+
+
+def _trim_window(
+    node: ast.AST,
+    target: Target,
+    cls: ast.ClassDef | None,
+    helpers: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+) -> str | None:
+    """``history = trim(history)`` with a helper that keeps the newest messages that fit a
+    limit (``_budget_trim``): a window stored back, as ``history = history[-20:]``."""
+    if not (
+        isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and any(_target(t) == target for t in node.targets)
+    ):
+        return None
+    trim = _trimmed(cls, node.value, helpers)
+    if trim is None or _target(trim.argument) != target:
+        return None
+    return (
+        f"a window of the newest messages kept by `{trim.helper}` (it walks them from the end "
+        f"and stops at a limit, line {trim.stop.lineno})"
+    )
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
+    helpers = _module_functions(ctx.tree)
     for sink in ctx.sinks:
         if sink.messages is None:
             continue
@@ -566,22 +826,44 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             and isinstance(sink.function, (ast.FunctionDef, ast.AsyncFunctionDef))
             and sink.function.name not in INIT_METHODS
         ):
-            windows: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str]] = {}
-            _stored_windows(cls, sink.function, sink.messages, windows)
-            for key, (node, attr) in sorted(windows.items()):
+            windows: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str, Trim | None]] = {}
+            _stored_windows(cls, sink.function, sink.messages, windows, helpers=helpers)
+            for key, (node, attr, trim) in sorted(windows.items()):
                 if key in seen:
                     continue
                 seen.add(key)
+                sent = Related(ctx.location(sink.node), "the history is sent here")
+                if trim is None:
+                    yield ctx.diagnostic(
+                        "PC016",
+                        f"a sliding window of the stored history `self.{attr}` (its newest "
+                        f"messages) makes up the messages sent to {sink.label}, and the history "
+                        "grows every turn: once it is longer than the window, the oldest "
+                        "message kept changes on every call and the cache misses from it on: "
+                        "send the whole history, or compact rarely",
+                        node,
+                        Severity.WARNING,
+                        (sent,),
+                    )
+                    continue
                 yield ctx.diagnostic(
                     "PC016",
-                    f"a sliding window of the stored history `self.{attr}` (its newest "
-                    f"messages) makes up the messages sent to {sink.label}, and the history "
-                    "grows every turn: once it is longer than the window, the oldest message "
-                    "kept changes on every call and the cache misses from it on: send the "
-                    "whole history, or compact rarely",
+                    f"`{trim.helper}` keeps a window of the newest messages of the stored "
+                    f"history `self.{attr}` (it walks them from the end and stops at a limit), "
+                    f"and that window makes up the messages sent to {sink.label} while the "
+                    "history grows every turn: once the history passes the limit, the oldest "
+                    "message kept changes on every call and the cache misses from it on: send "
+                    "the whole history, or compact rarely",
                     node,
                     Severity.WARNING,
-                    (Related(ctx.location(sink.node), "the history is sent here"),),
+                    (
+                        Related(
+                            ctx.location(trim.stop),
+                            f"`{trim.helper}` walks `{trim.parameter}` from its newest message "
+                            "and stops here, dropping the older ones",
+                        ),
+                        sent,
+                    ),
                 )
         target = _target(sink.messages)
         if target is None:
@@ -599,7 +881,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             scopes, rewrite, before = [sink.function], _window, sink.node
         for scope in scopes:
             for node in ast.walk(scope):
-                why = rewrite(node, target)
+                why = rewrite(node, target) or _trim_window(node, target, cls, helpers)
                 if why is None:
                     continue
                 if before is not None and _after(node, before):

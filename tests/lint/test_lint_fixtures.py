@@ -69,3 +69,21 @@ def test_pc010_counts_the_static_text_after_the_varying_part() -> None:
         13: str(len("\n\n".join(["", half, half]))),  # the separators count
         # line 14: a varying part between the halves leaves 1,602 characters after each
     }, result.diagnostics
+
+
+def test_pc016_budget_window_names_the_helper_and_the_send() -> None:
+    """A window chosen by a budget helper (``PC016_budget_trim.py``) is reported where the
+    helper is called, and its chain names the line where the helper's walk stops and the call
+    that sends the window."""
+    path = FIXTURES / "PC016_budget_trim.py"
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    result = lint_source(source, str(path), fixture_config(path, source))
+    (finding,) = [d for d in result.diagnostics if d.location.line == 96]
+    assert "`trim_history_to_token_limit`" in finding.message
+    assert "`self.history`" in finding.message
+    stop, sent = finding.related
+    assert lines[stop.location.line - 1].strip() == "if total + count(message) > max_tokens:"
+    assert "`trim_history_to_token_limit` walks `history`" in stop.message
+    assert "client.chat.completions.create(" in lines[sent.location.line - 1]
+    assert sent.message == "the history is sent here"
