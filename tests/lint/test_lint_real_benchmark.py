@@ -223,3 +223,20 @@ def test_parse_only_pass_counts_a_file_it_cannot_parse(bench: ModuleType, tmp_pa
     nul.write_bytes(b"x = 1\x00\n")
     parsed = 2 if sys.version_info >= (3, 12) else 1  # good.py, and newer.py from 3.12 on
     assert bench.parse_all([good, newer, broken, nul]) == parsed
+
+
+def test_measure_tree_repeats_the_warm_run_from_the_cold_cache(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    """``--warm-repeat 3``: three warm re-runs after the one edit, each from the cache as the
+    cold run left it (each analyses the edited file again), and the medians reported."""
+    tree = tmp_path / "tree"
+    for i in range(3):
+        path = tree / "pkg" / f"m{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"def f{i}(x):\n    return x + {i}\n", encoding="utf-8")
+    m = bench.measure_tree(tree, 1, warm_repeat=3)
+    walls = [w for w, _ in m["warm_runs"]]
+    cpus = [c for _, c in m["warm_runs"]]
+    assert len(walls) == 3 and m["warm_analyses"] >= 1
+    assert m["warm_s"] == sorted(walls)[1] and m["warm_cpu_s"] == sorted(cpus)[1]
