@@ -42,6 +42,7 @@ from .facts import (
     joined_servers,
     keyed_field,
     map_facts,
+    method_result,
     narrowed,
     other_keys_dropped,
     param_entry,
@@ -331,7 +332,7 @@ class CallsMixin(EngineState):
         # fields does not flow into every result computed from it
         parts = [_unobjected(v) for v in (*args, *kwargs.values())]
         if receiver is not None:
-            parts.append(_unobjected(receiver))
+            parts.append(_unobjected(self.called_on_param(receiver, func)))
         tag: object = (
             Unresolved(qual) if qual is not None and not qual.startswith("builtins.") else None
         )
@@ -344,6 +345,77 @@ class CallsMixin(EngineState):
             return CLEAN if tag is None else Value(ref=tag)
         own = parts[-1].facts if receiver is not None else frozenset()
         return Value(self.assumed(joined.facts, node, own), ref=tag)
+
+    def called_on_param(self, receiver: Value, func: ast.expr) -> Value:
+        """``receiver`` as the receiver of a method the analysis cannot resolve
+        (``sheet.inventory_list()``): where it is a parameter of ours whose class is not known,
+        its PARAM fact names that method's result (``method_result``), so a caller whose
+        argument is an object of a project class whose fields are known passes only what that
+        class's method returns of them (``method_result_of``), not a time stamped in another
+        field; any other caller passes the whole argument, as before. A method that a str,
+        a container, a number, a date or a path has (``text.strip()``) keeps the parameter."""
+        frame = self.frame
+        if (
+            not isinstance(func, ast.Attribute)
+            or frame.func is None
+            or receiver.ref is not None
+            or receiver.items is not None
+            or receiver.shape is not Shape.UNKNOWN
+            or func.attr.startswith("__")
+            or func.attr in _VALUE_TYPE_METHODS
+        ):
+            return receiver
+        ours = (id(frame.func),)
+
+        def whole(f: Fact) -> bool:
+            return (
+                f.kind is Kind.PARAM and f.param >= 0 and f.fix == ours and f.detail.isidentifier()
+            )
+
+        if not any(whole(f) for f in receiver.facts):
+            return receiver
+        return receiver.with_facts(
+            frozenset(
+                replace(f, detail=f"{f.detail}.{func.attr}()") if whole(f) else f
+                for f in receiver.facts
+            )
+        )
+
+    def method_result_of(self, argument: Value, name: str) -> frozenset[Fact]:
+        """What the method ``name`` returns of ``argument``, a caller's argument for a
+        parameter whose method result a callee returns (``called_on_param``): where the
+        argument is an object of a project class whose fields are known, and that class's
+        method returns only fields of its receiver (``return json.loads(self.inventory)``),
+        what the argument holds in those fields; otherwise all it holds."""
+        if argument.items is None or not isinstance(argument.ref, (ClassInfo, ExternalClass)):
+            return argument.facts
+        target = self.method_of(argument, name)
+        if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if target.decorator_list:
+                # a property, a static or class method, or one a decorator wraps
+                return argument.facts
+            summary = self.summary(target)
+        elif isinstance(target, Summary):
+            summary = target
+        else:
+            return argument.facts
+        fields = dict(argument.items)
+        out: set[Fact] = set()
+        for g in summary.ret.facts:
+            if g.kind is not Kind.PARAM or g.fix != (summary.key,) or g.when:
+                # a value the method makes itself: all the argument holds, as before
+                return argument.facts
+            if g.param != SELF:
+                # an argument of the method: the callee's own, already in its result
+                continue
+            held = (
+                fields.get(g.detail[len("self.") :].split(".")[0], CLEAN).facts
+                if g.detail.startswith("self.")
+                else argument.facts
+            )
+            # through a call the method cannot see (``json.loads(self.inventory)``): unproven
+            out |= self.passed(held, g.granularity, unseen_steps(g), g.role)
+        return frozenset(out)
 
     def getattr_field(self, node: ast.Call) -> Value | None:
         """``getattr(obj, "name")`` read as ``obj.name`` (joined with the default of
@@ -967,6 +1039,9 @@ class CallsMixin(EngineState):
             """The facts of the argument the callee's PARAM fact ``f`` names, at the entry
             or field it reads (not a field of the receiver: ``receiver_attr``)."""
             given: frozenset[Fact] = frozenset()
+            called = method_result(f.detail) if f.param >= 0 else None
+            if called is not None and f.param in arg_values:
+                return self.method_result_of(arg_values[f.param][0], called[1])
             if f.param >= 0 and f.param in arg_values:
                 argument = arg_values[f.param][0]
                 held, rest = entry_and_rest(argument, f.detail, call_line)
@@ -2018,6 +2093,28 @@ def called_name(node: ast.Call) -> tuple[str, int]:
 
 #: decorators that make a method read as an attribute: reading it runs the method
 _PROPERTIES = frozenset({"property", "cached_property"})
+
+
+#: the methods of value types (a str, bytes, a container, a number, a date or a time, a
+#: path): called on a parameter whose class is not known, what they return is that value's
+#: (``called_on_param``)
+_VALUE_TYPE_METHODS = frozenset(
+    name
+    for kind in (
+        str,
+        bytes,
+        list,
+        dict,
+        set,
+        tuple,
+        int,
+        float,
+        datetime.datetime,
+        datetime.timedelta,
+        pathlib.PurePath,
+    )
+    for name in dir(kind)
+)
 
 
 #: pydantic's methods that return a model's fields as a dict (``dict()`` in pydantic 1)

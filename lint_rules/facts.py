@@ -747,6 +747,8 @@ def param_entry(
     out = set()
     for f in facts:
         if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
+            if method_result(f.detail) is not None:
+                f = replace(f, detail=whole_name(f.detail))
             deeper = line is not None and not attribute and _one_field(f.detail)
             if f.detail.isidentifier() or positional(f.detail) or deeper:
                 f = replace(f, detail=f"{f.detail}{suffix}")
@@ -779,6 +781,8 @@ def param_path(facts: frozenset[Fact], suffix: str, func_key: int) -> frozenset[
     out = set()
     for f in facts:
         if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
+            if method_result(f.detail) is not None:
+                f = replace(f, detail=whole_name(f.detail))
             depth = 0 if f.detail.isidentifier() else len(entry_path(f.detail) or ())
             room = MAX_ENTRY_DEPTH - depth
             if (depth or f.detail.isidentifier()) and room > 0:
@@ -811,6 +815,27 @@ def entry_path(detail: str) -> tuple[tuple[str | int, bool], ...] | None:
         else (str(ast.literal_eval(step["key"])), False)
         for step in _STEPS.finditer(match[2])
     )
+
+
+#: the PARAM detail of what a method of a parameter whose class is not known returns
+#: (``sheet.inventory_list()``, see ``CallsMixin.called_on_param``)
+_METHOD_RESULT = re.compile(r"^(\w+)\.(\w+)\(\)$")
+
+
+def method_result(detail: str) -> tuple[str, str] | None:
+    """(the parameter, the method) of the PARAM detail of what a method of that parameter
+    returns (``sheet.inventory_list()``), None for any other detail. Read below (an entry or
+    field of the result) or sent, it names the whole parameter, as a call the analysis cannot
+    see passes its receiver on; a caller whose argument is an object of a project class
+    whose fields are known passes what that class's method returns of them."""
+    match = _METHOD_RESULT.match(detail)
+    return (match[1], match[2]) if match is not None else None
+
+
+def whole_name(detail: str) -> str:
+    """``detail`` as a whole parameter's where it names a method's result (``sheet``)."""
+    called = method_result(detail)
+    return called[0] if called is not None else detail
 
 
 def positional(detail: str) -> bool:

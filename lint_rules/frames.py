@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .facts import CLEAN, Fact, Kind, Shape, Step, Value, When, replace
+from .facts import CLEAN, KEYED_KINDS, Fact, Kind, Shape, Step, Value, When, keyed, replace
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall
@@ -410,7 +410,7 @@ def merge(a: Value, b: Value) -> Value:
     if shape is Shape.STR and const is None:
         ref = merged_texts(a, b) or ref
     return Value(
-        a.facts | b.facts,
+        keys_kept(a, items) | keys_kept(b, items),
         shape,
         const,
         a.elem_str and b.elem_str,
@@ -424,6 +424,25 @@ def merge(a: Value, b: Value) -> Value:
         if a.elem is not None or b.elem is not None
         else None,
     )
+
+
+def keys_kept(value: Value, items: object = None) -> frozenset[Fact]:
+    """``value``'s facts in a join whose keys are not known (``items`` None): where ``value``
+    is a dict of known constant keys (``{"notes": "", "updated": now}`` returned on one path,
+    a cached or loaded dict on another), each time or id it holds under a key is marked as
+    that key's (``keyed``), so a read of another constant key of the joined value
+    (``profile.get("notes")``) leaves it out; any other value's facts as they are."""
+    if items is not None or value.items is None or value.shape is not Shape.DICT:
+        return value.facts
+    if not any(f.kind in KEYED_KINDS for f in value.facts):
+        return value.facts
+    under: set[Fact] = set()
+    out: set[Fact] = set()
+    for key, held in value.items:
+        under |= held.facts
+        out |= keyed(held.facts, (key,))
+    # what the dict holds beside its entries (a computed key's, a condition's) stays whole
+    return frozenset(out) | (value.facts - under)
 
 
 @dataclass(frozen=True)

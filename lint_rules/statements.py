@@ -49,6 +49,7 @@ from .frames import (
     element_fields,
     fields_known,
     held_inside,
+    keys_kept,
     merge,
     positions_known,
     with_every_field,
@@ -1029,7 +1030,11 @@ class StatementsMixin(EngineState):
         assert isinstance(target.value, ast.Name)
         if target.value.id not in frame.params:
             held = self.lookup(target.value.id).facts
-            self.mutate(target.value, value)
+            # a time or an id is marked as that field's (``field_keyed``): a read of another
+            # field of the object, here or in a function it is handed to
+            # (``scope.accepted_messages`` beside ``scope.run_id = uuid4().hex``), leaves it
+            # out, while the object read whole keeps it
+            self.mutate(target.value, value.with_facts(field_keyed(value.facts, target.attr)))
             added = self.lookup(target.value.id).facts - held
             if added:
                 old_added = frame.field_added.get(target.value.id, frozenset())
@@ -1247,7 +1252,10 @@ class StatementsMixin(EngineState):
             if fields is None and key and _keyed_dict(old):
                 fields = _with_key(old, key, added)
             frame.env[holder.id] = Value(
-                old.facts | added.facts,
+                # a dict of known keys given a value under a computed key (``default[key] =
+                # loaded[key]``): its keys are no longer known, but a time or an id it held
+                # under a constant key stays that key's (``keys_kept``)
+                (old.facts if fields is not None else keys_kept(old)) | added.facts,
                 old.shape,
                 None,
                 old.elem_str,

@@ -61,6 +61,7 @@ from .frames import (
     Summary,
     fields_known,
     is_abstract,
+    keys_kept,
     merge,
     yielded_elem,
 )
@@ -1096,7 +1097,13 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             summary.returns = branch_marked(summary.returns, frame.return_branches)
         if summary.returns:
             values = [v for _, v in summary.returns]
-            summary.ret = values[0] if len(values) == 1 else join(*values)
+            # a dict of known keys returned beside values of unknown keys (a cached or loaded
+            # dict): what it holds under each key stays that key's (``keys_kept``)
+            summary.ret = (
+                values[0]
+                if len(values) == 1
+                else join(*(v.with_facts(keys_kept(v)) for v in values))
+            )
             if len(values) > 1 and all(
                 v.items is not None and v.shape is Shape.DICT for v in values
             ):
