@@ -1181,7 +1181,8 @@ class CallsMixin(EngineState):
                 self.mutate(holder, Value(added))
                 kept = frame.env.get(holder.id) if isinstance(holder, ast.Name) else None
                 if (
-                    kept is not None
+                    isinstance(holder, ast.Name)
+                    and kept is not None
                     and kept.items is not None
                     and isinstance(kept.ref, (ClassInfo, ExternalClass))
                 ):

@@ -432,11 +432,11 @@ def _replied_each_pass(loop: ast.For | ast.AsyncFor | ast.While) -> frozenset[st
             and node.func.attr in ("pop", "insert", "remove", "clear", "sort", "reverse")
         ):
             touched = [node.func.value]
-        for target in touched:
-            if isinstance(target, (ast.Tuple, ast.List)):
-                touched.extend(target.elts)
-            elif isinstance(target, (ast.Name, ast.Attribute)):
-                found.discard(ast.unparse(target))
+        for expr in touched:
+            if isinstance(expr, (ast.Tuple, ast.List)):
+                touched.extend(expr.elts)
+            elif isinstance(expr, (ast.Name, ast.Attribute)):
+                found.discard(ast.unparse(expr))
     return frozenset(found)
 
 
