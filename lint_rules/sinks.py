@@ -183,6 +183,29 @@ SPECS: tuple[SinkSpec, ...] = (
         params=_OPENAI_PARAMS,
         messages_kw="messages",
     ),
+    # the pre-1.0 openai SDK's ``openai.ChatCompletion.create/acreate`` (or
+    # ``from openai import ChatCompletion``): the same POST to /v1/chat/completions, so the
+    # same automatic prefix caching. ``functions`` is the list of tool definitions that
+    # ``tools`` replaced, ``function_call`` the choice ``tool_choice`` replaced, and Azure
+    # names the deployment with ``engine`` or ``deployment_id`` instead of ``model``
+    # (openai-python v0.28 ``openai/api_resources/chat_completion.py`` and
+    # ``engine_api_resource.py``). Matched after ``openai.chat`` above, so a raw post to that
+    # endpoint keeps its label
+    SinkSpec(
+        "openai.chat",
+        "ChatCompletion.create",
+        suffixes=(("ChatCompletion", "create"), ("ChatCompletion", "acreate")),
+        qualnames=frozenset({"openai.ChatCompletion.create", "openai.ChatCompletion.acreate"}),
+        guard=("messages", "model"),
+        regions={
+            "tools": "tools",
+            "functions": "tools",
+            "messages": "messages",
+            "response_format": "tools",
+        },
+        params=(*_OPENAI_PARAMS, "function_call", "engine", "deployment_id"),
+        messages_kw="messages",
+    ),
     SinkSpec(
         "openai.responses",
         "responses.create",

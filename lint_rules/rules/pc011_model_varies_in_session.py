@@ -4,7 +4,8 @@ Severity: warning
 Fix: none
 
 ## What it does
-Reports the `model` (`modelId` for Bedrock) of an LLM call when it is chosen per request inside
+Reports the `model` (`modelId` for Bedrock, the deployment `engine` or `deployment_id` of the
+pre-1.0 openai SDK's Azure calls) of an LLM call when it is chosen per request inside
 the calling function (for a call at module level, inside the loop around it: a script's
 turns): a conditional expression, an `if` that assigns different models, or a random choice,
 there or in a helper it calls there (`model=pick_model()`). A model passed in by the caller, set
@@ -46,7 +47,7 @@ _KINDS = (Kind.VARIES, Kind.UNIQUE, Kind.TIME)
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for sink in ctx.sinks:
-        for key in ("model", "modelId", "model_name"):
+        for key in ("model", "modelId", "model_name", "engine", "deployment_id"):
             param = sink.params.get(key)
             if param is None:
                 continue

@@ -4,9 +4,10 @@ Severity: warning
 Fix: none
 
 ## What it does
-Reports `tool_choice`, `thinking`, `reasoning_effort`, `reasoning` and `output_config` arguments
-whose value is chosen per request inside the calling function (a conditional, an `if` on the
-turn number, a random choice). A conditional that only fills in or converts the value it tests
+Reports `tool_choice` (`function_call` in the pre-1.0 openai SDK), `thinking`,
+`reasoning_effort`, `reasoning` and `output_config` arguments whose value is chosen per request
+inside the calling function (a conditional, an `if` on the turn number, a random choice). A
+conditional that only fills in or converts the value it tests
 (`{"type": choice} if choice else None`) chooses nothing of its own: it changes only when that
 value does.
 
@@ -40,7 +41,14 @@ from .._base import Diagnostic, Severity
 from ..context import ModuleContext, first_fact_born_in, request_scope
 from ..facts import Kind
 
-_PARAMS = ("tool_choice", "thinking", "reasoning_effort", "reasoning", "output_config")
+_PARAMS = (
+    "tool_choice",
+    "function_call",
+    "thinking",
+    "reasoning_effort",
+    "reasoning",
+    "output_config",
+)
 _KINDS = (Kind.VARIES, Kind.UNIQUE, Kind.TIME)
 
 

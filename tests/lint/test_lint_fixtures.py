@@ -87,3 +87,19 @@ def test_pc016_budget_window_names_the_helper_and_the_send() -> None:
     assert "`trim_history_to_token_limit` walks `history`" in stop.message
     assert "client.chat.completions.create(" in lines[sent.location.line - 1]
     assert sent.message == "the history is sent here"
+
+
+def test_legacy_openai_chat_call_names_the_time_and_the_call() -> None:
+    """The pre-1.0 SDK's ``openai.ChatCompletion.create`` (``PC001_legacy_openai.py``) is the
+    chat completions sink under its own name: the time's finding names that call and its chain
+    starts where the time is read."""
+    path = FIXTURES / "PC001_legacy_openai.py"
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    result = lint_source(source, str(path), fixture_config(path, source))
+    (finding,) = [d for d in result.diagnostics if d.location.line == 20]
+    assert finding.code == "PC001"
+    assert "(ChatCompletion.create(messages=))" in finding.message
+    (born,) = finding.related
+    assert "datetime.now()" in lines[born.location.line - 1]
+    assert born.location.line == 17 and born.message == "datetime.now() is born here"
