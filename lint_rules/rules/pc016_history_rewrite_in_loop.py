@@ -29,7 +29,12 @@ handed the whole history as a parameter (called once per turn), only a window th
 newest messages, `history = history[-20:]`, written before the call that sends the history is
 reported: a fixed cut such as `messages[1:]` drops the same message every turn, and a window
 after the call (in the handler of a failed request) rebinds a name that no later turn's request
-reads.
+reads. The window may be sent through a method of another class of the module that sends its
+argument (`self.llm.run(self.history[-20:])`, `self.llm = Client()`). A loop that repeats the
+request only when it raised (a `try` whose body breaks or returns right after the call) is a
+retry loop, not a turn loop: a failed request cached nothing. A fixed cut (`messages =
+messages[1:]`) of a list made afresh earlier in the same pass (`messages = build(conv)`) drops
+the same messages every pass.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -301,11 +306,14 @@ def _stored_windows(
     depth: int = 0,
     visited: set[tuple[int, str]] | None = None,
     helpers: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+    classes: tuple[ast.ClassDef, ...] = (),
 ) -> None:
     """The windows ``self.<attr>[-n:]`` of a history a method of ``cls`` adds to, whose
     messages make up ``expr`` (in ``function``): followed through local names (assigned,
     added to, extended, appended, a loop over them), the methods of ``cls`` that return them
-    and the callers that pass them to ``function``'s parameter. A loop that appends only the
+    and the callers that pass them to ``function``'s parameter (methods of ``cls``, and methods
+    of the other ``classes`` of the module that call it on an instance of ``cls`` they keep,
+    ``self.llm.run(...)`` with ``self.llm = Client()``). A loop that appends only the
     newest n messages of ``self.<attr>`` (``_loop_window``) is such a window too."""
     if depth > 6:
         return
@@ -324,13 +332,13 @@ def _stored_windows(
             out.setdefault((expr.lineno, expr.col_offset), (expr, target[1], None))
         return
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        _stored_windows(cls, function, expr.left, out, step, visited, helpers)
-        _stored_windows(cls, function, expr.right, out, step, visited, helpers)
+        _stored_windows(cls, function, expr.left, out, step, visited, helpers, classes)
+        _stored_windows(cls, function, expr.right, out, step, visited, helpers, classes)
         return
     if isinstance(expr, (ast.List, ast.Tuple)):
         for elt in expr.elts:
             if isinstance(elt, ast.Starred):
-                _stored_windows(cls, function, elt.value, out, step, visited, helpers)
+                _stored_windows(cls, function, elt.value, out, step, visited, helpers, classes)
         return
     if isinstance(expr, ast.Call):
         func = expr.func
@@ -341,9 +349,9 @@ def _stored_windows(
                 out.setdefault((expr.lineno, expr.col_offset), (expr, target[1], trim))
             return
         if isinstance(func, ast.Name) and func.id == "list" and len(expr.args) == 1:
-            _stored_windows(cls, function, expr.args[0], out, step, visited, helpers)
+            _stored_windows(cls, function, expr.args[0], out, step, visited, helpers, classes)
         elif isinstance(func, ast.Attribute) and func.attr == "copy" and not expr.args:
-            _stored_windows(cls, function, func.value, out, step, visited, helpers)
+            _stored_windows(cls, function, func.value, out, step, visited, helpers, classes)
         elif _target(func) == ("self", getattr(func, "attr", "")) and not expr.args:
             method = _methods(cls).get(getattr(func, "attr", ""))
             if (
@@ -354,7 +362,9 @@ def _stored_windows(
                 visited.add((id(method), ""))
                 for node in ast.walk(method):
                     if isinstance(node, ast.Return) and node.value is not None:
-                        _stored_windows(cls, method, node.value, out, step, visited, helpers)
+                        _stored_windows(
+                            cls, method, node.value, out, step, visited, helpers, classes
+                        )
         return
     if not isinstance(expr, ast.Name):
         return
@@ -382,7 +392,31 @@ def _stored_windows(
                     passed.append(node.args[index])
                 for value in passed:
                     if not isinstance(value, ast.Starred):
-                        _stored_windows(cls, caller, value, out, step, visited, helpers)
+                        _stored_windows(cls, caller, value, out, step, visited, helpers, classes)
+        if static or index is None:
+            return
+        for other in classes:
+            if other is cls:
+                continue
+            holders = _instances(other, cls.name)
+            for caller_name, caller in _methods(other).items():
+                if not holders or caller_name in INIT_METHODS:
+                    continue
+                for node in ast.walk(caller):
+                    if not (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == function.name
+                        and _target(node.func.value) in holders
+                    ):
+                        continue
+                    passed = [k.value for k in node.keywords if k.arg == name]
+                    if 0 <= index < len(node.args) and not any(
+                        isinstance(a, ast.Starred) for a in node.args[: index + 1]
+                    ):
+                        passed.append(node.args[index])
+                    for value in passed:
+                        _stored_windows(other, caller, value, out, step, visited, helpers, classes)
         return
     for node in ast.walk(function):
         if (
@@ -394,7 +428,7 @@ def _stored_windows(
             and isinstance(node.target, ast.Name)
             and node.target.id == name
         ):
-            _stored_windows(cls, function, node.value, out, step, visited, helpers)
+            _stored_windows(cls, function, node.value, out, step, visited, helpers, classes)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -404,7 +438,7 @@ def _stored_windows(
             and len(node.args) == 1
         ):
             if node.func.attr == "extend" or _loop_target(function, node.args[0]):
-                _stored_windows(cls, function, node.args[0], out, step, visited, helpers)
+                _stored_windows(cls, function, node.args[0], out, step, visited, helpers, classes)
             elif node.func.attr == "append":
                 kept = _loop_window(function, node)
                 if kept is not None and _grown(cls, kept[1]):
@@ -414,7 +448,29 @@ def _stored_windows(
             and isinstance(node.target, ast.Name)
             and node.target.id == name
         ):
-            _stored_windows(cls, function, node.iter, out, step, visited, helpers)
+            _stored_windows(cls, function, node.iter, out, step, visited, helpers, classes)
+
+
+def _instances(cls: ast.ClassDef, kept: str) -> set[Target]:
+    """The attributes ``self.<x>`` that methods of ``cls`` bind only to a new ``kept(...)``
+    object of the module's class ``kept``."""
+    binds: dict[Target, bool] = {}
+    for method in _methods(cls).values():
+        for node in ast.walk(method):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for item in targets:
+                target = _target(item)
+                if target is None or target[0] != "self":
+                    continue
+                made = (
+                    isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Name)
+                    and node.value.func.id == kept
+                )
+                binds[target] = binds.get(target, True) and made
+    return {t for t, only in binds.items() if only}
 
 
 def _loop_window(
@@ -796,6 +852,95 @@ def _trim_window(
     )
 
 
+def _straight(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of ``body`` that run, in order, on every pass that gets past them: the
+    body itself and, inside it, the bodies of ``try`` and ``with`` statements."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.Try, ast.With, ast.AsyncWith)):
+            yield from _straight(stmt.body)
+
+
+def _loop_of(scope: ast.AST, node: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:
+    """The innermost loop in ``scope`` (``scope`` included) whose body holds ``node``."""
+    found: ast.For | ast.AsyncFor | ast.While | None = None
+    for loop in ast.walk(scope):
+        if (
+            isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+            and loop is not node
+            and any(n is node for n in ast.walk(loop))
+            and (found is None or any(n is loop for n in ast.walk(found)))
+        ):
+            found = loop
+    return found
+
+
+def _fixed_cut_of_fresh(scope: ast.AST, node: ast.AST, target: Target) -> bool:
+    """``messages = messages[1:]`` (a cut from a fixed index) after ``messages = build(...)``
+    earlier in the same pass of the innermost loop around it, from a value that does not read
+    ``messages``: every pass cuts the same leading messages off a list made afresh, so the
+    list sent keeps its prefix (no window moves)."""
+    if not (isinstance(node, ast.Assign) and target[0] == "name"):
+        return False
+    cuts = [
+        sub
+        for sub in ast.walk(node.value)
+        if isinstance(sub, ast.Subscript)
+        and isinstance(sub.slice, ast.Slice)
+        and _target(sub.value) == target
+    ]
+    for cut in cuts:
+        assert isinstance(cut.slice, ast.Slice)
+        lower = _whole_number(cut.slice.lower)
+        if cut.slice.step is not None or lower is None or lower < 0:
+            return False
+    if not cuts:
+        return False
+    loop = _loop_of(scope, node)
+    if loop is None:
+        return False
+    return any(
+        isinstance(stmt, ast.Assign)
+        and stmt.lineno < node.lineno
+        and any(_target(t) == target for t in stmt.targets)
+        and not any(isinstance(n, ast.expr) and _target(n) == target for n in ast.walk(stmt.value))
+        for stmt in _straight(loop.body)
+    )
+
+
+def _without_calls(stmt: ast.stmt) -> bool:
+    """An assignment that reads the reply without calling anything (cannot raise a retry)."""
+    return isinstance(stmt, (ast.Assign, ast.AnnAssign)) and not any(
+        isinstance(n, ast.Call) for n in ast.walk(stmt)
+    )
+
+
+def _retry_loop(loop: ast.stmt, call: ast.Call) -> bool:
+    """``loop`` (the innermost loop around ``call``) repeats ``call`` only when it raised: the
+    call sits in the body of a ``try`` of the loop that has handlers, and right after the
+    statement that holds the call (only call-free assignments between) the ``try`` body breaks
+    or returns (or its ``else`` does). A failed request cached nothing, so what the retry sends
+    is no next turn."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+        return False
+    for stmt in _straight(loop.body):
+        if not (isinstance(stmt, ast.Try) and stmt.handlers):
+            continue
+        for i, held in enumerate(stmt.body):
+            if not any(n is call for n in ast.walk(held)):
+                continue
+            if isinstance(held, ast.Return):
+                return True
+            rest = stmt.body[i + 1 :] or stmt.orelse[:1]
+            for after in rest:
+                if isinstance(after, (ast.Break, ast.Return)):
+                    return True
+                if not _without_calls(after):
+                    return False
+            return False
+    return False
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     helpers = _module_functions(ctx.tree)
@@ -827,7 +972,14 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             and sink.function.name not in INIT_METHODS
         ):
             windows: dict[tuple[int, int], tuple[ast.expr | ast.stmt, str, Trim | None]] = {}
-            _stored_windows(cls, sink.function, sink.messages, windows, helpers=helpers)
+            _stored_windows(
+                cls,
+                sink.function,
+                sink.messages,
+                windows,
+                helpers=helpers,
+                classes=tuple(n for n in ast.walk(ctx.tree) if isinstance(n, ast.ClassDef)),
+            )
             for key, (node, attr, trim) in sorted(windows.items()):
                 if key in seen:
                     continue
@@ -868,7 +1020,11 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         target = _target(sink.messages)
         if target is None:
             continue
-        scopes: list[ast.AST] = [sink.loops[0]] if sink.loops else []
+        loops = list(sink.loops)
+        if loops and _retry_loop(loops[-1], sink.node):
+            # a retry loop repeats the request only when it failed: no turn loop
+            loops.pop()
+        scopes: list[ast.AST] = [loops[0]] if loops else []
         rewrite = _rewrite
         before: ast.Call | None = None
         if not scopes:
@@ -882,7 +1038,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
         for scope in scopes:
             for node in ast.walk(scope):
                 why = rewrite(node, target) or _trim_window(node, target, cls, helpers)
-                if why is None:
+                if why is None or (before is None and _fixed_cut_of_fresh(scope, node, target)):
                     continue
                 if before is not None and _after(node, before):
                     continue
