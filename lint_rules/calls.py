@@ -1336,9 +1336,19 @@ class CallsMixin(EngineState):
                             # (those facts cannot be marked unproven)
                             held = held.without(*_UNCHAINED)
                         field = parsed[0] if parsed is not None and parsed[1] else None
-                        if held is value and isinstance(field, str):
-                            held = self.other_fields_left(held, where, field)
-                        if held is value and isinstance(field, str):
+                        # the field was not followed: the object's fields are not known, so
+                        # ``held`` is the whole object, less only what another field's key
+                        # marks as that field's (``field_read``): not a copy of one field
+                        whole = held is value or (
+                            isinstance(field, str)
+                            and value.items is None
+                            and value.shape is not Shape.LIST
+                        )
+                        if whole and isinstance(field, str):
+                            left = self.other_fields_left(held, where, field)
+                            whole = left is held
+                            held = left
+                        if whole and isinstance(field, str):
                             # our own object handed on whole (``send(self, q)`` reading
                             # ``agent.prompt``): what ``self.prompt`` holds here, not every
                             # field of it
