@@ -88,6 +88,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         39: 20270110,
         40: 20270111,
         41: 20270112,
+        42: 20270113,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -144,6 +145,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         39: 6,
         40: 6,
         41: 6,
+        42: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -336,6 +338,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "RayVentura/ShortGPT",
             "allenai/asta-paper-finder",
             "microsoft/AIOpsLab",
+        ],
+        42: [
+            "OSU-NLP-Group/LLM-Planner",
+            "mozilla-ai/any-agent",
+            "ur-whitelab/md-agent",
         ],
     }
     for batch, tuning in recorded.items():
