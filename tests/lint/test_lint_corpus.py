@@ -89,6 +89,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         40: 20270111,
         41: 20270112,
         42: 20270113,
+        43: 20270114,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -146,6 +147,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         40: 6,
         41: 6,
         42: 6,
+        43: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -343,6 +345,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "OSU-NLP-Group/LLM-Planner",
             "mozilla-ai/any-agent",
             "ur-whitelab/md-agent",
+        ],
+        43: [
+            "IBM/prompt-declaration-language",
+            "aws-samples/genai-quickstart-pocs",
+            "awslabs/amazon-bedrock-agent-samples",
         ],
     }
     for batch, tuning in recorded.items():
