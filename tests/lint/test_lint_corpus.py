@@ -90,6 +90,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         41: 20270112,
         42: 20270113,
         43: 20270114,
+        44: 20270115,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -148,6 +149,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         41: 6,
         42: 6,
         43: 6,
+        44: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -350,6 +352,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "IBM/prompt-declaration-language",
             "aws-samples/genai-quickstart-pocs",
             "awslabs/amazon-bedrock-agent-samples",
+        ],
+        44: [
+            "StonyBrookNLP/ircot",
+            "ucbepic/docetl",
+            "xlang-ai/text2reward",
         ],
     }
     for batch, tuning in recorded.items():
