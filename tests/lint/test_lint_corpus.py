@@ -91,6 +91,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         42: 20270113,
         43: 20270114,
         44: 20270115,
+        45: 20270116,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -150,6 +151,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         42: 6,
         43: 6,
         44: 6,
+        45: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -357,6 +359,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "StonyBrookNLP/ircot",
             "ucbepic/docetl",
             "xlang-ai/text2reward",
+        ],
+        45: [
+            "Azure-Samples/holiday-peak-hub",
+            "Berkeley-NLP/Agent-Eval-Refine",
+            "langchain-ai/langchain-cohere",
         ],
     }
     for batch, tuning in recorded.items():
