@@ -92,6 +92,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         43: 20270114,
         44: 20270115,
         45: 20270116,
+        46: 20270117,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -152,6 +153,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         43: 6,
         44: 6,
         45: 6,
+        46: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -364,6 +366,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Azure-Samples/holiday-peak-hub",
             "Berkeley-NLP/Agent-Eval-Refine",
             "langchain-ai/langchain-cohere",
+        ],
+        46: [
+            "NVIDIA-AI-Blueprints/Multi-Agent-Intelligent-Warehouse",
+            "agiresearch/Cerebrum",
+            "ggozad/oterm",
         ],
     }
     for batch, tuning in recorded.items():
