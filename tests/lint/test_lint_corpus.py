@@ -93,6 +93,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         44: 20270115,
         45: 20270116,
         46: 20270117,
+        47: 20270118,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -154,6 +155,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         44: 6,
         45: 6,
         46: 6,
+        47: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -371,6 +373,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "NVIDIA-AI-Blueprints/Multi-Agent-Intelligent-Warehouse",
             "agiresearch/Cerebrum",
             "ggozad/oterm",
+        ],
+        47: [
+            "AIGC-Audio/AudioGPT",
+            "huangjunsen0406/py-xiaozhi",
+            "video-db/Director",
         ],
     }
     for batch, tuning in recorded.items():
