@@ -300,11 +300,18 @@ class CallsMixin(EngineState):
             kwargs[kw.arg] = join(kwargs[kw.arg], value) if kw.arg in kwargs else value
             if kw.arg is not None and kw.arg != "system" and sinks.is_system_prompt_name(kw.arg):
                 self.record("system", value, kw.value, f"{chain[-1]}({kw.arg}=)")
+        # a keyword named like a system prompt makes the call a sink where the callee is not
+        # seen: another module's function or class of the program is read on the next round
+        # even when what it is given has no facts here (a parameter), so that a helper that
+        # only puts its ``system_instructions=`` on a tracing span is no sink
+        named = any(
+            k is not None and k != "system" and sinks.is_system_prompt_name(k) for k in kwargs
+        )
         if qual is not None:
             result = self.qualified_call(qual, node, args, kwargs)
             if result is not None:
                 return self.pin_if_once(result)
-            if any(
+            if named or any(
                 f.kind not in (Kind.PARAM, Kind.LOOP)
                 for v in (*args, *kwargs.values())
                 for f in v.facts
@@ -317,7 +324,8 @@ class CallsMixin(EngineState):
             if result is not None:
                 return result
             if isinstance(receiver.ref, Unresolved) and (
-                any(
+                named
+                or any(
                     f.kind not in (Kind.PARAM, Kind.LOOP)
                     for v in (*args, *kwargs.values())
                     for f in v.facts

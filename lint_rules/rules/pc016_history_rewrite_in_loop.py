@@ -20,8 +20,11 @@ the calls that hand them to the method that sends them), is reported when a meth
 class adds to `self.<attr>`; so is a call that hands `self.<attr>` to a helper of the module
 or class that keeps the newest messages that fit a limit (it walks its list argument from the
 end, `for m in reversed(history)`, adds each message to a fresh list it returns, not under a
-condition, and stops at an ordering test, `if total + n > budget: break`), and, where a
-history is sent from a loop, `history = helper(history)`. A fixed cut (`self.history[:40]`, a
+condition, and stops at an ordering test, `if total + n > budget: break`; also of the history
+with the new turn, `trim(self.history + [turn])`), and, where a history is sent from a loop,
+`history = helper(history)`. A window kept in a local name and stored back, `trimmed =
+self.history[-10:]` (or `trim(self.history)`) then `self.history = trimmed + [turn]`, is
+reported too. A fixed cut (`self.history[:40]`, a
 forward walk that keeps the oldest messages that fit), a budget check that raises, a backwards
 walk without a stop, a window that is only logged and a window of turns nothing adds to after
 the constructor are not. In a function that is
@@ -29,12 +32,16 @@ handed the whole history as a parameter (called once per turn), only a window th
 newest messages, `history = history[-20:]`, written before the call that sends the history is
 reported: a fixed cut such as `messages[1:]` drops the same message every turn, and a window
 after the call (in the handler of a failed request) rebinds a name that no later turn's request
-reads. The window may be sent through a method of another class of the module that sends its
-argument (`self.llm.run(self.history[-20:])`, `self.llm = Client()`). A loop that repeats the
-request only when it raised (a `try` whose body breaks or returns right after the call) is a
-retry loop, not a turn loop: a failed request cached nothing. A fixed cut (`messages =
-messages[1:]`) of a list made afresh earlier in the same pass (`messages = build(conv)`) drops
-the same messages every pass.
+reads; so is a `pop(i)` or `del history[i]` of earlier messages that a `while` loop repeats
+or an `if` that compares sizes guards (`while count_tokens(messages) > limit:
+messages.pop(0)`), a cut to the newest messages that fit a limit (a pop under a test of a
+role, or of the newest message, is not). The window may be sent through a method of another
+class of the module that sends its argument (`self.llm.run(self.history[-20:])`, `self.llm =
+Client()`). A loop that repeats the request only when it raised (a `try` whose body breaks or
+returns right after the call) is a retry loop, not a turn loop (also where the `try` sits in
+an `if` of the loop, or where its body ends at the call and the loop breaks right after the
+`try`): a failed request cached nothing. A fixed cut (`messages = messages[1:]`) of a list
+made afresh earlier in the same pass (`messages = build(conv)`) drops the same messages every pass.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -109,7 +116,10 @@ def _newest(index: ast.expr, target: Target) -> bool:
     return False
 
 
-def _rewrite(node: ast.AST, target: Target) -> str | None:
+def _rewrite(node: ast.AST, target: Target, windows: frozenset[str] = frozenset()) -> str | None:
+    """What ``node`` does to the earlier messages of ``target``, if it changes them; ``windows``
+    are local names bound to a cut of ``target`` from an index (``trimmed =
+    self.history[-10:]``), stored back as ``target`` in a rewrite too."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if _target(node.func.value) != target:
             return None
@@ -149,6 +159,9 @@ def _rewrite(node: ast.AST, target: Target) -> str | None:
                         and _target(sub.value) == target
                     ):
                         return "a sliding window that drops the oldest messages"
+                    if isinstance(sub, ast.Name) and sub.id in windows:
+                        # ``trimmed = self.history[-10:]`` ... ``self.history = trimmed + [...]``
+                        return "a sliding window that drops the oldest messages"
                 continue
             inner = item
             while isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Subscript):
@@ -182,6 +195,77 @@ def _window(node: ast.AST, target: Target) -> str | None:
         ):
             return "a sliding window that drops the oldest messages"
     return None
+
+
+def _head(expr: ast.expr) -> Target | None:
+    """The history ``expr`` is, or whose messages a list it makes starts with
+    (``history + [turn]``, ``[*history, turn]``)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _head(expr.left)
+    if isinstance(expr, ast.List) and expr.elts and isinstance(expr.elts[0], ast.Starred):
+        return _target(expr.elts[0].value)
+    return _target(expr)
+
+
+def _window_names(
+    scope: ast.AST,
+    target: Target,
+    cls: ast.ClassDef | None = None,
+    helpers: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+) -> frozenset[str]:
+    """Local names ``scope`` binds to a cut of ``target`` from an index (``trimmed =
+    self.history[-10:]``, ``rest = history[2:]``) or to what a helper that keeps the newest
+    messages that fit a limit returns of it (``trimmed = trim(self.history + [turn])``), and to
+    nothing else."""
+    cut: set[str] = set()
+    other: set[str] = set()
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.Assign):
+            continue
+        for item in node.targets:
+            if not isinstance(item, ast.Name):
+                continue
+            value = node.value
+            trim = _trimmed(cls, value, helpers or {}) if isinstance(value, ast.Call) else None
+            if (
+                isinstance(value, ast.Subscript)
+                and isinstance(value.slice, ast.Slice)
+                and value.slice.lower is not None
+                and value.slice.step is None
+                and _target(value.value) == target
+            ) or (trim is not None and _head(trim.argument) == target):
+                cut.add(item.id)
+            else:
+                other.add(item.id)
+    return frozenset(cut - other)
+
+
+def _ordering(test: ast.expr) -> bool:
+    """A test that compares sizes (``count(messages) > limit``, ``len(h) >= n``)."""
+    return any(
+        isinstance(n, ast.Compare)
+        and any(isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)) for op in n.ops)
+        for n in ast.walk(test)
+    )
+
+
+def _limit_drops(function: ast.AST, target: Target) -> set[int]:
+    """The ``pop(i)``/``del history[i]`` of earlier messages of ``target`` that a ``while``
+    loop repeats, or that an ``if`` comparing sizes guards (``while count(messages) > limit:
+    messages.pop(0)``): the history cut to its newest messages that fit a limit, a window."""
+    found: set[int] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.While) or (isinstance(node, ast.If) and _ordering(node.test)):
+            for stmt in node.body:
+                if not isinstance(stmt, (ast.Expr, ast.Delete)):
+                    continue
+                done = stmt.value if isinstance(stmt, ast.Expr) else stmt
+                if _rewrite(done, target) in (
+                    "pop() of an earlier message",
+                    "del of earlier messages",
+                ):
+                    found.add(id(done))
+    return found
 
 
 def _after(node: ast.AST, call: ast.Call) -> bool:
@@ -288,7 +372,27 @@ def _grown(cls: ast.ClassDef, attr: str) -> bool:
                 and _target(node.target) == ("self", attr)
             ):
                 return True
+            if (
+                isinstance(node, ast.Assign)
+                and any(_target(t) == ("self", attr) for t in node.targets)
+                and _added_to(node.value)
+            ):
+                # ``self.history = trimmed + [reply]``: stored back with a message added
+                return True
     return False
+
+
+def _added_to(expr: ast.expr) -> bool:
+    """A list of another's messages with more after them: ``kept + [turn]``, ``[*kept,
+    turn]``."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return isinstance(expr.right, ast.List) and bool(expr.right.elts)
+    return (
+        isinstance(expr, ast.List)
+        and len(expr.elts) > 1
+        and isinstance(expr.elts[0], ast.Starred)
+        and not any(isinstance(e, ast.Starred) for e in expr.elts[1:])
+    )
 
 
 def _negative(lower: ast.expr | None) -> bool:
@@ -344,7 +448,8 @@ def _stored_windows(
         func = expr.func
         trim = _trimmed(cls, expr, helpers or {})
         if trim is not None:
-            target = _target(trim.argument)
+            # also of the history with the new turn added (``trim(self.history + [turn])``)
+            target = _head(trim.argument)
             if target is not None and target[0] == "self" and _grown(cls, target[1]):
                 out.setdefault((expr.lineno, expr.col_offset), (expr, target[1], trim))
             return
@@ -915,15 +1020,40 @@ def _without_calls(stmt: ast.stmt) -> bool:
     )
 
 
+def _attempts(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, list[ast.stmt]]]:
+    """The statements of a loop's ``body`` that may hold an attempt, each with the statements
+    after it in its block: the body itself and, inside it, the bodies of ``try`` and ``with``
+    statements and both branches of an ``if`` (``if stream: try: ...``)."""
+    for i, stmt in enumerate(body):
+        yield stmt, body[i + 1 :]
+        if isinstance(stmt, (ast.Try, ast.With, ast.AsyncWith)):
+            yield from _attempts(stmt.body)
+        elif isinstance(stmt, ast.If):
+            yield from _attempts(stmt.body)
+            yield from _attempts(stmt.orelse)
+
+
+def _leaves(rest: list[ast.stmt]) -> bool | None:
+    """True where ``rest`` breaks or returns after only call-free assignments, False where a
+    statement that may call comes first, None where it ends without either."""
+    for after in rest:
+        if isinstance(after, (ast.Break, ast.Return)):
+            return True
+        if not _without_calls(after):
+            return False
+    return None
+
+
 def _retry_loop(loop: ast.stmt, call: ast.Call) -> bool:
     """``loop`` (the innermost loop around ``call``) repeats ``call`` only when it raised: the
-    call sits in the body of a ``try`` of the loop that has handlers, and right after the
-    statement that holds the call (only call-free assignments between) the ``try`` body breaks
-    or returns (or its ``else`` does). A failed request cached nothing, so what the retry sends
-    is no next turn."""
+    call sits in the body of a ``try`` of the loop (also inside an ``if`` of it) that has
+    handlers, and right after the statement that holds the call (only call-free assignments
+    between) the ``try`` body breaks or returns (or its ``else`` does, or, where the body ends
+    there, the statement after the ``try``). A failed request cached nothing, so what the
+    retry sends is no next turn."""
     if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
         return False
-    for stmt in _straight(loop.body):
+    for stmt, following in _attempts(loop.body):
         if not (isinstance(stmt, ast.Try) and stmt.handlers):
             continue
         for i, held in enumerate(stmt.body):
@@ -931,13 +1061,10 @@ def _retry_loop(loop: ast.stmt, call: ast.Call) -> bool:
                 continue
             if isinstance(held, ast.Return):
                 return True
-            rest = stmt.body[i + 1 :] or stmt.orelse[:1]
-            for after in rest:
-                if isinstance(after, (ast.Break, ast.Return)):
-                    return True
-                if not _without_calls(after):
-                    return False
-            return False
+            leaves = _leaves(stmt.body[i + 1 :])
+            if leaves is None:
+                leaves = _leaves(stmt.orelse[:1]) if stmt.orelse else _leaves(following[:1])
+            return bool(leaves)
     return False
 
 
@@ -1025,7 +1152,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             # a retry loop repeats the request only when it failed: no turn loop
             loops.pop()
         scopes: list[ast.AST] = [loops[0]] if loops else []
-        rewrite = _rewrite
+        parameter = False
         before: ast.Call | None = None
         if not scopes:
             scopes = _scopes(ctx, sink.function, target)
@@ -1033,11 +1160,26 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             # a per-turn function handed the whole history: only a window that keeps the last
             # N messages moves every turn (a fixed cut such as messages[1:] does not), and only
             # one written before the call: no loop encloses it, and the window rebinds a local
-            # name, so one after it (a retry in an except handler) never reaches what it sends
-            scopes, rewrite, before = [sink.function], _window, sink.node
+            # name, so one after it (a retry in an except handler) never reaches what it sends;
+            # so does a pop of the oldest messages repeated while the history is over a limit
+            scopes, parameter, before = [sink.function], True, sink.node
+        drops: set[int] = set()
+        kept: frozenset[str] = frozenset()
         for scope in scopes:
+            if parameter:
+                drops = _limit_drops(scope, target)
+            else:
+                kept = _window_names(scope, target, cls, helpers)
             for node in ast.walk(scope):
-                why = rewrite(node, target) or _trim_window(node, target, cls, helpers)
+                if parameter:
+                    why = _window(node, target) or (
+                        "a trim to a limit that drops the oldest messages"
+                        if id(node) in drops
+                        else None
+                    )
+                else:
+                    why = _rewrite(node, target, kept)
+                why = why or _trim_window(node, target, cls, helpers)
                 if why is None or (before is None and _fixed_cut_of_fresh(scope, node, target)):
                     continue
                 if before is not None and _after(node, before):
