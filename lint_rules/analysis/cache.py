@@ -80,6 +80,10 @@ class LintCache:
     hits: int = 0
     _entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     _dirty: set[str] = field(default_factory=set)
+    #: ``folder`` as text, and the working folder (read once, on the first relative path):
+    #: a warm run names every file's entry
+    _folder_text: str = ""
+    _cwd: str = ""
 
     @classmethod
     def open(cls, root: Path, version: str) -> LintCache:
@@ -90,7 +94,15 @@ class LintCache:
         # fsencode: a file name that is not UTF-8 (b"bad\xff.py", read as a lone surrogate)
         # hashes as its bytes rather than failing to encode. A string, not a Path: a warm run
         # opens every file's entry, and pathlib's parsing of each name cost more than the open
-        return os.path.join(self.folder, f"{digest(os.fsencode(os.path.abspath(path)))}.json")
+        # os.path.abspath, with the working folder read once per run
+        if not os.path.isabs(path):
+            if not self._cwd:
+                self._cwd = os.getcwd()
+            path = os.path.join(self._cwd, path)
+        if not self._folder_text:
+            self._folder_text = os.fspath(self.folder)
+        name = digest(os.fsencode(os.path.normpath(path)))
+        return os.path.join(self._folder_text, f"{name}.json")
 
     def _entry(self, path: str, content: str) -> dict[str, Any]:
         entry = self._entries.get(path)

@@ -21,12 +21,17 @@ import re
 from pathlib import Path
 
 #: in the file's bytes reversed: ``(``, then a maximal run of word characters (a run that
-#: precedes ``(`` in the file, reversed; group 1), then the ``.`` before it if any (group 2).
-#: Searching the reversed bytes lets the search skip to each ``(``
-_CALL_REVERSED = re.compile(rb"\((\w+)(\.?)")
+#: precedes ``(`` in the file, reversed). Searching the reversed bytes lets the search skip to
+#: each ``(``
+_CALL_REVERSED = re.compile(rb"\((\w+)")
+#: the same runs when a ``.`` precedes them in the file (``\w+`` is greedy and ``.`` is no word
+#: character, so only a maximal run matches)
+_DOTTED_REVERSED = re.compile(rb"\((\w+)\.")
 #: what ``contains`` can answer from the index: ``name(`` or ``.name(`` of word characters
 _INDEXED = re.compile(rb"\.?\w+\(")
 _DOT = ord(".")
+#: ``_INDEXED``'s answer per text asked: the driver asks every file for the same sink names
+_indexed: dict[bytes, bool] = {}
 
 
 class CallNames:
@@ -34,16 +39,13 @@ class CallNames:
 
     def __init__(self, path: str, raw: bytes) -> None:
         self.path = path
-        runs: set[bytes] = set()
-        dotted: set[bytes] = set()
-        for run, dot in _CALL_REVERSED.findall(raw[::-1]):
-            runs.add(run)
-            if dot:
-                dotted.add(run[::-1])
+        backwards = raw[::-1]
         #: each run reversed, sorted: the runs ending with ``name`` are those whose reversal
         #: starts with ``name`` reversed, found by bisection
-        self._reversed = sorted(runs)
-        self._dotted = frozenset(dotted)
+        self._reversed = sorted(set(_CALL_REVERSED.findall(backwards)))
+        #: the runs that follow a ``.``, reversed (built without a loop over the matches: a
+        #: warm run builds the index of nearly every file in its first plan)
+        self._dotted = frozenset(_DOTTED_REVERSED.findall(backwards))
 
     @classmethod
     def read(cls, path: str) -> CallNames:
@@ -56,13 +58,18 @@ class CallNames:
 
     def contains(self, text: bytes) -> bool:
         """Whether ``text`` (``name(`` or ``.name(``) occurs in the file's bytes."""
-        if _INDEXED.fullmatch(text) is None:
+        indexed = _indexed.get(text)
+        if indexed is None:
+            if len(_indexed) > 100_000:
+                _indexed.clear()
+            indexed = _indexed[text] = _INDEXED.fullmatch(text) is not None
+        if not indexed:
             try:
                 return text in Path(self.path).read_bytes()
             except OSError:
                 return False
         if text[0] == _DOT:
-            return text[1:-1] in self._dotted
+            return text[-2:0:-1] in self._dotted  # the name, reversed
         key = text[-2::-1]  # the name, reversed
         runs = self._reversed
         at = bisect.bisect_left(runs, key)

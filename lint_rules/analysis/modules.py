@@ -47,9 +47,11 @@ def _is_package_dir(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, "__init__.py"))
 
 
-def module_name(path: str) -> tuple[str, bool]:
-    """(dotted module name, is a package ``__init__``) of a Python file, from its packages."""
-    absolute = os.path.abspath(path)
+def module_name(path: str, absolute: str | None = None) -> tuple[str, bool]:
+    """(dotted module name, is a package ``__init__``) of a Python file, from its packages
+    (``absolute``: ``path`` made absolute, when the caller has it)."""
+    if absolute is None:
+        absolute = os.path.abspath(path)
     folder, filename = os.path.split(absolute)
     stem = filename.rsplit(".", 1)[0]
     is_package = stem == "__init__"
@@ -217,6 +219,8 @@ class ModuleIndex:
         index = cls()
         paths = list(paths)
         absolute = {path: os.path.abspath(path) for path in paths}
+        # the absolute folders, kept for ``_folder`` and ``_sibling``
+        index._folders = {path: os.path.dirname(a) for path, a in absolute.items()}
         top = os.path.abspath(root)
         outside = [a for a in absolute.values() if relative_path(a, top).startswith("..")]
         roots = source_roots(
@@ -226,7 +230,7 @@ class ModuleIndex:
             other = _project_top(os.path.commonpath([os.path.dirname(a) for a in outside]))
             roots += source_roots(sorted({os.path.dirname(a) for a in outside}), other)
         for path in paths:
-            chain, is_package = module_name(path)
+            chain, is_package = module_name(path, absolute[path])
             from_roots = {
                 dotted: strong
                 for target, prefix, strong in roots
@@ -280,9 +284,9 @@ class ModuleIndex:
         if self._by_folder is None:
             by_folder: dict[tuple[str, str], str] = {}
             for path in self.names:
-                folder, filename = os.path.split(os.path.abspath(path))
+                filename = os.path.basename(path)
                 if filename.endswith(".py"):
-                    by_folder.setdefault((folder, filename[: -len(".py")]), path)
+                    by_folder.setdefault((self._folder(path), filename[: -len(".py")]), path)
             self._by_folder = by_folder
         return self._by_folder.get((here, module))
 

@@ -155,6 +155,10 @@ class _Resolved:
     names: list[tuple[str, bool]] = field(default_factory=list)
     hits: list[_Wanted] = field(default_factory=list)
     reads_fields: bool = True
+    #: per file read, the places in ``hits`` of the names that read it (``_Read.stamps``),
+    #: and the places of those that read the field stores or the hierarchy
+    by_file: dict[str, list[int]] = field(default_factory=dict)
+    field_positions: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -171,9 +175,12 @@ class _Read:
     def still_valid(self, states: dict[str, FileState]) -> bool:
         """Whether every name read holds what it held, in the files whose version moved;
         if so, the stamps move to the files' versions (the next check is one comparison)."""
+        for f, v in self.stamps.items():
+            if states[f].version != v:
+                break
+        else:
+            return True  # no file read moved (most names, checked again and again)
         moved = {f for f, v in self.stamps.items() if states[f].version != v}
-        if not moved:
-            return True
         for (file, head), held in self.heads.items():
             if file in moved and _head(states[file], head) != held:
                 return False
@@ -220,6 +227,9 @@ class _Wanted(_Read):
     ) -> bool:
         """Whether the field stores and the hierarchy (of ``version``) hold what was read of
         them; if so, ``fields`` moves to ``version``."""
+        if self.stored is None and not self.subclasses:
+            self.fields = version  # read neither (most names)
+            return True
         if self.stored is not None and field_facts.get(self.stored[0], {}) != self.stored[1]:
             return False
         if any(list(hierarchy.get(node, ())) != held for node, held in self.subclasses.items()):
@@ -460,6 +470,12 @@ class Program:
     #: change (a file compared with them since has nothing new to search for)
     _sink_names: set[bytes] = field(default_factory=set)
     _sink_stamp: int = 0
+    #: the ``_sink_stamp`` every file was last compared at (each plan's second pass goes over
+    #: every file only when the stamp moved since)
+    _swept: int = -1
+    #: each file's place in the run's order: a plan that looks again at some of the files
+    #: takes them in that order, as a pass over every file would
+    _order: dict[str, int] = field(default_factory=dict)
     #: the folder this run's processes share rewritten newer-syntax sources through
     _rewrites: str | None = None
     #: (file, class) -> its subclasses' (file, class) among the exported classes
@@ -725,7 +741,10 @@ class Program:
             dirty |= self._field_readers
             self._planned_fields = self._fields_version
         check = fresh | self._due | dirty
-        for path, state in states.items():
+        # every file in the first plan (none resolved yet), else the dirty ones
+        first = list(states) if len(self._resolved) < len(states) else self._in_order(dirty, states)
+        for path in first:
+            state = states[path]
             memo = self._resolved.get(path)
             if memo is not None and (
                 path not in dirty
@@ -736,21 +755,34 @@ class Program:
             ):
                 continue
             names = _wanted_names(state)
-            hits: list[_Wanted] = []
-            for qual, carries in names:
-                hit = self._wanted.get((path, qual))
-                if (
-                    hit is None
-                    or hit.carries != carries
-                    or (
-                        hit.fields != self._fields_version
-                        and not hit.same_fields(field_facts, self._hierarchy, self._fields_version)
-                    )
-                    or not hit.still_valid(states)
-                ):
-                    hit = self._resolve_wanted(qual, carries, path, states, index, field_facts)
-                    self._wanted[(path, qual)] = hit
-                hits.append(hit)
+            if memo is not None and memo.names is names:
+                # the same names, each resolved as ``memo.hits`` holds (the same carries):
+                # only those that read a file whose version moved, or the field stores or the
+                # hierarchy when they moved, can resolve otherwise; the others are not looked
+                # at (their check would find every file they read at the version they read)
+                positions: set[int] = set()
+                for file, version in memo.stamps.items():
+                    if states[file].version != version:
+                        positions.update(memo.by_file.get(file, ()))
+                if memo.fields != self._fields_version:
+                    positions.update(memo.field_positions)
+                hits = memo.hits
+                for at in sorted(positions):
+                    qual, carries = names[at]
+                    if self._still(hits[at], carries, states, field_facts):
+                        continue
+                    if hits is memo.hits:
+                        hits = list(hits)
+                    hits[at] = self._resolve_wanted(qual, carries, path, states, index, field_facts)
+                    self._wanted[(path, qual)] = hits[at]
+            else:
+                hits = []
+                for qual, carries in names:
+                    hit = self._wanted.get((path, qual))
+                    if hit is None or not self._still(hit, carries, states, field_facts):
+                        hit = self._resolve_wanted(qual, carries, path, states, index, field_facts)
+                        self._wanted[(path, qual)] = hit
+                    hits.append(hit)
             if (
                 memo is None
                 or memo.names is not names
@@ -767,6 +799,13 @@ class Program:
                     if hit.request is not None:
                         added.append(hit.request)
                     seen.update(hit.seen)
+                by_file: dict[str, list[int]] = {}
+                for at, hit in enumerate(hits):
+                    for file in hit.stamps:
+                        by_file.setdefault(file, []).append(at)
+                field_positions = [
+                    at for at, h in enumerate(hits) if h.stored is not None or h.subclasses
+                ]
                 new = _Resolved(
                     dict.fromkeys(touched, 0),
                     self._fields_version,
@@ -775,7 +814,9 @@ class Program:
                     added,
                     names,
                     hits,
-                    any(h.stored is not None or h.subclasses for h in hits),
+                    bool(field_positions),
+                    by_file,
+                    field_positions,
                 )
                 self._remember(path, memo, new, check)
                 memo = new
@@ -793,7 +834,14 @@ class Program:
                 check.add(path)
         self._last_unsent = unsent
         todo = []
-        for path, state in states.items():
+        if self._swept != self._sink_stamp:
+            second = list(states)  # the sink functions changed: every file is compared
+            self._swept = self._sink_stamp
+        else:
+            # every file's ``sink_stamp`` is the current one: only those of ``check`` are due
+            second = self._in_order(check, states)
+        for path in second:
+            state = states[path]
             if path not in check and state.sink_stamp == self._sink_stamp:
                 continue
             unseen = sink_names - state.scanned if state.sink_stamp != self._sink_stamp else set()
@@ -826,6 +874,30 @@ class Program:
                 todo.append((path, self._task(path, state, externals, requests, own)))
         self._due = {path for path, _ in todo}
         return todo
+
+    def _still(
+        self,
+        hit: _Wanted,
+        carries: bool,
+        states: dict[str, FileState],
+        field_facts: dict[str, dict[str, list[Any]]],
+    ) -> bool:
+        """Whether ``hit`` still answers a wanted name that ``carries`` (or not) as it did."""
+        return (
+            hit.carries == carries
+            and (
+                hit.fields == self._fields_version
+                or hit.same_fields(field_facts, self._hierarchy, self._fields_version)
+            )
+            and hit.still_valid(states)
+        )
+
+    def _in_order(self, paths: set[str], states: dict[str, FileState]) -> list[str]:
+        """The files of ``paths`` in the run's order (that of ``states``)."""
+        if not self._order:
+            self._order = {path: number for number, path in enumerate(states)}
+        order = self._order
+        return sorted((p for p in paths if p in order), key=order.__getitem__)
 
     def _remember(self, path: str, old: _Resolved | None, new: _Resolved, check: set[str]) -> None:
         """Index ``new``, the resolved names of ``path`` that replace ``old``: the files it

@@ -11,12 +11,14 @@ cache off.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 from lint_markers import program_markers
 
+from promptcache.lint_rules.analysis.cache import LintCache, digest
 from promptcache.lint_rules.analysis.program import lint_program
 from promptcache.lint_rules.config import parse_table
 from promptcache.lint_rules.files import discover
@@ -100,3 +102,66 @@ def test_an_edit_two_modules_away_reaches_the_request_on_a_warm_run(tmp_path: Pa
     assert found == _flagged(folder, files, None)
     clock.write_text(fixed)
     assert _flagged(folder, files, cache) == set() == _flagged(folder, files, None)
+
+
+def test_an_edit_of_one_of_two_modules_an_importer_reads_moves_only_its_names(
+    tmp_path: Path,
+) -> None:
+    """A prompt module reads a name of each of two modules, and a plan looks again only at
+    the names that read a module given a new output: the edited module's time is found (and
+    gone after the edit back) at its own request, while the other module's time stays found
+    at the other request, as a run without the cache finds."""
+    folder = tmp_path / "prog"
+    folder.mkdir()
+    (folder / "clock.py").write_text(
+        "import datetime\n\n\ndef stamp():\n    return datetime.datetime.now().isoformat()\n"
+    )
+    labels = folder / "labels.py"
+    fixed = "def label():\n    return 'v1'\n"
+    live = "import time\n\n\ndef label():\n    return str(time.time())\n"
+    labels.write_text(fixed)
+    (folder / "prompts.py").write_text(
+        "from clock import stamp\nfrom labels import label\n\n\n"
+        "def system():\n    return f'You help. {stamp()}'\n\n\n"
+        "def other():\n    return f'You check. {label()}'\n"
+    )
+    (folder / "agent.py").write_text(
+        "import anthropic\n\nfrom prompts import other, system\n\n"
+        "client = anthropic.Anthropic()\n\n\n"
+        "def ask(q):\n"
+        "    return client.messages.create(model='m', max_tokens=9, system=system(),\n"
+        "                                  messages=[{'role': 'user', 'content': q}])\n\n\n"
+        "def check(q):\n"
+        "    return client.messages.create(model='m', max_tokens=9, system=other(),\n"
+        "                                  messages=[{'role': 'user', 'content': q}])\n"
+    )
+    files = [str(folder / n) for n in ("agent.py", "clock.py", "labels.py", "prompts.py")]
+    cache = tmp_path / "cache"
+    one = _flagged(folder, files, cache)
+    assert {(f, c) for f, _, _, c in one} == {("agent.py", "PC001")}
+    assert one == _flagged(folder, files, None)
+    labels.write_text(live)
+    both = _flagged(folder, files, cache)
+    assert both > one and len({line for _, line, _, _ in both}) == 2
+    assert both == _flagged(folder, files, None)
+    labels.write_text(fixed)
+    assert _flagged(folder, files, cache) == one == _flagged(folder, files, None)
+
+
+def test_a_cache_entry_is_named_by_the_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry of a file named relative to the working folder is that of its absolute
+    path (``os.path.abspath``'s answer, the working folder read once per run), so a run that
+    names the file either way finds the entry."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    cache = LintCache.open(tmp_path / "cache", "v")
+    for name in ("pkg/m.py", "./pkg/../pkg/m.py", "pkg//m.py", str(tmp_path / "pkg" / "m.py")):
+        expected = f"{digest(os.fsencode(os.path.abspath(name)))}.json"
+        assert cache._file(name) == os.path.join(str(tmp_path / "cache" / "lint-v"), expected)
+    cache.put("pkg/m.py", "c1", "inputs", {"result": 1})
+    cache.flush()
+    again = LintCache.open(tmp_path / "cache", "v")
+    assert again.get(str(tmp_path / "pkg" / "m.py"), "c1", "inputs") is None  # another path text
+    assert again.get("pkg/m.py", "c1", "inputs") == {"result": 1}
