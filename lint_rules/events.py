@@ -43,6 +43,13 @@ class PrefixEntry:
     parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
     function: ast.AST | None = None
     arg: ast.AST | None = field(default=None, compare=False)
+    #: system text whose pieces ``parts`` does not show, each as ``parts`` would: the text a
+    #: name holds (``{"role": "system", "content": system}``), or each text a helper of this
+    #: module returns (``system=system_prompt(user)``), its parameters' pieces taking the
+    #: arguments' facts (for PC010 only: a fact's place stays ``node``)
+    texts: tuple[tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...], ...] = field(
+        default=(), compare=False
+    )
 
 
 @dataclass

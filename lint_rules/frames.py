@@ -76,6 +76,10 @@ class Summary:
     #: parameter's ``state`` (``callback_context.state["clock"] = now``: an agent framework's
     #: session state, read by ``LibraryMixin.adk_state_instructions``)
     state_stores: dict[int, frozenset[Fact]] = field(default_factory=dict)
+    #: for each return of text built from pieces (an f-string or ``+``), those pieces in
+    #: order with their values (PARAM facts standing for arguments), so a caller that sends
+    #: what it returns as system text knows the order of what varies and what is static
+    text_returns: list[tuple[tuple[ast.AST, Value], ...]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -712,6 +716,9 @@ class EngineState:
         def role_tests(self, test: ast.expr) -> list[tuple[ast.expr, str]]: ...
         def const_role(self, node: ast.expr) -> str | None: ...
         def formatted(self, part: ast.FormattedValue) -> Value: ...
+        def flatten(
+            self, node: ast.expr, depth: int = 0, known: Value | None = None
+        ) -> list[tuple[ast.AST, Value]]: ...
         def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]: ...
         def walk_region(
             self,

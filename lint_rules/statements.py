@@ -170,6 +170,47 @@ def _list_held(value: Value, made: ast.expr | None) -> bool:
     )
 
 
+#: at most this many text returns of one function are kept (``Summary.text_returns``)
+_TEXT_RETURNS = 4
+
+
+def _text_return(node: ast.expr) -> bool:
+    """An f-string or a ``+`` of text literals and f-strings, with no call in it."""
+    if isinstance(node, ast.BinOp):
+        if not isinstance(node.op, ast.Add) or not any(
+            isinstance(side, (ast.JoinedStr, ast.Constant)) for side in (node.left, node.right)
+        ):
+            return False
+    elif not isinstance(node, ast.JoinedStr):
+        return False
+    return not any(isinstance(sub, (ast.Call, ast.Await, ast.NamedExpr)) for sub in ast.walk(node))
+
+
+def _added_text(stmt: ast.AugAssign, held: ast.expr | None, old: Value) -> ast.BinOp | None:
+    """``held + stmt.value`` for ``name += f"..."`` (or a text literal) where ``name`` was
+    last bound to text: an f-string, a text literal, a ``+`` of them or a name of constant
+    text (``old``: its value); None otherwise. Made once per statement and ``held`` (kept on
+    the node), at the statement's place."""
+    text = (ast.JoinedStr, ast.Constant)
+    if not (
+        isinstance(stmt.op, ast.Add)
+        and isinstance(stmt.value, text)
+        and (isinstance(stmt.value, ast.JoinedStr) or isinstance(stmt.value.value, str))
+        and (
+            isinstance(held, (ast.JoinedStr, ast.BinOp))
+            or (isinstance(held, ast.Constant) and isinstance(held.value, str))
+            or (isinstance(held, (ast.Name, ast.Attribute)) and old.const is not None)
+        )
+    ):
+        return None
+    assert held is not None
+    made: dict[int, ast.BinOp] = stmt.__dict__.setdefault("_promptcache_added", {})
+    found = made.get(id(held))
+    if found is None:
+        found = made[id(held)] = ast.copy_location(ast.BinOp(held, ast.Add(), stmt.value), stmt)
+    return found
+
+
 def _as_extend(stmt: ast.AugAssign, defs: dict[str, ast.expr]) -> ast.Call | None:
     """``name.extend(value)`` for ``name += value`` where ``name`` was last bound to a list
     display or a list comprehension (``defs``: the frame's last bindings): a list extended in
@@ -794,7 +835,17 @@ class StatementsMixin(EngineState):
         new = self.joined(self.with_mutation_facts(new), stmt.target)
         if isinstance(stmt.target, ast.Name):
             self.frame.env[stmt.target.id] = new
-            self.frame.defs.pop(stmt.target.id, None)
+            # text added to text (``system += f"..."``): the name holds both, in order; not
+            # in a loop, whose passes add one text each (over a constant list: the same)
+            added = (
+                None
+                if self.frame.loops
+                else _added_text(stmt, self.frame.defs.get(stmt.target.id), old)
+            )
+            if added is not None:
+                self.frame.defs[stmt.target.id] = added
+            else:
+                self.frame.defs.pop(stmt.target.id, None)
         else:
             self.assign(stmt.target, new, None)
             self.field_read_back(stmt.target, value)
@@ -1432,6 +1483,10 @@ class StatementsMixin(EngineState):
             value = self.picked_return(stmt, value)
         summary = self.frame.summary
         summary.returns.append((stmt.value, value))
+        if value.facts and _text_return(stmt.value) and len(summary.text_returns) < _TEXT_RETURNS:
+            # its pieces, for a caller that sends it as system text (PC010); evaluated again
+            # only where no call is in it
+            summary.text_returns.append(tuple(self.flatten(stmt.value, known=value)))
         if self.frame.branches:
             # run only where the caller's argument takes these branches (``branch_marked``)
             self.frame.return_branches[len(summary.returns) - 1] = tuple(self.frame.branches)

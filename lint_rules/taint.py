@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from .analysis.exports import (
@@ -174,6 +174,17 @@ _ANNOTATION_SHAPES = {
     "list": Shape.LIST,
     "List": Shape.LIST,
 }
+
+
+#: a text's pieces in order (``PrefixEntry.parts``)
+Pieces = tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...]
+
+
+def _pieces(flat: Iterable[tuple[ast.AST, Value]]) -> Pieces:
+    """Each piece as (node, varies per call, length when constant, its facts)."""
+    return tuple(
+        (n, v.dynamic, len(v.const) if v.const is not None else None, v.facts) for n, v in flat
+    )
 
 
 def _annotated_shape(annotation: ast.expr | None) -> Shape:
@@ -934,14 +945,12 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         if self._track and value.facts:
             self._track[-1].clean = False
         if self.recording and value.facts:
-            parts: tuple[tuple[ast.AST, bool, int | None, frozenset[Fact]], ...] = ()
+            parts: Pieces = ()
             if region in ("system", "frozen", "session") and isinstance(
                 node, (ast.JoinedStr, ast.BinOp, ast.Call)
             ):
-                parts = tuple(
-                    (n, v.dynamic, len(v.const) if v.const is not None else None, v.facts)
-                    for n, v in self.flatten(node, known=value)
-                )
+                parts = _pieces(self.flatten(node, known=value))
+            texts = self.system_texts(node) if region == "system" and len(parts) < 2 else ()
             self.entries.append(
                 PrefixEntry(
                     region,
@@ -952,8 +961,49 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     parts,
                     self.frame.func,
                     self.sink_arg,
+                    texts,
                 )
             )
+
+    def system_texts(self, node: ast.AST | None) -> tuple[Pieces, ...]:
+        """The pieces of the system text ``node`` stands for where ``record`` does not split
+        it (``PrefixEntry.texts``): the f-string or ``+`` a name of this function was last
+        bound to, or each text that a function of this module returns, called here with
+        arguments that call nothing, its parameters' pieces taking those arguments' facts
+        (``call_bound``, as for its whole value)."""
+        if isinstance(node, ast.Name):
+            held = self.frame.defs.get(node.id)
+            if node.id not in self.frame.env:
+                return ()
+            if isinstance(held, (ast.JoinedStr, ast.BinOp)):
+                return (_pieces(self.flatten(node)),)
+            node = held
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in self.frame.env
+            and node.func.id in self.functions
+        ):
+            return ()
+        given = [*node.args, *(kw.value for kw in node.keywords)]
+        if any(
+            isinstance(sub, (ast.Call, ast.Await, ast.NamedExpr))
+            for a in given
+            for sub in ast.walk(a)
+        ):
+            return ()
+        summary = self.summary(self.functions[node.func.id])
+        texts = []
+        for pieces in summary.text_returns:
+            probe = Summary(summary.params, name=summary.name, key=summary.key)
+            probe.ret = Value(
+                frozenset().union(*(v.facts for _, v in pieces)), elts=tuple(v for _, v in pieces)
+            )
+            passed = self.call_bound(Bound(probe), node).elts
+            if passed is None or len(passed) != len(pieces):
+                continue
+            texts.append(_pieces(zip((n for n, _ in pieces), passed, strict=True)))
+        return tuple(texts)
 
     def encloses(self, fact: Fact) -> bool:
         """Whether ``fact`` is a parameter's of a function this one is nested in (at any
@@ -1178,6 +1228,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                     entry,
                     value=map_facts(entry.value, pin_ids),
                     parts=tuple((n, d, size, pin_ids(f)) for n, d, size, f in entry.parts),
+                    texts=tuple(
+                        tuple((n, d, size, pin_ids(f)) for n, d, size, f in text)
+                        for text in entry.texts
+                    ),
                 )
 
     def annotated_class(self, annotation: ast.expr | None) -> object:

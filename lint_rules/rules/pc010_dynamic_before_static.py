@@ -30,6 +30,10 @@ which grows by one turn per request and would otherwise be read from the cache, 
 a system prompt that is new every turn, so all of it is written again on every request.
 
 ## Known problems
+The order of the pieces is read where the text is written in the request, through a local
+name, a `+=` outside a loop and a function of the same module that returns it; not through a
+method, a function of another module or text added in a loop.
+
 The retrieved-context case is reported only when each step is proven: the parameter reaches
 the system text through code the analysis reads (context from a vector store's client is an
 unproven flow, not a finding), the newest message's text is that parameter itself (a message
@@ -161,19 +165,21 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     yield from _turn_context(ctx, seen)
     for entry in ctx.entries:
-        if entry.once or not entry.parts or entry.region not in ("system", "frozen", "session"):
+        if entry.once or entry.region not in ("system", "frozen", "session"):
             continue
-        for index, (node, dynamic, _, facts) in enumerate(entry.parts):
-            if not dynamic or not _per_call(facts):
-                continue
-            longest, unknown = _static_after([(d, n) for _, d, n, _ in entry.parts[index + 1 :]])
-            if longest >= LONG_STATIC_CHARS:
-                key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-                if key not in seen:
-                    seen.add(key)
-                    message = _message(node, longest, unknown)
-                    yield ctx.diagnostic("PC010", message, node, Severity.WARNING)
-            break
+        # the text's own pieces, or those of the text a name holds or a helper returns
+        for parts in (entry.parts, *entry.texts):
+            for index, (node, dynamic, _, facts) in enumerate(parts):
+                if not dynamic or not _per_call(facts):
+                    continue
+                longest, unknown = _static_after([(d, n) for _, d, n, _ in parts[index + 1 :]])
+                if longest >= LONG_STATIC_CHARS:
+                    key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+                    if key not in seen:
+                        seen.add(key)
+                        message = _message(node, longest, unknown)
+                        yield ctx.diagnostic("PC010", message, node, Severity.WARNING)
+                break
     for sink in ctx.sinks:
         if sink.once:
             continue
