@@ -1560,7 +1560,12 @@ class CallsMixin(EngineState):
             v = self.lookup(target.id).ordered()
             ordered = Shape.LIST if v.shape is Shape.UNORDERED_LIST else v.shape
             ref = v.ref if ordered is v.shape else None
-            frame.env[target.id] = Value(v.facts, ordered, None, v.elem_str, v.name_key, ref)
+            # each element keeps its fields (``elem``): a sort only moves them, so reading one
+            # field of each (``[e["id"] for e in entries]`` after a sort by a rolled
+            # ``e["total"]``) takes only that field, as before the sort
+            frame.env[target.id] = Value(
+                v.facts, ordered, None, v.elem_str, v.name_key, ref, elem=v.elem
+            )
             return CLEAN
         if (
             method in _MUTATORS

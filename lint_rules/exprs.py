@@ -40,6 +40,7 @@ from .frames import (
     Table,
     Texts,
     fields_known,
+    keys_kept,
     list_elem,
     listed_elem,
     merge,
@@ -556,6 +557,12 @@ class ExprsMixin(EngineState):
                 items = None
                 spread = True
                 v = self.eval(item)
+                # a splat dict of known constant keys (``{**state, **result, "entities": e}``)
+                # keeps each time or id with the key it was under, so a read of another
+                # constant key of the new dict (``.get("entities")``) leaves it out
+                if v.facts:
+                    facts |= keys_kept(v)
+                continue
             else:
                 if not isinstance(key, ast.Constant):
                     literal = False

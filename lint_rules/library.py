@@ -629,7 +629,13 @@ class LibraryMixin(EngineState):
             return Value(first.facts)
         if qual == "builtins.sorted":
             value = first.ordered()
-            return Value(value.facts, Shape.LIST, elem_str=first.elem_str, name_key=first.name_key)
+            return Value(
+                value.facts,
+                Shape.LIST,
+                elem_str=first.elem_str,
+                name_key=first.name_key,
+                elem=first.elem,
+            )
         if qual in ("builtins.set", "builtins.frozenset"):
             ref: object = (node.lineno, node.col_offset, f"{qual[9:]}()")
             if stable_set(first):

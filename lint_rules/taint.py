@@ -288,6 +288,10 @@ def _joined_position(values: list[Value]) -> Value:
     held = [v for v in values if not _literal_none(v)]
     if len(held) == 1:
         return held[0]
+    if held and all(v.items is not None and v.shape is Shape.DICT for v in held):
+        # dicts of known keys at this position on every path (``return {}, []`` and
+        # ``return fields, [log]``): each key holds what any put there, as for a lone return
+        return functools.reduce(merge, held)
     return join(*values)
 
 
