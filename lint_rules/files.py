@@ -13,6 +13,7 @@ file ignore.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,33 @@ def _git_root(start: Path) -> Path | None:
     return None
 
 
+def _gitignore_spec(lines: list[str]) -> pathspec.PathSpec[Any]:
+    """The spec of a .gitignore's lines. A line pathspec cannot compile (a reversed range such
+    as ``[AVC-8bit]``, ``C`` after ``8``) is left out: git's own matcher takes such a pattern
+    to match no path, so leaving it out ignores what git ignores, and the other lines still
+    apply."""
+    try:
+        return _spec(lines)
+    except (re.error, ValueError):
+        kept = []
+        for line in lines:
+            try:
+                _spec([line])
+            except (re.error, ValueError):
+                continue
+            kept.append(line)
+        return _spec(kept)
+
+
 def _read_gitignore(folder: Path) -> pathspec.PathSpec[Any] | None:
     path = folder / ".gitignore"
     if not path.is_file():
         return None
     try:
-        return _spec(path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return None
+    return _gitignore_spec(text.splitlines())
 
 
 def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec[Any]]]) -> bool:

@@ -293,3 +293,26 @@ def test_nothing_to_lint_counts_the_files_gitignore_leaves_out(project: Path) ->
     # as it says
     (project / "pyproject.toml").write_text("[tool.promptcache.lint]\nrespect-gitignore = false\n")
     assert run(".").exit_code == 1
+
+
+def test_a_gitignore_line_pathspec_cannot_compile_matches_nothing_as_in_git(project: Path) -> None:
+    """A .gitignore copied from a real project holds a file name with a reversed range,
+    ``[AVC-8bit 1080p]`` (``C`` after ``8``): the lint goes on (no traceback), the other lines
+    still leave their files out, and the file that line names is linted, as git itself lists it
+    as not ignored."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    odd = "clip [AVC-8bit 1080p].py"
+    (project / ".gitignore").write_text(f"gen/\n{odd}\n*.py[cod]\n")
+    (project / "gen").mkdir()
+    (project / "gen" / "made.py").write_text(BAD)
+    (project / odd).write_text(BAD)
+    ignored = subprocess.run(
+        ["git", "-C", str(project), "check-ignore", "--no-index", odd, "gen/made.py"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert ignored == ["gen/made.py"]
+    result = run(".", "--format", "json")
+    assert result.exit_code == 1
+    files = {f["filename"] for f in json.loads(result.stdout)}
+    assert files == {odd}
