@@ -893,15 +893,16 @@ class StatementsMixin(EngineState):
             facts = facts | extra
         return value.with_facts(facts)
 
-    def fresh_each_turn(self, name: str, store: ast.Attribute) -> list[frozenset[Fact]]:
+    def fresh_each_turn(self, name: str, store: ast.expr) -> list[frozenset[Fact]]:
         """The order facts (``Frame.loop_orders`` entries) of the enclosing loops that bind
-        ``name`` afresh on every turn before ``store`` (a field store into it): ``mine =
-        copy.deepcopy(settings)``, ``mine = Settings()`` (a class, by its capitalised name)
-        or a container literal, a statement of a block in the loop's body that a later
-        statement of that block holds the store in. Each turn's object then holds that
-        turn's element, as a name rebound in the body does, not the loop's order; an object
-        bound before the loop, by any other call (which may hand back a shared one) or after
-        the store stays the loop's."""
+        ``name`` afresh on every turn before ``store`` (a field or item store into it: ``mine.x
+        = ...``, ``info["db"] = ...``): ``mine = copy.deepcopy(settings)``, ``mine =
+        Settings()`` (a class, by its capitalised name) or a container literal, a statement of
+        a block in the loop's body that a later statement of that block holds the store in.
+        Each turn's object then holds that turn's element, as a name rebound in the body does,
+        and its keys come in the order of the statements that store them, not the loop's; an
+        object bound before the loop, by any other call (which may hand back a shared one) or
+        after the store stays the loop's."""
         frame = self.frame
         made = frame.defs.get(name)
         if made is None or not frame.loop_orders or not self._new_object(made):
@@ -1017,6 +1018,14 @@ class StatementsMixin(EngineState):
                 value = value.with_facts(keyed(value.facts, path))
                 self.note_state_store(target, value)
             freed = self.positional_loops(target)
+            if isinstance(base, ast.Name):
+                # a dict made afresh on each turn (``info = {...}; info["db"] = ...``) holds
+                # that turn's values under keys in the body's statement order, not the loop's
+                freed += [
+                    order
+                    for order in self.fresh_each_turn(base.id, target)
+                    if not any(order is f for f in freed)
+                ]
             around = frame.mutation_facts
             if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
                 # an `if` around a store of one constant key chose that key's value: reading
