@@ -64,6 +64,7 @@ from .frames import (
     Table,
     Texts,
     element_fields,
+    fields_known,
     held_inside,
     is_abstract,
     known_elem,
@@ -1702,6 +1703,21 @@ class CallsMixin(EngineState):
         """``receiver.get(key, ...)`` (or ``pop``, ``setdefault``) of a container: what its
         entries hold (``library_method``)."""
         key = node.args[0]
+        if (
+            len(args) > 1
+            and any(arg.facts for arg in args[1:])
+            and not (
+                fields_known(receiver)
+                and receiver.shape is Shape.DICT
+                and isinstance(key, ast.Constant)
+                and str(key.value) not in dict(receiver.items or ())
+            )
+        ):
+            # the default is used only where the key is missing (``doc.get("id", uuid4())`` of
+            # data that holds an id): unproven, unless the container is a dict of known keys
+            # that lacks it
+            what = f"the default of {ast.unparse(node.func)[:60]}({ast.unparse(key)[:40]}, ...)"
+            args = [args[0], *(arg.with_facts(fallback(arg.facts, node, what)) for arg in args[1:])]
         if receiver.items is not None and isinstance(key, ast.Constant):
             held = dict(receiver.items).get(str(key.value))
             if held is not None:
@@ -2028,6 +2044,14 @@ class Unresolved:
 _BOOKKEEPING = frozenset({Kind.PARAM, Kind.LOOP, Kind.VARIES})
 #: fact kinds whose chain is not kept (a PARAM fact keeps its unproven steps: ``unproven``)
 _UNCHAINED = frozenset({Kind.LOOP, Kind.VARIES})
+
+
+def fallback(facts: frozenset[Fact], node: ast.expr, what: str) -> frozenset[Fact]:
+    """``facts`` of a fallback used only where the value read first is missing (the default of
+    ``d.get(k, default)``, the right of ``d.get(k) or default``) with an ``ASSUMED`` step:
+    data that normally holds the key never uses it, so the flow is unproven (``--explain``)."""
+    step = (f"{ASSUMED} {what}, used only where that is missing", node.lineno, what, "")
+    return frozenset(f if f.kind in _UNCHAINED else f.passed_on(step) for f in facts)
 
 
 def _substituted(

@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Callable
 
-from .calls import order_of
+from .calls import fallback, order_of
 from .facts import (
     CLEAN,
     MESSAGE_ROLES,
@@ -369,7 +369,46 @@ class ExprsMixin(EngineState):
         return join(left, right)
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Value:
-        return join(*(self.eval(v) for v in node.values))
+        values = [self.eval(v) for v in node.values]
+        if isinstance(node.op, ast.Or):
+            for i in range(1, len(values)):
+                if not values[i].facts:
+                    continue
+                read = next((v for v in node.values[:i] if self.keyed_read(v)), None)
+                if read is not None:
+                    # ``d.get(k) or uuid4()``: a fallback used only where the read is missing
+                    what = f"the fallback of {ast.unparse(read)[:60]} or ..."
+                    values[i] = values[i].with_facts(fallback(values[i].facts, node, what))
+        return join(*values)
+
+    def keyed_read(self, node: ast.expr, depth: int = 0) -> bool:
+        """Whether ``node`` reads a key or an attribute that may be missing and normally is
+        not: ``d.get(k)``, ``getattr(o, name, None)``, a name bound to one (``rid =
+        data.get("id")``), through ``str()``, ``.strip()`` and ``or``."""
+        if depth > 8:
+            return False
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            return any(self.keyed_read(v, depth + 1) for v in node.values)
+        if isinstance(node, ast.Name):
+            bound = self.frame.defs.get(node.id)
+            return bound is not None and self.keyed_read(bound, depth + 1)
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id == "getattr" and len(node.args) == 3:
+                return True
+            return (
+                func.id == "str"
+                and len(node.args) == 1
+                and self.keyed_read(node.args[0], depth + 1)
+            )
+        if isinstance(func, ast.Attribute):
+            if func.attr == "get" and node.args:
+                return True
+            if func.attr in ("strip", "lstrip", "rstrip", "lower", "upper") and not node.args:
+                return self.keyed_read(func.value, depth + 1)
+        return False
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
         return self.eval(node.operand)

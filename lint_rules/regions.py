@@ -1557,6 +1557,7 @@ def _appended_last(
     """Whether the append at the end of ``path`` is the last thing added to the local list
     ``key`` (``tail_system_turns``)."""
     bound_at = -1
+    turn_before = False
     for level in range(len(path) - 1, -1, -1):
         block, index = path[level]
         for stmt in reversed(block[:index]):
@@ -1566,10 +1567,11 @@ def _appended_last(
                 and isinstance(stmt.targets[0], ast.Name)
                 and stmt.targets[0].id == key
             ):
-                if _empty_list(stmt.value):
+                if _empty_list(stmt.value) and not turn_before:
                     return False
                 bound_at = level
                 break
+            turn_before = turn_before or _turns_added(stmt, key)
         if bound_at >= 0:
             break
     if bound_at < 0:
@@ -1593,6 +1595,138 @@ def _appended_last(
                     isinstance(parent, ast.keyword)
                     or (isinstance(parent, ast.Dict) and node in parent.values)
                 )
-                if not whole:
+                if not whole and not _read_in_place(node, parents, after):
                     return False
     return True
+
+
+def _turns_added(stmt: ast.stmt, key: str) -> bool:
+    """Whether ``stmt`` adds the conversation's turns to the local list ``key``:
+    ``key.extend(history)`` or ``key += history`` of anything but a literal list, or
+    ``key.append({"role": "user", ...})``; a system message appended after it, last, follows
+    the newest user turn (``tail_system_turns``)."""
+    target: ast.expr
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        target, added, method = stmt.target, stmt.value, "extend"
+    elif (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr in ("append", "extend")
+        and len(stmt.value.args) == 1
+    ):
+        target, added, method = stmt.value.func.value, stmt.value.args[0], stmt.value.func.attr
+    else:
+        return False
+    if not (isinstance(target, ast.Name) and target.id == key):
+        return False
+    if method == "extend":
+        return not isinstance(added, (ast.List, ast.Tuple, ast.Constant))
+    parts = _message_parts(added)
+    return parts is not None and parts[0] == "user"
+
+
+def _read_in_place(node: ast.Name, parents: dict[int, ast.AST], after: list[ast.stmt]) -> bool:
+    """Whether the list named by ``node``, read after a message appended last to it
+    (``_appended_last``), keeps that message last and sends nothing more after it: one element
+    read at a constant index (``messages[-1].get("role")``), a truth test (``if messages and
+    ...``, ``not messages``), an insert at a constant index or at a name bound only to constant
+    numbers (``messages.insert(0, summary)``: the head), or a comprehension that maps each
+    message, in order, into a call's argument (``", ".join(... for m in messages)``) or into a
+    name nothing after adds to, or a loop over every message in order (no ``break``)."""
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        index = parent.slice
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+            index = index.operand
+        return isinstance(index, ast.Constant) and type(index.value) is int
+    child: ast.AST = node
+    while isinstance(parent, (ast.BoolOp, ast.UnaryOp)) and (
+        not isinstance(parent, ast.UnaryOp) or isinstance(parent.op, ast.Not)
+    ):
+        child, parent = parent, parents.get(id(parent))
+    if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and parent.test is child:
+        return True
+    if child is not node:
+        return False
+    if isinstance(parent, ast.Attribute) and parent.attr == "insert":
+        call = parents.get(id(parent))
+        return (
+            isinstance(call, ast.Call)
+            and call.func is parent
+            and len(call.args) == 2
+            and _head_index(call.args[0], parents)
+        )
+    if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
+        return not parent.orelse and not any(
+            isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(parent)
+        )
+    if isinstance(parent, ast.comprehension) and parent.iter is node and not parent.ifs:
+        comp = parents.get(id(parent))
+        if not isinstance(comp, (ast.ListComp, ast.GeneratorExp)) or len(comp.generators) != 1:
+            return False
+        holder = parents.get(id(comp))
+        if isinstance(holder, ast.Call) and comp in holder.args:
+            return True
+        if (
+            isinstance(holder, ast.Assign)
+            and len(holder.targets) == 1
+            and isinstance(holder.targets[0], ast.Name)
+        ):
+            copy = holder.targets[0].id
+            return not any(
+                _turns_added(s, copy)
+                or (
+                    isinstance(s, ast.Expr)
+                    and isinstance(s.value, ast.Call)
+                    and isinstance(s.value.func, ast.Attribute)
+                    and isinstance(s.value.func.value, ast.Name)
+                    and s.value.func.value.id == copy
+                    and s.value.func.attr in ("append", "extend", "insert")
+                )
+                or (_appended(s) or ("",))[0] == copy
+                for stmt in after
+                for s in ast.walk(stmt)
+                if isinstance(s, ast.stmt)
+            )
+    return False
+
+
+def _head_index(index: ast.expr, parents: dict[int, ast.AST]) -> bool:
+    """Whether an insert's ``index`` is a constant number, or a name that every assignment in
+    its function binds to a constant number or adds one to (``insert_idx = 0``, ``insert_idx
+    += 1``): a place near the head, ahead of the history and the newest turn."""
+    if isinstance(index, ast.Constant):
+        return type(index.value) is int and index.value >= 0
+    if not isinstance(index, ast.Name):
+        return False
+    func: ast.AST | None = index
+    while func is not None and not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        func = parents.get(id(func))
+    if func is None:
+        return False
+    bound = False
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == index.id for t in node.targets
+        ):
+            if not (isinstance(node.value, ast.Constant) and type(node.value.value) is int):
+                return False
+            bound = True
+        elif (
+            isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr))
+            and isinstance(node.target, ast.Name)
+            and node.target.id == index.id
+        ):
+            if not (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.op, ast.Add)
+                and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int
+            ):
+                return False
+        elif isinstance(node, (ast.For, ast.comprehension)) and any(
+            isinstance(t, ast.Name) and t.id == index.id for t in ast.walk(node.target)
+        ):
+            return False
+    return bound

@@ -20,7 +20,8 @@ def evidence_ids(pool: list, chunks: list) -> list:
 
 
 def evidence_keys(pool: list) -> list:
-    by_key = {_key(c): c for c in pool}
+    # keyed by `id()` itself (through `_key`, only the fallback of a chunk id, it is unproven)
+    by_key = {str(id(c)): c for c in pool}
     return list(by_key)
 
 
