@@ -11,7 +11,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .facts import CLEAN, KEYED_KINDS, Fact, Kind, Shape, Step, Value, When, keyed, replace
+from .facts import (
+    CLEAN,
+    KEYED_KINDS,
+    Fact,
+    Kind,
+    Shape,
+    Step,
+    Value,
+    When,
+    into_fields,
+    keyed,
+    replace,
+)
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall
@@ -384,12 +396,18 @@ def merge(a: Value, b: Value) -> Value:
     # class of known fields built on the other path, each field holds what that instance put
     # there, and a time stamped into one field does not spread over the others
     for known, other in ((a, b), (b, a)):
-        if (
-            other == CLEAN
-            and known.items is not None
-            and isinstance(known.ref, (ClassInfo, ExternalClass))
-        ):
-            return known
+        if known.items is not None and isinstance(known.ref, (ClassInfo, ExternalClass)):
+            if other == CLEAN:
+                return known
+            if stamped_only(other):
+                # nothing known there but what was stamped into its fields (a cached session
+                # given ``session.last_used = time.monotonic()`` before it is returned): each
+                # stays its field's, beside the fields of the instance built on the other path
+                return replace(
+                    known,
+                    facts=known.facts | other.facts,
+                    items=into_fields(known.items, other.facts),
+                )
     shape = a.shape if a.shape is b.shape else Shape.UNKNOWN
     items = None
     if a.items is not None and b.items is not None and fields_known(a) and fields_known(b):
@@ -427,6 +445,16 @@ def merge(a: Value, b: Value) -> Value:
         elem=merge_elem(listed_elem(a), listed_elem(b))
         if a.elem is not None or b.elem is not None
         else None,
+    )
+
+
+def stamped_only(value: Value) -> bool:
+    """True for a value of which nothing is known but the times or ids stored into its fields
+    (``field_keyed``): a looked-up object stamped with ``session.last_used = now``."""
+    return (
+        bool(value.facts)
+        and value.with_facts(frozenset()) == CLEAN
+        and all(f.key[:1] and f.key[0].startswith(".") for f in value.facts)
     )
 
 

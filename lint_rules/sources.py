@@ -161,7 +161,10 @@ COMPLETION_ORDER_SOURCES = frozenset({"asyncio.as_completed", "concurrent.future
 #: receiver that is a ``Path(...)`` call or a name bound to one)
 UNORDERED_PATH_METHODS = frozenset({"iterdir", "glob", "rglob"})
 
-#: producers of tool lists whose order someone else controls (PC005)
+#: producers of tool lists whose order someone else controls (PC005). Not
+#: ``pkgutil.iter_modules``: it lists each folder's (or zip's) names sorted
+#: (``pkgutil._iter_file_finder_modules`` sorts ``os.listdir``), so the modules of a plugin
+#: folder come in name order on every machine
 TOOL_PRODUCERS_METHODS = frozenset({"list_tools"})
 TOOL_PRODUCERS: frozenset[str] = frozenset(
     {
@@ -169,7 +172,6 @@ TOOL_PRODUCERS: frozenset[str] = frozenset(
         "importlib.metadata.entry_points",
         "importlib_metadata.entry_points",
         "pkg_resources.iter_entry_points",
-        "pkgutil.iter_modules",
     }
 )
 #: of those, the ones that list one MCP server's tools (``facts.ONE_SERVER``)

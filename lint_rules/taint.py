@@ -63,6 +63,7 @@ from .frames import (
     is_abstract,
     keys_kept,
     merge,
+    stamped_only,
     yielded_elem,
 )
 from .http_sinks import HttpSinksMixin
@@ -1176,10 +1177,16 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             # another path it is left out, so the time stamped into one field of that instance
             # (``Record(id=id)``, ``created_at`` from its factory) stays in that field
             built = [v for v in values if v != CLEAN]
-            if not any(isinstance(v.ref, (ClassInfo, ExternalClass)) for v in built):
+            instance = any(isinstance(v.ref, (ClassInfo, ExternalClass)) for v in built)
+            if not instance:
                 built = values
             if len(values) > 1 and all(
-                isinstance(v.ref, (ClassInfo, ExternalClass)) or holds_no_object(v) for v in built
+                isinstance(v.ref, (ClassInfo, ExternalClass))
+                or holds_no_object(v)
+                # a looked-up object only stamped in a field (``session.last_used = now``):
+                # that field's, beside the instance built on the other path (``merge``)
+                or (instance and stamped_only(v))
+                for v in built
             ):
                 # an instance of a project class (or None) on every return (``return
                 # self._client`` on two paths): that instance, its class and fields kept

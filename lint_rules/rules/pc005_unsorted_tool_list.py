@@ -6,13 +6,14 @@ Fix: sometimes
 ## What it does
 Reports a tool list that comes from a producer whose order someone else controls when it
 reaches the `tools` of an LLM call without passing through `sorted(...)` (a list sorted in
-place, `tools.sort(key=...)`, is sorted too): `entry_points(...)` and `pkgutil.iter_modules`,
-and the tool lists of several MCP servers (`session.list_tools()`,
-`langchain_mcp_adapters.tools.load_mcp_tools`) joined into one: extended, appended or
-registered into a list, dict or registry in a `for` loop over the servers, gathered with
-`asyncio.gather`, or flattened by a comprehension over the sessions. One server's own list
-(passed on through helpers, fields, copies, or comprehensions over its tools) is not a
-finding: `promptcache lint --explain` shows it as an unproven flow, "not shown to change".
+place, `tools.sort(key=...)`, is sorted too): `entry_points(...)` (not `pkgutil.iter_modules`,
+which lists a folder's modules in name order), and the tool lists of several MCP servers
+(`session.list_tools()`, `langchain_mcp_adapters.tools.load_mcp_tools`) joined into one:
+extended, appended or registered into a list, dict or registry in a `for` loop over the
+servers, gathered with `asyncio.gather`, or flattened by a comprehension over the sessions.
+One server's own list (passed on through helpers, fields, copies, or comprehensions over its
+tools) is not a finding: `promptcache lint --explain` shows it as an unproven flow, "not shown
+to change".
 
 ## Why is this bad?
 Tool definitions come first in the cached prefix (tools -> system -> messages); a change there
