@@ -94,6 +94,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         45: 20270116,
         46: 20270117,
         47: 20270118,
+        48: 20270119,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -156,6 +157,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         45: 6,
         46: 6,
         47: 6,
+        48: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -378,6 +380,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AIGC-Audio/AudioGPT",
             "huangjunsen0406/py-xiaozhi",
             "video-db/Director",
+        ],
+        48: [
+            "HuanfuLi/OpenAgenticVTuber",
+            "ilyasni/telegram-assistant",
+            "worm128/AI-YinMei",
         ],
     }
     for batch, tuning in recorded.items():
