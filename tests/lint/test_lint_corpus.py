@@ -95,6 +95,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         46: 20270117,
         47: 20270118,
         48: 20270119,
+        49: 20270120,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -158,6 +159,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         46: 6,
         47: 6,
         48: 6,
+        49: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -385,6 +387,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "HuanfuLi/OpenAgenticVTuber",
             "ilyasni/telegram-assistant",
             "worm128/AI-YinMei",
+        ],
+        49: [
+            "loxjbve/cyberwaifu_bot",
+            "vertyco/vrt-cogs",
+            "xd2333/GalTransl",
         ],
     }
     for batch, tuning in recorded.items():
