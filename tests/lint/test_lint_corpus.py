@@ -96,6 +96,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         47: 20270118,
         48: 20270119,
         49: 20270120,
+        50: 20270121,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -160,6 +161,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         47: 6,
         48: 6,
         49: 6,
+        50: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -392,6 +394,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "loxjbve/cyberwaifu_bot",
             "vertyco/vrt-cogs",
             "xd2333/GalTransl",
+        ],
+        50: [
+            "WEIFENG2333/VideoCaptioner",
+            "art-from-the-machine/Mantella",
+            "liruiw/GenSim",
         ],
     }
     for batch, tuning in recorded.items():
