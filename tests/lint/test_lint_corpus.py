@@ -97,6 +97,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         48: 20270119,
         49: 20270120,
         50: 20270121,
+        51: 20270122,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -162,6 +163,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         48: 6,
         49: 6,
         50: 6,
+        51: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -399,6 +401,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "WEIFENG2333/VideoCaptioner",
             "art-from-the-machine/Mantella",
             "liruiw/GenSim",
+        ],
+        51: [
+            "AlHering/modular-voice-assistant",
+            "NakamuraIA/HanaNakamura-VTuber-OSS",
+            "Trosfy/discord-ollama-agent",
         ],
     }
     for batch, tuning in recorded.items():
