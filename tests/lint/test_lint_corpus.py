@@ -98,6 +98,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         49: 20270120,
         50: 20270121,
         51: 20270122,
+        52: 20270123,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -164,6 +165,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         49: 6,
         50: 6,
         51: 6,
+        52: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -406,6 +408,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AlHering/modular-voice-assistant",
             "NakamuraIA/HanaNakamura-VTuber-OSS",
             "Trosfy/discord-ollama-agent",
+        ],
+        52: [
+            "hydropix/TranslateBooksWithLLMs",
+            "luojisama/nonebot-plugin-personification",
+            "misaka-coder/AkaneCompanionLab",
         ],
     }
     for batch, tuning in recorded.items():
