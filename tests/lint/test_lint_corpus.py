@@ -99,6 +99,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         50: 20270121,
         51: 20270122,
         52: 20270123,
+        53: 20270124,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -166,6 +167,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         50: 6,
         51: 6,
         52: 6,
+        53: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -413,6 +415,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "hydropix/TranslateBooksWithLLMs",
             "luojisama/nonebot-plugin-personification",
             "misaka-coder/AkaneCompanionLab",
+        ],
+        53: [
+            "Zelefin/sixPI-bro-bot",
+            "evelaa123/telegram-bot-pro",
+            "qzbxw/velox",
         ],
     }
     for batch, tuning in recorded.items():
