@@ -230,6 +230,14 @@ class CallsMixin(EngineState):
                 self.argument_calls.add(kw.value)
         chain = sinks.call_chain(func)
         qual = self.qualify(func)
+        if qual == "asyncio.to_thread":
+            handed = _handed_call(node)
+            if handed is not None:
+                # ``await asyncio.to_thread(f, *args, **kwargs)`` runs ``f(*args, **kwargs)`` in
+                # a worker thread: that call is made, with those arguments, and a keyword named
+                # like a system prompt is ``f``'s (a helper that saves a prompt revision is no
+                # sink; ``to_thread(client.messages.create, system=...)`` is a request)
+                return self.eval_call(handed)
         spec = sinks.match(node, chain, qual, self.extra_sinks)
         if spec is not None:
             return self.handle_sink(spec, node)
@@ -2524,3 +2532,18 @@ def added_to_set(
         ):
             return ref
     return ref[:3]
+
+
+def _handed_call(node: ast.Call) -> ast.Call | None:
+    """The call ``asyncio.to_thread(f, *args, **kwargs)`` makes (``f(*args, **kwargs)``), made
+    once per node (kept on it, so each evaluation meets the same node), at the place of
+    ``node``; None when the callable is a starred argument."""
+    if not node.args or isinstance(node.args[0], ast.Starred):
+        return None
+    made: ast.Call | None = node.__dict__.get("_promptcache_handed")
+    if made is None:
+        made = ast.Call(func=node.args[0], args=node.args[1:], keywords=node.keywords)
+        ast.copy_location(made, node)
+        made.end_lineno, made.end_col_offset = node.end_lineno, node.end_col_offset
+        node.__dict__["_promptcache_handed"] = made
+    return made

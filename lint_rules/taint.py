@@ -1152,6 +1152,21 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             summary.returns = branch_marked(summary.returns, frame.return_branches)
         if summary.returns:
             values = [v for _, v in summary.returns]
+            if len(values) > 1 and info is not None and self_name is not None:
+                # a read back by key of a cache the class fills by key (``return
+                # self._snapshots[path]`` beside ``return self._reload(path)``, which builds a
+                # ``Snapshot(loaded_at=time.time(), ...)`` and stores it there): the cache holds
+                # what the class builds, so beside an instance of a project class returned on
+                # another path it stands for that instance, and a time in one field of the
+                # stored instances stays in that field instead of spreading over all of them
+                kept = [
+                    v for node, v in summary.returns if not _cache_read(node, defs, info, self_name)
+                ]
+                if len(kept) < len(values) and any(
+                    v.items is not None and isinstance(v.ref, (ClassInfo, ExternalClass))
+                    for v in kept
+                ):
+                    values = kept
             # a dict of known keys returned beside values of unknown keys (a cached or loaded
             # dict): what it holds under each key stays that key's (``keys_kept``)
             summary.ret = (
@@ -1394,3 +1409,62 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
 
 
 __all__ = ["INIT_METHODS", "Analyzer", "ClassInfo", "Frame", "Summary"]
+
+
+def _keyed_fields(cls: ast.ClassDef) -> frozenset[str]:
+    """The fields of ``self`` that a method of ``cls`` stores into by a computed key
+    (``self._cache[key] = value``), found once per class (kept on its node)."""
+    known: frozenset[str] | None = cls.__dict__.get("_keyed_fields")
+    if known is not None:
+        return known
+    found: set[str] = set()
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
+            continue
+        me = method.args.args[0].arg
+        for sub in ast.walk(method):
+            if not isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                continue
+            for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and not isinstance(target.slice, (ast.Constant, ast.Slice))
+                    and isinstance(target.value, ast.Attribute)
+                    and isinstance(target.value.value, ast.Name)
+                    and target.value.value.id == me
+                ):
+                    found.add(target.value.attr)
+    cls.__dict__["_keyed_fields"] = frozen = frozenset(found)
+    return frozen
+
+
+def _cache_read(
+    returned: ast.expr, defs: Mapping[str, ast.expr], info: ClassInfo, self_name: str
+) -> bool:
+    """True for a return of a value read by a computed key from a field of ``self`` that the
+    class fills by such keys (``return self._cache[key]``, ``return self._cache.get(key)``,
+    also through a local name bound to such a read)."""
+    if isinstance(returned, ast.Name):
+        bound = defs.get(returned.id)
+        if bound is None:
+            return False
+        returned = bound
+    holder: ast.expr | None = None
+    if isinstance(returned, ast.Subscript) and not isinstance(
+        returned.slice, (ast.Constant, ast.Slice)
+    ):
+        holder = returned.value
+    elif (
+        isinstance(returned, ast.Call)
+        and isinstance(returned.func, ast.Attribute)
+        and returned.func.attr == "get"
+        and returned.args
+        and not isinstance(returned.args[0], ast.Constant)
+    ):
+        holder = returned.func.value
+    return (
+        isinstance(holder, ast.Attribute)
+        and isinstance(holder.value, ast.Name)
+        and holder.value.id == self_name
+        and holder.attr in _keyed_fields(info.node)
+    )
