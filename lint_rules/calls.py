@@ -30,6 +30,7 @@ from .facts import (
     Step,
     Value,
     When,
+    any_key_read,
     branch_only,
     canonical,
     entry_key,
@@ -67,6 +68,7 @@ from .frames import (
     fields_known,
     held_inside,
     is_abstract,
+    keys_kept,
     known_elem,
     listed_elem,
     merge,
@@ -990,7 +992,7 @@ class CallsMixin(EngineState):
         #: what the argument facts become for a PARAM fact of the callee that does not read
         #: a field of the receiver, by what that depends on: the summary's return value, its
         #: stores and their fields name the same parameters again and again
-        by_param: dict[tuple[int, str, str, tuple[Step, ...], str], frozenset[Fact]] = {}
+        by_param: dict[tuple[int, str, str, tuple[Step, ...], str, bool], frozenset[Fact]] = {}
 
         #: the step a fact the callee creates gains, by verb (``substitute``)
         steps_by_verb: dict[str, Step | None] = {}
@@ -1021,10 +1023,13 @@ class CallsMixin(EngineState):
                         out |= self.passed(given, f.granularity, unseen_steps(f), f.role)
                         continue
                     steps = unseen_steps(f)
-                    key = (f.param, f.detail, f.granularity, steps, f.role)
+                    # the call's value: a dict of known keys passed whole keeps each time or id
+                    # under its key (``return action`` on one path beside a dict built of it)
+                    kept = verb == returned
+                    key = (f.param, f.detail, f.granularity, steps, f.role, kept)
                     done = by_param.get(key)
                     if done is None:
-                        given = argument_facts(f)
+                        given = argument_facts(f, kept)
                         done = by_param[key] = self.passed(given, f.granularity, steps, f.role)
                     out |= done
                 elif step is not None and f.kind is not Kind.PARAM:
@@ -1052,9 +1057,10 @@ class CallsMixin(EngineState):
                 return None
             return bool(default) is needed
 
-        def argument_facts(f: Fact) -> frozenset[Fact]:
+        def argument_facts(f: Fact, kept: bool = False) -> frozenset[Fact]:
             """The facts of the argument the callee's PARAM fact ``f`` names, at the entry
-            or field it reads (not a field of the receiver: ``receiver_attr``)."""
+            or field it reads (not a field of the receiver: ``receiver_attr``); ``kept``: a
+            dict of known keys there gives its times and ids under their keys (``keys_kept``)."""
             given: frozenset[Fact] = frozenset()
             called = method_result(f.detail) if f.param >= 0 else None
             if called is not None and f.param in arg_values:
@@ -1062,7 +1068,7 @@ class CallsMixin(EngineState):
             if f.param >= 0 and f.param in arg_values:
                 argument = arg_values[f.param][0]
                 held, rest = entry_and_rest(argument, f.detail, call_line)
-                given = held.facts
+                given = keys_kept(held) if kept and not rest else held.facts
                 base = f.detail[: -len(rest)] if rest else f.detail
                 if rest and held is not argument and keyed_field(f.detail):
                     # the field was followed, not the key read below it: all the
@@ -1733,6 +1739,8 @@ class CallsMixin(EngineState):
         entry = receiver.without(Kind.UNORDERED, Kind.TOOLS_UNSTABLE)
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
             entry = entry.with_facts(other_keys_dropped(entry.facts, key.value))
+        elif not isinstance(key, ast.Constant):
+            entry = entry.with_facts(any_key_read(entry.facts))
         if isinstance(receiver.ref, KeyedBy):
             entry = entry.with_facts(entry.facts - receiver.ref.facts)
         if isinstance(key, ast.Constant) and self.frame.func is not None:

@@ -17,6 +17,7 @@ from .facts import (
     Shape,
     Value,
     When,
+    any_key_read,
     branch_only,
     concat,
     join,
@@ -253,6 +254,9 @@ class ExprsMixin(EngineState):
                 facts |= {f for f in base.facts if f.kind is Kind.UNORDERED and not f.granularity}
         else:
             facts = base.ordered().facts
+            if not isinstance(node.slice, ast.Slice):
+                # an entry at a computed key: what any entry holds under its own keys
+                facts = any_key_read(facts)
         if isinstance(base.ref, KeyedBy):
             facts = facts - base.ref.facts
         if (

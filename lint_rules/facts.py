@@ -630,18 +630,36 @@ def keyed(
     return frozenset(replace(f, key=(*path, *f.key)) if f.kind in kinds else f for f in facts)
 
 
+#: the key a store under a computed key puts in a fact's ``key`` (``entities[eid]["hp"] = roll``
+#: keys the roll ``(ANY_KEY, "hp")``): any entry of that dict may hold it, under the keys after
+ANY_KEY = "[*]"
+
+
 def key_read(facts: frozenset[Fact], key: str) -> frozenset[Fact]:
     """``facts`` of a dict read at the constant ``key``: a fact stored under another constant
-    key (``keyed``) is left out, one stored under this key loses it (it is what the entry
-    holds, under the keys after it); a fact of no key (the whole dict's), or of an object's
-    field (``field_keyed``: not an entry of a dict), stays."""
+    key (``keyed``) is left out, one stored under this key or under a computed one
+    (``ANY_KEY``) loses it (it is what the entry holds, under the keys after it); a fact of no
+    key (the whole dict's), or of an object's field (``field_keyed``: not an entry of a dict),
+    stays."""
     if not any(f.key and not f.key[0].startswith(".") for f in facts):
         return facts
     return frozenset(
         f if not f.key or f.key[0].startswith(".") else replace(f, key=f.key[1:])
         for f in facts
-        if not f.key or f.key[0].startswith(".") or f.key[0] == key
+        if not f.key or f.key[0].startswith(".") or f.key[0] in (key, ANY_KEY)
     )
+
+
+def any_key_read(facts: frozenset[Fact]) -> frozenset[Fact]:
+    """``facts`` of a dict read at a computed key (``entities.get(eid)``): a fact stored under
+    a computed key (``ANY_KEY``, ``entities[eid]["hp"] = roll``) loses it, as the entry read
+    may be the one that holds it, so what the entry holds under its own constant key stays
+    that key's (``entities.get(eid).get("name")`` does not take the rolled "hp"). A fact stored
+    under a constant key keeps it: an entry copied by a computed key (``out[k] = src[k]``)
+    keeps the key it was under."""
+    if not any(f.key[:1] == (ANY_KEY,) for f in facts):
+        return facts
+    return frozenset(replace(f, key=f.key[1:]) if f.key[:1] == (ANY_KEY,) else f for f in facts)
 
 
 def field_keyed(facts: frozenset[Fact], name: str) -> frozenset[Fact]:

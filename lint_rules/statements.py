@@ -15,6 +15,7 @@ from typing import Any
 from . import sinks
 from .calls import Unresolved, order_of, split_grain, unproven, with_grain
 from .facts import (
+    ANY_KEY,
     CHOSEN_BY_IF,
     CLEAN,
     KEYED_KINDS,
@@ -61,6 +62,8 @@ from .toolnames import combine
 BREAKPOINT_KEYS = frozenset({"cache_control", "cachePoint"})
 #: fact kinds a summary's ``stores`` keep (loop-variable bookkeeping is local to a body)
 STORED_KINDS = frozenset(Kind) - {Kind.LOOP}
+#: calls that hand back a new object holding a shallow or deep copy of their argument
+_COPIES = frozenset({"copy.copy", "copy.deepcopy", "builtins.dict", "builtins.list"})
 
 
 #: library calls that declare a class's field without holding an object of their own
@@ -916,15 +919,23 @@ class StatementsMixin(EngineState):
         return freed
 
     def _new_object(self, expr: ast.expr) -> bool:
-        """True when ``expr`` makes a new object: a copy (``copy.copy``, ``copy.deepcopy``),
-        a call of a capitalised name (a class) or a dict, list or set display."""
+        """True when ``expr`` makes a new object: a copy (``copy.copy``, ``copy.deepcopy``,
+        ``dict(m)``, ``list(parts)``, ``m.copy()``), a call of a capitalised name (a class) or
+        a dict, list or set display."""
         if isinstance(expr, (ast.Dict, ast.List, ast.Set)):
             return True
         if not isinstance(expr, ast.Call):
             return False
-        if self.qualify(expr.func) in ("copy.copy", "copy.deepcopy"):
+        if self.qualify(expr.func) in _COPIES:
             return True
         func = expr.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "copy"
+            and not expr.args
+            and not expr.keywords
+        ):
+            return True
         name = ""
         if isinstance(func, ast.Attribute):
             name = func.attr
@@ -1017,6 +1028,10 @@ class StatementsMixin(EngineState):
                 # a time or id stored under constant keys is that entry's, not its siblings'
                 value = value.with_facts(keyed(value.facts, path))
                 self.note_state_store(target, value)
+            elif path := entry_keys(target):
+                # under a constant key of an entry at a computed key (``entities[eid]["hp"] =
+                # roll``): that key's in whichever entry holds it, not its siblings'
+                value = value.with_facts(keyed(value.facts, path))
             freed = self.positional_loops(target)
             if isinstance(base, ast.Name):
                 # a dict made afresh on each turn (``info = {...}; info["db"] = ...``) holds
@@ -2112,6 +2127,25 @@ def constant_keys(target: ast.Subscript) -> tuple[str, ...]:
         path.append(node.slice.value)
         node = node.value
     return tuple(reversed(path))
+
+
+def entry_keys(target: ast.Subscript) -> tuple[str, ...]:
+    """The keys, outermost first, a store ``d[k]["a"] = v`` writes under when its innermost
+    key is a constant string and an outer one is computed: each computed key is ``ANY_KEY``
+    (``(ANY_KEY, "a")``); ``()`` for any other store (a constant number among the keys, a
+    computed innermost key)."""
+    path: list[str] = []
+    node: ast.expr = target
+    while isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            path.append(key.value)
+        elif isinstance(key, (ast.Constant, ast.Slice)) or not path:
+            return ()
+        else:
+            path.append(ANY_KEY)
+        node = node.value
+    return tuple(reversed(path)) if ANY_KEY in path else ()
 
 
 def _bound_before(body: list[ast.stmt], made: ast.expr, store: ast.expr) -> bool:
