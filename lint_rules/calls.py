@@ -74,6 +74,7 @@ from .frames import (
     merge,
     merge_elem,
     set_values_birth,
+    str_valued,
 )
 from .library import (
     FEW_DETAIL,
@@ -1745,10 +1746,23 @@ class CallsMixin(EngineState):
             entry = entry.with_facts(entry.facts - receiver.ref.facts)
         if isinstance(key, ast.Constant) and self.frame.func is not None:
             entry = entry.with_facts(param_entry(entry.facts, str(key.value), id(self.frame.func)))
+        # a dict whose values are all str gives a str: the entry, or a str default (``pop``
+        # with no default raises where the key is missing); ``get`` with none may give None
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        shape = (
+            Shape.STR
+            if str_valued(receiver)
+            and (
+                all(arg.shape is Shape.STR for arg in args[1:2])
+                if len(args) > 1
+                else method == "pop"
+            )
+            else Shape.UNKNOWN
+        )
         return (
-            Value(join(Value(entry.facts), *args[1:]).facts)
+            Value(join(Value(entry.facts), *args[1:]).facts, shape)
             if len(args) > 1
-            else Value(entry.facts)
+            else Value(entry.facts, shape)
         )
 
     # ------------------------------------------------------------------ attributes

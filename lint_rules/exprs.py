@@ -47,6 +47,7 @@ from .frames import (
     merge,
     merge_elem,
     set_values_birth,
+    str_valued,
 )
 from .nodes import name_text, tested_subject
 from .session import kept_from_session
@@ -293,7 +294,10 @@ class ExprsMixin(EngineState):
                     for f in facts
                 )
         if base.shape is Shape.DICT and isinstance(node.slice, ast.Constant):
-            return Value(facts)
+            return Value(facts, Shape.STR if str_valued(base) else Shape.UNKNOWN)
+        if str_valued(base) and not isinstance(node.slice, ast.Slice):
+            # an entry of a dict whose values are all str, at a computed key: a str
+            return Value(facts, Shape.STR)
         return Value(facts, name_key=base.name_key) if facts else CLEAN
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:

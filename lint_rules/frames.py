@@ -498,6 +498,19 @@ def fields_known(value: Value) -> bool:
     )
 
 
+def str_valued(value: Value) -> bool:
+    """True when ``value`` is a dict of known keys (a literal, ``fields_known``) whose every
+    value is a str (``{"groq": "Groq rules.", ...}``): an entry read at any key, or a
+    ``.get(key, default)`` with a str default, is a str (a missing key raises or gives the
+    default), so a str method of it (``.strip()``) returns what it holds."""
+    return (
+        value.shape is Shape.DICT
+        and bool(value.items)
+        and not isinstance(value.ref, (ClassInfo, ExternalClass, Choice))
+        and all(held.shape is Shape.STR for _, held in value.items or ())
+    )
+
+
 def positions_known(value: Value) -> bool:
     """True when ``value`` is a tuple (or a list of fixed length) whose elements are known
     (``Value.elts``): a list of such pairs keeps each position apart."""

@@ -75,6 +75,12 @@ TRIGGERS: tuple[bytes, ...] = (
     b"cachePoint",
     b"prompt_cache_key",
     b"list_tools",
+    # the vendor endpoints a raw post's body is a request to (``sinks.HTTP_ENDPOINTS``):
+    # ``httpx.post(".../v1/chat/completions", json={"messages": messages, ...})`` is a sink
+    # where nothing else in the function names one
+    b"/v1/messages",
+    b"/v1/chat/completions",
+    b"/v1/responses",
 )
 
 

@@ -767,6 +767,36 @@ class StatementsMixin(EngineState):
                 self.forget_store(target.attr)
             self.assign(target, value, stmt.value)
             self.field_read_back(target, value)
+            self.head_system_store(target, value, stmt.value)
+
+    def head_system_store(self, target: ast.expr, value: Value, node: ast.expr) -> None:
+        """``msgs[0]["content"] = text`` (or ``msgs[0].content = text``) under a test that
+        the message there is a system one (``if msgs[0].get("role") == "system":``, kept in
+        ``Frame.narrowed``): the head message of the list, of a constant system (or developer)
+        role, now holds ``text`` as its content, as a ``{"role": "system", "content": text}``
+        display would (``record_message_content``'s evidence, the constant role, here the
+        test's). Only the first message, the head of the list: a system message found
+        elsewhere may be a per-request note after the history."""
+        if not self.frame.narrowed:
+            return
+        if isinstance(target, ast.Subscript):
+            if not (isinstance(target.slice, ast.Constant) and target.slice.value == "content"):
+                return
+        elif not (isinstance(target, ast.Attribute) and target.attr == "content"):
+            return
+        message = target.value
+        if not (
+            isinstance(message, ast.Subscript)
+            and isinstance(message.slice, ast.Constant)
+            and type(message.slice.value) is int
+            and message.slice.value == 0
+        ):
+            return
+        role = self.frame.narrowed.get(ast.dump(message))
+        if role is None or not set(role.split(",")) <= {"system", "developer"}:
+            return
+        label = f'{{"role": "{role}"}} message, {ast.unparse(target)[:60]} = ...'
+        self.record("system", value, node, label)
 
     def forget_store(self, attr: str) -> None:
         """The summary forgets what the function stored into ``self.<attr>`` so far."""

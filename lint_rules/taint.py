@@ -1174,6 +1174,10 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 if len(values) == 1
                 else join(*(v.with_facts(keys_kept(v)) for v in values))
             )
+            if len(values) > 1 and all(v.shape is Shape.STR for v in values):
+                # text on every return (``return ""`` beside ``return header + body``): text,
+                # so a str method of the result (``.strip()``) returns what it holds
+                summary.ret = replace(summary.ret, shape=Shape.STR)
             if len(values) > 1 and all(
                 v.items is not None and v.shape is Shape.DICT for v in values
             ):
