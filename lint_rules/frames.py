@@ -791,42 +791,57 @@ def _set_expr(node: ast.expr) -> tuple[int, int, str] | None:
     return None
 
 
-def _set_values_in(scope: ast.AST, text: str) -> tuple[int, int, str] | None:
-    """The first set stored as a value of the dict written ``text`` (``self.by_scope``,
-    ``groups``) in ``scope``: ``text.setdefault(k, set())``, ``text[k] = set()`` (or any
-    set ``_set_expr`` takes) or ``text = defaultdict(set)``. None when there is none."""
-    for node in ast.walk(scope):
-        found: tuple[int, int, str] | None = None
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "setdefault"
-            and len(node.args) == 2
-            and ast.unparse(node.func.value) == text
-        ):
-            found = _set_expr(node.args[1])
+def _set_values_in(scope: ast.AST) -> dict[str, tuple[int, int, str]]:
+    """Per dict text (``self.by_scope``, ``groups``), the first set stored as one of its
+    values in ``scope``: ``text.setdefault(k, set())``, ``text[k] = set()`` (or any set
+    ``_set_expr`` takes) or ``text = defaultdict(set)``. A text with none is absent. One
+    walk of ``scope`` answers every text (the first node in ``ast.walk``'s order that
+    stores a set, and within an assignment its first target that does)."""
+    out: dict[str, tuple[int, int, str]] = {}
+    node_type = ast.AST
+    todo: list[ast.AST] = [scope]
+    i = 0
+    # breadth first, each node's children in the order of its fields: ``ast.walk``'s order
+    while i < len(todo):
+        node = todo[i]
+        i += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend([item for item in value if isinstance(item, node_type)])
+        if isinstance(node, ast.Call):
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "setdefault"
+                and len(node.args) == 2
+            ):
+                found = _set_expr(node.args[1])
+                if found is not None:
+                    out.setdefault(ast.unparse(node.func.value), found)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            here: dict[str, tuple[int, int, str]] = {}
             for target in targets:
+                if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
+                    found = _set_expr(node.value)
+                    if found is not None:
+                        here.setdefault(ast.unparse(target.value), found)
                 if (
-                    isinstance(target, ast.Subscript)
-                    and not isinstance(target.slice, ast.Slice)
-                    and ast.unparse(target.value) == text
-                ):
-                    found = found or _set_expr(node.value)
-                elif (
-                    ast.unparse(target) == text
-                    and isinstance(node.value, ast.Call)
-                    and ast.unparse(node.value.func) in ("defaultdict", "collections.defaultdict")
+                    isinstance(node.value, ast.Call)
                     and node.value.args
                     and isinstance(node.value.args[0], ast.Name)
                     and node.value.args[0].id in ("set", "frozenset")
+                    and ast.unparse(node.value.func) in ("defaultdict", "collections.defaultdict")
                 ):
                     arg = node.value.args[0]
-                    found = found or (arg.lineno, arg.col_offset, f"{arg.id}()")
-        if found is not None:
-            return found
-    return None
+                    here.setdefault(
+                        ast.unparse(target), (arg.lineno, arg.col_offset, f"{arg.id}()")
+                    )
+            for text, found in here.items():
+                out.setdefault(text, found)
+    return out
 
 
 def set_values_birth(holder: ast.expr, frame: Frame) -> tuple[int, int, str] | None:
@@ -849,7 +864,7 @@ def set_values_birth(holder: ast.expr, frame: Frame) -> tuple[int, int, str] | N
     text = ast.unparse(holder)
     if isinstance(holder, ast.Attribute):
         text = f"self.{holder.attr}"
-    memo: dict[str, tuple[int, int, str] | None] = scope.__dict__.setdefault("_set_values", {})
-    if text not in memo:
-        memo[text] = _set_values_in(scope, text)
-    return memo[text]
+    known: dict[str, tuple[int, int, str]] | None = scope.__dict__.get("_set_values")
+    if known is None:
+        known = scope.__dict__["_set_values"] = _set_values_in(scope)
+    return known.get(text)

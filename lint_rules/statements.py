@@ -477,6 +477,56 @@ def fixed_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Mapping[str, o
     return known
 
 
+#: the node types ``_find_fixed_locals`` looks at; any other node only has its children visited
+_BINDING_NODES = frozenset(
+    {
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Lambda,
+        ast.ClassDef,
+        ast.Global,
+        ast.Nonlocal,
+        ast.Name,
+        ast.Assign,
+        ast.alias,
+        ast.ExceptHandler,
+        ast.MatchAs,
+        ast.MatchStar,
+        ast.MatchMapping,
+        ast.AugAssign,
+    }
+)
+
+
+def _push_children(node: ast.AST, todo: list[ast.AST]) -> None:
+    """Append ``node``'s children to ``todo`` in ``ast.iter_child_nodes``' order, less the
+    ``ctx`` of a name, attribute, subscript or display (an ``ast.Load``/``Store``/``Del``:
+    no child, no binding)."""
+    node_type = ast.AST
+    for name in node._fields:
+        if name == "ctx":
+            continue
+        value = getattr(node, name, None)
+        if isinstance(value, node_type):
+            todo.append(value)
+        elif isinstance(value, list):
+            todo.extend([item for item in value if isinstance(item, node_type)])
+
+
+def _nested_shared(node: ast.AST) -> set[str]:
+    """The names of every ``global`` and ``nonlocal`` statement in ``node``."""
+    out: set[str] = set()
+    todo: list[ast.AST] = [node]
+    while todo:
+        sub = todo.pop()
+        cls = sub.__class__
+        if cls is ast.Global or cls is ast.Nonlocal:
+            out.update(sub.names)  # type: ignore[attr-defined]
+        elif cls is not ast.Name and cls is not ast.Constant:
+            _push_children(sub, todo)
+    return out
+
+
 def _find_fixed_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, object]:
     bindings: dict[str, int] = {}
     literal: dict[str, object] = {}
@@ -486,23 +536,25 @@ def _find_fixed_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
         if arg is not None:
             shared.add(arg.arg)
     todo: list[ast.AST] = list(func.body)
+    special = _BINDING_NODES
     while todo:
         node = todo.pop()
+        cls = node.__class__
+        if cls not in special:
+            _push_children(node, todo)
+            continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             if not isinstance(node, ast.Lambda):
                 bindings[node.name] = bindings.get(node.name, 0) + 2
             # a nested function may rebind one of ours through ``nonlocal``
-            shared.update(
-                name
-                for sub in ast.walk(node)
-                if isinstance(sub, (ast.Nonlocal, ast.Global))
-                for name in sub.names
-            )
+            shared.update(_nested_shared(node))
             continue
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             shared.update(node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bindings[node.id] = bindings.get(node.id, 0) + 1
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                bindings[node.id] = bindings.get(node.id, 0) + 1
+            continue  # its only child is its ``ctx``
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             value = _literal_value(node.value)
@@ -522,7 +574,7 @@ def _find_fixed_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
                 name = node.target.id
             if name:
                 bindings[name] = bindings.get(name, 0) + 2
-        todo.extend(ast.iter_child_nodes(node))
+        _push_children(node, todo)
     return {
         name: value
         for name, value in literal.items()
