@@ -307,10 +307,26 @@ class CallsMixin(EngineState):
                 return self.construct(found, node)
         args = [memo.get(id(a)) or self.eval(a) for a in node.args]
         kwargs: dict[str | None, Value] = {}
+        # a ``@dataclass`` record of this module, built of nothing but this module's classes,
+        # is read where it is built (``construct``), as another module's class is: its
+        # ``system_prompt=`` is no sink by its name alone, only the field it is stored in
+        # where that reaches a sink (a record dumped to a report file sends nothing); a plain
+        # class of the program (an agent-like ``Agent(system_message=)``) stays a sink
+        own_record = (
+            isinstance(func, ast.Name)
+            and func.id not in frame.env
+            and func.id in self.classes
+            and _record_of_this_module(self.classes[func.id], self.classes)
+        )
         for kw in node.keywords:
             value = memo.get(id(kw.value)) or self.eval(kw.value)
             kwargs[kw.arg] = join(kwargs[kw.arg], value) if kw.arg in kwargs else value
-            if kw.arg is not None and kw.arg != "system" and sinks.is_system_prompt_name(kw.arg):
+            if (
+                kw.arg is not None
+                and kw.arg != "system"
+                and sinks.is_system_prompt_name(kw.arg)
+                and not own_record
+            ):
                 self.record("system", value, kw.value, f"{chain[-1]}({kw.arg}=)")
         # a keyword named like a system prompt makes the call a sink where the callee is not
         # seen: another module's function or class of the program is read on the next round
@@ -2515,15 +2531,37 @@ def _handed_factories(cls: ast.ClassDef, init: object, node: ast.Call) -> dict[s
     }
 
 
-def _dataclass_fields(cls: ast.ClassDef) -> list[str]:
-    """The fields of a class decorated ``@dataclass`` (``dataclasses.dataclass(...)``), in
-    declaration order (``ClassVar`` annotations are not fields); [] for any other class."""
+def _record_of_this_module(info: ClassInfo, classes: Mapping[str, ClassInfo]) -> bool:
+    """True when ``info`` is a ``@dataclass`` of this module that writes no ``__init__`` or
+    ``__post_init__`` of its own, and it and each of its bases is a class of this module whose
+    bases are written as names of this module's classes (or ``object``), with no metaclass
+    or other class keyword: a record whose building only stores its fields, nothing of a
+    library's class running when one is built."""
+    if not _is_dataclass(info.node):
+        return False
+    for each in info.lineage():
+        if each.node.keywords or "__init__" in each.methods or "__post_init__" in each.methods:
+            return False
+        for base in each.node.bases:
+            if not (isinstance(base, ast.Name) and (base.id == "object" or base.id in classes)):
+                return False
+    return True
+
+
+def _is_dataclass(cls: ast.ClassDef) -> bool:
+    """True when ``cls`` is decorated ``@dataclass`` (``dataclasses.dataclass(...)``)."""
     decorated = False
     for dec in cls.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
         name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
         decorated = decorated or name == "dataclass"
-    if not decorated:
+    return decorated
+
+
+def _dataclass_fields(cls: ast.ClassDef) -> list[str]:
+    """The fields of a class decorated ``@dataclass`` (``dataclasses.dataclass(...)``), in
+    declaration order (``ClassVar`` annotations are not fields); [] for any other class."""
+    if not _is_dataclass(cls):
         return []
     return [
         stmt.target.id

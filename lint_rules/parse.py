@@ -202,6 +202,7 @@ def parse_kept(source: str | bytes, path: str) -> ast.Module:
         _TREES.move_to_end(source)
         return tree
     tree = parse_module(source, path)
+    constant_keys_spelled_out(tree)
     size = len(source)
     if size <= TREES_KEPT_BYTES:
         _TREES[source] = tree
@@ -214,6 +215,85 @@ def parse_kept(source: str | bytes, path: str) -> ast.Module:
             # collector no longer sees it (``gc.freeze``)
             dropped.__dict__.pop("_all_nodes", None)
     return tree
+
+
+#: the methods whose first argument is a key of the mapping they are called on
+_KEY_METHODS = frozenset({"get", "setdefault", "pop"})
+
+
+def constant_keys_spelled_out(tree: ast.Module) -> None:
+    """Rewrite, in place, a key spelled by a module constant into the literal it names:
+    ``state[STARTED_AT]``, ``state.get(STARTED_AT)``, ``.setdefault``/``.pop`` where
+    ``STARTED_AT = "_started_at"`` is assigned once at module level, a str literal, and the
+    name is bound nowhere else in the module (no other assignment, ``global``, parameter,
+    import, loop or ``except`` name, definition). The key is then that literal's, as if
+    written out: a time stored under it is that entry's, not the whole dict's (a computed key
+    stands for any key). The new node keeps the name's position. Done once, before the tree
+    is shared (``parse_kept``)."""
+    constants: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        else:
+            continue
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+        ):
+            # a second module-level assignment of the name is found below as another binding
+            constants[target.id] = value.value
+    if not constants:
+        return
+    keys: list[tuple[ast.AST, str, int | None, ast.Name]] = []
+    bindings: dict[str, int] = {}
+
+    def bound(name: str | None) -> None:
+        if name in constants:
+            bindings[name] = bindings.get(name, 0) + 1
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                bound(node.id)
+        elif isinstance(node, ast.Subscript):
+            key = node.slice
+            if isinstance(key, ast.Name) and key.id in constants:
+                keys.append((node, "slice", None, key))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in _KEY_METHODS
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in constants
+            ):
+                keys.append((node, "args", 0, node.args[0]))
+        elif isinstance(node, ast.arg):
+            bound(node.arg)
+        elif isinstance(node, ast.alias):
+            bound(node.asname or node.name.partition(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bound(name)
+                bound(name)  # rebound in a function: never a constant
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            bound(node.name)
+        elif isinstance(node, ast.MatchMapping):
+            bound(node.rest)
+    for holder, field, index, used in keys:
+        if bindings.get(used.id, 0) != 1:
+            continue
+        literal = ast.copy_location(ast.Constant(value=constants[used.id]), used)
+        if index is None:
+            setattr(holder, field, literal)
+        else:
+            getattr(holder, field)[index] = literal
 
 
 def is_newer_python(source: str | bytes, error: SyntaxError) -> bool:
