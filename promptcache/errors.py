@@ -20,7 +20,8 @@ docstring when it is raised; each instance's message says what to change.
     ├── UsageParseError (also ValueError)    a vendor usage payload we cannot read
     ├── LintError
     │   ├── UnknownRuleError                 a rule id in config or a suppression does not exist
-    │   └── FixConflictError                 two autofixes overlap
+    │   ├── FixConflictError                 two autofixes overlap
+    │   └── LintWorkerError                  a worker process of the analysis died (killed)
     ├── ProxyError
     │   ├── UpstreamError                    the upstream failed (wraps httpx.TransportError)
     │   └── StoreError                       the SQLite log failed (wraps sqlite3.Error)
@@ -48,6 +49,7 @@ __all__ = [
     "KernelInputError",
     "LayerOrderError",
     "LintError",
+    "LintWorkerError",
     "ModelLoadError",
     "OutOfBlocksError",
     "PricingError",
@@ -137,6 +139,12 @@ class UnknownRuleError(LintError):
 
 class FixConflictError(LintError):
     """Two autofix edits overlap; neither is applied."""
+
+
+class LintWorkerError(LintError):
+    """A worker process of `promptcache lint`'s analysis ended without an answer: the system
+    killed it (the out-of-memory killer, a signal, a CPU-time limit). Nothing is reported for
+    the run; ``--jobs 1`` analyses in the one process, where the files are taken one at a time."""
 
 
 class ProxyError(PromptCacheError):

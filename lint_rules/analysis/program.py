@@ -40,10 +40,13 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from promptcache.errors import LintWorkerError
 
 from ..config import LintConfig
 from ..facts import ASSUMED
@@ -718,7 +721,14 @@ class Program:
                 initargs=(self.config, self._rewrites, True),
             )
         chunk = max(1, min(64, len(tasks) // (workers * 8)))
-        return list(self._pool.map(_run_task, tasks, chunksize=chunk))
+        try:
+            return list(self._pool.map(_run_task, tasks, chunksize=chunk))
+        except BrokenProcessPool as exc:
+            raise LintWorkerError(
+                f"a worker process of the analysis was killed while it analysed {len(tasks)} "
+                "files (often the system's out-of-memory killer): nothing is reported for this "
+                "run; rerun with --jobs 1 to analyse in one process"
+            ) from exc
 
     # ------------------------------------------------------------------ planning
 
