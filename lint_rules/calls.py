@@ -18,12 +18,14 @@ from . import sinks
 from .facts import (
     ASSUMED,
     CLEAN,
+    MAX_VALUE_FACTS,
     MESSAGE_ROLES,
     ONE_SERVER,
     OVERRIDE,
     SAMPLED,
     SELF,
     SPLATTED,
+    AnalysisBoundError,
     Fact,
     Kind,
     Shape,
@@ -1053,6 +1055,11 @@ class CallsMixin(EngineState):
                     out.add(f.passed_on(step))
                 else:
                     out.add(f)
+            if len(out) > MAX_VALUE_FACTS:
+                raise AnalysisBoundError(
+                    f"a value passed through {summary.name or 'a call'} at line {call_line}"
+                    f" carries {len(out)} facts (more than {MAX_VALUE_FACTS})"
+                )
             return canonical(frozenset(out))
 
         def branch_taken(when: When) -> bool | None:

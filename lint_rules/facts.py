@@ -63,6 +63,18 @@ def assumed(steps: tuple[tuple[str, int, str, str], ...]) -> bool:
 #: how many steps a chain keeps (recursive and very long chains stay bounded)
 MAX_STEPS = 6
 
+#: the most facts one value passed through a call may carry (``AnalysisBoundError``): far
+#: above what real code gives, low enough that a file whose values outgrow it (dicts rebuilt
+#: from each other's whole values, re-keying the same ids again and again) ends in seconds
+MAX_VALUE_FACTS = 4096
+
+
+class AnalysisBoundError(Exception):
+    """A value passed through a call carries more than ``MAX_VALUE_FACTS`` facts: the
+    analysis of that file would grow without a useful bound (minutes, gigabytes), so it is
+    abandoned and the file reported as not analysed (PC000), like one that nests too deeply."""
+
+
 #: ``Fact.param`` of the receiver (``self``) of a method, in summaries
 SELF = -1
 

@@ -29,7 +29,7 @@ from .analysis.reads import InputReads
 from .chains import Lines, chain_holds
 from .config import LintConfig
 from .context import ModuleContext
-from .facts import ASSUMED, NOT_SHOWN, forget_canonical
+from .facts import ASSUMED, NOT_SHOWN, AnalysisBoundError, forget_canonical
 from .files import discover
 from .parse import NewerSyntaxError, is_newer_python, parse_kept, source_lines, where_broken
 from .registry import CHECKS, KNOWN_CODES
@@ -315,6 +315,17 @@ def analyse_source(
             # code nested deeper than the analysis can follow: say so, lint the other files
             diagnostics = (
                 [_not_analysed(path, "it nests deeper than the analysis can follow")]
+                if "PC000" in codes
+                else []
+            )
+        except AnalysisBoundError as exc:
+            # values grown past MAX_VALUE_FACTS: say so, lint the other files
+            diagnostics = (
+                [
+                    _not_analysed(
+                        path, f"its values carry more facts than the analysis bounds ({exc})"
+                    )
+                ]
                 if "PC000" in codes
                 else []
             )
