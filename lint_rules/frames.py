@@ -24,6 +24,7 @@ from .facts import (
     keyed,
     replace,
 )
+from .nodes import all_nodes
 
 if TYPE_CHECKING:
     from .events import PrefixEntry, SinkCall
@@ -798,19 +799,7 @@ def _set_values_in(scope: ast.AST) -> dict[str, tuple[int, int, str]]:
     walk of ``scope`` answers every text (the first node in ``ast.walk``'s order that
     stores a set, and within an assignment its first target that does)."""
     out: dict[str, tuple[int, int, str]] = {}
-    node_type = ast.AST
-    todo: list[ast.AST] = [scope]
-    i = 0
-    # breadth first, each node's children in the order of its fields: ``ast.walk``'s order
-    while i < len(todo):
-        node = todo[i]
-        i += 1
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if isinstance(value, node_type):
-                todo.append(value)
-            elif isinstance(value, list):
-                todo.extend([item for item in value if isinstance(item, node_type)])
+    for node in all_nodes(scope):  # ``ast.walk``'s order
         if isinstance(node, ast.Call):
             if (
                 isinstance(node.func, ast.Attribute)
