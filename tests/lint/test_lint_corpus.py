@@ -100,6 +100,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         51: 20270122,
         52: 20270123,
         53: 20270124,
+        54: 20270125,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -168,6 +169,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         51: 6,
         52: 6,
         53: 6,
+        54: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -420,6 +422,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Zelefin/sixPI-bro-bot",
             "evelaa123/telegram-bot-pro",
             "qzbxw/velox",
+        ],
+        54: [
+            "Brettanda/friday-bot",
+            "KILKA1001/bebrobot",
+            "SgtSlummy/LOKI-THE-SUN-GOD",
         ],
     }
     for batch, tuning in recorded.items():
