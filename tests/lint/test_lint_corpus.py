@@ -101,6 +101,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         52: 20270123,
         53: 20270124,
         54: 20270125,
+        55: 20270126,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -170,6 +171,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         52: 6,
         53: 6,
         54: 6,
+        55: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -427,6 +429,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Brettanda/friday-bot",
             "KILKA1001/bebrobot",
             "SgtSlummy/LOKI-THE-SUN-GOD",
+        ],
+        55: [
+            "Twixes/somsiad",
+            "WuKazuhira/knd-bot",
+            "spankybot/spanky.py",
         ],
     }
     for batch, tuning in recorded.items():
