@@ -102,6 +102,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         53: 20270124,
         54: 20270125,
         55: 20270126,
+        56: 20270127,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -172,6 +173,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         53: 6,
         54: 6,
         55: 6,
+        56: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -434,6 +436,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Twixes/somsiad",
             "WuKazuhira/knd-bot",
             "spankybot/spanky.py",
+        ],
+        56: [
+            "Jerboard/sales_mind",
+            "Longarden/cnu-llm-bot",
+            "p1rscher/ataraxia",
         ],
     }
     for batch, tuning in recorded.items():
