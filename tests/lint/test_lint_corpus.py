@@ -103,6 +103,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         54: 20270125,
         55: 20270126,
         56: 20270127,
+        57: 20270128,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -174,6 +175,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         54: 6,
         55: 6,
         56: 6,
+        57: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -441,6 +443,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Jerboard/sales_mind",
             "Longarden/cnu-llm-bot",
             "p1rscher/ataraxia",
+        ],
+        57: [
+            "AstroAir/feishu-webhook-bot",
+            "OtokoNoIzumi/Project_Feishu_Bot",
+            "aasish-bodapati/ai-companion-v2",
         ],
     }
     for batch, tuning in recorded.items():
