@@ -104,6 +104,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         55: 20270126,
         56: 20270127,
         57: 20270128,
+        58: 20270129,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -176,6 +177,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         55: 6,
         56: 6,
         57: 6,
+        58: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -448,6 +450,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AstroAir/feishu-webhook-bot",
             "OtokoNoIzumi/Project_Feishu_Bot",
             "aasish-bodapati/ai-companion-v2",
+        ],
+        58: [
+            "Hollings/hollingsbot3",
+            "cra9had/fairy-tails-bot",
+            "kimyt990501/personal-agent",
         ],
     }
     for batch, tuning in recorded.items():
