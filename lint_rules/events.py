@@ -91,6 +91,20 @@ class TurnContext:
     shared: Fact
 
 
+@dataclass(frozen=True)
+class TurnCount:
+    """A system text's ``content`` ahead of a ``history`` that a loop around the request
+    appends to, holding a ``count`` that changes on every pass of that loop: a counter
+    stepped by a constant (``remaining -= 1``) or ``len()`` of a list appended to on every
+    pass, as the statement ``changed`` does. ``grown``: where the history is appended to."""
+
+    content: ast.expr
+    count: ast.expr
+    changed: ast.stmt
+    history: ast.expr
+    grown: ast.expr | ast.stmt
+
+
 @dataclass
 class SinkCall:
     """A recognised LLM API call (or SDK render) and what the rules need to know about it.
@@ -117,3 +131,6 @@ class SinkCall:
     #: from what its newest user message holds: (the content, the history, the newest
     #: message, the parameter they share), for PC010
     turn_context: list[TurnContext] = field(default_factory=list)
+    #: system texts ahead of a history a loop around the request grows, holding a count the
+    #: same loop changes on every pass, for PC010
+    turn_counts: list[TurnCount] = field(default_factory=list)

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .events import Block, SinkCall, TurnContext
+from .events import Block, SinkCall, TurnContext, TurnCount
 from .facts import CLEAN, Kind, Shape, Value, replace
 from .frames import Choice, ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
@@ -579,6 +579,197 @@ def _grows_in(func: ast.AST, history: ast.expr) -> ast.Call | ast.AugAssign | No
             found.append(node)
         todo.extend(ast.iter_child_nodes(node))
     return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def _in_loop(loop: ast.stmt) -> Iterator[ast.AST]:
+    """Every node of ``loop``'s body and ``else`` (not of nested functions or classes)."""
+    todo: list[ast.AST] = [*loop.body, *loop.orelse]  # type: ignore[attr-defined]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _every_pass(loop: ast.stmt) -> list[ast.stmt]:
+    """The statements of ``loop`` that run on every pass: its body's own, and those of a
+    ``with`` among them; [] where a ``continue`` of the loop itself may skip the rest of a
+    pass."""
+    todo: list[ast.AST] = list(loop.body)  # type: ignore[attr-defined]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Continue):
+            return []
+        if not isinstance(node, (*_SCOPES, *_LOOPS)):
+            todo.extend(ast.iter_child_nodes(node))
+        elif isinstance(node, _LOOPS):
+            todo.extend(node.orelse)
+    out: list[ast.stmt] = []
+    stmts = list(loop.body)  # type: ignore[attr-defined]
+    while stmts:
+        stmt = stmts.pop(0)
+        out.append(stmt)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            stmts[:0] = stmt.body
+    return out
+
+
+def _binds(loop: ast.stmt, name: str) -> list[ast.AST]:
+    """The nodes of ``loop`` that bind the local ``name`` (an assignment, a loop's or a
+    ``with``'s target, ``:=``, ``del``)."""
+    found: list[ast.AST] = []
+    for node in _in_loop(loop):
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+        ):
+            found.append(node)
+    if isinstance(loop, (ast.For, ast.AsyncFor)) and any(
+        isinstance(n, ast.Name) and n.id == name for n in ast.walk(loop.target)
+    ):
+        found.append(loop.target)
+    return found
+
+
+def _stepped(loop: ast.stmt, name: str) -> ast.stmt | None:
+    """The statement that changes the counter ``name`` by the same nonzero number on every
+    pass of ``loop`` (``remaining -= 1``, ``turn = turn + 1``), where nothing else in the
+    loop binds it; None otherwise."""
+    binds = _binds(loop, name)
+    if len(binds) != 1:
+        return None
+    target: ast.expr
+    for stmt in _every_pass(loop):
+        if isinstance(stmt, ast.AugAssign):
+            target, op, step = stmt.target, stmt.op, stmt.value
+        elif (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.value, ast.BinOp)
+            and isinstance(stmt.value.left, ast.Name)
+            and stmt.value.left.id == name
+        ):
+            target, op, step = stmt.targets[0], stmt.value.op, stmt.value.right
+        else:
+            continue
+        if (
+            target is binds[0]
+            and isinstance(op, (ast.Add, ast.Sub))
+            and isinstance(step, ast.Constant)
+            and type(step.value) in (int, float)
+            and step.value != 0
+        ):
+            return stmt
+    return None
+
+
+_REMOVALS = frozenset({"clear", "pop", "popleft", "remove", "__delitem__"})
+#: calls that read a list given to them and never change it
+_READERS = frozenset({"len", "list", "tuple", "str"})
+
+
+def _appended_in(loop: ast.stmt, name: str, every: bool) -> ast.stmt | None:
+    """The statement of ``loop`` that appends one item to the list ``name``
+    (``name.append(...)``), on every pass where ``every``; None where there is none or where
+    the loop binds ``name``, removes from it or stores into it by index; where ``every``,
+    also where the loop hands it whole to a call as a positional argument (``trim(history)``
+    may cut it in place), but for ``len``, ``list``, ``tuple`` and ``str``."""
+    if _binds(loop, name):
+        return None
+    for node in _in_loop(loop):
+        if (
+            every
+            and isinstance(node, ast.Call)
+            and not (isinstance(node.func, ast.Name) and node.func.id in _READERS)
+            and any(
+                isinstance(a, ast.Name) and a.id == name
+                for arg in node.args
+                for a in (arg.value if isinstance(arg, ast.Starred) else arg,)
+            )
+        ):
+            return None
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in _REMOVALS
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+        ) or (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+        ):
+            return None
+    stmts = _every_pass(loop) if every else [n for n in _in_loop(loop) if isinstance(n, ast.stmt)]
+    found = [stmt for stmt in stmts if _appends_to(stmt, name) is not None]
+    return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
+
+
+def _written(text: ast.expr) -> Iterator[ast.expr]:
+    """The expressions ``text`` writes into it: an f-string's values, the argument of
+    ``str(...)`` and the arguments of ``.format(...)``."""
+    for node in ast.walk(text):
+        if isinstance(node, ast.FormattedValue):
+            yield node.value
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1:
+                yield node.args[0]
+            elif isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+                yield from node.args
+                yield from (k.value for k in node.keywords)
+
+
+def _turn_count(
+    func: ast.AST, loop: ast.stmt, text: ast.expr, depth: int = 0
+) -> tuple[ast.expr, ast.stmt] | None:
+    """A count in ``text`` that changes on every pass of ``loop``, with the statement that
+    changes it: a counter ``_stepped`` there, or ``len()`` of a local list the loop appends
+    to on every pass; also through a local name bound once in the function, by a statement
+    that runs on every pass of the loop, to text holding one (two names deep)."""
+    for shown in _written(text):
+        if isinstance(shown, ast.Name):
+            stepped = _stepped(loop, shown.id)
+            if stepped is not None:
+                return shown, stepped
+            if depth < 2:
+                bound = _bound_each_pass(func, loop, shown.id)
+                if bound is not None:
+                    found = _turn_count(func, loop, bound, depth + 1)
+                    if found is not None:
+                        return found
+        elif (
+            isinstance(shown, ast.Call)
+            and isinstance(shown.func, ast.Name)
+            and shown.func.id == "len"
+            and len(shown.args) == 1
+            and isinstance(shown.args[0], ast.Name)
+        ):
+            grown = _appended_in(loop, shown.args[0].id, every=True)
+            if grown is not None:
+                return shown, grown
+    return None
+
+
+def _bound_each_pass(func: ast.AST, loop: ast.stmt, name: str) -> ast.expr | None:
+    """The value of the one assignment to the local ``name`` in ``func``, where it is a
+    statement that runs on every pass of ``loop``; None otherwise."""
+    binds = [
+        n
+        for n in all_nodes(func)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Store, ast.Del))
+    ]
+    if len(binds) != 1:
+        return None
+    for stmt in _every_pass(loop):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.targets[0] is binds[0]:
+            return stmt.value
+    return None
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp)
@@ -1219,6 +1410,7 @@ class RegionsMixin(EngineState):
         node, frame = self.deref(expr)
         if sink is not None and self.recording:
             self._note_turn_context(expr, node, frame, sink)
+            self._note_turn_count(expr, node, frame, sink)
         elements: list[ast.expr] = []
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left = self._value(node.left, frame)
@@ -1393,6 +1585,50 @@ class RegionsMixin(EngineState):
             )
             if shared:
                 sink.turn_context.append(TurnContext(content, history, newest, grown, shared[0]))
+
+    def _note_turn_count(
+        self, expr: ast.expr, node: ast.expr, frame: Frame, sink: SinkCall
+    ) -> None:
+        """Note on ``sink`` each system text ahead of a history that the loop around the
+        request appends to, holding a count that loop changes on every pass
+        (``SinkCall.turn_counts``): ``f"{remaining} calls left"`` with ``remaining -= 1``, or
+        ``len(history)``, in ``system=``/``instructions=`` or a system message of the list,
+        before ``*history`` (or ``messages=history``) appended to in that loop."""
+        func = self.frame.func
+        if func is None or frame is not self.frame or self.frame.once or not self.frame.loops:
+            return
+        loop = self.frame.loops[-1]
+        parts: list[tuple[ast.expr, bool]] | None
+        if isinstance(expr, ast.Name) and _appended_in(loop, expr.id, every=False) is not None:
+            parts = [(expr, True)]
+        else:
+            parts = _list_parts(node)
+        if not parts:
+            return
+        candidates = [(kw.value, 0) for kw in sink.node.keywords if kw.arg in _SYSTEM_KEYWORDS]
+        for index, (part, stored) in enumerate(parts):
+            message = None if stored else self._literal_message(part)
+            if _message_role(message) in ("system", "developer"):
+                content = dict_get(message, "content") if message is not None else None
+                if content is not None:
+                    candidates.append((content, index + 1))
+        for content, start in candidates:
+            history = grown = None
+            for later, later_stored in parts[start:]:
+                if later_stored and isinstance(later, ast.Name):
+                    grown = _appended_in(loop, later.id, every=False)
+                    if grown is not None:
+                        history = later
+                        break
+            if history is None or grown is None:
+                continue
+            text = content
+            if isinstance(content, ast.Name):
+                text = _bound_each_pass(func, loop, content.id) or content
+            found = _turn_count(func, loop, text)
+            if found is not None:
+                count, changed = found
+                sink.turn_counts.append(TurnCount(content, count, changed, history, grown))
 
     def _literal_message(self, node: ast.expr) -> ast.Dict | None:
         """The dict literal of a message: ``node`` itself, or the literal a local name was

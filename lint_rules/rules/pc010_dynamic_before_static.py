@@ -21,6 +21,16 @@ instructions, through the program's own functions), and whose message list holds
 system text, a stored history (a parameter or a field of `self`, `*history`, `[system] +
 self.history + [user]`) that the same function appends to.
 
+It also reports a count that the loop around the request changes on every pass, written into
+that system text ahead of a history the same loop appends to: a local counter stepped by the
+same nonzero number on every pass (`remaining -= 1`, `turn = turn + 1`, as a statement of the
+loop's body that no `continue` can skip, and bound nowhere else in the loop), or `len()` of a
+local list appended to on every pass (and not rebound, cut or handed to a call, other than as
+a keyword argument, in the loop), written into the text (`f"{remaining} calls left"`,
+`str(turn)`, `.format(...)`), also through a name bound to such text once, on every pass.
+A fixed count (`len(TOOLS)`, a `max_turns` the caller passes), a count in the newest message,
+and a request with no history after the count are not reported.
+
 ## Why is this bad?
 The cache key is an exact prefix. Per-user or per-request text at the start makes everything
 after it, the long static instructions included, a different prefix for every user or request;
@@ -40,6 +50,13 @@ unproven flow, not a finding), the newest message's text is that parameter itsel
 that also carries a setting of the session, `f"[{user_name}] {text}"`, is not), and the
 function itself appends to the history it sends (a history handed in and never written back
 may be rebuilt by the caller each time).
+
+The count is read only in the function that sends the request, in the innermost loop around
+it: a count kept in a field, in a state dict updated between runs (a budget of tool calls
+carried from one step of a graph to the next), or in a stored thread's token total
+(`sum(m.tokens for m in user.thread)`, grown by a storage class on each turn) is not followed,
+nor is one stepped by a number only known at run time (`used += count_tokens(reply)`) or only
+on some passes.
 
 ## Example
 ```python
@@ -161,9 +178,36 @@ def _turn_context(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Di
             yield ctx.diagnostic("PC010", message, found.content, Severity.WARNING, related)
 
 
+def _turn_counts(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Diagnostic]:
+    """A system text holding a count that the loop around the request changes on every pass,
+    ahead of a history the same loop appends to (``SinkCall.turn_counts``)."""
+    for sink in ctx.sinks:
+        if sink.once:
+            continue
+        for found in sink.turn_counts:
+            key = (found.count.lineno, found.count.col_offset)
+            if key in seen:
+                continue
+            seen.add(key)
+            count = _short(found.count)
+            history = _short(found.history)
+            message = (
+                f"`{count}` changes on every pass of the loop (line {found.changed.lineno}) "
+                f"and is system text ahead of the history `{history}` that the loop appends to "
+                f"(line {found.grown.lineno}): it changes every turn, so none of the history after "
+                "it is read from the cache: put the count in the newest message instead"
+            )
+            related = (
+                Related(ctx.location(found.changed), f"`{count}` changes here on every pass"),
+                Related(ctx.location(found.grown), f"`{history}` is appended to here"),
+            )
+            yield ctx.diagnostic("PC010", message, found.count, Severity.WARNING, related)
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     yield from _turn_context(ctx, seen)
+    yield from _turn_counts(ctx, seen)
     for entry in ctx.entries:
         if entry.once or entry.region not in ("system", "frozen", "session"):
             continue
