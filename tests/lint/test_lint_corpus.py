@@ -105,6 +105,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         56: 20270127,
         57: 20270128,
         58: 20270129,
+        59: 20270130,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -178,6 +179,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         56: 6,
         57: 6,
         58: 6,
+        59: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -455,6 +457,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Hollings/hollingsbot3",
             "cra9had/fairy-tails-bot",
             "kimyt990501/personal-agent",
+        ],
+        59: [
+            "Flagro/TelegramRPBot",
+            "awsl-01/dingtalk-custom-agent",
+            "tkhongsap/line-bot-connect",
         ],
     }
     for batch, tuning in recorded.items():
