@@ -106,6 +106,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         57: 20270128,
         58: 20270129,
         59: 20270130,
+        60: 20270131,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -180,6 +181,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         57: 6,
         58: 6,
         59: 6,
+        60: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -462,6 +464,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Flagro/TelegramRPBot",
             "awsl-01/dingtalk-custom-agent",
             "tkhongsap/line-bot-connect",
+        ],
+        60: [
+            "bryfur/ovi-voice-assistant",
+            "cheneeheng/gradio-chat-agent",
+            "dahshury/python-whatsapp-bot",
         ],
     }
     for batch, tuning in recorded.items():
