@@ -41,7 +41,11 @@ Client()`). A loop that repeats the request only when it raised (a `try` whose b
 returns right after the call) is a retry loop, not a turn loop (also where the `try` sits in
 an `if` of the loop, or where its body ends at the call and the loop breaks right after the
 `try`): a failed request cached nothing. A fixed cut (`messages = messages[1:]`) of a list
-made afresh earlier in the same pass (`messages = build(conv)`) drops the same messages every pass.
+made afresh earlier in the same pass (`messages = build(conv)`) drops the same messages every pass,
+and an `insert()` at a constant index from the start (`messages.insert(0, system)`) into a
+local list bound to a new list earlier in the same pass (`messages = list(history)`, or `[]`
+then filled; not under an inner loop, and not rebound in between) puts the message at the
+same place of every request.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -1013,6 +1017,92 @@ def _fixed_cut_of_fresh(scope: ast.AST, node: ast.AST, target: Target) -> bool:
     )
 
 
+_COPIES = frozenset({"list", "copy", "deepcopy"})
+
+
+def _new_list(value: ast.expr, name: str) -> bool:
+    """``value`` makes a new list that does not read ``name``: a list display or
+    comprehension, ``a + b``, a slice, ``list(...)``, ``copy(...)``/``deepcopy(...)`` or
+    ``x.copy()``."""
+    if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)):
+        return False
+    if isinstance(value, (ast.List, ast.ListComp)):
+        return True
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        return True
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        return called in _COPIES
+    return False
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    """``stmt`` (or a statement inside it) may bind ``name``."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Store, ast.Del)):
+            return True
+    return False
+
+
+def _fixed_insert_of_fresh(scope: ast.AST, node: ast.AST, target: Target) -> bool:
+    """``messages.insert(0, system)`` (at a constant index from the start) into a local list
+    bound to a new list earlier in the same pass of the innermost loop around it (a binding
+    that runs before the insert on every pass: in the loop body, or in an enclosing block of
+    the insert, with no inner loop or function between): every pass puts the message at the
+    same place of a list made afresh, so the earlier messages keep their order."""
+    if not (
+        target[0] == "name"
+        and isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "insert"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and type(node.args[0].value) is int
+        and node.args[0].value >= 0
+    ):
+        return False
+    loop = _loop_of(scope, node)
+    if loop is None:
+        return False
+    name = target[1]
+    # the blocks from the loop body down to the statement that holds the insert
+    path: list[tuple[list[ast.stmt], int]] = []
+    blocks: list[list[ast.stmt]] = [loop.body]
+    while blocks:
+        block = blocks.pop()
+        for i, stmt in enumerate(block):
+            if not any(n is node for n in ast.walk(stmt)):
+                continue
+            path.append((block, i))
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                return False  # an inner loop may insert more than once a pass
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                return False
+            if isinstance(stmt, ast.If):
+                blocks.extend([stmt.body, stmt.orelse])
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                blocks.append(stmt.body)
+            elif isinstance(stmt, ast.Try):
+                blocks.extend([stmt.body, stmt.orelse, stmt.finalbody])
+                blocks.extend(h.body for h in stmt.handlers)
+            break
+    for block, index in reversed(path):
+        for stmt in reversed(block[:index]):
+            if not _binds(stmt, name):
+                continue
+            return (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name
+                and _new_list(stmt.value, name)
+            )
+    return False
+
+
 def _without_calls(stmt: ast.stmt) -> bool:
     """An assignment that reads the reply without calling anything (cannot raise a retry)."""
     return isinstance(stmt, (ast.Assign, ast.AnnAssign)) and not any(
@@ -1180,7 +1270,13 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
                 else:
                     why = _rewrite(node, target, kept)
                 why = why or _trim_window(node, target, cls, helpers)
-                if why is None or (before is None and _fixed_cut_of_fresh(scope, node, target)):
+                if why is None or (
+                    before is None
+                    and (
+                        _fixed_cut_of_fresh(scope, node, target)
+                        or _fixed_insert_of_fresh(scope, node, target)
+                    )
+                ):
                     continue
                 if before is not None and _after(node, before):
                     continue
