@@ -107,6 +107,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         58: 20270129,
         59: 20270130,
         60: 20270131,
+        61: 20270132,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -182,6 +183,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         58: 6,
         59: 6,
         60: 6,
+        61: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -469,6 +471,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "bryfur/ovi-voice-assistant",
             "cheneeheng/gradio-chat-agent",
             "dahshury/python-whatsapp-bot",
+        ],
+        61: [
+            "Ethereal-Lemons/LimeBot-OS",
+            "mattmezza/mpa",
+            "weareformgroup/TuringClaw",
         ],
     }
     for batch, tuning in recorded.items():
