@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import datetime
 import pathlib
+import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -392,15 +393,21 @@ class CallsMixin(EngineState):
         class's method returns of them (``method_result_of``), not a time stamped in another
         field; any other caller passes the whole argument, as before. A method that a str,
         a container, a number, a date or a path has (``text.strip()``) keeps the parameter."""
+        if not isinstance(func, ast.Attribute):
+            return receiver
+        return self.method_named(receiver, func.attr)
+
+    def method_named(self, receiver: Value, name: str) -> Value:
+        """``receiver`` with its PARAM facts of a whole parameter of ours naming the result of
+        its method ``name`` (``called_on_param``)."""
         frame = self.frame
         if (
-            not isinstance(func, ast.Attribute)
-            or frame.func is None
+            frame.func is None
             or receiver.ref is not None
             or receiver.items is not None
             or receiver.shape is not Shape.UNKNOWN
-            or func.attr.startswith("__")
-            or func.attr in _VALUE_TYPE_METHODS
+            or name.startswith("__")
+            or name in _VALUE_TYPE_METHODS
         ):
             return receiver
         ours = (id(frame.func),)
@@ -414,18 +421,31 @@ class CallsMixin(EngineState):
             return receiver
         return receiver.with_facts(
             frozenset(
-                replace(f, detail=f"{f.detail}.{func.attr}()") if whole(f) else f
-                for f in receiver.facts
+                replace(f, detail=f"{f.detail}.{name}()") if whole(f) else f for f in receiver.facts
             )
         )
 
-    def method_result_of(self, argument: Value, name: str) -> frozenset[Fact]:
-        """What the method ``name`` returns of ``argument``, a caller's argument for a
-        parameter whose method result a callee returns (``called_on_param``): where the
-        argument is an object of a project class whose fields are known, and that class's
-        method returns only fields of its receiver (``return json.loads(self.inventory)``),
-        what the argument holds in those fields; otherwise all it holds."""
-        if argument.items is None or not isinstance(argument.ref, (ClassInfo, ExternalClass)):
+    def method_result_of(self, argument: Value, name: str, line: int) -> frozenset[Fact]:
+        """What the method ``name`` returns of ``argument``, a caller's argument (at ``line``)
+        for a parameter whose method result a callee returns or sends (``called_on_param``):
+        where the argument is an object of a project class whose fields are known, and that
+        class's method returns only fields of its receiver (``return
+        json.loads(self.inventory)``), what the argument holds in those fields; otherwise all
+        it holds. Where the argument's class is not known here either, that is a method the
+        analysis cannot see, as the same call written here would be (``assumed``): a whole
+        parameter of ours names that method's result again (``method_named``), so our caller
+        decides, and any other value it holds is passed on unproven, unless the method is
+        documented to return what its receiver holds (``PASS_THROUGH_METHODS``)."""
+        if not isinstance(argument.ref, (ClassInfo, ExternalClass)):
+            facts = self.method_named(argument, name).facts
+            if name in PASS_THROUGH_METHODS:
+                return facts
+            step = (f"{ASSUMED} {name}()", line, name, "")
+            return frozenset(
+                f.passed_on(step) if f.kind not in _UNCHAINED and f.kind is not Kind.PARAM else f
+                for f in facts
+            )
+        if argument.items is None:
             return argument.facts
         target = self.method_of(argument, name)
         if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1088,7 +1108,7 @@ class CallsMixin(EngineState):
             given: frozenset[Fact] = frozenset()
             called = method_result(f.detail) if f.param >= 0 else None
             if called is not None and f.param in arg_values:
-                return self.method_result_of(arg_values[f.param][0], called[1])
+                return self.method_result_of(arg_values[f.param][0], called[1], call_line)
             if f.param >= 0 and f.param in arg_values:
                 argument = arg_values[f.param][0]
                 held, rest = entry_and_rest(argument, f.detail, call_line)
@@ -1352,6 +1372,22 @@ class CallsMixin(EngineState):
             if not key[:1].isdigit():
                 continue
             attr, grain = split_grain(key)
+            called = _METHOD_SINK.match(attr)
+            if called is not None:
+                # what a method of the argument returns reaches the sink (``taint.record``)
+                index = int(called[1])
+                if index in arg_values:
+                    value, where = arg_values[index]
+                    if where is None:
+                        continue
+                    held = Value(self.method_result_of(value, called[2], where.lineno))
+                    if grain:
+                        held = Value(with_grain(held.facts, grain))
+                    for region, label, unseen in targets:
+                        found = sent(_unproven(held, unseen), key)
+                        if found is not None:
+                            self.record(region, found, where, f"{summary.name}() -> {label}")
+                continue
             attr, _, role = attr.partition("@")
             # with a role: only the argument's messages of that role reach the sink (the callee
             # reads them under a test of that role); what the caller put in others does not
@@ -2168,6 +2204,10 @@ def unproven(fact: Fact, via: tuple[tuple[str, int, str, str], ...]) -> Fact:
         if step[0].startswith((ASSUMED, OVERRIDE)):
             fact = fact.passed_on(step)
     return fact
+
+
+#: a summary's sink key of what a method of a parameter returns (``"2.generate()"``)
+_METHOD_SINK = re.compile(r"^(\d+)\.(\w+)\(\)$")
 
 
 def _unproven(value: Value, unseen: tuple[Step, ...]) -> Value:

@@ -778,7 +778,11 @@ def param_entry(
     for f in facts:
         if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
             if method_result(f.detail) is not None:
-                f = replace(f, detail=whole_name(f.detail))
+                # an entry or field of what the method returns: that result still, not the
+                # field of the same name of the parameter (``resp.text`` of
+                # ``resp = provider.generate()`` is no ``provider.text``)
+                out.add(f)
+                continue
             deeper = line is not None and not attribute and _one_field(f.detail)
             if f.detail.isidentifier() or positional(f.detail) or deeper:
                 f = replace(f, detail=f"{f.detail}{suffix}")
@@ -812,7 +816,9 @@ def param_path(facts: frozenset[Fact], suffix: str, func_key: int) -> frozenset[
     for f in facts:
         if f.kind is Kind.PARAM and f.param >= 0 and f.fix == (func_key,):
             if method_result(f.detail) is not None:
-                f = replace(f, detail=whole_name(f.detail))
+                # what the method returns, read at ``suffix``: that result still
+                out.add(f)
+                continue
             depth = 0 if f.detail.isidentifier() else len(entry_path(f.detail) or ())
             room = MAX_ENTRY_DEPTH - depth
             if (depth or f.detail.isidentifier()) and room > 0:
@@ -855,17 +861,12 @@ _METHOD_RESULT = re.compile(r"^(\w+)\.(\w+)\(\)$")
 def method_result(detail: str) -> tuple[str, str] | None:
     """(the parameter, the method) of the PARAM detail of what a method of that parameter
     returns (``sheet.inventory_list()``), None for any other detail. Read below (an entry or
-    field of the result) or sent, it names the whole parameter, as a call the analysis cannot
-    see passes its receiver on; a caller whose argument is an object of a project class
-    whose fields are known passes what that class's method returns of them."""
+    field of the result) it names that result still; a caller whose argument is an object of
+    a project class whose fields are known passes what that class's method returns of them,
+    a caller whose argument's class is not known all it holds, through a call the analysis
+    cannot see (``CallsMixin.method_result_of``)."""
     match = _METHOD_RESULT.match(detail)
     return (match[1], match[2]) if match is not None else None
-
-
-def whole_name(detail: str) -> str:
-    """``detail`` as a whole parameter's where it names a method's result (``sheet``)."""
-    called = method_result(detail)
-    return called[0] if called is not None else detail
 
 
 def positional(detail: str) -> bool:

@@ -125,6 +125,203 @@ def logged_dicts(tree: ast.AST) -> frozenset[int]:
     return known
 
 
+#: the serializers' functions that write their first argument to the file or stream they are
+#: given (module, function) -> the keyword of that stream; the text they return without one
+#: (``yaml.dump(data)``) may still be sent, so a call of one counts only with its stream
+_FILE_DUMPS = {
+    ("json", "dump"): "fp",
+    ("pickle", "dump"): "file",
+    ("toml", "dump"): "f",
+    ("tomli_w", "dump"): "fp",
+    ("yaml", "dump"): "stream",
+    ("yaml", "safe_dump"): "stream",
+    ("yaml", "dump_all"): "stream",
+    ("yaml", "safe_dump_all"): "stream",
+}
+
+#: builtins that reach a function's local variables by name, not by a read of the name
+_LOCALS_BY_NAME = frozenset({"locals", "vars", "eval", "exec"})
+
+
+def _display_dicts(node: ast.expr) -> list[ast.Dict]:
+    """The dict displays of ``node`` reached through displays alone (a dict, list, tuple or
+    set display and the displays inside it, not a call, comprehension or name)."""
+    out: list[ast.Dict] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Dict):
+            out.append(current)
+            stack.extend(v for v in current.values if v is not None)
+        elif isinstance(current, (ast.List, ast.Tuple, ast.Set)):
+            stack.extend(e for e in current.elts if not isinstance(e, ast.Starred))
+    return out
+
+
+def _is_open(node: ast.expr | None) -> bool:
+    """``open(...)`` or a method named ``open`` (``path.open("w")``, ``io.open(...)``,
+    ``gzip.open(...)``): a file."""
+    return isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id == "open")
+        or (isinstance(node.func, ast.Attribute) and node.func.attr == "open")
+    )
+
+
+def _file_names(scope: ast.AST) -> set[str]:
+    """The names that hold a file everywhere in ``scope``: bound by ``with open(...) as f``
+    (or ``path.open(...)``) and by no other store there."""
+    opened: set[str] = set()
+    other: set[str] = set()
+    targets: set[int] = set()
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                var = item.optional_vars
+                if isinstance(var, ast.Name) and _is_open(item.context_expr):
+                    opened.add(var.id)
+                    targets.add(id(var))
+    for node in ast.walk(scope):
+        if (
+            isinstance(node, ast.Name)
+            and not isinstance(node.ctx, ast.Load)
+            and node.id in opened
+            and id(node) not in targets
+        ):
+            other.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            other.update(node.names)
+        elif isinstance(node, (ast.arg)):
+            other.add(node.arg)
+    return opened - other
+
+
+def _dumped_object(node: ast.AST, modules: dict[str, str], files: set[str]) -> ast.expr | None:
+    """The object ``node`` writes to a file, where it is a call of a serializer of
+    ``_FILE_DUMPS`` (``yaml.dump(data, f)``, ``json.dump(report, fp=f)``) given a file
+    (``open(...)`` or a name of ``files``); None for any other node."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.args
+        and not isinstance(node.args[0], ast.Starred)
+    ):
+        return None
+    stream = _FILE_DUMPS.get((modules.get(node.func.value.id, ""), node.func.attr))
+    if stream is None:
+        return None
+    given = node.args[1] if len(node.args) > 1 else None
+    for kw in node.keywords:
+        if kw.arg == stream:
+            given = kw.value
+    if not (_is_open(given) or (isinstance(given, ast.Name) and given.id in files)):
+        return None
+    return node.args[0]
+
+
+def written_dicts(tree: ast.AST) -> frozenset[int]:
+    """The ids of the dict displays of ``tree`` that are only written to a file by a
+    serializer (``_FILE_DUMPS``) given the file a function opened (``with open(path, "w")
+    as f``, or ``open(...)`` itself): a display inside the object argument
+    (``json.dump({"system_prompt": p}, f)``), or inside the value of a plain assignment to a
+    local name of that function whose every read is such an argument (``data = {...}`` then
+    ``yaml.dump(data, f)``). A history or report file, never a request, so a system-prompt
+    key or a system message there is no sink; a name read anywhere else (sent, returned,
+    stored, changed, captured by a nested function), assigned to more than one target, or
+    declared global or nonlocal keeps its dicts sinks, and so does a dump into any other
+    stream (a buffer whose text may be posted). Found once per tree (kept on the node)."""
+    known: frozenset[int] | None = tree.__dict__.get("_written_dicts")
+    if known is not None:
+        return known
+    nodes = all_nodes(tree)
+    modules = {
+        alias.asname or alias.name: alias.name
+        for node in nodes
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if any(alias.name == m for m, _ in _FILE_DUMPS)
+    }
+    out: set[int] = set()
+    if modules:
+        for func in nodes:
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            files = _file_names(func)
+            dumped: dict[int, ast.expr] = {}
+            for node in ast.walk(func):
+                obj = _dumped_object(node, modules, files)
+                if obj is not None:
+                    dumped[id(obj)] = obj
+            if not dumped:
+                continue
+            for obj in dumped.values():
+                out.update(id(d) for d in _display_dicts(obj))
+            out.update(_dicts_of_dumped_names(func, dumped))
+    known = tree.__dict__["_written_dicts"] = frozenset(out)
+    return known
+
+
+def _dicts_of_dumped_names(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, dumped: dict[int, ast.expr]
+) -> list[int]:
+    """The ids of the dict displays assigned in ``func``'s own body to a local name that is
+    read nowhere in ``func`` (nested functions included) but as the object of a file dump
+    (``written_dicts``)."""
+    assigned: dict[str, list[ast.expr]] = {}
+    reads: dict[str, list[ast.Name]] = {}
+    shared: set[str] = set()
+    nested: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            shared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in _LOCALS_BY_NAME:
+                return []
+            reads.setdefault(node.id, []).append(node)
+        elif node is not func and isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+        ):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Name):
+                    nested.add(inner.id)
+    for node in _own_statements(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None and node.simple:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and _display_dicts(value):
+            assigned.setdefault(target.id, []).append(value)
+    out: list[int] = []
+    for name, values in assigned.items():
+        if name in shared or name in nested or not reads.get(name):
+            continue
+        if all(id(read) in dumped for read in reads[name]):
+            for value in values:
+                out.extend(id(d) for d in _display_dicts(value))
+    return out
+
+
+def _own_statements(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """The statements of ``func``'s body at any depth of its blocks, not those of a function
+    or class defined inside it."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(func.body)
+    while stack:
+        stmt = stack.pop()
+        out.append(stmt)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, name, None) or [])
+        for handler in getattr(stmt, "handlers", None) or []:
+            stack.extend(handler.body)
+        for case in getattr(stmt, "cases", None) or []:
+            stack.extend(case.body)
+    return out
+
+
 @dataclass(frozen=True)
 class SinkSpec:
     """How one API is called: match rule, required keywords, and argument regions.

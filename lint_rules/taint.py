@@ -50,6 +50,7 @@ from .facts import (
     entry_suffix,
     join,
     map_facts,
+    method_result,
     replace,
 )
 from .frames import (
@@ -915,8 +916,16 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 # what of it: its contents without its order ("~sorted"), or its order only
                 # ("~order": a list built by iterating it)
                 grain = f"~{f.granularity}" if f.granularity in ("sorted", "order") else ""
+                method = method_result(f.detail) if f.param >= 0 else None
                 if f.param == SELF and f.detail.startswith("self."):
                     name = f.detail[len("self.") :] + grain
+                    sinks = summary.attr_sinks.setdefault(name, [])
+                elif method is not None and not f.role.startswith("="):
+                    # what a method of a parameter whose class is not known returns
+                    # (``provider.generate()``): "<index>.<method>()", so a caller whose
+                    # argument is an object of a project class passes only what that method
+                    # returns of it (``CallsMixin.method_result_of``), not the whole object
+                    name = f"{f.param}.{method[1]}()" + grain
                     sinks = summary.attr_sinks.setdefault(name, [])
                 elif f.param >= 0 and (
                     entry_key(f.detail) is not None or f.role.startswith("=") or grain
