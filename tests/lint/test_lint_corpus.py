@@ -108,6 +108,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         59: 20270130,
         60: 20270131,
         61: 20270132,
+        62: 20270133,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -184,6 +185,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         59: 6,
         60: 6,
         61: 6,
+        62: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -476,6 +478,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Ethereal-Lemons/LimeBot-OS",
             "mattmezza/mpa",
             "weareformgroup/TuringClaw",
+        ],
+        62: [
+            "Aris-Setyawan/pawang",
+            "TyGu888/PersonalAssistant",
+            "vkkatariya/aureon-agent",
         ],
     }
     for batch, tuning in recorded.items():
