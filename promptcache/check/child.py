@@ -70,6 +70,11 @@ PASSED_ENV = "PROMPTCACHE_CHECK_PASSED"
 LLM_PATH_ENDS = ("/chat/completions", "/completions", "/responses", "/messages")
 LLM_PATH_METHODS = (":generateContent", ":streamGenerateContent")
 
+#: The variables check points at its endpoint (``CaptureServer.base_urls``): a program that
+#: sets one of them itself (``load_dotenv(override=True)`` and a ``.env`` file that names a
+#: gateway) sends past the endpoint, and the record of such a request names the variable.
+BASE_URL_VARIABLES = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
+
 #: Vendor API hosts whose requests are rerouted to the capture endpoint, and the endpoint's
 #: mount for each.
 VENDOR_HOSTS = {
@@ -276,11 +281,27 @@ def _note_passed(url: str, host_port: str, path: str, frame: FrameType | None) -
         "url": f"{scheme}://{host_port.rsplit('@', 1)[-1]}{route}",
         "site": request_site(frame),
     }
+    variable = _set_over(url)
+    if variable:
+        line["variable"] = variable
     try:
         with open(S.passed_log, "a", encoding="utf-8") as log:
             log.write(json.dumps(line) + "\n")
     except OSError:
         pass  # the note is lost, never the program's request
+
+
+def _set_over(url: str) -> str:
+    """The base-URL variable that check set and this process holds another value in, which
+    ``url`` is under: the program replaced check's endpoint with its own URL there (a
+    ``.env`` file loaded with ``override=True``); ``""`` where none is."""
+    for name in BASE_URL_VARIABLES:
+        value = os.environ.get(name, "").rstrip("/")
+        if not value or value == S.endpoint or value.startswith(S.endpoint + "/"):
+            continue
+        if url.startswith(value) and url[len(value) : len(value) + 1] in ("", "/", "?"):
+            return name
+    return ""
 
 
 def _patch_httpx_like(module: ModuleType) -> None:

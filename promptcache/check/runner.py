@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, NamedTuple
 
 from promptcache.errors import ConfigError, PromptCacheError
 from promptcache.fingerprint import fingerprint_request
@@ -107,6 +107,16 @@ def _terminated(signum: int, frame: object) -> None:
     )
 
 
+class Passed(NamedTuple):
+    """An LLM API call a hooked process sent to another host than the capture endpoint."""
+
+    url: str  #: without its query or user info
+    site: CallSite | None
+    #: the base-URL variable check set that the process had set to this URL's base itself
+    #: (``load_dotenv(override=True)``), else ``""``: a client given its own ``base_url``
+    variable: str = ""
+
+
 @dataclass
 class RunResult:
     """One run of COMMAND.
@@ -117,15 +127,15 @@ class RunResult:
         duration_s: wall time of the run, seconds.
         requests: every request the endpoint received during it, in arrival order.
         passed: the LLM API calls its hooked processes sent to another host than the
-            endpoint (a client given its own ``base_url``), not captured: ``(url, call
-            site)``, the URL without its query.
+            endpoint (a client given its own ``base_url``, or a base-URL variable the
+            program set over check's), not captured.
     """
 
     perturbation: Perturbation
     exit_status: int
     duration_s: float
     requests: list[CapturedRequest] = field(default_factory=list)
-    passed: list[tuple[str, CallSite | None]] = field(default_factory=list)
+    passed: list[Passed] = field(default_factory=list)
 
     def describe(self) -> str:
         """What this run did: ``Perturbation.describe``, but a clock change the hook could not
@@ -330,8 +340,8 @@ def analyse(
         if run.passed:
             notes.append(
                 f"run {run.perturbation.run}: {len(run.passed)} request(s) to an LLM API route "
-                f"went past the capture endpoint ({_first_past(run.passed)}): a client given "
-                f"its own base_url is not captured, so they were not compared; {_PAST_ADVICE}"
+                f"went past the capture endpoint ({_first_past(run.passed)}): "
+                f"{_past_why(run.passed, note=True)}"
             )
         unhooked = sum(1 for r in run.requests if not r.hooked)
         if unhooked:
@@ -356,6 +366,11 @@ def analyse(
                 f"sent {others} request(s) to routes of the capture endpoint that carry no "
                 "prompt it compares (such as count_tokens or GET /v1/models)"
                 + (f", {missing} of them answered 404" if missing else "")
+            )
+        elif runs[0].passed:
+            notes.append(
+                "no LLM request was captured in run 0, so nothing was compared: the command "
+                "sent them all past the capture endpoint (the note above says where and why)"
             )
         else:
             notes.append(
@@ -507,18 +522,36 @@ _PAST_ADVICE: Final = (
 )
 
 
-def _first_past(passed: Sequence[tuple[str, CallSite | None]]) -> str:
+def _first_past(passed: Sequence[Passed]) -> str:
     """Where the first of the LLM requests sent past the capture endpoint went, its call site
     and how many other URLs the others went to: ``the first to URL, from app.py:7 in
     <module>; 1 other URL(s)``."""
-    url, site = passed[0]
+    url, site = passed[0].url, passed[0].site
     where = f", from {_site_words(site)}" if site is not None else ""
-    more = len({u for u, _ in passed}) - 1
+    more = len({p.url for p in passed}) - 1
     also = f"; {more} other URL(s)" if more else ""
     return f"the first to {url}{where}{also}"
 
 
-def _went_past(passed: Sequence[tuple[str, CallSite | None]]) -> str:
+def _past_why(passed: Sequence[Passed], note: bool) -> str:
+    """Why the first LLM request sent past the capture endpoint went there and what to change:
+    a client given its own base_url, or a base-URL variable the command set over check's,
+    where reading that variable (the advice for the first) is what it already does; ``note``:
+    for the note of a run that succeeded, which says that they were not compared."""
+    variable = passed[0].variable
+    if not variable:
+        tail = " is not captured, so they were not compared" if note else ""
+        return f"a client given its own base_url{tail}; {_PAST_ADVICE}"
+    return (
+        f"the command set {variable}, which check points at its endpoint, to that URL itself "
+        f"(load_dotenv(override=True) does, from a .env file)"
+        f"{', so they were not compared' if note else ''}; leave check's {variable} in place "
+        'while checking (load_dotenv() without override keeps it; docs/check.md, "What it '
+        'cannot see")'
+    )
+
+
+def _went_past(passed: Sequence[Passed]) -> str:
     """A clause for a failed run that sent LLM API calls past the capture endpoint (a client
     given its own base_url, such as a local proxy's that is not running, fails on the
     connection); empty otherwise."""
@@ -526,8 +559,8 @@ def _went_past(passed: Sequence[tuple[str, CallSite | None]]) -> str:
         return ""
     return (
         f"; it sent {len(passed)} request(s) to an LLM API route past the capture endpoint "
-        f"({_first_past(passed)}), which check neither answers nor captures: a client given "
-        f"its own base_url; {_PAST_ADVICE}"
+        f"({_first_past(passed)}), which check neither answers nor captures: "
+        f"{_past_why(passed, note=False)}"
     )
 
 
@@ -745,9 +778,9 @@ def run_check(
     return CheckResult(list(command), results, findings, notes)
 
 
-def _read_passed(log: str, run: int) -> list[tuple[str, CallSite | None]]:
+def _read_passed(log: str, run: int) -> list[Passed]:
     """The calls of ``run`` that the hook wrote to ``log`` as sent past the endpoint."""
-    out: list[tuple[str, CallSite | None]] = []
+    out: list[Passed] = []
     try:
         with open(log, encoding="utf-8", errors="replace") as lines:
             for line in lines:
@@ -756,7 +789,10 @@ def _read_passed(log: str, run: int) -> list[tuple[str, CallSite | None]]:
                 except ValueError:
                     continue  # a line cut short by a process that died while writing
                 if isinstance(entry, dict) and entry.get("run") == run:
-                    out.append((str(entry.get("url")), CallSite.parse(entry.get("site"))))
+                    site = CallSite.parse(entry.get("site"))
+                    variable = entry.get("variable")
+                    variable = variable if isinstance(variable, str) else ""
+                    out.append(Passed(str(entry.get("url")), site, variable))
     except FileNotFoundError:
         pass
     return out

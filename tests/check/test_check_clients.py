@@ -357,17 +357,85 @@ def test_a_run_that_fails_sending_past_the_endpoint_says_so(tmp_path: Path, kind
 def test_a_failed_run_s_requests_past_the_endpoint_count_their_other_urls() -> None:
     # the error of a failed run said where the first request past the endpoint went, but not
     # that others went elsewhere, which the note of a run that succeeds says
-    from promptcache.check.runner import _went_past
+    from promptcache.check.runner import Passed, _went_past
 
-    one = "http://127.0.0.1:4444/v1/chat/completions"
-    other = "http://127.0.0.1:5555/v1/messages"
-    said = _went_past([(one, None), (other, None), (one, None)])
+    one = Passed("http://127.0.0.1:4444/v1/chat/completions", None)
+    other = Passed("http://127.0.0.1:5555/v1/messages", None)
+    said = _went_past([one, other, one])
     assert said.startswith(
         f"; it sent 3 request(s) to an LLM API route past the capture endpoint (the first to "
-        f"{one}; 1 other URL(s)), which check neither answers nor captures"
+        f"{one.url}; 1 other URL(s)), which check neither answers nor captures"
     ), said
-    assert "1 other URL" not in _went_past([(one, None), (one, None)])
+    assert "1 other URL" not in _went_past([one, one])
     assert _went_past([]) == ""
+
+
+SETS_ITS_OWN_BASE_URL = """
+import os, sys, openai
+body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+if sys.argv[1] == "environ":  # what load_dotenv(override=True) does with a .env naming a gateway
+    os.environ["OPENAI_BASE_URL"] = os.environ["LOCAL_URL"]
+    client = openai.OpenAI(max_retries=0)
+else:  # the look-alike: the client is given the URL, check's variable left alone
+    client = openai.OpenAI(base_url=os.environ["LOCAL_URL"], max_retries=0)
+print(client.chat.completions.create(**body).choices[0].message.content)
+if sys.argv[2] == "fail":
+    sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("kind", ["environ", "argument"])
+def test_a_base_url_variable_the_program_sets_over_check_s_is_named(
+    tmp_path: Path, upstream: str, kind: str
+) -> None:
+    # a program that sets OPENAI_BASE_URL itself (load_dotenv(override=True) and a .env file
+    # naming a gateway) sent past the endpoint and was told to 'read the URL from
+    # OPENAI_BASE_URL', which is what its client already did
+    program = tmp_path / "dotenv_app.py"
+    program.write_text(SETS_ITS_OWN_BASE_URL, encoding="utf-8")
+    env = {**__import__("os").environ, "LOCAL_URL": upstream}
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program), kind, "ok"], env=env, stdout=out)
+    # both runs reached the program's own server
+    assert (tmp_path / "out.txt").read_text().splitlines() == [
+        "from the upstream 1",
+        "from the upstream 2",
+    ]
+    first = f"(the first to {upstream}/chat/completions, from {program}:9 in <module>)"
+    if kind == "environ":
+        cause = (
+            "the command set OPENAI_BASE_URL, which check points at its endpoint, to that URL "
+            "itself (load_dotenv(override=True) does, from a .env file)"
+        )
+        uncompared = ", so they were not compared"
+        advice = (
+            "leave check's OPENAI_BASE_URL in place while checking (load_dotenv() without "
+            'override keeps it; docs/check.md, "What it cannot see")'
+        )
+    else:
+        cause = "a client given its own base_url"
+        uncompared = " is not captured, so they were not compared"
+        advice = (
+            "read the URL from OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which check sets "
+            '(docs/check.md, "What it cannot see")'
+        )
+    assert result.notes == [
+        *(
+            f"run {k}: 1 request(s) to an LLM API route went past the capture endpoint "
+            f"{first}: {cause}{uncompared}; {advice}"
+            for k in (0, 1)
+        ),
+        "no LLM request was captured in run 0, so nothing was compared: the command sent them "
+        "all past the capture endpoint (the note above says where and why)",
+    ]
+    # a run that fails says the same in its error
+    with (tmp_path / "out.txt").open("w") as out, pytest.raises(CommandFailedError) as failed:
+        run_check([sys.executable, str(program), kind, "fail"], env=env, stdout=out)
+    said = str(failed.value)
+    assert said.endswith(
+        f"; it sent 1 request(s) to an LLM API route past the capture endpoint {first}, which "
+        f"check neither answers nor captures: {cause}; {advice}"
+    ), said
 
 
 HANDED_TO_A_THREAD = """
