@@ -13,9 +13,10 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
   distinct per process; ``os.kill`` of it is mapped back to the real pid). ``PYTHONHASHSEED``
   is set by the parent in the environment, since only the interpreter's start can apply it;
 - **tags** every HTTP request that ``httpx``, ``httpx2`` (the official ``anthropic`` and
-  ``openai`` clients' HTTP layer), ``requests`` or ``aiohttp`` sends to the capture endpoint
-  with the call site (the first stack frame in the user's code; in a worker thread that runs
-  only library code, the one that submitted its task), the run, the (reported) pid,
+  ``openai`` clients' HTTP layer), ``requests``, ``aiohttp`` or ``urllib.request`` sends to the
+  capture endpoint with the call site (the first stack frame in the user's code; in a worker
+  thread that runs only library code, the one that submitted its task), the run, the
+  (reported) pid,
   how many directory listings of the user's code it has reordered so far and whether the
   program (not its HTTP and LLM clients, nor OpenTelemetry) has drawn from ``random``,
   ``uuid4``/``uuid1`` or ``secrets``;
@@ -28,8 +29,8 @@ Python has it). It reads the run's plan from ``PROMPTCACHE_CHECK_PLAN`` (JSON, w
 
 Forked processes inherit all of it; processes started anew load it again through
 ``PYTHONPATH``. Patching happens once per process; ``httpx``/``httpx2``/``requests``/
-``aiohttp`` are patched when first imported (an import hook), so a program that never imports
-them pays nothing for them.
+``aiohttp``/``urllib.request`` are patched when first imported (an import hook), so a program
+that never imports them pays nothing for them.
 """
 
 from __future__ import annotations
@@ -421,11 +422,39 @@ def _patch_event_loop(module: ModuleType) -> None:
     loop_type.create_task = create_task
 
 
+def _patch_urllib(module: ModuleType) -> None:
+    """Wrap ``urllib.request.OpenerDirector.open`` (``urlopen`` and the openers of
+    ``build_opener`` go through it, redirects too), as ``open`` itself makes a URL string into a
+    ``Request``: a standard-library script's post is tagged, or rerouted from a vendor host,
+    like one an HTTP library sends."""
+    opener_type = module.OpenerDirector
+    request_type = module.Request
+    original = opener_type.open
+
+    def open_(self: Any, fullurl: Any, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(fullurl, str):
+            fullurl = request_type(fullurl, data)
+            data = None
+        if isinstance(fullurl, request_type) and fullurl.type in ("http", "https"):
+            request = fullurl
+
+            def set_header(name: str, value: str) -> None:
+                request.add_header(name, value)
+
+            target = _tag(request.full_url, set_header, sys._getframe(1))
+            if target != request.full_url:
+                request.full_url = target
+        return original(self, fullurl, data, *args, **kwargs)
+
+    opener_type.open = open_
+
+
 _PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "httpx": _patch_httpx_like,
     "httpx2": _patch_httpx_like,
     "requests": _patch_requests,
     "aiohttp": _patch_aiohttp,
+    "urllib.request": _patch_urllib,
     "concurrent.futures.thread": _patch_executor,
     "asyncio.base_events": _patch_event_loop,
 }

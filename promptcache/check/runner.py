@@ -348,9 +348,9 @@ def analyse(
             notes.append(
                 f"run {run.perturbation.run}: {unhooked} request(s) came without the in-process "
                 "hook's headers (from a process without the hook: not Python, or python -I/-S; "
-                "or through a client other than httpx, httpx2, requests and aiohttp): no call "
-                "site, and in a process without the hook the clock, random, listing and pid "
-                "changes did not apply to them"
+                "or through a client other than httpx, httpx2, requests, aiohttp and urllib): "
+                "no call site, and in a process without the hook the clock, random, listing and "
+                "pid changes did not apply to them"
             )
     if not readable[0]:
         prompts = sum(1 for r in runs[0].requests if r.api is not None)

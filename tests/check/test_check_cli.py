@@ -275,10 +275,11 @@ urllib.request.urlopen(request).read()
 
 
 def test_sarif_result_without_a_call_site_still_has_a_location(tmp_path: Path) -> None:
-    # urllib carries no call site; GitHub code scanning refuses a whole upload in which one
-    # result has no location, so the result is located at the script the command runs
+    # a process without the hook (python -I ignores PYTHONPATH) sends no call site; GitHub code
+    # scanning refuses a whole upload in which one result has no location, so the result is
+    # located at the script the command runs
     (tmp_path / "smoke.py").write_text(URLLIB_APP, encoding="utf-8")
-    proc = cli("check", "--format", "sarif", "--", sys.executable, "smoke.py", cwd=tmp_path)
+    proc = cli("check", "--format", "sarif", "--", sys.executable, "-I", "smoke.py", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     jsonschema.validate(doc, json.loads(SCHEMA.read_text(encoding="utf-8")))

@@ -438,6 +438,62 @@ def test_a_base_url_variable_the_program_sets_over_check_s_is_named(
     ), said
 
 
+STANDARD_LIBRARY_ONLY = """
+import json, os, urllib.request, uuid
+system = f"Request {uuid.uuid4()}. " + "Answer briefly. " * 400
+body = {"model": "gpt-4o-mini", "messages": [
+    {"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+
+def ask(url):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"})
+    return json.load(urllib.request.urlopen(request))["choices"][0]["message"]["content"]
+
+print(ask("https://api.openai.com/v1/chat/completions"))  # straight to the vendor's host
+print(ask(os.environ["LOCAL_URL"] + "/chat/completions"))  # the program's own server
+"""
+
+
+def test_urllib_requests_are_tagged_and_rerouted_like_the_http_libraries(
+    tmp_path: Path, upstream: str
+) -> None:
+    # a standard-library script's urlopen carried no call site, so its uuid in the system
+    # prompt read 'unexplained' at '(call site unknown)', and its post straight to
+    # api.openai.com was not rerouted: it went to the real API, without --forward
+    program = tmp_path / "stdlib_app.py"
+    program.write_text(STANDARD_LIBRARY_ONLY, encoding="utf-8")
+    env = {**__import__("os").environ, "LOCAL_URL": upstream}
+    with (tmp_path / "out.txt").open("w") as out:
+        result = run_check([sys.executable, str(program)], env=env, stdout=out)
+    assert (tmp_path / "out.txt").read_text().splitlines() == [
+        "This is a canned reply from promptcache check.",
+        "from the upstream 1",
+        "This is a canned reply from promptcache check.",
+        "from the upstream 2",
+    ]
+    assert [
+        [(q.headers.get("x-promptcache-check-upstream"), q.hooked) for q in r.requests]
+        for r in result.runs
+    ] == [[("https://api.openai.com/v1/chat/completions", True)]] * 2
+    [finding] = result.findings
+    assert (finding.rule, finding.causes) == ("PC002", ("random",))
+    assert finding.site is not None
+    assert (finding.site.path, finding.site.line, finding.site.function) == (
+        str(program),
+        10,
+        "ask",
+    )
+    assert finding.site.callers == ((str(program), 12, "<module>"),)
+    # the look-alike: the post to the program's own server went there untagged, and is noted
+    assert len(_Upstream.seen) == 2
+    tagged = [k for _, headers, _ in _Upstream.seen for k in headers if "promptcache" in k]
+    assert tagged == []
+    assert [n.partition(" (")[0] for n in result.notes] == [
+        f"run {k}: 1 request(s) to an LLM API route went past the capture endpoint" for k in (0, 1)
+    ]
+    assert f"from {program}:10 in ask" in result.notes[0]
+
+
 HANDED_TO_A_THREAD = """
 import asyncio, sys, time
 from concurrent.futures import ThreadPoolExecutor

@@ -129,8 +129,8 @@ def test_requests_without_the_hook_are_noted(tmp_path: Path) -> None:
     assert notes == [
         f"run {run}: 1 request(s) came without the in-process hook's headers (from a process "
         "without the hook: not Python, or python -I/-S; or through a client other than httpx, "
-        "httpx2, requests and aiohttp): no call site, and in a process without the hook the "
-        "clock, random, listing and pid changes did not apply to them"
+        "httpx2, requests, aiohttp and urllib): no call site, and in a process without the hook "
+        "the clock, random, listing and pid changes did not apply to them"
         for run in (0, 1)
     ]
 
