@@ -14,18 +14,30 @@ one. Shapes follow the vendors' API references (checked 2026-12-03):
 - OpenAI Responses, https://platform.openai.com/docs/api-reference/responses-streaming
   (``response.created`` ... ``response.completed``, each with a ``sequence_number``);
 - OpenAI Completions (legacy) and ``GET /v1/models``;
+- OpenAI Embeddings, https://platform.openai.com/docs/api-reference/embeddings (``float`` or
+  ``base64`` little-endian float32, ``dimensions``; 3,072 for ``text-embedding-3-large``,
+  else 1,536);
 - Gemini ``generateContent`` / ``streamGenerateContent`` (``alt=sse``: one JSON
   ``GenerateContentResponse`` per ``data:`` event; without it a JSON array) and ``countTokens``,
-  https://ai.google.dev/api/generate-content .
+  https://ai.google.dev/api/generate-content ; ``embedContent`` and ``batchEmbedContents``,
+  https://ai.google.dev/api/embeddings (``outputDimensionality``; 3,072 for
+  ``gemini-embedding-*``, else 768).
 
 The reply text and ids are the same in every run (ids count the run's requests), so a program
 that feeds replies or response ids back into later prompts sends the same bytes in each run.
+An embedding is a unit vector drawn from a hash of its input, so the same text gets the same
+vector in every run (a retrieval step picks the same documents each time) and a text equal to
+another gets its vector; it carries no meaning.
 Token counts are a size estimate (4 bytes a token), not a tokenizer's.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,12 +57,15 @@ SERVED_ROUTES: Final[dict[str, tuple[str, ...]]] = {
         "POST /v1/chat/completions",
         "POST /v1/responses",
         "POST /v1/completions",
+        "POST /v1/embeddings",
         "GET /v1/models",
     ),
     "gemini": (
         "POST /v1beta/models/{model}:generateContent",
         "POST /v1beta/models/{model}:streamGenerateContent",
         "POST /v1beta/models/{model}:countTokens",
+        "POST /v1beta/models/{model}:embedContent",
+        "POST /v1beta/models/{model}:batchEmbedContents",
     ),
 }
 
@@ -294,6 +309,55 @@ def _gemini(body: dict[str, Any], seq: int, size: int, stream: bool, sse: bool) 
     return _json([payload])
 
 
+#: the most dimensions a request may ask an embedding to have here (the vendors' largest
+#: models have 3,072)
+_MAX_DIMENSIONS: Final = 16_384
+
+
+def _dimensions(asked: Any, default: int) -> int:
+    if isinstance(asked, int) and not isinstance(asked, bool) and 0 < asked <= _MAX_DIMENSIONS:
+        return asked
+    return default
+
+
+def _vector(item: Any, size: int) -> list[float]:
+    """A unit vector of ``size`` numbers drawn from a hash of ``item`` (a text, or a list of
+    token ids): the same in every run and every process."""
+    key = json.dumps(item, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    raw = struct.unpack(f"<{size}h", hashlib.shake_256(key).digest(2 * size))
+    norm = math.sqrt(sum(v * v for v in raw)) or 1.0
+    return [round(v / norm, 6) for v in raw]
+
+
+def _openai_embeddings(body: dict[str, Any], size: int) -> CannedResponse:
+    model = str(body.get("model", "text-embedding-3-small"))
+    given = body.get("input", "")
+    if isinstance(given, list) and given and all(isinstance(t, int) for t in given):
+        items: list[Any] = [given]  # one text as token ids
+    elif isinstance(given, list):
+        items = given
+    else:
+        items = [given]
+    dims = _dimensions(body.get("dimensions"), 3072 if model == "text-embedding-3-large" else 1536)
+    as_base64 = body.get("encoding_format") == "base64"
+    data = []
+    for index, item in enumerate(items):
+        vector: Any = _vector(item, dims)
+        if as_base64:
+            vector = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode("ascii")
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    tokens = _tokens(size)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return _json({"object": "list", "data": data, "model": model, "usage": usage})
+
+
+def _gemini_embedding(model: str, request: Any) -> dict[str, Any]:
+    request = request if isinstance(request, dict) else {}
+    config = request.get("outputDimensionality")
+    dims = _dimensions(config, 3072 if "gemini-embedding" in model else 768)
+    return {"values": _vector(request.get("content"), dims)}
+
+
 def route_api(vendor: str, method: str, path: str) -> str | None:
     """The wire format of a prompt-carrying route (``anthropic``, ``openai_chat``,
     ``openai_responses``, ``openai_completions``, ``gemini``), or None for any other route."""
@@ -347,6 +411,8 @@ def canned_response(
             return "openai_responses", _responses(data, seq, size, stream)
         if method == "POST" and path == "/v1/completions":
             return "openai_completions", _openai_completions(data, seq, size, stream)
+        if method == "POST" and path == "/v1/embeddings":
+            return None, _openai_embeddings(data, size)
         if method == "GET" and path == "/v1/models":
             return None, _json({"object": "list", "data": []})
     if vendor == "gemini" and method == "POST" and ":" in path:
@@ -357,6 +423,14 @@ def canned_response(
             return "gemini", _gemini(data, seq, size, True, "alt=sse" in query)
         if action == "countTokens":
             return None, _json({"totalTokens": _tokens(size)})
+        model = path.rsplit(":", 1)[0].rsplit("/", 1)[-1]
+        if action == "embedContent":
+            return None, _json({"embedding": _gemini_embedding(model, data)})
+        if action == "batchEmbedContents":
+            asked = data.get("requests")
+            requests = asked if isinstance(asked, list) else []
+            embeddings = [_gemini_embedding(model, r) for r in requests]
+            return None, _json({"embeddings": embeddings})
     dialect = {"anthropic": "anthropic", "openai": "openai"}.get(vendor, "gemini")
     message = (
         f"promptcache check's capture endpoint does not serve {method} {path}: it answers "

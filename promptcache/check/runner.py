@@ -364,7 +364,7 @@ def analyse(
             notes.append(
                 f"no LLM request was captured in run 0, so nothing was compared: the command "
                 f"sent {others} request(s) to routes of the capture endpoint that carry no "
-                "prompt it compares (such as count_tokens or GET /v1/models)"
+                "prompt it compares (such as embeddings, count_tokens or GET /v1/models)"
                 + (f", {missing} of them answered 404" if missing else "")
             )
         elif runs[0].passed:

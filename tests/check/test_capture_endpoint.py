@@ -68,10 +68,10 @@ def test_hook_headers_are_recorded_and_unknown_routes_get_vendor_errors(
     }
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     assert httpx.post(f"{base}/chat/completions", json=body, headers=headers).status_code == 200
-    missing = httpx.post(f"{base}/embeddings", json={"input": "x"})
+    missing = httpx.post(f"{base}/files", json={"purpose": "batch"})
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "invalid_request_error"
-    # a RAG smoke script's embeddings call fails here: the error says what check serves and
+    # a smoke script that uploads a file fails here: the error says what check serves and
     # what to do, not only what it does not serve
     assert missing.json()["error"]["message"].endswith(
         "with canned replies; run check with --forward to send every request to the real API, "
@@ -198,8 +198,8 @@ _NAMED_ROUTE = re.compile(r"\b(GET|POST) (/[^\s,;]+)")
     ("base_variable", "unknown", "must_name"),
     [
         ("ANTHROPIC_BASE_URL", "/v1/batches", "POST /v1/messages/count_tokens"),
-        ("OPENAI_BASE_URL", "/embeddings", "GET /v1/models"),
-        ("GOOGLE_GEMINI_BASE_URL", "/v1beta/models/m:embedContent", ":countTokens"),
+        ("OPENAI_BASE_URL", "/files", "POST /v1/embeddings"),
+        ("GOOGLE_GEMINI_BASE_URL", "/v1beta/models/m:predict", ":batchEmbedContents"),
     ],
 )
 def test_the_404_of_an_unknown_route_names_every_route_the_mount_answers(
@@ -220,3 +220,53 @@ def test_the_404_of_an_unknown_route_names_every_route_the_mount_answers(
             method, origin + path.replace("{model}", "m"), json=body if method == "POST" else None
         )
         assert answered.status_code == 200, (method, path)
+
+
+def test_embeddings_are_answered_with_the_same_unit_vectors_in_every_run(
+    server: CaptureServer,
+) -> None:
+    # a smoke script that embeds its documents before it chats (a RAG app) failed in run 0 on
+    # the endpoint's 404; now each input gets a vector from a hash of its text, so the same
+    # documents are retrieved in every run
+    import openai
+
+    client = openai.OpenAI(base_url=server.base_urls()["OPENAI_BASE_URL"], api_key="k")
+    texts = ["the first document", "the second document", "the first document"]
+    packed = client.embeddings.create(model="text-embedding-3-small", input=texts)  # base64
+    plain = client.embeddings.create(
+        model="text-embedding-3-small", input=texts, encoding_format="float"
+    )
+    vectors = [d.embedding for d in plain.data]
+    assert [d.index for d in plain.data] == [0, 1, 2]
+    assert [len(v) for v in vectors] == [1536] * 3
+    assert all(abs(sum(x * x for x in v) - 1) < 1e-4 for v in vectors)
+    assert vectors[0] == vectors[2] != vectors[1]  # the same text, the same vector
+    assert all(
+        max(abs(a - b) for a, b in zip(p.embedding, v, strict=True)) < 1e-6
+        for p, v in zip(packed.data, vectors, strict=True)
+    )  # float32 in base64, the same numbers
+    large = client.embeddings.create(model="text-embedding-3-large", input="q").data[0]
+    short = client.embeddings.create(model="text-embedding-3-large", input="q", dimensions=256)
+    assert (len(large.embedding), len(short.data[0].embedding)) == (3072, 256)
+    tokens = client.embeddings.create(model="text-embedding-3-small", input=[[1, 2], [3]])
+    assert len(tokens.data) == 2  # token-id inputs, one vector each
+    # another check (another run) answers the same text with the same vector
+    with CaptureServer() as other:
+        again = openai.OpenAI(base_url=other.base_urls()["OPENAI_BASE_URL"], api_key="k")
+        repeat = again.embeddings.create(
+            model="text-embedding-3-small", input=texts[0], encoding_format="float"
+        )
+    assert repeat.data[0].embedding == vectors[0]
+    # Gemini: one content, and a batch, at the model's size or the asked one
+    url = server.base_urls()["GOOGLE_GEMINI_BASE_URL"] + "/v1beta/models/gemini-embedding-001"
+    content = {"parts": [{"text": "the first document"}]}
+    one = httpx.post(f"{url}:embedContent", json={"content": content}).json()
+    batch = httpx.post(
+        f"{url}:batchEmbedContents",
+        json={"requests": [{"content": content}, {"content": content, "outputDimensionality": 8}]},
+    ).json()
+    assert len(one["embedding"]["values"]) == 3072
+    assert [len(e["values"]) for e in batch["embeddings"]] == [3072, 8]
+    assert batch["embeddings"][0] == one["embedding"]
+    # none of them is an LLM request: nothing of theirs is compared
+    assert {r.api for r in server.requests()} == {None}

@@ -139,6 +139,11 @@ if kind == "not-json":
 elif kind == "count":
     httpx.post("https://api.anthropic.com/v1/messages/count_tokens", json={"model": "m",
                "messages": [{"role": "user", "content": "hi"}]})
+elif kind == "embed":
+    for text in ("the first document", "the second document"):
+        got = httpx.post("https://api.openai.com/v1/embeddings",
+                         json={"model": "text-embedding-3-small", "input": text})
+        got.raise_for_status()
 else:
     httpx.post("https://api.openai.com/v1/frobnicate", json={"a": 1})
 """
@@ -169,6 +174,19 @@ def test_a_request_to_a_route_without_a_prompt_is_not_said_to_be_answered_404(
     [note] = [n for n in result.notes if "nothing was compared" in n]
     assert "sent 1 request(s) to routes of the capture endpoint that carry no prompt" in note
     assert "404" not in note
+
+
+def test_embeddings_are_served_and_counted_as_requests_without_a_prompt(tmp_path: Path) -> None:
+    # a script that only embeds runs to its end in both runs (each embedding answered, none a
+    # 404), and the note counts its requests as ones check does not compare
+    result = run_check([sys.executable, _program(tmp_path, _POST), "embed"], stdout=sys.stderr)
+    assert [len(r.requests) for r in result.runs] == [2, 2]
+    assert [r.exit_status for r in result.runs] == [0, 0] and not any(r.passed for r in result.runs)
+    assert {c.status for r in result.runs for c in r.requests} == {200}
+    [note] = [n for n in result.notes if "nothing was compared" in n]
+    assert "sent 2 request(s) to routes of the capture endpoint that carry no prompt" in note
+    assert "(such as embeddings, count_tokens or GET /v1/models)" in note
+    assert "404" not in note and not result.findings
 
 
 def test_a_reordering_shows_where_the_orders_differ(tmp_path: Path) -> None:
