@@ -109,6 +109,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         60: 20270131,
         61: 20270132,
         62: 20270133,
+        63: 20270134,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -186,6 +187,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         60: 6,
         61: 6,
         62: 6,
+        63: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -483,6 +485,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Aris-Setyawan/pawang",
             "TyGu888/PersonalAssistant",
             "vkkatariya/aureon-agent",
+        ],
+        63: [
+            "1L7V5101V/NexusCompanion",
+            "Calvin-Ca/Agent",
+            "allinxjd/xjd-agent",
         ],
     }
     for batch, tuning in recorded.items():
