@@ -110,6 +110,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         61: 20270132,
         62: 20270133,
         63: 20270134,
+        64: 20270135,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -188,6 +189,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         61: 6,
         62: 6,
         63: 6,
+        64: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -490,6 +492,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "1L7V5101V/NexusCompanion",
             "Calvin-Ca/Agent",
             "allinxjd/xjd-agent",
+        ],
+        64: [
+            "Treytucker05/DrCodePT-Swarm",
+            "denyeahgl/Jarvis",
+            "prithvi-01x/NeuralClaw",
         ],
     }
     for batch, tuning in recorded.items():
