@@ -111,6 +111,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         62: 20270133,
         63: 20270134,
         64: 20270135,
+        65: 20270136,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -190,6 +191,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         62: 6,
         63: 6,
         64: 6,
+        65: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -497,6 +499,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Treytucker05/DrCodePT-Swarm",
             "denyeahgl/Jarvis",
             "prithvi-01x/NeuralClaw",
+        ],
+        65: [
+            "Nithesh1109/Senku-ai-assistant",
+            "ZeroMadLife/sage-agent",
+            "tars16775/tars",
         ],
     }
     for batch, tuning in recorded.items():
