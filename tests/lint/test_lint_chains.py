@@ -123,6 +123,14 @@ def _check(diagnostics: list[Diagnostic]) -> list[str]:
                 )
             parts = step["function"].split(".")
             named = parts[-1] == r.value or parts[-2:] == [r.value, "__init__"]
+            # a class without an __init__ of its own runs its base's (``RemoteProvider.__init__``
+            # for ``RegionProvider()``)
+            inherited = (
+                parts[-1] == "__init__"
+                and len(parts) >= 2
+                and parts[-2] in _bases(r.location.path, r.value)
+            )
+            named = named or inherited
             # a table of callables (``factories["now"]()``) is called through its name
             table = re.search(rf"(?<![\w]){re.escape(r.value)}\s*\[", line) is not None
             if step["what"] != ASSUMED and not named and not table:
@@ -131,6 +139,24 @@ def _check(diagnostics: list[Diagnostic]) -> list[str]:
                     f"but names {step['function']} ({r.message})"
                 )
     return wrong
+
+
+def _bases(path: str, name: str) -> set[str]:
+    """The names of the classes that class ``name`` of ``path`` inherits from, through
+    the classes of that file (``class B(A)`` and ``class C(B)`` give ``{"B", "A"}`` for C)."""
+    classes = {
+        node.name: [b.id for b in node.bases if isinstance(b, ast.Name)]
+        for node in ast.walk(ast.parse("\n".join(_lines(path))))
+        if isinstance(node, ast.ClassDef)
+    }
+    found: set[str] = set()
+    todo = list(classes.get(name, []))
+    while todo:
+        base = todo.pop()
+        if base not in found:
+            found.add(base)
+            todo.extend(classes.get(base, []))
+    return found
 
 
 def _inside(path: str, line: int, function: str) -> bool:
