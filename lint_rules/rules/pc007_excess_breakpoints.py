@@ -81,6 +81,26 @@ way), a turn loop that calls the API (it marks only the newest message), compreh
 modules, and breakpoints from several loops or statements that only together exceed 4 (a capped
 loop's marks and one made before it included).
 
+A loop that marks an element only under a test that its role is `"system"` or `"developer"`
+(`if msg.get("role") == "system":`, `msg["role"]`, `msg.role`, a name the loop binds once to
+one of those; `== "system"` or `in ("system", "developer")`, alone or in an `and`, an `elif`
+too, not the else branch) marks the system messages of the list, and a request holds one: its
+marks are not counted, unless the module makes system messages that may pile up in a list. A
+system message (a dict whose `"role"` is `"system"`, `Role.SYSTEM` or `SYSTEM_ROLE`, a call
+given such a `role=`, a `...SystemMessage(...)`, and a dict whose role is a name, `{"role":
+role}`, where the module passes `"system"` to a call or as a default) is held once at the head
+of a list display that is returned, passed, or bound to a name or field not read in it
+(`messages = [{"role": "system", ...}, *history, user]`, rebuilt each turn, or `[system] +
+history`), when added outside any loop to a list the same function builds afresh, when made
+under the marking test itself (a converter's copy), and when bound to a local name or a field,
+or returned by a same-module function, every read or call of which holds it once. Placed
+anywhere else (appended to a list the function did not build, `history + [note]`, `[*history,
+note]`, `history = [system, *history]`, made in a comprehension or in a loop other than at the
+head of a list display, handed to another call) it counts as many, and the loop is reported. A
+history that another module fills with system messages is not seen. `role == "user"`, `!=
+"system"`, an `or` with another test, a test through `continue` (`if role != "system":
+continue`) and a marker on every element still count a mark per element.
+
 ## Example
 ```python
 for message in messages:
@@ -189,6 +209,7 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
     """Breakpoints set once per element of a loop or comprehension of unbounded length."""
     module = Module(ctx.tree)
     sink_nodes = {id(s.node) for s in ctx.sinks}
+    many_system: bool | None = None
     for node, chain, cls in _walk(ctx.tree, [module_scope(ctx.tree)], None):
         if isinstance(node, _COMPS):
             yield from _check_comprehension(ctx, node, chain, cls, module)
@@ -206,6 +227,11 @@ def _loop_findings(ctx: ModuleContext) -> Iterator[Diagnostic]:
         index_names = _index_names(node)
         index_names |= _index_tests(node, index_names)
         elements = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        if many_system is None:
+            many_system = _repeats_system_messages(ctx.tree)
+        if not many_system:
+            # ``if msg.get("role") == "system":`` marks the one system message a request holds
+            capped |= _system_role_tests(node, elements)
         marks = marks_in(
             node.body,
             index_names,
@@ -879,3 +905,346 @@ def _guard(test: ast.expr, index_names: set[str]) -> bool:
         if _const_int(node) == -1 if isinstance(node, ast.expr) else False:
             return True
     return False
+
+
+#: the roles a request holds one message of (the system prompt)
+_ONCE_ROLES = frozenset({"system", "developer"})
+_ADDS = frozenset({"append", "appendleft", "insert", "extend"})
+
+
+def _system_role_tests(loop: ast.For | ast.AsyncFor, elements: set[str]) -> set[int]:
+    """The ``if`` tests (by ``id``) of ``loop`` that let through only an element whose role is
+    ``"system"`` or ``"developer"``: ``msg.get("role") == "system"`` (``msg["role"]``,
+    ``msg.role``, a name bound once in the loop, and nowhere else in it, to one of those),
+    ``in`` a literal of such roles only, alone or as one operand of an ``and``."""
+    stores: dict[str, int] = {}
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    roles = {
+        n.targets[0].id
+        for n in _own_nodes(loop.body)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and stores.get(n.targets[0].id) == 1
+        and _role_read(n.value, elements, set())
+    }
+    return {
+        id(n.test)
+        for n in _own_nodes(loop.body)
+        if isinstance(n, ast.If) and _once_role_test(n.test, elements, roles)
+    }
+
+
+def _once_role_test(test: ast.expr, elements: set[str], roles: set[str]) -> bool:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_once_role_test(v, elements, roles) for v in test.values)
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return False
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, ast.Eq):
+        if _role_read(right, elements, roles):
+            left, right = right, left
+        return _role_read(left, elements, roles) and _once_role(right)
+    if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+        return (
+            _role_read(left, elements, roles)
+            and bool(right.elts)
+            and all(_once_role(e) for e in right.elts)
+        )
+    return False
+
+
+def _once_role(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value in _ONCE_ROLES
+
+
+def _role_read(node: ast.expr, elements: set[str], roles: set[str]) -> bool:
+    """``msg.get("role")`` (no default, or one that is no system role), ``msg["role"]`` or
+    ``msg.role`` of an element name, or a name in ``roles``."""
+    if isinstance(node, ast.Name):
+        return node.id in roles
+    if isinstance(node, ast.Attribute):
+        return (
+            node.attr == "role" and isinstance(node.value, ast.Name) and node.value.id in elements
+        )
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        return (
+            isinstance(node.value, ast.Name)
+            and node.value.id in elements
+            and isinstance(key, ast.Constant)
+            and key.value == "role"
+        )
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in elements
+        and 1 <= len(node.args) <= 2
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "role"
+        and not (len(node.args) == 2 and _once_role(node.args[1]))
+    )
+
+
+#: string methods whose argument is text to look for, not a role given to a message
+_LOOKUPS = frozenset({"get", "startswith", "endswith", "find", "index", "count"})
+#: how many names, fields or helper returns a system message is followed through
+_HOLD_DEPTH = 3
+
+
+def _system_role_value(node: ast.expr | None, variable: bool) -> bool:
+    """``"system"``/``"developer"``, a name or field that spells one (``Role.SYSTEM``,
+    ``SYSTEM_ROLE``), or, where ``variable``, any plain name (``{"role": role}``)."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Constant):
+        return node.value in _ONCE_ROLES
+    spelled = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+    if isinstance(spelled, str) and any(role in spelled.lower() for role in _ONCE_ROLES):
+        return True
+    return variable and isinstance(node, ast.Name)
+
+
+def _system_message(node: ast.AST, variable: bool) -> bool:
+    """A message that is or may be a system message: a dict display whose ``"role"`` is a
+    system role (``_system_role_value``), a call given such a ``role=``, or a call of a class
+    named ``...SystemMessage`` / ``...DeveloperMessage``."""
+    if isinstance(node, ast.Dict):
+        return any(
+            isinstance(k, ast.Constant) and k.value == "role" and _system_role_value(v, variable)
+            for k, v in zip(node.keys, node.values, strict=True)
+        )
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if isinstance(called, str) and called.endswith(("SystemMessage", "DeveloperMessage")):
+        return True
+    return any(k.arg == "role" and _system_role_value(k.value, variable) for k in node.keywords)
+
+
+def _names_system_role(tree: ast.Module) -> bool:
+    """True where the module hands a system role to code as a value: ``"system"`` as a call's
+    argument (``self.add("system", text)``, not ``s.startswith("system")``) or as a
+    parameter's default. A message built with a role from a name (``{"role": role}``) may
+    then be a system message."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _LOOKUPS:
+                continue
+            values = [*node.args, *(k.value for k in node.keywords)]
+        elif isinstance(node, ast.arguments):
+            values = [*node.defaults, *(d for d in node.kw_defaults if d is not None)]
+        else:
+            continue
+        if any(_once_role(v) for v in values):
+            return True
+    return False
+
+
+class _Holds:
+    """Where the system messages of one module are placed (see ``_repeats_system_messages``)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parents: dict[int, ast.AST] = {}
+        for parent in ast.walk(tree):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[id(child)] = parent
+
+    def once(self, value: ast.AST, depth: int = 0) -> bool:
+        """True when the message ``value`` makes (or reads) is held once: at the head of a
+        list display bound (to no name or field read in it), returned or passed
+        (``[{"role": "system", ...}, *history, user]``, also as the left operand of ``+``),
+        added outside any loop to a list the same function builds afresh, or bound to a
+        local name or a field, or returned by a same-module function, every read or call of
+        which holds it once; also one made under a loop's test that its element is a system
+        message (the loop copies the system messages it is given)."""
+        if depth > _HOLD_DEPTH:
+            return False
+        child, up = value, self.parents.get(id(value))
+        while isinstance(up, ast.IfExp) and child is not up.test:
+            child, up = up, self.parents.get(id(up))
+        placed, holder = child, up
+        func, looped = self._context(value)
+        if looped is None:
+            return True  # a converter's copy of a system message it was given
+        if isinstance(holder, ast.List):
+            return self._head_of_list(placed, holder, func, looped, depth)
+        if isinstance(holder, ast.Call) and placed is not holder.func:
+            return self._added(holder, func, looped)
+        if isinstance(holder, ast.Assign) and holder.value is placed and len(holder.targets) == 1:
+            return self._bound(holder.targets[0], func, depth)
+        if isinstance(holder, ast.AnnAssign) and holder.value is placed:
+            return self._bound(holder.target, func, depth)
+        if isinstance(holder, ast.Return) and isinstance(
+            func, (ast.FunctionDef, ast.AsyncFunctionDef)
+        ):
+            return self._returned(func, depth)
+        return False
+
+    def _context(self, value: ast.AST) -> tuple[ast.AST | None, bool | None]:
+        """The function ``value`` is in and whether a loop (or comprehension) of that
+        function repeats it; None for the second where a loop's system-role test guards it."""
+        looped = False
+        guards: set[int] = set()  # the ``if`` tests it is made under (in their body)
+        child, up = value, self.parents.get(id(value))
+        while up is not None:
+            if isinstance(up, ast.If) and any(child is stmt for stmt in up.body):
+                guards.add(id(up.test))
+            if isinstance(up, (ast.For, ast.AsyncFor)):
+                elements = {n.id for n in ast.walk(up.target) if isinstance(n, ast.Name)}
+                if _system_role_tests(up, elements) & guards:
+                    return None, None
+            if isinstance(up, (ast.For, ast.AsyncFor, ast.While)) and child is not getattr(
+                up, "iter", None
+            ):
+                looped = True
+            if isinstance(up, _COMPS):
+                looped = True
+            if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return up, looped
+            child, up = up, self.parents.get(id(up))
+        return None, looped
+
+    def _head_of_list(
+        self, placed: ast.AST, display: ast.List, func: ast.AST | None, looped: bool, depth: int
+    ) -> bool:
+        if not display.elts or display.elts[0] is not placed:
+            return False  # after other messages: a note added to a conversation
+        whole: ast.AST = display
+        up = self.parents.get(id(whole))
+        while isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add) and up.left is whole:
+            whole, up = up, self.parents.get(id(up))
+        read = {ast.dump(n) for n in ast.walk(whole) if isinstance(n, (ast.Name, ast.Attribute))}
+        if isinstance(up, (ast.Assign, ast.AnnAssign)) and up.value is whole:
+            targets = up.targets if isinstance(up, ast.Assign) else [up.target]
+            return all(
+                isinstance(t, (ast.Name, ast.Attribute))
+                and ast.dump(_loaded(t)) not in read  # ``history = [system, *history]``
+                for t in targets
+            )
+        if isinstance(up, (ast.Return, ast.keyword)):
+            return True
+        if isinstance(up, ast.Call) and whole is not up.func:
+            if isinstance(up.func, ast.Attribute) and up.func.attr in _ADDS:
+                return self._added(up, func, looped)  # ``history.extend([system])``
+            return True
+        if isinstance(up, ast.AugAssign) and up.value is whole:
+            return self._added(up, func, looped)  # ``history += [system]``
+        return False
+
+    def _added(self, call: ast.AST, func: ast.AST | None, looped: bool) -> bool:
+        """The message is handed to ``call``: held once only where that adds it, outside any
+        loop, to a list the same function builds afresh (``_fresh_target``)."""
+        if isinstance(call, ast.AugAssign):
+            return not looped and _fresh_target(call, func)
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in _ADDS
+        ):
+            return False  # passed to a call that may keep it (``self.add(message)``)
+        return not looped and _fresh_target(call, func)
+
+    def _bound(self, target: ast.expr, func: ast.AST | None, depth: int) -> bool:
+        """``name = message`` (a local or module name) or ``self.field = message``: every read
+        of that name in its function (the module for a module name) or of that field in the
+        module holds it once."""
+        reads: list[ast.expr]
+        if isinstance(target, ast.Name):
+            scope: ast.AST = func if func is not None else self.tree
+            if isinstance(scope, ast.Lambda):
+                return False
+            reads = [
+                n
+                for n in ast.walk(scope)
+                if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+            ]
+        elif isinstance(target, ast.Attribute):
+            key = ast.dump(_loaded(target))
+            reads = [
+                n
+                for n in ast.walk(self.tree)
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.ctx, ast.Load)
+                and ast.dump(n) == key
+            ]
+        else:
+            return False
+        return all(self.once(read, depth + 1) for read in reads)
+
+    def _returned(self, func: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> bool:
+        """A function that returns the message: every call of it in the module (by its name,
+        or as a method) holds what it returns once."""
+        calls = [
+            n
+            for n in ast.walk(self.tree)
+            if isinstance(n, ast.Call)
+            and (
+                (isinstance(n.func, ast.Name) and n.func.id == func.name)
+                or (isinstance(n.func, ast.Attribute) and n.func.attr == func.name)
+            )
+        ]
+        return all(self.once(call, depth + 1) for call in calls)
+
+
+def _loaded(node: ast.expr) -> ast.expr:
+    """``node`` as it reads when loaded (a store target's ``ctx`` changed to ``Load``)."""
+    if isinstance(node, ast.Name):
+        return ast.Name(id=node.id, ctx=ast.Load())
+    if isinstance(node, ast.Attribute):
+        return ast.Attribute(value=node.value, attr=node.attr, ctx=ast.Load())
+    return node
+
+
+def _repeats_system_messages(tree: ast.Module) -> bool:
+    """True where the module makes system messages that may pile up in one list: a system
+    message (``_system_message``; one built with a role from a name too, where the module
+    hands ``"system"`` to code as a value) that ``_Holds.once`` does not place once, such as
+    one appended to a list the function did not build, made in a loop or a comprehension
+    other than at the head of a list display, or placed after other messages."""
+    variable = _names_system_role(tree)
+    holds = _Holds(tree)
+    return any(_system_message(n, variable) and not holds.once(n) for n in ast.walk(tree))
+
+
+def _fresh_target(added: ast.AST, func: ast.AST | None) -> bool:
+    """True when ``added`` (``msgs.append(...)`` or ``msgs += ...``) adds to a local name of
+    ``func`` every binding of which is a list display (a list the call builds afresh)."""
+    if isinstance(added, ast.AugAssign):
+        target: ast.AST = added.target
+    else:
+        target = added.func.value  # type: ignore[attr-defined]
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(
+        target, ast.Name
+    ):
+        return False
+    name = target.id
+    if any(
+        isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(func)
+    ) or name in {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}:
+        return False
+    stores = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name
+    ]
+    if isinstance(added, ast.AugAssign):
+        stores = [n for n in stores if n is not added.target]
+    binds = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and n.targets[0].id == name
+        and isinstance(n.value, ast.List)
+    ]
+    return bool(binds) and len(binds) == len(stores)
