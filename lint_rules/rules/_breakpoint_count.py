@@ -240,7 +240,7 @@ def iter_size(
         for index, scope in enumerate(chain):  # picked = []; picked.append(i); if len(...
             if scope.names.get(node.id) is not None:
                 if isinstance(scope, LazyScope) and not isinstance(scope.func, ast.Lambda):
-                    return self_capped_size(node.id, scope.func, chain[index:])
+                    return self_capped_size(node.id, scope.func, chain[index:], module, cls, depth)
                 return None
         return None
     if isinstance(node, ast.Name):
@@ -285,14 +285,23 @@ _LIST_READS = frozenset({"index", "count", "copy"})
 
 
 def self_capped_size(
-    name: str, func: ast.FunctionDef | ast.AsyncFunctionDef, chain: list[Scope]
+    name: str,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    chain: list[Scope],
+    module: Module | None = None,
+    cls: ast.ClassDef | None = None,
+    depth: int = 0,
 ) -> int | None:
     """At most how many elements the local list ``name`` of ``func`` holds when the loop that
-    fills it stops itself at a constant length: ``name`` is bound once, to ``[]``, and grows
+    fills it stops itself at a constant length: ``name`` is bound once, to ``[]`` (annotated
+    or not), and grows
     only by one ``name.append(...)`` statement, which a ``len`` test of the list stops: ``if
     len(name) >= n: break`` (``== n``, ``> n - 1``; ``return`` too) after the append in its own
     block with no ``continue`` between, the same test before the statement holding the append
-    in the loop's body, or ``while len(name) < n:`` (also in an ``and``) as the loop. That
+    in the loop's body, or ``while len(name) < n:`` (also in an ``and``) as the loop; or a
+    ``for`` loop over something of known size (``for seg in ("static", "stable",
+    "dynamic"):``, ``range(3)``; ``iter_size`` with ``module`` and ``cls``), which runs the
+    append at most that many times. That
     loop must be the innermost around the append and the only one around it that is not also
     around the binding (an outer loop that entered it again would add one more each time).
     ``chain[0]`` is ``func``'s scope. Every other
@@ -311,7 +320,7 @@ def self_capped_size(
         for child in ast.iter_child_nodes(walked):
             parents[id(child)] = walked
     growth: list[ast.Expr] = []
-    binding: ast.Assign | None = None
+    binding: ast.Assign | ast.AnnAssign | None = None
     for node in ast.walk(func):
         if not (isinstance(node, ast.Name) and node.id == name):
             continue
@@ -319,7 +328,7 @@ def self_capped_size(
             return None
         parent = parents.get(id(node))
         if isinstance(node.ctx, ast.Store):
-            if isinstance(parent, ast.Assign) and parent.value is start:
+            if isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is start:
                 binding = parent
                 continue
             return None
@@ -330,7 +339,41 @@ def self_capped_size(
             growth.append(use)
     if binding is None or len(growth) != 1:
         return None
-    return _append_cap(name, growth[0], binding, func, parents, chain)
+    loop = _filling_loop(growth[0], binding, func, parents)
+    if loop is None:
+        return None
+    passes: int | None = None
+    if isinstance(loop, (ast.For, ast.AsyncFor)) and module is not None:
+        passes = iter_size(loop.iter, chain, module, cls, depth)
+    stop = _append_cap(name, growth[0], loop, func, parents, chain)
+    known = [n for n in (passes, stop) if n is not None]
+    return min(known) if known else None
+
+
+def _filling_loop(
+    append: ast.Expr,
+    binding: ast.AST,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    parents: dict[int, ast.AST],
+) -> ast.For | ast.AsyncFor | ast.While | None:
+    """The innermost loop around ``append`` when it is the only loop around it that is not
+    also around ``binding``, else None."""
+    loops: list[ast.For | ast.AsyncFor | ast.While] = []
+    parent = parents.get(id(append))
+    while parent is not None and parent is not func:
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)):
+            loops.append(parent)
+        parent = parents.get(id(parent))
+    around_binding: set[int] = set()
+    parent = parents.get(id(binding))
+    while parent is not None and parent is not func:
+        around_binding.add(id(parent))
+        parent = parents.get(id(parent))
+    if not loops or id(loops[0]) in around_binding:
+        return None
+    if any(id(loop) not in around_binding for loop in loops[1:]):
+        return None
+    return loops[0]
 
 
 def _in_nested_scope(node: ast.AST, func: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -382,30 +425,18 @@ def _is_len(node: ast.expr) -> bool:
 def _append_cap(
     name: str,
     append: ast.Expr,
-    binding: ast.AST,
+    loop: ast.For | ast.AsyncFor | ast.While,
     func: ast.FunctionDef | ast.AsyncFunctionDef,
     parents: dict[int, ast.AST],
     chain: list[Scope],
 ) -> int | None:
-    """``self_capped_size``'s cap on the one ``append`` statement, or None."""
-    loops: list[ast.For | ast.AsyncFor | ast.While] = []
-    trail: list[ast.AST] = [append]  # the append, then each node above it up to ``func``
+    """``self_capped_size``'s ``len`` test cap on the one ``append`` statement in ``loop``
+    (``_filling_loop``), or None."""
+    trail: list[ast.AST] = [append]  # the append, then each node above it up to ``loop``
     parent = parents.get(id(append))
-    while parent is not None and parent is not func:
-        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)):
-            loops.append(parent)
+    while parent is not None and parent is not func and trail[-1] is not loop:
         trail.append(parent)
         parent = parents.get(id(parent))
-    around_binding: set[int] = set()
-    parent = parents.get(id(binding))
-    while parent is not None and parent is not func:
-        around_binding.add(id(parent))
-        parent = parents.get(id(parent))
-    if not loops or any(id(loop) not in around_binding for loop in loops[1:]):
-        return None
-    loop = loops[0]
-    if id(loop) in around_binding:
-        return None
     if isinstance(loop, ast.While):  # ``while len(name) < n and ...:``
         tests = loop.test.values if isinstance(loop.test, ast.BoolOp) else [loop.test]
         if isinstance(loop.test, ast.BoolOp) and not isinstance(loop.test.op, ast.And):

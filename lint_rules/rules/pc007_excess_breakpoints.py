@@ -25,9 +25,11 @@ Sizes are known for literal and constant slices (`[-n:]`, `[:n]`, `[-5:-1]`, `[i
 them. A slice bound is read from a literal or a simple constant name: a single assignment in
 the function, a module constant (`Final` included), or a parameter taken at its default
 (`limit=4` is bounded even if a caller passes 10); a name assigned twice is not constant. A
-list bound once to `[]` and filled by one `append` in a loop that stops itself at a constant
-length holds at most that many (`if len(picked) >= 4: break` after the append with no
-`continue` between, the same test before it, or `while len(picked) < 4:`), unless the list is
+list bound once to `[]` (`chosen: list[int] = []` too) and filled by one `append` in a loop
+that stops itself at a constant length holds at most that many (`if len(picked) >= 4: break`
+after the append with no `continue` between, the same test before it, or `while len(picked) <
+4:`), or in a `for` loop over something of known size (`for seg in ("static", "stable",
+"dynamic"):` appends at most 3), unless the list is
 handed to a call, returned, aliased or appended to elsewhere, or an outer loop enters the
 filling loop again. A loop over a same-module function that returns one index or element (an
 int, a subscript such as `messages[-1]["content"]`, a name bound only to ints) counts as one

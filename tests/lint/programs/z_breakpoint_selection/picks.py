@@ -5,6 +5,8 @@
 # message with no stop, a stop at 6, a `continue` that can skip the stop, a second place that
 # appends, a list handed to a helper that may extend it and a selection loop inside a loop
 # over the turns that enters it again: one breakpoint per element of an unbounded list (or 6).
+# A list appended to once per pass of a loop over a fixed tuple holds at most that many;
+# beside it a tuple of 6 and the same loop entered again for every message.
 import anthropic
 
 client = anthropic.Anthropic()
@@ -139,3 +141,60 @@ def send_reentered_cached(turns: list[list[dict]], messages: list[dict]) -> obje
     for index in picked:
         messages[index]["cache_control"] = EPHEMERAL  # PC007: 8
     return client.messages.create(model="claude-sonnet-4-5", max_tokens=512, messages=messages)
+
+
+SEGMENTS = ("static", "stable", "dynamic")
+
+
+def send_segment_tails_cached(blocks: list[dict], messages: list[dict]) -> object:
+    """One pick per segment of a fixed tuple: the loop runs 3 times, so at most 3 marks."""
+    tails: dict[str, int] = {}
+    for index, block in enumerate(blocks):
+        tails[str(block.get("segment") or "static")] = index
+    chosen: list[int] = []
+    for segment in ("static", "stable", "dynamic"):
+        if segment in tails:
+            chosen.append(tails[segment])
+    for index in chosen:
+        blocks[index] = {**blocks[index], "cache_control": EPHEMERAL}
+    return client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=512, system=blocks, messages=messages
+    )
+
+
+def send_named_segments_cached(blocks: list[dict], messages: list[dict]) -> object:
+    """The same over a module constant of 3 names."""
+    kept = []
+    for segment in SEGMENTS:
+        kept.append(len(segment))
+    for index in kept:
+        messages[index]["cache_control"] = EPHEMERAL
+    return client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=512, system=blocks, messages=messages
+    )
+
+
+def send_six_segments_cached(blocks: list[dict], messages: list[dict]) -> object:
+    """A fixed tuple of 6 segments: six breakpoints."""
+    chosen = []
+    for segment in ("a", "b", "c", "d", "e", "f"):
+        chosen.append(len(segment))
+    for index in chosen:
+        blocks[index]["cache_control"] = EPHEMERAL  # PC007: 8
+    return client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=512, system=blocks, messages=messages
+    )
+
+
+def send_segments_per_message_cached(blocks: list[dict], messages: list[dict]) -> object:
+    """The 3-segment loop runs again for every message: 3 picks each, no bound."""
+    chosen = []
+    for message in messages:
+        for segment in ("static", "stable", "dynamic"):
+            if segment in message:
+                chosen.append(message[segment])
+    for index in chosen:
+        blocks[index]["cache_control"] = EPHEMERAL  # PC007: 8
+    return client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=512, system=blocks, messages=messages
+    )
