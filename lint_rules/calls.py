@@ -1163,6 +1163,8 @@ class CallsMixin(EngineState):
         outer_call, self.sink_call = self.sink_call, node
         try:
             self.record_param_sinks(summary, arg_values, via)
+            if summary.turn_histories and self.recording:
+                self.note_handed_turns(summary, arg_values, node)
             for fact, region, label in summary.outer:
                 # a nested function sending a parameter of ours (or of a function we are
                 # nested in) to a prefix region: called here, so do we

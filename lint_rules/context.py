@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from ._base import Diagnostic, Fix, Location, Related, Severity, TextEdit
 from .config import LintConfig
-from .events import PrefixEntry, SinkCall
+from .events import HandedTurn, PrefixEntry, SinkCall
 from .facts import Fact, Kind, Value
 
 
@@ -30,6 +30,9 @@ class ModuleContext:
     sinks: list[SinkCall] = field(default_factory=list)
     #: calls that put a cache breakpoint on an argument: (call, argument, function name)
     breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = field(default_factory=list)
+    #: calls passing their client's history to a function that puts text made from the
+    #: turn's input ahead of it (PC010)
+    handed_turns: list[HandedTurn] = field(default_factory=list)
     #: ``requested_lines`` of each node an entry is recorded at, by ``id``, made on first use
     _requested: dict[int, tuple[int, ...]] | None = field(
         default=None, init=False, repr=False, compare=False

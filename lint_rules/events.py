@@ -105,6 +105,39 @@ class TurnCount:
     grown: ast.expr | ast.stmt
 
 
+@dataclass(frozen=True)
+class HandedHistory:
+    """In a function's summary: system text made from the turn's input (parameter
+    ``name``) ahead of a history the function is given as its parameter ``param`` and sends
+    without appending to it (``TurnContext`` without ``grown``): its ``content`` (as
+    written, at ``line``/``col`` of ``path``, "" for the file being linted), the ``history``
+    as written, the ``newest`` message's line, and the searches (``steps``, each a chain
+    step) the input went through. A caller that passes the history its client sent with
+    the request (``RegionsMixin.note_handed_turns``) reports it."""
+
+    param: int
+    content: str
+    line: int
+    col: int
+    path: str
+    history: str
+    newest: int
+    name: str
+    steps: tuple[tuple[str, int, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class HandedTurn:
+    """A call (``call``) of a function whose summary notes a ``HandedHistory`` (``noted``),
+    passing at ``argument`` the history its client sent with the request; ``callee`` names
+    the function."""
+
+    call: ast.Call
+    argument: ast.expr
+    noted: HandedHistory
+    callee: str
+
+
 @dataclass
 class SinkCall:
     """A recognised LLM API call (or SDK render) and what the rules need to know about it.

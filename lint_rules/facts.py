@@ -44,6 +44,10 @@ class Kind(enum.Enum):
 Step = tuple[str, int, str, str]
 #: the start of a chain step through a call whose code the analysis cannot see
 ASSUMED = "assumed to pass through"
+#: the start of a chain step through a search call whose code the analysis cannot see, read
+#: as what that search found for the text it was given (PC010's retrieved context:
+#: ``regions.retrieved``)
+SEARCHED = "found by the search"
 #: the start of the step of one entry of a parameter splatted whole into a sink
 #: (``create(**payload)``): proven where the caller's dict is known to hold that key, unproven
 #: where its keys are not known (what it holds may be under another key)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .events import HandedHistory, HandedTurn
 from .facts import (
     CLEAN,
     KEYED_KINDS,
@@ -93,6 +94,9 @@ class Summary:
     #: order with their values (PARAM facts standing for arguments), so a caller that sends
     #: what it returns as system text knows the order of what varies and what is static
     text_returns: list[tuple[tuple[ast.AST, Value], ...]] = field(default_factory=list)
+    #: system text made from the turn's input ahead of a history the function is given and
+    #: does not append to (PC010, reported by a caller that passes its client's history)
+    turn_histories: list[HandedHistory] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -685,6 +689,7 @@ class EngineState:
         unsent: frozenset[str]
         message_classes: set[str]
         breakpoint_calls: list[tuple[ast.Call, ast.expr, str]]
+        handed_turns: list[HandedTurn]
         recording: bool
         sink_call: ast.Call | None
         relevant: Callable[[ast.AST], bool]
@@ -762,6 +767,12 @@ class EngineState:
             self, node: ast.expr, depth: int = 0, known: Value | None = None
         ) -> list[tuple[ast.AST, Value]]: ...
         def deref(self, node: ast.expr) -> tuple[ast.expr, Frame]: ...
+        def note_handed_turns(
+            self,
+            summary: Summary,
+            arg_values: dict[int, tuple[Value, ast.expr | None]],
+            node: ast.Call,
+        ) -> None: ...
         def walk_region(
             self,
             kind: str,

@@ -17,14 +17,14 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .events import Block, SinkCall, TurnContext, TurnCount
-from .facts import CLEAN, Kind, Shape, Value, replace
+from .events import Block, HandedHistory, HandedTurn, SinkCall, TurnContext, TurnCount
+from .facts import ASSUMED, CLEAN, Fact, Kind, Shape, Value, replace
 from .frames import Choice, ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
 from .sinks import SinkSpec, is_measure_name, sent_tool_fields
 
 if TYPE_CHECKING:
-    from .frames import Frame
+    from .frames import Frame, Summary
 
 _REGION_RANK = {"tools": 0, "system": 1, "messages": 2}
 #: APIs whose cache covers only what precedes an explicit breakpoint
@@ -521,6 +521,228 @@ def _key_node(holder: ast.expr, key: str) -> ast.Subscript:
 
 #: keywords of a request whose text comes ahead of its messages
 _SYSTEM_KEYWORDS = frozenset({"system", "instructions", "system_instruction"})
+
+
+#: the search calls of vector stores, retrievers and search services (LangChain, LlamaIndex,
+#: Chroma's ``collection.query(query_texts=[...])``, ...): what such a call returns is what
+#: it found for the text it was given, made for that text, even where the analysis cannot
+#: see the store's code (``retrieved``)
+RETRIEVAL_CALLS = frozenset(
+    {
+        "similarity_search",
+        "asimilarity_search",
+        "similarity_search_with_score",
+        "similarity_search_with_relevance_scores",
+        "max_marginal_relevance_search",
+        "get_relevant_documents",
+        "aget_relevant_documents",
+        "retrieve",
+        "aretrieve",
+        "search",
+        "asearch",
+        "query",
+        "aquery",
+    }
+)
+
+
+def retrieved(fact: Fact) -> bool:
+    """True for a parameter's fact that passes through calls the analysis cannot see only
+    where each is a search call (``RETRIEVAL_CALLS``: ``store.similarity_search(question)``,
+    ``collection.query(query_texts=[question])``): what it carries is what was found for that
+    parameter, made for it."""
+    steps = [s for s in fact.via if s[0].startswith(ASSUMED)]
+    return bool(steps) and all(
+        name in RETRIEVAL_CALLS and text == f"{ASSUMED} {name}()" for text, _, name, _ in steps
+    )
+
+
+def _entry_of_input(fact: Fact, held: set[tuple[int, str]]) -> bool:
+    """True when ``fact`` is the newest message's parameter, or an entry or field of what a
+    search found for it (``question['documents']``)."""
+    return any(
+        fact.param == param
+        and (fact.detail == name or fact.detail.startswith((f"{name}[", f"{name}.")))
+        for param, name in held
+    )
+
+
+def _short_text(node: ast.AST) -> str:
+    what = ast.unparse(node)
+    return what if len(what) <= 40 else what[:37] + "..."
+
+
+#: the decorators that make a function a web route's handler (FastAPI, Flask, Starlette,
+#: Quart, Sanic): ``@router.post("/chat")``, ``@app.route("/ask", methods=["POST"])``
+_ROUTE_DECORATORS = frozenset({"post", "put", "patch", "route", "api_route", "websocket"})
+
+
+def _route_handler(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(
+        isinstance(d, ast.Call)
+        and isinstance(d.func, ast.Attribute)
+        and d.func.attr in _ROUTE_DECORATORS
+        and isinstance(d.func.value, (ast.Name, ast.Attribute))
+        for d in func.decorator_list
+    )
+
+
+def _request_field(node: ast.expr, params: set[str]) -> bool:
+    """``data.history``, ``data["history"]`` (or a tail slice of it): a field of a parameter
+    of the handler, what the request's client sent."""
+    node = _history_base(node)
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id in params
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in params
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    )
+
+
+def _request_input(node: ast.expr, params: set[str]) -> bool:
+    """A parameter of the handler (``question: str``) or a field of one (``data.question``,
+    ``data["question"]``): what the request carried."""
+    return (isinstance(node, ast.Name) and node.id in params) or _request_field(node, params)
+
+
+def _client_history(node: ast.expr, params: set[str]) -> bool:
+    """True for a field of a request's parameter (``_request_field``), or a list of its
+    messages copied in order (``[{"role": m.role, "content": m.content} for m in
+    data.history]``, no condition)."""
+    if _request_field(node, params):
+        return True
+    if not isinstance(node, ast.ListComp) or len(node.generators) != 1:
+        return False
+    gen = node.generators[0]
+    return (
+        not gen.ifs
+        and not gen.is_async
+        and isinstance(gen.target, ast.Name)
+        and _request_field(gen.iter, params)
+        and _copied_from(node.elt, gen.target.id)
+    )
+
+
+def _history_base(node: ast.expr) -> ast.expr:
+    """The history a part of a message list sends: ``node``, or the list a tail slice of
+    it reads (``history[-20:]``: its newest messages, in order)."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Slice)
+        and node.slice.upper is None
+        and node.slice.step is None
+    ):
+        return node.value
+    return node
+
+
+def _copied_from(value: ast.expr, item: str) -> bool:
+    """True when ``value`` is the loop's item ``item`` itself, or a message made of its own
+    fields only (``{"role": m["role"], "content": m["content"]}``, ``m.content``)."""
+    if isinstance(value, ast.Name):
+        return value.id == item
+    if isinstance(value, ast.Dict):
+        return bool(value.keys) and all(
+            isinstance(k, ast.Constant) and _field_of(v, item)
+            for k, v in zip(value.keys, value.values, strict=True)
+        )
+    return False
+
+
+def _field_of(node: ast.expr, item: str) -> bool:
+    """``item["key"]``, ``item.key`` or ``item.get("key")`` with a constant key."""
+    if isinstance(node, ast.Subscript):
+        return (
+            isinstance(node.value, ast.Name)
+            and node.value.id == item
+            and isinstance(node.slice, ast.Constant)
+        )
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id == item
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == item
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and not node.keywords
+    )
+
+
+def _added_parts(
+    func: ast.AST,
+    name: ast.expr,
+    literal: ast.expr,
+    parts: list[tuple[ast.expr, bool]],
+    sink: ast.Call,
+) -> list[tuple[ast.expr, bool]] | None:
+    """The parts of the list ``name``, bound to ``literal`` (its ``parts``), as the request
+    at ``sink`` first sends it: each statement of ``func``'s body between the two adds at
+    its end one message (``name.append(m)``), a whole list (``name.extend(history)``,
+    ``name += history``), or each message of a list in order, copied (``for m in
+    history[-20:]: name.append({"role": m["role"], "content": m["content"]})``); the
+    statement holding the request touches the list only after it. None where a statement
+    between reads or changes the list in any other way (an ``insert``, an append under a
+    condition, a new binding): then the order the request sends is not known."""
+    if not isinstance(name, ast.Name) or not isinstance(
+        func, (ast.FunctionDef, ast.AsyncFunctionDef)
+    ):
+        return None
+    start = getattr(literal, "end_lineno", 0) or 0
+    out = list(parts)
+    for stmt in func.body:
+        if (getattr(stmt, "end_lineno", None) or stmt.lineno) <= start:
+            continue
+        if stmt.lineno > sink.lineno:
+            break
+        mentions = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name.id]
+        if (getattr(stmt, "end_lineno", None) or stmt.lineno) >= sink.lineno:
+            # the statement that holds the request (``for`` a tool loop, ``try``): nothing
+            # in it before the request may touch the list
+            return None if any(n.lineno < sink.lineno for n in mentions) else out
+        if not mentions:
+            continue
+        added = _added_in_place(stmt, name.id)
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if added is not None:
+            items = _list_parts(added)
+            out.extend(items if items is not None else [(added, True)])
+        elif (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == name.id
+            and call.func.attr in ("append", "extend")
+            and len(call.args) == 1
+            and not call.keywords
+            and not isinstance(call.args[0], ast.Starred)
+            and len(mentions) == 1
+        ):
+            arg = call.args[0]
+            if call.func.attr == "append":
+                out.append((arg, False))
+            else:
+                items = _list_parts(arg)
+                out.extend(items if items is not None else [(arg, True)])
+        elif (
+            isinstance(stmt, ast.For)
+            and isinstance(stmt.target, ast.Name)
+            and not stmt.orelse
+            and len(stmt.body) == 1
+            and len(mentions) == 1
+        ):
+            appended = _appends_to(stmt.body[0], name.id)
+            if appended is None or not _copied_from(appended, stmt.target.id):
+                return None
+            out.append((stmt.iter, True))
+        else:
+            return None
+    return out
 
 
 def _list_parts(node: ast.expr) -> list[tuple[ast.expr, bool]] | None:
@@ -1408,8 +1630,9 @@ class RegionsMixin(EngineState):
 
     def region_messages(self, expr: ast.expr, sink: SinkCall | None, label: str) -> None:
         node, frame = self.deref(expr)
-        if sink is not None and self.recording:
+        if sink is not None and (self.recording or self.frame.summary is not None):
             self._note_turn_context(expr, node, frame, sink)
+        if sink is not None and self.recording:
             self._note_turn_count(expr, node, frame, sink)
         elements: list[ast.expr] = []
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -1522,17 +1745,24 @@ class RegionsMixin(EngineState):
     ) -> None:
         """Note on ``sink`` each system message ahead of a stored history whose content holds
         what the newest user message holds (``SinkCall.turn_context``): a list written in
-        place or bound to a name not appended to before the sink (``[system, *history,
-        user]``, ``[system] + history + [user]``), its last element a user message, a
-        history between that is a parameter or a field of ``self`` which the function
-        appends to (the turn written back, read again next turn), and a parameter of the
-        function, proven (no call the analysis cannot see on the way), in both."""
+        place or bound to a name (``[system, *history, user]``, ``[system] + history +
+        [user]``, or a literal then added to in order before the sink: ``_added_parts``), its
+        last element a user message, a history between that is a parameter or a field of
+        ``self`` which the function appends to (the turn written back, read again next
+        turn), and a parameter of the function, proven (no call the analysis cannot see on
+        the way but a search's, ``retrieved``), in both. A history that is a parameter the
+        function does not append to is noted in its summary instead (``turn_histories``):
+        a caller that passes the history its client sent with the request reports it."""
         func = self.frame.func
         if func is None or frame is not self.frame or self.frame.once:
             return
-        if node is not expr and self._grown(expr, node, sink):
-            return
         parts = _list_parts(node)
+        if node is not expr and self._grown(expr, node, sink):
+            if parts is None:
+                return
+            # a list bound to a literal, then added to in order before the request
+            # (``messages = [system]; for m in history: messages.append(m); ...``)
+            parts = _added_parts(func, expr, node, parts, sink.node)
         if parts is None or len(parts) < 2:
             return
         newest, stored = parts[-1]
@@ -1563,14 +1793,17 @@ class RegionsMixin(EngineState):
                 if content is not None:
                     candidates.append((content, index + 1))
         for content, start in candidates:
-            history = grown = None
+            history = grown = handed = None
             for later, later_stored in parts[start:-1]:
-                if later_stored and _stored_history(later, params, self.frame.self_name):
-                    grown = _grows_in(func, later)
+                base = _history_base(later)
+                if later_stored and _stored_history(base, params, self.frame.self_name):
+                    grown = _grows_in(func, base)
                     if grown is not None:
                         history = later
                         break
-            if history is None or grown is None:
+                    if handed is None and isinstance(base, ast.Name):
+                        handed = later
+            if history is None and handed is None:
                 continue
             shared = sorted(
                 (
@@ -1578,13 +1811,83 @@ class RegionsMixin(EngineState):
                     for f in self._value(content, frame).facts
                     if f.kind is Kind.PARAM
                     and f.fix == own
-                    and f.proven
-                    and (f.param, f.detail) in held
+                    and (
+                        (f.proven and (f.param, f.detail) in held)
+                        or (retrieved(f) and _entry_of_input(f, held))
+                    )
                 ),
-                key=lambda f: f.rank,
+                key=lambda f: (not f.proven, f.rank),
             )
-            if shared:
-                sink.turn_context.append(TurnContext(content, history, newest, grown, shared[0]))
+            if not shared:
+                continue
+            if history is not None and grown is not None:
+                if self.recording:
+                    sink.turn_context.append(
+                        TurnContext(content, history, newest, grown, shared[0])
+                    )
+            elif handed is not None:
+                self._note_handed_history(content, handed, newest, shared[0])
+
+    def _note_handed_history(
+        self, content: ast.expr, history: ast.expr, newest: ast.expr, fact: Fact
+    ) -> None:
+        """Note in the function's summary (``Summary.turn_histories``) system text made from
+        the turn's input ahead of a history the function is given and does not append to."""
+        summary = self.frame.summary
+        base = _history_base(history)
+        if summary is None or not isinstance(base, ast.Name) or base.id not in summary.params:
+            return
+        index = summary.params.index(base.id)
+        steps = tuple(s for s in fact.via if s[0].startswith(ASSUMED))
+        noted = HandedHistory(
+            index,
+            _short_text(content),
+            content.lineno,
+            content.col_offset,
+            "",
+            _short_text(history),
+            newest.lineno,
+            fact.detail.split("[", 1)[0].split(".", 1)[0],
+            steps,
+        )
+        if noted not in summary.turn_histories:
+            summary.turn_histories.append(noted)
+
+    def note_handed_turns(
+        self,
+        summary: Summary,
+        arg_values: dict[int, tuple[Value, ast.expr | None]],
+        node: ast.Call,
+    ) -> None:
+        """At a call of a function that puts text made from the turn's input ahead of a
+        history it is given (``Summary.turn_histories``), note the call
+        (``handed_turns``) where that history is the one the request's client sent: a field
+        of a parameter of a web route's handler (``@router.post(...)``, ``@app.route``), or
+        its messages copied in order (``[{"role": m.role, "content": m.content} for m in
+        data.history]``). The client keeps the conversation and sends it back whole with
+        each question, so each request's history is the last one's and its new turn. The
+        turn's input must be what the request carried too (``data.question``, a parameter of
+        the handler): a route that asks a fixed question of that history (``answer("Sum it
+        up", data.history)``) searches for the same text each time."""
+        func = self.frame.func
+        if func is None or not _route_handler(func):
+            return
+        params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+        for noted in summary.turn_histories:
+            where = arg_values.get(noted.param, (CLEAN, None))[1]
+            asked = (
+                arg_values.get(summary.params.index(noted.name), (CLEAN, None))[1]
+                if noted.name in summary.params
+                else None
+            )
+            if where is None or asked is None:
+                continue
+            given, frame = self.deref(where)
+            if frame is not self.frame or not _client_history(given, params):
+                continue
+            question, frame = self.deref(asked)
+            if frame is self.frame and _request_input(question, params):
+                self.handed_turns.append(HandedTurn(node, where, noted, summary.name))
 
     def _note_turn_count(
         self, expr: ast.expr, node: ast.expr, frame: Frame, sink: SinkCall

@@ -301,7 +301,16 @@ def analyse_source(
                 entries, sinks = analyzer.run_module_only()
             exports = analyzer.export(requests, path)
             wanted = analyzer.wanted
-            ctx = ModuleContext(path, text, tree, config, entries, sinks, analyzer.breakpoint_calls)
+            ctx = ModuleContext(
+                path,
+                text,
+                tree,
+                config,
+                entries,
+                sinks,
+                analyzer.breakpoint_calls,
+                handed_turns=analyzer.handed_turns,
+            )
             lines_of = _line_reader(path, text)
             for code in sorted(codes):
                 check = CHECKS.get(code)

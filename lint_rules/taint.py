@@ -32,7 +32,7 @@ from .analysis.exports import (
     value_to_json,
 )
 from .calls import CallsMixin, Unresolved, called_name, converted_classes
-from .events import PrefixEntry, SinkCall
+from .events import HandedTurn, PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import (
     ASSUMED,
@@ -483,6 +483,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
         #: calls of a function (of any module) that puts a cache breakpoint on an argument:
         #: (the call, that argument, the function's name), for PC018
         self.breakpoint_calls: list[tuple[ast.Call, ast.expr, str]] = []
+        #: calls passing the history their client sent to a function that puts text made
+        #: from the turn's input ahead of it (``RegionsMixin.note_handed_turns``)
+        self.handed_turns: list[HandedTurn] = []
         self.unproven_memo = {}
         self.passed_memo = {}
         self.extra_sinks = extra_sinks
@@ -777,6 +780,18 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             functions.extend(info.methods.values())
         texts = {f: segment(f) for f in functions}
         sink_calls = self.sink_calls
+        # a sink function imported under another name (``import chat as ask``, found by its
+        # text ``chat as ``): its calls are written with that name
+        aliased = {c[: -len(b" as ")].decode() for c in sink_calls if c.endswith(b" as ")}
+        if aliased:
+            sink_calls = (
+                *sink_calls,
+                *(
+                    f"{local}(".encode()
+                    for local, qual in self.imports.items()
+                    if qual.rsplit(".", 1)[-1] in aliased and local not in aliased
+                ),
+            )
         flags = {
             f: triggered(text)
             or any(call in text for call in sink_calls)

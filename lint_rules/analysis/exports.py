@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ..events import HandedHistory
 from ..facts import ASSUMED, OVERRIDE, PINNABLE, Fact, Kind, Shape, Value, When
 from ..frames import ClassInfo, ExternalClass, SinkTarget, Summary
 from .reads import InputReads, ReadFields
@@ -185,6 +186,26 @@ def summary_to_json(summary: Summary, path: str) -> JSON:
         "marks": sorted(summary.marks),
         **(
             {
+                "turn_histories": [
+                    [
+                        h.param,
+                        h.content,
+                        h.line,
+                        h.col,
+                        h.path or path,
+                        h.history,
+                        h.newest,
+                        h.name,
+                        [[t, line, n, p or path] for t, line, n, p in h.steps],
+                    ]
+                    for h in summary.turn_histories
+                ]
+            }
+            if summary.turn_histories
+            else {}
+        ),
+        **(
+            {
                 "sink_lines": {
                     k: [line, name, p or path]
                     for k, (line, name, p) in sorted(summary.sink_lines.items())
@@ -237,6 +258,20 @@ def summary_from_json(data: JSON, classes: Callable[[str], object]) -> Summary:
     summary.sink_lines = {
         k: (int(v[0]), str(v[1]), str(v[2])) for k, v in data.get("sink_lines", {}).items()
     }
+    summary.turn_histories = [
+        HandedHistory(
+            int(h[0]),
+            str(h[1]),
+            int(h[2]),
+            int(h[3]),
+            str(h[4]),
+            str(h[5]),
+            int(h[6]),
+            str(h[7]),
+            tuple((str(t), int(line), str(n), str(p)) for t, line, n, p in h[8]),
+        )
+        for h in data.get("turn_histories", ())
+    ]
     return summary
 
 
@@ -259,6 +294,7 @@ def interesting(data: JSON) -> bool:
             or any(f[0] != Kind.PARAM.value for facts in data["stores"].values() for f in facts)
             or data["builder"]
             or data.get("marks")
+            or data.get("turn_histories")
         )
     return True
 

@@ -1318,11 +1318,15 @@ def _sink_names(exports: dict[str, Any]) -> frozenset[bytes]:
     ``.name(`` for each such method."""
     names: set[bytes] = set()
     for name, data in exports.get("functions", {}).items():
-        if data["param_sinks"] or data.get("attr_sinks"):
+        if data["param_sinks"] or data.get("attr_sinks") or data.get("turn_histories"):
             names.add(f"{name}(".encode())
+        if data.get("turn_histories"):
+            # imported under another name (``from .chat_service import chat as ask``): the
+            # file's calls of that name are calls of it (``Analyzer._close_relevance``)
+            names.add(f"{name} as ".encode())
     for cls in exports.get("classes", {}).values():
         for name, data in cls["methods"].items():
-            if data["param_sinks"] or data.get("attr_sinks"):
+            if data["param_sinks"] or data.get("attr_sinks") or data.get("turn_histories"):
                 names.add(f".{name}(".encode())
     return frozenset(names)
 

@@ -17,9 +17,19 @@ It also reports system text made from each turn's input ahead of the conversatio
 a request whose newest message is a user message holding a parameter of the function whole
 (`{"role": "user", "content": question}`), whose system text (`system=`, `instructions=`, or
 a system message of the list) holds that parameter too (`search(question)` in the
-instructions, through the program's own functions), and whose message list holds, after that
-system text, a stored history (a parameter or a field of `self`, `*history`, `[system] +
-self.history + [user]`) that the same function appends to.
+instructions, through the program's own functions or the search call of a store whose code is
+not seen: `similarity_search`, `retrieve`, `search`, `query`, ...; what such a call returns
+was found for the text it was given), and whose message list holds, after that system text, a
+stored history (a parameter or a field of `self`, `*history`, `history[-20:]`, `[system] +
+self.history + [user]`) that the same function appends to. The list is read where it is
+written, or where a list bound to a literal is then added to in order before the request
+(`messages.extend(self.history)`, `for m in history: messages.append({"role": m["role"],
+"content": m["content"]})`, then `messages.append(user)`). Where the function is given the
+history and does not append to it, the finding is at the call of a web route's handler
+(`@router.post(...)`, `@app.route(...)`) that passes as that history the one the request's
+client sent (`data.history`, or its messages copied in order) and as the turn's input the
+question it sent (`data.question`, a parameter of the handler): the client keeps the
+conversation and sends it back with each question.
 
 It also reports a count that the loop around the request changes on every pass, written into
 that system text ahead of a history the same loop appends to: a local counter stepped by the
@@ -45,11 +55,14 @@ name, a `+=` outside a loop and a function of the same module that returns it; n
 method, a function of another module or text added in a loop.
 
 The retrieved-context case is reported only when each step is proven: the parameter reaches
-the system text through code the analysis reads (context from a vector store's client is an
-unproven flow, not a finding), the newest message's text is that parameter itself (a message
-that also carries a setting of the session, `f"[{user_name}] {text}"`, is not), and the
-function itself appends to the history it sends (a history handed in and never written back
-may be rebuilt by the caller each time).
+the system text through code the analysis reads or a search call (another call the analysis
+cannot see makes it an unproven flow, not a finding), the newest message's text is that
+parameter itself (a message that also carries a setting of the session, `f"[{user_name}]
+{text}"`, is not), and the history is one the function appends to or one a web route's client
+sent with the request (a history handed in by any other caller may be rebuilt by it each time,
+and is not reported; nor is one filtered by a condition on the way, one passed with a fixed
+question, searched for the same text each time, or an alias the driver does not find: the call
+is found by the function's name, or the name it is imported as).
 
 The count is read only in the function that sends the request, in the innermost loop around
 it: a count kept in a field, in a state dict updated between runs (a budget of tool calls
@@ -99,9 +112,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .._base import Diagnostic, Related, Severity
+from .._base import Diagnostic, Location, Related, Severity
 from ..context import ModuleContext
-from ..facts import Fact, Kind, Value
+from ..facts import ASSUMED, SEARCHED, Fact, Kind, Value, replace
+from ..regions import retrieved
 from ._shared import LONG_STATIC_CHARS
 
 
@@ -148,6 +162,23 @@ def _short(node: ast.AST) -> str:
     return what if len(what) <= 40 else what[:37] + "..."
 
 
+def _searched(fact: Fact) -> Fact:
+    """``fact`` with each step through a search call it went through (``retrieved``) named
+    as such: what the search returns was found for the turn's input, a proven step."""
+    if fact.proven or not retrieved(fact):
+        return fact
+    via = tuple(
+        (
+            f"{SEARCHED} {name}()" if text.startswith(ASSUMED) else text,
+            line,
+            name,
+            path,
+        )
+        for text, line, name, path in fact.via
+    )
+    return replace(fact, via=via, detail=fact.detail.split("[", 1)[0].split(".", 1)[0])
+
+
 def _turn_context(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Diagnostic]:
     """A system message made from what the newest message holds, ahead of a stored history
     the function appends to (``SinkCall.turn_context``)."""
@@ -159,7 +190,7 @@ def _turn_context(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Di
             if key in seen:
                 continue
             seen.add(key)
-            fact = found.shared
+            fact = _searched(found.shared)
             name = fact.detail
             history = _short(found.history)
             grown = found.grown.lineno
@@ -204,10 +235,51 @@ def _turn_counts(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Dia
             yield ctx.diagnostic("PC010", message, found.count, Severity.WARNING, related)
 
 
+def _handed_turns(ctx: ModuleContext) -> Iterator[Diagnostic]:
+    """A call passing the history its request's client sent to a function that puts text
+    made from the turn's input ahead of it (``ModuleContext.handed_turns``)."""
+    seen: set[tuple[int, int]] = set()
+    for turn in ctx.handed_turns:
+        key = (turn.argument.lineno, turn.argument.col_offset)
+        if key in seen:
+            continue
+        seen.add(key)
+        noted = turn.noted
+        path = noted.path or ctx.path
+        searched = "".join(f" through the search `{name}()`" for _, _, name, _ in noted.steps)
+        message = (
+            f"in {turn.callee}(), `{noted.content}` is made from `{noted.name}`{searched} and "
+            f"is system text ahead of the history `{noted.history}`, given here as the one the "
+            "request's client sent (its conversation, sent back with each question): it "
+            "changes every turn, so none of the history after it is read from the cache: put "
+            "it in the newest message instead"
+        )
+        related = (
+            Related(
+                Location(path, noted.line, noted.col, noted.line, noted.col),
+                f"`{noted.content}` is system text made from `{noted.name}`, the turn's input",
+            ),
+            *(
+                Related(
+                    Location(p or path, line, 0, line, 0),
+                    f"`{name}` is a search for `{noted.name}`: what it returns was found for it",
+                    value=name,
+                )
+                for _, line, name, p in noted.steps
+            ),
+            Related(
+                Location(path, noted.newest, 0, noted.newest, 0),
+                f"the newest message holds `{noted.name}`, after `{noted.history}`",
+            ),
+        )
+        yield ctx.diagnostic("PC010", message, turn.argument, Severity.WARNING, related)
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     yield from _turn_context(ctx, seen)
     yield from _turn_counts(ctx, seen)
+    yield from _handed_turns(ctx)
     for entry in ctx.entries:
         if entry.once or entry.region not in ("system", "frozen", "session"):
             continue

@@ -25,7 +25,7 @@ from lint_markers import FIXTURES, fixture_config
 from promptcache.lint_rules import Diagnostic, Related, lint_source
 from promptcache.lint_rules.chains import Lines, chain_holds
 from promptcache.lint_rules.config import parse_table
-from promptcache.lint_rules.facts import ASSUMED, OVERRIDE, Fact, Kind, Value, canonical
+from promptcache.lint_rules.facts import ASSUMED, OVERRIDE, SEARCHED, Fact, Kind, Value, canonical
 from promptcache.lint_rules.registry import KNOWN_CODES
 from promptcache.lint_rules.runner import lint_paths
 
@@ -47,7 +47,7 @@ def _lines(path: str) -> list[str]:
 #: a step of a chain: "`name` passes it on: <what> <function>" (``LintContext.chain``)
 _STEP = re.compile(r"^`(?P<name>[^`]+)` passes it on: (?P<what>.+?) (?P<function>[\w.]+)(\(\))?$")
 #: what a step says the call did with the value
-_STEP_KINDS = ("returned by", "stored by", ASSUMED, "read from the property")
+_STEP_KINDS = ("returned by", "stored by", ASSUMED, SEARCHED, "read from the property")
 #: a step at the call that sends the value inside a method chosen at run time (an override of
 #: the abstract method called, or the method of one of the classes the receiver may be)
 _SENT = re.compile(
