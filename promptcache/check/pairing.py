@@ -201,10 +201,13 @@ _WORD: Final = re.compile(r"[\w:.+/-]")
 def _closest_pairs(left: list[Sent], right: list[Sent]) -> list[tuple[Sent, Sent]]:
     """Pair requests that have no identical partner, each of ``left`` in order with the one of
     the next ``_PARTNER_WINDOW`` of ``right`` that differs least: the longest shared run of
-    segments, then the fewest characters changed in the first segment that differs; the
+    segments, then the most segments equal after it (the same question after a system prompt
+    that differs), then the fewest characters changed in the first segment that differs; the
     earliest on a tie, so a program that sends its requests in the same order is paired in
     order. Pool workers that put their own data beside a time in the prefix and finish in
-    another order are then not compared with each other's data."""
+    another order are then not compared with each other's data, and two questions sent from
+    one call site after a context that differs in both runs are each compared with their own
+    question's request."""
     pairs: list[tuple[Sent, Sent]] = []
     waiting = list(right)
     for a in left:
@@ -218,10 +221,11 @@ def _closest_pairs(left: list[Sent], right: list[Sent]) -> list[tuple[Sent, Sent
     return pairs
 
 
-def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
-    """How alike two requests are: segments shared from the start, then minus the characters
-    the first differing segment changes (its length outside the shared start and end, widened
-    to whole words)."""
+def _closeness(a: Sent, b: Sent) -> tuple[int, int, int]:
+    """How alike two requests are: segments shared from the start, then how many of the
+    segments after those are equal (counted as multisets of segment hashes), then minus the
+    characters the first differing segment changes (its length outside the shared start and
+    end, widened to whole words)."""
     fa, fb = a.fingerprint, b.fingerprint
     shared = 0
     for x, y in zip(fa.chained, fb.chained, strict=False):
@@ -229,7 +233,10 @@ def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
             break
         shared += 1
     if shared >= min(len(fa.segments), len(fb.segments)):
-        return shared, 0
+        return shared, 0, 0
+    later = Counter(seg.sha256 for seg in fa.segments[shared + 1 :]) & Counter(
+        seg.sha256 for seg in fb.segments[shared + 1 :]
+    )
     x, y = fa.segments[shared].text, fb.segments[shared].text
     start = common_prefix_len(x, y)
     end = common_prefix_len(x[start:][::-1], y[start:][::-1])
@@ -239,7 +246,7 @@ def _closeness(a: Sent, b: Sent) -> tuple[int, int]:
         start -= 1
     while end > 0 and _WORD.match(x[len(x) - end]):
         end -= 1
-    return shared, 2 * (start + end) - len(x) - len(y)
+    return shared, sum(later.values()), 2 * (start + end) - len(x) - len(y)
 
 
 def _identity(sent: Sent) -> tuple[object, ...]:

@@ -129,3 +129,57 @@ def test_a_time_in_every_stored_turn_is_one_finding_not_one_per_message(tmp_path
     assert [(f.rule, f.path, f.causes, f.requests) for f in result.findings] == [
         ("PC001", "messages[1].content", ("clock",), 3)
     ]
+
+
+RAG_QUESTIONS = """
+import math, os, httpx
+base = os.environ["OPENAI_BASE_URL"]
+POLICY = " ".join(f"Rule {i}: answer only from the context and cite its title." for i in range(60))
+DOCS = {
+    "Refunds": "A refund is issued within 30 days of purchase to the original card. " * 6,
+    "Shipping": "Standard shipping takes 3-5 days; express takes 1-2 days for $15. " * 6,
+    "Warranty": "Devices carry a two-year warranty for manufacturing defects. " * 6,
+    "Accounts": "Reset a password from the login page; use two-factor sign-in. " * 6,
+    "Returns": "Return items in their original packaging with the label. " * 6,
+}
+
+def embed(texts):
+    got = httpx.post(base + "/embeddings", json={"model": "text-embedding-3-small",
+                     "input": texts, "encoding_format": "float"}, timeout=30).json()
+    return [d["embedding"] for d in got["data"]]
+
+vectors = dict(zip(DOCS, embed(list(DOCS.values()))))
+
+def answer(question, titles):
+    [q] = embed([question])
+    # the titles whose cosine passes a threshold (every one here), in a set: the bug, its
+    # order follows the hash seed
+    picked = {t for t in titles if sum(a * b for a, b in zip(q, vectors[t])) > -2}
+    context = "\\n\\n".join(f"## {t}\\n{DOCS[t]}" for t in picked)
+    system = f"You are a support assistant.\\n{POLICY}\\n\\nContext:\\n{context}"
+    body = {"model": "gpt-4o-mini", "messages": [
+        {"role": "system", "content": system}, {"role": "user", "content": question}]}
+    return httpx.post(base + "/chat/completions", json=body, timeout=30)
+
+for question, titles in [("How long does shipping take?", ["Accounts", "Warranty", "Shipping"]),
+                         ("How much is express shipping?", ["Returns", "Shipping", "Accounts"])]:
+    answer(question, titles)
+"""
+
+
+def test_two_questions_after_a_reordered_context_are_paired_by_their_questions(
+    tmp_path: Path,
+) -> None:
+    # a RAG script asks two questions from one call site; the documents of each are joined in
+    # a set's order, so every system message differs between the runs. Run 0's first request
+    # was compared with run 1's second when that one's system text changed fewer characters
+    # (the contexts differ in length), and the reordering read as an unexplained PC002; each
+    # request is now compared with the one that asked the same question
+    result = check_source(tmp_path, "rag_questions.py", RAG_QUESTIONS)
+    assert [(f.rule, f.path, f.causes, f.requests) for f in result.findings] == [
+        ("PC004", "messages[0].content", ("hash_seed",), 2)
+    ]
+    [run0, run1] = result.runs
+    # 2 chats, 1 embedding of the 5 documents, 1 of each question: all answered
+    assert len(run0.requests) == len(run1.requests) == 5
+    assert {r.status for r in run0.requests + run1.requests} == {200}
