@@ -41,6 +41,7 @@ from .facts import (
     entry_suffix,
     field_keyed,
     field_read,
+    fields_read,
     into_fields,
     join,
     joined_servers,
@@ -975,11 +976,17 @@ class CallsMixin(EngineState):
                         # (``api.start()`` storing ``Chat(chat_id=...)`` into ``api.last``):
                         # the callee's read of one field takes that field's facts alone
                         facts = dict(stored.items).get(parts[1], CLEAN).facts
-                    elif len(parts) > 1 and self.frame.func is not None:
-                        # the callee reads one field of what we stored there
-                        # (``self.base_agent.system_message``): a parameter of ours stored
-                        # whole passes only that field
-                        facts = param_entry(facts, parts[1], id(self.frame.func), attribute=True)
+                    elif len(parts) > 1:
+                        # the callee reads fields of what was stored there (``self._entries
+                        # .get(name).content``): a time or id a factory stamped into another
+                        # field (``created_at``) is not what it reads
+                        facts = fields_read(facts, (p.split("[", 1)[0] for p in parts[1:]))
+                        if self.frame.func is not None:
+                            # (``self.base_agent.system_message``): a parameter of ours stored
+                            # whole passes only that field
+                            facts = param_entry(
+                                facts, parts[1], id(self.frame.func), attribute=True
+                            )
                     held = held | facts
             return held
 

@@ -690,13 +690,35 @@ def field_read(facts: frozenset[Fact], name: str) -> frozenset[Fact]:
     """``facts`` of an object whose fields are not known, read at its field ``name``: a fact
     marked as another field's (``field_keyed``) is left out, one marked as this field's loses
     the mark; every other fact stays."""
-    if not any(f.key and f.key[0].startswith(".") for f in facts):
+    if not any(k.startswith(".") for f in facts for k in f.key):
         return facts
     own = f".{name}"
+    out = set()
+    for f in facts:
+        # constant dict keys before the first field mark were left by a read at a computed
+        # key (``self._entries.get(name)`` of an entry stored under "main"): the object read
+        # is that entry, so its field mark decides
+        at = next((i for i, k in enumerate(f.key) if k.startswith(".")), -1)
+        if at < 0:
+            out.add(f)
+        elif f.key[at] == own:
+            out.add(replace(f, key=f.key[at + 1 :]))
+    return frozenset(out)
+
+
+def fields_read(facts: frozenset[Fact], names: Iterable[str]) -> frozenset[Fact]:
+    """``facts`` of an object whose fields are not known, read along the fields ``names``
+    (``entry.versions[-1].content``, a summary's path ``versions.content``): a fact marked as
+    a field's (``field_keyed``) that is none of them is left out, one marked as one of them
+    loses the mark. A mark is not nested under the field of the object that holds it (an
+    object kept in another's field keeps its own marks), so any field on the path counts."""
+    if not any(f.key and f.key[0].startswith(".") for f in facts):
+        return facts
+    read = {f".{name}" for name in names}
     return frozenset(
-        replace(f, key=f.key[1:]) if f.key[:1] == (own,) else f
+        replace(f, key=f.key[1:]) if f.key[:1] and f.key[0] in read else f
         for f in facts
-        if not (f.key and f.key[0].startswith(".") and f.key[0] != own)
+        if not (f.key and f.key[0].startswith(".") and f.key[0] not in read)
     )
 
 
