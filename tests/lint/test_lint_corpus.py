@@ -112,6 +112,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         63: 20270134,
         64: 20270135,
         65: 20270136,
+        66: 20270137,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -192,6 +193,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         63: 6,
         64: 6,
         65: 6,
+        66: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -504,6 +506,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Nithesh1109/Senku-ai-assistant",
             "ZeroMadLife/sage-agent",
             "tars16775/tars",
+        ],
+        66: [
+            "MojoGlover/Genesis",
+            "Vironnimo/vbot",
+            "ljlabs/Route.llm",
         ],
     }
     for batch, tuning in recorded.items():
