@@ -113,6 +113,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         64: 20270135,
         65: 20270136,
         66: 20270137,
+        67: 20270138,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -194,6 +195,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         64: 6,
         65: 6,
         66: 6,
+        67: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -511,6 +513,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "MojoGlover/Genesis",
             "Vironnimo/vbot",
             "ljlabs/Route.llm",
+        ],
+        67: [
+            "AAAYQ03/Video_Agent_v2",
+            "Agares9/Medical-Assistant",
+            "JACK-AI7/J.A.C.K.A.I.AGENT",
         ],
     }
     for batch, tuning in recorded.items():
