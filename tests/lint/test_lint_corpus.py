@@ -114,6 +114,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         65: 20270136,
         66: 20270137,
         67: 20270138,
+        68: 20270139,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -196,6 +197,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         65: 6,
         66: 6,
         67: 6,
+        68: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -518,6 +520,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AAAYQ03/Video_Agent_v2",
             "Agares9/Medical-Assistant",
             "JACK-AI7/J.A.C.K.A.I.AGENT",
+        ],
+        68: [
+            "AS26-Lab/myralis-backend",
+            "Nithishkumars05/Athena-AI",
+            "Obulesu003/Jarvis-assistant",
         ],
     }
     for batch, tuning in recorded.items():
