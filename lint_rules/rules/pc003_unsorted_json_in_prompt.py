@@ -16,6 +16,11 @@ application, whose key order is the store's).
 in an order that changes between processes, and a database JSON column may hand stored tool-call
 arguments back in another order, so the same data renders as different prompt bytes and breaks
 the cached prefix. Anthropic's docs warn that tool-use JSON must keep a stable key order.
+A dict built in an unstable order is a warning. Stored tool-call arguments are info: Python
+keeps the order the model wrote them in, and a store that reorders them does so the same way
+on every read (PostgreSQL's `jsonb` keeps keys in one fixed order of its own), so the text
+changes at most once per call stored, between the requests sent before it was stored and those
+rebuilt from the store, not on every request.
 
 ## Known problems
 Python dicts keep insertion order, so a dict built the same way on every request (a literal,
@@ -44,6 +49,8 @@ sent once; afterwards the text is stable. Safe.
 ## References
 - https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked 2026-11-30)
 - https://docs.python.org/3/library/json.html#json.dumps
+- https://www.postgresql.org/message-id/571D6FE6.5080604%40dunslane.net (`jsonb`'s key order
+  is fixed; checked 2026-12-07)
 """
 
 from __future__ import annotations
@@ -71,7 +78,8 @@ def _fix(fact: Fact) -> Fix | None:
 def _why(fact: Fact) -> str:
     if fact.granularity == "arguments":
         return (
-            "a tool call's arguments, stored since the model wrote them, keep the store's key order"
+            "a tool call's arguments come in the key order they were stored with, which a "
+            "database's JSON column may change once after the model wrote them"
         )
     line = fact.site[0]
     where = f" at line {line}" if line else ""
@@ -85,7 +93,7 @@ def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
             f"`{fact.detail}` flows into the cached prefix ({entry.sink}); {_why(fact)}, so "
             "the text can change between requests: use sort_keys=True",
             entry.node,
-            Severity.WARNING,
+            Severity.INFO if fact.granularity == "arguments" else Severity.WARNING,
             ctx.chain(fact, "serialised here"),
             _fix(fact),
         )

@@ -1,6 +1,8 @@
 """Severity follows how often the text changes. PC004: a set of strings (per process) and tasks
 in the order they finish (per run) are errors; a directory listing, stable on one machine while
-the folder is unchanged, is info, the cost of a day-precision date."""
+the folder is unchanged, is info, the cost of a day-precision date. PC003: a dict built in a
+set's order is a warning; stored tool-call arguments, whose key order a store changes at most
+once per call, are info."""
 
 from __future__ import annotations
 
@@ -57,3 +59,39 @@ def test_sorted_order_is_no_finding_at_any_severity(source: str) -> None:
     fixed = TEMPLATE.format(source=f"sorted({source})")
     assert [d for d in lint_source(fixed, "app.py").diagnostics if d.code == "PC004"] == []
 
+
+STORED_ARGUMENTS = """
+import json
+
+import openai
+
+
+def replay(turns: list[dict]) -> list[dict]:
+    out = []
+    for turn in turns:
+        function = {"name": turn["tool"], "arguments": json.dumps(turn["args"])}
+        call = {"id": turn["id"], "type": "function", "function": function}
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    return out
+
+
+def ask(turns: list[dict], names: set[str], question: str):
+    shown = json.dumps({name: turns[0]["args"].get(name) for name in names})
+    return openai.OpenAI().chat.completions.create(
+        model="gpt-5",
+        messages=[
+            {"role": "system", "content": "Shown: " + shown},
+            *replay(turns),
+            {"role": "user", "content": question},
+        ],
+    )
+"""
+
+
+def test_pc003_on_stored_tool_arguments_is_info_and_on_a_set_built_dict_a_warning() -> None:
+    found = [d for d in lint_source(STORED_ARGUMENTS, "app.py").diagnostics if d.code == "PC003"]
+    # (severity, where it enters the request, where it was serialised)
+    assert sorted((d.severity, d.location.line, d.related[0].location.line) for d in found) == [
+        (Severity.INFO, 22, 10),
+        (Severity.WARNING, 21, 17),
+    ]
