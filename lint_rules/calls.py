@@ -16,11 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from . import sinks
+from .conversations import held_contents
 from .facts import (
     ASSUMED,
     CLEAN,
     MAX_VALUE_FACTS,
     MESSAGE_ROLES,
+    ONCE,
     ONE_SERVER,
     OVERRIDE,
     SAMPLED,
@@ -42,6 +44,7 @@ from .facts import (
     field_keyed,
     field_read,
     fields_read,
+    held_once,
     into_fields,
     join,
     joined_servers,
@@ -2054,13 +2057,18 @@ class CallsMixin(EngineState):
         ):
             self.eval(content)
             return
+        # a system message a conversation this function holds starts with: written there once
+        # (``conversations.held_contents``)
+        held = func is not None and id(content) in held_contents(func)
         if isinstance(content, (ast.List, ast.Tuple)):
             for block in content.elts:
                 text = _dict_get(block, "text") if isinstance(block, ast.Dict) else None
                 target = text if text is not None else block
-                self.record("system", self.eval(target), target, label)
+                value = self.eval(target)
+                self.record("system", map_facts(value, held_once) if held else value, target, label)
         else:
-            self.record("system", self.eval(content), content, label)
+            value = self.eval(content)
+            self.record("system", map_facts(value, held_once) if held else value, content, label)
 
 
 def converted_classes(
@@ -2483,6 +2491,8 @@ def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:
         return Value(given).ordered().facts
     if grain == "order":
         return order_of(given)
+    if grain == ONCE:
+        return held_once(given)
     return given
 
 
@@ -2503,7 +2513,7 @@ def order_of(facts: frozenset[Fact]) -> frozenset[Fact]:
 def split_grain(key: str) -> tuple[str, str]:
     """A summary's sink key and its granularity suffix (``"0~sorted"`` -> ("0", "sorted"))."""
     base, sep, grain = key.rpartition("~")
-    if sep and grain in ("sorted", "order"):
+    if sep and grain in ("sorted", "order", ONCE):
         return base, grain
     return key, ""
 

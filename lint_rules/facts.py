@@ -119,6 +119,11 @@ def joined_servers(facts: frozenset[Fact], inside: Callable[[Fact], bool]) -> fr
 #: Kinds whose facts stop mattering when the value is computed once (at import or per session).
 PINNABLE = frozenset({Kind.TIME, Kind.UNIQUE, Kind.VARIES, Kind.LOOP})
 
+#: the granularity of a PARAM fact whose parameter the function writes once into a
+#: conversation it starts and holds (``conversations.held_conversations``): what a caller
+#: passes for it is computed once per conversation (``held_once``)
+ONCE = "once"
+
 #: the granularity of the UNIQUE fact of a list drawn by ``random.sample(pool, k)``: which
 #: elements of the pool it holds, in which order, is new per call, but each element is one of
 #: the pool's values, so an element taken in a loop holds only what the pool's elements hold;
@@ -976,6 +981,21 @@ def passed_role(given: frozenset[Fact], role: str) -> frozenset[Fact]:
     if role.startswith("="):
         return narrowed(Value(given), role[1:]).facts
     return wrapped(Value(given), role).facts
+
+
+def held_once(facts: frozenset[Fact]) -> frozenset[Fact]:
+    """``facts`` as written once into a conversation that the function holds for all its
+    requests: per-request facts pinned (``Value.pinned``), and each parameter's whole fact
+    marked ``ONCE``, so that what a caller passes for it is pinned too (``calls.with_grain``)."""
+    out = set()
+    for f in facts:
+        if f.kind is Kind.PARAM and f.granularity == "":
+            out.add(replace(f, granularity=ONCE))
+        elif f.kind in PINNABLE and not f.pinned:
+            out.add(replace(f, pinned=True))
+        else:
+            out.add(f)
+    return frozenset(out)
 
 
 def map_facts(value: Value, change: Callable[[frozenset[Fact]], frozenset[Fact]]) -> Value:

@@ -17,8 +17,9 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from .conversations import held_conversations
 from .events import Block, HandedHistory, HandedTurn, SinkCall, TurnContext, TurnCount
-from .facts import ASSUMED, CLEAN, Fact, Kind, Shape, Value, replace
+from .facts import ASSUMED, CLEAN, Fact, Kind, Shape, Value, held_once, map_facts, replace
 from .frames import Choice, ClassInfo, EngineState, ExternalClass
 from .nodes import all_nodes
 from .sinks import SinkSpec, is_measure_name, sent_tool_fields
@@ -1686,6 +1687,9 @@ class RegionsMixin(EngineState):
         # a named list appended to after its literal (``messages.append(question)``): the
         # newest message is the appended one, so every element of the literal is prefix
         grown = node is not expr and frame is self.frame and self._grown(expr, node, sink)
+        # a conversation this function starts and resends in a loop: its messages were
+        # written once (``conversations.held_conversations``)
+        held = frame.func is not None and id(node) in held_conversations(frame.func)
         if grown and sink is not None:
             self._record_earlier_turns(expr, node, sink, label)
         for index, written in enumerate(elements):
@@ -1693,6 +1697,8 @@ class RegionsMixin(EngineState):
             elt = self.keyword_dict(written)
             if isinstance(elt, ast.Starred) or not isinstance(elt, ast.Dict):
                 value = self._value(elt, frame)
+                if held:
+                    value = map_facts(value, held_once)
                 if sink is not None:
                     sink.complete = False
                     sink.blocks.append(Block("messages", elt, CLEAN, None, opaque=True))
@@ -1730,6 +1736,8 @@ class RegionsMixin(EngineState):
                     continue
                 text = self._text_node(piece) if isinstance(piece, ast.Dict) else piece
                 value = self._value(text, frame)
+                if held:
+                    value = map_facts(value, held_once)
                 if not tail or region == "system":
                     self.record(region, value, text, label)
                 if sink is not None:

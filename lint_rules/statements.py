@@ -14,6 +14,7 @@ from typing import Any
 
 from . import sinks
 from .calls import Unresolved, order_of, split_grain, unproven, with_grain
+from .conversations import held_conversations
 from .facts import (
     ANY_KEY,
     CHOSEN_BY_IF,
@@ -29,6 +30,7 @@ from .facts import (
     canonical,
     concat,
     field_keyed,
+    held_once,
     join,
     joined_servers,
     keyed,
@@ -1027,6 +1029,14 @@ class StatementsMixin(EngineState):
 
     def assign(self, target: ast.expr, value: Value, expr: ast.expr | None) -> None:
         frame = self.frame
+        if (
+            expr is not None
+            and frame.func is not None
+            and id(expr) in held_conversations(frame.func)
+        ):
+            # a conversation this function starts and resends for every request of a loop:
+            # what its messages hold is written there once (``conversations``)
+            value = map_facts(value, held_once)
         if isinstance(target, ast.Name):
             frame.env[target.id] = value
             frame.dict_keys.pop(target.id, None)

@@ -37,6 +37,7 @@ from .exprs import ExprsMixin
 from .facts import (
     ASSUMED,
     CLEAN,
+    ONCE,
     OVERRIDE,
     PINNABLE,
     SELF,
@@ -930,7 +931,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
                 summary = own
                 # what of it: its contents without its order ("~sorted"), or its order only
                 # ("~order": a list built by iterating it)
-                grain = f"~{f.granularity}" if f.granularity in ("sorted", "order") else ""
+                grain = f"~{f.granularity}" if f.granularity in ("sorted", "order", ONCE) else ""
                 method = method_result(f.detail) if f.param >= 0 else None
                 if f.param == SELF and f.detail.startswith("self."):
                     name = f.detail[len("self.") :] + grain

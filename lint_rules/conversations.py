@@ -1,0 +1,227 @@
+"""Conversations a function starts and holds: a list of messages written out in place, then sent
+and grown by a loop of the same function.
+
+```python
+conversation = [
+    {"role": "system", "content": system_prompt},
+    {"role": "user", "content": task},
+]
+for _ in range(max_turns):
+    reply = llm.chat(conversation)
+    conversation.append({"role": "assistant", "content": reply})
+```
+
+Every request of the loop resends the messages the list was made with, unchanged: what they
+hold (a time, a run id) was written once into this conversation, frozen there, and changes only
+with the next conversation, which starts from no history at all. The analysis takes it as
+computed once, as a field set by ``__init__`` is once per object (``Value.pinned``; a
+parameter's fact gets granularity ``"once"``, so that a caller's argument is pinned too).
+
+Not such a conversation: a list that takes a history from elsewhere (``[system, *history]``,
+``conversation.extend(self.history)`` before the loop), one rebound, or one whose messages are
+replaced (``conversation[0] = ...``, ``insert``), or one made inside the loop that sends it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+#: methods that add messages after the existing ones
+_GROWS = frozenset({"append", "extend"})
+#: methods that change which message is where in the list, or remove one
+_REWRITES = frozenset({"insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"})
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def held_conversations(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of the list displays ``func`` binds a name to, once, outside any loop, whose
+    elements are message dicts or constructor calls (no ``*splat``), where a later loop of
+    ``func`` both passes the bare name to a call (the request, or a wrapper that sends it) and
+    grows it (``append``, ``extend``, ``+=``), and nothing anywhere in ``func`` rebinds the
+    name, grows it outside such a loop or rewrites its messages (item stores, ``insert``,
+    ``pop`` ...). Found once per function (kept on the node)."""
+    known: frozenset[int] | None = func.__dict__.get("_held_conversations")
+    if known is None:
+        known = func.__dict__["_held_conversations"] = frozenset(_find(func))
+    return known
+
+
+def held_contents(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of the ``content`` values of the message dicts written out in the
+    conversations ``func`` holds (``held_conversations``): a system message's text there is
+    written once into the conversation, not sent afresh per request."""
+    known: frozenset[int] | None = func.__dict__.get("_held_contents")
+    if known is None:
+        out: set[int] = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.List) and id(node) in held_conversations(func):
+                for element in node.elts:
+                    if isinstance(element, ast.Dict):
+                        out.update(
+                            id(value)
+                            for key, value in zip(element.keys, element.values, strict=True)
+                            if isinstance(key, ast.Constant) and key.value == "content"
+                        )
+        known = func.__dict__["_held_contents"] = frozenset(out)
+    return known
+
+
+def _own(node: ast.AST, in_loop: bool = False) -> list[tuple[ast.AST, bool]]:
+    """Every node of ``node``'s own body (not of a nested function or class), each with
+    whether it lies inside a loop of that body."""
+    out: list[tuple[ast.AST, bool]] = []
+    todo: list[tuple[ast.AST, bool]] = [(child, in_loop) for child in ast.iter_child_nodes(node)]
+    while todo:
+        current, looped = todo.pop()
+        if isinstance(current, _SCOPES):
+            continue
+        out.append((current, looped))
+        inner = looped or isinstance(current, _LOOPS)
+        todo.extend((child, inner) for child in ast.iter_child_nodes(current))
+    return out
+
+
+def _message_list(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.List)
+        and bool(node.elts)
+        and all(isinstance(e, (ast.Dict, ast.Call)) for e in node.elts)
+    )
+
+
+def _find(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    nodes = _own(func)
+    bindings: dict[str, list[tuple[ast.AST, bool]]] = {}
+    for node, looped in nodes:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
+        elif isinstance(node, ast.NamedExpr):
+            targets = [node.target]
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                    bindings.setdefault(name.id, []).append((node, looped))
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    found: list[int] = []
+    for name, bound in bindings.items():
+        if len(bound) != 1 or name in params:
+            continue
+        stmt, looped = bound[0]
+        if looped or not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            continue
+        if isinstance(stmt, ast.Assign) and (
+            len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name)
+        ):
+            continue
+        value = stmt.value
+        if value is None or not _message_list(value):
+            continue
+        if _held_by_a_loop(func, name, stmt):
+            found.append(id(value))
+    return found
+
+
+def _held_by_a_loop(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, bound: ast.stmt
+) -> bool:
+    """Whether a loop after ``bound`` sends and grows ``name``, and nothing else in ``func``
+    changes it: outside such a loop it grows only by messages written out in place, in no
+    other loop (``conversation.append({"role": "user", ...})``, not ``extend(self.history)``
+    nor a loop copying a history into it), no call takes it, no message of it is rewritten
+    anywhere, and it is not ``global``/``nonlocal``."""
+    nodes = _own(func)
+    holding = [
+        node
+        for node, _ in nodes
+        if isinstance(node, _LOOPS)
+        and node.lineno > bound.lineno
+        and _sends(node, name)
+        and _grows(node, name)
+    ]
+    if not holding:
+        return False
+    inside = {id(sub) for loop in holding for sub in ast.walk(loop)}
+    for node, looped in nodes:
+        held = id(node) in inside
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return False
+        if (
+            not held
+            and isinstance(node, ast.Call)
+            and any(_is(a, name) for a in (*node.args, *(k.value for k in node.keywords)))
+        ):
+            return False  # handed to a call outside the loop, which may add a history to it
+        if isinstance(node, ast.AugAssign) and _is(node.target, name):
+            if not held and (looped or not _written_out(node.value)):
+                return False
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            if any(isinstance(t, ast.Subscript) and _is(_base(t), name) for t in targets):
+                return False  # ``conversation[0] = ...``: a message replaced
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and _is(_base(node.func.value), name)
+        ):
+            method = node.func.attr
+            if method in _REWRITES:
+                return False
+            if method in _GROWS and not held:
+                added = node.args[0] if len(node.args) == 1 and not node.keywords else None
+                if (
+                    looped
+                    or added is None
+                    or not (
+                        isinstance(added, ast.Dict) if method == "append" else _written_out(added)
+                    )
+                ):
+                    return False
+    return True
+
+
+def _written_out(node: ast.expr) -> bool:
+    """A list of message dicts written out in place (``[{"role": "user", ...}]``)."""
+    return isinstance(node, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Dict) for e in node.elts
+    )
+
+
+def _is(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _base(node: ast.expr) -> ast.expr:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node
+
+
+def _sends(loop: ast.stmt, name: str) -> bool:
+    """A call in ``loop`` takes the bare name as an argument (``llm.chat(conversation)``,
+    ``create(messages=conversation)``)."""
+    for node, _ in _own(loop):
+        if isinstance(node, ast.Call) and any(
+            _is(arg, name) for arg in (*node.args, *(k.value for k in node.keywords))
+        ):
+            return True
+    return False
+
+
+def _grows(loop: ast.stmt, name: str) -> bool:
+    for node, _ in _own(loop):
+        if isinstance(node, ast.AugAssign) and _is(node.target, name):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _GROWS
+            and _is(node.func.value, name)
+        ):
+            return True
+    return False
