@@ -48,6 +48,7 @@ from .facts import (
     into_fields,
     join,
     joined_servers,
+    key_read,
     keyed_field,
     map_facts,
     method_result,
@@ -1124,6 +1125,12 @@ class CallsMixin(EngineState):
                 held, rest = entry_and_rest(argument, f.detail, call_line)
                 given = keys_kept(held) if kept and not rest else held.facts
                 base = f.detail[: -len(rest)] if rest else f.detail
+                unfollowed = entry_path(f"_{rest}") if rest else None
+                if unfollowed and not unfollowed[0][1] and isinstance(unfollowed[0][0], str):
+                    # the elements' structure is not known, but a time or id the argument
+                    # holds under another constant key of them (``created_at`` beside the
+                    # ``content`` read) is not what the callee reads (``key_read``)
+                    given = key_read(given, unfollowed[0][0])
                 if rest and held is not argument and keyed_field(f.detail):
                     # the field was followed, not the key read below it: all the
                     # field holds is passed, its other keys too (an unproven step)
@@ -1223,7 +1230,7 @@ class CallsMixin(EngineState):
                 for attr_facts in summary.attr_stores.values():
                     by_attr |= attr_facts
                 facts = facts - by_attr
-                self.store_own_fields(summary, substitute)
+                self.store_own_fields(summary, substitute, arg_values)
             elif index == SELF and receiver_text is not None and summary.attr_stores:
                 # likewise for another object (``session.touch()`` stores the time into
                 # ``session.last_seen``): that field holds it, read back by
@@ -1501,10 +1508,17 @@ class CallsMixin(EngineState):
             fields[attr] = canonical(fields.get(attr, frozenset()) | order)
 
     def store_own_fields(
-        self, summary: Summary, substitute: Callable[[frozenset[Fact], str], frozenset[Fact]]
+        self,
+        summary: Summary,
+        substitute: Callable[[frozenset[Fact], str], frozenset[Fact]],
+        arg_values: Mapping[int, tuple[Value, ast.expr | None]],
     ) -> None:
         """A method called on our own ``self`` stored into fields of it: each field of this
-        class now also holds what was stored there, and this function's summary notes it."""
+        class now also holds what was stored there, and this function's summary notes it. An
+        argument stored whole that is a dict of known constant keys (``self._append(
+        {"role": "user", "content": text, "created_at": now()})`` appending its parameter to
+        ``self.history``) keeps each time or id under its key (``keys_kept``), so a read of
+        another key of the field's elements (``item.get("content")``) leaves it out."""
         frame = self.frame
         cls = frame.cls
         assert cls is not None and frame.self_name is not None
@@ -1512,6 +1526,25 @@ class CallsMixin(EngineState):
             added = substitute(facts, "stored by")
             if not added:
                 continue
+            whole = [f for f in facts if f.kind is Kind.PARAM and f.fix == (summary.key,)]
+            if (
+                len(facts) == 1
+                and len(whole) == 1
+                and entry_key(whole[0].detail) is None
+                and whole[0].granularity == ""
+                and whole[0].param in arg_values
+            ):
+                given = arg_values[whole[0].param][0]
+                if given.shape is Shape.DICT and given.items is not None:
+                    keyed = keys_kept(given)
+                    # the steps of the call stay on what it stored (``stored by``)
+                    by_birth = {(f.kind, f.line, f.col, f.path, f.detail): f for f in added}
+                    added = frozenset(
+                        replace(f, via=by_birth[(f.kind, f.line, f.col, f.path, f.detail)].via)
+                        if (f.kind, f.line, f.col, f.path, f.detail) in by_birth
+                        else f
+                        for f in keyed
+                    )
             old = cls.attrs.get(attr, CLEAN)
             cls.attrs[attr] = old.with_facts(old.facts | Value(added).without(Kind.PARAM).facts)
             self.note_store(ast.Name(id=frame.self_name), Value(added), attr)

@@ -1398,15 +1398,24 @@ class StatementsMixin(EngineState):
             if holder.value.id == frame.self_name and frame.cls is not None:
                 old = frame.cls.attrs.get(holder.attr, CLEAN)
                 kept = old.shape if old.shape is not Shape.UNKNOWN else Shape.LIST
+                # a dict of known constant keys added whole (``self.history.append({"role":
+                # "user", "content": text, "created_at": now()})``): each time or id it holds
+                # stays its key's (``keys_kept``), so a read of another key of an element
+                # (``item.get("content")``) leaves it out, as for a local list's elements
+                whole = added.without(Kind.PARAM)
+                new = keys_kept(whole) if target is None else whole.facts
                 frame.cls.attrs[holder.attr] = Value(
-                    old.facts | added.without(Kind.PARAM).facts,
+                    old.facts | new,
                     kept,
                     None,
                     old.elem_str,
                     old.name_key,
                     old.ref,
                 )
-                self.note_store(holder.value, added, holder.attr)
+                # the summary notes the same facts, keyed alike, so a caller's field holds
+                # what this method's own store put there, not a second copy of each fact
+                noted = added.with_facts(keys_kept(added)) if target is None else added
+                self.note_store(holder.value, noted, holder.attr)
             return
         if isinstance(holder, ast.Name):
             old = self.lookup(holder.id)
