@@ -104,9 +104,9 @@ def _find(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
         elif isinstance(node, ast.NamedExpr):
             targets = [node.target]
         for target in targets:
-            for name in ast.walk(target):
-                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
-                    bindings.setdefault(name.id, []).append((node, looped))
+            for written in ast.walk(target):
+                if isinstance(written, ast.Name) and isinstance(written.ctx, ast.Store):
+                    bindings.setdefault(written.id, []).append((node, looped))
     params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
     found: list[int] = []
     for name, bound in bindings.items():
