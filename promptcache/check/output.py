@@ -91,8 +91,12 @@ def render_text(result: CheckResult) -> str:
         lines.append("")
     for run in result.runs:
         prompts = sum(1 for r in run.requests if r.api is not None)
+        # requests to routes that carry no prompt compared (embeddings, count_tokens, GET
+        # /v1/models): counted apart, so the line matches the JSON's requests and llm_requests
+        others = len(run.requests) - prompts
+        also = f" and {others} other request(s) (no prompt to compare)" if others else ""
         lines.append(
-            f"{run.describe()}; {prompts} LLM request(s) captured in {run.duration_s:.2f} s"
+            f"{run.describe()}; {prompts} LLM request(s){also} captured in {run.duration_s:.2f} s"
         )
     for note in result.notes:
         lines.append(f"note: {note}")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from check_support import by_function, check_program, check_source
 
+from promptcache.check.output import render_text
+
 
 def test_a_reordered_tool_list_beside_a_random_change_is_both_breakers(tmp_path: Path) -> None:
     result, _ = check_program(tmp_path, "mixed_breakers.py")
@@ -183,3 +185,8 @@ def test_two_questions_after_a_reordered_context_are_paired_by_their_questions(
     # 2 chats, 1 embedding of the 5 documents, 1 of each question: all answered
     assert len(run0.requests) == len(run1.requests) == 5
     assert {r.status for r in run0.requests + run1.requests} == {200}
+    # the text report's run lines count the embeddings apart from the chats
+    counted = "2 LLM request(s) and 3 other request(s) (no prompt to compare) captured"
+    text = render_text(result)
+    assert f"run 0: baseline; {counted} in " in text
+    assert text.count(counted) == 2
