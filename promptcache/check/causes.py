@@ -303,9 +303,13 @@ def _meridiem_hours(word: str, excerpt: str) -> set[int]:
     return {int(hour.group(1))} if re.search(pattern, excerpt, re.IGNORECASE) else set()
 
 
-#: how long after its start a run's clock may still be read by the program (a run lasts;
-#: under an hour, so its start and this moment show every hour and weekday it passes)
+#: how long after its start a run's clock may still be read by the program, where the run's
+#: end is not given (``clocks`` of two readings: a run lasts; under an hour, so its start and
+#: this moment show every hour and weekday it passes)
 _RUN_S: Final = 1800.0
+#: how much later than the end of its run a clock reading is still taken as the run's (the
+#: clock the check recorded and the one the program read are a process start apart)
+_END_SLACK_S: Final = 5.0
 _WEEKDAYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 #: the months as ``_months`` reads them, by their index from 0
 _MONTHS: Final = (
@@ -335,20 +339,26 @@ def _moved_as_the_clocks(
 ) -> bool:
     """Whether a value of ``before`` changed into one of ``after`` by as much as ``read`` (the
     weekday, the month, the hour on a 12-hour dial, counted modulo ``period``) moved from run
-    0's clock to the other run's, read in one time zone (UTC or local) at the run's start or
-    up to :data:`_RUN_S` later: a day the clock's run moved on by one, also (``derived``) a
-    day the program derives from the clock ("tomorrow is Monday"); without ``derived`` the
-    values must be what the two clocks read. A run that leaves the clock alone moves it by
-    nothing, or by one where it crossed midnight or the hour, so a value drawn from
-    ``random`` that changed there is not the clock's."""
+    0's clock to the other run's, read in one time zone (UTC or local) at the run's start or at
+    its end: ``clocks`` is run 0's start and end, then the other run's (four readings, unix
+    seconds; with two, the runs' starts, each run may last :data:`_RUN_S`). A day the clock's
+    run moved on by one, also (``derived``) a day the program derives from the clock
+    ("tomorrow is Monday"); without ``derived`` the values must be what the two clocks read.
+    A run that leaves the clock alone moves it by nothing, or by one where it crossed midnight
+    or the hour, so a value drawn from ``random`` that changed there is not the clock's; nor
+    is an hour drawn in run 0 that happens to be the hour of its clock, where the other run's
+    drawn hour is not one its clock showed while it ran."""
     if not before or not after or before == after or not clocks:
         return False
-    first, last = clocks[0], clocks[-1]
+    if len(clocks) >= 4:
+        spans = ((clocks[0], clocks[1] + _END_SLACK_S), (clocks[-2], clocks[-1] + _END_SLACK_S))
+    else:
+        spans = ((clocks[0], clocks[0] + _RUN_S), (clocks[-1], clocks[-1] + _RUN_S))
     pairs = {
-        (read(convert(first + late_before)), read(convert(last + late_after)))
+        (read(convert(early)), read(convert(late)))
         for convert in (time.gmtime, time.localtime)
-        for late_before in (0.0, _RUN_S)
-        for late_after in (0.0, _RUN_S)
+        for early in spans[0]
+        for late in spans[1]
     }
     if not derived:
         return any(old in before and new in after and old != new for old, new in pairs)
@@ -452,7 +462,8 @@ def region_causes(
             before the request, its clients' own draws left out (the hook's header), None when
             unknown: ``random`` is named only when it had.
         pids: process ids the two runs' requests reported.
-        clocks: unix seconds of the two runs' clocks.
+        clocks: unix seconds of the two runs' clocks: run 0's start and end, then the other
+            run's (``_moved_as_the_clocks``).
     """
     changed = run.changed
     words = [region.before, region.after] if region is not None else []

@@ -382,7 +382,13 @@ def analyse(
             )
     findings = structure_findings(readable[0], minimums)
     for run, sents in zip(runs[1:], readable[1:], strict=True):
-        clocks = [runs[0].perturbation.clock, run.perturbation.clock]
+        # each run's clock from its start to its end (it ticks from where the run set it)
+        clocks = [
+            runs[0].perturbation.clock,
+            runs[0].perturbation.clock + runs[0].duration_s,
+            run.perturbation.clock,
+            run.perturbation.clock + run.duration_s,
+        ]
         report = compare_runs(
             readable[0], sents, run.perturbation, clocks, minimums, replies_vary=forwarded
         )
