@@ -326,6 +326,8 @@ class CallsMixin(EngineState):
             and func.id in self.classes
             and _record_of_this_module(self.classes[func.id], self.classes)
         )
+        # a live session's setup (``types.LiveConnectConfig``), sent once per connection
+        setup = qual in sinks.SESSION_SETUPS
         for kw in node.keywords:
             value = memo.get(id(kw.value)) or self.eval(kw.value)
             kwargs[kw.arg] = join(kwargs[kw.arg], value) if kw.arg in kwargs else value
@@ -334,13 +336,14 @@ class CallsMixin(EngineState):
                 and kw.arg != "system"
                 and sinks.is_system_prompt_name(kw.arg)
                 and not own_record
+                and not setup
             ):
                 self.record("system", value, kw.value, f"{chain[-1]}({kw.arg}=)")
         # a keyword named like a system prompt makes the call a sink where the callee is not
         # seen: another module's function or class of the program is read on the next round
         # even when what it is given has no facts here (a parameter), so that a helper that
         # only puts its ``system_instructions=`` on a tracing span is no sink
-        named = any(
+        named = not setup and any(
             k is not None and k != "system" and sinks.is_system_prompt_name(k) for k in kwargs
         )
         if qual is not None:

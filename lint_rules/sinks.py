@@ -48,6 +48,15 @@ _MEASURES = frozenset(
 )
 
 
+#: classes that set up a live session rather than a request: Gemini's Live API sends its setup
+#: (``system_instruction``, ``tools``) in the first client message of a connection only, and
+#: each turn after it sends only its new content, so nothing of the setup is resent as a
+#: prefix per request (``BidiGenerateContentClientMessage.setup``,
+#: https://pub.dev/documentation/google_cloud_ai_generativelanguage_v1beta/latest/generativelanguage/BidiGenerateContentClientMessage-class.html,
+#: checked 2026-12-07). Their system-prompt-named keywords are no sink.
+SESSION_SETUPS = frozenset({"google.genai.types.LiveConnectConfig"})
+
+
 @functools.lru_cache(maxsize=65536)
 def is_system_prompt_name(name: str) -> bool:
     """True for names like ``build_system_prompt``, ``SYSTEM_PROMPT``, ``system_message``;
