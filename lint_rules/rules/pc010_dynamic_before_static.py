@@ -110,13 +110,18 @@ def respond(history, question):
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from .._base import Diagnostic, Location, Related, Severity
 from ..context import ModuleContext
+from ..events import SinkCall
 from ..facts import ASSUMED, SEARCHED, Fact, Kind, Value, replace
 from ..regions import retrieved
 from ._shared import LONG_STATIC_CHARS
+
+#: a case of one kind found at a request (``TurnContext``, ``TurnCount``)
+T = TypeVar("T")
 
 
 def _per_call(facts: frozenset[Fact]) -> bool:
@@ -179,60 +184,68 @@ def _searched(fact: Fact) -> Fact:
     return replace(fact, via=via, detail=fact.detail.split("[", 1)[0].split(".", 1)[0])
 
 
-def _turn_context(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Diagnostic]:
-    """A system message made from what the newest message holds, ahead of a stored history
-    the function appends to (``SinkCall.turn_context``)."""
+def _each_once(
+    ctx: ModuleContext,
+    seen: set[tuple[int, int]],
+    found_in: Callable[[SinkCall], Iterable[T]],
+    node_of: Callable[[T], ast.AST],
+) -> Iterator[T]:
+    """Each case ``found_in`` gives of the module's requests sent more than once
+    (``SinkCall.once`` false), once per place of the node ``node_of`` reports it at: a text
+    reached by two requests is one finding, and so is one reported by two kinds of case
+    (``seen`` holds the places of both)."""
     for sink in ctx.sinks:
         if sink.once:
             continue
-        for found in sink.turn_context:
-            key = (found.content.lineno, found.content.col_offset)
+        for found in found_in(sink):
+            node = node_of(found)
+            key = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
             if key in seen:
                 continue
             seen.add(key)
-            fact = _searched(found.shared)
-            name = fact.detail
-            history = _short(found.history)
-            grown = found.grown.lineno
-            message = (
-                f"`{_short(found.content)}` is made from `{name}`, which the newest message "
-                f"(line {found.newest.lineno}) holds too, and is system text ahead of the "
-                f"stored history `{history}` (appended to at line {grown}): it changes every "
-                "turn, so none of the history after it is read from the cache: put it in the "
-                "newest message instead"
-            )
-            related = (
-                *ctx.chain(fact, f"`{name}`, the turn's input, is a parameter here"),
-                Related(ctx.location(found.newest), "the newest message holds it too"),
-                Related(ctx.location(found.grown), f"`{history}` is appended to here"),
-            )
-            yield ctx.diagnostic("PC010", message, found.content, Severity.WARNING, related)
+            yield found
+
+
+def _turn_context(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Diagnostic]:
+    """A system message made from what the newest message holds, ahead of a stored history
+    the function appends to (``SinkCall.turn_context``)."""
+    for found in _each_once(ctx, seen, lambda sink: sink.turn_context, lambda f: f.content):
+        fact = _searched(found.shared)
+        name = fact.detail
+        history = _short(found.history)
+        grown = found.grown.lineno
+        message = (
+            f"`{_short(found.content)}` is made from `{name}`, which the newest message "
+            f"(line {found.newest.lineno}) holds too, and is system text ahead of the "
+            f"stored history `{history}` (appended to at line {grown}): it changes every "
+            "turn, so none of the history after it is read from the cache: put it in the "
+            "newest message instead"
+        )
+        related = (
+            *ctx.chain(fact, f"`{name}`, the turn's input, is a parameter here"),
+            Related(ctx.location(found.newest), "the newest message holds it too"),
+            Related(ctx.location(found.grown), f"`{history}` is appended to here"),
+        )
+        yield ctx.diagnostic("PC010", message, found.content, Severity.WARNING, related)
 
 
 def _turn_counts(ctx: ModuleContext, seen: set[tuple[int, int]]) -> Iterator[Diagnostic]:
     """A system text holding a count that the loop around the request changes on every pass,
     ahead of a history the same loop appends to (``SinkCall.turn_counts``)."""
-    for sink in ctx.sinks:
-        if sink.once:
-            continue
-        for found in sink.turn_counts:
-            key = (found.count.lineno, found.count.col_offset)
-            if key in seen:
-                continue
-            seen.add(key)
-            count = _short(found.count)
-            history = _short(found.history)
-            message = (
-                f"`{count}` changes on every pass of the loop (line {found.changed.lineno}) "
-                f"and is system text ahead of the history `{history}` that the loop appends to "
-                f"(line {found.grown.lineno}): it changes every turn, so none of the history after "
-                "it is read from the cache: put the count in the newest message instead"
-            )
-            related = (
-                Related(ctx.location(found.changed), f"`{count}` changes here on every pass"),
-                Related(ctx.location(found.grown), f"`{history}` is appended to here"),
-            )
-            yield ctx.diagnostic("PC010", message, found.count, Severity.WARNING, related)
+    for found in _each_once(ctx, seen, lambda sink: sink.turn_counts, lambda f: f.count):
+        count = _short(found.count)
+        history = _short(found.history)
+        message = (
+            f"`{count}` changes on every pass of the loop (line {found.changed.lineno}) "
+            f"and is system text ahead of the history `{history}` that the loop appends to "
+            f"(line {found.grown.lineno}): it changes every turn, so none of the history after "
+            "it is read from the cache: put the count in the newest message instead"
+        )
+        related = (
+            Related(ctx.location(found.changed), f"`{count}` changes here on every pass"),
+            Related(ctx.location(found.grown), f"`{history}` is appended to here"),
+        )
+        yield ctx.diagnostic("PC010", message, found.count, Severity.WARNING, related)
 
 
 def _handed_turns(ctx: ModuleContext) -> Iterator[Diagnostic]:
