@@ -115,6 +115,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         66: 20270137,
         67: 20270138,
         68: 20270139,
+        69: 20270140,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -198,6 +199,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         66: 6,
         67: 6,
         68: 6,
+        69: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -525,6 +527,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AS26-Lab/myralis-backend",
             "Nithishkumars05/Athena-AI",
             "Obulesu003/Jarvis-assistant",
+        ],
+        69: [
+            "A5CENSION-SRT/Anti-Sandbox-Fingerprinting-Realistic-Windows-11-VM-Personalization"
+            "-for-Dynamic-Analysis",
+            "AFilipe-IT/CASPAR",
         ],
     }
     for batch, tuning in recorded.items():
