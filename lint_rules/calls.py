@@ -173,6 +173,10 @@ _VALUE_TYPE_METHODS = frozenset(
 )
 #: list methods after which an index no longer names the element it named
 _REORDERING = frozenset({"pop", "remove", "reverse", "clear"})
+#: a datetime's methods that give its time zone's name, offset or summer-time shift, no part of
+#: the moment (https://docs.python.org/3/library/datetime.html#datetime.datetime.utcoffset,
+#: checked 2026-12-07)
+_ZONE_METHODS = frozenset({"tzname", "utcoffset", "dst"})
 _MUTATORS = {"append", "extend", "insert", "add", "update", "appendleft", "extendleft"}
 #: ``promptcache.PromptBuilder`` methods -> region ("" = the tail, not part of the cached prefix):
 #: frozen layer (system, rules, knowledge, example, tool), session layer, then the dynamic layer
@@ -444,6 +448,9 @@ class CallsMixin(EngineState):
         parameter of ours names that method's result again (``method_named``), so our caller
         decides, and any other value it holds is passed on unproven, unless the method is
         documented to return what its receiver holds (``PASS_THROUGH_METHODS``)."""
+        if name in _ZONE_METHODS and _timeish(argument):
+            # a time's zone name or offset, not the moment (``_ZONE_METHODS``)
+            return frozenset(f for f in argument.facts if f.kind is not Kind.TIME)
         if not isinstance(argument.ref, (ClassInfo, ExternalClass)):
             facts = self.method_named(argument, name).facts
             if name in PASS_THROUGH_METHODS:
@@ -1129,7 +1136,10 @@ class CallsMixin(EngineState):
                 given = keys_kept(held) if kept and not rest else held.facts
                 base = f.detail[: -len(rest)] if rest else f.detail
                 unfollowed = entry_path(f"_{rest}") if rest else None
-                if unfollowed and not unfollowed[0][1] and isinstance(unfollowed[0][0], str):
+                if unfollowed and unfollowed[0] == ("tzinfo", True) and _timeish(held):
+                    # a time's zone (``now.tzinfo`` of a parameter), not the moment
+                    given = frozenset(f for f in given if f.kind is not Kind.TIME)
+                elif unfollowed and not unfollowed[0][1] and isinstance(unfollowed[0][0], str):
                     # the elements' structure is not known, but a time or id the argument
                     # holds under another constant key of them (``created_at`` beside the
                     # ``content`` read) is not what the callee reads (``key_read``)
@@ -1567,6 +1577,24 @@ class CallsMixin(EngineState):
         timeish = receiver.shape in (Shape.DATETIME, Shape.DATE) or any(
             f.kind is Kind.TIME for f in receiver.facts
         )
+        if method in _ZONE_METHODS and not node.args and not node.keywords:
+            # a time's zone name or offset (``now.tzname()``, ``now.utcoffset()``): it changes
+            # with the zone's rules (summer time), not with the moment; a parameter's names that
+            # method's result, so a caller's time is left out too (``method_result_of``)
+            ours = (id(self.frame.func),) if self.frame.func is not None else None
+            return Value(
+                frozenset(
+                    replace(f, detail=f"{f.detail}.{method}()")
+                    if f.kind is Kind.PARAM
+                    and f.param >= 0
+                    and f.fix == ours
+                    and f.detail.isidentifier()
+                    else f
+                    for f in receiver.facts
+                    if f.kind is not Kind.TIME
+                ),
+                Shape.STR if method == "tzname" else Shape.UNKNOWN,
+            )
         if timeish:
             if method == "strftime":
                 return self.formatted_as(receiver, first)
@@ -1947,6 +1975,9 @@ class CallsMixin(EngineState):
         if base.shape in (Shape.DATETIME, Shape.DATE) or any(
             f.kind is Kind.TIME for f in base.facts
         ):
+            if attr == "tzinfo":
+                # the moment's zone (``now.tzinfo``), not the moment (``_ZONE_METHODS``)
+                return Value(frozenset(f for f in base.facts if f.kind is not Kind.TIME))
             grain = DATETIME_ATTR_GRANULARITY.get(attr)
             if grain is not None:
                 fmt = {"subday": "%H", "day": "%d", "": "%Y"}[grain]
@@ -2516,6 +2547,13 @@ def _has_method(cls: object, name: str) -> bool:
     if isinstance(cls, ClassInfo):
         return cls.find_method(name) is not None
     return isinstance(cls, ExternalClass) and name in cls.methods
+
+
+def _timeish(value: Value) -> bool:
+    """A datetime or date, or a value holding a time (``datetime.now().astimezone()``)."""
+    return value.shape in (Shape.DATETIME, Shape.DATE) or any(
+        f.kind is Kind.TIME for f in value.facts
+    )
 
 
 def with_grain(given: frozenset[Fact], grain: str) -> frozenset[Fact]:
