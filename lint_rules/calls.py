@@ -107,6 +107,7 @@ from .sources import (
     PASS_THROUGH_METHODS,
     TOOL_PRODUCERS_METHODS,
     UNORDERED_PATH_METHODS,
+    ZONE_ATTRS,
     format_granularity,
 )
 from .toolnames import mutated_key
@@ -1136,7 +1137,7 @@ class CallsMixin(EngineState):
                 given = keys_kept(held) if kept and not rest else held.facts
                 base = f.detail[: -len(rest)] if rest else f.detail
                 unfollowed = entry_path(f"_{rest}") if rest else None
-                if unfollowed and unfollowed[0] == ("tzinfo", True) and _timeish(held):
+                if unfollowed and unfollowed[0][0] in ZONE_ATTRS and _timeish(held):
                     # a time's zone (``now.tzinfo`` of a parameter), not the moment
                     given = frozenset(f for f in given if f.kind is not Kind.TIME)
                 elif unfollowed and not unfollowed[0][1] and isinstance(unfollowed[0][0], str):
@@ -1975,7 +1976,7 @@ class CallsMixin(EngineState):
         if base.shape in (Shape.DATETIME, Shape.DATE) or any(
             f.kind is Kind.TIME for f in base.facts
         ):
-            if attr == "tzinfo":
+            if attr in ZONE_ATTRS:
                 # the moment's zone (``now.tzinfo``), not the moment (``_ZONE_METHODS``)
                 return Value(frozenset(f for f in base.facts if f.kind is not Kind.TIME))
             grain = DATETIME_ATTR_GRANULARITY.get(attr)

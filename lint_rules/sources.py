@@ -250,7 +250,10 @@ PASS_THROUGH_METHODS = frozenset(
 )
 
 # strftime directives: any of these makes the text change within a day
-_SUBDAY = set("HIMSfpXcTRrklsz")
+#: ``%z`` (the UTC offset) and ``%Z`` (the zone's name) are neither: they change with the zone's
+#: rules, at summer time (https://docs.python.org/3/library/datetime.html#format-codes,
+#: checked 2026-12-07)
+_SUBDAY = set("HIMSfpXcTRrkls")
 _DAY = set("djaAwuxDFe")
 _DIRECTIVE = re.compile(r"%[-_0^#]?([a-zA-Z%])")
 
@@ -283,4 +286,17 @@ DATETIME_ATTR_GRANULARITY = {
     "microsecond": "subday",
     "timestamp": "subday",
     "time": "subday",
+    "timetz": "subday",
+    # ``time.struct_time``'s fields (``time.localtime().tm_hour``)
+    "tm_year": "",
+    "tm_mon": "",
+    "tm_mday": "day",
+    "tm_wday": "day",
+    "tm_yday": "day",
+    "tm_hour": "subday",
+    "tm_min": "subday",
+    "tm_sec": "subday",
 }
+#: a time's zone, no part of the moment: a datetime's ``tzinfo``, a ``struct_time``'s zone name
+#: and UTC offset (``time.localtime().tm_zone``, ``.tm_gmtoff``)
+ZONE_ATTRS = frozenset({"tzinfo", "tm_zone", "tm_gmtoff"})
