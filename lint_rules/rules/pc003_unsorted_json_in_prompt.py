@@ -79,19 +79,23 @@ def _why(fact: Fact) -> str:
     if fact.granularity == "arguments":
         return (
             "a tool call's arguments come in the key order they were stored with, which a "
-            "database's JSON column may change once after the model wrote them"
+            "database's JSON column may change once after the model wrote them, so the text "
+            "can change once per call stored"
         )
     line = fact.site[0]
     where = f" at line {line}" if line else ""
-    return f"its keys are inserted in an unstable order (iterated{where})"
+    return (
+        f"its keys are inserted in an unstable order (iterated{where}), so the text can "
+        "change between requests"
+    )
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     for entry, fact in ctx.facts_in_prefix(lambda f, e: f.kind is Kind.JSON_UNSORTED):
         yield ctx.diagnostic(
             "PC003",
-            f"`{fact.detail}` flows into the cached prefix ({entry.sink}); {_why(fact)}, so "
-            "the text can change between requests: use sort_keys=True",
+            f"`{fact.detail}` flows into the cached prefix ({entry.sink}); {_why(fact)}: "
+            "use sort_keys=True",
             entry.node,
             Severity.INFO if fact.granularity == "arguments" else Severity.WARNING,
             ctx.chain(fact, "serialised here"),

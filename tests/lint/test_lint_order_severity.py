@@ -95,3 +95,8 @@ def test_pc003_on_stored_tool_arguments_is_info_and_on_a_set_built_dict_a_warnin
         (Severity.INFO, 22, 10),
         (Severity.WARNING, 21, 17),
     ]
+    # each says how often its text changes: once per call stored, or between requests
+    by_severity = {d.severity: d.message for d in found}
+    assert "can change once per call stored" in by_severity[Severity.INFO]
+    assert "between requests" not in by_severity[Severity.INFO]
+    assert "can change between requests" in by_severity[Severity.WARNING]
