@@ -51,7 +51,7 @@ from .frames import (
 )
 from .nodes import name_text, tested_subject
 from .session import kept_from_session
-from .sinks import is_system_prompt_name, logged_dicts, written_dicts
+from .sinks import is_system_prompt_name, live_setup_dicts, logged_dicts, written_dicts
 from .statements import constant_truth, picked_from
 from .toolnames import combine, literal_key
 
@@ -595,7 +595,12 @@ class ExprsMixin(EngineState):
         callables: list[object] = []
         items: list[tuple[str, Value]] | None = []
         # a log record or a file written by a serializer: never a request (no sink)
-        logged = id(node) in logged_dicts(self.tree) or id(node) in written_dicts(self.tree)
+        # ... or the setup of a live session, sent once per connection (``live_setup_dicts``)
+        logged = (
+            id(node) in logged_dicts(self.tree)
+            or id(node) in written_dicts(self.tree)
+            or id(node) in live_setup_dicts(self.tree)
+        )
         # the facts of each constant string key, kept apart while a ``**splat`` may follow
         under: list[tuple[str, frozenset[Fact]]] = []
         spread = False

@@ -134,6 +134,49 @@ def logged_dicts(tree: ast.AST) -> frozenset[int]:
     return known
 
 
+def live_setup_dicts(tree: ast.AST) -> frozenset[int]:
+    """The ids of the dict displays given as the setup of a Gemini Live session
+    (``client.aio.live.connect(model=..., config={"system_instruction": ...})``, the dict
+    written in the call or bound once to a name of the same function that the call is given):
+    sent once per connection (``SESSION_SETUPS``), so a system-prompt key there is no sink.
+    Found once per tree (kept on the node)."""
+    known: frozenset[int] | None = tree.__dict__.get("_live_setup_dicts")
+    if known is None:
+        out: set[int] = set()
+        live = any(
+            isinstance(node, ast.Attribute)
+            and node.attr == "connect"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "live"
+            for node in all_nodes(tree)
+        )
+        for func in all_nodes(tree) if live else ():
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            bound: dict[str, list[ast.expr]] = {}
+            configs: list[ast.expr] = []
+            for node in ast.walk(func):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target = node.targets[0]
+                    if isinstance(target, ast.Name):
+                        bound.setdefault(target.id, []).append(node.value)
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "connect"
+                    and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == "live"
+                ):
+                    configs.extend(kw.value for kw in node.keywords if kw.arg == "config")
+            for config in configs:
+                if isinstance(config, ast.Name) and len(bound.get(config.id, ())) == 1:
+                    config = bound[config.id][0]
+                if isinstance(config, ast.Dict):
+                    out.update(id(n) for n in ast.walk(config) if isinstance(n, ast.Dict))
+        known = tree.__dict__["_live_setup_dicts"] = frozenset(out)
+    return known
+
+
 #: the serializers' functions that write their first argument to the file or stream they are
 #: given (module, function) -> the keyword of that stream; the text they return without one
 #: (``yaml.dump(data)``) may still be sent, so a call of one counts only with its stream
