@@ -1575,9 +1575,7 @@ class CallsMixin(EngineState):
     ) -> Value | None:
         method = func.attr
         first = args[0] if args else CLEAN
-        timeish = receiver.shape in (Shape.DATETIME, Shape.DATE) or any(
-            f.kind is Kind.TIME for f in receiver.facts
-        )
+        timeish = _timeish(receiver)
         if method in _ZONE_METHODS and not node.args and not node.keywords:
             # a time's zone name or offset (``now.tzname()``, ``now.utcoffset()``): it changes
             # with the zone's rules (summer time), not with the moment; a parameter's names that
@@ -1973,9 +1971,7 @@ class CallsMixin(EngineState):
             )
         if base.shape is Shape.TOOL_RESULT and attr == "tools":
             return Value(base.facts, Shape.LIST, name_key="elem")
-        if base.shape in (Shape.DATETIME, Shape.DATE) or any(
-            f.kind is Kind.TIME for f in base.facts
-        ):
+        if _timeish(base):
             if attr in ZONE_ATTRS:
                 # the moment's zone (``now.tzinfo``), not the moment (``_ZONE_METHODS``)
                 return Value(frozenset(f for f in base.facts if f.kind is not Kind.TIME))

@@ -134,6 +134,16 @@ def logged_dicts(tree: ast.AST) -> frozenset[int]:
     return known
 
 
+def _live_connect(node: ast.AST) -> bool:
+    """``<client>.live.connect``, the call that opens a Gemini Live session."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "connect"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "live"
+    )
+
+
 def live_setup_dicts(tree: ast.AST) -> frozenset[int]:
     """The ids of the dict displays given as the setup of a Gemini Live session
     (``client.aio.live.connect(model=..., config={"system_instruction": ...})``, the dict
@@ -143,13 +153,7 @@ def live_setup_dicts(tree: ast.AST) -> frozenset[int]:
     known: frozenset[int] | None = tree.__dict__.get("_live_setup_dicts")
     if known is None:
         out: set[int] = set()
-        live = any(
-            isinstance(node, ast.Attribute)
-            and node.attr == "connect"
-            and isinstance(node.value, ast.Attribute)
-            and node.value.attr == "live"
-            for node in all_nodes(tree)
-        )
+        live = any(_live_connect(node) for node in all_nodes(tree))
         for func in all_nodes(tree) if live else ():
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
                 continue
@@ -160,13 +164,7 @@ def live_setup_dicts(tree: ast.AST) -> frozenset[int]:
                     target = node.targets[0]
                     if isinstance(target, ast.Name):
                         bound.setdefault(target.id, []).append(node.value)
-                elif (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "connect"
-                    and isinstance(node.func.value, ast.Attribute)
-                    and node.func.value.attr == "live"
-                ):
+                elif isinstance(node, ast.Call) and _live_connect(node.func):
                     configs.extend(kw.value for kw in node.keywords if kw.arg == "config")
             for config in configs:
                 if isinstance(config, ast.Name) and len(bound.get(config.id, ())) == 1:
