@@ -118,6 +118,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         69: 20270140,
         70: 20270141,
         71: 20270142,
+        72: 20270143,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -204,6 +205,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         69: 5,
         70: 6,
         71: 6,
+        72: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -546,6 +548,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "0xnotdev/AI-agency",
             "360ghar/social-ai-reply",
             "AHGGG/nce-english-practices",
+        ],
+        72: [
+            "AchoWu/claude-buddy",
+            "Coding-Maengsu/gapago",
         ],
     }
     for batch, tuning in recorded.items():
