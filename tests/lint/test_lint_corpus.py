@@ -119,6 +119,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         70: 20270141,
         71: 20270142,
         72: 20270143,
+        73: 20270144,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -206,6 +207,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         70: 6,
         71: 6,
         72: 5,
+        73: 1,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -553,6 +555,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "AchoWu/claude-buddy",
             "Coding-Maengsu/gapago",
         ],
+        73: [],
     }
     for batch, tuning in recorded.items():
         members = sorted(r.repo for r in repos if r.batch == batch and r.half == "tuning")
