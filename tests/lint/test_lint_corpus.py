@@ -120,6 +120,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         71: 20270142,
         72: 20270143,
         73: 20270144,
+        74: 20270145,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -208,6 +209,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         71: 6,
         72: 5,
         73: 1,
+        74: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -556,6 +558,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Coding-Maengsu/gapago",
         ],
         73: [],
+        74: [
+            "0xdiNGo/kabAI",
+            "111948822a-rgb/ai-shop-analyzer",
+            "123455-ha/RAG-Job-Knowledge",
+        ],
     }
     for batch, tuning in recorded.items():
         members = sorted(r.repo for r in repos if r.batch == batch and r.half == "tuning")
