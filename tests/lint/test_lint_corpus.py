@@ -121,6 +121,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         72: 20270143,
         73: 20270144,
         74: 20270145,
+        75: 20270146,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -210,6 +211,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         72: 5,
         73: 1,
         74: 6,
+        75: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -562,6 +564,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "0xdiNGo/kabAI",
             "111948822a-rgb/ai-shop-analyzer",
             "123455-ha/RAG-Job-Knowledge",
+        ],
+        75: [
+            "17-doha/Spark2Scale-AI-1",
+            "33prime/aios-req-engine",
         ],
     }
     for batch, tuning in recorded.items():
