@@ -122,6 +122,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         73: 20270144,
         74: 20270145,
         75: 20270146,
+        76: 20270147,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -212,6 +213,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         73: 1,
         74: 6,
         75: 5,
+        76: 5,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -568,6 +570,10 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         75: [
             "17-doha/Spark2Scale-AI-1",
             "33prime/aios-req-engine",
+        ],
+        76: [
+            "Aa-Rho-Hi/CTEM",
+            "Agyeman-Enterprises/jeeves",
         ],
     }
     for batch, tuning in recorded.items():
