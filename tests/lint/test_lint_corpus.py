@@ -123,6 +123,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         74: 20270145,
         75: 20270146,
         76: 20270147,
+        77: 20270148,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -214,6 +215,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         74: 6,
         75: 5,
         76: 5,
+        77: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -574,6 +576,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         76: [
             "Aa-Rho-Hi/CTEM",
             "Agyeman-Enterprises/jeeves",
+        ],
+        77: [
+            "123Anujyadav/MedBridge-backend",
+            "223MapAction/Model_deploy",
+            "2400030252-Akash/AI-Services",
         ],
     }
     for batch, tuning in recorded.items():
