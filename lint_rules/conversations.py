@@ -17,6 +17,24 @@ with the next conversation, which starts from no history at all. The analysis ta
 computed once, as a field set by ``__init__`` is once per object (``Value.pinned``; a
 parameter's fact gets granularity ``"once"``, so that a caller's argument is pinned too).
 
+What is passed beside such a conversation to the calls of its loop is held with it
+(``held_companions``): a system text bound once before the loop and given as Anthropic's
+``system=`` or the Responses API's ``instructions=`` while ``messages`` (or ``input``) grows,
+
+```python
+system = f"You are a worker. Now: {datetime.now():%H:%M}."
+messages = [{"role": "user", "content": task}]
+while True:
+    reply = client.messages.create(model=..., system=system, messages=messages)
+    messages.append({"role": "assistant", "content": reply.content})
+```
+
+is resent unchanged with the same growing list, so what it holds is this conversation's too.
+The list may start empty there (``messages = []``, then written out in place). The name must
+be bound once, outside loops (or be a parameter never rebound), and read nowhere but as a bare
+argument of a call of the loop that also takes the held list: a one-shot request given the same
+text, or text built from it, keeps it reported.
+
 Not such a conversation: a list that takes a history from elsewhere (``[system, *history]``,
 ``conversation.extend(self.history)`` before the loop), one rebound, or one whose messages are
 replaced (``conversation[0] = ...``, ``insert``), or one made inside the loop that sends it.
@@ -25,6 +43,7 @@ replaced (``conversation[0] = ...``, ``insert``), or one made inside the loop th
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 #: methods that add messages after the existing ones
 _GROWS = frozenset({"append", "extend"})
@@ -67,6 +86,17 @@ def held_contents(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int
     return known
 
 
+def held_companions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int | str]:
+    """What ``func`` passes beside a conversation it holds (module docstring): the ids of the
+    values bound once, outside loops, to names read only as bare arguments of the calls of a
+    holding loop that also take the held list, and the names of such parameters (never
+    rebound). Found once per function (kept on the node)."""
+    known: frozenset[int | str] | None = func.__dict__.get("_held_companions")
+    if known is None:
+        known = func.__dict__["_held_companions"] = frozenset(_find_companions(func))
+    return known
+
+
 def _own(node: ast.AST, in_loop: bool = False) -> list[tuple[ast.AST, bool]]:
     """Every node of ``node``'s own body (not of a nested function or class), each with
     whether it lies inside a loop of that body."""
@@ -91,6 +121,77 @@ def _message_list(node: ast.expr) -> bool:
 
 
 def _find(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    return [id(value) for value, _, _ in _held_lists(func, _message_list)]
+
+
+def _empty_or_messages(node: ast.expr) -> bool:
+    return _message_list(node) or (isinstance(node, ast.List) and not node.elts)
+
+
+def _find_companions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int | str]:
+    nodes = _own(func)
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    stores: dict[str, list[tuple[ast.AST, bool]]] = {}
+    loads: dict[str, list[ast.Name]] = {}
+    parents: dict[int, ast.AST] = {}
+    declared: set[str] = set()
+    for node, looped in nodes:
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loads.setdefault(node.id, []).append(node)
+            else:
+                stores.setdefault(node.id, []).append((node, looped))
+    found: list[int | str] = []
+    for _, conversation, loops in _held_lists(func, _empty_or_messages):
+        calls = [
+            node
+            for loop in loops
+            for node, _ in _own(loop)
+            if isinstance(node, ast.Call)
+            and any(_is(a, conversation) for a in (*node.args, *(k.value for k in node.keywords)))
+        ]
+        beside = {
+            id(a)
+            for call in calls
+            for a in (*call.args, *(k.value for k in call.keywords))
+            if isinstance(a, ast.Name) and a.id != conversation
+        }
+        for call in calls:
+            for arg in (*call.args, *(k.value for k in call.keywords)):
+                if not isinstance(arg, ast.Name) or arg.id == conversation:
+                    continue
+                name = arg.id
+                if name in declared or not all(id(n) in beside for n in loads.get(name, [])):
+                    continue  # read elsewhere too: in a one-shot request, or built upon
+                written = stores.get(name, [])
+                if name in params:
+                    if not written:
+                        found.append(name)
+                    continue
+                if len(written) != 1 or written[0][1]:
+                    continue
+                stmt = parents.get(id(written[0][0]))
+                if (
+                    isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    and stmt.value is not None
+                    and (isinstance(stmt, ast.AnnAssign) or len(stmt.targets) == 1)
+                    and (stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0])
+                    is written[0][0]
+                    and stmt.lineno < min(loop.lineno for loop in loops)
+                ):
+                    found.append(id(stmt.value))
+    return found
+
+
+def _held_lists(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, shape: Callable[[ast.expr], bool]
+) -> list[tuple[ast.expr, str, list[ast.stmt]]]:
+    """Each list display of ``shape`` that ``func`` binds a name to and holds
+    (``held_conversations``), with the name and the loops that send and grow it."""
     nodes = _own(func)
     bindings: dict[str, list[tuple[ast.AST, bool]]] = {}
     for node, looped in nodes:
@@ -108,7 +209,7 @@ def _find(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
                 if isinstance(written, ast.Name) and isinstance(written.ctx, ast.Store):
                     bindings.setdefault(written.id, []).append((node, looped))
     params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
-    found: list[int] = []
+    found: list[tuple[ast.expr, str, list[ast.stmt]]] = []
     for name, bound in bindings.items():
         if len(bound) != 1 or name in params:
             continue
@@ -120,23 +221,24 @@ def _find(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
         ):
             continue
         value = stmt.value
-        if value is None or not _message_list(value):
+        if value is None or not shape(value):
             continue
-        if _held_by_a_loop(func, name, stmt):
-            found.append(id(value))
+        loops = _holding_loops(func, name, stmt)
+        if loops:
+            found.append((value, name, loops))
     return found
 
 
-def _held_by_a_loop(
+def _holding_loops(
     func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, bound: ast.stmt
-) -> bool:
-    """Whether a loop after ``bound`` sends and grows ``name``, and nothing else in ``func``
-    changes it: outside such a loop it grows only by messages written out in place, in no
-    other loop (``conversation.append({"role": "user", ...})``, not ``extend(self.history)``
-    nor a loop copying a history into it), no call takes it, no message of it is rewritten
-    anywhere, and it is not ``global``/``nonlocal``."""
+) -> list[ast.stmt]:
+    """The loops after ``bound`` that send and grow ``name``, where nothing else in ``func``
+    changes it (none where something does): outside such a loop it grows only by messages
+    written out in place, in no other loop (``conversation.append({"role": "user", ...})``,
+    not ``extend(self.history)`` nor a loop copying a history into it), no call takes it, no
+    message of it is rewritten anywhere, and it is not ``global``/``nonlocal``."""
     nodes = _own(func)
-    holding = [
+    holding: list[ast.stmt] = [
         node
         for node, _ in nodes
         if isinstance(node, _LOOPS)
@@ -145,25 +247,25 @@ def _held_by_a_loop(
         and _grows(node, name)
     ]
     if not holding:
-        return False
+        return []
     inside = {id(sub) for loop in holding for sub in ast.walk(loop)}
     for node, looped in nodes:
         held = id(node) in inside
         if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            return False
+            return []
         if (
             not held
             and isinstance(node, ast.Call)
             and any(_is(a, name) for a in (*node.args, *(k.value for k in node.keywords)))
         ):
-            return False  # handed to a call outside the loop, which may add a history to it
+            return []  # handed to a call outside the loop, which may add a history to it
         if isinstance(node, ast.AugAssign) and _is(node.target, name):
             if not held and (looped or not _written_out(node.value)):
-                return False
+                return []
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             if any(isinstance(t, ast.Subscript) and _is(_base(t), name) for t in targets):
-                return False  # ``conversation[0] = ...``: a message replaced
+                return []  # ``conversation[0] = ...``: a message replaced
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -171,7 +273,7 @@ def _held_by_a_loop(
         ):
             method = node.func.attr
             if method in _REWRITES:
-                return False
+                return []
             if method in _GROWS and not held:
                 added = node.args[0] if len(node.args) == 1 and not node.keywords else None
                 if (
@@ -181,8 +283,8 @@ def _held_by_a_loop(
                         isinstance(added, ast.Dict) if method == "append" else _written_out(added)
                     )
                 ):
-                    return False
-    return True
+                    return []
+    return holding
 
 
 def _written_out(node: ast.expr) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import sinks
 from .calls import Unresolved, order_of, split_grain, unproven, with_grain
-from .conversations import held_conversations
+from .conversations import held_companions, held_conversations
 from .facts import (
     ANY_KEY,
     CHOSEN_BY_IF,
@@ -1032,10 +1032,14 @@ class StatementsMixin(EngineState):
         if (
             expr is not None
             and frame.func is not None
-            and id(expr) in held_conversations(frame.func)
+            and (
+                id(expr) in held_conversations(frame.func)
+                or id(expr) in held_companions(frame.func)
+            )
         ):
-            # a conversation this function starts and resends for every request of a loop:
-            # what its messages hold is written there once (``conversations``)
+            # a conversation this function starts and resends for every request of a loop,
+            # or a text bound once and sent beside it (``system=``): what its messages hold
+            # is written there once (``conversations``)
             value = map_facts(value, held_once)
         if isinstance(target, ast.Name):
             frame.env[target.id] = value

@@ -32,6 +32,7 @@ from .analysis.exports import (
     value_to_json,
 )
 from .calls import CallsMixin, Unresolved, called_name, converted_classes
+from .conversations import held_companions
 from .events import HandedTurn, PrefixEntry, SinkCall
 from .exprs import ExprsMixin
 from .facts import (
@@ -49,6 +50,7 @@ from .facts import (
     branch_marked,
     entry_key,
     entry_suffix,
+    held_once,
     join,
     map_facts,
     method_result,
@@ -1138,6 +1140,7 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             # a function nested in a method: ``self`` is the method's own object
             frame.cls, frame.self_name = parent.cls, parent.self_name
         annotations = {a.arg: a.annotation for a in [*args, *func.args.kwonlyargs]}
+        companions = held_companions(func)
         for index, name in enumerate(names):
             frame.params[name] = index
             fact = Fact(
@@ -1145,7 +1148,9 @@ class Analyzer(StatementsMixin, ExprsMixin, CallsMixin, LibraryMixin, RegionsMix
             )
             annotation = annotations.get(name)
             env[name] = Value(
-                frozenset({fact}),
+                # a parameter sent only beside a conversation the function holds (a
+                # ``system=`` text): what a caller passes for it is written there once
+                held_once(frozenset({fact})) if name in companions else frozenset({fact}),
                 _annotated_shape(annotation),
                 ref=self.annotated_class(annotation),
             )
