@@ -68,7 +68,8 @@ def _all(results: Sequence[FileResult]) -> list[tuple[FileResult, Diagnostic]]:
 
 
 def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
-    """``path:line:col: PC001 message [origin: path:line]`` per finding, then a summary line:
+    """``path:line:col: PC001 error: message [origin: path:line]`` per finding (its severity
+    after the code: ``error``, ``warning`` or ``info``), then a summary line:
     the findings, the files that hold them, the files checked, and the count per severity."""
     out = []
     pairs = _all(results)
@@ -92,8 +93,12 @@ def render_text(results: Sequence[FileResult], show_fixes: bool = True) -> str:
     return "\n".join(out) + "\n"
 
 
-def _text_line(result: FileResult, d: Diagnostic, show_fixes: bool = True) -> str:
-    """One finding: ``path:line:col: CODE message [origin: path:line, <step> at path:line]``."""
+def _text_line(
+    result: FileResult, d: Diagnostic, show_fixes: bool = True, severity: bool = True
+) -> str:
+    """One finding: ``path:line:col: CODE severity: message [origin: path:line, <step> at
+    path:line]``; an unproven flow (``severity=False``, it is no finding) leaves the severity
+    out."""
     origins = [r for r in d.related if r.origin]
     suffix = ""
     if origins:
@@ -107,7 +112,8 @@ def _text_line(result: FileResult, d: Diagnostic, show_fixes: bool = True) -> st
     fixable = " [*]" if d.fix is not None and show_fixes else ""
     return (
         f"{d.location.path}:{d.location.line}:{_col(result, d.location)}: "
-        f"{d.code}{fixable} {d.message}{suffix}"
+        f"{d.code}{fixable} {f'{d.severity.name.lower()}: ' if severity else ''}"
+        f"{d.message}{suffix}"
     )
 
 
@@ -123,7 +129,7 @@ def render_notes(results: Sequence[FileResult]) -> str:
         "passes through a call the analysis cannot see, or a place it names does not show that "
         "step, or what it carries is not shown to change):"
     ]
-    out.extend(f"  {_text_line(r, d, show_fixes=False)}" for r, d in notes)
+    out.extend(f"  {_text_line(r, d, show_fixes=False, severity=False)}" for r, d in notes)
     return "\n".join(out) + "\n"
 
 

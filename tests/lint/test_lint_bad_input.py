@@ -369,13 +369,14 @@ def test_a_file_in_a_folder_that_cannot_be_read_is_not_called_unparsable(project
     result = run("src", "--fail-on", "info")
     assert result.exit_code == 1  # PC000 is info: it fails the run only with --fail-on info
     lines = sorted(result.stdout.splitlines()[:3])
-    assert lines[0].startswith("src/broken.py:1:") and "PC000 cannot parse this file: " in lines[0]
+    assert lines[0].startswith("src/broken.py:1:")
+    assert "PC000 info: cannot parse this file: " in lines[0]
     assert lines[1] == (
-        "src/gone.py:1:1: PC000 cannot read this file: No such file or directory "
+        "src/gone.py:1:1: PC000 info: cannot read this file: No such file or directory "
         "(a symbolic link to 'missing.py')"
     )
     assert lines[2] == (
-        "src/loop.py:1:1: PC000 cannot read this file: Too many levels of symbolic links "
+        "src/loop.py:1:1: PC000 info: cannot read this file: Too many levels of symbolic links "
         "(a symbolic link loop)"
     )
     assert run("src").exit_code == 0
@@ -443,7 +444,7 @@ def test_a_utf16_file_is_told_to_be_saved_as_utf8(project: Path) -> None:
     result = run(*names, "--fail-on", "info")
     assert result.exit_code == 1 and "Traceback" not in result.output
     messages = {
-        line.split(":", 1)[0]: line.split(" PC000 ", 1)[1]
+        line.split(":", 1)[0]: line.split(" PC000 info: ", 1)[1]
         for line in result.stdout.splitlines()
         if " PC000 " in line
     }
