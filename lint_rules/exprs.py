@@ -689,6 +689,10 @@ class ExprsMixin(EngineState):
         elif element.name_key == "elem":
             name_key = "attr"
         shape = Shape.SET if isinstance(node, ast.SetComp) else Shape.LIST
+        if shape is Shape.SET:
+            # a set keeps its own order, whatever order it was filled in (a listing's, the
+            # order tasks finished in); what each element's text holds stays
+            facts = frozenset(f for f in facts if f.kind is not Kind.UNORDERED)
         return Value(
             per_element_joined(element.facts | facts, node),
             shape,

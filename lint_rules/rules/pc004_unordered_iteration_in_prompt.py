@@ -21,6 +21,10 @@ nor is a list filled by index where the index comes from the element (`for futur
 as_completed(futures): out[futures[future]] = future.result()`): each item lands at its task's
 place, whatever order they finish in. A list appended to, a dict then
 iterated (it keeps insertion order) or an index counted per turn follow the loop's order.
+A set filled from a listing or from `as_completed` (`{p.stem for p in Path("skills").glob("*.md")}`,
+`set(os.listdir(d))`) keeps its own order, not the order it was filled in: only the set is
+reported; an element that joins a listing (`{"; ".join(os.listdir(d)) for d in dirs}`) keeps
+the listing's order in its text.
 
 ## Why is this bad?
 The iteration order of a set of strings depends on the per-process hash seed: two workers, or

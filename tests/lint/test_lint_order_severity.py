@@ -100,3 +100,52 @@ def test_pc003_on_stored_tool_arguments_is_info_and_on_a_set_built_dict_a_warnin
     assert "can change once per call stored" in by_severity[Severity.INFO]
     assert "between requests" not in by_severity[Severity.INFO]
     assert "can change between requests" in by_severity[Severity.WARNING]
+
+
+SET_OF_LISTING = """
+import os
+from pathlib import Path
+
+import anthropic
+
+client = anthropic.Anthropic()
+
+
+def ask(question: str, folders: list[str]):
+    return client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=500,
+        system="Skills: " + ", ".join({source}),
+        messages=[{{"role": "user", "content": question}}],
+    )
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # the set's own order is what reaches the text: the listing's order it was filled in
+        # is gone, so only the set is reported
+        ("{p.stem for p in Path('skills').glob('*.md')}", ["a set comprehension"]),
+        ("{name.upper() for name in os.listdir('skills')}", ["a set comprehension"]),
+        # each element joins a listing: that order stays in the element's text
+        (
+            "{'; '.join(os.listdir(folder)) for folder in folders}",
+            ["a set comprehension", "os.listdir()"],
+        ),
+    ],
+)
+def test_a_set_built_from_a_listing_keeps_only_its_own_order(
+    source: str, expected: list[str]
+) -> None:
+    found = [
+        d
+        for d in lint_source(SET_OF_LISTING.format(source=source), "app.py").diagnostics
+        if d.code == "PC004"
+    ]
+    origins = sorted(d.message.split("iteration over ", 1)[1].split(" feeds", 1)[0] for d in found)
+    assert origins == sorted(expected)
+    assert all(
+        d.severity is (Severity.ERROR if "set" in d.message.split(" feeds")[0] else Severity.INFO)
+        for d in found
+    )
