@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from . import sinks
-from .conversations import held_contents
+from .conversations import held_appends, held_contents
 from .facts import (
     ASSUMED,
     CLEAN,
@@ -1760,6 +1760,12 @@ class CallsMixin(EngineState):
             name = target.id
             old = self.lookup(name)
             added = join(*args, *kwargs.values())
+            if isinstance(frame.func, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                id(n) in held_appends(frame.func) for n in (node, *node.args[:1])
+            ):
+                # a message written once into a conversation this function holds, before
+                # the loop that sends it (``conversations.held_appends``)
+                added = map_facts(added, held_once)
             if method == "add" or old.shape is Shape.SET:
                 shape = old.shape
             else:

@@ -35,9 +35,14 @@ be bound once, outside loops (or be a parameter never rebound), and read nowhere
 argument of a call of the loop that also takes the held list: a one-shot request given the same
 text, or text built from it, keeps it reported.
 
+The list may also start empty, or short, and be written out message by message before the
+loop (``conversation.append({"role": "system", ...})``, ``insert(0, {...})``, ``+= [{...}]``;
+``held_appends``): those messages are written once too.
+
 Not such a conversation: a list that takes a history from elsewhere (``[system, *history]``,
 ``conversation.extend(self.history)`` before the loop), one rebound, or one whose messages are
-replaced (``conversation[0] = ...``, ``insert``), or one made inside the loop that sends it.
+replaced or moved (``conversation[0] = ...``, ``insert`` in the loop), or one made inside the
+loop that sends it.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ from collections.abc import Callable
 _GROWS = frozenset({"append", "extend"})
 #: methods that change which message is where in the list, or remove one
 _REWRITES = frozenset({"insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"})
+#: what adds messages written out in place before the loop that sends the conversation: an
+#: ``insert`` there only places a message once (in the loop it moves the later ones: rewrites)
+_ADDS = _GROWS | {"insert"}
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -73,16 +81,53 @@ def held_contents(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int
     known: frozenset[int] | None = func.__dict__.get("_held_contents")
     if known is None:
         out: set[int] = set()
+        appends = held_appends(func)
         for node in ast.walk(func):
-            if isinstance(node, ast.List) and id(node) in held_conversations(func):
-                for element in node.elts:
-                    if isinstance(element, ast.Dict):
-                        out.update(
-                            id(value)
-                            for key, value in zip(element.keys, element.values, strict=True)
-                            if isinstance(key, ast.Constant) and key.value == "content"
-                        )
+            written: list[ast.expr] = []
+            if isinstance(node, ast.List) and (
+                id(node) in held_conversations(func) or id(node) in appends
+            ):
+                written = list(node.elts)
+            elif isinstance(node, ast.Call) and id(node) in appends:
+                written = list(node.args[-1:])
+                if isinstance(node.func, ast.Attribute) and node.func.attr == "extend":
+                    written = [
+                        e for a in written if isinstance(a, (ast.List, ast.Tuple)) for e in a.elts
+                    ]
+            for element in written:
+                if isinstance(element, ast.Dict):
+                    out.update(
+                        id(value)
+                        for key, value in zip(element.keys, element.values, strict=True)
+                        if isinstance(key, ast.Constant) and key.value == "content"
+                    )
         known = func.__dict__["_held_contents"] = frozenset(out)
+    return known
+
+
+def held_appends(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of what adds messages written out in place to a conversation ``func`` holds,
+    outside the loops that send it (``conversation.append({"role": "system", ...})`` after
+    ``conversation = []``, ``insert(0, {...})``, ``extend([...])``: the calls; ``+= [...]``:
+    the list added): written once into the conversation, as its list display is."""
+    known: frozenset[int] | None = func.__dict__.get("_held_appends")
+    if known is None:
+        out: set[int] = set()
+        for _, name, loops in _held_lists(func, _empty_or_messages):
+            inside = {id(sub) for loop in loops for sub in ast.walk(loop)}
+            for node, _ in _own(func):
+                if id(node) in inside:
+                    continue
+                if isinstance(node, ast.AugAssign) and _is(node.target, name):
+                    out.add(id(node.value))
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _ADDS
+                    and _is(node.func.value, name)
+                ):
+                    out.add(id(node))
+        known = func.__dict__["_held_appends"] = frozenset(out)
     return known
 
 
@@ -121,7 +166,7 @@ def _message_list(node: ast.expr) -> bool:
 
 
 def _find(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
-    return [id(value) for value, _, _ in _held_lists(func, _message_list)]
+    return [id(value) for value, _, _ in _held_lists(func, _empty_or_messages)]
 
 
 def _empty_or_messages(node: ast.expr) -> bool:
@@ -272,9 +317,15 @@ def _holding_loops(
             and _is(_base(node.func.value), name)
         ):
             method = node.func.attr
-            if method in _REWRITES:
+            if method == "insert" and _is(node.func.value, name) and not held and not looped:
+                # a message placed once, before the loop (``insert(0, {"role": "system",
+                # ...})``)
+                added = node.args[1] if len(node.args) == 2 and not node.keywords else None
+                if not isinstance(added, ast.Dict):
+                    return []
+            elif method in _REWRITES:
                 return []
-            if method in _GROWS and not held:
+            elif method in _GROWS and not held:
                 added = node.args[0] if len(node.args) == 1 and not node.keywords else None
                 if (
                     looped
