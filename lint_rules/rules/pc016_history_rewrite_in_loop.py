@@ -45,7 +45,11 @@ made afresh earlier in the same pass (`messages = build(conv)`) drops the same m
 and an `insert()` at a constant index from the start (`messages.insert(0, system)`) into a
 local list bound to a new list earlier in the same pass (`messages = list(history)`, or `[]`
 then filled; not under an inner loop, and not rebound in between) puts the message at the
-same place of every request.
+same place of every request. An Anthropic request whose breakpoints all close its tools or
+system blocks, in a module that writes no other breakpoint (none on a message, no top-level
+`cache_control=`), caches none of its messages: Anthropic caches only up to a breakpoint, so a
+window over its history loses nothing cached and is not reported. One with no breakpoint at all
+still is: the window would undo the message breakpoint that caching its history needs.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
@@ -86,6 +90,7 @@ from dataclasses import dataclass
 
 from .._base import Diagnostic, Related, Severity
 from ..context import ModuleContext
+from ..events import SinkCall
 from ..statements import fixed_locals
 from ..taint import INIT_METHODS
 
@@ -1158,11 +1163,114 @@ def _retry_loop(loop: ast.stmt, call: ast.Call) -> bool:
     return False
 
 
+def _closing_breakpoints(ctx: ModuleContext, sink: SinkCall) -> set[int] | None:
+    """The ``"cache_control"`` keys written into ``sink``'s own tools and system blocks (a key
+    of one of them, or an item store into the list given as ``tools=`` or ``system=``, also
+    through a dict the request splats: ``client.messages.stream(**kwargs)`` after ``kwargs =
+    {"system": blocks, ...}``); None where ``sink`` is no Anthropic Messages request, asks for
+    automatic caching (a top-level ``cache_control``) or puts a breakpoint on a message."""
+    if sink.api != "anthropic" or "cache_control" in sink.params:
+        return None
+    own: set[int] = set()
+    lists: set[str] = set()
+    for block in sink.blocks:
+        if block.region == "messages":
+            if block.breakpoint is not None:
+                return None
+            continue
+        if block.bp_node is not None:
+            own.add(id(block.bp_node))
+        if isinstance(block.node, ast.Name):
+            lists.add(block.node.id)
+    given = [(k.arg, k.value) for k in sink.node.keywords]
+    splats = {
+        k.value.id for k in sink.node.keywords if k.arg is None and isinstance(k.value, ast.Name)
+    }
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if isinstance(node.value, ast.Dict) and any(
+            isinstance(t, ast.Name) and t.id in splats for t in targets
+        ):
+            given.extend(
+                (key.value, value)
+                for key, value in zip(node.value.keys, node.value.values, strict=True)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            )
+    lists.update(v.id for k, v in given if k in ("system", "tools") and isinstance(v, ast.Name))
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in lists and node.value is not None:
+                # the list itself, written out where it is bound
+                own.update(id(sub) for sub in ast.walk(node.value) if _names_breakpoint(sub))
+            base = target
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(base, ast.Name)
+                and base.id in lists
+            ):
+                own.add(id(target.slice))
+    return {i for i in own if i in _breakpoint_keys(ctx)}
+
+
+def _names_breakpoint(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "cache_control"
+
+
+def _breakpoint_keys(ctx: ModuleContext) -> set[int]:
+    """The ``"cache_control"`` constants of the module that put a breakpoint (not one taken
+    out again: ``.pop("cache_control")``, ``del block["cache_control"]``)."""
+    known: set[int] | None = ctx.tree.__dict__.get("_promptcache_breakpoint_keys")
+    if known is None:
+        taken: set[int] = set()
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "pop" and node.args:
+                    taken.add(id(node.args[0]))
+            elif isinstance(node, ast.Delete):
+                taken.update(id(t.slice) for t in node.targets if isinstance(t, ast.Subscript))
+        known = {
+            id(node)
+            for node in ast.walk(ctx.tree)
+            if _names_breakpoint(node) and id(node) not in taken
+        }
+        ctx.tree.__dict__["_promptcache_breakpoint_keys"] = known
+    return known
+
+
+def _uncached_messages(ctx: ModuleContext) -> set[int]:
+    """The ids of the module's Anthropic Messages requests that cache none of their messages:
+    each puts a breakpoint on its own tools or system blocks, none on a message and none at
+    the top level (automatic caching), and every breakpoint written in the module closes the
+    tools or system blocks of such a request (none on a message anywhere, none a
+    ``cache_control=`` keyword). Anthropic reads and writes the cache only up to a breakpoint
+    (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, checked
+    2026-12-07), so a window over such a request's history loses nothing cached. A request
+    with no breakpoint at all is not taken: it caches nothing yet, and the window is what
+    would undo the message breakpoint its author adds next."""
+    closing = {id(sink): _closing_breakpoints(ctx, sink) for sink in ctx.sinks}
+    if any(isinstance(n, ast.keyword) and n.arg == "cache_control" for n in ast.walk(ctx.tree)):
+        return set()
+    placed: set[int] = set()
+    for keys in closing.values():
+        placed.update(keys or ())
+    if _breakpoint_keys(ctx) - placed:
+        return set()  # a breakpoint written elsewhere: on a message, or by a helper
+    return {key for key, keys in closing.items() if keys}
+
+
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
     seen: set[tuple[int, int]] = set()
     helpers = _module_functions(ctx.tree)
+    uncached = _uncached_messages(ctx)
     for sink in ctx.sinks:
-        if sink.messages is None:
+        if sink.messages is None or id(sink) in uncached:
             continue
         if isinstance(sink.messages, ast.Name) and sink.function is not None:
             found = _prepended(sink.function, sink.messages.id)
