@@ -124,6 +124,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         75: 20270146,
         76: 20270147,
         77: 20270148,
+        78: 20270149,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -216,6 +217,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         75: 5,
         76: 5,
         77: 6,
+        78: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -581,6 +583,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "123Anujyadav/MedBridge-backend",
             "223MapAction/Model_deploy",
             "2400030252-Akash/AI-Services",
+        ],
+        78: [
+            "QingShengmMa/SparkLaw",
+            "bugxzhu/NovelAi",
+            "eligos-lab/graphrag-recruiting-intelligence",
         ],
     }
     for batch, tuning in recorded.items():
