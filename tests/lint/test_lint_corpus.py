@@ -125,6 +125,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         76: 20270147,
         77: 20270148,
         78: 20270149,
+        79: 20270150,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -218,6 +219,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         76: 5,
         77: 6,
         78: 6,
+        79: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -588,6 +590,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "QingShengmMa/SparkLaw",
             "bugxzhu/NovelAi",
             "eligos-lab/graphrag-recruiting-intelligence",
+        ],
+        79: [
+            "Jiachen-Carson-ZHANG/Agentic-ML",
+            "JumbikTank/text2sql",
+            "beautifulboy9527/news_analyzer-main",
         ],
     }
     for batch, tuning in recorded.items():
