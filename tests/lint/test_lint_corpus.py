@@ -126,6 +126,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         77: 20270148,
         78: 20270149,
         79: 20270150,
+        80: 20270151,
     }
     names = [r.repo for r in repos]
     assert len(set(names)) == len(names)  # a repository is in one batch only
@@ -220,6 +221,7 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
         77: 6,
         78: 6,
         79: 6,
+        80: 6,
     }
     # the tuning halves as recorded: sorted names shuffled by each batch's seed, the first
     # half (rounded down) tuning
@@ -595,6 +597,11 @@ def test_repos_are_pinned_and_each_batch_split_is_its_seeds(ev: ModuleType) -> N
             "Jiachen-Carson-ZHANG/Agentic-ML",
             "JumbikTank/text2sql",
             "beautifulboy9527/news_analyzer-main",
+        ],
+        80: [
+            "ParminderSinghGithub/SpectralReader",
+            "cptntrps/contract_analyzer",
+            "sky629/ai_saga",
         ],
     }
     for batch, tuning in recorded.items():
