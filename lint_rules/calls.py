@@ -98,6 +98,7 @@ from .regions import (
     later_history_turns,
     measured_messages,
     tail_system_turns,
+    unread_messages,
     yielded_turns,
 )
 from .sources import (
@@ -2114,7 +2115,9 @@ class CallsMixin(EngineState):
         message is appended to a history after the model's reply (``later_history_turns``):
         a turn of the history, written there once; or unless the message is only given to a
         call that measures it (``measured_messages``: its tokens counted), which sends
-        nothing; or unless it is appended last to a list of the request's messages
+        nothing; or unless it is bound to a local name nothing reads (``unread_messages``: a
+        message list built and never sent); or unless it is appended last to a list of the
+        request's messages
         (``tail_system_turns``): the newest message, after all that a cache holds; or unless
         it is a tool's, hook's or command's result handed one at a time to the loop that
         writes it into the history (``yielded_turns``), frozen there."""
@@ -2122,6 +2125,7 @@ class CallsMixin(EngineState):
         if func is not None and (
             id(content) in later_history_turns(func)
             or id(content) in measured_messages(func)
+            or id(content) in unread_messages(func)
             or id(content) in tail_system_turns(func)
             or id(content) in yielded_turns(func, self.tree)
         ):

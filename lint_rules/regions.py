@@ -357,6 +357,42 @@ def yielded_turns(func: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module
     return known
 
 
+def unread_messages(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
+    """The ids of the value nodes (its content) of each chat message (``_message_parts``) that
+    ``func`` binds to a local name, alone or as an element of a list or tuple display
+    (``messages = [{"role": "system", "content": prompt}, ...]``), where nothing in ``func``
+    (nor a function nested in it) reads that name and it is not ``global``/``nonlocal``: a
+    message list built and never sent. Found once per function (kept on the node)."""
+    known: frozenset[int] | None = func.__dict__.get("_unread")
+    if known is None:
+        read: set[str] = set()
+        declared: set[str] = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+                read.add(node.id)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                declared.update(node.names)
+        out: set[int] = set()
+        for node in ast.walk(func):
+            if not (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                and node.value is not None
+                and len(node.targets if isinstance(node, ast.Assign) else [node.target]) == 1
+            ):
+                continue
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if not isinstance(target, ast.Name) or target.id in read or target.id in declared:
+                continue
+            value = node.value
+            elements = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            for elt in elements:
+                parts = _message_parts(elt)
+                if parts is not None:
+                    out.update(id(part) for part in parts[1])
+        known = func.__dict__["_unread"] = frozenset(out)
+    return known
+
+
 def measured_messages(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[int]:
     """The ids of the value nodes (its content) of each chat message (``_message_parts``) that
     ``func`` gives straight to a call named for measuring it (``is_measure_name``: ``len(...)``,
