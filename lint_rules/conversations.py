@@ -29,11 +29,13 @@ while True:
     messages.append({"role": "assistant", "content": reply.content})
 ```
 
-is resent unchanged with the same growing list, so what it holds is this conversation's too.
-The list may start empty there (``messages = []``, then written out in place). The name must
-be bound once, outside loops (or be a parameter never rebound), and read nowhere but as a bare
-argument of a call of the loop that also takes the held list: a one-shot request given the same
-text, or text built from it, keeps it reported.
+is resent unchanged with the same growing list, so what it holds is this conversation's too
+(so are system blocks bound once: ``system = [{"type": "text", "text": ..., "cache_control":
+...}]``). The list may start empty there (``messages = []``, then written out in place). The
+name must be bound once, outside loops (or be a parameter never rebound), and read nowhere but
+as a bare argument of a call of the loop that also takes the held list, or by ``print``,
+``len`` or a logger's method: a one-shot request given the same text, or text built from it,
+keeps it reported.
 
 The list may also start empty, or short, and be written out message by message before the
 loop (``conversation.append({"role": "system", ...})``, ``insert(0, {...})``, ``+= [{...}]``;
@@ -210,7 +212,9 @@ def _find_companions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int |
                 if not isinstance(arg, ast.Name) or arg.id == conversation:
                     continue
                 name = arg.id
-                if name in declared or not all(id(n) in beside for n in loads.get(name, [])):
+                if name in declared or not all(
+                    id(n) in beside or _only_shown(n, parents) for n in loads.get(name, [])
+                ):
                     continue  # read elsewhere too: in a one-shot request, or built upon
                 written = stores.get(name, [])
                 if name in params:
@@ -230,6 +234,26 @@ def _find_companions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int |
                 ):
                     found.append(id(stmt.value))
     return found
+
+
+#: calls that only show or measure what they are given: a text logged or counted is not sent
+_SHOWN = frozenset({"print", "len"})
+_LOGGED = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+
+
+def _only_shown(node: ast.Name, parents: dict[int, ast.AST]) -> bool:
+    """``node`` is an argument of ``print``/``len`` or of a logger's method
+    (``log.debug("system: %s", system)``), also inside an f-string given to one."""
+    child: ast.AST = node
+    parent = parents.get(id(child))
+    while isinstance(parent, (ast.FormattedValue, ast.JoinedStr)):
+        child, parent = parent, parents.get(id(parent))
+    if not isinstance(parent, ast.Call) or child is parent.func:
+        return False
+    func = parent.func
+    if isinstance(func, ast.Name):
+        return func.id in _SHOWN
+    return isinstance(func, ast.Attribute) and func.attr in _LOGGED
 
 
 def _held_lists(

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .conversations import held_conversations
+from .conversations import held_companions, held_conversations
 from .events import Block, HandedHistory, HandedTurn, SinkCall, TurnContext, TurnCount
 from .facts import ASSUMED, CLEAN, Fact, Kind, Shape, Value, held_once, map_facts, replace
 from .frames import Choice, ClassInfo, EngineState, ExternalClass
@@ -1530,14 +1530,21 @@ class RegionsMixin(EngineState):
         with self.in_frame(frame):
             return self.eval(node)
 
-    def _enter(self, region: str, node: ast.expr, frame: Frame, label: str) -> Value:
-        """Evaluate ``node`` in ``frame`` (where it was written) and record it in ``region``."""
+    def _enter(
+        self, region: str, node: ast.expr, frame: Frame, label: str, held: bool = False
+    ) -> Value:
+        """Evaluate ``node`` in ``frame`` (where it was written) and record it in ``region``;
+        ``held``: written once into a conversation the function holds (``held_once``)."""
         if frame is self.frame:
             value = self.eval(node)
+            if held:
+                value = map_facts(value, held_once)
             self.record(region, value, node, label)
             return value
         with self.in_frame(frame):
             value = self.eval(node)
+            if held:
+                value = map_facts(value, held_once)
             self.record(region, value, node, label)
         return value
 
@@ -1634,10 +1641,17 @@ class RegionsMixin(EngineState):
             self.mark_builder(self.functions[node.id], label)
             return
         if isinstance(node, (ast.List, ast.Tuple)):
+            # system blocks bound once and sent beside a conversation the function holds
+            # (``conversations.held_companions``): written there once
+            held = (
+                node is not expr
+                and isinstance(frame.func, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and id(node) in held_companions(frame.func)
+            )
             blocks: list[Block] = []
             for elt in node.elts:
                 if isinstance(elt, ast.Starred):
-                    self._enter("system", elt, frame, label)
+                    self._enter("system", elt, frame, label, held)
                     if sink is not None:
                         sink.complete = False
                     continue
@@ -1645,7 +1659,7 @@ class RegionsMixin(EngineState):
                     self._breakpoint(blocks[-1], elt, "cachePoint")  # type: ignore[arg-type]
                     continue
                 text = self._text_node(elt)
-                value = self._enter("system", text, frame, label)
+                value = self._enter("system", text, frame, label, held)
                 block = self._block("system", self._structure(elt, frame), value)
                 blocks.append(block)
             if sink is not None:
