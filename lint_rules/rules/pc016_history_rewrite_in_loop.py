@@ -47,7 +47,8 @@ local list bound to a new list earlier in the same pass (`messages = list(histor
 then filled; not under an inner loop, and not rebound in between) puts the message at the
 same place of every request. An Anthropic request whose breakpoints all close its tools or
 system blocks, in a module that writes no other breakpoint (none on a message, no top-level
-`cache_control=`), caches none of its messages: Anthropic caches only up to a breakpoint, so a
+`cache_control=`) and that hands the history to no call but the request (`len` and `print`
+aside: a helper of another module may mark a message), caches none of its messages: Anthropic caches only up to a breakpoint, so a
 window over its history loses nothing cached and is not reported. One with no breakpoint at all
 still is: the window would undo the message breakpoint that caching its history needs.
 
@@ -1262,7 +1263,30 @@ def _uncached_messages(ctx: ModuleContext) -> set[int]:
         placed.update(keys or ())
     if _breakpoint_keys(ctx) - placed:
         return set()  # a breakpoint written elsewhere: on a message, or by a helper
-    return {key for key, keys in closing.items() if keys}
+    by_id = {id(sink): sink for sink in ctx.sinks}
+    return {key for key, keys in closing.items() if keys and not _handed_on(ctx, by_id[key])}
+
+
+def _handed_on(ctx: ModuleContext, sink: SinkCall) -> bool:
+    """Whether the history ``sink`` sends, or one of its messages, is given to a call other
+    than ``sink`` itself (``len``/``print`` aside) in the code around it: a helper of another
+    module may put a breakpoint on a message (``mark_last(history)``)."""
+    target = _target(sink.messages) if sink.messages is not None else None
+    if target is None:
+        return True
+    scope = sink.function if sink.function is not None else ctx.tree
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.Call) or node is sink.node:
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id in ("len", "print"):
+            continue
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            base = arg.value if isinstance(arg, ast.Starred) else arg
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if _target(base) == target:
+                return True
+    return False
 
 
 def check(ctx: ModuleContext) -> Iterator[Diagnostic]:
