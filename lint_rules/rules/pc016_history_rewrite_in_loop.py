@@ -48,9 +48,10 @@ then filled; not under an inner loop, and not rebound in between) puts the messa
 same place of every request. An Anthropic request whose breakpoints all close its tools or
 system blocks, in a module that writes no other breakpoint (none on a message, no top-level
 `cache_control=`) and that hands the history to no call but the request (`len` and `print`
-aside: a helper of another module may mark a message), caches none of its messages: Anthropic caches only up to a breakpoint, so a
-window over its history loses nothing cached and is not reported. One with no breakpoint at all
-still is: the window would undo the message breakpoint that caching its history needs.
+aside: a helper of another module may mark a message), caches none of its messages:
+Anthropic caches only up to a breakpoint, so a window over its history loses nothing cached
+and is not reported. One with no breakpoint at all still is: the window would undo the
+message breakpoint that caching its history needs.
 
 ## Why is this bad?
 The cached prefix ends where the history first differs from the previous request. Dropping the
