@@ -193,22 +193,22 @@ def _find_companions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int |
             else:
                 stores.setdefault(node.id, []).append((node, looped))
     found: list[int | str] = []
+    dicts = _dicts(func)
     for _, conversation, loops in _held_lists(func, _empty_or_messages):
         calls = [
             node
             for loop in loops
             for node, _ in _own(loop)
-            if isinstance(node, ast.Call)
-            and any(_is(a, conversation) for a in (*node.args, *(k.value for k in node.keywords)))
+            if isinstance(node, ast.Call) and any(_is(a, conversation) for a in _args(node, dicts))
         ]
         beside = {
             id(a)
             for call in calls
-            for a in (*call.args, *(k.value for k in call.keywords))
+            for a in _args(call, dicts)
             if isinstance(a, ast.Name) and a.id != conversation
         }
         for call in calls:
-            for arg in (*call.args, *(k.value for k in call.keywords)):
+            for arg in _args(call, dicts):
                 if not isinstance(arg, ast.Name) or arg.id == conversation:
                     continue
                 name = arg.id
@@ -312,7 +312,7 @@ def _holding_loops(
         for node, _ in nodes
         if isinstance(node, _LOOPS)
         and node.lineno > bound.lineno
-        and _sends(node, name)
+        and _sends(node, name, _dicts(func))
         and _grows(node, name)
     ]
     if not holding:
@@ -379,13 +379,51 @@ def _base(node: ast.expr) -> ast.expr:
     return node
 
 
-def _sends(loop: ast.stmt, name: str) -> bool:
+def _dicts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.Dict]:
+    """The names ``func`` binds once, to a dict display (``kwargs = {"system": system,
+    "messages": messages}``), each with that display. Found once per function."""
+    known: dict[str, ast.Dict] | None = func.__dict__.get("_held_dicts")
+    if known is None:
+        bound: dict[str, list[ast.AST]] = {}
+        for node, _ in _own(func):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                bound.setdefault(node.id, []).append(node)
+        known = {}
+        for node, _ in _own(func):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if (
+                    len(targets) == 1
+                    and isinstance(targets[0], ast.Name)
+                    and len(bound.get(targets[0].id, [])) == 1
+                ):
+                    known[targets[0].id] = node.value
+        func.__dict__["_held_dicts"] = known
+    return known
+
+
+def _args(call: ast.Call, dicts: dict[str, ast.Dict]) -> list[ast.expr]:
+    """What ``call`` is given: its arguments, and the values of a dict display it splats
+    (``create(**kwargs)`` after ``kwargs = {"system": system, "messages": messages}``)."""
+    out: list[ast.expr] = [*call.args]
+    for keyword in call.keywords:
+        splat = dicts.get(keyword.value.id) if isinstance(keyword.value, ast.Name) else None
+        if keyword.arg is None and splat is not None:
+            out.extend(
+                value
+                for key, value in zip(splat.keys, splat.values, strict=True)
+                if isinstance(key, ast.Constant)
+            )
+        else:
+            out.append(keyword.value)
+    return out
+
+
+def _sends(loop: ast.stmt, name: str, dicts: dict[str, ast.Dict]) -> bool:
     """A call in ``loop`` takes the bare name as an argument (``llm.chat(conversation)``,
-    ``create(messages=conversation)``)."""
+    ``create(messages=conversation)``, ``create(**kwargs)`` of a dict holding it)."""
     for node, _ in _own(loop):
-        if isinstance(node, ast.Call) and any(
-            _is(arg, name) for arg in (*node.args, *(k.value for k in node.keywords))
-        ):
+        if isinstance(node, ast.Call) and any(_is(arg, name) for arg in _args(node, dicts)):
             return True
     return False
 
